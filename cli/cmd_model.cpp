@@ -1,0 +1,220 @@
+// `gpuplan model list|show`
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/wl_io/model_io.hpp"
+
+namespace gpuplan::cli {
+namespace {
+
+namespace u = gpuplan::units;
+
+struct ModelOptions {
+  std::string name;
+  std::int64_t seq = 4096;
+  std::string kv_dtype = "bf16";
+};
+
+std::string billions(std::int64_t n) { return u::format_number(static_cast<double>(n) / 1e9, 4); }
+
+std::string attention_kind(const wl::TransformerArch& a) {
+  if (a.mla) return "MLA";
+  if (a.kv_heads == a.heads) return "MHA";
+  if (a.kv_heads == 1) return "MQA";
+  return "GQA";
+}
+
+int list(const GlobalOptions& g) {
+  Diagnostics diags;
+  auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return report(diags);
+  auto lib = wl_io::load_model_library(*dir);
+  if (!lib.ok()) return report(lib.diagnostics());
+  Table t;
+  t.columns = {{"id", "id"},
+               {"name", "name"},
+               {"total_params_B", "params B", true},
+               {"active_params_B", "active B", true},
+               {"layers", "layers", true},
+               {"hidden", "hidden", true},
+               {"attention", "attention"},
+               {"heads", "heads q/kv", false},
+               {"experts", "experts", false},
+               {"max_position", "context", true}};
+  for (const auto& m : lib->models) {
+    const auto& a = m.arch;
+    const auto p = model::parameter_counts(a, Explain::off);
+    t.rows.push_back({a.id, a.name, billions(p.total), a.moe ? billions(p.active) : "", std::to_string(a.layers),
+                      std::to_string(a.hidden), attention_kind(a), fmt::format("{}/{}", a.heads, a.kv_heads),
+                      a.moe ? fmt::format("{} top-{}", a.moe->num_experts, a.moe->experts_per_token) : "",
+                      a.max_position ? std::to_string(a.max_position) : ""});
+  }
+  out(t.render(parse_format(g.format)));
+  return report(lib.diagnostics());
+}
+
+int show(const GlobalOptions& g, const ModelOptions& o) {
+  Diagnostics diags;
+  auto dir = find_data_dir(g.data_dir, diags);
+  wl_io::ModelLibrary empty;
+  Result<wl_io::ModelLibrary> lib = empty;
+  if (dir) lib = wl_io::load_model_library(*dir);
+  if (!lib.ok()) return report(lib.diagnostics());
+  auto m = wl_io::resolve_model(*lib, o.name);
+  if (!m.ok()) return report(m.diagnostics());
+  const auto prec = hw::parse_precision(o.kv_dtype);
+  const auto& a = m->arch;
+  const auto p = model::parameter_counts(a, g.explain ? Explain::on : Explain::off);
+  const auto f = model::flops_per_token(a, o.seq, g.explain ? Explain::on : Explain::off);
+  const double kv_b = hw::bytes_per_element(*prec);
+  const auto kv = model::kv_cache_size(a, o.seq, kv_b, g.explain ? Explain::on : Explain::off);
+  const Format fmt_ = parse_format(g.format);
+
+  if (fmt_ == Format::json || fmt_ == Format::csv) {
+    nlohmann::ordered_json j;
+    j["id"] = a.id;
+    j["name"] = a.name;
+    j["file"] = m->file;
+    j["architecture"] = {{"model_type", a.model_type}, {"layers", a.layers}, {"hidden", a.hidden},
+                         {"heads", a.heads}, {"kv_heads", a.kv_heads}, {"head_dim", a.head_dim},
+                         {"intermediate", a.intermediate}, {"vocab", a.vocab}, {"attention", attention_kind(a)},
+                         {"tied_embeddings", a.tied_embeddings}, {"max_position", a.max_position}};
+    if (a.moe)
+      j["architecture"]["moe"] = {{"experts", a.moe->num_experts}, {"experts_per_token", a.moe->experts_per_token},
+                                  {"expert_intermediate", a.moe->expert_intermediate},
+                                  {"shared_experts", a.moe->shared_experts}, {"moe_layers", a.moe_layer_count()}};
+    if (a.sliding_layer_count() > 0)
+      j["architecture"]["sliding_window"] = {{"window", a.sliding_window}, {"layers", a.sliding_layer_count()}};
+    j["params"] = {{"total", p.total}, {"active", p.active}, {"embedding", p.embedding},
+                   {"position_embedding", p.position_embedding}, {"attention", p.attention},
+                   {"dense_mlp", p.dense_mlp}, {"router", p.router}, {"routed_experts", p.routed_experts},
+                   {"shared_experts", p.shared_experts}, {"norms", p.norms}, {"lm_head", p.lm_head},
+                   {"mtp_excluded", p.mtp}};
+    if (m->published) {
+      j["published"] = {{"total_params_B", m->published->total_params_B}, {"source", m->published->source}};
+      if (m->published->active_params_B) j["published"]["active_params_B"] = *m->published->active_params_B;
+    }
+    j["flops_per_token"] = {{"context", o.seq}, {"forward_FLOP", f.forward.raw()},
+                            {"forward_matmul_FLOP", f.matmul_forward.raw()},
+                            {"forward_attention_FLOP", f.attention_forward.raw()}, {"training_FLOP", f.training.raw()}};
+    j["kv_cache"] = {{"dtype", o.kv_dtype}, {"kv_bytes_per_token", kv.per_token_full.raw()},
+                     {"kv_bytes_per_sequence", kv.per_sequence.raw()}, {"sequence_tokens", o.seq}};
+    j["assumptions"] = a.assumptions;
+    if (g.explain)
+      j["derivations"] = {derivation_json(p.derivation), derivation_json(f.derivation), derivation_json(kv.derivation)};
+    if (fmt_ == Format::csv) {
+      Table t;
+      t.columns = {{"id", "id"}, {"total_params", "total", true}, {"active_params", "active", true},
+                   {"forward_FLOP_per_token", "fwd FLOP/token", true}, {"training_FLOP_per_token", "train FLOP/token", true},
+                   {"kv_bytes_per_token", "KV B/token", true}, {"context", "context", true}};
+      t.rows.push_back({a.id, std::to_string(p.total), std::to_string(p.active), fmt::format("{:.6g}", f.forward.raw()),
+                        fmt::format("{:.6g}", f.training.raw()), fmt::format("{:.6g}", kv.per_token_full.raw()),
+                        std::to_string(o.seq)});
+      out(t.render(Format::csv));
+    } else {
+      out(j.dump(2) + "\n");
+    }
+    return report(m.diagnostics());
+  }
+
+  std::vector<Section> s;
+  Section arch{a.name.empty() ? a.id : a.name, {}};
+  arch.rows = {{"id", a.id}, {"file", m->file}, {"model type", a.model_type},
+               {"layers × hidden", fmt::format("{} × {}", a.layers, a.hidden)},
+               {"attention", fmt::format("{}: {} query heads, {} KV heads, head dim {}", attention_kind(a), a.heads,
+                                         a.kv_heads, a.head_dim)},
+               {"FFN", fmt::format("{} {}", a.mlp == wl::MlpKind::gated ? "gated (SwiGLU-style)" : "plain", a.intermediate)},
+               {"vocabulary", fmt::format("{}{}", a.vocab, a.tied_embeddings ? " (tied LM head)" : "")}};
+  if (a.moe)
+    arch.rows.emplace_back("MoE", fmt::format("{} of {} layers, {} experts top-{}, expert width {}, {} shared",
+                                              a.moe_layer_count(), a.layers, a.moe->num_experts,
+                                              a.moe->experts_per_token, a.moe->expert_intermediate, a.moe->shared_experts));
+  if (a.mla)
+    arch.rows.emplace_back("MLA", fmt::format("q rank {}, kv rank {}, rope dim {}, nope dim {}, v dim {}",
+                                              a.mla->q_lora_rank, a.mla->kv_lora_rank, a.mla->qk_rope_head_dim,
+                                              a.mla->qk_nope_head_dim, a.mla->v_head_dim));
+  if (a.sliding_layer_count() > 0)
+    arch.rows.emplace_back("sliding window", fmt::format("{} tokens on {} of {} layers", a.sliding_window,
+                                                         a.sliding_layer_count(), a.layers));
+  if (a.max_position) arch.rows.emplace_back("max positions", std::to_string(a.max_position));
+  s.push_back(arch);
+
+  Section params{"Parameters (billions)", {}};
+  params.rows = {{"embedding", billions(p.embedding + p.position_embedding)},
+                 {"attention", billions(p.attention)},
+                 {"dense FFN", billions(p.dense_mlp)}};
+  if (a.moe) {
+    params.rows.emplace_back("router", billions(p.router));
+    params.rows.emplace_back("routed experts", billions(p.routed_experts));
+    if (p.shared_experts) params.rows.emplace_back("shared experts", billions(p.shared_experts));
+  }
+  params.rows.emplace_back("norms", billions(p.norms));
+  params.rows.emplace_back("LM head", a.tied_embeddings ? "tied" : billions(p.lm_head));
+  params.rows.emplace_back("total", billions(p.total) + " (" + u::format_count(double(p.total)) + ")");
+  if (a.moe) params.rows.emplace_back("active per token", billions(p.active));
+  if (p.mtp) params.rows.emplace_back("MTP modules (not in total)", billions(p.mtp));
+  if (m->published) {
+    std::string pub = u::format_number(m->published->total_params_B, 5) + " total";
+    if (m->published->active_params_B) pub += ", " + u::format_number(*m->published->active_params_B, 4) + " active";
+    params.rows.emplace_back("published", pub + " — " + m->published->source);
+  }
+  s.push_back(params);
+
+  Section fl{fmt::format("Compute per token at context {}", o.seq), {}};
+  fl.rows = {{"forward", fmt::format("{} ({} matmul + {} attention)", u::format(f.forward), u::format(f.matmul_forward),
+                                     u::format(f.attention_forward))},
+             {"training (fwd + bwd)", u::format(f.training)}};
+  s.push_back(fl);
+
+  Section kvs{fmt::format("KV cache ({})", o.kv_dtype), {}};
+  kvs.rows = {{"per token", fmt::format("{} ({})", u::format(kv.per_token_full), u::format(kv.per_token_full, u::BytePrefix::binary))},
+              {fmt::format("per sequence of {}", o.seq),
+               fmt::format("{} ({})", u::format(kv.per_sequence), u::format(kv.per_sequence, u::BytePrefix::binary))}};
+  s.push_back(kvs);
+  if (!a.assumptions.empty()) {
+    Section as{"Assumptions", {}};
+    for (const auto& x : a.assumptions) as.rows.emplace_back("-", x);
+    s.push_back(as);
+  }
+  out(render_sections(s, fmt_));
+  if (g.explain) {
+    out(render_derivation(p.derivation, fmt_));
+    out(render_derivation(f.derivation, fmt_));
+    out(render_derivation(kv.derivation, fmt_));
+  }
+  return report(m.diagnostics());
+}
+
+}  // namespace
+
+void register_model(CLI::App& app, GlobalOptions& g, int& rc) {
+  auto* cmd = app.add_subcommand("model", "model library and Hugging Face config.json import");
+  cmd->require_subcommand(1);
+  auto o = std::make_shared<ModelOptions>();
+  auto* l = cmd->add_subcommand("list", "list the shipped models");
+  add_format_option(*l, g);
+  l->callback([&g, &rc] { rc = list(g); });
+
+  auto* s = cmd->add_subcommand("show", "parameters by component, FLOPs per token, KV bytes per token");
+  s->add_option("MODEL", o->name, "a shipped name (llama-3.1-70b) or a path to a JSON file (ours or a config.json)")
+      ->required();
+  s->add_option("--seq", o->seq, "context length for attention FLOPs and the KV cache per sequence")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100'000'000}))
+      ->capture_default_str();
+  s->add_option("--kv-dtype", o->kv_dtype, "KV cache element type")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "int8", "fp4"}))
+      ->capture_default_str();
+  add_format_option(*s, g);
+  s->add_flag("--explain", g.explain, "print the derivation of every number");
+  s->callback([&g, o, &rc] { rc = show(g, *o); });
+}
+
+}  // namespace gpuplan::cli

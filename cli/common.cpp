@@ -1,0 +1,200 @@
+#include "common.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/format.h>
+
+namespace gpuplan::cli {
+
+std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& diags) {
+  namespace fs = std::filesystem;
+  auto usable = [](const std::string& p) {
+    std::error_code ec;
+    return !p.empty() && (fs::is_directory(fs::path(p) / "hardware", ec) || fs::is_directory(fs::path(p) / "models", ec));
+  };
+  if (!flag.empty()) {
+    if (usable(flag)) return flag;
+    diags.error("", "--data-dir", fmt::format("'{}' has no hardware/ or models/ folder", flag));
+    return std::nullopt;
+  }
+  if (const char* env = std::getenv("GPUPLAN_DATA_DIR"); env != nullptr && *env != '\0') {
+    if (usable(env)) return std::string(env);
+    diags.error("", "GPUPLAN_DATA_DIR", fmt::format("'{}' has no hardware/ or models/ folder", env));
+    return std::nullopt;
+  }
+  for (const char* candidate : {GPUPLAN_INSTALL_DATA_DIR, GPUPLAN_SOURCE_DATA_DIR})
+    if (usable(candidate)) return std::string(candidate);
+  diags.error("", "--data-dir",
+              fmt::format("no data directory found: tried --data-dir, $GPUPLAN_DATA_DIR, {} and {}",
+                          GPUPLAN_INSTALL_DATA_DIR, GPUPLAN_SOURCE_DATA_DIR));
+  return std::nullopt;
+}
+
+Format parse_format(const std::string& s) {
+  if (s == "md") return Format::md;
+  if (s == "json") return Format::json;
+  if (s == "csv") return Format::csv;
+  return Format::text;
+}
+
+void add_format_option(CLI::App& cmd, GlobalOptions& g) {
+  cmd.add_option("--format,-f", g.format, "output format")
+      ->check(CLI::IsMember({"text", "md", "json", "csv"}))
+      ->capture_default_str();
+}
+
+namespace {
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+std::size_t display_width(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++n;  // count UTF-8 code points, not bytes
+  return n;
+}
+std::string pad(const std::string& s, std::size_t w, bool right) {
+  const std::size_t n = display_width(s);
+  if (n >= w) return s;
+  return right ? std::string(w - n, ' ') + s : s + std::string(w - n, ' ');
+}
+}  // namespace
+
+std::string Table::render(Format f) const {
+  std::string o;
+  switch (f) {
+    case Format::csv: {
+      for (std::size_t c = 0; c < columns.size(); ++c) o += (c ? "," : "") + csv_cell(columns[c].key);
+      o += '\n';
+      for (const auto& r : rows) {
+        for (std::size_t c = 0; c < r.size(); ++c) o += (c ? "," : "") + csv_cell(r[c]);
+        o += '\n';
+      }
+      return o;
+    }
+    case Format::json: {
+      nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+      for (const auto& r : rows) {
+        nlohmann::ordered_json obj;
+        for (std::size_t c = 0; c < columns.size(); ++c) {
+          const std::string& cell = r[c];
+          if (cell.empty()) obj[columns[c].key] = nullptr;
+          else if (columns[c].numeric) obj[columns[c].key] = std::strtod(cell.c_str(), nullptr);
+          else obj[columns[c].key] = cell;
+        }
+        arr.push_back(obj);
+      }
+      return arr.dump(2) + "\n";
+    }
+    case Format::md: {
+      o += "|";
+      for (const auto& c : columns) o += " " + c.title + " |";
+      o += "\n|";
+      for (const auto& c : columns) o += c.numeric ? " ---: |" : " --- |";
+      o += '\n';
+      for (const auto& r : rows) {
+        o += "|";
+        for (const auto& cell : r) o += " " + (cell.empty() ? std::string("—") : cell) + " |";
+        o += '\n';
+      }
+      return o;
+    }
+    case Format::text: {
+      std::vector<std::size_t> w(columns.size());
+      for (std::size_t c = 0; c < columns.size(); ++c) {
+        w[c] = display_width(columns[c].title);
+        for (const auto& r : rows) w[c] = std::max(w[c], display_width(r[c].empty() ? "—" : r[c]));
+      }
+      for (std::size_t c = 0; c < columns.size(); ++c)
+        o += (c ? "  " : "") + pad(columns[c].title, w[c], columns[c].numeric);
+      o += '\n';
+      for (std::size_t c = 0; c < columns.size(); ++c) o += (c ? "  " : "") + std::string(w[c], '-');
+      o += '\n';
+      for (const auto& r : rows) {
+        std::string line;
+        for (std::size_t c = 0; c < columns.size(); ++c)
+          line += (c ? "  " : "") + pad(r[c].empty() ? "—" : r[c], w[c], columns[c].numeric);
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        o += line + '\n';
+      }
+      return o;
+    }
+  }
+  return o;
+}
+
+std::string render_sections(const std::vector<Section>& sections, Format f) {
+  std::string o;
+  for (const auto& s : sections) {
+    if (f == Format::md) {
+      o += "## " + s.title + "\n\n| | |\n| --- | --- |\n";
+      for (const auto& [k, v] : s.rows) o += "| " + k + " | " + v + " |\n";
+      o += "\n";
+    } else {
+      o += s.title + "\n";
+      std::size_t w = 0;
+      for (const auto& r : s.rows) w = std::max(w, display_width(r.first));
+      for (const auto& [k, v] : s.rows) o += "  " + pad(k, w, false) + "  " + v + "\n";
+      o += "\n";
+    }
+  }
+  return o;
+}
+
+namespace {
+void render_node(const Derivation& d, int depth, Format f, std::string& o) {
+  const std::string ind(static_cast<std::size_t>(depth) * 2, ' ');
+  if (f == Format::md) {
+    o += ind + "- **" + d.title + "** = " + d.result + (d.formula.empty() ? "" : "  \n" + ind + "  `" + d.formula + "`") + "\n";
+    for (const auto& in : d.inputs)
+      o += ind + "  - " + in.symbol + " = " + in.value + " — " + in.meaning + " (" + to_string(in.origin.kind) +
+           (in.origin.ref.empty() ? "" : ": " + in.origin.ref) + ")\n";
+    for (const auto& n : d.notes) o += ind + "  - note: " + n + "\n";
+  } else {
+    o += ind + d.title + " = " + d.result + "\n";
+    if (!d.formula.empty()) o += ind + "  formula: " + d.formula + "\n";
+    for (const auto& in : d.inputs)
+      o += ind + "  " + in.symbol + " = " + in.value + "  (" + in.meaning + "; " + to_string(in.origin.kind) +
+           (in.origin.ref.empty() ? "" : ": " + in.origin.ref) + ")\n";
+    for (const auto& n : d.notes) o += ind + "  note: " + n + "\n";
+  }
+  for (const auto& c : d.children) render_node(c, depth + 1, f, o);
+}
+}  // namespace
+
+std::string render_derivation(const Derivation& d, Format f) {
+  std::string o;
+  render_node(d, 0, f, o);
+  return o;
+}
+
+nlohmann::json derivation_json(const Derivation& d) {
+  nlohmann::json j;
+  j["id"] = d.id;
+  j["title"] = d.title;
+  j["formula"] = d.formula;
+  j["result"] = d.result;
+  j["inputs"] = nlohmann::json::array();
+  for (const auto& in : d.inputs)
+    j["inputs"].push_back({{"symbol", in.symbol}, {"value", in.value}, {"meaning", in.meaning},
+                           {"origin", to_string(in.origin.kind)}, {"ref", in.origin.ref}});
+  j["notes"] = d.notes;
+  j["children"] = nlohmann::json::array();
+  for (const auto& c : d.children) j["children"].push_back(derivation_json(c));
+  return j;
+}
+
+int report(const Diagnostics& diags) {
+  for (const auto& d : diags.items()) std::cerr << d.to_string() << '\n';
+  return diags.has_errors() ? kExitInvalid : kExitOk;
+}
+
+void out(const std::string& s) { std::cout << s; }
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,23 @@
+// gpuplan — analytical performance model and capacity planner for LLMs on GPU clusters.
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+  using namespace gpuplan::cli;
+  CLI::App app{"gpuplan: analytical performance model and capacity planner for LLMs on GPU clusters"};
+  app.set_version_flag("--version", std::string("gpuplan ") + GPUPLAN_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalOptions g;
+  app.add_option("--data-dir", g.data_dir, "data directory (default: $GPUPLAN_DATA_DIR, installed, or source tree)");
+  int rc = kExitOk;
+  register_hw(app, g, rc);
+  register_model(app, g, rc);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return rc;
+}

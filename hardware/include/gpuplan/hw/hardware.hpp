@@ -1,0 +1,153 @@
+#pragma once
+// Hardware value types: GPUs, links, nodes, clusters. Pure data with invariants; decoding from JSON lives in
+// hardware/io. Values are typed quantities; anything a datasheet does not give is std::nullopt, never a guess.
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuplan/core/units.hpp"
+
+namespace gpuplan::hw {
+
+/// Numeric formats with a tensor/vector peak rate. Dense rates only: 2:4 sparsity is never modelled.
+enum class Precision { fp64, fp64_tensor, fp32, tf32, bf16, fp16, fp8, int8, fp6, fp4 };
+inline constexpr std::size_t kPrecisionCount = 10;
+inline constexpr std::array<Precision, kPrecisionCount> kAllPrecisions{
+    Precision::fp64, Precision::fp64_tensor, Precision::fp32, Precision::tf32, Precision::bf16,
+    Precision::fp16, Precision::fp8,         Precision::int8, Precision::fp6,  Precision::fp4};
+std::string_view to_string(Precision p);
+/// Parses "bf16", "fp8", ... ; nullopt for an unknown name.
+std::optional<Precision> parse_precision(std::string_view s);
+/// Storage bytes per element (fp4 = 0.5, fp6 = 0.75).
+double bytes_per_element(Precision p);
+
+/// Where a value came from: the entity's file and the JSON pointer inside it.
+struct SourceRef {
+  std::string id;   ///< "S5"
+  std::string ref;  ///< human description of the source
+  std::vector<std::string> fields;  ///< JSON pointers this source backs (may be empty = whole file)
+};
+
+struct EntityInfo {
+  std::string id;
+  std::string name;
+  std::string file;  ///< path it was loaded from ("" for built-in/test values)
+  std::vector<SourceRef> sources;
+  std::string notes;
+  /// Citation for one field: "<file>#<pointer> [S5]".
+  [[nodiscard]] std::string cite(std::string_view pointer) const;
+};
+
+enum class LinkType { nvlink, nvswitch, xgmi, pcie, infiniband, ethernet, c2c };
+std::string_view to_string(LinkType t);
+
+struct LinkSpec {
+  EntityInfo info;
+  LinkType type = LinkType::pcie;
+  std::string generation;
+  std::optional<units::Bandwidth> per_link_uni;   ///< nvlink/xgmi/c2c: one link, one direction
+  std::optional<units::Bandwidth> x16_uni;        ///< pcie x16, one direction
+  std::optional<units::Bandwidth> port;           ///< IB/Ethernet port, one direction
+  std::optional<units::Seconds> latency;
+  std::optional<units::Bandwidth> gpu_to_gpu_bidir;  ///< nvswitch
+  std::optional<int> max_domain_gpus;                ///< nvswitch
+  std::optional<bool> in_network_reduction;
+  std::optional<units::Bandwidth> reduction;         ///< nvswitch in-switch reduction bandwidth
+};
+
+struct MemorySpec {
+  std::string type;
+  units::Bytes capacity_label{};                 ///< vendor's "GB" label, as 10^9 bytes
+  std::optional<units::Bytes> device_reported;   ///< what the driver reports (MiB figure), where sourced
+  units::Bandwidth bandwidth{};
+};
+
+struct ScaleUpPort {
+  std::string link;  ///< link id
+  int links = 0;
+  units::Bandwidth per_gpu_uni{};  ///< all links together, one direction
+};
+
+struct GpuSpec {
+  EntityInfo info;
+  std::vector<std::string> aliases;
+  std::string vendor, family, form_factor, compute_unit_kind, sparsity;
+  int compute_units = 0;
+  std::optional<double> boost_clock_MHz;
+  std::array<std::optional<units::FlopRate>, kPrecisionCount> dense_peak{};  ///< indexed by Precision
+  MemorySpec memory;
+  std::optional<units::Bytes> l2;
+  std::optional<units::Bytes> llc;
+  std::optional<units::Watts> tdp;
+  std::optional<ScaleUpPort> scale_up;
+  std::string pcie;  ///< pcie link id or ""
+  std::optional<units::UsdPerSecond> price;
+
+  [[nodiscard]] std::optional<units::FlopRate> peak(Precision p) const {
+    return dense_peak[static_cast<std::size_t>(p)];
+  }
+  /// Memory the driver exposes: the device-reported figure where sourced, else the vendor label.
+  [[nodiscard]] units::Bytes memory_capacity() const {
+    return memory.device_reported ? *memory.device_reported : memory.capacity_label;
+  }
+};
+
+enum class ScaleUpTopology { switched, fully_connected, hybrid_cube_mesh, pcie };
+std::string_view to_string(ScaleUpTopology t);
+
+struct NodeSpec {
+  EntityInfo info;
+  std::string gpu;  ///< gpu id
+  int gpus = 0;
+  struct ScaleUp {
+    std::string link;
+    std::string switch_id;  ///< "" when point-to-point
+    int domain_gpus = 0;
+    ScaleUpTopology topology = ScaleUpTopology::switched;
+  } scale_up;
+  struct ScaleOut {
+    std::string link;
+    int nics = 0;
+    units::Bandwidth nic{};  ///< per NIC, one direction
+  };
+  std::optional<ScaleOut> scale_out;
+  std::string host_cpu;
+  std::optional<units::Bytes> host_memory;
+};
+
+enum class FabricTopology { fat_tree, rail_optimized };
+std::string_view to_string(FabricTopology t);
+
+struct ClusterSpec {
+  EntityInfo info;
+  std::string node;  ///< node id
+  int nodes = 0;
+  struct Fabric {
+    std::optional<FabricTopology> topology;  ///< absent: not sourced; the model states what it assumes
+    std::optional<double> oversubscription;  ///< absent: not sourced; the model states what it assumes
+    std::string link;
+  } fabric;
+};
+
+/// All hardware entities, cross-referenced by id. Lookup is exact by id, then by alias.
+class HardwareDb {
+ public:
+  std::vector<GpuSpec> gpus;
+  std::vector<LinkSpec> links;
+  std::vector<NodeSpec> nodes;
+  std::vector<ClusterSpec> clusters;
+
+  [[nodiscard]] const GpuSpec* find_gpu(std::string_view id_or_alias) const;
+  [[nodiscard]] const LinkSpec* find_link(std::string_view id) const;
+  [[nodiscard]] const NodeSpec* find_node(std::string_view id) const;
+  [[nodiscard]] const ClusterSpec* find_cluster(std::string_view id) const;
+  [[nodiscard]] std::vector<std::string> gpu_names() const;  ///< ids and aliases, for "did you mean"
+  [[nodiscard]] std::vector<std::string> link_ids() const;
+  [[nodiscard]] std::vector<std::string> node_ids() const;
+  [[nodiscard]] std::vector<std::string> cluster_ids() const;
+};
+
+}  // namespace gpuplan::hw

@@ -1,0 +1,92 @@
+#pragma once
+// Table-driven, strict JSON decoding with diagnostics. Every data-file spec (GPU, link, node, model, scenario,
+// calibration samples) is described by one FieldTable: key, type, unit, plausible range, presence and a one-line
+// description. The same table validates input (unknown keys with "did you mean", wrong types, out-of-range values,
+// missing required keys — all reported at once with file and JSON pointer) and generates the field reference.
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpuplan/core/diagnostics.hpp"
+
+namespace gpuplan::json_io {
+
+using Json = nlohmann::json;
+
+enum class FieldType { string, number, integer, boolean, string_list, object, any };
+enum class Presence { required, optional };
+/// Our own files reject unknown keys; foreign formats (Hugging Face config.json) carry many keys we do not model.
+enum class UnknownKeys { reject, ignore };
+
+struct FieldSpec {
+  std::string key;
+  FieldType type = FieldType::string;
+  Presence presence = Presence::optional;
+  std::string unit;         ///< "TB/s" for documentation; the key itself carries the suffix
+  double min = 0.0;         ///< inclusive lower bound for number/integer
+  double max = 0.0;         ///< inclusive upper bound (plausibility bound); ignored if min == max == 0
+  bool min_exclusive = false;  ///< value must be > min (e.g. a bandwidth must be positive)
+  std::string doc;
+  std::vector<std::string> choices;  ///< allowed values of a string field (empty = any)
+  const std::vector<FieldSpec>* nested = nullptr;  ///< table of an object field (nullptr = free-form)
+  bool nullable = false;  ///< JSON null means "absent" (Hugging Face configs write null for unset fields)
+};
+using FieldTable = std::vector<FieldSpec>;
+
+/// Reads a whole text file; a missing, unreadable or directory path is a diagnostic.
+std::optional<std::string> read_text_file(const std::string& path, Diagnostics& diags);
+
+/// Parses JSON text; a syntax error becomes a diagnostic with line and column.
+std::optional<Json> parse(std::string_view text, const std::string& file, Diagnostics& diags);
+
+/// Reads one JSON object against its field table. Construction validates every key at once; the getters return
+/// only values that passed validation (nullopt when absent or invalid), so decoders never see bad data.
+class ObjectReader {
+ public:
+  ObjectReader(const Json& value, const FieldTable& table, std::string file, std::string pointer, Diagnostics& diags,
+               UnknownKeys unknown = UnknownKeys::reject);
+
+  [[nodiscard]] bool valid() const { return valid_; }
+  [[nodiscard]] bool has(std::string_view key) const;
+  [[nodiscard]] std::optional<std::string> str(std::string_view key) const;
+  [[nodiscard]] std::optional<double> num(std::string_view key) const;
+  [[nodiscard]] std::optional<long long> integer(std::string_view key) const;
+  [[nodiscard]] std::optional<bool> boolean(std::string_view key) const;
+  [[nodiscard]] std::optional<std::vector<std::string>> strings(std::string_view key) const;
+  /// A nested object with its own table (the field's `nested`), or nullopt.
+  [[nodiscard]] std::optional<ObjectReader> object(std::string_view key) const;
+  /// The raw JSON of a free-form field (`nested == nullptr`), or nullptr.
+  [[nodiscard]] const Json* raw(std::string_view key) const;
+
+  [[nodiscard]] std::string pointer(std::string_view key) const;
+  [[nodiscard]] const std::string& file() const { return file_; }
+  [[nodiscard]] const std::string& base_pointer() const { return pointer_; }
+  /// Adds an error at `key` (for cross-field checks done by the decoder).
+  void error(std::string_view key, std::string message) const;
+
+ private:
+  const FieldSpec* spec(std::string_view key) const;
+  const Json* value_;
+  const FieldTable* table_;
+  std::string file_;
+  std::string pointer_;
+  Diagnostics* diags_;
+  UnknownKeys unknown_ = UnknownKeys::reject;
+  bool valid_ = true;
+  std::vector<std::string> null_keys_;  // null in a nullable field: treated as absent
+  std::vector<std::string> bad_keys_;  // present but invalid: getters return nullopt for these
+};
+
+/// Human name of a JSON value's type for messages ("a string", "a number", "null").
+std::string describe_type(const Json& v);
+/// Short rendering of a value for messages (strings quoted, long values cut).
+std::string describe_value(const Json& v);
+
+/// Markdown table of a field table (key, type, unit, range, required, meaning), nested tables after.
+std::string field_reference_markdown(const std::string& title, const FieldTable& table);
+
+}  // namespace gpuplan::json_io

@@ -1,0 +1,13 @@
+#pragma once
+// Roofline basics (Williams, Waterman, Patterson, CACM 2009).
+#include "gpuplan/core/derivation.hpp"
+#include "gpuplan/core/units.hpp"
+
+namespace gpuplan::model {
+
+/// Ridge point = peak compute / peak memory bandwidth: the arithmetic intensity (FLOP/B) above which an op is
+/// compute-bound. A100 bf16: 312 TFLOP/s / 2.0 TB/s = 156 FLOP/B.
+Estimate<units::Intensity> ridge_point(units::FlopRate peak, units::Bandwidth bandwidth, Origin peak_origin,
+                                       Origin bandwidth_origin, Explain explain = Explain::on);
+
+}  // namespace gpuplan::model

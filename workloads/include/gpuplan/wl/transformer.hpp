@@ -1,0 +1,79 @@
+#pragma once
+// Transformer architecture description (dense, GQA/MQA, MLA, MoE, sliding-window and hybrid attention). Pure value
+// type; import from our model files and from Hugging Face config.json lives in workloads/io. Sizes are element
+// counts (dimensionless integers), not physical quantities.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuplan::wl {
+
+enum class MlpKind { gated, plain };            ///< gated = SwiGLU/GeGLU (3 matrices), plain = GELU/ReLU (2)
+enum class NormKind { rmsnorm, layernorm };      ///< layernorm has a bias vector, rmsnorm does not
+enum class PositionKind { rope, learned, alibi, none };
+enum class AttentionSpan { full, sliding };
+
+struct MoeSpec {
+  std::int64_t num_experts = 0;          ///< routed experts per MoE layer
+  std::int64_t experts_per_token = 0;    ///< top-k
+  std::int64_t expert_intermediate = 0;  ///< FFN width of one routed expert
+  std::int64_t shared_experts = 0;       ///< always-active experts (DeepSeek), each of shared_intermediate width
+  std::int64_t shared_intermediate = 0;
+  bool shared_expert_gate = false;       ///< a sigmoid gate h->1 on the shared expert (Qwen2-MoE)
+  bool router_bias = false;
+  bool expert_bias = false;              ///< biases inside each expert's projections (GPT-OSS)
+  std::int64_t correction_bias = 0;      ///< per-expert score-correction vector length per layer (DeepSeek-V3)
+};
+
+struct MlaSpec {
+  std::int64_t q_lora_rank = 0;  ///< 0 = queries projected directly from the hidden state
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+};
+
+struct TransformerArch {
+  std::string id;
+  std::string name;
+  std::string model_type;  ///< Hugging Face model_type ("llama", "gpt2", "deepseek_v3")
+  std::string source;      ///< file it was read from (for citations), or ""
+
+  std::int64_t hidden = 0;
+  std::int64_t layers = 0;
+  std::int64_t heads = 0;     ///< query heads
+  std::int64_t kv_heads = 0;  ///< key/value heads (== heads for MHA, 1 for MQA)
+  std::int64_t head_dim = 0;
+  std::int64_t intermediate = 0;  ///< dense FFN width
+  std::int64_t vocab = 0;
+  std::int64_t max_position = 0;
+
+  bool tied_embeddings = false;
+  MlpKind mlp = MlpKind::gated;
+  NormKind norm = NormKind::rmsnorm;
+  PositionKind position = PositionKind::rope;
+  bool qkv_bias = false;
+  bool o_bias = false;
+  bool mlp_bias = false;
+  bool qk_norm = false;          ///< per-head RMSNorm on q and k (Qwen3, Gemma 3)
+  bool attention_sinks = false;  ///< one learned logit per head per layer (GPT-OSS)
+  std::int64_t mtp_layers = 0;   ///< multi-token-prediction modules (DeepSeek-V3), counted apart from the main model
+
+  std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;
+  std::vector<bool> moe_layer;            ///< per layer: true if the FFN is MoE (size == layers when moe)
+  std::vector<AttentionSpan> attention;   ///< per layer (size == layers)
+  std::int64_t sliding_window = 0;        ///< tokens, for sliding layers
+
+  /// Notes on what the importer assumed (absent keys resolved by documented defaults).
+  std::vector<std::string> assumptions;
+
+  [[nodiscard]] bool is_moe_layer(std::int64_t i) const {
+    return moe.has_value() && i >= 0 && static_cast<std::size_t>(i) < moe_layer.size() && moe_layer[static_cast<std::size_t>(i)];
+  }
+  [[nodiscard]] std::int64_t moe_layer_count() const;
+  [[nodiscard]] std::int64_t sliding_layer_count() const;
+};
+
+}  // namespace gpuplan::wl

@@ -1,0 +1,335 @@
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpuplan/wl_io/model_io.hpp"
+
+namespace gpuplan::wl_io {
+
+using json_io::FieldSpec;
+using json_io::FieldTable;
+using json_io::FieldType;
+using json_io::Json;
+using json_io::ObjectReader;
+using json_io::Presence;
+
+namespace {
+
+// Bounds are far beyond any published model (hidden 1e6, 1e4 layers, 1e7 vocab) and only catch nonsense.
+FieldSpec dim(std::string key, double max, std::string doc, bool nullable = false) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::integer;
+  f.min = 1;
+  f.max = max;
+  f.doc = std::move(doc);
+  f.nullable = nullable;
+  return f;
+}
+FieldSpec zdim(std::string key, double max, std::string doc) {  // may be 0
+  FieldSpec f = dim(std::move(key), max, std::move(doc), true);
+  f.min = 0;
+  return f;
+}
+FieldSpec flag(std::string key, std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::boolean;
+  f.doc = std::move(doc);
+  f.nullable = true;
+  return f;
+}
+FieldSpec anyf(std::string key, std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::any;
+  f.doc = std::move(doc);
+  f.nullable = true;
+  return f;
+}
+FieldSpec strf(std::string key, std::string doc) {
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::string;
+  f.doc = std::move(doc);
+  f.nullable = true;
+  return f;
+}
+
+// Model types whose FFN is a plain two-matrix MLP with LayerNorm, learned or ALiBi positions and biases.
+const std::set<std::string>& gpt2_like() {
+  static const std::set<std::string> s{"gpt2", "gpt_bigcode", "opt", "bloom", "gpt_neox", "gptj", "falcon",
+                                       "starcoder2", "phi", "mpt"};
+  return s;
+}
+
+}  // namespace
+
+const FieldTable& hf_config_fields() {
+  static const FieldTable t{
+      strf("model_type", "architecture family (llama, qwen3_moe, deepseek_v3, gpt2...)"),
+      anyf("architectures", "class names"),
+      anyf("text_config", "nested language-model config of multimodal models"),
+      dim("hidden_size", 1e6, "model width h", true),
+      dim("n_embd", 1e6, "GPT-2: model width", true),
+      dim("num_hidden_layers", 1e4, "layers L", true),
+      dim("n_layer", 1e4, "GPT-2: layers", true),
+      dim("num_attention_heads", 1e4, "query heads", true),
+      dim("n_head", 1e4, "GPT-2: heads", true),
+      dim("num_key_value_heads", 1e4, "KV heads (absent or null: equal to the query heads, i.e. MHA)", true),
+      dim("head_dim", 1e5, "per-head dimension (absent: hidden / heads)", true),
+      dim("intermediate_size", 1e7, "dense FFN width", true),
+      dim("n_inner", 1e7, "GPT-2: FFN width (null: 4h)", true),
+      dim("ffn_hidden_size", 1e7, "Megatron-style FFN width", true),
+      dim("vocab_size", 1e7, "vocabulary size", true),
+      dim("padded_vocab_size", 1e7, "vocabulary padded for TP (takes precedence when present)", true),
+      dim("max_position_embeddings", 1e8, "maximum positions", true),
+      dim("n_positions", 1e8, "GPT-2: positions", true),
+      flag("tie_word_embeddings", "LM head shares the embedding matrix"),
+      strf("hidden_act", "activation (silu, gelu...)"),
+      strf("activation_function", "GPT-2: activation"),
+      flag("attention_bias", "biases on q, k, v and o projections"),
+      flag("qkv_bias", "biases on q, k, v"),
+      flag("mlp_bias", "biases on the MLP projections"),
+      flag("use_qk_norm", "per-head q/k RMSNorm"),
+      anyf("rope_scaling", "RoPE scaling (not a size)"),
+      anyf("rope_theta", "RoPE base"),
+      // MoE
+      dim("num_local_experts", 1e5, "routed experts (Mixtral, GPT-OSS)", true),
+      dim("num_experts", 1e5, "routed experts (Qwen MoE)", true),
+      dim("n_routed_experts", 1e5, "routed experts (DeepSeek)", true),
+      dim("num_experts_per_tok", 1e4, "experts per token (top-k)", true),
+      dim("experts_per_token", 1e4, "experts per token (GPT-OSS)", true),
+      dim("moe_intermediate_size", 1e7, "FFN width of one routed expert", true),
+      zdim("n_shared_experts", 1e3, "always-active shared experts (DeepSeek)"),
+      zdim("shared_expert_intermediate_size", 1e7, "shared expert width (Qwen2-MoE)"),
+      zdim("first_k_dense_replace", 1e4, "DeepSeek: the first k layers are dense"),
+      dim("moe_layer_freq", 1e4, "DeepSeek: every n-th layer after those is MoE", true),
+      dim("decoder_sparse_step", 1e4, "Qwen MoE: every n-th layer is MoE", true),
+      anyf("mlp_only_layers", "Qwen MoE: layer indices that stay dense"),
+      zdim("num_nextn_predict_layers", 100, "DeepSeek multi-token-prediction modules"),
+      // MLA
+      zdim("q_lora_rank", 1e6, "MLA query compression rank (null: none)"),
+      dim("kv_lora_rank", 1e6, "MLA KV latent rank", true),
+      dim("qk_nope_head_dim", 1e5, "MLA per-head non-rotary q/k dim", true),
+      zdim("qk_rope_head_dim", 1e5, "MLA per-head rotary q/k dim"),
+      dim("v_head_dim", 1e5, "MLA per-head value dim", true),
+      // attention span
+      dim("sliding_window", 1e9, "sliding-window length in tokens (null: none)", true),
+      flag("use_sliding_window", "Qwen2: sliding window enabled"),
+      zdim("max_window_layers", 1e4, "Qwen2: layers below this use full attention"),
+      dim("sliding_window_pattern", 1e4, "every n-th layer uses full attention (Gemma)", true),
+      anyf("layer_types", "per-layer attention type (sliding_attention / full_attention)"),
+  };
+  return t;
+}
+
+Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::string& file,
+                                             const std::string& pointer_in) {
+  Diagnostics diags;
+  const Json* config = &config_in;
+  std::string pointer = pointer_in;
+  // Multimodal configs nest the language model; read it when the top level has no size of its own.
+  if (config->is_object() && config->contains("text_config") && (*config)["text_config"].is_object() &&
+      !config->contains("hidden_size") && !config->contains("n_embd")) {
+    config = &(*config)["text_config"];
+    pointer += "/text_config";
+  }
+  ObjectReader r(*config, hf_config_fields(), file, pointer, diags, json_io::UnknownKeys::ignore);
+  if (!config->is_object()) return Result<wl::TransformerArch>(std::move(diags));
+
+  wl::TransformerArch a;
+  a.source = file;
+  std::string model_type = r.str("model_type").value_or("");
+  if (model_type.empty() && pointer != pointer_in) model_type = config_in.value("model_type", std::string{});
+  a.model_type = model_type;
+  auto assume = [&](std::string s) { a.assumptions.push_back(std::move(s)); };
+
+  // Reads the first present key of a list of synonyms; reports when none is present.
+  auto need = [&](std::initializer_list<const char*> keys, const char* what) -> std::int64_t {
+    for (const char* k : keys)
+      if (auto v = r.integer(k)) return *v;
+    std::string list;
+    for (const char* k : keys) list += (list.empty() ? "'" : " or '") + std::string(k) + "'";
+    // Only report a missing key if it is not merely invalid (invalid values were already reported).
+    bool present = false;
+    for (const char* k : keys) present = present || (config->contains(k) && !(*config)[k].is_null());
+    if (!present) r.error("", fmt::format("missing {} ({})", list, what));
+    return 0;
+  };
+  auto opt = [&](std::initializer_list<const char*> keys) -> std::optional<std::int64_t> {
+    for (const char* k : keys)
+      if (auto v = r.integer(k)) return *v;
+    return std::nullopt;
+  };
+
+  const bool gpt2 = gpt2_like().count(model_type) > 0;
+  a.hidden = need({"hidden_size", "n_embd"}, "model width");
+  a.layers = need({"num_hidden_layers", "n_layer"}, "number of layers");
+  a.heads = need({"num_attention_heads", "n_head"}, "number of attention heads");
+  a.vocab = opt({"padded_vocab_size"}).value_or(need({"vocab_size"}, "vocabulary size"));
+  a.max_position = opt({"max_position_embeddings", "n_positions"}).value_or(0);
+
+  if (auto kv = r.integer("num_key_value_heads")) {
+    a.kv_heads = *kv;
+  } else {
+    a.kv_heads = a.heads;
+    if (a.heads > 0)
+      assume(fmt::format("num_key_value_heads absent or null: {} KV heads (multi-head attention)", a.heads));
+  }
+  if (auto hd = r.integer("head_dim")) {
+    a.head_dim = *hd;
+  } else if (a.heads > 0 && a.hidden > 0) {
+    if (a.hidden % a.heads != 0)
+      r.error("hidden_size", fmt::format("hidden size {} is not divisible by {} heads and no head_dim is given",
+                                         a.hidden, a.heads));
+    a.head_dim = a.hidden / a.heads;
+  }
+  if (a.heads > 0 && a.kv_heads > 0 && a.heads % a.kv_heads != 0)
+    r.error("num_key_value_heads",
+            fmt::format("{} query heads are not divisible into {} KV-head groups", a.heads, a.kv_heads));
+
+  if (auto i = opt({"intermediate_size", "ffn_hidden_size", "n_inner"})) {
+    a.intermediate = *i;
+  } else if (gpt2 && a.hidden > 0) {
+    a.intermediate = 4 * a.hidden;
+    assume(fmt::format("FFN width absent: 4·h = {} (GPT-2 convention)", a.intermediate));
+  } else if (!config->contains("intermediate_size") || (*config)["intermediate_size"].is_null()) {
+    r.error("", "missing 'intermediate_size' (dense FFN width)");
+  }
+
+  if (model_type == "nemotron") {
+    // Nemotron-4: squared-ReLU two-matrix MLP, LayerNorm (1p), RoPE, no biases (Parmar et al. 2024, arXiv:2402.16819).
+    a.mlp = wl::MlpKind::plain;
+    a.norm = wl::NormKind::layernorm;
+    a.position = wl::PositionKind::rope;
+  } else if (gpt2) {
+    a.mlp = wl::MlpKind::plain;
+    a.norm = wl::NormKind::layernorm;
+    a.position = model_type == "bloom" || model_type == "mpt" ? wl::PositionKind::alibi
+                 : (model_type == "gpt_neox" || model_type == "gptj" || model_type == "phi" || model_type == "falcon" ||
+                    model_type == "starcoder2")
+                     ? wl::PositionKind::rope
+                     : wl::PositionKind::learned;
+    a.qkv_bias = a.o_bias = a.mlp_bias = true;
+  } else {
+    a.mlp = wl::MlpKind::gated;
+    a.norm = wl::NormKind::rmsnorm;
+    a.position = wl::PositionKind::rope;
+  }
+  if (auto b = r.boolean("attention_bias")) a.qkv_bias = a.o_bias = *b;
+  if (auto b = r.boolean("qkv_bias")) a.qkv_bias = *b;
+  if (auto b = r.boolean("mlp_bias")) a.mlp_bias = *b;
+  // Qwen2 / Qwen2-MoE always have q, k, v biases and no o bias (their config has no key for it).
+  if (model_type == "qwen2" || model_type == "qwen2_moe") {
+    a.qkv_bias = true;
+    a.o_bias = false;
+  }
+  a.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3" || model_type == "gemma3_text" ||
+              model_type == "olmo2" || r.boolean("use_qk_norm").value_or(false);
+  a.attention_sinks = model_type == "gpt_oss";
+
+  if (auto t = r.boolean("tie_word_embeddings")) {
+    a.tied_embeddings = *t;
+  } else {
+    // transformers' PretrainedConfig default is true; most decoder model classes override it to false.
+    static const std::set<std::string> tied_by_default{"gpt2", "gpt_bigcode", "opt", "bloom", "gemma", "gemma2",
+                                                      "gemma3", "gemma3_text", "mpt"};
+    a.tied_embeddings = tied_by_default.count(model_type) > 0;
+    assume(fmt::format("tie_word_embeddings absent: {} (the transformers default for model_type '{}')",
+                       a.tied_embeddings ? "true" : "false", model_type.empty() ? "?" : model_type));
+  }
+
+  // ---- MoE ----
+  const auto experts = opt({"num_local_experts", "num_experts", "n_routed_experts"});
+  if (experts && *experts > 1) {
+    wl::MoeSpec m;
+    m.num_experts = *experts;
+    m.experts_per_token = need({"num_experts_per_tok", "experts_per_token"}, "experts per token of an MoE model");
+    m.expert_intermediate = opt({"moe_intermediate_size"}).value_or(a.intermediate);
+    m.shared_experts = opt({"n_shared_experts"}).value_or(0);
+    m.shared_intermediate = m.shared_experts > 0 ? m.expert_intermediate : 0;
+    if (auto s = opt({"shared_expert_intermediate_size"}); s && *s > 0) {
+      m.shared_experts = 1;
+      m.shared_intermediate = *s;
+      m.shared_expert_gate = true;
+    }
+    m.router_bias = model_type == "gpt_oss";
+    m.expert_bias = model_type == "gpt_oss";
+    m.correction_bias = (model_type == "deepseek_v3") ? m.num_experts : 0;
+    if (m.experts_per_token > m.num_experts)
+      r.error("num_experts_per_tok",
+              fmt::format("{} experts per token exceed the {} experts", m.experts_per_token, m.num_experts));
+    a.moe_layer.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), true);
+    const auto first_dense = opt({"first_k_dense_replace"}).value_or(0);
+    const bool qwen = model_type.rfind("qwen", 0) == 0;
+    const auto freq = opt({qwen ? "decoder_sparse_step" : "moe_layer_freq"}).value_or(1);
+    for (std::int64_t i = 0; i < a.layers; ++i) {
+      // transformers: Qwen MoE layers are those with (i + 1) % decoder_sparse_step == 0; DeepSeek's are
+      // i >= first_k_dense_replace and i % moe_layer_freq == 0.
+      a.moe_layer[static_cast<std::size_t>(i)] = qwen ? (i + 1) % freq == 0 : (i >= first_dense && i % freq == 0);
+    }
+    if (const Json* only = r.raw("mlp_only_layers"); only && only->is_array()) {
+      for (std::size_t k = 0; k < only->size(); ++k) {
+        const Json& e = (*only)[k];
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= a.layers) {
+          r.error("mlp_only_layers", fmt::format("entry {} is not a layer index in [0, {})", k, a.layers));
+          continue;
+        }
+        a.moe_layer[static_cast<std::size_t>(e.get<std::int64_t>())] = false;
+      }
+    }
+    a.moe = m;
+  }
+  a.mtp_layers = opt({"num_nextn_predict_layers"}).value_or(0);
+
+  // ---- MLA ----
+  if (auto kv_lora = r.integer("kv_lora_rank")) {
+    wl::MlaSpec m;
+    m.kv_lora_rank = *kv_lora;
+    m.q_lora_rank = opt({"q_lora_rank"}).value_or(0);
+    m.qk_nope_head_dim = need({"qk_nope_head_dim"}, "MLA non-rotary head dim");
+    m.qk_rope_head_dim = opt({"qk_rope_head_dim"}).value_or(0);
+    m.v_head_dim = need({"v_head_dim"}, "MLA value head dim");
+    a.mla = m;
+    a.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    a.kv_heads = a.heads;  // MLA decompresses K and V per query head
+  }
+
+  // ---- attention span per layer ----
+  a.attention.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), wl::AttentionSpan::full);
+  const auto window = opt({"sliding_window"});
+  if (const Json* types = r.raw("layer_types"); types && types->is_array()) {
+    if (static_cast<std::int64_t>(types->size()) != a.layers) {
+      r.error("layer_types", fmt::format("has {} entries for {} layers", types->size(), a.layers));
+    } else {
+      for (std::size_t i = 0; i < types->size(); ++i) {
+        const Json& e = (*types)[i];
+        const std::string s = e.is_string() ? e.get<std::string>() : "";
+        if (s == "sliding_attention") a.attention[i] = wl::AttentionSpan::sliding;
+        else if (s == "full_attention") a.attention[i] = wl::AttentionSpan::full;
+        else
+          diags.error(file, r.pointer("layer_types") + "/" + std::to_string(i),
+                      fmt::format("expected 'sliding_attention' or 'full_attention', found {}", json_io::describe_value(e)));
+      }
+      if (a.sliding_layer_count() > 0 && !window)
+        r.error("sliding_window", "layer_types has sliding layers but no sliding_window is given");
+    }
+  } else if (window && r.boolean("use_sliding_window").value_or(true)) {
+    const auto pattern = opt({"sliding_window_pattern"});
+    const auto max_window_layers = opt({"max_window_layers"});
+    for (std::int64_t i = 0; i < a.layers; ++i) {
+      bool sliding = true;
+      if (pattern) sliding = (i + 1) % *pattern != 0;  // every pattern-th layer is global
+      if (max_window_layers && config->contains("use_sliding_window")) sliding = i >= *max_window_layers;
+      a.attention[static_cast<std::size_t>(i)] = sliding ? wl::AttentionSpan::sliding : wl::AttentionSpan::full;
+    }
+  }
+  if (a.sliding_layer_count() > 0) a.sliding_window = window.value_or(0);
+
+  if (diags.has_errors()) return Result<wl::TransformerArch>(std::move(diags));
+  return Result<wl::TransformerArch>(std::move(a), std::move(diags));
+}
+
+}  // namespace gpuplan::wl_io

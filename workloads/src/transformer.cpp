@@ -1,0 +1,16 @@
+#include "gpuplan/wl/transformer.hpp"
+
+#include <algorithm>
+
+namespace gpuplan::wl {
+
+std::int64_t TransformerArch::moe_layer_count() const {
+  if (!moe) return 0;
+  return std::count(moe_layer.begin(), moe_layer.end(), true);
+}
+
+std::int64_t TransformerArch::sliding_layer_count() const {
+  return std::count(attention.begin(), attention.end(), AttentionSpan::sliding);
+}
+
+}  // namespace gpuplan::wl
