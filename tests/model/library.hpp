@@ -1,0 +1,30 @@
+#pragma once
+#include <doctest/doctest.h>
+
+#include "gpuplan/wl_io/model_io.hpp"
+
+namespace gpuplan::test {
+/// The shipped model library, loaded once per test executable.
+inline const wl_io::ModelLibrary& library() {
+  static const wl_io::ModelLibrary lib = [] {
+    auto r = wl_io::load_model_library(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return lib;
+}
+inline const wl::TransformerArch& arch(const std::string& id) {
+  const auto* m = library().find(id);
+  REQUIRE_MESSAGE(m != nullptr, "model not in library: " << id);
+  return m->arch;
+}
+/// An architecture from an inline Hugging Face config.
+inline wl::TransformerArch hf(const std::string& json_text) {
+  Diagnostics d;
+  auto j = json_io::parse(json_text, "inline.json", d);
+  REQUIRE(j.has_value());
+  auto r = wl_io::import_hf_config(*j, "inline.json");
+  REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+  return r.value();
+}
+}  // namespace gpuplan::test

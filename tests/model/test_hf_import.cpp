@@ -1,0 +1,108 @@
+#include <doctest/doctest.h>
+
+#include "gpuplan/model/params.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+using gpuplan::test::hf;
+
+namespace {
+Diagnostics import_errors(const std::string& text) {
+  Diagnostics d;
+  auto j = json_io::parse(text, "config.json", d);
+  if (!j) return d;
+  auto r = wl_io::import_hf_config(*j, "config.json");
+  return r.diagnostics();
+}
+}  // namespace
+
+TEST_CASE("num_key_value_heads absent or null means MHA, and the assumption is recorded") {
+  const std::string base = R"({"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+    "intermediate_size":11008,"vocab_size":32000,"tie_word_embeddings":false)";
+  for (const std::string tail : {"}", R"(,"num_key_value_heads":null})"}) {
+    const auto a = hf(base + tail);
+    CHECK(a.kv_heads == 32);
+    CHECK(a.head_dim == 128);
+    REQUIRE(a.assumptions.size() == 1);
+    CHECK(a.assumptions[0] == "num_key_value_heads absent or null: 32 KV heads (multi-head attention)");
+  }
+}
+
+TEST_CASE("explicit head_dim wins over hidden / heads") {
+  const auto a = hf(R"({"model_type":"qwen3","hidden_size":2560,"num_hidden_layers":36,"num_attention_heads":32,
+    "num_key_value_heads":8,"head_dim":128,"intermediate_size":9728,"vocab_size":151936,"tie_word_embeddings":true})");
+  CHECK(a.head_dim == 128);
+  CHECK(a.qk_norm);
+  CHECK(a.tied_embeddings);
+}
+
+TEST_CASE("nested text_config of a multimodal model is read") {
+  const auto a = hf(R"({"model_type":"gemma3","architectures":["Gemma3ForConditionalGeneration"],
+    "text_config":{"model_type":"gemma3_text","hidden_size":2560,"num_hidden_layers":34,"num_attention_heads":8,
+    "num_key_value_heads":4,"head_dim":256,"intermediate_size":10240,"vocab_size":262208,"sliding_window":1024,
+    "sliding_window_pattern":6}})");
+  CHECK(a.hidden == 2560);
+  CHECK(a.sliding_window == 1024);
+  CHECK(a.sliding_layer_count() == 34 - 5);  // layers 6, 12, ..., 30 are global
+  CHECK(a.tied_embeddings);
+}
+
+TEST_CASE("use_sliding_window false disables Qwen2's window") {
+  const auto a = hf(R"({"model_type":"qwen2","hidden_size":3584,"num_hidden_layers":28,"num_attention_heads":28,
+    "num_key_value_heads":4,"intermediate_size":18944,"vocab_size":152064,"sliding_window":131072,
+    "use_sliding_window":false,"max_window_layers":28,"tie_word_embeddings":false})");
+  CHECK(a.sliding_layer_count() == 0);
+  CHECK(a.qkv_bias);
+  CHECK_FALSE(a.o_bias);
+}
+
+TEST_CASE("MoE fields: Qwen2-MoE shared expert with gate, Mixtral local experts") {
+  const auto q = hf(R"({"model_type":"qwen2_moe","hidden_size":2048,"num_hidden_layers":24,"num_attention_heads":16,
+    "num_key_value_heads":16,"intermediate_size":5632,"moe_intermediate_size":1408,"shared_expert_intermediate_size":5632,
+    "num_experts":60,"num_experts_per_tok":4,"decoder_sparse_step":1,"vocab_size":151936,"tie_word_embeddings":false})");
+  REQUIRE(q.moe.has_value());
+  CHECK(q.moe->shared_experts == 1);
+  CHECK(q.moe->shared_intermediate == 5632);
+  CHECK(q.moe_layer_count() == 24);
+  // Qwen1.5-MoE-A2.7B: 14.3B total, 2.7B activated (Qwen blog, "Qwen1.5-MoE: Matching 7B Model Performance with 1/3
+  // Activated Parameters"); the activated figure there excludes embeddings.
+  const auto p = model::parameter_counts(q, Explain::off);
+  CHECK(static_cast<double>(p.total) / 1e9 == doctest::Approx(14.3).epsilon(0.005));
+  CHECK(static_cast<double>(p.active - p.embedding - p.lm_head) / 1e9 == doctest::Approx(2.0).epsilon(0.05));
+}
+
+TEST_CASE("DeepSeek layer pattern: first_k_dense_replace dense layers, then every moe_layer_freq-th") {
+  const auto& a = gpuplan::test::arch("deepseek-v3");
+  CHECK(a.moe_layer_count() == 58);
+  CHECK_FALSE(a.is_moe_layer(2));
+  CHECK(a.is_moe_layer(3));
+  CHECK(a.mla.has_value());
+  CHECK(a.mtp_layers == 1);
+}
+
+TEST_CASE("GPT-2 style config: learned positions, LayerNorm, biases, plain MLP, 4h default") {
+  const auto a = hf(R"({"model_type":"gpt2","n_embd":768,"n_layer":12,"n_head":12,"n_positions":1024,
+    "vocab_size":50257,"n_inner":null})");
+  CHECK(a.intermediate == 3072);
+  CHECK(a.position == wl::PositionKind::learned);
+  CHECK(a.tied_embeddings);
+  // GPT-2 small is 124M (124,439,808 with tied embeddings: HF model card / nanoGPT).
+  CHECK(model::parameter_counts(a, Explain::off).total == 124439808);
+}
+
+TEST_CASE("bad configs are diagnosed with file and pointer") {
+  CHECK(import_errors(R"({"model_type":"llama","num_hidden_layers":32})").to_string() ==
+        "config.json: /: error: missing 'hidden_size' or 'n_embd' (model width)\n"
+        "config.json: /: error: missing 'num_attention_heads' or 'n_head' (number of attention heads)\n"
+        "config.json: /: error: missing 'vocab_size' (vocabulary size)\n"
+        "config.json: /: error: missing 'intermediate_size' (dense FFN width)\n");
+  CHECK(import_errors(R"({"model_type":"llama","hidden_size":"4096","num_hidden_layers":32,"num_attention_heads":32,
+    "intermediate_size":11008,"vocab_size":32000})").to_string().find(
+        "config.json: /hidden_size: error: expected an integer, found a string \"4096\"") != std::string::npos);
+  CHECK(import_errors(R"({"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+    "num_key_value_heads":5,"intermediate_size":11008,"vocab_size":32000})").to_string().find(
+        "config.json: /num_key_value_heads: error: 32 query heads are not divisible into 5 KV-head groups") !=
+        std::string::npos);
+  CHECK(import_errors(R"({"model_type":"llama","hidden_size":-1})").to_string().find(
+        "config.json: /hidden_size: error: value -1 is out of range") != std::string::npos);
+}
