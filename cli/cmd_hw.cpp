@@ -15,7 +15,8 @@ namespace {
 namespace u = gpuplan::units;
 using hw::Precision;
 
-std::string num(std::optional<double> v, int digits = 4) { return v ? u::format_number(*v, digits) : std::string{}; }
+// Numeric cells keep full precision (JSON/CSV carry the datasheet value); text and Markdown round for display.
+std::string num(std::optional<double> v) { return v ? fmt::format("{:.10g}", *v) : std::string{}; }
 std::optional<double> tf(const hw::GpuSpec& g, Precision p) {
   if (auto r = g.peak(p)) return u::to_TFLOPs(*r);
   return std::nullopt;

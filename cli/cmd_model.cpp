@@ -23,7 +23,7 @@ struct ModelOptions {
   std::string kv_dtype = "bf16";
 };
 
-std::string billions(std::int64_t n) { return u::format_number(static_cast<double>(n) / 1e9, 4); }
+std::string billions(std::int64_t n) { return fmt::format("{:.10g}", static_cast<double>(n) / 1e9); }
 
 std::string attention_kind(const wl::TransformerArch& a) {
   if (a.mla) return "MLA";
@@ -64,12 +64,17 @@ int list(const GlobalOptions& g) {
 int show(const GlobalOptions& g, const ModelOptions& o) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
+  // A bad --data-dir is an error; no data directory at all still allows a path to a config.json.
+  if (!dir && !g.data_dir.empty()) return report(diags);
   wl_io::ModelLibrary empty;
   Result<wl_io::ModelLibrary> lib = empty;
   if (dir) lib = wl_io::load_model_library(*dir);
   if (!lib.ok()) return report(lib.diagnostics());
   auto m = wl_io::resolve_model(*lib, o.name);
-  if (!m.ok()) return report(m.diagnostics());
+  if (!m.ok()) {
+    if (!dir) diags.append(m.diagnostics());
+    return report(dir ? m.diagnostics() : diags);
+  }
   const auto prec = hw::parse_precision(o.kv_dtype);
   const auto& a = m->arch;
   const auto p = model::parameter_counts(a, g.explain ? Explain::on : Explain::off);

@@ -7,4 +7,7 @@ namespace gpuplan::cli {
 /// Each registers its subcommand tree; the callback stores the exit code in `rc`.
 void register_hw(CLI::App& app, GlobalOptions& g, int& rc);
 void register_model(CLI::App& app, GlobalOptions& g, int& rc);
+void register_schema(CLI::App& app, int& rc);
+/// The generated Markdown field reference of all data files.
+std::string field_reference();
 }  // namespace gpuplan::cli

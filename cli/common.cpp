@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/core/format.hpp"
+
 namespace gpuplan::cli {
 
 std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& diags) {
@@ -17,7 +19,9 @@ std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& d
   };
   if (!flag.empty()) {
     if (usable(flag)) return flag;
-    diags.error("", "--data-dir", fmt::format("'{}' has no hardware/ or models/ folder", flag));
+    std::error_code ec;
+    diags.error("", "--data-dir", fs::exists(flag, ec) ? fmt::format("'{}' has no hardware/ or models/ folder", flag)
+                                                         : fmt::format("'{}' does not exist", flag));
     return std::nullopt;
   }
   if (const char* env = std::getenv("GPUPLAN_DATA_DIR"); env != nullptr && *env != '\0') {
@@ -64,6 +68,18 @@ std::string pad(const std::string& s, std::size_t w, bool right) {
   if (n >= w) return s;
   return right ? std::string(w - n, ' ') + s : s + std::string(w - n, ' ');
 }
+// Numeric cells rounded to 4 significant digits for people; integers are never rounded.
+std::vector<std::vector<std::string>> display_rows(const Table& t) {
+  auto rows = t.rows;
+  for (auto& r : rows)
+    for (std::size_t c = 0; c < t.columns.size() && c < r.size(); ++c)
+      if (t.columns[c].numeric && !r[c].empty()) {
+        char* end = nullptr;
+        const double v = std::strtod(r[c].c_str(), &end);
+        if (end != nullptr && *end == '\0') r[c] = units::format_number(v, 4);
+      }
+  return rows;
+}
 }  // namespace
 
 std::string Table::render(Format f) const {
@@ -93,12 +109,13 @@ std::string Table::render(Format f) const {
       return arr.dump(2) + "\n";
     }
     case Format::md: {
+      const auto shown = display_rows(*this);
       o += "|";
       for (const auto& c : columns) o += " " + c.title + " |";
       o += "\n|";
       for (const auto& c : columns) o += c.numeric ? " ---: |" : " --- |";
       o += '\n';
-      for (const auto& r : rows) {
+      for (const auto& r : shown) {
         o += "|";
         for (const auto& cell : r) o += " " + (cell.empty() ? std::string("—") : cell) + " |";
         o += '\n';
@@ -106,17 +123,18 @@ std::string Table::render(Format f) const {
       return o;
     }
     case Format::text: {
+      const auto shown = display_rows(*this);
       std::vector<std::size_t> w(columns.size());
       for (std::size_t c = 0; c < columns.size(); ++c) {
         w[c] = display_width(columns[c].title);
-        for (const auto& r : rows) w[c] = std::max(w[c], display_width(r[c].empty() ? "—" : r[c]));
+        for (const auto& r : shown) w[c] = std::max(w[c], display_width(r[c].empty() ? "—" : r[c]));
       }
       for (std::size_t c = 0; c < columns.size(); ++c)
         o += (c ? "  " : "") + pad(columns[c].title, w[c], columns[c].numeric);
       o += '\n';
       for (std::size_t c = 0; c < columns.size(); ++c) o += (c ? "  " : "") + std::string(w[c], '-');
       o += '\n';
-      for (const auto& r : rows) {
+      for (const auto& r : shown) {
         std::string line;
         for (std::size_t c = 0; c < columns.size(); ++c)
           line += (c ? "  " : "") + pad(r[c].empty() ? "—" : r[c], w[c], columns[c].numeric);

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   int rc = kExitOk;
   register_hw(app, g, rc);
   register_model(app, g, rc);
+  register_schema(app, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -70,7 +70,7 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
   c.position_embedding = a.position == wl::PositionKind::learned ? a.max_position * h : 0;
   c.attention = L * c.attention_per_layer;
   c.dense_mlp = dense_layers * c.dense_mlp_per_layer;
-  c.norms = L * 2 * norm_params(a) + norm_params(a);
+  c.norms = L * a.norms_per_layer * norm_params(a) + norm_params(a);
   c.lm_head = a.tied_embeddings ? 0 : a.vocab * h;
 
   int64_t router_per_layer = 0, shared_per_layer = 0;
@@ -158,7 +158,8 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
                                                    : std::vector<std::string>{},
                           {}});
     d.children.push_back({"params.norms", "Norms",
-                          a.norm == wl::NormKind::layernorm ? "(2L+1)·2h (LayerNorm weight + bias)" : "(2L+1)·h (RMSNorm)",
+                          fmt::format("({}L+1)·{} ({})", a.norms_per_layer, a.norm == wl::NormKind::layernorm ? "2h" : "h",
+                                      a.norm == wl::NormKind::layernorm ? "LayerNorm weight + bias" : "RMSNorm"),
                           {}, format_count(double(c.norms)), {}, {}});
     if (c.mtp > 0)
       d.notes.push_back(fmt::format("{} multi-token-prediction parameters are not in the total", format_count(double(c.mtp))));

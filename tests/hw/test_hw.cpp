@@ -1,1 +1,599 @@
+// Hardware data: the shipped database, the decoders' units, and every diagnostic of bad input with its exact text
+// (DESIGN.md §7: "Every diagnostic has a test on its text"; §8: bad-input files paired with their expected messages).
+//
+// Bad-input files live in tests/fixtures/hw/bad/, one problem per file (many-errors.json has several on purpose).
 #include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/json_io/reader.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace u = gpuplan::units;
+using gpuplan::Diagnostics;
+using gpuplan::hw::HardwareDb;
+using gpuplan::hw::Precision;
+using gpuplan::json_io::Json;
+
+const std::string kData = GPUPLAN_TEST_DATA_DIR;
+
+// The shared fixtures are in tests/fixtures. GPUPLAN_TEST_FIXTURES is set from the calling folder
+// (tests/hw/fixtures), so fall back to the repository's tests/fixtures when it has no hw/ folder.
+std::string fixtures() {
+  const fs::path given = GPUPLAN_TEST_FIXTURES;
+  if (fs::is_directory(given / "hw")) return given.string();
+  return (fs::path(kData).parent_path() / "tests" / "fixtures").string();
+}
+std::string bad(const std::string& name) { return fixtures() + "/hw/bad/" + name; }
+
+/// Loads one file on its own (no cross references) and returns all diagnostics as text.
+std::string load_alone(const std::string& path) {
+  HardwareDb db;
+  Diagnostics diags;
+  gpuplan::hw_io::load_hardware_file(path, db, diags);
+  return diags.to_string();
+}
+
+/// Loads the shipped database, adds one file and runs the cross-reference checks (what `hw validate FILE` does).
+std::string load_with_data(const std::string& path) {
+  auto base = gpuplan::hw_io::load_hardware_db(kData);
+  REQUIRE(base.ok());
+  HardwareDb db = base.value();
+  Diagnostics diags;
+  gpuplan::hw_io::load_hardware_file(path, db, diags);
+  if (!diags.has_errors()) gpuplan::hw_io::check_references(db, diags);
+  return diags.to_string();
+}
+
+const HardwareDb& shipped() {
+  static const HardwareDb db = [] {
+    auto r = gpuplan::hw_io::load_hardware_db(kData);
+    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+    return r.value();
+  }();
+  return db;
+}
+
+double tflops(const gpuplan::hw::GpuSpec& g, Precision p) {
+  auto r = g.peak(p);
+  REQUIRE(r.has_value());
+  return u::to_TFLOPs(*r);
+}
+
+// A minimal valid GPU; tests change one thing at a time.
+Json minimal_gpu() {
+  return Json::parse(R"({
+    "schema": 1, "kind": "gpu", "id": "test-gpu", "name": "Test GPU",
+    "vendor": "NVIDIA", "family": "Hopper", "form_factor": "SXM5",
+    "dense_peak": { "bf16_TFLOPs": 989.4 },
+    "memory": { "type": "HBM3", "capacity_GB": 80, "bandwidth_TBps": 3.35 },
+    "sources": [ { "id": "T1", "ref": "test" } ]
+  })");
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("shipped hardware database") {
+  TEST_CASE("the data directory loads with 21 GPUs and no diagnostics at all") {
+    auto r = gpuplan::hw_io::load_hardware_db(kData);
+    INFO(r.diagnostics().to_string());
+    REQUIRE(r.ok());
+    CHECK(r.diagnostics().empty());
+    CHECK(r->gpus.size() == 21);
+    const std::vector<std::string> ids{"v100-sxm2",      "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb",
+                                       "h100-sxm5-80gb", "h100-pcie-80gb", "h100-nvl",       "h800-sxm5",
+                                       "h20",            "h200-sxm-141gb", "b100",           "b200-hgx",
+                                       "gb200-gpu",      "b300-hgx",       "gb300-gpu",      "l40s",
+                                       "l4",             "mi250x",         "mi300x",         "mi325x",
+                                       "mi355x"};
+    for (const auto& id : ids) {
+      CAPTURE(id);
+      const auto* g = r->find_gpu(id);
+      REQUIRE(g != nullptr);
+      CHECK(g->info.id == id);
+      CHECK(g->info.file == (fs::path(kData) / "hardware" / "gpus" / (id + ".json")).string());
+    }
+  }
+
+  TEST_CASE("every GPU has a dense bf16 or fp16 peak, an HBM capacity and an HBM bandwidth") {
+    for (const auto& g : shipped().gpus) {
+      CAPTURE(g.info.id);
+      const auto peak = g.peak(Precision::bf16) ? g.peak(Precision::bf16) : g.peak(Precision::fp16);
+      REQUIRE(peak.has_value());
+      CHECK(peak->raw() > 0.0);
+      CHECK(g.memory.capacity_label.raw() > 0.0);
+      CHECK(g.memory.bandwidth.raw() > 0.0);
+      CHECK_FALSE(g.info.sources.empty());
+    }
+  }
+
+  TEST_CASE("every alias resolves to its own part and is unique") {
+    const auto& db = shipped();
+    for (const auto& g : db.gpus)
+      for (const auto& a : g.aliases) {
+        CAPTURE(a);
+        REQUIRE(db.find_gpu(a) != nullptr);
+        CHECK(db.find_gpu(a)->info.id == g.info.id);
+      }
+  }
+
+  TEST_CASE("find_gpu resolves the short name h100 to h100-sxm5-80gb") {
+    const auto* g = shipped().find_gpu("h100");
+    REQUIRE(g != nullptr);
+    CHECK(g->info.id == "h100-sxm5-80gb");
+    CHECK(shipped().find_gpu("nosuchgpu") == nullptr);
+  }
+
+  // Reference values: ../shared/reference/hardware_facts.md, §1 (A100: S1, S6, S42), §2 (H100 SXM5: S5, S10, S11;
+  // H200: S1, S23) and §3 (B200: S9, S7). They check the decoder and its units end to end: TFLOP/s -> FLOP/s,
+  // TB/s -> B/s, GB -> 10^9 B.
+  TEST_CASE("known datasheet values decode into base units") {
+    const auto& db = shipped();
+    SUBCASE("H100 SXM5: 989.4 dense bf16 TFLOP/s, 3.35 TB/s, 80 GB") {
+      const auto* g = db.find_gpu("h100-sxm5-80gb");
+      REQUIRE(g != nullptr);
+      CHECK(g->peak(Precision::bf16)->raw() == doctest::Approx(989.4e12));
+      CHECK(tflops(*g, Precision::fp16) == doctest::Approx(989.4));
+      CHECK(g->memory.bandwidth.raw() == doctest::Approx(3.35e12));
+      CHECK(g->memory.capacity_label.raw() == doctest::Approx(80e9));
+    }
+    SUBCASE("H200 SXM: 141 GB at 4.8 TB/s") {
+      const auto* g = db.find_gpu("h200");
+      REQUIRE(g != nullptr);
+      CHECK(g->info.id == "h200-sxm-141gb");
+      CHECK(g->memory.capacity_label.raw() == doctest::Approx(141e9));
+      CHECK(g->memory.bandwidth.raw() == doctest::Approx(4.8e12));
+      CHECK(tflops(*g, Precision::bf16) == doctest::Approx(989.4));
+    }
+    SUBCASE("A100 SXM4 80 GB: 312 dense bf16 TFLOP/s, 2.039 TB/s") {
+      const auto* g = db.find_gpu("a100");
+      REQUIRE(g != nullptr);
+      CHECK(g->info.id == "a100-sxm4-80gb");
+      CHECK(g->peak(Precision::bf16)->raw() == doctest::Approx(312e12));
+      CHECK(g->memory.bandwidth.raw() == doctest::Approx(2.039e12));
+    }
+    SUBCASE("B200: 2250 dense bf16 TFLOP/s") {
+      const auto* g = db.find_gpu("b200");
+      REQUIRE(g != nullptr);
+      CHECK(g->info.id == "b200-hgx");
+      CHECK(g->peak(Precision::bf16)->raw() == doctest::Approx(2250e12));
+    }
+    SUBCASE("V100 has no bf16 unit: absent, not zero") {
+      const auto* g = db.find_gpu("v100-sxm2");
+      REQUIRE(g != nullptr);
+      CHECK_FALSE(g->peak(Precision::bf16).has_value());
+      CHECK(tflops(*g, Precision::fp16) == doctest::Approx(125));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("units the decoder relies on") {
+  TEST_CASE("capacity_GB 80 is 80e9 bytes, not 80 GiB") {
+    auto r = gpuplan::hw_io::decode_gpu(minimal_gpu(), "");
+    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+    CHECK(r->memory.capacity_label.raw() == 80e9);
+    CHECK_FALSE(r->memory.device_reported.has_value());
+    CHECK(r->memory_capacity().raw() == 80e9);  // no device figure: the label is what the driver is assumed to show
+  }
+
+  TEST_CASE("device_reported_MiB is mebibytes and takes precedence over the label") {
+    Json j = minimal_gpu();
+    j["memory"]["device_reported_MiB"] = 81559;
+    auto r = gpuplan::hw_io::decode_gpu(j, "");
+    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+    REQUIRE(r->memory.device_reported.has_value());
+    CHECK(r->memory.device_reported->raw() == 81559.0 * 1024.0 * 1024.0);
+    CHECK(r->memory_capacity().raw() == 81559.0 * 1048576.0);
+    // The shipped B200: MLPerf reports 183,359 MiB (hardware_facts.md §3, S21) = 192.3e9 B, above the 180 GB label.
+    const auto* b200 = shipped().find_gpu("b200-hgx");
+    REQUIRE(b200 != nullptr);
+    CHECK(b200->memory_capacity().raw() == 183359.0 * 1048576.0);
+    CHECK(b200->memory.capacity_label.raw() == doctest::Approx(180e9));
+  }
+
+  TEST_CASE("port_Gbps 400 is 50e9 bytes per second (gigabits, not gigabytes)") {
+    const auto* ndr = shipped().find_link("ib-ndr");
+    REQUIRE(ndr != nullptr);
+    REQUIRE(ndr->port.has_value());
+    CHECK(ndr->port->raw() == doctest::Approx(50e9));
+
+    auto r = gpuplan::hw_io::decode_link(Json::parse(R"({"schema": 1, "kind": "link", "id": "x", "name": "x",
+        "type": "ethernet", "generation": "800G", "port_Gbps": 800, "latency_us": 2.5,
+        "sources": [{"id": "T1", "ref": "test"}]})"),
+                                         "");
+    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+    CHECK(r->port->raw() == doctest::Approx(100e9));
+    CHECK(r->latency->raw() == doctest::Approx(2.5e-6));
+  }
+
+  TEST_CASE("GB/s, MB, W and $/hour keys convert to B/s, B, W and $/s") {
+    Json j = minimal_gpu();
+    j["scale_up"] = {{"link", "nvlink4"}, {"links", 18}, {"per_gpu_uni_GBps", 450}};
+    j["l2_MB"] = 50;
+    j["tdp_W"] = 700;
+    j["price_usd_per_hour"] = 3.6;
+    j["dense_peak"]["int8_TOPs"] = 1978.9;
+    auto r = gpuplan::hw_io::decode_gpu(j, "");
+    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+    REQUIRE(r->scale_up.has_value());
+    CHECK(r->scale_up->per_gpu_uni.raw() == doctest::Approx(450e9));
+    CHECK(r->scale_up->links == 18);
+    CHECK(r->l2->raw() == doctest::Approx(50e6));
+    CHECK(r->tdp->raw() == doctest::Approx(700));
+    CHECK(r->price->raw() == doctest::Approx(3.6 / 3600.0));
+    CHECK(r->peak(Precision::int8)->raw() == doctest::Approx(1978.9e12));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("bad hardware files: exact diagnostics") {
+  TEST_CASE("malformed JSON names the file, line and column") {
+    const std::string f = bad("malformed-json.json");
+    // Line 4 lacks its comma; the parser notices at the end of the next token, the key "name" (line 5, column 8).
+    CHECK(load_alone(f) == f + ":5:8: error: malformed JSON: syntax error while parsing object - unexpected string "
+                               "literal; expected '}'\n");
+  }
+
+  TEST_CASE("a string where a number is expected") {
+    const std::string f = bad("wrong-type.json");
+    CHECK(load_alone(f) == f + ": /memory/bandwidth_TBps: error: expected a number, found a string \"3.35\"\n");
+  }
+
+  TEST_CASE("null where a number is expected says 'null' once") {
+    const std::string f = bad("null-bandwidth.json");
+    CHECK(load_alone(f) == f + ": /memory/bandwidth_TBps: error: expected a number, found null\n");
+  }
+
+  TEST_CASE("a negative bandwidth is out of range with its unit") {
+    const std::string f = bad("negative-bandwidth.json");
+    CHECK(load_alone(f) ==
+          f + ": /memory/bandwidth_TBps: error: value -3.35 TB/s is out of range: expected > 0 and <= 80 TB/s\n");
+  }
+
+  TEST_CASE("an absurd value above the 10x plausibility bound (bf16 25001 TFLOP/s)") {
+    const std::string f = bad("absurd-bf16.json");
+    CHECK(load_alone(f) == f +
+                               ": /dense_peak/bf16_TFLOPs: error: value 25001 TFLOP/s is out of range: expected > 0 "
+                               "and <= 25000 TFLOP/s (the plausibility bound is 10x the largest known part)\n");
+  }
+
+  TEST_CASE("an unknown key gets a did-you-mean, and the key it replaced is reported missing") {
+    const std::string f = bad("unknown-key.json");
+    CHECK(load_alone(f) ==
+          f + ": /memory/bandwith_TBps: error: unknown key 'bandwith_TBps' (did you mean 'bandwidth_TBps'?)\n" + f +
+              ": /memory: error: missing required key 'bandwidth_TBps' (peak memory bandwidth)\n");
+  }
+
+  TEST_CASE("a missing required key is reported at its parent object") {
+    const std::string f = bad("missing-required.json");
+    CHECK(load_alone(f) == f + ": /memory: error: missing required key 'capacity_GB' (vendor capacity label)\n");
+  }
+
+  TEST_CASE("a dangling link id gets a did-you-mean from the data directory's links") {
+    const std::string f = bad("dangling-link.json");
+    CHECK(load_alone(f).empty());  // the file itself is well-formed
+    CHECK(load_with_data(f) == f + ": /scale_up/link: error: unknown link 'nvlink-4' (did you mean 'nvlink4'?)\n");
+  }
+
+  TEST_CASE("a node naming nvlink9 is pointed at an existing NVLink generation") {
+    Json j = Json::parse(R"({"schema": 1, "kind": "node", "id": "n", "name": "n", "gpu": "h100-sxm5-80gb",
+        "gpus": 8, "scale_up": {"link": "nvlink9", "switch": "nvswitch-gen3", "domain_gpus": 8, "topology": "switched"},
+        "sources": [{"id": "T1", "ref": "test"}]})");
+    auto n = gpuplan::hw_io::decode_node(j, "n.json");
+    REQUIRE_MESSAGE(n.ok(), n.diagnostics().to_string());
+    HardwareDb db = shipped();
+    db.nodes.push_back(n.value());
+    Diagnostics diags;
+    gpuplan::hw_io::check_references(db, diags);
+    REQUIRE(diags.items().size() == 1);
+    // nvlink2..nvlink5 are all one edit away; the first in file order wins.
+    CHECK(diags.to_string() == "n.json: /scale_up/link: error: unknown link 'nvlink9' (did you mean 'nvlink2'?)\n");
+  }
+
+  TEST_CASE("a node naming an unknown GPU and a link of the wrong type") {
+    Json j = Json::parse(R"({"schema": 1, "kind": "node", "id": "n", "name": "n", "gpu": "h100-sxm6-80gb",
+        "gpus": 8, "scale_up": {"link": "ib-ndr", "switch": "nvswitch-gen3", "domain_gpus": 8, "topology": "switched"},
+        "sources": [{"id": "T1", "ref": "test"}]})");
+    auto n = gpuplan::hw_io::decode_node(j, "n.json");
+    REQUIRE_MESSAGE(n.ok(), n.diagnostics().to_string());
+    HardwareDb db = shipped();
+    db.nodes.push_back(n.value());
+    Diagnostics diags;
+    gpuplan::hw_io::check_references(db, diags);
+    CHECK(diags.to_string() ==
+          "n.json: /gpu: error: unknown GPU 'h100-sxm6-80gb' (did you mean 'h100-sxm5-80gb'?)\n"
+          "n.json: /scale_up/link: error: link 'ib-ndr' is of type infiniband, but this field takes a link of type nvlink, xgmi, pcie\n");
+  }
+
+  TEST_CASE("an unknown kind gets a did-you-mean") {
+    const std::string f = bad("unknown-kind.json");
+    CHECK(load_alone(f) ==
+          f + ": /kind: error: unknown kind 'gpus': expected 'gpu', 'link', 'node' or 'cluster' (did you mean 'gpu'?)\n");
+  }
+
+  TEST_CASE("an id that does not match the file name") {
+    const std::string f = bad("id-mismatch.json");
+    CHECK(load_alone(f) == f + ": /id: error: id 'h100-sxm5-80gb' does not match the file name 'id-mismatch.json'\n");
+  }
+
+  TEST_CASE("a missing file") {
+    const std::string f = bad("does-not-exist.json");
+    CHECK(load_alone(f) == f + ": error: file not found\n");
+    const std::string dir = fixtures() + "/hw/bad";
+    CHECK(load_alone(dir) == dir + ": error: is a directory, expected a JSON file\n");
+  }
+
+  TEST_CASE("a missing data directory") {
+    auto r = gpuplan::hw_io::load_hardware_db("/nonexistent-gpuplan-data");
+    CHECK_FALSE(r.ok());
+    CHECK(r.diagnostics().to_string() == "/nonexistent-gpuplan-data/hardware: error: hardware data directory not found "
+                                         "(set --data-dir or GPUPLAN_DATA_DIR)\n");
+  }
+
+  TEST_CASE("the same alias in two files is reported on the second, naming the first") {
+    const std::string dir = fixtures() + "/hw/dup-alias";
+    const std::string a = (fs::path(dir) / "hardware" / "gpus" / "dup-a.json").string();
+    const std::string b = (fs::path(dir) / "hardware" / "gpus" / "dup-b.json").string();
+    auto r = gpuplan::hw_io::load_hardware_db(dir);
+    CHECK_FALSE(r.ok());
+    CHECK(r.diagnostics().to_string() == b + ": /aliases/1: error: 'dup' is already used by " + a + "\n");
+  }
+
+  TEST_CASE("an alias already taken by another part, as alias or as id, is a clash") {
+    HardwareDb db = shipped();
+    auto g = gpuplan::hw_io::decode_gpu(minimal_gpu(), "test-gpu.json");
+    REQUIRE(g.ok());
+    gpuplan::hw::GpuSpec x = g.value();
+    x.aliases = {"h100", "a100-sxm4-80gb"};
+    db.gpus.push_back(x);
+    Diagnostics diags;
+    gpuplan::hw_io::check_references(db, diags);
+    CHECK(diags.to_string() ==
+          "test-gpu.json: /aliases/0: error: 'h100' is already used by " + shipped().find_gpu("h100")->info.file +
+              "\ntest-gpu.json: /aliases/1: error: 'a100-sxm4-80gb' is already used by " +
+              shipped().find_gpu("a100-sxm4-80gb")->info.file + "\n");
+  }
+
+  TEST_CASE("a wrong enum value lists the choices") {
+    const std::string f = bad("wrong-enum.json");
+    CHECK(load_alone(f) == f + ": /scale_up/topology: error: 'mesh' is not one of 'switched', 'fully-connected', "
+                               "'hybrid-cube-mesh', 'pcie' (did you mean 'hybrid-cube-mesh'?)\n");
+  }
+
+  TEST_CASE("an empty source list") {
+    const std::string f = bad("empty-sources.json");
+    CHECK(load_alone(f) == f + ": /sources: error: expected a non-empty array of {id, ref, for}, found an empty array\n");
+  }
+
+  TEST_CASE("all problems of one file are reported at once") {
+    const std::string f = bad("many-errors.json");
+    const std::string p = f + ": ";
+    const std::string got = load_alone(f);
+    // Order: top-level keys (alphabetical, as nlohmann stores them), missing top-level keys, entity info (sources,
+    // id), then each nested object as the decoder reads it.
+    CHECK(got == p + "/compute_units: error: expected an integer, found a number 132.5\n" +  //
+                     p + "/l2_MB: error: value 0 MB is out of range: expected > 0 and <= 2600 MB\n" +
+                     p + "/tdp_W: error: value -700 W is out of range: expected > 0 and <= 14000 W\n" +
+                     p + "/vendor: error: 'Nvidia' is not one of 'NVIDIA', 'AMD' (did you mean 'NVIDIA'?)\n" +
+                     p + "/: error: missing required key 'family' (architecture family)\n" +
+                     p + "/sources/0: error: missing required key 'ref' (what the source is: document, page, "
+                         "repository@commit)\n" +
+                     p + "/id: error: id 'not-many-errors' does not match the file name 'many-errors.json'\n" +
+                     p + "/dense_peak/bf16_TFLOPs: error: expected a number, found a string \"989.4\"\n" +
+                     p + "/dense_peak/fp8_TFLOPS: error: unknown key 'fp8_TFLOPS' (did you mean 'fp8_TFLOPs'?)\n" +
+                     p + "/memory/bandwith_TBps: error: unknown key 'bandwith_TBps' (did you mean 'bandwidth_TBps'?)\n" +
+                     p + "/memory: error: missing required key 'bandwidth_TBps' (peak memory bandwidth)\n");
+    Diagnostics diags;
+    HardwareDb db;
+    gpuplan::hw_io::load_hardware_file(f, db, diags);
+    CHECK(diags.error_count() == 11);
+    CHECK(db.gpus.empty());  // nothing half-decoded gets into the database
+  }
+
+  TEST_CASE("a schema version above 1 is not called implausible") {
+    // The plausibility remark is about datasheet values (10x the largest known part), not about a version number.
+    Json j = minimal_gpu();
+    j["schema"] = 2;
+    auto r = gpuplan::hw_io::decode_gpu(j, "test-gpu.json");
+    CHECK_FALSE(r.ok());
+    const std::string got = r.diagnostics().to_string();
+    CHECK(got.find("test-gpu.json: /schema: error: value 2 is out of range") == 0);
+    CHECK(got.find("plausib") == std::string::npos);
+  }
+
+  TEST_CASE("cross-field rules of the decoders") {
+    SUBCASE("a GPU needs at least one peak rate") {
+      Json j = minimal_gpu();
+      j["dense_peak"] = Json::object();
+      auto r = gpuplan::hw_io::decode_gpu(j, "test-gpu.json");
+      CHECK(r.diagnostics().to_string() ==
+            "test-gpu.json: /dense_peak: error: no peak rate given: at least one precision is required\n");
+    }
+    SUBCASE("a link needs the bandwidth key of its type") {
+      auto r = gpuplan::hw_io::decode_link(Json::parse(R"({"schema": 1, "kind": "link", "id": "x", "name": "x",
+          "type": "infiniband", "generation": "NDR", "x16_uni_GBps": 50, "sources": [{"id": "T1", "ref": "t"}]})"),
+                                           "x.json");
+      CHECK(r.diagnostics().to_string() == "x.json: /: error: an infiniband link needs 'port_Gbps'\n");
+    }
+    SUBCASE("a switched node needs a switch, and its domain must divide or be divided by its GPUs") {
+      auto r = gpuplan::hw_io::decode_node(Json::parse(R"({"schema": 1, "kind": "node", "id": "x", "name": "x",
+          "gpu": "h100", "gpus": 8, "scale_up": {"link": "nvlink4", "domain_gpus": 12, "topology": "switched"},
+          "sources": [{"id": "T1", "ref": "t"}]})"),
+                                           "x.json");
+      CHECK(r.diagnostics().to_string() ==
+            "x.json: /scale_up/switch: error: a switched scale-up domain needs the 'switch' id\n"
+            "x.json: /scale_up/domain_gpus: error: domain of 12 GPUs is neither a multiple nor a divisor of the "
+            "node's 8 GPUs\n");
+    }
+    SUBCASE("a cluster's oversubscription is at least 1") {
+      auto r = gpuplan::hw_io::decode_cluster(Json::parse(R"({"schema": 1, "kind": "cluster", "id": "x", "name": "x",
+          "node": "dgx-h100", "nodes": 32, "fabric": {"link": "ib-ndr", "oversubscription": 0.5},
+          "sources": [{"id": "T1", "ref": "t"}]})"),
+                                              "x.json");
+      CHECK(r.diagnostics().to_string() ==
+            "x.json: /fabric/oversubscription: error: value 0.5 is out of range: expected >= 1 and <= 64\n");
+    }
+    SUBCASE("a source entry must be an object") {
+      Json j = minimal_gpu();
+      j["sources"] = Json::array({"S5"});
+      auto r = gpuplan::hw_io::decode_gpu(j, "test-gpu.json");
+      CHECK(r.diagnostics().to_string() == "test-gpu.json: /sources/0: error: expected an object, found a string\n");
+    }
+    SUBCASE("the top level must be an object") {
+      auto r = gpuplan::hw_io::decode_gpu(Json::array(), "test-gpu.json");
+      CHECK(r.diagnostics().to_string() == "test-gpu.json: /: error: expected an object, found an array\n");
+    }
+  }
+
+  TEST_CASE("a valid fixture file decodes with no diagnostics") {
+    const std::string f = fixtures() + "/hw/good/test-gpu.json";
+    HardwareDb db;
+    Diagnostics diags;
+    gpuplan::hw_io::load_hardware_file(f, db, diags);
+    CHECK(diags.empty());
+    REQUIRE(db.gpus.size() == 1);
+    CHECK(db.gpus[0].info.id == "test-gpu");
+    CHECK(db.gpus[0].info.file == f);
+    CHECK(db.gpus[0].info.cite("/memory/bandwidth_TBps") == f + "#/memory/bandwidth_TBps [T1]");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("json_io reader") {
+  using gpuplan::json_io::FieldSpec;
+  using gpuplan::json_io::FieldTable;
+  using gpuplan::json_io::FieldType;
+  using gpuplan::json_io::ObjectReader;
+  using gpuplan::json_io::Presence;
+  using gpuplan::json_io::UnknownKeys;
+
+  const FieldTable& table() {
+    static const FieldTable t = [] {
+      FieldSpec n;
+      n.key = "n";
+      n.type = FieldType::integer;
+      n.min = 1;
+      n.max = 10;
+      n.doc = "a count";
+      FieldSpec x;
+      x.key = "x_GBps";
+      x.type = FieldType::number;
+      x.unit = "GB/s";
+      x.nullable = true;
+      x.doc = "a rate";
+      FieldSpec s;
+      s.key = "s";
+      s.presence = Presence::required;
+      s.doc = "a name";
+      return FieldTable{n, x, s};
+    }();
+    return t;
+  }
+
+  TEST_CASE("parse: valid JSON gives a value and no diagnostics") {
+    Diagnostics d;
+    auto j = gpuplan::json_io::parse(R"({"a": [1, 2]})", "f.json", d);
+    REQUIRE(j.has_value());
+    CHECK(d.empty());
+    CHECK((*j)["a"][1] == 2);
+  }
+
+  TEST_CASE("parse: a syntax error becomes one diagnostic with line and column") {
+    Diagnostics d;
+    auto j = gpuplan::json_io::parse("{\n  \"a\": 1,\n  \"b\": tru\n}", "f.json", d);
+    CHECK_FALSE(j.has_value());
+    REQUIRE(d.items().size() == 1);
+    CHECK(d.items()[0].line == 3);
+    CHECK(d.items()[0].column == 11);
+    CHECK(d.items()[0].file == "f.json");
+    CHECK(d.items()[0].to_string().rfind("f.json:3:11: error: malformed JSON: syntax error while parsing value", 0) ==
+          0);
+  }
+
+  TEST_CASE("parse: truncated input points at its end") {
+    Diagnostics d;
+    CHECK_FALSE(gpuplan::json_io::parse("{\"a\": [1, 2", "f.json", d).has_value());
+    REQUIRE(d.items().size() == 1);
+    CHECK(d.items()[0].line == 1);
+    CHECK(d.items()[0].column == 12);
+  }
+
+  TEST_CASE("ObjectReader: every problem at once, getters only return valid values") {
+    Diagnostics d;
+    const Json j = Json::parse(R"({"n": 0, "x_GBPS": 3, "a/b~c": 1})");
+    ObjectReader r(j, table(), "f.json", "/cfg", d);
+    CHECK_FALSE(r.valid());
+    CHECK(d.to_string() ==
+          "f.json: /cfg/a~1b~0c: error: unknown key 'a/b~c'\n"
+          "f.json: /cfg/n: error: value 0 is out of range: expected >= 1 and <= 10\n"
+          "f.json: /cfg/x_GBPS: error: unknown key 'x_GBPS' (did you mean 'x_GBps'?)\n"
+          "f.json: /cfg: error: missing required key 's' (a name)\n");
+    CHECK_FALSE(r.integer("n").has_value());
+    CHECK_FALSE(r.has("n"));
+  }
+
+  TEST_CASE("ObjectReader: integers accept 8.0 but not 8.5, and null in a nullable field is absent") {
+    Diagnostics d;
+    const Json ok = Json::parse(R"({"n": 8.0, "x_GBps": null, "s": "a"})");
+    ObjectReader r(ok, table(), "f.json", "", d);
+    CHECK(r.valid());
+    CHECK(d.empty());
+    CHECK(r.integer("n") == 8);
+    CHECK_FALSE(r.has("x_GBps"));
+    CHECK_FALSE(r.num("x_GBps").has_value());
+    CHECK(r.str("s") == "a");
+
+    Diagnostics d2;
+    const Json no = Json::parse(R"({"n": 8.5, "s": "a"})");
+    ObjectReader r2(no, table(), "f.json", "", d2);
+    CHECK(d2.to_string() == "f.json: /n: error: expected an integer, found a number 8.5\n");
+  }
+
+  TEST_CASE("ObjectReader: foreign formats ignore unknown keys, and error() on the object itself uses '/'") {
+    Diagnostics d;
+    const Json j = Json::parse(R"({"s": "a", "torch_dtype": "bfloat16"})");
+    ObjectReader r(j, table(), "f.json", "", d, UnknownKeys::ignore);
+    CHECK(r.valid());
+    CHECK(d.empty());
+    r.error("", "whole object");
+    r.error("n", "one key");
+    CHECK(d.to_string() == "f.json: /: error: whole object\nf.json: /n: error: one key\n");
+  }
+
+  TEST_CASE("ObjectReader: a non-object value") {
+    Diagnostics d;
+    ObjectReader r(Json(3), table(), "f.json", "/cfg", d);
+    CHECK_FALSE(r.valid());
+    CHECK(d.to_string() == "f.json: /cfg: error: expected an object, found an integer\n");
+    CHECK_FALSE(r.has("s"));
+  }
+
+  TEST_CASE("describe_type and describe_value") {
+    CHECK(gpuplan::json_io::describe_type(Json()) == "null");
+    CHECK(gpuplan::json_io::describe_type(Json("x")) == "a string");
+    CHECK(gpuplan::json_io::describe_type(Json(1.5)) == "a number");
+    CHECK(gpuplan::json_io::describe_type(Json(2)) == "an integer");
+    CHECK(gpuplan::json_io::describe_value(Json("x")) == "\"x\"");
+    CHECK(gpuplan::json_io::describe_value(Json(std::string(100, 'a'))).size() == 40);
+  }
+
+  TEST_CASE("the hardware field tables document every key with a unit suffix") {
+    for (const auto* t : {&gpuplan::hw_io::gpu_fields(), &gpuplan::hw_io::link_fields(),
+                          &gpuplan::hw_io::node_fields(), &gpuplan::hw_io::cluster_fields()}) {
+      for (const auto& f : *t) {
+        CAPTURE(f.key);
+        CHECK_FALSE(f.doc.empty());
+        if (f.type == FieldType::number && f.key != "oversubscription") CHECK(f.key.find('_') != std::string::npos);
+      }
+    }
+  }
+}

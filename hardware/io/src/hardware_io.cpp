@@ -33,6 +33,7 @@ FieldSpec positive(std::string key, std::string unit, double max, std::string do
   f.min = 0.0;
   f.min_exclusive = true;
   f.max = max;
+  f.plausibility_bound = true;
   f.doc = std::move(doc);
   return f;
 }
@@ -43,6 +44,7 @@ FieldSpec count(std::string key, double max, std::string doc, Presence p = kOpt)
   f.presence = p;
   f.min = 1;
   f.max = max;
+  f.plausibility_bound = true;
   f.doc = std::move(doc);
   return f;
 }
@@ -151,7 +153,7 @@ std::vector<hw::SourceRef> decode_sources(const ObjectReader& r, Diagnostics& di
   if (s == nullptr) return out;
   if (!s->is_array() || s->empty()) {
     r.error("sources", fmt::format("expected a non-empty array of {{id, ref, for}}, found {}",
-                                   json_io::describe_type(*s)));
+                                   s->is_array() ? std::string("an empty array") : json_io::describe_type(*s)));
     return out;
   }
   for (std::size_t i = 0; i < s->size(); ++i) {
@@ -369,14 +371,14 @@ Result<hw::LinkSpec> decode_link(const Json& j, const std::string& file) {
       case hw::LinkType::nvlink:
       case hw::LinkType::xgmi:
       case hw::LinkType::c2c:
-        if (!l.per_link_uni) r.error("", fmt::format("a {} link needs 'per_link_uni_GBps'", hw::to_string(l.type)));
+        if (!l.per_link_uni) r.error("", fmt::format("an {} link needs 'per_link_uni_GBps'", hw::to_string(l.type)));
         break;
       case hw::LinkType::pcie:
         if (!l.x16_uni) r.error("", "a pcie link needs 'x16_uni_GBps'");
         break;
       case hw::LinkType::infiniband:
       case hw::LinkType::ethernet:
-        if (!l.port) r.error("", fmt::format("a {} link needs 'port_Gbps'", hw::to_string(l.type)));
+        if (!l.port) r.error("", fmt::format("an {} link needs 'port_Gbps'", hw::to_string(l.type)));
         break;
       case hw::LinkType::nvswitch:
         if (!l.gpu_to_gpu_bidir) r.error("", "an nvswitch needs 'gpu_to_gpu_bidir_GBps'");
@@ -488,8 +490,12 @@ void check_references(const hw::HardwareDb& db, Diagnostics& diags) {
       diags.error(file, ptr, fmt::format("unknown link '{}'{}", id, did_you_mean(id, db.link_ids())));
       return;
     }
-    if (std::find(allowed.begin(), allowed.end(), l->type) == allowed.end())
-      diags.error(file, ptr, fmt::format("link '{}' is of type {}, which cannot be used here", id, hw::to_string(l->type)));
+    if (std::find(allowed.begin(), allowed.end(), l->type) == allowed.end()) {
+      std::string list;
+      for (auto t : allowed) list += (list.empty() ? "" : ", ") + std::string(hw::to_string(t));
+      diags.error(file, ptr, fmt::format("link '{}' is of type {}, but this field takes a link of type {}", id,
+                                         hw::to_string(l->type), list));
+    }
   };
   using LT = hw::LinkType;
   for (const auto& g : db.gpus) {

@@ -1,6 +1,7 @@
 #include "gpuplan/core/diagnostics.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -70,8 +71,15 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
   std::string best;
   std::size_t best_d = static_cast<std::size_t>(-1);
+  auto lower = [](std::string_view s) {
+    std::string o(s);
+    for (char& ch : o) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return o;
+  };
+  const std::string lw = lower(word);
   for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(word, c);
+    // Case differences cost nothing: "Nvidia" is a typo of "NVIDIA".
+    const std::size_t d = edit_distance(lw, lower(c));
     if (d < best_d) {
       best_d = d;
       best = c;

@@ -168,7 +168,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   a.hidden = need({"hidden_size", "n_embd"}, "model width");
   a.layers = need({"num_hidden_layers", "n_layer"}, "number of layers");
   a.heads = need({"num_attention_heads", "n_head"}, "number of attention heads");
-  a.vocab = opt({"padded_vocab_size"}).value_or(need({"vocab_size"}, "vocabulary size"));
+  if (auto padded = opt({"padded_vocab_size"})) a.vocab = *padded;
+  else a.vocab = need({"vocab_size"}, "vocabulary size");
   a.max_position = opt({"max_position_embeddings", "n_positions"}).value_or(0);
 
   if (auto kv = r.integer("num_key_value_heads")) {
@@ -229,6 +230,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   a.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3" || model_type == "gemma3_text" ||
               model_type == "olmo2" || r.boolean("use_qk_norm").value_or(false);
   a.attention_sinks = model_type == "gpt_oss";
+  if (model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text") a.norms_per_layer = 4;
 
   if (auto t = r.boolean("tie_word_embeddings")) {
     a.tied_embeddings = *t;

@@ -205,10 +205,10 @@ Result<ModelEntry> resolve_model(const ModelLibrary& lib, const std::string& nam
   if (const ModelEntry* m = lib.find(name_or_path)) return *m;
   std::error_code ec;
   const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
-                               name_or_path.size() > 5 && name_or_path.ends_with(".json");
+                               (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
   if (looks_like_path || fs::exists(name_or_path, ec)) return load_model_file(name_or_path);
   Diagnostics diags;
-  diags.error("", "--model",
+  diags.error("", "MODEL",
               fmt::format("unknown model '{}'{}; `gpuplan model list` shows the library, or give a path to a "
                           "config.json",
                           name_or_path, did_you_mean(name_or_path, lib.names())));

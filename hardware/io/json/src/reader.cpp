@@ -144,7 +144,10 @@ ObjectReader::ObjectReader(const Json& value, const FieldTable& table, std::stri
     }
     if (!ok) {
       diags.error(file_, pointer(key),
-                  fmt::format("expected {}, found {} {}", expected_name(f->type), describe_type(v), describe_value(v)));
+                  v.is_null() || v.is_object() || v.is_array()
+                      ? fmt::format("expected {}, found {}", expected_name(f->type), describe_type(v))
+                      : fmt::format("expected {}, found {} {}", expected_name(f->type), describe_type(v),
+                                    describe_value(v)));
       bad_keys_.push_back(key);
       valid_ = false;
       continue;
@@ -157,7 +160,7 @@ ObjectReader::ObjectReader(const Json& value, const FieldTable& table, std::stri
         diags.error(file_, pointer(key),
                     fmt::format("value {}{} is out of range: expected {}{}{}", describe_value(v), unit,
                                 range_text(*f), unit,
-                                x > f->max ? " (the plausibility bound is 10x the largest known part)" : ""));
+                                x > f->max && f->plausibility_bound ? " (the plausibility bound is 10x the largest known part)" : ""));
         bad_keys_.push_back(key);
         valid_ = false;
         continue;

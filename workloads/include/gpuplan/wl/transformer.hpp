@@ -58,6 +58,7 @@ struct TransformerArch {
   bool mlp_bias = false;
   bool qk_norm = false;          ///< per-head RMSNorm on q and k (Qwen3, Gemma 3)
   bool attention_sinks = false;  ///< one learned logit per head per layer (GPT-OSS)
+  std::int64_t norms_per_layer = 2;  ///< pre-attention + pre-MLP; Gemma 2/3 add post-attention and post-MLP (4)
   std::int64_t mtp_layers = 0;   ///< multi-token-prediction modules (DeepSeek-V3), counted apart from the main model
 
   std::optional<MoeSpec> moe;

@@ -30,6 +30,7 @@ struct FieldSpec {
   double min = 0.0;         ///< inclusive lower bound for number/integer
   double max = 0.0;         ///< inclusive upper bound (plausibility bound); ignored if min == max == 0
   bool min_exclusive = false;  ///< value must be > min (e.g. a bandwidth must be positive)
+  bool plausibility_bound = false;  ///< `max` is 10x the largest known part (said in the message), not a hard limit
   std::string doc;
   std::vector<std::string> choices;  ///< allowed values of a string field (empty = any)
   const std::vector<FieldSpec>* nested = nullptr;  ///< table of an object field (nullptr = free-form)

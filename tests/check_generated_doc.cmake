@@ -1,0 +1,8 @@
+execute_process(COMMAND "${EXE}" schema OUTPUT_VARIABLE generated RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "gpuplan schema failed with ${rc}")
+endif()
+file(READ "${DOC}" committed)
+if(NOT generated STREQUAL committed)
+  message(FATAL_ERROR "${DOC} is stale: regenerate it with `gpuplan schema > docs/field-reference.md`")
+endif()
