@@ -571,7 +571,8 @@ TEST_SUITE("json_io reader") {
 
   TEST_CASE("ObjectReader: a non-object value") {
     Diagnostics d;
-    ObjectReader r(Json(3), table(), "f.json", "/cfg", d);
+    const Json three(3);
+    ObjectReader r(three, table(), "f.json", "/cfg", d);
     CHECK_FALSE(r.valid());
     CHECK(d.to_string() == "f.json: /cfg: error: expected an object, found an integer\n");
     CHECK_FALSE(r.has("s"));

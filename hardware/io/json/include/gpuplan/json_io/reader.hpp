@@ -50,6 +50,9 @@ class ObjectReader {
  public:
   ObjectReader(const Json& value, const FieldTable& table, std::string file, std::string pointer, Diagnostics& diags,
                UnknownKeys unknown = UnknownKeys::reject);
+  /// The reader keeps a pointer to the value: a temporary would dangle.
+  ObjectReader(Json&& value, const FieldTable& table, std::string file, std::string pointer, Diagnostics& diags,
+               UnknownKeys unknown = UnknownKeys::reject) = delete;
 
   [[nodiscard]] bool valid() const { return valid_; }
   [[nodiscard]] bool has(std::string_view key) const;
