@@ -55,6 +55,7 @@ int list(const GlobalOptions& g, const HwOptions& o) {
     t.columns = {{"id", "id"},
                  {"name", "name"},
                  {"bf16_TFLOPs", "bf16 TFLOP/s", true},
+                 {"fp16_TFLOPs", "fp16 TFLOP/s", true},
                  {"fp8_TFLOPs", "fp8 TFLOP/s", true},
                  {"fp4_TFLOPs", "fp4 TFLOP/s", true},
                  {"hbm_GB", "HBM GB", true},
@@ -63,7 +64,8 @@ int list(const GlobalOptions& g, const HwOptions& o) {
                  {"tdp_W", "TDP W", true},
                  {"price_usd_per_hour", "$/GPU-h", true}};
     for (const auto& x : db->gpus) {
-      t.rows.push_back({x.info.id, x.info.name, num(tf(x, Precision::bf16)), num(tf(x, Precision::fp8)),
+      t.rows.push_back({x.info.id, x.info.name, num(tf(x, Precision::bf16)), num(tf(x, Precision::fp16)),
+                        num(tf(x, Precision::fp8)),
                         num(tf(x, Precision::fp4)), num(u::to_GB(x.memory.capacity_label)),
                         num(u::to_TBps(x.memory.bandwidth)),
                         x.scale_up ? num(u::to_GBps(x.scale_up->per_gpu_uni)) : "",

@@ -23,7 +23,9 @@ struct ModelOptions {
   std::string kv_dtype = "bf16";
 };
 
+// Table cells keep full precision (JSON/CSV); `show` sections print 4 significant digits.
 std::string billions(std::int64_t n) { return fmt::format("{:.10g}", static_cast<double>(n) / 1e9); }
+std::string billions4(std::int64_t n) { return u::format_number(static_cast<double>(n) / 1e9, 4); }
 
 std::string attention_kind(const wl::TransformerArch& a) {
   if (a.mla) return "MLA";
@@ -153,19 +155,21 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   s.push_back(arch);
 
   Section params{"Parameters (billions)", {}};
-  params.rows = {{"embedding", billions(p.embedding + p.position_embedding)},
-                 {"attention", billions(p.attention)},
-                 {"dense FFN", billions(p.dense_mlp)}};
+  params.rows = {{"embedding", billions4(p.embedding + p.position_embedding)},
+                 {"attention", billions4(p.attention)},
+                 {"dense FFN", billions4(p.dense_mlp)}};
   if (a.moe) {
-    params.rows.emplace_back("router", billions(p.router));
-    params.rows.emplace_back("routed experts", billions(p.routed_experts));
-    if (p.shared_experts) params.rows.emplace_back("shared experts", billions(p.shared_experts));
+    params.rows.emplace_back("router", billions4(p.router));
+    params.rows.emplace_back("routed experts", billions4(p.routed_experts));
+    if (p.shared_experts) params.rows.emplace_back("shared experts", billions4(p.shared_experts));
   }
-  params.rows.emplace_back("norms", billions(p.norms));
-  params.rows.emplace_back("LM head", a.tied_embeddings ? "tied" : billions(p.lm_head));
-  params.rows.emplace_back("total", billions(p.total) + " (" + u::format_count(double(p.total)) + ")");
-  if (a.moe) params.rows.emplace_back("active per token", billions(p.active));
-  if (p.mtp) params.rows.emplace_back("MTP modules (not in total)", billions(p.mtp));
+  params.rows.emplace_back("norms", billions4(p.norms));
+  params.rows.emplace_back("LM head", a.tied_embeddings ? "tied" : billions4(p.lm_head));
+  params.rows.emplace_back("total", billions4(p.total) + " (" + u::format_count(double(p.total)) + ")");
+  if (a.moe)
+    params.rows.emplace_back("active per token", fmt::format("{} ({} without the input embedding)", billions4(p.active),
+                                                             billions4(p.active - p.embedding)));
+  if (p.mtp) params.rows.emplace_back("MTP modules (not in total)", billions4(p.mtp));
   if (m->published) {
     std::string pub = u::format_number(m->published->total_params_B, 5) + " total";
     if (m->published->active_params_B) pub += ", " + u::format_number(*m->published->active_params_B, 4) + " active";

@@ -19,8 +19,8 @@ std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& d
   };
   if (!flag.empty()) {
     if (usable(flag)) return flag;
-    std::error_code ec;
-    diags.error("", "--data-dir", fs::exists(flag, ec) ? fmt::format("'{}' has no hardware/ or models/ folder", flag)
+    std::error_code ec_flag;
+    diags.error("", "--data-dir", fs::exists(flag, ec_flag) ? fmt::format("'{}' has no hardware/ or models/ folder", flag)
                                                          : fmt::format("'{}' does not exist", flag));
     return std::nullopt;
   }
@@ -28,6 +28,14 @@ std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& d
     if (usable(env)) return std::string(env);
     diags.error("", "GPUPLAN_DATA_DIR", fmt::format("'{}' has no hardware/ or models/ folder", env));
     return std::nullopt;
+  }
+  // The share directory next to the running binary (a relocated install or a .deb), then the configured install
+  // prefix, then the source tree this binary was built from.
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::string rel = (exe.parent_path().parent_path() / "share" / "gpuplan").string();
+    if (usable(rel)) return rel;
   }
   for (const char* candidate : {GPUPLAN_INSTALL_DATA_DIR, GPUPLAN_SOURCE_DATA_DIR})
     if (usable(candidate)) return std::string(candidate);
