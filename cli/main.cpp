@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   register_hw(app, g, rc);
   register_model(app, g, rc);
   register_schema(app, rc);
+  register_train(app, g, rc);
+  register_validate(app, g, rc);
+  register_roofline(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,77 @@
+#include "resolve.hpp"
+
+#include <fmt/format.h>
+
+namespace gpuplan::cli {
+
+std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,
+                                                 const hw::HardwareDb& db, const wl_io::ModelLibrary& lib,
+                                                 const std::function<std::string(const std::string&)>& where,
+                                                 Diagnostics& diags) {
+  if (s.model.empty()) diags.error("", where("model"), "no model given (a library id such as llama-3.1-70b, or a config.json)");
+  if (s.gpu.empty() && s.node.empty() && s.cluster.empty()) diags.error("", where("gpu"), "no GPU, node or cluster given");
+  if (diags.has_errors()) return std::nullopt;
+  auto m = wl_io::resolve_model(lib, s.model);
+  if (!m.ok()) {
+    for (auto d : m.diagnostics().items()) {
+      if (d.pointer == "MODEL") d.pointer = where("model");
+      diags.add(d);
+    }
+    return std::nullopt;
+  }
+  ResolvedTraining r;
+  r.arch = m->arch;
+  r.sys.db = &db;
+  if (!s.cluster.empty()) {
+    r.sys.cluster = db.find_cluster(s.cluster);
+    if (r.sys.cluster == nullptr) {
+      diags.error("", where("cluster"), fmt::format("unknown cluster '{}'{}", s.cluster, did_you_mean(s.cluster, db.cluster_ids())));
+      return std::nullopt;
+    }
+    if (s.node.empty()) s.node = r.sys.cluster->node;
+  }
+  if (!s.node.empty()) {
+    r.sys.node = db.find_node(s.node);
+    if (r.sys.node == nullptr) {
+      diags.error("", where("node"), fmt::format("unknown node '{}'{}", s.node, did_you_mean(s.node, db.node_ids())));
+      return std::nullopt;
+    }
+  }
+  const std::string gpu_name = !s.gpu.empty() ? s.gpu : r.sys.node->gpu;
+  r.sys.gpu = db.find_gpu(gpu_name);
+  if (r.sys.gpu == nullptr) {
+    diags.error("", where("gpu"), fmt::format("unknown GPU '{}'{}", gpu_name, did_you_mean(gpu_name, db.gpu_names())));
+    return std::nullopt;
+  }
+  if (r.sys.gpu->info.id != gpu_name) diags.note("", where("gpu"), fmt::format("'{}' is {}", gpu_name, r.sys.gpu->info.id));
+  if (r.sys.node != nullptr && r.sys.node->gpu != r.sys.gpu->info.id) {
+    diags.error("", where("gpu"),
+                fmt::format("node '{}' holds {}, not {}", r.sys.node->info.id, r.sys.node->gpu, r.sys.gpu->info.id));
+    return std::nullopt;
+  }
+  if (r.sys.node == nullptr) {
+    for (const auto& n : db.nodes)
+      if (n.gpu == r.sys.gpu->info.id) {
+        r.sys.node = &n;
+        diags.note("", where("node"), fmt::format("using node '{}' for {} (give a node to choose)", n.info.id, r.sys.gpu->info.id));
+        break;
+      }
+  }
+  if (s.price_usd_per_hour) r.sys.price = units::usd_per_hour(*s.price_usd_per_hour);
+
+  auto& par = s.plan.par;
+  const long long per_replica = static_cast<long long>(par.tp) * par.pp * par.cp;
+  if (s.gpus && !s.dp_given) {
+    if (*s.gpus % per_replica != 0)
+      r.pre.fail(fmt::format("{} GPUs are not divisible by TP × PP × CP = {}", *s.gpus, per_replica));
+    else
+      par.dp = static_cast<int>(*s.gpus / per_replica);
+  } else if (s.gpus && s.dp_given && *s.gpus != per_replica * par.dp) {
+    r.pre.fail(fmt::format("{} GPUs ≠ TP × PP × DP × CP = {}", *s.gpus, per_replica * par.dp));
+  }
+  if (!global_batch_given) s.plan.global_batch = s.plan.micro_batch * par.dp;
+  r.plan = s.plan;
+  return r;
+}
+
+}  // namespace gpuplan::cli

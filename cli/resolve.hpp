@@ -1,0 +1,30 @@
+#pragma once
+// Resolution of a decoded training scenario into model, plan and hardware — shared by `train` and `validate` so
+// that a validation case runs exactly what the user would run.
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/model/training.hpp"
+#include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
+
+namespace gpuplan::cli {
+
+struct ResolvedTraining {
+  wl::TransformerArch arch;
+  wl::TrainingPlan plan;
+  model::TrainingSystem sys;
+  model::Feasibility pre;  ///< layout problems found while resolving (e.g. GPUs not divisible)
+};
+
+/// `where(key)` names the flag or file pointer of a key for diagnostics.
+std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,
+                                                 const hw::HardwareDb& db, const wl_io::ModelLibrary& lib,
+                                                 const std::function<std::string(const std::string&)>& where,
+                                                 Diagnostics& diags);
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,154 @@
+#include "validate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/training.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
+#include "resolve.hpp"
+
+namespace gpuplan::cli {
+
+namespace {
+double predicted_metric(const std::string& metric, const std::string& convention, const model::TrainingEstimate& e,
+                        const wl::TrainingPlan& plan, bool& known) {
+  known = true;
+  const double gpus = double(plan.par.gpus());
+  if (metric == "mfu") return e.mfu;
+  if (metric == "hfu") return e.hfu;
+  if (metric == "tokens_per_s") return e.tokens_per_s;
+  if (metric == "tokens_per_s_per_gpu") return e.tokens_per_s / gpus;
+  if (metric == "step_time_s") return e.step_time.raw();
+  if (metric == "tflops_per_gpu") {
+    // Sources that count recomputation (Megatron's eq. 3) report hardware FLOPs; others model FLOPs.
+    const bool hw_flops = convention.find("recompute") != std::string::npos && convention.find("excl") == std::string::npos;
+    const double f = (hw_flops ? e.hardware_flops_per_step : e.model_flops_per_step).raw();
+    return f / e.step_time.raw() / gpus / 1e12;
+  }
+  known = false;
+  return 0;
+}
+
+std::string layout_text(const wl::TrainingPlan& p) {
+  return fmt::format("TP{} PP{}{} DP{}{}{} mb{} gb{} s{}", p.par.tp, p.par.pp,
+                     p.schedule == wl::PipelineSchedule::interleaved ? fmt::format("v{}", p.par.virtual_stages) : "",
+                     p.par.dp, p.par.cp > 1 ? fmt::format(" CP{}", p.par.cp) : "",
+                     p.par.ep > 1 ? fmt::format(" EP{}", p.par.ep) : "", p.micro_batch, p.global_batch, p.seq_len);
+}
+}  // namespace
+
+Result<ValidationSummary> validate_training(const std::string& cases_file, const hw::HardwareDb& db,
+                                            const wl_io::ModelLibrary& lib) {
+  Diagnostics diags;
+  auto text = json_io::read_text_file(cases_file, diags);
+  if (!text) return Result<ValidationSummary>(std::move(diags));
+  auto j = json_io::parse(*text, cases_file, diags);
+  if (!j) return Result<ValidationSummary>(std::move(diags));
+  if (!j->is_object() || !j->contains("cases") || !(*j)["cases"].is_array()) {
+    diags.error(cases_file, "/cases", "expected an object with a 'cases' array");
+    return Result<ValidationSummary>(std::move(diags));
+  }
+  ValidationSummary sum;
+  const auto& cases = (*j)["cases"];
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const std::string ptr = fmt::format("/cases/{}", i);
+    CaseResult r;
+    r.id = c.value("id", std::string{});
+    r.source = c.value("source", std::string{});
+    r.note = c.value("notes", std::string{});
+    if (!c.contains("measured") || !c["measured"].is_object()) {
+      diags.error(cases_file, ptr + "/measured", "missing 'measured' object");
+      continue;
+    }
+    const auto& meas = c["measured"];
+    r.metric = meas.value("metric", std::string{});
+    r.unit = meas.value("unit", std::string{});
+    r.convention = meas.value("flops_convention", std::string{});
+    r.measured = meas.contains("value") && meas["value"].is_number() ? meas["value"].get<double>() : 0.0;
+    if (!c.contains("scenario") || !c["scenario"].is_object() || r.note.find("underspecified") != std::string::npos) {
+      r.status = "not runnable";
+      sum.cases.push_back(r);
+      continue;
+    }
+    const auto& scen = c["scenario"];
+    r.model = scen.value("model", std::string{});
+    r.gpu = scen.value("gpu", scen.value("node", std::string{}));
+    Diagnostics case_diags;
+    auto decoded = wl_io::decode_training_scenario(scen, cases_file);
+    if (!decoded.ok()) {
+      for (auto d : decoded.diagnostics().items()) {
+        d.pointer = ptr + "/scenario" + d.pointer;
+        diags.add(d);
+      }
+      continue;
+    }
+    auto where = [&](const std::string& key) { return cases_file + ": " + ptr + "/scenario/" + key; };
+    auto resolved = resolve_training(decoded.value(), scen.contains("global_batch"), db, lib, where, case_diags);
+    if (!resolved) {
+      r.status = "not runnable";
+      r.note = case_diags.to_string();
+      sum.cases.push_back(r);
+      continue;
+    }
+    r.layout = layout_text(resolved->plan);
+    model::TrainingEstimate est;
+    if (resolved->pre.ok) est = model::estimate_training(resolved->arch, resolved->plan, resolved->sys, Explain::off);
+    else est.feasibility = resolved->pre;
+    if (est.step_time.raw() <= 0) {
+      r.status = "infeasible";
+      r.note = est.feasibility.reasons.empty() ? "" : est.feasibility.reasons.front();
+      sum.cases.push_back(r);
+      continue;
+    }
+    bool known = false;
+    const double mfu_scale = r.unit.find('%') != std::string::npos && (r.metric == "mfu" || r.metric == "hfu") ? 100.0 : 1.0;
+    const double p = predicted_metric(r.metric, r.convention, est, resolved->plan, known) * mfu_scale;
+    if (!known || r.measured <= 0) {
+      r.status = "not runnable";
+      r.note = "metric '" + r.metric + "' not modelled";
+      sum.cases.push_back(r);
+      continue;
+    }
+    r.predicted = p;
+    r.error = p / r.measured - 1.0;
+    r.status = est.feasibility.ok ? "ok" : "ok (model says it does not fit)";
+    if (!est.feasibility.ok) r.note = est.feasibility.reasons.front();
+    sum.cases.push_back(r);
+  }
+  std::vector<double> errs;
+  for (const auto& c : sum.cases)
+    if (c.error) errs.push_back(std::fabs(*c.error));
+  std::sort(errs.begin(), errs.end());
+  sum.evaluated = static_cast<int>(errs.size());
+  if (!errs.empty()) {
+    const std::size_t n = errs.size();
+    sum.median_abs_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
+    sum.max_abs_error = errs.back();
+    sum.within_10 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.10; })) / double(n);
+    sum.within_25 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.25; })) / double(n);
+  }
+  if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));
+  return Result<ValidationSummary>(std::move(sum), std::move(diags));
+}
+
+std::string render_validation_markdown(const ValidationSummary& s, const std::string& title) {
+  std::string o = fmt::format("## {}\n\n", title);
+  o += fmt::format("{} cases, {} evaluated: median |error| {}, max {}, {} within 10%, {} within 25%.\n\n", s.cases.size(),
+                   s.evaluated, units::format(units::Ratio(s.median_abs_error)), units::format(units::Ratio(s.max_abs_error)),
+                   units::format(units::Ratio(s.within_10)), units::format(units::Ratio(s.within_25)));
+  o += "| case | model | GPU | layout | metric | measured | predicted | error | status |\n| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |\n";
+  for (const auto& c : s.cases) {
+    o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n", c.id, c.model, c.gpu, c.layout, c.metric,
+                     units::format_number(c.measured, 4), c.predicted ? units::format_number(*c.predicted, 4) : "—",
+                     c.error ? fmt::format("{:+.1f}%", *c.error * 100.0) : "—", c.status,
+                     c.note.empty() || c.status == "ok" ? "" : ": " + c.note.substr(0, 120));
+  }
+  return o + "\n";
+}
+
+}  // namespace gpuplan::cli

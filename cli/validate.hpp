@@ -1,0 +1,37 @@
+#pragma once
+// Validation against published measurements (data/validation/*.json): runs each case through the same resolution
+// and model as `gpuplan train`, compares the metric the source measured, and summarises the errors.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/wl_io/model_io.hpp"
+
+namespace gpuplan::cli {
+
+struct CaseResult {
+  std::string id, source, model, gpu, layout, metric, unit, convention, note;
+  double measured = 0;
+  std::optional<double> predicted;
+  std::optional<double> error;  ///< predicted / measured − 1
+  std::string status;           ///< "ok", "infeasible", "not runnable"
+};
+
+struct ValidationSummary {
+  std::vector<CaseResult> cases;
+  int evaluated = 0;
+  double median_abs_error = 0;
+  double max_abs_error = 0;
+  double within_10 = 0;  ///< fraction with |error| ≤ 10%
+  double within_25 = 0;
+};
+
+/// Runs every case of a training validation set (training_cases.json).
+Result<ValidationSummary> validate_training(const std::string& cases_file, const hw::HardwareDb& db,
+                                            const wl_io::ModelLibrary& lib);
+
+std::string render_validation_markdown(const ValidationSummary& s, const std::string& title);
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,34 @@
+#pragma once
+// How close real kernels get to the datasheet peaks. Accuracy comes from measurement (DESIGN.md §9): these are
+// measured ceilings from published microbenchmarks, one row per GPU, plus a physical shape model (tile and wave
+// quantization) for GEMMs. A calibration profile (the calibration milestone) replaces the row for its GPU.
+#include <optional>
+#include <string>
+
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/hw/hardware.hpp"
+
+namespace gpuplan::model {
+
+struct EfficiencyProfile {
+  std::string gpu_id;
+  double gemm_bf16 = 0.0;      ///< max achievable matmul / dense peak, bf16 (MAMF)
+  double gemm_fp8 = 0.0;       ///< same for fp8 (0 = unknown: falls back to gemm_bf16)
+  double hbm = 0.0;            ///< achieved streaming bandwidth / datasheet bandwidth (BabelStream copy/triad)
+  double attention_fwd = 0.0;  ///< flash-attention forward TFLOP/s / dense peak
+  double attention_bwd = 0.0;  ///< flash-attention backward TFLOP/s / dense peak
+  int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs
+  int tile_n = 128;
+  units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated
+  std::string origin;          ///< citations of the numbers above
+  bool calibrated = false;     ///< true when it comes from our own calibration profile
+};
+
+/// The built-in default for a GPU: its own measured row when one exists, else its family's, else a stated generic
+/// assumption (origin says which).
+EfficiencyProfile default_efficiency(const hw::GpuSpec& gpu);
+
+/// GEMM efficiency ceiling for a precision (fp8 → gemm_fp8 when known).
+double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p);
+
+}  // namespace gpuplan::model

@@ -1,0 +1,64 @@
+#pragma once
+// Operator costs on one GPU (roofline): FLOPs, bytes moved, and time = max(FLOPs / effective compute,
+// bytes / effective bandwidth) + a fixed per-kernel cost. Effective compute = dense peak × measured GEMM ceiling ×
+// tile/wave utilisation of the shape; effective bandwidth = datasheet × measured streaming fraction.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpuplan/core/derivation.hpp"
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/model/efficiency.hpp"
+
+namespace gpuplan::model {
+
+enum class OpClass { gemm, attention, elementwise, embedding, loss, optimizer };
+std::string to_string(OpClass c);
+
+enum class Bound { compute, memory, launch };
+std::string to_string(Bound b);
+
+struct OpCost {
+  std::string name;
+  OpClass cls = OpClass::gemm;
+  units::Flops flops{};
+  units::Bytes bytes{};
+  units::Seconds time{};
+  Bound bound = Bound::compute;
+  double efficiency = 1.0;  ///< achieved FLOP/s ÷ dense peak for compute-bound ops (incl. shape utilisation)
+  [[nodiscard]] units::Intensity intensity() const { return flops / bytes; }
+  [[nodiscard]] units::FlopRate achieved() const { return flops / time; }
+};
+
+/// The GPU as the op model sees it: peaks, bandwidth and the efficiency row.
+struct Device {
+  const hw::GpuSpec* gpu = nullptr;
+  EfficiencyProfile eff;
+  [[nodiscard]] units::FlopRate peak(hw::Precision p) const;  ///< dense peak; bf16 falls back to fp16 (V100)
+};
+Device make_device(const hw::GpuSpec& gpu);
+
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t batch = 1;  ///< independent GEMMs of the same shape in one launch (grouped/batched)
+};
+
+/// C[m×n] = A[m×k]·B[k×n] (× batch): 2·m·n·k FLOPs; bytes = (m·k + k·n + m·n)·element bytes.
+/// Utilisation u = m·n·batch / (waves · SMs · tile_m · tile_n) with tiles = ⌈m/tile_m⌉·⌈n/tile_n⌉·batch and
+/// waves = ⌈tiles / SMs⌉ (tile and wave quantisation).
+OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d,
+                 Derivation* why = nullptr);
+
+/// Fused (flash) attention over `batch_heads` = b·n_q heads with s_q queries and s_kv keys: forward FLOPs
+/// 2·b·n_q·s_q·s_kv·(d_qk + d_v) (× ½ causal); backward = 2.5 × forward (FlashAttention-2, Dao 2023 §3.1: five
+/// matmuls against two, softmax recomputed). Unfused attention: two batched GEMMs plus a softmax over the
+/// materialised b·n_q·s_q·s_kv scores.
+std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_heads, std::int64_t s_q,
+                                   std::int64_t s_kv, std::int64_t d_qk, std::int64_t d_v, bool causal, bool flash,
+                                   bool backward, hw::Precision p, const Device& d);
+
+/// A memory-bound op that streams `bytes` and does `flops` (norms, activations, residuals, rotary, softmax, loss).
+OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d);
+
+}  // namespace gpuplan::model

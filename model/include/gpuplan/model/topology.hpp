@@ -1,0 +1,49 @@
+#pragma once
+// Mapping of a parallel group onto the link tiers of a cluster (DESIGN.md §6 "resolve"). A group of `size` GPUs
+// whose consecutive members are `stride` ranks apart (Megatron order: tp innermost, then cp, ep/dp, pp outermost)
+// spans `size_scale_up` GPUs inside one scale-up domain and `size / size_scale_up` domains over the scale-out fabric.
+#include <optional>
+#include <string>
+
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/hw/hardware.hpp"
+
+namespace gpuplan::model {
+
+/// One level of the network as one GPU of a collective sees it.
+struct LinkTier {
+  std::string name;             ///< "NVLink 4 via NVSwitch gen3", "InfiniBand NDR"
+  units::Bandwidth uni_per_gpu{};  ///< per direction, per GPU, link spec (datasheet)
+  units::Seconds latency{};     ///< per-hop α (launch + wire + switch), from data or a stated assumption
+  double bus_efficiency = 1.0;  ///< asymptotic fraction of uni_per_gpu NCCL reaches (measured; e.g. 0.80 on NVLink 4)
+  bool in_network_reduction = false;    ///< NVLS (NVLink SHARP) or IB SHARP available for all-reduce
+  double in_network_gain = 1.0;         ///< measured all-reduce busbw gain of NVLS over ring where known
+  std::string origin;           ///< citation of the numbers above
+};
+
+/// A communicator: its size and how it splits across the two tiers.
+struct CommGroup {
+  int size = 1;           ///< GPUs in the group
+  int scale_up_size = 1;  ///< members sharing one scale-up (NVLink) domain
+  LinkTier scale_up;      ///< used when scale_up_size > 1
+  std::optional<LinkTier> scale_out;  ///< used when size > scale_up_size
+  units::Seconds call_latency{};      ///< t₀: base latency of one collective call (launch, setup), paid once per call
+  std::string call_latency_origin;    ///< citation of call_latency
+  [[nodiscard]] int domains() const { return scale_up_size > 0 ? size / scale_up_size : size; }
+};
+
+/// Maps a parallel group of `size` GPUs whose consecutive members are `stride` ranks apart onto the node's link tiers.
+/// Members per scale-up domain = min(size, domain_gpus / stride) when stride divides domain_gpus, else 1 (reduced to
+/// a divisor of size so that domains() is exact). Scale-up tier: the GPU's own per-GPU NVLink/xGMI bandwidth
+/// (GpuSpec::scale_up), scaled by (members − 1)/(domain_gpus − 1) on a fully connected mesh (one link per peer), the
+/// switch's in-network reduction and its measured NVLS gain. Scale-out tier: nics × nic bandwidth / gpus per node
+/// (rail-optimized: each GPU drives its own NIC), divided by the fabric's oversubscription where the cluster gives it.
+/// α and the NCCL bus efficiency come from cited per-generation tables (topology.cpp); `origin` says which.
+CommGroup resolve_group(int size, int stride, const hw::NodeSpec& node, const hw::HardwareDb& db,
+                        std::optional<hw::ClusterSpec> cluster = std::nullopt);
+
+/// One line for derivations and reports: "NVLink 4 via NVSwitch gen3: 450 GB/s per GPU per direction, α 3.4 µs,
+/// η 81%, NVLS ×1.29".
+std::string describe(const LinkTier& tier);
+
+}  // namespace gpuplan::model

@@ -1,0 +1,91 @@
+#pragma once
+// Training step time, throughput, MFU/HFU, memory, communication, time-to-train and cost: composes the operator,
+// memory, collective and pipeline formulas. Two phases (DESIGN.md §6): resolve (validate the layout against the
+// model and the cluster, map each parallel group onto link tiers) then evaluate.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuplan/core/derivation.hpp"
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/model/memory.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/wl/training.hpp"
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::model {
+
+/// The hardware a plan runs on. `node` is required for anything beyond one GPU; `cluster` is optional (fabric).
+struct TrainingSystem {
+  const hw::HardwareDb* db = nullptr;
+  const hw::GpuSpec* gpu = nullptr;
+  const hw::NodeSpec* node = nullptr;
+  const hw::ClusterSpec* cluster = nullptr;
+  std::optional<units::UsdPerSecond> price;  ///< overrides the GPU file's indicative price
+  std::optional<EfficiencyProfile> efficiency;  ///< overrides the built-in default (calibration)
+};
+
+/// Valid input that cannot work: every reason, each with a hint where one exists.
+struct Feasibility {
+  bool ok = true;
+  std::vector<std::string> reasons;
+  void fail(std::string r) {
+    ok = false;
+    reasons.push_back(std::move(r));
+  }
+};
+
+/// One kind of communication in a step.
+struct CommCost {
+  std::string kind;         ///< "tp", "cp", "ep", "pp", "dp", "fsdp"
+  std::string collective;   ///< "all-reduce", "all-gather + reduce-scatter", ...
+  units::Bytes bytes_per_step{};  ///< per GPU, as NCCL counts the buffers
+  units::Seconds time{};    ///< total per step if nothing overlapped
+  units::Seconds exposed{};  ///< what remains on the critical path
+  int group_size = 1;
+  std::string tier;         ///< which link tier(s) it crosses
+};
+
+struct StepBreakdown {
+  units::Seconds gemm{}, attention{}, elementwise{}, embedding_loss{};  ///< compute per step on the critical path
+  units::Seconds recompute{};   ///< share of the above spent recomputing activations
+  units::Seconds comm_exposed{};
+  units::Seconds bubble{};
+  units::Seconds optimizer{};
+  units::Seconds total{};
+};
+
+struct TrainingEstimate {
+  Feasibility feasibility;
+  StepBreakdown step;
+  std::vector<CommCost> comm;
+  TrainingMemory memory;
+  units::Seconds step_time{};
+  double tokens_per_s = 0;
+  double mfu = 0;  ///< model FLOPs (6·N·T + attention, no recompute) / (time · GPUs · dense peak)
+  double hfu = 0;  ///< the FLOPs the hardware executes, recompute included
+  units::Flops model_flops_per_step{};
+  units::Flops hardware_flops_per_step{};
+  std::int64_t micro_batches = 0;
+  double bubble_fraction = 0;
+  std::optional<units::Seconds> time_to_train;
+  std::optional<double> gpu_hours;
+  std::optional<units::Usd> cost;
+  std::optional<units::Joules> energy;
+  std::vector<OpCost> layer_ops;  ///< one dense layer, forward + backward, one micro-batch (for display)
+  Derivation derivation;
+};
+
+/// Checks the layout (divisibility, sizes, topology) without evaluating it.
+Feasibility check_training_layout(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
+                                  const TrainingSystem& sys);
+
+/// Evaluates a plan. If the layout is invalid the estimate holds only the feasibility reasons.
+TrainingEstimate estimate_training(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
+                                   const TrainingSystem& sys, Explain explain = Explain::on);
+
+/// Pipeline bubble as a fraction of ideal compute: (p − 1) / (v · m) (Narayanan et al. 2021 §2.2).
+double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_batches);
+
+}  // namespace gpuplan::model

@@ -1,0 +1,95 @@
+#include "gpuplan/model/efficiency.hpp"
+
+#include <array>
+#include <string_view>
+
+namespace gpuplan::model {
+namespace {
+
+using units::microseconds;
+
+// Measured ceilings. Sources (all in ../shared/validation/dev_cases.json, group E, each with its primary source):
+//  MAMF  = stas00/ml-engineering compute/accelerator/README.md "Maximum Achievable Matmul FLOPS" (mamf-finder.py):
+//          A100 SXM 271.2/312 = 0.869, H100 SXM 794.5/989 = 0.803, GH200 828.6/989 = 0.838, B200 1745/2250 = 0.776,
+//          B300 1769/2250 = 0.786, GB200 1822/2500 = 0.729, MI300X 668.4/1300 = 0.514, MI325X 784.9/1300 = 0.604,
+//          MI355X 1565/2300 = 0.680; fp8: H100 0.709, H200 0.734, B200 0.763, B300 0.745, GB200 0.723.
+//  HBM   = Azure/AI-benchmarking-guide BabelStream triad: A100 80GB 1.70/2.039 = 0.834, H100 2.97/3.35 = 0.887.
+//  ATTN  = Azure/AI-benchmarking-guide flash-attention 2: A100 179.5/312 = 0.575 (fwd, d=64, s=8192),
+//          H100 327.9/989 = 0.332 is FA2 on Hopper. Current stacks use FA3 / cuDNN SDPA on Hopper: Shah et al. 2024
+//          (arXiv:2407.08608) report up to 740 TFLOP/s bf16 forward (0.75) — we take 0.75 fwd and 0.55 bwd, read
+//          from that paper's long-sequence figures (approximate readings, to be replaced by calibration). Ampere:
+//          FA2 fwd measured 0.575; bwd 0.50 from the FA2 abstract's 50-73% of peak range (Dao 2023, arXiv:2307.08691).
+//  Launch: ~5 µs per kernel including tail effects, the NVIDIA CUDA best-practices figure for launch latency
+//          (assumption until calibrated).
+struct Row {
+  std::string_view id;
+  double gemm_bf16, gemm_fp8, hbm, attn_fwd, attn_bwd;
+  int tile_m, tile_n;
+  std::string_view origin;
+};
+constexpr std::array<Row, 9> kRows{{
+    {"a100-sxm4-80gb", 0.869, 0.0, 0.834, 0.575, 0.50, 128, 128,
+     "MAMF A100 SXM; BabelStream triad ND A100 v4; FA2 fwd ND A100 v4, bwd from the FA2 paper"},
+    {"a100-sxm4-40gb", 0.869, 0.0, 0.834, 0.575, 0.50, 128, 128, "as a100-sxm4-80gb (same SM array)"},
+    {"a100-pcie-80gb", 0.811, 0.0, 0.834, 0.575, 0.50, 128, 128, "MAMF A100 PCIe; HBM/attention as A100 SXM"},
+    {"h100-sxm5-80gb", 0.803, 0.709, 0.887, 0.75, 0.55, 128, 256,
+     "MAMF H100 SXM (bf16, fp8); BabelStream triad ND H100 v5; FA3 paper fwd/bwd"},
+    {"h200-sxm-141gb", 0.838, 0.734, 0.887, 0.75, 0.55, 128, 256,
+     "MAMF GH200 (bf16, same GH100 die with HBM3e) and H200 (fp8); HBM as H100; FA3 paper"},
+    {"b200-hgx", 0.776, 0.763, 0.887, 0.75, 0.55, 128, 256, "MAMF B200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"b300-hgx", 0.786, 0.745, 0.887, 0.75, 0.55, 128, 256, "MAMF B300 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"gb200-gpu", 0.729, 0.723, 0.887, 0.75, 0.55, 128, 256, "MAMF GB200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"mi300x", 0.514, 0.0, 0.834, 0.40, 0.30, 128, 128,
+     "MAMF MI300X; HBM as A100 (assumption); attention: assumption scaled from the GEMM ceiling"},
+}};
+
+// Family fallbacks: the family's best-measured member.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kFamily{{
+    {"Ampere", "a100-sxm4-80gb"},
+    {"Hopper", "h100-sxm5-80gb"},
+    {"Blackwell", "b200-hgx"},
+    {"Blackwell Ultra", "b300-hgx"},
+    {"CDNA3", "mi300x"},
+    {"Volta", "a100-sxm4-80gb"},
+    {"Ada Lovelace", "a100-sxm4-80gb"},
+}};
+
+EfficiencyProfile from_row(const Row& r, const std::string& gpu_id, std::string_view via) {
+  EfficiencyProfile e;
+  e.gpu_id = gpu_id;
+  e.gemm_bf16 = r.gemm_bf16;
+  e.gemm_fp8 = r.gemm_fp8;
+  e.hbm = r.hbm;
+  e.attention_fwd = r.attn_fwd;
+  e.attention_bwd = r.attn_bwd;
+  e.tile_m = r.tile_m;
+  e.tile_n = r.tile_n;
+  e.kernel_launch = microseconds(5.0);
+  e.origin = std::string("built-in default (") + std::string(r.origin) + ")";
+  if (!via.empty()) e.origin += "; " + std::string(via);
+  return e;
+}
+
+}  // namespace
+
+EfficiencyProfile default_efficiency(const hw::GpuSpec& gpu) {
+  for (const auto& r : kRows)
+    if (r.id == gpu.info.id) return from_row(r, gpu.info.id, "");
+  for (const auto& [family, id] : kFamily) {
+    if (family != gpu.family) continue;
+    for (const auto& r : kRows)
+      if (r.id == id)
+        return from_row(r, gpu.info.id,
+                        "no measurement for " + gpu.info.id + ": uses its family's (" + std::string(id) + ")");
+  }
+  // A part with no measured family member: a generic, stated assumption (80% GEMM, 85% HBM, 50% attention).
+  return from_row(Row{"", 0.80, 0.0, 0.85, 0.50, 0.375, 128, 128, "generic assumption: no measurement for this family"},
+                  gpu.info.id, "");
+}
+
+double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p) {
+  if (p == hw::Precision::fp8 && e.gemm_fp8 > 0.0) return e.gemm_fp8;
+  return e.gemm_bf16;
+}
+
+}  // namespace gpuplan::model

@@ -1,0 +1,787 @@
+// Training memory per GPU (model/include/gpuplan/model/memory.hpp).
+//
+// Sources:
+//  [ZeRO]   Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models",
+//           SC'20, arXiv:1910.02054, §3.1 (mixed-precision Adam: 2Ψ + 2Ψ + KΨ, K = 12) and §5 (P_os, P_os+g, P_os+g+p).
+//  [K22]    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+//           arXiv:2205.05198: §4.1 eq. 1 (per layer s·b·h·(34 + 5as/h)), §4.2.1-4.2.2 (tensor and sequence
+//           parallelism: 10 + 24/t + 5as/(ht), 34/t + 5as/(ht)), §4.2.3 (pipeline: the first stage holds p micro-batches
+//           of L/p layers = L layers' worth; interleaving × (1 + (p−1)/(p·v))), §4.3 (embedding dropout, output layer
+//           and fp32 cross entropy 4sbv/t), §5 (selective recomputation keeps 34/t), Table 2 (summary).
+//  [N21]    Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
+//           SC'21, arXiv:2104.04473, §2.2.2 (interleaved schedule, v model chunks per device).
+//  [D22]    Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization", ICLR'22, §2 (block size 2048, one
+//           fp32 absmax scale per block) — as implemented in bitsandbytes' 8-bit AdamW.
+//  [HF]     Hugging Face transformers modeling code (LlamaRMSNorm, repeat_kv + sdpa_attention_forward, LlamaMLP) under
+//           eager PyTorch autograd; measured per-layer footprints in stas00/ml-engineering
+//           training/performance/README.md (activation-memory-per-layer.py).
+#include "gpuplan/model/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+
+namespace gpuplan::model {
+namespace {
+
+using units::Bytes;
+using units::format;
+using units::format_count;
+using units::format_number;
+
+constexpr double kFp32Bytes = 4.0;
+/// Dropout masks are kept as one byte per element ([K22] §4.1: "a mask of size sbh", counted as sbh bytes).
+constexpr double kMaskBytes = 1.0;
+/// AdamW keeps two fp32 states (m, v) per parameter ([ZeRO] §3.1: K = 12 = 4 master + 4 m + 4 v).
+constexpr double kAdamStateBytes = 2 * kFp32Bytes;
+/// bitsandbytes 8-bit AdamW: two uint8 states plus one fp32 absmax per block of 2048 values per state ([D22] §2).
+constexpr double kBnbBlock = 2048.0;
+constexpr double kAdam8bitStateBytes = 2 * (1.0 + kFp32Bytes / kBnbBlock);
+/// SGD with momentum: one fp32 momentum buffer.
+constexpr double kSgdStateBytes = kFp32Bytes;
+
+// ------------------------------------------------------------------------------------------------------------------
+// Activations: a layer is a list of saved tensors ("terms"), each a width per token, an element size and a TP split.
+// ------------------------------------------------------------------------------------------------------------------
+
+/// How a saved tensor splits over the tensor-parallel group ([K22] §4.2.1-4.2.2): h-wide tensors outside the TP regions
+/// (norm inputs, the inputs of the column-parallel GEMMs, dropout masks) are split only by sequence parallelism;
+/// head- and FFN-sharded tensors always split by t.
+enum class Split { sequence, tensor };
+/// Role of a term under recomputation: `score` terms are the attention core that selective recomputation drops;
+/// `input` is the layer input itself (the tensor that full recomputation checkpoints).
+enum class Role { plain, score, input };
+enum class Part { attention, mlp, experts, shared };
+
+struct Term {
+  Part part;
+  const char* name;   ///< what is saved
+  const char* width;  ///< symbolic width per token
+  double elements;    ///< elements per token before the TP split
+  double elem_bytes;
+  Split split;
+  Role role;
+};
+
+struct Ctx {
+  const wl::TransformerArch& a;
+  const wl::TrainingPlan& plan;
+  ActivationLayout layout;
+  double ab = 2.0;        ///< activation bytes
+  double t = 1.0;         ///< tensor parallel
+  bool sp = false;        ///< sequence parallel
+  bool dropout = false;   ///< GPT-style dropout (assumed from MlpKind::plain + LayerNorm)
+  double s = 0.0;         ///< sequence length (attention-score width)
+  double tokens = 0.0;    ///< (s/c)·b tokens of one micro-batch on one GPU
+  bool hf() const { return layout == ActivationLayout::hf_eager; }
+  bool gemma_norm() const { return a.model_type.rfind("gemma", 0) == 0; }
+  double divisor(Split sp_class) const { return sp_class == Split::tensor || sp ? t : 1.0; }
+  double bytes_per_token(const Term& x) const { return x.elements * x.elem_bytes / divisor(x.split); }
+};
+
+/// Dropout is not a TransformerArch field. Assumption: GPT-style models (two-matrix MLP with LayerNorm: GPT-2/3,
+/// Megatron GPT, BERT) train with dropout after attention and MLP (and on attention probabilities); gated/RMSNorm
+/// models (Llama, Mistral, Qwen, DeepSeek, Gemma) train without it.
+bool gpt_style_dropout(const wl::TransformerArch& a) {
+  return a.mlp == wl::MlpKind::plain && a.norm == wl::NormKind::layernorm;
+}
+
+Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout) {
+  Ctx c{a, plan, layout};
+  c.ab = plan.precision.activation_bytes;
+  c.t = std::max(1, plan.par.tp);
+  c.sp = plan.par.sequence_parallel && plan.par.tp > 1;
+  c.dropout = gpt_style_dropout(a);
+  c.s = static_cast<double>(plan.seq_len);
+  c.tokens = static_cast<double>(plan.seq_len) / std::max(1, plan.par.cp) * static_cast<double>(plan.micro_batch);
+  return c;
+}
+
+void add(std::vector<Term>& v, Part part, const char* name, const char* width, double elements, double bytes,
+         Split split, Role role = Role::plain) {
+  if (elements > 0.0) v.push_back({part, name, width, elements, bytes, split, role});
+}
+
+/// A norm's saved tensors. Megatron/TE LayerNorm and RMSNorm save their input (plus per-token mean/rstd, two fp32
+/// values per token, not counted). HF LlamaRMSNorm upcasts the input to fp32 (`pow` saves the fp32 copy) and the
+/// weight multiply saves the normalised tensor in the activation dtype; Gemma's RMSNorm computes x·(1+w) in fp32 and
+/// saves the fp32 normalised tensor instead. HF nn.LayerNorm saves its input.
+void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, bool layer_input, double count, const char* width) {
+  const double h = static_cast<double>(c.a.hidden) * count;
+  const Role in_role = layer_input ? Role::input : Role::plain;
+  if (!c.hf() || c.a.norm == wl::NormKind::layernorm) {
+    add(v, part, "norm input", width, h, c.ab, Split::sequence, in_role);
+    return;
+  }
+  // With fp32 activations the upcast is a no-op and the saved tensor is the input itself.
+  add(v, part, "RMSNorm input upcast to fp32", width, h, kFp32Bytes, Split::sequence,
+      c.ab >= kFp32Bytes ? in_role : Role::plain);
+  if (c.gemma_norm())
+    add(v, part, "RMSNorm fp32 normalised tensor (Gemma x·(1+w) in fp32)", width, h, kFp32Bytes, Split::sequence);
+  else
+    add(v, part, "RMSNorm normalised input before the weight", width, h, c.ab, Split::sequence);
+}
+
+/// FFN intermediates for `width` (i, k·i_e or n_s·i_s). Megatron-Core/TE fused SwiGLU (bias_swiglu) saves the fc1
+/// output [gate | up] (2·width) and the product (fc2 input, width), recomputing silu(gate) in its backward. HF's
+/// LlamaMLP, down(act(gate(x))·up(x)), also keeps act(gate(x)) for the multiply: 4·width. Two-matrix MLPs keep the
+/// fc1 output (activation input) and the activation output (fc2 input) ([K22] §4.1: 8sbh + 8sbh for 4h).
+void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, const char* w1, const char* w2) {
+  if (c.a.mlp == wl::MlpKind::gated) {
+    if (c.hf()) {
+      add(v, part, "gate and up projection outputs", w2, 2 * width, c.ab, Split::tensor);
+      add(v, part, "activation of the gate (kept for the multiply)", w1, width, c.ab, Split::tensor);
+      add(v, part, "gated product (down-projection input)", w1, width, c.ab, Split::tensor);
+    } else {
+      add(v, part, "fc1 output [gate | up] (fused SwiGLU input)", w2, 2 * width, c.ab, Split::tensor);
+      add(v, part, "gated product (fc2 input)", w1, width, c.ab, Split::tensor);
+    }
+  } else {
+    add(v, part, "fc1 output (activation input)", w1, width, c.ab, Split::tensor);
+    add(v, part, "activation output (fc2 input)", w1, width, c.ab, Split::tensor);
+  }
+}
+
+/// Saved tensors of one layer, per token of one micro-batch, before the TP split.
+std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
+  const auto& a = c.a;
+  const double h = static_cast<double>(a.hidden), nq = static_cast<double>(a.heads);
+  const double nkv = static_cast<double>(a.kv_heads), d = static_cast<double>(a.head_dim);
+  std::vector<Term> v;
+  v.reserve(32);
+  const Part A = Part::attention;
+
+  // ---- attention block ----
+  norm_terms(c, v, A, true, 1.0, "h");
+  add(v, A, "QKV projection input (norm output)", "h", h, c.ab, Split::sequence);
+  if (a.qk_norm) {
+    const double w = (nq + nkv) * d;
+    if (c.hf()) {
+      add(v, A, "q/k norm inputs upcast to fp32", "(n_q+n_kv)·d", w, kFp32Bytes, Split::tensor);
+      add(v, A, "q/k normalised before the weight", "(n_q+n_kv)·d", w, c.ab, Split::tensor);
+    } else {
+      add(v, A, "q/k norm inputs", "(n_q+n_kv)·d", w, c.ab, Split::tensor);
+    }
+  }
+  double q_w = nq * d, k_w = nkv * d, v_w = nkv * d, o_w = nq * d;
+  const char* qs = "n_q·d";
+  const char* ks = "n_kv·d";
+  const char* vs = "n_kv·d";
+  const char* os = "n_q·d";
+  if (a.mla) {
+    const auto& m = *a.mla;
+    // MLA (DeepSeek-V2 §2.1): the latents feed a norm and an up-projection; K and V are expanded per query head.
+    if (m.q_lora_rank > 0)
+      add(v, A, "q latent (q_a norm input and q_b input)", "2·r_q", 2.0 * double(m.q_lora_rank), c.ab, Split::sequence);
+    add(v, A, "kv latent (kv_a norm input and kv_b input)", "2·r_kv", 2.0 * double(m.kv_lora_rank), c.ab,
+        Split::sequence);
+    q_w = k_w = nq * double(m.qk_nope_head_dim + m.qk_rope_head_dim);
+    v_w = o_w = nq * double(m.v_head_dim);
+    qs = ks = "n_q·(d_nope+d_rope)";
+    vs = os = "n_q·d_v";
+  } else if (c.hf() && nkv < nq) {
+    // transformers' SDPA/eager paths call repeat_kv before the kernel: K and V are saved at n_q heads.
+    k_w = v_w = nq * d;
+    ks = vs = "n_q·d (repeat_kv)";
+  }
+  add(v, A, "Q (after RoPE)", qs, q_w, c.ab, Split::tensor);
+  add(v, A, "K (after RoPE)", ks, k_w, c.ab, Split::tensor);
+  add(v, A, "V", vs, v_w, c.ab, Split::tensor);
+  if (c.plan.flash_attention) {
+    // FlashAttention keeps Q, K, V, the output and the fp32 log-sum-exp per query row; no s×s tensor.
+    add(v, A, "softmax log-sum-exp (fp32, FlashAttention)", "n_q", nq, kFp32Bytes, Split::tensor);
+  } else if (c.hf()) {
+    // HF eager: softmax(dtype=fp32) saves its fp32 output; dropout saves its mask and the PV matmul its input.
+    add(v, A, "softmax output (fp32)", "n_q·s", nq * c.s, kFp32Bytes, Split::tensor, Role::score);
+    if (c.dropout) {
+      add(v, A, "attention-probability dropout mask", "n_q·s", nq * c.s, kMaskBytes, Split::tensor, Role::score);
+      add(v, A, "dropped-out probabilities (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
+    } else if (c.ab < kFp32Bytes) {
+      add(v, A, "probabilities cast to the activation dtype (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor,
+          Role::score);
+    }
+  } else {
+    // [K22] §4.1: QKᵀ softmax output 2as²b, dropout mask as²b, dropout output (PV input) 2as²b = 5as²b.
+    add(v, A, "softmax output", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
+    if (c.dropout) {
+      add(v, A, "attention-probability dropout mask", "n_q·s", nq * c.s, kMaskBytes, Split::tensor, Role::score);
+      add(v, A, "dropped-out probabilities (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
+    }
+  }
+  if (c.hf()) {
+    if (c.plan.flash_attention)
+      add(v, A, "SDPA output (kept by the kernel for its backward)", os, o_w, c.ab, Split::tensor);
+    add(v, A, "O-projection input (contiguous transpose copy)", os, o_w, c.ab, Split::tensor);
+  } else {
+    add(v, A, "attention output (O-projection input)", os, o_w, c.ab, Split::tensor);
+  }
+  if (c.dropout) add(v, A, "dropout mask after the attention block", "h", h, kMaskBytes, Split::sequence);
+  if (a.norms_per_layer > 2)
+    norm_terms(c, v, A, false, double(a.norms_per_layer - 2), "(n_norms−2)·h");
+
+  // ---- MLP block ----
+  const Part M = Part::mlp;
+  norm_terms(c, v, M, false, 1.0, "h");
+  add(v, M, "MLP input (norm output)", "h", h, c.ab, Split::sequence);
+  if (moe_layer && a.moe) {
+    const auto& m = *a.moe;
+    const double E = double(m.num_experts), k = double(m.experts_per_token);
+    // Megatron-Core MoE: fp32 routing softmax; token permutation copies each token to its k experts; the unpermute
+    // multiplies by the routing weights and keeps the expert outputs for their gradient. Balanced routing assumed.
+    add(v, M, "router probabilities (fp32)", "E", E, kFp32Bytes, Split::sequence);
+    add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.ab, Split::sequence);
+    ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e");
+    add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab,
+        Split::sequence);
+    if (m.shared_experts > 0)
+      ffn_terms(c, v, Part::shared, double(m.shared_experts * m.shared_intermediate), "n_s·i_s", "2·n_s·i_s");
+  } else {
+    ffn_terms(c, v, M, double(a.intermediate), "i", "2·i");
+  }
+  if (c.dropout) add(v, M, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
+  return v;
+}
+
+struct LayerSum {
+  double all = 0.0;    ///< bytes per token, every term
+  double score = 0.0;  ///< the attention-core part (selective recomputation drops it)
+  double input = 0.0;  ///< the layer input itself
+};
+
+LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms) {
+  LayerSum s;
+  for (const auto& x : terms) {
+    const double b = c.bytes_per_token(x);
+    s.all += b;
+    if (x.role == Role::score) s.score += b;
+    if (x.role == Role::input) s.input += b;
+  }
+  return s;
+}
+
+/// Full recomputation checkpoints the layer input: s·b·h·a_b ([K22] §5, "2sbh"), split by t with SP.
+double checkpoint_per_token(const Ctx& c) { return double(c.a.hidden) * c.ab / c.divisor(Split::sequence); }
+
+/// Bytes per token one layer keeps for one micro-batch until its backward, by recomputation mode.
+double stored_per_token(const Ctx& c, const LayerSum& s) {
+  switch (c.plan.recompute) {
+    case wl::Recompute::none: return s.all;
+    case wl::Recompute::selective: return s.all - s.score;
+    case wl::Recompute::full: return checkpoint_per_token(c);
+  }
+  return s.all;
+}
+
+/// Transient bytes per token while one layer is recomputed for its backward (one layer, one micro-batch): the
+/// attention core under selective recomputation; the whole layer but its (already checkpointed) input under full.
+double working_set_per_token(const Ctx& c, const LayerSum& s) {
+  switch (c.plan.recompute) {
+    case wl::Recompute::none: return 0.0;
+    case wl::Recompute::selective: return s.score;
+    case wl::Recompute::full: return s.all - s.input;
+  }
+  return 0.0;
+}
+
+const char* part_name(Part p) {
+  switch (p) {
+    case Part::attention: return "attention";
+    case Part::mlp: return "MLP";
+    case Part::experts: return "routed experts";
+    case Part::shared: return "shared experts";
+  }
+  return "";
+}
+
+const char* layout_name(ActivationLayout l) {
+  return l == ActivationLayout::hf_eager ? "Hugging Face transformers, eager autograd"
+                                         : "Megatron-Core + Transformer Engine (Korthikanti et al. 2022)";
+}
+
+Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id) {
+  const auto terms = layer_terms(c, moe_layer);
+  const LayerSum s = sum_terms(c, terms);
+  Derivation d;
+  d.id = id;
+  d.title = moe_layer ? "Saved activations of one MoE layer, one micro-batch" : "Saved activations of one layer, one micro-batch";
+  d.formula = "Σ_terms width·bytes / split × (s/c)·b ; split = t for head/FFN-sharded tensors, t only with SP for "
+              "h-wide ones";
+  for (const auto& x : terms) {
+    const double per_tok = c.bytes_per_token(x);
+    d.inputs.push_back({fmt::format("[{}] {}", part_name(x.part), x.width),
+                        fmt::format("{} el × {} B{} = {} B/token ({} s·b·h·B)", format_count(x.elements),
+                                    format_number(x.elem_bytes), c.divisor(x.split) > 1.0
+                                                                     ? fmt::format(" / {}", format_number(c.divisor(x.split)))
+                                                                     : std::string{},
+                                    format_number(per_tok), format_number(per_tok / double(c.a.hidden))),
+                        std::string(x.name) + (x.role == Role::score ? " (attention core)" : ""),
+                        Origin::derived(layout_name(c.layout))});
+  }
+  const char* mode = c.plan.recompute == wl::Recompute::none        ? "none"
+                     : c.plan.recompute == wl::Recompute::selective ? "selective"
+                                                                    : "full";
+  d.result = fmt::format("{} per layer without recomputation = s·b·h·({}) bytes, attention core {}; kept under "
+                         "recompute {}: {}; (s/c)·b = {} tokens",
+                         format(units::bytes(s.all * c.tokens)), format_number(s.all / double(c.a.hidden), 5),
+                         format(units::bytes(s.score * c.tokens)), mode,
+                         format(units::bytes(stored_per_token(c, s) * c.tokens)), format_count(c.tokens));
+  if (!c.plan.flash_attention && c.dropout && !c.hf())
+    d.notes.push_back("GPT layer, [K22] Table 2: s·b·h·(34 + 5·a·s/h) bytes without TP; (10 + 24/t + 5as/(ht)) with TP; "
+                      "(34/t + 5as/(ht)) with SP, for 2-byte activations");
+  if (c.plan.flash_attention)
+    d.notes.push_back("FlashAttention: no s×s scores are stored (the 5as/h term of [K22] vanishes); the kernel keeps "
+                      "an fp32 log-sum-exp per head and token");
+  d.notes.push_back(c.dropout ? "assumption: dropout (GPT-style model: two-matrix MLP with LayerNorm)"
+                              : "assumption: no dropout (gated MLP or RMSNorm model, as Llama-family training)");
+  if (c.layout == ActivationLayout::megatron && c.a.mlp == wl::MlpKind::gated)
+    d.notes.push_back("fused SwiGLU (Megatron-Core bias_swiglu) saves [gate | up] and the product; an unfused "
+                      "implementation also keeps silu(gate) (+1 intermediate width)");
+  if (c.hf())
+    d.notes.push_back("Hugging Face eager layout: the bf16 layer input is not saved (RMSNorm upcasts it first); a "
+                      "per-layer probe that holds the returned output measures one more s·b·h·a_b");
+  return d;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// Model states and pipeline stages
+// ------------------------------------------------------------------------------------------------------------------
+
+struct LayerParams {
+  double dense = 0.0;   ///< replicated over EP: attention, norms, dense FFN or router + shared experts
+  double expert = 0.0;  ///< routed experts (split over EP)
+};
+
+double norm_unit(const wl::TransformerArch& a, const ParameterCounts& p) {
+  const double n = double(a.layers * a.norms_per_layer + 1);
+  return n > 0 ? double(p.norms) / n : 0.0;
+}
+
+LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p, std::int64_t l) {
+  LayerParams lp;
+  lp.dense = double(p.attention_per_layer) + double(a.norms_per_layer) * norm_unit(a, p);
+  const std::int64_t moe_layers = a.moe_layer_count();
+  if (a.is_moe_layer(l) && moe_layers > 0) {
+    lp.dense += double(p.router + p.shared_experts) / double(moe_layers);
+    lp.expert = double(p.routed_experts) / double(moe_layers);
+  } else {
+    lp.dense += double(p.dense_mlp_per_layer);
+  }
+  return lp;
+}
+
+/// Layers of pipeline stage `i`: p·v model chunks of ⌊L/(p·v)⌋ layers (the first L mod (p·v) chunks one more);
+/// stage i holds chunks i, i+p, ..., i+(v−1)p (Megatron's interleaved assignment; v = 1 is plain 1F1B).
+std::vector<std::int64_t> stage_layers(std::int64_t L, int p, int v, int i) {
+  std::vector<std::int64_t> out;
+  const std::int64_t C = std::int64_t(p) * v;
+  const std::int64_t base = L / C, rem = L % C;
+  for (int k = 0; k < v; ++k) {
+    const std::int64_t j = i + std::int64_t(k) * p;
+    const std::int64_t start = j * base + std::min(j, rem);
+    const std::int64_t n = base + (j < rem ? 1 : 0);
+    for (std::int64_t l = start; l < start + n; ++l) out.push_back(l);
+  }
+  return out;
+}
+
+struct Stage {
+  int index = 0;
+  bool first = false, last = false;
+  std::vector<std::int64_t> layers;
+  double p_dense = 0.0, p_expert = 0.0;  // parameters of the stage (before TP/EP)
+  double largest_layer_gpu = 0.0;        // parameters per GPU of the stage's largest layer
+  double inflight_mb = 1.0;              // micro-batches whose activations the stage holds at its peak
+  double layer_factor = 1.0;             // multiplier on Σ_stage-layers stored bytes (chunks in flight / v)
+  double stored_layers = 0.0, extra_first = 0.0, extra_last = 0.0, working_set = 0.0, logits_b = 0.0;
+  double weights = 0.0, grads = 0.0, master = 0.0, opt = 0.0, gathered_w = 0.0, gathered_g = 0.0;
+  double activations = 0.0, nccl = 0.0, ctx = 0.0, frag = 0.0, total = 0.0;
+};
+
+double optimizer_state_bytes(wl::OptimizerKind k) {
+  switch (k) {
+    case wl::OptimizerKind::adamw: return kAdamStateBytes;
+    case wl::OptimizerKind::adamw_8bit: return kAdam8bitStateBytes;
+    case wl::OptimizerKind::sgd: return kSgdStateBytes;
+  }
+  return kAdamStateBytes;
+}
+
+const char* optimizer_formula(wl::OptimizerKind k) {
+  switch (k) {
+    case wl::OptimizerKind::adamw: return "AdamW: 2 fp32 states (m, v) = 8 B/param";
+    case wl::OptimizerKind::adamw_8bit:
+      return "8-bit AdamW (bitsandbytes): 2 states × (1 B + 4 B fp32 absmax / 2048-value block) = 2.0039 B/param";
+    case wl::OptimizerKind::sgd: return "SGD with momentum: 1 fp32 state = 4 B/param";
+  }
+  return "";
+}
+
+int communicators(const wl::Parallelism& par) {
+  // One NCCL communicator per parallel group of more than one GPU this GPU belongs to: TP, PP (p2p), the
+  // data-parallel gradient group (dp·cp), CP (ring attention) and EP (all-to-all).
+  return int(par.tp > 1) + int(par.pp > 1) + int(std::int64_t(par.dp) * par.cp > 1) + int(par.cp > 1) +
+         int(par.ep > 1);
+}
+
+}  // namespace
+
+// --------------------------------------------------------------------------------------------------------------------
+
+RuntimeOverheads default_training_overheads() {
+  RuntimeOverheads o;
+  // CUDA context + kernel images: 1343 MiB measured by NVML after the first CUDA tensor in a Hugging Face training
+  // process on a V100 (HF docs "Model training anatomy", printed as "1343 MB" from info.used // 1024**2, i.e. MiB;
+  // dev case B-hf-bert-large-v100-memory). user_needs.md N9 /
+  // #13 brackets it: ~300 MB per process with lazy module loading, >1000 MB before CUDA 11.7 (pytorch#107667).
+  // Plus one cuBLASLt workspace of 32 MiB, the size cuBLAS recommends for Hopper and PyTorch allocates on sm90
+  // (pytorch PR#120925; 4 MiB on earlier GPUs).
+  o.cuda_context = units::mebibytes(1343) + units::mebibytes(32);
+  // NCCL per communicator: 367 MB, the midpoint of the 342–392 MB aiconfigurator ships per TP communicator
+  // (systems/h800_sxm.yaml, user_needs.md N9 / #14). Consistent with NCCL_BUFFSIZE's 4 MiB default (NCCL
+  // environment-variable docs, docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-buffsize) × up to 32
+  // channels × 2 ring peers = 256 MiB of Simple-protocol buffers, plus the LL/LL128 buffers and proxy FIFOs.
+  o.nccl_buffers = units::megabytes(367);
+  // Caching-allocator fragmentation: 5% of the allocated peak, the reserve vllm-project/compressed-tensors PR#587
+  // adopted after measuring 1.83 GiB on a 70B model (user_needs.md N9 / #15). An assumption: pathological cases
+  // reach far more (pytorch#35901).
+  o.fragmentation = 0.05;
+  o.origin =
+      "CUDA context 1343 MiB (HF 'Model training anatomy', NVML after first CUDA tensor, V100) + 32 MiB cuBLASLt "
+      "workspace (pytorch PR#120925); NCCL 367 MB per communicator (aiconfigurator h800_sxm.yaml 342-392 MB, "
+      "NCCL_BUFFSIZE 4 MiB × channels); fragmentation 5% (vllm-project/compressed-tensors PR#587)";
+  return o;
+}
+
+units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
+                                        ActivationLayout layout) {
+  const Ctx c = make_ctx(arch, plan, layout);
+  if (arch.layers <= 0) return units::bytes(0);
+  const LayerSum dense = sum_terms(c, layer_terms(c, false));
+  const LayerSum moe = arch.moe ? sum_terms(c, layer_terms(c, true)) : dense;
+  const double n_moe = double(arch.moe_layer_count()), L = double(arch.layers);
+  const double mean = ((L - n_moe) * stored_per_token(c, dense) + n_moe * stored_per_token(c, moe)) / L;
+  return units::bytes(mean * c.tokens);
+}
+
+/// Per-GPU training memory on the heaviest pipeline stage (the first and the last are evaluated; the larger total is
+/// reported, the other named in a note).
+///  - Model states ([ZeRO] §3.1, §5): P_gpu = P_stage,dense/t + P_stage,experts/(t·ep); weights P_gpu·b_w, gradients
+///    P_gpu·b_g, master weights P_gpu·b_m, optimizer states P_gpu·b_o, each divided by the shard group N from the
+///    ZeRO stage that shards it (1: optimizer + master, 2: + gradients, 3: + weights). ZeRO-3 adds the gathered
+///    largest layer: two units of weights when prefetching (one otherwise) and one of gradients.
+///  - Activations ([K22]): in_flight · Σ_stage layers stored(layer) + first-stage embedding dropout + last-stage final
+///    norm and output-projection inputs + max(0, recomputation working set − logits buffers); stored(layer) is the
+///    sum of the layer's saved tensors (layer_terms) per token × (s/c)·b, under the recomputation mode.
+///  - Logits ([K22] §4.3): (s/c)·b·V/t·(a_b + 4) on the last stage.
+///  - Overheads: CUDA context + communicators·NCCL buffers + fragmentation·(everything the allocator holds).
+TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCounts& params,
+                               const wl::TrainingPlan& plan, const hw::GpuSpec& gpu,
+                               const RuntimeOverheads& overheads, Explain explain, ActivationLayout layout) {
+  const Ctx c = make_ctx(a, plan, layout);
+  const auto& par = plan.par;
+  const auto& pr = plan.precision;
+  const int p = std::max(1, par.pp);
+  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const double t = c.t;
+  const double ep = std::max(1, par.ep);
+  const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
+
+  // ZeRO/FSDP shard group ([ZeRO] §5): the data-parallel replicas (dp·cp: CP ranks hold the same weights, as
+  // Megatron-Core's distributed optimizer shards over the dp×cp group), or the hybrid shard group. Routed experts
+  // are replicated over dp·cp/ep ranks only (EP is carved out of dp·cp).
+  const double n_dense = par.shard_group > 0 ? double(par.shard_group) : double(par.dp) * double(std::max(1, par.cp));
+  const double n_expert = std::max(1.0, n_dense / ep);
+  const int zero = static_cast<int>(plan.zero);
+  auto shard = [&](int stage, double n) { return zero >= stage ? n : 1.0; };
+  const double opt_b = optimizer_state_bytes(plan.optimizer);
+
+  const LayerSum dense_sum = sum_terms(c, layer_terms(c, false));
+  const LayerSum moe_sum = a.moe ? sum_terms(c, layer_terms(c, true)) : dense_sum;
+  auto lsum = [&](std::int64_t l) -> const LayerSum& { return a.is_moe_layer(l) ? moe_sum : dense_sum; };
+
+  const double unit_norm = norm_unit(a, params);
+  const double comms = communicators(par);
+
+  auto evaluate = [&](int i) {
+    Stage st;
+    st.index = i;
+    st.first = i == 0;
+    st.last = i == p - 1;
+    st.layers = stage_layers(a.layers, p, v, i);
+    for (auto l : st.layers) {
+      const LayerParams lp = layer_params(a, params, l);
+      st.p_dense += lp.dense;
+      st.p_expert += lp.expert;
+      st.largest_layer_gpu = std::max(st.largest_layer_gpu, lp.dense / t + lp.expert / (t * ep));
+    }
+    if (st.first) st.p_dense += double(params.embedding + params.position_embedding);
+    if (st.last) {
+      st.p_dense += unit_norm + double(params.lm_head);
+      // Tied embeddings under PP: the last stage keeps its own copy of the word embeddings for the output layer
+      // (Megatron-LM; gradients all-reduced over the embedding group).
+      if (a.tied_embeddings && p > 1) st.p_dense += double(params.embedding);
+    }
+    const double pd = st.p_dense / t, pe = st.p_expert / (t * ep);
+    st.weights = pd * pr.weight_bytes / shard(3, n_dense) + pe * pr.weight_bytes / shard(3, n_expert);
+    st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
+    st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);
+    st.opt = pd * opt_b / shard(1, n_dense) + pe * opt_b / shard(1, n_expert);
+    if (plan.zero == wl::ZeroStage::parameters && n_dense > 1) {
+      // ZeRO-3/FSDP gathers a unit's full parameters for its compute (the next one prefetched when overlapping)
+      // and holds its full gradient until the reduce-scatter: DeepSpeed's estimate_zero3 "largest layer" term.
+      const double units_gathered = plan.overlap_param_gather ? 2.0 : 1.0;
+      st.gathered_w = st.largest_layer_gpu * pr.weight_bytes * units_gathered;
+      st.gathered_g = st.largest_layer_gpu * pr.gradient_bytes;
+    }
+
+    // Activations. 1F1B: stage i holds min(p − i, m) micro-batches of its layers ([K22] §4.2.3: the first stage holds
+    // p micro-batches of L/p layers, i.e. L layers' worth). Interleaved ([N21] §2.2.2, Megatron's warm-up): stage i
+    // holds min(2(p−i−1) + (v−1)p + 1, m·v) model chunks, which is L·(1 + (p−1)/(p·v)) layers' worth on stage 0.
+    st.inflight_mb = double(std::min<std::int64_t>(p - i, m));
+    if (p == 1) st.inflight_mb = 1.0;
+    if (v > 1 && p > 1) {
+      const double chunks = std::min<double>(2.0 * (p - i - 1) + double(v - 1) * p + 1.0, double(m) * v);
+      st.layer_factor = chunks / v;
+    } else {
+      st.layer_factor = st.inflight_mb;
+    }
+    double per_mb = 0.0, ws = 0.0;
+    for (auto l : st.layers) {
+      per_mb += stored_per_token(c, lsum(l));
+      ws = std::max(ws, working_set_per_token(c, lsum(l)));
+    }
+    st.stored_layers = per_mb * c.tokens * st.layer_factor;
+    st.working_set = ws * c.tokens;
+    if (st.first && c.dropout)  // embedding-output dropout mask ([K22] §4.3), per in-flight micro-batch
+      st.extra_first = st.inflight_mb * c.tokens * double(a.hidden) * kMaskBytes / c.divisor(Split::sequence);
+    if (st.last) {
+      // [K22] §4.3 output layer: final-norm input and output-projection input (2·s·b·h·a_b, /t with SP); logits in
+      // the activation dtype plus their fp32 upcast for the vocab-parallel cross entropy (Megatron fuses it in place).
+      st.extra_last = c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
+      st.logits_b = c.tokens * double(a.vocab) / t * (c.ab + kFp32Bytes);
+    }
+    // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers are freed once the
+    // output layer's backward has run, before the first layer is recomputed. The peak counts the larger of the two.
+    st.activations = st.stored_layers + st.extra_first + st.extra_last + std::max(0.0, st.working_set - st.logits_b);
+    st.nccl = comms * overheads.nccl_buffers.raw();
+    st.ctx = overheads.cuda_context.raw();
+    const double allocated = st.weights + st.gathered_w + st.grads + st.gathered_g + st.master + st.opt +
+                             st.activations + st.logits_b;
+    st.frag = overheads.fragmentation * allocated;
+    st.total = allocated + st.ctx + st.nccl + st.frag;
+    return st;
+  };
+
+  const Stage first = evaluate(0);
+  const Stage last = p > 1 ? evaluate(p - 1) : first;
+  const Stage& h = last.total > first.total ? last : first;
+
+  TrainingMemory r;
+  r.weights = units::bytes(h.weights + h.gathered_w);
+  r.gradients = units::bytes(h.grads + h.gathered_g);
+  r.master_weights = units::bytes(h.master);
+  r.optimizer_states = units::bytes(h.opt);
+  r.activations = units::bytes(h.activations);
+  r.logits = units::bytes(h.logits_b);
+  r.cuda_context = units::bytes(h.ctx);
+  r.nccl_buffers = units::bytes(h.nccl);
+  r.fragmentation = units::bytes(h.frag);
+  r.total = units::bytes(h.total);
+  r.capacity = gpu.memory_capacity();
+  r.fits = r.total <= r.capacity;
+
+  if (explain == Explain::off) return r;
+
+  // ---------------------------------------------------------------- derivation
+  const Origin cfg = Origin::model_config(a.source);
+  const Origin par_o = Origin::user("plan.par");
+  const Origin prec_o = Origin::user("plan.precision");
+  const Origin cnt = Origin::derived("parameter_counts");
+  auto B = [](double b) { return format(units::bytes(b)); };
+  const std::string stage_name =
+      p == 1 ? std::string("the only pipeline stage")
+             : fmt::format("pipeline stage {} of {} ({})", h.index, p, h.first ? "first" : "last");
+
+  Derivation& d = r.derivation;
+  d.id = "memory";
+  d.title = "Training memory per GPU";
+  d.formula = "total = weights + gradients + master weights + optimizer states + activations + logits + CUDA context "
+              "+ NCCL buffers + fragmentation";
+  d.inputs = {
+      {"capacity", fmt::format("{} ({})", format(r.capacity), format(r.capacity, units::BytePrefix::binary)),
+       "memory the device exposes",
+       Origin::datasheet(gpu.info.cite(gpu.memory.device_reported ? "/memory/device_reported_MiB"
+                                                                  : "/memory/capacity_GB"))},
+      {"t·p·d·c·e", fmt::format("{}·{}·{}·{}·{}", par.tp, par.pp, par.dp, par.cp, par.ep),
+       "tensor·pipeline·data·context·expert parallel", par_o},
+      {"ZeRO", fmt::format("stage {}", zero), "ZeRO/FSDP sharding stage", Origin::user("plan.zero")},
+      {"recompute",
+       plan.recompute == wl::Recompute::none ? "none" : plan.recompute == wl::Recompute::selective ? "selective" : "full",
+       "activation recomputation", Origin::user("plan.recompute")}};
+  d.result = fmt::format("{} of {} ({}): {}", format(r.total), format(r.capacity), stage_name,
+                         r.fits ? "fits" : "does not fit");
+  if (p > 1) {
+    d.notes.push_back(fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
+                                  "layers and the embedding), last stage {} (holds the LM head and the logits)",
+                                  stage_name, format(units::bytes(first.total)), format_number(first.layer_factor),
+                                  first.layers.size(), format(units::bytes(last.total))));
+  }
+
+  // model states
+  const std::string shard_note =
+      fmt::format("ZeRO shard group N = {} ({}); routed experts over N/ep = {}", format_number(n_dense),
+                  par.shard_group > 0 ? "hybrid shard group" : "dp·cp", format_number(n_expert));
+  auto states_inputs = [&](double bytes_per, const std::string& b_sym, const std::string& b_meaning, Origin bo) {
+    std::vector<DerivationInput> in = {
+        {"P_stage", format_count(h.p_dense + h.p_expert),
+         fmt::format("parameters of {} ({} in routed experts)", stage_name, format_count(h.p_expert)), cnt},
+        {"t", format_count(t), "tensor parallel", par_o},
+        {"ep", format_count(ep), "expert parallel (routed experts only)", par_o},
+        {b_sym, format_number(bytes_per), b_meaning, std::move(bo)},
+        {"N", format_number(n_dense), "ZeRO shard group", par_o}};
+    return in;
+  };
+  const double p_gpu = h.p_dense / t + h.p_expert / (t * ep);
+  d.children.push_back({"memory.weights", "Weights",
+                        fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/(t·ep) = {}", zero >= 3 ? " / N" : "",
+                                    format_count(p_gpu)),
+                        states_inputs(pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
+                        B(h.weights + h.gathered_w),
+                        {shard_note},
+                        {}});
+  if (params.mtp > 0)
+    d.children.back().notes.push_back(fmt::format(
+        "{} multi-token-prediction parameters are not counted (as in parameter_counts' total)", format_count(double(params.mtp))));
+  if (h.gathered_w > 0.0) {
+    d.children.back().notes.push_back(fmt::format(
+        "includes {} of gathered parameters: ZeRO-3/FSDP materialises the largest layer ({} params per GPU) × {} "
+        "(current + prefetched unit)",
+        B(h.gathered_w), format_count(h.largest_layer_gpu), plan.overlap_param_gather ? 2 : 1));
+  }
+  d.children.push_back({"memory.gradients", "Gradients",
+                        fmt::format("P_gpu·b_g{}", zero >= 2 ? " / N" : ""),
+                        states_inputs(pr.gradient_bytes, "b_g", "bytes per gradient", prec_o), B(h.grads + h.gathered_g),
+                        {},
+                        {}});
+  if (h.gathered_g > 0.0)
+    d.children.back().notes.push_back(
+        fmt::format("includes {}: the unsharded gradient of one layer before its reduce-scatter", B(h.gathered_g)));
+  d.children.push_back({"memory.master_weights", "Master weights",
+                        fmt::format("P_gpu·b_m{}", zero >= 1 ? " / N" : ""),
+                        states_inputs(pr.master_bytes, "b_m", "bytes per master weight (fp32 copy)", prec_o),
+                        B(h.master),
+                        {"[ZeRO] §5: P_os shards the fp32 master weights with the optimizer states"},
+                        {}});
+  d.children.push_back({"memory.optimizer_states", "Optimizer states",
+                        fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan.optimizer)),
+                        states_inputs(opt_b, "b_o", "optimizer-state bytes per parameter",
+                                      Origin::constant(optimizer_formula(plan.optimizer))),
+                        B(h.opt),
+                        {},
+                        {}});
+  if (plan.optimizer == wl::OptimizerKind::adamw_8bit)
+    d.children.back().notes.push_back("[D22] §2: block-wise quantisation, 2048 values per block, one fp32 absmax per "
+                                      "block; tensors under 4096 elements stay 32-bit (negligible)");
+
+  // activations
+  Derivation act;
+  act.id = "memory.activations";
+  act.title = "Activations";
+  act.formula = "in_flight · Σ_stage layers stored(layer) + embedding dropout (first) + final norm/LM-head inputs "
+                "(last) + max(0, recomputation working set − logits buffers)";
+  const char* rmode = plan.recompute == wl::Recompute::none        ? "none: every saved tensor"
+                      : plan.recompute == wl::Recompute::selective ? "selective: all but the attention core"
+                                                                   : "full: the layer input only (s·b·h·a_b)";
+  act.inputs = {
+      {"s", format_count(double(plan.seq_len)), "sequence length", Origin::user("plan.seq_len")},
+      {"b", format_count(double(plan.micro_batch)), "micro-batch (sequences)", Origin::user("plan.micro_batch")},
+      {"c", format_count(double(std::max(1, par.cp))), "context parallel (divides the sequence)", par_o},
+      {"t", format_count(t), "tensor parallel", par_o},
+      {"SP", c.sp ? "on" : "off", "sequence parallelism", par_o},
+      {"h", format_count(double(a.hidden)), "hidden size", cfg},
+      {"a", format_count(double(a.heads)), "attention heads", cfg},
+      {"a_b", format_number(c.ab), "bytes per stored activation", prec_o},
+      {"recompute", rmode, "what each layer keeps", Origin::user("plan.recompute")},
+      {"in_flight", format_number(h.layer_factor), "micro-batches of the stage's layers held at the peak",
+       Origin::derived(v > 1 ? "interleaved: min(2(p−i−1) + (v−1)p + 1, m·v) chunks / v"
+                             : "1F1B: min(p − i, m)")},
+      {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))", Origin::user("plan.global_batch")}};
+  act.result = B(h.activations);
+  act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.layers.size(), B(h.stored_layers)));
+  if (h.extra_first > 0) act.notes.push_back(fmt::format("embedding dropout masks: {}", B(h.extra_first)));
+  if (h.extra_last > 0)
+    act.notes.push_back(fmt::format("final norm and output-projection inputs: {}", B(h.extra_last)));
+  if (h.working_set > 0)
+    act.notes.push_back(fmt::format(
+        "recomputation working set (one layer, one micro-batch, during its backward): {}; it does not coexist with the "
+        "logits/loss buffers ({}), so the peak adds max(0, working set − logits) = {}",
+        B(h.working_set), B(h.logits_b), B(std::max(0.0, h.working_set - h.logits_b))));
+  if (p > 1)
+    act.notes.push_back(v > 1 ? "interleaved schedule: the first stage holds L·(1 + (p−1)/(p·v)) layers' worth ([K22] §4.2.3, [N21])"
+                              : "1F1B: the first pipeline stage is the heaviest in activations: it holds p in-flight "
+                                "micro-batches of its L/p layers, L layers' worth ([K22] §4.2.3)");
+  if (m < p && p > 1)
+    act.notes.push_back(fmt::format("only m = {} micro-batches exist, fewer than p = {}: at most m are in flight", m, p));
+  {
+    // The textbook rule of thumb (12·s·b·h·2 bytes per layer, one GPU, no recomputation) next to this count for the
+    // same layer (textbook T6).
+    wl::TrainingPlan single = plan;
+    single.par.tp = single.par.cp = 1;
+    single.par.sequence_parallel = false;
+    single.recompute = wl::Recompute::none;
+    const double tokens1 = double(plan.seq_len) * double(plan.micro_batch);
+    const double thumb = 12.0 * tokens1 * double(a.hidden) * 2.0;
+    const double ours1 = activation_bytes_per_layer(a, single, layout).raw();
+    act.notes.push_back(fmt::format("one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} "
+                                    "for {} layers; the term-by-term count gives {} per layer, {} for {} layers",
+                                    B(thumb), B(thumb * double(a.layers)), a.layers, B(ours1),
+                                    B(ours1 * double(a.layers)), a.layers));
+  }
+  if (a.moe)
+    act.notes.push_back("MoE: balanced routing assumed (each GPU receives k copies of its tokens); expert tensor "
+                        "parallelism = t (the Megatron-Core default), so expert intermediates split by t");
+  if (a.layers > a.moe_layer_count()) act.children.push_back(layer_derivation(c, false, "memory.activations.layer"));
+  if (a.moe && a.moe_layer_count() > 0) act.children.push_back(layer_derivation(c, true, "memory.activations.moe_layer"));
+  d.children.push_back(std::move(act));
+
+  d.children.push_back(
+      {"memory.logits", "Logits and loss buffers",
+       "(s/c)·b·V/t·(a_b + 4): logits in the activation dtype + their fp32 upcast for the cross entropy",
+       {{"V", format_count(double(a.vocab)), "vocabulary", cfg},
+        {"(s/c)·b", format_count(c.tokens), "tokens of one micro-batch on this GPU", Origin::user("plan")},
+        {"t", format_count(t), "tensor parallel (vocab-parallel output layer)", par_o}},
+       B(h.logits_b),
+       {h.logits_b > 0 ? "Megatron's vocab-parallel cross entropy upcasts to fp32 and computes the softmax in place "
+                         "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"
+                       : "the heaviest stage is not the last: it holds no logits"},
+       {}});
+  d.children.push_back({"memory.cuda_context", "CUDA context and cuBLAS workspace", "constant per process",
+                        {{"ctx", format(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
+                          Origin::assumption(overheads.origin)}},
+                        B(h.ctx),
+                        {},
+                        {}});
+  d.children.push_back({"memory.nccl", "NCCL buffers", "communicators · buffers per communicator",
+                        {{"communicators", format_number(comms), "TP, PP, DP·CP, CP and EP groups with more than one GPU",
+                          par_o},
+                         {"per communicator", format(overheads.nccl_buffers), "NCCL buffers",
+                          Origin::assumption(overheads.origin)}},
+                        B(h.nccl),
+                        {},
+                        {}});
+  d.children.push_back({"memory.fragmentation", "Allocator fragmentation",
+                        "f · (weights + gradients + master + optimizer + activations + logits)",
+                        {{"f", format_number(overheads.fragmentation), "fragmentation fraction",
+                          Origin::assumption(overheads.origin)}},
+                        B(h.frag),
+                        {},
+                        {}});
+  return r;
+}
+
+}  // namespace gpuplan::model

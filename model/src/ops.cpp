@@ -1,0 +1,157 @@
+#include "gpuplan/model/ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+
+namespace gpuplan::model {
+
+std::string to_string(OpClass c) {
+  switch (c) {
+    case OpClass::gemm: return "gemm";
+    case OpClass::attention: return "attention";
+    case OpClass::elementwise: return "elementwise";
+    case OpClass::embedding: return "embedding";
+    case OpClass::loss: return "loss";
+    case OpClass::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::string to_string(Bound b) {
+  switch (b) {
+    case Bound::compute: return "compute";
+    case Bound::memory: return "memory";
+    case Bound::launch: return "launch";
+  }
+  return "?";
+}
+
+units::FlopRate Device::peak(hw::Precision p) const {
+  if (auto r = gpu->peak(p)) return *r;
+  if (p == hw::Precision::bf16)
+    if (auto r = gpu->peak(hw::Precision::fp16)) return *r;  // V100: fp16 tensor cores only
+  if (p == hw::Precision::fp8)  // no fp8 units: runs at bf16 rate
+    if (auto r = gpu->peak(hw::Precision::bf16)) return *r;
+  if (auto r = gpu->peak(hw::Precision::fp16)) return *r;
+  if (auto r = gpu->peak(hw::Precision::fp32)) return *r;
+  return units::tflops(1.0);  // unreachable for valid data: every GPU file has a peak (decoder enforces it)
+}
+
+Device make_device(const hw::GpuSpec& gpu) { return Device{&gpu, default_efficiency(gpu)}; }
+
+namespace {
+double element_bytes(hw::Precision p) { return hw::bytes_per_element(p); }
+
+units::Seconds roofline_time(units::Flops f, units::FlopRate compute, units::Bytes b, units::Bandwidth bw,
+                             units::Seconds launch, Bound& bound) {
+  const units::Seconds tc = f / compute;
+  const units::Seconds tm = b / bw;
+  bound = tc >= tm ? Bound::compute : Bound::memory;
+  if (launch > std::max(tc, tm)) bound = Bound::launch;
+  return std::max(tc, tm) + launch;
+}
+}  // namespace
+
+OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d, Derivation* why) {
+  OpCost c;
+  c.name = name;
+  c.cls = OpClass::gemm;
+  const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
+  c.flops = units::flop(2.0 * m * n * k * batch);
+  c.bytes = units::bytes((m * k + k * n + m * n) * batch * element_bytes(p));
+  const double sms = std::max(1, d.gpu->compute_units);
+  const double tiles = std::ceil(m / d.eff.tile_m) * std::ceil(n / d.eff.tile_n) * batch;
+  const double waves = std::ceil(tiles / sms);
+  const double util = (m * n * batch) / (waves * sms * d.eff.tile_m * d.eff.tile_n);
+  c.efficiency = gemm_ceiling(d.eff, p) * util;
+  const units::FlopRate compute = d.peak(p) * c.efficiency;
+  const units::Bandwidth bw = d.gpu->memory.bandwidth * d.eff.hbm;
+  c.time = roofline_time(c.flops, compute, c.bytes, bw, d.eff.kernel_launch, c.bound);
+  if (why != nullptr) {
+    using units::format;
+    *why = {"op." + name,
+            "GEMM " + name,
+            "t = max(2·m·n·k / (P·η·u), (m·k + k·n + m·n)·e / (BW·η_hbm)) + t_launch ; u = m·n / (waves·SMs·tm·tn)",
+            {{"m×n×k", fmt::format("{}×{}×{}{}", s.m, s.n, s.k, s.batch > 1 ? fmt::format(" ×{}", s.batch) : ""),
+              "shape", Origin::derived()},
+             {"P", format(d.peak(p)), fmt::format("dense {} peak", hw::to_string(p)),
+              Origin::datasheet(d.gpu->info.cite("/dense_peak"))},
+             {"η", units::format_number(gemm_ceiling(d.eff, p), 3), "measured GEMM ceiling", Origin::calibration(d.eff.origin)},
+             {"u", units::format_number(util, 3),
+              fmt::format("tile/wave utilisation ({} tiles of {}×{} on {} SMs, {} waves)", tiles, d.eff.tile_m,
+                          d.eff.tile_n, d.gpu->compute_units, waves),
+              Origin::derived()},
+             {"BW", format(d.gpu->memory.bandwidth), "HBM bandwidth", Origin::datasheet(d.gpu->info.cite("/memory/bandwidth_TBps"))},
+             {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", Origin::calibration(d.eff.origin)},
+             {"t_launch", format(d.eff.kernel_launch), "per-kernel fixed cost", Origin::assumption(d.eff.origin)}},
+            fmt::format("{} ({}-bound, {} achieved)", format(c.time), to_string(c.bound), format(c.achieved())),
+            {fmt::format("intensity {} vs ridge {}", format(c.intensity()),
+                         format(units::Intensity(d.peak(p).raw() / d.gpu->memory.bandwidth.raw())))},
+            {}};
+  }
+  return c;
+}
+
+std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_heads, std::int64_t s_q,
+                                   std::int64_t s_kv, std::int64_t d_qk, std::int64_t d_v, bool causal, bool flash,
+                                   bool backward, hw::Precision p, const Device& d) {
+  std::vector<OpCost> out;
+  const double bh = double(batch_heads), sq = double(s_q), skv = double(s_kv);
+  const double causal_f = causal ? 0.5 : 1.0;
+  const double e = element_bytes(p == hw::Precision::fp8 ? hw::Precision::bf16 : p);
+  if (flash) {
+    OpCost c;
+    c.name = name + (backward ? " (flash bwd)" : " (flash fwd)");
+    c.cls = OpClass::attention;
+    const double fwd = 2.0 * bh * sq * skv * double(d_qk + d_v) * causal_f;
+    c.flops = units::flop(backward ? 2.5 * fwd : fwd);
+    // Q, K, V, O (+ dO, dQ, dK, dV in backward) stream once; scores stay on chip.
+    const double io = bh * (sq * double(d_qk) + skv * double(d_qk + d_v) + sq * double(d_v)) * e;
+    c.bytes = units::bytes(backward ? 2.0 * io : io);
+    c.efficiency = backward ? d.eff.attention_bwd : d.eff.attention_fwd;
+    const units::FlopRate peak = d.peak(p == hw::Precision::fp8 ? hw::Precision::bf16 : p);
+    c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.gpu->memory.bandwidth * d.eff.hbm,
+                           d.eff.kernel_launch, c.bound);
+    out.push_back(c);
+    return out;
+  }
+  // Unfused: S = Q·Kᵀ, P = softmax(S), O = P·V; backward: dP, dS, dQ, dK, dV (two GEMMs per product).
+  const hw::Precision gp = p == hw::Precision::fp8 ? hw::Precision::bf16 : p;
+  const double mult = backward ? 2.0 : 1.0;
+  OpCost qk = gemm_cost(name + " QKᵀ", {s_q, s_kv, d_qk, batch_heads}, gp, d);
+  OpCost pv = gemm_cost(name + " P·V", {s_q, d_v, s_kv, batch_heads}, gp, d);
+  for (OpCost* c : {&qk, &pv}) {
+    c->cls = OpClass::attention;
+    if (backward) {
+      c->flops = c->flops * mult;
+      c->bytes = c->bytes * mult;
+      c->time = (c->time - d.eff.kernel_launch) * mult + d.eff.kernel_launch * mult;
+      c->name += " (bwd)";
+    }
+    out.push_back(*c);
+  }
+  // softmax (+ mask, + dropout where used) reads and writes the scores: fwd 2 passes, bwd 3.
+  const double scores = bh * sq * skv;
+  out.push_back(streaming_cost(name + (backward ? " softmax (bwd)" : " softmax"), OpClass::attention,
+                               units::bytes(scores * e * (backward ? 3.0 : 2.0)), units::flop(5.0 * scores), d));
+  return out;
+}
+
+OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d) {
+  OpCost c;
+  c.name = name;
+  c.cls = cls;
+  c.flops = flops;
+  c.bytes = bytes;
+  c.efficiency = 0.0;
+  const units::FlopRate vector_peak = d.peak(hw::Precision::fp32);
+  c.time = roofline_time(flops, vector_peak, bytes, d.gpu->memory.bandwidth * d.eff.hbm, d.eff.kernel_launch, c.bound);
+  if (c.time.raw() > 0) c.efficiency = (flops / c.time).raw() / vector_peak.raw();
+  return c;
+}
+
+}  // namespace gpuplan::model

@@ -1,0 +1,516 @@
+#include "gpuplan/model/training.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/topology.hpp"
+
+namespace gpuplan::model {
+
+using units::Bytes;
+using units::Seconds;
+
+double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_batches) {
+  if (pp <= 1 || micro_batches <= 0) return 0.0;
+  return static_cast<double>(pp - 1) / (static_cast<double>(std::max(1, virtual_stages)) * double(micro_batches));
+}
+
+Feasibility check_training_layout(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+                                  const TrainingSystem& sys) {
+  Feasibility f;
+  const auto& p = plan.par;
+  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1 || p.ep < 1) f.fail("every parallel size must be at least 1");
+  if (!f.ok) return f;
+  if (a.heads % p.tp != 0)
+    f.fail(fmt::format("TP {} does not divide the {} attention heads (try TP in {{1, 2, 4, 8}} dividing {})", p.tp,
+                       a.heads, a.heads));
+  if (!a.mla && a.kv_heads % p.tp != 0 && p.tp % a.kv_heads != 0)
+    f.fail(fmt::format("TP {} neither divides nor is a multiple of the {} KV heads", p.tp, a.kv_heads));
+  if (a.intermediate % p.tp != 0) f.fail(fmt::format("TP {} does not divide the FFN width {}", p.tp, a.intermediate));
+  const int chunks = p.pp * std::max(1, p.virtual_stages);
+  if (p.pp > a.layers) f.fail(fmt::format("PP {} exceeds the {} layers", p.pp, a.layers));
+  else if (a.layers % chunks != 0)
+    f.fail(fmt::format("{} layers do not split evenly into PP {} × {} chunks", a.layers, p.pp,
+                       std::max(1, p.virtual_stages)));
+  if (plan.schedule == wl::PipelineSchedule::interleaved && (p.pp < 2 || p.virtual_stages < 2))
+    f.fail("the interleaved schedule needs PP ≥ 2 and virtual stages ≥ 2");
+  if (plan.micro_batch < 1 || plan.global_batch < 1 || plan.seq_len < 1) f.fail("batch sizes and sequence length must be ≥ 1");
+  else if (plan.global_batch % (plan.micro_batch * p.dp) != 0)
+    f.fail(fmt::format("global batch {} is not divisible by micro-batch {} × DP {} = {}", plan.global_batch,
+                       plan.micro_batch, p.dp, plan.micro_batch * p.dp));
+  if (p.cp > 1 && plan.seq_len % (2 * p.cp) != 0)
+    f.fail(fmt::format("sequence {} is not divisible by 2·CP = {} (load-balanced causal context parallelism)",
+                       plan.seq_len, 2 * p.cp));
+  if (p.ep > 1) {
+    if (!a.moe) f.fail("EP > 1 needs a mixture-of-experts model");
+    else if (a.moe->num_experts % p.ep != 0)
+      f.fail(fmt::format("EP {} does not divide the {} experts", p.ep, a.moe->num_experts));
+    if ((p.dp * p.cp) % p.ep != 0) f.fail(fmt::format("EP {} must divide DP × CP = {}", p.ep, p.dp * p.cp));
+  }
+  if (plan.zero == wl::ZeroStage::parameters && p.shard_group > 0 && p.dp % p.shard_group != 0)
+    f.fail(fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp));
+  if (sys.gpu == nullptr) f.fail("no GPU given");
+  if (p.gpus() > 1 && sys.node == nullptr)
+    f.fail("more than one GPU needs a node shape (give --node, or a GPU that a shipped node uses)");
+  return f;
+}
+
+namespace {
+
+struct PassCost {
+  Seconds gemm{}, attention{}, elementwise{}, other{};
+  [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + other; }
+  void add(const OpCost& c) {
+    switch (c.cls) {
+      case OpClass::gemm: gemm += c.time; break;
+      case OpClass::attention: attention += c.time; break;
+      case OpClass::elementwise: elementwise += c.time; break;
+      default: other += c.time; break;
+    }
+  }
+  PassCost& operator+=(const PassCost& o) {
+    gemm += o.gemm;
+    attention += o.attention;
+    elementwise += o.elementwise;
+    other += o.other;
+    return *this;
+  }
+  PassCost scaled(double k) const { return {gemm * k, attention * k, elementwise * k, other * k}; }
+};
+
+struct LayerCost {
+  PassCost fwd, bwd;
+  units::Flops flops_fwd{}, flops_bwd{};
+  std::vector<OpCost> ops;  // for display
+};
+
+/// Forward and backward of one transformer layer for one micro-batch on one GPU.
+LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
+                     const Device& d) {
+  LayerCost lc;
+  const auto& par = plan.par;
+  const std::int64_t t = par.tp;
+  const std::int64_t s_local = plan.seq_len / par.cp;
+  const std::int64_t T = plan.micro_batch * s_local;  // tokens through this GPU's GEMMs
+  const std::int64_t T_norm = par.sequence_parallel ? T / t : T;
+  const std::int64_t h = a.hidden;
+  const hw::Precision gp = plan.precision.compute;
+  const double e = plan.precision.activation_bytes;
+
+  auto fwd_gemm = [&](const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1) {
+    OpCost f = gemm_cost(name, {m, n, k, batch}, gp, d);
+    OpCost dgrad = gemm_cost(name + " dgrad", {m, k, n, batch}, gp, d);
+    OpCost wgrad = gemm_cost(name + " wgrad", {k, n, m, batch}, gp, d);
+    lc.fwd.add(f);
+    lc.bwd.add(dgrad);
+    lc.bwd.add(wgrad);
+    lc.flops_fwd += f.flops;
+    lc.flops_bwd += dgrad.flops + wgrad.flops;
+    lc.ops.push_back(f);
+    lc.ops.push_back(dgrad);
+    lc.ops.push_back(wgrad);
+  };
+  auto stream = [&](const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
+    OpCost f = streaming_cost(name, OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
+    OpCost b = streaming_cost(name + " bwd", OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
+                              units::flop(flops_fwd * bwd_factor), d);
+    lc.fwd.add(f);
+    lc.bwd.add(b);
+    lc.ops.push_back(f);
+    lc.ops.push_back(b);
+  };
+
+  // Attention projections. MLA: the down/up projections as one GEMM of equal weight count (same FLOPs and
+  // weight bytes; the model's attention weights come from the parameter count).
+  std::int64_t qkv_out = 0, o_in = 0, dqk = a.head_dim, dv = a.head_dim;
+  if (a.mla) {
+    const auto& m = *a.mla;
+    dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    dv = m.v_head_dim;
+    const std::int64_t w = (m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
+                           h * (m.kv_lora_rank + m.qk_rope_head_dim) +
+                           m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim);
+    qkv_out = w / h / t;
+    o_in = a.heads * dv / t;
+  } else {
+    qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim / t;
+    o_in = a.heads * a.head_dim / t;
+  }
+  const double norm_bytes = double(T_norm) * double(h) * e * 2.0;
+  stream("input norm", norm_bytes, 4.0 * double(T_norm * h));
+  fwd_gemm("QKV projection", T, h, qkv_out);
+  stream("rotary", double(T) * double((a.heads + a.kv_heads) * dqk / t) * e * 2.0, 3.0 * double(T * (a.heads + a.kv_heads) * dqk / t));
+  const std::int64_t s_kv = sliding && a.sliding_window > 0 ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
+  // With CP each rank holds s/cp queries that attend to the whole (causal, load-balanced) sequence.
+  const bool causal = !sliding || a.sliding_window >= plan.seq_len;
+  for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
+                                      plan.flash_attention, false, gp, d)) {
+    lc.fwd.add(c);
+    lc.flops_fwd += c.flops;
+    lc.ops.push_back(c);
+  }
+  for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
+                                      plan.flash_attention, true, gp, d)) {
+    lc.bwd.add(c);
+    lc.flops_bwd += c.flops;
+    lc.ops.push_back(c);
+  }
+  fwd_gemm("output projection", T, o_in, h);
+  stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
+  stream("post-attention norm", norm_bytes, 4.0 * double(T_norm * h));
+
+  const bool gated = a.mlp == wl::MlpKind::gated;
+  if (moe_layer && a.moe) {
+    const auto& m = *a.moe;
+    fwd_gemm("router", T, h, m.num_experts);
+    const std::int64_t local_experts = m.num_experts / par.ep;
+    const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * m.experts_per_token * par.ep / m.num_experts);
+    const std::int64_t ie = m.expert_intermediate / t > 0 ? m.expert_intermediate / t : 1;
+    fwd_gemm("expert up/gate", tokens_per_expert, h, (gated ? 2 : 1) * ie, local_experts);
+    stream("expert activation", double(T * m.experts_per_token * ie) * e * (gated ? 3.0 : 2.0),
+           4.0 * double(T * m.experts_per_token * ie));
+    fwd_gemm("expert down", tokens_per_expert, ie, h, local_experts);
+    stream("token permute/unpermute", double(T * m.experts_per_token * h) * e * 4.0, 0.0);
+    if (m.shared_experts > 0) {
+      const std::int64_t is = m.shared_experts * m.shared_intermediate / t;
+      fwd_gemm("shared expert up/gate", T, h, (gated ? 2 : 1) * is);
+      fwd_gemm("shared expert down", T, is, h);
+    }
+  } else {
+    const std::int64_t i_local = a.intermediate / t;
+    fwd_gemm(gated ? "MLP up/gate" : "MLP up", T, h, (gated ? 2 : 1) * i_local);
+    stream(gated ? "SwiGLU" : "GELU", double(T * i_local) * e * (gated ? 3.0 : 2.0), 4.0 * double(T * i_local));
+    fwd_gemm("MLP down", T, i_local, h);
+  }
+  stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
+  return lc;
+}
+
+Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g) {
+  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
+  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
+}
+
+std::string tier_text(const CommGroup& g) {
+  if (g.size <= 1) return "none";
+  if (g.domains() <= 1) return g.scale_up.name;
+  return fmt::format("{} × {} inside, {} across {} domains", g.scale_up_size, g.scale_up.name,
+                     g.scale_out ? g.scale_out->name : std::string("?"), g.domains());
+}
+
+}  // namespace
+
+TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+                                   const TrainingSystem& sys, Explain explain) {
+  TrainingEstimate est;
+  est.feasibility = check_training_layout(a, plan, sys);
+  if (!est.feasibility.ok) return est;
+  using units::format;
+  const auto& par = plan.par;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  Device d = make_device(gpu);
+  if (sys.efficiency) d.eff = *sys.efficiency;
+  const ParameterCounts params = parameter_counts(a, Explain::off);
+  const std::int64_t m = plan.micro_batches();
+  est.micro_batches = m;
+  const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
+
+  // ---- compute: one micro-batch through each layer kind ----
+  const std::int64_t L = a.layers;
+  PassCost fwd_all, bwd_all;
+  units::Flops flops_fwd_all{}, flops_bwd_all{};
+  LayerCost first;
+  bool have_first = false;
+  // Cache per (moe, sliding) kind: layers of one kind cost the same.
+  LayerCost kinds[2][2];
+  bool have_kind[2][2] = {{false, false}, {false, false}};
+  for (std::int64_t l = 0; l < L; ++l) {
+    const bool moe = a.is_moe_layer(l);
+    const bool sliding = static_cast<std::size_t>(l) < a.attention.size() &&
+                         a.attention[static_cast<std::size_t>(l)] == wl::AttentionSpan::sliding;
+    if (!have_kind[moe][sliding]) {
+      kinds[moe][sliding] = layer_cost(a, plan, moe, sliding, d);
+      have_kind[moe][sliding] = true;
+    }
+    const LayerCost& lc = kinds[moe][sliding];
+    if (!have_first) {
+      first = lc;
+      have_first = true;
+    }
+    fwd_all += lc.fwd;
+    bwd_all += lc.bwd;
+    flops_fwd_all += lc.flops_fwd;
+    flops_bwd_all += lc.flops_bwd;
+  }
+  // Layers are spread evenly over the pipeline stages; each GPU runs L / pp of them per micro-batch.
+  const double stage_share = 1.0 / double(par.pp);
+  PassCost fwd = fwd_all.scaled(stage_share), bwd = bwd_all.scaled(stage_share);
+  PassCost recompute{};
+  if (plan.recompute == wl::Recompute::full) recompute = fwd;
+  else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) recompute.attention = fwd.attention;
+
+  // Embedding (first stage) and LM head + loss (last stage): the last stage is the critical one with the head.
+  const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
+  const double e = plan.precision.activation_bytes;
+  const std::int64_t v_local = a.vocab / par.tp;
+  OpCost head_f = gemm_cost("LM head", {T, v_local, a.hidden, 1}, plan.precision.compute, d);
+  OpCost head_dg = gemm_cost("LM head dgrad", {T, a.hidden, v_local, 1}, plan.precision.compute, d);
+  OpCost head_wg = gemm_cost("LM head wgrad", {a.hidden, v_local, T, 1}, plan.precision.compute, d);
+  // Fused cross-entropy reads the logits and writes fp32 softmax statistics; its backward writes the gradient.
+  OpCost loss_f = streaming_cost("cross-entropy", OpClass::loss, units::bytes(double(T * v_local) * (e + 4.0)),
+                                 units::flop(5.0 * double(T * v_local)), d);
+  OpCost loss_b = streaming_cost("cross-entropy bwd", OpClass::loss, units::bytes(double(T * v_local) * (4.0 + e)),
+                                 units::flop(3.0 * double(T * v_local)), d);
+  OpCost embed = streaming_cost("embedding", OpClass::embedding, units::bytes(double(T * a.hidden) * e * 2.0),
+                                units::flop(0), d);
+  const Seconds head_time = head_f.time + head_dg.time + head_wg.time + loss_f.time + loss_b.time;
+  const Seconds embed_time = embed.time * 3.0;  // lookup + gradient scatter-add
+  const Seconds extra_last = head_time + (par.pp == 1 ? embed_time : Seconds(0));
+  const Seconds extra_first = par.pp == 1 ? Seconds(0) : embed_time;
+  const Seconds extra = std::max(extra_last, extra_first);
+
+  // ---- communication ----
+  const CommGroup none{};
+  auto group = [&](int size, int stride) -> CommGroup {
+    if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return none;
+    std::optional<hw::ClusterSpec> cl;
+    if (sys.cluster != nullptr) cl = *sys.cluster;
+    return resolve_group(size, stride, *sys.node, *sys.db, cl);
+  };
+  // Megatron rank order: tp innermost, then cp, then dp (ep carved out of dp·cp), pp outermost.
+  const CommGroup tp_g = group(par.tp, 1);
+  const CommGroup cp_g = group(par.cp, par.tp);
+  const CommGroup dp_g = group(par.dp, par.tp * par.cp);
+  const CommGroup ep_g = group(par.ep, par.tp * par.cp);
+  const CommGroup pp_g = group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp);
+  const std::int64_t layers_stage = L / par.pp;
+  const double moe_layers_stage = double(a.moe_layer_count()) / double(par.pp);
+
+  // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
+  CommCost tp{"tp", par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce"};
+  tp.group_size = par.tp;
+  tp.tier = tier_text(tp_g);
+  if (par.tp > 1) {
+    const Bytes act = units::bytes(double(T * a.hidden) * e);
+    const Seconds one = par.sequence_parallel
+                            ? collective_time(Collective::all_gather, act, tp_g) +
+                                  collective_time(Collective::reduce_scatter, act, tp_g)
+                            : collective_time(Collective::all_reduce, act, tp_g);
+    const double per_mb = 2.0 * double(layers_stage);  // fwd pair + bwd pair per layer
+    tp.time = one * per_mb * double(m);
+    tp.bytes_per_step = act * (per_mb * 2.0 * double(m));
+    const Seconds gemm_stage = (fwd.gemm + bwd.gemm) * double(m);
+    tp.exposed = plan.overlap_tp_comm ? std::max(Seconds(0), tp.time - gemm_stage) : tp.time;
+    if (plan.recompute == wl::Recompute::full) tp.exposed += plan.overlap_tp_comm ? Seconds(0) : tp.time * 0.5;
+  }
+  // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
+  CommCost cp{"cp", "all-gather (K,V) + reduce-scatter (dK,dV)"};
+  cp.group_size = par.cp;
+  cp.tier = tier_text(cp_g);
+  if (par.cp > 1) {
+    const std::int64_t kv_dim = a.mla ? a.mla->kv_lora_rank + a.mla->qk_rope_head_dim : 2 * a.kv_heads * a.head_dim / par.tp;
+    const Bytes kv = units::bytes(double(plan.micro_batch * plan.seq_len * kv_dim) * e);
+    const Seconds one = collective_time(Collective::all_gather, kv, cp_g) * 2.0 +
+                        collective_time(Collective::reduce_scatter, kv, cp_g);
+    cp.time = one * double(layers_stage) * double(m);
+    cp.bytes_per_step = kv * (3.0 * double(layers_stage) * double(m));
+    cp.exposed = std::max(Seconds(0), cp.time - (fwd.attention + bwd.attention) * double(m));
+  }
+  // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
+  CommCost ep{"ep", "all-to-all"};
+  ep.group_size = par.ep;
+  ep.tier = tier_text(ep_g);
+  if (par.ep > 1 && a.moe) {
+    const Bytes buf = units::bytes(double(T * a.moe->experts_per_token * a.hidden) * e);
+    ep.time = collective_time(Collective::all_to_all, buf, ep_g) * (4.0 * moe_layers_stage * double(m));
+    ep.bytes_per_step = buf * (4.0 * moe_layers_stage * double(m));
+    ep.exposed = ep.time;
+  }
+  // PP: activations forward, gradients backward, at each stage boundary per micro-batch.
+  CommCost pp{"pp", "send/recv"};
+  pp.group_size = par.pp;
+  pp.tier = tier_text(pp_g);
+  if (par.pp > 1) {
+    const Bytes act = units::bytes(double(T * a.hidden) * e / (par.sequence_parallel ? double(par.tp) : 1.0));
+    const double sends = 2.0 * double(std::max(1, par.virtual_stages)) * double(m);
+    pp.time = collective_time(Collective::send_recv, act, pp_g) * sends;
+    pp.bytes_per_step = act * sends;
+    pp.exposed = pp.time;
+  }
+  // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
+  const double p_gpu = double(params.total) / double(par.tp * par.pp);  // approx: even stages
+  CommCost dp{"dp", plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather"};
+  dp.group_size = par.dp;
+  dp.tier = tier_text(dp_g);
+  const Seconds bwd_mb = (bwd.total() + recompute.total());
+  const Seconds fwd_mb = fwd.total();
+  if (par.dp > 1) {
+    const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
+    const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
+    Seconds reduce{}, gather{};
+    if (plan.zero == wl::ZeroStage::none) {
+      reduce = collective_time(Collective::all_reduce, grads, dp_g);
+      dp.bytes_per_step = grads;
+    } else {
+      reduce = collective_time(Collective::reduce_scatter, grads, dp_g);
+      gather = collective_time(Collective::all_gather, weights, dp_g);
+      dp.bytes_per_step = grads + weights;
+    }
+    if (plan.zero == wl::ZeroStage::parameters) {
+      // FSDP/ZeRO-3: parameters gathered for forward and again for backward in every micro-batch.
+      gather = gather * (2.0 * double(m));
+      dp.bytes_per_step = grads + weights * (2.0 * double(m));
+    }
+    dp.time = reduce + gather;
+    // Bucketed reduction overlaps the backward of the last micro-batch; the last bucket stays exposed.
+    const Seconds last_bucket = reduce / double(std::max<std::int64_t>(1, layers_stage));
+    const Seconds reduce_exposed =
+        plan.overlap_grad_reduce ? std::max(last_bucket, reduce - bwd_mb) : reduce;
+    const Seconds gather_window = plan.zero == wl::ZeroStage::parameters ? (fwd_mb + bwd_mb) * double(m) : fwd_mb;
+    const Seconds gather_exposed = plan.overlap_param_gather ? std::max(Seconds(0), gather - gather_window) : gather;
+    dp.exposed = reduce_exposed + gather_exposed;
+  }
+  est.comm = {tp, cp, ep, pp, dp};
+
+  // ---- step ----
+  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
+  const Seconds per_mb_comm = (tp.exposed + cp.exposed + ep.exposed + pp.exposed) / double(m);
+  const Seconds mb_time = mb_compute + per_mb_comm;
+  est.bubble_fraction = pipeline_bubble_fraction(par.pp, plan.schedule == wl::PipelineSchedule::interleaved ? par.virtual_stages : 1, m);
+  const Seconds steady = mb_time * double(m) + extra * double(m);
+  const Seconds bubble = (mb_time + extra) * (est.bubble_fraction * double(m));
+
+  // Optimizer: a fused AdamW streams master weights, m, v (read + write fp32), the gradient and the new weights.
+  const double shard = plan.zero == wl::ZeroStage::none ? 1.0 : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group : par.dp);
+  const double state_bytes = plan.optimizer == wl::OptimizerKind::adamw ? 16.0 : plan.optimizer == wl::OptimizerKind::adamw_8bit ? 4.0 : 8.0;
+  const double opt_bytes = p_gpu / shard * (2.0 * plan.precision.master_bytes + state_bytes + plan.precision.gradient_bytes + plan.precision.weight_bytes);
+  const OpCost opt = streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_gpu / shard * 12.0), d);
+
+  StepBreakdown& s = est.step;
+  s.gemm = (fwd.gemm + bwd.gemm + recompute.gemm) * double(m);
+  s.attention = (fwd.attention + bwd.attention + recompute.attention) * double(m);
+  s.elementwise = (fwd.elementwise + bwd.elementwise + recompute.elementwise) * double(m);
+  s.embedding_loss = extra * double(m);
+  s.recompute = recompute.total() * double(m);
+  s.comm_exposed = tp.exposed + cp.exposed + ep.exposed + pp.exposed + dp.exposed;
+  s.bubble = bubble;
+  s.optimizer = opt.time;
+  s.total = steady + bubble + dp.exposed + opt.time;
+  est.step_time = s.total;
+  est.tokens_per_s = tokens_per_step / s.total.raw();
+
+  // ---- MFU / HFU ----
+  const FlopsPerToken fpt = flops_per_token(a, plan.seq_len, Explain::off);
+  // Causal attention does half the score work; published MFU tables (Megatron, PaLM) count the full square.
+  est.model_flops_per_step = fpt.training * tokens_per_step;
+  // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
+  const units::Flops layer_forward = fpt.forward - units::flop(2.0 * double(a.vocab) * double(a.hidden));
+  est.hardware_flops_per_step =
+      est.model_flops_per_step + (plan.recompute == wl::Recompute::full ? layer_forward * tokens_per_step : units::Flops(0));
+  const double gpus = double(par.gpus());
+  const double peak = d.peak(plan.precision.compute).raw();
+  est.mfu = est.model_flops_per_step.raw() / (s.total.raw() * gpus * peak);
+  est.hfu = est.hardware_flops_per_step.raw() / (s.total.raw() * gpus * peak);
+
+  // ---- memory ----
+  est.memory = training_memory(a, params, plan, gpu, default_training_overheads(), explain);
+  if (!est.memory.fits) {
+    const Bytes over = est.memory.total - est.memory.capacity;
+    std::string hint;
+    if (plan.recompute != wl::Recompute::full) hint += "full recompute; ";
+    if (plan.zero != wl::ZeroStage::parameters) hint += "a higher ZeRO stage; ";
+    hint += "more TP or PP; a smaller micro-batch";
+    est.feasibility.fail(fmt::format("does not fit: needs {} per GPU, {} available ({} over). Options: {}",
+                                     format(est.memory.total, units::BytePrefix::binary),
+                                     format(est.memory.capacity, units::BytePrefix::binary),
+                                     format(over, units::BytePrefix::binary), hint));
+  }
+
+  // ---- time to train, cost, energy ----
+  if (plan.tokens_to_train) {
+    const double steps = *plan.tokens_to_train / tokens_per_step;
+    est.time_to_train = s.total * steps;
+    est.gpu_hours = units::to_hours(*est.time_to_train) * gpus;
+    std::optional<units::UsdPerSecond> price = sys.price ? sys.price : gpu.price;
+    if (price) est.cost = units::usd(units::to_usd_per_hour(*price) * *est.gpu_hours);
+    if (gpu.tdp) {
+      // Board power at TDP while computing, idle draw ignored: an estimate, not a measurement.
+      const double busy = std::min(1.0, (s.gemm + s.attention + s.elementwise + s.embedding_loss).raw() / s.total.raw());
+      est.energy = units::Joules(gpu.tdp->raw() * gpus * est.time_to_train->raw() * busy);
+    }
+  }
+  est.layer_ops = first.ops;
+
+  if (explain == Explain::on) {
+    using units::format_count;
+    Derivation& root = est.derivation;
+    root.id = "train";
+    root.title = "Training step";
+    root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb) + m·t_head + bubble + t_dp,exposed + t_optimizer";
+    root.inputs = {{"m", format_count(double(m)), "micro-batches per step = global / (micro · DP)", Origin::user("--global-batch, --micro-batch")},
+                   {"L/pp", format_count(double(layers_stage)), "layers per pipeline stage", Origin::model_config(a.source)},
+                   {"T", format_count(double(T)), "tokens per micro-batch per GPU = b·s/cp", Origin::user("--micro-batch, --seq")},
+                   {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.file)},
+                   {"efficiency", d.eff.origin, "GEMM/HBM/attention ceilings", Origin::calibration(d.eff.origin)}};
+    root.result = fmt::format("{} per step, {} tokens/s, MFU {}", format(s.total), units::format_number(est.tokens_per_s, 4),
+                              format(units::Ratio(est.mfu)));
+    Derivation comp{"train.compute", "Compute per micro-batch on one GPU (its stage)",
+                    "Σ_layers of the stage (GEMM + attention + elementwise), forward + backward (+ recompute)",
+                    {{"t_fwd", format(fwd.total()), "forward", Origin::derived()},
+                     {"t_bwd", format(bwd.total()), "backward (dgrad + wgrad GEMMs, attention bwd = 2.5 × fwd)", Origin::derived()},
+                     {"t_recompute", format(recompute.total()), "activation recomputation", Origin::user("--recompute")},
+                     {"t_head", format(extra), "LM head + loss (last stage) or embedding (first stage)", Origin::derived()}},
+                    format(mb_compute),
+                    {},
+                    {}};
+    Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch", {}, "", {}, {}};
+    for (const auto& op : first.ops)
+      layer.inputs.push_back({op.name, format(op.time),
+                              fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
+                                          op.cls == OpClass::gemm || op.cls == OpClass::attention
+                                              ? fmt::format(" · η {}", units::format_number(op.efficiency, 3))
+                                              : std::string()),
+                              Origin::derived()});
+    layer.result = format(first.fwd.total() + first.bwd.total());
+    comp.children.push_back(layer);
+    root.children.push_back(comp);
+    Derivation comm{"train.comm", "Communication per step", "exposed = total − what overlaps with compute", {}, format(s.comm_exposed), {}, {}};
+    for (const auto& c : est.comm) {
+      if (c.group_size <= 1) continue;
+      comm.inputs.push_back({c.kind, fmt::format("{} exposed of {}", format(c.exposed), format(c.time)),
+                             fmt::format("{} over {} GPUs ({}), {} per step", c.collective, c.group_size, c.tier,
+                                         format(c.bytes_per_step)),
+                             Origin::derived("collectives")});
+    }
+    root.children.push_back(comm);
+    root.children.push_back({"train.bubble", "Pipeline bubble", "bubble = (p − 1)/(v·m) · m·t_mb",
+                             {{"p", format_count(double(par.pp)), "pipeline stages", Origin::user("--pp")},
+                              {"v", format_count(double(plan.schedule == wl::PipelineSchedule::interleaved ? par.virtual_stages : 1)), "chunks per stage", Origin::user("--virtual-stages")},
+                              {"m", format_count(double(m)), "micro-batches", Origin::derived()}},
+                             fmt::format("{} ({} of ideal)", format(bubble), format(units::Ratio(est.bubble_fraction))),
+                             {},
+                             {}});
+    root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + states + grad + weight)",
+                             {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated by this GPU", Origin::derived()}},
+                             format(opt.time), {}, {}});
+    root.children.push_back({"train.mfu", "MFU and HFU",
+                             "MFU = F_model / (t_step · N_gpu · P_peak) ; F_model = (6·N + 12·L·h_attn·s)·tokens (no causal halving)",
+                             {{"F_model", format(est.model_flops_per_step), "model FLOPs per step", Origin::derived("flops_per_token")},
+                              {"F_hw", format(est.hardware_flops_per_step), "with recomputation", Origin::derived()},
+                              {"N_gpu", format_count(gpus), "GPUs", Origin::user("--gpus")},
+                              {"P_peak", format(d.peak(plan.precision.compute)), "dense peak per GPU", Origin::datasheet(gpu.info.cite("/dense_peak"))}},
+                             fmt::format("MFU {}, HFU {}", format(units::Ratio(est.mfu)), format(units::Ratio(est.hfu))),
+                             {},
+                             {}});
+    root.children.push_back(est.memory.derivation);
+  }
+  return est;
+}
+
+}  // namespace gpuplan::model

@@ -1,0 +1,65 @@
+#pragma once
+// A training plan: batch, sequence, parallel layout, precision, optimizer, memory-saving choices. Pure value type;
+// validation of a plan against a model and a cluster (divisibility, fit) is the model's job and yields Feasibility
+// reasons, not diagnostics.
+#include <cstdint>
+#include <optional>
+
+#include "gpuplan/hw/hardware.hpp"
+
+namespace gpuplan::wl {
+
+/// ZeRO (Rajbhandari et al. 2020): what is sharded across the data-parallel group. FSDP FULL_SHARD == parameters;
+/// SHARD_GRAD_OP == gradients; HYBRID_SHARD == parameters sharded within `Parallelism::shard_group` GPUs.
+enum class ZeroStage { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
+/// Activation recomputation (Korthikanti et al. 2022): none, selective (attention core only), full (layer inputs).
+enum class Recompute { none, selective, full };
+enum class PipelineSchedule { one_f_one_b, interleaved };
+enum class OptimizerKind { adamw, adamw_8bit, sgd };
+
+struct Parallelism {
+  int tp = 1;   ///< tensor parallel
+  int pp = 1;   ///< pipeline parallel (stages)
+  int dp = 1;   ///< data parallel (incl. ZeRO/FSDP shards)
+  int cp = 1;   ///< context parallel (sequence split across GPUs for attention)
+  int ep = 1;   ///< expert parallel (MoE experts split; carved out of dp·cp like Megatron-Core)
+  bool sequence_parallel = false;  ///< Megatron SP: norms/dropout split along the sequence across the TP group
+  int virtual_stages = 1;          ///< interleaved schedule: model chunks per pipeline stage (v)
+  int shard_group = 0;             ///< ZeRO-3 hybrid shard group size; 0 = the whole dp group
+
+  [[nodiscard]] long long gpus() const { return static_cast<long long>(tp) * pp * dp * cp; }
+};
+
+struct TrainingPrecision {
+  hw::Precision compute = hw::Precision::bf16;  ///< GEMM precision (fp8 = FP8 GEMMs, bf16 elsewhere)
+  double weight_bytes = 2.0;          ///< working copy of the weights
+  double gradient_bytes = 2.0;        ///< gradient buffer (4 with fp32 gradient accumulation, as Megatron does)
+  double master_bytes = 4.0;          ///< fp32 master weights (0 for pure bf16 training)
+  double activation_bytes = 2.0;      ///< stored activations
+};
+
+struct TrainingPlan {
+  std::int64_t seq_len = 2048;
+  std::int64_t micro_batch = 1;        ///< sequences per micro-batch per model replica
+  std::int64_t global_batch = 1;       ///< sequences per optimizer step, all replicas
+  Parallelism par;
+  TrainingPrecision precision;
+  OptimizerKind optimizer = OptimizerKind::adamw;
+  ZeroStage zero = ZeroStage::none;
+  Recompute recompute = Recompute::none;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  bool flash_attention = true;         ///< attention scores never materialised (FlashAttention-2/3, cuDNN SDPA)
+  bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
+  bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
+  bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
+  std::optional<double> tokens_to_train;  ///< token budget for time-to-train and cost
+
+  /// Gradient-accumulation micro-batches per step per replica: global / (micro · dp). The model reports a
+  /// non-integer as infeasible.
+  [[nodiscard]] std::int64_t micro_batches() const {
+    const std::int64_t per_step = micro_batch * par.dp;
+    return per_step > 0 ? global_batch / per_step : 0;
+  }
+};
+
+}  // namespace gpuplan::wl
