@@ -5,9 +5,9 @@
 //           SC'20, arXiv:1910.02054, §3.1 (mixed-precision Adam: 2Ψ + 2Ψ + KΨ, K = 12) and §5 (P_os, P_os+g, P_os+g+p).
 //  [K22]    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
 //           arXiv:2205.05198: §4.1 eq. 1 (per layer s·b·h·(34 + 5as/h)), §4.2.1-4.2.2 (tensor and sequence
-//           parallelism: 10 + 24/t + 5as/(ht), 34/t + 5as/(ht)), §4.2.3 (pipeline: the first stage holds p micro-batches
-//           of L/p layers = L layers' worth; interleaving × (1 + (p−1)/(p·v))), §4.3 (embedding dropout, output layer
-//           and fp32 cross entropy 4sbv/t), §5 (selective recomputation keeps 34/t), Table 2 (summary).
+//           parallelism: 10 + 24/t + 5as/(ht), 34/t + 5as/(ht)), §4.2.3 (pipeline: the first stage holds p
+//           micro-batches of L/p layers = L layers' worth; interleaving × (1 + (p−1)/(p·v))), §4.3 (embedding dropout,
+//           output layer and fp32 cross entropy 4sbv/t), §5 (selective recomputation keeps 34/t), Table 2 (summary).
 //  [N21]    Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
 //           SC'21, arXiv:2104.04473, §2.2.2 (interleaved schedule, v model chunks per device).
 //  [D22]    Dettmers et al. 2022, "8-bit Optimizers via Block-wise Quantization", ICLR'22, §2 (block size 2048, one
@@ -72,12 +72,12 @@ struct Ctx {
   const wl::TransformerArch& a;
   const wl::TrainingPlan& plan;
   ActivationLayout layout;
-  double ab = 2.0;        ///< activation bytes
-  double t = 1.0;         ///< tensor parallel
-  bool sp = false;        ///< sequence parallel
-  bool dropout = false;   ///< GPT-style dropout (assumed from MlpKind::plain + LayerNorm)
-  double s = 0.0;         ///< sequence length (attention-score width)
-  double tokens = 0.0;    ///< (s/c)·b tokens of one micro-batch on one GPU
+  double ab = 2.0;       ///< activation bytes
+  double t = 1.0;        ///< tensor parallel
+  bool sp = false;       ///< sequence parallel
+  bool dropout = false;  ///< GPT-style dropout (assumed from MlpKind::plain + LayerNorm)
+  double s = 0.0;        ///< sequence length (attention-score width)
+  double tokens = 0.0;   ///< (s/c)·b tokens of one micro-batch on one GPU
   bool hf() const { return layout == ActivationLayout::hf_eager; }
   bool gemma_norm() const { return a.model_type.rfind("gemma", 0) == 0; }
   double divisor(Split sp_class) const { return sp_class == Split::tensor || sp ? t : 1.0; }
@@ -221,8 +221,7 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
     add(v, A, "attention output (O-projection input)", os, o_w, c.ab, Split::tensor);
   }
   if (c.dropout) add(v, A, "dropout mask after the attention block", "h", h, kMaskBytes, Split::sequence);
-  if (a.norms_per_layer > 2)
-    norm_terms(c, v, A, false, double(a.norms_per_layer - 2), "(n_norms−2)·h");
+  if (a.norms_per_layer > 2) norm_terms(c, v, A, false, double(a.norms_per_layer - 2), "(n_norms−2)·h");
 
   // ---- MLP block ----
   const Part M = Part::mlp;
@@ -236,8 +235,7 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
     add(v, M, "router probabilities (fp32)", "E", E, kFp32Bytes, Split::sequence);
     add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.ab, Split::sequence);
     ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e");
-    add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab,
-        Split::sequence);
+    add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
     if (m.shared_experts > 0)
       ffn_terms(c, v, Part::shared, double(m.shared_experts * m.shared_intermediate), "n_s·i_s", "2·n_s·i_s");
   } else {
@@ -308,42 +306,48 @@ Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id)
   const LayerSum s = sum_terms(c, terms);
   Derivation d;
   d.id = id;
-  d.title = moe_layer ? "Saved activations of one MoE layer, one micro-batch" : "Saved activations of one layer, one micro-batch";
-  d.formula = "Σ_terms width·bytes / split × (s/c)·b ; split = t for head/FFN-sharded tensors, t only with SP for "
-              "h-wide ones";
+  d.title = moe_layer ? "Saved activations of one MoE layer, one micro-batch"
+                      : "Saved activations of one layer, one micro-batch";
+  d.formula =
+      "Σ_terms width·bytes / split × (s/c)·b ; split = t for head/FFN-sharded tensors, t only with SP for "
+      "h-wide ones";
   for (const auto& x : terms) {
     const double per_tok = c.bytes_per_token(x);
-    d.inputs.push_back({fmt::format("[{}] {}", part_name(x.part), x.width),
-                        fmt::format("{} el × {} B{} = {} B/token ({} s·b·h·B)", format_count(x.elements),
-                                    format_number(x.elem_bytes), c.divisor(x.split) > 1.0
-                                                                     ? fmt::format(" / {}", format_number(c.divisor(x.split)))
-                                                                     : std::string{},
-                                    format_number(per_tok), format_number(per_tok / double(c.a.hidden))),
-                        std::string(x.name) + (x.role == Role::score ? " (attention core)" : ""),
-                        Origin::derived(layout_name(c.layout))});
+    d.inputs.push_back(
+        {fmt::format("[{}] {}", part_name(x.part), x.width),
+         fmt::format("{} el × {} B{} = {} B/token ({} s·b·h·B)", format_count(x.elements), format_number(x.elem_bytes),
+                     c.divisor(x.split) > 1.0 ? fmt::format(" / {}", format_number(c.divisor(x.split))) : std::string{},
+                     format_number(per_tok), format_number(per_tok / double(c.a.hidden))),
+         std::string(x.name) + (x.role == Role::score ? " (attention core)" : ""),
+         Origin::derived(layout_name(c.layout))});
   }
   const char* mode = c.plan.recompute == wl::Recompute::none        ? "none"
                      : c.plan.recompute == wl::Recompute::selective ? "selective"
                                                                     : "full";
-  d.result = fmt::format("{} per layer without recomputation = s·b·h·({}) bytes, attention core {}; kept under "
-                         "recompute {}: {}; (s/c)·b = {} tokens",
-                         format(units::bytes(s.all * c.tokens)), format_number(s.all / double(c.a.hidden), 5),
-                         format(units::bytes(s.score * c.tokens)), mode,
-                         format(units::bytes(stored_per_token(c, s) * c.tokens)), format_count(c.tokens));
+  d.result = fmt::format(
+      "{} per layer without recomputation = s·b·h·({}) bytes, attention core {}; kept under "
+      "recompute {}: {}; (s/c)·b = {} tokens",
+      format(units::bytes(s.all * c.tokens)), format_number(s.all / double(c.a.hidden), 5),
+      format(units::bytes(s.score * c.tokens)), mode, format(units::bytes(stored_per_token(c, s) * c.tokens)),
+      format_count(c.tokens));
   if (!c.plan.flash_attention && c.dropout && !c.hf())
-    d.notes.push_back("GPT layer, [K22] Table 2: s·b·h·(34 + 5·a·s/h) bytes without TP; (10 + 24/t + 5as/(ht)) with TP; "
-                      "(34/t + 5as/(ht)) with SP, for 2-byte activations");
+    d.notes.push_back(
+        "GPT layer, [K22] Table 2: s·b·h·(34 + 5·a·s/h) bytes without TP; (10 + 24/t + 5as/(ht)) with TP; "
+        "(34/t + 5as/(ht)) with SP, for 2-byte activations");
   if (c.plan.flash_attention)
-    d.notes.push_back("FlashAttention: no s×s scores are stored (the 5as/h term of [K22] vanishes); the kernel keeps "
-                      "an fp32 log-sum-exp per head and token");
+    d.notes.push_back(
+        "FlashAttention: no s×s scores are stored (the 5as/h term of [K22] vanishes); the kernel keeps "
+        "an fp32 log-sum-exp per head and token");
   d.notes.push_back(c.dropout ? "assumption: dropout (GPT-style model: two-matrix MLP with LayerNorm)"
                               : "assumption: no dropout (gated MLP or RMSNorm model, as Llama-family training)");
   if (c.layout == ActivationLayout::megatron && c.a.mlp == wl::MlpKind::gated)
-    d.notes.push_back("fused SwiGLU (Megatron-Core bias_swiglu) saves [gate | up] and the product; an unfused "
-                      "implementation also keeps silu(gate) (+1 intermediate width)");
+    d.notes.push_back(
+        "fused SwiGLU (Megatron-Core bias_swiglu) saves [gate | up] and the product; an unfused "
+        "implementation also keeps silu(gate) (+1 intermediate width)");
   if (c.hf())
-    d.notes.push_back("Hugging Face eager layout: the bf16 layer input is not saved (RMSNorm upcasts it first); a "
-                      "per-layer probe that holds the returned output measures one more s·b·h·a_b");
+    d.notes.push_back(
+        "Hugging Face eager layout: the bf16 layer input is not saved (RMSNorm upcasts it first); a "
+        "per-layer probe that holds the returned output measures one more s·b·h·a_b");
   return d;
 }
 
@@ -424,8 +428,7 @@ const char* optimizer_formula(wl::OptimizerKind k) {
 int communicators(const wl::Parallelism& par) {
   // One NCCL communicator per parallel group of more than one GPU this GPU belongs to: TP, PP (p2p), the
   // data-parallel gradient group (dp·cp), CP (ring attention) and EP (all-to-all).
-  return int(par.tp > 1) + int(par.pp > 1) + int(std::int64_t(par.dp) * par.cp > 1) + int(par.cp > 1) +
-         int(par.ep > 1);
+  return int(par.tp > 1) + int(par.pp > 1) + int(std::int64_t(par.dp) * par.cp > 1) + int(par.cp > 1) + int(par.ep > 1);
 }
 
 }  // namespace
@@ -480,8 +483,8 @@ units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const w
 ///  - Logits ([K22] §4.3): (s/c)·b·V/t·(a_b + 4) on the last stage.
 ///  - Overheads: CUDA context + communicators·NCCL buffers + fragmentation·(everything the allocator holds).
 TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCounts& params,
-                               const wl::TrainingPlan& plan, const hw::GpuSpec& gpu,
-                               const RuntimeOverheads& overheads, Explain explain, ActivationLayout layout) {
+                               const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, const RuntimeOverheads& overheads,
+                               Explain explain, ActivationLayout layout) {
   const Ctx c = make_ctx(a, plan, layout);
   const auto& par = plan.par;
   const auto& pr = plan.precision;
@@ -570,8 +573,8 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
     st.activations = st.stored_layers + st.extra_first + st.extra_last + std::max(0.0, st.working_set - st.logits_b);
     st.nccl = comms * overheads.nccl_buffers.raw();
     st.ctx = overheads.cuda_context.raw();
-    const double allocated = st.weights + st.gathered_w + st.grads + st.gathered_g + st.master + st.opt +
-                             st.activations + st.logits_b;
+    const double allocated =
+        st.weights + st.gathered_w + st.grads + st.gathered_g + st.master + st.opt + st.activations + st.logits_b;
     st.frag = overheads.fragmentation * allocated;
     st.total = allocated + st.ctx + st.nccl + st.frag;
     return st;
@@ -610,26 +613,29 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   Derivation& d = r.derivation;
   d.id = "memory";
   d.title = "Training memory per GPU";
-  d.formula = "total = weights + gradients + master weights + optimizer states + activations + logits + CUDA context "
-              "+ NCCL buffers + fragmentation";
-  d.inputs = {
-      {"capacity", fmt::format("{} ({})", format(r.capacity), format(r.capacity, units::BytePrefix::binary)),
-       "memory the device exposes",
-       Origin::datasheet(gpu.info.cite(gpu.memory.device_reported ? "/memory/device_reported_MiB"
-                                                                  : "/memory/capacity_GB"))},
-      {"t·p·d·c·e", fmt::format("{}·{}·{}·{}·{}", par.tp, par.pp, par.dp, par.cp, par.ep),
-       "tensor·pipeline·data·context·expert parallel", par_o},
-      {"ZeRO", fmt::format("stage {}", zero), "ZeRO/FSDP sharding stage", Origin::user("plan.zero")},
-      {"recompute",
-       plan.recompute == wl::Recompute::none ? "none" : plan.recompute == wl::Recompute::selective ? "selective" : "full",
-       "activation recomputation", Origin::user("plan.recompute")}};
+  d.formula =
+      "total = weights + gradients + master weights + optimizer states + activations + logits + CUDA context "
+      "+ NCCL buffers + fragmentation";
+  d.inputs = {{"capacity", fmt::format("{} ({})", format(r.capacity), format(r.capacity, units::BytePrefix::binary)),
+               "memory the device exposes",
+               Origin::datasheet(
+                   gpu.info.cite(gpu.memory.device_reported ? "/memory/device_reported_MiB" : "/memory/capacity_GB"))},
+              {"t·p·d·c·e", fmt::format("{}·{}·{}·{}·{}", par.tp, par.pp, par.dp, par.cp, par.ep),
+               "tensor·pipeline·data·context·expert parallel", par_o},
+              {"ZeRO", fmt::format("stage {}", zero), "ZeRO/FSDP sharding stage", Origin::user("plan.zero")},
+              {"recompute",
+               plan.recompute == wl::Recompute::none        ? "none"
+               : plan.recompute == wl::Recompute::selective ? "selective"
+                                                            : "full",
+               "activation recomputation", Origin::user("plan.recompute")}};
   d.result = fmt::format("{} of {} ({}): {}", format(r.total), format(r.capacity), stage_name,
                          r.fits ? "fits" : "does not fit");
   if (p > 1) {
-    d.notes.push_back(fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
-                                  "layers and the embedding), last stage {} (holds the LM head and the logits)",
-                                  stage_name, format(units::bytes(first.total)), format_number(first.layer_factor),
-                                  first.layers.size(), format(units::bytes(last.total))));
+    d.notes.push_back(
+        fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
+                    "layers and the embedding), last stage {} (holds the LM head and the logits)",
+                    stage_name, format(units::bytes(first.total)), format_number(first.layer_factor),
+                    first.layers.size(), format(units::bytes(last.total))));
   }
 
   // model states
@@ -647,7 +653,8 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
     return in;
   };
   const double p_gpu = h.p_dense / t + h.p_expert / (t * ep);
-  d.children.push_back({"memory.weights", "Weights",
+  d.children.push_back({"memory.weights",
+                        "Weights",
                         fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/(t·ep) = {}", zero >= 3 ? " / N" : "",
                                     format_count(p_gpu)),
                         states_inputs(pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
@@ -655,29 +662,34 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                         {shard_note},
                         {}});
   if (params.mtp > 0)
-    d.children.back().notes.push_back(fmt::format(
-        "{} multi-token-prediction parameters are not counted (as in parameter_counts' total)", format_count(double(params.mtp))));
+    d.children.back().notes.push_back(
+        fmt::format("{} multi-token-prediction parameters are not counted (as in parameter_counts' total)",
+                    format_count(double(params.mtp))));
   if (h.gathered_w > 0.0) {
     d.children.back().notes.push_back(fmt::format(
         "includes {} of gathered parameters: ZeRO-3/FSDP materialises the largest layer ({} params per GPU) × {} "
         "(current + prefetched unit)",
         B(h.gathered_w), format_count(h.largest_layer_gpu), plan.overlap_param_gather ? 2 : 1));
   }
-  d.children.push_back({"memory.gradients", "Gradients",
+  d.children.push_back({"memory.gradients",
+                        "Gradients",
                         fmt::format("P_gpu·b_g{}", zero >= 2 ? " / N" : ""),
-                        states_inputs(pr.gradient_bytes, "b_g", "bytes per gradient", prec_o), B(h.grads + h.gathered_g),
+                        states_inputs(pr.gradient_bytes, "b_g", "bytes per gradient", prec_o),
+                        B(h.grads + h.gathered_g),
                         {},
                         {}});
   if (h.gathered_g > 0.0)
     d.children.back().notes.push_back(
         fmt::format("includes {}: the unsharded gradient of one layer before its reduce-scatter", B(h.gathered_g)));
-  d.children.push_back({"memory.master_weights", "Master weights",
+  d.children.push_back({"memory.master_weights",
+                        "Master weights",
                         fmt::format("P_gpu·b_m{}", zero >= 1 ? " / N" : ""),
                         states_inputs(pr.master_bytes, "b_m", "bytes per master weight (fp32 copy)", prec_o),
                         B(h.master),
                         {"[ZeRO] §5: P_os shards the fp32 master weights with the optimizer states"},
                         {}});
-  d.children.push_back({"memory.optimizer_states", "Optimizer states",
+  d.children.push_back({"memory.optimizer_states",
+                        "Optimizer states",
                         fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan.optimizer)),
                         states_inputs(opt_b, "b_o", "optimizer-state bytes per parameter",
                                       Origin::constant(optimizer_formula(plan.optimizer))),
@@ -685,15 +697,17 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                         {},
                         {}});
   if (plan.optimizer == wl::OptimizerKind::adamw_8bit)
-    d.children.back().notes.push_back("[D22] §2: block-wise quantisation, 2048 values per block, one fp32 absmax per "
-                                      "block; tensors under 4096 elements stay 32-bit (negligible)");
+    d.children.back().notes.push_back(
+        "[D22] §2: block-wise quantisation, 2048 values per block, one fp32 absmax per "
+        "block; tensors under 4096 elements stay 32-bit (negligible)");
 
   // activations
   Derivation act;
   act.id = "memory.activations";
   act.title = "Activations";
-  act.formula = "in_flight · Σ_stage layers stored(layer) + embedding dropout (first) + final norm/LM-head inputs "
-                "(last) + max(0, recomputation working set − logits buffers)";
+  act.formula =
+      "in_flight · Σ_stage layers stored(layer) + embedding dropout (first) + final norm/LM-head inputs "
+      "(last) + max(0, recomputation working set − logits buffers)";
   const char* rmode = plan.recompute == wl::Recompute::none        ? "none: every saved tensor"
                       : plan.recompute == wl::Recompute::selective ? "selective: all but the attention core"
                                                                    : "full: the layer input only (s·b·h·a_b)";
@@ -708,9 +722,9 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
       {"a_b", format_number(c.ab), "bytes per stored activation", prec_o},
       {"recompute", rmode, "what each layer keeps", Origin::user("plan.recompute")},
       {"in_flight", format_number(h.layer_factor), "micro-batches of the stage's layers held at the peak",
-       Origin::derived(v > 1 ? "interleaved: min(2(p−i−1) + (v−1)p + 1, m·v) chunks / v"
-                             : "1F1B: min(p − i, m)")},
-      {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))", Origin::user("plan.global_batch")}};
+       Origin::derived(v > 1 ? "interleaved: min(2(p−i−1) + (v−1)p + 1, m·v) chunks / v" : "1F1B: min(p − i, m)")},
+      {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))",
+       Origin::user("plan.global_batch")}};
   act.result = B(h.activations);
   act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.layers.size(), B(h.stored_layers)));
   if (h.extra_first > 0) act.notes.push_back(fmt::format("embedding dropout masks: {}", B(h.extra_first)));
@@ -722,11 +736,13 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
         "logits/loss buffers ({}), so the peak adds max(0, working set − logits) = {}",
         B(h.working_set), B(h.logits_b), B(std::max(0.0, h.working_set - h.logits_b))));
   if (p > 1)
-    act.notes.push_back(v > 1 ? "interleaved schedule: the first stage holds L·(1 + (p−1)/(p·v)) layers' worth ([K22] §4.2.3, [N21])"
-                              : "1F1B: the first pipeline stage is the heaviest in activations: it holds p in-flight "
-                                "micro-batches of its L/p layers, L layers' worth ([K22] §4.2.3)");
+    act.notes.push_back(
+        v > 1 ? "interleaved schedule: the first stage holds L·(1 + (p−1)/(p·v)) layers' worth ([K22] §4.2.3, [N21])"
+              : "1F1B: the first pipeline stage is the heaviest in activations: it holds p in-flight "
+                "micro-batches of its L/p layers, L layers' worth ([K22] §4.2.3)");
   if (m < p && p > 1)
-    act.notes.push_back(fmt::format("only m = {} micro-batches exist, fewer than p = {}: at most m are in flight", m, p));
+    act.notes.push_back(
+        fmt::format("only m = {} micro-batches exist, fewer than p = {}: at most m are in flight", m, p));
   {
     // The textbook rule of thumb (12·s·b·h·2 bytes per layer, one GPU, no recomputation) next to this count for the
     // same layer (textbook T6).
@@ -737,20 +753,23 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
     const double tokens1 = double(plan.seq_len) * double(plan.micro_batch);
     const double thumb = 12.0 * tokens1 * double(a.hidden) * 2.0;
     const double ours1 = activation_bytes_per_layer(a, single, layout).raw();
-    act.notes.push_back(fmt::format("one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} "
-                                    "for {} layers; the term-by-term count gives {} per layer, {} for {} layers",
-                                    B(thumb), B(thumb * double(a.layers)), a.layers, B(ours1),
-                                    B(ours1 * double(a.layers)), a.layers));
+    act.notes.push_back(fmt::format(
+        "one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} "
+        "for {} layers; the term-by-term count gives {} per layer, {} for {} layers",
+        B(thumb), B(thumb * double(a.layers)), a.layers, B(ours1), B(ours1 * double(a.layers)), a.layers));
   }
   if (a.moe)
-    act.notes.push_back("MoE: balanced routing assumed (each GPU receives k copies of its tokens); expert tensor "
-                        "parallelism = t (the Megatron-Core default), so expert intermediates split by t");
+    act.notes.push_back(
+        "MoE: balanced routing assumed (each GPU receives k copies of its tokens); expert tensor "
+        "parallelism = t (the Megatron-Core default), so expert intermediates split by t");
   if (a.layers > a.moe_layer_count()) act.children.push_back(layer_derivation(c, false, "memory.activations.layer"));
-  if (a.moe && a.moe_layer_count() > 0) act.children.push_back(layer_derivation(c, true, "memory.activations.moe_layer"));
+  if (a.moe && a.moe_layer_count() > 0)
+    act.children.push_back(layer_derivation(c, true, "memory.activations.moe_layer"));
   d.children.push_back(std::move(act));
 
   d.children.push_back(
-      {"memory.logits", "Logits and loss buffers",
+      {"memory.logits",
+       "Logits and loss buffers",
        "(s/c)·b·V/t·(a_b + 4): logits in the activation dtype + their fp32 upcast for the cross entropy",
        {{"V", format_count(double(a.vocab)), "vocabulary", cfg},
         {"(s/c)·b", format_count(c.tokens), "tokens of one micro-batch on this GPU", Origin::user("plan")},
@@ -760,27 +779,31 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                          "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"
                        : "the heaviest stage is not the last: it holds no logits"},
        {}});
-  d.children.push_back({"memory.cuda_context", "CUDA context and cuBLAS workspace", "constant per process",
+  d.children.push_back({"memory.cuda_context",
+                        "CUDA context and cuBLAS workspace",
+                        "constant per process",
                         {{"ctx", format(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
                           Origin::assumption(overheads.origin)}},
                         B(h.ctx),
                         {},
                         {}});
-  d.children.push_back({"memory.nccl", "NCCL buffers", "communicators · buffers per communicator",
-                        {{"communicators", format_number(comms), "TP, PP, DP·CP, CP and EP groups with more than one GPU",
-                          par_o},
-                         {"per communicator", format(overheads.nccl_buffers), "NCCL buffers",
-                          Origin::assumption(overheads.origin)}},
-                        B(h.nccl),
-                        {},
-                        {}});
-  d.children.push_back({"memory.fragmentation", "Allocator fragmentation",
-                        "f · (weights + gradients + master + optimizer + activations + logits)",
-                        {{"f", format_number(overheads.fragmentation), "fragmentation fraction",
-                          Origin::assumption(overheads.origin)}},
-                        B(h.frag),
-                        {},
-                        {}});
+  d.children.push_back(
+      {"memory.nccl",
+       "NCCL buffers",
+       "communicators · buffers per communicator",
+       {{"communicators", format_number(comms), "TP, PP, DP·CP, CP and EP groups with more than one GPU", par_o},
+        {"per communicator", format(overheads.nccl_buffers), "NCCL buffers", Origin::assumption(overheads.origin)}},
+       B(h.nccl),
+       {},
+       {}});
+  d.children.push_back(
+      {"memory.fragmentation",
+       "Allocator fragmentation",
+       "f · (weights + gradients + master + optimizer + activations + logits)",
+       {{"f", format_number(overheads.fragmentation), "fragmentation fraction", Origin::assumption(overheads.origin)}},
+       B(h.frag),
+       {},
+       {}});
   return r;
 }
 

@@ -302,12 +302,13 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
                             ? collective_time(Collective::all_gather, act, tp_g) +
                                   collective_time(Collective::reduce_scatter, act, tp_g)
                             : collective_time(Collective::all_reduce, act, tp_g);
-    const double per_mb = 2.0 * double(layers_stage);  // fwd pair + bwd pair per layer
+    // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
+    const double pairs = plan.recompute == wl::Recompute::full ? 3.0 : 2.0;
+    const double per_mb = pairs * double(layers_stage);
     tp.time = one * per_mb * double(m);
     tp.bytes_per_step = act * (per_mb * 2.0 * double(m));
     const Seconds gemm_stage = (fwd.gemm + bwd.gemm) * double(m);
     tp.exposed = plan.overlap_tp_comm ? std::max(Seconds(0), tp.time - gemm_stage) : tp.time;
-    if (plan.recompute == wl::Recompute::full) tp.exposed += plan.overlap_tp_comm ? Seconds(0) : tp.time * 0.5;
   }
   // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
   CommCost cp{"cp", "all-gather (K,V) + reduce-scatter (dK,dV)"};

@@ -365,11 +365,15 @@ def main():
         torch.cuda.synchronize()
         rec["static_bytes_after_warmup"] = torch.cuda.memory_allocated(device)  # params + optimizer states (+ DDP)
         torch.cuda.reset_peak_memory_stats(device)
+        sampler = common.SmiSampler(local_rank) if (rank == 0 and not a.no_smi) else None
+        if distributed:  # start the timed steps together on every rank (else the first step waits for the late rank)
+            import torch.distributed as dist
+            dist.barrier()
+            torch.cuda.synchronize()
 
         phase = "timed"
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(a.steps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(a.steps)]
-        sampler = common.SmiSampler(local_rank) if (rank == 0 and not a.no_smi) else None
         if sampler:
             sampler.__enter__()
         try:

@@ -38,8 +38,8 @@ double states(const model::TrainingMemory& m) {
 }
 
 double sum_of_fields(const model::TrainingMemory& m) {
-  return (m.weights + m.gradients + m.master_weights + m.optimizer_states + m.activations + m.logits +
-          m.cuda_context + m.nccl_buffers + m.fragmentation)
+  return (m.weights + m.gradients + m.master_weights + m.optimizer_states + m.activations + m.logits + m.cuda_context +
+          m.nccl_buffers + m.fragmentation)
       .raw();
 }
 
@@ -175,7 +175,8 @@ TEST_CASE("under PP the first stage holds the embedding and the last a copy of a
 
 // ---------------------------------------------------------------------------------------------------- activations
 
-TEST_CASE("a GPT layer stores s·b·h·(34 + 5·a·s/h) bytes and its TP, SP and recompute forms (Korthikanti 2022 Table 2)") {
+TEST_CASE(
+    "a GPT layer stores s·b·h·(34 + 5·a·s/h) bytes and its TP, SP and recompute forms (Korthikanti 2022 Table 2)") {
   const auto& a = arch("gpt3-175b");  // plain 4h MLP, LayerNorm, MHA: GPT-style with dropout
   const double s = 2048, b = 1, h = double(a.hidden), heads = double(a.heads);
   auto plan = plan_with(2048);
@@ -223,7 +224,7 @@ TEST_CASE("activations of a 7B layer at seq 2048: term-by-term count vs the 12·
   // L layers + the final norm and LM-head inputs on the (only) stage.
   CHECK(m.activations.raw() == doctest::Approx(L * per_layer + s * b * 2 * h * 2));
   INFO("T6: rule of thumb " << units::format(units::bytes(thumb)) << ", Korthikanti with flash "
-                               << units::format(units::bytes(L * per_layer)));
+                            << units::format(units::bytes(L * per_layer)));
   // Both appear in the derivation.
   const auto* act = m.derivation.find("memory.activations");
   REQUIRE(act != nullptr);
@@ -389,8 +390,8 @@ TEST_CASE("the derivation has a root with one child per component and a per-laye
                                         model::default_training_overheads());
   CHECK(m.derivation.id == "memory");
   for (const char* id : {"memory.weights", "memory.gradients", "memory.master_weights", "memory.optimizer_states",
-                         "memory.activations", "memory.activations.moe_layer",
-                         "memory.logits", "memory.cuda_context", "memory.nccl", "memory.fragmentation"}) {
+                         "memory.activations", "memory.activations.moe_layer", "memory.logits", "memory.cuda_context",
+                         "memory.nccl", "memory.fragmentation"}) {
     CAPTURE(id);
     const auto* c = m.derivation.find(id);
     REQUIRE(c != nullptr);
@@ -430,8 +431,8 @@ TEST_CASE("largest model by model states, ZeRO Table II theory columns (dev case
   struct Row {
     const char* id;
     int mp;
-    double theory[4];     // baseline, P_os, P_os+g, P_os+g+p (billions)
-    double measured[2];   // baseline, P_os (billions)
+    double theory[4];    // baseline, P_os, P_os+g, P_os+g+p (billions)
+    double measured[2];  // baseline, P_os (billions)
   };
   const Row rows[] = {
       {"B-zero-t2-mp1-64gpu", 1, {2, 7.6, 14.4, 128}, {1.3, 6.2}},
@@ -491,7 +492,7 @@ TEST_CASE("BERT-large fp32 HF Trainer on a 16 GB V100 peaks at 14949 MiB (dev ca
                                         ActivationLayout::hf_eager);
   const double measured = units::mebibytes(14949).raw();
   INFO("B-hf-bert-large-v100-memory: model " << units::format(m.total, units::BytePrefix::binary) << " vs 14949 MiB, "
-                                                << rel_err(m.total.raw(), measured) * 100 << "%");
+                                             << rel_err(m.total.raw(), measured) * 100 << "%");
   CHECK(std::fabs(rel_err(m.total.raw(), measured)) <= 0.10);
   CHECK(m.fits);
   // After loading: CUDA context + fp32 weights = 2631 MiB measured.
@@ -499,7 +500,8 @@ TEST_CASE("BERT-large fp32 HF Trainer on a 16 GB V100 peaks at 14949 MiB (dev ca
                           units::mebibytes(2631).raw())) <= 0.10);
 }
 
-TEST_CASE("hidden-state copies one HF decoder layer keeps, stas00 activation-memory probe (dev cases B-actmem-coef-*)") {
+TEST_CASE(
+    "hidden-state copies one HF decoder layer keeps, stas00 activation-memory probe (dev cases B-actmem-coef-*)") {
   // stas00/ml-engineering training/performance/README.md (snapshot 744d01e), activation-memory-per-layer.py:
   // torch.cuda.memory_allocated() delta across layer 0's forward, bf16, batch 1, seq 32384, SDPA attention, in
   // units of s·b·h·2 bytes. The probe holds the returned output, which a stacked HF layer does not save (its RMSNorm
@@ -530,7 +532,7 @@ TEST_CASE("hidden-state copies one HF decoder layer keeps, stas00 activation-mem
     const double ours = model::activation_bytes_per_layer(c.arch, plan, ActivationLayout::hf_eager).raw() / unit + 1;
     const double megatron = model::activation_bytes_per_layer(c.arch, plan).raw() / unit;
     INFO(c.id << ": hf_eager " << ours << " vs measured " << c.measured << " (" << rel_err(ours, c.measured) * 100
-                 << "%); megatron layout " << megatron);
+              << "%); megatron layout " << megatron);
     CHECK(std::fabs(rel_err(ours, c.measured)) <= 0.10);
   }
 }
@@ -549,16 +551,17 @@ TEST_CASE("Llama-3.1-8B at 32k: 7 GiB per layer, 8 GiB of checkpoints, 15.7 GiB 
   const double per_layer = model::activation_bytes_per_layer(a, plan, ActivationLayout::hf_eager).raw();
   CHECK(std::fabs(rel_err(per_layer + copy, units::gibibytes(7).raw())) <= 0.10);
 
-  const auto none = model::training_memory(a, p, plan, gpu_with(80_GB), kNone, Explain::off, ActivationLayout::hf_eager);
+  const auto none =
+      model::training_memory(a, p, plan, gpu_with(80_GB), kNone, Explain::off, ActivationLayout::hf_eager);
   CHECK(none.logits.raw() * 4 / 6 == doctest::Approx(s * V * 4));
   CHECK(std::fabs(rel_err(none.logits.raw() * 4 / 6, units::gibibytes(15.7).raw())) <= 0.005);
   const double without = (none.activations + none.logits).raw();
-  INFO("without checkpointing: " << units::format(units::bytes(without), units::BytePrefix::binary)
-                                    << " vs 240 GiB");
+  INFO("without checkpointing: " << units::format(units::bytes(without), units::BytePrefix::binary) << " vs 240 GiB");
   CHECK(std::fabs(rel_err(without, units::gibibytes(240).raw())) <= 0.10);
 
   plan.recompute = wl::Recompute::full;
-  const auto full = model::training_memory(a, p, plan, gpu_with(80_GB), kNone, Explain::off, ActivationLayout::hf_eager);
+  const auto full =
+      model::training_memory(a, p, plan, gpu_with(80_GB), kNone, Explain::off, ActivationLayout::hf_eager);
   // 32 checkpointed inputs (8 GiB) + final norm and LM-head inputs; the 6.75 GiB working set hides under the logits.
   CHECK(full.activations.raw() == doctest::Approx(32 * copy + 2 * copy));
   CHECK(32 * copy == doctest::Approx(units::gibibytes(8).raw()));
