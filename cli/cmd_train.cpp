@@ -18,7 +18,7 @@ using nlohmann::ordered_json;
 
 struct TrainFlags {
   std::string scenario;
-  std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute;
+  std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel;
   std::optional<long long> gpus, tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group;
   std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm;
   std::optional<double> gradient_bytes, tokens, price;
@@ -40,6 +40,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("precision", "--precision", f.precision);
   put("optimizer", "--optimizer", f.optimizer);
   put("recompute", "--recompute", f.recompute);
+  put("attention_kernel", "--attention-kernel", f.attention_kernel);
   put("gpus", "--gpus", f.gpus);
   put("tp", "--tp", f.tp);
   put("pp", "--pp", f.pp);
@@ -264,6 +265,7 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--shard-group", f->shard_group, "hybrid shard group size");
   c->add_option("--recompute", f->recompute, "none, selective, full");
   c->add_option("--flash", f->flash_attention, "fused attention (default true)");
+  c->add_option("--attention-kernel", f->attention_kernel, "fa2 or fa3 (default fa3: FA3/cuDNN on Hopper+, FA2 on Ampere)");
   c->add_option("--overlap-grad-reduce", f->overlap_grad_reduce, "overlap DP reduction with backward (default true)");
   c->add_option("--overlap-param-gather", f->overlap_param_gather, "overlap parameter gathers (default true)");
   c->add_option("--overlap-tp", f->overlap_tp_comm, "overlap TP communication with GEMMs (default false)");

@@ -19,27 +19,29 @@ using units::microseconds;
 //          (arXiv:2407.08608) report up to 740 TFLOP/s bf16 forward (0.75) — we take 0.75 fwd and 0.55 bwd, read
 //          from that paper's long-sequence figures (approximate readings, to be replaced by calibration). Ampere:
 //          FA2 fwd measured 0.575; bwd 0.50 from the FA2 abstract's 50-73% of peak range (Dao 2023, arXiv:2307.08691).
+//  FA2 on Hopper/Blackwell (older stacks): Azure ND H100 v5 FlashAttention-2 327.9/989 = 0.332 fwd; bwd with the
+//          Ampere bwd/fwd ratio 0.50/0.575 (assumption for Blackwell: as Hopper).
 //  Launch: ~5 µs per kernel including tail effects, the NVIDIA CUDA best-practices figure for launch latency
 //          (assumption until calibrated).
 struct Row {
   std::string_view id;
-  double gemm_bf16, gemm_fp8, hbm, attn_fwd, attn_bwd;
+  double gemm_bf16, gemm_fp8, hbm, attn_fwd, attn_bwd, fa2_fwd, fa2_bwd;
   int tile_m, tile_n;
   std::string_view origin;
 };
 constexpr std::array<Row, 9> kRows{{
-    {"a100-sxm4-80gb", 0.869, 0.0, 0.834, 0.575, 0.50, 128, 128,
+    {"a100-sxm4-80gb", 0.869, 0.0, 0.834, 0.575, 0.50, 0.575, 0.50, 128, 128,
      "MAMF A100 SXM; BabelStream triad ND A100 v4; FA2 fwd ND A100 v4, bwd from the FA2 paper"},
-    {"a100-sxm4-40gb", 0.869, 0.0, 0.834, 0.575, 0.50, 128, 128, "as a100-sxm4-80gb (same SM array)"},
-    {"a100-pcie-80gb", 0.811, 0.0, 0.834, 0.575, 0.50, 128, 128, "MAMF A100 PCIe; HBM/attention as A100 SXM"},
-    {"h100-sxm5-80gb", 0.803, 0.709, 0.887, 0.75, 0.55, 128, 256,
+    {"a100-sxm4-40gb", 0.869, 0.0, 0.834, 0.575, 0.50, 0.575, 0.50, 128, 128, "as a100-sxm4-80gb (same SM array)"},
+    {"a100-pcie-80gb", 0.811, 0.0, 0.834, 0.575, 0.50, 0.575, 0.50, 128, 128, "MAMF A100 PCIe; HBM/attention as A100 SXM"},
+    {"h100-sxm5-80gb", 0.803, 0.709, 0.887, 0.75, 0.55, 0.332, 0.289, 128, 256,
      "MAMF H100 SXM (bf16, fp8); BabelStream triad ND H100 v5; FA3 paper fwd/bwd"},
-    {"h200-sxm-141gb", 0.838, 0.734, 0.887, 0.75, 0.55, 128, 256,
+    {"h200-sxm-141gb", 0.838, 0.734, 0.887, 0.75, 0.55, 0.332, 0.289, 128, 256,
      "MAMF GH200 (bf16, same GH100 die with HBM3e) and H200 (fp8); HBM as H100; FA3 paper"},
-    {"b200-hgx", 0.776, 0.763, 0.887, 0.75, 0.55, 128, 256, "MAMF B200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
-    {"b300-hgx", 0.786, 0.745, 0.887, 0.75, 0.55, 128, 256, "MAMF B300 (bf16, fp8); HBM and attention as Hopper (assumption)"},
-    {"gb200-gpu", 0.729, 0.723, 0.887, 0.75, 0.55, 128, 256, "MAMF GB200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
-    {"mi300x", 0.514, 0.0, 0.834, 0.40, 0.30, 128, 128,
+    {"b200-hgx", 0.776, 0.763, 0.887, 0.75, 0.55, 0.332, 0.289, 128, 256, "MAMF B200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"b300-hgx", 0.786, 0.745, 0.887, 0.75, 0.55, 0.332, 0.289, 128, 256, "MAMF B300 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"gb200-gpu", 0.729, 0.723, 0.887, 0.75, 0.55, 0.332, 0.289, 128, 256, "MAMF GB200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"mi300x", 0.514, 0.0, 0.834, 0.40, 0.30, 0.40, 0.30, 128, 128,
      "MAMF MI300X; HBM as A100 (assumption); attention: assumption scaled from the GEMM ceiling"},
 }};
 
@@ -62,6 +64,8 @@ EfficiencyProfile from_row(const Row& r, const std::string& gpu_id, std::string_
   e.hbm = r.hbm;
   e.attention_fwd = r.attn_fwd;
   e.attention_bwd = r.attn_bwd;
+  e.attention_fwd_fa2 = r.fa2_fwd;
+  e.attention_bwd_fa2 = r.fa2_bwd;
   e.tile_m = r.tile_m;
   e.tile_n = r.tile_n;
   e.kernel_launch = microseconds(5.0);
@@ -83,7 +87,7 @@ EfficiencyProfile default_efficiency(const hw::GpuSpec& gpu) {
                         "no measurement for " + gpu.info.id + ": uses its family's (" + std::string(id) + ")");
   }
   // A part with no measured family member: a generic, stated assumption (80% GEMM, 85% HBM, 50% attention).
-  return from_row(Row{"", 0.80, 0.0, 0.85, 0.50, 0.375, 128, 128, "generic assumption: no measurement for this family"},
+  return from_row(Row{"", 0.80, 0.0, 0.85, 0.50, 0.375, 0.50, 0.375, 128, 128, "generic assumption: no measurement for this family"},
                   gpu.info.id, "");
 }
 

@@ -216,6 +216,10 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   const hw::GpuSpec& gpu = *sys.gpu;
   Device d = make_device(gpu);
   if (sys.efficiency) d.eff = *sys.efficiency;
+  if (plan.attention_kernel == wl::AttentionKernel::fa2) {
+    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
+    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
+  }
   const ParameterCounts params = parameter_counts(a, Explain::off);
   const std::int64_t m = plan.micro_batches();
   est.micro_batches = m;
@@ -293,7 +297,9 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   const double moe_layers_stage = double(a.moe_layer_count()) / double(par.pp);
 
   // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
-  CommCost tp{"tp", par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce"};
+  CommCost tp;
+  tp.kind = "tp";
+  tp.collective = par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce";
   tp.group_size = par.tp;
   tp.tier = tier_text(tp_g);
   if (par.tp > 1) {
@@ -311,7 +317,9 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
     tp.exposed = plan.overlap_tp_comm ? std::max(Seconds(0), tp.time - gemm_stage) : tp.time;
   }
   // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
-  CommCost cp{"cp", "all-gather (K,V) + reduce-scatter (dK,dV)"};
+  CommCost cp;
+  cp.kind = "cp";
+  cp.collective = "all-gather (K,V) + reduce-scatter (dK,dV)";
   cp.group_size = par.cp;
   cp.tier = tier_text(cp_g);
   if (par.cp > 1) {
@@ -324,7 +332,9 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
     cp.exposed = std::max(Seconds(0), cp.time - (fwd.attention + bwd.attention) * double(m));
   }
   // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
-  CommCost ep{"ep", "all-to-all"};
+  CommCost ep;
+  ep.kind = "ep";
+  ep.collective = "all-to-all";
   ep.group_size = par.ep;
   ep.tier = tier_text(ep_g);
   if (par.ep > 1 && a.moe) {
@@ -334,7 +344,9 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
     ep.exposed = ep.time;
   }
   // PP: activations forward, gradients backward, at each stage boundary per micro-batch.
-  CommCost pp{"pp", "send/recv"};
+  CommCost pp;
+  pp.kind = "pp";
+  pp.collective = "send/recv";
   pp.group_size = par.pp;
   pp.tier = tier_text(pp_g);
   if (par.pp > 1) {
@@ -346,7 +358,9 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   }
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   const double p_gpu = double(params.total) / double(par.tp * par.pp);  // approx: even stages
-  CommCost dp{"dp", plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather"};
+  CommCost dp;
+  dp.kind = "dp";
+  dp.collective = plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather";
   dp.group_size = par.dp;
   dp.tier = tier_text(dp_g);
   const Seconds bwd_mb = (bwd.total() + recompute.total());

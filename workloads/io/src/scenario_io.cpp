@@ -51,6 +51,7 @@ const FieldTable& training_scenario_fields() {
       f("shard_group", FieldType::integer, "hybrid sharding group size", 1, kMaxGpus),
       f("recompute", FieldType::string, "activation recomputation", 0, 0, {"none", "selective", "full"}),
       f("flash_attention", FieldType::boolean, "fused attention"),
+      f("attention_kernel", FieldType::string, "fused attention generation", 0, 0, {"fa2", "fa3"}),
       f("overlap_grad_reduce", FieldType::boolean, "overlap DP gradient reduction with backward"),
       f("overlap_param_gather", FieldType::boolean, "overlap parameter all-gather with compute"),
       f("overlap_tp_comm", FieldType::boolean, "overlap TP communication with GEMMs"),
@@ -115,6 +116,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.str("recompute"))
     p.recompute = *v == "full" ? wl::Recompute::full : *v == "selective" ? wl::Recompute::selective : wl::Recompute::none;
   if (auto v = r.boolean("flash_attention")) p.flash_attention = *v;
+  if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;

@@ -17,6 +17,8 @@ struct EfficiencyProfile {
   double hbm = 0.0;            ///< achieved streaming bandwidth / datasheet bandwidth (BabelStream copy/triad)
   double attention_fwd = 0.0;  ///< flash-attention forward TFLOP/s / dense peak
   double attention_bwd = 0.0;  ///< flash-attention backward TFLOP/s / dense peak
+  double attention_fwd_fa2 = 0.0;  ///< FlashAttention-2 forward (older stacks on Hopper; = attention_fwd on Ampere)
+  double attention_bwd_fa2 = 0.0;
   int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs
   int tile_n = 128;
   units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated

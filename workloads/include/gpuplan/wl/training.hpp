@@ -16,6 +16,9 @@ enum class ZeroStage { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
 enum class Recompute { none, selective, full };
 enum class PipelineSchedule { one_f_one_b, interleaved };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
+/// Fused attention kernel generation: FlashAttention-2 (Ampere-era kernels, also what older Hopper stacks ran) or
+/// the Hopper/Blackwell-native kernels (FlashAttention-3, cuDNN fused attention). On Ampere the two are the same.
+enum class AttentionKernel { fa2, fa3 };
 
 struct Parallelism {
   int tp = 1;   ///< tensor parallel
@@ -49,6 +52,7 @@ struct TrainingPlan {
   Recompute recompute = Recompute::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   bool flash_attention = true;         ///< attention scores never materialised (FlashAttention-2/3, cuDNN SDPA)
+  AttentionKernel attention_kernel = AttentionKernel::fa3;
   bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
