@@ -112,7 +112,12 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     // Q, K, V, O (+ dO, dQ, dK, dV in backward) stream once; scores stay on chip.
     const double io = bh * (sq * double(d_qk) + skv * double(d_qk + d_v) + sq * double(d_v)) * e;
     c.bytes = units::bytes(backward ? 2.0 * io : io);
-    c.efficiency = backward ? d.eff.attention_bwd : d.eff.attention_fwd;
+    // Tensor-core utilisation of fused attention grows with the head dim: η(d) = η₁₂₈ · [d/(d+d₀)] / [128/(128+d₀)],
+    // d₀ = 25 from our H100 FlashAttention-2 profiles at d = 64 and 128 (data/validation/measured/h100-sxm5-80gb/
+    // profile_*.json), which also reproduces Azure's 0.332 at d = 128, s = 8192.
+    const double d0 = 25.0, dh = double(std::max(d_qk, d_v));
+    const double head_factor = (dh / (dh + d0)) / (128.0 / (128.0 + d0));
+    c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor);
     const units::FlopRate peak = d.peak(p == hw::Precision::fp8 ? hw::Precision::bf16 : p);
     c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.gpu->memory.bandwidth * d.eff.hbm,
                            d.eff.kernel_launch, c.bound);

@@ -120,6 +120,7 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     OpCost f = streaming_cost(name, OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
     OpCost b = streaming_cost(name + " bwd", OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
                               units::flop(flops_fwd * bwd_factor), d);
+    if (bytes_fwd <= 0) return;
     lc.fwd.add(f);
     lc.bwd.add(b);
     lc.ops.push_back(f);
@@ -142,10 +143,19 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim / t;
     o_in = a.heads * a.head_dim / t;
   }
+  // Element accesses per element (reads + writes) of the non-GEMM ops, fused vs PyTorch eager:
+  //  RoPE: fused 2 fwd / 2 bwd; eager rotate_half (x·cos, neg, cat, ·sin, add) 11 fwd / 13 bwd (+ slice_backward).
+  //  SwiGLU: fused 3 fwd / 5 bwd; eager silu + mul 5 fwd / 9 bwd (mul_backward ×2, silu_backward).
+  //  Norms are single kernels in both (torch's fused RMSNorm/LayerNorm): 2 fwd / 4 bwd.
+  const bool eager = plan.kernels == wl::KernelStyle::eager;
+  const double rope_f = eager ? 11.0 : 2.0, rope_b = eager ? 13.0 : 2.0;
+  const double glu_f = eager ? 5.0 : 3.0, glu_b = eager ? 9.0 : 5.0;
   const double norm_bytes = double(T_norm) * double(h) * e * 2.0;
   stream("input norm", norm_bytes, 4.0 * double(T_norm * h));
   fwd_gemm("QKV projection", T, h, qkv_out);
-  stream("rotary", double(T) * double((a.heads + a.kv_heads) * dqk / t) * e * 2.0, 3.0 * double(T * (a.heads + a.kv_heads) * dqk / t));
+  const double rope_elems = double(T) * double((a.heads + a.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
+  if (a.position == wl::PositionKind::rope)
+    stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
   const std::int64_t s_kv = sliding && a.sliding_window > 0 ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
   // With CP each rank holds s/cp queries that attend to the whole (causal, load-balanced) sequence.
   const bool causal = !sliding || a.sliding_window >= plan.seq_len;
@@ -173,8 +183,8 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * m.experts_per_token * par.ep / m.num_experts);
     const std::int64_t ie = m.expert_intermediate / t > 0 ? m.expert_intermediate / t : 1;
     fwd_gemm("expert up/gate", tokens_per_expert, h, (gated ? 2 : 1) * ie, local_experts);
-    stream("expert activation", double(T * m.experts_per_token * ie) * e * (gated ? 3.0 : 2.0),
-           4.0 * double(T * m.experts_per_token * ie));
+    stream("expert activation", double(T * m.experts_per_token * ie) * e * (gated ? glu_f : 2.0),
+           4.0 * double(T * m.experts_per_token * ie), gated ? glu_b / glu_f : 1.5);
     fwd_gemm("expert down", tokens_per_expert, ie, h, local_experts);
     stream("token permute/unpermute", double(T * m.experts_per_token * h) * e * 4.0, 0.0);
     if (m.shared_experts > 0) {
@@ -185,7 +195,8 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   } else {
     const std::int64_t i_local = a.intermediate / t;
     fwd_gemm(gated ? "MLP up/gate" : "MLP up", T, h, (gated ? 2 : 1) * i_local);
-    stream(gated ? "SwiGLU" : "GELU", double(T * i_local) * e * (gated ? 3.0 : 2.0), 4.0 * double(T * i_local));
+    stream(gated ? "SwiGLU" : "GELU", double(T * i_local) * e * (gated ? glu_f : 2.0), 4.0 * double(T * i_local),
+           gated ? glu_b / glu_f : 1.5);
     fwd_gemm("MLP down", T, i_local, h);
   }
   stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
@@ -267,9 +278,13 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   OpCost head_dg = gemm_cost("LM head dgrad", {T, a.hidden, v_local, 1}, plan.precision.compute, d);
   OpCost head_wg = gemm_cost("LM head wgrad", {a.hidden, v_local, T, 1}, plan.precision.compute, d);
   // Fused cross-entropy reads the logits and writes fp32 softmax statistics; its backward writes the gradient.
-  OpCost loss_f = streaming_cost("cross-entropy", OpClass::loss, units::bytes(double(T * v_local) * (e + 4.0)),
+  // Eager: upcast (2 + 4 B), log_softmax (4 + 4 B) forward; fill (4 B), log_softmax_backward (4 + 4 + 4 B) and the
+  // cast back (4 + 2 B) backward, per logit.
+  const bool eager_ops = plan.kernels == wl::KernelStyle::eager;
+  const double ce_f = eager_ops ? 14.0 : e + 4.0, ce_b = eager_ops ? 22.0 : 4.0 + e;
+  OpCost loss_f = streaming_cost("cross-entropy", OpClass::loss, units::bytes(double(T * v_local) * ce_f),
                                  units::flop(5.0 * double(T * v_local)), d);
-  OpCost loss_b = streaming_cost("cross-entropy bwd", OpClass::loss, units::bytes(double(T * v_local) * (4.0 + e)),
+  OpCost loss_b = streaming_cost("cross-entropy bwd", OpClass::loss, units::bytes(double(T * v_local) * ce_b),
                                  units::flop(3.0 * double(T * v_local)), d);
   OpCost embed = streaming_cost("embedding", OpClass::embedding, units::bytes(double(T * a.hidden) * e * 2.0),
                                 units::flop(0), d);
@@ -277,7 +292,16 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   const Seconds embed_time = embed.time * 3.0;  // lookup + gradient scatter-add
   const Seconds extra_last = head_time + (par.pp == 1 ? embed_time : Seconds(0));
   const Seconds extra_first = par.pp == 1 ? Seconds(0) : embed_time;
-  const Seconds extra = std::max(extra_last, extra_first);
+  Seconds extra = std::max(extra_last, extra_first);
+  if (plan.mixed_precision == wl::MixedPrecision::amp) {
+    // PyTorch AMP: autocast casts every fp32 weight to bf16 in each forward (read 4 B, write 2 B per parameter) and
+    // each bf16 weight gradient is copied into the fp32 .grad (read 2 B, write 4 B). (FSDP with a bf16 param_dtype
+    // policy folds the cast into its all-gather: that is mixed_precision "megatron" here, bf16 parameters.)
+    const double p_stage = double(parameter_counts(a, Explain::off).total) / double(par.tp * par.pp);
+    const OpCost casts = streaming_cost("autocast weight casts", OpClass::elementwise, units::bytes(p_stage * 12.0),
+                                        units::flop(0), d);
+    extra += casts.time;
+  }
 
   // ---- communication ----
   const CommGroup none{};
@@ -389,7 +413,16 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
         plan.overlap_grad_reduce ? std::max(last_bucket, reduce - bwd_mb) : reduce;
     const Seconds gather_window = plan.zero == wl::ZeroStage::parameters ? (fwd_mb + bwd_mb) * double(m) : fwd_mb;
     const Seconds gather_exposed = plan.overlap_param_gather ? std::max(Seconds(0), gather - gather_window) : gather;
-    dp.exposed = reduce_exposed + gather_exposed;
+    // Overlap is not free: while NCCL runs it holds SMs (one per channel) that the GEMMs lose, so the hidden part
+    // of the communication still costs (hidden time) × (NCCL's SM share). Assumption until calibrated: 16 channels,
+    // NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
+    const double nccl_sm_share = std::min(1.0, 16.0 / double(std::max(1, gpu.compute_units)));
+    const Seconds hidden = (reduce - reduce_exposed) + (gather - gather_exposed);
+    dp.exposed = reduce_exposed + gather_exposed + hidden * nccl_sm_share;
+    // PyTorch DDP copies each gradient into its communication bucket (read + write per element); Megatron's
+    // contiguous gradient buffer and FSDP avoid the copy.
+    if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
+      dp.exposed += streaming_cost("DDP bucket copy", OpClass::elementwise, grads * 2.0, units::flop(0), d).time;
   }
   est.comm = {tp, cp, ep, pp, dp};
 

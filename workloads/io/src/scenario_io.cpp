@@ -52,6 +52,8 @@ const FieldTable& training_scenario_fields() {
       f("recompute", FieldType::string, "activation recomputation", 0, 0, {"none", "selective", "full"}),
       f("flash_attention", FieldType::boolean, "fused attention"),
       f("attention_kernel", FieldType::string, "fused attention generation", 0, 0, {"fa2", "fa3"}),
+      f("kernels", FieldType::string, "non-GEMM op implementation", 0, 0, {"fused", "eager"}),
+      f("mixed_precision", FieldType::string, "mixed-precision scheme", 0, 0, {"megatron", "amp"}),
       f("overlap_grad_reduce", FieldType::boolean, "overlap DP gradient reduction with backward"),
       f("overlap_param_gather", FieldType::boolean, "overlap parameter all-gather with compute"),
       f("overlap_tp_comm", FieldType::boolean, "overlap TP communication with GEMMs"),
@@ -116,6 +118,14 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.str("recompute"))
     p.recompute = *v == "full" ? wl::Recompute::full : *v == "selective" ? wl::Recompute::selective : wl::Recompute::none;
   if (auto v = r.boolean("flash_attention")) p.flash_attention = *v;
+  if (auto v = r.str("kernels")) p.kernels = *v == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
+  if (auto v = r.str("mixed_precision"); v && *v == "amp") {
+    // AMP: fp32 parameters and gradients, no separate master copy (the parameters are the master).
+    p.mixed_precision = wl::MixedPrecision::amp;
+    p.precision.weight_bytes = 4;
+    p.precision.gradient_bytes = 4;
+    p.precision.master_bytes = 0;
+  }
   if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;

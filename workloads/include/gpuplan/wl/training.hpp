@@ -19,6 +19,12 @@ enum class OptimizerKind { adamw, adamw_8bit, sgd };
 /// Fused attention kernel generation: FlashAttention-2 (Ampere-era kernels, also what older Hopper stacks ran) or
 /// the Hopper/Blackwell-native kernels (FlashAttention-3, cuDNN fused attention). On Ampere the two are the same.
 enum class AttentionKernel { fa2, fa3 };
+/// How the non-GEMM ops are implemented: fused kernels (Megatron-Core / Transformer Engine: fused RoPE, SwiGLU,
+/// cross-entropy) or PyTorch eager modules (one kernel per tensor op, fp32 loss passes).
+enum class KernelStyle { fused, eager };
+/// Mixed-precision scheme: Megatron keeps bf16 parameters and an fp32 main copy in the optimizer; PyTorch AMP keeps
+/// fp32 parameters and gradients and autocast casts every weight to bf16 in each forward.
+enum class MixedPrecision { megatron, amp };
 
 struct Parallelism {
   int tp = 1;   ///< tensor parallel
@@ -53,6 +59,8 @@ struct TrainingPlan {
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   bool flash_attention = true;         ///< attention scores never materialised (FlashAttention-2/3, cuDNN SDPA)
   AttentionKernel attention_kernel = AttentionKernel::fa3;
+  KernelStyle kernels = KernelStyle::fused;
+  MixedPrecision mixed_precision = MixedPrecision::megatron;
   bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
