@@ -107,6 +107,18 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     OpCost f = gemm_cost(name, {m, n, k, batch}, gp, d);
     OpCost dgrad = gemm_cost(name + " dgrad", {m, k, n, batch}, gp, d);
     OpCost wgrad = gemm_cost(name + " wgrad", {k, n, m, batch}, gp, d);
+    if (gp == hw::Precision::fp8) {
+      // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
+      // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
+      // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
+      const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
+      OpCost cf = streaming_cost(name + " fp8 cast", OpClass::elementwise, units::bytes(elems_f * 4.0), units::flop(elems_f), d);
+      OpCost cb = streaming_cost(name + " fp8 cast bwd", OpClass::elementwise, units::bytes(elems_b * 4.0), units::flop(elems_b), d);
+      lc.fwd.add(cf);
+      lc.bwd.add(cb);
+      lc.ops.push_back(cf);
+      lc.ops.push_back(cb);
+    }
     lc.fwd.add(f);
     lc.bwd.add(dgrad);
     lc.bwd.add(wgrad);
