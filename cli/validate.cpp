@@ -23,6 +23,12 @@ double predicted_metric(const std::string& metric, const std::string& convention
   if (metric == "tokens_per_s") return e.tokens_per_s;
   if (metric == "tokens_per_s_per_gpu") return e.tokens_per_s / gpus;
   if (metric == "step_time_s") return e.step_time.raw();
+  if (metric == "peak_allocated_bytes") {
+    // What the framework's caching allocator reports: model states, activations and logits — not the CUDA context,
+    // NCCL's own buffers or fragmentation.
+    const auto& m = e.memory;
+    return (m.weights + m.gradients + m.master_weights + m.optimizer_states + m.activations + m.logits).raw();
+  }
   if (metric == "tflops_per_gpu") {
     // Sources that count recomputation (Megatron's eq. 3) report hardware FLOPs; others model FLOPs.
     const bool hw_flops = convention.find("recompute") != std::string::npos && convention.find("excl") == std::string::npos;
