@@ -50,7 +50,13 @@ int run_validate(const GlobalOptions& g) {
       out(render_validation_markdown(*v, set.title));
     }
   }
-  if (f == Format::json) out(o.dump(2) + "\n");
+  if (f == Format::json) {
+    out(o.dump(2) + "\n");
+  } else {
+    // The hand-written analysis of the errors travels with the data and closes the generated report.
+    Diagnostics ignore;
+    if (auto text = json_io::read_text_file(*dir + "/validation/ANALYSIS.md", ignore)) out(*text);
+  }
   return kExitOk;
 }
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -60,6 +61,9 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
   }
   ValidationSummary sum;
   const auto& cases = (*j)["cases"];
+  // Messages name the file relative to the data directory, so that the generated accuracy report is the same on
+  // every machine.
+  const std::string shown = "data/validation/" + std::filesystem::path(cases_file).filename().string();
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     const std::string ptr = fmt::format("/cases/{}", i);
@@ -85,7 +89,7 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
     r.model = scen.value("model", std::string{});
     r.gpu = scen.value("gpu", scen.value("node", std::string{}));
     Diagnostics case_diags;
-    auto decoded = wl_io::decode_training_scenario(scen, cases_file);
+    auto decoded = wl_io::decode_training_scenario(scen, shown);
     if (!decoded.ok()) {
       for (auto d : decoded.diagnostics().items()) {
         d.pointer = ptr + "/scenario" + d.pointer;
@@ -93,7 +97,7 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
       }
       continue;
     }
-    auto where = [&](const std::string& key) { return cases_file + ": " + ptr + "/scenario/" + key; };
+    auto where = [&](const std::string& key) { return shown + ": " + ptr + "/scenario/" + key; };
     auto resolved = resolve_training(decoded.value(), scen.contains("global_batch"), db, lib, where, case_diags);
     if (!resolved) {
       r.status = "not runnable";
