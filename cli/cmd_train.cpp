@@ -178,7 +178,8 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   }
 
   std::vector<Section> sec;
-  Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, par.gpus(), sys.gpu->info.name), {}};
+  const long long shown_gpus = s.gpus && !pre.ok ? *s.gpus : par.gpus();
+  Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
   head.rows = {{"layout", fmt::format("TP {} · PP {}{} · DP {} · CP {}{}{}", par.tp, par.pp,
                                       plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages) : "",
                                       par.dp, par.cp, par.ep > 1 ? fmt::format(" · EP {}", par.ep) : "",

@@ -71,6 +71,12 @@ std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool
   }
   if (!global_batch_given) s.plan.global_batch = s.plan.micro_batch * par.dp;
   r.plan = s.plan;
+  if (!r.pre.ok) {
+    // Report every other problem of the layout too, not just the GPU count.
+    const auto rest = model::check_training_layout(r.arch, r.plan, r.sys);
+    for (const auto& reason : rest.reasons)
+      if (reason.find("global batch") == std::string::npos) r.pre.fail(reason);
+  }
   return r;
 }
 

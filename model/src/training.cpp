@@ -27,9 +27,13 @@ Feasibility check_training_layout(const wl::TransformerArch& a, const wl::Traini
   const auto& p = plan.par;
   if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1 || p.ep < 1) f.fail("every parallel size must be at least 1");
   if (!f.ok) return f;
-  if (a.heads % p.tp != 0)
-    f.fail(fmt::format("TP {} does not divide the {} attention heads (try TP in {{1, 2, 4, 8}} dividing {})", p.tp,
-                       a.heads, a.heads));
+  if (a.heads % p.tp != 0) {
+    std::string options;
+    for (std::int64_t t = 1; t <= std::min<std::int64_t>(a.heads, 64); ++t)
+      if (a.heads % t == 0 && (a.mla || a.kv_heads % t == 0 || t % a.kv_heads == 0))
+        options += (options.empty() ? "" : ", ") + std::to_string(t);
+    f.fail(fmt::format("TP {} does not divide the {} attention heads (TP sizes that work: {})", p.tp, a.heads, options));
+  }
   if (!a.mla && a.kv_heads % p.tp != 0 && p.tp % a.kv_heads != 0)
     f.fail(fmt::format("TP {} neither divides nor is a multiple of the {} KV heads", p.tp, a.kv_heads));
   if (a.intermediate % p.tp != 0) f.fail(fmt::format("TP {} does not divide the FFN width {}", p.tp, a.intermediate));
@@ -223,8 +227,9 @@ Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g) {
 std::string tier_text(const CommGroup& g) {
   if (g.size <= 1) return "none";
   if (g.domains() <= 1) return g.scale_up.name;
-  return fmt::format("{} × {} inside, {} across {} domains", g.scale_up_size, g.scale_up.name,
-                     g.scale_out ? g.scale_out->name : std::string("?"), g.domains());
+  const std::string out = g.scale_out ? g.scale_out->name : std::string("?");
+  if (g.scale_up_size <= 1) return fmt::format("{} across {} scale-up domains", out, g.domains());
+  return fmt::format("{} × {} inside, {} across {} domains", g.scale_up_size, g.scale_up.name, out, g.domains());
 }
 
 }  // namespace
@@ -482,14 +487,49 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   est.memory = training_memory(a, params, plan, gpu, default_training_overheads(), explain);
   if (!est.memory.fits) {
     const Bytes over = est.memory.total - est.memory.capacity;
-    std::string hint;
-    if (plan.recompute != wl::Recompute::full) hint += "full recompute; ";
-    if (plan.zero != wl::ZeroStage::parameters) hint += "a higher ZeRO stage; ";
-    hint += "more TP or PP; a smaller micro-batch";
-    est.feasibility.fail(fmt::format("does not fit: needs {} per GPU, {} available ({} over). Options: {}",
+    // What would make it fit: single changes to the plan, each checked with the memory model.
+    std::vector<std::string> fixes;
+    auto try_fix = [&](const std::string& what, wl::TrainingPlan alt) {
+      if (!check_training_layout(a, alt, sys).ok) return;
+      const TrainingMemory mm = training_memory(a, params, alt, gpu, default_training_overheads(), Explain::off);
+      if (mm.fits) fixes.push_back(fmt::format("{} ({})", what, format(mm.total, units::BytePrefix::binary)));
+    };
+    if (plan.recompute != wl::Recompute::full) {
+      auto alt = plan;
+      alt.recompute = wl::Recompute::full;
+      try_fix("--recompute full", alt);
+    }
+    if (par.dp > 1)
+      for (int z = static_cast<int>(plan.zero) + 1; z <= 3; ++z) {
+        auto alt = plan;
+        alt.zero = static_cast<wl::ZeroStage>(z);
+        try_fix(fmt::format("--zero {}", z), alt);
+      }
+    if (plan.micro_batch > 1) {
+      auto alt = plan;
+      alt.micro_batch = 1;
+      try_fix("--micro-batch 1", alt);
+    }
+    if (par.dp % 2 == 0) {
+      for (const char* dim : {"pp", "tp"}) {
+        auto alt = plan;
+        (dim[0] == 'p' ? alt.par.pp : alt.par.tp) *= 2;
+        alt.par.dp /= 2;
+        if (alt.par.tp > 1) alt.par.sequence_parallel = true;
+        try_fix(fmt::format("--{} {} (DP {})", dim, dim[0] == 'p' ? alt.par.pp : alt.par.tp, alt.par.dp), alt);
+      }
+    }
+    est.feasibility.fail(fmt::format("does not fit: needs {} per GPU, {} available ({} over). {}",
                                      format(est.memory.total, units::BytePrefix::binary),
                                      format(est.memory.capacity, units::BytePrefix::binary),
-                                     format(over, units::BytePrefix::binary), hint));
+                                     format(over, units::BytePrefix::binary),
+                                     fixes.empty() ? std::string("No single change of recompute, ZeRO stage, micro-batch, "
+                                                                 "TP or PP makes it fit: use more GPUs or a GPU with more memory")
+                                                   : "It would fit with: " + [&] {
+                                                       std::string j;
+                                                       for (const auto& f : fixes) j += (j.empty() ? "" : "; ") + f;
+                                                       return j;
+                                                     }()));
   }
 
   // ---- time to train, cost, energy ----

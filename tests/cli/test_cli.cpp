@@ -4,30 +4,24 @@
 // on the terminal, the locale or the caller's environment.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_runner.hpp"
+
+using namespace gpuplan::cli_test;
+
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-const std::string kExe = GPUPLAN_CLI_EXE;
-const std::string kData = GPUPLAN_TEST_DATA_DIR;
 
 // The shared fixtures are in tests/fixtures. GPUPLAN_TEST_FIXTURES is set from the calling folder
 // (tests/cli/fixtures), so fall back to the repository's tests/fixtures when it has no hf/ folder.
@@ -39,76 +33,11 @@ std::string fixtures() {
 std::string hf(const std::string& name) { return fixtures() + "/hf/" + name + "/config.json"; }
 std::string hw_fixture(const std::string& name) { return fixtures() + "/hw/" + name; }
 
-std::string quote(const std::string& s) {
-  std::string o = "'";
-  for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return o + "'";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct Run {
-  int rc = -1;
-  std::string out, err;
-};
-
-/// Runs gpuplan with `args` (each quoted for the shell), stdout and stderr captured to temporary files.
-/// `env` adds or overrides environment variables ("LC_ALL=de_DE.UTF-8").
-Run run_raw(const std::vector<std::string>& args, const std::string& env = "") {
-  static std::atomic<int> counter{0};
-  const fs::path dir = fs::temp_directory_path() /
-                       ("gpuplan-test-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  fs::create_directories(dir);
-  const fs::path out = dir / "stdout", err = dir / "stderr";
-  std::string cmd = "cd " + quote(dir.string()) + " && env -u GPUPLAN_DATA_DIR LC_ALL=C LANG=C COLUMNS=80 TERM=dumb " +
-                    env + " " + quote(kExe);
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  return r;
-}
-
-/// Same, with `--data-dir <repo>/data` in front.
-Run run(std::vector<std::string> args, const std::string& env = "") {
-  args.insert(args.begin(), {"--data-dir", kData});
-  return run_raw(args, env);
-}
-
-bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
-bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
-
-std::vector<std::string> lines(const std::string& s) {
-  std::vector<std::string> v;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);) v.push_back(l);
-  return v;
-}
-
-json parse_json(const Run& r) {
-  INFO("stdout: " << r.out);
-  INFO("stderr: " << r.err);
-  REQUIRE(json::accept(r.out));
-  return json::parse(r.out);
-}
-
 const std::vector<std::string> kGpuIds{
     "v100-sxm2", "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb", "h100-sxm5-80gb", "h100-pcie-80gb",
     "h100-nvl",  "h800-sxm5",      "h20",            "h200-sxm-141gb", "b100",           "b200-hgx",
     "gb200-gpu", "b300-hgx",       "gb300-gpu",      "l40s",           "l4",             "mi250x",
     "mi300x",    "mi325x",         "mi355x"};
-
-constexpr int kInvalid = 2;
 
 }  // namespace
 
