@@ -218,6 +218,46 @@ int show(const GlobalOptions& g, const HwOptions& o) {
     if (!info.notes.empty()) src.rows.emplace_back("notes", info.notes);
     return src;
   };
+  auto src_json = [](const hw::EntityInfo& info) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const auto& so : info.sources) a.push_back({{"id", so.id}, {"ref", so.ref}, {"for", so.fields}});
+    return a;
+  };
+  if (f == Format::json) {
+    nlohmann::ordered_json j;
+    if (const hw::LinkSpec* l = db->find_link(o.id)) {
+      j = {{"id", l->info.id}, {"name", l->info.name}, {"type", std::string(hw::to_string(l->type))},
+           {"generation", l->generation}};
+      if (l->per_link_uni) j["per_link_uni_GBps"] = u::to_GBps(*l->per_link_uni);
+      if (l->x16_uni) j["x16_uni_GBps"] = u::to_GBps(*l->x16_uni);
+      if (l->port) j["port_Gbps"] = l->port->raw() * 8.0 / 1e9;
+      if (l->gpu_to_gpu_bidir) j["gpu_to_gpu_bidir_GBps"] = u::to_GBps(*l->gpu_to_gpu_bidir);
+      if (l->max_domain_gpus) j["max_domain_gpus"] = *l->max_domain_gpus;
+      if (l->in_network_reduction) j["in_network_reduction"] = *l->in_network_reduction;
+      if (l->reduction) j["reduction_GBps"] = u::to_GBps(*l->reduction);
+      if (l->latency) j["latency_us"] = l->latency->raw() * 1e6;
+      j["file"] = l->info.file;
+      j["sources"] = src_json(l->info);
+    } else if (const hw::NodeSpec* n = db->find_node(o.id)) {
+      j = {{"id", n->info.id}, {"name", n->info.name}, {"gpu", n->gpu}, {"gpus", n->gpus},
+           {"scale_up", {{"link", n->scale_up.link}, {"switch", n->scale_up.switch_id},
+                         {"domain_gpus", n->scale_up.domain_gpus}, {"topology", std::string(hw::to_string(n->scale_up.topology))}}}};
+      if (n->scale_out)
+        j["scale_out"] = {{"link", n->scale_out->link}, {"nics", n->scale_out->nics},
+                          {"nic_Gbps", n->scale_out->nic.raw() * 8.0 / 1e9}};
+      j["file"] = n->info.file;
+      j["sources"] = src_json(n->info);
+    } else if (const hw::ClusterSpec* c = db->find_cluster(o.id)) {
+      j = {{"id", c->info.id}, {"name", c->info.name}, {"node", c->node}, {"nodes", c->nodes},
+           {"fabric", {{"link", c->fabric.link}}}};
+      if (c->fabric.topology) j["fabric"]["topology"] = std::string(hw::to_string(*c->fabric.topology));
+      if (c->fabric.oversubscription) j["fabric"]["oversubscription"] = *c->fabric.oversubscription;
+      j["file"] = c->info.file;
+      j["sources"] = src_json(c->info);
+    }
+    out(j.dump(2) + "\n");
+    return report(diags);
+  }
   std::vector<Section> s;
   if (const hw::LinkSpec* l = db->find_link(o.id)) {
     Section a{l->info.name, {{"id", l->info.id}, {"type", std::string(hw::to_string(l->type))}, {"generation", l->generation}}};
@@ -248,7 +288,7 @@ int show(const GlobalOptions& g, const HwOptions& o) {
                              {"oversubscription", c->fabric.oversubscription ? u::format_number(*c->fabric.oversubscription) : "not sourced"}}};
     s = {a, sources(c->info)};
   }
-  out(render_sections(s, f == Format::json ? Format::text : f));
+  out(render_sections(s, f));
   return report(diags);
 }
 

@@ -120,7 +120,7 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
         if (n.gpu == gs->info.id) sys.node = &n;
       auto est = model::estimate_training(entry->arch, plan, sys, Explain::off);
       if (!est.feasibility.ok && est.layer_ops.empty()) {
-        for (const auto& r : est.feasibility.reasons) diags.error("", "--tp", r);
+        for (const auto& r : est.feasibility.reasons) diags.error("", "--model", r);
         return report(diags);
       }
       ops = est.layer_ops;
@@ -138,9 +138,21 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
                     {"time_s", op.time.raw()}, {"achieved_flops_per_s", achieved}, {"efficiency_origin", d.eff.origin}});
     }
   }
-  if (fmt_ == Format::json) out(js.dump(2) + "\n");
-  else out(t.render(fmt_));
-  for (const auto& w : whys) out(render_derivation(w, fmt_ == Format::md ? Format::md : Format::text));
+  if (fmt_ == Format::json) {
+    if (g.explain && !whys.empty()) {
+      nlohmann::ordered_json o;
+      o["ops"] = js;
+      o["derivations"] = nlohmann::ordered_json::array();
+      for (const auto& w : whys) o["derivations"].push_back(nlohmann::ordered_json::parse(derivation_json(w).dump()));
+      out(o.dump(2) + "\n");
+    } else {
+      out(js.dump(2) + "\n");
+    }
+  } else {
+    out(t.render(fmt_));
+    if (fmt_ != Format::csv)
+      for (const auto& w : whys) out(render_derivation(w, fmt_ == Format::md ? Format::md : Format::text));
+  }
   return kExitOk;
 }
 
@@ -154,13 +166,19 @@ void register_roofline(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--attention", f->attention, "flash attention batch,heads,seq,head_dim");
   c->add_option("--causal", f->causal, "causal attention (default true)");
   c->add_flag("--backward", f->backward, "attention backward pass");
-  c->add_option("--elementwise", f->stream_elements, "a streaming op over N elements");
-  c->add_option("--bytes-per-element", f->bytes_per_element_rw, "bytes read + written per element (streaming op)");
-  c->add_option("--flops-per-element", f->flops_per_element, "FLOPs per element (streaming op)");
+  c->add_option("--elementwise", f->stream_elements, "a streaming op over N elements")->check(CLI::PositiveNumber);
+  c->add_option("--bytes-per-element", f->bytes_per_element_rw, "bytes read + written per element (streaming op)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--flops-per-element", f->flops_per_element, "FLOPs per element (streaming op)")
+      ->check(CLI::NonNegativeNumber);
   c->add_option("--model,-m", f->model, "every op of one layer of this model (forward and backward)");
-  c->add_option("--seq", f->seq, "sequence length for --model")->capture_default_str();
-  c->add_option("--micro-batch", f->micro_batch, "micro-batch for --model")->capture_default_str();
-  c->add_option("--tp", f->tp, "tensor parallel for --model")->capture_default_str();
+  c->add_option("--seq", f->seq, "sequence length for --model")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100'000'000}))
+      ->capture_default_str();
+  c->add_option("--micro-batch", f->micro_batch, "micro-batch for --model")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}))
+      ->capture_default_str();
+  c->add_option("--tp", f->tp, "tensor parallel for --model")->check(CLI::Range(1, 1024))->capture_default_str();
   c->add_option("--precision", f->precision, "precision")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}))
       ->capture_default_str();

@@ -18,7 +18,8 @@ using nlohmann::ordered_json;
 
 struct TrainFlags {
   std::string scenario;
-  std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel;
+  std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
+      kernels, mixed_precision;
   std::optional<long long> gpus, tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group;
   std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm;
   std::optional<double> gradient_bytes, tokens, price;
@@ -41,6 +42,8 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("optimizer", "--optimizer", f.optimizer);
   put("recompute", "--recompute", f.recompute);
   put("attention_kernel", "--attention-kernel", f.attention_kernel);
+  put("kernels", "--kernels", f.kernels);
+  put("mixed_precision", "--mixed-precision", f.mixed_precision);
   put("gpus", "--gpus", f.gpus);
   put("tp", "--tp", f.tp);
   put("pp", "--pp", f.pp);
@@ -266,6 +269,8 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--shard-group", f->shard_group, "hybrid shard group size");
   c->add_option("--recompute", f->recompute, "none, selective, full");
   c->add_option("--flash", f->flash_attention, "fused attention (default true)");
+  c->add_option("--kernels", f->kernels, "fused (Megatron/TE, default) or eager (PyTorch modules)");
+  c->add_option("--mixed-precision", f->mixed_precision, "megatron (bf16 params + fp32 main, default) or amp (fp32 params, autocast)");
   c->add_option("--attention-kernel", f->attention_kernel, "fa2 or fa3 (default fa3: FA3/cuDNN on Hopper+, FA2 on Ampere)");
   c->add_option("--overlap-grad-reduce", f->overlap_grad_reduce, "overlap DP reduction with backward (default true)");
   c->add_option("--overlap-param-gather", f->overlap_param_gather, "overlap parameter gathers (default true)");

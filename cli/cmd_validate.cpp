@@ -50,6 +50,20 @@ int run_validate(const GlobalOptions& g) {
       out(render_validation_markdown(*v, set.title));
     }
   }
+  {
+    auto t = validate_textbook(*dir + "/validation/textbook_cases.json", *lib);
+    if (!t.ok()) return report(t.diagnostics());
+    if (f == Format::json) {
+      auto& s = o["textbook_cases.json"];
+      s["evaluated"] = t->evaluated;
+      s["max_abs_error"] = t->max_abs_error;
+      for (const auto& c : t->cases)
+        s["cases"].push_back({{"id", c.id}, {"question", c.layout}, {"expected", c.measured}, {"unit", c.unit},
+                              {"predicted", c.predicted ? *c.predicted : 0.0}, {"status", c.status}});
+    } else {
+      out(render_validation_markdown(*t, "Textbook worked examples (data/validation/textbook_cases.json)"));
+    }
+  }
   if (f == Format::json) {
     out(o.dump(2) + "\n");
   } else {

@@ -8,6 +8,9 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/roofline.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "resolve.hpp"
@@ -38,6 +41,21 @@ double predicted_metric(const std::string& metric, const std::string& convention
   }
   known = false;
   return 0;
+}
+
+/// Median and max |error| and the shares within 10% and 25% over the cases that have an error.
+void summarise(ValidationSummary& sum) {
+  std::vector<double> errs;
+  for (const auto& c : sum.cases)
+    if (c.error) errs.push_back(std::fabs(*c.error));
+  std::sort(errs.begin(), errs.end());
+  sum.evaluated = static_cast<int>(errs.size());
+  if (errs.empty()) return;
+  const std::size_t n = errs.size();
+  sum.median_abs_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
+  sum.max_abs_error = errs.back();
+  sum.within_10 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.10; })) / double(n);
+  sum.within_25 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.25; })) / double(n);
 }
 
 std::string layout_text(const wl::TrainingPlan& p) {
@@ -130,18 +148,92 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
     if (!est.feasibility.ok) r.note = est.feasibility.reasons.front();
     sum.cases.push_back(r);
   }
-  std::vector<double> errs;
-  for (const auto& c : sum.cases)
-    if (c.error) errs.push_back(std::fabs(*c.error));
-  std::sort(errs.begin(), errs.end());
-  sum.evaluated = static_cast<int>(errs.size());
-  if (!errs.empty()) {
-    const std::size_t n = errs.size();
-    sum.median_abs_error = n % 2 ? errs[n / 2] : 0.5 * (errs[n / 2 - 1] + errs[n / 2]);
-    sum.max_abs_error = errs.back();
-    sum.within_10 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.10; })) / double(n);
-    sum.within_25 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.25; })) / double(n);
+  summarise(sum);
+  if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));
+  return Result<ValidationSummary>(std::move(sum), std::move(diags));
+}
+
+Result<ValidationSummary> validate_textbook(const std::string& cases_file, const wl_io::ModelLibrary& lib) {
+  Diagnostics diags;
+  auto text = json_io::read_text_file(cases_file, diags);
+  if (!text) return Result<ValidationSummary>(std::move(diags));
+  auto j = json_io::parse(*text, cases_file, diags);
+  if (!j) return Result<ValidationSummary>(std::move(diags));
+  ValidationSummary sum;
+  const std::string shown = "data/validation/" + std::filesystem::path(cases_file).filename().string();
+  if (!j->contains("cases") || !(*j)["cases"].is_array()) {
+    diags.error(shown, "/cases", "expected a 'cases' array");
+    return Result<ValidationSummary>(std::move(diags));
   }
+  namespace u = units;
+  for (std::size_t i = 0; i < (*j)["cases"].size(); ++i) {
+    const auto& c = (*j)["cases"][i];
+    CaseResult r;
+    r.id = c.value("id", std::string{});
+    r.source = "textbook.md " + r.id;
+    r.layout = c.value("question", std::string{});
+    const std::string kind = c.value("kind", std::string{});
+    const auto& in = c.contains("inputs") ? c["inputs"] : json_io::Json::object();
+    const auto& ex = c.contains("expected") ? c["expected"] : json_io::Json::object();
+    r.metric = kind;
+    r.unit = ex.value("unit", std::string{});
+    r.measured = ex.value("value", 0.0);
+    auto num = [&](const char* k) { return in.value(k, 0.0); };
+    auto arch_of = [&](const char* k) -> const wl::TransformerArch* {
+      const auto* m = lib.find(in.value(k, std::string{}));
+      if (m == nullptr) diags.error(shown, fmt::format("/cases/{}/inputs/{}", i, k), "unknown model");
+      return m ? &m->arch : nullptr;
+    };
+    std::optional<double> p;
+    if (kind == "ridge") {
+      p = model::ridge_point(u::tflops(num("peak_TFLOPs")), u::tb_per_s(num("bandwidth_TBps")), Origin::user("textbook"),
+                             Origin::user("textbook"), Explain::off).value.raw();
+    } else if (kind == "gemm_intensity") {
+      static const hw::GpuSpec kAny = [] {
+        hw::GpuSpec g;
+        g.info.id = "textbook";
+        g.dense_peak[static_cast<std::size_t>(hw::Precision::bf16)] = u::tflops(312);
+        g.memory.bandwidth = u::tb_per_s(2.0);
+        return g;
+      }();
+      const auto op = model::gemm_cost("textbook", {std::int64_t(num("m")), std::int64_t(num("n")), std::int64_t(num("k")), 1},
+                                       hw::Precision::bf16, model::make_device(kAny));
+      p = op.intensity().raw();
+    } else if (kind == "kv_sequence" || kind == "kv_token" || kind == "weights_plus_kv") {
+      if (const auto* a = arch_of("model")) {
+        const auto kv = model::kv_cache_size(*a, std::int64_t(num("tokens")), num("bytes_per_element"), Explain::off);
+        if (kind == "kv_token") p = kv.per_token_full.raw() / u::kKibi;
+        else if (kind == "kv_sequence") p = u::to_GB(kv.per_sequence);
+        else p = num("params_B") * num("weight_bytes") + u::to_GB(kv.per_sequence);
+      }
+    } else if (kind == "allreduce_volume") {
+      p = model::bus_factor(model::Collective::all_reduce, int(num("gpus"))) * num("bytes_GB");
+    } else if (kind == "allreduce_time") {
+      // The textbook's assumption: a bus bandwidth, no latency.
+      model::CommGroup g;
+      g.size = int(num("gpus"));
+      g.scale_up_size = g.size;
+      g.scale_up.name = "textbook link";
+      g.scale_up.uni_per_gpu = u::gb_per_s(num("busbw_GBps"));
+      g.scale_up.bus_efficiency = 1.0;
+      p = model::collective_cost(model::Collective::all_reduce, u::gigabytes(num("bytes_GB")), g,
+                                 model::CollectiveAlgorithm::ring, Explain::off).time.raw();
+    } else if (kind == "train_days") {
+      const u::Flops f = u::flop(6.0 * num("params_B") * 1e9 * num("tokens"));
+      p = model::time_at_mfu(f, num("gpus"), u::tflops(num("peak_TFLOPs")), num("mfu")).raw() / 86400.0;
+    } else {
+      diags.error(shown, fmt::format("/cases/{}/kind", i), fmt::format("unknown kind '{}'", kind));
+    }
+    if (p) {
+      r.predicted = *p;
+      r.error = r.measured != 0 ? *p / r.measured - 1.0 : 0.0;
+      const double tol = ex.value("abs_tolerance", 0.0);
+      r.status = std::fabs(*p - r.measured) <= tol ? "ok" : "outside the textbook's precision";
+      r.note = fmt::format("tolerance ±{} {}", tol, r.unit);
+    }
+    sum.cases.push_back(r);
+  }
+  summarise(sum);
   if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));
   return Result<ValidationSummary>(std::move(sum), std::move(diags));
 }

@@ -32,6 +32,11 @@ struct ValidationSummary {
 Result<ValidationSummary> validate_training(const std::string& cases_file, const hw::HardwareDb& db,
                                             const wl_io::ModelLibrary& lib);
 
+/// Runs the textbook's worked examples (textbook_cases.json) through the model's own formulas, with the textbook's
+/// simplifying assumptions as explicit inputs; error = predicted − expected relative to the expected value, and a
+/// case passes when it is within the precision the textbook states.
+Result<ValidationSummary> validate_textbook(const std::string& cases_file, const wl_io::ModelLibrary& lib);
+
 std::string render_validation_markdown(const ValidationSummary& s, const std::string& title);
 
 }  // namespace gpuplan::cli

@@ -16,3 +16,6 @@ echo "== Model library =="
 echo
 echo "== Example: gpuplan model show llama-3.1-70b =="
 "$exe" model show llama-3.1-70b
+echo
+echo "== Example: training Llama-3.1-70B on 1,024 H100s (15T tokens) =="
+"$exe" train --model llama-3.1-70b --gpu h100 --gpus 1024 --tp 8 --pp 4 --global-batch 1024 --seq 8192 --tokens 15e12

@@ -40,9 +40,7 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
   const std::int64_t dv = a.mla ? a.mla->v_head_dim : a.head_dim;
   double att = 0.0;
   for (std::int64_t l = 0; l < a.layers; ++l) {
-    const bool sliding = static_cast<std::size_t>(l) < a.attention.size() &&
-                         a.attention[static_cast<std::size_t>(l)] == wl::AttentionSpan::sliding;
-    const std::int64_t c = sliding && a.sliding_window > 0 ? std::min(context, a.sliding_window) : context;
+    const std::int64_t c = a.attended_tokens(l, context);
     att += 2.0 * static_cast<double>(a.heads) * static_cast<double>(dqk + dv) * static_cast<double>(c);
   }
   f.attention_forward = units::flop(att);

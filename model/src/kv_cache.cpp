@@ -54,3 +54,215 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
 }
 
 }  // namespace gpuplan::model
+
+// ------------------------------------------------------------------------------------------------------------------
+// Dtypes, scales, TP/PP division and paged blocks (sources in kv_cache.hpp).
+// ------------------------------------------------------------------------------------------------------------------
+namespace gpuplan::model {
+
+std::string_view to_string(StoreDtype d) {
+  switch (d) {
+    case StoreDtype::fp32: return "fp32";
+    case StoreDtype::bf16: return "bf16";
+    case StoreDtype::fp16: return "fp16";
+    case StoreDtype::fp8: return "fp8";
+    case StoreDtype::int8: return "int8";
+    case StoreDtype::int4: return "int4";
+  }
+  return "?";
+}
+
+std::optional<StoreDtype> parse_store_dtype(std::string_view s) {
+  for (StoreDtype d : {StoreDtype::fp32, StoreDtype::bf16, StoreDtype::fp16, StoreDtype::fp8, StoreDtype::int8,
+                       StoreDtype::int4})
+    if (s == to_string(d)) return d;
+  return std::nullopt;
+}
+
+double element_bytes(StoreDtype d) {
+  switch (d) {
+    case StoreDtype::fp32: return 4.0;
+    case StoreDtype::bf16:
+    case StoreDtype::fp16: return 2.0;
+    case StoreDtype::fp8:
+    case StoreDtype::int8: return 1.0;
+    case StoreDtype::int4: return 0.5;
+  }
+  return 2.0;
+}
+
+bool is_quantized(StoreDtype d) { return d == StoreDtype::fp8 || d == StoreDtype::int8 || d == StoreDtype::int4; }
+
+std::string_view to_string(KvScaleGranularity g) {
+  switch (g) {
+    case KvScaleGranularity::none: return "none";
+    case KvScaleGranularity::per_tensor: return "per-tensor";
+    case KvScaleGranularity::per_head: return "per-head";
+    case KvScaleGranularity::per_token_head: return "per-token-head";
+  }
+  return "?";
+}
+
+std::optional<KvScaleGranularity> parse_kv_scale_granularity(std::string_view s) {
+  for (auto g : {KvScaleGranularity::none, KvScaleGranularity::per_tensor, KvScaleGranularity::per_head,
+                 KvScaleGranularity::per_token_head})
+    if (s == to_string(g)) return g;
+  return std::nullopt;
+}
+
+KvQuant default_kv_quant(StoreDtype d) {
+  KvQuant q;
+  q.dtype = d;
+  switch (d) {
+    case StoreDtype::fp32:
+    case StoreDtype::bf16:
+    case StoreDtype::fp16:
+      q.origin = "unquantized: no scales";
+      break;
+    case StoreDtype::fp8:
+      q.scales = KvScaleGranularity::per_tensor;
+      q.scale_bytes = 4.0;  // one fp32 k_scale and v_scale per layer: nothing per token
+      q.origin = "vLLM quantized KV cache docs: FP8 with per-tensor (k/v_scale = [1]) or per-attention-head scales "
+                 "(docs.vllm.ai/en/latest/features/quantization/quantized_kvcache)";
+      break;
+    case StoreDtype::int8:
+    case StoreDtype::int4:
+      q.scales = KvScaleGranularity::per_token_head;
+      q.scale_bytes = 4.0;  // fp16 scale + fp16 zero point
+      q.origin = "LMDeploy int8/int4 KV: asymmetric, per head per token (lmdeploy.readthedocs.io quantization/"
+                 "kv_quant.html); scale and zero point assumed stored as fp16 (2 + 2 B)";
+      break;
+  }
+  return q;
+}
+
+KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int tp, Explain explain) {
+  KvTokenBytes k;
+  k.tp = std::max(1, tp);
+  k.mla = a.mla.has_value();
+  const double eb = element_bytes(kv.dtype);
+  const bool per_token_scales = kv.scales == KvScaleGranularity::per_token_head && is_quantized(kv.dtype);
+  double groups_per_layer_gpu = 0.0, groups_per_layer_model = 0.0;  // per-token scale groups
+  double elements_model = 0.0;
+  if (k.mla) {
+    k.kv_heads_total = 1;
+    k.kv_heads_per_gpu = 1;
+    k.replication = k.tp;
+    k.elements_per_layer = double(a.mla->kv_lora_rank + a.mla->qk_rope_head_dim);
+    elements_model = k.elements_per_layer;
+    groups_per_layer_gpu = groups_per_layer_model = 1.0;  // K and V are the same latent buffer
+  } else {
+    const std::int64_t nkv = std::max<std::int64_t>(1, a.kv_heads);
+    k.kv_heads_total = double(nkv);
+    k.kv_heads_per_gpu = double(std::max<std::int64_t>(1, nkv / k.tp));
+    k.replication = k.tp > nkv ? static_cast<int>(k.tp / nkv) : 1;
+    k.elements_per_layer = 2.0 * k.kv_heads_per_gpu * double(a.head_dim);
+    elements_model = 2.0 * double(nkv) * double(a.head_dim);
+    groups_per_layer_gpu = 2.0 * k.kv_heads_per_gpu;
+    groups_per_layer_model = 2.0 * double(nkv);
+  }
+  k.element_bytes_per_layer = units::bytes(k.elements_per_layer * eb);
+  k.scale_bytes_per_layer = units::bytes(per_token_scales ? groups_per_layer_gpu * kv.scale_bytes : 0.0);
+  k.per_layer = k.element_bytes_per_layer + k.scale_bytes_per_layer;
+  k.per_token_model =
+      units::bytes((elements_model * eb + (per_token_scales ? groups_per_layer_model * kv.scale_bytes : 0.0)) *
+                   double(a.layers));
+
+  if (explain == Explain::on) {
+    using units::format;
+    using units::format_count;
+    const Origin cfg = Origin::model_config(a.source);
+    Derivation& d = k.derivation;
+    d.id = "kv.token";
+    d.title = "KV bytes per token per layer on one GPU";
+    if (k.mla) {
+      d.formula = "per layer per GPU = (r_kv + d_rope)·b + s_tok ; the latent is replicated on all t TP ranks";
+      d.inputs = {{"r_kv", format_count(double(a.mla->kv_lora_rank)), "kv_lora_rank (latent)", cfg},
+                  {"d_rope", format_count(double(a.mla->qk_rope_head_dim)), "qk_rope_head_dim (shared rotary key)", cfg}};
+      d.notes.push_back("MLA caches the latent c_KV and the decoupled rotary key (DeepSeek-V2, arXiv:2405.04434 §2.1)");
+      d.notes.push_back("vLLM counts MLA as one KV head that every TP rank stores whole (vllm/config/model.py "
+                        "get_num_kv_heads: \"When using MLA during decode it becomes MQA\"): TP does not divide it");
+    } else {
+      d.formula = "heads_gpu = max(1, n_kv / t) ; per layer per GPU = 2·heads_gpu·d·b + 2·heads_gpu·s_tok";
+      d.inputs = {{"n_kv", format_count(k.kv_heads_total), "KV heads", cfg},
+                  {"d", format_count(double(a.head_dim)), "head dim", cfg}};
+      if (k.replication > 1)
+        d.notes.push_back(fmt::format("TP {} > {} KV heads: each head is replicated on {} ranks, so the KV per GPU "
+                                      "stops falling at TP {} (vllm/config/model.py get_num_kv_heads)",
+                                      k.tp, a.kv_heads, k.replication, a.kv_heads));
+    }
+    d.inputs.push_back({"t", std::to_string(k.tp), "tensor-parallel ranks", Origin::user("--tp")});
+    d.inputs.push_back({"b", units::format_number(eb), fmt::format("bytes per {} element", to_string(kv.dtype)),
+                        Origin::user("--kv-dtype")});
+    d.inputs.push_back({"s_tok", units::format_number(per_token_scales ? kv.scale_bytes : 0.0),
+                        fmt::format("scale bytes per token per head ({} scales)", to_string(kv.scales)),
+                        Origin::assumption(kv.origin)});
+    d.result = fmt::format("{} per token per layer per GPU ({} elements + {} scales); {} per token for the whole "
+                           "model ({})",
+                           format(k.per_layer), format(k.element_bytes_per_layer), format(k.scale_bytes_per_layer),
+                           format(k.per_token_model), format(k.per_token_model, units::BytePrefix::binary));
+    if (is_quantized(kv.dtype) && !per_token_scales)
+      d.notes.push_back(fmt::format("{} scales are a few numbers per layer: no bytes per token", to_string(kv.scales)));
+  }
+  return k;
+}
+
+std::vector<StageLayers> pipeline_stages(const wl::TransformerArch& a, int pp) {
+  const std::int64_t L = std::max<std::int64_t>(0, a.layers);
+  const std::int64_t p = std::clamp<std::int64_t>(pp, 1, std::max<std::int64_t>(1, L));
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(p), L / p);
+  // vLLM get_pp_indices: `for i in range(2, remaining_layers + 2): partitions[-i] += 1`.
+  for (std::int64_t i = 2; i < L % p + 2; ++i) counts[static_cast<std::size_t>(p - i)] += 1;
+  std::vector<StageLayers> stages;
+  std::int64_t first = 0;
+  for (std::int64_t s = 0; s < p; ++s) {
+    StageLayers st;
+    st.stage = static_cast<int>(s);
+    st.first = first;
+    st.count = counts[static_cast<std::size_t>(s)];
+    for (std::int64_t l = first; l < first + st.count; ++l) {
+      const auto i = static_cast<std::size_t>(l);
+      if (i < a.attention.size() && a.attention[i] == wl::AttentionSpan::sliding && a.sliding_window > 0) ++st.sliding;
+      if (a.is_moe_layer(l)) ++st.moe;
+    }
+    st.first_stage = s == 0;
+    st.last_stage = s == p - 1;
+    first += st.count;
+    stages.push_back(st);
+  }
+  return stages;
+}
+
+std::int64_t kv_blocks(std::int64_t tokens, std::int64_t block_size, std::int64_t window) {
+  if (tokens <= 0) return 0;
+  const std::int64_t B = std::max<std::int64_t>(1, block_size);
+  const std::int64_t full = (tokens + B - 1) / B;
+  if (window <= 0) return full;
+  const std::int64_t capped = B == 1 ? window : (window - 1 + B - 1) / B + 1;
+  return std::min(full, capped);
+}
+
+SequenceKv sequence_kv(const wl::TransformerArch& a, const StageLayers& st, const KvTokenBytes& token,
+                       std::int64_t tokens, std::int64_t block_size, std::int64_t prefix_tokens) {
+  SequenceKv q;
+  q.tokens = std::max<std::int64_t>(0, tokens);
+  q.block_size = std::max<std::int64_t>(1, block_size);
+  q.prefix_tokens = std::clamp<std::int64_t>(prefix_tokens, 0, q.tokens);
+  const double B = double(q.block_size);
+  const double per_layer = token.per_layer.raw();
+  const double full = double(st.full()), sliding = double(st.sliding);
+  const std::int64_t W = a.sliding_window;
+  const double full_blocks = double(kv_blocks(q.tokens, q.block_size));
+  const double sliding_blocks = double(kv_blocks(q.tokens, q.block_size, W));
+  const double sliding_exact = double(std::min(q.tokens, W > 0 ? W : q.tokens));
+  q.exact = units::bytes(per_layer * (full * double(q.tokens) + sliding * sliding_exact));
+  q.per_sequence = units::bytes(per_layer * B * (full * full_blocks + sliding * sliding_blocks));
+  q.block_waste = q.per_sequence - q.exact;
+  q.expected_block_waste = units::bytes(per_layer * (B - 1.0) / 2.0 * (full + sliding));
+  q.shared_prefix_blocks = q.prefix_tokens / q.block_size;
+  q.shared_prefix = units::bytes(per_layer * B * full * double(q.shared_prefix_blocks));
+  q.unique = q.per_sequence - q.shared_prefix;
+  return q;
+}
+
+}  // namespace gpuplan::model

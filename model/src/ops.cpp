@@ -63,10 +63,14 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
   c.flops = units::flop(2.0 * m * n * k * batch);
   c.bytes = units::bytes((m * k + k * n + m * n) * batch * element_bytes(p));
-  const double sms = std::max(1, d.gpu->compute_units);
+  // Tile/wave quantisation. When there are fewer output tiles than SMs, libraries split K across the idle SMs
+  // (split-K, in slices of at least 256) to fill the GPU; a part whose SM count is not in the data gets no
+  // quantisation penalty (stated in the derivation).
+  const double sms = double(d.gpu->compute_units);
   const double tiles = std::ceil(m / d.eff.tile_m) * std::ceil(n / d.eff.tile_n) * batch;
-  const double waves = std::ceil(tiles / sms);
-  const double util = (m * n * batch) / (waves * sms * d.eff.tile_m * d.eff.tile_n);
+  const double splits = sms > 0 && tiles < sms ? std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / 256.0))) : 1.0;
+  const double waves = sms > 0 ? std::ceil(tiles * splits / sms) : 1.0;
+  const double util = sms > 0 ? std::min(1.0, (m * n * batch * splits) / (waves * sms * d.eff.tile_m * d.eff.tile_n)) : 1.0;
   c.efficiency = gemm_ceiling(d.eff, p) * util;
   const units::FlopRate compute = d.peak(p) * c.efficiency;
   const units::Bandwidth bw = d.gpu->memory.bandwidth * d.eff.hbm;
@@ -80,13 +84,16 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
               "shape", Origin::derived()},
              {"P", format(d.peak(p)), fmt::format("dense {} peak", hw::to_string(p)),
               Origin::datasheet(d.gpu->info.cite("/dense_peak"))},
-             {"η", units::format_number(gemm_ceiling(d.eff, p), 3), "measured GEMM ceiling", Origin::calibration(d.eff.origin)},
+             {"η", units::format_number(gemm_ceiling(d.eff, p), 3), "measured GEMM ceiling", (d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin))},
              {"u", units::format_number(util, 3),
-              fmt::format("tile/wave utilisation ({} tiles of {}×{} on {} SMs, {} waves)", tiles, d.eff.tile_m,
-                          d.eff.tile_n, d.gpu->compute_units, waves),
+              sms > 0 ? fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", tiles,
+                                    d.eff.tile_m, d.eff.tile_n,
+                                    splits > 1 ? fmt::format(", split-K ×{}", splits) : std::string(),
+                                    d.gpu->compute_units, waves)
+                      : std::string("SM count not in the data: no tile/wave quantisation applied"),
               Origin::derived()},
              {"BW", format(d.gpu->memory.bandwidth), "HBM bandwidth", Origin::datasheet(d.gpu->info.cite("/memory/bandwidth_TBps"))},
-             {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", Origin::calibration(d.eff.origin)},
+             {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", (d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin))},
              {"t_launch", format(d.eff.kernel_launch), "per-kernel fixed cost", Origin::assumption(d.eff.origin)}},
             fmt::format("{} ({}-bound, {} achieved)", format(c.time), to_string(c.bound), format(c.achieved())),
             {fmt::format("intensity {} vs ridge {}", format(c.intensity()),

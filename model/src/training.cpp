@@ -16,6 +16,10 @@ namespace gpuplan::model {
 using units::Bytes;
 using units::Seconds;
 
+units::Seconds time_at_mfu(units::Flops total, double gpus, units::FlopRate peak, double mfu) {
+  return total / (peak * (gpus * mfu));
+}
+
 double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_batches) {
   if (pp <= 1 || micro_batches <= 0) return 0.0;
   return static_cast<double>(pp - 1) / (static_cast<double>(std::max(1, virtual_stages)) * double(micro_batches));
@@ -62,6 +66,11 @@ Feasibility check_training_layout(const wl::TransformerArch& a, const wl::Traini
   if (sys.gpu == nullptr) f.fail("no GPU given");
   if (p.gpus() > 1 && sys.node == nullptr)
     f.fail("more than one GPU needs a node shape (give --node, or a GPU that a shipped node uses)");
+  if (sys.node != nullptr && !sys.node->scale_out &&
+      p.gpus() > std::max<long long>(sys.node->gpus, sys.node->scale_up.domain_gpus))
+    f.fail(fmt::format("{} GPUs span several {} nodes, but the node data has no scale-out network (its NICs are not "
+                       "sourced): use at most {} GPUs or a node with a scale-out network",
+                       p.gpus(), sys.node->info.id, std::max(sys.node->gpus, sys.node->scale_up.domain_gpus)));
   return f;
 }
 
@@ -172,7 +181,7 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const double rope_elems = double(T) * double((a.heads + a.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
   if (a.position == wl::PositionKind::rope)
     stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
-  const std::int64_t s_kv = sliding && a.sliding_window > 0 ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
+  const std::int64_t s_kv = sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
   // With CP each rank holds s/cp queries that attend to the whole (causal, load-balanced) sequence.
   const bool causal = !sliding || a.sliding_window >= plan.seq_len;
   for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
@@ -264,8 +273,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   bool have_kind[2][2] = {{false, false}, {false, false}};
   for (std::int64_t l = 0; l < L; ++l) {
     const bool moe = a.is_moe_layer(l);
-    const bool sliding = static_cast<std::size_t>(l) < a.attention.size() &&
-                         a.attention[static_cast<std::size_t>(l)] == wl::AttentionSpan::sliding;
+    const bool sliding = a.is_sliding_layer(l);
     if (!have_kind[moe][sliding]) {
       kinds[moe][sliding] = layer_cost(a, plan, moe, sliding, d);
       have_kind[moe][sliding] = true;
@@ -433,7 +441,8 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
     // Overlap is not free: while NCCL runs it holds SMs (one per channel) that the GEMMs lose, so the hidden part
     // of the communication still costs (hidden time) × (NCCL's SM share). Assumption until calibrated: 16 channels,
     // NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
-    const double nccl_sm_share = std::min(1.0, 16.0 / double(std::max(1, gpu.compute_units)));
+    // (Parts whose SM count is not in the data get no contention term.)
+    const double nccl_sm_share = gpu.compute_units > 0 ? std::min(1.0, 16.0 / double(gpu.compute_units)) : 0.0;
     const Seconds hidden = (reduce - reduce_exposed) + (gather - gather_exposed);
     dp.exposed = reduce_exposed + gather_exposed + hidden * nccl_sm_share;
     // PyTorch DDP copies each gradient into its communication bucket (read + write per element); Megatron's
@@ -468,6 +477,11 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   s.optimizer = opt.time;
   s.total = steady + bubble + dp.exposed + opt.time;
   est.step_time = s.total;
+  if (!std::isfinite(s.total.raw()) || s.total.raw() <= 0) {
+    est.feasibility.fail("the step time could not be evaluated (a communication group has no usable link)");
+    est.step_time = Seconds(0);
+    return est;
+  }
   est.tokens_per_s = tokens_per_step / s.total.raw();
 
   // ---- MFU / HFU ----
@@ -516,7 +530,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
         (dim[0] == 'p' ? alt.par.pp : alt.par.tp) *= 2;
         alt.par.dp /= 2;
         if (alt.par.tp > 1) alt.par.sequence_parallel = true;
-        try_fix(fmt::format("--{} {} (DP {})", dim, dim[0] == 'p' ? alt.par.pp : alt.par.tp, alt.par.dp), alt);
+        try_fix(fmt::format("--{} {} with DP {}", dim, dim[0] == 'p' ? alt.par.pp : alt.par.tp, alt.par.dp), alt);
       }
     }
     est.feasibility.fail(fmt::format("does not fit: needs {} per GPU, {} available ({} over). {}",
@@ -534,8 +548,9 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
 
   // ---- time to train, cost, energy ----
   if (plan.tokens_to_train) {
-    const double steps = *plan.tokens_to_train / tokens_per_step;
-    est.time_to_train = s.total * steps;
+    // The same template as time_at_mfu, with this plan's modelled MFU.
+    est.time_to_train = time_at_mfu(est.model_flops_per_step * (*plan.tokens_to_train / tokens_per_step), gpus,
+                                    d.peak(plan.precision.compute), est.mfu);
     est.gpu_hours = units::to_hours(*est.time_to_train) * gpus;
     std::optional<units::UsdPerSecond> price = sys.price ? sys.price : gpu.price;
     if (price) est.cost = units::usd(units::to_usd_per_hour(*price) * *est.gpu_hours);
@@ -557,7 +572,8 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
                    {"L/pp", format_count(double(layers_stage)), "layers per pipeline stage", Origin::model_config(a.source)},
                    {"T", format_count(double(T)), "tokens per micro-batch per GPU = b·s/cp", Origin::user("--micro-batch, --seq")},
                    {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.file)},
-                   {"efficiency", d.eff.origin, "GEMM/HBM/attention ceilings", Origin::calibration(d.eff.origin)}};
+                   {"efficiency", d.eff.origin, "GEMM/HBM/attention ceilings",
+                    d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin)}};
     root.result = fmt::format("{} per step, {} tokens/s, MFU {}", format(s.total), units::format_number(est.tokens_per_s, 4),
                               format(units::Ratio(est.mfu)));
     Derivation comp{"train.compute", "Compute per micro-batch on one GPU (its stage)",

@@ -68,3 +68,15 @@ TEST_CASE("published training throughput does not regress: at least 50 cases eva
     CHECK(*c.predicted > 0);
   }
 }
+
+// The textbook's worked examples (../shared/reference/textbook.md), with its assumptions as explicit inputs, run
+// through the model's own formulas: each must land within the precision the textbook states.
+TEST_CASE("every textbook worked example is reproduced within the textbook's stated precision") {
+  auto v = cli::validate_textbook(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/textbook_cases.json", data().lib);
+  REQUIRE_MESSAGE(v.ok(), v.diagnostics().to_string());
+  CHECK(v->evaluated == 16);
+  for (const auto& c : v->cases) {
+    CAPTURE(c.id);
+    CHECK(c.status == "ok");
+  }
+}

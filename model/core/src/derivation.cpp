@@ -7,6 +7,7 @@ std::string to_string(OriginKind k) {
     case OriginKind::datasheet: return "datasheet";
     case OriginKind::model_config: return "model config";
     case OriginKind::calibration: return "calibrated";
+    case OriginKind::measurement: return "measured";
     case OriginKind::user: return "user plan";
     case OriginKind::assumption: return "assumption";
     case OriginKind::derived: return "derived";

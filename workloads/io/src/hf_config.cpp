@@ -330,6 +330,23 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   }
   if (a.sliding_layer_count() > 0) a.sliding_window = window.value_or(0);
 
+  // Every size is in range on its own, but their products must stay representable: the parameter and FLOP
+  // formulas use 64-bit counts. A rough upper bound (all layers MoE-sized, attention at full width) above 1e17
+  // parameters — 100,000× the largest published model — is rejected rather than overflowing.
+  if (!diags.has_errors()) {
+    const double h = double(a.hidden), L = double(a.layers);
+    const double att = h * double(a.heads + 2 * a.kv_heads) * double(a.head_dim) + double(a.heads) * double(a.head_dim) * h;
+    const double ffn = 3.0 * h * double(a.intermediate) +
+                       (a.moe ? 3.0 * h * double(a.moe->expert_intermediate) * double(a.moe->num_experts + a.moe->shared_experts) : 0.0);
+    const double mla = a.mla ? h * double(a.mla->q_lora_rank + a.mla->kv_lora_rank) +
+                                   double(a.mla->q_lora_rank + a.mla->kv_lora_rank) * double(a.heads) *
+                                       double(a.mla->qk_nope_head_dim + a.mla->qk_rope_head_dim + a.mla->v_head_dim)
+                             : 0.0;
+    const double bound = L * (att + ffn + mla) + 2.0 * double(a.vocab) * h + double(a.max_position) * h;
+    if (!(bound <= 1e17))
+      r.error("", fmt::format("the architecture has about {:.3g} parameters; gpuplan accepts up to 1e17 (check "
+                              "hidden_size, num_hidden_layers, intermediate_size and the expert counts)", bound));
+  }
   if (diags.has_errors()) return Result<wl::TransformerArch>(std::move(diags));
   return Result<wl::TransformerArch>(std::move(a), std::move(diags));
 }

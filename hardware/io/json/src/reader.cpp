@@ -57,6 +57,13 @@ std::optional<Json> parse(std::string_view text, const std::string& file, Diagno
     d.message = "malformed JSON: " + what;
     diags.add(std::move(d));
     return std::nullopt;
+  } catch (const Json::exception& e) {
+    // Other parser failures (e.g. out_of_range 406: a number such as 1e999 that overflows a double) carry no
+    // position; report them on the file.
+    std::string what = e.what();
+    if (const auto q = what.find("] "); q != std::string::npos) what = what.substr(q + 2);
+    diags.error(file, "", "malformed JSON: " + what);
+    return std::nullopt;
   }
 }
 

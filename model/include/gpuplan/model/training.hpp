@@ -85,6 +85,10 @@ Feasibility check_training_layout(const wl::TransformerArch& arch, const wl::Tra
 TrainingEstimate estimate_training(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                    const TrainingSystem& sys, Explain explain = Explain::on);
 
+/// Wall time to execute `total` FLOPs on `gpus` GPUs of dense peak `peak` at model-FLOPs utilisation `mfu`:
+/// t = F / (N · P · MFU) — the back-of-envelope template (F = 6·P·tokens for training).
+units::Seconds time_at_mfu(units::Flops total, double gpus, units::FlopRate peak, double mfu);
+
 /// Pipeline bubble as a fraction of ideal compute: (p − 1) / (v · m) (Narayanan et al. 2021 §2.2).
 double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_batches);
 

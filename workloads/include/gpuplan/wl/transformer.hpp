@@ -73,6 +73,15 @@ struct TransformerArch {
   [[nodiscard]] bool is_moe_layer(std::int64_t i) const {
     return moe.has_value() && i >= 0 && static_cast<std::size_t>(i) < moe_layer.size() && moe_layer[static_cast<std::size_t>(i)];
   }
+  [[nodiscard]] bool is_sliding_layer(std::int64_t i) const {
+    return sliding_window > 0 && i >= 0 && static_cast<std::size_t>(i) < attention.size() &&
+           attention[static_cast<std::size_t>(i)] == AttentionSpan::sliding;
+  }
+  /// Tokens that layer i attends to (and caches) in a context of `context` tokens: min(context, window) on
+  /// sliding-window layers, the whole context elsewhere.
+  [[nodiscard]] std::int64_t attended_tokens(std::int64_t i, std::int64_t context) const {
+    return is_sliding_layer(i) && sliding_window < context ? sliding_window : context;
+  }
   [[nodiscard]] std::int64_t moe_layer_count() const;
   [[nodiscard]] std::int64_t sliding_layer_count() const;
 };

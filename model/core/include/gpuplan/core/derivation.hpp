@@ -9,7 +9,7 @@
 namespace gpuplan {
 
 /// Where an input came from.
-enum class OriginKind { datasheet, model_config, calibration, user, assumption, derived, constant };
+enum class OriginKind { datasheet, model_config, calibration, measurement, user, assumption, derived, constant };
 
 struct Origin {
   OriginKind kind = OriginKind::derived;
@@ -18,6 +18,8 @@ struct Origin {
   static Origin datasheet(std::string r) { return {OriginKind::datasheet, std::move(r)}; }
   static Origin model_config(std::string r) { return {OriginKind::model_config, std::move(r)}; }
   static Origin calibration(std::string r) { return {OriginKind::calibration, std::move(r)}; }
+  /// A published or our own benchmark measurement used as a built-in default (not a calibration profile).
+  static Origin measurement(std::string r) { return {OriginKind::measurement, std::move(r)}; }
   static Origin user(std::string r) { return {OriginKind::user, std::move(r)}; }
   static Origin assumption(std::string r) { return {OriginKind::assumption, std::move(r)}; }
   static Origin derived(std::string r = {}) { return {OriginKind::derived, std::move(r)}; }

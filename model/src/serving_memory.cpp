@@ -1,0 +1,704 @@
+// Serving memory per GPU and the KV cache that fits beside the weights (model/include/gpuplan/model/serving_memory.hpp,
+// where the sources [vLLM-mem], [vLLM-cg], [SGL-mem], [vLLM-def], [vLLM-mla], [vLLM-dsv2], [GPTQ], [FP8W] are listed).
+#include "gpuplan/model/serving_memory.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/model/memory.hpp"
+
+namespace gpuplan::model {
+namespace {
+
+using units::Bytes;
+using units::format;
+using units::format_count;
+using units::format_number;
+
+std::string gib(Bytes b) { return format(b, units::BytePrefix::binary); }
+std::string both(Bytes b) { return fmt::format("{} ({})", format(b), gib(b)); }
+
+/// ⌊x⌋ that forgives the last bits of a quotient meant to be exact (64e9·0.8/… style textbook inputs).
+constexpr double kMaxCount = 4e18;  // below INT64_MAX: the cast stays defined for any quotient
+std::int64_t floor_count(double x) {
+  if (!(x > 0.0)) return 0;
+  return static_cast<std::int64_t>(std::min(kMaxCount, std::floor(x * (1.0 + 1e-12))));
+}
+std::int64_t ceil_count(double x) {
+  if (!(x > 0.0)) return 0;
+  return static_cast<std::int64_t>(std::min(kMaxCount, std::ceil(x * (1.0 - 1e-12))));
+}
+
+/// Parameters of one layer, split by how TP treats them and whether they are quantized.
+struct LayerParams {
+  double sharded = 0;     ///< divided by t, quantized (projections, experts)
+  double kv_proj = 0;     ///< k/v projections: divided by t up to n_kv, then replicated (quantized)
+  double replicated = 0;  ///< on every TP rank, quantized (MLA down-projections) [vLLM-dsv2]
+  double small = 0;       ///< on every TP rank, 16-bit (norms, MoE router)
+};
+
+struct Ctx {
+  const wl::TransformerArch& a;
+  const ParameterCounts& p;
+  const hw::GpuSpec& gpu;
+  const ServingMemoryPlan& plan;
+  Bytes capacity{};
+  double wq_bytes = 2.0;  ///< bytes per quantized weight
+  double w16_bytes = 2.0;  ///< bytes per unquantized weight
+  Bytes activations{};
+  double final_norm = 0, norms_per_layer = 0;
+  LayerParams dense, moe;
+};
+
+LayerParams layer_params(const Ctx& c, bool moe_layer) {
+  const auto& a = c.a;
+  const auto& p = c.p;
+  LayerParams lp;
+  double attn = double(p.attention_per_layer);
+  if (a.mla) {
+    const auto& m = *a.mla;
+    const double h = double(a.hidden);
+    lp.replicated = (m.q_lora_rank > 0 ? h * double(m.q_lora_rank) + double(m.q_lora_rank) : 0.0) +
+                    h * double(m.kv_lora_rank + m.qk_rope_head_dim) + double(m.kv_lora_rank);
+    lp.replicated = std::min(lp.replicated, attn);
+    attn -= lp.replicated;
+  } else {
+    lp.kv_proj = 2.0 * double(a.hidden) * double(a.kv_heads) * double(a.head_dim) +
+                 (a.qkv_bias ? 2.0 * double(a.kv_heads) * double(a.head_dim) : 0.0);
+    lp.kv_proj = std::min(lp.kv_proj, attn);
+    attn -= lp.kv_proj;
+  }
+  lp.sharded = attn;
+  const double n_moe = double(std::max<std::int64_t>(1, a.moe_layer_count()));
+  if (moe_layer) {
+    lp.sharded += double(p.routed_experts + p.shared_experts) / n_moe;
+    lp.small += double(p.router) / n_moe;
+  } else {
+    lp.sharded += double(p.dense_mlp_per_layer);
+  }
+  lp.small += c.norms_per_layer;
+  return lp;
+}
+
+/// Weights on one GPU of `st` at TP t with `heads_gpu` KV heads per rank.
+Bytes stage_weights(const Ctx& c, const StageLayers& st, int tp, int pp, double heads_gpu) {
+  const double t = double(std::max(1, tp));
+  if (c.plan.nominal_params) {
+    return units::bytes(*c.plan.nominal_params * c.wq_bytes / (t * double(std::max(1, pp))));
+  }
+  const double kv_share = c.a.mla ? 1.0 : heads_gpu / double(std::max<std::int64_t>(1, c.a.kv_heads));
+  auto layer_bytes = [&](const LayerParams& lp) {
+    return (lp.sharded / t + lp.kv_proj * kv_share + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes;
+  };
+  double b = double(st.count - st.moe) * layer_bytes(c.dense) + double(st.moe) * layer_bytes(c.moe);
+  // Vocabulary-parallel embedding and LM head (vLLM VocabParallelEmbedding / ParallelLMHead), 16-bit.
+  if (st.first_stage) b += double(c.p.embedding + c.p.position_embedding) / t * c.w16_bytes;
+  if (st.last_stage) {
+    b += double(c.p.lm_head) / t * c.w16_bytes + c.final_norm * c.w16_bytes;
+    // Tied embeddings under PP: the last stage holds its own copy for the LM head.
+    if (c.a.tied_embeddings && pp > 1) b += double(c.p.embedding) / t * c.w16_bytes;
+  }
+  return units::bytes(b);
+}
+
+Bytes total_weights(const Ctx& c) {
+  if (c.plan.nominal_params) return units::bytes(*c.plan.nominal_params * c.wq_bytes);
+  const double L = double(c.a.layers), n_moe = double(c.a.moe_layer_count());
+  auto q = [&](const LayerParams& lp) { return (lp.sharded + lp.kv_proj + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes; };
+  double b = (L - n_moe) * q(c.dense) + n_moe * q(c.moe);
+  b += double(c.p.embedding + c.p.position_embedding + c.p.lm_head) * c.w16_bytes + c.final_norm * c.w16_bytes;
+  return units::bytes(b);
+}
+
+int communicators(int tp, int pp) { return (tp > 1 ? 1 : 0) + (pp > 1 ? 1 : 0); }
+
+struct LayoutEval {
+  KvTokenBytes token;
+  std::vector<StageMemory> stages;
+  int binding = 0;
+  std::int64_t max_concurrency = 0;
+  std::vector<std::string> layout_reasons;  ///< TP/PP do not fit the model
+  std::vector<std::string> engine_reasons;  ///< the engine refuses or runs out of memory outside its fraction
+};
+
+std::vector<std::string> layout_problems(const wl::TransformerArch& a, int tp, int pp) {
+  std::vector<std::string> r;
+  if (a.heads % tp != 0)
+    r.push_back(fmt::format("TP {} does not divide the {} query heads (each rank needs whole heads)", tp, a.heads));
+  if (!a.mla && a.kv_heads > 0 && a.kv_heads % tp != 0 && tp % a.kv_heads != 0)
+    r.push_back(fmt::format("TP {} and {} KV heads: one must divide the other to split or replicate whole KV heads "
+                            "(vLLM QKVParallelLinear)",
+                            tp, a.kv_heads));
+  if (pp > a.layers) r.push_back(fmt::format("PP {} exceeds the {} layers", pp, a.layers));
+  return r;
+}
+
+LayoutEval evaluate_layout(const Ctx& c, int tp, int pp, Explain explain_token) {
+  const auto& plan = c.plan;
+  LayoutEval e;
+  e.layout_reasons = layout_problems(c.a, tp, pp);
+  e.token = kv_token_bytes(c.a, plan.kv, tp, explain_token);
+  const double f = plan.memory_fraction;
+  const double ovh = 1.0 + std::max(0.0, plan.paging_overhead);
+  const Bytes C = c.capacity;
+  const Bytes ctx_b = plan.overheads.cuda_context;
+  const Bytes nccl = plan.overheads.nccl_per_communicator * double(communicators(tp, pp));
+  const Bytes graphs = plan.overheads.cuda_graphs;
+  const Bytes act = c.activations;
+  std::set<std::string> engine_reasons;
+  for (const StageLayers& st : pipeline_stages(c.a, pp)) {
+    StageMemory m;
+    m.layers = st;
+    m.capacity = C;
+    m.weights = stage_weights(c, st, tp, pp, e.token.kv_heads_per_gpu);
+    m.activations = act;
+    m.cuda_graphs = graphs;
+    m.cuda_context = ctx_b;
+    m.nccl = nccl;
+    switch (plan.engine) {
+      case MemoryEngine::plain:
+        m.budget = C * f;
+        m.kv_pool = m.budget - (m.weights + act + graphs + ctx_b + nccl);
+        break;
+      case MemoryEngine::vllm: {
+        m.budget = C * f;
+        const Bytes inside = m.weights + act + (plan.cuda_graphs_in_budget ? graphs : Bytes{});
+        m.outside_budget = ctx_b + nccl + (plan.cuda_graphs_in_budget ? Bytes{} : graphs);
+        m.kv_pool = m.budget - inside;
+        const Bytes free_at_start = C - ctx_b - nccl;
+        if (free_at_start < m.budget)
+          engine_reasons.insert(fmt::format(
+              "vLLM refuses to start: free memory at start-up {} (capacity {} − CUDA context {} − NCCL {}) is less "
+              "than gpu_memory_utilization {} × {} = {}; lower it to ≤ {}",
+              gib(free_at_start), gib(C), gib(ctx_b), gib(nccl), format_number(f), gib(C), gib(m.budget),
+              format_number(std::floor(free_at_start.raw() / C.raw() * 1000.0) / 1000.0)));
+        else if (!plan.cuda_graphs_in_budget && m.outside_budget > C - m.budget)
+          engine_reasons.insert(fmt::format(
+              "CUDA-graph capture runs out of memory: outside gpu_memory_utilization vLLM needs {} (context + NCCL + "
+              "graphs) but only (1 − {}) × {} = {} is left",
+              gib(m.outside_budget), format_number(f), gib(C), gib(C - m.budget)));
+        break;
+      }
+      case MemoryEngine::sglang: {
+        const Bytes base = C - ctx_b - nccl;
+        m.budget = base * f;
+        m.outside_budget = ctx_b + nccl;
+        m.kv_pool = m.budget - m.weights;
+        const Bytes reserve = base - m.budget;
+        if (act + graphs > reserve)
+          engine_reasons.insert(fmt::format(
+              "SGLang leaves (1 − mem_fraction_static) × {} = {} for activations and CUDA graphs but they need {}: "
+              "expect an out-of-memory at run time; lower --mem-fraction-static to ≤ {}",
+              gib(base), gib(reserve), gib(act + graphs),
+              format_number(std::floor((1.0 - (act + graphs).raw() / base.raw()) * 1000.0) / 1000.0)));
+        break;
+      }
+    }
+    m.sequence = sequence_kv(c.a, st, e.token, plan.context, plan.block_size, plan.prefix_tokens);
+    const double pool_eff = m.kv_pool.raw() / ovh;
+    if (pool_eff >= m.sequence.per_sequence.raw() && m.sequence.unique.raw() > 0)
+      m.max_concurrency = floor_count((pool_eff - m.sequence.shared_prefix.raw()) / m.sequence.unique.raw());
+    m.kv_used = m.sequence.for_sequences(plan.concurrency) * ovh;
+    m.free = m.kv_pool - m.kv_used;
+    const double per_token_stage = e.token.per_layer.raw() * double(st.count);
+    const double B = double(std::max<std::int64_t>(1, plan.block_size));
+    if (per_token_stage > 0 && m.kv_pool.raw() > 0)
+      m.kv_token_capacity = floor_count(m.kv_pool.raw() / (B * per_token_stage)) * std::int64_t(B);
+    e.stages.push_back(m);
+  }
+  e.engine_reasons.assign(engine_reasons.begin(), engine_reasons.end());
+  e.max_concurrency = e.stages.empty() ? 0 : e.stages.front().max_concurrency;
+  for (std::size_t i = 0; i < e.stages.size(); ++i) {
+    const auto& s = e.stages[i];
+    const auto& b = e.stages[static_cast<std::size_t>(e.binding)];
+    if (s.max_concurrency < b.max_concurrency || (s.max_concurrency == b.max_concurrency && s.free < b.free))
+      e.binding = static_cast<int>(i);
+  }
+  e.max_concurrency = e.stages.empty() ? 0 : e.stages[static_cast<std::size_t>(e.binding)].max_concurrency;
+  return e;
+}
+
+/// Whether `n` sequences of `s` tokens fit on every stage of `e`.
+bool fits(const Ctx& c, const LayoutEval& e, std::int64_t s, std::int64_t n) {
+  const double ovh = 1.0 + std::max(0.0, c.plan.paging_overhead);
+  for (const auto& m : e.stages) {
+    const SequenceKv q = sequence_kv(c.a, m.layers, e.token, s, c.plan.block_size, c.plan.prefix_tokens);
+    if (m.kv_pool.raw() <= 0 || q.for_sequences(n).raw() * ovh > m.kv_pool.raw()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------------------------
+
+WeightQuant default_weight_quant(StoreDtype d) {
+  WeightQuant w;
+  w.dtype = d;
+  switch (d) {
+    case StoreDtype::fp32:
+    case StoreDtype::bf16:
+    case StoreDtype::fp16:
+      w.origin = "unquantized";
+      break;
+    case StoreDtype::fp8:
+      w.group_size = 0;
+      w.group_bytes = 4.0;
+      w.origin = "one fp32 scale per output channel (llm-compressor FP8_DYNAMIC); DeepSeek-V3's 128×128 blocks "
+                 "of fp32 scales are smaller still";
+      break;
+    case StoreDtype::int8:
+      w.group_size = 0;
+      w.group_bytes = 4.0;
+      w.origin = "assumption: one fp32 scale per output channel (W8A8 per-channel)";
+      break;
+    case StoreDtype::int4:
+      w.group_size = 128;
+      w.group_bytes = 2.5;
+      w.origin = "GPTQ/AWQ layout: group 128, fp16 scale + 4-bit packed zero point per group";
+      break;
+  }
+  return w;
+}
+
+double weight_bytes_per_param(const WeightQuant& w, std::int64_t input_width) {
+  const double group = double(w.group_size > 0 ? w.group_size : std::max<std::int64_t>(1, input_width));
+  return element_bytes(w.dtype) + (is_quantized(w.dtype) ? w.group_bytes / group : 0.0);
+}
+
+std::string_view to_string(MemoryEngine e) {
+  switch (e) {
+    case MemoryEngine::plain: return "plain";
+    case MemoryEngine::vllm: return "vllm";
+    case MemoryEngine::sglang: return "sglang";
+  }
+  return "?";
+}
+
+std::optional<MemoryEngine> parse_memory_engine(std::string_view s) {
+  for (auto e : {MemoryEngine::plain, MemoryEngine::vllm, MemoryEngine::sglang})
+    if (s == to_string(e)) return e;
+  return std::nullopt;
+}
+
+EngineBatchDefaults vllm_batch_defaults(const hw::GpuSpec& gpu) {
+  // arg_utils.py: `device_memory >= 70 * GiB_bytes and "a100" not in device_name`.
+  std::string name = gpu.info.name + " " + gpu.info.id;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  if (gpu.memory_capacity() >= units::gibibytes(70) && name.find("a100") == std::string::npos) return {8192, 1024};
+  return {2048, 256};
+}
+
+ServingOverheads default_serving_overheads() {
+  const RuntimeOverheads t = default_training_overheads();
+  ServingOverheads o;
+  o.cuda_context = t.cuda_context;
+  o.nccl_per_communicator = t.nccl_buffers;
+  o.cuda_graphs = units::gibibytes(1.0);
+  o.estimate_activations = true;
+  o.origin = t.origin +
+             "; CUDA graphs 1 GiB (assumption: vLLM logs 'CUDA graphs can take additional 1~3 GiB memory per GPU'; "
+             "reported captures 0.36-2.4 GiB, gpustack/runner PR#251, vllm#7553, vllm PR#21489); activations estimated "
+             "from the profiling pass";
+  return o;
+}
+
+ServingOverheads no_serving_overheads() {
+  ServingOverheads o;
+  o.estimate_activations = false;
+  o.origin = "none (textbook: by memory alone)";
+  return o;
+}
+
+units::Bytes serving_activation_peak(const wl::TransformerArch& a, int tp, std::int64_t batched_tokens,
+                                     std::int64_t max_seqs, double activation_bytes) {
+  const double t = double(std::max(1, tp));
+  const double h = double(a.hidden), nq = double(a.heads) / t;
+  double attn = 0.0;
+  if (a.mla) {
+    const auto& m = *a.mla;
+    // Prefill expands the latent: q and k of d_nope + d_rope, v and the output of d_v per head.
+    attn = nq * (2.0 * double(m.qk_nope_head_dim + m.qk_rope_head_dim) + 2.0 * double(m.v_head_dim));
+  } else {
+    const double kv_gpu = double(std::max<std::int64_t>(1, a.kv_heads / std::max(1, tp)));
+    attn = (2.0 * nq + 2.0 * kv_gpu) * double(a.head_dim);  // q, k, v, output
+  }
+  const double mats = a.mlp == wl::MlpKind::gated ? 3.0 : 2.0;  // gate, up, product (or fc1 out, act out)
+  double ffn = mats * double(a.intermediate) / t;
+  if (a.moe) {
+    const auto& m = *a.moe;
+    const double moe = mats * (double(m.experts_per_token) * double(m.expert_intermediate) +
+                               double(m.shared_experts) * double(m.shared_intermediate)) / t;
+    ffn = a.moe_layer_count() == a.layers ? moe : std::max(ffn, moe);
+  }
+  const double per_token = activation_bytes * (2.0 * h + std::max(attn, ffn));
+  const double logits = 2.0 * double(max_seqs) * double(a.vocab) * 4.0;
+  return units::bytes(double(batched_tokens) * per_token + logits);
+}
+
+ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts& params, const hw::GpuSpec& gpu,
+                             const ServingMemoryPlan& plan_in, Explain explain) {
+  ServingMemory r;
+  r.plan = plan_in;
+  ServingMemoryPlan& plan = r.plan;
+  plan.tp = std::max(1, plan.tp);
+  plan.pp = std::max(1, plan.pp);
+  plan.block_size = std::max<std::int64_t>(1, plan.block_size);
+  plan.context = std::max<std::int64_t>(1, plan.context);
+  plan.concurrency = std::max<std::int64_t>(1, plan.concurrency);
+
+  // vLLM's MLA backends need their own block size [vLLM-mla].
+  if (plan.engine == MemoryEngine::vllm && plan.engine_block_size && a.mla) {
+    std::int64_t forced = 0;
+    if (gpu.family == "Hopper" && plan.block_size % 64 != 0) forced = 64;
+    if (gpu.family.rfind("Blackwell", 0) == 0 && plan.block_size % 128 != 0) forced = 128;
+    if (forced > 0) {
+      r.notes.push_back(fmt::format("vLLM forces KV block size {} for MLA on {} (FlashMLA on Hopper, CUTLASS MLA on "
+                                    "Blackwell; vllm/platforms/cuda.py): block size {} → {}",
+                                    forced, gpu.family, plan.block_size, forced));
+      plan.block_size = forced;
+    }
+  }
+
+  Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, 0.0, 0.0, {}, {}};
+  c.capacity = plan.capacity == CapacityBasis::label ? gpu.memory.capacity_label : gpu.memory_capacity();
+  c.w16_bytes = plan.weights.dtype == StoreDtype::fp32 ? 4.0 : 2.0;
+  c.wq_bytes = plan.weight_scale_overhead ? weight_bytes_per_param(plan.weights, a.hidden)
+                                          : element_bytes(plan.weights.dtype);
+  c.final_norm = a.norm == wl::NormKind::layernorm ? 2.0 * double(a.hidden) : double(a.hidden);
+  c.norms_per_layer = a.layers > 0 ? std::max(0.0, double(params.norms) - c.final_norm) / double(a.layers) : 0.0;
+  c.dense = layer_params(c, false);
+  c.moe = layer_params(c, true);
+  if (plan.overheads.activations) c.activations = *plan.overheads.activations;
+  else if (plan.overheads.estimate_activations)
+    c.activations = serving_activation_peak(a, plan.tp, plan.max_num_batched_tokens, plan.max_num_seqs,
+                                            plan.activation_bytes);
+
+  // ---- the plan's layout ----
+  const LayoutEval e = evaluate_layout(c, plan.tp, plan.pp, explain);
+  r.token = e.token;
+  r.stages = e.stages;
+  r.binding_stage = e.binding;
+  r.max_concurrency = e.max_concurrency;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
+  r.kv_token_capacity = bind.kv_token_capacity;
+  r.kv_bytes_per_token_per_gpu = e.token.per_layer * double(bind.layers.count);
+  r.kv_bytes_per_sequence_per_gpu = bind.sequence.per_sequence;
+
+  // ---- whole-model numbers (every head once, one stage) ----
+  const KvTokenBytes tok1 = kv_token_bytes(a, plan.kv, 1, Explain::off);
+  const StageLayers whole = pipeline_stages(a, 1).front();
+  const SequenceKv seq1 = sequence_kv(a, whole, tok1, plan.context, plan.block_size, plan.prefix_tokens);
+  const double ovh = 1.0 + std::max(0.0, plan.paging_overhead);
+  r.kv_bytes_per_token = tok1.per_token_model;
+  r.kv_bytes_per_sequence = seq1.exact;
+  r.kv_total = seq1.for_sequences(plan.concurrency) * ovh;
+  r.weights_total = total_weights(c);
+  r.memory_needed = r.weights_total + r.kv_total;
+
+  // ---- max context at the concurrency (bisection; monotone in s) ----
+  const std::int64_t cap = a.max_position > 0 ? a.max_position : std::int64_t{100'000'000};
+  if (!fits(c, e, 1, plan.concurrency)) {
+    r.max_context_tokens = 0;
+    r.max_context_limit = "memory";
+  } else if (fits(c, e, cap, plan.concurrency)) {
+    r.max_context_tokens = cap;
+    r.max_context_limit = a.max_position > 0 ? "max_position_embeddings" : "search limit";
+  } else {
+    std::int64_t lo = 1, hi = cap;  // fits(lo), !fits(hi)
+    while (hi - lo > 1) {
+      const std::int64_t mid = lo + (hi - lo) / 2;
+      (fits(c, e, mid, plan.concurrency) ? lo : hi) = mid;
+    }
+    r.max_context_tokens = lo;
+    r.max_context_limit = "memory";
+  }
+
+  // ---- GPUs needed by memory ----
+  {
+    // Pooled (textbook): (weights + KV) over what one GPU's budget leaves after its fixed overheads.
+    const StageMemory& s0 = bind;
+    Bytes fixed{};
+    switch (plan.engine) {
+      case MemoryEngine::plain: fixed = s0.activations + s0.cuda_graphs + s0.cuda_context + s0.nccl; break;
+      case MemoryEngine::vllm: fixed = s0.activations + (plan.cuda_graphs_in_budget ? s0.cuda_graphs : Bytes{}); break;
+      case MemoryEngine::sglang: fixed = Bytes{}; break;
+    }
+    r.usable_per_gpu_pooled = s0.budget - fixed;
+    if (r.usable_per_gpu_pooled.raw() > 0)
+      r.gpus_needed_pooled = std::max<std::int64_t>(1, ceil_count(r.memory_needed.raw() / r.usable_per_gpu_pooled.raw()));
+
+    // Layout: the fewest GPUs over TP × PP × replicas.
+    std::vector<int> tps{plan.tp}, pps{plan.pp};
+    for (int t = 1; t <= plan.max_tp && t <= a.heads; t *= 2) tps.push_back(t);
+    for (int p = 1; p <= plan.max_pp && p <= a.layers; p *= 2) pps.push_back(p);
+    std::sort(tps.begin(), tps.end());
+    tps.erase(std::unique(tps.begin(), tps.end()), tps.end());
+    std::sort(pps.begin(), pps.end());
+    pps.erase(std::unique(pps.begin(), pps.end()), pps.end());
+    for (int t : tps)
+      for (int p : pps) {
+        const LayoutEval le = (t == plan.tp && p == plan.pp) ? e : evaluate_layout(c, t, p, Explain::off);
+        if (!le.layout_reasons.empty() || !le.engine_reasons.empty() || le.max_concurrency < 1) continue;
+        ReplicaLayout l{t, p, ceil_count(double(plan.concurrency) / double(le.max_concurrency)), le.max_concurrency};
+        const bool better = !r.best_layout || l.gpus() < r.best_layout->gpus() ||
+                            (l.gpus() == r.best_layout->gpus() &&
+                             (t * p < r.best_layout->tp * r.best_layout->pp ||
+                              (t * p == r.best_layout->tp * r.best_layout->pp && p < r.best_layout->pp)));
+        if (better) r.best_layout = l;
+      }
+    if (plan.gpu_count == GpuCountMethod::pooled) r.gpus_needed = r.gpus_needed_pooled;
+    else if (r.best_layout) r.gpus_needed = r.best_layout->gpus();
+  }
+
+  // ---- feasibility of the plan ----
+  auto fail = [&](std::string s) {
+    r.ok = false;
+    r.reasons.push_back(std::move(s));
+  };
+  for (const auto& s : e.layout_reasons) fail(s);
+  for (const auto& s : e.engine_reasons) fail(s);
+  if (e.layout_reasons.empty()) {
+    if (bind.kv_pool.raw() <= 0) {
+      switch (plan.engine) {
+        case MemoryEngine::vllm:
+          fail(fmt::format("no memory left for the KV cache{}: gpu_memory_utilization {} × {} = {} minus "
+                           "weights {} and activations {}{} (vLLM: \"No available memory for the cache blocks\")",
+                           plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : "",
+                           format_number(plan.memory_fraction), gib(bind.capacity), gib(bind.budget),
+                           gib(bind.weights), gib(bind.activations),
+                           plan.cuda_graphs_in_budget ? fmt::format(" and CUDA graphs {}", gib(bind.cuda_graphs)) : ""));
+          break;
+        case MemoryEngine::sglang:
+          fail(fmt::format("no memory left for the KV cache{}: the mem_fraction_static share {} is less than "
+                           "the weights {} (SGLang: \"Not enough memory. Please try to increase "
+                           "--mem-fraction-static.\")",
+                           plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : "", gib(bind.budget),
+                           gib(bind.weights)));
+          break;
+        case MemoryEngine::plain:
+          fail(fmt::format("the weights {} and overheads {} leave no KV cache in the usable {} per GPU{}",
+                           both(bind.weights), both(bind.activations + bind.cuda_graphs + bind.cuda_context + bind.nccl),
+                           both(bind.budget), plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : ""));
+          break;
+      }
+    } else if (r.max_concurrency < 1) {
+      fail(fmt::format("one sequence of {} tokens needs {} of KV per GPU{} but the KV pool holds {} ({} tokens){}",
+                       format_count(double(plan.context)), both(bind.sequence.per_sequence * ovh),
+                       plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : "", both(bind.kv_pool),
+                       format_count(double(bind.kv_token_capacity)),
+                       plan.engine == MemoryEngine::vllm
+                           ? fmt::format(" (vLLM: \"The model's max seq len ({}) is larger than the maximum number of "
+                                         "tokens that can be stored in KV cache ({})\")",
+                                         plan.context, bind.kv_token_capacity)
+                           : ""));
+    }
+    if (plan.gpus) {
+      const std::int64_t per_replica = std::int64_t(plan.tp) * plan.pp;
+      if (*plan.gpus % per_replica != 0) {
+        fail(fmt::format("{} GPUs are not a whole number of TP {} × PP {} replicas", *plan.gpus, plan.tp, plan.pp));
+      } else if (r.max_concurrency >= 1) {
+        const std::int64_t replicas = *plan.gpus / per_replica;
+        if (replicas * r.max_concurrency < plan.concurrency)
+          fail(fmt::format("{} sequences of {} tokens do not fit on {} GPUs: {} replicas × {} sequences = {}; by "
+                           "memory they need {} GPUs{}",
+                           format_count(double(plan.concurrency)), format_count(double(plan.context)), *plan.gpus,
+                           replicas, r.max_concurrency, replicas * r.max_concurrency,
+                           ceil_count(double(plan.concurrency) / double(r.max_concurrency)) * per_replica,
+                           r.best_layout && r.best_layout->gpus() <
+                                                ceil_count(double(plan.concurrency) / double(r.max_concurrency)) * per_replica
+                               ? fmt::format(" at TP {} × PP {}, {} with TP {} × PP {} × {} replicas", plan.tp, plan.pp,
+                                             r.best_layout->gpus(), r.best_layout->tp, r.best_layout->pp,
+                                             r.best_layout->replicas)
+                               : fmt::format(" at TP {} × PP {}", plan.tp, plan.pp)));
+      }
+    }
+  }
+  if (a.max_position > 0 && plan.context > a.max_position) {
+    const std::string msg = fmt::format("context {} exceeds the model's max_position_embeddings {}",
+                                        format_count(double(plan.context)), format_count(double(a.max_position)));
+    if (plan.engine == MemoryEngine::plain) r.notes.push_back(msg);
+    else fail(msg + " (vLLM and SGLang refuse a longer max_model_len / context_length without an override)");
+  }
+
+  // ---- notes ----
+  if (!a.mla && e.token.replication > 1)
+    r.notes.push_back(fmt::format("TP {} > {} KV heads: each KV head is stored on {} ranks; KV per GPU stops falling "
+                                  "at TP {}",
+                                  plan.tp, a.kv_heads, e.token.replication, a.kv_heads));
+  if (a.mla && plan.tp > 1)
+    r.notes.push_back(fmt::format("MLA: every one of the {} TP ranks stores the whole latent cache (vLLM treats the "
+                                  "latent as one KV head); PP or data-parallel attention divides it, TP does not",
+                                  plan.tp));
+  if (is_quantized(plan.weights.dtype) && plan.weights.dtype == StoreDtype::fp8 && !gpu.peak(hw::Precision::fp8))
+    r.notes.push_back(fmt::format("{} has no FP8 tensor cores: FP8 weights run weight-only (dequantised to 16-bit) "
+                                  "where the engine supports it",
+                                  gpu.info.name));
+  if (plan.kv.dtype == StoreDtype::fp8 && !gpu.peak(hw::Precision::fp8))
+    r.notes.push_back(fmt::format("{} has no FP8 tensor cores: an fp8 KV cache is stored in fp8 but dequantised for "
+                                  "attention", gpu.info.name));
+
+  // ---- derivation ----
+  if (explain == Explain::on) {
+    const Origin cfg = Origin::model_config(a.source);
+    const std::string cap_ref = plan.capacity == CapacityBasis::label
+                                    ? gpu.info.cite("/memory/capacity_GB")
+                                    : (gpu.memory.device_reported ? gpu.info.cite("/memory/device_reported_MiB")
+                                                                  : gpu.info.cite("/memory/capacity_GB"));
+    Derivation& root = r.derivation;
+    root.id = "kv";
+    root.title = fmt::format("KV cache and serving memory: {} on {}", a.name.empty() ? a.id : a.name, gpu.info.name);
+    root.formula = "max concurrency = ⌊(KV pool/(1 + p_ovh) − shared prefix) / KV per sequence⌋ ; KV pool = engine "
+                   "budget − weights − overheads inside it";
+    root.inputs = {{"t", std::to_string(plan.tp), "tensor parallel", Origin::user("--tp")},
+                   {"p", std::to_string(plan.pp), "pipeline parallel", Origin::user("--pp")},
+                   {"s", format_count(double(plan.context)), "tokens per sequence", Origin::user("--context")},
+                   {"n", format_count(double(plan.concurrency)), "concurrent sequences", Origin::user("--concurrency")}};
+    root.result = fmt::format("{} sequences of {} tokens per replica; {} tokens at {} sequences; {} GPUs by memory",
+                              r.max_concurrency, format_count(double(plan.context)),
+                              format_count(double(r.max_context_tokens)), r.plan.concurrency,
+                              r.gpus_needed ? std::to_string(*r.gpus_needed) : std::string("no layout"));
+    root.children.push_back(e.token.derivation);
+
+    Derivation sq;
+    sq.id = "kv.sequence";
+    sq.title = fmt::format("KV per sequence on one GPU{}", plan.pp > 1 ? fmt::format(" (stage {})", bind.layers.stage) : "");
+    sq.formula = "per layer: blocks = ⌈s/B⌉ (full) or min(⌈s/B⌉, ⌈(W−1)/B⌉ + 1) (sliding) ; bytes = Σ blocks·B·kv_layer ; "
+                 "shared prefix ⌊P/B⌋ blocks on full layers stored once ; expected waste (B−1)/2 tokens per layer";
+    sq.inputs = {{"B", std::to_string(plan.block_size), "tokens per KV block", Origin::user("--block-size")},
+                 {"P", format_count(double(plan.prefix_tokens)), "shared prefix tokens", Origin::user("--prefix-tokens")},
+                 {"L_full", std::to_string(bind.layers.full()), "full-attention layers on this GPU", cfg},
+                 {"L_sliding", std::to_string(bind.layers.sliding), "sliding-window layers on this GPU", cfg},
+                 {"W", format_count(double(a.sliding_window)), "sliding window", cfg},
+                 {"kv_layer", format(e.token.per_layer), "KV per token per layer per GPU", Origin::derived("kv.token")}};
+    sq.result = fmt::format("{} per sequence ({} exact + {} in partly filled blocks; {} expected over random "
+                            "lengths); shared prefix {}; each further sequence adds {}",
+                            both(bind.sequence.per_sequence), format(bind.sequence.exact),
+                            format(bind.sequence.block_waste), format(bind.sequence.expected_block_waste),
+                            format(bind.sequence.shared_prefix), format(bind.sequence.unique));
+    sq.notes.push_back("PagedAttention wastes only the last, partly filled block of a sequence (Kwon et al. 2023, "
+                       "arXiv:2309.06180 §4.2); prefix caching shares whole blocks only (§4.3; vLLM hashes full blocks)");
+    if (plan.paging_overhead > 0)
+      sq.notes.push_back(fmt::format("flat paging overhead {} on the KV (the textbook's allowance; PagedAttention's own "
+                                     "waste is the block rounding above)",
+                                     format(units::Ratio(plan.paging_overhead))));
+    root.children.push_back(sq);
+
+    Derivation w;
+    w.id = "weights";
+    w.title = "Weights per GPU";
+    if (plan.nominal_params) {
+      w.formula = "weights per GPU = N·b_w / (t·p)";
+      w.inputs = {{"N", format_number(*plan.nominal_params), "nominal parameters", Origin::user("--params")}};
+    } else {
+      w.formula = "Σ_layers [(P − P_kv − P_repl)/t + P_kv·heads_gpu/n_kv + P_repl]·b_w + P_small·b_16 + (V·h/t)·b_16 "
+                  "for the embedding (first stage) and LM head (last stage)";
+      w.inputs = {{"P_total", format_count(double(params.total)), "parameters", Origin::derived("params")},
+                  {"P_repl", format_count(c.dense.replicated), "replicated on every TP rank per layer (MLA down-projections)",
+                   Origin::constant("vllm/model_executor/models/deepseek_v2.py: ReplicatedLinear")},
+                  {"P_kv", format_count(c.dense.kv_proj), "k/v projection weights per layer", cfg}};
+      w.notes.push_back("embeddings, LM head, norms and MoE routers stay 16-bit; experts are split over TP (EP gives "
+                        "the same bytes per GPU)");
+    }
+    w.inputs.push_back({"b_w", format_number(c.wq_bytes, 6),
+                        fmt::format("bytes per {} weight{}", to_string(plan.weights.dtype),
+                                    plan.weight_scale_overhead && is_quantized(plan.weights.dtype)
+                                        ? fmt::format(" incl. scales (group {}, {} B per group)",
+                                                      plan.weights.group_size > 0 ? std::to_string(plan.weights.group_size)
+                                                                                  : std::string("= output channel"),
+                                                      format_number(plan.weights.group_bytes))
+                                        : std::string(" (nominal)")),
+                        Origin::assumption(plan.weights.origin)});
+    w.result = fmt::format("{} per GPU on stage {}; {} for the whole model", both(bind.weights), bind.layers.stage,
+                           both(r.weights_total));
+    root.children.push_back(w);
+
+    Derivation o;
+    o.id = "overheads";
+    o.title = "Runtime overheads per GPU";
+    o.formula = "context + NCCL·communicators + CUDA graphs + peak activations";
+    o.inputs = {{"context", gib(plan.overheads.cuda_context), "CUDA context + cuBLAS workspace", Origin::assumption(plan.overheads.origin)},
+                {"nccl", gib(plan.overheads.nccl_per_communicator), "NCCL buffers per communicator",
+                 Origin::assumption(plan.overheads.origin)},
+                {"comms", std::to_string(communicators(plan.tp, plan.pp)), "communicators (TP, PP)", Origin::derived()},
+                {"graphs", gib(plan.overheads.cuda_graphs), "CUDA graphs", Origin::assumption(plan.overheads.origin)},
+                {"act", gib(c.activations), "peak activations of the profiling pass",
+                 plan.overheads.activations ? Origin::user("--activation-GiB")
+                 : plan.overheads.estimate_activations
+                     ? Origin::assumption(fmt::format("estimate (serving_activation_peak): {} batched tokens, {} "
+                                                      "sequences (vLLM defaults)",
+                                                      plan.max_num_batched_tokens, plan.max_num_seqs))
+                     : Origin::assumption(plan.overheads.origin)}};
+    o.result = gib(bind.cuda_context + bind.nccl + bind.cuda_graphs + bind.activations);
+    root.children.push_back(o);
+
+    Derivation b;
+    b.id = "budget";
+    b.title = fmt::format("Engine memory budget ({})", to_string(plan.engine));
+    b.inputs = {{"C", gib(c.capacity), plan.capacity == CapacityBasis::label ? "vendor capacity label" : "device memory (driver)",
+                 Origin::datasheet(cap_ref)},
+                {"f", format_number(plan.memory_fraction),
+                 plan.engine == MemoryEngine::vllm     ? "gpu_memory_utilization"
+                 : plan.engine == MemoryEngine::sglang ? "mem_fraction_static"
+                                                       : "usable fraction",
+                 Origin::user(plan.engine == MemoryEngine::vllm     ? "--gpu-memory-utilization"
+                              : plan.engine == MemoryEngine::sglang ? "--mem-fraction-static"
+                                                                    : "--usable-fraction")}};
+    switch (plan.engine) {
+      case MemoryEngine::plain:
+        b.formula = "KV pool = f·C − weights − activations − graphs − context − NCCL";
+        break;
+      case MemoryEngine::vllm:
+        b.formula = plan.cuda_graphs_in_budget ? "KV pool = f·C − weights − activations − CUDA graphs ; context + NCCL outside f"
+                                               : "KV pool = f·C − weights − activations ; context + NCCL + CUDA graphs outside f";
+        b.notes.push_back("vllm/v1/worker/gpu_worker.py: requested = total·gpu_memory_utilization is measured after "
+                          "CUDA and NCCL init; KV = requested − (weights + peak activation + non-torch increase) "
+                          "(vllm/utils/mem_utils.py memory_profiling); start-up fails if free < requested");
+        b.notes.push_back(plan.cuda_graphs_in_budget
+                              ? "CUDA-graph memory is estimated during profiling and counted inside the fraction "
+                                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, PR#30515, default on from v0.21)"
+                              : "CUDA graphs are captured after the KV cache is allocated and live outside the fraction "
+                                "(vLLM before v0.21, or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)");
+        break;
+      case MemoryEngine::sglang:
+        b.formula = "base = C − context − NCCL ; KV pool = f·base − weights ; activations + CUDA graphs in (1 − f)·base";
+        b.notes.push_back("sglang model_runner profile_max_num_token: rest = available_after_load − total·(1 − "
+                          "mem_fraction_static), `total` being the free memory before the weights load");
+        break;
+    }
+    b.result = fmt::format("budget {}; KV pool {} per GPU ({} tokens)", gib(bind.budget), gib(bind.kv_pool),
+                           format_count(double(bind.kv_token_capacity)));
+    root.children.push_back(b);
+
+    Derivation g;
+    g.id = "gpus";
+    g.title = "GPUs needed by memory";
+    g.formula = "layout: min over TP×PP of TP·PP·⌈n / max_concurrency(TP, PP)⌉ ; pooled: ⌈(weights + n·KV_seq·(1 + p_ovh)) / "
+                "usable per GPU⌉";
+    g.inputs = {{"weights", both(r.weights_total), "all weights", Origin::derived("weights")},
+                {"KV", both(r.kv_total), "n sequences at s tokens, whole model", Origin::derived("kv.sequence")},
+                {"usable", both(r.usable_per_gpu_pooled), "budget per GPU less its fixed overheads", Origin::derived("budget")},
+                {"TP_max", std::to_string(plan.max_tp), "largest TP tried", Origin::assumption(plan.max_tp_origin)}};
+    g.result = fmt::format("layout: {}; pooled: {} (memory needed {})",
+                           r.best_layout ? fmt::format("{} GPUs (TP {} × PP {} × {} replicas of {} sequences)",
+                                                       r.best_layout->gpus(), r.best_layout->tp, r.best_layout->pp,
+                                                       r.best_layout->replicas, r.best_layout->max_concurrency)
+                                         : std::string("none holds one sequence"),
+                           r.gpus_needed_pooled ? std::to_string(*r.gpus_needed_pooled) : std::string("-"),
+                           both(r.memory_needed));
+    g.notes.push_back("the pooled count lets a sequence's KV spread over GPUs of different replicas; a real replica holds "
+                      "whole sequences, so the layout count can be higher");
+    root.children.push_back(g);
+    root.notes = r.notes;
+  }
+  return r;
+}
+
+}  // namespace gpuplan::model

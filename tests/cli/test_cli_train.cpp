@@ -1,0 +1,480 @@
+// End-to-end tests of `gpuplan train`, `gpuplan roofline` and `gpuplan validate`: exit codes (0 ok, 2 invalid input,
+// 3 valid plan that cannot work), the stable JSON keys documented in docs/cli.md, scenario files and their
+// diagnostics, and the CSV header.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+
+using namespace gpuplan::cli_test;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// A scenario file in a fresh temporary folder, removed when the object goes out of scope.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& text) {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() /
+           ("gpuplan-test-cli-train-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::create_directories(dir_);
+    path_ = dir_ / name;
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  [[nodiscard]] std::string path() const { return path_.string(); }
+
+ private:
+  fs::path dir_, path_;
+};
+
+/// The brief's base plan: Llama 3.1 8B on 8 H100, 64 × 4096 tokens per step.
+std::vector<std::string> base_args() {
+  return {"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--micro-batch", "1",
+          "--global-batch", "64", "--seq", "4096"};
+}
+/// The same with ZeRO-1, which fits in 80 GB (without it, 16 B per parameter on every GPU does not).
+std::vector<std::string> fitting_args() {
+  auto a = base_args();
+  a.insert(a.end(), {"--zero", "1"});
+  return a;
+}
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+const char* const kCommKinds[] = {"tp", "cp", "ep", "pp", "dp"};
+const char* const kMemoryTerms[] = {"weights",    "gradients", "master_weights", "optimizer_states", "activations",
+                                    "logits",     "cuda_context", "nccl_buffers", "fragmentation"};
+
+/// The stable keys of a `train --format json` report with numbers (feasible or not fitting in memory).
+void check_train_keys(const json& j) {
+  for (const std::string k : {"step_time_s", "tokens_per_s", "mfu", "hfu"}) {
+    CAPTURE(k);
+    REQUIRE(j.contains(k));
+    CHECK(j[k].is_number());
+    CHECK(std::isfinite(j[k].get<double>()));
+    CHECK(j[k].get<double>() > 0);
+  }
+  REQUIRE(j.contains("feasible"));
+  CHECK(j["feasible"].is_boolean());
+  REQUIRE(j.contains("reasons"));
+  CHECK(j["reasons"].is_array());
+  REQUIRE(j.contains("memory"));
+  REQUIRE(j["memory"].contains("peak_bytes_per_gpu"));
+  CHECK(j["memory"]["peak_bytes_per_gpu"].get<double>() > 0);
+  REQUIRE(j["memory"].contains("breakdown"));
+  double sum = 0;
+  for (const std::string k : kMemoryTerms) {
+    CAPTURE(k);
+    REQUIRE(j["memory"]["breakdown"].contains(k));
+    CHECK(j["memory"]["breakdown"][k].is_number());
+    CHECK(j["memory"]["breakdown"][k].get<double>() >= 0);
+    sum += j["memory"]["breakdown"][k].get<double>();
+  }
+  CHECK(j["memory"]["peak_bytes_per_gpu"].get<double>() == doctest::Approx(sum).epsilon(1e-9));
+  REQUIRE(j.contains("comm"));
+  for (const std::string kind : kCommKinds) {
+    CAPTURE(kind);
+    REQUIRE(j["comm"].contains(kind));
+    for (const std::string k : {"time_s", "exposed_s", "bytes_per_step"}) {
+      CAPTURE(k);
+      REQUIRE(j["comm"][kind].contains(k));
+      CHECK(j["comm"][kind][k].is_number());
+      CHECK(j["comm"][kind][k].get<double>() >= 0);
+    }
+    CHECK(j["comm"][kind]["exposed_s"].get<double>() <= j["comm"][kind]["time_s"].get<double>() + 1e-3);
+  }
+}
+
+std::string reasons_text(const json& j) {
+  std::string s;
+  for (const auto& r : j["reasons"]) s += r.get<std::string>() + "\n";
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("gpuplan train") {
+  TEST_CASE("train --format json: exit 0 and the documented stable keys (Llama 3.1 8B, 8 H100, ZeRO-1)") {
+    const Run r = run(with(fitting_args(), {"--format", "json"}));
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    const json j = parse_json(r);
+    check_train_keys(j);
+    CHECK(j["feasible"] == true);
+    CHECK(j["reasons"].empty());
+    CHECK(j["model"] == "llama-3.1-8b");
+    CHECK(j["gpu"] == "h100-sxm5-80gb");
+    CHECK(j["gpus"] == 8);
+    CHECK(j["layout"]["dp"] == 8);
+    CHECK(j["layout"]["micro_batches"] == 8);
+    CHECK(j["memory"]["fits"] == true);
+    const double mfu = j["mfu"].get<double>();
+    CHECK(mfu > 0);
+    CHECK(mfu < 1);
+    CHECK(j["hfu"].get<double>() == doctest::Approx(mfu));  // no recompute
+    CHECK(j["tokens_per_s"].get<double>() == doctest::Approx(64.0 * 4096.0 / j["step_time_s"].get<double>()).epsilon(1e-12));
+    CHECK(j["tokens_per_s_per_gpu"].get<double>() == doctest::Approx(j["tokens_per_s"].get<double>() / 8));
+    // DP 8 inside one DGX: only the data-parallel group communicates.
+    CHECK(j["comm"]["dp"]["group_size"] == 8);
+    CHECK(j["comm"]["dp"]["bytes_per_step"].get<double>() > 0);
+    CHECK(j["comm"]["tp"]["time_s"].get<double>() == 0);
+    CHECK(j["breakdown"]["bubble_s"].get<double>() == 0);
+    // Without --tokens there is no time to train or cost.
+    CHECK_FALSE(j.contains("time_to_train_s"));
+    CHECK_FALSE(j.contains("cost_usd"));
+    // The notes about resolved names go to stderr, never into the JSON on stdout.
+    CHECK(contains(r.err, "note: 'h100' is h100-sxm5-80gb"));
+  }
+
+  TEST_CASE("the plan without ZeRO needs 16 B per parameter on each GPU: exit 3, does not fit, numbers still given") {
+    const Run r = run(with(base_args(), {"--format", "json"}));
+    CHECK(r.rc == kInfeasible);
+    const json j = parse_json(r);
+    check_train_keys(j);
+    CHECK(j["feasible"] == false);
+    CHECK(j["memory"]["fits"] == false);
+    REQUIRE(j["reasons"].size() == 1);
+    CHECK(starts_with(j["reasons"][0].get<std::string>(), "does not fit: needs "));
+    CHECK(contains(j["reasons"][0].get<std::string>(), "--zero 1"));  // what would make it fit
+  }
+
+  TEST_CASE("train --tokens 1e12: time_to_train_s, gpu_hours, cost_usd and energy_kWh follow from the step time") {
+    const Run r = run(with(fitting_args(), {"--tokens", "1e12", "--price", "2", "--format", "json"}));
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const json j = parse_json(r);
+    check_train_keys(j);
+    for (const std::string k : {"time_to_train_s", "gpu_hours", "cost_usd", "energy_kWh"}) {
+      CAPTURE(k);
+      REQUIRE(j.contains(k));
+      CHECK(j[k].get<double>() > 0);
+    }
+    const double step = j["step_time_s"].get<double>();
+    const double ttt = j["time_to_train_s"].get<double>();
+    CHECK(ttt == doctest::Approx(step * 1e12 / (64.0 * 4096.0)).epsilon(1e-12));
+    CHECK(j["gpu_hours"].get<double>() == doctest::Approx(ttt / 3600.0 * 8).epsilon(1e-12));
+    CHECK(j["cost_usd"].get<double>() == doctest::Approx(j["gpu_hours"].get<double>() * 2.0).epsilon(1e-12));
+    // At most 8 × 700 W for the whole run.
+    CHECK(j["energy_kWh"].get<double>() <= 8 * 0.7 * ttt / 3600.0 * (1 + 1e-9));
+  }
+
+  TEST_CASE("train text output shows throughput, the step breakdown and memory, exit 0") {
+    const Run r = run(fitting_args());
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    CHECK(starts_with(r.out, "Llama 3.1 8B on 8 × NVIDIA H100 SXM5 80GB\n"));
+    CHECK(contains(r.out, "\nThroughput\n"));
+    CHECK(contains(r.out, "MFU / HFU"));
+    CHECK(contains(r.out, "\nStep breakdown\n"));
+    CHECK(contains(r.out, "Memory per GPU"));
+    CHECK_FALSE(contains(r.out, "Infeasible"));
+  }
+
+  TEST_CASE("train --format md starts with a Markdown heading") {
+    const Run r = run(with(fitting_args(), {"--format", "md"}));
+    CHECK(r.rc == 0);
+    CHECK(starts_with(r.out, "## Llama 3.1 8B on 8 × NVIDIA H100 SXM5 80GB\n"));
+  }
+
+  TEST_CASE("train --tp 3 on llama-3.1-8b exits 3 with the TP reason on stdout") {
+    const Run r = run({"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "3"});
+    CHECK(r.rc == kInfeasible);
+    CHECK(contains(r.out, "Infeasible"));
+    CHECK(contains(r.out, "TP 3 does not divide the 32 attention heads"));
+    CHECK_FALSE(contains(r.err, "error"));  // valid input: no diagnostic
+
+    const Run j = run({"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--tp", "3", "--format", "json"});
+    CHECK(j.rc == kInfeasible);
+    const json o = parse_json(j);
+    CHECK(o["feasible"] == false);
+    CHECK(contains(reasons_text(o), "TP 3 does not divide the 32 attention heads"));
+    CHECK_FALSE(o.contains("step_time_s"));  // an invalid layout has no numbers
+  }
+
+  TEST_CASE("train --gpus 8 --tp 3 reports the GPU count and the TP reasons together") {
+    const Run r = run(with(base_args(), {"--tp", "3", "--format", "json"}));
+    CHECK(r.rc == kInfeasible);
+    const json o = parse_json(r);
+    const std::string reasons = reasons_text(o);
+    CHECK(contains(reasons, "8 GPUs are not divisible by TP × PP × CP = 3"));
+    CHECK(contains(reasons, "TP 3 does not divide the 32 attention heads"));
+  }
+
+  TEST_CASE("train llama-3.1-70b on one H100 exits 3: does not fit") {
+    const Run r = run({"train", "--model", "llama-3.1-70b", "--gpu", "h100", "--gpus", "1"});
+    CHECK(r.rc == kInfeasible);
+    CHECK(contains(r.out, "does not fit: needs "));
+    CHECK(contains(r.out, " over)"));
+    const json j = parse_json(run({"train", "--model", "llama-3.1-70b", "--gpu", "h100", "--gpus", "1", "--format", "json"}));
+    CHECK(j["feasible"] == false);
+    CHECK(j["memory"]["fits"] == false);
+    CHECK(j["memory"]["peak_bytes_per_gpu"].get<double>() > j["memory"]["capacity_bytes"].get<double>());
+  }
+
+  TEST_CASE("a feasible report always has numbers: 16 MI300X on nodes without a scale-out network exit 3") {
+    // mi300x-8 has no scale-out NICs in the data; two of them cannot be joined. Exit 0 with "feasible": true and no
+    // step time would tell a script that the plan works.
+    const Run r = run({"train", "--model", "llama-3.1-8b", "--gpu", "mi300x", "--gpus", "16", "--zero", "1",
+                       "--global-batch", "64", "--format", "json"});
+    const json j = parse_json(r);
+    if (j["feasible"] == true) CHECK(j.contains("step_time_s"));
+    CHECK(j["feasible"] == false);
+    CHECK(r.rc == kInfeasible);
+    CHECK_FALSE(j["reasons"].empty());
+  }
+
+  TEST_CASE("train --scenario FILE reads the plan and flags override it") {
+    const TempFile f("plan.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "tp": 2, "zero": 1,
+                                       "global_batch": 64, "seq": 4096})");
+    const Run r = run({"train", "--scenario", f.path(), "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const json j = parse_json(r);
+    CHECK(j["layout"]["tp"] == 2);
+    CHECK(j["layout"]["dp"] == 4);
+    CHECK(j["layout"]["seq"] == 4096);
+    CHECK(j["layout"]["global_batch"] == 64);
+    CHECK(j["layout"]["sequence_parallel"] == true);  // on by default with TP > 1
+    // A note about the file's GPU alias names the file and key.
+    CHECK(contains(r.err, f.path() + ": /gpu: note: 'h100' is h100-sxm5-80gb"));
+
+    const Run o = run({"train", "--scenario", f.path(), "--tp", "4", "--seq", "2048", "--format", "json"});
+    INFO(o.err);
+    REQUIRE(o.rc == 0);
+    const json k = parse_json(o);
+    CHECK(k["layout"]["tp"] == 4);
+    CHECK(k["layout"]["dp"] == 2);
+    CHECK(k["layout"]["seq"] == 2048);
+    CHECK(k["layout"]["global_batch"] == 64);  // from the file
+    // Same plan from flags only gives the same numbers.
+    const json flags = parse_json(run({"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--tp", "4",
+                                       "--zero", "1", "--global-batch", "64", "--seq", "2048", "--format", "json"}));
+    CHECK(flags["step_time_s"].get<double>() == k["step_time_s"].get<double>());
+  }
+
+  TEST_CASE("a bad scenario value exits 2 naming the file and pointer: /tp: error: expected an integer") {
+    const TempFile f("bad.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "tp": "eight"})");
+    const Run r = run({"train", "--scenario", f.path()});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.out.empty());
+    CHECK(starts_with(r.err, f.path() + ": /tp: error: expected an integer"));
+    CHECK(r.err == f.path() + ": /tp: error: expected an integer, found a string \"eight\"\n");
+  }
+
+  TEST_CASE("a bad flag value exits 2 naming the flag: --zero: error: value 7 is out of range") {
+    const Run r = run(with(base_args(), {"--zero", "7"}));
+    CHECK(r.rc == kInvalid);
+    CHECK(r.out.empty());
+    CHECK(contains(r.err, "--zero: error: value 7 is out of range"));
+    CHECK(r.err == "--zero: error: value 7 is out of range: expected >= 0 and <= 3\n");
+  }
+
+  TEST_CASE("a flag overriding a bad file value is reported as the flag, not the file") {
+    const TempFile f("zero.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "zero": 1})");
+    const Run r = run({"train", "--scenario", f.path(), "--zero", "9"});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.err == "--zero: error: value 9 is out of range: expected >= 0 and <= 3\n");
+  }
+
+  TEST_CASE("an unknown scenario key exits 2 with a did-you-mean") {
+    const TempFile f("typo.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "microbatch": 2})");
+    const Run r = run({"train", "--scenario", f.path()});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.out.empty());
+    CHECK(contains(r.err, f.path() + ": /microbatch: error: unknown key 'microbatch' (did you mean 'micro_batch'?)"));
+  }
+
+  TEST_CASE("a scenario that is not an object, or not there, exits 2") {
+    const TempFile f("array.json", "[1, 2]");
+    const Run r = run({"train", "--scenario", f.path()});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.err == f.path() + ": /: error: expected an object of training scenario keys (docs/scenario.md)\n");
+    const std::string missing = f.path() + ".missing";
+    const Run m = run({"train", "--scenario", missing});
+    CHECK(m.rc == kInvalid);
+    CHECK(m.err == missing + ": error: file not found\n");
+  }
+
+  TEST_CASE("an unknown model exits 2 with a did-you-mean on --model") {
+    const Run r = run({"train", "--model", "llama-3.1-8", "--gpu", "h100"});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.out.empty());
+    CHECK(starts_with(r.err, "--model: error: unknown model 'llama-3.1-8' (did you mean 'llama-3.1-8b'?)"));
+  }
+
+  TEST_CASE("train --explain prints the derivation with its formulas") {
+    const Run r = run(with(fitting_args(), {"--explain"}));
+    CHECK(r.rc == 0);
+    CHECK(contains(r.out, "formula:"));
+    CHECK(contains(r.out, "Training step = "));
+    const json j = parse_json(run(with(fitting_args(), {"--explain", "--format", "json"})));
+    REQUIRE(j.contains("derivation"));
+    CHECK(j["derivation"]["id"] == "train");
+    CHECK_FALSE(j["derivation"]["formula"].get<std::string>().empty());
+  }
+
+  TEST_CASE("train --format csv has a stable header and one row") {
+    const Run r = run(with(fitting_args(), {"--tokens", "1e12", "--format", "csv"}));
+    CHECK(r.rc == 0);
+    const auto ls = lines(r.out);
+    REQUIRE(ls.size() == 2);
+    CHECK(ls[0] == "model,gpu,gpus,tp,pp,dp,cp,feasible,step_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,"
+                   "time_to_train_s,cost_usd");
+    CHECK(starts_with(ls[1], "llama-3.1-8b,h100-sxm5-80gb,8,1,1,8,1,true,"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("gpuplan roofline") {
+  TEST_CASE("roofline --gemm 8192x8192x8192 --gpu h100 --format json: compute-bound, exact FLOPs and bytes") {
+    const Run r = run({"roofline", "--gemm", "8192x8192x8192", "--gpu", "h100", "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const json j = parse_json(r);
+    REQUIRE(j.is_array());
+    REQUIRE(j.size() == 1);
+    const json& op = j[0];
+    for (const std::string k : {"gpu", "op", "class", "flops", "bytes", "intensity", "ridge", "bound", "time_s",
+                          "achieved_flops_per_s"}) {
+      CAPTURE(k);
+      CHECK(op.contains(k));
+    }
+    CHECK(op["gpu"] == "h100-sxm5-80gb");
+    CHECK(op["bound"] == "compute");
+    CHECK(op["flops"].get<double>() == 2.0 * 8192.0 * 8192.0 * 8192.0);
+    CHECK(op["bytes"].get<double>() == 3.0 * 8192.0 * 8192.0 * 2.0);
+    CHECK(op["intensity"].get<double>() == doctest::Approx(8192.0 / 3.0));
+    CHECK(op["ridge"].get<double>() == doctest::Approx(989.4 / 3.35));
+    CHECK(op["time_s"].get<double>() > op["flops"].get<double>() / 989.4e12);  // never faster than the peak
+    CHECK(op["achieved_flops_per_s"].get<double>() ==
+          doctest::Approx(op["flops"].get<double>() / op["time_s"].get<double>()));
+  }
+
+  TEST_CASE("roofline --format json --explain is still one JSON document") {
+    // train --explain --format json puts the derivation under a "derivation" key; roofline must not append text.
+    const Run r = run({"roofline", "--gemm", "8192x8192x8192", "--gpu", "h100", "--format", "json", "--explain"});
+    CHECK(r.rc == 0);
+    CHECK(nlohmann::json::accept(r.out));
+  }
+
+  TEST_CASE("roofline --gemm on two GPUs gives one row per GPU") {
+    const Run r = run({"roofline", "--gemm", "4096x4096x4096", "--gpu", "h100", "--gpu", "a100-sxm4-80gb", "--format", "csv"});
+    REQUIRE(r.rc == 0);
+    const auto ls = lines(r.out);
+    REQUIRE(ls.size() == 3);
+    CHECK(ls[0] == "gpu,op,flops,bytes,intensity,ridge,bound,time_s,achieved_TFLOPs,efficiency");
+    CHECK(starts_with(ls[1], "h100-sxm5-80gb,4096x4096x4096,"));
+    CHECK(starts_with(ls[2], "a100-sxm4-80gb,4096x4096x4096,"));
+  }
+
+  TEST_CASE("roofline --gemm 1x4096x4096 (a decode GEMV) is memory-bound") {
+    const json j = parse_json(run({"roofline", "--gemm", "1x4096x4096", "--gpu", "h100", "--format", "json"}));
+    REQUIRE(j.size() == 1);
+    CHECK(j[0]["intensity"].get<double>() < 1.0);
+    CHECK(j[0]["bound"] == "memory");
+  }
+
+  TEST_CASE("a malformed --gemm exits 2 with the expected shape") {
+    const Run r = run({"roofline", "--gemm", "8192x8192", "--gpu", "h100"});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.out.empty());
+    CHECK(r.err == "--gemm: error: '8192x8192' is not M×N×K with three positive integers (e.g. 8192x8192x8192)\n");
+    CHECK(run({"roofline", "--gemm", "0x8x8"}).rc == kInvalid);
+    CHECK(run({"roofline", "--gemm", "8x8x8x8"}).rc == kInvalid);
+  }
+
+  TEST_CASE("roofline --elementwise with a negative element count is invalid input") {
+    const Run r = run({"roofline", "--elementwise", "-5", "--gpu", "h100"});
+    CHECK(r.rc != 0);
+    CHECK(r.out.empty());
+    CHECK(contains(r.err, "--elementwise"));
+    const Run b = run({"roofline", "--elementwise", "1000", "--bytes-per-element", "-4", "--gpu", "h100"});
+    CHECK(b.rc != 0);
+    CHECK(contains(b.err, "--bytes-per-element"));
+  }
+
+  TEST_CASE("roofline --model --seq 0 names --seq, not --tp") {
+    const Run r = run({"roofline", "--model", "llama-3.1-8b", "--seq", "0", "--gpu", "h100"});
+    CHECK(r.rc != 0);
+    CHECK(r.out.empty());
+    CHECK(contains(r.err, "--seq"));
+    CHECK_FALSE(contains(r.err, "--tp:"));
+  }
+
+  TEST_CASE("roofline needs exactly one of --gemm, --attention, --elementwise, --model") {
+    const Run none = run({"roofline", "--gpu", "h100"});
+    CHECK(none.rc == kInvalid);
+    CHECK(contains(none.err, "give exactly one of"));
+    const Run two = run({"roofline", "--gemm", "8x8x8", "--elementwise", "1000"});
+    CHECK(two.rc == kInvalid);
+  }
+
+  TEST_CASE("roofline --model lists every op of one layer, forward and backward") {
+    const Run r = run({"roofline", "--model", "llama-3.1-8b", "--gpu", "h100", "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const json j = parse_json(r);
+    CHECK(j.size() > 10);
+    bool qkv = false, dgrad = false;
+    for (const auto& op : j) {
+      qkv = qkv || op["op"] == "QKV projection";
+      dgrad = dgrad || op["op"] == "QKV projection dgrad";
+      CHECK(op["time_s"].get<double>() > 0);
+    }
+    CHECK(qkv);
+    CHECK(dgrad);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("gpuplan validate") {
+  TEST_CASE("validate --format json exits 0 and evaluates cases in both sets") {
+    const Run r = run({"validate", "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const json j = parse_json(r);
+    for (const std::string set : {"training_cases.json", "measured_cases.json"}) {
+      CAPTURE(set);
+      REQUIRE(j.contains(set));
+      CHECK(j[set]["evaluated"].get<int>() > 0);
+      CHECK(j[set]["cases"].is_array());
+      CHECK(j[set]["cases"].size() >= j[set]["evaluated"].get<std::size_t>());
+      CHECK(j[set]["median_abs_error"].get<double>() >= 0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("gpuplan machine formats") {
+  TEST_CASE("hw show of a link, node or cluster with --format json prints JSON, as it does for a GPU") {
+    // A script asking for JSON must get JSON or an error, never the text report with exit 0.
+    for (const std::string id : {"h100", "ib-ndr", "dgx-h100", "gb200-nvl72-rack"}) {
+      CAPTURE(id);
+      const Run r = run({"hw", "show", id, "--format", "json"});
+      CHECK(r.rc == 0);
+      CHECK(nlohmann::json::accept(r.out));
+    }
+  }
+}

@@ -1,0 +1,348 @@
+#include "fuzz_paths.hpp"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/training.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
+#include "resolve.hpp"
+
+namespace gpuplan::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+void trap_on_violation(const std::string& what) {
+  std::fprintf(stderr, "gpuplan fuzz: invariant violated: %s\n", what.c_str());
+  std::fflush(stderr);
+  __builtin_trap();
+}
+ViolationHandler g_handler = &trap_on_violation;
+
+void violated(const std::string& what) { g_handler(what); }
+
+/// Every reported quantity must be a finite, non-negative number.
+void check_value(double v, std::string_view what) {
+  if (!std::isfinite(v) || v < 0) violated(fmt::format("{} = {} (expected finite and >= 0)", what, v));
+}
+
+void check_estimate(const model::TrainingEstimate& e) {
+  const auto& s = e.step;
+  check_value(s.gemm.raw(), "step.gemm_s");
+  check_value(s.attention.raw(), "step.attention_s");
+  check_value(s.elementwise.raw(), "step.elementwise_s");
+  check_value(s.embedding_loss.raw(), "step.embedding_loss_s");
+  check_value(s.recompute.raw(), "step.recompute_s");
+  check_value(s.comm_exposed.raw(), "step.comm_exposed_s");
+  check_value(s.bubble.raw(), "step.bubble_s");
+  check_value(s.optimizer.raw(), "step.optimizer_s");
+  check_value(s.total.raw(), "step.total_s");
+  check_value(e.step_time.raw(), "step_time_s");
+  check_value(e.tokens_per_s, "tokens_per_s");
+  check_value(e.mfu, "mfu");
+  check_value(e.hfu, "hfu");
+  check_value(e.model_flops_per_step.raw(), "model_flops_per_step");
+  check_value(e.hardware_flops_per_step.raw(), "hardware_flops_per_step");
+  check_value(static_cast<double>(e.micro_batches), "micro_batches");
+  check_value(e.bubble_fraction, "bubble_fraction");
+  for (const auto& c : e.comm) {
+    check_value(c.bytes_per_step.raw(), "comm[" + c.kind + "].bytes_per_step");
+    check_value(c.time.raw(), "comm[" + c.kind + "].time_s");
+    check_value(c.exposed.raw(), "comm[" + c.kind + "].exposed_s");
+    check_value(c.group_size, "comm[" + c.kind + "].group_size");
+  }
+  const auto& m = e.memory;
+  check_value(m.weights.raw(), "memory.weights");
+  check_value(m.gradients.raw(), "memory.gradients");
+  check_value(m.master_weights.raw(), "memory.master_weights");
+  check_value(m.optimizer_states.raw(), "memory.optimizer_states");
+  check_value(m.activations.raw(), "memory.activations");
+  check_value(m.logits.raw(), "memory.logits");
+  check_value(m.cuda_context.raw(), "memory.cuda_context");
+  check_value(m.nccl_buffers.raw(), "memory.nccl_buffers");
+  check_value(m.fragmentation.raw(), "memory.fragmentation");
+  check_value(m.total.raw(), "memory.total");
+  check_value(m.capacity.raw(), "memory.capacity");
+  if (e.time_to_train) check_value(e.time_to_train->raw(), "time_to_train_s");
+  if (e.gpu_hours) check_value(*e.gpu_hours, "gpu_hours");
+  if (e.cost) check_value(e.cost->raw(), "cost_usd");
+  if (e.energy) check_value(e.energy->raw(), "energy_J");
+  for (const auto& op : e.layer_ops) {
+    check_value(op.flops.raw(), "layer_ops[" + op.name + "].flops");
+    check_value(op.bytes.raw(), "layer_ops[" + op.name + "].bytes");
+    check_value(op.time.raw(), "layer_ops[" + op.name + "].time_s");
+  }
+}
+
+void check_arch_formulas(const wl::TransformerArch& a) {
+  const auto p = model::parameter_counts(a, Explain::on);
+  const std::pair<std::int64_t, const char*> counts[] = {
+      {p.embedding, "embedding"}, {p.position_embedding, "position_embedding"}, {p.attention, "attention"},
+      {p.dense_mlp, "dense_mlp"}, {p.router, "router"}, {p.routed_experts, "routed_experts"},
+      {p.shared_experts, "shared_experts"}, {p.norms, "norms"}, {p.lm_head, "lm_head"}, {p.mtp, "mtp"},
+      {p.total, "total"}, {p.active, "active"}};
+  for (const auto& [v, name] : counts)
+    if (v < 0) violated(fmt::format("parameter_counts.{} = {} (negative: integer overflow?)", name, v));
+  if (p.active > p.total) violated(fmt::format("parameter_counts: active {} > total {}", p.active, p.total));
+
+  std::vector<std::int64_t> contexts{1, 2048, 1 << 20};
+  if (a.max_position > 0) contexts.push_back(a.max_position);
+  for (const std::int64_t c : contexts) {
+    const auto f = model::flops_per_token(a, c, Explain::on);
+    if (f.matmul_params < 0) violated(fmt::format("flops_per_token({}).matmul_params = {}", c, f.matmul_params));
+    check_value(f.matmul_forward.raw(), "flops_per_token.matmul_forward");
+    check_value(f.attention_forward.raw(), "flops_per_token.attention_forward");
+    check_value(f.training.raw(), "flops_per_token.training");
+    for (const double b : {2.0, 0.5}) {
+      const auto k = model::kv_cache_size(a, c, b, Explain::on);
+      if (k.elements_per_token_layer < 0) violated(fmt::format("kv_cache_size.elements_per_token_layer = {}", k.elements_per_token_layer));
+      check_value(k.per_token_full.raw(), "kv_cache_size.per_token_full");
+      check_value(k.per_sequence.raw(), "kv_cache_size.per_sequence");
+    }
+  }
+}
+
+/// One single-GPU and one 8-GPU tensor-parallel step of `a` on a DGX H100: the training formulas on absurd sizes.
+void check_arch_training(const wl::TransformerArch& a, const Shipped& data) {
+  model::TrainingSystem sys;
+  sys.db = &data.db;
+  sys.node = data.db.find_node("dgx-h100");
+  sys.gpu = sys.node != nullptr ? data.db.find_gpu(sys.node->gpu) : nullptr;
+  if (sys.gpu == nullptr) return;
+  for (const int tp : {1, 8}) {
+    wl::TrainingPlan plan;
+    plan.seq_len = a.max_position > 0 ? std::min<std::int64_t>(a.max_position, 4096) : 2048;
+    plan.par.tp = tp;
+    plan.par.sequence_parallel = tp > 1;
+    if (!model::check_training_layout(a, plan, sys).ok) continue;
+    check_estimate(model::estimate_training(a, plan, sys, Explain::off));
+  }
+}
+
+/// A per-process scratch directory for decoders that only take a path.
+const fs::path& scratch_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / fmt::format("gpuplan-fuzz-{}", ::getpid());
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+/// Findings already reported can be switched off with GPUPLAN_FUZZ_SUPPRESS=tag[,tag...], so that a long run digs
+/// past a shallow known crash. Tags: json-number-overflow (json_io::parse lets nlohmann's out_of_range 406 escape);
+/// params-int64-overflow (parameter_counts / flops_per_token overflow int64 on valid but absurd sizes: such
+/// architectures skip the formula checks).
+bool suppressed(std::string_view tag) {
+  static const std::string list = [] {
+    const char* e = std::getenv("GPUPLAN_FUZZ_SUPPRESS");
+    return "," + std::string(e != nullptr ? e : "") + ",";
+  }();
+  return list.find("," + std::string(tag) + ",") != std::string::npos;
+}
+
+std::optional<json_io::Json> parse(std::string_view bytes, const std::string& file, Diagnostics& diags) {
+  if (!suppressed("json-number-overflow")) return json_io::parse(bytes, file, diags);
+  try {
+    return json_io::parse(bytes, file, diags);
+  } catch (const json_io::Json::out_of_range& e) {
+    if (e.id != 406) throw;
+    return std::nullopt;
+  }
+}
+
+/// A generous upper bound, in double, of the largest parameter count the int64 formulas form for `a` (every term of
+/// params.cpp and flops.cpp, all layers, MTP modules included). Used only to step over the known int64 overflow.
+double parameter_bound(const wl::TransformerArch& a) {
+  const double h = double(a.hidden), L = double(a.layers), nq = double(a.heads), nkv = double(a.kv_heads);
+  double att = 2 * h * nq * double(a.head_dim) + 2 * h * nkv * double(a.head_dim) + 4 * nq * double(a.head_dim) + h;
+  if (a.mla) {
+    const auto& m = *a.mla;
+    const double dqk = double(m.qk_nope_head_dim + m.qk_rope_head_dim);
+    att += h * double(m.q_lora_rank) + double(m.q_lora_rank) * nq * dqk + h * nq * dqk +
+           h * double(m.kv_lora_rank + m.qk_rope_head_dim) +
+           double(m.kv_lora_rank) * nq * double(m.qk_nope_head_dim + m.v_head_dim) + nq * double(m.v_head_dim) * h;
+  }
+  double mlp = 3 * h * double(a.intermediate) + 3 * double(a.intermediate) + h;
+  if (a.moe) {
+    const auto& m = *a.moe;
+    mlp += double(m.num_experts) * (3 * h * double(m.expert_intermediate) + 3 * double(m.expert_intermediate) + h + 2) +
+           double(m.shared_experts) * 3 * h * double(m.shared_intermediate) + h + double(m.correction_bias);
+  }
+  const double layer = att + mlp + 4 * double(a.norms_per_layer) * h;
+  return (L + double(a.mtp_layers) + 1) * layer + double(a.mtp_layers) * 2 * h * h +
+         2 * double(a.vocab) * h + double(a.max_position) * h;
+}
+
+bool safe_file_stem(const std::string& s) {
+  if (s.empty() || s.size() > 100 || s[0] == '.') return false;
+  for (const char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.')) return false;
+  return true;
+}
+
+}  // namespace
+
+void set_violation_handler(ViolationHandler h) { g_handler = h != nullptr ? h : &trap_on_violation; }
+
+const Shipped& shipped(const std::string& data_dir) {
+  static const Shipped s = [&] {
+    Shipped r;
+    auto db = hw_io::load_hardware_db(data_dir);
+    auto lib = wl_io::load_model_library(data_dir);
+    if (!db.ok() || !lib.ok()) {
+      std::fprintf(stderr, "gpuplan fuzz: cannot load the shipped data from '%s':\n%s%s\n", data_dir.c_str(),
+                   db.diagnostics().to_string().c_str(), lib.diagnostics().to_string().c_str());
+      std::abort();
+    }
+    r.db = std::move(db).value();
+    r.lib = std::move(lib).value();
+    return r;
+  }();
+  return s;
+}
+
+void run_hw(std::string_view bytes, const Shipped& data) {
+  const std::string file = "fuzz-hw.json";
+  Diagnostics diags;
+  const auto j = parse(bytes, file, diags);
+  (void)diags.to_string();
+  if (!j || !j->is_object()) return;
+  const auto kind = j->find("kind");
+  if (kind == j->end() || !kind->is_string()) return;
+  const auto& k = kind->get_ref<const std::string&>();
+  static hw::HardwareDb db = data.db;  // the shipped entities plus the one decoded now (removed again below)
+  Diagnostics refs;
+  auto with = [&](auto result, auto& into) {
+    (void)result.diagnostics().to_string();
+    if (!result.ok()) return;
+    into.push_back(std::move(result).value());
+    hw_io::check_references(db, refs);
+    (void)refs.to_string();
+    into.pop_back();
+  };
+  // Every decoder on every input (the fuzzer need not guess "kind" first); the matching one also gets checked.
+  if (k == "gpu") with(hw_io::decode_gpu(*j, file), db.gpus);
+  else (void)hw_io::decode_gpu(*j, file).diagnostics().to_string();
+  if (k == "link") with(hw_io::decode_link(*j, file), db.links);
+  else (void)hw_io::decode_link(*j, file).diagnostics().to_string();
+  if (k == "node") with(hw_io::decode_node(*j, file), db.nodes);
+  else (void)hw_io::decode_node(*j, file).diagnostics().to_string();
+  if (k == "cluster") with(hw_io::decode_cluster(*j, file), db.clusters);
+  else (void)hw_io::decode_cluster(*j, file).diagnostics().to_string();
+}
+
+void run_model(std::string_view bytes, const Shipped& data) {
+  const std::string file = "fuzz-model.json";
+  Diagnostics diags;
+  const auto j = parse(bytes, file, diags);
+  if (!j) return;
+  auto use = [&](const Result<wl::TransformerArch>& r) {
+    (void)r.diagnostics().to_string();
+    if (!r.ok()) return;
+    if (suppressed("params-int64-overflow") && parameter_bound(r.value()) > 1e18) return;
+    check_arch_formulas(r.value());
+    check_arch_training(r.value(), data);
+  };
+  use(wl_io::import_hf_config(*j, file));
+  if (j->is_object() && j->contains("config")) use(wl_io::import_hf_config((*j)["config"], file, "/config"));
+
+  // The model-file decoder reads a path: give it a copy named after the file's id, so that seeds stay valid.
+  std::string stem = "fuzz-model";
+  if (j->is_object() && j->contains("id") && (*j)["id"].is_string() && safe_file_stem((*j)["id"].get<std::string>()))
+    stem = (*j)["id"].get<std::string>();
+  const fs::path path = scratch_dir() / (stem + ".json");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto m = wl_io::load_model_file(path.string());
+  (void)m.diagnostics().to_string();
+  std::error_code ec;
+  fs::remove(path, ec);
+  if (!m.ok() || (suppressed("params-int64-overflow") && parameter_bound(m->arch) > 1e18)) return;
+  check_arch_formulas(m->arch);
+}
+
+void run_scenario(std::string_view bytes, const Shipped& data) {
+  const std::string file = "fuzz-scenario.json";
+  Diagnostics diags;
+  const auto j = parse(bytes, file, diags);
+  if (!j || !j->is_object()) return;  // `gpuplan train --scenario` refuses a non-object the same way
+  auto sc = wl_io::decode_training_scenario(*j, file);
+  (void)sc.diagnostics().to_string();
+  if (!sc.ok()) return;
+  wl_io::TrainingScenario s = sc.value();
+  // Only shipped models: a path would make the fuzzer read files.
+  if (s.model.empty() || data.lib.find(s.model) == nullptr) s.model = "llama-3.1-8b";
+  if (s.gpu.empty() && s.node.empty() && s.cluster.empty()) s.node = "dgx-h100";
+  auto where = [&](const std::string& key) { return j->contains(key) ? file + ": /" + key : "--" + key; };
+  Diagnostics rd;
+  auto r = cli::resolve_training(s, j->contains("global_batch"), data.db, data.lib, where, rd);
+  (void)rd.to_string();
+  if (!r) return;
+  const auto layout = model::check_training_layout(r->arch, r->plan, r->sys);
+  if (!r->pre.ok || !layout.ok) return;
+  const auto est = model::estimate_training(r->arch, r->plan, r->sys, Explain::on);
+  if (!est.feasibility.ok) return;
+  check_estimate(est);
+}
+
+void run_cli(std::string_view bytes) {
+  std::vector<std::string> args{"gpuplan"};
+  std::string cur;
+  for (const char c : bytes) {
+    if (c == '\0') {
+      args.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) args.push_back(cur);
+  if (args.size() > 64) return;
+  for (const auto& a : args)
+    if (a.find('/') != std::string::npos || a.find("..") != std::string::npos) return;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+
+  // As cli/main.cpp builds it, less `validate` (runs every validation case) and `schema` (constant output).
+  CLI::App app{"gpuplan (fuzz)"};
+  app.set_version_flag("--version", "gpuplan fuzz");
+  app.require_subcommand(1);
+  app.fallthrough();
+  cli::GlobalOptions g;
+  app.add_option("--data-dir", g.data_dir, "data directory");
+  int rc = cli::kExitOk;
+  cli::register_hw(app, g, rc);
+  cli::register_model(app, g, rc);
+  cli::register_train(app, g, rc);
+  cli::register_roofline(app, g, rc);
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    (void)e;
+  }
+  if (rc != cli::kExitOk && rc != cli::kExitInvalid && rc != cli::kExitInfeasible)
+    violated(fmt::format("CLI returned exit code {}", rc));
+}
+
+}  // namespace gpuplan::fuzz

@@ -1,0 +1,47 @@
+#pragma once
+// The decode paths that the libFuzzer targets drive, one function per target, shared with the regression replay
+// test (replay.cpp) so that a saved crash input runs through exactly the code that crashed.
+//
+// Each function takes arbitrary bytes and must return normally: library code never throws across its API, crashes
+// or reads out of bounds on user input (DESIGN.md §7). The functions check output invariants themselves and call the
+// violation handler when one breaks (the fuzzers trap; the replay test fails the test case).
+#include <string>
+#include <string_view>
+
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/wl_io/model_io.hpp"
+
+namespace gpuplan::fuzz {
+
+/// Called with a description when an output invariant is broken. Default: print to stderr and __builtin_trap().
+using ViolationHandler = void (*)(const std::string& what);
+void set_violation_handler(ViolationHandler h);
+
+/// The shipped hardware database and model library, loaded once from `data_dir` (the first call wins).
+struct Shipped {
+  hw::HardwareDb db;
+  wl_io::ModelLibrary lib;
+};
+const Shipped& shipped(const std::string& data_dir);
+
+/// (a) json_io::parse, then hw_io::decode_gpu/link/node/cluster by "kind", then hw_io::check_references on the
+/// shipped database with the decoded entity added (dangling ids, wrong link types, duplicate ids).
+void run_hw(std::string_view bytes, const Shipped& data);
+
+/// (b) Hugging Face config import (the object itself and a model file's "config"), the model-file decoder
+/// (wl_io::load_model_file on a temporary copy), then parameter_counts / flops_per_token / kv_cache_size and one
+/// training estimate on a shipped GPU for every successful import: counts, FLOPs and bytes must be finite, >= 0.
+void run_model(std::string_view bytes, const Shipped& data);
+
+/// (c) wl_io::decode_training_scenario, resolution onto the shipped models and hardware (unknown or path-like model
+/// names become llama-3.1-8b, no system at all becomes dgx-h100), model::check_training_layout and, when feasible,
+/// model::estimate_training: every time, byte and rate in the estimate must be finite and >= 0.
+void run_scenario(std::string_view bytes, const Shipped& data);
+
+/// (d) The CLI: the input split on NUL bytes is argv after "gpuplan"; CLI11 parses it against the train, model,
+/// roofline and hw subcommands and runs the chosen callback (validate and schema are left out: slow / constant).
+/// Arguments that could name a file outside the working directory (containing '/' or "..") are refused, so that
+/// the fuzzer cannot read /dev/zero or the like. Needs GPUPLAN_DATA_DIR set.
+void run_cli(std::string_view bytes);
+
+}  // namespace gpuplan::fuzz

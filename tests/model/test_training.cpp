@@ -1,0 +1,1123 @@
+// Training step model: exact formula checks of its building blocks (pipeline bubble, GEMM roofline), the layout
+// feasibility messages, properties that any plausible step-time model must have (faster hardware is never slower,
+// memory per GPU never rises with more sharding, MFU is a fraction, throughput and FLOPs are what they say) over
+// several models and layouts, and the textbook's time-to-train template (T15).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/efficiency.hpp"
+#include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/training.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+using namespace gpuplan::units::literals;
+using gpuplan::test::arch;
+
+namespace {
+
+const hw::HardwareDb& db() {
+  static const hw::HardwareDb d = [] {
+    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return d;
+}
+
+const hw::GpuSpec& gpu(const std::string& id) {
+  const hw::GpuSpec* g = db().find_gpu(id);
+  REQUIRE_MESSAGE(g != nullptr, "GPU not in the database: " << id);
+  return *g;
+}
+
+model::TrainingSystem system_of(const hw::HardwareDb& d, const std::string& node_id) {
+  model::TrainingSystem s;
+  s.db = &d;
+  s.node = d.find_node(node_id);
+  REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
+  s.gpu = d.find_gpu(s.node->gpu);
+  REQUIRE(s.gpu != nullptr);
+  return s;
+}
+model::TrainingSystem system_of(const std::string& node_id) { return system_of(db(), node_id); }
+
+struct Layout {
+  int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, v = 1;
+  std::int64_t micro = 1, global = 0, seq = 4096;  // global 0: micro · dp
+  wl::ZeroStage zero = wl::ZeroStage::none;
+  wl::Recompute recompute = wl::Recompute::none;
+};
+
+wl::TrainingPlan plan_of(const Layout& l) {
+  wl::TrainingPlan p;
+  p.par.tp = l.tp;
+  p.par.pp = l.pp;
+  p.par.dp = l.dp;
+  p.par.cp = l.cp;
+  p.par.ep = l.ep;
+  p.par.sequence_parallel = l.tp > 1;
+  p.par.virtual_stages = l.v;
+  if (l.v > 1) p.schedule = wl::PipelineSchedule::interleaved;
+  p.micro_batch = l.micro;
+  p.global_batch = l.global > 0 ? l.global : l.micro * l.dp;
+  p.seq_len = l.seq;
+  p.zero = l.zero;
+  p.recompute = l.recompute;
+  return p;
+}
+
+/// One model on one node type under one layout: the cases the properties run over.
+struct Case {
+  std::string name, model, node;
+  Layout layout;
+  bool crosses_nodes = false;  ///< some parallel group uses the scale-out fabric
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = [] {
+    std::vector<Case> v;
+    {
+      Layout l;
+      l.dp = 8;
+      l.global = 64;
+      l.zero = wl::ZeroStage::optimizer;
+      v.push_back({"llama-3.1-8b DP 8 ZeRO-1 on DGX H100", "llama-3.1-8b", "dgx-h100", l, false});
+    }
+    {
+      Layout l;
+      l.tp = 2;
+      l.dp = 8;
+      l.global = 64;
+      l.zero = wl::ZeroStage::optimizer;
+      v.push_back({"llama-3.1-8b TP 2 DP 8 over two DGX H100", "llama-3.1-8b", "dgx-h100", l, true});
+    }
+    {
+      Layout l;
+      l.tp = 2;
+      l.cp = 2;
+      l.dp = 4;
+      l.seq = 8192;
+      l.global = 32;
+      l.zero = wl::ZeroStage::gradients;
+      v.push_back({"llama-3.1-8b TP 2 CP 2 DP 4 seq 8192", "llama-3.1-8b", "dgx-h100", l, true});
+    }
+    {
+      Layout l;
+      l.tp = 8;
+      l.pp = 4;
+      l.v = 2;
+      l.dp = 2;
+      l.global = 64;
+      l.recompute = wl::Recompute::selective;
+      v.push_back({"llama-3.1-70b TP 8 PP 4 interleaved v 2 DP 2", "llama-3.1-70b", "dgx-h100", l, true});
+    }
+    {
+      Layout l;
+      l.tp = 2;
+      l.dp = 8;
+      l.ep = 8;
+      l.global = 64;
+      l.zero = wl::ZeroStage::optimizer;
+      v.push_back({"mixtral-8x7b TP 2 DP 8 EP 8", "mixtral-8x7b", "dgx-h100", l, true});
+    }
+    {
+      Layout l;
+      l.tp = 8;
+      l.dp = 8;
+      l.ep = 8;
+      l.global = 64;
+      l.zero = wl::ZeroStage::parameters;
+      l.recompute = wl::Recompute::full;
+      v.push_back({"deepseek-v3 TP 8 DP 8 EP 8 ZeRO-3 (MLA + MoE)", "deepseek-v3", "dgx-h200", l, true});
+    }
+    {
+      Layout l;
+      l.tp = 8;
+      l.pp = 8;
+      l.dp = 2;
+      l.seq = 2048;
+      l.global = 128;
+      l.recompute = wl::Recompute::full;
+      v.push_back({"gpt3-175b TP 8 PP 8 DP 2 on DGX A100", "gpt3-175b", "dgx-a100", l, true});
+    }
+    {
+      Layout l;
+      l.dp = 8;
+      l.micro = 2;
+      l.global = 64;
+      l.seq = 8192;
+      l.zero = wl::ZeroStage::parameters;
+      v.push_back({"mistral-7b-v0.1 FSDP 8 (sliding window) on DGX H200", "mistral-7b-v0.1", "dgx-h200", l, false});
+    }
+    return v;
+  }();
+  return c;
+}
+
+model::TrainingEstimate estimate(const Case& c, const model::TrainingSystem& sys,
+                                 const std::function<void(wl::TrainingPlan&)>& tweak = {}) {
+  wl::TrainingPlan p = plan_of(c.layout);
+  if (tweak) tweak(p);
+  return model::estimate_training(arch(c.model), p, sys, Explain::off);
+}
+
+/// Every number of an estimate is finite.
+void check_finite(const model::TrainingEstimate& e) {
+  auto fin = [](double v, const std::string& what) {
+    CAPTURE(what);
+    CHECK(std::isfinite(v));
+  };
+  const auto& s = e.step;
+  for (auto [v, w] : std::vector<std::pair<units::Seconds, const char*>>{
+           {s.gemm, "gemm"}, {s.attention, "attention"}, {s.elementwise, "elementwise"},
+           {s.embedding_loss, "embedding_loss"}, {s.recompute, "recompute"}, {s.comm_exposed, "comm_exposed"},
+           {s.bubble, "bubble"}, {s.optimizer, "optimizer"}, {s.total, "total"}, {e.step_time, "step_time"}})
+    fin(v.raw(), w);
+  fin(e.tokens_per_s, "tokens_per_s");
+  fin(e.mfu, "mfu");
+  fin(e.hfu, "hfu");
+  fin(e.model_flops_per_step.raw(), "model_flops_per_step");
+  fin(e.hardware_flops_per_step.raw(), "hardware_flops_per_step");
+  fin(e.bubble_fraction, "bubble_fraction");
+  for (const auto& c : e.comm) {
+    CAPTURE(c.kind);
+    fin(c.bytes_per_step.raw(), "comm bytes");
+    fin(c.time.raw(), "comm time");
+    fin(c.exposed.raw(), "comm exposed");
+    CHECK(c.exposed.raw() >= 0);
+    CHECK(c.exposed.raw() <= c.time.raw() * (1 + 1e-9) + 1e-3);  // exposed ≤ total, plus at most a bucket copy
+  }
+  const auto& m = e.memory;
+  for (auto [v, w] : std::vector<std::pair<units::Bytes, const char*>>{
+           {m.weights, "weights"}, {m.gradients, "gradients"}, {m.master_weights, "master_weights"},
+           {m.optimizer_states, "optimizer_states"}, {m.activations, "activations"}, {m.logits, "logits"},
+           {m.cuda_context, "cuda_context"}, {m.nccl_buffers, "nccl_buffers"}, {m.fragmentation, "fragmentation"},
+           {m.total, "memory total"}}) {
+    fin(v.raw(), w);
+    CHECK(v.raw() >= 0);
+  }
+  if (e.time_to_train) fin(e.time_to_train->raw(), "time_to_train");
+  if (e.gpu_hours) fin(*e.gpu_hours, "gpu_hours");
+  if (e.cost) fin(e.cost->raw(), "cost");
+  if (e.energy) fin(e.energy->raw(), "energy");
+  for (const auto& op : e.layer_ops) {
+    CAPTURE(op.name);
+    fin(op.flops.raw(), "op flops");
+    fin(op.bytes.raw(), "op bytes");
+    fin(op.time.raw(), "op time");
+    fin(op.efficiency, "op efficiency");
+    CHECK(op.time.raw() > 0);
+  }
+}
+
+/// A copy of `g` with every dense peak scaled by `peak_k` and the HBM bandwidth by `bw_k`.
+hw::GpuSpec scaled_gpu(const hw::GpuSpec& g, double peak_k, double bw_k) {
+  hw::GpuSpec s = g;
+  for (auto& p : s.dense_peak)
+    if (p) *p = *p * peak_k;
+  s.memory.bandwidth = s.memory.bandwidth * bw_k;
+  return s;
+}
+
+/// A copy of the database in which `node_id`'s scale-out NICs run `k` times faster.
+hw::HardwareDb with_nic_scaled(const std::string& node_id, double k) {
+  hw::HardwareDb copy = db();
+  bool found = false;
+  for (auto& n : copy.nodes)
+    if (n.info.id == node_id) {
+      REQUIRE(n.scale_out.has_value());
+      n.scale_out->nic = n.scale_out->nic * k;
+      found = true;
+    }
+  REQUIRE(found);
+  return copy;
+}
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+const model::Device& h100() {
+  static const model::Device d = model::make_device(gpu("h100-sxm5-80gb"));
+  return d;
+}
+
+}  // namespace
+
+// ================================================================================================ exact formulas
+
+TEST_SUITE("pipeline bubble") {
+  TEST_CASE("1F1B bubble is (p - 1)/m: PP 4 with 32 micro-batches is 3/32") {
+    CHECK(model::pipeline_bubble_fraction(4, 1, 32) == doctest::Approx(3.0 / 32.0).epsilon(1e-15));
+  }
+  TEST_CASE("interleaved bubble is (p - 1)/(v·m): PP 4, v 2, 32 micro-batches is 3/64") {
+    CHECK(model::pipeline_bubble_fraction(4, 2, 32) == doctest::Approx(3.0 / 64.0).epsilon(1e-15));
+  }
+  TEST_CASE("no pipeline means no bubble: PP 1 gives 0 for any v and m") {
+    CHECK(model::pipeline_bubble_fraction(1, 1, 32) == 0.0);
+    CHECK(model::pipeline_bubble_fraction(1, 4, 1) == 0.0);
+    CHECK(model::pipeline_bubble_fraction(1, 1, 1) == 0.0);
+  }
+  TEST_CASE("the bubble fraction falls as micro-batches are added") {
+    double prev = 1e9;
+    for (std::int64_t m : {1, 2, 4, 8, 16, 64, 256}) {
+      const double f = model::pipeline_bubble_fraction(8, 1, m);
+      CHECK(f < prev);
+      CHECK(f == doctest::Approx(7.0 / double(m)));
+      prev = f;
+    }
+  }
+}
+
+TEST_SUITE("GEMM roofline") {
+  TEST_CASE("a GEMM does 2·m·n·k FLOPs and moves (m·k + k·n + m·n)·2 bytes in bf16") {
+    for (auto s : std::vector<model::GemmShape>{{8192, 8192, 8192, 1}, {1, 4096, 4096, 1}, {4096, 14336, 4096, 1},
+                                                {4096, 128256, 4096, 1}, {333, 777, 555, 1}, {2048, 128, 2048, 16}}) {
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      CAPTURE(s.batch);
+      const auto c = model::gemm_cost("g", s, hw::Precision::bf16, h100());
+      const double m = double(s.m), n = double(s.n), k = double(s.k), b = double(s.batch);
+      CHECK(c.flops.raw() == 2.0 * m * n * k * b);
+      CHECK(c.bytes.raw() == (m * k + k * n + m * n) * 2.0 * b);
+      CHECK(c.intensity().raw() == doctest::Approx(c.flops.raw() / c.bytes.raw()).epsilon(1e-15));
+      CHECK(c.cls == model::OpClass::gemm);
+    }
+  }
+
+  TEST_CASE("fp32 GEMM bytes are 4 per element, fp8 1 per element") {
+    const model::GemmShape s{1024, 2048, 512, 1};
+    const double elems = 1024.0 * 512 + 512.0 * 2048 + 1024.0 * 2048;
+    CHECK(model::gemm_cost("g", s, hw::Precision::fp32, h100()).bytes.raw() == elems * 4.0);
+    CHECK(model::gemm_cost("g", s, hw::Precision::fp8, h100()).bytes.raw() == elems * 1.0);
+  }
+
+  TEST_CASE("the H100 bf16 ridge point is 989.4 TFLOP/s / 3.35 TB/s = 295.3 FLOP/B") {
+    const auto& d = h100();
+    const double ridge = (d.peak(hw::Precision::bf16) / d.gpu->memory.bandwidth).raw();
+    CHECK(ridge == doctest::Approx(989.4e12 / 3.35e12).epsilon(1e-12));
+    CHECK(ridge == doctest::Approx(295.34).epsilon(1e-4));
+  }
+
+  TEST_CASE("an 8192³ bf16 GEMM on H100 is compute-bound: intensity 8192/3 = 2731 FLOP/B, far above the ridge") {
+    const auto& d = h100();
+    const auto c = model::gemm_cost("8192³", {8192, 8192, 8192, 1}, hw::Precision::bf16, d);
+    CHECK(c.intensity().raw() == doctest::Approx(8192.0 / 3.0).epsilon(1e-12));
+    CHECK(c.bound == model::Bound::compute);
+    // time = FLOPs / (peak · η · u) + t_launch; achieved rate below the peak.
+    const double expected = c.flops.raw() / (d.peak(hw::Precision::bf16).raw() * c.efficiency) + d.eff.kernel_launch.raw();
+    CHECK(c.time.raw() == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(c.efficiency > 0.5);
+    CHECK(c.efficiency <= 1.0);
+    CHECK(c.achieved().raw() < d.peak(hw::Precision::bf16).raw());
+  }
+
+  TEST_CASE("the 8192³ GEMM's efficiency is the GEMM ceiling times its tile/wave utilisation") {
+    const auto& d = h100();
+    const double sms = d.gpu->compute_units;
+    const double tiles = std::ceil(8192.0 / d.eff.tile_m) * std::ceil(8192.0 / d.eff.tile_n);
+    const double waves = std::ceil(tiles / sms);
+    const double u = 8192.0 * 8192.0 / (waves * sms * d.eff.tile_m * d.eff.tile_n);
+    const auto c = model::gemm_cost("8192³", {8192, 8192, 8192, 1}, hw::Precision::bf16, d);
+    CHECK(c.efficiency == doctest::Approx(model::gemm_ceiling(d.eff, hw::Precision::bf16) * u).epsilon(1e-12));
+  }
+
+  TEST_CASE("tile/wave utilisation is 1 for a shape of exactly one full wave of whole tiles") {
+    const auto& d = h100();
+    const int sms = d.gpu->compute_units;
+    REQUIRE(sms > 0);
+    const double ceiling = model::gemm_ceiling(d.eff, hw::Precision::bf16);
+    // One tile row per SM: m = tile_m · SMs, n = tile_n -> SMs tiles in one wave.
+    const auto one_wave = model::gemm_cost("full wave", {std::int64_t(d.eff.tile_m) * sms, d.eff.tile_n, 8192, 1},
+                                           hw::Precision::bf16, d);
+    CHECK(one_wave.efficiency == doctest::Approx(ceiling).epsilon(1e-12));
+    // Two full waves, tiles spread over both dimensions.
+    const auto two_waves = model::gemm_cost("two waves", {std::int64_t(d.eff.tile_m) * 2, std::int64_t(d.eff.tile_n) * sms, 8192, 1},
+                                            hw::Precision::bf16, d);
+    CHECK(two_waves.efficiency == doctest::Approx(ceiling).epsilon(1e-12));
+    // One tile more than a wave needs a second, nearly empty wave: utilisation (SMs + 1) / (2 · SMs).
+    const auto spill = model::gemm_cost("spill", {std::int64_t(d.eff.tile_m) * (sms + 1), d.eff.tile_n, 8192, 1},
+                                        hw::Precision::bf16, d);
+    CHECK(spill.efficiency == doctest::Approx(ceiling * double(sms + 1) / double(2 * sms)).epsilon(1e-12));
+    // A partial tile wastes the rest of it.
+    const auto partial = model::gemm_cost("partial", {std::int64_t(d.eff.tile_m) * sms - d.eff.tile_m / 2, d.eff.tile_n, 8192, 1},
+                                          hw::Precision::bf16, d);
+    CHECK(partial.efficiency < ceiling);
+  }
+
+  TEST_CASE("a 1×4096×4096 bf16 GEMM (decode GEMV) has intensity ≈ 1 FLOP/B, 295× below the H100 ridge") {
+    const auto c = model::gemm_cost("decode", {1, 4096, 4096, 1}, hw::Precision::bf16, h100());
+    // 2·4096² FLOPs over (4096 + 4096² + 4096)·2 B.
+    CHECK(c.intensity().raw() == doctest::Approx(2.0 * 4096 * 4096 / ((2.0 * 4096 + 4096.0 * 4096) * 2.0)).epsilon(1e-12));
+    CHECK(c.intensity().raw() < 1.0);
+  }
+
+  TEST_CASE("a 1×4096×4096 bf16 GEMM (decode GEMV) on H100 is memory-bound and takes about bytes / bandwidth") {
+    // 33.6 MB of weights at 3.35 TB/s: about 10 µs of HBM time (textbook T20's argument for one matrix). A GEMV
+    // kernel (or split-K) streams the matrix at the HBM rate; the tensor-core tile of 128 rows for one row of
+    // activations is not what a library runs for m = 1.
+    const auto& d = h100();
+    const auto c = model::gemm_cost("decode", {1, 4096, 4096, 1}, hw::Precision::bf16, d);
+    CHECK(c.bound == model::Bound::memory);
+    const double hbm_time = c.bytes.raw() / (d.gpu->memory.bandwidth.raw() * d.eff.hbm) + d.eff.kernel_launch.raw();
+    CHECK(c.time.raw() == doctest::Approx(hbm_time).epsilon(0.05));
+  }
+
+  TEST_CASE("bound and time agree with the effective ridge for every shape: compute-bound iff FLOP time ≥ byte time") {
+    const auto& d = h100();
+    for (auto s : std::vector<model::GemmShape>{{8192, 8192, 8192, 1}, {4096, 4096, 4096, 1}, {4096, 14336, 4096, 1},
+                                                {64, 4096, 4096, 1},    {16, 8192, 8192, 1},   {1024, 1024, 1024, 1},
+                                                {2048, 128, 2048, 32},  {512, 512, 64, 1}}) {
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      const auto c = model::gemm_cost("g", s, hw::Precision::bf16, d);
+      const double t_flop = c.flops.raw() / (d.peak(hw::Precision::bf16).raw() * c.efficiency);
+      const double t_byte = c.bytes.raw() / (d.gpu->memory.bandwidth.raw() * d.eff.hbm);
+      CHECK(c.time.raw() == doctest::Approx(std::max(t_flop, t_byte) + d.eff.kernel_launch.raw()).epsilon(1e-12));
+      if (c.bound == model::Bound::compute) CHECK(t_flop >= t_byte);
+      if (c.bound == model::Bound::memory) CHECK(t_byte > t_flop);
+      if (c.bound == model::Bound::launch) CHECK(d.eff.kernel_launch.raw() > std::max(t_flop, t_byte));
+    }
+  }
+
+  TEST_CASE("a GEMM 3× above the ridge is never memory-bound and one 3× below it never compute-bound") {
+    // The measured GEMM and HBM ceilings are within 3× of each other, so a factor of 3 from the datasheet ridge
+    // decides the bound whatever the efficiencies. Small-m GEMMs (decode, small MoE experts) are the ones below.
+    const auto& d = h100();
+    const double ridge = (d.peak(hw::Precision::bf16) / d.gpu->memory.bandwidth).raw();
+    for (auto s : std::vector<model::GemmShape>{{8192, 8192, 8192, 1}, {4096, 4096, 4096, 1}, {4096, 14336, 4096, 1},
+                                                {1, 4096, 4096, 1},     {8, 4096, 4096, 1},    {16, 8192, 8192, 1},
+                                                {64, 4096, 4096, 1},    {1, 128256, 4096, 1}}) {
+      CAPTURE(s.m);
+      CAPTURE(s.n);
+      CAPTURE(s.k);
+      const auto c = model::gemm_cost("g", s, hw::Precision::bf16, d);
+      CAPTURE(c.intensity().raw());
+      CAPTURE(c.time.raw());
+      if (c.intensity().raw() > 3.0 * ridge) CHECK(c.bound != model::Bound::memory);
+      if (c.intensity().raw() < ridge / 3.0) CHECK(c.bound != model::Bound::compute);
+    }
+  }
+
+  TEST_CASE("a streaming op takes bytes / (bandwidth · η_hbm) + launch") {
+    const auto& d = h100();
+    const auto c = model::streaming_cost("norm", model::OpClass::elementwise, 1_GB, units::flop(1e9), d);
+    CHECK(c.bound == model::Bound::memory);
+    CHECK(c.time.raw() ==
+          doctest::Approx(1e9 / (d.gpu->memory.bandwidth.raw() * d.eff.hbm) + d.eff.kernel_launch.raw()).epsilon(1e-12));
+  }
+
+  TEST_CASE("flash attention forward does 2·b·h·s²·(d_qk + d_v) FLOPs, halved when causal, and backward is 2.5×") {
+    const auto& d = h100();
+    const auto full = model::attention_cost("a", 32, 4096, 4096, 128, 128, false, true, false, hw::Precision::bf16, d);
+    const auto causal = model::attention_cost("a", 32, 4096, 4096, 128, 128, true, true, false, hw::Precision::bf16, d);
+    const auto bwd = model::attention_cost("a", 32, 4096, 4096, 128, 128, true, true, true, hw::Precision::bf16, d);
+    REQUIRE(full.size() == 1);
+    REQUIRE(causal.size() == 1);
+    REQUIRE(bwd.size() == 1);
+    CHECK(full[0].flops.raw() == 2.0 * 32 * 4096.0 * 4096.0 * 256);
+    CHECK(causal[0].flops.raw() == full[0].flops.raw() / 2);
+    CHECK(bwd[0].flops.raw() == 2.5 * causal[0].flops.raw());
+    CHECK(bwd[0].time > causal[0].time);
+  }
+}
+
+// ================================================================================================== feasibility
+
+TEST_SUITE("training layout feasibility") {
+  // Each invalid layout alone, on llama-3.1-8b (32 layers, 32 heads, 8 KV heads, FFN 14336) on DGX H100.
+  model::Feasibility check(const std::string& model_id, const Layout& l,
+                           const std::function<void(wl::TrainingPlan&)>& tweak = {}) {
+    wl::TrainingPlan p = plan_of(l);
+    if (tweak) tweak(p);
+    return model::check_training_layout(arch(model_id), p, system_of("dgx-h100"));
+  }
+
+  TEST_CASE("a valid layout has no reasons") {
+    Layout l;
+    l.tp = 8;
+    l.pp = 4;
+    l.dp = 2;
+    l.global = 64;
+    const auto f = check("llama-3.1-8b", l);
+    CHECK(f.ok);
+    CHECK(f.reasons.empty());
+  }
+
+  TEST_CASE("TP that does not divide the heads is infeasible with its reasons") {
+    Layout l;
+    l.tp = 3;
+    const auto f = check("llama-3.1-8b", l);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 3);
+    CHECK(f.reasons[0] == "TP 3 does not divide the 32 attention heads (TP sizes that work: 1, 2, 4, 8, 16, 32)");
+    CHECK(f.reasons[1] == "TP 3 neither divides nor is a multiple of the 8 KV heads");
+    CHECK(f.reasons[2] == "TP 3 does not divide the FFN width 14336");
+  }
+
+  TEST_CASE("TP larger than the KV heads and a multiple of them is fine (KV heads replicated)") {
+    Layout l;
+    l.tp = 16;  // 32 query heads, 8 KV heads: each KV head on 2 GPUs
+    const auto f = check("llama-3.1-8b", l);
+    CHECK(f.ok);
+  }
+
+  TEST_CASE("PP larger than the layers is infeasible: 'PP 64 exceeds the 32 layers'") {
+    Layout l;
+    l.pp = 64;
+    const auto f = check("llama-3.1-8b", l);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 1);
+    CHECK(f.reasons[0] == "PP 64 exceeds the 32 layers");
+  }
+
+  TEST_CASE("layers not divisible by PP·v are infeasible") {
+    Layout l;
+    l.pp = 3;
+    auto f = check("llama-3.1-8b", l);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 1);
+    CHECK(f.reasons[0] == "32 layers do not split evenly into PP 3 × 1 chunks");
+
+    Layout iv;
+    iv.pp = 4;
+    iv.v = 3;  // 12 chunks for 32 layers
+    f = check("llama-3.1-8b", iv);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 1);
+    CHECK(f.reasons[0] == "32 layers do not split evenly into PP 4 × 3 chunks");
+  }
+
+  TEST_CASE("a global batch not divisible by micro-batch × DP is infeasible") {
+    Layout l;
+    l.dp = 4;
+    l.micro = 2;
+    l.global = 10;
+    const auto f = check("llama-3.1-8b", l);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 1);
+    CHECK(f.reasons[0] == "global batch 10 is not divisible by micro-batch 2 × DP 4 = 8");
+  }
+
+  TEST_CASE("EP on a dense model is infeasible: 'EP > 1 needs a mixture-of-experts model'") {
+    Layout l;
+    l.dp = 2;
+    l.ep = 2;
+    const auto f = check("llama-3.1-8b", l);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 1);
+    CHECK(f.reasons[0] == "EP > 1 needs a mixture-of-experts model");
+  }
+
+  TEST_CASE("EP on a MoE model must divide the experts and DP × CP") {
+    Layout l;
+    l.dp = 4;
+    l.ep = 16;  // mixtral-8x7b has 8 experts
+    const auto f = check("mixtral-8x7b", l);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 2);
+    CHECK(f.reasons[0] == "EP 16 does not divide the 8 experts");
+    CHECK(f.reasons[1] == "EP 16 must divide DP × CP = 4");
+    Layout ok;
+    ok.dp = 8;
+    ok.ep = 8;
+    CHECK(check("mixtral-8x7b", ok).ok);
+  }
+
+  TEST_CASE("the interleaved schedule with fewer than 2 virtual stages is infeasible") {
+    Layout l;
+    l.pp = 4;
+    const auto f = check("llama-3.1-8b", l, [](wl::TrainingPlan& p) {
+      p.schedule = wl::PipelineSchedule::interleaved;
+      p.par.virtual_stages = 1;
+    });
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 1);
+    CHECK(f.reasons[0] == "the interleaved schedule needs PP ≥ 2 and virtual stages ≥ 2");
+  }
+
+  TEST_CASE("a sequence not divisible by 2·CP is infeasible") {
+    Layout l;
+    l.cp = 4;
+    l.seq = 4100;
+    const auto f = check("llama-3.1-8b", l);
+    CHECK_FALSE(f.ok);
+    REQUIRE(f.reasons.size() == 1);
+    CHECK(f.reasons[0] == "sequence 4100 is not divisible by 2·CP = 8 (load-balanced causal context parallelism)");
+  }
+
+  TEST_CASE("several problems give several reasons, all of them") {
+    Layout l;
+    l.tp = 3;
+    l.pp = 64;
+    l.dp = 2;
+    l.ep = 2;
+    l.global = 3;
+    const auto f = check("llama-3.1-8b", l);
+    CHECK_FALSE(f.ok);
+    CHECK(f.reasons.size() == 6);  // 3 TP, PP, global batch, EP
+  }
+
+  TEST_CASE("an invalid layout yields an estimate with only the reasons, no numbers") {
+    Layout l;
+    l.tp = 3;
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    CHECK_FALSE(e.feasibility.ok);
+    CHECK(e.feasibility.reasons.size() == 3);
+    CHECK(e.step_time.raw() == 0);
+    CHECK(e.mfu == 0);
+  }
+
+  TEST_CASE("a plan that does not fit says so and by how much: llama-3.1-70b on one H100") {
+    Layout l;
+    const auto sys = system_of("dgx-h100");
+    const auto e = model::estimate_training(arch("llama-3.1-70b"), plan_of(l), sys, Explain::off);
+    CHECK_FALSE(e.feasibility.ok);
+    CHECK_FALSE(e.memory.fits);
+    REQUIRE(e.feasibility.reasons.size() == 1);
+    const std::string& r = e.feasibility.reasons[0];
+    CHECK(starts_with(r, "does not fit: needs"));
+    using units::BytePrefix;
+    const std::string expected = "does not fit: needs " + units::format(e.memory.total, BytePrefix::binary) + " per GPU, " +
+                                 units::format(e.memory.capacity, BytePrefix::binary) + " available (" +
+                                 units::format(e.memory.total - e.memory.capacity, BytePrefix::binary) + " over).";
+    CHECK(starts_with(r, expected));
+    // 70.6e9 parameters at 16 B each alone are 1.13 TB.
+    CHECK(e.memory.total.raw() > 70e9 * 16);
+    CHECK(e.memory.capacity == gpu("h100-sxm5-80gb").memory_capacity());
+    // One GPU: no ZeRO, TP or PP change exists, and full recompute alone does not bring 1.1 TiB under 80 GB.
+    CHECK(r == expected + " No single change of recompute, ZeRO stage, micro-batch, TP or PP makes it fit: use more "
+                          "GPUs or a GPU with more memory");
+    // The model is still evaluated: the step time says what it would cost with enough memory.
+    CHECK(e.step_time.raw() > 0);
+  }
+
+  TEST_CASE("every change that the does-not-fit reason suggests does make the plan fit") {
+    // llama-3.1-8b on 8 H100 without ZeRO needs 16 B per parameter on every GPU: about 148 GiB.
+    Layout l;
+    l.dp = 8;
+    l.global = 64;
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-3.1-8b");
+    const auto e = model::estimate_training(a, plan_of(l), sys, Explain::off);
+    REQUIRE_FALSE(e.memory.fits);
+    REQUIRE(e.feasibility.reasons.size() == 1);
+    const std::string& r = e.feasibility.reasons[0];
+    const std::string marker = "It would fit with: ";
+    const auto at = r.find(marker);
+    REQUIRE(at != std::string::npos);
+    std::vector<std::string> fixes;
+    for (std::size_t pos = at + marker.size(); pos < r.size();) {
+      const auto next = r.find("; ", pos);
+      fixes.push_back(r.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+      if (next == std::string::npos) break;
+      pos = next + 2;
+    }
+    CHECK(fixes.size() >= 2);
+    bool zero1 = false;
+    for (const auto& fix : fixes) {
+      CAPTURE(fix);
+      wl::TrainingPlan p = plan_of(l);
+      int a1 = 0, a2 = 0;
+      if (starts_with(fix, "--recompute full")) p.recompute = wl::Recompute::full;
+      else if (std::sscanf(fix.c_str(), "--zero %d", &a1) == 1) p.zero = static_cast<wl::ZeroStage>(a1);
+      else if (starts_with(fix, "--micro-batch 1")) p.micro_batch = 1;
+      else if (std::sscanf(fix.c_str(), "--pp %d with DP %d", &a1, &a2) == 2) {
+        p.par.pp = a1;
+        p.par.dp = a2;
+      } else if (std::sscanf(fix.c_str(), "--tp %d with DP %d", &a1, &a2) == 2) {
+        p.par.tp = a1;
+        p.par.dp = a2;
+        p.par.sequence_parallel = true;
+      } else {
+        FAIL("unrecognised suggestion");
+      }
+      zero1 = zero1 || starts_with(fix, "--zero 1");
+      const auto fixed = model::estimate_training(a, p, sys, Explain::off);
+      CHECK(fixed.memory.fits);
+      CHECK(fixed.feasibility.ok);
+      // The size it quotes is the size the fixed plan needs.
+      CHECK(fix.find("(" + units::format(fixed.memory.total, units::BytePrefix::binary) + ")") != std::string::npos);
+    }
+    CHECK(zero1);  // ZeRO-1 over 8 GPUs: 4 + 12/8 B per parameter of states
+  }
+
+  TEST_CASE("a plan that fits has no memory reason") {
+    Layout l;
+    l.dp = 8;
+    l.global = 64;
+    l.zero = wl::ZeroStage::optimizer;
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    CHECK(e.memory.fits);
+    CHECK(e.feasibility.ok);
+    CHECK(e.feasibility.reasons.empty());
+    CHECK(e.memory.total < e.memory.capacity);
+  }
+}
+
+// ==================================================================================================== properties
+
+TEST_SUITE("training step properties") {
+  TEST_CASE("every case evaluates to finite, positive numbers") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto e = estimate(c, system_of(c.node), [](wl::TrainingPlan& p) { p.tokens_to_train = 1e12; });
+      // Only memory may make these infeasible; the layouts are valid.
+      for (const auto& r : e.feasibility.reasons) CHECK(starts_with(r, "does not fit"));
+      CHECK(e.step_time.raw() > 0);
+      CHECK(e.step_time == e.step.total);
+      check_finite(e);
+      REQUIRE(e.time_to_train.has_value());
+      REQUIRE(e.gpu_hours.has_value());
+    }
+  }
+
+  TEST_CASE("the step is the sum of its parts and none is negative") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto e = estimate(c, system_of(c.node));
+      const auto& s = e.step;
+      for (double v : {s.gemm.raw(), s.attention.raw(), s.elementwise.raw(), s.embedding_loss.raw(), s.recompute.raw(),
+                       s.comm_exposed.raw(), s.bubble.raw(), s.optimizer.raw()})
+        CHECK(v >= 0);
+      // The parts (compute, comm, bubble, optimizer) cover the step; the recompute is inside the compute terms.
+      const double parts = (s.gemm + s.attention + s.elementwise + s.embedding_loss + s.comm_exposed + s.bubble + s.optimizer).raw();
+      CHECK(parts == doctest::Approx(s.total.raw()).epsilon(1e-9));
+      CHECK(s.recompute.raw() <= (s.gemm + s.attention + s.elementwise).raw());
+    }
+  }
+
+  TEST_CASE("MFU is a fraction in (0, 1) and HFU ≥ MFU") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto e = estimate(c, system_of(c.node));
+      CHECK(e.mfu > 0);
+      CHECK(e.mfu < 1);
+      CHECK(e.hfu >= e.mfu);
+      CHECK(e.hfu < 1);
+    }
+  }
+
+  TEST_CASE("tokens_per_s = global batch · seq / step time, exactly") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto p = plan_of(c.layout);
+      const auto e = estimate(c, system_of(c.node));
+      CHECK(e.tokens_per_s == double(p.global_batch) * double(p.seq_len) / e.step_time.raw());
+    }
+  }
+
+  TEST_CASE("model FLOPs per step = training FLOPs per token × tokens per step, and MFU is their rate over the peak") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto p = plan_of(c.layout);
+      const auto sys = system_of(c.node);
+      const auto e = estimate(c, sys);
+      const double tokens = double(p.global_batch) * double(p.seq_len);
+      const auto fpt = model::flops_per_token(arch(c.model), p.seq_len, Explain::off);
+      CHECK(e.model_flops_per_step.raw() == doctest::Approx(fpt.training.raw() * tokens).epsilon(1e-12));
+      const double peak = model::make_device(*sys.gpu).peak(p.precision.compute).raw();
+      CHECK(e.mfu == doctest::Approx(e.model_flops_per_step.raw() / (e.step_time.raw() * double(p.par.gpus()) * peak))
+                         .epsilon(1e-12));
+    }
+  }
+
+  TEST_CASE("full recompute makes the step slower, and then HFU > MFU, while without recompute HFU = MFU") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto sys = system_of(c.node);
+      const auto none = estimate(c, sys, [](wl::TrainingPlan& p) { p.recompute = wl::Recompute::none; });
+      const auto full = estimate(c, sys, [](wl::TrainingPlan& p) { p.recompute = wl::Recompute::full; });
+      CHECK(full.step_time > none.step_time);
+      CHECK(full.hfu > full.mfu);
+      CHECK(full.mfu < none.mfu);
+      CHECK(none.hfu == doctest::Approx(none.mfu).epsilon(1e-12));
+      CHECK(full.step.recompute.raw() > 0);
+      CHECK(none.step.recompute.raw() == 0);
+      CHECK(full.hardware_flops_per_step > full.model_flops_per_step);
+      CHECK(full.model_flops_per_step == none.model_flops_per_step);
+    }
+  }
+
+  TEST_CASE("bubble is 0 without a pipeline and positive with one") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto e = estimate(c, system_of(c.node));
+      if (c.layout.pp == 1) {
+        CHECK(e.step.bubble.raw() == 0);
+        CHECK(e.bubble_fraction == 0);
+      } else {
+        CHECK(e.step.bubble.raw() > 0);
+        CHECK(e.bubble_fraction == doctest::Approx(model::pipeline_bubble_fraction(c.layout.pp, c.layout.v, e.micro_batches)));
+      }
+    }
+  }
+
+  TEST_CASE("more micro-batches per step lower the bubble fraction and its share of the step") {
+    const auto sys = system_of("dgx-h100");
+    Layout l;
+    l.tp = 8;
+    l.pp = 4;
+    l.dp = 2;
+    double prev_fraction = 1e9, prev_share = 1e9;
+    for (std::int64_t global : {8, 16, 32, 64, 128}) {
+      CAPTURE(global);
+      l.global = global;
+      const auto e = model::estimate_training(arch("llama-3.1-70b"), plan_of(l), sys, Explain::off);
+      CHECK(e.micro_batches == global / 2);
+      CHECK(e.bubble_fraction == doctest::Approx(3.0 / double(global / 2)));
+      CHECK(e.bubble_fraction < prev_fraction);
+      const double share = e.step.bubble.raw() / e.step_time.raw();
+      CHECK(share < prev_share);
+      prev_fraction = e.bubble_fraction;
+      prev_share = share;
+    }
+  }
+
+  TEST_CASE("the interleaved schedule has a smaller bubble than 1F1B at the same PP and micro-batches") {
+    const auto sys = system_of("dgx-h100");
+    Layout l;
+    l.tp = 8;
+    l.pp = 4;
+    l.dp = 2;
+    l.global = 32;
+    const auto plain = model::estimate_training(arch("llama-3.1-70b"), plan_of(l), sys, Explain::off);
+    l.v = 2;
+    const auto inter = model::estimate_training(arch("llama-3.1-70b"), plan_of(l), sys, Explain::off);
+    CHECK(inter.bubble_fraction == doctest::Approx(plain.bubble_fraction / 2));
+    CHECK(inter.step.bubble < plain.step.bubble);
+  }
+
+  TEST_CASE("step time does not rise as the GPU's dense peak rises") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto base = system_of(c.node);
+      double prev = 1e300;
+      for (double k : {0.5, 1.0, 2.0, 4.0, 16.0}) {
+        CAPTURE(k);
+        const hw::GpuSpec g = scaled_gpu(*base.gpu, k, 1.0);
+        auto sys = base;
+        sys.gpu = &g;
+        const double t = estimate(c, sys).step_time.raw();
+        CHECK(t <= prev * (1 + 1e-12));
+        prev = t;
+      }
+    }
+  }
+
+  TEST_CASE("step time does not rise as the GPU's HBM bandwidth rises") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto base = system_of(c.node);
+      double prev = 1e300;
+      for (double k : {0.5, 1.0, 2.0, 4.0, 16.0}) {
+        CAPTURE(k);
+        const hw::GpuSpec g = scaled_gpu(*base.gpu, 1.0, k);
+        auto sys = base;
+        sys.gpu = &g;
+        const double t = estimate(c, sys).step_time.raw();
+        CHECK(t <= prev * (1 + 1e-12));
+        prev = t;
+      }
+    }
+  }
+
+  TEST_CASE("a faster GPU in both peak and bandwidth gives a strictly shorter step") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto base = system_of(c.node);
+      const hw::GpuSpec g = scaled_gpu(*base.gpu, 2.0, 2.0);
+      auto sys = base;
+      sys.gpu = &g;
+      CHECK(estimate(c, sys).step_time < estimate(c, base).step_time);
+    }
+  }
+
+  TEST_CASE("step time does not rise as the scale-out NIC bandwidth rises") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      double prev = 1e300;
+      for (double k : {0.25, 0.5, 1.0, 2.0, 8.0}) {
+        CAPTURE(k);
+        const hw::HardwareDb copy = with_nic_scaled(c.node, k);
+        const double t = estimate(c, system_of(copy, c.node)).step_time.raw();
+        CHECK(t <= prev * (1 + 1e-12));
+        prev = t;
+      }
+    }
+  }
+
+  TEST_CASE("when a pipeline crosses nodes, faster NICs strictly shorten the step") {
+    // llama-3.1-70b TP 8 PP 4: every stage boundary is between two DGX H100s.
+    const Case& c = cases()[3];
+    REQUIRE(c.layout.pp == 4);
+    const hw::HardwareDb slow = with_nic_scaled(c.node, 0.25), fast = with_nic_scaled(c.node, 4.0);
+    const auto es = estimate(c, system_of(slow, c.node)), ef = estimate(c, system_of(fast, c.node));
+    CHECK(ef.step_time < es.step_time);
+    CHECK(ef.comm[3].kind == "pp");
+    CHECK(ef.comm[3].time < es.comm[3].time);
+  }
+
+  TEST_CASE("a node's NIC speed does not matter when every group stays inside the node") {
+    for (const auto& c : cases()) {
+      if (c.crosses_nodes) continue;
+      CAPTURE(c.name);
+      const hw::HardwareDb fast = with_nic_scaled(c.node, 8.0);
+      CHECK(estimate(c, system_of(fast, c.node)).step_time.raw() ==
+            doctest::Approx(estimate(c, system_of(c.node)).step_time.raw()).epsilon(1e-12));
+    }
+  }
+
+  TEST_CASE("an overlapped DP gradient reduction inside one node is mostly hidden, on every shipped node") {
+    // Bucketed all-reduce overlaps the backward pass: what stays exposed is the last bucket plus the SMs NCCL takes
+    // from the GEMMs while it runs (16 channels of the GPU's SMs). That holds whatever the GPU; a GPU file that
+    // does not state its SM count must not be modelled as a one-SM GPU whose every hidden byte costs in full.
+    for (const auto& n : db().nodes) {
+      CAPTURE(n.info.id);
+      Layout l;
+      l.dp = n.gpus;
+      l.global = 8 * n.gpus;
+      l.zero = wl::ZeroStage::optimizer;
+      const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of(n.info.id), Explain::off);
+      REQUIRE(e.step_time.raw() > 0);
+      const auto& dp = e.comm[4];
+      REQUIRE(dp.kind == "dp");
+      REQUIRE(dp.time.raw() > 0);
+      CHECK(dp.exposed.raw() < 0.5 * dp.time.raw());
+    }
+  }
+
+  TEST_CASE("a plan that spans nodes without a scale-out network is infeasible, never a NaN step") {
+    // The MI300X 8-GPU platform file states no scale-out NICs: 16 GPUs in DP cannot be evaluated over a fabric the
+    // data does not describe. The estimate must say so instead of dividing by a zero bandwidth.
+    const auto sys = system_of("mi300x-8");
+    REQUIRE_FALSE(sys.node->scale_out.has_value());
+    Layout l;
+    l.dp = 16;
+    l.global = 64;
+    l.zero = wl::ZeroStage::optimizer;
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), sys, Explain::off);
+    CHECK_FALSE(e.feasibility.ok);
+    if (e.feasibility.ok) {
+      CHECK(std::isfinite(e.step_time.raw()));
+      check_finite(e);
+    }
+    // Inside one node the same platform is fine.
+    l.dp = 8;
+    const auto one = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), sys, Explain::off);
+    CHECK(one.feasibility.ok);
+    check_finite(one);
+  }
+
+  TEST_CASE("one GPU communicates nothing") {
+    Layout l;
+    const auto e = model::estimate_training(arch("bench-llama-1b-like"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    for (const auto& c : e.comm) {
+      CAPTURE(c.kind);
+      CHECK(c.time.raw() == 0);
+      CHECK(c.exposed.raw() == 0);
+      CHECK(c.bytes_per_step.raw() == 0);
+    }
+    CHECK(e.step.comm_exposed.raw() == 0);
+  }
+}
+
+TEST_SUITE("training memory properties") {
+  // Per-GPU peak memory for one model under variations of one knob, the others fixed.
+  double peak(const std::string& model_id, const Layout& l, const std::string& node = "dgx-h100") {
+    const auto e = model::estimate_training(arch(model_id), plan_of(l), system_of(node), Explain::off);
+    REQUIRE(e.step_time.raw() > 0);
+    return e.memory.total.raw();
+  }
+
+  TEST_CASE("per-GPU memory does not rise with TP (DP fixed)") {
+    for (const std::string m : {"llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "gpt3-175b"}) {
+      CAPTURE(m);
+      double prev = 1e300;
+      for (int tp : {1, 2, 4, 8}) {
+        CAPTURE(tp);
+        Layout l;
+        l.tp = tp;
+        l.dp = 2;
+        l.seq = 2048;
+        const double b = peak(m, l);
+        CHECK(b <= prev);
+        prev = b;
+      }
+    }
+  }
+
+  TEST_CASE("per-GPU memory does not rise with PP (DP fixed)") {
+    for (const std::string m : {"llama-3.1-8b", "llama-3.1-70b", "gpt3-175b"}) {
+      CAPTURE(m);
+      double prev = 1e300;
+      for (int pp : {1, 2, 4, 8}) {
+        CAPTURE(pp);
+        Layout l;
+        l.pp = pp;
+        l.dp = 2;
+        l.seq = 2048;
+        l.global = 64;  // 32 micro-batches: every stage has its full set in flight
+        const double b = peak(m, l);
+        CHECK(b <= prev);
+        prev = b;
+      }
+    }
+  }
+
+  TEST_CASE("per-GPU memory does not rise with the ZeRO stage, and falls at each stage with DP 8") {
+    for (const std::string m : {"llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b"}) {
+      CAPTURE(m);
+      double prev = 1e300;
+      for (auto z : {wl::ZeroStage::none, wl::ZeroStage::optimizer, wl::ZeroStage::gradients, wl::ZeroStage::parameters}) {
+        CAPTURE(static_cast<int>(z));
+        Layout l;
+        l.dp = 8;
+        l.zero = z;
+        const double b = peak(m, l);
+        CHECK(b < prev);
+        prev = b;
+      }
+    }
+  }
+
+  TEST_CASE("per-GPU memory does not rise with recomputation: none ≥ selective ≥ full") {
+    for (const std::string m : {"llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "gpt3-175b"}) {
+      CAPTURE(m);
+      double prev = 1e300;
+      for (auto r : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full}) {
+        CAPTURE(static_cast<int>(r));
+        Layout l;
+        l.tp = 8;
+        l.micro = 2;
+        l.seq = 4096;
+        const double b = peak(m, l);
+        CHECK(b <= prev);
+        prev = b;
+      }
+      Layout none, full;
+      none.tp = full.tp = 8;
+      full.recompute = wl::Recompute::full;
+      CHECK(peak(m, full) < peak(m, none));
+    }
+  }
+
+  TEST_CASE("the memory total is the sum of its terms") {
+    for (const auto& c : cases()) {
+      CAPTURE(c.name);
+      const auto& m = estimate(c, system_of(c.node)).memory;
+      const double sum = (m.weights + m.gradients + m.master_weights + m.optimizer_states + m.activations + m.logits +
+                          m.cuda_context + m.nccl_buffers + m.fragmentation)
+                             .raw();
+      CHECK(m.total.raw() == doctest::Approx(sum).epsilon(1e-9));
+      CHECK(m.fits == (m.total <= m.capacity));
+    }
+  }
+}
+
+// ========================================================================================= time to train and cost
+
+TEST_SUITE("time to train (textbook T15)") {
+  TEST_CASE("T15: 6·P·tokens for 7B and 1T tokens on 64 A100 at 40% MFU is 60.9 days") {
+    // textbook.md T15: FLOPs = 6·P·tokens; 7e9 parameters, 1e12 tokens, 64 A100 (312 TFLOP/s dense bf16) at 40% MFU.
+    const units::Flops work = units::flop(6.0 * 7e9 * 1e12);
+    const hw::GpuSpec& a100 = gpu("a100-sxm4-80gb");
+    REQUIRE(a100.peak(hw::Precision::bf16).has_value());
+    CHECK(a100.peak(hw::Precision::bf16)->raw() == doctest::Approx(312e12));
+    const units::FlopRate rate = *a100.peak(hw::Precision::bf16) * (64.0 * 0.40);
+    const units::Seconds t = work / rate;
+    CHECK(t.raw() == doctest::Approx(4.2e22 / (64 * 312e12 * 0.4)).epsilon(1e-12));
+    CHECK(t.raw() / 86400.0 == doctest::Approx(60.86).epsilon(1e-3));
+    CHECK(units::format(t) == "60.9 days");
+    // GPU-hours and cost at $2/GPU-hour with the unit helpers: 93,470 GPU-hours, $187k.
+    const double gpu_hours = units::to_hours(t) * 64;
+    CHECK(gpu_hours == doctest::Approx(93470).epsilon(1e-3));
+    const units::Usd cost = units::usd(units::to_usd_per_hour(units::usd_per_hour(2.0)) * gpu_hours);
+    CHECK(cost.raw() == doctest::Approx(186940).epsilon(1e-3));
+  }
+
+  TEST_CASE("T15 with the model's own FLOPs per token: 6 FLOPs per matmul weight plus attention") {
+    // Llama-2-7B has 6.74e9 parameters, 6.61e9 of them in matrix multiplies (the embedding lookup is not one);
+    // flops_per_token at a context of 1 is almost exactly 6 per matmul weight.
+    const auto& a = arch("llama-2-7b");
+    const auto fpt = model::flops_per_token(a, 1, Explain::off);
+    const auto p = model::parameter_counts(a, Explain::off);
+    CHECK(fpt.matmul_params == p.total - p.embedding - p.norms);
+    CHECK(fpt.training.raw() == doctest::Approx(6.0 * double(fpt.matmul_params)).epsilon(1e-3));
+    // The same template with this count: 57.5 days.
+    const units::Seconds t = fpt.training * 1e12 / (*gpu("a100-sxm4-80gb").peak(hw::Precision::bf16) * (64.0 * 0.40));
+    CHECK(t.raw() / 86400.0 == doctest::Approx(60.86 * double(fpt.matmul_params) / 7e9).epsilon(2e-3));
+  }
+
+  TEST_CASE("time to train, GPU-hours, cost and energy follow from the step time") {
+    // Llama-2-7B, 64 A100 80GB in DGX A100s, DP 64 with ZeRO-1, 1T tokens, $2/GPU-hour.
+    const auto& a = arch("llama-2-7b");
+    auto sys = system_of("dgx-a100");
+    sys.price = units::usd_per_hour(2.0);
+    Layout l;
+    l.dp = 64;
+    l.global = 512;
+    l.zero = wl::ZeroStage::optimizer;
+    wl::TrainingPlan p = plan_of(l);
+    p.tokens_to_train = 1e12;
+    const auto e = model::estimate_training(a, p, sys, Explain::off);
+    REQUIRE(e.step_time.raw() > 0);
+    REQUIRE(e.time_to_train.has_value());
+    REQUIRE(e.gpu_hours.has_value());
+    REQUIRE(e.cost.has_value());
+    const double tokens_per_step = 512.0 * 4096.0;
+    CHECK(e.time_to_train->raw() == doctest::Approx(e.step_time.raw() * 1e12 / tokens_per_step).epsilon(1e-12));
+    CHECK(*e.gpu_hours == doctest::Approx(e.time_to_train->raw() / 3600.0 * 64).epsilon(1e-12));
+    CHECK(e.cost->raw() == doctest::Approx(*e.gpu_hours * 2.0).epsilon(1e-12));
+    // The textbook template with our modelled MFU gives back our time to train: t = F_token · tokens / (N · P · MFU).
+    const auto fpt = model::flops_per_token(a, 4096, Explain::off);
+    const double peak = sys.gpu->peak(hw::Precision::bf16)->raw();
+    const double template_t = fpt.training.raw() * 1e12 / (64 * peak * e.mfu);
+    CHECK(e.time_to_train->raw() == doctest::Approx(template_t).epsilon(1e-9));
+    // Energy: TDP while busy, never more than TDP for the whole run.
+    REQUIRE(e.energy.has_value());
+    REQUIRE(sys.gpu->tdp.has_value());
+    CHECK(e.energy->raw() > 0);
+    CHECK(e.energy->raw() <= sys.gpu->tdp->raw() * 64 * e.time_to_train->raw() * (1 + 1e-12));
+    // Days, not seconds, in the report's formatting.
+    CHECK(units::format(*e.time_to_train).find("days") != std::string::npos);
+  }
+
+  TEST_CASE("no token budget means no time to train, GPU-hours, cost or energy") {
+    Layout l;
+    l.dp = 8;
+    l.zero = wl::ZeroStage::optimizer;
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    CHECK_FALSE(e.time_to_train.has_value());
+    CHECK_FALSE(e.gpu_hours.has_value());
+    CHECK_FALSE(e.cost.has_value());
+    CHECK_FALSE(e.energy.has_value());
+  }
+
+  TEST_CASE("the price override replaces the GPU's indicative price and cost scales with it") {
+    Layout l;
+    l.dp = 8;
+    l.zero = wl::ZeroStage::optimizer;
+    wl::TrainingPlan p = plan_of(l);
+    p.tokens_to_train = 1e11;
+    auto sys = system_of("dgx-h100");
+    sys.price = units::usd_per_hour(1.0);
+    const auto one = model::estimate_training(arch("llama-3.1-8b"), p, sys, Explain::off);
+    sys.price = units::usd_per_hour(3.0);
+    const auto three = model::estimate_training(arch("llama-3.1-8b"), p, sys, Explain::off);
+    REQUIRE(one.cost.has_value());
+    REQUIRE(three.cost.has_value());
+    CHECK(one.cost->raw() == doctest::Approx(*one.gpu_hours));
+    CHECK(three.cost->raw() == doctest::Approx(3.0 * one.cost->raw()));
+  }
+}
