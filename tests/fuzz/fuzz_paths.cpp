@@ -5,7 +5,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -147,51 +146,6 @@ const fs::path& scratch_dir() {
   return dir;
 }
 
-/// Findings already reported can be switched off with GPUPLAN_FUZZ_SUPPRESS=tag[,tag...], so that a long run digs
-/// past a shallow known crash. Tags: json-number-overflow (json_io::parse lets nlohmann's out_of_range 406 escape);
-/// params-int64-overflow (parameter_counts / flops_per_token overflow int64 on valid but absurd sizes: such
-/// architectures skip the formula checks).
-bool suppressed(std::string_view tag) {
-  static const std::string list = [] {
-    const char* e = std::getenv("GPUPLAN_FUZZ_SUPPRESS");
-    return "," + std::string(e != nullptr ? e : "") + ",";
-  }();
-  return list.find("," + std::string(tag) + ",") != std::string::npos;
-}
-
-std::optional<json_io::Json> parse(std::string_view bytes, const std::string& file, Diagnostics& diags) {
-  if (!suppressed("json-number-overflow")) return json_io::parse(bytes, file, diags);
-  try {
-    return json_io::parse(bytes, file, diags);
-  } catch (const json_io::Json::out_of_range& e) {
-    if (e.id != 406) throw;
-    return std::nullopt;
-  }
-}
-
-/// A generous upper bound, in double, of the largest parameter count the int64 formulas form for `a` (every term of
-/// params.cpp and flops.cpp, all layers, MTP modules included). Used only to step over the known int64 overflow.
-double parameter_bound(const wl::TransformerArch& a) {
-  const double h = double(a.hidden), L = double(a.layers), nq = double(a.heads), nkv = double(a.kv_heads);
-  double att = 2 * h * nq * double(a.head_dim) + 2 * h * nkv * double(a.head_dim) + 4 * nq * double(a.head_dim) + h;
-  if (a.mla) {
-    const auto& m = *a.mla;
-    const double dqk = double(m.qk_nope_head_dim + m.qk_rope_head_dim);
-    att += h * double(m.q_lora_rank) + double(m.q_lora_rank) * nq * dqk + h * nq * dqk +
-           h * double(m.kv_lora_rank + m.qk_rope_head_dim) +
-           double(m.kv_lora_rank) * nq * double(m.qk_nope_head_dim + m.v_head_dim) + nq * double(m.v_head_dim) * h;
-  }
-  double mlp = 3 * h * double(a.intermediate) + 3 * double(a.intermediate) + h;
-  if (a.moe) {
-    const auto& m = *a.moe;
-    mlp += double(m.num_experts) * (3 * h * double(m.expert_intermediate) + 3 * double(m.expert_intermediate) + h + 2) +
-           double(m.shared_experts) * 3 * h * double(m.shared_intermediate) + h + double(m.correction_bias);
-  }
-  const double layer = att + mlp + 4 * double(a.norms_per_layer) * h;
-  return (L + double(a.mtp_layers) + 1) * layer + double(a.mtp_layers) * 2 * h * h +
-         2 * double(a.vocab) * h + double(a.max_position) * h;
-}
-
 bool safe_file_stem(const std::string& s) {
   if (s.empty() || s.size() > 100 || s[0] == '.') return false;
   for (const char c : s)
@@ -223,7 +177,7 @@ const Shipped& shipped(const std::string& data_dir) {
 void run_hw(std::string_view bytes, const Shipped& data) {
   const std::string file = "fuzz-hw.json";
   Diagnostics diags;
-  const auto j = parse(bytes, file, diags);
+  const auto j = json_io::parse(bytes, file, diags);
   (void)diags.to_string();
   if (!j || !j->is_object()) return;
   const auto kind = j->find("kind");
@@ -253,12 +207,11 @@ void run_hw(std::string_view bytes, const Shipped& data) {
 void run_model(std::string_view bytes, const Shipped& data) {
   const std::string file = "fuzz-model.json";
   Diagnostics diags;
-  const auto j = parse(bytes, file, diags);
+  const auto j = json_io::parse(bytes, file, diags);
   if (!j) return;
   auto use = [&](const Result<wl::TransformerArch>& r) {
     (void)r.diagnostics().to_string();
     if (!r.ok()) return;
-    if (suppressed("params-int64-overflow") && parameter_bound(r.value()) > 1e18) return;
     check_arch_formulas(r.value());
     check_arch_training(r.value(), data);
   };
@@ -278,14 +231,13 @@ void run_model(std::string_view bytes, const Shipped& data) {
   (void)m.diagnostics().to_string();
   std::error_code ec;
   fs::remove(path, ec);
-  if (!m.ok() || (suppressed("params-int64-overflow") && parameter_bound(m->arch) > 1e18)) return;
-  check_arch_formulas(m->arch);
+  if (m.ok()) check_arch_formulas(m->arch);
 }
 
 void run_scenario(std::string_view bytes, const Shipped& data) {
   const std::string file = "fuzz-scenario.json";
   Diagnostics diags;
-  const auto j = parse(bytes, file, diags);
+  const auto j = json_io::parse(bytes, file, diags);
   if (!j || !j->is_object()) return;  // `gpuplan train --scenario` refuses a non-object the same way
   auto sc = wl_io::decode_training_scenario(*j, file);
   (void)sc.diagnostics().to_string();
@@ -336,6 +288,7 @@ void run_cli(std::string_view bytes) {
   cli::register_model(app, g, rc);
   cli::register_train(app, g, rc);
   cli::register_roofline(app, g, rc);
+  cli::register_kv(app, g, rc);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {

@@ -39,7 +39,7 @@ void run_model(std::string_view bytes, const Shipped& data);
 void run_scenario(std::string_view bytes, const Shipped& data);
 
 /// (d) The CLI: the input split on NUL bytes is argv after "gpuplan"; CLI11 parses it against the train, model,
-/// roofline and hw subcommands and runs the chosen callback (validate and schema are left out: slow / constant).
+/// roofline, kv and hw subcommands and runs the chosen callback (validate and schema are left out: slow / constant).
 /// Arguments that could name a file outside the working directory (containing '/' or "..") are refused, so that
 /// the fuzzer cannot read /dev/zero or the like. Needs GPUPLAN_DATA_DIR set.
 void run_cli(std::string_view bytes);

@@ -342,7 +342,9 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
                                    double(a.mla->q_lora_rank + a.mla->kv_lora_rank) * double(a.heads) *
                                        double(a.mla->qk_nope_head_dim + a.mla->qk_rope_head_dim + a.mla->v_head_dim)
                              : 0.0;
-    const double bound = L * (att + ffn + mla) + 2.0 * double(a.vocab) * h + double(a.max_position) * h;
+    // Multi-token-prediction modules are whole extra layers (plus a 2h×h projection).
+    const double bound = (L + double(a.mtp_layers)) * (att + ffn + mla + 2.0 * h * h) + 2.0 * double(a.vocab) * h +
+                         double(a.max_position) * h;
     if (!(bound <= 1e17))
       r.error("", fmt::format("the architecture has about {:.3g} parameters; gpuplan accepts up to 1e17 (check "
                               "hidden_size, num_hidden_layers, intermediate_size and the expert counts)", bound));
