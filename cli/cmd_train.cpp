@@ -67,15 +67,15 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
 }
 
 ordered_json bytes_json(const model::TrainingMemory& m) {
-  return {{"weights", m.weights.raw()},
-          {"gradients", m.gradients.raw()},
-          {"master_weights", m.master_weights.raw()},
-          {"optimizer_states", m.optimizer_states.raw()},
-          {"activations", m.activations.raw()},
-          {"logits", m.logits.raw()},
-          {"cuda_context", m.cuda_context.raw()},
-          {"nccl_buffers", m.nccl_buffers.raw()},
-          {"fragmentation", m.fragmentation.raw()}};
+  return {{"weights_bytes", m.weights.raw()},
+          {"gradients_bytes", m.gradients.raw()},
+          {"master_weights_bytes", m.master_weights.raw()},
+          {"optimizer_states_bytes", m.optimizer_states.raw()},
+          {"activations_bytes", m.activations.raw()},
+          {"logits_bytes", m.logits.raw()},
+          {"cuda_context_bytes", m.cuda_context.raw()},
+          {"nccl_buffers_bytes", m.nccl_buffers.raw()},
+          {"fragmentation_bytes", m.fragmentation.raw()}};
 }
 
 int run_train(const GlobalOptions& g, const TrainFlags& f) {

@@ -63,8 +63,9 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 }
 
 const char* const kCommKinds[] = {"tp", "cp", "ep", "pp", "dp"};
-const char* const kMemoryTerms[] = {"weights",    "gradients", "master_weights", "optimizer_states", "activations",
-                                    "logits",     "cuda_context", "nccl_buffers", "fragmentation"};
+const char* const kMemoryTerms[] = {"weights_bytes",     "gradients_bytes",    "master_weights_bytes",
+                                    "optimizer_states_bytes", "activations_bytes", "logits_bytes",
+                                    "cuda_context_bytes", "nccl_buffers_bytes", "fragmentation_bytes"};
 
 /// The stable keys of a `train --format json` report with numbers (feasible or not fitting in memory).
 void check_train_keys(const json& j) {
