@@ -10,6 +10,7 @@
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "layer_cost.hpp"
 
 namespace gpuplan::model {
 
@@ -76,157 +77,9 @@ Feasibility check_training_layout(const wl::TransformerArch& a, const wl::Traini
 
 namespace {
 
-struct PassCost {
-  Seconds gemm{}, attention{}, elementwise{}, other{};
-  [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + other; }
-  void add(const OpCost& c) {
-    switch (c.cls) {
-      case OpClass::gemm: gemm += c.time; break;
-      case OpClass::attention: attention += c.time; break;
-      case OpClass::elementwise: elementwise += c.time; break;
-      default: other += c.time; break;
-    }
-  }
-  PassCost& operator+=(const PassCost& o) {
-    gemm += o.gemm;
-    attention += o.attention;
-    elementwise += o.elementwise;
-    other += o.other;
-    return *this;
-  }
-  PassCost scaled(double k) const { return {gemm * k, attention * k, elementwise * k, other * k}; }
-};
-
-struct LayerCost {
-  PassCost fwd, bwd;
-  units::Flops flops_fwd{}, flops_bwd{};
-  std::vector<OpCost> ops;  // for display
-};
-
-/// Forward and backward of one transformer layer for one micro-batch on one GPU.
-LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
-                     const Device& d) {
-  LayerCost lc;
-  const auto& par = plan.par;
-  const std::int64_t t = par.tp;
-  const std::int64_t s_local = plan.seq_len / par.cp;
-  const std::int64_t T = plan.micro_batch * s_local;  // tokens through this GPU's GEMMs
-  const std::int64_t T_norm = par.sequence_parallel ? T / t : T;
-  const std::int64_t h = a.hidden;
-  const hw::Precision gp = plan.precision.compute;
-  const double e = plan.precision.activation_bytes;
-
-  auto fwd_gemm = [&](const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1) {
-    OpCost f = gemm_cost(name, {m, n, k, batch}, gp, d);
-    OpCost dgrad = gemm_cost(name + " dgrad", {m, k, n, batch}, gp, d);
-    OpCost wgrad = gemm_cost(name + " wgrad", {k, n, m, batch}, gp, d);
-    if (gp == hw::Precision::fp8) {
-      // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
-      // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
-      // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
-      const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      OpCost cf = streaming_cost(name + " fp8 cast", OpClass::elementwise, units::bytes(elems_f * 4.0), units::flop(elems_f), d);
-      OpCost cb = streaming_cost(name + " fp8 cast bwd", OpClass::elementwise, units::bytes(elems_b * 4.0), units::flop(elems_b), d);
-      lc.fwd.add(cf);
-      lc.bwd.add(cb);
-      lc.ops.push_back(cf);
-      lc.ops.push_back(cb);
-    }
-    lc.fwd.add(f);
-    lc.bwd.add(dgrad);
-    lc.bwd.add(wgrad);
-    lc.flops_fwd += f.flops;
-    lc.flops_bwd += dgrad.flops + wgrad.flops;
-    lc.ops.push_back(f);
-    lc.ops.push_back(dgrad);
-    lc.ops.push_back(wgrad);
-  };
-  auto stream = [&](const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
-    OpCost f = streaming_cost(name, OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
-    OpCost b = streaming_cost(name + " bwd", OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
-                              units::flop(flops_fwd * bwd_factor), d);
-    if (bytes_fwd <= 0) return;
-    lc.fwd.add(f);
-    lc.bwd.add(b);
-    lc.ops.push_back(f);
-    lc.ops.push_back(b);
-  };
-
-  // Attention projections. MLA: the down/up projections as one GEMM of equal weight count (same FLOPs and
-  // weight bytes; the model's attention weights come from the parameter count).
-  std::int64_t qkv_out = 0, o_in = 0, dqk = a.head_dim, dv = a.head_dim;
-  if (a.mla) {
-    const auto& m = *a.mla;
-    dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
-    dv = m.v_head_dim;
-    const std::int64_t w = (m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
-                           h * (m.kv_lora_rank + m.qk_rope_head_dim) +
-                           m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim);
-    qkv_out = w / h / t;
-    o_in = a.heads * dv / t;
-  } else {
-    qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim / t;
-    o_in = a.heads * a.head_dim / t;
-  }
-  // Element accesses per element (reads + writes) of the non-GEMM ops, fused vs PyTorch eager:
-  //  RoPE: fused 2 fwd / 2 bwd; eager rotate_half (x·cos, neg, cat, ·sin, add) 11 fwd / 13 bwd (+ slice_backward).
-  //  SwiGLU: fused 3 fwd / 5 bwd; eager silu + mul 5 fwd / 9 bwd (mul_backward ×2, silu_backward).
-  //  Norms are single kernels in both (torch's fused RMSNorm/LayerNorm): 2 fwd / 4 bwd.
-  const bool eager = plan.kernels == wl::KernelStyle::eager;
-  const double rope_f = eager ? 11.0 : 2.0, rope_b = eager ? 13.0 : 2.0;
-  const double glu_f = eager ? 5.0 : 3.0, glu_b = eager ? 9.0 : 5.0;
-  const double norm_bytes = double(T_norm) * double(h) * e * 2.0;
-  stream("input norm", norm_bytes, 4.0 * double(T_norm * h));
-  fwd_gemm("QKV projection", T, h, qkv_out);
-  const double rope_elems = double(T) * double((a.heads + a.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
-  if (a.position == wl::PositionKind::rope)
-    stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
-  const std::int64_t s_kv = sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
-  // With CP each rank holds s/cp queries that attend to the whole (causal, load-balanced) sequence.
-  const bool causal = !sliding || a.sliding_window >= plan.seq_len;
-  for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
-                                      plan.flash_attention, false, gp, d)) {
-    lc.fwd.add(c);
-    lc.flops_fwd += c.flops;
-    lc.ops.push_back(c);
-  }
-  for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
-                                      plan.flash_attention, true, gp, d)) {
-    lc.bwd.add(c);
-    lc.flops_bwd += c.flops;
-    lc.ops.push_back(c);
-  }
-  fwd_gemm("output projection", T, o_in, h);
-  stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
-  stream("post-attention norm", norm_bytes, 4.0 * double(T_norm * h));
-
-  const bool gated = a.mlp == wl::MlpKind::gated;
-  if (moe_layer && a.moe) {
-    const auto& m = *a.moe;
-    fwd_gemm("router", T, h, m.num_experts);
-    const std::int64_t local_experts = m.num_experts / par.ep;
-    const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * m.experts_per_token * par.ep / m.num_experts);
-    const std::int64_t ie = m.expert_intermediate / t > 0 ? m.expert_intermediate / t : 1;
-    fwd_gemm("expert up/gate", tokens_per_expert, h, (gated ? 2 : 1) * ie, local_experts);
-    stream("expert activation", double(T * m.experts_per_token * ie) * e * (gated ? glu_f : 2.0),
-           4.0 * double(T * m.experts_per_token * ie), gated ? glu_b / glu_f : 1.5);
-    fwd_gemm("expert down", tokens_per_expert, ie, h, local_experts);
-    stream("token permute/unpermute", double(T * m.experts_per_token * h) * e * 4.0, 0.0);
-    if (m.shared_experts > 0) {
-      const std::int64_t is = m.shared_experts * m.shared_intermediate / t;
-      fwd_gemm("shared expert up/gate", T, h, (gated ? 2 : 1) * is);
-      fwd_gemm("shared expert down", T, is, h);
-    }
-  } else {
-    const std::int64_t i_local = a.intermediate / t;
-    fwd_gemm(gated ? "MLP up/gate" : "MLP up", T, h, (gated ? 2 : 1) * i_local);
-    stream(gated ? "SwiGLU" : "GELU", double(T * i_local) * e * (gated ? glu_f : 2.0), 4.0 * double(T * i_local),
-           gated ? glu_b / glu_f : 1.5);
-    fwd_gemm("MLP down", T, i_local, h);
-  }
-  stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
-  return lc;
-}
+using detail::LayerCost;
+using detail::PassCost;
+using detail::layer_cost;
 
 Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g) {
   if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);

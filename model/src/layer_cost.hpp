@@ -1,0 +1,46 @@
+#pragma once
+// Internal to gpuplan::model: the operator list and cost of one transformer layer for one micro-batch on one GPU,
+// forward and backward (training.cpp composes layers into a step).
+#include <vector>
+
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/wl/training.hpp"
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::model::detail {
+
+using units::Seconds;
+
+struct PassCost {
+  Seconds gemm{}, attention{}, elementwise{}, other{};
+  [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + other; }
+  void add(const OpCost& c) {
+    switch (c.cls) {
+      case OpClass::gemm: gemm += c.time; break;
+      case OpClass::attention: attention += c.time; break;
+      case OpClass::elementwise: elementwise += c.time; break;
+      default: other += c.time; break;
+    }
+  }
+  PassCost& operator+=(const PassCost& o) {
+    gemm += o.gemm;
+    attention += o.attention;
+    elementwise += o.elementwise;
+    other += o.other;
+    return *this;
+  }
+  PassCost scaled(double k) const { return {gemm * k, attention * k, elementwise * k, other * k}; }
+};
+
+struct LayerCost {
+  PassCost fwd, bwd;
+  units::Flops flops_fwd{}, flops_bwd{};
+  std::vector<OpCost> ops;  // for display
+};
+
+/// Forward and backward of one transformer layer for one micro-batch on one GPU.
+LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
+                     const Device& d);
+
+}  // namespace gpuplan::model::detail
