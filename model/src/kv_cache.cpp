@@ -16,11 +16,7 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
   const double per_layer_token = static_cast<double>(k.elements_per_token_layer) * bytes_per_element;
   k.per_token_full = units::bytes(per_layer_token * static_cast<double>(a.layers));
   double cached_token_layers = 0.0;
-  for (std::int64_t l = 0; l < a.layers; ++l) {
-    const bool sliding = static_cast<std::size_t>(l) < a.attention.size() &&
-                         a.attention[static_cast<std::size_t>(l)] == wl::AttentionSpan::sliding && a.sliding_window > 0;
-    cached_token_layers += static_cast<double>(sliding ? std::min(tokens, a.sliding_window) : tokens);
-  }
+  for (std::int64_t l = 0; l < a.layers; ++l) cached_token_layers += static_cast<double>(a.attended_tokens(l, tokens));
   k.per_sequence = units::bytes(per_layer_token * cached_token_layers);
 
   if (explain == Explain::on) {
@@ -221,8 +217,7 @@ std::vector<StageLayers> pipeline_stages(const wl::TransformerArch& a, int pp) {
     st.first = first;
     st.count = counts[static_cast<std::size_t>(s)];
     for (std::int64_t l = first; l < first + st.count; ++l) {
-      const auto i = static_cast<std::size_t>(l);
-      if (i < a.attention.size() && a.attention[i] == wl::AttentionSpan::sliding && a.sliding_window > 0) ++st.sliding;
+      if (a.is_sliding_layer(l)) ++st.sliding;
       if (a.is_moe_layer(l)) ++st.moe;
     }
     st.first_stage = s == 0;
