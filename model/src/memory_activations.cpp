@@ -1,0 +1,278 @@
+// The activation-memory model of one layer (memory_activations.hpp). Sources: see memory.cpp.
+#include "memory_activations.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+
+namespace gpuplan::model::detail {
+
+using units::format;
+using units::format_count;
+using units::format_number;
+
+/// Dropout is not a TransformerArch field. Assumption: GPT-style models (two-matrix MLP with LayerNorm: GPT-2/3,
+/// Megatron GPT, BERT) train with dropout after attention and MLP (and on attention probabilities); gated/RMSNorm
+/// models (Llama, Mistral, Qwen, DeepSeek, Gemma) train without it.
+bool gpt_style_dropout(const wl::TransformerArch& a) {
+  return a.mlp == wl::MlpKind::plain && a.norm == wl::NormKind::layernorm;
+}
+
+Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout) {
+  Ctx c{a, plan, layout};
+  c.ab = plan.precision.activation_bytes;
+  c.t = std::max(1, plan.par.tp);
+  c.sp = plan.par.sequence_parallel && plan.par.tp > 1;
+  c.dropout = gpt_style_dropout(a);
+  c.s = static_cast<double>(plan.seq_len);
+  c.tokens = static_cast<double>(plan.seq_len) / std::max(1, plan.par.cp) * static_cast<double>(plan.micro_batch);
+  return c;
+}
+
+void add(std::vector<Term>& v, Part part, const char* name, const char* width, double elements, double bytes,
+         Split split, Role role = Role::plain) {
+  if (elements > 0.0) v.push_back({part, name, width, elements, bytes, split, role});
+}
+
+/// A norm's saved tensors. Megatron/TE LayerNorm and RMSNorm save their input (plus per-token mean/rstd, two fp32
+/// values per token, not counted). HF LlamaRMSNorm upcasts the input to fp32 (`pow` saves the fp32 copy) and the
+/// weight multiply saves the normalised tensor in the activation dtype; Gemma's RMSNorm computes x·(1+w) in fp32 and
+/// saves the fp32 normalised tensor instead. HF nn.LayerNorm saves its input.
+void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, bool layer_input, double count, const char* width) {
+  const double h = static_cast<double>(c.a.hidden) * count;
+  const Role in_role = layer_input ? Role::input : Role::plain;
+  if (!c.hf() || c.a.norm == wl::NormKind::layernorm) {
+    add(v, part, "norm input", width, h, c.ab, Split::sequence, in_role);
+    return;
+  }
+  // With fp32 activations the upcast is a no-op and the saved tensor is the input itself.
+  add(v, part, "RMSNorm input upcast to fp32", width, h, kFp32Bytes, Split::sequence,
+      c.ab >= kFp32Bytes ? in_role : Role::plain);
+  if (c.gemma_norm())
+    add(v, part, "RMSNorm fp32 normalised tensor (Gemma x·(1+w) in fp32)", width, h, kFp32Bytes, Split::sequence);
+  else
+    add(v, part, "RMSNorm normalised input before the weight", width, h, c.ab, Split::sequence);
+}
+
+/// FFN intermediates for `width` (i, k·i_e or n_s·i_s). Megatron-Core/TE fused SwiGLU (bias_swiglu) saves the fc1
+/// output [gate | up] (2·width) and the product (fc2 input, width), recomputing silu(gate) in its backward. HF's
+/// LlamaMLP, down(act(gate(x))·up(x)), also keeps act(gate(x)) for the multiply: 4·width. Two-matrix MLPs keep the
+/// fc1 output (activation input) and the activation output (fc2 input) ([K22] §4.1: 8sbh + 8sbh for 4h).
+void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, const char* w1, const char* w2) {
+  if (c.a.mlp == wl::MlpKind::gated) {
+    if (c.hf()) {
+      add(v, part, "gate and up projection outputs", w2, 2 * width, c.ab, Split::tensor);
+      add(v, part, "activation of the gate (kept for the multiply)", w1, width, c.ab, Split::tensor);
+      add(v, part, "gated product (down-projection input)", w1, width, c.ab, Split::tensor);
+    } else {
+      add(v, part, "fc1 output [gate | up] (fused SwiGLU input)", w2, 2 * width, c.ab, Split::tensor);
+      add(v, part, "gated product (fc2 input)", w1, width, c.ab, Split::tensor);
+    }
+  } else {
+    add(v, part, "fc1 output (activation input)", w1, width, c.ab, Split::tensor);
+    add(v, part, "activation output (fc2 input)", w1, width, c.ab, Split::tensor);
+  }
+}
+
+/// Saved tensors of one layer, per token of one micro-batch, before the TP split.
+std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
+  const auto& a = c.a;
+  const double h = static_cast<double>(a.hidden), nq = static_cast<double>(a.heads);
+  const double nkv = static_cast<double>(a.kv_heads), d = static_cast<double>(a.head_dim);
+  std::vector<Term> v;
+  v.reserve(32);
+  const Part A = Part::attention;
+
+  // ---- attention block ----
+  norm_terms(c, v, A, true, 1.0, "h");
+  add(v, A, "QKV projection input (norm output)", "h", h, c.ab, Split::sequence);
+  if (a.qk_norm) {
+    const double w = (nq + nkv) * d;
+    if (c.hf()) {
+      add(v, A, "q/k norm inputs upcast to fp32", "(n_q+n_kv)·d", w, kFp32Bytes, Split::tensor);
+      add(v, A, "q/k normalised before the weight", "(n_q+n_kv)·d", w, c.ab, Split::tensor);
+    } else {
+      add(v, A, "q/k norm inputs", "(n_q+n_kv)·d", w, c.ab, Split::tensor);
+    }
+  }
+  double q_w = nq * d, k_w = nkv * d, v_w = nkv * d, o_w = nq * d;
+  const char* qs = "n_q·d";
+  const char* ks = "n_kv·d";
+  const char* vs = "n_kv·d";
+  const char* os = "n_q·d";
+  if (a.mla) {
+    const auto& m = *a.mla;
+    // MLA (DeepSeek-V2 §2.1): the latents feed a norm and an up-projection; K and V are expanded per query head.
+    if (m.q_lora_rank > 0)
+      add(v, A, "q latent (q_a norm input and q_b input)", "2·r_q", 2.0 * double(m.q_lora_rank), c.ab, Split::sequence);
+    add(v, A, "kv latent (kv_a norm input and kv_b input)", "2·r_kv", 2.0 * double(m.kv_lora_rank), c.ab,
+        Split::sequence);
+    q_w = k_w = nq * double(m.qk_nope_head_dim + m.qk_rope_head_dim);
+    v_w = o_w = nq * double(m.v_head_dim);
+    qs = ks = "n_q·(d_nope+d_rope)";
+    vs = os = "n_q·d_v";
+  } else if (c.hf() && nkv < nq) {
+    // transformers' SDPA/eager paths call repeat_kv before the kernel: K and V are saved at n_q heads.
+    k_w = v_w = nq * d;
+    ks = vs = "n_q·d (repeat_kv)";
+  }
+  add(v, A, "Q (after RoPE)", qs, q_w, c.ab, Split::tensor);
+  add(v, A, "K (after RoPE)", ks, k_w, c.ab, Split::tensor);
+  add(v, A, "V", vs, v_w, c.ab, Split::tensor);
+  if (c.plan.flash_attention) {
+    // FlashAttention keeps Q, K, V, the output and the fp32 log-sum-exp per query row; no s×s tensor.
+    add(v, A, "softmax log-sum-exp (fp32, FlashAttention)", "n_q", nq, kFp32Bytes, Split::tensor);
+  } else if (c.hf()) {
+    // HF eager: softmax(dtype=fp32) saves its fp32 output; dropout saves its mask and the PV matmul its input.
+    add(v, A, "softmax output (fp32)", "n_q·s", nq * c.s, kFp32Bytes, Split::tensor, Role::score);
+    if (c.dropout) {
+      add(v, A, "attention-probability dropout mask", "n_q·s", nq * c.s, kMaskBytes, Split::tensor, Role::score);
+      add(v, A, "dropped-out probabilities (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
+    } else if (c.ab < kFp32Bytes) {
+      add(v, A, "probabilities cast to the activation dtype (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor,
+          Role::score);
+    }
+  } else {
+    // [K22] §4.1: QKᵀ softmax output 2as²b, dropout mask as²b, dropout output (PV input) 2as²b = 5as²b.
+    add(v, A, "softmax output", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
+    if (c.dropout) {
+      add(v, A, "attention-probability dropout mask", "n_q·s", nq * c.s, kMaskBytes, Split::tensor, Role::score);
+      add(v, A, "dropped-out probabilities (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
+    }
+  }
+  if (c.hf()) {
+    if (c.plan.flash_attention)
+      add(v, A, "SDPA output (kept by the kernel for its backward)", os, o_w, c.ab, Split::tensor);
+    add(v, A, "O-projection input (contiguous transpose copy)", os, o_w, c.ab, Split::tensor);
+  } else {
+    add(v, A, "attention output (O-projection input)", os, o_w, c.ab, Split::tensor);
+  }
+  if (c.dropout) add(v, A, "dropout mask after the attention block", "h", h, kMaskBytes, Split::sequence);
+  if (a.norms_per_layer > 2) norm_terms(c, v, A, false, double(a.norms_per_layer - 2), "(n_norms−2)·h");
+
+  // ---- MLP block ----
+  const Part M = Part::mlp;
+  norm_terms(c, v, M, false, 1.0, "h");
+  add(v, M, "MLP input (norm output)", "h", h, c.ab, Split::sequence);
+  if (moe_layer && a.moe) {
+    const auto& m = *a.moe;
+    const double E = double(m.num_experts), k = double(m.experts_per_token);
+    // Megatron-Core MoE: fp32 routing softmax; token permutation copies each token to its k experts; the unpermute
+    // multiplies by the routing weights and keeps the expert outputs for their gradient. Balanced routing assumed.
+    add(v, M, "router probabilities (fp32)", "E", E, kFp32Bytes, Split::sequence);
+    add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.ab, Split::sequence);
+    ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e");
+    add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
+    if (m.shared_experts > 0)
+      ffn_terms(c, v, Part::shared, double(m.shared_experts * m.shared_intermediate), "n_s·i_s", "2·n_s·i_s");
+  } else {
+    ffn_terms(c, v, M, double(a.intermediate), "i", "2·i");
+  }
+  if (c.dropout) add(v, M, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
+  return v;
+}
+
+LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms) {
+  LayerSum s;
+  for (const auto& x : terms) {
+    const double b = c.bytes_per_token(x);
+    s.all += b;
+    if (x.role == Role::score) s.score += b;
+    if (x.role == Role::input) s.input += b;
+  }
+  return s;
+}
+
+/// Full recomputation checkpoints the layer input: s·b·h·a_b ([K22] §5, "2sbh"), split by t with SP.
+double checkpoint_per_token(const Ctx& c) { return double(c.a.hidden) * c.ab / c.divisor(Split::sequence); }
+
+/// Bytes per token one layer keeps for one micro-batch until its backward, by recomputation mode.
+double stored_per_token(const Ctx& c, const LayerSum& s) {
+  switch (c.plan.recompute) {
+    case wl::Recompute::none: return s.all;
+    case wl::Recompute::selective: return s.all - s.score;
+    case wl::Recompute::full: return checkpoint_per_token(c);
+  }
+  return s.all;
+}
+
+/// Transient bytes per token while one layer is recomputed for its backward (one layer, one micro-batch): the
+/// attention core under selective recomputation; the whole layer but its (already checkpointed) input under full.
+double working_set_per_token(const Ctx& c, const LayerSum& s) {
+  switch (c.plan.recompute) {
+    case wl::Recompute::none: return 0.0;
+    case wl::Recompute::selective: return s.score;
+    case wl::Recompute::full: return s.all - s.input;
+  }
+  return 0.0;
+}
+
+const char* part_name(Part p) {
+  switch (p) {
+    case Part::attention: return "attention";
+    case Part::mlp: return "MLP";
+    case Part::experts: return "routed experts";
+    case Part::shared: return "shared experts";
+  }
+  return "";
+}
+
+const char* layout_name(ActivationLayout l) {
+  return l == ActivationLayout::hf_eager ? "Hugging Face transformers, eager autograd"
+                                         : "Megatron-Core + Transformer Engine (Korthikanti et al. 2022)";
+}
+
+Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id) {
+  const auto terms = layer_terms(c, moe_layer);
+  const LayerSum s = sum_terms(c, terms);
+  Derivation d;
+  d.id = id;
+  d.title = moe_layer ? "Saved activations of one MoE layer, one micro-batch"
+                      : "Saved activations of one layer, one micro-batch";
+  d.formula =
+      "Σ_terms width·bytes / split × (s/c)·b ; split = t for head/FFN-sharded tensors, t only with SP for "
+      "h-wide ones";
+  for (const auto& x : terms) {
+    const double per_tok = c.bytes_per_token(x);
+    d.inputs.push_back(
+        {fmt::format("[{}] {}", part_name(x.part), x.width),
+         fmt::format("{} el × {} B{} = {} B/token ({} s·b·h·B)", format_count(x.elements), format_number(x.elem_bytes),
+                     c.divisor(x.split) > 1.0 ? fmt::format(" / {}", format_number(c.divisor(x.split))) : std::string{},
+                     format_number(per_tok), format_number(per_tok / double(c.a.hidden))),
+         std::string(x.name) + (x.role == Role::score ? " (attention core)" : ""),
+         Origin::derived(layout_name(c.layout))});
+  }
+  const char* mode = c.plan.recompute == wl::Recompute::none        ? "none"
+                     : c.plan.recompute == wl::Recompute::selective ? "selective"
+                                                                    : "full";
+  d.result = fmt::format(
+      "{} per layer without recomputation = s·b·h·({}) bytes, attention core {}; kept under "
+      "recompute {}: {}; (s/c)·b = {} tokens",
+      format(units::bytes(s.all * c.tokens)), format_number(s.all / double(c.a.hidden), 5),
+      format(units::bytes(s.score * c.tokens)), mode, format(units::bytes(stored_per_token(c, s) * c.tokens)),
+      format_count(c.tokens));
+  if (!c.plan.flash_attention && c.dropout && !c.hf())
+    d.notes.push_back(
+        "GPT layer, [K22] Table 2: s·b·h·(34 + 5·a·s/h) bytes without TP; (10 + 24/t + 5as/(ht)) with TP; "
+        "(34/t + 5as/(ht)) with SP, for 2-byte activations");
+  if (c.plan.flash_attention)
+    d.notes.push_back(
+        "FlashAttention: no s×s scores are stored (the 5as/h term of [K22] vanishes); the kernel keeps "
+        "an fp32 log-sum-exp per head and token");
+  d.notes.push_back(c.dropout ? "assumption: dropout (GPT-style model: two-matrix MLP with LayerNorm)"
+                              : "assumption: no dropout (gated MLP or RMSNorm model, as Llama-family training)");
+  if (c.layout == ActivationLayout::megatron && c.a.mlp == wl::MlpKind::gated)
+    d.notes.push_back(
+        "fused SwiGLU (Megatron-Core bias_swiglu) saves [gate | up] and the product; an unfused "
+        "implementation also keeps silu(gate) (+1 intermediate width)");
+  if (c.hf())
+    d.notes.push_back(
+        "Hugging Face eager layout: the bf16 layer input is not saved (RMSNorm upcasts it first); a "
+        "per-layer probe that holds the returned output measures one more s·b·h·a_b");
+  return d;
+}
+
+}  // namespace gpuplan::model::detail

@@ -1,0 +1,82 @@
+#pragma once
+// Internal to gpuplan::model: the activation-memory model of one transformer layer — the tensors a layer saves for
+// its backward ("terms"), each with a width per token, an element size and a tensor-parallel split — and how
+// recomputation changes what is kept. memory.cpp composes it with model states and pipeline stages.
+// Sources are listed at the top of memory.cpp ([K22] Korthikanti et al. 2022, [HF] transformers modeling code).
+#include <string>
+#include <vector>
+
+#include "gpuplan/core/derivation.hpp"
+#include "gpuplan/model/memory.hpp"
+#include "gpuplan/wl/training.hpp"
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::model::detail {
+
+inline constexpr double kFp32Bytes = 4.0;
+/// Dropout masks are kept as one byte per element ([K22] §4.1: "a mask of size sbh", counted as sbh bytes).
+inline constexpr double kMaskBytes = 1.0;
+
+/// How a saved tensor splits over the tensor-parallel group ([K22] §4.2.1-4.2.2): h-wide tensors outside the TP regions
+/// (norm inputs, the inputs of the column-parallel GEMMs, dropout masks) are split only by sequence parallelism;
+/// head- and FFN-sharded tensors always split by t.
+enum class Split { sequence, tensor };
+
+/// Role of a term under recomputation: `score` terms are the attention core that selective recomputation drops;
+/// `input` is the layer input itself (the tensor that full recomputation checkpoints).
+enum class Role { plain, score, input };
+
+enum class Part { attention, mlp, experts, shared };
+
+struct Term {
+  Part part;
+  const char* name;   ///< what is saved
+  const char* width;  ///< symbolic width per token
+  double elements;    ///< elements per token before the TP split
+  double elem_bytes;
+  Split split;
+  Role role;
+};
+
+struct Ctx {
+  const wl::TransformerArch& a;
+  const wl::TrainingPlan& plan;
+  ActivationLayout layout;
+  double ab = 2.0;       ///< activation bytes
+  double t = 1.0;        ///< tensor parallel
+  bool sp = false;       ///< sequence parallel
+  bool dropout = false;  ///< GPT-style dropout (assumed from MlpKind::plain + LayerNorm)
+  double s = 0.0;        ///< sequence length (attention-score width)
+  double tokens = 0.0;   ///< (s/c)·b tokens of one micro-batch on one GPU
+  bool hf() const { return layout == ActivationLayout::hf_eager; }
+  bool gemma_norm() const { return a.model_type.rfind("gemma", 0) == 0; }
+  double divisor(Split sp_class) const { return sp_class == Split::tensor || sp ? t : 1.0; }
+  double bytes_per_token(const Term& x) const { return x.elements * x.elem_bytes / divisor(x.split); }
+};
+
+struct LayerSum {
+  double all = 0.0;    ///< bytes per token, every term
+  double score = 0.0;  ///< the attention-core part (selective recomputation drops it)
+  double input = 0.0;  ///< the layer input itself
+};
+
+Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout);
+
+/// Saved tensors of one layer, per token of one micro-batch, before the TP split.
+std::vector<Term> layer_terms(const Ctx& c, bool moe_layer);
+
+LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms);
+
+/// Full recomputation checkpoints the layer input: s·b·h·a_b ([K22] §5, "2sbh"), split by t with SP.
+double checkpoint_per_token(const Ctx& c);
+
+/// Bytes per token one layer keeps for one micro-batch until its backward, by recomputation mode.
+double stored_per_token(const Ctx& c, const LayerSum& s);
+
+/// Transient bytes per token while one layer is recomputed for its backward (one layer, one micro-batch): the
+/// attention core under selective recomputation; the whole layer but its (already checkpointed) input under full.
+double working_set_per_token(const Ctx& c, const LayerSum& s);
+
+Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id);
+
+}  // namespace gpuplan::model::detail
