@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "serving_flags.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/params.hpp"
@@ -18,32 +19,6 @@ namespace {
 namespace u = gpuplan::units;
 using nlohmann::ordered_json;
 
-struct KvFlags {
-  std::string model;
-  std::string gpu = "h100-sxm5-80gb";
-  int tp = 1, pp = 1;
-  std::optional<long long> gpus;
-  std::string kv_dtype = "bf16";
-  std::optional<std::string> kv_scales;
-  std::optional<double> kv_scale_bytes;
-  std::string weight_dtype = "bf16";
-  std::optional<long long> weight_group_size;
-  std::optional<double> params;
-  bool no_scale_overhead = false;
-  long long context = 4096;
-  long long concurrency = 1;
-  std::optional<long long> block_size;
-  long long prefix_tokens = 0;
-  std::optional<std::string> engine;
-  std::optional<double> gpu_memory_utilization, mem_fraction_static, usable_fraction;
-  std::optional<bool> cudagraph_in_budget;
-  bool enforce_eager = false;
-  std::optional<double> cuda_graph_gib, activation_gib;
-  std::optional<long long> max_num_batched_tokens, max_num_seqs;
-  std::optional<std::string> overheads, capacity, gpu_count;
-  std::optional<double> paging_overhead;
-  bool simple = false;
-};
 
 std::string num(double v) { return fmt::format("{:.10g}", v); }
 std::string both(u::Bytes b) { return fmt::format("{} ({})", u::format(b), u::format(b, u::BytePrefix::binary)); }
@@ -56,139 +31,6 @@ std::string replicas_text(const model::ReplicaLayout& l) {
                      count(l.max_concurrency, "sequence", "sequences"));
 }
 
-/// Builds the plan from the flags; diagnostics name the flag.
-std::optional<model::ServingMemoryPlan> make_plan(const KvFlags& f, const hw::HardwareDb& db, const hw::GpuSpec& gpu,
-                                                  Diagnostics& diags) {
-  model::ServingMemoryPlan p;
-  auto bad = [&](const char* flag, std::string msg) { diags.error("", flag, std::move(msg)); };
-  p.tp = f.tp;
-  p.pp = f.pp;
-  if (f.gpus) p.gpus = *f.gpus;
-  p.context = f.context;
-  p.concurrency = f.concurrency;
-  p.prefix_tokens = f.prefix_tokens;
-  if (f.prefix_tokens > f.context)
-    bad("--prefix-tokens", fmt::format("a shared prefix of {} tokens is longer than the context of {} tokens",
-                                       f.prefix_tokens, f.context));
-
-  // Engine and its fraction: the fraction flag names the engine.
-  std::optional<model::MemoryEngine> engine;
-  if (f.engine) engine = model::parse_memory_engine(*f.engine);
-  int knobs = int(f.gpu_memory_utilization.has_value()) + int(f.mem_fraction_static.has_value()) +
-              int(f.usable_fraction.has_value());
-  if (knobs > 1)
-    bad("--gpu-memory-utilization",
-        "give one of --gpu-memory-utilization (vLLM), --mem-fraction-static (SGLang), --usable-fraction (plain)");
-  auto knob_engine = [&](model::MemoryEngine want, const char* flag) {
-    if (engine && *engine != want)
-      bad(flag, fmt::format("{} is a {} setting but --engine is {}", flag, model::to_string(want),
-                            model::to_string(*engine)));
-    engine = want;
-  };
-  if (f.gpu_memory_utilization) knob_engine(model::MemoryEngine::vllm, "--gpu-memory-utilization");
-  if (f.mem_fraction_static) knob_engine(model::MemoryEngine::sglang, "--mem-fraction-static");
-  if (f.usable_fraction) knob_engine(model::MemoryEngine::plain, "--usable-fraction");
-  if (!engine) engine = f.simple ? model::MemoryEngine::plain : model::MemoryEngine::vllm;
-  p.engine = *engine;
-  switch (p.engine) {
-    case model::MemoryEngine::vllm: p.memory_fraction = f.gpu_memory_utilization.value_or(0.9); break;
-    // SGLang derives its default from the GPU memory, chunked prefill and CUDA-graph batch; 0.88 is its fallback.
-    case model::MemoryEngine::sglang: p.memory_fraction = f.mem_fraction_static.value_or(0.88); break;
-    case model::MemoryEngine::plain: p.memory_fraction = f.usable_fraction.value_or(1.0); break;
-  }
-  for (auto [flag, v] : {std::pair{"--gpu-memory-utilization", f.gpu_memory_utilization},
-                         std::pair{"--mem-fraction-static", f.mem_fraction_static},
-                         std::pair{"--usable-fraction", f.usable_fraction}})
-    if (v && !(*v > 0.0 && *v <= 1.0)) bad(flag, fmt::format("{} is not a fraction in (0, 1]", num(*v)));
-
-  // KV dtype and scales.
-  const auto kvd = model::parse_store_dtype(f.kv_dtype);
-  p.kv = model::default_kv_quant(*kvd);
-  if (f.kv_scales) {
-    const auto g = model::parse_kv_scale_granularity(*f.kv_scales);
-    if (!model::is_quantized(*kvd) && *g != model::KvScaleGranularity::none)
-      bad("--kv-scales", fmt::format("a {} KV cache has no quantisation scales; --kv-scales applies to fp8, int8 and "
-                                     "int4",
-                                     f.kv_dtype));
-    p.kv.scales = *g;
-    p.kv.origin = "user: --kv-scales " + *f.kv_scales;
-  }
-  if (f.kv_scale_bytes) {
-    if (*f.kv_scale_bytes < 0) bad("--kv-scale-bytes", "must be ≥ 0");
-    p.kv.scale_bytes = *f.kv_scale_bytes;
-    p.kv.origin += "; --kv-scale-bytes " + num(*f.kv_scale_bytes);
-  }
-
-  // Weights.
-  const auto wd = model::parse_store_dtype(f.weight_dtype);
-  p.weights = model::default_weight_quant(*wd);
-  if (f.weight_group_size) {
-    if (!model::is_quantized(*wd))
-      bad("--weight-group-size", fmt::format("{} weights have no quantisation groups", f.weight_dtype));
-    if (*f.weight_group_size < 0)
-      bad("--weight-group-size", "must be ≥ 1 (or 0 for one scale per output channel)");
-    p.weights.group_size = *f.weight_group_size;
-    p.weights.origin += fmt::format("; group size {} (--weight-group-size)", *f.weight_group_size);
-  }
-  if (f.params) {
-    if (!(*f.params > 0)) bad("--params", fmt::format("{} is not a positive parameter count", num(*f.params)));
-    p.nominal_params = *f.params;
-  }
-  p.weight_scale_overhead = !(f.no_scale_overhead || f.simple);
-
-  // Simplifications and overheads.
-  p.block_size = f.block_size.value_or(f.simple ? 1 : 16);
-  if (f.block_size) p.engine_block_size = false;  // the user chose it
-  if (f.simple && !f.block_size) p.engine_block_size = false;
-  const std::string ovh = f.overheads.value_or(f.simple ? "none" : "default");
-  p.overheads = ovh == "none" ? model::no_serving_overheads() : model::default_serving_overheads();
-  if (f.enforce_eager) {
-    p.overheads.cuda_graphs = u::Bytes{};
-    p.overheads.origin += "; --enforce-eager: no CUDA graphs";
-  }
-  if (f.cuda_graph_gib) {
-    if (*f.cuda_graph_gib < 0) bad("--cuda-graph-GiB", "must be ≥ 0");
-    if (f.enforce_eager && *f.cuda_graph_gib > 0) bad("--cuda-graph-GiB", "--enforce-eager captures no CUDA graphs");
-    p.overheads.cuda_graphs = u::gibibytes(*f.cuda_graph_gib);
-    p.overheads.origin += fmt::format("; CUDA graphs {} GiB (--cuda-graph-GiB)", num(*f.cuda_graph_gib));
-  }
-  if (f.activation_gib) {
-    if (*f.activation_gib < 0) bad("--activation-GiB", "must be ≥ 0");
-    p.overheads.activations = u::gibibytes(*f.activation_gib);
-  }
-  if (f.cudagraph_in_budget) {
-    if (p.engine != model::MemoryEngine::vllm)
-      bad("--cudagraph-in-budget", "only vLLM's gpu_memory_utilization has this switch");
-    p.cuda_graphs_in_budget = *f.cudagraph_in_budget;
-  }
-  const auto batch = model::vllm_batch_defaults(gpu);
-  p.max_num_batched_tokens = f.max_num_batched_tokens.value_or(batch.max_num_batched_tokens);
-  p.max_num_seqs = f.max_num_seqs.value_or(batch.max_num_seqs);
-  p.capacity = f.capacity.value_or(f.simple ? "label" : "device") == "label" ? model::CapacityBasis::label
-                                                                               : model::CapacityBasis::device;
-  if (f.paging_overhead) {
-    if (*f.paging_overhead < 0) bad("--paging-overhead", "must be ≥ 0 (a fraction of the KV, e.g. 0.3)");
-    p.paging_overhead = *f.paging_overhead;
-  }
-  p.gpu_count = f.gpu_count.value_or(f.simple ? "pooled" : "layout") == "pooled" ? model::GpuCountMethod::pooled
-                                                                                 : model::GpuCountMethod::layout;
-  // The largest TP the GPU-count search tries: the GPU's scale-up domain from the node data.
-  int domain = 0;
-  std::string node_id;
-  for (const auto& n : db.nodes)
-    if (n.gpu == gpu.info.id && n.scale_up.domain_gpus > domain) {
-      domain = n.scale_up.domain_gpus;
-      node_id = n.info.id;
-    }
-  if (domain > 0) {
-    p.max_tp = domain;
-    p.max_tp_origin = fmt::format("scale-up domain of node {} ({})", node_id,
-                                  db.find_node(node_id)->info.cite("/scale_up/domain_gpus"));
-  }
-  if (p.gpus && *p.gpus < 1) bad("--gpus", "must be ≥ 1");
-  if (diags.has_errors()) return std::nullopt;
-  return p;
-}
 
 ordered_json memory_json(const model::StageMemory& m) {
   return {{"stage", m.layers.stage},
@@ -221,7 +63,7 @@ std::string engine_text(const model::ServingMemoryPlan& p) {
   return "";
 }
 
-int run_kv(const GlobalOptions& g, const KvFlags& f) {
+int run_kv(const GlobalOptions& g, const ServingFlags& f) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
@@ -237,7 +79,7 @@ int run_kv(const GlobalOptions& g, const KvFlags& f) {
     return report(diags);
   }
   const auto& arch = m->arch;
-  auto plan = make_plan(f, *db, *gpu, diags);
+  auto plan = make_memory_plan(f, *db, *gpu, diags);
   if (!plan) return report(diags);
   report(m.diagnostics());  // notes
 
@@ -471,62 +313,10 @@ int run_kv(const GlobalOptions& g, const KvFlags& f) {
 }  // namespace
 
 void register_kv(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto f = std::make_shared<KvFlags>();
+  auto f = std::make_shared<ServingFlags>();
   auto* c = app.add_subcommand("kv", "KV cache per token/sequence/GPU, memory beside the weights, max concurrency and "
                                      "context, GPUs needed by memory");
-  c->add_option("--model,-m", f->model, "model: library id or path to a config.json")->required();
-  c->add_option("--gpu", f->gpu, "GPU id or alias")->capture_default_str();
-  c->add_option("--tp", f->tp, "tensor parallel")->check(CLI::Range(1, 1024))->capture_default_str();
-  c->add_option("--pp", f->pp, "pipeline parallel")->check(CLI::Range(1, 1024))->capture_default_str();
-  c->add_option("--gpus", f->gpus, "GPUs available (whole TP×PP replicas): check the concurrency fits on them");
-  c->add_option("--context", f->context, "tokens per sequence (prompt + output)")
-      ->check(CLI::Range(1LL, 100'000'000LL))
-      ->capture_default_str();
-  c->add_option("--concurrency", f->concurrency, "concurrent sequences")
-      ->check(CLI::Range(1LL, 1'000'000'000LL))
-      ->capture_default_str();
-  c->add_option("--block-size", f->block_size, "tokens per KV block (default 16; 1 = contiguous)")
-      ->check(CLI::Range(1LL, 1'000'000LL));
-  c->add_option("--prefix-tokens", f->prefix_tokens, "prompt prefix shared by all sequences, stored once")
-      ->check(CLI::Range(0LL, 100'000'000LL))
-      ->capture_default_str();
-  c->add_option("--kv-dtype", f->kv_dtype, "KV cache element type")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "int8", "int4"}))
-      ->capture_default_str();
-  c->add_option("--kv-scales", f->kv_scales, "KV scale granularity (default: per-tensor for fp8, per-token-head for int8/int4)")
-      ->check(CLI::IsMember({"none", "per-tensor", "per-head", "per-token-head"}));
-  c->add_option("--kv-scale-bytes", f->kv_scale_bytes, "bytes per per-token-head scale group (default 4: fp16 scale + zero)");
-  c->add_option("--weight-dtype", f->weight_dtype, "weight element type")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "int8", "int4"}))
-      ->capture_default_str();
-  c->add_option("--weight-group-size", f->weight_group_size, "weights per scale group (int4 default 128; 0 = per channel)");
-  c->add_option("--params", f->params, "nominal parameter count for the weights, e.g. 7e9 (textbook)");
-  c->add_flag("--no-scale-overhead", f->no_scale_overhead, "nominal bytes per weight, no quantisation scales");
-  c->add_option("--engine", f->engine, "memory semantics: vllm (default), sglang, plain")
-      ->check(CLI::IsMember({"vllm", "sglang", "plain"}));
-  c->add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
-                "vLLM: fraction of total device memory for weights, activations and KV (default 0.9)");
-  c->add_option("--mem-fraction-static", f->mem_fraction_static,
-                "SGLang: fraction of the pre-load free memory for weights and KV (default 0.88)");
-  c->add_option("--usable-fraction", f->usable_fraction, "plain: fraction of capacity usable for everything (default 1)");
-  c->add_option("--cudagraph-in-budget", f->cudagraph_in_budget,
-                "vLLM: CUDA graphs counted inside gpu_memory_utilization (true from v0.21; false before)");
-  c->add_flag("--enforce-eager", f->enforce_eager, "no CUDA graphs");
-  c->add_option("--cuda-graph-GiB", f->cuda_graph_gib, "CUDA-graph memory per GPU (default 1 GiB)");
-  c->add_option("--activation-GiB", f->activation_gib, "peak activation memory per GPU, e.g. from vLLM's log");
-  c->add_option("--max-num-batched-tokens", f->max_num_batched_tokens, "tokens of the profiling pass (vLLM default)")
-      ->check(CLI::Range(1LL, 100'000'000LL));
-  c->add_option("--max-num-seqs", f->max_num_seqs, "sequences of the profiling sampler pass (vLLM default)")
-      ->check(CLI::Range(1LL, 1'000'000LL));
-  c->add_option("--overheads", f->overheads, "runtime overheads: default or none")
-      ->check(CLI::IsMember({"default", "none"}));
-  c->add_option("--capacity", f->capacity, "GPU capacity: device (driver-reported) or label (vendor GB)")
-      ->check(CLI::IsMember({"device", "label"}));
-  c->add_option("--paging-overhead", f->paging_overhead, "flat fraction added to the KV (textbook, e.g. 0.3)");
-  c->add_option("--gpu-count", f->gpu_count, "layout (whole-sequence replicas) or pooled (textbook)")
-      ->check(CLI::IsMember({"layout", "pooled"}));
-  c->add_flag("--simple", f->simple,
-              "textbook back-of-envelope: vendor GB, no overheads, nominal weight bytes, contiguous KV, pooled GPU count");
+  add_serving_memory_options(*c, *f, false);
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   c->callback([&g, f, &rc] { rc = run_kv(g, *f); });

@@ -51,6 +51,38 @@ int run_validate(const GlobalOptions& g) {
     }
   }
   {
+    std::vector<std::pair<std::string, ValidationSummary>> by_source;
+    auto v = validate_inference(*dir + "/validation/inference_cases.json", *db, *lib, &by_source);
+    if (!v.ok()) return report(v.diagnostics());
+    if (f == Format::json) {
+      auto& s = o["inference_cases.json"];
+      s["evaluated"] = v->evaluated;
+      s["median_abs_error"] = v->median_abs_error;
+      s["max_abs_error"] = v->max_abs_error;
+      for (const auto& [src, sv] : by_source)
+        s["by_source"][src] = {{"evaluated", sv.evaluated}, {"median_abs_error", sv.median_abs_error},
+                               {"max_abs_error", sv.max_abs_error}};
+      s["cases"] = nlohmann::ordered_json::array();
+      for (const auto& c : v->cases) {
+        nlohmann::ordered_json r{{"id", c.id}, {"source", c.source}, {"model", c.model}, {"gpu", c.gpu},
+                                 {"layout", c.layout}, {"metric", c.metric}, {"measured", c.measured},
+                                 {"status", c.status}};
+        if (c.predicted) r["predicted"] = *c.predicted;
+        if (c.error) r["error"] = *c.error;
+        s["cases"].push_back(r);
+      }
+    } else {
+      std::string t = "## Published inference latency and throughput (data/validation/inference_cases.json)\n\n"
+                      "| source | cases | evaluated | median abs error | max abs error | within 25% |\n"
+                      "| --- | ---: | ---: | ---: | ---: | ---: |\n";
+      for (const auto& [src, sv] : by_source)
+        t += fmt::format("| {} | {} | {} | {:.1f}% | {:.1f}% | {:.0f}% |\n", src, sv.cases.size(), sv.evaluated,
+                         sv.median_abs_error * 100, sv.max_abs_error * 100, sv.within_25 * 100);
+      out(t + "\n");
+      out(render_validation_markdown(*v, "Inference cases, one by one"));
+    }
+  }
+  {
     auto t = validate_textbook(*dir + "/validation/textbook_cases.json", *lib);
     if (!t.ok()) return report(t.diagnostics());
     if (f == Format::json) {

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   register_validate(app, g, rc);
   register_roofline(app, g, rc);
   register_kv(app, g, rc);
+  register_serve(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -4,6 +4,48 @@
 
 namespace gpuplan::cli {
 
+bool resolve_hardware(const std::string& gpu, std::string node, const std::string& cluster, const hw::HardwareDb& db,
+                      const std::function<std::string(const std::string&)>& where, Diagnostics& diags,
+                      model::TrainingSystem& sys) {
+  sys.db = &db;
+  if (!cluster.empty()) {
+    sys.cluster = db.find_cluster(cluster);
+    if (sys.cluster == nullptr) {
+      diags.error("", where("cluster"), fmt::format("unknown cluster '{}'{}", cluster, did_you_mean(cluster, db.cluster_ids())));
+      return false;
+    }
+    if (node.empty()) node = sys.cluster->node;
+  }
+  if (!node.empty()) {
+    sys.node = db.find_node(node);
+    if (sys.node == nullptr) {
+      diags.error("", where("node"), fmt::format("unknown node '{}'{}", node, did_you_mean(node, db.node_ids())));
+      return false;
+    }
+  }
+  const std::string gpu_name = !gpu.empty() ? gpu : sys.node->gpu;
+  sys.gpu = db.find_gpu(gpu_name);
+  if (sys.gpu == nullptr) {
+    diags.error("", where("gpu"), fmt::format("unknown GPU '{}'{}", gpu_name, did_you_mean(gpu_name, db.gpu_names())));
+    return false;
+  }
+  if (sys.gpu->info.id != gpu_name) diags.note("", where("gpu"), fmt::format("'{}' is {}", gpu_name, sys.gpu->info.id));
+  if (sys.node != nullptr && sys.node->gpu != sys.gpu->info.id) {
+    diags.error("", where("gpu"),
+                fmt::format("node '{}' holds {}, not {}", sys.node->info.id, sys.node->gpu, sys.gpu->info.id));
+    return false;
+  }
+  if (sys.node == nullptr) {
+    for (const auto& n : db.nodes)
+      if (n.gpu == sys.gpu->info.id) {
+        sys.node = &n;
+        diags.note("", where("node"), fmt::format("using node '{}' for {} (give a node to choose)", n.info.id, sys.gpu->info.id));
+        break;
+      }
+  }
+  return true;
+}
+
 std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,
                                                  const hw::HardwareDb& db, const wl_io::ModelLibrary& lib,
                                                  const std::function<std::string(const std::string&)>& where,
@@ -21,42 +63,7 @@ std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool
   }
   ResolvedTraining r;
   r.arch = m->arch;
-  r.sys.db = &db;
-  if (!s.cluster.empty()) {
-    r.sys.cluster = db.find_cluster(s.cluster);
-    if (r.sys.cluster == nullptr) {
-      diags.error("", where("cluster"), fmt::format("unknown cluster '{}'{}", s.cluster, did_you_mean(s.cluster, db.cluster_ids())));
-      return std::nullopt;
-    }
-    if (s.node.empty()) s.node = r.sys.cluster->node;
-  }
-  if (!s.node.empty()) {
-    r.sys.node = db.find_node(s.node);
-    if (r.sys.node == nullptr) {
-      diags.error("", where("node"), fmt::format("unknown node '{}'{}", s.node, did_you_mean(s.node, db.node_ids())));
-      return std::nullopt;
-    }
-  }
-  const std::string gpu_name = !s.gpu.empty() ? s.gpu : r.sys.node->gpu;
-  r.sys.gpu = db.find_gpu(gpu_name);
-  if (r.sys.gpu == nullptr) {
-    diags.error("", where("gpu"), fmt::format("unknown GPU '{}'{}", gpu_name, did_you_mean(gpu_name, db.gpu_names())));
-    return std::nullopt;
-  }
-  if (r.sys.gpu->info.id != gpu_name) diags.note("", where("gpu"), fmt::format("'{}' is {}", gpu_name, r.sys.gpu->info.id));
-  if (r.sys.node != nullptr && r.sys.node->gpu != r.sys.gpu->info.id) {
-    diags.error("", where("gpu"),
-                fmt::format("node '{}' holds {}, not {}", r.sys.node->info.id, r.sys.node->gpu, r.sys.gpu->info.id));
-    return std::nullopt;
-  }
-  if (r.sys.node == nullptr) {
-    for (const auto& n : db.nodes)
-      if (n.gpu == r.sys.gpu->info.id) {
-        r.sys.node = &n;
-        diags.note("", where("node"), fmt::format("using node '{}' for {} (give a node to choose)", n.info.id, r.sys.gpu->info.id));
-        break;
-      }
-  }
+  if (!resolve_hardware(s.gpu, s.node, s.cluster, db, where, diags, r.sys)) return std::nullopt;
   if (s.price_usd_per_hour) r.sys.price = units::usd_per_hour(*s.price_usd_per_hour);
 
   auto& par = s.plan.par;

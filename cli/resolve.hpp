@@ -21,6 +21,12 @@ struct ResolvedTraining {
   model::Feasibility pre;  ///< layout problems found while resolving (e.g. GPUs not divisible)
 };
 
+/// GPU, node and cluster by id or alias (a node holding the GPU is picked when none is given, with a note);
+/// `where(key)` names the flag or pointer of "gpu", "node", "cluster". False after an error diagnostic.
+bool resolve_hardware(const std::string& gpu, std::string node, const std::string& cluster, const hw::HardwareDb& db,
+                      const std::function<std::string(const std::string&)>& where, Diagnostics& diags,
+                      model::TrainingSystem& sys);
+
 /// `where(key)` names the flag or file pointer of a key for diagnostics.
 std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,
                                                  const hw::HardwareDb& db, const wl_io::ModelLibrary& lib,

@@ -11,6 +11,8 @@
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/roofline.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "resolve.hpp"
@@ -234,6 +236,137 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
     sum.cases.push_back(r);
   }
   summarise(sum);
+  if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));
+  return Result<ValidationSummary>(std::move(sum), std::move(diags));
+}
+
+Result<ValidationSummary> validate_inference(const std::string& cases_file, const hw::HardwareDb& db,
+                                             const wl_io::ModelLibrary& lib,
+                                             std::vector<std::pair<std::string, ValidationSummary>>* by_source) {
+  namespace u = units;
+  Diagnostics diags;
+  auto text = json_io::read_text_file(cases_file, diags);
+  if (!text) return Result<ValidationSummary>(std::move(diags));
+  auto j = json_io::parse(*text, cases_file, diags);
+  if (!j) return Result<ValidationSummary>(std::move(diags));
+  const std::string shown = "data/validation/" + std::filesystem::path(cases_file).filename().string();
+  if (!j->is_object() || !j->contains("cases") || !(*j)["cases"].is_array()) {
+    diags.error(shown, "/cases", "expected an object with a 'cases' array");
+    return Result<ValidationSummary>(std::move(diags));
+  }
+  ValidationSummary sum;
+  for (std::size_t i = 0; i < (*j)["cases"].size(); ++i) {
+    const auto& c = (*j)["cases"][i];
+    const std::string ptr = fmt::format("/cases/{}", i);
+    CaseResult r;
+    r.id = c.value("id", std::string{});
+    r.source = c.value("source", std::string{});
+    r.model = c.value("model", std::string{});
+    r.gpu = c.value("gpu", std::string{});
+    r.metric = c.value("metric", std::string{});
+    const int tp = c.value("tp", 1), pp = c.value("pp", 1);
+    const std::string wdt = c.value("weights", std::string("bf16")), kvdt = c.value("kv", std::string("bf16")),
+                      cdt = c.value("compute", std::string("bf16"));
+    r.layout = fmt::format("TP{} PP{} w:{} kv:{} {}", tp, pp, wdt, kvdt, c.value("engine", std::string{}));
+    const auto& in = c.contains("inputs") ? c["inputs"] : json_io::Json::object();
+    r.measured = c.contains("measured") ? c["measured"].value("value", 0.0) : 0.0;
+    r.unit = r.metric.find("_per_s") != std::string::npos ? "tokens/s" : "s";
+    r.note = c.value("notes", std::string{});
+    if (!c.value("runnable", false)) {
+      r.status = "not runnable";
+      r.note = c.value("excluded_reason", std::string{});
+      sum.cases.push_back(r);
+      continue;
+    }
+    const auto* m = lib.find(r.model);
+    const hw::GpuSpec* gpu = db.find_gpu(r.gpu);
+    const auto wd = model::parse_store_dtype(wdt), kd = model::parse_store_dtype(kvdt);
+    const auto cp = hw::parse_precision(cdt);
+    if (m == nullptr) diags.error(shown, ptr + "/model", fmt::format("unknown model '{}'", r.model));
+    if (gpu == nullptr) diags.error(shown, ptr + "/gpu", fmt::format("unknown GPU '{}'", r.gpu));
+    if (!wd) diags.error(shown, ptr + "/weights", fmt::format("unknown weight dtype '{}'", wdt));
+    if (!kd) diags.error(shown, ptr + "/kv", fmt::format("unknown KV dtype '{}'", kvdt));
+    if (!cp) diags.error(shown, ptr + "/compute", fmt::format("unknown precision '{}'", cdt));
+    if (m == nullptr || gpu == nullptr || !wd || !kd || !cp) continue;
+    model::ServingSystem sys;
+    sys.db = &db;
+    sys.gpu = gpu;
+    for (const auto& n : db.nodes)
+      if (n.gpu == gpu->info.id) {
+        sys.node = &n;
+        break;
+      }
+    model::ServingPerfPlan plan;
+    plan.tp = tp;
+    plan.pp = pp;
+    plan.weights = model::default_weight_quant(*wd);
+    plan.kv = model::default_kv_quant(*kd);
+    plan.compute = *cp;
+    plan.max_batched_tokens = 0;  // profiles and static batches: whole prompts
+    const auto& a = m->arch;
+    auto in_i = [&](const char* k) -> std::int64_t {
+      if (!in.contains(k) || !in[k].is_number()) {
+        diags.error(shown, fmt::format("{}/inputs/{}", ptr, k), fmt::format("metric {} needs a number here", r.metric));
+        return 1;
+      }
+      return in[k].get<std::int64_t>();
+    };
+    std::optional<double> p;
+    if (r.metric == "prefill_time_s") {
+      p = model::prefill_time(a, plan, in_i("batch"), in_i("prompt_tokens"), sys).raw();
+    } else if (r.metric == "decode_step_time_s") {
+      p = model::decode_step_time(a, plan, in_i("batch"), in_i("context_tokens"), sys).raw();
+    } else if (r.metric == "request_latency_s") {
+      // A static batch: one prefill (emits the first token), then output − 1 decode steps over a growing context.
+      const std::int64_t b = in_i("batch"), s = in_i("prompt_tokens"), o = in_i("output_tokens");
+      p = (model::prefill_time(a, plan, b, s, sys) +
+           model::decode_step_time(a, plan, b, s + o / 2, sys) * double(std::max<std::int64_t>(0, o - 1)))
+              .raw();
+    } else if (r.metric == "offline_output_tokens_per_s") {
+      // Offline max throughput: continuous batching at the largest batch the KV cache holds (each request reserves
+      // its whole isl + osl, TensorRT-LLM's default GUARANTEED_NO_EVICT), capped by the engine's max batch.
+      const std::int64_t isl = in_i("input_tokens"), osl = in_i("output_tokens");
+      model::ServingMemoryPlan mp;
+      mp.tp = tp;
+      mp.pp = pp;
+      mp.context = isl + osl;
+      mp.kv = plan.kv;
+      mp.weights = plan.weights;
+      mp.engine = model::MemoryEngine::sglang;
+      mp.memory_fraction = in.contains("kv_memory_fraction") && in["kv_memory_fraction"].is_number()
+                               ? in["kv_memory_fraction"].get<double>()
+                               : 0.9;
+      const auto mem = model::serving_memory(a, model::parameter_counts(a, Explain::off), *gpu, mp, Explain::off);
+      std::int64_t cap = mem.max_concurrency;
+      if (in.contains("max_batch") && in["max_batch"].is_number()) cap = std::min(cap, in["max_batch"].get<std::int64_t>());
+      plan.max_batched_tokens = 8192;
+      plan.max_batch = cap;
+      if (cap >= 1) p = model::steady_state(a, plan, cap, isl, osl, sys, Explain::off).output_tokens_per_s;
+      else r.status = "infeasible";
+      r.layout += fmt::format(" B={}", cap);
+    } else {
+      diags.error(shown, ptr + "/metric", fmt::format("unknown metric '{}'", r.metric));
+      continue;
+    }
+    if (p) {
+      r.predicted = *p;
+      r.error = r.measured != 0 ? *p / r.measured - 1.0 : 0.0;
+      r.status = "ok";
+    }
+    sum.cases.push_back(r);
+  }
+  summarise(sum);
+  if (by_source != nullptr) {
+    for (const auto& c : sum.cases) {
+      auto it = std::find_if(by_source->begin(), by_source->end(), [&](const auto& p) { return p.first == c.source; });
+      if (it == by_source->end()) {
+        by_source->emplace_back(c.source, ValidationSummary{});
+        it = std::prev(by_source->end());
+      }
+      it->second.cases.push_back(c);
+    }
+    for (auto& [k, v] : *by_source) summarise(v);
+  }
   if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));
   return Result<ValidationSummary>(std::move(sum), std::move(diags));
 }

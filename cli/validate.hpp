@@ -37,6 +37,13 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
 /// case passes when it is within the precision the textbook states.
 Result<ValidationSummary> validate_textbook(const std::string& cases_file, const wl_io::ModelLibrary& lib);
 
+/// Runs every runnable case of the inference set (inference_cases.json) through the serving model: prefill time,
+/// decode step time, static-batch request latency, and offline max throughput under continuous batching.
+/// `by_source` receives one summary per source key (same cases, split), in file order.
+Result<ValidationSummary> validate_inference(const std::string& cases_file, const hw::HardwareDb& db,
+                                             const wl_io::ModelLibrary& lib,
+                                             std::vector<std::pair<std::string, ValidationSummary>>* by_source = nullptr);
+
 std::string render_validation_markdown(const ValidationSummary& s, const std::string& title);
 
 }  // namespace gpuplan::cli

@@ -62,7 +62,8 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   c.cls = OpClass::gemm;
   const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
   c.flops = units::flop(2.0 * m * n * k * batch);
-  c.bytes = units::bytes((m * k + k * n + m * n) * batch * element_bytes(p));
+  const double b_bytes = s.b_element_bytes > 0 ? s.b_element_bytes : element_bytes(p);
+  c.bytes = units::bytes(((m * k + m * n) * element_bytes(p) + k * n * b_bytes) * batch);
   // Tile/wave quantisation. When there are fewer output tiles than SMs, libraries split K across the idle SMs
   // (split-K, in slices of at least 256) to fill the GPU; a part whose SM count is not in the data gets no
   // quantisation penalty (stated in the derivation).
@@ -151,6 +152,24 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
   out.push_back(streaming_cost(name + (backward ? " softmax (bwd)" : " softmax"), OpClass::attention,
                                units::bytes(scores * e * (backward ? 3.0 : 2.0)), units::flop(5.0 * scores), d));
   return out;
+}
+
+OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t q_per_seq, std::int64_t heads,
+                             std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
+                             units::Bytes kv_bytes_per_token, hw::Precision p, const Device& d) {
+  OpCost c;
+  c.name = name;
+  c.cls = OpClass::attention;
+  const hw::Precision ap = p == hw::Precision::fp8 ? hw::Precision::bf16 : p;
+  const double q = seqs * double(q_per_seq) * double(heads);
+  c.flops = units::flop(2.0 * q * double(context) * double(d_qk + d_v));
+  c.bytes = kv_bytes_per_token * (seqs * double(context)) + units::bytes(q * double(d_qk + d_v) * element_bytes(ap));
+  // Compute side at the fused-attention forward efficiency (the same kernel family); the KV stream at the measured
+  // streaming fraction.
+  const units::FlopRate compute = d.peak(ap) * std::max(1e-3, d.eff.attention_fwd);
+  c.time = roofline_time(c.flops, compute, c.bytes, d.gpu->memory.bandwidth * d.eff.hbm, d.eff.kernel_launch, c.bound);
+  c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / d.peak(ap).raw() : 0.0;
+  return c;
 }
 
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d) {

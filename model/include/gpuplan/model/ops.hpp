@@ -42,6 +42,8 @@ Device make_device(const hw::GpuSpec& gpu);
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::int64_t batch = 1;  ///< independent GEMMs of the same shape in one launch (grouped/batched)
+  double b_element_bytes = 0;  ///< bytes per element of B (the weights) when they are stored in another format than
+                               ///< the compute precision (weight-only int4/int8, with group scales); 0 = same
 };
 
 /// C[m×n] = A[m×k]·B[k×n] (× batch): 2·m·n·k FLOPs; bytes = (m·k + k·n + m·n)·element bytes.
@@ -57,6 +59,14 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
 std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_heads, std::int64_t s_q,
                                    std::int64_t s_kv, std::int64_t d_qk, std::int64_t d_v, bool causal, bool flash,
                                    bool backward, hw::Precision p, const Device& d);
+
+/// Attention of `q_per_seq` new queries per sequence against a KV cache of `context` tokens (decode; speculative
+/// verification), one kernel over `seqs` sequences and `heads` query heads of this GPU (flash-decoding): FLOPs
+/// 2·seqs·q·heads·context·(d_qk + d_v); bytes = the cache it reads, seqs·context·kv_bytes_per_token (this GPU's
+/// heads of one layer, with scales), + Q and O. Memory-bound except at large q·heads per KV head (MLA absorbed).
+OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t q_per_seq, std::int64_t heads,
+                             std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
+                             units::Bytes kv_bytes_per_token, hw::Precision p, const Device& d);
 
 /// A memory-bound op that streams `bytes` and does `flops` (norms, activations, residuals, rotary, softmax, loss).
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d);

@@ -1,0 +1,50 @@
+#pragma once
+// Flags shared by `gpuplan kv` and `gpuplan serve`: model, GPU, layout, KV and weight formats and the serving engine's
+// memory knobs, and their translation into a model::ServingMemoryPlan (diagnostics name the flag).
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/model/serving_memory.hpp"
+
+namespace gpuplan::cli {
+
+struct ServingFlags {
+  std::string model;
+  std::string gpu = "h100-sxm5-80gb";
+  int tp = 1, pp = 1;
+  std::optional<long long> gpus;
+  std::string kv_dtype = "bf16";
+  std::optional<std::string> kv_scales;
+  std::optional<double> kv_scale_bytes;
+  std::string weight_dtype = "bf16";
+  std::optional<long long> weight_group_size;
+  std::optional<double> params;
+  bool no_scale_overhead = false;
+  long long context = 4096;
+  long long concurrency = 1;
+  std::optional<long long> block_size;
+  long long prefix_tokens = 0;
+  std::optional<std::string> engine;
+  std::optional<double> gpu_memory_utilization, mem_fraction_static, usable_fraction;
+  std::optional<bool> cudagraph_in_budget;
+  bool enforce_eager = false;
+  std::optional<double> cuda_graph_gib, activation_gib;
+  std::optional<long long> max_num_batched_tokens, max_num_seqs;
+  std::optional<std::string> overheads, capacity, gpu_count;
+  std::optional<double> paging_overhead;
+  bool simple = false;
+};
+
+/// Registers the flags on `c`. `for_serve` leaves out the ones the planner sets itself (context, concurrency, GPU
+/// count) and the textbook simplifications.
+void add_serving_memory_options(CLI::App& c, ServingFlags& f, bool for_serve);
+
+/// Builds the memory plan from the flags; diagnostics name the flag.
+std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, const hw::HardwareDb& db,
+                                                         const hw::GpuSpec& gpu, Diagnostics& diags);
+
+}  // namespace gpuplan::cli

@@ -1,0 +1,226 @@
+#pragma once
+// Serving latency and throughput: one forward pass of a serving engine's iteration (prefill chunks and decode tokens
+// in one batch), TTFT, ITL, throughput vs batch under continuous batching, the capacity planner behind
+// `gpuplan serve` (replicas, GPUs, $/Mtok under a TTFT/ITL SLA), disaggregated prefill/decode pools, and
+// speculative decoding. Built on the same operator costs (ops.hpp), collectives (collectives.hpp) and KV/weight
+// memory (kv_cache.hpp, serving_memory.hpp) as the training model: one formula, one place.
+//
+// Sources (cited again where used):
+//  [Orca]   Yu et al., OSDI'22, "Orca: A Distributed Serving System for Transformer-Based Generative Models":
+//           iteration-level scheduling (continuous batching).
+//  [Sarathi] Agrawal et al., OSDI'24, "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve":
+//           chunked prefill piggybacked on decode iterations under a token budget.
+//  [DistServe] Zhong et al., OSDI'24: disaggregated prefill and decode pools, KV transfer between them.
+//  [SpecDec] Leviathan et al., ICML'23, "Fast Inference from Transformers via Speculative Decoding", eq. (1):
+//           E[tokens per step] = (1 − α^(γ+1)) / (1 − α); speedup = E / (γ·c + 1) with c = t_draft / t_target.
+//  [FlashDec] Dao et al. 2023, "Flash-Decoding for long-context inference": decode attention split over the KV
+//           length so one query per sequence still fills the GPU (the cache streams at HBM speed).
+//  [MDc]    Pollaczek–Khinchine: M/D/1 mean wait W = ρ·S / (2(1 − ρ)); the waiting-time tail of M/M/1,
+//           P(W > t) = ρ·e^(−(1−ρ)t/S), is used as a conservative percentile bound.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpuplan/core/derivation.hpp"
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/model/training.hpp"
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::model {
+
+/// The hardware a deployment runs on (the same shape as training's: GPU, node for the TP/PP fabric, price).
+using ServingSystem = TrainingSystem;
+
+/// How one replica runs the model.
+struct ServingPerfPlan {
+  int tp = 1;
+  int pp = 1;
+  int ep = 1;  ///< MoE: experts spread over `ep` of the TP ranks (ep | tp); each expert's FFN split over tp/ep
+  WeightQuant weights = default_weight_quant(StoreDtype::bf16);
+  KvQuant kv = default_kv_quant(StoreDtype::bf16);
+  /// Tensor-core precision of the GEMMs: fp8 for W8A8 fp8 checkpoints on GPUs with fp8 units, else 16-bit
+  /// (weight-only int4/int8 dequantise in the kernel and compute in 16-bit).
+  hw::Precision compute = hw::Precision::bf16;
+  double activation_bytes = 2.0;
+  bool cuda_graphs = true;
+  /// GPU-side fixed cost per kernel: with CUDA graphs the replay gap between dependent kernels; eager: the launch
+  /// latency (the CPU side is `cpu_per_kernel`).
+  units::Seconds kernel_overhead_graph = units::microseconds(2.5);
+  units::Seconds kernel_overhead_eager = units::microseconds(5.0);
+  /// CPU time to issue one kernel in eager mode (framework dispatch + launch); a step is never faster than
+  /// kernels × this when it is not captured in a graph.
+  units::Seconds cpu_per_kernel = units::microseconds(12.0);
+  /// Engine work per iteration not overlapped with the GPU (scheduling, sampling bookkeeping, detokenisation);
+  /// 0 = an engine that overlaps it (async scheduling).
+  units::Seconds step_overhead{};
+  std::string overhead_origin =
+      "assumption: 2.5 µs per kernel under CUDA graphs, 5 µs eager launch, 12 µs CPU per eager kernel, no engine "
+      "step overhead (until calibrated)";
+  /// Chunked prefill token budget per iteration (vLLM max_num_batched_tokens, TRT-LLM max_num_tokens); 0 = whole
+  /// prompts as their own iterations.
+  std::int64_t max_batched_tokens = 8192;
+  std::int64_t max_batch = 1024;  ///< max concurrent sequences the engine schedules (max_num_seqs / max_batch_size)
+};
+
+/// What one forward pass of the engine processes (one iteration).
+struct ForwardBatch {
+  double decode_seqs = 0;          ///< sequences generating; each contributes `queries_per_seq` tokens
+  std::int64_t queries_per_seq = 1;  ///< 1 for decode; γ+1 for speculative verification
+  std::int64_t decode_context = 0;   ///< tokens each decoding sequence holds (the KV read per step)
+  double prefill_seqs = 0;         ///< prompts (or chunks of prompts) in this pass (may be an average, fractional)
+  std::int64_t prefill_tokens = 0;   ///< new tokens per prompt chunk
+  std::int64_t prefill_past = 0;     ///< tokens of the same prompt already cached (earlier chunks)
+  bool prefill_emits_token = true;   ///< the chunk ends the prompt: the LM head runs on its last token
+};
+
+struct ForwardCost {
+  units::Seconds total{};  ///< one pass, all pipeline stages in sequence (the latency a token sees)
+  units::Seconds stage{};  ///< one pipeline stage (the busiest GPU)
+  units::Seconds gemm{}, attention{}, elementwise{}, comm{}, overhead{};  ///< per stage
+  units::Seconds pp_transfer{};  ///< stage-to-stage sends on the whole path
+  units::Flops flops{};          ///< per GPU, one stage
+  units::Bytes weight_bytes{};   ///< weights read per GPU per pass
+  units::Bytes kv_bytes{};       ///< KV cache read per GPU per pass
+  std::int64_t kernels = 0;      ///< per stage
+  double tokens = 0;             ///< tokens through the GEMMs (all sequences)
+  std::vector<OpCost> ops;       ///< one layer of each kind (for display)
+  Derivation derivation;
+};
+
+/// Cost of one forward pass on one replica. Per layer on one GPU: fused add+norm, QKV GEMM, rotary + KV write,
+/// attention (flash prefill over the chunk's causal triangle + flash-decoding over each decoding sequence's cache),
+/// O GEMM, TP all-reduce, add+norm, MLP GEMMs + activation (MoE: router, the experts the tokens touch, permutes,
+/// EP all-to-all), TP all-reduce; then the LM head on the tokens that emit. Each op costs
+/// max(FLOPs/compute, bytes/bandwidth) + the per-kernel overhead (ops.hpp); eager mode is bounded below by the CPU
+/// issuing kernels. MoE: expected experts touched by T tokens with top-k of E (uniform routing) = E·(1 − (1 − k/E)^T).
+ForwardCost forward_cost(const wl::TransformerArch& arch, const ServingPerfPlan& plan, const ForwardBatch& batch,
+                         const ServingSystem& sys, Explain explain = Explain::on);
+
+/// Prefill of `batch` prompts of `prompt` tokens as one pass (chunked by the plan's token budget when it is
+/// smaller): the time to first token without queueing.
+units::Seconds prefill_time(const wl::TransformerArch& arch, const ServingPerfPlan& plan, std::int64_t batch,
+                            std::int64_t prompt, const ServingSystem& sys);
+
+/// One decode iteration of `batch` sequences holding `context` tokens. With PP the engine keeps `pp` micro-batches
+/// in flight (each of batch/pp): a token waits for every stage, ITL = pp·t_stage(batch/pp) + transfers.
+units::Seconds decode_step_time(const wl::TransformerArch& arch, const ServingPerfPlan& plan, std::int64_t batch,
+                                std::int64_t context, const ServingSystem& sys);
+
+/// Continuous batching in steady state at `batch` concurrent sequences with prompts of `isl` and outputs of `osl`
+/// tokens [Orca, Sarathi]: every iteration advances all `batch` sequences by one token and, on average, admits
+/// batch/osl new prompts (their prefill piggybacks on the iteration, split into chunks by the token budget).
+struct SteadyState {
+  std::int64_t batch = 0;
+  units::Seconds iteration{};   ///< mean iteration time = mean ITL
+  units::Seconds itl_decode_only{};  ///< an iteration without prefill work (the ITL floor)
+  units::Seconds prefill{};     ///< the prompt's own prefill work, alone on the replica
+  units::Seconds ttft{};        ///< prefill chunks riding on iterations, without queueing
+  units::Seconds request_latency{};  ///< ttft + (osl − 1)·iteration
+  double output_tokens_per_s = 0;  ///< whole replica
+  double input_tokens_per_s = 0;
+  double requests_per_s = 0;       ///< Little's law: batch / request latency
+  Derivation derivation;
+};
+SteadyState steady_state(const wl::TransformerArch& arch, const ServingPerfPlan& plan, std::int64_t batch,
+                         std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain = Explain::on);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Speculative decoding
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Speculation {
+  double acceptance = 0.0;   ///< α: probability a draft token is accepted (i.i.d. per position)
+  std::int64_t draft_tokens = 0;  ///< γ (k): tokens the draft proposes per step
+};
+/// E[tokens per target step] = (1 − α^(γ+1)) / (1 − α) (γ + 1 at α = 1) [SpecDec eq. 1].
+double expected_tokens_per_step(const Speculation& s);
+struct SpeculativeResult {
+  double tokens_per_step = 0;
+  units::Seconds step{};        ///< γ·t_draft + t_verify
+  units::Seconds per_token{};   ///< step / tokens_per_step
+  double speedup = 0;           ///< t_target / per_token
+  Derivation derivation;
+};
+/// Speedup = E·t_target / (γ·t_draft + t_verify) [SpecDec]. t_verify is the target's pass over γ+1 tokens per
+/// sequence (≈ t_target while decode is bandwidth-bound; the textbook takes it equal).
+SpeculativeResult speculative_decoding(const Speculation& s, units::Seconds t_draft, units::Seconds t_target,
+                                       units::Seconds t_verify, Explain explain = Explain::on);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Capacity planner
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Traffic {
+  double requests_per_s = 1.0;
+  std::int64_t input_tokens = 1024;
+  std::int64_t output_tokens = 256;
+};
+struct Sla {
+  std::optional<units::Seconds> ttft;  ///< target time to first token at the percentile
+  std::optional<units::Seconds> itl;   ///< target inter-token latency (mean iteration; TPOT)
+  double percentile = 0.99;            ///< applied to TTFT's queueing delay
+};
+
+/// One candidate replica configuration evaluated by the planner.
+struct ServingCandidate {
+  int tp = 1, pp = 1;
+  std::int64_t batch = 0;        ///< concurrent sequences per replica at the operating point
+  std::int64_t max_batch_memory = 0;  ///< KV capacity at isl + osl
+  SteadyState state;
+  units::Seconds queue_wait{};   ///< TTFT queueing at the percentile
+  units::Seconds ttft{};         ///< at the percentile, queueing included
+  units::Seconds itl{};
+  double replica_requests_per_s = 0;  ///< what one replica sustains within the SLA
+  std::int64_t replicas = 0;
+  std::int64_t gpus = 0;
+  units::UsdPerSecond cost_rate{};
+  double cost_per_mtok_usd = 0;  ///< per million output tokens
+  bool meets_sla = false;
+  std::vector<std::string> misses;  ///< what the SLA misses, when it does
+};
+
+struct DisaggregatedPlan {
+  int prefill_tp = 1, decode_tp = 1;
+  std::int64_t prefill_gpus = 0, decode_gpus = 0;
+  std::int64_t decode_batch = 0;
+  units::Seconds kv_transfer{};  ///< one sequence's KV from a prefill GPU to a decode GPU
+  units::Seconds ttft{}, itl{};
+  std::int64_t gpus = 0;
+  double cost_per_mtok_usd = 0;
+  bool meets_sla = false;
+  std::string transfer_tier;
+};
+
+struct ServingPlanOptions {
+  std::vector<int> tp_options{1, 2, 4, 8};  ///< replica TP sizes to try (limited to the scale-up domain)
+  bool disaggregated = false;
+  ServingMemoryPlan memory;  ///< engine memory knobs (fraction, block size, overheads); tp/pp/context set per try
+};
+
+struct ServingPlanResult {
+  Traffic traffic;
+  Sla sla;
+  bool feasible = false;
+  std::optional<ServingCandidate> best;     ///< cheapest that meets the SLA, else the best achievable
+  std::vector<ServingCandidate> per_tp;     ///< the best of each TP size
+  std::optional<DisaggregatedPlan> disaggregated;
+  units::Bytes kv_bytes_per_token{};
+  std::vector<std::string> reasons;         ///< why no layout meets the SLA
+  std::vector<std::string> notes;
+  Derivation derivation;
+};
+
+/// Finds, over TP sizes and batch sizes, the replica layout that meets the SLA with the fewest GPUs (then the lowest
+/// latency): for each batch B ≤ min(KV capacity, max_batch), steady_state gives ITL and the replica's request rate
+/// λ_r = B / latency; TTFT adds the M/D/1 queueing wait at ρ = λ_r·t_prefill (its percentile from the M/M/1 tail
+/// [MDc]); replicas = ⌈λ / λ_r⌉.
+ServingPlanResult plan_serving(const wl::TransformerArch& arch, const ParameterCounts& params,
+                               const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
+                               const ServingSystem& sys, const ServingPlanOptions& options,
+                               Explain explain = Explain::on);
+
+}  // namespace gpuplan::model

@@ -1,0 +1,647 @@
+#include "gpuplan/model/serving.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/topology.hpp"
+
+namespace gpuplan::model {
+
+using units::Bytes;
+using units::Seconds;
+
+namespace {
+
+/// Per-stage accumulation of a layer's ops.
+struct Acc {
+  Seconds gemm{}, attention{}, elementwise{}, comm{};
+  units::Flops flops{};
+  Bytes weights{}, kv{};
+  std::int64_t kernels = 0;
+  std::vector<OpCost> ops;
+  void add(const OpCost& c, bool keep) {
+    switch (c.cls) {
+      case OpClass::gemm: gemm += c.time; break;
+      case OpClass::attention: attention += c.time; break;
+      default: elementwise += c.time; break;
+    }
+    flops += c.flops;
+    ++kernels;
+    if (keep) ops.push_back(c);
+  }
+  [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + comm; }
+  Acc& scale_add(const Acc& o, double k) {
+    gemm += o.gemm * k;
+    attention += o.attention * k;
+    elementwise += o.elementwise * k;
+    comm += o.comm * k;
+    flops += o.flops * k;
+    weights += o.weights * k;
+    kv += o.kv * k;
+    kernels += std::llround(double(o.kernels) * k);
+    return *this;
+  }
+};
+
+Seconds coll(Collective op, Bytes bytes, const CommGroup& g) {
+  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
+  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
+}
+
+CommGroup group_of(const ServingSystem& sys, int size, int stride) {
+  if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
+  std::optional<hw::ClusterSpec> cl;
+  if (sys.cluster != nullptr) cl = *sys.cluster;
+  return resolve_group(size, stride, *sys.node, *sys.db, cl);
+}
+
+std::int64_t at_least_one(double x) { return std::max<std::int64_t>(1, std::llround(std::ceil(x - 1e-9))); }
+
+Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
+  Device d = make_device(*sys.gpu);
+  if (sys.efficiency) d.eff = *sys.efficiency;
+  d.eff.kernel_launch = plan.cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
+  return d;
+}
+
+/// One layer (of a kind) on one GPU for one forward batch.
+Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, bool moe_layer,
+                  bool sliding, const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g,
+                  const CommGroup& ep_g, bool keep) {
+  Acc acc;
+  const std::int64_t t = plan.tp;
+  const std::int64_t h = a.hidden;
+  const double e = plan.activation_bytes;
+  const hw::Precision gp = plan.compute;
+  const double T = fb.decode_seqs * double(fb.queries_per_seq) + fb.prefill_seqs * double(fb.prefill_tokens);
+  const std::int64_t Ti = at_least_one(T);
+  auto wb = [&](std::int64_t k) { return weight_bytes_per_param(plan.weights, k); };
+  auto gemm = [&](const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1,
+                  double b_bytes = 0) {
+    const double bb = b_bytes > 0 ? b_bytes : wb(k);
+    OpCost c = gemm_cost(name, {m, n, k, batch, bb}, gp, d);
+    acc.add(c, keep);
+    acc.weights += units::bytes(double(k) * double(n) * double(batch) * bb);
+  };
+  auto stream = [&](const std::string& name, double bytes, double flops) {
+    if (bytes <= 0) return;
+    acc.add(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(flops), d), keep);
+  };
+
+  std::int64_t qkv_out = 0, o_in = 0, dqk = a.head_dim, dv = a.head_dim, rope_dim = a.head_dim;
+  std::int64_t dec_dqk = a.head_dim, dec_dv = a.head_dim;
+  if (a.mla) {
+    const auto& m = *a.mla;
+    dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    dv = m.v_head_dim;
+    rope_dim = m.qk_rope_head_dim;
+    const std::int64_t w = (m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
+                           h * (m.kv_lora_rank + m.qk_rope_head_dim) +
+                           m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim);
+    qkv_out = std::max<std::int64_t>(1, w / h / t);
+    o_in = a.heads * dv / t;
+    // Decode runs MLA absorbed (MQA over the latent): scores over r_kv + d_rope, values of width r_kv.
+    dec_dqk = m.kv_lora_rank + m.qk_rope_head_dim;
+    dec_dv = m.kv_lora_rank;
+  } else {
+    qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim / t;
+    o_in = a.heads * a.head_dim / t;
+  }
+  const std::int64_t heads_gpu = std::max<std::int64_t>(1, a.heads / t);
+  const Seconds ar = t > 1 ? coll(Collective::all_reduce, units::bytes(double(Ti * h) * e), tp_g) : Seconds(0);
+
+  stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
+  gemm("QKV projection", Ti, h, qkv_out);
+  const double rope_elems = T * double((a.heads + (a.mla ? 1 : a.kv_heads)) * rope_dim) / double(t);
+  stream("rotary + KV write", rope_elems * e * 2.0 + T * kvt.per_layer.raw(), 3.0 * rope_elems);
+
+  if (fb.prefill_seqs > 0 && fb.prefill_tokens > 0) {
+    const std::int64_t s = fb.prefill_tokens, past = fb.prefill_past;
+    std::int64_t s_kv = past > 0 ? past + s / 2 : s;
+    bool causal = past == 0;
+    if (sliding && a.sliding_window > 0 && a.sliding_window < past + s) {
+      s_kv = std::min<std::int64_t>(s_kv, a.sliding_window);
+      causal = false;
+    }
+    for (OpCost c : attention_cost("prefill attention", heads_gpu, s, s_kv, dqk, dv, causal, true, false, gp, d)) {
+      const Seconds launch = d.eff.kernel_launch;
+      c.time = (c.time - launch) * fb.prefill_seqs + launch;
+      c.flops = c.flops * fb.prefill_seqs;
+      c.bytes = c.bytes * fb.prefill_seqs;
+      acc.add(c, keep);
+    }
+  }
+  if (fb.decode_seqs > 0) {
+    const std::int64_t held = fb.decode_context + fb.queries_per_seq;
+    const std::int64_t ctx = sliding && a.sliding_window > 0 ? std::min(held, a.sliding_window) : held;
+    OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, ctx, dec_dqk,
+                                     dec_dv, kvt.per_layer, gp, d);
+    acc.add(c, keep);
+    acc.kv += kvt.per_layer * (fb.decode_seqs * double(ctx));
+  }
+  gemm("output projection", Ti, o_in, h);
+  acc.comm += ar;
+  acc.kernels += t > 1 ? 1 : 0;
+  stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
+
+  const bool gated = a.mlp == wl::MlpKind::gated;
+  if (moe_layer && a.moe) {
+    const auto& m = *a.moe;
+    const double E = double(m.num_experts), k = double(m.experts_per_token);
+    gemm("router", Ti, h, m.num_experts, 1, 2.0);
+    const std::int64_t ep = std::max(1, plan.ep);
+    const std::int64_t shard = std::max<std::int64_t>(1, t / ep);
+    const std::int64_t ie = std::max<std::int64_t>(1, m.expert_intermediate / shard);
+    const double local = E / double(ep);
+    // Expected distinct experts the T tokens touch (uniform top-k routing), this GPU's share.
+    const double touched = local * (1.0 - std::pow(1.0 - k / E, T));
+    const double routed = T * k / double(ep);  // token-expert pairs this GPU computes
+    const std::int64_t per_expert = at_least_one(routed / std::max(1e-9, touched));
+    const std::int64_t groups = at_least_one(touched);
+    gemm("expert up/gate", per_expert, h, (gated ? 2 : 1) * ie, groups);
+    stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
+    gemm("expert down", per_expert, ie, h, groups);
+    stream("token permute/unpermute", T * k * double(h) * e * 4.0 / double(ep), 0.0);
+    if (m.shared_experts > 0) {
+      const std::int64_t is = std::max<std::int64_t>(1, m.shared_experts * m.shared_intermediate / t);
+      gemm("shared expert up/gate", Ti, h, (gated ? 2 : 1) * is);
+      gemm("shared expert down", Ti, is, h);
+    }
+    if (ep > 1) {
+      // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs.
+      const Bytes buf = units::bytes(T * k * double(h) * e / double(ep));
+      acc.comm += coll(Collective::all_to_all, buf, ep_g) * 2.0;
+      acc.kernels += 2;
+    }
+  } else {
+    const std::int64_t i_local = std::max<std::int64_t>(1, a.intermediate / t);
+    gemm(gated ? "MLP up/gate" : "MLP up", Ti, h, (gated ? 2 : 1) * i_local);
+    stream(gated ? "SwiGLU" : "GELU", T * double(i_local) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(i_local));
+    gemm("MLP down", Ti, i_local, h);
+  }
+  acc.comm += ar;
+  acc.kernels += t > 1 ? 1 : 0;
+  return acc;
+}
+
+}  // namespace
+
+ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                         const ServingSystem& sys, Explain explain) {
+  using units::format;
+  ForwardCost fc;
+  const Device d = serving_device(plan, sys);
+  const KvTokenBytes kvt = kv_token_bytes(a, plan.kv, plan.tp, Explain::off);
+  const CommGroup tp_g = group_of(sys, plan.tp, 1);
+  const CommGroup ep_g = group_of(sys, std::max(1, plan.ep), 1);
+  const CommGroup pp_g = group_of(sys, plan.pp > 1 ? 2 : 1, plan.tp);
+  const double e = plan.activation_bytes;
+  const double T = fb.decode_seqs * double(fb.queries_per_seq) + fb.prefill_seqs * double(fb.prefill_tokens);
+  fc.tokens = T;
+  const std::int64_t Ti = at_least_one(T);
+  const bool keep = explain == Explain::on;
+
+  // Layers by kind (MoE × sliding), each costed once.
+  Acc all;
+  Acc kinds[2][2];
+  bool have[2][2] = {{false, false}, {false, false}};
+  double count[2][2] = {{0, 0}, {0, 0}};
+  for (std::int64_t l = 0; l < a.layers; ++l) {
+    const int moe = a.is_moe_layer(l) ? 1 : 0, sl = a.is_sliding_layer(l) ? 1 : 0;
+    count[moe][sl] += 1.0;
+    if (!have[moe][sl]) {
+      kinds[moe][sl] = layer_forward(a, plan, fb, moe == 1, sl == 1, d, kvt, tp_g, ep_g, keep && fc.ops.size() < 64);
+      for (auto& op : kinds[moe][sl].ops) fc.ops.push_back(op);
+      have[moe][sl] = true;
+    }
+  }
+  const double per_stage = 1.0 / double(std::max(1, plan.pp));
+  for (int m = 0; m < 2; ++m)
+    for (int s = 0; s < 2; ++s)
+      if (have[m][s]) all.scale_add(kinds[m][s], count[m][s] * per_stage);
+
+  // LM head (last stage) on the tokens that emit; embedding gather (first stage).
+  Acc head;
+  const double emit = fb.decode_seqs * double(fb.queries_per_seq) + (fb.prefill_emits_token ? fb.prefill_seqs : 0.0);
+  if (emit > 0) {
+    const std::int64_t mi = at_least_one(emit);
+    const std::int64_t v_local = std::max<std::int64_t>(1, a.vocab / plan.tp);
+    OpCost lm = gemm_cost("LM head", {mi, v_local, a.hidden, 1, 2.0}, plan.compute == hw::Precision::fp8 ? hw::Precision::bf16 : plan.compute, d);
+    head.add(lm, keep);
+    head.weights += units::bytes(double(a.hidden) * double(v_local) * 2.0);
+    head.add(streaming_cost("sampling (softmax, top-k/p)", OpClass::elementwise,
+                            units::bytes(emit * double(v_local) * 4.0 * 2.0), units::flop(5.0 * emit * double(v_local)), d),
+             keep);
+    if (plan.tp > 1) {
+      head.comm += coll(Collective::all_gather, units::bytes(emit * double(a.vocab) * 4.0), tp_g);
+      head.kernels += 1;
+    }
+  }
+  head.add(streaming_cost("embedding gather", OpClass::embedding, units::bytes(T * double(a.hidden) * e * 2.0),
+                          units::flop(0), d),
+           keep);
+  for (const auto& op : head.ops) fc.ops.push_back(op);
+
+  Acc stage = all;
+  stage.scale_add(head, 1.0);
+  fc.gemm = stage.gemm;
+  fc.attention = stage.attention;
+  fc.elementwise = stage.elementwise;
+  fc.comm = stage.comm;
+  fc.flops = stage.flops;
+  fc.weight_bytes = stage.weights;
+  fc.kv_bytes = stage.kv;
+  fc.kernels = stage.kernels;
+  Seconds gpu_time = stage.total();
+  // Eager: the CPU issues every kernel; the GPU cannot run ahead of it.
+  Seconds cpu_time{};
+  if (!plan.cuda_graphs) cpu_time = plan.cpu_per_kernel * double(stage.kernels);
+  fc.overhead = std::max(Seconds(0), cpu_time - gpu_time) + plan.step_overhead;
+  fc.stage = std::max(gpu_time, cpu_time);
+  if (plan.pp > 1)
+    fc.pp_transfer = coll(Collective::send_recv, units::bytes(double(Ti * a.hidden) * e), pp_g) * double(plan.pp - 1);
+  // All stages in sequence on a token's path (stages are equal up to the head, which only the last one runs).
+  fc.total = (fc.stage - head.total()) * double(std::max(1, plan.pp)) + head.total() + fc.pp_transfer +
+             plan.step_overhead;
+  fc.stage += plan.step_overhead;
+
+  if (explain == Explain::on) {
+    const hw::GpuSpec& gpu = *sys.gpu;
+    fc.derivation = {
+        "serving.forward",
+        "One engine iteration (forward pass)",
+        "t = Σ_layers Σ_ops [max(FLOPs/(P·η), bytes/(BW·η_hbm)) + t_kernel] + t_comm + LM head (+ PP stages in "
+        "sequence) ; eager: max(GPU, kernels·t_cpu)",
+        {{"tokens", units::format_number(T, 4), fmt::format("{:g} decoding × {} + {:g} prompts × {} new tokens",
+                                                            fb.decode_seqs, fb.queries_per_seq, fb.prefill_seqs,
+                                                            fb.prefill_tokens),
+          Origin::derived()},
+         {"context", std::to_string(fb.decode_context), "tokens each decoding sequence holds", Origin::derived()},
+         {"TP×PP", fmt::format("{}×{}", plan.tp, plan.pp), "replica layout", Origin::user("--tp/--pp")},
+         {"weights", std::string(to_string(plan.weights.dtype)), "weight storage (bytes incl. group scales)",
+          Origin::user(plan.weights.origin)},
+         {"KV/token/layer/GPU", format(kvt.per_layer), "KV cache read per token per layer on one GPU", Origin::derived()},
+         {"P", format(d.peak(plan.compute)), fmt::format("dense {} peak", hw::to_string(plan.compute)),
+          Origin::datasheet(gpu.info.cite("/dense_peak"))},
+         {"BW", format(gpu.memory.bandwidth), "HBM bandwidth", Origin::datasheet(gpu.info.cite("/memory/bandwidth_TBps"))},
+         {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", Origin::measurement(d.eff.origin)},
+         {"t_kernel", format(d.eff.kernel_launch), plan.cuda_graphs ? "per-kernel gap under CUDA graphs" : "eager launch",
+          Origin::assumption(plan.overhead_origin)},
+         {"kernels", std::to_string(fc.kernels), "kernels per stage", Origin::derived()}},
+        fmt::format("{} ({} per stage: GEMM {}, attention {}, elementwise {}, comm {}, overhead {})", format(fc.total),
+                    format(fc.stage), format(fc.gemm), format(fc.attention), format(fc.elementwise), format(fc.comm),
+                    format(fc.overhead)),
+        {fmt::format("weights read per GPU {}; KV read per GPU {}; {} per GPU", format(fc.weight_bytes),
+                     format(fc.kv_bytes), format(fc.flops))},
+        {}};
+    if (plan.tp > 1) fc.derivation.notes.push_back("TP: 2 all-reduces per layer over " + tp_g.scale_up.name);
+    if (a.moe)
+      fc.derivation.notes.push_back(
+          "MoE: experts touched by T tokens with top-k of E (uniform routing) = E·(1 − (1 − k/E)^T); their weights "
+          "are read once per pass");
+  }
+  return fc;
+}
+
+Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
+                     std::int64_t prompt, const ServingSystem& sys) {
+  batch = std::max<std::int64_t>(1, batch);
+  prompt = std::max<std::int64_t>(1, prompt);
+  const std::int64_t budget = plan.max_batched_tokens;
+  Seconds sum{}, last_total{}, last_stage{};
+  auto pass = [&](const ForwardBatch& fb) {
+    const ForwardCost c = forward_cost(a, plan, fb, sys, Explain::off);
+    sum += c.stage;
+    last_total = c.total;
+    last_stage = c.stage;
+  };
+  if (budget <= 0 || batch * prompt <= budget) {
+    pass(ForwardBatch{0, 1, 0, double(batch), prompt, 0, true});
+  } else if (prompt <= budget) {
+    const std::int64_t per_pass = std::max<std::int64_t>(1, budget / prompt);
+    for (std::int64_t done = 0; done < batch; done += per_pass)
+      pass(ForwardBatch{0, 1, 0, double(std::min(per_pass, batch - done)), prompt, 0, true});
+  } else {
+    // Each prompt in chunks of the budget, attending to its earlier chunks.
+    for (std::int64_t b = 0; b < batch; ++b)
+      for (std::int64_t past = 0; past < prompt; past += budget) {
+        const std::int64_t chunk = std::min(budget, prompt - past);
+        pass(ForwardBatch{0, 1, 0, 1.0, chunk, past, past + chunk >= prompt});
+      }
+  }
+  // Passes stream through the stages; the last one still has to cross all of them.
+  return sum - last_stage + last_total;
+}
+
+Seconds decode_step_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
+                         std::int64_t context, const ServingSystem& sys) {
+  const double micro = std::max(1.0, double(batch) / double(std::max(1, plan.pp)));
+  return forward_cost(a, plan, ForwardBatch{micro, 1, context, 0, 0, 0, true}, sys, Explain::off).total;
+}
+
+SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
+                         std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain) {
+  using units::format;
+  SteadyState ss;
+  batch = std::max<std::int64_t>(1, batch);
+  isl = std::max<std::int64_t>(1, isl);
+  osl = std::max<std::int64_t>(1, osl);
+  ss.batch = batch;
+  const double pp = double(std::max(1, plan.pp));
+  const double micro = std::max(1.0, double(batch) / pp);
+  const std::int64_t ctx = isl + osl / 2;
+  // Prefill riding on each iteration: batch/osl prompts per iteration on average (one finishes every osl/batch
+  // iterations and is replaced), in chunks of what the token budget leaves beside the decodes.
+  const std::int64_t room = plan.max_batched_tokens > 0
+                                ? std::max<std::int64_t>(1, plan.max_batched_tokens - std::llround(micro))
+                                : isl;
+  const std::int64_t chunk = std::min(isl, room);
+  const double chunks = std::ceil(double(isl) / double(chunk));
+  ForwardBatch fb{micro, 1, ctx, micro / double(osl) * chunks, chunk, chunks > 1 ? (isl - chunk) / 2 : 0, true};
+  const ForwardCost it = forward_cost(a, plan, fb, sys, explain);
+  ss.iteration = it.total;
+  ss.itl_decode_only = decode_step_time(a, plan, batch, ctx, sys);
+  ss.prefill = prefill_time(a, plan, 1, isl, sys);
+  ss.ttft = std::max(ss.prefill, ss.iteration * chunks);
+  ss.request_latency = ss.ttft + ss.iteration * double(osl - 1);
+  ss.output_tokens_per_s = double(batch) / ss.iteration.raw();
+  ss.input_tokens_per_s = ss.output_tokens_per_s * double(isl) / double(osl);
+  ss.requests_per_s = ss.output_tokens_per_s / double(osl);
+  if (explain == Explain::on) {
+    ss.derivation = {"serving.steady_state",
+                     "Continuous batching, steady state",
+                     "iteration = forward(B decodes at isl + osl/2, B/osl prompts of isl) ; ITL = iteration ; "
+                     "throughput = B / ITL ; λ = throughput / osl ; TTFT = max(prefill alone, chunks × iteration)",
+                     {{"B", std::to_string(batch), "concurrent sequences", Origin::user("--batch")},
+                      {"isl", std::to_string(isl), "prompt tokens", Origin::user("--input-tokens")},
+                      {"osl", std::to_string(osl), "output tokens", Origin::user("--output-tokens")},
+                      {"budget", std::to_string(plan.max_batched_tokens), "tokens per iteration (chunked prefill)",
+                       Origin::user("--max-batched-tokens")}},
+                     fmt::format("ITL {}, TTFT {}, {:.0f} output tokens/s, {:.3g} requests/s", format(ss.iteration),
+                                 format(ss.ttft), ss.output_tokens_per_s, ss.requests_per_s),
+                     {fmt::format("decode-only iteration {}; prefill of one prompt alone {}", format(ss.itl_decode_only),
+                                  format(ss.prefill))},
+                     {it.derivation}};
+    if (plan.pp > 1)
+      ss.derivation.notes.push_back(fmt::format("PP {}: {} micro-batches of {:g} sequences in flight", plan.pp, plan.pp, micro));
+  }
+  return ss;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+double expected_tokens_per_step(const Speculation& s) {
+  const double a = std::clamp(s.acceptance, 0.0, 1.0);
+  const double g = double(std::max<std::int64_t>(0, s.draft_tokens));
+  if (a >= 1.0) return g + 1.0;
+  return (1.0 - std::pow(a, g + 1.0)) / (1.0 - a);
+}
+
+SpeculativeResult speculative_decoding(const Speculation& s, Seconds t_draft, Seconds t_target, Seconds t_verify,
+                                       Explain explain) {
+  using units::format;
+  SpeculativeResult r;
+  r.tokens_per_step = expected_tokens_per_step(s);
+  r.step = t_draft * double(s.draft_tokens) + t_verify;
+  r.per_token = r.step / r.tokens_per_step;
+  r.speedup = r.per_token.raw() > 0 ? (t_target / r.per_token).raw() : 0.0;
+  if (explain == Explain::on)
+    r.derivation = {"serving.speculative",
+                    "Speculative decoding",
+                    "E = (1 − α^(γ+1)) / (1 − α) ; speedup = E·t_target / (γ·t_draft + t_verify)",
+                    {{"α", units::format_number(s.acceptance, 3), "acceptance rate", Origin::user("--spec-acceptance")},
+                     {"γ", std::to_string(s.draft_tokens), "draft tokens per step", Origin::user("--spec-tokens")},
+                     {"t_draft", format(t_draft), "draft model step", Origin::derived()},
+                     {"t_target", format(t_target), "target model decode step", Origin::derived()},
+                     {"t_verify", format(t_verify), "target pass over γ+1 tokens per sequence", Origin::derived()}},
+                    fmt::format("{:.2f} tokens per step, {:.2f}× speedup", r.tokens_per_step, r.speedup),
+                    {"Leviathan et al., ICML'23, eq. (1); acceptance i.i.d. per position"},
+                    {}};
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Queueing wait before a prompt's prefill starts, at a percentile [MDc]: mean from M/D/1, tail from M/M/1.
+Seconds queue_wait(double rho, Seconds service, double percentile) {
+  if (rho <= 0) return Seconds(0);
+  if (rho >= 1.0) return Seconds(1e30);
+  const Seconds mean = service * (rho / (2.0 * (1.0 - rho)));
+  const double p = std::clamp(percentile, 0.0, 0.999999);
+  Seconds tail{};
+  if (rho > 1.0 - p) tail = service * (std::log(rho / (1.0 - p)) / (1.0 - rho));
+  return std::max(mean, tail);
+}
+
+std::vector<std::int64_t> batch_grid(std::int64_t max_b) {
+  std::vector<std::int64_t> g;
+  for (std::int64_t b = 1; b <= max_b;) {
+    g.push_back(b);
+    b = b < 8 ? b + 1 : b + std::max<std::int64_t>(1, b / 8);
+  }
+  if (g.empty() || g.back() != max_b) g.push_back(max_b);
+  return g;
+}
+
+bool tp_valid(const wl::TransformerArch& a, int tp) {
+  if (a.heads % tp != 0) return false;
+  if (!a.mla && a.kv_heads % tp != 0 && tp % a.kv_heads != 0) return false;
+  if (a.intermediate > 0 && a.intermediate % tp != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCounts& params,
+                               const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
+                               const ServingSystem& sys, const ServingPlanOptions& options, Explain explain) {
+  using units::format;
+  ServingPlanResult r;
+  r.traffic = traffic;
+  r.sla = sla;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  const std::optional<units::UsdPerSecond> price = sys.price ? sys.price : gpu.price;
+  const int domain = sys.node != nullptr ? std::max(sys.node->gpus, sys.node->scale_up.domain_gpus) : 1;
+  const std::int64_t isl = std::max<std::int64_t>(1, traffic.input_tokens);
+  const std::int64_t osl = std::max<std::int64_t>(1, traffic.output_tokens);
+  const double lambda = std::max(1e-12, traffic.requests_per_s);
+
+  auto evaluate = [&](int tp, std::int64_t B, std::int64_t cap, const ServingPerfPlan& pp_plan) {
+    ServingCandidate c;
+    c.tp = tp;
+    c.pp = pp_plan.pp;
+    c.batch = B;
+    c.max_batch_memory = cap;
+    c.state = steady_state(a, pp_plan, B, isl, osl, sys, Explain::off);
+    c.itl = c.state.iteration;
+    const double lam_r = c.state.requests_per_s;
+    c.replicas = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_r - 1e-9)));
+    const double lam_actual = lambda / double(c.replicas);
+    const double rho = lam_actual * c.state.prefill.raw();
+    c.queue_wait = queue_wait(rho, c.state.prefill, sla.percentile);
+    c.ttft = c.state.ttft + c.queue_wait;
+    c.replica_requests_per_s = lam_r;
+    c.gpus = c.replicas * tp * pp_plan.pp;
+    if (price) {
+      c.cost_rate = *price * double(c.gpus);
+      c.cost_per_mtok_usd = c.cost_rate.raw() / (lambda * double(osl)) * 1e6;
+    }
+    c.meets_sla = true;
+    if (sla.itl && c.itl > *sla.itl) {
+      c.meets_sla = false;
+      c.misses.push_back(fmt::format("ITL {} > {}", format(c.itl), format(*sla.itl)));
+    }
+    if (sla.ttft && c.ttft > *sla.ttft) {
+      c.meets_sla = false;
+      c.misses.push_back(fmt::format("TTFT p{:g} {} > {}", sla.percentile * 100, format(c.ttft), format(*sla.ttft)));
+    }
+    return c;
+  };
+  // Violation score for "best achievable" when nothing meets the SLA.
+  auto violation = [&](const ServingCandidate& c) {
+    double v = 0;
+    if (sla.itl) v = std::max(v, (c.itl / *sla.itl).raw());
+    if (sla.ttft) v = std::max(v, (c.ttft / *sla.ttft).raw());
+    return v;
+  };
+  auto better = [&](const ServingCandidate& x, const ServingCandidate& y) {
+    if (x.meets_sla != y.meets_sla) return x.meets_sla;
+    if (x.meets_sla) {
+      if (x.gpus != y.gpus) return x.gpus < y.gpus;
+      return x.ttft + x.itl * double(osl) < y.ttft + y.itl * double(osl);
+    }
+    return violation(x) < violation(y);
+  };
+
+  bool any_fit = false;
+  for (int pp = 1; pp <= 16 && !any_fit; pp *= 2) {
+    for (int tp : options.tp_options) {
+      if (tp < 1 || tp > domain || !tp_valid(a, tp)) continue;
+      if (pp > 1 && (a.layers % pp != 0 || tp != options.tp_options.back())) continue;
+      ServingMemoryPlan mp = options.memory;
+      mp.tp = tp;
+      mp.pp = pp;
+      mp.context = isl + osl;
+      mp.concurrency = 1;
+      mp.gpus.reset();
+      mp.kv = perf.kv;
+      mp.weights = perf.weights;
+      const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
+      if (r.kv_bytes_per_token.raw() == 0) r.kv_bytes_per_token = mem.kv_bytes_per_token;
+      const std::int64_t cap = std::min(mem.max_concurrency, perf.max_batch);
+      if (cap < 1) {
+        r.notes.push_back(fmt::format("TP {} PP {}: the weights and one sequence of {} tokens do not fit", tp, pp,
+                                      isl + osl));
+        continue;
+      }
+      any_fit = true;
+      ServingPerfPlan p = perf;
+      p.tp = tp;
+      p.pp = pp;
+      if (a.moe && p.ep > tp) p.ep = tp;
+      std::optional<ServingCandidate> best_tp;
+      for (std::int64_t B : batch_grid(cap)) {
+        ServingCandidate c = evaluate(tp, B, cap, p);
+        if (!best_tp || better(c, *best_tp)) best_tp = c;
+      }
+      if (best_tp) {
+        r.per_tp.push_back(*best_tp);
+        if (!r.best || better(*best_tp, *r.best)) r.best = best_tp;
+      }
+    }
+  }
+  r.feasible = r.best && r.best->meets_sla;
+  if (!any_fit)
+    r.reasons.push_back(fmt::format("the model does not fit on up to {} GPUs per replica with {} tokens of context",
+                                    domain * 16, isl + osl));
+  else if (!r.feasible && r.best)
+    for (const auto& m : r.best->misses) r.reasons.push_back("best achievable misses: " + m);
+
+  // Disaggregated prefill and decode pools [DistServe].
+  if (options.disaggregated && r.best) {
+    DisaggregatedPlan dp;
+    const int tp = r.best->tp;
+    ServingPerfPlan p = perf;
+    p.tp = tp;
+    p.pp = r.best->pp;
+    dp.prefill_tp = dp.decode_tp = tp;
+    // KV transfer: each TP rank sends its shard to its decode peer over the scale-out fabric.
+    const ServingMemory mem = [&] {
+      ServingMemoryPlan mp = options.memory;
+      mp.tp = tp;
+      mp.pp = p.pp;
+      mp.context = isl;
+      mp.kv = perf.kv;
+      mp.weights = perf.weights;
+      return serving_memory(a, params, gpu, mp, Explain::off);
+    }();
+    const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
+    const CommGroup xfer = group_of(sys, 2, node_gpus);
+    dp.transfer_tier = xfer.scale_out ? xfer.scale_out->name : xfer.scale_up.name;
+    dp.kv_transfer = coll(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
+    const Seconds prefill = prefill_time(a, p, 1, isl, sys);
+    // Prefill pool: the fewest replicas whose queueing keeps TTFT within the target.
+    std::int64_t n_pre = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda * prefill.raw() / 0.95)));
+    for (; n_pre < 1000000; ++n_pre) {
+      const double rho = lambda / double(n_pre) * prefill.raw();
+      if (rho >= 1.0) continue;
+      dp.ttft = prefill + queue_wait(rho, prefill, sla.percentile) + dp.kv_transfer;
+      if (!sla.ttft || dp.ttft <= *sla.ttft) break;
+      if (rho < 1e-3) break;  // queueing is no longer the problem
+    }
+    // Decode pool: the largest batch within the ITL target.
+    const std::int64_t cap = std::min(r.best->max_batch_memory, perf.max_batch);
+    std::int64_t best_b = 1;
+    Seconds best_itl = decode_step_time(a, p, 1, isl + osl / 2, sys);
+    for (std::int64_t B : batch_grid(cap)) {
+      const Seconds itl = decode_step_time(a, p, B, isl + osl / 2, sys);
+      if (sla.itl && itl > *sla.itl) break;
+      best_b = B;
+      best_itl = itl;
+    }
+    dp.decode_batch = best_b;
+    dp.itl = best_itl;
+    const double lam_d = double(best_b) / (double(osl) * best_itl.raw());
+    const std::int64_t n_dec = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_d - 1e-9)));
+    dp.prefill_gpus = n_pre * tp * p.pp;
+    dp.decode_gpus = n_dec * tp * p.pp;
+    dp.gpus = dp.prefill_gpus + dp.decode_gpus;
+    if (price) dp.cost_per_mtok_usd = (*price * double(dp.gpus)).raw() / (lambda * double(osl)) * 1e6;
+    dp.meets_sla = (!sla.ttft || dp.ttft <= *sla.ttft) && (!sla.itl || dp.itl <= *sla.itl);
+    r.disaggregated = dp;
+  }
+
+  if (explain == Explain::on && r.best) {
+    const auto& b = *r.best;
+    ServingPerfPlan p = perf;
+    p.tp = b.tp;
+    p.pp = b.pp;
+    SteadyState st = steady_state(a, p, b.batch, isl, osl, sys, Explain::on);
+    r.derivation = {
+        "serving.plan",
+        "Replicas and GPUs for the traffic",
+        "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + W_p(ρ = λ/replicas · "
+        "t_prefill) ; $/Mtok = GPUs · price / (λ · osl) · 10⁶",
+        {{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
+         {"isl/osl", fmt::format("{}/{}", isl, osl), "tokens in/out", Origin::user("--input-tokens/--output-tokens")},
+         {"B", std::to_string(b.batch), fmt::format("concurrent sequences per replica (KV capacity {})", b.max_batch_memory),
+          Origin::derived()},
+         {"λ_r", units::format_number(b.replica_requests_per_s, 4) + " req/s", "one replica at B", Origin::derived()},
+         {"price", price ? fmt::format("${:.2f}/GPU-h", units::to_usd_per_hour(*price)) : std::string("unknown"),
+          "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price"))}},
+        fmt::format("{} replicas × TP {} × PP {} = {} GPUs; TTFT p{:g} {}, ITL {}", b.replicas, b.tp, b.pp, b.gpus,
+                    sla.percentile * 100, format(b.ttft), format(b.itl)),
+        {fmt::format("queueing wait at the percentile {} (M/D/1 mean, M/M/1 tail)", format(b.queue_wait))},
+        {st.derivation}};
+  }
+  return r;
+}
+
+}  // namespace gpuplan::model
