@@ -220,6 +220,27 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
       g.scale_up.bus_efficiency = 1.0;
       p = model::collective_cost(model::Collective::all_reduce, u::gigabytes(num("bytes_GB")), g,
                                  model::CollectiveAlgorithm::ring, Explain::off).time.raw();
+    } else if (kind == "speculative_tokens") {
+      p = model::expected_tokens_per_step({num("acceptance"), std::int64_t(num("draft_tokens"))});
+    } else if (kind == "speculative_speedup") {
+      // The textbook's assumption: verifying γ+1 tokens costs one target step.
+      const auto t = u::milliseconds(num("target_ms"));
+      p = model::speculative_decoding({num("acceptance"), std::int64_t(num("draft_tokens"))}, u::milliseconds(num("draft_ms")),
+                                      t, t, Explain::off)
+              .speedup;
+    } else if (kind == "decode_floor") {
+      // Streaming the weights once per token at the datasheet bandwidth (the textbook's ideal: η = 1, no launch cost).
+      static const hw::GpuSpec kIdeal = [] {
+        hw::GpuSpec g;
+        g.info.id = "textbook";
+        g.dense_peak[static_cast<std::size_t>(hw::Precision::fp32)] = u::tflops(1e6);
+        return g;
+      }();
+      hw::GpuSpec gs = kIdeal;
+      gs.memory.bandwidth = u::tb_per_s(num("bandwidth_TBps"));
+      model::Device dev{&gs, {}};
+      dev.eff.hbm = 1.0;
+      p = model::streaming_cost("weights", model::OpClass::gemm, u::gigabytes(num("weights_GB")), u::flop(0), dev).time.raw() * 1e3;
     } else if (kind == "train_days") {
       const u::Flops f = u::flop(6.0 * num("params_B") * 1e9 * num("tokens"));
       p = model::time_at_mfu(f, num("gpus"), u::tflops(num("peak_TFLOPs")), num("mfu")).raw() / 86400.0;
