@@ -190,7 +190,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
       if (r.disaggregated) {
         const auto& d = *r.disaggregated;
         o["disaggregated"] = {{"prefill_gpus", d.prefill_gpus}, {"decode_gpus", d.decode_gpus}, {"gpus", d.gpus},
-                              {"decode_batch", d.decode_batch}, {"kv_transfer_s", d.kv_transfer.raw()},
+                              {"decode_batch", d.decode_batch}, {"prefill_tp", d.prefill_tp}, {"decode_tp", d.decode_tp}, {"kv_transfer_s", d.kv_transfer.raw()},
                               {"ttft_s", d.ttft.raw()},         {"itl_s", d.itl.raw()},
                               {"cost_per_mtok_usd", d.cost_per_mtok_usd}, {"meets_sla", d.meets_sla},
                               {"transfer_tier", d.transfer_tier}};
@@ -267,8 +267,8 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
     if (r.disaggregated) {
       const auto& d = *r.disaggregated;
       Section ds{"Disaggregated prefill / decode pools", {}};
-      ds.rows = {{"GPUs", fmt::format("{} = {} prefill + {} decode (TP {})", d.gpus, d.prefill_gpus, d.decode_gpus,
-                                      d.decode_tp)},
+      ds.rows = {{"GPUs", fmt::format("{} = {} prefill (TP {}) + {} decode (TP {})", d.gpus, d.prefill_gpus,
+                                      d.prefill_tp, d.decode_gpus, d.decode_tp)},
                  {"TTFT", fmt::format("{} incl. KV transfer {} over {}", ms(d.ttft), ms(d.kv_transfer), d.transfer_tier)},
                  {"ITL", fmt::format("{} at decode batch {}", ms(d.itl), d.decode_batch)},
                  {"cost", fmt::format("${:.3g} per million output tokens", d.cost_per_mtok_usd)},

@@ -564,58 +564,72 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   else if (!r.feasible && r.best)
     for (const auto& m : r.best->misses) r.reasons.push_back("best achievable misses: " + m);
 
-  // Disaggregated prefill and decode pools [DistServe].
+  // Disaggregated prefill and decode pools [DistServe]: each pool picks its own TP (the fewest GPUs for its job),
+  // the KV of each prompt crosses the scale-out fabric once, each TP rank sending its shard to its decode peer.
   if (options.disaggregated && r.best) {
-    DisaggregatedPlan dp;
-    const int tp = r.best->tp;
-    ServingPerfPlan p = perf;
-    p.tp = tp;
-    p.pp = r.best->pp;
-    dp.prefill_tp = dp.decode_tp = tp;
-    // KV transfer: each TP rank sends its shard to its decode peer over the scale-out fabric.
-    const ServingMemory mem = [&] {
+    std::optional<DisaggregatedPlan> best_dp;
+    const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
+    const CommGroup xfer = group_of(sys, 2, node_gpus);
+    for (const ServingCandidate& pre : r.per_tp) {
+      ServingPerfPlan pp_plan = perf;
+      pp_plan.tp = pre.tp;
+      pp_plan.pp = pre.pp;
+      if (a.moe && pp_plan.ep > pre.tp) pp_plan.ep = pre.tp;
+      const Seconds prefill = prefill_time(a, pp_plan, 1, isl, sys);
       ServingMemoryPlan mp = options.memory;
-      mp.tp = tp;
-      mp.pp = p.pp;
+      mp.tp = pre.tp;
+      mp.pp = pre.pp;
       mp.context = isl;
       mp.kv = perf.kv;
       mp.weights = perf.weights;
-      return serving_memory(a, params, gpu, mp, Explain::off);
-    }();
-    const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
-    const CommGroup xfer = group_of(sys, 2, node_gpus);
-    dp.transfer_tier = xfer.scale_out ? xfer.scale_out->name : xfer.scale_up.name;
-    dp.kv_transfer = coll(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
-    const Seconds prefill = prefill_time(a, p, 1, isl, sys);
-    // Prefill pool: the fewest replicas whose queueing keeps TTFT within the target.
-    std::int64_t n_pre = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda * prefill.raw() / 0.95)));
-    for (; n_pre < 1000000; ++n_pre) {
-      const double rho = lambda / double(n_pre) * prefill.raw();
-      if (rho >= 1.0) continue;
-      dp.ttft = prefill + queue_wait(rho, prefill, sla.percentile) + dp.kv_transfer;
-      if (!sla.ttft || dp.ttft <= *sla.ttft) break;
-      if (rho < 1e-3) break;  // queueing is no longer the problem
+      const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
+      const Seconds transfer = coll(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
+      // Prefill pool: the fewest replicas whose queueing keeps TTFT within the target.
+      std::int64_t n_pre = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda * prefill.raw())));
+      Seconds ttft{};
+      for (; n_pre < 1000000; ++n_pre) {
+        const double rho = lambda / double(n_pre) * prefill.raw();
+        if (rho >= 1.0) continue;
+        ttft = prefill + queue_wait(rho, prefill, sla.percentile) + transfer;
+        if (!sla.ttft || ttft <= *sla.ttft || rho < 1e-3) break;
+      }
+      for (const ServingCandidate& dec : r.per_tp) {
+        ServingPerfPlan dp_plan = perf;
+        dp_plan.tp = dec.tp;
+        dp_plan.pp = dec.pp;
+        if (a.moe && dp_plan.ep > dec.tp) dp_plan.ep = dec.tp;
+        // Decode pool: the largest batch within the ITL target (no prefill mixed in).
+        const std::int64_t cap = std::min(dec.max_batch_memory, perf.max_batch);
+        std::int64_t best_b = 1;
+        Seconds best_itl = decode_step_time(a, dp_plan, 1, isl + osl / 2, sys);
+        for (std::int64_t B : batch_grid(cap)) {
+          const Seconds itl = decode_step_time(a, dp_plan, B, isl + osl / 2, sys);
+          if (sla.itl && itl > *sla.itl) break;
+          best_b = B;
+          best_itl = itl;
+        }
+        const double lam_d = double(best_b) / (double(osl) * best_itl.raw());
+        const std::int64_t n_dec = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_d - 1e-9)));
+        DisaggregatedPlan d;
+        d.prefill_tp = pre.tp;
+        d.decode_tp = dec.tp;
+        d.prefill_gpus = n_pre * pre.tp * pre.pp;
+        d.decode_gpus = n_dec * dec.tp * dec.pp;
+        d.gpus = d.prefill_gpus + d.decode_gpus;
+        d.decode_batch = best_b;
+        d.kv_transfer = transfer;
+        d.ttft = ttft;
+        d.itl = best_itl;
+        d.transfer_tier = xfer.scale_out ? xfer.scale_out->name : xfer.scale_up.name;
+        if (price) d.cost_per_mtok_usd = (*price * double(d.gpus)).raw() / (lambda * double(osl)) * 1e6;
+        d.meets_sla = (!sla.ttft || d.ttft <= *sla.ttft) && (!sla.itl || d.itl <= *sla.itl);
+        const bool take = !best_dp || (d.meets_sla != best_dp->meets_sla ? d.meets_sla
+                                       : d.gpus != best_dp->gpus       ? d.gpus < best_dp->gpus
+                                                                       : d.ttft + d.itl < best_dp->ttft + best_dp->itl);
+        if (take) best_dp = d;
+      }
     }
-    // Decode pool: the largest batch within the ITL target.
-    const std::int64_t cap = std::min(r.best->max_batch_memory, perf.max_batch);
-    std::int64_t best_b = 1;
-    Seconds best_itl = decode_step_time(a, p, 1, isl + osl / 2, sys);
-    for (std::int64_t B : batch_grid(cap)) {
-      const Seconds itl = decode_step_time(a, p, B, isl + osl / 2, sys);
-      if (sla.itl && itl > *sla.itl) break;
-      best_b = B;
-      best_itl = itl;
-    }
-    dp.decode_batch = best_b;
-    dp.itl = best_itl;
-    const double lam_d = double(best_b) / (double(osl) * best_itl.raw());
-    const std::int64_t n_dec = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_d - 1e-9)));
-    dp.prefill_gpus = n_pre * tp * p.pp;
-    dp.decode_gpus = n_dec * tp * p.pp;
-    dp.gpus = dp.prefill_gpus + dp.decode_gpus;
-    if (price) dp.cost_per_mtok_usd = (*price * double(dp.gpus)).raw() / (lambda * double(osl)) * 1e6;
-    dp.meets_sla = (!sla.ttft || dp.ttft <= *sla.ttft) && (!sla.itl || dp.itl <= *sla.itl);
-    r.disaggregated = dp;
+    r.disaggregated = best_dp;
   }
 
   if (explain == Explain::on && r.best) {

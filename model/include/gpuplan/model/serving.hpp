@@ -58,7 +58,7 @@ struct ServingPerfPlan {
   /// 0 = an engine that overlaps it (async scheduling).
   units::Seconds step_overhead{};
   std::string overhead_origin =
-      "assumption: 2.5 µs per kernel under CUDA graphs, 5 µs eager launch, 12 µs CPU per eager kernel, no engine "
+      "2.5 µs per kernel under CUDA graphs, 5 µs eager launch, 12 µs CPU per eager kernel, no engine "
       "step overhead (until calibrated)";
   /// Chunked prefill token budget per iteration (vLLM max_num_batched_tokens, TRT-LLM max_num_tokens); 0 = whole
   /// prompts as their own iterations.
