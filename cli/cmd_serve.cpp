@@ -38,6 +38,7 @@ struct ServeFlags {
   std::optional<std::string> draft_model;
   std::optional<double> draft_ms;
   bool tp_given = false;
+  bool no_calibration = false;
 };
 
 std::string ms(u::Seconds s) { return u::format(s); }
@@ -64,6 +65,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   model::ServingSystem sys;
   auto where = [](const std::string& k) { return "--" + k; };
   if (!resolve_hardware(f.gpu, s.node, s.cluster, *db, where, diags, sys)) return report(diags);
+  if (!load_calibration(*dir, sys, s.no_calibration, diags)) return report(diags);
   const hw::GpuSpec& gpu = *sys.gpu;
   if (s.price) {
     if (!(*s.price >= 0)) diags.error("", "--price", fmt::format("{} is not a price in $/GPU-hour", num(*s.price)));
@@ -81,6 +83,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   perf.tp = f.tp;
   perf.pp = f.pp;
   perf.cuda_graphs = !f.enforce_eager;
+  if (sys.efficiency) model::use_measured_overheads(perf, *sys.efficiency);
   const auto wd = model::parse_store_dtype(f.weight_dtype);
   const bool gpu_fp8 = gpu.peak(hw::Precision::fp8).has_value();
   if (s.compute) {
@@ -480,6 +483,8 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--step-overhead-ms", s->step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
   c->add_option("--kernel-overhead-us", s->kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
   c->add_option("--cpu-per-kernel-us", s->cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");
+  c->add_flag("--no-calibration", s->no_calibration,
+              "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
   c->add_flag("--disaggregated", s->disaggregated, "also size separate prefill and decode pools");
   c->add_option("--spec-acceptance", s->spec_acceptance, "speculative decoding: acceptance rate α");
   c->add_option("--spec-tokens", s->spec_tokens, "speculative decoding: draft tokens per step γ")

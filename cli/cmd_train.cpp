@@ -23,6 +23,7 @@ struct TrainFlags {
   std::optional<long long> gpus, tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group;
   std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm;
   std::optional<double> gradient_bytes, tokens, price;
+  bool no_calibration = false;
 };
 
 /// Flags as a JSON overlay over the scenario file, remembering which flag each key came from.
@@ -112,6 +113,7 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   };
   auto resolved = resolve_training(s, j.contains("global_batch"), *db, *lib, where, diags);
   if (!resolved) return report(diags);
+  if (!load_calibration(*dir, resolved->sys, f.no_calibration, diags)) return report(diags);
   const auto& sys = resolved->sys;
   const auto& arch = resolved->arch;
   const auto& plan = resolved->plan;
@@ -279,6 +281,8 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--price", f->price, "$/GPU-hour (default: the GPU's indicative price)");
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation tree");
+  c->add_flag("--no-calibration", f->no_calibration,
+              "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
   c->callback([&g, f, &rc] { rc = run_train(g, *f); });
 }
 

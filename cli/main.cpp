@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   register_roofline(app, g, rc);
   register_kv(app, g, rc);
   register_serve(app, g, rc);
+  register_calibrate(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,10 @@
 #include "resolve.hpp"
 
+#include <filesystem>
+
 #include <fmt/format.h>
+
+#include "gpuplan/calibrate/calibration.hpp"
 
 namespace gpuplan::cli {
 
@@ -43,6 +47,23 @@ bool resolve_hardware(const std::string& gpu, std::string node, const std::strin
         break;
       }
   }
+  return true;
+}
+
+bool load_calibration(const std::string& data_dir, model::TrainingSystem& sys, bool disabled, Diagnostics& diags) {
+  if (disabled || sys.gpu == nullptr) return true;
+  const std::string path = data_dir + "/calibration/" + sys.gpu->info.id + "/profile.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return true;
+  auto p = calib::read_profile(path);
+  if (!p.ok()) {
+    for (const auto& d : p.diagnostics().items()) diags.add(d);
+    return false;
+  }
+  sys.efficiency = calib::to_efficiency(*p, *sys.gpu);
+  sys.scale_up_calibration = calib::scale_up_calibration(*p);
+  diags.note(path, "", "using this calibration profile for " + sys.gpu->info.id +
+                           " (--no-calibration for the built-in defaults)");
   return true;
 }
 

@@ -27,6 +27,11 @@ bool resolve_hardware(const std::string& gpu, std::string node, const std::strin
                       const std::function<std::string(const std::string&)>& where, Diagnostics& diags,
                       model::TrainingSystem& sys);
 
+/// Uses `<data>/calibration/<gpu-id>/profile.json` when it exists (and `disabled` is false): the model's efficiency
+/// row and the measured NVLink tier come from it, with a note naming the file. A profile that does not read is an
+/// error (exit 2), never silently skipped. Returns false after an error.
+bool load_calibration(const std::string& data_dir, model::TrainingSystem& sys, bool disabled, Diagnostics& diags);
+
 /// `where(key)` names the flag or file pointer of a key for diagnostics.
 std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,
                                                  const hw::HardwareDb& db, const wl_io::ModelLibrary& lib,

@@ -57,7 +57,9 @@ CommGroup group_of(const ServingSystem& sys, int size, int stride) {
   if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
   std::optional<hw::ClusterSpec> cl;
   if (sys.cluster != nullptr) cl = *sys.cluster;
-  return resolve_group(size, stride, *sys.node, *sys.db, cl);
+  CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
+  if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
+  return g;
 }
 
 std::int64_t at_least_one(double x) { return std::max<std::int64_t>(1, std::llround(std::ceil(x - 1e-9))); }
@@ -190,6 +192,22 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
 }
 
 }  // namespace
+
+void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff) {
+  std::vector<std::string> used;
+  if (eff.graph_kernel.raw() > 0) {
+    plan.kernel_overhead_graph = eff.graph_kernel;
+    used.push_back(fmt::format("CUDA-graph replay {} per kernel", units::format(eff.graph_kernel)));
+  }
+  if (eff.eager_launch.raw() > 0) {
+    plan.kernel_overhead_eager = eff.eager_launch;
+    used.push_back(fmt::format("eager launch {} per kernel", units::format(eff.eager_launch)));
+  }
+  if (used.empty()) return;
+  std::string what;
+  for (const auto& u : used) what += (what.empty() ? "" : ", ") + u;
+  plan.overhead_origin = "measured: " + what + " (" + eff.origin + "); " + plan.overhead_origin;
+}
 
 ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
                          const ServingSystem& sys, Explain explain) {

@@ -260,4 +260,11 @@ std::string describe(const LinkTier& tier) {
   return s;
 }
 
+void apply_calibration(CommGroup& g, const LinkCalibration& c) {
+  if (g.scale_up_size <= 1) return;
+  g.scale_up.latency = c.step_latency;
+  if (c.bus_efficiency > 0) g.scale_up.bus_efficiency = c.bus_efficiency;
+  g.scale_up.origin = "calibration: " + c.origin;
+}
+
 }  // namespace gpuplan::model

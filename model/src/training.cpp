@@ -187,7 +187,9 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
     if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return none;
     std::optional<hw::ClusterSpec> cl;
     if (sys.cluster != nullptr) cl = *sys.cluster;
-    return resolve_group(size, stride, *sys.node, *sys.db, cl);
+    CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
+    if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
+    return g;
   };
   // Megatron rank order: tp innermost, then cp, then dp (ep carved out of dp·cp), pp outermost.
   const CommGroup tp_g = group(par.tp, 1);

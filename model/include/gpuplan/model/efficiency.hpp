@@ -22,6 +22,8 @@ struct EfficiencyProfile {
   int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs
   int tile_n = 128;
   units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated
+  units::Seconds graph_kernel{};   ///< per-kernel cost inside a replayed CUDA graph (0 = not measured)
+  units::Seconds eager_launch{};   ///< back-to-back eager launch interval of an empty kernel (0 = not measured)
   std::string origin;          ///< citations of the numbers above
   bool calibrated = false;     ///< true when it comes from our own calibration profile
 };

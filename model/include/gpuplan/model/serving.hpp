@@ -66,6 +66,10 @@ struct ServingPerfPlan {
   std::int64_t max_batch = 1024;  ///< max concurrent sequences the engine schedules (max_num_seqs / max_batch_size)
 };
 
+/// Takes the per-kernel costs measured by a calibration profile (graph replay gap, eager launch interval) when it has
+/// them; the plan's stated defaults stay otherwise. The origin says which.
+void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff);
+
 /// What one forward pass of the engine processes (one iteration).
 struct ForwardBatch {
   double decode_seqs = 0;          ///< sequences generating; each contributes `queries_per_seq` tokens

@@ -42,6 +42,15 @@ struct CommGroup {
 CommGroup resolve_group(int size, int stride, const hw::NodeSpec& node, const hw::HardwareDb& db,
                         std::optional<hw::ClusterSpec> cluster = std::nullopt);
 
+/// A measured scale-up tier (calibration profile): NCCL's per-step latency and bus efficiency on this GPU's NVLink.
+struct LinkCalibration {
+  units::Seconds step_latency{};
+  double bus_efficiency = 0.0;
+  std::string origin;  ///< the profile file and the fit it came from
+};
+/// Replaces the scale-up tier's α and η of `g` by the measured ones (a group without a scale-up tier is unchanged).
+void apply_calibration(CommGroup& g, const LinkCalibration& c);
+
 /// One line for derivations and reports: "NVLink 4 via NVSwitch gen3: 450 GB/s per GPU per direction, α 3.4 µs,
 /// η 81%, NVLS ×1.29".
 std::string describe(const LinkTier& tier);

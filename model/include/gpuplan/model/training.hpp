@@ -11,6 +11,7 @@
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/ops.hpp"
+#include "gpuplan/model/topology.hpp"
 #include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
 
@@ -24,6 +25,7 @@ struct TrainingSystem {
   const hw::ClusterSpec* cluster = nullptr;
   std::optional<units::UsdPerSecond> price;  ///< overrides the GPU file's indicative price
   std::optional<EfficiencyProfile> efficiency;  ///< overrides the built-in default (calibration)
+  std::optional<LinkCalibration> scale_up_calibration;  ///< measured NVLink α and η (calibration)
 };
 
 /// Valid input that cannot work: every reason, each with a hint where one exists.

@@ -1,0 +1,592 @@
+#include "gpuplan/calibrate/calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <Eigen/Dense>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/ops.hpp"
+
+namespace gpuplan::calib {
+
+using json_io::Json;
+using units::Seconds;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Samples
+// ---------------------------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Reads one number at `obj[key]` (required); a diagnostic names the pointer when it is missing, not a number, or not
+/// positive (when `positive`).
+std::optional<double> number(const Json& obj, const char* key, const std::string& file, const std::string& ptr,
+                             Diagnostics& d, bool positive = true) {
+  if (!obj.contains(key)) {
+    d.error(file, ptr + "/" + key, "missing");
+    return std::nullopt;
+  }
+  const Json& v = obj[key];
+  if (!v.is_number()) {
+    d.error(file, ptr + "/" + key, "expected a number, found " + json_io::describe_type(v));
+    return std::nullopt;
+  }
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || (positive && !(x > 0))) {
+    d.error(file, ptr + "/" + key, fmt::format("expected a positive number, found {}", json_io::describe_value(v)));
+    return std::nullopt;
+  }
+  return x;
+}
+std::optional<std::string> text(const Json& obj, const char* key, const std::string& file, const std::string& ptr,
+                                Diagnostics& d, const std::vector<std::string>& choices = {}) {
+  if (!obj.contains(key) || !obj[key].is_string()) {
+    d.error(file, ptr + "/" + key,
+            obj.contains(key) ? "expected a string, found " + json_io::describe_type(obj[key]) : std::string("missing"));
+    return std::nullopt;
+  }
+  std::string s = obj[key].get<std::string>();
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), s) == choices.end()) {
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+    d.error(file, ptr + "/" + key, fmt::format("'{}' is not one of {}{}", s, list, did_you_mean(s, choices)));
+    return std::nullopt;
+  }
+  return s;
+}
+const Json* array_at(const Json& root, const char* key, const std::string& file, Diagnostics& d) {
+  if (!root.contains(key)) return nullptr;
+  if (!root[key].is_array()) {
+    d.error(file, std::string("/") + key, "expected an array, found " + json_io::describe_type(root[key]));
+    return nullptr;
+  }
+  return &root[key];
+}
+
+}  // namespace
+
+Result<Samples> read_samples(const std::string& path) {
+  Diagnostics d;
+  auto body = json_io::read_text_file(path, d);
+  if (!body) return Result<Samples>(std::move(d));
+  auto j = json_io::parse(*body, path, d);
+  if (!j) return Result<Samples>(std::move(d));
+  Samples s;
+  s.file = path;
+  if (!j->is_object()) {
+    d.error(path, "", "expected a JSON object (a calibration samples file)");
+    return Result<Samples>(std::move(d));
+  }
+  if (j->value("kind", std::string{}) != "gpuplan-calibration-samples")
+    d.error(path, "/kind", "expected \"gpuplan-calibration-samples\" (is this a samples file written by the benches?)");
+  if (j->contains("device") && (*j)["device"].is_object()) {
+    const Json& dev = (*j)["device"];
+    s.gpu_name = dev.value("name", std::string{});
+    if (dev.contains("driver") && dev["driver"].is_string()) s.driver = dev["driver"].get<std::string>();
+    if (dev.contains("sm_count") && dev["sm_count"].is_number_integer()) s.sm_count = dev["sm_count"].get<int>();
+    if (dev.contains("l2_bytes") && dev["l2_bytes"].is_number()) s.l2_bytes = dev["l2_bytes"].get<double>();
+  } else {
+    d.error(path, "/device", "missing: the GPU the samples were taken on");
+  }
+  static const std::vector<std::string> kDtypes{"bf16", "fp16", "fp8", "tf32", "fp32"};
+  if (const Json* a = array_at(*j, "gemm", path, d))
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const Json& e = (*a)[i];
+      const std::string p = fmt::format("/gemm/{}", i);
+      GemmSample g;
+      auto dt = text(e, "dtype", path, p, d, kDtypes);
+      auto m = number(e, "m", path, p, d), n = number(e, "n", path, p, d), k = number(e, "k", path, p, d);
+      auto t = number(e, "median_s", path, p, d);
+      if (!dt || !m || !n || !k || !t) continue;
+      g.dtype = *dt;
+      g.shape = e.value("shape", std::string{});
+      g.m = std::int64_t(*m);
+      g.n = std::int64_t(*n);
+      g.k = std::int64_t(*k);
+      g.median_s = *t;
+      s.gemm.push_back(g);
+    }
+  if (const Json* a = array_at(*j, "hbm", path, d))
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const Json& e = (*a)[i];
+      const std::string p = fmt::format("/hbm/{}", i);
+      auto op = text(e, "op", path, p, d);
+      auto b = number(e, "bytes", path, p, d);
+      auto t = number(e, "median_s", path, p, d);
+      auto g = number(e, "gbps", path, p, d);
+      if (!op || !b || !t || !g) continue;
+      s.hbm.push_back({*op, *b, *t, *g});
+    }
+  if (j->contains("launch") && (*j)["launch"].is_object()) {
+    const Json& l = (*j)["launch"];
+    if (l.contains("launch_s")) s.launch_s = number(l, "launch_s", path, "/launch", d);
+    if (l.contains("graph_kernel_s")) s.graph_kernel_s = number(l, "graph_kernel_s", path, "/launch", d);
+  }
+  static const std::vector<std::string> kOps{"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"};
+  if (const Json* a = array_at(*j, "collectives", path, d))
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const Json& e = (*a)[i];
+      const std::string p = fmt::format("/collectives/{}", i);
+      auto op = text(e, "op", path, p, d, kOps);
+      auto r = number(e, "ranks", path, p, d);
+      auto b = number(e, "bytes", path, p, d);
+      auto t = number(e, "median_s", path, p, d);
+      if (!op || !r || !b || !t) continue;
+      s.collectives.push_back({*op, int(*r), *b, *t});
+    }
+  if (j->contains("rejected") && (*j)["rejected"].is_array()) s.rejected = int((*j)["rejected"].size());
+  if (s.gemm.empty() && s.hbm.empty() && s.collectives.empty() && !s.launch_s && !s.graph_kernel_s)
+    d.error(path, "", "no samples: none of gemm, hbm, launch, collectives holds a measurement");
+  if (d.has_errors()) return Result<Samples>(std::move(d));
+  return Result<Samples>(std::move(s), std::move(d));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fitting
+// ---------------------------------------------------------------------------------------------------------------
+
+namespace {
+
+/// y ≈ intercept + slope·x, least squares on the relative error (each row divided by y), intercept ≥ 0 (refitted
+/// through the origin when the free fit gives a negative one). Returns {intercept, slope}.
+std::pair<double, double> fit_line(const std::vector<double>& xs, const std::vector<double>& ys) {
+  const auto n = static_cast<Eigen::Index>(xs.size());
+  Eigen::MatrixXd A(n, 2);
+  Eigen::VectorXd b = Eigen::VectorXd::Ones(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    A(i, 0) = 1.0 / ys[std::size_t(i)];
+    A(i, 1) = xs[std::size_t(i)] / ys[std::size_t(i)];
+  }
+  Eigen::Vector2d c = A.colPivHouseholderQr().solve(b);
+  if (c(0) < 0 || !std::isfinite(c(0))) {
+    const double num = A.col(1).dot(b), den = A.col(1).squaredNorm();
+    return {0.0, den > 0 ? num / den : 0.0};
+  }
+  return {c(0), c(1)};
+}
+
+FitQuality quality(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  FitQuality q;
+  std::vector<double> e;
+  for (std::size_t i = 0; i < predicted.size(); ++i) e.push_back(std::fabs(predicted[i] / measured[i] - 1.0));
+  q.points = int(e.size());
+  if (e.empty()) return q;
+  std::sort(e.begin(), e.end());
+  q.median_rel_error = e.size() % 2 ? e[e.size() / 2] : 0.5 * (e[e.size() / 2 - 1] + e[e.size() / 2]);
+  q.max_rel_error = e.back();
+  return q;
+}
+
+std::string short_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+}  // namespace
+
+Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSpec& gpu, const hw::HardwareDb& db) {
+  Diagnostics d;
+  Profile p;
+  p.gpu_id = gpu.info.id;
+  for (const auto& s : samples) {
+    p.samples.push_back(short_name(s.file));
+    if (p.gpu_name.empty()) p.gpu_name = s.gpu_name;
+    if (p.driver.empty()) p.driver = s.driver;
+    if (s.rejected > 0)
+      p.notes.push_back(fmt::format("{}: {} samples were refused by the benches (spread too wide) and are not used",
+                                    short_name(s.file), s.rejected));
+  }
+  // The model's own shape utilisation, at a 100% ceiling and no fixed cost, so that the fit measures only what the
+  // shape model does not explain.
+  model::Device unit = model::make_device(gpu);
+  unit.eff.gemm_bf16 = unit.eff.gemm_fp8 = 1.0;
+  unit.eff.kernel_launch = Seconds(0);
+  const double bw = gpu.memory.bandwidth.raw();
+
+  // HBM first (the GEMM roofline check uses it).
+  {
+    std::vector<double> xs, ys;
+    const double floor_bytes = std::max(256.0 * 1024 * 1024, 4.0 * (gpu.l2 ? gpu.l2->raw() : 0.0));
+    for (const auto& s : samples)
+      for (const auto& h : s.hbm)
+        if ((h.op == "copy" || h.op == "triad" || h.op == "read") && h.bytes >= floor_bytes) {
+          xs.push_back(h.gbps * 1e9 * h.median_s / bw);  // time at the datasheet bandwidth for the bytes moved
+          ys.push_back(h.median_s);
+        }
+    if (xs.size() >= 2) {
+      const auto [t0, slope] = fit_line(xs, ys);
+      StreamFit f;
+      f.efficiency = slope > 0 ? 1.0 / slope : 0.0;
+      f.t0 = Seconds(t0);
+      std::vector<double> pred;
+      for (double x : xs) pred.push_back(t0 + x * slope);
+      f.fit = quality(pred, ys);
+      if (f.efficiency > 1.05 || f.efficiency < 0.2)
+        d.warning("", "/hbm", fmt::format("fitted HBM efficiency {:.3f} of {} is implausible: check the samples",
+                                          f.efficiency, units::format(gpu.memory.bandwidth)));
+      p.hbm = f;
+    } else {
+      p.notes.push_back("no HBM samples larger than 4 × L2: the built-in streaming efficiency stays");
+    }
+  }
+
+  std::set<std::string> dtypes;
+  for (const auto& s : samples)
+    for (const auto& g : s.gemm) dtypes.insert(g.dtype);
+  for (const auto& dt : dtypes) {
+    const auto prec = hw::parse_precision(dt);
+    if (!prec || !gpu.peak(*prec)) {
+      p.notes.push_back(fmt::format("{} GEMM samples skipped: {} has no {} peak in the data", dt, gpu.info.id, dt));
+      continue;
+    }
+    const double peak = gpu.peak(*prec)->raw();
+    const double ridge = peak / bw;
+    std::vector<double> xs, ys;
+    std::vector<const GemmSample*> all;
+    for (const auto& s : samples)
+      for (const auto& g : s.gemm) {
+        if (g.dtype != dt) continue;
+        all.push_back(&g);
+        const auto c = model::gemm_cost("fit", {g.m, g.n, g.k, 1}, *prec, unit);
+        if (c.intensity().raw() < 2.0 * ridge) continue;  // compute-bound shapes only
+        xs.push_back(c.flops.raw() / (peak * c.efficiency));  // time at η = 1 with the shape's utilisation
+        ys.push_back(g.median_s);
+      }
+    if (xs.size() < 3) {
+      p.notes.push_back(fmt::format("{}: fewer than 3 compute-bound GEMM samples, not fitted", dt));
+      continue;
+    }
+    const auto [t0, slope] = fit_line(xs, ys);
+    GemmFit f;
+    f.dtype = dt;
+    f.ceiling = slope > 0 ? 1.0 / slope : 0.0;
+    f.t0 = Seconds(t0);
+    std::vector<double> pred;
+    for (double x : xs) pred.push_back(t0 + x * slope);
+    f.fit = quality(pred, ys);
+    // Whole-roofline check over every shape of this dtype with the fitted numbers (memory-bound decode shapes too).
+    model::Device fitted = model::make_device(gpu);
+    if (*prec == hw::Precision::fp8) fitted.eff.gemm_fp8 = f.ceiling;
+    else fitted.eff.gemm_bf16 = f.ceiling;
+    if (p.hbm) fitted.eff.hbm = p.hbm->efficiency;
+    fitted.eff.kernel_launch = f.t0;
+    std::vector<double> pa, ma;
+    for (const auto* g : all) {
+      pa.push_back(model::gemm_cost("check", {g->m, g->n, g->k, 1}, *prec, fitted).time.raw());
+      ma.push_back(g->median_s);
+    }
+    f.all = quality(pa, ma);
+    if (f.ceiling > 1.02)
+      d.warning("", "/gemm", fmt::format("{} GEMM ceiling {:.3f} exceeds the datasheet peak: is the peak in the data "
+                                         "dense, and the clock the datasheet's?",
+                                         dt, f.ceiling));
+    p.gemm.push_back(f);
+  }
+
+  for (const auto& s : samples) {
+    if (s.launch_s) p.launch = Seconds(*s.launch_s);
+    if (s.graph_kernel_s) p.graph_kernel = Seconds(*s.graph_kernel_s);
+  }
+
+  // Collectives: per (op, ranks) over the GPU's node scale-up tier.
+  const hw::NodeSpec* node = nullptr;
+  for (const auto& n : db.nodes)
+    if (n.gpu == gpu.info.id) {
+      node = &n;
+      break;
+    }
+  std::map<std::pair<std::string, int>, std::vector<const CollectiveSample*>> groups;
+  for (const auto& s : samples)
+    for (const auto& c : s.collectives) groups[{c.op, c.ranks}].push_back(&c);
+  for (const auto& [key, pts] : groups) {
+    const auto& [op, ranks] = key;
+    if (pts.size() < 3 || ranks < 2) continue;
+    const model::Collective kind = op == "all_reduce"       ? model::Collective::all_reduce
+                                   : op == "all_gather"     ? model::Collective::all_gather
+                                   : op == "reduce_scatter" ? model::Collective::reduce_scatter
+                                   : op == "all_to_all"     ? model::Collective::all_to_all
+                                                            : model::Collective::send_recv;
+    const double factor = model::bus_factor(kind, ranks);
+    std::vector<double> xs, ys;
+    for (const auto* c : pts) {
+      xs.push_back(c->bytes * factor);
+      ys.push_back(c->median_s);
+    }
+    const auto [a, slope] = fit_line(xs, ys);
+    LinkFit f;
+    f.op = op;
+    f.ranks = ranks;
+    f.intercept = Seconds(a);
+    f.bus_bandwidth = units::Bandwidth(slope > 0 ? 1.0 / slope : 0.0);
+    std::vector<double> pred;
+    for (double x : xs) pred.push_back(a + x * slope);
+    f.fit = quality(pred, ys);
+    if (node != nullptr && node->scale_up.domain_gpus >= ranks) {
+      const model::CommGroup g = model::resolve_group(ranks, 1, *node, db);
+      if (g.scale_up.uni_per_gpu.raw() > 0) f.bus_efficiency = f.bus_bandwidth.raw() / g.scale_up.uni_per_gpu.raw();
+      const double steps = kind == model::Collective::all_reduce ? 2.0 * (ranks - 1) : double(ranks - 1);
+      f.step_latency = Seconds(std::max(0.0, (a - g.call_latency.raw()) / std::max(1.0, steps)));
+    }
+    p.links.push_back(f);
+  }
+  if (p.gemm.empty() && !p.hbm && p.links.empty() && !p.launch && !p.graph_kernel)
+    d.error("", "", "nothing could be fitted from these samples");
+  if (d.has_errors()) return Result<Profile>(std::move(d));
+  return Result<Profile>(std::move(p), std::move(d));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Profile JSON
+// ---------------------------------------------------------------------------------------------------------------
+
+namespace {
+double round_sig(double x, int digits = 6) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, digits - 1 - int(std::floor(std::log10(std::fabs(x)))));
+  return std::round(x * scale) / scale;
+}
+nlohmann::ordered_json quality_json(const FitQuality& q) {
+  return {{"points", q.points}, {"median_rel_error", round_sig(q.median_rel_error, 4)},
+          {"max_rel_error", round_sig(q.max_rel_error, 4)}};
+}
+}  // namespace
+
+std::string profile_json(const Profile& p) {
+  nlohmann::ordered_json o;
+  o["schema"] = p.schema;
+  o["kind"] = "gpuplan-calibration-profile";
+  o["gpu"] = p.gpu_id;
+  o["gpu_name"] = p.gpu_name;
+  o["driver"] = p.driver;
+  o["samples"] = p.samples;
+  o["gemm"] = nlohmann::ordered_json::array();
+  for (const auto& g : p.gemm)
+    o["gemm"].push_back({{"dtype", g.dtype},
+                         {"ceiling", round_sig(g.ceiling, 4)},
+                         {"t0_s", round_sig(g.t0.raw(), 4)},
+                         {"fit", quality_json(g.fit)},
+                         {"roofline_check", quality_json(g.all)}});
+  if (p.hbm)
+    o["hbm"] = {{"efficiency", round_sig(p.hbm->efficiency, 4)}, {"t0_s", round_sig(p.hbm->t0.raw(), 4)},
+                {"fit", quality_json(p.hbm->fit)}};
+  if (p.launch) o["launch_s"] = round_sig(p.launch->raw(), 4);
+  if (p.graph_kernel) o["graph_kernel_s"] = round_sig(p.graph_kernel->raw(), 4);
+  o["links"] = nlohmann::ordered_json::array();
+  for (const auto& l : p.links)
+    o["links"].push_back({{"op", l.op},
+                          {"ranks", l.ranks},
+                          {"intercept_s", round_sig(l.intercept.raw(), 4)},
+                          {"bus_bandwidth_GBps", round_sig(units::to_GBps(l.bus_bandwidth), 4)},
+                          {"bus_efficiency", round_sig(l.bus_efficiency, 4)},
+                          {"step_latency_s", round_sig(l.step_latency.raw(), 4)},
+                          {"fit", quality_json(l.fit)}});
+  o["notes"] = p.notes;
+  return o.dump(2) + "\n";
+}
+
+namespace {
+json_io::FieldSpec field(std::string key, json_io::FieldType type, json_io::Presence presence, std::string unit,
+                         double min, double max, std::string doc, std::vector<std::string> choices = {},
+                         const json_io::FieldTable* nested = nullptr) {
+  json_io::FieldSpec f;
+  f.key = std::move(key);
+  f.type = type;
+  f.presence = presence;
+  f.unit = std::move(unit);
+  f.min = min;
+  f.max = max;
+  f.doc = std::move(doc);
+  f.choices = std::move(choices);
+  f.nested = nested;
+  return f;
+}
+using FT = json_io::FieldType;
+constexpr auto kReq = json_io::Presence::required;
+constexpr auto kOpt = json_io::Presence::optional;
+const json_io::FieldTable kQuality{field("points", FT::integer, kReq, "", 0, 1e9, "points fitted"),
+                                   field("median_rel_error", FT::number, kReq, "", 0, 1e6, "median |relative error|"),
+                                   field("max_rel_error", FT::number, kReq, "", 0, 1e6, "max |relative error|")};
+const json_io::FieldTable kGemmFit{
+    field("dtype", FT::string, kReq, "", 0, 0, "precision", {"bf16", "fp16", "fp8", "tf32", "fp32"}),
+    field("ceiling", FT::number, kReq, "", 0, 1.5, "achieved / dense peak on compute-bound shapes"),
+    field("t0_s", FT::number, kReq, "s", 0, 1, "fixed cost per GEMM"),
+    field("fit", FT::object, kReq, "", 0, 0, "fit quality on the compute-bound points", {}, &kQuality),
+    field("roofline_check", FT::object, kReq, "", 0, 0, "whole-roofline check over every shape", {}, &kQuality)};
+const json_io::FieldTable kHbmFit{field("efficiency", FT::number, kReq, "", 0, 1.5, "achieved / datasheet bandwidth"),
+                                  field("t0_s", FT::number, kReq, "s", 0, 1, "fixed cost"),
+                                  field("fit", FT::object, kReq, "", 0, 0, "fit quality", {}, &kQuality)};
+const json_io::FieldTable kLinkFit{
+    field("op", FT::string, kReq, "", 0, 0, "collective",
+          {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send_recv"}),
+    field("ranks", FT::integer, kReq, "", 2, 1e6, "GPUs"),
+    field("intercept_s", FT::number, kReq, "s", 0, 1, "time of an empty call"),
+    field("bus_bandwidth_GBps", FT::number, kReq, "GB/s", 0, 1e5, "asymptotic bus bandwidth"),
+    field("bus_efficiency", FT::number, kReq, "", 0, 1.5, "bus bandwidth / per-GPU link bandwidth"),
+    field("step_latency_s", FT::number, kReq, "s", 0, 1, "per-step α"),
+    field("fit", FT::object, kReq, "", 0, 0, "fit quality", {}, &kQuality)};
+const json_io::FieldTable kProfile{
+    field("schema", FT::integer, kReq, "", 1, 1, "format version"),
+    field("kind", FT::string, kReq, "", 0, 0, "file kind", {"gpuplan-calibration-profile"}),
+    field("gpu", FT::string, kReq, "", 0, 0, "GPU id (data/hardware/gpus)"),
+    field("gpu_name", FT::string, kOpt, "", 0, 0, "the driver's name of the GPU measured"),
+    field("driver", FT::string, kOpt, "", 0, 0, "driver version"),
+    field("samples", FT::string_list, kReq, "", 0, 0, "sample files it was fitted from"),
+    field("gemm", FT::any, kReq, "", 0, 0, "GEMM fits, one per precision"),
+    field("hbm", FT::object, kOpt, "", 0, 0, "HBM streaming fit", {}, &kHbmFit),
+    field("launch_s", FT::number, kOpt, "s", 0, 1, "eager launch interval of an empty kernel"),
+    field("graph_kernel_s", FT::number, kOpt, "s", 0, 1, "per kernel inside a replayed CUDA graph"),
+    field("links", FT::any, kReq, "", 0, 0, "collective fits, one per (op, ranks)"),
+    field("notes", FT::string_list, kOpt, "", 0, 0, "what could not be fitted, refused samples")};
+
+FitQuality read_quality(const json_io::ObjectReader& r, const char* key) {
+  FitQuality q;
+  if (auto o = r.object(key)) {
+    q.points = int(o->integer("points").value_or(0));
+    q.median_rel_error = o->num("median_rel_error").value_or(0);
+    q.max_rel_error = o->num("max_rel_error").value_or(0);
+  }
+  return q;
+}
+}  // namespace
+
+Result<Profile> read_profile(const std::string& path) {
+  Diagnostics d;
+  auto body = json_io::read_text_file(path, d);
+  if (!body) return Result<Profile>(std::move(d));
+  auto j = json_io::parse(*body, path, d);
+  if (!j) return Result<Profile>(std::move(d));
+  json_io::ObjectReader r(*j, kProfile, path, "", d);
+  Profile p;
+  p.file = path;
+  p.gpu_id = r.str("gpu").value_or("");
+  p.gpu_name = r.str("gpu_name").value_or("");
+  p.driver = r.str("driver").value_or("");
+  p.samples = r.strings("samples").value_or(std::vector<std::string>{});
+  p.notes = r.strings("notes").value_or(std::vector<std::string>{});
+  auto list = [&](const char* key, const json_io::FieldTable& table, auto&& each) {
+    const Json* a = r.raw(key);
+    if (a == nullptr) return;
+    if (!a->is_array()) {
+      r.error(key, "expected an array, found " + json_io::describe_type(*a));
+      return;
+    }
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      json_io::ObjectReader e((*a)[i], table, path, fmt::format("/{}/{}", key, i), d);
+      if (e.valid()) each(e);
+    }
+  };
+  list("gemm", kGemmFit, [&](const json_io::ObjectReader& e) {
+    GemmFit g;
+    g.dtype = e.str("dtype").value_or("");
+    g.ceiling = e.num("ceiling").value_or(0);
+    g.t0 = Seconds(e.num("t0_s").value_or(0));
+    g.fit = read_quality(e, "fit");
+    g.all = read_quality(e, "roofline_check");
+    p.gemm.push_back(g);
+  });
+  if (auto h = r.object("hbm")) {
+    StreamFit f;
+    f.efficiency = h->num("efficiency").value_or(0);
+    f.t0 = Seconds(h->num("t0_s").value_or(0));
+    f.fit = read_quality(*h, "fit");
+    p.hbm = f;
+  }
+  if (auto v = r.num("launch_s")) p.launch = Seconds(*v);
+  if (auto v = r.num("graph_kernel_s")) p.graph_kernel = Seconds(*v);
+  list("links", kLinkFit, [&](const json_io::ObjectReader& e) {
+    LinkFit l;
+    l.op = e.str("op").value_or("");
+    l.ranks = int(e.integer("ranks").value_or(0));
+    l.intercept = Seconds(e.num("intercept_s").value_or(0));
+    l.bus_bandwidth = units::gb_per_s(e.num("bus_bandwidth_GBps").value_or(0));
+    l.bus_efficiency = e.num("bus_efficiency").value_or(0);
+    l.step_latency = Seconds(e.num("step_latency_s").value_or(0));
+    l.fit = read_quality(e, "fit");
+    p.links.push_back(l);
+  });
+  if (d.has_errors()) return Result<Profile>(std::move(d));
+  return Result<Profile>(std::move(p), std::move(d));
+}
+
+model::EfficiencyProfile to_efficiency(const Profile& p, const hw::GpuSpec& gpu) {
+  model::EfficiencyProfile e = model::default_efficiency(gpu);
+  const std::string where = p.file.empty() ? "calibration profile of " + p.gpu_id : p.file;
+  std::vector<std::string> measured;
+  for (const auto& g : p.gemm) {
+    if (g.dtype == "bf16") {
+      e.gemm_bf16 = g.ceiling;
+      e.kernel_launch = g.t0;
+      measured.push_back(fmt::format("bf16 GEMM η {:.3f}, t₀ {}", g.ceiling, units::format(g.t0)));
+    } else if (g.dtype == "fp8") {
+      e.gemm_fp8 = g.ceiling;
+      measured.push_back(fmt::format("fp8 GEMM η {:.3f}", g.ceiling));
+    }
+  }
+  if (p.hbm) {
+    e.hbm = p.hbm->efficiency;
+    measured.push_back(fmt::format("HBM η {:.3f}", p.hbm->efficiency));
+  }
+  if (p.graph_kernel) e.graph_kernel = *p.graph_kernel;
+  if (p.launch) e.eager_launch = *p.launch;
+  std::string m;
+  for (const auto& x : measured) m += (m.empty() ? "" : ", ") + x;
+  e.origin = fmt::format("calibration profile {} ({}; the rest built-in: {})", where, m.empty() ? "nothing" : m, e.origin);
+  e.calibrated = true;
+  return e;
+}
+
+std::optional<model::LinkCalibration> scale_up_calibration(const Profile& p) {
+  const LinkFit* best = nullptr;
+  for (const auto& l : p.links)
+    if (l.op == "all_reduce" && l.bus_efficiency > 0 && (best == nullptr || l.ranks > best->ranks)) best = &l;
+  if (best == nullptr) return std::nullopt;
+  model::LinkCalibration c;
+  c.step_latency = best->step_latency;
+  c.bus_efficiency = best->bus_efficiency;
+  c.origin = fmt::format("{} (NCCL all-reduce on {} GPUs: bus {} = η {:.3f}, α {})",
+                         p.file.empty() ? p.gpu_id : p.file, best->ranks, units::format(best->bus_bandwidth),
+                         best->bus_efficiency, units::format(best->step_latency));
+  return c;
+}
+
+bool write_file_atomically(const std::string& path, const std::string& text, Diagnostics& diags) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  if (ec) {
+    diags.error(path, "", "cannot create the folder: " + ec.message());
+    return false;
+  }
+  const fs::path tmp = target.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      diags.error(tmp.string(), "", "cannot write");
+      return false;
+    }
+    out << text;
+    out.flush();
+    if (!out) {
+      diags.error(tmp.string(), "", "write failed");
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    diags.error(path, "", "cannot replace the file: " + ec.message());
+    fs::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace gpuplan::calib

@@ -1,0 +1,158 @@
+// `gpuplan calibrate`: fit raw benchmark samples into a profile (data/calibration/<gpu-id>/profile.json) that the
+// training and serving models use for that GPU; show a profile against the built-in defaults.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "gpuplan/calibrate/calibration.hpp"
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/hw_io/hardware_io.hpp"
+
+namespace gpuplan::cli {
+namespace {
+
+namespace u = gpuplan::units;
+
+struct FitFlags {
+  std::vector<std::string> samples;
+  std::optional<std::string> gpu;
+  std::optional<std::string> out;
+  bool dry_run = false;
+};
+
+std::string pct(double x) { return fmt::format("{:.1f}%", x * 100.0); }
+
+std::vector<Section> profile_sections(const calib::Profile& p, const hw::GpuSpec& gpu) {
+  const auto builtin = model::default_efficiency(gpu);
+  std::vector<Section> sec;
+  Section head{fmt::format("Calibration profile of {} ({})", p.gpu_id, p.gpu_name.empty() ? "?" : p.gpu_name), {}};
+  std::string files;
+  for (const auto& f : p.samples) files += (files.empty() ? "" : ", ") + f;
+  head.rows = {{"samples", files}, {"driver", p.driver.empty() ? "?" : p.driver}};
+  sec.push_back(head);
+  Section fits{"Fitted parameters (measured vs built-in default)", {}};
+  for (const auto& g : p.gemm) {
+    const double def = g.dtype == "fp8" ? model::gemm_ceiling(builtin, hw::Precision::fp8) : builtin.gemm_bf16;
+    fits.rows.emplace_back(
+        fmt::format("{} GEMM ceiling η", g.dtype),
+        fmt::format("{:.3f} (built-in {:.3f}); t₀ {}; fit over {} compute-bound shapes: median {} max {}; whole "
+                    "roofline over {} shapes: median {} max {}",
+                    g.ceiling, def, u::format(g.t0), g.fit.points, pct(g.fit.median_rel_error), pct(g.fit.max_rel_error),
+                    g.all.points, pct(g.all.median_rel_error), pct(g.all.max_rel_error)));
+  }
+  if (p.hbm)
+    fits.rows.emplace_back("HBM streaming η",
+                           fmt::format("{:.3f} of {} (built-in {:.3f}); t₀ {}; {} points, median {} max {}",
+                                       p.hbm->efficiency, u::format(gpu.memory.bandwidth), builtin.hbm,
+                                       u::format(p.hbm->t0), p.hbm->fit.points, pct(p.hbm->fit.median_rel_error),
+                                       pct(p.hbm->fit.max_rel_error)));
+  if (p.launch) fits.rows.emplace_back("eager kernel launch", u::format(*p.launch));
+  if (p.graph_kernel) fits.rows.emplace_back("CUDA-graph replay per kernel", u::format(*p.graph_kernel));
+  for (const auto& l : p.links)
+    fits.rows.emplace_back(
+        fmt::format("NCCL {} on {} GPUs", l.op, l.ranks),
+        fmt::format("bus {} (η {:.3f} of the link), empty call {}, step α {}; {} points, median {} max {}",
+                    u::format(l.bus_bandwidth), l.bus_efficiency, u::format(l.intercept), u::format(l.step_latency),
+                    l.fit.points, pct(l.fit.median_rel_error), pct(l.fit.max_rel_error)));
+  sec.push_back(fits);
+  if (!p.notes.empty()) {
+    Section n{"Notes", {}};
+    for (const auto& x : p.notes) n.rows.emplace_back("-", x);
+    sec.push_back(n);
+  }
+  return sec;
+}
+
+int run_fit(const GlobalOptions& g, const FitFlags& f) {
+  Diagnostics diags;
+  auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return report(diags);
+  auto db = hw_io::load_hardware_db(*dir);
+  if (!db.ok()) return report(db.diagnostics());
+  std::vector<calib::Samples> samples;
+  for (const auto& path : f.samples) {
+    auto s = calib::read_samples(path);
+    if (!s.ok()) {
+      for (const auto& d : s.diagnostics().items()) diags.add(d);
+      continue;
+    }
+    samples.push_back(s.value());
+  }
+  if (diags.has_errors()) return report(diags);
+  // The GPU: --gpu, else the name the driver gave (resolved through the database's names and aliases).
+  std::string want = f.gpu.value_or(samples.front().gpu_name);
+  const hw::GpuSpec* gpu = db->find_gpu(want);
+  if (gpu == nullptr) {
+    diags.error("", f.gpu ? "--gpu" : samples.front().file + ": /device/name",
+                fmt::format("no GPU '{}' in the database{}{}", want, did_you_mean(want, db->gpu_names()),
+                            f.gpu ? "" : "; give --gpu ID"));
+    return report(diags);
+  }
+  for (const auto& s : samples)
+    if (!s.gpu_name.empty() && db->find_gpu(s.gpu_name) != nullptr && db->find_gpu(s.gpu_name) != gpu)
+      diags.error(s.file, "/device/name",
+                  fmt::format("taken on {} ({}), not on {}", s.gpu_name, db->find_gpu(s.gpu_name)->info.id, gpu->info.id));
+  if (diags.has_errors()) return report(diags);
+  auto p = calib::fit_profile(samples, *gpu, *db);
+  for (const auto& d : p.diagnostics().items()) diags.add(d);
+  if (!p.ok()) return report(diags);
+  const std::string out_path = f.out.value_or(*dir + "/calibration/" + gpu->info.id + "/profile.json");
+  const std::string text = calib::profile_json(*p);
+  if (!f.dry_run) {
+    if (!calib::write_file_atomically(out_path, text, diags)) return report(diags);
+    diags.note(out_path, "", "profile written");
+  }
+  report(diags);
+  const Format fmt_ = parse_format(g.format);
+  if (fmt_ == Format::json) {
+    out(text);
+  } else {
+    out(render_sections(profile_sections(*p, *gpu), fmt_));
+  }
+  return kExitOk;
+}
+
+int run_show(const GlobalOptions& g, const std::string& id) {
+  Diagnostics diags;
+  auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return report(diags);
+  auto db = hw_io::load_hardware_db(*dir);
+  if (!db.ok()) return report(db.diagnostics());
+  const hw::GpuSpec* gpu = db->find_gpu(id);
+  if (gpu == nullptr) {
+    diags.error("", "GPU", fmt::format("unknown GPU '{}'{}", id, did_you_mean(id, db->gpu_names())));
+    return report(diags);
+  }
+  const std::string path = *dir + "/calibration/" + gpu->info.id + "/profile.json";
+  auto p = calib::read_profile(path);
+  if (!p.ok()) {
+    for (const auto& d : p.diagnostics().items()) diags.add(d);
+    return report(diags);
+  }
+  const Format fmt_ = parse_format(g.format);
+  if (fmt_ == Format::json) out(calib::profile_json(*p));
+  else out(render_sections(profile_sections(*p, *gpu), fmt_));
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc) {
+  auto* c = app.add_subcommand("calibrate", "fit benchmark samples from a real GPU into the profile the model uses");
+  c->require_subcommand(1);
+  auto f = std::make_shared<FitFlags>();
+  auto* fit = c->add_subcommand("fit", "fit samples (calibrate/bench output) into data/calibration/<gpu>/profile.json");
+  fit->add_option("samples", f->samples, "samples JSON files (single-GPU suites and collectives)")->required();
+  fit->add_option("--gpu", f->gpu, "GPU id (default: the name the samples carry)");
+  fit->add_option("--out", f->out, "profile path (default: <data>/calibration/<gpu-id>/profile.json)");
+  fit->add_flag("--dry-run", f->dry_run, "fit and print, write nothing");
+  add_format_option(*fit, g);
+  fit->callback([&g, f, &rc] { rc = run_fit(g, *f); });
+  auto id = std::make_shared<std::string>();
+  auto* show = c->add_subcommand("show", "a GPU's calibration profile against the built-in defaults");
+  show->add_option("gpu", *id, "GPU id or alias")->required();
+  add_format_option(*show, g);
+  show->callback([&g, id, &rc] { rc = run_show(g, *id); });
+}
+
+}  // namespace gpuplan::cli

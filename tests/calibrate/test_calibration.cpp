@@ -1,0 +1,173 @@
+// The fitter, tested without a GPU: samples synthesised from known physical parameters through the model's own
+// roofline must give those parameters back; bad sample files give diagnostics with file and pointer; profiles
+// round-trip and are written atomically.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "gpuplan/calibrate/calibration.hpp"
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/ops.hpp"
+
+using namespace gpuplan;
+namespace fs = std::filesystem;
+
+namespace {
+const hw::HardwareDb& db() {
+  static const hw::HardwareDb d = [] {
+    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
+    REQUIRE(r.ok());
+    return r.value();
+  }();
+  return d;
+}
+fs::path temp_dir() {
+  const fs::path p = fs::temp_directory_path() / fs::path("gpuplan-test-calibrate");
+  fs::create_directories(p);
+  return p;
+}
+std::string write(const std::string& name, const nlohmann::json& j) {
+  const fs::path p = temp_dir() / name;
+  std::ofstream(p) << j.dump(1);
+  return p.string();
+}
+
+// Known "true" parameters of a synthetic H100.
+constexpr double kEta = 0.71, kT0 = 7e-6, kHbm = 0.905, kHbmT0 = 3e-6;
+constexpr double kBusBw = 370e9, kIntercept = 18e-6;
+
+/// Samples a perfect bench would record on a GPU whose GEMMs follow the model's roofline at η = kEta, t₀ = kT0, and
+/// whose HBM streams at kHbm of the datasheet.
+nlohmann::json synthetic(const hw::GpuSpec& gpu) {
+  model::Device d = model::make_device(gpu);
+  d.eff.gemm_bf16 = kEta;
+  d.eff.hbm = kHbm;
+  d.eff.kernel_launch = units::Seconds(kT0);
+  nlohmann::json j{{"schema", 1}, {"kind", "gpuplan-calibration-samples"},
+                   {"device", {{"name", gpu.info.id}, {"driver", "580.00"}, {"sm_count", 132}, {"l2_bytes", 52428800}}}};
+  for (std::int64_t s : {1024, 2048, 4096, 6144, 8192, 12288, 16384}) {
+    const auto c = model::gemm_cost("x", {s, s, s, 1}, hw::Precision::bf16, d);
+    j["gemm"].push_back({{"dtype", "bf16"}, {"shape", "square"}, {"m", s}, {"n", s}, {"k", s}, {"median_s", c.time.raw()}});
+  }
+  for (std::int64_t t : {1, 8, 64, 4096}) {  // memory-bound decode shapes and one large: the roofline check
+    const auto c = model::gemm_cost("x", {t, 14336, 4096, 1}, hw::Precision::bf16, d);
+    j["gemm"].push_back({{"dtype", "bf16"}, {"shape", "up"}, {"m", t}, {"n", 14336}, {"k", 4096}, {"median_s", c.time.raw()}});
+  }
+  const double bw = gpu.memory.bandwidth.raw();
+  for (double mib : {512.0, 1024.0, 2048.0, 4096.0}) {
+    const double moved = 2.0 * mib * 1048576.0;  // copy: read + write
+    const double t = kHbmT0 + moved / (bw * kHbm);
+    j["hbm"].push_back({{"op", "copy"}, {"bytes", mib * 1048576.0}, {"median_s", t}, {"gbps", moved / t / 1e9}});
+  }
+  j["hbm"].push_back({{"op", "copy"}, {"bytes", 1048576.0}, {"median_s", 2e-6}, {"gbps", 1000.0}});  // L2: ignored
+  j["launch"] = {{"launch_s", 2.2e-6}, {"graph_kernel_s", 1.1e-6}};
+  for (double b : {1.0e6, 8.0e6, 64.0e6, 512.0e6, 1.0e9}) {
+    const double t = kIntercept + b * model::bus_factor(model::Collective::all_reduce, 2) / kBusBw;
+    j["collectives"].push_back({{"op", "all_reduce"}, {"ranks", 2}, {"bytes", b}, {"median_s", t}});
+  }
+  j["rejected"] = nlohmann::json::array({{{"bench", "gemm"}, {"item", "fp8 128"}, {"reason", "spread 14% > 10%"}}});
+  return j;
+}
+}  // namespace
+
+TEST_CASE("the fitter recovers the GEMM ceiling, fixed cost, HBM efficiency and NVLink α-β it was given") {
+  const hw::GpuSpec* gpu = db().find_gpu("h100-sxm5-80gb");
+  REQUIRE(gpu != nullptr);
+  auto s = calib::read_samples(write("synthetic.json", synthetic(*gpu)));
+  REQUIRE_MESSAGE(s.ok(), s.diagnostics().to_string());
+  CHECK(s->gemm.size() == 11);
+  CHECK(s->rejected == 1);
+  auto p = calib::fit_profile({s.value()}, *gpu, db());
+  REQUIRE_MESSAGE(p.ok(), p.diagnostics().to_string());
+  REQUIRE(p->gemm.size() == 1);
+  CHECK(p->gemm[0].ceiling == doctest::Approx(kEta).epsilon(1e-6));
+  CHECK(p->gemm[0].t0.raw() == doctest::Approx(kT0).epsilon(1e-4));
+  CHECK(p->gemm[0].fit.points == 7);  // the square shapes; decode shapes are memory-bound, not fitted
+  CHECK(p->gemm[0].all.points == 11);
+  CHECK(p->gemm[0].all.max_rel_error < 1e-6);  // the whole roofline reproduces the decode shapes too
+  REQUIRE(p->hbm.has_value());
+  CHECK(p->hbm->efficiency == doctest::Approx(kHbm).epsilon(1e-6));
+  CHECK(p->hbm->t0.raw() == doctest::Approx(kHbmT0).epsilon(1e-4));
+  CHECK(p->hbm->fit.points == 4);  // the 1 MiB (L2-resident) copy is left out
+  REQUIRE(p->graph_kernel.has_value());
+  CHECK(p->graph_kernel->raw() == doctest::Approx(1.1e-6));
+  REQUIRE(p->links.size() == 1);
+  const auto& l = p->links[0];
+  CHECK(l.bus_bandwidth.raw() == doctest::Approx(kBusBw).epsilon(1e-6));
+  CHECK(l.intercept.raw() == doctest::Approx(kIntercept).epsilon(1e-4));
+  // η against the H100's NVLink 4 per-GPU bandwidth per direction (450 GB/s), α = (a − t_call) / 2(n−1).
+  const auto g = model::resolve_group(2, 1, *db().find_node("dgx-h100"), db());
+  CHECK(l.bus_efficiency == doctest::Approx(kBusBw / g.scale_up.uni_per_gpu.raw()).epsilon(1e-6));
+  CHECK(l.step_latency.raw() == doctest::Approx((kIntercept - g.call_latency.raw()) / 2.0).epsilon(1e-4));
+  CHECK(!p->notes.empty());  // says that one sample was refused
+}
+
+TEST_CASE("a profile round-trips through its JSON and becomes the model's efficiency row") {
+  const hw::GpuSpec* gpu = db().find_gpu("h100-sxm5-80gb");
+  auto s = calib::read_samples(write("synthetic2.json", synthetic(*gpu)));
+  REQUIRE(s.ok());
+  auto p = calib::fit_profile({s.value()}, *gpu, db());
+  REQUIRE(p.ok());
+  const std::string text = calib::profile_json(*p);
+  const fs::path path = temp_dir() / "h100" / "profile.json";
+  Diagnostics d;
+  REQUIRE(calib::write_file_atomically(path.string(), text, d));
+  auto back = calib::read_profile(path.string());
+  REQUIRE_MESSAGE(back.ok(), back.diagnostics().to_string());
+  CHECK(calib::profile_json(*back) == text);  // byte-identical
+  const auto e = calib::to_efficiency(*back, *gpu);
+  CHECK(e.calibrated);
+  CHECK(e.gemm_bf16 == doctest::Approx(kEta).epsilon(1e-3));
+  CHECK(e.hbm == doctest::Approx(kHbm).epsilon(1e-3));
+  CHECK(e.kernel_launch.raw() == doctest::Approx(kT0).epsilon(1e-3));
+  CHECK(e.graph_kernel.raw() == doctest::Approx(1.1e-6).epsilon(1e-3));
+  CHECK(e.origin.find(path.string()) != std::string::npos);
+  // Unmeasured fields keep the built-in default (fp8 was not in the samples).
+  CHECK(e.gemm_fp8 == doctest::Approx(model::default_efficiency(*gpu).gemm_fp8));
+  const auto link = calib::scale_up_calibration(*back);
+  REQUIRE(link.has_value());
+  CHECK(link->bus_efficiency == doctest::Approx(back->links[0].bus_efficiency));
+}
+
+TEST_CASE("a failed write leaves the existing profile untouched") {
+  const fs::path dir = temp_dir() / "atomic";
+  fs::create_directories(dir);
+  const fs::path path = dir / "profile.json";
+  std::ofstream(path) << "old";
+  // The temporary file's name is taken by a folder, so the write fails before the rename.
+  fs::create_directories(dir / "profile.json.tmp");
+  Diagnostics d;
+  CHECK_FALSE(calib::write_file_atomically(path.string(), "new", d));
+  CHECK(d.has_errors());
+  std::ifstream in(path);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(content == "old");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("bad samples files are diagnosed with the file and the JSON pointer") {
+  const hw::GpuSpec* gpu = db().find_gpu("h100-sxm5-80gb");
+  auto j = synthetic(*gpu);
+  j["gemm"][2]["median_s"] = -1.0;
+  j["gemm"][3]["dtype"] = "bf61";
+  j["collectives"][0]["op"] = "allreduce";
+  const std::string path = write("bad.json", j);
+  auto s = calib::read_samples(path);
+  REQUIRE_FALSE(s.ok());
+  const std::string msg = s.diagnostics().to_string();
+  CHECK(msg.find(path) != std::string::npos);
+  CHECK(msg.find("/gemm/2/median_s: error: expected a positive number, found -1.0") != std::string::npos);
+  CHECK(msg.find("/gemm/3/dtype: error: 'bf61' is not one of bf16, fp16, fp8, tf32, fp32 (did you mean 'bf16'?)") !=
+        std::string::npos);
+  CHECK(msg.find("/collectives/0/op: error: 'allreduce' is not one of") != std::string::npos);
+
+  auto k = synthetic(*gpu);
+  k["kind"] = "something-else";
+  auto s2 = calib::read_samples(write("kind.json", k));
+  REQUIRE_FALSE(s2.ok());
+  CHECK(s2.diagnostics().to_string().find("/kind: error: expected \"gpuplan-calibration-samples\"") != std::string::npos);
+}
