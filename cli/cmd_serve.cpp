@@ -38,6 +38,7 @@ struct ServeFlags {
   std::optional<std::string> draft_model;
   std::optional<double> draft_ms;
   bool tp_given = false;
+  bool pp_given = false;
   bool no_calibration = false;
 };
 
@@ -148,6 +149,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
     model::ServingPlanOptions opt;
     opt.memory = *memplan;
     if (s.tp_given) opt.tp_options = {f.tp};
+    if (s.pp_given) opt.pp_options = {f.pp};
     opt.disaggregated = s.disaggregated;
     const auto r = model::plan_serving(arch, params, perf, tr, sla, sys, opt, Explain::on);
     const int rc = r.feasible ? kExitOk : kExitInfeasible;
@@ -345,8 +347,10 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
       t_draft = model::decode_step_time(dm->arch, dp, batch, isl + osl / 2, sys);
     }
     const auto verify = model::forward_cost(
-        arch, perf, model::ForwardBatch{double(batch), *s.spec_tokens + 1, isl + osl / 2, 0, 0, 0, true}, sys,
-        Explain::off);
+        arch, perf,
+        model::ForwardBatch{std::max(1.0, double(batch) / double(perf.pp)), *s.spec_tokens + 1, isl + osl / 2, 0, 0, 0,
+                            true},
+        sys, Explain::off);
     spec = model::speculative_decoding({*s.spec_acceptance, *s.spec_tokens}, t_draft, itl, verify.total, ex);
   }
 
@@ -495,6 +499,7 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   c->callback([&g, f, s, c, &rc] {
     s->tp_given = c->count("--tp") > 0;
+    s->pp_given = c->count("--pp") > 0;
     rc = run_serve(g, *f, *s);
   });
 }

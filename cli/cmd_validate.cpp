@@ -50,12 +50,15 @@ int run_validate(const GlobalOptions& g) {
       out(render_validation_markdown(*v, set.title));
     }
   }
-  {
+  for (const auto& [file, heading] :
+       {std::pair<std::string, std::string>{"measured_inference_cases.json",
+                                            "Our own serving measurements on H100 and H200"},
+        std::pair<std::string, std::string>{"inference_cases.json", "Published inference latency and throughput"}}) {
     std::vector<std::pair<std::string, ValidationSummary>> by_source;
-    auto v = validate_inference(*dir + "/validation/inference_cases.json", *db, *lib, &by_source);
+    auto v = validate_inference(*dir + "/validation/" + file, *db, *lib, &by_source);
     if (!v.ok()) return report(v.diagnostics());
     if (f == Format::json) {
-      auto& s = o["inference_cases.json"];
+      auto& s = o[file];
       s["evaluated"] = v->evaluated;
       s["median_abs_error"] = v->median_abs_error;
       s["max_abs_error"] = v->max_abs_error;
@@ -72,14 +75,14 @@ int run_validate(const GlobalOptions& g) {
         s["cases"].push_back(r);
       }
     } else {
-      std::string t = "## Published inference latency and throughput (data/validation/inference_cases.json)\n\n"
+      std::string t = fmt::format("## {} (data/validation/{})\n\n", heading, file) +
                       "| source | cases | evaluated | median abs error | max abs error | within 25% |\n"
                       "| --- | ---: | ---: | ---: | ---: | ---: |\n";
       for (const auto& [src, sv] : by_source)
         t += fmt::format("| {} | {} | {} | {:.1f}% | {:.1f}% | {:.0f}% |\n", src, sv.cases.size(), sv.evaluated,
                          sv.median_abs_error * 100, sv.max_abs_error * 100, sv.within_25 * 100);
       out(t + "\n");
-      out(render_validation_markdown(*v, "Inference cases, one by one"));
+      out(render_validation_markdown(*v, heading + ", one by one"));
     }
   }
   {

@@ -324,6 +324,15 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     plan.kv = model::default_kv_quant(*kd);
     plan.compute = *cp;
     plan.max_batched_tokens = 0;  // profiles and static batches: whole prompts
+    const std::string style = c.value("kernels", std::string("fused"));
+    if (style != "fused" && style != "eager")
+      diags.error(shown, ptr + "/kernels", fmt::format("'{}' is not one of fused, eager", style));
+    plan.kernels = style == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
+    plan.cuda_graphs = c.value("cuda_graphs", true);
+    const std::string attn = c.value("attention_kernel", std::string("fa3"));
+    if (attn != "fa2" && attn != "fa3")
+      diags.error(shown, ptr + "/attention_kernel", fmt::format("'{}' is not one of fa2, fa3", attn));
+    plan.attention = attn == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
     const auto& a = m->arch;
     auto in_i = [&](const char* k) -> std::int64_t {
       if (!in.contains(k) || !in[k].is_number()) {

@@ -155,8 +155,8 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
 }
 
 OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t q_per_seq, std::int64_t heads,
-                             std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
-                             units::Bytes kv_bytes_per_token, hw::Precision p, const Device& d) {
+                             std::int64_t kv_heads, std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
+                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d) {
   OpCost c;
   c.name = name;
   c.cls = OpClass::attention;
@@ -166,8 +166,11 @@ OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t 
   c.bytes = kv_bytes_per_token * (seqs * double(context)) + units::bytes(q * double(d_qk + d_v) * element_bytes(ap));
   // Compute side at the fused-attention forward efficiency (the same kernel family); the KV stream at the measured
   // streaming fraction.
+  const double rows = double(q_per_seq) * double(heads) / double(std::max<std::int64_t>(1, kv_heads));
+  const double padded = tile_q > 0 ? std::ceil(rows / double(tile_q)) * double(tile_q) : rows;
   const units::FlopRate compute = d.peak(ap) * std::max(1e-3, d.eff.attention_fwd);
-  c.time = roofline_time(c.flops, compute, c.bytes, d.gpu->memory.bandwidth * d.eff.hbm, d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(c.flops * (padded / std::max(1.0, rows)), compute, c.bytes,
+                         d.gpu->memory.bandwidth * d.eff.hbm, d.eff.kernel_launch, c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / d.peak(ap).raw() : 0.0;
   return c;
 }

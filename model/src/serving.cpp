@@ -68,6 +68,10 @@ Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
   Device d = make_device(*sys.gpu);
   if (sys.efficiency) d.eff = *sys.efficiency;
   d.eff.kernel_launch = plan.cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
+  if (plan.attention == wl::AttentionKernel::fa2) {
+    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
+    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
+  }
   return d;
 }
 
@@ -102,10 +106,12 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
     dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
     dv = m.v_head_dim;
     rope_dim = m.qk_rope_head_dim;
-    const std::int64_t w = (m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
-                           h * (m.kv_lora_rank + m.qk_rope_head_dim) +
-                           m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim);
-    qkv_out = std::max<std::int64_t>(1, w / h / t);
+    // q_a and kv_a (the down projections) are replicated on every TP rank (vLLM's ReplicatedLinear [vLLM-dsv2]);
+    // the up projections q_b and kv_b are split over TP. As one GEMM of the same weight count per GPU.
+    const std::int64_t repl = (m.q_lora_rank > 0 ? h * m.q_lora_rank : 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim);
+    const std::int64_t split = (m.q_lora_rank > 0 ? m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
+                               m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim);
+    qkv_out = std::max<std::int64_t>(1, (repl + split / t) / h);
     o_in = a.heads * dv / t;
     // Decode runs MLA absorbed (MQA over the latent): scores over r_kv + d_rope, values of width r_kv.
     dec_dqk = m.kv_lora_rank + m.qk_rope_head_dim;
@@ -117,10 +123,29 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
   const std::int64_t heads_gpu = std::max<std::int64_t>(1, a.heads / t);
   const Seconds ar = t > 1 ? coll(Collective::all_reduce, units::bytes(double(Ti * h) * e), tp_g) : Seconds(0);
 
-  stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
+  const bool eager = plan.kernels == wl::KernelStyle::eager;
+  // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
+  auto add_norm = [&](const char* name) {
+    if (!eager) {
+      stream(name, T * double(h) * e * 4.0, 5.0 * T * double(h));
+      return;
+    }
+    stream("residual add", T * double(h) * e * 3.0, T * double(h));
+    stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
+  };
+  if (eager) stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));  // the first layer's add is the embedding
+  else stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
   gemm("QKV projection", Ti, h, qkv_out);
   const double rope_elems = T * double((a.heads + (a.mla ? 1 : a.kv_heads)) * rope_dim) / double(t);
-  stream("rotary + KV write", rope_elems * e * 2.0 + T * kvt.per_layer.raw(), 3.0 * rope_elems);
+  if (!eager) {
+    stream("rotary + KV write", rope_elems * e * 2.0 + T * kvt.per_layer.raw(), 3.0 * rope_elems);
+  } else {
+    stream("rotary: half swap", rope_elems * e * 2.0, 0.0);
+    stream("rotary: x·cos", rope_elems * e * 2.0, rope_elems);
+    stream("rotary: + swapped·sin", rope_elems * e * 3.0, 2.0 * rope_elems);
+    stream("K cache write", T * kvt.per_layer.raw(), 0.0);  // reads k, writes the cache: ≈ 2 × half the token's KV
+    stream("V cache write", T * kvt.per_layer.raw(), 0.0);
+  }
 
   if (fb.prefill_seqs > 0 && fb.prefill_tokens > 0) {
     const std::int64_t s = fb.prefill_tokens, past = fb.prefill_past;
@@ -141,15 +166,20 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
   if (fb.decode_seqs > 0) {
     const std::int64_t held = fb.decode_context + fb.queries_per_seq;
     const std::int64_t ctx = sliding && a.sliding_window > 0 ? std::min(held, a.sliding_window) : held;
-    OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, ctx, dec_dqk,
-                                     dec_dv, kvt.per_layer, gp, d);
+    // MMA tile rows the query group of one KV head is padded to (see ServingPerfPlan::attention).
+    const std::int64_t kv_gpu = a.mla ? 1 : std::max<std::int64_t>(1, std::llround(kvt.kv_heads_per_gpu));
+    std::int64_t tile_q = 16;
+    if (plan.attention == wl::AttentionKernel::fa2)
+      tile_q = fb.decode_seqs * double(kv_gpu) < double(d.gpu->compute_units) ? 64 : 128;
+    OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, kv_gpu, ctx,
+                                     dec_dqk, dec_dv, kvt.per_layer, tile_q, gp, d);
     acc.add(c, keep);
     acc.kv += kvt.per_layer * (fb.decode_seqs * double(ctx));
   }
   gemm("output projection", Ti, o_in, h);
   acc.comm += ar;
   acc.kernels += t > 1 ? 1 : 0;
-  stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
+  add_norm("add + norm");
 
   const bool gated = a.mlp == wl::MlpKind::gated;
   if (moe_layer && a.moe) {
@@ -164,10 +194,21 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
     const double touched = local * (1.0 - std::pow(1.0 - k / E, T));
     const double routed = T * k / double(ep);  // token-expert pairs this GPU computes
     const std::int64_t per_expert = at_least_one(routed / std::max(1e-9, touched));
-    const std::int64_t groups = at_least_one(touched);
-    gemm("expert up/gate", per_expert, h, (gated ? 2 : 1) * ie, groups);
+    // One grouped GEMM over the touched experts: each expert's shape costed once, times the expected (fractional)
+    // number of experts, one launch.
+    auto experts = [&](const std::string& name, std::int64_t k_dim, std::int64_t n_dim) {
+      const double bb = wb(k_dim);
+      OpCost c = gemm_cost(name, {per_expert, n_dim, k_dim, 1, bb}, gp, d);
+      const Seconds launch = d.eff.kernel_launch;
+      c.time = (c.time - launch) * touched + launch;
+      c.flops = c.flops * touched;
+      c.bytes = c.bytes * touched;
+      acc.add(c, keep);
+      acc.weights += units::bytes(double(k_dim) * double(n_dim) * touched * bb);
+    };
+    experts("expert up/gate", h, (gated ? 2 : 1) * ie);
     stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
-    gemm("expert down", per_expert, ie, h, groups);
+    experts("expert down", ie, h);
     stream("token permute/unpermute", T * k * double(h) * e * 4.0 / double(ep), 0.0);
     if (m.shared_experts > 0) {
       const std::int64_t is = std::max<std::int64_t>(1, m.shared_experts * m.shared_intermediate / t);
@@ -183,11 +224,17 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
   } else {
     const std::int64_t i_local = std::max<std::int64_t>(1, a.intermediate / t);
     gemm(gated ? "MLP up/gate" : "MLP up", Ti, h, (gated ? 2 : 1) * i_local);
-    stream(gated ? "SwiGLU" : "GELU", T * double(i_local) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(i_local));
+    if (eager && gated) {
+      stream("SiLU", T * double(i_local) * e * 2.0, 4.0 * T * double(i_local));
+      stream("gate product", T * double(i_local) * e * 3.0, T * double(i_local));
+    } else {
+      stream(gated ? "SwiGLU" : "GELU", T * double(i_local) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(i_local));
+    }
     gemm("MLP down", Ti, i_local, h);
   }
   acc.comm += ar;
   acc.kernels += t > 1 ? 1 : 0;
+  if (eager) stream("residual add", T * double(h) * e * 3.0, T * double(h));  // fused into the next norm otherwise
   return acc;
 }
 
@@ -341,16 +388,22 @@ Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, 
   if (budget <= 0 || batch * prompt <= budget) {
     pass(ForwardBatch{0, 1, 0, double(batch), prompt, 0, true});
   } else if (prompt <= budget) {
+    // Full passes of ⌊budget/prompt⌋ prompts (identical: costed once), then the rest.
     const std::int64_t per_pass = std::max<std::int64_t>(1, budget / prompt);
-    for (std::int64_t done = 0; done < batch; done += per_pass)
-      pass(ForwardBatch{0, 1, 0, double(std::min(per_pass, batch - done)), prompt, 0, true});
+    const std::int64_t full = batch / per_pass, rest = batch % per_pass;
+    pass(ForwardBatch{0, 1, 0, double(per_pass), prompt, 0, true});
+    sum += last_stage * double(full - 1);
+    if (rest > 0) pass(ForwardBatch{0, 1, 0, double(rest), prompt, 0, true});
   } else {
-    // Each prompt in chunks of the budget, attending to its earlier chunks.
-    for (std::int64_t b = 0; b < batch; ++b)
-      for (std::int64_t past = 0; past < prompt; past += budget) {
-        const std::int64_t chunk = std::min(budget, prompt - past);
-        pass(ForwardBatch{0, 1, 0, 1.0, chunk, past, past + chunk >= prompt});
-      }
+    // Each prompt in chunks of the budget, attending to its earlier chunks; every prompt costs the same.
+    Seconds one{};
+    for (std::int64_t past = 0; past < prompt; past += budget) {
+      const std::int64_t chunk = std::min(budget, prompt - past);
+      const Seconds before = sum;
+      pass(ForwardBatch{0, 1, 0, 1.0, chunk, past, past + chunk >= prompt});
+      one += sum - before;
+    }
+    sum += one * double(batch - 1);
   }
   // Passes stream through the stages; the last one still has to cross all of them.
   return sum - last_stage + last_total;
@@ -380,14 +433,19 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                                 : isl;
   const std::int64_t chunk = std::min(isl, room);
   const double chunks = std::ceil(double(isl) / double(chunk));
-  ForwardBatch fb{micro, 1, ctx, micro / double(osl) * chunks, chunk, chunks > 1 ? (isl - chunk) / 2 : 0, true};
+  // Prefill tokens per iteration: what the finishing sequences need, at most what the budget leaves. When the budget
+  // is the limit, prompts are admitted only as fast as it allows and the decodes wait for them (prefill-bound).
+  const double demand = micro * double(isl) / double(osl);
+  const double served = plan.max_batched_tokens > 0 ? std::min(demand, double(room)) : demand;
+  ss.prefill_bound = served < demand * (1.0 - 1e-9);
+  ForwardBatch fb{micro, 1, ctx, served / double(chunk), chunk, chunks > 1 ? (isl - chunk) / 2 : 0, true};
   const ForwardCost it = forward_cost(a, plan, fb, sys, explain);
   ss.iteration = it.total;
   ss.itl_decode_only = decode_step_time(a, plan, batch, ctx, sys);
   ss.prefill = prefill_time(a, plan, 1, isl, sys);
   ss.ttft = std::max(ss.prefill, ss.iteration * chunks);
   ss.request_latency = ss.ttft + ss.iteration * double(osl - 1);
-  ss.output_tokens_per_s = double(batch) / ss.iteration.raw();
+  ss.output_tokens_per_s = double(batch) / ss.iteration.raw() * (served / demand);
   ss.input_tokens_per_s = ss.output_tokens_per_s * double(isl) / double(osl);
   ss.requests_per_s = ss.output_tokens_per_s / double(osl);
   if (explain == Explain::on) {
@@ -403,7 +461,11 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                      fmt::format("ITL {}, TTFT {}, {:.0f} output tokens/s, {:.3g} requests/s", format(ss.iteration),
                                  format(ss.ttft), ss.output_tokens_per_s, ss.requests_per_s),
                      {fmt::format("decode-only iteration {}; prefill of one prompt alone {}", format(ss.itl_decode_only),
-                                  format(ss.prefill))},
+                                  format(ss.prefill)) +
+                      (ss.prefill_bound ? fmt::format("; prefill-bound: the token budget admits {:.3g} of the {:.3g} "
+                                                      "prompt tokens per iteration the finishing sequences need",
+                                                      served, demand)
+                                        : std::string())},
                      {it.derivation}};
     if (plan.pp > 1)
       ss.derivation.notes.push_back(fmt::format("PP {}: {} micro-batches of {:g} sequences in flight", plan.pp, plan.pp, micro));
@@ -539,10 +601,13 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   };
 
   bool any_fit = false;
-  for (int pp = 1; pp <= 16 && !any_fit; pp *= 2) {
+  const std::vector<int> pps = options.pp_options.empty() ? std::vector<int>{1, 2, 4, 8, 16} : options.pp_options;
+  for (int pp : pps) {
+    if (any_fit && options.pp_options.empty()) break;  // automatic: PP only while no TP size fits
     for (int tp : options.tp_options) {
       if (tp < 1 || tp > domain || !tp_valid(a, tp)) continue;
-      if (pp > 1 && (a.layers % pp != 0 || tp != options.tp_options.back())) continue;
+      if (pp < 1 || pp > a.layers) continue;
+      if (pp > 1 && options.pp_options.empty() && tp != options.tp_options.back()) continue;
       ServingMemoryPlan mp = options.memory;
       mp.tp = tp;
       mp.pp = pp;

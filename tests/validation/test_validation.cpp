@@ -151,3 +151,17 @@ TEST_CASE("published inference cases do not regress: every runnable case evaluat
     CHECK(*c.predicted > 0);
   }
 }
+
+// Our own serving measurements (data/validation/measured/<gpu>/serve_llama3_8b.json): prefill and decode steps of a
+// Llama-3-8B-shaped model in plain PyTorch ops under CUDA graphs, H100 and H200, predicted with the implementation's
+// kernel style (eager ops, FlashAttention-2) and the built-in efficiency defaults. Guard at today's accuracy: median
+// |error| ≤ 15%, none over 25% (the issue's calibrated target, 5% / 15%, is for the calibrated profiles).
+TEST_CASE("our own serving measurements: every trusted point evaluates, median error at most 15%, none over 25%") {
+  std::vector<std::pair<std::string, cli::ValidationSummary>> by;
+  auto v = cli::validate_inference(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_inference_cases.json",
+                                   data().db, data().lib, &by);
+  REQUIRE_MESSAGE(v.ok(), v.diagnostics().to_string());
+  CHECK(v->evaluated == 75);
+  CHECK(v->median_abs_error <= 0.15);
+  CHECK(v->max_abs_error <= 0.25);
+}

@@ -64,9 +64,13 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
 /// verification), one kernel over `seqs` sequences and `heads` query heads of this GPU (flash-decoding): FLOPs
 /// 2·seqs·q·heads·context·(d_qk + d_v); bytes = the cache it reads, seqs·context·kv_bytes_per_token (this GPU's
 /// heads of one layer, with scales), + Q and O. Memory-bound except at large q·heads per KV head (MLA absorbed).
+///
+/// Tensor cores multiply whole tiles: the queries that share one KV head (q_per_seq × heads / kv_heads) fill
+/// `tile_q` rows of an MMA tile, so the compute side runs ⌈rows / tile_q⌉ · tile_q / rows times the useful FLOPs
+/// (tile quantisation, as for GEMMs; 0 = no padding).
 OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t q_per_seq, std::int64_t heads,
-                             std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
-                             units::Bytes kv_bytes_per_token, hw::Precision p, const Device& d);
+                             std::int64_t kv_heads, std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
+                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d);
 
 /// A memory-bound op that streams `bytes` and does `flops` (norms, activations, residuals, rotary, softmax, loss).
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d);

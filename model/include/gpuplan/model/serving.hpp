@@ -28,6 +28,7 @@
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/model/training.hpp"
+#include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
 
 namespace gpuplan::model {
@@ -46,6 +47,15 @@ struct ServingPerfPlan {
   /// (weight-only int4/int8 dequantise in the kernel and compute in 16-bit).
   hw::Precision compute = hw::Precision::bf16;
   double activation_bytes = 2.0;
+  /// fused: a serving engine's kernels (residual add fused into the norm, rotary fused with the KV write, one
+  /// activation kernel); eager: plain PyTorch ops (separate adds and norms, rotary as flip + mul + addcmul, K and V
+  /// copied into the cache one by one, SiLU and the product apart) — more kernels and more bytes per layer.
+  wl::KernelStyle kernels = wl::KernelStyle::fused;
+  /// Attention kernels: fa3 = what serving engines run on Hopper and later (FlashAttention-3 class prefill; decode
+  /// kernels built for GQA that put a KV head's query group in 16-row MMA tiles); fa2 = FlashAttention-2 as in
+  /// PyTorch's SDPA (prefill at the FA2 efficiency; decode pads the group to 64-row tiles when it splits the KV
+  /// sequence, 128-row when it does not — FA2's num_splits heuristic splits while batch × KV heads < SMs).
+  wl::AttentionKernel attention = wl::AttentionKernel::fa3;
   bool cuda_graphs = true;
   /// GPU-side fixed cost per kernel: with CUDA graphs the replay gap between dependent kernels; eager: the launch
   /// latency (the CPU side is `cpu_per_kernel`).
@@ -126,7 +136,8 @@ struct SteadyState {
   units::Seconds request_latency{};  ///< ttft + (osl − 1)·iteration
   double output_tokens_per_s = 0;  ///< whole replica
   double input_tokens_per_s = 0;
-  double requests_per_s = 0;       ///< Little's law: batch / request latency
+  double requests_per_s = 0;       ///< output tokens/s ÷ osl: a sequence holds a decode slot for osl iterations
+  bool prefill_bound = false;      ///< the token budget cannot admit prompts as fast as sequences finish
   Derivation derivation;
 };
 SteadyState steady_state(const wl::TransformerArch& arch, const ServingPerfPlan& plan, std::int64_t batch,
@@ -201,6 +212,7 @@ struct DisaggregatedPlan {
 
 struct ServingPlanOptions {
   std::vector<int> tp_options{1, 2, 4, 8};  ///< replica TP sizes to try (limited to the scale-up domain)
+  std::vector<int> pp_options;  ///< PP sizes to try; empty = 1, then 2, 4, … 16 only while no TP size fits
   bool disaggregated = false;
   ServingMemoryPlan memory;  ///< engine memory knobs (fraction, block size, overheads); tp/pp/context set per try
 };

@@ -1,0 +1,590 @@
+// Serving latency model (model/include/gpuplan/model/serving.hpp): one forward pass of the engine (weights and KV
+// read, FLOPs, kernels) checked against values derived by hand from the architecture; decode at batch 1 sandwiched
+// between the HBM roofline and the roofline plus per-kernel costs; quantized weights; MoE experts touched; the
+// properties any serving model must have (monotone in batch, context and prompt, TP shrinks the per-GPU weights);
+// speculative decoding (Leviathan et al. eq. 1); the steady state's identities; the capacity planner; eager mode's
+// CPU bound; and extreme but valid inputs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/efficiency.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/serving_memory.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+using gpuplan::test::arch;
+
+namespace {
+
+const hw::HardwareDb& hardware() {
+  static const hw::HardwareDb d = [] {
+    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return d;
+}
+
+/// A GPU on its node (the node gives the TP fabric), as `gpuplan serve` resolves it.
+model::ServingSystem system_of(const std::string& node_id) {
+  model::ServingSystem s;
+  s.db = &hardware();
+  s.node = hardware().find_node(node_id);
+  REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
+  s.gpu = hardware().find_gpu(s.node->gpu);
+  REQUIRE(s.gpu != nullptr);
+  return s;
+}
+model::ServingSystem h100() { return system_of("dgx-h100"); }
+
+model::ServingPerfPlan plan_of(int tp = 1, model::StoreDtype weights = model::StoreDtype::bf16,
+                               model::StoreDtype kv = model::StoreDtype::bf16) {
+  model::ServingPerfPlan p;
+  p.tp = tp;
+  p.weights = model::default_weight_quant(weights);
+  p.kv = model::default_kv_quant(kv);
+  return p;
+}
+
+/// `seqs` sequences decoding one token each with `context` tokens cached.
+model::ForwardBatch decode(double seqs, std::int64_t context) { return {seqs, 1, context, 0, 0, 0, true}; }
+
+model::ForwardCost cost(const std::string& id, const model::ServingPerfPlan& p, const model::ForwardBatch& b,
+                        Explain ex = Explain::off) {
+  return model::forward_cost(arch(id), p, b, h100(), ex);
+}
+
+bool finite_positive(units::Seconds t) { return std::isfinite(t.raw()) && t.raw() > 0; }
+
+// ---- Llama 3.1 8B by hand (config: h 4096, i 14336, 32 heads, 8 KV heads of 128, 32 layers, V 128256) ----
+// Linear layers of one block (input k × output n):
+//   QKV   4096 × (32 + 2·8)·128 = 4096 × 6144  = 25,165,824
+//   O     4096 × 4096                          = 16,777,216
+//   up/gate 4096 × 2·14336 = 4096 × 28672      = 117,440,512
+//   down  14336 × 4096                         = 58,720,256
+//   block total                                = 218,103,808; × 32 layers = 6,979,321,856
+// LM head 4096 × 128256 = 525,336,576 (kept in 16-bit whatever the weight format).
+constexpr double kL8Linear = 6'979'321'856.0;
+constexpr double kL8Head = 525'336'576.0;
+// Σ of the output widths n of a block's four GEMMs: 6144 + 4096 + 28672 + 4096 = 43,008 (one per-channel scale each).
+constexpr double kL8OutputsPerBlock = 43'008.0;
+// KV per token per layer on one GPU at TP 1: K and V × 8 heads × 128 × 2 B = 4096 B.
+constexpr double kL8KvPerTokenLayer = 2.0 * 8 * 128 * 2;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("serving forward pass") {
+  TEST_CASE("Llama 3.1 8B bf16 batch 1: weights read = 2 B x (linear layers + LM head) = 15,009,316,864 B") {
+    const auto fc = cost("llama-3.1-8b", plan_of(), decode(1, 1024));
+    // 2 B × (6,979,321,856 + 525,336,576) = 2 × 7,504,658,432.
+    CHECK(fc.weight_bytes.raw() == doctest::Approx(2.0 * (kL8Linear + kL8Head)).epsilon(1e-12));
+    CHECK(fc.weight_bytes.raw() == doctest::Approx(15'009'316'864.0).epsilon(1e-12));
+    // The same from the parameter counts: everything but the embedding table and the norms is a linear layer here.
+    const auto pc = model::parameter_counts(arch("llama-3.1-8b"), Explain::off);
+    const double linear = double(pc.attention + pc.dense_mlp + pc.lm_head);
+    CHECK(fc.weight_bytes.raw() == doctest::Approx(2.0 * linear).epsilon(0.01));
+    // 9 kernels per block (add+norm, QKV, rotary+KV write, decode attention, O, add+norm, up/gate, SwiGLU, down),
+    // then LM head, sampling and the embedding gather; no collectives at TP 1: 32·9 + 3 = 291.
+    CHECK(fc.kernels == 32 * 9 + 3);
+    CHECK(fc.comm.raw() == 0);
+    CHECK(fc.tokens == 1);
+  }
+
+  TEST_CASE("decode at batch 1 is bandwidth-bound: between the HBM roofline and the roofline plus kernel costs") {
+    const auto sys = h100();
+    const auto fc = cost("llama-3.1-8b", plan_of(), decode(1, 1024));
+    const units::Seconds t = model::decode_step_time(arch("llama-3.1-8b"), plan_of(), 1, 1024, sys);
+    CHECK(t == fc.total);
+    const double bw = sys.gpu->memory.bandwidth.raw();                 // 3.35 TB/s
+    const double eta = model::default_efficiency(*sys.gpu).hbm;        // 0.887 (BabelStream triad 2.97/3.35)
+    CHECK(bw == doctest::Approx(3.35e12));
+    CHECK(eta == doctest::Approx(0.887));
+    // The ideal floor: 15.009 GB / 3.35 TB/s = 4.48 ms.
+    const double floor = fc.weight_bytes.raw() / bw;
+    CHECK(floor == doctest::Approx(4.4804e-3).epsilon(1e-4));
+    CHECK(t.raw() > floor);
+    // Every op costs max(FLOPs/compute, bytes/(BW·η)) + 2.5 µs and reads at least its weights or its KV, so
+    // t ≥ (weights + KV)/(BW·η) + kernels·2.5 µs. Batch 1 is memory-bound, so the other bytes (activations, norms,
+    // sampling: ~10 MB) stay within 1% of the 15 GB streamed: t ≤ 1.01·(weights + KV)/(BW·η) + kernels·2.5 µs.
+    const double kv = 32.0 * 1025 * kL8KvPerTokenLayer;  // the new token attends to 1024 cached + itself
+    CHECK(fc.kv_bytes.raw() == doctest::Approx(kv).epsilon(1e-12));
+    const double stream = (fc.weight_bytes.raw() + fc.kv_bytes.raw()) / (bw * eta);  // ≈ 5.096 ms
+    const double kernels = double(fc.kernels) * 2.5e-6;                             // 291 × 2.5 µs = 727.5 µs
+    CHECK(t.raw() >= stream + kernels - 1e-12);
+    CHECK(t.raw() <= 1.01 * stream + kernels);
+    // The brief's bound: floor/η + kernels·2.5 µs + a 2% margin (KV is 0.9% of the weights).
+    CHECK(t.raw() <= floor / eta * 1.02 + kernels);
+    // Each GEMM at m = 1 is memory-bound.
+    const auto ex = cost("llama-3.1-8b", plan_of(), decode(1, 1024), Explain::on);
+    int gemms = 0;
+    for (const auto& op : ex.ops)
+      if (op.cls == model::OpClass::gemm) {
+        CAPTURE(op.name);
+        CHECK(op.bound == model::Bound::memory);
+        ++gemms;
+      }
+    CHECK(gemms == 5);  // QKV, O, up/gate, down, LM head
+  }
+
+  TEST_CASE("fp8 weights: 1 B + one fp32 scale per output channel - the LM head stays 16-bit") {
+    const auto bf = cost("llama-3.1-8b", plan_of(), decode(1, 1024));
+    auto p = plan_of(1, model::StoreDtype::fp8);
+    p.compute = hw::Precision::fp8;
+    const auto f8 = cost("llama-3.1-8b", p, decode(1, 1024));
+    // Σ k·n·(1 + 4/k) = linear + 4 B × Σ n = 6,979,321,856 + 4 × 43,008 × 32 (= 5,505,024) ; + 2 B × LM head.
+    const double expected = kL8Linear + 4.0 * kL8OutputsPerBlock * 32 + 2.0 * kL8Head;  // 8,035,500,032
+    CHECK(f8.weight_bytes.raw() == doctest::Approx(expected).epsilon(1e-12));
+    CHECK(f8.weight_bytes.raw() == doctest::Approx(8'035'500'032.0).epsilon(1e-12));
+    // Roughly half: 8.0355 / 15.0093 = 0.5354 (the 16-bit LM head keeps it above ½).
+    const double ratio = f8.weight_bytes.raw() / bf.weight_bytes.raw();
+    CHECK(ratio == doctest::Approx(0.53537).epsilon(1e-4));
+    CHECK(ratio > 0.5);
+    CHECK(ratio < 0.55);
+    // Bandwidth-bound: the step is faster, by less than the byte ratio (kernel costs do not shrink).
+    CHECK(f8.total < bf.total);
+    CHECK(f8.total.raw() > ratio * bf.total.raw());
+  }
+
+  TEST_CASE("int4 group 128: 0.5 + 2.5/128 = 0.51953125 B per quantized weight - the LM head stays 16-bit") {
+    CHECK(model::weight_bytes_per_param(model::default_weight_quant(model::StoreDtype::int4), 4096) == 0.51953125);
+    const auto i4 = cost("llama-3.1-8b", plan_of(1, model::StoreDtype::int4), decode(1, 1024));
+    // Quantized layers: (weight_bytes − 2 B × LM head) / linear params = 0.51953125.
+    CHECK((i4.weight_bytes.raw() - 2.0 * kL8Head) / kL8Linear == doctest::Approx(0.51953125).epsilon(1e-12));
+    // 6,979,321,856 × 0.51953125 = 3,625,975,808 ; + 1,050,673,152.
+    CHECK(i4.weight_bytes.raw() == doctest::Approx(4'676'648'960.0).epsilon(1e-12));
+  }
+
+  TEST_CASE("KV read per step = layers x seqs x (context + 1) x 4 KiB for Llama 3.1 8B - fp8 KV is exactly half") {
+    const auto bf = cost("llama-3.1-8b", plan_of(), decode(8, 1024));
+    // 32 layers × 8 sequences × 1025 tokens (1024 cached + the new one) × 2·8·128·2 B.
+    CHECK(bf.kv_bytes.raw() == doctest::Approx(32.0 * 8 * 1025 * kL8KvPerTokenLayer).epsilon(1e-12));
+    CHECK(bf.kv_bytes.raw() == doctest::Approx(1'074'790'400.0).epsilon(1e-12));
+    // fp8 with per-tensor scales: 1 B per element, nothing per token.
+    const auto f8 = cost("llama-3.1-8b", plan_of(1, model::StoreDtype::bf16, model::StoreDtype::fp8), decode(8, 1024));
+    CHECK(f8.kv_bytes.raw() == doctest::Approx(bf.kv_bytes.raw() / 2).epsilon(1e-12));
+    // Weights do not depend on the KV format.
+    CHECK(f8.weight_bytes == bf.weight_bytes);
+    // TP 2: each GPU holds 4 of the 8 KV heads: half the KV per GPU.
+    const auto tp2 = cost("llama-3.1-8b", plan_of(2), decode(8, 1024));
+    CHECK(tp2.kv_bytes.raw() == doctest::Approx(bf.kv_bytes.raw() / 2).epsilon(1e-12));
+  }
+
+  TEST_CASE("large-batch decode is compute-bound: batch 512 GEMMs do 2 x params x 512 FLOPs at the GEMM ceiling") {
+    const auto sys = h100();
+    const auto b1 = cost("llama-3.1-8b", plan_of(), decode(1, 1024));
+    const auto b512 = cost("llama-3.1-8b", plan_of(), decode(512, 1024), Explain::on);
+    // GEMM FLOPs: 2 × 512 × (linear + LM head) = 2 × 512 × 7,504,658,432 = 7.6848e12.
+    const double gemm_flops = 2.0 * 512 * (kL8Linear + kL8Head);
+    // Attention over 1025 keys: 2 × (512·32 queries) × 1025 × (128 + 128) × 32 layers = 2.75e11 (3.6%); norms,
+    // rotary, SwiGLU and sampling a little more.
+    const double attn_flops = 2.0 * 512 * 32 * 1025 * 256 * 32;
+    CHECK(b512.flops.raw() >= gemm_flops + attn_flops);
+    CHECK(b512.flops.raw() == doctest::Approx(gemm_flops).epsilon(0.05));
+    // With the whole model's 8.03e9 parameters (embedding included) it is also within 5%.
+    const auto pc = model::parameter_counts(arch("llama-3.1-8b"), Explain::off);
+    CHECK(b512.flops.raw() == doctest::Approx(2.0 * double(pc.total) * 512).epsilon(0.05));
+    // The GEMMs cannot beat the measured ceiling: 7.6848e12 / (989.4 TF × 0.752) = 10.33 ms.
+    const double ceiling = sys.gpu->peak(hw::Precision::bf16)->raw() * model::default_efficiency(*sys.gpu).gemm_bf16;
+    CHECK(b512.gemm.raw() >= gemm_flops / ceiling);
+    // At batch 1 they stream 15.0 GB: ≤ 1.01 × 15.0 GB / (3.35 TB/s × 0.887) + 129 GEMM kernels × 2.5 µs ≈ 5.42 ms.
+    // So batch 512 costs at least 10.33 / 5.42 = 1.9× the batch-1 GEMM time.
+    const double b1_gemm_bound = 1.01 * b1.weight_bytes.raw() / (3.35e12 * 0.887) + (32 * 4 + 1) * 2.5e-6;
+    CHECK(b1.gemm.raw() <= b1_gemm_bound);
+    CHECK(b512.gemm.raw() > 1.9 * b1.gemm.raw());
+    // The big GEMMs are compute-bound now.
+    for (const auto& op : b512.ops)
+      if (op.name == "MLP up/gate" || op.name == "MLP down" || op.name == "QKV projection") {
+        CAPTURE(op.name);
+        CHECK(op.bound == model::Bound::compute);
+      }
+    // Weights are read once per pass whatever the batch.
+    CHECK(b512.weight_bytes == b1.weight_bytes);
+    CHECK(b512.tokens == 512);
+  }
+
+  TEST_CASE("MoE: Mixtral 8x7B reads 2 of 8 experts per layer at batch 1 and all 8 at batch 64") {
+    // Touched experts with top-k of E under uniform routing: E·(1 − (1 − k/E)^T).
+    auto touched = [](double T) { return 8.0 * (1.0 - std::pow(1.0 - 2.0 / 8.0, T)); };
+    CHECK(touched(1) == doctest::Approx(2.0));
+    CHECK(touched(64) == doctest::Approx(8.0 * (1.0 - std::pow(0.75, 64))));  // 7.99999992
+    // Per layer (bf16): QKV 4096·6144·2 + O 4096·4096·2 + router 4096·8·2 = 83,951,616 B; one expert
+    // (4096·28672 + 14336·4096)·2 = 352,321,536 B; LM head 4096·32000·2 = 262,144,000 B.
+    auto weights = [](double experts) { return 32.0 * (83'951'616.0 + experts * 352'321'536.0) + 262'144'000.0; };
+    const auto b1 = cost("mixtral-8x7b", plan_of(), decode(1, 1024));
+    const auto b64 = cost("mixtral-8x7b", plan_of(), decode(64, 1024));
+    CHECK(b1.weight_bytes.raw() == doctest::Approx(weights(touched(1))).epsilon(1e-9));     // 25,497,174,016
+    CHECK(b64.weight_bytes.raw() == doctest::Approx(weights(touched(64))).epsilon(1e-6));   // 93,142,908,928
+    CHECK(b64.weight_bytes.raw() / b1.weight_bytes.raw() ==
+          doctest::Approx(weights(touched(64)) / weights(touched(1))).epsilon(1e-6));       // 3.653
+    // Between 1 and 64 the expected count is fractional and the weights follow it: batch 2 touches 3.5 experts on
+    // average, not ⌈3.5⌉ = 4.
+    CHECK(touched(2) == doctest::Approx(3.5));
+    const auto b2 = cost("mixtral-8x7b", plan_of(), decode(2, 1024));
+    CHECK(b2.weight_bytes.raw() == doctest::Approx(weights(3.5)).epsilon(1e-9));
+    // Never more than all experts.
+    const auto b4096 = cost("mixtral-8x7b", plan_of(), decode(4096, 1024));
+    CHECK(b4096.weight_bytes.raw() == doctest::Approx(weights(8)).epsilon(1e-12));
+  }
+
+  TEST_CASE("MoE expert parallel: EP 8 in TP 8 leaves one expert per GPU, read whole") {
+    // Mixtral TP 8 EP 8: each GPU holds 1 expert (not split, tp/ep = 1); at batch 64 it is touched
+    // (1·(1 − 0.75^64) ≈ 1). Per GPU: QKV 4096·768·2 + O 512·4096·2 + router 4096·8·2 = 10,551,296 B per layer,
+    // the expert 352,321,536 B, LM head 4096·4000·2 = 32,768,000 B.
+    auto p = plan_of(8);
+    p.ep = 8;
+    const auto fc = cost("mixtral-8x7b", p, decode(64, 1024));
+    CHECK(fc.weight_bytes.raw() == doctest::Approx(32.0 * (10'551'296.0 + 352'321'536.0) + 32'768'000.0).epsilon(1e-6));
+    CHECK(fc.comm.raw() > 0);  // TP all-reduces and the EP all-to-alls
+  }
+
+  TEST_CASE("MLA decode reads the 576-element latent per token and layer on every TP rank (DeepSeek-V3)") {
+    // kv_lora_rank 512 + rope 64 = 576 elements × 2 B = 1152 B per token per layer, not divided by TP.
+    auto p = plan_of(8, model::StoreDtype::fp8);
+    p.compute = hw::Precision::fp8;
+    const auto fc = model::forward_cost(arch("deepseek-v3"), p, decode(4, 4096), system_of("dgx-h200"));
+    CHECK(fc.kv_bytes.raw() == doctest::Approx(61.0 * 4 * 4097 * 1152).epsilon(1e-12));
+    CHECK(finite_positive(fc.total));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("serving properties") {
+  TEST_CASE("decode step never falls as the batch grows from 1 to 512 (Llama 3.1 8B, context 1024)") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    units::Seconds prev{};
+    for (std::int64_t b = 1; b <= 512; ++b) {
+      const units::Seconds t = model::decode_step_time(a, plan_of(), b, 1024, sys);
+      CAPTURE(b);
+      CHECK(t >= prev);
+      prev = t;
+    }
+  }
+
+  TEST_CASE("decode step never falls as the context grows from 1K to 32K") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    for (std::int64_t b : {1, 8, 64}) {
+      units::Seconds prev{};
+      for (std::int64_t ctx = 1024; ctx <= 32768; ctx += 1024) {
+        const units::Seconds t = model::decode_step_time(a, plan_of(), b, ctx, sys);
+        CAPTURE(b);
+        CAPTURE(ctx);
+        CHECK(t >= prev);
+        prev = t;
+      }
+    }
+  }
+
+  TEST_CASE("prefill time never falls with the prompt length or the batch, across the chunking budget") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    const auto p = plan_of();
+    REQUIRE(p.max_batched_tokens == 8192);
+    units::Seconds prev{};
+    for (std::int64_t s : {1, 2, 16, 100, 128, 129, 512, 1000, 2048, 4096, 8191, 8192, 8193, 10000, 16384, 16385,
+                           24576, 32768, 65536}) {
+      const units::Seconds t = model::prefill_time(a, p, 1, s, sys);
+      CAPTURE(s);
+      CHECK(t > prev);
+      prev = t;
+    }
+    for (std::int64_t s : {512, 1024, 3000, 10000}) {
+      prev = units::Seconds{};
+      for (std::int64_t b = 1; b <= 40; ++b) {
+        const units::Seconds t = model::prefill_time(a, p, b, s, sys);
+        CAPTURE(s);
+        CAPTURE(b);
+        CHECK(t >= prev);
+        prev = t;
+      }
+    }
+  }
+
+  TEST_CASE("a prompt within the budget is one pass - past the budget the chunks add up") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    const auto p = plan_of();
+    // 4096 tokens: one pass of one prompt.
+    CHECK(model::prefill_time(a, p, 1, 4096, sys) ==
+          model::forward_cost(a, p, {0, 1, 0, 1, 4096, 0, true}, sys, Explain::off).total);
+    // 16384 tokens: a chunk of 8192 that emits nothing, then 8192 more attending to the 8192 cached.
+    const auto c1 = model::forward_cost(a, p, {0, 1, 0, 1, 8192, 0, false}, sys, Explain::off);
+    const auto c2 = model::forward_cost(a, p, {0, 1, 0, 1, 8192, 8192, true}, sys, Explain::off);
+    CHECK(model::prefill_time(a, p, 1, 16384, sys).raw() == doctest::Approx((c1.total + c2.total).raw()).epsilon(1e-12));
+  }
+
+  TEST_CASE("TP halves the weights each GPU reads (Llama 3.1 70B) and makes the batch-1 step faster") {
+    const auto& a = arch("llama-3.1-70b");
+    const auto sys = h100();
+    // forward_cost does not check memory, so TP 1 of 70B (139 GB) is still a valid question.
+    const auto t1 = model::forward_cost(a, plan_of(1), decode(1, 1024), sys, Explain::off);
+    const auto t2 = model::forward_cost(a, plan_of(2), decode(1, 1024), sys, Explain::off);
+    const auto t4 = model::forward_cost(a, plan_of(4), decode(1, 1024), sys, Explain::off);
+    // TP 1: 80 × (8192·10240 + 8192·8192 + 8192·57344 + 28672·8192) + 8192·128256 = 69,501,714,432 params × 2 B.
+    CHECK(t1.weight_bytes.raw() == doctest::Approx(2.0 * 69'501'714'432.0).epsilon(1e-12));
+    // Every sharded dimension divides by 2 and 4 (10240, 8192, 57344, 28672, 128256): exactly halves.
+    CHECK(t2.weight_bytes.raw() == doctest::Approx(t1.weight_bytes.raw() / 2).epsilon(1e-12));
+    CHECK(t4.weight_bytes.raw() == doctest::Approx(t2.weight_bytes.raw() / 2).epsilon(1e-12));
+    // Two all-reduces per layer (+ the logits all-gather) cost less than the halved weight stream saves.
+    CHECK(t2.comm.raw() > 0);
+    CHECK(t2.kernels == t1.kernels + 2 * 80 + 1);
+    CHECK(t2.total < t1.total);
+    CHECK(t4.total < t2.total);
+    CHECK(model::decode_step_time(a, plan_of(2), 1, 1024, sys) == t2.total);
+  }
+
+  TEST_CASE("eager mode: a step is never shorter than kernels x 12 us of CPU issue - with CUDA graphs it can be") {
+    const auto sys = h100();
+    auto eager = plan_of();
+    eager.cuda_graphs = false;
+    eager.cpu_per_kernel = units::microseconds(12.0);
+    // SmolLM2 360M streams 0.72 GB (0.27 ms) but issues 32·9 + 3 = 291 kernels: the CPU binds at 3.492 ms.
+    const auto small = model::forward_cost(arch("smollm2-360m"), eager, decode(1, 1024), sys, Explain::off);
+    CHECK(small.kernels == 291);
+    CHECK(small.total.raw() == doctest::Approx(291 * 12e-6).epsilon(1e-12));
+    CHECK(small.overhead.raw() > 0);
+    const auto small_graph = model::forward_cost(arch("smollm2-360m"), plan_of(), decode(1, 1024), sys, Explain::off);
+    CHECK(small_graph.total.raw() < 291 * 12e-6);
+    CHECK(small_graph.overhead.raw() == 0);
+    // Llama 3.1 8B: the GPU binds (15 GB streamed); eager pays 5 µs instead of 2.5 µs per kernel:
+    // t_eager − t_graphs = 291 × 2.5 µs = 727.5 µs exactly.
+    const auto& a = arch("llama-3.1-8b");
+    const units::Seconds te = model::decode_step_time(a, eager, 1, 1024, sys);
+    const units::Seconds tg = model::decode_step_time(a, plan_of(), 1, 1024, sys);
+    CHECK(te.raw() >= 291 * 12e-6);
+    CHECK((te - tg).raw() == doctest::Approx(291 * 2.5e-6).epsilon(1e-9));
+    // A step overhead not hidden by the engine adds to every step as it is.
+    auto slow = plan_of();
+    slow.step_overhead = units::milliseconds(1.0);
+    CHECK((model::decode_step_time(a, slow, 1, 1024, sys) - tg).raw() == doctest::Approx(1e-3).epsilon(1e-9));
+  }
+
+  TEST_CASE("extreme but valid inputs give finite positive times: context 1,000,000 and batch 100,000") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    const auto fc = model::forward_cost(a, plan_of(), decode(100'000, 1'000'000), sys, Explain::on);
+    CHECK(finite_positive(fc.total));
+    CHECK(std::isfinite(fc.flops.raw()));
+    // 32 × 1e5 × 1,000,001 × 4096 B = 1.31e19 B of KV.
+    CHECK(fc.kv_bytes.raw() == doctest::Approx(32.0 * 1e5 * 1'000'001 * 4096).epsilon(1e-12));
+    CHECK(finite_positive(model::decode_step_time(a, plan_of(), 100'000, 1'000'000, sys)));
+    CHECK(finite_positive(model::decode_step_time(a, plan_of(), 1, 1'000'000, sys)));
+    CHECK(finite_positive(model::prefill_time(a, plan_of(), 1, 1'000'000, sys)));
+    CHECK(finite_positive(model::prefill_time(a, plan_of(), 100'000, 1000, sys)));
+    const auto ss = model::steady_state(a, plan_of(), 100'000, 1'000'000, 1000, sys, Explain::on);
+    CHECK(finite_positive(ss.iteration));
+    CHECK(finite_positive(ss.ttft));
+    CHECK(finite_positive(ss.request_latency));
+    CHECK(std::isfinite(ss.output_tokens_per_s));
+    CHECK(ss.output_tokens_per_s > 0);
+    // MoE and MLA at the same extremes.
+    CHECK(finite_positive(
+        model::forward_cost(arch("mixtral-8x7b"), plan_of(), decode(100'000, 1'000'000), sys, Explain::off).total));
+    CHECK(finite_positive(
+        model::forward_cost(arch("deepseek-v3"), plan_of(8), decode(100'000, 1'000'000), sys, Explain::off).total));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("speculative decoding") {
+  TEST_CASE("expected tokens per step (1 - a^(g+1)) / (1 - a): 3.68928 at a 0.8 g 5, g + 1 at a 1, 1 at a 0") {
+    // (1 − 0.8^6)/0.2 = (1 − 0.262144)/0.2 = 3.68928.
+    CHECK(model::expected_tokens_per_step({0.8, 5}) == doctest::Approx(3.68928).epsilon(1e-12));
+    CHECK(model::expected_tokens_per_step({1.0, 5}) == 6.0);
+    CHECK(model::expected_tokens_per_step({0.0, 5}) == 1.0);
+    // (1 − 0.5^5)/0.5 = 1.9375.
+    CHECK(model::expected_tokens_per_step({0.5, 4}) == doctest::Approx(1.9375).epsilon(1e-12));
+    // No draft tokens: the target's own token only.
+    CHECK(model::expected_tokens_per_step({0.8, 0}) == doctest::Approx(1.0).epsilon(1e-12));
+    // Never more than γ + 1, increasing in α.
+    double prev = 0;
+    for (double alpha = 0; alpha <= 1.0 + 1e-12; alpha += 0.05) {
+      const double e = model::expected_tokens_per_step({std::min(alpha, 1.0), 7});
+      CAPTURE(alpha);
+      CHECK(e >= prev);
+      CHECK(e <= 8.0 + 1e-12);
+      prev = e;
+    }
+  }
+
+  TEST_CASE("speedup = E x t_target / (g x t_draft + t_verify)") {
+    // α 0.8, γ 5, draft 2 ms, target 20 ms, verify 22 ms: step = 5·2 + 22 = 32 ms; per token 32/3.68928 = 8.67377 ms;
+    // speedup = 3.68928 × 20 / 32 = 2.3058.
+    const auto r = model::speculative_decoding({0.8, 5}, units::milliseconds(2), units::milliseconds(20),
+                                               units::milliseconds(22));
+    CHECK(r.tokens_per_step == doctest::Approx(3.68928).epsilon(1e-12));
+    CHECK(r.step.raw() == doctest::Approx(32e-3).epsilon(1e-12));
+    CHECK(r.per_token.raw() == doctest::Approx(32e-3 / 3.68928).epsilon(1e-12));
+    CHECK(r.speedup == doctest::Approx(3.68928 * 20.0 / 32.0).epsilon(1e-12));
+    CHECK(r.speedup == doctest::Approx(2.3058).epsilon(1e-12));
+    // The textbook form with t_verify = t_target: E / (γ·c + 1), c = 1/10, α 0.7, γ 4:
+    // E = (1 − 0.7^5)/0.3 = 2.77310, speedup = 2.77310 / 1.4 = 1.98078.
+    const auto t = model::speculative_decoding({0.7, 4}, units::milliseconds(1), units::milliseconds(10),
+                                               units::milliseconds(10));
+    CHECK(t.speedup == doctest::Approx((1 - std::pow(0.7, 5)) / 0.3 / 1.4).epsilon(1e-12));
+    CHECK(t.speedup == doctest::Approx(1.98078).epsilon(1e-5));
+    // A draft that is never accepted only costs: 1 × 10 / (4·1 + 10) = 0.714.
+    const auto z = model::speculative_decoding({0.0, 4}, units::milliseconds(1), units::milliseconds(10),
+                                               units::milliseconds(10));
+    CHECK(z.speedup == doctest::Approx(10.0 / 14.0).epsilon(1e-12));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("serving steady state") {
+  TEST_CASE("throughput = batch / iteration, requests = throughput / osl, ITL never below the decode-only step") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    for (std::int64_t b : {1, 7, 64, 256}) {
+      for (auto [isl, osl] : {std::pair<std::int64_t, std::int64_t>{1024, 256}, {8000, 100}, {20000, 2000}}) {
+        const auto ss = model::steady_state(a, plan_of(), b, isl, osl, sys, Explain::off);
+        CAPTURE(b);
+        CAPTURE(isl);
+        CAPTURE(osl);
+        CHECK(ss.batch == b);
+        // Prefill demand per iteration b·isl/osl against the 8192-token budget minus the b decodes: above it the
+        // replica admits prompts only as fast as the budget allows and the throughput scales down by that share.
+        const double demand = double(b) * double(isl) / double(osl), room = double(8192 - b);
+        CHECK(ss.prefill_bound == (demand > room));
+        if (demand <= room) CHECK(ss.output_tokens_per_s == double(b) / ss.iteration.raw());
+        else CHECK(ss.output_tokens_per_s == doctest::Approx(double(b) / ss.iteration.raw() * room / demand).epsilon(1e-12));
+        CHECK(ss.requests_per_s == doctest::Approx(ss.output_tokens_per_s / double(osl)).epsilon(1e-12));
+        CHECK(ss.input_tokens_per_s == doctest::Approx(ss.output_tokens_per_s * double(isl) / double(osl)).epsilon(1e-12));
+        CHECK(ss.iteration >= ss.itl_decode_only);
+        // The decode-only floor is the decode step at the mean context isl + osl/2.
+        CHECK(ss.itl_decode_only == model::decode_step_time(a, plan_of(), b, isl + osl / 2, sys));
+        CHECK(ss.prefill == model::prefill_time(a, plan_of(), 1, isl, sys));
+        CHECK(ss.ttft >= ss.prefill);
+        CHECK(ss.request_latency.raw() ==
+              doctest::Approx((ss.ttft + ss.iteration * double(osl - 1)).raw()).epsilon(1e-12));
+      }
+    }
+  }
+
+  TEST_CASE("pipeline parallel: pp micro-batches in flight, each token crossing every stage") {
+    const auto& a = arch("llama-3.1-70b");
+    const auto sys = h100();
+    auto p = plan_of(4);
+    p.pp = 2;
+    const auto ss = model::steady_state(a, p, 64, 2048, 256, sys, Explain::off);
+    CHECK(ss.output_tokens_per_s == double(64) / ss.iteration.raw());
+    CHECK(ss.iteration >= ss.itl_decode_only);
+    // decode_step_time with PP runs batch/pp = 32 per micro-batch.
+    const auto fc = model::forward_cost(a, p, decode(32, 2048 + 128), sys, Explain::off);
+    CHECK(model::decode_step_time(a, p, 64, 2048 + 128, sys) == fc.total);
+    CHECK(fc.pp_transfer.raw() > 0);
+    CHECK(fc.total > fc.stage);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("serving planner") {
+  namespace {
+  model::ServingPlanResult plan70(double rate, std::optional<double> itl_ms, bool disaggregated = false) {
+    const auto& a = arch("llama-3.1-70b");
+    model::Traffic tr{rate, 2048, 500};
+    model::Sla sla;
+    sla.ttft = units::seconds(1.0);
+    if (itl_ms) sla.itl = units::milliseconds(*itl_ms);
+    model::ServingPlanOptions opt;
+    opt.disaggregated = disaggregated;
+    return model::plan_serving(a, model::parameter_counts(a, Explain::off), plan_of(), tr, sla, h100(), opt,
+                               Explain::on);
+  }
+  }  // namespace
+
+  TEST_CASE("Llama 3.1 70B on H100 at 20 req/s, 2048 in / 500 out, TTFT 1 s, ITL 50 ms: feasible, cheapest layout") {
+    const auto r = plan70(20, 50);
+    REQUIRE(r.feasible);
+    REQUIRE(r.best.has_value());
+    const auto& b = *r.best;
+    CHECK(b.meets_sla);
+    CHECK(b.misses.empty());
+    CHECK(r.reasons.empty());
+    CHECK(b.gpus == b.replicas * b.tp * b.pp);
+    CHECK(b.itl.raw() <= 50e-3);
+    CHECK(b.ttft.raw() <= 1.0);
+    CHECK(b.ttft == b.state.ttft + b.queue_wait);
+    CHECK(b.batch >= 1);
+    CHECK(b.batch <= b.max_batch_memory);
+    // Enough replicas, and not one more than needed: replicas = ⌈20 / λ_r⌉.
+    CHECK(double(b.replicas) * b.replica_requests_per_s >= 20.0);
+    CHECK(double(b.replicas - 1) * b.replica_requests_per_s < 20.0);
+    CHECK(b.replica_requests_per_s == b.state.requests_per_s);
+    // 70B bf16 (139 GB) needs TP ≥ 2 on 80 GB GPUs; TP 1 is reported as not fitting.
+    CHECK(b.tp >= 2);
+    bool tp1_note = false;
+    for (const auto& n : r.notes) tp1_note = tp1_note || n.find("TP 1 PP 1: the weights and one sequence") == 0;
+    CHECK(tp1_note);
+    // The cheapest: no evaluated layout meets the SLA with fewer GPUs.
+    for (const auto& c : r.per_tp) {
+      CAPTURE(c.tp);
+      if (c.meets_sla) CHECK(c.gpus >= b.gpus);
+      CHECK(c.gpus == c.replicas * c.tp * c.pp);
+    }
+    // $/Mtok = GPUs × $2.69/h / (20 req/s × 500 tokens) × 10⁶.
+    CHECK(b.cost_per_mtok_usd == doctest::Approx(double(b.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
+    // Whole model, one token: 80 layers × 2 × 8 × 128 × 2 B = 327,680 B.
+    CHECK(r.kv_bytes_per_token.raw() == 327'680.0);
+  }
+
+  TEST_CASE("an ITL of 1 ms is infeasible: the best achievable is given with the reasons") {
+    const auto r = plan70(20, 1);
+    CHECK_FALSE(r.feasible);
+    REQUIRE(r.best.has_value());
+    CHECK_FALSE(r.best->meets_sla);
+    REQUIRE_FALSE(r.reasons.empty());
+    for (const auto& reason : r.reasons) {
+      CAPTURE(reason);
+      CHECK(reason.rfind("best achievable misses: ", 0) == 0);
+    }
+    CHECK(r.reasons.front().rfind("best achievable misses: ITL ", 0) == 0);
+    // A 70B step streams at least 139 GB / 8 GPUs / 3.35 TB/s = 5.2 ms: far above 1 ms.
+    CHECK(r.best->itl.raw() > 139e9 / 8 / 3.35e12);
+  }
+
+  TEST_CASE("more traffic never needs fewer GPUs") {
+    std::int64_t prev = 0;
+    for (double rate : {1.0, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0}) {
+      const auto r = plan70(rate, 50);
+      CAPTURE(rate);
+      REQUIRE(r.feasible);
+      CHECK(r.best->gpus >= prev);
+      prev = r.best->gpus;
+    }
+  }
+
+  TEST_CASE("disaggregated pools: prefill GPUs + decode GPUs = GPUs, whole replicas in each pool") {
+    const auto r = plan70(20, 50, true);
+    REQUIRE(r.best.has_value());
+    REQUIRE(r.disaggregated.has_value());
+    const auto& d = *r.disaggregated;
+    CHECK(d.prefill_gpus + d.decode_gpus == d.gpus);
+    CHECK(d.prefill_gpus >= d.prefill_tp);
+    CHECK(d.decode_gpus >= d.decode_tp);
+    CHECK(d.prefill_gpus % (d.prefill_tp * r.best->pp) == 0);
+    CHECK(d.decode_gpus % (d.decode_tp * r.best->pp) == 0);
+    CHECK(d.kv_transfer.raw() > 0);
+    CHECK(d.ttft > d.kv_transfer);
+    CHECK(d.decode_batch >= 1);
+    if (d.meets_sla) {
+      CHECK(d.itl.raw() <= 50e-3);
+      CHECK(d.ttft.raw() <= 1.0);
+    }
+    CHECK(d.cost_per_mtok_usd == doctest::Approx(double(d.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
+  }
+}
