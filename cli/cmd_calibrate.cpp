@@ -46,6 +46,12 @@ std::vector<Section> profile_sections(const calib::Profile& p, const hw::GpuSpec
                                        p.hbm->efficiency, u::format(gpu.memory.bandwidth), builtin.hbm,
                                        u::format(p.hbm->t0), p.hbm->fit.points, pct(p.hbm->fit.median_rel_error),
                                        pct(p.hbm->fit.max_rel_error)));
+  if (p.gemm_memory)
+    fits.rows.emplace_back("memory-bound GEMM streaming η",
+                           fmt::format("{:.3f} of {}; t₀ {}; {} points, median {} max {}", p.gemm_memory->efficiency,
+                                       u::format(gpu.memory.bandwidth), u::format(p.gemm_memory->t0),
+                                       p.gemm_memory->fit.points, pct(p.gemm_memory->fit.median_rel_error),
+                                       pct(p.gemm_memory->fit.max_rel_error)));
   if (p.launch) fits.rows.emplace_back("eager kernel launch", u::format(*p.launch));
   if (p.graph_kernel) fits.rows.emplace_back("CUDA-graph replay per kernel", u::format(*p.graph_kernel));
   for (const auto& l : p.links)

@@ -45,8 +45,28 @@ double predicted_metric(const std::string& metric, const std::string& convention
   return 0;
 }
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /// Median and max |error| and the shares within 10% and 25% over the cases that have an error.
 void summarise(ValidationSummary& sum) {
+  {
+    std::vector<double> cal, same;
+    for (const auto& c : sum.cases)
+      if (c.error_calibrated && c.error) {
+        cal.push_back(std::fabs(*c.error_calibrated));
+        same.push_back(std::fabs(*c.error));
+      }
+    sum.evaluated_calibrated = int(cal.size());
+    sum.median_abs_error_calibrated = median_of(cal);
+    sum.median_abs_error_same_cases = median_of(same);
+    sum.max_abs_error_calibrated = cal.empty() ? 0 : *std::max_element(cal.begin(), cal.end());
+    sum.max_abs_error_same_cases = same.empty() ? 0 : *std::max_element(same.begin(), same.end());
+  }
   std::vector<double> errs;
   for (const auto& c : sum.cases)
     if (c.error) errs.push_back(std::fabs(*c.error));
@@ -69,7 +89,7 @@ std::string layout_text(const wl::TrainingPlan& p) {
 }  // namespace
 
 Result<ValidationSummary> validate_training(const std::string& cases_file, const hw::HardwareDb& db,
-                                            const wl_io::ModelLibrary& lib) {
+                                            const wl_io::ModelLibrary& lib, const std::string& data_dir) {
   Diagnostics diags;
   auto text = json_io::read_text_file(cases_file, diags);
   if (!text) return Result<ValidationSummary>(std::move(diags));
@@ -146,6 +166,19 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
     }
     r.predicted = p;
     r.error = p / r.measured - 1.0;
+    if (!data_dir.empty() && resolved->pre.ok) {
+      model::TrainingSystem cal = resolved->sys;
+      Diagnostics ignore;
+      if (load_calibration(data_dir, cal, false, ignore) && cal.efficiency) {
+        const auto ec = model::estimate_training(resolved->arch, resolved->plan, cal, Explain::off);
+        bool k2 = false;
+        const double pc = predicted_metric(r.metric, r.convention, ec, resolved->plan, k2) * mfu_scale;
+        if (k2 && ec.step_time.raw() > 0) {
+          r.predicted_calibrated = pc;
+          r.error_calibrated = pc / r.measured - 1.0;
+        }
+      }
+    }
     r.status = est.feasibility.ok ? "ok" : "ok (model says it does not fit)";
     if (!est.feasibility.ok) r.note = est.feasibility.reasons.front();
     sum.cases.push_back(r);
@@ -263,7 +296,8 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
 
 Result<ValidationSummary> validate_inference(const std::string& cases_file, const hw::HardwareDb& db,
                                              const wl_io::ModelLibrary& lib,
-                                             std::vector<std::pair<std::string, ValidationSummary>>* by_source) {
+                                             std::vector<std::pair<std::string, ValidationSummary>>* by_source,
+                                             const std::string& data_dir) {
   namespace u = units;
   Diagnostics diags;
   auto text = json_io::read_text_file(cases_file, diags);
@@ -341,6 +375,8 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
       }
       return in[k].get<std::int64_t>();
     };
+    // The metric for one system and plan (the built-in defaults, then the calibration profile).
+    auto predict = [&](model::ServingPerfPlan plan, const model::ServingSystem& sys) -> std::optional<double> {
     std::optional<double> p;
     if (r.metric == "prefill_time_s") {
       p = model::prefill_time(a, plan, in_i("batch"), in_i("prompt_tokens"), sys).raw();
@@ -374,14 +410,30 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
       if (cap >= 1) p = model::steady_state(a, plan, cap, isl, osl, sys, Explain::off).output_tokens_per_s;
       else r.status = "infeasible";
       r.layout += fmt::format(" B={}", cap);
-    } else {
+    }
+    return p;
+    };
+    if (r.metric != "prefill_time_s" && r.metric != "decode_step_time_s" && r.metric != "request_latency_s" &&
+        r.metric != "offline_output_tokens_per_s") {
       diags.error(shown, ptr + "/metric", fmt::format("unknown metric '{}'", r.metric));
       continue;
     }
-    if (p) {
+    const std::string layout_before = r.layout;
+    if (auto p = predict(plan, sys)) {
       r.predicted = *p;
       r.error = r.measured != 0 ? *p / r.measured - 1.0 : 0.0;
       r.status = "ok";
+      model::ServingSystem cal = sys;
+      Diagnostics ignore;
+      if (!data_dir.empty() && load_calibration(data_dir, cal, false, ignore) && cal.efficiency) {
+        model::ServingPerfPlan cp = plan;
+        model::use_measured_overheads(cp, *cal.efficiency);
+        r.layout = layout_before;  // the offline metric appends its batch once
+        if (auto pc = predict(cp, cal)) {
+          r.predicted_calibrated = *pc;
+          r.error_calibrated = r.measured != 0 ? *pc / r.measured - 1.0 : 0.0;
+        }
+      }
     }
     sum.cases.push_back(r);
   }
@@ -406,11 +458,26 @@ std::string render_validation_markdown(const ValidationSummary& s, const std::st
   o += fmt::format("{} cases, {} evaluated: median |error| {}, max {}, {} within 10%, {} within 25%.\n\n", s.cases.size(),
                    s.evaluated, units::format(units::Ratio(s.median_abs_error)), units::format(units::Ratio(s.max_abs_error)),
                    units::format(units::Ratio(s.within_10)), units::format(units::Ratio(s.within_25)));
-  o += "| case | model | GPU | layout | metric | measured | predicted | error | status |\n| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |\n";
+  const bool cal = s.evaluated_calibrated > 0;
+  if (cal)
+    o += fmt::format("With the calibration profiles (data/calibration/), on the {} cases whose GPU has one: median "
+                     "|error| {} (built-in defaults on the same cases: {}), max {} (built-in: {}).\n\n",
+                     s.evaluated_calibrated, units::format(units::Ratio(s.median_abs_error_calibrated)),
+                     units::format(units::Ratio(s.median_abs_error_same_cases)),
+                     units::format(units::Ratio(s.max_abs_error_calibrated)),
+                     units::format(units::Ratio(s.max_abs_error_same_cases)));
+  o += cal ? "| case | model | GPU | layout | metric | measured | predicted | error | calibrated | error (cal.) | status |\n"
+             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n"
+           : "| case | model | GPU | layout | metric | measured | predicted | error | status |\n"
+             "| --- | --- | --- | --- | --- | ---: | ---: | ---: | --- |\n";
   for (const auto& c : s.cases) {
-    o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} |\n", c.id, c.model, c.gpu, c.layout, c.metric,
+    const std::string calcols =
+        cal ? fmt::format(" {} | {} |", c.predicted_calibrated ? units::format_number(*c.predicted_calibrated, 4) : "—",
+                          c.error_calibrated ? fmt::format("{:+.1f}%", *c.error_calibrated * 100.0) : "—")
+            : "";
+    o += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |{} {}{} |\n", c.id, c.model, c.gpu, c.layout, c.metric,
                      units::format_number(c.measured, 4), c.predicted ? units::format_number(*c.predicted, 4) : "—",
-                     c.error ? fmt::format("{:+.1f}%", *c.error * 100.0) : "—", c.status,
+                     c.error ? fmt::format("{:+.1f}%", *c.error * 100.0) : "—", calcols, c.status,
                      c.note.empty() || c.status == "ok" ? "" : ": " + c.note.substr(0, 120));
   }
   return o + "\n";

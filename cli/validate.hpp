@@ -16,6 +16,8 @@ struct CaseResult {
   double measured = 0;
   std::optional<double> predicted;
   std::optional<double> error;  ///< predicted / measured − 1
+  std::optional<double> predicted_calibrated;  ///< with the GPU's calibration profile, where one exists
+  std::optional<double> error_calibrated;
   std::string status;           ///< "ok", "infeasible", "not runnable"
 };
 
@@ -26,11 +28,18 @@ struct ValidationSummary {
   double max_abs_error = 0;
   double within_10 = 0;  ///< fraction with |error| ≤ 10%
   double within_25 = 0;
+  int evaluated_calibrated = 0;  ///< cases predicted with a calibration profile too
+  double median_abs_error_calibrated = 0;
+  double max_abs_error_calibrated = 0;
+  double median_abs_error_same_cases = 0;  ///< built-in defaults, over the calibrated cases only
+  double max_abs_error_same_cases = 0;
 };
 
 /// Runs every case of a training validation set (training_cases.json).
+/// With `data_dir`, a case on a GPU that has data/calibration/<gpu>/profile.json is predicted twice: with the
+/// built-in defaults and with the profile (before / after calibration).
 Result<ValidationSummary> validate_training(const std::string& cases_file, const hw::HardwareDb& db,
-                                            const wl_io::ModelLibrary& lib);
+                                            const wl_io::ModelLibrary& lib, const std::string& data_dir = "");
 
 /// Runs the textbook's worked examples (textbook_cases.json) through the model's own formulas, with the textbook's
 /// simplifying assumptions as explicit inputs; error = predicted − expected relative to the expected value, and a
@@ -42,7 +51,8 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
 /// `by_source` receives one summary per source key (same cases, split), in file order.
 Result<ValidationSummary> validate_inference(const std::string& cases_file, const hw::HardwareDb& db,
                                              const wl_io::ModelLibrary& lib,
-                                             std::vector<std::pair<std::string, ValidationSummary>>* by_source = nullptr);
+                                             std::vector<std::pair<std::string, ValidationSummary>>* by_source = nullptr,
+                                             const std::string& data_dir = "");
 
 std::string render_validation_markdown(const ValidationSummary& s, const std::string& title);
 

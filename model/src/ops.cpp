@@ -74,7 +74,8 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   const double util = sms > 0 ? std::min(1.0, (m * n * batch * splits) / (waves * sms * d.eff.tile_m * d.eff.tile_n)) : 1.0;
   c.efficiency = gemm_ceiling(d.eff, p) * util;
   const units::FlopRate compute = d.peak(p) * c.efficiency;
-  const units::Bandwidth bw = d.gpu->memory.bandwidth * d.eff.hbm;
+  const double eta_mem = d.eff.gemm_hbm > 0 ? d.eff.gemm_hbm : d.eff.hbm;
+  const units::Bandwidth bw = d.gpu->memory.bandwidth * eta_mem;
   c.time = roofline_time(c.flops, compute, c.bytes, bw, d.eff.kernel_launch, c.bound);
   if (why != nullptr) {
     using units::format;
@@ -94,7 +95,9 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
                       : std::string("SM count not in the data: no tile/wave quantisation applied"),
               Origin::derived()},
              {"BW", format(d.gpu->memory.bandwidth), "HBM bandwidth", Origin::datasheet(d.gpu->info.cite("/memory/bandwidth_TBps"))},
-             {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", (d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin))},
+             {"η_hbm", units::format_number(eta_mem, 3),
+              d.eff.gemm_hbm > 0 ? "measured bandwidth fraction of memory-bound GEMMs" : "measured streaming fraction",
+              (d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin))},
              {"t_launch", format(d.eff.kernel_launch), "per-kernel fixed cost", Origin::assumption(d.eff.origin)}},
             fmt::format("{} ({}-bound, {} achieved)", format(c.time), to_string(c.bound), format(c.achieved())),
             {fmt::format("intensity {} vs ridge {}", format(c.intensity()),

@@ -242,7 +242,13 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
 
 void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff) {
   std::vector<std::string> used;
-  if (eff.graph_kernel.raw() > 0) {
+  if (eff.calibrated && eff.kernel_launch.raw() > 0) {
+    // The fixed cost of a memory-bound GEMM timed inside a CUDA graph (replay gap + the kernel's ramp and tail).
+    plan.kernel_overhead_graph = std::max(eff.kernel_launch, eff.graph_kernel);
+    used.push_back(fmt::format("{} per kernel inside a CUDA graph (memory-bound GEMM fixed cost; empty-kernel replay "
+                               "gap {})",
+                               units::format(plan.kernel_overhead_graph), units::format(eff.graph_kernel)));
+  } else if (eff.graph_kernel.raw() > 0) {
     plan.kernel_overhead_graph = eff.graph_kernel;
     used.push_back(fmt::format("CUDA-graph replay {} per kernel", units::format(eff.graph_kernel)));
   }

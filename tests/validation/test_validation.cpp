@@ -165,3 +165,38 @@ TEST_CASE("our own serving measurements: every trusted point evaluates, median e
   CHECK(v->median_abs_error <= 0.15);
   CHECK(v->max_abs_error <= 0.25);
 }
+
+// Before / after calibration (issue "Calibration on the real target"): with the fitted H100 and H200 profiles
+// (data/calibration/), our own serving measurements are predicted to a median |error| of 5% or better — the
+// built-in defaults give 11%. The worst case stays under 17% (H200 prefill, compute-bound at the 700 W cap, where the
+// short GEMM bursts of the benches run faster than a sustained prefill).
+TEST_CASE("calibration profiles bring our own serving predictions to a median error of at most 5%") {
+  std::vector<std::pair<std::string, cli::ValidationSummary>> by;
+  auto v = cli::validate_inference(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_inference_cases.json",
+                                   data().db, data().lib, &by, GPUPLAN_TEST_DATA_DIR);
+  REQUIRE_MESSAGE(v.ok(), v.diagnostics().to_string());
+  CHECK(v->evaluated_calibrated == 75);
+  CHECK(v->median_abs_error_calibrated <= 0.05);
+  CHECK(v->median_abs_error_calibrated < v->median_abs_error_same_cases);
+  CHECK(v->max_abs_error_calibrated <= 0.17);
+}
+
+// The issue's full target on all our own measured cases (training steps and serving steps) with the calibrated
+// profiles: median ≤ 5%, none over 15%. Not met yet (training steps: the profiles do not move them; the worst serving
+// point is 16.6%): this test fails until it is.
+TEST_CASE("calibrated predictions of all our own measurements: median 5%, none over 15%" * doctest::should_fail()) {
+  auto t = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_cases.json", data().db,
+                                  data().lib, GPUPLAN_TEST_DATA_DIR);
+  auto s = cli::validate_inference(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_inference_cases.json",
+                                   data().db, data().lib, nullptr, GPUPLAN_TEST_DATA_DIR);
+  REQUIRE(t.ok());
+  REQUIRE(s.ok());
+  std::vector<double> e;
+  for (const auto* sum : {&t.value(), &s.value()})
+    for (const auto& c : sum->cases)
+      if (c.error_calibrated) e.push_back(std::fabs(*c.error_calibrated));
+  REQUIRE(e.size() == 103);
+  std::sort(e.begin(), e.end());
+  CHECK(e[e.size() / 2] <= 0.05);
+  CHECK(e.back() <= 0.15);
+}

@@ -15,6 +15,7 @@ struct EfficiencyProfile {
   double gemm_bf16 = 0.0;      ///< max achievable matmul / dense peak, bf16 (MAMF)
   double gemm_fp8 = 0.0;       ///< same for fp8 (0 = unknown: falls back to gemm_bf16)
   double hbm = 0.0;            ///< achieved streaming bandwidth / datasheet bandwidth (BabelStream copy/triad)
+  double gemm_hbm = 0.0;       ///< bandwidth of memory-bound GEMMs (decode: weights streamed once) / datasheet; 0 = hbm
   double attention_fwd = 0.0;  ///< flash-attention forward TFLOP/s / dense peak
   double attention_bwd = 0.0;  ///< flash-attention backward TFLOP/s / dense peak
   double attention_fwd_fa2 = 0.0;  ///< FlashAttention-2 forward (older stacks on Hopper; = attention_fwd on Ampere)

@@ -4,6 +4,8 @@
 //  - GEMM, per precision: t = t₀ + 2mnk / (P · η · u(shape)), u the model's own tile/wave utilisation (ops.hpp), fitted
 //    on compute-bound shapes (intensity ≥ 2 × ridge) by least squares on relative error → ceiling η, fixed cost t₀;
 //  - HBM: t = t₀ + bytes moved / (BW · η_hbm) over buffers ≫ L2 → η_hbm;
+//  - memory-bound GEMMs (decode shapes, intensity < ridge / 4): t = t₀ + bytes / (BW · η_gemm) → the bandwidth at
+//    which GEMM kernels stream weights, and their fixed cost (a kernel's ramp-up and tail);
 //  - kernel launch and CUDA-graph replay per kernel, as measured;
 //  - NVLink collectives: t = a + S · busfactor / B_bus per collective and rank count → bus efficiency η = B_bus /
 //    (per-GPU link bandwidth) and per-step latency α = (a − t_call) / steps.
@@ -98,6 +100,7 @@ struct Profile {
   std::vector<std::string> samples;  ///< the sample files it was fitted from
   std::vector<GemmFit> gemm;
   std::optional<StreamFit> hbm;
+  std::optional<StreamFit> gemm_memory;  ///< memory-bound bf16/fp16 GEMMs: weight-streaming η and the fixed cost t₀
   std::optional<units::Seconds> launch;
   std::optional<units::Seconds> graph_kernel;
   std::vector<LinkFit> links;
