@@ -263,6 +263,10 @@ std::string describe(const LinkTier& tier) {
 void apply_calibration(CommGroup& g, const LinkCalibration& c) {
   if (g.scale_up_size <= 1) return;
   g.scale_up.latency = c.step_latency;
+  if (c.call_latency.raw() > 0) {
+    g.call_latency = c.call_latency;
+    g.call_latency_origin = "calibration: " + c.origin;
+  }
   if (c.bus_efficiency > 0) g.scale_up.bus_efficiency = c.bus_efficiency;
   g.scale_up.origin = "calibration: " + c.origin;
 }

@@ -349,25 +349,40 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
                                    : op == "all_to_all"     ? model::Collective::all_to_all
                                                             : model::Collective::send_recv;
     const double factor = model::bus_factor(kind, ranks);
-    std::vector<double> xs, ys;
-    for (const auto* c : pts) {
-      xs.push_back(c->bytes * factor);
-      ys.push_back(c->median_s);
-    }
-    const auto [a, slope] = fit_line(xs, ys);
+    // α–β with NCCL's protocol ramp left out: the latency a is what the smallest messages (≤ 64 KiB) take, the bus
+    // bandwidth what the largest (the top three sizes) reach once a is paid. The quality over every size says how
+    // far the two-parameter line is from the protocol switches in between.
+    std::vector<const CollectiveSample*> sorted(pts.begin(), pts.end());
+    std::sort(sorted.begin(), sorted.end(), [](auto* x, auto* y) { return x->bytes < y->bytes; });
+    std::vector<double> small;
+    for (const auto* c : sorted)
+      if (c->bytes <= 65536.0) small.push_back(c->median_s);
+    if (small.empty()) small.push_back(sorted.front()->median_s);
+    std::sort(small.begin(), small.end());
+    const double a = small[small.size() / 2];
+    std::vector<double> big;
+    for (std::size_t i = sorted.size() >= 3 ? sorted.size() - 3 : 0; i < sorted.size(); ++i)
+      if (sorted[i]->median_s > a) big.push_back(sorted[i]->bytes * factor / (sorted[i]->median_s - a));
+    if (big.empty()) continue;
+    std::sort(big.begin(), big.end());
+    const double bus = big[big.size() / 2];
     LinkFit f;
     f.op = op;
     f.ranks = ranks;
     f.intercept = Seconds(a);
-    f.bus_bandwidth = units::Bandwidth(slope > 0 ? 1.0 / slope : 0.0);
-    std::vector<double> pred;
-    for (double x : xs) pred.push_back(a + x * slope);
+    f.bus_bandwidth = units::Bandwidth(bus);
+    std::vector<double> pred, ys;
+    for (const auto* c : sorted) {
+      pred.push_back(a + c->bytes * factor / bus);
+      ys.push_back(c->median_s);
+    }
     f.fit = quality(pred, ys);
     if (node != nullptr && node->scale_up.domain_gpus >= ranks) {
       const model::CommGroup g = model::resolve_group(ranks, 1, *node, db);
       if (g.scale_up.uni_per_gpu.raw() > 0) f.bus_efficiency = f.bus_bandwidth.raw() / g.scale_up.uni_per_gpu.raw();
       const double steps = kind == model::Collective::all_reduce ? 2.0 * (ranks - 1) : double(ranks - 1);
       f.step_latency = Seconds(std::max(0.0, (a - g.call_latency.raw()) / std::max(1.0, steps)));
+      f.call_latency = Seconds(std::min(a, g.call_latency.raw()));
     }
     p.links.push_back(f);
   }
@@ -425,6 +440,7 @@ std::string profile_json(const Profile& p) {
                           {"bus_bandwidth_GBps", round_sig(units::to_GBps(l.bus_bandwidth), 4)},
                           {"bus_efficiency", round_sig(l.bus_efficiency, 4)},
                           {"step_latency_s", round_sig(l.step_latency.raw(), 4)},
+                          {"call_latency_s", round_sig(l.call_latency.raw(), 4)},
                           {"fit", quality_json(l.fit)}});
   o["notes"] = p.notes;
   return o.dump(2) + "\n";
@@ -469,6 +485,7 @@ const json_io::FieldTable kLinkFit{
     field("bus_bandwidth_GBps", FT::number, kReq, "GB/s", 0, 1e5, "asymptotic bus bandwidth"),
     field("bus_efficiency", FT::number, kReq, "", 0, 1.5, "bus bandwidth / per-GPU link bandwidth"),
     field("step_latency_s", FT::number, kReq, "s", 0, 1, "per-step α"),
+    field("call_latency_s", FT::number, kOpt, "s", 0, 1, "base latency per call (≤ the model's NCCL constant)"),
     field("fit", FT::object, kReq, "", 0, 0, "fit quality", {}, &kQuality)};
 const json_io::FieldTable kProfile{
     field("schema", FT::integer, kReq, "", 1, 1, "format version"),
@@ -555,6 +572,7 @@ Result<Profile> read_profile(const std::string& path) {
     l.bus_bandwidth = units::gb_per_s(e.num("bus_bandwidth_GBps").value_or(0));
     l.bus_efficiency = e.num("bus_efficiency").value_or(0);
     l.step_latency = Seconds(e.num("step_latency_s").value_or(0));
+    l.call_latency = Seconds(e.num("call_latency_s").value_or(0));
     l.fit = read_quality(e, "fit");
     p.links.push_back(l);
   });
@@ -602,6 +620,7 @@ std::optional<model::LinkCalibration> scale_up_calibration(const Profile& p) {
   if (best == nullptr) return std::nullopt;
   model::LinkCalibration c;
   c.step_latency = best->step_latency;
+  c.call_latency = best->call_latency;
   c.bus_efficiency = best->bus_efficiency;
   c.origin = fmt::format("{} (NCCL all-reduce on {} GPUs: bus {} = η {:.3f}, α {})",
                          p.file.empty() ? p.gpu_id : p.file, best->ranks, units::format(best->bus_bandwidth),

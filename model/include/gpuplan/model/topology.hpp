@@ -45,6 +45,7 @@ CommGroup resolve_group(int size, int stride, const hw::NodeSpec& node, const hw
 /// A measured scale-up tier (calibration profile): NCCL's per-step latency and bus efficiency on this GPU's NVLink.
 struct LinkCalibration {
   units::Seconds step_latency{};
+  units::Seconds call_latency{};  ///< measured base latency per call (0 = keep the model's)
   double bus_efficiency = 0.0;
   std::string origin;  ///< the profile file and the fit it came from
 };

@@ -7,8 +7,9 @@
 //  - memory-bound GEMMs (decode shapes, intensity < ridge / 4): t = t₀ + bytes / (BW · η_gemm) → the bandwidth at
 //    which GEMM kernels stream weights, and their fixed cost (a kernel's ramp-up and tail);
 //  - kernel launch and CUDA-graph replay per kernel, as measured;
-//  - NVLink collectives: t = a + S · busfactor / B_bus per collective and rank count → bus efficiency η = B_bus /
-//    (per-GPU link bandwidth) and per-step latency α = (a − t_call) / steps.
+//  - NVLink collectives, per collective and rank count: a = the latency of the smallest messages, B_bus = the bus
+//    bandwidth of the largest, t = a + S · busfactor / B_bus → bus efficiency η = B_bus / (per-GPU link bandwidth)
+//    and per-step latency α = (a − t_call) / steps.
 // Nothing here is fitted to an end-to-end result: the reference cases check the model, they do not tune it.
 #include <optional>
 #include <string>
@@ -90,6 +91,7 @@ struct LinkFit {
   units::Bandwidth bus_bandwidth{};  ///< B_bus: asymptotic bus bandwidth
   double bus_efficiency = 0;         ///< B_bus / per-GPU link bandwidth (per direction)
   units::Seconds step_latency{};     ///< α = (a − t_call) / steps, ≥ 0
+  units::Seconds call_latency{};     ///< t_call: the model's NCCL base latency, or a when a is smaller
   FitQuality fit;
 };
 struct Profile {
