@@ -376,42 +376,42 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
       return in[k].get<std::int64_t>();
     };
     // The metric for one system and plan (the built-in defaults, then the calibration profile).
-    auto predict = [&](model::ServingPerfPlan plan, const model::ServingSystem& sys) -> std::optional<double> {
-    std::optional<double> p;
-    if (r.metric == "prefill_time_s") {
-      p = model::prefill_time(a, plan, in_i("batch"), in_i("prompt_tokens"), sys).raw();
-    } else if (r.metric == "decode_step_time_s") {
-      p = model::decode_step_time(a, plan, in_i("batch"), in_i("context_tokens"), sys).raw();
-    } else if (r.metric == "request_latency_s") {
-      // A static batch: one prefill (emits the first token), then output − 1 decode steps over a growing context.
-      const std::int64_t b = in_i("batch"), s = in_i("prompt_tokens"), o = in_i("output_tokens");
-      p = (model::prefill_time(a, plan, b, s, sys) +
-           model::decode_step_time(a, plan, b, s + o / 2, sys) * double(std::max<std::int64_t>(0, o - 1)))
-              .raw();
-    } else if (r.metric == "offline_output_tokens_per_s") {
-      // Offline max throughput: continuous batching at the largest batch the KV cache holds (each request reserves
-      // its whole isl + osl, TensorRT-LLM's default GUARANTEED_NO_EVICT), capped by the engine's max batch.
-      const std::int64_t isl = in_i("input_tokens"), osl = in_i("output_tokens");
-      model::ServingMemoryPlan mp;
-      mp.tp = tp;
-      mp.pp = pp;
-      mp.context = isl + osl;
-      mp.kv = plan.kv;
-      mp.weights = plan.weights;
-      mp.engine = model::MemoryEngine::sglang;
-      mp.memory_fraction = in.contains("kv_memory_fraction") && in["kv_memory_fraction"].is_number()
-                               ? in["kv_memory_fraction"].get<double>()
-                               : 0.9;
-      const auto mem = model::serving_memory(a, model::parameter_counts(a, Explain::off), *gpu, mp, Explain::off);
-      std::int64_t cap = mem.max_concurrency;
-      if (in.contains("max_batch") && in["max_batch"].is_number()) cap = std::min(cap, in["max_batch"].get<std::int64_t>());
-      plan.max_batched_tokens = 8192;
-      plan.max_batch = cap;
-      if (cap >= 1) p = model::steady_state(a, plan, cap, isl, osl, sys, Explain::off).output_tokens_per_s;
-      else r.status = "infeasible";
-      r.layout += fmt::format(" B={}", cap);
-    }
-    return p;
+    auto predict = [&](model::ServingPerfPlan pl, const model::ServingSystem& sy) -> std::optional<double> {
+      std::optional<double> p;
+      if (r.metric == "prefill_time_s") {
+        p = model::prefill_time(a, pl, in_i("batch"), in_i("prompt_tokens"), sy).raw();
+      } else if (r.metric == "decode_step_time_s") {
+        p = model::decode_step_time(a, pl, in_i("batch"), in_i("context_tokens"), sy).raw();
+      } else if (r.metric == "request_latency_s") {
+        // A static batch: one prefill (emits the first token), then output − 1 decode steps over a growing context.
+        const std::int64_t b = in_i("batch"), s = in_i("prompt_tokens"), o = in_i("output_tokens");
+        p = (model::prefill_time(a, pl, b, s, sy) +
+             model::decode_step_time(a, pl, b, s + o / 2, sy) * double(std::max<std::int64_t>(0, o - 1)))
+                .raw();
+      } else if (r.metric == "offline_output_tokens_per_s") {
+        // Offline max throughput: continuous batching at the largest batch the KV cache holds (each request reserves
+        // its whole isl + osl, TensorRT-LLM's default GUARANTEED_NO_EVICT), capped by the engine's max batch.
+        const std::int64_t isl = in_i("input_tokens"), osl = in_i("output_tokens");
+        model::ServingMemoryPlan mp;
+        mp.tp = tp;
+        mp.pp = pp;
+        mp.context = isl + osl;
+        mp.kv = pl.kv;
+        mp.weights = pl.weights;
+        mp.engine = model::MemoryEngine::sglang;
+        mp.memory_fraction = in.contains("kv_memory_fraction") && in["kv_memory_fraction"].is_number()
+                                 ? in["kv_memory_fraction"].get<double>()
+                                 : 0.9;
+        const auto mem = model::serving_memory(a, model::parameter_counts(a, Explain::off), *gpu, mp, Explain::off);
+        std::int64_t cap = mem.max_concurrency;
+        if (in.contains("max_batch") && in["max_batch"].is_number()) cap = std::min(cap, in["max_batch"].get<std::int64_t>());
+        pl.max_batched_tokens = 8192;
+        pl.max_batch = cap;
+        if (cap >= 1) p = model::steady_state(a, pl, cap, isl, osl, sy, Explain::off).output_tokens_per_s;
+        else r.status = "infeasible";
+        r.layout += fmt::format(" B={}", cap);
+      }
+      return p;
     };
     if (r.metric != "prefill_time_s" && r.metric != "decode_step_time_s" && r.metric != "request_latency_s" &&
         r.metric != "offline_output_tokens_per_s") {
@@ -426,10 +426,10 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
       model::ServingSystem cal = sys;
       Diagnostics ignore;
       if (!data_dir.empty() && load_calibration(data_dir, cal, false, ignore) && cal.efficiency) {
-        model::ServingPerfPlan cp = plan;
-        model::use_measured_overheads(cp, *cal.efficiency);
+        model::ServingPerfPlan calibrated_plan = plan;
+        model::use_measured_overheads(calibrated_plan, *cal.efficiency);
         r.layout = layout_before;  // the offline metric appends its batch once
-        if (auto pc = predict(cp, cal)) {
+        if (auto pc = predict(calibrated_plan, cal)) {
           r.predicted_calibrated = *pc;
           r.error_calibrated = r.measured != 0 ? *pc / r.measured - 1.0 : 0.0;
         }
