@@ -87,14 +87,24 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   if (sys.efficiency) model::use_measured_overheads(perf, *sys.efficiency);
   const auto wd = model::parse_store_dtype(f.weight_dtype);
   const bool gpu_fp8 = gpu.peak(hw::Precision::fp8).has_value();
+  const bool gpu_fp4 = gpu.peak(hw::Precision::fp4).has_value();
   if (s.compute) {
-    perf.compute = *s.compute == "fp8" ? hw::Precision::fp8 : *s.compute == "fp16" ? hw::Precision::fp16 : hw::Precision::bf16;
+    perf.compute = *s.compute == "fp8"    ? hw::Precision::fp8
+                   : *s.compute == "fp4"  ? hw::Precision::fp4
+                   : *s.compute == "fp16" ? hw::Precision::fp16
+                                          : hw::Precision::bf16;
     if (perf.compute == hw::Precision::fp8 && !gpu_fp8)
       diags.error("", "--compute", fmt::format("{} has no fp8 tensor cores", gpu.info.id));
+    if (perf.compute == hw::Precision::fp4 && !gpu_fp4)
+      diags.error("", "--compute", fmt::format("{} has no fp4 tensor cores", gpu.info.id));
     if (perf.compute == hw::Precision::fp8 && wd && *wd != model::StoreDtype::fp8)
       diags.error("", "--compute", fmt::format("fp8 GEMMs need fp8 weights (--weight-dtype fp8), not {}", f.weight_dtype));
+    if (perf.compute == hw::Precision::fp4 && wd && *wd != model::StoreDtype::fp4)
+      diags.error("", "--compute", fmt::format("fp4 GEMMs need fp4 weights (--weight-dtype fp4), not {}", f.weight_dtype));
   } else {
-    perf.compute = (wd && *wd == model::StoreDtype::fp8 && gpu_fp8) ? hw::Precision::fp8 : hw::Precision::bf16;
+    perf.compute = (wd && *wd == model::StoreDtype::fp8 && gpu_fp8)   ? hw::Precision::fp8
+                   : (wd && *wd == model::StoreDtype::fp4 && gpu_fp4) ? hw::Precision::fp4
+                                                                      : hw::Precision::bf16;
   }
   if (s.ep) {
     if (!arch.moe) diags.error("", "--ep", "EP needs a mixture-of-experts model");
@@ -480,8 +490,9 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--ttft-ms", s->ttft_ms, "SLA: time to first token at the percentile");
   c->add_option("--itl-ms", s->itl_ms, "SLA: inter-token latency (mean iteration)");
   c->add_option("--percentile", s->percentile, "SLA percentile for TTFT")->capture_default_str();
-  c->add_option("--compute", s->compute, "GEMM precision (default: fp8 with fp8 weights on GPUs with fp8, else bf16)")
-      ->check(CLI::IsMember({"bf16", "fp16", "fp8"}));
+  c->add_option("--compute", s->compute,
+                "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
   c->add_option("--ep", s->ep, "MoE expert parallel inside the TP group")->check(CLI::Range(1, 1024));
   c->add_option("--price", s->price, "$ per GPU-hour (default: the GPU file's indicative price)");
   c->add_option("--step-overhead-ms", s->step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");

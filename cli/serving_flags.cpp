@@ -173,7 +173,7 @@ void add_serving_memory_options(CLI::App& c, ServingFlags& f, bool for_serve) {
       ->check(CLI::IsMember({"none", "per-tensor", "per-head", "per-token-head"}));
   c.add_option("--kv-scale-bytes", f.kv_scale_bytes, "bytes per per-token-head scale group (default 4: fp16 scale + zero)");
   c.add_option("--weight-dtype", f.weight_dtype, "weight element type")
-      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "int8", "int4"}))
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"}))
       ->capture_default_str();
   c.add_option("--weight-group-size", f.weight_group_size, "weights per scale group (int4 default 128; 0 = per channel)");
   if (!for_serve) {

@@ -407,6 +407,8 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
         if (in.contains("max_batch") && in["max_batch"].is_number()) cap = std::min(cap, in["max_batch"].get<std::int64_t>());
         pl.max_batched_tokens = 8192;
         pl.max_batch = cap;
+        // The engine fills its batch up to what the KV cache holds (in-flight batching never holds sequences back
+        // to run faster); an 8192-token budget per iteration.
         if (cap >= 1) p = model::steady_state(a, pl, cap, isl, osl, sy, Explain::off).output_tokens_per_s;
         else r.status = "infeasible";
         r.layout += fmt::format(" B={}", cap);

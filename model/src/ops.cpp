@@ -45,6 +45,10 @@ Device make_device(const hw::GpuSpec& gpu) { return Device{&gpu, default_efficie
 
 namespace {
 double element_bytes(hw::Precision p) { return hw::bytes_per_element(p); }
+/// Attention runs its matmuls in 16-bit when the GEMMs are fp8/fp4 (FlashAttention's bf16 path).
+hw::Precision attention_precision(hw::Precision p) {
+  return p == hw::Precision::fp8 || p == hw::Precision::fp4 ? hw::Precision::bf16 : p;
+}
 
 units::Seconds roofline_time(units::Flops f, units::FlopRate compute, units::Bytes b, units::Bandwidth bw,
                              units::Seconds launch, Bound& bound) {
@@ -113,7 +117,7 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
   std::vector<OpCost> out;
   const double bh = double(batch_heads), sq = double(s_q), skv = double(s_kv);
   const double causal_f = causal ? 0.5 : 1.0;
-  const double e = element_bytes(p == hw::Precision::fp8 ? hw::Precision::bf16 : p);
+  const double e = element_bytes(attention_precision(p));
   if (flash) {
     OpCost c;
     c.name = name + (backward ? " (flash bwd)" : " (flash fwd)");
@@ -129,14 +133,14 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     const double d0 = 25.0, dh = double(std::max(d_qk, d_v));
     const double head_factor = (dh / (dh + d0)) / (128.0 / (128.0 + d0));
     c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor);
-    const units::FlopRate peak = d.peak(p == hw::Precision::fp8 ? hw::Precision::bf16 : p);
+    const units::FlopRate peak = d.peak(attention_precision(p));
     c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.gpu->memory.bandwidth * d.eff.hbm,
                            d.eff.kernel_launch, c.bound);
     out.push_back(c);
     return out;
   }
   // Unfused: S = Q·Kᵀ, P = softmax(S), O = P·V; backward: dP, dS, dQ, dK, dV (two GEMMs per product).
-  const hw::Precision gp = p == hw::Precision::fp8 ? hw::Precision::bf16 : p;
+  const hw::Precision gp = attention_precision(p);
   const double mult = backward ? 2.0 : 1.0;
   OpCost qk = gemm_cost(name + " QKᵀ", {s_q, s_kv, d_qk, batch_heads}, gp, d);
   OpCost pv = gemm_cost(name + " P·V", {s_q, d_v, s_kv, batch_heads}, gp, d);
@@ -163,7 +167,7 @@ OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t 
   OpCost c;
   c.name = name;
   c.cls = OpClass::attention;
-  const hw::Precision ap = p == hw::Precision::fp8 ? hw::Precision::bf16 : p;
+  const hw::Precision ap = attention_precision(p);
   const double q = seqs * double(q_per_seq) * double(heads);
   c.flops = units::flop(2.0 * q * double(context) * double(d_qk + d_v));
   c.bytes = kv_bytes_per_token * (seqs * double(context)) + units::bytes(q * double(d_qk + d_v) * element_bytes(ap));

@@ -264,6 +264,13 @@ WeightQuant default_weight_quant(StoreDtype d) {
       w.group_bytes = 2.5;
       w.origin = "GPTQ/AWQ layout: group 128, fp16 scale + 4-bit packed zero point per group";
       break;
+    case StoreDtype::fp4:
+      w.group_size = 16;
+      w.group_bytes = 1.0;
+      w.origin = "NVFP4: E2M1 values in blocks of 16 with one FP8 (E4M3) scale per block, plus one fp32 scale per "
+                 "tensor (NVIDIA, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference', 2025): "
+                 "0.5 + 1/16 = 0.5625 B per weight";
+      break;
   }
   return w;
 }

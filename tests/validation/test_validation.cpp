@@ -109,16 +109,27 @@ const cli::ValidationSummary& source(const std::string& key) {
 
 // Published inference measurements from current engines: TensorRT-LLM's offline max-throughput table on H100 (FP8
 // Llama 3.1 8B, 3.3 70B, 3.1 405B at ten ISL/OSL pairs; KV in FP8, see the case notes) and Azure's static-batch
-// TensorRT-LLM latencies on A100 (fp16). The bar: median |error| ≤ 15%, none over 35%.
+// TensorRT-LLM latencies on A100 (fp16). The bar: median |error| ≤ 15%, none over 35%. The B200 NVFP4 rows
+// are run too but not in this bar: every B200 efficiency is an assumption (Hopper's, no B200 measured) and the
+// model is 28-60% optimistic there (next test).
+TEST_CASE("published B200 NVFP4 throughput meets the bar (median 15%, max 35%)" * doctest::should_fail()) {
+  std::vector<double> errs;
+  for (const auto& c : source("trtllm-perf-overview").cases)
+    if (c.error && c.gpu == "b200-hgx") errs.push_back(std::fabs(*c.error));
+  REQUIRE(errs.size() == 20);
+  std::sort(errs.begin(), errs.end());
+  CHECK(errs[errs.size() / 2] <= 0.15);
+  CHECK(errs.back() <= 0.35);
+}
 TEST_CASE("published inference from current engines: median error at most 15% and none over 35%") {
   const auto& trt = source("trtllm-perf-overview");
   const auto& az = source("azure-nd-a100-v4");
-  CHECK(trt.evaluated == 30);
+  CHECK(trt.evaluated == 50);
   CHECK(az.evaluated == 5);
   std::vector<double> errs;
   for (const auto* s : {&trt, &az})
     for (const auto& c : s->cases)
-      if (c.error) {
+      if (c.error && c.gpu != "b200-hgx") {
         CAPTURE(c.id);
         CHECK(std::fabs(*c.error) <= 0.35);
         errs.push_back(std::fabs(*c.error));
@@ -141,7 +152,7 @@ TEST_CASE("Splitwise profiles meet the issue's bar (median 15%, max 35%)" * doct
 // stays at today's level or better.
 TEST_CASE("published inference cases do not regress: every runnable case evaluates, median error at most 40%") {
   const auto& all = inference().all;
-  CHECK(all.evaluated == 392);
+  CHECK(all.evaluated == 412);
   CHECK(all.median_abs_error <= 0.40);
   for (const auto& c : all.cases) {
     if (c.status == "not runnable") continue;

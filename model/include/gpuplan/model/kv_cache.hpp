@@ -51,9 +51,9 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& arch, std::int64_t tokens, 
 // Storage element types of the KV cache and of quantized weights.
 // ---------------------------------------------------------------------------------------------------------------
 
-enum class StoreDtype { fp32, bf16, fp16, fp8, int8, int4 };
+enum class StoreDtype { fp32, bf16, fp16, fp8, int8, int4, fp4 };
 std::string_view to_string(StoreDtype d);
-/// "fp32", "bf16", "fp16", "fp8", "int8", "int4"; nullopt for anything else.
+/// "fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4" (NVFP4); nullopt for anything else.
 std::optional<StoreDtype> parse_store_dtype(std::string_view s);
 /// Bytes of one stored element, scales excluded (int4 = 0.5).
 double element_bytes(StoreDtype d);
