@@ -1,5 +1,14 @@
 // `gpuplan calibrate`: fit raw benchmark samples into a profile (data/calibration/<gpu-id>/profile.json) that the
 // training and serving models use for that GPU; show a profile against the built-in defaults.
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <memory>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -141,6 +150,162 @@ int run_show(const GlobalOptions& g, const std::string& id) {
   return kExitOk;
 }
 
+struct RunFlags {
+  std::optional<std::string> out_dir;
+  std::optional<std::string> bench;
+  std::optional<std::string> gpus;
+  bool no_collectives = false;
+  bool quick = false;
+  bool no_fit = false;
+};
+
+/// Runs a command and returns its standard output (empty on failure).
+std::string capture(const std::string& cmd) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) return out;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), int(buf.size()), pipe.get()) != nullptr) out += buf.data();
+  return out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// The benches: --bench, else next to this executable (installed), else the build tree's calibrate/bench/.
+std::optional<std::string> find_bench(const std::optional<std::string>& flag) {
+  namespace fs = std::filesystem;
+  if (flag) return *flag;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return std::nullopt;
+  for (const fs::path& p : {exe.parent_path() / "gpuplan-bench", exe.parent_path().parent_path() / "calibrate" / "bench" /
+                                                                  "gpuplan-bench"})
+    if (fs::exists(p, ec)) return p.string();
+  return std::nullopt;
+}
+
+int run_run(const GlobalOptions& g, const RunFlags& f) {
+  namespace fs = std::filesystem;
+  Diagnostics diags;
+  auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return report(diags);
+  auto db = hw_io::load_hardware_db(*dir);
+  if (!db.ok()) return report(db.diagnostics());
+  const auto bench = find_bench(f.bench);
+  std::error_code ec;
+  if (f.bench && !fs::exists(*f.bench, ec)) {
+    diags.error("", "--bench", fmt::format("'{}' does not exist", *f.bench));
+    return report(diags);
+  }
+  if (!bench) {
+    diags.error("", "--bench",
+                "gpuplan-bench not found next to gpuplan or in the build tree: build with a CUDA compiler "
+                "(GPUPLAN_BUILD_BENCHES, on when nvcc is found), give --bench PATH, or run "
+                "scripts/calibrate/run_all.sh, which builds it");
+    return report(diags);
+  }
+  // GPUs: --gpus, else every GPU nvidia-smi lists.
+  std::vector<int> gpus;
+  if (f.gpus) {
+    std::string cur;
+    for (char c : *f.gpus + ",") {
+      if (c == ',') {
+        if (cur.empty() || cur.find_first_not_of("0123456789") != std::string::npos) {
+          diags.error("", "--gpus", fmt::format("'{}' is not a comma-separated list of GPU indices", *f.gpus));
+          return report(diags);
+        }
+        gpus.push_back(std::stoi(cur));
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+  } else {
+    const std::string list = capture("nvidia-smi -L 2>/dev/null");
+    for (std::size_t pos = 0; (pos = list.find("GPU ", pos)) != std::string::npos; pos += 4)
+      if (pos == 0 || list[pos - 1] == '\n') gpus.push_back(int(gpus.size()));
+    if (gpus.empty()) {
+      diags.error("", "", "no NVIDIA GPU is visible (nvidia-smi -L lists none): calibration runs on the GPU it measures");
+      return report(diags);
+    }
+  }
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::array<char, 32> stamp{};
+  std::strftime(stamp.data(), stamp.size(), "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  const fs::path out_dir = f.out_dir.value_or(fs::temp_directory_path() / ("gpuplan-calibration-" + std::string(stamp.data())));
+  fs::create_directories(out_dir, ec);
+  if (ec) {
+    diags.error(out_dir.string(), "--out-dir", "cannot create: " + ec.message());
+    return report(diags);
+  }
+  std::vector<std::string> files;
+  int rc = 0;
+  for (int i : gpus) {
+    const std::string file = (out_dir / fmt::format("samples-gpu{}-{}.json", i, stamp.data())).string();
+    const std::string cmd = fmt::format("{} suite --device {} --out {}{}", shell_quote(*bench), i, shell_quote(file),
+                                        f.quick ? " --quick" : "");
+    std::fprintf(stderr, "calibrate: GPU %d: %s\n", i, cmd.c_str());
+    const int r = std::system(cmd.c_str());
+    if (r != 0) rc = r;
+    if (fs::exists(file, ec)) files.push_back(file);
+  }
+  if (!f.no_collectives && gpus.size() > 1) {
+    const std::string file = (out_dir / fmt::format("samples-collectives-{}gpu-{}.json", gpus.size(), stamp.data())).string();
+    const std::string cmd = fmt::format("NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
+                                        "{} collectives --nranks {} --out {}",
+                                        shell_quote(*bench), gpus.size(), shell_quote(file));
+    std::fprintf(stderr, "calibrate: collectives: %s\n", cmd.c_str());
+    const int r = std::system(cmd.c_str());
+    if (r != 0) rc = r;
+    if (fs::exists(file, ec)) files.push_back(file);
+  }
+  if (files.empty()) {
+    diags.error(out_dir.string(), "", fmt::format("the benches wrote no samples (exit status {})", rc));
+    return report(diags);
+  }
+  if (rc != 0)
+    diags.warning(out_dir.string(), "", fmt::format("a bench exited with status {}; fitting what it wrote", rc));
+  if (f.no_fit) {
+    diags.note(out_dir.string(), "", fmt::format("{} samples files written; fit them with gpuplan calibrate fit", files.size()));
+    return report(diags);
+  }
+  // Fit one profile per GPU model among the samples (collectives go with the GPU they ran on).
+  std::map<std::string, std::vector<calib::Samples>> by_gpu;
+  for (const auto& file : files) {
+    auto s = calib::read_samples(file);
+    if (!s.ok()) {
+      for (const auto& d : s.diagnostics().items()) diags.add(d);
+      continue;
+    }
+    const hw::GpuSpec* gpu = db->find_gpu(s->gpu_name);
+    if (gpu == nullptr) {
+      diags.error(file, "/device/name",
+                  fmt::format("'{}' is not in the hardware database: add it under data/hardware/gpus, then run "
+                              "gpuplan calibrate fit {} --gpu ID",
+                              s->gpu_name, out_dir.string() + "/samples-*.json"));
+      continue;
+    }
+    by_gpu[gpu->info.id].push_back(s.value());
+  }
+  if (diags.has_errors()) return report(diags);
+  const Format fmt_ = parse_format(g.format);
+  for (const auto& [id, samples] : by_gpu) {
+    const hw::GpuSpec* gpu = db->find_gpu(id);
+    auto p = calib::fit_profile(samples, *gpu, *db);
+    for (const auto& d : p.diagnostics().items()) diags.add(d);
+    if (!p.ok()) return report(diags);
+    const std::string path = *dir + "/calibration/" + id + "/profile.json";
+    if (!calib::write_file_atomically(path, calib::profile_json(*p), diags)) return report(diags);
+    diags.note(path, "", "profile written (the samples stay in " + out_dir.string() + ")");
+    out(render_sections(profile_sections(*p, *gpu), fmt_));
+  }
+  return report(diags);
+}
+
 }  // namespace
 
 void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc) {
@@ -154,6 +319,16 @@ void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc) {
   fit->add_flag("--dry-run", f->dry_run, "fit and print, write nothing");
   add_format_option(*fit, g);
   fit->callback([&g, f, &rc] { rc = run_fit(g, *f); });
+  auto rf = std::make_shared<RunFlags>();
+  auto* run = c->add_subcommand("run", "run the CUDA benches on this machine's GPUs, then fit and write the profile");
+  run->add_option("--out-dir", rf->out_dir, "where the samples go (default: a new folder under the temp directory)");
+  run->add_option("--bench", rf->bench, "gpuplan-bench executable (default: next to gpuplan, or the build tree's)");
+  run->add_option("--gpus", rf->gpus, "GPU indices, e.g. 0,1 (default: every GPU nvidia-smi lists)");
+  run->add_flag("--no-collectives", rf->no_collectives, "skip the NCCL collectives (run on 2+ GPUs by default)");
+  run->add_flag("--quick", rf->quick, "short sweeps (a smoke test, not a calibration)");
+  run->add_flag("--no-fit", rf->no_fit, "only write the samples");
+  add_format_option(*run, g);
+  run->callback([&g, rf, &rc] { rc = run_run(g, *rf); });
   auto id = std::make_shared<std::string>();
   auto* show = c->add_subcommand("show", "a GPU's calibration profile against the built-in defaults");
   show->add_option("gpu", *id, "GPU id or alias")->required();

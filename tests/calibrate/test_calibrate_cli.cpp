@@ -1,0 +1,70 @@
+// `gpuplan calibrate` end to end on the recorded samples (no GPU needed) and its diagnostics.
+#include <doctest/doctest.h>
+
+#include "../cli/cli_runner.hpp"
+
+using namespace gpuplan::cli_test;
+
+TEST_CASE("calibrate fit on the recorded H100 samples reproduces the shipped profile byte for byte") {
+  const std::string samples = kData + "/calibration/h100-sxm5-80gb/samples-2026-11-22.json";
+  const Run r = run({"calibrate", "fit", samples, "--gpu", "h100-sxm5-80gb", "--dry-run", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out == slurp(kData + "/calibration/h100-sxm5-80gb/profile.json"));
+  CHECK(contains(r.out, "\"dtype\": \"bf16\""));
+  CHECK(contains(r.out, "\"gemm_memory\""));
+}
+
+TEST_CASE("calibrate fit on the recorded H200 suite + 2-GPU collectives reproduces the shipped profile") {
+  const std::string dir = kData + "/calibration/h200-sxm-141gb/";
+  const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-collectives-2gpu-2026-11-22.json",
+                     "--gpu", "h200", "--dry-run", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(r.out == slurp(dir + "profile.json"));
+  CHECK(contains(r.out, "\"op\": \"all_reduce\""));
+}
+
+TEST_CASE("calibrate show prints the profile against the built-in defaults") {
+  const Run r = run({"calibrate", "show", "h100"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(contains(r.out, "bf16 GEMM ceiling η"));
+  CHECK(contains(r.out, "(built-in 0.752)"));
+  CHECK(contains(r.out, "memory-bound GEMM streaming η"));
+}
+
+TEST_CASE("calibrate: bad input exits 2 with the file, pointer or flag") {
+  SUBCASE("a samples file that is not one") {
+    const Run r = run({"calibrate", "fit", kData + "/hardware/gpus/h100-sxm5-80gb.json", "--dry-run"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "h100-sxm5-80gb.json: /kind: error: expected \"gpuplan-calibration-samples\""));
+  }
+  SUBCASE("an unknown GPU") {
+    const Run r = run({"calibrate", "fit", kData + "/calibration/h100-sxm5-80gb/samples-2026-11-22.json", "--gpu",
+                       "h1000", "--dry-run"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--gpu: error: no GPU 'h1000' in the database"));
+  }
+  SUBCASE("samples of another GPU than --gpu") {
+    const Run r = run({"calibrate", "fit", kData + "/calibration/h100-sxm5-80gb/samples-2026-11-22.json", "--gpu",
+                       "h200", "--dry-run"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "/device/name: error: taken on NVIDIA H100 80GB HBM3 (h100-sxm5-80gb), not on h200-sxm-141gb"));
+  }
+  SUBCASE("run with a bench that does not exist") {
+    const Run r = run({"calibrate", "run", "--bench", "/nonexistent/gpuplan-bench"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--bench: error: '/nonexistent/gpuplan-bench' does not exist"));
+  }
+  SUBCASE("run without a GPU (CI has none)") {
+    const Run r = run({"calibrate", "run", "--bench", kExe});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "error: no NVIDIA GPU is visible"));
+  }
+  SUBCASE("show for a GPU without a profile") {
+    const Run r = run({"calibrate", "show", "a100-sxm4-80gb"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "calibration/a100-sxm4-80gb/profile.json"));
+  }
+}
