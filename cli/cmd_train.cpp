@@ -1,10 +1,22 @@
 // `gpuplan train`: step time, throughput, MFU, memory, communication, time to train and cost for one plan.
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <charconv>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string_view>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/search.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
@@ -16,14 +28,25 @@ namespace {
 namespace u = gpuplan::units;
 using nlohmann::ordered_json;
 
+/// Exit code of a search stopped by Ctrl-C (128 + SIGINT, the shell's convention), after printing the best so far.
+constexpr int kExitInterrupted = 130;
+
 struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
       kernels, mixed_precision;
-  std::optional<long long> gpus, tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group;
+  std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
+  std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group;
   std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm;
   std::optional<double> gradient_bytes, tokens, price;
   bool no_calibration = false;
+  // --search
+  bool search = false;
+  long long top = 10;
+  std::optional<std::string> rank_by, search_csv;
+  std::optional<double> deadline_days;
+  long long threads = 0;
+  std::optional<long long> cancel_after;  ///< test hook: raise SIGINT after this many layouts
 };
 
 /// Flags as a JSON overlay over the scenario file, remembering which flag each key came from.
@@ -45,7 +68,6 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("attention_kernel", "--attention-kernel", f.attention_kernel);
   put("kernels", "--kernels", f.kernels);
   put("mixed_precision", "--mixed-precision", f.mixed_precision);
-  put("gpus", "--gpus", f.gpus);
   put("tp", "--tp", f.tp);
   put("pp", "--pp", f.pp);
   put("dp", "--dp", f.dp);
@@ -79,120 +101,60 @@ ordered_json bytes_json(const model::TrainingMemory& m) {
           {"fragmentation_bytes", m.fragmentation.raw()}};
 }
 
-int run_train(const GlobalOptions& g, const TrainFlags& f) {
-  Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  nlohmann::json j = nlohmann::json::object();
-  std::string file = "(flags)";
-  if (!f.scenario.empty()) {
-    file = f.scenario;
-    auto text = json_io::read_text_file(f.scenario, diags);
-    if (!text) return report(diags);
-    auto parsed = json_io::parse(*text, f.scenario, diags);
-    if (!parsed) return report(diags);
-    j = *parsed;
-    if (!j.is_object()) {
-      diags.error(f.scenario, "/", "expected an object of training scenario keys (docs/scenario.md)");
-      return report(diags);
-    }
-  }
-  std::map<std::string, std::string> origin;
-  overlay(f, j, origin);
-  auto sc = wl_io::decode_training_scenario(j, file, origin);
-  if (!sc.ok()) return report(sc.diagnostics());
-  wl_io::TrainingScenario s = sc.value();
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  auto where = [&](const std::string& key) {
-    auto it = origin.find(key);
-    if (it != origin.end()) return it->second;
-    return j.contains(key) ? file + ": /" + key : "--" + key;
-  };
-  auto resolved = resolve_training(s, j.contains("global_batch"), *db, *lib, where, diags);
-  if (!resolved) return report(diags);
-  if (!load_calibration(*dir, resolved->sys, f.no_calibration, diags)) return report(diags);
-  const auto& sys = resolved->sys;
-  const auto& arch = resolved->arch;
-  const auto& plan = resolved->plan;
+/// The JSON object of one estimate (the stable keys of docs/cli.md).
+ordered_json estimate_json(const wl::TransformerArch& arch, const model::TrainingSystem& sys,
+                           const wl::TrainingPlan& plan, const model::TrainingEstimate& est, bool explain) {
   const auto& par = plan.par;
-  const auto& pre = resolved->pre;
-
-  const Format fmt_ = parse_format(g.format);
-  model::TrainingEstimate est;
-  if (pre.ok) est = model::estimate_training(arch, plan, sys, g.explain ? Explain::on : Explain::off);
-  else est.feasibility = pre;
-  report(diags);  // notes
-
-  if (fmt_ == Format::json || fmt_ == Format::csv) {
-    ordered_json o;
-    o["model"] = arch.id;
-    o["gpu"] = sys.gpu->info.id;
-    o["node"] = sys.node ? sys.node->info.id : "";
-    o["gpus"] = par.gpus();
-    o["layout"] = {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"cp", par.cp}, {"ep", par.ep},
-                   {"sequence_parallel", par.sequence_parallel}, {"virtual_stages", par.virtual_stages},
-                   {"micro_batch", plan.micro_batch}, {"global_batch", plan.global_batch}, {"seq", plan.seq_len},
-                   {"micro_batches", est.micro_batches}};
-    o["feasible"] = est.feasibility.ok;
-    o["reasons"] = est.feasibility.reasons;
-    if (est.step_time.raw() > 0) {
-      o["step_time_s"] = est.step_time.raw();
-      o["tokens_per_s"] = est.tokens_per_s;
-      o["tokens_per_s_per_gpu"] = est.tokens_per_s / double(par.gpus());
-      o["mfu"] = est.mfu;
-      o["hfu"] = est.hfu;
-      o["model_flops_per_step"] = est.model_flops_per_step.raw();
-      o["breakdown"] = {{"gemm_s", est.step.gemm.raw()}, {"attention_s", est.step.attention.raw()},
-                        {"elementwise_s", est.step.elementwise.raw()}, {"embedding_loss_s", est.step.embedding_loss.raw()},
-                        {"recompute_s", est.step.recompute.raw()}, {"comm_exposed_s", est.step.comm_exposed.raw()},
-                        {"bubble_s", est.step.bubble.raw()}, {"optimizer_s", est.step.optimizer.raw()}};
-      ordered_json comm;
-      for (const auto& c : est.comm)
-        comm[c.kind] = {{"collective", c.collective}, {"group_size", c.group_size}, {"tier", c.tier},
-                        {"bytes_per_step", c.bytes_per_step.raw()}, {"time_s", c.time.raw()}, {"exposed_s", c.exposed.raw()}};
-      o["comm"] = comm;
-      o["memory"] = {{"peak_bytes_per_gpu", est.memory.total.raw()}, {"capacity_bytes", est.memory.capacity.raw()},
-                     {"fits", est.memory.fits}, {"breakdown", bytes_json(est.memory)}};
-      if (est.time_to_train) o["time_to_train_s"] = est.time_to_train->raw();
-      if (est.gpu_hours) o["gpu_hours"] = *est.gpu_hours;
-      if (est.cost) o["cost_usd"] = est.cost->raw();
-      if (est.energy) o["energy_kWh"] = est.energy->raw() / 3.6e6;
-    }
-    if (g.explain && !est.derivation.empty()) o["derivation"] = derivation_json(est.derivation);
-    if (fmt_ == Format::json) {
-      out(o.dump(2) + "\n");
-    } else {
-      Table t;
-      t.columns = {{"model", "model"}, {"gpu", "gpu"}, {"gpus", "gpus", true}, {"tp", "tp", true}, {"pp", "pp", true},
-                   {"dp", "dp", true}, {"cp", "cp", true}, {"feasible", "feasible"}, {"step_time_s", "step s", true},
-                   {"tokens_per_s", "tokens/s", true}, {"mfu", "MFU", true}, {"peak_bytes_per_gpu", "peak B/GPU", true},
-                   {"time_to_train_s", "time to train s", true}, {"cost_usd", "cost $", true}};
-      auto num = [](double v) { return fmt::format("{:.10g}", v); };
-      t.rows.push_back({arch.id, sys.gpu->info.id, std::to_string(par.gpus()), std::to_string(par.tp),
-                        std::to_string(par.pp), std::to_string(par.dp), std::to_string(par.cp),
-                        est.feasibility.ok ? "true" : "false", est.step_time.raw() > 0 ? num(est.step_time.raw()) : "",
-                        est.step_time.raw() > 0 ? num(est.tokens_per_s) : "", est.step_time.raw() > 0 ? num(est.mfu) : "",
-                        est.step_time.raw() > 0 ? num(est.memory.total.raw()) : "",
-                        est.time_to_train ? num(est.time_to_train->raw()) : "", est.cost ? num(est.cost->raw()) : ""});
-      out(t.render(Format::csv));
-    }
-    return est.feasibility.ok ? kExitOk : kExitInfeasible;
+  ordered_json o;
+  o["model"] = arch.id;
+  o["gpu"] = sys.gpu->info.id;
+  o["node"] = sys.node ? sys.node->info.id : "";
+  o["gpus"] = par.gpus();
+  o["layout"] = {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"cp", par.cp}, {"ep", par.ep},
+                 {"sequence_parallel", par.sequence_parallel}, {"virtual_stages", par.virtual_stages},
+                 {"micro_batch", plan.micro_batch}, {"global_batch", plan.global_batch}, {"seq", plan.seq_len},
+                 {"micro_batches", est.micro_batches}};
+  o["feasible"] = est.feasibility.ok;
+  o["reasons"] = est.feasibility.reasons;
+  if (est.step_time.raw() > 0) {
+    o["step_time_s"] = est.step_time.raw();
+    o["tokens_per_s"] = est.tokens_per_s;
+    o["tokens_per_s_per_gpu"] = est.tokens_per_s / double(par.gpus());
+    o["mfu"] = est.mfu;
+    o["hfu"] = est.hfu;
+    o["model_flops_per_step"] = est.model_flops_per_step.raw();
+    o["breakdown"] = {{"gemm_s", est.step.gemm.raw()}, {"attention_s", est.step.attention.raw()},
+                      {"elementwise_s", est.step.elementwise.raw()}, {"embedding_loss_s", est.step.embedding_loss.raw()},
+                      {"recompute_s", est.step.recompute.raw()}, {"comm_exposed_s", est.step.comm_exposed.raw()},
+                      {"bubble_s", est.step.bubble.raw()}, {"optimizer_s", est.step.optimizer.raw()}};
+    ordered_json comm;
+    for (const auto& c : est.comm)
+      comm[c.kind] = {{"collective", c.collective}, {"group_size", c.group_size}, {"tier", c.tier},
+                      {"bytes_per_step", c.bytes_per_step.raw()}, {"time_s", c.time.raw()}, {"exposed_s", c.exposed.raw()}};
+    o["comm"] = comm;
+    o["memory"] = {{"peak_bytes_per_gpu", est.memory.total.raw()}, {"capacity_bytes", est.memory.capacity.raw()},
+                   {"fits", est.memory.fits}, {"breakdown", bytes_json(est.memory)}};
+    if (est.time_to_train) o["time_to_train_s"] = est.time_to_train->raw();
+    if (est.gpu_hours) o["gpu_hours"] = *est.gpu_hours;
+    if (est.cost) o["cost_usd"] = est.cost->raw();
+    if (est.energy) o["energy_kWh"] = est.energy->raw() / 3.6e6;
   }
+  if (explain && !est.derivation.empty()) o["derivation"] = derivation_json(est.derivation);
+  return o;
+}
 
+std::string layout_text(const wl::TrainingPlan& plan) {
+  const auto& par = plan.par;
+  return fmt::format("TP {} · PP {}{} · DP {} · CP {}{}{}", par.tp, par.pp,
+                     plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages) : "",
+                     par.dp, par.cp, par.ep > 1 ? fmt::format(" · EP {}", par.ep) : "",
+                     par.sequence_parallel && par.tp > 1 ? " · SP" : "");
+}
+
+/// The text/Markdown sections of one estimate after its head section: Infeasible, Throughput, Step breakdown, Memory.
+std::vector<Section> estimate_sections(const wl::TrainingPlan& plan, const model::TrainingEstimate& est) {
+  const auto& par = plan.par;
   std::vector<Section> sec;
-  const long long shown_gpus = s.gpus && !pre.ok ? *s.gpus : par.gpus();
-  Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
-  head.rows = {{"layout", fmt::format("TP {} · PP {}{} · DP {} · CP {}{}{}", par.tp, par.pp,
-                                      plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages) : "",
-                                      par.dp, par.cp, par.ep > 1 ? fmt::format(" · EP {}", par.ep) : "",
-                                      par.sequence_parallel && par.tp > 1 ? " · SP" : "")},
-               {"batch", fmt::format("{} sequences × {} tokens per step, micro-batch {}, {} micro-batches",
-                                     plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
-               {"node", sys.node ? sys.node->info.id : "single GPU"}};
-  sec.push_back(head);
   if (!est.feasibility.ok) {
     Section r{"Infeasible", {}};
     for (const auto& reason : est.feasibility.reasons) r.rows.emplace_back("-", reason);
@@ -237,9 +199,591 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
                 {"fits", mm.fits ? "yes" : "no"}};
     sec.push_back(mem);
   }
+  return sec;
+}
+
+int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const ResolvedTraining& r) {
+  const auto& sys = r.sys;
+  const auto& arch = r.arch;
+  const auto& plan = r.plan;
+  const auto& par = plan.par;
+  const auto& pre = r.pre;
+
+  const Format fmt_ = parse_format(g.format);
+  model::TrainingEstimate est;
+  if (pre.ok) est = model::estimate_training(arch, plan, sys, g.explain ? Explain::on : Explain::off);
+  else est.feasibility = pre;
+
+  if (fmt_ == Format::json || fmt_ == Format::csv) {
+    if (fmt_ == Format::json) {
+      out(estimate_json(arch, sys, plan, est, g.explain).dump(2) + "\n");
+    } else {
+      Table t;
+      t.columns = {{"model", "model"}, {"gpu", "gpu"}, {"gpus", "gpus", true}, {"tp", "tp", true}, {"pp", "pp", true},
+                   {"dp", "dp", true}, {"cp", "cp", true}, {"feasible", "feasible"}, {"step_time_s", "step s", true},
+                   {"tokens_per_s", "tokens/s", true}, {"mfu", "MFU", true}, {"peak_bytes_per_gpu", "peak B/GPU", true},
+                   {"time_to_train_s", "time to train s", true}, {"cost_usd", "cost $", true}};
+      auto num = [](double v) { return fmt::format("{:.10g}", v); };
+      t.rows.push_back({arch.id, sys.gpu->info.id, std::to_string(par.gpus()), std::to_string(par.tp),
+                        std::to_string(par.pp), std::to_string(par.dp), std::to_string(par.cp),
+                        est.feasibility.ok ? "true" : "false", est.step_time.raw() > 0 ? num(est.step_time.raw()) : "",
+                        est.step_time.raw() > 0 ? num(est.tokens_per_s) : "", est.step_time.raw() > 0 ? num(est.mfu) : "",
+                        est.step_time.raw() > 0 ? num(est.memory.total.raw()) : "",
+                        est.time_to_train ? num(est.time_to_train->raw()) : "", est.cost ? num(est.cost->raw()) : ""});
+      out(t.render(Format::csv));
+    }
+    return est.feasibility.ok ? kExitOk : kExitInfeasible;
+  }
+
+  std::vector<Section> sec;
+  const long long shown_gpus = s.gpus && !pre.ok ? *s.gpus : par.gpus();
+  Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
+  head.rows = {{"layout", layout_text(plan)},
+               {"batch", fmt::format("{} sequences × {} tokens per step, micro-batch {}, {} micro-batches",
+                                     plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
+               {"node", sys.node ? sys.node->info.id : "single GPU"}};
+  sec.push_back(head);
+  for (auto& x : estimate_sections(plan, est)) sec.push_back(std::move(x));
   out(render_sections(sec, fmt_));
   if (g.explain && !est.derivation.empty()) out(render_derivation(est.derivation, fmt_));
   return est.feasibility.ok ? kExitOk : kExitInfeasible;
+}
+
+// ------------------------------------------------------------------------------------------------------------------
+// --search
+// ------------------------------------------------------------------------------------------------------------------
+
+/// Ctrl-C during a search: the flag the search polls. Lock-free, so setting it is async-signal-safe.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+/// A progress bar on stderr when it is a terminal; silent when piped (and in the tests).
+class ProgressBar {
+ public:
+  ProgressBar() : enabled_(::isatty(STDERR_FILENO) == 1), start_(Clock::now()), last_(start_) {}
+  void update(std::uint64_t done, std::uint64_t total) {
+    if (!enabled_ || total == 0) return;
+    const auto now = Clock::now();
+    // Nothing for quick searches; then at most ten redraws a second.
+    if (now - start_ < std::chrono::milliseconds(300) || (drawn_ && now - last_ < std::chrono::milliseconds(100)))
+      return;
+    last_ = now;
+    drawn_ = true;
+    constexpr int kWidth = 30;
+    const double f = std::min(1.0, double(done) / double(total));
+    const int filled = int(f * kWidth);
+    std::string bar(std::size_t(filled), '#');
+    bar += std::string(std::size_t(kWidth - filled), '.');
+    std::fprintf(stderr, "\r  searching [%s] %3d%%  %s / %s layouts  (Ctrl-C: best so far)", bar.c_str(),
+                 int(f * 100.0), u::format_count(double(done)).c_str(), u::format_count(double(total)).c_str());
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (drawn_) std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool enabled_ = false, drawn_ = false;
+  Clock::time_point start_, last_;
+};
+
+/// `N`, `A..B` (A, 2A, 4A, ... ≤ B) or `A..B:S` (A, A+S, ... ≤ B). Empty with `error` set when it does not parse.
+std::vector<long long> parse_gpu_counts(const std::string& text, std::string& error) {
+  auto integer = [](std::string_view v, long long& x) {
+    const auto* e = v.data() + v.size();
+    auto [p, ec] = std::from_chars(v.data(), e, x);
+    return ec == std::errc() && p == e;
+  };
+  constexpr long long kMax = 10'000'000;
+  const std::string_view t = text;
+  const auto dots = t.find("..");
+  std::vector<long long> out;
+  if (dots == std::string_view::npos) return out;  // not a range: the caller decodes it as one integer
+  const std::string_view a = t.substr(0, dots), rest = t.substr(dots + 2);
+  const auto colon = rest.find(':');
+  const std::string_view b = rest.substr(0, colon);
+  long long lo = 0, hi = 0, step = 0;
+  if (!integer(a, lo) || !integer(b, hi) || (colon != std::string_view::npos && !integer(rest.substr(colon + 1), step))) {
+    error = fmt::format("'{}' is not a GPU count or range: expected N, A..B (doubling from A) or A..B:STEP", text);
+    return {};
+  }
+  if (lo < 1 || hi > kMax || lo > hi || (colon != std::string_view::npos && step < 1)) {
+    error = fmt::format("'{}': expected 1 <= A <= B <= {} and STEP >= 1", text, kMax);
+    return {};
+  }
+  for (long long n = lo; n <= hi; n = colon == std::string_view::npos ? n * 2 : n + step) {
+    out.push_back(n);
+    if (out.size() > 4096) {
+      error = fmt::format("'{}' has more than 4096 GPU counts", text);
+      return {};
+    }
+  }
+  return out;
+}
+
+std::string csv_num(double v) { return fmt::format("{:.10g}", v); }
+
+const char* recompute_key(wl::Recompute r) {
+  return r == wl::Recompute::none ? "none" : r == wl::Recompute::selective ? "selective" : "full";
+}
+
+/// The stable columns of a search CSV (docs/search.md): one row per layout.
+const std::vector<Table::Column>& point_columns() {
+  static const std::vector<Table::Column> c = {{"rank", "#", true},
+                                               {"gpus", "GPUs", true},
+                                               {"tp", "TP", true},
+                                               {"pp", "PP", true},
+                                               {"dp", "DP", true},
+                                               {"cp", "CP", true},
+                                               {"ep", "EP", true},
+                                               {"virtual_stages", "v", true},
+                                               {"micro_batch", "micro", true},
+                                               {"sequence_parallel", "SP"},
+                                               {"recompute", "recompute"},
+                                               {"zero", "ZeRO", true},
+                                               {"valid", "valid"},
+                                               {"fits", "fits"},
+                                               {"meets_deadline", "deadline"},
+                                               {"step_time_s", "step s", true},
+                                               {"tokens_per_s", "tokens/s", true},
+                                               {"mfu", "MFU", true},
+                                               {"peak_bytes_per_gpu", "peak B/GPU", true},
+                                               {"capacity_bytes", "capacity B", true},
+                                               {"gemm_s", "GEMM s", true},
+                                               {"attention_s", "attention s", true},
+                                               {"elementwise_s", "elementwise s", true},
+                                               {"embedding_loss_s", "head s", true},
+                                               {"recompute_s", "recompute s", true},
+                                               {"comm_exposed_s", "comm s", true},
+                                               {"tp_exposed_s", "TP comm s", true},
+                                               {"cp_exposed_s", "CP comm s", true},
+                                               {"ep_exposed_s", "EP comm s", true},
+                                               {"pp_exposed_s", "PP comm s", true},
+                                               {"dp_exposed_s", "DP comm s", true},
+                                               {"bubble_s", "bubble s", true},
+                                               {"optimizer_s", "optimizer s", true},
+                                               {"time_to_train_s", "time to train s", true},
+                                               {"cost_usd", "cost $", true},
+                                               {"tokens_per_usd", "tokens/$", true}};
+  return c;
+}
+
+/// One CSV row of point_columns(); `rank` counts the eligible rows so far.
+/// `meets_deadline` is empty without a deadline.
+std::vector<std::string> point_row(const model::SearchPoint& p, bool deadline, std::uint64_t& rank) {
+  const auto& l = p.layout;
+  const auto& s = p.score;
+  const bool v = s.valid;
+  auto sec = [&](u::Seconds x) { return v ? csv_num(x.raw()) : std::string(); };
+  return {p.rank_class == 0 ? std::to_string(++rank) : "",
+          std::to_string(l.gpus),
+          std::to_string(l.tp),
+          std::to_string(l.pp),
+          std::to_string(l.dp),
+          std::to_string(l.cp),
+          std::to_string(l.ep),
+          std::to_string(l.virtual_stages),
+          std::to_string(l.micro_batch),
+          l.sequence_parallel ? "true" : "false",
+          recompute_key(l.recompute),
+          std::to_string(static_cast<int>(l.zero)),
+          v ? "true" : "false",
+          s.fits ? "true" : "false",
+          !deadline || p.rank_class >= 2 ? "" : p.rank_class == 0 ? "true" : "false",
+          sec(s.step_time),
+          v ? csv_num(s.tokens_per_s) : "",
+          v ? csv_num(s.mfu) : "",
+          v ? csv_num(s.memory.raw()) : "",
+          v ? csv_num(s.capacity.raw()) : "",
+          sec(s.step.gemm),
+          sec(s.step.attention),
+          sec(s.step.elementwise),
+          sec(s.step.embedding_loss),
+          sec(s.step.recompute),
+          sec(s.step.comm_exposed),
+          sec(s.comm.tp),
+          sec(s.comm.cp),
+          sec(s.comm.ep),
+          sec(s.comm.pp),
+          sec(s.comm.dp),
+          sec(s.step.bubble),
+          sec(s.step.optimizer),
+          v && s.has_time_to_train ? csv_num(s.time_to_train.raw()) : "",
+          v && s.has_cost ? csv_num(s.cost.raw()) : "",
+          v && s.has_price ? csv_num(s.tokens_per_usd) : ""};
+}
+
+Table points_table(const std::vector<model::SearchPoint>& points, bool deadline) {
+  Table t;
+  t.columns = point_columns();
+  std::uint64_t rank = 0;
+  for (const auto& p : points) t.rows.push_back(point_row(p, deadline, rank));
+  return t;
+}
+
+/// Every evaluated layout, streamed in rank order; each row's numbers are evaluated again (bit-identical).
+void write_points_csv(std::ostream& os, const std::vector<model::RankedLayout>& all, bool deadline,
+                      const wl::TransformerArch& arch, const wl::TrainingPlan& base, const model::TrainingSystem& sys) {
+  Table header;
+  header.columns = point_columns();
+  os << header.render(Format::csv);
+  model::FastTrainingEvaluator ev(arch, base, sys);
+  std::uint64_t rank = 0;
+  std::string line;
+  for (const auto& r : all) {
+    const model::SearchPoint p{r.layout, ev.evaluate(r.layout), r.objective, r.rank_class};
+    line.clear();
+    const auto cells = point_row(p, deadline, rank);
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      if (i > 0) line += ',';
+      line += cells[i];
+    }
+    line += '\n';
+    os << line;
+  }
+}
+
+ordered_json point_json(const model::SearchPoint& p, std::uint64_t rank) {
+  const auto& l = p.layout;
+  const auto& s = p.score;
+  ordered_json o;
+  o["rank"] = rank;
+  o["layout"] = {{"gpus", l.gpus}, {"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep},
+                 {"virtual_stages", l.virtual_stages}, {"micro_batch", l.micro_batch},
+                 {"sequence_parallel", l.sequence_parallel}, {"recompute", recompute_key(l.recompute)},
+                 {"zero", static_cast<int>(l.zero)}};
+  o["step_time_s"] = s.step_time.raw();
+  o["tokens_per_s"] = s.tokens_per_s;
+  o["mfu"] = s.mfu;
+  o["peak_bytes_per_gpu"] = s.memory.raw();
+  o["capacity_bytes"] = s.capacity.raw();
+  if (s.has_time_to_train) o["time_to_train_s"] = s.time_to_train.raw();
+  if (s.has_cost) o["cost_usd"] = s.cost.raw();
+  if (s.has_price) o["tokens_per_usd"] = s.tokens_per_usd;
+  return o;
+}
+
+/// The top layouts as a table for people.
+Table top_table(const std::vector<model::SearchPoint>& top, bool several_gpu_counts, bool moe, bool tokens, bool price) {
+  Table t;
+  t.columns = {{"rank", "#", true}};
+  if (several_gpu_counts) t.columns.push_back({"gpus", "GPUs", true});
+  t.columns.insert(t.columns.end(), {{"tp", "TP", true}, {"pp", "PP", true}, {"v", "v", true}, {"dp", "DP", true},
+                                     {"cp", "CP", true}});
+  if (moe) t.columns.push_back({"ep", "EP", true});
+  t.columns.insert(t.columns.end(), {{"sp", "SP"}, {"micro", "micro", true}, {"recompute", "recompute"},
+                                     {"zero", "ZeRO", true}, {"step", "step", true}, {"tokens_per_s", "tokens/s", true},
+                                     {"mfu", "MFU"}, {"memory", "memory/GPU", true}});
+  if (tokens) t.columns.push_back({"time_to_train", "time to train", true});
+  if (tokens && price) t.columns.push_back({"cost", "cost", true});
+  if (price) t.columns.push_back({"tokens_per_usd", "tokens/$", true});
+  std::uint64_t rank = 0;
+  for (const auto& p : top) {
+    const auto& l = p.layout;
+    const auto& s = p.score;
+    std::vector<std::string> r{std::to_string(++rank)};
+    if (several_gpu_counts) r.push_back(std::to_string(l.gpus));
+    r.insert(r.end(), {std::to_string(l.tp), std::to_string(l.pp), std::to_string(l.virtual_stages),
+                       std::to_string(l.dp), std::to_string(l.cp)});
+    if (moe) r.push_back(std::to_string(l.ep));
+    r.insert(r.end(), {l.sequence_parallel ? "on" : "off", std::to_string(l.micro_batch), recompute_key(l.recompute),
+                       std::to_string(static_cast<int>(l.zero)), u::format(s.step_time),
+                       u::format_count(std::round(s.tokens_per_s)), u::format(u::Ratio(s.mfu)),
+                       u::format(s.memory, u::BytePrefix::binary)});
+    if (tokens) r.push_back(u::format(s.time_to_train));
+    if (tokens && price) r.push_back(s.has_cost ? u::format(s.cost) : "");
+    if (price) r.push_back(u::format_count(std::round(s.tokens_per_usd)));
+    t.rows.push_back(std::move(r));
+  }
+  return t;
+}
+
+/// "Why #1 beats #2": the terms of the step that differ, and the memory headroom.
+Section why_section(const model::LayoutComparison& c, const model::SearchPoint& a, const model::SearchPoint& b,
+                    model::RankBy rank_by) {
+  Section w{"Why #1 beats #2", {}};
+  const double gain = (c.step_second - c.step_first).raw() / c.step_second.raw();
+  w.rows.emplace_back("step time", fmt::format("{} vs {} (#1 {} {})", u::format(c.step_first), u::format(c.step_second),
+                                               gain >= 0 ? "faster by" : "slower by", u::format(u::Ratio(std::abs(gain)))));
+  if (rank_by != model::RankBy::time && a.score.has_price && b.score.has_price)
+    w.rows.emplace_back("tokens per $", fmt::format("{} vs {}", u::format_count(std::round(a.score.tokens_per_usd)),
+                                                    u::format_count(std::round(b.score.tokens_per_usd))));
+  std::string changes;
+  for (const auto& x : c.changes) changes += (changes.empty() ? "" : ", ") + x;
+  w.rows.emplace_back("#2 differs in", changes.empty() ? std::string("nothing") : changes);
+  for (const auto& d : c.terms) {
+    const u::Seconds delta = d.second - d.first;
+    w.rows.emplace_back(d.term, fmt::format("{} vs {} (#1 {} {})", u::format(d.first), u::format(d.second),
+                                            delta.raw() > 0 ? "saves" : "loses", u::format(u::Seconds(std::abs(delta.raw())))));
+  }
+  if (c.terms.empty()) w.rows.emplace_back("step terms", "identical: the order is the layout tuple (a tie)");
+  w.rows.emplace_back("memory headroom", fmt::format("{} vs {}", u::format(c.headroom_first, u::BytePrefix::binary),
+                                                     u::format(c.headroom_second, u::BytePrefix::binary)));
+  return w;
+}
+
+int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json& j,
+               const std::vector<long long>& gpu_counts, const ResolvedTraining& r, Diagnostics& diags) {
+  const Format fmt_ = parse_format(g.format);
+  const auto& arch = r.arch;
+  const auto& sys = r.sys;
+  const auto& base = r.plan;
+
+  // Dimensions given as flags or scenario keys are fixed; the others are searched.
+  model::SearchSpace space;
+  space.gpus = gpu_counts;
+  if (j.contains("tp")) space.tp = {base.par.tp};
+  if (j.contains("pp")) space.pp = {base.par.pp};
+  if (j.contains("dp")) space.dp = {base.par.dp};
+  if (j.contains("cp")) space.cp = {base.par.cp};
+  if (j.contains("ep")) space.ep = {base.par.ep};
+  if (j.contains("virtual_stages")) space.virtual_stages = {base.par.virtual_stages};
+  if (j.contains("schedule")) {
+    if (base.schedule == wl::PipelineSchedule::one_f_one_b) space.virtual_stages = {1};
+    else if (space.virtual_stages.empty())
+      for (int v = 2; v <= arch.layers && v <= 1024; ++v) space.virtual_stages.push_back(v);
+  }
+  if (j.contains("micro_batch")) space.micro_batch = {base.micro_batch};
+  if (j.contains("sequence_parallel")) space.sequence_parallel = {base.par.sequence_parallel};
+  if (j.contains("recompute")) space.recompute = {base.recompute};
+  if (j.contains("zero")) space.zero = {base.zero};
+
+  model::SearchOptions opt;
+  opt.top = int(f.top);
+  opt.threads = unsigned(f.threads);
+  opt.keep_all = f.search_csv.has_value();
+  if (f.rank_by) opt.rank_by = *f.rank_by == "cost"   ? model::RankBy::cost
+                               : *f.rank_by == "time" ? model::RankBy::time
+                                                      : model::RankBy::tokens_per_usd;
+  else if (f.deadline_days) opt.rank_by = model::RankBy::cost;
+  if (f.deadline_days) {
+    if (!base.tokens_to_train) {
+      diags.error("", "--deadline-days", "needs a token budget: give --tokens");
+      return report(diags);
+    }
+    opt.deadline = u::days(*f.deadline_days);
+  }
+  g_interrupted.store(false);
+  opt.cancel = &g_interrupted;
+  ProgressBar bar;
+  bool raised = false;
+  opt.progress = [&](std::uint64_t done, std::uint64_t total) {
+    bar.update(done, total);
+    // Test hook: behave as if Ctrl-C were pressed once `--cancel-after` layouts are done.
+    if (f.cancel_after && !raised && done >= std::uint64_t(*f.cancel_after) && done < total) {
+      raised = true;
+      std::raise(SIGINT);
+    }
+  };
+  report(diags);  // notes so far (GPU alias, node, calibration)
+
+  auto* previous = std::signal(SIGINT, on_sigint);
+  const auto t0 = std::chrono::steady_clock::now();
+  model::SearchResult res = model::search_training(arch, base, sys, space, opt);
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::signal(SIGINT, previous == SIG_ERR ? SIG_DFL : previous);
+  bar.finish();
+  const bool interrupted = res.cancelled;
+
+  if (!res.error.empty()) {
+    Diagnostics d;
+    d.error("", "--search", res.error);
+    return report(d);
+  }
+
+  if (f.search_csv) {
+    std::ofstream csv(*f.search_csv, std::ios::binary | std::ios::trunc);
+    if (csv) write_points_csv(csv, res.all, opt.deadline.has_value(), arch, base, sys);
+    if (!csv) {
+      Diagnostics d;
+      d.error("", "--search-csv", fmt::format("cannot write '{}'", *f.search_csv));
+      return report(d);
+    }
+  }
+
+  // The best and the runner-up, evaluated again with everything (and the derivation when asked).
+  std::optional<model::TrainingEstimate> best, second;
+  std::optional<model::LayoutComparison> why;
+  if (!res.top.empty())
+    best = model::estimate_training(arch, model::with_layout(base, res.top[0].layout), sys,
+                                    g.explain ? Explain::on : Explain::off);
+  if (res.top.size() > 1) {
+    second = model::estimate_training(arch, model::with_layout(base, res.top[1].layout), sys, Explain::off);
+    why = model::compare_layouts(res.top[0].layout, *best, res.top[1].layout, *second);
+  }
+  const int rc = interrupted ? kExitInterrupted : res.top.empty() ? kExitInfeasible : kExitOk;
+  const bool tokens = base.tokens_to_train.has_value();
+  const bool price = !res.top.empty() && res.top[0].score.has_price;
+
+  if (fmt_ == Format::csv) {
+    out(points_table(res.top, opt.deadline.has_value()).render(Format::csv));
+    return rc;
+  }
+  std::string counts;
+  for (long long n : gpu_counts) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+  if (fmt_ == Format::json) {
+    ordered_json o;
+    o["model"] = arch.id;
+    o["gpu"] = sys.gpu->info.id;
+    o["node"] = sys.node ? sys.node->info.id : "";
+    o["search"] = {{"gpus", gpu_counts}, {"ranked_by", model::to_string(opt.rank_by)},
+                   {"layouts", res.total}, {"evaluated", res.evaluated}, {"valid", res.valid},
+                   {"fitting", res.fitting}, {"eligible", res.eligible}, {"threads", res.threads},
+                   {"wall_s", wall_s}, {"interrupted", interrupted}};
+    if (f.deadline_days) o["search"]["deadline_days"] = *f.deadline_days;
+    ordered_json top = ordered_json::array();
+    for (std::size_t i = 0; i < res.top.size(); ++i) top.push_back(point_json(res.top[i], i + 1));
+    o["top"] = top;
+    if (why) {
+      ordered_json terms = ordered_json::array();
+      for (const auto& d : why->terms)
+        terms.push_back({{"term", d.term}, {"first_s", d.first.raw()}, {"second_s", d.second.raw()}});
+      o["why"] = {{"changes", why->changes}, {"terms", terms}, {"headroom_first_bytes", why->headroom_first.raw()},
+                  {"headroom_second_bytes", why->headroom_second.raw()}};
+    }
+    if (best) o["best"] = estimate_json(arch, sys, model::with_layout(base, res.top[0].layout), *best, g.explain);
+    if (res.least_memory && res.fitting == 0) o["least_memory"] = point_json(*res.least_memory, 0);
+    if (res.fastest_fitting && res.eligible == 0) o["fastest_fitting"] = point_json(*res.fastest_fitting, 0);
+    o["notes"] = res.notes;
+    out(o.dump(2) + "\n");
+    return rc;
+  }
+
+  std::vector<Section> sec;
+  Section head{fmt::format("Layout search: {} on {} × {}", arch.name.empty() ? arch.id : arch.name, counts,
+                           sys.gpu->info.name),
+               {}};
+  head.rows = {{"batch", fmt::format("{} sequences × {} tokens per step", base.global_batch, base.seq_len)},
+               {"node", sys.node ? sys.node->info.id : "single GPU"},
+               {"ranked by", opt.rank_by == model::RankBy::time   ? std::string("step time")
+                             : opt.rank_by == model::RankBy::cost ? std::string("cost per token")
+                                                                  : std::string("tokens per dollar")}};
+  if (f.deadline_days)
+    head.rows.emplace_back("deadline", fmt::format("{} tokens within {} days", u::format_number(*base.tokens_to_train, 3),
+                                                   u::format_number(*f.deadline_days, 4)));
+  head.rows.emplace_back(
+      "searched", fmt::format("{} of {} layouts in {} on {} thread{}{}: {} fit in memory{}", u::format_count(double(res.evaluated)),
+                              u::format_count(double(res.total)), u::format(u::Seconds(wall_s)), res.threads,
+                              res.threads == 1 ? "" : "s", interrupted ? " (interrupted)" : "",
+                              u::format_count(double(res.fitting)),
+                              f.deadline_days ? fmt::format(", {} meet the deadline", u::format_count(double(res.eligible)))
+                                              : std::string()));
+  sec.push_back(head);
+  if (interrupted)
+    sec.push_back({"Interrupted", {{"-", "Ctrl-C: the best of the layouts evaluated so far"}}});
+  std::string o = render_sections(sec, fmt_);
+  sec.clear();
+  if (!res.top.empty()) {
+    o += fmt_ == Format::md ? fmt::format("## Top {}\n\n", res.top.size()) : fmt::format("Top {}\n", res.top.size());
+    o += top_table(res.top, gpu_counts.size() > 1, arch.moe.has_value(), tokens, price).render(fmt_) + "\n";
+    if (why) sec.push_back(why_section(*why, res.top[0], res.top[1], opt.rank_by));
+    const wl::TrainingPlan best_plan = model::with_layout(base, res.top[0].layout);
+    Section b{fmt::format("Best: {} GPUs, {}", res.top[0].layout.gpus, layout_text(best_plan)), {}};
+    b.rows = {{"batch", fmt::format("micro-batch {}, {} micro-batches, recompute {}, ZeRO {}", best_plan.micro_batch,
+                                    best->micro_batches, recompute_key(best_plan.recompute),
+                                    static_cast<int>(best_plan.zero))}};
+    sec.push_back(b);
+    for (auto& x : estimate_sections(best_plan, *best)) sec.push_back(std::move(x));
+  } else {
+    Section none{"No layout ranks", {}};
+    if (res.valid == 0) none.rows.emplace_back("-", "no valid layout (see the notes)");
+    else if (res.fitting == 0 && res.least_memory)
+      none.rows.emplace_back(
+          "-", fmt::format("none fits in memory: the smallest peak is {} per GPU against {} ({} GPUs, {})",
+                           u::format(res.least_memory->score.memory, u::BytePrefix::binary),
+                           u::format(res.least_memory->score.capacity, u::BytePrefix::binary),
+                           res.least_memory->layout.gpus, model::describe(res.least_memory->layout)));
+    else if (res.fastest_fitting && f.deadline_days)
+      none.rows.emplace_back(
+          "-", fmt::format("none trains the tokens within {} days: the fastest that fits takes {} ({} GPUs, {})",
+                           u::format_number(*f.deadline_days, 4), u::format(res.fastest_fitting->score.time_to_train),
+                           res.fastest_fitting->layout.gpus, model::describe(res.fastest_fitting->layout)));
+    sec.push_back(none);
+  }
+  Section notes{"Notes", {}};
+  for (const auto& n : res.notes) notes.rows.emplace_back("-", n);
+  sec.push_back(notes);
+  o += render_sections(sec, fmt_);
+  out(o);
+  if (g.explain && best && !best->derivation.empty()) out(render_derivation(best->derivation, fmt_));
+  return rc;
+}
+
+int run_train(const GlobalOptions& g, const TrainFlags& f) {
+  Diagnostics diags;
+  auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return report(diags);
+  nlohmann::json j = nlohmann::json::object();
+  std::string file = "(flags)";
+  if (!f.scenario.empty()) {
+    file = f.scenario;
+    auto text = json_io::read_text_file(f.scenario, diags);
+    if (!text) return report(diags);
+    auto parsed = json_io::parse(*text, f.scenario, diags);
+    if (!parsed) return report(diags);
+    j = *parsed;
+    if (!j.is_object()) {
+      diags.error(f.scenario, "/", "expected an object of training scenario keys (docs/scenario.md)");
+      return report(diags);
+    }
+  }
+  std::map<std::string, std::string> origin;
+  overlay(f, j, origin);
+  // --gpus: one count (decoded with the scenario's field table), or with --search a range.
+  std::vector<long long> gpu_range;
+  if (f.gpus) {
+    std::string error;
+    gpu_range = parse_gpu_counts(*f.gpus, error);
+    if (!error.empty()) {
+      diags.error("", "--gpus", error);
+      return report(diags);
+    }
+    if (!gpu_range.empty() && !f.search) {
+      diags.error("", "--gpus", fmt::format("a range of GPU counts ('{}') needs --search", *f.gpus));
+      return report(diags);
+    }
+    long long n = 0;
+    const auto* e = f.gpus->data() + f.gpus->size();
+    auto [p, ec] = std::from_chars(f.gpus->data(), e, n);
+    if (!gpu_range.empty()) j.erase("gpus");
+    else if (ec == std::errc() && p == e) j["gpus"] = n;
+    else j["gpus"] = *f.gpus;  // the decoder names the flag and the type
+    origin["gpus"] = "--gpus";
+  }
+  auto sc = wl_io::decode_training_scenario(j, file, origin);
+  if (!sc.ok()) return report(sc.diagnostics());
+  wl_io::TrainingScenario s = sc.value();
+  if (f.search) {
+    if (gpu_range.empty() && s.gpus) gpu_range = {*s.gpus};
+    if (gpu_range.empty()) diags.error("", "--gpus", "--search needs the GPU count: --gpus N, or a range A..B");
+    if (!j.contains("global_batch"))
+      diags.error("", "--global-batch", "--search needs the global batch (sequences per step): the layouts divide it");
+    if (diags.has_errors()) return report(diags);
+    s.gpus.reset();  // the search picks DP for every layout
+    s.dp_given = false;
+  }
+  auto db = hw_io::load_hardware_db(*dir);
+  if (!db.ok()) return report(db.diagnostics());
+  auto lib = wl_io::load_model_library(*dir);
+  if (!lib.ok()) return report(lib.diagnostics());
+  auto where = [&](const std::string& key) {
+    auto it = origin.find(key);
+    if (it != origin.end()) return it->second;
+    return j.contains(key) ? file + ": /" + key : "--" + key;
+  };
+  auto resolved = resolve_training(s, j.contains("global_batch"), *db, *lib, where, diags);
+  if (!resolved) return report(diags);
+  if (!load_calibration(*dir, resolved->sys, f.no_calibration, diags)) return report(diags);
+  if (f.search) return run_search(g, f, j, gpu_range, *resolved, diags);
+  report(diags);  // notes
+  return run_single(g, s, *resolved);
 }
 
 }  // namespace
@@ -252,7 +796,7 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--gpu", f->gpu, "GPU id or alias");
   c->add_option("--node", f->node, "node id (dgx-h100, ...)");
   c->add_option("--cluster", f->cluster, "cluster id");
-  c->add_option("--gpus", f->gpus, "total GPUs");
+  c->add_option("--gpus", f->gpus, "total GPUs; with --search also a range: A..B (A, 2A, 4A, ... up to B) or A..B:STEP");
   c->add_option("--tp", f->tp, "tensor parallel");
   c->add_option("--pp", f->pp, "pipeline parallel");
   c->add_option("--dp", f->dp, "data parallel (default: gpus / (tp·pp·cp))");
@@ -283,6 +827,20 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_flag("--explain", g.explain, "print the derivation tree");
   c->add_flag("--no-calibration", f->no_calibration,
               "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
+  c->add_flag("--search", f->search,
+              "search every valid layout (TP, PP, DP, CP, EP, virtual stages, micro-batch, recompute, ZeRO, SP); layout "
+              "flags that are given stay fixed");
+  c->add_option("--top", f->top, "with --search: how many layouts to list (default 10)")->check(CLI::Range(1, 1000));
+  c->add_option("--rank-by", f->rank_by, "with --search: time (default), cost or tokens-per-usd")
+      ->check(CLI::IsMember({"time", "cost", "tokens-per-usd"}));
+  c->add_option("--search-csv", f->search_csv, "with --search: write every evaluated layout to this CSV file");
+  c->add_option("--deadline-days", f->deadline_days,
+                "with --search and --tokens: only layouts that train the tokens within this many days rank (by cost "
+                "unless --rank-by says otherwise)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--threads", f->threads, "with --search: worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  c->add_option("--cancel-after", f->cancel_after, "test hook: act as if Ctrl-C came after this many layouts")
+      ->group("");
   c->callback([&g, f, &rc] { rc = run_train(g, *f); });
 }
 

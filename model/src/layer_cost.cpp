@@ -6,8 +6,12 @@ namespace gpuplan::model::detail {
 
 /// Forward and backward of one transformer layer for one micro-batch on one GPU.
 LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
-                     const Device& d) {
+                     const Device& d, bool keep_ops) {
   LayerCost lc;
+  // Op names only when the op list is kept: the sums do not need them, and building them is most of the cost.
+  auto named = [keep_ops](const std::string& name, const char* suffix = "") {
+    return keep_ops ? name + suffix : std::string();
+  };
   const auto& par = plan.par;
   const std::int64_t t = par.tp;
   const std::int64_t s_local = plan.seq_len / par.cp;
@@ -18,37 +22,41 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const double e = plan.precision.activation_bytes;
 
   auto fwd_gemm = [&](const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1) {
-    OpCost f = gemm_cost(name, {m, n, k, batch}, gp, d);
-    OpCost dgrad = gemm_cost(name + " dgrad", {m, k, n, batch}, gp, d);
-    OpCost wgrad = gemm_cost(name + " wgrad", {k, n, m, batch}, gp, d);
+    OpCost f = gemm_cost(named(name), {m, n, k, batch}, gp, d);
+    OpCost dgrad = gemm_cost(named(name, " dgrad"), {m, k, n, batch}, gp, d);
+    OpCost wgrad = gemm_cost(named(name, " wgrad"), {k, n, m, batch}, gp, d);
     if (gp == hw::Precision::fp8) {
       // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
       // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
       // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      OpCost cf = streaming_cost(name + " fp8 cast", OpClass::elementwise, units::bytes(elems_f * 4.0), units::flop(elems_f), d);
-      OpCost cb = streaming_cost(name + " fp8 cast bwd", OpClass::elementwise, units::bytes(elems_b * 4.0), units::flop(elems_b), d);
+      OpCost cf = streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0), units::flop(elems_f), d);
+      OpCost cb = streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise, units::bytes(elems_b * 4.0), units::flop(elems_b), d);
       lc.fwd.add(cf);
       lc.bwd.add(cb);
-      lc.ops.push_back(cf);
-      lc.ops.push_back(cb);
+      if (keep_ops) {
+        lc.ops.push_back(cf);
+        lc.ops.push_back(cb);
+      }
     }
     lc.fwd.add(f);
     lc.bwd.add(dgrad);
     lc.bwd.add(wgrad);
     lc.flops_fwd += f.flops;
     lc.flops_bwd += dgrad.flops + wgrad.flops;
+    if (!keep_ops) return;
     lc.ops.push_back(f);
     lc.ops.push_back(dgrad);
     lc.ops.push_back(wgrad);
   };
   auto stream = [&](const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
-    OpCost f = streaming_cost(name, OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
-    OpCost b = streaming_cost(name + " bwd", OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
+    OpCost f = streaming_cost(named(name), OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
+    OpCost b = streaming_cost(named(name, " bwd"), OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
                               units::flop(flops_fwd * bwd_factor), d);
     if (bytes_fwd <= 0) return;
     lc.fwd.add(f);
     lc.bwd.add(b);
+    if (!keep_ops) return;
     lc.ops.push_back(f);
     lc.ops.push_back(b);
   };
@@ -89,13 +97,13 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
                                       plan.flash_attention, false, gp, d)) {
     lc.fwd.add(c);
     lc.flops_fwd += c.flops;
-    lc.ops.push_back(c);
+    if (keep_ops) lc.ops.push_back(c);
   }
   for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
                                       plan.flash_attention, true, gp, d)) {
     lc.bwd.add(c);
     lc.flops_bwd += c.flops;
-    lc.ops.push_back(c);
+    if (keep_ops) lc.ops.push_back(c);
   }
   fwd_gemm("output projection", T, o_in, h);
   stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to gpuplan::model: the operator list and cost of one transformer layer for one micro-batch on one GPU,
 // forward and backward (training.cpp composes layers into a step).
+#include <string>
 #include <vector>
 
 #include "gpuplan/core/units.hpp"
@@ -39,8 +40,9 @@ struct LayerCost {
   std::vector<OpCost> ops;  // for display
 };
 
-/// Forward and backward of one transformer layer for one micro-batch on one GPU.
+/// Forward and backward of one transformer layer for one micro-batch on one GPU. `keep_ops` false: no op list and
+/// no op names (the search's term caches need only the sums).
 LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
-                     const Device& d);
+                     const Device& d, bool keep_ops = true);
 
 }  // namespace gpuplan::model::detail

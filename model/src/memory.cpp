@@ -25,12 +25,17 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
-#include "memory_activations.hpp"
+#include "memory_core.hpp"
 
 namespace gpuplan::model {
 namespace {
 
 using detail::Ctx;
+using detail::LayerKinds;
+using detail::LayerSums;
+using detail::MemoryCore;
+using detail::StageMemory;
+using detail::StageShape;
 using detail::kFp32Bytes;
 using detail::kMaskBytes;
 using detail::LayerSum;
@@ -59,21 +64,16 @@ constexpr double kSgdStateBytes = kFp32Bytes;
 // Model states and pipeline stages
 // ------------------------------------------------------------------------------------------------------------------
 
-struct LayerParams {
-  double dense = 0.0;   ///< replicated over EP: attention, norms, dense FFN or router + shared experts
-  double expert = 0.0;  ///< routed experts (split over EP)
-};
-
 double norm_unit(const wl::TransformerArch& a, const ParameterCounts& p) {
   const double n = double(a.layers * a.norms_per_layer + 1);
   return n > 0 ? double(p.norms) / n : 0.0;
 }
 
-LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p, std::int64_t l) {
-  LayerParams lp;
+detail::LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p, bool moe_layer) {
+  detail::LayerParams lp;
   lp.dense = double(p.attention_per_layer) + double(a.norms_per_layer) * norm_unit(a, p);
   const std::int64_t moe_layers = a.moe_layer_count();
-  if (a.is_moe_layer(l) && moe_layers > 0) {
+  if (moe_layer && moe_layers > 0) {
     lp.dense += double(p.router + p.shared_experts) / double(moe_layers);
     lp.expert = double(p.routed_experts) / double(moe_layers);
   } else {
@@ -81,34 +81,6 @@ LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p,
   }
   return lp;
 }
-
-/// Layers of pipeline stage `i`: p·v model chunks of ⌊L/(p·v)⌋ layers (the first L mod (p·v) chunks one more);
-/// stage i holds chunks i, i+p, ..., i+(v−1)p (Megatron's interleaved assignment; v = 1 is plain 1F1B).
-std::vector<std::int64_t> stage_layers(std::int64_t L, int p, int v, int i) {
-  std::vector<std::int64_t> out;
-  const std::int64_t C = std::int64_t(p) * v;
-  const std::int64_t base = L / C, rem = L % C;
-  for (int k = 0; k < v; ++k) {
-    const std::int64_t j = i + std::int64_t(k) * p;
-    const std::int64_t start = j * base + std::min(j, rem);
-    const std::int64_t n = base + (j < rem ? 1 : 0);
-    for (std::int64_t l = start; l < start + n; ++l) out.push_back(l);
-  }
-  return out;
-}
-
-struct Stage {
-  int index = 0;
-  bool first = false, last = false;
-  std::vector<std::int64_t> layers;
-  double p_dense = 0.0, p_expert = 0.0;  // parameters of the stage (before TP/EP)
-  double largest_layer_gpu = 0.0;        // parameters per GPU of the stage's largest layer
-  double inflight_mb = 1.0;              // micro-batches whose activations the stage holds at its peak
-  double layer_factor = 1.0;             // multiplier on Σ_stage-layers stored bytes (chunks in flight / v)
-  double stored_layers = 0.0, extra_first = 0.0, extra_last = 0.0, working_set = 0.0, logits_b = 0.0;
-  double weights = 0.0, grads = 0.0, master = 0.0, opt = 0.0, gathered_w = 0.0, gathered_g = 0.0;
-  double activations = 0.0, nccl = 0.0, ctx = 0.0, frag = 0.0, total = 0.0;
-};
 
 double optimizer_state_bytes(wl::OptimizerKind k) {
   switch (k) {
@@ -175,6 +147,155 @@ units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const w
   return units::bytes(mean * c.tokens);
 }
 
+namespace detail {
+
+/// Layers of pipeline stage `i`: p·v model chunks of ⌊L/(p·v)⌋ layers (the first L mod (p·v) chunks one more);
+/// stage i holds chunks i, i+p, ..., i+(v−1)p (Megatron's interleaved assignment; v = 1 is plain 1F1B).
+StageShape stage_shape(const wl::TransformerArch& a, const ParameterCounts& params, int p, int v, int i) {
+  StageShape st;
+  st.index = i;
+  st.first = i == 0;
+  st.last = i == p - 1;
+  const LayerKinds kinds = layer_kinds(a, params);
+  const std::int64_t C = std::int64_t(p) * v;
+  const std::int64_t base = a.layers / C, rem = a.layers % C;
+  for (int k = 0; k < v; ++k) {
+    const std::int64_t j = i + std::int64_t(k) * p;
+    const std::int64_t start = j * base + std::min(j, rem);
+    const std::int64_t n = base + (j < rem ? 1 : 0);
+    for (std::int64_t l = start; l < start + n; ++l) {
+      const bool moe = a.is_moe_layer(l);
+      const LayerParams& lp = moe ? kinds.moe : kinds.dense;
+      ++st.layers;
+      st.moe_layers += moe ? 1 : 0;
+      st.p_dense += lp.dense;
+      st.p_expert += lp.expert;
+    }
+  }
+  return st;
+}
+
+LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params) {
+  return {layer_params(a, params, false), layer_params(a, params, true)};
+}
+
+LayerSums layer_sums(const Ctx& c) {
+  LayerSums s;
+  s.dense = sum_terms(c, layer_terms(c, false));
+  s.moe = c.a.moe ? sum_terms(c, layer_terms(c, true)) : s.dense;
+  return s;
+}
+
+void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                 const RuntimeOverheads& overheads, const Ctx& c, const LayerKinds& kinds, const LayerSums& sums,
+                 const StageShape& first, const StageShape& last, MemoryCore& out) {
+  const auto& par = plan.par;
+  const auto& pr = plan.precision;
+  const int p = std::max(1, par.pp);
+  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const double t = c.t;
+  const double ep = std::max(1, par.ep);
+  const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
+
+  // ZeRO/FSDP shard group ([ZeRO] §5): the data-parallel replicas (dp·cp: CP ranks hold the same weights, as
+  // Megatron-Core's distributed optimizer shards over the dp×cp group), or the hybrid shard group. Routed experts
+  // are replicated over dp·cp/ep ranks only (EP is carved out of dp·cp).
+  const double n_dense = par.shard_group > 0 ? double(par.shard_group) : double(par.dp) * double(std::max(1, par.cp));
+  const double n_expert = std::max(1.0, n_dense / ep);
+  const int zero = static_cast<int>(plan.zero);
+  auto shard = [&](int stage, double n) { return zero >= stage ? n : 1.0; };
+  const double opt_b = optimizer_state_bytes(plan.optimizer);
+  const double unit_norm = norm_unit(a, params);
+  const double comms = communicators(par);
+  out.n_dense = n_dense;
+  out.n_expert = n_expert;
+  out.comms = comms;
+  // Per-token bytes each layer kind keeps, and its transient recomputation working set.
+  const double stored_dense = stored_per_token(c, sums.dense), stored_moe = stored_per_token(c, sums.moe);
+  const double ws_dense = working_set_per_token(c, sums.dense), ws_moe = working_set_per_token(c, sums.moe);
+
+  auto evaluate = [&](const StageShape& shape, StageMemory& st) {
+    st.shape = shape;
+    const std::int64_t dense_layers = shape.layers - shape.moe_layers;
+    st.p_dense = shape.p_dense;
+    st.p_expert = shape.p_expert;
+    st.largest_layer_gpu = 0.0;
+    if (dense_layers > 0)
+      st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.dense.dense / t + kinds.dense.expert / (t * ep));
+    if (shape.moe_layers > 0)
+      st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.moe.dense / t + kinds.moe.expert / (t * ep));
+    if (shape.first) st.p_dense += double(params.embedding + params.position_embedding);
+    if (shape.last) {
+      st.p_dense += unit_norm + double(params.lm_head);
+      // Tied embeddings under PP: the last stage keeps its own copy of the word embeddings for the output layer
+      // (Megatron-LM; gradients all-reduced over the embedding group).
+      if (a.tied_embeddings && p > 1) st.p_dense += double(params.embedding);
+    }
+    const double pd = st.p_dense / t, pe = st.p_expert / (t * ep);
+    st.weights = pd * pr.weight_bytes / shard(3, n_dense) + pe * pr.weight_bytes / shard(3, n_expert);
+    st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
+    st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);
+    st.opt = pd * opt_b / shard(1, n_dense) + pe * opt_b / shard(1, n_expert);
+    st.gathered_w = st.gathered_g = 0.0;
+    if (plan.zero == wl::ZeroStage::parameters && n_dense > 1) {
+      // ZeRO-3/FSDP gathers a unit's full parameters for its compute (the next one prefetched when overlapping)
+      // and holds its full gradient until the reduce-scatter: DeepSpeed's estimate_zero3 "largest layer" term.
+      const double units_gathered = plan.overlap_param_gather ? 2.0 : 1.0;
+      st.gathered_w = st.largest_layer_gpu * pr.weight_bytes * units_gathered;
+      st.gathered_g = st.largest_layer_gpu * pr.gradient_bytes;
+    }
+    if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none && plan.par.dp > 1) {
+      // PyTorch DDP allocates its communication buckets as a second copy of every gradient
+      // (gradient_as_bucket_view=False, the default); measured on our 2×H200 DDP run: +4 B/param with fp32 grads.
+      st.gathered_g = st.grads;
+    }
+
+    // Activations. 1F1B: stage i holds min(p − i, m) micro-batches of its layers ([K22] §4.2.3: the first stage holds
+    // p micro-batches of L/p layers, i.e. L layers' worth). Interleaved ([N21] §2.2.2, Megatron's warm-up): stage i
+    // holds min(2(p−i−1) + (v−1)p + 1, m·v) model chunks, which is L·(1 + (p−1)/(p·v)) layers' worth on stage 0.
+    const int i = shape.index;
+    st.inflight_mb = double(std::min<std::int64_t>(p - i, m));
+    if (p == 1) st.inflight_mb = 1.0;
+    if (v > 1 && p > 1) {
+      const double chunks = std::min<double>(2.0 * (p - i - 1) + double(v - 1) * p + 1.0, double(m) * v);
+      st.layer_factor = chunks / v;
+    } else {
+      st.layer_factor = st.inflight_mb;
+    }
+    // Layers of one kind keep the same bytes: Σ_stage layers stored = n_dense·stored_dense + n_moe·stored_moe.
+    const double per_mb = double(dense_layers) * stored_dense + double(shape.moe_layers) * stored_moe;
+    double ws = 0.0;
+    if (dense_layers > 0) ws = std::max(ws, ws_dense);
+    if (shape.moe_layers > 0) ws = std::max(ws, ws_moe);
+    st.stored_layers = per_mb * c.tokens * st.layer_factor;
+    st.working_set = ws * c.tokens;
+    st.extra_first = st.extra_last = st.logits_b = 0.0;
+    if (shape.first && c.dropout)  // embedding-output dropout mask ([K22] §4.3), per in-flight micro-batch
+      st.extra_first = st.inflight_mb * c.tokens * double(a.hidden) * kMaskBytes / c.divisor(Split::sequence);
+    if (shape.last) {
+      // [K22] §4.3 output layer: final-norm input and output-projection input (2·s·b·h·a_b, /t with SP); logits in
+      // the activation dtype plus their fp32 upcast for the vocab-parallel cross entropy (Megatron fuses it in place).
+      st.extra_last = c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
+      st.logits_b = c.tokens * double(a.vocab) / t * (c.ab + kFp32Bytes);
+    }
+    // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers are freed once the
+    // output layer's backward has run, before the first layer is recomputed. The peak counts the larger of the two.
+    st.activations = st.stored_layers + st.extra_first + st.extra_last + std::max(0.0, st.working_set - st.logits_b);
+    st.nccl = comms * overheads.nccl_buffers.raw();
+    st.ctx = overheads.cuda_context.raw();
+    const double allocated =
+        st.weights + st.gathered_w + st.grads + st.gathered_g + st.master + st.opt + st.activations + st.logits_b;
+    st.frag = overheads.fragmentation * allocated;
+    st.total = allocated + st.ctx + st.nccl + st.frag;
+  };
+
+  evaluate(first, out.first);
+  out.two_stages = p > 1;
+  if (out.two_stages) evaluate(last, out.last);
+}
+
+}  // namespace detail
+
 /// Per-GPU training memory on the heaviest pipeline stage (the first and the last are evaluated; the larger total is
 /// reported, the other named in a note).
 ///  - Model states ([ZeRO] §3.1, §5): P_gpu = P_stage,dense/t + P_stage,experts/(t·ep); weights P_gpu·b_w, gradients
@@ -197,101 +318,18 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   const double t = c.t;
   const double ep = std::max(1, par.ep);
   const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
-
-  // ZeRO/FSDP shard group ([ZeRO] §5): the data-parallel replicas (dp·cp: CP ranks hold the same weights, as
-  // Megatron-Core's distributed optimizer shards over the dp×cp group), or the hybrid shard group. Routed experts
-  // are replicated over dp·cp/ep ranks only (EP is carved out of dp·cp).
-  const double n_dense = par.shard_group > 0 ? double(par.shard_group) : double(par.dp) * double(std::max(1, par.cp));
-  const double n_expert = std::max(1.0, n_dense / ep);
   const int zero = static_cast<int>(plan.zero);
-  auto shard = [&](int stage, double n) { return zero >= stage ? n : 1.0; };
   const double opt_b = optimizer_state_bytes(plan.optimizer);
 
-  const LayerSum dense_sum = sum_terms(c, layer_terms(c, false));
-  const LayerSum moe_sum = a.moe ? sum_terms(c, layer_terms(c, true)) : dense_sum;
-  auto lsum = [&](std::int64_t l) -> const LayerSum& { return a.is_moe_layer(l) ? moe_sum : dense_sum; };
-
-  const double unit_norm = norm_unit(a, params);
-  const double comms = communicators(par);
-
-  auto evaluate = [&](int i) {
-    Stage st;
-    st.index = i;
-    st.first = i == 0;
-    st.last = i == p - 1;
-    st.layers = stage_layers(a.layers, p, v, i);
-    for (auto l : st.layers) {
-      const LayerParams lp = layer_params(a, params, l);
-      st.p_dense += lp.dense;
-      st.p_expert += lp.expert;
-      st.largest_layer_gpu = std::max(st.largest_layer_gpu, lp.dense / t + lp.expert / (t * ep));
-    }
-    if (st.first) st.p_dense += double(params.embedding + params.position_embedding);
-    if (st.last) {
-      st.p_dense += unit_norm + double(params.lm_head);
-      // Tied embeddings under PP: the last stage keeps its own copy of the word embeddings for the output layer
-      // (Megatron-LM; gradients all-reduced over the embedding group).
-      if (a.tied_embeddings && p > 1) st.p_dense += double(params.embedding);
-    }
-    const double pd = st.p_dense / t, pe = st.p_expert / (t * ep);
-    st.weights = pd * pr.weight_bytes / shard(3, n_dense) + pe * pr.weight_bytes / shard(3, n_expert);
-    st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
-    st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);
-    st.opt = pd * opt_b / shard(1, n_dense) + pe * opt_b / shard(1, n_expert);
-    if (plan.zero == wl::ZeroStage::parameters && n_dense > 1) {
-      // ZeRO-3/FSDP gathers a unit's full parameters for its compute (the next one prefetched when overlapping)
-      // and holds its full gradient until the reduce-scatter: DeepSpeed's estimate_zero3 "largest layer" term.
-      const double units_gathered = plan.overlap_param_gather ? 2.0 : 1.0;
-      st.gathered_w = st.largest_layer_gpu * pr.weight_bytes * units_gathered;
-      st.gathered_g = st.largest_layer_gpu * pr.gradient_bytes;
-    }
-    if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none && plan.par.dp > 1) {
-      // PyTorch DDP allocates its communication buckets as a second copy of every gradient
-      // (gradient_as_bucket_view=False, the default); measured on our 2×H200 DDP run: +4 B/param with fp32 grads.
-      st.gathered_g = st.grads;
-    }
-
-    // Activations. 1F1B: stage i holds min(p − i, m) micro-batches of its layers ([K22] §4.2.3: the first stage holds
-    // p micro-batches of L/p layers, i.e. L layers' worth). Interleaved ([N21] §2.2.2, Megatron's warm-up): stage i
-    // holds min(2(p−i−1) + (v−1)p + 1, m·v) model chunks, which is L·(1 + (p−1)/(p·v)) layers' worth on stage 0.
-    st.inflight_mb = double(std::min<std::int64_t>(p - i, m));
-    if (p == 1) st.inflight_mb = 1.0;
-    if (v > 1 && p > 1) {
-      const double chunks = std::min<double>(2.0 * (p - i - 1) + double(v - 1) * p + 1.0, double(m) * v);
-      st.layer_factor = chunks / v;
-    } else {
-      st.layer_factor = st.inflight_mb;
-    }
-    double per_mb = 0.0, ws = 0.0;
-    for (auto l : st.layers) {
-      per_mb += stored_per_token(c, lsum(l));
-      ws = std::max(ws, working_set_per_token(c, lsum(l)));
-    }
-    st.stored_layers = per_mb * c.tokens * st.layer_factor;
-    st.working_set = ws * c.tokens;
-    if (st.first && c.dropout)  // embedding-output dropout mask ([K22] §4.3), per in-flight micro-batch
-      st.extra_first = st.inflight_mb * c.tokens * double(a.hidden) * kMaskBytes / c.divisor(Split::sequence);
-    if (st.last) {
-      // [K22] §4.3 output layer: final-norm input and output-projection input (2·s·b·h·a_b, /t with SP); logits in
-      // the activation dtype plus their fp32 upcast for the vocab-parallel cross entropy (Megatron fuses it in place).
-      st.extra_last = c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
-      st.logits_b = c.tokens * double(a.vocab) / t * (c.ab + kFp32Bytes);
-    }
-    // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers are freed once the
-    // output layer's backward has run, before the first layer is recomputed. The peak counts the larger of the two.
-    st.activations = st.stored_layers + st.extra_first + st.extra_last + std::max(0.0, st.working_set - st.logits_b);
-    st.nccl = comms * overheads.nccl_buffers.raw();
-    st.ctx = overheads.cuda_context.raw();
-    const double allocated =
-        st.weights + st.gathered_w + st.grads + st.gathered_g + st.master + st.opt + st.activations + st.logits_b;
-    st.frag = overheads.fragmentation * allocated;
-    st.total = allocated + st.ctx + st.nccl + st.frag;
-    return st;
-  };
-
-  const Stage first = evaluate(0);
-  const Stage last = p > 1 ? evaluate(p - 1) : first;
-  const Stage& h = last.total > first.total ? last : first;
+  MemoryCore core;
+  const StageShape first_shape = detail::stage_shape(a, params, p, v, 0);
+  const StageShape last_shape = p > 1 ? detail::stage_shape(a, params, p, v, p - 1) : first_shape;
+  detail::memory_core(a, params, plan, overheads, c, detail::layer_kinds(a, params), detail::layer_sums(c),
+                      first_shape, last_shape, core);
+  const double n_dense = core.n_dense, n_expert = core.n_expert, comms = core.comms;
+  const StageMemory& first = core.first;
+  const StageMemory& last = core.two_stages ? core.last : core.first;
+  const StageMemory& h = core.heaviest();
 
   TrainingMemory r;
   r.weights = units::bytes(h.weights + h.gathered_w);
@@ -317,7 +355,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   auto B = [](double b) { return format(units::bytes(b)); };
   const std::string stage_name =
       p == 1 ? std::string("the only pipeline stage")
-             : fmt::format("pipeline stage {} of {} ({})", h.index, p, h.first ? "first" : "last");
+             : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p, h.shape.first ? "first" : "last");
 
   Derivation& d = r.derivation;
   d.id = "memory";
@@ -344,7 +382,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
         fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
                     "layers and the embedding), last stage {} (holds the LM head and the logits)",
                     stage_name, format(units::bytes(first.total)), format_number(first.layer_factor),
-                    first.layers.size(), format(units::bytes(last.total))));
+                    first.shape.layers, format(units::bytes(last.total))));
   }
 
   // model states
@@ -437,7 +475,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
       {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))",
        Origin::user("plan.global_batch")}};
   act.result = B(h.activations);
-  act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.layers.size(), B(h.stored_layers)));
+  act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.shape.layers, B(h.stored_layers)));
   if (h.extra_first > 0) act.notes.push_back(fmt::format("embedding dropout masks: {}", B(h.extra_first)));
   if (h.extra_last > 0)
     act.notes.push_back(fmt::format("final norm and output-projection inputs: {}", B(h.extra_last)));

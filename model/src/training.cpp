@@ -10,7 +10,7 @@
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/topology.hpp"
-#include "layer_cost.hpp"
+#include "training_core.hpp"
 
 namespace gpuplan::model {
 
@@ -26,52 +26,423 @@ double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_b
   return static_cast<double>(pp - 1) / (static_cast<double>(std::max(1, virtual_stages)) * double(micro_batches));
 }
 
+namespace detail {
+
+bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                  Feasibility* f) {
+  bool ok = true;
+  // `fail(message-maker)`: records the message when collecting, else stops at the first failure.
+  auto fail = [&](auto&& message) {
+    ok = false;
+    if (f != nullptr) f->fail(message());
+    return f == nullptr;  // true: stop here
+  };
+  const auto& p = plan.par;
+  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1 || p.ep < 1) {
+    fail([] { return std::string("every parallel size must be at least 1"); });
+    return false;
+  }
+  if (a.heads % p.tp != 0 && fail([&] {
+        std::string options;
+        for (std::int64_t t = 1; t <= std::min<std::int64_t>(a.heads, 64); ++t)
+          if (a.heads % t == 0 && (a.mla || a.kv_heads % t == 0 || t % a.kv_heads == 0))
+            options += (options.empty() ? "" : ", ") + std::to_string(t);
+        return fmt::format("TP {} does not divide the {} attention heads (TP sizes that work: {})", p.tp, a.heads,
+                           options);
+      }))
+    return false;
+  if (!a.mla && a.kv_heads % p.tp != 0 && p.tp % a.kv_heads != 0 &&
+      fail([&] { return fmt::format("TP {} neither divides nor is a multiple of the {} KV heads", p.tp, a.kv_heads); }))
+    return false;
+  if (a.intermediate % p.tp != 0 &&
+      fail([&] { return fmt::format("TP {} does not divide the FFN width {}", p.tp, a.intermediate); }))
+    return false;
+  const int chunks = p.pp * std::max(1, p.virtual_stages);
+  if (p.pp > a.layers) {
+    if (fail([&] { return fmt::format("PP {} exceeds the {} layers", p.pp, a.layers); })) return false;
+  } else if (a.layers % chunks != 0 && fail([&] {
+               return fmt::format("{} layers do not split evenly into PP {} × {} chunks", a.layers, p.pp,
+                                  std::max(1, p.virtual_stages));
+             }))
+    return false;
+  if (plan.schedule == wl::PipelineSchedule::interleaved && (p.pp < 2 || p.virtual_stages < 2) &&
+      fail([] { return std::string("the interleaved schedule needs PP ≥ 2 and virtual stages ≥ 2"); }))
+    return false;
+  if (plan.micro_batch < 1 || plan.global_batch < 1 || plan.seq_len < 1) {
+    if (fail([] { return std::string("batch sizes and sequence length must be ≥ 1"); })) return false;
+  } else if (plan.global_batch % (plan.micro_batch * p.dp) != 0 && fail([&] {
+               return fmt::format("global batch {} is not divisible by micro-batch {} × DP {} = {}", plan.global_batch,
+                                  plan.micro_batch, p.dp, plan.micro_batch * p.dp);
+             }))
+    return false;
+  if (p.cp > 1 && plan.seq_len % (2 * p.cp) != 0 && fail([&] {
+        return fmt::format("sequence {} is not divisible by 2·CP = {} (load-balanced causal context parallelism)",
+                           plan.seq_len, 2 * p.cp);
+      }))
+    return false;
+  if (p.ep > 1) {
+    if (!a.moe) {
+      if (fail([] { return std::string("EP > 1 needs a mixture-of-experts model"); })) return false;
+    } else if (a.moe->num_experts % p.ep != 0 &&
+               fail([&] { return fmt::format("EP {} does not divide the {} experts", p.ep, a.moe->num_experts); })) {
+      return false;
+    }
+    if ((p.dp * p.cp) % p.ep != 0 &&
+        fail([&] { return fmt::format("EP {} must divide DP × CP = {}", p.ep, p.dp * p.cp); }))
+      return false;
+  }
+  if (plan.zero == wl::ZeroStage::parameters && p.shard_group > 0 && p.dp % p.shard_group != 0 &&
+      fail([&] { return fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp); }))
+    return false;
+  if (sys.gpu == nullptr && fail([] { return std::string("no GPU given"); })) return false;
+  if (p.gpus() > 1 && sys.node == nullptr && fail([] {
+        return std::string("more than one GPU needs a node shape (give --node, or a GPU that a shipped node uses)");
+      }))
+    return false;
+  if (sys.node != nullptr && !sys.node->scale_out &&
+      p.gpus() > std::max<long long>(sys.node->gpus, sys.node->scale_up.domain_gpus) && fail([&] {
+        return fmt::format("{} GPUs span several {} nodes, but the node data has no scale-out network (its NICs are "
+                           "not sourced): use at most {} GPUs or a node with a scale-out network",
+                           p.gpus(), sys.node->info.id, std::max(sys.node->gpus, sys.node->scale_up.domain_gpus));
+      }))
+    return false;
+  return ok;
+}
+
+Device training_device(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  Device d = make_device(*sys.gpu);
+  if (sys.efficiency) d.eff = *sys.efficiency;
+  if (plan.attention_kernel == wl::AttentionKernel::fa2) {
+    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
+    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
+  }
+  return d;
+}
+
+TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  TrainingConsts k;
+  k.d = training_device(plan, sys);
+  k.params = parameter_counts(a, Explain::off);
+  k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
+  k.moe_layers = double(a.moe_layer_count());
+  k.price = sys.price ? sys.price : sys.gpu->price;
+  return k;
+}
+
+ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const Device& d,
+                           LayerCost* first) {
+  ComputeTerms c;
+  const auto& par = plan.par;
+  // One micro-batch through each layer kind; layers of one (moe, sliding) kind cost the same.
+  const std::int64_t L = a.layers;
+  LayerCost kinds[2][2];
+  bool have_kind[2][2] = {{false, false}, {false, false}};
+  for (std::int64_t l = 0; l < L; ++l) {
+    const bool moe = a.is_moe_layer(l);
+    const bool sliding = a.is_sliding_layer(l);
+    if (!have_kind[moe][sliding]) {
+      kinds[moe][sliding] = layer_cost(a, plan, moe, sliding, d, first != nullptr);
+      have_kind[moe][sliding] = true;
+      if (first != nullptr && l == 0) *first = kinds[moe][sliding];
+    }
+    const LayerCost& lc = kinds[moe][sliding];
+    c.fwd_all += lc.fwd;
+    c.bwd_all += lc.bwd;
+  }
+  // Embedding (first stage) and LM head + loss (last stage).
+  const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
+  const double e = plan.precision.activation_bytes;
+  const std::int64_t v_local = a.vocab / par.tp;
+  const std::string none;
+  const bool names = first != nullptr;
+  OpCost head_f = gemm_cost(names ? "LM head" : none, {T, v_local, a.hidden, 1}, plan.precision.compute, d);
+  OpCost head_dg = gemm_cost(names ? "LM head dgrad" : none, {T, a.hidden, v_local, 1}, plan.precision.compute, d);
+  OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, plan.precision.compute, d);
+  // Fused cross-entropy reads the logits and writes fp32 softmax statistics; its backward writes the gradient.
+  // Eager: upcast (2 + 4 B), log_softmax (4 + 4 B) forward; fill (4 B), log_softmax_backward (4 + 4 + 4 B) and the
+  // cast back (4 + 2 B) backward, per logit.
+  const bool eager_ops = plan.kernels == wl::KernelStyle::eager;
+  const double ce_f = eager_ops ? 14.0 : e + 4.0, ce_b = eager_ops ? 22.0 : 4.0 + e;
+  OpCost loss_f = streaming_cost(none, OpClass::loss, units::bytes(double(T * v_local) * ce_f),
+                                 units::flop(5.0 * double(T * v_local)), d);
+  OpCost loss_b = streaming_cost(none, OpClass::loss, units::bytes(double(T * v_local) * ce_b),
+                                 units::flop(3.0 * double(T * v_local)), d);
+  OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes(double(T * a.hidden) * e * 2.0), units::flop(0), d);
+  c.head_time = head_f.time + head_dg.time + head_wg.time + loss_f.time + loss_b.time;
+  c.embed_time = embed.time * 3.0;  // lookup + gradient scatter-add
+  return c;
+}
+
+CommGroup training_group(int size, int stride, const TrainingSystem& sys) {
+  if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
+  std::optional<hw::ClusterSpec> cl;
+  if (sys.cluster != nullptr) cl = *sys.cluster;
+  CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
+  if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
+  return g;
+}
+
+Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g) {
+  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
+  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
+}
+
+Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
+  return units::bytes(double(T * a.hidden) * plan.precision.activation_bytes);
+}
+
+Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const std::int64_t kv_dim =
+      a.mla ? a.mla->kv_lora_rank + a.mla->qk_rope_head_dim : 2 * a.kv_heads * a.head_dim / plan.par.tp;
+  return units::bytes(double(plan.micro_batch * plan.seq_len * kv_dim) * plan.precision.activation_bytes);
+}
+
+Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
+  const std::int64_t k = a.moe ? a.moe->experts_per_token : 0;
+  return units::bytes(double(T * k * a.hidden) * plan.precision.activation_bytes);
+}
+
+Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
+  return units::bytes(double(T * a.hidden) * plan.precision.activation_bytes /
+                      (plan.par.sequence_parallel ? double(plan.par.tp) : 1.0));
+}
+
+double params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan) {
+  return double(params.total) / double(plan.par.tp * plan.par.pp);  // approx: even stages
+}
+
+Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  const Bytes act = tp_message(a, plan);
+  return plan.par.sequence_parallel
+             ? collective_time(Collective::all_gather, act, tp_g) + collective_time(Collective::reduce_scatter, act, tp_g)
+             : collective_time(Collective::all_reduce, act, tp_g);
+}
+
+Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& cp_g) {
+  const Bytes kv = cp_message(a, plan);
+  return collective_time(Collective::all_gather, kv, cp_g) * 2.0 + collective_time(Collective::reduce_scatter, kv, cp_g);
+}
+
+Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g) {
+  return collective_time(Collective::all_to_all, ep_message(a, plan), ep_g);
+}
+
+Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g) {
+  return collective_time(Collective::send_recv, pp_message(a, plan), pp_g);
+}
+
+DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g) {
+  DpTimes t;
+  const double p_gpu = params_per_gpu(params, plan);
+  const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
+  const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
+  if (plan.zero == wl::ZeroStage::none) {
+    t.reduce = collective_time(Collective::all_reduce, grads, dp_g);
+  } else {
+    t.reduce = collective_time(Collective::reduce_scatter, grads, dp_g);
+    t.gather = collective_time(Collective::all_gather, weights, dp_g);
+  }
+  return t;
+}
+
+Seconds ddp_copy_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
+  const Bytes grads = units::bytes(params_per_gpu(params, plan) * plan.precision.gradient_bytes);
+  return streaming_cost("DDP bucket copy", OpClass::elementwise, grads * 2.0, units::flop(0), d).time;
+}
+
+Seconds amp_cast_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
+  // PyTorch AMP: autocast casts every fp32 weight to bf16 in each forward (read 4 B, write 2 B per parameter) and
+  // each bf16 weight gradient is copied into the fp32 .grad (read 2 B, write 4 B). (FSDP with a bf16 param_dtype
+  // policy folds the cast into its all-gather: that is mixed_precision "megatron" here, bf16 parameters.)
+  const double p_stage = double(params.total) / double(plan.par.tp * plan.par.pp);
+  return streaming_cost(std::string(), OpClass::elementwise, units::bytes(p_stage * 12.0), units::flop(0), d).time;
+}
+
+double optimizer_shard(const wl::TrainingPlan& plan) {
+  const auto& par = plan.par;
+  return plan.zero == wl::ZeroStage::none
+             ? 1.0
+             : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group : par.dp);
+}
+
+Seconds optimizer_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
+  // A fused AdamW streams master weights, m, v (read + write fp32), the gradient and the new weights.
+  const double p_gpu = params_per_gpu(params, plan);
+  const double shard = optimizer_shard(plan);
+  const double state_bytes = plan.optimizer == wl::OptimizerKind::adamw        ? 16.0
+                             : plan.optimizer == wl::OptimizerKind::adamw_8bit ? 4.0
+                                                                               : 8.0;
+  const double opt_bytes = p_gpu / shard *
+                           (2.0 * plan.precision.master_bytes + state_bytes + plan.precision.gradient_bytes +
+                            plan.precision.weight_bytes);
+  return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_gpu / shard * 12.0), d)
+      .time;
+}
+
+void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingConsts& k,
+                  const StepTerms& t, StepCore& o) {
+  const auto& par = plan.par;
+  const hw::GpuSpec& gpu = *k.d.gpu;
+  const std::int64_t m = plan.micro_batches();
+  o.m = m;
+  const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
+
+  // ---- compute: layers are spread evenly over the pipeline stages; each GPU runs L / pp of them per micro-batch ----
+  const double stage_share = 1.0 / double(par.pp);
+  const PassCost fwd = t.compute.fwd_all.scaled(stage_share), bwd = t.compute.bwd_all.scaled(stage_share);
+  PassCost recompute{};
+  if (plan.recompute == wl::Recompute::full) recompute = fwd;
+  else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) recompute.attention = fwd.attention;
+  o.fwd = fwd;
+  o.bwd = bwd;
+  o.recompute = recompute;
+  // The last stage is the critical one with the LM head; the first holds the embedding.
+  const Seconds extra_last = t.compute.head_time + (par.pp == 1 ? t.compute.embed_time : Seconds(0));
+  const Seconds extra_first = par.pp == 1 ? Seconds(0) : t.compute.embed_time;
+  Seconds extra = std::max(extra_last, extra_first);
+  if (plan.mixed_precision == wl::MixedPrecision::amp) extra += t.amp_casts;
+  o.extra = extra;
+
+  // ---- communication ----
+  const std::int64_t layers_stage = a.layers / par.pp;
+  const double moe_layers_stage = k.moe_layers / double(par.pp);
+  o.tp = o.cp = o.ep = o.pp = o.dp = CommNumbers{};
+  // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
+  if (par.tp > 1) {
+    const Bytes act = tp_message(a, plan);
+    // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
+    const double pairs = plan.recompute == wl::Recompute::full ? 3.0 : 2.0;
+    const double per_mb = pairs * double(layers_stage);
+    o.tp.time = t.tp_one * per_mb * double(m);
+    o.tp.bytes = act * (per_mb * 2.0 * double(m));
+    const Seconds gemm_stage = (fwd.gemm + bwd.gemm) * double(m);
+    o.tp.exposed = plan.overlap_tp_comm ? std::max(Seconds(0), o.tp.time - gemm_stage) : o.tp.time;
+  }
+  // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
+  if (par.cp > 1) {
+    const Bytes kv = cp_message(a, plan);
+    o.cp.time = t.cp_one * double(layers_stage) * double(m);
+    o.cp.bytes = kv * (3.0 * double(layers_stage) * double(m));
+    o.cp.exposed = std::max(Seconds(0), o.cp.time - (fwd.attention + bwd.attention) * double(m));
+  }
+  // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
+  if (par.ep > 1 && a.moe) {
+    const Bytes buf = ep_message(a, plan);
+    o.ep.time = t.ep_one * (4.0 * moe_layers_stage * double(m));
+    o.ep.bytes = buf * (4.0 * moe_layers_stage * double(m));
+    o.ep.exposed = o.ep.time;
+  }
+  // PP: activations forward, gradients backward, at each stage boundary per micro-batch.
+  if (par.pp > 1) {
+    const Bytes act = pp_message(a, plan);
+    const double sends = 2.0 * double(std::max(1, par.virtual_stages)) * double(m);
+    o.pp.time = t.pp_one * sends;
+    o.pp.bytes = act * sends;
+    o.pp.exposed = o.pp.time;
+  }
+  // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
+  const double p_gpu = params_per_gpu(k.params, plan);
+  const Seconds bwd_mb = (bwd.total() + recompute.total());
+  const Seconds fwd_mb = fwd.total();
+  if (par.dp > 1) {
+    const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
+    const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
+    const Seconds reduce = t.dp.reduce;
+    Seconds gather{};
+    if (plan.zero == wl::ZeroStage::none) {
+      o.dp.bytes = grads;
+    } else {
+      gather = t.dp.gather;
+      o.dp.bytes = grads + weights;
+    }
+    if (plan.zero == wl::ZeroStage::parameters) {
+      // FSDP/ZeRO-3: parameters gathered for forward and again for backward in every micro-batch.
+      gather = gather * (2.0 * double(m));
+      o.dp.bytes = grads + weights * (2.0 * double(m));
+    }
+    o.dp.time = reduce + gather;
+    // Bucketed reduction overlaps the backward of the last micro-batch; the last bucket stays exposed.
+    const Seconds last_bucket = reduce / double(std::max<std::int64_t>(1, layers_stage));
+    const Seconds reduce_exposed = plan.overlap_grad_reduce ? std::max(last_bucket, reduce - bwd_mb) : reduce;
+    const Seconds gather_window = plan.zero == wl::ZeroStage::parameters ? (fwd_mb + bwd_mb) * double(m) : fwd_mb;
+    const Seconds gather_exposed = plan.overlap_param_gather ? std::max(Seconds(0), gather - gather_window) : gather;
+    // Overlap is not free: while NCCL runs it holds SMs (one per channel) that the GEMMs lose, so the hidden part
+    // of the communication still costs (hidden time) × (NCCL's SM share). Assumption until calibrated: 16 channels,
+    // NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
+    // (Parts whose SM count is not in the data get no contention term.)
+    const double nccl_sm_share = gpu.compute_units > 0 ? std::min(1.0, 16.0 / double(gpu.compute_units)) : 0.0;
+    const Seconds hidden = (reduce - reduce_exposed) + (gather - gather_exposed);
+    o.dp.exposed = reduce_exposed + gather_exposed + hidden * nccl_sm_share;
+    // PyTorch DDP copies each gradient into its communication bucket (read + write per element); Megatron's
+    // contiguous gradient buffer and FSDP avoid the copy.
+    if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none) o.dp.exposed += t.ddp_copy;
+  }
+
+  // ---- step ----
+  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
+  const Seconds per_mb_comm = (o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed) / double(m);
+  const Seconds mb_time = mb_compute + per_mb_comm;
+  o.bubble_fraction = pipeline_bubble_fraction(
+      par.pp, plan.schedule == wl::PipelineSchedule::interleaved ? par.virtual_stages : 1, m);
+  const Seconds steady = mb_time * double(m) + extra * double(m);
+  const Seconds bubble = (mb_time + extra) * (o.bubble_fraction * double(m));
+
+  StepBreakdown& s = o.step;
+  s.gemm = (fwd.gemm + bwd.gemm + recompute.gemm) * double(m);
+  s.attention = (fwd.attention + bwd.attention + recompute.attention) * double(m);
+  s.elementwise = (fwd.elementwise + bwd.elementwise + recompute.elementwise) * double(m);
+  s.embedding_loss = extra * double(m);
+  s.recompute = recompute.total() * double(m);
+  s.comm_exposed = o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed + o.dp.exposed;
+  s.bubble = bubble;
+  s.optimizer = t.optimizer;
+  s.total = steady + bubble + o.dp.exposed + t.optimizer;
+  o.ok = std::isfinite(s.total.raw()) && s.total.raw() > 0;
+  o.has_time_to_train = o.has_cost = o.has_energy = false;
+  if (!o.ok) return;
+  o.tokens_per_s = tokens_per_step / s.total.raw();
+
+  // ---- MFU / HFU ----
+  // Causal attention does half the score work; published MFU tables (Megatron, PaLM) count the full square.
+  o.model_flops = k.fpt.training * tokens_per_step;
+  // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
+  const units::Flops layer_forward = k.fpt.forward - units::flop(2.0 * double(a.vocab) * double(a.hidden));
+  o.hardware_flops =
+      o.model_flops + (plan.recompute == wl::Recompute::full ? layer_forward * tokens_per_step : units::Flops(0));
+  const double gpus = double(par.gpus());
+  const double peak = k.d.peak(plan.precision.compute).raw();
+  o.mfu = o.model_flops.raw() / (s.total.raw() * gpus * peak);
+  o.hfu = o.hardware_flops.raw() / (s.total.raw() * gpus * peak);
+
+  // ---- time to train, cost, energy ----
+  if (plan.tokens_to_train) {
+    // The same template as time_at_mfu, with this plan's modelled MFU.
+    o.has_time_to_train = true;
+    o.time_to_train = time_at_mfu(o.model_flops * (*plan.tokens_to_train / tokens_per_step), gpus,
+                                  k.d.peak(plan.precision.compute), o.mfu);
+    o.gpu_hours = units::to_hours(o.time_to_train) * gpus;
+    if (k.price) {
+      o.has_cost = true;
+      o.cost = units::usd(units::to_usd_per_hour(*k.price) * o.gpu_hours);
+    }
+    if (gpu.tdp) {
+      // Board power at TDP while computing, idle draw ignored: an estimate, not a measurement.
+      const double busy = std::min(1.0, (s.gemm + s.attention + s.elementwise + s.embedding_loss).raw() / s.total.raw());
+      o.has_energy = true;
+      o.energy = units::Joules(gpu.tdp->raw() * gpus * o.time_to_train.raw() * busy);
+    }
+  }
+}
+
+}  // namespace detail
+
 Feasibility check_training_layout(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
                                   const TrainingSystem& sys) {
   Feasibility f;
-  const auto& p = plan.par;
-  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1 || p.ep < 1) f.fail("every parallel size must be at least 1");
-  if (!f.ok) return f;
-  if (a.heads % p.tp != 0) {
-    std::string options;
-    for (std::int64_t t = 1; t <= std::min<std::int64_t>(a.heads, 64); ++t)
-      if (a.heads % t == 0 && (a.mla || a.kv_heads % t == 0 || t % a.kv_heads == 0))
-        options += (options.empty() ? "" : ", ") + std::to_string(t);
-    f.fail(fmt::format("TP {} does not divide the {} attention heads (TP sizes that work: {})", p.tp, a.heads, options));
-  }
-  if (!a.mla && a.kv_heads % p.tp != 0 && p.tp % a.kv_heads != 0)
-    f.fail(fmt::format("TP {} neither divides nor is a multiple of the {} KV heads", p.tp, a.kv_heads));
-  if (a.intermediate % p.tp != 0) f.fail(fmt::format("TP {} does not divide the FFN width {}", p.tp, a.intermediate));
-  const int chunks = p.pp * std::max(1, p.virtual_stages);
-  if (p.pp > a.layers) f.fail(fmt::format("PP {} exceeds the {} layers", p.pp, a.layers));
-  else if (a.layers % chunks != 0)
-    f.fail(fmt::format("{} layers do not split evenly into PP {} × {} chunks", a.layers, p.pp,
-                       std::max(1, p.virtual_stages)));
-  if (plan.schedule == wl::PipelineSchedule::interleaved && (p.pp < 2 || p.virtual_stages < 2))
-    f.fail("the interleaved schedule needs PP ≥ 2 and virtual stages ≥ 2");
-  if (plan.micro_batch < 1 || plan.global_batch < 1 || plan.seq_len < 1) f.fail("batch sizes and sequence length must be ≥ 1");
-  else if (plan.global_batch % (plan.micro_batch * p.dp) != 0)
-    f.fail(fmt::format("global batch {} is not divisible by micro-batch {} × DP {} = {}", plan.global_batch,
-                       plan.micro_batch, p.dp, plan.micro_batch * p.dp));
-  if (p.cp > 1 && plan.seq_len % (2 * p.cp) != 0)
-    f.fail(fmt::format("sequence {} is not divisible by 2·CP = {} (load-balanced causal context parallelism)",
-                       plan.seq_len, 2 * p.cp));
-  if (p.ep > 1) {
-    if (!a.moe) f.fail("EP > 1 needs a mixture-of-experts model");
-    else if (a.moe->num_experts % p.ep != 0)
-      f.fail(fmt::format("EP {} does not divide the {} experts", p.ep, a.moe->num_experts));
-    if ((p.dp * p.cp) % p.ep != 0) f.fail(fmt::format("EP {} must divide DP × CP = {}", p.ep, p.dp * p.cp));
-  }
-  if (plan.zero == wl::ZeroStage::parameters && p.shard_group > 0 && p.dp % p.shard_group != 0)
-    f.fail(fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp));
-  if (sys.gpu == nullptr) f.fail("no GPU given");
-  if (p.gpus() > 1 && sys.node == nullptr)
-    f.fail("more than one GPU needs a node shape (give --node, or a GPU that a shipped node uses)");
-  if (sys.node != nullptr && !sys.node->scale_out &&
-      p.gpus() > std::max<long long>(sys.node->gpus, sys.node->scale_up.domain_gpus))
-    f.fail(fmt::format("{} GPUs span several {} nodes, but the node data has no scale-out network (its NICs are not "
-                       "sourced): use at most {} GPUs or a node with a scale-out network",
-                       p.gpus(), sys.node->info.id, std::max(sys.node->gpus, sys.node->scale_up.domain_gpus)));
+  detail::layout_rules(a, plan, sys, &f);
   return f;
 }
 
@@ -79,12 +450,6 @@ namespace {
 
 using detail::LayerCost;
 using detail::PassCost;
-using detail::layer_cost;
-
-Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g) {
-  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
-  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
-}
 
 std::string tier_text(const CommGroup& g) {
   if (g.size <= 1) return "none";
@@ -92,6 +457,19 @@ std::string tier_text(const CommGroup& g) {
   const std::string out = g.scale_out ? g.scale_out->name : std::string("?");
   if (g.scale_up_size <= 1) return fmt::format("{} across {} scale-up domains", out, g.domains());
   return fmt::format("{} × {} inside, {} across {} domains", g.scale_up_size, g.scale_up.name, out, g.domains());
+}
+
+CommCost comm_cost(const char* kind, std::string collective, int group_size, const CommGroup& g,
+                   const detail::CommNumbers& n) {
+  CommCost c;
+  c.kind = kind;
+  c.collective = std::move(collective);
+  c.group_size = group_size;
+  c.tier = tier_text(g);
+  c.time = n.time;
+  c.exposed = n.exposed;
+  c.bytes_per_step = n.bytes;
+  return c;
 }
 
 }  // namespace
@@ -104,253 +482,68 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   using units::format;
   const auto& par = plan.par;
   const hw::GpuSpec& gpu = *sys.gpu;
-  Device d = make_device(gpu);
-  if (sys.efficiency) d.eff = *sys.efficiency;
-  if (plan.attention_kernel == wl::AttentionKernel::fa2) {
-    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
-    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
-  }
-  const ParameterCounts params = parameter_counts(a, Explain::off);
-  const std::int64_t m = plan.micro_batches();
-  est.micro_batches = m;
-  const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
+  const detail::TrainingConsts k = detail::training_consts(a, plan, sys);
+  const Device& d = k.d;
+  const ParameterCounts& params = k.params;
 
-  // ---- compute: one micro-batch through each layer kind ----
-  const std::int64_t L = a.layers;
-  PassCost fwd_all, bwd_all;
-  units::Flops flops_fwd_all{}, flops_bwd_all{};
+  // ---- the terms: compute of one micro-batch, one collective of each kind, the optimizer pass ----
+  detail::StepTerms terms;
   LayerCost first;
-  bool have_first = false;
-  // Cache per (moe, sliding) kind: layers of one kind cost the same.
-  LayerCost kinds[2][2];
-  bool have_kind[2][2] = {{false, false}, {false, false}};
-  for (std::int64_t l = 0; l < L; ++l) {
-    const bool moe = a.is_moe_layer(l);
-    const bool sliding = a.is_sliding_layer(l);
-    if (!have_kind[moe][sliding]) {
-      kinds[moe][sliding] = layer_cost(a, plan, moe, sliding, d);
-      have_kind[moe][sliding] = true;
-    }
-    const LayerCost& lc = kinds[moe][sliding];
-    if (!have_first) {
-      first = lc;
-      have_first = true;
-    }
-    fwd_all += lc.fwd;
-    bwd_all += lc.bwd;
-    flops_fwd_all += lc.flops_fwd;
-    flops_bwd_all += lc.flops_bwd;
-  }
-  // Layers are spread evenly over the pipeline stages; each GPU runs L / pp of them per micro-batch.
-  const double stage_share = 1.0 / double(par.pp);
-  PassCost fwd = fwd_all.scaled(stage_share), bwd = bwd_all.scaled(stage_share);
-  PassCost recompute{};
-  if (plan.recompute == wl::Recompute::full) recompute = fwd;
-  else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) recompute.attention = fwd.attention;
-
-  // Embedding (first stage) and LM head + loss (last stage): the last stage is the critical one with the head.
-  const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
-  const double e = plan.precision.activation_bytes;
-  const std::int64_t v_local = a.vocab / par.tp;
-  OpCost head_f = gemm_cost("LM head", {T, v_local, a.hidden, 1}, plan.precision.compute, d);
-  OpCost head_dg = gemm_cost("LM head dgrad", {T, a.hidden, v_local, 1}, plan.precision.compute, d);
-  OpCost head_wg = gemm_cost("LM head wgrad", {a.hidden, v_local, T, 1}, plan.precision.compute, d);
-  // Fused cross-entropy reads the logits and writes fp32 softmax statistics; its backward writes the gradient.
-  // Eager: upcast (2 + 4 B), log_softmax (4 + 4 B) forward; fill (4 B), log_softmax_backward (4 + 4 + 4 B) and the
-  // cast back (4 + 2 B) backward, per logit.
-  const bool eager_ops = plan.kernels == wl::KernelStyle::eager;
-  const double ce_f = eager_ops ? 14.0 : e + 4.0, ce_b = eager_ops ? 22.0 : 4.0 + e;
-  OpCost loss_f = streaming_cost("cross-entropy", OpClass::loss, units::bytes(double(T * v_local) * ce_f),
-                                 units::flop(5.0 * double(T * v_local)), d);
-  OpCost loss_b = streaming_cost("cross-entropy bwd", OpClass::loss, units::bytes(double(T * v_local) * ce_b),
-                                 units::flop(3.0 * double(T * v_local)), d);
-  OpCost embed = streaming_cost("embedding", OpClass::embedding, units::bytes(double(T * a.hidden) * e * 2.0),
-                                units::flop(0), d);
-  const Seconds head_time = head_f.time + head_dg.time + head_wg.time + loss_f.time + loss_b.time;
-  const Seconds embed_time = embed.time * 3.0;  // lookup + gradient scatter-add
-  const Seconds extra_last = head_time + (par.pp == 1 ? embed_time : Seconds(0));
-  const Seconds extra_first = par.pp == 1 ? Seconds(0) : embed_time;
-  Seconds extra = std::max(extra_last, extra_first);
-  if (plan.mixed_precision == wl::MixedPrecision::amp) {
-    // PyTorch AMP: autocast casts every fp32 weight to bf16 in each forward (read 4 B, write 2 B per parameter) and
-    // each bf16 weight gradient is copied into the fp32 .grad (read 2 B, write 4 B). (FSDP with a bf16 param_dtype
-    // policy folds the cast into its all-gather: that is mixed_precision "megatron" here, bf16 parameters.)
-    const double p_stage = double(parameter_counts(a, Explain::off).total) / double(par.tp * par.pp);
-    const OpCost casts = streaming_cost("autocast weight casts", OpClass::elementwise, units::bytes(p_stage * 12.0),
-                                        units::flop(0), d);
-    extra += casts.time;
-  }
-
-  // ---- communication ----
-  const CommGroup none{};
-  auto group = [&](int size, int stride) -> CommGroup {
-    if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return none;
-    std::optional<hw::ClusterSpec> cl;
-    if (sys.cluster != nullptr) cl = *sys.cluster;
-    CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
-    if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
-    return g;
-  };
+  terms.compute = detail::compute_terms(a, plan, d, &first);
+  if (plan.mixed_precision == wl::MixedPrecision::amp) terms.amp_casts = detail::amp_cast_time(params, plan, d);
   // Megatron rank order: tp innermost, then cp, then dp (ep carved out of dp·cp), pp outermost.
-  const CommGroup tp_g = group(par.tp, 1);
-  const CommGroup cp_g = group(par.cp, par.tp);
-  const CommGroup dp_g = group(par.dp, par.tp * par.cp);
-  const CommGroup ep_g = group(par.ep, par.tp * par.cp);
-  const CommGroup pp_g = group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp);
-  const std::int64_t layers_stage = L / par.pp;
-  const double moe_layers_stage = double(a.moe_layer_count()) / double(par.pp);
-
-  // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
-  CommCost tp;
-  tp.kind = "tp";
-  tp.collective = par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce";
-  tp.group_size = par.tp;
-  tp.tier = tier_text(tp_g);
-  if (par.tp > 1) {
-    const Bytes act = units::bytes(double(T * a.hidden) * e);
-    const Seconds one = par.sequence_parallel
-                            ? collective_time(Collective::all_gather, act, tp_g) +
-                                  collective_time(Collective::reduce_scatter, act, tp_g)
-                            : collective_time(Collective::all_reduce, act, tp_g);
-    // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
-    const double pairs = plan.recompute == wl::Recompute::full ? 3.0 : 2.0;
-    const double per_mb = pairs * double(layers_stage);
-    tp.time = one * per_mb * double(m);
-    tp.bytes_per_step = act * (per_mb * 2.0 * double(m));
-    const Seconds gemm_stage = (fwd.gemm + bwd.gemm) * double(m);
-    tp.exposed = plan.overlap_tp_comm ? std::max(Seconds(0), tp.time - gemm_stage) : tp.time;
-  }
-  // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
-  CommCost cp;
-  cp.kind = "cp";
-  cp.collective = "all-gather (K,V) + reduce-scatter (dK,dV)";
-  cp.group_size = par.cp;
-  cp.tier = tier_text(cp_g);
-  if (par.cp > 1) {
-    const std::int64_t kv_dim = a.mla ? a.mla->kv_lora_rank + a.mla->qk_rope_head_dim : 2 * a.kv_heads * a.head_dim / par.tp;
-    const Bytes kv = units::bytes(double(plan.micro_batch * plan.seq_len * kv_dim) * e);
-    const Seconds one = collective_time(Collective::all_gather, kv, cp_g) * 2.0 +
-                        collective_time(Collective::reduce_scatter, kv, cp_g);
-    cp.time = one * double(layers_stage) * double(m);
-    cp.bytes_per_step = kv * (3.0 * double(layers_stage) * double(m));
-    cp.exposed = std::max(Seconds(0), cp.time - (fwd.attention + bwd.attention) * double(m));
-  }
-  // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
-  CommCost ep;
-  ep.kind = "ep";
-  ep.collective = "all-to-all";
-  ep.group_size = par.ep;
-  ep.tier = tier_text(ep_g);
-  if (par.ep > 1 && a.moe) {
-    const Bytes buf = units::bytes(double(T * a.moe->experts_per_token * a.hidden) * e);
-    ep.time = collective_time(Collective::all_to_all, buf, ep_g) * (4.0 * moe_layers_stage * double(m));
-    ep.bytes_per_step = buf * (4.0 * moe_layers_stage * double(m));
-    ep.exposed = ep.time;
-  }
-  // PP: activations forward, gradients backward, at each stage boundary per micro-batch.
-  CommCost pp;
-  pp.kind = "pp";
-  pp.collective = "send/recv";
-  pp.group_size = par.pp;
-  pp.tier = tier_text(pp_g);
-  if (par.pp > 1) {
-    const Bytes act = units::bytes(double(T * a.hidden) * e / (par.sequence_parallel ? double(par.tp) : 1.0));
-    const double sends = 2.0 * double(std::max(1, par.virtual_stages)) * double(m);
-    pp.time = collective_time(Collective::send_recv, act, pp_g) * sends;
-    pp.bytes_per_step = act * sends;
-    pp.exposed = pp.time;
-  }
-  // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
-  const double p_gpu = double(params.total) / double(par.tp * par.pp);  // approx: even stages
-  CommCost dp;
-  dp.kind = "dp";
-  dp.collective = plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather";
-  dp.group_size = par.dp;
-  dp.tier = tier_text(dp_g);
-  const Seconds bwd_mb = (bwd.total() + recompute.total());
-  const Seconds fwd_mb = fwd.total();
+  const CommGroup tp_g = detail::training_group(par.tp, 1, sys);
+  const CommGroup cp_g = detail::training_group(par.cp, par.tp, sys);
+  const CommGroup dp_g = detail::training_group(par.dp, par.tp * par.cp, sys);
+  const CommGroup ep_g = detail::training_group(par.ep, par.tp * par.cp, sys);
+  const CommGroup pp_g = detail::training_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
+  if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
+  if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
+  if (par.ep > 1 && a.moe) terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
+  if (par.pp > 1) terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
   if (par.dp > 1) {
-    const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
-    const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
-    Seconds reduce{}, gather{};
-    if (plan.zero == wl::ZeroStage::none) {
-      reduce = collective_time(Collective::all_reduce, grads, dp_g);
-      dp.bytes_per_step = grads;
-    } else {
-      reduce = collective_time(Collective::reduce_scatter, grads, dp_g);
-      gather = collective_time(Collective::all_gather, weights, dp_g);
-      dp.bytes_per_step = grads + weights;
-    }
-    if (plan.zero == wl::ZeroStage::parameters) {
-      // FSDP/ZeRO-3: parameters gathered for forward and again for backward in every micro-batch.
-      gather = gather * (2.0 * double(m));
-      dp.bytes_per_step = grads + weights * (2.0 * double(m));
-    }
-    dp.time = reduce + gather;
-    // Bucketed reduction overlaps the backward of the last micro-batch; the last bucket stays exposed.
-    const Seconds last_bucket = reduce / double(std::max<std::int64_t>(1, layers_stage));
-    const Seconds reduce_exposed =
-        plan.overlap_grad_reduce ? std::max(last_bucket, reduce - bwd_mb) : reduce;
-    const Seconds gather_window = plan.zero == wl::ZeroStage::parameters ? (fwd_mb + bwd_mb) * double(m) : fwd_mb;
-    const Seconds gather_exposed = plan.overlap_param_gather ? std::max(Seconds(0), gather - gather_window) : gather;
-    // Overlap is not free: while NCCL runs it holds SMs (one per channel) that the GEMMs lose, so the hidden part
-    // of the communication still costs (hidden time) × (NCCL's SM share). Assumption until calibrated: 16 channels,
-    // NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
-    // (Parts whose SM count is not in the data get no contention term.)
-    const double nccl_sm_share = gpu.compute_units > 0 ? std::min(1.0, 16.0 / double(gpu.compute_units)) : 0.0;
-    const Seconds hidden = (reduce - reduce_exposed) + (gather - gather_exposed);
-    dp.exposed = reduce_exposed + gather_exposed + hidden * nccl_sm_share;
-    // PyTorch DDP copies each gradient into its communication bucket (read + write per element); Megatron's
-    // contiguous gradient buffer and FSDP avoid the copy.
+    terms.dp = detail::dp_collective_times(params, plan, dp_g);
     if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
-      dp.exposed += streaming_cost("DDP bucket copy", OpClass::elementwise, grads * 2.0, units::flop(0), d).time;
+      terms.ddp_copy = detail::ddp_copy_time(params, plan, d);
   }
-  est.comm = {tp, cp, ep, pp, dp};
+  terms.optimizer = detail::optimizer_time(params, plan, d);
 
-  // ---- step ----
-  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
-  const Seconds per_mb_comm = (tp.exposed + cp.exposed + ep.exposed + pp.exposed) / double(m);
-  const Seconds mb_time = mb_compute + per_mb_comm;
-  est.bubble_fraction = pipeline_bubble_fraction(par.pp, plan.schedule == wl::PipelineSchedule::interleaved ? par.virtual_stages : 1, m);
-  const Seconds steady = mb_time * double(m) + extra * double(m);
-  const Seconds bubble = (mb_time + extra) * (est.bubble_fraction * double(m));
-
-  // Optimizer: a fused AdamW streams master weights, m, v (read + write fp32), the gradient and the new weights.
-  const double shard = plan.zero == wl::ZeroStage::none ? 1.0 : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group : par.dp);
-  const double state_bytes = plan.optimizer == wl::OptimizerKind::adamw ? 16.0 : plan.optimizer == wl::OptimizerKind::adamw_8bit ? 4.0 : 8.0;
-  const double opt_bytes = p_gpu / shard * (2.0 * plan.precision.master_bytes + state_bytes + plan.precision.gradient_bytes + plan.precision.weight_bytes);
-  const OpCost opt = streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_gpu / shard * 12.0), d);
-
-  StepBreakdown& s = est.step;
-  s.gemm = (fwd.gemm + bwd.gemm + recompute.gemm) * double(m);
-  s.attention = (fwd.attention + bwd.attention + recompute.attention) * double(m);
-  s.elementwise = (fwd.elementwise + bwd.elementwise + recompute.elementwise) * double(m);
-  s.embedding_loss = extra * double(m);
-  s.recompute = recompute.total() * double(m);
-  s.comm_exposed = tp.exposed + cp.exposed + ep.exposed + pp.exposed + dp.exposed;
-  s.bubble = bubble;
-  s.optimizer = opt.time;
-  s.total = steady + bubble + dp.exposed + opt.time;
+  // ---- the step ----
+  detail::StepCore core;
+  detail::compose_step(a, plan, k, terms, core);
+  const std::int64_t m = core.m;
+  est.micro_batches = m;
+  est.comm = {comm_cost("tp", par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce", par.tp, tp_g, core.tp),
+              comm_cost("cp", "all-gather (K,V) + reduce-scatter (dK,dV)", par.cp, cp_g, core.cp),
+              comm_cost("ep", "all-to-all", par.ep, ep_g, core.ep),
+              comm_cost("pp", "send/recv", par.pp, pp_g, core.pp),
+              comm_cost("dp", plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather", par.dp,
+                        dp_g, core.dp)};
+  est.bubble_fraction = core.bubble_fraction;
+  est.step = core.step;
+  const StepBreakdown& s = est.step;
   est.step_time = s.total;
-  if (!std::isfinite(s.total.raw()) || s.total.raw() <= 0) {
+  if (!core.ok) {
     est.feasibility.fail("the step time could not be evaluated (a communication group has no usable link)");
     est.step_time = Seconds(0);
     return est;
   }
-  est.tokens_per_s = tokens_per_step / s.total.raw();
-
-  // ---- MFU / HFU ----
-  const FlopsPerToken fpt = flops_per_token(a, plan.seq_len, Explain::off);
-  // Causal attention does half the score work; published MFU tables (Megatron, PaLM) count the full square.
-  est.model_flops_per_step = fpt.training * tokens_per_step;
-  // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
-  const units::Flops layer_forward = fpt.forward - units::flop(2.0 * double(a.vocab) * double(a.hidden));
-  est.hardware_flops_per_step =
-      est.model_flops_per_step + (plan.recompute == wl::Recompute::full ? layer_forward * tokens_per_step : units::Flops(0));
+  est.tokens_per_s = core.tokens_per_s;
+  est.model_flops_per_step = core.model_flops;
+  est.hardware_flops_per_step = core.hardware_flops;
+  est.mfu = core.mfu;
+  est.hfu = core.hfu;
   const double gpus = double(par.gpus());
-  const double peak = d.peak(plan.precision.compute).raw();
-  est.mfu = est.model_flops_per_step.raw() / (s.total.raw() * gpus * peak);
-  est.hfu = est.hardware_flops_per_step.raw() / (s.total.raw() * gpus * peak);
+  const PassCost& fwd = core.fwd;
+  const PassCost& bwd = core.bwd;
+  const PassCost& recompute = core.recompute;
+  const Seconds extra = core.extra;
+  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
+  const Seconds bubble = s.bubble;
+  const std::int64_t layers_stage = a.layers / par.pp;
+  const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
+  const double p_gpu = detail::params_per_gpu(params, plan);
+  const double shard = detail::optimizer_shard(plan);
 
   // ---- memory ----
   est.memory = training_memory(a, params, plan, gpu, default_training_overheads(), explain);
@@ -402,19 +595,12 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   }
 
   // ---- time to train, cost, energy ----
-  if (plan.tokens_to_train) {
-    // The same template as time_at_mfu, with this plan's modelled MFU.
-    est.time_to_train = time_at_mfu(est.model_flops_per_step * (*plan.tokens_to_train / tokens_per_step), gpus,
-                                    d.peak(plan.precision.compute), est.mfu);
-    est.gpu_hours = units::to_hours(*est.time_to_train) * gpus;
-    std::optional<units::UsdPerSecond> price = sys.price ? sys.price : gpu.price;
-    if (price) est.cost = units::usd(units::to_usd_per_hour(*price) * *est.gpu_hours);
-    if (gpu.tdp) {
-      // Board power at TDP while computing, idle draw ignored: an estimate, not a measurement.
-      const double busy = std::min(1.0, (s.gemm + s.attention + s.elementwise + s.embedding_loss).raw() / s.total.raw());
-      est.energy = units::Joules(gpu.tdp->raw() * gpus * est.time_to_train->raw() * busy);
-    }
+  if (core.has_time_to_train) {
+    est.time_to_train = core.time_to_train;
+    est.gpu_hours = core.gpu_hours;
   }
+  if (core.has_cost) est.cost = core.cost;
+  if (core.has_energy) est.energy = core.energy;
   est.layer_ops = first.ops;
 
   if (explain == Explain::on) {
@@ -469,7 +655,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
                              {}});
     root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + states + grad + weight)",
                              {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated by this GPU", Origin::derived()}},
-                             format(opt.time), {}, {}});
+                             format(s.optimizer), {}, {}});
     root.children.push_back({"train.mfu", "MFU and HFU",
                              "MFU = F_model / (t_step · N_gpu · P_peak) ; F_model = (6·N + 12·L·h_attn·s)·tokens (no causal halving)",
                              {{"F_model", format(est.model_flops_per_step), "model FLOPs per step", Origin::derived("flops_per_token")},

@@ -84,6 +84,7 @@ Feasibility check_training_layout(const wl::TransformerArch& arch, const wl::Tra
                                   const TrainingSystem& sys);
 
 /// Evaluates a plan. If the layout is invalid the estimate holds only the feasibility reasons.
+/// (search.hpp's FastTrainingEvaluator gives the same numbers, bit for bit, from cached terms.)
 TrainingEstimate estimate_training(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                    const TrainingSystem& sys, Explain explain = Explain::on);
 

@@ -1,0 +1,125 @@
+#pragma once
+// Internal to gpuplan::model: the training step split into
+//  - terms that depend on only a few sizes of the layout (the layer costs of one micro-batch, one collective of each
+//    kind, the optimizer pass), each computed by one function here, and
+//  - compose_step, the arithmetic that turns those terms into the step time, its breakdown, MFU and time to train.
+// estimate_training computes the terms directly; FastTrainingEvaluator (search.cpp) computes each term once per key
+// and caches it. Both call the same compose_step and memory_core (memory_core.hpp), so a layout gets bit-identical
+// numbers from either path: one formula, one place (DESIGN.md §2.1).
+#include <cstdint>
+#include <optional>
+
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/topology.hpp"
+#include "gpuplan/model/training.hpp"
+#include "layer_cost.hpp"
+
+namespace gpuplan::model::detail {
+
+using units::Bytes;
+using units::Seconds;
+
+/// The layout rules of check_training_layout. With `f`, every failed rule is recorded with its message; without, the
+/// first failure returns false and no message is built (the search's inner loop).
+bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                  Feasibility* f);
+
+/// The device as the op model sees it for this plan: efficiency overrides (calibration) and the attention kernel.
+Device training_device(const wl::TrainingPlan& plan, const TrainingSystem& sys);
+
+/// Quantities of a (model, sequence length, system) that no parallel size changes.
+struct TrainingConsts {
+  Device d;
+  ParameterCounts params;
+  FlopsPerToken fpt;                        ///< at plan.seq_len
+  double moe_layers = 0;                    ///< MoE layers in the model
+  std::optional<units::UsdPerSecond> price;  ///< the system's override, else the GPU's indicative price
+};
+TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+
+/// One micro-batch through every layer (forward and backward, not yet split over pipeline stages), the LM head with
+/// its loss, and the embedding. Depends on (tp, cp, micro-batch, sequence parallelism, ep) and the fixed plan fields.
+/// `first` (optional) receives the first layer's op list for display.
+struct ComputeTerms {
+  PassCost fwd_all, bwd_all;
+  Seconds head_time{}, embed_time{};
+};
+ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const Device& d,
+                           LayerCost* first);
+
+/// A parallel group of the plan on the system's fabric (size 1 or no node: the empty group).
+CommGroup training_group(int size, int stride, const TrainingSystem& sys);
+
+/// Time of one collective; 0 for a group of one or an empty buffer.
+Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g);
+
+/// Bytes of the TP activation collective, the CP K/V exchange, the EP dispatch buffer and the PP boundary message of
+/// one micro-batch; and the per-GPU parameter count the DP group reduces.
+Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+double params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan);
+
+/// One TP collective pair (all-reduce, or all-gather + reduce-scatter with SP) of one layer. Key (tp, cp, micro, sp).
+Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
+/// One layer's CP exchange: 2 all-gathers (K, V) + 1 reduce-scatter (dK, dV). Key (tp, cp, micro).
+Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& cp_g);
+/// One EP all-to-all. Key (tp, cp, ep, micro).
+Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g);
+/// One PP send/recv. Key (tp, cp, dp, micro, sp).
+Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g);
+/// The DP gradient reduction (all-reduce, or reduce-scatter with ZeRO ≥ 1) and one parameter all-gather (ZeRO ≥ 1).
+/// Key (tp, pp, cp, dp, ZeRO ≥ 1).
+struct DpTimes {
+  Seconds reduce{}, gather{};
+};
+DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g);
+/// PyTorch DDP's copy of every gradient into its buckets (eager kernels, no ZeRO). Key (tp, pp).
+Seconds ddp_copy_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+/// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp).
+Seconds amp_cast_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+/// ZeRO shard count of the optimizer step (1 without ZeRO).
+double optimizer_shard(const wl::TrainingPlan& plan);
+/// The optimizer pass over this GPU's shard. Key (tp, pp, optimizer_shard).
+Seconds optimizer_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+
+/// Every term compose_step needs (terms of parallelism that is not used are 0 and not read).
+struct StepTerms {
+  ComputeTerms compute;
+  Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, ddp_copy{}, optimizer{};
+  DpTimes dp;
+};
+
+/// The numbers of one kind of communication in a step.
+struct CommNumbers {
+  Seconds time{}, exposed{};
+  Bytes bytes{};
+};
+
+/// What compose_step computes: the numeric part of a TrainingEstimate (no strings, no memory).
+struct StepCore {
+  bool ok = false;  ///< false: the step time is not finite and positive (a group has no usable link)
+  std::int64_t m = 0;
+  PassCost fwd, bwd, recompute;
+  Seconds extra{};
+  CommNumbers tp, cp, ep, pp, dp;
+  StepBreakdown step;
+  double bubble_fraction = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
+  units::Flops model_flops{}, hardware_flops{};
+  bool has_time_to_train = false, has_cost = false, has_energy = false;
+  Seconds time_to_train{};
+  double gpu_hours = 0;
+  units::Usd cost{};
+  units::Joules energy{};
+};
+
+/// The training step from its terms (training.hpp, estimate_training, documents the formulas).
+void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingConsts& k,
+                  const StepTerms& t, StepCore& out);
+
+}  // namespace gpuplan::model::detail

@@ -1,0 +1,500 @@
+// Layout search: the fast evaluator gives estimate_training's numbers bit for bit on random layouts (valid or not, all
+// plan options), the best layout equals a brute-force minimum over estimate_training on small cases (by time, by cost,
+// with a deadline over several GPU counts), every reported layout is feasible, the ranking does not depend on the
+// thread count, cancellation returns the best so far, fixed dimensions restrict the space, and the comparison of
+// two layouts adds up to their step-time difference.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/search.hpp"
+#include "gpuplan/model/training.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+using gpuplan::test::arch;
+
+// Counts heap allocations, to check that evaluating a layout allocates nothing once the caches are warm. Not under
+// AddressSanitizer, which brings its own operator new.
+#if !defined(__SANITIZE_ADDRESS__)
+#define GPUPLAN_COUNT_ALLOCATIONS 1
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}  // namespace
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#endif
+
+namespace {
+
+const hw::HardwareDb& db() {
+  static const hw::HardwareDb d = [] {
+    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return d;
+}
+
+model::TrainingSystem system_of(const std::string& node_id) {
+  model::TrainingSystem s;
+  s.db = &db();
+  s.node = db().find_node(node_id);
+  REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
+  s.gpu = db().find_gpu(s.node->gpu);
+  REQUIRE(s.gpu != nullptr);
+  return s;
+}
+
+wl::TrainingPlan base_plan(std::int64_t seq, std::int64_t global) {
+  wl::TrainingPlan p;
+  p.seq_len = seq;
+  p.global_batch = global;
+  return p;
+}
+
+void check_equal(const model::LayoutScore& s, const model::TrainingEstimate& e) {
+  const bool estimate_valid = e.step_time.raw() > 0;
+  REQUIRE(s.valid == estimate_valid);
+  if (!s.valid) return;
+  CHECK(s.step_time.raw() == e.step_time.raw());
+  CHECK(s.memory.raw() == e.memory.total.raw());
+  CHECK(s.capacity.raw() == e.memory.capacity.raw());
+  CHECK(s.fits == e.memory.fits);
+  CHECK(s.fits == e.feasibility.ok);
+  CHECK(s.tokens_per_s == e.tokens_per_s);
+  CHECK(s.mfu == e.mfu);
+  CHECK(s.micro_batches == e.micro_batches);
+  CHECK(s.step.gemm.raw() == e.step.gemm.raw());
+  CHECK(s.step.attention.raw() == e.step.attention.raw());
+  CHECK(s.step.elementwise.raw() == e.step.elementwise.raw());
+  CHECK(s.step.embedding_loss.raw() == e.step.embedding_loss.raw());
+  CHECK(s.step.recompute.raw() == e.step.recompute.raw());
+  CHECK(s.step.comm_exposed.raw() == e.step.comm_exposed.raw());
+  CHECK(s.step.bubble.raw() == e.step.bubble.raw());
+  CHECK(s.step.optimizer.raw() == e.step.optimizer.raw());
+  REQUIRE(e.comm.size() == 5);
+  CHECK(s.comm.tp.raw() == e.comm[0].exposed.raw());
+  CHECK(s.comm.cp.raw() == e.comm[1].exposed.raw());
+  CHECK(s.comm.ep.raw() == e.comm[2].exposed.raw());
+  CHECK(s.comm.pp.raw() == e.comm[3].exposed.raw());
+  CHECK(s.comm.dp.raw() == e.comm[4].exposed.raw());
+  CHECK(s.has_time_to_train == e.time_to_train.has_value());
+  if (e.time_to_train) CHECK(s.time_to_train.raw() == e.time_to_train->raw());
+  CHECK(s.has_cost == e.cost.has_value());
+  if (e.cost) CHECK(s.cost.raw() == e.cost->raw());
+}
+
+/// Brute force: every combination of sizes from small candidate lists whose product is `gpus`, evaluated with
+/// estimate_training; the best feasible one by the search's order (objective, then peak memory, then the layout tuple).
+struct Brute {
+  std::optional<model::Layout> best;
+  double best_objective = 0, best_memory = 0;
+  std::uint64_t feasible = 0;
+};
+
+Brute brute_force(const wl::TransformerArch& a, const wl::TrainingPlan& base, const model::TrainingSystem& sys,
+                  const std::vector<long long>& gpu_counts, model::RankBy rank_by,
+                  std::optional<units::Seconds> deadline = std::nullopt) {
+  Brute b;
+  const std::vector<int> sizes{1, 2, 4, 8, 16};
+  for (long long n : gpu_counts)
+    for (int tp : sizes)
+      for (int pp : sizes)
+        for (int cp : sizes)
+          for (int ep : sizes) {
+            if (n % (tp * pp * cp) != 0) continue;
+            const int dp = int(n / (tp * pp * cp));
+            if (ep > 1 && !a.moe) continue;  // a necessary condition, to keep the brute force quick
+            for (int v = 1; v <= 8; ++v)
+              for (std::int64_t mb = 1; mb <= base.global_batch; ++mb) {
+                if (base.global_batch % mb != 0) continue;  // likewise
+                for (int sp = 0; sp < 2; ++sp)
+                  for (auto rc : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full})
+                    for (int z = 0; z <= 3; ++z) {
+                      const model::Layout l{n, tp, pp, dp, cp, ep, v, mb, sp == 1, rc, static_cast<wl::ZeroStage>(z)};
+                      const wl::TrainingPlan plan = model::with_layout(base, l);
+                      if (!model::check_training_layout(a, plan, sys).ok) continue;
+                      const auto e = model::estimate_training(a, plan, sys, Explain::off);
+                      if (!e.feasibility.ok) continue;  // does not fit
+                      if (deadline && !(e.time_to_train && *e.time_to_train <= *deadline)) continue;
+                      ++b.feasible;
+                      const double price = (sys.price ? *sys.price : *sys.gpu->price).raw();
+                      const double tpu = e.tokens_per_s / (price * double(n));
+                      const double obj = rank_by == model::RankBy::time   ? e.step_time.raw()
+                                         : rank_by == model::RankBy::cost ? 1.0 / tpu
+                                                                          : -tpu;
+                      const double mem = e.memory.total.raw();
+                      if (!b.best || obj < b.best_objective ||
+                          (obj == b.best_objective &&
+                           (mem < b.best_memory || (mem == b.best_memory && l < *b.best)))) {
+                        b.best = l;
+                        b.best_objective = obj;
+                        b.best_memory = mem;
+                      }
+                    }
+              }
+          }
+  return b;
+}
+
+}  // namespace
+
+TEST_SUITE("search") {
+  TEST_CASE("the fast evaluator gives estimate_training's step time, breakdown and memory bit for bit") {
+    struct Where {
+      const char* model;
+      const char* node;
+    };
+    const Where where[] = {{"gpt3-175b", "dgx-h100"},   {"llama-3.1-8b", "dgx-h100"}, {"llama-3.1-70b", "dgx-a100"},
+                           {"deepseek-v3", "dgx-h200"}, {"gpt-oss-20b", "dgx-h100"},  {"gemma-1.1-2b", "mi300x-8"},
+                           {"mixtral-8x7b", "gb200-nvl72"}};
+    std::mt19937_64 rng(20240607);
+    auto pick = [&](std::vector<long long> v) { return v[rng() % v.size()]; };
+    std::uint64_t compared = 0, valid = 0;
+    for (const auto& w : where) {
+      CAPTURE(w.model);
+      CAPTURE(w.node);
+      const auto& a = arch(w.model);
+      model::TrainingSystem sys = system_of(w.node);
+      for (int variant = 0; variant < 6; ++variant) {
+        wl::TrainingPlan base = base_plan(pick({1024, 2048, 4096, 8192}), pick({32, 64, 96, 256}));
+        if (variant % 3 == 1) base.precision.compute = hw::Precision::fp8;
+        if (variant == 2) base.kernels = wl::KernelStyle::eager;
+        if (variant == 3) base.mixed_precision = wl::MixedPrecision::amp;
+        if (variant == 4) base.flash_attention = false;
+        if (variant == 5) {
+          base.overlap_tp_comm = true;
+          base.overlap_grad_reduce = false;
+          base.attention_kernel = wl::AttentionKernel::fa2;
+          base.par.shard_group = 8;
+          sys.price = units::usd_per_hour(3.5);
+        }
+        if (variant % 2 == 0) base.tokens_to_train = 1e12;
+        // One evaluator per base plan: its caches see many keys in a random order.
+        model::FastTrainingEvaluator ev(a, base, sys);
+        for (int i = 0; i < 120; ++i) {
+          model::Layout l;
+          l.tp = int(pick({1, 2, 4, 8, 16, 3}));
+          l.pp = int(pick({1, 2, 4, 3, 8}));
+          l.cp = int(pick({1, 1, 2, 4}));
+          l.dp = int(pick({1, 2, 4, 8, 32}));
+          l.ep = a.moe ? int(pick({1, 2, 4, 8})) : int(pick({1, 1, 1, 2}));
+          l.virtual_stages = int(pick({1, 1, 2, 3, 4}));
+          l.micro_batch = pick({1, 2, 4});
+          l.sequence_parallel = rng() % 2 == 0;
+          l.recompute = static_cast<wl::Recompute>(rng() % 3);
+          l.zero = static_cast<wl::ZeroStage>(rng() % 4);
+          l.gpus = static_cast<long long>(l.tp) * l.pp * l.dp * l.cp;
+          CAPTURE(model::describe(l));
+          const auto e = model::estimate_training(a, model::with_layout(base, l), sys, Explain::off);
+          check_equal(ev.evaluate(l), e);
+          // Twice: the second evaluation runs from the caches.
+          check_equal(ev.evaluate(l), e);
+          ++compared;
+          valid += e.step_time.raw() > 0 ? 1 : 0;
+        }
+      }
+    }
+    CHECK(compared == 5040);
+    CHECK(valid > 500);  // the random layouts exercise the evaluated path, not just the layout rules
+  }
+
+  TEST_CASE("evaluating a layout allocates nothing once its terms are cached") {
+#if defined(GPUPLAN_COUNT_ALLOCATIONS)
+    const auto& a = arch("deepseek-v3");  // MoE, MLA, EP: every term kind
+    auto sys = system_of("dgx-h200");
+    wl::TrainingPlan base = base_plan(4096, 1024);
+    base.tokens_to_train = 1e12;
+    model::SearchSpace space;
+    space.gpus = {1024};
+    const auto layouts = model::enumerate_layouts(a, base, space);
+    REQUIRE(layouts.size() > 1000);
+    model::FastTrainingEvaluator ev(a, base, sys);
+    double sum = 0;
+    const std::uint64_t cold = g_allocations.load();
+    for (const auto& l : layouts) sum += ev.evaluate(l).step_time.raw();  // fills the caches
+    const std::uint64_t before = g_allocations.load();
+    CHECK(before > cold);  // the counter counts: filling the caches allocates
+    for (const auto& l : layouts) sum += ev.evaluate(l).step_time.raw();
+    CHECK(g_allocations.load() - before == 0);
+    CHECK(sum > 0);
+    CHECK(ev.cached_terms() > 0);
+#else
+    MESSAGE("allocation counting is off under AddressSanitizer");
+#endif
+  }
+
+  TEST_CASE("the best layout is the brute-force minimum of estimate_training (dense model, by step time)") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = system_of("dgx-h100");
+    const wl::TrainingPlan base = base_plan(2048, 16);
+    model::SearchSpace space;
+    space.gpus = {8};
+    const auto r = model::search_training(a, base, sys, space, {});
+    REQUIRE(r.error.empty());
+    REQUIRE(!r.top.empty());
+    const Brute b = brute_force(a, base, sys, {8}, model::RankBy::time);
+    REQUIRE(b.best);
+    CHECK(r.top.front().layout == *b.best);
+    CHECK(r.top.front().objective == b.best_objective);
+    CHECK(r.eligible <= b.feasible);  // the brute force also counts the equivalent layouts the search leaves out
+  }
+
+  TEST_CASE("the best layout is the brute-force minimum on an MoE model, ranked by cost over two GPU counts") {
+    const auto& a = arch("gpt-oss-20b");
+    auto sys = system_of("dgx-h100");
+    sys.price = units::usd_per_hour(2.0);
+    const wl::TrainingPlan base = base_plan(1024, 8);
+    model::SearchSpace space;
+    space.gpus = {4, 8};
+    model::SearchOptions o;
+    o.rank_by = model::RankBy::cost;
+    const auto r = model::search_training(a, base, sys, space, o);
+    REQUIRE(r.error.empty());
+    REQUIRE(!r.top.empty());
+    const Brute b = brute_force(a, base, sys, {4, 8}, model::RankBy::cost);
+    REQUIRE(b.best);
+    CHECK(r.top.front().layout == *b.best);
+    CHECK(r.top.front().objective == b.best_objective);
+  }
+
+  TEST_CASE("with a deadline the cheapest layout that meets it wins, and it is the brute-force minimum") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = system_of("dgx-h100");
+    wl::TrainingPlan base = base_plan(2048, 16);
+    base.tokens_to_train = 2e10;
+    model::SearchSpace space;
+    space.gpus = {8, 16};
+    model::SearchOptions o;
+    o.rank_by = model::RankBy::cost;
+    // Shorter than the fastest time on 8 GPUs: the deadline excludes the smaller cluster.
+    model::SearchOptions fastest;
+    model::SearchSpace on8 = space;
+    on8.gpus = {8};
+    const auto r8 = model::search_training(a, base, sys, on8, fastest);
+    REQUIRE(!r8.top.empty());
+    REQUIRE(r8.top.front().score.has_time_to_train);
+    o.deadline = r8.top.front().score.time_to_train * 0.9;
+    const auto r = model::search_training(a, base, sys, space, o);
+    REQUIRE(!r.top.empty());
+    for (const auto& p : r.top) {
+      CHECK(p.score.time_to_train <= *o.deadline);
+      CHECK(p.layout.gpus > 8);
+    }
+    CHECK(r.eligible < r.fitting);
+    const Brute b = brute_force(a, base, sys, {8, 16}, model::RankBy::cost, o.deadline);
+    REQUIRE(b.best);
+    CHECK(r.top.front().layout == *b.best);
+  }
+
+  TEST_CASE("every reported layout is valid and fits, as estimate_training says") {
+    const auto& a = arch("gpt3-175b");
+    const auto sys = system_of("dgx-h100");
+    const wl::TrainingPlan base = base_plan(2048, 1536);
+    model::SearchSpace space;
+    space.gpus = {1024};
+    model::SearchOptions o;
+    o.top = 25;
+    const auto r = model::search_training(a, base, sys, space, o);
+    REQUIRE(r.top.size() == 25);
+    CHECK(r.total == model::enumerate_layouts(a, base, space).size());
+    CHECK(r.evaluated == r.total);
+    CHECK(!r.cancelled);
+    for (std::size_t i = 0; i < r.top.size(); ++i) {
+      const auto& p = r.top[i];
+      CAPTURE(model::describe(p.layout));
+      const wl::TrainingPlan plan = model::with_layout(base, p.layout);
+      CHECK(model::check_training_layout(a, plan, sys).ok);
+      const auto e = model::estimate_training(a, plan, sys, Explain::off);
+      CHECK(e.feasibility.ok);
+      CHECK(e.memory.fits);
+      CHECK(e.step_time.raw() == p.score.step_time.raw());
+      CHECK(p.layout.gpus == plan.par.gpus());
+      if (i > 0) CHECK(model::ranks_before(r.top[i - 1], p));
+    }
+  }
+
+  TEST_CASE("the ranking does not depend on the thread count (1, 2, 8)") {
+    const auto& a = arch("llama-3.1-70b");
+    const auto sys = system_of("dgx-h100");
+    const wl::TrainingPlan base = base_plan(4096, 256);
+    model::SearchSpace space;
+    space.gpus = {64, 128};
+    std::vector<model::SearchResult> results;
+    for (unsigned threads : {1u, 2u, 8u}) {
+      model::SearchOptions o;
+      o.threads = threads;
+      o.keep_all = true;
+      results.push_back(model::search_training(a, base, sys, space, o));
+    }
+    CHECK(results[2].threads == 8);
+    CHECK(results[0].all.size() == results[0].total);
+    for (std::size_t i = 1; i < results[0].all.size(); ++i)
+      CHECK(model::ranks_before(results[0].all[i - 1], results[0].all[i]));
+    for (std::size_t k = 1; k < results.size(); ++k) {
+      const auto& x = results[0];
+      const auto& y = results[k];
+      REQUIRE(x.all.size() == y.all.size());
+      REQUIRE(x.top.size() == y.top.size());
+      CHECK(x.eligible == y.eligible);
+      CHECK(x.fitting == y.fitting);
+      for (std::size_t i = 0; i < x.all.size(); ++i) {
+        CHECK(x.all[i].layout == y.all[i].layout);
+        CHECK(x.all[i].objective == y.all[i].objective);
+        CHECK(x.all[i].rank_class == y.all[i].rank_class);
+      }
+      for (std::size_t i = 0; i < x.top.size(); ++i) CHECK(x.top[i].layout == y.top[i].layout);
+      CHECK(x.least_memory->layout == y.least_memory->layout);
+      CHECK(x.fastest_fitting->layout == y.fastest_fitting->layout);
+    }
+  }
+
+  TEST_CASE("cancelling returns the best of the layouts evaluated so far") {
+    const auto& a = arch("llama-3.1-70b");
+    const auto sys = system_of("dgx-h100");
+    const wl::TrainingPlan base = base_plan(4096, 256);
+    model::SearchSpace space;
+    space.gpus = {128};
+    std::atomic<bool> cancel{false};
+    model::SearchOptions o;
+    o.threads = 1;
+    o.keep_all = true;
+    o.cancel = &cancel;
+    int calls = 0;
+    o.progress = [&](std::uint64_t done, std::uint64_t total) {
+      CHECK(done <= total);
+      if (++calls == 3) cancel.store(true);  // as the CLI's SIGINT handler does
+    };
+    const auto r = model::search_training(a, base, sys, space, o);
+    CHECK(r.cancelled);
+    CHECK(r.evaluated > 0);
+    CHECK(r.evaluated < r.total);
+    CHECK(r.all.size() == r.evaluated);
+    REQUIRE(!r.top.empty());
+    // The best so far is the best of what was evaluated.
+    const auto it = std::find_if(r.all.begin(), r.all.end(), [](const auto& p) { return p.rank_class == 0; });
+    REQUIRE(it != r.all.end());
+    CHECK(it->layout == r.top.front().layout);
+  }
+
+  TEST_CASE("fixed dimensions restrict the space and the rest is searched") {
+    const auto& a = arch("llama-3.1-70b");
+    const auto sys = system_of("dgx-h100");
+    const wl::TrainingPlan base = base_plan(4096, 256);
+    model::SearchSpace space;
+    space.gpus = {64};
+    space.tp = {8};
+    space.recompute = {wl::Recompute::full};
+    const auto layouts = model::enumerate_layouts(a, base, space);
+    REQUIRE(!layouts.empty());
+    bool pp_varies = false;
+    for (const auto& l : layouts) {
+      CHECK(l.tp == 8);
+      CHECK(l.recompute == wl::Recompute::full);
+      CHECK(l.gpus == 64);
+      CHECK(static_cast<long long>(l.tp) * l.pp * l.dp * l.cp == 64);
+      pp_varies = pp_varies || l.pp != layouts.front().pp;
+    }
+    CHECK(pp_varies);
+  }
+
+  TEST_CASE("the space leaves out only layouts that equal one it keeps") {
+    const auto& a = arch("llama-3.1-8b");
+    const wl::TrainingPlan base = base_plan(2048, 16);
+    model::SearchSpace space;
+    space.gpus = {8};
+    const auto layouts = model::enumerate_layouts(a, base, space);
+    for (const auto& l : layouts) {
+      CHECK(l.recompute != wl::Recompute::selective);  // flash attention: selective = none
+      if (static_cast<long long>(l.dp) * l.cp == 1) CHECK(l.zero == wl::ZeroStage::none);  // nothing to shard over
+      if (l.tp == 1) CHECK(!l.sequence_parallel);
+    }
+    wl::TrainingPlan unfused = base;
+    unfused.flash_attention = false;
+    bool selective = false;
+    for (const auto& l : model::enumerate_layouts(a, unfused, space))
+      selective = selective || l.recompute == wl::Recompute::selective;
+    CHECK(selective);
+  }
+
+  TEST_CASE("a search that cannot rank says why") {
+    const auto& a = arch("llama-3.1-8b");
+    auto sys = system_of("mi300x-8");  // no indicative price in the data
+    const wl::TrainingPlan base = base_plan(2048, 16);
+    model::SearchSpace space;
+    space.gpus = {8};
+    model::SearchOptions o;
+    o.rank_by = model::RankBy::cost;
+    CHECK(model::search_training(a, base, sys, space, o).error ==
+          "ranking by cost needs a price per GPU-hour (--price; the GPU file has none)");
+    o.rank_by = model::RankBy::time;
+    o.deadline = units::days(30);
+    CHECK(model::search_training(a, base, sys, space, o).error == "a deadline needs a token budget (--tokens)");
+    CHECK(model::search_training(a, base, sys, model::SearchSpace{}, {}).error == "no GPU count to search");
+    // 405B on 8 GPUs: nothing fits; the smallest footprint is reported.
+    const auto& big = arch("llama-3.1-405b");
+    const auto r = model::search_training(big, base, system_of("dgx-h100"), space, {});
+    CHECK(r.top.empty());
+    CHECK(r.fitting == 0);
+    REQUIRE(r.least_memory);
+    CHECK(r.least_memory->score.memory > r.least_memory->score.capacity);
+    // A global batch that no DP divides: no layout at all, and the note says so.
+    model::SearchSpace odd;
+    odd.gpus = {6};
+    odd.tp = {1};
+    odd.cp = {1};
+    odd.pp = {1};
+    const auto r2 = model::search_training(a, base_plan(2048, 7), system_of("dgx-h100"), odd, {});
+    CHECK(r2.total == 0);
+    REQUIRE(!r2.notes.empty());
+    bool said = false;
+    for (const auto& n : r2.notes)
+      said = said || n == "no layout divides the 6 GPUs with a data-parallel size that divides the global batch of 7";
+    CHECK(said);
+  }
+
+  TEST_CASE("the comparison of two layouts adds up to their step-time difference") {
+    const auto& a = arch("gpt3-175b");
+    const auto sys = system_of("dgx-h100");
+    const wl::TrainingPlan base = base_plan(2048, 1536);
+    model::SearchSpace space;
+    space.gpus = {1024};
+    const auto r = model::search_training(a, base, sys, space, {});
+    REQUIRE(r.top.size() >= 2);
+    const auto& la = r.top[0].layout;
+    const auto& lb = r.top[1].layout;
+    const auto ea = model::estimate_training(a, model::with_layout(base, la), sys, Explain::off);
+    const auto eb = model::estimate_training(a, model::with_layout(base, lb), sys, Explain::off);
+    const auto c = model::compare_layouts(la, ea, lb, eb);
+    CHECK(!c.changes.empty());
+    double sum = 0;
+    for (const auto& t : c.terms) {
+      sum += (t.second - t.first).raw();
+      CHECK(t.first.raw() != t.second.raw());
+    }
+    CHECK(sum == doctest::Approx((c.step_second - c.step_first).raw()).epsilon(1e-9));
+    CHECK(c.step_first <= c.step_second);
+    for (std::size_t i = 1; i < c.terms.size(); ++i)
+      CHECK(std::abs((c.terms[i - 1].second - c.terms[i - 1].first).raw()) >=
+            std::abs((c.terms[i].second - c.terms[i].first).raw()));
+    CHECK(c.headroom_first.raw() == (ea.memory.capacity - ea.memory.total).raw());
+  }
+}
