@@ -5,9 +5,10 @@
 
 using namespace gpuplan::cli_test;
 
-TEST_CASE("calibrate fit on the recorded H100 samples reproduces the shipped profile byte for byte") {
-  const std::string samples = kData + "/calibration/h100-sxm5-80gb/samples-2026-11-22.json";
-  const Run r = run({"calibrate", "fit", samples, "--gpu", "h100-sxm5-80gb", "--dry-run", "--format", "json"});
+TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs) reproduces the shipped profile byte for byte") {
+  const std::string dir = kData + "/calibration/h100-sxm5-80gb/";
+  const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-2026-11-22-second-gpu.json",
+                     "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(kData + "/calibration/h100-sxm5-80gb/profile.json"));
