@@ -1,6 +1,7 @@
 // `gpuplan serve`: prefill (TTFT), decode step (ITL), throughput vs batch for one replica; with --rate, the capacity
 // planner: the replica layout and GPU count that serve the traffic within the SLA at the lowest cost (exit 3 when
 // no layout meets it, with the best achievable numbers); disaggregated pools and speculative decoding on request.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -37,6 +38,7 @@ struct ServeFlags {
   std::optional<long long> spec_tokens;
   std::optional<std::string> draft_model;
   std::optional<double> draft_ms;
+  std::optional<std::string> input_dist, output_dist;
   bool tp_given = false;
   bool pp_given = false;
   bool no_calibration = false;
@@ -44,6 +46,59 @@ struct ServeFlags {
 
 std::string ms(u::Seconds s) { return u::format(s); }
 std::string num(double v) { return fmt::format("{:.10g}", v); }
+
+/// "lognormal:MEAN,SD" or "TOKENS:WEIGHT,TOKENS:WEIGHT,..." (weights normalised); diagnostics name the flag.
+std::optional<model::LengthDist> parse_lengths(const std::string& spec, const char* flag, Diagnostics& diags) {
+  auto bad = [&](const std::string& why) {
+    diags.error("", flag,
+                fmt::format("'{}': {} (expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)", spec, why));
+    return std::nullopt;
+  };
+  auto number = [](const std::string& t, double& v) {
+    try {
+      std::size_t used = 0;
+      v = std::stod(t, &used);
+      return used == t.size() && std::isfinite(v);
+    } catch (...) {
+      return false;
+    }
+  };
+  auto split = [](const std::string& t, char sep) {
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : t) {
+      if (c == sep) {
+        parts.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    parts.push_back(cur);
+    return parts;
+  };
+  if (spec.rfind("lognormal:", 0) == 0) {
+    const auto parts = split(spec.substr(10), ',');
+    double mean = 0, sd = 0;
+    if (parts.size() != 2 || !number(parts[0], mean) || !number(parts[1], sd)) return bad("lognormal takes MEAN,SD");
+    if (!(mean >= 1) || !(sd >= 0)) return bad("the mean must be ≥ 1 token and the standard deviation ≥ 0");
+    return model::lognormal_lengths(mean, sd);
+  }
+  model::LengthDist d;
+  double total = 0;
+  for (const auto& item : split(spec, ',')) {
+    const auto kv = split(item, ':');
+    double tokens = 0, weight = 0;
+    if (kv.size() != 2 || !number(kv[0], tokens) || !number(kv[1], weight)) return bad(fmt::format("'{}' is not TOKENS:WEIGHT", item));
+    if (!(tokens >= 1) || tokens != std::floor(tokens) || !(weight > 0))
+      return bad(fmt::format("'{}': tokens must be a whole number ≥ 1 and the weight > 0", item));
+    d.points.emplace_back(std::int64_t(tokens), weight);
+    total += weight;
+  }
+  std::sort(d.points.begin(), d.points.end());
+  for (auto& pt : d.points) pt.second /= total;
+  return d;
+}
 
 int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s) {
   Diagnostics diags;
@@ -145,13 +200,19 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   if (diags.has_errors() || !memplan) return report(diags);
   report(diags);  // notes
 
+  std::optional<model::LengthDist> in_dist, out_dist;
+  if (s.input_dist) in_dist = parse_lengths(*s.input_dist, "--input-dist", diags);
+  if (s.output_dist) out_dist = parse_lengths(*s.output_dist, "--output-dist", diags);
+  if (diags.has_errors()) return report(diags);
   const Format fmt_ = parse_format(g.format);
-  const std::int64_t isl = s.input_tokens, osl = s.output_tokens;
+  // One replica: the mean lengths (the planner uses the distributions whole).
+  const std::int64_t isl = in_dist ? std::max<std::int64_t>(1, std::llround(in_dist->mean())) : s.input_tokens;
+  const std::int64_t osl = out_dist ? std::max<std::int64_t>(1, std::llround(out_dist->mean())) : s.output_tokens;
   const Explain ex = g.explain ? Explain::on : Explain::off;
 
   // ---------------- planner ----------------
   if (s.rate) {
-    model::Traffic tr{*s.rate, isl, osl};
+    model::Traffic tr{*s.rate, isl, osl, in_dist, out_dist};
     model::Sla sla;
     if (s.ttft_ms) sla.ttft = u::milliseconds(*s.ttft_ms);
     if (s.itl_ms) sla.itl = u::milliseconds(*s.itl_ms);
@@ -257,7 +318,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
                                               b.batch, b.max_batch_memory, b.replica_requests_per_s,
                                               b.state.output_tokens_per_s)},
                   {"TTFT", fmt::format("{} at p{} ({} prefill, {} queueing)", ms(b.ttft), num(s.percentile),
-                                       ms(b.state.ttft), ms(b.queue_wait))},
+                                       ms(b.ttft - b.queue_wait), ms(b.queue_wait))},
                   {"ITL", fmt::format("{} (decode-only step {})", ms(b.itl), ms(b.state.itl_decode_only))},
                   {"cost", b.cost_rate.raw() > 0 ? fmt::format("${:.2f}/hour, ${:.3g} per million output tokens",
                                                                u::to_usd_per_hour(b.cost_rate), b.cost_per_mtok_usd)
@@ -484,6 +545,10 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--output-tokens", s->output_tokens, "output tokens per request")
       ->check(CLI::Range(1LL, 10'000'000LL))
       ->capture_default_str();
+  c->add_option("--input-dist", s->input_dist,
+                "prompt-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --input-tokens)");
+  c->add_option("--output-dist", s->output_dist,
+                "output-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --output-tokens)");
   c->add_option("--batch", s->batch, "concurrent sequences per replica (default: the KV capacity)")
       ->check(CLI::Range(1LL, 10'000'000LL));
   c->add_option("--rate", s->rate, "requests per second to serve: runs the capacity planner");

@@ -421,8 +421,55 @@ Seconds decode_step_time(const wl::TransformerArch& a, const ServingPerfPlan& pl
   return forward_cost(a, plan, ForwardBatch{micro, 1, context, 0, 0, 0, true}, sys, Explain::off).total;
 }
 
+LengthDist LengthDist::fixed(std::int64_t tokens) { return LengthDist{{{std::max<std::int64_t>(1, tokens), 1.0}}}; }
+
+double LengthDist::mean() const {
+  double m = 0;
+  for (const auto& [v, p] : points) m += double(v) * p;
+  return m;
+}
+
+double LengthDist::mean_square() const {
+  double m = 0;
+  for (const auto& [v, p] : points) m += double(v) * double(v) * p;
+  return m;
+}
+
+std::int64_t LengthDist::quantile(double q) const {
+  double acc = 0;
+  for (const auto& [v, p] : points) {
+    acc += p;
+    if (acc >= q - 1e-12) return v;
+  }
+  return points.empty() ? 1 : points.back().first;
+}
+
+LengthDist lognormal_lengths(double mean, double sd, int n) {
+  n = std::max(1, n);
+  const double s2 = std::log(1.0 + (sd * sd) / (mean * mean));
+  const double mu = std::log(mean) - 0.5 * s2, s = std::sqrt(s2);
+  // Inverse normal CDF by bisection on erfc (n is small; no tables needed).
+  auto inv_norm = [](double p) {
+    double lo = -10, hi = 10;
+    for (int i = 0; i < 100; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  LengthDist d;
+  for (int i = 0; i < n; ++i) {
+    const double p = (double(i) + 0.5) / double(n);
+    const auto v = std::max<std::int64_t>(1, std::llround(std::exp(mu + s * inv_norm(p))));
+    if (!d.points.empty() && d.points.back().first == v) d.points.back().second += 1.0 / double(n);
+    else d.points.emplace_back(v, 1.0 / double(n));
+  }
+  return d;
+}
+
 SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
-                         std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain) {
+                         std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain,
+                         std::optional<std::int64_t> decode_context) {
   using units::format;
   SteadyState ss;
   batch = std::max<std::int64_t>(1, batch);
@@ -431,7 +478,7 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   ss.batch = batch;
   const double pp = double(std::max(1, plan.pp));
   const double micro = std::max(1.0, double(batch) / pp);
-  const std::int64_t ctx = isl + osl / 2;
+  const std::int64_t ctx = decode_context ? std::max<std::int64_t>(1, *decode_context) : isl + osl / 2;
   // Prefill riding on each iteration: batch/osl prompts per iteration on average (one finishes every osl/batch
   // iterations and is replaced), in chunks of what the token budget leaves beside the decodes.
   const std::int64_t room = plan.max_batched_tokens > 0
@@ -555,8 +602,15 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   const hw::GpuSpec& gpu = *sys.gpu;
   const std::optional<units::UsdPerSecond> price = sys.price ? sys.price : gpu.price;
   const int domain = sys.node != nullptr ? std::max(sys.node->gpus, sys.node->scale_up.domain_gpus) : 1;
-  const std::int64_t isl = std::max<std::int64_t>(1, traffic.input_tokens);
-  const std::int64_t osl = std::max<std::int64_t>(1, traffic.output_tokens);
+  const LengthDist in_d = traffic.input ? *traffic.input : LengthDist::fixed(traffic.input_tokens);
+  const LengthDist out_d = traffic.output ? *traffic.output : LengthDist::fixed(traffic.output_tokens);
+  const std::int64_t isl = std::max<std::int64_t>(1, std::llround(in_d.mean()));
+  const std::int64_t osl = std::max<std::int64_t>(1, std::llround(out_d.mean()));
+  // Time-average context of a decoding sequence: E[isl] + E[osl²] / (2·E[osl]) (isl and osl independent).
+  const std::int64_t ctx_avg =
+      std::max<std::int64_t>(1, std::llround(in_d.mean() + out_d.mean_square() / (2.0 * std::max(1.0, out_d.mean()))));
+  const std::int64_t isl_p = std::max<std::int64_t>(1, in_d.quantile(sla.percentile));
+  const bool dist = traffic.input.has_value() || traffic.output.has_value();
   const double lambda = std::max(1e-12, traffic.requests_per_s);
 
   auto evaluate = [&](int tp, std::int64_t B, std::int64_t cap, const ServingPerfPlan& pp_plan) {
@@ -565,14 +619,23 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     c.pp = pp_plan.pp;
     c.batch = B;
     c.max_batch_memory = cap;
-    c.state = steady_state(a, pp_plan, B, isl, osl, sys, Explain::off);
+    c.state = steady_state(a, pp_plan, B, isl, osl, sys, Explain::off, ctx_avg);
     c.itl = c.state.iteration;
     const double lam_r = c.state.requests_per_s;
     c.replicas = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_r - 1e-9)));
     const double lam_actual = lambda / double(c.replicas);
     const double rho = lam_actual * c.state.prefill.raw();
     c.queue_wait = queue_wait(rho, c.state.prefill, sla.percentile);
-    c.ttft = c.state.ttft + c.queue_wait;
+    Seconds ttft_own = c.state.ttft;
+    if (dist && isl_p != isl) {
+      // The prompt at the SLA percentile: its own prefill, or its chunks riding on iterations.
+      const std::int64_t room = pp_plan.max_batched_tokens > 0
+                                    ? std::max<std::int64_t>(1, pp_plan.max_batched_tokens - B / std::max(1, pp_plan.pp))
+                                    : isl_p;
+      const double chunks = std::ceil(double(isl_p) / double(std::min(isl_p, room)));
+      ttft_own = std::max(prefill_time(a, pp_plan, 1, isl_p, sys), c.state.iteration * chunks);
+    }
+    c.ttft = ttft_own + c.queue_wait;
     c.replica_requests_per_s = lam_r;
     c.gpus = c.replicas * tp * pp_plan.pp;
     if (price) {
@@ -646,6 +709,10 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       }
     }
   }
+  if (dist)
+    r.notes.push_back(fmt::format("request lengths: mean {} in / {} out; the prompt at p{:g} has {} tokens; decoding "
+                                  "sequences hold {} tokens on time average (E[isl] + E[osl²]/2E[osl])",
+                                  isl, osl, sla.percentile * 100, isl_p, ctx_avg));
   r.feasible = r.best && r.best->meets_sla;
   if (!any_fit)
     r.reasons.push_back(fmt::format("the model does not fit on up to {} GPUs per replica with {} tokens of context",

@@ -441,3 +441,24 @@ TEST_SUITE("gpuplan serve") {
     }
   }
 }
+
+TEST_CASE("serve --input-dist / --output-dist: the planner takes distributions, bad specs exit 2 naming the flag") {
+  const Run ok = run({"serve", "-m", "llama-3.1-70b", "--gpu", "h100", "--rate", "10", "--input-dist",
+                      "lognormal:2048,1500", "--output-dist", "200:0.5,800:0.5", "--ttft-ms", "3000", "--itl-ms", "50"});
+  INFO(ok.err);
+  REQUIRE(ok.rc == 0);
+  CHECK(contains(ok.out, "request lengths: mean"));
+  CHECK(contains(ok.out, "out; the prompt at p99 has"));
+  CHECK(contains(ok.out, "500 out"));  // the output mean: (200 + 800) / 2
+  for (const auto& [spec, why] : std::vector<std::pair<std::string, std::string>>{
+           {"lognormal:2048", "lognormal takes MEAN,SD"},
+           {"lognormal:0.5,10", "the mean must be ≥ 1 token"},
+           {"100:0.5,x", "'x' is not TOKENS:WEIGHT"},
+           {"100.5:1", "'100.5:1': tokens must be a whole number ≥ 1 and the weight > 0"},
+           {"100:0", "'100:0': tokens must be a whole number ≥ 1 and the weight > 0"}}) {
+    CAPTURE(spec);
+    const Run r = run({"serve", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-dist", spec});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--input-dist: error: '" + spec + "': " + why));
+  }
+}

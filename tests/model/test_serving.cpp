@@ -496,7 +496,7 @@ TEST_SUITE("serving planner") {
   namespace {
   model::ServingPlanResult plan70(double rate, std::optional<double> itl_ms, bool disaggregated = false) {
     const auto& a = arch("llama-3.1-70b");
-    model::Traffic tr{rate, 2048, 500};
+    model::Traffic tr{rate, 2048, 500, std::nullopt, std::nullopt};
     model::Sla sla;
     sla.ttft = units::seconds(1.0);
     if (itl_ms) sla.itl = units::milliseconds(*itl_ms);
@@ -586,5 +586,57 @@ TEST_SUITE("serving planner") {
       CHECK(d.ttft.raw() <= 1.0);
     }
     CHECK(d.cost_per_mtok_usd == doctest::Approx(double(d.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("request length distributions") {
+  TEST_CASE("fixed, empirical and lognormal lengths: mean, mean square, quantiles") {
+    const auto f = model::LengthDist::fixed(1000);
+    CHECK(f.mean() == 1000.0);
+    CHECK(f.quantile(0.99) == 1000);
+    model::LengthDist e{{{100, 0.5}, {1000, 0.4}, {10000, 0.1}}};
+    CHECK(e.mean() == doctest::Approx(50 + 400 + 1000));                       // 1450
+    CHECK(e.mean_square() == doctest::Approx(0.5 * 1e4 + 0.4 * 1e6 + 0.1 * 1e8));  // 10,405,000
+    CHECK(e.quantile(0.5) == 100);
+    CHECK(e.quantile(0.9) == 1000);
+    CHECK(e.quantile(0.99) == 10000);
+    // Lognormal(mean 2048, sd 1500) at 32 equal-probability points: the discretised mean and sd land near the
+    // asked ones (the conditional medians of the slices under-represent the far tail a little).
+    const auto l = model::lognormal_lengths(2048, 1500);
+    double total = 0;
+    for (const auto& [v, p] : l.points) total += p;
+    CHECK(total == doctest::Approx(1.0));
+    CHECK(l.mean() == doctest::Approx(2048).epsilon(0.05));
+    const double sd = std::sqrt(l.mean_square() - l.mean() * l.mean());
+    CHECK(sd == doctest::Approx(1500).epsilon(0.15));
+    CHECK(l.quantile(0.5) < 2048);  // right-skewed: median below the mean
+    CHECK(l.quantile(0.99) > 2 * 2048);
+  }
+
+  TEST_CASE("the planner with distributions: TTFT of the p99 prompt, decode context weighted by output length") {
+    const auto& a = arch("llama-3.1-70b");
+    const auto sys = h100();
+    const auto params = model::parameter_counts(a, Explain::off);
+    model::Sla sla;
+    sla.ttft = units::milliseconds(5000);
+    sla.itl = units::milliseconds(50);
+    model::ServingPlanOptions opt;
+    opt.tp_options = {8};
+    model::Traffic fixed{5.0, 1450, 500, std::nullopt, std::nullopt};
+    model::Traffic mixed{5.0, 1450, 500, model::LengthDist{{{100, 0.5}, {1000, 0.4}, {10000, 0.1}}},
+                         model::LengthDist::fixed(500)};
+    const auto rf = model::plan_serving(a, params, plan_of(), fixed, sla, sys, opt, Explain::off);
+    const auto rm = model::plan_serving(a, params, plan_of(), mixed, sla, sys, opt, Explain::off);
+    REQUIRE(rf.best.has_value());
+    REQUIRE(rm.best.has_value());
+    // Same mean prompt: TTFT (without queueing) is the 10,000-token prompt's prefill at p99, not the 1450-token one.
+    const auto p99 = model::prefill_time(a, plan_of(8), 1, 10000, sys);
+    CHECK(rm.best->ttft - rm.best->queue_wait >= p99);
+    CHECK(rf.best->ttft - rf.best->queue_wait < p99);
+    // The notes say what was assumed.
+    bool noted = false;
+    for (const auto& n : rm.notes) noted = noted || n.find("the prompt at p99 has 10000 tokens") != std::string::npos;
+    CHECK(noted);
   }
 }

@@ -140,8 +140,11 @@ struct SteadyState {
   bool prefill_bound = false;      ///< the token budget cannot admit prompts as fast as sequences finish
   Derivation derivation;
 };
+/// `decode_context` overrides the mean context of the decoding sequences (isl + osl/2 for fixed lengths; with length
+/// distributions the time average E[isl] + E[osl²]/(2·E[osl]): long outputs stay longer).
 SteadyState steady_state(const wl::TransformerArch& arch, const ServingPerfPlan& plan, std::int64_t batch,
-                         std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain = Explain::on);
+                         std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain = Explain::on,
+                         std::optional<std::int64_t> decode_context = std::nullopt);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Speculative decoding
@@ -169,10 +172,25 @@ SpeculativeResult speculative_decoding(const Speculation& s, units::Seconds t_dr
 // Capacity planner
 // ---------------------------------------------------------------------------------------------------------------
 
+/// A distribution of request lengths: token counts with probabilities (a fixed length is one point).
+struct LengthDist {
+  std::vector<std::pair<std::int64_t, double>> points;  ///< (tokens, probability), sorted by tokens, summing to 1
+  static LengthDist fixed(std::int64_t tokens);
+  [[nodiscard]] double mean() const;
+  [[nodiscard]] double mean_square() const;
+  /// The smallest length with P(L ≤ length) ≥ p.
+  [[nodiscard]] std::int64_t quantile(double p) const;
+};
+/// Lognormal with the given mean and standard deviation (tokens), discretised at `n` equal-probability points (the
+/// conditional medians of n equal slices), each at least 1 token.
+LengthDist lognormal_lengths(double mean, double sd, int n = 32);
+
 struct Traffic {
   double requests_per_s = 1.0;
-  std::int64_t input_tokens = 1024;
-  std::int64_t output_tokens = 256;
+  std::int64_t input_tokens = 1024;   ///< used when `input` is empty
+  std::int64_t output_tokens = 256;   ///< used when `output` is empty
+  std::optional<LengthDist> input;    ///< prompt lengths (independent of the output lengths)
+  std::optional<LengthDist> output;   ///< output lengths
 };
 struct Sla {
   std::optional<units::Seconds> ttft;  ///< target time to first token at the percentile
@@ -231,7 +249,8 @@ struct ServingPlanResult {
 };
 
 /// Finds, over TP sizes and batch sizes, the replica layout that meets the SLA with the fewest GPUs (then the lowest
-/// latency): for each batch B ≤ min(KV capacity, max_batch), steady_state gives ITL and the replica's request rate
+/// latency). With length distributions the rates use the mean lengths, the decode context its time average, the
+/// KV capacity E[isl] + E[osl], and TTFT the prompt length at the SLA percentile: for each batch B ≤ min(KV capacity, max_batch), steady_state gives ITL and the replica's request rate
 /// λ_r = B / latency; TTFT adds the M/D/1 queueing wait at ρ = λ_r·t_prefill (its percentile from the M/M/1 tail
 /// [MDc]); replicas = ⌈λ / λ_r⌉.
 ServingPlanResult plan_serving(const wl::TransformerArch& arch, const ParameterCounts& params,
