@@ -20,7 +20,6 @@ namespace u = gpuplan::units;
 using nlohmann::ordered_json;
 
 
-std::string num(double v) { return fmt::format("{:.10g}", v); }
 std::string both(u::Bytes b) { return fmt::format("{} ({})", u::format(b), u::format(b, u::BytePrefix::binary)); }
 std::string gib(u::Bytes b) { return u::format(b, u::BytePrefix::binary); }
 std::string count(std::int64_t n, const char* one, const char* many) {
@@ -182,11 +181,11 @@ int run_kv(const GlobalOptions& g, const ServingFlags& f) {
                  {"memory_needed_bytes", "memory needed B", true}, {"feasible", "feasible"}};
     t.rows.push_back({arch.id, gpu->info.id, std::to_string(pl.tp), std::to_string(pl.pp),
                       std::string(model::to_string(pl.kv.dtype)), std::string(model::to_string(pl.weights.dtype)),
-                      std::to_string(pl.context), std::to_string(pl.concurrency), num(r.kv_bytes_per_token.raw()),
-                      num(r.kv_bytes_per_sequence.raw()), num(r.kv_bytes_per_sequence_per_gpu.raw()),
-                      num(bind.weights.raw()), num(bind.kv_pool.raw()), std::to_string(r.kv_token_capacity),
+                      std::to_string(pl.context), std::to_string(pl.concurrency), plain_number(r.kv_bytes_per_token.raw()),
+                      plain_number(r.kv_bytes_per_sequence.raw()), plain_number(r.kv_bytes_per_sequence_per_gpu.raw()),
+                      plain_number(bind.weights.raw()), plain_number(bind.kv_pool.raw()), std::to_string(r.kv_token_capacity),
                       std::to_string(r.max_concurrency), std::to_string(r.max_context_tokens),
-                      r.gpus_needed ? std::to_string(*r.gpus_needed) : "", num(r.memory_needed.raw()),
+                      r.gpus_needed ? std::to_string(*r.gpus_needed) : "", plain_number(r.memory_needed.raw()),
                       r.ok ? "true" : "false"});
     out(t.render(Format::csv));
     return rc;

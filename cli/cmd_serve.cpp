@@ -45,7 +45,6 @@ struct ServeFlags {
 };
 
 std::string ms(u::Seconds s) { return u::format(s); }
-std::string num(double v) { return fmt::format("{:.10g}", v); }
 
 /// "lognormal:MEAN,SD" or "TOKENS:WEIGHT,TOKENS:WEIGHT,..." (weights normalised); diagnostics name the flag.
 std::optional<model::LengthDist> parse_lengths(const std::string& spec, const char* flag, Diagnostics& diags) {
@@ -124,7 +123,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   if (!load_calibration(*dir, sys, s.no_calibration, diags)) return report(diags);
   const hw::GpuSpec& gpu = *sys.gpu;
   if (s.price) {
-    if (!(*s.price >= 0)) diags.error("", "--price", fmt::format("{} is not a price in $/GPU-hour", num(*s.price)));
+    if (!(*s.price >= 0)) diags.error("", "--price", fmt::format("{} is not a price in $/GPU-hour", plain_number(*s.price)));
     sys.price = u::usd_per_hour(*s.price);
   }
   auto memplan = make_memory_plan(f, *db, gpu, diags);
@@ -171,12 +170,12 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   if (s.step_overhead_ms) {
     if (*s.step_overhead_ms < 0) diags.error("", "--step-overhead-ms", "must be ≥ 0");
     perf.step_overhead = u::milliseconds(*s.step_overhead_ms);
-    overhead_notes.push_back(fmt::format("engine step overhead {} ms (--step-overhead-ms)", num(*s.step_overhead_ms)));
+    overhead_notes.push_back(fmt::format("engine step overhead {} ms (--step-overhead-ms)", plain_number(*s.step_overhead_ms)));
   }
   if (s.kernel_overhead_us) {
     if (*s.kernel_overhead_us < 0) diags.error("", "--kernel-overhead-us", "must be ≥ 0");
     (perf.cuda_graphs ? perf.kernel_overhead_graph : perf.kernel_overhead_eager) = u::microseconds(*s.kernel_overhead_us);
-    overhead_notes.push_back(fmt::format("per-kernel overhead {} µs (--kernel-overhead-us)", num(*s.kernel_overhead_us)));
+    overhead_notes.push_back(fmt::format("per-kernel overhead {} µs (--kernel-overhead-us)", plain_number(*s.kernel_overhead_us)));
   }
   if (s.cpu_per_kernel_us) {
     if (*s.cpu_per_kernel_us < 0) diags.error("", "--cpu-per-kernel-us", "must be ≥ 0");
@@ -292,17 +291,17 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
               {}};
       for (const auto& c : r.per_tp)
         t.rows.push_back({std::to_string(c.tp), std::to_string(c.pp), std::to_string(c.batch),
-                          std::to_string(c.max_batch_memory), num(c.ttft.raw()), num(c.itl.raw()),
-                          num(c.state.output_tokens_per_s), std::to_string(c.replicas), std::to_string(c.gpus),
-                          num(c.cost_per_mtok_usd), c.meets_sla ? "yes" : "no"});
+                          std::to_string(c.max_batch_memory), plain_number(c.ttft.raw()), plain_number(c.itl.raw()),
+                          plain_number(c.state.output_tokens_per_s), std::to_string(c.replicas), std::to_string(c.gpus),
+                          plain_number(c.cost_per_mtok_usd), c.meets_sla ? "yes" : "no"});
       out(t.render(fmt_));
       return rc;
     }
     std::vector<Section> sec;
     Section head{fmt::format("Serving {} on {} — {} req/s, {} in / {} out", arch.name.empty() ? arch.id : arch.name,
-                             gpu.info.id, num(tr.requests_per_s), isl, osl),
+                             gpu.info.id, plain_number(tr.requests_per_s), isl, osl),
                  {}};
-    head.rows.emplace_back("SLA", fmt::format("TTFT p{} {}, ITL {}", num(s.percentile),
+    head.rows.emplace_back("SLA", fmt::format("TTFT p{} {}, ITL {}", plain_number(s.percentile),
                                               sla.ttft ? ms(*sla.ttft) : std::string("none"),
                                               sla.itl ? ms(*sla.itl) : std::string("none")));
     head.rows.emplace_back("weights / KV / compute",
@@ -317,7 +316,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
                   {"per replica", fmt::format("{} concurrent sequences (KV holds {}), {:.3g} req/s, {:.0f} output tok/s",
                                               b.batch, b.max_batch_memory, b.replica_requests_per_s,
                                               b.state.output_tokens_per_s)},
-                  {"TTFT", fmt::format("{} at p{} ({} prefill, {} queueing)", ms(b.ttft), num(s.percentile),
+                  {"TTFT", fmt::format("{} at p{} ({} prefill, {} queueing)", ms(b.ttft), plain_number(s.percentile),
                                        ms(b.ttft - b.queue_wait), ms(b.queue_wait))},
                   {"ITL", fmt::format("{} (decode-only step {})", ms(b.itl), ms(b.state.itl_decode_only))},
                   {"cost", b.cost_rate.raw() > 0 ? fmt::format("${:.2f}/hour, ${:.3g} per million output tokens",
@@ -486,8 +485,8 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
            {"requests_per_s", "req/s", true}},
           {}};
   for (const auto& p : pts)
-    t.rows.push_back({std::to_string(p.b), num(p.st.iteration.raw()), num(p.st.itl_decode_only.raw()),
-                      num(p.st.ttft.raw()), num(p.st.output_tokens_per_s), num(p.st.requests_per_s)});
+    t.rows.push_back({std::to_string(p.b), plain_number(p.st.iteration.raw()), plain_number(p.st.itl_decode_only.raw()),
+                      plain_number(p.st.ttft.raw()), plain_number(p.st.output_tokens_per_s), plain_number(p.st.requests_per_s)});
   if (fmt_ == Format::csv) {
     out(t.render(fmt_));
     return kExitOk;

@@ -223,4 +223,6 @@ int report(const Diagnostics& diags) {
 
 void out(const std::string& s) { std::cout << s; }
 
+std::string plain_number(double v) { return fmt::format("{:.10g}", v); }
+
 }  // namespace gpuplan::cli

@@ -63,4 +63,7 @@ int report(const Diagnostics& diags);
 /// Writes to stdout.
 void out(const std::string& s);
 
+/// A number as a user typed it back in messages: up to 10 significant digits, no trailing zeros ("0.9", "7e+09").
+std::string plain_number(double v);
+
 }  // namespace gpuplan::cli

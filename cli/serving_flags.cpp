@@ -1,5 +1,7 @@
 #include "serving_flags.hpp"
 
+#include "common.hpp"
+
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
@@ -7,7 +9,6 @@
 namespace gpuplan::cli {
 namespace {
 namespace u = gpuplan::units;
-std::string num(double v) { return fmt::format("{:.10g}", v); }
 }  // namespace
 
 std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, const hw::HardwareDb& db, const hw::GpuSpec& gpu,
@@ -52,7 +53,7 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
   for (auto [flag, v] : {std::pair{"--gpu-memory-utilization", f.gpu_memory_utilization},
                          std::pair{"--mem-fraction-static", f.mem_fraction_static},
                          std::pair{"--usable-fraction", f.usable_fraction}})
-    if (v && !(*v > 0.0 && *v <= 1.0)) bad(flag, fmt::format("{} is not a fraction in (0, 1]", num(*v)));
+    if (v && !(*v > 0.0 && *v <= 1.0)) bad(flag, fmt::format("{} is not a fraction in (0, 1]", plain_number(*v)));
 
   // KV dtype and scales.
   const auto kvd = model::parse_store_dtype(f.kv_dtype);
@@ -69,7 +70,7 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
   if (f.kv_scale_bytes) {
     if (*f.kv_scale_bytes < 0) bad("--kv-scale-bytes", "must be ≥ 0");
     p.kv.scale_bytes = *f.kv_scale_bytes;
-    p.kv.origin += "; --kv-scale-bytes " + num(*f.kv_scale_bytes);
+    p.kv.origin += "; --kv-scale-bytes " + plain_number(*f.kv_scale_bytes);
   }
 
   // Weights.
@@ -84,7 +85,7 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
     p.weights.origin += fmt::format("; group size {} (--weight-group-size)", *f.weight_group_size);
   }
   if (f.params) {
-    if (!(*f.params > 0)) bad("--params", fmt::format("{} is not a positive parameter count", num(*f.params)));
+    if (!(*f.params > 0)) bad("--params", fmt::format("{} is not a positive parameter count", plain_number(*f.params)));
     p.nominal_params = *f.params;
   }
   p.weight_scale_overhead = !(f.no_scale_overhead || f.simple);
@@ -103,7 +104,7 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
     if (*f.cuda_graph_gib < 0) bad("--cuda-graph-GiB", "must be ≥ 0");
     if (f.enforce_eager && *f.cuda_graph_gib > 0) bad("--cuda-graph-GiB", "--enforce-eager captures no CUDA graphs");
     p.overheads.cuda_graphs = u::gibibytes(*f.cuda_graph_gib);
-    p.overheads.origin += fmt::format("; CUDA graphs {} GiB (--cuda-graph-GiB)", num(*f.cuda_graph_gib));
+    p.overheads.origin += fmt::format("; CUDA graphs {} GiB (--cuda-graph-GiB)", plain_number(*f.cuda_graph_gib));
   }
   if (f.activation_gib) {
     if (*f.activation_gib < 0) bad("--activation-GiB", "must be ≥ 0");
