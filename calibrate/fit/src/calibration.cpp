@@ -190,6 +190,18 @@ FitQuality quality(const std::vector<double>& predicted, const std::vector<doubl
   return q;
 }
 
+/// t = t₀ + x / η with x the time at the datasheet bandwidth: η = 1 / slope, and the fit's quality.
+StreamFit fit_stream(const std::vector<double>& xs, const std::vector<double>& ys) {
+  const auto [t0, slope] = fit_line(xs, ys);
+  StreamFit f;
+  f.efficiency = slope > 0 ? 1.0 / slope : 0.0;
+  f.t0 = Seconds(t0);
+  std::vector<double> pred;
+  for (double x : xs) pred.push_back(t0 + x * slope);
+  f.fit = quality(pred, ys);
+  return f;
+}
+
 std::string short_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
 }  // namespace
@@ -224,13 +236,7 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
           ys.push_back(h.median_s);
         }
     if (xs.size() >= 2) {
-      const auto [t0, slope] = fit_line(xs, ys);
-      StreamFit f;
-      f.efficiency = slope > 0 ? 1.0 / slope : 0.0;
-      f.t0 = Seconds(t0);
-      std::vector<double> pred;
-      for (double x : xs) pred.push_back(t0 + x * slope);
-      f.fit = quality(pred, ys);
+      const StreamFit f = fit_stream(xs, ys);
       if (f.efficiency > 1.05 || f.efficiency < 0.2)
         d.warning("", "/hbm", fmt::format("fitted HBM efficiency {:.3f} of {} is implausible: check the samples",
                                           f.efficiency, units::format(gpu.memory.bandwidth)));
@@ -254,14 +260,7 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
         ys.push_back(g.median_s);
       }
     if (xs.size() >= 3) {
-      const auto [t0, slope] = fit_line(xs, ys);
-      StreamFit f;
-      f.efficiency = slope > 0 ? 1.0 / slope : 0.0;
-      f.t0 = Seconds(t0);
-      std::vector<double> pred;
-      for (double x : xs) pred.push_back(t0 + x * slope);
-      f.fit = quality(pred, ys);
-      p.gemm_memory = f;
+      p.gemm_memory = fit_stream(xs, ys);
     } else {
       p.notes.push_back("fewer than 3 memory-bound 16-bit GEMM samples: GEMMs stream at the HBM efficiency");
     }
@@ -406,6 +405,9 @@ nlohmann::ordered_json quality_json(const FitQuality& q) {
   return {{"points", q.points}, {"median_rel_error", round_sig(q.median_rel_error, 4)},
           {"max_rel_error", round_sig(q.max_rel_error, 4)}};
 }
+nlohmann::ordered_json stream_json(const StreamFit& f) {
+  return {{"efficiency", round_sig(f.efficiency, 4)}, {"t0_s", round_sig(f.t0.raw(), 4)}, {"fit", quality_json(f.fit)}};
+}
 }  // namespace
 
 std::string profile_json(const Profile& p) {
@@ -423,13 +425,8 @@ std::string profile_json(const Profile& p) {
                          {"t0_s", round_sig(g.t0.raw(), 4)},
                          {"fit", quality_json(g.fit)},
                          {"roofline_check", quality_json(g.all)}});
-  if (p.hbm)
-    o["hbm"] = {{"efficiency", round_sig(p.hbm->efficiency, 4)}, {"t0_s", round_sig(p.hbm->t0.raw(), 4)},
-                {"fit", quality_json(p.hbm->fit)}};
-  if (p.gemm_memory)
-    o["gemm_memory"] = {{"efficiency", round_sig(p.gemm_memory->efficiency, 4)},
-                        {"t0_s", round_sig(p.gemm_memory->t0.raw(), 4)},
-                        {"fit", quality_json(p.gemm_memory->fit)}};
+  if (p.hbm) o["hbm"] = stream_json(*p.hbm);
+  if (p.gemm_memory) o["gemm_memory"] = stream_json(*p.gemm_memory);
   if (p.launch) o["launch_s"] = round_sig(p.launch->raw(), 4);
   if (p.graph_kernel) o["graph_kernel_s"] = round_sig(p.graph_kernel->raw(), 4);
   o["links"] = nlohmann::ordered_json::array();
@@ -511,6 +508,13 @@ FitQuality read_quality(const json_io::ObjectReader& r, const char* key) {
   }
   return q;
 }
+StreamFit read_stream_fit(const json_io::ObjectReader& h) {
+  StreamFit f;
+  f.efficiency = h.num("efficiency").value_or(0);
+  f.t0 = Seconds(h.num("t0_s").value_or(0));
+  f.fit = read_quality(h, "fit");
+  return f;
+}
 }  // namespace
 
 Result<Profile> read_profile(const std::string& path) {
@@ -548,20 +552,8 @@ Result<Profile> read_profile(const std::string& path) {
     g.all = read_quality(e, "roofline_check");
     p.gemm.push_back(g);
   });
-  if (auto h = r.object("hbm")) {
-    StreamFit f;
-    f.efficiency = h->num("efficiency").value_or(0);
-    f.t0 = Seconds(h->num("t0_s").value_or(0));
-    f.fit = read_quality(*h, "fit");
-    p.hbm = f;
-  }
-  if (auto h = r.object("gemm_memory")) {
-    StreamFit f;
-    f.efficiency = h->num("efficiency").value_or(0);
-    f.t0 = Seconds(h->num("t0_s").value_or(0));
-    f.fit = read_quality(*h, "fit");
-    p.gemm_memory = f;
-  }
+  if (auto h = r.object("hbm")) p.hbm = read_stream_fit(*h);
+  if (auto h = r.object("gemm_memory")) p.gemm_memory = read_stream_fit(*h);
   if (auto v = r.num("launch_s")) p.launch = Seconds(*v);
   if (auto v = r.num("graph_kernel_s")) p.graph_kernel = Seconds(*v);
   list("links", kLinkFit, [&](const json_io::ObjectReader& e) {
