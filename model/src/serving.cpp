@@ -75,6 +75,16 @@ Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
   return d;
 }
 
+/// The same op over `k` (possibly fractional, an expectation) independent items in one launch: work × k, one fixed
+/// per-kernel cost.
+OpCost repeated(OpCost c, double k, const Device& d) {
+  const Seconds launch = d.eff.kernel_launch;
+  c.time = (c.time - launch) * k + launch;
+  c.flops = c.flops * k;
+  c.bytes = c.bytes * k;
+  return c;
+}
+
 /// One layer (of a kind) on one GPU for one forward batch.
 Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, bool moe_layer,
                   bool sliding, const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g,
@@ -155,12 +165,8 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
       s_kv = std::min<std::int64_t>(s_kv, a.sliding_window);
       causal = false;
     }
-    for (OpCost c : attention_cost("prefill attention", heads_gpu, s, s_kv, dqk, dv, causal, true, false, gp, d)) {
-      const Seconds launch = d.eff.kernel_launch;
-      c.time = (c.time - launch) * fb.prefill_seqs + launch;
-      c.flops = c.flops * fb.prefill_seqs;
-      c.bytes = c.bytes * fb.prefill_seqs;
-      acc.add(c, keep);
+    for (const OpCost& c : attention_cost("prefill attention", heads_gpu, s, s_kv, dqk, dv, causal, true, false, gp, d)) {
+      acc.add(repeated(c, fb.prefill_seqs, d), keep);
     }
   }
   if (fb.decode_seqs > 0) {
@@ -198,12 +204,7 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
     // number of experts, one launch.
     auto experts = [&](const std::string& name, std::int64_t k_dim, std::int64_t n_dim) {
       const double bb = wb(k_dim);
-      OpCost c = gemm_cost(name, {per_expert, n_dim, k_dim, 1, bb}, gp, d);
-      const Seconds launch = d.eff.kernel_launch;
-      c.time = (c.time - launch) * touched + launch;
-      c.flops = c.flops * touched;
-      c.bytes = c.bytes * touched;
-      acc.add(c, keep);
+      acc.add(repeated(gemm_cost(name, {per_expert, n_dim, k_dim, 1, bb}, gp, d), touched, d), keep);
       acc.weights += units::bytes(double(k_dim) * double(n_dim) * touched * bb);
     };
     experts("expert up/gate", h, (gated ? 2 : 1) * ie);
