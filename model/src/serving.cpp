@@ -9,11 +9,33 @@
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "serving_internal.hpp"
 
 namespace gpuplan::model {
 
 using units::Bytes;
 using units::Seconds;
+
+namespace detail {
+
+Seconds coll(Collective op, Bytes bytes, const CommGroup& g) {
+  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
+  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
+}
+
+CommGroup group_of(const ServingSystem& sys, int size, int stride) {
+  if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
+  std::optional<hw::ClusterSpec> cl;
+  if (sys.cluster != nullptr) cl = *sys.cluster;
+  CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
+  if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
+  return g;
+}
+
+}  // namespace detail
+
+using detail::coll;
+using detail::group_of;
 
 namespace {
 
@@ -48,19 +70,6 @@ struct Acc {
   }
 };
 
-Seconds coll(Collective op, Bytes bytes, const CommGroup& g) {
-  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
-  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
-}
-
-CommGroup group_of(const ServingSystem& sys, int size, int stride) {
-  if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
-  std::optional<hw::ClusterSpec> cl;
-  if (sys.cluster != nullptr) cl = *sys.cluster;
-  CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
-  if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
-  return g;
-}
 
 std::int64_t at_least_one(double x) { return std::max<std::int64_t>(1, std::llround(std::ceil(x - 1e-9))); }
 
@@ -422,52 +431,6 @@ Seconds decode_step_time(const wl::TransformerArch& a, const ServingPerfPlan& pl
   return forward_cost(a, plan, ForwardBatch{micro, 1, context, 0, 0, 0, true}, sys, Explain::off).total;
 }
 
-LengthDist LengthDist::fixed(std::int64_t tokens) { return LengthDist{{{std::max<std::int64_t>(1, tokens), 1.0}}}; }
-
-double LengthDist::mean() const {
-  double m = 0;
-  for (const auto& [v, p] : points) m += double(v) * p;
-  return m;
-}
-
-double LengthDist::mean_square() const {
-  double m = 0;
-  for (const auto& [v, p] : points) m += double(v) * double(v) * p;
-  return m;
-}
-
-std::int64_t LengthDist::quantile(double q) const {
-  double acc = 0;
-  for (const auto& [v, p] : points) {
-    acc += p;
-    if (acc >= q - 1e-12) return v;
-  }
-  return points.empty() ? 1 : points.back().first;
-}
-
-LengthDist lognormal_lengths(double mean, double sd, int n) {
-  n = std::max(1, n);
-  const double s2 = std::log(1.0 + (sd * sd) / (mean * mean));
-  const double mu = std::log(mean) - 0.5 * s2, s = std::sqrt(s2);
-  // Inverse normal CDF by bisection on erfc (n is small; no tables needed).
-  auto inv_norm = [](double p) {
-    double lo = -10, hi = 10;
-    for (int i = 0; i < 100; ++i) {
-      const double mid = 0.5 * (lo + hi);
-      (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
-    }
-    return 0.5 * (lo + hi);
-  };
-  LengthDist d;
-  for (int i = 0; i < n; ++i) {
-    const double p = (double(i) + 0.5) / double(n);
-    const auto v = std::max<std::int64_t>(1, std::llround(std::exp(mu + s * inv_norm(p))));
-    if (!d.points.empty() && d.points.back().first == v) d.points.back().second += 1.0 / double(n);
-    else d.points.emplace_back(v, 1.0 / double(n));
-  }
-  return d;
-}
-
 SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
                          std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain,
                          std::optional<std::int64_t> decode_context) {
@@ -556,262 +519,6 @@ SpeculativeResult speculative_decoding(const Speculation& s, Seconds t_draft, Se
                     fmt::format("{:.2f} tokens per step, {:.2f}× speedup", r.tokens_per_step, r.speedup),
                     {"Leviathan et al., ICML'23, eq. (1); acceptance i.i.d. per position"},
                     {}};
-  return r;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-
-namespace {
-
-/// Queueing wait before a prompt's prefill starts, at a percentile [MDc]: mean from M/D/1, tail from M/M/1.
-Seconds queue_wait(double rho, Seconds service, double percentile) {
-  if (rho <= 0) return Seconds(0);
-  if (rho >= 1.0) return Seconds(1e30);
-  const Seconds mean = service * (rho / (2.0 * (1.0 - rho)));
-  const double p = std::clamp(percentile, 0.0, 0.999999);
-  Seconds tail{};
-  if (rho > 1.0 - p) tail = service * (std::log(rho / (1.0 - p)) / (1.0 - rho));
-  return std::max(mean, tail);
-}
-
-std::vector<std::int64_t> batch_grid(std::int64_t max_b) {
-  std::vector<std::int64_t> g;
-  for (std::int64_t b = 1; b <= max_b;) {
-    g.push_back(b);
-    b = b < 8 ? b + 1 : b + std::max<std::int64_t>(1, b / 8);
-  }
-  if (g.empty() || g.back() != max_b) g.push_back(max_b);
-  return g;
-}
-
-bool tp_valid(const wl::TransformerArch& a, int tp) {
-  if (a.heads % tp != 0) return false;
-  if (!a.mla && a.kv_heads % tp != 0 && tp % a.kv_heads != 0) return false;
-  if (a.intermediate > 0 && a.intermediate % tp != 0) return false;
-  return true;
-}
-
-}  // namespace
-
-ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCounts& params,
-                               const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
-                               const ServingSystem& sys, const ServingPlanOptions& options, Explain explain) {
-  using units::format;
-  ServingPlanResult r;
-  r.traffic = traffic;
-  r.sla = sla;
-  const hw::GpuSpec& gpu = *sys.gpu;
-  const std::optional<units::UsdPerSecond> price = sys.price ? sys.price : gpu.price;
-  const int domain = sys.node != nullptr ? std::max(sys.node->gpus, sys.node->scale_up.domain_gpus) : 1;
-  const LengthDist in_d = traffic.input ? *traffic.input : LengthDist::fixed(traffic.input_tokens);
-  const LengthDist out_d = traffic.output ? *traffic.output : LengthDist::fixed(traffic.output_tokens);
-  const std::int64_t isl = std::max<std::int64_t>(1, std::llround(in_d.mean()));
-  const std::int64_t osl = std::max<std::int64_t>(1, std::llround(out_d.mean()));
-  // Time-average context of a decoding sequence: E[isl] + E[osl²] / (2·E[osl]) (isl and osl independent).
-  const std::int64_t ctx_avg =
-      std::max<std::int64_t>(1, std::llround(in_d.mean() + out_d.mean_square() / (2.0 * std::max(1.0, out_d.mean()))));
-  const std::int64_t isl_p = std::max<std::int64_t>(1, in_d.quantile(sla.percentile));
-  const bool dist = traffic.input.has_value() || traffic.output.has_value();
-  const double lambda = std::max(1e-12, traffic.requests_per_s);
-
-  auto evaluate = [&](int tp, std::int64_t B, std::int64_t cap, const ServingPerfPlan& pp_plan) {
-    ServingCandidate c;
-    c.tp = tp;
-    c.pp = pp_plan.pp;
-    c.batch = B;
-    c.max_batch_memory = cap;
-    c.state = steady_state(a, pp_plan, B, isl, osl, sys, Explain::off, ctx_avg);
-    c.itl = c.state.iteration;
-    const double lam_r = c.state.requests_per_s;
-    c.replicas = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_r - 1e-9)));
-    const double lam_actual = lambda / double(c.replicas);
-    const double rho = lam_actual * c.state.prefill.raw();
-    c.queue_wait = queue_wait(rho, c.state.prefill, sla.percentile);
-    Seconds ttft_own = c.state.ttft;
-    if (dist && isl_p != isl) {
-      // The prompt at the SLA percentile: its own prefill, or its chunks riding on iterations.
-      const std::int64_t room = pp_plan.max_batched_tokens > 0
-                                    ? std::max<std::int64_t>(1, pp_plan.max_batched_tokens - B / std::max(1, pp_plan.pp))
-                                    : isl_p;
-      const double chunks = std::ceil(double(isl_p) / double(std::min(isl_p, room)));
-      ttft_own = std::max(prefill_time(a, pp_plan, 1, isl_p, sys), c.state.iteration * chunks);
-    }
-    c.ttft = ttft_own + c.queue_wait;
-    c.replica_requests_per_s = lam_r;
-    c.gpus = c.replicas * tp * pp_plan.pp;
-    if (price) {
-      c.cost_rate = *price * double(c.gpus);
-      c.cost_per_mtok_usd = c.cost_rate.raw() / (lambda * double(osl)) * 1e6;
-    }
-    c.meets_sla = true;
-    if (sla.itl && c.itl > *sla.itl) {
-      c.meets_sla = false;
-      c.misses.push_back(fmt::format("ITL {} > {}", format(c.itl), format(*sla.itl)));
-    }
-    if (sla.ttft && c.ttft > *sla.ttft) {
-      c.meets_sla = false;
-      c.misses.push_back(fmt::format("TTFT p{:g} {} > {}", sla.percentile * 100, format(c.ttft), format(*sla.ttft)));
-    }
-    return c;
-  };
-  // Violation score for "best achievable" when nothing meets the SLA.
-  auto violation = [&](const ServingCandidate& c) {
-    double v = 0;
-    if (sla.itl) v = std::max(v, (c.itl / *sla.itl).raw());
-    if (sla.ttft) v = std::max(v, (c.ttft / *sla.ttft).raw());
-    return v;
-  };
-  auto better = [&](const ServingCandidate& x, const ServingCandidate& y) {
-    if (x.meets_sla != y.meets_sla) return x.meets_sla;
-    if (x.meets_sla) {
-      if (x.gpus != y.gpus) return x.gpus < y.gpus;
-      return x.ttft + x.itl * double(osl) < y.ttft + y.itl * double(osl);
-    }
-    return violation(x) < violation(y);
-  };
-
-  bool any_fit = false;
-  const std::vector<int> pps = options.pp_options.empty() ? std::vector<int>{1, 2, 4, 8, 16} : options.pp_options;
-  for (int pp : pps) {
-    if (any_fit && options.pp_options.empty()) break;  // automatic: PP only while no TP size fits
-    for (int tp : options.tp_options) {
-      if (tp < 1 || tp > domain || !tp_valid(a, tp)) continue;
-      if (pp < 1 || pp > a.layers) continue;
-      if (pp > 1 && options.pp_options.empty() && tp != options.tp_options.back()) continue;
-      ServingMemoryPlan mp = options.memory;
-      mp.tp = tp;
-      mp.pp = pp;
-      mp.context = isl + osl;
-      mp.concurrency = 1;
-      mp.gpus.reset();
-      mp.kv = perf.kv;
-      mp.weights = perf.weights;
-      const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
-      if (r.kv_bytes_per_token.raw() == 0) r.kv_bytes_per_token = mem.kv_bytes_per_token;
-      const std::int64_t cap = std::min(mem.max_concurrency, perf.max_batch);
-      if (cap < 1) {
-        r.notes.push_back(fmt::format("TP {} PP {}: the weights and one sequence of {} tokens do not fit", tp, pp,
-                                      isl + osl));
-        continue;
-      }
-      any_fit = true;
-      ServingPerfPlan p = perf;
-      p.tp = tp;
-      p.pp = pp;
-      if (a.moe && p.ep > tp) p.ep = tp;
-      std::optional<ServingCandidate> best_tp;
-      for (std::int64_t B : batch_grid(cap)) {
-        ServingCandidate c = evaluate(tp, B, cap, p);
-        if (!best_tp || better(c, *best_tp)) best_tp = c;
-      }
-      if (best_tp) {
-        r.per_tp.push_back(*best_tp);
-        if (!r.best || better(*best_tp, *r.best)) r.best = best_tp;
-      }
-    }
-  }
-  if (dist)
-    r.notes.push_back(fmt::format("request lengths: mean {} in / {} out; the prompt at p{:g} has {} tokens; decoding "
-                                  "sequences hold {} tokens on time average (E[isl] + E[osl²]/2E[osl])",
-                                  isl, osl, sla.percentile * 100, isl_p, ctx_avg));
-  r.feasible = r.best && r.best->meets_sla;
-  if (!any_fit)
-    r.reasons.push_back(fmt::format("the model does not fit on up to {} GPUs per replica with {} tokens of context",
-                                    domain * 16, isl + osl));
-  else if (!r.feasible && r.best)
-    for (const auto& m : r.best->misses) r.reasons.push_back("best achievable misses: " + m);
-
-  // Disaggregated prefill and decode pools [DistServe]: each pool picks its own TP (the fewest GPUs for its job),
-  // the KV of each prompt crosses the scale-out fabric once, each TP rank sending its shard to its decode peer.
-  if (options.disaggregated && r.best) {
-    std::optional<DisaggregatedPlan> best_dp;
-    const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
-    const CommGroup xfer = group_of(sys, 2, node_gpus);
-    for (const ServingCandidate& pre : r.per_tp) {
-      ServingPerfPlan pp_plan = perf;
-      pp_plan.tp = pre.tp;
-      pp_plan.pp = pre.pp;
-      if (a.moe && pp_plan.ep > pre.tp) pp_plan.ep = pre.tp;
-      const Seconds prefill = prefill_time(a, pp_plan, 1, isl, sys);
-      ServingMemoryPlan mp = options.memory;
-      mp.tp = pre.tp;
-      mp.pp = pre.pp;
-      mp.context = isl;
-      mp.kv = perf.kv;
-      mp.weights = perf.weights;
-      const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
-      const Seconds transfer = coll(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
-      // Prefill pool: the fewest replicas whose queueing keeps TTFT within the target.
-      std::int64_t n_pre = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda * prefill.raw())));
-      Seconds ttft{};
-      for (; n_pre < 1000000; ++n_pre) {
-        const double rho = lambda / double(n_pre) * prefill.raw();
-        if (rho >= 1.0) continue;
-        ttft = prefill + queue_wait(rho, prefill, sla.percentile) + transfer;
-        if (!sla.ttft || ttft <= *sla.ttft || rho < 1e-3) break;
-      }
-      for (const ServingCandidate& dec : r.per_tp) {
-        ServingPerfPlan dp_plan = perf;
-        dp_plan.tp = dec.tp;
-        dp_plan.pp = dec.pp;
-        if (a.moe && dp_plan.ep > dec.tp) dp_plan.ep = dec.tp;
-        // Decode pool: the largest batch within the ITL target (no prefill mixed in).
-        const std::int64_t cap = std::min(dec.max_batch_memory, perf.max_batch);
-        std::int64_t best_b = 1;
-        Seconds best_itl = decode_step_time(a, dp_plan, 1, isl + osl / 2, sys);
-        for (std::int64_t B : batch_grid(cap)) {
-          const Seconds itl = decode_step_time(a, dp_plan, B, isl + osl / 2, sys);
-          if (sla.itl && itl > *sla.itl) break;
-          best_b = B;
-          best_itl = itl;
-        }
-        const double lam_d = double(best_b) / (double(osl) * best_itl.raw());
-        const std::int64_t n_dec = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_d - 1e-9)));
-        DisaggregatedPlan d;
-        d.prefill_tp = pre.tp;
-        d.decode_tp = dec.tp;
-        d.prefill_gpus = n_pre * pre.tp * pre.pp;
-        d.decode_gpus = n_dec * dec.tp * dec.pp;
-        d.gpus = d.prefill_gpus + d.decode_gpus;
-        d.decode_batch = best_b;
-        d.kv_transfer = transfer;
-        d.ttft = ttft;
-        d.itl = best_itl;
-        d.transfer_tier = xfer.scale_out ? xfer.scale_out->name : xfer.scale_up.name;
-        if (price) d.cost_per_mtok_usd = (*price * double(d.gpus)).raw() / (lambda * double(osl)) * 1e6;
-        d.meets_sla = (!sla.ttft || d.ttft <= *sla.ttft) && (!sla.itl || d.itl <= *sla.itl);
-        const bool take = !best_dp || (d.meets_sla != best_dp->meets_sla ? d.meets_sla
-                                       : d.gpus != best_dp->gpus       ? d.gpus < best_dp->gpus
-                                                                       : d.ttft + d.itl < best_dp->ttft + best_dp->itl);
-        if (take) best_dp = d;
-      }
-    }
-    r.disaggregated = best_dp;
-  }
-
-  if (explain == Explain::on && r.best) {
-    const auto& b = *r.best;
-    ServingPerfPlan p = perf;
-    p.tp = b.tp;
-    p.pp = b.pp;
-    SteadyState st = steady_state(a, p, b.batch, isl, osl, sys, Explain::on);
-    r.derivation = {
-        "serving.plan",
-        "Replicas and GPUs for the traffic",
-        "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + W_p(ρ = λ/replicas · "
-        "t_prefill) ; $/Mtok = GPUs · price / (λ · osl) · 10⁶",
-        {{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
-         {"isl/osl", fmt::format("{}/{}", isl, osl), "tokens in/out", Origin::user("--input-tokens/--output-tokens")},
-         {"B", std::to_string(b.batch), fmt::format("concurrent sequences per replica (KV capacity {})", b.max_batch_memory),
-          Origin::derived()},
-         {"λ_r", units::format_number(b.replica_requests_per_s, 4) + " req/s", "one replica at B", Origin::derived()},
-         {"price", price ? fmt::format("${:.2f}/GPU-h", units::to_usd_per_hour(*price)) : std::string("unknown"),
-          "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price"))}},
-        fmt::format("{} replicas × TP {} × PP {} = {} GPUs; TTFT p{:g} {}, ITL {}", b.replicas, b.tp, b.pp, b.gpus,
-                    sla.percentile * 100, format(b.ttft), format(b.itl)),
-        {fmt::format("queueing wait at the percentile {} (M/D/1 mean, M/M/1 tail)", format(b.queue_wait))},
-        {st.derivation}};
-  }
   return r;
 }
 
