@@ -83,7 +83,7 @@ int run_bench(const GlobalOptions& g, const BenchFlags& f) {
   for (long long n : f.gpus) {
     model::SearchSpace space;
     space.gpus = {n};
-    const std::vector<model::Layout> layouts = model::enumerate_layouts(arch, base, space);
+    const std::vector<model::Layout> layouts = model::enumerate_layouts(arch, base, space, &sys);
     auto full_search = [&](unsigned threads, model::SearchResult& last) {
       std::vector<double> times;
       for (long long r = 0; r < f.repeat; ++r) {

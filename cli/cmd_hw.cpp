@@ -280,6 +280,8 @@ int show(const GlobalOptions& g, const HwOptions& o) {
                                                    u::format(n->scale_out->nic)));
     if (!n->host_cpu.empty()) a.rows.emplace_back("host CPU", n->host_cpu);
     if (n->host_memory) a.rows.emplace_back("host memory", u::format(*n->host_memory));
+    if (n->host_memory_bandwidth)
+      a.rows.emplace_back("host memory bandwidth", u::format(*n->host_memory_bandwidth) + " peak");
     s = {a, sources(n->info)};
   } else if (const hw::ClusterSpec* c = db->find_cluster(o.id)) {
     Section a{c->info.name, {{"id", c->info.id}, {"node", c->node}, {"nodes", std::to_string(c->nodes)},

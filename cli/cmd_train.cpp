@@ -34,7 +34,7 @@ constexpr int kExitInterrupted = 130;
 struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
-      kernels, mixed_precision;
+      kernels, mixed_precision, offload;
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
   std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group;
   std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm;
@@ -68,6 +68,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("attention_kernel", "--attention-kernel", f.attention_kernel);
   put("kernels", "--kernels", f.kernels);
   put("mixed_precision", "--mixed-precision", f.mixed_precision);
+  put("offload", "--offload", f.offload);
   put("tp", "--tp", f.tp);
   put("pp", "--pp", f.pp);
   put("dp", "--dp", f.dp);
@@ -98,7 +99,8 @@ ordered_json bytes_json(const model::TrainingMemory& m) {
           {"logits_bytes", m.logits.raw()},
           {"cuda_context_bytes", m.cuda_context.raw()},
           {"nccl_buffers_bytes", m.nccl_buffers.raw()},
-          {"fragmentation_bytes", m.fragmentation.raw()}};
+          {"fragmentation_bytes", m.fragmentation.raw()},
+          {"host_offloaded_bytes", m.host_offloaded.raw()}};
 }
 
 /// The JSON object of one estimate (the stable keys of docs/cli.md).
@@ -113,7 +115,8 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
   o["layout"] = {{"tp", par.tp}, {"pp", par.pp}, {"dp", par.dp}, {"cp", par.cp}, {"ep", par.ep},
                  {"sequence_parallel", par.sequence_parallel}, {"virtual_stages", par.virtual_stages},
                  {"micro_batch", plan.micro_batch}, {"global_batch", plan.global_batch}, {"seq", plan.seq_len},
-                 {"micro_batches", est.micro_batches}};
+                 {"micro_batches", est.micro_batches},
+                 {"offload", plan.offload == wl::Offload::optimizer ? "optimizer" : "none"}};
   o["feasible"] = est.feasibility.ok;
   o["reasons"] = est.feasibility.reasons;
   if (est.step_time.raw() > 0) {
@@ -126,7 +129,8 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
     o["breakdown"] = {{"gemm_s", est.step.gemm.raw()}, {"attention_s", est.step.attention.raw()},
                       {"elementwise_s", est.step.elementwise.raw()}, {"embedding_loss_s", est.step.embedding_loss.raw()},
                       {"recompute_s", est.step.recompute.raw()}, {"comm_exposed_s", est.step.comm_exposed.raw()},
-                      {"bubble_s", est.step.bubble.raw()}, {"optimizer_s", est.step.optimizer.raw()}};
+                      {"bubble_s", est.step.bubble.raw()}, {"optimizer_s", est.step.optimizer.raw()},
+                      {"offload_s", est.step.offload.raw()}};
     ordered_json comm;
     for (const auto& c : est.comm)
       comm[c.kind] = {{"collective", c.collective}, {"group_size", c.group_size}, {"tier", c.tier},
@@ -185,7 +189,9 @@ std::vector<Section> estimate_sections(const wl::TrainingPlan& plan, const model
         bd.rows.emplace_back(fmt::format("{} comm exposed", c.kind),
                              fmt::format("{} of {} total ({} over {})", pct(c.exposed), u::format(c.time), c.collective, c.tier));
     bd.rows.emplace_back("pipeline bubble", pct(b.bubble));
-    bd.rows.emplace_back("optimizer", pct(b.optimizer));
+    const bool offloaded = plan.offload == wl::Offload::optimizer;
+    bd.rows.emplace_back(offloaded ? "optimizer (on the CPU)" : "optimizer", pct(b.optimizer));
+    if (offloaded) bd.rows.emplace_back("offload transfers exposed", pct(b.offload));
     sec.push_back(bd);
     const auto& mm = est.memory;
     Section mem{fmt::format("Memory per GPU ({} of {})", u::format(mm.total, u::BytePrefix::binary),
@@ -197,6 +203,8 @@ std::vector<Section> estimate_sections(const wl::TrainingPlan& plan, const model
                 {"logits / loss", gib(mm.logits)}, {"CUDA context", gib(mm.cuda_context)},
                 {"NCCL buffers", gib(mm.nccl_buffers)}, {"fragmentation", gib(mm.fragmentation)},
                 {"fits", mm.fits ? "yes" : "no"}};
+    if (plan.offload == wl::Offload::optimizer)
+      mem.rows.insert(mem.rows.end() - 1, {"in host memory (offload)", gib(mm.host_offloaded)});
     sec.push_back(mem);
   }
   return sec;
@@ -348,6 +356,7 @@ const std::vector<Table::Column>& point_columns() {
                                                {"sequence_parallel", "SP"},
                                                {"recompute", "recompute"},
                                                {"zero", "ZeRO", true},
+                                               {"offload", "offload"},
                                                {"valid", "valid"},
                                                {"fits", "fits"},
                                                {"meets_deadline", "deadline"},
@@ -369,6 +378,7 @@ const std::vector<Table::Column>& point_columns() {
                                                {"dp_exposed_s", "DP comm s", true},
                                                {"bubble_s", "bubble s", true},
                                                {"optimizer_s", "optimizer s", true},
+                                               {"offload_s", "offload s", true},
                                                {"time_to_train_s", "time to train s", true},
                                                {"cost_usd", "cost $", true},
                                                {"tokens_per_usd", "tokens/$", true}};
@@ -394,6 +404,7 @@ std::vector<std::string> point_row(const model::SearchPoint& p, bool deadline, s
           l.sequence_parallel ? "true" : "false",
           recompute_key(l.recompute),
           std::to_string(static_cast<int>(l.zero)),
+          l.offload == wl::Offload::optimizer ? "optimizer" : "none",
           v ? "true" : "false",
           s.fits ? "true" : "false",
           !deadline || p.rank_class >= 2 ? "" : p.rank_class == 0 ? "true" : "false",
@@ -415,6 +426,7 @@ std::vector<std::string> point_row(const model::SearchPoint& p, bool deadline, s
           sec(s.comm.dp),
           sec(s.step.bubble),
           sec(s.step.optimizer),
+          sec(s.step.offload),
           v && s.has_time_to_train ? csv_num(s.time_to_train.raw()) : "",
           v && s.has_cost ? csv_num(s.cost.raw()) : "",
           v && s.has_price ? csv_num(s.tokens_per_usd) : ""};
@@ -458,7 +470,8 @@ ordered_json point_json(const model::SearchPoint& p, std::uint64_t rank) {
   o["layout"] = {{"gpus", l.gpus}, {"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep},
                  {"virtual_stages", l.virtual_stages}, {"micro_batch", l.micro_batch},
                  {"sequence_parallel", l.sequence_parallel}, {"recompute", recompute_key(l.recompute)},
-                 {"zero", static_cast<int>(l.zero)}};
+                 {"zero", static_cast<int>(l.zero)},
+                 {"offload", l.offload == wl::Offload::optimizer ? "optimizer" : "none"}};
   o["step_time_s"] = s.step_time.raw();
   o["tokens_per_s"] = s.tokens_per_s;
   o["mfu"] = s.mfu;
@@ -494,7 +507,8 @@ Table top_table(const std::vector<model::SearchPoint>& top, bool several_gpu_cou
                        std::to_string(l.dp), std::to_string(l.cp)});
     if (moe) r.push_back(std::to_string(l.ep));
     r.insert(r.end(), {l.sequence_parallel ? "on" : "off", std::to_string(l.micro_batch), recompute_key(l.recompute),
-                       std::to_string(static_cast<int>(l.zero)), u::format(s.step_time),
+                       std::to_string(static_cast<int>(l.zero)) + (l.offload == wl::Offload::optimizer ? " +off" : ""),
+                       u::format(s.step_time),
                        u::format_count(std::round(s.tokens_per_s)), u::format(u::Ratio(s.mfu)),
                        u::format(s.memory, u::BytePrefix::binary)});
     if (tokens) r.push_back(u::format(s.time_to_train));
@@ -554,6 +568,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
   if (j.contains("sequence_parallel")) space.sequence_parallel = {base.par.sequence_parallel};
   if (j.contains("recompute")) space.recompute = {base.recompute};
   if (j.contains("zero")) space.zero = {base.zero};
+  if (j.contains("offload")) space.offload = {base.offload};
 
   model::SearchOptions opt;
   opt.top = int(f.top);
@@ -686,9 +701,11 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
     if (why) sec.push_back(why_section(*why, res.top[0], res.top[1], opt.rank_by));
     const wl::TrainingPlan best_plan = model::with_layout(base, res.top[0].layout);
     Section b{fmt::format("Best: {} GPUs, {}", res.top[0].layout.gpus, layout_text(best_plan)), {}};
-    b.rows = {{"batch", fmt::format("micro-batch {}, {} micro-batches, recompute {}, ZeRO {}", best_plan.micro_batch,
+    b.rows = {{"batch", fmt::format("micro-batch {}, {} micro-batches, recompute {}, ZeRO {}{}", best_plan.micro_batch,
                                     best->micro_batches, recompute_key(best_plan.recompute),
-                                    static_cast<int>(best_plan.zero))}};
+                                    static_cast<int>(best_plan.zero),
+                                    best_plan.offload == wl::Offload::optimizer ? ", CPU offload of the optimizer"
+                                                                                : "")}};
     sec.push_back(b);
     for (auto& x : estimate_sections(best_plan, *best)) sec.push_back(std::move(x));
   } else {
@@ -817,6 +834,9 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--flash", f->flash_attention, "fused attention (default true)");
   c->add_option("--kernels", f->kernels, "fused (Megatron/TE, default) or eager (PyTorch modules)");
   c->add_option("--mixed-precision", f->mixed_precision, "megatron (bf16 params + fp32 main, default) or amp (fp32 params, autocast)");
+  c->add_option("--offload", f->offload,
+                "none (default) or optimizer: ZeRO-Offload, master weights + optimizer states in host memory, "
+                "optimizer step on the CPU (needs --zero ≥ 1)");
   c->add_option("--attention-kernel", f->attention_kernel, "fa2 or fa3 (default fa3: FA3/cuDNN on Hopper+, FA2 on Ampere)");
   c->add_option("--overlap-grad-reduce", f->overlap_grad_reduce, "overlap DP reduction with backward (default true)");
   c->add_option("--overlap-param-gather", f->overlap_param_gather, "overlap parameter gathers (default true)");

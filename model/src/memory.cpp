@@ -236,6 +236,12 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
     st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);
     st.opt = pd * opt_b / shard(1, n_dense) + pe * opt_b / shard(1, n_expert);
+    st.host = 0.0;
+    if (plan.offload == wl::Offload::optimizer) {
+      // ZeRO-Offload: the fp32 master copy and the optimizer states of this GPU's shard live in host memory.
+      st.host = st.master + st.opt;
+      st.master = st.opt = 0.0;
+    }
     st.gathered_w = st.gathered_g = 0.0;
     if (plan.zero == wl::ZeroStage::parameters && n_dense > 1) {
       // ZeRO-3/FSDP gathers a unit's full parameters for its compute (the next one prefetched when overlapping)
@@ -343,6 +349,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   r.fragmentation = units::bytes(h.frag);
   r.total = units::bytes(h.total);
   r.capacity = gpu.memory_capacity();
+  r.host_offloaded = units::bytes(std::max(first.host, last.host));
   r.fits = r.total <= r.capacity;
 
   if (explain == Explain::off) return r;
@@ -437,6 +444,12 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                         B(h.master),
                         {"[ZeRO] §5: P_os shards the fp32 master weights with the optimizer states"},
                         {}});
+  const bool offloaded = plan.offload == wl::Offload::optimizer;
+  if (offloaded)
+    d.children.back().notes.push_back(
+        fmt::format("CPU offload: 0 on the GPU; the shard's master weights and optimizer states ({}) are in host "
+                    "memory (ZeRO-Offload, Ren et al. 2021)",
+                    B(h.host)));
   d.children.push_back({"memory.optimizer_states",
                         "Optimizer states",
                         fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan.optimizer)),
@@ -445,6 +458,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                         B(h.opt),
                         {},
                         {}});
+  if (offloaded) d.children.back().notes.push_back("CPU offload: kept in host memory, 0 on the GPU");
   if (plan.optimizer == wl::OptimizerKind::adamw_8bit)
     d.children.back().notes.push_back(
         "[D22] §2: block-wise quantisation, 2048 values per block, one fp32 absmax per "

@@ -33,6 +33,7 @@ wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l) {
   p.micro_batch = l.micro_batch;
   p.recompute = l.recompute;
   p.zero = l.zero;
+  p.offload = l.offload;
   return p;
 }
 
@@ -49,6 +50,7 @@ Layout layout_of(const wl::TrainingPlan& plan) {
   l.sequence_parallel = plan.par.sequence_parallel;
   l.recompute = plan.recompute;
   l.zero = plan.zero;
+  l.offload = plan.offload;
   return l;
 }
 
@@ -73,6 +75,7 @@ std::string describe(const Layout& l) {
   if (l.sequence_parallel && l.tp > 1) s += " · SP";
   s += fmt::format(" · micro-batch {} · recompute {} · ZeRO {}", l.micro_batch, recompute_name(l.recompute),
                    static_cast<int>(l.zero));
+  if (l.offload == wl::Offload::optimizer) s += " · CPU offload";
   return s;
 }
 
@@ -184,6 +187,7 @@ struct FastTrainingEvaluator::Impl {
   TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
   TermCache<DpTimes, 5> dp;            // tp, pp, cp, dp, ZeRO ≥ 1
   TermCache<Seconds, 3> opt;           // tp, pp, shard
+  TermCache<detail::OffloadTimes, 4> offload;  // tp, pp, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
   TermCache<ShapePair, 2> shapes;      // pp, v
@@ -248,6 +252,11 @@ struct FastTrainingEvaluator::Impl {
     const double shard = detail::optimizer_shard(plan);
     t.optimizer = opt.get({par.tp, par.pp, static_cast<std::int64_t>(shard)},
                           [&] { return detail::optimizer_time(k.params, plan, d); });
+    if (plan.offload == wl::Offload::optimizer) {
+      const long long node_gpus = sys.node != nullptr ? std::min<long long>(sys.node->gpus, par.gpus()) : 1;
+      t.offload = offload.get({par.tp, par.pp, static_cast<std::int64_t>(shard), node_gpus},
+                              [&] { return detail::offload_times(k.params, plan, sys); });
+    }
 
     detail::StepCore core;
     detail::compose_step(a, plan, k, t, core);
@@ -283,12 +292,16 @@ struct FastTrainingEvaluator::Impl {
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;
+    if (plan.offload == wl::Offload::optimizer && sys.node != nullptr && sys.node->host_memory &&
+        detail::offload_host_bytes_per_node(std::max(mem.first.host, mem.two_stages ? mem.last.host : 0.0), plan,
+                                            sys) > sys.node->host_memory->raw())
+      r.fits = false;
     return r;
   }
 
   [[nodiscard]] std::size_t cached() const {
     return compute.size() + amp.size() + ddp.size() + tp.size() + cp.size() + ep.size() + pp.size() + dp.size() +
-           opt.size() + groups.size() + sums.size() + shapes.size();
+           opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
   }
 };
 
@@ -350,7 +363,8 @@ struct Dims {
   std::vector<bool> sp;
   std::vector<std::int64_t> micro;
   std::vector<wl::Recompute> recompute;
-  std::vector<wl::ZeroStage> zero;
+  /// (ZeRO stage, offload) pairs: CPU offload only with ZeRO ≥ 1.
+  std::vector<std::pair<wl::ZeroStage, wl::Offload>> zero;
   [[nodiscard]] std::uint64_t count() const {
     return std::uint64_t(virtual_stages.size()) * sp.size() * micro.size() * recompute.size() * zero.size();
   }
@@ -360,6 +374,7 @@ struct Enumerator {
   const wl::TransformerArch& a;
   const wl::TrainingPlan& base;
   const SearchSpace& space;
+  std::vector<wl::Offload> offload;  ///< the offload values to enumerate
 
   [[nodiscard]] bool tp_ok(long long t) const {
     return a.heads % t == 0 && (a.mla || a.kv_heads % t == 0 || t % a.kv_heads == 0) && a.intermediate % t == 0 &&
@@ -391,13 +406,17 @@ struct Enumerator {
     } else {
       d.recompute = space.recompute;
     }
+    std::vector<wl::ZeroStage> zero;
     if (space.zero.empty()) {
-      d.zero = {wl::ZeroStage::none};
+      zero = {wl::ZeroStage::none};
       if (std::int64_t(l.dp) * l.cp > 1)
-        d.zero.insert(d.zero.end(), {wl::ZeroStage::optimizer, wl::ZeroStage::gradients, wl::ZeroStage::parameters});
+        zero.insert(zero.end(), {wl::ZeroStage::optimizer, wl::ZeroStage::gradients, wl::ZeroStage::parameters});
     } else {
-      d.zero = space.zero;
+      zero = space.zero;
     }
+    for (wl::ZeroStage z : zero)
+      for (wl::Offload o : offload)
+        if (o == wl::Offload::none || z != wl::ZeroStage::none) d.zero.emplace_back(z, o);
     return d;
   }
 
@@ -451,8 +470,9 @@ void for_each_layout(const Item& it, const Dims& dm, F&& f) {
         l.micro_batch = mb;
         for (wl::Recompute rc : dm.recompute) {
           l.recompute = rc;
-          for (wl::ZeroStage z : dm.zero) {
+          for (const auto& [z, o] : dm.zero) {
             l.zero = z;
+            l.offload = o;
             f(l);
           }
         }
@@ -474,6 +494,24 @@ void keep_min(std::optional<SearchPoint>& cur, const SearchPoint& b, Key key) {
   if (!cur || key(b) < key(*cur) || (key(b) == key(*cur) && b.layout < cur->layout)) cur = b;
 }
 
+/// Why the system cannot run CPU offload ("" when it can).
+std::string offload_why_not(const wl::TrainingPlan& base, const TrainingSystem* sys) {
+  if (base.optimizer == wl::OptimizerKind::adamw_8bit) return "8-bit AdamW runs on the GPU only";
+  if (sys == nullptr) return "no system given";
+  if (!detail::host_link_bandwidth(*sys)) return "the GPU's host link is not in the data";
+  if (sys->node == nullptr || !sys->node->host_memory_bandwidth) return "the node's host DRAM bandwidth is not in the data";
+  return {};
+}
+
+/// The offload values to enumerate: the space's list, else off and (where the system allows it) on.
+std::vector<wl::Offload> offload_values(const wl::TrainingPlan& base, const SearchSpace& space,
+                                        const TrainingSystem* sys) {
+  if (!space.offload.empty()) return space.offload;
+  std::vector<wl::Offload> v{wl::Offload::none};
+  if (offload_why_not(base, sys).empty()) v.push_back(wl::Offload::optimizer);
+  return v;
+}
+
 double training_time(const SearchPoint& p) {
   return p.score.has_time_to_train ? p.score.time_to_train.raw() : p.score.step_time.raw();
 }
@@ -481,8 +519,8 @@ double training_time(const SearchPoint& p) {
 }  // namespace
 
 std::vector<Layout> enumerate_layouts(const wl::TransformerArch& arch, const wl::TrainingPlan& base,
-                                      const SearchSpace& space) {
-  const Enumerator en{arch, base, space};
+                                      const SearchSpace& space, const TrainingSystem* sys) {
+  const Enumerator en{arch, base, space, offload_values(base, space, sys)};
   std::vector<Layout> out;
   for (const Item& it : en.items()) for_each_layout(it, en.dims(it.base), [&](const Layout& l) { out.push_back(l); });
   return out;
@@ -507,7 +545,7 @@ SearchResult search_training(const wl::TransformerArch& arch, const wl::Training
     return res;
   }
 
-  const Enumerator en{arch, base, space};
+  const Enumerator en{arch, base, space, offload_values(base, space, &sys)};
   const std::vector<Item> items = en.items();
   for (const Item& it : items) res.total += it.count;
 
@@ -525,7 +563,12 @@ SearchResult search_training(const wl::TransformerArch& arch, const wl::Training
                                       arch.layers, pps.empty() ? "none" : pps));
     }
   }
-  res.notes.push_back("CPU offload of optimizer states or activations is not modelled and not searched");
+  if (space.offload.empty()) {
+    const std::string why = offload_why_not(base, &sys);
+    res.notes.push_back(why.empty() ? std::string("CPU offload of the optimizer (ZeRO-Offload) is searched with ZeRO "
+                                                  "≥ 1; activation offload is not modelled")
+                                    : "CPU offload is not searched: " + why);
+  }
 
   unsigned threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   threads = std::max(1u, std::min<unsigned>(threads, unsigned(std::max<std::size_t>(1, items.size()))));
@@ -652,6 +695,9 @@ LayoutComparison compare_layouts(const Layout& la, const TrainingEstimate& a, co
   if (la.recompute != lb.recompute)
     c.changes.push_back(fmt::format("recompute {} → {}", recompute_name(la.recompute), recompute_name(lb.recompute)));
   change("ZeRO", static_cast<int>(la.zero), static_cast<int>(lb.zero));
+  if (la.offload != lb.offload)
+    c.changes.push_back(fmt::format("CPU offload {} → {}", la.offload == wl::Offload::optimizer ? "on" : "off",
+                                    lb.offload == wl::Offload::optimizer ? "on" : "off"));
 
   const StepBreakdown& x = a.step;
   const StepBreakdown& y = b.step;
@@ -663,6 +709,7 @@ LayoutComparison compare_layouts(const Layout& la, const TrainingEstimate& a, co
     c.terms.push_back({a.comm[i].kind + " comm exposed", a.comm[i].exposed, b.comm[i].exposed});
   c.terms.push_back({"pipeline bubble", x.bubble, y.bubble});
   c.terms.push_back({"optimizer", x.optimizer, y.optimizer});
+  c.terms.push_back({"offload transfers", x.offload, y.offload});
   std::erase_if(c.terms, [](const TermDelta& d) { return d.first == d.second; });
   std::stable_sort(c.terms.begin(), c.terms.end(), [](const TermDelta& p, const TermDelta& q) {
     return std::abs((p.second - p.first).raw()) > std::abs((q.second - q.first).raw());

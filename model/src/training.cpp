@@ -21,6 +21,14 @@ units::Seconds time_at_mfu(units::Flops total, double gpus, units::FlopRate peak
   return total / (peak * (gpus * mfu));
 }
 
+StrongScaling strong_scaling(units::Seconds base_time, long long base_gpus, units::Seconds time, long long gpus) {
+  StrongScaling r;
+  if (gpus <= 0 || base_gpus <= 0) return r;
+  r.ideal = base_time * (double(base_gpus) / double(gpus));
+  r.efficiency = time.raw() > 0 ? (r.ideal / time).raw() : 0.0;
+  return r;
+}
+
 double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_batches) {
   if (pp <= 1 || micro_batches <= 0) return 0.0;
   return static_cast<double>(pp - 1) / (static_cast<double>(std::max(1, virtual_stages)) * double(micro_batches));
@@ -106,6 +114,29 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
                            p.gpus(), sys.node->info.id, std::max(sys.node->gpus, sys.node->scale_up.domain_gpus));
       }))
     return false;
+  if (plan.offload == wl::Offload::optimizer) {
+    if (plan.zero == wl::ZeroStage::none && fail([] {
+          return std::string("CPU offload of the optimizer needs ZeRO ≥ 1 (ZeRO-Offload moves each GPU's shard of "
+                             "the optimizer states): add --zero 1 or higher");
+        }))
+      return false;
+    if (plan.optimizer == wl::OptimizerKind::adamw_8bit && fail([] {
+          return std::string("CPU offload runs the optimizer on the CPU with fp32 states (DeepSpeed CPU Adam): "
+                             "8-bit AdamW cannot be offloaded");
+        }))
+      return false;
+    if (!host_link_bandwidth(sys) && fail([&] {
+          return fmt::format("CPU offload needs the GPU's host link: {} names no PCIe link with an x16 rate",
+                             sys.gpu->info.id);
+        }))
+      return false;
+    if ((sys.node == nullptr || !sys.node->host_memory_bandwidth) && fail([&] {
+          return fmt::format("CPU offload needs the node's host DRAM bandwidth (host.memory_bandwidth_GBps): {}",
+                             sys.node == nullptr ? std::string("no node given")
+                                                 : "node " + sys.node->info.id + " does not give it");
+        }))
+      return false;
+  }
   return ok;
 }
 
@@ -268,16 +299,50 @@ double optimizer_shard(const wl::TrainingPlan& plan) {
              : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group : par.dp);
 }
 
-Seconds optimizer_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
-  // A fused AdamW streams master weights, m, v (read + write fp32), the gradient and the new weights.
-  const double p_gpu = params_per_gpu(params, plan);
-  const double shard = optimizer_shard(plan);
+namespace {
+/// Bytes one optimizer step streams per parameter: a fused AdamW reads and writes the master weight, m and v (fp32),
+/// reads the gradient and writes the new working weight. DeepSpeed's CPU Adam streams the same.
+double optimizer_bytes_per_param(const wl::TrainingPlan& plan) {
   const double state_bytes = plan.optimizer == wl::OptimizerKind::adamw        ? 16.0
                              : plan.optimizer == wl::OptimizerKind::adamw_8bit ? 4.0
                                                                                : 8.0;
-  const double opt_bytes = p_gpu / shard *
-                           (2.0 * plan.precision.master_bytes + state_bytes + plan.precision.gradient_bytes +
-                            plan.precision.weight_bytes);
+  return 2.0 * plan.precision.master_bytes + state_bytes + plan.precision.gradient_bytes + plan.precision.weight_bytes;
+}
+}  // namespace
+
+std::optional<units::Bandwidth> host_link_bandwidth(const TrainingSystem& sys) {
+  if (sys.db == nullptr || sys.gpu == nullptr || sys.gpu->pcie.empty()) return std::nullopt;
+  const hw::LinkSpec* l = sys.db->find_link(sys.gpu->pcie);
+  if (l == nullptr || !l->x16_uni) return std::nullopt;
+  return *l->x16_uni;
+}
+
+double offload_host_bytes_per_node(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  const long long node_gpus = sys.node != nullptr ? std::min<long long>(sys.node->gpus, plan.par.gpus()) : 1;
+  return host_per_gpu * double(std::max<long long>(1, node_gpus));
+}
+
+OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  OffloadTimes o;
+  const auto link = host_link_bandwidth(sys);
+  if (!link || sys.node == nullptr || !sys.node->host_memory_bandwidth) return o;
+  const double shard_params = params_per_gpu(params, plan) / optimizer_shard(plan);
+  const long long node_gpus = std::max<long long>(1, std::min<long long>(sys.node->gpus, plan.par.gpus()));
+  const units::Bandwidth link_eff = *link * kHostLinkEfficiency;
+  // Every GPU of the node runs its optimizer step on the host at the same time: each gets 1/node_gpus of the DRAM.
+  const units::Bandwidth dram = *sys.node->host_memory_bandwidth * (kHostDramEfficiency / double(node_gpus));
+  o.host_link_GBps = units::to_GBps(link_eff);
+  o.dram_GBps = units::to_GBps(dram);
+  o.d2h = units::bytes(shard_params * plan.precision.gradient_bytes) / link_eff;
+  o.h2d = units::bytes(shard_params * plan.precision.weight_bytes) / link_eff;
+  o.cpu_step = units::bytes(shard_params * optimizer_bytes_per_param(plan)) / dram;
+  return o;
+}
+
+Seconds optimizer_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
+  const double p_gpu = params_per_gpu(params, plan);
+  const double shard = optimizer_shard(plan);
+  const double opt_bytes = p_gpu / shard * optimizer_bytes_per_param(plan);
   return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_gpu / shard * 12.0), d)
       .time;
 }
@@ -367,7 +432,12 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     // Bucketed reduction overlaps the backward of the last micro-batch; the last bucket stays exposed.
     const Seconds last_bucket = reduce / double(std::max<std::int64_t>(1, layers_stage));
     const Seconds reduce_exposed = plan.overlap_grad_reduce ? std::max(last_bucket, reduce - bwd_mb) : reduce;
-    const Seconds gather_window = plan.zero == wl::ZeroStage::parameters ? (fwd_mb + bwd_mb) * double(m) : fwd_mb;
+    // ZeRO-3 gathers behind the whole step's compute, which includes the last backward that already hides the
+    // gradient reduction: that time is not available twice (before, a faster GPU could lengthen the step: the
+    // shrinking backward exposed both streams; tests/property "step time does not rise when ... compute peak").
+    const Seconds gather_window = plan.zero == wl::ZeroStage::parameters
+                                      ? std::max(Seconds(0), (fwd_mb + bwd_mb) * double(m) - (reduce - reduce_exposed))
+                                      : fwd_mb;
     const Seconds gather_exposed = plan.overlap_param_gather ? std::max(Seconds(0), gather - gather_window) : gather;
     // Overlap is not free: while NCCL runs it holds SMs (one per channel) that the GEMMs lose, so the hidden part
     // of the communication still costs (hidden time) × (NCCL's SM share). Assumption until calibrated: 16 channels,
@@ -399,7 +469,18 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   s.comm_exposed = o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed + o.dp.exposed;
   s.bubble = bubble;
   s.optimizer = t.optimizer;
-  s.total = steady + bubble + o.dp.exposed + t.optimizer;
+  o.offload = CommNumbers{};
+  if (plan.offload == wl::Offload::optimizer) {
+    // ZeRO-Offload: the gradient shard streams to the host during the last micro-batch's backward (as its reduction
+    // does); the CPU step and the copy of the updated weights back to the GPU sit between two steps.
+    s.optimizer = t.offload.cpu_step;
+    o.offload.time = t.offload.d2h + t.offload.h2d;
+    o.offload.exposed = std::max(Seconds(0), t.offload.d2h - bwd_mb) + t.offload.h2d;
+    o.offload.bytes = units::bytes(p_gpu / optimizer_shard(plan) *
+                                   (plan.precision.gradient_bytes + plan.precision.weight_bytes));
+  }
+  s.offload = o.offload.exposed;
+  s.total = steady + bubble + o.dp.exposed + s.optimizer + s.offload;
   o.ok = std::isfinite(s.total.raw()) && s.total.raw() > 0;
   o.has_time_to_train = o.has_cost = o.has_energy = false;
   if (!o.ok) return;
@@ -507,6 +588,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
       terms.ddp_copy = detail::ddp_copy_time(params, plan, d);
   }
   terms.optimizer = detail::optimizer_time(params, plan, d);
+  if (plan.offload == wl::Offload::optimizer) terms.offload = detail::offload_times(params, plan, sys);
 
   // ---- the step ----
   detail::StepCore core;
@@ -561,16 +643,25 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
       alt.recompute = wl::Recompute::full;
       try_fix("--recompute full", alt);
     }
+    const std::size_t before_zero = fixes.size();
     if (par.dp > 1)
       for (int z = static_cast<int>(plan.zero) + 1; z <= 3; ++z) {
         auto alt = plan;
         alt.zero = static_cast<wl::ZeroStage>(z);
         try_fix(fmt::format("--zero {}", z), alt);
       }
+    const bool zero_fits = fixes.size() > before_zero;
     if (plan.micro_batch > 1) {
       auto alt = plan;
       alt.micro_batch = 1;
       try_fix("--micro-batch 1", alt);
+    }
+    // Offload only where sharding alone does not do it (it costs host-link and CPU time).
+    if (plan.offload == wl::Offload::none && plan.optimizer != wl::OptimizerKind::adamw_8bit && !zero_fits) {
+      auto alt = plan;
+      alt.offload = wl::Offload::optimizer;
+      if (alt.zero == wl::ZeroStage::none) alt.zero = wl::ZeroStage::optimizer;
+      try_fix(plan.zero == wl::ZeroStage::none ? "--offload optimizer --zero 1" : "--offload optimizer", alt);
     }
     if (par.dp % 2 == 0) {
       for (const char* dim : {"pp", "tp"}) {
@@ -594,6 +685,17 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
                                                      }()));
   }
 
+  if (plan.offload == wl::Offload::optimizer && sys.node != nullptr && sys.node->host_memory) {
+    const double need = detail::offload_host_bytes_per_node(est.memory.host_offloaded.raw(), plan, sys);
+    if (need > sys.node->host_memory->raw()) {
+      est.memory.fits = false;  // "fits" covers every memory the plan needs: the GPU's and the host's
+      est.feasibility.fail(fmt::format(
+          "CPU offload does not fit in host memory: the node's GPUs keep {} of master weights and optimizer states "
+          "on the host, {} has {}",
+          format(units::bytes(need)), sys.node->info.id, format(*sys.node->host_memory)));
+    }
+  }
+
   // ---- time to train, cost, energy ----
   if (core.has_time_to_train) {
     est.time_to_train = core.time_to_train;
@@ -608,7 +710,8 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
     Derivation& root = est.derivation;
     root.id = "train";
     root.title = "Training step";
-    root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb) + m·t_head + bubble + t_dp,exposed + t_optimizer";
+    root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb) + m·t_head + bubble + t_dp,exposed + t_optimizer"
+                   " (+ t_offload,exposed)";
     root.inputs = {{"m", format_count(double(m)), "micro-batches per step = global / (micro · DP)", Origin::user("--global-batch, --micro-batch")},
                    {"L/pp", format_count(double(layers_stage)), "layers per pipeline stage", Origin::model_config(a.source)},
                    {"T", format_count(double(T)), "tokens per micro-batch per GPU = b·s/cp", Origin::user("--micro-batch, --seq")},
@@ -653,9 +756,40 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
                              fmt::format("{} ({} of ideal)", format(bubble), format(units::Ratio(est.bubble_fraction))),
                              {},
                              {}});
-    root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + states + grad + weight)",
-                             {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated by this GPU", Origin::derived()}},
-                             format(s.optimizer), {}, {}});
+    if (plan.offload == wl::Offload::optimizer) {
+      const detail::OffloadTimes& ot = terms.offload;
+      root.children.push_back(
+          {"train.optimizer", "Optimizer step on the CPU (offloaded)",
+           "t = P_gpu/shard · (2·master + states + grad + weight) / (BW_dram · η_dram / GPUs per node)",
+           {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated for this GPU", Origin::derived()},
+            {"BW_dram", format(*sys.node->host_memory_bandwidth), "node's peak host DRAM bandwidth",
+             Origin::datasheet(sys.node->info.cite("/host/memory_bandwidth_GBps"))},
+            {"η_dram", units::format_number(detail::kHostDramEfficiency, 2),
+             "sustained fraction of peak a streaming CPU optimizer reaches", Origin::assumption("not calibrated")},
+            {"share", fmt::format("{:.1f} GB/s", ot.dram_GBps), "this GPU's share (every GPU's step runs at once)",
+             Origin::derived()}},
+           format(s.optimizer),
+           {"ZeRO-Offload (Ren et al. 2021): fp32 master weights and optimizer states in host memory; DeepSpeed CPU "
+            "Adam streams the same bytes as a fused GPU AdamW"},
+           {}});
+      root.children.push_back(
+          {"train.offload", "Host-link transfers of the offload",
+           "exposed = max(0, t_d2h − t_bwd,mb) + t_h2d ; t = P_gpu/shard · bytes / (BW_link · η_link)",
+           {{"t_d2h", format(ot.d2h), "gradient shard to the host (overlaps the last backward)", Origin::derived()},
+            {"t_h2d", format(ot.h2d), "updated weights back to the GPU (before the next forward)", Origin::derived()},
+            {"BW_link·η", fmt::format("{:.1f} GB/s", ot.host_link_GBps), "GPU host link (PCIe x16), one direction",
+             Origin::datasheet(gpu.info.cite("/pcie"))},
+            {"η_link", units::format_number(detail::kHostLinkEfficiency, 2), "DMA fraction of the x16 rate",
+             Origin::measurement("pinned copies on PCIe Gen5: 55.4 GB/s on H200, 53.5 on H100, of 63 "
+                                 "(data/hardware/links/pcie5.json, data/validation/measured/offload/)")}},
+           format(s.offload),
+           {},
+           {}});
+    } else {
+      root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + states + grad + weight)",
+                               {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated by this GPU", Origin::derived()}},
+                               format(s.optimizer), {}, {}});
+    }
     root.children.push_back({"train.mfu", "MFU and HFU",
                              "MFU = F_model / (t_step · N_gpu · P_peak) ; F_model = (6·N + 12·L·h_attn·s)·tokens (no causal halving)",
                              {{"F_model", format(est.model_flops_per_step), "model FLOPs per step", Origin::derived("flops_per_token")},

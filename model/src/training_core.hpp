@@ -88,11 +88,31 @@ double optimizer_shard(const wl::TrainingPlan& plan);
 /// The optimizer pass over this GPU's shard. Key (tp, pp, optimizer_shard).
 Seconds optimizer_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 
+/// CPU offload of the optimizer (wl::Offload::optimizer), per step: this GPU's gradient shard to the host and the
+/// updated weights back over its host link, and the CPU optimizer step over the shard at this GPU's share of the
+/// node's DRAM bandwidth. Key (tp, pp, optimizer_shard).
+struct OffloadTimes {
+  Seconds d2h{}, cpu_step{}, h2d{};
+  double host_link_GBps = 0, dram_GBps = 0;  ///< effective rates used (for the derivation)
+};
+/// Fractions of peak, stated in every derivation: the host link's DMA rate, measured with pinned 1 GiB copies on PCIe
+/// Gen5 x16 (63 GB/s): 55.4 GB/s H2D on 8 × H200 (data/hardware/links/pcie5.json) and 53.5 H2D / 54.3 D2H on an
+/// H100 (data/validation/measured/offload/), mean 0.86; and the DRAM bandwidth a streaming CPU optimizer sustains
+/// (an assumption: the peak DRAM bandwidth of the measured hosts is not known, docs/search.md).
+inline constexpr double kHostLinkEfficiency = 0.86;
+inline constexpr double kHostDramEfficiency = 0.70;
+/// The host link of the system's GPU (its PCIe link's x16 rate), absent when the data does not give one.
+std::optional<units::Bandwidth> host_link_bandwidth(const TrainingSystem& sys);
+OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+/// Host memory the offloaded states of one node need: per-GPU host bytes × the node's GPUs in use.
+double offload_host_bytes_per_node(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+
 /// Every term compose_step needs (terms of parallelism that is not used are 0 and not read).
 struct StepTerms {
   ComputeTerms compute;
   Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, ddp_copy{}, optimizer{};
   DpTimes dp;
+  OffloadTimes offload;  ///< read only with wl::Offload::optimizer
 };
 
 /// The numbers of one kind of communication in a step.
@@ -108,6 +128,7 @@ struct StepCore {
   PassCost fwd, bwd, recompute;
   Seconds extra{};
   CommNumbers tp, cp, ep, pp, dp;
+  CommNumbers offload;  ///< host-link transfers of the CPU offload (d2h + h2d)
   StepBreakdown step;
   double bubble_fraction = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
   units::Flops model_flops{}, hardware_flops{};

@@ -54,10 +54,10 @@ class TempDir {
 };
 
 const char* const kCsvHeader =
-    "rank,gpus,tp,pp,dp,cp,ep,virtual_stages,micro_batch,sequence_parallel,recompute,zero,valid,fits,meets_deadline,"
-    "step_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,capacity_bytes,gemm_s,attention_s,elementwise_s,"
+    "rank,gpus,tp,pp,dp,cp,ep,virtual_stages,micro_batch,sequence_parallel,recompute,zero,offload,valid,fits,"
+    "meets_deadline,step_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,capacity_bytes,gemm_s,attention_s,elementwise_s,"
     "embedding_loss_s,recompute_s,comm_exposed_s,tp_exposed_s,cp_exposed_s,ep_exposed_s,pp_exposed_s,dp_exposed_s,"
-    "bubble_s,optimizer_s,time_to_train_s,cost_usd,tokens_per_usd";
+    "bubble_s,optimizer_s,offload_s,time_to_train_s,cost_usd,tokens_per_usd";
 
 }  // namespace
 
@@ -74,7 +74,7 @@ TEST_SUITE("cli search") {
     CHECK(contains(r.out, "\nBest: 16 GPUs, TP "));
     CHECK(contains(r.out, "\nStep breakdown\n"));
     CHECK(contains(r.out, "\nNotes\n"));
-    CHECK(contains(r.out, "CPU offload of optimizer states or activations is not modelled"));
+    CHECK(contains(r.out, "CPU offload of the optimizer (ZeRO-Offload) is searched with ZeRO ≥ 1"));
     // Not a terminal: no progress bar.
     CHECK(!contains(r.err, "searching ["));
   }
@@ -105,7 +105,8 @@ TEST_SUITE("cli search") {
                                      "--micro-batch", std::to_string(l["micro_batch"].get<long long>()),
                                      "--sp", l["sequence_parallel"].get<bool>() ? "true" : "false",
                                      "--recompute", l["recompute"].get<std::string>(),
-                                     "--zero", std::to_string(l["zero"].get<int>())};
+                                     "--zero", std::to_string(l["zero"].get<int>()),
+                                     "--offload", l["offload"].get<std::string>()};
     const json single = parse_json(run(args));
     CHECK(single["feasible"] == true);
     CHECK(single["step_time_s"] == best["step_time_s"]);

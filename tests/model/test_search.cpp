@@ -90,6 +90,7 @@ void check_equal(const model::LayoutScore& s, const model::TrainingEstimate& e) 
   CHECK(s.step.comm_exposed.raw() == e.step.comm_exposed.raw());
   CHECK(s.step.bubble.raw() == e.step.bubble.raw());
   CHECK(s.step.optimizer.raw() == e.step.optimizer.raw());
+  CHECK(s.step.offload.raw() == e.step.offload.raw());
   REQUIRE(e.comm.size() == 5);
   CHECK(s.comm.tp.raw() == e.comm[0].exposed.raw());
   CHECK(s.comm.cp.raw() == e.comm[1].exposed.raw());
@@ -128,8 +129,10 @@ Brute brute_force(const wl::TransformerArch& a, const wl::TrainingPlan& base, co
                 if (base.global_batch % mb != 0) continue;  // likewise
                 for (int sp = 0; sp < 2; ++sp)
                   for (auto rc : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full})
-                    for (int z = 0; z <= 3; ++z) {
-                      const model::Layout l{n, tp, pp, dp, cp, ep, v, mb, sp == 1, rc, static_cast<wl::ZeroStage>(z)};
+                    for (int z = 0; z <= 3; ++z)
+                    for (auto off : {wl::Offload::none, wl::Offload::optimizer}) {
+                      const model::Layout l{n,  tp, pp, dp, cp, ep, v, mb, sp == 1, rc, static_cast<wl::ZeroStage>(z),
+                                            off};
                       const wl::TrainingPlan plan = model::with_layout(base, l);
                       if (!model::check_training_layout(a, plan, sys).ok) continue;
                       const auto e = model::estimate_training(a, plan, sys, Explain::off);
@@ -202,6 +205,7 @@ TEST_SUITE("search") {
           l.sequence_parallel = rng() % 2 == 0;
           l.recompute = static_cast<wl::Recompute>(rng() % 3);
           l.zero = static_cast<wl::ZeroStage>(rng() % 4);
+          l.offload = rng() % 4 == 0 ? wl::Offload::optimizer : wl::Offload::none;
           l.gpus = static_cast<long long>(l.tp) * l.pp * l.dp * l.cp;
           CAPTURE(model::describe(l));
           const auto e = model::estimate_training(a, model::with_layout(base, l), sys, Explain::off);
@@ -225,7 +229,7 @@ TEST_SUITE("search") {
     base.tokens_to_train = 1e12;
     model::SearchSpace space;
     space.gpus = {1024};
-    const auto layouts = model::enumerate_layouts(a, base, space);
+    const auto layouts = model::enumerate_layouts(a, base, space, &sys);
     REQUIRE(layouts.size() > 1000);
     model::FastTrainingEvaluator ev(a, base, sys);
     double sum = 0;
@@ -315,7 +319,7 @@ TEST_SUITE("search") {
     o.top = 25;
     const auto r = model::search_training(a, base, sys, space, o);
     REQUIRE(r.top.size() == 25);
-    CHECK(r.total == model::enumerate_layouts(a, base, space).size());
+    CHECK(r.total == model::enumerate_layouts(a, base, space, &sys).size());
     CHECK(r.evaluated == r.total);
     CHECK(!r.cancelled);
     for (std::size_t i = 0; i < r.top.size(); ++i) {

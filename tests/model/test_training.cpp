@@ -632,7 +632,10 @@ TEST_SUITE("training layout feasibility") {
       if (starts_with(fix, "--recompute full")) p.recompute = wl::Recompute::full;
       else if (std::sscanf(fix.c_str(), "--zero %d", &a1) == 1) p.zero = static_cast<wl::ZeroStage>(a1);
       else if (starts_with(fix, "--micro-batch 1")) p.micro_batch = 1;
-      else if (std::sscanf(fix.c_str(), "--pp %d with DP %d", &a1, &a2) == 2) {
+      else if (starts_with(fix, "--offload optimizer")) {
+        p.offload = wl::Offload::optimizer;
+        if (fix.find("--zero 1") != std::string::npos) p.zero = wl::ZeroStage::optimizer;
+      } else if (std::sscanf(fix.c_str(), "--pp %d with DP %d", &a1, &a2) == 2) {
         p.par.pp = a1;
         p.par.dp = a2;
       } else if (std::sscanf(fix.c_str(), "--tp %d with DP %d", &a1, &a2) == 2) {
@@ -1119,5 +1122,131 @@ TEST_SUITE("time to train (textbook T15)") {
     REQUIRE(three.cost.has_value());
     CHECK(one.cost->raw() == doctest::Approx(*one.gpu_hours));
     CHECK(three.cost->raw() == doctest::Approx(3.0 * one.cost->raw()));
+  }
+}
+
+TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
+  // llama-3.1-8b, DP 8 with ZeRO 1 on a DGX H100: each GPU owns 1/8 of the optimizer states.
+  Layout zero1() {
+    Layout l;
+    l.dp = 8;
+    l.global = 64;
+    l.zero = wl::ZeroStage::optimizer;
+    return l;
+  }
+
+  TEST_CASE("offload moves the master weights and optimizer states to the host and nothing else") {
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-3.1-8b");
+    wl::TrainingPlan p = plan_of(zero1());
+    const auto on_gpu = model::estimate_training(a, p, sys, Explain::off);
+    p.offload = wl::Offload::optimizer;
+    const auto off = model::estimate_training(a, p, sys, Explain::off);
+    REQUIRE(on_gpu.feasibility.ok);
+    REQUIRE(off.feasibility.ok);
+    CHECK(off.memory.master_weights.raw() == 0.0);
+    CHECK(off.memory.optimizer_states.raw() == 0.0);
+    CHECK(off.memory.host_offloaded.raw() ==
+          doctest::Approx((on_gpu.memory.master_weights + on_gpu.memory.optimizer_states).raw()));
+    CHECK(on_gpu.memory.host_offloaded.raw() == 0.0);
+    CHECK(off.memory.weights.raw() == on_gpu.memory.weights.raw());
+    CHECK(off.memory.gradients.raw() == on_gpu.memory.gradients.raw());
+    CHECK(off.memory.activations.raw() == on_gpu.memory.activations.raw());
+    // Fragmentation is a fraction of what the allocator holds, so it falls with it.
+    CHECK(off.memory.total < on_gpu.memory.total);
+    // The compute and the communication of the step do not change.
+    CHECK(off.step.gemm.raw() == on_gpu.step.gemm.raw());
+    CHECK(off.step.comm_exposed.raw() == on_gpu.step.comm_exposed.raw());
+  }
+
+  TEST_CASE("the CPU step streams 28 B per parameter at the GPU's share of the node's DRAM; transfers over PCIe") {
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-3.1-8b");
+    wl::TrainingPlan p = plan_of(zero1());
+    p.offload = wl::Offload::optimizer;
+    const auto e = model::estimate_training(a, p, sys, Explain::off);
+    REQUIRE(e.feasibility.ok);
+    const double shard = double(model::parameter_counts(a, Explain::off).total) / 8.0;
+    // AdamW: master, m, v read + written (2·12 B) + bf16 gradient read (2 B) + bf16 weight written (2 B) = 28 B.
+    // DGX H100: 2 × 8 DDR5-4800 channels = 614.4 GB/s peak, 70% sustained, shared by 8 GPUs.
+    const double dram = 614.4e9 * 0.70 / 8.0;
+    CHECK(e.step.optimizer.raw() == doctest::Approx(shard * 28.0 / dram).epsilon(1e-9));
+    // PCIe Gen5 x16: 63 GB/s per direction at 86% DMA efficiency (measured); bf16 gradients down, bf16 weights up.
+    const double link = 63e9 * 0.86;
+    const double d2h = shard * 2.0 / link, h2d = shard * 2.0 / link;
+    CHECK(e.step.offload.raw() >= doctest::Approx(h2d).epsilon(1e-9));
+    CHECK(e.step.offload.raw() <= doctest::Approx(d2h + h2d).epsilon(1e-9));
+    CHECK(e.step_time.raw() ==
+          doctest::Approx((e.step.gemm + e.step.attention + e.step.elementwise + e.step.embedding_loss +
+                           e.step.comm_exposed + e.step.bubble + e.step.optimizer + e.step.offload)
+                              .raw())
+              .epsilon(1e-9));
+  }
+
+  TEST_CASE("offload needs ZeRO, fp32 optimizer states, a host link and the node's DRAM bandwidth") {
+    const auto& a = arch("llama-3.1-8b");
+    Layout l = zero1();
+    l.zero = wl::ZeroStage::none;
+    wl::TrainingPlan p = plan_of(l);
+    p.offload = wl::Offload::optimizer;
+    auto f = model::check_training_layout(a, p, system_of("dgx-h100"));
+    REQUIRE_FALSE(f.ok);
+    CHECK(f.reasons[0] ==
+          "CPU offload of the optimizer needs ZeRO ≥ 1 (ZeRO-Offload moves each GPU's shard of the optimizer states): "
+          "add --zero 1 or higher");
+    p.zero = wl::ZeroStage::optimizer;
+    p.optimizer = wl::OptimizerKind::adamw_8bit;
+    f = model::check_training_layout(a, p, system_of("dgx-h100"));
+    REQUIRE_FALSE(f.ok);
+    CHECK(f.reasons[0].find("8-bit AdamW cannot be offloaded") != std::string::npos);
+    p.optimizer = wl::OptimizerKind::adamw;
+    f = model::check_training_layout(a, p, system_of("hgx-h200"));  // no host data in the node file
+    REQUIRE_FALSE(f.ok);
+    CHECK(f.reasons[0] ==
+          "CPU offload needs the node's host DRAM bandwidth (host.memory_bandwidth_GBps): node hgx-h200 does not give "
+          "it");
+  }
+
+  TEST_CASE("states that do not fit in the node's host memory make the plan infeasible, with the numbers") {
+    // 405B with ZeRO-3 over 8 GPUs: 12 B of fp32 master + Adam states per parameter = 4.9 TB on a 2 TB host.
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-3.1-405b");
+    Layout l;
+    l.dp = 8;
+    l.global = 8;
+    l.zero = wl::ZeroStage::parameters;
+    l.recompute = wl::Recompute::full;
+    wl::TrainingPlan p = plan_of(l);
+    p.offload = wl::Offload::optimizer;
+    const auto e = model::estimate_training(a, p, sys, Explain::off);
+    CHECK_FALSE(e.feasibility.ok);
+    CHECK_FALSE(e.memory.fits);
+    bool host = false;
+    for (const auto& r : e.feasibility.reasons) host = host || r.find("does not fit in host memory") != std::string::npos;
+    CHECK(host);
+    CHECK(e.memory.host_offloaded.raw() * 8.0 > 2e12);
+  }
+
+  TEST_CASE("the derivation names the DRAM bandwidth's source and the assumed efficiencies") {
+    const auto sys = system_of("dgx-h100");
+    wl::TrainingPlan p = plan_of(zero1());
+    p.offload = wl::Offload::optimizer;
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), p, sys, Explain::on);
+    const Derivation* opt = nullptr;
+    const Derivation* off = nullptr;
+    for (const auto& c : e.derivation.children) {
+      if (c.id == "train.optimizer") opt = &c;
+      if (c.id == "train.offload") off = &c;
+    }
+    REQUIRE(opt != nullptr);
+    REQUIRE(off != nullptr);
+    bool dram_cited = false, eta_assumed = false;
+    for (const auto& in : opt->inputs) {
+      dram_cited = dram_cited || (in.symbol == "BW_dram" && in.origin.kind == OriginKind::datasheet &&
+                                  in.origin.ref.find("dgx-h100") != std::string::npos);
+      eta_assumed = eta_assumed || (in.symbol == "η_dram" && in.origin.kind == OriginKind::assumption);
+    }
+    CHECK(dram_cited);
+    CHECK(eta_assumed);
   }
 }

@@ -253,6 +253,8 @@ const FieldTable& host_fields() {
   static const FieldTable t{
       text("cpu", "host CPUs"),
       positive("memory_GB", "GB", 20480, "host memory"),
+      positive("memory_bandwidth_GBps", "GB/s", 20000,
+               "peak host DRAM bandwidth of the node, all sockets (channels × transfer rate × 8 B)"),
   };
   return t;
 }
@@ -421,6 +423,7 @@ Result<hw::NodeSpec> decode_node(const Json& j, const std::string& file) {
   if (auto h = r.object("host"); h && h->valid()) {
     n.host_cpu = h->str("cpu").value_or("");
     if (auto v = h->num("memory_GB")) n.host_memory = u::gigabytes(*v);
+    n.host_memory_bandwidth = gbps(*h, "memory_bandwidth_GBps");
   }
   return finish(std::move(n), std::move(diags));
 }

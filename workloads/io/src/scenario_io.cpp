@@ -54,6 +54,10 @@ const FieldTable& training_scenario_fields() {
       f("attention_kernel", FieldType::string, "fused attention generation", 0, 0, {"fa2", "fa3"}),
       f("kernels", FieldType::string, "non-GEMM op implementation", 0, 0, {"fused", "eager"}),
       f("mixed_precision", FieldType::string, "mixed-precision scheme", 0, 0, {"megatron", "amp"}),
+      f("offload", FieldType::string,
+        "CPU offload: optimizer = ZeRO-Offload (master weights + optimizer states in host memory, optimizer step on "
+        "the CPU; needs zero ≥ 1)",
+        0, 0, {"none", "optimizer"}),
       f("overlap_grad_reduce", FieldType::boolean, "overlap DP gradient reduction with backward"),
       f("overlap_param_gather", FieldType::boolean, "overlap parameter all-gather with compute"),
       f("overlap_tp_comm", FieldType::boolean, "overlap TP communication with GEMMs"),
@@ -126,6 +130,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.precision.gradient_bytes = 4;
     p.precision.master_bytes = 0;
   }
+  if (auto v = r.str("offload")) p.offload = *v == "optimizer" ? wl::Offload::optimizer : wl::Offload::none;
   if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;

@@ -116,6 +116,7 @@ struct NodeSpec {
   std::optional<ScaleOut> scale_out;
   std::string host_cpu;
   std::optional<units::Bytes> host_memory;
+  std::optional<units::Bandwidth> host_memory_bandwidth;  ///< peak DRAM bandwidth of the node, all sockets
 };
 
 enum class FabricTopology { fat_tree, rail_optimized };

@@ -39,6 +39,8 @@ struct TrainingMemory {
   units::Bytes fragmentation{};
   units::Bytes total{};             ///< peak per GPU on the heaviest stage
   units::Bytes capacity{};          ///< what the device exposes
+  /// Master weights + optimizer states this GPU keeps in host memory under CPU offload (0 without); not in `total`.
+  units::Bytes host_offloaded{};
   bool fits = false;
   Derivation derivation;
 };

@@ -12,7 +12,7 @@
 // layout tuple).
 //
 // Pure: no IO. Progress and cancellation are a callback and an atomic flag the caller owns (the CLI maps Ctrl-C onto
-// the flag). CPU offload of optimizer states is not modelled, so it is not a search dimension.
+// the flag). CPU offload of the optimizer is a dimension (with ZeRO ≥ 1); activation offload is not modelled.
 #include <atomic>
 #include <compare>
 #include <cstdint>
@@ -37,6 +37,7 @@ struct Layout {
   bool sequence_parallel = false;
   wl::Recompute recompute = wl::Recompute::none;
   wl::ZeroStage zero = wl::ZeroStage::none;
+  wl::Offload offload = wl::Offload::none;  ///< CPU offload of the optimizer (needs ZeRO ≥ 1)
   friend auto operator<=>(const Layout&, const Layout&) = default;
 };
 
@@ -105,6 +106,7 @@ struct SearchSpace {
   std::vector<wl::Recompute> recompute;  ///< empty: none, full, and selective unless flash attention makes it none
   std::vector<wl::ZeroStage> zero;       ///< empty: 0–3 where DP·CP > 1, else 0
   std::vector<bool> sequence_parallel;   ///< empty: off, and on where TP > 1
+  std::vector<wl::Offload> offload;      ///< empty: off, and CPU offload with ZeRO ≥ 1 where the system allows it
 };
 
 struct SearchOptions {
@@ -121,8 +123,9 @@ struct SearchOptions {
 };
 
 /// Every layout search_training would evaluate, in its enumeration order.
+/// `sys` decides whether CPU offload is enumerated when the space leaves it open (nullptr: not enumerated).
 std::vector<Layout> enumerate_layouts(const wl::TransformerArch& arch, const wl::TrainingPlan& base,
-                                      const SearchSpace& space);
+                                      const SearchSpace& space, const TrainingSystem* sys = nullptr);
 
 /// One evaluated layout. `rank_class`: 0 eligible (valid, fits, meets the deadline), 1 fits but misses the deadline,
 /// 2 does not fit, 3 invalid.

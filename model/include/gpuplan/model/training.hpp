@@ -54,7 +54,8 @@ struct StepBreakdown {
   units::Seconds recompute{};   ///< share of the above spent recomputing activations
   units::Seconds comm_exposed{};
   units::Seconds bubble{};
-  units::Seconds optimizer{};
+  units::Seconds optimizer{};   ///< the optimizer step (on the CPU under offload)
+  units::Seconds offload{};     ///< exposed host-link transfers of the CPU offload (gradients down, weights up)
   units::Seconds total{};
 };
 
@@ -91,6 +92,14 @@ TrainingEstimate estimate_training(const wl::TransformerArch& arch, const wl::Tr
 /// Wall time to execute `total` FLOPs on `gpus` GPUs of dense peak `peak` at model-FLOPs utilisation `mfu`:
 /// t = F / (N · P · MFU) — the back-of-envelope template (F = 6·P·tokens for training).
 units::Seconds time_at_mfu(units::Flops total, double gpus, units::FlopRate peak, double mfu);
+
+/// Strong scaling against a baseline run at fixed global batch: the ideal time on `gpus` GPUs is the baseline's
+/// time scaled by N0/N (linear speed-up), and the scaling efficiency is t_ideal / t (1 = perfect).
+struct StrongScaling {
+  units::Seconds ideal{};
+  double efficiency = 0;
+};
+StrongScaling strong_scaling(units::Seconds base_time, long long base_gpus, units::Seconds time, long long gpus);
 
 /// Pipeline bubble as a fraction of ideal compute: (p − 1) / (v · m) (Narayanan et al. 2021 §2.2).
 double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_batches);

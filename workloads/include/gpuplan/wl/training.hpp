@@ -25,6 +25,10 @@ enum class KernelStyle { fused, eager };
 /// Mixed-precision scheme: Megatron keeps bf16 parameters and an fp32 main copy in the optimizer; PyTorch AMP keeps
 /// fp32 parameters and gradients and autocast casts every weight to bf16 in each forward.
 enum class MixedPrecision { megatron, amp };
+/// CPU offload (ZeRO-Offload, Ren et al. 2021; DeepSpeed `offload_optimizer: cpu`): `optimizer` keeps the fp32 master
+/// weights and the optimizer states in host memory and runs the optimizer step on the CPU; each step moves this GPU's
+/// gradient shard to the host and the updated weights back over the GPU's host link. Needs ZeRO ≥ 1.
+enum class Offload { none, optimizer };
 
 struct Parallelism {
   int tp = 1;   ///< tensor parallel
@@ -61,6 +65,7 @@ struct TrainingPlan {
   AttentionKernel attention_kernel = AttentionKernel::fa3;
   KernelStyle kernels = KernelStyle::fused;
   MixedPrecision mixed_precision = MixedPrecision::megatron;
+  Offload offload = Offload::none;
   bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
