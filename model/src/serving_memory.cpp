@@ -151,7 +151,13 @@ LayoutEval evaluate_layout(const Ctx& c, int tp, int pp, Explain explain_token) 
   const Bytes ctx_b = plan.overheads.cuda_context;
   const Bytes nccl = plan.overheads.nccl_per_communicator * double(communicators(tp, pp));
   const Bytes graphs = plan.overheads.cuda_graphs;
-  const Bytes act = c.activations;
+  // The profiled activation peak falls with TP: estimate it for this layout's TP (the GPU-count search tries other
+  // TPs than the plan's; with the plan's peak a smaller TP looked roomier than it is and the count did not fit). A
+  // peak the user gave stays as given.
+  const Bytes act = tp != plan.tp && !plan.overheads.activations && plan.overheads.estimate_activations
+                        ? serving_activation_peak(c.a, tp, plan.max_num_batched_tokens, plan.max_num_seqs,
+                                                  plan.activation_bytes)
+                        : c.activations;
   std::set<std::string> engine_reasons;
   for (const StageLayers& st : pipeline_stages(c.a, pp)) {
     StageMemory m;

@@ -180,6 +180,16 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       if (tp < 1 || tp > domain || !tp_valid(a, tp)) continue;
       if (pp < 1 || pp > a.layers) continue;
       if (pp > 1 && options.pp_options.empty() && tp != options.tp_options.back()) continue;
+      if (pp > 1) {
+        // Stages on different nodes need a scale-out link: without one in the data the stage-to-stage sends cost +inf
+        // (collective_cost's "not possible"), and the candidate would report an infinite ITL.
+        const CommGroup pair = group_of(sys, 2, tp);
+        if (pair.size > pair.scale_up_size && !pair.scale_out) {
+          r.notes.push_back(fmt::format("TP {} PP {}: the pipeline stages span nodes and {} has no scale-out link in "
+                                        "the data", tp, pp, sys.node != nullptr ? sys.node->info.id : gpu.info.id));
+          continue;
+        }
+      }
       ServingMemoryPlan mp = options.memory;
       mp.tp = tp;
       mp.pp = pp;
@@ -229,7 +239,14 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     std::optional<DisaggregatedPlan> best_dp;
     const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
     const CommGroup xfer = group_of(sys, 2, node_gpus);
-    for (const ServingCandidate& pre : r.per_tp) {
+    // The pools sit on different nodes: with no scale-out link in the data the KV cannot move (its transfer time
+    // would be infinite); say so instead of reporting an infinite TTFT.
+    const bool no_link = xfer.size > xfer.scale_up_size && !xfer.scale_out;
+    if (no_link)
+      r.notes.push_back(fmt::format("disaggregated prefill/decode not sized: {} has no scale-out link in the data to "
+                                    "carry the KV cache from the prefill to the decode pool",
+                                    sys.node != nullptr ? sys.node->info.id : gpu.info.id));
+    for (const ServingCandidate& pre : no_link ? std::vector<ServingCandidate>{} : r.per_tp) {
       ServingPerfPlan pp_plan = perf;
       pp_plan.tp = pre.tp;
       pp_plan.pp = pre.pp;

@@ -375,6 +375,11 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   const std::int64_t layers_stage = a.layers / par.pp;
   const double moe_layers_stage = k.moe_layers / double(par.pp);
   o.tp = o.cp = o.ep = o.pp = o.dp = CommNumbers{};
+  // Overlap is not free: while a collective runs it holds SMs (NCCL: one per channel; userbuffers: its copy kernels)
+  // that the GEMMs lose, so the hidden part of a communication still costs (hidden time) × (that SM share).
+  // Assumption until calibrated: 16 channels, NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
+  // (Parts whose SM count is not in the data get no contention term.)
+  const double nccl_sm_share = gpu.compute_units > 0 ? std::min(1.0, 16.0 / double(gpu.compute_units)) : 0.0;
   // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
   if (par.tp > 1) {
     const Bytes act = tp_message(a, plan);
@@ -384,7 +389,17 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     o.tp.time = t.tp_one * per_mb * double(m);
     o.tp.bytes = act * (per_mb * 2.0 * double(m));
     const Seconds gemm_stage = (fwd.gemm + bwd.gemm) * double(m);
-    o.tp.exposed = plan.overlap_tp_comm ? std::max(Seconds(0), o.tp.time - gemm_stage) : o.tp.time;
+    if (plan.overlap_tp_comm) {
+      // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
+      // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
+      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest hides behind the GEMMs at its SM cost.
+      const Seconds tail = o.tp.time * (0.5 / double(par.tp));
+      const Seconds rest = o.tp.time - tail;
+      const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
+      o.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
+    } else {
+      o.tp.exposed = o.tp.time;
+    }
   }
   // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
   if (par.cp > 1) {
@@ -439,11 +454,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
                                       ? std::max(Seconds(0), (fwd_mb + bwd_mb) * double(m) - (reduce - reduce_exposed))
                                       : fwd_mb;
     const Seconds gather_exposed = plan.overlap_param_gather ? std::max(Seconds(0), gather - gather_window) : gather;
-    // Overlap is not free: while NCCL runs it holds SMs (one per channel) that the GEMMs lose, so the hidden part
-    // of the communication still costs (hidden time) × (NCCL's SM share). Assumption until calibrated: 16 channels,
-    // NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
-    // (Parts whose SM count is not in the data get no contention term.)
-    const double nccl_sm_share = gpu.compute_units > 0 ? std::min(1.0, 16.0 / double(gpu.compute_units)) : 0.0;
+    // The hidden part still costs its SM share (nccl_sm_share, above).
     const Seconds hidden = (reduce - reduce_exposed) + (gather - gather_exposed);
     o.dp.exposed = reduce_exposed + gather_exposed + hidden * nccl_sm_share;
     // PyTorch DDP copies each gradient into its communication bucket (read + write per element); Megatron's

@@ -1,4 +1,4 @@
-// libFuzzer entry point, compiled once per target with GPUPLAN_FUZZ_TARGET_{HW,MODEL,SCENARIO,CLI} defined.
+// libFuzzer entry point, compiled once per target with GPUPLAN_FUZZ_TARGET_{HW,MODEL,SCENARIO,CLI,CALIB} defined.
 // The shipped data come from $GPUPLAN_FUZZ_DATA_DIR, else from this source tree's data/ (GPUPLAN_FUZZ_DATA_DIR).
 #include <cstdint>
 #include <cstdlib>
@@ -33,6 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   gpuplan::fuzz::run_scenario(bytes, gpuplan::fuzz::shipped(""));
 #elif defined(GPUPLAN_FUZZ_TARGET_CLI)
   gpuplan::fuzz::run_cli(bytes);
+#elif defined(GPUPLAN_FUZZ_TARGET_CALIB)
+  gpuplan::fuzz::run_calib(bytes, gpuplan::fuzz::shipped(""));
 #else
 #error "define one GPUPLAN_FUZZ_TARGET_*"
 #endif

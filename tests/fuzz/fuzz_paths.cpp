@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/model/flops.hpp"
@@ -153,6 +154,75 @@ bool safe_file_stem(const std::string& s) {
   return true;
 }
 
+
+/// Writes `bytes` to a per-process scratch file named `name` and returns its path (decoders that only take a path).
+fs::path scratch_file(const std::string& name, std::string_view bytes) {
+  const fs::path path = scratch_dir() / name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+void check_fit_quality(const calib::FitQuality& q, const std::string& what) {
+  check_value(q.points, what + ".points");
+  check_value(q.median_rel_error, what + ".median_rel_error");
+  check_value(q.max_rel_error, what + ".max_rel_error");
+}
+
+/// Every number a profile holds (fitted or read) must be finite and >= 0.
+void check_profile(const calib::Profile& p) {
+  for (const auto& g : p.gemm) {
+    check_value(g.ceiling, "profile.gemm[" + g.dtype + "].ceiling");
+    check_value(g.t0.raw(), "profile.gemm[" + g.dtype + "].t0_s");
+    check_fit_quality(g.fit, "profile.gemm[" + g.dtype + "].fit");
+    check_fit_quality(g.all, "profile.gemm[" + g.dtype + "].roofline_check");
+  }
+  for (const auto* s : {p.hbm ? &*p.hbm : nullptr, p.gemm_memory ? &*p.gemm_memory : nullptr}) {
+    if (s == nullptr) continue;
+    check_value(s->efficiency, "profile.stream.efficiency");
+    check_value(s->t0.raw(), "profile.stream.t0_s");
+    check_fit_quality(s->fit, "profile.stream.fit");
+  }
+  if (p.launch) check_value(p.launch->raw(), "profile.launch_s");
+  if (p.graph_kernel) check_value(p.graph_kernel->raw(), "profile.graph_kernel_s");
+  for (const auto& l : p.links) {
+    const std::string w = "profile.links[" + l.op + "]";
+    check_value(l.ranks, w + ".ranks");
+    check_value(l.intercept.raw(), w + ".intercept_s");
+    check_value(l.bus_bandwidth.raw(), w + ".bus_bandwidth");
+    check_value(l.bus_efficiency, w + ".bus_efficiency");
+    check_value(l.step_latency.raw(), w + ".step_latency_s");
+    check_value(l.call_latency.raw(), w + ".call_latency_s");
+    check_fit_quality(l.fit, w + ".fit");
+  }
+}
+
+/// The model with a profile's efficiencies and measured NVLink tier: llama-3.1-8b, TP 8 with sequence parallelism on
+/// a DGX of the profile's GPU (or a DGX H100), as `gpuplan train --calibration` would run it.
+void check_profile_in_model(const calib::Profile& p, const Shipped& data) {
+  const hw::NodeSpec* node = nullptr;
+  for (const auto& n : data.db.nodes)
+    if (n.gpu == p.gpu_id && n.scale_up.domain_gpus >= 8) node = &n;
+  if (node == nullptr) node = data.db.find_node("dgx-h100");
+  const auto* m = data.lib.find("llama-3.1-8b");
+  if (node == nullptr || m == nullptr) return;
+  model::TrainingSystem sys;
+  sys.db = &data.db;
+  sys.node = node;
+  sys.gpu = data.db.find_gpu(node->gpu);
+  if (sys.gpu == nullptr) return;
+  sys.efficiency = calib::to_efficiency(p, *sys.gpu);
+  sys.scale_up_calibration = calib::scale_up_calibration(p);
+  wl::TrainingPlan plan;
+  plan.seq_len = 4096;
+  plan.global_batch = 8;
+  plan.par.tp = 8;
+  plan.par.sequence_parallel = true;
+  if (!model::check_training_layout(m->arch, plan, sys).ok) return;
+  const auto est = model::estimate_training(m->arch, plan, sys, Explain::on);
+  if (est.feasibility.ok) check_estimate(est);
+}
+
 }  // namespace
 
 void set_violation_handler(ViolationHandler h) { g_handler = h != nullptr ? h : &trap_on_violation; }
@@ -289,6 +359,7 @@ void run_cli(std::string_view bytes) {
   cli::register_train(app, g, rc);
   cli::register_roofline(app, g, rc);
   cli::register_kv(app, g, rc);
+  cli::register_serve(app, g, rc);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
@@ -296,6 +367,36 @@ void run_cli(std::string_view bytes) {
   }
   if (rc != cli::kExitOk && rc != cli::kExitInvalid && rc != cli::kExitInfeasible)
     violated(fmt::format("CLI returned exit code {}", rc));
+}
+
+void run_calib(std::string_view bytes, const Shipped& data) {
+  const fs::path path = scratch_file("fuzz-calib.json", bytes);
+  // As samples: read, fit for two GPUs (one with NVLink collectives data in the shipped samples), write, read back.
+  auto samples = calib::read_samples(path.string());
+  (void)samples.diagnostics().to_string();
+  if (samples.ok()) {
+    for (const char* gpu_id : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
+      const auto* gpu = data.db.find_gpu(gpu_id);
+      if (gpu == nullptr) continue;
+      auto fitted = calib::fit_profile({samples.value()}, *gpu, data.db);
+      (void)fitted.diagnostics().to_string();
+      if (!fitted.ok()) continue;
+      check_profile(fitted.value());
+      const fs::path written = scratch_file("fuzz-calib-profile.json", calib::profile_json(fitted.value()));
+      auto back = calib::read_profile(written.string());
+      if (!back.ok())
+        violated("a fitted profile does not read back: " + back.diagnostics().to_string());
+      else
+        check_profile_in_model(back.value(), data);
+    }
+  }
+  // As a profile.
+  auto profile = calib::read_profile(path.string());
+  (void)profile.diagnostics().to_string();
+  if (profile.ok()) {
+    check_profile(profile.value());
+    check_profile_in_model(profile.value(), data);
+  }
 }
 
 }  // namespace gpuplan::fuzz

@@ -39,9 +39,17 @@ void run_model(std::string_view bytes, const Shipped& data);
 void run_scenario(std::string_view bytes, const Shipped& data);
 
 /// (d) The CLI: the input split on NUL bytes is argv after "gpuplan"; CLI11 parses it against the train, model,
-/// roofline, kv and hw subcommands and runs the chosen callback (validate and schema are left out: slow / constant).
+/// roofline, kv, serve and hw subcommands and runs the chosen callback (validate and schema are left out: slow / constant).
 /// Arguments that could name a file outside the working directory (containing '/' or "..") are refused, so that
 /// the fuzzer cannot read /dev/zero or the like. Needs GPUPLAN_DATA_DIR set.
 void run_cli(std::string_view bytes);
+
+/// (e) The calibration readers: the bytes as a samples file (calib::read_samples on a temporary copy) and, when it
+/// reads, calib::fit_profile for the H100 and the H200 of the shipped database, the profile's JSON text read back
+/// with calib::read_profile (a fitted profile must always read back), and one training estimate with the profile's
+/// efficiencies; then the bytes as a profile (calib::read_profile) and, when it reads, to_efficiency /
+/// scale_up_calibration and the same training estimate. Fitted numbers, efficiencies and every time and byte of the
+/// estimate must be finite and >= 0.
+void run_calib(std::string_view bytes, const Shipped& data);
 
 }  // namespace gpuplan::fuzz

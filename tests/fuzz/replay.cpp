@@ -87,11 +87,12 @@ void run(const std::string& target, const std::string& bytes) {
   if (target == "hw") gpuplan::fuzz::run_hw(bytes, data());
   else if (target == "model") gpuplan::fuzz::run_model(bytes, data());
   else if (target == "scenario") gpuplan::fuzz::run_scenario(bytes, data());
+  else if (target == "calib") gpuplan::fuzz::run_calib(bytes, data());
   else if (target == "cli") {
     Quiet q;
     gpuplan::fuzz::run_cli(bytes);
   } else {
-    FAIL("unknown fuzz target folder '" << target << "' (expected hw, model, scenario or cli)");
+    FAIL("unknown fuzz target folder '" << target << "' (expected hw, model, scenario, cli or calib)");
   }
 }
 
@@ -110,9 +111,9 @@ int replay(const std::string& kind, const std::string& target) {
     try {
       run(target, slurp(f));
     } catch (const Violation& v) {
-      FAIL_CHECK("invariant violated: " << v.what());
+      FAIL_CHECK("invariant violated: " << std::string(v.what()));
     } catch (const std::exception& e) {
-      FAIL_CHECK("exception escaped the library: " << e.what());
+      FAIL_CHECK("exception escaped the library: " << std::string(e.what()));
     } catch (...) {
       FAIL_CHECK("unknown exception escaped the library");
     }
@@ -124,13 +125,13 @@ int replay(const std::string& kind, const std::string& target) {
 }  // namespace
 
 TEST_CASE("fuzz regressions: every saved finding of each target decodes without crash or broken invariant") {
-  for (const char* t : {"hw", "model", "scenario", "cli"}) {
+  for (const char* t : {"hw", "model", "scenario", "cli", "calib"}) {
     SUBCASE(t) { (void)replay("regressions", t); }
   }
 }
 
 TEST_CASE("fuzz seeds: every seed of each target's corpus runs through its fuzz path cleanly") {
-  for (const char* t : {"hw", "model", "scenario", "cli"}) {
+  for (const char* t : {"hw", "model", "scenario", "cli", "calib"}) {
     SUBCASE(t) { CHECK_MESSAGE(replay("corpus", t) > 0, "no seeds for " << std::string(t)); }
   }
 }
@@ -139,7 +140,8 @@ TEST_CASE("fuzz regressions: every folder under regressions/ is a fuzz target an
   for (const auto& e : fs::directory_iterator(kFuzzDir / "regressions")) {
     if (!e.is_directory()) continue;
     const std::string name = e.path().filename().string();
-    CHECK_MESSAGE((name == "hw" || name == "model" || name == "scenario" || name == "cli"), "unexpected folder " << name);
+    CHECK_MESSAGE((name == "hw" || name == "model" || name == "scenario" || name == "cli" || name == "calib"),
+                  "unexpected folder " << name);
   }
   for (const auto& rel : known_open()) CHECK_MESSAGE(fs::is_regular_file(kFuzzDir / "regressions" / rel), rel);
 }

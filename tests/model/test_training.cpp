@@ -1250,3 +1250,33 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
     CHECK(eta_assumed);
   }
 }
+
+TEST_SUITE("TP communication overlap") {
+  TEST_CASE("overlapped TP communication keeps one reduce-scatter chunk exposed and pays its SM share for the rest") {
+    // Llama 3.1 70B, TP 8 + SP on a DGX H100: the TP all-gather/reduce-scatter pair per layer is far shorter than
+    // the GEMMs it hides behind, so exposed = time/(2·tp) + (time − time/(2·tp)) · 16/132.
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-3.1-70b");
+    Layout l;
+    l.tp = 8;
+    l.pp = 1;
+    l.dp = 1;
+    l.global = 4;
+    l.seq = 8192;
+    l.recompute = wl::Recompute::full;
+    wl::TrainingPlan p = plan_of(l);
+    p.overlap_tp_comm = true;
+    const auto on = model::estimate_training(a, p, sys, Explain::off);
+    p.overlap_tp_comm = false;
+    const auto off = model::estimate_training(a, p, sys, Explain::off);
+    REQUIRE(on.step_time.raw() > 0);
+    const auto& tp_on = on.comm[0];
+    const auto& tp_off = off.comm[0];
+    REQUIRE(tp_on.kind == "tp");
+    CHECK(tp_on.time.raw() == doctest::Approx(tp_off.time.raw()));
+    CHECK(tp_off.exposed.raw() == doctest::Approx(tp_off.time.raw()));
+    const double t = tp_on.time.raw(), tail = t / 16.0;
+    CHECK(tp_on.exposed.raw() == doctest::Approx(tail + (t - tail) * 16.0 / 132.0).epsilon(1e-9));
+    CHECK(on.step_time < off.step_time);
+  }
+}

@@ -111,6 +111,15 @@ Result<Samples> read_samples(const std::string& path) {
       auto m = number(e, "m", path, p, d), n = number(e, "n", path, p, d), k = number(e, "k", path, p, d);
       auto t = number(e, "median_s", path, p, d);
       if (!dt || !m || !n || !k || !t) continue;
+      // GEMM sizes become 64-bit integers (and their product FLOPs): a size beyond 2^31 is not a benchmark shape
+      // (fuzz_calib: 1e30 overflowed the conversion).
+      bool dims_ok = true;
+      for (const auto& [key, v] : {std::pair{"m", *m}, std::pair{"n", *n}, std::pair{"k", *k}})
+        if (v > 2147483647.0) {
+          d.error(path, p + "/" + key, fmt::format("expected a matrix size up to 2^31, found {}", v));
+          dims_ok = false;
+        }
+      if (!dims_ok) continue;
       g.dtype = *dt;
       g.shape = e.value("shape", std::string{});
       g.m = std::int64_t(*m);
@@ -145,6 +154,10 @@ Result<Samples> read_samples(const std::string& path) {
       auto b = number(e, "bytes", path, p, d);
       auto t = number(e, "median_s", path, p, d);
       if (!op || !r || !b || !t) continue;
+      if (*r > 1048576.0) {  // an int; no NCCL run has more ranks (fuzz_calib: 1e12 overflowed the conversion)
+        d.error(path, p + "/ranks", fmt::format("expected a rank count up to 2^20, found {}", *r));
+        continue;
+      }
       s.collectives.push_back({*op, int(*r), *b, *t});
     }
   if (j->contains("rejected") && (*j)["rejected"].is_array()) s.rejected = int((*j)["rejected"].size());
@@ -177,6 +190,9 @@ std::pair<double, double> fit_line(const std::vector<double>& xs, const std::vec
   }
   return {c(0), c(1)};
 }
+
+/// A fit whose numbers are not all finite (samples at the edge of double range: fuzz_calib) is not used.
+bool finite(const FitQuality& q) { return std::isfinite(q.median_rel_error) && std::isfinite(q.max_rel_error); }
 
 FitQuality quality(const std::vector<double>& predicted, const std::vector<double>& measured) {
   FitQuality q;
@@ -235,8 +251,10 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
           xs.push_back(h.gbps * 1e9 * h.median_s / bw);  // time at the datasheet bandwidth for the bytes moved
           ys.push_back(h.median_s);
         }
-    if (xs.size() >= 2) {
-      const StreamFit f = fit_stream(xs, ys);
+    const StreamFit f = xs.size() >= 2 ? fit_stream(xs, ys) : StreamFit{};
+    if (xs.size() >= 2 && !(std::isfinite(f.efficiency) && std::isfinite(f.t0.raw()) && finite(f.fit))) {
+      p.notes.push_back("the HBM samples give no finite fit: the built-in streaming efficiency stays");
+    } else if (xs.size() >= 2) {
       if (f.efficiency > 1.05 || f.efficiency < 0.2)
         d.warning("", "/hbm", fmt::format("fitted HBM efficiency {:.3f} of {} is implausible: check the samples",
                                           f.efficiency, units::format(gpu.memory.bandwidth)));
@@ -259,8 +277,11 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
         xs.push_back(c.bytes.raw() / bw);
         ys.push_back(g.median_s);
       }
-    if (xs.size() >= 3) {
-      p.gemm_memory = fit_stream(xs, ys);
+    const StreamFit f = xs.size() >= 3 ? fit_stream(xs, ys) : StreamFit{};
+    if (xs.size() >= 3 && std::isfinite(f.efficiency) && std::isfinite(f.t0.raw()) && finite(f.fit)) {
+      p.gemm_memory = f;
+    } else if (xs.size() >= 3) {
+      p.notes.push_back("the memory-bound GEMM samples give no finite fit: GEMMs stream at the HBM efficiency");
     } else {
       p.notes.push_back("fewer than 3 memory-bound 16-bit GEMM samples: GEMMs stream at the HBM efficiency");
     }
@@ -313,6 +334,10 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
       ma.push_back(g->median_s);
     }
     f.all = quality(pa, ma);
+    if (!(std::isfinite(f.ceiling) && std::isfinite(f.t0.raw()) && finite(f.fit) && finite(f.all))) {
+      p.notes.push_back(fmt::format("{}: the GEMM samples give no finite fit, not used", dt));
+      continue;
+    }
     if (f.ceiling > 1.02) {
       // Faster than the dense datasheet peak: the library ran another path than the peak describes (fp32 GEMMs on
       // TF32 tensor cores, say). Not a ceiling the model can use.
@@ -376,6 +401,10 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
       ys.push_back(c->median_s);
     }
     f.fit = quality(pred, ys);
+    if (!(std::isfinite(bus) && bus > 0 && finite(f.fit))) {
+      p.notes.push_back(fmt::format("{} on {} ranks: the samples give no finite fit, not used", op, ranks));
+      continue;
+    }
     if (node != nullptr && node->scale_up.domain_gpus >= ranks) {
       const model::CommGroup g = model::resolve_group(ranks, 1, *node, db);
       if (g.scale_up.uni_per_gpu.raw() > 0) f.bus_efficiency = f.bus_bandwidth.raw() / g.scale_up.uni_per_gpu.raw();
