@@ -114,7 +114,9 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       std::max<std::int64_t>(1, std::llround(in_d.mean() + out_d.mean_square() / (2.0 * std::max(1.0, out_d.mean()))));
   const std::int64_t isl_p = std::max<std::int64_t>(1, in_d.quantile(sla.percentile));
   const bool dist = traffic.input.has_value() || traffic.output.has_value();
-  const double lambda = std::max(1e-12, traffic.requests_per_s);
+  const bool closed = traffic.concurrency.has_value();
+  const double users = closed ? double(std::max<std::int64_t>(1, *traffic.concurrency)) : 0.0;
+  double lambda = std::max(1e-12, traffic.requests_per_s);
 
   auto evaluate = [&](int tp, std::int64_t B, std::int64_t cap, const ServingPerfPlan& pp_plan) {
     ServingCandidate c;
@@ -125,10 +127,6 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     c.state = steady_state(a, pp_plan, B, isl, osl, sys, Explain::off, ctx_avg);
     c.itl = c.state.iteration;
     const double lam_r = c.state.requests_per_s;
-    c.replicas = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_r - 1e-9)));
-    const double lam_actual = lambda / double(c.replicas);
-    const double rho = lam_actual * c.state.prefill.raw();
-    c.queue_wait = queue_wait(rho, c.state.prefill, sla.percentile);
     Seconds ttft_own = c.state.ttft;
     if (dist && isl_p != isl) {
       // The prompt at the SLA percentile: its own prefill, or its chunks riding on iterations.
@@ -138,12 +136,20 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       const double chunks = std::ceil(double(isl_p) / double(std::min(isl_p, room)));
       ttft_own = std::max(prefill_time(a, pp_plan, 1, isl_p, sys), c.state.iteration * chunks);
     }
+    // Closed loop: each user's cycle is its request's latency plus the think time, so the rate is N / cycle; every
+    // request in flight has a batch slot (replicas are sized for it), so no request queues for one.
+    const double lam = closed ? users / (c.state.ttft + c.itl * double(osl - 1) + traffic.think_time).raw() : lambda;
+    c.requests_per_s = lam;
+    c.replicas = std::max<std::int64_t>(1, std::int64_t(std::ceil(lam / lam_r - 1e-9)));
+    const double lam_actual = lam / double(c.replicas);
+    const double rho = lam_actual * c.state.prefill.raw();
+    c.queue_wait = closed ? Seconds(0) : queue_wait(rho, c.state.prefill, sla.percentile);
     c.ttft = ttft_own + c.queue_wait;
     c.replica_requests_per_s = lam_r;
     c.gpus = c.replicas * tp * pp_plan.pp;
     if (price) {
       c.cost_rate = *price * double(c.gpus);
-      c.cost_per_mtok_usd = c.cost_rate.raw() / (lambda * double(osl)) * 1e6;
+      c.cost_per_mtok_usd = c.cost_rate.raw() / (lam * double(osl)) * 1e6;
     }
     c.meets_sla = true;
     if (sla.itl && c.itl > *sla.itl) {
@@ -235,6 +241,17 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
 
   // Disaggregated prefill and decode pools [DistServe]: each pool picks its own TP (the fewest GPUs for its job),
   // the KV of each prompt crosses the scale-out fabric once, each TP rank sending its shard to its decode peer.
+  if (closed && r.best) {
+    lambda = r.best->requests_per_s;  // the pools below serve the rate the colocated layout reaches
+    r.traffic.requests_per_s = lambda;
+    r.notes.push_back(fmt::format("closed loop: {} users{}: λ = N / (TTFT + (osl − 1)·ITL + think time) = {} req/s at "
+                                  "the chosen layout (interactive response-time law); no request waits for a batch "
+                                  "slot",
+                                  *traffic.concurrency,
+                                  traffic.think_time.raw() > 0 ? ", think time " + format(traffic.think_time)
+                                                               : std::string(),
+                                  units::format_number(lambda, 4)));
+  }
   if (options.disaggregated && r.best) {
     std::optional<DisaggregatedPlan> best_dp;
     const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
@@ -319,7 +336,11 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
         "Replicas and GPUs for the traffic",
         "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + W_p(ρ = λ/replicas · "
         "t_prefill) ; $/Mtok = GPUs · price / (λ · osl) · 10⁶",
-        {{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
+        {closed ? DerivationInput{"λ", units::format_number(b.requests_per_s, 4) + " req/s",
+                                  fmt::format("N / (TTFT + (osl − 1)·ITL + Z), N = {} users, Z = {}",
+                                              *traffic.concurrency, format(traffic.think_time)),
+                                  Origin::user("--concurrency, --think-time-s")}
+                : DerivationInput{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
          {"isl/osl", fmt::format("{}/{}", isl, osl), "tokens in/out", Origin::user("--input-tokens/--output-tokens")},
          {"B", std::to_string(b.batch), fmt::format("concurrent sequences per replica (KV capacity {})", b.max_batch_memory),
           Origin::derived()},

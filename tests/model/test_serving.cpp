@@ -542,6 +542,50 @@ TEST_SUITE("serving planner") {
     CHECK(r.kv_bytes_per_token.raw() == 327'680.0);
   }
 
+  TEST_CASE("a closed loop of users: λ = N / (TTFT + (osl − 1)·ITL + think time), no queueing, replicas for it") {
+    const auto& a = arch("llama-3.1-70b");
+    const auto params = model::parameter_counts(a, Explain::off);
+    model::Sla sla;
+    sla.ttft = units::seconds(1.0);
+    sla.itl = units::milliseconds(50);
+    model::ServingPlanOptions opt;
+    auto plan_users = [&](std::int64_t n, double think_s) {
+      model::Traffic tr{1.0, 2048, 500, std::nullopt, std::nullopt};
+      tr.concurrency = n;
+      tr.think_time = units::seconds(think_s);
+      return model::plan_serving(a, params, plan_of(), tr, sla, h100(), opt, Explain::on);
+    };
+    const auto r = plan_users(256, 0.0);
+    REQUIRE(r.feasible);
+    const auto& b = *r.best;
+    const double cycle = (b.state.ttft + b.itl * 499.0).raw();
+    CHECK(b.requests_per_s == doctest::Approx(256.0 / cycle).epsilon(1e-12));
+    CHECK(r.traffic.requests_per_s == b.requests_per_s);
+    CHECK(b.queue_wait.raw() == 0.0);
+    CHECK(b.ttft == b.state.ttft);
+    CHECK(double(b.replicas) * b.replica_requests_per_s >= b.requests_per_s);
+    CHECK(double(b.replicas - 1) * b.replica_requests_per_s < b.requests_per_s);
+    CHECK(b.cost_per_mtok_usd ==
+          doctest::Approx(double(b.gpus) * 2.69 / 3600.0 / (b.requests_per_s * 500.0) * 1e6).epsilon(1e-9));
+    bool noted = false;
+    for (const auto& n : r.notes) noted = noted || n.rfind("closed loop: 256 users", 0) == 0;
+    CHECK(noted);
+    // Users who think for 60 s between requests offer far less load: at most N / Z, and fewer GPUs.
+    const auto slow = plan_users(256, 60.0);
+    REQUIRE(slow.feasible);
+    CHECK(slow.best->requests_per_s < 256.0 / 60.0);
+    CHECK(slow.best->gpus <= b.gpus);
+    // More users never need fewer GPUs.
+    std::int64_t prev = 0;
+    for (std::int64_t n : {1, 16, 64, 256, 1024}) {
+      const auto rn = plan_users(n, 0.0);
+      REQUIRE(rn.best.has_value());
+      CAPTURE(n);
+      CHECK(rn.best->gpus >= prev);
+      prev = rn.best->gpus;
+    }
+  }
+
   TEST_CASE("an ITL of 1 ms is infeasible: the best achievable is given with the reasons") {
     const auto r = plan70(20, 1);
     CHECK_FALSE(r.feasible);

@@ -185,12 +185,18 @@ struct LengthDist {
 /// conditional medians of n equal slices), each at least 1 token.
 LengthDist lognormal_lengths(double mean, double sd, int n = 32);
 
+/// Offered load: an open-loop request rate, or (with `concurrency`) a closed loop of N users who each send their
+/// next request `think_time` after the previous one completes — how benchmark clients (vLLM's --max-concurrency,
+/// GenAI-Perf's concurrency mode) and chat front ends with a fixed number of sessions load a server. The closed
+/// loop's rate follows from the interactive response-time law λ = N / (E2E latency + think time).
 struct Traffic {
-  double requests_per_s = 1.0;
+  double requests_per_s = 1.0;                ///< open loop (ignored with `concurrency`)
   std::int64_t input_tokens = 1024;   ///< used when `input` is empty
   std::int64_t output_tokens = 256;   ///< used when `output` is empty
   std::optional<LengthDist> input;    ///< prompt lengths (independent of the output lengths)
   std::optional<LengthDist> output;   ///< output lengths
+  std::optional<std::int64_t> concurrency{};  ///< closed loop: users, each with one request at a time
+  units::Seconds think_time{};              ///< closed loop: pause between a response and the next request
 };
 struct Sla {
   std::optional<units::Seconds> ttft;  ///< target time to first token at the percentile
@@ -207,6 +213,7 @@ struct ServingCandidate {
   units::Seconds queue_wait{};   ///< TTFT queueing at the percentile
   units::Seconds ttft{};         ///< at the percentile, queueing included
   units::Seconds itl{};
+  double requests_per_s = 0;     ///< the whole deployment's request rate (closed loop: N / (E2E + think time))
   double replica_requests_per_s = 0;  ///< what one replica sustains within the SLA
   std::int64_t replicas = 0;
   std::int64_t gpus = 0;
