@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/plan_io.hpp"
 
 namespace gpuplan::cli {
 
@@ -17,6 +18,13 @@ std::string field_reference() {
   o += json_io::field_reference_markdown("Model (data/models/*.json)", wl_io::model_file_fields());
   o += json_io::field_reference_markdown("Hugging Face config.json keys read by the importer (others are ignored)",
                                          wl_io::hf_config_fields());
+  o += json_io::field_reference_markdown("Budget plan (data/scenarios/*.json, `gpuplan report`; docs/report.md)",
+                                         wl_io::plan_fields());
+  o += json_io::field_reference_markdown("Budget plan: options[]", wl_io::plan_option_fields());
+  o += json_io::field_reference_markdown("Budget plan: training[]", wl_io::plan_training_fields());
+  o += json_io::field_reference_markdown("Budget plan: serving[]", wl_io::plan_serving_fields());
+  o += json_io::field_reference_markdown("Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario)",
+                                         wl_io::serving_scenario_fields());
   return o;
 }
 

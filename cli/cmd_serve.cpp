@@ -3,6 +3,7 @@
 // no layout meets it, with the best achievable numbers); disaggregated pools and speculative decoding on request.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,11 +11,13 @@
 #include "commands.hpp"
 #include "resolve.hpp"
 #include "serving_flags.hpp"
+#include "sweep.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
 
 namespace gpuplan::cli {
 namespace {
@@ -23,10 +26,14 @@ namespace u = gpuplan::units;
 using nlohmann::ordered_json;
 
 struct ServeFlags {
+  std::string scenario;
+  std::vector<std::string> sweep;
   std::string node, cluster;
   long long input_tokens = 1024, output_tokens = 256;
   std::optional<long long> batch;
   std::optional<double> rate;
+  std::optional<long long> concurrency;
+  std::optional<double> think_time_s;
   std::optional<double> ttft_ms, itl_ms;
   double percentile = 99.0;
   std::optional<std::string> compute;
@@ -39,241 +46,247 @@ struct ServeFlags {
   std::optional<std::string> draft_model;
   std::optional<double> draft_ms;
   std::optional<std::string> input_dist, output_dist;
-  bool tp_given = false;
-  bool pp_given = false;
   bool no_calibration = false;
 };
 
 std::string ms(u::Seconds s) { return u::format(s); }
 
-/// "lognormal:MEAN,SD" or "TOKENS:WEIGHT,TOKENS:WEIGHT,..." (weights normalised); diagnostics name the flag.
-std::optional<model::LengthDist> parse_lengths(const std::string& spec, const char* flag, Diagnostics& diags) {
-  auto bad = [&](const std::string& why) {
-    diags.error("", flag,
-                fmt::format("'{}': {} (expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)", spec, why));
-    return std::nullopt;
-  };
-  auto number = [](const std::string& t, double& v) {
-    try {
-      std::size_t used = 0;
-      v = std::stod(t, &used);
-      return used == t.size() && std::isfinite(v);
-    } catch (...) {
-      return false;
-    }
-  };
-  auto split = [](const std::string& t, char sep) {
-    std::vector<std::string> parts;
-    std::string cur;
-    for (char c : t) {
-      if (c == sep) {
-        parts.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    parts.push_back(cur);
-    return parts;
-  };
-  if (spec.rfind("lognormal:", 0) == 0) {
-    const auto parts = split(spec.substr(10), ',');
-    double mean = 0, sd = 0;
-    if (parts.size() != 2 || !number(parts[0], mean) || !number(parts[1], sd)) return bad("lognormal takes MEAN,SD");
-    if (!(mean >= 1) || !(sd >= 0)) return bad("the mean must be ≥ 1 token and the standard deviation ≥ 0");
-    return model::lognormal_lengths(mean, sd);
+/// The planner's JSON output (the stable keys of docs/cli.md), also the result of one point of a sweep.
+ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanResult& r, bool explain) {
+  const auto& arch = rs.arch;
+  const auto& gpu = *rs.sys.gpu;
+  const model::Traffic tr = rs.traffic();
+  const model::Sla& sla = rs.sla;
+  const std::int64_t isl = rs.input_tokens, osl = rs.output_tokens;
+  ordered_json o;
+  o["model"] = arch.id;
+  o["gpu"] = gpu.info.id;
+  o["traffic"] = {{"requests_per_s", r.traffic.requests_per_s}, {"input_tokens", isl}, {"output_tokens", osl}};
+  if (tr.concurrency) {
+    o["traffic"]["concurrency"] = *tr.concurrency;
+    o["traffic"]["think_time_s"] = tr.think_time.raw();
   }
-  model::LengthDist d;
-  double total = 0;
-  for (const auto& item : split(spec, ',')) {
-    const auto kv = split(item, ':');
-    double tokens = 0, weight = 0;
-    if (kv.size() != 2 || !number(kv[0], tokens) || !number(kv[1], weight)) return bad(fmt::format("'{}' is not TOKENS:WEIGHT", item));
-    if (!(tokens >= 1) || tokens != std::floor(tokens) || !(weight > 0))
-      return bad(fmt::format("'{}': tokens must be a whole number ≥ 1 and the weight > 0", item));
-    d.points.emplace_back(std::int64_t(tokens), weight);
-    total += weight;
+  o["sla"] = {{"ttft_s", sla.ttft ? ordered_json(sla.ttft->raw()) : ordered_json()},
+              {"itl_s", sla.itl ? ordered_json(sla.itl->raw()) : ordered_json()},
+              {"percentile", sla.percentile}};
+  o["feasible"] = r.feasible;
+  o["kv_bytes_per_token"] = r.kv_bytes_per_token.raw();
+  auto cand = [](const model::ServingCandidate& c) {
+    return ordered_json{{"tp", c.tp},
+                        {"pp", c.pp},
+                        {"batch", c.batch},
+                        {"max_concurrency", c.max_batch_memory},
+                        {"ttft_s", c.ttft.raw()},
+                        {"itl_s", c.itl.raw()},
+                        {"queue_wait_s", c.queue_wait.raw()},
+                        {"tokens_per_s", c.state.output_tokens_per_s},
+                        {"replica_requests_per_s", c.replica_requests_per_s},
+                        {"replicas", c.replicas},
+                        {"gpus", c.gpus},
+                        {"cost_per_hour_usd", u::to_usd_per_hour(c.cost_rate)},
+                        {"cost_per_mtok_usd", c.cost_per_mtok_usd},
+                        {"meets_sla", c.meets_sla},
+                        {"misses", c.misses}};
+  };
+  o["best"] = r.best ? cand(*r.best) : ordered_json();
+  if (r.best) {
+    o["gpus"] = r.best->gpus;
+    o["replicas"] = r.best->replicas;
+    o["ttft_s"] = r.best->ttft.raw();
+    o["itl_s"] = r.best->itl.raw();
+    o["tokens_per_s"] = r.best->state.output_tokens_per_s * double(r.best->replicas);
+    o["max_concurrency"] = r.best->max_batch_memory;
+    o["cost_per_mtok_usd"] = r.best->cost_per_mtok_usd;
   }
-  std::sort(d.points.begin(), d.points.end());
-  for (auto& pt : d.points) pt.second /= total;
-  return d;
+  o["per_tp"] = ordered_json::array();
+  for (const auto& c : r.per_tp) o["per_tp"].push_back(cand(c));
+  if (r.disaggregated) {
+    const auto& d = *r.disaggregated;
+    o["disaggregated"] = {{"prefill_gpus", d.prefill_gpus}, {"decode_gpus", d.decode_gpus}, {"gpus", d.gpus},
+                          {"decode_batch", d.decode_batch}, {"prefill_tp", d.prefill_tp}, {"decode_tp", d.decode_tp}, {"kv_transfer_s", d.kv_transfer.raw()},
+                          {"ttft_s", d.ttft.raw()},         {"itl_s", d.itl.raw()},
+                          {"cost_per_mtok_usd", d.cost_per_mtok_usd}, {"meets_sla", d.meets_sla},
+                          {"transfer_tier", d.transfer_tier}};
+  }
+  o["reasons"] = r.reasons;
+  o["notes"] = r.notes;
+  if (explain) o["derivation"] = derivation_json(r.derivation);
+  return o;
 }
 
-int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s) {
+/// The flags given on the command line as a JSON overlay over the scenario file (flags override it), remembering
+/// which flag each key came from so that a bad value is reported against the flag.
+void overlay(const CLI::App& c, const ServingFlags& f, const ServeFlags& s, nlohmann::json& j,
+             std::map<std::string, std::string>& origin) {
+  auto given = [&](const char* flag) { return c.count(flag) > 0; };
+  auto put = [&](const char* key, const char* flag, const auto& v) {
+    if (!given(flag)) return;
+    j[key] = v;
+    origin[key] = flag;
+  };
+  auto put_opt = [&](const char* key, const char* flag, const auto& v) {
+    if (v && given(flag)) {
+      j[key] = *v;
+      origin[key] = flag;
+    }
+  };
+  put("model", "--model", f.model);
+  put("gpu", "--gpu", f.gpu);
+  put("node", "--node", s.node);
+  put("cluster", "--cluster", s.cluster);
+  put("tp", "--tp", f.tp);
+  put("pp", "--pp", f.pp);
+  put_opt("ep", "--ep", s.ep);
+  put("input_tokens", "--input-tokens", s.input_tokens);
+  put("output_tokens", "--output-tokens", s.output_tokens);
+  put_opt("input_dist", "--input-dist", s.input_dist);
+  put_opt("output_dist", "--output-dist", s.output_dist);
+  put_opt("batch", "--batch", s.batch);
+  put_opt("rate", "--rate", s.rate);
+  put_opt("concurrency", "--concurrency", s.concurrency);
+  put_opt("think_time_s", "--think-time-s", s.think_time_s);
+  put_opt("ttft_ms", "--ttft-ms", s.ttft_ms);
+  put_opt("itl_ms", "--itl-ms", s.itl_ms);
+  put("percentile", "--percentile", s.percentile);
+  put_opt("compute", "--compute", s.compute);
+  put_opt("price_usd_per_hour", "--price", s.price);
+  put_opt("step_overhead_ms", "--step-overhead-ms", s.step_overhead_ms);
+  put_opt("kernel_overhead_us", "--kernel-overhead-us", s.kernel_overhead_us);
+  put_opt("cpu_per_kernel_us", "--cpu-per-kernel-us", s.cpu_per_kernel_us);
+  if (s.disaggregated) put("disaggregated", "--disaggregated", true);
+  put_opt("spec_acceptance", "--spec-acceptance", s.spec_acceptance);
+  put_opt("spec_tokens", "--spec-tokens", s.spec_tokens);
+  put_opt("draft_model", "--draft-model", s.draft_model);
+  put_opt("draft_ms", "--draft-ms", s.draft_ms);
+  put_opt("block_size", "--block-size", f.block_size);
+  put("prefix_tokens", "--prefix-tokens", f.prefix_tokens);
+  put("kv_dtype", "--kv-dtype", f.kv_dtype);
+  put_opt("kv_scales", "--kv-scales", f.kv_scales);
+  put_opt("kv_scale_bytes", "--kv-scale-bytes", f.kv_scale_bytes);
+  put("weight_dtype", "--weight-dtype", f.weight_dtype);
+  put_opt("weight_group_size", "--weight-group-size", f.weight_group_size);
+  put_opt("engine", "--engine", f.engine);
+  put_opt("gpu_memory_utilization", "--gpu-memory-utilization", f.gpu_memory_utilization);
+  put_opt("mem_fraction_static", "--mem-fraction-static", f.mem_fraction_static);
+  put_opt("usable_fraction", "--usable-fraction", f.usable_fraction);
+  put_opt("cudagraph_in_budget", "--cudagraph-in-budget", f.cudagraph_in_budget);
+  if (f.enforce_eager) put("enforce_eager", "--enforce-eager", true);
+  put_opt("cuda_graph_GiB", "--cuda-graph-GiB", f.cuda_graph_gib);
+  put_opt("activation_GiB", "--activation-GiB", f.activation_gib);
+  put_opt("max_num_batched_tokens", "--max-num-batched-tokens", f.max_num_batched_tokens);
+  put_opt("max_num_seqs", "--max-num-seqs", f.max_num_seqs);
+  put_opt("overheads", "--overheads", f.overheads);
+  put_opt("capacity", "--capacity", f.capacity);
+}
+
+/// `serve --sweep`: the capacity planner at every point of the grid, one row per point (docs/cli.md).
+int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann::json& j,
+                    std::map<std::string, std::string> origin, const std::string& file, const std::string& dir) {
+  Diagnostics diags;
+  std::vector<SweepAxis> axes;
+  for (const auto& spec : s.sweep) {
+    auto a = parse_sweep(spec, wl_io::serving_scenario_fields(), diags);
+    if (!a) return report(diags);
+    origin[a->key] = "--sweep";
+    axes.push_back(std::move(*a));
+  }
+  const bool rate = j.contains("rate") || std::any_of(axes.begin(), axes.end(), [](const SweepAxis& a) { return a.key == "rate"; });
+  if (!rate) {
+    diags.error("", "--sweep", "serve sweeps run the capacity planner: give --rate (or sweep rate)");
+    return report(diags);
+  }
+  auto db = hw_io::load_hardware_db(dir);
+  if (!db.ok()) return report(db.diagnostics());
+  auto lib = wl_io::load_model_library(dir);
+  if (!lib.ok()) return report(lib.diagnostics());
+  auto eval = [&](const nlohmann::json& point, Diagnostics& d) -> std::optional<ordered_json> {
+    auto sc = wl_io::decode_serving_scenario(point, file, "", origin);
+    d.append(sc.diagnostics());
+    if (!sc.ok()) return std::nullopt;
+    auto where = [&](const std::string& key) {
+      auto it = origin.find(key);
+      if (it != origin.end()) return it->second;
+      if (j.contains(key)) return file + ": /" + key;
+      std::string flag = key == "price_usd_per_hour" ? std::string("--price") : "--" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      return flag;
+    };
+    auto rs = resolve_serving(sc.value(), dir, s.no_calibration, *db, *lib, where, d);
+    if (!rs) return std::nullopt;
+    const auto r = model::plan_serving(rs->arch, rs->params, rs->perf, rs->traffic(), rs->sla, rs->sys,
+                                       rs->plan_options(), Explain::off);
+    return planner_json(*rs, r, false);
+  };
+  static const std::vector<SweepColumn> columns{
+      {"feasible", "/feasible"},          {"gpus", "/gpus"},
+      {"replicas", "/replicas"},          {"tp", "/best/tp"},
+      {"pp", "/best/pp"},                 {"batch", "/best/batch"},
+      {"ttft_s", "/ttft_s"},              {"itl_s", "/itl_s"},
+      {"tokens_per_s", "/tokens_per_s"},  {"cost_per_hour_usd", "/best/cost_per_hour_usd"},
+      {"cost_per_mtok_usd", "/cost_per_mtok_usd"}, {"reasons", "/reasons"}};
+  return run_sweep(axes, j, eval, columns, parse_format(g.format) == Format::json ? Format::json : Format::csv);
+}
+
+int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
+  nlohmann::json j = nlohmann::json::object();
+  std::string file = "(flags)";
+  if (!s.scenario.empty()) {
+    file = s.scenario;
+    auto text = json_io::read_text_file(s.scenario, diags);
+    if (!text) return report(diags);
+    auto parsed = json_io::parse(*text, s.scenario, diags);
+    if (!parsed) return report(diags);
+    j = *parsed;
+    if (!j.is_object()) {
+      diags.error(s.scenario, "/", "expected an object of serving scenario keys (docs/scenario.md)");
+      return report(diags);
+    }
+  }
+  std::map<std::string, std::string> origin;
+  overlay(cmd, f, s, j, origin);
+  if (!s.sweep.empty()) return run_serve_sweep(g, s, j, origin, file, *dir);
+  auto sc = wl_io::decode_serving_scenario(j, file, "", origin);
+  if (!sc.ok()) return report(sc.diagnostics());
   auto db = hw_io::load_hardware_db(*dir);
   if (!db.ok()) return report(db.diagnostics());
   auto lib = wl_io::load_model_library(*dir);
   if (!lib.ok()) return report(lib.diagnostics());
-  auto m = wl_io::resolve_model(*lib, f.model);
-  if (!m.ok()) {
-    Diagnostics d2;
-    for (auto d : m.diagnostics().items()) {
-      if (d.pointer == "MODEL") d.pointer = "--model";
-      d2.add(d);
-    }
-    return report(d2);
-  }
-  const auto& arch = m->arch;
-  model::ServingSystem sys;
-  auto where = [](const std::string& k) { return "--" + k; };
-  if (!resolve_hardware(f.gpu, s.node, s.cluster, *db, where, diags, sys)) return report(diags);
-  if (!load_calibration(*dir, sys, s.no_calibration, diags)) return report(diags);
-  const hw::GpuSpec& gpu = *sys.gpu;
-  if (s.price) {
-    if (!(*s.price >= 0)) diags.error("", "--price", fmt::format("{} is not a price in $/GPU-hour", plain_number(*s.price)));
-    sys.price = u::usd_per_hour(*s.price);
-  }
-  auto memplan = make_memory_plan(f, *db, gpu, diags);
-  // Serving plan.
-  model::ServingPerfPlan perf;
-  if (memplan) {
-    perf.weights = memplan->weights;
-    perf.kv = memplan->kv;
-    perf.max_batched_tokens = memplan->max_num_batched_tokens;
-    perf.max_batch = memplan->max_num_seqs;
-  }
-  perf.tp = f.tp;
-  perf.pp = f.pp;
-  perf.cuda_graphs = !f.enforce_eager;
-  if (sys.efficiency) model::use_measured_overheads(perf, *sys.efficiency);
-  const auto wd = model::parse_store_dtype(f.weight_dtype);
-  const bool gpu_fp8 = gpu.peak(hw::Precision::fp8).has_value();
-  const bool gpu_fp4 = gpu.peak(hw::Precision::fp4).has_value();
-  if (s.compute) {
-    perf.compute = *s.compute == "fp8"    ? hw::Precision::fp8
-                   : *s.compute == "fp4"  ? hw::Precision::fp4
-                   : *s.compute == "fp16" ? hw::Precision::fp16
-                                          : hw::Precision::bf16;
-    if (perf.compute == hw::Precision::fp8 && !gpu_fp8)
-      diags.error("", "--compute", fmt::format("{} has no fp8 tensor cores", gpu.info.id));
-    if (perf.compute == hw::Precision::fp4 && !gpu_fp4)
-      diags.error("", "--compute", fmt::format("{} has no fp4 tensor cores", gpu.info.id));
-    if (perf.compute == hw::Precision::fp8 && wd && *wd != model::StoreDtype::fp8)
-      diags.error("", "--compute", fmt::format("fp8 GEMMs need fp8 weights (--weight-dtype fp8), not {}", f.weight_dtype));
-    if (perf.compute == hw::Precision::fp4 && wd && *wd != model::StoreDtype::fp4)
-      diags.error("", "--compute", fmt::format("fp4 GEMMs need fp4 weights (--weight-dtype fp4), not {}", f.weight_dtype));
-  } else {
-    perf.compute = (wd && *wd == model::StoreDtype::fp8 && gpu_fp8)   ? hw::Precision::fp8
-                   : (wd && *wd == model::StoreDtype::fp4 && gpu_fp4) ? hw::Precision::fp4
-                                                                      : hw::Precision::bf16;
-  }
-  if (s.ep) {
-    if (!arch.moe) diags.error("", "--ep", "EP needs a mixture-of-experts model");
-    else if (arch.moe->num_experts % *s.ep != 0 || f.tp % *s.ep != 0)
-      diags.error("", "--ep", fmt::format("EP {} must divide the {} experts and TP {}", *s.ep, arch.moe->num_experts, f.tp));
-    perf.ep = *s.ep;
-  }
-  std::vector<std::string> overhead_notes;
-  if (s.step_overhead_ms) {
-    if (*s.step_overhead_ms < 0) diags.error("", "--step-overhead-ms", "must be ≥ 0");
-    perf.step_overhead = u::milliseconds(*s.step_overhead_ms);
-    overhead_notes.push_back(fmt::format("engine step overhead {} ms (--step-overhead-ms)", plain_number(*s.step_overhead_ms)));
-  }
-  if (s.kernel_overhead_us) {
-    if (*s.kernel_overhead_us < 0) diags.error("", "--kernel-overhead-us", "must be ≥ 0");
-    (perf.cuda_graphs ? perf.kernel_overhead_graph : perf.kernel_overhead_eager) = u::microseconds(*s.kernel_overhead_us);
-    overhead_notes.push_back(fmt::format("per-kernel overhead {} µs (--kernel-overhead-us)", plain_number(*s.kernel_overhead_us)));
-  }
-  if (s.cpu_per_kernel_us) {
-    if (*s.cpu_per_kernel_us < 0) diags.error("", "--cpu-per-kernel-us", "must be ≥ 0");
-    perf.cpu_per_kernel = u::microseconds(*s.cpu_per_kernel_us);
-  }
-  if (!overhead_notes.empty()) {
-    for (const auto& n : overhead_notes) perf.overhead_origin += "; " + n;
-  }
-  if (s.ttft_ms && !(*s.ttft_ms > 0)) diags.error("", "--ttft-ms", "must be > 0");
-  if (s.itl_ms && !(*s.itl_ms > 0)) diags.error("", "--itl-ms", "must be > 0");
-  if (!(s.percentile > 0 && s.percentile < 100)) diags.error("", "--percentile", "must be in (0, 100), e.g. 99");
-  if (s.rate && !(*s.rate > 0)) diags.error("", "--rate", "must be > 0 requests/s");
-  if ((s.spec_acceptance.has_value()) != (s.spec_tokens.has_value()))
-    diags.error("", s.spec_acceptance ? "--spec-tokens" : "--spec-acceptance",
-                "speculative decoding needs both --spec-acceptance and --spec-tokens");
-  if (s.spec_acceptance && !(*s.spec_acceptance >= 0 && *s.spec_acceptance <= 1))
-    diags.error("", "--spec-acceptance", "must be a probability in [0, 1]");
-  if (s.spec_acceptance && !s.draft_model && !s.draft_ms)
-    diags.error("", "--draft-model", "speculative decoding needs the draft's cost: --draft-model ID or --draft-ms");
-  const auto params = model::parameter_counts(arch, Explain::off);
-  if (diags.has_errors() || !memplan) return report(diags);
+  auto where = [&](const std::string& key) {
+    auto it = origin.find(key);
+    if (it != origin.end()) return it->second;
+    if (j.contains(key)) return file + ": /" + key;
+    if (key == "price_usd_per_hour") return std::string("--price");
+    std::string flag = "--" + key;
+    for (auto& ch : flag)
+      if (ch == '_') ch = '-';
+    return flag;
+  };
+  auto resolved = resolve_serving(sc.value(), *dir, s.no_calibration, *db, *lib, where, diags);
+  if (!resolved) return report(diags);
   report(diags);  // notes
-
-  std::optional<model::LengthDist> in_dist, out_dist;
-  if (s.input_dist) in_dist = parse_lengths(*s.input_dist, "--input-dist", diags);
-  if (s.output_dist) out_dist = parse_lengths(*s.output_dist, "--output-dist", diags);
-  if (diags.has_errors()) return report(diags);
+  const ResolvedServing& rs = *resolved;
+  const auto& arch = rs.arch;
+  const auto& params = rs.params;
+  const model::ServingSystem& sys = rs.sys;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  model::ServingPerfPlan perf = rs.perf;
   const Format fmt_ = parse_format(g.format);
-  // One replica: the mean lengths (the planner uses the distributions whole).
-  const std::int64_t isl = in_dist ? std::max<std::int64_t>(1, std::llround(in_dist->mean())) : s.input_tokens;
-  const std::int64_t osl = out_dist ? std::max<std::int64_t>(1, std::llround(out_dist->mean())) : s.output_tokens;
+  const std::int64_t isl = rs.input_tokens;
+  const std::int64_t osl = rs.output_tokens;
   const Explain ex = g.explain ? Explain::on : Explain::off;
 
   // ---------------- planner ----------------
-  if (s.rate) {
-    model::Traffic tr{*s.rate, isl, osl, in_dist, out_dist};
-    model::Sla sla;
-    if (s.ttft_ms) sla.ttft = u::milliseconds(*s.ttft_ms);
-    if (s.itl_ms) sla.itl = u::milliseconds(*s.itl_ms);
-    sla.percentile = s.percentile / 100.0;
-    model::ServingPlanOptions opt;
-    opt.memory = *memplan;
-    if (s.tp_given) opt.tp_options = {f.tp};
-    if (s.pp_given) opt.pp_options = {f.pp};
-    opt.disaggregated = s.disaggregated;
+  if (rs.planner()) {
+    const model::Traffic tr = rs.traffic();
+    const model::Sla& sla = rs.sla;
+    const model::ServingPlanOptions opt = rs.plan_options();
     const auto r = model::plan_serving(arch, params, perf, tr, sla, sys, opt, Explain::on);
     const int rc = r.feasible ? kExitOk : kExitInfeasible;
     if (fmt_ == Format::json) {
-      ordered_json o;
-      o["model"] = arch.id;
-      o["gpu"] = gpu.info.id;
-      o["traffic"] = {{"requests_per_s", tr.requests_per_s}, {"input_tokens", isl}, {"output_tokens", osl}};
-      o["sla"] = {{"ttft_s", sla.ttft ? ordered_json(sla.ttft->raw()) : ordered_json()},
-                  {"itl_s", sla.itl ? ordered_json(sla.itl->raw()) : ordered_json()},
-                  {"percentile", sla.percentile}};
-      o["feasible"] = r.feasible;
-      o["kv_bytes_per_token"] = r.kv_bytes_per_token.raw();
-      auto cand = [](const model::ServingCandidate& c) {
-        return ordered_json{{"tp", c.tp},
-                            {"pp", c.pp},
-                            {"batch", c.batch},
-                            {"max_concurrency", c.max_batch_memory},
-                            {"ttft_s", c.ttft.raw()},
-                            {"itl_s", c.itl.raw()},
-                            {"queue_wait_s", c.queue_wait.raw()},
-                            {"tokens_per_s", c.state.output_tokens_per_s},
-                            {"replica_requests_per_s", c.replica_requests_per_s},
-                            {"replicas", c.replicas},
-                            {"gpus", c.gpus},
-                            {"cost_per_hour_usd", u::to_usd_per_hour(c.cost_rate)},
-                            {"cost_per_mtok_usd", c.cost_per_mtok_usd},
-                            {"meets_sla", c.meets_sla},
-                            {"misses", c.misses}};
-      };
-      o["best"] = r.best ? cand(*r.best) : ordered_json();
-      if (r.best) {
-        o["gpus"] = r.best->gpus;
-        o["replicas"] = r.best->replicas;
-        o["ttft_s"] = r.best->ttft.raw();
-        o["itl_s"] = r.best->itl.raw();
-        o["tokens_per_s"] = r.best->state.output_tokens_per_s * double(r.best->replicas);
-        o["max_concurrency"] = r.best->max_batch_memory;
-        o["cost_per_mtok_usd"] = r.best->cost_per_mtok_usd;
-      }
-      o["per_tp"] = ordered_json::array();
-      for (const auto& c : r.per_tp) o["per_tp"].push_back(cand(c));
-      if (r.disaggregated) {
-        const auto& d = *r.disaggregated;
-        o["disaggregated"] = {{"prefill_gpus", d.prefill_gpus}, {"decode_gpus", d.decode_gpus}, {"gpus", d.gpus},
-                              {"decode_batch", d.decode_batch}, {"prefill_tp", d.prefill_tp}, {"decode_tp", d.decode_tp}, {"kv_transfer_s", d.kv_transfer.raw()},
-                              {"ttft_s", d.ttft.raw()},         {"itl_s", d.itl.raw()},
-                              {"cost_per_mtok_usd", d.cost_per_mtok_usd}, {"meets_sla", d.meets_sla},
-                              {"transfer_tier", d.transfer_tier}};
-      }
-      o["reasons"] = r.reasons;
-      o["notes"] = r.notes;
-      if (g.explain) o["derivation"] = derivation_json(r.derivation);
-      out(o.dump(2) + "\n");
+      out(planner_json(rs, r, g.explain).dump(2) + "\n");
       return rc;
     }
     if (fmt_ == Format::csv) {
@@ -298,10 +311,15 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
       return rc;
     }
     std::vector<Section> sec;
-    Section head{fmt::format("Serving {} on {} — {} req/s, {} in / {} out", arch.name.empty() ? arch.id : arch.name,
-                             gpu.info.id, plain_number(tr.requests_per_s), isl, osl),
+    const std::string load =
+        tr.concurrency ? fmt::format("{} users{} (closed loop: {:.3g} req/s at the chosen layout)", *tr.concurrency,
+                                     tr.think_time.raw() > 0 ? ", think time " + ms(tr.think_time) : std::string(),
+                                     r.traffic.requests_per_s)
+                       : plain_number(tr.requests_per_s) + " req/s";
+    Section head{fmt::format("Serving {} on {} — {}, {} in / {} out", arch.name.empty() ? arch.id : arch.name,
+                             gpu.info.id, load, isl, osl),
                  {}};
-    head.rows.emplace_back("SLA", fmt::format("TTFT p{} {}, ITL {}", plain_number(s.percentile),
+    head.rows.emplace_back("SLA", fmt::format("TTFT p{} {}, ITL {}", plain_number(rs.percentile),
                                               sla.ttft ? ms(*sla.ttft) : std::string("none"),
                                               sla.itl ? ms(*sla.itl) : std::string("none")));
     head.rows.emplace_back("weights / KV / compute",
@@ -316,7 +334,7 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
                   {"per replica", fmt::format("{} concurrent sequences (KV holds {}), {:.3g} req/s, {:.0f} output tok/s",
                                               b.batch, b.max_batch_memory, b.replica_requests_per_s,
                                               b.state.output_tokens_per_s)},
-                  {"TTFT", fmt::format("{} at p{} ({} prefill, {} queueing)", ms(b.ttft), plain_number(s.percentile),
+                  {"TTFT", fmt::format("{} at p{} ({} prefill, {} queueing)", ms(b.ttft), plain_number(rs.percentile),
                                        ms(b.ttft - b.queue_wait), ms(b.queue_wait))},
                   {"ITL", fmt::format("{} (decode-only step {})", ms(b.itl), ms(b.state.itl_decode_only))},
                   {"cost", b.cost_rate.raw() > 0 ? fmt::format("${:.2f}/hour, ${:.3g} per million output tokens",
@@ -362,8 +380,8 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   }
 
   // ---------------- one replica ----------------
-  model::ServingMemoryPlan mp = *memplan;
-  if (!s.tp_given) {
+  model::ServingMemoryPlan mp = rs.memory;
+  if (!rs.tp_given) {
     // The smallest TP (a power of two within the scale-up domain) that holds one sequence.
     for (int tp = 1; tp <= mp.max_tp; tp *= 2) {
       mp.tp = tp;
@@ -386,10 +404,10 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
     report(d2);
     return kExitInfeasible;
   }
-  const std::int64_t batch = std::min<std::int64_t>(s.batch.value_or(cap), cap);
-  if (s.batch && *s.batch > cap) {
+  const std::int64_t batch = std::min<std::int64_t>(rs.batch.value_or(cap), cap);
+  if (rs.batch && *rs.batch > cap) {
     Diagnostics n;
-    n.note("", "--batch", fmt::format("{} exceeds the KV capacity of {} sequences at {} tokens; using {}", *s.batch, cap,
+    n.note("", "--batch", fmt::format("{} exceeds the KV capacity of {} sequences at {} tokens; using {}", *rs.batch, cap,
                                       isl + osl, cap));
     report(n);
   }
@@ -399,29 +417,20 @@ int run_serve(const GlobalOptions& g, const ServingFlags& f, const ServeFlags& s
   const u::Seconds itl = model::decode_step_time(arch, perf, batch, isl + osl / 2, sys);
 
   std::optional<model::SpeculativeResult> spec;
-  if (s.spec_acceptance) {
-    u::Seconds t_draft = u::milliseconds(s.draft_ms.value_or(0));
-    if (s.draft_model) {
-      auto dm = wl_io::resolve_model(*lib, *s.draft_model);
-      if (!dm.ok()) {
-        Diagnostics d2;
-        for (auto d : dm.diagnostics().items()) {
-          if (d.pointer == "MODEL") d.pointer = "--draft-model";
-          d2.add(d);
-        }
-        return report(d2);
-      }
+  if (rs.speculation) {
+    u::Seconds t_draft = u::milliseconds(rs.draft_ms.value_or(0));
+    if (rs.draft) {
       model::ServingPerfPlan dp = perf;
-      dp.tp = dm->arch.heads % perf.tp == 0 ? perf.tp : 1;
+      dp.tp = rs.draft->heads % perf.tp == 0 ? perf.tp : 1;
       dp.pp = 1;
-      t_draft = model::decode_step_time(dm->arch, dp, batch, isl + osl / 2, sys);
+      t_draft = model::decode_step_time(*rs.draft, dp, batch, isl + osl / 2, sys);
     }
     const auto verify = model::forward_cost(
         arch, perf,
-        model::ForwardBatch{std::max(1.0, double(batch) / double(perf.pp)), *s.spec_tokens + 1, isl + osl / 2, 0, 0, 0,
+        model::ForwardBatch{std::max(1.0, double(batch) / double(perf.pp)), rs.speculation->draft_tokens + 1, isl + osl / 2, 0, 0, 0,
                             true},
         sys, Explain::off);
-    spec = model::speculative_decoding({*s.spec_acceptance, *s.spec_tokens}, t_draft, itl, verify.total, ex);
+    spec = model::speculative_decoding(*rs.speculation, t_draft, itl, verify.total, ex);
   }
 
   // Throughput vs batch.
@@ -535,6 +544,10 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   auto s = std::make_shared<ServeFlags>();
   auto* c = app.add_subcommand("serve", "serving latency (TTFT, ITL), throughput vs batch; with --rate: GPUs and "
                                         "replicas for a traffic level within a latency SLA");
+  c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
+  c->add_option("--sweep", s->sweep,
+                "vary a scenario key over KEY=A..B (doubling), KEY=A..B:STEP or KEY=V1,V2,...; repeat for a grid. Runs "
+                "the planner (needs --rate) at every point: one CSV row (JSON with --format json) per point");
   add_serving_memory_options(*c, *f, true);
   c->add_option("--node", s->node, "node id (scale-up fabric for TP; default: a node holding the GPU)");
   c->add_option("--cluster", s->cluster, "cluster id (scale-out fabric for disaggregated KV transfer)");
@@ -551,6 +564,11 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--batch", s->batch, "concurrent sequences per replica (default: the KV capacity)")
       ->check(CLI::Range(1LL, 10'000'000LL));
   c->add_option("--rate", s->rate, "requests per second to serve: runs the capacity planner");
+  c->add_option("--concurrency", s->concurrency,
+                "closed-loop users, each with one request in flight (instead of --rate): runs the capacity planner; "
+                "the rate follows from the latency")
+      ->check(CLI::Range(1LL, 1'000'000'000LL));
+  c->add_option("--think-time-s", s->think_time_s, "closed loop: seconds between a response and the next request");
   c->add_option("--ttft-ms", s->ttft_ms, "SLA: time to first token at the percentile");
   c->add_option("--itl-ms", s->itl_ms, "SLA: inter-token latency (mean iteration)");
   c->add_option("--percentile", s->percentile, "SLA percentile for TTFT")->capture_default_str();
@@ -572,11 +590,7 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--draft-ms", s->draft_ms, "speculative decoding: draft step time in ms (instead of a draft model)");
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
-  c->callback([&g, f, s, c, &rc] {
-    s->tp_given = c->count("--tp") > 0;
-    s->pp_given = c->count("--pp") > 0;
-    rc = run_serve(g, *f, *s);
-  });
+  c->callback([&g, f, s, c, &rc] { rc = run_serve(g, *c, *f, *s); });
 }
 
 }  // namespace gpuplan::cli

@@ -21,6 +21,7 @@
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "resolve.hpp"
+#include "sweep.hpp"
 
 namespace gpuplan::cli {
 namespace {
@@ -47,6 +48,7 @@ struct TrainFlags {
   std::optional<double> deadline_days;
   long long threads = 0;
   std::optional<long long> cancel_after;  ///< test hook: raise SIGINT after this many layouts
+  std::vector<std::string> sweep;  ///< --sweep KEY=RANGE (repeatable: a grid)
 };
 
 /// Flags as a JSON overlay over the scenario file, remembering which flag each key came from.
@@ -304,36 +306,8 @@ class ProgressBar {
 
 /// `N`, `A..B` (A, 2A, 4A, ... ≤ B) or `A..B:S` (A, A+S, ... ≤ B). Empty with `error` set when it does not parse.
 std::vector<long long> parse_gpu_counts(const std::string& text, std::string& error) {
-  auto integer = [](std::string_view v, long long& x) {
-    const auto* e = v.data() + v.size();
-    auto [p, ec] = std::from_chars(v.data(), e, x);
-    return ec == std::errc() && p == e;
-  };
-  constexpr long long kMax = 10'000'000;
-  const std::string_view t = text;
-  const auto dots = t.find("..");
-  std::vector<long long> out;
-  if (dots == std::string_view::npos) return out;  // not a range: the caller decodes it as one integer
-  const std::string_view a = t.substr(0, dots), rest = t.substr(dots + 2);
-  const auto colon = rest.find(':');
-  const std::string_view b = rest.substr(0, colon);
-  long long lo = 0, hi = 0, step = 0;
-  if (!integer(a, lo) || !integer(b, hi) || (colon != std::string_view::npos && !integer(rest.substr(colon + 1), step))) {
-    error = fmt::format("'{}' is not a GPU count or range: expected N, A..B (doubling from A) or A..B:STEP", text);
-    return {};
-  }
-  if (lo < 1 || hi > kMax || lo > hi || (colon != std::string_view::npos && step < 1)) {
-    error = fmt::format("'{}': expected 1 <= A <= B <= {} and STEP >= 1", text, kMax);
-    return {};
-  }
-  for (long long n = lo; n <= hi; n = colon == std::string_view::npos ? n * 2 : n + step) {
-    out.push_back(n);
-    if (out.size() > 4096) {
-      error = fmt::format("'{}' has more than 4096 GPU counts", text);
-      return {};
-    }
-  }
-  return out;
+  if (text.find("..") == std::string::npos) return {};  // not a range: the caller decodes it as one integer
+  return wl_io::parse_count_range(text, error);
 }
 
 std::string csv_num(double v) { return fmt::format("{:.10g}", v); }
@@ -551,24 +525,8 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
   const auto& base = r.plan;
 
   // Dimensions given as flags or scenario keys are fixed; the others are searched.
-  model::SearchSpace space;
-  space.gpus = gpu_counts;
-  if (j.contains("tp")) space.tp = {base.par.tp};
-  if (j.contains("pp")) space.pp = {base.par.pp};
-  if (j.contains("dp")) space.dp = {base.par.dp};
-  if (j.contains("cp")) space.cp = {base.par.cp};
-  if (j.contains("ep")) space.ep = {base.par.ep};
-  if (j.contains("virtual_stages")) space.virtual_stages = {base.par.virtual_stages};
-  if (j.contains("schedule")) {
-    if (base.schedule == wl::PipelineSchedule::one_f_one_b) space.virtual_stages = {1};
-    else if (space.virtual_stages.empty())
-      for (int v = 2; v <= arch.layers && v <= 1024; ++v) space.virtual_stages.push_back(v);
-  }
-  if (j.contains("micro_batch")) space.micro_batch = {base.micro_batch};
-  if (j.contains("sequence_parallel")) space.sequence_parallel = {base.par.sequence_parallel};
-  if (j.contains("recompute")) space.recompute = {base.recompute};
-  if (j.contains("zero")) space.zero = {base.zero};
-  if (j.contains("offload")) space.offload = {base.offload};
+  const model::SearchSpace space =
+      fixed_search_space([&](const std::string& key) { return j.contains(key); }, base, arch, gpu_counts);
 
   model::SearchOptions opt;
   opt.top = int(f.top);
@@ -733,6 +691,49 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
   return rc;
 }
 
+/// `train --sweep`: one estimate per point of the grid, one row per point (docs/cli.md).
+int run_train_sweep(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json& j,
+                    std::map<std::string, std::string> origin, const std::string& file, const std::string& dir) {
+  Diagnostics diags;
+  std::vector<SweepAxis> axes;
+  for (const auto& spec : f.sweep) {
+    auto a = parse_sweep(spec, wl_io::training_scenario_fields(), diags);
+    if (!a) return report(diags);
+    origin[a->key] = "--sweep";
+    axes.push_back(std::move(*a));
+  }
+  auto db = hw_io::load_hardware_db(dir);
+  if (!db.ok()) return report(db.diagnostics());
+  auto lib = wl_io::load_model_library(dir);
+  if (!lib.ok()) return report(lib.diagnostics());
+  auto eval = [&](const nlohmann::json& point, Diagnostics& d) -> std::optional<ordered_json> {
+    auto sc = wl_io::decode_training_scenario(point, file, origin);
+    d.append(sc.diagnostics());
+    if (!sc.ok()) return std::nullopt;
+    auto where = [&](const std::string& key) {
+      auto it = origin.find(key);
+      if (it != origin.end()) return it->second;
+      return j.contains(key) ? file + ": /" + key : "--" + key;
+    };
+    auto r = resolve_training(sc.value(), point.contains("global_batch"), *db, *lib, where, d);
+    if (!r || !load_calibration(dir, r->sys, f.no_calibration, d)) return std::nullopt;
+    model::TrainingEstimate est;
+    if (r->pre.ok) est = model::estimate_training(r->arch, r->plan, r->sys, Explain::off);
+    else est.feasibility = r->pre;
+    return estimate_json(r->arch, r->sys, r->plan, est, false);
+  };
+  static const std::vector<SweepColumn> columns{
+      {"feasible", "/feasible"},         {"gpus", "/gpus"},
+      {"tp", "/layout/tp"},              {"pp", "/layout/pp"},
+      {"dp", "/layout/dp"},              {"cp", "/layout/cp"},
+      {"step_time_s", "/step_time_s"},   {"tokens_per_s", "/tokens_per_s"},
+      {"mfu", "/mfu"},                   {"peak_bytes_per_gpu", "/memory/peak_bytes_per_gpu"},
+      {"time_to_train_s", "/time_to_train_s"}, {"gpu_hours", "/gpu_hours"},
+      {"cost_usd", "/cost_usd"},         {"energy_kWh", "/energy_kWh"},
+      {"reasons", "/reasons"}};
+  return run_sweep(axes, j, eval, columns, parse_format(g.format) == Format::json ? Format::json : Format::csv);
+}
+
 int run_train(const GlobalOptions& g, const TrainFlags& f) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
@@ -773,6 +774,13 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
     else if (ec == std::errc() && p == e) j["gpus"] = n;
     else j["gpus"] = *f.gpus;  // the decoder names the flag and the type
     origin["gpus"] = "--gpus";
+  }
+  if (!f.sweep.empty()) {
+    if (f.search) {
+      diags.error("", "--sweep", "--sweep and --search do not combine: sweep the GPU count with --search's range instead");
+      return report(diags);
+    }
+    return run_train_sweep(g, f, j, origin, file, *dir);
   }
   auto sc = wl_io::decode_training_scenario(j, file, origin);
   if (!sc.ok()) return report(sc.diagnostics());
@@ -859,6 +867,9 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
                 "unless --rank-by says otherwise)")
       ->check(CLI::PositiveNumber);
   c->add_option("--threads", f->threads, "with --search: worker threads (default: all cores)")->check(CLI::Range(0, 1024));
+  c->add_option("--sweep", f->sweep,
+                "vary a scenario key over KEY=A..B (doubling), KEY=A..B:STEP or KEY=V1,V2,...; repeat for a grid: one CSV "
+                "row (JSON with --format json) per point");
   c->add_option("--cancel-after", f->cancel_after, "test hook: act as if Ctrl-C came after this many layouts")
       ->group("");
   c->callback([&g, f, &rc] { rc = run_train(g, *f); });

@@ -1,10 +1,14 @@
 #include "resolve.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "gpuplan/calibrate/calibration.hpp"
+#include "common.hpp"
+#include "serving_flags.hpp"
 
 namespace gpuplan::cli {
 
@@ -104,6 +108,265 @@ std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool
     const auto rest = model::check_training_layout(r.arch, r.plan, r.sys);
     for (const auto& reason : rest.reasons)
       if (reason.find("global batch") == std::string::npos) r.pre.fail(reason);
+  }
+  return r;
+}
+
+model::SearchSpace fixed_search_space(const std::function<bool(const std::string&)>& given, const wl::TrainingPlan& base,
+                                      const wl::TransformerArch& arch, std::vector<long long> gpus) {
+  model::SearchSpace space;
+  space.gpus = std::move(gpus);
+  if (given("tp")) space.tp = {base.par.tp};
+  if (given("pp")) space.pp = {base.par.pp};
+  if (given("dp")) space.dp = {base.par.dp};
+  if (given("cp")) space.cp = {base.par.cp};
+  if (given("ep")) space.ep = {base.par.ep};
+  if (given("virtual_stages")) space.virtual_stages = {base.par.virtual_stages};
+  if (given("schedule")) {
+    if (base.schedule == wl::PipelineSchedule::one_f_one_b) space.virtual_stages = {1};
+    else if (space.virtual_stages.empty())
+      for (int v = 2; v <= arch.layers && v <= 1024; ++v) space.virtual_stages.push_back(v);
+  }
+  if (given("micro_batch")) space.micro_batch = {base.micro_batch};
+  if (given("sequence_parallel")) space.sequence_parallel = {base.par.sequence_parallel};
+  if (given("recompute")) space.recompute = {base.recompute};
+  if (given("zero")) space.zero = {base.zero};
+  if (given("offload")) space.offload = {base.offload};
+  return space;
+}
+
+std::optional<model::LengthDist> parse_lengths(const std::string& spec, const std::string& where, Diagnostics& diags) {
+  auto bad = [&](const std::string& why) {
+    diags.error("", where,
+                fmt::format("'{}': {} (expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)", spec, why));
+    return std::nullopt;
+  };
+  auto number = [](const std::string& t, double& v) {
+    try {
+      std::size_t used = 0;
+      v = std::stod(t, &used);
+      return used == t.size() && std::isfinite(v);
+    } catch (...) {
+      return false;
+    }
+  };
+  auto split = [](const std::string& t, char sep) {
+    std::vector<std::string> parts;
+    std::string cur;
+    for (char c : t) {
+      if (c == sep) {
+        parts.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    parts.push_back(cur);
+    return parts;
+  };
+  if (spec.rfind("lognormal:", 0) == 0) {
+    const auto parts = split(spec.substr(10), ',');
+    double mean = 0, sd = 0;
+    if (parts.size() != 2 || !number(parts[0], mean) || !number(parts[1], sd)) return bad("lognormal takes MEAN,SD");
+    if (!(mean >= 1) || !(sd >= 0)) return bad("the mean must be ≥ 1 token and the standard deviation ≥ 0");
+    return model::lognormal_lengths(mean, sd);
+  }
+  model::LengthDist d;
+  double total = 0;
+  for (const auto& item : split(spec, ',')) {
+    const auto kv = split(item, ':');
+    double tokens = 0, weight = 0;
+    if (kv.size() != 2 || !number(kv[0], tokens) || !number(kv[1], weight)) return bad(fmt::format("'{}' is not TOKENS:WEIGHT", item));
+    if (!(tokens >= 1) || tokens != std::floor(tokens) || !(weight > 0))
+      return bad(fmt::format("'{}': tokens must be a whole number ≥ 1 and the weight > 0", item));
+    d.points.emplace_back(std::int64_t(tokens), weight);
+    total += weight;
+  }
+  std::sort(d.points.begin(), d.points.end());
+  for (auto& pt : d.points) pt.second /= total;
+  return d;
+}
+
+model::Traffic ResolvedServing::traffic() const {
+  model::Traffic t{rate.value_or(0.0), input_tokens, output_tokens, input_dist, output_dist};
+  if (concurrency) {
+    t.concurrency = *concurrency;
+    t.think_time = units::seconds(think_time_s);
+  }
+  return t;
+}
+
+model::ServingPlanOptions ResolvedServing::plan_options() const {
+  model::ServingPlanOptions opt;
+  opt.memory = memory;
+  if (tp_given) opt.tp_options = {perf.tp};
+  if (pp_given) opt.pp_options = {perf.pp};
+  opt.disaggregated = disaggregated;
+  return opt;
+}
+
+std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, const std::string& data_dir,
+                                               bool no_calibration, const hw::HardwareDb& db,
+                                               const wl_io::ModelLibrary& lib,
+                                               const std::function<std::string(const std::string&)>& where,
+                                               Diagnostics& diags) {
+  namespace u = gpuplan::units;
+  if (s.model.empty()) {
+    diags.error("", where("model"), "no model given (a library id such as llama-3.1-70b, or a config.json)");
+    return std::nullopt;
+  }
+  auto m = wl_io::resolve_model(lib, s.model);
+  if (!m.ok()) {
+    for (auto d : m.diagnostics().items()) {
+      if (d.pointer == "MODEL") d.pointer = where("model");
+      diags.add(d);
+    }
+    return std::nullopt;
+  }
+  ResolvedServing r;
+  r.arch = m->arch;
+  const auto& arch = r.arch;
+  auto& sys = r.sys;
+  const std::string gpu_name = s.gpu.empty() && s.node.empty() && s.cluster.empty() ? "h100-sxm5-80gb" : s.gpu;
+  if (!resolve_hardware(gpu_name, s.node, s.cluster, db, where, diags, sys)) return std::nullopt;
+  if (!load_calibration(data_dir, sys, no_calibration, diags)) return std::nullopt;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  if (s.price_usd_per_hour) {
+    if (!(*s.price_usd_per_hour >= 0))
+      diags.error("", where("price_usd_per_hour"),
+                  fmt::format("{} is not a price in $/GPU-hour", plain_number(*s.price_usd_per_hour)));
+    sys.price = u::usd_per_hour(*s.price_usd_per_hour);
+  }
+  ServingFlags f;
+  f.model = s.model;
+  f.gpu = gpu.info.id;
+  f.tp = static_cast<int>(s.tp.value_or(1));
+  f.pp = static_cast<int>(s.pp.value_or(1));
+  f.kv_dtype = s.kv_dtype.value_or("bf16");
+  f.kv_scales = s.kv_scales;
+  f.kv_scale_bytes = s.kv_scale_bytes;
+  f.weight_dtype = s.weight_dtype.value_or("bf16");
+  f.weight_group_size = s.weight_group_size;
+  f.block_size = s.block_size;
+  f.prefix_tokens = s.prefix_tokens.value_or(0);
+  f.engine = s.engine;
+  f.gpu_memory_utilization = s.gpu_memory_utilization;
+  f.mem_fraction_static = s.mem_fraction_static;
+  f.usable_fraction = s.usable_fraction;
+  f.cudagraph_in_budget = s.cudagraph_in_budget;
+  f.enforce_eager = s.enforce_eager;
+  f.cuda_graph_gib = s.cuda_graph_GiB;
+  f.activation_gib = s.activation_GiB;
+  f.max_num_batched_tokens = s.max_num_batched_tokens;
+  f.max_num_seqs = s.max_num_seqs;
+  f.overheads = s.overheads;
+  f.capacity = s.capacity;
+  r.weight_dtype = f.weight_dtype;
+  auto memplan = make_memory_plan(f, db, gpu, diags, where);
+  auto& perf = r.perf;
+  if (memplan) {
+    r.memory = *memplan;
+    perf.weights = memplan->weights;
+    perf.kv = memplan->kv;
+    perf.max_batched_tokens = memplan->max_num_batched_tokens;
+    perf.max_batch = memplan->max_num_seqs;
+  }
+  perf.tp = f.tp;
+  perf.pp = f.pp;
+  perf.cuda_graphs = !f.enforce_eager;
+  if (sys.efficiency) model::use_measured_overheads(perf, *sys.efficiency);
+  const auto wd = model::parse_store_dtype(f.weight_dtype);
+  const bool gpu_fp8 = gpu.peak(hw::Precision::fp8).has_value();
+  const bool gpu_fp4 = gpu.peak(hw::Precision::fp4).has_value();
+  if (s.compute) {
+    const std::string& c = *s.compute;
+    perf.compute = c == "fp8" ? hw::Precision::fp8 : c == "fp4" ? hw::Precision::fp4 : c == "fp16" ? hw::Precision::fp16 : hw::Precision::bf16;
+    if (perf.compute == hw::Precision::fp8 && !gpu_fp8)
+      diags.error("", where("compute"), fmt::format("{} has no fp8 tensor cores", gpu.info.id));
+    if (perf.compute == hw::Precision::fp4 && !gpu_fp4)
+      diags.error("", where("compute"), fmt::format("{} has no fp4 tensor cores", gpu.info.id));
+    if (perf.compute == hw::Precision::fp8 && wd && *wd != model::StoreDtype::fp8)
+      diags.error("", where("compute"), fmt::format("fp8 GEMMs need fp8 weights (--weight-dtype fp8), not {}", f.weight_dtype));
+    if (perf.compute == hw::Precision::fp4 && wd && *wd != model::StoreDtype::fp4)
+      diags.error("", where("compute"), fmt::format("fp4 GEMMs need fp4 weights (--weight-dtype fp4), not {}", f.weight_dtype));
+  } else {
+    perf.compute = (wd && *wd == model::StoreDtype::fp8 && gpu_fp8)   ? hw::Precision::fp8
+                   : (wd && *wd == model::StoreDtype::fp4 && gpu_fp4) ? hw::Precision::fp4
+                                                                      : hw::Precision::bf16;
+  }
+  if (s.ep) {
+    const long long ep = *s.ep;
+    if (!arch.moe) diags.error("", where("ep"), "EP needs a mixture-of-experts model");
+    else if (arch.moe->num_experts % ep != 0 || f.tp % ep != 0)
+      diags.error("", where("ep"), fmt::format("EP {} must divide the {} experts and TP {}", ep, arch.moe->num_experts, f.tp));
+    perf.ep = static_cast<int>(ep);
+  }
+  std::vector<std::string> overhead_notes;
+  if (s.step_overhead_ms) {
+    if (*s.step_overhead_ms < 0) diags.error("", where("step_overhead_ms"), "must be ≥ 0");
+    perf.step_overhead = u::milliseconds(*s.step_overhead_ms);
+    overhead_notes.push_back(fmt::format("engine step overhead {} ms (--step-overhead-ms)", plain_number(*s.step_overhead_ms)));
+  }
+  if (s.kernel_overhead_us) {
+    if (*s.kernel_overhead_us < 0) diags.error("", where("kernel_overhead_us"), "must be ≥ 0");
+    (perf.cuda_graphs ? perf.kernel_overhead_graph : perf.kernel_overhead_eager) = u::microseconds(*s.kernel_overhead_us);
+    overhead_notes.push_back(fmt::format("per-kernel overhead {} µs (--kernel-overhead-us)", plain_number(*s.kernel_overhead_us)));
+  }
+  if (s.cpu_per_kernel_us) {
+    if (*s.cpu_per_kernel_us < 0) diags.error("", where("cpu_per_kernel_us"), "must be ≥ 0");
+    perf.cpu_per_kernel = u::microseconds(*s.cpu_per_kernel_us);
+  }
+  for (const auto& n : overhead_notes) perf.overhead_origin += "; " + n;
+  r.percentile = s.percentile.value_or(99.0);
+  if (s.ttft_ms && !(*s.ttft_ms > 0)) diags.error("", where("ttft_ms"), "must be > 0");
+  if (s.itl_ms && !(*s.itl_ms > 0)) diags.error("", where("itl_ms"), "must be > 0");
+  if (!(r.percentile > 0 && r.percentile < 100)) diags.error("", where("percentile"), "must be in (0, 100), e.g. 99");
+  if (s.rate && !(*s.rate > 0)) diags.error("", where("rate"), "must be > 0 requests/s");
+  if (s.rate && s.concurrency)
+    diags.error("", where("concurrency"), "give either a request rate (open loop) or a concurrency (closed loop), not both");
+  if (s.think_time_s && !s.concurrency)
+    diags.error("", where("think_time_s"), "a think time needs a concurrency (closed-loop users)");
+  if (s.think_time_s && !(*s.think_time_s >= 0)) diags.error("", where("think_time_s"), "must be ≥ 0 seconds");
+  if (s.spec_acceptance.has_value() != s.spec_tokens.has_value())
+    diags.error("", where(s.spec_acceptance ? "spec_tokens" : "spec_acceptance"),
+                "speculative decoding needs both --spec-acceptance and --spec-tokens");
+  if (s.spec_acceptance && !(*s.spec_acceptance >= 0 && *s.spec_acceptance <= 1))
+    diags.error("", where("spec_acceptance"), "must be a probability in [0, 1]");
+  if (s.spec_acceptance && !s.draft_model && !s.draft_ms)
+    diags.error("", where("draft_model"), "speculative decoding needs the draft's cost: --draft-model ID or --draft-ms");
+  r.params = model::parameter_counts(arch, Explain::off);
+  if (diags.has_errors() || !memplan) return std::nullopt;
+
+  if (s.input_dist) r.input_dist = parse_lengths(*s.input_dist, where("input_dist"), diags);
+  if (s.output_dist) r.output_dist = parse_lengths(*s.output_dist, where("output_dist"), diags);
+  if (diags.has_errors()) return std::nullopt;
+  // One replica runs at the mean lengths (the planner uses the distributions whole).
+  r.input_tokens = r.input_dist ? std::max<std::int64_t>(1, std::llround(r.input_dist->mean())) : s.input_tokens.value_or(1024);
+  r.output_tokens = r.output_dist ? std::max<std::int64_t>(1, std::llround(r.output_dist->mean())) : s.output_tokens.value_or(256);
+  r.rate = s.rate;
+  r.concurrency = s.concurrency;
+  r.think_time_s = s.think_time_s.value_or(0.0);
+  if (s.ttft_ms) r.sla.ttft = u::milliseconds(*s.ttft_ms);
+  if (s.itl_ms) r.sla.itl = u::milliseconds(*s.itl_ms);
+  r.sla.percentile = r.percentile / 100.0;
+  r.batch = s.batch;
+  r.tp_given = s.tp.has_value();
+  r.pp_given = s.pp.has_value();
+  r.disaggregated = s.disaggregated;
+  if (s.spec_acceptance) {
+    r.speculation = model::Speculation{*s.spec_acceptance, *s.spec_tokens};
+    r.draft_ms = s.draft_ms;
+    if (s.draft_model) {
+      auto dm = wl_io::resolve_model(lib, *s.draft_model);
+      if (!dm.ok()) {
+        for (auto d : dm.diagnostics().items()) {
+          if (d.pointer == "MODEL") d.pointer = where("draft_model");
+          diags.add(d);
+        }
+        return std::nullopt;
+      }
+      r.draft = dm->arch;
+    }
   }
   return r;
 }

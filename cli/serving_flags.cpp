@@ -12,9 +12,16 @@ namespace u = gpuplan::units;
 }  // namespace
 
 std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, const hw::HardwareDb& db, const hw::GpuSpec& gpu,
-                                                  Diagnostics& diags) {
+                                                  Diagnostics& diags, const KeyLocator& where) {
   model::ServingMemoryPlan p;
-  auto bad = [&](const char* flag, std::string msg) { diags.error("", flag, std::move(msg)); };
+  // Messages name the flag; with a locator, the flag's scenario key is located instead ("plan.json: /kv_dtype").
+  auto bad = [&](const std::string& flag, std::string msg) {
+    if (!where) return diags.error("", flag, std::move(msg));
+    std::string key = flag.substr(2);
+    for (auto& c : key)
+      if (c == '-') c = '_';
+    diags.error("", where(key), std::move(msg));
+  };
   p.tp = f.tp;
   p.pp = f.pp;
   if (f.gpus) p.gpus = *f.gpus;
@@ -145,7 +152,8 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
 }
 
 void add_serving_memory_options(CLI::App& c, ServingFlags& f, bool for_serve) {
-  c.add_option("--model,-m", f.model, "model: library id or path to a config.json")->required();
+  auto* model = c.add_option("--model,-m", f.model, "model: library id or path to a config.json");
+  if (!for_serve) model->required();  // serve: the model may come from --scenario
   c.add_option("--gpu", f.gpu, "GPU id or alias")->capture_default_str();
   c.add_option("--tp", f.tp, "tensor parallel")->check(CLI::Range(1, 1024))->capture_default_str();
   c.add_option("--pp", f.pp, "pipeline parallel")->check(CLI::Range(1, 1024))->capture_default_str();

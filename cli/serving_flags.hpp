@@ -1,6 +1,7 @@
 #pragma once
 // Flags shared by `gpuplan kv` and `gpuplan serve`: model, GPU, layout, KV and weight formats and the serving engine's
 // memory knobs, and their translation into a model::ServingMemoryPlan (diagnostics name the flag).
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -43,8 +44,12 @@ struct ServingFlags {
 /// count) and the textbook simplifications.
 void add_serving_memory_options(CLI::App& c, ServingFlags& f, bool for_serve);
 
-/// Builds the memory plan from the flags; diagnostics name the flag.
+/// Where a scenario key came from, for diagnostics: "--tp" for a flag, "plan.json: /serving/0/scenario/tp" for a file.
+using KeyLocator = std::function<std::string(const std::string&)>;
+
+/// Builds the memory plan from the flags; diagnostics name the flag, or with `where` the key's location.
 std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, const hw::HardwareDb& db,
-                                                         const hw::GpuSpec& gpu, Diagnostics& diags);
+                                                         const hw::GpuSpec& gpu, Diagnostics& diags,
+                                                         const KeyLocator& where = {});
 
 }  // namespace gpuplan::cli

@@ -7,15 +7,13 @@ cmake --preset release -DGPUPLAN_BUILD_TESTS=OFF >/dev/null
 cmake --build --preset release
 exe=build/release/cli/gpuplan
 echo
-echo "== Hardware database (dense peaks; no 2:4 sparsity) =="
 "$exe" hw validate
-"$exe" hw list
 echo
-echo "== Model library =="
-"$exe" model list
+echo "== The main job: gpuplan report data/scenarios/llama-3.1-70b-budget.json =="
+echo "   (Llama-3.1-70B pre-training + chat serving on A100, H100, H200 and B200: the cheapest way to do each)"
 echo
-echo "== Example: gpuplan model show llama-3.1-70b =="
-"$exe" model show llama-3.1-70b
+"$exe" report data/scenarios/llama-3.1-70b-budget.json
+"$exe" report data/scenarios/llama-3.1-70b-budget.json --format html --output build/llama-3.1-70b-budget.html
 echo
-echo "== Example: training Llama-3.1-70B on 1,024 H100s (15T tokens) =="
-"$exe" train --model llama-3.1-70b --gpu h100 --gpus 1024 --tp 8 --pp 4 --global-batch 1024 --seq 8192 --tokens 15e12
+echo "The same report as one HTML page with charts: build/llama-3.1-70b-budget.html"
+echo "Rerun any row with --explain (the commands are in the report); your own plan: docs/report.md"

@@ -462,3 +462,35 @@ TEST_CASE("serve --input-dist / --output-dist: the planner takes distributions, 
     CHECK(contains(r.err, "--input-dist: error: '" + spec + "': " + why));
   }
 }
+
+TEST_CASE("serve --concurrency: closed-loop users size the deployment - the rate follows from the latency") {
+  const Run r = run({"serve", "-m", "llama-3.1-70b", "--gpu", "h100", "--concurrency", "256", "--input-tokens", "2048",
+                     "--output-tokens", "500", "--ttft-ms", "1000", "--itl-ms", "50", "--format", "json"});
+  INFO(r.err);
+  REQUIRE(r.rc == 0);
+  const json j = parse_json(r);
+  CHECK(j["feasible"] == true);
+  CHECK(j["traffic"]["concurrency"] == 256);
+  CHECK(j["traffic"]["think_time_s"] == 0.0);
+  const json& b = j["best"];
+  // λ = N / (TTFT + (osl − 1) · ITL) at the chosen layout; replicas hold it; no queueing for a batch slot.
+  const double lam = j["traffic"]["requests_per_s"].get<double>();
+  CHECK(lam > 0);
+  const double replicas = b["replicas"].get<double>(), lam_r = b["replica_requests_per_s"].get<double>();
+  CHECK(replicas * lam_r >= lam);
+  CHECK((replicas - 1) * lam_r < lam);
+  const Run text = run({"serve", "-m", "llama-3.1-70b", "--gpu", "h100", "--concurrency", "64", "--think-time-s", "30",
+                        "--input-tokens", "2048", "--output-tokens", "500", "--ttft-ms", "1000", "--itl-ms", "50"});
+  INFO(text.err);
+  REQUIRE(text.rc == 0);
+  CHECK(contains(text.out, "64 users, think time 30 s (closed loop: "));
+  CHECK(contains(text.out, "closed loop: 64 users, think time 30 s: λ = N / (TTFT + (osl − 1)·ITL + think time)"));
+  // Bad combinations name the flag.
+  const Run both = run({"serve", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--concurrency", "2"});
+  CHECK(both.rc == kInvalid);
+  CHECK(contains(both.err, "--concurrency: error: give either a request rate (open loop) or a concurrency (closed "
+                           "loop), not both"));
+  const Run think = run({"serve", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--think-time-s", "5"});
+  CHECK(think.rc == kInvalid);
+  CHECK(contains(think.err, "--think-time-s: error: a think time needs a concurrency (closed-loop users)"));
+}

@@ -1159,7 +1159,7 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
     CHECK(off.step.comm_exposed.raw() == on_gpu.step.comm_exposed.raw());
   }
 
-  TEST_CASE("the CPU step streams 28 B per parameter at the GPU's share of the node's DRAM; transfers over PCIe") {
+  TEST_CASE("the CPU step streams 28 B per parameter at the GPU's share of the node's DRAM - transfers over PCIe") {
     const auto sys = system_of("dgx-h100");
     const auto& a = arch("llama-3.1-8b");
     wl::TrainingPlan p = plan_of(zero1());

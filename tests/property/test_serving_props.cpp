@@ -208,7 +208,7 @@ std::string stages_line(const model::ServingMemory& m) {
 }
 }  // namespace
 
-TEST_CASE("property: serving memory is finite; the GPU count it gives holds the sequences' KV cache") {
+TEST_CASE("property: serving memory is finite - the GPU count it gives holds the sequences' KV cache") {
   int n = 0, counted = 0;
   for (const int i : prop::case_indices(600)) {
     Rng r("serving-memory", i);
@@ -306,7 +306,7 @@ TEST_CASE("property: plan_serving's answers are finite and every candidate's bat
   CHECK(candidates > 40);
 }
 
-TEST_CASE("property: collectives cost 0 on one GPU; finite, >= 0 and non-decreasing in the message size otherwise "
+TEST_CASE("property: collectives cost 0 on one GPU - finite, >= 0 and non-decreasing in the message size otherwise "
           "(+inf where no link joins the domains)") {
   static const std::vector<model::Collective> ops{model::Collective::all_reduce, model::Collective::all_gather,
                                                   model::Collective::reduce_scatter, model::Collective::all_to_all,

@@ -1,5 +1,8 @@
 #include "gpuplan/wl_io/scenario_io.hpp"
 
+#include <charconv>
+#include <string_view>
+
 #include <fmt/format.h>
 
 namespace gpuplan::wl_io {
@@ -67,21 +70,29 @@ const FieldTable& training_scenario_fields() {
   return t;
 }
 
-Result<TrainingScenario> decode_training_scenario(const Json& j, const std::string& file,
-                                                  const std::map<std::string, std::string>& origin_of_key) {
-  Diagnostics raw;
-  ObjectReader r(j, training_scenario_fields(), file, "", raw);
-  // Re-home diagnostics of flag-provided keys onto the flag.
+namespace {
+/// Moves the diagnostics of keys that came from flags onto the flag ("--tp: error: ...").
+Diagnostics rehome(const Diagnostics& raw, const std::string& pointer, const std::map<std::string, std::string>& origin) {
   Diagnostics diags;
   for (auto d : raw.items()) {
-    for (const auto& [key, flag] : origin_of_key) {
-      if (d.pointer == "/" + key) {
+    for (const auto& [key, flag] : origin)
+      if (d.pointer == pointer + "/" + gpuplan::json_pointer_token(key)) {
         d.file.clear();
         d.pointer = flag;
       }
-    }
     diags.add(d);
   }
+  return diags;
+}
+}  // namespace
+
+Result<TrainingScenario> decode_training_scenario(const Json& j, const std::string& file,
+                                                  const std::map<std::string, std::string>& origin_of_key,
+                                                  const std::string& pointer) {
+  Diagnostics raw;
+  ObjectReader r(j, training_scenario_fields(), file, pointer, raw);
+  // Re-home diagnostics of flag-provided keys onto the flag.
+  Diagnostics diags = rehome(raw, pointer, origin_of_key);
   TrainingScenario s;
   s.model = r.str("model").value_or("");
   s.gpu = r.str("gpu").value_or("");
@@ -139,6 +150,205 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   s.price_usd_per_hour = r.num("price_usd_per_hour");
   if (diags.has_errors()) return Result<TrainingScenario>(std::move(diags));
   return Result<TrainingScenario>(std::move(s), std::move(diags));
+}
+
+Json encode_training_scenario(const TrainingScenario& s) {
+  Json j = Json::object();
+  auto str = [&](const char* k, const std::string& v) {
+    if (!v.empty()) j[k] = v;
+  };
+  str("model", s.model);
+  str("gpu", s.gpu);
+  str("node", s.node);
+  str("cluster", s.cluster);
+  if (s.gpus) j["gpus"] = *s.gpus;
+  const auto& p = s.plan;
+  j["tp"] = p.par.tp;
+  j["pp"] = p.par.pp;
+  if (s.dp_given) j["dp"] = p.par.dp;
+  j["cp"] = p.par.cp;
+  j["ep"] = p.par.ep;
+  j["sequence_parallel"] = p.par.sequence_parallel;
+  j["virtual_stages"] = p.par.virtual_stages;
+  j["schedule"] = p.schedule == wl::PipelineSchedule::interleaved ? "interleaved" : "1f1b";
+  j["micro_batch"] = p.micro_batch;
+  j["global_batch"] = p.global_batch;
+  j["seq"] = p.seq_len;
+  j["precision"] = std::string(hw::to_string(p.precision.compute));
+  j["gradient_bytes"] = p.precision.gradient_bytes;
+  j["optimizer"] = p.optimizer == wl::OptimizerKind::adamw ? "adamw"
+                   : p.optimizer == wl::OptimizerKind::sgd ? "sgd"
+                                                           : "adamw-8bit";
+  j["zero"] = static_cast<int>(p.zero);
+  if (p.par.shard_group > 0) j["shard_group"] = p.par.shard_group;
+  j["recompute"] = p.recompute == wl::Recompute::full ? "full" : p.recompute == wl::Recompute::selective ? "selective" : "none";
+  j["flash_attention"] = p.flash_attention;
+  j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2" : "fa3";
+  j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
+  j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";
+  if (p.offload == wl::Offload::optimizer) j["offload"] = "optimizer";
+  j["overlap_grad_reduce"] = p.overlap_grad_reduce;
+  j["overlap_param_gather"] = p.overlap_param_gather;
+  j["overlap_tp_comm"] = p.overlap_tp_comm;
+  if (p.tokens_to_train) j["tokens"] = *p.tokens_to_train;
+  if (s.price_usd_per_hour) j["price_usd_per_hour"] = *s.price_usd_per_hour;
+  return j;
+}
+
+
+const FieldTable& serving_scenario_fields() {
+  static const std::vector<std::string> dtypes{"fp32", "bf16", "fp16", "fp8", "int8", "int4"};
+  static const FieldTable t{
+      f("model", FieldType::string, "library id or path to a model JSON / config.json"),
+      f("gpu", FieldType::string, "GPU id or alias (default h100-sxm5-80gb when no node or cluster is given)"),
+      f("node", FieldType::string, "node id: the scale-up fabric for TP (default: a node holding the GPU)"),
+      f("cluster", FieldType::string, "cluster id: the scale-out fabric for disaggregated KV transfer"),
+      f("tp", FieldType::integer, "tensor parallel size of a replica (with a rate: fixed instead of searched)", 1, 1024),
+      f("pp", FieldType::integer, "pipeline parallel size of a replica (with a rate: fixed instead of searched)", 1, 1024),
+      f("ep", FieldType::integer, "MoE expert parallel inside the TP group", 1, 1024),
+      f("input_tokens", FieldType::integer, "prompt tokens per request (default 1024)", 1, 1e7),
+      f("output_tokens", FieldType::integer, "output tokens per request (default 256)", 1, 1e7),
+      f("input_dist", FieldType::string, "prompt-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,..."),
+      f("output_dist", FieldType::string, "output-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,..."),
+      f("batch", FieldType::integer, "concurrent sequences per replica (default: the KV capacity)", 1, 1e7),
+      f("rate", FieldType::number, "requests per second to serve: runs the capacity planner"),
+      f("concurrency", FieldType::integer,
+        "closed-loop users, each with one request in flight (instead of rate): runs the capacity planner", 1, 1e9),
+      f("think_time_s", FieldType::number, "closed loop: seconds between a response and the user's next request"),
+      f("ttft_ms", FieldType::number, "SLA: time to first token at the percentile, ms"),
+      f("itl_ms", FieldType::number, "SLA: inter-token latency (mean iteration), ms"),
+      f("percentile", FieldType::number, "SLA percentile for TTFT (default 99)"),
+      f("compute", FieldType::string, "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights where the GPU has them)",
+        0, 0, {"bf16", "fp16", "fp8", "fp4"}),
+      f("price_usd_per_hour", FieldType::number, "$/GPU-hour (default: the GPU file's indicative price)"),
+      f("step_overhead_ms", FieldType::number, "engine CPU time per iteration not hidden (default 0)"),
+      f("kernel_overhead_us", FieldType::number, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)"),
+      f("cpu_per_kernel_us", FieldType::number, "eager: CPU time to issue one kernel (default 12)"),
+      f("disaggregated", FieldType::boolean, "also size separate prefill and decode pools"),
+      f("spec_acceptance", FieldType::number, "speculative decoding: acceptance rate α"),
+      f("spec_tokens", FieldType::integer, "speculative decoding: draft tokens per step γ", 1, 64),
+      f("draft_model", FieldType::string, "speculative decoding: draft model (library id or config.json)"),
+      f("draft_ms", FieldType::number, "speculative decoding: draft step time in ms (instead of a draft model)"),
+      f("block_size", FieldType::integer, "tokens per KV block (default 16; 1 = contiguous)", 1, 1e6),
+      f("prefix_tokens", FieldType::integer, "prompt prefix shared by all sequences, stored once", 0, 1e8),
+      f("kv_dtype", FieldType::string, "KV cache element type (default bf16)", 0, 0, dtypes),
+      f("kv_scales", FieldType::string, "KV scale granularity", 0, 0, {"none", "per-tensor", "per-head", "per-token-head"}),
+      f("kv_scale_bytes", FieldType::number, "bytes per per-token-head scale group (default 4)"),
+      f("weight_dtype", FieldType::string, "weight element type (default bf16)", 0, 0,
+        {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"}),
+      f("weight_group_size", FieldType::integer, "weights per scale group (int4 default 128; 0 = per channel)"),
+      f("engine", FieldType::string, "memory semantics (default vllm)", 0, 0, {"vllm", "sglang", "plain"}),
+      f("gpu_memory_utilization", FieldType::number, "vLLM: fraction of device memory for weights, activations, KV"),
+      f("mem_fraction_static", FieldType::number, "SGLang: fraction of the pre-load free memory for weights and KV"),
+      f("usable_fraction", FieldType::number, "plain: fraction of capacity usable for everything"),
+      f("cudagraph_in_budget", FieldType::boolean, "vLLM: CUDA graphs counted inside gpu_memory_utilization"),
+      f("enforce_eager", FieldType::boolean, "no CUDA graphs"),
+      f("cuda_graph_GiB", FieldType::number, "CUDA-graph memory per GPU (default 1 GiB)"),
+      f("activation_GiB", FieldType::number, "peak activation memory per GPU"),
+      f("max_num_batched_tokens", FieldType::integer, "chunked-prefill token budget (vLLM default)", 1, 1e8),
+      f("max_num_seqs", FieldType::integer, "max concurrent sequences the engine schedules (vLLM default)", 1, 1e6),
+      f("overheads", FieldType::string, "runtime overheads", 0, 0, {"default", "none"}),
+      f("capacity", FieldType::string, "GPU capacity: device (driver-reported) or label (vendor GB)", 0, 0,
+        {"device", "label"}),
+  };
+  return t;
+}
+
+Result<ServingScenario> decode_serving_scenario(const Json& j, const std::string& file, const std::string& pointer,
+                                                const std::map<std::string, std::string>& origin_of_key) {
+  Diagnostics raw;
+  ObjectReader r(j, serving_scenario_fields(), file, pointer, raw);
+  Diagnostics diags = rehome(raw, pointer, origin_of_key);
+  ServingScenario s;
+  s.model = r.str("model").value_or("");
+  s.gpu = r.str("gpu").value_or("");
+  s.node = r.str("node").value_or("");
+  s.cluster = r.str("cluster").value_or("");
+  s.tp = r.integer("tp");
+  s.pp = r.integer("pp");
+  s.ep = r.integer("ep");
+  s.input_tokens = r.integer("input_tokens");
+  s.output_tokens = r.integer("output_tokens");
+  s.batch = r.integer("batch");
+  s.input_dist = r.str("input_dist");
+  s.output_dist = r.str("output_dist");
+  s.rate = r.num("rate");
+  s.concurrency = r.integer("concurrency");
+  s.think_time_s = r.num("think_time_s");
+  s.ttft_ms = r.num("ttft_ms");
+  s.itl_ms = r.num("itl_ms");
+  s.percentile = r.num("percentile");
+  s.compute = r.str("compute");
+  s.price_usd_per_hour = r.num("price_usd_per_hour");
+  s.step_overhead_ms = r.num("step_overhead_ms");
+  s.kernel_overhead_us = r.num("kernel_overhead_us");
+  s.cpu_per_kernel_us = r.num("cpu_per_kernel_us");
+  s.disaggregated = r.boolean("disaggregated").value_or(false);
+  s.spec_acceptance = r.num("spec_acceptance");
+  s.spec_tokens = r.integer("spec_tokens");
+  s.draft_model = r.str("draft_model");
+  s.draft_ms = r.num("draft_ms");
+  s.block_size = r.integer("block_size");
+  s.prefix_tokens = r.integer("prefix_tokens");
+  s.kv_dtype = r.str("kv_dtype");
+  s.kv_scales = r.str("kv_scales");
+  s.kv_scale_bytes = r.num("kv_scale_bytes");
+  s.weight_dtype = r.str("weight_dtype");
+  s.weight_group_size = r.integer("weight_group_size");
+  s.engine = r.str("engine");
+  s.gpu_memory_utilization = r.num("gpu_memory_utilization");
+  s.mem_fraction_static = r.num("mem_fraction_static");
+  s.usable_fraction = r.num("usable_fraction");
+  s.cudagraph_in_budget = r.boolean("cudagraph_in_budget");
+  s.enforce_eager = r.boolean("enforce_eager").value_or(false);
+  s.cuda_graph_GiB = r.num("cuda_graph_GiB");
+  s.activation_GiB = r.num("activation_GiB");
+  s.max_num_batched_tokens = r.integer("max_num_batched_tokens");
+  s.max_num_seqs = r.integer("max_num_seqs");
+  s.overheads = r.str("overheads");
+  s.capacity = r.str("capacity");
+  if (diags.has_errors()) return Result<ServingScenario>(std::move(diags));
+  return Result<ServingScenario>(std::move(s), std::move(diags));
+}
+
+std::vector<long long> parse_count_range(const std::string& text, std::string& error) {
+  auto integer = [](std::string_view v, long long& x) {
+    const auto* e = v.data() + v.size();
+    auto [p, ec] = std::from_chars(v.data(), e, x);
+    return !v.empty() && ec == std::errc() && p == e;
+  };
+  constexpr long long kMax = 10'000'000;
+  const std::string_view t = text;
+  const auto dots = t.find("..");
+  std::vector<long long> out;
+  if (dots == std::string_view::npos) {
+    long long n = 0;
+    if (!integer(t, n) || n < 1 || n > kMax) {
+      error = fmt::format("'{}' is not a GPU count or range: expected N, A..B (doubling from A) or A..B:STEP", text);
+      return {};
+    }
+    return {n};
+  }
+  const std::string_view a = t.substr(0, dots), rest = t.substr(dots + 2);
+  const auto colon = rest.find(':');
+  const std::string_view b = rest.substr(0, colon);
+  long long lo = 0, hi = 0, step = 0;
+  if (!integer(a, lo) || !integer(b, hi) || (colon != std::string_view::npos && !integer(rest.substr(colon + 1), step))) {
+    error = fmt::format("'{}' is not a GPU count or range: expected N, A..B (doubling from A) or A..B:STEP", text);
+    return {};
+  }
+  if (lo < 1 || hi > kMax || lo > hi || (colon != std::string_view::npos && step < 1)) {
+    error = fmt::format("'{}': expected 1 <= A <= B <= {} and STEP >= 1", text, kMax);
+    return {};
+  }
+  for (long long n = lo; n <= hi; n = colon == std::string_view::npos ? n * 2 : n + step) {
+    out.push_back(n);
+    if (out.size() > 4096) {
+      error = fmt::format("'{}' has more than 4096 GPU counts", text);
+      return {};
+    }
+  }
+  return out;
 }
 
 }  // namespace gpuplan::wl_io

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
@@ -24,7 +25,57 @@ const json_io::FieldTable& training_scenario_fields();
 
 /// Decodes a scenario object. `origin_of_key` maps keys that came from flags to the flag name, so that a bad flag
 /// value is reported as "--tp: error: ..." and a bad file value as "file.json: /tp: error: ...".
+/// `pointer` locates the object inside its file ("/training/0/scenario" in a plan; empty for a scenario file).
 Result<TrainingScenario> decode_training_scenario(const json_io::Json& j, const std::string& file,
-                                                  const std::map<std::string, std::string>& origin_of_key = {});
+                                                  const std::map<std::string, std::string>& origin_of_key = {},
+                                                  const std::string& pointer = "");
+
+/// Serving scenarios: the keys of `gpuplan serve`'s flags (docs/scenario.md, "Serving scenario keys"), every one
+/// optional. Values are kept as given (strings for dtypes and length distributions); the checks that depend on the
+/// hardware or on several keys (fp8 compute on a GPU without fp8, speculative decoding needing both α and γ) happen
+/// when the scenario is resolved against the hardware (cli/resolve.hpp: resolve_serving), with the same messages
+/// whether a key came from a flag or a file.
+struct ServingScenario {
+  std::string model;
+  std::string gpu, node, cluster;
+  std::optional<long long> tp, pp, ep;
+  // Traffic and SLA.
+  std::optional<long long> input_tokens, output_tokens, batch;
+  std::optional<std::string> input_dist, output_dist;
+  std::optional<double> rate, ttft_ms, itl_ms, percentile;
+  std::optional<long long> concurrency;  ///< closed-loop users (instead of a rate)
+  std::optional<double> think_time_s;    ///< closed loop: pause between a response and the next request
+  // Engine and precision.
+  std::optional<std::string> compute;
+  std::optional<double> price_usd_per_hour;
+  std::optional<double> step_overhead_ms, kernel_overhead_us, cpu_per_kernel_us;
+  bool disaggregated = false;
+  std::optional<double> spec_acceptance, draft_ms;
+  std::optional<long long> spec_tokens;
+  std::optional<std::string> draft_model;
+  // Memory (the same knobs as `gpuplan kv`).
+  std::optional<long long> block_size, prefix_tokens, weight_group_size, max_num_batched_tokens, max_num_seqs;
+  std::optional<std::string> kv_dtype, kv_scales, weight_dtype, engine, overheads, capacity;
+  std::optional<double> kv_scale_bytes, gpu_memory_utilization, mem_fraction_static, usable_fraction, cuda_graph_GiB,
+      activation_GiB;
+  std::optional<bool> cudagraph_in_budget;
+  bool enforce_eager = false;
+};
+
+const json_io::FieldTable& serving_scenario_fields();
+
+/// Decodes a serving scenario object at `pointer` of `file` (the empty pointer for a whole file; "/serving/0/scenario"
+/// inside a plan). `origin_of_key` as for training scenarios.
+Result<ServingScenario> decode_serving_scenario(const json_io::Json& j, const std::string& file,
+                                                const std::string& pointer = "",
+                                                const std::map<std::string, std::string>& origin_of_key = {});
+
+/// "N", "A..B" (A, 2A, 4A, … ≤ B) or "A..B:STEP" (A, A+STEP, … ≤ B) as a list of counts, 1 ≤ A ≤ B ≤ 10⁷, at most
+/// 4096 of them. Empty with `error` set when it does not parse.
+std::vector<long long> parse_count_range(const std::string& text, std::string& error);
+
+/// Encodes a scenario as the object decode_training_scenario reads (the keys of docs/scenario.md, in field-table
+/// order): decode(encode(s)) gives `s` back. Empty strings and absent optionals are left out; `dp` only when given.
+json_io::Json encode_training_scenario(const TrainingScenario& s);
 
 }  // namespace gpuplan::wl_io
