@@ -21,4 +21,9 @@ Estimate<units::Intensity> ridge_point(units::FlopRate peak, units::Bandwidth ba
   return e;
 }
 
+units::FlopRate attainable_performance(units::FlopRate peak, units::Bandwidth bandwidth, units::Intensity i) {
+  const units::FlopRate memory_roof = bandwidth * i;
+  return memory_roof < peak ? memory_roof : peak;
+}
+
 }  // namespace gpuplan::model

@@ -10,4 +10,8 @@ namespace gpuplan::model {
 Estimate<units::Intensity> ridge_point(units::FlopRate peak, units::Bandwidth bandwidth, Origin peak_origin,
                                        Origin bandwidth_origin, Explain explain = Explain::on);
 
+/// Attainable performance at arithmetic intensity `i` under the roofline: min(P_peak, BW_mem · I). The chart of
+/// `gpuplan-gui` draws each GPU's roof with it.
+units::FlopRate attainable_performance(units::FlopRate peak, units::Bandwidth bandwidth, units::Intensity i);
+
 }  // namespace gpuplan::model

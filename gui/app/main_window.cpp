@@ -1,0 +1,303 @@
+#include "main_window.hpp"
+
+#include <fstream>
+
+#include <QAction>
+#include <QApplication>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QScrollArea>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+
+#include "explain_pane.hpp"
+#include "job_controller.hpp"
+#include "resolve.hpp"
+#include "scenario_panel.hpp"
+#include "serving_charts.hpp"
+#include "serving_page.hpp"
+#include "training_charts.hpp"
+#include "training_page.hpp"
+
+namespace gpuplan::gui {
+namespace {
+QString q(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+constexpr int kMaxRecent = 8;
+
+QString diag_html(const Diagnostic& d) {
+  const char* colour = d.severity == Severity::error ? "#b00020" : d.severity == Severity::warning ? "#a05a00" : "#666";
+  return QString("<div style='color:%1'>%2</div>").arg(colour, q(d.to_string()));
+}
+}  // namespace
+
+MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
+    : QMainWindow(parent), data_(std::move(app_data)) {
+  setWindowTitle(tr("gpuplan — LLM training and serving planner"));
+  train_jobs_ = new JobController(this);
+  serve_jobs_ = new JobController(this);
+
+  // Left: scenario and status.
+  panel_ = new ScenarioPanel(data_);
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(panel_);
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  status_ = new QTextBrowser;
+  status_->setOpenLinks(false);
+  status_->setPlaceholderText(tr("Diagnostics and feasibility appear here."));
+  auto* left = new QSplitter(Qt::Vertical);
+  left->addWidget(scroll);
+  left->addWidget(status_);
+  left->setStretchFactor(0, 4);
+  left->setStretchFactor(1, 1);
+  auto* dock = new QDockWidget(tr("Scenario"), this);
+  dock->setObjectName("scenario");
+  dock->setWidget(left);
+  dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  dock->setMinimumWidth(290);
+  addDockWidget(Qt::LeftDockWidgetArea, dock);
+
+  // Right: explain.
+  explain_ = new ExplainPane;
+  auto* edock = new QDockWidget(tr("Explain"), this);
+  edock->setObjectName("explain");
+  edock->setWidget(explain_);
+  edock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  edock->setMinimumWidth(380);
+  addDockWidget(Qt::RightDockWidgetArea, edock);
+
+  // Middle: views.
+  tabs_ = new QTabWidget;
+  training_ = new TrainingPage;
+  roofline_ = new charts::RooflineChart;
+  scaling_ = new charts::ScalingChart;
+  serving_ = new ServingPage(data_);
+  tabs_->addTab(training_, tr("Memory && step time"));
+  tabs_->addTab(roofline_, tr("Roofline"));
+  tabs_->addTab(scaling_, tr("Scaling"));
+  tabs_->addTab(serving_, tr("Serving"));
+  setCentralWidget(tabs_);
+
+  auto explain = [this](const QString& id) { explain_->selectId(id); };
+  connect(training_, &TrainingPage::derivationRequested, this, explain);
+  connect(roofline_, &charts::RooflineChart::derivationRequested, this, explain);
+  connect(serving_, &ServingPage::derivationRequested, this, explain);
+  connect(panel_, &ScenarioPanel::changed, this, &MainWindow::requestTraining);
+  connect(serving_, &ServingPage::changed, this, &MainWindow::requestServing);
+  auto busy = [this](bool) {
+    const bool b = train_jobs_->busy() || serve_jobs_->busy();
+    if (b) statusBar()->showMessage(tr("computing…"));
+  };
+  connect(train_jobs_, &JobController::busyChanged, this, busy);
+  connect(serve_jobs_, &JobController::busyChanged, this, busy);
+
+  buildMenus();
+  resize(1600, 1000);
+  requestTraining();
+  requestServing();
+}
+
+void MainWindow::buildMenus() {
+  auto* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&New (defaults)"), QKeySequence::New, this, [this] {
+    current_file_.clear();
+    file_diags_ = {};
+    panel_->setDefaults();
+  });
+  file->addAction(tr("&Open scenario…"), QKeySequence::Open, this, [this] {
+    const auto path = QFileDialog::getOpenFileName(this, tr("Open scenario"), QString(), tr("Scenario (*.json)"));
+    if (!path.isEmpty()) openScenario(path);
+  });
+  recent_menu_ = file->addMenu(tr("Open &recent"));
+  rebuildRecent();
+  file->addAction(tr("&Save scenario"), QKeySequence::Save, this, [this] {
+    QString path = current_file_;
+    if (path.isEmpty())
+      path = QFileDialog::getSaveFileName(this, tr("Save scenario"), "scenario.json", tr("Scenario (*.json)"));
+    if (!path.isEmpty()) saveScenario(path);
+  });
+  file->addAction(tr("Save scenario &as…"), QKeySequence::SaveAs, this, [this] {
+    const auto path = QFileDialog::getSaveFileName(this, tr("Save scenario"), "scenario.json", tr("Scenario (*.json)"));
+    if (!path.isEmpty()) saveScenario(path);
+  });
+  file->addSeparator();
+  file->addAction(tr("&Import Hugging Face config.json…"), this, [this] {
+    const auto path = QFileDialog::getOpenFileName(this, tr("Import model"), QString(), tr("Model config (*.json)"));
+    if (!path.isEmpty()) importModel(path);
+  });
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About"), this, [this] {
+    QMessageBox::about(this, tr("About gpuplan"),
+                       tr("<b>gpuplan</b> — analytical performance model and capacity planner for LLM training and "
+                          "serving.<br>Data: %1")
+                           .arg(QString::fromStdString(data_->data_dir).toHtmlEscaped()));
+  });
+}
+
+bool MainWindow::idle() const {
+  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy();
+}
+
+void MainWindow::requestTraining() {
+  TrainingRequest req;
+  req.scenario = panel_->scenario();
+  req.compare_gpus = panel_->compareGpus();
+  req.calibration = panel_->calibration();
+  serving_->followTraining(panel_->modelCombo()->currentData().toString(), panel_->gpuCombo()->currentData().toString());
+  train_clock_.start();
+  auto shared = data_;
+  train_jobs_->submit<TrainingResult>([shared, req] { return evaluate_training(*shared, req); },
+                                      [this](TrainingResult& r) { showTraining(r); });
+}
+
+void MainWindow::requestServing() {
+  ServingRequest req = serving_->request();
+  req.calibration = panel_->calibration();
+  serve_clock_.start();
+  auto shared = data_;
+  serve_jobs_->submit<ServingResult>([shared, req] { return evaluate_serving(*shared, req); },
+                                     [this](ServingResult& r) { showServing(r); });
+}
+
+void MainWindow::showTraining(TrainingResult& r) {
+  last_training_ = std::move(r);
+  have_training_ = true;
+  const auto& t = last_training_;
+  training_->setResult(t);
+  roofline_->setResult(t);
+  scaling_->setResult(t);
+  panel_->showDerived(t.valid && t.layout_ok ? t.plan.par.dp : 0);
+  updateStatus();
+  updateExplain();
+  statusBar()->showMessage(tr("training estimate updated in %1 ms").arg(train_clock_.elapsed()));
+}
+
+void MainWindow::showServing(ServingResult& r) {
+  last_serving_ = std::move(r);
+  have_serving_ = true;
+  serving_->setResult(last_serving_);
+  updateExplain();
+  statusBar()->showMessage(tr("serving estimate updated in %1 ms").arg(serve_clock_.elapsed()));
+}
+
+void MainWindow::updateExplain() {
+  std::vector<Derivation> roots;
+  if (have_training_) {
+    if (!last_training_.gpus_evaluated.empty() && !last_training_.gpus_evaluated[0].est.derivation.empty())
+      roots.push_back(last_training_.gpus_evaluated[0].est.derivation);
+    for (const auto& c : last_training_.rooflines)
+      if (!c.ridge.empty()) roots.push_back(c.ridge);
+  }
+  if (have_serving_)
+    for (const auto& d : last_serving_.derivations) roots.push_back(d);
+  explain_->setDerivations(std::move(roots));
+}
+
+void MainWindow::updateStatus() {
+  QString html;
+  for (const auto& d : file_diags_.items()) html += diag_html(d);
+  const auto& t = last_training_;
+  // Errors first, then feasibility, then notes: what stops the estimate is at the top.
+  for (const auto& d : t.diags.items())
+    if (d.severity == Severity::error) html += diag_html(d);
+  for (std::size_t i = 0; i < t.gpus_evaluated.size(); ++i) {
+    const auto& g = t.gpus_evaluated[i];
+    if (g.est.feasibility.ok) continue;
+    if (i > 0 && g.est.feasibility.reasons == t.gpus_evaluated[0].est.feasibility.reasons) continue;  // same layout problem
+    html += QString("<div style='color:#b00020'><b>%1 infeasible%2:</b></div><ul style='margin-top:0'>")
+                .arg(i == 0 ? tr("Scenario") : q(g.gpu_name), i == 0 ? QString(" on ") + q(g.gpu_name) : QString());
+    for (const auto& why : g.est.feasibility.reasons) html += "<li style='color:#b00020'>" + q(why) + "</li>";
+    html += "</ul>";
+  }
+  for (const auto& d : t.diags.items())
+    if (d.severity != Severity::error) html += diag_html(d);
+  if (html.isEmpty()) html = tr("<span style='color:#2e7d32'>Scenario valid; every GPU fits.</span>");
+  status_->setHtml(html);
+}
+
+bool MainWindow::openScenario(const QString& path) {
+  file_diags_ = {};
+  const std::string file = path.toStdString();
+  auto text = json_io::read_text_file(file, file_diags_);
+  std::optional<json_io::Json> j;
+  if (text) j = json_io::parse(*text, file, file_diags_);
+  bool ok = false;
+  if (j) {
+    auto s = wl_io::decode_training_scenario(*j, file);
+    file_diags_.append(s.diagnostics());
+    if (s.ok()) {
+      // What the CLI would derive for absent keys (the global batch = micro × DP) comes from its own resolution.
+      std::optional<long long> global;
+      Diagnostics quiet;
+      if (auto r = cli::resolve_training(s.value(), j->contains("global_batch"), data_->db, data_->library,
+                                         [](const std::string& k) { return k; }, quiet))
+        global = r->plan.global_batch;
+      current_file_ = path;
+      addRecent(path);
+      panel_->setScenario(s.value(), *j, global);
+      ok = true;
+    }
+  }
+  if (!ok) file_diags_.note(file, "", "not loaded: the scenario on screen is unchanged");
+  updateStatus();
+  statusBar()->showMessage(ok ? tr("opened %1").arg(path) : tr("could not open %1").arg(path), 5000);
+  return ok;
+}
+
+bool MainWindow::saveScenario(const QString& path) {
+  file_diags_ = {};
+  std::ofstream f(path.toStdString());
+  if (f) f << panel_->scenario().dump(2) << "\n";
+  const bool ok = f.good();
+  if (!ok) file_diags_.error(path.toStdString(), "", "cannot write the file");
+  else {
+    current_file_ = path;
+    addRecent(path);
+  }
+  updateStatus();
+  statusBar()->showMessage(ok ? tr("saved %1").arg(path) : tr("could not save %1").arg(path), 5000);
+  return ok;
+}
+
+void MainWindow::importModel(const QString& path) {
+  file_diags_ = {};
+  auto m = wl_io::load_model_file(path.toStdString());
+  file_diags_.append(m.diagnostics());
+  if (m.ok()) {
+    for (const auto& a : m->arch.assumptions) file_diags_.note(path.toStdString(), "", "assumed: " + a);
+    panel_->addModelPath(path, QFileInfo(path).fileName() + " (" + QString::fromStdString(m->arch.id) + ")");
+  }
+  updateStatus();
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings s;
+  QStringList files = s.value("recentFiles").toStringList();
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  files.removeAll(abs);
+  files.prepend(abs);
+  while (files.size() > kMaxRecent) files.removeLast();
+  s.setValue("recentFiles", files);
+  rebuildRecent();
+}
+
+void MainWindow::rebuildRecent() {
+  if (recent_menu_ == nullptr) return;
+  recent_menu_->clear();
+  const QStringList files = QSettings().value("recentFiles").toStringList();
+  for (const auto& f : files) recent_menu_->addAction(f, this, [this, f] { openScenario(f); });
+  recent_menu_->setEnabled(!files.isEmpty());
+}
+
+}  // namespace gpuplan::gui

@@ -1,0 +1,90 @@
+#pragma once
+// The main window: the scenario panel and its status area on the left, the views in tabs in the middle, the explain
+// tree on the right. Every edit submits a request to a JobController (worker thread, latest wins); results are
+// rendered when they arrive.
+#include <memory>
+
+#include <QElapsedTimer>
+#include <QMainWindow>
+
+#include "app_data.hpp"
+#include "serving_job.hpp"
+#include "training_job.hpp"
+
+class QMenu;
+class QTabWidget;
+class QTextBrowser;
+
+namespace gpuplan::gui {
+
+class ExplainPane;
+class JobController;
+class ScenarioPanel;
+class ServingPage;
+class TrainingPage;
+namespace charts {
+class RooflineChart;
+class ScalingChart;
+}  // namespace charts
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  enum Tab { kOverview = 0, kRoofline, kScaling, kServing };
+  explicit MainWindow(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
+
+  /// Loads a scenario file (the JSON of `gpuplan train --scenario`); problems go to the status area. False when the
+  /// file does not decode.
+  bool openScenario(const QString& path);
+  /// Writes the current scenario; false (with a status message) when the file cannot be written.
+  bool saveScenario(const QString& path);
+  /// Adds a Hugging Face config.json (or model JSON) to the model list and selects it.
+  void importModel(const QString& path);
+
+  [[nodiscard]] ScenarioPanel* panel() const { return panel_; }
+  [[nodiscard]] TrainingPage* trainingPage() const { return training_; }
+  [[nodiscard]] ServingPage* servingPage() const { return serving_; }
+  [[nodiscard]] ExplainPane* explain() const { return explain_; }
+  [[nodiscard]] QTabWidget* tabs() const { return tabs_; }
+  [[nodiscard]] QTextBrowser* statusArea() const { return status_; }
+  [[nodiscard]] JobController* trainingJobs() const { return train_jobs_; }
+  [[nodiscard]] JobController* servingJobs() const { return serve_jobs_; }
+  [[nodiscard]] const TrainingResult& lastTraining() const { return last_training_; }
+  [[nodiscard]] const ServingResult& lastServing() const { return last_serving_; }
+  /// True when no request is running or waiting and both pages have a result.
+  [[nodiscard]] bool idle() const;
+
+ public slots:
+  void requestTraining();
+  void requestServing();
+
+ private:
+  void buildMenus();
+  void showTraining(TrainingResult& r);
+  void showServing(ServingResult& r);
+  void updateStatus();
+  void updateExplain();
+  void addRecent(const QString& path);
+  void rebuildRecent();
+
+  std::shared_ptr<const AppData> data_;
+  ScenarioPanel* panel_;
+  QTextBrowser* status_;
+  QTabWidget* tabs_;
+  TrainingPage* training_;
+  charts::RooflineChart* roofline_;
+  charts::ScalingChart* scaling_;
+  ServingPage* serving_;
+  ExplainPane* explain_;
+  JobController* train_jobs_;
+  JobController* serve_jobs_;
+  QMenu* recent_menu_ = nullptr;
+  QString current_file_;
+  Diagnostics file_diags_;  ///< from the last open/save/import, shown until the next one
+  TrainingResult last_training_;
+  ServingResult last_serving_;
+  bool have_training_ = false, have_serving_ = false;
+  QElapsedTimer train_clock_, serve_clock_;
+};
+
+}  // namespace gpuplan::gui

@@ -1,0 +1,106 @@
+#include "screenshots.hpp"
+
+#include <memory>
+#include <vector>
+
+#include <QComboBox>
+#include <QDir>
+#include <QPixmap>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <QTimer>
+
+#include "explain_pane.hpp"
+#include "main_window.hpp"
+#include "scenario_panel.hpp"
+#include "serving_page.hpp"
+
+namespace gpuplan::gui {
+namespace {
+
+struct Step {
+  QString file;                   ///< PNG name, empty for an action without a picture
+  std::function<void()> action;   ///< done before waiting for the results
+};
+
+struct Runner {
+  MainWindow* w;
+  QString dir;
+  std::vector<Step> steps;
+  std::size_t next = 0;
+  int settle = 0;
+  bool ok = true;
+  std::function<void(bool)> done;
+  QTimer timer;
+};
+
+void select_gpu(QComboBox* c, const char* id) {
+  const int i = c->findData(id);
+  if (i >= 0) c->setCurrentIndex(i);
+}
+
+}  // namespace
+
+void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool)> done) {
+  QDir().mkpath(dir);
+  auto r = std::make_shared<Runner>();
+  r->w = &w;
+  r->dir = dir;
+  r->done = std::move(done);
+  auto tab = [&w](int t) { return [&w, t] { w.tabs()->setCurrentIndex(t); }; };
+  r->steps = {
+      {"overview.png", [&w] {
+         w.tabs()->setCurrentIndex(MainWindow::kOverview);
+         w.explain()->selectId("memory");
+       }},
+      {"explain.png", [&w] { w.explain()->selectId("memory.activations"); }},
+      {"roofline.png", [&w, tab] {
+         tab(MainWindow::kRoofline)();
+         w.explain()->selectId("roofline.ridge");
+       }},
+      {"scaling.png", tab(MainWindow::kScaling)},
+      {"serving.png", [&w, tab] {
+         tab(MainWindow::kServing)();
+         w.explain()->selectId("serving.steady_state");
+       }},
+      // A100 as the scenario's GPU: the comparison the issue asks for (A100 -> H100 changes memory, time, cost).
+      {"overview-a100.png", [&w] {
+         w.tabs()->setCurrentIndex(MainWindow::kOverview);
+         select_gpu(w.panel()->gpuCombo(), "a100-sxm4-80gb");
+         select_gpu(w.panel()->compareCombo(0), "h100-sxm5-80gb");
+         w.explain()->selectId("train");
+       }},
+      // An invalid layout: the model's own reasons in the status area.
+      {"infeasible.png", [&w] {
+         select_gpu(w.panel()->gpuCombo(), "h100-sxm5-80gb");
+         select_gpu(w.panel()->compareCombo(0), "a100-sxm4-80gb");
+         w.panel()->gpusSpin()->setValue(1000);
+       }},
+      {"", [&w] { w.panel()->setDefaults(); }},
+  };
+  r->timer.setInterval(100);
+  QObject::connect(&r->timer, &QTimer::timeout, &w, [r] {
+    if (!r->w->idle()) {
+      r->settle = 0;
+      return;
+    }
+    if (r->next > 0 && ++r->settle < 4) return;  // let the charts lay out after the last result
+    r->settle = 0;
+    if (r->next > 0) {
+      const auto& s = r->steps[r->next - 1];
+      if (!s.file.isEmpty()) {
+        const QPixmap px = r->w->grab();
+        r->ok = px.save(r->dir + "/" + s.file) && r->ok;
+      }
+    }
+    if (r->next == r->steps.size()) {
+      r->timer.stop();
+      r->done(r->ok);
+      return;
+    }
+    r->steps[r->next++].action();
+  });
+  r->timer.start();
+}
+
+}  // namespace gpuplan::gui

@@ -1,0 +1,19 @@
+#pragma once
+// Shared look of the charts (the only folder that includes QtCharts).
+#include <QChart>
+#include <QChartView>
+#include <QColor>
+#include <QString>
+
+namespace gpuplan::gui::charts {
+
+/// A chart view with antialiasing, a title and the legend at the bottom.
+QChartView* make_view(QChart* chart, const QString& title, QWidget* parent);
+/// A palette colour for series `i` (Tableau 10, readable on white and distinct in print).
+QColor series_colour(int i);
+/// "NVIDIA H100 SXM5 80GB" -> "H100 SXM5 80GB": vendor prefixes take room on category axes.
+QString short_gpu_name(const std::string& name);
+/// Shows a tooltip at the mouse pointer (hover callbacks of the series).
+void show_tip(const QString& text);
+
+}  // namespace gpuplan::gui::charts

@@ -1,0 +1,106 @@
+#include "serving_job.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/serving_memory.hpp"
+#include "resolve.hpp"
+
+namespace gpuplan::gui {
+
+ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
+  ServingResult out;
+  out.tp = req.tp;
+  out.prompt_tokens = req.prompt_tokens;
+  out.output_tokens = req.output_tokens;
+  out.batch = req.batch;
+  // The same resolution as `gpuplan serve` (cli::resolve_serving): model, hardware, calibration, memory plan,
+  // precision and per-kernel overheads.
+  wl_io::ServingScenario sc;
+  sc.model = req.model;
+  sc.gpu = req.gpu;
+  sc.tp = req.tp;
+  sc.weight_dtype = req.weight_dtype;
+  sc.kv_dtype = req.kv_dtype;
+  sc.input_tokens = req.prompt_tokens;
+  sc.output_tokens = req.output_tokens;
+  sc.batch = req.batch;
+  auto where = [](const std::string& k) {
+    return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model") : k;
+  };
+  auto r = cli::resolve_serving(sc, data.data_dir, !req.calibration, data.db, data.library, where, out.diags);
+  if (!r) return out;
+  const auto& arch = r->arch;
+  const auto& sys = r->sys;
+  const auto& perf = r->perf;
+  const auto& params = r->params;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  out.model_name = arch.name.empty() ? arch.id : arch.name;
+  out.gpu_name = gpu.info.name.empty() ? gpu.info.id : gpu.info.name;
+  auto memplan = r->memory;
+  memplan.tp = req.tp;
+  memplan.pp = 1;
+  memplan.context = req.prompt_tokens + req.output_tokens;
+  memplan.concurrency = 1;
+
+  // Memory at prompt + output.
+  const auto mem = model::serving_memory(arch, params, gpu, memplan, Explain::on);
+  out.memory_ok = mem.ok;
+  out.reasons = mem.reasons;
+  out.notes = mem.notes;
+  out.kv_bytes_per_token = mem.kv_bytes_per_token.raw();
+  out.weights_total_bytes = mem.weights_total.raw();
+  out.max_concurrency = mem.max_concurrency;
+  if (!mem.stages.empty()) {
+    const auto& st = mem.stages[static_cast<std::size_t>(std::clamp(mem.binding_stage, 0, int(mem.stages.size()) - 1))];
+    out.weights_per_gpu_bytes = st.weights.raw();
+    out.kv_pool_per_gpu_bytes = st.kv_pool.raw();
+    out.capacity_per_gpu_bytes = st.capacity.raw();
+  }
+  if (req.tp > 1 && sys.node == nullptr)
+    out.diags.error("", "TP", fmt::format("{} has no node in the data: TP {} needs a scale-up fabric", gpu.info.id, req.tp));
+  if (out.diags.has_errors()) return out;
+  out.valid = true;
+
+  // TTFT and ITL vs batch under continuous batching (steady_state: prefill chunks piggyback on decode iterations).
+  for (std::int64_t b = 1; b <= 1024; b *= 2) {
+    const auto st = model::steady_state(arch, perf, b, req.prompt_tokens, req.output_tokens, sys, Explain::off);
+    ServingBatchPoint p;
+    p.batch = b;
+    p.ttft_s = st.ttft.raw();
+    p.itl_s = st.iteration.raw();
+    p.itl_decode_only_s = st.itl_decode_only.raw();
+    p.output_tokens_per_s = st.output_tokens_per_s;
+    p.fits = b <= mem.max_concurrency;
+    out.batches.push_back(p);
+  }
+  // KV cache vs context, up to the model's maximum position.
+  const std::int64_t max_ctx = arch.max_position > 0 ? arch.max_position : 131072;
+  for (std::int64_t c = 1024; c <= max_ctx; c *= 2) {
+    auto plan = memplan;
+    plan.context = c;
+    const auto mc = model::serving_memory(arch, params, gpu, plan, Explain::off);
+    ServingContextPoint p;
+    p.context = c;
+    p.kv_per_sequence_bytes = mc.kv_bytes_per_sequence.raw();
+    p.kv_per_sequence_per_gpu_bytes = mc.kv_bytes_per_sequence_per_gpu.raw();
+    p.max_concurrency = mc.max_concurrency;
+    out.contexts.push_back(p);
+  }
+  // The operating point.
+  const std::int64_t batch = std::max<std::int64_t>(1, req.batch);
+  const auto ss = model::steady_state(arch, perf, batch, req.prompt_tokens, req.output_tokens, sys, Explain::on);
+  out.ttft_s = ss.ttft.raw();
+  out.itl_s = ss.iteration.raw();
+  out.output_tokens_per_s = ss.output_tokens_per_s;
+  out.requests_per_s = ss.requests_per_s;
+  if (!ss.derivation.empty()) out.derivations.push_back(ss.derivation);
+  if (!mem.derivation.empty()) out.derivations.push_back(mem.derivation);
+  return out;
+}
+
+}  // namespace gpuplan::gui

@@ -1,0 +1,65 @@
+#pragma once
+// One serving evaluation: a model on a GPU at a TP size with weight and KV formats, prompt and output lengths and an
+// operating batch. Curves come from the model (prefill_time, decode_step_time, steady_state, serving_memory,
+// kv_cache_size), one call per point, on a worker thread.
+//
+// The request is resolved by the CLI's own cli::resolve_serving (the code behind `gpuplan serve`): memory plan,
+// precision, calibration and per-kernel overheads are exactly what the CLI would use.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "app_data.hpp"
+#include "gpuplan/core/derivation.hpp"
+#include "gpuplan/core/diagnostics.hpp"
+
+namespace gpuplan::gui {
+
+struct ServingRequest {
+  std::string model = "llama-3.1-70b";
+  std::string gpu = "h100-sxm5-80gb";
+  int tp = 8;
+  std::string weight_dtype = "bf16";
+  std::string kv_dtype = "bf16";
+  std::int64_t prompt_tokens = 2048;
+  std::int64_t output_tokens = 512;
+  std::int64_t batch = 64;  ///< the operating point shown in the summary and the explain tree
+  bool calibration = true;
+};
+
+struct ServingBatchPoint {
+  std::int64_t batch = 0;
+  double ttft_s = 0;   ///< steady state: the prompt's prefill chunks riding on iterations, no queueing
+  double itl_s = 0;    ///< steady state: mean iteration (decode + piggybacked prefill)
+  double itl_decode_only_s = 0;  ///< an iteration without prefill work (the ITL floor)
+  double output_tokens_per_s = 0;
+  bool fits = true;    ///< batch ≤ the KV capacity at prompt + output
+};
+struct ServingContextPoint {
+  std::int64_t context = 0;
+  double kv_per_sequence_bytes = 0;          ///< whole model, one sequence
+  double kv_per_sequence_per_gpu_bytes = 0;  ///< on one GPU of the TP group, block-rounded
+  std::int64_t max_concurrency = 0;          ///< sequences one replica holds at this context
+};
+
+struct ServingResult {
+  Diagnostics diags;
+  bool valid = false;
+  std::string model_name, gpu_name;
+  int tp = 1;
+  std::int64_t prompt_tokens = 0, output_tokens = 0, batch = 0;
+  // The operating point (steady_state at `batch`) and the memory at prompt + output.
+  double ttft_s = 0, itl_s = 0, output_tokens_per_s = 0, requests_per_s = 0;
+  double kv_bytes_per_token = 0, weights_total_bytes = 0, weights_per_gpu_bytes = 0, kv_pool_per_gpu_bytes = 0;
+  double capacity_per_gpu_bytes = 0;
+  std::int64_t max_concurrency = 0;
+  bool memory_ok = true;
+  std::vector<std::string> reasons, notes;
+  std::vector<ServingBatchPoint> batches;
+  std::vector<ServingContextPoint> contexts;
+  std::vector<Derivation> derivations;  ///< steady state, memory
+};
+
+ServingResult evaluate_serving(const AppData& data, const ServingRequest& req);
+
+}  // namespace gpuplan::gui

@@ -1,0 +1,162 @@
+#include "training_job.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/model/roofline.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
+#include "resolve.hpp"  // the CLI's resolution: one place for "scenario -> model, plan, hardware"
+
+namespace gpuplan::gui {
+namespace {
+
+constexpr std::size_t kMaxCompare = 3;
+constexpr long long kMaxScalingGpus = 131072;
+constexpr int kScalingPoints = 14;
+
+RooflineCurve roofline_of(const hw::GpuSpec& gpu, hw::Precision prec) {
+  RooflineCurve c;
+  c.gpu_name = gpu.info.name.empty() ? gpu.info.id : gpu.info.name;
+  const auto dev = model::make_device(gpu);
+  const units::FlopRate peak = dev.peak(prec);
+  const units::Bandwidth bw = gpu.memory.bandwidth;
+  auto ridge = model::ridge_point(peak, bw,
+                                  Origin::datasheet(gpu.info.cite(fmt::format("/dense_peak/{}_TFLOPs", hw::to_string(prec)))),
+                                  Origin::datasheet(gpu.info.cite("/memory/bandwidth_TBps")));
+  c.peak_FLOPps = peak.raw();
+  c.bandwidth_Bps = bw.raw();
+  c.ridge_FLOP_per_B = ridge.value.raw();
+  c.ridge = std::move(ridge.derivation);
+  c.ridge.title = c.gpu_name + ": roofline ridge point";
+  // Log-spaced intensities over the range LLM ops span (0.1 … 10^5 FLOP/B), with the ridge itself so the corner
+  // is drawn sharp.
+  std::vector<double> xs;
+  for (int k = -4; k <= 20; ++k) xs.push_back(std::pow(10.0, k / 4.0));
+  xs.push_back(c.ridge_FLOP_per_B);
+  std::sort(xs.begin(), xs.end());
+  for (double x : xs)
+    c.points.emplace_back(x, model::attainable_performance(peak, bw, units::Intensity(x)).raw());
+  return c;
+}
+
+ScalingSeries scaling_of(const wl::TransformerArch& arch, const wl::TrainingPlan& plan, const model::TrainingSystem& sys,
+                         const std::string& gpu_name) {
+  ScalingSeries s;
+  s.gpu_name = gpu_name;
+  s.time_to_train = plan.tokens_to_train.has_value();
+  const long long per_replica = static_cast<long long>(plan.par.tp) * plan.par.pp * plan.par.cp;
+  // DP from 1 up to 4× the current (at least 8 points), doubling; the global batch stays: strong scaling.
+  const long long dp_max = std::max<long long>(static_cast<long long>(plan.par.dp) * 4, 128);
+  const ScalingSample* base = nullptr;
+  for (long long dp = 1; dp <= dp_max && dp * per_replica <= kMaxScalingGpus && int(s.samples.size()) < kScalingPoints * 2;
+       dp *= 2) {
+    wl::TrainingPlan p = plan;
+    p.par.dp = static_cast<int>(dp);
+    if (p.global_batch % (p.micro_batch * dp) != 0) continue;  // the layout is invalid: not a point of the curve
+    const auto est = model::estimate_training(arch, p, sys, Explain::off);
+    if (est.step_time.raw() <= 0) continue;
+    ScalingSample x;
+    x.gpus = p.par.gpus();
+    x.dp = p.par.dp;
+    x.feasible = est.feasibility.ok;
+    x.fits = est.memory.fits;
+    x.step_time_s = est.step_time.raw();
+    x.time_to_train_s = est.time_to_train ? est.time_to_train->raw() : est.step_time.raw();
+    x.mfu = est.mfu;
+    s.samples.push_back(x);
+  }
+  // Keep the last kScalingPoints points (the large end matters most), then scale against the first that fits.
+  if (int(s.samples.size()) > kScalingPoints)
+    s.samples.erase(s.samples.begin(), s.samples.end() - kScalingPoints);
+  for (const auto& x : s.samples)
+    if (x.fits) {
+      base = &x;
+      break;
+    }
+  if (base == nullptr && !s.samples.empty()) base = &s.samples.front();
+  if (base != nullptr) {
+    const ScalingSample b = *base;
+    for (auto& x : s.samples) {
+      const auto r = model::strong_scaling(units::Seconds(b.time_to_train_s), b.gpus, units::Seconds(x.time_to_train_s), x.gpus);
+      x.ideal_time_s = r.ideal.raw();
+      x.efficiency = r.efficiency;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string scenario_key_label(const std::string& key) {
+  static const std::map<std::string, std::string> labels = {
+      {"model", "Model"}, {"gpu", "GPU"}, {"node", "Node"}, {"cluster", "Cluster"}, {"gpus", "GPUs"},
+      {"tp", "TP"}, {"pp", "PP"}, {"dp", "DP"}, {"cp", "CP"}, {"ep", "EP"}, {"micro_batch", "Micro-batch"},
+      {"global_batch", "Global batch"}, {"seq", "Sequence"}, {"precision", "Precision"}, {"optimizer", "Optimizer"},
+      {"zero", "ZeRO"}, {"recompute", "Recompute"}, {"flash_attention", "Flash attention"},
+      {"sequence_parallel", "Sequence parallel"}, {"tokens", "Tokens"}, {"virtual_stages", "Virtual stages"},
+      {"schedule", "Schedule"}, {"price_usd_per_hour", "$/GPU-h"}};
+  const auto it = labels.find(key);
+  return it != labels.end() ? it->second : key;
+}
+
+TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req) {
+  TrainingResult out;
+  // Panel values are reported under their labels; a loaded file's values the same way (the panel shows them).
+  std::map<std::string, std::string> origin;
+  if (req.scenario.is_object())
+    for (const auto& [k, v] : req.scenario.items()) origin[k] = scenario_key_label(k);
+  auto decoded = wl_io::decode_training_scenario(req.scenario, "", origin);
+  out.diags.append(decoded.diagnostics());
+  if (!decoded.ok()) return out;
+  const bool global_batch_given = req.scenario.contains("global_batch");
+  auto where = [](const std::string& k) { return scenario_key_label(k); };
+  auto r = cli::resolve_training(decoded.value(), global_batch_given, data.db, data.library, where, out.diags);
+  if (!r) return out;
+  if (!cli::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
+  out.valid = true;
+  out.layout_ok = r->pre.ok;
+  out.model_name = r->arch.name.empty() ? r->arch.id : r->arch.name;
+  out.plan = r->plan;
+  out.gpus = decoded->gpus && !r->pre.ok ? *decoded->gpus : r->plan.par.gpus();
+
+  auto evaluate = [&](const model::TrainingSystem& sys, Explain explain) {
+    GpuEvaluation g;
+    g.gpu_id = sys.gpu->info.id;
+    g.gpu_name = sys.gpu->info.name.empty() ? sys.gpu->info.id : sys.gpu->info.name;
+    g.node_id = sys.node != nullptr ? sys.node->info.id : "";
+    g.resolved = true;
+    if (r->pre.ok) g.est = model::estimate_training(r->arch, r->plan, sys, explain);
+    else g.est.feasibility = r->pre;
+    return g;
+  };
+  std::vector<model::TrainingSystem> systems{r->sys};
+  out.gpus_evaluated.push_back(evaluate(r->sys, Explain::on));
+  for (std::size_t i = 0; i < req.compare_gpus.size() && i < kMaxCompare; ++i) {
+    const auto& id = req.compare_gpus[i];
+    if (id.empty()) continue;
+    model::TrainingSystem sys;
+    Diagnostics local;  // the compare GPU's own notes ("using node ...") would drown the scenario's
+    auto cmp_where = [](const std::string&) { return std::string("Compare GPU"); };
+    if (!cli::resolve_hardware(id, "", "", data.db, cmp_where, local, sys) ||
+        !cli::load_calibration(data.data_dir, sys, !req.calibration, local)) {
+      for (const auto& d : local.items())
+        if (d.severity == Severity::error) out.diags.add(d);
+      continue;
+    }
+    sys.price = r->sys.price;
+    systems.push_back(sys);
+    out.gpus_evaluated.push_back(evaluate(sys, Explain::off));
+  }
+  for (std::size_t i = 0; i < systems.size(); ++i) {
+    out.rooflines.push_back(roofline_of(*systems[i].gpu, r->plan.precision.compute));
+    if (req.scaling && r->pre.ok)
+      out.scaling.push_back(scaling_of(r->arch, r->plan, systems[i], out.gpus_evaluated[i].gpu_name));
+  }
+  return out;
+}
+
+}  // namespace gpuplan::gui

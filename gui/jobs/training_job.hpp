@@ -1,0 +1,72 @@
+#pragma once
+// One training evaluation as the GUI asks for it: the scenario (the same JSON object `gpuplan train --scenario`
+// reads), the GPUs to compare, and what to compute besides the estimate (roofline, scaling sweep). Runs on a worker
+// thread; every number comes from the model (estimate_training, ridge_point, attainable_performance, strong_scaling).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app_data.hpp"
+#include "gpuplan/core/derivation.hpp"
+#include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/training.hpp"
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::gui {
+
+struct TrainingRequest {
+  json_io::Json scenario = json_io::Json::object();  ///< keys of docs/scenario.md
+  std::vector<std::string> compare_gpus;  ///< up to 3 more GPU ids evaluated with the same plan (own default node)
+  bool calibration = true;               ///< use data/calibration/<gpu>/profile.json when present
+  bool scaling = true;                   ///< sweep DP for the scaling view
+};
+
+/// One GPU type evaluated with the request's plan.
+struct GpuEvaluation {
+  std::string gpu_id, gpu_name;
+  std::string node_id;
+  bool resolved = false;  ///< false: the hardware did not resolve (see the diagnostics)
+  model::TrainingEstimate est;  ///< derivation only for the first (current) GPU
+};
+
+struct RooflineCurve {
+  std::string gpu_name;
+  double peak_FLOPps = 0, bandwidth_Bps = 0, ridge_FLOP_per_B = 0;
+  std::vector<std::pair<double, double>> points;  ///< (FLOP/B, attainable FLOP/s), log-spaced, ridge included
+  Derivation ridge;
+};
+
+struct ScalingSample {
+  long long gpus = 0;
+  int dp = 0;
+  bool feasible = false, fits = false;
+  double step_time_s = 0, time_to_train_s = 0;  ///< time to train: the token budget, else one step
+  double ideal_time_s = 0, efficiency = 0;
+  double mfu = 0;
+};
+struct ScalingSeries {
+  std::string gpu_name;
+  bool time_to_train = false;  ///< false: the y values are step times (no token budget)
+  std::vector<ScalingSample> samples;
+};
+
+struct TrainingResult {
+  Diagnostics diags;               ///< decoding and resolution problems, notes (data directory, calibration)
+  bool valid = false;              ///< the scenario resolved (the estimate below is meaningful)
+  bool layout_ok = false;          ///< the GPU count divides into the layout (else DP is not defined)
+  std::string model_name;
+  long long gpus = 0;
+  wl::TrainingPlan plan;
+  std::vector<GpuEvaluation> gpus_evaluated;  ///< [0] = the scenario's own GPU
+  std::vector<RooflineCurve> rooflines;       ///< one per evaluated GPU, at the plan's precision
+  std::vector<ScalingSeries> scaling;         ///< one per evaluated GPU
+};
+
+/// Resolves and evaluates a request with the CLI's own resolution code (cli::resolve_training, load_calibration).
+TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req);
+
+/// The label the panel shows for each scenario key, used as the "where" of diagnostics ("TP: error: ...").
+std::string scenario_key_label(const std::string& key);
+
+}  // namespace gpuplan::gui

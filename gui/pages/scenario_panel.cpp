@@ -1,0 +1,293 @@
+#include "scenario_panel.hpp"
+
+#include <algorithm>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace gpuplan::gui {
+namespace {
+QString q(const std::string& s) { return QString::fromStdString(s); }
+
+QSpinBox* spin(int lo, int hi, int value, const QString& tip) {
+  auto* s = new QSpinBox;
+  s->setRange(lo, hi);
+  s->setValue(value);
+  s->setToolTip(tip);
+  s->setKeyboardTracking(false);  // typing "1024" is one request, not four
+  s->setAccelerated(true);
+  return s;
+}
+QComboBox* combo(const QStringList& items, const QString& tip) {
+  auto* c = new QComboBox;
+  for (const auto& i : items) c->addItem(i, i);
+  c->setToolTip(tip);
+  return c;
+}
+/// The scenario keys the panel owns; everything else in a loaded file is carried through unchanged.
+const char* const kOwnedKeys[] = {"model", "gpu", "node", "cluster", "gpus", "tp", "pp", "dp", "cp", "ep",
+                                  "micro_batch", "global_batch", "seq", "precision", "optimizer", "zero",
+                                  "recompute", "flash_attention", "sequence_parallel", "tokens"};
+}  // namespace
+
+ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* parent)
+    : QWidget(parent), data_(std::move(app_data)) {
+  model_ = new QComboBox;
+  model_->setToolTip(tr("Model from the library (data/models) or an imported Hugging Face config.json"));
+  for (const auto& m : data_->library.models)
+    model_->addItem(q(m.arch.name.empty() ? m.arch.id : m.arch.name), q(m.arch.id));
+  gpu_ = new QComboBox;
+  gpu_->setToolTip(tr("GPU (the node that holds it is picked unless a node is chosen)"));
+  for (const auto& g : data_->db.gpus) gpu_->addItem(q(g.info.name.empty() ? g.info.id : g.info.name), q(g.info.id));
+  node_ = new QComboBox;
+  node_->addItem(tr("(auto)"), QString());
+  for (const auto& n : data_->db.nodes) node_->addItem(q(n.info.id), q(n.info.id));
+  node_->setToolTip(tr("Node: its scale-up domain and NICs set the TP/EP fabric and the scale-out links"));
+  cluster_ = new QComboBox;
+  cluster_->addItem(tr("(none)"), QString());
+  for (const auto& c : data_->db.clusters) cluster_->addItem(q(c.info.id), q(c.info.id));
+  cluster_->setToolTip(tr("Cluster: sets the node and the fabric (oversubscription, topology)"));
+
+  gpus_ = spin(1, 10'000'000, 1024, tr("Total GPUs; DP = GPUs / (TP·PP·CP)"));
+  tp_ = spin(1, 1024, 8, tr("Tensor parallel size"));
+  pp_ = spin(1, 4096, 4, tr("Pipeline parallel size"));
+  cp_ = spin(1, 4096, 1, tr("Context parallel size"));
+  ep_ = spin(1, 4096, 1, tr("Expert parallel size (MoE)"));
+  micro_ = spin(1, 1'000'000, 1, tr("Sequences per micro-batch"));
+  global_ = spin(1, 1'000'000'000, 1024, tr("Sequences per optimizer step"));
+  seq_ = spin(1, 100'000'000, 8192, tr("Sequence length (tokens)"));
+  seq_->setSingleStep(1024);
+  tokens_ = new QDoubleSpinBox;
+  tokens_->setRange(0, 1e6);
+  tokens_->setDecimals(3);
+  tokens_->setSuffix(tr(" T"));
+  tokens_->setValue(15);
+  tokens_->setKeyboardTracking(false);
+  tokens_->setToolTip(tr("Token budget in trillions for time to train and cost (0 = none)"));
+  precision_ = combo({"bf16", "fp16", "fp8", "tf32", "fp32"}, tr("GEMM precision"));
+  optimizer_ = combo({"adamw", "adamw-8bit", "sgd"}, tr("Optimizer"));
+  zero_ = new QComboBox;
+  zero_->addItem(tr("0 — none"), 0);
+  zero_->addItem(tr("1 — optimizer states"), 1);
+  zero_->addItem(tr("2 — + gradients"), 2);
+  zero_->addItem(tr("3 — + parameters (FSDP)"), 3);
+  zero_->setToolTip(tr("ZeRO / FSDP stage: what is sharded across the data-parallel group"));
+  recompute_ = combo({"none", "selective", "full"}, tr("Activation recomputation"));
+  flash_ = new QCheckBox(tr("Flash attention"));
+  flash_->setChecked(true);
+  sp_ = new QCheckBox(tr("Sequence parallel"));
+  sp_->setChecked(true);
+  sp_->setToolTip(tr("Megatron sequence parallelism (norms and dropout split across the TP group)"));
+  calib_ = new QCheckBox(tr("Use calibration profiles"));
+  calib_->setChecked(true);
+  calib_->setToolTip(tr("data/calibration/<gpu>/profile.json where one exists (as the CLI without --no-calibration)"));
+  dp_ = new QLabel;
+  dp_->setToolTip(tr("Data-parallel size as resolved from GPUs / (TP·PP·CP)"));
+
+  auto* hw = new QGroupBox(tr("Model and hardware"));
+  auto* hf = new QFormLayout(hw);
+  hf->addRow(tr("Model"), model_);
+  hf->addRow(tr("GPU"), gpu_);
+  hf->addRow(tr("Node"), node_);
+  hf->addRow(tr("Cluster"), cluster_);
+  hf->addRow(tr("GPUs"), gpus_);
+
+  auto* par = new QGroupBox(tr("Parallelism"));
+  auto* pf = new QFormLayout(par);
+  pf->addRow(tr("TP"), tp_);
+  pf->addRow(tr("PP"), pp_);
+  pf->addRow(tr("CP"), cp_);
+  pf->addRow(tr("EP"), ep_);
+  pf->addRow(tr("DP"), dp_);
+  pf->addRow(sp_);
+
+  auto* run = new QGroupBox(tr("Batch and training"));
+  auto* rf = new QFormLayout(run);
+  rf->addRow(tr("Micro-batch"), micro_);
+  rf->addRow(tr("Global batch"), global_);
+  rf->addRow(tr("Sequence"), seq_);
+  rf->addRow(tr("Tokens"), tokens_);
+  rf->addRow(tr("Precision"), precision_);
+  rf->addRow(tr("Optimizer"), optimizer_);
+  rf->addRow(tr("ZeRO"), zero_);
+  rf->addRow(tr("Recompute"), recompute_);
+  rf->addRow(flash_);
+
+  auto* cmp = new QGroupBox(tr("Compare with"));
+  auto* cf = new QFormLayout(cmp);
+  for (int i = 0; i < 3; ++i) {
+    auto* c = new QComboBox;
+    c->addItem(tr("(none)"), QString());
+    for (const auto& g : data_->db.gpus) c->addItem(q(g.info.name.empty() ? g.info.id : g.info.name), q(g.info.id));
+    c->setToolTip(tr("Another GPU type evaluated with the same plan (its own default node)"));
+    compare_.push_back(c);
+    cf->addRow(tr("GPU %1").arg(i + 2), c);
+  }
+  cf->addRow(calib_);
+
+  auto* l = new QVBoxLayout(this);
+  l->setContentsMargins(4, 4, 4, 4);
+  for (auto* g : {hw, par, run, cmp}) {
+    qobject_cast<QFormLayout*>(g->layout())->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    l->addWidget(g);
+  }
+  l->addStretch(1);
+  // Long GPU names must not widen the panel: the combos elide instead.
+  for (auto* c : findChildren<QComboBox*>()) {
+    c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    c->setMinimumContentsLength(10);
+  }
+
+  for (auto* c : {model_, gpu_, node_, cluster_, precision_, optimizer_, zero_, recompute_})
+    connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
+  for (auto* c : compare_) connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
+  for (auto* s : {gpus_, tp_, pp_, cp_, ep_, micro_, global_, seq_})
+    connect(s, &QSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
+  connect(tokens_, &QDoubleSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
+  for (auto* b : {flash_, sp_, calib_}) connect(b, &QCheckBox::toggled, this, &ScenarioPanel::emitChanged);
+  setDefaults();
+}
+
+void ScenarioPanel::emitChanged() {
+  if (!loading_) emit changed();
+}
+
+void ScenarioPanel::selectData(QComboBox* c, const QString& data) {
+  const int i = c->findData(data);
+  if (i >= 0) c->setCurrentIndex(i);
+}
+
+void ScenarioPanel::setDefaults() {
+  loading_ = true;
+  selectData(model_, "llama-3.1-70b");
+  selectData(gpu_, "h100-sxm5-80gb");
+  node_->setCurrentIndex(0);
+  cluster_->setCurrentIndex(0);
+  gpus_->setValue(1024);
+  tp_->setValue(8);
+  pp_->setValue(4);
+  cp_->setValue(1);
+  ep_->setValue(1);
+  micro_->setValue(1);
+  global_->setValue(1024);
+  seq_->setValue(8192);
+  tokens_->setValue(15);
+  selectData(precision_, "bf16");
+  selectData(optimizer_, "adamw");
+  zero_->setCurrentIndex(0);
+  selectData(recompute_, "none");
+  flash_->setChecked(true);
+  sp_->setChecked(true);
+  selectData(compare_[0], "a100-sxm4-80gb");
+  selectData(compare_[1], "h200-sxm-141gb");
+  selectData(compare_[2], "b200-hgx");
+  extra_ = json_io::Json::object();
+  loading_ = false;
+  emit changed();
+}
+
+json_io::Json ScenarioPanel::scenario() const {
+  json_io::Json j = extra_;
+  j["model"] = model_->currentData().toString().toStdString();
+  j["gpu"] = gpu_->currentData().toString().toStdString();
+  if (const auto n = node_->currentData().toString(); !n.isEmpty()) j["node"] = n.toStdString();
+  if (const auto c = cluster_->currentData().toString(); !c.isEmpty()) j["cluster"] = c.toStdString();
+  j["gpus"] = gpus_->value();
+  j["tp"] = tp_->value();
+  j["pp"] = pp_->value();
+  j["cp"] = cp_->value();
+  j["ep"] = ep_->value();
+  j["sequence_parallel"] = sp_->isChecked();
+  j["micro_batch"] = micro_->value();
+  j["global_batch"] = global_->value();
+  j["seq"] = seq_->value();
+  j["precision"] = precision_->currentData().toString().toStdString();
+  j["optimizer"] = optimizer_->currentData().toString().toStdString();
+  j["zero"] = zero_->currentData().toInt();
+  j["recompute"] = recompute_->currentData().toString().toStdString();
+  j["flash_attention"] = flash_->isChecked();
+  if (tokens_->value() > 0) j["tokens"] = tokens_->value() * 1e12;
+  return j;
+}
+
+void ScenarioPanel::setScenario(const wl_io::TrainingScenario& s, const json_io::Json& raw,
+                                std::optional<long long> resolved_global_batch) {
+  loading_ = true;
+  // What the panel does not show is carried through; what it shows comes from the decoded scenario (absent keys
+  // take the decoder's defaults, exactly as the CLI would run the file).
+  extra_ = json_io::Json::object();
+  if (raw.is_object())
+    for (const auto& [k, v] : raw.items())
+      if (std::find(std::begin(kOwnedKeys), std::end(kOwnedKeys), k) == std::end(kOwnedKeys)) extra_[k] = v;
+  const auto enc = wl_io::encode_training_scenario(s);
+  if (model_->findData(q(s.model)) < 0) {
+    const auto* m = data_->library.find(s.model);
+    if (m != nullptr) selectData(model_, q(m->arch.id));
+    else addModelPath(q(s.model), q(s.model));
+  } else {
+    selectData(model_, q(s.model));
+  }
+  if (!s.gpu.empty()) {
+    const auto* g = data_->db.find_gpu(s.gpu);
+    selectData(gpu_, q(g != nullptr ? g->info.id : s.gpu));
+  }
+  selectData(node_, q(s.node));
+  selectData(cluster_, q(s.cluster));
+  if (s.node.empty() && !s.gpu.empty()) node_->setCurrentIndex(0);
+  if (s.cluster.empty()) cluster_->setCurrentIndex(0);
+  if (s.node.empty() && s.gpu.empty() && !s.cluster.empty()) {
+    // A cluster alone: show its GPU.
+    if (const auto* c = data_->db.find_cluster(s.cluster))
+      if (const auto* n = data_->db.find_node(c->node)) selectData(gpu_, q(n->gpu));
+  } else if (s.gpu.empty() && !s.node.empty()) {
+    if (const auto* n = data_->db.find_node(s.node)) selectData(gpu_, q(n->gpu));
+  }
+  const auto& p = s.plan;
+  gpus_->setValue(static_cast<int>(s.gpus ? *s.gpus : p.par.gpus()));
+  tp_->setValue(p.par.tp);
+  pp_->setValue(p.par.pp);
+  cp_->setValue(p.par.cp);
+  ep_->setValue(p.par.ep);
+  sp_->setChecked(p.par.sequence_parallel);
+  micro_->setValue(static_cast<int>(p.micro_batch));
+  seq_->setValue(static_cast<int>(p.seq_len));
+  // Without a global batch in the file the CLI takes micro × DP at resolution; the caller passes what it resolved.
+  global_->setValue(static_cast<int>(resolved_global_batch.value_or(p.global_batch)));
+  tokens_->setValue(p.tokens_to_train ? *p.tokens_to_train / 1e12 : 0.0);
+  selectData(precision_, q(enc.value("precision", "bf16")));
+  selectData(optimizer_, q(enc.value("optimizer", "adamw")));
+  zero_->setCurrentIndex(static_cast<int>(p.zero));
+  selectData(recompute_, q(enc.value("recompute", "none")));
+  flash_->setChecked(p.flash_attention);
+  loading_ = false;
+  emit changed();
+}
+
+void ScenarioPanel::addModelPath(const QString& path, const QString& label) {
+  int i = model_->findData(path);
+  if (i < 0) {
+    model_->addItem(label, path);
+    i = model_->count() - 1;
+  }
+  model_->setCurrentIndex(i);
+}
+
+std::vector<std::string> ScenarioPanel::compareGpus() const {
+  std::vector<std::string> out;
+  for (auto* c : compare_)
+    if (const auto id = c->currentData().toString(); !id.isEmpty()) out.push_back(id.toStdString());
+  return out;
+}
+
+bool ScenarioPanel::calibration() const { return calib_->isChecked(); }
+
+void ScenarioPanel::showDerived(int dp) { dp_->setText(dp > 0 ? QString::number(dp) : tr("—")); }
+
+}  // namespace gpuplan::gui

@@ -1,0 +1,45 @@
+#pragma once
+// Serving: a model on a GPU at a TP size; TTFT and ITL vs batch, KV cache and concurrency vs context, and the
+// operating point at a chosen batch (continuous batching steady state).
+#include <memory>
+
+#include <QWidget>
+
+#include "app_data.hpp"
+#include "serving_job.hpp"
+
+class QComboBox;
+class QLabel;
+class QSpinBox;
+
+namespace gpuplan::gui {
+namespace charts {
+class ServingCharts;
+}
+
+class ServingPage : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ServingPage(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
+  [[nodiscard]] ServingRequest request() const;
+  void setResult(const ServingResult& r);
+  /// Follows the training panel's model and GPU until the user picks their own here.
+  void followTraining(const QString& model_id, const QString& gpu_id);
+  [[nodiscard]] charts::ServingCharts* charts() const { return charts_; }
+  [[nodiscard]] QComboBox* gpuCombo() const { return gpu_; }
+ signals:
+  void changed();
+  void derivationRequested(const QString& id);
+
+ private:
+  std::shared_ptr<const AppData> data_;
+  QComboBox *model_, *gpu_, *weights_, *kv_;
+  QSpinBox *tp_, *prompt_, *output_, *batch_;
+  QLabel* summary_;
+  QLabel* status_;
+  charts::ServingCharts* charts_;
+  bool own_choice_ = false;
+  bool following_ = false;
+};
+
+}  // namespace gpuplan::gui
