@@ -809,8 +809,9 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
       "gives its own; a month is 720 hours of serving.",
       "Layout: TP / PP / DP / CP = tensor, pipeline, data, context parallel sizes; v = pipeline chunks per stage; SP = "
       "sequence parallelism; micro = sequences per micro-batch; ZeRO = optimizer-state sharding stage.",
-      "Accuracy: see docs/accuracy.md (training step times are within about 7% at the median of our own "
-      "measurements, published runs within about 23%).",
+      "Accuracy: docs/accuracy.md compares the model with our own GPU measurements and with published runs; on "
+      "published large-scale training it is mostly optimistic (faster steps than reported), so read training times "
+      "and costs as lower bounds.",
   });
 
   if (explain) {
