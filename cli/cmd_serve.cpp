@@ -415,6 +415,18 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
   const auto prefill1 = model::forward_cost(arch, perf, model::ForwardBatch{0, 1, 0, 1.0, isl, 0, true}, sys, ex);
   const u::Seconds ttft = model::prefill_time(arch, perf, 1, isl, sys);
   const u::Seconds itl = model::decode_step_time(arch, perf, batch, isl + osl / 2, sys);
+  if (!std::isfinite(ttft.raw()) || !std::isfinite(ss.iteration.raw()) || !std::isfinite(itl.raw())) {
+    // A collective with no link in the data costs +inf: e.g. pipeline stages on different nodes without a scale-out
+    // network. That layout cannot run here: say so instead of printing "inf s".
+    Diagnostics d2;
+    d2.error("", perf.pp > 1 ? "--pp" : "--tp",
+             fmt::format("TP {} × PP {} of {} spans GPUs that no link in the data joins ({} has no scale-out network): "
+                         "the stage-to-stage or TP traffic cannot be priced; use a layout inside one {}",
+                         perf.tp, perf.pp, gpu.info.id, sys.node != nullptr ? sys.node->info.id : gpu.info.id,
+                         sys.node != nullptr ? "node" : "GPU"));
+    report(d2);
+    return kExitInfeasible;
+  }
 
   std::optional<model::SpeculativeResult> spec;
   if (rs.speculation) {

@@ -119,14 +119,14 @@ TEST_SUITE("cli determinism") {
   }
 }
 
-// Known open (docs/reliability.md "Known open"): found by the serving property test. forward_cost prices the
-// stage-to-stage sends of a replica whose pipeline crosses nodes on a node type with no scale-out link in the data
-// (the MI300X/MI325X/MI355X nodes) as +inf — collective_cost's "not possible on this hardware" — and `gpuplan serve`
-// prints "inf s" with exit 0 instead of an infeasibility (exit 3). The planner (--rate) skips such layouts since the
-// fix in serving_plan.cpp; the single-layout report is cli/cmd_serve.cpp's to fix. Remove the skip when it is.
-TEST_CASE("known open: serve with a pipeline across nodes that no link joins is infeasible (exit 3), never 'inf'" *
-          doctest::skip()) {
+// Found by the serving property test: forward_cost prices the stage-to-stage sends of a replica whose pipeline
+// crosses nodes on a node type with no scale-out link in the data (the MI300X/MI325X/MI355X nodes) as +inf —
+// collective_cost's "not possible on this hardware". The planner (--rate) skips such layouts; one-replica `serve`
+// reports the layout as infeasible (exit 3) naming --pp, instead of printing "inf s" with exit 0.
+TEST_CASE("serve with a pipeline across nodes that no link joins is infeasible (exit 3), never 'inf'") {
   const Run r = run({"serve", "--model", "llama-3.1-8b", "--gpu", "mi300x", "--tp", "8", "--pp", "2"});
   CHECK(r.rc == kInfeasible);
   CHECK(r.out.find("inf s") == std::string::npos);
+  CHECK(r.err.find("--pp: error: TP 8 × PP 2 of mi300x spans GPUs that no link in the data joins (mi300x-8 has no "
+                   "scale-out network)") != std::string::npos);
 }
