@@ -253,8 +253,7 @@ struct FastTrainingEvaluator::Impl {
     t.optimizer = opt.get({par.tp, par.pp, static_cast<std::int64_t>(shard)},
                           [&] { return detail::optimizer_time(k.params, plan, d); });
     if (plan.offload == wl::Offload::optimizer) {
-      const long long node_gpus = sys.node != nullptr ? std::min<long long>(sys.node->gpus, par.gpus()) : 1;
-      t.offload = offload.get({par.tp, par.pp, static_cast<std::int64_t>(shard), node_gpus},
+      t.offload = offload.get({par.tp, par.pp, static_cast<std::int64_t>(shard), detail::offload_node_gpus(plan, sys)},
                               [&] { return detail::offload_times(k.params, plan, sys); });
     }
 

@@ -317,9 +317,12 @@ std::optional<units::Bandwidth> host_link_bandwidth(const TrainingSystem& sys) {
   return *l->x16_uni;
 }
 
+long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  return std::max<long long>(1, sys.node != nullptr ? std::min<long long>(sys.node->gpus, plan.par.gpus()) : 1);
+}
+
 double offload_host_bytes_per_node(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  const long long node_gpus = sys.node != nullptr ? std::min<long long>(sys.node->gpus, plan.par.gpus()) : 1;
-  return host_per_gpu * double(std::max<long long>(1, node_gpus));
+  return host_per_gpu * double(offload_node_gpus(plan, sys));
 }
 
 OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
@@ -327,7 +330,7 @@ OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan
   const auto link = host_link_bandwidth(sys);
   if (!link || sys.node == nullptr || !sys.node->host_memory_bandwidth) return o;
   const double shard_params = params_per_gpu(params, plan) / optimizer_shard(plan);
-  const long long node_gpus = std::max<long long>(1, std::min<long long>(sys.node->gpus, plan.par.gpus()));
+  const long long node_gpus = offload_node_gpus(plan, sys);
   const units::Bandwidth link_eff = *link * kHostLinkEfficiency;
   // Every GPU of the node runs its optimizer step on the host at the same time: each gets 1/node_gpus of the DRAM.
   const units::Bandwidth dram = *sys.node->host_memory_bandwidth * (kHostDramEfficiency / double(node_gpus));
