@@ -291,9 +291,7 @@ struct FastTrainingEvaluator::Impl {
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;
-    if (plan.offload == wl::Offload::optimizer && sys.node != nullptr && sys.node->host_memory &&
-        detail::offload_host_bytes_per_node(std::max(mem.first.host, mem.two_stages ? mem.last.host : 0.0), plan,
-                                            sys) > sys.node->host_memory->raw())
+    if (!detail::offload_fits_host(std::max(mem.first.host, mem.two_stages ? mem.last.host : 0.0), plan, sys))
       r.fits = false;
     return r;
   }

@@ -325,6 +325,11 @@ double offload_host_bytes_per_node(double host_per_gpu, const wl::TrainingPlan& 
   return host_per_gpu * double(offload_node_gpus(plan, sys));
 }
 
+bool offload_fits_host(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  if (plan.offload != wl::Offload::optimizer || sys.node == nullptr || !sys.node->host_memory) return true;
+  return offload_host_bytes_per_node(host_per_gpu, plan, sys) <= sys.node->host_memory->raw();
+}
+
 OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
   OffloadTimes o;
   const auto link = host_link_bandwidth(sys);
@@ -699,15 +704,13 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
                                                      }()));
   }
 
-  if (plan.offload == wl::Offload::optimizer && sys.node != nullptr && sys.node->host_memory) {
+  if (!detail::offload_fits_host(est.memory.host_offloaded.raw(), plan, sys)) {
     const double need = detail::offload_host_bytes_per_node(est.memory.host_offloaded.raw(), plan, sys);
-    if (need > sys.node->host_memory->raw()) {
-      est.memory.fits = false;  // "fits" covers every memory the plan needs: the GPU's and the host's
-      est.feasibility.fail(fmt::format(
-          "CPU offload does not fit in host memory: the node's GPUs keep {} of master weights and optimizer states "
-          "on the host, {} has {}",
-          format(units::bytes(need)), sys.node->info.id, format(*sys.node->host_memory)));
-    }
+    est.memory.fits = false;  // "fits" covers every memory the plan needs: the GPU's and the host's
+    est.feasibility.fail(fmt::format(
+        "CPU offload does not fit in host memory: the node's GPUs keep {} of master weights and optimizer states "
+        "on the host, {} has {}",
+        format(units::bytes(need)), sys.node->info.id, format(*sys.node->host_memory)));
   }
 
   // ---- time to train, cost, energy ----

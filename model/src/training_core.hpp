@@ -106,6 +106,9 @@ std::optional<units::Bandwidth> host_link_bandwidth(const TrainingSystem& sys);
 OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys);
 /// Host memory the offloaded states of one node need: per-GPU host bytes × the node's GPUs in use.
 double offload_host_bytes_per_node(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+/// Whether the node's host memory holds the offloaded states of its GPUs (true when nothing is offloaded or the node
+/// does not give its host memory).
+bool offload_fits_host(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys);
 /// GPUs of one node the plan uses, which share its host memory and DRAM bandwidth: min(node GPUs, plan GPUs), ≥ 1.
 long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& sys);
 
