@@ -8,15 +8,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "busy_gemm.hpp"
 #include "collectives.hpp"
 #include "device_info.cuh"
 
@@ -130,6 +134,180 @@ std::uint64_t recv_elems(int op, std::uint64_t call_count, int n) {
   }
 }
 
+// Overlap of a collective with compute (what data-parallel gradient reduction and FSDP gathers do during backward):
+// a bf16 GEMM loop on a compute stream and a collective loop on the NCCL stream, each timed alone and then while
+// the other runs for longer than it, so that the timed loop is overlapped from its first to its last operation.
+//   gemm_loss    = 1 - t_gemm_alone / t_gemm_overlap: the fraction of GEMM throughput a running collective takes;
+//   coll_stretch = t_coll_overlap / t_coll_alone - 1: how much longer the collective takes beside the GEMMs.
+// Both are medians over repetitions of the per-repetition maximum over ranks; each repetition is refused or
+// accepted by the spread rule like every other sample.
+struct OverlapResult {
+  bool ok = false;
+  std::string reason;
+  Stats gemm_alone, gemm_over, coll_alone, coll_over;  // seconds per operation
+  int gemms = 0, colls = 0;
+  double cover_gemm = 0, cover_coll = 0;  // the covering loops' length / the timed loop's (predicted, alone)
+};
+
+OverlapResult measure_overlap(const Comm& cm, int op, const float* send, float* recv, std::uint64_t call_count,
+                              const Bf16Gemm& gemm, cudaStream_t gs, double window_s, int reps, double* scratch,
+                              const SpreadRule& rule) {
+  OverlapResult r;
+  cudaEvent_t g0, g1, c0, c1;
+  GB_CUDA(cudaEventCreate(&g0));
+  GB_CUDA(cudaEventCreate(&g1));
+  GB_CUDA(cudaEventCreate(&c0));
+  GB_CUDA(cudaEventCreate(&c1));
+  auto ms = [](cudaEvent_t a, cudaEvent_t b) {
+    float v = 0;
+    GB_CUDA(cudaEventElapsedTime(&v, a, b));
+    return static_cast<double>(v) * 1e-3;
+  };
+  auto gemms = [&](int n) {
+    for (int i = 0; i < n; ++i) gemm.launch(gs);
+  };
+  auto colls = [&](int n) {
+    for (int i = 0; i < n; ++i) enqueue(cm, op, send, recv, call_count);
+  };
+  auto barrier = [&] { reduce_across(cm, {0.0}, ncclSum, scratch); };
+  // Estimates of one operation each, to size the loops.
+  gemms(3);
+  GB_CUDA(cudaStreamSynchronize(gs));
+  GB_CUDA(cudaEventRecord(g0, gs));
+  gemms(5);
+  GB_CUDA(cudaEventRecord(g1, gs));
+  GB_CUDA(cudaEventSynchronize(g1));
+  const double tg = reduce_across(cm, {ms(g0, g1) / 5}, ncclMax, scratch)[0];
+  colls(2);
+  GB_CUDA(cudaEventRecord(c0, cm.s));
+  colls(5);
+  GB_CUDA(cudaEventRecord(c1, cm.s));
+  GB_CUDA(cudaEventSynchronize(c1));
+  const double tc = reduce_across(cm, {ms(c0, c1) / 5}, ncclMax, scratch)[0];
+  r.gemms = std::max(8, static_cast<int>(std::ceil(window_s / tg)));
+  r.colls = std::max(8, static_cast<int>(std::ceil(window_s / tc)));
+  // The covering loop is sized to run `cover` times as long as the timed one (plus a lead-in of two operations).
+  // A collective beside a GEMM can slow down several-fold (its blocks wait for SMs the GEMM holds), so when the
+  // covering loop ends first on any rank the repetition is redone with a 3x longer one (up to 3 times). Every rank
+  // takes the same decisions (the inputs are maxima over ranks), so every rank issues the same collectives.
+  std::vector<double> ga, go, ca, co;
+  double cover_g = 1.5, cover_c = 1.5;
+  bool covered = true;
+  for (int k = 0; k < reps && covered; ++k) {
+    // alone
+    barrier();
+    GB_CUDA(cudaEventRecord(g0, gs));
+    gemms(r.gemms);
+    GB_CUDA(cudaEventRecord(g1, gs));
+    GB_CUDA(cudaEventSynchronize(g1));
+    ga.push_back(ms(g0, g1) / r.gemms);
+    barrier();
+    GB_CUDA(cudaEventRecord(c0, cm.s));
+    colls(r.colls);
+    GB_CUDA(cudaEventRecord(c1, cm.s));
+    GB_CUDA(cudaEventSynchronize(c1));
+    ca.push_back(ms(c0, c1) / r.colls);
+    // GEMMs beside a longer collective loop. The host interleaves the two (NCCL blocks the host once enough
+    // collectives are queued, so enqueueing all collectives first would start the GEMMs late): before GEMM i it has
+    // issued a lead-in of two collectives plus (i+1)/(n+1) of the rest.
+    for (int attempt = 0;; ++attempt) {
+      const int colls_cover = static_cast<int>(std::ceil(cover_g * r.gemms * tg / tc)) + 2;
+      barrier();
+      GB_CUDA(cudaEventRecord(c0, cm.s));
+      int issued = 0;
+      auto colls_upto = [&](int n) {
+        colls(n - issued);
+        issued = std::max(issued, n);
+      };
+      colls_upto(2);
+      GB_CUDA(cudaEventRecord(g0, gs));
+      for (int i = 0; i < r.gemms; ++i) {
+        colls_upto(2 + static_cast<int>(static_cast<long long>(i + 1) * (colls_cover - 2) / (r.gemms + 1)));
+        gemm.launch(gs);
+      }
+      GB_CUDA(cudaEventRecord(g1, gs));
+      colls_upto(colls_cover);
+      GB_CUDA(cudaEventRecord(c1, cm.s));
+      GB_CUDA(cudaEventSynchronize(g1));
+      GB_CUDA(cudaEventSynchronize(c1));
+      const bool ok = reduce_across(cm, {ms(g1, c1) > 0 && ms(c0, g0) >= 0 ? 0.0 : 1.0}, ncclMax, scratch)[0] == 0.0;
+      if (ok) {
+        go.push_back(ms(g0, g1) / r.gemms);
+        break;
+      }
+      if (attempt == 3) {
+        covered = false;
+        break;
+      }
+      cover_g *= 3;
+    }
+    if (!covered) break;
+    // Collectives beside a longer GEMM loop, interleaved the same way.
+    for (int attempt = 0;; ++attempt) {
+      const int gemms_cover = static_cast<int>(std::ceil(cover_c * r.colls * tc / tg)) + 2;
+      barrier();
+      GB_CUDA(cudaEventRecord(g0, gs));
+      int issued = 0;
+      auto gemms_upto = [&](int n) {
+        gemms(n - issued);
+        issued = std::max(issued, n);
+      };
+      gemms_upto(2);
+      GB_CUDA(cudaEventRecord(c0, cm.s));
+      for (int i = 0; i < r.colls; ++i) {
+        gemms_upto(2 + static_cast<int>(static_cast<long long>(i + 1) * (gemms_cover - 2) / (r.colls + 1)));
+        enqueue(cm, op, send, recv, call_count);
+      }
+      GB_CUDA(cudaEventRecord(c1, cm.s));
+      gemms_upto(gemms_cover);
+      GB_CUDA(cudaEventRecord(g1, gs));
+      GB_CUDA(cudaEventSynchronize(c1));
+      GB_CUDA(cudaEventSynchronize(g1));
+      const bool ok = reduce_across(cm, {ms(c1, g1) > 0 && ms(g0, c0) >= 0 ? 0.0 : 1.0}, ncclMax, scratch)[0] == 0.0;
+      if (ok) {
+        co.push_back(ms(c0, c1) / r.colls);
+        break;
+      }
+      if (attempt == 3) {
+        covered = false;
+        break;
+      }
+      cover_c *= 3;
+    }
+  }
+  r.cover_gemm = cover_g;
+  r.cover_coll = cover_c;
+  ga = reduce_across(cm, ga, ncclMax, scratch);
+  go = reduce_across(cm, go, ncclMax, scratch);
+  ca = reduce_across(cm, ca, ncclMax, scratch);
+  co = reduce_across(cm, co, ncclMax, scratch);
+  r.gemm_alone = compute_stats(ga);
+  r.gemm_over = compute_stats(go);
+  r.coll_alone = compute_stats(ca);
+  r.coll_over = compute_stats(co);
+  r.ok = true;
+  if (!covered) {
+    r.ok = false;
+    r.reason = "the covering loop ended before the timed one even at 81x its length (the overlap was partial)";
+  }
+  // Two streams sharing a GPU vary more from repetition to repetition than one (which GEMM phase a collective
+  // meets): overlap items are refused above a 20% spread (or the run's threshold when that is larger).
+  SpreadRule orule = rule;
+  orule.threshold = std::max(rule.threshold, 0.20);
+  for (const auto* st : {&r.gemm_alone, &r.gemm_over, &r.coll_alone, &r.coll_over}) {
+    const Verdict v = judge(*st, orule, st->median);
+    if (!v.ok && r.ok) {
+      r.ok = false;
+      r.reason = v.reason;
+    }
+  }
+  GB_CUDA(cudaEventDestroy(g0));
+  GB_CUDA(cudaEventDestroy(g1));
+  GB_CUDA(cudaEventDestroy(c0));
+  GB_CUDA(cudaEventDestroy(c1));
+  return r;
+}
+
 int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const std::string& id_file) {
   force_no_nvls();
   const bool lead = rank == 0;
@@ -228,7 +406,7 @@ int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const 
   cudaEvent_t e0, e1;
   GB_CUDA(cudaEventCreate(&e0));
   GB_CUDA(cudaEventCreate(&e1));
-  Json samples = Json::array(), rejected = Json::array(), skipped = Json::array();
+  Json samples = Json::array(), rejected = Json::array(), skipped = Json::array(), overlap = Json::array();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
   // Rank 0 rewrites the samples file (atomically) after every item, marked "complete": false until the sweep ends,
   // so that a run stopped by a time limit still leaves what it measured.
@@ -268,13 +446,18 @@ int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const 
     d["launch"] = Json::object();
     d["attention"] = Json::array();
     d["collectives"] = samples;
+    d["overlap"] = overlap;
     d["rejected"] = rejected;
     if (skipped.size()) d["skipped"] = skipped;
     d["definitions"] =
         "bytes: nccl-tests size (all_reduce/send_recv buffer; all_gather output of all ranks; reduce_scatter input; "
         "all_to_all buffer of one rank); algbw_gbps = bytes/median_s/1e9; busbw_gbps = algbw x (2(n-1)/n "
         "all_reduce, (n-1)/n all_gather/reduce_scatter/all_to_all, 1 send_recv); send_recv: every rank sends to "
-        "rank+1 and receives from rank-1 at once; data fp32, out-of-place, results checked for every size";
+        "rank+1 and receives from rank-1 at once; data fp32, out-of-place, results checked for every size. "
+        "overlap: the collective on its NCCL stream beside a bf16 GEMM loop on another stream; gemm_alone_s / "
+        "gemm_overlap_s per GEMM, coll_alone_s / coll_overlap_s per collective (medians of the per-repetition "
+        "maximum over ranks); gemm_loss = 1 - gemm_alone_s/gemm_overlap_s (GEMM throughput taken by the "
+        "collective), coll_stretch = coll_overlap_s/coll_alone_s - 1";
     Json& g = d["generator"];
     g["program"] = "gpuplan-bench";
     g["command"] = "collectives";
@@ -388,6 +571,95 @@ int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const 
       samples.push_back(std::move(j));
       write_doc(false);
     }
+  }
+  if (o.overlap && nranks >= 2) {
+    cudaStream_t gs = nullptr;
+    GB_CUDA(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+    std::unique_ptr<Bf16Gemm> gemm;
+    std::string gemm_error;
+    try {
+      gemm = std::make_unique<Bf16Gemm>(o.overlap_gemm[0], o.overlap_gemm[1], o.overlap_gemm[2], gs);
+      GB_CUDA(cudaStreamSynchronize(gs));
+    } catch (const std::exception& ex) {
+      gemm_error = ex.what();
+    }
+    // Every rank must agree before any collective is enqueued.
+    const bool all_ok = reduce_across(cm, {gemm ? 0.0 : 1.0}, ncclMax, scratch)[0] == 0.0;
+    if (!all_ok) {
+      if (lead) {
+        Json r = Json::object();
+        r["bench"] = "overlap";
+        r["item"] = "overlap GEMM";
+        r["reason"] = gemm_error.empty() ? std::string("the GEMM failed on another rank") : gemm_error;
+        rejected.push_back(std::move(r));
+        std::fprintf(stderr, "  REJECTED overlap: %s\n", gemm_error.c_str());
+      }
+    } else {
+      for (int op : o.overlap_ops)
+        for (std::uint64_t want : o.overlap_bytes) {
+          const std::uint64_t size = std::min<std::uint64_t>(want, cap);
+          const CollCounts cc = coll_counts(coll_op_name(op), size, nranks, 4);
+          if (cc.call_count == 0) continue;
+          const std::string label =
+              strprintf("overlap %s %s x%d", coll_op_name(op), human_bytes(cc.bytes).c_str(), nranks);
+          if (o.time_limit_s > 0) {
+            const double over = reduce_across(cm, {lead && elapsed() > o.time_limit_s ? 1.0 : 0.0}, ncclMax, scratch)[0];
+            if (over > 0) {
+              if (lead) skipped.push_back(label);
+              continue;
+            }
+          }
+          const OverlapResult res = measure_overlap(cm, op, send, recv, cc.call_count, *gemm, gs, o.overlap_window_s,
+                                                    o.overlap_reps, scratch, o.rule);
+          if (!lead) continue;
+          if (!res.ok) {
+            Json r = Json::object();
+            r["bench"] = "overlap";
+            r["item"] = label;
+            r["reason"] = res.reason;
+            rejected.push_back(std::move(r));
+            std::fprintf(stderr, "  REJECTED %s: %s\n", label.c_str(), res.reason.c_str());
+            write_doc(false);
+            continue;
+          }
+          Json j = Json::object();
+          j["op"] = coll_op_name(op);
+          j["dtype"] = "fp32";
+          j["ranks"] = nranks;
+          j["bytes"] = static_cast<unsigned long long>(cc.bytes);
+          j["gemm"] = Json::object();
+          j["gemm"]["dtype"] = "bf16";
+          j["gemm"]["m"] = static_cast<long long>(o.overlap_gemm[0]);
+          j["gemm"]["n"] = static_cast<long long>(o.overlap_gemm[1]);
+          j["gemm"]["k"] = static_cast<long long>(o.overlap_gemm[2]);
+          j["gemm"]["algo"] = gemm->algo();
+          j["gemm"]["check_max_err"] = gemm->check_max_err();
+          j["gemms_timed"] = res.gemms;
+          j["colls_timed"] = res.colls;
+          j["reps"] = o.overlap_reps;
+          j["cover_factor_gemm"] = res.cover_gemm;
+          j["cover_factor_coll"] = res.cover_coll;
+          j["gemm_alone_s"] = res.gemm_alone.median;
+          j["gemm_overlap_s"] = res.gemm_over.median;
+          j["coll_alone_s"] = res.coll_alone.median;
+          j["coll_overlap_s"] = res.coll_over.median;
+          j["gemm_loss"] = 1.0 - res.gemm_alone.median / res.gemm_over.median;
+          j["coll_stretch"] = res.coll_over.median / res.coll_alone.median - 1.0;
+          j["gemm_tflops_alone"] = gemm->flops() / res.gemm_alone.median / 1e12;
+          j["gemm_tflops_overlap"] = gemm->flops() / res.gemm_over.median / 1e12;
+          std::fprintf(stderr,
+                       "[collectives t=%6.1fs] %-34s GEMM %7.1f -> %7.1f TFLOP/s (loss %5.1f%%)  coll %9.1f -> %9.1f us "
+                       "(stretch %+5.1f%%)\n",
+                       elapsed(), label.c_str(), gemm->flops() / res.gemm_alone.median / 1e12,
+                       gemm->flops() / res.gemm_over.median / 1e12,
+                       100.0 * (1.0 - res.gemm_alone.median / res.gemm_over.median), res.coll_alone.median * 1e6,
+                       res.coll_over.median * 1e6, 100.0 * (res.coll_over.median / res.coll_alone.median - 1.0));
+          overlap.push_back(std::move(j));
+          write_doc(false);
+        }
+    }
+    gemm.reset();
+    GB_CUDA(cudaStreamDestroy(gs));
   }
   GB_CUDA(cudaEventDestroy(e0));
   GB_CUDA(cudaEventDestroy(e1));

@@ -23,6 +23,14 @@ struct CollOptions {
   int max_samples = 25;
   int retries = 1;
   std::vector<int> ops = {kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv};
+  // Overlap items (after the sweep; see measure_overlap in collectives.cu): each of overlap_ops at each size beside a
+  // bf16 GEMM of overlap_gemm {m, n, k}; timed loops of about overlap_window_s, overlap_reps repetitions.
+  bool overlap = true;
+  std::vector<int> overlap_ops = {kAllReduce, kReduceScatter, kAllGather};
+  std::vector<std::uint64_t> overlap_bytes = {32ULL << 20, 256ULL << 20};
+  std::int64_t overlap_gemm[3] = {8192, 8192, 4096};
+  double overlap_window_s = 0.1;
+  int overlap_reps = 9;
   Json argv = Json::array();
   std::string started_utc;
   std::string launch_mode;

@@ -60,6 +60,7 @@ struct Context {
   int max_samples = 25;
   int retries = 1;               // a refused item is measured again this many times before it is recorded as rejected
   bool quick = false;
+  double sustained_s = 20;       // the sustained bench: how long it keeps one GEMM running
   std::vector<std::string> gemm_dtypes;  // empty: all
   Json* doc = nullptr;
   cudaStream_t stream = nullptr;
@@ -184,6 +185,7 @@ void run_gemm(Context& ctx);
 void run_attention(Context& ctx);
 void run_hbm(Context& ctx);
 void run_launch(Context& ctx);
+void run_sustained(Context& ctx);
 
 // Deterministic pseudo-random numbers for fills (splitmix64-style hash of the index).
 __host__ __device__ inline unsigned long long hash64(unsigned long long x) {

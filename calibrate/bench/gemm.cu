@@ -10,13 +10,16 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "busy_gemm.hpp"
 #include "common.cuh"
+#include "device_info.cuh"
 
 namespace gpuplan::bench {
 
@@ -406,6 +409,110 @@ Problem linear(std::int64_t tokens, std::int64_t k, std::int64_t n) {
 }
 
 }  // namespace
+
+struct Bf16Gemm::Impl {
+  Problem p;
+  DevBuf A, B, D;
+  LtPlan plan;
+  double err = 0;
+};
+
+Bf16Gemm::Bf16Gemm(std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t s) : impl_(std::make_unique<Impl>()) {
+  const DTypeInfo& dt = dtypes()[0];  // bf16
+  Impl& I = *impl_;
+  I.p = linear(m, k, n);
+  const std::size_t a_bytes = round_up(static_cast<std::size_t>(I.p.lda * I.p.M) * 2, 256);
+  const std::size_t b_bytes = round_up(static_cast<std::size_t>(I.p.ldb * I.p.N) * 2, 256);
+  const std::size_t d_bytes = round_up(static_cast<std::size_t>(I.p.ldd * I.p.N) * 2, 256);
+  I.A = DevBuf(a_bytes);
+  I.B = DevBuf(b_bytes);
+  I.D = DevBuf(d_bytes);
+  const unsigned long long seed = hash64(static_cast<unsigned long long>(m * 1000003 + n * 10007 + k) ^ 0xb0a7ULL);
+  fill<__nv_bfloat16>(I.A.as<__nv_bfloat16>(), a_bytes / 2, seed, s);
+  fill<__nv_bfloat16>(I.B.as<__nv_bfloat16>(), b_bytes / 2, seed + 1, s);
+  make_plan(I.plan, dt, I.p);
+  if (!I.plan.ok) throw std::runtime_error("overlap GEMM: " + I.plan.why);
+  GB_CUDA(cudaMemsetAsync(I.D.p, 0xff, d_bytes, s));
+  matmul(I.plan, I.A.p, I.B.p, nullptr, I.D.p, s);
+  GB_LAUNCH_CHECK();
+  I.err = ::gpuplan::bench::check_max_err<__nv_bfloat16, __nv_bfloat16>(I.A, I.B, I.D, I.p, s, seed);
+  if (!(I.err <= gemm_tolerance("bf16")))
+    throw std::runtime_error(strprintf("overlap GEMM: result check failed (max rel error %.3g)", I.err));
+}
+Bf16Gemm::~Bf16Gemm() = default;
+void Bf16Gemm::launch(cudaStream_t s) const { matmul(impl_->plan, impl_->A.p, impl_->B.p, nullptr, impl_->D.p, s); }
+double Bf16Gemm::flops() const { return gemm_flops(impl_->p.M, impl_->p.N, impl_->p.K, 1); }
+const std::string& Bf16Gemm::algo() const { return impl_->plan.algo_desc; }
+double Bf16Gemm::check_max_err() const { return impl_->err; }
+
+// Sustained GEMM: one large bf16 GEMM (8192^3) launched back to back for ctx.sustained_s seconds, timed in windows
+// of about 0.25 s, with the SM clock and the power NVML reports after each window. The GEMM sweep times each shape
+// for ~40 ms, at the clock a GPU holds for short bursts; a training step keeps the tensor cores busy for minutes, and
+// a GPU at its power limit lowers its clock (NVML clock-event reason sw_power_cap). The ratio of the sustained
+// throughput (median of the last third of the windows) to the first window's is what the model applies to the
+// fitted GEMM ceilings of long-running work (training).
+void run_sustained(Context& ctx) {
+  Nvml& nvml = Nvml::get();
+  const auto dev = nvml.by_uuid(format_uuid(reinterpret_cast<const unsigned char*>(ctx.prop.uuid.bytes)));
+  const std::int64_t n = 8192;
+  Bf16Gemm g(n, n, n, ctx.stream);
+  GB_CUDA(cudaStreamSynchronize(ctx.stream));
+  cudaEvent_t e0, e1;
+  GB_CUDA(cudaEventCreate(&e0));
+  GB_CUDA(cudaEventCreate(&e1));
+  auto window = [&](int k) {
+    GB_CUDA(cudaEventRecord(e0, ctx.stream));
+    for (int i = 0; i < k; ++i) g.launch(ctx.stream);
+    GB_CUDA(cudaEventRecord(e1, ctx.stream));
+    GB_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    GB_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    return static_cast<double>(ms) * 1e-3;
+  };
+  const double t1 = window(3) / 3;
+  const int per_window = std::max(4, static_cast<int>(0.25 / t1));
+  Json windows = Json::array();
+  std::vector<double> tflops;
+  const auto start = std::chrono::steady_clock::now();
+  double elapsed = 0;
+  while (elapsed < ctx.sustained_s) {
+    const double t = window(per_window);
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    Json snap = nvml.snapshot(dev);
+    Json w = Json::object();
+    w["t_s"] = elapsed;
+    w["tflops"] = g.flops() * per_window / t / 1e12;
+    for (const char* key : {"sm_clock_mhz", "power_w", "temperature_c", "clocks_event_reasons"})
+      if (const Json* v = snap.find(key)) w[key] = *v;
+    tflops.push_back(g.flops() * per_window / t / 1e12);
+    windows.push_back(std::move(w));
+  }
+  GB_CUDA(cudaEventDestroy(e0));
+  GB_CUDA(cudaEventDestroy(e1));
+  if (tflops.size() < 6) {
+    ctx.reject("sustained", "bf16 8192^3", "fewer than 6 windows (raise --sustained-s)");
+    return;
+  }
+  std::vector<double> tail(tflops.end() - static_cast<long>(tflops.size() / 3), tflops.end());
+  const Stats st = compute_stats(tail);
+  Json j = Json::object();
+  j["dtype"] = "bf16";
+  j["m"] = static_cast<long long>(n);
+  j["n"] = static_cast<long long>(n);
+  j["k"] = static_cast<long long>(n);
+  j["algo"] = g.algo();
+  j["check_max_err"] = g.check_max_err();
+  j["gemms_per_window"] = per_window;
+  j["seconds"] = elapsed;
+  j["burst_tflops"] = tflops.front();
+  j["sustained_tflops"] = st.median;
+  j["sustained_spread"] = st.median > 0 ? (st.max - st.min) / st.median : 0.0;
+  j["ratio"] = st.median / tflops.front();
+  j["windows"] = std::move(windows);
+  std::fprintf(stderr, "[sustained] bf16 8192^3 for %.1f s: first window %.1f TFLOP/s, last third %.1f TFLOP/s (x%.3f)\n",
+               elapsed, tflops.front(), st.median, st.median / tflops.front());
+  (*ctx.doc)["sustained"] = std::move(j);
+}
 
 void run_gemm(Context& ctx) {
   Json& out = (*ctx.doc)["gemm"];

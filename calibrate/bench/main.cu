@@ -20,8 +20,8 @@ namespace {
 const char* kUsage =
     "usage: gpuplan-bench <command> [options]\n"
     "commands:\n"
-    "  suite        gemm + attention + hbm + launch on one GPU (the single-GPU calibration)\n"
-    "  gemm | attention | hbm | launch   one bench on one GPU\n"
+    "  suite        gemm + attention + hbm + launch + sustained on one GPU (the single-GPU calibration)\n"
+    "  gemm | attention | hbm | launch | sustained   one bench on one GPU\n"
     "  collectives  NCCL all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, one process per GPU\n"
     "  info         device, software and conditions only\n"
     "options:\n"
@@ -33,6 +33,7 @@ const char* kUsage =
     "  --item-budget-ms F    timed samples per item take about this long (default 40)\n"
     "  --retries N           re-measure a refused item N times (default 1)\n"
     "  --gemm-dtypes LIST    comma list of bf16,fp16,tf32,fp32,fp8 (default all the GPU supports)\n"
+    "  --sustained-s S       the sustained bench keeps a bf16 GEMM running this long (default 20; --quick: 3)\n"
     "collectives:\n"
     "  --nranks N            fork N processes on this host, one per GPU (default: all GPUs; or, when RANK and\n"
     "                        WORLD_SIZE are set by a launcher, run as that one rank)\n"
@@ -40,7 +41,10 @@ const char* kUsage =
     "  --min-bytes B --max-bytes B   size sweep (powers of two; default 1024 .. 4294967296)\n"
     "  --ops LIST            comma list of all_reduce,all_gather,reduce_scatter,all_to_all,send_recv\n"
     "  --time-limit-s S      stop sweeping after S seconds (the rest is listed under \"skipped\"); the samples file\n"
-    "                        is rewritten after every item, \"complete\": false until the sweep ends\n";
+    "                        is rewritten after every item, \"complete\": false until the sweep ends\n"
+    "  --no-overlap          skip the overlap items (each collective beside a bf16 GEMM loop; on by default)\n"
+    "  --overlap-bytes LIST  comma list of message sizes for the overlap items (default 33554432,268435456)\n"
+    "  --overlap-gemm M,N,K  the GEMM beside the collective (default 8192,8192,4096)\n";
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -56,12 +60,14 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }
 
 struct Args {
-  std::string command, out, id_file, gemm_dtypes, ops;
+  std::string command, out, id_file, gemm_dtypes, ops, overlap_bytes, overlap_gemm;
+  bool overlap = true;
   int device = 0, retries = 1, nranks = 0;
   bool quick = false;
   double threshold = 0.10, latency_bound_us = 20, item_budget_ms = 40;
   unsigned long long min_bytes = 1ULL << 10, max_bytes = 4ULL << 30;
   double time_limit_s = 0;
+  double sustained_s = 20;
   gb::Json argv = gb::Json::array();
 };
 
@@ -90,6 +96,13 @@ Args parse(int argc, char** argv) {
     else if (k == "--max-bytes") a.max_bytes = std::stoull(val());
     else if (k == "--ops") a.ops = val();
     else if (k == "--time-limit-s") a.time_limit_s = std::stod(val());
+    else if (k == "--no-overlap") a.overlap = false;
+    else if (k == "--sustained-s") {
+      a.sustained_s = std::stod(val());
+      if (!(a.sustained_s > 0)) throw std::invalid_argument("--sustained-s must be positive");
+    }
+    else if (k == "--overlap-bytes") a.overlap_bytes = val();
+    else if (k == "--overlap-gemm") a.overlap_gemm = val();
     else if (k == "-h" || k == "--help") a.command = "help";
     else throw std::invalid_argument("unknown option " + k);
   }
@@ -123,6 +136,7 @@ int run_single(const Args& a) {
   ctx.item_budget_s = a.item_budget_ms * 1e-3;
   ctx.retries = a.retries;
   ctx.quick = a.quick;
+  ctx.sustained_s = a.quick ? 3.0 : a.sustained_s;
   ctx.gemm_dtypes = split(a.gemm_dtypes, ',');
   ctx.doc = &doc;
   GB_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
@@ -152,7 +166,7 @@ int run_single(const Args& a) {
   doc["rejected"] = gb::Json::array();
 
   std::vector<std::string> benches;
-  if (a.command == "suite") benches = {"launch", "hbm", "gemm", "attention"};
+  if (a.command == "suite") benches = {"launch", "hbm", "gemm", "attention", "sustained"};
   else benches = {a.command};
   int errors = 0;
   for (const auto& b : benches) {
@@ -163,6 +177,7 @@ int run_single(const Args& a) {
       else if (b == "attention") gb::run_attention(ctx);
       else if (b == "hbm") gb::run_hbm(ctx);
       else if (b == "launch") gb::run_launch(ctx);
+      else if (b == "sustained") gb::run_sustained(ctx);
     } catch (const std::exception& e) {
       ++errors;
       ctx.reject(b, "*", std::string("bench aborted: ") + e.what());
@@ -247,14 +262,31 @@ int main(int argc, char** argv) {
           o.ops.push_back(op);
         }
       }
-      if (a.quick) o.max_bytes = std::min<std::uint64_t>(o.max_bytes, 64ULL << 20);
+      o.overlap = a.overlap;
+      if (!a.overlap_bytes.empty()) {
+        o.overlap_bytes.clear();
+        for (const auto& b : split(a.overlap_bytes, ',')) o.overlap_bytes.push_back(std::stoull(b));
+      }
+      if (!a.overlap_gemm.empty()) {
+        const auto mnk = split(a.overlap_gemm, ',');
+        if (mnk.size() != 3) throw std::invalid_argument("--overlap-gemm needs M,N,K");
+        for (int i = 0; i < 3; ++i) {
+          o.overlap_gemm[i] = std::stoll(mnk[static_cast<std::size_t>(i)]);
+          if (o.overlap_gemm[i] <= 0) throw std::invalid_argument("--overlap-gemm: sizes must be positive");
+        }
+      }
+      if (a.quick) {
+        o.max_bytes = std::min<std::uint64_t>(o.max_bytes, 64ULL << 20);
+        o.overlap_bytes = {32ULL << 20};
+        o.overlap_window_s = 0.03;
+      }
       return gb::run_collectives(o);
 #else
       throw std::runtime_error("this gpuplan-bench was built without NCCL (nccl.h / libnccl not found at configure)");
 #endif
     }
     if (a.command == "suite" || a.command == "gemm" || a.command == "attention" || a.command == "hbm" ||
-        a.command == "launch")
+        a.command == "launch" || a.command == "sustained")
       return run_single(a);
     throw std::invalid_argument("unknown command " + a.command);
   } catch (const std::invalid_argument& e) {
