@@ -69,6 +69,20 @@ std::vector<Section> profile_sections(const calib::Profile& p, const hw::GpuSpec
         fmt::format("bus {} (η {:.3f} of the link), empty call {}, step α {}; {} points, median {} max {}",
                     u::format(l.bus_bandwidth), l.bus_efficiency, u::format(l.intercept), u::format(l.step_latency),
                     l.fit.points, pct(l.fit.median_rel_error), pct(l.fit.max_rel_error)));
+  if (p.sustained_ratio)
+    fits.rows.emplace_back("sustained GEMM", fmt::format("×{:.3f} of the swept bf16 8192³ GEMM after tens of seconds at "
+                                                         "it (power cap; built-in: ×1); applied to training",
+                                                         *p.sustained_ratio));
+  if (p.overlap)
+    fits.rows.emplace_back(
+        "collective beside compute",
+        fmt::format("GEMM throughput lost {} (range {}–{}; built-in: {:.1f}% = 16 channels' share of {} SMs); each "
+                    "call waits {:.2f} compute-kernel durations (range {:.2f}–{:.2f}; built-in: 0); medians of {} "
+                    "overlap items",
+                    pct(p.overlap->compute_loss), pct(p.overlap->compute_loss_min), pct(p.overlap->compute_loss_max),
+                    gpu.compute_units > 0 ? 100.0 * std::min(1.0, 16.0 / gpu.compute_units) : 0.0, gpu.compute_units,
+                    p.overlap->wait_kernels, p.overlap->wait_kernels_min, p.overlap->wait_kernels_max,
+                    p.overlap->points));
   sec.push_back(fits);
   if (!p.notes.empty()) {
     Section n{"Notes", {}};

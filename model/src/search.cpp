@@ -185,7 +185,7 @@ struct FastTrainingEvaluator::Impl {
   TermCache<Seconds, 3> cp;            // tp, cp, micro
   TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
   TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
-  TermCache<DpTimes, 5> dp;            // tp, pp, cp, dp, ZeRO ≥ 1
+  TermCache<DpTimes, 5> dp;            // tp, pp, cp, dp, ZeRO stage
   TermCache<Seconds, 3> opt;           // tp, pp, shard
   TermCache<detail::OffloadTimes, 4> offload;  // tp, pp, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
@@ -240,8 +240,8 @@ struct FastTrainingEvaluator::Impl {
                           [&](const CommGroup& g) { return detail::pp_collective_time(a, plan, g); });
       });
     if (par.dp > 1) {
-      const std::int64_t sharded = plan.zero == wl::ZeroStage::none ? 0 : 1;
-      t.dp = dp.get({par.tp, par.pp, par.cp, par.dp, sharded}, [&] {
+      const auto zero = static_cast<std::int64_t>(plan.zero);
+      t.dp = dp.get({par.tp, par.pp, par.cp, par.dp, zero}, [&] {
         const CommGroup& g =
             groups.get({par.dp, par.tp * par.cp}, [&] { return detail::training_group(par.dp, par.tp * par.cp, sys); });
         return detail::dp_collective_times(k.params, plan, g);

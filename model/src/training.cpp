@@ -143,6 +143,9 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
 Device training_device(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
   Device d = make_device(*sys.gpu);
   if (sys.efficiency) d.eff = *sys.efficiency;
+  // Training is sustained work: the calibrated GEMM ceilings (from the sweep's short bursts) at the sustained rate.
+  d.eff.gemm_bf16 *= d.eff.gemm_sustained;
+  d.eff.gemm_fp8 *= d.eff.gemm_sustained;
   if (plan.attention_kernel == wl::AttentionKernel::fa2) {
     d.eff.attention_fwd = d.eff.attention_fwd_fa2;
     d.eff.attention_bwd = d.eff.attention_bwd_fa2;
@@ -270,11 +273,34 @@ DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPla
   const double p_gpu = params_per_gpu(params, plan);
   const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
   const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
+  // The unit reduced last (its gradients appear last in the backward, so nothing is left to hide its collective)
+  // and the unit gathered first (before the first layer can run):
+  //  - FSDP / ZeRO-3: the root unit, which holds what no decoder layer owns: the embedding, the final norm and an
+  //    untied LM head;
+  //  - buckets (DDP, Megatron): the bucket of the embedding's gradient, the last one produced; one tensor is never
+  //    split, so it is max(bucket, embedding).
+  const double tp = double(plan.par.tp);
+  const double emb = double(params.embedding + params.position_embedding) / tp;
+  double unit = 0;
+  if (plan.zero == wl::ZeroStage::parameters) {
+    unit = emb + double(params.lm_head) / tp;
+  } else {
+    const double bucket = plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none
+                              ? 25.0 * 1024 * 1024 / plan.precision.gradient_bytes
+                              : std::max(4.0e7, 1.0e6 * double(plan.par.dp));
+    unit = std::max(bucket, emb);
+  }
+  unit = std::min(unit, p_gpu);
+  const Bytes unit_grads = units::bytes(unit * plan.precision.gradient_bytes);
+  const Bytes unit_weights = units::bytes(unit * plan.precision.weight_bytes);
   if (plan.zero == wl::ZeroStage::none) {
     t.reduce = collective_time(Collective::all_reduce, grads, dp_g);
+    t.reduce_last = collective_time(Collective::all_reduce, unit_grads, dp_g);
   } else {
     t.reduce = collective_time(Collective::reduce_scatter, grads, dp_g);
     t.gather = collective_time(Collective::all_gather, weights, dp_g);
+    t.reduce_last = collective_time(Collective::reduce_scatter, unit_grads, dp_g);
+    t.gather_first = collective_time(Collective::all_gather, unit_weights, dp_g);
   }
   return t;
 }
@@ -297,6 +323,56 @@ double optimizer_shard(const wl::TrainingPlan& plan) {
   return plan.zero == wl::ZeroStage::none
              ? 1.0
              : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group : par.dp);
+}
+
+namespace {
+/// Collective calls of one step's DP communication, from the frameworks' bucketing:
+///  - PyTorch DDP (eager kernels, no ZeRO): gradient buckets of 25 MiB (`bucket_cap_mb` = 25, the default of
+///    torch.nn.parallel.DistributedDataParallel);
+///  - FSDP / ZeRO-3: one reduce-scatter and one all-gather per layer (one unit per decoder layer);
+///  - Megatron-LM DDP and distributed optimizer: buckets of max(40M, 1M × DP) parameters (Megatron core
+///    DistributedDataParallel's default bucket size).
+struct DpCalls {
+  double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
+};
+DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, double p_gpu, units::Bytes grads) {
+  const double layers_stage = double(std::max<std::int64_t>(1, a.layers / std::max(1, plan.par.pp)));
+  if (plan.zero == wl::ZeroStage::parameters) return {layers_stage, layers_stage};
+  if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
+    return {std::max(1.0, std::ceil(grads.raw() / (25.0 * 1024 * 1024))), 1};
+  const double bucket = std::max(4.0e7, 1.0e6 * double(plan.par.dp));
+  const double n = std::max(1.0, std::ceil(p_gpu / bucket));
+  return {n, n};
+}
+
+/// A communication of alone-time t, issued as `calls` collective calls beside compute of length `window` whose
+/// kernel in flight lasts tk: each call waits wait_kernels × tk for SMs, so beside compute it takes
+/// t + calls × wait_kernels × tk. What the compute window does not cover runs alone afterwards (exposed, at least
+/// `floor`: the last bucket); `hidden` is how long it ran beside compute (which pays the SM share).
+struct BesideCompute {
+  Seconds exposed{}, hidden{};
+};
+BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk, double wait_kernels, Seconds floor) {
+  if (!(t > Seconds(0))) return {};
+  const Seconds stretched = t + tk * (calls * wait_kernels);
+  const Seconds beyond = stretched <= window ? Seconds(0) : t * (1.0 - (window / stretched).raw());
+  BesideCompute b;
+  b.exposed = std::min(t, std::max(floor, beyond));
+  b.hidden = stretched <= window ? stretched - b.exposed : std::min(window, stretched - b.exposed);
+  b.hidden = std::max(Seconds(0), b.hidden);
+  return b;
+}
+
+}  // namespace
+
+double comm_compute_share(const Device& d) {
+  // Overlap is not free: while a collective runs it holds SMs (NCCL: one per channel; userbuffers: its copy kernels)
+  // that the GEMMs lose, so the hidden part of a communication still costs (hidden time) × (that share). Measured by
+  // the calibration profile's overlap items (comm_compute_loss) where there is one; else the assumption of 16
+  // channels' share of the SMs, NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
+  // (Parts whose SM count is not in the data get no contention term.)
+  if (d.eff.comm_compute_loss > 0) return d.eff.comm_compute_loss;
+  return d.gpu->compute_units > 0 ? std::min(1.0, 16.0 / double(d.gpu->compute_units)) : 0.0;
 }
 
 namespace {
@@ -383,11 +459,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   const std::int64_t layers_stage = a.layers / par.pp;
   const double moe_layers_stage = k.moe_layers / double(par.pp);
   o.tp = o.cp = o.ep = o.pp = o.dp = CommNumbers{};
-  // Overlap is not free: while a collective runs it holds SMs (NCCL: one per channel; userbuffers: its copy kernels)
-  // that the GEMMs lose, so the hidden part of a communication still costs (hidden time) × (that SM share).
-  // Assumption until calibrated: 16 channels, NCCL's usual ring width on NVLink-connected Hopper/Ampere nodes.
-  // (Parts whose SM count is not in the data get no contention term.)
-  const double nccl_sm_share = gpu.compute_units > 0 ? std::min(1.0, 16.0 / double(gpu.compute_units)) : 0.0;
+  const double nccl_sm_share = comm_compute_share(k.d);
   // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
   if (par.tp > 1) {
     const Bytes act = tp_message(a, plan);
@@ -452,19 +524,35 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
       o.dp.bytes = grads + weights * (2.0 * double(m));
     }
     o.dp.time = reduce + gather;
-    // Bucketed reduction overlaps the backward of the last micro-batch; the last bucket stays exposed.
-    const Seconds last_bucket = reduce / double(std::max<std::int64_t>(1, layers_stage));
-    const Seconds reduce_exposed = plan.overlap_grad_reduce ? std::max(last_bucket, reduce - bwd_mb) : reduce;
+    // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
+    // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
+    // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
+    const DpCalls calls = dp_calls(a, plan, p_gpu, grads);
+    const double wait = k.d.eff.comm_wait_kernels;
+    PassCost bwd_pass = bwd;
+    bwd_pass += recompute;
+    const Seconds tk_bwd = bwd_pass.kernel_in_flight();
+    PassCost all_pass = bwd_pass;
+    all_pass += fwd;
+    const Seconds tk_all = all_pass.kernel_in_flight();
+    // Bucketed reduction overlaps the backward of the last micro-batch; the last unit's collective (the embedding's
+    // bucket, FSDP's root unit: dp_collective_times) stays exposed.
+    const BesideCompute red = plan.overlap_grad_reduce
+                                  ? beside_compute(reduce, bwd_mb, calls.reduce, tk_bwd, wait, t.dp.reduce_last)
+                                  : BesideCompute{reduce, Seconds(0)};
     // ZeRO-3 gathers behind the whole step's compute, which includes the last backward that already hides the
     // gradient reduction: that time is not available twice (before, a faster GPU could lengthen the step: the
     // shrinking backward exposed both streams; tests/property "step time does not rise when ... compute peak").
     const Seconds gather_window = plan.zero == wl::ZeroStage::parameters
-                                      ? std::max(Seconds(0), (fwd_mb + bwd_mb) * double(m) - (reduce - reduce_exposed))
+                                      ? std::max(Seconds(0), (fwd_mb + bwd_mb) * double(m) - red.hidden)
                                       : fwd_mb;
-    const Seconds gather_exposed = plan.overlap_param_gather ? std::max(Seconds(0), gather - gather_window) : gather;
+    const double gather_calls =
+        plan.zero == wl::ZeroStage::parameters ? calls.gather * 2.0 * double(m) : calls.gather;
+    const BesideCompute gat = plan.overlap_param_gather
+                                  ? beside_compute(gather, gather_window, gather_calls, tk_all, wait, t.dp.gather_first)
+                                  : BesideCompute{gather, Seconds(0)};
     // The hidden part still costs its SM share (nccl_sm_share, above).
-    const Seconds hidden = (reduce - reduce_exposed) + (gather - gather_exposed);
-    o.dp.exposed = reduce_exposed + gather_exposed + hidden * nccl_sm_share;
+    o.dp.exposed = red.exposed + gat.exposed + (red.hidden + gat.hidden) * nccl_sm_share;
     // PyTorch DDP copies each gradient into its communication bucket (read + write per element); Megatron's
     // contiguous gradient buffer and FSDP avoid the copy.
     if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none) o.dp.exposed += t.ddp_copy;
@@ -764,6 +852,19 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
                              fmt::format("{} over {} GPUs ({}), {} per step", c.collective, c.group_size, c.tier,
                                          format(c.bytes_per_step)),
                              Origin::derived("collectives")});
+    }
+    if (!comm.inputs.empty()) {
+      const double share = detail::comm_compute_share(d);
+      const double wait = d.eff.comm_wait_kernels;
+      comm.inputs.push_back(
+          {"beside compute",
+           fmt::format("GEMM loss {}, wait {} kernel durations per call", units::format_number(share, 3),
+                       units::format_number(wait, 3)),
+           "hidden communication costs (hidden time) × GEMM loss; each DP call beside compute waits for the kernel in "
+           "flight (buckets: DDP 25 MiB, FSDP per layer, Megatron max(40M, 1M·DP) parameters)",
+           d.eff.comm_compute_loss > 0 ? Origin::calibration(d.eff.origin)
+                                       : Origin::assumption("16 NCCL channels' share of the SMs; no wait (no "
+                                                            "calibration profile with overlap items)")});
     }
     root.children.push_back(comm);
     root.children.push_back({"train.bubble", "Pipeline bubble", "bubble = (p − 1)/(v·m) · m·t_mb",

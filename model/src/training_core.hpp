@@ -73,16 +73,21 @@ Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g);
 /// One PP send/recv. Key (tp, cp, dp, micro, sp).
 Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g);
-/// The DP gradient reduction (all-reduce, or reduce-scatter with ZeRO ≥ 1) and one parameter all-gather (ZeRO ≥ 1).
-/// Key (tp, pp, cp, dp, ZeRO ≥ 1).
+/// The DP gradient reduction (all-reduce, or reduce-scatter with ZeRO ≥ 1) and one parameter all-gather (ZeRO ≥ 1),
+/// and the collectives of the unit reduced last and gathered first. Key (tp, pp, cp, dp, ZeRO stage).
 struct DpTimes {
   Seconds reduce{}, gather{};
+  Seconds reduce_last{};   ///< the last-reduced unit's collective (exposed after the backward)
+  Seconds gather_first{};  ///< the first-gathered unit's collective (exposed before the first layer), ZeRO ≥ 1
 };
 DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g);
 /// PyTorch DDP's copy of every gradient into its buckets (eager kernels, no ZeRO). Key (tp, pp).
 Seconds ddp_copy_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 /// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp).
 Seconds amp_cast_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+/// Fraction of GEMM throughput a collective running beside compute takes: the calibration profile's measured
+/// comm_compute_loss, else 16 NCCL channels' share of the GPU's SMs (an assumption).
+double comm_compute_share(const Device& d);
 /// ZeRO shard count of the optimizer step (1 without ZeRO).
 double optimizer_shard(const wl::TrainingPlan& plan);
 /// The optimizer pass over this GPU's shard. Key (tp, pp, optimizer_shard).

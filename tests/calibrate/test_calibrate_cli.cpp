@@ -5,9 +5,10 @@
 
 using namespace gpuplan::cli_test;
 
-TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs) reproduces the shipped profile byte for byte") {
+TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs, sweep, sustained) reproduces the shipped profile") {
   const std::string dir = kData + "/calibration/h100-sxm5-80gb/";
   const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-2026-11-22-second-gpu.json",
+                     dir + "samples-gemm-bf16-2026-11-22.json", dir + "samples-sustained-2026-11-22.json",
                      "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
@@ -16,14 +17,20 @@ TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs) reproduces the 
   CHECK(contains(r.out, "\"gemm_memory\""));
 }
 
-TEST_CASE("calibrate fit on the recorded H200 suite + 2-GPU collectives reproduces the shipped profile") {
+TEST_CASE("calibrate fit on the recorded H200 suite, sweep, sustained run, 2-/4-GPU collectives and overlap items "
+          "reproduces the shipped profile") {
   const std::string dir = kData + "/calibration/h200-sxm-141gb/";
-  const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-collectives-2gpu-2026-11-22.json",
-                     "--gpu", "h200", "--dry-run", "--format", "json"});
+  const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-gemm-bf16-2026-11-22.json",
+                     dir + "samples-sustained-2026-11-22.json", dir + "samples-collectives-2gpu-2026-11-22.json",
+                     dir + "samples-collectives-4gpu-2026-11-22.json", dir + "samples-overlap-2gpu-2026-11-22.json",
+                     dir + "samples-overlap-4gpu-2026-11-22.json", "--gpu", "h200", "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(dir + "profile.json"));
   CHECK(contains(r.out, "\"op\": \"all_reduce\""));
+  CHECK(contains(r.out, "\"ranks\": 4"));
+  CHECK(contains(r.out, "\"overlap\""));
+  CHECK(contains(r.out, "\"gemm_sustained_ratio\""));
 }
 
 TEST_CASE("calibrate show prints the profile against the built-in defaults") {

@@ -179,3 +179,54 @@ TEST_CASE("bad samples files are diagnosed with the file and the JSON pointer") 
   REQUIRE_FALSE(s2.ok());
   CHECK(s2.diagnostics().to_string().find("/kind: error: expected \"gpuplan-calibration-samples\"") != std::string::npos);
 }
+
+TEST_CASE("the overlap items give the median GEMM loss and per-call wait, the sustained run its ratio to the sweep") {
+  const hw::GpuSpec& gpu = *db().find_gpu("h100-sxm5-80gb");
+  nlohmann::json j = synthetic(gpu);
+  // Three items with known answers: GEMM 1.0 ms alone; losses 0.05, 0.10, 0.30; waits 0.4, 0.8, 2.0 GEMM durations.
+  const double ga = 1.0e-3;
+  const double loss[3] = {0.05, 0.10, 0.30}, wait[3] = {0.4, 0.8, 2.0}, alone[3] = {100e-6, 1.2e-3, 600e-6};
+  for (int i = 0; i < 3; ++i)
+    j["overlap"].push_back({{"op", i == 0 ? "all_reduce" : "reduce_scatter"}, {"ranks", 4}, {"bytes", 33554432.0},
+                            {"gemm_alone_s", ga}, {"gemm_overlap_s", ga / (1.0 - loss[i])},
+                            {"coll_alone_s", alone[i]}, {"coll_overlap_s", alone[i] + wait[i] * ga}});
+  // The sweep's 8192³ bf16 GEMM (from the synthetic roofline) and a sustained run at 0.97 of it.
+  double swept = 0;
+  for (const auto& g : j["gemm"])
+    if (g["m"] == 8192 && g["shape"] == "square") swept = 2.0 * 8192.0 * 8192.0 * 8192.0 / g["median_s"].get<double>() / 1e12;
+  REQUIRE(swept > 0);
+  j["sustained"] = {{"sustained_tflops", 0.97 * swept}};
+  auto s = calib::read_samples(write("overlap.json", j));
+  REQUIRE(s.ok());
+  CHECK(s.value().overlap.size() == 3);
+  auto p = calib::fit_profile({s.value()}, gpu, db());
+  REQUIRE(p.ok());
+  REQUIRE(p.value().overlap.has_value());
+  CHECK(p.value().overlap->points == 3);
+  CHECK(p.value().overlap->compute_loss == doctest::Approx(0.10).epsilon(1e-9));
+  CHECK(p.value().overlap->wait_kernels == doctest::Approx(0.8).epsilon(1e-9));
+  CHECK(p.value().overlap->compute_loss_max == doctest::Approx(0.30).epsilon(1e-9));
+  CHECK(p.value().overlap->wait_kernels_min == doctest::Approx(0.4).epsilon(1e-9));
+  REQUIRE(p.value().sustained_ratio.has_value());
+  CHECK(*p.value().sustained_ratio == doctest::Approx(0.97).epsilon(1e-9));
+  // Through the profile JSON to the model's efficiency row.
+  const fs::path out = temp_dir() / "overlap-profile.json";
+  Diagnostics d;
+  REQUIRE(calib::write_file_atomically(out.string(), calib::profile_json(p.value()), d));
+  auto back = calib::read_profile(out.string());
+  REQUIRE(back.ok());
+  const model::EfficiencyProfile e = calib::to_efficiency(back.value(), gpu);
+  CHECK(e.comm_compute_loss == doctest::Approx(0.10).epsilon(1e-6));
+  CHECK(e.comm_wait_kernels == doctest::Approx(0.8).epsilon(1e-6));
+  CHECK(e.gemm_sustained == doctest::Approx(0.97).epsilon(1e-6));
+}
+
+TEST_CASE("an overlap item with a missing time is diagnosed with its JSON pointer") {
+  const hw::GpuSpec& gpu = *db().find_gpu("h100-sxm5-80gb");
+  nlohmann::json j = synthetic(gpu);
+  j["overlap"].push_back({{"op", "all_reduce"}, {"ranks", 2}, {"bytes", 1.0e6}, {"gemm_alone_s", 1e-3},
+                          {"gemm_overlap_s", 1.1e-3}, {"coll_alone_s", 1e-4}});
+  auto s = calib::read_samples(write("overlap-bad.json", j));
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.diagnostics().to_string().find("/overlap/0/coll_overlap_s: error: missing") != std::string::npos);
+}

@@ -34,10 +34,10 @@ cli::ValidationSummary run(const char* file) {
 // Our own H100/H200 measurements (data/validation/measured/): step throughput and peak allocated memory of
 // single-GPU, DDP and FSDP runs with exactly known configurations. Tolerance: the issue's bar for training
 // throughput (median |error| ≤ 10%, none over 25%). The H100 GEMM and FA2 efficiencies were calibrated from the
-// kernel profiles of two of these 28 cases (w7b_L8_s4096_b4 and llama1b_s2048_b4); the rest are out of sample.
+// kernel profiles of two of these 36 cases (w7b_L8_s4096_b4 and llama1b_s2048_b4); the rest are out of sample.
 TEST_CASE("our own measured training steps and memory: median error at most 10% and none over 25%") {
   const auto s = run("measured_cases.json");
-  CHECK(s.evaluated == 28);
+  CHECK(s.evaluated == 36);
   CHECK(s.median_abs_error <= 0.10);
   CHECK(s.max_abs_error <= 0.25);
   for (const auto& c : s.cases) {
@@ -192,8 +192,8 @@ TEST_CASE("calibration profiles at least halve the median error on our own servi
 }
 
 // The issue's full target on all our own measured cases (training steps and serving steps) with the calibrated
-// profiles: median ≤ 5%, none over 15%. Not met yet (serving median 5.1%, worst 16.6%; training steps: the profiles
-// do not move them, 6.7% / 20.5%): this test fails until it is.
+// profiles: median ≤ 5%, none over 15%. Not met yet (serving median 5.1%, worst 16.1%; training 6.2% / 18.9%, the
+// worst an FSDP memory case the profiles do not touch): this test fails until it is.
 TEST_CASE("calibrated predictions of all our own measurements: median 5%, none over 15%" * doctest::should_fail()) {
   auto t = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_cases.json", data().db,
                                   data().lib, GPUPLAN_TEST_DATA_DIR);
@@ -205,8 +205,29 @@ TEST_CASE("calibrated predictions of all our own measurements: median 5%, none o
   for (const auto* sum : {&t.value(), &s.value()})
     for (const auto& c : sum->cases)
       if (c.error_calibrated) e.push_back(std::fabs(*c.error_calibrated));
-  REQUIRE(e.size() == 103);
+  REQUIRE(e.size() == 111);
   std::sort(e.begin(), e.end());
   CHECK(e[e.size() / 2] <= 0.05);
   CHECK(e.back() <= 0.15);
+}
+
+// What the overlap items buy (docs/calibration.md): the DDP steps on 2 and 4 H200s, whose error came from
+// communication beside compute, are predicted within 10% with the H200 profile (measured GEMM loss and per-call wait),
+// and each better than with the built-in assumption (16 channels' share of the SMs, no wait).
+TEST_CASE("the H200 profile's overlap items bring the DDP steps within 10%") {
+  auto v = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_cases.json", data().db,
+                                  data().lib, GPUPLAN_TEST_DATA_DIR);
+  REQUIRE(v.ok());
+  const auto& s = v.value();
+  int ddp = 0;
+  for (const auto& c : s.cases) {
+    if (c.id.find("_ddp") == std::string::npos || c.id.find("-memory") != std::string::npos) continue;
+    CAPTURE(c.id);
+    REQUIRE(c.error.has_value());
+    REQUIRE(c.error_calibrated.has_value());
+    CHECK(std::fabs(*c.error_calibrated) <= 0.10);
+    CHECK(std::fabs(*c.error_calibrated) < std::fabs(*c.error));
+    ++ddp;
+  }
+  CHECK(ddp == 3);
 }

@@ -160,9 +160,30 @@ Result<Samples> read_samples(const std::string& path) {
       }
       s.collectives.push_back({*op, int(*r), *b, *t});
     }
+  if (const Json* a = array_at(*j, "overlap", path, d))
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      const Json& e = (*a)[i];
+      const std::string p = fmt::format("/overlap/{}", i);
+      auto op = text(e, "op", path, p, d, kOps);
+      auto r = number(e, "ranks", path, p, d);
+      auto b = number(e, "bytes", path, p, d);
+      auto ca = number(e, "coll_alone_s", path, p, d);
+      auto co = number(e, "coll_overlap_s", path, p, d);
+      auto ga = number(e, "gemm_alone_s", path, p, d);
+      auto go = number(e, "gemm_overlap_s", path, p, d);
+      if (!op || !r || !b || !ca || !co || !ga || !go) continue;
+      if (*r > 1048576.0) {
+        d.error(path, p + "/ranks", fmt::format("expected a rank count up to 2^20, found {}", *r));
+        continue;
+      }
+      s.overlap.push_back({*op, int(*r), *b, *ca, *co, *ga, *go});
+    }
+  if (j->contains("sustained") && (*j)["sustained"].is_object())
+    s.sustained_tflops = number((*j)["sustained"], "sustained_tflops", path, "/sustained", d);
   if (j->contains("rejected") && (*j)["rejected"].is_array()) s.rejected = int((*j)["rejected"].size());
-  if (s.gemm.empty() && s.hbm.empty() && s.collectives.empty() && !s.launch_s && !s.graph_kernel_s)
-    d.error(path, "", "no samples: none of gemm, hbm, launch, collectives holds a measurement");
+  if (s.gemm.empty() && s.hbm.empty() && s.collectives.empty() && s.overlap.empty() && !s.launch_s &&
+      !s.graph_kernel_s && !s.sustained_tflops)
+    d.error(path, "", "no samples: none of gemm, hbm, launch, collectives, overlap, sustained holds a measurement");
   if (d.has_errors()) return Result<Samples>(std::move(d));
   return Result<Samples>(std::move(s), std::move(d));
 }
@@ -414,7 +435,58 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     }
     p.links.push_back(f);
   }
-  if (p.gemm.empty() && !p.hbm && p.links.empty() && !p.launch && !p.graph_kernel)
+  // Overlap: medians over every item (they scatter with the message size and the op; the medians are what a
+  // training step's many collectives see on average). The per-item values are clamped at 0 (a GEMM a little
+  // faster beside a collective is noise).
+  {
+    std::vector<double> loss, wait;
+    for (const auto& s : samples)
+      for (const auto& o : s.overlap) {
+        if (!(o.gemm_overlap_s > 0 && o.gemm_alone_s > 0 && o.coll_alone_s > 0)) continue;
+        loss.push_back(std::max(0.0, 1.0 - o.gemm_alone_s / o.gemm_overlap_s));
+        wait.push_back(std::max(0.0, (o.coll_overlap_s - o.coll_alone_s) / o.gemm_alone_s));
+      }
+    if (!loss.empty()) {
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        const std::size_t n = v.size();
+        return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+      };
+      OverlapFit f;
+      f.points = int(loss.size());
+      f.compute_loss = median(loss);
+      f.wait_kernels = median(wait);
+      f.compute_loss_min = *std::min_element(loss.begin(), loss.end());
+      f.compute_loss_max = *std::max_element(loss.begin(), loss.end());
+      f.wait_kernels_min = *std::min_element(wait.begin(), wait.end());
+      f.wait_kernels_max = *std::max_element(wait.begin(), wait.end());
+      if (std::isfinite(f.compute_loss) && std::isfinite(f.wait_kernels) && f.compute_loss < 1.0)
+        p.overlap = f;
+      else
+        p.notes.push_back("overlap items give no finite compute loss below 1, not used");
+    }
+  }
+  // Sustained GEMM: its throughput over the median swept throughput of the same bf16 8192³ GEMM.
+  {
+    std::vector<double> sustained, swept;
+    for (const auto& s : samples) {
+      if (s.sustained_tflops) sustained.push_back(*s.sustained_tflops);
+      for (const auto& g : s.gemm)
+        if (g.dtype == "bf16" && g.m == 8192 && g.n == 8192 && g.k == 8192 && g.median_s > 0)
+          swept.push_back(2.0 * 8192.0 * 8192.0 * 8192.0 / g.median_s / 1e12);
+    }
+    if (!sustained.empty() && swept.empty())
+      p.notes.push_back("sustained GEMM measured but no swept bf16 8192³ GEMM to compare it with: not used");
+    if (!sustained.empty() && !swept.empty()) {
+      std::sort(sustained.begin(), sustained.end());
+      std::sort(swept.begin(), swept.end());
+      const double r = sustained[sustained.size() / 2] / swept[swept.size() / 2];
+      if (std::isfinite(r) && r > 0.3 && r <= 1.0) p.sustained_ratio = r;
+      else if (std::isfinite(r) && r > 1.0) p.sustained_ratio = 1.0;  // faster sustained than swept: no penalty
+      else p.notes.push_back(fmt::format("sustained/swept GEMM ratio {} is implausible: not used", r));
+    }
+  }
+  if (p.gemm.empty() && !p.hbm && p.links.empty() && !p.launch && !p.graph_kernel && !p.overlap && !p.sustained_ratio)
     d.error("", "", "nothing could be fitted from these samples");
   if (d.has_errors()) return Result<Profile>(std::move(d));
   return Result<Profile>(std::move(p), std::move(d));
@@ -468,6 +540,13 @@ std::string profile_json(const Profile& p) {
                           {"step_latency_s", round_sig(l.step_latency.raw(), 4)},
                           {"call_latency_s", round_sig(l.call_latency.raw(), 4)},
                           {"fit", quality_json(l.fit)}});
+  if (p.sustained_ratio) o["gemm_sustained_ratio"] = round_sig(*p.sustained_ratio, 4);
+  if (p.overlap)
+    o["overlap"] = {{"compute_loss", round_sig(p.overlap->compute_loss, 4)},
+                    {"wait_kernels", round_sig(p.overlap->wait_kernels, 4)},
+                    {"points", p.overlap->points},
+                    {"compute_loss_range", {round_sig(p.overlap->compute_loss_min, 4), round_sig(p.overlap->compute_loss_max, 4)}},
+                    {"wait_kernels_range", {round_sig(p.overlap->wait_kernels_min, 4), round_sig(p.overlap->wait_kernels_max, 4)}}};
   o["notes"] = p.notes;
   return o.dump(2) + "\n";
 }
@@ -513,6 +592,12 @@ const json_io::FieldTable kLinkFit{
     field("step_latency_s", FT::number, kReq, "s", 0, 1, "per-step α"),
     field("call_latency_s", FT::number, kOpt, "s", 0, 1, "base latency per call (≤ the model's NCCL constant)"),
     field("fit", FT::object, kReq, "", 0, 0, "fit quality", {}, &kQuality)};
+const json_io::FieldTable kOverlapFit{
+    field("compute_loss", FT::number, kReq, "", 0, 0.999, "GEMM throughput lost beside a collective (median)"),
+    field("wait_kernels", FT::number, kReq, "", 0, 100, "extra time per collective call, in compute-kernel durations (median)"),
+    field("points", FT::integer, kReq, "", 1, 1e9, "overlap items"),
+    field("compute_loss_range", FT::any, kOpt, "", 0, 0, "[min, max] over the items"),
+    field("wait_kernels_range", FT::any, kOpt, "", 0, 0, "[min, max] over the items")};
 const json_io::FieldTable kProfile{
     field("schema", FT::integer, kReq, "", 1, 1, "format version"),
     field("kind", FT::string, kReq, "", 0, 0, "file kind", {"gpuplan-calibration-profile"}),
@@ -526,6 +611,8 @@ const json_io::FieldTable kProfile{
     field("launch_s", FT::number, kOpt, "s", 0, 1, "eager launch interval of an empty kernel"),
     field("graph_kernel_s", FT::number, kOpt, "s", 0, 1, "per kernel inside a replayed CUDA graph"),
     field("links", FT::any, kReq, "", 0, 0, "collective fits, one per (op, ranks)"),
+    field("overlap", FT::object, kOpt, "", 0, 0, "communication beside compute", {}, &kOverlapFit),
+    field("gemm_sustained_ratio", FT::number, kOpt, "", 0.3, 1.0, "sustained / swept bf16 8192³ GEMM throughput"),
     field("notes", FT::string_list, kOpt, "", 0, 0, "what could not be fitted, refused samples")};
 
 FitQuality read_quality(const json_io::ObjectReader& r, const char* key) {
@@ -597,6 +684,26 @@ Result<Profile> read_profile(const std::string& path) {
     l.fit = read_quality(e, "fit");
     p.links.push_back(l);
   });
+  if (auto v = r.num("gemm_sustained_ratio")) p.sustained_ratio = *v;
+  if (auto ov = r.object("overlap")) {
+    OverlapFit f;
+    f.compute_loss = ov->num("compute_loss").value_or(0);
+    f.wait_kernels = ov->num("wait_kernels").value_or(0);
+    f.points = int(ov->integer("points").value_or(0));
+    auto range = [&](const char* key, double& lo, double& hi) {
+      const Json* v = ov->raw(key);
+      if (v == nullptr) return;
+      if (!v->is_array() || v->size() != 2 || !(*v)[0].is_number() || !(*v)[1].is_number()) {
+        ov->error(key, "expected [min, max], two numbers");
+        return;
+      }
+      lo = (*v)[0].get<double>();
+      hi = (*v)[1].get<double>();
+    };
+    range("compute_loss_range", f.compute_loss_min, f.compute_loss_max);
+    range("wait_kernels_range", f.wait_kernels_min, f.wait_kernels_max);
+    p.overlap = f;
+  }
   if (d.has_errors()) return Result<Profile>(std::move(d));
   return Result<Profile>(std::move(p), std::move(d));
 }
@@ -627,6 +734,16 @@ model::EfficiencyProfile to_efficiency(const Profile& p, const hw::GpuSpec& gpu)
   }
   if (p.graph_kernel) e.graph_kernel = *p.graph_kernel;
   if (p.launch) e.eager_launch = *p.launch;
+  if (p.sustained_ratio) {
+    e.gemm_sustained = *p.sustained_ratio;
+    measured.push_back(fmt::format("sustained GEMM ×{:.3f} (training)", *p.sustained_ratio));
+  }
+  if (p.overlap) {
+    e.comm_compute_loss = p.overlap->compute_loss;
+    e.comm_wait_kernels = p.overlap->wait_kernels;
+    measured.push_back(fmt::format("collective beside compute: GEMM loss {:.3f}, wait {:.2f} kernels per call",
+                                   p.overlap->compute_loss, p.overlap->wait_kernels));
+  }
   std::string m;
   for (const auto& x : measured) m += (m.empty() ? "" : ", ") + x;
   e.origin = fmt::format("calibration profile {} ({}; the rest built-in: {})", where, m.empty() ? "nothing" : m, e.origin);

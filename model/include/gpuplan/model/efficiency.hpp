@@ -25,6 +25,13 @@ struct EfficiencyProfile {
   units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated
   units::Seconds graph_kernel{};   ///< per-kernel cost inside a replayed CUDA graph (0 = not measured)
   units::Seconds eager_launch{};   ///< back-to-back eager launch interval of an empty kernel (0 = not measured)
+  /// Communication beside compute, measured by the collectives bench's overlap items (0 = not measured: the model
+  /// then states its assumption, 16 NCCL channels' share of the SMs, and no wait).
+  double comm_compute_loss = 0.0;   ///< fraction of GEMM throughput lost while a collective runs beside it
+  double comm_wait_kernels = 0.0;   ///< extra time per collective call beside compute, in compute-kernel durations
+  /// Sustained / swept GEMM throughput (calibration profile's sustained bench; 1 = not measured). Training applies it
+  /// to the GEMM ceilings: a step keeps the tensor cores busy for as long as the run lasts, the sweep for ~40 ms.
+  double gemm_sustained = 1.0;
   std::string origin;          ///< citations of the numbers above
   bool calibrated = false;     ///< true when it comes from our own calibration profile
 };

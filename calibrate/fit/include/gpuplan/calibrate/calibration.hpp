@@ -45,6 +45,14 @@ struct CollectiveSample {
   double bytes = 0;
   double median_s = 0;
 };
+/// One overlap item of the collectives bench: a collective beside a bf16 GEMM loop on the same GPU.
+struct OverlapSample {
+  std::string op;
+  int ranks = 0;
+  double bytes = 0;
+  double coll_alone_s = 0, coll_overlap_s = 0;  ///< per collective, alone and beside the GEMMs
+  double gemm_alone_s = 0, gemm_overlap_s = 0;  ///< per GEMM, alone and beside the collectives
+};
 struct Samples {
   std::string file;
   std::string gpu_name;
@@ -56,6 +64,8 @@ struct Samples {
   std::optional<double> launch_s;        ///< eager launch interval of an empty kernel
   std::optional<double> graph_kernel_s;  ///< per kernel inside a replayed graph
   std::vector<CollectiveSample> collectives;
+  std::vector<OverlapSample> overlap;
+  std::optional<double> sustained_tflops;  ///< the sustained bench: bf16 8192³ GEMM throughput after ~20–30 s at it
   int rejected = 0;  ///< samples the bench refused (spread too wide)
 };
 
@@ -94,6 +104,18 @@ struct LinkFit {
   units::Seconds call_latency{};     ///< t_call: the model's NCCL base latency, or a when a is smaller
   FitQuality fit;
 };
+/// Communication beside compute (the overlap items): medians over every accepted item (all ops, sizes, rank counts).
+///  - compute_loss: the fraction of GEMM throughput a running collective takes, 1 − t_gemm,alone / t_gemm,overlap;
+///  - wait_kernels: how much longer a collective call takes beside compute, in units of the duration of the compute
+///    kernel beside it, (t_coll,overlap − t_coll,alone) / t_gemm,alone. A GEMM grid holds every SM, so a collective's
+///    kernel starts when the kernel in flight drains: the delay scales with the compute kernels, not the message.
+struct OverlapFit {
+  double compute_loss = 0;
+  double wait_kernels = 0;
+  int points = 0;
+  double compute_loss_min = 0, compute_loss_max = 0;
+  double wait_kernels_min = 0, wait_kernels_max = 0;
+};
 struct Profile {
   int schema = 1;
   std::string gpu_id;
@@ -106,6 +128,10 @@ struct Profile {
   std::optional<units::Seconds> launch;
   std::optional<units::Seconds> graph_kernel;
   std::vector<LinkFit> links;
+  std::optional<OverlapFit> overlap;
+  /// Sustained / swept throughput of the bf16 8192³ GEMM: what holding the tensor cores busy for tens of seconds
+  /// (power cap) costs against the sweep's ~40 ms per shape. Applied to the GEMM ceilings of training steps.
+  std::optional<double> sustained_ratio;
   std::vector<std::string> notes;
   std::string file;  ///< where it was read from (not written)
 };
