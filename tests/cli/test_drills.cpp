@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "../cli/cli_runner.hpp"
 #include "answer_check.hpp"
 #include "drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -187,4 +188,53 @@ TEST_CASE("T22: the model's FSDP states are the textbook's 17.5 GB plus the gath
   auto a = cli::answer_drill(*s, *d, ctx());
   REQUIRE(a.ok());
   CHECK(a->value == doctest::Approx(17.5 + 70.0 / 80 * (2 * 2 + 2)));
+}
+
+// ------------------------------------------------------------------------------------------------ gpuplan drill
+TEST_SUITE("gpuplan drill") {
+  using cli_test::contains;
+  TEST_CASE("--list prints every drill, --topic narrows it, an unknown topic is exit 2 with did you mean") {
+    const auto all = cli_test::run({"drill", "--list", "--format", "json"});
+    REQUIRE(all.rc == 0);
+    CHECK(cli_test::parse_json(all).size() >= 30);
+    const auto kv = cli_test::run({"drill", "--topic", "kv-cache"});
+    CHECK(kv.rc == 0);
+    CHECK(contains(kv.out, "MLA-V3"));
+    CHECK_FALSE(contains(kv.out, "T1 "));
+    const auto bad = cli_test::run({"drill", "--topic", "kv"});
+    CHECK(bad.rc == 2);
+    CHECK(contains(bad.err, "--topic: error: no drill has topic 'kv'"));
+  }
+  TEST_CASE("a right answer is exit 0 with the derivation, a wrong one exit 1, a bad one exit 2") {
+    const auto right = cli_test::run({"drill", "T1", "--answer", "156"});
+    CHECK(right.rc == 0);
+    CHECK(contains(right.out, "correct: 156 FLOP/B"));
+    CHECK(contains(right.out, "I* = P_peak / BW_mem"));
+    const auto wrong = cli_test::run({"drill", "T2-H100", "--answer", "291"});
+    CHECK(wrong.rc == 1);
+    CHECK(contains(wrong.out, "wrong: 291 FLOP/B"));
+    CHECK(contains(wrong.out, "that is the common wrong answer"));
+    const auto units = cli_test::run({"drill", "T21", "--answer", "1120 GB"});
+    CHECK(units.rc == 0);
+    const auto bad = cli_test::run({"drill", "T21", "--answer", "1.1 s"});
+    CHECK(bad.rc == 2);
+    CHECK(contains(bad.err, "--answer: error: 's' is a unit of time; this answer is bytes (in TB)"));
+    const auto unknown = cli_test::run({"drill", "T99"});
+    CHECK(unknown.rc == 2);
+    CHECK(contains(unknown.err, "DRILL: error: unknown drill 'T99' (did you mean 'T9'?)"));
+  }
+  TEST_CASE("--reveal and --format json give the model's answer, the verdict and the derivation") {
+    const auto r = cli_test::run({"drill", "T15", "--reveal"});
+    CHECK(r.rc == 0);
+    CHECK(contains(r.out, "model's answer: 60.86 days"));
+    const auto j = cli_test::run({"drill", "T15", "--answer", "60.9", "--format", "json"});
+    CHECK(j.rc == 0);
+    const auto o = cli_test::parse_json(j);
+    CHECK(o["verdict"]["correct"] == true);
+    CHECK(o["answer"].get<double>() == doctest::Approx(60.86).epsilon(0.001));
+    CHECK(o["derivation"]["id"] == "train.time");
+    const auto q = cli_test::run({"drill", "T15"});
+    CHECK(q.rc == 0);
+    CHECK_FALSE(contains(q.out, "60.86"));  // reading the question does not give the answer away
+  }
 }
