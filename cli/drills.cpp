@@ -408,7 +408,7 @@ const AnswerUnit& drill_unit(const Drill& d) {
 }
 
 namespace {
-const FieldTable& file_table() {
+const FieldTable& file_table_impl() {
   static const FieldTable t = [] {
     FieldTable f;
     FieldSpec schema = integer("schema", 1, 1, "file format version");
@@ -426,7 +426,7 @@ const FieldTable& file_table() {
   return t;
 }
 
-const FieldTable& drill_table() {
+const FieldTable& drill_table_impl() {
   static const FieldTable t = [] {
     auto opt = [](FieldSpec f) {
       f.presence = Presence::optional;
@@ -447,9 +447,9 @@ const FieldTable& drill_table() {
         inputs,
         text("unit", "the unit of the answer"),
         num("rel_tolerance", "", 0, 1, "relative tolerance of a right answer", false),
-        opt(num("stated_answer", "unit", -1e30, 1e30, "the answer the source states (checked against the model)",
+        opt(num("stated_answer", "the drill's unit", 0, 0, "the answer the source states (checked against the model)",
                 false)),
-        opt(num("common_wrong_answer", "unit", -1e30, 1e30, "the common wrong answer the source names", false)),
+        opt(num("common_wrong_answer", "the drill's unit", 0, 0, "the common wrong answer the source names", false)),
         opt(text("common_wrong_why", "why the common wrong answer is wrong")),
         opt(text("note", "shown with the answer")),
         opt(text("model_differs", "why the model's answer differs from the stated one")),
@@ -459,6 +459,13 @@ const FieldTable& drill_table() {
 }
 }  // namespace
 
+const FieldTable& drill_file_fields() { return file_table_impl(); }
+const FieldTable& drill_fields() { return drill_table_impl(); }
+const FieldTable* drill_kind_inputs(const std::string& kind) {
+  const Kind* k = find_kind(kind);
+  return k ? &k->inputs : nullptr;
+}
+
 Result<DrillSet> decode_drills(const json_io::Json& j, const std::string& file, const DrillContext& ctx) {
   Diagnostics diags;
   DrillSet set;
@@ -467,7 +474,7 @@ Result<DrillSet> decode_drills(const json_io::Json& j, const std::string& file, 
     diags.error(file, "", fmt::format("expected an object, got {}", json_io::describe_type(j)));
     return diags;
   }
-  json_io::ObjectReader top(j, file_table(), file, "", diags);
+  json_io::ObjectReader top(j, drill_file_fields(), file, "", diags);
   set.source_file = top.str("source_file").value_or("");
   const json_io::Json* arr = top.raw("drills");
   if (arr != nullptr && !arr->is_array()) {
@@ -483,7 +490,7 @@ Result<DrillSet> decode_drills(const json_io::Json& j, const std::string& file, 
       continue;
     }
     const std::size_t before = diags.error_count();
-    json_io::ObjectReader r(dj, drill_table(), file, ptr, diags);
+    json_io::ObjectReader r(dj, drill_fields(), file, ptr, diags);
     Drill d;
     d.pointer = ptr;
     d.id = r.str("id").value_or("");

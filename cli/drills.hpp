@@ -31,6 +31,12 @@ struct KindAnswer {
   Derivation derivation;
 };
 
+/// The field tables of a drill file, of one drill, and of one kind's inputs (nullptr for an unknown kind), for the
+/// decoder and the generated field reference (`gpuplan schema`).
+const json_io::FieldTable& drill_file_fields();
+const json_io::FieldTable& drill_fields();
+const json_io::FieldTable* drill_kind_inputs(const std::string& kind);
+
 /// The computation kinds, in documentation order.
 std::vector<std::string> drill_kinds();
 /// The dimension a kind answers in; nullopt for an unknown kind.
