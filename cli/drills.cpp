@@ -168,6 +168,13 @@ Derivation pick(std::string id, std::string title, std::string formula, std::str
   d.children.push_back(std::move(child));
   return d;
 }
+/// The model's trees name the CLI flag a user-plan input comes from (`--seq`); in a drill it comes from the question.
+void attribute_to_question(Derivation& d, const std::string& origin) {
+  for (auto& in : d.inputs)
+    if (in.origin.kind == OriginKind::user && in.origin.ref.rfind("--", 0) == 0)
+      in.origin.ref = origin + " (as " + in.origin.ref + ")";
+  for (auto& c : d.children) attribute_to_question(c, origin);
+}
 }  // namespace
 
 std::vector<std::string> drill_kinds() {
@@ -383,6 +390,7 @@ std::optional<KindAnswer> evaluate_kind(const std::string& kind, const json_io::
     a.value = e.value;
     a.derivation = std::move(e.derivation);
   }
+  attribute_to_question(a.derivation, ctx.origin);
   return a;
 }
 

@@ -179,6 +179,21 @@ TEST_CASE("every shipped drill: the model's answer matches the stated answer wit
     CHECK_MESSAGE(topics.count(t) == 1, t);
 }
 
+TEST_CASE("inputs the model's tree attributes to a CLI flag are attributed to the question in a drill") {
+  auto s = cli::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
+                            ctx());
+  REQUIRE(s.ok());
+  auto a = cli::answer_drill(*s, *s->find("T9"), ctx());
+  REQUIRE(a.ok());
+  bool found = false;
+  for (const auto& in : a->derivation.inputs)
+    if (in.symbol == "b") {
+      found = true;
+      CHECK(in.origin.ref == "textbook.md T9 (as --kv-dtype)");
+    }
+  CHECK(found);
+}
+
 TEST_CASE("T22: the model's FSDP states are the textbook's 17.5 GB plus the gathered layer (5.25 GB)") {
   auto s = cli::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
                             ctx());
