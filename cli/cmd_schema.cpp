@@ -1,5 +1,6 @@
 // `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables.
 #include "commands.hpp"
+#include "drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
@@ -25,6 +26,13 @@ std::string field_reference() {
   o += json_io::field_reference_markdown("Budget plan: serving[]", wl_io::plan_serving_fields());
   o += json_io::field_reference_markdown("Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario)",
                                          wl_io::serving_scenario_fields());
+  o += json_io::field_reference_markdown("Interview drills (data/drills/*.json, `gpuplan drill`, the GUI's drills tab)",
+                                         drill_file_fields());
+  o += json_io::field_reference_markdown("Interview drills: drills[]", drill_fields());
+  for (const auto& kind : drill_kinds())
+    o += json_io::field_reference_markdown(
+        "Interview drills: inputs of kind `" + kind + "` (answers " + std::string(to_string(*kind_dimension(kind))) + ")",
+        *drill_kind_inputs(kind));
   return o;
 }
 

@@ -16,6 +16,7 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc);
 void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc);
 void register_bench(CLI::App& app, GlobalOptions& g, int& rc);
 void register_report(CLI::App& app, GlobalOptions& g, int& rc);
+void register_drill(CLI::App& app, GlobalOptions& g, int& rc);
 /// The generated Markdown field reference of all data files.
 std::string field_reference();
 }  // namespace gpuplan::cli

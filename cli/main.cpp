@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   register_calibrate(app, g, rc);
   register_bench(app, g, rc);
   register_report(app, g, rc);
+  register_drill(app, g, rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,6 +15,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
+#include "drills.hpp"
 #include "resolve.hpp"
 
 namespace gpuplan::cli {
@@ -200,7 +201,6 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
     diags.error(shown, "/cases", "expected a 'cases' array");
     return Result<ValidationSummary>(std::move(diags));
   }
-  namespace u = units;
   for (std::size_t i = 0; i < (*j)["cases"].size(); ++i) {
     const auto& c = (*j)["cases"][i];
     CaseResult r;
@@ -213,78 +213,21 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
     r.metric = kind;
     r.unit = ex.value("unit", std::string{});
     r.measured = ex.value("value", 0.0);
-    auto num = [&](const char* k) { return in.value(k, 0.0); };
-    auto arch_of = [&](const char* k) -> const wl::TransformerArch* {
-      const auto* m = lib.find(in.value(k, std::string{}));
-      if (m == nullptr) diags.error(shown, fmt::format("/cases/{}/inputs/{}", i, k), "unknown model");
-      return m ? &m->arch : nullptr;
-    };
-    std::optional<double> p;
-    if (kind == "ridge") {
-      p = model::ridge_point(u::tflops(num("peak_TFLOPs")), u::tb_per_s(num("bandwidth_TBps")), Origin::user("textbook"),
-                             Origin::user("textbook"), Explain::off).value.raw();
-    } else if (kind == "gemm_intensity") {
-      static const hw::GpuSpec kAny = [] {
-        hw::GpuSpec g;
-        g.info.id = "textbook";
-        g.dense_peak[static_cast<std::size_t>(hw::Precision::bf16)] = u::tflops(312);
-        g.memory.bandwidth = u::tb_per_s(2.0);
-        return g;
-      }();
-      const auto op = model::gemm_cost("textbook", {std::int64_t(num("m")), std::int64_t(num("n")), std::int64_t(num("k")), 1},
-                                       hw::Precision::bf16, model::make_device(kAny));
-      p = op.intensity().raw();
-    } else if (kind == "kv_sequence" || kind == "kv_token" || kind == "weights_plus_kv") {
-      if (const auto* a = arch_of("model")) {
-        const auto kv = model::kv_cache_size(*a, std::int64_t(num("tokens")), num("bytes_per_element"), Explain::off);
-        if (kind == "kv_token") p = kv.per_token_full.raw() / u::kKibi;
-        else if (kind == "kv_sequence") p = u::to_GB(kv.per_sequence);
-        else p = num("params_B") * num("weight_bytes") + u::to_GB(kv.per_sequence);
-      }
-    } else if (kind == "allreduce_volume") {
-      p = model::bus_factor(model::Collective::all_reduce, int(num("gpus"))) * num("bytes_GB");
-    } else if (kind == "allreduce_time") {
-      // The textbook's assumption: a bus bandwidth, no latency.
-      model::CommGroup g;
-      g.size = int(num("gpus"));
-      g.scale_up_size = g.size;
-      g.scale_up.name = "textbook link";
-      g.scale_up.uni_per_gpu = u::gb_per_s(num("busbw_GBps"));
-      g.scale_up.bus_efficiency = 1.0;
-      p = model::collective_cost(model::Collective::all_reduce, u::gigabytes(num("bytes_GB")), g,
-                                 model::CollectiveAlgorithm::ring, Explain::off).time.raw();
-    } else if (kind == "speculative_tokens") {
-      p = model::expected_tokens_per_step({num("acceptance"), std::int64_t(num("draft_tokens"))});
-    } else if (kind == "speculative_speedup") {
-      // The textbook's assumption: verifying γ+1 tokens costs one target step.
-      const auto t = u::milliseconds(num("target_ms"));
-      p = model::speculative_decoding({num("acceptance"), std::int64_t(num("draft_tokens"))}, u::milliseconds(num("draft_ms")),
-                                      t, t, Explain::off)
-              .speedup;
-    } else if (kind == "decode_floor") {
-      // Streaming the weights once per token at the datasheet bandwidth (the textbook's ideal: η = 1, no launch cost).
-      static const hw::GpuSpec kIdeal = [] {
-        hw::GpuSpec g;
-        g.info.id = "textbook";
-        g.dense_peak[static_cast<std::size_t>(hw::Precision::fp32)] = u::tflops(1e6);
-        return g;
-      }();
-      hw::GpuSpec gs = kIdeal;
-      gs.memory.bandwidth = u::tb_per_s(num("bandwidth_TBps"));
-      model::Device dev{&gs, {}};
-      dev.eff.hbm = 1.0;
-      p = model::streaming_cost("weights", model::OpClass::gemm, u::gigabytes(num("weights_GB")), u::flop(0), dev).time.raw() * 1e3;
-    } else if (kind == "train_days") {
-      const u::Flops f = u::flop(6.0 * num("params_B") * 1e9 * num("tokens"));
-      p = model::time_at_mfu(f, num("gpus"), u::tflops(num("peak_TFLOPs")), num("mfu")).raw() / 86400.0;
-    } else {
-      diags.error(shown, fmt::format("/cases/{}/kind", i), fmt::format("unknown kind '{}'", kind));
-    }
-    if (p) {
-      r.predicted = *p;
-      r.error = r.measured != 0 ? *p / r.measured - 1.0 : 0.0;
+    // The same computation as the interview drills (drills.hpp), in the case's unit.
+    const AnswerUnit* unit = find_unit(r.unit);
+    if (unit == nullptr) diags.error(shown, fmt::format("/cases/{}/expected/unit", i), fmt::format("unknown unit '{}'", r.unit));
+    const DrillContext ctx{&lib, nullptr, r.source};
+    const auto a = evaluate_kind(kind, in, ctx, shown, fmt::format("/cases/{}/inputs", i), diags);
+    if (a && unit != nullptr && a->dim != unit->dim)
+      diags.error(shown, fmt::format("/cases/{}/expected/unit", i),
+                  fmt::format("'{}' measures {}, but kind '{}' computes {}", r.unit, to_string(unit->dim), kind,
+                              to_string(a->dim)));
+    else if (a && unit != nullptr) {
+      const double p = a->value / unit->scale;
+      r.predicted = p;
+      r.error = r.measured != 0 ? p / r.measured - 1.0 : 0.0;
       const double tol = ex.value("abs_tolerance", 0.0);
-      r.status = std::fabs(*p - r.measured) <= tol ? "ok" : "outside the textbook's precision";
+      r.status = std::fabs(p - r.measured) <= tol ? "ok" : "outside the textbook's precision";
       r.note = fmt::format("tolerance ±{} {}", tol, r.unit);
     }
     sum.cases.push_back(r);

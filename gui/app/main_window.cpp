@@ -19,6 +19,7 @@
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
+#include "drills_page.hpp"
 #include "explain_pane.hpp"
 #include "job_controller.hpp"
 #include "resolve.hpp"
@@ -85,6 +86,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(roofline_, tr("Roofline"));
   tabs_->addTab(scaling_, tr("Scaling"));
   tabs_->addTab(serving_, tr("Serving"));
+  drills_ = new DrillsPage(data_);
+  tabs_->addTab(drills_, tr("Interview drills"));
   setCentralWidget(tabs_);
 
   auto explain = [this](const QString& id) { explain_->selectId(id); };

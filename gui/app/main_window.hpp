@@ -17,6 +17,7 @@ class QTextBrowser;
 
 namespace gpuplan::gui {
 
+class DrillsPage;
 class ExplainPane;
 class JobController;
 class ScenarioPanel;
@@ -44,6 +45,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] ScenarioPanel* panel() const { return panel_; }
   [[nodiscard]] TrainingPage* trainingPage() const { return training_; }
   [[nodiscard]] ServingPage* servingPage() const { return serving_; }
+  [[nodiscard]] DrillsPage* drillsPage() const { return drills_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
   [[nodiscard]] QTabWidget* tabs() const { return tabs_; }
   [[nodiscard]] QTextBrowser* statusArea() const { return status_; }
@@ -75,6 +77,7 @@ class MainWindow : public QMainWindow {
   charts::RooflineChart* roofline_;
   charts::ScalingChart* scaling_;
   ServingPage* serving_;
+  DrillsPage* drills_;  ///< the Interview drills tab
   ExplainPane* explain_;
   JobController* train_jobs_;
   JobController* serve_jobs_;

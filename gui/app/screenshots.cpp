@@ -5,11 +5,13 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QLineEdit>
 #include <QPixmap>
 #include <QSpinBox>
 #include <QTabWidget>
 #include <QTimer>
 
+#include "drills_page.hpp"
 #include "explain_pane.hpp"
 #include "main_window.hpp"
 #include "scenario_panel.hpp"
@@ -78,6 +80,14 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
        }},
       {"", [&w] { w.panel()->setDefaults(); }},
   };
+  // Interview drills: a wrong answer checked (the verdict, the model's answer and its derivation).
+  r->steps.push_back({"drills.png", [&w] {
+                        auto* d = w.drillsPage();
+                        w.tabs()->setCurrentWidget(d);
+                        d->selectDrill("T2-H100");
+                        d->answerEdit()->setText("291");
+                        d->check();
+                      }});
   r->timer.setInterval(100);
   QObject::connect(&r->timer, &QTimer::timeout, &w, [r] {
     if (!r->w->idle()) {
