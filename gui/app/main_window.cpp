@@ -19,6 +19,7 @@
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
+#include "collectives_chart.hpp"
 #include "explain_pane.hpp"
 #include "job_controller.hpp"
 #include "resolve.hpp"
@@ -80,16 +81,19 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   training_ = new TrainingPage;
   roofline_ = new charts::RooflineChart;
   scaling_ = new charts::ScalingChart;
+  collectives_ = new charts::CollectivesChart;
   serving_ = new ServingPage(data_);
   tabs_->addTab(training_, tr("Memory && step time"));
   tabs_->addTab(roofline_, tr("Roofline"));
   tabs_->addTab(scaling_, tr("Scaling"));
+  tabs_->addTab(collectives_, tr("Collectives"));
   tabs_->addTab(serving_, tr("Serving"));
   setCentralWidget(tabs_);
 
   auto explain = [this](const QString& id) { explain_->selectId(id); };
   connect(training_, &TrainingPage::derivationRequested, this, explain);
   connect(roofline_, &charts::RooflineChart::derivationRequested, this, explain);
+  connect(collectives_, &charts::CollectivesChart::derivationRequested, this, explain);
   connect(serving_, &ServingPage::derivationRequested, this, explain);
   connect(panel_, &ScenarioPanel::changed, this, &MainWindow::requestTraining);
   connect(serving_, &ServingPage::changed, this, &MainWindow::requestServing);
@@ -177,6 +181,7 @@ void MainWindow::showTraining(TrainingResult& r) {
   training_->setResult(t);
   roofline_->setResult(t);
   scaling_->setResult(t);
+  collectives_->setResult(t.collectives);
   panel_->showDerived(t.valid && t.layout_ok ? t.plan.par.dp : 0);
   updateStatus();
   updateExplain();
@@ -198,6 +203,8 @@ void MainWindow::updateExplain() {
       roots.push_back(last_training_.gpus_evaluated[0].est.derivation);
     for (const auto& c : last_training_.rooflines)
       if (!c.ridge.empty()) roots.push_back(c.ridge);
+    for (const auto& t : last_training_.collectives.tiers)
+      if (!t.sample.empty()) roots.push_back(t.sample);
   }
   if (have_serving_)
     for (const auto& d : last_serving_.derivations) roots.push_back(d);

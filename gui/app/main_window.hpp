@@ -23,6 +23,7 @@ class ScenarioPanel;
 class ServingPage;
 class TrainingPage;
 namespace charts {
+class CollectivesChart;
 class RooflineChart;
 class ScalingChart;
 }  // namespace charts
@@ -30,7 +31,7 @@ class ScalingChart;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Tab { kOverview = 0, kRoofline, kScaling, kServing };
+  enum Tab { kOverview = 0, kRoofline, kScaling, kCollectives, kServing };
   explicit MainWindow(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
 
   /// Loads a scenario file (the JSON of `gpuplan train --scenario`); problems go to the status area. False when the
@@ -44,6 +45,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] ScenarioPanel* panel() const { return panel_; }
   [[nodiscard]] TrainingPage* trainingPage() const { return training_; }
   [[nodiscard]] ServingPage* servingPage() const { return serving_; }
+  [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
   [[nodiscard]] QTabWidget* tabs() const { return tabs_; }
   [[nodiscard]] QTextBrowser* statusArea() const { return status_; }
@@ -74,6 +76,7 @@ class MainWindow : public QMainWindow {
   TrainingPage* training_;
   charts::RooflineChart* roofline_;
   charts::ScalingChart* scaling_;
+  charts::CollectivesChart* collectives_;
   ServingPage* serving_;
   ExplainPane* explain_;
   JobController* train_jobs_;

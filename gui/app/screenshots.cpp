@@ -59,6 +59,10 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
          w.explain()->selectId("roofline.ridge");
        }},
       {"scaling.png", tab(MainWindow::kScaling)},
+      {"collectives.png", [&w, tab] {
+         tab(MainWindow::kCollectives)();
+         w.explain()->selectId("collectives.scale_up");
+       }},
       {"serving.png", [&w, tab] {
          tab(MainWindow::kServing)();
          w.explain()->selectId("serving.steady_state");

@@ -151,6 +151,11 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
     systems.push_back(sys);
     out.gpus_evaluated.push_back(evaluate(sys, Explain::off));
   }
+  if (req.collectives) {
+    wl::Parallelism par = r->plan.par;
+    if (!r->pre.ok) par.dp = 1;  // DP is not defined for a layout that does not divide
+    out.collectives = evaluate_collectives(r->sys, par);
+  }
   for (std::size_t i = 0; i < systems.size(); ++i) {
     out.rooflines.push_back(roofline_of(*systems[i].gpu, r->plan.precision.compute));
     if (req.scaling && r->pre.ok)

