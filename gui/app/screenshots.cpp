@@ -67,6 +67,10 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
          tab(MainWindow::kServing)();
          w.explain()->selectId("serving.steady_state");
        }},
+      {"serving-capacity.png", [&w] {
+         w.servingPage()->views()->setCurrentIndex(1);
+         w.explain()->selectId("serving.plan");
+       }},
       // A100 as the scenario's GPU: the comparison the issue asks for (A100 -> H100 changes memory, time, cost).
       {"overview-a100.png", [&w] {
          w.tabs()->setCurrentIndex(MainWindow::kOverview);
@@ -80,7 +84,10 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
          select_gpu(w.panel()->compareCombo(0), "a100-sxm4-80gb");
          w.panel()->gpusSpin()->setValue(1000);
        }},
-      {"", [&w] { w.panel()->setDefaults(); }},
+      {"", [&w] {
+         w.servingPage()->views()->setCurrentIndex(0);
+         w.panel()->setDefaults();
+       }},
   };
   r->timer.setInterval(100);
   QObject::connect(&r->timer, &QTimer::timeout, &w, [r] {

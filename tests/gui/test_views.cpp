@@ -7,6 +7,8 @@
 
 #include "collectives_chart.hpp"
 #include "collectives_job.hpp"
+#include "serving_charts.hpp"
+#include "serving_job.hpp"
 #include "resolve.hpp"
 #include "support.hpp"
 #include "training_job.hpp"
@@ -94,4 +96,47 @@ TEST_CASE("collectives chart: eight series, hover text with algorithm and bus ba
   CHECK(tip.contains(QString::fromStdString(units::format(units::Bandwidth(p.algbw_Bps)))));
   CHECK(tip.contains(QString::fromStdString(gui::algorithm_name(p.algorithm))));
   CHECK(chart.header()->text().contains("calibration profile"));
+}
+
+TEST_CASE("serving capacity: GPUs and $/Mtok vs rate are plan_serving's answers, swept on the worker") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::ServingRequest req;
+  req.rate = 8;
+  req.ttft_ms = 1000;
+  req.itl_ms = 50;
+  const auto r = gui::evaluate_serving(*data, req);
+  INFO(r.diags.to_string());
+  REQUIRE(r.valid);
+  REQUIRE(r.plan.has_value());
+  REQUIRE(r.planner.has_value());
+  REQUIRE(r.capacity.size() >= 10);
+  // Each point is the planner's best layout at that rate, as `gpuplan serve --rate` (the CLI's resolution, TP free).
+  const auto& rs = *r.planner;
+  CHECK_FALSE(rs.tp_given);
+  for (const auto& c : r.capacity) {
+    auto at = rs;
+    at.rate = c.rate;
+    const auto pr = model::plan_serving(rs.arch, rs.params, rs.perf, at.traffic(), rs.sla, rs.sys, at.plan_options(),
+                                        Explain::off);
+    REQUIRE(pr.best);
+    CHECK(c.gpus == pr.best->gpus);
+    CHECK(c.tp == pr.best->tp);
+    CHECK(c.meets_sla == pr.feasible);
+    CHECK(c.cost_per_mtok_usd == doctest::Approx(pr.best->cost_per_mtok_usd));
+  }
+  // More traffic never needs fewer GPUs.
+  for (std::size_t i = 1; i < r.capacity.size(); ++i) CHECK(r.capacity[i].gpus >= r.capacity[i - 1].gpus);
+  // The operating rate is on the sweep and equals the planner's answer shown in the summary.
+  bool found = false;
+  for (const auto& c : r.capacity)
+    if (c.rate == r.rate) {
+      found = true;
+      CHECK(c.gpus == r.plan->best->gpus);
+    }
+  CHECK(found);
+  gui::charts::CapacityCharts chart;
+  chart.setResult(r);
+  CHECK(chart.points() == int(r.capacity.size()));
+  CHECK(chart.pointText(0).contains(QString::number(r.capacity[0].gpus) + " GPUs"));
 }
