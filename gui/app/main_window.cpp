@@ -20,6 +20,8 @@
 #include <QVBoxLayout>
 
 #include "collectives_chart.hpp"
+#include "compare_model.hpp"
+#include "compare_page.hpp"
 #include "explain_pane.hpp"
 #include "job_controller.hpp"
 #include "resolve.hpp"
@@ -83,11 +85,13 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   scaling_ = new charts::ScalingChart;
   collectives_ = new charts::CollectivesChart;
   serving_ = new ServingPage(data_);
+  compare_ = new ComparePage;
   tabs_->addTab(training_, tr("Memory && step time"));
   tabs_->addTab(roofline_, tr("Roofline"));
   tabs_->addTab(scaling_, tr("Scaling"));
   tabs_->addTab(collectives_, tr("Collectives"));
   tabs_->addTab(serving_, tr("Serving"));
+  tabs_->addTab(compare_, tr("Compare"));
   setCentralWidget(tabs_);
 
   auto explain = [this](const QString& id) { explain_->selectId(id); };
@@ -97,6 +101,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   connect(serving_, &ServingPage::derivationRequested, this, explain);
   connect(panel_, &ScenarioPanel::changed, this, &MainWindow::requestTraining);
   connect(serving_, &ServingPage::changed, this, &MainWindow::requestServing);
+  connect(compare_, &ComparePage::pinRequested, this, &MainWindow::pin);
+  connect(compare_, &ComparePage::unpinRequested, this, &MainWindow::unpin);
   auto busy = [this](bool) {
     const bool b = train_jobs_->busy() || serve_jobs_->busy();
     if (b) statusBar()->showMessage(tr("computing…"));
@@ -140,6 +146,12 @@ void MainWindow::buildMenus() {
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
+  auto* view = menuBar()->addMenu(tr("&Compare"));
+  view->addAction(tr("&Pin current scenario (A)"), QKeySequence(Qt::CTRL | Qt::Key_P), this, [this] {
+    pin();
+    tabs_->setCurrentIndex(kCompare);
+  });
+  view->addAction(tr("&Unpin"), this, &MainWindow::unpin);
   auto* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About"), this, [this] {
     QMessageBox::about(this, tr("About gpuplan"),
@@ -185,6 +197,7 @@ void MainWindow::showTraining(TrainingResult& r) {
   panel_->showDerived(t.valid && t.layout_ok ? t.plan.par.dp : 0);
   updateStatus();
   updateExplain();
+  updateCompare();
   statusBar()->showMessage(tr("training estimate updated in %1 ms").arg(train_clock_.elapsed()));
 }
 
@@ -193,8 +206,22 @@ void MainWindow::showServing(ServingResult& r) {
   have_serving_ = true;
   serving_->setResult(last_serving_);
   updateExplain();
+  updateCompare();
   statusBar()->showMessage(tr("serving estimate updated in %1 ms").arg(serve_clock_.elapsed()));
 }
+
+void MainWindow::pin() {
+  compare_->model()->setPinned(snapshot_of(last_training_, last_serving_));
+  compare_->refresh();
+  statusBar()->showMessage(tr("pinned the current scenario as A"), 5000);
+}
+
+void MainWindow::unpin() {
+  compare_->model()->clearPinned();
+  compare_->refresh();
+}
+
+void MainWindow::updateCompare() { compare_->model()->setCurrent(snapshot_of(last_training_, last_serving_)); }
 
 void MainWindow::updateExplain() {
   std::vector<Derivation> roots;

@@ -17,6 +17,7 @@ class QTextBrowser;
 
 namespace gpuplan::gui {
 
+class ComparePage;
 class ExplainPane;
 class JobController;
 class ScenarioPanel;
@@ -31,7 +32,7 @@ class ScalingChart;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Tab { kOverview = 0, kRoofline, kScaling, kCollectives, kServing };
+  enum Tab { kOverview = 0, kRoofline, kScaling, kCollectives, kServing, kCompare };
   explicit MainWindow(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
 
   /// Loads a scenario file (the JSON of `gpuplan train --scenario`); problems go to the status area. False when the
@@ -46,6 +47,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] TrainingPage* trainingPage() const { return training_; }
   [[nodiscard]] ServingPage* servingPage() const { return serving_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
+  [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
   [[nodiscard]] QTabWidget* tabs() const { return tabs_; }
   [[nodiscard]] QTextBrowser* statusArea() const { return status_; }
@@ -57,6 +59,9 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] bool idle() const;
 
  public slots:
+  /// Compare mode: the current results become A (pinned); unpin forgets them.
+  void pin();
+  void unpin();
   void requestTraining();
   void requestServing();
 
@@ -66,6 +71,7 @@ class MainWindow : public QMainWindow {
   void showServing(ServingResult& r);
   void updateStatus();
   void updateExplain();
+  void updateCompare();
   void addRecent(const QString& path);
   void rebuildRecent();
 
@@ -78,6 +84,7 @@ class MainWindow : public QMainWindow {
   charts::ScalingChart* scaling_;
   charts::CollectivesChart* collectives_;
   ServingPage* serving_;
+  ComparePage* compare_;
   ExplainPane* explain_;
   JobController* train_jobs_;
   JobController* serve_jobs_;

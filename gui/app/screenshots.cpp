@@ -78,8 +78,18 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
          select_gpu(w.panel()->compareCombo(0), "h100-sxm5-80gb");
          w.explain()->selectId("train");
        }},
+      // Compare mode: A100 bf16 pinned as A, then H100 fp8 as B.
+      {"compare.png", [&w] {
+         w.pin();
+         select_gpu(w.panel()->gpuCombo(), "h100-sxm5-80gb");
+         select_gpu(w.panel()->precisionCombo(), "fp8");
+         w.tabs()->setCurrentIndex(MainWindow::kCompare);
+       }},
       // An invalid layout: the model's own reasons in the status area.
       {"infeasible.png", [&w] {
+         w.unpin();
+         w.tabs()->setCurrentIndex(MainWindow::kOverview);
+         select_gpu(w.panel()->precisionCombo(), "bf16");
          select_gpu(w.panel()->gpuCombo(), "h100-sxm5-80gb");
          select_gpu(w.panel()->compareCombo(0), "a100-sxm4-80gb");
          w.panel()->gpusSpin()->setValue(1000);

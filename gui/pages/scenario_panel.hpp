@@ -45,6 +45,7 @@ class ScenarioPanel : public QWidget {
   QComboBox* gpuCombo() const { return gpu_; }
   QComboBox* modelCombo() const { return model_; }
   QSpinBox* tpSpin() const { return tp_; }
+  QComboBox* precisionCombo() const { return precision_; }
   QSpinBox* gpusSpin() const { return gpus_; }
   QComboBox* compareCombo(int i) const { return compare_[std::size_t(i)]; }
 

@@ -3,10 +3,17 @@
 // own functions, never typed in.
 #include <doctest/doctest.h>
 
+#include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QLabel>
+#include <QSpinBox>
 
 #include "collectives_chart.hpp"
 #include "collectives_job.hpp"
+#include "compare_model.hpp"
+#include "compare_page.hpp"
+#include "main_window.hpp"
+#include "scenario_panel.hpp"
 #include "serving_charts.hpp"
 #include "serving_job.hpp"
 #include "resolve.hpp"
@@ -16,8 +23,14 @@
 #include "gpuplan/model/collectives.hpp"
 
 using namespace gpuplan;
+using gui::test::wait_until;
 
 namespace {
+void select(QComboBox* c, const char* id) {
+  const int i = c->findData(id);
+  REQUIRE(i >= 0);
+  c->setCurrentIndex(i);
+}
 /// The hardware the CLI resolves for a GPU id (default node, calibration profile when present).
 model::TrainingSystem system_of(const gui::AppData& data, const std::string& gpu) {
   model::TrainingSystem sys;
@@ -139,4 +152,83 @@ TEST_CASE("serving capacity: GPUs and $/Mtok vs rate are plan_serving's answers,
   chart.setResult(r);
   CHECK(chart.points() == int(r.capacity.size()));
   CHECK(chart.pointText(0).contains(QString::number(r.capacity[0].gpus) + " GPUs"));
+}
+
+TEST_CASE("compare model passes QAbstractItemModelTester through pin, update and unpin") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::TrainingRequest req;
+  req.scenario = {{"model", "llama-3.1-8b"}, {"gpu", "a100"}, {"gpus", 64}, {"tp", 2}, {"pp", 1},
+                  {"global_batch", 256}, {"seq", 4096}, {"tokens", 1e12}};
+  req.scaling = false;
+  req.collectives = false;
+  const auto a = gui::evaluate_training(*data, req);
+  req.scenario["gpu"] = "h100";
+  const auto b = gui::evaluate_training(*data, req);
+  REQUIRE(a.valid);
+  REQUIRE(b.valid);
+  gui::CompareModel m;
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  m.setCurrent(gui::snapshot_of(a, {}));
+  CHECK_FALSE(m.delta(m.rowOf("step_time")));
+  m.setPinned(gui::snapshot_of(a, {}));
+  m.setCurrent(gui::snapshot_of(b, {}));
+  const int row = m.rowOf("step_time");
+  REQUIRE(row >= 0);
+  const double ta = a.gpus_evaluated[0].est.step_time.raw(), tb = b.gpus_evaluated[0].est.step_time.raw();
+  REQUIRE(m.delta(row));
+  CHECK(*m.delta(row) == doctest::Approx(tb - ta));
+  CHECK(*m.deltaPct(row) == doctest::Approx((tb - ta) / ta));
+  CHECK(m.data(m.index(row, gui::CompareModel::kDelta), gui::CompareModel::DeltaRole).toDouble() ==
+        doctest::Approx(tb - ta));
+  CHECK(m.data(m.index(row, gui::CompareModel::kPinned)).toString() ==
+        QString::fromStdString(units::format(a.gpus_evaluated[0].est.step_time)));
+  CHECK_FALSE(m.delta(m.rowOf("ttft")));  // no serving result in either snapshot
+  m.clearPinned();
+  CHECK_FALSE(m.delta(row));
+  CHECK(m.data(m.index(row, gui::CompareModel::kPinned)).toString().isEmpty());
+}
+
+TEST_CASE("compare mode in the window: pin A100 bf16, switch to H100 fp8 and TP 4; deltas are B - A of the model") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::MainWindow w(data);
+  REQUIRE(wait_until([&] { return w.idle(); }));
+  select(w.panel()->gpuCombo(), "a100-sxm4-80gb");
+  REQUIRE(wait_until([&] { return w.idle() && w.lastTraining().gpus_evaluated[0].gpu_id == "a100-sxm4-80gb"; }));
+  const auto a_train = w.lastTraining().gpus_evaluated[0].est;
+  const auto a_serve = w.lastServing();
+  w.pin();
+  auto* m = w.comparePage()->model();
+  REQUIRE(m->pinned());
+  CHECK(*m->delta(m->rowOf("step_time")) == 0.0);
+
+  select(w.panel()->gpuCombo(), "h100-sxm5-80gb");
+  select(w.panel()->precisionCombo(), "fp8");
+  w.panel()->tpSpin()->setValue(4);
+  REQUIRE(wait_until([&] {
+    return w.idle() && w.lastTraining().gpus_evaluated[0].gpu_id == "h100-sxm5-80gb" &&
+           w.lastTraining().plan.par.tp == 4 && w.lastServing().gpu_name != a_serve.gpu_name;
+  }));
+  const auto& b_train = w.lastTraining().gpus_evaluated[0].est;
+  const auto& b_serve = w.lastServing();
+  REQUIRE(b_train.step_time.raw() > 0);
+  CHECK(*m->delta(m->rowOf("step_time")) == doctest::Approx(b_train.step_time.raw() - a_train.step_time.raw()));
+  CHECK(*m->delta(m->rowOf("tokens_per_s")) == doctest::Approx(b_train.tokens_per_s - a_train.tokens_per_s));
+  CHECK(*m->delta(m->rowOf("mfu")) == doctest::Approx(b_train.mfu - a_train.mfu));
+  CHECK(*m->delta(m->rowOf("memory")) == doctest::Approx(b_train.memory.total.raw() - a_train.memory.total.raw()));
+  CHECK(*m->delta(m->rowOf("time_to_train")) ==
+        doctest::Approx(b_train.time_to_train->raw() - a_train.time_to_train->raw()));
+  CHECK(*m->delta(m->rowOf("cost")) == doctest::Approx(b_train.cost->raw() - a_train.cost->raw()));
+  CHECK(*m->delta(m->rowOf("ttft")) == doctest::Approx(b_serve.ttft_s - a_serve.ttft_s));
+  CHECK(*m->delta(m->rowOf("itl")) == doctest::Approx(b_serve.itl_s - a_serve.itl_s));
+  REQUIRE(b_serve.plan);
+  REQUIRE(a_serve.plan);
+  CHECK(*m->delta(m->rowOf("serving_gpus")) == doctest::Approx(double(b_serve.plan->best->gpus - a_serve.plan->best->gpus)));
+  CHECK(*m->delta(m->rowOf("cost_per_mtok")) ==
+        doctest::Approx(b_serve.plan->best->cost_per_mtok_usd - a_serve.plan->best->cost_per_mtok_usd));
+  CHECK(*m->delta(m->rowOf("step_time")) < 0);  // H100 fp8 is faster than A100 bf16
+  w.unpin();
+  CHECK_FALSE(m->pinned());
+  CHECK_FALSE(m->delta(m->rowOf("step_time")));
 }
