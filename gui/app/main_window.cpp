@@ -4,7 +4,9 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QChartView>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -23,7 +25,9 @@
 #include "compare_model.hpp"
 #include "compare_page.hpp"
 #include "explain_pane.hpp"
+#include "chart_util.hpp"
 #include "job_controller.hpp"
+#include "markdown_report.hpp"
 #include "resolve.hpp"
 #include "scenario_panel.hpp"
 #include "serving_charts.hpp"
@@ -143,6 +147,15 @@ void MainWindow::buildMenus() {
   file->addAction(tr("&Import Hugging Face config.json…"), this, [this] {
     const auto path = QFileDialog::getOpenFileName(this, tr("Import model"), QString(), tr("Model config (*.json)"));
     if (!path.isEmpty()) importModel(path);
+  });
+  file->addSeparator();
+  file->addAction(tr("Export &charts of this view (PNG + SVG)…"), this, [this] {
+    const auto dir = QFileDialog::getExistingDirectory(this, tr("Export charts to"));
+    if (!dir.isEmpty()) exportCharts(dir);
+  });
+  file->addAction(tr("Export &Markdown report…"), this, [this] {
+    const auto path = QFileDialog::getSaveFileName(this, tr("Export Markdown"), "gpuplan-report.md", tr("Markdown (*.md)"));
+    if (!path.isEmpty()) exportMarkdown(path);
   });
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
@@ -313,6 +326,40 @@ void MainWindow::importModel(const QString& path) {
     panel_->addModelPath(path, QFileInfo(path).fileName() + " (" + QString::fromStdString(m->arch.id) + ")");
   }
   updateStatus();
+}
+
+QStringList MainWindow::exportCharts(const QString& dir) {
+  static const char* const slug[] = {"overview", "roofline", "scaling", "collectives", "serving", "compare"};
+  const int tab = tabs_->currentIndex();
+  const QString base = QString(tab >= 0 && tab < int(std::size(slug)) ? slug[tab] : "view");
+  QStringList written;
+  int n = 0;
+  for (auto* v : tabs_->currentWidget()->findChildren<QChartView*>()) {
+    if (!v->isVisible()) continue;  // an inner tab not on screen (its charts are not laid out)
+    ++n;
+    for (const char* ext : {"png", "svg"}) {
+      const QString path = QDir(dir).filePath(QString("%1-%2.%3").arg(base).arg(n).arg(ext));
+      if (charts::export_chart(v, path)) written << path;
+    }
+  }
+  statusBar()->showMessage(written.isEmpty() ? tr("this view has no chart to export")
+                                             : tr("wrote %1 files to %2").arg(written.size()).arg(dir),
+                           5000);
+  return written;
+}
+
+bool MainWindow::exportMarkdown(const QString& path) {
+  const std::string md = markdown_report(last_training_, panel_->scenario(), last_serving_, compare_->model());
+  std::ofstream f(path.toStdString());
+  if (f) f << md;
+  const bool ok = f.good();
+  if (!ok) {
+    file_diags_ = {};
+    file_diags_.error(path.toStdString(), "", "cannot write the file");
+    updateStatus();
+  }
+  statusBar()->showMessage(ok ? tr("wrote %1").arg(path) : tr("could not write %1").arg(path), 5000);
+  return ok;
 }
 
 void MainWindow::addRecent(const QString& path) {

@@ -42,6 +42,11 @@ class MainWindow : public QMainWindow {
   bool saveScenario(const QString& path);
   /// Adds a Hugging Face config.json (or model JSON) to the model list and selects it.
   void importModel(const QString& path);
+  /// Writes every chart on screen in the current tab to `dir` as <view>-<n>.png and .svg (the serving tab: those of
+  /// its inner tab on screen); returns the files written.
+  QStringList exportCharts(const QString& dir);
+  /// Writes the current results as a Markdown report (markdown_report); false when the file cannot be written.
+  bool exportMarkdown(const QString& path);
 
   [[nodiscard]] ScenarioPanel* panel() const { return panel_; }
   [[nodiscard]] TrainingPage* trainingPage() const { return training_; }

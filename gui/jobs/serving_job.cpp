@@ -34,6 +34,11 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
     sc.rate = req.rate;
     if (req.ttft_ms > 0) sc.ttft_ms = req.ttft_ms;
     if (req.itl_ms > 0) sc.itl_ms = req.itl_ms;
+    // The planner's question as `gpuplan serve --scenario` reads it (TP left to the planner, as here).
+    out.scenario = {{"model", req.model}, {"gpu", req.gpu}, {"weight_dtype", req.weight_dtype}, {"kv_dtype", req.kv_dtype},
+                    {"input_tokens", req.prompt_tokens}, {"output_tokens", req.output_tokens}, {"rate", req.rate}};
+    if (req.ttft_ms > 0) out.scenario["ttft_ms"] = req.ttft_ms;
+    if (req.itl_ms > 0) out.scenario["itl_ms"] = req.itl_ms;
   }
   auto where = [](const std::string& k) {
     return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model")

@@ -13,6 +13,7 @@
 #include "app_data.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "resolve.hpp"
 
@@ -80,6 +81,7 @@ struct ServingResult {
   std::vector<Derivation> derivations;  ///< steady state, memory, the planner at the operating rate
   // The capacity planner: at the operating rate (with what it was resolved from, for the Markdown report), and swept.
   double rate = 0;
+  json_io::Json scenario;  ///< the planner's request as the serving scenario JSON of `gpuplan serve --scenario`
   std::optional<cli::ResolvedServing> planner;
   std::optional<model::ServingPlanResult> plan;
   std::vector<CapacityPoint> capacity;

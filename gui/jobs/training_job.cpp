@@ -118,6 +118,7 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
   if (!r) return out;
   if (!cli::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
   out.valid = true;
+  out.resolved = std::make_shared<const cli::ResolvedTraining>(*r);
   out.layout_ok = r->pre.ok;
   out.model_name = r->arch.name.empty() ? r->arch.id : r->arch.name;
   out.plan = r->plan;

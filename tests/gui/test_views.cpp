@@ -4,7 +4,15 @@
 #include <doctest/doctest.h>
 
 #include <QAbstractItemModelTester>
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QXmlStreamReader>
+#include <fmt/format.h>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QLabel>
 #include <QSpinBox>
 
@@ -14,8 +22,10 @@
 #include "compare_page.hpp"
 #include "main_window.hpp"
 #include "scenario_panel.hpp"
+#include "serving_page.hpp"
 #include "serving_charts.hpp"
 #include "serving_job.hpp"
+#include "render_reports.hpp"
 #include "resolve.hpp"
 #include "support.hpp"
 #include "training_job.hpp"
@@ -231,4 +241,68 @@ TEST_CASE("compare mode in the window: pin A100 bf16, switch to H100 fp8 and TP 
   w.unpin();
   CHECK_FALSE(m->pinned());
   CHECK_FALSE(m->delta(m->rowOf("step_time")));
+}
+
+TEST_CASE("export: every chart of a view to a non-empty PNG and a well-formed SVG; Markdown with the model's step time") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  gui::MainWindow w(data);
+  w.resize(1600, 1000);
+  w.show();
+  REQUIRE(wait_until([&] { return w.idle(); }));
+  for (int tab : {int(gui::MainWindow::kCollectives), int(gui::MainWindow::kServing), -1}) {
+    if (tab >= 0) w.tabs()->setCurrentIndex(tab);
+    else w.servingPage()->views()->setCurrentIndex(1);  // the capacity charts
+    QCoreApplication::processEvents();
+    QTemporaryDir sub;
+    const QStringList files = w.exportCharts(sub.path());
+    REQUIRE(files.size() >= 4);  // two charts or more, each as PNG and SVG
+    for (const auto& f : files) {
+      INFO(f.toStdString());
+      CHECK(QFileInfo(f).size() > 1000);
+      if (f.endsWith(".png")) {
+        const QImage img(f);
+        CHECK_FALSE(img.isNull());
+        CHECK(img.width() > 300);
+      } else {
+        QFile file(f);
+        REQUIRE(file.open(QIODevice::ReadOnly));
+        QXmlStreamReader xml(&file);
+        QString root;
+        int texts = 0;
+        while (!xml.atEnd()) {
+          xml.readNext();
+          if (xml.isStartElement() && root.isEmpty()) root = xml.name().toString();
+          if (xml.isStartElement() && xml.name() == QStringLiteral("text")) ++texts;
+        }
+        CHECK_FALSE(xml.hasError());
+        CHECK(root == "svg");
+        CHECK(texts > 5);  // axis labels and titles as text, not only pixels
+      }
+    }
+  }
+  // Markdown: the CLI's sections of the same estimate and the planner's answer.
+  w.pin();
+  const QString md_path = dir.filePath("report.md");
+  REQUIRE(w.exportMarkdown(md_path));
+  QFile f(md_path);
+  REQUIRE(f.open(QIODevice::ReadOnly));
+  const std::string md = f.readAll().toStdString();
+  const auto& est = w.lastTraining().gpus_evaluated[0].est;
+  CHECK(md.find("| step time | " + units::format(est.step_time) + " |") != std::string::npos);
+  CHECK(md.find("### Throughput") != std::string::npos);
+  CHECK(md.find("\"tp\": 8") != std::string::npos);  // the scenario that reproduces it
+  const auto& plan = *w.lastServing().plan;
+  CHECK(md.find(fmt::format("| GPUs | {} = {} replicas × TP {}", plan.best->gpus, plan.best->replicas, plan.best->tp)) !=
+        std::string::npos);
+  CHECK(md.find("## Compare: pinned (A) vs current (B)") != std::string::npos);
+  // The training section rows are what `gpuplan train --format md` renders (headings one level deeper).
+  const auto& t = w.lastTraining();
+  const std::string cli_md = cli::render_sections(
+      cli::training_sections(t.resolved->arch, t.gpus, t.resolved->sys, t.plan, est), cli::Format::md);
+  const auto rows_at = cli_md.find("| --- | --- |\n| step time");
+  REQUIRE(rows_at != std::string::npos);
+  CHECK(md.find(cli_md.substr(rows_at, cli_md.find("\n\n", rows_at) - rows_at)) != std::string::npos);
 }
