@@ -9,8 +9,10 @@
 #include <QImage>
 #include <QTabWidget>
 #include <QTemporaryDir>
+#include <QTextBrowser>
 #include <QXmlStreamReader>
 #include <fmt/format.h>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QLabel>
@@ -31,6 +33,7 @@
 #include "training_job.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/collectives.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
 
 using namespace gpuplan;
 using gui::test::wait_until;
@@ -199,7 +202,7 @@ TEST_CASE("compare model passes QAbstractItemModelTester through pin, update and
   CHECK(m.data(m.index(row, gui::CompareModel::kPinned)).toString().isEmpty());
 }
 
-TEST_CASE("compare mode in the window: pin A100 bf16, switch to H100 fp8 and TP 4; deltas are B - A of the model") {
+TEST_CASE("compare mode in the window: pin A100 bf16, switch to H100 fp8 and TP 4, deltas are B - A of the model") {
   const auto data = gui::test::data();
   REQUIRE(data != nullptr);
   gui::MainWindow w(data);
@@ -243,7 +246,7 @@ TEST_CASE("compare mode in the window: pin A100 bf16, switch to H100 fp8 and TP 
   CHECK_FALSE(m->delta(m->rowOf("step_time")));
 }
 
-TEST_CASE("export: every chart of a view to a non-empty PNG and a well-formed SVG; Markdown with the model's step time") {
+TEST_CASE("export: every chart of a view to a non-empty PNG and a well-formed SVG, Markdown with the model step time") {
   const auto data = gui::test::data();
   REQUIRE(data != nullptr);
   QTemporaryDir dir;
@@ -305,4 +308,79 @@ TEST_CASE("export: every chart of a view to a non-empty PNG and a well-formed SV
   const auto rows_at = cli_md.find("| --- | --- |\n| step time");
   REQUIRE(rows_at != std::string::npos);
   CHECK(md.find(cli_md.substr(rows_at, cli_md.find("\n\n", rows_at) - rows_at)) != std::string::npos);
+}
+
+TEST_CASE("panel: schedule, virtual stages, overlap flags and CPU offload are scenario keys that round-trip save/open") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  gui::MainWindow w(data);
+  REQUIRE(wait_until([&] { return w.idle(); }));
+  auto* p = w.panel();
+  // Defaults are the decoder's defaults: what the CLI runs for a file without these keys.
+  {
+    const auto d = wl_io::decode_training_scenario(json_io::Json{{"model", "llama-3.1-70b"}}, "");
+    REQUIRE(d.ok());
+    CHECK(w.lastTraining().plan.schedule == d->plan.schedule);
+    CHECK(w.lastTraining().plan.overlap_grad_reduce == d->plan.overlap_grad_reduce);
+    CHECK(w.lastTraining().plan.overlap_param_gather == d->plan.overlap_param_gather);
+    CHECK(w.lastTraining().plan.overlap_tp_comm == d->plan.overlap_tp_comm);
+    CHECK(w.lastTraining().plan.offload == d->plan.offload);
+  }
+  const double before = w.lastTraining().gpus_evaluated[0].est.step.bubble.raw();
+  select(p->scheduleCombo(), "interleaved");
+  CHECK(p->virtualStagesSpin()->value() == 2);  // interleaving brings v = 2 along
+  p->virtualStagesSpin()->setValue(5);          // 80 layers / PP 4 = 20 per stage: v = 5 divides it
+  p->zeroCombo()->setCurrentIndex(1);  // ZeRO 1: offload needs it
+  select(p->offloadCombo(), "optimizer");
+  p->overlapGradReduce()->setChecked(false);
+  p->overlapParamGather()->setChecked(false);
+  p->overlapTpComm()->setChecked(true);
+  REQUIRE(wait_until([&] {
+    const auto& pl = w.lastTraining().plan;
+    return w.idle() && pl.par.virtual_stages == 5 && pl.overlap_tp_comm && !pl.overlap_param_gather &&
+           pl.offload == wl::Offload::optimizer;
+  }));
+  // The model got them: the plan it evaluated, and the interleaved bubble is smaller.
+  const auto& plan = w.lastTraining().plan;
+  CHECK(plan.schedule == wl::PipelineSchedule::interleaved);
+  CHECK_FALSE(plan.overlap_grad_reduce);
+  CHECK(plan.zero == wl::ZeroStage::optimizer);
+  INFO(w.statusArea()->toPlainText().toStdString());
+  REQUIRE(w.lastTraining().gpus_evaluated[0].est.step_time.raw() > 0);
+  CHECK(w.lastTraining().gpus_evaluated[0].est.step.bubble.raw() < before);
+
+  const QString path = dir.filePath("panel.json");
+  REQUIRE(w.saveScenario(path));
+  Diagnostics diags;
+  auto text = json_io::read_text_file(path.toStdString(), diags);
+  REQUIRE(text);
+  auto j = json_io::parse(*text, path.toStdString(), diags);
+  REQUIRE(j);
+  CHECK((*j)["schedule"] == "interleaved");
+  CHECK((*j)["virtual_stages"] == 5);
+  CHECK((*j)["offload"] == "optimizer");
+  CHECK((*j)["overlap_grad_reduce"] == false);
+  CHECK((*j)["overlap_param_gather"] == false);
+  CHECK((*j)["overlap_tp_comm"] == true);
+  auto s = wl_io::decode_training_scenario(*j, path.toStdString());
+  REQUIRE(s.ok());  // `gpuplan train --scenario` reads it
+  CHECK(s->plan.par.virtual_stages == 5);
+
+  // A fresh window opens it with the same widgets and evaluates the same plan.
+  gui::MainWindow w2(data);
+  REQUIRE(wait_until([&] { return w2.idle(); }));
+  REQUIRE(w2.openScenario(path));
+  REQUIRE(wait_until([&] { return w2.idle() && w2.lastTraining().plan.par.virtual_stages == 5; }));
+  auto* p2 = w2.panel();
+  CHECK(p2->scheduleCombo()->currentData().toString() == "interleaved");
+  CHECK(p2->virtualStagesSpin()->value() == 5);
+  CHECK(p2->offloadCombo()->currentData().toString() == "optimizer");
+  CHECK_FALSE(p2->overlapGradReduce()->isChecked());
+  CHECK_FALSE(p2->overlapParamGather()->isChecked());
+  CHECK(p2->overlapTpComm()->isChecked());
+  CHECK(p2->scenario() == w.panel()->scenario());
+  CHECK(w2.lastTraining().gpus_evaluated[0].est.step_time.raw() ==
+        doctest::Approx(w.lastTraining().gpus_evaluated[0].est.step_time.raw()));
 }
