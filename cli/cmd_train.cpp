@@ -20,6 +20,7 @@
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
+#include "render_reports.hpp"
 #include "resolve.hpp"
 #include "sweep.hpp"
 
@@ -212,6 +213,24 @@ std::vector<Section> estimate_sections(const wl::TrainingPlan& plan, const model
   return sec;
 }
 
+}  // namespace
+
+std::vector<Section> training_sections(const wl::TransformerArch& arch, long long shown_gpus,
+                                       const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
+                                       const model::TrainingEstimate& est) {
+  std::vector<Section> sec;
+  Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
+  head.rows = {{"layout", layout_text(plan)},
+               {"batch", fmt::format("{} sequences × {} tokens per step, micro-batch {}, {} micro-batches",
+                                     plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
+               {"node", sys.node ? sys.node->info.id : "single GPU"}};
+  sec.push_back(head);
+  for (auto& x : estimate_sections(plan, est)) sec.push_back(std::move(x));
+  return sec;
+}
+
+namespace {
+
 int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const ResolvedTraining& r) {
   const auto& sys = r.sys;
   const auto& arch = r.arch;
@@ -245,16 +264,8 @@ int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const R
     return est.feasibility.ok ? kExitOk : kExitInfeasible;
   }
 
-  std::vector<Section> sec;
   const long long shown_gpus = s.gpus && !pre.ok ? *s.gpus : par.gpus();
-  Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
-  head.rows = {{"layout", layout_text(plan)},
-               {"batch", fmt::format("{} sequences × {} tokens per step, micro-batch {}, {} micro-batches",
-                                     plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
-               {"node", sys.node ? sys.node->info.id : "single GPU"}};
-  sec.push_back(head);
-  for (auto& x : estimate_sections(plan, est)) sec.push_back(std::move(x));
-  out(render_sections(sec, fmt_));
+  out(render_sections(training_sections(arch, shown_gpus, sys, plan, est), fmt_));
   if (g.explain && !est.derivation.empty()) out(render_derivation(est.derivation, fmt_));
   return est.feasibility.ok ? kExitOk : kExitInfeasible;
 }

@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config
           libfmt-dev nlohmann-json3-dev libcli11-dev doctest-dev libeigen3-dev
-          qt6-base-dev qt6-charts-dev libgl-dev)
+          qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

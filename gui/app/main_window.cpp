@@ -4,7 +4,9 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QChartView>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -20,8 +22,13 @@
 #include <QVBoxLayout>
 
 #include "drills_page.hpp"
+#include "collectives_chart.hpp"
+#include "compare_model.hpp"
+#include "compare_page.hpp"
 #include "explain_pane.hpp"
+#include "chart_util.hpp"
 #include "job_controller.hpp"
+#include "markdown_report.hpp"
 #include "resolve.hpp"
 #include "scenario_panel.hpp"
 #include "serving_charts.hpp"
@@ -81,11 +88,15 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   training_ = new TrainingPage;
   roofline_ = new charts::RooflineChart;
   scaling_ = new charts::ScalingChart;
+  collectives_ = new charts::CollectivesChart;
   serving_ = new ServingPage(data_);
+  compare_ = new ComparePage;
   tabs_->addTab(training_, tr("Memory && step time"));
   tabs_->addTab(roofline_, tr("Roofline"));
   tabs_->addTab(scaling_, tr("Scaling"));
+  tabs_->addTab(collectives_, tr("Collectives"));
   tabs_->addTab(serving_, tr("Serving"));
+  tabs_->addTab(compare_, tr("Compare"));
   drills_ = new DrillsPage(data_);
   tabs_->addTab(drills_, tr("Interview drills"));
   setCentralWidget(tabs_);
@@ -93,9 +104,12 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   auto explain = [this](const QString& id) { explain_->selectId(id); };
   connect(training_, &TrainingPage::derivationRequested, this, explain);
   connect(roofline_, &charts::RooflineChart::derivationRequested, this, explain);
+  connect(collectives_, &charts::CollectivesChart::derivationRequested, this, explain);
   connect(serving_, &ServingPage::derivationRequested, this, explain);
   connect(panel_, &ScenarioPanel::changed, this, &MainWindow::requestTraining);
   connect(serving_, &ServingPage::changed, this, &MainWindow::requestServing);
+  connect(compare_, &ComparePage::pinRequested, this, &MainWindow::pin);
+  connect(compare_, &ComparePage::unpinRequested, this, &MainWindow::unpin);
   auto busy = [this](bool) {
     const bool b = train_jobs_->busy() || serve_jobs_->busy();
     if (b) statusBar()->showMessage(tr("computing…"));
@@ -138,7 +152,22 @@ void MainWindow::buildMenus() {
     if (!path.isEmpty()) importModel(path);
   });
   file->addSeparator();
+  file->addAction(tr("Export &charts of this view (PNG + SVG)…"), this, [this] {
+    const auto dir = QFileDialog::getExistingDirectory(this, tr("Export charts to"));
+    if (!dir.isEmpty()) exportCharts(dir);
+  });
+  file->addAction(tr("Export &Markdown report…"), this, [this] {
+    const auto path = QFileDialog::getSaveFileName(this, tr("Export Markdown"), "gpuplan-report.md", tr("Markdown (*.md)"));
+    if (!path.isEmpty()) exportMarkdown(path);
+  });
+  file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, qApp, &QApplication::quit);
+  auto* view = menuBar()->addMenu(tr("&Compare"));
+  view->addAction(tr("&Pin current scenario (A)"), QKeySequence(Qt::CTRL | Qt::Key_P), this, [this] {
+    pin();
+    tabs_->setCurrentIndex(kCompare);
+  });
+  view->addAction(tr("&Unpin"), this, &MainWindow::unpin);
   auto* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About"), this, [this] {
     QMessageBox::about(this, tr("About gpuplan"),
@@ -180,9 +209,11 @@ void MainWindow::showTraining(TrainingResult& r) {
   training_->setResult(t);
   roofline_->setResult(t);
   scaling_->setResult(t);
+  collectives_->setResult(t.collectives);
   panel_->showDerived(t.valid && t.layout_ok ? t.plan.par.dp : 0);
   updateStatus();
   updateExplain();
+  updateCompare();
   statusBar()->showMessage(tr("training estimate updated in %1 ms").arg(train_clock_.elapsed()));
 }
 
@@ -191,8 +222,22 @@ void MainWindow::showServing(ServingResult& r) {
   have_serving_ = true;
   serving_->setResult(last_serving_);
   updateExplain();
+  updateCompare();
   statusBar()->showMessage(tr("serving estimate updated in %1 ms").arg(serve_clock_.elapsed()));
 }
+
+void MainWindow::pin() {
+  compare_->model()->setPinned(snapshot_of(last_training_, last_serving_));
+  compare_->refresh();
+  statusBar()->showMessage(tr("pinned the current scenario as A"), 5000);
+}
+
+void MainWindow::unpin() {
+  compare_->model()->clearPinned();
+  compare_->refresh();
+}
+
+void MainWindow::updateCompare() { compare_->model()->setCurrent(snapshot_of(last_training_, last_serving_)); }
 
 void MainWindow::updateExplain() {
   std::vector<Derivation> roots;
@@ -201,6 +246,8 @@ void MainWindow::updateExplain() {
       roots.push_back(last_training_.gpus_evaluated[0].est.derivation);
     for (const auto& c : last_training_.rooflines)
       if (!c.ridge.empty()) roots.push_back(c.ridge);
+    for (const auto& t : last_training_.collectives.tiers)
+      if (!t.sample.empty()) roots.push_back(t.sample);
   }
   if (have_serving_)
     for (const auto& d : last_serving_.derivations) roots.push_back(d);
@@ -282,6 +329,40 @@ void MainWindow::importModel(const QString& path) {
     panel_->addModelPath(path, QFileInfo(path).fileName() + " (" + QString::fromStdString(m->arch.id) + ")");
   }
   updateStatus();
+}
+
+QStringList MainWindow::exportCharts(const QString& dir) {
+  static const char* const slug[] = {"overview", "roofline", "scaling", "collectives", "serving", "compare"};
+  const int tab = tabs_->currentIndex();
+  const QString base = QString(tab >= 0 && tab < int(std::size(slug)) ? slug[tab] : "view");
+  QStringList written;
+  int n = 0;
+  for (auto* v : tabs_->currentWidget()->findChildren<QChartView*>()) {
+    if (!v->isVisible()) continue;  // an inner tab not on screen (its charts are not laid out)
+    ++n;
+    for (const char* ext : {"png", "svg"}) {
+      const QString path = QDir(dir).filePath(QString("%1-%2.%3").arg(base).arg(n).arg(ext));
+      if (charts::export_chart(v, path)) written << path;
+    }
+  }
+  statusBar()->showMessage(written.isEmpty() ? tr("this view has no chart to export")
+                                             : tr("wrote %1 files to %2").arg(written.size()).arg(dir),
+                           5000);
+  return written;
+}
+
+bool MainWindow::exportMarkdown(const QString& path) {
+  const std::string md = markdown_report(last_training_, panel_->scenario(), last_serving_, compare_->model());
+  std::ofstream f(path.toStdString());
+  if (f) f << md;
+  const bool ok = f.good();
+  if (!ok) {
+    file_diags_ = {};
+    file_diags_.error(path.toStdString(), "", "cannot write the file");
+    updateStatus();
+  }
+  statusBar()->showMessage(ok ? tr("wrote %1").arg(path) : tr("could not write %1").arg(path), 5000);
+  return ok;
 }
 
 void MainWindow::addRecent(const QString& path) {

@@ -18,12 +18,14 @@ class QTextBrowser;
 namespace gpuplan::gui {
 
 class DrillsPage;
+class ComparePage;
 class ExplainPane;
 class JobController;
 class ScenarioPanel;
 class ServingPage;
 class TrainingPage;
 namespace charts {
+class CollectivesChart;
 class RooflineChart;
 class ScalingChart;
 }  // namespace charts
@@ -31,7 +33,7 @@ class ScalingChart;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Tab { kOverview = 0, kRoofline, kScaling, kServing };
+  enum Tab { kOverview = 0, kRoofline, kScaling, kCollectives, kServing, kCompare };
   explicit MainWindow(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
 
   /// Loads a scenario file (the JSON of `gpuplan train --scenario`); problems go to the status area. False when the
@@ -41,11 +43,18 @@ class MainWindow : public QMainWindow {
   bool saveScenario(const QString& path);
   /// Adds a Hugging Face config.json (or model JSON) to the model list and selects it.
   void importModel(const QString& path);
+  /// Writes every chart on screen in the current tab to `dir` as <view>-<n>.png and .svg (the serving tab: those of
+  /// its inner tab on screen); returns the files written.
+  QStringList exportCharts(const QString& dir);
+  /// Writes the current results as a Markdown report (markdown_report); false when the file cannot be written.
+  bool exportMarkdown(const QString& path);
 
   [[nodiscard]] ScenarioPanel* panel() const { return panel_; }
   [[nodiscard]] TrainingPage* trainingPage() const { return training_; }
   [[nodiscard]] ServingPage* servingPage() const { return serving_; }
   [[nodiscard]] DrillsPage* drillsPage() const { return drills_; }
+  [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
+  [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
   [[nodiscard]] QTabWidget* tabs() const { return tabs_; }
   [[nodiscard]] QTextBrowser* statusArea() const { return status_; }
@@ -57,6 +66,9 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] bool idle() const;
 
  public slots:
+  /// Compare mode: the current results become A (pinned); unpin forgets them.
+  void pin();
+  void unpin();
   void requestTraining();
   void requestServing();
 
@@ -66,6 +78,7 @@ class MainWindow : public QMainWindow {
   void showServing(ServingResult& r);
   void updateStatus();
   void updateExplain();
+  void updateCompare();
   void addRecent(const QString& path);
   void rebuildRecent();
 
@@ -76,8 +89,10 @@ class MainWindow : public QMainWindow {
   TrainingPage* training_;
   charts::RooflineChart* roofline_;
   charts::ScalingChart* scaling_;
+  charts::CollectivesChart* collectives_;
   ServingPage* serving_;
   DrillsPage* drills_;  ///< the Interview drills tab
+  ComparePage* compare_;
   ExplainPane* explain_;
   JobController* train_jobs_;
   JobController* serve_jobs_;

@@ -61,9 +61,17 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
          w.explain()->selectId("roofline.ridge");
        }},
       {"scaling.png", tab(MainWindow::kScaling)},
+      {"collectives.png", [&w, tab] {
+         tab(MainWindow::kCollectives)();
+         w.explain()->selectId("collectives.scale_up");
+       }},
       {"serving.png", [&w, tab] {
          tab(MainWindow::kServing)();
          w.explain()->selectId("serving.steady_state");
+       }},
+      {"serving-capacity.png", [&w] {
+         w.servingPage()->views()->setCurrentIndex(1);
+         w.explain()->selectId("serving.plan");
        }},
       // A100 as the scenario's GPU: the comparison the issue asks for (A100 -> H100 changes memory, time, cost).
       {"overview-a100.png", [&w] {
@@ -72,13 +80,26 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
          select_gpu(w.panel()->compareCombo(0), "h100-sxm5-80gb");
          w.explain()->selectId("train");
        }},
+      // Compare mode: A100 bf16 pinned as A, then H100 fp8 as B.
+      {"compare.png", [&w] {
+         w.pin();
+         select_gpu(w.panel()->gpuCombo(), "h100-sxm5-80gb");
+         select_gpu(w.panel()->precisionCombo(), "fp8");
+         w.tabs()->setCurrentIndex(MainWindow::kCompare);
+       }},
       // An invalid layout: the model's own reasons in the status area.
       {"infeasible.png", [&w] {
+         w.unpin();
+         w.tabs()->setCurrentIndex(MainWindow::kOverview);
+         select_gpu(w.panel()->precisionCombo(), "bf16");
          select_gpu(w.panel()->gpuCombo(), "h100-sxm5-80gb");
          select_gpu(w.panel()->compareCombo(0), "a100-sxm4-80gb");
          w.panel()->gpusSpin()->setValue(1000);
        }},
-      {"", [&w] { w.panel()->setDefaults(); }},
+      {"", [&w] {
+         w.servingPage()->views()->setCurrentIndex(0);
+         w.panel()->setDefaults();
+       }},
   };
   // Interview drills: a wrong answer checked (the verdict, the model's answer and its derivation).
   r->steps.push_back({"drills.png", [&w] {

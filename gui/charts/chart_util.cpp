@@ -2,7 +2,12 @@
 
 #include <cstring>
 
+#include <QAction>
 #include <QCursor>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QImage>
+#include <QSvgGenerator>
 #include <QFont>
 #include <QLegend>
 #include <QPainter>
@@ -22,6 +27,18 @@ QChartView* make_view(QChart* chart, const QString& title, QWidget* parent) {
   auto* v = new QChartView(chart, parent);
   v->setRenderHint(QPainter::Antialiasing);
   v->setMinimumSize(320, 240);
+  // Right click: export this chart.
+  v->setContextMenuPolicy(Qt::ActionsContextMenu);
+  for (const char* kind : {"png", "svg"}) {
+    auto* a = new QAction(QObject::tr("Export chart as %1…").arg(QString(kind).toUpper()), v);
+    QObject::connect(a, &QAction::triggered, v, [v, kind] {
+      const QString ext = kind;
+      const QString path = QFileDialog::getSaveFileName(v, QObject::tr("Export chart"), "chart." + ext,
+                                                        ext.toUpper() + " (*." + ext + ")");
+      if (!path.isEmpty()) export_chart(v, path);
+    });
+    v->addAction(a);
+  }
   return v;
 }
 
@@ -41,5 +58,37 @@ QString short_gpu_name(const std::string& name) {
 }
 
 void show_tip(const QString& text) { QToolTip::showText(QCursor::pos(), text); }
+
+bool export_chart(QChartView* view, const QString& path, QString* error) {
+  const QSize size = view->size().isEmpty() ? QSize(900, 600) : view->size();
+  if (view->size().isEmpty()) view->resize(size);
+  bool ok = false;
+  if (QFileInfo(path).suffix().compare("svg", Qt::CaseInsensitive) == 0) {
+    QSvgGenerator svg;
+    svg.setFileName(path);
+    svg.setSize(size);
+    svg.setViewBox(QRect(QPoint(0, 0), size));
+    svg.setTitle(view->chart()->title());
+    svg.setDescription(QObject::tr("gpuplan-gui chart"));
+    QPainter p;
+    ok = p.begin(&svg);
+    if (ok) {
+      view->render(&p, QRectF(QPointF(0, 0), QSizeF(size)), view->viewport()->rect());
+      ok = p.end();
+    }
+    ok = ok && QFileInfo(path).size() > 0;
+  } else {
+    QImage img(size * 2, QImage::Format_ARGB32);
+    img.setDevicePixelRatio(2.0);
+    img.fill(Qt::white);
+    QPainter p(&img);
+    p.setRenderHint(QPainter::Antialiasing);
+    view->render(&p, QRectF(QPointF(0, 0), QSizeF(size)), view->viewport()->rect());
+    p.end();
+    ok = img.save(path, "PNG");
+  }
+  if (!ok && error != nullptr) *error = QObject::tr("cannot write %1").arg(path);
+  return ok;
+}
 
 }  // namespace gpuplan::gui::charts

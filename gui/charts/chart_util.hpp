@@ -15,5 +15,8 @@ QColor series_colour(int i);
 QString short_gpu_name(const std::string& name);
 /// Shows a tooltip at the mouse pointer (hover callbacks of the series).
 void show_tip(const QString& text);
+/// Writes the chart as drawn to `path`: SVG (vector, QSvgGenerator) when it ends in .svg, else a PNG at twice the
+/// view's pixels. False with `error` set when the file cannot be written.
+bool export_chart(QChartView* view, const QString& path, QString* error = nullptr);
 
 }  // namespace gpuplan::gui::charts

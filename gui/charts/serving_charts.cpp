@@ -11,6 +11,7 @@
 #include <QLogValueAxis>
 #include <QScatterSeries>
 #include <QValueAxis>
+#include <tuple>
 
 #include "chart_util.hpp"
 #include "gpuplan/core/format.hpp"
@@ -176,6 +177,147 @@ void ServingCharts::setResult(const ServingResult& r) {
   if (cxmax > 0) kx->setRange(cxmin / 1.3, cxmax * 1.3);
   if (kmax > 0) ky->setRange(floor10(std::max(kmin, 1e-4)), ceil10(kmax));
   if (cmax > 0) kc->setRange(floor10(std::max(cmin, 1.0)) , ceil10(cmax));
+}
+
+}  // namespace gpuplan::gui::charts
+
+namespace gpuplan::gui::charts {
+
+CapacityCharts::CapacityCharts(QWidget* parent) : QWidget(parent), gpus_chart_(new QChart), cost_chart_(new QChart) {
+  gpus_view_ = make_view(gpus_chart_, tr("GPUs needed vs request rate"), this);
+  cost_view_ = make_view(cost_chart_, tr("Cost per million output tokens vs request rate"), this);
+  auto* l = new QVBoxLayout(this);
+  l->setContentsMargins(0, 0, 0, 0);
+  l->addWidget(gpus_view_);
+  l->addWidget(cost_view_);
+}
+
+QString CapacityCharts::pointText(int i) const {
+  if (i < 0 || i >= int(result_.capacity.size())) return {};
+  const auto& c = result_.capacity[std::size_t(i)];
+  return tr("%1 req/s: %2 GPUs = %3 replicas × TP %4%5, batch %6 per replica\nTTFT p99 %7 · ITL %8%9\n%10")
+      .arg(c.rate, 0, 'g', 4)
+      .arg(c.gpus)
+      .arg(c.replicas)
+      .arg(c.tp)
+      .arg(c.pp > 1 ? QString(" × PP %1").arg(c.pp) : QString())
+      .arg(c.batch)
+      .arg(QString::fromStdString(u::format(u::Seconds(c.ttft_s))), QString::fromStdString(u::format(u::Seconds(c.itl_s))),
+           c.cost_per_mtok_usd > 0 ? QString(" · $%1 per million output tokens").arg(c.cost_per_mtok_usd, 0, 'g', 3)
+                                   : QString(" · no price for this GPU"),
+           c.meets_sla ? tr("meets the SLA") : tr("misses the SLA: best achievable"));
+}
+
+void CapacityCharts::setResult(const ServingResult& r) {
+  result_ = r;
+  clear(gpus_chart_);
+  clear(cost_chart_);
+  points_ = 0;
+  if (!r.valid || r.capacity.empty()) {
+    gpus_chart_->setTitle(tr("GPUs needed vs request rate — no plan (see the status line)"));
+    cost_chart_->setTitle(tr("Cost per million output tokens vs request rate"));
+    return;
+  }
+  QString sla;
+  if (r.plan && r.plan->sla.ttft) sla += tr("TTFT p99 ≤ %1").arg(QString::fromStdString(u::format(*r.plan->sla.ttft)));
+  if (r.plan && r.plan->sla.itl)
+    sla += (sla.isEmpty() ? "" : ", ") + tr("ITL ≤ %1").arg(QString::fromStdString(u::format(*r.plan->sla.itl)));
+  if (sla.isEmpty()) sla = tr("no SLA");
+  gpus_chart_->setTitle(tr("GPUs needed vs request rate (%1; the planner picks TP and batch)").arg(sla));
+  cost_chart_->setTitle(tr("Cost per million output tokens vs request rate"));
+  auto* gx = log_axis(tr("requests/s"), 10);
+  auto* gy = log_axis(tr("GPUs"), 10);
+  auto* cx = log_axis(tr("requests/s"), 10);
+  auto* cy = new QValueAxis;
+  cy->setTitleText(tr("$ per million output tokens"));
+  cy->setLabelFormat("%.2f");
+  gpus_chart_->addAxis(gx, Qt::AlignBottom);
+  gpus_chart_->addAxis(gy, Qt::AlignLeft);
+  cost_chart_->addAxis(cx, Qt::AlignBottom);
+  cost_chart_->addAxis(cy, Qt::AlignLeft);
+  auto* gpus = new QLineSeries;
+  gpus->setName(tr("GPUs (meets the SLA)"));
+  gpus->setPen(QPen(series_colour(0), 2.5));
+  gpus->setPointsVisible(true);
+  auto* cost = new QLineSeries;
+  cost->setName(tr("$ / M output tokens"));
+  cost->setPen(QPen(series_colour(4), 2.5));
+  cost->setPointsVisible(true);
+  auto* miss = new QScatterSeries;
+  miss->setName(tr("misses the SLA (best achievable)"));
+  miss->setMarkerSize(11);
+  miss->setColor(Qt::white);
+  miss->setBorderColor(Qt::red);
+  auto* miss_cost = new QScatterSeries;
+  miss_cost->setName(miss->name());
+  miss_cost->setMarkerSize(11);
+  miss_cost->setColor(Qt::white);
+  miss_cost->setBorderColor(Qt::red);
+  auto* here = new QScatterSeries;
+  here->setName(tr("operating rate %1 req/s").arg(r.rate, 0, 'g', 4));
+  here->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  here->setMarkerSize(13);
+  here->setColor(series_colour(2));
+  auto* here_cost = new QScatterSeries;
+  here_cost->setName(here->name());
+  here_cost->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+  here_cost->setMarkerSize(13);
+  here_cost->setColor(series_colour(2));
+  double xmin = std::numeric_limits<double>::max(), xmax = 0, gmax = 1, gmin = std::numeric_limits<double>::max(), cmax = 0;
+  bool priced = false;
+  for (const auto& c : r.capacity) {
+    gpus->append(c.rate, double(c.gpus));
+    if (c.cost_per_mtok_usd > 0) {
+      cost->append(c.rate, c.cost_per_mtok_usd);
+      priced = true;
+      cmax = std::max(cmax, c.cost_per_mtok_usd);
+    }
+    if (!c.meets_sla) {
+      miss->append(c.rate, double(c.gpus));
+      if (c.cost_per_mtok_usd > 0) miss_cost->append(c.rate, c.cost_per_mtok_usd);
+    }
+    if (c.rate == r.rate) {
+      here->append(c.rate, double(c.gpus));
+      if (c.cost_per_mtok_usd > 0) here_cost->append(c.rate, c.cost_per_mtok_usd);
+    }
+    xmin = std::min(xmin, c.rate);
+    xmax = std::max(xmax, c.rate);
+    gmin = std::min(gmin, double(c.gpus));
+    gmax = std::max(gmax, double(c.gpus));
+    ++points_;
+  }
+  auto attach = [](QChart* ch, QAbstractSeries* s, QAbstractAxis* x, QAbstractAxis* y) {
+    ch->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+  };
+  attach(gpus_chart_, gpus, gx, gy);
+  attach(cost_chart_, cost, cx, cy);
+  for (auto [ch, s, x, y] : {std::tuple{gpus_chart_, miss, gx, static_cast<QAbstractAxis*>(gy)},
+                             std::tuple{gpus_chart_, here, gx, static_cast<QAbstractAxis*>(gy)},
+                             std::tuple{cost_chart_, miss_cost, cx, static_cast<QAbstractAxis*>(cy)},
+                             std::tuple{cost_chart_, here_cost, cx, static_cast<QAbstractAxis*>(cy)}}) {
+    if (s->count() > 0) attach(ch, s, x, y);
+    else delete s;
+  }
+  auto hover = [this](const QPointF& p, bool on) {
+    if (!on || p.x() <= 0) return;
+    int best = 0;  // the nearest sweep point in log(rate)
+    for (int i = 1; i < int(result_.capacity.size()); ++i)
+      if (std::fabs(std::log(result_.capacity[std::size_t(i)].rate / p.x())) <
+          std::fabs(std::log(result_.capacity[std::size_t(best)].rate / p.x())))
+        best = i;
+    show_tip(pointText(best));
+  };
+  connect(gpus, &QLineSeries::hovered, this, hover);
+  connect(cost, &QLineSeries::hovered, this, hover);
+  connect(gpus, &QLineSeries::clicked, this, [this](const QPointF&) { emit derivationRequested("serving.plan"); });
+  gx->setRange(floor10(xmin), ceil10(xmax));
+  cx->setRange(floor10(xmin), ceil10(xmax));
+  gy->setRange(floor10(gmin), ceil10(gmax * 1.01));
+  cy->setRange(0, std::max(cmax * 1.1, 1e-3));
+  cy->applyNiceNumbers();
+  if (!priced) cost_chart_->setTitle(tr("Cost per million output tokens — no price for this GPU in the data"));
 }
 
 }  // namespace gpuplan::gui::charts

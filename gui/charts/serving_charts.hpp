@@ -24,4 +24,28 @@ class ServingCharts : public QWidget {
   int latency_points_ = 0;
 };
 
+/// The capacity planner swept over the request rate: GPUs needed and cost per million output tokens vs requests/s,
+/// the operating rate marked; points that miss the SLA hollow. Hover: the layout the planner chose.
+class CapacityCharts : public QWidget {
+  Q_OBJECT
+ public:
+  explicit CapacityCharts(QWidget* parent = nullptr);
+  void setResult(const ServingResult& r);
+  [[nodiscard]] int points() const { return points_; }
+  [[nodiscard]] QChartView* gpusView() const { return gpus_view_; }
+  [[nodiscard]] QChartView* costView() const { return cost_view_; }
+  /// The hover text of sweep point `i` (tests; the tooltip shows the same).
+  [[nodiscard]] QString pointText(int i) const;
+ signals:
+  void derivationRequested(const QString& id);
+
+ private:
+  ServingResult result_;
+  QChart* gpus_chart_;
+  QChart* cost_chart_;
+  QChartView* gpus_view_;
+  QChartView* cost_view_;
+  int points_ = 0;
+};
+
 }  // namespace gpuplan::gui::charts

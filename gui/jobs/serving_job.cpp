@@ -1,6 +1,7 @@
 #include "serving_job.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -29,8 +30,19 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   sc.input_tokens = req.prompt_tokens;
   sc.output_tokens = req.output_tokens;
   sc.batch = req.batch;
+  if (req.capacity) {
+    sc.rate = req.rate;
+    if (req.ttft_ms > 0) sc.ttft_ms = req.ttft_ms;
+    if (req.itl_ms > 0) sc.itl_ms = req.itl_ms;
+    // The planner's question as `gpuplan serve --scenario` reads it (TP left to the planner, as here).
+    out.scenario = {{"model", req.model}, {"gpu", req.gpu}, {"weight_dtype", req.weight_dtype}, {"kv_dtype", req.kv_dtype},
+                    {"input_tokens", req.prompt_tokens}, {"output_tokens", req.output_tokens}, {"rate", req.rate}};
+    if (req.ttft_ms > 0) out.scenario["ttft_ms"] = req.ttft_ms;
+    if (req.itl_ms > 0) out.scenario["itl_ms"] = req.itl_ms;
+  }
   auto where = [](const std::string& k) {
-    return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model") : k;
+    return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model")
+           : k == "rate" ? std::string("Rate") : k == "ttft_ms" ? std::string("SLA TTFT") : k == "itl_ms" ? std::string("SLA ITL") : k;
   };
   auto r = cli::resolve_serving(sc, data.data_dir, !req.calibration, data.db, data.library, where, out.diags);
   if (!r) return out;
@@ -100,6 +112,41 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   out.requests_per_s = ss.requests_per_s;
   if (!ss.derivation.empty()) out.derivations.push_back(ss.derivation);
   if (!mem.derivation.empty()) out.derivations.push_back(mem.derivation);
+
+  // The capacity planner, as `gpuplan serve --rate R` without --tp: the planner chooses TP and the batch.
+  if (req.capacity && r->rate) {
+    cli::ResolvedServing rs = *r;
+    rs.tp_given = false;
+    out.rate = *rs.rate;
+    auto point = [&](const model::ServingPlanResult& pr, double rate) {
+      CapacityPoint c;
+      c.rate = rate;
+      c.meets_sla = pr.feasible;
+      if (pr.best) {
+        const auto& b = *pr.best;
+        c.tp = b.tp;
+        c.pp = b.pp;
+        c.batch = b.batch;
+        c.replicas = b.replicas;
+        c.gpus = b.gpus;
+        c.ttft_s = b.ttft.raw();
+        c.itl_s = b.itl.raw();
+        c.cost_per_mtok_usd = b.cost_per_mtok_usd;
+      }
+      return c;
+    };
+    // Rates from 1/64 to 64 × the operating rate (factors of 2) and the operating rate itself.
+    for (int k = -6; k <= 6; ++k) {
+      cli::ResolvedServing at = rs;
+      at.rate = out.rate * std::pow(2.0, k);
+      const auto pr = model::plan_serving(arch, params, at.perf, at.traffic(), at.sla, at.sys, at.plan_options(), Explain::off);
+      if (pr.best) out.capacity.push_back(point(pr, *at.rate));
+    }
+    auto plan = model::plan_serving(arch, params, rs.perf, rs.traffic(), rs.sla, rs.sys, rs.plan_options(), Explain::on);
+    if (!plan.derivation.empty()) out.derivations.push_back(plan.derivation);  // id "serving.plan"
+    out.plan = std::move(plan);
+    out.planner = std::move(rs);
+  }
   return out;
 }
 

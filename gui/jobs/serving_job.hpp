@@ -6,12 +6,16 @@
 // The request is resolved by the CLI's own cli::resolve_serving (the code behind `gpuplan serve`): memory plan,
 // precision, calibration and per-kernel overheads are exactly what the CLI would use.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app_data.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "resolve.hpp"
 
 namespace gpuplan::gui {
 
@@ -25,6 +29,23 @@ struct ServingRequest {
   std::int64_t output_tokens = 512;
   std::int64_t batch = 64;  ///< the operating point shown in the summary and the explain tree
   bool calibration = true;
+  // The capacity planner (plan_serving, as `gpuplan serve --rate`): the operating rate and the SLA. The planner
+  // chooses TP (≤ the scale-up domain) and the batch per replica; the sweep runs it at rates around `rate`.
+  double rate = 10;      ///< requests/s at the operating point
+  double ttft_ms = 0;    ///< SLA on TTFT at p99, 0 = none
+  double itl_ms = 0;     ///< SLA on ITL, 0 = none
+  bool capacity = true;  ///< run the planner sweep
+};
+
+/// The capacity planner's answer at one request rate (the cheapest layout that meets the SLA, else the best
+/// achievable, as `gpuplan serve --rate` prints it).
+struct CapacityPoint {
+  double rate = 0;
+  bool meets_sla = false;
+  int tp = 1, pp = 1;
+  std::int64_t batch = 0, replicas = 0, gpus = 0;
+  double ttft_s = 0, itl_s = 0;
+  double cost_per_mtok_usd = 0;  ///< 0 when the GPU has no price
 };
 
 struct ServingBatchPoint {
@@ -57,7 +78,13 @@ struct ServingResult {
   std::vector<std::string> reasons, notes;
   std::vector<ServingBatchPoint> batches;
   std::vector<ServingContextPoint> contexts;
-  std::vector<Derivation> derivations;  ///< steady state, memory
+  std::vector<Derivation> derivations;  ///< steady state, memory, the planner at the operating rate
+  // The capacity planner: at the operating rate (with what it was resolved from, for the Markdown report), and swept.
+  double rate = 0;
+  json_io::Json scenario;  ///< the planner's request as the serving scenario JSON of `gpuplan serve --scenario`
+  std::optional<cli::ResolvedServing> planner;
+  std::optional<model::ServingPlanResult> plan;
+  std::vector<CapacityPoint> capacity;
 };
 
 ServingResult evaluate_serving(const AppData& data, const ServingRequest& req);

@@ -118,6 +118,7 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
   if (!r) return out;
   if (!cli::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
   out.valid = true;
+  out.resolved = std::make_shared<const cli::ResolvedTraining>(*r);
   out.layout_ok = r->pre.ok;
   out.model_name = r->arch.name.empty() ? r->arch.id : r->arch.name;
   out.plan = r->plan;
@@ -150,6 +151,11 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
     sys.price = r->sys.price;
     systems.push_back(sys);
     out.gpus_evaluated.push_back(evaluate(sys, Explain::off));
+  }
+  if (req.collectives) {
+    wl::Parallelism par = r->plan.par;
+    if (!r->pre.ok) par.dp = 1;  // DP is not defined for a layout that does not divide
+    out.collectives = evaluate_collectives(r->sys, par);
   }
   for (std::size_t i = 0; i < systems.size(); ++i) {
     out.rooflines.push_back(roofline_of(*systems[i].gpu, r->plan.precision.compute));

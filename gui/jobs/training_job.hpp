@@ -2,11 +2,14 @@
 // One training evaluation as the GUI asks for it: the scenario (the same JSON object `gpuplan train --scenario`
 // reads), the GPUs to compare, and what to compute besides the estimate (roofline, scaling sweep). Runs on a worker
 // thread; every number comes from the model (estimate_training, ridge_point, attainable_performance, strong_scaling).
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "app_data.hpp"
+#include "collectives_job.hpp"
+#include "resolve.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
@@ -20,6 +23,7 @@ struct TrainingRequest {
   std::vector<std::string> compare_gpus;  ///< up to 3 more GPU ids evaluated with the same plan (own default node)
   bool calibration = true;               ///< use data/calibration/<gpu>/profile.json when present
   bool scaling = true;                   ///< sweep DP for the scaling view
+  bool collectives = true;               ///< collective cost vs message size on the scenario's tiers
 };
 
 /// One GPU type evaluated with the request's plan.
@@ -61,6 +65,8 @@ struct TrainingResult {
   std::vector<GpuEvaluation> gpus_evaluated;  ///< [0] = the scenario's own GPU
   std::vector<RooflineCurve> rooflines;       ///< one per evaluated GPU, at the plan's precision
   std::vector<ScalingSeries> scaling;         ///< one per evaluated GPU
+  CollectivesResult collectives;              ///< on the scenario's own GPU and fabric
+  std::shared_ptr<const cli::ResolvedTraining> resolved;  ///< what the estimate ran on (Markdown export)
 };
 
 /// Resolves and evaluates a request with the CLI's own resolution code (cli::resolve_training, load_calibration).

@@ -34,7 +34,9 @@ QComboBox* combo(const QStringList& items, const QString& tip) {
 /// The scenario keys the panel owns; everything else in a loaded file is carried through unchanged.
 const char* const kOwnedKeys[] = {"model", "gpu", "node", "cluster", "gpus", "tp", "pp", "dp", "cp", "ep",
                                   "micro_batch", "global_batch", "seq", "precision", "optimizer", "zero",
-                                  "recompute", "flash_attention", "sequence_parallel", "tokens"};
+                                  "recompute", "flash_attention", "sequence_parallel", "tokens", "schedule",
+                                  "virtual_stages", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
+                                  "offload"};
 }  // namespace
 
 ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* parent)
@@ -88,6 +90,27 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   calib_ = new QCheckBox(tr("Use calibration profiles"));
   calib_->setChecked(true);
   calib_->setToolTip(tr("data/calibration/<gpu>/profile.json where one exists (as the CLI without --no-calibration)"));
+  schedule_ = new QComboBox;
+  schedule_->addItem(tr("1F1B"), "1f1b");
+  schedule_->addItem(tr("interleaved 1F1B"), "interleaved");
+  schedule_->setToolTip(tr("Pipeline schedule (scenario key \"schedule\"): interleaving v model chunks per stage "
+                           "shrinks the bubble by v and multiplies the stage-to-stage traffic by v"));
+  vstages_ = spin(1, 1024, 1, tr("Virtual stages v: model chunks per pipeline stage (interleaved schedule; "
+                                 "\"virtual_stages\")"));
+  offload_ = new QComboBox;
+  offload_->addItem(tr("none"), "none");
+  offload_->addItem(tr("optimizer → CPU (ZeRO-Offload)"), "optimizer");
+  offload_->setToolTip(tr("CPU offload (\"offload\"): fp32 master weights and optimizer states in host memory, the "
+                          "optimizer step on the CPU; needs ZeRO ≥ 1"));
+  ov_grad_ = new QCheckBox(tr("Overlap DP gradient reduction"));
+  ov_grad_->setChecked(true);
+  ov_grad_->setToolTip(tr("\"overlap_grad_reduce\": DP/FSDP gradient reduce-scatter/all-reduce behind the backward pass"));
+  ov_param_ = new QCheckBox(tr("Overlap parameter all-gather"));
+  ov_param_->setChecked(true);
+  ov_param_->setToolTip(tr("\"overlap_param_gather\": ZeRO-3/FSDP parameter all-gather prefetched behind compute"));
+  ov_tp_ = new QCheckBox(tr("Overlap TP communication"));
+  ov_tp_->setChecked(false);
+  ov_tp_->setToolTip(tr("\"overlap_tp_comm\": TP collectives overlapped with the GEMMs (userbuffers / async TP)"));
   dp_ = new QLabel;
   dp_->setToolTip(tr("Data-parallel size as resolved from GPUs / (TP·PP·CP)"));
 
@@ -106,6 +129,8 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   pf->addRow(tr("CP"), cp_);
   pf->addRow(tr("EP"), ep_);
   pf->addRow(tr("DP"), dp_);
+  pf->addRow(tr("Schedule"), schedule_);
+  pf->addRow(tr("Virtual stages"), vstages_);
   pf->addRow(sp_);
 
   auto* run = new QGroupBox(tr("Batch and training"));
@@ -118,7 +143,11 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   rf->addRow(tr("Optimizer"), optimizer_);
   rf->addRow(tr("ZeRO"), zero_);
   rf->addRow(tr("Recompute"), recompute_);
+  rf->addRow(tr("CPU offload"), offload_);
   rf->addRow(flash_);
+  rf->addRow(ov_grad_);
+  rf->addRow(ov_param_);
+  rf->addRow(ov_tp_);
 
   auto* cmp = new QGroupBox(tr("Compare with"));
   auto* cf = new QFormLayout(cmp);
@@ -145,13 +174,22 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
     c->setMinimumContentsLength(10);
   }
 
-  for (auto* c : {model_, gpu_, node_, cluster_, precision_, optimizer_, zero_, recompute_})
+  for (auto* c : {model_, gpu_, node_, cluster_, precision_, optimizer_, zero_, recompute_, schedule_, offload_})
     connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
   for (auto* c : compare_) connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
-  for (auto* s : {gpus_, tp_, pp_, cp_, ep_, micro_, global_, seq_})
+  for (auto* s : {gpus_, tp_, pp_, cp_, ep_, micro_, global_, seq_, vstages_})
     connect(s, &QSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
   connect(tokens_, &QDoubleSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
-  for (auto* b : {flash_, sp_, calib_}) connect(b, &QCheckBox::toggled, this, &ScenarioPanel::emitChanged);
+  for (auto* b : {flash_, sp_, calib_, ov_grad_, ov_param_, ov_tp_})
+    connect(b, &QCheckBox::toggled, this, &ScenarioPanel::emitChanged);
+  // Picking a schedule by hand brings v along (interleaving needs v ≥ 2, 1F1B has v = 1); a loaded file is shown as
+  // it is, and the model says what it thinks of it.
+  connect(schedule_, &QComboBox::currentIndexChanged, this, [this] {
+    if (loading_) return;
+    const bool inter = schedule_->currentData().toString() == "interleaved";
+    if (inter && vstages_->value() < 2) vstages_->setValue(2);
+    if (!inter && vstages_->value() != 1) vstages_->setValue(1);
+  });
   setDefaults();
 }
 
@@ -185,6 +223,12 @@ void ScenarioPanel::setDefaults() {
   selectData(recompute_, "none");
   flash_->setChecked(true);
   sp_->setChecked(true);
+  selectData(schedule_, "1f1b");
+  vstages_->setValue(1);
+  selectData(offload_, "none");
+  ov_grad_->setChecked(true);
+  ov_param_->setChecked(true);
+  ov_tp_->setChecked(false);
   selectData(compare_[0], "a100-sxm4-80gb");
   selectData(compare_[1], "h200-sxm-141gb");
   selectData(compare_[2], "b200-hgx");
@@ -213,6 +257,12 @@ json_io::Json ScenarioPanel::scenario() const {
   j["zero"] = zero_->currentData().toInt();
   j["recompute"] = recompute_->currentData().toString().toStdString();
   j["flash_attention"] = flash_->isChecked();
+  j["schedule"] = schedule_->currentData().toString().toStdString();
+  j["virtual_stages"] = vstages_->value();
+  j["offload"] = offload_->currentData().toString().toStdString();
+  j["overlap_grad_reduce"] = ov_grad_->isChecked();
+  j["overlap_param_gather"] = ov_param_->isChecked();
+  j["overlap_tp_comm"] = ov_tp_->isChecked();
   if (tokens_->value() > 0) j["tokens"] = tokens_->value() * 1e12;
   return j;
 }
@@ -266,6 +316,12 @@ void ScenarioPanel::setScenario(const wl_io::TrainingScenario& s, const json_io:
   zero_->setCurrentIndex(static_cast<int>(p.zero));
   selectData(recompute_, q(enc.value("recompute", "none")));
   flash_->setChecked(p.flash_attention);
+  selectData(schedule_, p.schedule == wl::PipelineSchedule::interleaved ? "interleaved" : "1f1b");
+  vstages_->setValue(p.par.virtual_stages);
+  selectData(offload_, p.offload == wl::Offload::optimizer ? "optimizer" : "none");
+  ov_grad_->setChecked(p.overlap_grad_reduce);
+  ov_param_->setChecked(p.overlap_param_gather);
+  ov_tp_->setChecked(p.overlap_tp_comm);
   loading_ = false;
   emit changed();
 }

@@ -1,7 +1,7 @@
 #pragma once
 // The training scenario as widgets. Its state *is* the scenario JSON object `gpuplan train --scenario` reads
 // (docs/scenario.md): scenario() builds it from the widgets, setScenario() fills the widgets from a decoded one. Keys
-// the panel has no widget for (schedule, overlap flags, price, ...) are kept as loaded and written back on save.
+// the panel has no widget for (kernels, price, shard group, ...) are kept as loaded and written back on save.
 #include <memory>
 #include <optional>
 #include <vector>
@@ -45,6 +45,14 @@ class ScenarioPanel : public QWidget {
   QComboBox* gpuCombo() const { return gpu_; }
   QComboBox* modelCombo() const { return model_; }
   QSpinBox* tpSpin() const { return tp_; }
+  QComboBox* precisionCombo() const { return precision_; }
+  QComboBox* scheduleCombo() const { return schedule_; }
+  QSpinBox* virtualStagesSpin() const { return vstages_; }
+  QComboBox* offloadCombo() const { return offload_; }
+  QComboBox* zeroCombo() const { return zero_; }
+  QCheckBox* overlapGradReduce() const { return ov_grad_; }
+  QCheckBox* overlapParamGather() const { return ov_param_; }
+  QCheckBox* overlapTpComm() const { return ov_tp_; }
   QSpinBox* gpusSpin() const { return gpus_; }
   QComboBox* compareCombo(int i) const { return compare_[std::size_t(i)]; }
 
@@ -58,10 +66,10 @@ class ScenarioPanel : public QWidget {
   std::shared_ptr<const AppData> data_;
   json_io::Json extra_ = json_io::Json::object();
   bool loading_ = false;
-  QComboBox *model_, *gpu_, *node_, *cluster_, *precision_, *optimizer_, *zero_, *recompute_;
-  QSpinBox *gpus_, *tp_, *pp_, *cp_, *ep_, *micro_, *global_, *seq_;
+  QComboBox *model_, *gpu_, *node_, *cluster_, *precision_, *optimizer_, *zero_, *recompute_, *schedule_, *offload_;
+  QSpinBox *gpus_, *tp_, *pp_, *cp_, *ep_, *micro_, *global_, *seq_, *vstages_;
   QDoubleSpinBox* tokens_;
-  QCheckBox *flash_, *sp_, *calib_;
+  QCheckBox *flash_, *sp_, *calib_, *ov_grad_, *ov_param_, *ov_tp_;
   std::vector<QComboBox*> compare_;
   QLabel* dp_;
 };

@@ -1,6 +1,8 @@
 #include "serving_page.hpp"
 
 #include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QTabWidget>
 #include <QGridLayout>
 #include <QLabel>
 #include <QSpinBox>
@@ -17,6 +19,16 @@ QSpinBox* spin(int lo, int hi, int v, const QString& tip) {
   auto* s = new QSpinBox;
   s->setRange(lo, hi);
   s->setValue(v);
+  s->setToolTip(tip);
+  s->setKeyboardTracking(false);
+  return s;
+}
+QDoubleSpinBox* dspin(double lo, double hi, double v, int decimals, const QString& suffix, const QString& tip) {
+  auto* s = new QDoubleSpinBox;
+  s->setRange(lo, hi);
+  s->setDecimals(decimals);
+  s->setValue(v);
+  s->setSuffix(suffix);
   s->setToolTip(tip);
   s->setKeyboardTracking(false);
   return s;
@@ -41,6 +53,11 @@ ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* paren
   prompt_ = spin(1, 10'000'000, 2048, tr("Prompt tokens per request"));
   output_ = spin(1, 10'000'000, 512, tr("Output tokens per request"));
   batch_ = spin(1, 4096, 64, tr("Concurrent sequences at the operating point"));
+  rate_ = dspin(0.001, 1e6, 10, 3, tr(" req/s"), tr("Request rate of the capacity planner (open loop, Poisson arrivals)"));
+  ttft_ = dspin(0, 1e6, 1000, 0, tr(" ms"), tr("SLA: time to first token at p99, queueing included (0 = none)"));
+  ttft_->setSpecialValueText(tr("none"));
+  itl_ = dspin(0, 1e6, 50, 1, tr(" ms"), tr("SLA: inter-token latency, mean iteration (0 = none)"));
+  itl_->setSpecialValueText(tr("none"));
   model_->setCurrentIndex(std::max(0, model_->findData("llama-3.1-70b")));
   gpu_->setCurrentIndex(std::max(0, gpu_->findData("h100-sxm5-80gb")));
 
@@ -60,6 +77,9 @@ ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* paren
   add(tr("KV cache"), kv_);
   add(tr("Prompt"), prompt_);
   add(tr("Output"), output_);
+  add(tr("Rate"), rate_);
+  add(tr("SLA TTFT"), ttft_);
+  add(tr("SLA ITL"), itl_);
   for (auto* cb : {model_, gpu_, weights_, kv_}) {
     cb->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     cb->setMinimumContentsLength(8);
@@ -74,12 +94,18 @@ ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* paren
   status_->setWordWrap(true);
   status_->setTextFormat(Qt::RichText);
   charts_ = new charts::ServingCharts;
+  capacity_ = new charts::CapacityCharts;
+  connect(capacity_, &charts::CapacityCharts::derivationRequested, this, &ServingPage::derivationRequested);
+  views_ = new QTabWidget;
+  views_->setDocumentMode(true);
+  views_->addTab(charts_, tr("Latency && KV cache"));
+  views_->addTab(capacity_, tr("Capacity (GPUs, $/Mtok vs rate)"));
   auto* l = new QVBoxLayout(this);
   l->setContentsMargins(4, 4, 4, 4);
   l->addLayout(g);
   l->addWidget(summary_);
   l->addWidget(status_);
-  l->addWidget(charts_, 1);
+  l->addWidget(views_, 1);
 
   auto user = [this] {
     if (!following_) own_choice_ = true;
@@ -89,6 +115,7 @@ ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* paren
   connect(gpu_, &QComboBox::currentIndexChanged, this, user);
   for (auto* cb : {weights_, kv_}) connect(cb, &QComboBox::currentIndexChanged, this, &ServingPage::changed);
   for (auto* s : {tp_, prompt_, output_, batch_}) connect(s, &QSpinBox::valueChanged, this, &ServingPage::changed);
+  for (auto* s : {rate_, ttft_, itl_}) connect(s, &QDoubleSpinBox::valueChanged, this, &ServingPage::changed);
 }
 
 void ServingPage::followTraining(const QString& model_id, const QString& gpu_id) {
@@ -115,11 +142,31 @@ ServingRequest ServingPage::request() const {
   r.prompt_tokens = prompt_->value();
   r.output_tokens = output_->value();
   r.batch = batch_->value();
+  r.rate = rate_->value();
+  r.ttft_ms = ttft_->value();
+  r.itl_ms = itl_->value();
   return r;
+}
+
+QString ServingPage::plannerLine(const ServingResult& r) {
+  if (!r.plan || !r.plan->best) return {};
+  const auto& b = *r.plan->best;
+  const QString cost = b.cost_per_mtok_usd > 0 ? QString("$%1 per million output tokens").arg(b.cost_per_mtok_usd, 0, 'g', 3)
+                                               : tr("no price for this GPU");
+  return QString("<br>%1 at <b>%2 req/s</b>: <a href=\"serving.plan\" style=\"text-decoration:none\"><b>%3 GPUs</b> = %4 "
+                 "replicas × TP %5</a>, batch %6 · TTFT p99 %7 · ITL %8 · %9")
+      .arg(r.plan->feasible ? tr("Capacity planner") : tr("<span style='color:#b00020'>No layout meets the SLA</span> — best"))
+      .arg(r.rate, 0, 'g', 4)
+      .arg(b.gpus)
+      .arg(b.replicas)
+      .arg(b.tp)
+      .arg(b.batch)
+      .arg(q(u::format(b.ttft)), q(u::format(b.itl)), cost);
 }
 
 void ServingPage::setResult(const ServingResult& r) {
   charts_->setResult(r);
+  capacity_->setResult(r);
   QString st;
   for (const auto& d : r.diags.items()) {
     const char* colour = d.severity == Severity::error ? "#b00020" : d.severity == Severity::warning ? "#a05a00" : "gray";
@@ -149,7 +196,8 @@ void ServingPage::setResult(const ServingResult& r) {
                q(u::format(u::Bytes(r.kv_pool_per_gpu_bytes), u::BytePrefix::binary)),
                q(u::format(u::Bytes(r.capacity_per_gpu_bytes), u::BytePrefix::binary)))
           .arg(r.max_concurrency)
-          .arg(r.prompt_tokens + r.output_tokens));
+          .arg(r.prompt_tokens + r.output_tokens) +
+      plannerLine(r));
 }
 
 }  // namespace gpuplan::gui

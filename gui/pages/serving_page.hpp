@@ -1,6 +1,7 @@
 #pragma once
 // Serving: a model on a GPU at a TP size; TTFT and ITL vs batch, KV cache and concurrency vs context, and the
-// operating point at a chosen batch (continuous batching steady state).
+// operating point at a chosen batch (continuous batching steady state); the capacity planner (GPUs and $/Mtok vs
+// request rate within an SLA).
 #include <memory>
 
 #include <QWidget>
@@ -9,11 +10,14 @@
 #include "serving_job.hpp"
 
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QSpinBox;
+class QTabWidget;
 
 namespace gpuplan::gui {
 namespace charts {
+class CapacityCharts;
 class ServingCharts;
 }
 
@@ -26,18 +30,27 @@ class ServingPage : public QWidget {
   /// Follows the training panel's model and GPU until the user picks their own here.
   void followTraining(const QString& model_id, const QString& gpu_id);
   [[nodiscard]] charts::ServingCharts* charts() const { return charts_; }
+  [[nodiscard]] charts::CapacityCharts* capacityCharts() const { return capacity_; }
+  /// Inner tabs: 0 = latency and KV, 1 = capacity.
+  [[nodiscard]] QTabWidget* views() const { return views_; }
+  [[nodiscard]] QDoubleSpinBox* rateSpin() const { return rate_; }
   [[nodiscard]] QComboBox* gpuCombo() const { return gpu_; }
  signals:
   void changed();
+
   void derivationRequested(const QString& id);
 
  private:
+  static QString plannerLine(const ServingResult& r);
   std::shared_ptr<const AppData> data_;
   QComboBox *model_, *gpu_, *weights_, *kv_;
   QSpinBox *tp_, *prompt_, *output_, *batch_;
+  QDoubleSpinBox *rate_, *ttft_, *itl_;
   QLabel* summary_;
   QLabel* status_;
   charts::ServingCharts* charts_;
+  charts::CapacityCharts* capacity_;
+  QTabWidget* views_;
   bool own_choice_ = false;
   bool following_ = false;
 };

@@ -627,6 +627,10 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
 
 }  // namespace detail
 
+CommGroup training_comm_group(int size, int stride, const TrainingSystem& sys) {
+  return detail::training_group(size, stride, sys);
+}
+
 Feasibility check_training_layout(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
                                   const TrainingSystem& sys) {
   Feasibility f;

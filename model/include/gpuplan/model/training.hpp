@@ -80,6 +80,12 @@ struct TrainingEstimate {
   Derivation derivation;
 };
 
+/// The communicator of a parallel group of `size` GPUs whose consecutive members are `stride` ranks apart on the
+/// system's node and cluster (resolve_group), with the calibration profile's measured scale-up tier applied: the group
+/// estimate_training prices TP (stride 1), CP (stride tp), DP/EP (stride tp·cp) and PP traffic on. Size 1 or no node:
+/// the empty group (a collective on it costs 0).
+CommGroup training_comm_group(int size, int stride, const TrainingSystem& sys);
+
 /// Checks the layout (divisibility, sizes, topology) without evaluating it.
 Feasibility check_training_layout(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                   const TrainingSystem& sys);

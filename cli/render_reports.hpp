@@ -1,0 +1,25 @@
+#pragma once
+// The text/Markdown sections `gpuplan train` and `gpuplan serve --rate` print, for callers that render the same
+// results elsewhere (the GUI's Markdown export): one formatter per report, not one per front end.
+#include <vector>
+
+#include "common.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/training.hpp"
+#include "resolve.hpp"
+
+namespace gpuplan::cli {
+
+/// `gpuplan train`'s sections of one estimate: the head ("<model> on <N> × <GPU>": layout, batch, node), then
+/// Infeasible, Throughput, Step breakdown and Memory. `shown_gpus` is the GPU count as given (the layout's when it
+/// divides).
+std::vector<Section> training_sections(const wl::TransformerArch& arch, long long shown_gpus,
+                                       const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
+                                       const model::TrainingEstimate& est);
+
+/// `gpuplan serve --rate`'s sections (head with SLA and formats, Answer, disaggregated pools, Notes) and its
+/// "Best batch per TP size" table.
+std::vector<Section> planner_sections(const ResolvedServing& rs, const model::ServingPlanResult& r);
+Table planner_table(const model::ServingPlanResult& r);
+
+}  // namespace gpuplan::cli
