@@ -65,16 +65,63 @@ LengthDist lognormal_lengths(double mean, double sd, int n) {
 
 namespace {
 
-/// Queueing wait before a prompt's prefill starts, at a percentile [MDc]: mean from M/D/1, tail from M/M/1.
-Seconds queue_wait(double rho, Seconds service, double percentile) {
+/// Queueing wait before a prompt's prefill starts, at a percentile [MDc]: M/G/1 with service times S·r, r = L / E[L]
+/// over the prompt-length distribution (prefill time ∝ prompt tokens; fixed lengths: M/D/1). Mean: Pollaczek–
+/// Khinchine, S·ρ·E[r²] / (2(1 − ρ)). Tail: P(W > t) ≈ ρ·e^(−θt) with θ the Cramér–Lundberg decay rate, the positive
+/// root of λ·(E[e^(θS·r)] − 1) = θ, i.e. ρ·(E[e^(x·r)] − 1) = x with x = θS, and the Cramér–Lundberg constant
+/// C = (1 − ρ) / (ρ·E[r·e^(x·r)] − 1) (M/M/1: C = ρ), capped at 1.
+Seconds queue_wait_impl(double rho, Seconds service, double percentile, const LengthDist& lengths) {
   if (rho <= 0) return Seconds(0);
   if (rho >= 1.0) return Seconds(1e30);
-  const Seconds mean = service * (rho / (2.0 * (1.0 - rho)));
+  const double mean_len = lengths.mean();
+  double er2 = 1.0, rmax = 1.0;
+  if (mean_len > 0 && !lengths.points.empty()) {
+    er2 = lengths.mean_square() / (mean_len * mean_len);
+    rmax = double(lengths.points.back().first) / mean_len;
+  }
+  const Seconds mean = service * (rho * er2 / (2.0 * (1.0 - rho)));
   const double p = std::clamp(percentile, 0.0, 0.999999);
-  Seconds tail{};
-  if (rho > 1.0 - p) tail = service * (std::log(rho / (1.0 - p)) / (1.0 - rho));
+  if (!(rho > 1.0 - p)) return mean;
+  const bool fixed = mean_len <= 0 || lengths.points.empty();
+  auto f = [&](double x) {
+    if (fixed) return rho * std::expm1(x) - x;
+    double m = 0;
+    for (const auto& [len, prob] : lengths.points) m += prob * std::expm1(x * double(len) / mean_len);
+    return rho * m - x;
+  };
+  auto r_exp = [&](double x) {  // E[r·e^(x·r)]
+    if (fixed) return std::exp(x);
+    double m = 0;
+    for (const auto& [len, prob] : lengths.points) {
+      const double r = double(len) / mean_len;
+      m += prob * r * std::exp(x * r);
+    }
+    return m;
+  };
+  // f(0) = 0, f'(0) = ρ − 1 < 0, f convex: one positive root. Bracket it (x·r_max stays below exp's range), bisect.
+  const double x_cap = 600.0 / std::max(1.0, rmax);
+  double lo = 0.0, hi = std::min(1.0, x_cap);
+  while (f(hi) < 0 && hi < x_cap) hi = std::min(2.0 * hi, x_cap);
+  if (f(hi) < 0) return mean;  // no root below the cap: the tail decays faster than we can represent; the mean rules
+  for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (f(mid) < 0 ? lo : hi) = mid;
+  }
+  const double x = hi;
+  const double denom = rho * r_exp(x) - 1.0;
+  const double c = denom > 0 ? std::min(1.0, (1.0 - rho) / denom) : 1.0;
+  if (!(c > 1.0 - p)) return mean;
+  const Seconds tail = service * (std::log(c / (1.0 - p)) / x);
   return std::max(mean, tail);
 }
+
+}  // namespace
+
+Seconds prefill_queue_wait(double rho, Seconds service, double percentile, const LengthDist& lengths) {
+  return queue_wait_impl(rho, service, percentile, lengths);
+}
+
+namespace {
 
 std::vector<std::int64_t> batch_grid(std::int64_t max_b) {
   std::vector<std::int64_t> g;
@@ -143,7 +190,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     c.replicas = std::max<std::int64_t>(1, std::int64_t(std::ceil(lam / lam_r - 1e-9)));
     const double lam_actual = lam / double(c.replicas);
     const double rho = lam_actual * c.state.prefill.raw();
-    c.queue_wait = closed ? Seconds(0) : queue_wait(rho, c.state.prefill, sla.percentile);
+    c.queue_wait = closed ? Seconds(0) : prefill_queue_wait(rho, c.state.prefill, sla.percentile, in_d);
     c.ttft = ttft_own + c.queue_wait;
     c.replica_requests_per_s = lam_r;
     c.gpus = c.replicas * tp * pp_plan.pp;
@@ -283,7 +330,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       for (; n_pre < 1000000; ++n_pre) {
         const double rho = lambda / double(n_pre) * prefill.raw();
         if (rho >= 1.0) continue;
-        ttft = prefill + queue_wait(rho, prefill, sla.percentile) + transfer;
+        ttft = prefill + prefill_queue_wait(rho, prefill, sla.percentile, in_d) + transfer;
         if (!sla.ttft || ttft <= *sla.ttft || rho < 1e-3) break;
       }
       for (const ServingCandidate& dec : r.per_tp) {
@@ -349,7 +396,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
           "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price"))}},
         fmt::format("{} replicas × TP {} × PP {} = {} GPUs; TTFT p{:g} {}, ITL {}", b.replicas, b.tp, b.pp, b.gpus,
                     sla.percentile * 100, format(b.ttft), format(b.itl)),
-        {fmt::format("queueing wait at the percentile {} (M/D/1 mean, M/M/1 tail)", format(b.queue_wait))},
+        {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail)", format(b.queue_wait))},
         {st.derivation}};
   }
   return r;

@@ -15,8 +15,10 @@
 //           E[tokens per step] = (1 − α^(γ+1)) / (1 − α); speedup = E / (γ·c + 1) with c = t_draft / t_target.
 //  [FlashDec] Dao et al. 2023, "Flash-Decoding for long-context inference": decode attention split over the KV
 //           length so one query per sequence still fills the GPU (the cache streams at HBM speed).
-//  [MDc]    Pollaczek–Khinchine: M/D/1 mean wait W = ρ·S / (2(1 − ρ)); the waiting-time tail of M/M/1,
-//           P(W > t) = ρ·e^(−(1−ρ)t/S), is used as a conservative percentile bound.
+//  [MDc]    M/G/1 waiting time (e.g. Asmussen, "Applied Probability and Queues", 2003, ch. VIII and XIII): the
+//           Pollaczek–Khinchine mean W = λ·E[S²] / (2(1 − ρ)) (M/D/1: ρ·S / (2(1 − ρ))), and the Cramér–Lundberg
+//           tail P(W > t) ≈ ρ·e^(−θt), θ > 0 solving λ·(E[e^(θS)] − 1) = θ (M/M/1 gives θ = (1 − ρ)/S, the bound
+//           used before; deterministic service decays faster).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -255,11 +257,16 @@ struct ServingPlanResult {
   Derivation derivation;
 };
 
+/// The wait of a prompt before its prefill starts, at a percentile (0 < p < 1), on a replica whose prefill is busy a
+/// fraction ρ of the time with mean service time `service` ∝ prompt length (the distribution `lengths`): M/G/1 [MDc],
+/// the larger of the Pollaczek–Khinchine mean and the Cramér–Lundberg tail. ρ ≥ 1: unbounded (1e30 s).
+units::Seconds prefill_queue_wait(double rho, units::Seconds service, double percentile, const LengthDist& lengths);
+
 /// Finds, over TP sizes and batch sizes, the replica layout that meets the SLA with the fewest GPUs (then the lowest
 /// latency). With length distributions the rates use the mean lengths, the decode context its time average, the
 /// KV capacity E[isl] + E[osl], and TTFT the prompt length at the SLA percentile: for each batch B ≤ min(KV capacity, max_batch), steady_state gives ITL and the replica's request rate
-/// λ_r = B / latency; TTFT adds the M/D/1 queueing wait at ρ = λ_r·t_prefill (its percentile from the M/M/1 tail
-/// [MDc]); replicas = ⌈λ / λ_r⌉.
+/// λ_r = B / latency; TTFT adds the M/G/1 queueing wait at ρ = λ_r·t_prefill, service ∝ prompt length (mean and
+/// percentile [MDc]); replicas = ⌈λ / λ_r⌉.
 ServingPlanResult plan_serving(const wl::TransformerArch& arch, const ParameterCounts& params,
                                const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
                                const ServingSystem& sys, const ServingPlanOptions& options,
