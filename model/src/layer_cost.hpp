@@ -15,33 +15,32 @@ using units::Seconds;
 
 struct PassCost {
   Seconds gemm{}, attention{}, elementwise{}, other{};
-  /// Σ (op time)² in s², one op = one kernel: with total() it gives the mean duration of the kernel in flight at a
-  /// random instant (kernel_in_flight), which is what a collective launched beside this compute waits on.
-  double time_sq_s2 = 0.0;
+  /// GEMM and attention kernels counted (one op = one kernel): the long, SM-filling kernels a collective launched
+  /// beside this compute waits behind. kernel_in_flight = their mean duration (a mean, so that no kernel getting
+  /// faster can lengthen it: the step stays monotone in every peak and bandwidth, tests/property).
+  double compute_kernels = 0.0;
   [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + other; }
   [[nodiscard]] Seconds kernel_in_flight() const {
-    const double t = total().raw();
-    return Seconds(t > 0 ? time_sq_s2 / t : 0.0);
+    return compute_kernels > 0 ? (gemm + attention) / compute_kernels : Seconds(0);
   }
   void add(const OpCost& c) {
     switch (c.cls) {
-      case OpClass::gemm: gemm += c.time; break;
-      case OpClass::attention: attention += c.time; break;
+      case OpClass::gemm: gemm += c.time; compute_kernels += 1; break;
+      case OpClass::attention: attention += c.time; compute_kernels += 1; break;
       case OpClass::elementwise: elementwise += c.time; break;
       default: other += c.time; break;
     }
-    time_sq_s2 += c.time.raw() * c.time.raw();
   }
   PassCost& operator+=(const PassCost& o) {
     gemm += o.gemm;
     attention += o.attention;
     elementwise += o.elementwise;
     other += o.other;
-    time_sq_s2 += o.time_sq_s2;
+    compute_kernels += o.compute_kernels;
     return *this;
   }
-  /// k times as many of the same ops (a share of the layers): the kernel in flight is unchanged.
-  PassCost scaled(double k) const { return {gemm * k, attention * k, elementwise * k, other * k, time_sq_s2 * k}; }
+  /// k times as many of the same ops (a share of the layers): the mean kernel is unchanged.
+  PassCost scaled(double k) const { return {gemm * k, attention * k, elementwise * k, other * k, compute_kernels * k}; }
 };
 
 struct LayerCost {

@@ -381,7 +381,7 @@ struct Enumerator {
     return (c == 1 || base.seq_len % (2 * c) == 0) && allowed(space.cp, int(c));
   }
   [[nodiscard]] bool pp_ok(long long p) const {
-    return p <= a.layers && a.layers % p == 0 && allowed(space.pp, int(p));
+    return p <= a.layers && allowed(space.pp, int(p));  // uneven stages allowed (1F1B; interleaving needs even chunks)
   }
 
   [[nodiscard]] Dims dims(const Layout& l) const {

@@ -65,12 +65,16 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   if (a.intermediate % p.tp != 0 &&
       fail([&] { return fmt::format("TP {} does not divide the FFN width {}", p.tp, a.intermediate); }))
     return false;
+  // Pipeline stages: 1F1B takes any PP up to the layer count (uneven stages: the first L mod PP stages hold one more
+  // layer, as Llama 3 405B's 126 layers on PP 16); the interleaved schedule needs L divisible into PP × v chunks.
   const int chunks = p.pp * std::max(1, p.virtual_stages);
+  const bool interleaved = plan.schedule == wl::PipelineSchedule::interleaved && p.virtual_stages > 1;
   if (p.pp > a.layers) {
     if (fail([&] { return fmt::format("PP {} exceeds the {} layers", p.pp, a.layers); })) return false;
-  } else if (a.layers % chunks != 0 && fail([&] {
-               return fmt::format("{} layers do not split evenly into PP {} × {} chunks", a.layers, p.pp,
-                                  std::max(1, p.virtual_stages));
+  } else if (interleaved && a.layers % chunks != 0 && fail([&] {
+               return fmt::format("{} layers do not split evenly into PP {} × {} chunks (the interleaved schedule "
+                                  "needs equal chunks)",
+                                  a.layers, p.pp, std::max(1, p.virtual_stages));
              }))
     return false;
   if (plan.schedule == wl::PipelineSchedule::interleaved && (p.pp < 2 || p.virtual_stages < 2) &&
@@ -336,7 +340,7 @@ struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
 DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, double p_gpu, units::Bytes grads) {
-  const double layers_stage = double(std::max<std::int64_t>(1, a.layers / std::max(1, plan.par.pp)));
+  const double layers_stage = double(std::max<std::int64_t>(1, heaviest_stage_layers(a, plan)));
   if (plan.zero == wl::ZeroStage::parameters) return {layers_stage, layers_stage};
   if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
     return {std::max(1.0, std::ceil(grads.raw() / (25.0 * 1024 * 1024))), 1};
@@ -364,6 +368,17 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
 }
 
 }  // namespace
+
+std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const int p = std::max(1, plan.par.pp);
+  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, plan.par.virtual_stages) : 1;
+  const std::int64_t c = std::int64_t(p) * v;
+  const std::int64_t base = a.layers / c, rem = a.layers % c;
+  // Stage 0 holds chunks 0, p, 2p, ... (memory.cpp stage_shape); chunk j has one more layer when j < rem.
+  std::int64_t n = 0;
+  for (int k = 0; k < v; ++k) n += base + (std::int64_t(k) * p < rem ? 1 : 0);
+  return std::max<std::int64_t>(1, n);
+}
 
 double comm_compute_share(const Device& d) {
   // Overlap is not free: while a collective runs it holds SMs (NCCL: one per channel; userbuffers: its copy kernels)
@@ -439,8 +454,10 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.m = m;
   const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
 
-  // ---- compute: layers are spread evenly over the pipeline stages; each GPU runs L / pp of them per micro-batch ----
-  const double stage_share = 1.0 / double(par.pp);
+  // ---- compute: the pipeline runs at the pace of its heaviest stage, ⌈L / pp⌉ layers per micro-batch (L / pp when
+  // the layers split evenly) ----
+  const std::int64_t layers_stage = heaviest_stage_layers(a, plan);
+  const double stage_share = double(layers_stage) / double(std::max<std::int64_t>(1, a.layers));
   const PassCost fwd = t.compute.fwd_all.scaled(stage_share), bwd = t.compute.bwd_all.scaled(stage_share);
   PassCost recompute{};
   if (plan.recompute == wl::Recompute::full) recompute = fwd;
@@ -456,8 +473,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.extra = extra;
 
   // ---- communication ----
-  const std::int64_t layers_stage = a.layers / par.pp;
-  const double moe_layers_stage = k.moe_layers / double(par.pp);
+  const double moe_layers_stage = k.moe_layers * stage_share;
   o.tp = o.cp = o.ep = o.pp = o.dp = CommNumbers{};
   const double nccl_sm_share = comm_compute_share(k.d);
   // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
@@ -505,8 +521,14 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   }
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   const double p_gpu = params_per_gpu(k.params, plan);
-  const Seconds bwd_mb = (bwd.total() + recompute.total());
-  const Seconds fwd_mb = fwd.total();
+  // Compute time already hiding the TP and CP communication (their hidden parts) is not available again to hide the
+  // DP collectives: the windows below are the compute left over (before, a faster attention kernel could lengthen
+  // the step — the CP exchange and a ZeRO-3 gather both counted the same attention time; tests/property).
+  const Seconds fwd_all_mb = fwd.total(), bwd_all_mb = bwd.total() + recompute.total();
+  const Seconds hidden_tp_cp_mb = ((o.tp.time - o.tp.exposed) + (o.cp.time - o.cp.exposed)) / double(m);
+  const double bwd_part = (fwd_all_mb + bwd_all_mb) > Seconds(0) ? (bwd_all_mb / (fwd_all_mb + bwd_all_mb)).raw() : 0.0;
+  const Seconds bwd_mb = std::max(Seconds(0), bwd_all_mb - hidden_tp_cp_mb * bwd_part);
+  const Seconds fwd_mb = std::max(Seconds(0), fwd_all_mb - hidden_tp_cp_mb * (1.0 - bwd_part));
   if (par.dp > 1) {
     const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
     const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
@@ -733,7 +755,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   const Seconds extra = core.extra;
   const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
   const Seconds bubble = s.bubble;
-  const std::int64_t layers_stage = a.layers / par.pp;
+  const std::int64_t layers_stage = detail::heaviest_stage_layers(a, plan);
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
   const double p_gpu = detail::params_per_gpu(params, plan);
   const double shard = detail::optimizer_shard(plan);
@@ -822,7 +844,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
     root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb) + m·t_head + bubble + t_dp,exposed + t_optimizer"
                    " (+ t_offload,exposed)";
     root.inputs = {{"m", format_count(double(m)), "micro-batches per step = global / (micro · DP)", Origin::user("--global-batch, --micro-batch")},
-                   {"L/pp", format_count(double(layers_stage)), "layers per pipeline stage", Origin::model_config(a.source)},
+                   {"L/pp", format_count(double(layers_stage)), "layers on the heaviest pipeline stage (⌈L/pp⌉)", Origin::model_config(a.source)},
                    {"T", format_count(double(T)), "tokens per micro-batch per GPU = b·s/cp", Origin::user("--micro-batch, --seq")},
                    {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.file)},
                    {"efficiency", d.eff.origin, "GEMM/HBM/attention ceilings",

@@ -85,6 +85,9 @@ DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPla
 Seconds ddp_copy_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 /// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp).
 Seconds amp_cast_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+/// Layers of the heaviest pipeline stage, the one that sets the pipeline's pace: ⌈L / pp⌉ for 1F1B (the first L mod
+/// pp stages hold one more layer), stage 0's chunks for the interleaved schedule (stage_shape's assignment).
+std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 /// Fraction of GEMM throughput a collective running beside compute takes: the calibration profile's measured
 /// comm_compute_loss, else 16 NCCL channels' share of the GPU's SMs (an assumption).
 double comm_compute_share(const Device& d);

@@ -481,13 +481,27 @@ TEST_SUITE("training layout feasibility") {
     CHECK(f.reasons[0] == "PP 64 exceeds the 32 layers");
   }
 
-  TEST_CASE("layers not divisible by PP·v are infeasible") {
+  TEST_CASE("uneven pipeline stages: 1F1B runs at the pace of the heaviest stage, interleaving needs equal chunks") {
+    // 32 layers on PP 3 (1F1B): stages of 11, 11 and 10 layers — feasible; the pipeline runs at 11 layers per stage.
     Layout l;
     l.pp = 3;
+    l.global = 24;
     auto f = check("llama-3.1-8b", l);
-    CHECK_FALSE(f.ok);
-    REQUIRE(f.reasons.size() == 1);
-    CHECK(f.reasons[0] == "32 layers do not split evenly into PP 3 × 1 chunks");
+    CHECK(f.ok);
+    CHECK(f.reasons.empty());
+    const wl::TransformerArch& a = arch("llama-3.1-8b");
+    const auto sys = system_of("dgx-h100");
+    const auto e3 = model::estimate_training(a, plan_of(l), sys, Explain::off);
+    REQUIRE(e3.feasibility.ok);
+    // Against PP 4 (8 layers per stage, the same micro-batches): per micro-batch, the stage's layer compute scales
+    // as 11/8 (head and embedding ride on the end stages in both).
+    Layout l4 = l;
+    l4.pp = 4;
+    l4.global = 24;
+    const auto e4 = model::estimate_training(a, plan_of(l4), sys, Explain::off);
+    REQUIRE(e4.feasibility.ok);
+    const auto gemm3 = e3.step.gemm, gemm4 = e4.step.gemm;
+    CHECK(gemm3.raw() / gemm4.raw() == doctest::Approx(11.0 / 8.0).epsilon(1e-9));
 
     Layout iv;
     iv.pp = 4;
@@ -495,7 +509,7 @@ TEST_SUITE("training layout feasibility") {
     f = check("llama-3.1-8b", iv);
     CHECK_FALSE(f.ok);
     REQUIRE(f.reasons.size() == 1);
-    CHECK(f.reasons[0] == "32 layers do not split evenly into PP 4 × 3 chunks");
+    CHECK(f.reasons[0] == "32 layers do not split evenly into PP 4 × 3 chunks (the interleaved schedule needs equal chunks)");
   }
 
   TEST_CASE("a global batch not divisible by micro-batch × DP is infeasible") {

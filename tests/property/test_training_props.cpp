@@ -232,7 +232,10 @@ TEST_CASE("property: per-GPU memory does not rise with TP, PP, ZeRO stage or rec
               (m[z]->master_weights + m[z]->optimizer_states).raw() * (1 + kSlack));
         if (z == 1) CHECK(m[2]->gradients.raw() <= m[1]->gradients.raw() * (1 + kSlack));
         if (z < 2) CHECK(m[z + 1]->total.raw() <= m[z]->total.raw() * (1 + kSlack));
-        CHECK(m[z + 1]->activations.raw() == m[z]->activations.raw());
+        // The same stage reported (uneven pipelines: the heaviest stage can change with the ZeRO stage; logits
+        // are held only by the last stage): its activations do not depend on the ZeRO stage.
+        if (m[z + 1]->logits.raw() == m[z]->logits.raw())
+          CHECK(m[z + 1]->activations.raw() == m[z]->activations.raw());
       }
     }
     // Recompute levels.
