@@ -338,7 +338,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
   const std::int64_t cap = std::min(mem.max_concurrency, perf.max_batch);
   if (cap < 1) {
     Diagnostics d2;
-    d2.error("", "--tp", fmt::format("{} does not fit on TP {} × PP {} of {} with {} tokens of context ({})", arch.id,
+    d2.error("", where("tp"), fmt::format("{} does not fit on TP {} × PP {} of {} with {} tokens of context ({})", arch.id,
                                      perf.tp, perf.pp, gpu.info.id, isl + osl,
                                      mem.reasons.empty() ? std::string("no room for the KV cache") : mem.reasons.front()));
     report(d2);
@@ -347,7 +347,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
   const std::int64_t batch = std::min<std::int64_t>(rs.batch.value_or(cap), cap);
   if (rs.batch && *rs.batch > cap) {
     Diagnostics n;
-    n.note("", "--batch", fmt::format("{} exceeds the KV capacity of {} sequences at {} tokens; using {}", *rs.batch, cap,
+    n.note("", where("batch"), fmt::format("{} exceeds the KV capacity of {} sequences at {} tokens; using {}", *rs.batch, cap,
                                       isl + osl, cap));
     report(n);
   }
@@ -359,7 +359,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
     // A collective with no link in the data costs +inf: e.g. pipeline stages on different nodes without a scale-out
     // network. That layout cannot run here: say so instead of printing "inf s".
     Diagnostics d2;
-    d2.error("", perf.pp > 1 ? "--pp" : "--tp",
+    d2.error("", where(perf.pp > 1 ? "pp" : "tp"),
              fmt::format("TP {} × PP {} of {} spans GPUs that no link in the data joins ({} has no scale-out network): "
                          "the stage-to-stage or TP traffic cannot be priced; use a layout inside one {}",
                          perf.tp, perf.pp, gpu.info.id, sys.node != nullptr ? sys.node->info.id : gpu.info.id,

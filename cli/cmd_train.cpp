@@ -7,13 +7,16 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/search.hpp"
@@ -583,11 +586,23 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
   }
 
   if (f.search_csv) {
-    std::ofstream csv(*f.search_csv, std::ios::binary | std::ios::trunc);
-    if (csv) write_points_csv(csv, res.all, opt.deadline.has_value(), arch, base, sys);
-    if (!csv) {
-      Diagnostics d;
-      d.error("", "--search-csv", fmt::format("cannot write '{}'", *f.search_csv));
+    // Atomically (a temporary file beside it, then rename): a failed or interrupted write never leaves a half-written
+    // file, and an existing one stays as it was. A missing folder is an error here (no folder is created).
+    const std::string& path = *f.search_csv;
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    Diagnostics d;
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      d.error("", "--search-csv", fmt::format("cannot write '{}': no folder '{}'", path, parent.string()));
+      return report(d);
+    }
+    std::ostringstream csv;
+    write_points_csv(csv, res.all, opt.deadline.has_value(), arch, base, sys);
+    Diagnostics wd;
+    if (!calib::write_file_atomically(path, csv.str(), wd)) {
+      std::string why;
+      for (const auto& x : wd.items()) why += (why.empty() ? "" : "; ") + x.message;
+      d.error("", "--search-csv", fmt::format("cannot write '{}': {}", path, why));
       return report(d);
     }
   }

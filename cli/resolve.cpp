@@ -135,6 +135,12 @@ model::SearchSpace fixed_search_space(const std::function<bool(const std::string
   return space;
 }
 
+/// The highest request rate the planner sizes a deployment for (requests/s).
+constexpr double kMaxRate = 1e9;
+
+/// The longest request length a distribution may give (input_tokens / output_tokens take 1 to 1e7 as well).
+constexpr long long kMaxLengthTokens = 10000000;
+
 std::optional<model::LengthDist> parse_lengths(const std::string& spec, const std::string& where, Diagnostics& diags) {
   auto bad = [&](const std::string& why) {
     diags.error("", where,
@@ -168,7 +174,10 @@ std::optional<model::LengthDist> parse_lengths(const std::string& spec, const st
     const auto parts = split(spec.substr(10), ',');
     double mean = 0, sd = 0;
     if (parts.size() != 2 || !number(parts[0], mean) || !number(parts[1], sd)) return bad("lognormal takes MEAN,SD");
-    if (!(mean >= 1) || !(sd >= 0)) return bad("the mean must be ≥ 1 token and the standard deviation ≥ 0");
+    // Within the token range of input_tokens / output_tokens: a larger mean or SD overflows the lengths drawn.
+    if (!(mean >= 1 && mean <= double(kMaxLengthTokens)) || !(sd >= 0 && sd <= double(kMaxLengthTokens)))
+      return bad(fmt::format("the mean must be 1 to {} tokens and the standard deviation 0 to {}", kMaxLengthTokens,
+                             kMaxLengthTokens));
     return model::lognormal_lengths(mean, sd);
   }
   model::LengthDist d;
@@ -177,11 +186,13 @@ std::optional<model::LengthDist> parse_lengths(const std::string& spec, const st
     const auto kv = split(item, ':');
     double tokens = 0, weight = 0;
     if (kv.size() != 2 || !number(kv[0], tokens) || !number(kv[1], weight)) return bad(fmt::format("'{}' is not TOKENS:WEIGHT", item));
-    if (!(tokens >= 1) || tokens != std::floor(tokens) || !(weight > 0))
-      return bad(fmt::format("'{}': tokens must be a whole number ≥ 1 and the weight > 0", item));
+    if (!(tokens >= 1 && tokens <= double(kMaxLengthTokens)) || tokens != std::floor(tokens) || !(weight > 0))
+      return bad(fmt::format("'{}': tokens must be a whole number from 1 to {} and the weight > 0", item,
+                             kMaxLengthTokens));
     d.points.emplace_back(std::int64_t(tokens), weight);
     total += weight;
   }
+  if (!std::isfinite(total)) return bad("the weights add up to more than a double holds");
   std::sort(d.points.begin(), d.points.end());
   for (auto& pt : d.points) pt.second /= total;
   return d;
@@ -262,6 +273,19 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   f.overheads = s.overheads;
   f.capacity = s.capacity;
   r.weight_dtype = f.weight_dtype;
+  // The request's lengths first: the memory plan checks the shared prefix against them. One replica runs at the mean
+  // lengths (the planner uses the distributions whole).
+  if (s.input_dist) r.input_dist = parse_lengths(*s.input_dist, where("input_dist"), diags);
+  if (s.output_dist) r.output_dist = parse_lengths(*s.output_dist, where("output_dist"), diags);
+  r.input_tokens = r.input_dist ? std::max<std::int64_t>(1, std::llround(r.input_dist->mean())) : s.input_tokens.value_or(1024);
+  r.output_tokens = r.output_dist ? std::max<std::int64_t>(1, std::llround(r.output_dist->mean())) : s.output_tokens.value_or(256);
+  // A shared prefix is part of every prompt. (make_memory_plan's own check is against `context`, which serving sets
+  // per layout to prompt + output; its default of 4096 tokens, `gpuplan kv`'s, must not apply here.)
+  f.context = std::max<long long>(r.input_tokens + r.output_tokens, f.prefix_tokens);  // the prefix: checked here
+  if (f.prefix_tokens > r.input_tokens)
+    diags.error("", where("prefix_tokens"),
+                fmt::format("a shared prefix of {} tokens is longer than the prompt of {} tokens{}", f.prefix_tokens,
+                            r.input_tokens, r.input_dist ? " (the mean of input_dist)" : ""));
   auto memplan = make_memory_plan(f, db, gpu, diags, where);
   auto& perf = r.perf;
   if (memplan) {
@@ -322,6 +346,9 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   if (s.itl_ms && !(*s.itl_ms > 0)) diags.error("", where("itl_ms"), "must be > 0");
   if (!(r.percentile > 0 && r.percentile < 100)) diags.error("", where("percentile"), "must be in (0, 100), e.g. 99");
   if (s.rate && !(*s.rate > 0)) diags.error("", where("rate"), "must be > 0 requests/s");
+  if (s.rate && *s.rate > kMaxRate)
+    diags.error("", where("rate"), fmt::format("{} requests/s is more than the planner sizes (at most {:g})",
+                                               plain_number(*s.rate), kMaxRate));
   if (s.rate && s.concurrency)
     diags.error("", where("concurrency"), "give either a request rate (open loop) or a concurrency (closed loop), not both");
   if (s.think_time_s && !s.concurrency)
@@ -337,12 +364,6 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   r.params = model::parameter_counts(arch, Explain::off);
   if (diags.has_errors() || !memplan) return std::nullopt;
 
-  if (s.input_dist) r.input_dist = parse_lengths(*s.input_dist, where("input_dist"), diags);
-  if (s.output_dist) r.output_dist = parse_lengths(*s.output_dist, where("output_dist"), diags);
-  if (diags.has_errors()) return std::nullopt;
-  // One replica runs at the mean lengths (the planner uses the distributions whole).
-  r.input_tokens = r.input_dist ? std::max<std::int64_t>(1, std::llround(r.input_dist->mean())) : s.input_tokens.value_or(1024);
-  r.output_tokens = r.output_dist ? std::max<std::int64_t>(1, std::llround(r.output_dist->mean())) : s.output_tokens.value_or(256);
   r.rate = s.rate;
   r.concurrency = s.concurrency;
   r.think_time_s = s.think_time_s.value_or(0.0);

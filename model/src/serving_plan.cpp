@@ -133,6 +133,17 @@ std::vector<std::int64_t> batch_grid(std::int64_t max_b) {
   return g;
 }
 
+/// The most replicas a pool is sized to: past this (absurd rates, or a replica that serves almost nothing) the count
+/// saturates and the layout misses its SLA, so that GPU counts (replicas × TP × PP, TP and PP ≤ 1024) stay in int64.
+constexpr double kMaxReplicas = 1e12;
+
+/// ⌈x⌉ replicas, at least 1; kMaxReplicas with `saturated` set when x is larger (or not a number).
+std::int64_t replicas_for(double x, bool& saturated) {
+  saturated = !(x <= kMaxReplicas);
+  if (saturated) return static_cast<std::int64_t>(kMaxReplicas);
+  return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(x)));
+}
+
 bool tp_valid(const wl::TransformerArch& a, int tp) {
   if (a.heads % tp != 0) return false;
   if (!a.mla && a.kv_heads % tp != 0 && tp % a.kv_heads != 0) return false;
@@ -187,7 +198,8 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     // request in flight has a batch slot (replicas are sized for it), so no request queues for one.
     const double lam = closed ? users / (c.state.ttft + c.itl * double(osl - 1) + traffic.think_time).raw() : lambda;
     c.requests_per_s = lam;
-    c.replicas = std::max<std::int64_t>(1, std::int64_t(std::ceil(lam / lam_r - 1e-9)));
+    bool too_many = false;
+    c.replicas = replicas_for(lam / lam_r - 1e-9, too_many);
     const double lam_actual = lam / double(c.replicas);
     const double rho = lam_actual * c.state.prefill.raw();
     c.queue_wait = closed ? Seconds(0) : prefill_queue_wait(rho, c.state.prefill, sla.percentile, in_d);
@@ -206,6 +218,11 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     if (sla.ttft && c.ttft > *sla.ttft) {
       c.meets_sla = false;
       c.misses.push_back(fmt::format("TTFT p{:g} {} > {}", sla.percentile * 100, format(c.ttft), format(*sla.ttft)));
+    }
+    if (too_many) {
+      c.meets_sla = false;
+      c.misses.push_back(fmt::format("needs more than {:g} replicas for {:.3g} req/s ({:.3g} req/s per replica)",
+                                     kMaxReplicas, lam, lam_r));
     }
     return c;
   };
@@ -325,14 +342,23 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
       const Seconds transfer = coll(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
       // Prefill pool: the fewest replicas whose queueing keeps TTFT within the target.
-      std::int64_t n_pre = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda * prefill.raw())));
-      Seconds ttft{};
-      for (; n_pre < 1000000; ++n_pre) {
-        const double rho = lambda / double(n_pre) * prefill.raw();
+      // From the fewest that keep up (ρ < 1), at most a million more; TTFT is "unbounded" (the queue's 1e30 s) until
+      // a count keeps up, so a pool that cannot is never reported with the TTFT of an empty queue.
+      bool pre_saturated = false;
+      std::int64_t n_pre = replicas_for(lambda * prefill.raw(), pre_saturated);
+      Seconds ttft = prefill + prefill_queue_wait(1.0, prefill, sla.percentile, in_d) + transfer;
+      const std::int64_t first = n_pre;
+      for (std::int64_t n = first; n < first + 1000000 && !pre_saturated; ++n) {
+        const double rho = lambda / double(n) * prefill.raw();
         if (rho >= 1.0) continue;
+        n_pre = n;
         ttft = prefill + prefill_queue_wait(rho, prefill, sla.percentile, in_d) + transfer;
         if (!sla.ttft || ttft <= *sla.ttft || rho < 1e-3) break;
       }
+      if (pre_saturated)
+        r.notes.push_back(fmt::format("disaggregated: a TP {} prefill pool would need more than {:g} replicas for {:.3g} "
+                                      "req/s",
+                                      pre.tp, kMaxReplicas, lambda));
       for (const ServingCandidate& dec : r.per_tp) {
         ServingPerfPlan dp_plan = perf;
         dp_plan.tp = dec.tp;
@@ -349,7 +375,8 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
           best_itl = itl;
         }
         const double lam_d = double(best_b) / (double(osl) * best_itl.raw());
-        const std::int64_t n_dec = std::max<std::int64_t>(1, std::int64_t(std::ceil(lambda / lam_d - 1e-9)));
+        bool dec_saturated = false;
+        const std::int64_t n_dec = replicas_for(lambda / lam_d - 1e-9, dec_saturated);
         DisaggregatedPlan d;
         d.prefill_tp = pre.tp;
         d.decode_tp = dec.tp;
@@ -362,7 +389,8 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
         d.itl = best_itl;
         d.transfer_tier = xfer.scale_out ? xfer.scale_out->name : xfer.scale_up.name;
         if (price) d.cost_per_mtok_usd = (*price * double(d.gpus)).raw() / (lambda * double(osl)) * 1e6;
-        d.meets_sla = (!sla.ttft || d.ttft <= *sla.ttft) && (!sla.itl || d.itl <= *sla.itl);
+        d.meets_sla = (!sla.ttft || d.ttft <= *sla.ttft) && (!sla.itl || d.itl <= *sla.itl) && !pre_saturated &&
+                      !dec_saturated;
         const bool take = !best_dp || (d.meets_sla != best_dp->meets_sla ? d.meets_sla
                                        : d.gpus != best_dp->gpus       ? d.gpus < best_dp->gpus
                                                                        : d.ttft + d.itl < best_dp->ttft + best_dp->itl);

@@ -510,12 +510,45 @@ TEST_SUITE("gpuplan serve --scenario") {
              {R"({"model": "llama-3.1-8b", "rate": 5, "input_dist": "lognormal:1"})",
               "/input_dist: error: 'lognormal:1': lognormal takes MEAN,SD (expected lognormal:MEAN,SD or "
               "TOKENS:WEIGHT,TOKENS:WEIGHT,...)"},
+             // Found with fuzz_serving_scenario (docs/reliability.md): lengths beyond the token range overflowed
+             // int64 (undefined behaviour); rates beyond any traffic overflowed the replica count.
+             {R"({"model": "llama-3.1-8b", "rate": 5, "input_dist": "1e300:1"})",
+              "/input_dist: error: '1e300:1': '1e300:1': tokens must be a whole number from 1 to 10000000 and the "
+              "weight > 0 (expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)"},
+             {R"({"model": "llama-3.1-8b", "rate": 5, "output_dist": "lognormal:1000,1e200"})",
+              "/output_dist: error: 'lognormal:1000,1e200': the mean must be 1 to 10000000 tokens and the standard "
+              "deviation 0 to 10000000 (expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)"},
+             {R"({"model": "llama-3.1-8b", "rate": 1e300})",
+              "/rate: error: 1e+300 requests/s is more than the planner sizes (at most 1e+09)"},
+             // The shared prefix is checked against the prompt, once (it was checked against `gpuplan kv`'s default
+             // context of 4096 tokens, so a 5000-token prefix of an 8000-token prompt was refused).
+             {R"({"model": "llama-3.1-8b", "input_tokens": 800, "prefix_tokens": 5000})",
+              "/prefix_tokens: error: a shared prefix of 5000 tokens is longer than the prompt of 800 tokens"},
          }) {
       CAPTURE(c.text);
       const TempFile f(c.text, "chat.json");
       const Run r = run({"serve", "--scenario", f.path.string()});
       CHECK(r.rc == kInvalid);
       CHECK(errors(r.err) == std::vector<std::string>{f.path.string() + ": " + c.want});
+    }
+    {
+      const TempFile ok(R"({"model": "llama-3.1-8b", "input_tokens": 8000, "prefix_tokens": 5000})", "chat.json");
+      const Run r = run({"serve", "--scenario", ok.path.string(), "--no-calibration"});
+      CHECK(r.rc == 0);
+      CHECK(errors(r.err).empty());
+    }
+    // A layout the scenario file fixes is named by its key in the file, not by a flag the user did not give.
+    {
+      const TempFile pp(R"({"model": "llama-3.1-8b", "gpu": "mi300x", "tp": 8, "pp": 2})", "chat.json");
+      const Run r = run({"serve", "--scenario", pp.path.string()});
+      CHECK(r.rc == kInfeasible);
+      REQUIRE(errors(r.err).size() == 1);
+      CHECK(starts_with(errors(r.err)[0], pp.path.string() + ": /pp: error: TP 8 × PP 2 of mi300x spans GPUs"));
+      const TempFile tp(R"({"model": "llama-3.1-405b", "gpu": "l4", "tp": 1})", "chat.json");
+      const Run r2 = run({"serve", "--scenario", tp.path.string()});
+      CHECK(r2.rc == kInfeasible);
+      REQUIRE(errors(r2.err).size() == 1);
+      CHECK(starts_with(errors(r2.err)[0], tp.path.string() + ": /tp: error: llama-3.1-405b does not fit on TP 1"));
     }
     // No model in the file nor on the command line: the flag to give.
     const TempFile nm(R"({"gpu": "h100"})", "chat.json");

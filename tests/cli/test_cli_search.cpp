@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -219,6 +220,41 @@ TEST_SUITE("cli search") {
     r = run(with(search_args(), {"--search-csv", "/nonexistent-dir/x.csv"}));
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "--search-csv: error: cannot write '/nonexistent-dir/x.csv'"));
+  }
+
+  TEST_CASE("--search-csv is written atomically: a failed write exits 2, names the file and keeps the old one") {
+    TempDir d;
+    const std::string file = d.path("layouts.csv");
+    { std::ofstream(file) << "old\n"; }
+    // The temporary file's name is taken by a folder, so the write fails before the rename (a permission test would
+    // pass as root, which CI is).
+    fs::create_directories(file + ".tmp");
+    Run r = run(with(search_args(), {"--search-csv", file}));
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--search-csv: error: cannot write '" + file + "': cannot write the temporary file: "));
+    CHECK(slurp(file) == "old\n");
+    fs::remove(file + ".tmp");
+    // A folder in the file's place: the rename fails and the folder stays as it was, with no temporary file left.
+    const std::string folder = d.path("taken");
+    fs::create_directories(folder + "/inside");
+    r = run(with(search_args(), {"--search-csv", folder}));
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--search-csv: error: cannot write '" + folder + "': cannot replace the file: "));
+    CHECK(fs::is_directory(folder + "/inside"));
+    CHECK_FALSE(fs::exists(folder + ".tmp"));
+    if (::geteuid() != 0) {  // an unwritable folder (root writes anyway)
+      fs::permissions(d.path(""), fs::perms::owner_read | fs::perms::owner_exec);
+      r = run(with(search_args(), {"--search-csv", file}));
+      fs::permissions(d.path(""), fs::perms::owner_all);
+      CHECK(r.rc == kInvalid);
+      CHECK(contains(r.err, "--search-csv: error: cannot write '" + file + "': cannot write the temporary file: "));
+      CHECK(slurp(file) == "old\n");
+    }
+    // A write that succeeds replaces the old file whole and leaves no temporary file.
+    r = run(with(search_args(), {"--search-csv", file}));
+    REQUIRE(r.rc == 0);
+    CHECK(starts_with(slurp(file), kCsvHeader));
+    CHECK_FALSE(fs::exists(file + ".tmp"));
   }
 
   TEST_CASE("a search where nothing fits exits 3 and names the smallest footprint") {

@@ -452,10 +452,13 @@ TEST_CASE("serve --input-dist / --output-dist: the planner takes distributions, 
   CHECK(contains(ok.out, "500 out"));  // the output mean: (200 + 800) / 2
   for (const auto& [spec, why] : std::vector<std::pair<std::string, std::string>>{
            {"lognormal:2048", "lognormal takes MEAN,SD"},
-           {"lognormal:0.5,10", "the mean must be ≥ 1 token"},
+           {"lognormal:0.5,10", "the mean must be 1 to 10000000 tokens and the standard deviation 0 to 10000000"},
+           {"lognormal:1000,2e7", "the mean must be 1 to 10000000 tokens and the standard deviation 0 to 10000000"},
            {"100:0.5,x", "'x' is not TOKENS:WEIGHT"},
-           {"100.5:1", "'100.5:1': tokens must be a whole number ≥ 1 and the weight > 0"},
-           {"100:0", "'100:0': tokens must be a whole number ≥ 1 and the weight > 0"}}) {
+           {"100.5:1", "'100.5:1': tokens must be a whole number from 1 to 10000000 and the weight > 0"},
+           {"100:0", "'100:0': tokens must be a whole number from 1 to 10000000 and the weight > 0"},
+           {"20000000:1", "'20000000:1': tokens must be a whole number from 1 to 10000000 and the weight > 0"},
+           {"1:1e308,2:1e308", "the weights add up to more than a double holds"}}) {
     CAPTURE(spec);
     const Run r = run({"serve", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-dist", spec});
     CHECK(r.rc == kInvalid);

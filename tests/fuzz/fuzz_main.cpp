@@ -1,4 +1,4 @@
-// libFuzzer entry point, compiled once per target with GPUPLAN_FUZZ_TARGET_{HW,MODEL,SCENARIO,CLI,CALIB} defined.
+// libFuzzer entry point, compiled once per target with GPUPLAN_FUZZ_TARGET_{HW,MODEL,SCENARIO,CLI,CALIB,SERVING_SCENARIO,PLAN} defined.
 // The shipped data come from $GPUPLAN_FUZZ_DATA_DIR, else from this source tree's data/ (GPUPLAN_FUZZ_DATA_DIR).
 #include <cstdint>
 #include <cstdlib>
@@ -17,7 +17,7 @@ std::string data_dir() {
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   const std::string dir = data_dir();
   (void)gpuplan::fuzz::shipped(dir);
-#if defined(GPUPLAN_FUZZ_TARGET_CLI)
+#if defined(GPUPLAN_FUZZ_TARGET_CLI) || defined(GPUPLAN_FUZZ_TARGET_SERVING_SCENARIO) || defined(GPUPLAN_FUZZ_TARGET_PLAN)
   setenv("GPUPLAN_DATA_DIR", dir.c_str(), /*overwrite=*/1);  // the CLI's own data-directory lookup
 #endif
   return 0;
@@ -35,6 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   gpuplan::fuzz::run_cli(bytes);
 #elif defined(GPUPLAN_FUZZ_TARGET_CALIB)
   gpuplan::fuzz::run_calib(bytes, gpuplan::fuzz::shipped(""));
+#elif defined(GPUPLAN_FUZZ_TARGET_SERVING_SCENARIO)
+  gpuplan::fuzz::run_serving_scenario(bytes, gpuplan::fuzz::shipped(""));
+#elif defined(GPUPLAN_FUZZ_TARGET_PLAN)
+  gpuplan::fuzz::run_plan(bytes, gpuplan::fuzz::shipped(""));
 #else
 #error "define one GPUPLAN_FUZZ_TARGET_*"
 #endif

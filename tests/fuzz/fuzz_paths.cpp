@@ -5,10 +5,14 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +26,8 @@
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/training.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "gpuplan/wl_io/plan_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "resolve.hpp"
 
@@ -223,6 +229,131 @@ void check_profile_in_model(const calib::Profile& p, const Shipped& data) {
   if (est.feasibility.ok) check_estimate(est);
 }
 
+
+/// FNV-1a of the input: picks the output format and flags of a CLI run, so that a saved input replays the same way.
+std::uint64_t input_hash(std::string_view bytes) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (const char c : bytes) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return h;
+}
+
+/// Runs `gpuplan ARGS...` (the subcommands of cli/main.cpp that read a scenario or plan) with stdout and stderr
+/// captured; returns the exit code and what it printed to stdout.
+std::pair<int, std::string> run_gpuplan(const std::vector<std::string>& args_in) {
+  std::vector<std::string> args{"gpuplan"};
+  args.insert(args.end(), args_in.begin(), args_in.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  CLI::App app{"gpuplan (fuzz)"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  cli::GlobalOptions g;
+  app.add_option("--data-dir", g.data_dir, "data directory");
+  int rc = cli::kExitOk;
+  cli::register_serve(app, g, rc);
+  cli::register_report(app, g, rc);
+  std::ostringstream captured, errors;
+  std::streambuf* const out = std::cout.rdbuf(captured.rdbuf());
+  std::streambuf* const err = std::cerr.rdbuf(errors.rdbuf());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    rc = app.exit(e);
+  } catch (...) {
+    std::cout.rdbuf(out);
+    std::cerr.rdbuf(err);
+    throw;
+  }
+  std::cout.rdbuf(out);
+  std::cerr.rdbuf(err);
+  if (std::getenv("GPUPLAN_FUZZ_VERBOSE") != nullptr) {  // to see what an input does: the command, exit code, output
+    std::string cmd;
+    for (const auto& a : args) cmd += " " + a;
+    std::fprintf(stderr, "gpuplan fuzz:%s -> exit %d\n%s%s\n", cmd.c_str(), rc, errors.str().c_str(), captured.str().c_str());
+  }
+  return {rc, captured.str()};
+}
+
+/// "inf" or "nan" standing alone (not inside a word such as "infeasible"): a non-finite number that reached output.
+std::optional<std::string> non_finite_text(const std::string& text) {
+  auto alpha = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_'; };
+  for (const char* w : {"inf", "nan", "Inf", "NaN"}) {
+    for (std::size_t at = text.find(w); at != std::string::npos; at = text.find(w, at + 1)) {
+      const std::size_t end = at + 3;
+      if ((at == 0 || !alpha(text[at - 1])) && (end >= text.size() || !alpha(text[end]))) {
+        const std::size_t from = text.rfind('\n', at);
+        const std::size_t to = text.find('\n', at);
+        return text.substr(from == std::string::npos ? 0 : from + 1,
+                           std::min<std::size_t>(200, (to == std::string::npos ? text.size() : to) - (from == std::string::npos ? 0 : from + 1)));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+void check_cli_run(const std::string& what, int rc, const std::string& output) {
+  if (rc != cli::kExitOk && rc != cli::kExitInvalid && rc != cli::kExitInfeasible)
+    violated(fmt::format("{}: exit code {}", what, rc));
+  if (auto line = non_finite_text(output)) violated(fmt::format("{}: a non-finite number in the output: '{}'", what, *line));
+}
+
+/// A model name the fuzzer may use: a library id or alias as it is; anything else (a path, a URL) becomes `fallback`
+/// so that the CLI reads no file. Non-strings stay, so that their type diagnostic is still exercised.
+void library_model_only(json_io::Json& obj, const char* key, const char* fallback, const wl_io::ModelLibrary& lib,
+                        bool add_when_missing) {
+  if (!obj.is_object()) return;
+  const auto it = obj.find(key);
+  if (it == obj.end()) {
+    if (add_when_missing) obj[key] = fallback;
+    return;
+  }
+  if (it->is_string() && lib.find(it->get<std::string>()) == nullptr) *it = fallback;
+}
+
+void check_candidate(const model::ServingCandidate& c, const std::string& w) {
+  check_value(c.state.iteration.raw(), w + ".state.iteration_s");
+  check_value(c.state.itl_decode_only.raw(), w + ".state.itl_decode_only_s");
+  check_value(c.state.prefill.raw(), w + ".state.prefill_s");
+  check_value(c.state.ttft.raw(), w + ".state.ttft_s");
+  check_value(c.state.request_latency.raw(), w + ".state.request_latency_s");
+  check_value(c.state.output_tokens_per_s, w + ".state.output_tokens_per_s");
+  check_value(c.state.input_tokens_per_s, w + ".state.input_tokens_per_s");
+  check_value(c.state.requests_per_s, w + ".state.requests_per_s");
+  check_value(c.queue_wait.raw(), w + ".queue_wait_s");
+  check_value(c.ttft.raw(), w + ".ttft_s");
+  check_value(c.itl.raw(), w + ".itl_s");
+  check_value(c.requests_per_s, w + ".requests_per_s");
+  check_value(c.replica_requests_per_s, w + ".replica_requests_per_s");
+  check_value(c.cost_rate.raw(), w + ".cost_rate");
+  check_value(c.cost_per_mtok_usd, w + ".cost_per_mtok_usd");
+  if (c.batch < 1 || c.batch > c.max_batch_memory)
+    violated(fmt::format("{}: batch {} outside 1..KV capacity {}", w, c.batch, c.max_batch_memory));
+  if (c.replicas < 1 || c.gpus != c.replicas * c.tp * c.pp)
+    violated(fmt::format("{}: GPUs {} != replicas {} x TP {} x PP {}", w, c.gpus, c.replicas, c.tp, c.pp));
+}
+
+void check_plan(const model::ServingPlanResult& r) {
+  check_value(r.kv_bytes_per_token.raw(), "plan.kv_bytes_per_token");
+  check_value(r.traffic.requests_per_s, "plan.traffic.requests_per_s");
+  for (std::size_t i = 0; i < r.per_tp.size(); ++i) check_candidate(r.per_tp[i], fmt::format("plan.per_tp[{}]", i));
+  if (r.best) check_candidate(*r.best, "plan.best");
+  if (r.feasible && !r.best) violated("plan: feasible without a best layout");
+  if (r.disaggregated) {
+    const auto& d = *r.disaggregated;
+    check_value(d.kv_transfer.raw(), "plan.disaggregated.kv_transfer_s");
+    check_value(d.ttft.raw(), "plan.disaggregated.ttft_s");
+    check_value(d.itl.raw(), "plan.disaggregated.itl_s");
+    check_value(d.cost_per_mtok_usd, "plan.disaggregated.cost_per_mtok_usd");
+    if (d.ttft < d.kv_transfer)
+      violated(fmt::format("plan.disaggregated: TTFT {} s < its own KV transfer {} s", d.ttft.raw(), d.kv_transfer.raw()));
+    if (d.gpus != d.prefill_gpus + d.decode_gpus || d.prefill_gpus < 1 || d.decode_gpus < 1)
+      violated(fmt::format("plan.disaggregated: GPUs {} != {} prefill + {} decode", d.gpus, d.prefill_gpus, d.decode_gpus));
+  }
+}
+
+/// A scratch file for the CLI to read (the fuzzers run in an empty working directory; the name is per process).
+fs::path scratch_json(const std::string& name, const json_io::Json& j) { return scratch_file(name, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)); }
+
 }  // namespace
 
 void set_violation_handler(ViolationHandler h) { g_handler = h != nullptr ? h : &trap_on_violation; }
@@ -239,6 +370,7 @@ const Shipped& shipped(const std::string& data_dir) {
     }
     r.db = std::move(db).value();
     r.lib = std::move(lib).value();
+    r.data_dir = data_dir;
     return r;
   }();
   return s;
@@ -397,6 +529,104 @@ void run_calib(std::string_view bytes, const Shipped& data) {
     check_profile(profile.value());
     check_profile_in_model(profile.value(), data);
   }
+}
+
+void run_serving_scenario(std::string_view bytes, const Shipped& data) {
+  const std::string file = "fuzz-serving.json";
+  Diagnostics diags;
+  auto j = json_io::parse(bytes, file, diags);
+  (void)diags.to_string();
+  if (!j || !j->is_object()) return;  // `gpuplan serve --scenario` refuses a non-object the same way
+  library_model_only(*j, "model", "llama-3.1-8b", data.lib, /*add_when_missing=*/true);
+  library_model_only(*j, "draft_model", "bench-llama-1b-like", data.lib, /*add_when_missing=*/false);
+  auto sc = wl_io::decode_serving_scenario(*j, file);
+  (void)sc.diagnostics().to_string();
+  if (sc.ok()) {
+    auto where = [&](const std::string& key) { return j->contains(key) ? file + ": /" + key : "--" + key; };
+    Diagnostics rd;
+    const auto r = cli::resolve_serving(sc.value(), data.data_dir, false, data.db, data.lib, where, rd);
+    (void)rd.to_string();
+    if (r && r->planner()) {
+      check_plan(model::plan_serving(r->arch, r->params, r->perf, r->traffic(), r->sla, r->sys, r->plan_options(),
+                                     Explain::on));
+    } else if (r) {
+      model::ServingMemoryPlan mp = r->memory;
+      mp.tp = r->perf.tp;
+      mp.pp = r->perf.pp;
+      mp.context = r->input_tokens + r->output_tokens;
+      mp.concurrency = 1;
+      const auto mem = model::serving_memory(r->arch, r->params, *r->sys.gpu, mp, Explain::on);
+      const std::int64_t cap = std::min(mem.max_concurrency, r->perf.max_batch);
+      if (cap >= 1) {
+        const std::int64_t b = std::min<std::int64_t>(r->batch.value_or(cap), cap);
+        // One replica may be unpriceable (+inf: a pipeline across nodes without a scale-out link; the CLI then says
+        // so, exit 3), never NaN or negative.
+        auto not_nan = [](double v, const char* what) {
+          if (std::isnan(v) || v < 0) violated(fmt::format("{} = {} (expected >= 0, not NaN)", what, v));
+        };
+        const auto ss = model::steady_state(r->arch, r->perf, b, r->input_tokens, r->output_tokens, r->sys, Explain::on);
+        not_nan(ss.iteration.raw(), "steady_state.iteration_s");
+        not_nan(ss.ttft.raw(), "steady_state.ttft_s");
+        not_nan(ss.output_tokens_per_s, "steady_state.output_tokens_per_s");
+        not_nan(model::prefill_time(r->arch, r->perf, 1, r->input_tokens, r->sys).raw(), "prefill_time_s");
+        not_nan(model::decode_step_time(r->arch, r->perf, b, r->input_tokens + r->output_tokens / 2, r->sys).raw(),
+                "decode_step_time_s");
+      }
+    }
+  }
+  // The whole command, as a user runs it.
+  const std::uint64_t h = input_hash(bytes);
+  static const char* const formats[] = {"text", "md", "json", "csv"};
+  std::vector<std::string> args{"serve", "--scenario", scratch_json("fuzz-serving-cli.json", *j).string(), "--format",
+                                formats[h % 4]};
+  if ((h >> 2) % 4 == 0) args.emplace_back("--explain");
+  const auto [rc, output] = run_gpuplan(args);
+  check_cli_run("serve --scenario", rc, output);
+}
+
+void run_plan(std::string_view bytes, const Shipped& data) {
+  const std::string file = "fuzz-plan.json";
+  Diagnostics diags;
+  auto j = json_io::parse(bytes, file, diags);
+  (void)diags.to_string();
+  if (!j) return;
+  auto plan = wl_io::decode_plan(*j, file);  // the decoder on the input as it is
+  (void)plan.diagnostics().to_string();
+  if (!j->is_object()) return;
+
+  // Bounded work: a small plan that the report builds in well under a second even instrumented.
+  auto truncate = [&](const char* key, std::size_t n) {
+    auto it = j->find(key);
+    if (it != j->end() && it->is_array() && it->size() > n) it->erase(it->begin() + static_cast<std::ptrdiff_t>(n), it->end());
+  };
+  truncate("options", 2);
+  truncate("training", 1);
+  truncate("serving", 2);
+  constexpr long long kMaxGpus = 8;
+  if (auto it = j->find("options"); it != j->end() && it->is_array())
+    for (auto& o : *it) {
+      if (!o.is_object()) continue;
+      const auto m = o.find("max_gpus");
+      if (m == o.end() || (m->is_number() && m->get<double>() > double(kMaxGpus))) o["max_gpus"] = kMaxGpus;
+    }
+  for (const char* items : {"training", "serving"})
+    if (auto it = j->find(items); it != j->end() && it->is_array())
+      for (auto& item : *it)
+        if (item.is_object() && item.contains("scenario")) {
+          library_model_only(item["scenario"], "model", "llama-3.1-8b", data.lib, /*add_when_missing=*/false);
+          library_model_only(item["scenario"], "draft_model", "bench-llama-1b-like", data.lib, false);
+        }
+
+  const std::uint64_t h = input_hash(bytes);
+  static const char* const formats[] = {"md", "text", "json", "csv", "html"};
+  const std::string format = formats[h % 5];
+  std::vector<std::string> args{"report", scratch_json("fuzz-plan-cli.json", *j).string(), "--threads", "1",
+                                "--format", format};
+  if ((h >> 3) % 4 == 0) args.emplace_back("--explain");
+  const auto [rc, output] = run_gpuplan(args);
+  check_cli_run("report", rc, output);
+  if (format == "json" && rc != cli::kExitInvalid && !nlohmann::json::accept(output))
+    violated("report --format json: the output is not JSON");
 }
 
 }  // namespace gpuplan::fuzz

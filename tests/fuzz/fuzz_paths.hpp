@@ -21,6 +21,7 @@ void set_violation_handler(ViolationHandler h);
 struct Shipped {
   hw::HardwareDb db;
   wl_io::ModelLibrary lib;
+  std::string data_dir;  ///< where they were loaded from (calibration profiles are looked up there too)
 };
 const Shipped& shipped(const std::string& data_dir);
 
@@ -51,5 +52,22 @@ void run_cli(std::string_view bytes);
 /// scale_up_calibration and the same training estimate. Fitted numbers, efficiencies and every time and byte of the
 /// estimate must be finite and >= 0.
 void run_calib(std::string_view bytes, const Shipped& data);
+
+/// (f) Serving scenarios (`gpuplan serve --scenario`): wl_io::decode_serving_scenario, then for a scenario that
+/// decodes cli::resolve_serving on the shipped data (a model or draft model that is not a library id becomes
+/// llama-3.1-8b / bench-llama-1b-like, so that the fuzzer reads no files), then the capacity planner
+/// (model::plan_serving) or the one-replica functions (serving_memory, steady_state, prefill_time, decode_step_time);
+/// then the same scenario through the CLI (`serve --scenario FILE`, the format and --explain picked from the input's
+/// hash). Every planner number finite and >= 0, each candidate's batch <= its KV capacity and GPUs = replicas x TP x
+/// PP; the CLI exits 0, 2 or 3 and prints no "inf" or "nan". Work per input is bounded by the planner's own grid
+/// (TP 1-8 x PP 1-16 x a geometric batch grid of about 100 points up to max_num_seqs <= 1e6).
+void run_serving_scenario(std::string_view bytes, const Shipped& data);
+
+/// (g) Budget plans (`gpuplan report PLAN.json`): wl_io::decode_plan on the input as it is, then the plan bounded
+/// (at most 2 options, 1 training run and 2 serving deployments; every option capped at max_gpus 8, so that a
+/// training item searches at most the layouts of 8 GPUs; model names that are not library ids replaced as above)
+/// through the CLI (`report FILE --threads 1`, the format md/text/json/csv/html and --explain picked from the
+/// input's hash): exit 0, 2 or 3; no "inf" or "nan" in the report; the JSON format parses.
+void run_plan(std::string_view bytes, const Shipped& data);
 
 }  // namespace gpuplan::fuzz

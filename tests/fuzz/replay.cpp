@@ -26,6 +26,8 @@ namespace fs = std::filesystem;
 using gpuplan::fuzz::Shipped;
 
 const fs::path kFuzzDir = GPUPLAN_FUZZ_DIR;
+const std::vector<std::string> kTargets{"hw", "model", "scenario", "cli", "calib", "serving_scenario", "plan"};
+const char* const kTargetList = "hw, model, scenario, cli, calib, serving_scenario, plan";
 
 struct Violation : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -88,11 +90,13 @@ void run(const std::string& target, const std::string& bytes) {
   else if (target == "model") gpuplan::fuzz::run_model(bytes, data());
   else if (target == "scenario") gpuplan::fuzz::run_scenario(bytes, data());
   else if (target == "calib") gpuplan::fuzz::run_calib(bytes, data());
+  else if (target == "serving_scenario") gpuplan::fuzz::run_serving_scenario(bytes, data());
+  else if (target == "plan") gpuplan::fuzz::run_plan(bytes, data());
   else if (target == "cli") {
     Quiet q;
     gpuplan::fuzz::run_cli(bytes);
   } else {
-    FAIL("unknown fuzz target folder '" << target << "' (expected hw, model, scenario, cli or calib)");
+    FAIL("unknown fuzz target folder '" << target << "' (expected one of " << kTargetList << ")");
   }
 }
 
@@ -125,14 +129,14 @@ int replay(const std::string& kind, const std::string& target) {
 }  // namespace
 
 TEST_CASE("fuzz regressions: every saved finding of each target decodes without crash or broken invariant") {
-  for (const char* t : {"hw", "model", "scenario", "cli", "calib"}) {
-    SUBCASE(t) { (void)replay("regressions", t); }
+  for (const auto& t : kTargets) {
+    SUBCASE(t.c_str()) { (void)replay("regressions", t); }
   }
 }
 
 TEST_CASE("fuzz seeds: every seed of each target's corpus runs through its fuzz path cleanly") {
-  for (const char* t : {"hw", "model", "scenario", "cli", "calib"}) {
-    SUBCASE(t) { CHECK_MESSAGE(replay("corpus", t) > 0, "no seeds for " << std::string(t)); }
+  for (const auto& t : kTargets) {
+    SUBCASE(t.c_str()) { CHECK_MESSAGE(replay("corpus", t) > 0, "no seeds for " << t); }
   }
 }
 
@@ -140,8 +144,7 @@ TEST_CASE("fuzz regressions: every folder under regressions/ is a fuzz target an
   for (const auto& e : fs::directory_iterator(kFuzzDir / "regressions")) {
     if (!e.is_directory()) continue;
     const std::string name = e.path().filename().string();
-    CHECK_MESSAGE((name == "hw" || name == "model" || name == "scenario" || name == "cli" || name == "calib"),
-                  "unexpected folder " << name);
+    CHECK_MESSAGE(std::find(kTargets.begin(), kTargets.end(), name) != kTargets.end(), "unexpected folder " << name);
   }
   for (const auto& rel : known_open()) CHECK_MESSAGE(fs::is_regular_file(kFuzzDir / "regressions" / rel), rel);
 }

@@ -631,6 +631,31 @@ TEST_SUITE("serving planner") {
     }
     CHECK(d.cost_per_mtok_usd == doctest::Approx(double(d.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
   }
+
+  TEST_CASE("a prefill pool of more than a million replicas still has its TTFT (it was reported as 0 s)") {
+    const auto r = plan70(1e7, 50, true);  // λ · t_prefill is above 10⁶: the pool search used to start past its end
+    REQUIRE(r.disaggregated.has_value());
+    const auto& d = *r.disaggregated;
+    CHECK(d.ttft > d.kv_transfer);
+    CHECK(d.prefill_gpus > 1000000);
+    CHECK(d.prefill_gpus % d.prefill_tp == 0);
+  }
+
+  TEST_CASE("replica counts saturate at 1e12: the layout misses its SLA and GPU counts stay exact (no int64 overflow)") {
+    const auto r = plan70(1e20, 50, true);
+    REQUIRE(r.best.has_value());
+    CHECK_FALSE(r.feasible);
+    const auto& b = *r.best;
+    CHECK(b.replicas == 1000000000000LL);
+    CHECK(b.gpus == b.replicas * b.tp * b.pp);
+    CHECK_FALSE(b.meets_sla);
+    bool named = false;
+    for (const auto& m : b.misses) named = named || m.find("needs more than 1e+12 replicas") != std::string::npos;
+    CHECK(named);
+    REQUIRE(r.disaggregated.has_value());
+    CHECK_FALSE(r.disaggregated->meets_sla);
+    CHECK(r.disaggregated->ttft > r.disaggregated->kv_transfer);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 #include "gpuplan/calibrate/calibration.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -777,15 +779,18 @@ bool write_file_atomically(const std::string& path, const std::string& text, Dia
   }
   const fs::path tmp = target.string() + ".tmp";
   {
+    errno = 0;
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
-      diags.error(tmp.string(), "", "cannot write");
+      const int e = errno;
+      diags.error(tmp.string(), "", e != 0 ? fmt::format("cannot write the temporary file: {}", std::strerror(e))
+                                          : std::string("cannot write the temporary file"));
       return false;
     }
     out << text;
-    out.flush();
+    out.close();  // a full disk may only show when the buffer is written out
     if (!out) {
-      diags.error(tmp.string(), "", "write failed");
+      diags.error(tmp.string(), "", "write failed (disk full?)");
       fs::remove(tmp, ec);
       return false;
     }
