@@ -4,7 +4,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-ci}"
-bash scripts/deps.sh
+fuzz_stage=0
+[[ "$preset" == ci && "${GPUPLAN_CI_FUZZ:-1}" != 0 ]] && fuzz_stage=1
+if [[ $fuzz_stage -eq 1 ]]; then bash scripts/deps.sh fuzz; else bash scripts/deps.sh; fi
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"
+# The ci preset also fuzzes briefly (docs/reliability.md, "Fuzzing in CI"): every libFuzzer target built with clang in
+# build/fuzz-ci (the libraries and the fuzz targets only) and run for GPUPLAN_CI_FUZZ_SECONDS (default 20) each from
+# the committed corpus; a crash, sanitizer report, timeout or broken invariant fails the run after the test suite.
+# GPUPLAN_CI_FUZZ=0 skips it.
+fuzz_rc=0
+if [[ $fuzz_stage -eq 1 ]]; then
+  fuzz_start=$(date +%s)
+  FUZZ_BUILD_DIR=build/fuzz-ci FUZZ_JOBS="$(nproc)" bash scripts/fuzz --no-fork --seconds "${GPUPLAN_CI_FUZZ_SECONDS:-20}" \
+    || fuzz_rc=$?
+  echo "fuzz stage: $(( $(date +%s) - fuzz_start )) s (build and runs), exit $fuzz_rc"
+fi
 ctest --preset "$preset" -j "$(nproc)"
+if [[ $fuzz_rc -ne 0 ]]; then
+  echo "FAILED: the fuzz stage found something (build/fuzz-ci/logs, build/fuzz-ci/artifacts)" >&2
+  exit "$fuzz_rc"
+fi

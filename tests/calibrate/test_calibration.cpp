@@ -178,6 +178,18 @@ TEST_CASE("bad samples files are diagnosed with the file and the JSON pointer") 
   auto s2 = calib::read_samples(write("kind.json", k));
   REQUIRE_FALSE(s2.ok());
   CHECK(s2.diagnostics().to_string().find("/kind: error: expected \"gpuplan-calibration-samples\"") != std::string::npos);
+
+  // Keys of the wrong type are diagnostics, not uncaught nlohmann exceptions (fuzz_calib, docs/reliability.md).
+  auto t = synthetic(*gpu);
+  t["kind"] = 5;
+  t["device"]["name"] = 132;
+  t["gemm"][0]["shape"] = 7;
+  auto s3 = calib::read_samples(write("types.json", t));
+  REQUIRE_FALSE(s3.ok());
+  const std::string m3 = s3.diagnostics().to_string();
+  CHECK(m3.find("/kind: error: expected \"gpuplan-calibration-samples\"") != std::string::npos);
+  CHECK(m3.find("/device/name: error: expected a string (the GPU's name), found an integer") != std::string::npos);
+  CHECK(m3.find("/gemm/0/shape: error: expected a string, found an integer") != std::string::npos);
 }
 
 TEST_CASE("the overlap items give the median GEMM loss and per-call wait, the sustained run its ratio to the sweep") {

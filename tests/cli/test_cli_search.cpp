@@ -204,6 +204,11 @@ TEST_SUITE("cli search") {
     r = run({"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "eight"});
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "--gpus: error: expected an integer, found a string \"eight\""));
+    // Bytes that are not UTF-8 in a flag value: a diagnostic (U+FFFD in their place), not an uncaught nlohmann
+    // exception and exit 134 (fuzz_cli, docs/reliability.md).
+    r = run({"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "204\xe0"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--gpus: error: expected an integer, found a string \"204\xef\xbf\xbd\""));
     r = run({"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "16", "--search"});
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "--global-batch: error: --search needs the global batch (sequences per step): the layouts divide it"));

@@ -105,4 +105,9 @@ TEST_CASE("bad configs are diagnosed with file and pointer") {
         std::string::npos);
   CHECK(import_errors(R"({"model_type":"llama","hidden_size":-1})").to_string().find(
         "config.json: /hidden_size: error: value -1 is out of range") != std::string::npos);
+  // The outer model_type of a multimodal config that is not a string (an uncaught nlohmann type_error before; found
+  // while fixing fuzz_calib's finding of the same kind, docs/reliability.md).
+  CHECK(import_errors(R"({"model_type":5,"text_config":{"hidden_size":64,"num_hidden_layers":2,
+    "num_attention_heads":4,"intermediate_size":128,"vocab_size":100}})").to_string() ==
+        "config.json: /model_type: error: expected a string, found an integer\n");
 }

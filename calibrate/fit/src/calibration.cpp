@@ -89,11 +89,14 @@ Result<Samples> read_samples(const std::string& path) {
     d.error(path, "", "expected a JSON object (a calibration samples file)");
     return Result<Samples>(std::move(d));
   }
-  if (j->value("kind", std::string{}) != "gpuplan-calibration-samples")
+  if (const auto kind = j->find("kind");
+      kind == j->end() || !kind->is_string() || kind->get<std::string>() != "gpuplan-calibration-samples")
     d.error(path, "/kind", "expected \"gpuplan-calibration-samples\" (is this a samples file written by the benches?)");
   if (j->contains("device") && (*j)["device"].is_object()) {
     const Json& dev = (*j)["device"];
-    s.gpu_name = dev.value("name", std::string{});
+    if (dev.contains("name") && dev["name"].is_string()) s.gpu_name = dev["name"].get<std::string>();
+    else if (dev.contains("name"))
+      d.error(path, "/device/name", "expected a string (the GPU's name), found " + json_io::describe_type(dev["name"]));
     if (dev.contains("driver") && dev["driver"].is_string()) s.driver = dev["driver"].get<std::string>();
     const Json* sw = j->contains("software") && (*j)["software"].is_object() ? &(*j)["software"] : nullptr;
     if (s.driver.empty() && sw != nullptr && sw->contains("driver") && (*sw)["driver"].is_string())
@@ -123,7 +126,8 @@ Result<Samples> read_samples(const std::string& path) {
         }
       if (!dims_ok) continue;
       g.dtype = *dt;
-      g.shape = e.value("shape", std::string{});
+      if (e.contains("shape") && e["shape"].is_string()) g.shape = e["shape"].get<std::string>();
+      else if (e.contains("shape")) d.error(path, p + "/shape", "expected a string, found " + json_io::describe_type(e["shape"]));
       g.m = std::int64_t(*m);
       g.n = std::int64_t(*n);
       g.k = std::int64_t(*k);

@@ -142,7 +142,12 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   wl::TransformerArch a;
   a.source = file;
   std::string model_type = r.str("model_type").value_or("");
-  if (model_type.empty() && pointer != pointer_in) model_type = config_in.value("model_type", std::string{});
+  if (model_type.empty() && pointer != pointer_in && config_in.contains("model_type")) {
+    // The outer config of a multimodal model (its text_config is read above); its model_type may name the family.
+    const Json& outer = config_in["model_type"];
+    if (outer.is_string()) model_type = outer.get<std::string>();
+    else diags.error(file, pointer_in + "/model_type", "expected a string, found " + json_io::describe_type(outer));
+  }
   a.model_type = model_type;
   auto assume = [&](std::string s) { a.assumptions.push_back(std::move(s)); };
 

@@ -82,7 +82,8 @@ std::string describe_type(const Json& v) {
 }
 
 std::string describe_value(const Json& v) {
-  std::string s = v.dump();
+  // Strings that came from the command line may hold bytes that are not UTF-8; dump() would throw on them.
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }
