@@ -1,7 +1,5 @@
 #include "main_window.hpp"
 
-#include <fstream>
-
 #include <QAction>
 #include <QApplication>
 #include <QChartView>
@@ -15,6 +13,7 @@
 #include <QMessageBox>
 #include <QScrollArea>
 #include <QSettings>
+#include <QSaveFile>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -305,11 +304,23 @@ bool MainWindow::openScenario(const QString& path) {
   return ok;
 }
 
+namespace {
+/// Writes `text` to `path` atomically (QSaveFile: a temporary file beside it, renamed on commit), so that a failed or
+/// interrupted save never leaves a half-written scenario or report behind.
+bool write_atomically(const QString& path, const std::string& text) {
+  QSaveFile f(path);
+  if (!f.open(QIODevice::WriteOnly)) return false;
+  if (f.write(text.data(), qint64(text.size())) != qint64(text.size())) {
+    f.cancelWriting();
+    return false;
+  }
+  return f.commit();
+}
+}  // namespace
+
 bool MainWindow::saveScenario(const QString& path) {
   file_diags_ = {};
-  std::ofstream f(path.toStdString());
-  if (f) f << panel_->scenario().dump(2) << "\n";
-  const bool ok = f.good();
+  const bool ok = write_atomically(path, panel_->scenario().dump(2) + "\n");
   if (!ok) file_diags_.error(path.toStdString(), "", "cannot write the file");
   else {
     current_file_ = path;
@@ -353,9 +364,7 @@ QStringList MainWindow::exportCharts(const QString& dir) {
 
 bool MainWindow::exportMarkdown(const QString& path) {
   const std::string md = markdown_report(last_training_, panel_->scenario(), last_serving_, compare_->model());
-  std::ofstream f(path.toStdString());
-  if (f) f << md;
-  const bool ok = f.good();
+  const bool ok = write_atomically(path, md);
   if (!ok) {
     file_diags_ = {};
     file_diags_.error(path.toStdString(), "", "cannot write the file");
