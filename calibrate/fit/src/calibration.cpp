@@ -66,6 +66,12 @@ std::optional<std::string> text(const Json& obj, const char* key, const std::str
   }
   return s;
 }
+/// A rank count becomes an int: no NCCL run has more than 2^20 ranks (fuzz_calib: 1e12 overflowed the conversion).
+bool rank_count_ok(double ranks, const std::string& file, const std::string& ptr, Diagnostics& d) {
+  if (ranks <= 1048576.0) return true;
+  d.error(file, ptr + "/ranks", fmt::format("expected a rank count up to 2^20, found {}", ranks));
+  return false;
+}
 const Json* array_at(const Json& root, const char* key, const std::string& file, Diagnostics& d) {
   if (!root.contains(key)) return nullptr;
   if (!root[key].is_array()) {
@@ -160,10 +166,7 @@ Result<Samples> read_samples(const std::string& path) {
       auto b = number(e, "bytes", path, p, d);
       auto t = number(e, "median_s", path, p, d);
       if (!op || !r || !b || !t) continue;
-      if (*r > 1048576.0) {  // an int; no NCCL run has more ranks (fuzz_calib: 1e12 overflowed the conversion)
-        d.error(path, p + "/ranks", fmt::format("expected a rank count up to 2^20, found {}", *r));
-        continue;
-      }
+      if (!rank_count_ok(*r, path, p, d)) continue;
       s.collectives.push_back({*op, int(*r), *b, *t});
     }
   if (const Json* a = array_at(*j, "overlap", path, d))
@@ -178,10 +181,7 @@ Result<Samples> read_samples(const std::string& path) {
       auto ga = number(e, "gemm_alone_s", path, p, d);
       auto go = number(e, "gemm_overlap_s", path, p, d);
       if (!op || !r || !b || !ca || !co || !ga || !go) continue;
-      if (*r > 1048576.0) {
-        d.error(path, p + "/ranks", fmt::format("expected a rank count up to 2^20, found {}", *r));
-        continue;
-      }
+      if (!rank_count_ok(*r, path, p, d)) continue;
       s.overlap.push_back({*op, int(*r), *b, *ca, *co, *ga, *go});
     }
   if (j->contains("sustained") && (*j)["sustained"].is_object())
