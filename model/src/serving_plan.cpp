@@ -63,14 +63,12 @@ LengthDist lognormal_lengths(double mean, double sd, int n) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-namespace {
-
 /// Queueing wait before a prompt's prefill starts, at a percentile [MDc]: M/G/1 with service times S·r, r = L / E[L]
 /// over the prompt-length distribution (prefill time ∝ prompt tokens; fixed lengths: M/D/1). Mean: Pollaczek–
 /// Khinchine, S·ρ·E[r²] / (2(1 − ρ)). Tail: P(W > t) ≈ ρ·e^(−θt) with θ the Cramér–Lundberg decay rate, the positive
 /// root of λ·(E[e^(θS·r)] − 1) = θ, i.e. ρ·(E[e^(x·r)] − 1) = x with x = θS, and the Cramér–Lundberg constant
 /// C = (1 − ρ) / (ρ·E[r·e^(x·r)] − 1) (M/M/1: C = ρ), capped at 1.
-Seconds queue_wait_impl(double rho, Seconds service, double percentile, const LengthDist& lengths) {
+Seconds prefill_queue_wait(double rho, Seconds service, double percentile, const LengthDist& lengths) {
   if (rho <= 0) return Seconds(0);
   if (rho >= 1.0) return Seconds(1e30);
   const double mean_len = lengths.mean();
@@ -113,12 +111,6 @@ Seconds queue_wait_impl(double rho, Seconds service, double percentile, const Le
   if (!(c > 1.0 - p)) return mean;
   const Seconds tail = service * (std::log(c / (1.0 - p)) / x);
   return std::max(mean, tail);
-}
-
-}  // namespace
-
-Seconds prefill_queue_wait(double rho, Seconds service, double percentile, const LengthDist& lengths) {
-  return queue_wait_impl(rho, service, percentile, lengths);
 }
 
 namespace {
