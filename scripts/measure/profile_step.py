@@ -2,7 +2,8 @@
 """Profile real training steps of train_step.py's Llama-style model with torch.profiler: where does the step time go?
 
 Reuses train_step.py as a module (model, weight init, parameter count, SDPA backend choice, GQA probe and its
-command-line flags: every train_step.py flag works here with the same meaning). Single GPU only.
+command-line flags: every train_step.py flag works here with the same meaning), including --ddp/--fsdp under
+torchrun: every rank runs the same steps under the profiler, rank 0's trace is analysed and written.
 
 What it does, for one config:
   1. builds the model and fused AdamW exactly as train_step.py does, runs --warmup steps;
@@ -565,7 +566,6 @@ def parse():
     sys.argv = [sys.argv[0]] + rest
     import train_step  # noqa: E402  (imports torch)
     a = train_step.parse()  # train_step.py's flags, same meaning
-    assert not (a.ddp or a.fsdp), "profile_step.py is single-GPU"
     return mine, a
 
 
@@ -574,7 +574,14 @@ def measure(mine, a):
     import train_step as ts
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-    device = torch.device("cuda", 0)
+    distributed = a.ddp or a.fsdp
+    rank, local_rank = 0, 0
+    if distributed:  # under torchrun, one process per GPU; every rank runs the same steps, rank 0 profiles and writes
+        import torch.distributed as dist
+        rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    device = torch.device("cuda", local_rank)
     torch.cuda.set_device(device)
     torch.manual_seed(1234)
     name = "profile_" + a.name
@@ -591,7 +598,9 @@ def measure(mine, a):
     rec.update(common.run_metadata())
     rec["software"] = common.software_versions()
     rec["device"] = common.device_properties()
-    rec["nvidia_smi_before"] = common.nvidia_smi_static(0)
+    rec["parallel"] = "fsdp" if a.fsdp else "ddp" if a.ddp else "none"
+    rec["world_size"] = int(os.environ.get("WORLD_SIZE", "1"))
+    rec["nvidia_smi_before"] = common.nvidia_smi_static(local_rank)
     rec["sdpa_backends_enabled"] = ts.configure_sdpa(a.sdpa_backend)
     rec["gqa_impl"] = ts.probe_gqa(a, device)
     out_dir = a.out_dir or os.environ.get("OUT") or "."
@@ -601,10 +610,12 @@ def measure(mine, a):
         model = ts.Llama(a)
         ts.init_weights(model)
     rec.update(ts.count_params(model, a))
+    model, opts = ts.wrap_parallel(model, a, local_rank)
+    rec.update(opts)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1,
                             fused=(a.optim_impl == "fused"), foreach=(a.optim_impl == "foreach") or None)
     gen = torch.Generator(device=device)
-    gen.manual_seed(1000)
+    gen.manual_seed(1000 + rank)
 
     def batch():
         t = torch.randint(0, a.vocab, (a.micro_batch, a.seq + 1), device=device, generator=gen)
@@ -638,7 +649,7 @@ def measure(mine, a):
         return [s.elapsed_time(e) for s, e in zip(st, en)]
 
     # reference, unprofiled
-    smi_ref = SmiLog(mine.smi_period_ms, "/tmp/profile_step_smi_ref.csv").start()
+    smi_ref = SmiLog(mine.smi_period_ms, f"/tmp/profile_step_smi_ref_r{rank}.csv", gpu=local_rank).start()
     t0 = time.time()
     ref = timed(mine.ref_steps)
     t1 = time.time()
@@ -651,11 +662,11 @@ def measure(mine, a):
 
     # profiled: 1 profiler warm-up step (discarded) + n active steps
     n = mine.profile_steps
-    trace_json = f"/tmp/trace_{a.name}.json"
+    trace_json = f"/tmp/trace_{a.name}_r{rank}.json"
     sched = schedule(wait=0, warmup=1, active=n, repeat=1)
     st = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
     en = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-    smi = SmiLog(mine.smi_period_ms, "/tmp/profile_step_smi_prof.csv").start()
+    smi = SmiLog(mine.smi_period_ms, f"/tmp/profile_step_smi_prof_r{rank}.csv", gpu=local_rank).start()
     t_active = None
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True, schedule=sched,
                  on_trace_ready=lambda p: p.export_chrome_trace(trace_json)) as prof:
@@ -677,7 +688,7 @@ def measure(mine, a):
     rec["profiled_step_times_ms"] = [round(x, 3) for x in active_walls]
     rec["profiler_warmup_step_ms"] = round(walls[0], 3)
     rec["nvidia_smi_profiled"] = smi.summary(t_active, t_end)
-    rec["nvidia_smi_after"] = common.nvidia_smi_static(0)
+    rec["nvidia_smi_after"] = common.nvidia_smi_static(local_rank)
     lv = [float(x) for x in torch.stack(losses).float().cpu()]
     rec["loss_first"], rec["loss_last"] = lv[0], lv[-1]
     rec["loss_finite"] = all(math.isfinite(x) for x in lv)
@@ -693,6 +704,13 @@ def measure(mine, a):
             fo.write(fi.read())
         rec["trace_file"] = os.path.basename(tgz)
     rec["status"] = "measured"
+    if distributed:
+        import torch.distributed as dist
+        dist.barrier()
+        if rank != 0:  # rank 0 speaks for the run
+            dist.destroy_process_group()
+            rec["status"] = "peer"
+            return rec
     path = common.write_json(rec, name, out_dir)  # raw numbers first, in case the analysis fails
     try:
         rec["profile"] = analyze_trace(trace_json, active_walls, rec["config"])
@@ -705,6 +723,9 @@ def measure(mine, a):
     if mine.copy_to:
         common.write_json(rec, name, mine.copy_to)
     print(f"[profile_step {a.name}] wrote {path}", flush=True)
+    if distributed:
+        import torch.distributed as dist
+        dist.destroy_process_group()
     return rec
 
 
@@ -763,6 +784,8 @@ def main():
         report(rec)
         return 0
     rec = measure(mine, a)
+    if rec["status"] == "peer":
+        return 0
     report(rec)
     return 0 if rec["status"] == "ok" else 1
 

@@ -226,6 +226,27 @@ def backend_from_kernels(names):
     return "unknown"
 
 
+def wrap_parallel(model, a, local_rank):
+    """DDP or FSDP2 (each decoder layer + root, bf16 params, fp32 reduce) as the measured runs use; returns
+    (model, options to record)."""
+    if a.ddp:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True, broadcast_buffers=False)
+        return model, {"ddp_options": {"gradient_as_bucket_view": True, "bucket_cap_mb": 25, "grad_dtype": "fp32"}}
+    if a.fsdp:
+        try:
+            from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+        except ImportError:
+            from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
+        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        for layer in model.layers:
+            fully_shard(layer, mp_policy=mp)
+        fully_shard(model, mp_policy=mp)
+        return model, {"fsdp_options": {"api": "FSDP2 fully_shard", "units": "each decoder layer + root",
+                                        "reshard_after_forward": True, "param_dtype": "bf16", "reduce_dtype": "fp32"}}
+    return model, {}
+
+
 # --------------------------------------------------------------------------------------------------------------- main
 def parse():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -314,21 +335,8 @@ def main():
         rec.update(count_params(model, a))
         rec["param_bytes_after_init"] = torch.cuda.memory_allocated(device)
         log(f"N = {rec['params_total']:,} params; gqa={rec['gqa_impl']}")
-        if a.ddp:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            model = DDP(model, device_ids=[local_rank], gradient_as_bucket_view=True, broadcast_buffers=False)
-            rec["ddp_options"] = {"gradient_as_bucket_view": True, "bucket_cap_mb": 25, "grad_dtype": "fp32"}
-        elif a.fsdp:
-            try:
-                from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-            except ImportError:
-                from torch.distributed._composable.fsdp import MixedPrecisionPolicy, fully_shard
-            mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-            for layer in model.layers:
-                fully_shard(layer, mp_policy=mp)
-            fully_shard(model, mp_policy=mp)
-            rec["fsdp_options"] = {"api": "FSDP2 fully_shard", "units": "each decoder layer + root",
-                                   "reshard_after_forward": True, "param_dtype": "bf16", "reduce_dtype": "fp32"}
+        model, opts = wrap_parallel(model, a, local_rank)
+        rec.update(opts)
         rec["param_bytes_after_wrap"] = torch.cuda.memory_allocated(device)
         opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1,
                                 fused=(a.optim_impl == "fused"), foreach=(a.optim_impl == "foreach") or None)
