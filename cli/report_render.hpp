@@ -1,13 +1,15 @@
 #pragma once
-// The renderers of `gpuplan report` (cmd_report.cpp): the budget report as a small document (rendered as Markdown,
-// text or one self-contained HTML page with SVG charts), as JSON and as CSV. cmd_report.cpp resolves the plan into a
-// ReportContext, calls model::build_report and picks one of these. No model arithmetic here (DESIGN.md §2.1).
+// The renderers of `gpuplan report` (cmd_report.cpp): the budget report as a small document (report_doc.hpp: rendered
+// as Markdown, text or one self-contained HTML page with SVG charts), as JSON and as CSV. cmd_report.cpp resolves the
+// plan into a ReportContext, calls model::build_report and picks one of these. No model arithmetic here (DESIGN.md
+// §2.1).
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
+#include "report_doc.hpp"
 #include "gpuplan/model/report.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
 
@@ -30,37 +32,6 @@ struct ReportContext {
   std::vector<model::ServingRequest> serving;
   std::vector<std::vector<std::string>> serving_engine;  ///< per serving item and option: "bf16 weights, vLLM" etc.
 };
-
-/// A small document model: the report's content once, rendered as Markdown, text or HTML.
-struct Block {
-  enum class Kind { title, heading, para, table, bullets, code, chart, raw_md } kind = Kind::para;
-  std::string text;
-  Table table;
-  std::vector<std::string> items;
-  std::string svg;  ///< chart: HTML only
-};
-
-struct Doc {
-  std::vector<Block> blocks;
-  void title(std::string t) { blocks.push_back({Block::Kind::title, std::move(t), {}, {}, {}}); }
-  void heading(std::string t) { blocks.push_back({Block::Kind::heading, std::move(t), {}, {}, {}}); }
-  void para(std::string t) { blocks.push_back({Block::Kind::para, std::move(t), {}, {}, {}}); }
-  void table(Table t) { blocks.push_back({Block::Kind::table, {}, std::move(t), {}, {}}); }
-  void bullets(std::vector<std::string> items) {
-    if (!items.empty()) blocks.push_back({Block::Kind::bullets, {}, {}, std::move(items), {}});
-  }
-  void code(std::vector<std::string> lines) {
-    if (!lines.empty()) blocks.push_back({Block::Kind::code, {}, {}, std::move(lines), {}});
-  }
-  void chart(std::string svg) { blocks.push_back({Block::Kind::chart, {}, {}, {}, std::move(svg)}); }
-  /// Text that is already Markdown (derivations); text format gets the same, HTML a <pre>.
-  void raw(std::string t) { blocks.push_back({Block::Kind::raw_md, std::move(t), {}, {}, {}}); }
-};
-
-/// The document as Markdown, as plain text (underlined headings, no bold markers) and as one HTML page.
-std::string render_md(const Doc& doc);
-std::string render_text(const Doc& doc);
-std::string render_html(const Doc& doc, const std::string& title);
 
 /// An option's name as the report shows it (its id when the plan names it no other way).
 std::string option_label(const wl_io::PlanOption& o);
