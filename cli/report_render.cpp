@@ -1,0 +1,659 @@
+// The renderers of `gpuplan report`: the report's content as a document (report_doc.hpp renders it as Markdown, text
+// or HTML), and its JSON and CSV forms (report_render.hpp). Moved out of cmd_report.cpp, which keeps the command's
+// wiring.
+#include "report_render.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "report_svg.hpp"
+
+namespace gpuplan::cli {
+namespace {
+
+namespace u = gpuplan::units;
+using nlohmann::ordered_json;
+
+// ------------------------------------------------------------------------------------------------------------------
+// The report's content
+// ------------------------------------------------------------------------------------------------------------------
+
+std::string days(u::Seconds t) { return fmt::format("{} days", u::format_number(t.raw() / 86400.0, 3)); }
+/// "1 day", "30 days", "2.5 days".
+std::string days_n(double d) { return fmt::format("{} day{}", u::format_number(d, 4), d == 1.0 ? "" : "s"); }
+std::string money(double usd) { return u::format(u::Usd(usd)); }
+std::string per_hour(u::UsdPerSecond r) { return u::format(r); }
+std::string per_month(u::UsdPerSecond r) { return money(r.raw() * 3600.0 * model::kHoursPerMonth); }
+std::string gib(u::Bytes b) { return u::format(b, u::BytePrefix::binary); }
+std::string count(double v) { return u::format_count(v); }
+
+/// Token counts as people say them: "2T", "500B", "15.6M".
+std::string tokens_text(double n) {
+  if (n >= 1e12) return u::format_number(n / 1e12, 3) + "T";
+  if (n >= 1e9) return u::format_number(n / 1e9, 3) + "B";
+  if (n >= 1e6) return u::format_number(n / 1e6, 3) + "M";
+  return count(n);
+}
+
+/// "H100, $1.14M (+16%)": the next cheapest feasible option after the cheapest.
+template <class Cell, class Key, class Text>
+std::string runner_up(const model::ItemReport<Cell>& ir, const std::vector<wl_io::PlanOption>& opts, Key key, Text text) {
+  if (!ir.cheapest) return "";
+  std::optional<std::size_t> second;
+  for (std::size_t k = 0; k < ir.cells.size(); ++k)
+    if (k != *ir.cheapest && ir.cells[k].feasible && (!second || key(ir.cells[k]) < key(ir.cells[*second]))) second = k;
+  if (!second) return "no other option works";
+  const double a = key(ir.cells[*ir.cheapest]), b = key(ir.cells[*second]);
+  return fmt::format("{}, {} (+{:.0f}%)", opts[*second].name == opts[*second].id ? opts[*second].id : opts[*second].name,
+                     text(ir.cells[*second]), a > 0 ? (b / a - 1.0) * 100.0 : 0.0);
+}
+
+std::string model_name(const wl::TransformerArch& a) { return a.name.empty() ? a.id : a.name; }
+
+std::string sla_text(const model::Sla& sla) {
+  std::vector<std::string> parts;
+  if (sla.ttft) parts.push_back(fmt::format("TTFT p{} ≤ {}", plain_number(sla.percentile * 100.0), u::format(*sla.ttft)));
+  if (sla.itl) parts.push_back(fmt::format("ITL ≤ {}", u::format(*sla.itl)));
+  if (parts.empty()) return "no latency target";
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : ", ") + p;
+  return s;
+}
+
+std::string lengths_text(const model::Traffic& t, bool input) {
+  const auto& d = input ? t.input : t.output;
+  const std::int64_t fixed = input ? t.input_tokens : t.output_tokens;
+  if (!d) return count(double(fixed));
+  return fmt::format("{} on average", u::format_number(d->mean(), 4));
+}
+
+/// The equivalent `gpuplan train` command of a training cell (rerun it with --explain).
+std::string train_command(const wl_io::PlanTrainingItem& item, const model::Layout& l,
+                          const model::TrainingSystem& sys, const wl_io::PlanOption& o) {
+  std::string c = "gpuplan train";
+  auto add = [&](const std::string& flag, const std::string& v) { c += " " + flag + " " + v; };
+  add("-m", item.scenario.model);
+  add("--gpu", sys.gpu->info.id);
+  if (sys.node) add("--node", sys.node->info.id);
+  if (!o.cluster.empty()) add("--cluster", o.cluster);
+  add("--gpus", std::to_string(l.gpus));
+  add("--tp", std::to_string(l.tp));
+  add("--pp", std::to_string(l.pp));
+  if (l.virtual_stages > 1) add("--virtual-stages", std::to_string(l.virtual_stages));
+  if (l.cp > 1) add("--cp", std::to_string(l.cp));
+  if (l.ep > 1) add("--ep", std::to_string(l.ep));
+  add("--sp", l.sequence_parallel ? "true" : "false");
+  add("--micro-batch", std::to_string(l.micro_batch));
+  add("--recompute", l.recompute == wl::Recompute::full ? "full" : l.recompute == wl::Recompute::selective ? "selective" : "none");
+  add("--zero", std::to_string(static_cast<int>(l.zero)));
+  if (l.offload == wl::Offload::optimizer) add("--offload", "optimizer");
+  static const std::set<std::string> layout_keys{"model", "tp", "pp", "cp", "ep", "virtual_stages", "schedule",
+                                                 "micro_batch", "sequence_parallel", "recompute", "zero", "offload"};
+  for (const auto& [key, v] : item.scenario_json.items()) {
+    if (layout_keys.count(key) != 0) continue;
+    std::string flag = key == "sequence_parallel" ? "sp"
+                       : key == "flash_attention" ? "flash"
+                       : key == "overlap_tp_comm" ? "overlap-tp"
+                                                  : key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    add("--" + flag, v.is_string() ? v.get<std::string>() : v.is_number() ? plain_number(v.get<double>()) : v.dump());
+  }
+  add("--tokens", plain_number(item.tokens));
+  if (o.price_usd_per_gpu_hour) add("--price", plain_number(*o.price_usd_per_gpu_hour));
+  return c + " --explain";
+}
+
+/// The equivalent `gpuplan serve` command of a serving cell, its TP and PP fixed to the chosen ones.
+std::string serve_command(const wl_io::PlanServingItem& item, const model::ServingCell& cell,
+                          const model::TrainingSystem& sys, const wl_io::PlanOption& o) {
+  std::string c = "gpuplan serve";
+  auto add = [&](const std::string& flag, const std::string& v) { c += " " + flag + " " + v; };
+  add("-m", item.scenario.model);
+  add("--gpu", sys.gpu->info.id);
+  if (sys.node) add("--node", sys.node->info.id);
+  if (!o.cluster.empty()) add("--cluster", o.cluster);
+  for (const auto& [key, v] : item.scenario_json.items()) {
+    if (key == "model" || key == "tp" || key == "pp") continue;
+    std::string flag = key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    if (v.is_boolean()) {
+      if (key == "cudagraph_in_budget") add("--" + flag, v.get<bool>() ? "true" : "false");
+      else if (v.get<bool>()) c += " --" + flag;
+      continue;
+    }
+    add("--" + flag, v.is_string() ? v.get<std::string>() : plain_number(v.get<double>()));
+  }
+  add("--tp", std::to_string(cell.tp));
+  if (cell.pp > 1) add("--pp", std::to_string(cell.pp));
+  if (o.price_usd_per_gpu_hour) add("--price", plain_number(*o.price_usd_per_gpu_hour));
+  return c + " --explain";
+}
+
+/// The verdict of an infeasible training cell in a few words.
+std::string short_reason(const model::TrainingCell& c) {
+  if (c.reasons.empty()) return "infeasible";
+  const auto& r0 = c.reasons.front();
+  return r0.find("deadline") != std::string::npos ? "misses the deadline"
+         : r0.find("memory") != std::string::npos ? "does not fit in memory"
+         : r0.find("limit") != std::string::npos  ? "too few GPUs available"
+                                                  : "cannot run";
+}
+
+}  // namespace
+
+std::string option_label(const wl_io::PlanOption& o) { return o.name == o.id ? o.id : o.name; }
+
+Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool explain, bool html) {
+  Doc doc;
+  const auto& opts = ctx.plan.options;
+  doc.title("Budget report");
+  if (!ctx.plan.description.empty()) doc.para(ctx.plan.description);
+  doc.para(fmt::format("Plan `{}`: {} training run{}, {} serving deployment{}, {} hardware option{}. Each item is "
+                       "costed on every option; the cheapest option that meets the item's deadline or latency target "
+                       "is marked **cheapest**.",
+                       ctx.file, res.training.size(), res.training.size() == 1 ? "" : "s", res.serving.size(),
+                       res.serving.size() == 1 ? "" : "s", opts.size(), opts.size() == 1 ? "" : "s"));
+
+  // Summary.
+  doc.heading("Summary");
+  Table sum;
+  sum.columns = {{"item", "item"},       {"need", "need"},       {"cheapest", "cheapest option"},
+                 {"gpus", "GPUs", true}, {"time", "time", true}, {"cost", "cost", true},
+                 {"next", "next best"}};
+  for (std::size_t i = 0; i < res.training.size(); ++i) {
+    const auto& ir = res.training[i];
+    const auto& req = ctx.training[i];
+    std::vector<std::string> row{ir.name, fmt::format("train {} tokens within {}", tokens_text(req.tokens),
+                                                      days_n(req.deadline_days))};
+    auto cost_text = [](const model::TrainingCell& c) {
+      return c.cost ? u::format(*c.cost) : fmt::format("{} GPU-hours", count(c.gpu_hours));
+    };
+    if (ir.cheapest) {
+      const auto& c = ir.cells[*ir.cheapest];
+      row.insert(row.end(), {"**" + option_label(opts[*ir.cheapest]) + "**", count(double(c.gpus)), days(c.time_to_train),
+                             cost_text(c),
+                             runner_up(ir, opts, [](const model::TrainingCell& x) { return x.cost ? x.cost->raw() : x.gpu_hours; },
+                                       cost_text)});
+    } else {
+      row.insert(row.end(), {"none meets the deadline", "", "", "", ""});
+    }
+    sum.rows.push_back(row);
+  }
+  for (std::size_t i = 0; i < res.serving.size(); ++i) {
+    const auto& ir = res.serving[i];
+    const auto& req = ctx.serving[i];
+    std::vector<std::string> row{ir.name, fmt::format("serve {} req/s, {}", u::format_number(req.traffic.requests_per_s, 4),
+                                                      sla_text(req.sla))};
+    if (ir.cheapest) {
+      const auto& c = ir.cells[*ir.cheapest];
+      row.insert(row.end(), {"**" + option_label(opts[*ir.cheapest]) + "**", count(double(c.gpus)), "ongoing",
+                             fmt::format("{} ({} per month)", per_hour(c.cost_rate), per_month(c.cost_rate)),
+                             runner_up(ir, opts, [](const model::ServingCell& x) { return x.cost_rate.raw(); },
+                                       [](const model::ServingCell& x) { return per_hour(x.cost_rate); })});
+    } else {
+      row.insert(row.end(), {"none meets the SLA", "", "", "", ""});
+    }
+    sum.rows.push_back(row);
+  }
+  doc.table(sum);
+  {
+    std::vector<std::string> tot;
+    const bool any_training = std::any_of(res.training.begin(), res.training.end(), [](const auto& x) { return x.cheapest.has_value(); });
+    const bool any_serving = std::any_of(res.serving.begin(), res.serving.end(), [](const auto& x) { return x.cheapest.has_value(); });
+    if (any_training)
+      tot.push_back(fmt::format("**Training: {}** one-off ({} GPU-hours{}; the longest run takes {})",
+                                u::format(res.training_cost), count(res.training_gpu_hours),
+                                res.training_energy.raw() > 0 ? ", about " + u::format(res.training_energy) + " of GPU energy"
+                                                              : std::string(),
+                                days(res.training_time_longest)));
+    if (any_serving)
+      tot.push_back(fmt::format("**Serving: {}** = {} per 30-day month, on {} GPU{}", per_hour(res.serving_cost_rate),
+                                per_month(res.serving_cost_rate), count(double(res.serving_gpus)),
+                                res.serving_gpus == 1 ? "" : "s"));
+    if (!res.all_feasible)
+      tot.push_back("**Some items have no feasible option** (exit code 3); they are left out of the totals");
+    doc.para("Totals, each item on its cheapest option:");
+    doc.bullets(tot);
+  }
+
+  // Options.
+  doc.heading("Hardware options");
+  Table ot;
+  const bool any_max = std::any_of(res.options.begin(), res.options.end(), [](const model::ReportOption& o) { return o.max_gpus.has_value(); });
+  ot.columns = {{"option", "option"}, {"gpu", "GPU"}, {"node", "node"}, {"price", "price per GPU-hour", true}};
+  if (any_max) ot.columns.push_back({"max", "max GPUs", true});
+  std::vector<std::string> sources;
+  for (std::size_t k = 0; k < opts.size(); ++k) {
+    const auto& oc = ctx.options[k];
+    const auto price = oc.sys.price ? oc.sys.price : oc.sys.gpu->price;
+    ot.rows.push_back({option_label(opts[k]), oc.sys.gpu->info.name, oc.sys.node ? oc.sys.node->info.id : "",
+                       price ? fmt::format("${:.2f}", u::to_usd_per_hour(*price)) : ""});
+    if (any_max) ot.rows.back().push_back(res.options[k].max_gpus ? count(double(*res.options[k].max_gpus)) : "");
+    sources.push_back(fmt::format("**{}**: {}", option_label(opts[k]),
+                                  price ? oc.price_origin : "no price known: give price_usd_per_gpu_hour"));
+  }
+  doc.table(ot);
+  doc.para("Where each price comes from:");
+  doc.bullets(sources);
+  if (html) {
+    // Everything on one option.
+    BarChart ch{"chart-options", "Everything on one option: training cost + one month of serving", {}, std::nullopt, {}};
+    std::optional<std::size_t> best;
+    for (std::size_t k = 0; k < opts.size(); ++k) {
+      const auto& t = res.per_option[k];
+      if (t.covers_all && (!best || (t.training_cost.raw() + t.serving_cost_rate.raw() * 3600 * model::kHoursPerMonth) <
+                                        (res.per_option[*best].training_cost.raw() +
+                                         res.per_option[*best].serving_cost_rate.raw() * 3600 * model::kHoursPerMonth)))
+        best = k;
+    }
+    for (std::size_t k = 0; k < opts.size(); ++k) {
+      const auto& t = res.per_option[k];
+      const double v = t.training_cost.raw() + t.serving_cost_rate.raw() * 3600 * model::kHoursPerMonth;
+      ch.bars.push_back({option_label(opts[k]), v,
+                         t.covers_all ? money(v) : "cannot do every item", best && *best == k, !t.covers_all});
+    }
+    doc.chart(svg_bar_chart(ch));
+  }
+
+  // Training runs.
+  for (std::size_t i = 0; i < res.training.size(); ++i) {
+    const auto& ir = res.training[i];
+    const auto& req = ctx.training[i];
+    const auto& item = *std::find_if(ctx.plan.training.begin(), ctx.plan.training.end(),
+                                     [&](const wl_io::PlanTrainingItem& t) { return t.id == ir.id; });
+    doc.heading("Training: " + ir.name);
+    const auto& base = ctx.training_base[i];
+    std::string counts;
+    for (long long n : item.gpus) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+    std::string fixed;
+    for (const char* k : {"tp", "pp", "cp", "ep", "virtual_stages", "schedule", "micro_batch", "sequence_parallel",
+                          "recompute", "zero", "offload"})
+      if (item.scenario_json.contains(k))
+        fixed += fmt::format("{}{} {}", fixed.empty() ? "; fixed by the plan: " : ", ", k,
+                             item.scenario_json[k].is_string() ? item.scenario_json[k].get<std::string>()
+                                                               : item.scenario_json[k].dump());
+    doc.para(fmt::format("{}: {} tokens in sequences of {} tokens, {} sequences per step, {} precision; deadline {}. "
+                         "For each option every parallel layout (tensor, pipeline, data, context parallel, "
+                         "micro-batch, recomputation, ZeRO stage{}) on {} GPUs is evaluated, and the cheapest layout "
+                         "that fits in memory and finishes in time is kept.",
+                         model_name(req.arch), tokens_text(req.tokens), count(double(base.seq_len)), count(double(base.global_batch)),
+                         hw::to_string(base.precision.compute), days_n(req.deadline_days), fixed, counts));
+    Table t;
+    t.columns = {{"option", "option"},          {"gpus", "GPUs", true},          {"layout", "layout"},
+                 {"time", "time to train", true}, {"gpu_hours", "GPU-hours", true}, {"cost", "cost", true},
+                 {"energy", "energy", true},      {"mfu", "MFU", true},           {"memory", "memory per GPU (free)", true},
+                 {"verdict", "verdict"}};
+    std::vector<std::string> why;
+    std::vector<std::string> cmds;
+    for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+      const auto& c = ir.cells[k];
+      const std::string label = option_label(opts[k]);
+      if (!c.feasible) {
+        t.rows.push_back({label, "", "", "", "", "", "", "", "", short_reason(c)});
+        for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", label, r));
+        continue;
+      }
+      const bool best = ir.cheapest && *ir.cheapest == k;
+      t.rows.push_back({label, count(double(c.gpus)),
+                        model::describe(*c.layout),
+                        days(c.time_to_train), count(c.gpu_hours), c.cost ? u::format(*c.cost) : "",
+                        c.energy ? u::format(*c.energy) : "", u::format(u::Ratio(c.mfu)),
+                        fmt::format("{} ({} free)", gib(c.peak_memory), gib(c.capacity - c.peak_memory)),
+                        best ? "**cheapest**" : "meets the deadline"});
+      cmds.push_back(train_command(item, *c.layout, req.cells[k].sys, opts[k]));
+    }
+    doc.table(t);
+    if (html) {
+      BarChart cost_chart{fmt::format("chart-training-{}-cost", ir.id), "Cost to train, per option", {}, std::nullopt, {}};
+      BarChart time_chart{fmt::format("chart-training-{}-time", ir.id), "Time to train vs the deadline", {},
+                    req.deadline_days, fmt::format("deadline {} days", u::format_number(req.deadline_days, 4))};
+      for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+        const auto& c = ir.cells[k];
+        const bool best = ir.cheapest && *ir.cheapest == k;
+        const std::string label = option_label(opts[k]);
+        if (!c.feasible) {
+          cost_chart.bars.push_back({label, 0, short_reason(c), false, true});
+          time_chart.bars.push_back({label, 0, short_reason(c), false, true});
+          continue;
+        }
+        const double v = c.cost ? c.cost->raw() : c.gpu_hours;
+        cost_chart.bars.push_back({label, v,
+                             (c.cost ? u::format(*c.cost) : count(c.gpu_hours) + " GPU-hours") +
+                                 fmt::format(" on {} GPUs", count(double(c.gpus))),
+                             best, false});
+        time_chart.bars.push_back({label, c.time_to_train.raw() / 86400.0, days(c.time_to_train), best, false});
+      }
+      doc.chart(svg_bar_chart(cost_chart));
+      doc.chart(svg_bar_chart(time_chart));
+    }
+    if (!why.empty()) {
+      doc.para("Why some options cannot:");
+      doc.bullets(why);
+    }
+    if (!cmds.empty()) {
+      doc.para("Each row is one `gpuplan train` run; rerun it to see every figure derived:");
+      doc.code(cmds);
+    }
+  }
+
+  // Serving deployments.
+  for (std::size_t i = 0; i < res.serving.size(); ++i) {
+    const auto& ir = res.serving[i];
+    const auto& req = ctx.serving[i];
+    const auto& item = *std::find_if(ctx.plan.serving.begin(), ctx.plan.serving.end(),
+                                     [&](const wl_io::PlanServingItem& s) { return s.id == ir.id; });
+    doc.heading("Serving: " + ir.name);
+    std::string engine;
+    for (const auto& e : ctx.serving_engine[i])
+      if (!e.empty()) {
+        engine = e;
+        break;
+      }
+    doc.para(fmt::format("{}: {} requests/s, {} prompt tokens and {} output tokens per request; target {}{}. For each "
+                         "option the replica layout (tensor / pipeline parallel) and batch that meet the target with "
+                         "the fewest GPUs are kept; TTFT includes queueing at that load.",
+                         model_name(req.arch), u::format_number(req.traffic.requests_per_s, 4),
+                         lengths_text(req.traffic, true), lengths_text(req.traffic, false), sla_text(req.sla),
+                         engine.empty() ? "" : "; " + engine));
+    Table t;
+    t.columns = {{"option", "option"},         {"gpus", "GPUs", true},        {"layout", "replicas × layout"},
+                 {"batch", "batch", true},      {"ttft", "TTFT", true},        {"itl", "ITL", true},
+                 {"rate", "cost per hour", true}, {"month", "per month", true}, {"mtok", "per M output tokens", true},
+                 {"verdict", "verdict"}};
+    std::vector<std::string> why;
+    std::vector<std::string> cmds;
+    for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+      const auto& c = ir.cells[k];
+      const std::string label = option_label(opts[k]);
+      const bool best = ir.cheapest && *ir.cheapest == k;
+      if (!c.has_numbers) {
+        t.rows.push_back({label, "", "", "", "", "", "", "", "", "cannot run"});
+      } else {
+        t.rows.push_back({label, count(double(c.gpus)), fmt::format("{} × TP {}{}", c.replicas, c.tp, c.pp > 1 ? fmt::format(" · PP {}", c.pp) : ""),
+                          std::to_string(c.batch), u::format(c.ttft), u::format(c.itl), per_hour(c.cost_rate),
+                          per_month(c.cost_rate), fmt::format("${:.3g}", c.cost_per_mtok_usd),
+                          best ? "**cheapest**" : c.feasible ? "meets the SLA" : "misses the SLA"});
+        cmds.push_back(serve_command(item, c, req.cells[k].sys, opts[k]));
+      }
+      if (!c.feasible)
+        for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", label, r));
+    }
+    doc.table(t);
+    if (html) {
+      BarChart cost_chart{fmt::format("chart-serving-{}-cost", ir.id), "Serving cost per month, per option", {}, std::nullopt, {}};
+      for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+        const auto& c = ir.cells[k];
+        const bool best = ir.cheapest && *ir.cheapest == k;
+        const std::string label = option_label(opts[k]);
+        if (!c.feasible) {
+          cost_chart.bars.push_back({label, 0, "misses the SLA", false, true});
+          continue;
+        }
+        cost_chart.bars.push_back({label, c.cost_rate.raw() * 3600 * model::kHoursPerMonth,
+                             fmt::format("{} per month on {} GPUs", per_month(c.cost_rate), count(double(c.gpus))), best,
+                             false});
+      }
+      doc.chart(svg_bar_chart(cost_chart));
+    }
+    if (!why.empty()) {
+      doc.para("Why some options cannot:");
+      doc.bullets(why);
+    }
+    if (!cmds.empty()) {
+      doc.para("Each row is one `gpuplan serve` run; rerun it to see every figure derived:");
+      doc.code(cmds);
+    }
+  }
+
+  doc.heading("How to read this report");
+  doc.bullets({
+      "**Time to train** = step time × tokens ÷ tokens per step, from the training model (compute, memory traffic, "
+      "communication and pipeline bubbles of the chosen layout); **GPU-hours** = GPUs × time to train; **cost** = "
+      "GPU-hours × the price per GPU-hour.",
+      "**Energy** = GPU TDP × GPUs × time to train: an upper-bound estimate for the GPUs alone (no CPUs, network, "
+      "cooling).",
+      "**MFU** (model FLOPs utilisation) = useful training FLOPs ÷ (time × GPUs × peak): how busy the tensor cores "
+      "are. **Memory per GPU** is the peak on the busiest GPU, with what is left of the usable memory in brackets.",
+      "**TTFT** (time to first token) is at the stated percentile, queueing included; **ITL** (inter-token latency) is "
+      "the mean time between output tokens; **per M output tokens** = cost per hour ÷ output tokens per hour × 10⁶.",
+      "Prices are indicative list prices per GPU-hour from the hardware data files (sources above) unless the plan "
+      "gives its own; a month is 720 hours of serving.",
+      "Layout: TP / PP / DP / CP = tensor, pipeline, data, context parallel sizes; v = pipeline chunks per stage; SP = "
+      "sequence parallelism; micro = sequences per micro-batch; ZeRO = optimizer-state sharding stage.",
+      "Accuracy: docs/accuracy.md compares the model with our own GPU measurements and with published runs; on "
+      "published large-scale training it is mostly optimistic (faster steps than reported), so read training times "
+      "and costs as lower bounds.",
+  });
+
+  if (explain) {
+    doc.heading("Derivations");
+    const Format f = html ? Format::text : Format::md;
+    for (std::size_t i = 0; i < res.training.size(); ++i)
+      for (std::size_t k = 0; k < res.training[i].cells.size(); ++k) {
+        const auto& c = res.training[i].cells[k];
+        if (!c.derivation.empty()) doc.raw(render_derivation(c.derivation, f));
+      }
+    for (std::size_t i = 0; i < res.serving.size(); ++i)
+      for (std::size_t k = 0; k < res.serving[i].cells.size(); ++k) {
+        const auto& c = res.serving[i].cells[k];
+        if (!c.derivation.empty()) doc.raw(render_derivation(c.derivation, f));
+      }
+    doc.raw(render_derivation(res.totals, f));
+  }
+  return doc;
+}
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------------------------
+// JSON and CSV
+// ------------------------------------------------------------------------------------------------------------------
+
+ordered_json num_or_null(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(); }
+
+const char* recompute_key(wl::Recompute r) {
+  return r == wl::Recompute::none ? "none" : r == wl::Recompute::selective ? "selective" : "full";
+}
+
+}  // namespace
+
+ordered_json report_json(const ReportContext& ctx, const model::ReportResult& res, bool explain) {
+  const auto& opts = ctx.plan.options;
+  ordered_json o;
+  o["plan"] = ctx.file;
+  o["description"] = ctx.plan.description;
+  o["feasible"] = res.all_feasible;
+  o["options"] = ordered_json::array();
+  for (std::size_t k = 0; k < opts.size(); ++k) {
+    const auto& oc = ctx.options[k];
+    const auto price = oc.sys.price ? oc.sys.price : oc.sys.gpu->price;
+    o["options"].push_back({{"id", opts[k].id},
+                            {"name", opts[k].name},
+                            {"gpu", oc.sys.gpu->info.id},
+                            {"node", oc.sys.node ? ordered_json(oc.sys.node->info.id) : ordered_json()},
+                            {"cluster", opts[k].cluster.empty() ? ordered_json() : ordered_json(opts[k].cluster)},
+                            {"price_usd_per_gpu_hour", price ? ordered_json(u::to_usd_per_hour(*price)) : ordered_json()},
+                            {"price_source", price ? ordered_json(oc.price_origin) : ordered_json()},
+                            {"max_gpus", res.options[k].max_gpus ? ordered_json(*res.options[k].max_gpus) : ordered_json()}});
+  }
+  o["training"] = ordered_json::array();
+  for (std::size_t i = 0; i < res.training.size(); ++i) {
+    const auto& ir = res.training[i];
+    const auto& req = ctx.training[i];
+    ordered_json it;
+    it["id"] = ir.id;
+    it["name"] = ir.name;
+    it["model"] = req.arch.id;
+    it["tokens"] = req.tokens;
+    it["deadline_days"] = req.deadline_days;
+    it["cheapest"] = ir.cheapest ? ordered_json(opts[*ir.cheapest].id) : ordered_json();
+    it["options"] = ordered_json::array();
+    for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+      const auto& c = ir.cells[k];
+      ordered_json x;
+      x["option"] = opts[k].id;
+      x["feasible"] = c.feasible;
+      x["cheapest"] = ir.cheapest && *ir.cheapest == k;
+      x["reasons"] = c.reasons;
+      x["gpu_counts"] = c.gpu_counts;
+      x["layouts_searched"] = c.layouts_searched;
+      x["price_usd_per_gpu_hour"] = c.price ? ordered_json(u::to_usd_per_hour(*c.price)) : ordered_json();
+      if (c.feasible) {
+        const auto& l = *c.layout;
+        x["gpus"] = c.gpus;
+        x["layout"] = {{"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep},
+                       {"virtual_stages", l.virtual_stages}, {"micro_batch", l.micro_batch},
+                       {"sequence_parallel", l.sequence_parallel}, {"recompute", recompute_key(l.recompute)},
+                       {"zero", static_cast<int>(l.zero)},
+                       {"offload", l.offload == wl::Offload::optimizer ? "optimizer" : "none"}};
+        x["layout_text"] = c.layout_text;
+        x["step_time_s"] = c.step_time.raw();
+        x["tokens_per_s"] = c.tokens_per_s;
+        x["time_s"] = c.time_to_train.raw();
+        x["time_days"] = c.time_to_train.raw() / 86400.0;
+        x["gpu_hours"] = c.gpu_hours;
+        x["cost_usd"] = num_or_null(c.cost ? std::optional<double>(c.cost->raw()) : std::nullopt);
+        x["energy_kWh"] = num_or_null(c.energy ? std::optional<double>(c.energy->raw() / 3.6e6) : std::nullopt);
+        x["mfu"] = c.mfu;
+        x["peak_memory_bytes"] = c.peak_memory.raw();
+        x["capacity_bytes"] = c.capacity.raw();
+        x["headroom_bytes"] = (c.capacity - c.peak_memory).raw();
+      }
+      if (explain && !c.derivation.empty()) x["derivation"] = derivation_json(c.derivation);
+      it["options"].push_back(x);
+    }
+    o["training"].push_back(it);
+  }
+  o["serving"] = ordered_json::array();
+  for (std::size_t i = 0; i < res.serving.size(); ++i) {
+    const auto& ir = res.serving[i];
+    const auto& req = ctx.serving[i];
+    ordered_json it;
+    it["id"] = ir.id;
+    it["name"] = ir.name;
+    it["model"] = req.arch.id;
+    it["requests_per_s"] = req.traffic.requests_per_s;
+    it["input_tokens"] = req.traffic.input ? req.traffic.input->mean() : double(req.traffic.input_tokens);
+    it["output_tokens"] = req.traffic.output ? req.traffic.output->mean() : double(req.traffic.output_tokens);
+    it["sla"] = {{"ttft_s", req.sla.ttft ? ordered_json(req.sla.ttft->raw()) : ordered_json()},
+                 {"itl_s", req.sla.itl ? ordered_json(req.sla.itl->raw()) : ordered_json()},
+                 {"percentile", req.sla.percentile}};
+    it["cheapest"] = ir.cheapest ? ordered_json(opts[*ir.cheapest].id) : ordered_json();
+    it["options"] = ordered_json::array();
+    for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+      const auto& c = ir.cells[k];
+      ordered_json x;
+      x["option"] = opts[k].id;
+      x["feasible"] = c.feasible;
+      x["cheapest"] = ir.cheapest && *ir.cheapest == k;
+      x["reasons"] = c.reasons;
+      x["price_usd_per_gpu_hour"] = c.price ? ordered_json(u::to_usd_per_hour(*c.price)) : ordered_json();
+      if (c.has_numbers) {
+        x["gpus"] = c.gpus;
+        x["replicas"] = c.replicas;
+        x["tp"] = c.tp;
+        x["pp"] = c.pp;
+        x["batch"] = c.batch;
+        x["ttft_s"] = c.ttft.raw();
+        x["itl_s"] = c.itl.raw();
+        x["output_tokens_per_s"] = c.output_tokens_per_s;
+        x["cost_usd_per_hour"] = u::to_usd_per_hour(c.cost_rate);
+        x["cost_usd_per_month"] = u::to_usd_per_hour(c.cost_rate) * model::kHoursPerMonth;
+        x["cost_per_mtok_usd"] = c.cost_per_mtok_usd;
+      }
+      if (explain && !c.derivation.empty()) x["derivation"] = derivation_json(c.derivation);
+      it["options"].push_back(x);
+    }
+    o["serving"].push_back(it);
+  }
+  ordered_json per = ordered_json::array();
+  for (std::size_t k = 0; k < opts.size(); ++k) {
+    const auto& t = res.per_option[k];
+    per.push_back({{"option", opts[k].id},
+                   {"covers_all", t.covers_all},
+                   {"training_cost_usd", t.training_cost.raw()},
+                   {"training_gpu_hours", t.training_gpu_hours},
+                   {"serving_cost_usd_per_hour", u::to_usd_per_hour(t.serving_cost_rate)},
+                   {"serving_gpus", t.serving_gpus}});
+  }
+  o["totals"] = {{"training_cost_usd", res.training_cost.raw()},
+                 {"training_gpu_hours", res.training_gpu_hours},
+                 {"training_energy_kWh", res.training_energy.raw() / 3.6e6},
+                 {"training_time_days_longest", res.training_time_longest.raw() / 86400.0},
+                 {"serving_cost_usd_per_hour", u::to_usd_per_hour(res.serving_cost_rate)},
+                 {"serving_cost_usd_per_month", u::to_usd_per_hour(res.serving_cost_rate) * model::kHoursPerMonth},
+                 {"serving_gpus", res.serving_gpus},
+                 {"per_option", per}};
+  if (explain) o["totals"]["derivation"] = derivation_json(res.totals);
+  return o;
+}
+
+namespace {
+
+std::string csv_num(double v) { return fmt::format("{:.10g}", v); }
+
+}  // namespace
+
+std::string report_csv(const ReportContext& ctx, const model::ReportResult& res) {
+  const auto& opts = ctx.plan.options;
+  Table t;
+  t.columns = {{"kind", "kind"},
+               {"item", "item"},
+               {"option", "option"},
+               {"gpu", "gpu"},
+               {"price_usd_per_gpu_hour", "price", true},
+               {"feasible", "feasible"},
+               {"cheapest", "cheapest"},
+               {"gpus", "gpus", true},
+               {"layout", "layout"},
+               {"time_days", "time_days", true},
+               {"gpu_hours", "gpu_hours", true},
+               {"cost_usd", "cost_usd", true},
+               {"energy_kWh", "energy_kWh", true},
+               {"mfu", "mfu", true},
+               {"headroom_bytes", "headroom_bytes", true},
+               {"replicas", "replicas", true},
+               {"batch", "batch", true},
+               {"ttft_s", "ttft_s", true},
+               {"itl_s", "itl_s", true},
+               {"cost_usd_per_hour", "cost_usd_per_hour", true},
+               {"cost_per_mtok_usd", "cost_per_mtok_usd", true},
+               {"reasons", "reasons"}};
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : "; ") + x;
+    return s;
+  };
+  auto price = [](const std::optional<u::UsdPerSecond>& p) { return p ? csv_num(u::to_usd_per_hour(*p)) : std::string(); };
+  for (const auto& ir : res.training)
+    for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+      const auto& c = ir.cells[k];
+      const bool f = c.feasible;
+      t.rows.push_back({"training", ir.id, opts[k].id, ctx.options[k].sys.gpu->info.id, price(c.price),
+                        f ? "true" : "false", ir.cheapest && *ir.cheapest == k ? "true" : "false",
+                        f ? std::to_string(c.gpus) : "", f ? c.layout_text : "",
+                        f ? csv_num(c.time_to_train.raw() / 86400.0) : "", f ? csv_num(c.gpu_hours) : "",
+                        f && c.cost ? csv_num(c.cost->raw()) : "", f && c.energy ? csv_num(c.energy->raw() / 3.6e6) : "",
+                        f ? csv_num(c.mfu) : "", f ? csv_num((c.capacity - c.peak_memory).raw()) : "", "", "", "", "",
+                        "", "", joined(c.reasons)});
+    }
+  for (const auto& ir : res.serving)
+    for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+      const auto& c = ir.cells[k];
+      const bool n = c.has_numbers;
+      t.rows.push_back({"serving", ir.id, opts[k].id, ctx.options[k].sys.gpu->info.id, price(c.price),
+                        c.feasible ? "true" : "false", ir.cheapest && *ir.cheapest == k ? "true" : "false",
+                        n ? std::to_string(c.gpus) : "",
+                        n ? fmt::format("TP {}{}", c.tp, c.pp > 1 ? fmt::format(" · PP {}", c.pp) : "") : "", "", "", "", "",
+                        "", "", n ? std::to_string(c.replicas) : "", n ? std::to_string(c.batch) : "",
+                        n ? csv_num(c.ttft.raw()) : "", n ? csv_num(c.itl.raw()) : "",
+                        n ? csv_num(u::to_usd_per_hour(c.cost_rate)) : "", n ? csv_num(c.cost_per_mtok_usd) : "",
+                        joined(c.reasons)});
+    }
+  return t.render(Format::csv);
+}
+
+}  // namespace gpuplan::cli
