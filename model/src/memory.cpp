@@ -250,10 +250,29 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       st.gathered_w = st.largest_layer_gpu * pr.weight_bytes * units_gathered;
       st.gathered_g = st.largest_layer_gpu * pr.gradient_bytes;
     }
-    if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none && plan.par.dp > 1) {
-      // PyTorch DDP allocates its communication buckets as a second copy of every gradient
-      // (gradient_as_bucket_view=False, the default); measured on our 2×H200 DDP run: +4 B/param with fp32 grads.
-      st.gathered_g = st.grads;
+    // A PyTorch training loop (eager modules; plan.kernels == eager). Measured allocator timelines of our H100/H200
+    // runs (data/validation/measured/h200-sxm-141gb/mem_*.json, scripts/measure/mem_timeline.py) show:
+    //  - DDP keeps its communication buckets allocated across steps, one more copy of every gradient (+4 B/param
+    //    with fp32 grads, measured on 2 and 4 H200s);
+    //  - FSDP2 keeps the root unit (embedding, final norm and LM head when only the layers are wrapped) gathered from
+    //    its forward to its backward, and gathers one layer for the backward; in the compute dtype;
+    //  - torch.autocast with fp32 parameters caches a bf16 copy of every GEMM weight for the forward, and each
+    //    nn.Linear keeps its copy for the backward: + a_b per GEMM weight until the layer's backward runs.
+    st.amp_copies = 0.0;
+    if (plan.kernels == wl::KernelStyle::eager) {
+      const double cd = plan.mixed_precision == wl::MixedPrecision::amp ? c.ab : pr.weight_bytes;
+      if (plan.zero == wl::ZeroStage::none && plan.par.dp > 1) st.gathered_g = st.grads;
+      if (plan.zero == wl::ZeroStage::parameters && n_dense > 1) {
+        double root = 0.0;
+        if (shape.first) root += double(params.embedding + params.position_embedding);
+        if (shape.last) root += unit_norm + double(params.lm_head);
+        st.gathered_w = (root / t + st.largest_layer_gpu) * cd;
+        st.gathered_g = 0.0;  // a layer's unsharded gradient exists only between its backward and its reduce-scatter
+      }
+      if (plan.mixed_precision == wl::MixedPrecision::amp && plan.zero != wl::ZeroStage::parameters) {
+        const double emb = shape.first ? double(params.embedding + params.position_embedding) : 0.0;
+        st.amp_copies = std::max(0.0, (st.p_dense - emb) / t + st.p_expert / (t * ep)) * c.ab;
+      }
     }
 
     // Activations. 1F1B: stage i holds min(p − i, m) micro-batches of its layers ([K22] §4.2.3: the first stage holds
@@ -283,14 +302,29 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       // the activation dtype plus their fp32 upcast for the vocab-parallel cross entropy (Megatron fuses it in place).
       st.extra_last = c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
       st.logits_b = c.tokens * double(a.vocab) / t * (c.ab + kFp32Bytes);
+      // PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 output; its
+      // backward's fp32 incoming gradient coexists with both (measured peak, mem_*.json): a_b + 4 + 4 per logit.
+      if (plan.kernels == wl::KernelStyle::eager) st.logits_b += c.tokens * double(a.vocab) / t * kFp32Bytes;
     }
     // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers are freed once the
     // output layer's backward has run, before the first layer is recomputed. The peak counts the larger of the two.
     st.activations = st.stored_layers + st.extra_first + st.extra_last + std::max(0.0, st.working_set - st.logits_b);
     st.nccl = comms * overheads.nccl_buffers.raw();
     st.ctx = overheads.cuda_context.raw();
-    const double allocated =
+    double allocated =
         st.weights + st.gathered_w + st.grads + st.gathered_g + st.master + st.opt + st.activations + st.logits_b;
+    st.grads_at_peak = st.acts_at_peak = true;
+    if (plan.kernels == wl::KernelStyle::eager) {
+      // zero_grad(set_to_none=True) (PyTorch's default): no .grad exists when the backward starts; each layer's
+      // gradients appear as its saved tensors are freed. The peak is the larger of the backward's start (every saved
+      // tensor, the loss buffers, the autocast copies) and its end (every gradient, no activations).
+      const double states = st.weights + st.gathered_w + st.gathered_g + st.master + st.opt;
+      const double start = states + st.amp_copies + st.activations + st.logits_b;
+      const double end = states + st.grads;
+      st.grads_at_peak = end > start;
+      st.acts_at_peak = !st.grads_at_peak;
+      allocated = std::max(start, end);
+    }
     st.frag = overheads.fragmentation * allocated;
     st.total = allocated + st.ctx + st.nccl + st.frag;
   };
@@ -338,12 +372,13 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   const StageMemory& h = core.heaviest();
 
   TrainingMemory r;
-  r.weights = units::bytes(h.weights + h.gathered_w);
-  r.gradients = units::bytes(h.grads + h.gathered_g);
+  // What is alive at the peak: a PyTorch loop peaks either at the backward's start (no gradients yet) or its end.
+  r.weights = units::bytes(h.weights + h.gathered_w + (h.acts_at_peak ? h.amp_copies : 0.0));
+  r.gradients = units::bytes((h.grads_at_peak ? h.grads : 0.0) + h.gathered_g);
   r.master_weights = units::bytes(h.master);
   r.optimizer_states = units::bytes(h.opt);
-  r.activations = units::bytes(h.activations);
-  r.logits = units::bytes(h.logits_b);
+  r.activations = units::bytes(h.acts_at_peak ? h.activations : 0.0);
+  r.logits = units::bytes(h.acts_at_peak ? h.logits_b : 0.0);
   r.cuda_context = units::bytes(h.ctx);
   r.nccl_buffers = units::bytes(h.nccl);
   r.fragmentation = units::bytes(h.frag);
@@ -419,12 +454,24 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
     d.children.back().notes.push_back(
         fmt::format("{} multi-token-prediction parameters are not counted (as in parameter_counts' total)",
                     format_count(double(params.mtp))));
-  if (h.gathered_w > 0.0) {
+  const bool torch_loop = plan.kernels == wl::KernelStyle::eager;
+  if (h.gathered_w > 0.0 && torch_loop) {
+    d.children.back().notes.push_back(fmt::format(
+        "includes {} of gathered parameters in the compute dtype: PyTorch FSDP keeps the root unit (embedding, final "
+        "norm, LM head) gathered from its forward to its backward and gathers one layer ({} params per GPU) for the "
+        "backward (measured allocator timelines, data/validation/measured/h200-sxm-141gb/mem_*.json)",
+        B(h.gathered_w), format_count(h.largest_layer_gpu)));
+  } else if (h.gathered_w > 0.0) {
     d.children.back().notes.push_back(fmt::format(
         "includes {} of gathered parameters: ZeRO-3/FSDP materialises the largest layer ({} params per GPU) × {} "
         "(current + prefetched unit)",
         B(h.gathered_w), format_count(h.largest_layer_gpu), plan.overlap_param_gather ? 2 : 1));
   }
+  if (h.amp_copies > 0.0 && h.acts_at_peak)
+    d.children.back().notes.push_back(fmt::format(
+        "includes {}: torch.autocast's {}-byte copies of the GEMM weights, cached in the forward and kept by each "
+        "nn.Linear for its backward (measured allocator timelines)",
+        B(h.amp_copies), format_number(c.ab)));
   d.children.push_back({"memory.gradients",
                         "Gradients",
                         fmt::format("P_gpu·b_g{}", zero >= 2 ? " / N" : ""),
@@ -435,8 +482,19 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   if (h.gathered_g > 0.0)
     d.children.back().notes.push_back(
         fmt::format("includes {}: {}", B(h.gathered_g),
-                    plan.zero == wl::ZeroStage::parameters ? "the unsharded gradient of one layer before its reduce-scatter"
-                                                           : "PyTorch DDP's gradient buckets (a second copy of the gradients)"));
+                    plan.zero == wl::ZeroStage::parameters
+                        ? "the unsharded gradient of one layer before its reduce-scatter"
+                        : "PyTorch DDP's gradient buckets, allocated across steps (one more copy of the gradients)"));
+  if (!h.grads_at_peak)
+    d.children.back().notes.push_back(fmt::format(
+        "the per-parameter gradients ({}) are not alive at the peak: PyTorch's zero_grad(set_to_none=True) frees them "
+        "and the backward allocates them as it frees the saved activations, so the peak is the backward's start",
+        B(h.grads)));
+  if (!h.acts_at_peak)
+    d.children.back().notes.push_back(fmt::format(
+        "the peak is the backward's end: every gradient ({}) is allocated and every saved activation ({} + logits {}) "
+        "freed; at the backward's start the activations would weigh less than the gradients",
+        B(h.grads), B(h.activations), B(h.logits_b)));
   d.children.push_back({"memory.master_weights",
                         "Master weights",
                         fmt::format("P_gpu·b_m{}", zero >= 1 ? " / N" : ""),
@@ -533,14 +591,18 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   d.children.push_back(
       {"memory.logits",
        "Logits and loss buffers",
-       "(s/c)·b·V/t·(a_b + 4): logits in the activation dtype + their fp32 upcast for the cross entropy",
+       torch_loop ? "(s/c)·b·V/t·(a_b + 4 + 4): logits, log_softmax's fp32 output and its fp32 incoming gradient"
+                  : "(s/c)·b·V/t·(a_b + 4): logits in the activation dtype + their fp32 upcast for the cross entropy",
        {{"V", format_count(double(a.vocab)), "vocabulary", cfg},
         {"(s/c)·b", format_count(c.tokens), "tokens of one micro-batch on this GPU", Origin::user("plan")},
         {"t", format_count(t), "tensor parallel (vocab-parallel output layer)", par_o}},
        B(h.logits_b),
-       {h.logits_b > 0 ? "Megatron's vocab-parallel cross entropy upcasts to fp32 and computes the softmax in place "
-                         "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"
-                       : "the heaviest stage is not the last: it holds no logits"},
+       {h.logits_b <= 0 ? "the heaviest stage is not the last: it holds no logits"
+        : torch_loop     ? "PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 "
+                           "output; its backward's fp32 incoming gradient coexists with both (measured allocator "
+                           "timelines, data/validation/measured/h200-sxm-141gb/mem_*.json)"
+                         : "Megatron's vocab-parallel cross entropy upcasts to fp32 and computes the softmax in place "
+                           "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"},
        {}});
   d.children.push_back({"memory.cuda_context",
                         "CUDA context and cuBLAS workspace",

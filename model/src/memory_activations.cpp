@@ -22,6 +22,8 @@ bool gpt_style_dropout(const wl::TransformerArch& a) {
 }
 
 Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout) {
+  if (layout == ActivationLayout::from_plan)
+    layout = plan.kernels == wl::KernelStyle::eager ? ActivationLayout::torch_eager : ActivationLayout::megatron;
   Ctx c{a, plan, layout};
   c.ab = plan.precision.activation_bytes;
   c.t = std::max(1, plan.par.tp);
@@ -58,12 +60,13 @@ void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, bool layer_input,
 }
 
 /// FFN intermediates for `width` (i, k·i_e or n_s·i_s). Megatron-Core/TE fused SwiGLU (bias_swiglu) saves the fc1
-/// output [gate | up] (2·width) and the product (fc2 input, width), recomputing silu(gate) in its backward. HF's
-/// LlamaMLP, down(act(gate(x))·up(x)), also keeps act(gate(x)) for the multiply: 4·width. Two-matrix MLPs keep the
+/// output [gate | up] (2·width) and the product (fc2 input, width), recomputing silu(gate) in its backward. Unfused
+/// PyTorch, down(act(gate(x))·up(x)) as HF's LlamaMLP and our bench write it, also keeps act(gate(x)) for the
+/// multiply: 4·width (measured: data/validation/measured/h200-sxm-141gb/mem_*.json). Two-matrix MLPs keep the
 /// fc1 output (activation input) and the activation output (fc2 input) ([K22] §4.1: 8sbh + 8sbh for 4h).
 void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, const char* w1, const char* w2) {
   if (c.a.mlp == wl::MlpKind::gated) {
-    if (c.hf()) {
+    if (c.eager()) {
       add(v, part, "gate and up projection outputs", w2, 2 * width, c.ab, Split::tensor);
       add(v, part, "activation of the gate (kept for the multiply)", w1, width, c.ab, Split::tensor);
       add(v, part, "gated product (down-projection input)", w1, width, c.ab, Split::tensor);
@@ -221,8 +224,14 @@ const char* part_name(Part p) {
 }
 
 const char* layout_name(ActivationLayout l) {
-  return l == ActivationLayout::hf_eager ? "Hugging Face transformers, eager autograd"
-                                         : "Megatron-Core + Transformer Engine (Korthikanti et al. 2022)";
+  switch (l) {
+    case ActivationLayout::hf_eager: return "Hugging Face transformers, eager autograd";
+    case ActivationLayout::torch_eager:
+      return "PyTorch modules, eager autograd (nn.Linear, fused RMSNorm/LayerNorm, SDPA; measured on our H200 runs)";
+    case ActivationLayout::from_plan:
+    case ActivationLayout::megatron: break;
+  }
+  return "Megatron-Core + Transformer Engine (Korthikanti et al. 2022)";
 }
 
 Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id) {
@@ -268,6 +277,11 @@ Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id)
     d.notes.push_back(
         "fused SwiGLU (Megatron-Core bias_swiglu) saves [gate | up] and the product; an unfused "
         "implementation also keeps silu(gate) (+1 intermediate width)");
+  if (c.layout == ActivationLayout::torch_eager)
+    d.notes.push_back(
+        "PyTorch eager layout: each op's autograd node keeps its own inputs — the norm input and output, Q and K "
+        "after RoPE, V, the SDPA output (FlashAttention returns it in [b, s, n, d] order, so the O-projection input "
+        "is a view of it), and for a gated MLP the gate and up outputs, silu(gate) and the product");
   if (c.hf())
     d.notes.push_back(
         "Hugging Face eager layout: the bf16 layer input is not saved (RMSNorm upcasts it first); a "

@@ -49,6 +49,8 @@ struct Ctx {
   double s = 0.0;        ///< sequence length (attention-score width)
   double tokens = 0.0;   ///< (s/c)·b tokens of one micro-batch on one GPU
   bool hf() const { return layout == ActivationLayout::hf_eager; }
+  /// Eager PyTorch autograd (plain modules or HF): unfused ops keep their own inputs.
+  bool eager() const { return layout == ActivationLayout::hf_eager || layout == ActivationLayout::torch_eager; }
   bool gemma_norm() const { return a.model_type.rfind("gemma", 0) == 0; }
   double divisor(Split sp_class) const { return sp_class == Split::tensor || sp ? t : 1.0; }
   double bytes_per_token(const Term& x) const { return x.elements * x.elem_bytes / divisor(x.split); }

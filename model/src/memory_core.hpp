@@ -52,6 +52,9 @@ struct StageMemory {
   double weights = 0.0, grads = 0.0, master = 0.0, opt = 0.0, gathered_w = 0.0, gathered_g = 0.0;
   double activations = 0.0, nccl = 0.0, ctx = 0.0, frag = 0.0, total = 0.0;
   double host = 0.0;  // master weights + optimizer states kept in host memory (CPU offload), per GPU
+  double amp_copies = 0.0;     // PyTorch autocast's bf16 copies of the GEMM weights, kept for the backward
+  bool grads_at_peak = true;   // false: a PyTorch loop whose peak is the backward's start (no .grad allocated yet)
+  bool acts_at_peak = true;    // false: a PyTorch loop whose peak is the backward's end (every saved tensor freed)
 };
 
 struct MemoryCore {

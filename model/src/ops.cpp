@@ -43,6 +43,18 @@ units::FlopRate Device::peak(hw::Precision p) const {
 
 Device make_device(const hw::GpuSpec& gpu) { return Device{&gpu, default_efficiency(gpu)}; }
 
+Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyProfile>& eff, wl::AttentionKernel attn) {
+  Device d = make_device(gpu);
+  if (eff) d.eff = *eff;
+  d.eff.gemm_bf16 *= d.eff.gemm_sustained;
+  d.eff.gemm_fp8 *= d.eff.gemm_sustained;
+  if (attn == wl::AttentionKernel::fa2) {
+    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
+    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
+  }
+  return d;
+}
+
 namespace {
 double element_bytes(hw::Precision p) { return hw::bytes_per_element(p); }
 /// Attention runs its matmuls in 16-bit when the GEMMs are fp8/fp4 (FlashAttention's bf16 path).

@@ -276,7 +276,7 @@ struct FastTrainingEvaluator::Impl {
       r.tokens_per_usd = core.tokens_per_s / (k.price->raw() * double(par.gpus()));
     }
 
-    const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::megatron);
+    const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     const int p = std::max(1, par.pp);
     const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;

@@ -74,13 +74,9 @@ struct Acc {
 std::int64_t at_least_one(double x) { return std::max<std::int64_t>(1, std::llround(std::ceil(x - 1e-9))); }
 
 Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
-  Device d = make_device(*sys.gpu);
-  if (sys.efficiency) d.eff = *sys.efficiency;
+  // An engine under load runs its forward passes back to back: sustained work, like a training step.
+  Device d = sustained_device(*sys.gpu, sys.efficiency, plan.attention);
   d.eff.kernel_launch = plan.cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
-  if (plan.attention == wl::AttentionKernel::fa2) {
-    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
-    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
-  }
   return d;
 }
 

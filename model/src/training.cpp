@@ -145,16 +145,8 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
 }
 
 Device training_device(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  Device d = make_device(*sys.gpu);
-  if (sys.efficiency) d.eff = *sys.efficiency;
   // Training is sustained work: the calibrated GEMM ceilings (from the sweep's short bursts) at the sustained rate.
-  d.eff.gemm_bf16 *= d.eff.gemm_sustained;
-  d.eff.gemm_fp8 *= d.eff.gemm_sustained;
-  if (plan.attention_kernel == wl::AttentionKernel::fa2) {
-    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
-    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
-  }
-  return d;
+  return sustained_device(*sys.gpu, sys.efficiency, plan.attention_kernel);
 }
 
 TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys) {

@@ -22,32 +22,33 @@ Example: torchrun --standalone --nproc_per_node=2 scripts/measure/mem_timeline.p
              --micro-batch 4
 """
 import collections
+import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common  # noqa: E402
-import train_step as ts  # noqa: E402
-
-import torch  # noqa: E402
 
 MARK_ELEMS = 7 * 512 + 1  # a block size no model tensor has (bytes rounded up by the allocator, still unique)
 OWN_FILES = ("train_step.py", "mem_timeline.py")
 
 
 def mark_step_start(dev):
+    import torch
     return torch.empty(MARK_ELEMS, dtype=torch.uint8, device=dev)
 
 
 def mark_after_forward(dev):
+    import torch
     return torch.empty(MARK_ELEMS, dtype=torch.uint8, device=dev)
 
 
 def mark_after_backward(dev):
+    import torch
     return torch.empty(MARK_ELEMS, dtype=torch.uint8, device=dev)
 
 
 def mark_after_optimizer(dev):
+    import torch
     return torch.empty(MARK_ELEMS, dtype=torch.uint8, device=dev)
 
 
@@ -84,9 +85,11 @@ def analyse(snapshot, dev_index, logits_elems):
     for seg in snapshot["segments"]:
         if seg.get("device", dev_index) != dev_index:
             continue
-        for b in seg["blocks"]:
-            if b["state"] == "active_allocated" and b["addr"] not in known:
-                pre.setdefault(b["addr"], b["size"])
+        addr = seg["address"]
+        for b in seg["blocks"]:  # blocks lie back to back from the segment's address
+            if b["state"] == "active_allocated" and addr not in known:
+                pre.setdefault(addr, b["size"])
+            addr += b["size"]
     base = sum(pre.values())
     live = {addr: (size, "before the step", ("(allocated before recording)", "-")) for addr, size in pre.items()}
     cur = sum(v[0] for v in live.values())
@@ -130,7 +133,33 @@ def analyse(snapshot, dev_index, logits_elems):
             "peak_live_logits_sized_bytes": dict(logits_sized)}
 
 
+def offline(argv):
+    """--analyze SNAPSHOT.pkl.gz --record mem_X.json: (re)analyse a saved snapshot into its record (no torch)."""
+    import gzip
+    import json
+    import pickle
+    snap_path, rec_path = argv[argv.index("--analyze") + 1], argv[argv.index("--record") + 1]
+    with gzip.open(snap_path, "rb") as fi:
+        snap = pickle.load(fi)
+    with open(rec_path) as fi:
+        rec = json.load(fi)
+    c = rec["config"]
+    rec["analysis"] = analyse(snap, 0, c["micro_batch"] * c["seq"] * c["vocab"])
+    rec.pop("analysis_error", None)
+    with open(rec_path, "w") as fo:
+        json.dump(rec, fo, indent=1)
+        fo.write("\n")
+    return rec
+
+
 def main():
+    if "--analyze" in sys.argv:
+        rec = offline(sys.argv)
+        print(json.dumps(rec["analysis"], indent=1))
+        return 0
+    import common
+    import torch
+    import train_step as ts
     a = ts.parse()
     distributed = a.ddp or a.fsdp
     rank, local_rank, world = 0, 0, 1

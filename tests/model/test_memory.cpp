@@ -572,3 +572,42 @@ TEST_CASE("Llama-3.1-8B at 32k: 7 GiB per layer, 8 GiB of checkpoints, 15.7 GiB 
 
 // Not expressible: B-zero-offload-single-gpu-capacity (13B on one V100 with ZeRO-2 + CPU optimizer offload). The
 // plan has no offload knob, so optimizer states and master weights are always on the GPU.
+
+// ------------------------------------------------------------------------------------------ a PyTorch training loop
+
+TEST_CASE("a PyTorch loop's peak is the backward's start: what the allocator timeline of our 1B-like run holds") {
+  // data/validation/measured/h200-sxm-141gb/mem_llama1b_s2048_b4.json (torch.cuda.memory history of one step, H200):
+  // peak 40.23 GiB at log_softmax's backward = fp32 params + AdamW m, v (16.81 GiB), no parameter gradients
+  // (set_to_none), autocast's bf16 copies of every GEMM weight (2.30 GiB), 45.0·h bytes per token and layer, and
+  // [T, V] buffers of 2 + 4 + 4 bytes per logit (9.78 GiB). Each term is asserted from its own formula here; the
+  // total against the measurement is a validation case (1% tolerance here: the model leaves out RoPE tables and
+  // per-token norm statistics).
+  const auto& a = arch("bench-llama-1b-like");
+  const auto p = model::parameter_counts(a, Explain::off);
+  auto plan = plan_with(2048, 4);
+  plan.kernels = wl::KernelStyle::eager;
+  plan.mixed_precision = wl::MixedPrecision::amp;
+  plan.precision.weight_bytes = 4;
+  plan.precision.gradient_bytes = 4;
+  plan.precision.master_bytes = 0;
+  plan.attention_kernel = wl::AttentionKernel::fa2;
+  const auto m = run(a, p, plan, kNone, ActivationLayout::from_plan);
+  const double P = double(p.total), emb = double(p.embedding), T = 8192, V = double(a.vocab), h = double(a.hidden);
+  CHECK(m.gradients.raw() == 0);
+  CHECK(m.weights.raw() == doctest::Approx(4 * P + 2 * (P - emb)));
+  CHECK(m.optimizer_states.raw() == doctest::Approx(8 * P));
+  CHECK(m.logits.raw() == doctest::Approx(T * V * (2 + 4 + 4)));
+  // 16 layers × (2h norm in + 2h norm out + 2h Q + 0.5h K + 0.5h V + 2h SDPA out + 2h residual + 2h norm out + 16h
+  // gate|up + 8h silu + 8h product + fp32 LSE 32 heads) + final norm/LM-head inputs 4h, per token.
+  const double per_layer = (2 + 2 + 2 + 0.5 + 0.5 + 2 + 2 + 2 + 16 + 8 + 8) * h + 32 * 4;
+  CHECK(m.activations.raw() == doctest::Approx(T * (16 * per_layer + 4 * h)));
+  const double allocated = (m.weights + m.optimizer_states + m.activations + m.logits).raw();
+  CHECK(std::fabs(rel_err(allocated, 43'192'647'168.0)) <= 0.01);  // mem_llama1b_s2048_b4: 40.23 GiB
+
+  // Megatron's loop keeps its gradient buffers and fuses SwiGLU and the cross entropy: the same plan with fused
+  // kernels counts gradients and 6 bytes per logit.
+  plan.kernels = wl::KernelStyle::fused;
+  const auto f = run(a, p, plan, kNone, ActivationLayout::from_plan);
+  CHECK(f.gradients.raw() == doctest::Approx(4 * P));
+  CHECK(f.logits.raw() == doctest::Approx(T * V * 6));
+}

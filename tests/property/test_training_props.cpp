@@ -210,7 +210,11 @@ TEST_CASE("property: per-GPU memory does not rise with TP, PP, ZeRO stage or rec
           const double mask = double(std::min<std::int64_t>(p.par.pp, std::max<std::int64_t>(1, p.micro_batches())) -
                                      std::min<std::int64_t>(q.par.pp, std::max<std::int64_t>(1, q.micro_batches()))) *
                               double(p.micro_batch) * double(p.seq_len) * double(a.arch.hidden);
-          CHECK((hi->activations + hi->logits).raw() <= (lo->activations + lo->logits).raw() * (1 + kSlack) + std::max(0.0, mask));
+          // A PyTorch loop (eager kernels) that peaks at the backward's end holds no activations there (see the
+          // ZeRO check below): compare only peaks at which both hold them.
+          if ((lo->activations + lo->logits).raw() > 0 && (hi->activations + hi->logits).raw() > 0)
+            CHECK((hi->activations + hi->logits).raw() <=
+                  (lo->activations + lo->logits).raw() * (1 + kSlack) + std::max(0.0, mask));
           break;
         }
       }
@@ -233,8 +237,11 @@ TEST_CASE("property: per-GPU memory does not rise with TP, PP, ZeRO stage or rec
         if (z == 1) CHECK(m[2]->gradients.raw() <= m[1]->gradients.raw() * (1 + kSlack));
         if (z < 2) CHECK(m[z + 1]->total.raw() <= m[z]->total.raw() * (1 + kSlack));
         // The same stage reported (uneven pipelines: the heaviest stage can change with the ZeRO stage; logits
-        // are held only by the last stage): its activations do not depend on the ZeRO stage.
-        if (m[z + 1]->logits.raw() == m[z]->logits.raw())
+        // are held only by the last stage): its activations do not depend on the ZeRO stage. The breakdown is what is
+        // alive at the peak: a PyTorch loop (eager kernels) whose gradients outweigh its activations peaks at the
+        // backward's end, with no activations alive, and the ZeRO stage can move its peak there or back.
+        const bool both_hold_activations = m[z]->activations.raw() > 0 && m[z + 1]->activations.raw() > 0;
+        if (m[z + 1]->logits.raw() == m[z]->logits.raw() && both_hold_activations)
           CHECK(m[z + 1]->activations.raw() == m[z]->activations.raw());
       }
     }

@@ -191,10 +191,12 @@ TEST_CASE("calibration profiles at least halve the median error on our own servi
   CHECK(v->max_abs_error_calibrated < v->max_abs_error_same_cases);
 }
 
-// The issue's full target on all our own measured cases (training steps and serving steps) with the calibrated
-// profiles: median ≤ 5%, none over 15%. Not met yet (serving median 5.1%, worst 16.1%; training 6.2% / 18.9%, the
-// worst an FSDP memory case the profiles do not touch): this test fails until it is.
-TEST_CASE("calibrated predictions of all our own measurements: median 5%, none over 15%" * doctest::should_fail()) {
+// The issue's full target on all our own measured cases (training steps, peak memory and serving steps) with the
+// calibrated profiles: median ≤ 5%, none over 15%. Met since the memory model follows the allocator timelines of
+// our runs (mem_*.json: PyTorch's set_to_none gradients, autocast weight copies, the eager cross-entropy buffers,
+// FSDP2's root unit) and serving runs at the sustained GEMM rate; the worst are the FSDP2 steps (+12 to +13.5%) and
+// the H200 prefill points (−11 to −14%).
+TEST_CASE("calibrated predictions of all our own measurements: median 5%, none over 15%") {
   auto t = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_cases.json", data().db,
                                   data().lib, GPUPLAN_TEST_DATA_DIR);
   auto s = cli::validate_inference(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_inference_cases.json",

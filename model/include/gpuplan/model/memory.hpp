@@ -23,8 +23,10 @@ RuntimeOverheads default_training_overheads();
 
 /// Whose saved-tensor set the activation count follows: autograd keeps different tensors in different stacks.
 enum class ActivationLayout {
-  megatron,  ///< Megatron-Core + Transformer Engine fused kernels, as counted by Korthikanti et al. 2022 (default)
-  hf_eager,  ///< Hugging Face transformers modules under eager PyTorch autograd (fp32 RMSNorm upcast, repeat_kv, ...)
+  from_plan,    ///< the plan's kernel style: megatron for fused kernels, torch_eager for PyTorch eager modules (default)
+  megatron,     ///< Megatron-Core + Transformer Engine fused kernels, as counted by Korthikanti et al. 2022
+  torch_eager,  ///< plain PyTorch modules under eager autograd (nn.Linear, fused F.rms_norm/LayerNorm, SDPA, F.silu)
+  hf_eager,     ///< Hugging Face transformers modules under eager PyTorch autograd (fp32 RMSNorm upcast, repeat_kv, ...)
 };
 
 struct TrainingMemory {
@@ -49,11 +51,11 @@ struct TrainingMemory {
 TrainingMemory training_memory(const wl::TransformerArch& arch, const ParameterCounts& params,
                                const wl::TrainingPlan& plan, const hw::GpuSpec& gpu,
                                const RuntimeOverheads& overheads, Explain explain = Explain::on,
-                               ActivationLayout layout = ActivationLayout::megatron);
+                               ActivationLayout layout = ActivationLayout::from_plan);
 
 /// Activation bytes stored per layer for one micro-batch on one GPU (the Korthikanti term), exposed for tests; the
 /// mean over the model's layers where they differ (dense/MoE).
 units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
-                                        ActivationLayout layout = ActivationLayout::megatron);
+                                        ActivationLayout layout = ActivationLayout::from_plan);
 
 }  // namespace gpuplan::model

@@ -3,6 +3,7 @@
 // bytes / effective bandwidth) + a fixed per-kernel cost. Effective compute = dense peak × measured GEMM ceiling ×
 // tile/wave utilisation of the shape; effective bandwidth = datasheet × measured streaming fraction.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/model/efficiency.hpp"
+#include "gpuplan/wl/training.hpp"
 
 namespace gpuplan::model {
 
@@ -38,6 +40,10 @@ struct Device {
   [[nodiscard]] units::FlopRate peak(hw::Precision p) const;  ///< dense peak; bf16 falls back to fp16 (V100)
 };
 Device make_device(const hw::GpuSpec& gpu);
+/// The device for sustained work — a training step, or an engine's back-to-back forward passes — with `eff` (a
+/// calibration profile) when given: the GEMM ceilings at the sustained rate (gemm_sustained: 30 s of GEMMs under the
+/// power cap vs the sweep's short bursts) and the attention ceilings of the kernel the plan names.
+Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyProfile>& eff, wl::AttentionKernel attn);
 
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
