@@ -105,6 +105,32 @@ int run_validate(const GlobalOptions& g) {
     }
   }
   {
+    auto v = validate_collectives(*dir, *db);
+    if (!v.ok()) return report(v.diagnostics());
+    if (f == Format::json) {
+      auto& s = o["collectives"];
+      s["evaluated"] = v->evaluated;
+      s["median_abs_error"] = v->median_abs_error;
+      s["max_abs_error"] = v->max_abs_error;
+      s["evaluated_calibrated"] = v->evaluated_calibrated;
+      s["median_abs_error_calibrated"] = v->median_abs_error_calibrated;
+      s["max_abs_error_calibrated"] = v->max_abs_error_calibrated;
+      s["cases"] = nlohmann::ordered_json::array();
+      for (const auto& c : v->cases) {
+        nlohmann::ordered_json r{{"id", c.id}, {"source", c.source}, {"gpu", c.gpu}, {"layout", c.layout},
+                                 {"metric", c.metric}, {"measured", c.measured}, {"status", c.status}};
+        if (c.predicted) r["predicted"] = *c.predicted;
+        if (c.error) r["error"] = *c.error;
+        if (c.predicted_calibrated) r["predicted_calibrated"] = *c.predicted_calibrated;
+        if (c.error_calibrated) r["error_calibrated"] = *c.error_calibrated;
+        s["cases"].push_back(r);
+      }
+    } else {
+      out(render_validation_markdown(
+          *v, "Our own NCCL collective measurements (data/calibration/<gpu>/samples*.json, the collectives bench)"));
+    }
+  }
+  {
     auto t = validate_textbook(*dir + "/validation/textbook_cases.json", *lib);
     if (!t.ok()) return report(t.diagnostics());
     if (f == Format::json) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/model/collectives.hpp"
@@ -231,6 +232,89 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
       r.note = fmt::format("tolerance ±{} {}", tol, r.unit);
     }
     sum.cases.push_back(r);
+  }
+  summarise(sum);
+  if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));
+  return Result<ValidationSummary>(std::move(sum), std::move(diags));
+}
+
+Result<ValidationSummary> validate_collectives(const std::string& data_dir, const hw::HardwareDb& db) {
+  namespace fs = std::filesystem;
+  Diagnostics diags;
+  ValidationSummary sum;
+  const fs::path root = fs::path(data_dir) / "calibration";
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return Result<ValidationSummary>(std::move(sum), std::move(diags));
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(root, ec))
+    if (e.is_directory()) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& dir : dirs) {
+    const std::string gpu_id = dir.filename().string();
+    const hw::GpuSpec* gpu = db.find_gpu(gpu_id);
+    if (gpu == nullptr) continue;
+    model::TrainingSystem sys;
+    sys.db = &db;
+    sys.gpu = gpu;
+    for (const auto& n : db.nodes)
+      if (n.gpu == gpu->info.id) {
+        sys.node = &n;
+        break;
+      }
+    if (sys.node == nullptr) continue;
+    model::TrainingSystem cal = sys;
+    const bool have_profile = load_calibration(data_dir, cal, false, diags);
+    if (!have_profile) return Result<ValidationSummary>(std::move(diags));
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (e.is_regular_file() && name.rfind("samples", 0) == 0 && e.path().extension() == ".json") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      auto s = calib::read_samples(file.string());
+      if (!s.ok()) {
+        for (const auto& d : s.diagnostics().items()) diags.add(d);
+        continue;
+      }
+      for (const auto& c : s->collectives) {
+        const auto op = c.op == "all_reduce"       ? std::optional(model::Collective::all_reduce)
+                        : c.op == "all_gather"     ? std::optional(model::Collective::all_gather)
+                        : c.op == "reduce_scatter" ? std::optional(model::Collective::reduce_scatter)
+                        : c.op == "all_to_all"     ? std::optional(model::Collective::all_to_all)
+                        : c.op == "send_recv"      ? std::optional(model::Collective::send_recv)
+                                                   : std::nullopt;
+        CaseResult r;
+        r.id = fmt::format("{}-{}-{}gpu-{}", gpu_id, c.op, c.ranks, units::format(units::bytes(c.bytes), units::BytePrefix::binary));
+        r.source = "data/calibration/" + gpu_id + "/" + file.filename().string();
+        r.gpu = gpu_id;
+        r.layout = fmt::format("{} GPUs of {}", c.ranks, sys.node->info.id);
+        r.metric = "collective_time_s";
+        r.unit = "s";
+        r.measured = c.median_s;
+        if (!op || c.ranks < 2 || c.median_s <= 0) {
+          r.status = "not runnable";
+          r.note = "unknown op or fewer than 2 ranks";
+          sum.cases.push_back(r);
+          continue;
+        }
+        const auto predict = [&](const model::TrainingSystem& sy) {
+          return model::collective_cost(*op, units::bytes(c.bytes), model::training_comm_group(c.ranks, 1, sy),
+                                        model::CollectiveAlgorithm::automatic, Explain::off)
+              .time.raw();
+        };
+        const double p = predict(sys);
+        r.predicted = p;
+        r.error = p / r.measured - 1.0;
+        if (cal.scale_up_calibration) {
+          const double pc = predict(cal);
+          r.predicted_calibrated = pc;
+          r.error_calibrated = pc / r.measured - 1.0;
+        }
+        r.status = "ok";
+        sum.cases.push_back(r);
+      }
+    }
   }
   summarise(sum);
   if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));

@@ -442,16 +442,24 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
     return r;
   }
 
-  const Ctx c{op,
-              bytes,
-              n,
-              s,
-              d,
-              group.scale_up,
-              group.scale_out ? &*group.scale_out : nullptr,
-              group.call_latency,
-              group.call_latency_origin,
-              on};
+  // A collective of exactly a measured (op, size) inside one domain runs on its own fit (calibration profile).
+  LinkTier up = group.scale_up;
+  Seconds t0 = group.call_latency;
+  std::string t0_origin = group.call_latency_origin;
+  if (d == 1) {
+    for (const auto& f : group.scale_up_fits) {
+      if (f.op != op_id(op) || f.ranks != n || f.bus_efficiency <= 0) continue;
+      up.latency = f.step_latency;
+      up.bus_efficiency = f.bus_efficiency;
+      up.origin = fmt::format("{} — this op's own fit on {} GPUs", group.scale_up.origin, n);
+      if (f.call_latency.raw() > 0) {
+        t0 = f.call_latency;
+        t0_origin = fmt::format("{} — this op's own fit on {} GPUs", group.call_latency_origin, n);
+      }
+      break;
+    }
+  }
+  const Ctx c{op, bytes, n, s, d, up, group.scale_out ? &*group.scale_out : nullptr, t0, t0_origin, on};
 
   std::vector<Plan> plans;
   if (op == Collective::all_to_all) {

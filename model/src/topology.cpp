@@ -269,6 +269,7 @@ void apply_calibration(CommGroup& g, const LinkCalibration& c) {
   }
   if (c.bus_efficiency > 0) g.scale_up.bus_efficiency = c.bus_efficiency;
   g.scale_up.origin = "calibration: " + c.origin;
+  g.scale_up_fits = c.per_op;
 }
 
 }  // namespace gpuplan::model

@@ -595,3 +595,22 @@ TEST_CASE("GB200 NVL72 all-reduce over the whole 72-GPU NVLink domain") {
   CHECK(seconds(Collective::all_reduce, units::bytes(4294967296.0), g) * 1e6 == doctest::Approx(10094).epsilon(0.10));
   CHECK(seconds(Collective::all_reduce, units::bytes(8589934592.0), g) * 1e6 == doctest::Approx(20299).epsilon(0.10));
 }
+
+TEST_CASE("a measured (op, group size) fit prices exactly that collective inside one domain") {
+  // Calibration profiles carry one α–β fit per op and rank count of the collectives bench (data/calibration/*/
+  // profile.json "links"); an all-gather on 2 GPUs runs at its own measured η, not the all-reduce's.
+  CommGroup g = one_tier(2, 400.0, 0.80, units::microseconds(1.0));
+  g.call_latency = units::microseconds(10.0);
+  const CommGroup plain = g;
+  const auto b = units::mebibytes(256);
+  const double before = seconds(Collective::all_gather, b, g);
+  g.scale_up_fits.push_back({"all_gather", 2, units::microseconds(0.0), units::microseconds(5.0), 0.40});
+  g.scale_up_fits.push_back({"all_reduce", 4, units::microseconds(0.0), units::microseconds(5.0), 0.40});
+  const double after = seconds(Collective::all_gather, b, g);
+  // Ring all-gather on 2 GPUs: t₀ + 1 step of α + S·(n−1)/n / (η·B).
+  CHECK(before == doctest::Approx(10e-6 + 1e-6 + b.raw() * 0.5 / (0.80 * 400e9)));
+  CHECK(after == doctest::Approx(5e-6 + b.raw() * 0.5 / (0.40 * 400e9)));
+  // Another op, or the same op on another group size, keeps the tier's numbers.
+  CHECK(seconds(Collective::all_reduce, b, g) == seconds(Collective::all_reduce, b, plain));
+  CHECK(seconds(Collective::reduce_scatter, b, g) == seconds(Collective::reduce_scatter, b, plain));
+}

@@ -194,7 +194,7 @@ TEST_CASE("calibration profiles at least halve the median error on our own servi
 // The issue's full target on all our own measured cases (training steps, peak memory and serving steps) with the
 // calibrated profiles: median ≤ 5%, none over 15%. Met since the memory model follows the allocator timelines of
 // our runs (mem_*.json: PyTorch's set_to_none gradients, autocast weight copies, the eager cross-entropy buffers,
-// FSDP2's root unit) and serving runs at the sustained GEMM rate; the worst are the FSDP2 steps (+12 to +13.5%) and
+// FSDP2's root unit) and serving runs at the sustained GEMM rate; the worst are the FSDP2 steps (+11 to +12.3%) and
 // the H200 prefill points (−11 to −14%).
 TEST_CASE("calibrated predictions of all our own measurements: median 5%, none over 15%") {
   auto t = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_cases.json", data().db,
@@ -232,4 +232,33 @@ TEST_CASE("the H200 profile's overlap items bring the DDP steps within 10%") {
     ++ddp;
   }
   CHECK(ddp == 3);
+}
+
+// Our NCCL collective sweeps (the collectives bench on 2 and 4 H200s, data/calibration/h200-sxm-141gb/samples*.json)
+// against the communicator the models use. These samples are the calibration's own inputs: the calibrated column is
+// the fit's quality (one α–β fit per op and rank count), the built-in column the datasheet-and-table defaults. The
+// α–β form cannot follow NCCL's protocol switches between 256 KiB and 8 MiB (up to −44% there), so this is a
+// regression guard at today's level, not the issue's 5%/15% bar.
+TEST_CASE("our collective sweeps: the calibrated communicator halves the built-in error") {
+  auto v = cli::validate_collectives(GPUPLAN_TEST_DATA_DIR, data().db);
+  REQUIRE(v.ok());
+  const auto& s = v.value();
+  CHECK(s.evaluated >= 200);
+  CHECK(s.evaluated_calibrated == s.evaluated);
+  CHECK(s.median_abs_error_calibrated <= 0.5 * s.median_abs_error_same_cases);
+  CHECK(s.median_abs_error_calibrated <= 0.10);
+  // Above the protocol switches (≥ 64 MiB) the fit is a bandwidth: within 15% for every collective and group size.
+  // send/recv is left out: on 4 GPUs NCCL's point-to-point runs 16–128 MiB transfers at half the rate of 256 MiB and
+  // up (128 MiB: 845 µs, 256 MiB: 901 µs), a step no α–β fit follows (docs/accuracy.md).
+  int large = 0;
+  for (const auto& c : s.cases) {
+    const bool sized = c.id.find("MiB") != std::string::npos || c.id.find("GiB") != std::string::npos;
+    if (!c.error_calibrated || !sized || c.id.find("send_recv") != std::string::npos) continue;
+    const double mib = c.id.find("GiB") != std::string::npos ? 1024.0 : std::stod(c.id.substr(c.id.rfind('-') + 1));
+    if (mib < 64) continue;
+    CAPTURE(c.id);
+    CHECK(std::fabs(*c.error_calibrated) <= 0.15);
+    ++large;
+  }
+  CHECK(large >= 32);
 }

@@ -379,6 +379,8 @@ std::optional<model::LinkCalibration> scale_up_calibration(const Profile& p) {
   c.step_latency = best->step_latency;
   c.call_latency = best->call_latency;
   c.bus_efficiency = best->bus_efficiency;
+  for (const auto& l : p.links)
+    if (l.bus_efficiency > 0) c.per_op.push_back({l.op, l.ranks, l.step_latency, l.call_latency, l.bus_efficiency});
   c.origin = fmt::format("{} (NCCL all-reduce on {} GPUs: bus {} = η {:.3f}, α {})",
                          p.file.empty() ? p.gpu_id : p.file, best->ranks, units::format(best->bus_bandwidth),
                          best->bus_efficiency, units::format(best->step_latency));

@@ -4,6 +4,7 @@
 // spans `size_scale_up` GPUs inside one scale-up domain and `size / size_scale_up` domains over the scale-out fabric.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/hw/hardware.hpp"
@@ -21,6 +22,16 @@ struct LinkTier {
   std::string origin;           ///< citation of the numbers above
 };
 
+/// One (collective, group size) fit of the collectives bench inside one scale-up domain (calibration profile):
+/// t = call_latency + steps·step_latency + bytes moved / (bus_efficiency · link bandwidth).
+struct LinkOpFit {
+  std::string op;  ///< all_reduce, all_gather, reduce_scatter, all_to_all, send_recv
+  int ranks = 0;
+  units::Seconds step_latency{};
+  units::Seconds call_latency{};
+  double bus_efficiency = 0.0;
+};
+
 /// A communicator: its size and how it splits across the two tiers.
 struct CommGroup {
   int size = 1;           ///< GPUs in the group
@@ -29,6 +40,9 @@ struct CommGroup {
   std::optional<LinkTier> scale_out;  ///< used when size > scale_up_size
   units::Seconds call_latency{};      ///< t₀: base latency of one collective call (launch, setup), paid once per call
   std::string call_latency_origin;    ///< citation of call_latency
+  /// Measured fits per (op, group size) on the scale-up tier (calibration); a collective of exactly that op and size
+  /// inside one domain uses its own fit instead of the tier's α and η.
+  std::vector<LinkOpFit> scale_up_fits;
   [[nodiscard]] int domains() const { return scale_up_size > 0 ? size / scale_up_size : size; }
 };
 
@@ -48,6 +62,7 @@ struct LinkCalibration {
   units::Seconds call_latency{};  ///< measured base latency per call (0 = keep the model's)
   double bus_efficiency = 0.0;
   std::string origin;  ///< the profile file and the fit it came from
+  std::vector<LinkOpFit> per_op;  ///< every (op, ranks) fit of the profile
 };
 /// Replaces the scale-up tier's α and η of `g` by the measured ones (a group without a scale-up tier is unchanged).
 void apply_calibration(CommGroup& g, const LinkCalibration& c);
