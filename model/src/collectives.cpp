@@ -446,9 +446,11 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
   LinkTier up = group.scale_up;
   Seconds t0 = group.call_latency;
   std::string t0_origin = group.call_latency_origin;
+  const LinkOpFit* fit = nullptr;
   if (d == 1) {
     for (const auto& f : group.scale_up_fits) {
       if (f.op != op_id(op) || f.ranks != n || f.bus_efficiency <= 0) continue;
+      fit = &f;
       up.latency = f.step_latency;
       up.bus_efficiency = f.bus_efficiency;
       up.origin = fmt::format("{} — this op's own fit on {} GPUs", group.scale_up.origin, n);
@@ -507,6 +509,26 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
   CollectiveCost r;
   r.time = chosen->time();
   r.algorithm = chosen->algo;
+  // Inside a measured sweep of this op and size the measurement itself prices it: log-log interpolation between the
+  // two measured sizes around it (NCCL's protocol switches and channel counts that the α–β line cannot follow).
+  std::string measured_note;
+  if (fit != nullptr && fit->curve.size() >= 2 && bytes.raw() >= fit->curve.front().first &&
+      bytes.raw() <= fit->curve.back().first) {
+    const auto& cv = fit->curve;
+    std::size_t k = 1;
+    while (k + 1 < cv.size() && cv[k].first < bytes.raw()) ++k;
+    const auto& [b0, t0m] = cv[k - 1];
+    const auto& [b1, t1m] = cv[k];
+    const double x = std::log(bytes.raw() / b0) / std::log(b1 / b0);
+    const double t = t0m * std::pow(t1m / t0m, std::clamp(x, 0.0, 1.0));
+    if (on)
+      measured_note = fmt::format(
+          "measured on this GPU (calibration): {} between the sweep's {} ({}) and {} ({}), log-log interpolation; "
+          "the α–β form above gives {}",
+          units::format(Seconds(t)), units::format(units::bytes(b0)), units::format(Seconds(t0m)),
+          units::format(units::bytes(b1)), units::format(Seconds(t1m)), units::format(r.time));
+    r.time = Seconds(t);
+  }
   r.algbw = bytes / r.time;
   r.busbw = r.algbw * bus_factor(op, n);
   if (!on) return r;
@@ -520,6 +542,7 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
   dv.result = fmt::format("{} (algbw {}, busbw {})", units::format(r.time), units::format(r.algbw),
                           units::format(r.busbw));
   if (!choice_note.empty()) dv.notes.push_back(choice_note);
+  if (!measured_note.empty()) dv.notes.push_back(measured_note);
   dv.notes.push_back(fmt::format("latency {} + transfer {} ({} of the time is latency)", units::format(chosen->latency),
                                  units::format(chosen->transfer),
                                  units::format(units::Ratio(chosen->latency.raw() / r.time.raw()))));

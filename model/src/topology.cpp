@@ -262,6 +262,8 @@ std::string describe(const LinkTier& tier) {
 
 void apply_calibration(CommGroup& g, const LinkCalibration& c) {
   if (g.scale_up_size <= 1) return;
+  g.scale_up_fits = c.per_op;
+  if (c.bus_efficiency <= 0) return;  // per-op fits only: the tier keeps its own α and η
   g.scale_up.latency = c.step_latency;
   if (c.call_latency.raw() > 0) {
     g.call_latency = c.call_latency;
@@ -269,7 +271,6 @@ void apply_calibration(CommGroup& g, const LinkCalibration& c) {
   }
   if (c.bus_efficiency > 0) g.scale_up.bus_efficiency = c.bus_efficiency;
   g.scale_up.origin = "calibration: " + c.origin;
-  g.scale_up_fits = c.per_op;
 }
 
 }  // namespace gpuplan::model

@@ -242,3 +242,51 @@ TEST_CASE("an overlap item with a missing time is diagnosed with its JSON pointe
   REQUIRE_FALSE(s.ok());
   CHECK(s.diagnostics().to_string().find("/overlap/0/coll_overlap_s: error: missing") != std::string::npos);
 }
+
+TEST_CASE("each collective keeps its measured curve: isotonic in time, round-tripped, and what the model prices") {
+  // A 2-GPU all-gather sweep with a slow outlier at 4 KiB and a protocol step at 2 MiB (the shape of our H200 data).
+  const hw::GpuSpec* gpu = db().find_gpu("h200-sxm-141gb");
+  REQUIRE(gpu != nullptr);
+  nlohmann::json j{{"schema", 1}, {"kind", "gpuplan-calibration-samples"},
+                   {"device", {{"name", gpu->info.id}, {"driver", "580.00"}, {"sm_count", 132}, {"l2_bytes", 62914560}}}};
+  const std::vector<std::pair<double, double>> pts = {{1024, 6e-6},    {2048, 6e-6},    {4096, 9e-6},
+                                                      {8192, 6e-6},    {1048576, 11e-6}, {2097152, 25e-6},
+                                                      {4194304, 30e-6}, {1073741824, 2.0e-3}};
+  for (const auto& [b, t] : pts) j["collectives"].push_back({{"op", "all_gather"}, {"ranks", 2}, {"bytes", b}, {"median_s", t}});
+  auto s = calib::read_samples(write("curve.json", j));
+  REQUIRE(s.ok());
+  auto p = calib::fit_profile({s.value()}, *gpu, db());
+  REQUIRE(p.ok());
+  REQUIRE(p->links.size() == 1);
+  const auto& c = p->links[0].curve;
+  REQUIRE(c.size() == pts.size());
+  // Pool-adjacent-violators on log(t): 9 µs at 4 KiB and 6 µs at 8 KiB pool to their geometric mean.
+  const double pooled = std::sqrt(9e-6 * 6e-6);
+  CHECK(c[2].second == doctest::Approx(pooled));
+  CHECK(c[3].second == doctest::Approx(pooled));
+  for (std::size_t i = 1; i < c.size(); ++i) CHECK(c[i].second >= c[i - 1].second);
+  CHECK(c[5].second == doctest::Approx(25e-6));  // monotone points stay the measurement
+  // Round trip, then the model: 1.5 MiB lies between the 1 MiB and 2 MiB points — log-log interpolation.
+  const fs::path path = temp_dir() / "h200" / "profile.json";
+  Diagnostics d;
+  REQUIRE(calib::write_file_atomically(path.string(), calib::profile_json(*p), d));
+  auto back = calib::read_profile(path.string());
+  REQUIRE_MESSAGE(back.ok(), back.diagnostics().to_string());
+  REQUIRE(back->links[0].curve.size() == c.size());
+  const auto link = calib::scale_up_calibration(*back);
+  REQUIRE(link.has_value());
+  model::CommGroup g = model::resolve_group(2, 1, *db().find_node("hgx-h200"), db());
+  model::apply_calibration(g, *link);
+  const double b = 1.5 * 1048576;
+  const double expect = 11e-6 * std::pow(25e-6 / 11e-6, std::log(b / 1048576) / std::log(2.0));
+  CHECK(model::collective_cost(model::Collective::all_gather, units::bytes(b), g).time.raw() ==
+        doctest::Approx(expect).epsilon(1e-3));
+  CHECK(model::collective_cost(model::Collective::all_gather, units::bytes(2097152), g).time.raw() ==
+        doctest::Approx(25e-6).epsilon(1e-3));
+  // A curve whose times fall is refused with its pointer.
+  auto text = nlohmann::json::parse(calib::profile_json(*p));
+  text["links"][0]["curve"] = nlohmann::json::array({{1024, 2e-5}, {2048, 1e-5}});
+  auto bad = calib::read_profile(write("bad_curve_profile.json", text));
+  CHECK_FALSE(bad.ok());
+  CHECK(bad.diagnostics().to_string().find("/links/0/curve") != std::string::npos);
+}

@@ -235,18 +235,19 @@ TEST_CASE("the H200 profile's overlap items bring the DDP steps within 10%") {
 }
 
 // Our NCCL collective sweeps (the collectives bench on 2 and 4 H200s, data/calibration/h200-sxm-141gb/samples*.json)
-// against the communicator the models use. These samples are the calibration's own inputs: the calibrated column is
-// the fit's quality (one α–β fit per op and rank count), the built-in column the datasheet-and-table defaults. The
-// α–β form cannot follow NCCL's protocol switches between 256 KiB and 8 MiB (up to −44% there), so this is a
-// regression guard at today's level, not the 5%/15% bar.
-TEST_CASE("our collective sweeps: the calibrated communicator halves the built-in error") {
+// against the communicator the models use: built-in link tables vs the calibration profile. The profile carries each
+// op's measured curve, so the calibrated column is leave-one-out (each point predicted from the curve without it:
+// from its neighbours 2× away, or the op's α–β fit at the ends). Steps between neighbours — NCCL's protocol switches
+// at 1–8 MiB, size-to-size scatter of ±15% in the latency-bound range, the 4-GPU send/recv half-rate step — stay
+// above 15% there (docs/accuracy.md).
+TEST_CASE("our collective sweeps: the calibrated communicator, leave-one-out, within 5% median") {
   auto v = cli::validate_collectives(GPUPLAN_TEST_DATA_DIR, data().db);
   REQUIRE(v.ok());
   const auto& s = v.value();
   CHECK(s.evaluated >= 200);
   CHECK(s.evaluated_calibrated == s.evaluated);
   CHECK(s.median_abs_error_calibrated <= 0.5 * s.median_abs_error_same_cases);
-  CHECK(s.median_abs_error_calibrated <= 0.10);
+  CHECK(s.median_abs_error_calibrated <= 0.05);
   // Above the protocol switches (≥ 64 MiB) the fit is a bandwidth: within 15% for every collective and group size.
   // send/recv is left out: on 4 GPUs NCCL's point-to-point runs 16–128 MiB transfers at half the rate of 256 MiB and
   // up (128 MiB: 845 µs, 256 MiB: 901 µs), a step no α–β fit follows (docs/accuracy.md).

@@ -25,6 +25,46 @@ using units::Seconds;
 
 namespace {
 
+/// The measured time against the message size as a monotone curve: the least-squares non-decreasing fit of log(time)
+/// over the sizes (pool-adjacent-violators), so a slow outlier is averaged with its neighbours rather than carried
+/// up to every larger size. Repeated sizes are averaged first. (bytes, seconds), sizes increasing.
+std::vector<std::pair<double, double>> monotone_curve(const std::vector<const CollectiveSample*>& sorted) {
+  struct Block {
+    double bytes_lo, bytes_hi, sum, n;
+    std::vector<double> sizes;
+  };
+  std::vector<std::pair<double, double>> pts;  // (bytes, log t) with repeated sizes merged
+  std::vector<int> reps;
+  for (const auto* c : sorted) {
+    if (!(c->bytes > 0 && std::isfinite(c->median_s) && c->median_s > 0)) continue;
+    if (!pts.empty() && pts.back().first == c->bytes) {
+      pts.back().second += std::log(c->median_s);
+      ++reps.back();
+    } else {
+      pts.emplace_back(c->bytes, std::log(c->median_s));
+      reps.push_back(1);
+    }
+  }
+  std::vector<Block> blocks;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    blocks.push_back({pts[i].first, pts[i].first, pts[i].second, double(reps[i]), {pts[i].first}});
+    while (blocks.size() >= 2) {
+      Block& a = blocks[blocks.size() - 2];
+      const Block& b = blocks.back();
+      if (a.sum / a.n <= b.sum / b.n) break;
+      a.sum += b.sum;
+      a.n += b.n;
+      a.bytes_hi = b.bytes_hi;
+      a.sizes.insert(a.sizes.end(), b.sizes.begin(), b.sizes.end());
+      blocks.pop_back();
+    }
+  }
+  std::vector<std::pair<double, double>> curve;
+  for (const auto& b : blocks)
+    for (const double x : b.sizes) curve.emplace_back(x, std::exp(b.sum / b.n));
+  return curve;
+}
+
 /// y ≈ intercept + slope·x, least squares on the relative error (each row divided by y), intercept ≥ 0 (refitted
 /// through the origin when the free fit gives a negative one). Returns {intercept, slope}.
 std::pair<double, double> fit_line(const std::vector<double>& xs, const std::vector<double>& ys) {
@@ -253,6 +293,7 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
       ys.push_back(c->median_s);
     }
     f.fit = quality(pred, ys);
+    f.curve = monotone_curve(sorted);
     if (!(std::isfinite(bus) && bus > 0 && finite(f.fit))) {
       p.notes.push_back(fmt::format("{} on {} ranks: the samples give no finite fit, not used", op, ranks));
       continue;
@@ -371,19 +412,25 @@ model::EfficiencyProfile to_efficiency(const Profile& p, const hw::GpuSpec& gpu)
 }
 
 std::optional<model::LinkCalibration> scale_up_calibration(const Profile& p) {
+  model::LinkCalibration c;
+  for (const auto& l : p.links)
+    if (l.bus_efficiency > 0) c.per_op.push_back({l.op, l.ranks, l.step_latency, l.call_latency, l.bus_efficiency, l.curve});
+  // The tier's own α and η (for groups no fit matches): the all-reduce on the most GPUs.
   const LinkFit* best = nullptr;
   for (const auto& l : p.links)
     if (l.op == "all_reduce" && l.bus_efficiency > 0 && (best == nullptr || l.ranks > best->ranks)) best = &l;
-  if (best == nullptr) return std::nullopt;
-  model::LinkCalibration c;
-  c.step_latency = best->step_latency;
-  c.call_latency = best->call_latency;
-  c.bus_efficiency = best->bus_efficiency;
-  for (const auto& l : p.links)
-    if (l.bus_efficiency > 0) c.per_op.push_back({l.op, l.ranks, l.step_latency, l.call_latency, l.bus_efficiency});
-  c.origin = fmt::format("{} (NCCL all-reduce on {} GPUs: bus {} = η {:.3f}, α {})",
-                         p.file.empty() ? p.gpu_id : p.file, best->ranks, units::format(best->bus_bandwidth),
-                         best->bus_efficiency, units::format(best->step_latency));
+  if (best == nullptr && c.per_op.empty()) return std::nullopt;
+  const std::string where = p.file.empty() ? p.gpu_id : p.file;
+  if (best != nullptr) {
+    c.step_latency = best->step_latency;
+    c.call_latency = best->call_latency;
+    c.bus_efficiency = best->bus_efficiency;
+    c.origin = fmt::format("{} (NCCL all-reduce on {} GPUs: bus {} = η {:.3f}, α {})", where, best->ranks,
+                           units::format(best->bus_bandwidth), best->bus_efficiency, units::format(best->step_latency));
+  } else {
+    c.origin = fmt::format("{} (NCCL fits of {} collectives; no all-reduce, so other groups keep the tier's α and η)",
+                           where, c.per_op.size());
+  }
   return c;
 }
 

@@ -236,7 +236,12 @@ std::string profile_json(const Profile& p) {
                           {"bus_efficiency", round_sig(l.bus_efficiency, 4)},
                           {"step_latency_s", round_sig(l.step_latency.raw(), 4)},
                           {"call_latency_s", round_sig(l.call_latency.raw(), 4)},
-                          {"fit", quality_json(l.fit)}});
+                          {"fit", quality_json(l.fit)},
+                          {"curve", [&l] {
+                             auto a = nlohmann::ordered_json::array();
+                             for (const auto& [b, t] : l.curve) a.push_back({b, round_sig(t, 4)});
+                             return a;
+                           }()}});
   if (p.sustained_ratio) o["gemm_sustained_ratio"] = round_sig(*p.sustained_ratio, 4);
   if (p.overlap)
     o["overlap"] = {{"compute_loss", round_sig(p.overlap->compute_loss, 4)},
@@ -288,7 +293,9 @@ const json_io::FieldTable kLinkFit{
     field("bus_efficiency", FT::number, kReq, "", 0, 1.5, "bus bandwidth / per-GPU link bandwidth"),
     field("step_latency_s", FT::number, kReq, "s", 0, 1, "per-step α"),
     field("call_latency_s", FT::number, kOpt, "s", 0, 1, "base latency per call (≤ the model's NCCL constant)"),
-    field("fit", FT::object, kReq, "", 0, 0, "fit quality", {}, &kQuality)};
+    field("fit", FT::object, kReq, "", 0, 0, "fit quality", {}, &kQuality),
+    field("curve", FT::any, kOpt, "", 0, 0,
+          "measured [bytes, seconds] pairs, sizes increasing, times not decreasing (interpolated in log-log)")};
 const json_io::FieldTable kOverlapFit{
     field("compute_loss", FT::number, kReq, "", 0, 0.999, "GEMM throughput lost beside a collective (median)"),
     field("wait_kernels", FT::number, kReq, "", 0, 100, "extra time per collective call, in compute-kernel durations (median)"),
@@ -379,6 +386,22 @@ Result<Profile> read_profile(const std::string& path) {
     l.step_latency = Seconds(e.num("step_latency_s").value_or(0));
     l.call_latency = Seconds(e.num("call_latency_s").value_or(0));
     l.fit = read_quality(e, "fit");
+    if (const Json* v = e.raw("curve")) {
+      bool ok = v->is_array();
+      for (std::size_t i = 0; ok && i < v->size(); ++i) {
+        const Json& pt = (*v)[i];
+        ok = pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number();
+        if (!ok) break;
+        const double b = pt[0].get<double>(), t = pt[1].get<double>();
+        ok = std::isfinite(b) && std::isfinite(t) && b > 0 && t > 0 &&
+             (l.curve.empty() || (b > l.curve.back().first && t >= l.curve.back().second));
+        if (ok) l.curve.emplace_back(b, t);
+      }
+      if (!ok) {
+        e.error("curve", "expected [[bytes, seconds], ...] with positive numbers, sizes increasing and times not decreasing");
+        l.curve.clear();
+      }
+    }
     p.links.push_back(l);
   });
   if (auto v = r.num("gemm_sustained_ratio")) p.sustained_ratio = *v;

@@ -4,6 +4,7 @@
 // spans `size_scale_up` GPUs inside one scale-up domain and `size / size_scale_up` domains over the scale-out fabric.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuplan/core/units.hpp"
@@ -30,6 +31,9 @@ struct LinkOpFit {
   units::Seconds step_latency{};
   units::Seconds call_latency{};
   double bus_efficiency = 0.0;
+  /// Measured (bytes, seconds), sizes increasing, times not decreasing: a size inside the sweep is priced by log-log
+  /// interpolation between its two neighbours instead of the α–β line (empty: the line everywhere).
+  std::vector<std::pair<double, double>> curve;
 };
 
 /// A communicator: its size and how it splits across the two tiers.

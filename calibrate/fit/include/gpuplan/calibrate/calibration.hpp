@@ -103,6 +103,10 @@ struct LinkFit {
   units::Seconds step_latency{};     ///< α = (a − t_call) / steps, ≥ 0
   units::Seconds call_latency{};     ///< t_call: the model's NCCL base latency, or a when a is smaller
   FitQuality fit;
+  /// The measured time against the message size, as a monotone piecewise curve: the median per size, sorted by size,
+  /// each time raised to the largest before it (a bigger message never costs less). The model interpolates it in
+  /// log-log between measured sizes; the α–β line above covers sizes outside the sweep.
+  std::vector<std::pair<double, double>> curve;  ///< (bytes, seconds)
 };
 /// Communication beside compute (the overlap items): medians over every accepted item (all ops, sizes, rank counts).
 ///  - compute_loss: the fraction of GEMM throughput a running collective takes, 1 − t_gemm,alone / t_gemm,overlap;
