@@ -39,9 +39,10 @@ constexpr int kExitInterrupted = 130;
 struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
-      kernels, mixed_precision, offload;
+      kernels, mixed_precision, offload, lora_targets, lora_base;
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
-  std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group;
+  std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
+      lora_rank;
   std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm;
   std::optional<double> gradient_bytes, tokens, price;
   bool no_calibration = false;
@@ -75,6 +76,9 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("kernels", "--kernels", f.kernels);
   put("mixed_precision", "--mixed-precision", f.mixed_precision);
   put("offload", "--offload", f.offload);
+  put("lora_rank", "--lora-rank", f.lora_rank);
+  put("lora_targets", "--lora-targets", f.lora_targets);
+  put("lora_base", "--lora-base", f.lora_base);
   put("tp", "--tp", f.tp);
   put("pp", "--pp", f.pp);
   put("dp", "--dp", f.dp);
@@ -122,7 +126,10 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
                  {"sequence_parallel", par.sequence_parallel}, {"virtual_stages", par.virtual_stages},
                  {"micro_batch", plan.micro_batch}, {"global_batch", plan.global_batch}, {"seq", plan.seq_len},
                  {"micro_batches", est.micro_batches},
-                 {"offload", plan.offload == wl::Offload::optimizer ? "optimizer" : "none"}};
+                 {"offload", plan.offload == wl::Offload::optimizer ? "optimizer" : "none"},
+                 {"lora", {{"rank", plan.lora.rank},
+                           {"targets", plan.lora.on() ? wl::to_string(plan.lora.targets) : "none"},
+                           {"base", wl::to_string(plan.lora.base)}}}};
   o["feasible"] = est.feasibility.ok;
   o["reasons"] = est.feasibility.reasons;
   if (est.step_time.raw() > 0) {
@@ -158,7 +165,12 @@ std::string layout_text(const wl::TrainingPlan& plan) {
   return fmt::format("TP {} · PP {}{} · DP {} · CP {}{}{}", par.tp, par.pp,
                      plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages) : "",
                      par.dp, par.cp, par.ep > 1 ? fmt::format(" · EP {}", par.ep) : "",
-                     par.sequence_parallel && par.tp > 1 ? " · SP" : "");
+                     par.sequence_parallel && par.tp > 1 ? " · SP" : "") +
+         (plan.lora.on() ? fmt::format(" · LoRA r{} on {}{}", plan.lora.rank, wl::to_string(plan.lora.targets),
+                                       plan.lora.base == wl::LoraBase::same
+                                           ? std::string()
+                                           : fmt::format(" ({} base)", wl::to_string(plan.lora.base)))
+                         : std::string());
 }
 
 /// The text/Markdown sections of one estimate after its head section: Infeasible, Throughput, Step breakdown, Memory.
@@ -664,6 +676,11 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--offload", f->offload,
                 "none (default) or optimizer: ZeRO-Offload, master weights + optimizer states in host memory, "
                 "optimizer step on the CPU (needs --zero ≥ 1)");
+  c->add_option("--lora-rank", f->lora_rank,
+                "LoRA fine-tuning: adapter rank (0 = full fine-tuning, default); the base weights are frozen");
+  c->add_option("--lora-targets", f->lora_targets, "linear layers with adapters: qkv, attention, mlp, all (default)");
+  c->add_option("--lora-base", f->lora_base,
+                "storage of the frozen base weights: same (default), int8, fp8, nf4 (QLoRA)");
   c->add_option("--attention-kernel", f->attention_kernel, "fa2 or fa3 (default fa3: FA3/cuDNN on Hopper+, FA2 on Ampere)");
   c->add_option("--overlap-grad-reduce", f->overlap_grad_reduce, "overlap DP reduction with backward (default true)");
   c->add_option("--overlap-param-gather", f->overlap_param_gather, "overlap parameter gathers (default true)");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "gpuplan/model/params.hpp"
+
 namespace gpuplan::model::detail {
 
 /// Forward and backward of one transformer layer for one micro-batch on one GPU.
@@ -21,33 +23,62 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const hw::Precision gp = plan.precision.compute;
   const double e = plan.precision.activation_bytes;
 
-  auto fwd_gemm = [&](const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1) {
-    OpCost f = gemm_cost(named(name), {m, n, k, batch}, gp, d);
-    OpCost dgrad = gemm_cost(named(name, " dgrad"), {m, k, n, batch}, gp, d);
-    OpCost wgrad = gemm_cost(named(name, " wgrad"), {k, n, m, batch}, gp, d);
+  // LoRA: the base weights are frozen (no weight-gradient GEMM; the activation gradient still flows), a targeted
+  // layer adds its rank-r adapter pair (x·A, then ·B: two thin GEMMs each way), and a quantised base (QLoRA, int8,
+  // fp8 storage) is dequantised to the compute dtype before the forward and the dgrad GEMM (read the stored bytes,
+  // write a_b per weight).
+  const auto& lora = plan.lora;
+  const double base_b = lora.on() ? lora_base_bytes(lora.base, plan.precision.weight_bytes) : 0.0;
+  const bool dequant = lora.on() && lora.base != wl::LoraBase::same;
+  auto fwd_gemm = [&](const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
+                      std::int64_t batch = 1) {
+    auto add_fwd = [&](const OpCost& o) {
+      lc.fwd.add(o);
+      lc.flops_fwd += o.flops;
+      if (keep_ops) lc.ops.push_back(o);
+    };
+    auto add_bwd = [&](const OpCost& o) {
+      lc.bwd.add(o);
+      lc.flops_bwd += o.flops;
+      if (keep_ops) lc.ops.push_back(o);
+    };
     if (gp == hw::Precision::fp8) {
       // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
       // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
       // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      OpCost cf = streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0), units::flop(elems_f), d);
-      OpCost cb = streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise, units::bytes(elems_b * 4.0), units::flop(elems_b), d);
-      lc.fwd.add(cf);
-      lc.bwd.add(cb);
+      lc.fwd.add(streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
+                                units::flop(elems_f), d));
+      lc.bwd.add(streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise, units::bytes(elems_b * 4.0),
+                                units::flop(elems_b), d));
       if (keep_ops) {
-        lc.ops.push_back(cf);
-        lc.ops.push_back(cb);
+        lc.ops.push_back(streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
+                                        units::flop(elems_f), d));
+        lc.ops.push_back(streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
+                                        units::bytes(elems_b * 4.0), units::flop(elems_b), d));
       }
     }
-    lc.fwd.add(f);
-    lc.bwd.add(dgrad);
-    lc.bwd.add(wgrad);
-    lc.flops_fwd += f.flops;
-    lc.flops_bwd += dgrad.flops + wgrad.flops;
-    if (!keep_ops) return;
-    lc.ops.push_back(f);
-    lc.ops.push_back(dgrad);
-    lc.ops.push_back(wgrad);
+    add_fwd(gemm_cost(named(name), {m, n, k, batch}, gp, d));
+    add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch}, gp, d));
+    if (!lora.on()) {
+      add_bwd(gemm_cost(named(name, " wgrad"), {k, n, m, batch}, gp, d));
+      return;
+    }
+    if (dequant) {
+      const double w = double(k) * double(n) * double(batch);
+      const units::Bytes moved = units::bytes(w * (base_b + e));
+      add_fwd(streaming_cost(named(name, " dequantise"), OpClass::elementwise, moved, units::flop(w), d));
+      add_bwd(streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
+    }
+    if (!lora_targets(lora, kind)) return;
+    const std::int64_t r = lora.rank;
+    // x·A (m×k → m×r), then ·B (m×r → m×n); the backward takes the dgrad and the wgrad of each.
+    add_fwd(gemm_cost(named(name, " LoRA A"), {m, r, k, batch}, gp, d));
+    add_fwd(gemm_cost(named(name, " LoRA B"), {m, n, r, batch}, gp, d));
+    add_bwd(gemm_cost(named(name, " LoRA B dgrad"), {m, r, n, batch}, gp, d));
+    add_bwd(gemm_cost(named(name, " LoRA A dgrad"), {m, k, r, batch}, gp, d));
+    add_bwd(gemm_cost(named(name, " LoRA B wgrad"), {r, n, m, batch}, gp, d));
+    add_bwd(gemm_cost(named(name, " LoRA A wgrad"), {k, r, m, batch}, gp, d));
   };
   auto stream = [&](const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
     OpCost f = streaming_cost(named(name), OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
@@ -86,7 +117,7 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const double glu_f = eager ? 5.0 : 3.0, glu_b = eager ? 9.0 : 5.0;
   const double norm_bytes = double(T_norm) * double(h) * e * 2.0;
   stream("input norm", norm_bytes, 4.0 * double(T_norm * h));
-  fwd_gemm("QKV projection", T, h, qkv_out);
+  fwd_gemm("QKV projection", LinearKind::qkv, T, h, qkv_out);
   const double rope_elems = double(T) * double((a.heads + a.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
   if (a.position == wl::PositionKind::rope)
     stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
@@ -105,33 +136,33 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     lc.flops_bwd += c.flops;
     if (keep_ops) lc.ops.push_back(c);
   }
-  fwd_gemm("output projection", T, o_in, h);
+  fwd_gemm("output projection", LinearKind::attention_out, T, o_in, h);
   stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
   stream("post-attention norm", norm_bytes, 4.0 * double(T_norm * h));
 
   const bool gated = a.mlp == wl::MlpKind::gated;
   if (moe_layer && a.moe) {
     const auto& m = *a.moe;
-    fwd_gemm("router", T, h, m.num_experts);
+    fwd_gemm("router", LinearKind::router, T, h, m.num_experts);
     const std::int64_t local_experts = m.num_experts / par.ep;
     const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * m.experts_per_token * par.ep / m.num_experts);
     const std::int64_t ie = m.expert_intermediate / t > 0 ? m.expert_intermediate / t : 1;
-    fwd_gemm("expert up/gate", tokens_per_expert, h, (gated ? 2 : 1) * ie, local_experts);
+    fwd_gemm("expert up/gate", LinearKind::expert_in, tokens_per_expert, h, (gated ? 2 : 1) * ie, local_experts);
     stream("expert activation", double(T * m.experts_per_token * ie) * e * (gated ? glu_f : 2.0),
            4.0 * double(T * m.experts_per_token * ie), gated ? glu_b / glu_f : 1.5);
-    fwd_gemm("expert down", tokens_per_expert, ie, h, local_experts);
+    fwd_gemm("expert down", LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
     stream("token permute/unpermute", double(T * m.experts_per_token * h) * e * 4.0, 0.0);
     if (m.shared_experts > 0) {
       const std::int64_t is = m.shared_experts * m.shared_intermediate / t;
-      fwd_gemm("shared expert up/gate", T, h, (gated ? 2 : 1) * is);
-      fwd_gemm("shared expert down", T, is, h);
+      fwd_gemm("shared expert up/gate", LinearKind::mlp_in, T, h, (gated ? 2 : 1) * is);
+      fwd_gemm("shared expert down", LinearKind::mlp_out, T, is, h);
     }
   } else {
     const std::int64_t i_local = a.intermediate / t;
-    fwd_gemm(gated ? "MLP up/gate" : "MLP up", T, h, (gated ? 2 : 1) * i_local);
+    fwd_gemm(gated ? "MLP up/gate" : "MLP up", LinearKind::mlp_in, T, h, (gated ? 2 : 1) * i_local);
     stream(gated ? "SwiGLU" : "GELU", double(T * i_local) * e * (gated ? glu_f : 2.0), 4.0 * double(T * i_local),
            gated ? glu_b / glu_f : 1.5);
-    fwd_gemm("MLP down", T, i_local, h);
+    fwd_gemm("MLP down", LinearKind::mlp_out, T, i_local, h);
   }
   stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
   return lc;

@@ -236,6 +236,21 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
     st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);
     st.opt = pd * opt_b / shard(1, n_dense) + pe * opt_b / shard(1, n_expert);
+    st.lora_adapters = 0.0;
+    const double base_b = plan.lora.on() ? lora_base_bytes(plan.lora.base, pr.weight_bytes) : pr.weight_bytes;
+    if (plan.lora.on()) {
+      // LoRA: the frozen base weights in their storage format, plus the adapters; gradients, master weights and
+      // optimizer states exist for the adapters only (sharded by the same ZeRO stages).
+      const double n_dl = double(shape.layers - shape.moe_layers), n_ml = double(shape.moe_layers);
+      const LoraLayerParams ld = lora_layer_params(a, plan.lora, false), lm = lora_layer_params(a, plan.lora, true);
+      const double ad = (n_dl * (ld.dense + ld.expert) + n_ml * lm.dense) / t, ae = n_ml * lm.expert / (t * ep);
+      st.lora_adapters = ad + ae;
+      st.weights = pd * base_b / shard(3, n_dense) + pe * base_b / shard(3, n_expert) +
+                   ad * pr.weight_bytes / shard(3, n_dense) + ae * pr.weight_bytes / shard(3, n_expert);
+      st.grads = ad * pr.gradient_bytes / shard(2, n_dense) + ae * pr.gradient_bytes / shard(2, n_expert);
+      st.master = ad * pr.master_bytes / shard(1, n_dense) + ae * pr.master_bytes / shard(1, n_expert);
+      st.opt = ad * opt_b / shard(1, n_dense) + ae * opt_b / shard(1, n_expert);
+    }
     st.host = 0.0;
     if (plan.offload == wl::Offload::optimizer) {
       // ZeRO-Offload: the fp32 master copy and the optimizer states of this GPU's shard live in host memory.
@@ -247,8 +262,8 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       // ZeRO-3/FSDP gathers a unit's full parameters for its compute (the next one prefetched when overlapping)
       // and holds its full gradient until the reduce-scatter: DeepSpeed's estimate_zero3 "largest layer" term.
       const double units_gathered = plan.overlap_param_gather ? 2.0 : 1.0;
-      st.gathered_w = st.largest_layer_gpu * pr.weight_bytes * units_gathered;
-      st.gathered_g = st.largest_layer_gpu * pr.gradient_bytes;
+      st.gathered_w = st.largest_layer_gpu * base_b * units_gathered;
+      st.gathered_g = plan.lora.on() ? 0.0 : st.largest_layer_gpu * pr.gradient_bytes;
     }
     // A PyTorch training loop (eager modules; plan.kernels == eager). Measured allocator timelines of our H100/H200
     // runs (data/validation/measured/h200-sxm-141gb/mem_*.json, scripts/measure/mem_timeline.py) show:
@@ -269,7 +284,8 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
         st.gathered_w = (root / t + st.largest_layer_gpu) * cd;
         st.gathered_g = 0.0;  // a layer's unsharded gradient exists only between its backward and its reduce-scatter
       }
-      if (plan.mixed_precision == wl::MixedPrecision::amp && plan.zero != wl::ZeroStage::parameters) {
+      if (plan.mixed_precision == wl::MixedPrecision::amp && plan.zero != wl::ZeroStage::parameters &&
+          base_b == pr.weight_bytes) {
         const double emb = shape.first ? double(params.embedding + params.position_embedding) : 0.0;
         st.amp_copies = std::max(0.0, (st.p_dense - emb) / t + st.p_expert / (t * ep)) * c.ab;
       }
@@ -467,6 +483,14 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
         "(current + prefetched unit)",
         B(h.gathered_w), format_count(h.largest_layer_gpu), plan.overlap_param_gather ? 2 : 1));
   }
+  if (plan.lora.on())
+    d.children.back().notes.push_back(fmt::format(
+        "LoRA rank {} on {}: the frozen base at {} B per weight ({}) plus {} adapter parameters per GPU at {} B; only "
+        "the adapters have gradients, master weights and optimizer states (Hu et al. 2021; QLoRA NF4: Dettmers et "
+        "al. 2023 §3)",
+        plan.lora.rank, wl::to_string(plan.lora.targets),
+        format_number(lora_base_bytes(plan.lora.base, pr.weight_bytes), 4), wl::to_string(plan.lora.base),
+        format_count(h.lora_adapters), format_number(pr.weight_bytes)));
   if (h.amp_copies > 0.0 && h.acts_at_peak)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: torch.autocast's {}-byte copies of the GEMM weights, cached in the forward and kept by each "

@@ -167,4 +167,64 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
   return c;
 }
 
+bool lora_targets(const wl::Lora& l, LinearKind k) {
+  if (!l.on() || k == LinearKind::router) return false;
+  switch (l.targets) {
+    case wl::LoraTargets::qkv: return k == LinearKind::qkv;
+    case wl::LoraTargets::attention: return k == LinearKind::qkv || k == LinearKind::attention_out;
+    case wl::LoraTargets::mlp:
+      return k == LinearKind::mlp_in || k == LinearKind::mlp_out || k == LinearKind::expert_in ||
+             k == LinearKind::expert_out;
+    case wl::LoraTargets::all: return true;
+  }
+  return false;
+}
+
+LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, bool moe_layer) {
+  LoraLayerParams r;
+  if (!l.on()) return r;
+  const double rank = double(l.rank), h = double(a.hidden);
+  const double glu = a.mlp == wl::MlpKind::gated ? 2.0 : 1.0;
+  auto pair = [&](double in, double out) { return rank * (in + out); };
+  double qkv_out = double(a.heads + 2 * a.kv_heads) * double(a.head_dim), o_in = double(a.heads * a.head_dim);
+  if (a.mla) {
+    const auto& m = *a.mla;
+    qkv_out = double(a.heads) * double(m.qk_nope_head_dim + m.qk_rope_head_dim) +
+              double(m.kv_lora_rank + m.qk_rope_head_dim);
+    o_in = double(a.heads) * double(m.v_head_dim);
+  }
+  if (lora_targets(l, LinearKind::qkv)) r.dense += pair(h, qkv_out);
+  if (lora_targets(l, LinearKind::attention_out)) r.dense += pair(o_in, h);
+  if (moe_layer && a.moe) {
+    const auto& m = *a.moe;
+    const double ie = double(m.expert_intermediate), is = double(m.shared_experts * m.shared_intermediate);
+    if (lora_targets(l, LinearKind::expert_in)) r.expert += double(m.num_experts) * pair(h, glu * ie);
+    if (lora_targets(l, LinearKind::expert_out)) r.expert += double(m.num_experts) * pair(ie, h);
+    if (is > 0 && lora_targets(l, LinearKind::mlp_in)) r.dense += pair(h, glu * is);
+    if (is > 0 && lora_targets(l, LinearKind::mlp_out)) r.dense += pair(is, h);
+  } else {
+    const double i = double(a.intermediate);
+    if (lora_targets(l, LinearKind::mlp_in)) r.dense += pair(h, glu * i);
+    if (lora_targets(l, LinearKind::mlp_out)) r.dense += pair(i, h);
+  }
+  return r;
+}
+
+double lora_adapter_params(const wl::TransformerArch& a, const wl::Lora& l) {
+  if (!l.on()) return 0.0;
+  const double moe = double(a.moe_layer_count()), dense = double(a.layers) - moe;
+  const LoraLayerParams d = lora_layer_params(a, l, false), e = lora_layer_params(a, l, true);
+  return dense * (d.dense + d.expert) + moe * (e.dense + e.expert);
+}
+
+double lora_base_bytes(wl::LoraBase base, double weight_bytes) {
+  switch (base) {
+    case wl::LoraBase::same: return weight_bytes;
+    case wl::LoraBase::int8:
+    case wl::LoraBase::fp8: return 1.0;
+    case wl::LoraBase::nf4: return 4.127 / 8.0;
+  }
+  return weight_bytes;
+}
+
 }  // namespace gpuplan::model

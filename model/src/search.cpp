@@ -220,7 +220,7 @@ struct FastTrainingEvaluator::Impl {
     t.compute =
         compute.get({par.tp, par.cp, mb, sp, par.ep}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
     if (plan.mixed_precision == wl::MixedPrecision::amp)
-      t.amp_casts = amp.get({par.tp, par.pp}, [&] { return detail::amp_cast_time(k.params, plan, d); });
+      t.amp_casts = amp.get({par.tp, par.pp}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
     if (par.tp > 1)
       t.tp_one = tp.get({par.tp, par.cp, mb, sp}, [&] {
         return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_collective_time(a, plan, g); });
@@ -244,17 +244,17 @@ struct FastTrainingEvaluator::Impl {
       t.dp = dp.get({par.tp, par.pp, par.cp, par.dp, zero}, [&] {
         const CommGroup& g =
             groups.get({par.dp, par.tp * par.cp}, [&] { return detail::training_group(par.dp, par.tp * par.cp, sys); });
-        return detail::dp_collective_times(k.params, plan, g);
+        return detail::dp_collective_times(a, k.params, plan, g);
       });
       if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
-        t.ddp_copy = ddp.get({par.tp, par.pp}, [&] { return detail::ddp_copy_time(k.params, plan, d); });
+        t.ddp_copy = ddp.get({par.tp, par.pp}, [&] { return detail::ddp_copy_time(a, k.params, plan, d); });
     }
     const double shard = detail::optimizer_shard(plan);
     t.optimizer = opt.get({par.tp, par.pp, static_cast<std::int64_t>(shard)},
-                          [&] { return detail::optimizer_time(k.params, plan, d); });
+                          [&] { return detail::optimizer_time(a, k.params, plan, d); });
     if (plan.offload == wl::Offload::optimizer) {
       t.offload = offload.get({par.tp, par.pp, static_cast<std::int64_t>(shard), detail::offload_node_gpus(plan, sys)},
-                              [&] { return detail::offload_times(k.params, plan, sys); });
+                              [&] { return detail::offload_times(a, k.params, plan, sys); });
     }
 
     detail::StepCore core;

@@ -155,6 +155,17 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   k.params = parameter_counts(a, Explain::off);
   k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
   k.moe_layers = double(a.moe_layer_count());
+  if (plan.lora.on()) {
+    // LoRA model FLOPs: the frozen weights run forward and dgrad only (2 + 2 per weight and token, as NeMo counts
+    // its LoRA "model TFLOP/s"), attention forward and backward (3×), the adapters all three passes (6 per adapter
+    // weight a token uses: routed experts' adapters in the proportion k/E of the experts a token visits).
+    double adapters_per_token = 0;
+    const LoraLayerParams ld = lora_layer_params(a, plan.lora, false), lm = lora_layer_params(a, plan.lora, true);
+    const double n_moe = double(a.moe_layer_count()), n_dense = double(a.layers) - n_moe;
+    adapters_per_token += n_dense * (ld.dense + ld.expert) + n_moe * lm.dense;
+    if (a.moe) adapters_per_token += n_moe * lm.expert * double(a.moe->experts_per_token) / double(a.moe->num_experts);
+    k.fpt.training = k.fpt.matmul_forward * 2.0 + k.fpt.attention_forward * 3.0 + units::flop(6.0 * adapters_per_token);
+  }
   k.price = sys.price ? sys.price : sys.gpu->price;
   return k;
 }
@@ -198,8 +209,10 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   OpCost loss_b = streaming_cost(none, OpClass::loss, units::bytes(double(T * v_local) * ce_b),
                                  units::flop(3.0 * double(T * v_local)), d);
   OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes(double(T * a.hidden) * e * 2.0), units::flop(0), d);
-  c.head_time = head_f.time + head_dg.time + head_wg.time + loss_f.time + loss_b.time;
-  c.embed_time = embed.time * 3.0;  // lookup + gradient scatter-add
+  // LoRA: the LM head and the embedding are frozen: no weight-gradient GEMM, no gradient scatter-add.
+  const bool frozen = plan.lora.on();
+  c.head_time = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss_f.time + loss_b.time;
+  c.embed_time = embed.time * (frozen ? 1.0 : 3.0);  // lookup (+ gradient scatter-add)
   return c;
 }
 
@@ -244,6 +257,11 @@ double params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& pla
   return double(params.total) / double(plan.par.tp * plan.par.pp);  // approx: even stages
 }
 
+double trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
+  if (!plan.lora.on()) return params_per_gpu(params, plan);
+  return lora_adapter_params(a, plan.lora) / double(plan.par.tp * plan.par.pp);
+}
+
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
   const Bytes act = tp_message(a, plan);
   return plan.par.sequence_parallel
@@ -264,11 +282,16 @@ Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
   return collective_time(Collective::send_recv, pp_message(a, plan), pp_g);
 }
 
-DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g) {
+DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g) {
   DpTimes t;
-  const double p_gpu = params_per_gpu(params, plan);
-  const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
-  const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
+  const double p_gpu = params_per_gpu(params, plan), p_train = trainable_per_gpu(a, params, plan);
+  const double base_b = plan.lora.on() ? lora_base_bytes(plan.lora.base, plan.precision.weight_bytes)
+                                       : plan.precision.weight_bytes;
+  // ZeRO-3 gathers the (frozen or not) weights for compute; ZeRO-1/2 gather the updated shards after the optimizer
+  // step: the trainable ones only.
+  const bool zero3 = plan.zero == wl::ZeroStage::parameters;
+  const Bytes grads = units::bytes(p_train * plan.precision.gradient_bytes);
+  const Bytes weights = units::bytes(zero3 ? p_gpu * base_b : p_train * plan.precision.weight_bytes);
   // The unit reduced last (its gradients appear last in the backward, so nothing is left to hide its collective)
   // and the unit gathered first (before the first layer can run):
   //  - FSDP / ZeRO-3: the root unit, which holds what no decoder layer owns: the embedding, the final norm and an
@@ -287,8 +310,10 @@ DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPla
     unit = std::max(bucket, emb);
   }
   unit = std::min(unit, p_gpu);
-  const Bytes unit_grads = units::bytes(unit * plan.precision.gradient_bytes);
-  const Bytes unit_weights = units::bytes(unit * plan.precision.weight_bytes);
+  // LoRA: the embedding and LM head are frozen; the last reduction is one bucket of adapter gradients.
+  const double unit_train = plan.lora.on() ? std::min(unit, p_train) : unit;
+  const Bytes unit_grads = units::bytes(unit_train * plan.precision.gradient_bytes);
+  const Bytes unit_weights = units::bytes(zero3 ? unit * base_b : unit_train * plan.precision.weight_bytes);
   if (plan.zero == wl::ZeroStage::none) {
     t.reduce = collective_time(Collective::all_reduce, grads, dp_g);
     t.reduce_last = collective_time(Collective::all_reduce, unit_grads, dp_g);
@@ -301,17 +326,22 @@ DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPla
   return t;
 }
 
-Seconds ddp_copy_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
-  const Bytes grads = units::bytes(params_per_gpu(params, plan) * plan.precision.gradient_bytes);
+Seconds ddp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                      const Device& d) {
+  const Bytes grads = units::bytes(trainable_per_gpu(a, params, plan) * plan.precision.gradient_bytes);
   return streaming_cost("DDP bucket copy", OpClass::elementwise, grads * 2.0, units::flop(0), d).time;
 }
 
-Seconds amp_cast_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
+Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                      const Device& d) {
   // PyTorch AMP: autocast casts every fp32 weight to bf16 in each forward (read 4 B, write 2 B per parameter) and
   // each bf16 weight gradient is copied into the fp32 .grad (read 2 B, write 4 B). (FSDP with a bf16 param_dtype
-  // policy folds the cast into its all-gather: that is mixed_precision "megatron" here, bf16 parameters.)
+  // policy folds the cast into its all-gather: that is mixed_precision "megatron" here, bf16 parameters.) LoRA: only
+  // the adapters have gradients; a quantised frozen base is dequantised per GEMM instead (layer_cost).
   const double p_stage = double(params.total) / double(plan.par.tp * plan.par.pp);
-  return streaming_cost(std::string(), OpClass::elementwise, units::bytes(p_stage * 12.0), units::flop(0), d).time;
+  const bool base_cast = !plan.lora.on() || plan.lora.base == wl::LoraBase::same;
+  const double bytes = (base_cast ? p_stage * 6.0 : 0.0) + trainable_per_gpu(a, params, plan) * 6.0;
+  return streaming_cost(std::string(), OpClass::elementwise, units::bytes(bytes), units::flop(0), d).time;
 }
 
 double optimizer_shard(const wl::TrainingPlan& plan) {
@@ -413,11 +443,12 @@ bool offload_fits_host(double host_per_gpu, const wl::TrainingPlan& plan, const 
   return offload_host_bytes_per_node(host_per_gpu, plan, sys) <= sys.node->host_memory->raw();
 }
 
-OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+OffloadTimes offload_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                           const TrainingSystem& sys) {
   OffloadTimes o;
   const auto link = host_link_bandwidth(sys);
   if (!link || sys.node == nullptr || !sys.node->host_memory_bandwidth) return o;
-  const double shard_params = params_per_gpu(params, plan) / optimizer_shard(plan);
+  const double shard_params = trainable_per_gpu(a, params, plan) / optimizer_shard(plan);
   const long long node_gpus = offload_node_gpus(plan, sys);
   const units::Bandwidth link_eff = *link * kHostLinkEfficiency;
   // Every GPU of the node runs its optimizer step on the host at the same time: each gets 1/node_gpus of the DRAM.
@@ -430,8 +461,9 @@ OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan
   return o;
 }
 
-Seconds optimizer_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d) {
-  const double p_gpu = params_per_gpu(params, plan);
+Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                       const Device& d) {
+  const double p_gpu = trainable_per_gpu(a, params, plan);
   const double shard = optimizer_shard(plan);
   const double opt_bytes = p_gpu / shard * optimizer_bytes_per_param(plan);
   return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_gpu / shard * 12.0), d)
@@ -512,7 +544,9 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     o.pp.exposed = o.pp.time;
   }
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
-  const double p_gpu = params_per_gpu(k.params, plan);
+  const double p_gpu = params_per_gpu(k.params, plan), p_train = trainable_per_gpu(a, k.params, plan);
+  const double base_b = plan.lora.on() ? lora_base_bytes(plan.lora.base, plan.precision.weight_bytes)
+                                       : plan.precision.weight_bytes;
   // Compute time already hiding the TP and CP communication (their hidden parts) is not available again to hide the
   // DP collectives: the windows below are the compute left over (before, a faster attention kernel could lengthen
   // the step — the CP exchange and a ZeRO-3 gather both counted the same attention time; tests/property).
@@ -522,8 +556,9 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   const Seconds bwd_mb = std::max(Seconds(0), bwd_all_mb - hidden_tp_cp_mb * bwd_part);
   const Seconds fwd_mb = std::max(Seconds(0), fwd_all_mb - hidden_tp_cp_mb * (1.0 - bwd_part));
   if (par.dp > 1) {
-    const Bytes grads = units::bytes(p_gpu * plan.precision.gradient_bytes);
-    const Bytes weights = units::bytes(p_gpu * plan.precision.weight_bytes);
+    const Bytes grads = units::bytes(p_train * plan.precision.gradient_bytes);
+    const Bytes weights = units::bytes(plan.zero == wl::ZeroStage::parameters ? p_gpu * base_b
+                                                                             : p_train * plan.precision.weight_bytes);
     const Seconds reduce = t.dp.reduce;
     Seconds gather{};
     if (plan.zero == wl::ZeroStage::none) {
@@ -541,7 +576,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(a, plan, p_gpu, grads);
+    const DpCalls calls = dp_calls(a, plan, p_train, grads);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;
@@ -597,7 +632,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     s.optimizer = t.offload.cpu_step;
     o.offload.time = t.offload.d2h + t.offload.h2d;
     o.offload.exposed = std::max(Seconds(0), t.offload.d2h - bwd_mb) + t.offload.h2d;
-    o.offload.bytes = units::bytes(p_gpu / optimizer_shard(plan) *
+    o.offload.bytes = units::bytes(p_train / optimizer_shard(plan) *
                                    (plan.precision.gradient_bytes + plan.precision.weight_bytes));
   }
   s.offload = o.offload.exposed;
@@ -696,7 +731,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   detail::StepTerms terms;
   LayerCost first;
   terms.compute = detail::compute_terms(a, plan, d, &first);
-  if (plan.mixed_precision == wl::MixedPrecision::amp) terms.amp_casts = detail::amp_cast_time(params, plan, d);
+  if (plan.mixed_precision == wl::MixedPrecision::amp) terms.amp_casts = detail::amp_cast_time(a, params, plan, d);
   // Megatron rank order: tp innermost, then cp, then dp (ep carved out of dp·cp), pp outermost.
   const CommGroup tp_g = detail::training_group(par.tp, 1, sys);
   const CommGroup cp_g = detail::training_group(par.cp, par.tp, sys);
@@ -708,12 +743,12 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   if (par.ep > 1 && a.moe) terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
   if (par.pp > 1) terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
   if (par.dp > 1) {
-    terms.dp = detail::dp_collective_times(params, plan, dp_g);
+    terms.dp = detail::dp_collective_times(a, params, plan, dp_g);
     if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
-      terms.ddp_copy = detail::ddp_copy_time(params, plan, d);
+      terms.ddp_copy = detail::ddp_copy_time(a, params, plan, d);
   }
-  terms.optimizer = detail::optimizer_time(params, plan, d);
-  if (plan.offload == wl::Offload::optimizer) terms.offload = detail::offload_times(params, plan, sys);
+  terms.optimizer = detail::optimizer_time(a, params, plan, d);
+  if (plan.offload == wl::Offload::optimizer) terms.offload = detail::offload_times(a, params, plan, sys);
 
   // ---- the step ----
   detail::StepCore core;
@@ -749,7 +784,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   const Seconds bubble = s.bubble;
   const std::int64_t layers_stage = detail::heaviest_stage_layers(a, plan);
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
-  const double p_gpu = detail::params_per_gpu(params, plan);
+  const double p_gpu = detail::trainable_per_gpu(a, params, plan);
   const double shard = detail::optimizer_shard(plan);
 
   // ---- memory ----

@@ -64,6 +64,8 @@ Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 double params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// Parameters per GPU that carry gradients and optimizer states: all of them, or the LoRA adapters.
+double trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
 
 /// One TP collective pair (all-reduce, or all-gather + reduce-scatter with SP) of one layer. Key (tp, cp, micro, sp).
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
@@ -80,11 +82,11 @@ struct DpTimes {
   Seconds reduce_last{};   ///< the last-reduced unit's collective (exposed after the backward)
   Seconds gather_first{};  ///< the first-gathered unit's collective (exposed before the first layer), ZeRO ≥ 1
 };
-DpTimes dp_collective_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g);
+DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g);
 /// PyTorch DDP's copy of every gradient into its buckets (eager kernels, no ZeRO). Key (tp, pp).
-Seconds ddp_copy_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+Seconds ddp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 /// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp).
-Seconds amp_cast_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 /// Layers of the heaviest pipeline stage, the one that sets the pipeline's pace: ⌈L / pp⌉ for 1F1B (the first L mod
 /// pp stages hold one more layer), stage 0's chunks for the interleaved schedule (stage_shape's assignment).
 std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
@@ -94,7 +96,7 @@ double comm_compute_share(const Device& d);
 /// ZeRO shard count of the optimizer step (1 without ZeRO).
 double optimizer_shard(const wl::TrainingPlan& plan);
 /// The optimizer pass over this GPU's shard. Key (tp, pp, optimizer_shard).
-Seconds optimizer_time(const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 
 /// CPU offload of the optimizer (wl::Offload::optimizer), per step: this GPU's gradient shard to the host and the
 /// updated weights back over its host link, and the CPU optimizer step over the shard at this GPU's share of the
@@ -111,7 +113,7 @@ inline constexpr double kHostLinkEfficiency = 0.86;
 inline constexpr double kHostDramEfficiency = 0.70;
 /// The host link of the system's GPU (its PCIe link's x16 rate), absent when the data does not give one.
 std::optional<units::Bandwidth> host_link_bandwidth(const TrainingSystem& sys);
-OffloadTimes offload_times(const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+OffloadTimes offload_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const TrainingSystem& sys);
 /// Host memory the offloaded states of one node need: per-GPU host bytes × the node's GPUs in use.
 double offload_host_bytes_per_node(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys);
 /// Whether the node's host memory holds the offloaded states of its GPUs (true when nothing is offloaded or the node

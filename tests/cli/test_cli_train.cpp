@@ -149,6 +149,22 @@ TEST_SUITE("gpuplan train") {
     CHECK(contains(r.err, "note: 'h100' is h100-sxm5-80gb"));
   }
 
+  TEST_CASE("LoRA - the plan that does not fit for full fine-tuning fits with rank-16 adapters, and targets need a rank") {
+    // The same 8-GPU plan without ZeRO (16 B per parameter, does not fit) with the base frozen: adapters only carry
+    // gradients and optimizer states.
+    const Run r = run(with(base_args(), {"--format", "json", "--lora-rank", "16", "--lora-targets", "all"}));
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    const json j = parse_json(r);
+    check_train_keys(j);
+    CHECK(j["feasible"] == true);
+    CHECK(j["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() < 1e9);
+    const Run bad = run(with(base_args(), {"--lora-targets", "qkv"}));
+    CHECK(bad.rc == 2);
+    CHECK(contains(bad.err, "--lora-targets"));
+    CHECK(contains(bad.err, "--lora-rank"));
+  }
+
   TEST_CASE("the plan without ZeRO needs 16 B per parameter on each GPU: exit 3, does not fit, numbers still given") {
     const Run r = run(with(base_args(), {"--format", "json"}));
     CHECK(r.rc == kInfeasible);

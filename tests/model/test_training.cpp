@@ -1294,3 +1294,84 @@ TEST_SUITE("TP communication overlap") {
     CHECK(on.step_time < off.step_time);
   }
 }
+
+TEST_SUITE("LoRA and QLoRA fine-tuning") {
+  // Llama-2-7B (h 4096, 32 heads of 128, MHA, i 11008, 32 layers) on a DGX H100, one GPU's view of DP 8.
+  Layout dp8() {
+    Layout l;
+    l.dp = 8;
+    l.global = 32;
+    return l;
+  }
+
+  TEST_CASE("adapters: r·(d_in + d_out) per targeted linear layer, NeMo's fused QKV and up/gate") {
+    const auto& a = arch("llama-2-7b");
+    wl::Lora l;
+    l.rank = 32;
+    l.targets = wl::LoraTargets::qkv;
+    CHECK(model::lora_layer_params(a, l, false).dense == doctest::Approx(32.0 * (4096 + 3 * 4096)));
+    CHECK(model::lora_adapter_params(a, l) == doctest::Approx(32.0 * 32 * (4096 + 3 * 4096)));
+    l.targets = wl::LoraTargets::all;
+    const double per_layer = 32.0 * ((4096 + 3 * 4096) + (4096 + 4096) + (4096 + 2 * 11008) + (11008 + 4096));
+    CHECK(model::lora_layer_params(a, l, false).dense == doctest::Approx(per_layer));
+    l.rank = 0;
+    CHECK(model::lora_adapter_params(a, l) == 0.0);
+    CHECK_FALSE(model::lora_targets(l, model::LinearKind::qkv));
+  }
+
+  TEST_CASE("LoRA keeps gradients, master weights and optimizer states for the adapters only") {
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-2-7b");
+    wl::TrainingPlan p = plan_of(dp8());
+    p.lora.rank = 32;
+    p.lora.targets = wl::LoraTargets::qkv;
+    const auto e = model::estimate_training(a, p, sys, Explain::on);
+    REQUIRE(e.feasibility.ok);
+    const double P = double(model::parameter_counts(a, Explain::off).total), A = 32.0 * 32 * 16384;
+    const auto& pr = p.precision;
+    CHECK(e.memory.weights.raw() == doctest::Approx((P + A) * pr.weight_bytes));
+    CHECK(e.memory.gradients.raw() == doctest::Approx(A * pr.gradient_bytes));
+    CHECK(e.memory.master_weights.raw() == doctest::Approx(A * pr.master_bytes));
+    CHECK(e.memory.optimizer_states.raw() == doctest::Approx(A * 8.0));
+    // QLoRA: the frozen base in NF4 with double quantisation, 4.127 bits per weight.
+    p.lora.base = wl::LoraBase::nf4;
+    const auto q = model::estimate_training(a, p, sys, Explain::off);
+    CHECK(q.memory.weights.raw() == doctest::Approx(P * 4.127 / 8 + A * pr.weight_bytes));
+  }
+
+  TEST_CASE("the frozen base skips its weight-gradient GEMMs: a third of the GEMM work, and a DP reduction of adapters") {
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-2-7b");
+    wl::TrainingPlan p = plan_of(dp8());
+    p.zero = wl::ZeroStage::optimizer;  // full fine-tuning of 7B needs its optimizer states sharded to fit
+    const auto full = model::estimate_training(a, p, sys, Explain::off);
+    p.lora.rank = 8;
+    p.lora.targets = wl::LoraTargets::qkv;
+    const auto lora = model::estimate_training(a, p, sys, Explain::off);
+    REQUIRE(full.feasibility.ok);
+    REQUIRE(lora.feasibility.ok);
+    // Layer GEMMs: forward + dgrad + wgrad of equal FLOPs → forward + dgrad, plus rank-8 adapters (< 1%).
+    CHECK(lora.step.gemm.raw() / full.step.gemm.raw() == doctest::Approx(2.0 / 3.0).epsilon(0.03));
+    CHECK(lora.step.attention.raw() == doctest::Approx(full.step.attention.raw()));
+    CHECK(lora.comm[4].bytes_per_step.raw() < 1e-3 * full.comm[4].bytes_per_step.raw());
+    // Model FLOPs: 2 + 2 per frozen weight and token, attention 3× forward, adapters 6 per weight.
+    const auto fpt = model::flops_per_token(a, p.seq_len, Explain::off);
+    const double tokens = double(p.global_batch) * double(p.seq_len);
+    const double adapters = 32.0 * 8 * 16384;
+    CHECK(lora.model_flops_per_step.raw() ==
+          doctest::Approx((2 * fpt.matmul_forward.raw() + 3 * fpt.attention_forward.raw() + 6 * adapters) * tokens));
+    // The adapters' GEMMs and the dequantisation appear in the layer's op list.
+    p.lora.base = wl::LoraBase::nf4;
+    const auto q = model::estimate_training(a, p, sys, Explain::on);
+    bool adapter = false, dequant = false, wgrad = false;
+    for (const auto& op : q.layer_ops) {
+      adapter = adapter || op.name == "QKV projection LoRA A";
+      dequant = dequant || op.name == "MLP down dequantise";
+      wgrad = wgrad || op.name == "MLP down wgrad";
+    }
+    CHECK(adapter);
+    CHECK(dequant);
+    CHECK_FALSE(wgrad);
+    CHECK(q.step_time > lora.step_time);  // dequantising every weight twice per micro-batch costs time
+  }
+}

@@ -255,6 +255,11 @@ std::optional<TrainingCase> random_training(Rng& r, const GenArch& arch) {
     p.overlap_param_gather = r.chance(0.7);
     p.overlap_tp_comm = r.chance(0.3);
     if (r.chance(0.5)) p.tokens_to_train = r.log_uniform(1e9, 1e13);
+    if (r.chance(0.15)) {  // LoRA / QLoRA fine-tuning
+      p.lora.rank = static_cast<int>(r.range(1, 256));
+      p.lora.targets = static_cast<wl::LoraTargets>(r.range(0, 3));
+      p.lora.base = static_cast<wl::LoraBase>(r.range(0, 3));
+    }
     if (model::check_training_layout(a, p, t.sys).ok) return t;
   }
   return std::nullopt;

@@ -61,6 +61,14 @@ const FieldTable& training_scenario_fields() {
         "CPU offload: optimizer = ZeRO-Offload (master weights + optimizer states in host memory, optimizer step on "
         "the CPU; needs zero ≥ 1)",
         0, 0, {"none", "optimizer"}),
+      f("lora_rank", FieldType::integer,
+        "LoRA adapter rank; 0 = full fine-tuning (the base weights frozen otherwise: no weight gradients or "
+        "optimizer states for them)",
+        0, 65536),
+      f("lora_targets", FieldType::string, "linear layers with LoRA adapters", 0, 0, {"qkv", "attention", "mlp", "all"}),
+      f("lora_base", FieldType::string,
+        "storage of the frozen base weights: same (the precision's), int8, fp8, nf4 (QLoRA: 4.127 bits per weight)",
+        0, 0, {"same", "int8", "fp8", "nf4"}),
       f("overlap_grad_reduce", FieldType::boolean, "overlap DP gradient reduction with backward"),
       f("overlap_param_gather", FieldType::boolean, "overlap parameter all-gather with compute"),
       f("overlap_tp_comm", FieldType::boolean, "overlap TP communication with GEMMs"),
@@ -143,6 +151,21 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   }
   if (auto v = r.str("offload")) p.offload = *v == "optimizer" ? wl::Offload::optimizer : wl::Offload::none;
   if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
+  if (auto v = r.integer("lora_rank")) p.lora.rank = static_cast<int>(*v);
+  if (auto v = r.str("lora_targets"))
+    p.lora.targets = *v == "qkv"         ? wl::LoraTargets::qkv
+                     : *v == "attention" ? wl::LoraTargets::attention
+                     : *v == "mlp"       ? wl::LoraTargets::mlp
+                                         : wl::LoraTargets::all;
+  if (auto v = r.str("lora_base"))
+    p.lora.base = *v == "nf4" ? wl::LoraBase::nf4 : *v == "int8" ? wl::LoraBase::int8 : *v == "fp8" ? wl::LoraBase::fp8 : wl::LoraBase::same;
+  if (p.lora.rank == 0 && (r.str("lora_targets") || (r.str("lora_base") && *r.str("lora_base") != "same"))) {
+    const std::string key = r.str("lora_targets") ? "lora_targets" : "lora_base";
+    const auto flag = origin_of_key.find(key);
+    const std::string msg = key + " is set but there are no adapters: give a LoRA rank (lora_rank / --lora-rank ≥ 1)";
+    if (flag != origin_of_key.end()) diags.error("", flag->second, msg);
+    else diags.error(file, pointer + "/" + key, msg);
+  }
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;
@@ -187,6 +210,11 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";
   if (p.offload == wl::Offload::optimizer) j["offload"] = "optimizer";
+  if (p.lora.on()) {
+    j["lora_rank"] = p.lora.rank;
+    j["lora_targets"] = wl::to_string(p.lora.targets);
+    j["lora_base"] = wl::to_string(p.lora.base);
+  }
   j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   j["overlap_param_gather"] = p.overlap_param_gather;
   j["overlap_tp_comm"] = p.overlap_tp_comm;

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "gpuplan/core/derivation.hpp"
+#include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
 
 namespace gpuplan::model {
@@ -42,5 +43,25 @@ struct ParameterCounts {
 /// Matches the published counts of GPT-3, Megatron GPT (Narayanan et al. 2021 eq. for P), Llama, Mixtral, Qwen,
 /// DeepSeek-V3 and GPT-OSS within 0.5% (tests/model).
 ParameterCounts parameter_counts(const wl::TransformerArch& arch, Explain explain = Explain::on);
+
+/// The linear layers of a decoder layer, as LoRA targets name them.
+enum class LinearKind { qkv, attention_out, mlp_in, mlp_out, expert_in, expert_out, router };
+/// Whether LoRA puts an adapter beside this linear layer (never the router).
+bool lora_targets(const wl::Lora& l, LinearKind k);
+
+/// LoRA adapter parameters of one layer, before TP/EP: r·(d_in + d_out) per targeted linear layer (A: d_in × r,
+/// B: r × d_out; Hu et al. 2021 §4.1). `dense` holds the attention and dense/shared-expert adapters, `expert` the
+/// routed experts' (one adapter pair per expert and linear). Fused layers take one adapter (the QKV projection,
+/// the MLP's up/gate), as Megatron-Core/NeMo place them.
+struct LoraLayerParams {
+  double dense = 0.0;
+  double expert = 0.0;
+};
+LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, bool moe_layer);
+/// All adapters of the model (0 without LoRA).
+double lora_adapter_params(const wl::TransformerArch& a, const wl::Lora& l);
+/// Bytes per frozen base weight for `base` (same: `weight_bytes`): int8 and fp8 1 B (a per-channel scale, negligible);
+/// nf4 with double quantisation 4.127 bits (QLoRA §3: 4 bits + 8-bit absmax per 64 + fp32 per 256 blocks of those).
+double lora_base_bytes(wl::LoraBase base, double weight_bytes);
 
 }  // namespace gpuplan::model

@@ -30,6 +30,43 @@ enum class MixedPrecision { megatron, amp };
 /// gradient shard to the host and the updated weights back over the GPU's host link. Needs ZeRO ≥ 1.
 enum class Offload { none, optimizer };
 
+/// LoRA fine-tuning (Hu et al. 2021, arXiv:2106.09685): rank-r adapters B·A beside the chosen linear layers; the
+/// base model is frozen — no weight gradients, no gradient reduction and no optimizer states for it, and its weight-
+/// gradient GEMMs are skipped (the activation gradients still flow through every layer). QLoRA (Dettmers et al. 2023,
+/// arXiv:2305.14314 §3) stores the frozen base in NF4 with double quantisation (4.127 bits per weight) and
+/// dequantises it to the compute dtype before each GEMM.
+enum class LoraTargets {
+  qkv,        ///< the fused QKV projection (NeMo's default target, attention_qkv)
+  attention,  ///< QKV and the output projection
+  mlp,        ///< the MLP (fused up/gate and down; shared and routed experts too)
+  all,        ///< every linear layer of the decoder (QLoRA's recommendation), not the router or the LM head
+};
+enum class LoraBase { same, int8, fp8, nf4 };  ///< storage of the frozen base weights (same = precision.weight_bytes)
+constexpr const char* to_string(LoraTargets t) {
+  switch (t) {
+    case LoraTargets::qkv: return "qkv";
+    case LoraTargets::attention: return "attention";
+    case LoraTargets::mlp: return "mlp";
+    case LoraTargets::all: return "all";
+  }
+  return "all";
+}
+constexpr const char* to_string(LoraBase b) {
+  switch (b) {
+    case LoraBase::same: return "same";
+    case LoraBase::int8: return "int8";
+    case LoraBase::fp8: return "fp8";
+    case LoraBase::nf4: return "nf4";
+  }
+  return "same";
+}
+struct Lora {
+  int rank = 0;  ///< 0: full fine-tuning (no adapters)
+  LoraTargets targets = LoraTargets::all;
+  LoraBase base = LoraBase::same;
+  [[nodiscard]] bool on() const { return rank > 0; }
+};
+
 struct Parallelism {
   int tp = 1;   ///< tensor parallel
   int pp = 1;   ///< pipeline parallel (stages)
@@ -66,6 +103,7 @@ struct TrainingPlan {
   KernelStyle kernels = KernelStyle::fused;
   MixedPrecision mixed_precision = MixedPrecision::megatron;
   Offload offload = Offload::none;
+  Lora lora;                           ///< rank 0: full fine-tuning / pre-training
   bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
