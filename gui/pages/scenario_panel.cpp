@@ -36,7 +36,7 @@ const char* const kOwnedKeys[] = {"model", "gpu", "node", "cluster", "gpus", "tp
                                   "micro_batch", "global_batch", "seq", "precision", "optimizer", "zero",
                                   "recompute", "flash_attention", "sequence_parallel", "tokens", "schedule",
                                   "virtual_stages", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
-                                  "offload"};
+                                  "offload", "lora_rank", "lora_targets", "lora_base"};
 }  // namespace
 
 ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* parent)
@@ -102,6 +102,21 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   offload_->addItem(tr("optimizer → CPU (ZeRO-Offload)"), "optimizer");
   offload_->setToolTip(tr("CPU offload (\"offload\"): fp32 master weights and optimizer states in host memory, the "
                           "optimizer step on the CPU; needs ZeRO ≥ 1"));
+  lora_rank_ = spin(0, 65536, 0, tr("LoRA adapter rank (\"lora_rank\"); 0 = full training. With adapters the base "
+                                    "model is frozen: no weight gradients, gradients, master weights or optimizer "
+                                    "states for it"));
+  lora_targets_ = new QComboBox;
+  lora_targets_->addItem(tr("all linear layers"), "all");
+  lora_targets_->addItem(tr("QKV projection"), "qkv");
+  lora_targets_->addItem(tr("attention (QKV + output)"), "attention");
+  lora_targets_->addItem(tr("MLP"), "mlp");
+  lora_targets_->setToolTip(tr("Linear layers with LoRA adapters (\"lora_targets\")"));
+  lora_base_ = new QComboBox;
+  lora_base_->addItem(tr("as the precision"), "same");
+  lora_base_->addItem(tr("NF4 (QLoRA, 4.127 bits)"), "nf4");
+  lora_base_->addItem(tr("int8"), "int8");
+  lora_base_->addItem(tr("fp8"), "fp8");
+  lora_base_->setToolTip(tr("Storage of the frozen base weights (\"lora_base\"), dequantised before each GEMM"));
   ov_grad_ = new QCheckBox(tr("Overlap DP gradient reduction"));
   ov_grad_->setChecked(true);
   ov_grad_->setToolTip(tr("\"overlap_grad_reduce\": DP/FSDP gradient reduce-scatter/all-reduce behind the backward pass"));
@@ -144,6 +159,9 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   rf->addRow(tr("ZeRO"), zero_);
   rf->addRow(tr("Recompute"), recompute_);
   rf->addRow(tr("CPU offload"), offload_);
+  rf->addRow(tr("LoRA rank"), lora_rank_);
+  rf->addRow(tr("LoRA targets"), lora_targets_);
+  rf->addRow(tr("LoRA base"), lora_base_);
   rf->addRow(flash_);
   rf->addRow(ov_grad_);
   rf->addRow(ov_param_);
@@ -174,10 +192,18 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
     c->setMinimumContentsLength(10);
   }
 
-  for (auto* c : {model_, gpu_, node_, cluster_, precision_, optimizer_, zero_, recompute_, schedule_, offload_})
+  for (auto* c : {model_, gpu_, node_, cluster_, precision_, optimizer_, zero_, recompute_, schedule_, offload_,
+                  lora_targets_, lora_base_})
     connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
   for (auto* c : compare_) connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
-  for (auto* s : {gpus_, tp_, pp_, cp_, ep_, micro_, global_, seq_, vstages_})
+  // Adapter targets and base storage mean something only with adapters.
+  auto lora_enable = [this] {
+    lora_targets_->setEnabled(lora_rank_->value() > 0);
+    lora_base_->setEnabled(lora_rank_->value() > 0);
+  };
+  connect(lora_rank_, &QSpinBox::valueChanged, this, lora_enable);
+  lora_enable();
+  for (auto* s : {gpus_, tp_, pp_, cp_, ep_, micro_, global_, seq_, vstages_, lora_rank_})
     connect(s, &QSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
   connect(tokens_, &QDoubleSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
   for (auto* b : {flash_, sp_, calib_, ov_grad_, ov_param_, ov_tp_})
@@ -226,6 +252,9 @@ void ScenarioPanel::setDefaults() {
   selectData(schedule_, "1f1b");
   vstages_->setValue(1);
   selectData(offload_, "none");
+  lora_rank_->setValue(0);
+  selectData(lora_targets_, "all");
+  selectData(lora_base_, "same");
   ov_grad_->setChecked(true);
   ov_param_->setChecked(true);
   ov_tp_->setChecked(false);
@@ -260,6 +289,11 @@ json_io::Json ScenarioPanel::scenario() const {
   j["schedule"] = schedule_->currentData().toString().toStdString();
   j["virtual_stages"] = vstages_->value();
   j["offload"] = offload_->currentData().toString().toStdString();
+  if (lora_rank_->value() > 0) {  // targets and base without a rank are an error for the decoder
+    j["lora_rank"] = lora_rank_->value();
+    j["lora_targets"] = lora_targets_->currentData().toString().toStdString();
+    j["lora_base"] = lora_base_->currentData().toString().toStdString();
+  }
   j["overlap_grad_reduce"] = ov_grad_->isChecked();
   j["overlap_param_gather"] = ov_param_->isChecked();
   j["overlap_tp_comm"] = ov_tp_->isChecked();
@@ -319,6 +353,9 @@ void ScenarioPanel::setScenario(const wl_io::TrainingScenario& s, const json_io:
   selectData(schedule_, p.schedule == wl::PipelineSchedule::interleaved ? "interleaved" : "1f1b");
   vstages_->setValue(p.par.virtual_stages);
   selectData(offload_, p.offload == wl::Offload::optimizer ? "optimizer" : "none");
+  lora_rank_->setValue(p.lora.rank);
+  selectData(lora_targets_, QString::fromUtf8(wl::to_string(p.lora.targets)));
+  selectData(lora_base_, QString::fromUtf8(wl::to_string(p.lora.base)));
   ov_grad_->setChecked(p.overlap_grad_reduce);
   ov_param_->setChecked(p.overlap_param_gather);
   ov_tp_->setChecked(p.overlap_tp_comm);

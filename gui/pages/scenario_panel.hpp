@@ -49,6 +49,9 @@ class ScenarioPanel : public QWidget {
   QComboBox* scheduleCombo() const { return schedule_; }
   QSpinBox* virtualStagesSpin() const { return vstages_; }
   QComboBox* offloadCombo() const { return offload_; }
+  QSpinBox* loraRankSpin() const { return lora_rank_; }
+  QComboBox* loraTargetsCombo() const { return lora_targets_; }
+  QComboBox* loraBaseCombo() const { return lora_base_; }
   QComboBox* zeroCombo() const { return zero_; }
   QCheckBox* overlapGradReduce() const { return ov_grad_; }
   QCheckBox* overlapParamGather() const { return ov_param_; }
@@ -67,7 +70,8 @@ class ScenarioPanel : public QWidget {
   json_io::Json extra_ = json_io::Json::object();
   bool loading_ = false;
   QComboBox *model_, *gpu_, *node_, *cluster_, *precision_, *optimizer_, *zero_, *recompute_, *schedule_, *offload_;
-  QSpinBox *gpus_, *tp_, *pp_, *cp_, *ep_, *micro_, *global_, *seq_, *vstages_;
+  QComboBox *lora_targets_, *lora_base_;
+  QSpinBox *gpus_, *tp_, *pp_, *cp_, *ep_, *micro_, *global_, *seq_, *vstages_, *lora_rank_;
   QDoubleSpinBox* tokens_;
   QCheckBox *flash_, *sp_, *calib_, *ov_grad_, *ov_param_, *ov_tp_;
   std::vector<QComboBox*> compare_;

@@ -384,3 +384,46 @@ TEST_CASE("panel: schedule, virtual stages, overlap flags and CPU offload are sc
   CHECK(w2.lastTraining().gpus_evaluated[0].est.step_time.raw() ==
         doctest::Approx(w.lastTraining().gpus_evaluated[0].est.step_time.raw()));
 }
+
+TEST_CASE("panel: LoRA rank, targets and base are scenario keys the model evaluates and that round-trip save/open") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  QTemporaryDir dir;
+  REQUIRE(dir.isValid());
+  gui::MainWindow w(data);
+  REQUIRE(wait_until([&] { return w.idle(); }));
+  auto* p = w.panel();
+  CHECK_FALSE(p->loraTargetsCombo()->isEnabled());  // no adapters yet: targets and base mean nothing
+  const double full_opt = w.lastTraining().gpus_evaluated[0].est.memory.optimizer_states.raw();
+  p->loraRankSpin()->setValue(16);
+  select(p->loraTargetsCombo(), "attention");
+  select(p->loraBaseCombo(), "nf4");
+  CHECK(p->loraTargetsCombo()->isEnabled());
+  REQUIRE(wait_until([&] {
+    const auto& pl = w.lastTraining().plan;
+    return w.idle() && pl.lora.rank == 16 && pl.lora.targets == wl::LoraTargets::attention &&
+           pl.lora.base == wl::LoraBase::nf4;
+  }));
+  const auto& est = w.lastTraining().gpus_evaluated[0].est;
+  REQUIRE(est.step_time.raw() > 0);
+  CHECK(est.memory.optimizer_states.raw() < 0.01 * full_opt);  // adapters only
+  const QString path = dir.filePath("lora.json");
+  REQUIRE(w.saveScenario(path));
+  Diagnostics diags;
+  auto text = json_io::read_text_file(path.toStdString(), diags);
+  REQUIRE(text);
+  auto j = json_io::parse(*text, path.toStdString(), diags);
+  REQUIRE(j);
+  CHECK((*j)["lora_rank"] == 16);
+  CHECK((*j)["lora_targets"] == "attention");
+  CHECK((*j)["lora_base"] == "nf4");
+  gui::MainWindow w2(data);
+  REQUIRE(wait_until([&] { return w2.idle(); }));
+  REQUIRE(w2.openScenario(path));
+  REQUIRE(wait_until([&] { return w2.idle() && w2.lastTraining().plan.lora.rank == 16; }));
+  CHECK(w2.panel()->loraBaseCombo()->currentData().toString() == "nf4");
+  CHECK(w2.panel()->scenario() == w.panel()->scenario());
+  // Back to full training: the keys leave the scenario.
+  p->loraRankSpin()->setValue(0);
+  CHECK_FALSE(p->scenario().contains("lora_rank"));
+}
