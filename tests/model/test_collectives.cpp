@@ -604,8 +604,8 @@ TEST_CASE("a measured (op, group size) fit prices exactly that collective inside
   const CommGroup plain = g;
   const auto b = units::mebibytes(256);
   const double before = seconds(Collective::all_gather, b, g);
-  g.scale_up_fits.push_back({"all_gather", 2, units::microseconds(0.0), units::microseconds(5.0), 0.40});
-  g.scale_up_fits.push_back({"all_reduce", 4, units::microseconds(0.0), units::microseconds(5.0), 0.40});
+  g.scale_up_fits.push_back({"all_gather", 2, units::microseconds(0.0), units::microseconds(5.0), 0.40, {}});
+  g.scale_up_fits.push_back({"all_reduce", 4, units::microseconds(0.0), units::microseconds(5.0), 0.40, {}});
   const double after = seconds(Collective::all_gather, b, g);
   // Ring all-gather on 2 GPUs: t₀ + 1 step of α + S·(n−1)/n / (η·B).
   CHECK(before == doctest::Approx(10e-6 + 1e-6 + b.raw() * 0.5 / (0.80 * 400e9)));
