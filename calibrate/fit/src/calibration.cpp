@@ -36,7 +36,8 @@ std::vector<std::pair<double, double>> monotone_curve(const std::vector<const Co
   std::vector<std::pair<double, double>> pts;  // (bytes, log t) with repeated sizes merged
   std::vector<int> reps;
   for (const auto* c : sorted) {
-    if (!(c->bytes > 0 && std::isfinite(c->median_s) && c->median_s > 0)) continue;
+    // Sizes of at least a byte and times a profile can hold (positive after rounding to 4 significant digits).
+    if (!(c->bytes >= 1 && std::isnormal(c->median_s) && c->median_s >= 1e-12 && c->median_s <= 1e6)) continue;
     if (!pts.empty() && pts.back().first == c->bytes) {
       pts.back().second += std::log(c->median_s);
       ++reps.back();
@@ -85,6 +86,14 @@ std::pair<double, double> fit_line(const std::vector<double>& xs, const std::vec
 
 /// A fit whose numbers are not all finite (samples at the edge of double range: fuzz_calib) is not used.
 bool finite(const FitQuality& q) { return std::isfinite(q.median_rel_error) && std::isfinite(q.max_rel_error); }
+
+/// A streaming fit inside the range a profile may hold (finite, η in (0, 1.5], t₀ in [0, 1] s): anything else comes
+/// from wrong samples, and a profile holding it would not read back (fuzz_calib found an η of 12.7 from decode-shape
+/// GEMM timings that did not fit a line).
+bool usable(const StreamFit& f) {
+  return std::isfinite(f.efficiency) && std::isfinite(f.t0.raw()) && finite(f.fit) && f.efficiency > 0 &&
+         f.efficiency <= kMaxStreamEfficiency && f.t0.raw() >= 0 && f.t0.raw() <= kMaxFixedCostS;
+}
 
 FitQuality quality(const std::vector<double>& predicted, const std::vector<double>& measured) {
   FitQuality q;
@@ -144,8 +153,10 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
           ys.push_back(h.median_s);
         }
     const StreamFit f = xs.size() >= 2 ? fit_stream(xs, ys) : StreamFit{};
-    if (xs.size() >= 2 && !(std::isfinite(f.efficiency) && std::isfinite(f.t0.raw()) && finite(f.fit))) {
-      p.notes.push_back("the HBM samples give no finite fit: the built-in streaming efficiency stays");
+    if (xs.size() >= 2 && !usable(f)) {
+      p.notes.push_back(fmt::format("the HBM samples give no usable fit (η {:.3g}, t₀ {:.3g} s): the built-in "
+                                    "streaming efficiency stays",
+                                    f.efficiency, f.t0.raw()));
     } else if (xs.size() >= 2) {
       if (f.efficiency > 1.05 || f.efficiency < 0.2)
         d.warning("", "/hbm", fmt::format("fitted HBM efficiency {:.3f} of {} is implausible: check the samples",
@@ -170,10 +181,12 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
         ys.push_back(g.median_s);
       }
     const StreamFit f = xs.size() >= 3 ? fit_stream(xs, ys) : StreamFit{};
-    if (xs.size() >= 3 && std::isfinite(f.efficiency) && std::isfinite(f.t0.raw()) && finite(f.fit)) {
+    if (xs.size() >= 3 && usable(f)) {
       p.gemm_memory = f;
     } else if (xs.size() >= 3) {
-      p.notes.push_back("the memory-bound GEMM samples give no finite fit: GEMMs stream at the HBM efficiency");
+      p.notes.push_back(fmt::format("the memory-bound GEMM samples give no usable fit (η {:.3g}, t₀ {:.3g} s): GEMMs "
+                                    "stream at the HBM efficiency",
+                                    f.efficiency, f.t0.raw()));
     } else {
       p.notes.push_back("fewer than 3 memory-bound 16-bit GEMM samples: GEMMs stream at the HBM efficiency");
     }
@@ -304,6 +317,16 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
       const double steps = kind == model::Collective::all_reduce ? 2.0 * (ranks - 1) : double(ranks - 1);
       f.step_latency = Seconds(std::max(0.0, (a - g.call_latency.raw()) / std::max(1.0, steps)));
       f.call_latency = Seconds(std::min(a, g.call_latency.raw()));
+    }
+    // The ranges a profile may hold (its reader's bounds): a fit outside them comes from wrong samples.
+    if (f.bus_efficiency > kMaxStreamEfficiency || f.intercept.raw() > kMaxFixedCostS ||
+        f.step_latency.raw() > kMaxFixedCostS || f.call_latency.raw() > kMaxFixedCostS ||
+        units::to_GBps(f.bus_bandwidth) > 1e5) {
+      p.notes.push_back(fmt::format("{} on {} ranks: the fit is outside what a profile holds (bus {}, η {:.3g}, "
+                                    "latency {}): not used",
+                                    op, ranks, units::format(f.bus_bandwidth), f.bus_efficiency,
+                                    units::format(f.intercept)));
+      continue;
     }
     p.links.push_back(f);
   }

@@ -281,7 +281,8 @@ const json_io::FieldTable kGemmFit{
     field("t0_s", FT::number, kReq, "s", 0, 1, "fixed cost per GEMM"),
     field("fit", FT::object, kReq, "", 0, 0, "fit quality on the compute-bound points", {}, &kQuality),
     field("roofline_check", FT::object, kReq, "", 0, 0, "whole-roofline check over every shape", {}, &kQuality)};
-const json_io::FieldTable kHbmFit{field("efficiency", FT::number, kReq, "", 0, 1.5, "achieved / datasheet bandwidth"),
+const json_io::FieldTable kHbmFit{field("efficiency", FT::number, kReq, "", 0, kMaxStreamEfficiency,
+                                        "achieved / datasheet bandwidth"),
                                   field("t0_s", FT::number, kReq, "s", 0, 1, "fixed cost"),
                                   field("fit", FT::object, kReq, "", 0, 0, "fit quality", {}, &kQuality)};
 const json_io::FieldTable kLinkFit{

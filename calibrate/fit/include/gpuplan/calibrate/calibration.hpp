@@ -94,6 +94,10 @@ struct StreamFit {
   units::Seconds t0{};
   FitQuality fit;
 };
+/// The range a profile's streaming fits may take (the profile reader's bounds): η in (0, 1.5] of the datasheet
+/// bandwidth, t₀ in [0, 1] s. A fit outside it says the samples are wrong and is not used.
+inline constexpr double kMaxStreamEfficiency = 1.5;
+inline constexpr double kMaxFixedCostS = 1.0;
 struct LinkFit {
   std::string op;
   int ranks = 0;
