@@ -1,5 +1,7 @@
 // `gpuplan validate`: predicted vs measured for every published case we ship; docs/accuracy.md is its output.
 #include <filesystem>
+#include <initializer_list>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,39 @@
 namespace gpuplan::cli {
 
 namespace {
+/// The summary numbers of one validation set, as every set reports them in JSON.
+void put_summary(nlohmann::ordered_json& s, const ValidationSummary& v) {
+  s["evaluated"] = v.evaluated;
+  s["median_abs_error"] = v.median_abs_error;
+  s["max_abs_error"] = v.max_abs_error;
+  s["evaluated_calibrated"] = v.evaluated_calibrated;
+  s["median_abs_error_calibrated"] = v.median_abs_error_calibrated;
+  s["max_abs_error_calibrated"] = v.max_abs_error_calibrated;
+}
+
+/// The cases of one set: "id", then `keys` in order (fields of CaseResult), then the predictions where present.
+void put_cases(nlohmann::ordered_json& s, const ValidationSummary& v, std::initializer_list<std::string_view> keys) {
+  s["cases"] = nlohmann::ordered_json::array();
+  for (const auto& c : v.cases) {
+    nlohmann::ordered_json r{{"id", c.id}};
+    for (const auto k : keys) {
+      if (k == "measured") r["measured"] = c.measured;
+      else if (k == "source") r["source"] = c.source;
+      else if (k == "model") r["model"] = c.model;
+      else if (k == "gpu") r["gpu"] = c.gpu;
+      else if (k == "layout") r["layout"] = c.layout;
+      else if (k == "metric") r["metric"] = c.metric;
+      else if (k == "status") r["status"] = c.status;
+      else if (k == "note") r["note"] = c.note;
+    }
+    if (c.predicted) r["predicted"] = *c.predicted;
+    if (c.error) r["error"] = *c.error;
+    if (c.predicted_calibrated) r["predicted_calibrated"] = *c.predicted_calibrated;
+    if (c.error_calibrated) r["error_calibrated"] = *c.error_calibrated;
+    s["cases"].push_back(r);
+  }
+}
+
 int run_validate(const GlobalOptions& g) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
@@ -35,22 +70,8 @@ int run_validate(const GlobalOptions& g) {
     if (!v.ok()) return report(v.diagnostics());
     if (f == Format::json) {
       auto& s = o[set.file];
-      s["evaluated"] = v->evaluated;
-      s["median_abs_error"] = v->median_abs_error;
-      s["max_abs_error"] = v->max_abs_error;
-      s["evaluated_calibrated"] = v->evaluated_calibrated;
-      s["median_abs_error_calibrated"] = v->median_abs_error_calibrated;
-      s["max_abs_error_calibrated"] = v->max_abs_error_calibrated;
-      s["cases"] = nlohmann::ordered_json::array();
-      for (const auto& c : v->cases) {
-        nlohmann::ordered_json r{{"id", c.id}, {"model", c.model}, {"gpu", c.gpu}, {"layout", c.layout},
-                                 {"metric", c.metric}, {"measured", c.measured}, {"status", c.status}, {"note", c.note}};
-        if (c.predicted) r["predicted"] = *c.predicted;
-        if (c.error) r["error"] = *c.error;
-        if (c.predicted_calibrated) r["predicted_calibrated"] = *c.predicted_calibrated;
-        if (c.error_calibrated) r["error_calibrated"] = *c.error_calibrated;
-        s["cases"].push_back(r);
-      }
+      put_summary(s, *v);
+      put_cases(s, *v, {"model", "gpu", "layout", "metric", "measured", "status", "note"});
     } else {
       out(render_validation_markdown(*v, set.title));
     }
@@ -64,12 +85,7 @@ int run_validate(const GlobalOptions& g) {
     if (!v.ok()) return report(v.diagnostics());
     if (f == Format::json) {
       auto& s = o[file];
-      s["evaluated"] = v->evaluated;
-      s["median_abs_error"] = v->median_abs_error;
-      s["max_abs_error"] = v->max_abs_error;
-      s["evaluated_calibrated"] = v->evaluated_calibrated;
-      s["median_abs_error_calibrated"] = v->median_abs_error_calibrated;
-      s["max_abs_error_calibrated"] = v->max_abs_error_calibrated;
+      put_summary(s, *v);
       for (const auto& [src, sv] : by_source)
         s["by_source"][src] = {{"evaluated", sv.evaluated},
                                {"median_abs_error", sv.median_abs_error},
@@ -77,17 +93,7 @@ int run_validate(const GlobalOptions& g) {
                                {"evaluated_calibrated", sv.evaluated_calibrated},
                                {"median_abs_error_calibrated", sv.median_abs_error_calibrated},
                                {"max_abs_error_calibrated", sv.max_abs_error_calibrated}};
-      s["cases"] = nlohmann::ordered_json::array();
-      for (const auto& c : v->cases) {
-        nlohmann::ordered_json r{{"id", c.id}, {"source", c.source}, {"model", c.model}, {"gpu", c.gpu},
-                                 {"layout", c.layout}, {"metric", c.metric}, {"measured", c.measured},
-                                 {"status", c.status}};
-        if (c.predicted) r["predicted"] = *c.predicted;
-        if (c.error) r["error"] = *c.error;
-        if (c.predicted_calibrated) r["predicted_calibrated"] = *c.predicted_calibrated;
-        if (c.error_calibrated) r["error_calibrated"] = *c.error_calibrated;
-        s["cases"].push_back(r);
-      }
+      put_cases(s, *v, {"source", "model", "gpu", "layout", "metric", "measured", "status"});
     } else {
       std::string t = fmt::format("## {} (data/validation/{})\n\n", heading, file) +
                       "| source | cases | evaluated | median abs error | max abs error | within 25% | calibrated: cases, "
@@ -109,22 +115,8 @@ int run_validate(const GlobalOptions& g) {
     if (!v.ok()) return report(v.diagnostics());
     if (f == Format::json) {
       auto& s = o["collectives"];
-      s["evaluated"] = v->evaluated;
-      s["median_abs_error"] = v->median_abs_error;
-      s["max_abs_error"] = v->max_abs_error;
-      s["evaluated_calibrated"] = v->evaluated_calibrated;
-      s["median_abs_error_calibrated"] = v->median_abs_error_calibrated;
-      s["max_abs_error_calibrated"] = v->max_abs_error_calibrated;
-      s["cases"] = nlohmann::ordered_json::array();
-      for (const auto& c : v->cases) {
-        nlohmann::ordered_json r{{"id", c.id}, {"source", c.source}, {"gpu", c.gpu}, {"layout", c.layout},
-                                 {"metric", c.metric}, {"measured", c.measured}, {"status", c.status}};
-        if (c.predicted) r["predicted"] = *c.predicted;
-        if (c.error) r["error"] = *c.error;
-        if (c.predicted_calibrated) r["predicted_calibrated"] = *c.predicted_calibrated;
-        if (c.error_calibrated) r["error_calibrated"] = *c.error_calibrated;
-        s["cases"].push_back(r);
-      }
+      put_summary(s, *v);
+      put_cases(s, *v, {"source", "gpu", "layout", "metric", "measured", "status"});
     } else {
       out(render_validation_markdown(
           *v, "Our own NCCL collective measurements (data/calibration/<gpu>/samples*.json, the collectives bench)"));
