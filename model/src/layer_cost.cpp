@@ -32,31 +32,23 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const bool dequant = lora.on() && lora.base != wl::LoraBase::same;
   auto fwd_gemm = [&](const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                       std::int64_t batch = 1) {
-    auto add_fwd = [&](const OpCost& o) {
-      lc.fwd.add(o);
-      lc.flops_fwd += o.flops;
+    // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
+    auto put = [&](bool forward, bool gemm, const OpCost& o) {
+      (forward ? lc.fwd : lc.bwd).add(o);
+      if (gemm) (forward ? lc.flops_fwd : lc.flops_bwd) += o.flops;
       if (keep_ops) lc.ops.push_back(o);
     };
-    auto add_bwd = [&](const OpCost& o) {
-      lc.bwd.add(o);
-      lc.flops_bwd += o.flops;
-      if (keep_ops) lc.ops.push_back(o);
-    };
+    auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
+    auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
     if (gp == hw::Precision::fp8) {
       // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
       // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
       // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      lc.fwd.add(streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
-                                units::flop(elems_f), d));
-      lc.bwd.add(streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise, units::bytes(elems_b * 4.0),
-                                units::flop(elems_b), d));
-      if (keep_ops) {
-        lc.ops.push_back(streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
-                                        units::flop(elems_f), d));
-        lc.ops.push_back(streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
-                                        units::bytes(elems_b * 4.0), units::flop(elems_b), d));
-      }
+      put(true, false, streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
+                                      units::flop(elems_f), d));
+      put(false, false, streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
+                                       units::bytes(elems_b * 4.0), units::flop(elems_b), d));
     }
     add_fwd(gemm_cost(named(name), {m, n, k, batch}, gp, d));
     add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch}, gp, d));
@@ -67,8 +59,8 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     if (dequant) {
       const double w = double(k) * double(n) * double(batch);
       const units::Bytes moved = units::bytes(w * (base_b + e));
-      add_fwd(streaming_cost(named(name, " dequantise"), OpClass::elementwise, moved, units::flop(w), d));
-      add_bwd(streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
+      put(true, false, streaming_cost(named(name, " dequantise"), OpClass::elementwise, moved, units::flop(w), d));
+      put(false, false, streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
     }
     if (!lora_targets(lora, kind)) return;
     const std::int64_t r = lora.rank;
