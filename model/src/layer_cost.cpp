@@ -28,7 +28,7 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   // fp8 storage) is dequantised to the compute dtype before the forward and the dgrad GEMM (read the stored bytes,
   // write a_b per weight).
   const auto& lora = plan.lora;
-  const double base_b = lora.on() ? lora_base_bytes(lora.base, plan.precision.weight_bytes) : 0.0;
+  const double base_b = base_weight_bytes(plan);
   const bool dequant = lora.on() && lora.base != wl::LoraBase::same;
   auto fwd_gemm = [&](const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                       std::int64_t batch = 1) {

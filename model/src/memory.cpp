@@ -237,7 +237,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);
     st.opt = pd * opt_b / shard(1, n_dense) + pe * opt_b / shard(1, n_expert);
     st.lora_adapters = 0.0;
-    const double base_b = plan.lora.on() ? lora_base_bytes(plan.lora.base, pr.weight_bytes) : pr.weight_bytes;
+    const double base_b = base_weight_bytes(plan);
     if (plan.lora.on()) {
       // LoRA: the frozen base weights in their storage format, plus the adapters; gradients, master weights and
       // optimizer states exist for the adapters only (sharded by the same ZeRO stages).
@@ -489,7 +489,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
         "the adapters have gradients, master weights and optimizer states (Hu et al. 2021; QLoRA NF4: Dettmers et "
         "al. 2023 §3)",
         plan.lora.rank, wl::to_string(plan.lora.targets),
-        format_number(lora_base_bytes(plan.lora.base, pr.weight_bytes), 4), wl::to_string(plan.lora.base),
+        format_number(base_weight_bytes(plan), 4), wl::to_string(plan.lora.base),
         format_count(h.lora_adapters), format_number(pr.weight_bytes)));
   if (h.amp_copies > 0.0 && h.acts_at_peak)
     d.children.back().notes.push_back(fmt::format(

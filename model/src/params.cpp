@@ -217,14 +217,15 @@ double lora_adapter_params(const wl::TransformerArch& a, const wl::Lora& l) {
   return dense * (d.dense + d.expert) + moe * (e.dense + e.expert);
 }
 
-double lora_base_bytes(wl::LoraBase base, double weight_bytes) {
-  switch (base) {
-    case wl::LoraBase::same: return weight_bytes;
+double base_weight_bytes(const wl::TrainingPlan& plan) {
+  if (!plan.lora.on()) return plan.precision.weight_bytes;
+  switch (plan.lora.base) {
+    case wl::LoraBase::same: return plan.precision.weight_bytes;
     case wl::LoraBase::int8:
     case wl::LoraBase::fp8: return 1.0;
     case wl::LoraBase::nf4: return 4.127 / 8.0;
   }
-  return weight_bytes;
+  return plan.precision.weight_bytes;
 }
 
 }  // namespace gpuplan::model

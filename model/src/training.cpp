@@ -285,8 +285,7 @@ Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g) {
   DpTimes t;
   const double p_gpu = params_per_gpu(params, plan), p_train = trainable_per_gpu(a, params, plan);
-  const double base_b = plan.lora.on() ? lora_base_bytes(plan.lora.base, plan.precision.weight_bytes)
-                                       : plan.precision.weight_bytes;
+  const double base_b = base_weight_bytes(plan);
   // ZeRO-3 gathers the (frozen or not) weights for compute; ZeRO-1/2 gather the updated shards after the optimizer
   // step: the trainable ones only.
   const bool zero3 = plan.zero == wl::ZeroStage::parameters;
@@ -545,8 +544,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   }
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   const double p_gpu = params_per_gpu(k.params, plan), p_train = trainable_per_gpu(a, k.params, plan);
-  const double base_b = plan.lora.on() ? lora_base_bytes(plan.lora.base, plan.precision.weight_bytes)
-                                       : plan.precision.weight_bytes;
+  const double base_b = base_weight_bytes(plan);
   // Compute time already hiding the TP and CP communication (their hidden parts) is not available again to hide the
   // DP collectives: the windows below are the compute left over (before, a faster attention kernel could lengthen
   // the step — the CP exchange and a ZeRO-3 gather both counted the same attention time; tests/property).

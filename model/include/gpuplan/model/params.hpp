@@ -60,8 +60,9 @@ struct LoraLayerParams {
 LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, bool moe_layer);
 /// All adapters of the model (0 without LoRA).
 double lora_adapter_params(const wl::TransformerArch& a, const wl::Lora& l);
-/// Bytes per frozen base weight for `base` (same: `weight_bytes`): int8 and fp8 1 B (a per-channel scale, negligible);
-/// nf4 with double quantisation 4.127 bits (QLoRA §3: 4 bits + 8-bit absmax per 64 + fp32 per 256 blocks of those).
-double lora_base_bytes(wl::LoraBase base, double weight_bytes);
+/// Bytes per stored base weight of `plan`: the precision's weight bytes, or under LoRA the frozen base's storage —
+/// int8 and fp8 1 B (a per-channel scale, negligible), nf4 with double quantisation 4.127 bits (QLoRA §3: 4 bits +
+/// 8-bit absmax per 64 + fp32 per 256 blocks of those).
+double base_weight_bytes(const wl::TrainingPlan& plan);
 
 }  // namespace gpuplan::model
