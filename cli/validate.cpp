@@ -278,12 +278,7 @@ Result<ValidationSummary> validate_collectives(const std::string& data_dir, cons
         continue;
       }
       for (const auto& c : s->collectives) {
-        const auto op = c.op == "all_reduce"       ? std::optional(model::Collective::all_reduce)
-                        : c.op == "all_gather"     ? std::optional(model::Collective::all_gather)
-                        : c.op == "reduce_scatter" ? std::optional(model::Collective::reduce_scatter)
-                        : c.op == "all_to_all"     ? std::optional(model::Collective::all_to_all)
-                        : c.op == "send_recv"      ? std::optional(model::Collective::send_recv)
-                                                   : std::nullopt;
+        const auto op = model::parse_collective(c.op);
         CaseResult r;
         r.id = fmt::format("{}-{}-{}gpu-{}", gpu_id, c.op, c.ranks, units::format(units::bytes(c.bytes), units::BytePrefix::binary));
         r.source = "data/calibration/" + gpu_id + "/" + file.filename().string();

@@ -555,4 +555,11 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
   return r;
 }
 
+std::optional<Collective> parse_collective(std::string_view name) {
+  for (const Collective c : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter,
+                             Collective::all_to_all, Collective::send_recv, Collective::broadcast})
+    if (op_id(c) == name) return c;
+  return std::nullopt;
+}
+
 }  // namespace gpuplan::model

@@ -272,11 +272,7 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
   for (const auto& [key, pts] : groups) {
     const auto& [op, ranks] = key;
     if (pts.size() < 3 || ranks < 2) continue;
-    const model::Collective kind = op == "all_reduce"       ? model::Collective::all_reduce
-                                   : op == "all_gather"     ? model::Collective::all_gather
-                                   : op == "reduce_scatter" ? model::Collective::reduce_scatter
-                                   : op == "all_to_all"     ? model::Collective::all_to_all
-                                                            : model::Collective::send_recv;
+    const model::Collective kind = model::parse_collective(op).value_or(model::Collective::send_recv);
     const double factor = model::bus_factor(kind, ranks);
     // α–β with NCCL's protocol ramp left out: the latency a is what the smallest messages (≤ 64 KiB) take, the bus
     // bandwidth what the largest (the top three sizes) reach once a is paid. The quality over every size says how

@@ -1,6 +1,8 @@
 #pragma once
 // Cost of collective communication on the real fabric: α–β model per link tier, ring / tree / hierarchical / in-switch
 // (NVLS) algorithms, bus vs algorithm bandwidth kept distinct (NCCL's definitions, nccl-tests PERFORMANCE.md).
+#include <optional>
+#include <string_view>
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/model/topology.hpp"
@@ -28,5 +30,9 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
 /// Bus factor of a collective on n ranks (nccl-tests PERFORMANCE.md): all-reduce 2(n−1)/n; all-gather,
 /// reduce-scatter and all-to-all (n−1)/n; send/recv and broadcast 1.
 double bus_factor(Collective op, int n);
+
+/// The collective a name means (all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast: the
+/// calibration samples' and profiles' names), or nothing.
+std::optional<Collective> parse_collective(std::string_view name);
 
 }  // namespace gpuplan::model
