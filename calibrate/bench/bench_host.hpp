@@ -345,6 +345,26 @@ inline std::vector<std::uint64_t> pow2_range(std::uint64_t lo, std::uint64_t hi)
   return v;
 }
 
+// Message sizes lo·2^((k + offset)/per_octave) for k = 0, 1, ... up to hi: `per_octave` sizes per doubling, shifted by
+// `offset` of one step (0 ≤ offset < 1; offset 0.5 lands halfway, in log size, between the sizes of offset 0). Sizes
+// other than the base grid's powers of two are rounded down to a multiple of `align` bytes (at least `align`);
+// repeats after rounding are dropped. per_octave 1 and offset 0 give pow2_range.
+inline std::vector<std::uint64_t> geometric_range(std::uint64_t lo, std::uint64_t hi, int per_octave, double offset,
+                                                  std::uint64_t align) {
+  std::vector<std::uint64_t> v;
+  if (lo == 0 || per_octave < 1 || !(offset >= 0 && offset < 1) || align == 0) return v;
+  for (int k = 0;; ++k) {
+    const double x = static_cast<double>(lo) * std::exp2((k + offset) / per_octave);
+    if (x > static_cast<double>(hi) * (1 + 1e-12)) break;
+    std::uint64_t b = static_cast<std::uint64_t>(std::llround(x));
+    if (offset == 0 && k % per_octave == 0) b = lo << (k / per_octave);  // the base grid's powers of two, exact
+    else b = std::max(align, b / align * align);
+    if (b > hi) break;
+    if (v.empty() || b > v.back()) v.push_back(b);
+  }
+  return v;
+}
+
 inline double gemm_flops(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch = 1) {
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
 }

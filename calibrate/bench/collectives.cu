@@ -432,6 +432,8 @@ int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const 
     settings["min_sample_s"] = o.min_sample_s;
     settings["retries"] = o.retries;
     settings["time_limit_s"] = o.time_limit_s;
+    settings["per_octave"] = o.per_octave;
+    settings["size_offset"] = o.size_offset;
     settings["spread_rule"] =
         "per-sample time = max over ranks; refused when (max-min)/median > threshold, or (p90-p10)/median for items "
         "whose median is under latency_bound_s";
@@ -470,7 +472,9 @@ int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const 
   };
   if (lead) write_doc(false);
   SpreadRule rule = o.rule;
-  const std::vector<std::uint64_t> sizes = pow2_range(o.min_bytes, cap);
+  // Sizes are multiples of 4 bytes × ranks × 16, so every op's per-rank count is a whole number of 64-byte lines.
+  const std::vector<std::uint64_t> sizes =
+      geometric_range(o.min_bytes, cap, o.per_octave, o.size_offset, 64ULL * static_cast<std::uint64_t>(nranks));
   for (int op : o.ops) {
     if (op == kSendRecv && nranks < 2) continue;
     for (std::uint64_t size : sizes) {

@@ -14,6 +14,8 @@ struct CollOptions {
   int nranks = 0;                        // >0: fork this many processes (one per GPU); 0: external launcher or all GPUs
   std::uint64_t min_bytes = 1ULL << 10;  // 1 KiB
   std::uint64_t max_bytes = 4ULL << 30;  // 4 GiB (capped at what fits)
+  int per_octave = 1;                    // message sizes per doubling (geometric_range)
+  double size_offset = 0;                // shift of the size grid, in steps (0 ≤ offset < 1)
   std::string id_file;                   // external launcher: where rank 0 writes the ncclUniqueId
   double id_timeout_s = 300;
   SpreadRule rule{};

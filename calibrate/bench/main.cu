@@ -39,6 +39,8 @@ const char* kUsage =
     "                        WORLD_SIZE are set by a launcher, run as that one rank)\n"
     "  --id-file PATH        with an external launcher: shared path for the ncclUniqueId (or GPUPLAN_NCCL_ID_FILE)\n"
     "  --min-bytes B --max-bytes B   size sweep (powers of two; default 1024 .. 4294967296)\n"
+    "  --per-octave N        N sizes per doubling (default 1: the powers of two)\n"
+    "  --size-offset F       shift the size grid by F of one step, 0 <= F < 1 (0.5: between the default sizes)\n"
     "  --ops LIST            comma list of all_reduce,all_gather,reduce_scatter,all_to_all,send_recv\n"
     "  --time-limit-s S      stop sweeping after S seconds (the rest is listed under \"skipped\"); the samples file\n"
     "                        is rewritten after every item, \"complete\": false until the sweep ends\n"
@@ -66,6 +68,8 @@ struct Args {
   bool quick = false;
   double threshold = 0.10, latency_bound_us = 20, item_budget_ms = 40;
   unsigned long long min_bytes = 1ULL << 10, max_bytes = 4ULL << 30;
+  int per_octave = 1;
+  double size_offset = 0;
   double time_limit_s = 0;
   double sustained_s = 20;
   gb::Json argv = gb::Json::array();
@@ -94,6 +98,14 @@ Args parse(int argc, char** argv) {
     else if (k == "--id-file") a.id_file = val();
     else if (k == "--min-bytes") a.min_bytes = std::stoull(val());
     else if (k == "--max-bytes") a.max_bytes = std::stoull(val());
+    else if (k == "--per-octave") {
+      a.per_octave = std::stoi(val());
+      if (a.per_octave < 1 || a.per_octave > 64) throw std::invalid_argument("--per-octave must be 1..64");
+    }
+    else if (k == "--size-offset") {
+      a.size_offset = std::stod(val());
+      if (!(a.size_offset >= 0 && a.size_offset < 1)) throw std::invalid_argument("--size-offset must be in [0, 1)");
+    }
     else if (k == "--ops") a.ops = val();
     else if (k == "--time-limit-s") a.time_limit_s = std::stod(val());
     else if (k == "--no-overlap") a.overlap = false;
@@ -246,6 +258,8 @@ int main(int argc, char** argv) {
       o.nranks = a.nranks;
       o.min_bytes = a.min_bytes;
       o.max_bytes = a.max_bytes;
+      o.per_octave = a.per_octave;
+      o.size_offset = a.size_offset;
       o.id_file = a.id_file;
       o.rule.threshold = a.threshold;
       o.rule.latency_bound_s = a.latency_bound_us * 1e-6;

@@ -92,6 +92,33 @@ TEST_CASE("sweeps: the LLM shapes and token counts of the brief") {
   CHECK(gemm_flops(8192, 8192, 8192) == doctest::Approx(2.0 * 8192.0 * 8192.0 * 8192.0));
 }
 
+TEST_CASE("geometric_range: sizes per octave, offset between them, aligned") {
+  // One per octave without offset is the powers of two.
+  CHECK(geometric_range(1024, 4ULL << 30, 1, 0.0, 64) == pow2_range(1024, 4ULL << 30));
+  // Four per octave: 1 KiB, 2^(1/4) KiB, ... the powers of two stay exact.
+  const auto q = geometric_range(1024, 1ULL << 20, 4, 0.0, 64);
+  CHECK(q.size() == 41);
+  CHECK(q[0] == 1024);
+  CHECK(q[1] == 1216);  // 1024·2^0.25 = 1217.7, down to a multiple of 64
+  CHECK(q[4] == 2048);
+  CHECK(q.back() == (1ULL << 20));
+  // Offset 0.5 lands between them, in log size: 1024·2^(1/8) = 1116.7 -> 1088; none reaches the top power of two.
+  const auto h = geometric_range(1024, 1ULL << 20, 4, 0.5, 64);
+  CHECK(h.size() == 40);
+  CHECK(h[0] == 1088);
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    CHECK(h[i] % 64 == 0);
+    CHECK(h[i] > q[i]);
+    CHECK(h[i] < q[i + 1]);
+  }
+  // Rounding never repeats a size, and bad arguments give nothing.
+  const auto dense = geometric_range(64, 4096, 16, 0.0, 64);
+  for (std::size_t i = 1; i < dense.size(); ++i) CHECK(dense[i] > dense[i - 1]);
+  CHECK(geometric_range(1024, 4096, 0, 0.0, 64).empty());
+  CHECK(geometric_range(1024, 4096, 2, 1.0, 64).empty());
+  CHECK(geometric_range(0, 4096, 2, 0.0, 64).empty());
+}
+
 TEST_CASE("rotation: input sets together exceed L2") {
   const std::uint64_t l2 = 50ULL << 20;
   CHECK(rotation_sets(1ULL << 20, l2) == 150);
