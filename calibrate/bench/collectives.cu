@@ -499,8 +499,11 @@ int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const 
         GB_CUDA(cudaEventElapsedTime(&ms, e0, e1));
         return static_cast<double>(ms) * 1e-3 / b;
       };
+      // Every decision below depends on times the ranks agree on (maxima over ranks): a rank that issued another
+      // number of collectives than its peers would wait for them for ever.
       double est = timed(1);
       for (int w = 0; w < 2; ++w) est = std::min(est, timed(1));
+      est = reduce_across(cm, {est}, ncclMax, scratch)[0];
       est = timed(est < 1e-4 ? 10 : 2);
       est = reduce_across(cm, {est}, ncclMax, scratch)[0];
       const Plan plan = plan_samples(est, o.min_sample_s, o.item_budget_s, static_cast<int>(rule.min_samples),

@@ -23,7 +23,8 @@ sweep() {  # name gpus limit_s extra...
   echo "=== $(date -u +%T) $name on GPUs $gpus"
   CUDA_VISIBLE_DEVICES=$gpus timeout $((limit + 60)) "$B" collectives --nranks "$n" --no-overlap \
     --max-bytes 1073741824 --time-limit-s "$limit" --out "$W/$name.json" "$@"
-  echo "=== $(date -u +%T) $name rc=$?"
+  local rc=$?
+  echo "=== $(date -u +%T) $name rc=$rc"
 }
 sweep samples-collectives-4gpu-dense 0,1,2,3 150 --per-octave 4
 sweep samples-collectives-2gpu-dense 0,1 60 --per-octave 4
