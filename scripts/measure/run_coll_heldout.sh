@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# NCCL collectives on 4 and 2 GPUs of one host (written for nvidia-h200-x4), in one device call:
+# NCCL collectives on 4 and 2 GPUs of one host (written for nvidia-h200-x4; on a 2-GPU host only the 2-GPU sweeps),
+# in one device call:
 #   1. the calibration sweeps: 4 sizes per octave, 1 KiB .. 1 GiB (the profile's curves are fitted from these);
 #   2. the held-out sweeps, measured after them and never fitted: the same range at sizes halfway (in log size)
 #      between the calibration sizes (--size-offset 0.5), then the powers of two again (a repeat of a quarter of the
@@ -26,11 +27,12 @@ sweep() {  # name gpus limit_s extra...
   local rc=$?
   echo "=== $(date -u +%T) $name rc=$rc"
 }
-sweep samples-collectives-4gpu-dense 0,1,2,3 150 --per-octave 4
+n=$(nvidia-smi -L | grep -c '^GPU')
+if ((n >= 4)); then sweep samples-collectives-4gpu-dense 0,1,2,3 150 --per-octave 4; fi
 sweep samples-collectives-2gpu-dense 0,1 60 --per-octave 4
-sweep heldout-collectives-4gpu-between 0,1,2,3 150 --per-octave 4 --size-offset 0.5
+if ((n >= 4)); then sweep heldout-collectives-4gpu-between 0,1,2,3 150 --per-octave 4 --size-offset 0.5; fi
 sweep heldout-collectives-2gpu-between 0,1 60 --per-octave 4 --size-offset 0.5
-sweep heldout-collectives-4gpu-repeat 0,1,2,3 50
+if ((n >= 4)); then sweep heldout-collectives-4gpu-repeat 0,1,2,3 50; fi
 sweep heldout-collectives-2gpu-repeat 0,1 20
 nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv
 date -u
