@@ -119,7 +119,7 @@ int run_validate(const GlobalOptions& g) {
       put_cases(s, *v, {"source", "gpu", "layout", "metric", "measured", "status"});
     } else {
       out(render_validation_markdown(
-          *v, "Our own NCCL collective measurements (data/calibration/<gpu>/samples*.json, the collectives bench)"));
+          *v, "Our own NCCL collective measurements, held out from the calibration (data/validation/measured/<gpu>/heldout-collectives-*.json)"));
     }
   }
   {

@@ -262,26 +262,34 @@ Result<ValidationSummary> validate_collectives(const std::string& data_dir, cons
         break;
       }
     if (sys.node == nullptr) continue;
+    // The reference cases are the held-out sweeps (data/validation/measured/<gpu>/heldout-collectives-*.json): the
+    // collectives bench run after the calibration's own sweeps and never fitted, at sizes between the calibration's
+    // (offset half a step) and at the same sizes again (a repeat).
+    const fs::path held = fs::path(data_dir) / "validation" / "measured" / gpu_id;
+    std::vector<fs::path> files;
+    if (fs::is_directory(held, ec))
+      for (const auto& e : fs::directory_iterator(held, ec)) {
+        const std::string name = e.path().filename().string();
+        if (e.is_regular_file() && name.rfind("heldout-collectives", 0) == 0 && e.path().extension() == ".json")
+          files.push_back(e.path());
+      }
+    if (files.empty()) continue;
+    std::sort(files.begin(), files.end());
     model::TrainingSystem cal = sys;
     const bool have_profile = load_calibration(data_dir, cal, false, diags);
     if (!have_profile) return Result<ValidationSummary>(std::move(diags));
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (e.is_regular_file() && name.rfind("samples", 0) == 0 && e.path().extension() == ".json") files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       auto s = calib::read_samples(file.string());
       if (!s.ok()) {
         for (const auto& d : s.diagnostics().items()) diags.add(d);
         continue;
       }
+      std::string tag = file.stem().string().substr(std::string("heldout-collectives-").size());
       for (const auto& c : s->collectives) {
         const auto op = model::parse_collective(c.op);
         CaseResult r;
-        r.id = fmt::format("{}-{}-{}gpu-{}", gpu_id, c.op, c.ranks, units::format(units::bytes(c.bytes), units::BytePrefix::binary));
-        r.source = "data/calibration/" + gpu_id + "/" + file.filename().string();
+        r.id = fmt::format("{}-{}-{}gpu-{}-{}", gpu_id, c.op, c.ranks, units::format(units::bytes(c.bytes), units::BytePrefix::binary), tag);
+        r.source = "data/validation/measured/" + gpu_id + "/" + file.filename().string();
         r.gpu = gpu_id;
         r.layout = fmt::format("{} GPUs of {}", c.ranks, sys.node->info.id);
         r.metric = "collective_time_s";
@@ -302,13 +310,7 @@ Result<ValidationSummary> validate_collectives(const std::string& data_dir, cons
         r.predicted = p;
         r.error = p / r.measured - 1.0;
         if (cal.scale_up_calibration) {
-          // Leave one out: the measured curve of this op and size without this point, so the calibrated column says
-          // what the model gives at a size the sweep did not measure (its neighbours are 2× away).
-          model::TrainingSystem loo = cal;
-          for (auto& f : loo.scale_up_calibration->per_op)
-            if (f.op == c.op && f.ranks == c.ranks)
-              std::erase_if(f.curve, [&](const auto& pt) { return pt.first == c.bytes; });
-          const double pc = predict(loo);
+          const double pc = predict(cal);
           r.predicted_calibrated = pc;
           r.error_calibrated = pc / r.measured - 1.0;
         }

@@ -46,11 +46,11 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
 /// case passes when it is within the precision the textbook states.
 Result<ValidationSummary> validate_textbook(const std::string& cases_file, const wl_io::ModelLibrary& lib);
 
-/// Our own NCCL collective measurements: every sample of the collectives bench kept in
-/// data/calibration/<gpu>/samples*.json (op, ranks, bytes, median time), predicted by the communicator the training
-/// and serving models use (the GPU's first node in the database), with the built-in link data and with the GPU's
-/// calibration profile. The profile's link fit comes from the largest all-reduce group of these same samples: those
-/// points are in-sample for the calibrated prediction, the other ops and group sizes are not.
+/// Our own NCCL collective measurements held out from the calibration: every sample of the collectives bench kept in
+/// data/validation/measured/<gpu>/heldout-collectives-*.json (op, ranks, bytes, median time; measured after the
+/// calibration's sweeps, at sizes between theirs and at theirs again, and never fitted), predicted by the communicator
+/// the training and serving models use (the GPU's first node in the database), with the built-in link data and with
+/// the GPU's calibration profile (data/calibration/<gpu>/profile.json).
 Result<ValidationSummary> validate_collectives(const std::string& data_dir, const hw::HardwareDb& db);
 
 /// Runs every runnable case of the inference set (inference_cases.json) through the serving model: prefill time,

@@ -22,11 +22,16 @@ TEST_CASE("calibrate fit on the recorded H200 suite, sweep, sustained run, 2-/4-
   const std::string dir = kData + "/calibration/h200-sxm-141gb/";
   const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-gemm-bf16-2026-11-22.json",
                      dir + "samples-sustained-2026-11-22.json", dir + "samples-collectives-2gpu-2026-11-22.json",
-                     dir + "samples-collectives-4gpu-2026-11-22.json", dir + "samples-overlap-2gpu-2026-11-22.json",
+                     dir + "samples-collectives-4gpu-2026-11-22.json", dir + "samples-collectives-2gpu-dense-2026-11-22.json",
+                     dir + "samples-collectives-2gpu-dense-first-host-2026-11-22.json",
+                     dir + "samples-collectives-4gpu-dense-2026-11-22.json", dir + "samples-overlap-2gpu-2026-11-22.json",
                      dir + "samples-overlap-4gpu-2026-11-22.json", "--gpu", "h200", "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(dir + "profile.json"));
+  // Two of the dense sweeps stopped early (the bench hung; data/calibration/README.md): their items are used, and said so.
+  CHECK(contains(r.out, "samples-collectives-4gpu-dense-2026-11-22.json: the sweep stopped before its end"));
+  CHECK_FALSE(contains(r.out, "samples-collectives-2gpu-dense-2026-11-22.json: the sweep stopped"));
   CHECK(contains(r.out, "\"op\": \"all_reduce\""));
   CHECK(contains(r.out, "\"ranks\": 4"));
   CHECK(contains(r.out, "\"overlap\""));

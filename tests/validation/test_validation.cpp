@@ -234,32 +234,46 @@ TEST_CASE("the H200 profile's overlap items bring the DDP steps within 10%") {
   CHECK(ddp == 3);
 }
 
-// Our NCCL collective sweeps (the collectives bench on 2 and 4 H200s, data/calibration/h200-sxm-141gb/samples*.json)
-// against the communicator the models use: built-in link tables vs the calibration profile. The profile carries each
-// op's measured curve, so the calibrated column is leave-one-out (each point predicted from the curve without it:
-// from its neighbours 2× away, or the op's α–β fit at the ends). Steps between neighbours — NCCL's protocol switches
-// at 1–8 MiB, size-to-size scatter of ±15% in the latency-bound range, the 4-GPU send/recv half-rate step — stay
-// above 15% there (docs/accuracy.md).
-TEST_CASE("our collective sweeps: the calibrated communicator, leave-one-out, within 5% median") {
+// Our NCCL collectives held out from the calibration (data/validation/measured/h200-sxm-141gb/heldout-collectives-*):
+// the collectives bench run after the calibration's dense sweeps (4 sizes per octave) on the same hosts, at sizes
+// halfway between theirs and at the powers of two again, never fitted. Predicted by the communicator the models use,
+// built-in link tables against the H200 profile.
+namespace {
+double held_out_bytes(const cli::CaseResult& c) {
+  // id: <gpu>-<op>-<n>gpu-<size> <unit>-<file tag>, e.g. h200-sxm-141gb-all_reduce-2gpu-1.25 KiB-2gpu-repeat-...
+  const std::string rest = c.id.substr(c.id.find("gpu-", c.gpu.size()) + 4);
+  const std::string unit = rest.substr(rest.find(' ') + 1, 3);
+  const double scale = unit == "GiB" ? 1024.0 * 1024 * 1024 : unit == "MiB" ? 1024.0 * 1024 : unit == "KiB" ? 1024.0 : 1.0;
+  return std::stod(rest) * scale;
+}
+}  // namespace
+
+TEST_CASE("our held-out collectives: the calibrated communicator within 5% median, bandwidth-bound within 15%") {
   auto v = cli::validate_collectives(GPUPLAN_TEST_DATA_DIR, data().db);
   REQUIRE(v.ok());
   const auto& s = v.value();
-  CHECK(s.evaluated >= 200);
+  CHECK(s.evaluated >= 700);
   CHECK(s.evaluated_calibrated == s.evaluated);
-  CHECK(s.median_abs_error_calibrated <= 0.5 * s.median_abs_error_same_cases);
   CHECK(s.median_abs_error_calibrated <= 0.05);
-  // Above the protocol switches (≥ 64 MiB) the fit is a bandwidth: within 15% for every collective and group size.
-  // send/recv is left out: on 4 GPUs NCCL's point-to-point runs 16–128 MiB transfers at half the rate of 256 MiB and
-  // up (128 MiB: 845 µs, 256 MiB: 901 µs), a step no α–β fit follows (docs/accuracy.md).
+  CHECK(s.median_abs_error_calibrated <= 0.2 * s.median_abs_error_same_cases);
+  // From 4 MiB up a collective is a bandwidth, a property of the NVLink fabric: the profile's curve holds across the
+  // hosts and the hours between the sweeps (measured: within 6.3%; the same size measured twice agrees within 2.4%).
   int large = 0;
   for (const auto& c : s.cases) {
-    const bool sized = c.id.find("MiB") != std::string::npos || c.id.find("GiB") != std::string::npos;
-    if (!c.error_calibrated || !sized || c.id.find("send_recv") != std::string::npos) continue;
-    const double mib = c.id.find("GiB") != std::string::npos ? 1024.0 : std::stod(c.id.substr(c.id.rfind('-') + 1));
-    if (mib < 64) continue;
+    if (!c.error_calibrated || held_out_bytes(c) < 4.0 * 1024 * 1024) continue;
     CAPTURE(c.id);
     CHECK(std::fabs(*c.error_calibrated) <= 0.15);
     ++large;
   }
-  CHECK(large >= 32);
+  CHECK(large >= 300);
+}
+
+// The bar of none over 15% is not met below 4 MiB: latency-bound collectives (5–13 µs) move with the host and
+// over minutes (the same op and size measured twice, 40 s apart on one host, differ by up to 39%; on two hosts by up to
+// 101%), and NCCL's protocol switch near 3 MiB moves between sweeps (docs/accuracy.md). Tracked as an expected failure:
+// when it starts to pass, make it a plain assertion.
+TEST_CASE("our held-out collectives: none over 15% (not met below 4 MiB)" * doctest::should_fail()) {
+  auto v = cli::validate_collectives(GPUPLAN_TEST_DATA_DIR, data().db);
+  REQUIRE(v.ok());
+  CHECK(v.value().max_abs_error_calibrated <= 0.15);
 }

@@ -131,6 +131,10 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     p.samples.push_back(short_name(s.file));
     if (p.gpu_name.empty()) p.gpu_name = s.gpu_name;
     if (p.driver.empty()) p.driver = s.driver;
+    if (!s.complete)
+      p.notes.push_back(fmt::format("{}: the sweep stopped before its end (\"complete\": false); the items it measured "
+                                    "are used",
+                                    short_name(s.file)));
     if (s.rejected > 0)
       p.notes.push_back(fmt::format("{}: {} samples were refused by the benches (spread too wide) and are not used",
                                     short_name(s.file), s.rejected));

@@ -182,6 +182,8 @@ Result<Samples> read_samples(const std::string& path) {
   if (j->contains("sustained") && (*j)["sustained"].is_object())
     s.sustained_tflops = number((*j)["sustained"], "sustained_tflops", path, "/sustained", d);
   if (j->contains("rejected") && (*j)["rejected"].is_array()) s.rejected = int((*j)["rejected"].size());
+  // A sweep that stopped early (time limit, or killed) says "complete": false; what it measured is still valid.
+  if (j->contains("complete") && (*j)["complete"].is_boolean()) s.complete = (*j)["complete"].get<bool>();
   if (s.gemm.empty() && s.hbm.empty() && s.collectives.empty() && s.overlap.empty() && !s.launch_s &&
       !s.graph_kernel_s && !s.sustained_tflops)
     d.error(path, "", "no samples: none of gemm, hbm, launch, collectives, overlap, sustained holds a measurement");

@@ -67,6 +67,7 @@ struct Samples {
   std::vector<OverlapSample> overlap;
   std::optional<double> sustained_tflops;  ///< the sustained bench: bf16 8192³ GEMM throughput after ~20–30 s at it
   int rejected = 0;  ///< samples the bench refused (spread too wide)
+  bool complete = true;  ///< false: the sweep stopped before its end (its "complete" key); its samples stand
 };
 
 /// Reads a samples file written by the benches; diagnostics carry the file and JSON pointer.
