@@ -39,11 +39,12 @@ constexpr int kExitInterrupted = 130;
 struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
-      kernels, mixed_precision, offload, lora_targets, lora_base;
+      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states;
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
   std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
       lora_rank;
-  std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm;
+  std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm,
+      fp8_params;
   std::optional<double> gradient_bytes, tokens, price;
   bool no_calibration = false;
   // --search
@@ -71,6 +72,8 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("schedule", "--schedule", f.schedule);
   put("precision", "--precision", f.precision);
   put("optimizer", "--optimizer", f.optimizer);
+  put("optimizer_states", "--optimizer-states", f.optimizer_states);
+  put("fp8_params", "--fp8-params", f.fp8_params);
   put("recompute", "--recompute", f.recompute);
   put("attention_kernel", "--attention-kernel", f.attention_kernel);
   put("kernels", "--kernels", f.kernels);
@@ -667,6 +670,12 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--precision", f->precision, "bf16, fp16, fp8, tf32, fp32");
   c->add_option("--gradient-bytes", f->gradient_bytes, "bytes per gradient element (2 or 4)");
   c->add_option("--optimizer", f->optimizer, "adamw, adamw-8bit, sgd");
+  c->add_option("--optimizer-states", f->optimizer_states,
+                "storage of the optimizer's moment states: fp32 (default) or bf16 (DeepSeek-V3, NeMo optim.dtype bf16, "
+                "Megatron --exp-avg-dtype bf16)");
+  c->add_option("--fp8-params", f->fp8_params,
+                "FP8 working weights (Transformer Engine fp8_model_init, NeMo/Megatron fp8_params; needs --precision "
+                "fp8): true or false");
   c->add_option("--zero", f->zero, "ZeRO / FSDP stage 0-3");
   c->add_option("--shard-group", f->shard_group, "hybrid shard group size");
   c->add_option("--recompute", f->recompute, "none, selective, full");

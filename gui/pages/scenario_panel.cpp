@@ -36,7 +36,8 @@ const char* const kOwnedKeys[] = {"model", "gpu", "node", "cluster", "gpus", "tp
                                   "micro_batch", "global_batch", "seq", "precision", "optimizer", "zero",
                                   "recompute", "flash_attention", "sequence_parallel", "tokens", "schedule",
                                   "virtual_stages", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
-                                  "offload", "lora_rank", "lora_targets", "lora_base"};
+                                  "offload", "lora_rank", "lora_targets", "lora_base", "optimizer_states",
+                                  "fp8_params"};
 }  // namespace
 
 ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* parent)
@@ -75,6 +76,14 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   tokens_->setToolTip(tr("Token budget in trillions for time to train and cost (0 = none)"));
   precision_ = combo({"bf16", "fp16", "fp8", "tf32", "fp32"}, tr("GEMM precision"));
   optimizer_ = combo({"adamw", "adamw-8bit", "sgd"}, tr("Optimizer"));
+  opt_states_ = new QComboBox;
+  opt_states_->addItem(tr("fp32"), "fp32");
+  opt_states_->addItem(tr("bf16 (DeepSeek-V3, NeMo optim.dtype)"), "bf16");
+  opt_states_->setToolTip(tr("Storage of the optimizer's moment states (\"optimizer_states\"): AdamW m and v, SGD "
+                             "momentum; the fp32 master weights stay. 8-bit AdamW keeps its own 8-bit states"));
+  fp8_params_ = new QCheckBox(tr("FP8 parameters"));
+  fp8_params_->setToolTip(tr("FP8 working weights (\"fp8_params\", Transformer Engine fp8_model_init): 1 B per "
+                             "weight, no bf16 copy; with FP8 GEMMs only"));
   zero_ = new QComboBox;
   zero_->addItem(tr("0 — none"), 0);
   zero_->addItem(tr("1 — optimizer states"), 1);
@@ -156,6 +165,8 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   rf->addRow(tr("Tokens"), tokens_);
   rf->addRow(tr("Precision"), precision_);
   rf->addRow(tr("Optimizer"), optimizer_);
+  rf->addRow(tr("Optimizer states"), opt_states_);
+  rf->addRow(fp8_params_);
   rf->addRow(tr("ZeRO"), zero_);
   rf->addRow(tr("Recompute"), recompute_);
   rf->addRow(tr("CPU offload"), offload_);
@@ -193,7 +204,7 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   }
 
   for (auto* c : {model_, gpu_, node_, cluster_, precision_, optimizer_, zero_, recompute_, schedule_, offload_,
-                  lora_targets_, lora_base_})
+                  lora_targets_, lora_base_, opt_states_})
     connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
   for (auto* c : compare_) connect(c, &QComboBox::currentIndexChanged, this, &ScenarioPanel::emitChanged);
   // Adapter targets and base storage mean something only with adapters.
@@ -203,10 +214,18 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   };
   connect(lora_rank_, &QSpinBox::valueChanged, this, lora_enable);
   lora_enable();
+  // bf16 moments exist for AdamW and SGD; FP8 parameters feed FP8 GEMMs only.
+  auto precision_enable = [this] {
+    opt_states_->setEnabled(optimizer_->currentData().toString() != "adamw-8bit");
+    fp8_params_->setEnabled(precision_->currentData().toString() == "fp8");
+  };
+  connect(optimizer_, &QComboBox::currentIndexChanged, this, precision_enable);
+  connect(precision_, &QComboBox::currentIndexChanged, this, precision_enable);
+  precision_enable();
   for (auto* s : {gpus_, tp_, pp_, cp_, ep_, micro_, global_, seq_, vstages_, lora_rank_})
     connect(s, &QSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
   connect(tokens_, &QDoubleSpinBox::valueChanged, this, &ScenarioPanel::emitChanged);
-  for (auto* b : {flash_, sp_, calib_, ov_grad_, ov_param_, ov_tp_})
+  for (auto* b : {flash_, sp_, calib_, ov_grad_, ov_param_, ov_tp_, fp8_params_})
     connect(b, &QCheckBox::toggled, this, &ScenarioPanel::emitChanged);
   // Picking a schedule by hand brings v along (interleaving needs v ≥ 2, 1F1B has v = 1); a loaded file is shown as
   // it is, and the model says what it thinks of it.
@@ -245,6 +264,8 @@ void ScenarioPanel::setDefaults() {
   tokens_->setValue(15);
   selectData(precision_, "bf16");
   selectData(optimizer_, "adamw");
+  selectData(opt_states_, "fp32");
+  fp8_params_->setChecked(false);
   zero_->setCurrentIndex(0);
   selectData(recompute_, "none");
   flash_->setChecked(true);
@@ -283,6 +304,8 @@ json_io::Json ScenarioPanel::scenario() const {
   j["seq"] = seq_->value();
   j["precision"] = precision_->currentData().toString().toStdString();
   j["optimizer"] = optimizer_->currentData().toString().toStdString();
+  if (opt_states_->isEnabled()) j["optimizer_states"] = opt_states_->currentData().toString().toStdString();
+  if (fp8_params_->isEnabled() && fp8_params_->isChecked()) j["fp8_params"] = true;
   j["zero"] = zero_->currentData().toInt();
   j["recompute"] = recompute_->currentData().toString().toStdString();
   j["flash_attention"] = flash_->isChecked();
@@ -347,6 +370,8 @@ void ScenarioPanel::setScenario(const wl_io::TrainingScenario& s, const json_io:
   tokens_->setValue(p.tokens_to_train ? *p.tokens_to_train / 1e12 : 0.0);
   selectData(precision_, q(enc.value("precision", "bf16")));
   selectData(optimizer_, q(enc.value("optimizer", "adamw")));
+  selectData(opt_states_, p.optimizer_states == wl::StateDtype::bf16 ? "bf16" : "fp32");
+  fp8_params_->setChecked(p.precision.fp8_params);
   zero_->setCurrentIndex(static_cast<int>(p.zero));
   selectData(recompute_, q(enc.value("recompute", "none")));
   flash_->setChecked(p.flash_attention);

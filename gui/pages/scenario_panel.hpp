@@ -46,6 +46,7 @@ class ScenarioPanel : public QWidget {
   QComboBox* modelCombo() const { return model_; }
   QSpinBox* tpSpin() const { return tp_; }
   QComboBox* precisionCombo() const { return precision_; }
+  QComboBox* optimizerCombo() const { return optimizer_; }
   QComboBox* scheduleCombo() const { return schedule_; }
   QSpinBox* virtualStagesSpin() const { return vstages_; }
   QComboBox* offloadCombo() const { return offload_; }
@@ -56,6 +57,8 @@ class ScenarioPanel : public QWidget {
   QCheckBox* overlapGradReduce() const { return ov_grad_; }
   QCheckBox* overlapParamGather() const { return ov_param_; }
   QCheckBox* overlapTpComm() const { return ov_tp_; }
+  QComboBox* optimizerStatesCombo() const { return opt_states_; }
+  QCheckBox* fp8ParamsCheck() const { return fp8_params_; }
   QSpinBox* gpusSpin() const { return gpus_; }
   QComboBox* compareCombo(int i) const { return compare_[std::size_t(i)]; }
 
@@ -70,10 +73,10 @@ class ScenarioPanel : public QWidget {
   json_io::Json extra_ = json_io::Json::object();
   bool loading_ = false;
   QComboBox *model_, *gpu_, *node_, *cluster_, *precision_, *optimizer_, *zero_, *recompute_, *schedule_, *offload_;
-  QComboBox *lora_targets_, *lora_base_;
+  QComboBox *lora_targets_, *lora_base_, *opt_states_;
   QSpinBox *gpus_, *tp_, *pp_, *cp_, *ep_, *micro_, *global_, *seq_, *vstages_, *lora_rank_;
   QDoubleSpinBox* tokens_;
-  QCheckBox *flash_, *sp_, *calib_, *ov_grad_, *ov_param_, *ov_tp_;
+  QCheckBox *flash_, *sp_, *calib_, *ov_grad_, *ov_param_, *ov_tp_, *fp8_params_;
   std::vector<QComboBox*> compare_;
   QLabel* dp_;
 };

@@ -82,21 +82,15 @@ detail::LayerParams layer_params(const wl::TransformerArch& a, const ParameterCo
   return lp;
 }
 
-double optimizer_state_bytes(wl::OptimizerKind k) {
-  switch (k) {
-    case wl::OptimizerKind::adamw: return kAdamStateBytes;
-    case wl::OptimizerKind::adamw_8bit: return kAdam8bitStateBytes;
-    case wl::OptimizerKind::sgd: return kSgdStateBytes;
-  }
-  return kAdamStateBytes;
-}
-
-const char* optimizer_formula(wl::OptimizerKind k) {
-  switch (k) {
-    case wl::OptimizerKind::adamw: return "AdamW: 2 fp32 states (m, v) = 8 B/param";
+const char* optimizer_formula(const wl::TrainingPlan& plan) {
+  const bool bf16 = plan.optimizer_states == wl::StateDtype::bf16;
+  switch (plan.optimizer) {
+    case wl::OptimizerKind::adamw:
+      return bf16 ? "AdamW with bf16 moments: 2 bf16 states (m, v) = 4 B/param" : "AdamW: 2 fp32 states (m, v) = 8 B/param";
     case wl::OptimizerKind::adamw_8bit:
       return "8-bit AdamW (bitsandbytes): 2 states × (1 B + 4 B fp32 absmax / 2048-value block) = 2.0039 B/param";
-    case wl::OptimizerKind::sgd: return "SGD with momentum: 1 fp32 state = 4 B/param";
+    case wl::OptimizerKind::sgd:
+      return bf16 ? "SGD with a bf16 momentum: 1 bf16 state = 2 B/param" : "SGD with momentum: 1 fp32 state = 4 B/param";
   }
   return "";
 }
@@ -108,6 +102,16 @@ int communicators(const wl::Parallelism& par) {
 }
 
 }  // namespace
+
+double optimizer_state_bytes(const wl::TrainingPlan& plan) {
+  const double half = plan.optimizer_states == wl::StateDtype::bf16 ? 0.5 : 1.0;  // bf16 moments: 2 B, not 4
+  switch (plan.optimizer) {
+    case wl::OptimizerKind::adamw: return kAdamStateBytes * half;
+    case wl::OptimizerKind::adamw_8bit: return kAdam8bitStateBytes;
+    case wl::OptimizerKind::sgd: return kSgdStateBytes * half;
+  }
+  return kAdamStateBytes;
+}
 
 // --------------------------------------------------------------------------------------------------------------------
 
@@ -204,7 +208,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
   const double n_expert = std::max(1.0, n_dense / ep);
   const int zero = static_cast<int>(plan.zero);
   auto shard = [&](int stage, double n) { return zero >= stage ? n : 1.0; };
-  const double opt_b = optimizer_state_bytes(plan.optimizer);
+  const double opt_b = optimizer_state_bytes(plan);
   const double unit_norm = norm_unit(a, params);
   const double comms = communicators(par);
   out.n_dense = n_dense;
@@ -251,6 +255,13 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       st.master = ad * pr.master_bytes / shard(1, n_dense) + ae * pr.master_bytes / shard(1, n_expert);
       st.opt = ad * opt_b / shard(1, n_dense) + ae * opt_b / shard(1, n_expert);
     }
+    if (pr.fp8_params) {
+      // FP8 parameters are the Transformer Engine layers' weights; the embedding and the LM head stay bf16.
+      const double bf16_params = (shape.first ? double(params.embedding + params.position_embedding) : 0.0) +
+                                 (shape.last ? double(params.lm_head) : 0.0) +
+                                 (shape.last && a.tied_embeddings && p > 1 ? double(params.embedding) : 0.0);
+      st.weights += bf16_params / t * (2.0 - pr.weight_bytes) / shard(3, n_dense);
+    }
     st.host = 0.0;
     if (plan.offload == wl::Offload::optimizer) {
       // ZeRO-Offload: the fp32 master copy and the optimizer states of this GPU's shard live in host memory.
@@ -291,6 +302,27 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       }
     }
 
+    // FP8 GEMMs (Transformer Engine, as Megatron-Core and NeMo run them): each linear layer quantises its weight once
+    // per step and caches it across the micro-batches (`get_weight_workspace(..., cache_name="weight")` whenever
+    // Megatron passes is_first_microbatch), in both layouts Hopper's FP8 GEMMs need: rowwise for the forward and
+    // columnwise (the transpose) for the backward's dgrad — 2 B per GEMM weight beside the bf16 weight. With FP8
+    // parameters the weight is itself the rowwise FP8 data; only the transpose cache is added (1 B). The cache is a
+    // module attribute: alive across steps. Embedding and LM head run in bf16 (not TE layers) and are not cached.
+    // Under ZeRO-3 only the gathered layers have one.
+    st.fp8_cache = 0.0;
+    if (pr.compute == hw::Precision::fp8) {
+      const bool fp8_stored = pr.fp8_params || (plan.lora.on() && plan.lora.base == wl::LoraBase::fp8);
+      const bool dequantised = plan.lora.on() && (plan.lora.base == wl::LoraBase::nf4 || plan.lora.base == wl::LoraBase::int8);
+      const double per_weight = dequantised ? 0.0 : fp8_stored ? 1.0 : 2.0;
+      double gemm_params = (st.p_dense - double(params.embedding + params.position_embedding) * (shape.first ? 1 : 0) -
+                            double(params.lm_head) * (shape.last ? 1 : 0) -
+                            (shape.last && a.tied_embeddings && p > 1 ? double(params.embedding) : 0.0)) / t +
+                           st.p_expert / (t * ep);
+      if (plan.zero == wl::ZeroStage::parameters && n_dense > 1)
+        gemm_params = st.largest_layer_gpu * (plan.overlap_param_gather ? 2.0 : 1.0);
+      st.fp8_cache = std::max(0.0, gemm_params) * per_weight;
+    }
+
     // Activations. 1F1B: stage i holds min(p − i, m) micro-batches of its layers ([K22] §4.2.3: the first stage holds
     // p micro-batches of L/p layers, i.e. L layers' worth). Interleaved ([N21] §2.2.2, Megatron's warm-up): stage i
     // holds min(2(p−i−1) + (v−1)p + 1, m·v) model chunks, which is L·(1 + (p−1)/(p·v)) layers' worth on stage 0.
@@ -327,14 +359,14 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     st.activations = st.stored_layers + st.extra_first + st.extra_last + std::max(0.0, st.working_set - st.logits_b);
     st.nccl = comms * overheads.nccl_buffers.raw();
     st.ctx = overheads.cuda_context.raw();
-    double allocated =
-        st.weights + st.gathered_w + st.grads + st.gathered_g + st.master + st.opt + st.activations + st.logits_b;
+    double allocated = st.weights + st.gathered_w + st.fp8_cache + st.grads + st.gathered_g + st.master + st.opt +
+                       st.activations + st.logits_b;
     st.grads_at_peak = st.acts_at_peak = true;
     if (plan.kernels == wl::KernelStyle::eager) {
       // zero_grad(set_to_none=True) (PyTorch's default): no .grad exists when the backward starts; each layer's
       // gradients appear as its saved tensors are freed. The peak is the larger of the backward's start (every saved
       // tensor, the loss buffers, the autocast copies) and its end (every gradient, no activations).
-      const double states = st.weights + st.gathered_w + st.gathered_g + st.master + st.opt;
+      const double states = st.weights + st.gathered_w + st.fp8_cache + st.gathered_g + st.master + st.opt;
       const double start = states + st.amp_copies + st.activations + st.logits_b;
       const double end = states + st.grads;
       st.grads_at_peak = end > start;
@@ -375,7 +407,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   const double ep = std::max(1, par.ep);
   const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
   const int zero = static_cast<int>(plan.zero);
-  const double opt_b = optimizer_state_bytes(plan.optimizer);
+  const double opt_b = optimizer_state_bytes(plan);
 
   MemoryCore core;
   const StageShape first_shape = detail::stage_shape(a, params, p, v, 0);
@@ -389,7 +421,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
 
   TrainingMemory r;
   // What is alive at the peak: a PyTorch loop peaks either at the backward's start (no gradients yet) or its end.
-  r.weights = units::bytes(h.weights + h.gathered_w + (h.acts_at_peak ? h.amp_copies : 0.0));
+  r.weights = units::bytes(h.weights + h.gathered_w + h.fp8_cache + (h.acts_at_peak ? h.amp_copies : 0.0));
   r.gradients = units::bytes((h.grads_at_peak ? h.grads : 0.0) + h.gathered_g);
   r.master_weights = units::bytes(h.master);
   r.optimizer_states = units::bytes(h.opt);
@@ -463,7 +495,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                         fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/(t·ep) = {}", zero >= 3 ? " / N" : "",
                                     format_count(p_gpu)),
                         states_inputs(pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
-                        B(h.weights + h.gathered_w),
+                        B(r.weights.raw()),
                         {shard_note},
                         {}});
   if (params.mtp > 0)
@@ -491,6 +523,13 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
         plan.lora.rank, wl::to_string(plan.lora.targets),
         format_number(base_weight_bytes(plan), 4), wl::to_string(plan.lora.base),
         format_count(h.lora_adapters), format_number(pr.weight_bytes)));
+  if (h.fp8_cache > 0.0)
+    d.children.back().notes.push_back(fmt::format(
+        "includes {}: the FP8 GEMM weights Transformer Engine caches across micro-batches, {} B per weight ({}; "
+        "TransformerEngine transformer_engine/pytorch/module/linear.py get_weight_workspace)",
+        B(h.fp8_cache), pr.fp8_params ? 1 : 2,
+        pr.fp8_params ? "the transpose for the backward; the FP8 parameter is the forward's copy"
+                      : "the FP8 copy for the forward and its transpose for the backward's dgrad"));
   if (h.amp_copies > 0.0 && h.acts_at_peak)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: torch.autocast's {}-byte copies of the GEMM weights, cached in the forward and kept by each "
@@ -534,9 +573,9 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                     B(h.host)));
   d.children.push_back({"memory.optimizer_states",
                         "Optimizer states",
-                        fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan.optimizer)),
+                        fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan)),
                         states_inputs(opt_b, "b_o", "optimizer-state bytes per parameter",
-                                      Origin::constant(optimizer_formula(plan.optimizer))),
+                                      Origin::constant(optimizer_formula(plan))),
                         B(h.opt),
                         {},
                         {}});

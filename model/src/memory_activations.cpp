@@ -26,6 +26,16 @@ Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Activat
     layout = plan.kernels == wl::KernelStyle::eager ? ActivationLayout::torch_eager : ActivationLayout::megatron;
   Ctx c{a, plan, layout};
   c.ab = plan.precision.activation_bytes;
+  // Transformer Engine's Linear/LayerNormLinear/LayerNormMLP save their FP8-cast input for the wgrad GEMM
+  // (transformer_engine/pytorch/module/linear.py: the input quantizer's columnwise usage, saved in place of the
+  // high-precision input): 1 B per element. A PyTorch loop (eager) has no such path: its GEMM inputs stay a_b.
+  c.gi = plan.precision.compute == hw::Precision::fp8 && !c.eager() ? 1.0 : c.ab;
+  if (plan.lora.on()) {
+    const auto tg = plan.lora.targets;
+    c.wgrad_qkv = tg != wl::LoraTargets::mlp;
+    c.wgrad_o = tg == wl::LoraTargets::attention || tg == wl::LoraTargets::all;
+    c.wgrad_mlp = tg == wl::LoraTargets::mlp || tg == wl::LoraTargets::all;
+  }
   c.t = std::max(1, plan.par.tp);
   c.sp = plan.par.sequence_parallel && plan.par.tp > 1;
   c.dropout = gpt_style_dropout(a);
@@ -69,14 +79,14 @@ void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, cons
     if (c.eager()) {
       add(v, part, "gate and up projection outputs", w2, 2 * width, c.ab, Split::tensor);
       add(v, part, "activation of the gate (kept for the multiply)", w1, width, c.ab, Split::tensor);
-      add(v, part, "gated product (down-projection input)", w1, width, c.ab, Split::tensor);
+      if (c.wgrad_mlp) add(v, part, "gated product (down-projection input)", w1, width, c.ab, Split::tensor);
     } else {
       add(v, part, "fc1 output [gate | up] (fused SwiGLU input)", w2, 2 * width, c.ab, Split::tensor);
-      add(v, part, "gated product (fc2 input)", w1, width, c.ab, Split::tensor);
+      if (c.wgrad_mlp) add(v, part, "gated product (fc2 input)", w1, width, c.gi, Split::tensor);
     }
   } else {
     add(v, part, "fc1 output (activation input)", w1, width, c.ab, Split::tensor);
-    add(v, part, "activation output (fc2 input)", w1, width, c.ab, Split::tensor);
+    if (c.wgrad_mlp) add(v, part, "activation output (fc2 input)", w1, width, c.gi, Split::tensor);
   }
 }
 
@@ -91,7 +101,7 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
 
   // ---- attention block ----
   norm_terms(c, v, A, true, 1.0, "h");
-  add(v, A, "QKV projection input (norm output)", "h", h, c.ab, Split::sequence);
+  if (c.wgrad_qkv) add(v, A, "QKV projection input (norm output)", "h", h, c.gi, Split::sequence);
   if (a.qk_norm) {
     const double w = (nq + nkv) * d;
     if (c.hf()) {
@@ -149,7 +159,12 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   if (c.hf()) {
     if (c.plan.flash_attention)
       add(v, A, "SDPA output (kept by the kernel for its backward)", os, o_w, c.ab, Split::tensor);
-    add(v, A, "O-projection input (contiguous transpose copy)", os, o_w, c.ab, Split::tensor);
+    if (c.wgrad_o) add(v, A, "O-projection input (contiguous transpose copy)", os, o_w, c.ab, Split::tensor);
+  } else if (c.gi < c.ab || !c.wgrad_o) {
+    // FP8: the O projection saves its own FP8 copy of the attention output; FlashAttention keeps the bf16 output
+    // for its backward, the unfused core does not need it. A frozen O projection saves nothing.
+    if (c.plan.flash_attention) add(v, A, "attention output (kept by FlashAttention)", os, o_w, c.ab, Split::tensor);
+    if (c.wgrad_o) add(v, A, "O-projection input (FP8)", os, o_w, c.gi, Split::tensor);
   } else {
     add(v, A, "attention output (O-projection input)", os, o_w, c.ab, Split::tensor);
   }
@@ -159,14 +174,14 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   // ---- MLP block ----
   const Part M = Part::mlp;
   norm_terms(c, v, M, false, 1.0, "h");
-  add(v, M, "MLP input (norm output)", "h", h, c.ab, Split::sequence);
+  if (c.wgrad_mlp) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
   if (moe_layer && a.moe) {
     const auto& m = *a.moe;
     const double E = double(m.num_experts), k = double(m.experts_per_token);
     // Megatron-Core MoE: fp32 routing softmax; token permutation copies each token to its k experts; the unpermute
     // multiplies by the routing weights and keeps the expert outputs for their gradient. Balanced routing assumed.
     add(v, M, "router probabilities (fp32)", "E", E, kFp32Bytes, Split::sequence);
-    add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.ab, Split::sequence);
+    if (c.wgrad_mlp) add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.gi, Split::sequence);
     ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e");
     add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
     if (m.shared_experts > 0)

@@ -43,6 +43,13 @@ struct Ctx {
   const wl::TrainingPlan& plan;
   ActivationLayout layout;
   double ab = 2.0;       ///< activation bytes
+  /// Bytes per element of a saved GEMM input: FP8 GEMMs through Transformer Engine (fused kernels) save the
+  /// quantised input for the weight gradient (1 B, columnwise), not the bf16 tensor; otherwise a_b.
+  double gi = 2.0;
+  /// Which linear layers need their input for a weight gradient. LoRA freezes the base weights: a frozen layer
+  /// without an adapter computes only its input gradient, which needs the weight, not the input, so autograd
+  /// (PyTorch saves an operand only when the other one requires grad) and Transformer Engine skip saving it.
+  bool wgrad_qkv = true, wgrad_o = true, wgrad_mlp = true;
   double t = 1.0;        ///< tensor parallel
   bool sp = false;       ///< sequence parallel
   bool dropout = false;  ///< GPT-style dropout (assumed from MlpKind::plain + LayerNorm)

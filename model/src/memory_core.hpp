@@ -53,6 +53,7 @@ struct StageMemory {
   double activations = 0.0, nccl = 0.0, ctx = 0.0, frag = 0.0, total = 0.0;
   double host = 0.0;  // master weights + optimizer states kept in host memory (CPU offload), per GPU
   double amp_copies = 0.0;     // PyTorch autocast's bf16 copies of the GEMM weights, kept for the backward
+  double fp8_cache = 0.0;      // FP8 GEMMs: the quantised weights (and their transposes) cached across micro-batches
   double lora_adapters = 0.0;  // LoRA adapter parameters per GPU of the stage (0 without LoRA)
   bool grads_at_peak = true;   // false: a PyTorch loop whose peak is the backward's start (no .grad allocated yet)
   bool acts_at_peak = true;    // false: a PyTorch loop whose peak is the backward's end (every saved tensor freed)

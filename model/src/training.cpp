@@ -118,6 +118,14 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
                            p.gpus(), sys.node->info.id, std::max(sys.node->gpus, sys.node->scale_up.domain_gpus));
       }))
     return false;
+  if (plan.precision.fp8_params && plan.precision.compute != hw::Precision::fp8 && fail([] {
+        return std::string("FP8 parameters feed FP8 GEMMs: fp8_params needs precision fp8");
+      }))
+    return false;
+  if (plan.optimizer_states == wl::StateDtype::bf16 && plan.optimizer == wl::OptimizerKind::adamw_8bit && fail([] {
+        return std::string("bf16 optimizer states apply to AdamW and SGD; 8-bit AdamW keeps its own 8-bit states");
+      }))
+    return false;
   if (plan.offload == wl::Offload::optimizer) {
     if (plan.zero == wl::ZeroStage::none && fail([] {
           return std::string("CPU offload of the optimizer needs ZeRO ≥ 1 (ZeRO-Offload moves each GPU's shard of "
@@ -415,10 +423,9 @@ namespace {
 /// Bytes one optimizer step streams per parameter: a fused AdamW reads and writes the master weight, m and v (fp32),
 /// reads the gradient and writes the new working weight. DeepSpeed's CPU Adam streams the same.
 double optimizer_bytes_per_param(const wl::TrainingPlan& plan) {
-  const double state_bytes = plan.optimizer == wl::OptimizerKind::adamw        ? 16.0
-                             : plan.optimizer == wl::OptimizerKind::adamw_8bit ? 4.0
-                                                                               : 8.0;
-  return 2.0 * plan.precision.master_bytes + state_bytes + plan.precision.gradient_bytes + plan.precision.weight_bytes;
+  // Each state is read and written once: 2 × optimizer_state_bytes (m and v for AdamW, momentum for SGD).
+  return 2.0 * plan.precision.master_bytes + 2.0 * optimizer_state_bytes(plan) + plan.precision.gradient_bytes +
+         plan.precision.weight_bytes;
 }
 }  // namespace
 

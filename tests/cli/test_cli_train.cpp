@@ -165,6 +165,36 @@ TEST_SUITE("gpuplan train") {
     CHECK(contains(bad.err, "--lora-rank"));
   }
 
+  TEST_CASE("--optimizer-states bf16 halves the optimizer states, --fp8-params needs FP8 GEMMs, bad pairs exit 2") {
+    const Run fp32 = run(with(fitting_args(), {"--format", "json"}));
+    const Run bf16 = run(with(fitting_args(), {"--format", "json", "--optimizer-states", "bf16"}));
+    INFO(bf16.err);
+    REQUIRE(fp32.rc == 0);
+    REQUIRE(bf16.rc == 0);
+    const json a = parse_json(fp32), b = parse_json(bf16);
+    CHECK(b["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() ==
+          doctest::Approx(a["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() / 2));
+    CHECK(b["memory"]["breakdown"]["master_weights_bytes"] == a["memory"]["breakdown"]["master_weights_bytes"]);
+    // FP8 parameters: 1 B working weights, with FP8 GEMMs only.
+    const Run fp8 = run(with(fitting_args(), {"--format", "json", "--precision", "fp8"}));
+    const Run fp8p = run(with(fitting_args(), {"--format", "json", "--precision", "fp8", "--fp8-params", "true"}));
+    INFO(fp8p.err);
+    REQUIRE(fp8.rc == 0);
+    REQUIRE(fp8p.rc == 0);
+    CHECK(parse_json(fp8p)["memory"]["breakdown"]["weights_bytes"].get<double>() <
+          parse_json(fp8)["memory"]["breakdown"]["weights_bytes"].get<double>());
+    const Run no_fp8 = run(with(fitting_args(), {"--fp8-params", "true"}));
+    CHECK(no_fp8.rc == 2);
+    CHECK(contains(no_fp8.err, "--fp8-params"));
+    CHECK(contains(no_fp8.err, "precision fp8"));
+    const Run eight_bit = run(with(fitting_args(), {"--optimizer", "adamw-8bit", "--optimizer-states", "bf16"}));
+    CHECK(eight_bit.rc == 2);
+    CHECK(contains(eight_bit.err, "--optimizer-states"));
+    const Run typo = run(with(fitting_args(), {"--optimizer-states", "fp16"}));
+    CHECK(typo.rc == 2);
+    CHECK(contains(typo.err, "--optimizer-states"));
+  }
+
   TEST_CASE("the plan without ZeRO needs 16 B per parameter on each GPU: exit 3, does not fit, numbers still given") {
     const Run r = run(with(base_args(), {"--format", "json"}));
     CHECK(r.rc == kInfeasible);

@@ -385,6 +385,27 @@ TEST_CASE("panel: schedule, virtual stages, overlap flags and CPU offload are sc
         doctest::Approx(w.lastTraining().gpus_evaluated[0].est.step_time.raw()));
 }
 
+TEST_CASE("panel: bf16 optimizer states and FP8 parameters reach the plan, each enabled only where it applies") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::MainWindow w(data);
+  REQUIRE(wait_until([&] { return w.idle(); }));
+  auto* p = w.panel();
+  const double fp32_opt = w.lastTraining().gpus_evaluated[0].est.memory.optimizer_states.raw();
+  CHECK_FALSE(p->fp8ParamsCheck()->isEnabled());  // bf16 GEMMs: no FP8 parameters
+  select(p->optimizerStatesCombo(), "bf16");
+  REQUIRE(wait_until([&] { return w.idle() && w.lastTraining().plan.optimizer_states == wl::StateDtype::bf16; }));
+  CHECK(w.lastTraining().gpus_evaluated[0].est.memory.optimizer_states.raw() == doctest::Approx(fp32_opt / 2));
+  select(p->precisionCombo(), "fp8");
+  CHECK(p->fp8ParamsCheck()->isEnabled());
+  p->fp8ParamsCheck()->setChecked(true);
+  REQUIRE(wait_until([&] { return w.idle() && w.lastTraining().plan.precision.fp8_params; }));
+  CHECK(p->scenario()["fp8_params"] == true);
+  select(p->optimizerCombo(), "adamw-8bit");  // its own 8-bit states: the dtype choice leaves the scenario
+  CHECK_FALSE(p->optimizerStatesCombo()->isEnabled());
+  CHECK_FALSE(p->scenario().contains("optimizer_states"));
+}
+
 TEST_CASE("panel: LoRA rank, targets and base are scenario keys the model evaluates and that round-trip save/open") {
   const auto data = gui::test::data();
   REQUIRE(data != nullptr);

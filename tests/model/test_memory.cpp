@@ -611,3 +611,76 @@ TEST_CASE("a PyTorch loop's peak is the backward's start: what the allocator tim
   CHECK(f.gradients.raw() == doctest::Approx(4 * P));
   CHECK(f.logits.raw() == doctest::Approx(T * V * 6));
 }
+
+// ------------------------------------------------------------------------------- optimizer-state dtype, FP8 training
+
+TEST_CASE("bf16 optimizer states halve AdamW's m and v and SGD's momentum, the fp32 master weights stay") {
+  const auto& a = arch("llama-3.1-8b");
+  const auto p = model::parameter_counts(a, Explain::off);
+  auto plan = plan_with(4096);
+  const auto fp32 = run(a, p, plan);
+  plan.optimizer_states = wl::StateDtype::bf16;
+  const auto bf16 = run(a, p, plan);
+  const double P = double(p.total);
+  CHECK(fp32.optimizer_states.raw() == doctest::Approx(8.0 * P));
+  CHECK(bf16.optimizer_states.raw() == doctest::Approx(4.0 * P));
+  CHECK(bf16.master_weights.raw() == doctest::Approx(fp32.master_weights.raw()));
+  CHECK(model::optimizer_state_bytes(plan) == 4.0);
+  plan.optimizer = wl::OptimizerKind::sgd;
+  CHECK(model::optimizer_state_bytes(plan) == 2.0);
+  plan.optimizer = wl::OptimizerKind::adamw_8bit;  // its own 8-bit states, whatever the dtype key says
+  CHECK(model::optimizer_state_bytes(plan) == doctest::Approx(2.0 * (1.0 + 4.0 / 2048.0)));
+}
+
+TEST_CASE("FP8 training: TE's cached FP8 weights and their transposes, FP8-saved GEMM inputs, FP8 parameters") {
+  // Llama-3.1-8B, one GPU, seq 4096, no recompute, Megatron layout (fused kernels).
+  const auto& a = arch("llama-3.1-8b");
+  const auto p = model::parameter_counts(a, Explain::off);
+  auto plan = plan_with(4096);
+  const auto bf16 = run(a, p, plan);
+  plan.precision.compute = hw::Precision::fp8;
+  const auto fp8 = run(a, p, plan);
+  // The weight cache: 2 B per GEMM weight of the layers (not the embedding or the LM head).
+  // (The norm weights, 0.004% of them, are counted with the layers.)
+  const double gemm = double(p.total - p.embedding - p.lm_head);
+  CHECK((fp8.weights - bf16.weights).raw() == doctest::Approx(2.0 * gemm).epsilon(1e-9));
+  // Saved GEMM inputs at 1 B instead of 2: QKV input h, MLP input h and fc2 input i drop by one byte each, and the
+  // O projection keeps an FP8 copy beside FlashAttention's bf16 output (+ n_q·d), per token and layer.
+  const double per_token_layer = double(a.hidden) + double(a.hidden) + double(a.intermediate) -
+                                 double(a.heads * a.head_dim);
+  CHECK((bf16.activations - fp8.activations).raw() ==
+        doctest::Approx(per_token_layer * 4096.0 * double(a.layers)).epsilon(1e-9));
+  // FP8 parameters: the layers' weights are 1 B (the embedding and LM head stay bf16) and the cache keeps the
+  // transpose only (1 B): 1 + 1 B saved per GEMM weight.
+  plan.precision.fp8_params = true;
+  plan.precision.weight_bytes = 1.0;
+  const auto fp8p = run(a, p, plan);
+  CHECK((fp8.weights - fp8p.weights).raw() == doctest::Approx(2.0 * gemm).epsilon(1e-9));
+  // A PyTorch loop has no Transformer Engine path: no FP8-saved inputs.
+  plan.precision.fp8_params = false;
+  plan.precision.weight_bytes = 2.0;
+  plan.kernels = wl::KernelStyle::eager;
+  auto eager_bf16 = plan;
+  eager_bf16.precision.compute = hw::Precision::bf16;
+  CHECK(run(a, p, plan, kNone, ActivationLayout::from_plan).activations.raw() ==
+        doctest::Approx(run(a, p, eager_bf16, kNone, ActivationLayout::from_plan).activations.raw()));
+}
+
+TEST_CASE("LoRA: a frozen linear layer without an adapter keeps no input for a weight gradient") {
+  const auto& a = arch("llama-3.1-8b");
+  const auto p = model::parameter_counts(a, Explain::off);
+  auto plan = plan_with(4096);
+  const auto full = run(a, p, plan);
+  plan.lora.rank = 16;
+  plan.lora.targets = wl::LoraTargets::qkv;
+  const auto qkv = run(a, p, plan);
+  // QKV adapters need the norm output. Not saved: the MLP input (h) and the fc2 input (i), 2 B each per token and
+  // layer; the O projection's input is FlashAttention's output, which FlashAttention keeps anyway.
+  const double dropped = (double(a.hidden) + double(a.intermediate)) * 2.0;
+  CHECK((full.activations - qkv.activations).raw() == doctest::Approx(dropped * 4096.0 * double(a.layers)));
+  plan.lora.targets = wl::LoraTargets::all;
+  CHECK(run(a, p, plan).activations.raw() == doctest::Approx(full.activations.raw()));
+  plan.lora.targets = wl::LoraTargets::mlp;  // no attention adapter: the QKV input goes too
+  CHECK((full.activations - run(a, p, plan).activations).raw() ==
+        doctest::Approx(double(a.hidden) * 2.0 * 4096.0 * double(a.layers)));
+}

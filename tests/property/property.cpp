@@ -204,12 +204,13 @@ std::string TrainingCase::describe() const {
   return fmt::format(
       "model: {}\nsystem: node {} (GPU {})\nplan: seq {} micro {} global {} | TP {} PP {} DP {} CP {} EP {} SP {} v {} "
       "shard_group {} | ZeRO {} recompute {} schedule {} | compute {} weight/grad/master/act bytes {}/{}/{}/{} | "
-      "optimizer {} flash {} kernel {} kernels {} mixed {} | overlap grad/param/tp {}/{}/{}",
+      "optimizer {} states {} fp8 params {} flash {} kernel {} kernels {} mixed {} | overlap grad/param/tp {}/{}/{}",
       arch.what, sys.node ? sys.node->info.id : "-", sys.gpu ? sys.gpu->info.id : "-", p.seq_len, p.micro_batch,
       p.global_batch, q.tp, q.pp, q.dp, q.cp, q.ep, q.sequence_parallel, q.virtual_stages, q.shard_group,
       static_cast<int>(p.zero), static_cast<int>(p.recompute), static_cast<int>(p.schedule),
       hw::to_string(p.precision.compute), p.precision.weight_bytes, p.precision.gradient_bytes,
-      p.precision.master_bytes, p.precision.activation_bytes, static_cast<int>(p.optimizer), p.flash_attention,
+      p.precision.master_bytes, p.precision.activation_bytes, static_cast<int>(p.optimizer),
+      p.optimizer_states == wl::StateDtype::bf16 ? "bf16" : "fp32", p.precision.fp8_params, p.flash_attention,
       static_cast<int>(p.attention_kernel), static_cast<int>(p.kernels), static_cast<int>(p.mixed_precision),
       p.overlap_grad_reduce, p.overlap_param_gather, p.overlap_tp_comm);
 }
@@ -259,6 +260,11 @@ std::optional<TrainingCase> random_training(Rng& r, const GenArch& arch) {
       p.lora.rank = static_cast<int>(r.range(1, 256));
       p.lora.targets = static_cast<wl::LoraTargets>(r.range(0, 3));
       p.lora.base = static_cast<wl::LoraBase>(r.range(0, 3));
+    }
+    if (p.optimizer != wl::OptimizerKind::adamw_8bit && r.chance(0.2)) p.optimizer_states = wl::StateDtype::bf16;
+    if (p.precision.compute == hw::Precision::fp8 && r.chance(0.3)) {
+      p.precision.fp8_params = true;
+      p.precision.weight_bytes = 1.0;
     }
     if (model::check_training_layout(a, p, t.sys).ok) return t;
   }

@@ -232,8 +232,11 @@ TEST_CASE("property: per-GPU memory does not rise with TP, PP, ZeRO stage or rec
         if (!m[z] || !m[z + 1]) continue;
         ++zero_pairs;
         INFO("ZeRO " << z << " → " << z + 1 << "\n  " << mem_line(*m[z]) << "\n  " << mem_line(*m[z + 1]));
-        CHECK((m[z + 1]->master_weights + m[z + 1]->optimizer_states).raw() <=
-              (m[z]->master_weights + m[z]->optimizer_states).raw() * (1 + kSlack));
+        // Per stage; the reported (heaviest) stage can change with the ZeRO stage, and stages hold different
+        // parameters (embedding, head, LoRA adapters), so compare when the same stage is reported (same logits).
+        if (m[z + 1]->logits.raw() == m[z]->logits.raw())
+          CHECK((m[z + 1]->master_weights + m[z + 1]->optimizer_states).raw() <=
+                (m[z]->master_weights + m[z]->optimizer_states).raw() * (1 + kSlack));
         if (z == 1) CHECK(m[2]->gradients.raw() <= m[1]->gradients.raw() * (1 + kSlack));
         if (z < 2) CHECK(m[z + 1]->total.raw() <= m[z]->total.raw() * (1 + kSlack));
         // The same stage reported (uneven pipelines: the heaviest stage can change with the ZeRO stage; logits

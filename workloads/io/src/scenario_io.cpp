@@ -50,6 +50,13 @@ const FieldTable& training_scenario_fields() {
       f("precision", FieldType::string, "GEMM precision", 0, 0, {"bf16", "fp16", "fp8", "fp32", "tf32"}),
       f("gradient_bytes", FieldType::number, "bytes per gradient element", 1, 4),
       f("optimizer", FieldType::string, "optimizer", 0, 0, {"adamw", "adamw-8bit", "sgd"}),
+      f("optimizer_states", FieldType::string,
+        "storage of the optimizer's moment states (AdamW m, v; SGD momentum): fp32, or bf16 (DeepSeek-V3, NeMo "
+        "optim.dtype bf16, Megatron --exp-avg-dtype bf16); adamw-8bit keeps its own 8-bit states",
+        0, 0, {"fp32", "bf16"}),
+      f("fp8_params", FieldType::boolean,
+        "FP8 working weights (Transformer Engine fp8_model_init, NeMo/Megatron fp8_params): 1 B per weight, no bf16 "
+        "copy; the fp32 master stays in the optimizer; needs precision fp8"),
       f("zero", FieldType::integer, "ZeRO / FSDP stage", 0, 3),
       f("shard_group", FieldType::integer, "hybrid sharding group size", 1, kMaxGpus),
       f("recompute", FieldType::string, "activation recomputation", 0, 0, {"none", "selective", "full"}),
@@ -137,6 +144,16 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.num("gradient_bytes")) p.precision.gradient_bytes = *v;
   if (auto v = r.str("optimizer"))
     p.optimizer = *v == "adamw" ? wl::OptimizerKind::adamw : *v == "sgd" ? wl::OptimizerKind::sgd : wl::OptimizerKind::adamw_8bit;
+  auto key_error = [&](const std::string& key, const std::string& msg) {
+    const auto flag = origin_of_key.find(key);
+    if (flag != origin_of_key.end()) diags.error("", flag->second, msg);
+    else diags.error(file, pointer + "/" + key, msg);
+  };
+  if (auto v = r.str("optimizer_states")) {
+    p.optimizer_states = *v == "bf16" ? wl::StateDtype::bf16 : wl::StateDtype::fp32;
+    if (p.optimizer_states == wl::StateDtype::bf16 && p.optimizer == wl::OptimizerKind::adamw_8bit)
+      key_error("optimizer_states", "bf16 optimizer states apply to adamw and sgd; adamw-8bit keeps its own 8-bit states");
+  }
   if (auto v = r.integer("zero")) p.zero = static_cast<wl::ZeroStage>(*v);
   if (auto v = r.str("recompute"))
     p.recompute = *v == "full" ? wl::Recompute::full : *v == "selective" ? wl::Recompute::selective : wl::Recompute::none;
@@ -148,6 +165,14 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.precision.weight_bytes = 4;
     p.precision.gradient_bytes = 4;
     p.precision.master_bytes = 0;
+  }
+  if (auto v = r.boolean("fp8_params"); v && *v) {
+    if (p.precision.compute != hw::Precision::fp8)
+      key_error("fp8_params", "fp8_params needs precision fp8 (the FP8 weights feed FP8 GEMMs)");
+    if (p.mixed_precision == wl::MixedPrecision::amp)
+      key_error("fp8_params", "fp8_params keeps FP8 working weights; mixed_precision amp keeps fp32 ones: choose one");
+    p.precision.fp8_params = true;
+    p.precision.weight_bytes = 1.0;
   }
   if (auto v = r.str("offload")) p.offload = *v == "optimizer" ? wl::Offload::optimizer : wl::Offload::none;
   if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
@@ -161,10 +186,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.lora.base = *v == "nf4" ? wl::LoraBase::nf4 : *v == "int8" ? wl::LoraBase::int8 : *v == "fp8" ? wl::LoraBase::fp8 : wl::LoraBase::same;
   if (p.lora.rank == 0 && (r.str("lora_targets") || (r.str("lora_base") && *r.str("lora_base") != "same"))) {
     const std::string key = r.str("lora_targets") ? "lora_targets" : "lora_base";
-    const auto flag = origin_of_key.find(key);
-    const std::string msg = key + " is set but there are no adapters: give a LoRA rank (lora_rank / --lora-rank ≥ 1)";
-    if (flag != origin_of_key.end()) diags.error("", flag->second, msg);
-    else diags.error(file, pointer + "/" + key, msg);
+    key_error(key, key + " is set but there are no adapters: give a LoRA rank (lora_rank / --lora-rank ≥ 1)");
   }
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;
@@ -202,6 +224,8 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["optimizer"] = p.optimizer == wl::OptimizerKind::adamw ? "adamw"
                    : p.optimizer == wl::OptimizerKind::sgd ? "sgd"
                                                            : "adamw-8bit";
+  if (p.optimizer_states == wl::StateDtype::bf16) j["optimizer_states"] = "bf16";
+  if (p.precision.fp8_params) j["fp8_params"] = true;
   j["zero"] = static_cast<int>(p.zero);
   if (p.par.shard_group > 0) j["shard_group"] = p.par.shard_group;
   j["recompute"] = p.recompute == wl::Recompute::full ? "full" : p.recompute == wl::Recompute::selective ? "selective" : "none";

@@ -47,6 +47,10 @@ struct TrainingMemory {
   Derivation derivation;
 };
 
+/// Bytes of optimizer state per trainable parameter (AdamW m + v, SGD momentum, 8-bit AdamW with its block scales),
+/// in the plan's state dtype; the master weights are TrainingPrecision::master_bytes.
+double optimizer_state_bytes(const wl::TrainingPlan& plan);
+
 /// Per-GPU training memory of `arch` under `plan` on `gpu`. `params` are the model's counts (parameter_counts).
 TrainingMemory training_memory(const wl::TransformerArch& arch, const ParameterCounts& params,
                                const wl::TrainingPlan& plan, const hw::GpuSpec& gpu,

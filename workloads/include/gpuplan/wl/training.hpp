@@ -16,6 +16,11 @@ enum class ZeroStage { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
 enum class Recompute { none, selective, full };
 enum class PipelineSchedule { one_f_one_b, interleaved };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
+/// Storage of the optimizer's moment states (AdamW m and v, SGD momentum): fp32 (the default everywhere), or bf16 —
+/// DeepSeek-V3 (arXiv:2412.19437 §3.3.1: "BF16 ... for the AdamW optimizer's first and second moments"), Apex
+/// DistributedFusedAdam's `dtype` (NeMo `optim.dtype: bf16`), Megatron-Core's precision-aware optimizer
+/// (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`). The master weights stay as `TrainingPrecision::master_bytes`.
+enum class StateDtype { fp32, bf16 };
 /// Fused attention kernel generation: FlashAttention-2 (Ampere-era kernels, also what older Hopper stacks ran) or
 /// the Hopper/Blackwell-native kernels (FlashAttention-3, cuDNN fused attention). On Ampere the two are the same.
 enum class AttentionKernel { fa2, fa3 };
@@ -86,6 +91,9 @@ struct TrainingPrecision {
   double gradient_bytes = 2.0;        ///< gradient buffer (4 with fp32 gradient accumulation, as Megatron does)
   double master_bytes = 4.0;          ///< fp32 master weights (0 for pure bf16 training)
   double activation_bytes = 2.0;      ///< stored activations
+  /// FP8 parameters (Transformer Engine `fp8_model_init`, NeMo/Megatron `fp8_params`): the working weights are FP8
+  /// tensors (weight_bytes 1, no bf16 copy); the fp32 master copy stays in the optimizer. Needs compute fp8.
+  bool fp8_params = false;
 };
 
 struct TrainingPlan {
@@ -95,6 +103,7 @@ struct TrainingPlan {
   Parallelism par;
   TrainingPrecision precision;
   OptimizerKind optimizer = OptimizerKind::adamw;
+  StateDtype optimizer_states = StateDtype::fp32;  ///< adamw and sgd; adamw_8bit keeps its own 8-bit states
   ZeroStage zero = ZeroStage::none;
   Recompute recompute = Recompute::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
