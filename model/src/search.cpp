@@ -180,7 +180,8 @@ struct FastTrainingEvaluator::Impl {
   units::Bytes capacity{};
 
   TermCache<ComputeTerms, 5> compute;  // tp, cp, micro, sp, ep
-  TermCache<Seconds, 2> amp, ddp;      // tp, pp
+  TermCache<Seconds, 2> amp;           // tp, pp
+  TermCache<Seconds, 6> dp_copy;       // tp, pp, dp, optimizer shard, micro-batches, zero
   TermCache<Seconds, 4> tp;            // tp, cp, micro, sp
   TermCache<Seconds, 3> cp;            // tp, cp, micro
   TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
@@ -246,8 +247,10 @@ struct FastTrainingEvaluator::Impl {
             groups.get({par.dp, par.tp * par.cp}, [&] { return detail::training_group(par.dp, par.tp * par.cp, sys); });
         return detail::dp_collective_times(a, k.params, plan, g);
       });
-      if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
-        t.ddp_copy = ddp.get({par.tp, par.pp}, [&] { return detail::ddp_copy_time(a, k.params, plan, d); });
+      if (plan.kernels == wl::KernelStyle::eager)
+        t.dp_copy = dp_copy.get({par.tp, par.pp, par.dp, static_cast<std::int64_t>(detail::optimizer_shard(plan)),
+                                 plan.micro_batches(), zero},
+                                [&] { return detail::dp_copy_time(a, k.params, plan, d); });
     }
     const double shard = detail::optimizer_shard(plan);
     t.optimizer = opt.get({par.tp, par.pp, static_cast<std::int64_t>(shard)},
@@ -297,7 +300,7 @@ struct FastTrainingEvaluator::Impl {
   }
 
   [[nodiscard]] std::size_t cached() const {
-    return compute.size() + amp.size() + ddp.size() + tp.size() + cp.size() + ep.size() + pp.size() + dp.size() +
+    return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() + dp.size() +
            opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
   }
 };

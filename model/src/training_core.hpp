@@ -83,8 +83,12 @@ struct DpTimes {
   Seconds gather_first{};  ///< the first-gathered unit's collective (exposed before the first layer), ZeRO ≥ 1
 };
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g);
-/// PyTorch DDP's copy of every gradient into its buckets (eager kernels, no ZeRO). Key (tp, pp).
-Seconds ddp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
+/// PyTorch FSDP2's copy-in/copy-out bytes per step around its all-gathers and reduce-scatters (ZeRO-3).
+double fsdp_copy_bytes(const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// The PyTorch data-parallel wrappers' copies (eager kernels): DDP's bucket copy (no ZeRO) or FSDP's copies (ZeRO-3);
+/// 0 otherwise. Key (tp, pp, dp, shard group, micro-batches, zero).
+Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                     const Device& d);
 /// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp).
 Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 /// Layers of the heaviest pipeline stage, the one that sets the pipeline's pace: ⌈L / pp⌉ for 1F1B (the first L mod
@@ -125,7 +129,7 @@ long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& 
 /// Every term compose_step needs (terms of parallelism that is not used are 0 and not read).
 struct StepTerms {
   ComputeTerms compute;
-  Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, ddp_copy{}, optimizer{};
+  Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, dp_copy{}, optimizer{};
   DpTimes dp;
   OffloadTimes offload;  ///< read only with wl::Offload::optimizer
 };

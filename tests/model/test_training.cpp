@@ -1375,3 +1375,38 @@ TEST_SUITE("LoRA and QLoRA fine-tuning") {
     CHECK(q.step_time > lora.step_time);  // dequantising every weight twice per micro-batch costs time
   }
 }
+
+TEST_CASE("PyTorch FSDP2 copies: shard casts, gathered-buffer splits and gradient copy-ins, in bytes per step") {
+  // The 1B-like bench model on 4 GPUs, FSDP2 with bf16 compute and fp32 parameters and gradients (AMP), as in
+  // profile_h200_llama1b_s2048_b4_fsdp4.json (which ran one micro-batch per step; here 4).
+  const auto& a = arch("bench-llama-1b-like");
+  const auto params = model::parameter_counts(a, Explain::off);
+  wl::TrainingPlan plan;
+  plan.seq_len = 2048;
+  plan.micro_batch = 4;
+  plan.par.dp = 4;
+  plan.global_batch = 4 * 4 * 4;
+  plan.zero = wl::ZeroStage::parameters;
+  plan.kernels = wl::KernelStyle::eager;
+  plan.mixed_precision = wl::MixedPrecision::amp;
+  plan.precision.weight_bytes = 4;
+  plan.precision.gradient_bytes = 4;
+  plan.precision.master_bytes = 0;
+  const double P = double(params.total);
+  const double root = double(params.embedding + params.lm_head);
+  // per micro-batch: layers gathered twice, the root once; copy-out 2·2 B, copy-in (4 + 2)/4 B per gathered
+  // parameter; gradients 2 + 4 B into the reduce-scatter input.
+  const double per_mb = (2.0 * (P - root) + root) * (4.0 + 6.0 / 4.0) + P * 6.0;
+  CHECK(model::dp_copy_bytes(a, params, plan) == doctest::Approx(4.0 * per_mb));
+  // The fused frameworks and ZeRO-1/2 copy nothing; PyTorch DDP copies each fp32 gradient once, read + write.
+  plan.kernels = wl::KernelStyle::fused;
+  CHECK(model::dp_copy_bytes(a, params, plan) == 0.0);
+  plan.kernels = wl::KernelStyle::eager;
+  plan.zero = wl::ZeroStage::gradients;
+  CHECK(model::dp_copy_bytes(a, params, plan) == 0.0);
+  plan.zero = wl::ZeroStage::none;
+  CHECK(model::dp_copy_bytes(a, params, plan) == doctest::Approx(2.0 * 4.0 * P));
+  plan.par.dp = 1;
+  plan.global_batch = 16;
+  CHECK(model::dp_copy_bytes(a, params, plan) == 0.0);
+}

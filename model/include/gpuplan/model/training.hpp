@@ -95,6 +95,12 @@ Feasibility check_training_layout(const wl::TransformerArch& arch, const wl::Tra
 TrainingEstimate estimate_training(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                    const TrainingSystem& sys, Explain explain = Explain::on);
 
+/// Bytes per step that the PyTorch data-parallel wrappers copy on the GPU (kernels eager, DP > 1): DDP copies each
+/// gradient into its buckets (read + write); FSDP2 (ZeRO-3) casts shards into its all-gather input, splits the gathered
+/// buffers into parameters (forward and backward) and copies the gradients into its reduce-scatter input. 0 for the
+/// fused frameworks (Megatron's contiguous buffers are the collectives' inputs and outputs) and for ZeRO-1/2.
+double dp_copy_bytes(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
+
 /// Wall time to execute `total` FLOPs on `gpus` GPUs of dense peak `peak` at model-FLOPs utilisation `mfu`:
 /// t = F / (N · P · MFU) — the back-of-envelope template (F = 6·P·tokens for training).
 units::Seconds time_at_mfu(units::Flops total, double gpus, units::FlopRate peak, double mfu);
