@@ -370,6 +370,10 @@ Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params
       .time;
 }
 
+/// PyTorch's unvectorised dtype-converting copy: bytes (read + written) per SM per boost-clock cycle, from the four
+/// profiled steps (amp_cast_time).
+constexpr double kUnvectorisedCopyBytesPerSmCycle = 5.2;
+
 Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                       const Device& d) {
   // PyTorch AMP: autocast casts every fp32 weight to bf16 in each forward (read 4 B, write 2 B per parameter) and
@@ -378,8 +382,19 @@ Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& param
   // the adapters have gradients; a quantised frozen base is dequantised per GEMM instead (layer_cost).
   const double p_stage = double(params.total) / double(plan.par.tp * plan.par.pp);
   const bool base_cast = !plan.lora.on() || plan.lora.base == wl::LoraBase::same;
-  const double bytes = (base_cast ? p_stage * 6.0 : 0.0) + trainable_per_gpu(a, params, plan) * 6.0;
-  return streaming_cost(std::string(), OpClass::elementwise, units::bytes(bytes), units::flop(0), d).time;
+  const Bytes cast = units::bytes(base_cast ? p_stage * 6.0 : 0.0);
+  const Bytes grad_copy = units::bytes(trainable_per_gpu(a, params, plan) * 6.0);
+  Seconds t = streaming_cost(std::string(), OpClass::elementwise, cast, units::flop(0), d).time;
+  // The bf16 → fp32 copy into .grad runs PyTorch's unvectorised direct-copy kernel
+  // (unrolled_elementwise_kernel<direct_copy_kernel_cuda>), which is bound by instruction issue, not HBM: our kernel
+  // profiles measured 1.18 and 1.42 TB/s on H100 and 1.20 and 1.26 TB/s on H200 (132 SMs each;
+  // data/validation/measured/*/profile_*.json), a mean of 5.2 bytes per SM per cycle of the 1830 MHz boost clock.
+  // The copy runs at the lower of that issue rate and the streaming rate.
+  Seconds copy = streaming_cost(std::string(), OpClass::elementwise, grad_copy, units::flop(0), d).time;
+  if (d.gpu != nullptr && d.gpu->compute_units > 0 && d.gpu->boost_clock_MHz)
+    copy = std::max(copy, Seconds(grad_copy.raw() / (kUnvectorisedCopyBytesPerSmCycle * double(d.gpu->compute_units) *
+                                                     *d.gpu->boost_clock_MHz * 1e6)));
+  return t + copy;
 }
 
 double optimizer_shard(const wl::TrainingPlan& plan) {

@@ -40,6 +40,11 @@ TEST_CASE("our own measured training steps and memory: median error at most 10% 
   CHECK(s.evaluated == 36);
   CHECK(s.median_abs_error <= 0.10);
   CHECK(s.max_abs_error <= 0.25);
+  // Today's level, guarded (docs/accuracy.md): built-in within 15%, calibrated within 8% on every case. (PyTorch's
+  // unvectorised bf16 → fp32 gradient copy rate and FSDP2's copies come from the kernel profiles of four of these
+  // steps: llama1b_s2048_b4 on H100 and H200 (single, DDP×4, FSDP×4) and w7b_L8_s4096_b4 on H100.)
+  CHECK(s.max_abs_error <= 0.15);
+  CHECK(s.max_abs_error_calibrated <= 0.08);
   for (const auto& c : s.cases) {
     CAPTURE(c.id);
     REQUIRE(c.predicted.has_value());
