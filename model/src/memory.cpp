@@ -523,6 +523,9 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
         plan.lora.rank, wl::to_string(plan.lora.targets),
         format_number(base_weight_bytes(plan), 4), wl::to_string(plan.lora.base),
         format_count(h.lora_adapters), format_number(pr.weight_bytes)));
+  if (pr.fp8_params)
+    d.children.back().notes.push_back(
+        "FP8 parameters: the Transformer Engine layers' weights at 1 B; the embedding and the LM head stay bf16 (2 B)");
   if (h.fp8_cache > 0.0)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: the FP8 GEMM weights Transformer Engine caches across micro-batches, {} B per weight ({}; "
