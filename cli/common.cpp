@@ -225,4 +225,8 @@ void out(const std::string& s) { std::cout << s; }
 
 std::string plain_number(double v) { return fmt::format("{:.10g}", v); }
 
+const char* recompute_key(wl::Recompute r) {
+  return r == wl::Recompute::none ? "none" : r == wl::Recompute::selective ? "selective" : "full";
+}
+
 }  // namespace gpuplan::cli

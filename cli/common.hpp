@@ -10,6 +10,7 @@
 
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/wl/training.hpp"
 
 namespace gpuplan::cli {
 
@@ -65,5 +66,8 @@ void out(const std::string& s);
 
 /// A number as a user typed it back in messages: up to 10 significant digits, no trailing zeros ("0.9", "7e+09").
 std::string plain_number(double v);
+
+/// The recompute mode as the output spells it: "none", "selective" or "full".
+const char* recompute_key(wl::Recompute r);
 
 }  // namespace gpuplan::cli

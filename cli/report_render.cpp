@@ -87,7 +87,7 @@ std::string train_command(const wl_io::PlanTrainingItem& item, const model::Layo
   if (l.ep > 1) add("--ep", std::to_string(l.ep));
   add("--sp", l.sequence_parallel ? "true" : "false");
   add("--micro-batch", std::to_string(l.micro_batch));
-  add("--recompute", l.recompute == wl::Recompute::full ? "full" : l.recompute == wl::Recompute::selective ? "selective" : "none");
+  add("--recompute", recompute_key(l.recompute));
   add("--zero", std::to_string(static_cast<int>(l.zero)));
   if (l.offload == wl::Offload::optimizer) add("--offload", "optimizer");
   static const std::set<std::string> layout_keys{"model", "tp", "pp", "cp", "ep", "virtual_stages", "schedule",
@@ -453,10 +453,6 @@ namespace {
 // ------------------------------------------------------------------------------------------------------------------
 
 ordered_json num_or_null(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(); }
-
-const char* recompute_key(wl::Recompute r) {
-  return r == wl::Recompute::none ? "none" : r == wl::Recompute::selective ? "selective" : "full";
-}
 
 }  // namespace
 

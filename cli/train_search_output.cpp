@@ -17,14 +17,6 @@ using nlohmann::ordered_json;
 
 std::string csv_num(double v) { return fmt::format("{:.10g}", v); }
 
-}  // namespace
-
-const char* recompute_key(wl::Recompute r) {
-  return r == wl::Recompute::none ? "none" : r == wl::Recompute::selective ? "selective" : "full";
-}
-
-namespace {
-
 /// The stable columns of a search CSV (docs/search.md): one row per layout.
 const std::vector<Table::Column>& point_columns() {
   static const std::vector<Table::Column> c = {{"rank", "#", true},

@@ -14,9 +14,6 @@
 
 namespace gpuplan::cli {
 
-/// The recompute mode as the output spells it: "none", "selective" or "full".
-const char* recompute_key(wl::Recompute r);
-
 /// The layouts as CSV rows with the stable columns (docs/search.md); `deadline` fills the meets_deadline column.
 Table points_table(const std::vector<model::SearchPoint>& points, bool deadline);
 

@@ -162,4 +162,10 @@ struct StepCore {
 void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingConsts& k,
                   const StepTerms& t, StepCore& out);
 
+/// The --explain derivation tree of estimate_training (training_explain.cpp): fills est.derivation from the terms, the
+/// composed step and the parts of `est` already filled (its step, communication, MFU and memory).
+void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                      const TrainingConsts& k, const StepTerms& terms, const LayerCost& first, const StepCore& core,
+                      TrainingEstimate& est);
+
 }  // namespace gpuplan::model::detail

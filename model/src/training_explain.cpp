@@ -1,0 +1,153 @@
+// The --explain derivation tree of estimate_training: the step, its compute, communication, bubble, optimizer and MFU.
+#include <cstdint>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "training_core.hpp"
+
+namespace gpuplan::model::detail {
+
+void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                      const TrainingConsts& k, const StepTerms& terms, const LayerCost& first, const StepCore& core,
+                      TrainingEstimate& est) {
+  using units::format;
+  using units::format_count;
+  const auto& par = plan.par;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  const Device& d = k.d;
+  const ParameterCounts& params = k.params;
+  const std::int64_t m = core.m;
+  const StepBreakdown& s = est.step;
+  const double gpus = double(par.gpus());
+  const PassCost& fwd = core.fwd;
+  const PassCost& bwd = core.bwd;
+  const PassCost& recompute = core.recompute;
+  const Seconds extra = core.extra;
+  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
+  const Seconds bubble = s.bubble;
+  const std::int64_t layers_stage = heaviest_stage_layers(a, plan);
+  const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
+  const double p_gpu = trainable_per_gpu(a, params, plan);
+  const double shard = optimizer_shard(plan);
+
+  Derivation& root = est.derivation;
+  root.id = "train";
+  root.title = "Training step";
+  root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb) + m·t_head + bubble + t_dp,exposed + t_optimizer"
+                 " (+ t_offload,exposed)";
+  root.inputs = {{"m", format_count(double(m)), "micro-batches per step = global / (micro · DP)", Origin::user("--global-batch, --micro-batch")},
+                 {"L/pp", format_count(double(layers_stage)), "layers on the heaviest pipeline stage (⌈L/pp⌉)", Origin::model_config(a.source)},
+                 {"T", format_count(double(T)), "tokens per micro-batch per GPU = b·s/cp", Origin::user("--micro-batch, --seq")},
+                 {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.file)},
+                 {"efficiency", d.eff.origin, "GEMM/HBM/attention ceilings",
+                  d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin)}};
+  root.result = fmt::format("{} per step, {} tokens/s, MFU {}", format(s.total), units::format_number(est.tokens_per_s, 4),
+                            format(units::Ratio(est.mfu)));
+  Derivation comp{"train.compute", "Compute per micro-batch on one GPU (its stage)",
+                  "Σ_layers of the stage (GEMM + attention + elementwise), forward + backward (+ recompute)",
+                  {{"t_fwd", format(fwd.total()), "forward", Origin::derived()},
+                   {"t_bwd", format(bwd.total()), "backward (dgrad + wgrad GEMMs, attention bwd = 2.5 × fwd)", Origin::derived()},
+                   {"t_recompute", format(recompute.total()), "activation recomputation", Origin::user("--recompute")},
+                   {"t_head", format(extra), "LM head + loss (last stage) or embedding (first stage)", Origin::derived()}},
+                  format(mb_compute),
+                  {},
+                  {}};
+  Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch", {}, "", {}, {}};
+  for (const auto& op : first.ops)
+    layer.inputs.push_back({op.name, format(op.time),
+                            fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
+                                        op.cls == OpClass::gemm || op.cls == OpClass::attention
+                                            ? fmt::format(" · η {}", units::format_number(op.efficiency, 3))
+                                            : std::string()),
+                            Origin::derived()});
+  layer.result = format(first.fwd.total() + first.bwd.total());
+  comp.children.push_back(layer);
+  root.children.push_back(comp);
+  Derivation comm{"train.comm", "Communication per step", "exposed = total − what overlaps with compute", {}, format(s.comm_exposed), {}, {}};
+  for (const auto& c : est.comm) {
+    if (c.group_size <= 1) continue;
+    comm.inputs.push_back({c.kind, fmt::format("{} exposed of {}", format(c.exposed), format(c.time)),
+                           fmt::format("{} over {} GPUs ({}), {} per step", c.collective, c.group_size, c.tier,
+                                       format(c.bytes_per_step)),
+                           Origin::derived("collectives")});
+  }
+  if (terms.dp_copy > Seconds(0))
+    comm.inputs.push_back(
+        {"framework copies", format(terms.dp_copy),
+         fmt::format("{} B per step at the streaming rate, counted with the exposed DP time ({})",
+                     units::format_count(dp_copy_bytes(a, params, plan)),
+                     plan.zero == wl::ZeroStage::none
+                         ? "PyTorch DDP copies each gradient into its bucket: read + write"
+                         : "PyTorch FSDP2: shard cast into the all-gather input, gathered buffer split into the "
+                           "parameters (forward and backward), gradients into the reduce-scatter input"),
+         Origin::derived("dp_copy_bytes")});
+  if (!comm.inputs.empty()) {
+    const double share = comm_compute_share(d);
+    const double wait = d.eff.comm_wait_kernels;
+    comm.inputs.push_back(
+        {"beside compute",
+         fmt::format("GEMM loss {}, wait {} kernel durations per call", units::format_number(share, 3),
+                     units::format_number(wait, 3)),
+         "hidden communication costs (hidden time) × GEMM loss; each DP call beside compute waits for the kernel in "
+         "flight (buckets: DDP 25 MiB, FSDP per layer, Megatron max(40M, 1M·DP) parameters)",
+         d.eff.comm_compute_loss > 0 ? Origin::calibration(d.eff.origin)
+                                     : Origin::assumption("16 NCCL channels' share of the SMs; no wait (no "
+                                                          "calibration profile with overlap items)")});
+  }
+  root.children.push_back(comm);
+  root.children.push_back({"train.bubble", "Pipeline bubble", "bubble = (p − 1)/(v·m) · m·t_mb",
+                           {{"p", format_count(double(par.pp)), "pipeline stages", Origin::user("--pp")},
+                            {"v", format_count(double(plan.schedule == wl::PipelineSchedule::interleaved ? par.virtual_stages : 1)), "chunks per stage", Origin::user("--virtual-stages")},
+                            {"m", format_count(double(m)), "micro-batches", Origin::derived()}},
+                           fmt::format("{} ({} of ideal)", format(bubble), format(units::Ratio(est.bubble_fraction))),
+                           {},
+                           {}});
+  if (plan.offload == wl::Offload::optimizer) {
+    const OffloadTimes& ot = terms.offload;
+    root.children.push_back(
+        {"train.optimizer", "Optimizer step on the CPU (offloaded)",
+         "t = P_gpu/shard · (2·master + states + grad + weight) / (BW_dram · η_dram / GPUs per node)",
+         {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated for this GPU", Origin::derived()},
+          {"BW_dram", format(*sys.node->host_memory_bandwidth), "node's peak host DRAM bandwidth",
+           Origin::datasheet(sys.node->info.cite("/host/memory_bandwidth_GBps"))},
+          {"η_dram", units::format_number(kHostDramEfficiency, 2),
+           "sustained fraction of peak a streaming CPU optimizer reaches", Origin::assumption("not calibrated")},
+          {"share", fmt::format("{:.1f} GB/s", ot.dram_GBps), "this GPU's share (every GPU's step runs at once)",
+           Origin::derived()}},
+         format(s.optimizer),
+         {"ZeRO-Offload (Ren et al. 2021): fp32 master weights and optimizer states in host memory; DeepSpeed CPU "
+          "Adam streams the same bytes as a fused GPU AdamW"},
+         {}});
+    root.children.push_back(
+        {"train.offload", "Host-link transfers of the offload",
+         "exposed = max(0, t_d2h − t_bwd,mb) + t_h2d ; t = P_gpu/shard · bytes / (BW_link · η_link)",
+         {{"t_d2h", format(ot.d2h), "gradient shard to the host (overlaps the last backward)", Origin::derived()},
+          {"t_h2d", format(ot.h2d), "updated weights back to the GPU (before the next forward)", Origin::derived()},
+          {"BW_link·η", fmt::format("{:.1f} GB/s", ot.host_link_GBps), "GPU host link (PCIe x16), one direction",
+           Origin::datasheet(gpu.info.cite("/pcie"))},
+          {"η_link", units::format_number(kHostLinkEfficiency, 2), "DMA fraction of the x16 rate",
+           Origin::measurement("pinned copies on PCIe Gen5: 55.4 GB/s on H200, 53.5 on H100, of 63 "
+                               "(data/hardware/links/pcie5.json, data/validation/measured/offload/)")}},
+         format(s.offload),
+         {},
+         {}});
+  } else {
+    root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + states + grad + weight)",
+                             {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated by this GPU", Origin::derived()}},
+                             format(s.optimizer), {}, {}});
+  }
+  root.children.push_back({"train.mfu", "MFU and HFU",
+                           "MFU = F_model / (t_step · N_gpu · P_peak) ; F_model = (6·N + 12·L·h_attn·s)·tokens (no causal halving)",
+                           {{"F_model", format(est.model_flops_per_step), "model FLOPs per step", Origin::derived("flops_per_token")},
+                            {"F_hw", format(est.hardware_flops_per_step), "with recomputation", Origin::derived()},
+                            {"N_gpu", format_count(gpus), "GPUs", Origin::user("--gpus")},
+                            {"P_peak", format(d.peak(plan.precision.compute)), "dense peak per GPU", Origin::datasheet(gpu.info.cite("/dense_peak"))}},
+                           fmt::format("MFU {}, HFU {}", format(units::Ratio(est.mfu)), format(units::Ratio(est.hfu))),
+                           {},
+                           {}});
+  root.children.push_back(est.memory.derivation);
+}
+
+}  // namespace gpuplan::model::detail
