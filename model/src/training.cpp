@@ -1,3 +1,4 @@
+// The training step estimate (estimate_training): its terms, compose_step and the public helpers of training.hpp.
 #include "gpuplan/model/training.hpp"
 
 #include <algorithm>
@@ -35,122 +36,6 @@ double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_b
 }
 
 namespace detail {
-
-bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
-                  Feasibility* f) {
-  bool ok = true;
-  // `fail(message-maker)`: records the message when collecting, else stops at the first failure.
-  auto fail = [&](auto&& message) {
-    ok = false;
-    if (f != nullptr) f->fail(message());
-    return f == nullptr;  // true: stop here
-  };
-  const auto& p = plan.par;
-  if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1 || p.ep < 1) {
-    fail([] { return std::string("every parallel size must be at least 1"); });
-    return false;
-  }
-  if (a.heads % p.tp != 0 && fail([&] {
-        std::string options;
-        for (std::int64_t t = 1; t <= std::min<std::int64_t>(a.heads, 64); ++t)
-          if (a.heads % t == 0 && (a.mla || a.kv_heads % t == 0 || t % a.kv_heads == 0))
-            options += (options.empty() ? "" : ", ") + std::to_string(t);
-        return fmt::format("TP {} does not divide the {} attention heads (TP sizes that work: {})", p.tp, a.heads,
-                           options);
-      }))
-    return false;
-  if (!a.mla && a.kv_heads % p.tp != 0 && p.tp % a.kv_heads != 0 &&
-      fail([&] { return fmt::format("TP {} neither divides nor is a multiple of the {} KV heads", p.tp, a.kv_heads); }))
-    return false;
-  if (a.intermediate % p.tp != 0 &&
-      fail([&] { return fmt::format("TP {} does not divide the FFN width {}", p.tp, a.intermediate); }))
-    return false;
-  // Pipeline stages: 1F1B takes any PP up to the layer count (uneven stages: the first L mod PP stages hold one more
-  // layer, as Llama 3 405B's 126 layers on PP 16); the interleaved schedule needs L divisible into PP × v chunks.
-  const int chunks = p.pp * std::max(1, p.virtual_stages);
-  const bool interleaved = plan.schedule == wl::PipelineSchedule::interleaved && p.virtual_stages > 1;
-  if (p.pp > a.layers) {
-    if (fail([&] { return fmt::format("PP {} exceeds the {} layers", p.pp, a.layers); })) return false;
-  } else if (interleaved && a.layers % chunks != 0 && fail([&] {
-               return fmt::format("{} layers do not split evenly into PP {} × {} chunks (the interleaved schedule "
-                                  "needs equal chunks)",
-                                  a.layers, p.pp, std::max(1, p.virtual_stages));
-             }))
-    return false;
-  if (plan.schedule == wl::PipelineSchedule::interleaved && (p.pp < 2 || p.virtual_stages < 2) &&
-      fail([] { return std::string("the interleaved schedule needs PP ≥ 2 and virtual stages ≥ 2"); }))
-    return false;
-  if (plan.micro_batch < 1 || plan.global_batch < 1 || plan.seq_len < 1) {
-    if (fail([] { return std::string("batch sizes and sequence length must be ≥ 1"); })) return false;
-  } else if (plan.global_batch % (plan.micro_batch * p.dp) != 0 && fail([&] {
-               return fmt::format("global batch {} is not divisible by micro-batch {} × DP {} = {}", plan.global_batch,
-                                  plan.micro_batch, p.dp, plan.micro_batch * p.dp);
-             }))
-    return false;
-  if (p.cp > 1 && plan.seq_len % (2 * p.cp) != 0 && fail([&] {
-        return fmt::format("sequence {} is not divisible by 2·CP = {} (load-balanced causal context parallelism)",
-                           plan.seq_len, 2 * p.cp);
-      }))
-    return false;
-  if (p.ep > 1) {
-    if (!a.moe) {
-      if (fail([] { return std::string("EP > 1 needs a mixture-of-experts model"); })) return false;
-    } else if (a.moe->num_experts % p.ep != 0 &&
-               fail([&] { return fmt::format("EP {} does not divide the {} experts", p.ep, a.moe->num_experts); })) {
-      return false;
-    }
-    if ((p.dp * p.cp) % p.ep != 0 &&
-        fail([&] { return fmt::format("EP {} must divide DP × CP = {}", p.ep, p.dp * p.cp); }))
-      return false;
-  }
-  if (plan.zero == wl::ZeroStage::parameters && p.shard_group > 0 && p.dp % p.shard_group != 0 &&
-      fail([&] { return fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp); }))
-    return false;
-  if (sys.gpu == nullptr && fail([] { return std::string("no GPU given"); })) return false;
-  if (p.gpus() > 1 && sys.node == nullptr && fail([] {
-        return std::string("more than one GPU needs a node shape (give --node, or a GPU that a shipped node uses)");
-      }))
-    return false;
-  if (sys.node != nullptr && !sys.node->scale_out &&
-      p.gpus() > std::max<long long>(sys.node->gpus, sys.node->scale_up.domain_gpus) && fail([&] {
-        return fmt::format("{} GPUs span several {} nodes, but the node data has no scale-out network (its NICs are "
-                           "not sourced): use at most {} GPUs or a node with a scale-out network",
-                           p.gpus(), sys.node->info.id, std::max(sys.node->gpus, sys.node->scale_up.domain_gpus));
-      }))
-    return false;
-  if (plan.precision.fp8_params && plan.precision.compute != hw::Precision::fp8 && fail([] {
-        return std::string("FP8 parameters feed FP8 GEMMs: fp8_params needs precision fp8");
-      }))
-    return false;
-  if (plan.optimizer_states == wl::StateDtype::bf16 && plan.optimizer == wl::OptimizerKind::adamw_8bit && fail([] {
-        return std::string("bf16 optimizer states apply to AdamW and SGD; 8-bit AdamW keeps its own 8-bit states");
-      }))
-    return false;
-  if (plan.offload == wl::Offload::optimizer) {
-    if (plan.zero == wl::ZeroStage::none && fail([] {
-          return std::string("CPU offload of the optimizer needs ZeRO ≥ 1 (ZeRO-Offload moves each GPU's shard of "
-                             "the optimizer states): add --zero 1 or higher");
-        }))
-      return false;
-    if (plan.optimizer == wl::OptimizerKind::adamw_8bit && fail([] {
-          return std::string("CPU offload runs the optimizer on the CPU with fp32 states (DeepSpeed CPU Adam): "
-                             "8-bit AdamW cannot be offloaded");
-        }))
-      return false;
-    if (!host_link_bandwidth(sys) && fail([&] {
-          return fmt::format("CPU offload needs the GPU's host link: {} names no PCIe link with an x16 rate",
-                             sys.gpu->info.id);
-        }))
-      return false;
-    if ((sys.node == nullptr || !sys.node->host_memory_bandwidth) && fail([&] {
-          return fmt::format("CPU offload needs the node's host DRAM bandwidth (host.memory_bandwidth_GBps): {}",
-                             sys.node == nullptr ? std::string("no node given")
-                                                 : "node " + sys.node->info.id + " does not give it");
-        }))
-      return false;
-  }
-  return ok;
-}
 
 Device training_device(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
   // Training is sustained work: the calibrated GEMM ceilings (from the sweep's short bursts) at the sustained rate.
@@ -741,13 +626,6 @@ CommGroup training_comm_group(int size, int stride, const TrainingSystem& sys) {
   return detail::training_group(size, stride, sys);
 }
 
-Feasibility check_training_layout(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
-                                  const TrainingSystem& sys) {
-  Feasibility f;
-  detail::layout_rules(a, plan, sys, &f);
-  return f;
-}
-
 namespace {
 
 using detail::LayerCost;
@@ -839,59 +717,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   // ---- memory ----
   est.memory = training_memory(a, params, plan, gpu, default_training_overheads(), explain);
   if (!est.memory.fits) {
-    const Bytes over = est.memory.total - est.memory.capacity;
-    // What would make it fit: single changes to the plan, each checked with the memory model.
-    std::vector<std::string> fixes;
-    auto try_fix = [&](const std::string& what, wl::TrainingPlan alt) {
-      if (!check_training_layout(a, alt, sys).ok) return;
-      const TrainingMemory mm = training_memory(a, params, alt, gpu, default_training_overheads(), Explain::off);
-      if (mm.fits) fixes.push_back(fmt::format("{} ({})", what, format(mm.total, units::BytePrefix::binary)));
-    };
-    if (plan.recompute != wl::Recompute::full) {
-      auto alt = plan;
-      alt.recompute = wl::Recompute::full;
-      try_fix("--recompute full", alt);
-    }
-    const std::size_t before_zero = fixes.size();
-    if (par.dp > 1)
-      for (int z = static_cast<int>(plan.zero) + 1; z <= 3; ++z) {
-        auto alt = plan;
-        alt.zero = static_cast<wl::ZeroStage>(z);
-        try_fix(fmt::format("--zero {}", z), alt);
-      }
-    const bool zero_fits = fixes.size() > before_zero;
-    if (plan.micro_batch > 1) {
-      auto alt = plan;
-      alt.micro_batch = 1;
-      try_fix("--micro-batch 1", alt);
-    }
-    // Offload only where sharding alone does not do it (it costs host-link and CPU time).
-    if (plan.offload == wl::Offload::none && plan.optimizer != wl::OptimizerKind::adamw_8bit && !zero_fits) {
-      auto alt = plan;
-      alt.offload = wl::Offload::optimizer;
-      if (alt.zero == wl::ZeroStage::none) alt.zero = wl::ZeroStage::optimizer;
-      try_fix(plan.zero == wl::ZeroStage::none ? "--offload optimizer --zero 1" : "--offload optimizer", alt);
-    }
-    if (par.dp % 2 == 0) {
-      for (const char* dim : {"pp", "tp"}) {
-        auto alt = plan;
-        (dim[0] == 'p' ? alt.par.pp : alt.par.tp) *= 2;
-        alt.par.dp /= 2;
-        if (alt.par.tp > 1) alt.par.sequence_parallel = true;
-        try_fix(fmt::format("--{} {} with DP {}", dim, dim[0] == 'p' ? alt.par.pp : alt.par.tp, alt.par.dp), alt);
-      }
-    }
-    est.feasibility.fail(fmt::format("does not fit: needs {} per GPU, {} available ({} over). {}",
-                                     format(est.memory.total, units::BytePrefix::binary),
-                                     format(est.memory.capacity, units::BytePrefix::binary),
-                                     format(over, units::BytePrefix::binary),
-                                     fixes.empty() ? std::string("No single change of recompute, ZeRO stage, micro-batch, "
-                                                                 "TP or PP makes it fit: use more GPUs or a GPU with more memory")
-                                                   : "It would fit with: " + [&] {
-                                                       std::string j;
-                                                       for (const auto& f : fixes) j += (j.empty() ? "" : "; ") + f;
-                                                       return j;
-                                                     }()));
+    est.feasibility.fail(detail::does_not_fit_message(a, params, plan, sys, est.memory));
   }
 
   if (!detail::offload_fits_host(est.memory.host_offloaded.raw(), plan, sys)) {

@@ -8,6 +8,7 @@
 // numbers from either path: one formula, one place (DESIGN.md §2.1).
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/model/collectives.hpp"
@@ -23,10 +24,15 @@ namespace gpuplan::model::detail {
 using units::Bytes;
 using units::Seconds;
 
-/// The layout rules of check_training_layout. With `f`, every failed rule is recorded with its message; without, the
-/// first failure returns false and no message is built (the search's inner loop).
+/// The layout rules of check_training_layout (training_layout.cpp). With `f`, every failed rule is recorded with its
+/// message; without, the first failure returns false and no message is built (the search's inner loop).
 bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
                   Feasibility* f);
+
+/// The feasibility message of a plan whose memory does not fit the GPU (training_layout.cpp): the shortfall and the
+/// single changes of the plan (recompute, ZeRO stage, micro-batch, offload, TP or PP) that the memory model says fit.
+std::string does_not_fit_message(const wl::TransformerArch& a, const ParameterCounts& params,
+                                 const wl::TrainingPlan& plan, const TrainingSystem& sys, const TrainingMemory& memory);
 
 /// The device as the op model sees it for this plan: efficiency overrides (calibration) and the attention kernel.
 Device training_device(const wl::TrainingPlan& plan, const TrainingSystem& sys);
