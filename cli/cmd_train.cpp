@@ -130,6 +130,8 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
                  {"micro_batch", plan.micro_batch}, {"global_batch", plan.global_batch}, {"seq", plan.seq_len},
                  {"micro_batches", est.micro_batches},
                  {"offload", plan.offload == wl::Offload::optimizer ? "optimizer" : "none"},
+                 {"optimizer_states", plan.optimizer_states == wl::StateDtype::bf16 ? "bf16" : "fp32"},
+                 {"fp8_params", plan.precision.fp8_params},
                  {"lora", {{"rank", plan.lora.rank},
                            {"targets", plan.lora.on() ? wl::to_string(plan.lora.targets) : "none"},
                            {"base", wl::to_string(plan.lora.base)}}}};

@@ -175,12 +175,16 @@ TEST_SUITE("gpuplan train") {
     CHECK(b["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() ==
           doctest::Approx(a["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() / 2));
     CHECK(b["memory"]["breakdown"]["master_weights_bytes"] == a["memory"]["breakdown"]["master_weights_bytes"]);
+    CHECK(a["layout"]["optimizer_states"] == "fp32");
+    CHECK(b["layout"]["optimizer_states"] == "bf16");
+    CHECK(b["layout"]["fp8_params"] == false);
     // FP8 parameters: 1 B working weights, with FP8 GEMMs only.
     const Run fp8 = run(with(fitting_args(), {"--format", "json", "--precision", "fp8"}));
     const Run fp8p = run(with(fitting_args(), {"--format", "json", "--precision", "fp8", "--fp8-params", "true"}));
     INFO(fp8p.err);
     REQUIRE(fp8.rc == 0);
     REQUIRE(fp8p.rc == 0);
+    CHECK(parse_json(fp8p)["layout"]["fp8_params"] == true);
     CHECK(parse_json(fp8p)["memory"]["breakdown"]["weights_bytes"].get<double>() <
           parse_json(fp8)["memory"]["breakdown"]["weights_bytes"].get<double>());
     const Run no_fp8 = run(with(fitting_args(), {"--fp8-params", "true"}));
