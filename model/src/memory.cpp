@@ -228,13 +228,13 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.dense.dense / t + kinds.dense.expert / (t * ep));
     if (shape.moe_layers > 0)
       st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.moe.dense / t + kinds.moe.expert / (t * ep));
-    if (shape.first) st.p_dense += double(params.embedding + params.position_embedding);
-    if (shape.last) {
-      st.p_dense += unit_norm + double(params.lm_head);
-      // Tied embeddings under PP: the last stage keeps its own copy of the word embeddings for the output layer
-      // (Megatron-LM; gradients all-reduced over the embedding group).
-      if (a.tied_embeddings && p > 1) st.p_dense += double(params.embedding);
-    }
+    // The stage's embedding and output-layer parameters (not decoder layers). Tied embeddings under PP: the last
+    // stage keeps its own copy of the word embeddings for the output layer (Megatron-LM; gradients all-reduced over
+    // the embedding group).
+    const double embed_head = (shape.first ? double(params.embedding + params.position_embedding) : 0.0) +
+                              (shape.last ? double(params.lm_head) : 0.0) +
+                              (shape.last && a.tied_embeddings && p > 1 ? double(params.embedding) : 0.0);
+    st.p_dense += embed_head + (shape.last ? unit_norm : 0.0);
     const double pd = st.p_dense / t, pe = st.p_expert / (t * ep);
     st.weights = pd * pr.weight_bytes / shard(3, n_dense) + pe * pr.weight_bytes / shard(3, n_expert);
     st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
@@ -257,10 +257,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     }
     if (pr.fp8_params) {
       // FP8 parameters are the Transformer Engine layers' weights; the embedding and the LM head stay bf16.
-      const double bf16_params = (shape.first ? double(params.embedding + params.position_embedding) : 0.0) +
-                                 (shape.last ? double(params.lm_head) : 0.0) +
-                                 (shape.last && a.tied_embeddings && p > 1 ? double(params.embedding) : 0.0);
-      st.weights += bf16_params / t * (2.0 - pr.weight_bytes) / shard(3, n_dense);
+      st.weights += embed_head / t * (2.0 - pr.weight_bytes) / shard(3, n_dense);
     }
     st.host = 0.0;
     if (plan.offload == wl::Offload::optimizer) {
@@ -314,10 +311,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       const bool fp8_stored = pr.fp8_params || (plan.lora.on() && plan.lora.base == wl::LoraBase::fp8);
       const bool dequantised = plan.lora.on() && (plan.lora.base == wl::LoraBase::nf4 || plan.lora.base == wl::LoraBase::int8);
       const double per_weight = dequantised ? 0.0 : fp8_stored ? 1.0 : 2.0;
-      double gemm_params = (st.p_dense - double(params.embedding + params.position_embedding) * (shape.first ? 1 : 0) -
-                            double(params.lm_head) * (shape.last ? 1 : 0) -
-                            (shape.last && a.tied_embeddings && p > 1 ? double(params.embedding) : 0.0)) / t +
-                           st.p_expert / (t * ep);
+      double gemm_params = (st.p_dense - embed_head) / t + st.p_expert / (t * ep);
       if (plan.zero == wl::ZeroStage::parameters && n_dense > 1)
         gemm_params = st.largest_layer_gpu * (plan.overlap_param_gather ? 2.0 : 1.0);
       st.fp8_cache = std::max(0.0, gemm_params) * per_weight;
