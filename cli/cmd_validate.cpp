@@ -86,13 +86,7 @@ int run_validate(const GlobalOptions& g) {
     if (f == Format::json) {
       auto& s = o[file];
       put_summary(s, *v);
-      for (const auto& [src, sv] : by_source)
-        s["by_source"][src] = {{"evaluated", sv.evaluated},
-                               {"median_abs_error", sv.median_abs_error},
-                               {"max_abs_error", sv.max_abs_error},
-                               {"evaluated_calibrated", sv.evaluated_calibrated},
-                               {"median_abs_error_calibrated", sv.median_abs_error_calibrated},
-                               {"max_abs_error_calibrated", sv.max_abs_error_calibrated}};
+      for (const auto& [src, sv] : by_source) put_summary(s["by_source"][src], sv);
       put_cases(s, *v, {"source", "model", "gpu", "layout", "metric", "measured", "status"});
     } else {
       std::string t = fmt::format("## {} (data/validation/{})\n\n", heading, file) +
