@@ -73,6 +73,11 @@ std::vector<Section> profile_sections(const calib::Profile& p, const hw::GpuSpec
     fits.rows.emplace_back("sustained GEMM", fmt::format("×{:.3f} of the swept bf16 8192³ GEMM after tens of seconds at "
                                                          "it (power cap; built-in: ×1); applied to training",
                                                          *p.sustained_ratio));
+  if (p.sustained_ratio_fp8)
+    fits.rows.emplace_back("sustained fp8 GEMM", fmt::format("×{:.3f} of the swept fp8 8192³ GEMM after tens of seconds "
+                                                             "at it (power cap; without it: the bf16 ratio); applied "
+                                                             "to training",
+                                                             *p.sustained_ratio_fp8));
   if (p.overlap)
     fits.rows.emplace_back(
         "collective beside compute",

@@ -150,7 +150,7 @@ struct OverlapResult {
 };
 
 OverlapResult measure_overlap(const Comm& cm, int op, const float* send, float* recv, std::uint64_t call_count,
-                              const Bf16Gemm& gemm, cudaStream_t gs, double window_s, int reps, double* scratch,
+                              const BusyGemm& gemm, cudaStream_t gs, double window_s, int reps, double* scratch,
                               const SpreadRule& rule) {
   OverlapResult r;
   cudaEvent_t g0, g1, c0, c1;
@@ -582,10 +582,10 @@ int rank_main(const CollOptions& o, int rank, int nranks, int local_rank, const 
   if (o.overlap && nranks >= 2) {
     cudaStream_t gs = nullptr;
     GB_CUDA(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
-    std::unique_ptr<Bf16Gemm> gemm;
+    std::unique_ptr<BusyGemm> gemm;
     std::string gemm_error;
     try {
-      gemm = std::make_unique<Bf16Gemm>(o.overlap_gemm[0], o.overlap_gemm[1], o.overlap_gemm[2], gs);
+      gemm = std::make_unique<BusyGemm>(o.overlap_gemm[0], o.overlap_gemm[1], o.overlap_gemm[2], gs);
       GB_CUDA(cudaStreamSynchronize(gs));
     } catch (const std::exception& ex) {
       gemm_error = ex.what();

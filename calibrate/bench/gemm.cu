@@ -257,6 +257,32 @@ void matmul(const LtPlan& pl, const void* A, const void* B, const void* C, void*
   GB_CUBLAS(matmul_status(pl, A, B, C, D, s));
 }
 
+// The plan of the first configuration cuBLASLt runs for this product, D poisoned and computed once (its result is what
+// the caller checks); fp8 tries the variants of make_plan in order, allocating C (zeroed) when a variant needs it
+// apart from D. Null with what each variant said in `tried` when none runs.
+std::unique_ptr<LtPlan> first_runnable_plan(const DTypeInfo& dt, const Problem& p, const void* A, const void* B,
+                                            DevBuf& Cbuf, void* D, std::size_t d_bytes, cudaStream_t s,
+                                            std::string& tried) {
+  for (int variant : dt.t == DType::FP8 ? std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7} : std::vector<int>{0}) {
+    auto cand = std::make_unique<LtPlan>();
+    make_plan(*cand, dt, p, variant);
+    if (!cand->ok) {
+      tried += strprintf(" [variant %d: %s]", variant, cand->why.c_str());
+      continue;
+    }
+    if ((variant & 2) && !Cbuf.p) {
+      Cbuf = DevBuf(d_bytes);
+      GB_CUDA(cudaMemsetAsync(Cbuf.p, 0, d_bytes, s));
+    }
+    GB_CUDA(cudaMemsetAsync(D, 0xff, d_bytes, s));
+    const cublasStatus_t st = matmul_status(*cand, A, B, (variant & 2) ? Cbuf.p : nullptr, D, s);
+    if (st == CUBLAS_STATUS_SUCCESS) return cand;
+    tried += strprintf(" [variant %d: cublasLtMatmul status %d]", variant, static_cast<int>(st));
+  }
+  return nullptr;
+}
+
+
 template <class TA, class TD>
 double check_max_err(const DevBuf& A, const DevBuf& B, const DevBuf& D, const Problem& p, cudaStream_t s,
                      unsigned long long seed) {
@@ -318,29 +344,9 @@ Json run_problem(Context& ctx, const Item& it) {
     case DType::FP8: fill_ab(__nv_fp8_e4m3{}); break;
   }
   // Correctness first: poison D (all-ones bytes are NaN in every output type), one product on set 0, compare.
-  // fp8: the first variant cuBLASLt runs (see make_plan) is kept.
-  std::unique_ptr<LtPlan> plp;
   DevBuf Cbuf;
   std::string tried;
-  for (int variant : dt.t == DType::FP8 ? std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7} : std::vector<int>{0}) {
-    auto cand = std::make_unique<LtPlan>();
-    make_plan(*cand, dt, p, variant);
-    if (!cand->ok) {
-      tried += strprintf(" [variant %d: %s]", variant, cand->why.c_str());
-      continue;
-    }
-    if ((variant & 2) && !Cbuf.p) {
-      Cbuf = DevBuf(d_bytes);
-      GB_CUDA(cudaMemsetAsync(Cbuf.p, 0, d_bytes, ctx.stream));
-    }
-    GB_CUDA(cudaMemsetAsync(D.p, 0xff, d_bytes, ctx.stream));
-    const cublasStatus_t st = matmul_status(*cand, A.p, B.p, (variant & 2) ? Cbuf.p : nullptr, D.p, ctx.stream);
-    if (st == CUBLAS_STATUS_SUCCESS) {
-      plp = std::move(cand);
-      break;
-    }
-    tried += strprintf(" [variant %d: cublasLtMatmul status %d]", variant, static_cast<int>(st));
-  }
+  std::unique_ptr<LtPlan> plp = first_runnable_plan(dt, p, A.p, B.p, Cbuf, D.p, d_bytes, ctx.stream, tried);
   if (!plp) {
     ctx.reject(it.bench, it.label, "no cuBLASLt configuration ran:" + tried);
     return Json();
@@ -410,52 +416,67 @@ Problem linear(std::int64_t tokens, std::int64_t k, std::int64_t n) {
 
 }  // namespace
 
-struct Bf16Gemm::Impl {
+struct BusyGemm::Impl {
   Problem p;
-  DevBuf A, B, D;
-  LtPlan plan;
+  std::string dtype;
+  DevBuf A, B, C, D;
+  std::unique_ptr<LtPlan> plan;
   double err = 0;
 };
 
-Bf16Gemm::Bf16Gemm(std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t s) : impl_(std::make_unique<Impl>()) {
-  const DTypeInfo& dt = dtypes()[0];  // bf16
+BusyGemm::BusyGemm(std::int64_t m, std::int64_t n, std::int64_t k, cudaStream_t s, const std::string& dtype)
+    : impl_(std::make_unique<Impl>()) {
+  if (dtype != "bf16" && dtype != "fp8") throw std::invalid_argument("busy GEMM: dtype must be bf16 or fp8, not " + dtype);
+  const DTypeInfo& dt = *std::find_if(dtypes().begin(), dtypes().end(), [&](const DTypeInfo& d) { return d.name == dtype; });
   Impl& I = *impl_;
+  I.dtype = dtype;
   I.p = linear(m, k, n);
-  const std::size_t a_bytes = round_up(static_cast<std::size_t>(I.p.lda * I.p.M) * 2, 256);
-  const std::size_t b_bytes = round_up(static_cast<std::size_t>(I.p.ldb * I.p.N) * 2, 256);
-  const std::size_t d_bytes = round_up(static_cast<std::size_t>(I.p.ldd * I.p.N) * 2, 256);
+  const std::size_t a_bytes = round_up(static_cast<std::size_t>(I.p.lda * I.p.M) * dt.ab_bytes, 256);
+  const std::size_t b_bytes = round_up(static_cast<std::size_t>(I.p.ldb * I.p.N) * dt.ab_bytes, 256);
+  const std::size_t d_bytes = round_up(static_cast<std::size_t>(I.p.ldd * I.p.N) * dt.cd_bytes, 256);
   I.A = DevBuf(a_bytes);
   I.B = DevBuf(b_bytes);
   I.D = DevBuf(d_bytes);
   const unsigned long long seed = hash64(static_cast<unsigned long long>(m * 1000003 + n * 10007 + k) ^ 0xb0a7ULL);
-  fill<__nv_bfloat16>(I.A.as<__nv_bfloat16>(), a_bytes / 2, seed, s);
-  fill<__nv_bfloat16>(I.B.as<__nv_bfloat16>(), b_bytes / 2, seed + 1, s);
-  make_plan(I.plan, dt, I.p);
-  if (!I.plan.ok) throw std::runtime_error("overlap GEMM: " + I.plan.why);
-  GB_CUDA(cudaMemsetAsync(I.D.p, 0xff, d_bytes, s));
-  matmul(I.plan, I.A.p, I.B.p, nullptr, I.D.p, s);
+  if (dt.t == DType::FP8) {
+    fill<__nv_fp8_e4m3>(I.A.as<__nv_fp8_e4m3>(), a_bytes, seed, s);
+    fill<__nv_fp8_e4m3>(I.B.as<__nv_fp8_e4m3>(), b_bytes, seed + 1, s);
+  } else {
+    fill<__nv_bfloat16>(I.A.as<__nv_bfloat16>(), a_bytes / 2, seed, s);
+    fill<__nv_bfloat16>(I.B.as<__nv_bfloat16>(), b_bytes / 2, seed + 1, s);
+  }
+  std::string tried;
+  I.plan = first_runnable_plan(dt, I.p, I.A.p, I.B.p, I.C, I.D.p, d_bytes, s, tried);
+  if (!I.plan) throw std::runtime_error("busy GEMM (" + dtype + "): no cuBLASLt configuration ran:" + tried);
   GB_LAUNCH_CHECK();
-  I.err = ::gpuplan::bench::check_max_err<__nv_bfloat16, __nv_bfloat16>(I.A, I.B, I.D, I.p, s, seed);
-  if (!(I.err <= gemm_tolerance("bf16")))
-    throw std::runtime_error(strprintf("overlap GEMM: result check failed (max rel error %.3g)", I.err));
+  I.err = dt.t == DType::FP8 ? ::gpuplan::bench::check_max_err<__nv_fp8_e4m3, __nv_bfloat16>(I.A, I.B, I.D, I.p, s, seed)
+                             : ::gpuplan::bench::check_max_err<__nv_bfloat16, __nv_bfloat16>(I.A, I.B, I.D, I.p, s, seed);
+  if (!(I.err <= gemm_tolerance(dt.name)))
+    throw std::runtime_error(strprintf("busy GEMM (%s): result check failed (max rel error %.3g)", dtype.c_str(), I.err));
 }
-Bf16Gemm::~Bf16Gemm() = default;
-void Bf16Gemm::launch(cudaStream_t s) const { matmul(impl_->plan, impl_->A.p, impl_->B.p, nullptr, impl_->D.p, s); }
-double Bf16Gemm::flops() const { return gemm_flops(impl_->p.M, impl_->p.N, impl_->p.K, 1); }
-const std::string& Bf16Gemm::algo() const { return impl_->plan.algo_desc; }
-double Bf16Gemm::check_max_err() const { return impl_->err; }
+BusyGemm::~BusyGemm() = default;
+void BusyGemm::launch(cudaStream_t s) const {
+  matmul(*impl_->plan, impl_->A.p, impl_->B.p, (impl_->plan->variant & 2) ? impl_->C.p : nullptr, impl_->D.p, s);
+}
+double BusyGemm::flops() const { return gemm_flops(impl_->p.M, impl_->p.N, impl_->p.K, 1); }
+const std::string& BusyGemm::algo() const { return impl_->plan->algo_desc; }
+double BusyGemm::check_max_err() const { return impl_->err; }
+const std::string& BusyGemm::dtype() const { return impl_->dtype; }
 
-// Sustained GEMM: one large bf16 GEMM (8192^3) launched back to back for ctx.sustained_s seconds, timed in windows
-// of about 0.25 s, with the SM clock and the power NVML reports after each window. The GEMM sweep times each shape
-// for ~40 ms, at the clock a GPU holds for short bursts; a training step keeps the tensor cores busy for minutes, and
-// a GPU at its power limit lowers its clock (NVML clock-event reason sw_power_cap). The ratio of the sustained
-// throughput (median of the last third of the windows) to the first window's is what the model applies to the
-// fitted GEMM ceilings of long-running work (training).
-void run_sustained(Context& ctx) {
+// Sustained GEMM: one large GEMM (8192^3) launched back to back for ctx.sustained_s seconds, timed in windows of about
+// 0.25 s, with the SM clock and the power NVML reports after each window; bf16, then fp8 where the GPU has fp8 tensor
+// cores (both unless --gemm-dtypes names one). The GEMM sweep times each shape for ~40 ms, at the clock a GPU holds
+// for short bursts; a training step keeps the tensor cores busy for minutes, and a GPU at its power limit lowers its
+// clock (NVML clock-event reason sw_power_cap). fp8 moves twice the operands per joule of bf16 work, so its clock
+// may settle lower. The ratio of the sustained throughput (median of the last third of the windows) to the swept
+// throughput of the same GEMM is what the model applies to the fitted GEMM ceilings of long-running work (training).
+namespace {
+Json sustained_one(Context& ctx, const DTypeInfo& dt) {
   Nvml& nvml = Nvml::get();
   const auto dev = nvml.by_uuid(format_uuid(reinterpret_cast<const unsigned char*>(ctx.prop.uuid.bytes)));
   const std::int64_t n = 8192;
-  Bf16Gemm g(n, n, n, ctx.stream);
+  const std::string label = strprintf("%s 8192^3", dt.name);
+  BusyGemm g(n, n, n, ctx.stream, dt.name);
   GB_CUDA(cudaStreamSynchronize(ctx.stream));
   cudaEvent_t e0, e1;
   GB_CUDA(cudaEventCreate(&e0));
@@ -490,13 +511,13 @@ void run_sustained(Context& ctx) {
   GB_CUDA(cudaEventDestroy(e0));
   GB_CUDA(cudaEventDestroy(e1));
   if (tflops.size() < 6) {
-    ctx.reject("sustained", "bf16 8192^3", "fewer than 6 windows (raise --sustained-s)");
-    return;
+    ctx.reject("sustained", label, "fewer than 6 windows (raise --sustained-s)");
+    return Json();
   }
   std::vector<double> tail(tflops.end() - static_cast<long>(tflops.size() / 3), tflops.end());
   const Stats st = compute_stats(tail);
   Json j = Json::object();
-  j["dtype"] = "bf16";
+  j["dtype"] = dt.name;
   j["m"] = static_cast<long long>(n);
   j["n"] = static_cast<long long>(n);
   j["k"] = static_cast<long long>(n);
@@ -509,9 +530,20 @@ void run_sustained(Context& ctx) {
   j["sustained_spread"] = st.median > 0 ? (st.max - st.min) / st.median : 0.0;
   j["ratio"] = st.median / tflops.front();
   j["windows"] = std::move(windows);
-  std::fprintf(stderr, "[sustained] bf16 8192^3 for %.1f s: first window %.1f TFLOP/s, last third %.1f TFLOP/s (x%.3f)\n",
-               elapsed, tflops.front(), st.median, st.median / tflops.front());
-  (*ctx.doc)["sustained"] = std::move(j);
+  std::fprintf(stderr, "[sustained] %s for %.1f s: first window %.1f TFLOP/s, last third %.1f TFLOP/s (x%.3f)\n",
+               label.c_str(), elapsed, tflops.front(), st.median, st.median / tflops.front());
+  return j;
+}
+}  // namespace
+
+void run_sustained(Context& ctx) {
+  Json runs = Json::array();
+  for (const auto& dt : dtypes()) {
+    if ((dt.t != DType::BF16 && dt.t != DType::FP8) || !dtype_selected(ctx, dt)) continue;
+    Json j = sustained_one(ctx, dt);
+    if (!j.is_null()) runs.push_back(std::move(j));
+  }
+  if (runs.size() > 0) (*ctx.doc)["sustained"] = std::move(runs);
 }
 
 void run_gemm(Context& ctx) {

@@ -47,7 +47,7 @@ Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyPr
   Device d = make_device(gpu);
   if (eff) d.eff = *eff;
   d.eff.gemm_bf16 *= d.eff.gemm_sustained;
-  d.eff.gemm_fp8 *= d.eff.gemm_sustained;
+  d.eff.gemm_fp8 *= d.eff.gemm_sustained_fp8.value_or(d.eff.gemm_sustained);
   if (attn == wl::AttentionKernel::fa2) {
     d.eff.attention_fwd = d.eff.attention_fwd_fa2;
     d.eff.attention_bwd = d.eff.attention_bwd_fa2;

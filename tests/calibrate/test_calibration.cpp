@@ -233,6 +233,55 @@ TEST_CASE("the overlap items give the median GEMM loss and per-call wait, the su
   CHECK(e.gemm_sustained == doctest::Approx(0.97).epsilon(1e-6));
 }
 
+TEST_CASE("sustained runs per dtype give separate bf16 and fp8 ratios, and fp8 GEMMs take their own in training") {
+  const hw::GpuSpec& gpu = *db().find_gpu("h100-sxm5-80gb");
+  nlohmann::json j = synthetic(gpu);
+  double swept = 0;
+  for (const auto& g : j["gemm"])
+    if (g["m"] == 8192 && g["shape"] == "square") swept = 2.0 * 8192.0 * 8192.0 * 8192.0 / g["median_s"].get<double>() / 1e12;
+  REQUIRE(swept > 0);
+  // An fp8 8192³ GEMM in the sweep at 1.9× the bf16 one, sustained at 0.88 of that; bf16 sustained at 0.97.
+  j["gemm"].push_back({{"dtype", "fp8"}, {"shape", "square"}, {"m", 8192}, {"n", 8192}, {"k", 8192},
+                       {"median_s", 2.0 * 8192.0 * 8192.0 * 8192.0 / (1.9 * swept * 1e12)}});
+  j["sustained"] = nlohmann::json::array({{{"dtype", "bf16"}, {"sustained_tflops", 0.97 * swept}},
+                                          {{"dtype", "fp8"}, {"sustained_tflops", 0.88 * 1.9 * swept}}});
+  auto s = calib::read_samples(write("sustained-fp8.json", j));
+  REQUIRE(s.ok());
+  REQUIRE(s.value().sustained_fp8_tflops.has_value());
+  auto p = calib::fit_profile({s.value()}, gpu, db());
+  REQUIRE(p.ok());
+  REQUIRE(p.value().sustained_ratio.has_value());
+  REQUIRE(p.value().sustained_ratio_fp8.has_value());
+  CHECK(*p.value().sustained_ratio == doctest::Approx(0.97).epsilon(1e-9));
+  CHECK(*p.value().sustained_ratio_fp8 == doctest::Approx(0.88).epsilon(1e-9));
+  const fs::path out = temp_dir() / "sustained-fp8-profile.json";
+  Diagnostics d;
+  REQUIRE(calib::write_file_atomically(out.string(), calib::profile_json(p.value()), d));
+  auto back = calib::read_profile(out.string());
+  REQUIRE(back.ok());
+  const model::EfficiencyProfile e = calib::to_efficiency(back.value(), gpu);
+  REQUIRE(e.gemm_sustained_fp8.has_value());
+  CHECK(*e.gemm_sustained_fp8 == doctest::Approx(0.88).epsilon(1e-6));
+  const model::Device dev = model::sustained_device(gpu, e, wl::AttentionKernel::fa3);
+  CHECK(dev.eff.gemm_bf16 == doctest::Approx(e.gemm_bf16 * 0.97).epsilon(1e-6));
+  CHECK(dev.eff.gemm_fp8 == doctest::Approx(e.gemm_fp8 * 0.88).epsilon(1e-6));
+  // Without an fp8 run, fp8 GEMMs take the bf16 ratio.
+  model::EfficiencyProfile e2 = e;
+  e2.gemm_sustained_fp8.reset();
+  CHECK(model::sustained_device(gpu, e2, wl::AttentionKernel::fa3).eff.gemm_fp8 ==
+        doctest::Approx(e.gemm_fp8 * 0.97).epsilon(1e-6));
+}
+
+TEST_CASE("a sustained run with an unknown dtype is diagnosed with its JSON pointer") {
+  const hw::GpuSpec& gpu = *db().find_gpu("h100-sxm5-80gb");
+  nlohmann::json j = synthetic(gpu);
+  j["sustained"] = nlohmann::json::array({{{"dtype", "bf16"}, {"sustained_tflops", 700.0}},
+                                          {{"dtype", "fp16"}, {"sustained_tflops", 700.0}}});
+  auto s = calib::read_samples(write("sustained-bad.json", j));
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.diagnostics().to_string().find("/sustained/1/dtype: error: 'fp16' is not one of bf16, fp8") != std::string::npos);
+}
+
 TEST_CASE("an overlap item with a missing time is diagnosed with its JSON pointer") {
   const hw::GpuSpec& gpu = *db().find_gpu("h100-sxm5-80gb");
   nlohmann::json j = synthetic(gpu);

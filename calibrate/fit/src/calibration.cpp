@@ -361,27 +361,32 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
         p.notes.push_back("overlap items give no finite compute loss below 1, not used");
     }
   }
-  // Sustained GEMM: its throughput over the median swept throughput of the same bf16 8192³ GEMM.
-  {
+  // Sustained GEMM: its throughput over the median swept throughput of the same 8192³ GEMM, per dtype (bf16, fp8).
+  for (const std::string dtype : {"bf16", "fp8"}) {
     std::vector<double> sustained, swept;
     for (const auto& s : samples) {
-      if (s.sustained_tflops) sustained.push_back(*s.sustained_tflops);
+      const auto& v = dtype == "fp8" ? s.sustained_fp8_tflops : s.sustained_tflops;
+      if (v) sustained.push_back(*v);
       for (const auto& g : s.gemm)
-        if (g.dtype == "bf16" && g.m == 8192 && g.n == 8192 && g.k == 8192 && g.median_s > 0)
+        if (g.dtype == dtype && g.m == 8192 && g.n == 8192 && g.k == 8192 && g.median_s > 0)
           swept.push_back(2.0 * 8192.0 * 8192.0 * 8192.0 / g.median_s / 1e12);
     }
-    if (!sustained.empty() && swept.empty())
-      p.notes.push_back("sustained GEMM measured but no swept bf16 8192³ GEMM to compare it with: not used");
-    if (!sustained.empty() && !swept.empty()) {
-      std::sort(sustained.begin(), sustained.end());
-      std::sort(swept.begin(), swept.end());
-      const double r = sustained[sustained.size() / 2] / swept[swept.size() / 2];
-      if (std::isfinite(r) && r > 0.3 && r <= 1.0) p.sustained_ratio = r;
-      else if (std::isfinite(r) && r > 1.0) p.sustained_ratio = 1.0;  // faster sustained than swept: no penalty
-      else p.notes.push_back(fmt::format("sustained/swept GEMM ratio {} is implausible: not used", r));
+    if (sustained.empty()) continue;
+    if (swept.empty()) {
+      p.notes.push_back(fmt::format("sustained {} GEMM measured but no swept {} 8192³ GEMM to compare it with: not used",
+                                    dtype, dtype));
+      continue;
     }
+    std::sort(sustained.begin(), sustained.end());
+    std::sort(swept.begin(), swept.end());
+    const double r = sustained[sustained.size() / 2] / swept[swept.size() / 2];
+    std::optional<double>& out = dtype == "fp8" ? p.sustained_ratio_fp8 : p.sustained_ratio;
+    if (std::isfinite(r) && r > 0.3 && r <= 1.0) out = r;
+    else if (std::isfinite(r) && r > 1.0) out = 1.0;  // faster sustained than swept: no penalty
+    else p.notes.push_back(fmt::format("sustained/swept {} GEMM ratio {} is implausible: not used", dtype, r));
   }
-  if (p.gemm.empty() && !p.hbm && p.links.empty() && !p.launch && !p.graph_kernel && !p.overlap && !p.sustained_ratio)
+  if (p.gemm.empty() && !p.hbm && p.links.empty() && !p.launch && !p.graph_kernel && !p.overlap && !p.sustained_ratio &&
+      !p.sustained_ratio_fp8)
     d.error("", "", "nothing could be fitted from these samples");
   if (d.has_errors()) return Result<Profile>(std::move(d));
   return Result<Profile>(std::move(p), std::move(d));
@@ -420,6 +425,10 @@ model::EfficiencyProfile to_efficiency(const Profile& p, const hw::GpuSpec& gpu)
   if (p.sustained_ratio) {
     e.gemm_sustained = *p.sustained_ratio;
     measured.push_back(fmt::format("sustained GEMM ×{:.3f} (training)", *p.sustained_ratio));
+  }
+  if (p.sustained_ratio_fp8) {
+    e.gemm_sustained_fp8 = *p.sustained_ratio_fp8;
+    measured.push_back(fmt::format("sustained fp8 GEMM ×{:.3f} (training)", *p.sustained_ratio_fp8));
   }
   if (p.overlap) {
     e.comm_compute_loss = p.overlap->compute_loss;

@@ -179,13 +179,27 @@ Result<Samples> read_samples(const std::string& path) {
       if (!rank_count_ok(*r, path, p, d)) continue;
       s.overlap.push_back({*op, int(*r), *b, *ca, *co, *ga, *go});
     }
-  if (j->contains("sustained") && (*j)["sustained"].is_object())
-    s.sustained_tflops = number((*j)["sustained"], "sustained_tflops", path, "/sustained", d);
+  // "sustained": one object (the bf16 run of files before 2026-11-23) or an array of runs, each with its "dtype".
+  if (j->contains("sustained")) {
+    const auto& sj = (*j)["sustained"];
+    auto one = [&](const Json& e, const std::string& p) {
+      const auto dt = e.contains("dtype") ? text(e, "dtype", path, p, d, {"bf16", "fp8"}) : std::optional<std::string>("bf16");
+      const auto v = number(e, "sustained_tflops", path, p, d);
+      if (!dt || !v) return;
+      (*dt == "fp8" ? s.sustained_fp8_tflops : s.sustained_tflops) = *v;
+    };
+    if (sj.is_object()) one(sj, "/sustained");
+    else if (sj.is_array())
+      for (std::size_t i = 0; i < sj.size(); ++i)
+        if (sj[i].is_object()) one(sj[i], fmt::format("/sustained/{}", i));
+        else d.error(path, fmt::format("/sustained/{}", i), "expected an object (one sustained run)");
+    else d.error(path, "/sustained", "expected an object or an array of sustained runs");
+  }
   if (j->contains("rejected") && (*j)["rejected"].is_array()) s.rejected = int((*j)["rejected"].size());
   // A sweep that stopped early (time limit, or killed) says "complete": false; what it measured is still valid.
   if (j->contains("complete") && (*j)["complete"].is_boolean()) s.complete = (*j)["complete"].get<bool>();
   if (s.gemm.empty() && s.hbm.empty() && s.collectives.empty() && s.overlap.empty() && !s.launch_s &&
-      !s.graph_kernel_s && !s.sustained_tflops)
+      !s.graph_kernel_s && !s.sustained_tflops && !s.sustained_fp8_tflops)
     d.error(path, "", "no samples: none of gemm, hbm, launch, collectives, overlap, sustained holds a measurement");
   if (d.has_errors()) return Result<Samples>(std::move(d));
   return Result<Samples>(std::move(s), std::move(d));
@@ -245,6 +259,7 @@ std::string profile_json(const Profile& p) {
                              return a;
                            }()}});
   if (p.sustained_ratio) o["gemm_sustained_ratio"] = round_sig(*p.sustained_ratio, 4);
+  if (p.sustained_ratio_fp8) o["gemm_sustained_ratio_fp8"] = round_sig(*p.sustained_ratio_fp8, 4);
   if (p.overlap)
     o["overlap"] = {{"compute_loss", round_sig(p.overlap->compute_loss, 4)},
                     {"wait_kernels", round_sig(p.overlap->wait_kernels, 4)},
@@ -320,6 +335,8 @@ const json_io::FieldTable kProfile{
     field("links", FT::any, kReq, "", 0, 0, "collective fits, one per (op, ranks)"),
     field("overlap", FT::object, kOpt, "", 0, 0, "communication beside compute", {}, &kOverlapFit),
     field("gemm_sustained_ratio", FT::number, kOpt, "", 0.3, 1.0, "sustained / swept bf16 8192³ GEMM throughput"),
+    field("gemm_sustained_ratio_fp8", FT::number, kOpt, "", 0.3, 1.0,
+          "sustained / swept fp8 8192³ GEMM throughput (absent: the bf16 ratio applies to fp8)"),
     field("notes", FT::string_list, kOpt, "", 0, 0, "what could not be fitted, refused samples")};
 
 FitQuality read_quality(const json_io::ObjectReader& r, const char* key) {
@@ -408,6 +425,7 @@ Result<Profile> read_profile(const std::string& path) {
     p.links.push_back(l);
   });
   if (auto v = r.num("gemm_sustained_ratio")) p.sustained_ratio = *v;
+  if (auto v = r.num("gemm_sustained_ratio_fp8")) p.sustained_ratio_fp8 = *v;
   if (auto ov = r.object("overlap")) {
     OverlapFit f;
     f.compute_loss = ov->num("compute_loss").value_or(0);

@@ -32,6 +32,9 @@ struct EfficiencyProfile {
   /// Sustained / swept GEMM throughput (calibration profile's sustained bench; 1 = not measured). Training applies it
   /// to the GEMM ceilings: a step keeps the tensor cores busy for as long as the run lasts, the sweep for ~40 ms.
   double gemm_sustained = 1.0;
+  /// The same for fp8 GEMMs, measured apart (fp8 draws more power per second of tensor-core work); unset: fp8 GEMMs
+  /// take gemm_sustained.
+  std::optional<double> gemm_sustained_fp8;
   std::string origin;          ///< citations of the numbers above
   bool calibrated = false;     ///< true when it comes from our own calibration profile
 };

@@ -65,7 +65,8 @@ struct Samples {
   std::optional<double> graph_kernel_s;  ///< per kernel inside a replayed graph
   std::vector<CollectiveSample> collectives;
   std::vector<OverlapSample> overlap;
-  std::optional<double> sustained_tflops;  ///< the sustained bench: bf16 8192³ GEMM throughput after ~20–30 s at it
+  std::optional<double> sustained_tflops;      ///< the sustained bench: bf16 8192³ GEMM throughput after ~20–30 s at it
+  std::optional<double> sustained_fp8_tflops;  ///< the same for the fp8 8192³ GEMM (files since 2026-11-23)
   int rejected = 0;  ///< samples the bench refused (spread too wide)
   bool complete = true;  ///< false: the sweep stopped before its end (its "complete" key); its samples stand
 };
@@ -141,6 +142,8 @@ struct Profile {
   /// Sustained / swept throughput of the bf16 8192³ GEMM: what holding the tensor cores busy for tens of seconds
   /// (power cap) costs against the sweep's ~40 ms per shape. Applied to the GEMM ceilings of training steps.
   std::optional<double> sustained_ratio;
+  /// The same for the fp8 8192³ GEMM, applied to fp8 GEMM ceilings (absent: the model uses the bf16 ratio).
+  std::optional<double> sustained_ratio_fp8;
   std::vector<std::string> notes;
   std::string file;  ///< where it was read from (not written)
 };
