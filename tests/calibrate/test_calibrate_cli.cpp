@@ -5,16 +5,19 @@
 
 using namespace gpuplan::cli_test;
 
-TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs, sweep, sustained) reproduces the shipped profile") {
+TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs, sweeps, bf16 and fp8 sustained runs) reproduces the "
+          "shipped profile") {
   const std::string dir = kData + "/calibration/h100-sxm5-80gb/";
   const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-2026-11-22-second-gpu.json",
                      dir + "samples-gemm-bf16-2026-11-22.json", dir + "samples-sustained-2026-11-22.json",
+                     dir + "samples-gemm-bf16-fp8-2026-11-22.json", dir + "samples-sustained-bf16-fp8-2026-11-22.json",
                      "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(kData + "/calibration/h100-sxm5-80gb/profile.json"));
   CHECK(contains(r.out, "\"dtype\": \"bf16\""));
   CHECK(contains(r.out, "\"gemm_memory\""));
+  CHECK(contains(r.out, "\"gemm_sustained_ratio_fp8\""));
 }
 
 TEST_CASE("calibrate fit on the recorded H200 suite, sweep, sustained run, 2-/4-GPU collectives and overlap items "
@@ -25,7 +28,8 @@ TEST_CASE("calibrate fit on the recorded H200 suite, sweep, sustained run, 2-/4-
                      dir + "samples-collectives-4gpu-2026-11-22.json", dir + "samples-collectives-2gpu-dense-2026-11-22.json",
                      dir + "samples-collectives-2gpu-dense-first-host-2026-11-22.json",
                      dir + "samples-collectives-4gpu-dense-2026-11-22.json", dir + "samples-overlap-2gpu-2026-11-22.json",
-                     dir + "samples-overlap-4gpu-2026-11-22.json", "--gpu", "h200", "--dry-run", "--format", "json"});
+                     dir + "samples-overlap-4gpu-2026-11-22.json", dir + "samples-gemm-bf16-fp8-2026-11-22.json",
+                     dir + "samples-sustained-bf16-fp8-2026-11-22.json", "--gpu", "h200", "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(dir + "profile.json"));
