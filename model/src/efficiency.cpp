@@ -23,9 +23,13 @@ using units::microseconds;
 //          A100: cuBLASLt 16384³ sustained 256.5/312 = 0.822 (Azure ND A100 v4 sweep) instead of MAMF's 0.869.
 //  HBM   = Azure/AI-benchmarking-guide BabelStream triad: A100 80GB 1.70/2.039 = 0.834, H100 2.97/3.35 = 0.887.
 //  ATTN  = Azure/AI-benchmarking-guide flash-attention 2: A100 179.5/312 = 0.575 (fwd, d=64, s=8192),
-//          H100 327.9/989 = 0.332 is FA2 on Hopper. Current stacks use FA3 / cuDNN SDPA on Hopper: Shah et al. 2024
-//          (arXiv:2407.08608) report up to 740 TFLOP/s bf16 forward (0.75) — we take 0.75 fwd and 0.55 bwd, read
-//          from that paper's long-sequence figures (approximate readings, to be replaced by calibration). Ampere:
+//          H100 327.9/989 = 0.332 is FA2 on Hopper. Current stacks use Hopper-native fused attention (cuDNN's, which
+//          Transformer Engine's FusedAttention and PyTorch's cuDNN SDPA backend run, or FA3): our own measurement of
+//          torch SDPA's cuDNN backend (cuDNN 9.19; scripts/measure/attention_sdpa.py, data/validation/measured/
+//          <gpu>/attention_sdpa.json), d = 128, causal, s = 4096, 32 heads, 32K tokens per call, after a 10 s load:
+//          H100 fwd 614.5 TFLOP/s = 0.621, bwd 440.4 = 0.445; H200 0.611 and 0.440 (fwd 0.49-0.62 and bwd 0.31-0.54
+//          over s = 1K-16K causal). These replace 0.75 / 0.55 read from the FA3 paper's figures (Shah et al. 2024,
+//          arXiv:2407.08608: up to 740 TFLOP/s, non-causal and at head dim 256, not the d = 128 causal case). Ampere:
 //          FA2 fwd measured 0.575; bwd 0.50 from the FA2 abstract's 50-73% of peak range (Dao 2023, arXiv:2307.08691).
 //  FA2 on Hopper (PyTorch SDPA flash backend): our H100 profiles, d = 128, causal FLOPs: fwd 275 TFLOP/s = 0.278,
 //          bwd 234 = 0.237 (Azure's FA2 0.332 at d = 128, s = 8192 agrees within the head-dim/sequence spread);
@@ -45,13 +49,15 @@ constexpr std::array<Row, 9> kRows{{
      "cuBLASLt 16384^3 sustained (Azure ND A100 v4); BabelStream triad ND A100 v4; FA2 ND A100 v4 scaled to d=128"},
     {"a100-sxm4-40gb", 0.822, 0.0, 0.834, 0.669, 0.582, 0.669, 0.582, 128, 128, "as a100-sxm4-80gb (same SM array)"},
     {"a100-pcie-80gb", 0.811, 0.0, 0.834, 0.669, 0.582, 0.669, 0.582, 128, 128, "MAMF A100 PCIe; HBM/attention as A100 SXM"},
-    {"h100-sxm5-80gb", 0.752, 0.664, 0.887, 0.75, 0.55, 0.278, 0.237, 128, 256,
-     "our H100 training-step kernel profiles (bf16 GEMM, FA2); MAMF H100 SXM (fp8); BabelStream triad ND H100 v5; FA3 paper"},
-    {"h200-sxm-141gb", 0.752, 0.664, 0.887, 0.75, 0.55, 0.278, 0.237, 128, 256,
-     "as H100: our H100 kernel profiles (bf16 GEMM, FA2; same GH100 die, 700 W); MAMF H200 (fp8); HBM as H100; FA3 paper"},
-    {"b200-hgx", 0.776, 0.763, 0.887, 0.75, 0.55, 0.278, 0.237, 128, 256, "MAMF B200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
-    {"b300-hgx", 0.786, 0.745, 0.887, 0.75, 0.55, 0.278, 0.237, 128, 256, "MAMF B300 (bf16, fp8); HBM and attention as Hopper (assumption)"},
-    {"gb200-gpu", 0.729, 0.723, 0.887, 0.75, 0.55, 0.278, 0.237, 128, 256, "MAMF GB200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"h100-sxm5-80gb", 0.752, 0.664, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256,
+     "our H100 training-step kernel profiles (bf16 GEMM, FA2); MAMF H100 SXM (fp8); BabelStream triad ND H100 v5; our "
+     "cuDNN fused-attention measurement"},
+    {"h200-sxm-141gb", 0.752, 0.664, 0.887, 0.611, 0.440, 0.278, 0.237, 128, 256,
+     "as H100: our H100 kernel profiles (bf16 GEMM, FA2; same GH100 die, 700 W); MAMF H200 (fp8); HBM as H100; our H200 "
+     "cuDNN fused-attention measurement"},
+    {"b200-hgx", 0.776, 0.763, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256, "MAMF B200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"b300-hgx", 0.786, 0.745, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256, "MAMF B300 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"gb200-gpu", 0.729, 0.723, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256, "MAMF GB200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
     {"mi300x", 0.514, 0.0, 0.834, 0.40, 0.30, 0.40, 0.30, 128, 128,
      "MAMF MI300X; HBM as A100 (assumption); attention: assumption scaled from the GEMM ceiling"},
 }};
