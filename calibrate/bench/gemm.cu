@@ -247,9 +247,10 @@ void make_plan(LtPlan& pl, const DTypeInfo& dt, const Problem& p, int variant = 
   pl.ok = true;
 }
 
-cublasStatus_t matmul_status(const LtPlan& pl, const void* A, const void* B, const void* C, void* D, cudaStream_t s) {
+cublasStatus_t matmul_status(const LtPlan& pl, const void* A, const void* B, const void* C, void* D, cudaStream_t s,
+                             float beta = 0.0f) {
   Lt& L = lt();
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f;
   return cublasLtMatmul(L.h, pl.op, &alpha, A, pl.a, B, pl.b, &beta, C ? C : D, pl.d, D, pl.d, &pl.algo,
                         L.workspace.p, L.workspace_bytes, s);
 }
@@ -544,6 +545,132 @@ void run_sustained(Context& ctx) {
     if (!j.is_null()) runs.push_back(std::move(j));
   }
   if (runs.size() > 0) (*ctx.doc)["sustained"] = std::move(runs);
+}
+
+// Weight-gradient GEMMs with fp32 accumulation: dW[n_out, n_in] (+)= dY[tokens, n_out]^T . X[tokens, n_in], K = the
+// micro-batch's tokens. Megatron-LM and NeMo (gradient_accumulation_fusion, Transformer Engine's
+// fuse_wgrad_accumulation) accumulate each micro-batch's weight gradient into the fp32 main_grad inside the GEMM's
+// epilogue (beta = 1): 8 bytes per weight element move besides the mainloop, against 2·K flops per element. The
+// bench times three versions of the same product: 16-bit output (beta = 0), fp32 output (beta = 0) and fp32
+// accumulated into (beta = 1, C = D), for bf16 and fp8 operands, so that the model can tell whether that traffic
+// hides under the mainloop (a roofline max) or adds to it.
+void run_accumulate(Context& ctx) {
+  Json out = Json::array();
+  struct Shape {
+    std::int64_t n_out, n_in;
+    const char* what;
+  };
+  const std::vector<Shape> shapes = {{12288, 4096, "qkv h4096"}, {4096, 4096, "proj h4096"},
+                                     {22016, 4096, "mlp up/gate h4096"}, {4096, 11008, "mlp down h4096"},
+                                     {6144, 2048, "qkv h2048"}};
+  const std::vector<std::int64_t> tokens = ctx.quick ? std::vector<std::int64_t>{4096}
+                                                     : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
+  for (const auto& dt : dtypes()) {
+    if ((dt.t != DType::BF16 && dt.t != DType::FP8) || !dtype_selected(ctx, dt)) continue;
+    DTypeInfo dt32 = dt;
+    dt32.cd = CUDA_R_32F;
+    dt32.cd_bytes = 4;
+    for (const auto& sh : shapes)
+      for (std::int64_t k : tokens) {
+        Problem p;
+        p.transa = true;
+        p.M = sh.n_out;
+        p.N = sh.n_in;
+        p.K = k;
+        p.lda = k;
+        p.ldb = k;
+        p.ldd = sh.n_out;
+        const std::string label = strprintf("%s %s tokens=%lld", dt.name, sh.what, static_cast<long long>(k));
+        const std::size_t a_bytes = round_up(static_cast<std::size_t>(p.M * p.K) * dt.ab_bytes, 256);
+        const std::size_t b_bytes = round_up(static_cast<std::size_t>(p.N * p.K) * dt.ab_bytes, 256);
+        const std::size_t d16_bytes = round_up(static_cast<std::size_t>(p.M * p.N) * dt.cd_bytes, 256);
+        const std::size_t d32_bytes = round_up(static_cast<std::size_t>(p.M * p.N) * 4, 256);
+        DevBuf A(a_bytes), B(b_bytes), D16(d16_bytes), D32(d32_bytes), C16, C32;
+        const unsigned long long seed = hash64(static_cast<unsigned long long>(p.M * 1000003 + p.N * 10007 + p.K) ^ 0xacc0ULL);
+        if (dt.t == DType::FP8) {
+          fill<__nv_fp8_e4m3>(A.as<__nv_fp8_e4m3>(), a_bytes, seed, ctx.stream);
+          fill<__nv_fp8_e4m3>(B.as<__nv_fp8_e4m3>(), b_bytes, seed + 1, ctx.stream);
+        } else {
+          fill<__nv_bfloat16>(A.as<__nv_bfloat16>(), a_bytes / 2, seed, ctx.stream);
+          fill<__nv_bfloat16>(B.as<__nv_bfloat16>(), b_bytes / 2, seed + 1, ctx.stream);
+        }
+        std::string tried;
+        auto p16 = first_runnable_plan(dt, p, A.p, B.p, C16, D16.p, d16_bytes, ctx.stream, tried);
+        auto p32 = first_runnable_plan(dt32, p, A.p, B.p, C32, D32.p, d32_bytes, ctx.stream, tried);
+        if (!p16 || !p32) {
+          ctx.reject("accumulate", label, "no cuBLASLt configuration ran:" + tried);
+          continue;
+        }
+        GB_LAUNCH_CHECK();
+        // Checks: both outputs against the float64 reference; then one accumulating product must double D32.
+        const double e16 = dt.t == DType::FP8 ? check_max_err<__nv_fp8_e4m3, __nv_bfloat16>(A, B, D16, p, ctx.stream, seed)
+                                              : check_max_err<__nv_bfloat16, __nv_bfloat16>(A, B, D16, p, ctx.stream, seed);
+        const double e32 = dt.t == DType::FP8 ? check_max_err<__nv_fp8_e4m3, float>(A, B, D32, p, ctx.stream, seed)
+                                              : check_max_err<__nv_bfloat16, float>(A, B, D32, p, ctx.stream, seed);
+        const double tol = gemm_tolerance(dt.name);
+        if (!(e16 <= tol) || !(e32 <= tol)) {
+          ctx.reject("accumulate", label, strprintf("result check failed (16-bit %.3g, fp32 %.3g; tolerance %.3g)", e16, e32, tol));
+          continue;
+        }
+        const std::size_t nchk = 4096;
+        std::vector<float> before(nchk), after(nchk);
+        GB_CUDA(cudaMemcpyAsync(before.data(), D32.p, nchk * 4, cudaMemcpyDeviceToHost, ctx.stream));
+        const cublasStatus_t acc_st = matmul_status(*p32, A.p, B.p, D32.p, D32.p, ctx.stream, 1.0f);  // C = D
+        if (acc_st != CUBLAS_STATUS_SUCCESS) {
+          ctx.reject("accumulate", label, strprintf("cublasLtMatmul with beta = 1, C = D: status %d", static_cast<int>(acc_st)));
+          continue;
+        }
+        GB_CUDA(cudaMemcpyAsync(after.data(), D32.p, nchk * 4, cudaMemcpyDeviceToHost, ctx.stream));
+        GB_CUDA(cudaStreamSynchronize(ctx.stream));
+        double worst = 0;
+        for (std::size_t i = 0; i < nchk; ++i) {
+          const double want = 2.0 * before[i], got = after[i];
+          if (!std::isfinite(got)) {
+            worst = INFINITY;
+            break;
+          }
+          worst = std::max(worst, std::fabs(got - want) / std::max(1.0, std::fabs(want)));
+        }
+        if (!(worst <= 1e-3)) {
+          ctx.reject("accumulate", label, strprintf("beta = 1 did not accumulate (max deviation %.3g from 2x)", worst));
+          continue;
+        }
+        const void* C16p = (p16->variant & 2) ? C16.p : nullptr;
+        Measured m16 = measure(ctx, [&](long) { matmul(*p16, A.p, B.p, C16p, D16.p, ctx.stream); });
+        Measured m32 = measure(ctx, [&](long) { GB_CUBLAS(matmul_status(*p32, A.p, B.p, nullptr, D32.p, ctx.stream, 0.0f)); });
+        Measured macc = measure(ctx, [&](long) { GB_CUBLAS(matmul_status(*p32, A.p, B.p, D32.p, D32.p, ctx.stream, 1.0f)); });
+        bool refused = false;
+        for (const Measured* mm : {&m16, &m32, &macc})
+          if (!mm->verdict.ok) {
+            ctx.reject("accumulate", label, mm->verdict.reason, samples_json(mm->per_op_s));
+            refused = true;
+            break;
+          }
+        if (refused) continue;
+        const double flops = gemm_flops(p.M, p.N, p.K, 1);
+        Json j = Json::object();
+        j["dtype"] = dt.name;
+        j["shape"] = sh.what;
+        j["n_out"] = static_cast<long long>(p.M);
+        j["n_in"] = static_cast<long long>(p.N);
+        j["tokens"] = static_cast<long long>(p.K);
+        j["algo_16"] = p16->algo_desc;
+        j["algo_fp32"] = p32->algo_desc;
+        j["out16_s"] = m16.stats.median;
+        j["out32_s"] = m32.stats.median;
+        j["accumulate_s"] = macc.stats.median;
+        j["out16_tflops"] = flops / m16.stats.median / 1e12;
+        j["accumulate_tflops"] = flops / macc.stats.median / 1e12;
+        j["accumulate_over_out16"] = macc.stats.median / m16.stats.median;
+        j["check_max_err_16"] = e16;
+        j["check_max_err_fp32"] = e32;
+        std::fprintf(stderr, "[accumulate] %-34s out16 %8.1f us  out32 %8.1f us  acc %8.1f us  (x%.3f)\n", label.c_str(),
+                     m16.stats.median * 1e6, m32.stats.median * 1e6, macc.stats.median * 1e6,
+                     macc.stats.median / m16.stats.median);
+        out.push_back(std::move(j));
+      }
+  }
+  (*ctx.doc)["accumulate"] = std::move(out);
 }
 
 void run_gemm(Context& ctx) {
