@@ -53,7 +53,10 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     add_fwd(gemm_cost(named(name), {m, n, k, batch}, gp, d));
     add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch}, gp, d));
     if (!lora.on()) {
-      add_bwd(gemm_cost(named(name, " wgrad"), {k, n, m, batch}, gp, d));
+      OpCost wg = gemm_cost(named(name, " wgrad"), {k, n, m, batch}, gp, d);
+      if (wgrad_accumulates(plan))
+        wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
+      add_bwd(wg);
       return;
     }
     if (dequant) {

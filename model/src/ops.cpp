@@ -72,6 +72,19 @@ units::Seconds roofline_time(units::Flops f, units::FlopRate compute, units::Byt
 }
 }  // namespace
 
+OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d) {
+  const double extra = std::max(0.0, 2.0 * grad_bytes - 2.0) * weight_elements;
+  if (extra <= 0.0) return wgrad;
+  const units::Bytes moved = units::bytes(extra);
+  wgrad.bytes = wgrad.bytes + moved;
+  wgrad.time = wgrad.time + moved / (d.gpu->memory.bandwidth * d.eff.hbm);
+  return wgrad;
+}
+
+bool wgrad_accumulates(const wl::TrainingPlan& plan) {
+  return plan.kernels == wl::KernelStyle::fused && plan.mixed_precision == wl::MixedPrecision::megatron;
+}
+
 OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d, Derivation* why) {
   OpCost c;
   c.name = name;

@@ -92,6 +92,8 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   OpCost head_f = gemm_cost(names ? "LM head" : none, {T, v_local, a.hidden, 1}, plan.precision.compute, d);
   OpCost head_dg = gemm_cost(names ? "LM head dgrad" : none, {T, a.hidden, v_local, 1}, plan.precision.compute, d);
   OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, plan.precision.compute, d);
+  if (wgrad_accumulates(plan) && !plan.lora.on())
+    head_wg = accumulating_wgrad(head_wg, double(a.hidden) * double(v_local), plan.precision.gradient_bytes, d);
   // Fused cross-entropy reads the logits and writes fp32 softmax statistics; its backward writes the gradient.
   // Eager: upcast (2 + 4 B), log_softmax (4 + 4 B) forward; fill (4 B), log_softmax_backward (4 + 4 + 4 B) and the
   // cast back (4 + 2 B) backward, per logit.

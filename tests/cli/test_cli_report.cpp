@@ -309,7 +309,7 @@ TEST_SUITE("gpuplan report") {
     const Run r = run({"report", plan});
     CHECK(r.rc == kInfeasible);
     CHECK(contains(r.out, "| rush | train 50B tokens within 1 day | none meets the deadline |"));
-    CHECK(contains(r.out, "- **A100**: misses the 1-day deadline even at 16 GPUs: the fastest layout that fits takes 7.52 days"));
+    CHECK(contains(r.out, "- **A100**: misses the 1-day deadline even at 16 GPUs: the fastest layout that fits takes 7.56 days"));
     CHECK(contains(r.out, "- **A100**: SLA not met: ITL "));
     CHECK(contains(r.out, "**Some items have no feasible option** (exit code 3)"));
     const Run j = run({"report", plan, "--format", "json"});

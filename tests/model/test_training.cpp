@@ -301,6 +301,30 @@ TEST_SUITE("GEMM roofline") {
     CHECK(model::gemm_cost("g", s, hw::Precision::fp8, h100()).bytes.raw() == elems * 1.0);
   }
 
+  TEST_CASE("a weight-gradient GEMM accumulating into fp32 gradients adds 6 B per weight element at the streaming rate") {
+    const auto& d = h100();
+    // QKV wgrad of a 4096-wide layer, 4096 tokens: dW[4096 x 12288] = X^T . dY.
+    const auto plain = model::gemm_cost("wgrad", {4096, 12288, 4096, 1}, hw::Precision::bf16, d);
+    const double w = 4096.0 * 12288.0;
+    const double bw = d.gpu->memory.bandwidth.raw() * d.eff.hbm;
+    const auto fp32 = model::accumulating_wgrad(plain, w, 4.0, d);
+    CHECK(fp32.bytes.raw() == doctest::Approx(plain.bytes.raw() + 6.0 * w).epsilon(1e-12));
+    CHECK(fp32.time.raw() == doctest::Approx(plain.time.raw() + 6.0 * w / bw).epsilon(1e-12));
+    CHECK(fp32.flops.raw() == plain.flops.raw());
+    // A 16-bit gradient buffer: read 2 + write 2 against the plain output's write 2.
+    const auto b16 = model::accumulating_wgrad(plain, w, 2.0, d);
+    CHECK(b16.time.raw() == doctest::Approx(plain.time.raw() + 2.0 * w / bw).epsilon(1e-12));
+    // Which plans accumulate in the epilogue: Megatron-style (fused kernels, its mixed precision), not PyTorch AMP.
+    wl::TrainingPlan meg;
+    CHECK(model::wgrad_accumulates(meg));
+    wl::TrainingPlan amp;
+    amp.mixed_precision = wl::MixedPrecision::amp;
+    CHECK_FALSE(model::wgrad_accumulates(amp));
+    wl::TrainingPlan eager;
+    eager.kernels = wl::KernelStyle::eager;
+    CHECK_FALSE(model::wgrad_accumulates(eager));
+  }
+
   TEST_CASE("the H100 bf16 ridge point is 989.4 TFLOP/s / 3.35 TB/s = 295.3 FLOP/B") {
     const auto& d = h100();
     const double ridge = (d.peak(hw::Precision::bf16) / d.gpu->memory.bandwidth).raw();

@@ -58,6 +58,19 @@ struct GemmShape {
 OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d,
                  Derivation* why = nullptr);
 
+/// A weight-gradient GEMM that accumulates into the gradient buffer in its epilogue (β = 1: Megatron-LM's
+/// gradient_accumulation_fusion, Transformer Engine's fuse_wgrad_accumulation) instead of writing a fresh 16-bit
+/// output: it reads and writes the buffer, 2·b_g bytes per weight element where a plain wgrad writes 2. The extra
+/// traffic adds to the GEMM's time at the streaming rate, t += (2·b_g − 2)·elements / (BW·η_hbm): our H100
+/// measurement of 39 bf16 and fp8 weight-gradient GEMMs accumulating into fp32 (K = 1K–8K tokens;
+/// data/validation/measured/h100-sxm5-80gb/accumulate.json) finds the extra time 1.08× (median) that of the extra
+/// bytes at the streaming rate: the epilogue does not hide under the mainloop. `weight_elements` = k·n·batch.
+OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d);
+
+/// Whether the plan's weight-gradient GEMMs accumulate into the gradient buffer (Megatron-style training: fused
+/// kernels with its mixed precision; frozen LoRA bases have no weight gradient).
+bool wgrad_accumulates(const wl::TrainingPlan& plan);
+
 /// Fused (flash) attention over `batch_heads` = b·n_q heads with s_q queries and s_kv keys: forward FLOPs
 /// 2·b·n_q·s_q·s_kv·(d_qk + d_v) (× ½ causal); backward = 2.5 × forward (FlashAttention-2, Dao 2023 §3.1: five
 /// matmuls against two, softmax recomputed). Unfused attention: two batched GEMMs plus a softmax over the
