@@ -83,6 +83,8 @@ EfficiencyProfile from_row(const Row& r, const std::string& gpu_id, std::string_
   e.attention_bwd = r.attn_bwd;
   e.attention_fwd_fa2 = r.fa2_fwd;
   e.attention_bwd_fa2 = r.fa2_bwd;
+  // A row whose fused attention is FlashAttention-2 itself (Ampere: no Hopper kernels) takes FA2's sequence law.
+  e.attention_tile = r.attn_fwd == r.fa2_fwd && r.attn_bwd == r.fa2_bwd ? kFa2AttentionTileCost : kFusedAttentionTileCost;
   e.tile_m = r.tile_m;
   e.tile_n = r.tile_n;
   e.kernel_launch = microseconds(5.0);

@@ -51,6 +51,7 @@ Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyPr
   if (attn == wl::AttentionKernel::fa2) {
     d.eff.attention_fwd = d.eff.attention_fwd_fa2;
     d.eff.attention_bwd = d.eff.attention_bwd_fa2;
+    d.eff.attention_tile = kFa2AttentionTileCost;
   }
   return d;
 }
@@ -157,7 +158,14 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     // profile_*.json), which also reproduces Azure's 0.332 at d = 128, s = 8192.
     const double d0 = 25.0, dh = double(std::max(d_qk, d_v));
     const double head_factor = (dh / (dh + d0)) / (128.0 / (128.0 + d0));
-    c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor);
+    // Sequence-length law (efficiency.hpp, AttentionTileCost): k key tiles per 128-row query tile, as many as the
+    // FLOP count above gives each query (s_kv, or s_kv/2 causal, plus the half-masked diagonal tile), against the
+    // rows' reference k = 16.5 (s = 4096 causal).
+    const double tile_c = backward ? d.eff.attention_tile.bwd : d.eff.attention_tile.fwd;
+    const double k_tiles = std::max(1.0, skv * causal_f / 128.0 + (causal ? 0.5 : 0.0));
+    const double seq_factor = (k_tiles / (k_tiles + tile_c)) /
+                              (kAttentionReferenceKeyTiles / (kAttentionReferenceKeyTiles + tile_c));
+    c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor * seq_factor);
     const units::FlopRate peak = d.peak(attention_precision(p));
     c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.gpu->memory.bandwidth * d.eff.hbm,
                            d.eff.kernel_launch, c.bound);

@@ -456,6 +456,30 @@ TEST_SUITE("GEMM roofline") {
   }
 }
 
+TEST_SUITE("attention sequence-length law") {
+  TEST_CASE("fused attention runs at the row's efficiency at s = 4096 causal, d = 128, and k/(k+c) of it elsewhere") {
+    const auto& d = h100();
+    auto eff = [&](std::int64_t s, bool causal, bool bwd, const model::Device& dev) {
+      return model::attention_cost("a", 32, s, s, 128, 128, causal, true, bwd, hw::Precision::bf16, dev)[0].efficiency;
+    };
+    CHECK(eff(4096, true, false, d) == doctest::Approx(d.eff.attention_fwd).epsilon(1e-12));
+    CHECK(eff(4096, true, true, d) == doctest::Approx(d.eff.attention_bwd).epsilon(1e-12));
+    // s = 1024 causal: k = 1024/256 + 0.5 = 4.5 key tiles per query tile against the reference 16.5.
+    const auto law = [](double k, double c) { return (k / (k + c)) / (16.5 / (16.5 + c)); };
+    CHECK(eff(1024, true, false, d) == doctest::Approx(d.eff.attention_fwd * law(4.5, 1.5)).epsilon(1e-12));
+    CHECK(eff(1024, true, true, d) == doctest::Approx(d.eff.attention_bwd * law(4.5, 3.3)).epsilon(1e-12));
+    // Non-causal s = 4096: every query sees 32 key tiles.
+    CHECK(eff(4096, false, false, d) == doctest::Approx(d.eff.attention_fwd * law(32.0, 1.5)).epsilon(1e-12));
+    // Our H100 sweep at s = 1024 causal, d = 128 (attention_sdpa.json): cuDNN fwd 0.487, bwd 0.310 of peak; the
+    // law from the s = 4096 values (0.621, 0.445) gives 0.508 and 0.312.
+    CHECK(0.621 * law(4.5, 1.5) == doctest::Approx(0.487).epsilon(0.05));
+    CHECK(0.445 * law(4.5, 3.3) == doctest::Approx(0.310).epsilon(0.05));
+    // FlashAttention-2 has its own law (sustained_device with the fa2 kernel).
+    const auto fa2 = model::sustained_device(*d.gpu, d.eff, wl::AttentionKernel::fa2);
+    CHECK(eff(1024, true, true, fa2) == doctest::Approx(fa2.eff.attention_bwd * law(4.5, 4.3)).epsilon(1e-12));
+  }
+}
+
 // ================================================================================================== feasibility
 
 TEST_SUITE("training layout feasibility") {

@@ -10,6 +10,20 @@
 
 namespace gpuplan::model {
 
+/// How fused attention's efficiency moves with sequence length (ops.cpp attention_cost): each 128-row query tile
+/// costs c key-tile iterations on top of its k (prologue, softmax normalisation and epilogue; backward also the dQ
+/// accumulation and the dK/dV writes), so η ∝ k/(k + c); the efficiency rows hold η at s = 4096, causal (k = 16.5).
+/// c per kernel family and direction, fitted to our H100 torch-SDPA sweep at d = 128, causal, s = 1K–16K
+/// (data/validation/measured/h100-sxm5-80gb/attention_sdpa.json); the law carries to d = 64, to non-causal and to
+/// the H200 sweep within ±14% (a flat η misses those points by up to 58%).
+struct AttentionTileCost {
+  double fwd = 0.0;  ///< key-tile iterations of fixed cost per query tile, forward
+  double bwd = 0.0;  ///< the same, backward
+};
+inline constexpr AttentionTileCost kFusedAttentionTileCost{1.5, 3.3};  ///< cuDNN (Hopper-native fused attention)
+inline constexpr AttentionTileCost kFa2AttentionTileCost{0.9, 4.3};    ///< FlashAttention-2
+inline constexpr double kAttentionReferenceKeyTiles = 16.5;            ///< s = 4096 causal, 128-wide tiles
+
 struct EfficiencyProfile {
   std::string gpu_id;
   double gemm_bf16 = 0.0;      ///< max achievable matmul / dense peak, bf16 (MAMF)
@@ -20,6 +34,7 @@ struct EfficiencyProfile {
   double attention_bwd = 0.0;  ///< flash-attention backward TFLOP/s / dense peak
   double attention_fwd_fa2 = 0.0;  ///< FlashAttention-2 forward (older stacks on Hopper; = attention_fwd on Ampere)
   double attention_bwd_fa2 = 0.0;
+  AttentionTileCost attention_tile = kFusedAttentionTileCost;  ///< the sequence-length law of attention_fwd/_bwd's kernel
   int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs
   int tile_n = 128;
   units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated
