@@ -77,6 +77,7 @@ OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_byte
   const double extra = std::max(0.0, 2.0 * grad_bytes - 2.0) * weight_elements;
   if (extra <= 0.0) return wgrad;
   const units::Bytes moved = units::bytes(extra);
+  if (!wgrad.name.empty()) wgrad.name += " (+= gradient buffer)";
   wgrad.bytes = wgrad.bytes + moved;
   wgrad.time = wgrad.time + moved / (d.gpu->memory.bandwidth * d.eff.hbm);
   return wgrad;

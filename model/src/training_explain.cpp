@@ -54,7 +54,8 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                   format(mb_compute),
                   {},
                   {}};
-  Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch", {}, "", {}, {}};
+  Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its gradient-buffer "
+                     "traffic, (2·b_g − 2)·weights / (BW·η_hbm), measured not to hide under the GEMM", {}, "", {}, {}};
   for (const auto& op : first.ops)
     layer.inputs.push_back({op.name, format(op.time),
                             fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
