@@ -1,8 +1,8 @@
 #pragma once
 // Internal to gpuplan::model: training memory per GPU as arithmetic over cached inputs. training_memory (memory.cpp)
-// builds the inputs and adds the derivation; FastTrainingEvaluator (search.cpp) caches the inputs per key — the
-// layer sums per (tp, sp), the stage shapes per (pp, v) — and calls the same memory_core, so both paths give
-// bit-identical numbers.
+// builds the inputs, explain_memory (memory_explain.cpp) adds the derivation; FastTrainingEvaluator (search.cpp)
+// caches the inputs per key — the layer sums per (tp, sp), the stage shapes per (pp, v) — and calls the same
+// memory_core, so both paths give bit-identical numbers.
 #include <cstdint>
 
 #include "gpuplan/model/memory.hpp"
@@ -71,5 +71,11 @@ struct MemoryCore {
 void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                  const RuntimeOverheads& overheads, const Ctx& c, const LayerKinds& kinds, const LayerSums& sums,
                  const StageShape& first, const StageShape& last, MemoryCore& out);
+
+/// The --explain derivation tree of training_memory (memory_explain.cpp): fills r.derivation from the evaluated stages
+/// and the parts of `r` already filled (its totals, capacity and fit).
+void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                    const hw::GpuSpec& gpu, const RuntimeOverheads& overheads, ActivationLayout layout, const Ctx& c,
+                    const MemoryCore& core, TrainingMemory& r);
 
 }  // namespace gpuplan::model::detail

@@ -1,0 +1,312 @@
+// The --explain derivation tree of training_memory: the stage it reports, its model states, activations, logits and
+// runtime overheads. The notes cite the sources listed at the top of memory.cpp ([ZeRO], [K22], [N21], [D22]).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "memory_core.hpp"
+
+namespace gpuplan::model::detail {
+namespace {
+
+/// optimizer_state_bytes (memory.cpp) in words, for the derivation.
+const char* optimizer_formula(const wl::TrainingPlan& plan) {
+  const bool bf16 = plan.optimizer_states == wl::StateDtype::bf16;
+  switch (plan.optimizer) {
+    case wl::OptimizerKind::adamw:
+      return bf16 ? "AdamW with bf16 moments: 2 bf16 states (m, v) = 4 B/param" : "AdamW: 2 fp32 states (m, v) = 8 B/param";
+    case wl::OptimizerKind::adamw_8bit:
+      return "8-bit AdamW (bitsandbytes): 2 states × (1 B + 4 B fp32 absmax / 2048-value block) = 2.0039 B/param";
+    case wl::OptimizerKind::sgd:
+      return bf16 ? "SGD with a bf16 momentum: 1 bf16 state = 2 B/param" : "SGD with momentum: 1 fp32 state = 4 B/param";
+  }
+  return "";
+}
+
+}  // namespace
+
+void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                    const hw::GpuSpec& gpu, const RuntimeOverheads& overheads, ActivationLayout layout, const Ctx& c,
+                    const MemoryCore& core, TrainingMemory& r) {
+  using units::format;
+  using units::format_count;
+  using units::format_number;
+  const auto& par = plan.par;
+  const auto& pr = plan.precision;
+  const int p = std::max(1, par.pp);
+  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const double t = c.t;
+  const double ep = std::max(1, par.ep);
+  const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
+  const int zero = static_cast<int>(plan.zero);
+  const double opt_b = optimizer_state_bytes(plan);
+  const double n_dense = core.n_dense, n_expert = core.n_expert, comms = core.comms;
+  const StageMemory& first = core.first;
+  const StageMemory& last = core.two_stages ? core.last : core.first;
+  const StageMemory& h = core.heaviest();
+
+  const Origin cfg = Origin::model_config(a.source);
+  const Origin par_o = Origin::user("plan.par");
+  const Origin prec_o = Origin::user("plan.precision");
+  const Origin cnt = Origin::derived("parameter_counts");
+  auto B = [](double b) { return format(units::bytes(b)); };
+  const std::string stage_name =
+      p == 1 ? std::string("the only pipeline stage")
+             : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p, h.shape.first ? "first" : "last");
+
+  Derivation& d = r.derivation;
+  d.id = "memory";
+  d.title = "Training memory per GPU";
+  d.formula =
+      "total = weights + gradients + master weights + optimizer states + activations + logits + CUDA context "
+      "+ NCCL buffers + fragmentation";
+  d.inputs = {{"capacity", fmt::format("{} ({})", format(r.capacity), format(r.capacity, units::BytePrefix::binary)),
+               "memory the device exposes",
+               Origin::datasheet(
+                   gpu.info.cite(gpu.memory.device_reported ? "/memory/device_reported_MiB" : "/memory/capacity_GB"))},
+              {"t·p·d·c·e", fmt::format("{}·{}·{}·{}·{}", par.tp, par.pp, par.dp, par.cp, par.ep),
+               "tensor·pipeline·data·context·expert parallel", par_o},
+              {"ZeRO", fmt::format("stage {}", zero), "ZeRO/FSDP sharding stage", Origin::user("plan.zero")},
+              {"recompute",
+               plan.recompute == wl::Recompute::none        ? "none"
+               : plan.recompute == wl::Recompute::selective ? "selective"
+                                                            : "full",
+               "activation recomputation", Origin::user("plan.recompute")}};
+  d.result = fmt::format("{} of {} ({}): {}", format(r.total), format(r.capacity), stage_name,
+                         r.fits ? "fits" : "does not fit");
+  if (p > 1) {
+    d.notes.push_back(
+        fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
+                    "layers and the embedding), last stage {} (holds the LM head and the logits)",
+                    stage_name, format(units::bytes(first.total)), format_number(first.layer_factor),
+                    first.shape.layers, format(units::bytes(last.total))));
+  }
+
+  // model states
+  const std::string shard_note =
+      fmt::format("ZeRO shard group N = {} ({}); routed experts over N/ep = {}", format_number(n_dense),
+                  par.shard_group > 0 ? "hybrid shard group" : "dp·cp", format_number(n_expert));
+  auto states_inputs = [&](double bytes_per, const std::string& b_sym, const std::string& b_meaning, Origin bo) {
+    std::vector<DerivationInput> in = {
+        {"P_stage", format_count(h.p_dense + h.p_expert),
+         fmt::format("parameters of {} ({} in routed experts)", stage_name, format_count(h.p_expert)), cnt},
+        {"t", format_count(t), "tensor parallel", par_o},
+        {"ep", format_count(ep), "expert parallel (routed experts only)", par_o},
+        {b_sym, format_number(bytes_per), b_meaning, std::move(bo)},
+        {"N", format_number(n_dense), "ZeRO shard group", par_o}};
+    return in;
+  };
+  const double p_gpu = h.p_dense / t + h.p_expert / (t * ep);
+  d.children.push_back({"memory.weights",
+                        "Weights",
+                        fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/(t·ep) = {}", zero >= 3 ? " / N" : "",
+                                    format_count(p_gpu)),
+                        states_inputs(pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
+                        B(r.weights.raw()),
+                        {shard_note},
+                        {}});
+  if (params.mtp > 0)
+    d.children.back().notes.push_back(
+        fmt::format("{} multi-token-prediction parameters are not counted (as in parameter_counts' total)",
+                    format_count(double(params.mtp))));
+  const bool torch_loop = plan.kernels == wl::KernelStyle::eager;
+  if (h.gathered_w > 0.0 && torch_loop) {
+    d.children.back().notes.push_back(fmt::format(
+        "includes {} of gathered parameters in the compute dtype: PyTorch FSDP keeps the root unit (embedding, final "
+        "norm, LM head) gathered from its forward to its backward and gathers one layer ({} params per GPU) for the "
+        "backward (measured allocator timelines, data/validation/measured/h200-sxm-141gb/mem_*.json)",
+        B(h.gathered_w), format_count(h.largest_layer_gpu)));
+  } else if (h.gathered_w > 0.0) {
+    d.children.back().notes.push_back(fmt::format(
+        "includes {} of gathered parameters: ZeRO-3/FSDP materialises the largest layer ({} params per GPU) × {} "
+        "(current + prefetched unit)",
+        B(h.gathered_w), format_count(h.largest_layer_gpu), plan.overlap_param_gather ? 2 : 1));
+  }
+  if (plan.lora.on())
+    d.children.back().notes.push_back(fmt::format(
+        "LoRA rank {} on {}: the frozen base at {} B per weight ({}) plus {} adapter parameters per GPU at {} B; only "
+        "the adapters have gradients, master weights and optimizer states (Hu et al. 2021; QLoRA NF4: Dettmers et "
+        "al. 2023 §3)",
+        plan.lora.rank, wl::to_string(plan.lora.targets),
+        format_number(base_weight_bytes(plan), 4), wl::to_string(plan.lora.base),
+        format_count(h.lora_adapters), format_number(pr.weight_bytes)));
+  if (pr.fp8_params)
+    d.children.back().notes.push_back(
+        "FP8 parameters: the Transformer Engine layers' weights at 1 B; the embedding and the LM head stay bf16 (2 B)");
+  if (h.fp8_cache > 0.0)
+    d.children.back().notes.push_back(fmt::format(
+        "includes {}: the FP8 GEMM weights Transformer Engine caches across micro-batches, {} B per weight ({}; "
+        "TransformerEngine transformer_engine/pytorch/module/linear.py get_weight_workspace)",
+        B(h.fp8_cache), pr.fp8_params ? 1 : 2,
+        pr.fp8_params ? "the transpose for the backward; the FP8 parameter is the forward's copy"
+                      : "the FP8 copy for the forward and its transpose for the backward's dgrad"));
+  if (h.amp_copies > 0.0 && h.acts_at_peak)
+    d.children.back().notes.push_back(fmt::format(
+        "includes {}: torch.autocast's {}-byte copies of the GEMM weights, cached in the forward and kept by each "
+        "nn.Linear for its backward (measured allocator timelines)",
+        B(h.amp_copies), format_number(c.ab)));
+  d.children.push_back({"memory.gradients",
+                        "Gradients",
+                        fmt::format("P_gpu·b_g{}", zero >= 2 ? " / N" : ""),
+                        states_inputs(pr.gradient_bytes, "b_g", "bytes per gradient", prec_o),
+                        B(h.grads + h.gathered_g),
+                        {},
+                        {}});
+  if (h.gathered_g > 0.0)
+    d.children.back().notes.push_back(
+        fmt::format("includes {}: {}", B(h.gathered_g),
+                    plan.zero == wl::ZeroStage::parameters
+                        ? "the unsharded gradient of one layer before its reduce-scatter"
+                        : "PyTorch DDP's gradient buckets, allocated across steps (one more copy of the gradients)"));
+  if (!h.grads_at_peak)
+    d.children.back().notes.push_back(fmt::format(
+        "the per-parameter gradients ({}) are not alive at the peak: PyTorch's zero_grad(set_to_none=True) frees them "
+        "and the backward allocates them as it frees the saved activations, so the peak is the backward's start",
+        B(h.grads)));
+  if (!h.acts_at_peak)
+    d.children.back().notes.push_back(fmt::format(
+        "the peak is the backward's end: every gradient ({}) is allocated and every saved activation ({} + logits {}) "
+        "freed; at the backward's start the activations would weigh less than the gradients",
+        B(h.grads), B(h.activations), B(h.logits_b)));
+  d.children.push_back({"memory.master_weights",
+                        "Master weights",
+                        fmt::format("P_gpu·b_m{}", zero >= 1 ? " / N" : ""),
+                        states_inputs(pr.master_bytes, "b_m", "bytes per master weight (fp32 copy)", prec_o),
+                        B(h.master),
+                        {"[ZeRO] §5: P_os shards the fp32 master weights with the optimizer states"},
+                        {}});
+  const bool offloaded = plan.offload == wl::Offload::optimizer;
+  if (offloaded)
+    d.children.back().notes.push_back(
+        fmt::format("CPU offload: 0 on the GPU; the shard's master weights and optimizer states ({}) are in host "
+                    "memory (ZeRO-Offload, Ren et al. 2021)",
+                    B(h.host)));
+  d.children.push_back({"memory.optimizer_states",
+                        "Optimizer states",
+                        fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan)),
+                        states_inputs(opt_b, "b_o", "optimizer-state bytes per parameter",
+                                      Origin::constant(optimizer_formula(plan))),
+                        B(h.opt),
+                        {},
+                        {}});
+  if (offloaded) d.children.back().notes.push_back("CPU offload: kept in host memory, 0 on the GPU");
+  if (plan.optimizer == wl::OptimizerKind::adamw_8bit)
+    d.children.back().notes.push_back(
+        "[D22] §2: block-wise quantisation, 2048 values per block, one fp32 absmax per "
+        "block; tensors under 4096 elements stay 32-bit (negligible)");
+
+  // activations
+  Derivation act;
+  act.id = "memory.activations";
+  act.title = "Activations";
+  act.formula =
+      "in_flight · Σ_stage layers stored(layer) + embedding dropout (first) + final norm/LM-head inputs "
+      "(last) + max(0, recomputation working set − logits buffers)";
+  const char* rmode = plan.recompute == wl::Recompute::none        ? "none: every saved tensor"
+                      : plan.recompute == wl::Recompute::selective ? "selective: all but the attention core"
+                                                                   : "full: the layer input only (s·b·h·a_b)";
+  act.inputs = {
+      {"s", format_count(double(plan.seq_len)), "sequence length", Origin::user("plan.seq_len")},
+      {"b", format_count(double(plan.micro_batch)), "micro-batch (sequences)", Origin::user("plan.micro_batch")},
+      {"c", format_count(double(std::max(1, par.cp))), "context parallel (divides the sequence)", par_o},
+      {"t", format_count(t), "tensor parallel", par_o},
+      {"SP", c.sp ? "on" : "off", "sequence parallelism", par_o},
+      {"h", format_count(double(a.hidden)), "hidden size", cfg},
+      {"a", format_count(double(a.heads)), "attention heads", cfg},
+      {"a_b", format_number(c.ab), "bytes per stored activation", prec_o},
+      {"recompute", rmode, "what each layer keeps", Origin::user("plan.recompute")},
+      {"in_flight", format_number(h.layer_factor), "micro-batches of the stage's layers held at the peak",
+       Origin::derived(v > 1 ? "interleaved: min(2(p−i−1) + (v−1)p + 1, m·v) chunks / v" : "1F1B: min(p − i, m)")},
+      {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))",
+       Origin::user("plan.global_batch")}};
+  act.result = B(h.activations);
+  act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.shape.layers, B(h.stored_layers)));
+  if (h.extra_first > 0) act.notes.push_back(fmt::format("embedding dropout masks: {}", B(h.extra_first)));
+  if (h.extra_last > 0)
+    act.notes.push_back(fmt::format("final norm and output-projection inputs: {}", B(h.extra_last)));
+  if (h.working_set > 0)
+    act.notes.push_back(fmt::format(
+        "recomputation working set (one layer, one micro-batch, during its backward): {}; it does not coexist with the "
+        "logits/loss buffers ({}), so the peak adds max(0, working set − logits) = {}",
+        B(h.working_set), B(h.logits_b), B(std::max(0.0, h.working_set - h.logits_b))));
+  if (p > 1)
+    act.notes.push_back(
+        v > 1 ? "interleaved schedule: the first stage holds L·(1 + (p−1)/(p·v)) layers' worth ([K22] §4.2.3, [N21])"
+              : "1F1B: the first pipeline stage is the heaviest in activations: it holds p in-flight "
+                "micro-batches of its L/p layers, L layers' worth ([K22] §4.2.3)");
+  if (m < p && p > 1)
+    act.notes.push_back(
+        fmt::format("only m = {} micro-batches exist, fewer than p = {}: at most m are in flight", m, p));
+  {
+    // The textbook rule of thumb (12·s·b·h·2 bytes per layer, one GPU, no recomputation) next to this count for the
+    // same layer (textbook T6).
+    wl::TrainingPlan single = plan;
+    single.par.tp = single.par.cp = 1;
+    single.par.sequence_parallel = false;
+    single.recompute = wl::Recompute::none;
+    const double tokens1 = double(plan.seq_len) * double(plan.micro_batch);
+    const double thumb = 12.0 * tokens1 * double(a.hidden) * 2.0;
+    const double ours1 = activation_bytes_per_layer(a, single, layout).raw();
+    act.notes.push_back(fmt::format(
+        "one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} "
+        "for {} layers; the term-by-term count gives {} per layer, {} for {} layers",
+        B(thumb), B(thumb * double(a.layers)), a.layers, B(ours1), B(ours1 * double(a.layers)), a.layers));
+  }
+  if (a.moe)
+    act.notes.push_back(
+        "MoE: balanced routing assumed (each GPU receives k copies of its tokens); expert tensor "
+        "parallelism = t (the Megatron-Core default), so expert intermediates split by t");
+  if (a.layers > a.moe_layer_count()) act.children.push_back(layer_derivation(c, false, "memory.activations.layer"));
+  if (a.moe && a.moe_layer_count() > 0)
+    act.children.push_back(layer_derivation(c, true, "memory.activations.moe_layer"));
+  d.children.push_back(std::move(act));
+
+  d.children.push_back(
+      {"memory.logits",
+       "Logits and loss buffers",
+       torch_loop ? "(s/c)·b·V/t·(a_b + 4 + 4): logits, log_softmax's fp32 output and its fp32 incoming gradient"
+                  : "(s/c)·b·V/t·(a_b + 4): logits in the activation dtype + their fp32 upcast for the cross entropy",
+       {{"V", format_count(double(a.vocab)), "vocabulary", cfg},
+        {"(s/c)·b", format_count(c.tokens), "tokens of one micro-batch on this GPU", Origin::user("plan")},
+        {"t", format_count(t), "tensor parallel (vocab-parallel output layer)", par_o}},
+       B(h.logits_b),
+       {h.logits_b <= 0 ? "the heaviest stage is not the last: it holds no logits"
+        : torch_loop     ? "PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 "
+                           "output; its backward's fp32 incoming gradient coexists with both (measured allocator "
+                           "timelines, data/validation/measured/h200-sxm-141gb/mem_*.json)"
+                         : "Megatron's vocab-parallel cross entropy upcasts to fp32 and computes the softmax in place "
+                           "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"},
+       {}});
+  d.children.push_back({"memory.cuda_context",
+                        "CUDA context and cuBLAS workspace",
+                        "constant per process",
+                        {{"ctx", format(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
+                          Origin::assumption(overheads.origin)}},
+                        B(h.ctx),
+                        {},
+                        {}});
+  d.children.push_back(
+      {"memory.nccl",
+       "NCCL buffers",
+       "communicators · buffers per communicator",
+       {{"communicators", format_number(comms), "TP, PP, DP·CP, CP and EP groups with more than one GPU", par_o},
+        {"per communicator", format(overheads.nccl_buffers), "NCCL buffers", Origin::assumption(overheads.origin)}},
+       B(h.nccl),
+       {},
+       {}});
+  d.children.push_back(
+      {"memory.fragmentation",
+       "Allocator fragmentation",
+       "f · (weights + gradients + master + optimizer + activations + logits)",
+       {{"f", format_number(overheads.fragmentation), "fragmentation fraction", Origin::assumption(overheads.origin)}},
+       B(h.frag),
+       {},
+       {}});
+}
+
+}  // namespace gpuplan::model::detail
