@@ -62,6 +62,8 @@ struct Context {
   bool quick = false;
   double sustained_s = 20;       // the sustained bench: how long it keeps one GEMM running
   std::vector<std::string> gemm_dtypes;  // empty: all
+  bool fp8_split_accumulation = false;   // fp8 GEMMs with cuBLASLt's fast accumulation off (Transformer Engine's
+                                         // dgrad/wgrad setting), not the default fast accumulation
   Json* doc = nullptr;
   cudaStream_t stream = nullptr;
 

@@ -260,11 +260,14 @@ void matmul(const LtPlan& pl, const void* A, const void* B, const void* C, void*
 
 // The plan of the first configuration cuBLASLt runs for this product, D poisoned and computed once (its result is what
 // the caller checks); fp8 tries the variants of make_plan in order, allocating C (zeroed) when a variant needs it
-// apart from D. Null with what each variant said in `tried` when none runs.
+// apart from D, only those with fast accumulation off when `split_accumulation`. Null with what each variant said in
+// `tried` when none runs.
 std::unique_ptr<LtPlan> first_runnable_plan(const DTypeInfo& dt, const Problem& p, const void* A, const void* B,
                                             DevBuf& Cbuf, void* D, std::size_t d_bytes, cudaStream_t s,
-                                            std::string& tried) {
-  for (int variant : dt.t == DType::FP8 ? std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7} : std::vector<int>{0}) {
+                                            std::string& tried, bool split_accumulation = false) {
+  const std::vector<int> fp8_variants =
+      split_accumulation ? std::vector<int>{1, 3, 5, 7} : std::vector<int>{0, 2, 1, 3, 4, 6, 5, 7};
+  for (int variant : dt.t == DType::FP8 ? fp8_variants : std::vector<int>{0}) {
     auto cand = std::make_unique<LtPlan>();
     make_plan(*cand, dt, p, variant);
     if (!cand->ok) {
@@ -347,7 +350,8 @@ Json run_problem(Context& ctx, const Item& it) {
   // Correctness first: poison D (all-ones bytes are NaN in every output type), one product on set 0, compare.
   DevBuf Cbuf;
   std::string tried;
-  std::unique_ptr<LtPlan> plp = first_runnable_plan(dt, p, A.p, B.p, Cbuf, D.p, d_bytes, ctx.stream, tried);
+  std::unique_ptr<LtPlan> plp =
+      first_runnable_plan(dt, p, A.p, B.p, Cbuf, D.p, d_bytes, ctx.stream, tried, ctx.fp8_split_accumulation);
   if (!plp) {
     ctx.reject(it.bench, it.label, "no cuBLASLt configuration ran:" + tried);
     return Json();

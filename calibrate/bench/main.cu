@@ -34,6 +34,7 @@ const char* kUsage =
     "  --item-budget-ms F    timed samples per item take about this long (default 40)\n"
     "  --retries N           re-measure a refused item N times (default 1)\n"
     "  --gemm-dtypes LIST    comma list of bf16,fp16,tf32,fp32,fp8 (default all the GPU supports)\n"
+    "  --fp8-split-accumulation   fp8 GEMMs with fast accumulation off (Transformer Engine's dgrad and wgrad)\n"
     "  --sustained-s S       the sustained bench keeps a bf16 (then an fp8) GEMM running this long (default 20;\n"
     "                        --quick: 3); --gemm-dtypes bf16 or fp8 runs one of the two\n"
     "collectives:\n"
@@ -65,6 +66,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 struct Args {
   std::string command, out, id_file, gemm_dtypes, ops, overlap_bytes, overlap_gemm;
+  bool fp8_split_accumulation = false;
   bool overlap = true;
   int device = 0, retries = 1, nranks = 0;
   bool quick = false;
@@ -96,6 +98,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--item-budget-ms") a.item_budget_ms = std::stod(val());
     else if (k == "--retries") a.retries = std::stoi(val());
     else if (k == "--gemm-dtypes") a.gemm_dtypes = val();
+    else if (k == "--fp8-split-accumulation") a.fp8_split_accumulation = true;
     else if (k == "--nranks") a.nranks = std::stoi(val());
     else if (k == "--id-file") a.id_file = val();
     else if (k == "--min-bytes") a.min_bytes = std::stoull(val());
@@ -152,6 +155,7 @@ int run_single(const Args& a) {
   ctx.quick = a.quick;
   ctx.sustained_s = a.quick ? 3.0 : a.sustained_s;
   ctx.gemm_dtypes = split(a.gemm_dtypes, ',');
+  ctx.fp8_split_accumulation = a.fp8_split_accumulation;
   ctx.doc = &doc;
   GB_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
 
