@@ -36,8 +36,15 @@ using units::microseconds;
 //          Blackwell FA2: assumption, as Hopper. Attention rows are at d = 128; ops.cpp scales them by head dim.
 //          A100: Azure's FA2 0.575 at d = 64 scaled to d = 128 with the same head-dim law = 0.669 fwd; bwd with the
 //          FA2 paper's bwd/fwd ratio 0.87 = 0.582.
+//  FP8 SPLIT ACCUMULATION (Transformer Engine's dgrad/wgrad GEMMs run with cuBLASLt's fast accumulation off): our
+//          H100 fp8 sweeps, twice each way (data/validation/measured/h100-sxm5-80gb/gemm-fp8-{fast,split}-*.json,
+//          gpuplan-bench gemm --fp8-split-accumulation): over the 47 shapes of at least 68 GFLOP the split rate is
+//          0.947 of the fast one (median; 0.84-1.09, where the same sweep repeated moves by up to ±10% per shape).
+//          H200: as H100 (same die); Blackwell: as Hopper (assumption).
 //  Launch: ~5 µs per kernel including tail effects, the NVIDIA CUDA best-practices figure for launch latency
 //          (assumption until calibrated).
+constexpr double kFp8SplitAccumulation = 0.947;
+
 struct Row {
   std::string_view id;
   double gemm_bf16, gemm_fp8, hbm, attn_fwd, attn_bwd, fa2_fwd, fa2_bwd;
@@ -78,6 +85,9 @@ EfficiencyProfile from_row(const Row& r, const std::string& gpu_id, std::string_
   e.gpu_id = gpu_id;
   e.gemm_bf16 = r.gemm_bf16;
   e.gemm_fp8 = r.gemm_fp8;
+  // Hopper's measured split-accumulation rate for every GPU with fp8 GEMMs (Blackwell: an assumption, as for its
+  // attention); no fp8 GEMMs, no split accumulation.
+  e.fp8_split_accumulation = r.gemm_fp8 > 0.0 ? kFp8SplitAccumulation : 1.0;
   e.hbm = r.hbm;
   e.attention_fwd = r.attn_fwd;
   e.attention_bwd = r.attn_bwd;

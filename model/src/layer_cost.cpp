@@ -50,10 +50,12 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
       put(false, false, streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
                                        units::bytes(elems_b * 4.0), units::flop(elems_b), d));
     }
+    // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation).
+    const bool split = gp == hw::Precision::fp8;
     add_fwd(gemm_cost(named(name), {m, n, k, batch}, gp, d));
-    add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch}, gp, d));
+    add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d));
     if (!lora.on()) {
-      OpCost wg = gemm_cost(named(name, " wgrad"), {k, n, m, batch}, gp, d);
+      OpCost wg = gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d);
       if (wgrad_accumulates(plan))
         wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
       add_bwd(wg);

@@ -104,6 +104,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   const double waves = sms > 0 ? std::ceil(tiles * splits / sms) : 1.0;
   const double util = sms > 0 ? std::min(1.0, (m * n * batch * splits) / (waves * sms * d.eff.tile_m * d.eff.tile_n)) : 1.0;
   c.efficiency = gemm_ceiling(d.eff, p) * util;
+  if (s.split_accumulation && p == hw::Precision::fp8) c.efficiency *= d.eff.fp8_split_accumulation;
   const units::FlopRate compute = d.peak(p) * c.efficiency;
   const double eta_mem = d.eff.gemm_hbm > 0 ? d.eff.gemm_hbm : d.eff.hbm;
   const units::Bandwidth bw = d.gpu->memory.bandwidth * eta_mem;

@@ -325,6 +325,21 @@ TEST_SUITE("GEMM roofline") {
     CHECK_FALSE(model::wgrad_accumulates(eager));
   }
 
+  TEST_CASE("an fp8 GEMM with split accumulation runs at the measured 0.947 of the fast-accumulation rate") {
+    const auto& d = h100();
+    const model::GemmShape fast{8192, 8192, 8192, 1};
+    model::GemmShape split = fast;
+    split.split_accumulation = true;
+    const auto f = model::gemm_cost("fast", fast, hw::Precision::fp8, d);
+    const auto s = model::gemm_cost("split", split, hw::Precision::fp8, d);
+    CHECK(d.eff.fp8_split_accumulation == doctest::Approx(0.947).epsilon(1e-12));
+    CHECK(s.efficiency == doctest::Approx(f.efficiency * 0.947).epsilon(1e-12));
+    CHECK(s.time > f.time);
+    // bf16 GEMMs have no fast-accumulation mode: the flag changes nothing.
+    CHECK(model::gemm_cost("b", split, hw::Precision::bf16, d).time.raw() ==
+          model::gemm_cost("b", fast, hw::Precision::bf16, d).time.raw());
+  }
+
   TEST_CASE("the H100 bf16 ridge point is 989.4 TFLOP/s / 3.35 TB/s = 295.3 FLOP/B") {
     const auto& d = h100();
     const double ridge = (d.peak(hw::Precision::bf16) / d.gpu->memory.bandwidth).raw();

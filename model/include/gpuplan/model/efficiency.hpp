@@ -28,6 +28,7 @@ struct EfficiencyProfile {
   std::string gpu_id;
   double gemm_bf16 = 0.0;      ///< max achievable matmul / dense peak, bf16 (MAMF)
   double gemm_fp8 = 0.0;       ///< same for fp8 (0 = unknown: falls back to gemm_bf16)
+  double fp8_split_accumulation = 1.0;  ///< fp8 GEMM rate with fast accumulation off / with it (1 = not measured)
   double hbm = 0.0;            ///< achieved streaming bandwidth / datasheet bandwidth (BabelStream copy/triad)
   double gemm_hbm = 0.0;       ///< bandwidth of memory-bound GEMMs (decode: weights streamed once) / datasheet; 0 = hbm
   double attention_fwd = 0.0;  ///< flash-attention forward TFLOP/s / dense peak

@@ -50,6 +50,10 @@ struct GemmShape {
   std::int64_t batch = 1;  ///< independent GEMMs of the same shape in one launch (grouped/batched)
   double b_element_bytes = 0;  ///< bytes per element of B (the weights) when they are stored in another format than
                                ///< the compute precision (weight-only int4/int8, with group scales); 0 = same
+  /// fp8 with cuBLASLt's fast accumulation off ("split accumulator": partial sums promoted to fp32 at intervals), as
+  /// Transformer Engine runs its dgrad and wgrad GEMMs (_2X_ACC_DGRAD, _2X_ACC_WGRAD); its rate is
+  /// EfficiencyProfile::fp8_split_accumulation of the fast-accumulation one.
+  bool split_accumulation = false;
 };
 
 /// C[m×n] = A[m×k]·B[k×n] (× batch): 2·m·n·k FLOPs; bytes = (m·k + k·n + m·n)·element bytes.
