@@ -56,12 +56,14 @@ Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyPr
   return d;
 }
 
+hw::Precision sixteen_bit_of(hw::Precision compute) {
+  return compute == hw::Precision::fp8 || compute == hw::Precision::fp4 ? hw::Precision::bf16 : compute;
+}
+
 namespace {
 double element_bytes(hw::Precision p) { return hw::bytes_per_element(p); }
 /// Attention runs its matmuls in 16-bit when the GEMMs are fp8/fp4 (FlashAttention's bf16 path).
-hw::Precision attention_precision(hw::Precision p) {
-  return p == hw::Precision::fp8 || p == hw::Precision::fp4 ? hw::Precision::bf16 : p;
-}
+hw::Precision attention_precision(hw::Precision p) { return sixteen_bit_of(p); }
 
 units::Seconds roofline_time(units::Flops f, units::FlopRate compute, units::Bytes b, units::Bandwidth bw,
                              units::Seconds launch, Bound& bound) {

@@ -308,7 +308,7 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   if (emit > 0) {
     const std::int64_t mi = at_least_one(emit);
     const std::int64_t v_local = std::max<std::int64_t>(1, a.vocab / plan.tp);
-    OpCost lm = gemm_cost("LM head", {mi, v_local, a.hidden, 1, 2.0}, plan.compute == hw::Precision::fp8 || plan.compute == hw::Precision::fp4 ? hw::Precision::bf16 : plan.compute, d);
+    OpCost lm = gemm_cost("LM head", {mi, v_local, a.hidden, 1, 2.0}, sixteen_bit_of(plan.compute), d);
     head.add(lm, keep);
     head.weights += units::bytes(double(a.hidden) * double(v_local) * 2.0);
     head.add(streaming_cost("sampling (softmax, top-k/p)", OpClass::elementwise,

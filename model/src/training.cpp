@@ -89,9 +89,11 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   const std::int64_t v_local = a.vocab / par.tp;
   const std::string none;
   const bool names = first != nullptr;
-  OpCost head_f = gemm_cost(names ? "LM head" : none, {T, v_local, a.hidden, 1}, plan.precision.compute, d);
-  OpCost head_dg = gemm_cost(names ? "LM head dgrad" : none, {T, a.hidden, v_local, 1}, plan.precision.compute, d);
-  OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, plan.precision.compute, d);
+  // The output layer stays 16-bit under fp8 training (sixteen_bit_of: Megatron's output layer is outside TE's fp8).
+  const hw::Precision head_p = sixteen_bit_of(plan.precision.compute);
+  OpCost head_f = gemm_cost(names ? "LM head" : none, {T, v_local, a.hidden, 1}, head_p, d);
+  OpCost head_dg = gemm_cost(names ? "LM head dgrad" : none, {T, a.hidden, v_local, 1}, head_p, d);
+  OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, head_p, d);
   if (wgrad_accumulates(plan) && !plan.lora.on())
     head_wg = accumulating_wgrad(head_wg, double(a.hidden) * double(v_local), plan.precision.gradient_bytes, d);
   // Fused cross-entropy reads the logits and writes fp32 softmax statistics; its backward writes the gradient.

@@ -471,6 +471,29 @@ TEST_SUITE("GEMM roofline") {
   }
 }
 
+TEST_SUITE("fp8 training") {
+  TEST_CASE("the LM head stays bf16 under fp8 training: the head and loss take the same time as in a bf16 plan") {
+    Layout l;
+    l.dp = 8;
+    l.micro = 1;
+    l.global = 64;
+    l.seq = 4096;
+    l.zero = wl::ZeroStage::parameters;
+    const auto sys = system_of("dgx-h100");
+    wl::TrainingPlan bf = plan_of(l), f8 = plan_of(l);
+    f8.precision.compute = hw::Precision::fp8;
+    const auto eb = model::estimate_training(arch("llama-3.1-8b"), bf, sys, Explain::off);
+    const auto e8 = model::estimate_training(arch("llama-3.1-8b"), f8, sys, Explain::off);
+    REQUIRE(eb.feasibility.ok);
+    REQUIRE(e8.feasibility.ok);
+    CHECK(e8.step.embedding_loss.raw() == doctest::Approx(eb.step.embedding_loss.raw()).epsilon(1e-12));
+    CHECK(e8.step.gemm < eb.step.gemm);  // the transformer's GEMMs do run in fp8
+    CHECK(model::sixteen_bit_of(hw::Precision::fp8) == hw::Precision::bf16);
+    CHECK(model::sixteen_bit_of(hw::Precision::fp4) == hw::Precision::bf16);
+    CHECK(model::sixteen_bit_of(hw::Precision::bf16) == hw::Precision::bf16);
+  }
+}
+
 TEST_SUITE("attention sequence-length law") {
   TEST_CASE("fused attention runs at the row's efficiency at s = 4096 causal, d = 128, and k/(k+c) of it elsewhere") {
     const auto& d = h100();

@@ -62,6 +62,11 @@ struct GemmShape {
 OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d,
                  Derivation* why = nullptr);
 
+/// The precision of the output layer (LM head) GEMMs: 16-bit when the transformer's GEMMs are fp8 or fp4. Megatron-core's
+/// output layer is its own ColumnParallelLinear, outside Transformer Engine's fp8 autocast, and serving engines
+/// (TensorRT-LLM, vLLM) keep lm_head unquantised; attention's matmuls run in 16-bit too (FlashAttention's path).
+hw::Precision sixteen_bit_of(hw::Precision compute);
+
 /// A weight-gradient GEMM that accumulates into the gradient buffer in its epilogue (β = 1: Megatron-LM's
 /// gradient_accumulation_fusion, Transformer Engine's fuse_wgrad_accumulation) instead of writing a fresh 16-bit
 /// output: it reads and writes the buffer, 2·b_g bytes per weight element where a plain wgrad writes 2. The extra
