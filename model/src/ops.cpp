@@ -158,9 +158,9 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     const double io = bh * (sq * double(d_qk) + skv * double(d_qk + d_v) + sq * double(d_v)) * e;
     c.bytes = units::bytes(backward ? 2.0 * io : io);
     // Tensor-core utilisation of fused attention grows with the head dim: η(d) = η₁₂₈ · [d/(d+d₀)] / [128/(128+d₀)],
-    // d₀ = 25 from our H100 FlashAttention-2 profiles at d = 64 and 128 (data/validation/measured/h100-sxm5-80gb/
-    // profile_*.json), which also reproduces Azure's 0.332 at d = 128, s = 8192.
-    const double d0 = 25.0, dh = double(std::max(d_qk, d_v));
+    // d₀ per kernel family and direction from our SDPA sweeps (efficiency.hpp, AttentionTileCost).
+    const double d0 = backward ? d.eff.attention_tile.d0_bwd : d.eff.attention_tile.d0_fwd;
+    const double dh = double(std::max(d_qk, d_v));
     const double head_factor = (dh / (dh + d0)) / (128.0 / (128.0 + d0));
     // Sequence-length law (efficiency.hpp, AttentionTileCost): k key tiles per 128-row query tile, as many as the
     // FLOP count above gives each query (s_kv, or s_kv/2 causal, plus the half-masked diagonal tile), against the

@@ -10,18 +10,24 @@
 
 namespace gpuplan::model {
 
-/// How fused attention's efficiency moves with sequence length (ops.cpp attention_cost): each 128-row query tile
-/// costs c key-tile iterations on top of its k (prologue, softmax normalisation and epilogue; backward also the dQ
-/// accumulation and the dK/dV writes), so η ∝ k/(k + c); the efficiency rows hold η at s = 4096, causal (k = 16.5).
-/// c per kernel family and direction, fitted to our H100 torch-SDPA sweep at d = 128, causal, s = 1K–16K
-/// (data/validation/measured/h100-sxm5-80gb/attention_sdpa.json); the law carries to d = 64, to non-causal and to
-/// the H200 sweep within ±14% (a flat η misses those points by up to 58%).
+/// How fused attention's efficiency moves with the shape (ops.cpp attention_cost); the efficiency rows hold η at the
+/// reference shape d = 128, s = 4096, causal.
+/// - Sequence length: each 128-row query tile costs c key-tile iterations on top of its k (prologue, softmax
+///   normalisation and epilogue; backward also the dQ accumulation and the dK/dV writes), so η ∝ k/(k + c), against
+///   the reference k = 16.5. c fitted to our H100 torch-SDPA sweep at d = 128, causal, s = 1K–16K
+///   (data/validation/measured/h100-sxm5-80gb/attention_sdpa.json); the law carries to d = 64, to non-causal and to
+///   the H200 sweep within ±14% (a flat η misses those points by up to 58%).
+/// - Head dim: the tensor-core work per tile grows with d against a fixed per-tile cost, η ∝ d/(d + d₀); d₀ is the
+///   median over the same sweep's ten (s, causal) pairs of the d = 64 / d = 128 ratio (the H200 sweep gives the same
+///   values within 4).
 struct AttentionTileCost {
-  double fwd = 0.0;  ///< key-tile iterations of fixed cost per query tile, forward
-  double bwd = 0.0;  ///< the same, backward
+  double fwd = 0.0;     ///< key-tile iterations of fixed cost per query tile, forward
+  double bwd = 0.0;     ///< the same, backward
+  double d0_fwd = 0.0;  ///< head-dim constant of η ∝ d/(d + d₀), forward
+  double d0_bwd = 0.0;  ///< the same, backward
 };
-inline constexpr AttentionTileCost kFusedAttentionTileCost{1.5, 3.3};  ///< cuDNN (Hopper-native fused attention)
-inline constexpr AttentionTileCost kFa2AttentionTileCost{0.9, 4.3};    ///< FlashAttention-2
+inline constexpr AttentionTileCost kFusedAttentionTileCost{1.5, 3.3, 66.0, 34.0};  ///< cuDNN (Hopper-native fused)
+inline constexpr AttentionTileCost kFa2AttentionTileCost{0.9, 4.3, 18.0, 10.0};    ///< FlashAttention-2
 inline constexpr double kAttentionReferenceKeyTiles = 16.5;            ///< s = 4096 causal, 128-wide tiles
 
 struct EfficiencyProfile {
