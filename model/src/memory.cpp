@@ -174,7 +174,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
   const auto& par = plan.par;
   const auto& pr = plan.precision;
   const int p = std::max(1, par.pp);
-  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const int v = plan.model_chunks();
   const double t = c.t;
   const double ep = std::max(1, par.ep);
   const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
@@ -373,7 +373,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   const Ctx c = make_ctx(a, plan, layout);
   const auto& par = plan.par;
   const int p = std::max(1, par.pp);
-  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const int v = plan.model_chunks();
 
   MemoryCore core;
   const StageShape first_shape = detail::stage_shape(a, params, p, v, 0);

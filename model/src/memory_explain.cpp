@@ -39,7 +39,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   const auto& par = plan.par;
   const auto& pr = plan.precision;
   const int p = std::max(1, par.pp);
-  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  const int v = plan.model_chunks();
   const double t = c.t;
   const double ep = std::max(1, par.ep);
   const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());

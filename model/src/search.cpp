@@ -282,7 +282,7 @@ struct FastTrainingEvaluator::Impl {
     const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     const int p = std::max(1, par.pp);
-    const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+    const int v = plan.model_chunks();
     const ShapePair& sh = shapes.get({p, v}, [&] {
       ShapePair s;
       s.first = detail::stage_shape(a, k.params, p, v, 0);

@@ -335,7 +335,7 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
 
 std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const int p = std::max(1, plan.par.pp);
-  const int v = plan.schedule == wl::PipelineSchedule::interleaved ? std::max(1, plan.par.virtual_stages) : 1;
+  const int v = plan.model_chunks();
   const std::int64_t c = std::int64_t(p) * v;
   const std::int64_t base = a.layers / c, rem = a.layers % c;
   // Stage 0 holds chunks 0, p, 2p, ... (memory.cpp stage_shape); chunk j has one more layer when j < rem.

@@ -2,6 +2,7 @@
 // A training plan: batch, sequence, parallel layout, precision, optimizer, memory-saving choices. Pure value type;
 // validation of a plan against a model and a cluster (divisibility, fit) is the model's job and yields Feasibility
 // reasons, not diagnostics.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -120,6 +121,11 @@ struct TrainingPlan {
 
   /// Gradient-accumulation micro-batches per step per replica: global / (micro · dp). The model reports a
   /// non-integer as infeasible.
+  /// Model chunks per pipeline stage: v under the interleaved schedule, else 1.
+  [[nodiscard]] int model_chunks() const {
+    return schedule == PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
+  }
+
   [[nodiscard]] std::int64_t micro_batches() const {
     const std::int64_t per_step = micro_batch * par.dp;
     return per_step > 0 ? global_batch / per_step : 0;
