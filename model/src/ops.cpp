@@ -81,7 +81,7 @@ OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_byte
   const units::Bytes moved = units::bytes(extra);
   if (!wgrad.name.empty()) wgrad.name += " (+= gradient buffer)";
   wgrad.bytes = wgrad.bytes + moved;
-  wgrad.time = wgrad.time + moved / (d.gpu->memory.bandwidth * d.eff.hbm);
+  wgrad.time = wgrad.time + moved / d.stream_bandwidth();
   return wgrad;
 }
 
@@ -171,7 +171,7 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
                               (kAttentionReferenceKeyTiles / (kAttentionReferenceKeyTiles + tile_c));
     c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor * seq_factor);
     const units::FlopRate peak = d.peak(attention_precision(p));
-    c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.gpu->memory.bandwidth * d.eff.hbm,
+    c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.stream_bandwidth(),
                            d.eff.kernel_launch, c.bound);
     out.push_back(c);
     return out;
@@ -214,7 +214,7 @@ OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t 
   const double padded = tile_q > 0 ? std::ceil(rows / double(tile_q)) * double(tile_q) : rows;
   const units::FlopRate compute = d.peak(ap) * std::max(1e-3, d.eff.attention_fwd);
   c.time = roofline_time(c.flops * (padded / std::max(1.0, rows)), compute, c.bytes,
-                         d.gpu->memory.bandwidth * d.eff.hbm, d.eff.kernel_launch, c.bound);
+                         d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / d.peak(ap).raw() : 0.0;
   return c;
 }
@@ -227,7 +227,7 @@ OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, 
   c.bytes = bytes;
   c.efficiency = 0.0;
   const units::FlopRate vector_peak = d.peak(hw::Precision::fp32);
-  c.time = roofline_time(flops, vector_peak, bytes, d.gpu->memory.bandwidth * d.eff.hbm, d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(flops, vector_peak, bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
   if (c.time.raw() > 0) c.efficiency = (flops / c.time).raw() / vector_peak.raw();
   return c;
 }

@@ -38,6 +38,8 @@ struct Device {
   const hw::GpuSpec* gpu = nullptr;
   EfficiencyProfile eff;
   [[nodiscard]] units::FlopRate peak(hw::Precision p) const;  ///< dense peak; bf16 falls back to fp16 (V100)
+  /// The rate streaming kernels reach: datasheet bandwidth × the measured streaming fraction η_hbm.
+  [[nodiscard]] units::Bandwidth stream_bandwidth() const { return gpu->memory.bandwidth * eff.hbm; }
 };
 Device make_device(const hw::GpuSpec& gpu);
 /// The device for sustained work — a training step, or an engine's back-to-back forward passes — with `eff` (a
