@@ -162,11 +162,10 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     const double d0 = backward ? d.eff.attention_tile.d0_bwd : d.eff.attention_tile.d0_fwd;
     const double dh = double(std::max(d_qk, d_v));
     const double head_factor = (dh / (dh + d0)) / (128.0 / (128.0 + d0));
-    // Sequence-length law (efficiency.hpp, AttentionTileCost): k key tiles per 128-row query tile, as many as the
-    // FLOP count above gives each query (s_kv, or s_kv/2 causal, plus the half-masked diagonal tile), against the
-    // rows' reference k = 16.5 (s = 4096 causal).
+    // Sequence-length law (efficiency.hpp, AttentionTileCost): k key tiles per 128-row query tile against the rows'
+    // reference shape (s = 4096 causal).
     const double tile_c = backward ? d.eff.attention_tile.bwd : d.eff.attention_tile.fwd;
-    const double k_tiles = std::max(1.0, skv * causal_f / 128.0 + (causal ? 0.5 : 0.0));
+    const double k_tiles = attention_key_tiles(skv, causal);
     const double seq_factor = (k_tiles / (k_tiles + tile_c)) /
                               (kAttentionReferenceKeyTiles / (kAttentionReferenceKeyTiles + tile_c));
     c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor * seq_factor);

@@ -28,7 +28,13 @@ struct AttentionTileCost {
 };
 inline constexpr AttentionTileCost kFusedAttentionTileCost{1.5, 3.3, 66.0, 34.0};  ///< cuDNN (Hopper-native fused)
 inline constexpr AttentionTileCost kFa2AttentionTileCost{0.9, 4.3, 18.0, 10.0};    ///< FlashAttention-2
-inline constexpr double kAttentionReferenceKeyTiles = 16.5;            ///< s = 4096 causal, 128-wide tiles
+/// Key tiles (128 wide) per query tile: as many as the FLOP count gives each query (s_kv, or s_kv/2 when causal),
+/// plus the half-masked diagonal tile when causal.
+constexpr double attention_key_tiles(double s_kv, bool causal) {
+  const double k = (causal ? s_kv / 2.0 : s_kv) / 128.0 + (causal ? 0.5 : 0.0);
+  return k > 1.0 ? k : 1.0;
+}
+inline constexpr double kAttentionReferenceKeyTiles = attention_key_tiles(4096.0, true);  ///< the rows' shape: 16.5
 
 struct EfficiencyProfile {
   std::string gpu_id;
