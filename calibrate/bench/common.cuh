@@ -189,6 +189,7 @@ void run_hbm(Context& ctx);
 void run_launch(Context& ctx);
 void run_sustained(Context& ctx);
 void run_accumulate(Context& ctx);
+void run_gemm_depth(Context& ctx);
 
 // Deterministic pseudo-random numbers for fills (splitmix64-style hash of the index).
 __host__ __device__ inline unsigned long long hash64(unsigned long long x) {

@@ -677,29 +677,17 @@ void run_accumulate(Context& ctx) {
   (*ctx.doc)["accumulate"] = std::move(out);
 }
 
-void run_gemm(Context& ctx) {
+namespace {
+struct GemmEntry {
+  const DTypeInfo* dt;
+  std::string shape, model;
+  std::int64_t m, n, k;
+};
+
+// Times each entry as one "gemm" sample row (the same row format for the sweep and the depth bench).
+void run_gemm_entries(Context& ctx, const std::vector<GemmEntry>& todo) {
   Json& out = (*ctx.doc)["gemm"];
   if (out.is_null()) out = Json::array();
-  struct Entry {
-    const DTypeInfo* dt;
-    std::string shape, model;
-    std::int64_t m, n, k;
-  };
-  std::vector<Entry> todo;
-  std::vector<std::int64_t> squares = square_sizes();
-  std::vector<std::int64_t> tokens = llm_tokens();
-  std::vector<LlmShape> shapes = llm_shapes();
-  if (ctx.quick) {
-    squares = {1024, 8192};
-    tokens = {1, 64, 4096};
-    shapes = {shapes[0], shapes[2]};
-  }
-  for (const auto& dt : dtypes()) {
-    if (!dtype_selected(ctx, dt)) continue;
-    for (auto s : squares) todo.push_back({&dt, "square", "", s, s, s});
-    for (const auto& sh : shapes)
-      for (auto t : tokens) todo.push_back({&dt, sh.name, sh.model, t, sh.n, sh.k});
-  }
   std::size_t done = 0;
   for (const auto& e : todo) {
     ++done;
@@ -732,6 +720,44 @@ void run_gemm(Context& ctx) {
                  100.0 * (*row.find("spread")).as_double());
     out.push_back(std::move(row));
   }
+}
+}  // namespace
+
+// GEMM depth: the reduction length K swept at output shapes that fill every SM many times over (8192 x 8192: 4096
+// tiles of 128 x 128 on 132 SMs; 16384 x 2048, the narrow output of a small model's projections), so that tile and
+// wave quantisation stay out of it and what changes with K is the cost per output tile that does not scale with K:
+// filling the software pipeline before the first MMA and writing the tile out after the last. The model prices it as
+// c k-iterations per tile, eta ~ k/(k + c) (efficiency.hpp); these rows are what the calibration fits c to.
+void run_gemm_depth(Context& ctx) {
+  std::vector<std::int64_t> ks = {256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768};
+  if (ctx.quick) ks = {512, 2048, 8192};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> outs = {{8192, 8192}, {16384, 2048}};
+  std::vector<GemmEntry> todo;
+  for (const auto& dt : dtypes()) {
+    if ((dt.t != DType::BF16 && dt.t != DType::FP8) || !dtype_selected(ctx, dt)) continue;
+    for (const auto& [m, n] : outs)
+      for (auto k : ks) todo.push_back({&dt, "depth", "", m, n, k});
+  }
+  run_gemm_entries(ctx, todo);
+}
+
+void run_gemm(Context& ctx) {
+  std::vector<GemmEntry> todo;
+  std::vector<std::int64_t> squares = square_sizes();
+  std::vector<std::int64_t> tokens = llm_tokens();
+  std::vector<LlmShape> shapes = llm_shapes();
+  if (ctx.quick) {
+    squares = {1024, 8192};
+    tokens = {1, 64, 4096};
+    shapes = {shapes[0], shapes[2]};
+  }
+  for (const auto& dt : dtypes()) {
+    if (!dtype_selected(ctx, dt)) continue;
+    for (auto s : squares) todo.push_back({&dt, "square", "", s, s, s});
+    for (const auto& sh : shapes)
+      for (auto t : tokens) todo.push_back({&dt, sh.name, sh.model, t, sh.n, sh.k});
+  }
+  run_gemm_entries(ctx, todo);
 }
 
 // Attention as the model prices it: the two batched GEMMs of one layer's attention, per (batch x heads) slice

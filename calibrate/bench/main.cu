@@ -23,6 +23,8 @@ const char* kUsage =
     "  suite        gemm + attention + hbm + launch + sustained on one GPU (the single-GPU calibration)\n"
     "  gemm | attention | hbm | launch | sustained   one bench on one GPU\n"
     "  accumulate   weight-gradient GEMMs three ways: 16-bit output, fp32 output, fp32 accumulated into (beta = 1)\n"
+    "  depth        bf16 and fp8 GEMMs at full waves with the reduction length K swept 256 .. 32768 (the cost per\n"
+    "               output tile that does not scale with K)\n"
     "  collectives  NCCL all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, one process per GPU\n"
     "  info         device, software and conditions only\n"
     "options:\n"
@@ -197,6 +199,7 @@ int run_single(const Args& a) {
       else if (b == "launch") gb::run_launch(ctx);
       else if (b == "sustained") gb::run_sustained(ctx);
       else if (b == "accumulate") gb::run_accumulate(ctx);
+      else if (b == "depth") gb::run_gemm_depth(ctx);
     } catch (const std::exception& e) {
       ++errors;
       ctx.reject(b, "*", std::string("bench aborted: ") + e.what());
@@ -307,7 +310,8 @@ int main(int argc, char** argv) {
 #endif
     }
     if (a.command == "suite" || a.command == "gemm" || a.command == "attention" || a.command == "hbm" ||
-        a.command == "launch" || a.command == "sustained" || a.command == "accumulate")
+        a.command == "launch" || a.command == "sustained" || a.command == "accumulate" ||
+        a.command == "depth")
       return run_single(a);
     throw std::invalid_argument("unknown command " + a.command);
   } catch (const std::invalid_argument& e) {
