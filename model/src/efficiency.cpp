@@ -1,5 +1,6 @@
 #include "gpuplan/model/efficiency.hpp"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -16,9 +17,10 @@ using units::microseconds;
 //  SUSTAINED GEMM (preferred where measured): MAMF searches for the best shape over short bursts; training runs
 //          GEMMs back to back under the power cap. H100: our own kernel profiles of two training steps give
 //          232.8 TFLOP of GEMMs in 312.8 ms = 744 TFLOP/s = 0.752 of 989.4 with SM clocks at 1665/1935 MHz median
-//          (data/validation/measured/h100-sxm5-80gb/profile_*.json); H200 (same GH100 die and 700 W cap) uses it too.
+//          (data/validation/measured/h100-sxm5-80gb/profile_*.json), 0.757 at K = 8192 under the depth law below;
+//          H200 (same GH100 die and 700 W cap) uses it too.
 //          FP8 on H100/H200: MAMF fp8 0.709 × our measured sustained/burst ratio for bf16 on the same GPU
-//          (0.752 / 0.803) = 0.664 — the same power cap throttles both; Azure's cuBLASLt fp8 16384³ gives 0.696
+//          (0.757 / 0.803) = 0.668 — the same power cap throttles both; Azure's cuBLASLt fp8 16384³ gives 0.696
 //          in a short run, 8192³ 0.652.
 //          A100: cuBLASLt 16384³ sustained 256.5/312 = 0.822 (Azure ND A100 v4 sweep) instead of MAMF's 0.869.
 //  HBM   = Azure/AI-benchmarking-guide BabelStream triad: A100 80GB 1.70/2.039 = 0.834, H100 2.97/3.35 = 0.887.
@@ -43,7 +45,16 @@ using units::microseconds;
 //          H200: as H100 (same die); Blackwell: as Hopper (assumption).
 //  Launch: ~5 µs per kernel including tail effects, the NVIDIA CUDA best-practices figure for launch latency
 //          (assumption until calibrated).
+//  GEMM DEPTH (efficiency.hpp): c = 1.8 (bf16) and 2.1 (fp8) main-loop iterations per output tile: `gpuplan
+//          calibrate fit` of our H100 samples (data/calibration/h100-sxm5-80gb/profile.json: the suites and sweeps
+//          with two depth sweeps, samples-depth-*.json). H200 (same die): as H100; its own depth sweeps, out of
+//          sample, fit 2.4 and 2.2 (tests/calibrate). Blackwell, Ampere and the rest: as Hopper (assumption: no sweep). The rows'
+//          GEMM ceilings are taken at K = 8192: MAMF and the cuBLASLt sweeps peak at K = 8192-16384, where the law
+//          moves η by under 1%; the H100 training-step profiles (K = 2048-128256) give 0.757 at K = 8192 under the
+//          law (0.752 as measured), and their sustained/burst ratio 0.757/0.803 carries MAMF's fp8 0.709 to 0.668.
 constexpr double kFp8SplitAccumulation = 0.947;
+constexpr double kGemmDepthBf16 = 1.8;
+constexpr double kGemmDepthFp8 = 2.1;
 
 struct Row {
   std::string_view id;
@@ -56,10 +67,10 @@ constexpr std::array<Row, 9> kRows{{
      "cuBLASLt 16384^3 sustained (Azure ND A100 v4); BabelStream triad ND A100 v4; FA2 ND A100 v4 scaled to d=128"},
     {"a100-sxm4-40gb", 0.822, 0.0, 0.834, 0.669, 0.582, 0.669, 0.582, 128, 128, "as a100-sxm4-80gb (same SM array)"},
     {"a100-pcie-80gb", 0.811, 0.0, 0.834, 0.669, 0.582, 0.669, 0.582, 128, 128, "MAMF A100 PCIe; HBM/attention as A100 SXM"},
-    {"h100-sxm5-80gb", 0.752, 0.664, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256,
+    {"h100-sxm5-80gb", 0.757, 0.668, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256,
      "our H100 training-step kernel profiles (bf16 GEMM, FA2); MAMF H100 SXM (fp8); BabelStream triad ND H100 v5; our "
      "cuDNN fused-attention measurement"},
-    {"h200-sxm-141gb", 0.752, 0.664, 0.887, 0.611, 0.440, 0.278, 0.237, 128, 256,
+    {"h200-sxm-141gb", 0.757, 0.668, 0.887, 0.611, 0.440, 0.278, 0.237, 128, 256,
      "as H100: our H100 kernel profiles (bf16 GEMM, FA2; same GH100 die, 700 W); MAMF H200 (fp8); HBM as H100; our H200 "
      "cuDNN fused-attention measurement"},
     {"b200-hgx", 0.776, 0.763, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256, "MAMF B200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
@@ -95,6 +106,8 @@ EfficiencyProfile from_row(const Row& r, const std::string& gpu_id, std::string_
   e.attention_bwd_fa2 = r.fa2_bwd;
   // A row whose fused attention is FlashAttention-2 itself (Ampere: no Hopper kernels) takes FA2's sequence law.
   e.attention_tile = r.attn_fwd == r.fa2_fwd && r.attn_bwd == r.fa2_bwd ? kFa2AttentionTileCost : kFusedAttentionTileCost;
+  e.gemm_depth_bf16 = kGemmDepthBf16;
+  e.gemm_depth_fp8 = kGemmDepthFp8;
   e.tile_m = r.tile_m;
   e.tile_n = r.tile_n;
   e.kernel_launch = microseconds(5.0);
@@ -125,6 +138,15 @@ double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p) {
   // docs/serving.md.
   if ((p == hw::Precision::fp8 || p == hw::Precision::fp4) && e.gemm_fp8 > 0.0) return e.gemm_fp8;
   return e.gemm_bf16;
+}
+
+double gemm_depth_factor(const EfficiencyProfile& e, hw::Precision p, double k_per_tile) {
+  // Sub-16-bit operands (fp8, int8, fp6, fp4) take the fp8 sweep's c; 16- and 32-bit ones the bf16 sweep's.
+  const double c = hw::bytes_per_element(p) < 2.0 ? e.gemm_depth_fp8 : e.gemm_depth_bf16;
+  if (!(c > 0.0)) return 1.0;
+  const double per_iter = kGemmDepthBytes / hw::bytes_per_element(p);
+  const double k = std::max(1.0, k_per_tile / per_iter), k_ref = kGemmReferenceDepth / per_iter;
+  return (k / (k + c)) / (k_ref / (k_ref + c));
 }
 
 }  // namespace gpuplan::model

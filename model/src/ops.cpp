@@ -105,7 +105,9 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   const double splits = sms > 0 && tiles < sms ? std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / 256.0))) : 1.0;
   const double waves = sms > 0 ? std::ceil(tiles * splits / sms) : 1.0;
   const double util = sms > 0 ? std::min(1.0, (m * n * batch * splits) / (waves * sms * d.eff.tile_m * d.eff.tile_n)) : 1.0;
-  c.efficiency = gemm_ceiling(d.eff, p) * util;
+  // Depth law (efficiency.hpp): the fixed cost per output tile against its main-loop length, K per split.
+  const double depth = gemm_depth_factor(d.eff, p, k / splits);
+  c.efficiency = gemm_ceiling(d.eff, p) * util * depth;
   if (s.split_accumulation && p == hw::Precision::fp8) c.efficiency *= d.eff.fp8_split_accumulation;
   const units::FlopRate compute = d.peak(p) * c.efficiency;
   const double eta_mem = d.eff.gemm_hbm > 0 ? d.eff.gemm_hbm : d.eff.hbm;
@@ -115,12 +117,19 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
     using units::format;
     *why = {"op." + name,
             "GEMM " + name,
-            "t = max(2·m·n·k / (P·η·u), (m·k + k·n + m·n)·e / (BW·η_hbm)) + t_launch ; u = m·n / (waves·SMs·tm·tn)",
+            "t = max(2·m·n·k / (P·η·g·u), (m·k + k·n + m·n)·e / (BW·η_hbm)) + t_launch ; g = [k/(k+c)] / [k_ref/(k_ref+c)] ; u = m·n / (waves·SMs·tm·tn)",
             {{"m×n×k", fmt::format("{}×{}×{}{}", s.m, s.n, s.k, s.batch > 1 ? fmt::format(" ×{}", s.batch) : ""),
               "shape", Origin::derived()},
              {"P", format(d.peak(p)), fmt::format("dense {} peak", hw::to_string(p)),
               Origin::datasheet(d.gpu->info.cite("/dense_peak"))},
              {"η", units::format_number(gemm_ceiling(d.eff, p), 3), "measured GEMM ceiling", (d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin))},
+             {"g", units::format_number(depth, 3),
+              fmt::format("depth law k/(k + c) against K = {:g}: k = {:g} main-loop iterations of {:g} elements per tile, "
+                          "c = {:g}",
+                          kGemmReferenceDepth, std::max(1.0, k / splits / (kGemmDepthBytes / element_bytes(p))),
+                          kGemmDepthBytes / element_bytes(p),
+                          element_bytes(p) < 2.0 ? d.eff.gemm_depth_fp8 : d.eff.gemm_depth_bf16),
+              Origin::derived()},
              {"u", units::format_number(util, 3),
               sms > 0 ? fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", tiles,
                                     d.eff.tile_m, d.eff.tile_n,

@@ -11,13 +11,15 @@ TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs, sweeps, bf16 an
   const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-2026-11-22-second-gpu.json",
                      dir + "samples-gemm-bf16-2026-11-22.json", dir + "samples-sustained-2026-11-22.json",
                      dir + "samples-gemm-bf16-fp8-2026-11-22.json", dir + "samples-sustained-bf16-fp8-2026-11-22.json",
-                     "--dry-run", "--format", "json"});
+                     dir + "samples-depth-1-2026-11-22.json", dir + "samples-depth-2-2026-11-22.json", "--dry-run",
+                     "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(kData + "/calibration/h100-sxm5-80gb/profile.json"));
   CHECK(contains(r.out, "\"dtype\": \"bf16\""));
   CHECK(contains(r.out, "\"gemm_memory\""));
   CHECK(contains(r.out, "\"gemm_sustained_ratio_fp8\""));
+  CHECK(contains(r.out, "\"depth_iterations\""));  // fitted from the two depth sweeps
 }
 
 TEST_CASE("calibrate fit on the recorded H200 suite, sweep, sustained run, 2-/4-GPU collectives and overlap items "
@@ -29,7 +31,8 @@ TEST_CASE("calibrate fit on the recorded H200 suite, sweep, sustained run, 2-/4-
                      dir + "samples-collectives-2gpu-dense-first-host-2026-11-22.json",
                      dir + "samples-collectives-4gpu-dense-2026-11-22.json", dir + "samples-overlap-2gpu-2026-11-22.json",
                      dir + "samples-overlap-4gpu-2026-11-22.json", dir + "samples-gemm-bf16-fp8-2026-11-22.json",
-                     dir + "samples-sustained-bf16-fp8-2026-11-22.json", "--gpu", "h200", "--dry-run", "--format", "json"});
+                     dir + "samples-sustained-bf16-fp8-2026-11-22.json", dir + "samples-depth-1-2026-11-22.json",
+                     dir + "samples-depth-2-2026-11-22.json", "--gpu", "h200", "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(dir + "profile.json"));
@@ -47,7 +50,7 @@ TEST_CASE("calibrate show prints the profile against the built-in defaults") {
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(contains(r.out, "bf16 GEMM ceiling η"));
-  CHECK(contains(r.out, "(built-in 0.752)"));
+  CHECK(contains(r.out, "(built-in 0.757)"));
   CHECK(contains(r.out, "memory-bound GEMM streaming η"));
 }
 

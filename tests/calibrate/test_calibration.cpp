@@ -378,3 +378,71 @@ TEST_CASE("accumulating weight-gradient GEMMs on H100 and H200 are their 16-bit 
     CHECK(median(without) > 0.20);  // the term is what brings them in
   }
 }
+
+TEST_CASE("the fitter recovers the depth law's fixed cost per tile from a depth sweep") {
+  const hw::GpuSpec* gpu = db().find_gpu("h100-sxm5-80gb");
+  REQUIRE(gpu != nullptr);
+  model::Device d = model::make_device(*gpu);
+  d.eff.gemm_bf16 = kEta;
+  d.eff.gemm_depth_bf16 = 3.0;
+  d.eff.kernel_launch = units::Seconds(kT0);
+  nlohmann::json j = synthetic(*gpu);
+  j["gemm"] = nlohmann::json::array();
+  for (std::int64_t k : {256, 512, 1024, 2048, 4096, 8192, 16384})
+    for (auto [m, n] : {std::pair<std::int64_t, std::int64_t>{8192, 8192}, {16384, 2048}}) {
+      const auto c = model::gemm_cost("x", {m, n, k, 1}, hw::Precision::bf16, d);
+      j["gemm"].push_back({{"dtype", "bf16"}, {"shape", "depth"}, {"m", m}, {"n", n}, {"k", k}, {"median_s", c.time.raw()}});
+    }
+  auto s = calib::read_samples(write("synthetic-depth.json", j));
+  REQUIRE_MESSAGE(s.ok(), s.diagnostics().to_string());
+  auto p = calib::fit_profile({s.value()}, *gpu, db());
+  REQUIRE_MESSAGE(p.ok(), p.diagnostics().to_string());
+  REQUIRE(p->gemm.size() == 1);
+  REQUIRE(p->gemm[0].depth.has_value());
+  CHECK(*p->gemm[0].depth == doctest::Approx(3.0).epsilon(0.02));
+  CHECK(p->gemm[0].ceiling == doctest::Approx(kEta).epsilon(1e-3));
+  // It becomes the model's: the profile's c replaces the built-in one.
+  const model::EfficiencyProfile e = calib::to_efficiency(p.value(), *gpu);
+  CHECK(e.gemm_depth_bf16 == doctest::Approx(3.0).epsilon(0.02));
+  // Without a depth sweep the built-in c stays, and the profile says so.
+  auto plain = calib::fit_profile({calib::read_samples(write("synthetic-plain.json", synthetic(*gpu))).value()}, *gpu, db());
+  REQUIRE(plain.ok());
+  CHECK_FALSE(plain->gemm[0].depth.has_value());
+  CHECK(std::any_of(plain->notes.begin(), plain->notes.end(),
+                    [](const std::string& n) { return n.find("no depth sweep") != std::string::npos; }));
+}
+
+TEST_CASE("the depth law from the H100 sweeps predicts the H200's depth sweeps (out of sample)") {
+  const hw::GpuSpec& gpu = *db().find_gpu("h200-sxm-141gb");
+  const std::string dir = std::string(GPUPLAN_TEST_DATA_DIR) + "/calibration/h200-sxm-141gb/";
+  auto prof = calib::read_profile(dir + "profile.json");
+  REQUIRE(prof.ok());
+  // The H200's own ceilings and fixed costs, the built-in (H100-fitted) c; and the same with no depth law.
+  model::Device law = model::make_device(gpu), flat = model::make_device(gpu);
+  law.eff = flat.eff = calib::to_efficiency(prof.value(), gpu);
+  const model::EfficiencyProfile builtin = model::default_efficiency(gpu);
+  law.eff.gemm_depth_bf16 = builtin.gemm_depth_bf16;
+  law.eff.gemm_depth_fp8 = builtin.gemm_depth_fp8;
+  flat.eff.gemm_depth_bf16 = flat.eff.gemm_depth_fp8 = 0.0;
+  std::vector<double> e_law, e_flat;
+  for (const char* f : {"samples-depth-1-2026-11-22.json", "samples-depth-2-2026-11-22.json"}) {
+    auto s = calib::read_samples(dir + f);
+    REQUIRE(s.ok());
+    for (const auto& g : s->gemm) {
+      const auto p = g.dtype == "fp8" ? hw::Precision::fp8 : hw::Precision::bf16;
+      e_law.push_back(std::fabs(model::gemm_cost("x", {g.m, g.n, g.k, 1}, p, law).time.raw() / g.median_s - 1.0));
+      e_flat.push_back(std::fabs(model::gemm_cost("x", {g.m, g.n, g.k, 1}, p, flat).time.raw() / g.median_s - 1.0));
+    }
+  }
+  REQUIRE(e_law.size() == 112);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  MESSAGE("law: median ", median(e_law), ", max ", *std::max_element(e_law.begin(), e_law.end()), "; flat: median ",
+          median(e_flat), ", max ", *std::max_element(e_flat.begin(), e_flat.end()));
+  CHECK(median(e_law) <= 0.04);
+  CHECK(*std::max_element(e_law.begin(), e_law.end()) <= 0.20);
+  CHECK(median(e_flat) > median(e_law));
+  CHECK(*std::max_element(e_flat.begin(), e_flat.end()) > 0.30);  // short K: what the law is for
+}

@@ -63,10 +63,10 @@ TEST_CASE("published training throughput meets the issue's bar (median 10%, max 
 
 // Regression guard on the published cases at today's accuracy (docs/accuracy.md): catches a change that makes the
 // model worse or stops cases from running.
-TEST_CASE("published training throughput does not regress: at least 50 cases evaluated, median error at most 21%") {
+TEST_CASE("published training throughput does not regress: at least 50 cases evaluated, median error at most 19%") {
   const auto s = run("training_cases.json");
   CHECK(s.evaluated >= 50);
-  CHECK(s.median_abs_error <= 0.21);  // 18.2% on 2026-11-22 (22.9% before that day's measured kernel properties)
+  CHECK(s.median_abs_error <= 0.19);  // 17.4% on 2026-11-22 with the GEMM depth law (22.9% before that day's measured kernel properties)
   for (const auto& c : s.cases) {
     if (!c.predicted) continue;
     CAPTURE(c.id);

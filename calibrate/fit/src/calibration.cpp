@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include <Eigen/Dense>
 #include <fmt/format.h>
@@ -207,26 +210,68 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     }
     const double peak = gpu.peak(*prec)->raw();
     const double ridge = peak / bw;
-    std::vector<double> xs, ys;
-    std::vector<const GemmSample*> all;
+    const bool eight_bit = hw::bytes_per_element(*prec) < 2.0;
+    double& depth_c = eight_bit ? unit.eff.gemm_depth_fp8 : unit.eff.gemm_depth_bf16;
+    std::vector<const GemmSample*> all, compute_bound;
+    std::set<std::int64_t> depths;  // distinct K of the depth sweep's compute-bound samples
     for (const auto& s : samples)
       for (const auto& g : s.gemm) {
         if (g.dtype != dt) continue;
         all.push_back(&g);
         const auto c = model::gemm_cost("fit", {g.m, g.n, g.k, 1}, *prec, unit);
         if (c.intensity().raw() < 2.0 * ridge) continue;  // compute-bound shapes only
-        xs.push_back(c.flops.raw() / (peak * c.efficiency));  // time at η = 1 with the shape's utilisation
-        ys.push_back(g.median_s);
+        compute_bound.push_back(&g);
+        if (g.shape == "depth") depths.insert(g.k);
       }
-    if (xs.size() < 3) {
+    if (compute_bound.size() < 3) {
       p.notes.push_back(fmt::format("{}: fewer than 3 compute-bound GEMM samples, not fitted", dt));
       continue;
     }
-    const auto [t0, slope] = fit_line(xs, ys);
+    // x: time at η = 1 with the shape's utilisation and the depth law at c; a line through (x, t) gives t0 and 1/η.
+    struct Line {
+      double t0 = 0, slope = 0, sse = 0;
+      std::vector<double> xs, ys;
+    };
+    auto line_at = [&](double c) {
+      depth_c = c;
+      Line l;
+      for (const auto* g : compute_bound) {
+        const auto cost = model::gemm_cost("fit", {g->m, g->n, g->k, 1}, *prec, unit);
+        l.xs.push_back(cost.flops.raw() / (peak * cost.efficiency));
+        l.ys.push_back(g->median_s);
+      }
+      std::tie(l.t0, l.slope) = fit_line(l.xs, l.ys);
+      for (std::size_t i = 0; i < l.xs.size(); ++i) {
+        const double r = (l.t0 + l.xs[i] * l.slope) / l.ys[i] - 1.0;
+        l.sse += r * r;
+      }
+      return l;
+    };
+    std::optional<double> fitted_depth;
+    const double builtin_depth = depth_c;
+    if (depths.size() >= 5) {
+      // The depth law's c: the value (0 to 16 main-loop iterations, in steps of 0.05) whose line fits best.
+      double best_c = 0, best_sse = std::numeric_limits<double>::infinity();
+      for (int i = 0; i <= 320; ++i) {
+        const Line l = line_at(0.05 * i);
+        if (l.slope > 0 && l.sse < best_sse) best_sse = l.sse, best_c = 0.05 * i;
+      }
+      fitted_depth = best_c;
+    } else {
+      p.notes.push_back(fmt::format("{}: no depth sweep in the samples (gpuplan-bench depth): the built-in depth law "
+                                    "(c = {:g} main-loop iterations per tile) stays",
+                                    dt, builtin_depth));
+    }
+    const Line l = line_at(fitted_depth.value_or(builtin_depth));
+    depth_c = builtin_depth;
+    const auto& xs = l.xs;
+    const auto& ys = l.ys;
+    const double t0 = l.t0, slope = l.slope;
     GemmFit f;
     f.dtype = dt;
     f.ceiling = slope > 0 ? 1.0 / slope : 0.0;
     f.t0 = Seconds(t0);
+    f.depth = fitted_depth;
     std::vector<double> pred;
     for (double x : xs) pred.push_back(t0 + x * slope);
     f.fit = quality(pred, ys);
@@ -234,6 +279,7 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     model::Device fitted = model::make_device(gpu);
     if (*prec == hw::Precision::fp8) fitted.eff.gemm_fp8 = f.ceiling;
     else fitted.eff.gemm_bf16 = f.ceiling;
+    if (fitted_depth) (eight_bit ? fitted.eff.gemm_depth_fp8 : fitted.eff.gemm_depth_bf16) = *fitted_depth;
     if (p.hbm) fitted.eff.hbm = p.hbm->efficiency;
     if (p.gemm_memory) fitted.eff.gemm_hbm = p.gemm_memory->efficiency;
     fitted.eff.kernel_launch = p.gemm_memory ? std::max(f.t0, p.gemm_memory->t0) : f.t0;
@@ -407,13 +453,16 @@ model::EfficiencyProfile to_efficiency(const Profile& p, const hw::GpuSpec& gpu)
                                    units::format(p.gemm_memory->t0)));
   }
   for (const auto& g : p.gemm) {
+    const std::string depth = g.depth ? fmt::format(", depth c {:.2f}", *g.depth) : std::string();
     if (g.dtype == "bf16") {
       e.gemm_bf16 = g.ceiling;
+      if (g.depth) e.gemm_depth_bf16 = *g.depth;
       if (!p.gemm_memory) e.kernel_launch = g.t0;
-      measured.push_back(fmt::format("bf16 GEMM η {:.3f}", g.ceiling));
+      measured.push_back(fmt::format("bf16 GEMM η {:.3f}{}", g.ceiling, depth));
     } else if (g.dtype == "fp8") {
       e.gemm_fp8 = g.ceiling;
-      measured.push_back(fmt::format("fp8 GEMM η {:.3f}", g.ceiling));
+      if (g.depth) e.gemm_depth_fp8 = *g.depth;
+      measured.push_back(fmt::format("fp8 GEMM η {:.3f}{}", g.ceiling, depth));
     }
   }
   if (p.hbm) {

@@ -239,6 +239,8 @@ std::string profile_json(const Profile& p) {
                          {"t0_s", round_sig(g.t0.raw(), 4)},
                          {"fit", quality_json(g.fit)},
                          {"roofline_check", quality_json(g.all)}});
+  for (std::size_t i = 0; i < p.gemm.size(); ++i)
+    if (p.gemm[i].depth) o["gemm"][i]["depth_iterations"] = round_sig(*p.gemm[i].depth, 4);
   if (p.hbm) o["hbm"] = stream_json(*p.hbm);
   if (p.gemm_memory) o["gemm_memory"] = stream_json(*p.gemm_memory);
   if (p.launch) o["launch_s"] = round_sig(p.launch->raw(), 4);
@@ -297,7 +299,9 @@ const json_io::FieldTable kGemmFit{
     field("ceiling", FT::number, kReq, "", 0, 1.5, "achieved / dense peak on compute-bound shapes"),
     field("t0_s", FT::number, kReq, "s", 0, 1, "fixed cost per GEMM"),
     field("fit", FT::object, kReq, "", 0, 0, "fit quality on the compute-bound points", {}, &kQuality),
-    field("roofline_check", FT::object, kReq, "", 0, 0, "whole-roofline check over every shape", {}, &kQuality)};
+    field("roofline_check", FT::object, kReq, "", 0, 0, "whole-roofline check over every shape", {}, &kQuality),
+    field("depth_iterations", FT::number, kOpt, "", 0, 64,
+          "depth law: fixed cost per output tile in main-loop iterations (fitted from a depth sweep)")};
 const json_io::FieldTable kHbmFit{field("efficiency", FT::number, kReq, "", 0, kMaxStreamEfficiency,
                                         "achieved / datasheet bandwidth"),
                                   field("t0_s", FT::number, kReq, "s", 0, 1, "fixed cost"),
@@ -388,6 +392,7 @@ Result<Profile> read_profile(const std::string& path) {
     g.dtype = e.str("dtype").value_or("");
     g.ceiling = e.num("ceiling").value_or(0);
     g.t0 = Seconds(e.num("t0_s").value_or(0));
+    if (auto v = e.num("depth_iterations")) g.depth = *v;
     g.fit = read_quality(e, "fit");
     g.all = read_quality(e, "roofline_check");
     p.gemm.push_back(g);

@@ -36,6 +36,16 @@ constexpr double attention_key_tiles(double s_kv, bool causal) {
 }
 inline constexpr double kAttentionReferenceKeyTiles = attention_key_tiles(4096.0, true);  ///< the rows' shape: 16.5
 
+/// How a GEMM's efficiency moves with its reduction length K (ops.cpp gemm_cost). Each output tile runs K/k_t
+/// main-loop iterations (k_t = 128 bytes of K: 64 bf16 or 128 fp8 elements) plus a fixed cost of c iterations that
+/// do not scale with K (filling the operand pipeline before the first MMA, the part of the epilogue the next tile's
+/// main loop does not hide), so η ∝ k/(k + c), k = K/k_t (per split under split-K). The ceilings (gemm_bf16, gemm_fp8)
+/// are at the reference K = 8192. c is fitted by `gpuplan calibrate fit` with `gpuplan-bench depth` among the samples
+/// (K = 256 .. 32768 at 8192 × 8192 and 16384 × 2048 outputs): H100 bf16 1.8 and fp8 2.1 iterations (the built-in
+/// value, efficiency.cpp), H200 2.4 and 2.2. On the depth sweeps alone a flat η misses by about 12% rms, the law by 5%.
+inline constexpr double kGemmReferenceDepth = 8192.0;
+inline constexpr double kGemmDepthBytes = 128.0;  ///< bytes of K per main-loop iteration (k_t × element bytes)
+
 struct EfficiencyProfile {
   std::string gpu_id;
   double gemm_bf16 = 0.0;      ///< max achievable matmul / dense peak, bf16 (MAMF)
@@ -48,6 +58,8 @@ struct EfficiencyProfile {
   double attention_fwd_fa2 = 0.0;  ///< FlashAttention-2 forward (older stacks on Hopper; = attention_fwd on Ampere)
   double attention_bwd_fa2 = 0.0;
   AttentionTileCost attention_tile = kFusedAttentionTileCost;  ///< the sequence-length law of attention_fwd/_bwd's kernel
+  double gemm_depth_bf16 = 0.0;  ///< fixed cost per output tile in main-loop iterations, 16-bit GEMMs (0: no K law)
+  double gemm_depth_fp8 = 0.0;   ///< the same for fp8 (and fp4) GEMMs
   int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs
   int tile_n = 128;
   units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated
@@ -71,7 +83,11 @@ struct EfficiencyProfile {
 /// assumption (origin says which).
 EfficiencyProfile default_efficiency(const hw::GpuSpec& gpu);
 
-/// GEMM efficiency ceiling for a precision (fp8 → gemm_fp8 when known).
+/// GEMM efficiency ceiling for a precision (fp8 → gemm_fp8 when known), at the reference K.
 double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p);
+
+/// The depth law's factor for a GEMM whose tiles each reduce over k_per_tile elements: [k/(k + c)] / [k_ref/(k_ref + c)]
+/// (1 when the profile has no c for the precision).
+double gemm_depth_factor(const EfficiencyProfile& e, hw::Precision p, double k_per_tile);
 
 }  // namespace gpuplan::model

@@ -86,8 +86,11 @@ struct FitQuality {
 };
 struct GemmFit {
   std::string dtype;
-  double ceiling = 0;  ///< η: achieved / dense peak on large, well-shaped GEMMs
+  double ceiling = 0;  ///< η: achieved / dense peak on large, well-shaped GEMMs, at the reference K (8192)
   units::Seconds t0{};
+  /// The depth law's fixed cost per output tile (main-loop iterations; efficiency.hpp), fitted when the samples hold a
+  /// depth sweep (`gpuplan-bench depth`); otherwise the built-in value is used and this stays empty.
+  std::optional<double> depth;
   FitQuality fit;        ///< on the compute-bound points used
   FitQuality all;        ///< the whole roofline (compute and memory bound) over every point of this dtype
 };
