@@ -121,20 +121,27 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const std::int64_t s_kv = sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
   // With CP each rank holds s/cp queries that attend to the whole (causal, load-balanced) sequence.
   const bool causal = !sliding || a.sliding_window >= plan.seq_len;
+  const bool attn_dropout = a.attention_dropout_on();
   for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
-                                      plan.flash_attention, false, gp, d)) {
+                                      plan.flash_attention, false, gp, d, attn_dropout)) {
     lc.fwd.add(c);
     lc.flops_fwd += c.flops;
     if (keep_ops) lc.ops.push_back(c);
   }
   for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
-                                      plan.flash_attention, true, gp, d)) {
+                                      plan.flash_attention, true, gp, d, attn_dropout)) {
     lc.bwd.add(c);
     lc.flops_bwd += c.flops;
     if (keep_ops) lc.ops.push_back(c);
   }
   fwd_gemm("output projection", LinearKind::attention_out, T, o_in, h);
-  stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
+  // Hidden dropout on the block's output before the residual add: fused into it (Megatron's bias-dropout-add) it
+  // writes the 1-byte mask forward and reads it backward; eager, F.dropout is its own kernel each way (read and write
+  // the activation, and the mask).
+  const double drop = a.hidden_dropout_on() ? (eager ? 2.0 * e + 1.0 : 1.0) : 0.0;
+  const double res_f = 3.0 * e + drop, res_b = 3.0 * e + drop;
+  stream(drop > 0 ? "residual add + dropout" : "residual add", double(T_norm * h) * res_f, double(T_norm * h),
+         res_b / res_f);
   stream("post-attention norm", norm_bytes, 4.0 * double(T_norm * h));
 
   const bool gated = a.mlp == wl::MlpKind::gated;
@@ -161,7 +168,8 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
            gated ? glu_b / glu_f : 1.5);
     fwd_gemm("MLP down", LinearKind::mlp_out, T, i_local, h);
   }
-  stream("residual add", double(T_norm * h) * e * 3.0, double(T_norm * h), 1.0);
+  stream(drop > 0 ? "residual add + dropout" : "residual add", double(T_norm * h) * res_f, double(T_norm * h),
+         res_b / res_f);
   return lc;
 }
 

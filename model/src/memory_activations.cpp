@@ -14,13 +14,6 @@ using units::format;
 using units::format_count;
 using units::format_number;
 
-/// Dropout is not a TransformerArch field. Assumption: GPT-style models (two-matrix MLP with LayerNorm: GPT-2/3,
-/// Megatron GPT, BERT) train with dropout after attention and MLP (and on attention probabilities); gated/RMSNorm
-/// models (Llama, Mistral, Qwen, DeepSeek, Gemma) train without it.
-bool gpt_style_dropout(const wl::TransformerArch& a) {
-  return a.mlp == wl::MlpKind::plain && a.norm == wl::NormKind::layernorm;
-}
-
 Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout) {
   if (layout == ActivationLayout::from_plan)
     layout = plan.kernels == wl::KernelStyle::eager ? ActivationLayout::torch_eager : ActivationLayout::megatron;
@@ -38,7 +31,9 @@ Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Activat
   }
   c.t = std::max(1, plan.par.tp);
   c.sp = plan.par.sequence_parallel && plan.par.tp > 1;
-  c.dropout = gpt_style_dropout(a);
+  // Dropout as the model's config states it, else the stated GPT-style assumption (TransformerArch::*_dropout_on).
+  c.attention_dropout = a.attention_dropout_on();
+  c.dropout = a.hidden_dropout_on();
   c.s = static_cast<double>(plan.seq_len);
   c.tokens = static_cast<double>(plan.seq_len) / std::max(1, plan.par.cp) * static_cast<double>(plan.micro_batch);
   return c;
@@ -141,7 +136,7 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   } else if (c.hf()) {
     // HF eager: softmax(dtype=fp32) saves its fp32 output; dropout saves its mask and the PV matmul its input.
     add(v, A, "softmax output (fp32)", "n_q·s", nq * c.s, kFp32Bytes, Split::tensor, Role::score);
-    if (c.dropout) {
+    if (c.attention_dropout) {
       add(v, A, "attention-probability dropout mask", "n_q·s", nq * c.s, kMaskBytes, Split::tensor, Role::score);
       add(v, A, "dropped-out probabilities (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
     } else if (c.ab < kFp32Bytes) {
@@ -151,7 +146,7 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   } else {
     // [K22] §4.1: QKᵀ softmax output 2as²b, dropout mask as²b, dropout output (PV input) 2as²b = 5as²b.
     add(v, A, "softmax output", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
-    if (c.dropout) {
+    if (c.attention_dropout) {
       add(v, A, "attention-probability dropout mask", "n_q·s", nq * c.s, kMaskBytes, Split::tensor, Role::score);
       add(v, A, "dropped-out probabilities (PV input)", "n_q·s", nq * c.s, c.ab, Split::tensor, Role::score);
     }
@@ -278,7 +273,7 @@ Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id)
       format(units::bytes(s.all * c.tokens)), format_number(s.all / double(c.a.hidden), 5),
       format(units::bytes(s.score * c.tokens)), mode, format(units::bytes(stored_per_token(c, s) * c.tokens)),
       format_count(c.tokens));
-  if (!c.plan.flash_attention && c.dropout && !c.hf())
+  if (!c.plan.flash_attention && c.dropout && c.attention_dropout && !c.hf())
     d.notes.push_back(
         "GPT layer, [K22] Table 2: s·b·h·(34 + 5·a·s/h) bytes without TP; (10 + 24/t + 5as/(ht)) with TP; "
         "(34/t + 5as/(ht)) with SP, for 2-byte activations");
@@ -286,8 +281,13 @@ Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id)
     d.notes.push_back(
         "FlashAttention: no s×s scores are stored (the 5as/h term of [K22] vanishes); the kernel keeps "
         "an fp32 log-sum-exp per head and token");
-  d.notes.push_back(c.dropout ? "assumption: dropout (GPT-style model: two-matrix MLP with LayerNorm)"
-                              : "assumption: no dropout (gated MLP or RMSNorm model, as Llama-family training)");
+  auto said = [&](const std::optional<double>& p, bool on, const char* what) {
+    if (p) return fmt::format("{} dropout {:g} (the model's config)", what, *p);
+    return fmt::format("assumption: {} {} (the config does not say; {})", on ? "with" : "no", std::string(what) + " dropout",
+                       on ? "GPT-style model: two-matrix MLP with LayerNorm" : "gated MLP or RMSNorm model, as Llama-family training");
+  };
+  d.notes.push_back(said(c.a.attention_dropout, c.attention_dropout, "attention"));
+  d.notes.push_back(said(c.a.hidden_dropout, c.dropout, "hidden"));
   if (c.layout == ActivationLayout::megatron && c.a.mlp == wl::MlpKind::gated)
     d.notes.push_back(
         "fused SwiGLU (Megatron-Core bias_swiglu) saves [gate | up] and the product; an unfused "

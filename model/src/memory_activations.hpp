@@ -52,7 +52,8 @@ struct Ctx {
   bool wgrad_qkv = true, wgrad_o = true, wgrad_mlp = true;
   double t = 1.0;        ///< tensor parallel
   bool sp = false;       ///< sequence parallel
-  bool dropout = false;  ///< GPT-style dropout (assumed from MlpKind::plain + LayerNorm)
+  bool attention_dropout = false;  ///< dropout on the attention probabilities (TransformerArch::attention_dropout_on)
+  bool dropout = false;            ///< dropout on the block outputs and the embedding (hidden_dropout_on)
   double s = 0.0;        ///< sequence length (attention-score width)
   double tokens = 0.0;   ///< (s/c)·b tokens of one micro-batch on one GPU
   bool hf() const { return layout == ActivationLayout::hf_eager; }

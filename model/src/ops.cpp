@@ -152,7 +152,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
 
 std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_heads, std::int64_t s_q,
                                    std::int64_t s_kv, std::int64_t d_qk, std::int64_t d_v, bool causal, bool flash,
-                                   bool backward, hw::Precision p, const Device& d) {
+                                   bool backward, hw::Precision p, const Device& d, bool dropout) {
   std::vector<OpCost> out;
   const double bh = double(batch_heads), sq = double(s_q), skv = double(s_kv);
   const double causal_f = causal ? 0.5 : 1.0;
@@ -181,6 +181,14 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     const units::FlopRate peak = d.peak(attention_precision(p));
     c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.stream_bandwidth(),
                            d.eff.kernel_launch, c.bound);
+    // Dropout: the kernel draws a random number per score element (forward) and again in the backward; measured as an
+    // added time per element, carried to other parts by SM count × boost clock.
+    const double rate = backward ? d.eff.attention_tile.dropout_bwd : d.eff.attention_tile.dropout_fwd;
+    if (dropout && rate > 0 && d.gpu->compute_units > 0 && d.gpu->boost_clock_MHz) {
+      c.name += " + dropout";
+      c.time = c.time + units::Seconds(bh * sq * skv * causal_f /
+                                       (rate * double(d.gpu->compute_units) * *d.gpu->boost_clock_MHz * 1e6));
+    }
     out.push_back(c);
     return out;
   }

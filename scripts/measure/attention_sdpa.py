@@ -11,6 +11,10 @@ forward alone and forward + backward (backward = difference of the medians). A c
 of the same attention runs before the sweep, so that the GPU sits at the clock it holds under load (the power cap),
 as inside a training step; nvidia-smi is sampled during the sweep.
 
+--dropouts times each item once per attention-dropout probability in the list (torch's dropout_p, applied to the
+attention probabilities inside the fused kernel, as GPT-3-style training does with attention_dropout 0.1); the
+correctness check runs without dropout (the kernels' random masks cannot be compared with the math backend's).
+
 FLOPs are counted as gpuplan counts them (model/src/ops.cpp attention_cost): forward 4*b*h*s*s*d (halved when
 causal), backward 2.5x the forward. Efficiency = TFLOP/s / --peak-tflops (dense bf16 datasheet peak).
 Writes one JSON (default $OUT/attention_sdpa.json).
@@ -85,6 +89,7 @@ def main():
     p.add_argument("--peak-tflops", type=float, default=989.4)
     p.add_argument("--out-dir", default=None)
     p.add_argument("--name", default="attention_sdpa")
+    p.add_argument("--dropouts", default="0", help="comma list of attention dropout probabilities (default 0)")
     a = p.parse_args()
     dev = torch.device("cuda")
     rec = {"name": a.name, "kind": "attention_sdpa", "dtype": "bf16",
@@ -101,6 +106,8 @@ def main():
     backends = [b for b in a.backends.split(",") if b]
     dims = [int(x) for x in a.head_dims.split(",")]
     seqs = [int(x) for x in a.seqs.split(",")]
+    dropouts = [float(x) for x in a.dropouts.split(",") if x]
+    rec["dropouts"] = dropouts
     checks, results, refused = [], [], []
     for be in backends:
         for d in dims:
@@ -135,7 +142,7 @@ def main():
                 for causal in (True, False):
                     if (be, d, causal) not in ok:
                         continue
-                    for s in seqs:
+                    for s, pdrop in [(s, pd) for s in seqs for pd in dropouts]:
                         h = 4096 // d
                         b = max(1, a.tokens // s)
                         torch.manual_seed(s + d)
@@ -146,22 +153,24 @@ def main():
                             with sdpa_kernel([BACKENDS[be]]):
                                 def fwd():
                                     with torch.no_grad():
-                                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                              dropout_p=pdrop)
 
                                 def fwd_bwd():
-                                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                                    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=pdrop)
                                     q.grad = k.grad = v.grad = None
                                     o.backward(go)
 
                                 tf_med, tf_min, tf_max = time_calls(fwd, a.reps, a.warmup)
                                 tb_med, tb_min, tb_max = time_calls(fwd_bwd, a.reps, a.warmup)
                         except Exception as e:  # noqa: BLE001 - the record says why
-                            refused.append({"backend": be, "d": d, "causal": causal, "s": s, "reason": str(e)[:300]})
+                            refused.append({"backend": be, "d": d, "causal": causal, "s": s, "dropout_p": pdrop,
+                                            "reason": str(e)[:300]})
                             print(f"{be} d={d} causal={causal} s={s}: {str(e)[:200]}", flush=True)
                             continue
                         ff = fwd_flops(b, h, s, d, causal)
                         bwd_t = tb_med - tf_med
-                        r = {"backend": be, "d": d, "causal": causal, "s": s, "b": b, "h": h,
+                        r = {"backend": be, "d": d, "causal": causal, "s": s, "b": b, "h": h, "dropout_p": pdrop,
                              "fwd_s": tf_med, "fwd_min_s": tf_min, "fwd_max_s": tf_max,
                              "fwd_bwd_s": tb_med, "fwd_bwd_min_s": tb_min, "fwd_bwd_max_s": tb_max,
                              "bwd_s": bwd_t, "fwd_flops": ff, "bwd_flops": 2.5 * ff,
@@ -169,7 +178,7 @@ def main():
                              "fwd_eff": ff / tf_med / 1e12 / a.peak_tflops,
                              "bwd_eff": 2.5 * ff / bwd_t / 1e12 / a.peak_tflops}
                         results.append(r)
-                        print(f"{be:5s} d={d:3d} causal={causal!s:5s} s={s:6d} b={b:3d} h={h:3d}  fwd {tf_med*1e3:8.3f} ms"
+                        print(f"{be:5s} d={d:3d} causal={causal!s:5s} s={s:6d} p={pdrop:.2f} b={b:3d} h={h:3d}  fwd {tf_med*1e3:8.3f} ms"
                               f" {r['fwd_tflops']:6.1f} TF/s ({r['fwd_eff']:.3f})  bwd {bwd_t*1e3:8.3f} ms"
                               f" {r['bwd_tflops']:6.1f} TF/s ({r['bwd_eff']:.3f})", flush=True)
                         del q, k, v, go

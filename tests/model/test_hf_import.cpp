@@ -111,3 +111,31 @@ TEST_CASE("bad configs are diagnosed with file and pointer") {
     "num_attention_heads":4,"intermediate_size":128,"vocab_size":100}})").to_string() ==
         "config.json: /model_type: error: expected a string, found an integer\n");
 }
+
+TEST_CASE("dropout probabilities: GPT-2, BERT and Llama spellings, and the GPT-style assumption when the config is silent") {
+  const std::string gpt2 = R"({"model_type":"gpt2","n_embd":768,"n_layer":12,"n_head":12,"vocab_size":50257)";
+  const auto silent = hf(gpt2 + "}");
+  CHECK_FALSE(silent.attention_dropout.has_value());
+  CHECK(silent.attention_dropout_on());  // GPT-style: plain MLP with LayerNorm (transformers' GPT-2 default is 0.1)
+  CHECK(silent.hidden_dropout_on());
+  const auto off = hf(gpt2 + R"(,"attn_pdrop":0.0,"resid_pdrop":0.0})");
+  CHECK_FALSE(off.attention_dropout_on());
+  CHECK_FALSE(off.hidden_dropout_on());
+  const auto split = hf(gpt2 + R"(,"attn_pdrop":0.1,"resid_pdrop":0.0})");
+  CHECK(split.attention_dropout_on());
+  CHECK_FALSE(split.hidden_dropout_on());
+  const auto llama = hf(R"({"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
+    "intermediate_size":11008,"vocab_size":32000,"tie_word_embeddings":false,"attention_dropout":0.1})");
+  REQUIRE(llama.attention_dropout.has_value());
+  CHECK(*llama.attention_dropout == doctest::Approx(0.1));
+  CHECK(llama.attention_dropout_on());
+  CHECK_FALSE(llama.hidden_dropout_on());  // gated/RMSNorm and silent on hidden dropout: none assumed
+  const auto bert = hf(R"({"model_type":"bert","hidden_size":768,"num_hidden_layers":12,"num_attention_heads":12,
+    "intermediate_size":3072,"vocab_size":30522,"attention_probs_dropout_prob":0.1,"hidden_dropout_prob":0.1})");
+  CHECK(bert.attention_dropout_on());
+  CHECK(bert.hidden_dropout_on());
+  // A probability outside [0, 1) is an error with its pointer.
+  const auto bad = import_errors(gpt2 + R"(,"attn_pdrop":1.5})");
+  CHECK(bad.has_errors());
+  CHECK(bad.to_string().find("/attn_pdrop") != std::string::npos);
+}

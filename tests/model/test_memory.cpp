@@ -201,6 +201,28 @@ TEST_CASE(
   CHECK(per_layer() == doctest::Approx(sbh * 34 + s * b * heads * 4).epsilon(1e-12));
 }
 
+TEST_CASE("a GPT layer whose config says no dropout stores no masks: 34 − 2 (masks) bytes per s·b·h, 3as/h of scores") {
+  // MPT-7B as llm-foundry trains it: GPT-shaped (plain MLP, LayerNorm) but attn_pdrop = resid_pdrop = 0 in its config
+  // (MPTConfig's defaults). Korthikanti's 34 counts two 1-byte dropout masks per token (after attention, after the
+  // MLP) and 5as/h of scores, of which the as/h mask and the 2as/h dropped-out copy are gone.
+  const auto& a = arch("llmfoundry-mpt-7b");
+  REQUIRE(a.attention_dropout.has_value());
+  CHECK_FALSE(a.attention_dropout_on());
+  CHECK_FALSE(a.hidden_dropout_on());
+  const double s = 2048, b = 1, h = double(a.hidden), heads = double(a.heads);
+  auto plan = plan_with(2048);
+  plan.flash_attention = false;
+  CHECK(model::activation_bytes_per_layer(a, plan).raw() ==
+        doctest::Approx(s * b * h * (32 + 2 * heads * s / h)).epsilon(1e-12));
+  // The same shape with the config silent: the GPT-style assumption (dropout) and Korthikanti's 34 + 5as/h.
+  wl::TransformerArch silent = a;
+  silent.attention_dropout.reset();
+  silent.hidden_dropout.reset();
+  CHECK(silent.attention_dropout_on());
+  CHECK(model::activation_bytes_per_layer(silent, plan).raw() ==
+        doctest::Approx(s * b * h * (34 + 5 * heads * s / h)).epsilon(1e-12));
+}
+
 TEST_CASE("a Llama layer counts GQA-narrow K and V and the fused SwiGLU's three intermediate widths") {
   const auto& a = arch("llama-3.1-8b");  // h 4096, 32 q heads, 8 KV heads of 128, i 14336, no dropout
   auto plan = plan_with(8192);

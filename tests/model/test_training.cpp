@@ -4,11 +4,15 @@
 // several models and layouts, and the textbook's time-to-train template (T15).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -491,6 +495,58 @@ TEST_SUITE("fp8 training") {
     CHECK(model::sixteen_bit_of(hw::Precision::fp8) == hw::Precision::bf16);
     CHECK(model::sixteen_bit_of(hw::Precision::fp4) == hw::Precision::bf16);
     CHECK(model::sixteen_bit_of(hw::Precision::bf16) == hw::Precision::bf16);
+  }
+}
+
+TEST_SUITE("attention dropout") {
+  // Our H100 sweep of torch SDPA with dropout_p 0.1 against 0 (scripts/measure/attention_sdpa.py --dropouts 0,0.1;
+  // data/validation/measured/h100-sxm5-80gb/attention_sdpa_dropout.json): the model with the built-in H100 row
+  // (efficiencies from the separate no-dropout sweep) and the dropout cost per score element (the medians of this
+  // sweep, so the added time is in-sample; the total is not) must follow it.
+  TEST_CASE("fused attention with dropout on H100: the measured cuDNN and FA2 times, forward and backward") {
+    std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h100-sxm5-80gb/attention_sdpa_dropout.json");
+    REQUIRE(in.good());
+    const nlohmann::json j = nlohmann::json::parse(in);
+    std::vector<double> err_total, err_extra, err_flat;
+    for (const auto& r : j.at("results")) {
+      if (r.at("dropout_p").get<double>() == 0.0) continue;
+      const std::string be = r.at("backend");
+      const auto dev = model::sustained_device(*h100().gpu, h100().eff,
+                                               be == "flash" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3);
+      const std::int64_t bh = r.at("b").get<std::int64_t>() * r.at("h").get<std::int64_t>();
+      const std::int64_t s = r.at("s"), dh = r.at("d");
+      const bool causal = r.at("causal");
+      const nlohmann::json* base = nullptr;
+      for (const auto& q : j.at("results"))
+        if (q.at("backend") == be && q.at("d") == dh && q.at("s") == s && q.at("causal") == causal &&
+            q.at("dropout_p").get<double>() == 0.0)
+          base = &q;
+      REQUIRE(base != nullptr);
+      for (const bool bwd : {false, true}) {
+        const char* key = bwd ? "bwd_s" : "fwd_s";
+        const double with = model::attention_cost("a", bh, s, s, dh, dh, causal, true, bwd, hw::Precision::bf16, dev,
+                                                  true)[0].time.raw();
+        const double without = model::attention_cost("a", bh, s, s, dh, dh, causal, true, bwd, hw::Precision::bf16,
+                                                     dev, false)[0].time.raw();
+        const double meas = r.at(key).get<double>(), meas0 = base->at(key).get<double>();
+        err_total.push_back(std::fabs(with / meas - 1.0));
+        err_flat.push_back(std::fabs(without / meas - 1.0));
+        err_extra.push_back(std::fabs((with - without) / (meas - meas0) - 1.0));
+      }
+    }
+    REQUIRE(err_total.size() == 48);
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    MESSAGE("with dropout: median ", median(err_total), ", max ", *std::max_element(err_total.begin(), err_total.end()),
+            "; the added time alone: median ", median(err_extra), "; without the dropout term: median ", median(err_flat));
+    CHECK(median(err_extra) <= 0.15);
+    CHECK(median(err_total) <= 0.15);
+    CHECK(*std::max_element(err_total.begin(), err_total.end()) <= 0.40);
+    // What the term is for: without it the cuDNN forward, which takes twice as long with dropout, is off by half.
+    CHECK(*std::max_element(err_flat.begin(), err_flat.end()) > 0.40);
+    CHECK(median(err_total) < median(err_flat));
   }
 }
 

@@ -4,6 +4,11 @@
 
 namespace gpuplan::wl {
 
+bool TransformerArch::attention_dropout_on() const {
+  return attention_dropout ? *attention_dropout > 0.0 : gpt_style();
+}
+bool TransformerArch::hidden_dropout_on() const { return hidden_dropout ? *hidden_dropout > 0.0 : gpt_style(); }
+
 std::int64_t TransformerArch::moe_layer_count() const {
   if (!moe) return 0;
   return std::count(moe_layer.begin(), moe_layer.end(), true);

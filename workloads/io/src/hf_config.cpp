@@ -40,6 +40,16 @@ FieldSpec flag(std::string key, std::string doc) {
   f.nullable = true;
   return f;
 }
+FieldSpec prob(std::string key, std::string doc) {  // a probability in [0, 1)
+  FieldSpec f;
+  f.key = std::move(key);
+  f.type = FieldType::number;
+  f.min = 0;
+  f.max = 0.999;
+  f.doc = std::move(doc);
+  f.nullable = true;
+  return f;
+}
 FieldSpec anyf(std::string key, std::string doc) {
   FieldSpec f;
   f.key = std::move(key);
@@ -94,6 +104,12 @@ const FieldTable& hf_config_fields() {
       flag("mlp_bias", "biases on the MLP projections"),
       flag("use_qk_norm", "per-head q/k RMSNorm"),
       anyf("rope_scaling", "RoPE scaling (not a size)"),
+      prob("attention_dropout", "dropout on the attention probabilities in training"),
+      prob("attn_pdrop", "GPT-2: attention dropout"),
+      prob("attention_probs_dropout_prob", "BERT: attention dropout"),
+      prob("hidden_dropout", "dropout on the attention and MLP outputs in training"),
+      prob("resid_pdrop", "GPT-2: residual (attention and MLP output) dropout"),
+      prob("hidden_dropout_prob", "BERT: hidden dropout"),
       anyf("rope_theta", "RoPE base"),
       // MoE
       dim("num_local_experts", 1e5, "routed experts (Mixtral, GPT-OSS)", true),
@@ -235,6 +251,11 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   a.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3" || model_type == "gemma3_text" ||
               model_type == "olmo2" || r.boolean("use_qk_norm").value_or(false);
   a.attention_sinks = model_type == "gpt_oss";
+  // Dropout: the first synonym present (absent: TransformerArch::*_dropout_on's stated assumption).
+  for (const char* k : {"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"})
+    if (auto v = r.num(k); v && !a.attention_dropout) a.attention_dropout = *v;
+  for (const char* k : {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob"})
+    if (auto v = r.num(k); v && !a.hidden_dropout) a.hidden_dropout = *v;
   if (model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text") a.norms_per_layer = 4;
 
   if (auto t = r.boolean("tie_word_embeddings")) {

@@ -20,14 +20,23 @@ namespace gpuplan::model {
 /// - Head dim: the tensor-core work per tile grows with d against a fixed per-tile cost, η ∝ d/(d + d₀); d₀ is the
 ///   median over the same sweep's ten (s, causal) pairs of the d = 64 / d = 128 ratio (the H200 sweep gives the same
 ///   values within 4).
+/// - Dropout on the attention probabilities (in-kernel Philox random numbers and masking): an added time per score
+///   element that does not depend on the head dim, the sequence or causality, expressed as score elements per SM per
+///   cycle of the data's boost clock so that SM count and clock carry it to other parts. Our H100 sweep of torch SDPA
+///   with dropout_p 0.1 against 0 (d = 64 and 128, causal and not, s = 2K-8K; data/validation/measured/
+///   h100-sxm5-80gb/attention_sdpa_dropout.json), median over the 12 pairs: cuDNN 1.18e12 elements/s forward
+///   (0.73-0.93 ps each) and 2.25e12 backward; FA2 3.79e12 and 2.75e12. That is ×2.0-2.6 the cuDNN forward without
+///   dropout, ×1.1-1.3 its backward (FA2: ×1.1-1.3 and ×1.05-1.17).
 struct AttentionTileCost {
   double fwd = 0.0;     ///< key-tile iterations of fixed cost per query tile, forward
   double bwd = 0.0;     ///< the same, backward
   double d0_fwd = 0.0;  ///< head-dim constant of η ∝ d/(d + d₀), forward
   double d0_bwd = 0.0;  ///< the same, backward
+  double dropout_fwd = 0.0;  ///< score elements per SM per boost-clock cycle of dropout's added cost, forward
+  double dropout_bwd = 0.0;  ///< the same, backward
 };
-inline constexpr AttentionTileCost kFusedAttentionTileCost{1.5, 3.3, 66.0, 34.0};  ///< cuDNN (Hopper-native fused)
-inline constexpr AttentionTileCost kFa2AttentionTileCost{0.9, 4.3, 18.0, 10.0};    ///< FlashAttention-2
+inline constexpr AttentionTileCost kFusedAttentionTileCost{1.5, 3.3, 66.0, 34.0, 4.87, 9.32};  ///< cuDNN (Hopper fused)
+inline constexpr AttentionTileCost kFa2AttentionTileCost{0.9, 4.3, 18.0, 10.0, 15.7, 11.4};    ///< FlashAttention-2
 /// Key tiles (128 wide) per query tile: as many as the FLOP count gives each query (s_kv, or s_kv/2 when causal),
 /// plus the half-masked diagonal tile when causal.
 constexpr double attention_key_tiles(double s_kv, bool causal) {

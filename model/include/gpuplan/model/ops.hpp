@@ -86,10 +86,12 @@ bool wgrad_accumulates(const wl::TrainingPlan& plan);
 /// Fused (flash) attention over `batch_heads` = b·n_q heads with s_q queries and s_kv keys: forward FLOPs
 /// 2·b·n_q·s_q·s_kv·(d_qk + d_v) (× ½ causal); backward = 2.5 × forward (FlashAttention-2, Dao 2023 §3.1: five
 /// matmuls against two, softmax recomputed). Unfused attention: two batched GEMMs plus a softmax over the
-/// materialised b·n_q·s_q·s_kv scores.
+/// materialised b·n_q·s_q·s_kv scores. `dropout`: training applies dropout to the attention probabilities; the fused
+/// kernel then adds its measured random-number cost per score element (efficiency.hpp, AttentionTileCost); the
+/// unfused softmax pass already streams the scores.
 std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_heads, std::int64_t s_q,
                                    std::int64_t s_kv, std::int64_t d_qk, std::int64_t d_v, bool causal, bool flash,
-                                   bool backward, hw::Precision p, const Device& d);
+                                   bool backward, hw::Precision p, const Device& d, bool dropout = false);
 
 /// Attention of `q_per_seq` new queries per sequence against a KV cache of `context` tokens (decode; speculative
 /// verification), one kernel over `seqs` sequences and `heads` query heads of this GPU (flash-decoding): FLOPs

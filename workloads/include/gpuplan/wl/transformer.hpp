@@ -60,6 +60,10 @@ struct TransformerArch {
   bool attention_sinks = false;  ///< one learned logit per head per layer (GPT-OSS)
   std::int64_t norms_per_layer = 2;  ///< pre-attention + pre-MLP; Gemma 2/3 add post-attention and post-MLP (4)
   std::int64_t mtp_layers = 0;   ///< multi-token-prediction modules (DeepSeek-V3), counted apart from the main model
+  /// Dropout probabilities the model trains with, as its config states them (attention_dropout / attn_pdrop /
+  /// attention_probs_dropout_prob; hidden_dropout / resid_pdrop / hidden_dropout_prob); absent: see *_dropout_on().
+  std::optional<double> attention_dropout;
+  std::optional<double> hidden_dropout;
 
   std::optional<MoeSpec> moe;
   std::optional<MlaSpec> mla;
@@ -82,6 +86,13 @@ struct TransformerArch {
   [[nodiscard]] std::int64_t attended_tokens(std::int64_t i, std::int64_t context) const {
     return is_sliding_layer(i) && sliding_window < context ? sliding_window : context;
   }
+  /// Whether training applies dropout to the attention probabilities / to the attention and MLP outputs (and the
+  /// embedding): the config's probability when it states one, else the assumption that GPT-style models (two-matrix
+  /// MLP with LayerNorm: GPT-2/3, Megatron GPT, BERT; transformers' GPT-2 default is 0.1) train with it and
+  /// gated/RMSNorm models (Llama, Mistral, Qwen, DeepSeek, Gemma) without.
+  [[nodiscard]] bool attention_dropout_on() const;
+  [[nodiscard]] bool hidden_dropout_on() const;
+  [[nodiscard]] bool gpt_style() const { return mlp == MlpKind::plain && norm == NormKind::layernorm; }
   [[nodiscard]] std::int64_t moe_layer_count() const;
   [[nodiscard]] std::int64_t sliding_layer_count() const;
 };
