@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "gpuplan/model/params.hpp"
 
 namespace gpuplan::model::detail {
@@ -119,20 +121,43 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   if (a.position == wl::PositionKind::rope)
     stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
   const std::int64_t s_kv = sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
-  // With CP each rank holds s/cp queries that attend to the whole (causal, load-balanced) sequence.
   const bool causal = !sliding || a.sliding_window >= plan.seq_len;
   const bool attn_dropout = a.attention_dropout_on();
-  for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
-                                      plan.flash_attention, false, gp, d, attn_dropout)) {
-    lc.fwd.add(c);
-    lc.flops_fwd += c.flops;
-    if (keep_ops) lc.ops.push_back(c);
-  }
-  for (const auto& c : attention_cost("attention", plan.micro_batch * a.heads / t, s_local, s_kv, dqk, dv, causal,
-                                      plan.flash_attention, true, gp, d, attn_dropout)) {
-    lc.bwd.add(c);
-    lc.flops_bwd += c.flops;
-    if (keep_ops) lc.ops.push_back(c);
+  const std::int64_t bh = plan.micro_batch * a.heads / t;
+  auto add_attention = [&](const std::string& name, std::int64_t sq, std::int64_t skv, bool is_causal) {
+    for (const bool bwd : {false, true})
+      for (const auto& c : attention_cost(name, bh, sq, skv, dqk, dv, is_causal, plan.flash_attention, bwd, gp, d,
+                                          attn_dropout)) {
+        (bwd ? lc.bwd : lc.fwd).add(c);
+        (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
+        if (keep_ops) lc.ops.push_back(c);
+      }
+  };
+  if (par.cp > 1 && plan.flash_attention && causal && s_local % 2 == 0) {
+    // Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P, the ring of K/V chunks; Megatron's
+    // load balancing gives each rank chunks i and 2cp−1−i of 2cp): cp kernel calls per direction, not one. Step 0
+    // is the rank's own chunks, causal over its s/cp tokens; each later step is one non-causal call of s/cp² pairs'
+    // worth, either all local queries against the first half of the received K/V or the second half of the queries
+    // against all of it, depending on the rank. The ranks meet at every step (the next K/V chunk), so a step takes
+    // as long as its slower call: all queries against half the K/V, the shorter key loop (efficiency.hpp's law).
+    // The FLOPs add up to the causal s/cp × s of the single-call form. The partial outputs are merged by their
+    // log-sum-exp (TE 1.x: `out = torch.empty_like(q).zero_()`, then flash_attn_fwd_out_correction per step: read the
+    // step's output, read and add into `out`, all in the activation dtype: 3·a_b bytes per output element per step,
+    // + a_b for the zero fill; the double-precision LSE updates are per token and head, negligible, and run on a side
+    // stream); in the backward each step adds its dQ into dq and its dK/dV into the dkv that travels on (dq.add_,
+    // dkv.add_: 3·a_b bytes per element each).
+    add_attention("attention (CP step 0)", s_local, s_local, true);
+    for (int i = 1; i < par.cp; ++i) add_attention(fmt::format("attention (CP step {})", i), s_local, s_local / 2, false);
+    const double q_elems = double(bh) * double(s_local) * double(dv);
+    const double kv_elems = double(plan.micro_batch) * double(a.kv_heads > 0 ? a.kv_heads : a.heads) /
+                            double(std::min<std::int64_t>(t, a.kv_heads > 0 ? a.kv_heads : a.heads)) *
+                            double(s_local) * double(dqk + dv);
+    const double merge_f = (3.0 * double(par.cp) + 1.0) * e * q_elems;
+    const double merge_b = 3.0 * double(par.cp) * e * (double(bh) * double(s_local) * double(dqk) + kv_elems);
+    stream("CP output merge", merge_f, 4.0 * q_elems * double(par.cp), merge_b / std::max(1.0, merge_f));
+  } else {
+    // With CP (unfused, or non-causal) each rank holds s/cp queries that attend to the whole sequence in one call.
+    add_attention("attention", s_local, s_kv, causal);
   }
   fwd_gemm("output projection", LinearKind::attention_out, T, o_in, h);
   // Hidden dropout on the block's output before the residual add: fused into it (Megatron's bias-dropout-add) it

@@ -550,6 +550,46 @@ TEST_SUITE("attention dropout") {
   }
 }
 
+TEST_SUITE("context parallelism") {
+  TEST_CASE("CP attention runs as Transformer Engine's ring: cp calls, the FLOPs of one causal call, and the merges") {
+    // Llama 3 8B, s = 8192 over CP 4 (s/cp = 2048 tokens a rank): step 0 causal 2048 × 2048, steps 1-3 non-causal
+    // 2048 queries × 1024 keys; forward FLOPs 4·b·n_q·(s/cp)·s·d/2 in all, as the single causal call counts them.
+    Layout l;
+    l.cp = 4;
+    l.dp = 2;
+    l.seq = 8192;
+    l.zero = wl::ZeroStage::optimizer;
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-3-8b");
+    const auto e = model::estimate_training(a, plan_of(l), sys, Explain::on);
+    for (const auto& r : e.feasibility.reasons) MESSAGE(r);
+    REQUIRE(e.feasibility.ok);  // with ZeRO-1: 55.7 GiB
+    double fwd_flops = 0;
+    int steps = 0;
+    const model::OpCost* merge = nullptr;
+    for (const auto& op : e.layer_ops) {
+      if (op.cls == model::OpClass::attention && op.name.find("flash fwd") != std::string::npos) {
+        fwd_flops += op.flops.raw();
+        ++steps;
+      }
+      if (op.name == "CP output merge") merge = &op;
+    }
+    CHECK(steps == 4);
+    const double bh = 32, sl = 2048, s = 8192, d = 128;
+    CHECK(fwd_flops == doctest::Approx(2.0 * bh * sl * s * (d + d) * 0.5).epsilon(1e-12));
+    // The later steps run all queries against half the received K/V: k = 1024/128 = 8 key tiles, below step 0's 8.5.
+    const auto single = model::attention_cost("a", 32, 2048, 8192, 128, 128, true, true, false, hw::Precision::bf16,
+                                              model::make_device(*sys.gpu))[0];
+    REQUIRE(merge != nullptr);
+    // Merges: (3·cp + 1)·a_b bytes per output element forward (b·n_q·(s/cp)·d elements).
+    CHECK(merge->bytes.raw() == doctest::Approx((3.0 * 4 + 1) * 2.0 * bh * sl * d).epsilon(1e-12));
+    double t_steps = 0;
+    for (const auto& op : e.layer_ops)
+      if (op.cls == model::OpClass::attention && op.name.find("flash fwd") != std::string::npos) t_steps += op.time.raw();
+    CHECK(t_steps > single.time.raw());  // four shorter calls, each at a lower efficiency than one long one
+  }
+}
+
 TEST_SUITE("attention sequence-length law") {
   TEST_CASE("fused attention runs at the row's efficiency at s = 4096 causal, d = 128, and k/(k+c) of it elsewhere") {
     const auto& d = h100();
