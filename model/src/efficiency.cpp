@@ -140,9 +140,15 @@ double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p) {
   return e.gemm_bf16;
 }
 
+double& gemm_depth_of(EfficiencyProfile& e, hw::Precision p) {
+  return hw::bytes_per_element(p) < 2.0 ? e.gemm_depth_fp8 : e.gemm_depth_bf16;
+}
+double gemm_depth_of(const EfficiencyProfile& e, hw::Precision p) {
+  return hw::bytes_per_element(p) < 2.0 ? e.gemm_depth_fp8 : e.gemm_depth_bf16;
+}
+
 double gemm_depth_factor(const EfficiencyProfile& e, hw::Precision p, double k_per_tile) {
-  // Sub-16-bit operands (fp8, int8, fp6, fp4) take the fp8 sweep's c; 16- and 32-bit ones the bf16 sweep's.
-  const double c = hw::bytes_per_element(p) < 2.0 ? e.gemm_depth_fp8 : e.gemm_depth_bf16;
+  const double c = gemm_depth_of(e, p);
   if (!(c > 0.0)) return 1.0;
   const double per_iter = kGemmDepthBytes / hw::bytes_per_element(p);
   const double k = std::max(1.0, k_per_tile / per_iter), k_ref = kGemmReferenceDepth / per_iter;

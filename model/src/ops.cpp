@@ -128,7 +128,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
                           "c = {:g}",
                           kGemmReferenceDepth, std::max(1.0, k / splits / (kGemmDepthBytes / element_bytes(p))),
                           kGemmDepthBytes / element_bytes(p),
-                          element_bytes(p) < 2.0 ? d.eff.gemm_depth_fp8 : d.eff.gemm_depth_bf16),
+                          gemm_depth_of(d.eff, p)),
               Origin::derived()},
              {"u", units::format_number(util, 3),
               sms > 0 ? fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", tiles,

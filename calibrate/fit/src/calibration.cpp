@@ -210,8 +210,7 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     }
     const double peak = gpu.peak(*prec)->raw();
     const double ridge = peak / bw;
-    const bool eight_bit = hw::bytes_per_element(*prec) < 2.0;
-    double& depth_c = eight_bit ? unit.eff.gemm_depth_fp8 : unit.eff.gemm_depth_bf16;
+    double& depth_c = model::gemm_depth_of(unit.eff, *prec);
     std::vector<const GemmSample*> all, compute_bound;
     std::set<std::int64_t> depths;  // distinct K of the depth sweep's compute-bound samples
     for (const auto& s : samples)
@@ -279,7 +278,7 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     model::Device fitted = model::make_device(gpu);
     if (*prec == hw::Precision::fp8) fitted.eff.gemm_fp8 = f.ceiling;
     else fitted.eff.gemm_bf16 = f.ceiling;
-    if (fitted_depth) (eight_bit ? fitted.eff.gemm_depth_fp8 : fitted.eff.gemm_depth_bf16) = *fitted_depth;
+    if (fitted_depth) model::gemm_depth_of(fitted.eff, *prec) = *fitted_depth;
     if (p.hbm) fitted.eff.hbm = p.hbm->efficiency;
     if (p.gemm_memory) fitted.eff.gemm_hbm = p.gemm_memory->efficiency;
     fitted.eff.kernel_launch = p.gemm_memory ? std::max(f.t0, p.gemm_memory->t0) : f.t0;

@@ -95,6 +95,11 @@ EfficiencyProfile default_efficiency(const hw::GpuSpec& gpu);
 /// GEMM efficiency ceiling for a precision (fp8 → gemm_fp8 when known), at the reference K.
 double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p);
 
+/// The depth law's c for a precision's GEMMs: sub-16-bit operands (fp8, int8, fp6, fp4) take the fp8 sweep's, 16- and
+/// 32-bit ones the bf16 sweep's.
+double& gemm_depth_of(EfficiencyProfile& e, hw::Precision p);
+double gemm_depth_of(const EfficiencyProfile& e, hw::Precision p);
+
 /// The depth law's factor for a GEMM whose tiles each reduce over k_per_tile elements: [k/(k + c)] / [k_ref/(k_ref + c)]
 /// (1 when the profile has no c for the precision).
 double gemm_depth_factor(const EfficiencyProfile& e, hw::Precision p, double k_per_tile);
