@@ -21,6 +21,11 @@ void put_summary(nlohmann::ordered_json& s, const ValidationSummary& v) {
   s["evaluated_calibrated"] = v.evaluated_calibrated;
   s["median_abs_error_calibrated"] = v.median_abs_error_calibrated;
   s["max_abs_error_calibrated"] = v.max_abs_error_calibrated;
+  if (v.dev_cases_evaluated > 0 && v.dev_cases_evaluated < v.evaluated) {
+    s["dev_cases_evaluated"] = v.dev_cases_evaluated;
+    s["dev_case_median_abs_error"] = v.dev_case_median_abs_error;
+    s["dev_case_max_abs_error"] = v.dev_case_max_abs_error;
+  }
 }
 
 /// The cases of one set: "id", then `keys` in order (fields of CaseResult), then the predictions where present.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -80,6 +81,16 @@ void summarise(ValidationSummary& sum) {
   sum.max_abs_error = errs.back();
   sum.within_10 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.10; })) / double(n);
   sum.within_25 = double(std::count_if(errs.begin(), errs.end(), [](double e) { return e <= 0.25; })) / double(n);
+  // Per dev case: the rows of one dev case (a sweep) scored by their median |error|.
+  std::map<std::string, std::vector<double>> by_dev;
+  for (const auto& c : sum.cases)
+    if (c.error && !c.dev_case.empty()) by_dev[c.dev_case].push_back(std::fabs(*c.error));
+  std::vector<double> dev;
+  for (auto& [k, v] : by_dev) dev.push_back(median_of(v));
+  sum.dev_cases_evaluated = int(dev.size());
+  sum.dev_case_median_abs_error = median_of(dev);
+  sum.dev_case_max_abs_error = dev.empty() ? 0 : *std::max_element(dev.begin(), dev.end());
+  sum.dev_cases_within_15 = int(std::count_if(dev.begin(), dev.end(), [](double e) { return e <= 0.15; }));
 }
 
 std::string layout_text(const wl::TrainingPlan& p) {
@@ -345,6 +356,7 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     const std::string ptr = fmt::format("/cases/{}", i);
     CaseResult r;
     r.id = c.value("id", std::string{});
+    r.dev_case = c.value("dev_case", r.id);
     r.source = c.value("source", std::string{});
     r.model = c.value("model", std::string{});
     r.gpu = c.value("gpu", std::string{});
@@ -490,6 +502,11 @@ std::string render_validation_markdown(const ValidationSummary& s, const std::st
   o += fmt::format("{} cases, {} evaluated: median |error| {}, max {}, {} within 10%, {} within 25%.\n\n", s.cases.size(),
                    s.evaluated, units::format(units::Ratio(s.median_abs_error)), units::format(units::Ratio(s.max_abs_error)),
                    units::format(units::Ratio(s.within_10)), units::format(units::Ratio(s.within_25)));
+  if (s.dev_cases_evaluated > 0 && s.dev_cases_evaluated < s.evaluated)
+    o += fmt::format("Scored per dev case instead (../shared/validation/dev_cases.json; a sweep's rows by their median "
+                     "|error|): {} dev cases evaluated, median |error| {}, max {}, {} within 15%.\n\n",
+                     s.dev_cases_evaluated, units::format(units::Ratio(s.dev_case_median_abs_error)),
+                     units::format(units::Ratio(s.dev_case_max_abs_error)), s.dev_cases_within_15);
   const bool cal = s.evaluated_calibrated > 0;
   if (cal)
     o += fmt::format("With the calibration profiles (data/calibration/), on the {} cases whose GPU has one: median "

@@ -13,6 +13,7 @@ namespace gpuplan::cli {
 
 struct CaseResult {
   std::string id, source, model, gpu, layout, metric, unit, convention, note;
+  std::string dev_case;  ///< the ../shared/validation/dev_cases.json entry the row comes from (a sweep gives many rows)
   double measured = 0;
   std::optional<double> predicted;
   std::optional<double> error;  ///< predicted / measured − 1
@@ -33,6 +34,11 @@ struct ValidationSummary {
   double max_abs_error_calibrated = 0;
   double median_abs_error_same_cases = 0;  ///< built-in defaults, over the calibrated cases only
   double max_abs_error_same_cases = 0;
+  /// Scored per dev case instead of per row (inference: a dev case's sweep of rows scored by their median |error|).
+  int dev_cases_evaluated = 0;
+  double dev_case_median_abs_error = 0;
+  double dev_case_max_abs_error = 0;
+  int dev_cases_within_15 = 0;
 };
 
 /// Runs every case of a training validation set (training_cases.json).

@@ -153,6 +153,21 @@ TEST_CASE("Splitwise profiles meet the issue's bar (median 15%, max 35%)" * doct
   CHECK(s.max_abs_error <= 0.35);
 }
 
+// The bar read per dev case (../shared/validation/dev_cases.json: a Splitwise sweep is one dev case of ~45 rows,
+// a TensorRT-LLM point one of one row), each dev case scored by its rows' median |error|. The median holds (12.0% over
+// 63 dev cases on 2026-11-22); the max does not: the B200 NVFP4 points (an unmeasured GPU) and the host-bound
+// Splitwise sweeps reach 63%. The median is guarded; the whole bar is an expected failure.
+TEST_CASE("published inference per dev case: median error at most 15%") {
+  const auto& all = inference().all;
+  CHECK(all.dev_cases_evaluated >= 60);
+  CHECK(all.dev_cases_evaluated < all.evaluated);
+  CHECK(all.dev_case_median_abs_error <= 0.15);
+}
+TEST_CASE("published inference per dev case meets the whole bar (median 15%, none over 35%)" * doctest::should_fail()) {
+  const auto& all = inference().all;
+  CHECK(all.dev_case_max_abs_error <= 0.35);
+}
+
 // Regression guard on every runnable inference case: all run, none is NaN or non-positive, and the overall median
 // stays at today's level or better.
 TEST_CASE("published inference cases do not regress: every runnable case evaluates, median error at most 40%") {
