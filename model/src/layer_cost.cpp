@@ -146,8 +146,9 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     // + a_b for the zero fill; the double-precision LSE updates are per token and head, negligible, and run on a side
     // stream); in the backward each step adds its dQ into dq and its dK/dV into the dkv that travels on (dq.add_,
     // dkv.add_: 3·a_b bytes per element each).
-    add_attention("attention (CP step 0)", s_local, s_local, true);
-    for (int i = 1; i < par.cp; ++i) add_attention(fmt::format("attention (CP step {})", i), s_local, s_local / 2, false);
+    add_attention(named("attention (CP step 0)"), s_local, s_local, true);
+    for (int i = 1; i < par.cp; ++i)
+      add_attention(keep_ops ? fmt::format("attention (CP step {})", i) : std::string(), s_local, s_local / 2, false);
     const double q_elems = double(bh) * double(s_local) * double(dv);
     const double kv_elems = double(plan.micro_batch) * double(a.kv_heads > 0 ? a.kv_heads : a.heads) /
                             double(std::min<std::int64_t>(t, a.kv_heads > 0 ? a.kv_heads : a.heads)) *
@@ -157,7 +158,7 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     stream("CP output merge", merge_f, 4.0 * q_elems * double(par.cp), merge_b / std::max(1.0, merge_f));
   } else {
     // With CP (unfused, or non-causal) each rank holds s/cp queries that attend to the whole sequence in one call.
-    add_attention("attention", s_local, s_kv, causal);
+    add_attention(named("attention"), s_local, s_kv, causal);
   }
   fwd_gemm("output projection", LinearKind::attention_out, T, o_in, h);
   // Hidden dropout on the block's output before the residual add: fused into it (Megatron's bias-dropout-add) it
