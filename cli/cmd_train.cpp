@@ -43,7 +43,7 @@ struct TrainFlags {
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
   std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
       lora_rank;
-  std::optional<bool> sequence_parallel, flash_attention, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm,
+  std::optional<bool> sequence_parallel, flash_attention, dropout, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm,
       fp8_params;
   std::optional<double> gradient_bytes, tokens, price;
   bool no_calibration = false;
@@ -95,6 +95,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("shard_group", "--shard-group", f.shard_group);
   put("sequence_parallel", "--sp", f.sequence_parallel);
   put("flash_attention", "--flash", f.flash_attention);
+  put("dropout", "--dropout", f.dropout);
   put("overlap_grad_reduce", "--overlap-grad-reduce", f.overlap_grad_reduce);
   put("overlap_param_gather", "--overlap-param-gather", f.overlap_param_gather);
   put("overlap_tp_comm", "--overlap-tp", f.overlap_tp_comm);
@@ -682,6 +683,8 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--shard-group", f->shard_group, "hybrid shard group size");
   c->add_option("--recompute", f->recompute, "none, selective, full");
   c->add_option("--flash", f->flash_attention, "fused attention (default true)");
+  c->add_option("--dropout", f->dropout,
+                "train with dropout or without (default: as the model's config says: attention_dropout, attn_pdrop, ...)");
   c->add_option("--kernels", f->kernels, "fused (Megatron/TE, default) or eager (PyTorch modules)");
   c->add_option("--mixed-precision", f->mixed_precision, "megatron (bf16 params + fp32 main, default) or amp (fp32 params, autocast)");
   c->add_option("--offload", f->offload,

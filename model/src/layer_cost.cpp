@@ -122,7 +122,7 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
     stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
   const std::int64_t s_kv = sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
   const bool causal = !sliding || a.sliding_window >= plan.seq_len;
-  const bool attn_dropout = a.attention_dropout_on();
+  const bool attn_dropout = plan.attention_dropout(a);
   const std::int64_t bh = plan.micro_batch * a.heads / t;
   auto add_attention = [&](const std::string& name, std::int64_t sq, std::int64_t skv, bool is_causal) {
     for (const bool bwd : {false, true})
@@ -164,7 +164,7 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   // Hidden dropout on the block's output before the residual add: fused into it (Megatron's bias-dropout-add) it
   // writes the 1-byte mask forward and reads it backward; eager, F.dropout is its own kernel each way (read and write
   // the activation, and the mask).
-  const double drop = a.hidden_dropout_on() ? (eager ? 2.0 * e + 1.0 : 1.0) : 0.0;
+  const double drop = plan.hidden_dropout(a) ? (eager ? 2.0 * e + 1.0 : 1.0) : 0.0;
   const double res_f = 3.0 * e + drop, res_b = 3.0 * e + drop;
   stream(drop > 0 ? "residual add + dropout" : "residual add", double(T_norm * h) * res_f, double(T_norm * h),
          res_b / res_f);

@@ -32,8 +32,8 @@ Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Activat
   c.t = std::max(1, plan.par.tp);
   c.sp = plan.par.sequence_parallel && plan.par.tp > 1;
   // Dropout as the model's config states it, else the stated GPT-style assumption (TransformerArch::*_dropout_on).
-  c.attention_dropout = a.attention_dropout_on();
-  c.dropout = a.hidden_dropout_on();
+  c.attention_dropout = plan.attention_dropout(a);
+  c.dropout = plan.hidden_dropout(a);
   c.s = static_cast<double>(plan.seq_len);
   c.tokens = static_cast<double>(plan.seq_len) / std::max(1, plan.par.cp) * static_cast<double>(plan.micro_batch);
   return c;
@@ -282,6 +282,7 @@ Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id)
         "FlashAttention: no s×s scores are stored (the 5as/h term of [K22] vanishes); the kernel keeps "
         "an fp32 log-sum-exp per head and token");
   auto said = [&](const std::optional<double>& p, bool on, const char* what) {
+    if (c.plan.dropout) return fmt::format("{} dropout {} (the plan: dropout {})", what, on ? "on" : "off", on);
     if (p) return fmt::format("{} dropout {:g} (the model's config)", what, *p);
     return fmt::format("assumption: {} {} (the config does not say; {})", on ? "with" : "no", std::string(what) + " dropout",
                        on ? "GPT-style model: two-matrix MLP with LayerNorm" : "gated MLP or RMSNorm model, as Llama-family training");

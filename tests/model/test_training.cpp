@@ -550,6 +550,39 @@ TEST_SUITE("attention dropout") {
   }
 }
 
+TEST_SUITE("dropout") {
+  TEST_CASE("the plan's dropout overrides the model's config: GPT3-5B (dropout 0.1) trained without is faster") {
+    Layout l;
+    l.dp = 8;
+    l.seq = 2048;
+    l.micro = 4;
+    l.zero = wl::ZeroStage::optimizer;
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("gpt3-5b");
+    REQUIRE(a.attention_dropout_on());
+    wl::TrainingPlan with = plan_of(l), without = plan_of(l);
+    without.dropout = false;
+    const auto ew = model::estimate_training(a, with, sys, Explain::on);
+    const auto eo = model::estimate_training(a, without, sys, Explain::on);
+    REQUIRE(ew.feasibility.ok);
+    REQUIRE(eo.feasibility.ok);
+    CHECK(eo.step.attention < ew.step.attention);      // no random numbers in the fused kernel
+    CHECK(eo.step.elementwise < ew.step.elementwise);  // no masks in the residual adds
+    CHECK(eo.memory.activations < ew.memory.activations);  // no masks kept
+    auto any_dropout = [](const model::TrainingEstimate& e) {
+      return std::any_of(e.layer_ops.begin(), e.layer_ops.end(),
+                         [](const model::OpCost& o) { return o.name.find("dropout") != std::string::npos; });
+    };
+    CHECK(any_dropout(ew));
+    CHECK_FALSE(any_dropout(eo));
+    // And the other way: a Llama (no dropout in its config) trained with it.
+    wl::TrainingPlan on = plan_of(l);
+    on.dropout = true;
+    CHECK(model::estimate_training(arch("llama-3.1-8b"), on, sys, Explain::off).step.attention >
+          model::estimate_training(arch("llama-3.1-8b"), plan_of(l), sys, Explain::off).step.attention);
+  }
+}
+
 TEST_SUITE("context parallelism") {
   TEST_CASE("CP attention runs as Transformer Engine's ring: cp calls, the FLOPs of one causal call, and the merges") {
     // Llama 3 8B, s = 8192 over CP 4 (s/cp = 2048 tokens a rank): step 0 causal 2048 × 2048, steps 1-3 non-causal

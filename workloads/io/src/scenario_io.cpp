@@ -61,6 +61,8 @@ const FieldTable& training_scenario_fields() {
       f("shard_group", FieldType::integer, "hybrid sharding group size", 1, kMaxGpus),
       f("recompute", FieldType::string, "activation recomputation", 0, 0, {"none", "selective", "full"}),
       f("flash_attention", FieldType::boolean, "fused attention"),
+      f("dropout", FieldType::boolean,
+        "train with dropout (attention probabilities and block outputs) or without; absent: as the model's config says"),
       f("attention_kernel", FieldType::string, "fused attention generation", 0, 0, {"fa2", "fa3"}),
       f("kernels", FieldType::string, "non-GEMM op implementation", 0, 0, {"fused", "eager"}),
       f("mixed_precision", FieldType::string, "mixed-precision scheme", 0, 0, {"megatron", "amp"}),
@@ -158,6 +160,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.str("recompute"))
     p.recompute = *v == "full" ? wl::Recompute::full : *v == "selective" ? wl::Recompute::selective : wl::Recompute::none;
   if (auto v = r.boolean("flash_attention")) p.flash_attention = *v;
+  if (auto v = r.boolean("dropout")) p.dropout = *v;
   if (auto v = r.str("kernels")) p.kernels = *v == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
   if (auto v = r.str("mixed_precision"); v && *v == "amp") {
     // AMP: fp32 parameters and gradients, no separate master copy (the parameters are the master).
@@ -230,6 +233,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.par.shard_group > 0) j["shard_group"] = p.par.shard_group;
   j["recompute"] = p.recompute == wl::Recompute::full ? "full" : p.recompute == wl::Recompute::selective ? "selective" : "none";
   j["flash_attention"] = p.flash_attention;
+  if (p.dropout) j["dropout"] = *p.dropout;
   j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2" : "fa3";
   j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/wl/transformer.hpp"
 
 namespace gpuplan::wl {
 
@@ -109,6 +110,11 @@ struct TrainingPlan {
   Recompute recompute = Recompute::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   bool flash_attention = true;         ///< attention scores never materialised (FlashAttention-2/3, cuDNN SDPA)
+  /// Train with dropout (attention probabilities and block outputs) or without; unset: as the model's config says
+  /// (TransformerArch::attention_dropout_on / hidden_dropout_on).
+  std::optional<bool> dropout;
+  [[nodiscard]] bool attention_dropout(const TransformerArch& a) const { return dropout.value_or(a.attention_dropout_on()); }
+  [[nodiscard]] bool hidden_dropout(const TransformerArch& a) const { return dropout.value_or(a.hidden_dropout_on()); }
   AttentionKernel attention_kernel = AttentionKernel::fa3;
   KernelStyle kernels = KernelStyle::fused;
   MixedPrecision mixed_precision = MixedPrecision::megatron;
