@@ -4,10 +4,7 @@
 # then the same bf16 K sweep through torch.matmul (the cuBLAS path PyTorch takes), on GPU 0.
 # Usage on the device: OUT=$OUT bash scripts/measure/depth_run.sh
 set -u
-CUDA_ARCHS=90 bash scripts/calibrate/run_all.sh --build-only >/dev/null 2>&1 || echo build failed
-B=build/bench/gpuplan-bench
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv
-name=$(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader | tr ' A-Z' '-a-z' | tr -cd 'a-z0-9-')
+. scripts/measure/bench_prelude.sh
 for round in 1 2; do
   echo "=== $(date -u +%T) depth bf16+fp8, round $round, on $name"
   $B depth --device 0 --gemm-dtypes bf16,fp8 --out "$OUT/depth-$round-$name.json" 2>&1 | grep -E "gemm|REJECT|error|wrote"

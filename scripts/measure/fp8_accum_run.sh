@@ -3,10 +3,7 @@
 # accumulation off, "split accumulator" (its dgrad and wgrad GEMMs: _2X_ACC_DGRAD/_2X_ACC_WGRAD = True).
 # Usage on the device: OUT=$OUT bash scripts/measure/fp8_accum_run.sh
 set -u
-CUDA_ARCHS=90 bash scripts/calibrate/run_all.sh --build-only >/dev/null 2>&1 || echo build failed
-B=build/bench/gpuplan-bench
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv
-name=$(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader | tr ' A-Z' '-a-z' | tr -cd 'a-z0-9-')
+. scripts/measure/bench_prelude.sh
 for round in 1 2; do
   echo "=== $(date -u +%T) fp8 fast accumulation, round $round, on $name"
   $B gemm --device 0 --gemm-dtypes fp8 --out "$OUT/fp8-fast-$round-$name.json" 2>&1 | grep -E "REJECT|error|wrote"

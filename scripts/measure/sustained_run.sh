@@ -4,10 +4,7 @@
 # Usage on the device: OUT=$OUT bash scripts/measure/sustained_run.sh [SECONDS per dtype, default 30]
 set -u
 secs=${1:-30}
-CUDA_ARCHS=90 bash scripts/calibrate/run_all.sh --build-only >/dev/null 2>&1 || echo build failed
-B=build/bench/gpuplan-bench
-nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv
-name=$(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader | tr ' A-Z' '-a-z' | tr -cd 'a-z0-9-')
+. scripts/measure/bench_prelude.sh
 echo "=== $(date -u +%T) sustained (bf16, fp8) on $name"
 $B sustained --device 0 --gemm-dtypes bf16,fp8 --sustained-s "$secs" --out "$OUT/samples-sustained-$name.json" 2>&1
 echo "=== rc=$?"
