@@ -147,11 +147,14 @@ double gemm_depth_of(const EfficiencyProfile& e, hw::Precision p) {
   return hw::bytes_per_element(p) < 2.0 ? e.gemm_depth_fp8 : e.gemm_depth_bf16;
 }
 
+double gemm_depth_iterations(hw::Precision p, double k_per_tile) {
+  return std::max(1.0, k_per_tile / (kGemmDepthBytes / hw::bytes_per_element(p)));
+}
+
 double gemm_depth_factor(const EfficiencyProfile& e, hw::Precision p, double k_per_tile) {
   const double c = gemm_depth_of(e, p);
   if (!(c > 0.0)) return 1.0;
-  const double per_iter = kGemmDepthBytes / hw::bytes_per_element(p);
-  const double k = std::max(1.0, k_per_tile / per_iter), k_ref = kGemmReferenceDepth / per_iter;
+  const double k = gemm_depth_iterations(p, k_per_tile), k_ref = gemm_depth_iterations(p, kGemmReferenceDepth);
   return (k / (k + c)) / (k_ref / (k_ref + c));
 }
 

@@ -126,7 +126,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
              {"g", units::format_number(depth, 3),
               fmt::format("depth law k/(k + c) against K = {:g}: k = {:g} main-loop iterations of {:g} elements per tile, "
                           "c = {:g}",
-                          kGemmReferenceDepth, std::max(1.0, k / splits / (kGemmDepthBytes / element_bytes(p))),
+                          kGemmReferenceDepth, gemm_depth_iterations(p, k / splits),
                           kGemmDepthBytes / element_bytes(p),
                           gemm_depth_of(d.eff, p)),
               Origin::derived()},

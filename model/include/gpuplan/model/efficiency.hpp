@@ -100,6 +100,10 @@ double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p);
 double& gemm_depth_of(EfficiencyProfile& e, hw::Precision p);
 double gemm_depth_of(const EfficiencyProfile& e, hw::Precision p);
 
+/// Main-loop iterations of a tile that reduces over k_per_tile elements of a precision: k = K / (128 B / element bytes),
+/// at least 1.
+double gemm_depth_iterations(hw::Precision p, double k_per_tile);
+
 /// The depth law's factor for a GEMM whose tiles each reduce over k_per_tile elements: [k/(k + c)] / [k_ref/(k_ref + c)]
 /// (1 when the profile has no c for the precision).
 double gemm_depth_factor(const EfficiencyProfile& e, hw::Precision p, double k_per_tile);
