@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpuplan needs, skipping those already present. Run as root (or with sudo).
 # `deps.sh fuzz` also installs clang and its libFuzzer / sanitizer runtimes (scripts/fuzz, CI's fuzz stage).
+# `deps.sh --list [fuzz]` prints the package list, one per line, and installs nothing (scripts/deps_guard.sh reads it).
+#
+# Packages are installed with --no-install-recommends, so every package the build uses must be here or in the Depends
+# closure of one that is: a package that is only *recommended* is missing on a fresh machine. scripts/deps_guard.sh
+# checks that against what CMake's configure step actually found (CI runs it before the build).
 set -euo pipefail
+list_only=0
+if [[ "${1:-}" == --list ]]; then list_only=1; shift; fi
 packages=(cmake ninja-build g++ pkg-config
           libfmt-dev nlohmann-json3-dev libcli11-dev doctest-dev libeigen3-dev
-          qt6-base-dev qt6-charts-dev qt6-svg-dev libgl-dev)
+          qt6-base-dev qt6-charts-dev qt6-svg-dev
+          # Qt6Charts' CMake config needs Qt6OpenGL, which qt6-base-dev only recommends (and qt6-charts-dev omits).
+          libqt6opengl6-dev)
 # libclang_rt.fuzzer*.a is in libclang-rt-14-dev, which clang only recommends (not installed with --no-install-recommends).
 [[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev)
+if ((list_only)); then printf '%s\n' "${packages[@]}"; exit 0; fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,7 +3,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
-cmake --preset release -DGPUPLAN_BUILD_TESTS=OFF >/dev/null
+# GPUPLAN_CMAKE_ARGS: extra configure options (CI adds -DGPUPLAN_WERROR=ON: the release build must be warning-free).
+# shellcheck disable=SC2086
+cmake --preset release -DGPUPLAN_BUILD_TESTS=OFF ${GPUPLAN_CMAKE_ARGS:-} >/dev/null
 cmake --build --preset release
 exe=build/release/cli/gpuplan
 echo
