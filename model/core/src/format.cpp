@@ -92,11 +92,12 @@ std::string format(Bandwidth v, int digits) { return scaled(v.raw(), kDecimal, "
 std::string format(Intensity v, int digits) { return sig(v.raw(), digits) + " FLOP/B"; }
 std::string format(Usd v, int digits) {
   const double a = std::fabs(v.raw());
-  if (a >= 1e6) return "$" + sig(v.raw() / 1e6, digits) + "M";
-  if (a >= 1e4) return "$" + sig(v.raw() / 1e3, digits) + "k";
-  return "$" + sig(v.raw(), digits);
+  // fmt rather than "$" + std::string: GCC 12's -O3 inlining of operator+ raises a false -Wrestrict (GCC PR 105329).
+  if (a >= 1e6) return fmt::format("${}M", sig(v.raw() / 1e6, digits));
+  if (a >= 1e4) return fmt::format("${}k", sig(v.raw() / 1e3, digits));
+  return fmt::format("${}", sig(v.raw(), digits));
 }
-std::string format(UsdPerSecond v, int digits) { return "$" + sig(v.raw() * 3600.0, digits) + "/h"; }
+std::string format(UsdPerSecond v, int digits) { return fmt::format("${}/h", sig(v.raw() * 3600.0, digits)); }
 std::string format(Watts v, int digits) { return scaled(v.raw(), kDecimal, "W", digits); }
 std::string format(Joules v, int digits) {
   const double kwh = v.raw() / 3.6e6;
