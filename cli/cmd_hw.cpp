@@ -203,7 +203,7 @@ int show(const GlobalOptions& g, const HwOptions& o) {
     if (!x->pcie.empty()) io.rows.emplace_back("PCIe", x->pcie);
     if (x->price) io.rows.emplace_back("indicative price", u::format(*x->price));
     s.push_back(io);
-    Section src{"Sources (" + x->info.file + ")", {}};
+    Section src{"Sources (" + x->info.cited() + ")", {}};
     for (const auto& so : x->info.sources) src.rows.emplace_back(so.id, so.ref);
     if (!x->info.notes.empty()) src.rows.emplace_back("notes", x->info.notes);
     s.push_back(src);
@@ -213,7 +213,7 @@ int show(const GlobalOptions& g, const HwOptions& o) {
   }
   // links, nodes and clusters: show the decoded file as JSON-ish sections
   auto sources = [](const hw::EntityInfo& info) {
-    Section src{"Sources (" + info.file + ")", {}};
+    Section src{"Sources (" + info.cited() + ")", {}};
     for (const auto& so : info.sources) src.rows.emplace_back(so.id, so.ref);
     if (!info.notes.empty()) src.rows.emplace_back("notes", info.notes);
     return src;

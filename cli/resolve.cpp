@@ -64,10 +64,13 @@ bool load_calibration(const std::string& data_dir, model::TrainingSystem& sys, b
     for (const auto& d : p.diagnostics().items()) diags.add(d);
     return false;
   }
-  sys.efficiency = calib::to_efficiency(*p, *sys.gpu);
-  sys.scale_up_calibration = calib::scale_up_calibration(*p);
-  diags.note(path, "", "using this calibration profile for " + sys.gpu->info.id +
-                           " (--no-calibration for the built-in defaults)");
+  // Cited relative to the data directory (as the hardware files are), not by this machine's absolute path.
+  calib::Profile profile = std::move(*p);
+  profile.file = "calibration/" + sys.gpu->info.id + "/profile.json";
+  sys.efficiency = calib::to_efficiency(profile, *sys.gpu);
+  sys.scale_up_calibration = calib::scale_up_calibration(profile);
+  diags.note(profile.file, "", "using this calibration profile (in the data directory) for " + sys.gpu->info.id +
+                                   " (--no-calibration for the built-in defaults)");
   return true;
 }
 

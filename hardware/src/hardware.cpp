@@ -42,8 +42,13 @@ double bytes_per_element(Precision p) {
   return 2.0;
 }
 
+const std::string& EntityInfo::cited() const {
+  if (!cited_file.empty()) return cited_file;
+  return file.empty() ? id : file;
+}
+
 std::string EntityInfo::cite(std::string_view pointer) const {
-  std::string out = file.empty() ? id : file;
+  std::string out = cited();
   out += '#';
   out += pointer;
   std::string ids;

@@ -40,7 +40,7 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
   root.inputs = {{"m", format_count(double(m)), "micro-batches per step = global / (micro · DP)", Origin::user("--global-batch, --micro-batch")},
                  {"L/pp", format_count(double(layers_stage)), "layers on the heaviest pipeline stage (⌈L/pp⌉)", Origin::model_config(a.source)},
                  {"T", format_count(double(T)), "tokens per micro-batch per GPU = b·s/cp", Origin::user("--micro-batch, --seq")},
-                 {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.file)},
+                 {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.cited())},
                  {"efficiency", d.eff.calibrated ? "calibration profile" : "built-in defaults", "GEMM/HBM/attention ceilings",
                   d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin)}};
   root.result = fmt::format("{} per step, {} tokens/s, MFU {}", format(s.total), units::format_number(est.tokens_per_s, 4),

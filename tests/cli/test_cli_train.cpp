@@ -117,6 +117,15 @@ std::string reasons_text(const json& j) {
 
 // ---------------------------------------------------------------------------------------------------------------
 TEST_SUITE("gpuplan train") {
+  TEST_CASE("train --explain cites data files relative to the data directory, never this machine's absolute path") {
+    const Run r = run(with(fitting_args(), {"--explain"}));
+    CHECK(r.rc == 0);
+    CHECK_FALSE(contains(r.out + r.err, kData));
+    CHECK(contains(r.out, "datasheet: hardware/gpus/h100-sxm5-80gb.json#/dense_peak"));
+    CHECK(contains(r.out, "model config: models/llama-3.1-8b.json"));
+    CHECK(contains(r.err, "calibration/h100-sxm5-80gb/profile.json: note: using this calibration profile"));
+  }
+
   TEST_CASE("train --format json: exit 0 and the documented stable keys (Llama 3.1 8B, 8 H100, ZeRO-1)") {
     const Run r = run(with(fitting_args(), {"--format", "json"}));
     INFO(r.err);

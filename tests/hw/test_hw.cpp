@@ -100,7 +100,11 @@ TEST_SUITE("shipped hardware database") {
       REQUIRE(g != nullptr);
       CHECK(g->info.id == id);
       CHECK(g->info.file == (fs::path(kData) / "hardware" / "gpus" / (id + ".json")).string());
+      // Citations name the file relative to the data directory, not the absolute path of this machine.
+      CHECK(g->info.cited() == "hardware/gpus/" + id + ".json");
+      CHECK(g->info.cite("/memory").rfind("hardware/gpus/" + id + ".json#/memory", 0) == 0);
     }
+    for (const auto& n : r->nodes) CHECK(n.info.cited() == "hardware/nodes/" + n.info.id + ".json");
   }
 
   TEST_CASE("every GPU has a dense bf16 or fp16 peak, an HBM capacity and an HBM bandwidth") {

@@ -550,6 +550,17 @@ Result<hw::HardwareDb> load_hardware_db(const std::string& data_dir) {
   }
   check_references(db, diags);
   if (diags.has_errors()) return Result<hw::HardwareDb>(std::move(diags));
+  // Citations name a file relative to the data directory; diagnostics above named the path as loaded.
+  const fs::path base(data_dir);
+  auto relative = [&](hw::EntityInfo& info) {
+    if (info.file.empty()) return;
+    const fs::path rel = fs::path(info.file).lexically_relative(base);
+    if (!rel.empty() && *rel.begin() != "..") info.cited_file = rel.generic_string();
+  };
+  for (auto& g : db.gpus) relative(g.info);
+  for (auto& l : db.links) relative(l.info);
+  for (auto& n : db.nodes) relative(n.info);
+  for (auto& c : db.clusters) relative(c.info);
   return Result<hw::HardwareDb>(std::move(db), std::move(diags));
 }
 

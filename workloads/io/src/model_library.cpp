@@ -195,7 +195,11 @@ Result<ModelLibrary> load_model_library(const std::string& data_dir) {
     };
     claim(m->arch.id, "/id");
     for (std::size_t i = 0; i < m->aliases.size(); ++i) claim(m->aliases[i], "/aliases/" + std::to_string(i));
-    if (!clash) lib.models.push_back(std::move(m).value());
+    if (clash) continue;
+    ModelEntry entry = std::move(m).value();
+    // Citations name the file relative to the data directory ("models/llama-3.1-8b.json"), not this machine's path.
+    entry.arch.source = (fs::path("models") / f.filename()).generic_string();
+    lib.models.push_back(std::move(entry));
   }
   if (diags.has_errors()) return Result<ModelLibrary>(std::move(diags));
   return Result<ModelLibrary>(std::move(lib), std::move(diags));

@@ -34,10 +34,16 @@ struct SourceRef {
 struct EntityInfo {
   std::string id;
   std::string name;
-  std::string file;  ///< path it was loaded from ("" for built-in/test values)
+  std::string file;  ///< path it was loaded from ("" for built-in/test values); diagnostics name this one
+  /// The file as citations name it: relative to the data directory ("hardware/gpus/h100-sxm5-80gb.json") when it was
+  /// loaded from one (load_hardware_db), so that derivations, reports and screenshots do not carry the absolute path of
+  /// the machine that made them; "" means `file`.
+  std::string cited_file;
   std::vector<SourceRef> sources;
   std::string notes;
-  /// Citation for one field: "<file>#<pointer> [S5]".
+  /// The file as cited: cited_file, else file, else the id.
+  [[nodiscard]] const std::string& cited() const;
+  /// Citation for one field: "<cited file>#<pointer> [S5]".
   [[nodiscard]] std::string cite(std::string_view pointer) const;
 };
 
