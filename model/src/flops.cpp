@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
 
 namespace gpuplan::model {
@@ -12,36 +13,22 @@ namespace gpuplan::model {
 FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context, Explain explain) {
   FlopsPerToken f;
   const ParameterCounts p = parameter_counts(a, Explain::off);
-  const std::int64_t h = a.hidden;
 
-  // Weights in matmuls per token: attention matrices, FFN matrices (dense, active experts, shared), router, LM head.
-  std::int64_t att_w = 0;
-  if (a.mla) {
-    const auto& m = *a.mla;
-    const std::int64_t dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
-    att_w = (m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
-            h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim) +
-            a.heads * m.v_head_dim * h;
-  } else {
-    att_w = h * a.heads * a.head_dim + 2 * h * a.kv_heads * a.head_dim + a.heads * a.head_dim * h;
-  }
-  const std::int64_t mats = a.mlp == wl::MlpKind::gated ? 3 : 2;
-  const std::int64_t moe_layers = a.moe_layer_count();
-  std::int64_t ffn_w = (a.layers - moe_layers) * mats * h * a.intermediate;
-  if (a.moe) {
-    const auto& m = *a.moe;
-    ffn_w += moe_layers * (h * m.num_experts + m.experts_per_token * mats * h * m.expert_intermediate +
-                           m.shared_experts * mats * h * m.shared_intermediate);
-  }
-  f.matmul_params = a.layers * att_w + ffn_w + a.vocab * h;  // LM head is a matmul whether tied or not
+  // Weights in matmuls per token, a fold over the op graph: attention matrices, FFN matrices (dense, the top-k
+  // routed experts, shared), router, and the LM head (a matmul whether tied or not).
+  f.matmul_params = build_head_graph(a).matmul_per_token();
+  const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
+  for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
+    f.matmul_params += count * (kind.moe ? build_layer_graph(a, kind) : dense_layer).matmul_per_token();
+  });
   f.matmul_forward = units::flop(2.0 * static_cast<double>(f.matmul_params));
 
-  const std::int64_t dqk = a.mla ? a.mla->qk_nope_head_dim + a.mla->qk_rope_head_dim : a.head_dim;
-  const std::int64_t dv = a.mla ? a.mla->v_head_dim : a.head_dim;
+  const Op& attn = *dense_layer.attention();
+  const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
   double att = 0.0;
   for (std::int64_t l = 0; l < a.layers; ++l) {
     const std::int64_t c = a.attended_tokens(l, context);
-    att += 2.0 * static_cast<double>(a.heads) * static_cast<double>(dqk + dv) * static_cast<double>(c);
+    att += 2.0 * static_cast<double>(attn.heads) * static_cast<double>(dqk + dv) * static_cast<double>(c);
   }
   f.attention_forward = units::flop(att);
   f.forward = f.matmul_forward + f.attention_forward;

@@ -5,14 +5,15 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/graph.hpp"
 
 namespace gpuplan::model {
 
 KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, double bytes_per_element,
                           Explain explain) {
   KvCacheSize k;
-  k.elements_per_token_layer =
-      a.mla ? a.mla->kv_lora_rank + a.mla->qk_rope_head_dim : 2 * a.kv_heads * a.head_dim;
+  // The attention op of the layer graph says what it caches: 2·n_kv·d, or MLA's latent and rotary key.
+  k.elements_per_token_layer = build_layer_graph(a, LayerKind{}).attention()->cache_elements;
   const double per_layer_token = static_cast<double>(k.elements_per_token_layer) * bytes_per_element;
   k.per_token_full = units::bytes(per_layer_token * static_cast<double>(a.layers));
   double cached_token_layers = 0.0;

@@ -4,19 +4,218 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
 
 namespace gpuplan::model::detail {
 
-/// Forward and backward of one transformer layer for one micro-batch on one GPU.
-LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
-                     const Device& d, bool keep_ops) {
-  LayerCost lc;
+namespace {
+
+/// Prices one layer's op graph for training: each op forward and backward on the GPU, plus the elementwise kernels
+/// the training stack runs between them (rotary, residual adds, the MLP activation, the MoE token permutation).
+/// GEMM shapes are the graph's, split by TP (and the experts by EP).
+class TrainingLayerPricer {
+ public:
+  TrainingLayerPricer(const wl::TransformerArch& arch, const wl::TrainingPlan& training_plan, bool moe_layer,
+                      bool sliding, const Device& device, bool keep_op_list)
+      : a(arch), plan(training_plan), d(device), keep_ops(keep_op_list),
+        graph(build_layer_graph(arch, LayerKind{moe_layer && arch.moe.has_value(), sliding})),
+        attn(*graph.attention()) {}
+
+  LayerCost run() {
+    int norms = 0;
+    for (const Op& o : graph) {
+      switch (o.kind) {
+        case OpKind::norm:
+          // The two norms of a pre-norm layer; Gemma's post-norms are not priced yet (docs/design/op-graph-plan.md,
+          // D14).
+          if (norms++ < 2) stream(o.name, norm_bytes, 4.0 * double(T_norm * h));
+          break;
+        case OpKind::attention: price_attention(o); break;
+        case OpKind::linear: price_linear(o); break;
+        case OpKind::embedding: break;
+      }
+    }
+    residual();
+    return std::move(lc);
+  }
+
+ private:
   // Op names only when the op list is kept: the sums do not need them, and building them is most of the cost.
-  auto named = [keep_ops](const std::string& name, const char* suffix = "") {
+  std::string named(const std::string& name, const char* suffix = "") const {
     return keep_ops ? name + suffix : std::string();
+  }
+
+  // LoRA: the base weights are frozen (no weight-gradient GEMM; the activation gradient still flows), a targeted
+  // layer adds its rank-r adapter pair (x·A, then ·B: two thin GEMMs each way), and a quantised base (QLoRA, int8,
+  // fp8 storage) is dequantised to the compute dtype before the forward and the dgrad GEMM (read the stored bytes,
+  // write a_b per weight).
+  void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
+            std::int64_t batch = 1) {
+  // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
+  auto put = [&](bool forward, bool gemm, const OpCost& o) {
+    (forward ? lc.fwd : lc.bwd).add(o);
+    if (gemm) (forward ? lc.flops_fwd : lc.flops_bwd) += o.flops;
+    if (keep_ops) lc.ops.push_back(o);
   };
-  const auto& par = plan.par;
+  auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
+  auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
+  if (gp == hw::Precision::fp8) {
+    // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
+    // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
+    // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
+    const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
+    put(true, false, streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
+                                    units::flop(elems_f), d));
+    put(false, false, streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
+                                     units::bytes(elems_b * 4.0), units::flop(elems_b), d));
+  }
+  // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation).
+  const bool split = gp == hw::Precision::fp8;
+  add_fwd(gemm_cost(named(name), {m, n, k, batch}, gp, d));
+  add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d));
+  if (!lora.on()) {
+    OpCost wg = gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d);
+    if (wgrad_accumulates(plan))
+      wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
+    add_bwd(wg);
+    return;
+  }
+  if (dequant) {
+    const double w = double(k) * double(n) * double(batch);
+    const units::Bytes moved = units::bytes(w * (base_b + e));
+    put(true, false, streaming_cost(named(name, " dequantise"), OpClass::elementwise, moved, units::flop(w), d));
+    put(false, false, streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
+  }
+  if (!lora_targets(lora, kind)) return;
+  const std::int64_t r = lora.rank;
+  // x·A (m×k → m×r), then ·B (m×r → m×n); the backward takes the dgrad and the wgrad of each.
+  add_fwd(gemm_cost(named(name, " LoRA A"), {m, r, k, batch}, gp, d));
+  add_fwd(gemm_cost(named(name, " LoRA B"), {m, n, r, batch}, gp, d));
+  add_bwd(gemm_cost(named(name, " LoRA B dgrad"), {m, r, n, batch}, gp, d));
+  add_bwd(gemm_cost(named(name, " LoRA A dgrad"), {m, k, r, batch}, gp, d));
+  add_bwd(gemm_cost(named(name, " LoRA B wgrad"), {r, n, m, batch}, gp, d));
+  add_bwd(gemm_cost(named(name, " LoRA A wgrad"), {k, r, m, batch}, gp, d));
+  }
+
+  void stream(const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
+  OpCost f = streaming_cost(named(name), OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
+  OpCost b = streaming_cost(named(name, " bwd"), OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
+                            units::flop(flops_fwd * bwd_factor), d);
+  if (bytes_fwd <= 0) return;
+  lc.fwd.add(f);
+  lc.bwd.add(b);
+  if (!keep_ops) return;
+  lc.ops.push_back(f);
+  lc.ops.push_back(b);
+  }
+
+  void residual() {
+    stream(drop > 0 ? "residual add + dropout" : "residual add", double(T_norm * h) * res_f, double(T_norm * h),
+           res_b / res_f);
+  }
+
+  void add_attention(const std::string& name, std::int64_t sq, std::int64_t skv, bool is_causal) {
+    for (const bool bwd : {false, true})
+      for (const auto& c : attention_cost(name, bh, sq, skv, dqk, dv, is_causal, plan.flash_attention, bwd, gp,
+                                          d, attn_dropout)) {
+        (bwd ? lc.bwd : lc.fwd).add(c);
+        (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
+        if (keep_ops) lc.ops.push_back(c);
+      }
+  }
+
+  void price_attention(const Op& o) {
+  const std::int64_t s_kv = o.sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
+  const bool causal = !o.sliding || a.sliding_window >= plan.seq_len;
+  if (par.cp > 1 && plan.flash_attention && causal && s_local % 2 == 0) {
+    // Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P, the ring of K/V chunks; Megatron's
+    // load balancing gives each rank chunks i and 2cp−1−i of 2cp): cp kernel calls per direction, not one. Step 0
+    // is the rank's own chunks, causal over its s/cp tokens; each later step is one non-causal call of s/cp² pairs'
+    // worth, either all local queries against the first half of the received K/V or the second half of the
+    // queries against all of it, depending on the rank. The ranks meet at every step (the next K/V chunk), so a
+    // step takes as long as its slower call: all queries against half the K/V, the shorter key loop
+    // (efficiency.hpp's law). The FLOPs add up to the causal s/cp × s of the single-call form. The partial outputs
+    // are merged by their log-sum-exp (TE 1.x: `out = torch.empty_like(q).zero_()`, then
+    // flash_attn_fwd_out_correction per step: read the step's output, read and add into `out`, all in the
+    // activation dtype: 3·a_b bytes per output element per step, + a_b for the zero fill; the double-precision LSE
+    // updates are per token and head, negligible, and run on a side stream); in the backward each step adds its dQ
+    // into dq and its dK/dV into the dkv that travels on (dq.add_, dkv.add_: 3·a_b bytes per element each).
+    add_attention(named("attention (CP step 0)"), s_local, s_local, true);
+    for (int i = 1; i < par.cp; ++i)
+      add_attention(keep_ops ? fmt::format("attention (CP step {})", i) : std::string(), s_local, s_local / 2, false);
+    const std::int64_t kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
+    const double q_elems = double(bh) * double(s_local) * double(dv);
+    const double kv_elems = double(plan.micro_batch) * double(kv_heads) /
+                            double(std::min<std::int64_t>(t, kv_heads)) * double(s_local) * double(dqk + dv);
+    const double merge_f = (3.0 * double(par.cp) + 1.0) * e * q_elems;
+    const double merge_b = 3.0 * double(par.cp) * e * (double(bh) * double(s_local) * double(dqk) + kv_elems);
+    stream("CP output merge", merge_f, 4.0 * q_elems * double(par.cp), merge_b / std::max(1.0, merge_f));
+  } else {
+    // With CP (unfused, or non-causal) each rank holds s/cp queries that attend to the whole sequence in one call.
+    add_attention(named("attention"), s_local, s_kv, causal);
+  }
+  }
+
+  // The linears, split by TP: the QKV block (MLA: its down- and up-projections as one GEMM of equal weight count,
+  // h × (Σ weights / h)), the output projection (rows), the MLP or the experts (columns, then rows), the router
+  // (whole). Routed experts: E/ep experts on this GPU, one grouped GEMM over them, T·k·ep/E tokens each.
+
+  void price_linear(const Op& o) {
+  switch (o.linear) {
+    case LinearKind::qkv: {
+      fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
+      // Rotary on the query and key heads (MLA: on the rotary part of each head).
+      const double rope_elems =
+          double(T) * double((attn.heads + attn.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
+      if (a.position == wl::PositionKind::rope)
+        stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
+      break;
+    }
+    case LinearKind::attention_out:
+      fwd_gemm(o.name, LinearKind::attention_out, T, o.in / t, h);
+      residual();
+      break;
+    case LinearKind::router: fwd_gemm(o.name, LinearKind::router, T, h, o.out); break;
+    case LinearKind::expert_in:
+    case LinearKind::expert_out: {
+      const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
+      const std::int64_t ie = width / t > 0 ? width / t : 1;
+      const std::int64_t local_experts = o.copies / par.ep;
+      const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * o.active * par.ep / o.copies);
+      if (o.linear == LinearKind::expert_in) {
+        fwd_gemm(o.name, LinearKind::expert_in, tokens_per_expert, h, glu * ie, local_experts);
+        stream("expert activation", double(T * o.active * ie) * e * (gated ? glu_f : 2.0),
+               4.0 * double(T * o.active * ie), gated ? glu_b / glu_f : 1.5);
+      } else {
+        fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
+        stream("token permute/unpermute", double(T * o.active * h) * e * 4.0, 0.0);
+      }
+      break;
+    }
+    case LinearKind::mlp_in: {
+      const std::int64_t width = o.out / glu / t;
+      fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
+      if (o.part == Part::dense_mlp)
+        stream(gated ? "SwiGLU" : "GELU", double(T * width) * e * (gated ? glu_f : 2.0), 4.0 * double(T * width),
+               gated ? glu_b / glu_f : 1.5);
+      break;
+    }
+    case LinearKind::mlp_out: fwd_gemm(o.name, LinearKind::mlp_out, T, o.in / t, h); break;
+    case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced
+    case LinearKind::lm_head:  // not a layer op
+      break;
+  }
+  }
+
+  const wl::TransformerArch& a;
+  const wl::TrainingPlan& plan;
+  const Device& d;
+  const bool keep_ops;
+  const OpGraph graph;
+  const Op& attn;
+  LayerCost lc;
+  const wl::Parallelism& par = plan.par;
   const std::int64_t t = par.tp;
   const std::int64_t s_local = plan.seq_len / par.cp;
   const std::int64_t T = plan.micro_batch * s_local;  // tokens through this GPU's GEMMs
@@ -24,89 +223,10 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const std::int64_t h = a.hidden;
   const hw::Precision gp = plan.precision.compute;
   const double e = plan.precision.activation_bytes;
-
-  // LoRA: the base weights are frozen (no weight-gradient GEMM; the activation gradient still flows), a targeted
-  // layer adds its rank-r adapter pair (x·A, then ·B: two thin GEMMs each way), and a quantised base (QLoRA, int8,
-  // fp8 storage) is dequantised to the compute dtype before the forward and the dgrad GEMM (read the stored bytes,
-  // write a_b per weight).
-  const auto& lora = plan.lora;
+  const wl::Lora& lora = plan.lora;
   const double base_b = base_weight_bytes(plan);
   const bool dequant = lora.on() && lora.base != wl::LoraBase::same;
-  auto fwd_gemm = [&](const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
-                      std::int64_t batch = 1) {
-    // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
-    auto put = [&](bool forward, bool gemm, const OpCost& o) {
-      (forward ? lc.fwd : lc.bwd).add(o);
-      if (gemm) (forward ? lc.flops_fwd : lc.flops_bwd) += o.flops;
-      if (keep_ops) lc.ops.push_back(o);
-    };
-    auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
-    auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
-    if (gp == hw::Precision::fp8) {
-      // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
-      // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
-      // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
-      const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      put(true, false, streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
-                                      units::flop(elems_f), d));
-      put(false, false, streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
-                                       units::bytes(elems_b * 4.0), units::flop(elems_b), d));
-    }
-    // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation).
-    const bool split = gp == hw::Precision::fp8;
-    add_fwd(gemm_cost(named(name), {m, n, k, batch}, gp, d));
-    add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d));
-    if (!lora.on()) {
-      OpCost wg = gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d);
-      if (wgrad_accumulates(plan))
-        wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
-      add_bwd(wg);
-      return;
-    }
-    if (dequant) {
-      const double w = double(k) * double(n) * double(batch);
-      const units::Bytes moved = units::bytes(w * (base_b + e));
-      put(true, false, streaming_cost(named(name, " dequantise"), OpClass::elementwise, moved, units::flop(w), d));
-      put(false, false, streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
-    }
-    if (!lora_targets(lora, kind)) return;
-    const std::int64_t r = lora.rank;
-    // x·A (m×k → m×r), then ·B (m×r → m×n); the backward takes the dgrad and the wgrad of each.
-    add_fwd(gemm_cost(named(name, " LoRA A"), {m, r, k, batch}, gp, d));
-    add_fwd(gemm_cost(named(name, " LoRA B"), {m, n, r, batch}, gp, d));
-    add_bwd(gemm_cost(named(name, " LoRA B dgrad"), {m, r, n, batch}, gp, d));
-    add_bwd(gemm_cost(named(name, " LoRA A dgrad"), {m, k, r, batch}, gp, d));
-    add_bwd(gemm_cost(named(name, " LoRA B wgrad"), {r, n, m, batch}, gp, d));
-    add_bwd(gemm_cost(named(name, " LoRA A wgrad"), {k, r, m, batch}, gp, d));
-  };
-  auto stream = [&](const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
-    OpCost f = streaming_cost(named(name), OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
-    OpCost b = streaming_cost(named(name, " bwd"), OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
-                              units::flop(flops_fwd * bwd_factor), d);
-    if (bytes_fwd <= 0) return;
-    lc.fwd.add(f);
-    lc.bwd.add(b);
-    if (!keep_ops) return;
-    lc.ops.push_back(f);
-    lc.ops.push_back(b);
-  };
-
-  // Attention projections. MLA: the down/up projections as one GEMM of equal weight count (same FLOPs and
-  // weight bytes; the model's attention weights come from the parameter count).
-  std::int64_t qkv_out = 0, o_in = 0, dqk = a.head_dim, dv = a.head_dim;
-  if (a.mla) {
-    const auto& m = *a.mla;
-    dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
-    dv = m.v_head_dim;
-    const std::int64_t w = (m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
-                           h * (m.kv_lora_rank + m.qk_rope_head_dim) +
-                           m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim);
-    qkv_out = w / h / t;
-    o_in = a.heads * dv / t;
-  } else {
-    qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim / t;
-    o_in = a.heads * a.head_dim / t;
-  }
+  const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
   // Element accesses per element (reads + writes) of the non-GEMM ops, fused vs PyTorch eager:
   //  RoPE: fused 2 fwd / 2 bwd; eager rotate_half (x·cos, neg, cat, ·sin, add) 11 fwd / 13 bwd (+ slice_backward).
   //  SwiGLU: fused 3 fwd / 5 bwd; eager silu + mul 5 fwd / 9 bwd (mul_backward ×2, silu_backward).
@@ -115,89 +235,23 @@ LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
   const double rope_f = eager ? 11.0 : 2.0, rope_b = eager ? 13.0 : 2.0;
   const double glu_f = eager ? 5.0 : 3.0, glu_b = eager ? 9.0 : 5.0;
   const double norm_bytes = double(T_norm) * double(h) * e * 2.0;
-  stream("input norm", norm_bytes, 4.0 * double(T_norm * h));
-  fwd_gemm("QKV projection", LinearKind::qkv, T, h, qkv_out);
-  const double rope_elems = double(T) * double((a.heads + a.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
-  if (a.position == wl::PositionKind::rope)
-    stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
-  const std::int64_t s_kv = sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
-  const bool causal = !sliding || a.sliding_window >= plan.seq_len;
-  const bool attn_dropout = plan.attention_dropout(a);
-  const std::int64_t bh = plan.micro_batch * a.heads / t;
-  auto add_attention = [&](const std::string& name, std::int64_t sq, std::int64_t skv, bool is_causal) {
-    for (const bool bwd : {false, true})
-      for (const auto& c : attention_cost(name, bh, sq, skv, dqk, dv, is_causal, plan.flash_attention, bwd, gp, d,
-                                          attn_dropout)) {
-        (bwd ? lc.bwd : lc.fwd).add(c);
-        (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
-        if (keep_ops) lc.ops.push_back(c);
-      }
-  };
-  if (par.cp > 1 && plan.flash_attention && causal && s_local % 2 == 0) {
-    // Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P, the ring of K/V chunks; Megatron's
-    // load balancing gives each rank chunks i and 2cp−1−i of 2cp): cp kernel calls per direction, not one. Step 0
-    // is the rank's own chunks, causal over its s/cp tokens; each later step is one non-causal call of s/cp² pairs'
-    // worth, either all local queries against the first half of the received K/V or the second half of the queries
-    // against all of it, depending on the rank. The ranks meet at every step (the next K/V chunk), so a step takes
-    // as long as its slower call: all queries against half the K/V, the shorter key loop (efficiency.hpp's law).
-    // The FLOPs add up to the causal s/cp × s of the single-call form. The partial outputs are merged by their
-    // log-sum-exp (TE 1.x: `out = torch.empty_like(q).zero_()`, then flash_attn_fwd_out_correction per step: read the
-    // step's output, read and add into `out`, all in the activation dtype: 3·a_b bytes per output element per step,
-    // + a_b for the zero fill; the double-precision LSE updates are per token and head, negligible, and run on a side
-    // stream); in the backward each step adds its dQ into dq and its dK/dV into the dkv that travels on (dq.add_,
-    // dkv.add_: 3·a_b bytes per element each).
-    add_attention(named("attention (CP step 0)"), s_local, s_local, true);
-    for (int i = 1; i < par.cp; ++i)
-      add_attention(keep_ops ? fmt::format("attention (CP step {})", i) : std::string(), s_local, s_local / 2, false);
-    const double q_elems = double(bh) * double(s_local) * double(dv);
-    const double kv_elems = double(plan.micro_batch) * double(a.kv_heads > 0 ? a.kv_heads : a.heads) /
-                            double(std::min<std::int64_t>(t, a.kv_heads > 0 ? a.kv_heads : a.heads)) *
-                            double(s_local) * double(dqk + dv);
-    const double merge_f = (3.0 * double(par.cp) + 1.0) * e * q_elems;
-    const double merge_b = 3.0 * double(par.cp) * e * (double(bh) * double(s_local) * double(dqk) + kv_elems);
-    stream("CP output merge", merge_f, 4.0 * q_elems * double(par.cp), merge_b / std::max(1.0, merge_f));
-  } else {
-    // With CP (unfused, or non-causal) each rank holds s/cp queries that attend to the whole sequence in one call.
-    add_attention(named("attention"), s_local, s_kv, causal);
-  }
-  fwd_gemm("output projection", LinearKind::attention_out, T, o_in, h);
+  const bool gated = a.mlp == wl::MlpKind::gated;
+  const std::int64_t glu = gated ? 2 : 1;
   // Hidden dropout on the block's output before the residual add: fused into it (Megatron's bias-dropout-add) it
   // writes the 1-byte mask forward and reads it backward; eager, F.dropout is its own kernel each way (read and write
   // the activation, and the mask).
   const double drop = plan.hidden_dropout(a) ? (eager ? 2.0 * e + 1.0 : 1.0) : 0.0;
   const double res_f = 3.0 * e + drop, res_b = 3.0 * e + drop;
-  stream(drop > 0 ? "residual add + dropout" : "residual add", double(T_norm * h) * res_f, double(T_norm * h),
-         res_b / res_f);
-  stream("post-attention norm", norm_bytes, 4.0 * double(T_norm * h));
+  const bool attn_dropout = plan.attention_dropout(a);
+  const std::int64_t bh = plan.micro_batch * attn.heads / t;
+};
 
-  const bool gated = a.mlp == wl::MlpKind::gated;
-  if (moe_layer && a.moe) {
-    const auto& m = *a.moe;
-    fwd_gemm("router", LinearKind::router, T, h, m.num_experts);
-    const std::int64_t local_experts = m.num_experts / par.ep;
-    const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * m.experts_per_token * par.ep / m.num_experts);
-    const std::int64_t ie = m.expert_intermediate / t > 0 ? m.expert_intermediate / t : 1;
-    fwd_gemm("expert up/gate", LinearKind::expert_in, tokens_per_expert, h, (gated ? 2 : 1) * ie, local_experts);
-    stream("expert activation", double(T * m.experts_per_token * ie) * e * (gated ? glu_f : 2.0),
-           4.0 * double(T * m.experts_per_token * ie), gated ? glu_b / glu_f : 1.5);
-    fwd_gemm("expert down", LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
-    stream("token permute/unpermute", double(T * m.experts_per_token * h) * e * 4.0, 0.0);
-    if (m.shared_experts > 0) {
-      const std::int64_t is = m.shared_experts * m.shared_intermediate / t;
-      fwd_gemm("shared expert up/gate", LinearKind::mlp_in, T, h, (gated ? 2 : 1) * is);
-      fwd_gemm("shared expert down", LinearKind::mlp_out, T, is, h);
-    }
-  } else {
-    const std::int64_t i_local = a.intermediate / t;
-    fwd_gemm(gated ? "MLP up/gate" : "MLP up", LinearKind::mlp_in, T, h, (gated ? 2 : 1) * i_local);
-    stream(gated ? "SwiGLU" : "GELU", double(T * i_local) * e * (gated ? glu_f : 2.0), 4.0 * double(T * i_local),
-           gated ? glu_b / glu_f : 1.5);
-    fwd_gemm("MLP down", LinearKind::mlp_out, T, i_local, h);
-  }
-  stream(drop > 0 ? "residual add + dropout" : "residual add", double(T_norm * h) * res_f, double(T_norm * h),
-         res_b / res_f);
-  return lc;
+}  // namespace
+
+/// Forward and backward of one transformer layer for one micro-batch on one GPU.
+LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
+                     const Device& d, bool keep_ops) {
+  return TrainingLayerPricer(a, plan, moe_layer, sliding, d, keep_ops).run();
 }
-
 
 }  // namespace gpuplan::model::detail

@@ -3,83 +3,41 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/graph.hpp"
 
 namespace gpuplan::model {
 namespace {
 
 using std::int64_t;
 
-struct AttentionParts {
-  int64_t weights = 0;  // matrices (used in matmuls)
-  int64_t other = 0;    // biases, norms, sinks
-};
-
-AttentionParts attention_per_layer(const wl::TransformerArch& a) {
-  AttentionParts p;
-  const int64_t h = a.hidden, nq = a.heads;
-  if (a.mla) {
-    const auto& m = *a.mla;
-    const int64_t dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
-    if (m.q_lora_rank > 0) {
-      p.weights += h * m.q_lora_rank + m.q_lora_rank * nq * dqk;
-      p.other += m.q_lora_rank;  // q_a_layernorm
-    } else {
-      p.weights += h * nq * dqk;
-    }
-    p.weights += h * (m.kv_lora_rank + m.qk_rope_head_dim);               // kv_a_proj_with_mqa
-    p.other += m.kv_lora_rank;                                           // kv_a_layernorm
-    p.weights += m.kv_lora_rank * nq * (m.qk_nope_head_dim + m.v_head_dim);  // kv_b_proj
-    p.weights += nq * m.v_head_dim * h;                                  // o_proj
-    if (a.qkv_bias) p.other += nq * dqk + (m.kv_lora_rank + m.qk_rope_head_dim);
-    if (a.o_bias) p.other += h;
-  } else {
-    const int64_t d = a.head_dim, nkv = a.kv_heads;
-    p.weights += h * nq * d + 2 * h * nkv * d + nq * d * h;
-    if (a.qkv_bias) p.other += nq * d + 2 * nkv * d;
-    if (a.o_bias) p.other += h;
-  }
-  if (a.qk_norm) p.other += 2 * a.head_dim;
-  if (a.attention_sinks) p.other += nq;
-  return p;
-}
-
-int64_t mlp_params(const wl::TransformerArch& a, int64_t width, bool bias, int64_t* weights_out) {
-  const int64_t h = a.hidden;
-  const int64_t mats = a.mlp == wl::MlpKind::gated ? 3 : 2;
-  const int64_t w = mats * h * width;
-  int64_t b = 0;
-  if (bias) b = (a.mlp == wl::MlpKind::gated ? 2 * width : width) + h;
-  if (weights_out != nullptr) *weights_out = w;
-  return w + b;
-}
-
-int64_t norm_params(const wl::TransformerArch& a) { return a.norm == wl::NormKind::layernorm ? 2 * a.hidden : a.hidden; }
-
 }  // namespace
 
 ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) {
+  // A fold over the op graph (graph.hpp): the weights of a dense and of an MoE layer, and of the ops around them.
   ParameterCounts c;
   const int64_t h = a.hidden, L = a.layers;
-  const AttentionParts att = attention_per_layer(a);
-  c.attention_per_layer = att.weights + att.other;
-  c.dense_mlp_per_layer = mlp_params(a, a.intermediate, a.mlp_bias, nullptr);
+  const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
+  const OpGraph head = build_head_graph(a);
+  c.attention_per_layer = dense_layer.parameters(Part::attention);
+  c.dense_mlp_per_layer = dense_layer.parameters(Part::dense_mlp);
+  const int64_t norm_unit = head.parameters(Part::final_norm);
 
   const int64_t moe_layers = a.moe_layer_count();
   const int64_t dense_layers = L - moe_layers;
-  c.embedding = a.vocab * h;
-  c.position_embedding = a.position == wl::PositionKind::learned ? a.max_position * h : 0;
+  c.embedding = head.parameters(Part::embedding);
+  c.position_embedding = head.parameters(Part::position_embedding);
   c.attention = L * c.attention_per_layer;
   c.dense_mlp = dense_layers * c.dense_mlp_per_layer;
-  c.norms = L * a.norms_per_layer * norm_params(a) + norm_params(a);
-  c.lm_head = a.tied_embeddings ? 0 : a.vocab * h;
+  c.norms = L * dense_layer.parameters(Part::norms) + norm_unit;
+  c.lm_head = head.parameters(Part::lm_head);
 
   int64_t router_per_layer = 0, shared_per_layer = 0;
   if (a.moe) {
     const auto& m = *a.moe;
-    c.expert = mlp_params(a, m.expert_intermediate, m.expert_bias, nullptr);
-    router_per_layer = h * m.num_experts + (m.router_bias ? m.num_experts : 0) + m.correction_bias;
-    shared_per_layer = m.shared_experts * mlp_params(a, m.shared_intermediate, false, nullptr) +
-                       (m.shared_expert_gate ? h : 0);
+    const OpGraph moe_layer = build_layer_graph(a, LayerKind{true, false});
+    c.expert = m.num_experts > 0 ? moe_layer.parameters(Part::routed_experts) / m.num_experts : 0;
+    router_per_layer = moe_layer.parameters(Part::router);
+    shared_per_layer = moe_layer.parameters(Part::shared_experts);
     c.router = moe_layers * router_per_layer;
     c.routed_experts = moe_layers * m.num_experts * c.expert;
     c.shared_experts = moe_layers * shared_per_layer;
@@ -92,10 +50,10 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
   if (a.mtp_layers > 0) {
     // DeepSeek-V3 MTP module (arXiv:2412.19437 §2.2): two RMSNorms, a 2h→h projection and one (MoE) transformer
     // layer; embedding and output head are shared with the main model.
-    const int64_t layer = c.attention_per_layer + 2 * norm_params(a) +
+    const int64_t layer = c.attention_per_layer + 2 * norm_unit +
                           (a.moe ? router_per_layer + a.moe->num_experts * c.expert + shared_per_layer
                                  : c.dense_mlp_per_layer);
-    c.mtp = a.mtp_layers * (2 * norm_params(a) + 2 * h * h + layer + norm_params(a));
+    c.mtp = a.mtp_layers * (2 * norm_unit + 2 * h * h + layer + norm_unit);
   }
 
   if (explain == Explain::on) {
@@ -168,7 +126,7 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
 }
 
 bool lora_targets(const wl::Lora& l, LinearKind k) {
-  if (!l.on() || k == LinearKind::router) return false;
+  if (!l.on() || k == LinearKind::router || k == LinearKind::gate || k == LinearKind::lm_head) return false;
   switch (l.targets) {
     case wl::LoraTargets::qkv: return k == LinearKind::qkv;
     case wl::LoraTargets::attention: return k == LinearKind::qkv || k == LinearKind::attention_out;
@@ -183,29 +141,16 @@ bool lora_targets(const wl::Lora& l, LinearKind k) {
 LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, bool moe_layer) {
   LoraLayerParams r;
   if (!l.on()) return r;
-  const double rank = double(l.rank), h = double(a.hidden);
-  const double glu = a.mlp == wl::MlpKind::gated ? 2.0 : 1.0;
-  auto pair = [&](double in, double out) { return rank * (in + out); };
-  double qkv_out = double(a.heads + 2 * a.kv_heads) * double(a.head_dim), o_in = double(a.heads * a.head_dim);
-  if (a.mla) {
-    const auto& m = *a.mla;
-    qkv_out = double(a.heads) * double(m.qk_nope_head_dim + m.qk_rope_head_dim) +
-              double(m.kv_lora_rank + m.qk_rope_head_dim);
-    o_in = double(a.heads) * double(m.v_head_dim);
-  }
-  if (lora_targets(l, LinearKind::qkv)) r.dense += pair(h, qkv_out);
-  if (lora_targets(l, LinearKind::attention_out)) r.dense += pair(o_in, h);
-  if (moe_layer && a.moe) {
-    const auto& m = *a.moe;
-    const double ie = double(m.expert_intermediate), is = double(m.shared_experts * m.shared_intermediate);
-    if (lora_targets(l, LinearKind::expert_in)) r.expert += double(m.num_experts) * pair(h, glu * ie);
-    if (lora_targets(l, LinearKind::expert_out)) r.expert += double(m.num_experts) * pair(ie, h);
-    if (is > 0 && lora_targets(l, LinearKind::mlp_in)) r.dense += pair(h, glu * is);
-    if (is > 0 && lora_targets(l, LinearKind::mlp_out)) r.dense += pair(is, h);
-  } else {
-    const double i = double(a.intermediate);
-    if (lora_targets(l, LinearKind::mlp_in)) r.dense += pair(h, glu * i);
-    if (lora_targets(l, LinearKind::mlp_out)) r.dense += pair(i, h);
+  // One adapter pair r·(d_in + d_out) per copy of each targeted linear of the layer's op graph.
+  const double rank = double(l.rank);
+  const OpGraph g = build_layer_graph(a, LayerKind{moe_layer && a.moe.has_value(), false});
+  for (const Op& o : g) {
+    if (o.kind != OpKind::linear || !lora_targets(l, o.linear)) continue;
+    const double pair = rank * (double(o.in) + double(o.out));
+    if (o.part == Part::routed_experts)
+      r.expert += double(o.copies) * pair;
+    else
+      r.dense += pair;
   }
   return r;
 }

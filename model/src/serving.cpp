@@ -7,6 +7,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "serving_internal.hpp"
@@ -90,118 +91,143 @@ OpCost repeated(OpCost c, double k, const Device& d) {
   return c;
 }
 
-/// One layer (of a kind) on one GPU for one forward batch.
-Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, bool moe_layer,
-                  bool sliding, const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g,
-                  const CommGroup& ep_g, bool keep) {
-  Acc acc;
-  const std::int64_t t = plan.tp;
-  const std::int64_t h = a.hidden;
-  const double e = plan.activation_bytes;
-  const hw::Precision gp = plan.compute;
-  const double T = fb.decode_seqs * double(fb.queries_per_seq) + fb.prefill_seqs * double(fb.prefill_tokens);
-  const std::int64_t Ti = at_least_one(T);
-  auto wb = [&](std::int64_t k) { return weight_bytes_per_param(plan.weights, k); };
-  auto gemm = [&](const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1,
-                  double b_bytes = 0) {
+/// Prices one layer's op graph (graph.hpp) for one forward batch of a serving engine on one GPU: each op once, the
+/// engine's fused elementwise kernels between them (add + norm, rotary + KV write), the TP all-reduces and the EP
+/// all-to-alls.
+class ServingLayerPricer {
+ public:
+  ServingLayerPricer(const wl::TransformerArch& arch, const ServingPerfPlan& serving_plan, const ForwardBatch& batch,
+                     bool moe_layer, bool sliding, const Device& device, const KvTokenBytes& kv_token,
+                     const CommGroup& tp_group, const CommGroup& ep_group, bool keep_ops)
+      : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
+        moe(moe_layer && arch.moe.has_value()), graph(build_layer_graph(arch, LayerKind{moe, sliding})),
+        attn(*graph.attention()),
+        ar(t > 1 ? coll(Collective::all_reduce, units::bytes(double(Ti * h) * e), tp_group) : Seconds(0)) {}
+
+  Acc run() {
+    int norms = 0;
+    for (const Op& o : graph) {
+      switch (o.kind) {
+        case OpKind::norm:
+          // The two norms of a pre-norm layer (Gemma's post-norms are not priced yet: docs/design/op-graph-plan.md
+          // D14). The first layer's residual add is the embedding's; the second norm follows the attention block.
+          if (norms == 0) {
+            if (eager) stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
+            else stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
+          } else if (norms == 1) {
+            add_norm("add + norm");
+          }
+          ++norms;
+          break;
+        case OpKind::attention: price_attention(o); break;
+        case OpKind::linear: price_linear(o); break;
+        case OpKind::embedding: break;
+      }
+    }
+    if (moe && ep > 1) {
+      // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs.
+      const Bytes buf = units::bytes(T * double(a.moe->experts_per_token) * double(h) * e / double(ep));
+      acc.comm += coll(Collective::all_to_all, buf, ep_g) * 2.0;
+      acc.kernels += 2;
+    }
+    acc.comm += ar;
+    acc.kernels += t > 1 ? 1 : 0;
+    if (eager) stream("residual add", T * double(h) * e * 3.0, T * double(h));  // fused into the next norm otherwise
+    return std::move(acc);
+  }
+
+ private:
+  double wb(std::int64_t k) const { return weight_bytes_per_param(plan.weights, k); }
+  void gemm(const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1,
+            double b_bytes = 0) {
     const double bb = b_bytes > 0 ? b_bytes : wb(k);
     OpCost c = gemm_cost(name, {m, n, k, batch, bb}, gp, d);
     acc.add(c, keep);
     acc.weights += units::bytes(double(k) * double(n) * double(batch) * bb);
-  };
-  auto stream = [&](const std::string& name, double bytes, double flops) {
+  }
+  void stream(const std::string& name, double bytes, double flops) {
     if (bytes <= 0) return;
     acc.add(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(flops), d), keep);
-  };
-
-  std::int64_t qkv_out = 0, o_in = 0, dqk = a.head_dim, dv = a.head_dim, rope_dim = a.head_dim;
-  std::int64_t dec_dqk = a.head_dim, dec_dv = a.head_dim;
-  if (a.mla) {
-    const auto& m = *a.mla;
-    dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
-    dv = m.v_head_dim;
-    rope_dim = m.qk_rope_head_dim;
-    // q_a and kv_a (the down projections) are replicated on every TP rank (vLLM's ReplicatedLinear [vLLM-dsv2]);
-    // the up projections q_b and kv_b are split over TP. As one GEMM of the same weight count per GPU.
-    const std::int64_t repl = (m.q_lora_rank > 0 ? h * m.q_lora_rank : 0) + h * (m.kv_lora_rank + m.qk_rope_head_dim);
-    const std::int64_t split = (m.q_lora_rank > 0 ? m.q_lora_rank * a.heads * dqk : h * a.heads * dqk) +
-                               m.kv_lora_rank * a.heads * (m.qk_nope_head_dim + m.v_head_dim);
-    qkv_out = std::max<std::int64_t>(1, (repl + split / t) / h);
-    o_in = a.heads * dv / t;
-    // Decode runs MLA absorbed (MQA over the latent): scores over r_kv + d_rope, values of width r_kv.
-    dec_dqk = m.kv_lora_rank + m.qk_rope_head_dim;
-    dec_dv = m.kv_lora_rank;
-  } else {
-    qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim / t;
-    o_in = a.heads * a.head_dim / t;
   }
-  const std::int64_t heads_gpu = std::max<std::int64_t>(1, a.heads / t);
-  const Seconds ar = t > 1 ? coll(Collective::all_reduce, units::bytes(double(Ti * h) * e), tp_g) : Seconds(0);
-
-  const bool eager = plan.kernels == wl::KernelStyle::eager;
   // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
-  auto add_norm = [&](const char* name) {
+  void add_norm(const char* name) {
     if (!eager) {
       stream(name, T * double(h) * e * 4.0, 5.0 * T * double(h));
       return;
     }
     stream("residual add", T * double(h) * e * 3.0, T * double(h));
     stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
-  };
-  if (eager) stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));  // the first layer's add is the embedding
-  else stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
-  gemm("QKV projection", Ti, h, qkv_out);
-  const double rope_elems = T * double((a.heads + (a.mla ? 1 : a.kv_heads)) * rope_dim) / double(t);
-  if (!eager) {
-    stream("rotary + KV write", rope_elems * e * 2.0 + T * kvt.per_layer.raw(), 3.0 * rope_elems);
-  } else {
-    stream("rotary: half swap", rope_elems * e * 2.0, 0.0);
-    stream("rotary: x·cos", rope_elems * e * 2.0, rope_elems);
-    stream("rotary: + swapped·sin", rope_elems * e * 3.0, 2.0 * rope_elems);
-    stream("K cache write", T * kvt.per_layer.raw(), 0.0);  // reads k, writes the cache: ≈ 2 × half the token's KV
-    stream("V cache write", T * kvt.per_layer.raw(), 0.0);
   }
 
-  if (fb.prefill_seqs > 0 && fb.prefill_tokens > 0) {
-    const std::int64_t s = fb.prefill_tokens, past = fb.prefill_past;
-    std::int64_t s_kv = past > 0 ? past + s / 2 : s;
-    bool causal = past == 0;
-    if (sliding && a.sliding_window > 0 && a.sliding_window < past + s) {
-      s_kv = std::min<std::int64_t>(s_kv, a.sliding_window);
-      causal = false;
+  void price_qkv(const Op& o) {
+    std::int64_t qkv_out = 0;
+    if (a.mla) {
+      // q_a and kv_a (the down projections) are replicated on every TP rank (vLLM's ReplicatedLinear [vLLM-dsv2]);
+      // the up projections q_b and kv_b are split over TP. As one GEMM of the same weight count per GPU.
+      std::int64_t repl = 0, split = 0;
+      for (std::uint8_t i = 0; i < o.weight_count; ++i) {
+        if (!o.weights[i].matmul) continue;
+        (o.weights[i].split == TpSplit::replicated ? repl : split) += o.weights[i].elements;
+      }
+      qkv_out = std::max<std::int64_t>(1, (repl + split / t) / h);
+    } else {
+      qkv_out = o.out / t;
     }
-    for (const OpCost& c : attention_cost("prefill attention", heads_gpu, s, s_kv, dqk, dv, causal, true, false, gp, d)) {
-      acc.add(repeated(c, fb.prefill_seqs, d), keep);
+    gemm(o.name, Ti, h, qkv_out);
+    const std::int64_t rope_dim = a.mla ? a.mla->qk_rope_head_dim : a.head_dim;
+    const double rope_elems = T * double((attn.heads + (a.mla ? 1 : attn.kv_heads)) * rope_dim) / double(t);
+    if (!eager) {
+      stream("rotary + KV write", rope_elems * e * 2.0 + T * kvt.per_layer.raw(), 3.0 * rope_elems);
+    } else {
+      stream("rotary: half swap", rope_elems * e * 2.0, 0.0);
+      stream("rotary: x·cos", rope_elems * e * 2.0, rope_elems);
+      stream("rotary: + swapped·sin", rope_elems * e * 3.0, 2.0 * rope_elems);
+      stream("K cache write", T * kvt.per_layer.raw(), 0.0);  // reads k, writes the cache: ≈ 2 × half the token's KV
+      stream("V cache write", T * kvt.per_layer.raw(), 0.0);
     }
   }
-  if (fb.decode_seqs > 0) {
-    const std::int64_t held = fb.decode_context + fb.queries_per_seq;
-    const std::int64_t ctx = sliding && a.sliding_window > 0 ? std::min(held, a.sliding_window) : held;
-    // MMA tile rows the query group of one KV head is padded to (see ServingPerfPlan::attention).
-    const std::int64_t kv_gpu = a.mla ? 1 : std::max<std::int64_t>(1, std::llround(kvt.kv_heads_per_gpu));
-    std::int64_t tile_q = 16;
-    if (plan.attention == wl::AttentionKernel::fa2)
-      tile_q = fb.decode_seqs * double(kv_gpu) < double(d.gpu->compute_units) ? 64 : 128;
-    OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, kv_gpu, ctx,
-                                     dec_dqk, dec_dv, kvt.per_layer, tile_q, gp, d);
-    acc.add(c, keep);
-    acc.kv += kvt.per_layer * (fb.decode_seqs * double(ctx));
-  }
-  gemm("output projection", Ti, o_in, h);
-  acc.comm += ar;
-  acc.kernels += t > 1 ? 1 : 0;
-  add_norm("add + norm");
 
-  const bool gated = a.mlp == wl::MlpKind::gated;
-  if (moe_layer && a.moe) {
-    const auto& m = *a.moe;
-    const double E = double(m.num_experts), k = double(m.experts_per_token);
-    gemm("router", Ti, h, m.num_experts, 1, 2.0);
-    const std::int64_t ep = std::max(1, plan.ep);
+  void price_attention(const Op& o) {
+    const std::int64_t heads_gpu = std::max<std::int64_t>(1, o.heads / t);
+    if (fb.prefill_seqs > 0 && fb.prefill_tokens > 0) {
+      const std::int64_t s = fb.prefill_tokens, past = fb.prefill_past;
+      std::int64_t s_kv = past > 0 ? past + s / 2 : s;
+      bool causal = past == 0;
+      if (o.sliding && a.sliding_window > 0 && a.sliding_window < past + s) {
+        s_kv = std::min<std::int64_t>(s_kv, a.sliding_window);
+        causal = false;
+      }
+      for (const OpCost& c : attention_cost("prefill attention", heads_gpu, s, s_kv, o.d_qk, o.d_v, causal, true,
+                                            false, gp, d)) {
+        acc.add(repeated(c, fb.prefill_seqs, d), keep);
+      }
+    }
+    if (fb.decode_seqs > 0) {
+      const std::int64_t held = fb.decode_context + fb.queries_per_seq;
+      const std::int64_t ctx = o.sliding && a.sliding_window > 0 ? std::min(held, a.sliding_window) : held;
+      // MMA tile rows the query group of one KV head is padded to (see ServingPerfPlan::attention).
+      const std::int64_t kv_gpu = a.mla ? 1 : std::max<std::int64_t>(1, std::llround(kvt.kv_heads_per_gpu));
+      std::int64_t tile_q = 16;
+      if (plan.attention == wl::AttentionKernel::fa2)
+        tile_q = fb.decode_seqs * double(kv_gpu) < double(d.gpu->compute_units) ? 64 : 128;
+      // Decode runs MLA absorbed (MQA over the latent): scores over r_kv + d_rope, values of width r_kv.
+      const std::int64_t dec_dqk = a.mla ? o.cache_elements : o.d_qk;
+      const std::int64_t dec_dv = a.mla ? a.mla->kv_lora_rank : o.d_v;
+      OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, kv_gpu, ctx,
+                                       dec_dqk, dec_dv, kvt.per_layer, tile_q, gp, d);
+      acc.add(c, keep);
+      acc.kv += kvt.per_layer * (fb.decode_seqs * double(ctx));
+    }
+  }
+
+  // Routed experts: E/ep on this GPU, their width split over the TP ranks inside the EP group (t/ep); the expected
+  // distinct experts the T tokens touch (uniform top-k routing), this GPU's share.
+  void price_experts(const Op& o) {
+    const double E = double(o.copies), k = double(o.active);
     const std::int64_t shard = std::max<std::int64_t>(1, t / ep);
-    const std::int64_t ie = std::max<std::int64_t>(1, m.expert_intermediate / shard);
+    const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
+    const std::int64_t ie = std::max<std::int64_t>(1, width / shard);
     const double local = E / double(ep);
-    // Expected distinct experts the T tokens touch (uniform top-k routing), this GPU's share.
     const double touched = local * (1.0 - std::pow(1.0 - k / E, T));
     const double routed = T * k / double(ep);  // token-expert pairs this GPU computes
     const std::int64_t per_expert = at_least_one(routed / std::max(1e-9, touched));
@@ -212,36 +238,74 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
       acc.add(repeated(gemm_cost(name, {per_expert, n_dim, k_dim, 1, bb}, gp, d), touched, d), keep);
       acc.weights += units::bytes(double(k_dim) * double(n_dim) * touched * bb);
     };
-    experts("expert up/gate", h, (gated ? 2 : 1) * ie);
-    stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
-    experts("expert down", ie, h);
-    stream("token permute/unpermute", T * k * double(h) * e * 4.0 / double(ep), 0.0);
-    if (m.shared_experts > 0) {
-      const std::int64_t is = std::max<std::int64_t>(1, m.shared_experts * m.shared_intermediate / t);
-      gemm("shared expert up/gate", Ti, h, (gated ? 2 : 1) * is);
-      gemm("shared expert down", Ti, is, h);
-    }
-    if (ep > 1) {
-      // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs.
-      const Bytes buf = units::bytes(T * k * double(h) * e / double(ep));
-      acc.comm += coll(Collective::all_to_all, buf, ep_g) * 2.0;
-      acc.kernels += 2;
-    }
-  } else {
-    const std::int64_t i_local = std::max<std::int64_t>(1, a.intermediate / t);
-    gemm(gated ? "MLP up/gate" : "MLP up", Ti, h, (gated ? 2 : 1) * i_local);
-    if (eager && gated) {
-      stream("SiLU", T * double(i_local) * e * 2.0, 4.0 * T * double(i_local));
-      stream("gate product", T * double(i_local) * e * 3.0, T * double(i_local));
+    if (o.linear == LinearKind::expert_in) {
+      experts(o.name, h, glu * ie);
+      stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
     } else {
-      stream(gated ? "SwiGLU" : "GELU", T * double(i_local) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(i_local));
+      experts(o.name, ie, h);
+      stream("token permute/unpermute", T * k * double(h) * e * 4.0 / double(ep), 0.0);
     }
-    gemm("MLP down", Ti, i_local, h);
   }
-  acc.comm += ar;
-  acc.kernels += t > 1 ? 1 : 0;
-  if (eager) stream("residual add", T * double(h) * e * 3.0, T * double(h));  // fused into the next norm otherwise
-  return acc;
+
+  void price_linear(const Op& o) {
+    switch (o.linear) {
+      case LinearKind::qkv: price_qkv(o); break;
+      case LinearKind::attention_out:
+        gemm(o.name, Ti, o.in / t, h);
+        acc.comm += ar;
+        acc.kernels += t > 1 ? 1 : 0;
+        break;
+      case LinearKind::router: gemm(o.name, Ti, h, o.out, 1, 2.0); break;
+      case LinearKind::expert_in:
+      case LinearKind::expert_out: price_experts(o); break;
+      case LinearKind::mlp_in: {
+        const std::int64_t width = std::max<std::int64_t>(1, o.out / glu / t);
+        gemm(o.name, Ti, h, glu * width);
+        if (o.part != Part::dense_mlp) break;
+        if (eager && gated) {
+          stream("SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width));
+          stream("gate product", T * double(width) * e * 3.0, T * double(width));
+        } else {
+          stream(gated ? "SwiGLU" : "GELU", T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
+        }
+        break;
+      }
+      case LinearKind::mlp_out: gemm(o.name, Ti, std::max<std::int64_t>(1, o.in / t), h); break;
+      case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced
+      case LinearKind::lm_head:  // not a layer op
+        break;
+    }
+  }
+
+  const wl::TransformerArch& a;
+  const ServingPerfPlan& plan;
+  const ForwardBatch& fb;
+  const Device& d;
+  const KvTokenBytes& kvt;
+  const CommGroup& ep_g;
+  const bool keep;
+  const bool moe;
+  const OpGraph graph;
+  const Op& attn;
+  const std::int64_t t = plan.tp;
+  const std::int64_t h = a.hidden;
+  const double e = plan.activation_bytes;
+  const hw::Precision gp = plan.compute;
+  const double T = fb.decode_seqs * double(fb.queries_per_seq) + fb.prefill_seqs * double(fb.prefill_tokens);
+  const std::int64_t Ti = at_least_one(T);
+  const bool eager = plan.kernels == wl::KernelStyle::eager;
+  const bool gated = a.mlp == wl::MlpKind::gated;
+  const std::int64_t glu = gated ? 2 : 1;
+  const std::int64_t ep = std::max(1, plan.ep);
+  const Seconds ar;
+  Acc acc;
+};
+
+/// One layer (of a kind) on one GPU for one forward batch.
+Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, bool moe_layer,
+                  bool sliding, const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g,
+                  const CommGroup& ep_g, bool keep) {
+  return ServingLayerPricer(a, plan, fb, moe_layer, sliding, d, kvt, tp_g, ep_g, keep).run();
 }
 
 }  // namespace

@@ -44,9 +44,10 @@ struct ParameterCounts {
 /// DeepSeek-V3 and GPT-OSS within 0.5% (tests/model).
 ParameterCounts parameter_counts(const wl::TransformerArch& arch, Explain explain = Explain::on);
 
-/// The linear layers of a decoder layer, as LoRA targets name them.
-enum class LinearKind { qkv, attention_out, mlp_in, mlp_out, expert_in, expert_out, router };
-/// Whether LoRA puts an adapter beside this linear layer (never the router).
+/// The linear layers of a decoder layer, as LoRA targets name them (gate: the shared experts' h→1 gate; lm_head:
+/// the output layer; neither, like the router, ever gets an adapter).
+enum class LinearKind { qkv, attention_out, mlp_in, mlp_out, expert_in, expert_out, router, gate, lm_head };
+/// Whether LoRA puts an adapter beside this linear layer (never the router, a gate or the LM head).
 bool lora_targets(const wl::Lora& l, LinearKind k);
 
 /// LoRA adapter parameters of one layer, before TP/EP: r·(d_in + d_out) per targeted linear layer (A: d_in × r,

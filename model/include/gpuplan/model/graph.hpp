@@ -1,0 +1,120 @@
+#pragma once
+// The op graph of a transformer: one description of what a layer (and the embedding / LM head around the layers)
+// contains, from which the quantities that depend only on the model are folded — parameters by component, matmul
+// FLOPs per token, LoRA adapter sizes, weights per GPU under tensor parallelism, KV-cache elements.
+//
+// A layer is a short list of ops in execution order (norm, QKV projection, attention, output projection, norm, MLP
+// or router + experts + shared experts). Each op carries the weight tensors it owns, each with how tensor
+// parallelism splits it (the Megatron-LM / vLLM layouts) and whether it takes part in a matmul, so that every
+// per-model quantity is one fold over the same ops (docs/design/op-graph-plan.md; DESIGN.md §11). Building a graph
+// allocates nothing: the ops sit in a fixed array and their names are literals.
+#include <array>
+#include <cstdint>
+
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::model {
+
+enum class OpKind : std::uint8_t {
+  linear,     ///< a (possibly fused) linear layer: one GEMM per copy
+  attention,  ///< the attention core (scores, softmax, weighted values)
+  norm,       ///< RMSNorm / LayerNorm
+  embedding,  ///< token or position lookup
+};
+
+/// The component an op's weights are counted under (ParameterCounts' fields).
+enum class Part : std::uint8_t {
+  attention, dense_mlp, router, routed_experts, shared_experts, norms,  // per layer
+  embedding, position_embedding, final_norm, lm_head,                    // around the layers
+};
+
+/// How tensor parallelism splits a weight tensor across the t ranks of a TP group.
+enum class TpSplit : std::uint8_t {
+  split,       ///< column- or row-parallel: each rank holds 1/t
+  kv_heads,    ///< K and V projections: split by KV head, so replicated once t exceeds the KV heads
+  replicated,  ///< every rank holds all of it: MLA's down-projections and their norms (vLLM's ReplicatedLinear)
+  small,       ///< norms and the router: held whole, kept in 16 bits when the weights are quantised
+};
+
+/// One weight tensor of an op (all copies: the E routed experts together).
+struct WeightTensor {
+  std::int64_t elements = 0;
+  TpSplit split = TpSplit::split;
+  bool matmul = true;  ///< multiplied in a GEMM (FLOPs count it); false: biases, norm weights, sinks, gates
+  bool tied = false;   ///< the LM head tied to the embedding: a matmul, not a parameter of its own
+};
+
+struct Op {
+  OpKind kind = OpKind::linear;
+  Part part = Part::attention;
+  LinearKind linear = LinearKind::qkv;  ///< linear ops: what LoRA targets call it
+  const char* name = "";
+  /// Linear ops: input and output features of one copy, as one adapter pair sees the (fused) layer.
+  std::int64_t in = 0, out = 0;
+  std::int64_t copies = 1;  ///< routed experts: E; otherwise 1
+  std::int64_t active = 1;  ///< copies one token passes through (top-k for routed experts)
+  std::array<WeightTensor, 8> weights{};
+  std::uint8_t weight_count = 0;
+  /// Attention ops: query and KV heads, head dims, KV-cache elements per token, sliding window.
+  std::int64_t heads = 0, kv_heads = 0, d_qk = 0, d_v = 0, cache_elements = 0;
+  bool sliding = false;
+
+  void add(std::int64_t elements, TpSplit split, bool matmul = true, bool tied = false);
+  /// All weight elements of this op that are parameters (tied tensors excluded).
+  [[nodiscard]] std::int64_t parameters() const;
+  /// Weight elements of this op's matmul tensors (all copies).
+  [[nodiscard]] std::int64_t matmul_elements() const;
+  /// Weight elements of this op in matmuls, per token: the matmul tensors × active / copies.
+  [[nodiscard]] std::int64_t matmul_per_token() const;
+};
+
+/// What distinguishes one layer from another in a model: its FFN (dense or MoE) and its attention span.
+struct LayerKind {
+  bool moe = false;
+  bool sliding = false;
+};
+
+/// The ops of one graph, in execution order (a layer has at most 13).
+class OpGraph {
+ public:
+  static constexpr std::size_t kCapacity = 16;
+  Op& push(Op op);
+  [[nodiscard]] const Op* begin() const { return ops_.data(); }
+  [[nodiscard]] const Op* end() const { return ops_.data() + size_; }
+  [[nodiscard]] std::size_t size() const { return size_; }
+  [[nodiscard]] const Op& operator[](std::size_t i) const { return ops_[i]; }
+  /// The attention op (nullptr when the graph has none).
+  [[nodiscard]] const Op* attention() const;
+  /// Σ parameters() of the ops in `part`.
+  [[nodiscard]] std::int64_t parameters(Part part) const;
+  [[nodiscard]] std::int64_t parameters() const;
+  /// Σ weight elements split as `split` (parameters only).
+  [[nodiscard]] std::int64_t weights(TpSplit split) const;
+  [[nodiscard]] std::int64_t matmul_per_token() const;
+
+ private:
+  std::array<Op, kCapacity> ops_{};
+  std::size_t size_ = 0;
+};
+
+/// The ops of one decoder layer of kind `kind`: pre-attention norm, QKV projection (MLA: the down- and
+/// up-projections as one fused block, its norms replicated), attention, output projection, the pre-MLP norm (and
+/// Gemma's post-norms), then the dense MLP, or the router, the routed experts and the shared experts.
+/// Shapes are whole-model (before any parallel split).
+OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind);
+
+/// The ops around the layers: token embedding, learned positions, final norm, LM head (tied or not).
+OpGraph build_head_graph(const wl::TransformerArch& a);
+
+/// Calls f(kind, count) for each layer kind present in the model (dense/MoE × full/sliding), in that order.
+template <class F>
+void for_each_layer_kind(const wl::TransformerArch& a, F&& f) {
+  std::int64_t count[2][2] = {{0, 0}, {0, 0}};
+  for (std::int64_t l = 0; l < a.layers; ++l) ++count[a.is_moe_layer(l) ? 1 : 0][a.is_sliding_layer(l) ? 1 : 0];
+  for (int moe = 0; moe < 2; ++moe)
+    for (int sl = 0; sl < 2; ++sl)
+      if (count[moe][sl] > 0) f(LayerKind{moe == 1, sl == 1}, count[moe][sl]);
+}
+
+}  // namespace gpuplan::model

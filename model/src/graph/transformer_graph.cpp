@@ -1,0 +1,254 @@
+// The op graph of a transformer layer and of the embedding / LM head around the layers (gpuplan/model/graph.hpp).
+// The one place that says which weight tensors a layer has, how large they are and how tensor parallelism splits
+// them; parameter counts, matmul FLOPs, LoRA adapter sizes and weights per GPU are folds over it.
+#include "gpuplan/model/graph.hpp"
+
+#include <cassert>
+
+namespace gpuplan::model {
+
+using std::int64_t;
+
+void Op::add(int64_t elements, TpSplit split, bool matmul, bool tied) {
+  assert(weight_count < weights.size() && "an op holds at most 8 weight tensors");
+  weights[weight_count++] = WeightTensor{elements, split, matmul, tied};
+}
+
+int64_t Op::parameters() const {
+  int64_t n = 0;
+  for (std::uint8_t i = 0; i < weight_count; ++i)
+    if (!weights[i].tied) n += weights[i].elements;
+  return n;
+}
+
+int64_t Op::matmul_elements() const {
+  int64_t n = 0;
+  for (std::uint8_t i = 0; i < weight_count; ++i)
+    if (weights[i].matmul) n += weights[i].elements;
+  return n;
+}
+
+int64_t Op::matmul_per_token() const {
+  const int64_t n = matmul_elements();
+  // Routed experts: E copies held, k of them used per token (E divides the whole-layer count exactly).
+  return copies > 0 ? n / copies * active : 0;
+}
+
+Op& OpGraph::push(Op op) {
+  assert(size_ < kCapacity && "a layer graph holds at most 16 ops");
+  ops_[size_] = op;
+  return ops_[size_++];
+}
+
+const Op* OpGraph::attention() const {
+  for (const Op& o : *this)
+    if (o.kind == OpKind::attention) return &o;
+  return nullptr;
+}
+
+int64_t OpGraph::parameters(Part part) const {
+  int64_t n = 0;
+  for (const Op& o : *this)
+    if (o.part == part) n += o.parameters();
+  return n;
+}
+
+int64_t OpGraph::parameters() const {
+  int64_t n = 0;
+  for (const Op& o : *this) n += o.parameters();
+  return n;
+}
+
+int64_t OpGraph::weights(TpSplit split) const {
+  int64_t n = 0;
+  for (const Op& o : *this)
+    for (std::uint8_t i = 0; i < o.weight_count; ++i)
+      if (o.weights[i].split == split && !o.weights[i].tied) n += o.weights[i].elements;
+  return n;
+}
+
+int64_t OpGraph::matmul_per_token() const {
+  int64_t n = 0;
+  for (const Op& o : *this) n += o.matmul_per_token();
+  return n;
+}
+
+namespace {
+
+int64_t norm_elements(const wl::TransformerArch& a) {
+  return a.norm == wl::NormKind::layernorm ? 2 * a.hidden : a.hidden;  // LayerNorm: weight + bias
+}
+
+Op norm_op(const wl::TransformerArch& a, const char* name, Part part) {
+  Op o;
+  o.kind = OpKind::norm;
+  o.part = part;
+  o.name = name;
+  o.add(norm_elements(a), TpSplit::small, false);
+  return o;
+}
+
+Op linear_op(const char* name, Part part, LinearKind kind, int64_t in, int64_t out) {
+  Op o;
+  o.kind = OpKind::linear;
+  o.part = part;
+  o.linear = kind;
+  o.name = name;
+  o.in = in;
+  o.out = out;
+  return o;
+}
+
+/// QKV projection, attention core and output projection.
+/// GQA/MQA/MHA: q h·n_q·d, k and v 2·h·n_kv·d (split by KV head), o n_q·d·h, optional biases.
+/// MLA (DeepSeek-V2/V3, arXiv:2405.04434 §2.1): q = h·r_q (q_a, replicated) + r_q (q_a_layernorm) + r_q·n_q·d_qk
+/// (q_b), or h·n_q·d_qk without a query rank; kv = h·(r_kv + d_rope) (kv_a_proj_with_mqa, replicated) + r_kv
+/// (kv_a_layernorm) + r_kv·n_q·(d_nope + d_v) (kv_b); o = n_q·d_v·h. The block is one fused linear to LoRA: in h,
+/// out the query heads and the cached latent with its rotary key.
+void add_attention(const wl::TransformerArch& a, bool sliding, OpGraph& g) {
+  const int64_t h = a.hidden, nq = a.heads;
+  Op attn;
+  attn.kind = OpKind::attention;
+  attn.part = Part::attention;
+  attn.name = "attention";
+  attn.heads = nq;
+  attn.sliding = sliding;
+  if (a.mla) {
+    const auto& m = *a.mla;
+    const int64_t dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    Op qkv = linear_op("QKV projection", Part::attention, LinearKind::qkv, h, nq * dqk + m.kv_lora_rank + m.qk_rope_head_dim);
+    if (m.q_lora_rank > 0) {
+      qkv.add(h * m.q_lora_rank, TpSplit::replicated);
+      qkv.add(m.q_lora_rank, TpSplit::replicated, false);  // q_a_layernorm
+      qkv.add(m.q_lora_rank * nq * dqk, TpSplit::split);
+    } else {
+      qkv.add(h * nq * dqk, TpSplit::split);
+    }
+    qkv.add(h * (m.kv_lora_rank + m.qk_rope_head_dim), TpSplit::replicated);
+    qkv.add(m.kv_lora_rank, TpSplit::replicated, false);  // kv_a_layernorm
+    qkv.add(m.kv_lora_rank * nq * (m.qk_nope_head_dim + m.v_head_dim), TpSplit::split);
+    if (a.qkv_bias) qkv.add(nq * dqk + (m.kv_lora_rank + m.qk_rope_head_dim), TpSplit::split, false);
+    g.push(qkv);
+    attn.kv_heads = a.kv_heads;
+    attn.d_qk = dqk;
+    attn.d_v = m.v_head_dim;
+    attn.cache_elements = m.kv_lora_rank + m.qk_rope_head_dim;  // the latent and the shared rotary key
+  } else {
+    const int64_t d = a.head_dim, nkv = a.kv_heads;
+    Op qkv = linear_op("QKV projection", Part::attention, LinearKind::qkv, h, (nq + 2 * nkv) * d);
+    qkv.add(h * nq * d, TpSplit::split);
+    qkv.add(2 * h * nkv * d, TpSplit::kv_heads);
+    if (a.qkv_bias) {
+      qkv.add(nq * d, TpSplit::split, false);
+      qkv.add(2 * nkv * d, TpSplit::kv_heads, false);
+    }
+    g.push(qkv);
+    attn.kv_heads = nkv;
+    attn.d_qk = d;
+    attn.d_v = d;
+    attn.cache_elements = 2 * nkv * d;
+  }
+  if (a.qk_norm) attn.add(2 * a.head_dim, TpSplit::split, false);  // per-head RMSNorm weights of q and k
+  if (a.attention_sinks) attn.add(nq, TpSplit::split, false);      // one learned logit per head
+  g.push(attn);
+  Op o = linear_op("output projection", Part::attention, LinearKind::attention_out, nq * attn.d_v, h);
+  o.add(nq * attn.d_v * h, TpSplit::split);
+  if (a.o_bias) o.add(h, TpSplit::split, false);
+  g.push(o);
+}
+
+/// A gated (SwiGLU/GeGLU: up and gate, then down: 3·h·w) or plain (2·h·w) MLP of width w, `copies` of it (routed
+/// experts), with biases (gated: 2w on up/gate, plain: w; h on down) when `bias`.
+void add_mlp(const wl::TransformerArch& a, const char* up_name, const char* down_name, Part part, LinearKind up_kind,
+             LinearKind down_kind, int64_t width, int64_t copies, int64_t active, bool bias, OpGraph& g) {
+  const int64_t h = a.hidden;
+  const int64_t glu = a.mlp == wl::MlpKind::gated ? 2 : 1;
+  Op up = linear_op(up_name, part, up_kind, h, glu * width);
+  up.copies = copies;
+  up.active = active;
+  up.add(copies * glu * h * width, TpSplit::split);
+  if (bias) up.add(copies * glu * width, TpSplit::split, false);
+  g.push(up);
+  Op down = linear_op(down_name, part, down_kind, width, h);
+  down.copies = copies;
+  down.active = active;
+  down.add(copies * h * width, TpSplit::split);
+  if (bias) down.add(copies * h, TpSplit::split, false);
+  g.push(down);
+}
+
+/// Router h·E (+ bias E, + DeepSeek-V3's score-correction vector), E routed experts of width i_e, top-k per token,
+/// and the shared experts (n_s of width i_s, always active; Qwen2-MoE's sigmoid gate h→1 on them).
+void add_moe(const wl::TransformerArch& a, OpGraph& g) {
+  const auto& m = *a.moe;
+  const int64_t h = a.hidden;
+  Op router = linear_op("router", Part::router, LinearKind::router, h, m.num_experts);
+  router.add(h * m.num_experts, TpSplit::small);
+  if (m.router_bias) router.add(m.num_experts, TpSplit::small, false);
+  if (m.correction_bias > 0) router.add(m.correction_bias, TpSplit::small, false);
+  g.push(router);
+  add_mlp(a, "expert up/gate", "expert down", Part::routed_experts, LinearKind::expert_in, LinearKind::expert_out,
+          m.expert_intermediate, m.num_experts, m.experts_per_token, m.expert_bias, g);
+  const int64_t shared_width = m.shared_experts * m.shared_intermediate;
+  if (shared_width > 0) {
+    // n_s shared experts side by side are one MLP of width n_s·i_s (no biases).
+    add_mlp(a, "shared expert up/gate", "shared expert down", Part::shared_experts, LinearKind::mlp_in,
+            LinearKind::mlp_out, shared_width, 1, 1, false, g);
+  }
+  if (m.shared_expert_gate) {
+    // The gate is a dot product h→1 per token: a parameter, not counted among the matmul FLOPs. LoRA never targets
+    // it (as the router).
+    Op gate = linear_op("shared expert gate", Part::shared_experts, LinearKind::gate, h, 1);
+    gate.add(h, TpSplit::split, false);
+    g.push(gate);
+  }
+}
+
+}  // namespace
+
+OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
+  OpGraph g;
+  static constexpr const char* kNormNames[] = {"input norm", "post-attention norm", "pre-MLP norm", "post-MLP norm"};
+  auto norm = [&](int64_t i) {
+    g.push(norm_op(a, i < 4 ? kNormNames[i] : "extra norm", Part::norms));
+  };
+  const int64_t npl = a.norms_per_layer;
+  if (npl > 0) norm(0);
+  add_attention(a, kind.sliding, g);
+  for (int64_t i = 1; i < npl && i < 3; ++i) norm(i);  // post-attention (and Gemma's pre-MLP) norm
+  if (kind.moe && a.moe) {
+    add_moe(a, g);
+  } else {
+    add_mlp(a, a.mlp == wl::MlpKind::gated ? "MLP up/gate" : "MLP up", "MLP down", Part::dense_mlp, LinearKind::mlp_in, LinearKind::mlp_out, a.intermediate, 1, 1,
+            a.mlp_bias, g);
+  }
+  for (int64_t i = 3; i < npl; ++i) norm(i);  // Gemma's post-MLP norm
+  return g;
+}
+
+OpGraph build_head_graph(const wl::TransformerArch& a) {
+  OpGraph g;
+  const int64_t h = a.hidden;
+  Op emb;
+  emb.kind = OpKind::embedding;
+  emb.part = Part::embedding;
+  emb.name = "embedding";
+  emb.add(a.vocab * h, TpSplit::split, false);  // a lookup, vocabulary-parallel
+  g.push(emb);
+  if (a.position == wl::PositionKind::learned) {
+    Op pos = emb;
+    pos.part = Part::position_embedding;
+    pos.name = "position embedding";
+    pos.weight_count = 0;
+    pos.add(a.max_position * h, TpSplit::split, false);
+    g.push(pos);
+  }
+  g.push(norm_op(a, "final norm", Part::final_norm));
+  // The LM head is a matmul whether tied to the embedding or not; tied, it is not a parameter of its own.
+  Op head = linear_op("LM head", Part::lm_head, LinearKind::lm_head, h, a.vocab);
+  head.add(a.vocab * h, TpSplit::split, true, a.tied_embeddings);
+  g.push(head);
+  return g;
+}
+
+}  // namespace gpuplan::model

@@ -1,0 +1,141 @@
+// The op graph (gpuplan/model/graph.hpp): what a layer contains, and that the per-model quantities are folds over it.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/graph.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/params.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+using namespace gpuplan::model;
+using gpuplan::test::arch;
+using gpuplan::test::library;
+
+namespace {
+
+std::vector<std::string> names(const OpGraph& g) {
+  std::vector<std::string> out;
+  for (const Op& o : g) out.emplace_back(o.name);
+  return out;
+}
+
+const Op& op(const OpGraph& g, const std::string& name) {
+  for (const Op& o : g)
+    if (name == o.name) return o;
+  FAIL("no op named " << name);
+  return *g.begin();
+}
+
+}  // namespace
+
+TEST_SUITE("op graph") {
+  TEST_CASE("a Llama layer is norm, QKV, attention, output projection, norm, gated MLP, with Llama-3.1-8B's shapes") {
+    const auto& a = arch("llama-3.1-8b");
+    const OpGraph g = build_layer_graph(a, LayerKind{});
+    CHECK(names(g) == std::vector<std::string>{"input norm", "QKV projection", "attention", "output projection",
+                                               "post-attention norm", "MLP up/gate", "MLP down"});
+    const Op& qkv = op(g, "QKV projection");
+    CHECK(qkv.in == 4096);
+    CHECK(qkv.out == (32 + 2 * 8) * 128);
+    REQUIRE(qkv.weight_count == 2);
+    CHECK(qkv.weights[0].elements == 4096LL * 4096);  // q: split over TP
+    CHECK(qkv.weights[0].split == TpSplit::split);
+    CHECK(qkv.weights[1].elements == 2LL * 4096 * 8 * 128);  // k and v: by KV head
+    CHECK(qkv.weights[1].split == TpSplit::kv_heads);
+    const Op& attn = *g.attention();
+    CHECK(attn.heads == 32);
+    CHECK(attn.kv_heads == 8);
+    CHECK(attn.cache_elements == 2 * 8 * 128);
+    CHECK(op(g, "MLP up/gate").out == 2 * 14336);
+    CHECK(op(g, "MLP down").in == 14336);
+    CHECK(g.parameters(Part::norms) == 2 * 4096);
+    CHECK(g.weights(TpSplit::small) == 2 * 4096);  // the norms are the small, unsplit weights
+  }
+
+  TEST_CASE("a DeepSeek-V3 MoE layer: MLA's down-projections replicated, 256 experts of which 8 per token, a shared expert") {
+    const auto& a = arch("deepseek-v3");
+    const OpGraph g = build_layer_graph(a, LayerKind{true, false});
+    CHECK(names(g) == std::vector<std::string>{"input norm", "QKV projection", "attention", "output projection",
+                                               "post-attention norm", "router", "expert up/gate", "expert down",
+                                               "shared expert up/gate", "shared expert down"});
+    // q_a (h·r_q) + q_a_layernorm (r_q) + kv_a_proj_with_mqa (h·(r_kv + d_rope)) + kv_a_layernorm (r_kv).
+    CHECK(g.weights(TpSplit::replicated) == 7168LL * 1536 + 1536 + 7168LL * (512 + 64) + 512);
+    CHECK(g.weights(TpSplit::kv_heads) == 0);
+    CHECK(g.attention()->cache_elements == 512 + 64);
+    CHECK(g.attention()->d_qk == 128 + 64);
+    CHECK(g.attention()->d_v == 128);
+    const Op& up = op(g, "expert up/gate");
+    CHECK(up.copies == 256);
+    CHECK(up.active == 8);
+    CHECK(up.parameters() == 256LL * 2 * 7168 * 2048);
+    CHECK(up.matmul_per_token() == 8LL * 2 * 7168 * 2048);  // top-8 of 256
+    CHECK(op(g, "router").weights[0].split == TpSplit::small);
+    CHECK(op(g, "shared expert down").in == 2048);
+  }
+
+  TEST_CASE("Gemma's four norms per layer sit around the attention and the MLP") {
+    wl::TransformerArch a = arch("llama-3.1-8b");
+    a.norms_per_layer = 4;
+    const OpGraph g = build_layer_graph(a, LayerKind{});
+    CHECK(names(g) == std::vector<std::string>{"input norm", "QKV projection", "attention", "output projection",
+                                               "post-attention norm", "pre-MLP norm", "MLP up/gate", "MLP down",
+                                               "post-MLP norm"});
+    CHECK(g.parameters(Part::norms) == 4 * 4096);
+  }
+
+  TEST_CASE("a tied LM head is a matmul but not a parameter of its own") {
+    wl::TransformerArch a = arch("llama-3.1-8b");
+    a.tied_embeddings = true;
+    const OpGraph head = build_head_graph(a);
+    CHECK(head.parameters(Part::lm_head) == 0);
+    CHECK(head.matmul_per_token() == 128256LL * 4096);
+    a.tied_embeddings = false;
+    CHECK(build_head_graph(a).parameters(Part::lm_head) == 128256LL * 4096);
+  }
+
+  TEST_CASE("every shipped model: the layers and the head sum to the parameter count, KV and FLOPs come from the graph") {
+    for (const auto& m : library().models) {
+      const auto& a = m.arch;
+      CAPTURE(a.id);
+      std::int64_t total = build_head_graph(a).parameters(), layers = 0;
+      for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
+        const OpGraph g = build_layer_graph(a, kind);
+        CHECK(g.size() <= OpGraph::kCapacity);
+        REQUIRE(g.attention() != nullptr);
+        CHECK(g.attention()->sliding == kind.sliding);
+        total += count * g.parameters();
+        layers += count;
+      });
+      CHECK(layers == a.layers);
+      const ParameterCounts p = parameter_counts(a, Explain::off);
+      CHECK(total == p.total);
+      // The matmul weights a token passes through are the active parameters less what is not a matmul input
+      // (norms, biases, embeddings, sinks), plus the LM head when it is tied.
+      const FlopsPerToken f = flops_per_token(a, 1, Explain::off);
+      CHECK(f.matmul_params <= p.active + (a.tied_embeddings ? p.embedding : 0));
+      CHECK(f.matmul_params > p.active / 2);
+      CHECK(kv_cache_size(a, 1, 1.0, Explain::off).elements_per_token_layer ==
+            build_layer_graph(a, LayerKind{}).attention()->cache_elements);
+    }
+  }
+
+  TEST_CASE("LoRA adapters are r·(d_in + d_out) per targeted linear of the graph: the MLA block, the routed experts") {
+    const auto& a = arch("deepseek-v3");
+    wl::Lora l;
+    l.rank = 16;
+    l.targets = wl::LoraTargets::all;
+    const LoraLayerParams moe = lora_layer_params(a, l, true);
+    // QKV block: h in, n_q·d_qk + r_kv + d_rope out; output projection n_q·d_v in, h out; shared expert 2·i_s / i_s.
+    const double qkv = 16.0 * (7168 + 128 * 192 + 512 + 64), o = 16.0 * (128 * 128 + 7168);
+    const double shared = 16.0 * (7168 + 2 * 2048) + 16.0 * (2048 + 7168);
+    CHECK(moe.dense == qkv + o + shared);
+    CHECK(moe.expert == 256.0 * (16.0 * (7168 + 2 * 2048) + 16.0 * (2048 + 7168)));
+    l.targets = wl::LoraTargets::qkv;
+    CHECK(lora_layer_params(a, l, true).dense == qkv);
+    CHECK(lora_layer_params(a, l, true).expert == 0.0);
+  }
+}
