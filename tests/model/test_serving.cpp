@@ -239,6 +239,38 @@ TEST_SUITE("serving forward pass") {
     CHECK(b4096.weight_bytes.raw() == doctest::Approx(weights(8)).epsilon(1e-12));
   }
 
+  TEST_CASE("MoE experts are one grouped GEMM, as training prices them: 100 experts of 4×7168×256 on an H100") {
+    // Measured on an H100 (issue #21): 140 µs with torch.bmm, 172 µs with torch._grouped_mm. The grouped GEMM is
+    // memory-bound (the 367 MB of expert weights); one narrow expert GEMM repeated 100 times (split-K, a wave and a
+    // launch each) came to 428 µs.
+    const model::Device d = model::make_device(*h100().gpu);
+    const auto grouped = model::gemm_cost("experts", {4, 256, 7168, 100, 2.0}, hw::Precision::bf16, d);
+    CHECK(grouped.time.raw() == doctest::Approx(140e-6).epsilon(0.15));
+    const auto one = model::gemm_cost("expert", {4, 256, 7168, 1, 2.0}, hw::Precision::bf16, d);
+    CHECK(100.0 * one.time.raw() > 2.5 * grouped.time.raw());
+    // The serving forward prices the touched experts that way: Qwen3-235B-A22B (128 experts of width 1536, top-8,
+    // h 4096) at TP 8 decoding 16 sequences touches 128·(1 − (1 − 8/128)^16) ≈ 82.4 experts, ⌈16·8/82.4⌉ = 2 token
+    // rows each, width 1536/8 = 192 per GPU: one grouped GEMM of 83, scaled to the expectation.
+    const model::ServingPerfPlan p = plan_of(8);
+    const auto fc = cost("qwen3-235b-a22b", p, decode(16, 1024), Explain::on);
+    const model::OpCost* up = nullptr;
+    for (const auto& op : fc.ops)
+      if (op.name == "expert up/gate") up = &op;
+    REQUIRE(up != nullptr);
+    const model::Device sd = [&] {  // the engine's device, as forward_cost makes it
+      model::Device x = model::sustained_device(*h100().gpu, h100().efficiency, p.attention);
+      x.eff.kernel_launch = p.cuda_graphs ? p.kernel_overhead_graph : p.kernel_overhead_eager;
+      return x;
+    }();
+    const double touched = 128.0 * (1.0 - std::pow(1.0 - 8.0 / 128.0, 16.0));
+    REQUIRE(touched == doctest::Approx(82.42).epsilon(1e-3));
+    const double launch = sd.eff.kernel_launch.raw();
+    const auto g = model::gemm_cost("", {2, 2 * 192, 4096, 83, 2.0}, hw::Precision::bf16, sd);
+    CHECK(up->time.raw() == doctest::Approx((g.time.raw() - launch) * touched / 83.0 + launch).epsilon(1e-12));
+    const auto g1 = model::gemm_cost("", {2, 2 * 192, 4096, 1, 2.0}, hw::Precision::bf16, sd);
+    CHECK(up->time.raw() < 0.5 * ((g1.time.raw() - launch) * touched + launch));  // the per-expert form it replaced
+  }
+
   TEST_CASE("MoE expert parallel: EP 8 in TP 8 leaves one expert per GPU, read whole") {
     // Mixtral TP 8 EP 8: each GPU holds 1 expert (not split, tp/ep = 1); at batch 64 it is touched
     // (1·(1 − 0.75^64) ≈ 1). Per GPU: QKV 4096·768·2 + O 512·4096·2 + router 4096·8·2 = 10,551,296 B per layer,
