@@ -7,6 +7,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -22,6 +25,8 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 #include "library.hpp"
+
+#include <nlohmann/json.hpp>
 
 using namespace gpuplan;
 using gpuplan::test::arch;
@@ -269,6 +274,35 @@ TEST_SUITE("serving forward pass") {
     CHECK(up->time.raw() == doctest::Approx((g.time.raw() - launch) * touched / 83.0 + launch).epsilon(1e-12));
     const auto g1 = model::gemm_cost("", {2, 2 * 192, 4096, 1, 2.0}, hw::Precision::bf16, sd);
     CHECK(up->time.raw() < 0.5 * ((g1.time.raw() - launch) * touched + launch));  // the per-expert form it replaced
+  }
+
+  TEST_CASE("grouped expert GEMMs measured on an H100 (588 cases, 2026-11-26): bf16 within 10% (bmm) and 18% (_grouped_mm)") {
+    // data/validation/measured/h100-sxm5-80gb/moe_grouped_gemm.json (scripts/measure/moe_grouped_gemm.py): E experts
+    // of m×k×n each, 1-4096 tokens per expert, priced as the training step and the serving forward price them (one
+    // GEMM with batch = E) on the built-in sustained H100. The fp8 grouped kernel (_scaled_grouped_mm) is slower
+    // than the dense fp8 GEMM the model assumes: a known gap of issue #21, bounded here so that it cannot grow.
+    std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h100-sxm5-80gb/moe_grouped_gemm.json");
+    REQUIRE(in.good());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const auto j = nlohmann::json::parse(ss.str());
+    const model::Device d = model::sustained_device(*h100().gpu, std::nullopt, wl::AttentionKernel::fa3);
+    std::map<std::string, std::vector<double>> err;
+    for (const auto& c : j.at("cases")) {
+      const bool fp8 = c.at("dtype") == "fp8";
+      const model::GemmShape s{c.at("tokens_per_expert").get<std::int64_t>(), c.at("n").get<std::int64_t>(),
+                               c.at("k").get<std::int64_t>(), c.at("experts").get<std::int64_t>(), fp8 ? 1.0 : 2.0};
+      const double t = model::gemm_cost("", s, fp8 ? hw::Precision::fp8 : hw::Precision::bf16, d).time.raw();
+      err[c.at("method").get<std::string>()].push_back(std::fabs(t / c.at("median_s").get<double>() - 1.0));
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    REQUIRE(err["bmm"].size() == 196);
+    CHECK(median(err["bmm"]) <= 0.10);                // 7.1% when written
+    CHECK(median(err["grouped_mm"]) <= 0.18);         // 14.4%
+    CHECK(median(err["scaled_grouped_mm"]) <= 0.40);  // 35%: the known fp8 gap
   }
 
   TEST_CASE("MoE expert parallel: EP 8 in TP 8 leaves one expert per GPU, read whole") {
