@@ -51,24 +51,24 @@ class TrainingLayerPricer {
   // fp8 storage) is dequantised to the compute dtype before the forward and the dgrad GEMM (read the stored bytes,
   // write a_b per weight).
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
-            std::int64_t batch = 1) {
-  // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
-  auto put = [&](bool forward, bool gemm, const OpCost& o) {
-    (forward ? lc.fwd : lc.bwd).add(o);
-    if (gemm) (forward ? lc.flops_fwd : lc.flops_bwd) += o.flops;
-    if (keep_ops) lc.ops.push_back(o);
-  };
-  auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
-  auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
-  if (gp == hw::Precision::fp8) {
-    // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
-    // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
-    // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
-    const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-    put(true, false, streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
-                                    units::flop(elems_f), d));
-    put(false, false, streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
-                                     units::bytes(elems_b * 4.0), units::flop(elems_b), d));
+                std::int64_t batch = 1) {
+    // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
+    auto put = [&](bool forward, bool gemm, const OpCost& o) {
+      (forward ? lc.fwd : lc.bwd).add(o);
+      if (gemm) (forward ? lc.flops_fwd : lc.flops_bwd) += o.flops;
+      if (keep_ops) lc.ops.push_back(o);
+    };
+    auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
+    auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
+    if (gp == hw::Precision::fp8) {
+      // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
+      // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
+      // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
+      const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
+      put(true, false, streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
+                                      units::flop(elems_f), d));
+      put(false, false, streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
+                                       units::bytes(elems_b * 4.0), units::flop(elems_b), d));
   }
   // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation).
   const bool split = gp == hw::Precision::fp8;
@@ -99,15 +99,15 @@ class TrainingLayerPricer {
   }
 
   void stream(const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
-  OpCost f = streaming_cost(named(name), OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
-  OpCost b = streaming_cost(named(name, " bwd"), OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
-                            units::flop(flops_fwd * bwd_factor), d);
-  if (bytes_fwd <= 0) return;
-  lc.fwd.add(f);
-  lc.bwd.add(b);
-  if (!keep_ops) return;
-  lc.ops.push_back(f);
-  lc.ops.push_back(b);
+    OpCost f = streaming_cost(named(name), OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
+    OpCost b = streaming_cost(named(name, " bwd"), OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
+                              units::flop(flops_fwd * bwd_factor), d);
+    if (bytes_fwd <= 0) return;
+    lc.fwd.add(f);
+    lc.bwd.add(b);
+    if (!keep_ops) return;
+    lc.ops.push_back(f);
+    lc.ops.push_back(b);
   }
 
   void residual() {
@@ -126,34 +126,34 @@ class TrainingLayerPricer {
   }
 
   void price_attention(const Op& o) {
-  const std::int64_t s_kv = o.sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
-  const bool causal = !o.sliding || a.sliding_window >= plan.seq_len;
-  if (par.cp > 1 && plan.flash_attention && causal && s_local % 2 == 0) {
-    // Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P, the ring of K/V chunks; Megatron's
-    // load balancing gives each rank chunks i and 2cp−1−i of 2cp): cp kernel calls per direction, not one. Step 0
-    // is the rank's own chunks, causal over its s/cp tokens; each later step is one non-causal call of s/cp² pairs'
-    // worth, either all local queries against the first half of the received K/V or the second half of the
-    // queries against all of it, depending on the rank. The ranks meet at every step (the next K/V chunk), so a
-    // step takes as long as its slower call: all queries against half the K/V, the shorter key loop
-    // (efficiency.hpp's law). The FLOPs add up to the causal s/cp × s of the single-call form. The partial outputs
-    // are merged by their log-sum-exp (TE 1.x: `out = torch.empty_like(q).zero_()`, then
-    // flash_attn_fwd_out_correction per step: read the step's output, read and add into `out`, all in the
-    // activation dtype: 3·a_b bytes per output element per step, + a_b for the zero fill; the double-precision LSE
-    // updates are per token and head, negligible, and run on a side stream); in the backward each step adds its dQ
-    // into dq and its dK/dV into the dkv that travels on (dq.add_, dkv.add_: 3·a_b bytes per element each).
-    add_attention(named("attention (CP step 0)"), s_local, s_local, true);
-    for (int i = 1; i < par.cp; ++i)
-      add_attention(keep_ops ? fmt::format("attention (CP step {})", i) : std::string(), s_local, s_local / 2, false);
-    const std::int64_t kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
-    const double q_elems = double(bh) * double(s_local) * double(dv);
-    const double kv_elems = double(plan.micro_batch) * double(kv_heads) /
-                            double(std::min<std::int64_t>(t, kv_heads)) * double(s_local) * double(dqk + dv);
-    const double merge_f = (3.0 * double(par.cp) + 1.0) * e * q_elems;
-    const double merge_b = 3.0 * double(par.cp) * e * (double(bh) * double(s_local) * double(dqk) + kv_elems);
-    stream("CP output merge", merge_f, 4.0 * q_elems * double(par.cp), merge_b / std::max(1.0, merge_f));
-  } else {
-    // With CP (unfused, or non-causal) each rank holds s/cp queries that attend to the whole sequence in one call.
-    add_attention(named("attention"), s_local, s_kv, causal);
+    const std::int64_t s_kv = o.sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
+    const bool causal = !o.sliding || a.sliding_window >= plan.seq_len;
+    if (par.cp > 1 && plan.flash_attention && causal && s_local % 2 == 0) {
+      // Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P, the ring of K/V chunks; Megatron's
+      // load balancing gives each rank chunks i and 2cp−1−i of 2cp): cp kernel calls per direction, not one. Step 0
+      // is the rank's own chunks, causal over its s/cp tokens; each later step is one non-causal call of s/cp² pairs'
+      // worth, either all local queries against the first half of the received K/V or the second half of the
+      // queries against all of it, depending on the rank. The ranks meet at every step (the next K/V chunk), so a
+      // step takes as long as its slower call: all queries against half the K/V, the shorter key loop
+      // (efficiency.hpp's law). The FLOPs add up to the causal s/cp × s of the single-call form. The partial outputs
+      // are merged by their log-sum-exp (TE 1.x: `out = torch.empty_like(q).zero_()`, then
+      // flash_attn_fwd_out_correction per step: read the step's output, read and add into `out`, all in the
+      // activation dtype: 3·a_b bytes per output element per step, + a_b for the zero fill; the double-precision LSE
+      // updates are per token and head, negligible, and run on a side stream); in the backward each step adds its dQ
+      // into dq and its dK/dV into the dkv that travels on (dq.add_, dkv.add_: 3·a_b bytes per element each).
+      add_attention(named("attention (CP step 0)"), s_local, s_local, true);
+      for (int i = 1; i < par.cp; ++i)
+        add_attention(keep_ops ? fmt::format("attention (CP step {})", i) : std::string(), s_local, s_local / 2, false);
+      const std::int64_t kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
+      const double q_elems = double(bh) * double(s_local) * double(dv);
+      const double kv_elems = double(plan.micro_batch) * double(kv_heads) /
+                              double(std::min<std::int64_t>(t, kv_heads)) * double(s_local) * double(dqk + dv);
+      const double merge_f = (3.0 * double(par.cp) + 1.0) * e * q_elems;
+      const double merge_b = 3.0 * double(par.cp) * e * (double(bh) * double(s_local) * double(dqk) + kv_elems);
+      stream("CP output merge", merge_f, 4.0 * q_elems * double(par.cp), merge_b / std::max(1.0, merge_f));
+    } else {
+      // With CP (unfused, or non-causal) each rank holds s/cp queries that attend to the whole sequence in one call.
+      add_attention(named("attention"), s_local, s_kv, causal);
   }
   }
 
@@ -162,49 +162,49 @@ class TrainingLayerPricer {
   // (whole). Routed experts: E/ep experts on this GPU, one grouped GEMM over them, T·k·ep/E tokens each.
 
   void price_linear(const Op& o) {
-  switch (o.linear) {
-    case LinearKind::qkv: {
-      fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
-      // Rotary on the query and key heads (MLA: on the rotary part of each head).
-      const double rope_elems =
-          double(T) * double((attn.heads + attn.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
-      if (a.position == wl::PositionKind::rope)
-        stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
-      break;
-    }
-    case LinearKind::attention_out:
-      fwd_gemm(o.name, LinearKind::attention_out, T, o.in / t, h);
-      residual();
-      break;
-    case LinearKind::router: fwd_gemm(o.name, LinearKind::router, T, h, o.out); break;
-    case LinearKind::expert_in:
-    case LinearKind::expert_out: {
-      const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
-      const std::int64_t ie = width / t > 0 ? width / t : 1;
-      const std::int64_t local_experts = o.copies / par.ep;
-      const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * o.active * par.ep / o.copies);
-      if (o.linear == LinearKind::expert_in) {
-        fwd_gemm(o.name, LinearKind::expert_in, tokens_per_expert, h, glu * ie, local_experts);
-        stream("expert activation", double(T * o.active * ie) * e * (gated ? glu_f : 2.0),
-               4.0 * double(T * o.active * ie), gated ? glu_b / glu_f : 1.5);
-      } else {
-        fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
-        stream("token permute/unpermute", double(T * o.active * h) * e * 4.0, 0.0);
+    switch (o.linear) {
+      case LinearKind::qkv: {
+        fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
+        // Rotary on the query and key heads (MLA: on the rotary part of each head).
+        const double rope_elems =
+            double(T) * double((attn.heads + attn.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
+        if (a.position == wl::PositionKind::rope)
+          stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
+        break;
       }
-      break;
-    }
-    case LinearKind::mlp_in: {
-      const std::int64_t width = o.out / glu / t;
-      fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
-      if (o.part == Part::dense_mlp)
-        stream(gated ? "SwiGLU" : "GELU", double(T * width) * e * (gated ? glu_f : 2.0), 4.0 * double(T * width),
-               gated ? glu_b / glu_f : 1.5);
-      break;
-    }
-    case LinearKind::mlp_out: fwd_gemm(o.name, LinearKind::mlp_out, T, o.in / t, h); break;
-    case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced
-    case LinearKind::lm_head:  // not a layer op
-      break;
+      case LinearKind::attention_out:
+        fwd_gemm(o.name, LinearKind::attention_out, T, o.in / t, h);
+        residual();
+        break;
+      case LinearKind::router: fwd_gemm(o.name, LinearKind::router, T, h, o.out); break;
+      case LinearKind::expert_in:
+      case LinearKind::expert_out: {
+        const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
+        const std::int64_t ie = width / t > 0 ? width / t : 1;
+        const std::int64_t local_experts = o.copies / par.ep;
+        const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * o.active * par.ep / o.copies);
+        if (o.linear == LinearKind::expert_in) {
+          fwd_gemm(o.name, LinearKind::expert_in, tokens_per_expert, h, glu * ie, local_experts);
+          stream("expert activation", double(T * o.active * ie) * e * (gated ? glu_f : 2.0),
+                 4.0 * double(T * o.active * ie), gated ? glu_b / glu_f : 1.5);
+        } else {
+          fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
+          stream("token permute/unpermute", double(T * o.active * h) * e * 4.0, 0.0);
+        }
+        break;
+      }
+      case LinearKind::mlp_in: {
+        const std::int64_t width = o.out / glu / t;
+        fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
+        if (o.part == Part::dense_mlp)
+          stream(gated ? "SwiGLU" : "GELU", double(T * width) * e * (gated ? glu_f : 2.0), 4.0 * double(T * width),
+                 gated ? glu_b / glu_f : 1.5);
+        break;
+      }
+      case LinearKind::mlp_out: fwd_gemm(o.name, LinearKind::mlp_out, T, o.in / t, h); break;
+      case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced
+      case LinearKind::lm_head:  // not a layer op
+        break;
   }
   }
 

@@ -116,7 +116,8 @@ void add_attention(const wl::TransformerArch& a, bool sliding, OpGraph& g) {
   if (a.mla) {
     const auto& m = *a.mla;
     const int64_t dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
-    Op qkv = linear_op("QKV projection", Part::attention, LinearKind::qkv, h, nq * dqk + m.kv_lora_rank + m.qk_rope_head_dim);
+    Op qkv = linear_op("QKV projection", Part::attention, LinearKind::qkv, h,
+                       nq * dqk + m.kv_lora_rank + m.qk_rope_head_dim);
     if (m.q_lora_rank > 0) {
       qkv.add(h * m.q_lora_rank, TpSplit::replicated);
       qkv.add(m.q_lora_rank, TpSplit::replicated, false);  // q_a_layernorm
@@ -219,8 +220,8 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   if (kind.moe && a.moe) {
     add_moe(a, g);
   } else {
-    add_mlp(a, a.mlp == wl::MlpKind::gated ? "MLP up/gate" : "MLP up", "MLP down", Part::dense_mlp, LinearKind::mlp_in, LinearKind::mlp_out, a.intermediate, 1, 1,
-            a.mlp_bias, g);
+    add_mlp(a, a.mlp == wl::MlpKind::gated ? "MLP up/gate" : "MLP up", "MLP down", Part::dense_mlp,
+            LinearKind::mlp_in, LinearKind::mlp_out, a.intermediate, 1, 1, a.mlp_bias, g);
   }
   for (int64_t i = 3; i < npl; ++i) norm(i);  // Gemma's post-MLP norm
   return g;
