@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpuplan needs, skipping those already present. Run as root (or with sudo).
 # `deps.sh fuzz` also installs clang and its libFuzzer / sanitizer runtimes (scripts/fuzz, CI's fuzz stage).
-# `deps.sh --list [fuzz]` prints the package list, one per line, and installs nothing (scripts/deps_guard.sh reads it).
+# `deps.sh tools` installs what the maintainers' scripts need and the build does not: xvfb and xauth
+# (scripts/gui-screenshots.sh runs the GUI under xvfb-run) and debootstrap (scripts/fresh_machine_check.sh).
+# `deps.sh --list [fuzz|tools]` prints the package list, one per line, and installs nothing (scripts/deps_guard.sh
+# reads it).
 #
 # Packages are installed with --no-install-recommends, so every package the build uses must be here or in the Depends
 # closure of one that is: a package that is only *recommended* is missing on a fresh machine. scripts/deps_guard.sh
@@ -16,6 +19,7 @@ packages=(cmake ninja-build g++ pkg-config
           libqt6opengl6-dev)
 # libclang_rt.fuzzer*.a is in libclang-rt-14-dev, which clang only recommends (not installed with --no-install-recommends).
 [[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev)
+[[ "${1:-}" == tools ]] && packages=(xvfb xauth debootstrap)
 if ((list_only)); then printf '%s\n' "${packages[@]}"; exit 0; fi
 missing=()
 for p in "${packages[@]}"; do

@@ -11,7 +11,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${1:-/var/tmp/gpuplan-fresh}"
 [[ "$(id -u)" -eq 0 ]] || { echo "fresh_machine_check: run as root (debootstrap and chroot)" >&2; exit 2; }
-command -v debootstrap >/dev/null || { echo "fresh_machine_check: apt-get install debootstrap" >&2; exit 2; }
+command -v debootstrap >/dev/null || bash "$root/scripts/deps.sh" tools
 if [[ ! -x "$dir/bin/bash" ]]; then
   debootstrap --variant=minbase bookworm "$dir" http://deb.debian.org/debian
 fi

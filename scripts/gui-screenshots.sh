@@ -10,7 +10,7 @@ if [[ ! -x "$exe" ]]; then
   echo "no $exe: build it first (cmake --build $build --target gpuplan-gui)" >&2
   exit 2
 fi
-command -v xvfb-run >/dev/null || { echo "xvfb-run not found (apt-get install xvfb)" >&2; exit 2; }
+command -v xvfb-run >/dev/null || bash "$root/scripts/deps.sh" tools
 mkdir -p "$out"
 # A fixed screen and style so that the pictures only change when the GUI or the model does.
 QT_QPA_PLATFORMTHEME= QT_STYLE_OVERRIDE=Fusion \
