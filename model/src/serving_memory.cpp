@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/memory.hpp"
 
 namespace gpuplan::model {
@@ -385,7 +386,7 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
   c.w16_bytes = plan.weights.dtype == StoreDtype::fp32 ? 4.0 : 2.0;
   c.wq_bytes = plan.weight_scale_overhead ? weight_bytes_per_param(plan.weights, a.hidden)
                                           : element_bytes(plan.weights.dtype);
-  c.final_norm = a.norm == wl::NormKind::layernorm ? 2.0 * double(a.hidden) : double(a.hidden);
+  c.final_norm = double(build_head_graph(a).parameters(Part::final_norm));  // the op graph's norm size
   c.norms_per_layer = a.layers > 0 ? std::max(0.0, double(params.norms) - c.final_norm) / double(a.layers) : 0.0;
   c.dense = layer_params(c, false);
   c.moe = layer_params(c, true);
