@@ -52,10 +52,22 @@ inline Run run_raw(const std::vector<std::string>& args, const std::string& env 
                        ("gpuplan-test-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   fs::create_directories(dir);
   const fs::path out = dir / "stdout", err = dir / "stderr";
-  std::string cmd = "cd " + quote(dir.string()) + " && env -u GPUPLAN_DATA_DIR LC_ALL=C LANG=C COLUMNS=80 TERM=dumb " +
-                    env + " " + quote(kExe);
-  for (const auto& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
+  // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict on "literal" + std::string (GCC bug 105651).
+  std::string cmd = "cd ";
+  cmd += quote(dir.string());
+  cmd += " && env -u GPUPLAN_DATA_DIR LC_ALL=C LANG=C COLUMNS=80 TERM=dumb ";
+  cmd += env;
+  cmd += " ";
+  cmd += quote(kExe);
+  for (const auto& a : args) {
+    cmd += " ";
+    cmd += quote(a);
+  }
+  cmd += " >";
+  cmd += quote(out.string());
+  cmd += " 2>";
+  cmd += quote(err.string());
+  cmd += " </dev/null";
   const int status = std::system(cmd.c_str());
   Run r;
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
