@@ -155,7 +155,7 @@ TEST_SUITE("gpuplan hw") {
     const Run r = run({"hw", "validate", f});
     CHECK(r.rc == kInvalid);
     CHECK(r.out.empty());
-    CHECK(r.err == f + ": /memory/bandwidth_TBps: error: value -3.35 TB/s is out of range: expected > 0 and <= 80 TB/s\n");
+    CHECK(r.err == f + ": /memory/bandwidth_TBps: error: value -3.35 TB/s is out of range: expected >= 8e-05 and <= 80 TB/s\n");
   }
 
   TEST_CASE("hw validate FILE checks references against the data directory") {

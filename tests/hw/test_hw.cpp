@@ -4,14 +4,21 @@
 // Bad-input files live in tests/fixtures/hw/bad/, one problem per file (many-errors.json has several on purpose).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/json_io/reader.hpp"
+#include "../cli/cli_runner.hpp"
 
 namespace {
 
@@ -260,14 +267,14 @@ TEST_SUITE("bad hardware files: exact diagnostics") {
   TEST_CASE("a negative bandwidth is out of range with its unit") {
     const std::string f = bad("negative-bandwidth.json");
     CHECK(load_alone(f) ==
-          f + ": /memory/bandwidth_TBps: error: value -3.35 TB/s is out of range: expected > 0 and <= 80 TB/s\n");
+          f + ": /memory/bandwidth_TBps: error: value -3.35 TB/s is out of range: expected >= 8e-05 and <= 80 TB/s\n");
   }
 
   TEST_CASE("an absurd value above the 10x plausibility bound (bf16 25001 TFLOP/s)") {
     const std::string f = bad("absurd-bf16.json");
     CHECK(load_alone(f) == f +
-                               ": /dense_peak/bf16_TFLOPs: error: value 25001 TFLOP/s is out of range: expected > 0 "
-                               "and <= 25000 TFLOP/s (the plausibility bound is 10x the largest known part)\n");
+                               ": /dense_peak/bf16_TFLOPs: error: value 25001 TFLOP/s is out of range: expected >= "
+                               "0.025 and <= 25000 TFLOP/s (the plausibility bound is 10x the largest known part)\n");
   }
 
   TEST_CASE("an unknown key gets a did-you-mean, and the key it replaced is reported missing") {
@@ -367,6 +374,29 @@ TEST_SUITE("bad hardware files: exact diagnostics") {
               shipped().find_gpu("a100-sxm4-80gb")->info.file + "\n");
   }
 
+  TEST_CASE("a subnormal peak (1e-310 TFLOP/s) is refused: it would turn every time into inf") {
+    const std::string f = bad("denormal-peak.json");
+    CHECK(load_alone(f) == f +
+                               ": /dense_peak/bf16_TFLOPs: error: value 1e-310 TFLOP/s is too small to mean anything (a "
+                               "subnormal number, below 2.2e-308 in magnitude): expected >= 0.025 and <= 25000 "
+                               "TFLOP/s\n");
+  }
+
+  TEST_CASE("a positive value below the floor, a millionth of the plausibility bound (1e-300 TB/s), is out of range") {
+    const std::string f = bad("tiny-bandwidth.json");
+    CHECK(load_alone(f) == f +
+                               ": /memory/bandwidth_TBps: error: value 1e-300 TB/s is out of range: expected >= 8e-05 "
+                               "and <= 80 TB/s (the floor is a millionth of the plausibility bound: no real part is "
+                               "that small)\n");
+  }
+
+  TEST_CASE("a key given twice in one object is an error at its pointer, not a silent last-one-wins") {
+    const std::string f = bad("duplicate-key.json");
+    CHECK(load_alone(f) == f +
+                               ": /dense_peak/bf16_TFLOPs: error: duplicate key \"bf16_TFLOPs\": the object already "
+                               "has this key (keys must be unique; one of the two values would be dropped silently)\n");
+  }
+
   TEST_CASE("a wrong enum value lists the choices") {
     const std::string f = bad("wrong-enum.json");
     CHECK(load_alone(f) == f + ": /scale_up/topology: error: 'mesh' is not one of 'switched', 'fully-connected', "
@@ -385,8 +415,8 @@ TEST_SUITE("bad hardware files: exact diagnostics") {
     // Order: top-level keys (alphabetical, as nlohmann stores them), missing top-level keys, entity info (sources,
     // id), then each nested object as the decoder reads it.
     CHECK(got == p + "/compute_units: error: expected an integer, found a number 132.5\n" +  //
-                     p + "/l2_MB: error: value 0 MB is out of range: expected > 0 and <= 2600 MB\n" +
-                     p + "/tdp_W: error: value -700 W is out of range: expected > 0 and <= 14000 W\n" +
+                     p + "/l2_MB: error: value 0 MB is out of range: expected >= 0.0026 and <= 2600 MB\n" +
+                     p + "/tdp_W: error: value -700 W is out of range: expected >= 0.014 and <= 14000 W\n" +
                      p + "/vendor: error: 'Nvidia' is not one of 'NVIDIA', 'AMD' (did you mean 'NVIDIA'?)\n" +
                      p + "/: error: missing required key 'family' (architecture family)\n" +
                      p + "/sources/0: error: missing required key 'ref' (what the source is: document, page, "
@@ -600,5 +630,305 @@ TEST_SUITE("json_io reader") {
         if (f.type == FieldType::number && f.key != "oversubscription") CHECK(f.key.find('_') != std::string::npos);
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Hostile input (issue #26): never a crash, a hang or a silent choice; always a diagnostic with file and place.
+TEST_SUITE("json_io reader: hostile input") {
+  using gpuplan::json_io::describe_value;
+  using gpuplan::json_io::FieldSpec;
+  using gpuplan::json_io::FieldTable;
+  using gpuplan::json_io::FieldType;
+  using gpuplan::json_io::ObjectReader;
+  using gpuplan::json_io::kMaxInputBytes;
+  using gpuplan::json_io::kMaxJsonDepth;
+  using gpuplan::json_io::parse;
+  using gpuplan::json_io::read_text_file;
+
+  /// A fresh empty folder for one test.
+  fs::path scratch(const std::string& name) {
+    const fs::path d = fs::temp_directory_path() / (std::string("gpuplan-test-hw-") + std::to_string(::getpid()) + "-" + name);
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+  }
+
+  TEST_CASE("endless devices are refused before they are read: /dev/zero, /dev/urandom") {
+    for (const std::string dev : {"/dev/zero", "/dev/urandom"}) {
+      if (!fs::exists(dev)) continue;
+      Diagnostics d;
+      CHECK_FALSE(read_text_file(dev, d).has_value());
+      CHECK(d.to_string() == dev + ": error: is a character device (such as /dev/zero, /dev/urandom or a terminal), "
+                                   "not a file: gpuplan reads JSON from files and pipes\n");
+    }
+  }
+
+  TEST_CASE("a file larger than the 64 MiB limit is refused from its size, without reading it") {
+    CHECK(kMaxInputBytes == 64u * 1024 * 1024);
+    const fs::path dir = scratch("oversize");
+    const fs::path big = dir / "big.json";
+    { std::ofstream(big) << "{}"; }
+    fs::resize_file(big, kMaxInputBytes + 1);  // sparse: no disk space used
+    Diagnostics d;
+    CHECK_FALSE(read_text_file(big.string(), d).has_value());
+    CHECK(d.to_string() == big.string() + ": error: file is larger than the 64 MiB limit for JSON input (67108865 bytes)\n");
+    // At the limit a file is read (a smaller limit stands in for 64 MiB).
+    const fs::path small = dir / "ten.json";
+    { std::ofstream(small) << "[1,2,3,4]\n"; }
+    Diagnostics d2;
+    CHECK(read_text_file(small.string(), d2, 10) == "[1,2,3,4]\n");
+    CHECK(d2.empty());
+    Diagnostics d3;
+    CHECK_FALSE(read_text_file(small.string(), d3, 9).has_value());
+    CHECK(d3.to_string() == small.string() + ": error: file is larger than the 9-byte limit for JSON input (10 bytes)\n");
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("a pipe is read, but never beyond the limit") {
+    const fs::path dir = scratch("fifo");
+    const fs::path fifo = dir / "in.json";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    auto feed = [&](std::size_t bytes) {
+      return std::thread([&fifo, bytes] {
+        std::ofstream out(fifo, std::ios::binary);  // blocks until the reader opens the pipe
+        out << "[" << std::string(bytes - 2, '0') << "]";
+      });
+    };
+    {
+      std::thread w = feed(100);
+      Diagnostics d;
+      const auto text = read_text_file(fifo.string(), d, 1000);
+      w.join();
+      REQUIRE(text.has_value());
+      CHECK(text->size() == 100);
+      CHECK(d.empty());
+    }
+    {
+      // 2,000 bytes fit the pipe's buffer, so the writer finishes even though the reader stops at 1,001.
+      std::thread w = feed(2000);
+      Diagnostics d;
+      CHECK_FALSE(read_text_file(fifo.string(), d, 1000).has_value());
+      w.join();
+      CHECK(d.to_string() == fifo.string() +
+                                 ": error: file is larger than the 1000-byte limit for JSON input (stopped reading "
+                                 "after 1001 bytes)\n");
+    }
+    fs::remove_all(dir);
+  }
+
+  TEST_CASE("nesting deeper than 128 levels is refused with the line and column of the first bracket too many") {
+    CHECK(kMaxJsonDepth == 128);
+    SUBCASE("200,000 levels, as a fuzzer writes them") {
+      const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+      Diagnostics d;
+      CHECK_FALSE(parse(deep, "deep.json", d).has_value());
+      CHECK(d.to_string() == "deep.json:1:129: error: JSON nested deeper than the 128-level limit for JSON input "
+                             "(arrays and objects inside one another; gpuplan's files need fewer than 10)\n");
+    }
+    SUBCASE("inside an object on the second line, with brackets inside strings not counted") {
+      const std::string deep = std::string("{\"a[{\": \"[[[\\\"[\",\n \"b\": ") + std::string(200000, '[');
+      Diagnostics d;
+      CHECK_FALSE(parse(deep, "deep.json", d).has_value());
+      REQUIRE(d.items().size() == 1);
+      CHECK(d.items()[0].line == 2);
+      CHECK(d.items()[0].column == 7 + 127);  // the object is level 1: the 128th '[' is level 129
+    }
+    SUBCASE("exactly 128 levels parse") {
+      const std::string ok = std::string(127, '[') + "{\"k\": 1}" + std::string(127, ']');
+      Diagnostics d;
+      const auto j = parse(ok, "ok.json", d);
+      CHECK(j.has_value());
+      CHECK(d.empty());
+    }
+    SUBCASE("a syntax error before the depth limit is still reported as one") {
+      Diagnostics d;
+      CHECK_FALSE(parse("[[[tru", "bad.json", d).has_value());
+      CHECK(d.to_string().rfind("bad.json:1:7: error: malformed JSON: syntax error while parsing value", 0) == 0);
+    }
+  }
+
+  TEST_CASE("a key given twice in one object is an error naming the file, the RFC 6901 pointer and the key") {
+    const std::string tail = ": the object already has this key (keys must be unique; one of the two values would be "
+                             "dropped silently)\n";
+    SUBCASE("at the top") {
+      Diagnostics d;
+      CHECK_FALSE(parse(R"({"a": 1, "b": 2, "a": 3})", "f.json", d).has_value());
+      CHECK(d.to_string() == std::string("f.json: /a: error: duplicate key \"a\"") + tail);
+    }
+    SUBCASE("nested in arrays and objects, every duplicate at once") {
+      Diagnostics d;
+      CHECK_FALSE(parse(R"({"x": [0, {"y": {"k": 1, "k": 2}}, {"z": 1, "z": 1}], "w": {"k": 1}})", "f.json", d)
+                      .has_value());
+      CHECK(d.to_string() == std::string("f.json: /x/1/y/k: error: duplicate key \"k\"") + tail +
+                                 std::string("f.json: /x/2/z: error: duplicate key \"z\"") + tail);
+    }
+    SUBCASE("keys with ~ and / are escaped in the pointer (~0, ~1)") {
+      Diagnostics d;
+      CHECK_FALSE(parse(R"({"a/b": {"m~n": 1, "m~n": 2}})", "f.json", d).has_value());
+      CHECK(d.to_string() == std::string("f.json: /a~1b/m~0n: error: duplicate key \"m~n\"") + tail);
+    }
+    SUBCASE("the same key spelt with an escape is the same key") {
+      Diagnostics d;
+      CHECK_FALSE(parse(R"({"ab": 1, "\u0061b": 2})", "f.json", d).has_value());
+      CHECK(d.to_string() == std::string("f.json: /ab: error: duplicate key \"ab\"") + tail);
+    }
+    SUBCASE("the same key in sibling objects is fine") {
+      Diagnostics d;
+      const auto j = parse(R"([{"k": 1}, {"k": 2}, {"o": {"k": 3}, "k": 4}])", "f.json", d);
+      REQUIRE(j.has_value());
+      CHECK(d.empty());
+      CHECK((*j)[2]["k"] == 4);
+    }
+  }
+
+  TEST_CASE("parse builds the same value as nlohmann's parser") {
+    const std::string text = R"({"s": "a\u00e9\n", "i": -7, "u": 18446744073709551615, "f": 1.5, "e": 1e30,
+      "n": null, "t": true, "a": [[], {}, [1, [2, {"k": "v"}]]], "o": {"z": 0, "a": 1}})";
+    Diagnostics d;
+    const auto j = parse(text, "f.json", d);
+    REQUIRE(j.has_value());
+    CHECK(d.empty());
+    const Json ref = Json::parse(text);
+    CHECK(*j == ref);
+    CHECK(j->dump() == ref.dump());
+    CHECK((*j)["u"].is_number_unsigned());
+    CHECK((*j)["i"].is_number_integer());
+    CHECK((*j)["f"].is_number_float());
+    Diagnostics d2;
+    CHECK(*parse("3", "f.json", d2) == Json(3));
+    CHECK(*parse("\"x\"", "f.json", d2) == Json("x"));
+    CHECK(d2.empty());
+  }
+
+  /// describe_value as it was (a whole dump, then cut): the new one must give the same bytes.
+  std::string reference_describe(const Json& v) {
+    std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+    if (s.size() > 40) s = s.substr(0, 37) + "...";
+    return s;
+  }
+
+  TEST_CASE("describe_value gives the same text as before for ordinary values") {
+    std::vector<Json> values{Json(), Json(true), Json(0), Json(-3), Json(18446744073709551615ULL), Json(1.5),
+                             Json(-0.0), Json(1e-310), Json(1e300), Json(3.35), Json(""), Json("x"),
+                             Json("tab\there \"quoted\" \\ back"), Json("\x01\x1f control"),
+                             Json::array(), Json::object(), Json::parse(R"([1, 2.5, "three", null])"),
+                             Json::parse(R"({"b": [1, {"c": "d"}], "a": {}})"),
+                             Json::parse(R"({"key with a long name": "and a long value that is cut"})")};
+    // Strings around the cut, with two-, three- and four-byte UTF-8 characters and bytes that are not UTF-8 placed
+    // across it.
+    for (std::size_t n = 30; n <= 200; n += 1) {
+      values.emplace_back(std::string(n, 'a'));
+      values.emplace_back(std::string(n % 45, 'b') + "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" + std::string(n, 'c'));
+      values.emplace_back(std::string(n % 41, 'd') + "\xff\xfe\xc3" + std::string(n, 'e'));
+      values.emplace_back(std::string(n % 43, 'f') + "\x01\"\\" + std::string(n, 'g'));
+      values.push_back(Json::array({std::string(n % 39, 'h'), std::string(n, 'i')}));
+    }
+    for (const auto& v : values) {
+      CAPTURE(v.dump(-1, ' ', true, Json::error_handler_t::replace));
+      CHECK(describe_value(v) == reference_describe(v));
+    }
+  }
+
+  TEST_CASE("describe_value is bounded on deep, huge and non-UTF-8 values, and never throws") {
+    SUBCASE("100,000 nested arrays (built in place, as no parse would allow)") {
+      Json deep = Json::array();
+      Json* p = &deep;
+      for (int i = 0; i < 100000; ++i) {
+        p->push_back(Json::array());
+        p = &p->back();
+      }
+      CHECK(describe_value(deep) == std::string(37, '[') + "...");
+    }
+    SUBCASE("an array of a million numbers and a 10 MB string") {
+      Json big = Json::array();
+      for (int i = 0; i < 1000000; ++i) big.push_back(i);
+      CHECK(describe_value(big) == "[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,1...");
+      CHECK(describe_value(Json(std::string(10'000'000, 'z'))) == std::string("\"") + std::string(36, 'z') + "...");
+    }
+    SUBCASE("bytes that are not UTF-8 become U+FFFD") {
+      CHECK(describe_value(Json(std::string("\xff\xfeok"))) == "\"\xef\xbf\xbd\xef\xbf\xbdok\"");
+      const std::string junk(1000, '\xff');
+      const std::string shown = describe_value(Json(junk));
+      CHECK(shown.size() == 40);
+      CHECK(shown.rfind("\"\xef\xbf\xbd", 0) == 0);
+      Json keyed = Json::object();
+      keyed[junk.substr(0, 5)] = 1;  // an object key that is not UTF-8 (from code: parse would not make one)
+      const std::string fffd = "\xef\xbf\xbd";
+      CHECK(describe_value(keyed) == std::string("{\"") + fffd + fffd + fffd + fffd + fffd + "\":1}");
+    }
+  }
+
+  TEST_CASE("ObjectReader: a subnormal number is refused in any number field, and an integer must fit 64 bits") {
+    FieldSpec x;
+    x.key = "x";
+    x.type = FieldType::number;
+    x.doc = "any number";
+    FieldSpec n;
+    n.key = "n";
+    n.type = FieldType::integer;
+    n.doc = "any integer";
+    const FieldTable t{x, n};
+    {
+      Diagnostics d;
+      const Json j = Json::parse(R"({"x": -4.9e-324, "n": 1e300})");
+      ObjectReader r(j, t, "f.json", "", d);
+      CHECK_FALSE(r.valid());
+      CHECK(d.to_string() ==
+            "f.json: /n: error: value 1e+300 is out of range: expected an integer from -2^63 to 2^63 - 1\n"
+            "f.json: /x: error: value -5e-324 is too small to mean anything (a subnormal number, below 2.2e-308 in "
+            "magnitude)\n");
+      CHECK_FALSE(r.num("x").has_value());
+      CHECK_FALSE(r.integer("n").has_value());
+    }
+    {
+      Diagnostics d;
+      const Json j = Json::parse(R"({"x": 2.3e-308, "n": 18446744073709551615})");
+      ObjectReader r(j, t, "f.json", "", d);
+      CHECK(d.to_string() ==
+            "f.json: /n: error: value 18446744073709551615 is out of range: expected an integer from -2^63 to 2^63 - 1\n");
+      CHECK(r.num("x") == 2.3e-308);  // the smallest normal doubles are still numbers
+    }
+    {
+      Diagnostics d;
+      const Json j = Json::parse(R"({"x": 0, "n": -9223372036854775808})");
+      ObjectReader r(j, t, "f.json", "", d);
+      CHECK(d.empty());
+      CHECK(r.integer("n") == std::numeric_limits<long long>::min());
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+TEST_SUITE("gpuplan hw validate: hostile files exit 2 with a diagnostic") {
+  using gpuplan::cli_test::contains;
+  using gpuplan::cli_test::kInvalid;
+  using gpuplan::cli_test::Run;
+
+  TEST_CASE("/dev/zero is refused at once") {
+    const Run r = gpuplan::cli_test::run({"hw", "validate", "/dev/zero"});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.err == "/dev/zero: error: is a character device (such as /dev/zero, /dev/urandom or a terminal), not a "
+                   "file: gpuplan reads JSON from files and pipes\n");
+  }
+
+  TEST_CASE("a 200,000-level document, a duplicate key and a subnormal peak") {
+    const fs::path dir = fs::temp_directory_path() / (std::string("gpuplan-test-hw-cli-") + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const fs::path deep = dir / "deep.json";
+    { std::ofstream(deep) << std::string(200000, '['); }
+    const Run d = gpuplan::cli_test::run({"hw", "validate", deep.string()});
+    CHECK(d.rc == kInvalid);
+    CHECK(contains(d.err, deep.string() + ":1:129: error: JSON nested deeper than the 128-level limit"));
+    fs::remove_all(dir);
+
+    const Run k = gpuplan::cli_test::run({"hw", "validate", bad("duplicate-key.json")});
+    CHECK(k.rc == kInvalid);
+    CHECK(contains(k.err, "duplicate-key.json: /dense_peak/bf16_TFLOPs: error: duplicate key \"bf16_TFLOPs\""));
+
+    const Run s = gpuplan::cli_test::run({"hw", "validate", bad("denormal-peak.json")});
+    CHECK(s.rc == kInvalid);
+    CHECK(contains(s.err, "/dense_peak/bf16_TFLOPs: error: value 1e-310 TFLOP/s is too small to mean anything"));
+    CHECK(s.out.empty());
   }
 }

@@ -24,16 +24,19 @@ constexpr auto kOpt = Presence::optional;
 // Plausibility bounds are 10x the largest shipping part in ../shared/reference/hardware_facts.json at the time of
 // writing (e.g. 2,500 dense bf16 TFLOP/s on GB200/MI355X -> 25,000). Anything above is a typo (a sparse figure, a
 // bidirectional figure in a per-direction key, GB for MB...) that must not pass silently.
+// The floor is a millionth of that bound (0.025 bf16 TFLOP/s, 80 MB/s of HBM, 1 ns of latency, 2.6 kB of L2): far
+// below any part (the closest shipped value, a 0.5 µs latency, is 500x above it), yet large enough that no time or ratio
+// the model divides by it overflows to inf. A positive value below it (1e-310 TFLOP/s) is a typo or a unit mix-up.
 FieldSpec positive(std::string key, std::string unit, double max, std::string doc, Presence p = kOpt) {
   FieldSpec f;
   f.key = std::move(key);
   f.type = FieldType::number;
   f.presence = p;
   f.unit = std::move(unit);
-  f.min = 0.0;
-  f.min_exclusive = true;
+  f.min = max / 1e6;
   f.max = max;
   f.plausibility_bound = true;
+  f.plausibility_floor = true;
   f.doc = std::move(doc);
   return f;
 }
