@@ -1,5 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "../cli/cli_runner.hpp"
 #include "gpuplan/model/params.hpp"
 #include "library.hpp"
 
@@ -138,4 +143,107 @@ TEST_CASE("dropout probabilities: GPT-2, BERT and Llama spellings, and the GPT-s
   const auto bad = import_errors(gpt2 + R"(,"attn_pdrop":1.5})");
   CHECK(bad.has_errors());
   CHECK(bad.to_string().find("/attn_pdrop") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Silent choices of the importer turned into errors (issue #26).
+namespace {
+// DeepSeek-V3's sizes without its MLA and MoE keys (config.json of deepseek-ai/DeepSeek-V3).
+const std::string kDeepseekBase = R"({"model_type":"deepseek_v3","hidden_size":7168,"num_hidden_layers":61,
+  "num_attention_heads":128,"num_key_value_heads":128,"intermediate_size":18432,"vocab_size":129280,
+  "tie_word_embeddings":false)";
+const std::string kMlaRule = " (MLA needs kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim; "
+                             "q_lora_rank may be null)\n";
+}  // namespace
+
+TEST_CASE("a partial MLA config is an error naming the missing keys, not plain multi-head attention with 25x the KV") {
+  SUBCASE("query compression and rope size without the latent") {
+    CHECK(import_errors(kDeepseekBase + R"(,"q_lora_rank":1536,"qk_rope_head_dim":64})").to_string() ==
+          std::string("config.json: /: error: incomplete multi-head latent attention (MLA) config: 'q_lora_rank', "
+                      "'qk_rope_head_dim' given but 'kv_lora_rank', 'qk_nope_head_dim', 'v_head_dim' missing") +
+              kMlaRule);
+  }
+  SUBCASE("the latent without the rope size (it was read as 0)") {
+    CHECK(import_errors(kDeepseekBase + R"(,"kv_lora_rank":512,"qk_nope_head_dim":128,"v_head_dim":128})")
+              .to_string() ==
+          std::string("config.json: /: error: incomplete multi-head latent attention (MLA) config: 'kv_lora_rank', "
+                      "'qk_nope_head_dim', 'v_head_dim' given but 'qk_rope_head_dim' missing") +
+              kMlaRule);
+  }
+  SUBCASE("null is absent") {
+    CHECK(import_errors(kDeepseekBase + R"(,"kv_lora_rank":512,"qk_nope_head_dim":128,"qk_rope_head_dim":null,
+      "v_head_dim":null})").to_string() ==
+          std::string("config.json: /: error: incomplete multi-head latent attention (MLA) config: 'kv_lora_rank', "
+                      "'qk_nope_head_dim' given but 'qk_rope_head_dim', 'v_head_dim' missing") +
+              kMlaRule);
+  }
+  SUBCASE("every MLA key null is a model without MLA") {
+    const auto a = hf(kDeepseekBase + R"(,"q_lora_rank":null,"kv_lora_rank":null,"qk_nope_head_dim":null,
+      "qk_rope_head_dim":null,"v_head_dim":null})");
+    CHECK_FALSE(a.mla.has_value());
+  }
+  SUBCASE("through the CLI: exit 2") {
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / (std::string("gpuplan-test-mla-") + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const fs::path cfg = dir / "config.json";
+    std::ofstream(cfg) << kDeepseekBase + R"(,"kv_lora_rank":512,"v_head_dim":128})";
+    const auto r = cli_test::run({"model", "show", cfg.string()});
+    CHECK(r.rc == cli_test::kInvalid);
+    CHECK(cli_test::contains(r.err, cfg.string() + ": /: error: incomplete multi-head latent attention (MLA) config: "
+                                                   "'kv_lora_rank', 'v_head_dim' given but 'qk_nope_head_dim', "
+                                                   "'qk_rope_head_dim' missing"));
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("DeepSeek-V2-Lite: q_lora_rank null is MLA without query compression") {
+  // config.json of deepseek-ai/DeepSeek-V2-Lite (its q_lora_rank is null).
+  const auto a = hf(R"({"model_type":"deepseek_v2","hidden_size":2048,"num_hidden_layers":27,"num_attention_heads":16,
+    "num_key_value_heads":16,"intermediate_size":10944,"moe_intermediate_size":1408,"n_routed_experts":64,
+    "n_shared_experts":2,"num_experts_per_tok":6,"first_k_dense_replace":1,"moe_layer_freq":1,"kv_lora_rank":512,
+    "q_lora_rank":null,"qk_nope_head_dim":128,"qk_rope_head_dim":64,"v_head_dim":128,"vocab_size":102400,
+    "max_position_embeddings":163840,"tie_word_embeddings":false})");
+  REQUIRE(a.mla.has_value());
+  CHECK(a.mla->q_lora_rank == 0);
+  CHECK(a.mla->kv_lora_rank == 512);
+  CHECK(a.head_dim == 192);
+  REQUIRE(a.moe.has_value());
+  CHECK(a.moe->num_experts == 64);
+  CHECK(a.moe->experts_per_token == 6);
+  // DeepSeek-V2 paper (arXiv:2405.04434), DeepSeek-V2-Lite: 15.7B total parameters.
+  const auto total = static_cast<double>(model::parameter_counts(a, Explain::off).total);
+  CHECK(total / 1e9 == doctest::Approx(15.7).epsilon(0.005));
+}
+
+TEST_CASE("experts per token must be <= number of experts: top-k above the count is an error, not a dense model") {
+  const std::string mixtral = R"({"model_type":"mixtral","hidden_size":4096,"num_hidden_layers":32,
+    "num_attention_heads":32,"num_key_value_heads":8,"intermediate_size":14336,"vocab_size":32000,
+    "tie_word_embeddings":false)";
+  SUBCASE("one local expert, top-2 (was read as dense, silently)") {
+    CHECK(import_errors(mixtral + R"(,"num_local_experts":1,"num_experts_per_tok":2})").to_string() ==
+          "config.json: /num_experts_per_tok: error: 2 experts per token but 1 expert ('num_local_experts'): experts "
+          "per token must be <= number of experts\n");
+  }
+  SUBCASE("DeepSeek and GPT-OSS spellings") {
+    CHECK(import_errors(mixtral + R"(,"n_routed_experts":4,"num_experts_per_tok":8})").to_string() ==
+          "config.json: /num_experts_per_tok: error: 8 experts per token but 4 experts ('n_routed_experts'): experts "
+          "per token must be <= number of experts\n");
+    CHECK(import_errors(mixtral + R"(,"num_local_experts":1,"experts_per_token":4})").to_string() ==
+          "config.json: /experts_per_token: error: 4 experts per token but 1 expert ('num_local_experts'): experts "
+          "per token must be <= number of experts\n");
+  }
+  SUBCASE("one expert with top-1 is a dense FFN, and the import says so") {
+    const auto a = hf(mixtral + R"(,"num_local_experts":1,"num_experts_per_tok":1})");
+    CHECK_FALSE(a.moe.has_value());
+    CHECK(a.intermediate == 14336);
+    CHECK(std::find(a.assumptions.begin(), a.assumptions.end(),
+                    "num_local_experts is 1: one expert that every token uses, read as a dense FFN of width 14336") !=
+          a.assumptions.end());
+  }
+  SUBCASE("top-k equal to the expert count is fine") {
+    const auto a = hf(mixtral + R"(,"num_local_experts":8,"num_experts_per_tok":8})");
+    REQUIRE(a.moe.has_value());
+    CHECK(a.moe->experts_per_token == 8);
+  }
 }

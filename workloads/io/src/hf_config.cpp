@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <set>
 
 #include <fmt/format.h>
@@ -270,7 +271,23 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   }
 
   // ---- MoE ----
+  // The first present key of each synonym list names the pointer of a diagnostic.
+  auto first_present = [&](std::initializer_list<const char*> keys) -> std::string {
+    for (const char* k : keys)
+      if (r.has(k)) return k;
+    return *keys.begin();
+  };
   const auto experts = opt({"num_local_experts", "num_experts", "n_routed_experts"});
+  const auto top_k = opt({"num_experts_per_tok", "experts_per_token"});
+  // Top-k above the expert count cannot route; with one expert it was read as a dense model before, silently.
+  if (experts && top_k && *top_k > *experts)
+    r.error(first_present({"num_experts_per_tok", "experts_per_token"}),
+            fmt::format("{} experts per token but {} {} ('{}'): experts per token must be <= number of experts",
+                        *top_k, *experts, *experts == 1 ? "expert" : "experts",
+                        first_present({"num_local_experts", "num_experts", "n_routed_experts"})));
+  if (experts && *experts == 1)
+    assume(fmt::format("{} is 1: one expert that every token uses, read as a dense FFN of width {}",
+                       first_present({"num_local_experts", "num_experts", "n_routed_experts"}), a.intermediate));
   if (experts && *experts > 1) {
     wl::MoeSpec m;
     m.num_experts = *experts;
@@ -286,9 +303,6 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     m.router_bias = model_type == "gpt_oss";
     m.expert_bias = model_type == "gpt_oss";
     m.correction_bias = (model_type == "deepseek_v3") ? m.num_experts : 0;
-    if (m.experts_per_token > m.num_experts)
-      r.error("num_experts_per_tok",
-              fmt::format("{} experts per token exceed the {} experts", m.experts_per_token, m.num_experts));
     a.moe_layer.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), true);
     const auto first_dense = opt({"first_k_dense_replace"}).value_or(0);
     const bool qwen = model_type.rfind("qwen", 0) == 0;
@@ -313,13 +327,30 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   a.mtp_layers = opt({"num_nextn_predict_layers"}).value_or(0);
 
   // ---- MLA ----
-  if (auto kv_lora = r.integer("kv_lora_rank")) {
+  // Multi-head latent attention needs its four sizes; q_lora_rank is optional (null or absent: the query is not
+  // compressed, as in DeepSeek-V2-Lite). Any of the five keys without the four is an error: read as plain multi-head
+  // attention the KV cache would come out ~25x too large (DeepSeek-V3: 128 heads x 2 x 56 = 14,336 elements per
+  // token and layer instead of 512 + 64 = 576).
+  static constexpr std::array<const char*, 4> kMlaNeeds{"kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                                        "v_head_dim"};
+  auto given = [&](const char* k) { return config->contains(k) && !(*config)[k].is_null(); };
+  const bool any_mla = given("q_lora_rank") || std::any_of(kMlaNeeds.begin(), kMlaNeeds.end(), given);
+  std::string found, missing;
+  for (const char* k : {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"})
+    if (given(k)) found += (found.empty() ? "'" : ", '") + std::string(k) + "'";
+  for (const char* k : kMlaNeeds)
+    if (!given(k)) missing += (missing.empty() ? "'" : ", '") + std::string(k) + "'";
+  if (any_mla && !missing.empty())
+    r.error("", fmt::format("incomplete multi-head latent attention (MLA) config: {} given but {} missing (MLA needs "
+                            "kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim; q_lora_rank may be null)",
+                            found, missing));
+  if (auto kv_lora = r.integer("kv_lora_rank"); kv_lora && missing.empty()) {
     wl::MlaSpec m;
     m.kv_lora_rank = *kv_lora;
     m.q_lora_rank = opt({"q_lora_rank"}).value_or(0);
-    m.qk_nope_head_dim = need({"qk_nope_head_dim"}, "MLA non-rotary head dim");
-    m.qk_rope_head_dim = opt({"qk_rope_head_dim"}).value_or(0);
-    m.v_head_dim = need({"v_head_dim"}, "MLA value head dim");
+    m.qk_nope_head_dim = r.integer("qk_nope_head_dim").value_or(0);
+    m.qk_rope_head_dim = r.integer("qk_rope_head_dim").value_or(0);
+    m.v_head_dim = r.integer("v_head_dim").value_or(0);
     a.mla = m;
     a.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
     a.kv_heads = a.heads;  // MLA decompresses K and V per query head
