@@ -82,6 +82,16 @@ TEST_CASE("calibrate: bad input exits 2 with the file, pointer or flag") {
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "error: no NVIDIA GPU is visible"));
   }
+  SUBCASE("a fractional rank count (it was cut to an integer silently)") {
+    auto j = nlohmann::json::parse(slurp(kData + "/calibration/h200-sxm-141gb/samples-collectives-2gpu-2026-11-22.json"));
+    j["collectives"][0]["ranks"] = 1.5;
+    const std::string path = (std::filesystem::temp_directory_path() / "gpuplan-test-calibrate-cli-ranks.json").string();
+    std::ofstream(path) << j.dump(1);
+    const Run r = run({"calibrate", "fit", path, "--gpu", "h200", "--dry-run"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, path + ": /collectives/0/ranks: error: expected an integer, found a number 1.5\n"));
+    std::filesystem::remove(path);
+  }
   SUBCASE("show for a GPU without a profile") {
     const Run r = run({"calibrate", "show", "a100-sxm4-80gb"});
     CHECK(r.rc == kInvalid);

@@ -193,6 +193,43 @@ TEST_CASE("bad samples files are diagnosed with the file and the JSON pointer") 
   CHECK(m3.find("/gemm/0/shape: error: expected a string, found an integer") != std::string::npos);
 }
 
+TEST_CASE("counts in a samples file must be integers: ranks 1.5 is not cut to 1 silently") {
+  const hw::GpuSpec* gpu = db().find_gpu("h100-sxm5-80gb");
+  auto j = synthetic(*gpu);
+  j["collectives"][0]["ranks"] = 1.5;
+  j["collectives"][1]["ranks"] = 0;
+  j["collectives"][2]["ranks"] = "2";
+  j["collectives"][3]["ranks"] = 1e12;
+  j["collectives"][4]["ranks"] = 2.0;  // an integral number is an integer (as in every field table)
+  j["gemm"][0]["m"] = 1024.5;
+  j["gemm"][1]["k"] = 3e9;
+  j["device"]["sm_count"] = 132.5;
+  j["overlap"].push_back({{"op", "all_reduce"}, {"ranks", 2.25}, {"bytes", 1.0e6}, {"gemm_alone_s", 1e-3},
+                          {"gemm_overlap_s", 1.1e-3}, {"coll_alone_s", 1e-4}, {"coll_overlap_s", 2e-4}});
+  const std::string path = write("fractional.json", j);
+  auto s = calib::read_samples(path);
+  REQUIRE_FALSE(s.ok());
+  const std::string p = path + ": ";
+  CHECK(s.diagnostics().to_string() ==
+        p + "/device/sm_count: error: expected an integer, found a number 132.5\n" +
+        p + "/gemm/0/m: error: expected an integer, found a number 1024.5\n" +
+        p + "/gemm/1/k: error: expected a matrix size up to 2^31, found 3000000000.0\n" +
+        p + "/collectives/0/ranks: error: expected an integer, found a number 1.5\n" +
+        p + "/collectives/1/ranks: error: expected a positive integer, found 0\n" +
+        p + "/collectives/2/ranks: error: expected an integer, found a string\n" +
+        p + "/collectives/3/ranks: error: expected a rank count up to 2^20, found 1000000000000.0\n" +
+        p + "/overlap/0/ranks: error: expected an integer, found a number 2.25\n");
+
+  // The same file with integral counts reads, 2.0 as 2.
+  auto ok = synthetic(*gpu);
+  ok["collectives"][4]["ranks"] = 2.0;
+  ok["device"]["sm_count"] = 132.0;
+  auto s2 = calib::read_samples(write("integral.json", ok));
+  REQUIRE_MESSAGE(s2.ok(), s2.diagnostics().to_string());
+  CHECK(s2->collectives[4].ranks == 2);
+  CHECK(s2->sm_count == 132);
+}
+
 TEST_CASE("the overlap items give the median GEMM loss and per-call wait, the sustained run its ratio to the sweep") {
   const hw::GpuSpec& gpu = *db().find_gpu("h100-sxm5-80gb");
   nlohmann::json j = synthetic(gpu);

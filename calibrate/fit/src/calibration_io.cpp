@@ -61,12 +61,36 @@ std::optional<std::string> text(const Json& obj, const char* key, const std::str
   }
   return s;
 }
-/// A rank count becomes an int: no NCCL run has more than 2^20 ranks (fuzz_calib: 1e12 overflowed the conversion).
-bool rank_count_ok(double ranks, const std::string& file, const std::string& ptr, Diagnostics& d) {
-  if (ranks <= 1048576.0) return true;
-  d.error(file, ptr + "/ranks", fmt::format("expected a rank count up to 2^20, found {}", ranks));
-  return false;
+/// Reads one count at `obj[key]` (required): an integer (8 or 8.0, not 8.5: json_io::is_integral, the rule of every
+/// integer field) from 1 to `max`; `what` names the limit ("a rank count up to 2^20"). A fractional count would be
+/// cut to an integer silently (ranks 1.5 -> 1), and one beyond `max` would overflow the conversion.
+std::optional<std::int64_t> count(const Json& obj, const char* key, const std::string& file, const std::string& ptr,
+                                  Diagnostics& d, double max, const char* what) {
+  if (!obj.contains(key)) {
+    d.error(file, ptr + "/" + key, "missing");
+    return std::nullopt;
+  }
+  const Json& v = obj[key];
+  if (!json_io::is_integral(v)) {
+    d.error(file, ptr + "/" + key,
+            v.is_number() ? fmt::format("expected an integer, found {} {}", json_io::describe_type(v),
+                                        json_io::describe_value(v))
+                          : "expected an integer, found " + json_io::describe_type(v));
+    return std::nullopt;
+  }
+  const double x = v.get<double>();
+  if (!(x >= 1)) {
+    d.error(file, ptr + "/" + key, fmt::format("expected a positive integer, found {}", json_io::describe_value(v)));
+    return std::nullopt;
+  }
+  if (!(x <= max)) {
+    d.error(file, ptr + "/" + key, fmt::format("expected {}, found {}", what, json_io::describe_value(v)));
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(x);
 }
+constexpr double kMaxRanks = 1048576.0;  // no NCCL run has more than 2^20 ranks (fuzz_calib: 1e12 overflowed an int)
+constexpr const char* kRanksLimit = "a rank count up to 2^20";
 const Json* array_at(const Json& root, const char* key, const std::string& file, Diagnostics& d) {
   if (!root.contains(key)) return nullptr;
   if (!root[key].is_array()) {
@@ -102,7 +126,8 @@ Result<Samples> read_samples(const std::string& path) {
     const Json* sw = j->contains("software") && (*j)["software"].is_object() ? &(*j)["software"] : nullptr;
     if (s.driver.empty() && sw != nullptr && sw->contains("driver") && (*sw)["driver"].is_string())
       s.driver = (*sw)["driver"].get<std::string>();
-    if (dev.contains("sm_count") && dev["sm_count"].is_number_integer()) s.sm_count = dev["sm_count"].get<int>();
+    if (dev.contains("sm_count"))
+      if (auto n = count(dev, "sm_count", path, "/device", d, 1e6, "an SM count up to 10^6")) s.sm_count = int(*n);
     if (dev.contains("l2_bytes") && dev["l2_bytes"].is_number()) s.l2_bytes = dev["l2_bytes"].get<double>();
   } else {
     d.error(path, "/device", "missing: the GPU the samples were taken on");
@@ -114,24 +139,20 @@ Result<Samples> read_samples(const std::string& path) {
       const std::string p = fmt::format("/gemm/{}", i);
       GemmSample g;
       auto dt = text(e, "dtype", path, p, d, kDtypes);
-      auto m = number(e, "m", path, p, d), n = number(e, "n", path, p, d), k = number(e, "k", path, p, d);
-      auto t = number(e, "median_s", path, p, d);
-      if (!dt || !m || !n || !k || !t) continue;
       // GEMM sizes become 64-bit integers (and their product FLOPs): a size beyond 2^31 is not a benchmark shape
       // (fuzz_calib: 1e30 overflowed the conversion).
-      bool dims_ok = true;
-      for (const auto& [key, v] : {std::pair{"m", *m}, std::pair{"n", *n}, std::pair{"k", *k}})
-        if (v > 2147483647.0) {
-          d.error(path, p + "/" + key, fmt::format("expected a matrix size up to 2^31, found {}", v));
-          dims_ok = false;
-        }
-      if (!dims_ok) continue;
+      constexpr double kMaxDim = 2147483647.0;
+      constexpr const char* kDimLimit = "a matrix size up to 2^31";
+      auto m = count(e, "m", path, p, d, kMaxDim, kDimLimit), n = count(e, "n", path, p, d, kMaxDim, kDimLimit),
+           k = count(e, "k", path, p, d, kMaxDim, kDimLimit);
+      auto t = number(e, "median_s", path, p, d);
+      if (!dt || !m || !n || !k || !t) continue;
       g.dtype = *dt;
       if (e.contains("shape") && e["shape"].is_string()) g.shape = e["shape"].get<std::string>();
       else if (e.contains("shape")) d.error(path, p + "/shape", "expected a string, found " + json_io::describe_type(e["shape"]));
-      g.m = std::int64_t(*m);
-      g.n = std::int64_t(*n);
-      g.k = std::int64_t(*k);
+      g.m = *m;
+      g.n = *n;
+      g.k = *k;
       g.median_s = *t;
       s.gemm.push_back(g);
     }
@@ -157,11 +178,10 @@ Result<Samples> read_samples(const std::string& path) {
       const Json& e = (*a)[i];
       const std::string p = fmt::format("/collectives/{}", i);
       auto op = text(e, "op", path, p, d, kOps);
-      auto r = number(e, "ranks", path, p, d);
+      auto r = count(e, "ranks", path, p, d, kMaxRanks, kRanksLimit);
       auto b = number(e, "bytes", path, p, d);
       auto t = number(e, "median_s", path, p, d);
       if (!op || !r || !b || !t) continue;
-      if (!rank_count_ok(*r, path, p, d)) continue;
       s.collectives.push_back({*op, int(*r), *b, *t});
     }
   if (const Json* a = array_at(*j, "overlap", path, d))
@@ -169,14 +189,13 @@ Result<Samples> read_samples(const std::string& path) {
       const Json& e = (*a)[i];
       const std::string p = fmt::format("/overlap/{}", i);
       auto op = text(e, "op", path, p, d, kOps);
-      auto r = number(e, "ranks", path, p, d);
+      auto r = count(e, "ranks", path, p, d, kMaxRanks, kRanksLimit);
       auto b = number(e, "bytes", path, p, d);
       auto ca = number(e, "coll_alone_s", path, p, d);
       auto co = number(e, "coll_overlap_s", path, p, d);
       auto ga = number(e, "gemm_alone_s", path, p, d);
       auto go = number(e, "gemm_overlap_s", path, p, d);
       if (!op || !r || !b || !ca || !co || !ga || !go) continue;
-      if (!rank_count_ok(*r, path, p, d)) continue;
       s.overlap.push_back({*op, int(*r), *b, *ca, *co, *ga, *go});
     }
   // "sustained": one object (the bf16 run of files before 2026-11-23) or an array of runs, each with its "dtype".
