@@ -648,7 +648,8 @@ TEST_SUITE("json_io reader: hostile input") {
 
   /// A fresh empty folder for one test.
   fs::path scratch(const std::string& name) {
-    const fs::path d = fs::temp_directory_path() / (std::string("gpuplan-test-hw-") + std::to_string(::getpid()) + "-" + name);
+    const fs::path d =
+        fs::temp_directory_path() / (std::string("gpuplan-test-hw-") + std::to_string(::getpid()) + "-" + name);
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
@@ -672,7 +673,8 @@ TEST_SUITE("json_io reader: hostile input") {
     fs::resize_file(big, kMaxInputBytes + 1);  // sparse: no disk space used
     Diagnostics d;
     CHECK_FALSE(read_text_file(big.string(), d).has_value());
-    CHECK(d.to_string() == big.string() + ": error: file is larger than the 64 MiB limit for JSON input (67108865 bytes)\n");
+    CHECK(d.to_string() ==
+          big.string() + ": error: file is larger than the 64 MiB limit for JSON input (67108865 bytes)\n");
     // At the limit a file is read (a smaller limit stands in for 64 MiB).
     const fs::path small = dir / "ten.json";
     { std::ofstream(small) << "[1,2,3,4]\n"; }
@@ -681,7 +683,8 @@ TEST_SUITE("json_io reader: hostile input") {
     CHECK(d2.empty());
     Diagnostics d3;
     CHECK_FALSE(read_text_file(small.string(), d3, 9).has_value());
-    CHECK(d3.to_string() == small.string() + ": error: file is larger than the 9-byte limit for JSON input (10 bytes)\n");
+    CHECK(d3.to_string() ==
+          small.string() + ": error: file is larger than the 9-byte limit for JSON input (10 bytes)\n");
     fs::remove_all(dir);
   }
 
@@ -886,7 +889,8 @@ TEST_SUITE("json_io reader: hostile input") {
       const Json j = Json::parse(R"({"x": 2.3e-308, "n": 18446744073709551615})");
       ObjectReader r(j, t, "f.json", "", d);
       CHECK(d.to_string() ==
-            "f.json: /n: error: value 18446744073709551615 is out of range: expected an integer from -2^63 to 2^63 - 1\n");
+            "f.json: /n: error: value 18446744073709551615 is out of range: expected an integer from -2^63 to "
+            "2^63 - 1\n");
       CHECK(r.num("x") == 2.3e-308);  // the smallest normal doubles are still numbers
     }
     {

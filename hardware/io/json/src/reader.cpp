@@ -82,8 +82,9 @@ std::optional<std::string> read_text_file(const std::string& path, Diagnostics& 
     return std::nullopt;
   }
   if (out.size() > max_bytes) {
-    diags.error(path, "", fmt::format("file is larger than the {} limit for JSON input (stopped reading after {} bytes)",
-                                      limit_text(max_bytes), out.size()));
+    diags.error(path, "",
+                fmt::format("file is larger than the {} limit for JSON input (stopped reading after {} bytes)",
+                            limit_text(max_bytes), out.size()));
     return std::nullopt;
   }
   return out;
@@ -458,7 +459,8 @@ ObjectReader::ObjectReader(const Json& value, const FieldTable& table, std::stri
         problem = fmt::format("value {}{} is out of range: expected {}{}{}", describe_value(v), unit, range_text(*f),
                               unit, note);
       } else if (f->type == FieldType::integer && !(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) {
-        problem = fmt::format("value {} is out of range: expected an integer from -2^63 to 2^63 - 1", describe_value(v));
+        problem =
+            fmt::format("value {} is out of range: expected an integer from -2^63 to 2^63 - 1", describe_value(v));
       }
       if (!problem.empty()) {
         diags.error(file_, pointer(key), std::move(problem));
