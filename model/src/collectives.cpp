@@ -88,20 +88,25 @@ struct Plan {
   [[nodiscard]] Seconds time() const { return latency + transfer; }
 };
 
-/// The part of a tier's origin that backs one number: topology.cpp writes "BW: … | α: … | η: … | gain: …". A tier
-/// built by hand (tests, what-if sliders) has a free-form origin, which is then cited whole.
-Origin tier_origin(const LinkTier& t, std::string_view key, OriginKind kind) {
+/// The part of an origin text that backs one number: topology.cpp writes "BW: … | α: … | η: … | gain: …" (a tier's
+/// origin) and "η_p2p: … | fill: …" (its p2p_origin). A tier built by hand (tests, what-if sliders) has a free-form
+/// origin, which is then cited whole.
+Origin origin_part(const std::string& text, std::string_view key, OriginKind kind) {
   const std::string k = std::string(key) + ": ";
-  std::size_t at = t.origin.rfind(k, 0) == 0 ? 0 : t.origin.find(" | " + k);
-  if (at == std::string::npos) return Origin{kind, t.origin};
+  std::size_t at = text.rfind(k, 0) == 0 ? 0 : text.find(" | " + k);
+  if (at == std::string::npos) return Origin{kind, text};
   if (at != 0) at += 3;
-  const std::size_t end = t.origin.find(" | ", at);
-  std::string part = t.origin.substr(at + k.size(), end == std::string::npos ? std::string::npos : end - at - k.size());
+  const std::size_t end = text.find(" | ", at);
+  std::string part = text.substr(at + k.size(), end == std::string::npos ? std::string::npos : end - at - k.size());
   if (part.rfind("assumption", 0) == 0) {
     kind = OriginKind::assumption;
     if (part.rfind("assumption: ", 0) == 0) part.erase(0, 12);
   }
   return Origin{kind, std::move(part)};
+}
+
+Origin tier_origin(const LinkTier& t, std::string_view key, OriginKind kind) {
+  return origin_part(t.origin, key, kind);
 }
 
 struct Ctx {
@@ -116,6 +121,9 @@ struct Ctx {
 
   [[nodiscard]] Bandwidth bw_up() const { return up.uni_per_gpu * up.bus_efficiency; }
   [[nodiscard]] Bandwidth bw_out() const { return out->uni_per_gpu * out->bus_efficiency; }
+  /// The rates of NCCL's point-to-point path (send/recv, all-to-all) on each tier.
+  [[nodiscard]] Bandwidth p2p_up() const { return up.uni_per_gpu * up.p2p_eta(); }
+  [[nodiscard]] Bandwidth p2p_out() const { return out->uni_per_gpu * out->p2p_eta(); }
   /// Bandwidth of a ring or tree that spans domains: NCCL spreads its channels over all s NICs of the group's GPUs
   /// in a domain, and each channel crosses every domain boundary once, so the rate is the lesser of the scale-up
   /// rate and s × the per-GPU scale-out rate (tuning.cc: busBw = nChannels × bwInter when nNodes > 2).
@@ -149,6 +157,25 @@ struct Ctx {
     if (gain)
       p.inputs.push_back({"g", units::format_number(t.in_network_gain, 3), "NVLS busbw gain over the ring",
                           tier_origin(t, "gain", OriginKind::derived)});
+  }
+  /// A tier as NCCL's point-to-point path sees it: α, BW, η_p2p and (with `fill`) the pipeline fill F.
+  void add_p2p_tier(Plan& p, const LinkTier& t, std::string_view suffix, bool fill) const {
+    const std::string sfx(suffix);
+    p.inputs.push_back({"α" + sfx, units::format(t.latency), "per-step latency, " + t.name,
+                        tier_origin(t, "α", OriginKind::constant)});
+    p.inputs.push_back({"BW" + sfx, units::format(t.uni_per_gpu), "per-GPU per-direction spec, " + t.name,
+                        tier_origin(t, "BW", OriginKind::datasheet)});
+    p.inputs.push_back({"η_p2p" + sfx, units::format_number(t.p2p_eta(), 3),
+                        "NCCL point-to-point efficiency, " + t.name,
+                        t.p2p_efficiency > 0
+                            ? origin_part(t.p2p_origin, "η_p2p",
+                                          t.p2p_origin.rfind("η_p2p: calibration", 0) == 0 ? OriginKind::calibration
+                                                                                           : OriginKind::measurement)
+                            : Origin::assumption("the tier's bus efficiency η: no p2p figure given with this tier")});
+    if (fill)
+      p.inputs.push_back({"F" + sfx, units::format(t.p2p_fill), "p2p pipeline fill per rank (channels × chunk)",
+                          t.p2p_origin.empty() ? Origin::assumption("none given with this tier")
+                                               : origin_part(t.p2p_origin, "fill", OriginKind::constant)});
   }
 };
 
@@ -341,31 +368,41 @@ Plan all_to_all(const Ctx& c) {
   if (c.d > 1) alpha = c.s > 1 ? std::max(c.up.latency, c.out->latency) : c.out->latency;
   p.latency = c.t0 + alpha;
   if (c.d <= 1) {
-    p.transfer = c.S * ((n - 1.0) / n) / c.bw_up();
+    // Each peer's S/n runs on its p2pnChannels/n channels; the first chunk of each channel costs a second pass
+    // (Hockney's pipeline fill): (n−1)/n of min(S, F) on top of the (n−1)/n of S that crosses the link.
+    p.transfer = (c.S + std::min(c.S, c.up.p2p_fill)) * ((n - 1.0) / n) / c.p2p_up();
   } else {
     // (s−1)/n of each rank's buffer goes to peers in its domain, (n−s)/n over its NIC. NVLink and NIC transfers run
     // concurrently on separate links, so the slower tier sets the time (max, not sum); NCCL's PXN forwarding of
-    // remote traffic over NVLink to the rail's NIC adds NVLink load that this leaves out.
-    const Seconds t_up = c.S * ((s - 1.0) / n) / c.bw_up();
-    const Seconds t_out = c.S * ((n - s) / n) / c.bw_out();
+    // remote traffic over NVLink to the rail's NIC adds NVLink load that this leaves out. Across nodes NCCL uses its
+    // 128 KiB network chunk for every peer (init.cc computeBuffSizes): no NVLink fill is modelled.
+    const Seconds t_up = c.S * ((s - 1.0) / n) / c.p2p_up();
+    const Seconds t_out = c.S * ((n - s) / n) / c.p2p_out();
     p.transfer = std::max(t_up, t_out);
   }
   if (!c.explain) return p;
   c.add_common(p);
   c.add_t0(p);
   if (c.d <= 1) {
-    p.formula = "t = t₀ + α + S·(n−1)/n / (BW·η)";
-    c.add_tier(p, c.up, "");
+    p.formula = "t = t₀ + α + [S + min(S, F)]·(n−1)/n / (BW·η_p2p)";
+    c.add_p2p_tier(p, c.up, "", true);
+    p.notes.push_back(fmt::format(
+        "pipeline fill: NCCL moves each p2p channel's first chunk into the peer's buffer before the peer copies it "
+        "out; (n−1)/n × min(S, F) = {} of extra traffic at the p2p rate {}",
+        units::format(std::min(c.S, c.up.p2p_fill) * ((n - 1.0) / n)), units::format(c.p2p_up())));
   } else if (c.s <= 1) {
-    p.formula = "t = t₀ + α_out + S·(n−1)/n / (BW_out·η_out)";
-    c.add_tier(p, *c.out, "_out");
+    p.formula = "t = t₀ + α_out + S·(n−1)/n / (BW_out·η_p2p_out)";
+    c.add_p2p_tier(p, *c.out, "_out", false);
   } else {
-    p.formula = "t = t₀ + max(α_up, α_out) + max(S·(s−1)/n / (BW_up·η_up), S·(n−s)/n / (BW_out·η_out))";
-    c.add_tier(p, c.up, "_up");
-    c.add_tier(p, *c.out, "_out");
+    p.formula =
+        "t = t₀ + max(α_up, α_out) + max(S·(s−1)/n / (BW_up·η_p2p_up), S·(n−s)/n / (BW_out·η_p2p_out))";
+    c.add_p2p_tier(p, c.up, "_up", false);
+    c.add_p2p_tier(p, *c.out, "_out", false);
   }
   p.notes.push_back("NCCL all-to-all = n−1 grouped send/recv pairs issued together: latencies overlap, and the "
                     "scale-up and scale-out shares move concurrently, so the slower tier dominates");
+  p.notes.push_back("η_p2p, not the ring's η: NCCL runs send/recv on its own p2p channels and chunks "
+                    "(src/enqueue.cc addP2pToPlan)");
   return p;
 }
 
@@ -376,14 +413,19 @@ Plan send_recv(const Ctx& c) {
   p.valid = true;
   const LinkTier& t = c.d > 1 ? *c.out : c.up;
   p.latency = c.t0 + t.latency;
-  p.transfer = c.S / (t.uni_per_gpu * t.bus_efficiency);
+  // The peer's share of the p2p channels is 1/n of them: its fill is min(S, F/n). Across domains NCCL's network
+  // chunk applies (no fill modelled).
+  const Bytes fill = c.d > 1 ? Bytes(0) : std::min(c.S, t.p2p_fill / double(c.n));
+  p.transfer = (c.S + fill) / (t.uni_per_gpu * t.p2p_eta());
   if (!c.explain) return p;
   c.add_common(p);
   c.add_t0(p);
-  p.formula = "t = t₀ + α + S / (BW·η)";
-  c.add_tier(p, t, "");
+  p.formula = c.d > 1 ? "t = t₀ + α + S / (BW·η_p2p)" : "t = t₀ + α + [S + min(S, F/n)] / (BW·η_p2p)";
+  c.add_p2p_tier(p, t, "", c.d <= 1);
   p.notes.push_back(c.d > 1 ? "the peers sit in different scale-up domains: the message crosses the scale-out tier"
                             : "the peers share a scale-up domain");
+  p.notes.push_back("η_p2p, not the ring's η: NCCL runs send/recv on its own p2p channels and chunks "
+                    "(src/enqueue.cc addP2pToPlan)");
   return p;
 }
 
@@ -454,6 +496,12 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
       up.latency = f.step_latency;
       up.bus_efficiency = f.bus_efficiency;
       up.origin = fmt::format("{} — this op's own fit on {} GPUs", group.scale_up.origin, n);
+      // The fit of a p2p op is its own line (intercept and slope): it replaces η_p2p, and its intercept holds the fill.
+      up.p2p_efficiency = f.bus_efficiency;
+      up.p2p_fill = Bytes(0);
+      up.p2p_origin = fmt::format("η_p2p: calibration profile, this op's own fit on {} GPUs | fill: 0 (the fit's "
+                                  "intercept holds it)",
+                                  n);
       if (f.call_latency.raw() > 0) {
         t0 = f.call_latency;
         t0_origin = fmt::format("{} — this op's own fit on {} GPUs", group.call_latency_origin, n);

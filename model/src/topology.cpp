@@ -75,6 +75,26 @@ constexpr std::string_view kDefaultEfficiencySource =
     "assumption: NCCL ring busbw is about 80% of the NVLink uni spec (S2; hardware_facts.md gotcha 8); not measured "
     "for this link";
 
+// ---- point-to-point: efficiency η_p2p and pipeline fill of NCCL's send/recv (all-to-all = grouped send/recv) ----
+// NCCL stripes a p2p message over its own channels, not the ring's (NVIDIA/nccl src/enqueue.cc addP2pToPlan): a
+// communicator has p2pnChannels of them (NCCL 2.28.9 on 2×H100 SXM5 logs "24 coll channels, …, 32 p2p channels, 32
+// p2p channels per peer"), a peer of an n-rank communicator gets p2pnChannels/n (nChannelsMin halved while
+// nChannelsMin·nRanks > p2pnChannels), and inside one NVLink domain a chunk is NCCL_P2P_NVL_CHUNKSIZE = 512 KiB
+// (src/init.cc computeBuffSizes). The sender writes a chunk into the peer's FIFO and the peer copies it out, so the
+// first chunk of every channel is paid twice: a pipeline fill of p2pnChannels × 512 KiB = 16 MiB per rank, (n−1)/n
+// of it over the link in an all-to-all. With that fill, NCCL's all-to-all on 2×H100 SXM5 runs at η_p2p = 0.659 of the
+// NVLink spec, against 0.81 for the ring on the same link.
+constexpr double kP2pEfficiencyNvlink4 = 0.659;
+constexpr std::string_view kP2pEfficiencySource =
+    "measured: NCCL all-to-all (torch all_to_all_single, EP 2) on 2×H100 SXM5, equal splits 1-512 MiB per rank, CUDA "
+    "graph up to 64 MiB and back-to-back above, fitted with the 16 MiB p2p fill "
+    "(data/validation/measured/h100-sxm5-80gb/moe_alltoall.json, scripts/measure/fit_p2p_efficiency.py)";
+constexpr double kP2pFill_MiB = 16.0;  // p2pnChannels 32 × NCCL_P2P_NVL_CHUNKSIZE 512 KiB
+constexpr std::string_view kP2pFillSource =
+    "NCCL p2pnChannels 32 (logged by NCCL 2.28.9 on 2×H100 SXM5, "
+    "data/validation/measured/h100-sxm5-80gb/log_moe_call3.txt) × NCCL_P2P_NVL_CHUNKSIZE 512 KiB (NVIDIA/nccl "
+    "src/init.cc @5067397c): one chunk per channel written into the peer's buffer before it is copied out";
+
 // ---- in-switch reduction (NVLS) gain over the ring, measured at a reference group size ----
 // Per GPU and direction, NVLS all-reduce moves S·(1 + 1/n) (the switch reduces the loads and multicasts the
 // stores) against S·2(n−1)/n for a ring, so its ideal busbw gain is f(n) = 2(n−1)/(n+1). The measured gain sits
@@ -135,6 +155,45 @@ std::pair<double, std::string> bus_efficiency(const hw::LinkSpec* link) {
   return {kDefaultEfficiency, std::string(kDefaultEfficiencySource)};
 }
 
+bool nvlink_class(hw::LinkType t) {
+  return t == hw::LinkType::nvlink || t == hw::LinkType::nvswitch || t == hw::LinkType::c2c;
+}
+
+/// η_p2p and the p2p fill of a tier whose link is `link` and whose ring efficiency is `eta`: NVLink 4 measured; other
+/// scale-up links carry NVLink 4's measured p2p/ring ratio (assumption); over the network a ring step is itself a
+/// proxy-driven p2p send through the same NIC, so the NIC's η holds for both (assumption). The fill is NCCL's
+/// NVLink chunk; PCIe, xGMI and network chunks (128 KiB in NCCL) are not modelled.
+void set_p2p(LinkTier& t, const hw::LinkSpec* link, bool scale_out) {
+  const double ring4 = [] {
+    for (const auto& r : kEfficiency)
+      if (r.type == hw::LinkType::nvlink && r.generation == "4") return r.eta;
+    return kDefaultEfficiency;
+  }();
+  std::string eta_origin;
+  if (scale_out) {
+    t.p2p_efficiency = t.bus_efficiency;
+    eta_origin = "assumption: the NIC's η (a ring step across the network is itself a p2p send through the proxy)";
+  } else if (link && link->type == hw::LinkType::nvlink && link->generation == "4") {
+    t.p2p_efficiency = kP2pEfficiencyNvlink4;
+    eta_origin = std::string(kP2pEfficiencySource);
+  } else {
+    t.p2p_efficiency = t.bus_efficiency * (kP2pEfficiencyNvlink4 / ring4);
+    eta_origin = fmt::format("assumption: η × {:.3g}, NVLink 4's measured p2p/ring ratio {} / {} carried to this link "
+                             "(not measured here)",
+                             kP2pEfficiencyNvlink4 / ring4, kP2pEfficiencyNvlink4, ring4);
+  }
+  std::string fill_origin;
+  if (!scale_out && link && nvlink_class(link->type)) {
+    t.p2p_fill = units::mebibytes(kP2pFill_MiB);
+    fill_origin = std::string(kP2pFillSource);
+    if (!(link->type == hw::LinkType::nvlink && link->generation == "4"))
+      fill_origin = "assumption: NVLink 4's value, " + fill_origin;
+  } else {
+    fill_origin = "0 (not modelled: NCCL's PCIe and network p2p chunks are 128 KiB; not measured)";
+  }
+  t.p2p_origin = fmt::format("η_p2p: {} | fill: {}", eta_origin, fill_origin);
+}
+
 LinkTier scale_up_tier(int members, const hw::NodeSpec& node, const hw::HardwareDb& db) {
   LinkTier t;
   const hw::GpuSpec* gpu = db.find_gpu(node.gpu);
@@ -193,6 +252,7 @@ LinkTier scale_up_tier(int members, const hw::NodeSpec& node, const hw::Hardware
   }
   t.origin = fmt::format("BW: {} | α: {} | η: {}", bw_origin, alpha_origin, eta_origin);
   if (!nvls_origin.empty()) t.origin += " | " + nvls_origin;
+  set_p2p(t, link, false);
   return t;
 }
 
@@ -227,6 +287,7 @@ std::optional<LinkTier> scale_out_tier(const hw::NodeSpec& node, const hw::Hardw
   t.bus_efficiency = eta;
   t.origin = fmt::format("BW: {} | α: {} | η: {}", bw_origin, alpha_origin, eta_origin);
   if (t.in_network_reduction) t.origin += " | in-network reduction: switch SHARP available, not modelled (gain 1)";
+  set_p2p(t, link, true);
   return t;
 }
 

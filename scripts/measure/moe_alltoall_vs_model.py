@@ -2,7 +2,8 @@
 """gpuplan's all-to-all price against moe_alltoall.json (measured all_to_all_single), through the CLI.
 
 `gpuplan validate` prices every entry of data/validation/measured/<gpu>/heldout-collectives-*.json with
-model::collective_cost (automatic algorithm; all_to_all = n-1 grouped send/recv: t = t0 + alpha + S(n-1)/n/(BW eta)).
+model::collective_cost (automatic algorithm; all_to_all = n-1 grouped send/recv on NCCL's p2p path:
+t = t0 + alpha + [S + min(S, F)](n-1)/n / (BW eta_p2p), docs/collectives.md).
 This script copies data/ to a scratch folder, writes the measured all-to-all times there as such a file (one per
 timing: eager per-call events, back-to-back loop, CUDA-graph replay; and the token-shaped dispatches), removes the
 other held-out files, runs `gpuplan --data-dir <scratch> validate -f json` and prints the errors by size bucket.

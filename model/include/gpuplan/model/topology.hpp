@@ -21,6 +21,16 @@ struct LinkTier {
   bool in_network_reduction = false;    ///< NVLS (NVLink SHARP) or IB SHARP available for all-reduce
   double in_network_gain = 1.0;         ///< measured all-reduce busbw gain of NVLS over ring where known
   std::string origin;           ///< citation of the numbers above
+  /// Point-to-point (send/recv; NCCL's all-to-all is grouped send/recv): NCCL stripes a p2p message over its own
+  /// channels in its own chunks (src/enqueue.cc addP2pToPlan), not the ring's, so it reaches another fraction of the
+  /// link. 0 = not given (a tier built by hand): bus_efficiency stands in.
+  double p2p_efficiency = 0.0;
+  /// Pipeline fill of the p2p path, bytes per rank over all its p2p channels (p2pnChannels × p2pChunkSize): each
+  /// channel moves a chunk into the peer's buffer before the peer copies it out, so the first chunk of every channel
+  /// is paid twice; a peer's share of a communicator of n ranks is fill/n. 0 = no fill modelled.
+  units::Bytes p2p_fill{};
+  std::string p2p_origin;  ///< citation of p2p_efficiency and p2p_fill ("η_p2p: … | fill: …")
+  [[nodiscard]] double p2p_eta() const { return p2p_efficiency > 0 ? p2p_efficiency : bus_efficiency; }
 };
 
 /// One (collective, group size) fit of the collectives bench inside one scale-up domain (calibration profile):
