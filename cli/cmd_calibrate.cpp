@@ -1,6 +1,7 @@
 // `gpuplan calibrate`: fit raw benchmark samples into a profile (data/calibration/<gpu-id>/profile.json) that the
 // training and serving models use for that GPU; show a profile against the built-in defaults.
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -133,7 +134,7 @@ int run_fit(const GlobalOptions& g, const FitFlags& f) {
   const std::string out_path = f.out.value_or(*dir + "/calibration/" + gpu->info.id + "/profile.json");
   const std::string text = calib::profile_json(*p);
   if (!f.dry_run) {
-    if (!calib::write_file_atomically(out_path, text, diags)) return report(diags);
+    if (!calib::write_file_atomically(out_path, text, diags, f.samples)) return report(diags);
     diags.note(out_path, "", "profile written");
   }
   report(diags);
@@ -214,6 +215,26 @@ int run_run(const GlobalOptions& g, const RunFlags& f) {
   if (!dir) return report(diags);
   auto db = hw_io::load_hardware_db(*dir);
   if (!db.ok()) return report(db.diagnostics());
+  // --gpus first: a malformed flag is reported before anything about this machine.
+  std::vector<int> gpus;
+  if (f.gpus) {
+    std::string cur;
+    for (char c : *f.gpus + ",") {
+      if (c == ',') {
+        int index = 0;
+        const auto [end, err] = std::from_chars(cur.data(), cur.data() + cur.size(), index);
+        if (cur.empty() || err != std::errc() || end != cur.data() + cur.size() || index < 0 || index > 1023) {
+          diags.error("", "--gpus",
+                      fmt::format("'{}' is not a comma-separated list of GPU indices (0 to 1023)", *f.gpus));
+          return report(diags);
+        }
+        gpus.push_back(index);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+  }
   const auto bench = find_bench(f.bench);
   std::error_code ec;
   if (f.bench && !fs::exists(*f.bench, ec)) {
@@ -227,23 +248,8 @@ int run_run(const GlobalOptions& g, const RunFlags& f) {
                 "scripts/calibrate/run_all.sh, which builds it");
     return report(diags);
   }
-  // GPUs: --gpus, else every GPU nvidia-smi lists.
-  std::vector<int> gpus;
-  if (f.gpus) {
-    std::string cur;
-    for (char c : *f.gpus + ",") {
-      if (c == ',') {
-        if (cur.empty() || cur.find_first_not_of("0123456789") != std::string::npos) {
-          diags.error("", "--gpus", fmt::format("'{}' is not a comma-separated list of GPU indices", *f.gpus));
-          return report(diags);
-        }
-        gpus.push_back(std::stoi(cur));
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-  } else {
+  // GPUs: --gpus (parsed above), else every GPU nvidia-smi lists.
+  if (!f.gpus) {
     const std::string list = capture("nvidia-smi -L 2>/dev/null");
     for (std::size_t pos = 0; (pos = list.find("GPU ", pos)) != std::string::npos; pos += 4)
       if (pos == 0 || list[pos - 1] == '\n') gpus.push_back(int(gpus.size()));

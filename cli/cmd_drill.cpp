@@ -103,7 +103,7 @@ int run_drill(const GlobalOptions& g, const DrillFlags& f) {
     }
     if (v) j["verdict"] = {{"correct", v->correct}, {"given", v->given}, {"relative_error", v->relative_error},
                            {"common_wrong_answer", v->common_wrong}};
-    out(j.dump(2) + "\n");
+    out(json_text(j));
   } else {
     std::string o = fmt::format("{} ({}, {})\n{}\nanswer in {}\n", d->id, d->topic, d->source, d->question, d->unit);
     if (v) {

@@ -164,7 +164,7 @@ int show(const GlobalOptions& g, const HwOptions& o) {
       ridge = model::ridge_point(*peak, x->memory.bandwidth, Origin::datasheet(x->info.cite("/dense_peak")),
                                  Origin::datasheet(x->info.cite("/memory/bandwidth_TBps")));
     if (f == Format::json) {
-      out(gpu_json(*x, ridge).dump(2) + "\n");
+      out(json_text(gpu_json(*x, ridge)));
       return report(diags);
     }
     std::vector<Section> s;
@@ -255,7 +255,7 @@ int show(const GlobalOptions& g, const HwOptions& o) {
       j["file"] = c->info.file;
       j["sources"] = src_json(c->info);
     }
-    out(j.dump(2) + "\n");
+    out(json_text(j));
     return report(diags);
   }
   std::vector<Section> s;

@@ -166,7 +166,7 @@ int run_kv(const GlobalOptions& g, const ServingFlags& f) {
                            {"max_concurrency", fuller->max_concurrency},
                            {"weights_bytes_per_gpu", fuller->stages[std::size_t(fuller->binding_stage)].weights.raw()}};
     if (g.explain) o["derivation"] = derivation_json(r.derivation);
-    out(o.dump(2) + "\n");
+    out(json_text(o));
     return rc;
   }
   if (fmt_ == Format::csv) {

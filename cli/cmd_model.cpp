@@ -127,7 +127,7 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                         std::to_string(o.seq)});
       out(t.render(Format::csv));
     } else {
-      out(j.dump(2) + "\n");
+      out(json_text(j));
     }
     return report(m.diagnostics());
   }

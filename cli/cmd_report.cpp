@@ -255,7 +255,7 @@ int run_report(const GlobalOptions& g, const ReportFlags& f) {
   }
 
   std::string body;
-  if (f.format == "json") body = report_json(*ctx, res, g.explain).dump(2) + "\n";
+  if (f.format == "json") body = json_text(report_json(*ctx, res, g.explain));
   else if (f.format == "csv") body = report_csv(*ctx, res);
   else {
     const Doc doc = build_doc(*ctx, res, g.explain, f.format == "html");
@@ -265,7 +265,7 @@ int run_report(const GlobalOptions& g, const ReportFlags& f) {
   }
   if (!f.output.empty()) {
     Diagnostics d;
-    if (!calib::write_file_atomically(f.output, body, d)) {
+    if (!calib::write_file_atomically(f.output, body, d, {f.plan})) {
       Diagnostics d2;
       for (auto x : d.items()) {
         if (x.pointer.empty()) x.pointer = "--output";

@@ -40,7 +40,8 @@ bool parse_ints(const std::string& s, char sep, std::vector<std::int64_t>& out) 
     try {
       std::size_t used = 0;
       const long long v = std::stoll(tok, &used);
-      if (used != tok.size() || v < 1) return false;
+      // At most 1e9 per dimension: batch × heads, the FLOP and byte products stay far inside int64 and double.
+      if (used != tok.size() || v < 1 || v > 1'000'000'000) return false;
       out.push_back(v);
     } catch (...) {
       return false;
@@ -65,9 +66,9 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
   }
   std::vector<std::int64_t> dims;
   if (!f.gemm.empty() && (!parse_ints(f.gemm, 'x', dims) || dims.size() != 3))
-    diags.error("", "--gemm", fmt::format("'{}' is not M×N×K with three positive integers (e.g. 8192x8192x8192)", f.gemm));
+    diags.error("", "--gemm", fmt::format("'{}' is not M×N×K with three integers from 1 to 1e9 (e.g. 8192x8192x8192)", f.gemm));
   if (!f.attention.empty() && (!parse_ints(f.attention, ',', dims) || dims.size() != 4))
-    diags.error("", "--attention", fmt::format("'{}' is not batch,heads,seq,head_dim (e.g. 1,32,8192,128)", f.attention));
+    diags.error("", "--attention", fmt::format("'{}' is not batch,heads,seq,head_dim, four integers from 1 to 1e9 (e.g. 1,32,8192,128)", f.attention));
   std::optional<wl_io::ModelEntry> entry;
   if (!f.model.empty()) {
     auto lib = wl_io::load_model_library(*dir);
@@ -143,10 +144,10 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
       nlohmann::ordered_json o;
       o["ops"] = js;
       o["derivations"] = nlohmann::ordered_json::array();
-      for (const auto& w : whys) o["derivations"].push_back(nlohmann::ordered_json::parse(derivation_json(w).dump()));
-      out(o.dump(2) + "\n");
+      for (const auto& w : whys) o["derivations"].push_back(nlohmann::ordered_json::parse(json_inline(derivation_json(w))));
+      out(json_text(o));
     } else {
-      out(js.dump(2) + "\n");
+      out(json_text(js));
     }
   } else {
     out(t.render(fmt_));

@@ -287,7 +287,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
     const auto r = model::plan_serving(arch, params, perf, tr, sla, sys, opt, Explain::on);
     const int rc = r.feasible ? kExitOk : kExitInfeasible;
     if (fmt_ == Format::json) {
-      out(planner_json(rs, r, g.explain).dump(2) + "\n");
+      out(json_text(planner_json(rs, r, g.explain)));
       return rc;
     }
     if (fmt_ == Format::csv) {
@@ -435,7 +435,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
       o["derivation"] = {{"prefill", derivation_json(prefill1.derivation)}, {"steady_state", derivation_json(ss.derivation)}};
       if (spec) o["derivation"]["speculative"] = derivation_json(spec->derivation);
     }
-    out(o.dump(2) + "\n");
+    out(json_text(o));
     return kExitOk;
   }
   Table t{{{"batch", "batch", true},

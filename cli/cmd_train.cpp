@@ -266,7 +266,7 @@ int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const R
 
   if (fmt_ == Format::json || fmt_ == Format::csv) {
     if (fmt_ == Format::json) {
-      out(estimate_json(arch, sys, plan, est, g.explain).dump(2) + "\n");
+      out(json_text(estimate_json(arch, sys, plan, est, g.explain)));
     } else {
       Table t;
       t.columns = {{"model", "model"}, {"gpu", "gpu"}, {"gpus", "gpus", true}, {"tp", "tp", true}, {"pp", "pp", true},
@@ -410,7 +410,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
     std::ostringstream csv;
     write_points_csv(csv, res.all, opt.deadline.has_value(), arch, base, sys);
     Diagnostics wd;
-    if (!calib::write_file_atomically(path, csv.str(), wd)) {
+    if (!calib::write_file_atomically(path, csv.str(), wd, {f.scenario, f.model.value_or("")})) {
       std::string why;
       for (const auto& x : wd.items()) why += (why.empty() ? "" : "; ") + x.message;
       d.error("", "--search-csv", fmt::format("cannot write '{}': {}", path, why));
@@ -462,7 +462,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
     if (res.least_memory && res.fitting == 0) o["least_memory"] = point_json(*res.least_memory, 0);
     if (res.fastest_fitting && res.eligible == 0) o["fastest_fitting"] = point_json(*res.fastest_fitting, 0);
     o["notes"] = res.notes;
-    out(o.dump(2) + "\n");
+    out(json_text(o));
     return rc;
   }
 

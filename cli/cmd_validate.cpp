@@ -136,7 +136,7 @@ int run_validate(const GlobalOptions& g) {
     }
   }
   if (f == Format::json) {
-    out(o.dump(2) + "\n");
+    out(json_text(o));
   } else {
     // The hand-written analysis of the errors travels with the data and closes the generated report.
     Diagnostics ignore;

@@ -14,8 +14,8 @@
 
 namespace gpuplan::cli {
 
-/// Exit codes: 0 ok; 2 invalid input (diagnostics on stderr); 3 valid input but the plan cannot work.
-/// Argument errors use CLI11's own codes.
+/// Exit codes: 0 ok; 2 invalid input (diagnostics on stderr), argument errors included; 3 valid input but the plan
+/// cannot work.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInvalid = 2;
 inline constexpr int kExitInfeasible = 3;
@@ -63,6 +63,33 @@ int report(const Diagnostics& diags);
 
 /// Writes to stdout.
 void out(const std::string& s);
+
+/// A JSON document as the CLI prints it: two-space indent and a final newline. Bytes that are not UTF-8 (a file name
+/// as the file system gave it, a flag value as typed) print as U+FFFD instead of throwing from dump().
+template <class J>
+std::string json_text(const J& j) {
+  return j.dump(2, ' ', false, J::error_handler_t::replace) + "\n";
+}
+/// The same on one line, for a value inside a table cell or a message.
+template <class J>
+std::string json_inline(const J& j) {
+  return j.dump(-1, ' ', false, J::error_handler_t::replace);
+}
+
+/// Makes every option of `app` and its subcommands refuse, before CLI11 converts the value: an empty value (`--rate ""`
+/// would otherwise mean "not given"), and for a numeric option NaN and infinities in any spelling (CLI11's FLOAT,
+/// PositiveNumber and NonNegativeNumber let "nan" and "inf" through). The one gate for flag values; call it once,
+/// after every subcommand is registered (cli/main.cpp, and the fuzz targets that build the CLI).
+void guard_flag_values(CLI::App& app);
+
+/// The exit for a CLI11 parse error. --help and --version print to stdout and give 0; every other argument error
+/// (unknown flag, missing argument, a value of the wrong type or outside its range) prints "FLAG: error: MESSAGE" and
+/// a hint to stderr and gives kExitInvalid, like every other invalid input.
+int exit_for_parse_error(CLI::App& app, const CLI::ParseError& e);
+
+/// Flushes stdout after a command ran. A failed write (`> /dev/full`, a file over its size limit) is
+/// reported on stderr and gives kExitInvalid, so that a truncated output never exits 0; otherwise returns `rc`.
+int finish_output(int rc);
 
 /// A number as a user typed it back in messages: up to 10 significant digits, no trailing zeros ("0.9", "7e+09").
 std::string plain_number(double v);

@@ -24,10 +24,11 @@ int main(int argc, char** argv) {
   register_bench(app, g, rc);
   register_report(app, g, rc);
   register_drill(app, g, rc);
+  guard_flag_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return finish_output(exit_for_parse_error(app, e));
   }
-  return rc;
+  return finish_output(rc);
 }

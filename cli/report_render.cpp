@@ -99,7 +99,7 @@ std::string train_command(const wl_io::PlanTrainingItem& item, const model::Layo
                        : key == "overlap_tp_comm" ? "overlap-tp"
                                                   : key;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    add("--" + flag, v.is_string() ? v.get<std::string>() : v.is_number() ? plain_number(v.get<double>()) : v.dump());
+    add("--" + flag, v.is_string() ? v.get<std::string>() : v.is_number() ? plain_number(v.get<double>()) : json_inline(v));
   }
   add("--tokens", plain_number(item.tokens));
   if (o.price_usd_per_gpu_hour) add("--price", plain_number(*o.price_usd_per_gpu_hour));
@@ -274,7 +274,7 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
       if (item.scenario_json.contains(k))
         fixed += fmt::format("{}{} {}", fixed.empty() ? "; fixed by the plan: " : ", ", k,
                              item.scenario_json[k].is_string() ? item.scenario_json[k].get<std::string>()
-                                                               : item.scenario_json[k].dump());
+                                                               : json_inline(item.scenario_json[k]));
     doc.para(fmt::format("{}: {} tokens in sequences of {} tokens, {} sequences per step, {} precision; deadline {}. "
                          "For each option every parallel layout (tensor, pipeline, data, context parallel, "
                          "micro-batch, recomputation, ZeRO stage{}) on {} GPUs is evaluated, and the cheapest layout "

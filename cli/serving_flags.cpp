@@ -158,7 +158,8 @@ void add_serving_memory_options(CLI::App& c, ServingFlags& f, bool for_serve) {
   c.add_option("--tp", f.tp, "tensor parallel")->check(CLI::Range(1, 1024))->capture_default_str();
   c.add_option("--pp", f.pp, "pipeline parallel")->check(CLI::Range(1, 1024))->capture_default_str();
   if (!for_serve) {
-    c.add_option("--gpus", f.gpus, "GPUs available (whole TP×PP replicas): check the concurrency fits on them");
+    c.add_option("--gpus", f.gpus, "GPUs available (whole TP×PP replicas): check the concurrency fits on them")
+        ->check(CLI::Range(1LL, 10'000'000LL));  // the GPU counts train --gpus takes; replicas × sequences stays in int64
   }
   if (!for_serve) {
     c.add_option("--context", f.context, "tokens per sequence (prompt + output)")

@@ -55,7 +55,7 @@ std::string cell(const nlohmann::json& v) {
     for (const auto& x : v) s += (s.empty() ? "" : "; ") + cell(x);
     return s;
   }
-  return v.dump();
+  return json_inline(v);
 }
 
 }  // namespace
@@ -107,10 +107,16 @@ std::optional<SweepAxis> parse_sweep(const std::string& spec, const json_io::Fie
     const double step_v = step.value_or(0.0);
     if (*lo > *hi || (stepped && !(step_v > 0)) || (!stepped && !(*lo > 0)))
       return bad("expected A <= B, A > 0 for a doubling range, STEP > 0");
+    // B's tolerance for rounding in the steps; B near the top of double range has none to spare.
+    const double last = std::isfinite(*hi * (1 + 1e-12)) ? *hi * (1 + 1e-12) : *hi;
     for (std::size_t i = 0;; ++i) {
       const double v = stepped ? *lo + double(i) * step_v : *lo * std::pow(2.0, double(i));
-      if (v > *hi * (1 + 1e-12)) break;
-      axis.values.push_back(*typed(fmt::format("{:.15g}", v)));
+      if (!(v <= last)) break;  // also ends a range whose next value leaves double range
+      auto value = typed(fmt::format("{:.15g}", v));
+      if (!value) return bad(fmt::format("the value {:.15g} is not a number the key takes", v));
+      if (!axis.values.empty() && *value == axis.values.back())
+        return bad(fmt::format("STEP {:g} is too small to change {:.15g}: the range would repeat one value", step_v, v));
+      axis.values.push_back(*value);
       if (axis.values.size() > kMaxPoints) return bad(fmt::format("more than {} values", kMaxPoints));
     }
     return axis;
@@ -138,10 +144,33 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
     }
   }
   const bool tty = ::isatty(STDERR_FILENO) == 1;
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  // Rows are written as each point finishes (a long sweep shows its results as it goes, and an interrupted one keeps
+  // them); the JSON array is laid out as nlohmann's dump(2) of the whole array would be.
+  std::vector<std::string> keys;
+  for (const auto& a : axes) keys.push_back(a.key);
+  for (const auto& c : columns)
+    if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(c.key);
+  auto write_row = [&](const nlohmann::ordered_json& row, std::size_t n) {
+    std::string o;
+    if (format == Format::json) {
+      const std::string body = row.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      o = n == 0 ? "[\n  " : ",\n  ";
+      for (const char c : body) o += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    } else {
+      if (n == 0) {
+        for (std::size_t i = 0; i < keys.size(); ++i) o += (i ? "," : "") + csv_cell(keys[i]);
+        o += '\n';
+      }
+      for (std::size_t i = 0; i < keys.size(); ++i) o += (i ? "," : "") + csv_cell(cell(row[keys[i]]));
+      o += '\n';
+    }
+    out(o);
+  };
+  auto close_rows = [&](std::size_t written) {
+    if (format == Format::json) out(written == 0 ? "[]\n" : "\n]\n");
+  };
   std::vector<std::size_t> idx(axes.size(), 0);
   bool any_feasible = false;
-  Diagnostics notes;
   std::vector<std::string> seen;
   for (std::size_t n = 0; n < total; ++n) {
     nlohmann::json point = base;
@@ -152,6 +181,7 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
     }
     Diagnostics d;
     const auto result = eval(point, d);
+    Diagnostics notes;  // each note once, when first seen
     for (const auto& x : d.items()) {
       if (x.severity == Severity::error) continue;
       const std::string s = x.to_string();
@@ -160,6 +190,8 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
         notes.add(x);
       }
     }
+    if (tty && !notes.items().empty()) std::fputs("\r\033[K", stderr);
+    report(notes);
     if (!result || d.has_errors()) {
       if (tty) std::fputs("\r\033[K", stderr);
       Diagnostics errs;
@@ -167,8 +199,9 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
         if (x.severity == Severity::error) errs.add(x);
       std::string at;
       for (const auto& a : axes) at += (at.empty() ? "" : ", ") + a.key + "=" + cell(row[a.key]);
-      errs.note("", "--sweep", "at the point " + at);
-      report(notes);
+      errs.note("", "--sweep", fmt::format("at the point {} ({} of {}; the rows before it are written)", at, n + 1,
+                                           total));
+      close_rows(n);
       return report(errs);
     }
     for (const auto& c : columns) {
@@ -177,7 +210,7 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
       row[c.key] = result->contains(p) ? (*result)[p] : nlohmann::ordered_json();
     }
     if (row.contains("feasible") && row["feasible"].is_boolean() && row["feasible"].get<bool>()) any_feasible = true;
-    rows.push_back(row);
+    write_row(row, n);
     if (tty) {
       std::fprintf(stderr, "\r\033[K  sweep %zu / %zu points", n + 1, total);
       std::fflush(stderr);
@@ -188,23 +221,7 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
     }
   }
   if (tty) std::fputs("\r\033[K", stderr);
-  report(notes);
-  if (format == Format::json) {
-    out(rows.dump(2) + "\n");
-  } else {
-    std::string o;
-    std::vector<std::string> keys;
-    for (const auto& a : axes) keys.push_back(a.key);
-    for (const auto& c : columns)
-      if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(c.key);
-    for (std::size_t i = 0; i < keys.size(); ++i) o += (i ? "," : "") + csv_cell(keys[i]);
-    o += '\n';
-    for (const auto& r : rows) {
-      for (std::size_t i = 0; i < keys.size(); ++i) o += (i ? "," : "") + csv_cell(cell(r[keys[i]]));
-      o += '\n';
-    }
-    out(o);
-  }
+  close_rows(total);
   return any_feasible ? kExitOk : kExitInfeasible;
 }
 

@@ -1,6 +1,7 @@
 #include "layer_cost.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -29,7 +30,7 @@ class TrainingLayerPricer {
         case OpKind::norm:
           // The two norms of a pre-norm layer; Gemma's post-norms are not priced yet (docs/design/op-graph-plan.md,
           // D14).
-          if (norms++ < 2) stream(o.name, norm_bytes, 4.0 * double(T_norm * h));
+          if (norms++ < 2) stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)));
           break;
         case OpKind::attention: price_attention(o); break;
         case OpKind::linear: price_linear(o); break;
@@ -111,7 +112,7 @@ class TrainingLayerPricer {
   }
 
   void residual() {
-    stream(drop > 0 ? "residual add + dropout" : "residual add", double(T_norm * h) * res_f, double(T_norm * h),
+    stream(drop > 0 ? "residual add + dropout" : "residual add", (double(T_norm) * double(h)) * res_f, (double(T_norm) * double(h)),
            res_b / res_f);
   }
 
@@ -182,14 +183,17 @@ class TrainingLayerPricer {
         const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
         const std::int64_t ie = width / t > 0 ? width / t : 1;
         const std::int64_t local_experts = o.copies / par.ep;
-        const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, T * o.active * par.ep / o.copies);
+        // T·k·ep routed token copies; a user-sized micro-batch × sequence can take the product past int64 (saturate).
+        std::int64_t routed = 0;
+        if (__builtin_mul_overflow(T, o.active * std::int64_t(par.ep), &routed)) routed = INT64_MAX;
+        const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, routed / o.copies);
         if (o.linear == LinearKind::expert_in) {
           fwd_gemm(o.name, LinearKind::expert_in, tokens_per_expert, h, glu * ie, local_experts);
-          stream("expert activation", double(T * o.active * ie) * e * (gated ? glu_f : 2.0),
-                 4.0 * double(T * o.active * ie), gated ? glu_b / glu_f : 1.5);
+          stream("expert activation", (double(T) * double(o.active) * double(ie)) * e * (gated ? glu_f : 2.0),
+                 4.0 * (double(T) * double(o.active) * double(ie)), gated ? glu_b / glu_f : 1.5);
         } else {
           fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
-          stream("token permute/unpermute", double(T * o.active * h) * e * 4.0, 0.0);
+          stream("token permute/unpermute", (double(T) * double(o.active) * double(h)) * e * 4.0, 0.0);
         }
         break;
       }
@@ -197,7 +201,7 @@ class TrainingLayerPricer {
         const std::int64_t width = o.out / glu / t;
         fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
         if (o.part == Part::dense_mlp)
-          stream(gated ? "SwiGLU" : "GELU", double(T * width) * e * (gated ? glu_f : 2.0), 4.0 * double(T * width),
+          stream(gated ? "SwiGLU" : "GELU", (double(T) * double(width)) * e * (gated ? glu_f : 2.0), 4.0 * (double(T) * double(width)),
                  gated ? glu_b / glu_f : 1.5);
         break;
       }

@@ -180,7 +180,7 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
     ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e");
     add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
     if (m.shared_experts > 0)
-      ffn_terms(c, v, Part::shared, double(m.shared_experts * m.shared_intermediate), "n_s·i_s", "2·n_s·i_s");
+      ffn_terms(c, v, Part::shared, (double(m.shared_experts) * double(m.shared_intermediate)), "n_s·i_s", "2·n_s·i_s");
   } else {
     ffn_terms(c, v, M, double(a.intermediate), "i", "2·i");
   }

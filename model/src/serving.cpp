@@ -102,7 +102,7 @@ class ServingLayerPricer {
       : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
         moe(moe_layer && arch.moe.has_value()), graph(build_layer_graph(arch, LayerKind{moe, sliding})),
         attn(*graph.attention()),
-        ar(t > 1 ? coll(Collective::all_reduce, units::bytes(double(Ti * h) * e), tp_group) : Seconds(0)) {}
+        ar(t > 1 ? coll(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {}
 
   Acc run() {
     int norms = 0;
@@ -409,7 +409,7 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   fc.overhead = std::max(Seconds(0), cpu_time - gpu_time) + plan.step_overhead;
   fc.stage = std::max(gpu_time, cpu_time);
   if (plan.pp > 1)
-    fc.pp_transfer = coll(Collective::send_recv, units::bytes(double(Ti * a.hidden) * e), pp_g) * double(plan.pp - 1);
+    fc.pp_transfer = coll(Collective::send_recv, units::bytes((double(Ti) * double(a.hidden)) * e), pp_g) * double(plan.pp - 1);
   // All stages in sequence on a token's path (stages are equal up to the head, which only the last one runs).
   fc.total = (fc.stage - head.total()) * double(std::max(1, plan.pp)) + head.total() + fc.pp_transfer +
              plan.step_overhead;

@@ -101,11 +101,11 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   // cast back (4 + 2 B) backward, per logit.
   const bool eager_ops = plan.kernels == wl::KernelStyle::eager;
   const double ce_f = eager_ops ? 14.0 : e + 4.0, ce_b = eager_ops ? 22.0 : 4.0 + e;
-  OpCost loss_f = streaming_cost(none, OpClass::loss, units::bytes(double(T * v_local) * ce_f),
-                                 units::flop(5.0 * double(T * v_local)), d);
-  OpCost loss_b = streaming_cost(none, OpClass::loss, units::bytes(double(T * v_local) * ce_b),
-                                 units::flop(3.0 * double(T * v_local)), d);
-  OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes(double(T * a.hidden) * e * 2.0), units::flop(0), d);
+  OpCost loss_f = streaming_cost(none, OpClass::loss, units::bytes((double(T) * double(v_local)) * ce_f),
+                                 units::flop(5.0 * (double(T) * double(v_local))), d);
+  OpCost loss_b = streaming_cost(none, OpClass::loss, units::bytes((double(T) * double(v_local)) * ce_b),
+                                 units::flop(3.0 * (double(T) * double(v_local))), d);
+  OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes((double(T) * double(a.hidden)) * e * 2.0), units::flop(0), d);
   // LoRA: the LM head and the embedding are frozen: no weight-gradient GEMM, no gradient scatter-add.
   const bool frozen = plan.lora.on();
   c.head_time = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss_f.time + loss_b.time;
@@ -129,34 +129,34 @@ Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g) {
 
 Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
-  return units::bytes(double(T * a.hidden) * plan.precision.activation_bytes);
+  return units::bytes((double(T) * double(a.hidden)) * plan.precision.activation_bytes);
 }
 
 Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t kv_dim =
       a.mla ? a.mla->kv_lora_rank + a.mla->qk_rope_head_dim : 2 * a.kv_heads * a.head_dim / plan.par.tp;
-  return units::bytes(double(plan.micro_batch * plan.seq_len * kv_dim) * plan.precision.activation_bytes);
+  return units::bytes((double(plan.micro_batch) * double(plan.seq_len) * double(kv_dim)) * plan.precision.activation_bytes);
 }
 
 Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
   const std::int64_t k = a.moe ? a.moe->experts_per_token : 0;
-  return units::bytes(double(T * k * a.hidden) * plan.precision.activation_bytes);
+  return units::bytes((double(T) * double(k) * double(a.hidden)) * plan.precision.activation_bytes);
 }
 
 Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
-  return units::bytes(double(T * a.hidden) * plan.precision.activation_bytes /
+  return units::bytes((double(T) * double(a.hidden)) * plan.precision.activation_bytes /
                       (plan.par.sequence_parallel ? double(plan.par.tp) : 1.0));
 }
 
 double params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan) {
-  return double(params.total) / double(plan.par.tp * plan.par.pp);  // approx: even stages
+  return double(params.total) / (double(plan.par.tp) * double(plan.par.pp));  // approx: even stages
 }
 
 double trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
   if (!plan.lora.on()) return params_per_gpu(params, plan);
-  return lora_adapter_params(a, plan.lora) / double(plan.par.tp * plan.par.pp);
+  return lora_adapter_params(a, plan.lora) / (double(plan.par.tp) * double(plan.par.pp));
 }
 
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
@@ -269,7 +269,7 @@ Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& param
   // each bf16 weight gradient is copied into the fp32 .grad (read 2 B, write 4 B). (FSDP with a bf16 param_dtype
   // policy folds the cast into its all-gather: that is mixed_precision "megatron" here, bf16 parameters.) LoRA: only
   // the adapters have gradients; a quantised frozen base is dequantised per GEMM instead (layer_cost).
-  const double p_stage = double(params.total) / double(plan.par.tp * plan.par.pp);
+  const double p_stage = double(params.total) / (double(plan.par.tp) * double(plan.par.pp));
   const bool base_cast = !plan.lora.on() || plan.lora.base == wl::LoraBase::same;
   const Bytes cast = units::bytes(base_cast ? p_stage * 6.0 : 0.0);
   const Bytes grad_copy = units::bytes(trainable_per_gpu(a, params, plan) * 6.0);

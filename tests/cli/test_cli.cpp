@@ -365,33 +365,88 @@ TEST_SUITE("gpuplan model show: Hugging Face config.json we do not ship") {
 
 // ---------------------------------------------------------------------------------------------------------------
 TEST_SUITE("gpuplan arguments and environment") {
-  TEST_CASE("argument errors exit with CLI11's codes, not 2") {
+  TEST_CASE("argument errors exit 2 like every other invalid input, the flag named first") {
     SUBCASE("an unknown flag") {
       const Run r = run({"hw", "list", "--no-such-flag"});
-      CHECK(r.rc != 0);
-      CHECK(r.rc != kInvalid);
-      CHECK(r.rc == static_cast<int>(CLI::ExitCodes::ExtrasError));
-      CHECK(contains(r.err, "--no-such-flag"));
+      CHECK(r.rc == kInvalid);
+      CHECK(r.out.empty());
+      CHECK(starts_with(r.err, "error: The following argument was not expected: --no-such-flag\n"));
     }
     SUBCASE("a missing required argument") {
       const Run r = run({"hw", "show"});
-      CHECK(r.rc == static_cast<int>(CLI::ExitCodes::RequiredError));
+      CHECK(r.rc == kInvalid);
+      CHECK(starts_with(r.err, "error: "));
     }
     SUBCASE("a value out of range") {
       const Run r = run({"model", "show", "llama-2-7b", "--seq", "0"});
-      CHECK(r.rc == static_cast<int>(CLI::ExitCodes::ValidationError));
-      CHECK(contains(r.err, "--seq"));
+      CHECK(r.rc == kInvalid);
+      CHECK(starts_with(r.err, "--seq: error: Value 0 not in range 1 to 100000000\n"));
     }
     SUBCASE("an unknown format") {
       const Run r = run({"hw", "list", "--format", "xml"});
-      CHECK(r.rc == static_cast<int>(CLI::ExitCodes::ValidationError));
-      CHECK(contains(r.err, "--format"));
+      CHECK(r.rc == kInvalid);
+      CHECK(starts_with(r.err, "--format: error: "));
+      CHECK(contains(r.err, "xml"));
+    }
+    SUBCASE("a value of the wrong type") {
+      const Run r = run({"serve", "-m", "llama-3.1-8b", "--tp", "eight"});
+      CHECK(r.rc == kInvalid);
+      CHECK(contains(r.err, "--tp"));
+      CHECK(contains(r.err, "eight"));
     }
     SUBCASE("no subcommand") {
       const Run r = run({});
-      CHECK(r.rc != 0);
-      CHECK(r.rc != kInvalid);
+      CHECK(r.rc == kInvalid);
+      CHECK(starts_with(r.err, "error: A subcommand is required"));
     }
+    SUBCASE("--help and --version still exit 0 on stdout") {
+      const Run h = run({"serve", "--help"});
+      CHECK(h.rc == 0);
+      CHECK(contains(h.out, "--rate FLOAT"));
+      const Run v = run({"--version"});
+      CHECK(v.rc == 0);
+      CHECK(starts_with(v.out, "gpuplan "));
+    }
+  }
+
+  TEST_CASE("a flag value that is empty, NaN or infinite is refused before it is used, naming the flag and the value") {
+    // CLI11's FLOAT, PositiveNumber and NonNegativeNumber let NaN and inf through, and an empty value read as "not
+    // given"; cli::guard_flag_values is the one gate for every option of every subcommand.
+    struct Case {
+      std::vector<std::string> args;
+      std::string flag, words;
+    };
+    const std::vector<Case> cases{
+        {{"serve", "-m", "llama-3.1-8b", "--rate", ""}, "--rate", "an empty value is not allowed"},
+        {{"serve", "-m", "llama-3.1-8b", "--kv-scale-bytes", "nan"}, "--kv-scale-bytes", "'nan' is not a finite number"},
+        {{"serve", "-m", "llama-3.1-8b", "--rate", "inf"}, "--rate", "'inf' is not a finite number"},
+        {{"serve", "-m", "llama-3.1-8b", "--activation-GiB", "-Infinity"}, "--activation-GiB", "'-Infinity' is not a finite number"},
+        {{"serve", "-m", "llama-3.1-8b", "--ttft-ms", "1e999", "--rate", "1"}, "--ttft-ms", "'1e999' is not a finite number"},
+        {{"serve", "-m", "llama-3.1-8b", "--ttft-ms", "-NaN", "--rate", "1"}, "--ttft-ms", "'-NaN' is not a finite number"},
+        {{"train", "-m", "llama-3.1-8b", "--tp", ""}, "--tp", "an empty value is not allowed"},
+        {{"train", "-m", "llama-3.1-8b", "--gpu", "h100", "--tokens", "nan"}, "--tokens", "'nan' is not a finite number"},
+        {{"kv", "-m", "", "--gpu", "h100"}, "--model", "an empty value is not allowed"},
+        {{"roofline", "--gpu", "h100", "--elementwise", "NAN"}, "--elementwise", "'NAN' is not a finite number"},
+    };
+    for (const auto& c : cases) {
+      std::string line;
+      for (const auto& a : c.args) line += " '" + a + "'";
+      CAPTURE(line);
+      const Run r = run(c.args);
+      CHECK(r.rc == kInvalid);
+      CHECK(r.out.empty());
+      CHECK(contains(r.err, c.flag + ": error: "));
+      CHECK(contains(r.err, c.words));
+    }
+  }
+
+  TEST_CASE("a failed write to stdout exits 2 with a message, never 0 with a truncated output") {
+    if (!std::filesystem::exists("/dev/full")) return;
+    const std::string cmd = "env -u GPUPLAN_DATA_DIR LC_ALL=C " + quote(kExe) + " --data-dir " + quote(kData) +
+                            " hw list >/dev/full 2>/dev/null";
+    const int status = std::system(cmd.c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == kInvalid);
   }
 
   TEST_CASE("--data-dir /nonexistent exits 2 with a clear message") {

@@ -622,6 +622,43 @@ TEST_SUITE("sweeps") {
     CHECK(std::stoi(split(rows[2], ',')[2]) >= std::stoi(split(rows[1], ',')[2]));  // more traffic, no fewer GPUs
   }
 
+  TEST_CASE("sweeps stream their rows: JSON laid out as one dump of the array, and an error keeps the rows before it") {
+    auto a = kTrain;
+    a.insert(a.end(), {"--sweep", "gpus=8..16", "--format", "json"});
+    const Run r = run(a);
+    REQUIRE(r.rc == 0);
+    const auto j = nlohmann::ordered_json::parse(r.out);
+    REQUIRE(j.size() == 2);
+    CHECK(r.out == j.dump(2) + "\n");  // row by row, the bytes of nlohmann's dump(2) of the whole array
+
+    auto e = kTrain;
+    e.insert(e.end(), {"--sweep", "zero=0,1,7,2"});
+    const Run csv = run(e);
+    CHECK(csv.rc == kInvalid);
+    CHECK(lines(csv.out).size() == 3);  // the header and the points zero=0 and zero=1
+    CHECK(contains(csv.err, "--sweep: note: at the point zero=7 (3 of 4; the rows before it are written)"));
+    e.insert(e.end(), {"--format", "json"});
+    const Run json = run(e);
+    CHECK(json.rc == kInvalid);
+    const auto partial = nlohmann::ordered_json::parse(json.out);  // closed: still parses
+    CHECK(partial.size() == 2);
+  }
+
+  TEST_CASE("sweep ranges at the edge of double range end cleanly, and a STEP too small to move a value is an error") {
+    auto t = [&](const std::string& spec) {
+      auto a = kTrain;
+      a.insert(a.end(), {"--sweep", spec});
+      return run(a);
+    };
+    // Doubling from 1e308 leaves double range at the second value: one point, which the decoder rejects.
+    const Run top = t("tokens=1e308..1.7e308");
+    CHECK(top.rc == kInvalid);
+    CHECK(contains(top.err, "--sweep: error: value 1e+308 is out of range"));
+    const Run flat = t("tokens=1e17..2e17:1");
+    CHECK(flat.rc == kInvalid);
+    CHECK(contains(flat.err, "STEP 1 is too small to change 1e+17: the range would repeat one value"));
+  }
+
   TEST_CASE("sweeps: bad specs exit 2 naming --sweep - a grid with no feasible point exits 3") {
     auto bad = [&](std::vector<std::string> args, const std::string& want) {
       CAPTURE(want);

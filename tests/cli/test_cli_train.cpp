@@ -460,7 +460,7 @@ TEST_SUITE("gpuplan roofline") {
     const Run r = run({"roofline", "--gemm", "8192x8192", "--gpu", "h100"});
     CHECK(r.rc == kInvalid);
     CHECK(r.out.empty());
-    CHECK(r.err == "--gemm: error: '8192x8192' is not M×N×K with three positive integers (e.g. 8192x8192x8192)\n");
+    CHECK(r.err == "--gemm: error: '8192x8192' is not M×N×K with three integers from 1 to 1e9 (e.g. 8192x8192x8192)\n");
     CHECK(run({"roofline", "--gemm", "0x8x8"}).rc == kInvalid);
     CHECK(run({"roofline", "--gemm", "8x8x8x8"}).rc == kInvalid);
   }
