@@ -252,13 +252,14 @@ std::pair<int, std::string> run_gpuplan(const std::vector<std::string>& args_in)
   int rc = cli::kExitOk;
   cli::register_serve(app, g, rc);
   cli::register_report(app, g, rc);
+  cli::guard_flag_values(app);
   std::ostringstream captured, errors;
   std::streambuf* const out = std::cout.rdbuf(captured.rdbuf());
   std::streambuf* const err = std::cerr.rdbuf(errors.rdbuf());
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {
-    rc = app.exit(e);
+    rc = cli::exit_for_parse_error(app, e);
   } catch (...) {
     std::cout.rdbuf(out);
     std::cerr.rdbuf(err);
@@ -487,6 +488,38 @@ void run_scenario(std::string_view bytes, const Shipped& data) {
   check_estimate(est);
 }
 
+/// File-name fuzzing: an argument that is exactly one of these tokens becomes a hostile path (the fuzzer may not
+/// spell paths itself: arguments with '/' or ".." are refused so that it cannot read files outside its folder).
+/// Endless and special devices, a folder, a path that is not UTF-8, a 4 KiB path, and generated files: 200,000
+/// nesting levels, a key twice, 65 MiB (created once per process in the scratch folder).
+std::string special_path(const std::string& a) {
+  if (a.size() < 2 || a[0] != '@') return a;
+  static const fs::path dir = scratch_dir();
+  if (a == "@zero") return "/dev/zero";
+  if (a == "@urandom") return "/dev/urandom";
+  if (a == "@null") return "/dev/null";
+  if (a == "@full") return "/dev/full";
+  if (a == "@dir") return dir.string();
+  if (a == "@long") return dir.string() + "/" + std::string(4096, 'x') + ".json";
+  if (a == "@nonutf8") {
+    static const fs::path p = scratch_file("\xff\xfe-scenario.json", R"({"model": "llama-3.1-8b", "global_batch": 8})");
+    return p.string();
+  }
+  if (a == "@deep") {
+    static const fs::path p = scratch_file("deep.json", std::string(200000, '['));
+    return p.string();
+  }
+  if (a == "@dup") {
+    static const fs::path p = scratch_file("dup.json", R"({"model": "llama-3.1-8b", "model": "mixtral-8x7b"})");
+    return p.string();
+  }
+  if (a == "@big") {
+    static const fs::path p = scratch_file("big.json", std::string(65u << 20, ' ') + "{}");
+    return p.string();
+  }
+  return a;
+}
+
 void run_cli(std::string_view bytes) {
   std::vector<std::string> args{"gpuplan"};
   std::string cur;
@@ -500,8 +533,10 @@ void run_cli(std::string_view bytes) {
   }
   if (!cur.empty()) args.push_back(cur);
   if (args.size() > 64) return;
-  for (const auto& a : args)
+  for (auto& a : args) {
     if (a.find('/') != std::string::npos || a.find("..") != std::string::npos) return;
+    a = special_path(a);
+  }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
 
@@ -519,6 +554,7 @@ void run_cli(std::string_view bytes) {
   cli::register_roofline(app, g, rc);
   cli::register_kv(app, g, rc);
   cli::register_serve(app, g, rc);
+  cli::guard_flag_values(app);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,185 @@
+// The hostile-input corpus (tests/hostile/cases/*.jsonl, described in tests/hostile/README.md): every case runs the
+// built gpuplan in a fresh folder and must end with its stated exit code, its stated words on stderr (or stdout), no
+// sanitizer report, no crash or hang (60 s), and no NaN or infinity in what it prints.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kExe = GPUPLAN_CLI_EXE;
+const std::string kData = GPUPLAN_TEST_DATA_DIR;
+const std::string kCases = GPUPLAN_HOSTILE_CASES;
+
+std::string quote(const std::string& s) {
+  std::string o = "'";
+  for (const char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return o + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// "{dir}" is the case's folder, "{data}" the shipped data folder, "{nonutf8}" the bytes FF FE (not UTF-8).
+std::string expand(std::string s, const fs::path& dir) {
+  const std::pair<std::string, std::string> subs[] = {
+      {"{dir}", dir.string()}, {"{data}", kData}, {"{nonutf8}", "\xff\xfe"}};
+  for (const auto& [from, to] : subs)
+    for (std::size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
+  return s;
+}
+
+/// A case's input files: {"name", "text", "repeat", "times", "then"}: `text`, then the string `repeat` written `times`
+/// times, then `then` (deep nesting and huge files are generated, not committed); {"name", "link"}: a symbolic link.
+void make_files(const json& c, const fs::path& dir) {
+  if (!c.contains("files")) return;
+  for (const auto& f : c["files"]) {
+    const fs::path path = dir / expand(f.at("name").get<std::string>(), dir);
+    fs::create_directories(path.parent_path());
+    if (f.contains("link")) {
+      fs::create_symlink(expand(f["link"].get<std::string>(), dir), path);
+      continue;
+    }
+    std::ofstream out(path, std::ios::binary);
+    out << expand(f.value("text", std::string()), dir);
+    if (f.contains("repeat")) {
+      const std::string unit = f["repeat"].get<std::string>();
+      const long long times = f.at("times").get<long long>();
+      std::string block;
+      for (int i = 0; i < 4096; ++i) block += unit;
+      long long left = times;
+      for (; left >= 4096; left -= 4096) out << block;
+      for (; left > 0; --left) out << unit;
+    }
+    if (f.contains("then")) out << f["then"].get<std::string>();
+  }
+}
+
+/// Whether `text` has a word "nan", "inf" or "infinity" (any case) standing alone: what printf and nlohmann print
+/// for a non-finite double. ("info" or "infeasible" are other words.)
+bool has_non_finite_word(const std::string& text) {
+  std::string word;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ' ';
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      continue;
+    }
+    if (word == "nan" || word == "inf" || word == "infinity") return true;
+    word.clear();
+  }
+  return false;
+}
+
+struct Outcome {
+  int rc = -1;
+  bool signalled = false;
+  std::string out, err;
+};
+
+Outcome run_case(const json& c, const fs::path& dir) {
+  // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict on "literal" + std::string (GCC bug 105651).
+  std::string cmd = "cd ";
+  cmd += quote(dir.string());
+  cmd += " && env -u GPUPLAN_DATA_DIR LC_ALL=C LANG=C COLUMNS=80 TERM=dumb timeout -s KILL 60 ";
+  cmd += quote(kExe);
+  if (c.value("data_dir", true)) {
+    cmd += " --data-dir ";
+    cmd += quote(kData);
+  }
+  for (const auto& a : c.at("args")) {
+    cmd += ' ';
+    cmd += quote(expand(a.get<std::string>(), dir));
+  }
+  cmd += " >";
+  cmd += quote((dir / ".stdout").string());
+  cmd += " 2>";
+  cmd += quote((dir / ".stderr").string());
+  cmd += " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.signalled = !WIFEXITED(status);
+  o.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  o.out = slurp(dir / ".stdout");
+  o.err = slurp(dir / ".stderr");
+  return o;
+}
+
+void run_file(const fs::path& file) {
+  std::ifstream in(file);
+  REQUIRE(in.good());
+  static std::atomic<int> counter{0};
+  int line_no = 0, cases = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    const json c = json::parse(line);
+    ++cases;
+    const std::string id = c.at("id").get<std::string>();
+    CAPTURE(id);
+    CAPTURE(line_no);
+    const fs::path dir = fs::temp_directory_path() / ("gpuplan-hostile-" + std::to_string(::getpid()) + "-" +
+                                                      std::to_string(counter++));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    make_files(c, dir);
+    const Outcome o = run_case(c, dir);
+    INFO("stderr: " << o.err.substr(0, 2000));
+    INFO("stdout: " << o.out.substr(0, 2000));
+    CHECK_FALSE(o.signalled);
+    CHECK(o.rc == c.at("exit").get<int>());
+    for (const auto& w : c.value("words", json::array())) {
+      const std::string want = expand(w.get<std::string>(), dir);
+      CHECK_MESSAGE(o.err.find(want) != std::string::npos, "stderr lacks: " << want);
+    }
+    for (const auto& w : c.value("out_words", json::array())) {
+      const std::string want = expand(w.get<std::string>(), dir);
+      CHECK_MESSAGE(o.out.find(want) != std::string::npos, "stdout lacks: " << want);
+    }
+    CHECK(o.err.find("AddressSanitizer") == std::string::npos);
+    CHECK(o.err.find("runtime error:") == std::string::npos);
+    CHECK(o.err.find("terminate called") == std::string::npos);
+    CHECK_FALSE(has_non_finite_word(o.out));
+    if (c.at("exit").get<int>() == 2) CHECK(o.out.empty() == c.value("empty_stdout", true));
+    for (const auto& k : c.value("unchanged", json::array())) {  // files the command must not have touched
+      const fs::path p = dir / k.at("name").get<std::string>();
+      CHECK_MESSAGE(slurp(p) == k.at("text").get<std::string>(), "changed: " << p.string());
+    }
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  CHECK(cases > 0);
+  MESSAGE(file.filename().string() << ": " << cases << " cases");
+}
+
+}  // namespace
+
+TEST_SUITE("hostile input") {
+  TEST_CASE("flags: every value option of every subcommand refuses empty, NaN, infinite and out-of-range values") {
+    run_file(fs::path(kCases) / "flags.jsonl");
+  }
+  TEST_CASE("files: endless, huge, deeply nested, duplicate-key and mistyped JSON inputs, and odd file names") {
+    run_file(fs::path(kCases) / "files.jsonl");
+  }
+  TEST_CASE("values: in-range extremes, products past int64, sweeps at the edge of double range, outputs") {
+    run_file(fs::path(kCases) / "values.jsonl");
+  }
+}
