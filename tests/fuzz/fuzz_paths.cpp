@@ -275,7 +275,8 @@ std::pair<int, std::string> run_gpuplan(const std::vector<std::string>& args_in)
   return {rc, captured.str()};
 }
 
-/// "inf" or "nan" standing alone (not inside a word such as "infeasible"): a non-finite number that reached output.
+}  // namespace
+
 std::optional<std::string> non_finite_text(const std::string& text) {
   auto alpha = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_'; };
   for (const char* w : {"inf", "nan", "Inf", "NaN"}) {
@@ -291,6 +292,8 @@ std::optional<std::string> non_finite_text(const std::string& text) {
   }
   return std::nullopt;
 }
+
+namespace {
 
 void check_cli_run(const std::string& what, int rc, const std::string& output) {
   if (rc != cli::kExitOk && rc != cli::kExitInvalid && rc != cli::kExitInfeasible)

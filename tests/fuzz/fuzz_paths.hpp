@@ -5,6 +5,7 @@
 // Each function takes arbitrary bytes and must return normally: library code never throws across its API, crashes
 // or reads out of bounds on user input (DESIGN.md §7). The functions check output invariants themselves and call the
 // violation handler when one breaks (the fuzzers trap; the replay test fails the test case).
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,11 @@
 #include "gpuplan/wl_io/model_io.hpp"
 
 namespace gpuplan::fuzz {
+
+/// "inf" or "nan" standing alone (not inside a word such as "infeasible") in what the CLI printed: the line holding
+/// it (at most 200 characters), else nullopt. The one "no non-finite number in the output" check of the fuzz paths
+/// and the hostile-input corpus (tests/hostile).
+std::optional<std::string> non_finite_text(const std::string& text);
 
 /// Called with a description when an output invariant is broken. Default: print to stderr and __builtin_trap().
 using ViolationHandler = void (*)(const std::string& what);
@@ -41,8 +47,9 @@ void run_scenario(std::string_view bytes, const Shipped& data);
 
 /// (d) The CLI: the input split on NUL bytes is argv after "gpuplan"; CLI11 parses it against the train, model,
 /// roofline, kv, serve and hw subcommands and runs the chosen callback (validate and schema are left out: slow / constant).
-/// Arguments that could name a file outside the working directory (containing '/' or "..") are refused, so that
-/// the fuzzer cannot read /dev/zero or the like. Needs GPUPLAN_DATA_DIR set.
+/// Arguments that could name a file outside the working directory (containing '/' or "..") are refused; ten
+/// whole-argument tokens (@zero, @deep, @nonutf8, ...) become hostile paths instead (file-name fuzzing). Needs
+/// GPUPLAN_DATA_DIR set.
 void run_cli(std::string_view bytes);
 
 /// (e) The calibration readers: the bytes as a samples file (calib::read_samples on a temporary copy) and, when it

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +14,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "fuzz_paths.hpp"
 
 namespace {
 
@@ -71,22 +72,6 @@ void make_files(const json& c, const fs::path& dir) {
     }
     if (f.contains("then")) out << f["then"].get<std::string>();
   }
-}
-
-/// Whether `text` has a word "nan", "inf" or "infinity" (any case) standing alone: what printf and nlohmann print
-/// for a non-finite double. ("info" or "infeasible" are other words.)
-bool has_non_finite_word(const std::string& text) {
-  std::string word;
-  for (std::size_t i = 0; i <= text.size(); ++i) {
-    const char c = i < text.size() ? text[i] : ' ';
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      continue;
-    }
-    if (word == "nan" || word == "inf" || word == "infinity") return true;
-    word.clear();
-  }
-  return false;
 }
 
 struct Outcome {
@@ -157,7 +142,8 @@ void run_file(const fs::path& file) {
     CHECK(o.err.find("AddressSanitizer") == std::string::npos);
     CHECK(o.err.find("runtime error:") == std::string::npos);
     CHECK(o.err.find("terminate called") == std::string::npos);
-    CHECK_FALSE(has_non_finite_word(o.out));
+    const auto non_finite = gpuplan::fuzz::non_finite_text(o.out);
+    CHECK_MESSAGE(!non_finite.has_value(), "a non-finite number in stdout: " << non_finite.value_or(""));
     if (c.at("exit").get<int>() == 2) CHECK(o.out.empty() == c.value("empty_stdout", true));
     for (const auto& k : c.value("unchanged", json::array())) {  // files the command must not have touched
       const fs::path p = dir / k.at("name").get<std::string>();
