@@ -22,6 +22,7 @@
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
+#include "megatron_args.hpp"
 #include "render_reports.hpp"
 #include "resolve.hpp"
 #include "sweep.hpp"
@@ -55,6 +56,8 @@ struct TrainFlags {
   long long threads = 0;
   std::optional<long long> cancel_after;  ///< test hook: raise SIGINT after this many layouts
   std::vector<std::string> sweep;  ///< --sweep KEY=RANGE (repeatable: a grid)
+  std::optional<std::string> megatron_args;  ///< --megatron-args FILE|-
+  std::vector<std::string> megatron_typed;   ///< Megatron-LM flags typed among ours (CLI11's extras)
 };
 
 /// Flags as a JSON overlay over the scenario file, remembering which flag each key came from.
@@ -591,6 +594,11 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   }
   std::map<std::string, std::string> origin;
   overlay(f, j, origin);
+  std::optional<MegatronMapping> megatron;
+  if (f.megatron_args || !f.megatron_typed.empty()) {
+    megatron = megatron_overlay(*dir, f.megatron_args, f.megatron_typed, j, origin, diags);
+    if (!megatron) return report(diags);
+  }
   // --gpus: one count (decoded with the scenario's field table), or with --search a range.
   std::vector<long long> gpu_range;
   if (f.gpus) {
@@ -642,6 +650,7 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   };
   auto resolved = resolve_training(s, j.contains("global_batch"), *db, *lib, where, diags);
   if (!resolved) return report(diags);
+  if (megatron && !f.search && !check_megatron_batch(*megatron, resolved->plan, diags)) return report(diags);
   if (!load_calibration(*dir, resolved->sys, f.no_calibration, diags)) return report(diags);
   if (f.search) return run_search(g, f, j, gpu_range, *resolved, diags);
   report(diags);  // notes
@@ -720,9 +729,21 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--sweep", f->sweep,
                 "vary a scenario key over KEY=A..B (doubling), KEY=A..B:STEP or KEY=V1,V2,...; repeat for a grid: one CSV "
                 "row (JSON with --format json) per point");
+  c->add_option("--megatron-args", f->megatron_args,
+                "a Megatron-LM command line or launch script (FILE, or - for stdin) read into this plan; Megatron-LM's "
+                "own flags (--tensor-model-parallel-size 8 ...) are also accepted here directly (docs/cli.md)");
+  // Megatron-LM flags arrive as CLI11's extras; megatron_args.cpp checks every name against Megatron-LM's parser.
+  // They must stay with train rather than fall through to the top level (which refuses them), so --data-dir, the one
+  // top-level option, is repeated here.
+  c->allow_extras();
+  c->fallthrough(false);
+  c->add_option("--data-dir", g.data_dir, "data directory (as before the subcommand)")->group("");
   c->add_option("--cancel-after", f->cancel_after, "test hook: act as if Ctrl-C came after this many layouts")
       ->group("");
-  c->callback([&g, f, &rc] { rc = run_train(g, *f); });
+  c->callback([&g, f, c, &rc] {
+    f->megatron_typed = c->remaining();
+    rc = run_train(g, *f);
+  });
 }
 
 }  // namespace gpuplan::cli

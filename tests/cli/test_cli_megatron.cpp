@@ -1,0 +1,179 @@
+// End-to-end tests of Megatron-LM's argument names on `gpuplan train` (issue #22, docs/cli.md "Megatron-LM
+// arguments"): the same plan through Megatron's spellings and gpuplan's gives byte-identical JSON, the ignored-flags
+// note, refusals with their exit code and words, conflicts, unknown flags, and a public Megatron-LM launch script
+// (tests/fixtures/megatron/README.md says where it comes from).
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_runner.hpp"
+
+using namespace gpuplan::cli_test;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& name) {
+  std::string p = GPUPLAN_TEST_FIXTURES;
+  p += "/megatron/";
+  p += name;
+  return p;
+}
+
+/// A launch script in a fresh temporary folder, removed when the object goes out of scope.
+class Script {
+ public:
+  explicit Script(const std::string& text) {
+    static std::atomic<int> counter{0};
+    dir_ = fs::temp_directory_path() /
+           ("gpuplan-test-cli-megatron-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::create_directories(dir_);
+    path_ = dir_ / "run.sh";
+    std::ofstream(path_) << text;
+  }
+  ~Script() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  Script(const Script&) = delete;
+  Script& operator=(const Script&) = delete;
+  [[nodiscard]] std::string path() const { return path_.string(); }
+
+ private:
+  fs::path dir_, path_;
+};
+
+}  // namespace
+
+TEST_SUITE("gpuplan train with Megatron-LM arguments") {
+  TEST_CASE("Megatron's spellings give byte-identical JSON to gpuplan's own flags for the same plan") {
+    const Run meg = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--tensor-model-parallel-size",
+                         "2", "--pipeline-model-parallel-size", "2", "--sequence-parallel", "--micro-batch-size", "2",
+                         "--global-batch-size", "64", "--seq-length", "4096", "--use-distributed-optimizer",
+                         "--recompute-granularity", "selective", "--bf16", "--format", "json"});
+    const Run own = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--tp", "2", "--pp", "2",
+                         "--sp", "true", "--micro-batch", "2", "--global-batch", "64", "--seq", "4096", "--zero", "1",
+                         "--recompute", "selective", "--precision", "bf16", "--format", "json"});
+    INFO(meg.err);
+    CHECK(meg.rc == 0);
+    CHECK(own.rc == 0);
+    CHECK(meg.out == own.out);
+    const auto j = parse_json(meg);
+    CHECK(j["layout"]["tp"] == 2);
+    CHECK(j["layout"]["pp"] == 2);
+    CHECK(j["layout"]["dp"] == 4);  // 16 / (2 x 2)
+    CHECK(j["layout"]["micro_batches"] == 8);  // 64 / (2 x 4)
+    CHECK(contains(meg.err, "Megatron-LM: note: mapped: global_batch = 64 (--global-batch-size 64); micro_batch = 2 "
+                            "(--micro-batch-size 2); pp = 2 (--pipeline-model-parallel-size 2); precision = \"bf16\" "
+                            "(--bf16); recompute = \"selective\" (--recompute-granularity selective)"));
+  }
+
+  TEST_CASE("flags that do not change performance are accepted and listed as ignored") {
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--tensor-model-parallel-size",
+                       "8", "--lr", "3e-4", "--data-path", "/data/a", "--save", "/ckpt", "--log-interval", "10",
+                       "--format", "json"});
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    CHECK(contains(r.err, "Megatron-LM: note: ignored (they do not change the step time or memory gpuplan models): "
+                          "--lr, --data-path, --save, --log-interval\n"));
+  }
+
+  TEST_CASE("a flag that changes performance but is not modelled exits 2 naming it, its value and #22") {
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--bf16", "--fp4-format", "e2m1"});
+    CHECK(r.rc == kInvalid);
+    CHECK(r.out.empty());
+    CHECK(contains(r.err, "--fp4-format: error: '--fp4-format e2m1': FP4 training is not modelled yet (#22)"));
+  }
+
+  TEST_CASE("a Megatron spelling and gpuplan's spelling of one knob with different values exit 2") {
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--tp", "4",
+                       "--tensor-model-parallel-size", "2"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--tensor-model-parallel-size 2: error: sets tp = 2, but --tp sets it to 4: give the knob "
+                          "once"));
+  }
+
+  TEST_CASE("a shape flag that disagrees with the model exits 2 naming both values") {
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--num-layers", "40"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--num-layers 40: error: the Megatron-LM arguments say layers = 40, the model 'llama-3-8b' "
+                          "has 32"));
+  }
+
+  TEST_CASE("an unknown flag, in neither gpuplan nor Megatron-LM, exits 2 with a hint") {
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--pipeline-model-paralel-size", "2"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--pipeline-model-paralel-size: error: unknown flag: neither a gpuplan train flag nor a "
+                          "Megatron-LM argument"));
+    CHECK(contains(r.err, "(did you mean '--pipeline-model-parallel-size'?)"));
+  }
+
+  TEST_CASE("Megatron's batch rule is Megatron's refusal: GBS 100 with MBS 1 and DP 8") {
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--global-batch-size", "100"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--global-batch-size: error: global batch size (100) is not divisible by micro batch size "
+                          "(1) times data parallel size (8): Megatron-LM refuses it"));
+  }
+
+  TEST_CASE("Megatron flags need -m MODEL") {
+    const Run r = run({"train", "--gpu", "h100", "--tensor-model-parallel-size", "2"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "--model: error: the Megatron-LM arguments need -m MODEL"));
+  }
+
+  TEST_CASE("--megatron-args reads a launch script: variables, arrays, the launcher's GPU count, Megatron defaults") {
+    const Script s(
+        "#!/bin/bash\n"
+        "GPUS_PER_NODE=8\n"
+        "NUM_NODES=2\n"
+        "TP=4\n"
+        "MODEL_ARGS=(\n"
+        "    --num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32\n"
+        "    --group-query-attention --num-query-groups 8 --kv-channels 128 --swiglu --normalization RMSNorm\n"
+        "    --position-embedding-type rope --untie-embeddings-and-output-weights --disable-bias-linear\n"
+        "    --attention-dropout 0.0 --hidden-dropout 0.0\n"
+        ")\n"
+        "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes $NUM_NODES pretrain_gpt.py \\\n"
+        "    ${MODEL_ARGS[@]} \\\n"
+        "    --tensor-model-parallel-size ${TP} --sequence-parallel \\\n"
+        "    --micro-batch-size 1 --global-batch-size 32 --seq-length 8192 \\\n"
+        "    --bf16 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather \\\n"
+        "    --lr 1e-4 --save $1\n");
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--megatron-args", s.path(), "--format", "json"});
+    INFO(r.err);
+    CHECK(r.rc == 0);
+    const auto j = parse_json(r);
+    CHECK(j["gpus"] == 16);  // torchrun: 8 per node x 2 nodes
+    CHECK(j["layout"]["tp"] == 4);
+    CHECK(j["layout"]["dp"] == 4);
+    CHECK(j["layout"]["micro_batches"] == 8);  // 32 / (1 x 4)
+    CHECK(j["layout"]["sequence_parallel"] == true);
+    // --bf16 without --grad-reduce-in-bf16: Megatron-LM keeps fp32 gradient buffers (gradient bytes 4).
+    const auto own = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--tp", "4", "--sp", "true",
+                          "--micro-batch", "1", "--global-batch", "32", "--seq", "8192", "--precision", "bf16",
+                          "--zero", "1", "--overlap-grad-reduce", "true", "--overlap-param-gather", "true",
+                          "--gradient-bytes", "4", "--dropout", "false", "--recompute", "none", "--overlap-tp",
+                          "false", "--format", "json"});
+    CHECK(own.rc == 0);
+    CHECK(r.out == own.out);
+    CHECK(contains(r.err, "--megatron-args: note: 16 GPUs from the launcher (torchrun --nproc_per_node 8 --nnodes 2)"));
+    CHECK(contains(r.err, "Megatron-LM: note: --save uses $1 (unset; ignored anyway)"));
+  }
+
+  TEST_CASE("Megatron-LM's examples/gpt3 launch script pastes in: its quoted batch schedule is split by bash") {
+    // The script passes --step-batch-size-schedule "0:16 2.4B:320 ..." inside an array that it expands unquoted, so
+    // bash splits the value and Megatron-LM's parser would refuse the words after "0:16" as well.
+    const Run r = run({"train", "-m", "gpt3-175b", "--gpu", "h100", "--megatron-args",
+                       fixture("train_gpt3_175b_distributed.sh")});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "train_gpt3_175b_distributed.sh:77: error: unexpected word '2.4B:320' after "
+                          "'--step-batch-size-schedule 0:16', which takes one value"));
+  }
+}

@@ -1,0 +1,439 @@
+// Megatron-LM arguments (cli/megatron_args.hpp, issue #22): the shell reader, the flag parser against Megatron-LM's
+// own parser table, the mapping onto gpuplan's scenario keys (mapped, ignored, assumed, refused) and the checks that
+// need the model. Expected values are Megatron-LM's semantics as megatron/training/arguments.py (commit in
+// cli/megatron_arg_names.inc) states them, worked out by hand.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpuplan/wl_io/model_io.hpp"
+#include "megatron_args.hpp"
+
+using namespace gpuplan;
+using namespace gpuplan::cli;
+
+namespace {
+
+bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+std::vector<ShellWord> words(const std::vector<std::string>& v) {
+  std::vector<ShellWord> w;
+  for (const auto& s : v) w.push_back(ShellWord{s, {}, 0});
+  return w;
+}
+
+std::vector<std::string> texts(const std::vector<ShellWord>& w) {
+  std::vector<std::string> v;
+  for (const auto& x : w) v.push_back(x.text);
+  return v;
+}
+
+/// Reads a script, parses it as a whole command line and maps it; the mapping, or nullopt with `diags` filled.
+std::optional<MegatronMapping> map_script(const std::string& text, Diagnostics& diags) {
+  auto cmd = read_megatron_script(text, "run.sh", diags);
+  if (!cmd) return std::nullopt;
+  auto args = parse_megatron_words(cmd->words, true, "run.sh", diags);
+  if (!args) return std::nullopt;
+  args->launcher_gpus = cmd->launcher_gpus;
+  args->launcher_text = cmd->launcher_text;
+  return map_megatron(*args, diags);
+}
+
+std::optional<MegatronMapping> map_typed(const std::vector<std::string>& v, Diagnostics& diags) {
+  auto args = parse_megatron_words(words(v), false, "", diags);
+  if (!args) return std::nullopt;
+  return map_megatron(*args, diags);
+}
+
+const wl::TransformerArch& model(const std::string& id) {
+  static const auto lib = wl_io::load_model_library(GPUPLAN_TEST_DATA_DIR);
+  REQUIRE(lib.ok());
+  const auto* e = lib->find(id);
+  REQUIRE(e != nullptr);
+  return e->arch;
+}
+
+}  // namespace
+
+TEST_SUITE("megatron args: the flag table") {
+  TEST_CASE("the table holds Megatron-LM's spellings with their arities, sorted for lookup") {
+    const auto& names = megatron_flag_names();
+    CHECK(names.size() > 800);
+    for (std::size_t k = 1; k < names.size(); ++k) CHECK(std::string(names[k - 1].name) < std::string(names[k].name));
+    const auto* tp = find_megatron_flag("--tensor-model-parallel-size");
+    REQUIRE(tp != nullptr);
+    CHECK(tp->arity == 1);
+    CHECK(std::string(tp->group) == "TransformerConfig");  // generated from ModelParallelConfig's dataclass field
+    REQUIRE(find_megatron_flag("--sequence-parallel") != nullptr);
+    CHECK(find_megatron_flag("--sequence-parallel")->arity == 0);
+    REQUIRE(find_megatron_flag("--recompute-modules") != nullptr);
+    CHECK(find_megatron_flag("--recompute-modules")->arity == 2);  // Optional[List[str]]: nargs '+'
+    // A bool field whose default is True gets --no-/--disable- names (ArgumentGroupFactory), not the plain name.
+    CHECK(find_megatron_flag("--disable-bias-linear") != nullptr);
+    CHECK(find_megatron_flag("--tp") == nullptr);
+    CHECK(megatron_commit().substr(0, 12) == "d98e8a64ddf3");
+  }
+}
+
+TEST_SUITE("megatron args: reading a launch script") {
+  TEST_CASE("continuations, NAME=value, ${NAME:-default}, arrays and the torchrun launcher") {
+    Diagnostics d;
+    const std::string text =
+        "#!/bin/bash\n"
+        "export CUDA_DEVICE_MAX_CONNECTIONS=1\n"
+        "TP=8\n"
+        "PP=${PP:-4}   # a default\n"
+        "GPUS_PER_NODE=8\n"
+        "NNODES=2\n"
+        "ARGS=(\n"
+        "    --pipeline-model-parallel-size $PP  # comment inside the array\n"
+        "    --seq-length 4096\n"
+        ")\n"
+        "ARGS+=(--bf16)\n"
+        "torchrun --nproc_per_node $GPUS_PER_NODE --nnodes=$NNODES pretrain_gpt.py \\\n"
+        "    --tensor-model-parallel-size ${TP} \\\n"
+        "    ${ARGS[@]} \\\n"
+        "    --split '99,1,0' 2>&1 | tee log.txt\n";
+    auto cmd = read_megatron_script(text, "run.sh", d);
+    INFO(d.to_string());
+    REQUIRE(cmd);
+    CHECK(texts(cmd->words) == std::vector<std::string>{"--tensor-model-parallel-size", "8",
+                                                       "--pipeline-model-parallel-size", "4", "--seq-length", "4096",
+                                                       "--bf16", "--split", "99,1,0"});
+    REQUIRE(cmd->launcher_gpus);
+    CHECK(*cmd->launcher_gpus == 16);  // 8 per node x 2 nodes
+    CHECK(cmd->launcher_text == "torchrun --nproc_per_node 8 --nnodes=2");
+  }
+
+  TEST_CASE("a bare pasted flag list is the command") {
+    Diagnostics d;
+    auto cmd = read_megatron_script("--tensor-model-parallel-size 2 --bf16\n", "-", d);
+    REQUIRE(cmd);
+    CHECK(texts(cmd->words) == std::vector<std::string>{"--tensor-model-parallel-size", "2", "--bf16"});
+    CHECK_FALSE(cmd->launcher_gpus);
+  }
+
+  TEST_CASE("an unquoted ${ARRAY[@]} splits a quoted element at its blanks, a quoted one does not (as bash does)") {
+    Diagnostics d;
+    auto cmd = read_megatron_script("A=(--x \"1 2\")\npython pretrain_gpt.py ${A[@]}\n", "s", d);
+    REQUIRE(cmd);
+    CHECK(texts(cmd->words) == std::vector<std::string>{"--x", "1", "2"});
+    auto q = read_megatron_script("A=(--x \"1 2\")\npython pretrain_gpt.py \"${A[@]}\"\n", "s", d);
+    REQUIRE(q);
+    CHECK(texts(q->words) == std::vector<std::string>{"--x", "1 2"});
+  }
+
+  TEST_CASE("an unset variable stays visible as unresolved, named as the script wrote it") {
+    Diagnostics d;
+    auto cmd =
+        read_megatron_script("CK=$1\npython pretrain_gpt.py --save $CK --tensor-model-parallel-size $TP\n", "s", d);
+    REQUIRE(cmd);
+    REQUIRE(cmd->words.size() == 4);
+    CHECK(cmd->words[1].unresolved == std::vector<std::string>{"$1"});
+    CHECK(cmd->words[3].unresolved == std::vector<std::string>{"$TP"});
+  }
+
+  TEST_CASE("a variable set inside an if block is refused where the command uses it, naming the line") {
+    Diagnostics d;
+    auto cmd = read_megatron_script(
+        "X=()\nif [[ \"$DTYPE\" == fp8 ]]; then\n  X+=(--fp8-format hybrid)\nfi\npython pretrain_gpt.py ${X[@]}\n", "s",
+        d);
+    REQUIRE(cmd);
+    REQUIRE(cmd->words.size() == 1);
+    REQUIRE(cmd->words[0].unresolved.size() == 1);
+    CHECK(has(cmd->words[0].unresolved[0], "set inside an if/for/while/case block at line 3"));
+    auto args = parse_megatron_words(cmd->words, true, "s", d);
+    CHECK_FALSE(args);
+    CHECK(has(d.to_string(), "s:5: error: '${X[@]}' uses ${X[@]} (set inside an if/for/while/case block at line 3"));
+  }
+
+  TEST_CASE("no command, two commands and an unterminated quote are errors") {
+    Diagnostics d1, d2, d3;
+    CHECK_FALSE(read_megatron_script("echo hello\n", "s", d1));
+    CHECK(has(d1.to_string(), "no training command found"));
+    CHECK_FALSE(read_megatron_script("python a.py --bf16\npython b.py --fp16\n", "s", d2));
+    CHECK(has(d2.to_string(), "2 training commands (lines 1, 2)"));
+    CHECK_FALSE(read_megatron_script("python a.py --split '99,1\n", "s", d3));
+    CHECK(has(d3.to_string(), "s:1: error: an unterminated ' quote"));
+  }
+}
+
+TEST_SUITE("megatron args: parsing flags") {
+  TEST_CASE("--name=value and --name value, one or more values, switches") {
+    Diagnostics d;
+    auto a = parse_megatron_words(words({"--seq-length=4096", "--recompute-modules", "core_attn", "moe_act",
+                                         "--sequence-parallel"}),
+                                  false, "", d);
+    REQUIRE(a);
+    REQUIRE(a->flags.size() == 3);
+    CHECK(a->flags[0].name == "--seq-length");
+    CHECK(texts(a->flags[0].values) == std::vector<std::string>{"4096"});
+    CHECK(texts(a->flags[1].values) == std::vector<std::string>{"core_attn", "moe_act"});
+    CHECK(a->flags[2].values.empty());
+  }
+
+  TEST_CASE("an unknown name gets a hint, a switch refuses a value, a flag needs its value") {
+    Diagnostics d1, d2, d3;
+    CHECK_FALSE(parse_megatron_words(words({"--tensor-model-parallel-sise", "2"}), false, "", d1));
+    CHECK(has(d1.to_string(), "--tensor-model-parallel-sise: error: unknown flag: neither a gpuplan train flag nor a "
+                              "Megatron-LM argument"));
+    CHECK(has(d1.to_string(), "(did you mean '--tensor-model-parallel-size'?)"));
+    CHECK_FALSE(parse_megatron_words(words({"--bf16=yes"}), false, "", d2));
+    CHECK(has(d2.to_string(), "'--bf16' is a switch and takes no value (given 'yes')"));
+    CHECK_FALSE(parse_megatron_words(words({"--seq-length", "--bf16"}), false, "", d3));
+    CHECK(has(d3.to_string(), "--seq-length: error: expected a value after the flag"));
+  }
+}
+
+TEST_SUITE("megatron args: mapping") {
+  TEST_CASE("mapped: parallel sizes, batch, sequence, overlaps, precision, recompute") {
+    Diagnostics d;
+    auto m = map_typed({"--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "2",
+                        "--context-parallel-size", "2", "--num-virtual-stages-per-pipeline-rank", "3",
+                        "--sequence-parallel", "--micro-batch-size", "2", "--global-batch-size", "512", "--seq-length",
+                        "8192", "--use-distributed-optimizer", "--overlap-grad-reduce", "--tp-comm-overlap", "--bf16",
+                        "--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers",
+                        "1"},
+                       d);
+    INFO(d.to_string());
+    REQUIRE(m);
+    const auto& k = m->keys;
+    CHECK(k["tp"] == 4);
+    CHECK(k["pp"] == 2);
+    CHECK(k["cp"] == 2);
+    CHECK(k["virtual_stages"] == 3);
+    CHECK(k["sequence_parallel"] == true);
+    CHECK(k["micro_batch"] == 2);
+    CHECK(k["global_batch"] == 512);
+    CHECK(k["seq"] == 8192);
+    CHECK(k["zero"] == 1);
+    CHECK(k["overlap_grad_reduce"] == true);
+    CHECK(k["overlap_tp_comm"] == true);
+    CHECK(k["precision"] == "bf16");
+    CHECK(k["recompute"] == "full");
+    CHECK(m->origin.at("tp") == "--tensor-model-parallel-size 4");
+    // Typed among gpuplan's flags, what is not given keeps gpuplan's default: no key for it.
+    CHECK_FALSE(k.contains("overlap_param_gather"));
+    CHECK_FALSE(k.contains("gradient_bytes"));
+  }
+
+  TEST_CASE("a whole command line takes Megatron-LM's defaults for what it leaves out") {
+    Diagnostics d;
+    auto m = map_script("python pretrain_gpt.py --tensor-model-parallel-size 2 --seq-length 2048\n", d);
+    INFO(d.to_string());
+    REQUIRE(m);
+    const auto& k = m->keys;
+    CHECK(k["precision"] == "fp32");  // neither --bf16 nor --fp16
+    CHECK(k["gradient_bytes"] == 4);
+    CHECK(k["sequence_parallel"] == false);
+    CHECK(k["zero"] == 0);
+    CHECK(k["overlap_grad_reduce"] == false);
+    CHECK(k["overlap_param_gather"] == false);
+    CHECK(k["recompute"] == "none");
+    CHECK(k["dropout"] == true);  // TransformerConfig: attention_dropout = hidden_dropout = 0.1
+    CHECK(m->defaulted.count("precision") == 1);
+  }
+
+  TEST_CASE("bf16 keeps fp32 gradient buffers unless --grad-reduce-in-bf16 (arguments.py validate_args)") {
+    Diagnostics d1, d2;
+    auto a = map_script("python pretrain_gpt.py --bf16\n", d1);
+    REQUIRE(a);
+    CHECK(a->keys["gradient_bytes"] == 4);
+    auto b = map_script("python pretrain_gpt.py --bf16 --grad-reduce-in-bf16\n", d2);
+    REQUIRE(b);
+    CHECK(b->keys["gradient_bytes"] == 2);
+  }
+
+  TEST_CASE("fp8 with per-tensor scaling maps to fp8, with its parameter gather to FP8 weights") {
+    Diagnostics d;
+    auto m = map_typed({"--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise", "--fp8-param-gather"}, d);
+    REQUIRE(m);
+    CHECK(m->keys["precision"] == "fp8");
+    CHECK(m->keys["fp8_params"] == true);
+  }
+
+  TEST_CASE("ignored: learning rate, data, logging, checkpointing; listed, never mapped") {
+    Diagnostics d;
+    auto m = map_typed({"--lr", "3e-4", "--data-path", "a", "b", "--log-interval", "10", "--save", "/ckpt", "--seed",
+                        "1234", "--wandb-project", "x", "--eval-iters", "5", "--tokenizer-type", "NullTokenizer"},
+                       d);
+    INFO(d.to_string());
+    REQUIRE(m);
+    CHECK(m->keys.empty());
+    CHECK(m->ignored == std::vector<std::string>{"--lr", "--data-path", "--log-interval", "--save", "--seed",
+                                                 "--wandb-project", "--eval-iters", "--tokenizer-type"});
+  }
+
+  TEST_CASE("assumed: flags that state gpuplan's own assumptions") {
+    Diagnostics d;
+    auto m = map_typed({"--cross-entropy-loss-fusion", "--moe-grouped-gemm"}, d);
+    REQUIRE(m);
+    CHECK(m->assumed ==
+          std::vector<std::string>{"--cross-entropy-loss-fusion (fused kernels)",
+                                   "--moe-grouped-gemm (the experts priced as grouped GEMMs)"});
+  }
+
+  TEST_CASE("refused: what would change performance and is not modelled names the flag, its value and #22") {
+    struct Case {
+      std::vector<std::string> args;
+      std::string words;
+    };
+    const std::vector<Case> cases{
+        {{"--bf16", "--fp4-format", "e2m1"}, "'--fp4-format e2m1': FP4 training is not modelled yet (#22)"},
+        {{"--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"}, "'--fp8-recipe mxfp8': gpuplan prices FP8"},
+        {{"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "2"},
+         "'--recompute-num-layers 2': uniform recompute in groups of more than one layer"},
+        {{"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act"},
+         "'--recompute-modules core_attn moe_act': recomputing modules other than core attention alone"},
+        {{"--mtp-num-layers", "1"}, "'--mtp-num-layers 1': multi-token prediction modules are not modelled yet (#22)"},
+        {{"--cpu-offloading-num-layers", "4"}, "'--cpu-offloading-num-layers 4': CPU offloading of activations is"},
+        {{"--pipeline-model-parallel-layout", "Et|(tt|)*30mL"}, "'--pipeline-model-parallel-layout Et|(tt|)*30mL'"},
+        {{"--pipeline-model-parallel-size", "8", "--account-for-loss-in-pipeline-split"},
+         "'--account-for-loss-in-pipeline-split': an uneven pipeline split"},
+        {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"},
+         "'--moe-enable-deepep': gpuplan prices NCCL all-to-all; DeepEP dispatch is not modelled yet (#22)"},
+        {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
+          "--overlap-moe-expert-parallel-comm"},
+         "'--overlap-moe-expert-parallel-comm': overlapping the expert-parallel all-to-all"},
+        {{"--rampup-batch-size", "16", "16", "1000"},
+         "'--rampup-batch-size 16 16 1000': changes performance, and that is not modelled yet (#22)"},
+    };
+    for (const auto& c : cases) {
+      Diagnostics d;
+      CAPTURE(c.words);
+      CHECK_FALSE(map_typed(c.args, d));
+      CHECK(has(d.to_string(), c.words));
+      CHECK(has(d.to_string(), "not modelled yet (#22)"));
+    }
+  }
+
+  TEST_CASE("Megatron-LM's own contradictions are errors without #22") {
+    Diagnostics d1, d2;
+    CHECK_FALSE(map_typed({"--bf16", "--fp16"}, d1));
+    CHECK(has(d1.to_string(), "Megatron-LM refuses --bf16 with --fp16"));
+    CHECK_FALSE(map_typed({"--recompute-granularity", "full"}, d2));
+    CHECK(has(d2.to_string(), "needs --recompute-method uniform or block with full granularity"));
+  }
+
+  TEST_CASE("an unset variable in an ignored flag's value is tolerated and noted, in a mapped one refused") {
+    Diagnostics d1, d2;
+    auto m = map_script("CK=$1\npython pretrain_gpt.py --save $CK --bf16\n", d1);
+    REQUIRE(m);
+    CHECK(m->notes == std::vector<std::string>{"--save uses $1 (unset; ignored anyway)"});
+    CHECK_FALSE(map_script("python pretrain_gpt.py --tensor-model-parallel-size $TP\n", d2));
+    CHECK(has(d2.to_string(), "run.sh:1: --tensor-model-parallel-size: error: '--tensor-model-parallel-size $TP': uses "
+                              "$TP, which the script does not set"));
+  }
+}
+
+TEST_SUITE("megatron args: against the model") {
+  TEST_CASE("Llama 3 8B's own shape passes; a different hidden size is refused naming both values") {
+    Diagnostics d;
+    auto m = map_typed({"--num-layers", "32", "--hidden-size", "4096", "--ffn-hidden-size", "14336",
+                        "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "8",
+                        "--kv-channels", "128", "--swiglu", "--normalization", "RMSNorm", "--position-embedding-type",
+                        "rope", "--untie-embeddings-and-output-weights", "--disable-bias-linear", "--vocab-size",
+                        "128256"},
+                       d);
+    REQUIRE(m);
+    nlohmann::json j = nlohmann::json::object();
+    std::map<std::string, std::string> origin;
+    CHECK(apply_megatron(*m, model("llama-3-8b"), j, origin, d));
+    CHECK_FALSE(d.has_errors());
+
+    Diagnostics e;
+    auto bad = map_typed({"--hidden-size", "5120"}, e);
+    REQUIRE(bad);
+    CHECK_FALSE(apply_megatron(*bad, model("llama-3-8b"), j, origin, e));
+    CHECK(has(e.to_string(), "--hidden-size 5120: error: the Megatron-LM arguments say hidden = 5120, the model "
+                             "'llama-3-8b' has 4096"));
+  }
+
+  TEST_CASE("a whole command line without --swiglu describes a GELU MLP: Llama's gated MLP is a mismatch") {
+    Diagnostics d;
+    auto m = map_script("python pretrain_gpt.py --num-layers 32 --bf16\n", d);
+    REQUIRE(m);
+    nlohmann::json j = nlohmann::json::object();
+    std::map<std::string, std::string> origin;
+    CHECK_FALSE(apply_megatron(*m, model("llama-3-8b"), j, origin, d));
+    CHECK(has(d.to_string(), "no --swiglu (a two-matrix GELU MLP): error: the Megatron-LM arguments say gated_mlp = a "
+                             "two-matrix MLP, the model 'llama-3-8b' has a gated (SwiGLU) MLP"));
+  }
+
+  TEST_CASE("--num-layers-per-virtual-pipeline-stage becomes virtual stages: 32 layers / PP 4 / 2 = 4") {
+    Diagnostics d;
+    auto m = map_typed({"--pipeline-model-parallel-size", "4", "--num-layers-per-virtual-pipeline-stage", "2"}, d);
+    REQUIRE(m);
+    nlohmann::json j = nlohmann::json::object();
+    std::map<std::string, std::string> origin;
+    REQUIRE(apply_megatron(*m, model("llama-3-8b"), j, origin, d));
+    CHECK(j["virtual_stages"] == 4);
+    CHECK(origin["virtual_stages"] == "--num-layers-per-virtual-pipeline-stage 2");
+    Diagnostics e;
+    auto odd = map_typed({"--pipeline-model-parallel-size", "4", "--num-layers-per-virtual-pipeline-stage", "3"}, e);
+    REQUIRE(odd);
+    CHECK_FALSE(apply_megatron(*odd, model("llama-3-8b"), j, origin, e));
+    CHECK(has(e.to_string(), "8 layers per stage are not divisible by 3"));
+  }
+
+  TEST_CASE("first/last stage layers: the even share passes, another count is refused") {
+    Diagnostics d;
+    auto even = map_typed({"--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "8"}, d);
+    REQUIRE(even);
+    nlohmann::json j = nlohmann::json::object();
+    std::map<std::string, std::string> origin;
+    CHECK(apply_megatron(*even, model("llama-3-8b"), j, origin, d));
+    Diagnostics e;
+    auto uneven = map_typed({"--pipeline-model-parallel-size", "4", "--decoder-last-pipeline-num-layers", "7"}, e);
+    REQUIRE(uneven);
+    CHECK_FALSE(apply_megatron(*uneven, model("llama-3-8b"), j, origin, e));
+    CHECK(has(e.to_string(), "'--decoder-last-pipeline-num-layers 7': a pipeline stage with another layer count than "
+                             "the even share (32 layers / PP 4) is not modelled yet (#22)"));
+  }
+
+  TEST_CASE("expert TP equal to TP passes, another value is refused") {
+    Diagnostics d, e;
+    nlohmann::json j = nlohmann::json::object();
+    std::map<std::string, std::string> origin;
+    auto same = map_typed({"--tensor-model-parallel-size", "2", "--expert-tensor-parallel-size", "2"}, d);
+    REQUIRE(same);
+    CHECK(apply_megatron(*same, model("mixtral-8x7b"), j, origin, d));
+    auto other = map_typed({"--tensor-model-parallel-size", "2", "--expert-tensor-parallel-size", "1"}, e);
+    REQUIRE(other);
+    nlohmann::json j2 = nlohmann::json::object();
+    CHECK_FALSE(apply_megatron(*other, model("mixtral-8x7b"), j2, origin, e));
+    CHECK(has(e.to_string(), "'--expert-tensor-parallel-size 1' with TP 2: expert tensor parallelism other than the "
+                             "attention's TP is not modelled yet (#22)"));
+  }
+
+  TEST_CASE("a Megatron spelling and gpuplan's spelling of one knob must agree") {
+    Diagnostics d;
+    auto m = map_typed({"--tensor-model-parallel-size", "4"}, d);
+    REQUIRE(m);
+    nlohmann::json j = {{"tp", 2}};
+    std::map<std::string, std::string> origin{{"tp", "--tp"}};
+    CHECK_FALSE(apply_megatron(*m, model("llama-3-8b"), j, origin, d));
+    CHECK(has(d.to_string(), "--tensor-model-parallel-size 4: error: sets tp = 4, but --tp sets it to 2"));
+    Diagnostics ok;
+    nlohmann::json j4 = {{"tp", 4}};
+    CHECK(apply_megatron(*m, model("llama-3-8b"), j4, origin, ok));
+    CHECK_FALSE(ok.has_errors());
+  }
+
+  TEST_CASE("Megatron-LM's batch rule: 100 sequences with micro-batch 2 and DP 8 are refused") {
+    Diagnostics d;
+    auto m = map_typed({"--global-batch-size", "100", "--micro-batch-size", "2"}, d);
+    REQUIRE(m);
+    wl::TrainingPlan plan;
+    plan.global_batch = 100;
+    plan.micro_batch = 2;
+    plan.par.dp = 8;
+    CHECK_FALSE(check_megatron_batch(*m, plan, d));
+    CHECK(has(d.to_string(), "global batch size (100) is not divisible by micro batch size (2) times data parallel "
+                             "size (8): Megatron-LM refuses it (megatron/core/num_microbatches_calculator.py)"));
+    plan.global_batch = 96;  // 96 = 6 x 2 x 8
+    Diagnostics ok;
+    CHECK(check_megatron_batch(*m, plan, ok));
+  }
+}
