@@ -62,14 +62,16 @@ int list(const GlobalOptions& g, const HwOptions& o) {
                  {"hbm_TBps", "HBM TB/s", true},
                  {"scale_up_uni_GBps", "scale-up GB/s/dir", true},
                  {"tdp_W", "TDP W", true},
-                 {"price_usd_per_hour", "$/GPU-h", true}};
+                 {"price_usd_per_hour", "$/GPU-h", true},
+                 {"price_kind", "price kind"}};
     for (const auto& x : db->gpus) {
       t.rows.push_back({x.info.id, x.info.name, num(tf(x, Precision::bf16)), num(tf(x, Precision::fp16)),
                         num(tf(x, Precision::fp8)),
                         num(tf(x, Precision::fp4)), num(u::to_GB(x.memory.capacity_label)),
                         num(u::to_TBps(x.memory.bandwidth)),
                         x.scale_up ? num(u::to_GBps(x.scale_up->per_gpu_uni)) : "",
-                        x.tdp ? num(x.tdp->raw()) : "", x.price ? num(u::to_usd_per_hour(*x.price)) : ""});
+                        x.tdp ? num(x.tdp->raw()) : "", x.price ? num(u::to_usd_per_hour(*x.price)) : "",
+                        x.price ? std::string(hw::to_string(x.price_kind)) : ""});
     }
   } else if (o.kind == "links") {
     t.columns = {{"id", "id"}, {"name", "name"}, {"type", "type"}, {"generation", "gen"},
@@ -125,7 +127,10 @@ nlohmann::ordered_json gpu_json(const hw::GpuSpec& x, const std::optional<Estima
     if (auto r = x.peak(p)) peaks[std::string(hw::to_string(p)) + (p == Precision::int8 ? "_TOPs" : "_TFLOPs")] = u::to_TFLOPs(*r);
   j["dense_peak"] = peaks;
   j["memory_capacity_GB"] = u::to_GB(x.memory.capacity_label);
-  if (x.memory.device_reported) j["memory_device_reported_GiB"] = u::to_GiB(*x.memory.device_reported);
+  if (x.memory.device_reported) {
+    j["memory_device_reported_GiB"] = u::to_GiB(*x.memory.device_reported);
+    j["memory_device_reported_by"] = std::string(hw::to_string(x.memory.reported_by));
+  }
   j["memory_bandwidth_TBps"] = u::to_TBps(x.memory.bandwidth);
   if (ridge) j["ridge_point_bf16_FLOP_per_B"] = ridge->value.raw();
   if (x.l2) j["l2_MB"] = x.l2->raw() / 1e6;
@@ -133,7 +138,12 @@ nlohmann::ordered_json gpu_json(const hw::GpuSpec& x, const std::optional<Estima
   if (x.scale_up) j["scale_up"] = {{"link", x.scale_up->link}, {"links", x.scale_up->links},
                                    {"per_gpu_uni_GBps", u::to_GBps(x.scale_up->per_gpu_uni)}};
   if (!x.pcie.empty()) j["pcie"] = x.pcie;
-  if (x.price) j["price_usd_per_hour"] = u::to_usd_per_hour(*x.price);
+  if (x.price) {
+    j["price_usd_per_hour"] = u::to_usd_per_hour(*x.price);
+    j["price_kind"] = std::string(hw::to_string(x.price_kind));
+    j["price_provider"] = x.price_provider;
+    j["price_date"] = x.price_date.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(x.price_date);
+  }
   j["file"] = x.info.file;
   nlohmann::ordered_json src = nlohmann::ordered_json::array();
   for (const auto& s : x.info.sources) src.push_back({{"id", s.id}, {"ref", s.ref}, {"for", s.fields}});
@@ -189,7 +199,9 @@ int show(const GlobalOptions& g, const HwOptions& o) {
     mem.rows.emplace_back("capacity", fmt::format("{} {} (label; = {})", u::format(x->memory.capacity_label),
                                                   x->memory.type, u::format(x->memory.capacity_label, u::BytePrefix::binary)));
     if (x->memory.device_reported)
-      mem.rows.emplace_back("device reports", u::format(*x->memory.device_reported, u::BytePrefix::binary, 4));
+      mem.rows.emplace_back("device reports", fmt::format("{} ({})",
+                                                          u::format(*x->memory.device_reported, u::BytePrefix::binary, 4),
+                                                          hw::to_string(x->memory.reported_by)));
     mem.rows.emplace_back("bandwidth", u::format(x->memory.bandwidth));
     if (ridge) mem.rows.emplace_back("ridge point (bf16)", u::format(ridge->value, 4));
     if (x->l2) mem.rows.emplace_back("L2", u::format(*x->l2));
@@ -201,7 +213,7 @@ int show(const GlobalOptions& g, const HwOptions& o) {
       io.rows.emplace_back("scale-up", fmt::format("{} × {} links, {} per direction", x->scale_up->link,
                                                    x->scale_up->links, u::format(x->scale_up->per_gpu_uni)));
     if (!x->pcie.empty()) io.rows.emplace_back("PCIe", x->pcie);
-    if (x->price) io.rows.emplace_back("indicative price", u::format(*x->price));
+    if (x->price) io.rows.emplace_back("indicative price", describe_price(std::nullopt, x));
     s.push_back(io);
     Section src{"Sources (" + x->info.cited() + ")", {}};
     for (const auto& so : x->info.sources) src.rows.emplace_back(so.id, so.ref);

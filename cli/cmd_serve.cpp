@@ -98,6 +98,8 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
     o["tokens_per_s"] = r.best->state.output_tokens_per_s * double(r.best->replicas);
     o["max_concurrency"] = r.best->max_batch_memory;
     o["cost_per_mtok_usd"] = r.best->cost_per_mtok_usd;
+    if (const auto kind = price_kind(rs.sys.price, rs.sys.gpu); kind && r.best->cost_rate.raw() > 0)
+      o["price_kind"] = *kind;
   }
   o["per_tp"] = ordered_json::array();
   for (const auto& c : r.per_tp) o["per_tp"].push_back(cand(c));
@@ -225,7 +227,13 @@ int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann:
       {"ttft_s", "/ttft_s"},              {"itl_s", "/itl_s"},
       {"tokens_per_s", "/tokens_per_s"},  {"cost_per_hour_usd", "/best/cost_per_hour_usd"},
       {"cost_per_mtok_usd", "/cost_per_mtok_usd"}, {"reasons", "/reasons"}};
-  return run_sweep(axes, j, eval, columns, parse_format(g.format) == Format::json ? Format::json : Format::csv);
+  // As for training sweeps: across hardware the kind of price goes beside the cost, and run_sweep notes a mix.
+  std::vector<SweepColumn> cols = columns;
+  if (std::any_of(axes.begin(), axes.end(), [](const SweepAxis& a) {
+        return a.key == "gpu" || a.key == "node";
+      }))
+    cols.insert(cols.end() - 1, SweepColumn{"price_kind", "/price_kind"});
+  return run_sweep(axes, j, eval, cols, parse_format(g.format) == Format::json ? Format::json : Format::csv);
 }
 
 int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s) {
@@ -526,8 +534,9 @@ std::vector<Section> planner_sections(const ResolvedServing& rs, const model::Se
                 {"TTFT", fmt::format("{} at p{} ({} prefill, {} queueing)", ms(b.ttft), plain_number(rs.percentile),
                                      ms(b.ttft - b.queue_wait), ms(b.queue_wait))},
                 {"ITL", fmt::format("{} (decode-only step {})", ms(b.itl), ms(b.state.itl_decode_only))},
-                {"cost", b.cost_rate.raw() > 0 ? fmt::format("${:.2f}/hour, ${:.3g} per million output tokens",
-                                                             u::to_usd_per_hour(b.cost_rate), b.cost_per_mtok_usd)
+                {"cost", b.cost_rate.raw() > 0 ? fmt::format("${:.2f}/hour, ${:.3g} per million output tokens, at {}",
+                                                             u::to_usd_per_hour(b.cost_rate), b.cost_per_mtok_usd,
+                                                             describe_price(rs.sys.price, rs.sys.gpu))
                                                : std::string("no price for this GPU (give --price)")}};
     for (const auto& reason : r.reasons) ans.rows.emplace_back("reason", reason);
     sec.push_back(ans);

@@ -162,7 +162,10 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
                    {"fits", est.memory.fits}, {"breakdown", bytes_json(est.memory)}};
     if (est.time_to_train) o["time_to_train_s"] = est.time_to_train->raw();
     if (est.gpu_hours) o["gpu_hours"] = *est.gpu_hours;
-    if (est.cost) o["cost_usd"] = est.cost->raw();
+    if (est.cost) {
+      o["cost_usd"] = est.cost->raw();
+      o["price_kind"] = price_kind(sys.price, sys.gpu).value_or("");
+    }
     if (est.energy) o["energy_kWh"] = est.energy->raw() / 3.6e6;
   }
   if (explain && !est.derivation.empty()) o["derivation"] = derivation_json(est.derivation);
@@ -183,7 +186,8 @@ std::string layout_text(const wl::TrainingPlan& plan) {
 }
 
 /// The text/Markdown sections of one estimate after its head section: Infeasible, Throughput, Step breakdown, Memory.
-std::vector<Section> estimate_sections(const wl::TrainingPlan& plan, const model::TrainingEstimate& est) {
+std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
+                                       const model::TrainingEstimate& est) {
   const auto& par = plan.par;
   std::vector<Section> sec;
   if (!est.feasibility.ok) {
@@ -201,7 +205,8 @@ std::vector<Section> estimate_sections(const wl::TrainingPlan& plan, const model
       perf.rows.emplace_back("time to train", fmt::format("{} for {} tokens", u::format(*est.time_to_train),
                                                           u::format_number(*plan.tokens_to_train, 3)));
       perf.rows.emplace_back("GPU-hours", u::format_number(*est.gpu_hours, 4));
-      if (est.cost) perf.rows.emplace_back("cost", u::format(*est.cost));
+      if (est.cost)
+        perf.rows.emplace_back("cost", fmt::format("{} at {}", u::format(*est.cost), describe_price(sys.price, sys.gpu)));
       if (est.energy) perf.rows.emplace_back("energy (estimate: TDP × busy time)", u::format(*est.energy));
     }
     sec.push_back(perf);
@@ -249,7 +254,7 @@ std::vector<Section> training_sections(const wl::TransformerArch& arch, long lon
                                      plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
                {"node", sys.node ? sys.node->info.id : "single GPU"}};
   sec.push_back(head);
-  for (auto& x : estimate_sections(plan, est)) sec.push_back(std::move(x));
+  for (auto& x : estimate_sections(sys, plan, est)) sec.push_back(std::move(x));
   return sec;
 }
 
@@ -505,7 +510,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
                                     best_plan.offload == wl::Offload::optimizer ? ", CPU offload of the optimizer"
                                                                                 : "")}};
     sec.push_back(b);
-    for (auto& x : estimate_sections(best_plan, *best)) sec.push_back(std::move(x));
+    for (auto& x : estimate_sections(sys, best_plan, *best)) sec.push_back(std::move(x));
   } else {
     Section none{"No layout ranks", {}};
     if (res.valid == 0) none.rows.emplace_back("-", "no valid layout (see the notes)");
@@ -571,7 +576,15 @@ int run_train_sweep(const GlobalOptions& g, const TrainFlags& f, const nlohmann:
       {"time_to_train_s", "/time_to_train_s"}, {"gpu_hours", "/gpu_hours"},
       {"cost_usd", "/cost_usd"},         {"energy_kWh", "/energy_kWh"},
       {"reasons", "/reasons"}};
-  return run_sweep(axes, j, eval, columns, parse_format(g.format) == Format::json ? Format::json : Format::csv);
+  // A sweep over the hardware can cost points at different kinds of price (on-demand, spot): the kind goes beside
+  // the cost, and run_sweep notes a mix.
+  std::vector<SweepColumn> cols = columns;
+  if (std::any_of(axes.begin(), axes.end(), [](const SweepAxis& a) {
+        return a.key == "gpu" || a.key == "node" || a.key == "cluster";
+      }))
+    cols.insert(std::find_if(cols.begin(), cols.end(), [](const SweepColumn& c) { return c.key == "energy_kWh"; }),
+                SweepColumn{"price_kind", "/price_kind"});
+  return run_sweep(axes, j, eval, cols, parse_format(g.format) == Format::json ? Format::json : Format::csv);
 }
 
 int run_train(const GlobalOptions& g, const TrainFlags& f) {

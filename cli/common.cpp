@@ -309,4 +309,27 @@ const char* recompute_key(wl::Recompute r) {
   return r == wl::Recompute::none ? "none" : r == wl::Recompute::selective ? "selective" : "full";
 }
 
+std::optional<std::string> price_kind(const std::optional<units::UsdPerSecond>& given, const hw::GpuSpec* gpu) {
+  if (given) return std::string("as given");
+  if (gpu != nullptr && gpu->price) return std::string(hw::to_string(gpu->price_kind));
+  return std::nullopt;
+}
+
+std::string describe_price(const std::optional<units::UsdPerSecond>& given, const hw::GpuSpec* gpu,
+                           std::string_view given_by) {
+  if (given) return fmt::format("${:.2f}/GPU-h as given ({})", units::to_usd_per_hour(*given), given_by);
+  if (gpu == nullptr || !gpu->price) return "";
+  std::string who = gpu->price_provider;
+  who += gpu->price_date.empty() ? std::string(", undated") : ", " + gpu->price_date;
+  return fmt::format("${:.2f}/GPU-h {} ({})", units::to_usd_per_hour(*gpu->price), hw::to_string(gpu->price_kind), who);
+}
+
+std::string mixed_price_note(const std::vector<std::string>& kinds) {
+  const bool on_demand = std::find(kinds.begin(), kinds.end(), "on-demand") != kinds.end();
+  const bool spot = std::find(kinds.begin(), kinds.end(), "spot") != kinds.end();
+  if (!(on_demand && spot)) return "";
+  return "these costs mix on-demand and spot prices: a spot GPU can be pre-empted and often rents for half the "
+         "on-demand rate, so the costs are not comparable as they stand (give one price with --price to compare)";
+}
+
 }  // namespace gpuplan::cli

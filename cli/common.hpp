@@ -10,6 +10,8 @@
 
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/wl/training.hpp"
 
 namespace gpuplan::cli {
@@ -93,6 +95,17 @@ int finish_output(int rc);
 
 /// A number as a user typed it back in messages: up to 10 significant digits, no trailing zeros ("0.9", "7e+09").
 std::string plain_number(double v);
+
+/// The kind of the price a plan is costed at: "on-demand" or "spot" for a GPU file's price, "as given" for a price
+/// the user set (`given` = the plan's override), nullopt without a price.
+std::optional<std::string> price_kind(const std::optional<units::UsdPerSecond>& given, const hw::GpuSpec* gpu);
+/// The price a plan is costed at, in words: "$2.69/GPU-h on-demand (RunPod Secure Cloud, 2026-05)" for a GPU
+/// file's price, "$3.00/GPU-h as given (--price)" for the user's; "" without a price.
+std::string describe_price(const std::optional<units::UsdPerSecond>& given, const hw::GpuSpec* gpu,
+                           std::string_view given_by = "--price");
+/// A note for a table that puts costs at several prices side by side: "" unless both on-demand and spot prices are
+/// among `kinds` (the values price_kind returned), else why the costs are not comparable.
+std::string mixed_price_note(const std::vector<std::string>& kinds);
 
 /// The recompute mode as the output spells it: "none", "selective" or "full".
 const char* recompute_key(wl::Recompute r);

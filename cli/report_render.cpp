@@ -226,16 +226,20 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
   ot.columns = {{"option", "option"}, {"gpu", "GPU"}, {"node", "node"}, {"price", "price per GPU-hour", true}};
   if (any_max) ot.columns.push_back({"max", "max GPUs", true});
   std::vector<std::string> sources;
+  std::vector<std::string> kinds;
   for (std::size_t k = 0; k < opts.size(); ++k) {
     const auto& oc = ctx.options[k];
     const auto price = oc.sys.price ? oc.sys.price : oc.sys.gpu->price;
+    const auto kind = price_kind(oc.sys.price, oc.sys.gpu);
+    if (kind) kinds.push_back(*kind);
     ot.rows.push_back({option_label(opts[k]), oc.sys.gpu->info.name, oc.sys.node ? oc.sys.node->info.id : "",
-                       price ? fmt::format("${:.2f}", u::to_usd_per_hour(*price)) : ""});
+                       price ? fmt::format("${:.2f} {}", u::to_usd_per_hour(*price), kind.value_or("")) : ""});
     if (any_max) ot.rows.back().push_back(res.options[k].max_gpus ? count(double(*res.options[k].max_gpus)) : "");
     sources.push_back(fmt::format("**{}**: {}", option_label(opts[k]),
                                   price ? oc.price_origin : "no price known: give price_usd_per_gpu_hour"));
   }
   doc.table(ot);
+  if (const std::string mixed = mixed_price_note(kinds); !mixed.empty()) doc.para("**Note:** " + mixed + ".");
   doc.para("Where each price comes from:");
   doc.bullets(sources);
   if (html) {
@@ -472,6 +476,7 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
                             {"node", oc.sys.node ? ordered_json(oc.sys.node->info.id) : ordered_json()},
                             {"cluster", opts[k].cluster.empty() ? ordered_json() : ordered_json(opts[k].cluster)},
                             {"price_usd_per_gpu_hour", price ? ordered_json(u::to_usd_per_hour(*price)) : ordered_json()},
+                            {"price_kind", price ? ordered_json(*price_kind(oc.sys.price, oc.sys.gpu)) : ordered_json()},
                             {"price_source", price ? ordered_json(oc.price_origin) : ordered_json()},
                             {"max_gpus", res.options[k].max_gpus ? ordered_json(*res.options[k].max_gpus) : ordered_json()}});
   }

@@ -172,6 +172,7 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
   std::vector<std::size_t> idx(axes.size(), 0);
   bool any_feasible = false;
   std::vector<std::string> seen;
+  std::vector<std::string> price_kinds;  // the price_kind column, where the sweep has one
   for (std::size_t n = 0; n < total; ++n) {
     nlohmann::json point = base;
     nlohmann::ordered_json row;
@@ -210,6 +211,7 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
       row[c.key] = result->contains(p) ? (*result)[p] : nlohmann::ordered_json();
     }
     if (row.contains("feasible") && row["feasible"].is_boolean() && row["feasible"].get<bool>()) any_feasible = true;
+    if (row.contains("price_kind") && row["price_kind"].is_string()) price_kinds.push_back(row["price_kind"].get<std::string>());
     write_row(row, n);
     if (tty) {
       std::fprintf(stderr, "\r\033[K  sweep %zu / %zu points", n + 1, total);
@@ -222,6 +224,11 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
   }
   if (tty) std::fputs("\r\033[K", stderr);
   close_rows(total);
+  if (const std::string mixed = mixed_price_note(price_kinds); !mixed.empty()) {
+    Diagnostics d;
+    d.note("", "--sweep", "the cost_usd column: " + mixed + "; see the price_kind column");
+    report(d);
+  }
   return any_feasible ? kExitOk : kExitInfeasible;
 }
 

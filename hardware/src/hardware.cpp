@@ -85,6 +85,23 @@ std::string_view to_string(ScaleUpTopology t) {
   return "?";
 }
 
+std::string_view to_string(MemoryReportedBy b) {
+  switch (b) {
+    case MemoryReportedBy::cuda: return "cuda";
+    case MemoryReportedBy::nvidia_smi: return "nvidia-smi";
+    case MemoryReportedBy::mlperf: return "mlperf";
+  }
+  return "?";
+}
+
+std::string_view to_string(PriceKind k) {
+  switch (k) {
+    case PriceKind::on_demand: return "on-demand";
+    case PriceKind::spot: return "spot";
+  }
+  return "?";
+}
+
 std::string_view to_string(FabricTopology t) {
   switch (t) {
     case FabricTopology::fat_tree: return "fat-tree";

@@ -406,4 +406,20 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   return r;
 }
 
+std::string capacity_basis(const hw::GpuSpec& gpu) {
+  if (!gpu.memory.device_reported)
+    return "vendor label (no device-reported figure is sourced for this GPU; CUDA sees less than the label's GiB "
+           "on most parts)";
+  switch (gpu.memory.reported_by) {
+    case hw::MemoryReportedBy::cuda: return "device-reported: CUDA's total memory";
+    case hw::MemoryReportedBy::nvidia_smi:
+      return "device-reported: nvidia-smi's memory.total, which counts the driver's reserved memory (CUDA sees a few "
+             "hundred MiB less), so the check is that much optimistic";
+    case hw::MemoryReportedBy::mlperf:
+      return "device-reported: an MLPerf system description's accelerator memory (as nvidia-smi counts it, with the "
+             "driver's reserved memory; CUDA sees a few hundred MiB less)";
+  }
+  return "device-reported";
+}
+
 }  // namespace gpuplan::model

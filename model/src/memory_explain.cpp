@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/memory.hpp"
 #include "memory_core.hpp"
 
 namespace gpuplan::model::detail {
@@ -66,7 +67,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
       "total = weights + gradients + master weights + optimizer states + activations + logits + CUDA context "
       "+ NCCL buffers + fragmentation";
   d.inputs = {{"capacity", fmt::format("{} ({})", format(r.capacity), format(r.capacity, units::BytePrefix::binary)),
-               "memory the device exposes",
+               capacity_basis(gpu),
                Origin::datasheet(
                    gpu.info.cite(gpu.memory.device_reported ? "/memory/device_reported_MiB" : "/memory/capacity_GB"))},
               {"t·p·d·c·e", fmt::format("{}·{}·{}·{}·{}", par.tp, par.pp, par.dp, par.cp, par.ep),

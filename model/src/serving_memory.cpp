@@ -656,7 +656,7 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
     Derivation b;
     b.id = "budget";
     b.title = fmt::format("Engine memory budget ({})", to_string(plan.engine));
-    b.inputs = {{"C", gib(c.capacity), plan.capacity == CapacityBasis::label ? "vendor capacity label" : "device memory (driver)",
+    b.inputs = {{"C", gib(c.capacity), plan.capacity == CapacityBasis::label ? "vendor capacity label (asked for)" : capacity_basis(gpu),
                  Origin::datasheet(cap_ref)},
                 {"f", format_number(plan.memory_fraction),
                  plan.engine == MemoryEngine::vllm     ? "gpu_memory_utilization"

@@ -412,8 +412,12 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
          {"B", std::to_string(b.batch), fmt::format("concurrent sequences per replica (KV capacity {})", b.max_batch_memory),
           Origin::derived()},
          {"λ_r", units::format_number(b.replica_requests_per_s, 4) + " req/s", "one replica at B", Origin::derived()},
-         {"price", price ? fmt::format("${:.2f}/GPU-h", units::to_usd_per_hour(*price)) : std::string("unknown"),
-          "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price"))}},
+         {"price",
+          price ? fmt::format("${:.2f}/GPU-h{}", units::to_usd_per_hour(*price),
+                              sys.price ? std::string(" (as given)")
+                                        : fmt::format(" ({}, {})", hw::to_string(gpu.price_kind), gpu.price_provider))
+                : std::string("unknown"),
+          "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price_usd_per_hour"))}},
         fmt::format("{} replicas × TP {} × PP {} = {} GPUs; TTFT p{:g} {}, ITL {}", b.replicas, b.tp, b.pp, b.gpus,
                     sla.percentile * 100, format(b.ttft), format(b.itl)),
         {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail)", format(b.queue_wait))},

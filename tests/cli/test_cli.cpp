@@ -71,7 +71,8 @@ TEST_SUITE("gpuplan hw") {
     REQUIRE(r.rc == 0);
     const auto ls = lines(r.out);
     REQUIRE(!ls.empty());
-    CHECK(ls[0] == "id,name,bf16_TFLOPs,fp16_TFLOPs,fp8_TFLOPs,fp4_TFLOPs,hbm_GB,hbm_TBps,scale_up_uni_GBps,tdp_W,price_usd_per_hour");
+    CHECK(ls[0] == "id,name,bf16_TFLOPs,fp16_TFLOPs,fp8_TFLOPs,fp4_TFLOPs,hbm_GB,hbm_TBps,scale_up_uni_GBps,tdp_W,price_usd_per_hour,"
+          "price_kind");
     CHECK(ls.size() == 1 + kGpuIds.size());
     CHECK(contains(r.out, "\nh100-sxm5-80gb,NVIDIA H100 SXM5 80GB,989.4,"));
   }

@@ -200,6 +200,7 @@ TEST_SUITE("units the decoder relies on") {
   TEST_CASE("device_reported_MiB is mebibytes and takes precedence over the label") {
     Json j = minimal_gpu();
     j["memory"]["device_reported_MiB"] = 81559;
+    j["memory"]["device_reported_by"] = "nvidia-smi";
     auto r = gpuplan::hw_io::decode_gpu(j, "");
     REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
     REQUIRE(r->memory.device_reported.has_value());
@@ -233,6 +234,8 @@ TEST_SUITE("units the decoder relies on") {
     j["l2_MB"] = 50;
     j["tdp_W"] = 700;
     j["price_usd_per_hour"] = 3.6;
+    j["price_kind"] = "on_demand";
+    j["price_provider"] = "Example Cloud";
     j["dense_peak"]["int8_TOPs"] = 1978.9;
     auto r = gpuplan::hw_io::decode_gpu(j, "");
     REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
@@ -939,5 +942,166 @@ TEST_SUITE("gpuplan hw validate: hostile files exit 2 with a diagnostic") {
     CHECK(s.rc == kInvalid);
     CHECK(contains(s.err, "/dense_peak/bf16_TFLOPs: error: value 1e-310 TFLOP/s is too small to mean anything"));
     CHECK(s.out.empty());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Hardware completeness (#22 item 3): every GPU can be planned on a node, every price says what kind it is, and the
+// fit checks use the driver's figure where one is sourced.
+TEST_SUITE("hardware completeness") {
+  TEST_CASE("every GPU file has at least one node file that uses it") {
+    const auto& db = shipped();
+    REQUIRE(db.gpus.size() >= 21);  // the 21 GPU files of data/hardware/gpus when this test was written
+    for (const auto& g : db.gpus) {
+      int nodes = 0;
+      for (const auto& n : db.nodes)
+        if (n.gpu == g.info.id) ++nodes;
+      CHECK_MESSAGE(nodes >= 1, g.info.id << " has no node in data/hardware/nodes");
+    }
+  }
+
+  TEST_CASE("every GPU with a price says its kind and who rents at it") {
+    int priced = 0;
+    for (const auto& g : shipped().gpus) {
+      if (!g.price) continue;
+      ++priced;
+      CHECK_MESSAGE(!g.price_provider.empty(), g.info.id << " has a price without a provider");
+      const std::string kind(gpuplan::hw::to_string(g.price_kind));
+      CHECK_MESSAGE((kind == "on-demand" || kind == "spot"), g.info.id);
+      bool cited = false;
+      for (const auto& s : g.info.sources)
+        for (const auto& f : s.fields) cited = cited || f == "/price_usd_per_hour";
+      CHECK_MESSAGE(cited, g.info.id << " price has no source entry for /price_usd_per_hour");
+    }
+    CHECK(priced >= 10);
+    // The one spot price in the data: Azure's NC40ads_H100_v5 spot VM (caleta.io), $1.61/h.
+    const auto* nvl = shipped().find_gpu("h100-nvl");
+    REQUIRE(nvl != nullptr);
+    REQUIRE(nvl->price.has_value());
+    CHECK(nvl->price_kind == gpuplan::hw::PriceKind::spot);
+    CHECK(u::to_usd_per_hour(*nvl->price) == doctest::Approx(1.61));
+    const auto* h100 = shipped().find_gpu("h100-sxm5-80gb");
+    REQUIRE(h100 != nullptr);
+    CHECK(h100->price_kind == gpuplan::hw::PriceKind::on_demand);
+    CHECK(h100->price_provider == "RunPod Secure Cloud");
+    CHECK(h100->price_date == "2026-05");
+  }
+
+  TEST_CASE("A100 80GB fit checks use CUDA's 81157.75 MiB, not the 80 GB label") {
+    const auto* a100 = shipped().find_gpu("a100-sxm4-80gb");
+    REQUIRE(a100 != nullptr);
+    REQUIRE(a100->memory.device_reported.has_value());
+    CHECK(a100->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
+    // deviceQuery (thamada/nvidia-smi, driver 12.5): 85,100,068,864 bytes = 81157.75 x 2^20 (deviceQuery rounds it to 81158).
+    CHECK(a100->memory_capacity().raw() == 85100068864.0);
+    // By hand: 85,100,068,864 / 2^30 = 79.256 GiB, against the label's 80e9 / 2^30 = 74.506 GiB: 6.4% more room.
+    CHECK(u::to_GiB(a100->memory_capacity()) == doctest::Approx(79.2559).epsilon(1e-5));
+    CHECK(u::to_GiB(a100->memory.capacity_label) == doctest::Approx(74.5058).epsilon(1e-5));
+    // A 78 GiB footprint fits on the device figure and would not on the label.
+    const double need = 78.0 * 1073741824.0;
+    CHECK(need <= a100->memory_capacity().raw());
+    CHECK(need > a100->memory.capacity_label.raw());
+  }
+
+  TEST_CASE("nvidia-smi figures are kept apart from CUDA's") {
+    const auto* l40s = shipped().find_gpu("l40s");
+    REQUIRE(l40s != nullptr);
+    REQUIRE(l40s->memory.device_reported.has_value());
+    CHECK(l40s->memory.reported_by == gpuplan::hw::MemoryReportedBy::nvidia_smi);
+    CHECK(l40s->memory_capacity().raw() == 46068.0 * 1048576.0);
+    const auto* h100 = shipped().find_gpu("h100-sxm5-80gb");
+    REQUIRE(h100 != nullptr);
+    CHECK(h100->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
+  }
+}
+
+TEST_SUITE("price and device-memory fields: bad input") {
+  Json priced_gpu() {
+    Json j = minimal_gpu();
+    j["price_usd_per_hour"] = 2.5;
+    j["price_kind"] = "on_demand";
+    j["price_provider"] = "Example Cloud";
+    j["price_date"] = "2026-05";
+    return j;
+  }
+  std::string errors_of(const Json& j) {
+    auto r = gpuplan::hw_io::decode_gpu(j, "gpus/test-gpu.json");
+    if (r.ok()) return "";
+    return r.diagnostics().to_string();
+  }
+
+  TEST_CASE("a complete price decodes") {
+    auto r = gpuplan::hw_io::decode_gpu(priced_gpu(), "");
+    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+    CHECK(u::to_usd_per_hour(*r->price) == doctest::Approx(2.5));
+    CHECK(r->price_kind == gpuplan::hw::PriceKind::on_demand);
+    CHECK(r->price_provider == "Example Cloud");
+    CHECK(r->price_date == "2026-05");
+  }
+
+  TEST_CASE("an unknown price_kind is an error at its pointer") {
+    Json j = priced_gpu();
+    j["price_kind"] = "reserved";
+    const std::string e = errors_of(j);
+    CHECK(e.find("/price_kind") != std::string::npos);
+    CHECK(e.find("reserved") != std::string::npos);
+    CHECK(e.find("on_demand") != std::string::npos);
+  }
+
+  TEST_CASE("a price without its kind is an error") {
+    Json j = priced_gpu();
+    j.erase("price_kind");
+    const std::string e = errors_of(j);
+    CHECK(e.find("/price_usd_per_hour") != std::string::npos);
+    CHECK(e.find("a price needs 'price_kind' (on_demand or spot)") != std::string::npos);
+  }
+
+  TEST_CASE("a price without its provider is an error") {
+    Json j = priced_gpu();
+    j.erase("price_provider");
+    CHECK(errors_of(j).find("a price needs 'price_provider'") != std::string::npos);
+  }
+
+  TEST_CASE("a price kind without a price is an error") {
+    Json j = minimal_gpu();
+    j["price_kind"] = "spot";
+    const std::string e = errors_of(j);
+    CHECK(e.find("/price_kind") != std::string::npos);
+    CHECK(e.find("'price_kind' is given without 'price_usd_per_hour'") != std::string::npos);
+  }
+
+  TEST_CASE("a price date must be YYYY-MM or YYYY-MM-DD") {
+    for (const char* bad : {"May 2026", "2026-13", "2026-05-32", "2026/05", "26-05"}) {
+      Json j = priced_gpu();
+      j["price_date"] = bad;
+      const std::string e = errors_of(j);
+      CHECK_MESSAGE(e.find("/price_date") != std::string::npos, bad);
+      CHECK_MESSAGE(e.find("is not a date of the form YYYY-MM or YYYY-MM-DD") != std::string::npos, bad);
+    }
+    for (const char* good : {"2026-05", "2025-08-12"}) {
+      Json j = priced_gpu();
+      j["price_date"] = good;
+      CHECK_MESSAGE(errors_of(j).empty(), good);
+    }
+  }
+
+  TEST_CASE("device_reported_MiB needs the tool it was read with") {
+    Json j = minimal_gpu();
+    j["memory"]["device_reported_MiB"] = 81920;
+    const std::string e = errors_of(j);
+    CHECK(e.find("/memory/device_reported_MiB") != std::string::npos);
+    CHECK(e.find("needs 'device_reported_by' (cuda, nvidia-smi or mlperf)") != std::string::npos);
+    j["memory"]["device_reported_by"] = "rocm";
+    const std::string e2 = errors_of(j);
+    CHECK(e2.find("/memory/device_reported_by") != std::string::npos);
+    CHECK(e2.find("rocm") != std::string::npos);
+    j["memory"]["device_reported_by"] = "cuda";
+    CHECK(errors_of(j).empty());
+  }
+
+  TEST_CASE("device_reported_by without a figure is an error") {
+    Json j = minimal_gpu();
+    j["memory"]["device_reported_by"] = "cuda";
+    CHECK(errors_of(j).find("'device_reported_by' is given without 'device_reported_MiB'") != std::string::npos);
   }
 }

@@ -130,7 +130,13 @@ const FieldTable& memory_fields() {
   static const FieldTable t{
       text("type", "memory technology (HBM3, HBM3e, GDDR6...)", kReq),
       positive("capacity_GB", "GB", 2880, "vendor capacity label", kReq),
-      positive("device_reported_MiB", "MiB", 2.9e6, "capacity the driver reports, where sourced"),
+      positive("device_reported_MiB", "MiB", 2.9e6,
+               "capacity the driver reports, where sourced (with device_reported_by; used by the fit checks instead of "
+               "the label)"),
+      text("device_reported_by", "the tool device_reported_MiB was read with (required with it): cuda = CUDA's total "
+                                 "(cudaMemGetInfo / totalGlobalMem), nvidia-smi = memory.total (includes the driver's "
+                                 "reserved memory), mlperf = an MLPerf system description's accelerator memory",
+           kOpt, {"cuda", "nvidia-smi", "mlperf"}),
       positive("bandwidth_TBps", "TB/s", 80, "peak memory bandwidth", kReq),
   };
   return t;
@@ -186,6 +192,22 @@ hw::EntityInfo decode_info(const ObjectReader& r, const std::string& file, Diagn
   return info;
 }
 
+/// YYYY-MM or YYYY-MM-DD with a month 01..12 and a day 01..31 (the calendar is not checked further).
+bool valid_price_date(const std::string& d) {
+  auto digits = [&](std::size_t from, std::size_t n) {
+    for (std::size_t i = from; i < from + n; ++i)
+      if (i >= d.size() || d[i] < '0' || d[i] > '9') return false;
+    return true;
+  };
+  if (!(d.size() == 7 || d.size() == 10) || !digits(0, 4) || d[4] != '-' || !digits(5, 2)) return false;
+  const int month = (d[5] - '0') * 10 + (d[6] - '0');
+  if (month < 1 || month > 12) return false;
+  if (d.size() == 7) return true;
+  if (d[7] != '-' || !digits(8, 2)) return false;
+  const int day = (d[8] - '0') * 10 + (d[9] - '0');
+  return day >= 1 && day <= 31;
+}
+
 template <class T>
 Result<T> finish(T value, Diagnostics diags) {
   if (diags.has_errors()) return Result<T>(std::move(diags));
@@ -212,7 +234,13 @@ const FieldTable& gpu_fields() {
                  positive("tdp_W", "W", 14000, "board power / TGP (max of a configurable range)"),
                  nested("scale_up", gpu_scale_up_fields(), "scale-up (NVLink/xGMI) port of the GPU"),
                  text("pcie", "PCIe link id (links/)"),
-                 positive("price_usd_per_hour", "$/GPU-hour", 130, "indicative on-demand price, cited in sources"),
+                 positive("price_usd_per_hour", "$/GPU-hour", 130,
+                          "indicative rental price per GPU-hour, cited in sources (with price_kind and "
+                          "price_provider)"),
+                 text("price_kind", "what kind of rental the price is (required with a price)", kOpt,
+                      {"on_demand", "spot"}),
+                 text("price_provider", "who rents at that price, e.g. \"RunPod Secure Cloud\" (required with a price)"),
+                 text("price_date", "when the source dates the price: YYYY-MM or YYYY-MM-DD (absent: undated)"),
              });
   return t;
 }
@@ -336,6 +364,17 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
     g.memory.type = m->str("type").value_or("");
     g.memory.capacity_label = u::gigabytes(m->num("capacity_GB").value_or(0));
     if (auto v = m->num("device_reported_MiB")) g.memory.device_reported = u::mebibytes(*v);
+    const auto by = m->str("device_reported_by");
+    if (by) g.memory.reported_by = *by == "nvidia-smi" ? hw::MemoryReportedBy::nvidia_smi
+                                   : *by == "mlperf"   ? hw::MemoryReportedBy::mlperf
+                                                       : hw::MemoryReportedBy::cuda;
+    // The tools disagree by hundreds of MiB (nvidia-smi counts the driver's reservation), so a figure without its
+    // tool would be read as the wrong one; a tool without a figure is a leftover.
+    if (g.memory.device_reported && !by && m->valid())
+      m->error("device_reported_MiB", "device_reported_MiB needs 'device_reported_by' (cuda, nvidia-smi or mlperf): "
+                                      "the tools report different totals for the same part");
+    if (by && !g.memory.device_reported && m->valid())
+      m->error("device_reported_by", "'device_reported_by' is given without 'device_reported_MiB'");
     g.memory.bandwidth = u::tb_per_s(m->num("bandwidth_TBps").value_or(0));
   }
   if (auto v = r.num("l2_MB")) g.l2 = u::megabytes(*v);
@@ -347,6 +386,28 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
   }
   g.pcie = r.str("pcie").value_or("");
   if (auto v = r.num("price_usd_per_hour")) g.price = u::usd_per_hour(*v);
+  {
+    const auto kind = r.str("price_kind");
+    const auto provider = r.str("price_provider");
+    const auto date = r.str("price_date");
+    if (kind) g.price_kind = *kind == "spot" ? hw::PriceKind::spot : hw::PriceKind::on_demand;
+    g.price_provider = provider.value_or("");
+    g.price_date = date.value_or("");
+    // A price without its kind cannot be compared with another (spot is often half of on-demand); price fields
+    // without a price are leftovers.
+    if (r.valid()) {
+      if (g.price && !kind)
+        r.error("price_usd_per_hour", "a price needs 'price_kind' (on_demand or spot): spot and on-demand prices "
+                                      "are not comparable");
+      if (g.price && (!provider || provider->empty()))
+        r.error("price_usd_per_hour", "a price needs 'price_provider' (who rents at that price)");
+      for (const char* key : {"price_kind", "price_provider", "price_date"})
+        if (!g.price && r.has(key))
+          r.error(key, fmt::format("'{}' is given without 'price_usd_per_hour'", key));
+      if (date && !valid_price_date(*date))
+        r.error("price_date", fmt::format("'{}' is not a date of the form YYYY-MM or YYYY-MM-DD", *date));
+    }
+  }
   return finish(std::move(g), std::move(diags));
 }
 

@@ -64,12 +64,24 @@ struct LinkSpec {
   std::optional<units::Bandwidth> reduction;         ///< nvswitch in-switch reduction bandwidth
 };
 
+/// The tool a device-reported memory figure was read with. They differ: nvidia-smi's memory.total counts memory the
+/// driver reserves for itself, which CUDA's total (cudaMemGetInfo / cudaDeviceProp::totalGlobalMem) leaves out
+/// (on our H100 SXM5, driver 580: 81559 MiB against 81079 MiB).
+enum class MemoryReportedBy { cuda, nvidia_smi, mlperf };
+std::string_view to_string(MemoryReportedBy b);
+
 struct MemorySpec {
   std::string type;
   units::Bytes capacity_label{};                 ///< vendor's "GB" label, as 10^9 bytes
   std::optional<units::Bytes> device_reported;   ///< what the driver reports (MiB figure), where sourced
+  MemoryReportedBy reported_by = MemoryReportedBy::cuda;  ///< meaningful only with device_reported
   units::Bandwidth bandwidth{};
 };
+
+/// What kind of rental a price is: on-demand (no commitment, not pre-emptible) or spot (pre-emptible). Costs at the
+/// two kinds are not comparable; the report says so wherever it puts them side by side.
+enum class PriceKind { on_demand, spot };
+std::string_view to_string(PriceKind k);  ///< "on-demand", "spot"
 
 struct ScaleUpPort {
   std::string link;  ///< link id
@@ -91,6 +103,9 @@ struct GpuSpec {
   std::optional<ScaleUpPort> scale_up;
   std::string pcie;  ///< pcie link id or ""
   std::optional<units::UsdPerSecond> price;
+  PriceKind price_kind = PriceKind::on_demand;  ///< meaningful only with price
+  std::string price_provider;                   ///< who rents at that price (with price)
+  std::string price_date;                       ///< "YYYY-MM" or "YYYY-MM-DD" as the source dates it; "" = undated
 
   [[nodiscard]] std::optional<units::FlopRate> peak(Precision p) const {
     return dense_peak[static_cast<std::size_t>(p)];

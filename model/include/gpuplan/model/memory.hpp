@@ -62,4 +62,10 @@ TrainingMemory training_memory(const wl::TransformerArch& arch, const ParameterC
 units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                         ActivationLayout layout = ActivationLayout::from_plan);
 
+/// What the fit checks' capacity (GpuSpec::memory_capacity) is for this GPU, in words for a derivation: the
+/// device-reported figure and the tool it was read with, or the vendor label where no device-reported figure is
+/// sourced. nvidia-smi and MLPerf figures count memory the driver reserves (CUDA's total is a few hundred MiB less:
+/// 81559 against 81079 MiB on our H100 SXM5), so the words say the check is that much optimistic.
+std::string capacity_basis(const hw::GpuSpec& gpu);
+
 }  // namespace gpuplan::model
