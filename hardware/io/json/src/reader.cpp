@@ -282,6 +282,61 @@ std::optional<Json> parse(std::string_view text, const std::string& file, Diagno
   return std::move(b.root);
 }
 
+std::optional<Json> parse_allowing_non_finite(std::string_view text, const std::string& file, Diagnostics& diags,
+                                              std::vector<NonFiniteLiteral>* found) {
+  // Rewrite the literals outside strings as quoted strings; line and column refer to the original text. A literal
+  // must stand alone (a value starts after ':', ',', '[' or whitespace); anything else is left to the parser's error.
+  std::string out;
+  out.reserve(text.size() + 16);
+  bool in_string = false;
+  int line = 1, col = 1;
+  for (std::size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) {
+        out += text[i + 1];
+        i += 2;
+        col += 2;
+        continue;
+      }
+      if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+      out += c;
+    } else {
+      std::string_view lit;
+      for (std::string_view w : {std::string_view("-Infinity"), std::string_view("Infinity"), std::string_view("NaN")})
+        if (text.substr(i, w.size()) == w) {
+          lit = w;
+          break;
+        }
+      const auto boundary = [&](std::size_t at) {
+        return at >= text.size() || text[at] == ',' || text[at] == ']' || text[at] == '}' || text[at] == ' ' ||
+               text[at] == '\n' || text[at] == '\r' || text[at] == '\t';
+      };
+      if (!lit.empty() && boundary(i + lit.size())) {
+        out += '"';
+        out += lit;
+        out += '"';
+        if (found) found->push_back({std::string(lit), line, col});
+        i += lit.size();
+        col += static_cast<int>(lit.size());
+        continue;
+      }
+      out += c;
+    }
+    if (c == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    ++i;
+  }
+  return parse(out, file, diags);
+}
+
 bool is_integral(const Json& v) {
   if (v.is_number_integer()) return true;
   if (!v.is_number_float()) return false;

@@ -60,6 +60,18 @@ std::optional<std::string> read_text_file(const std::string& path, Diagnostics& 
 /// object is an error at its JSON pointer (which of the two values counts would otherwise be a silent guess).
 std::optional<Json> parse(std::string_view text, const std::string& file, Diagnostics& diags);
 
+/// A non-standard literal (Infinity, -Infinity, NaN) found by parse_allowing_non_finite, with its 1-based position.
+struct NonFiniteLiteral {
+  std::string text;
+  int line = 0;
+  int column = 0;
+};
+/// parse(), except that the literals Infinity, -Infinity and NaN outside strings (which Python's json module writes,
+/// and Hugging Face config.json files contain) are read as the strings "Infinity", "-Infinity" and "NaN". Only for
+/// foreign files: gpuplan's own data files are strict JSON. Each literal replaced is appended to `found`.
+std::optional<Json> parse_allowing_non_finite(std::string_view text, const std::string& file, Diagnostics& diags,
+                                              std::vector<NonFiniteLiteral>* found = nullptr);
+
 /// True for a JSON integer or a number with an integral value (8 and 8.0, not 8.5 or inf): the one rule for every
 /// integer field, ObjectReader's FieldType::integer and the calibration samples' counts alike.
 bool is_integral(const Json& v);
