@@ -115,6 +115,9 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
     j["kv_cache"] = {{"dtype", o.kv_dtype}, {"kv_bytes_per_token", kv.per_token_full.raw()},
                      {"kv_bytes_per_sequence", kv.per_sequence.raw()}, {"sequence_tokens", o.seq}};
     j["assumptions"] = a.assumptions;
+    j["ignored_config_keys"] = nlohmann::ordered_json::array();
+    for (const auto& n : m->ignored_keys)
+      if (n.counted) j["ignored_config_keys"].push_back({{"keys", n.keys}, {"why", n.why}});
     if (g.explain)
       j["derivations"] = {derivation_json(p.derivation), derivation_json(f.derivation), derivation_json(kv.derivation)};
     if (fmt_ == Format::csv) {
@@ -192,6 +195,18 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
     Section as{"Assumptions", {}};
     for (const auto& x : a.assumptions) as.rows.emplace_back("-", x);
     s.push_back(as);
+  }
+  bool any_ignored = false;
+  for (const auto& n : m->ignored_keys) any_ignored = any_ignored || n.counted;
+  if (any_ignored) {
+    Section ig{"Config keys ignored (reviewed: no size or cost; data/hf/config_keys.json)", {}};
+    for (const auto& n : m->ignored_keys) {
+      if (!n.counted) continue;  // listed with the assumptions
+      std::string keys;
+      for (const auto& k : n.keys) keys += (keys.empty() ? "" : ", ") + k;
+      ig.rows.emplace_back(keys, n.why);
+    }
+    s.push_back(ig);
   }
   out(render_sections(s, fmt_));
   if (g.explain) {

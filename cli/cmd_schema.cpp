@@ -19,8 +19,18 @@ std::string field_reference() {
   o += json_io::field_reference_markdown("Node (data/hardware/nodes/*.json)", hw_io::node_fields());
   o += json_io::field_reference_markdown("Cluster (data/hardware/clusters/*.json)", hw_io::cluster_fields());
   o += json_io::field_reference_markdown("Model (data/models/*.json)", wl_io::model_file_fields());
-  o += json_io::field_reference_markdown("Hugging Face config.json keys read by the importer (others are ignored)",
-                                         wl_io::hf_config_fields());
+  o += json_io::field_reference_markdown(
+      "Hugging Face config.json keys read by the importer (any other key must be on a list of data/hf/config_keys.json: "
+      "ignored, not counted or refused; else the import fails naming it)",
+      wl_io::hf_config_fields());
+  o += json_io::field_reference_markdown("Hugging Face model-type defaults (data/hf/model_type_defaults.json)",
+                                         wl_io::hf_model_type_defaults_fields());
+  o += json_io::field_reference_markdown("Hugging Face model-type defaults: model_types.<model_type>",
+                                         wl_io::hf_model_type_entry_fields());
+  o += json_io::field_reference_markdown("Hugging Face config keys (data/hf/config_keys.json)",
+                                         wl_io::hf_config_keys_fields());
+  o += json_io::field_reference_markdown("Hugging Face config keys: ignored[], not_counted[], refused[]",
+                                         wl_io::hf_key_group_fields());
   o += json_io::field_reference_markdown("Budget plan (data/scenarios/*.json, `gpuplan report`; docs/report.md)",
                                          wl_io::plan_fields());
   o += json_io::field_reference_markdown("Budget plan: options[]", wl_io::plan_option_fields());

@@ -256,7 +256,9 @@ TEST_SUITE("gpuplan model show: Hugging Face config.json we do not ship") {
     CHECK(j["architecture"]["kv_heads"] == 32);
     CHECK(j["architecture"]["attention"] == "MHA");
     CHECK(j["params"]["total"] == 6738415616LL);  // same shapes as Llama-2-7B: 6,738,415,616
-    CHECK(j["assumptions"].dump() == R"x(["num_key_value_heads absent or null: 32 KV heads (multi-head attention)"])x");
+    // LlamaConfig's defaults fill attention_bias and mlp_bias (data/hf/model_type_defaults.json), each listed.
+    CHECK(j["assumptions"].dump() ==
+          R"x(["attention_bias absent: false (transformers default for model_type 'llama', src/transformers/models/llama/configuration_llama.py @ 008e5743)","mlp_bias absent: false (transformers default for model_type 'llama', src/transformers/models/llama/configuration_llama.py @ 008e5743)","num_key_value_heads absent or null: 32 KV heads (multi-head attention)"])x");
   }
 
   TEST_CASE("a Llama config with num_key_value_heads null reads as absent") {
@@ -284,8 +286,11 @@ TEST_SUITE("gpuplan model show: Hugging Face config.json we do not ship") {
     // Every 6th layer is global: layers 6, 12, 18, 24, 30 of 34 -> 29 sliding-window layers.
     CHECK(a["sliding_window"]["window"] == 1024);
     CHECK(a["sliding_window"]["layers"] == 29);
-    CHECK(j["assumptions"].dump() ==
-          R"x(["tie_word_embeddings absent: true (the transformers default for model_type 'gemma3_text')"])x");
+    CHECK(j["assumptions"][0] == "tie_word_embeddings absent: true (transformers default for model_type "
+                                 "'gemma3_text', src/transformers/models/gemma3/modular_gemma3.py (Gemma3TextConfig) "
+                                 "@ 00332048)");
+    CHECK(j["assumptions"][1].get<std::string>().rfind("not counted: mm_tokens_per_image, vision_config", 0) == 0);
+    CHECK(j["assumptions"].size() == 3);  // and the sliding-layer rule
     // Text model of Gemma 3 4B: about 3.88e9 parameters.
     CHECK(j["params"]["total"].get<double>() == doctest::Approx(3.88e9).epsilon(0.005));
   }
@@ -306,7 +311,7 @@ TEST_SUITE("gpuplan model show: Hugging Face config.json we do not ship") {
     CHECK(j["params"]["total"] == 3821079552LL);
     CHECK(j["architecture"]["sliding_window"]["window"] == 2047);
     CHECK(j["architecture"]["sliding_window"]["layers"] == 32);
-    CHECK(j["assumptions"].empty());
+    CHECK(j["assumptions"].dump() == R"x(["layer_types absent: 32 layers of 32 use the 2047-token sliding window (transformers' rule for model_type 'phi3': every layer slides)"])x");
   }
 
   TEST_CASE("a Qwen2-MoE-like config: shared expert from shared_expert_intermediate_size, 14.3B total, 2.7B active") {

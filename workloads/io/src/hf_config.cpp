@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/wl_io/model_io.hpp"
+#include "hf_rules.hpp"
 
 namespace gpuplan::wl_io {
 
@@ -81,7 +82,7 @@ const FieldTable& hf_config_fields() {
   static const FieldTable t{
       strf("model_type", "architecture family (llama, qwen3_moe, deepseek_v3, gpt2...)"),
       anyf("architectures", "class names"),
-      anyf("text_config", "nested language-model config of multimodal models"),
+      anyf("text_config", "nested language-model config of multimodal models (the vision tower is not counted)"),
       dim("hidden_size", 1e6, "model width h", true),
       dim("n_embd", 1e6, "GPT-2: model width", true),
       dim("num_hidden_layers", 1e4, "layers L", true),
@@ -103,6 +104,7 @@ const FieldTable& hf_config_fields() {
       flag("attention_bias", "biases on q, k, v and o projections"),
       flag("qkv_bias", "biases on q, k, v"),
       flag("mlp_bias", "biases on the MLP projections"),
+      flag("use_bias", "StarCoder2: biases on every linear layer (attention and MLP)"),
       flag("use_qk_norm", "per-head q/k RMSNorm"),
       anyf("rope_scaling", "RoPE scaling (not a size)"),
       prob("attention_dropout", "dropout on the attention probabilities in training"),
@@ -111,6 +113,7 @@ const FieldTable& hf_config_fields() {
       prob("hidden_dropout", "dropout on the attention and MLP outputs in training"),
       prob("resid_pdrop", "GPT-2: residual (attention and MLP output) dropout"),
       prob("hidden_dropout_prob", "BERT: hidden dropout"),
+      prob("residual_dropout", "StarCoder2: dropout on the attention and MLP outputs"),
       anyf("rope_theta", "RoPE base"),
       // MoE
       dim("num_local_experts", 1e5, "routed experts (Mixtral, GPT-OSS)", true),
@@ -142,31 +145,226 @@ const FieldTable& hf_config_fields() {
   return t;
 }
 
-Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::string& file,
-                                             const std::string& pointer_in) {
-  Diagnostics diags;
-  const Json* config = &config_in;
-  std::string pointer = pointer_in;
-  // Multimodal configs nest the language model; read it when the top level has no size of its own.
-  if (config->is_object() && config->contains("text_config") && (*config)["text_config"].is_object() &&
-      !config->contains("hidden_size") && !config->contains("n_embd")) {
-    config = &(*config)["text_config"];
-    pointer += "/text_config";
+const Diagnostics& hf_rules_diagnostics() { return hf_rules().diags; }
+
+namespace {
+
+std::string join_keys(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+/// What the importer does with the keys it does not read: each is ignored, not counted or refused by a reviewed
+/// list of data/hf/config_keys.json, or unknown (an error). Refusals are gathered per feature (one error naming all
+/// of its keys that are set); ignored keys are gathered per reason for the output.
+class KeySorter {
+ public:
+  KeySorter(const HfRules& rules, std::string file, Diagnostics& diags)
+      : rules_(rules), file_(std::move(file)), diags_(diags) {}
+
+  void sort(const std::string& key, const Json& value, const std::string& pointer) {
+    if (const HfKeyGroup* g = HfRules::find(rules_.refused, key)) {
+      const bool harmless = value.is_null() ||
+                            std::find(g->harmless_values.begin(), g->harmless_values.end(), value) !=
+                                g->harmless_values.end();
+      if (harmless) {
+        note(key + " = " + json_io::describe_value(value), "a value that leaves the model as read (" + g->feature + ")",
+             true);
+      } else {
+        auto it = std::find_if(refusals_.begin(), refusals_.end(), [&](const Refusal& r) { return r.group == g; });
+        if (it == refusals_.end()) refusals_.push_back({g, key, value, pointer, {}});
+        else it->others.push_back(key);
+      }
+      return;
+    }
+    if (const HfKeyGroup* g = HfRules::find(rules_.ignored, key)) return note(key, g->why, true);
+    if (const HfKeyGroup* g = HfRules::find(rules_.not_counted, key)) return note(key, g->why, false);
+    unknown_.push_back({key, value, pointer});
   }
+
+  /// Reports refusals and unknown keys; true if there were any.
+  bool report(const std::vector<std::string>& known) {
+    for (const auto& r : refusals_)
+      diags_.error(file_, r.pointer,
+                   fmt::format("'{}' = {}: {}; gpuplan refuses the config rather than import a wrong model{}", r.key,
+                               json_io::describe_value(r.value), r.group->why,
+                               r.others.empty() ? "" : " (also set: " + join_keys(r.others) + ")"));
+    for (const auto& u : unknown_)
+      diags_.error(file_, u.pointer,
+                   fmt::format("unknown key '{}' = {}: gpuplan cannot tell whether it changes the model's size or "
+                               "cost, so it stops rather than guess (#23); a key that changes neither belongs, "
+                               "after review, on a list of data/hf/config_keys.json{}",
+                               u.key, json_io::describe_value(u.value), did_you_mean(u.key, known)));
+    return !refusals_.empty() || !unknown_.empty();
+  }
+
+  std::vector<HfKeyNote> notes;
+
+ private:
+  struct Refusal {
+    const HfKeyGroup* group;
+    std::string key;
+    Json value;
+    std::string pointer;
+    std::vector<std::string> others;
+  };
+  struct Unknown {
+    std::string key;
+    Json value;
+    std::string pointer;
+  };
+  void note(const std::string& key, const std::string& why, bool counted) {
+    for (auto& n : notes)
+      if (n.why == why && n.counted == counted) {
+        n.keys.push_back(key);
+        return;
+      }
+    notes.push_back({{key}, why, counted});
+  }
+  const HfRules& rules_;
+  std::string file_;
+  Diagnostics& diags_;
+  std::vector<Refusal> refusals_;
+  std::vector<Unknown> unknown_;
+};
+
+std::string short_commit(const std::string& c) { return c.substr(0, 8); }
+
+}  // namespace
+
+Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::string& file,
+                                             const std::string& pointer_in, std::vector<HfKeyNote>* ignored) {
+  Diagnostics diags;
+  const HfRules& rules = hf_rules();
+  if (rules.diags.has_errors()) {
+    diags.append(rules.diags);
+    return Result<wl::TransformerArch>(std::move(diags));
+  }
+  std::vector<std::string> known;
+  for (const auto& f : hf_config_fields()) known.push_back(f.key);
+  std::set<std::string> understood(known.begin(), known.end());
+  KeySorter sorter(rules, file, diags);
+
+  // Multimodal configs nest the language model; read it when the top level has no size of its own.
+  const bool nested = config_in.is_object() && config_in.contains("text_config") &&
+                      config_in["text_config"].is_object() && !config_in.contains("hidden_size") &&
+                      !config_in.contains("n_embd");
+  std::string pointer = nested ? pointer_in + "/text_config" : pointer_in;
+  Json merged = nested ? config_in["text_config"] : config_in;  // the language model's keys, defaults added below
+  const Json* config = &merged;
+
+  std::string outer_type;
+  if (nested && config_in.contains("model_type")) {
+    const Json& outer = config_in["model_type"];
+    if (outer.is_string()) outer_type = outer.get<std::string>();
+    else diags.error(file, pointer_in + "/model_type", "expected a string, found " + json_io::describe_type(outer));
+  }
+  std::string model_type = merged.is_object() && merged.contains("model_type") && merged["model_type"].is_string()
+                               ? merged["model_type"].get<std::string>()
+                               : "";
+  std::vector<std::string> early_assumptions;
+  if (model_type.empty() && !outer_type.empty()) {
+    // The outer config of a multimodal model names the family; transformers gives its text_config a model_type.
+    const HfModelTypeRules* outer_rules = rules.type(outer_type);
+    if (outer_rules && !outer_rules->text_config_model_type.empty()) {
+      model_type = outer_rules->text_config_model_type;
+      early_assumptions.push_back(fmt::format(
+          "text_config has no model_type: '{}', the default of model_type '{}' (transformers {} @ {})", model_type,
+          outer_type, outer_rules->file, short_commit(outer_rules->commit)));
+    } else {
+      model_type = outer_type;
+    }
+  }
+
+  // Architectures gpuplan does not model are refused by name before their keys are read.
+  for (const auto& [type, where] : {std::pair{outer_type, pointer_in}, std::pair{model_type, pointer}}) {
+    if (type.empty()) continue;
+    if (const HfKeyGroup* g = HfRules::find(rules.refused_model_types, type)) {
+      diags.error(file, where + "/model_type",
+                  fmt::format("model_type '{}': {}; gpuplan refuses the config rather than import a wrong model",
+                              type, g->why));
+      return Result<wl::TransformerArch>(std::move(diags));
+    }
+  }
+
+  if (nested && merged.is_object()) {
+    // The outer level: the nested config, the vision tower, metadata. A language-model key there (llava writes
+    // vocab_size and tie_word_embeddings at the top) fills the text_config when that lacks it.
+    for (auto it = config_in.begin(); it != config_in.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "text_config" || k == "model_type" || k == "architectures") continue;
+      const std::string ptr = pointer_in + "/" + json_pointer_token(k);
+      if (understood.count(k) > 0) {
+        if (!merged.contains(k)) {
+          merged[k] = it.value();
+          early_assumptions.push_back(
+              fmt::format("{} = {}: from the outer config (text_config has none)", k, json_io::describe_value(it.value())));
+        } else if (merged[k] != it.value() && k != "architectures") {
+          diags.error(file, ptr,
+                      fmt::format("{} differs from text_config's {}: which one the language model uses is "
+                                  "ambiguous",
+                                  json_io::describe_value(it.value()), json_io::describe_value(merged[k])));
+        }
+        continue;
+      }
+      sorter.sort(k, it.value(), ptr);
+    }
+  }
+
+  // transformers' defaults for the model type fill the keys the config leaves out (data/hf/model_type_defaults.json).
+  const HfModelTypeRules* type_rules = rules.type(model_type);
+  if (merged.is_object()) {
+    for (auto it = merged.begin(); it != merged.end(); ++it)
+      if (understood.count(it.key()) == 0)
+        sorter.sort(it.key(), it.value(), pointer + "/" + json_pointer_token(it.key()));
+    if (type_rules) {
+      for (const auto& [k, v] : type_rules->defaults) {
+        // A key given under another spelling the importer reads (DeepSeek's n_routed_experts for num_local_experts,
+        // a padded vocabulary) needs no default.
+        static const std::vector<std::vector<std::string>> kSynonyms{
+            {"hidden_size", "n_embd"},
+            {"num_hidden_layers", "n_layer"},
+            {"num_attention_heads", "n_head"},
+            {"intermediate_size", "ffn_hidden_size", "n_inner"},
+            {"vocab_size", "padded_vocab_size"},
+            {"max_position_embeddings", "n_positions"},
+            {"num_local_experts", "num_experts", "n_routed_experts"},
+            {"num_experts_per_tok", "experts_per_token"},
+            {"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"},
+            {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout"}};
+        bool given = merged.contains(k);
+        for (const auto& syn : kSynonyms)
+          if (std::find(syn.begin(), syn.end(), k) != syn.end())
+            for (const auto& other : syn) given = given || merged.contains(other);
+        if (given) continue;
+        merged[k] = v;
+        early_assumptions.push_back(fmt::format("{} absent: {} (transformers default for model_type '{}', {} @ {})", k,
+                                                json_io::describe_value(v), model_type, type_rules->file,
+                                                short_commit(type_rules->commit)));
+      }
+    } else if (!model_type.empty()) {
+      early_assumptions.push_back(fmt::format(
+          "model_type '{}' has no entry in {}: absent keys get no transformers default, and the layers are read as "
+          "{}",
+          model_type, kHfDefaultsFile,
+          gpt2_like().count(model_type) > 0 ? "GPT-2 style (LayerNorm, plain MLP, biases)"
+                                            : "Llama style (RMSNorm, gated MLP, RoPE)"));
+    }
+  }
+  if (sorter.report(known)) return Result<wl::TransformerArch>(std::move(diags));
+  if (ignored != nullptr) ignored->insert(ignored->end(), sorter.notes.begin(), sorter.notes.end());
+
   ObjectReader r(*config, hf_config_fields(), file, pointer, diags, json_io::UnknownKeys::ignore);
   if (!config->is_object()) return Result<wl::TransformerArch>(std::move(diags));
 
   wl::TransformerArch a;
   a.source = file;
-  std::string model_type = r.str("model_type").value_or("");
-  if (model_type.empty() && pointer != pointer_in && config_in.contains("model_type")) {
-    // The outer config of a multimodal model (its text_config is read above); its model_type may name the family.
-    const Json& outer = config_in["model_type"];
-    if (outer.is_string()) model_type = outer.get<std::string>();
-    else diags.error(file, pointer_in + "/model_type", "expected a string, found " + json_io::describe_type(outer));
-  }
   a.model_type = model_type;
   auto assume = [&](std::string s) { a.assumptions.push_back(std::move(s)); };
+  for (auto& x : early_assumptions) assume(std::move(x));
+  for (const auto& n : sorter.notes)
+    if (!n.counted) assume(fmt::format("not counted: {} ({})", join_keys(n.keys), n.why));
 
   // Reads the first present key of a list of synonyms; reports when none is present.
   auto need = [&](std::initializer_list<const char*> keys, const char* what) -> std::int64_t {
@@ -243,6 +441,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   }
   if (auto b = r.boolean("attention_bias")) a.qkv_bias = a.o_bias = *b;
   if (auto b = r.boolean("qkv_bias")) a.qkv_bias = *b;
+  if (auto b = r.boolean("use_bias")) a.qkv_bias = a.o_bias = a.mlp_bias = *b;
   if (auto b = r.boolean("mlp_bias")) a.mlp_bias = *b;
   // Qwen2 / Qwen2-MoE always have q, k, v biases and no o bias (their config has no key for it).
   if (model_type == "qwen2" || model_type == "qwen2_moe") {
@@ -255,19 +454,20 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   // Dropout: the first synonym present (absent: TransformerArch::*_dropout_on's stated assumption).
   for (const char* k : {"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"})
     if (auto v = r.num(k); v && !a.attention_dropout) a.attention_dropout = *v;
-  for (const char* k : {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob"})
+  for (const char* k : {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout"})
     if (auto v = r.num(k); v && !a.hidden_dropout) a.hidden_dropout = *v;
   if (model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text") a.norms_per_layer = 4;
 
   if (auto t = r.boolean("tie_word_embeddings")) {
     a.tied_embeddings = *t;
   } else {
-    // transformers' PretrainedConfig default is true; most decoder model classes override it to false.
-    static const std::set<std::string> tied_by_default{"gpt2", "gpt_bigcode", "opt", "bloom", "gemma", "gemma2",
-                                                      "gemma3", "gemma3_text", "mpt"};
+    // Model types of data/hf/model_type_defaults.json got transformers' default above. Of the others, the GPT-2
+    // family keeps PretrainedConfig's default (true); the rest are read as untied, as most decoder classes are.
+    static const std::set<std::string> tied_by_default{"gpt2", "gpt_bigcode", "opt", "bloom", "mpt"};
     a.tied_embeddings = tied_by_default.count(model_type) > 0;
-    assume(fmt::format("tie_word_embeddings absent: {} (the transformers default for model_type '{}')",
-                       a.tied_embeddings ? "true" : "false", model_type.empty() ? "?" : model_type));
+    assume(fmt::format("tie_word_embeddings absent: {} ({})", a.tied_embeddings ? "true" : "false",
+                       a.tied_embeddings ? "transformers' PretrainedConfig default, which the GPT-2 family keeps"
+                                         : "assumed: most decoder model classes override PretrainedConfig's true"));
   }
 
   // ---- MoE ----
@@ -357,6 +557,10 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   }
 
   // ---- attention span per layer ----
+  // layer_types, when given, says it per layer. Otherwise transformers derives it from sliding_window by a rule of
+  // the model type (its config's __post_init__, data/hf/model_type_defaults.json): Gemma 2 and GPT-OSS alternate,
+  // Gemma 3 makes every sliding_window_pattern-th layer global, Qwen slides from max_window_layers on when
+  // use_sliding_window, Mistral slides everywhere.
   a.attention.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), wl::AttentionSpan::full);
   const auto window = opt({"sliding_window"});
   if (const Json* types = r.raw("layer_types"); types && types->is_array()) {
@@ -368,6 +572,10 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
         const std::string s = e.is_string() ? e.get<std::string>() : "";
         if (s == "sliding_attention") a.attention[i] = wl::AttentionSpan::sliding;
         else if (s == "full_attention") a.attention[i] = wl::AttentionSpan::full;
+        else if (s == "linear_attention")
+          diags.error(file, r.pointer("layer_types") + "/" + std::to_string(i),
+                      "'linear_attention': gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5) are not "
+                      "modelled yet (#23); gpuplan refuses the config rather than import a wrong model");
         else
           diags.error(file, r.pointer("layer_types") + "/" + std::to_string(i),
                       fmt::format("expected 'sliding_attention' or 'full_attention', found {}", json_io::describe_value(e)));
@@ -375,7 +583,35 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
       if (a.sliding_layer_count() > 0 && !window)
         r.error("sliding_window", "layer_types has sliding layers but no sliding_window is given");
     }
+  } else if (window && type_rules && type_rules->pattern) {
+    const HfAttentionPattern& p = *type_rules->pattern;
+    const bool on = p.gate.empty() || r.boolean(p.gate).value_or(false);
+    std::int64_t period = p.period;
+    if (!p.period_key.empty()) period = opt({p.period_key.c_str()}).value_or(0);
+    const auto max_window_layers = opt({"max_window_layers"}).value_or(0);
+    std::string how;
+    for (std::int64_t i = 0; on && i < a.layers; ++i) {
+      bool sliding = true;
+      if (p.rule == "every_nth_full") sliding = period > 0 && (i + 1) % period != 0;
+      else if (p.rule == "sliding_from_max_window_layers") sliding = i >= max_window_layers;
+      else if (p.rule == "alternating_below_max_window_layers") sliding = (i + 1) % 2 != 0 && i < max_window_layers;
+      a.attention[static_cast<std::size_t>(i)] = sliding ? wl::AttentionSpan::sliding : wl::AttentionSpan::full;
+    }
+    if (!on)
+      assume(fmt::format("{} is false: no layer uses the sliding window (transformers' rule for model_type '{}')",
+                         p.gate, model_type));
+    else if (p.rule == "every_nth_full") how = fmt::format("every {}th layer is full attention, the others slide", period);
+    else if (p.rule == "sliding_from_max_window_layers")
+      how = fmt::format("layers from max_window_layers = {} on slide", max_window_layers);
+    else if (p.rule == "alternating_below_max_window_layers")
+      how = fmt::format("every other layer below max_window_layers = {} slides", max_window_layers);
+    else how = "every layer slides";
+    if (on)
+      assume(fmt::format("layer_types absent: {} layers of {} use the {}-token sliding window (transformers' rule for "
+                       "model_type '{}': {})",
+                       a.sliding_layer_count(), a.layers, *window, model_type, how));
   } else if (window && r.boolean("use_sliding_window").value_or(true)) {
+    // A model type without a rule in data/hf/model_type_defaults.json: the keys say what they can.
     const auto pattern = opt({"sliding_window_pattern"});
     const auto max_window_layers = opt({"max_window_layers"});
     for (std::int64_t i = 0; i < a.layers; ++i) {

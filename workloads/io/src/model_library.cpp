@@ -84,8 +84,33 @@ Result<ModelEntry> load_model_file(const std::string& path) {
   Diagnostics diags;
   auto text = json_io::read_text_file(path, diags);
   if (!text) return Result<ModelEntry>(std::move(diags));
-  auto j = json_io::parse(*text, path, diags);
-  if (!j) return Result<ModelEntry>(std::move(diags));
+  Diagnostics strict;
+  auto j = json_io::parse(*text, path, strict);
+  if (!j) {
+    // Hugging Face configs are written by Python's json module, which writes Infinity and NaN (Nemotron-H's
+    // "time_step_limit": [0.0, Infinity]). They are accepted in a bare config.json only, as strings that no size
+    // key accepts; gpuplan's own files stay strict JSON.
+    Diagnostics lenient;
+    std::vector<json_io::NonFiniteLiteral> found;
+    auto hf = json_io::parse_allowing_non_finite(*text, path, lenient, &found);
+    if (hf && !found.empty() && hf->is_object() && !hf->contains("kind")) {
+      j = std::move(hf);
+      for (const auto& f : found) {
+        Diagnostic d;
+        d.severity = Severity::note;
+        d.file = path;
+        d.line = f.line;
+        d.column = f.column;
+        d.message = fmt::format("non-standard JSON literal {} (Python's json writes it) read as the string \"{}\": "
+                                "accepted in a Hugging Face config.json only, where no size key takes it",
+                                f.text, f.text);
+        diags.add(std::move(d));
+      }
+    } else {
+      diags.append(strict);
+      return Result<ModelEntry>(std::move(diags));
+    }
+  }
   if (!j->is_object()) {
     diags.error(path, "/", fmt::format("expected an object, found {}", json_io::describe_type(*j)));
     return Result<ModelEntry>(std::move(diags));
@@ -102,7 +127,7 @@ Result<ModelEntry> load_model_file(const std::string& path) {
                   "'architectures' or 'hidden_size')");
       return Result<ModelEntry>(std::move(diags));
     }
-    auto arch = import_hf_config(*j, path, "");
+    auto arch = import_hf_config(*j, path, "", &e.ignored_keys);
     diags.append(arch.diagnostics());
     if (!arch.ok()) return Result<ModelEntry>(std::move(diags));
     e.arch = std::move(arch).value();
@@ -137,7 +162,7 @@ Result<ModelEntry> load_model_file(const std::string& path) {
     }
   }
   if (const Json* cfg = r.raw("config")) {
-    auto arch = import_hf_config(*cfg, path, "/config");
+    auto arch = import_hf_config(*cfg, path, "/config", &e.ignored_keys);
     diags.append(arch.diagnostics());
     if (arch.ok()) e.arch = std::move(arch).value();
   }

@@ -12,15 +12,35 @@
 
 namespace gpuplan::wl_io {
 
-/// The Hugging Face keys the importer reads (others are ignored: configs carry many unrelated keys).
+/// The Hugging Face keys the importer reads. Every other key of a config must be on a reviewed list of
+/// data/hf/config_keys.json (ignored, not counted, refused) or the import fails naming it (issue #23).
 const json_io::FieldTable& hf_config_fields();
 /// The fields of a gpuplan model library file.
 const json_io::FieldTable& model_file_fields();
+/// The fields of data/hf/model_type_defaults.json (its model_types entries, their attention_pattern) and of
+/// data/hf/config_keys.json (its key groups), for the field reference.
+const json_io::FieldTable& hf_model_type_defaults_fields();
+const json_io::FieldTable& hf_model_type_entry_fields();
+const json_io::FieldTable& hf_attention_pattern_fields();
+const json_io::FieldTable& hf_config_keys_fields();
+const json_io::FieldTable& hf_key_group_fields();
+/// Problems in the compiled-in data/hf files (empty when they are sound; a test checks).
+const Diagnostics& hf_rules_diagnostics();
+
+/// Keys of a config that the importer did not read, with the reviewed reason (data/hf/config_keys.json).
+struct HfKeyNote {
+  std::vector<std::string> keys;
+  std::string why;
+  bool counted = true;  ///< false: a part of the model that is accepted but not counted (a vision tower)
+};
 
 /// Imports a Hugging Face config object. `pointer` is the location of the config inside `file` ("" for a bare
-/// config.json, "/config" inside a library file). Assumed defaults are listed in TransformerArch::assumptions.
+/// config.json, "/config" inside a library file). Absent keys take transformers' default for the model_type
+/// (data/hf/model_type_defaults.json); those and other assumptions are listed in TransformerArch::assumptions.
+/// The keys that were ignored are appended to `ignored` when given.
 Result<wl::TransformerArch> import_hf_config(const json_io::Json& config, const std::string& file,
-                                             const std::string& pointer = "");
+                                             const std::string& pointer = "",
+                                             std::vector<HfKeyNote>* ignored = nullptr);
 
 /// The publisher's own parameter counts, for checks and display.
 struct PublishedCounts {
@@ -40,6 +60,7 @@ struct ModelEntry {
   std::optional<PublishedCounts> published;
   std::vector<std::string> sources;  ///< "id: ref"
   std::string notes;
+  std::vector<HfKeyNote> ignored_keys;  ///< config keys not read, grouped by reason
 };
 
 /// Decodes a model file: ours (has "kind": "model") or a bare Hugging Face config.json (has "model_type" or
