@@ -253,7 +253,7 @@ TEST_SUITE("megatron args: mapping") {
     CHECK(m->keys["fp8_params"] == true);
   }
 
-  TEST_CASE("ignored: learning rate, data, logging, checkpointing; listed, never mapped") {
+  TEST_CASE("ignored: learning rate, data, logging, checkpointing: listed, never mapped") {
     Diagnostics d;
     auto m = map_typed({"--lr", "3e-4", "--data-path", "a", "b", "--log-interval", "10", "--save", "/ckpt", "--seed",
                         "1234", "--wandb-project", "x", "--eval-iters", "5", "--tokenizer-type", "NullTokenizer"},
@@ -328,7 +328,7 @@ TEST_SUITE("megatron args: mapping") {
 }
 
 TEST_SUITE("megatron args: against the model") {
-  TEST_CASE("Llama 3 8B's own shape passes; a different hidden size is refused naming both values") {
+  TEST_CASE("Llama 3 8B's own shape passes, and a different hidden size is refused naming both values") {
     Diagnostics d;
     auto m = map_typed({"--num-layers", "32", "--hidden-size", "4096", "--ffn-hidden-size", "14336",
                         "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "8",

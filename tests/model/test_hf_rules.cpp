@@ -100,7 +100,7 @@ TEST_CASE("reviewed keys are ignored and listed with their reason, grouped") {
   CHECK(note_with(r.ignored, "hidden_size") == nullptr);  // read, not ignored
 }
 
-TEST_CASE("refused keys: the layer kind that is not modelled, with the value; harmless values are accepted") {
+TEST_CASE("refused keys: the layer kind that is not modelled, with the value, and harmless values are accepted") {
   SUBCASE("Llama-4 interleaved MoE: a step other than 1, and the dense width") {
     CHECK(errors(kLlama + R"(,"interleave_moe_layer_step":2})") ==
           "config.json: /interleave_moe_layer_step: error: 'interleave_moe_layer_step' = 2: Llama-4 interleaved MoE "
