@@ -180,15 +180,15 @@ struct FastTrainingEvaluator::Impl {
   units::Bytes capacity{};
 
   TermCache<ComputeTerms, 5> compute;  // tp, cp, micro, sp, ep
-  TermCache<Seconds, 2> amp;           // tp, pp
-  TermCache<Seconds, 6> dp_copy;       // tp, pp, dp, optimizer shard, micro-batches, zero
+  TermCache<Seconds, 3> amp;           // tp, pp, ep
+  TermCache<Seconds, 8> dp_copy;       // tp, pp, dp, cp, ep, optimizer shard, micro-batches, zero
   TermCache<Seconds, 4> tp;            // tp, cp, micro, sp
   TermCache<Seconds, 3> cp;            // tp, cp, micro
   TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
   TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
-  TermCache<DpTimes, 5> dp;            // tp, pp, cp, dp, ZeRO stage
-  TermCache<Seconds, 3> opt;           // tp, pp, shard
-  TermCache<detail::OffloadTimes, 4> offload;  // tp, pp, shard, GPUs per node in use
+  TermCache<DpTimes, 6> dp;            // tp, pp, cp, dp, ep, ZeRO stage
+  TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
+  TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
   TermCache<ShapePair, 2> shapes;      // pp, v
@@ -221,7 +221,7 @@ struct FastTrainingEvaluator::Impl {
     t.compute =
         compute.get({par.tp, par.cp, mb, sp, par.ep}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
     if (plan.mixed_precision == wl::MixedPrecision::amp)
-      t.amp_casts = amp.get({par.tp, par.pp}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
+      t.amp_casts = amp.get({par.tp, par.pp, par.ep}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
     if (par.tp > 1)
       t.tp_one = tp.get({par.tp, par.cp, mb, sp}, [&] {
         return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_collective_time(a, plan, g); });
@@ -232,31 +232,35 @@ struct FastTrainingEvaluator::Impl {
       });
     if (par.ep > 1 && a.moe)
       t.ep_one = ep.get({par.tp, par.cp, par.ep, mb}, [&] {
-        return with_group(par.ep, par.tp * par.cp,
-                          [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
+        return with_group(par.ep, par.tp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
       });
     if (par.pp > 1)
       t.pp_one = pp.get({par.tp, par.cp, par.dp, mb, sp}, [&] {
         return with_group(2, par.tp * par.cp * par.dp,
                           [&](const CommGroup& g) { return detail::pp_collective_time(a, plan, g); });
       });
-    if (par.dp > 1) {
+    const int n_dp = detail::dense_grad_group_size(plan);
+    if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
-      t.dp = dp.get({par.tp, par.pp, par.cp, par.dp, zero}, [&] {
-        const CommGroup& g =
-            groups.get({par.dp, par.tp * par.cp}, [&] { return detail::training_group(par.dp, par.tp * par.cp, sys); });
-        return detail::dp_collective_times(a, k.params, plan, g);
+      t.dp = dp.get({par.tp, par.pp, par.cp, par.dp, par.ep, zero}, [&] {
+        const int n_edp = detail::expert_grad_group_size(plan);
+        // Copied out: a reference into `groups` would not survive the next insert.
+        const CommGroup g = groups.get({n_dp, par.tp}, [&] { return detail::training_group(n_dp, par.tp, sys); });
+        const CommGroup& ge = groups.get({n_edp, par.tp * par.ep},
+                                         [&] { return detail::training_group(n_edp, par.tp * par.ep, sys); });
+        return detail::dp_collective_times(a, k.params, plan, g, ge);
       });
       if (plan.kernels == wl::KernelStyle::eager)
-        t.dp_copy = dp_copy.get({par.tp, par.pp, par.dp, static_cast<std::int64_t>(detail::optimizer_shard(plan)),
-                                 plan.micro_batches(), zero},
+        t.dp_copy = dp_copy.get({par.tp, par.pp, par.dp, par.cp, par.ep,
+                                 static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
                                 [&] { return detail::dp_copy_time(a, k.params, plan, d); });
     }
     const double shard = detail::optimizer_shard(plan);
-    t.optimizer = opt.get({par.tp, par.pp, static_cast<std::int64_t>(shard)},
+    t.optimizer = opt.get({par.tp, par.pp, par.ep, static_cast<std::int64_t>(shard)},
                           [&] { return detail::optimizer_time(a, k.params, plan, d); });
     if (plan.offload == wl::Offload::optimizer) {
-      t.offload = offload.get({par.tp, par.pp, static_cast<std::int64_t>(shard), detail::offload_node_gpus(plan, sys)},
+      t.offload = offload.get({par.tp, par.pp, par.ep, static_cast<std::int64_t>(shard),
+                               detail::offload_node_gpus(plan, sys)},
                               [&] { return detail::offload_times(a, k.params, plan, sys); });
     }
 

@@ -150,13 +150,21 @@ Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
                       (plan.par.sequence_parallel ? double(plan.par.tp) : 1.0));
 }
 
-double params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan) {
-  return double(params.total) / (double(plan.par.tp) * double(plan.par.pp));  // approx: even stages
+GpuParams params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan) {
+  const double tp_pp = double(plan.par.tp) * double(plan.par.pp);  // approx: even stages
+  const double routed = double(params.routed_experts);
+  return {(double(params.total) - routed) / tp_pp, routed / (tp_pp * double(std::max(1, plan.par.ep)))};
 }
 
-double trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
+GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
   if (!plan.lora.on()) return params_per_gpu(params, plan);
-  return lora_adapter_params(a, plan.lora) / (double(plan.par.tp) * double(plan.par.pp));
+  return {lora_adapter_params(a, plan.lora) / (double(plan.par.tp) * double(plan.par.pp)), 0.0};
+}
+
+int dense_grad_group_size(const wl::TrainingPlan& plan) { return plan.par.dp * std::max(1, plan.par.cp); }
+
+int expert_grad_group_size(const wl::TrainingPlan& plan) {
+  return std::max(1, dense_grad_group_size(plan) / std::max(1, plan.par.ep));
 }
 
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
@@ -179,15 +187,21 @@ Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
   return collective_time(Collective::send_recv, pp_message(a, plan), pp_g);
 }
 
-DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g) {
+DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                            const CommGroup& dp_g, const CommGroup& expert_g) {
   DpTimes t;
-  const double p_gpu = params_per_gpu(params, plan), p_train = trainable_per_gpu(a, params, plan);
+  const GpuParams p_gpu = params_per_gpu(params, plan), p_train = trainable_per_gpu(a, params, plan);
   const double base_b = base_weight_bytes(plan);
   // ZeRO-3 gathers the (frozen or not) weights for compute; ZeRO-1/2 gather the updated shards after the optimizer
   // step: the trainable ones only.
   const bool zero3 = plan.zero == wl::ZeroStage::parameters;
-  const Bytes grads = units::bytes(p_train * plan.precision.gradient_bytes);
-  const Bytes weights = units::bytes(zero3 ? p_gpu * base_b : p_train * plan.precision.weight_bytes);
+  const Bytes grads = units::bytes(p_train.dense * plan.precision.gradient_bytes);
+  const Bytes weights = units::bytes(zero3 ? p_gpu.dense * base_b : p_train.dense * plan.precision.weight_bytes);
+  // The routed experts' gradients and weights travel over the expert-data-parallel group (Megatron-Core keeps them in
+  // their own buffers, reduced over the expert-data-parallel group: distributed/distributed_data_parallel.py).
+  const Bytes expert_grads = units::bytes(p_train.experts * plan.precision.gradient_bytes);
+  const Bytes expert_weights =
+      units::bytes(zero3 ? p_gpu.experts * base_b : p_train.experts * plan.precision.weight_bytes);
   // The unit reduced last (its gradients appear last in the backward, so nothing is left to hide its collective)
   // and the unit gathered first (before the first layer can run):
   //  - FSDP / ZeRO-3: the root unit, which holds what no decoder layer owns: the embedding, the final norm and an
@@ -202,20 +216,23 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
   } else {
     const double bucket = plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none
                               ? 25.0 * 1024 * 1024 / plan.precision.gradient_bytes
-                              : std::max(4.0e7, 1.0e6 * double(plan.par.dp));
+                              : std::max(4.0e7, 1.0e6 * double(dense_grad_group_size(plan)));
     unit = std::max(bucket, emb);
   }
-  unit = std::min(unit, p_gpu);
+  unit = std::min(unit, p_gpu.dense);
   // LoRA: the embedding and LM head are frozen; the last reduction is one bucket of adapter gradients.
-  const double unit_train = plan.lora.on() ? std::min(unit, p_train) : unit;
+  const double unit_train = plan.lora.on() ? std::min(unit, p_train.dense) : unit;
   const Bytes unit_grads = units::bytes(unit_train * plan.precision.gradient_bytes);
   const Bytes unit_weights = units::bytes(zero3 ? unit * base_b : unit_train * plan.precision.weight_bytes);
   if (plan.zero == wl::ZeroStage::none) {
-    t.reduce = collective_time(Collective::all_reduce, grads, dp_g);
+    t.reduce = collective_time(Collective::all_reduce, grads, dp_g) +
+               collective_time(Collective::all_reduce, expert_grads, expert_g);
     t.reduce_last = collective_time(Collective::all_reduce, unit_grads, dp_g);
   } else {
-    t.reduce = collective_time(Collective::reduce_scatter, grads, dp_g);
-    t.gather = collective_time(Collective::all_gather, weights, dp_g);
+    t.reduce = collective_time(Collective::reduce_scatter, grads, dp_g) +
+               collective_time(Collective::reduce_scatter, expert_grads, expert_g);
+    t.gather = collective_time(Collective::all_gather, weights, dp_g) +
+               collective_time(Collective::all_gather, expert_weights, expert_g);
     t.reduce_last = collective_time(Collective::reduce_scatter, unit_grads, dp_g);
     t.gather_first = collective_time(Collective::all_gather, unit_weights, dp_g);
   }
@@ -233,16 +250,20 @@ double fsdp_copy_bytes(const ParameterCounts& params, const wl::TrainingPlan& pl
   //    dtype, (c + b_g) B per parameter, once per micro-batch.
   // The decoder layers are gathered for the forward and again for the backward (reshard_after_forward); the root
   // (embedding, final norm, LM head) once.
+  // Routed experts are sharded over the expert-data-parallel group instead (expert_optimizer_shard).
   const auto& pr = plan.precision;
-  const double shard = optimizer_shard(plan);
-  const double p_gpu = params_per_gpu(params, plan);
-  const double root = std::min(p_gpu, double(params.embedding + params.position_embedding + params.lm_head) /
-                                          double(std::max(1, plan.par.tp)));
+  const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
+  const GpuParams p_gpu = params_per_gpu(params, plan);
+  const double root = std::min(p_gpu.dense, double(params.embedding + params.position_embedding + params.lm_head) /
+                                                double(std::max(1, plan.par.tp)));
   const double cd = plan.mixed_precision == wl::MixedPrecision::amp ? pr.activation_bytes : base_weight_bytes(plan);
-  const double gathered = 2.0 * (p_gpu - root) + root;  // parameters gathered per micro-batch
+  const double gathered = 2.0 * (p_gpu.dense - root) + root;  // dense parameters gathered per micro-batch
+  const double gathered_e = 2.0 * p_gpu.experts;               // expert parameters gathered per micro-batch
   const double m = double(std::max<std::int64_t>(1, plan.micro_batches()));
-  const double trainable = plan.lora.on() ? 0.0 : p_gpu;  // LoRA: the adapters' gradients only (negligible)
-  return m * (gathered * (2.0 * cd + (base_weight_bytes(plan) + cd) / shard) + trainable * (cd + pr.gradient_bytes));
+  const double trainable = plan.lora.on() ? 0.0 : p_gpu.total();  // LoRA: the adapters' gradients only (negligible)
+  const double in = base_weight_bytes(plan) + cd;
+  return m * (gathered * (2.0 * cd + in / shard) + gathered_e * (2.0 * cd + in / shard_e) +
+              trainable * (cd + pr.gradient_bytes));
 }
 
 Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
@@ -269,10 +290,10 @@ Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& param
   // each bf16 weight gradient is copied into the fp32 .grad (read 2 B, write 4 B). (FSDP with a bf16 param_dtype
   // policy folds the cast into its all-gather: that is mixed_precision "megatron" here, bf16 parameters.) LoRA: only
   // the adapters have gradients; a quantised frozen base is dequantised per GEMM instead (layer_cost).
-  const double p_stage = double(params.total) / (double(plan.par.tp) * double(plan.par.pp));
+  const double p_stage = params_per_gpu(params, plan).total();
   const bool base_cast = !plan.lora.on() || plan.lora.base == wl::LoraBase::same;
   const Bytes cast = units::bytes(base_cast ? p_stage * 6.0 : 0.0);
-  const Bytes grad_copy = units::bytes(trainable_per_gpu(a, params, plan) * 6.0);
+  const Bytes grad_copy = units::bytes(trainable_per_gpu(a, params, plan).total() * 6.0);
   Seconds t = streaming_cost(std::string(), OpClass::elementwise, cast, units::flop(0), d).time;
   // The bf16 → fp32 copy into .grad runs PyTorch's unvectorised direct-copy kernel
   // (unrolled_elementwise_kernel<direct_copy_kernel_cuda>), which is bound by instruction issue, not HBM: our kernel
@@ -290,7 +311,17 @@ double optimizer_shard(const wl::TrainingPlan& plan) {
   const auto& par = plan.par;
   return plan.zero == wl::ZeroStage::none
              ? 1.0
-             : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group : par.dp);
+             : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group
+                                                                                  : dense_grad_group_size(plan));
+}
+
+double expert_optimizer_shard(const wl::TrainingPlan& plan) {
+  return std::max(1.0, optimizer_shard(plan) / double(std::max(1, plan.par.ep)));
+}
+
+double optimizer_shard_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
+  const GpuParams p = trainable_per_gpu(a, params, plan);
+  return p.dense / optimizer_shard(plan) + p.experts / expert_optimizer_shard(plan);
 }
 
 namespace {
@@ -389,7 +420,7 @@ OffloadTimes offload_times(const wl::TransformerArch& a, const ParameterCounts& 
   OffloadTimes o;
   const auto link = host_link_bandwidth(sys);
   if (!link || sys.node == nullptr || !sys.node->host_memory_bandwidth) return o;
-  const double shard_params = trainable_per_gpu(a, params, plan) / optimizer_shard(plan);
+  const double shard_params = optimizer_shard_params(a, params, plan);
   const long long node_gpus = offload_node_gpus(plan, sys);
   const units::Bandwidth link_eff = *link * kHostLinkEfficiency;
   // Every GPU of the node runs its optimizer step on the host at the same time: each gets 1/node_gpus of the DRAM.
@@ -404,10 +435,9 @@ OffloadTimes offload_times(const wl::TransformerArch& a, const ParameterCounts& 
 
 Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                        const Device& d) {
-  const double p_gpu = trainable_per_gpu(a, params, plan);
-  const double shard = optimizer_shard(plan);
-  const double opt_bytes = p_gpu / shard * optimizer_bytes_per_param(plan);
-  return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_gpu / shard * 12.0), d)
+  const double p_shard = optimizer_shard_params(a, params, plan);
+  const double opt_bytes = p_shard * optimizer_bytes_per_param(plan);
+  return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_shard * 12.0), d)
       .time;
 }
 
@@ -485,7 +515,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     o.pp.exposed = o.pp.time;
   }
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
-  const double p_gpu = params_per_gpu(k.params, plan), p_train = trainable_per_gpu(a, k.params, plan);
+  const double p_gpu = params_per_gpu(k.params, plan).total(), p_train = trainable_per_gpu(a, k.params, plan).total();
   const double base_b = base_weight_bytes(plan);
   // Compute time already hiding the TP and CP communication (their hidden parts) is not available again to hide the
   // DP collectives: the windows below are the compute left over (before, a faster attention kernel could lengthen
@@ -495,7 +525,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   const double bwd_part = (fwd_all_mb + bwd_all_mb) > Seconds(0) ? (bwd_all_mb / (fwd_all_mb + bwd_all_mb)).raw() : 0.0;
   const Seconds bwd_mb = std::max(Seconds(0), bwd_all_mb - hidden_tp_cp_mb * bwd_part);
   const Seconds fwd_mb = std::max(Seconds(0), fwd_all_mb - hidden_tp_cp_mb * (1.0 - bwd_part));
-  if (par.dp > 1) {
+  if (dense_grad_group_size(plan) > 1) {
     const Bytes grads = units::bytes(p_train * plan.precision.gradient_bytes);
     const Bytes weights = units::bytes(plan.zero == wl::ZeroStage::parameters ? p_gpu * base_b
                                                                              : p_train * plan.precision.weight_bytes);
@@ -618,9 +648,10 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
 }  // namespace detail
 
 double dp_copy_bytes(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
-  if (plan.kernels != wl::KernelStyle::eager || plan.par.dp <= 1) return 0.0;
+  if (plan.kernels != wl::KernelStyle::eager || detail::dense_grad_group_size(plan) <= 1) return 0.0;
   // DDP: each gradient into its bucket, read + write.
-  if (plan.zero == wl::ZeroStage::none) return 2.0 * detail::trainable_per_gpu(a, params, plan) * plan.precision.gradient_bytes;
+  if (plan.zero == wl::ZeroStage::none)
+    return 2.0 * detail::trainable_per_gpu(a, params, plan).total() * plan.precision.gradient_bytes;
   if (plan.zero == wl::ZeroStage::parameters && detail::optimizer_shard(plan) > 1)
     return detail::fsdp_copy_bytes(params, plan);
   return 0.0;
@@ -641,6 +672,12 @@ std::string tier_text(const CommGroup& g) {
   const std::string out = g.scale_out ? g.scale_out->name : std::string("?");
   if (g.scale_up_size <= 1) return fmt::format("{} across {} scale-up domains", out, g.domains());
   return fmt::format("{} × {} inside, {} across {} domains", g.scale_up_size, g.scale_up.name, out, g.domains());
+}
+
+std::string dp_collective_text(const wl::TransformerArch& a, const wl::TrainingPlan& plan, int n_edp) {
+  std::string s = plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather";
+  if (a.moe && plan.par.ep > 1) s += fmt::format(" (routed experts over {} GPUs)", n_edp);
+  return s;
 }
 
 CommCost comm_cost(const char* kind, std::string collective, int group_size, const CommGroup& g,
@@ -675,18 +712,22 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   LayerCost first;
   terms.compute = detail::compute_terms(a, plan, d, &first);
   if (plan.mixed_precision == wl::MixedPrecision::amp) terms.amp_casts = detail::amp_cast_time(a, params, plan, d);
-  // Megatron rank order: tp innermost, then cp, then dp (ep carved out of dp·cp), pp outermost.
+  // Megatron-Core rank order (parallel_state.py): the dense grid tp-cp-dp-pp, tp innermost; the expert grid
+  // tp-ep-edp-pp over the same GPUs (cp folded into ep and edp). Gradients: dense over dp·cp (stride tp), routed
+  // experts over the expert-data-parallel group (stride tp·ep).
+  const int n_dp = detail::dense_grad_group_size(plan), n_edp = detail::expert_grad_group_size(plan);
   const CommGroup tp_g = detail::training_group(par.tp, 1, sys);
   const CommGroup cp_g = detail::training_group(par.cp, par.tp, sys);
-  const CommGroup dp_g = detail::training_group(par.dp, par.tp * par.cp, sys);
-  const CommGroup ep_g = detail::training_group(par.ep, par.tp * par.cp, sys);
+  const CommGroup dp_g = detail::training_group(n_dp, par.tp, sys);
+  const CommGroup edp_g = detail::training_group(n_edp, par.tp * par.ep, sys);
+  const CommGroup ep_g = detail::training_group(par.ep, par.tp, sys);
   const CommGroup pp_g = detail::training_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
   if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
   if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
   if (par.ep > 1 && a.moe) terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
   if (par.pp > 1) terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
-  if (par.dp > 1) {
-    terms.dp = detail::dp_collective_times(a, params, plan, dp_g);
+  if (n_dp > 1) {
+    terms.dp = detail::dp_collective_times(a, params, plan, dp_g, edp_g);
     terms.dp_copy = detail::dp_copy_time(a, params, plan, d);
   }
   terms.optimizer = detail::optimizer_time(a, params, plan, d);
@@ -701,8 +742,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
               comm_cost("cp", "all-gather (K,V) + reduce-scatter (dK,dV)", par.cp, cp_g, core.cp),
               comm_cost("ep", "all-to-all", par.ep, ep_g, core.ep),
               comm_cost("pp", "send/recv", par.pp, pp_g, core.pp),
-              comm_cost("dp", plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather", par.dp,
-                        dp_g, core.dp)};
+              comm_cost("dp", dp_collective_text(a, plan, n_edp), n_dp, dp_g, core.dp)};
   est.bubble_fraction = core.bubble_fraction;
   est.step = core.step;
   const StepBreakdown& s = est.step;

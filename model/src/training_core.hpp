@@ -69,9 +69,22 @@ Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
-double params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan);
-/// Parameters per GPU that carry gradients and optimizer states: all of them, or the LoRA adapters.
-double trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// Parameters one GPU holds (even stages: the stage's share of the model), by the data-parallel group that replicates
+/// them (Megatron-Core parallel_state.py: the dense grid tp-cp-dp-pp and the expert grid etp-ep-edp-pp over the same
+/// GPUs, cp folded into ep/edp): `dense` (attention, norms, dense FFN, router, shared experts, embedding, head) split
+/// over TP and replicated over the dp·cp group; `experts` (the routed experts) split over TP·EP and replicated over
+/// the expert-data-parallel group of dp·cp/ep GPUs.
+struct GpuParams {
+  double dense = 0.0, experts = 0.0;
+  [[nodiscard]] double total() const { return dense + experts; }
+};
+GpuParams params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// Parameters per GPU that carry gradients and optimizer states: all of them, or the LoRA adapters (counted as dense).
+GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// The gradient groups: dense parameters are reduced over dp·cp GPUs (stride tp), routed experts over the dp·cp/ep
+/// GPUs of the expert-data-parallel group (stride tp·ep). Sizes 1 when there is nothing to reduce.
+int dense_grad_group_size(const wl::TrainingPlan& plan);
+int expert_grad_group_size(const wl::TrainingPlan& plan);
 
 /// One TP collective pair (all-reduce, or all-gather + reduce-scatter with SP) of one layer. Key (tp, cp, micro, sp).
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
@@ -82,20 +95,22 @@ Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 /// One PP send/recv. Key (tp, cp, dp, micro, sp).
 Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g);
 /// The DP gradient reduction (all-reduce, or reduce-scatter with ZeRO ≥ 1) and one parameter all-gather (ZeRO ≥ 1),
-/// and the collectives of the unit reduced last and gathered first. Key (tp, pp, cp, dp, ZeRO stage).
+/// and the collectives of the unit reduced last and gathered first; the routed experts' over the expert-data-parallel
+/// group (expert_g), the rest over the dp·cp group (dp_g). Key (tp, pp, cp, dp, ep, ZeRO stage).
 struct DpTimes {
   Seconds reduce{}, gather{};
   Seconds reduce_last{};   ///< the last-reduced unit's collective (exposed after the backward)
   Seconds gather_first{};  ///< the first-gathered unit's collective (exposed before the first layer), ZeRO ≥ 1
 };
-DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const CommGroup& dp_g);
+DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                            const CommGroup& dp_g, const CommGroup& expert_g);
 /// PyTorch FSDP2's copy-in/copy-out bytes per step around its all-gathers and reduce-scatters (ZeRO-3).
 double fsdp_copy_bytes(const ParameterCounts& params, const wl::TrainingPlan& plan);
 /// The PyTorch data-parallel wrappers' copies (eager kernels): DDP's bucket copy (no ZeRO) or FSDP's copies (ZeRO-3);
-/// 0 otherwise. Key (tp, pp, dp, shard group, micro-batches, zero).
+/// 0 otherwise. Key (tp, pp, dp, ep, shard group, micro-batches, zero).
 Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                      const Device& d);
-/// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp).
+/// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp, ep).
 Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 /// Layers of the heaviest pipeline stage, the one that sets the pipeline's pace: ⌈L / pp⌉ for 1F1B (the first L mod
 /// pp stages hold one more layer), stage 0's chunks for the interleaved schedule (stage_shape's assignment).
@@ -103,14 +118,19 @@ std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::Train
 /// Fraction of GEMM throughput a collective running beside compute takes: the calibration profile's measured
 /// comm_compute_loss, else 16 NCCL channels' share of the GPU's SMs (an assumption).
 double comm_compute_share(const Device& d);
-/// ZeRO shard count of the optimizer step (1 without ZeRO).
+/// ZeRO shard count of the optimizer step over the dense parameters (1 without ZeRO): the dp·cp group (Megatron-Core's
+/// distributed optimizer shards over the data-parallel group with context parallelism), or the hybrid shard group.
 double optimizer_shard(const wl::TrainingPlan& plan);
-/// The optimizer pass over this GPU's shard. Key (tp, pp, optimizer_shard).
+/// ZeRO shard count over the routed experts: the expert-data-parallel group, optimizer_shard / ep (at least 1).
+double expert_optimizer_shard(const wl::TrainingPlan& plan);
+/// Parameters this GPU updates in the optimizer step: dense / optimizer_shard + experts / expert_optimizer_shard.
+double optimizer_shard_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// The optimizer pass over this GPU's shard. Key (tp, pp, ep, optimizer_shard).
 Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 
 /// CPU offload of the optimizer (wl::Offload::optimizer), per step: this GPU's gradient shard to the host and the
 /// updated weights back over its host link, and the CPU optimizer step over the shard at this GPU's share of the
-/// node's DRAM bandwidth. Key (tp, pp, optimizer_shard).
+/// node's DRAM bandwidth. Key (tp, pp, ep, optimizer_shard).
 struct OffloadTimes {
   Seconds d2h{}, cpu_step{}, h2d{};
   double host_link_GBps = 0, dram_GBps = 0;  ///< effective rates used (for the derivation)

@@ -29,8 +29,15 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
   const Seconds bubble = s.bubble;
   const std::int64_t layers_stage = heaviest_stage_layers(a, plan);
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
-  const double p_gpu = trainable_per_gpu(a, params, plan);
-  const double shard = optimizer_shard(plan);
+  const GpuParams p_gpu = trainable_per_gpu(a, params, plan);
+  const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
+  const double p_shard = optimizer_shard_params(a, params, plan);
+  // The parameters this GPU updates: dense over the dp·cp shard, routed experts over the expert-data-parallel shard.
+  const std::string shard_text =
+      p_gpu.experts > 0
+          ? fmt::format("{} dense / {} + {} routed-expert / {} (expert-data-parallel group)", format_count(p_gpu.dense),
+                        format_count(shard), format_count(p_gpu.experts), format_count(shard_e))
+          : fmt::format("{} / {}", format_count(p_gpu.dense), format_count(shard));
 
   Derivation& root = est.derivation;
   root.id = "train";
@@ -110,7 +117,7 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
     root.children.push_back(
         {"train.optimizer", "Optimizer step on the CPU (offloaded)",
          "t = P_gpu/shard · (2·master + states + grad + weight) / (BW_dram · η_dram / GPUs per node)",
-         {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated for this GPU", Origin::derived()},
+         {{"P_gpu/shard", format_count(p_shard), "parameters updated for this GPU: " + shard_text, Origin::derived()},
           {"BW_dram", format(*sys.node->host_memory_bandwidth), "node's peak host DRAM bandwidth",
            Origin::datasheet(sys.node->info.cite("/host/memory_bandwidth_GBps"))},
           {"η_dram", units::format_number(kHostDramEfficiency, 2),
@@ -136,7 +143,7 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
          {}});
   } else {
     root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + states + grad + weight)",
-                             {{"P_gpu/shard", format_count(p_gpu / shard), "parameters updated by this GPU", Origin::derived()}},
+                             {{"P_gpu/shard", format_count(p_shard), "parameters updated by this GPU: " + shard_text, Origin::derived()}},
                              format(s.optimizer), {}, {}});
   }
   root.children.push_back({"train.mfu", "MFU and HFU",

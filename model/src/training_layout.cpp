@@ -152,7 +152,7 @@ std::string does_not_fit_message(const wl::TransformerArch& a, const ParameterCo
     try_fix("--recompute full", alt);
   }
   const std::size_t before_zero = fixes.size();
-  if (par.dp > 1)
+  if (std::int64_t(par.dp) * std::max(1, par.cp) > 1)  // ZeRO shards over dp·cp
     for (int z = static_cast<int>(plan.zero) + 1; z <= 3; ++z) {
       auto alt = plan;
       alt.zero = static_cast<wl::ZeroStage>(z);
