@@ -80,6 +80,8 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
                         {"ttft_s", c.ttft.raw()},
                         {"itl_s", c.itl.raw()},
                         {"queue_wait_s", c.queue_wait.raw()},
+                        {"queue_load", c.queue_rho},
+                        {"prefill_service_s", c.prefill_service.raw()},
                         {"tokens_per_s", c.state.output_tokens_per_s},
                         {"replica_requests_per_s", c.replica_requests_per_s},
                         {"replicas", c.replicas},

@@ -519,12 +519,25 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   const double demand = micro * double(isl) / double(osl);
   const double served = plan.max_batched_tokens > 0 ? std::min(demand, double(room)) : demand;
   ss.prefill_bound = served < demand * (1.0 - 1e-9);
-  ForwardBatch fb{micro, 1, ctx, served / double(chunk), chunk, chunks > 1 ? (isl - chunk) / 2 : 0, true};
-  const ForwardCost it = forward_cost(a, plan, fb, sys, explain);
-  ss.iteration = it.total;
+  // The chunks arrive whole: on average n = served / chunk of them per iteration, so iterations carry ⌊n⌋ or ⌈n⌉
+  // chunks (a fraction n − ⌊n⌋ of them ⌈n⌉) and the mean iteration interpolates the two forward passes. (Pricing one
+  // pass with n fractional chunks instead spread a prompt thinly over every iteration: for an MoE model each sliver
+  // touched experts a whole chunk touches once, so a few decodes plus 1/37 of a prompt cost nearly a whole prompt's
+  // expert reads, on every iteration.)
+  const double n = served / double(chunk);
+  const double n_lo = std::floor(n), frac = n - n_lo;
+  const std::int64_t past = chunks > 1 ? (isl - chunk) / 2 : 0;
+  auto pass = [&](double k, Explain e) {
+    return forward_cost(a, plan, ForwardBatch{micro, 1, ctx, k, chunk, past, true}, sys, e);
+  };
+  const ForwardCost it = pass(std::max(1.0, std::ceil(n)), explain);  // an iteration carrying chunks
   ss.itl_decode_only = decode_step_time(a, plan, batch, ctx, sys);
+  const Seconds lo = n_lo > 0 ? (frac > 0 ? pass(n_lo, Explain::off).total : it.total) : ss.itl_decode_only;
+  ss.iteration = frac > 0 ? lo * (1.0 - frac) + it.total * frac : lo;
   ss.prefill = prefill_time(a, plan, 1, isl, sys);
-  ss.ttft = std::max(ss.prefill, ss.iteration * chunks);
+  // A prompt's own chunks ride on iterations that carry at least one chunk.
+  const Seconds carrying = n < 1.0 ? it.total : ss.iteration;
+  ss.ttft = std::max(ss.prefill, carrying * chunks);
   ss.request_latency = ss.ttft + ss.iteration * double(osl - 1);
   ss.output_tokens_per_s = double(batch) / ss.iteration.raw() * (served / demand);
   ss.input_tokens_per_s = ss.output_tokens_per_s * double(isl) / double(osl);
@@ -532,8 +545,9 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   if (explain == Explain::on) {
     ss.derivation = {"serving.steady_state",
                      "Continuous batching, steady state",
-                     "iteration = forward(B decodes at isl + osl/2, B/osl prompts of isl) ; ITL = iteration ; "
-                     "throughput = B / ITL ; λ = throughput / osl ; TTFT = max(prefill alone, chunks × iteration)",
+                     "n = B/osl · isl / chunk chunks per iteration ; iteration = (1 − φ)·forward(B decodes, ⌊n⌋ chunks) "
+                     "+ φ·forward(B decodes, ⌈n⌉ chunks), φ = n − ⌊n⌋ ; ITL = iteration ; throughput = B / ITL ; "
+                     "λ = throughput / osl ; TTFT = max(prefill alone, chunks × iteration carrying a chunk)",
                      {{"B", std::to_string(batch), "concurrent sequences", Origin::user("--batch")},
                       {"isl", std::to_string(isl), "prompt tokens", Origin::user("--input-tokens")},
                       {"osl", std::to_string(osl), "output tokens", Origin::user("--output-tokens")},
@@ -541,7 +555,9 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                        Origin::user("--max-batched-tokens")}},
                      fmt::format("ITL {}, TTFT {}, {:.0f} output tokens/s, {:.3g} requests/s", format(ss.iteration),
                                  format(ss.ttft), ss.output_tokens_per_s, ss.requests_per_s),
-                     {fmt::format("decode-only iteration {}; prefill of one prompt alone {}", format(ss.itl_decode_only),
+                     {fmt::format("decode-only iteration {}; {:.3g} chunks of {} tokens per iteration on average, an "
+                                  "iteration carrying {:g} takes {}; prefill of one prompt alone {}",
+                                  format(ss.itl_decode_only), n, chunk, std::max(1.0, std::ceil(n)), format(it.total),
                                   format(ss.prefill)) +
                       (ss.prefill_bound ? fmt::format("; prefill-bound: the token budget admits {:.3g} of the {:.3g} "
                                                       "prompt tokens per iteration the finishing sequences need",

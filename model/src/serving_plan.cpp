@@ -192,9 +192,25 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     c.requests_per_s = lam;
     bool too_many = false;
     c.replicas = replicas_for(lam / lam_r - 1e-9, too_many);
-    const double lam_actual = lam / double(c.replicas);
-    const double rho = lam_actual * c.state.prefill.raw();
-    c.queue_wait = closed ? Seconds(0) : prefill_queue_wait(rho, c.state.prefill, sla.percentile, in_d);
+    // The prompt queue: a prompt waits for the prefill work of the prompts ahead of it. Under continuous batching
+    // that work rides on the iterations, so one prompt's service time is what its prefill adds to them: the share of
+    // the replica's time that goes to prefill, (iteration − decode-only iteration) / iteration, per prompt served,
+    // S = share / λ_r. Then ρ = λ/replicas · S = (λ/replicas)/λ_r · share < 1 whenever the replicas keep up: the queue
+    // is stable exactly when the steady state is. (Before 2026-11-26 S was one prompt's prefill alone on the replica,
+    // which batched prefill beats: DeepSeek-V3 on 16 H200s at 20 req/s had ρ = 1.5 at a batch whose steady state
+    // served 20.07 req/s, and printed an unbounded TTFT.)
+    const double share =
+        c.state.iteration > Seconds(0)
+            ? std::clamp(((c.state.iteration - c.state.itl_decode_only) / c.state.iteration).raw(), 0.0, 1.0)
+            : 0.0;
+    c.prefill_service = lam_r > 0 ? Seconds(share / lam_r) : c.state.prefill;
+    double rho = lam / double(c.replicas) * c.prefill_service.raw();
+    while (!closed && rho >= 1.0 && !too_many) {  // only at the rounding edge of replicas_for
+      c.replicas = replicas_for(double(c.replicas + 1) - 1e-9, too_many);
+      rho = lam / double(c.replicas) * c.prefill_service.raw();
+    }
+    c.queue_rho = closed ? 0.0 : rho;
+    c.queue_wait = closed ? Seconds(0) : prefill_queue_wait(rho, c.prefill_service, sla.percentile, in_d);
     c.ttft = ttft_own + c.queue_wait;
     c.replica_requests_per_s = lam_r;
     c.gpus = c.replicas * tp * pp_plan.pp;
@@ -402,7 +418,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
         "serving.plan",
         "Replicas and GPUs for the traffic",
         "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + W_p(ρ = λ/replicas · "
-        "t_prefill) ; $/Mtok = GPUs · price / (λ · osl) · 10⁶",
+        "S) ; S = (1 − ITL_decode-only / ITL) / λ_r ; $/Mtok = GPUs · price / (λ · osl) · 10⁶",
         {closed ? DerivationInput{"λ", units::format_number(b.requests_per_s, 4) + " req/s",
                                   fmt::format("N / (TTFT + (osl − 1)·ITL + Z), N = {} users, Z = {}",
                                               *traffic.concurrency, format(traffic.think_time)),
@@ -420,7 +436,9 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
           "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price_usd_per_hour"))}},
         fmt::format("{} replicas × TP {} × PP {} = {} GPUs; TTFT p{:g} {}, ITL {}", b.replicas, b.tp, b.pp, b.gpus,
                     sla.percentile * 100, format(b.ttft), format(b.itl)),
-        {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail)", format(b.queue_wait))},
+        {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail) at ρ "
+                     "= {:.3g}, S = {}: the prefill work a prompt adds to the iterations it rides on",
+                     format(b.queue_wait), b.queue_rho, format(b.prefill_service))},
         {st.derivation}};
   }
   return r;

@@ -541,6 +541,42 @@ TEST_SUITE("serving steady state") {
     }
   }
 
+  TEST_CASE("iterations carry whole chunks: the mean interpolates the passes with ⌊n⌋ and ⌈n⌉ chunks") {
+    // Budget 8192 tokens. n = (B·isl/osl, capped at the room 8192 − B) / chunk chunks per iteration on average.
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    const auto p = plan_of();
+    auto pass = [&](std::int64_t b, std::int64_t ctx, double chunks, std::int64_t chunk, std::int64_t past) {
+      return model::forward_cost(a, p, model::ForwardBatch{double(b), 1, ctx, chunks, chunk, past, true}, sys,
+                                 Explain::off)
+          .total.raw();
+    };
+    // B 64, 1024 in / 256 out: 256 prompt tokens per iteration, chunk 1024, n = 0.25: one iteration in four
+    // carries a whole prompt, the others only decodes.
+    {
+      const auto ss = model::steady_state(a, p, 64, 1024, 256, sys, Explain::off);
+      const double d = pass(64, 1024 + 128, 0, 0, 0), f1 = pass(64, 1024 + 128, 1, 1024, 0);
+      CHECK(ss.itl_decode_only.raw() == doctest::Approx(d).epsilon(1e-12));
+      CHECK(ss.iteration.raw() == doctest::Approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
+      CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), f1)).epsilon(1e-12));
+    }
+    // B 128, 2048 in / 100 out: 2621.44 tokens per iteration, n = 1.28: 72% of iterations carry one prompt, 28% two.
+    {
+      const auto ss = model::steady_state(a, p, 128, 2048, 100, sys, Explain::off);
+      const double f1 = pass(128, 2048 + 50, 1, 2048, 0), f2 = pass(128, 2048 + 50, 2, 2048, 0);
+      CHECK(ss.iteration.raw() == doctest::Approx(0.72 * f1 + 0.28 * f2).epsilon(1e-9));
+    }
+    // B 256, 8000 in / 100 out: prefill-bound; the room of 7936 tokens is one chunk per iteration (n = 1), the
+    // prompt in 2 chunks with 32 tokens cached on average.
+    {
+      const auto ss = model::steady_state(a, p, 256, 8000, 100, sys, Explain::off);
+      CHECK(ss.prefill_bound);
+      const double f1 = pass(256, 8000 + 50, 1, 7936, 32);
+      CHECK(ss.iteration.raw() == doctest::Approx(f1).epsilon(1e-12));
+      CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), 2 * f1)).epsilon(1e-12));
+    }
+  }
+
   TEST_CASE("pipeline parallel: pp micro-batches in flight, each token crossing every stage") {
     const auto& a = arch("llama-3.1-70b");
     const auto sys = h100();
@@ -606,6 +642,31 @@ TEST_SUITE("serving planner") {
     CHECK(b.cost_per_mtok_usd == doctest::Approx(double(b.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
     // Whole model, one token: 80 layers × 2 × 8 × 128 × 2 B = 327,680 B.
     CHECK(r.kv_bytes_per_token.raw() == 327'680.0);
+  }
+
+  TEST_CASE("the prompt queue's service is the prefill work a prompt adds to the iterations, so ρ < 1 when replicas keep up") {
+    const auto r = plan70(20, 50);
+    REQUIRE(r.best.has_value());
+    for (const auto& c : r.per_tp) {
+      CAPTURE(c.tp);
+      const double share = 1.0 - (c.state.itl_decode_only / c.state.iteration).raw();
+      CHECK(c.prefill_service.raw() == doctest::Approx(share / c.replica_requests_per_s).epsilon(1e-12));
+      CHECK(c.queue_rho == doctest::Approx(20.0 / double(c.replicas) * c.prefill_service.raw()).epsilon(1e-12));
+      CHECK(c.queue_rho < 1.0);
+      CHECK(c.queue_wait ==
+            model::prefill_queue_wait(c.queue_rho, c.prefill_service, 0.99, model::LengthDist::fixed(2048)));
+    }
+    // DeepSeek-V3 on 16 H200s at 20 req/s without a TTFT target: the KV-capacity batch keeps up (its steady state
+    // serves 20.07 req/s per replica); its prompt queue printed 1e30 s when it priced a prompt's prefill alone.
+    const auto& ds = arch("deepseek-v3");
+    model::Traffic tr{20.0, 1024, 256, std::nullopt, std::nullopt};
+    model::ServingPlanOptions opt;
+    const auto sys = system_of("dgx-h200");
+    const auto d = model::plan_serving(ds, model::parameter_counts(ds, Explain::off), plan_of(), tr, model::Sla{},
+                                       sys, opt, Explain::off);
+    REQUIRE(d.best.has_value());
+    CHECK(d.best->queue_rho < 1.0);
+    CHECK(d.best->ttft.raw() < 10.0);
   }
 
   TEST_CASE("a closed loop of users: λ = N / (TTFT + (osl − 1)·ITL + think time), no queueing, replicas for it") {

@@ -213,6 +213,8 @@ struct ServingCandidate {
   std::int64_t max_batch_memory = 0;  ///< KV capacity at isl + osl
   SteadyState state;
   units::Seconds queue_wait{};   ///< TTFT queueing at the percentile
+  units::Seconds prefill_service{};  ///< one prompt's prefill work on its replica: the M/G/1 queue's mean service time
+  double queue_rho = 0.0;            ///< the prompt queue's load ρ = λ / replicas · prefill_service (0: closed loop)
   units::Seconds ttft{};         ///< at the percentile, queueing included
   units::Seconds itl{};
   double requests_per_s = 0;     ///< the whole deployment's request rate (closed loop: N / (E2E + think time))
@@ -265,8 +267,9 @@ units::Seconds prefill_queue_wait(double rho, units::Seconds service, double per
 /// Finds, over TP sizes and batch sizes, the replica layout that meets the SLA with the fewest GPUs (then the lowest
 /// latency). With length distributions the rates use the mean lengths, the decode context its time average, the
 /// KV capacity E[isl] + E[osl], and TTFT the prompt length at the SLA percentile: for each batch B ≤ min(KV capacity, max_batch), steady_state gives ITL and the replica's request rate
-/// λ_r = B / latency; TTFT adds the M/G/1 queueing wait at ρ = λ_r·t_prefill, service ∝ prompt length (mean and
-/// percentile [MDc]); replicas = ⌈λ / λ_r⌉.
+/// λ_r = B / latency; TTFT adds the M/G/1 queueing wait at ρ = λ/replicas · S with S = (1 − ITL_decode-only/ITL)/λ_r,
+/// the prefill work one prompt adds to the iterations it rides on, service ∝ prompt length (mean and percentile
+/// [MDc]); replicas = ⌈λ / λ_r⌉ (ρ < 1 follows).
 ServingPlanResult plan_serving(const wl::TransformerArch& arch, const ParameterCounts& params,
                                const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
                                const ServingSystem& sys, const ServingPlanOptions& options,
