@@ -84,6 +84,8 @@ int run_validate(const GlobalOptions& g) {
   for (const auto& [file, heading] :
        {std::pair<std::string, std::string>{"measured_inference_cases.json",
                                             "Our own serving measurements on H100 and H200"},
+        std::pair<std::string, std::string>{"measured_moe_inference_cases.json",
+                                            "Our own MoE serving measurements on H100 (Qwen3-30B-A3B shape)"},
         std::pair<std::string, std::string>{"inference_cases.json", "Published inference latency and throughput"}}) {
     std::vector<std::pair<std::string, ValidationSummary>> by_source;
     auto v = validate_inference(*dir + "/validation/" + file, *db, *lib, &by_source, *dir);
