@@ -232,6 +232,8 @@ def kernels_of(fn):
             "gemm_time_s": sum(r[2] for r in gemm) / 1e6,
             "gemm_kernels": sorted({r[0][:100] for r in gemm})[:12],
             "top_kernels": [{"name": r[0][:100], "count": r[1], "time_s": r[2] / 1e6} for r in rows[:15]],
+            # every kernel, by name: which ops a layer runs (the serving op list's kernel count is checked on it)
+            "all_kernels": [{"name": r[0][:160], "count": r[1], "time_s": r[2] / 1e6} for r in rows],
         }
     except torch.OutOfMemoryError:
         raise
