@@ -247,8 +247,44 @@ class ServingLayerPricer {
       stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
     } else {
       experts(o.name, ie, h);
-      stream("token permute/unpermute", T * k * double(h) * e * 4.0 / double(ep), 0.0);
+      // Fused engines gather the tokens into expert order and scatter them back inside their MoE kernels' prologue
+      // and epilogue: one pass each way. Eager PyTorch runs them as kernels of their own (price_eager_routing).
+      if (!eager) stream("token permute/unpermute", T * k * double(h) * e * 4.0 / double(ep), 0.0);
     }
+  }
+
+  // Eager PyTorch routing of an MoE layer, kernel by kernel as our profile of one Qwen3-30B-A3B-shaped decode step
+  // lists them (data/validation/measured/h100-sxm5-80gb/moe_kernels_profile.json: 48 kernels per MoE layer, 24 of
+  // them the routing below): the router logits to fp32 and their softmax, the top-k (select, then sort the k),
+  // the renormalisation of the k weights (sum, divide), the sort of the token-expert pairs by expert (radix sort,
+  // with its fill/arange index buffers), the per-expert offsets (scan, index_put, scatter, bucketing), the grouped
+  // GEMMs' data preparation and int32 offset copies, the token gather into expert order, and the weighted combine
+  // (scale by the weight, sum over the k). Each is one kernel: at decode they cost their fixed time, in prefill
+  // their bytes. Fused engines (kernels fused) run one top-k-softmax and one alignment kernel instead, with the
+  // gather and scatter inside their grouped GEMMs (price_experts).
+  void price_eager_routing(std::int64_t experts) {
+    const double E = double(experts), k = double(a.moe->experts_per_token), pairs = T * k, local = pairs / double(ep);
+    const double hb = double(h) * e;
+    stream("router logits to fp32", T * E * 6.0, 0.0);
+    stream("router softmax", T * E * 8.0, 5.0 * T * E);
+    stream("top-k select", T * E * 4.0 + pairs * 12.0, T * E);
+    stream("top-k sort", pairs * 24.0, pairs * std::log2(std::max(2.0, k)));
+    stream("top-k weight sum", pairs * 4.0 + T * 4.0, pairs);
+    stream("top-k renormalise", pairs * 8.0 + T * 4.0, pairs);
+    for (const char* n : {"pair index fill", "pair index fill", "pair index arange", "pair index arange"})
+      stream(n, pairs * 8.0, 0.0);
+    stream("expert-id sort (radix)", pairs * 32.0, 0.0);
+    stream("expert counts (bucketize)", pairs * 16.0, pairs);
+    stream("expert offsets scan init", E * 8.0, 0.0);
+    stream("expert offsets scan", E * 16.0, E);
+    stream("expert offsets index_put", pairs * 8.0, 0.0);
+    stream("routing-weight scatter", pairs * 12.0, 0.0);
+    for (const char* n : {"grouped-GEMM offsets to int32", "grouped-GEMM offsets to int32"}) stream(n, E * 12.0, 0.0);
+    for (const char* n : {"grouped-GEMM data preparation", "grouped-GEMM data preparation"}) stream(n, E * 64.0, 0.0);
+    stream("token gather (permute)", local * hb * 2.0, 0.0);
+    stream("weight gather", local * 12.0, 0.0);
+    stream("combine: scale by weight", local * hb * 3.0, local * double(h));
+    stream("combine: sum over top-k", local * hb + T * hb, local * double(h));
   }
 
   void price_linear(const Op& o) {
@@ -259,7 +295,10 @@ class ServingLayerPricer {
         acc.comm += ar;
         acc.kernels += t > 1 ? 1 : 0;
         break;
-      case LinearKind::router: gemm(o.name, Ti, h, o.out, 1, 2.0); break;
+      case LinearKind::router:
+        gemm(o.name, Ti, h, o.out, 1, 2.0);
+        if (eager) price_eager_routing(o.out);
+        break;
       case LinearKind::expert_in:
       case LinearKind::expert_out: price_experts(o); break;
       case LinearKind::mlp_in: {

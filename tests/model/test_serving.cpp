@@ -244,6 +244,33 @@ TEST_SUITE("serving forward pass") {
     CHECK(b4096.weight_bytes.raw() == doctest::Approx(weights(8)).epsilon(1e-12));
   }
 
+  TEST_CASE("eager MoE routing runs 24 kernels per MoE layer, as profiled - fused engines gather and scatter in their GEMMs") {
+    // data/validation/measured/h100-sxm5-80gb/moe_kernels_profile.json: 48 kernels per MoE layer of an eager
+    // Qwen3-30B-A3B-shaped decode step, 24 of them the routing (softmax, top-k, renormalise, sort, offsets, gather,
+    // combine). Fused: the single permute/unpermute pass instead.
+    auto p = plan_of();
+    p.kernels = wl::KernelStyle::eager;
+    const auto eager = cost("qwen3-30b-a3b", p, decode(1, 1024), Explain::on);
+    p.kernels = wl::KernelStyle::fused;
+    const auto fused = cost("qwen3-30b-a3b", p, decode(1, 1024), Explain::on);
+    auto count = [](const model::ForwardCost& f, auto pred) {
+      return std::count_if(f.ops.begin(), f.ops.end(), [&](const model::OpCost& o) { return pred(o.name); });
+    };
+    const auto routing = [](const std::string& n) {
+      for (const char* w : {"router logits", "router softmax", "top-k", "pair index", "expert-id sort", "expert counts",
+                            "expert offsets", "routing-weight", "grouped-GEMM", "token gather", "weight gather",
+                            "combine:"})
+        if (n.rfind(w, 0) == 0) return true;
+      return false;
+    };
+    CHECK(count(eager, routing) == 24);
+    CHECK(count(fused, routing) == 0);
+    CHECK(count(fused, [](const std::string& n) { return n == "token permute/unpermute"; }) == 1);
+    CHECK(count(eager, [](const std::string& n) { return n == "token permute/unpermute"; }) == 0);
+    // At batch 1 each routing kernel costs about its fixed time: 48 layers × 24 kernels add ≥ 48·24·t_kernel.
+    CHECK(eager.kernels - fused.kernels >= 48 * 23);
+  }
+
   TEST_CASE("MoE experts are one grouped GEMM, as training prices them: 100 experts of 4×7168×256 on an H100") {
     // Measured on an H100 (issue #21): 140 µs with torch.bmm, 172 µs with torch._grouped_mm. The grouped GEMM is
     // memory-bound (the 367 MB of expert weights); one narrow expert GEMM repeated 100 times (split-K, a wave and a

@@ -200,23 +200,18 @@ TEST_CASE("our own serving measurements: every trusted point evaluates, median e
 
 // Our own MoE serving measurement (data/validation/measured/h100-sxm5-80gb/serve_qwen3_30b_a3b.json): decode steps of a
 // Qwen3-30B-A3B-shaped decoder under CUDA graphs, batch 1-256 at contexts 1K and 4K, and two eager prefills. A group
-// of its own, guarded at today's accuracy, which is poor at small batches: the model is 49% fast at batch 1 and 3%
-// at batch 256. The measured step runs 2,310 kernels (its profile): the router's softmax, top-k sort, gather and the
-// grouped GEMMs' data preparation, which the serving op list does not price yet (#21: the dispatcher, router and
-// permute costs). The guard fails if a change makes it worse; tighten it as the op list grows.
-TEST_CASE("our own MoE serving measurements: all 20 evaluate, the model is fast by at most 30% median, 50% worst") {
+// of its own, guarded at today's accuracy: 16.1% median, 22.3% worst with the built-in defaults (8.1% / 19.1%
+// calibrated), since the eager routing kernels are priced (moe_kernels_profile.json: 24 per MoE layer); before them
+// 27% / 49.8%. The rest is mostly the dense part's own unpriced eager kernels (rotary, KV copies, casts). The guard
+// fails if a change makes it worse; tighten it as the op list grows.
+TEST_CASE("our own MoE serving measurements: all 20 evaluate, median error at most 18%, none over 25%") {
   std::vector<std::pair<std::string, cli::ValidationSummary>> by;
   auto v = cli::validate_inference(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_moe_inference_cases.json",
                                    data().db, data().lib, &by);
   REQUIRE_MESSAGE(v.ok(), v.diagnostics().to_string());
   CHECK(v->evaluated == 20);
-  CHECK(v->median_abs_error <= 0.30);
-  CHECK(v->max_abs_error <= 0.50);
-  for (const auto& c : v->cases) {
-    CAPTURE(c.id);
-    REQUIRE(c.error.has_value());
-    CHECK(*c.error < 0.0);  // every point: predicted faster than measured (the unpriced routing kernels)
-  }
+  CHECK(v->median_abs_error <= 0.18);
+  CHECK(v->max_abs_error <= 0.25);
 }
 
 // Before / after calibration (issue "Calibration on the real target"): with the fitted H100 and H200 profiles
