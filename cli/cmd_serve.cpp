@@ -362,7 +362,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
     report(n);
   }
   const auto ss = model::steady_state(arch, perf, batch, isl, osl, sys, ex);
-  const auto prefill1 = model::forward_cost(arch, perf, model::ForwardBatch{0, 1, 0, 1.0, isl, 0, true}, sys, ex);
+  const auto prefill1 = model::forward_cost(arch, perf, model::prompt_pass(perf, isl), sys, ex);
   const u::Seconds ttft = model::prefill_time(arch, perf, 1, isl, sys);
   const u::Seconds itl = model::decode_step_time(arch, perf, batch, isl + osl / 2, sys);
   if (!std::isfinite(ttft.raw()) || !std::isfinite(ss.iteration.raw()) || !std::isfinite(itl.raw())) {

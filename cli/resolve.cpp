@@ -297,6 +297,10 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
     perf.kv = memplan->kv;
     perf.max_batched_tokens = memplan->max_num_batched_tokens;
     perf.max_batch = memplan->max_num_seqs;
+    // The shared prefix's full blocks stay in the prefix cache (as the memory model stores them once): its prefill
+    // is computed once, not per prompt.
+    const std::int64_t block = std::max<std::int64_t>(1, memplan->block_size);
+    perf.cached_prefix_tokens = memplan->prefix_tokens / block * block;
   }
   perf.tp = f.tp;
   perf.pp = f.pp;

@@ -492,10 +492,20 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   return fc;
 }
 
+ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt) {
+  prompt = std::max<std::int64_t>(1, prompt);
+  const std::int64_t cached = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, prompt - 1);
+  return ForwardBatch{0, 1, 0, 1.0, prompt - cached, cached, true};
+}
+
 Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
                      std::int64_t prompt, const ServingSystem& sys) {
   batch = std::max<std::int64_t>(1, batch);
   prompt = std::max<std::int64_t>(1, prompt);
+  // A cached prefix is not computed again: the prompt's new tokens attend to it (at least one token is new: the
+  // engines recompute the last one to get its logits).
+  const std::int64_t cached = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, prompt - 1);
+  prompt -= cached;
   const std::int64_t budget = plan.max_batched_tokens;
   Seconds sum{}, last_total{}, last_stage{};
   auto pass = [&](const ForwardBatch& fb) {
@@ -505,21 +515,21 @@ Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, 
     last_stage = c.stage;
   };
   if (budget <= 0 || batch * prompt <= budget) {
-    pass(ForwardBatch{0, 1, 0, double(batch), prompt, 0, true});
+    pass(ForwardBatch{0, 1, 0, double(batch), prompt, cached, true});
   } else if (prompt <= budget) {
     // Full passes of ⌊budget/prompt⌋ prompts (identical: costed once), then the rest.
     const std::int64_t per_pass = std::max<std::int64_t>(1, budget / prompt);
     const std::int64_t full = batch / per_pass, rest = batch % per_pass;
-    pass(ForwardBatch{0, 1, 0, double(per_pass), prompt, 0, true});
+    pass(ForwardBatch{0, 1, 0, double(per_pass), prompt, cached, true});
     sum += last_stage * double(full - 1);
-    if (rest > 0) pass(ForwardBatch{0, 1, 0, double(rest), prompt, 0, true});
+    if (rest > 0) pass(ForwardBatch{0, 1, 0, double(rest), prompt, cached, true});
   } else {
     // Each prompt in chunks of the budget, attending to its earlier chunks; every prompt costs the same.
     Seconds one{};
     for (std::int64_t past = 0; past < prompt; past += budget) {
       const std::int64_t chunk = std::min(budget, prompt - past);
       const Seconds before = sum;
-      pass(ForwardBatch{0, 1, 0, 1.0, chunk, past, past + chunk >= prompt});
+      pass(ForwardBatch{0, 1, 0, 1.0, chunk, cached + past, past + chunk >= prompt});
       one += sum - before;
     }
     sum += one * double(batch - 1);
@@ -546,16 +556,19 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   const double pp = double(std::max(1, plan.pp));
   const double micro = std::max(1.0, double(batch) / pp);
   const std::int64_t ctx = decode_context ? std::max<std::int64_t>(1, *decode_context) : isl + osl / 2;
+  // A cached prefix: each prompt computes only its new tokens, attending to the cached ones (prefill_time).
+  const std::int64_t cached = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, isl - 1);
+  const std::int64_t fresh = isl - cached;
   // Prefill riding on each iteration: batch/osl prompts per iteration on average (one finishes every osl/batch
   // iterations and is replaced), in chunks of what the token budget leaves beside the decodes.
   const std::int64_t room = plan.max_batched_tokens > 0
                                 ? std::max<std::int64_t>(1, plan.max_batched_tokens - std::llround(micro))
-                                : isl;
-  const std::int64_t chunk = std::min(isl, room);
-  const double chunks = std::ceil(double(isl) / double(chunk));
+                                : fresh;
+  const std::int64_t chunk = std::min(fresh, room);
+  const double chunks = std::ceil(double(fresh) / double(chunk));
   // Prefill tokens per iteration: what the finishing sequences need, at most what the budget leaves. When the budget
   // is the limit, prompts are admitted only as fast as it allows and the decodes wait for them (prefill-bound).
-  const double demand = micro * double(isl) / double(osl);
+  const double demand = micro * double(fresh) / double(osl);
   const double served = plan.max_batched_tokens > 0 ? std::min(demand, double(room)) : demand;
   ss.prefill_bound = served < demand * (1.0 - 1e-9);
   // The chunks arrive whole: on average n = served / chunk of them per iteration, so iterations carry ⌊n⌋ or ⌈n⌉
@@ -565,7 +578,7 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   // expert reads, on every iteration.)
   const double n = served / double(chunk);
   const double n_lo = std::floor(n), frac = n - n_lo;
-  const std::int64_t past = chunks > 1 ? (isl - chunk) / 2 : 0;
+  const std::int64_t past = cached + (chunks > 1 ? (fresh - chunk) / 2 : 0);
   auto pass = [&](double k, Explain e) {
     return forward_cost(a, plan, ForwardBatch{micro, 1, ctx, k, chunk, past, true}, sys, e);
   };
@@ -605,6 +618,10 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                      {it.derivation}};
     if (plan.pp > 1)
       ss.derivation.notes.push_back(fmt::format("PP {}: {} micro-batches of {:g} sequences in flight", plan.pp, plan.pp, micro));
+    if (cached > 0)
+      ss.derivation.notes.push_back(fmt::format("prefix cache: {} of the {} prompt tokens are cached (the shared prefix's "
+                                                "full blocks); each prompt computes {} new tokens attending to them",
+                                                cached, isl, fresh));
   }
   return ss;
 }

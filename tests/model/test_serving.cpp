@@ -604,6 +604,30 @@ TEST_SUITE("serving steady state") {
     }
   }
 
+  TEST_CASE("a cached prefix is not computed again: the prompt's new tokens attend to it, TTFT and iterations fall") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = h100();
+    auto p = plan_of();
+    const auto none = model::steady_state(a, p, 64, 2048, 256, sys, Explain::off);
+    p.cached_prefix_tokens = 1488;  // a 1500-token system prompt: its 93 full blocks of 16
+    const auto pb = model::prompt_pass(p, 2048);
+    CHECK(pb.prefill_tokens == 560);
+    CHECK(pb.prefill_past == 1488);
+    CHECK(model::prefill_time(a, p, 1, 2048, sys) ==
+          model::forward_cost(a, p, model::ForwardBatch{0, 1, 0, 1.0, 560, 1488, true}, sys, Explain::off).total);
+    const auto cached = model::steady_state(a, p, 64, 2048, 256, sys, Explain::off);
+    CHECK(cached.prefill < none.prefill * 0.5);
+    CHECK(cached.iteration < none.iteration);
+    // B 64: 64·560/256 = 140 new prompt tokens per iteration, one 560-token chunk in four iterations, past 1488.
+    const double d = model::decode_step_time(a, p, 64, 2048 + 128, sys).raw();
+    const double f1 =
+        model::forward_cost(a, p, model::ForwardBatch{64, 1, 2048 + 128, 1, 560, 1488, true}, sys, Explain::off).total.raw();
+    CHECK(cached.iteration.raw() == doctest::Approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
+    // At least one token is always computed: the prompt's logits come from its last token.
+    p.cached_prefix_tokens = 4096;
+    CHECK(model::prompt_pass(p, 2048).prefill_tokens == 1);
+  }
+
   TEST_CASE("pipeline parallel: pp micro-batches in flight, each token crossing every stage") {
     const auto& a = arch("llama-3.1-70b");
     const auto sys = h100();

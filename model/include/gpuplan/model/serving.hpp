@@ -76,6 +76,10 @@ struct ServingPerfPlan {
   /// prompts as their own iterations.
   std::int64_t max_batched_tokens = 8192;
   std::int64_t max_batch = 1024;  ///< max concurrent sequences the engine schedules (max_num_seqs / max_batch_size)
+  /// Prompt tokens whose KV the prefix cache already holds when a prompt arrives (a shared system prompt: vLLM's
+  /// automatic prefix caching and SGLang's radix cache reuse its full blocks): their prefill is not computed again,
+  /// the new tokens attend to them. 0 = no prefix caching.
+  std::int64_t cached_prefix_tokens = 0;
 };
 
 /// Takes the per-kernel costs measured by a calibration profile (graph replay gap, eager launch interval) when it has
@@ -115,6 +119,10 @@ struct ForwardCost {
 /// issuing kernels. MoE: expected experts touched by T tokens with top-k of E (uniform routing) = E·(1 − (1 − k/E)^T).
 ForwardCost forward_cost(const wl::TransformerArch& arch, const ServingPerfPlan& plan, const ForwardBatch& batch,
                          const ServingSystem& sys, Explain explain = Explain::on);
+
+/// One prompt of `prompt` tokens as a single forward pass: its new tokens (the prompt less the cached prefix,
+/// ServingPerfPlan::cached_prefix_tokens) attending to the cached ones, the LM head on the last token.
+ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt);
 
 /// Prefill of `batch` prompts of `prompt` tokens as one pass (chunked by the plan's token budget when it is
 /// smaller): the time to first token without queueing.
