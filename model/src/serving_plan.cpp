@@ -305,6 +305,23 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
                                   "sequences hold {} tokens on time average (E[isl] + E[osl²]/2E[osl])",
                                   isl, osl, sla.percentile * 100, isl_p, ctx_avg));
   r.feasible = r.best && r.best->meets_sla;
+  // Where the steady state stops describing the answer (#28): a prompt's own prefill taking most of the TTFT target
+  // leaves the queue almost no room, so the replica count climbs steeply as the target tightens (small batches,
+  // many replicas) - the cliff a planner should see coming.
+  if (sla.ttft && r.best) {
+    const Seconds own = r.best->ttft - r.best->queue_wait;
+    const char* advice =
+        "consider disaggregated prefill (--disaggregated), a larger TP for prefill, or prefix caching (--prefix-tokens)";
+    if (own > *sla.ttft)
+      r.notes.push_back(fmt::format("the prompt's own prefill at the best layout ({}, its chunks riding on the "
+                                    "iterations) exceeds the TTFT target ({}) before any queueing; {}",
+                                    format(own), format(*sla.ttft), advice));
+    else if (own > *sla.ttft * 0.5)
+      r.notes.push_back(fmt::format(
+          "the prompt's own prefill ({}) is {:.0f}% of the TTFT target ({}): little room is left for queueing, so the "
+          "GPU count rises steeply as the target tightens; {}",
+          format(own), 100.0 * (own / *sla.ttft).raw(), format(*sla.ttft), advice));
+  }
   if (!any_fit)
     r.reasons.push_back(fmt::format("the model does not fit on up to {} GPUs per replica with {} tokens of context",
                                     domain * 16, isl + osl));

@@ -720,6 +720,33 @@ TEST_SUITE("serving planner") {
     CHECK(d.best->ttft.raw() < 10.0);
   }
 
+  TEST_CASE("the planner warns when the prompt's own prefill takes over half the TTFT target (the cliff)") {
+    // Llama 3.1 70B, 2048 in: a 1 s target leaves room; at a target just above the best layout's own prefill the
+    // note appears, and it says so when the own prefill alone exceeds the target.
+    auto has_note = [](const model::ServingPlanResult& r, const char* w) {
+      for (const auto& n : r.notes)
+        if (n.find(w) != std::string::npos) return true;
+      return false;
+    };
+    const auto& a = arch("llama-3.1-70b");
+    const auto params = model::parameter_counts(a, Explain::off);
+    model::Traffic tr{20.0, 2048, 500, std::nullopt, std::nullopt};
+    model::ServingPlanOptions opt;
+    auto plan_at = [&](double ttft_s) {
+      model::Sla sla;
+      sla.ttft = units::seconds(ttft_s);
+      return model::plan_serving(a, params, plan_of(), tr, sla, h100(), opt, Explain::off);
+    };
+    const auto easy = plan_at(10.0);
+    REQUIRE(easy.best.has_value());
+    const double own = (easy.best->ttft - easy.best->queue_wait).raw();
+    CHECK_FALSE(has_note(easy, "of the TTFT target"));
+    const auto tight = plan_at(own * 0.5);
+    REQUIRE(tight.best.has_value());
+    const double own_t = (tight.best->ttft - tight.best->queue_wait).raw();
+    CHECK(has_note(tight, own_t > own * 0.5 ? "exceeds the TTFT target" : "of the TTFT target"));
+  }
+
   TEST_CASE("a closed loop of users: λ = N / (TTFT + (osl − 1)·ITL + think time), no queueing, replicas for it") {
     const auto& a = arch("llama-3.1-70b");
     const auto params = model::parameter_counts(a, Explain::off);
