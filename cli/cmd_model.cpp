@@ -8,6 +8,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
@@ -32,6 +33,25 @@ std::string attention_kind(const wl::TransformerArch& a) {
   if (a.kv_heads == a.heads) return "MHA";
   if (a.kv_heads == 1) return "MQA";
   return "GQA";
+}
+
+/// The layer kinds of the model, e.g. "36 × chunked attention (8192) + MoE".
+struct LayerKindRow {
+  std::string attention;
+  std::int64_t span = 0;  ///< tokens of a local layer's window or chunk; 0: global
+  std::string ffn;
+  std::int64_t layers = 0;
+  [[nodiscard]] std::string text() const {
+    return fmt::format("{} × {}{} + {}", layers, attention, span > 0 ? fmt::format(" ({})", span) : "", ffn);
+  }
+};
+std::vector<LayerKindRow> layer_kinds(const wl::TransformerArch& a) {
+  std::vector<LayerKindRow> rows;
+  model::for_each_layer_kind(a, [&](model::LayerKind k, std::int64_t n) {
+    rows.push_back({model::attention_span_name(a, k), k.local ? a.local_span() : 0,
+                    k.moe && a.moe ? (a.moe->shared_experts > 0 ? "MoE with shared experts" : "MoE") : "dense FFN", n});
+  });
+  return rows;
 }
 
 int list(const GlobalOptions& g) {
@@ -100,6 +120,12 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                                   {"shared_experts", a.moe->shared_experts}, {"moe_layers", a.moe_layer_count()}};
     if (a.sliding_layer_count() > 0)
       j["architecture"]["sliding_window"] = {{"window", a.sliding_window}, {"layers", a.sliding_layer_count()}};
+    if (a.chunked_layer_count() > 0)
+      j["architecture"]["chunked_attention"] = {{"chunk", a.attention_chunk}, {"layers", a.chunked_layer_count()}};
+    j["architecture"]["layer_kinds"] = nlohmann::ordered_json::array();
+    for (const auto& k : layer_kinds(a))
+      j["architecture"]["layer_kinds"].push_back(
+          {{"attention", k.attention}, {"span", k.span}, {"ffn", k.ffn}, {"layers", k.layers}});
     j["params"] = {{"total", p.total}, {"active", p.active}, {"embedding", p.embedding},
                    {"position_embedding", p.position_embedding}, {"attention", p.attention},
                    {"dense_mlp", p.dense_mlp}, {"router", p.router}, {"routed_experts", p.routed_experts},
@@ -154,6 +180,14 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   if (a.sliding_layer_count() > 0)
     arch.rows.emplace_back("sliding window", fmt::format("{} tokens on {} of {} layers", a.sliding_window,
                                                          a.sliding_layer_count(), a.layers));
+  if (a.chunked_layer_count() > 0)
+    arch.rows.emplace_back("chunked attention", fmt::format("{}-token chunks on {} of {} layers", a.attention_chunk,
+                                                            a.chunked_layer_count(), a.layers));
+  {
+    std::string kinds;
+    for (const auto& k : layer_kinds(a)) kinds += (kinds.empty() ? "" : ", ") + k.text();
+    arch.rows.emplace_back("layer kinds", kinds);
+  }
   if (a.max_position) arch.rows.emplace_back("max positions", std::to_string(a.max_position));
   s.push_back(arch);
 

@@ -54,6 +54,9 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
     if (a.sliding_layer_count() > 0)
       d.notes.push_back(fmt::format("{} sliding-window layers attend to min(c, {})", a.sliding_layer_count(),
                                     a.sliding_window));
+    if (a.chunked_layer_count() > 0)
+      d.notes.push_back(fmt::format("{} chunked-attention layers attend to min(c, {}) (at most their chunk)",
+                                    a.chunked_layer_count(), a.attention_chunk));
     d.notes.push_back(fmt::format("6·N_active = {} for comparison", format(units::flop(6.0 * double(p.active)))));
     d.children.push_back({"flops_per_token.matmul", "Matmul FLOPs", "2·N_matmul", {}, format(f.matmul_forward), {}, {}});
     d.children.push_back(

@@ -46,6 +46,9 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
     if (a.sliding_layer_count() > 0)
       d.notes.push_back(fmt::format("{} of {} layers use a {}-token sliding window", a.sliding_layer_count(), a.layers,
                                     a.sliding_window));
+    if (a.chunked_layer_count() > 0)
+      d.notes.push_back(fmt::format("{} of {} layers use {}-token chunked attention: each holds at most one chunk",
+                                    a.chunked_layer_count(), a.layers, a.attention_chunk));
   }
   return k;
 }
@@ -223,7 +226,7 @@ std::vector<StageLayers> pipeline_stages(const wl::TransformerArch& a, int pp) {
     st.first = first;
     st.count = counts[static_cast<std::size_t>(s)];
     for (std::int64_t l = first; l < first + st.count; ++l) {
-      if (a.is_sliding_layer(l)) ++st.sliding;
+      if (a.is_local_layer(l)) ++st.sliding;
       if (a.is_moe_layer(l)) ++st.moe;
     }
     st.first_stage = s == 0;
@@ -234,12 +237,14 @@ std::vector<StageLayers> pipeline_stages(const wl::TransformerArch& a, int pp) {
   return stages;
 }
 
-std::int64_t kv_blocks(std::int64_t tokens, std::int64_t block_size, std::int64_t window) {
+std::int64_t kv_blocks(std::int64_t tokens, std::int64_t block_size, std::int64_t window, bool chunked) {
   if (tokens <= 0) return 0;
   const std::int64_t B = std::max<std::int64_t>(1, block_size);
   const std::int64_t full = (tokens + B - 1) / B;
   if (window <= 0) return full;
-  const std::int64_t capped = B == 1 ? window : (window - 1 + B - 1) / B + 1;
+  const std::int64_t capped = chunked ? (window + B - 1) / B + (window % B != 0 ? 1 : 0)
+                              : B == 1 ? window
+                                       : (window - 1 + B - 1) / B + 1;
   return std::min(full, capped);
 }
 
@@ -252,9 +257,9 @@ SequenceKv sequence_kv(const wl::TransformerArch& a, const StageLayers& st, cons
   const double B = double(q.block_size);
   const double per_layer = token.per_layer.raw();
   const double full = double(st.full()), sliding = double(st.sliding);
-  const std::int64_t W = a.sliding_window;
+  const std::int64_t W = a.local_span();  // the sliding window, or the chunk
   const double full_blocks = double(kv_blocks(q.tokens, q.block_size));
-  const double sliding_blocks = double(kv_blocks(q.tokens, q.block_size, W));
+  const double sliding_blocks = double(kv_blocks(q.tokens, q.block_size, W, a.local_is_chunked()));
   const double sliding_exact = double(std::min(q.tokens, W > 0 ? W : q.tokens));
   q.exact = units::bytes(per_layer * (full * double(q.tokens) + sliding * sliding_exact));
   q.per_sequence = units::bytes(per_layer * B * (full * full_blocks + sliding * sliding_blocks));

@@ -18,9 +18,9 @@ namespace {
 class TrainingLayerPricer {
  public:
   TrainingLayerPricer(const wl::TransformerArch& arch, const wl::TrainingPlan& training_plan, bool moe_layer,
-                      bool sliding, const Device& device, bool keep_op_list)
+                      bool local, const Device& device, bool keep_op_list)
       : a(arch), plan(training_plan), d(device), keep_ops(keep_op_list),
-        graph(build_layer_graph(arch, LayerKind{moe_layer && arch.moe.has_value(), sliding})),
+        graph(build_layer_graph(arch, LayerKind{moe_layer && arch.moe.has_value(), local})),
         attn(*graph.attention()) {}
 
   LayerCost run() {
@@ -116,9 +116,10 @@ class TrainingLayerPricer {
            res_b / res_f);
   }
 
-  void add_attention(const std::string& name, std::int64_t sq, std::int64_t skv, bool is_causal) {
+  void add_attention(const std::string& name, std::int64_t sq, std::int64_t skv, bool is_causal,
+                     std::int64_t chunks = 1) {
     for (const bool bwd : {false, true})
-      for (const auto& c : attention_cost(name, bh, sq, skv, dqk, dv, is_causal, plan.flash_attention, bwd, gp,
+      for (const auto& c : attention_cost(name, bh * chunks, sq, skv, dqk, dv, is_causal, plan.flash_attention, bwd, gp,
                                           d, attn_dropout)) {
         (bwd ? lc.bwd : lc.fwd).add(c);
         (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
@@ -127,8 +128,19 @@ class TrainingLayerPricer {
   }
 
   void price_attention(const Op& o) {
-    const std::int64_t s_kv = o.sliding ? std::min(plan.seq_len, a.sliding_window) : plan.seq_len;
-    const bool causal = !o.sliding || a.sliding_window >= plan.seq_len;
+    if (o.chunked && o.window < plan.seq_len) {
+      // Chunked local attention (Llama 4): each aligned chunk of C tokens is a causal attention of its own, so the
+      // sequence is s/C causal C × C problems (one batched call) and a causal remainder. Under CP each rank takes
+      // its s/cp tokens' chunks as local (exact when C divides the rank's pieces, s/(2·cp) under Megatron's load
+      // balancing; no ring of K/V chunks).
+      const std::int64_t C = o.window, full = s_local / C, rest = s_local % C;
+      if (full > 0) add_attention(named("attention (chunked)"), C, C, true, full);
+      if (rest > 0) add_attention(named("attention (last chunk)"), rest, rest, true);
+      return;
+    }
+    const bool sliding = o.window > 0 && !o.chunked;
+    const std::int64_t s_kv = sliding ? std::min(plan.seq_len, o.window) : plan.seq_len;
+    const bool causal = !sliding || o.window >= plan.seq_len;
     if (par.cp > 1 && plan.flash_attention && causal && s_local % 2 == 0) {
       // Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P, the ring of K/V chunks; Megatron's
       // load balancing gives each rank chunks i and 2cp−1−i of 2cp): cp kernel calls per direction, not one. Step 0
@@ -253,9 +265,9 @@ class TrainingLayerPricer {
 }  // namespace
 
 /// Forward and backward of one transformer layer for one micro-batch on one GPU.
-LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool sliding,
+LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool local,
                      const Device& d, bool keep_ops) {
-  return TrainingLayerPricer(a, plan, moe_layer, sliding, d, keep_ops).run();
+  return TrainingLayerPricer(a, plan, moe_layer, local, d, keep_ops).run();
 }
 
 }  // namespace gpuplan::model::detail

@@ -97,10 +97,10 @@ OpCost repeated(OpCost c, double k, const Device& d) {
 class ServingLayerPricer {
  public:
   ServingLayerPricer(const wl::TransformerArch& arch, const ServingPerfPlan& serving_plan, const ForwardBatch& batch,
-                     bool moe_layer, bool sliding, const Device& device, const KvTokenBytes& kv_token,
+                     bool moe_layer, bool local, const Device& device, const KvTokenBytes& kv_token,
                      const CommGroup& tp_group, const CommGroup& ep_group, bool keep_ops)
       : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
-        moe(moe_layer && arch.moe.has_value()), graph(build_layer_graph(arch, LayerKind{moe, sliding})),
+        moe(moe_layer && arch.moe.has_value()), graph(build_layer_graph(arch, LayerKind{moe, local})),
         attn(*graph.attention()),
         ar(t > 1 ? coll(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {}
 
@@ -193,18 +193,38 @@ class ServingLayerPricer {
       const std::int64_t s = fb.prefill_tokens, past = fb.prefill_past;
       std::int64_t s_kv = past > 0 ? past + s / 2 : s;
       bool causal = past == 0;
-      if (o.sliding && a.sliding_window > 0 && a.sliding_window < past + s) {
-        s_kv = std::min<std::int64_t>(s_kv, a.sliding_window);
+      auto price = [&](const char* name, std::int64_t bh, std::int64_t sq, std::int64_t skv, bool is_causal) {
+        for (const OpCost& c : attention_cost(name, bh, sq, skv, o.d_qk, o.d_v, is_causal, true, false, gp, d))
+          acc.add(repeated(c, fb.prefill_seqs, d), keep);
+      };
+      if (o.chunked && o.window < past + s && past == 0) {
+        // Chunked local attention (Llama 4): each aligned chunk of C tokens attends causally within itself, so a
+        // prompt from position 0 is ⌊s/C⌋ causal C × C problems (one batched call) and a causal remainder.
+        const std::int64_t C = o.window;
+        if (s / C > 0) price("prefill attention (chunked)", heads_gpu * (s / C), C, C, true);
+        if (s % C > 0) price("prefill attention (last chunk)", heads_gpu, s % C, s % C, true);
+        return price_decode(o, heads_gpu);
+      }
+      if (o.window > 0 && o.window < past + s) {
+        // Sliding: the last W tokens. Chunked, a prompt piece after `past` tokens: the part of its chunk already
+        // held, on average half a chunk, and half of its own (at most one chunk).
+        s_kv = o.chunked ? std::min<std::int64_t>(s_kv, o.window / 2 + std::min<std::int64_t>(s, o.window) / 2)
+                         : std::min<std::int64_t>(s_kv, o.window);
         causal = false;
       }
-      for (const OpCost& c : attention_cost("prefill attention", heads_gpu, s, s_kv, o.d_qk, o.d_v, causal, true,
-                                            false, gp, d)) {
-        acc.add(repeated(c, fb.prefill_seqs, d), keep);
-      }
+      price("prefill attention", heads_gpu, s, s_kv, causal);
     }
+    price_decode(o, heads_gpu);
+  }
+
+  void price_decode(const Op& o, std::int64_t heads_gpu) {
     if (fb.decode_seqs > 0) {
       const std::int64_t held = fb.decode_context + fb.queries_per_seq;
-      const std::int64_t ctx = o.sliding && a.sliding_window > 0 ? std::min(held, a.sliding_window) : held;
+      // A sliding layer reads the last W tokens; a chunked layer the tokens of the current chunk, on average half
+      // of it once the context passes one chunk (held mod C runs over 1..C as the sequence grows).
+      std::int64_t ctx = held;
+      if (o.window > 0 && !o.chunked) ctx = std::min(held, o.window);
+      else if (o.chunked && held > o.window) ctx = std::max<std::int64_t>(1, (o.window + 1) / 2);
       // MMA tile rows the query group of one KV head is padded to (see ServingPerfPlan::attention).
       const std::int64_t kv_gpu = a.mla ? 1 : std::max<std::int64_t>(1, std::llround(kvt.kv_heads_per_gpu));
       std::int64_t tile_q = 16;
@@ -396,7 +416,7 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   bool have[2][2] = {{false, false}, {false, false}};
   double count[2][2] = {{0, 0}, {0, 0}};
   for (std::int64_t l = 0; l < a.layers; ++l) {
-    const int moe = a.is_moe_layer(l) ? 1 : 0, sl = a.is_sliding_layer(l) ? 1 : 0;
+    const int moe = a.is_moe_layer(l) ? 1 : 0, sl = a.is_local_layer(l) ? 1 : 0;
     count[moe][sl] += 1.0;
     if (!have[moe][sl]) {
       kinds[moe][sl] = layer_forward(a, plan, fb, moe == 1, sl == 1, d, kvt, tp_g, ep_g, keep && fc.ops.size() < 64);

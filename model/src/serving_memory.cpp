@@ -589,8 +589,11 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
     sq.inputs = {{"B", std::to_string(plan.block_size), "tokens per KV block", Origin::user("--block-size")},
                  {"P", format_count(double(plan.prefix_tokens)), "shared prefix tokens", Origin::user("--prefix-tokens")},
                  {"L_full", std::to_string(bind.layers.full()), "full-attention layers on this GPU", cfg},
-                 {"L_sliding", std::to_string(bind.layers.sliding), "sliding-window layers on this GPU", cfg},
-                 {"W", format_count(double(a.sliding_window)), "sliding window", cfg},
+                 {"L_sliding", std::to_string(bind.layers.sliding),
+                  a.local_is_chunked() ? "chunked-attention layers on this GPU" : "sliding-window layers on this GPU", cfg},
+                 {"W", format_count(double(a.local_span())),
+                  a.local_is_chunked() ? "attention chunk (a chunked layer holds ⌈W/B⌉ blocks at most)" : "sliding window",
+                  cfg},
                  {"kv_layer", format(e.token.per_layer), "KV per token per layer per GPU", Origin::derived("kv.token")}};
     sq.result = fmt::format("{} per sequence ({} exact + {} in partly filled blocks; {} expected over random "
                             "lengths); shared prefix {}; each further sequence adds {}",

@@ -67,13 +67,13 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
                            LayerCost* first) {
   ComputeTerms c;
   const auto& par = plan.par;
-  // One micro-batch through each layer kind; layers of one (moe, sliding) kind cost the same.
+  // One micro-batch through each layer kind; layers of one (moe, local attention) kind cost the same.
   const std::int64_t L = a.layers;
   LayerCost kinds[2][2];
   bool have_kind[2][2] = {{false, false}, {false, false}};
   for (std::int64_t l = 0; l < L; ++l) {
     const bool moe = a.is_moe_layer(l);
-    const bool sliding = a.is_sliding_layer(l);
+    const bool sliding = a.is_local_layer(l);  // a sliding window or a chunk
     if (!have_kind[moe][sliding]) {
       kinds[moe][sliding] = layer_cost(a, plan, moe, sliding, d, first != nullptr);
       have_kind[moe][sliding] = true;

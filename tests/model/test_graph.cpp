@@ -106,7 +106,8 @@ TEST_SUITE("op graph") {
         const OpGraph g = build_layer_graph(a, kind);
         CHECK(g.size() <= OpGraph::kCapacity);
         REQUIRE(g.attention() != nullptr);
-        CHECK(g.attention()->sliding == kind.sliding);
+        CHECK((g.attention()->window > 0) == kind.local);
+        CHECK(g.attention()->window == (kind.local ? a.local_span() : 0));
         total += count * g.parameters();
         layers += count;
       });

@@ -9,6 +9,7 @@
 
 #include "../../workloads/io/src/hf_rules.hpp"
 #include "../cli/cli_runner.hpp"
+#include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"
 #include "library.hpp"
@@ -54,7 +55,7 @@ TEST_CASE("the compiled-in data/hf rule files decode without diagnostics") {
   const auto& rules = wl_io::hf_rules();
   for (const char* t : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma", "gemma2",
                         "gemma3_text", "gemma3", "cohere", "starcoder2", "phi3", "deepseek_v3", "gpt_oss", "olmo2",
-                        "nemotron", "granite", "llava"})
+                        "nemotron", "granite", "llava", "llama4_text", "llama4"})
     CHECK_MESSAGE(rules.type(t) != nullptr, t);
 }
 
@@ -101,18 +102,13 @@ TEST_CASE("reviewed keys are ignored and listed with their reason, grouped") {
 }
 
 TEST_CASE("refused keys: the layer kind that is not modelled, with the value, and harmless values are accepted") {
-  SUBCASE("Llama-4 interleaved MoE: a step other than 1, and the dense width") {
+  SUBCASE("Llama-4 keys on a model type that is not Llama 4: a step other than 1, the dense width") {
     CHECK(errors(kLlama + R"(,"interleave_moe_layer_step":2})") ==
-          "config.json: /interleave_moe_layer_step: error: 'interleave_moe_layer_step' = 2: Llama-4 interleaved MoE "
-          "and dense layers (a shared expert, a separate dense width) are not modelled yet (#23); gpuplan refuses the "
-          "config rather than import a wrong model\n");
-    CHECK(contains(errors(kLlama + R"(,"intermediate_size_mlp":16384})"),
-                   "/intermediate_size_mlp: error: 'intermediate_size_mlp' = 16384: Llama-4 interleaved MoE"));
-    const auto one = import_text(kLlama + R"(,"interleave_moe_layer_step":1})");
-    REQUIRE(one.arch.ok());
-    const auto* n = note_with(one.ignored, "interleave_moe_layer_step = 1");
-    REQUIRE(n != nullptr);
-    CHECK(n->why == "a value that leaves the model as read (Llama-4 interleaved MoE)");
+          "config.json: /interleave_moe_layer_step: error: 2: gpuplan reads it as Llama 4's (model_type llama4_text) "
+          "and does not know what it means for model_type 'llama'; gpuplan refuses the config rather than import a "
+          "wrong model\n");
+    CHECK(contains(errors(kLlama + R"(,"intermediate_size_mlp":16384})"), "/intermediate_size_mlp: error: 16384: "));
+    CHECK(import_text(kLlama + R"(,"interleave_moe_layer_step":1})").arch.ok());
   }
   SUBCASE("Mamba-2 hybrid keys: one error naming the others that are set") {
     CHECK(errors(kLlama + R"(,"hybrid_override_pattern":"M-M*","mamba_num_heads":64,"ssm_state_size":128})") ==
@@ -333,8 +329,7 @@ TEST_CASE("real config.json files: publishers' totals within 1%, unsupported arc
   }
   // gpt-oss alternates sliding (128 tokens) and full layers by its layer_types.
   CHECK(load("gpt-oss-20b")->arch.sliding_layer_count() == 12);
-  for (const auto& [name, why] : {std::pair{"llama-4-scout-17b-16e-instruct", "model_type 'llama4': Llama-4"},
-                                  std::pair{"nemotron-h-56b-base-8k", "model_type 'nemotron_h': Mamba"},
+  for (const auto& [name, why] : {std::pair{"nemotron-h-56b-base-8k", "model_type 'nemotron_h': Mamba"},
                                   std::pair{"nemotron-3-nano-30b-a3b-bf16", "model_type 'nemotron_h': Mamba"},
                                   std::pair{"deepseek-v3.2", "model_type 'deepseek_v32': DeepSeek sparse attention"}}) {
     CAPTURE(name);
@@ -357,4 +352,132 @@ TEST_CASE("model show lists the ignored keys and the defaults it assumed") {
   for (const auto& g : doc["ignored_config_keys"])
     for (const auto& k : g["keys"]) found = found || k == "quantization_config";
   CHECK(found);
+}
+
+namespace {
+// A small Llama 4 text config: h 64, 8 layers, 4 query / 2 KV heads of 16, 4 experts of width 32 (top-1) on every
+// 2nd layer with a shared expert, dense layers of width 96, 128-token chunks.
+const std::string kLlama4 = R"({"model_type":"llama4_text","hidden_size":64,"num_hidden_layers":8,
+  "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"intermediate_size":32,"intermediate_size_mlp":96,
+  "num_local_experts":4,"num_experts_per_tok":1,"interleave_moe_layer_step":2,"vocab_size":100,
+  "max_position_embeddings":4096,"tie_word_embeddings":false,"use_qk_norm":true,"attention_chunk_size":128,
+  "no_rope_layer_interval":4,"attention_bias":false)";
+}  // namespace
+
+TEST_CASE("Llama 4: interleaved MoE and dense layers, the dense width, the shared expert, weightless q/k norm") {
+  const auto a = hf(kLlama4 + "}");
+  // MoE layers range(step - 1, L, step) = 1, 3, 5, 7 (Llama4TextConfig.__post_init__).
+  CHECK(a.moe_layer_count() == 4);
+  CHECK_FALSE(a.is_moe_layer(0));
+  CHECK(a.is_moe_layer(1));
+  CHECK(a.intermediate == 96);
+  REQUIRE(a.moe);
+  CHECK(a.moe->expert_intermediate == 32);
+  CHECK(a.moe->shared_experts == 1);
+  CHECK(a.moe->shared_intermediate == 32);
+  CHECK_FALSE(a.moe->shared_expert_gate);
+  CHECK(a.qk_norm);
+  CHECK_FALSE(a.qk_norm_weights);
+  // By hand, per layer: attention q 64·64 + k, v 2·64·32 + o 64·64 = 12,288 (the L2 q/k norm has no weight), two
+  // norms 128; MoE layer: router 64·4 = 256, experts 4·3·64·32 = 24,576, shared 3·64·32 = 6,144; dense layer
+  // 3·64·96 = 18,432; embedding and LM head 100·64 each, final norm 64:
+  // 8·12,416 + 4·30,976 + 4·18,432 + 12,800 + 64 = 309,824. Active: less 4·3 of the 4 routed experts = 236,096.
+  const auto p = model::parameter_counts(a, Explain::off);
+  CHECK(p.total == 309'824);
+  CHECK(p.active == 236'096);
+  CHECK(p.shared_experts == 4 * 6'144);
+  CHECK(p.dense_mlp == 4 * 18'432);
+  // An explicit moe_layers list wins over the step.
+  CHECK(hf(kLlama4 + R"(,"moe_layers":[0]})").moe_layer_count() == 1);
+  CHECK(contains(errors(kLlama4 + R"(,"moe_layers":[8]})"), "/moe_layers: error: entry 0 is not a layer index in [0, 8)"));
+}
+
+TEST_CASE("Llama 4: chunked attention on the RoPE layers, every 4th layer global, KV and FLOPs stop at the chunk") {
+  const auto a = hf(kLlama4 + "}");
+  // no_rope_layers default: layer i uses RoPE (and chunks) unless (i + 1) % 4 == 0: layers 3 and 7 are global.
+  CHECK(a.attention_chunk == 128);
+  CHECK(a.chunked_layer_count() == 6);
+  CHECK(a.sliding_layer_count() == 0);
+  CHECK_FALSE(a.is_chunked_layer(3));
+  CHECK(a.is_chunked_layer(4));
+  CHECK(a.attended_tokens(0, 300) == 128);
+  CHECK(a.attended_tokens(3, 300) == 300);
+  CHECK(a.attended_tokens(0, 100) == 100);
+  // KV at 300 tokens in bf16: 2·2 heads·16·2 B = 128 B per layer and token; 2 global layers × 300 + 6 chunked × 128
+  // = 1,368 token-layers = 175,104 B.
+  CHECK(kv_sequence_bytes(a, 300) == doctest::Approx(175'104.0));
+  // Attention FLOPs per token at context 300: 2·n_q·(d_qk + d_v) per attended token = 256 · 1,368.
+  CHECK(model::flops_per_token(a, 300, Explain::off).attention_forward.raw() == doctest::Approx(350'208.0));
+  // An explicit no_rope_layers list: 0 = NoPE, global.
+  const auto b = hf(kLlama4 + R"(,"no_rope_layers":[1,1,0,0,1,1,1,1]})");
+  CHECK(b.chunked_layer_count() == 6);
+  CHECK_FALSE(b.is_chunked_layer(2));
+  CHECK_FALSE(b.is_chunked_layer(3));
+  CHECK(b.is_chunked_layer(7));  // global by the default interval, chunked by the list
+  CHECK(contains(errors(kLlama4 + R"(,"no_rope_layers":[1,1]})"), "/no_rope_layers: error: has 2 entries for 8 layers"));
+  // layer_types, when given, names the chunked layers.
+  std::string types = R"(,"layer_types":[)";
+  for (int i = 0; i < 8; ++i) types += std::string(i ? "," : "") + (i < 2 ? "\"chunked_attention\"" : "\"full_attention\"");
+  CHECK(hf(kLlama4 + types + "]}").chunked_layer_count() == 2);
+  // No chunk size: every layer is global.
+  std::string no_chunk = kLlama4;
+  no_chunk.replace(no_chunk.find("\"attention_chunk_size\":128"), 26, "\"attention_chunk_size\":null");
+  CHECK(hf(no_chunk + "}").chunked_layer_count() == 0);
+  // The page-block rule of a chunked layer: the current aligned chunk, ⌈C/B⌉ blocks (+1 when a chunk starts inside a
+  // block).
+  CHECK(model::kv_blocks(32768, 16, 8192, true) == 512);
+  CHECK(model::kv_blocks(100, 16, 8192, true) == 7);
+  CHECK(model::kv_blocks(32768, 48, 8192, true) == 172);
+}
+
+TEST_CASE("Llama 4's keys on another model type are refused (they mean what they mean only there)") {
+  CHECK(contains(errors(kLlama + R"(,"intermediate_size_mlp":96})"),
+                 "/intermediate_size_mlp: error: 96: gpuplan reads it as Llama 4's (model_type llama4_text) and does not "
+                 "know what it means for model_type 'llama'"));
+  CHECK(contains(errors(kLlama + R"(,"attention_chunk_size":8192})"), "/attention_chunk_size: error: 8192"));
+  CHECK(contains(errors(kLlama + R"(,"interleave_moe_layer_step":2})"), "/interleave_moe_layer_step: error: 2"));
+  CHECK(errors(kLlama + R"(,"interleave_moe_layer_step":1,"attention_chunk_size":null})") == "");
+}
+
+TEST_CASE("Llama 4 Scout and Maverick: the language models by hand, the publishers' figures") {
+  const std::string dir = std::string(GPUPLAN_TEST_FIXTURES) + "/hf/real/";
+  auto load = [&](const std::string& name) { return wl_io::load_model_file(dir + name + "/config.json"); };
+  auto scout = load("llama-4-scout-17b-16e-instruct");
+  auto maverick = load("llama-4-maverick-17b-128e-instruct");
+  REQUIRE_MESSAGE(scout.ok(), scout.diagnostics().to_string());
+  REQUIRE_MESSAGE(maverick.ok(), maverick.diagnostics().to_string());
+  const auto ps = model::parameter_counts(scout->arch, Explain::off);
+  const auto pm = model::parameter_counts(maverick->arch, Explain::off);
+  // By hand (h 5120, 48 layers, 40/8 heads of 128, V 202,048, experts of width 8192): attention 62,914,560 and
+  // norms 10,240 per layer; MoE layer = E·125,829,120 + shared 125,829,120 + router 5120·E; dense layer
+  // 3·5120·16384 = 251,658,240; embedding and LM head 1,034,485,760 each, final norm 5,120.
+  // Scout (16 experts, all 48 layers MoE): 48·(62,924,800 + 2,139,176,960) + 2,068,976,640 = 107,769,861,120;
+  // active 48·(62,924,800 + 2·125,829,120 + 81,920) + 2,068,976,640 = 17,172,894,720.
+  CHECK(ps.total == 107'769'861'120);
+  CHECK(ps.active == 17'172'894'720);
+  // Maverick (128 experts on the 24 odd layers, dense FFNs of width 16384 on the 24 even ones):
+  // 48·62,924,800 + 24·16,232,611,840 + 24·251,658,240 + 2,068,976,640 = 400,711,848,960;
+  // active 3,020,390,400 + 24·(251,658,240 + 655,360) + 24·251,658,240 + 2,068,976,640 = 17,184,691,200.
+  CHECK(pm.total == 400'711'848'960);
+  CHECK(pm.active == 17'184'691'200);
+  // The Llama 4 model card: Maverick 400B total (+0.18%); both 17B activated, a figure given to 1B (17.17 and 17.18
+  // round to it). Scout's 109B counts the vision encoder, which is not counted yet (#23): its 34 encoder layers of
+  // width 1408 alone, by hand from Maverick's vision_config (q, k, v, o with biases 4·(1408² + 1408), fc1 and fc2
+  // with biases 2·1408·5632 + 5632 + 1408, two LayerNorms 4·1408), are 34 × 23,807,872 = 809,467,648.
+  CHECK(double(pm.total) / 1e9 == doctest::Approx(400.0).epsilon(0.01));
+  CHECK(double(ps.total + 809'467'648) / 1e9 == doctest::Approx(109.0).epsilon(0.01));
+  for (const auto active : {ps.active, pm.active}) {
+    CHECK(double(active) / 1e9 >= 16.5);
+    CHECK(double(active) / 1e9 < 17.5);
+  }
+  // 36 chunked layers of 8192 tokens, 12 global: KV at 32K in bf16 = (12·32,768 + 36·8,192)·4,096 B.
+  CHECK(scout->arch.chunked_layer_count() == 36);
+  CHECK(kv_sequence_bytes(scout->arch, 32768) == doctest::Approx(2'818'572'288.0));
+  CHECK(has(maverick->arch.assumptions, "not counted: vision_config (the vision tower and its projector are not counted "
+                                        "yet (#23): parameters, FLOPs per image and image tokens are those of the "
+                                        "language model alone)"));
+  const auto r = cli_test::run({"model", "show", dir + "llama-4-maverick-17b-128e-instruct/config.json"});
+  REQUIRE(r.rc == 0);
+  CHECK(contains(r.out, "layer kinds        24 × chunked attention (8192) + dense FFN, 12 × full attention + MoE with "
+                        "shared experts, 12 × chunked attention (8192) + MoE with shared experts"));
 }

@@ -244,6 +244,23 @@ TEST_SUITE("serving forward pass") {
     CHECK(b4096.weight_bytes.raw() == doctest::Approx(weights(8)).epsilon(1e-12));
   }
 
+  TEST_CASE("Llama 4 Scout: a chunked layer's decode reads half a chunk, its prefill is causal within each chunk") {
+    // 12 global layers read the whole context; 36 chunked layers (8192-token chunks) the tokens of the current
+    // chunk, on average (8192 + 1) / 2 = 4096 once the context passes a chunk. bf16 KV at TP 1: 2·8·128·2 = 4096 B
+    // per layer and token. Decode at 32,768 held + 1 new: 4096 · (12 · 32,769 + 36 · 4,096) = 2,214,641,664 B.
+    const auto d = cost("llama-4-scout-17b-16e", plan_of(), decode(1, 32768));
+    CHECK(d.kv_bytes.raw() == doctest::Approx(2'214'641'664.0));
+    // A 16K prompt: the global layers' causal 16384² triangle, the chunked layers' two 8192² triangles (half).
+    const auto p = cost("llama-4-scout-17b-16e", plan_of(), {0, 1, 0, 1, 16384, 0, true}, Explain::on);
+    double chunked = 0, global = 0;
+    for (const auto& o : p.ops) {
+      if (o.name.rfind("prefill attention (chunked)", 0) == 0) chunked += o.flops.raw();
+      else if (o.name.rfind("prefill attention", 0) == 0) global += o.flops.raw();
+    }
+    REQUIRE(global > 0);
+    CHECK(chunked == doctest::Approx(global / 2).epsilon(1e-3));
+  }
+
   TEST_CASE("eager MoE routing runs 24 kernels per MoE layer, as profiled - fused engines gather and scatter in their GEMMs") {
     // data/validation/measured/h100-sxm5-80gb/moe_kernels_profile.json: 48 kernels per MoE layer of an eager
     // Qwen3-30B-A3B-shaped decode step, 24 of them the routing (softmax, top-k, renormalise, sort, offsets, gather,

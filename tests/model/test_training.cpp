@@ -1705,3 +1705,31 @@ TEST_CASE("the optimizer step updates dense / (dp·cp) + routed experts / (dp·c
   }
   CHECK(seen);
 }
+
+TEST_SUITE("chunked attention") {
+  TEST_CASE("Llama 4 Scout: a chunked layer at 16K tokens is two causal 8K chunks, twice the 8K layer's attention") {
+    // Layer 0 is a chunked layer (RoPE; 8192-token chunks). At seq 8192 it is one causal 8192 x 8192 problem, at
+    // 16384 two of them: the chunked mask kv // C == q // C keeps the second chunk from seeing the first.
+    Layout l;
+    l.dp = 8;
+    l.ep = 8;
+    l.micro = 1;
+    l.global = 8;
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("llama-4-scout-17b-16e");
+    REQUIRE(a.is_chunked_layer(0));
+    auto fwd_flops = [&](std::int64_t seq, const std::string& name) {
+      l.seq = seq;
+      const auto e = model::estimate_training(a, plan_of(l), sys, Explain::on);
+      double f = 0;
+      for (const auto& o : e.layer_ops)
+        if (o.name == name) f += o.flops.raw();
+      return f;
+    };
+    const double one = fwd_flops(8192, "attention (flash fwd)");
+    const double two = fwd_flops(16384, "attention (chunked) (flash fwd)");
+    REQUIRE(one > 0);
+    CHECK(two == doctest::Approx(2.0 * one));
+    CHECK(fwd_flops(16384, "attention (flash fwd)") == 0.0);  // no global pass on a chunked layer
+  }
+}

@@ -18,4 +18,8 @@ std::int64_t TransformerArch::sliding_layer_count() const {
   return std::count(attention.begin(), attention.end(), AttentionSpan::sliding);
 }
 
+std::int64_t TransformerArch::chunked_layer_count() const {
+  return attention_chunk > 0 ? std::count(attention.begin(), attention.end(), AttentionSpan::chunked) : 0;
+}
+
 }  // namespace gpuplan::wl

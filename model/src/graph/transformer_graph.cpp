@@ -105,14 +105,15 @@ Op linear_op(const char* name, Part part, LinearKind kind, int64_t in, int64_t o
 /// (q_b), or h·n_q·d_qk without a query rank; kv = h·(r_kv + d_rope) (kv_a_proj_with_mqa, replicated) + r_kv
 /// (kv_a_layernorm) + r_kv·n_q·(d_nope + d_v) (kv_b); o = n_q·d_v·h. The block is one fused linear to LoRA: in h,
 /// out the query heads and the cached latent with its rotary key.
-void add_attention(const wl::TransformerArch& a, bool sliding, OpGraph& g) {
+void add_attention(const wl::TransformerArch& a, bool local, OpGraph& g) {
   const int64_t h = a.hidden, nq = a.heads;
   Op attn;
   attn.kind = OpKind::attention;
   attn.part = Part::attention;
   attn.name = "attention";
   attn.heads = nq;
-  attn.sliding = sliding;
+  attn.window = local ? a.local_span() : 0;
+  attn.chunked = local && a.local_is_chunked();
   if (a.mla) {
     const auto& m = *a.mla;
     const int64_t dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
@@ -149,7 +150,8 @@ void add_attention(const wl::TransformerArch& a, bool sliding, OpGraph& g) {
     attn.d_v = d;
     attn.cache_elements = 2 * nkv * d;
   }
-  if (a.qk_norm) attn.add(2 * a.head_dim, TpSplit::split, false);  // per-head RMSNorm weights of q and k
+  // Per-head RMSNorm weights of q and k; Llama 4's L2 norm has none.
+  if (a.qk_norm && a.qk_norm_weights) attn.add(2 * a.head_dim, TpSplit::split, false);
   if (a.attention_sinks) attn.add(nq, TpSplit::split, false);      // one learned logit per head
   g.push(attn);
   Op o = linear_op("output projection", Part::attention, LinearKind::attention_out, nq * attn.d_v, h);
@@ -215,7 +217,7 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   };
   const int64_t npl = a.norms_per_layer;
   if (npl > 0) norm(0);
-  add_attention(a, kind.sliding, g);
+  add_attention(a, kind.local, g);
   for (int64_t i = 1; i < npl && i < 3; ++i) norm(i);  // post-attention (and Gemma's pre-MLP) norm
   if (kind.moe && a.moe) {
     add_moe(a, g);
@@ -225,6 +227,11 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   }
   for (int64_t i = 3; i < npl; ++i) norm(i);  // Gemma's post-MLP norm
   return g;
+}
+
+const char* attention_span_name(const wl::TransformerArch& a, LayerKind kind) {
+  if (!kind.local || a.local_span() <= 0) return "full attention";
+  return a.local_is_chunked() ? "chunked attention" : "sliding-window attention";
 }
 
 OpGraph build_head_graph(const wl::TransformerArch& a) {

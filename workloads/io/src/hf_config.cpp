@@ -140,7 +140,16 @@ const FieldTable& hf_config_fields() {
       flag("use_sliding_window", "Qwen2: sliding window enabled"),
       zdim("max_window_layers", 1e4, "Qwen2: layers below this use full attention"),
       dim("sliding_window_pattern", 1e4, "every n-th layer uses full attention (Gemma)", true),
-      anyf("layer_types", "per-layer attention type (sliding_attention / full_attention)"),
+      anyf("layer_types", "per-layer attention type (sliding_attention / full_attention / chunked_attention)"),
+      // Llama 4 (model_type llama4_text): interleaved MoE and dense layers, a shared expert, chunked attention.
+      dim("interleave_moe_layer_step", 1e4, "Llama 4: every n-th layer is MoE (layers n-1, 2n-1, ...)", true),
+      anyf("moe_layers", "Llama 4: the indices of the MoE layers (absent: from interleave_moe_layer_step)"),
+      dim("intermediate_size_mlp", 1e7, "Llama 4: FFN width of the dense layers (intermediate_size is the experts')",
+          true),
+      dim("attention_chunk_size", 1e9, "Llama 4: chunked local attention, chunk in tokens (null: none)", true),
+      anyf("no_rope_layers", "Llama 4: per layer 1 = RoPE and chunked attention, 0 = NoPE and global attention "
+                             "(other model types: RoPE on or off only, no size or cost)"),
+      dim("no_rope_layer_interval", 1e4, "Llama 4: without no_rope_layers every n-th layer is NoPE and global", true),
   };
   return t;
 }
@@ -411,7 +420,10 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     r.error("num_key_value_heads",
             fmt::format("{} query heads are not divisible into {} KV-head groups", a.heads, a.kv_heads));
 
-  if (auto i = opt({"intermediate_size", "ffn_hidden_size", "n_inner"})) {
+  const bool llama4 = model_type == "llama4_text" || model_type == "llama4";
+  if (auto dense = llama4 ? opt({"intermediate_size_mlp"}) : std::nullopt) {
+    a.intermediate = *dense;  // Llama 4's dense layers; its intermediate_size is the experts' width (read below)
+  } else if (auto i = opt({"intermediate_size", "ffn_hidden_size", "n_inner"})) {
     a.intermediate = *i;
   } else if (gpt2 && a.hidden > 0) {
     a.intermediate = 4 * a.hidden;
@@ -450,6 +462,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   }
   a.qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3" || model_type == "gemma3_text" ||
               model_type == "olmo2" || r.boolean("use_qk_norm").value_or(false);
+  // Llama 4's q/k norm is Llama4TextL2Norm, which has no weight (and runs on the RoPE layers only).
+  if (llama4) a.qk_norm_weights = false;
   a.attention_sinks = model_type == "gpt_oss";
   // Dropout: the first synonym present (absent: TransformerArch::*_dropout_on's stated assumption).
   for (const char* k : {"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"})
@@ -468,6 +482,18 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     assume(fmt::format("tie_word_embeddings absent: {} ({})", a.tied_embeddings ? "true" : "false",
                        a.tied_embeddings ? "transformers' PretrainedConfig default, which the GPT-2 family keeps"
                                          : "assumed: most decoder model classes override PretrainedConfig's true"));
+  }
+
+  // Llama 4's keys mean what they mean only in Llama 4's modelling code; elsewhere they would be read wrong.
+  if (!llama4) {
+    for (const char* k : {"interleave_moe_layer_step", "moe_layers", "intermediate_size_mlp", "attention_chunk_size",
+                          "no_rope_layer_interval"}) {
+      const Json* v = r.raw(k);
+      if (v == nullptr || v->is_null() || (std::string(k) == "interleave_moe_layer_step" && *v == Json(1))) continue;
+      r.error(k, fmt::format("{}: gpuplan reads it as Llama 4's (model_type llama4_text) and does not know what it "
+                             "means for model_type '{}'; gpuplan refuses the config rather than import a wrong model",
+                             json_io::describe_value(*v), model_type));
+    }
   }
 
   // ---- MoE ----
@@ -495,6 +521,13 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     m.expert_intermediate = opt({"moe_intermediate_size"}).value_or(a.intermediate);
     m.shared_experts = opt({"n_shared_experts"}).value_or(0);
     m.shared_intermediate = m.shared_experts > 0 ? m.expert_intermediate : 0;
+    if (llama4) {
+      // transformers' Llama4TextMoe: the experts and the one shared expert (an ungated Llama4TextMLP) are
+      // intermediate_size wide; the dense layers' Llama4TextMLP is intermediate_size_mlp wide.
+      m.expert_intermediate = need({"intermediate_size"}, "Llama 4: FFN width of one expert");
+      m.shared_experts = 1;
+      m.shared_intermediate = m.expert_intermediate;
+    }
     if (auto s = opt({"shared_expert_intermediate_size"}); s && *s > 0) {
       m.shared_experts = 1;
       m.shared_intermediate = *s;
@@ -506,12 +539,36 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     a.moe_layer.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), true);
     const auto first_dense = opt({"first_k_dense_replace"}).value_or(0);
     const bool qwen = model_type.rfind("qwen", 0) == 0;
-    const auto freq = opt({qwen ? "decoder_sparse_step" : "moe_layer_freq"}).value_or(1);
+    const auto freq = opt({qwen ? "decoder_sparse_step" : llama4 ? "interleave_moe_layer_step" : "moe_layer_freq"})
+                          .value_or(1);
     for (std::int64_t i = 0; i < a.layers; ++i) {
-      // transformers: Qwen MoE layers are those with (i + 1) % decoder_sparse_step == 0; DeepSeek's are
-      // i >= first_k_dense_replace and i % moe_layer_freq == 0.
-      a.moe_layer[static_cast<std::size_t>(i)] = qwen ? (i + 1) % freq == 0 : (i >= first_dense && i % freq == 0);
+      // transformers: Qwen MoE layers are those with (i + 1) % decoder_sparse_step == 0; Llama 4's (its
+      // moe_layers default, range(step - 1, L, step)) the same; DeepSeek's are i >= first_k_dense_replace and
+      // i % moe_layer_freq == 0.
+      a.moe_layer[static_cast<std::size_t>(i)] =
+          qwen || llama4 ? (i + 1) % freq == 0 : (i >= first_dense && i % freq == 0);
     }
+    if (const Json* list = r.raw("moe_layers"); llama4 && list && list->is_array()) {
+      // An explicit list of MoE layers wins over the step (Llama4TextConfig.__post_init__).
+      std::fill(a.moe_layer.begin(), a.moe_layer.end(), false);
+      for (std::size_t k = 0; k < list->size(); ++k) {
+        const Json& e = (*list)[k];
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 0 || e.get<std::int64_t>() >= a.layers) {
+          r.error("moe_layers", fmt::format("entry {} is not a layer index in [0, {})", k, a.layers));
+          continue;
+        }
+        a.moe_layer[static_cast<std::size_t>(e.get<std::int64_t>())] = true;
+      }
+    }
+    const auto moe_layers = std::count(a.moe_layer.begin(), a.moe_layer.end(), true);
+    if (llama4 && moe_layers < a.layers)
+      assume(fmt::format("{} of {} layers are MoE ({}); the others are dense FFNs of width {} (intermediate_size_mlp)",
+                         moe_layers, a.layers,
+                         r.raw("moe_layers") != nullptr && r.raw("moe_layers")->is_array()
+                             ? std::string("moe_layers")
+                             : fmt::format("interleave_moe_layer_step = {}: layers {}, {}, ...", freq, freq - 1,
+                                           2 * freq - 1),
+                         a.intermediate));
     if (const Json* only = r.raw("mlp_only_layers"); only && only->is_array()) {
       for (std::size_t k = 0; k < only->size(); ++k) {
         const Json& e = (*only)[k];
@@ -572,6 +629,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
         const std::string s = e.is_string() ? e.get<std::string>() : "";
         if (s == "sliding_attention") a.attention[i] = wl::AttentionSpan::sliding;
         else if (s == "full_attention") a.attention[i] = wl::AttentionSpan::full;
+        else if (s == "chunked_attention" && llama4) a.attention[i] = wl::AttentionSpan::chunked;
         else if (s == "linear_attention")
           diags.error(file, r.pointer("layer_types") + "/" + std::to_string(i),
                       "'linear_attention': gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5) are not "
@@ -582,6 +640,25 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
       }
       if (a.sliding_layer_count() > 0 && !window)
         r.error("sliding_window", "layer_types has sliding layers but no sliding_window is given");
+    }
+  } else if (llama4) {
+    // Llama4TextConfig.__post_init__: layer i is chunked when it uses RoPE, no_rope_layers[i] == 1; without the
+    // list every no_rope_layer_interval-th layer (default 4) is a NoPE layer with global attention.
+    const Json* list = r.raw("no_rope_layers");
+    const auto interval = opt({"no_rope_layer_interval"}).value_or(4);
+    const bool listed = list && list->is_array() && !list->empty();
+    if (listed && static_cast<std::int64_t>(list->size()) != a.layers)
+      r.error("no_rope_layers", fmt::format("has {} entries for {} layers", list->size(), a.layers));
+    for (std::int64_t i = 0; i < a.layers; ++i) {
+      bool rope = (i + 1) % interval != 0;
+      if (listed && static_cast<std::int64_t>(list->size()) == a.layers) {
+        const Json& e = (*list)[static_cast<std::size_t>(i)];
+        if (!e.is_number_integer() || (e.get<std::int64_t>() != 0 && e.get<std::int64_t>() != 1))
+          diags.error(file, r.pointer("no_rope_layers") + "/" + std::to_string(i),
+                      fmt::format("expected 0 (NoPE) or 1 (RoPE), found {}", json_io::describe_value(e)));
+        else rope = e.get<std::int64_t>() == 1;
+      }
+      a.attention[static_cast<std::size_t>(i)] = rope ? wl::AttentionSpan::chunked : wl::AttentionSpan::full;
     }
   } else if (window && type_rules && type_rules->pattern) {
     const HfAttentionPattern& p = *type_rules->pattern;
@@ -622,6 +699,20 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     }
   }
   if (a.sliding_layer_count() > 0) a.sliding_window = window.value_or(0);
+  if (llama4) {
+    const auto chunk = opt({"attention_chunk_size"});
+    const auto chunked = std::count(a.attention.begin(), a.attention.end(), wl::AttentionSpan::chunked);
+    if (a.sliding_layer_count() > 0 && chunked > 0)
+      r.error("layer_types", "mixes sliding-window and chunked layers, which gpuplan does not model");
+    if (chunk && chunked > 0) {
+      a.attention_chunk = *chunk;
+      assume(fmt::format("{} of {} layers use chunked local attention over aligned {}-token chunks (RoPE layers); "
+                         "the other {} are NoPE layers with global attention (transformers' Llama4TextConfig)",
+                         a.chunked_layer_count(), a.layers, *chunk, a.layers - a.chunked_layer_count()));
+    } else {
+      std::replace(a.attention.begin(), a.attention.end(), wl::AttentionSpan::chunked, wl::AttentionSpan::full);
+    }
+  }
 
   // Every size is in range on its own, but their products must stay representable: the parameter and FLOP
   // formulas use 64-bit counts. A rough upper bound (all layers MoE-sized, attention at full width) above 1e17

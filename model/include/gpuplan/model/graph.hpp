@@ -56,9 +56,12 @@ struct Op {
   std::int64_t active = 1;  ///< copies one token passes through (top-k for routed experts)
   std::array<WeightTensor, 8> weights{};
   std::uint8_t weight_count = 0;
-  /// Attention ops: query and KV heads, head dims, KV-cache elements per token, sliding window.
+  /// Attention ops: query and KV heads, head dims, KV-cache elements per token.
   std::int64_t heads = 0, kv_heads = 0, d_qk = 0, d_v = 0, cache_elements = 0;
-  bool sliding = false;
+  /// Attention ops: how far back a query reaches, in tokens (0: the whole context), and how: a sliding window of the
+  /// last `window` tokens, or (chunked) the aligned chunk of `window` tokens the query is in (Llama 4).
+  std::int64_t window = 0;
+  bool chunked = false;
 
   void add(std::int64_t elements, TpSplit split, bool matmul = true, bool tied = false);
   /// All weight elements of this op that are parameters (tied tensors excluded).
@@ -69,11 +72,16 @@ struct Op {
   [[nodiscard]] std::int64_t matmul_per_token() const;
 };
 
-/// What distinguishes one layer from another in a model: its FFN (dense or MoE) and its attention span.
+/// What distinguishes one layer from another in a model: its FFN (dense or MoE) and its attention span — global, or
+/// local: a sliding window or an aligned chunk, whichever the model's local layers use (TransformerArch::local_span;
+/// a model does not mix the two).
 struct LayerKind {
   bool moe = false;
-  bool sliding = false;
+  bool local = false;
 };
+
+/// The name of a layer kind's attention: "full attention", "sliding-window attention" or "chunked attention".
+const char* attention_span_name(const wl::TransformerArch& a, LayerKind kind);
 
 /// The ops of one graph, in execution order (a layer has at most 13).
 class OpGraph {
@@ -107,11 +115,11 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind);
 /// The ops around the layers: token embedding, learned positions, final norm, LM head (tied or not).
 OpGraph build_head_graph(const wl::TransformerArch& a);
 
-/// Calls f(kind, count) for each layer kind present in the model (dense/MoE × full/sliding), in that order.
+/// Calls f(kind, count) for each layer kind present in the model (dense/MoE × global/local), in that order.
 template <class F>
 void for_each_layer_kind(const wl::TransformerArch& a, F&& f) {
   std::int64_t count[2][2] = {{0, 0}, {0, 0}};
-  for (std::int64_t l = 0; l < a.layers; ++l) ++count[a.is_moe_layer(l) ? 1 : 0][a.is_sliding_layer(l) ? 1 : 0];
+  for (std::int64_t l = 0; l < a.layers; ++l) ++count[a.is_moe_layer(l) ? 1 : 0][a.is_local_layer(l) ? 1 : 0];
   for (int moe = 0; moe < 2; ++moe)
     for (int sl = 0; sl < 2; ++sl)
       if (count[moe][sl] > 0) f(LayerKind{moe == 1, sl == 1}, count[moe][sl]);

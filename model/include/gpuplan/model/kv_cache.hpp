@@ -116,7 +116,7 @@ struct StageLayers {
   int stage = 0;
   std::int64_t first = 0;    ///< index of the first layer
   std::int64_t count = 0;    ///< layers on the stage
-  std::int64_t sliding = 0;  ///< of which sliding-window layers
+  std::int64_t sliding = 0;  ///< of which local-attention layers (a sliding window, or Llama 4's chunks)
   std::int64_t moe = 0;      ///< of which MoE layers
   bool first_stage = false;  ///< holds the input embedding
   bool last_stage = false;   ///< holds the final norm and the LM head
@@ -129,8 +129,9 @@ std::vector<StageLayers> pipeline_stages(const wl::TransformerArch& arch, int pp
 
 /// Blocks of `block_size` tokens that one sequence of `tokens` tokens holds in one layer ([PA] §4.2): ⌈s/B⌉ for a
 /// full-attention layer; for a sliding-window layer of window W at most ⌈(W − 1)/B⌉ + 1 ([vLLM-swa] with no tokens
-/// in flight), i.e. min(s, W) when B = 1 (contiguous cache).
-std::int64_t kv_blocks(std::int64_t tokens, std::int64_t block_size, std::int64_t window = 0);
+/// in flight), i.e. min(s, W) when B = 1 (contiguous cache). A chunked layer (`chunked`, chunk C = `window`) holds
+/// the current aligned chunk: at most ⌈C/B⌉ blocks when B divides C, one more when a chunk starts inside a block.
+std::int64_t kv_blocks(std::int64_t tokens, std::int64_t block_size, std::int64_t window = 0, bool chunked = false);
 
 /// KV cache of sequences on one GPU (one pipeline stage, one TP rank).
 struct SequenceKv {
@@ -154,7 +155,8 @@ struct SequenceKv {
 ///
 /// Per layer: blocks = kv_blocks(s, B, window), bytes = blocks·B·per_layer. A shared prefix of P tokens is stored
 /// once in its ⌊P/B⌋ full blocks ([PA] §4.3; vLLM's prefix cache shares full blocks only — a prefix shorter than one
-/// block is not shared) on full-attention layers; sliding-window layers drop old blocks, so they are not shared.
+/// block is not shared) on full-attention layers; sliding-window and chunked layers drop old blocks, so they are not
+/// shared.
 SequenceKv sequence_kv(const wl::TransformerArch& arch, const StageLayers& stage, const KvTokenBytes& token,
                        std::int64_t tokens, std::int64_t block_size, std::int64_t prefix_tokens = 0);
 

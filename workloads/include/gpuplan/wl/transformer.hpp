@@ -12,7 +12,10 @@ namespace gpuplan::wl {
 enum class MlpKind { gated, plain };            ///< gated = SwiGLU/GeGLU (3 matrices), plain = GELU/ReLU (2)
 enum class NormKind { rmsnorm, layernorm };      ///< layernorm has a bias vector, rmsnorm does not
 enum class PositionKind { rope, learned, alibi, none };
-enum class AttentionSpan { full, sliding };
+/// What a layer's attention reaches back to: the whole context; a sliding window of the last `sliding_window` tokens
+/// (Mistral, Gemma 2/3, GPT-OSS); or the aligned chunk of `attention_chunk` tokens the query is in (Llama 4's
+/// chunked local attention: query i sees keys j <= i with j / C == i / C, transformers' chunked_overlay).
+enum class AttentionSpan { full, sliding, chunked };
 
 struct MoeSpec {
   std::int64_t num_experts = 0;          ///< routed experts per MoE layer
@@ -57,6 +60,7 @@ struct TransformerArch {
   bool o_bias = false;
   bool mlp_bias = false;
   bool qk_norm = false;          ///< per-head RMSNorm on q and k (Qwen3, Gemma 3)
+  bool qk_norm_weights = true;   ///< the q/k norm has a weight per head dim (RMSNorm); Llama 4's L2 norm has none
   bool attention_sinks = false;  ///< one learned logit per head per layer (GPT-OSS)
   std::int64_t norms_per_layer = 2;  ///< pre-attention + pre-MLP; Gemma 2/3 add post-attention and post-MLP (4)
   std::int64_t mtp_layers = 0;   ///< multi-token-prediction modules (DeepSeek-V3), counted apart from the main model
@@ -70,6 +74,7 @@ struct TransformerArch {
   std::vector<bool> moe_layer;            ///< per layer: true if the FFN is MoE (size == layers when moe)
   std::vector<AttentionSpan> attention;   ///< per layer (size == layers)
   std::int64_t sliding_window = 0;        ///< tokens, for sliding layers
+  std::int64_t attention_chunk = 0;       ///< tokens, for chunked layers (Llama 4's attention_chunk_size)
 
   /// Notes on what the importer assumed (absent keys resolved by documented defaults).
   std::vector<std::string> assumptions;
@@ -78,13 +83,23 @@ struct TransformerArch {
     return moe.has_value() && i >= 0 && static_cast<std::size_t>(i) < moe_layer.size() && moe_layer[static_cast<std::size_t>(i)];
   }
   [[nodiscard]] bool is_sliding_layer(std::int64_t i) const {
-    return sliding_window > 0 && i >= 0 && static_cast<std::size_t>(i) < attention.size() &&
-           attention[static_cast<std::size_t>(i)] == AttentionSpan::sliding;
+    return sliding_window > 0 && span(i) == AttentionSpan::sliding;
   }
-  /// Tokens that layer i attends to (and caches) in a context of `context` tokens: min(context, window) on
-  /// sliding-window layers, the whole context elsewhere.
+  [[nodiscard]] bool is_chunked_layer(std::int64_t i) const {
+    return attention_chunk > 0 && span(i) == AttentionSpan::chunked;
+  }
+  /// Layer i's attention is local: a sliding window or an aligned chunk (a model has one kind or the other, never
+  /// both: the importer refuses the mix), its reach local_span() tokens.
+  [[nodiscard]] bool is_local_layer(std::int64_t i) const { return is_sliding_layer(i) || is_chunked_layer(i); }
+  /// The reach of the local layers in tokens: the sliding window, or the chunk; 0 when every layer is global.
+  [[nodiscard]] std::int64_t local_span() const { return sliding_window > 0 ? sliding_window : attention_chunk; }
+  /// Whether the local layers attend within aligned chunks (Llama 4) rather than a sliding window.
+  [[nodiscard]] bool local_is_chunked() const { return sliding_window <= 0 && attention_chunk > 0; }
+  /// Tokens that layer i holds in its cache (and attends to, at most) in a context of `context` tokens:
+  /// min(context, window) on sliding-window layers, min(context, chunk) on chunked layers (the cache peaks at one
+  /// full chunk), the whole context elsewhere.
   [[nodiscard]] std::int64_t attended_tokens(std::int64_t i, std::int64_t context) const {
-    return is_sliding_layer(i) && sliding_window < context ? sliding_window : context;
+    return is_local_layer(i) && local_span() < context ? local_span() : context;
   }
   /// Whether training applies dropout to the attention probabilities / to the attention and MLP outputs (and the
   /// embedding): the config's probability when it states one, else the assumption that GPT-style models (two-matrix
@@ -95,6 +110,13 @@ struct TransformerArch {
   [[nodiscard]] bool gpt_style() const { return mlp == MlpKind::plain && norm == NormKind::layernorm; }
   [[nodiscard]] std::int64_t moe_layer_count() const;
   [[nodiscard]] std::int64_t sliding_layer_count() const;
+  [[nodiscard]] std::int64_t chunked_layer_count() const;
+  [[nodiscard]] std::int64_t local_layer_count() const { return sliding_layer_count() + chunked_layer_count(); }
+  /// Layer i's attention span as listed (full beyond the list).
+  [[nodiscard]] AttentionSpan span(std::int64_t i) const {
+    return i >= 0 && static_cast<std::size_t>(i) < attention.size() ? attention[static_cast<std::size_t>(i)]
+                                                                    : AttentionSpan::full;
+  }
 };
 
 }  // namespace gpuplan::wl
