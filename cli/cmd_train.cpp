@@ -40,12 +40,12 @@ constexpr int kExitInterrupted = 130;
 struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
-      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states;
+      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout;
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
   std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
-      lora_rank;
+      lora_rank, first_stage_layers, last_stage_layers;
   std::optional<bool> sequence_parallel, flash_attention, dropout, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm,
-      fp8_params;
+      fp8_params, embedding_in_split, loss_in_split, overlap_p2p_comm, pp_scatter_gather;
   std::optional<double> gradient_bytes, tokens, price;
   bool no_calibration = false;
   // --search
@@ -102,6 +102,13 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("overlap_grad_reduce", "--overlap-grad-reduce", f.overlap_grad_reduce);
   put("overlap_param_gather", "--overlap-param-gather", f.overlap_param_gather);
   put("overlap_tp_comm", "--overlap-tp", f.overlap_tp_comm);
+  put("overlap_p2p_comm", "--overlap-p2p", f.overlap_p2p_comm);
+  put("pp_scatter_gather", "--pp-scatter-gather", f.pp_scatter_gather);
+  put("embedding_in_pipeline_split", "--embedding-in-pipeline-split", f.embedding_in_split);
+  put("loss_in_pipeline_split", "--loss-in-pipeline-split", f.loss_in_split);
+  put("first_stage_layers", "--first-stage-layers", f.first_stage_layers);
+  put("last_stage_layers", "--last-stage-layers", f.last_stage_layers);
+  put("pipeline_layout", "--pipeline-layout", f.pipeline_layout);
   put("gradient_bytes", "--gradient-bytes", f.gradient_bytes);
   put("tokens", "--tokens", f.tokens);
   put("price_usd_per_hour", "--price", f.price);
@@ -172,12 +179,29 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
   return o;
 }
 
+/// The plan's uneven pipeline split in words ("" for the default split).
+std::string split_text(const wl::TrainingPlan& plan) {
+  const auto& sp = plan.split;
+  if (!sp.layout.empty()) return fmt::format(" · layout {}", sp.layout);
+  if (sp.first_last())
+    return fmt::format(" · stage layers{}{}",
+                       sp.first_stage_layers > 0 ? fmt::format(" first {}", sp.first_stage_layers) : "",
+                       sp.last_stage_layers > 0 ? fmt::format(" last {}", sp.last_stage_layers) : "");
+  if (sp.accounts())
+    return fmt::format(" · {} counted as a layer",
+                       sp.embedding_as_layer && sp.loss_as_layer ? "embedding and loss"
+                       : sp.embedding_as_layer                   ? "embedding"
+                                                                 : "loss");
+  return "";
+}
+
 std::string layout_text(const wl::TrainingPlan& plan) {
   const auto& par = plan.par;
   return fmt::format("TP {} · PP {}{} · DP {} · CP {}{}{}", par.tp, par.pp,
                      plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages) : "",
                      par.dp, par.cp, par.ep > 1 ? fmt::format(" · EP {}", par.ep) : "",
                      par.sequence_parallel && par.tp > 1 ? " · SP" : "") +
+         (par.pp > 1 ? split_text(plan) : std::string()) +
          (plan.lora.on() ? fmt::format(" · LoRA r{} on {}{}", plan.lora.rank, wl::to_string(plan.lora.targets),
                                        plan.lora.base == wl::LoraBase::same
                                            ? std::string()
@@ -721,6 +745,25 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--overlap-grad-reduce", f->overlap_grad_reduce, "overlap DP reduction with backward (default true)");
   c->add_option("--overlap-param-gather", f->overlap_param_gather, "overlap parameter gathers (default true)");
   c->add_option("--overlap-tp", f->overlap_tp_comm, "overlap TP communication with GEMMs (default false)");
+  c->add_option("--overlap-p2p", f->overlap_p2p_comm,
+                "interleaved schedule: overlap pipeline sends with the neighbouring chunks' compute (default true, as "
+                "Megatron-LM)");
+  c->add_option("--pp-scatter-gather", f->pp_scatter_gather,
+                "split pipeline sends over TP without sequence parallelism, all-gathered by the receiver (Megatron-LM "
+                "before Megatron-Core; default false)");
+  c->add_option("--embedding-in-pipeline-split", f->embedding_in_split,
+                "count the embedding as a layer of the first pipeline chunk (Megatron "
+                "--account-for-embedding-in-pipeline-split): true or false");
+  c->add_option("--loss-in-pipeline-split", f->loss_in_split,
+                "count the loss as a layer of the last pipeline chunk (Megatron --account-for-loss-in-pipeline-split): "
+                "true or false");
+  c->add_option("--first-stage-layers", f->first_stage_layers,
+                "decoder layers of the first pipeline stage (Megatron --decoder-first-pipeline-num-layers)");
+  c->add_option("--last-stage-layers", f->last_stage_layers,
+                "decoder layers of the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)");
+  c->add_option("--pipeline-layout", f->pipeline_layout,
+                "layers of every pipeline chunk in Megatron's layout syntax, e.g. 'Et*3|(tt|)*29,t|L' (Megatron "
+                "--pipeline-model-parallel-layout)");
   c->add_option("--tokens", f->tokens, "token budget for time to train and cost");
   c->add_option("--price", f->price, "$/GPU-hour (default: the GPU's indicative price)");
   add_format_option(*c, g);

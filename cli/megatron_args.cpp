@@ -700,8 +700,7 @@ const std::set<std::string_view> kIgnoredNames{
     "--qk-layernorm", "--mtp-loss-scaling-factor", "--cache-mla-latents", "--no-load-optim", "--no-load-rng"};
 
 /// Flags that state what gpuplan already assumes: fused kernels (Transformer Engine, Megatron's fusions), grouped
-/// expert GEMMs, fp32 softmax, no pipeline-send overlap (gpuplan does not model Megatron's default overlap_p2p_comm
-/// either way, issue #22 item 2).
+/// expert GEMMs, fp32 softmax.
 const std::map<std::string_view, std::string_view> kAssumed{
     {"--cross-entropy-loss-fusion", "fused kernels"},
     {"--cross-entropy-fusion-impl", "fused kernels"},
@@ -711,7 +710,6 @@ const std::map<std::string_view, std::string_view> kAssumed{
     {"--use-te-activation-func", "fused kernels"},
     {"--moe-grouped-gemm", "the experts priced as grouped GEMMs"},
     {"--attention-softmax-in-fp32", "fused attention"},
-    {"--no-overlap-p2p-communication", "pipeline sends not overlapped"},
     {"--moe-router-dtype", "the router's cost is not priced apart"},
     {"--moe-router-padding-for-fp8", "the router's cost is not priced apart"},
     {"--moe-router-padding-for-quantization", "the router's cost is not priced apart"}};
@@ -731,7 +729,7 @@ const std::set<std::string_view> kHandled{
     "--use-flash-attn", "--attention-backend", "--transformer-impl", "--attention-dropout", "--hidden-dropout",
     "--optimizer", "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--main-grads-dtype", "--main-params-dtype", "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16",
-    "--cp-comm-type",
+    "--cp-comm-type", "--no-overlap-p2p-communication",
     // model shape
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
     "--num-query-groups", "--kv-channels", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
@@ -979,22 +977,42 @@ class Mapper {
   }
 
   void pipeline_split() {
-    if (const MegatronFlag* f = get("--pipeline-model-parallel-layout"))
-      refuse(*f, "a pipeline layout string (uneven stages, embedding and loss placed by hand) is");
-    if (auto v = integer("--decoder-first-pipeline-num-layers")) {
-      m_.first_stage_layers = *v;
-      m_.first_stage_flag = as_typed(*get("--decoder-first-pipeline-num-layers"));
-    }
-    if (auto v = integer("--decoder-last-pipeline-num-layers")) {
-      m_.last_stage_layers = *v;
-      m_.last_stage_flag = as_typed(*get("--decoder-last-pipeline-num-layers"));
-    }
-    for (const char* f : {"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"})
-      if (given(f)) {
-        const long long pp = m_.keys.contains("pp") ? m_.keys["pp"].get<long long>() : 1;
-        if (pp > 1) refuse(*get(f), "an uneven pipeline split (the embedding or the loss counted as a layer) is");
-        else m_.ignored.push_back(f);
-      }
+    // Megatron-Core's uneven splits (transformer_block.py get_num_layers_to_build; the rules are gpuplan's
+    // chunk_layers): one way at a time, as TransformerConfig.__post_init__ and arguments.py validate_args require.
+    const bool layout = given("--pipeline-model-parallel-layout");
+    const bool first_last =
+        given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers");
+    const bool accounts =
+        given("--account-for-embedding-in-pipeline-split") || given("--account-for-loss-in-pipeline-split");
+    if (layout && (first_last || accounts))
+      bad(*get("--pipeline-model-parallel-layout"),
+          "Megatron-LM refuses a pipeline layout with other pipeline layout arguments ('pipeline_model_parallel_layout "
+          "cannot be set with other pipeline layout arguments')");
+    else if (first_last && accounts)
+      bad(*get(given("--decoder-first-pipeline-num-layers") ? "--decoder-first-pipeline-num-layers"
+                                                            : "--decoder-last-pipeline-num-layers"),
+          "Megatron-LM refuses first/last stage layer counts with --account-for-embedding/loss-in-pipeline-split");
+    if (layout && (given("--num-layers-per-virtual-pipeline-stage") || given("--num-virtual-stages-per-pipeline-rank")))
+      bad(*get("--pipeline-model-parallel-layout"),
+          "Megatron-LM takes no more than one of --num-layers-per-virtual-pipeline-stage, "
+          "--num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout (the layout gives the chunks)");
+    if (first_last && given("--num-layers-per-virtual-pipeline-stage"))
+      bad(*get("--num-layers-per-virtual-pipeline-stage"),
+          "Megatron-LM: 'please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline parallel degree "
+          "when enable uneven pipeline parallelism'");
+    if (auto t = text("--pipeline-model-parallel-layout")) set("pipeline_layout", *t, "--pipeline-model-parallel-layout");
+    if (auto v = integer("--decoder-first-pipeline-num-layers"))
+      set("first_stage_layers", *v, "--decoder-first-pipeline-num-layers");
+    if (auto v = integer("--decoder-last-pipeline-num-layers"))
+      set("last_stage_layers", *v, "--decoder-last-pipeline-num-layers");
+    if (given("--account-for-embedding-in-pipeline-split"))
+      set("embedding_in_pipeline_split", true, "--account-for-embedding-in-pipeline-split");
+    if (given("--account-for-loss-in-pipeline-split"))
+      set("loss_in_pipeline_split", true, "--account-for-loss-in-pipeline-split");
+    // arguments.py: --no-overlap-p2p-communication (store_false, dest overlap_p2p_comm): the overlap is on by default
+    // and forced off without the interleaved schedule.
+    if (given("--no-overlap-p2p-communication"))
+      set("overlap_p2p_comm", false, "--no-overlap-p2p-communication");
     if (auto v = integer("--mtp-num-layers", 0); v && *v > 0)
       refuse(*get("--mtp-num-layers"), "multi-token prediction modules are");
     if (auto v = integer("--cpu-offloading-num-layers", 0); v && *v > 0)
@@ -1267,8 +1285,10 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
                             "attention's TP is {}",
                             *m.expert_tp, tp, kNotModelled));
   if (m.layers_per_virtual_stage) {
-    // arguments.py, validate_args: layers per stage = layers / PP; virtual stages = that / layers per virtual stage.
-    const std::int64_t layers = arch.layers;
+    // arguments.py, validate_args: layers per stage = layers (+1 with the embedding, +1 with the loss accounted) / PP;
+    // virtual stages = that / layers per virtual stage.
+    const std::int64_t layers = arch.layers + (keys.contains("embedding_in_pipeline_split") ? 1 : 0) +
+                                (keys.contains("loss_in_pipeline_split") ? 1 : 0);
     const std::string flag = fmt::format("--num-layers-per-virtual-pipeline-stage {}", *m.layers_per_virtual_stage);
     if (layers % pp != 0)
       diags.error("", flag, fmt::format("the {} layers are not divisible by PP {} (Megatron-LM: 'number of layers of "
@@ -1285,16 +1305,6 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
     }
   }
   const long long vp = keys.contains("virtual_stages") ? keys["virtual_stages"].get<long long>() : 1;
-  auto even_stage = [&](const std::optional<long long>& n, const std::string& flag) {
-    if (!n) return;
-    if (arch.layers % (pp * vp) == 0 && *n == arch.layers / pp)
-      return;  // the even share: the same split gpuplan prices
-    diags.error("", flag, fmt::format("'{}': a pipeline stage with another layer count than the even share ({} layers "
-                                      "/ PP {}) is {}",
-                                      flag, arch.layers, pp, kNotModelled));
-  };
-  even_stage(m.first_stage_layers, m.first_stage_flag);
-  even_stage(m.last_stage_layers, m.last_stage_flag);
   if (m.recompute_block_layers) {
     const long long chunk = arch.layers / std::max(1LL, pp * vp);
     if (*m.recompute_block_layers < chunk)

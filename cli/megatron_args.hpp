@@ -103,9 +103,8 @@ struct MegatronMapping {
   std::map<std::string, std::string> defaulted;  ///< key -> why ("Megatron-LM's default without --bf16/--fp16")
   MegatronShape shape;
   // Values that need the model or the final layout:
-  std::optional<long long> layers_per_virtual_stage, expert_tp, recompute_block_layers, first_stage_layers,
-      last_stage_layers;
-  std::string recompute_block_flag, first_stage_flag, last_stage_flag;
+  std::optional<long long> layers_per_virtual_stage, expert_tp, recompute_block_layers;
+  std::string recompute_block_flag;
   bool global_batch_given = false;
   std::optional<long long> launcher_gpus;
   std::string launcher_text;
@@ -119,7 +118,7 @@ struct MegatronMapping {
 std::optional<MegatronMapping> map_megatron(const MegatronArgs& args, Diagnostics& diags);
 
 /// Completes the mapping with the model: checks the shape flags against `arch`, turns
-/// --num-layers-per-virtual-pipeline-stage into virtual stages, checks the even-split and expert-TP conditions, then
+/// --num-layers-per-virtual-pipeline-stage into virtual stages, checks the expert-TP condition, then
 /// writes the keys into the scenario object `j` (and `origin`), refusing a key a gpuplan flag or the scenario file
 /// sets to another value (`origin` names where). Notes list the ignored and assumed flags. False after an error.
 bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, nlohmann::json& j,

@@ -19,6 +19,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "memory_core.hpp"
 
@@ -131,30 +136,168 @@ units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const w
 
 namespace detail {
 
-/// Layers of pipeline stage `i`: p·v model chunks of ⌊L/(p·v)⌋ layers (the first L mod (p·v) chunks one more);
-/// stage i holds chunks i, i+p, ..., i+(v−1)p (Megatron's interleaved assignment; v = 1 is plain 1F1B).
-StageShape stage_shape(const wl::TransformerArch& a, const ParameterCounts& params, int p, int v, int i) {
-  StageShape st;
-  st.index = i;
-  st.first = i == 0;
-  st.last = i == p - 1;
+bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::string* why) {
+  const int p = std::max(1, plan.par.pp);
+  const int v = plan.model_chunks();
+  const std::int64_t C = std::int64_t(p) * v, L = a.layers;
+  const wl::PipelineSplit& sp = plan.split;
+  // The message is built only when asked for (the search's inner loop calls this for every layout).
+  auto fail = [&](auto&& message) {
+    if (why != nullptr) *why = message();
+    return false;
+  };
+  const int ways = int(!sp.chunk_layers.empty()) + int(sp.first_last()) + int(sp.accounts());
+  if (ways > 1)
+    return fail([] {
+      return std::string("the pipeline layout, the first/last stage layer counts and the embedding/loss accounting "
+                         "are three ways to split the layers: give one (Megatron-Core refuses mixes)");
+    });
+  if (!sp.chunk_layers.empty()) {
+    if (std::int64_t(sp.chunk_layers.size()) != C)
+      return fail([&] {
+        return fmt::format("the pipeline layout has {} chunks, but PP {} × {} chunks per stage = {}",
+                           sp.chunk_layers.size(), p, v, C);
+      });
+    std::int64_t sum = 0;
+    for (std::int64_t n : sp.chunk_layers) sum += n;
+    if (sum != L)
+      return fail([&] { return fmt::format("the pipeline layout holds {} decoder layers, the model has {}", sum, L); });
+    return true;
+  }
+  if (sp.first_last()) {
+    if (p < 2) return fail([] { return std::string("first/last pipeline stage layer counts need PP ≥ 2"); });
+    const std::int64_t f = sp.first_stage_layers, l = sp.last_stage_layers;
+    for (const auto& [n, name] : {std::pair{f, "first"}, std::pair{l, "last"}})
+      if (n > 0 && n % v != 0)
+        return fail([&] {
+          return fmt::format("the {} stage's {} layers do not split over its {} chunks (Megatron-Core: 'must be "
+                             "divisible by virtual pipeline parallel degree')",
+                             name, n, v);
+        });
+    const std::int64_t mid_stages = p - (f > 0 ? 1 : 0) - (l > 0 ? 1 : 0), mid_layers = L - f - l;
+    if (mid_layers < 0)
+      return fail([&] { return fmt::format("the first and last stages' {} layers exceed the model's {}", f + l, L); });
+    if ((mid_layers != 0) != (mid_stages != 0))
+      return fail([&] {
+        return fmt::format("{} middle layers remain for {} middle pipeline stages (Megatron-Core: either both or "
+                           "neither)",
+                           mid_layers, mid_stages);
+      });
+    if (mid_stages > 0 && mid_layers % mid_stages != 0)
+      return fail([&] {
+        return fmt::format("the {} middle layers do not split evenly over the {} middle pipeline stages", mid_layers,
+                           mid_stages);
+      });
+    if (mid_stages > 0 && (mid_layers / mid_stages) % v != 0)
+      return fail([&] {
+        return fmt::format("each middle stage's {} layers do not split over its {} chunks", mid_layers / mid_stages, v);
+      });
+    return true;
+  }
+  if (sp.accounts()) {
+    const std::int64_t e = sp.embedding_as_layer ? 1 : 0, o = sp.loss_as_layer ? 1 : 0, N = L + e + o;
+    if (N % p != 0)
+      return fail([&] {
+        return fmt::format("{} layers{}{} do not split evenly over PP {} (Megatron-LM: 'Number of layers should be "
+                           "divisible by the pipeline-model-parallel size')",
+                           N, e ? " with the embedding" : "", o ? (e ? " and the loss" : " with the loss") : "", p);
+      });
+    if ((N / p) % v != 0)
+      return fail([&] {
+        return fmt::format("each stage's {} layers (with the embedding/loss counted) do not split over its {} chunks",
+                           N / p, v);
+      });
+    const std::int64_t c = N / C;
+    if (c - e < 0 || c - o < 0 || (C == 1 && c - e - o < 0))
+      return fail([] {
+        return std::string("not enough layers for the embedding's or the loss's chunk (Megatron-Core: 'Not enough "
+                           "layers in the first virtual pipeline stage')");
+      });
+    return true;
+  }
+  if (L < p) return fail([&] { return fmt::format("PP {} exceeds the {} layers", p, L); });
+  if (v > 1 && L % C != 0)
+    return fail([&] {
+      return fmt::format("{} layers do not split evenly into PP {} × {} chunks (the interleaved schedule needs equal "
+                         "chunks: give an uneven split with the embedding/loss accounting, first/last stage layer "
+                         "counts or a pipeline layout)",
+                         L, p, v);
+    });
+  return true;
+}
+
+std::vector<std::int64_t> chunk_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::string* why) {
+  if (!chunk_split_ok(a, plan, why)) return {};
+  const int p = std::max(1, plan.par.pp);
+  const int v = plan.model_chunks();
+  const std::int64_t C = std::int64_t(p) * v, L = a.layers;
+  const wl::PipelineSplit& sp = plan.split;
+  if (!sp.chunk_layers.empty()) return sp.chunk_layers;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(C), 0);
+  if (sp.first_last()) {
+    const std::int64_t f = sp.first_stage_layers, l = sp.last_stage_layers;
+    const std::int64_t mid_stages = p - (f > 0 ? 1 : 0) - (l > 0 ? 1 : 0);
+    const std::int64_t per = mid_stages > 0 ? (L - f - l) / mid_stages : 0;
+    for (int i = 0; i < p; ++i) {
+      const std::int64_t n = i == 0 && f > 0 ? f : i == p - 1 && l > 0 ? l : per;
+      for (int k = 0; k < v; ++k) out[std::size_t(std::int64_t(k) * p + i)] = n / v;
+    }
+    return out;
+  }
+  if (sp.accounts()) {
+    const std::int64_t e = sp.embedding_as_layer ? 1 : 0, o = sp.loss_as_layer ? 1 : 0;
+    const std::int64_t c = (L + e + o) / C;
+    for (auto& n : out) n = c;
+    out.front() -= e;
+    out.back() -= o;
+    return out;
+  }
+  const std::int64_t base = L / C, rem = L % C;
+  for (std::int64_t j = 0; j < C; ++j) out[std::size_t(j)] = base + (j < rem ? 1 : 0);
+  return out;
+}
+
+std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const ParameterCounts& params,
+                                     const wl::TrainingPlan& plan) {
+  const int p = std::max(1, plan.par.pp);
+  const int v = plan.model_chunks();
+  std::vector<std::int64_t> chunks = chunk_layers(a, plan, nullptr);
+  if (chunks.empty()) {
+    wl::TrainingPlan even = plan;
+    even.split = wl::PipelineSplit{};
+    chunks = chunk_layers(a, even, nullptr);
+    if (chunks.empty()) {  // not even the default split (more stages than layers): one layer per chunk, in order
+      chunks.assign(std::size_t(p) * std::size_t(v), 0);
+      for (std::int64_t l = 0; l < a.layers; ++l) ++chunks[std::size_t(l % std::int64_t(chunks.size()))];
+    }
+  }
   const LayerKinds kinds = layer_kinds(a, params);
-  const std::int64_t C = std::int64_t(p) * v;
-  const std::int64_t base = a.layers / C, rem = a.layers % C;
-  for (int k = 0; k < v; ++k) {
-    const std::int64_t j = i + std::int64_t(k) * p;
-    const std::int64_t start = j * base + std::min(j, rem);
-    const std::int64_t n = base + (j < rem ? 1 : 0);
-    for (std::int64_t l = start; l < start + n; ++l) {
+  std::vector<StageShape> st(static_cast<std::size_t>(p));
+  for (int i = 0; i < p; ++i) {
+    st[std::size_t(i)].index = i;
+    st[std::size_t(i)].first = i == 0;
+    st[std::size_t(i)].last = i == p - 1;
+  }
+  std::int64_t l = 0;
+  for (std::size_t j = 0; j < chunks.size(); ++j) {
+    StageShape& s = st[j % std::size_t(p)];
+    for (std::int64_t n = 0; n < chunks[j] && l < a.layers; ++n, ++l) {
       const bool moe = a.is_moe_layer(l);
       const LayerParams& lp = moe ? kinds.moe : kinds.dense;
-      ++st.layers;
-      st.moe_layers += moe ? 1 : 0;
-      st.p_dense += lp.dense;
-      st.p_expert += lp.expert;
+      ++s.layers;
+      s.moe_layers += moe ? 1 : 0;
+      ++s.kind_layers[moe ? 1 : 0][local_attention_layer(a, l) ? 1 : 0];
+      s.p_dense += lp.dense;
+      s.p_expert += lp.expert;
     }
   }
   return st;
+}
+
+std::int64_t most_stage_layers(const std::vector<StageShape>& stages) {
+  std::int64_t n = 0;
+  for (const auto& s : stages) n = std::max(n, s.layers);
+  return n;
 }
 
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params) {
@@ -170,7 +313,7 @@ LayerSums layer_sums(const Ctx& c) {
 
 void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                  const RuntimeOverheads& overheads, const Ctx& c, const LayerKinds& kinds, const LayerSums& sums,
-                 const StageShape& first, const StageShape& last, MemoryCore& out) {
+                 const std::vector<StageShape>& stages, MemoryCore& out) {
   const auto& par = plan.par;
   const auto& pr = plan.precision;
   const int p = std::max(1, par.pp);
@@ -349,9 +492,22 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     st.total = allocated + st.ctx + st.nccl + st.frag;
   };
 
-  evaluate(first, out.first);
+  evaluate(stages.front(), out.first);
   out.two_stages = p > 1;
-  if (out.two_stages) evaluate(last, out.last);
+  if (out.two_stages) evaluate(stages.back(), out.last);
+  // An uneven split: a middle stage with other layers than the first's can be the heaviest (more layers or more
+  // experts than the first, fewer micro-batches in flight).
+  out.has_middle = false;
+  StageMemory mid;
+  for (std::size_t i = 1; i + 1 < stages.size(); ++i) {
+    const StageShape& s = stages[i];
+    if (s.layers == stages.front().layers && s.moe_layers == stages.front().moe_layers) continue;
+    evaluate(s, mid);
+    if (!out.has_middle || mid.total > out.middle.total) {
+      out.middle = mid;
+      out.has_middle = true;
+    }
+  }
 }
 
 }  // namespace detail
@@ -371,17 +527,10 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
                                const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, const RuntimeOverheads& overheads,
                                Explain explain, ActivationLayout layout) {
   const Ctx c = make_ctx(a, plan, layout);
-  const auto& par = plan.par;
-  const int p = std::max(1, par.pp);
-  const int v = plan.model_chunks();
 
   MemoryCore core;
-  const StageShape first_shape = detail::stage_shape(a, params, p, v, 0);
-  const StageShape last_shape = p > 1 ? detail::stage_shape(a, params, p, v, p - 1) : first_shape;
   detail::memory_core(a, params, plan, overheads, c, detail::layer_kinds(a, params), detail::layer_sums(c),
-                      first_shape, last_shape, core);
-  const StageMemory& first = core.first;
-  const StageMemory& last = core.two_stages ? core.last : core.first;
+                      detail::stage_shapes(a, params, plan), core);
   const StageMemory& h = core.heaviest();
 
   TrainingMemory r;
@@ -397,7 +546,8 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   r.fragmentation = units::bytes(h.frag);
   r.total = units::bytes(h.total);
   r.capacity = gpu.memory_capacity();
-  r.host_offloaded = units::bytes(std::max(first.host, last.host));
+  r.host_offloaded = units::bytes(core.host());
+  r.stage = h.shape.index;
   r.fits = r.total <= r.capacity;
 
   if (explain == Explain::off) return r;

@@ -3,7 +3,10 @@
 // builds the inputs, explain_memory (memory_explain.cpp) adds the derivation; FastTrainingEvaluator (search.cpp)
 // caches the inputs per key — the layer sums per (tp, sp), the stage shapes per (pp, v) — and calls the same
 // memory_core, so both paths give bit-identical numbers.
+#include <algorithm>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "gpuplan/model/memory.hpp"
 #include "memory_activations.hpp"
@@ -17,17 +20,44 @@ struct LayerParams {
   double expert = 0.0;
 };
 
-/// What the memory model needs of the layers a pipeline stage holds: how many of each kind, and their parameters
-/// (summed in layer order, before the embedding and LM head are added).
+/// What the memory and the step models need of the layers a pipeline stage holds: how many of each kind, and their
+/// parameters (summed in layer order, before the embedding and LM head are added).
 struct StageShape {
   int index = 0;
   bool first = false, last = false;
   std::int64_t layers = 0, moe_layers = 0;
+  std::int64_t kind_layers[2][2] = {{0, 0}, {0, 0}};  ///< [moe][local attention]: layers of each cost kind
   double p_dense = 0.0, p_expert = 0.0;
 };
 
-/// Stage `i` of `p` with `v` model chunks per stage (Megatron's interleaved assignment; v = 1 is plain 1F1B).
-StageShape stage_shape(const wl::TransformerArch& a, const ParameterCounts& params, int p, int v, int i);
+/// Layer i's attention is local (a sliding window or a chunk): the layer kinds compute_terms prices apart.
+inline bool local_attention_layer(const wl::TransformerArch& a, std::int64_t l) { return a.is_local_layer(l); }
+
+/// The decoder layers of every model chunk, in chunk order: chunk j = k·p + i is the k-th of the v chunks of pipeline
+/// stage i (p = PP, v = plan.model_chunks()); the layers fill the chunks in order. This is the one place that assigns
+/// layers to (stage, chunk); it follows Megatron-Core (transformer_block.py get_num_layers_to_build,
+/// transformer_layer.py get_transformer_layer_offset, pipeline_parallel_layer_layout.py, and the checks of
+/// TransformerConfig.__post_init__ and arguments.py validate_args):
+///  - pipeline_model_parallel_layout: the layout's decoder counts (p·v chunks, summing to L);
+///  - decoder_first/last_pipeline_num_layers (f, l): the first (last) stage holds f (l) layers, the p − 1 or p − 2
+///    middle stages (L − f − l)/(middle stages) each; every stage's layers split evenly over its v chunks (each count
+///    divisible by v, the middle layers by the middle stages, middle layers iff middle stages);
+///  - account_for_embedding/loss_in_pipeline_split (e, o ∈ {0, 1}): L + e + o split into p·v equal chunks of
+///    c = (L + e + o)/(p·v) (divisible by p, then by v), chunk 0 holding c − e decoder layers and chunk p·v − 1 c − o;
+///  - none: p·v chunks of ⌊L/(p·v)⌋, the first L mod (p·v) one more (gpuplan's split of uneven 1F1B stages; the
+///    interleaved schedule needs L divisible by p·v, as Megatron-LM asserts).
+/// Empty, with the reason in `why` (optional), when the plan's split cannot be made on this model.
+std::vector<std::int64_t> chunk_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::string* why);
+/// chunk_layers' rules alone: whether the split can be made (no allocation unless `why` is given).
+bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::string* why);
+
+/// Every pipeline stage's shape, from chunk_layers (a plan whose split cannot be made gets the default split: callers
+/// check the layout first, layout_rules).
+std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const ParameterCounts& params,
+                                     const wl::TrainingPlan& plan);
+
+/// Layers of the stage that holds the most (the one ZeRO-3 gathers most often).
+std::int64_t most_stage_layers(const std::vector<StageShape>& stages);
 
 /// Parameters of a dense and of an MoE layer (every layer of a kind holds the same).
 struct LayerKinds {
@@ -61,16 +91,26 @@ struct StageMemory {
 
 struct MemoryCore {
   StageMemory first, last;
+  StageMemory middle;        // the heaviest middle stage whose layers differ from the first's (has_middle)
   bool two_stages = false;
+  bool has_middle = false;
   double n_dense = 1.0, n_expert = 1.0;  // ZeRO shard groups
   double comms = 0.0;                    // NCCL communicators
-  [[nodiscard]] const StageMemory& heaviest() const { return two_stages && last.total > first.total ? last : first; }
+  [[nodiscard]] const StageMemory& heaviest() const {
+    const StageMemory& fl = two_stages && last.total > first.total ? last : first;
+    return has_middle && middle.total > fl.total ? middle : fl;
+  }
+  [[nodiscard]] double host() const {
+    return std::max({first.host, two_stages ? last.host : 0.0, has_middle ? middle.host : 0.0});
+  }
 };
 
 /// The memory of the first and the last pipeline stage (training_memory documents the formulas).
+/// Every stage is evaluated whose layers differ from the first stage's (a middle stage of an uneven split can be the
+/// heaviest); `first`, `last` and `heaviest()` name what is reported.
 void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                  const RuntimeOverheads& overheads, const Ctx& c, const LayerKinds& kinds, const LayerSums& sums,
-                 const StageShape& first, const StageShape& last, MemoryCore& out);
+                 const std::vector<StageShape>& stages, MemoryCore& out);
 
 /// The --explain derivation tree of training_memory (memory_explain.cpp): fills r.derivation from the evaluated stages
 /// and the parts of `r` already filled (its totals, capacity and fit).

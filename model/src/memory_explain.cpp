@@ -58,7 +58,8 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   auto B = [](double b) { return format(units::bytes(b)); };
   const std::string stage_name =
       p == 1 ? std::string("the only pipeline stage")
-             : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p, h.shape.first ? "first" : "last");
+             : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p,
+                           h.shape.first ? "first" : h.shape.last ? "last" : "a middle stage of an uneven split");
 
   Derivation& d = r.derivation;
   d.id = "memory";
@@ -86,6 +87,10 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
                     "layers and the embedding), last stage {} (holds the LM head and the logits)",
                     stage_name, format(units::bytes(first.total)), format_number(first.layer_factor),
                     first.shape.layers, format(units::bytes(last.total))));
+    if (core.has_middle)
+      d.notes.push_back(fmt::format("uneven split: middle stage {} holds {} layers ({} MoE): {}",
+                                    core.middle.shape.index, core.middle.shape.layers, core.middle.shape.moe_layers,
+                                    format(units::bytes(core.middle.total))));
   }
 
   // model states

@@ -163,9 +163,7 @@ using detail::LayerSums;
 using detail::StageShape;
 using units::Seconds;
 
-struct ShapePair {
-  StageShape first, last;
-};
+using StageShapes = std::vector<StageShape>;
 
 }  // namespace
 
@@ -186,12 +184,13 @@ struct FastTrainingEvaluator::Impl {
   TermCache<Seconds, 3> cp;            // tp, cp, micro
   TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
   TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
+  TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
   TermCache<DpTimes, 6> dp;            // tp, pp, cp, dp, ep, ZeRO stage
   TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
-  TermCache<ShapePair, 2> shapes;      // pp, v
+  TermCache<StageShapes, 2> shapes;    // pp, v
 
   Impl(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
       : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
@@ -234,11 +233,16 @@ struct FastTrainingEvaluator::Impl {
       t.ep_one = ep.get({par.tp, par.cp, par.ep, mb}, [&] {
         return with_group(par.ep, par.tp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
       });
-    if (par.pp > 1)
+    if (par.pp > 1) {
       t.pp_one = pp.get({par.tp, par.cp, par.dp, mb, sp}, [&] {
         return with_group(2, par.tp * par.cp * par.dp,
                           [&](const CommGroup& g) { return detail::pp_collective_time(a, plan, g); });
       });
+      if (plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
+        t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
+          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
+        });
+    }
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
@@ -264,6 +268,11 @@ struct FastTrainingEvaluator::Impl {
                               [&] { return detail::offload_times(a, k.params, plan, sys); });
     }
 
+    const int p = std::max(1, par.pp);
+    const int v = plan.model_chunks();
+    // A reference into `shapes`: valid until its next insert (none comes before memory_core below).
+    const StageShapes& sh = shapes.get({p, v}, [&] { return detail::stage_shapes(a, k.params, plan); });
+    t.stages = &sh;
     detail::StepCore core;
     detail::compose_step(a, plan, k, t, core);
     r.micro_batches = core.m;
@@ -285,26 +294,20 @@ struct FastTrainingEvaluator::Impl {
 
     const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
-    const int p = std::max(1, par.pp);
-    const int v = plan.model_chunks();
-    const ShapePair& sh = shapes.get({p, v}, [&] {
-      ShapePair s;
-      s.first = detail::stage_shape(a, k.params, p, v, 0);
-      s.last = p > 1 ? detail::stage_shape(a, k.params, p, v, p - 1) : s.first;
-      return s;
-    });
     detail::MemoryCore mem;
-    detail::memory_core(a, k.params, plan, overheads, c, kinds, ls, sh.first, sh.last, mem);
+    detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
+                        shapes.get({p, v}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;
-    if (!detail::offload_fits_host(std::max(mem.first.host, mem.two_stages ? mem.last.host : 0.0), plan, sys))
+    if (!detail::offload_fits_host(mem.host(), plan, sys))
       r.fits = false;
     return r;
   }
 
   [[nodiscard]] std::size_t cached() const {
-    return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() + dp.size() +
+    return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() +
+           pp_gather.size() + dp.size() +
            opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
   }
 };
@@ -395,8 +398,18 @@ struct Enumerator {
     Dims d;
     d.virtual_stages.push_back(1);
     if (l.pp > 1)
-      for (std::int64_t v = 2; v * l.pp <= a.layers; ++v)
-        if (a.layers % (v * l.pp) == 0) d.virtual_stages.push_back(int(v));
+      for (std::int64_t v = 2; v * l.pp <= a.layers + 2; ++v) {
+        if (!base.split.any()) {
+          if (a.layers % (v * l.pp) == 0) d.virtual_stages.push_back(int(v));
+          continue;
+        }
+        // An uneven split: the chunk counts its rule allows (chunk_layers, the one assignment).
+        wl::TrainingPlan probe = base;
+        probe.par.pp = l.pp;
+        probe.par.virtual_stages = int(v);
+        probe.schedule = wl::PipelineSchedule::interleaved;
+        if (detail::chunk_split_ok(a, probe, nullptr)) d.virtual_stages.push_back(int(v));
+      }
     std::erase_if(d.virtual_stages, [&](int v) { return !allowed(space.virtual_stages, v); });
     for (bool s : {false, true})
       if ((!s || l.tp > 1) && allowed(space.sequence_parallel, s)) d.sp.push_back(s);

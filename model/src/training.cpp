@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -83,6 +84,12 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
     c.fwd_all += lc.fwd;
     c.bwd_all += lc.bwd;
   }
+  for (int mo = 0; mo < 2; ++mo)
+    for (int lo = 0; lo < 2; ++lo)
+      if (have_kind[mo][lo]) {
+        c.kind_fwd[mo][lo] = kinds[mo][lo].fwd;
+        c.kind_bwd[mo][lo] = kinds[mo][lo].bwd;
+      }
   // Embedding (first stage) and LM head + loss (last stage).
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
   const double e = plan.precision.activation_bytes;
@@ -144,10 +151,17 @@ Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   return units::bytes((double(T) * double(k) * double(a.hidden)) * plan.precision.activation_bytes);
 }
 
+bool pp_message_split(const wl::TrainingPlan& plan) {
+  return plan.par.tp > 1 && (plan.par.sequence_parallel || plan.pp_scatter_gather);
+}
+
 Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  // Megatron-Core sends the (s/cp)·b·h boundary tensor, sequence-sharded over TP with sequence parallelism
+  // (schedules.py get_tensor_shapes); the scatter/gather optimisation (Narayanan et al. 2021 §4.1, Megatron-LM's
+  // scatter_gather_tensors_in_pipeline until March 2023) sends 1/tp of it without sequence parallelism too.
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
   return units::bytes((double(T) * double(a.hidden)) * plan.precision.activation_bytes /
-                      (plan.par.sequence_parallel ? double(plan.par.tp) : 1.0));
+                      (pp_message_split(plan) ? double(plan.par.tp) : 1.0));
 }
 
 GpuParams params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan) {
@@ -185,6 +199,12 @@ Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 
 Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g) {
   return collective_time(Collective::send_recv, pp_message(a, plan), pp_g);
+}
+
+Seconds pp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  // The scattered message is all-gathered over TP by the receiver (gather_split_1d_tensor) before its chunk runs.
+  if (!plan.pp_scatter_gather || plan.par.sequence_parallel || plan.par.tp <= 1) return Seconds(0);
+  return collective_time(Collective::all_gather, pp_message(a, plan) * double(plan.par.tp), tp_g);
 }
 
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
@@ -334,8 +354,8 @@ namespace {
 struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
-DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, double p_gpu, units::Bytes grads) {
-  const double layers_stage = double(std::max<std::int64_t>(1, heaviest_stage_layers(a, plan)));
+DpCalls dp_calls(const wl::TrainingPlan& plan, std::int64_t most_layers, double p_gpu, units::Bytes grads) {
+  const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
   if (plan.zero == wl::ZeroStage::parameters) return {layers_stage, layers_stage};
   if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
     return {std::max(1.0, std::ceil(grads.raw() / (25.0 * 1024 * 1024))), 1};
@@ -366,13 +386,10 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
 
 std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const int p = std::max(1, plan.par.pp);
-  const int v = plan.model_chunks();
-  const std::int64_t c = std::int64_t(p) * v;
-  const std::int64_t base = a.layers / c, rem = a.layers % c;
-  // Stage 0 holds chunks 0, p, 2p, ... (memory.cpp stage_shape); chunk j has one more layer when j < rem.
-  std::int64_t n = 0;
-  for (int k = 0; k < v; ++k) n += base + (std::int64_t(k) * p < rem ? 1 : 0);
-  return std::max<std::int64_t>(1, n);
+  std::vector<std::int64_t> chunks = chunk_layers(a, plan, nullptr);
+  std::vector<std::int64_t> stage(std::size_t(p), 0);
+  for (std::size_t j = 0; j < chunks.size(); ++j) stage[j % std::size_t(p)] += chunks[j];
+  return std::max<std::int64_t>(1, *std::max_element(stage.begin(), stage.end()));
 }
 
 double comm_compute_share(const Device& d) {
@@ -449,71 +466,124 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.m = m;
   const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
 
-  // ---- compute: the pipeline runs at the pace of its heaviest stage, ⌈L / pp⌉ layers per micro-batch (L / pp when
-  // the layers split evenly) ----
-  const std::int64_t layers_stage = heaviest_stage_layers(a, plan);
-  const double stage_share = double(layers_stage) / double(std::max<std::int64_t>(1, a.layers));
-  const PassCost fwd = t.compute.fwd_all.scaled(stage_share), bwd = t.compute.bwd_all.scaled(stage_share);
-  PassCost recompute{};
-  if (plan.recompute == wl::Recompute::full) recompute = fwd;
-  else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) recompute.attention = fwd.attention;
+  // ---- compute and per-layer communication of each pipeline stage ----
+  // Stage i holds its chunks' layers (chunk_layers: the one assignment of layers to stages), the embedding when it is
+  // the first stage and the LM head with the loss when it is the last (Megatron builds them there only: pre_process /
+  // post_process). One micro-batch on stage i takes t_i = its layers' forward + backward + recompute + its exposed
+  // TP/CP/EP/PP communication + its embedding or head.
+  const int p = std::max(1, par.pp);
+  const int v = plan.model_chunks();
+  const std::vector<StageShape>& stages = *t.stages;
+  const double nccl_sm_share = comm_compute_share(k.d);
+  struct StageTime {
+    PassCost fwd, bwd, recompute;
+    CommNumbers tp, cp, ep, pp;
+    Seconds extra{}, total{};
+  };
+  auto stage_time = [&](const StageShape& sh, StageTime& st) {
+    if (p == 1) {
+      st.fwd = t.compute.fwd_all;
+      st.bwd = t.compute.bwd_all;
+    } else {
+      st.fwd = st.bwd = PassCost{};
+      for (int mo = 0; mo < 2; ++mo)
+        for (int lo = 0; lo < 2; ++lo)
+          if (sh.kind_layers[mo][lo] > 0) {
+            st.fwd += t.compute.kind_fwd[mo][lo].scaled(double(sh.kind_layers[mo][lo]));
+            st.bwd += t.compute.kind_bwd[mo][lo].scaled(double(sh.kind_layers[mo][lo]));
+          }
+    }
+    st.recompute = PassCost{};
+    if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd;
+    else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) st.recompute.attention = st.fwd.attention;
+    st.extra = (sh.first ? t.compute.embed_time : Seconds(0)) + (sh.last ? t.compute.head_time : Seconds(0));
+    if (plan.mixed_precision == wl::MixedPrecision::amp) st.extra += t.amp_casts;
+    const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
+    st.tp = st.cp = st.ep = st.pp = CommNumbers{};
+    // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
+    if (par.tp > 1) {
+      const Bytes act = tp_message(a, plan);
+      // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
+      const double pairs = plan.recompute == wl::Recompute::full ? 3.0 : 2.0;
+      const double per_mb = pairs * layers;
+      st.tp.time = t.tp_one * per_mb * double(m);
+      st.tp.bytes = act * (per_mb * 2.0 * double(m));
+      const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
+      if (plan.overlap_tp_comm) {
+        // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
+        // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
+        // 1/tp of the reduce-scatter half of each pair stays exposed; the rest hides behind the GEMMs at its SM cost.
+        const Seconds tail = st.tp.time * (0.5 / double(par.tp));
+        const Seconds rest = st.tp.time - tail;
+        const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
+        st.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
+      } else {
+        st.tp.exposed = st.tp.time;
+      }
+    }
+    // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
+    if (par.cp > 1) {
+      const Bytes kv = cp_message(a, plan);
+      st.cp.time = t.cp_one * layers * double(m);
+      st.cp.bytes = kv * (3.0 * layers * double(m));
+      st.cp.exposed = std::max(Seconds(0), st.cp.time - (st.fwd.attention + st.bwd.attention) * double(m));
+    }
+    // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
+    if (par.ep > 1 && a.moe) {
+      const Bytes buf = ep_message(a, plan);
+      st.ep.time = t.ep_one * (4.0 * moe_layers * double(m));
+      st.ep.bytes = buf * (4.0 * moe_layers * double(m));
+      st.ep.exposed = st.ep.time;
+    }
+    // PP: activations forward, gradients backward, at each chunk boundary per micro-batch (plus the receiver's TP
+    // all-gather under scatter/gather). Interleaved with Megatron's overlap_p2p_comm: each send/recv runs beside the
+    // neighbouring chunk's compute (schedules.py forward_backward_pipelining_with_interleaving, overlap_p2p_comm:
+    // the next chunk's input is received while this chunk computes); only the part longer than a chunk's forward
+    // (backward) stays exposed, and the hidden part pays the SM share of its NCCL kernels.
+    if (par.pp > 1) {
+      const Bytes msg = pp_message(a, plan);
+      const double sends = 2.0 * double(v) * double(m);
+      const Seconds one = t.pp_one + t.pp_gather_one;
+      st.pp.time = one * sends;
+      st.pp.bytes = msg * sends;
+      st.pp.exposed = st.pp.time;
+      if (plan.schedule == wl::PipelineSchedule::interleaved && v > 1 && plan.overlap_p2p_comm) {
+        const Seconds f_chunk = st.fwd.total() / double(v), b_chunk = (st.bwd.total() + st.recompute.total()) / double(v);
+        const Seconds ef = std::max(Seconds(0), one - f_chunk), eb = std::max(Seconds(0), one - b_chunk);
+        const Seconds exposed = (ef + eb) * (double(v) * double(m));
+        st.pp.exposed = exposed + (st.pp.time - exposed) * nccl_sm_share;
+      }
+    }
+    const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
+    st.total = st.fwd.total() + st.bwd.total() + st.recompute.total() + comm_mb + st.extra;
+  };
+  StageTime worst, cur;
+  o.bottleneck = 0;
+  o.stage_sum = Seconds(0);
+  if (o.stage_times != nullptr) o.stage_times->clear();
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    StageTime& st = i == 0 ? worst : cur;
+    stage_time(stages[i], st);
+    o.stage_sum += st.total;
+    if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
+    if (i > 0 && cur.total > worst.total) {
+      worst = cur;
+      o.bottleneck = int(i);
+    }
+  }
+  o.stage_max = worst.total;
+  o.bottleneck_layers = stages[std::size_t(o.bottleneck)].layers;
+  const PassCost fwd = worst.fwd, bwd = worst.bwd, recompute = worst.recompute;
   o.fwd = fwd;
   o.bwd = bwd;
   o.recompute = recompute;
-  // The last stage is the critical one with the LM head; the first holds the embedding.
-  const Seconds extra_last = t.compute.head_time + (par.pp == 1 ? t.compute.embed_time : Seconds(0));
-  const Seconds extra_first = par.pp == 1 ? Seconds(0) : t.compute.embed_time;
-  Seconds extra = std::max(extra_last, extra_first);
-  if (plan.mixed_precision == wl::MixedPrecision::amp) extra += t.amp_casts;
+  const Seconds extra = worst.extra;
   o.extra = extra;
-
-  // ---- communication ----
-  const double moe_layers_stage = k.moe_layers * stage_share;
-  o.tp = o.cp = o.ep = o.pp = o.dp = CommNumbers{};
-  const double nccl_sm_share = comm_compute_share(k.d);
-  // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
-  if (par.tp > 1) {
-    const Bytes act = tp_message(a, plan);
-    // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
-    const double pairs = plan.recompute == wl::Recompute::full ? 3.0 : 2.0;
-    const double per_mb = pairs * double(layers_stage);
-    o.tp.time = t.tp_one * per_mb * double(m);
-    o.tp.bytes = act * (per_mb * 2.0 * double(m));
-    const Seconds gemm_stage = (fwd.gemm + bwd.gemm) * double(m);
-    if (plan.overlap_tp_comm) {
-      // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
-      // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
-      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest hides behind the GEMMs at its SM cost.
-      const Seconds tail = o.tp.time * (0.5 / double(par.tp));
-      const Seconds rest = o.tp.time - tail;
-      const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
-      o.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
-    } else {
-      o.tp.exposed = o.tp.time;
-    }
-  }
-  // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
-  if (par.cp > 1) {
-    const Bytes kv = cp_message(a, plan);
-    o.cp.time = t.cp_one * double(layers_stage) * double(m);
-    o.cp.bytes = kv * (3.0 * double(layers_stage) * double(m));
-    o.cp.exposed = std::max(Seconds(0), o.cp.time - (fwd.attention + bwd.attention) * double(m));
-  }
-  // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
-  if (par.ep > 1 && a.moe) {
-    const Bytes buf = ep_message(a, plan);
-    o.ep.time = t.ep_one * (4.0 * moe_layers_stage * double(m));
-    o.ep.bytes = buf * (4.0 * moe_layers_stage * double(m));
-    o.ep.exposed = o.ep.time;
-  }
-  // PP: activations forward, gradients backward, at each stage boundary per micro-batch.
-  if (par.pp > 1) {
-    const Bytes act = pp_message(a, plan);
-    const double sends = 2.0 * double(std::max(1, par.virtual_stages)) * double(m);
-    o.pp.time = t.pp_one * sends;
-    o.pp.bytes = act * sends;
-    o.pp.exposed = o.pp.time;
-  }
+  o.tp = worst.tp;
+  o.cp = worst.cp;
+  o.ep = worst.ep;
+  o.pp = worst.pp;
+  o.dp = CommNumbers{};
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   const double p_gpu = params_per_gpu(k.params, plan).total(), p_train = trainable_per_gpu(a, k.params, plan).total();
   const double base_b = base_weight_bytes(plan);
@@ -546,7 +616,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(a, plan, p_train, grads);
+    const DpCalls calls = dp_calls(plan, most_stage_layers(*t.stages), p_train, grads);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;
@@ -579,13 +649,20 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   }
 
   // ---- step ----
-  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
-  const Seconds per_mb_comm = (o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed) / double(m);
-  const Seconds mb_time = mb_compute + per_mb_comm;
-  o.bubble_fraction = pipeline_bubble_fraction(
-      par.pp, plan.schedule == wl::PipelineSchedule::interleaved ? par.virtual_stages : 1, m);
-  const Seconds steady = mb_time * double(m) + extra * double(m);
-  const Seconds bubble = (mb_time + extra) * (o.bubble_fraction * double(m));
+  // The pipeline's critical path with per-stage times t_i per micro-batch: the first micro-batch through every stage,
+  // the other m − 1 at the pace of the slowest (which then never idles), the fill and drain at chunk granularity:
+  //   T = m·max_i t_i + (Σ_i t_i − max_i t_i) / v.
+  // v = 1 is the flow-shop makespan of m identical jobs over stages t_i, Σ t_i + (m − 1)·max t_i; equal stages give
+  // Narayanan et al. 2021's bubble (p − 1)/(v·m) of the ideal m·t (§2.2.1, §2.2.2). With unequal stages it is exact
+  // when the slowest stage is the last; when it sits upstream, work of the later stages that its cool-down backwards
+  // hide is still counted (an overstatement of at most Σ_{j>slowest} t_j / v).
+  o.bubble_fraction = 0;
+  Seconds bubble{};
+  if (p > 1 && m > 0) {
+    bubble = (o.stage_sum - o.stage_max) / double(v);
+    o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
+  }
+  const Seconds steady = o.stage_max * double(m);
 
   StepBreakdown& s = o.step;
   s.gemm = (fwd.gemm + bwd.gemm + recompute.gemm) * double(m);
@@ -657,6 +734,16 @@ double dp_copy_bytes(const wl::TransformerArch& a, const ParameterCounts& params
   return 0.0;
 }
 
+PipelineAssignment pipeline_assignment(const wl::TransformerArch& arch, const wl::TrainingPlan& plan) {
+  PipelineAssignment r;
+  r.chunk_layers = detail::chunk_layers(arch, plan, &r.error);
+  if (r.chunk_layers.empty()) return r;
+  const std::size_t p = static_cast<std::size_t>(std::max(1, plan.par.pp));
+  r.stage_layers.assign(p, 0);
+  for (std::size_t j = 0; j < r.chunk_layers.size(); ++j) r.stage_layers[j % p] += r.chunk_layers[j];
+  return r;
+}
+
 CommGroup training_comm_group(int size, int stride, const TrainingSystem& sys) {
   return detail::training_group(size, stride, sys);
 }
@@ -725,7 +812,12 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
   if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
   if (par.ep > 1 && a.moe) terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
-  if (par.pp > 1) terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
+  if (par.pp > 1) {
+    terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
+    terms.pp_gather_one = detail::pp_gather_time(a, plan, tp_g);
+  }
+  const std::vector<detail::StageShape> stages = detail::stage_shapes(a, params, plan);
+  terms.stages = &stages;
   if (n_dp > 1) {
     terms.dp = detail::dp_collective_times(a, params, plan, dp_g, edp_g);
     terms.dp_copy = detail::dp_copy_time(a, params, plan, d);
@@ -735,9 +827,11 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
 
   // ---- the step ----
   detail::StepCore core;
+  core.stage_times = &est.stage_time;
   detail::compose_step(a, plan, k, terms, core);
   const std::int64_t m = core.m;
   est.micro_batches = m;
+  est.bottleneck_stage = core.bottleneck;
   est.comm = {comm_cost("tp", par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce", par.tp, tp_g, core.tp),
               comm_cost("cp", "all-gather (K,V) + reduce-scatter (dK,dV)", par.cp, cp_g, core.cp),
               comm_cost("ep", "all-to-all", par.ep, ep_g, core.ep),

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/model/collectives.hpp"
@@ -18,6 +19,7 @@
 #include "gpuplan/model/topology.hpp"
 #include "gpuplan/model/training.hpp"
 #include "layer_cost.hpp"
+#include "memory_core.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -52,6 +54,9 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
 /// `first` (optional) receives the first layer's op list for display.
 struct ComputeTerms {
   PassCost fwd_all, bwd_all;
+  /// One layer of each cost kind [moe][local attention] (zero where the model has no such layer): a stage's compute
+  /// is Σ_kind (its layers of the kind) × (the kind's cost).
+  PassCost kind_fwd[2][2], kind_bwd[2][2];
   Seconds head_time{}, embed_time{};
 };
 ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const Device& d,
@@ -92,8 +97,14 @@ Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& cp_g);
 /// One EP all-to-all. Key (tp, cp, ep, micro).
 Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g);
-/// One PP send/recv. Key (tp, cp, dp, micro, sp).
+/// One PP send/recv. Key (tp, cp, dp, micro, sp, scatter/gather).
 Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g);
+/// The receiver's all-gather over TP of a scattered pipeline message (plan.pp_scatter_gather without sequence
+/// parallelism); 0 otherwise. Key (tp, cp, micro, sp, scatter/gather).
+Seconds pp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
+/// Whether the pipeline message is split over TP: sequence parallelism (the tensor is sequence-sharded) or the
+/// scatter/gather optimisation.
+bool pp_message_split(const wl::TrainingPlan& plan);
 /// The DP gradient reduction (all-reduce, or reduce-scatter with ZeRO ≥ 1) and one parameter all-gather (ZeRO ≥ 1),
 /// and the collectives of the unit reduced last and gathered first; the routed experts' over the expert-data-parallel
 /// group (expert_g), the rest over the dp·cp group (dp_g). Key (tp, pp, cp, dp, ep, ZeRO stage).
@@ -112,8 +123,7 @@ Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params
                      const Device& d);
 /// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp, ep).
 Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
-/// Layers of the heaviest pipeline stage, the one that sets the pipeline's pace: ⌈L / pp⌉ for 1F1B (the first L mod
-/// pp stages hold one more layer), stage 0's chunks for the interleaved schedule (stage_shape's assignment).
+/// Layers of the pipeline stage that holds the most (chunk_layers' assignment, memory_core.hpp).
 std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 /// Fraction of GEMM throughput a collective running beside compute takes: the calibration profile's measured
 /// comm_compute_loss, else 16 NCCL channels' share of the GPU's SMs (an assumption).
@@ -155,7 +165,8 @@ long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& 
 /// Every term compose_step needs (terms of parallelism that is not used are 0 and not read).
 struct StepTerms {
   ComputeTerms compute;
-  Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, dp_copy{}, optimizer{};
+  Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, pp_gather_one{}, dp_copy{}, optimizer{};
+  const std::vector<StageShape>* stages = nullptr;  ///< every pipeline stage (stage_shapes); required
   DpTimes dp;
   OffloadTimes offload;  ///< read only with wl::Offload::optimizer
 };
@@ -170,8 +181,12 @@ struct CommNumbers {
 struct StepCore {
   bool ok = false;  ///< false: the step time is not finite and positive (a group has no usable link)
   std::int64_t m = 0;
-  PassCost fwd, bwd, recompute;
-  Seconds extra{};
+  PassCost fwd, bwd, recompute;  ///< one micro-batch on the bottleneck stage
+  Seconds extra{};               ///< the bottleneck stage's embedding / LM head + loss (and AMP casts) per micro-batch
+  int bottleneck = 0;            ///< the pipeline stage with the longest time per micro-batch
+  std::int64_t bottleneck_layers = 0;
+  Seconds stage_max{}, stage_sum{};  ///< per micro-batch: the bottleneck stage's time and the sum over the stages
+  std::vector<Seconds>* stage_times = nullptr;  ///< when given (estimate_training), receives every stage's time
   CommNumbers tp, cp, ep, pp, dp;
   CommNumbers offload;  ///< host-link transfers of the CPU offload (d2h + h2d)
   StepBreakdown step;

@@ -27,7 +27,7 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
   const Seconds extra = core.extra;
   const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
   const Seconds bubble = s.bubble;
-  const std::int64_t layers_stage = heaviest_stage_layers(a, plan);
+  const std::int64_t layers_stage = core.bottleneck_layers;
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
   const GpuParams p_gpu = trainable_per_gpu(a, params, plan);
   const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
@@ -42,10 +42,12 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
   Derivation& root = est.derivation;
   root.id = "train";
   root.title = "Training step";
-  root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb) + m·t_head + bubble + t_dp,exposed + t_optimizer"
-                 " (+ t_offload,exposed)";
+  root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb + t_head) of the slowest stage + bubble "
+                 "+ t_dp,exposed + t_optimizer (+ t_offload,exposed)";
   root.inputs = {{"m", format_count(double(m)), "micro-batches per step = global / (micro · DP)", Origin::user("--global-batch, --micro-batch")},
-                 {"L/pp", format_count(double(layers_stage)), "layers on the heaviest pipeline stage (⌈L/pp⌉)", Origin::model_config(a.source)},
+                 {"L_stage", format_count(double(layers_stage)),
+                  fmt::format("layers on the slowest pipeline stage (stage {} of {})", core.bottleneck, par.pp),
+                  plan.split.any() ? Origin::user("the plan's pipeline split") : Origin::model_config(a.source)},
                  {"T", format_count(double(T)), "tokens per micro-batch per GPU = b·s/cp", Origin::user("--micro-batch, --seq")},
                  {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.cited())},
                  {"efficiency", d.eff.calibrated ? "calibration profile" : "built-in defaults", "GEMM/HBM/attention ceilings",
@@ -57,7 +59,7 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                   {{"t_fwd", format(fwd.total()), "forward", Origin::derived()},
                    {"t_bwd", format(bwd.total()), "backward (dgrad + wgrad GEMMs, attention bwd = 2.5 × fwd)", Origin::derived()},
                    {"t_recompute", format(recompute.total()), "activation recomputation", Origin::user("--recompute")},
-                   {"t_head", format(extra), "LM head + loss (last stage) or embedding (first stage)", Origin::derived()}},
+                   {"t_head", format(extra), "the stage's LM head + loss (last stage) and embedding (first stage)", Origin::derived()}},
                   format(mb_compute),
                   {},
                   {}};
@@ -105,10 +107,16 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                                                           "calibration profile with overlap items)")});
   }
   root.children.push_back(comm);
-  root.children.push_back({"train.bubble", "Pipeline bubble", "bubble = (p − 1)/(v·m) · m·t_mb",
+  root.children.push_back({"train.bubble", "Pipeline bubble",
+                           "bubble = (Σ_i t_i − max_i t_i) / v (t_i: one micro-batch on stage i; equal stages: "
+                           "(p − 1)/(v·m) · m·t)",
                            {{"p", format_count(double(par.pp)), "pipeline stages", Origin::user("--pp")},
-                            {"v", format_count(double(plan.schedule == wl::PipelineSchedule::interleaved ? par.virtual_stages : 1)), "chunks per stage", Origin::user("--virtual-stages")},
-                            {"m", format_count(double(m)), "micro-batches", Origin::derived()}},
+                            {"v", format_count(double(plan.model_chunks())), "chunks per stage", Origin::user("--virtual-stages")},
+                            {"m", format_count(double(m)), "micro-batches", Origin::derived()},
+                            {"max t_i", format(core.stage_max),
+                             fmt::format("one micro-batch on the slowest stage (stage {})", core.bottleneck),
+                             Origin::derived()},
+                            {"Σ t_i", format(core.stage_sum), "one micro-batch on every stage, summed", Origin::derived()}},
                            fmt::format("{} ({} of ideal)", format(bubble), format(units::Ratio(est.bubble_fraction))),
                            {},
                            {}});

@@ -45,21 +45,32 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   if (a.intermediate % p.tp != 0 &&
       fail([&] { return fmt::format("TP {} does not divide the FFN width {}", p.tp, a.intermediate); }))
     return false;
-  // Pipeline stages: 1F1B takes any PP up to the layer count (uneven stages: the first L mod PP stages hold one more
-  // layer, as Llama 3 405B's 126 layers on PP 16); the interleaved schedule needs L divisible into PP × v chunks.
-  const int chunks = p.pp * std::max(1, p.virtual_stages);
-  const bool interleaved = plan.schedule == wl::PipelineSchedule::interleaved && p.virtual_stages > 1;
-  if (p.pp > a.layers) {
+  // Pipeline stages: the layers of every (stage, chunk) by chunk_layers (memory_core.hpp), which holds the rules:
+  // 1F1B takes any PP up to the layer count (uneven stages: the first L mod PP stages hold one more layer, as Llama 3
+  // 405B's 126 layers on PP 16); the interleaved schedule needs equal chunks unless the plan gives an uneven split
+  // (Megatron-Core's embedding/loss accounting, first/last stage layer counts or a pipeline layout).
+  if (p.pp > a.layers && !plan.split.any()) {
     if (fail([&] { return fmt::format("PP {} exceeds the {} layers", p.pp, a.layers); })) return false;
-  } else if (interleaved && a.layers % chunks != 0 && fail([&] {
-               return fmt::format("{} layers do not split evenly into PP {} × {} chunks (the interleaved schedule "
-                                  "needs equal chunks)",
-                                  a.layers, p.pp, std::max(1, p.virtual_stages));
-             }))
-    return false;
+  } else {
+    std::string why;
+    if (!chunk_split_ok(a, plan, f != nullptr ? &why : nullptr) && fail([&] { return why; })) return false;
+  }
   if (plan.schedule == wl::PipelineSchedule::interleaved && (p.pp < 2 || p.virtual_stages < 2) &&
       fail([] { return std::string("the interleaved schedule needs PP ≥ 2 and virtual stages ≥ 2"); }))
     return false;
+  // Megatron-Core's interleaved schedule runs the micro-batches in groups of PP per chunk (schedules.py,
+  // microbatch_group_size_per_vp_stage, default PP): it refuses fewer than PP micro-batches, and a last group of fewer
+  // than PP ("dependency bubbles in the pipeline").
+  if (plan.schedule == wl::PipelineSchedule::interleaved && p.pp > 1 && p.virtual_stages > 1 && plan.micro_batch >= 1 &&
+      plan.global_batch % (plan.micro_batch * p.dp) == 0) {
+    const std::int64_t m = plan.micro_batches();
+    if ((m < p.pp || m % p.pp != 0) && fail([&] {
+          return fmt::format("the interleaved schedule runs the micro-batches in groups of PP = {}: {} micro-batches "
+                             "per step are {} (Megatron-Core refuses fewer than PP, or a last group smaller than PP)",
+                             p.pp, m, m < p.pp ? "fewer" : "not a multiple");
+        }))
+      return false;
+  }
   if (plan.micro_batch < 1 || plan.global_batch < 1 || plan.seq_len < 1) {
     if (fail([] { return std::string("batch sizes and sequence length must be ≥ 1"); })) return false;
   } else if (plan.global_batch % (plan.micro_batch * p.dp) != 0 && fail([&] {

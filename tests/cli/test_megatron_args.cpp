@@ -288,9 +288,6 @@ TEST_SUITE("megatron args: mapping") {
          "'--recompute-modules core_attn moe_act': recomputing modules other than core attention alone"},
         {{"--mtp-num-layers", "1"}, "'--mtp-num-layers 1': multi-token prediction modules are not modelled yet (#22)"},
         {{"--cpu-offloading-num-layers", "4"}, "'--cpu-offloading-num-layers 4': CPU offloading of activations is"},
-        {{"--pipeline-model-parallel-layout", "Et|(tt|)*30mL"}, "'--pipeline-model-parallel-layout Et|(tt|)*30mL'"},
-        {{"--pipeline-model-parallel-size", "8", "--account-for-loss-in-pipeline-split"},
-         "'--account-for-loss-in-pipeline-split': an uneven pipeline split"},
         {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"},
          "'--moe-enable-deepep': gpuplan prices NCCL all-to-all; DeepEP dispatch is not modelled yet (#22)"},
         {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
@@ -377,19 +374,45 @@ TEST_SUITE("megatron args: against the model") {
     CHECK(has(e.to_string(), "8 layers per stage are not divisible by 3"));
   }
 
-  TEST_CASE("first/last stage layers: the even share passes, another count is refused") {
+  TEST_CASE("uneven pipeline splits map to the plan's split keys") {
     Diagnostics d;
-    auto even = map_typed({"--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "8"}, d);
-    REQUIRE(even);
+    auto fl = map_typed({"--pipeline-model-parallel-size", "4", "--decoder-first-pipeline-num-layers", "7",
+                         "--decoder-last-pipeline-num-layers", "7"},
+                        d);
+    REQUIRE(fl);
+    CHECK(fl->keys["first_stage_layers"] == 7);
+    CHECK(fl->keys["last_stage_layers"] == 7);
+    CHECK(fl->origin["first_stage_layers"] == "--decoder-first-pipeline-num-layers 7");
+    auto acc = map_typed({"--pipeline-model-parallel-size", "8", "--account-for-embedding-in-pipeline-split",
+                          "--account-for-loss-in-pipeline-split", "--no-overlap-p2p-communication"},
+                         d);
+    REQUIRE(acc);
+    CHECK(acc->keys["embedding_in_pipeline_split"] == true);
+    CHECK(acc->keys["loss_in_pipeline_split"] == true);
+    CHECK(acc->keys["overlap_p2p_comm"] == false);
+    auto lay = map_typed({"--pipeline-model-parallel-size", "4", "--pipeline-model-parallel-layout", "Et*7|(t*8|)*2,t*7L"}, d);
+    REQUIRE(lay);
+    CHECK(lay->keys["pipeline_layout"] == "Et*7|(t*8|)*2,t*7L");
+    // Megatron-LM refuses mixes: a layout with first/last counts, first/last counts with the accounting.
+    Diagnostics e;
+    CHECK_FALSE(map_typed({"--pipeline-model-parallel-layout", "Et|tL", "--decoder-first-pipeline-num-layers", "1"}, e));
+    CHECK(has(e.to_string(), "cannot be set with other pipeline layout arguments"));
+    Diagnostics e2;
+    CHECK_FALSE(map_typed({"--decoder-first-pipeline-num-layers", "1", "--account-for-loss-in-pipeline-split"}, e2));
+    CHECK(has(e2.to_string(), "refuses first/last stage layer counts with --account-for-embedding/loss"));
+  }
+
+  TEST_CASE("--num-layers-per-virtual-pipeline-stage counts the accounted embedding and loss (arguments.py)") {
+    // Llama 3 8B's 32 layers + embedding + loss = 34 on PP 2: 17 per stage; not a multiple of 2 layers per chunk.
+    Diagnostics d;
+    auto m = map_typed({"--pipeline-model-parallel-size", "2", "--num-layers-per-virtual-pipeline-stage", "2",
+                        "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"},
+                       d);
+    REQUIRE(m);
     nlohmann::json j = nlohmann::json::object();
     std::map<std::string, std::string> origin;
-    CHECK(apply_megatron(*even, model("llama-3-8b"), j, origin, d));
-    Diagnostics e;
-    auto uneven = map_typed({"--pipeline-model-parallel-size", "4", "--decoder-last-pipeline-num-layers", "7"}, e);
-    REQUIRE(uneven);
-    CHECK_FALSE(apply_megatron(*uneven, model("llama-3-8b"), j, origin, e));
-    CHECK(has(e.to_string(), "'--decoder-last-pipeline-num-layers 7': a pipeline stage with another layer count than "
-                             "the even share (32 layers / PP 4) is not modelled yet (#22)"));
+    CHECK_FALSE(apply_megatron(*m, model("llama-3-8b"), j, origin, d));
+    CHECK(has(d.to_string(), "17 layers per stage are not divisible by 2"));
   }
 
   TEST_CASE("expert TP equal to TP passes, another value is refused") {

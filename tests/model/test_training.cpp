@@ -716,16 +716,24 @@ TEST_SUITE("training layout feasibility") {
     l4.global = 24;
     const auto e4 = model::estimate_training(a, plan_of(l4), sys, Explain::off);
     REQUIRE(e4.feasibility.ok);
+    // The LM head (128K vocabulary: ~2.4 layers of weights) rides on the last stage only: on PP 3 the last stage's 10
+    // layers + head outweigh stage 0's 11 layers + embedding, and on PP 4 the last stage is the slowest too, so the
+    // step's GEMM time is the last stage's layers: 10/8.
+    CHECK(e3.bottleneck_stage == 2);
+    CHECK(e4.bottleneck_stage == 3);
     const auto gemm3 = e3.step.gemm, gemm4 = e4.step.gemm;
-    CHECK(gemm3.raw() / gemm4.raw() == doctest::Approx(11.0 / 8.0).epsilon(1e-9));
+    CHECK(gemm3.raw() / gemm4.raw() == doctest::Approx(10.0 / 8.0).epsilon(1e-9));
 
     Layout iv;
     iv.pp = 4;
     iv.v = 3;  // 12 chunks for 32 layers
+    iv.global = 4;
     f = check("llama-3.1-8b", iv);
     CHECK_FALSE(f.ok);
     REQUIRE(f.reasons.size() == 1);
-    CHECK(f.reasons[0] == "32 layers do not split evenly into PP 4 × 3 chunks (the interleaved schedule needs equal chunks)");
+    CHECK(f.reasons[0] == "32 layers do not split evenly into PP 4 × 3 chunks (the interleaved schedule needs equal "
+                          "chunks: give an uneven split with the embedding/loss accounting, first/last stage layer "
+                          "counts or a pipeline layout)");
   }
 
   TEST_CASE("a global batch not divisible by micro-batch × DP is infeasible") {
@@ -995,7 +1003,15 @@ TEST_SUITE("training step properties") {
         CHECK(e.bubble_fraction == 0);
       } else {
         CHECK(e.step.bubble.raw() > 0);
-        CHECK(e.bubble_fraction == doctest::Approx(model::pipeline_bubble_fraction(c.layout.pp, c.layout.v, e.micro_batches)));
+        // T = m·max t_i + (Σ t_i − max t_i)/v over the stages' times (tests/model/test_pipeline_split.cpp works it out
+        // by hand); the stages differ by their embedding / LM head only, so the fraction stays near (p − 1)/(v·m).
+        double sum = 0, max = 0;
+        for (const auto& t : e.stage_time) {
+          sum += t.raw();
+          max = std::max(max, t.raw());
+        }
+        CHECK(e.step.bubble.raw() == doctest::Approx((sum - max) / double(c.layout.v)).epsilon(1e-12));
+        CHECK(e.bubble_fraction == doctest::Approx(model::pipeline_bubble_fraction(c.layout.pp, c.layout.v, e.micro_batches)).epsilon(0.1));
       }
     }
   }
@@ -1012,7 +1028,10 @@ TEST_SUITE("training step properties") {
       l.global = global;
       const auto e = model::estimate_training(arch("llama-3.1-70b"), plan_of(l), sys, Explain::off);
       CHECK(e.micro_batches == global / 2);
-      CHECK(e.bubble_fraction == doctest::Approx(3.0 / double(global / 2)));
+      // (Σ t_i − max t_i)/(m·max t_i): the first three stages (the first with the embedding) against the last (with
+      // the LM head), a little under Narayanan's (p − 1)/m = 3/m.
+      CHECK(e.bubble_fraction < 3.0 / double(global / 2));
+      CHECK(e.bubble_fraction == doctest::Approx(3.0 / double(global / 2)).epsilon(0.1));
       CHECK(e.bubble_fraction < prev_fraction);
       const double share = e.step.bubble.raw() / e.step_time.raw();
       CHECK(share < prev_share);

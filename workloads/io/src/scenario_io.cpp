@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/wl/pipeline_layout.hpp"
+
 namespace gpuplan::wl_io {
 
 using json_io::FieldSpec;
@@ -81,6 +83,28 @@ const FieldTable& training_scenario_fields() {
       f("overlap_grad_reduce", FieldType::boolean, "overlap DP gradient reduction with backward"),
       f("overlap_param_gather", FieldType::boolean, "overlap parameter all-gather with compute"),
       f("overlap_tp_comm", FieldType::boolean, "overlap TP communication with GEMMs"),
+      f("embedding_in_pipeline_split", FieldType::boolean,
+        "count the embedding as one layer of the first pipeline chunk when splitting the layers (Megatron "
+        "--account-for-embedding-in-pipeline-split)"),
+      f("loss_in_pipeline_split", FieldType::boolean,
+        "count the loss as one layer of the last pipeline chunk when splitting the layers (Megatron "
+        "--account-for-loss-in-pipeline-split)"),
+      f("first_stage_layers", FieldType::integer,
+        "decoder layers of the first pipeline stage, the rest split evenly (Megatron "
+        "--decoder-first-pipeline-num-layers)",
+        1, 1e6),
+      f("last_stage_layers", FieldType::integer,
+        "decoder layers of the last pipeline stage, the rest split evenly (Megatron --decoder-last-pipeline-num-layers)",
+        1, 1e6),
+      f("pipeline_layout", FieldType::string,
+        "layers of every pipeline chunk, Megatron --pipeline-model-parallel-layout syntax (e.g. \"Et*3|(tt|)*29,t|L\": "
+        "E embedding, t decoder layer, L loss, | between chunks, (...)*N and c*N repeat); chunks = pp × virtual stages"),
+      f("overlap_p2p_comm", FieldType::boolean,
+        "interleaved schedule: pipeline sends overlapped with the neighbouring chunks' compute (Megatron's default; "
+        "--no-overlap-p2p-communication turns it off)"),
+      f("pp_scatter_gather", FieldType::boolean,
+        "pipeline sends split over TP and all-gathered by the receiver without sequence parallelism (Megatron-LM's "
+        "scatter/gather optimisation before Megatron-Core, 2021-2023)"),
       f("tokens", FieldType::number, "token budget", 1, 1e18),
       f("price_usd_per_hour", FieldType::number, "$/GPU-hour", 0, 1e4),
   };
@@ -100,6 +124,73 @@ Diagnostics rehome(const Diagnostics& raw, const std::string& pointer, const std
     diags.add(d);
   }
   return diags;
+}
+}  // namespace
+
+namespace {
+/// The pipeline split keys (wl::PipelineSplit): at most one way, as Megatron-Core allows; a layout sets the chunks per
+/// stage (its chunk count / pp, Megatron's virtual pipeline size) and needs them to agree with virtual_stages.
+template <class KeyError>
+void pipeline_split(ObjectReader& r, wl::TrainingPlan& p, KeyError&& key_error) {
+  wl::PipelineSplit& sp = p.split;
+  sp.embedding_as_layer = r.boolean("embedding_in_pipeline_split").value_or(false);
+  sp.loss_as_layer = r.boolean("loss_in_pipeline_split").value_or(false);
+  sp.first_stage_layers = r.integer("first_stage_layers").value_or(0);
+  sp.last_stage_layers = r.integer("last_stage_layers").value_or(0);
+  const auto text = r.str("pipeline_layout");
+  if (sp.first_last() && sp.accounts())
+    key_error(sp.first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers",
+              "first/last stage layer counts cannot be combined with embedding_in_pipeline_split or "
+              "loss_in_pipeline_split (Megatron-Core refuses the mix: give one way to split the layers)");
+  if (!text) return;
+  if (sp.first_last() || sp.accounts()) {
+    key_error("pipeline_layout",
+              "a pipeline layout cannot be combined with first/last stage layer counts or the embedding/loss "
+              "accounting (Megatron-Core refuses the mix: the layout places every layer)");
+    return;
+  }
+  const wl::ParsedPipelineLayout parsed = wl::parse_pipeline_layout(*text);
+  if (!parsed.ok()) {
+    key_error("pipeline_layout", fmt::format("'{}': {}", *text, parsed.error));
+    return;
+  }
+  std::int64_t mtp = 0;
+  for (const auto& c : parsed.chunks) mtp += c.mtp;
+  if (mtp > 0) {
+    key_error("pipeline_layout", fmt::format("'{}': multi-token-prediction layers (m) are not modelled by gpuplan's "
+                                             "training step; a layout without them prices the main model only",
+                                             *text));
+    return;
+  }
+  const std::int64_t n = std::int64_t(parsed.chunks.size()), pp = std::max(1, p.par.pp);
+  if (!r.integer("pp") && n > 1) {
+    key_error("pipeline_layout", fmt::format("'{}' has {} chunks: give the pipeline size (pp) it is split over", *text, n));
+    return;
+  }
+  if (n % pp != 0) {
+    key_error("pipeline_layout", fmt::format("'{}' has {} chunks, not divisible by PP {} (Megatron-Core: "
+                                             "'pipeline_model_parallel_layout must be divisible by "
+                                             "pipeline_model_parallel_size')",
+                                             *text, n, pp));
+    return;
+  }
+  const int v = int(n / pp);
+  if (r.integer("virtual_stages") && p.par.virtual_stages != v && !(v == 1 && p.par.virtual_stages == 1)) {
+    key_error("pipeline_layout", fmt::format("'{}' gives {} chunks per stage (PP {}), but virtual_stages is {}",
+                                             *text, v, pp, p.par.virtual_stages));
+    return;
+  }
+  if (v > 1 && r.str("schedule") && p.schedule != wl::PipelineSchedule::interleaved) {
+    key_error("pipeline_layout", fmt::format("'{}' gives {} chunks per stage: that is the interleaved schedule, "
+                                             "but schedule is 1f1b",
+                                             *text, v));
+    return;
+  }
+  p.par.virtual_stages = v;
+  if (v > 1) p.schedule = wl::PipelineSchedule::interleaved;
+  sp.layout = *text;
+  sp.chunk_layers.clear();
+  for (const auto& c : parsed.chunks) sp.chunk_layers.push_back(c.decoder);
 }
 }  // namespace
 
@@ -194,6 +285,9 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;
+  if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
+  if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
+  pipeline_split(r, p, key_error);
   if (auto v = r.num("tokens")) p.tokens_to_train = *v;
   s.price_usd_per_hour = r.num("price_usd_per_hour");
   if (diags.has_errors()) return Result<TrainingScenario>(std::move(diags));
@@ -246,6 +340,13 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   j["overlap_param_gather"] = p.overlap_param_gather;
   j["overlap_tp_comm"] = p.overlap_tp_comm;
+  if (!p.overlap_p2p_comm) j["overlap_p2p_comm"] = false;
+  if (p.pp_scatter_gather) j["pp_scatter_gather"] = true;
+  if (p.split.embedding_as_layer) j["embedding_in_pipeline_split"] = true;
+  if (p.split.loss_as_layer) j["loss_in_pipeline_split"] = true;
+  if (p.split.first_stage_layers > 0) j["first_stage_layers"] = p.split.first_stage_layers;
+  if (p.split.last_stage_layers > 0) j["last_stage_layers"] = p.split.last_stage_layers;
+  if (!p.split.layout.empty()) j["pipeline_layout"] = p.split.layout;
   if (p.tokens_to_train) j["tokens"] = *p.tokens_to_train;
   if (s.price_usd_per_hour) j["price_usd_per_hour"] = *s.price_usd_per_hour;
   return j;

@@ -43,6 +43,7 @@ struct TrainingMemory {
   units::Bytes capacity{};          ///< what the device exposes
   /// Master weights + optimizer states this GPU keeps in host memory under CPU offload (0 without); not in `total`.
   units::Bytes host_offloaded{};
+  int stage = 0;                    ///< the pipeline stage reported (the heaviest; 0 without a pipeline)
   bool fits = false;
   Derivation derivation;
 };

@@ -72,6 +72,10 @@ struct TrainingEstimate {
   units::Flops hardware_flops_per_step{};
   std::int64_t micro_batches = 0;
   double bubble_fraction = 0;
+  /// One micro-batch on each pipeline stage (its layers forward + backward + recompute, its exposed TP/CP/EP/PP
+  /// communication, its embedding or LM head + loss): t_i of the pipeline formula; `bottleneck_stage` is the slowest.
+  std::vector<units::Seconds> stage_time;
+  int bottleneck_stage = 0;
   std::optional<units::Seconds> time_to_train;
   std::optional<double> gpu_hours;
   std::optional<units::Usd> cost;
@@ -112,6 +116,15 @@ struct StrongScaling {
   double efficiency = 0;
 };
 StrongScaling strong_scaling(units::Seconds base_time, long long base_gpus, units::Seconds time, long long gpus);
+
+/// How the plan's decoder layers sit on the pipeline (the one assignment the memory and step models use, Megatron-
+/// Core's rules: see wl::PipelineSplit). chunk_layers[k·pp + i]: the k-th chunk of stage i; stage_layers[i]: their
+/// sum. Both empty, with `error` saying why, when the plan's split cannot be made on this model.
+struct PipelineAssignment {
+  std::vector<std::int64_t> chunk_layers, stage_layers;
+  std::string error;
+};
+PipelineAssignment pipeline_assignment(const wl::TransformerArch& arch, const wl::TrainingPlan& plan);
 
 /// Pipeline bubble as a fraction of ideal compute: (p − 1) / (v · m) (Narayanan et al. 2021 §2.2).
 double pipeline_bubble_fraction(int pp, int virtual_stages, std::int64_t micro_batches);

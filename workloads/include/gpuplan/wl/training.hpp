@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/wl/transformer.hpp"
@@ -87,6 +89,28 @@ struct Parallelism {
   [[nodiscard]] long long gpus() const { return static_cast<long long>(tp) * pp * dp * cp; }
 };
 
+/// How the decoder layers are split over the pipeline's model chunks (Megatron-Core's options; chunk j = k·pp + i is
+/// the k-th model chunk of pipeline rank i, k < v; v = 1 without interleaving). Unset (the default): the layers split
+/// into pp·v chunks of ⌊L/(pp·v)⌋, the first L mod (pp·v) chunks one more (the interleaved schedule needs them equal,
+/// as Megatron-LM does). At most one of the three ways below is set (Megatron-Core TransformerConfig refuses mixes).
+struct PipelineSplit {
+  /// account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split: the embedding (loss) counts as one
+  /// layer of the first (last) chunk when the L (+1) (+1) layers are split into equal chunks.
+  bool embedding_as_layer = false;
+  bool loss_as_layer = false;
+  /// decoder_first_pipeline_num_layers / decoder_last_pipeline_num_layers (num_layers_in_first/last_pipeline_stage):
+  /// the decoder layers of the first (last) pipeline rank, split evenly over its v chunks; 0 = not set.
+  std::int64_t first_stage_layers = 0;
+  std::int64_t last_stage_layers = 0;
+  /// pipeline_model_parallel_layout: the decoder layers of every chunk in chunk order (pp·v entries), the embedding in
+  /// chunk 0 and the loss in the last; empty = not set. `layout` keeps the string as typed (for display).
+  std::vector<std::int64_t> chunk_layers;
+  std::string layout;
+  [[nodiscard]] bool accounts() const { return embedding_as_layer || loss_as_layer; }
+  [[nodiscard]] bool first_last() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  [[nodiscard]] bool any() const { return accounts() || first_last() || !chunk_layers.empty(); }
+};
+
 struct TrainingPrecision {
   hw::Precision compute = hw::Precision::bf16;  ///< GEMM precision (fp8 = FP8 GEMMs, bf16 elsewhere)
   double weight_bytes = 2.0;          ///< working copy of the weights
@@ -123,6 +147,16 @@ struct TrainingPlan {
   bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
+  PipelineSplit split;                 ///< how the decoder layers are split over the pipeline's chunks
+  /// Megatron-LM's overlap_p2p_comm: under the interleaved schedule the pipeline sends and receives run beside the
+  /// neighbouring chunks' compute (Megatron-LM's default with interleaving: --no-overlap-p2p-communication turns it
+  /// off; it is forced off without interleaving). Read only under the interleaved schedule.
+  bool overlap_p2p_comm = true;
+  /// The scatter/gather optimisation of pipeline sends (Narayanan et al. 2021 §4.1; Megatron-LM's
+  /// scatter_gather_tensors_in_pipeline before pipeline parallelism moved into Megatron-Core in March 2023): without
+  /// sequence parallelism each TP rank sends 1/tp of the boundary tensor and the receiver all-gathers it over TP.
+  /// Off by default: Megatron-Core sends the whole tensor (1/tp only with sequence parallelism).
+  bool pp_scatter_gather = false;
   std::optional<double> tokens_to_train;  ///< token budget for time-to-train and cost
 
   /// Gradient-accumulation micro-batches per step per replica: global / (micro · dp). The model reports a
