@@ -522,10 +522,10 @@ Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, 
                      std::int64_t prompt, const ServingSystem& sys) {
   batch = std::max<std::int64_t>(1, batch);
   prompt = std::max<std::int64_t>(1, prompt);
-  // A cached prefix is not computed again: the prompt's new tokens attend to it (at least one token is new: the
-  // engines recompute the last one to get its logits).
-  const std::int64_t cached = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, prompt - 1);
-  prompt -= cached;
+  // A cached prefix is not computed again: the prompt's new tokens attend to it (prompt_pass).
+  const ForwardBatch fresh_pass = prompt_pass(plan, prompt);
+  const std::int64_t cached = fresh_pass.prefill_past;
+  prompt = fresh_pass.prefill_tokens;
   const std::int64_t budget = plan.max_batched_tokens;
   Seconds sum{}, last_total{}, last_stage{};
   auto pass = [&](const ForwardBatch& fb) {
@@ -577,8 +577,8 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   const double micro = std::max(1.0, double(batch) / pp);
   const std::int64_t ctx = decode_context ? std::max<std::int64_t>(1, *decode_context) : isl + osl / 2;
   // A cached prefix: each prompt computes only its new tokens, attending to the cached ones (prefill_time).
-  const std::int64_t cached = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, isl - 1);
-  const std::int64_t fresh = isl - cached;
+  const ForwardBatch one = prompt_pass(plan, isl);
+  const std::int64_t cached = one.prefill_past, fresh = one.prefill_tokens;
   // Prefill riding on each iteration: batch/osl prompts per iteration on average (one finishes every osl/batch
   // iterations and is replaced), in chunks of what the token budget leaves beside the decodes.
   const std::int64_t room = plan.max_batched_tokens > 0
