@@ -167,13 +167,17 @@ bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, 
   if (sp.first_last()) {
     if (p < 2) return fail([] { return std::string("first/last pipeline stage layer counts need PP ≥ 2"); });
     const std::int64_t f = sp.first_stage_layers, l = sp.last_stage_layers;
-    for (const auto& [n, name] : {std::pair{f, "first"}, std::pair{l, "last"}})
+    for (const auto& stage : {std::pair{f, "first"}, std::pair{l, "last"}}) {
+      // Plain locals, not a structured binding: Clang 14 (Debian 12) cannot capture bindings in a lambda.
+      const std::int64_t n = stage.first;
+      const char* const name = stage.second;
       if (n > 0 && n % v != 0)
         return fail([&] {
           return fmt::format("the {} stage's {} layers do not split over its {} chunks (Megatron-Core: 'must be "
                              "divisible by virtual pipeline parallel degree')",
                              name, n, v);
         });
+    }
     const std::int64_t mid_stages = p - (f > 0 ? 1 : 0) - (l > 0 ? 1 : 0), mid_layers = L - f - l;
     if (mid_layers < 0)
       return fail([&] { return fmt::format("the first and last stages' {} layers exceed the model's {}", f + l, L); });
