@@ -40,6 +40,7 @@ constexpr int kExitInterrupted = 130;
 struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
+      cross_entropy,
       kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout;
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
   std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
@@ -80,6 +81,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("recompute", "--recompute", f.recompute);
   put("attention_kernel", "--attention-kernel", f.attention_kernel);
   put("kernels", "--kernels", f.kernels);
+  put("cross_entropy", "--cross-entropy", f.cross_entropy);
   put("mixed_precision", "--mixed-precision", f.mixed_precision);
   put("offload", "--offload", f.offload);
   put("lora_rank", "--lora-rank", f.lora_rank);
@@ -741,6 +743,9 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--lora-targets", f->lora_targets, "linear layers with adapters: qkv, attention, mlp, all (default)");
   c->add_option("--lora-base", f->lora_base,
                 "storage of the frozen base weights: same (default), int8, fp8, nf4 (QLoRA)");
+  c->add_option("--cross-entropy", f->cross_entropy,
+                "LM-loss kernels with fused kernels: te (one fused pass, default), native (Megatron-Core's jit-fused "
+                "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits)");
   c->add_option("--attention-kernel", f->attention_kernel, "fa2 or fa3 (default fa3: FA3/cuDNN on Hopper+, FA2 on Ampere)");
   c->add_option("--overlap-grad-reduce", f->overlap_grad_reduce, "overlap DP reduction with backward (default true)");
   c->add_option("--overlap-param-gather", f->overlap_param_gather, "overlap parameter gathers (default true)");

@@ -702,8 +702,6 @@ const std::set<std::string_view> kIgnoredNames{
 /// Flags that state what gpuplan already assumes: fused kernels (Transformer Engine, Megatron's fusions), grouped
 /// expert GEMMs, fp32 softmax.
 const std::map<std::string_view, std::string_view> kAssumed{
-    {"--cross-entropy-loss-fusion", "fused kernels"},
-    {"--cross-entropy-fusion-impl", "fused kernels"},
     {"--moe-permute-fusion", "fused kernels"},
     {"--moe-router-fusion", "fused kernels"},
     {"--fused-residual-rmsnorm", "fused kernels"},
@@ -716,7 +714,7 @@ const std::map<std::string_view, std::string_view> kAssumed{
 
 /// Flags read as model shape (checked against -m MODEL) or as plan keys by map_megatron below.
 const std::set<std::string_view> kHandled{
-    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "--context-parallel-size",
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-layers-per-virtual-pipeline-stage",
     "--num-virtual-stages-per-pipeline-rank", "--sequence-parallel", "--micro-batch-size", "--global-batch-size",
     "--seq-length", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
@@ -863,6 +861,20 @@ class Mapper {
     onoff("--overlap-grad-reduce", "overlap_grad_reduce");
     onoff("--overlap-param-gather", "overlap_param_gather");
     onoff("--tp-comm-overlap", "overlap_tp_comm");
+    // The LM loss's kernels: Megatron-LM runs the unfused VocabParallelCrossEntropy unless
+    // --cross-entropy-loss-fusion; --cross-entropy-fusion-impl picks the jit-fused passes (native, the default) or
+    // Transformer Engine's one-pass kernel (te).
+    if (given("--cross-entropy-loss-fusion")) {
+      const auto impl = text("--cross-entropy-fusion-impl");
+      if (impl && *impl != "native" && *impl != "te")
+        bad(*get("--cross-entropy-fusion-impl"), "Megatron-LM's choices are native and te");
+      else if (impl && *impl == "te")
+        set("cross_entropy", "te", "--cross-entropy-fusion-impl");
+      else
+        set("cross_entropy", "native", "--cross-entropy-loss-fusion");
+    } else if (a_.whole_command) {
+      set_default("cross_entropy", "unfused", "no --cross-entropy-loss-fusion");
+    }
     if (auto t = text("--cp-comm-type"); t && *t != "p2p")
       refuse(*get("--cp-comm-type"), "gpuplan prices context parallelism as Megatron's p2p ring; another type is");
   }

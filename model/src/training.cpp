@@ -64,6 +64,32 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   return k;
 }
 
+LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan) {
+  // HBM traffic per logit of the vocabulary shard (16-bit logits of a_b bytes, fp32 = 4 B).
+  const double e = plan.precision.activation_bytes;
+  if (plan.kernels == wl::KernelStyle::eager)
+    // PyTorch's cross_entropy under autocast: upcast (2 + 4 B), log_softmax (4 + 4 B) forward; fill (4 B),
+    // log_softmax_backward (4 + 4 + 4 B) and the cast back (4 + 2 B) backward.
+    return {14.0, 22.0, "PyTorch eager"};
+  switch (plan.cross_entropy) {
+    case wl::CrossEntropyKernel::unfused:
+      // megatron/core/tensor_parallel/cross_entropy.py: .float() (a_b + 4), max (4), in-place subtract (4 + 4),
+      // exp (4 + 4), sum (4), softmax div_ (4 + 4) forward; the gradient's mul_ (4 + 4) and autograd's cast back to
+      // the logits' dtype (4 + a_b) backward. The target gathers touch one logit per token (not counted).
+      return {e + 36.0, 12.0 + e, "Megatron-Core unfused"};
+    case wl::CrossEntropyKernel::native:
+      // megatron/core/fusions/fused_cross_entropy.py: the same steps in three jit-fused kernels forward — upcast
+      // with max (a_b + 4), subtract+exp+sum (4 + 4), normalisation (4 + 4) — and one backward (4 + 4) plus the
+      // cast back (4 + a_b).
+      return {e + 20.0, 12.0 + e, "Megatron-Core jit-fused"};
+    case wl::CrossEntropyKernel::te:
+      break;
+  }
+  // One fused pass: read the logits, keep fp32 row statistics and write the gradient (a_b + 4); the backward scales
+  // the gradient (4 + a_b).
+  return {e + 4.0, 4.0 + e, "fused, one pass"};
+}
+
 ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const Device& d,
                            LayerCost* first) {
   ComputeTerms c;
@@ -103,19 +129,23 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, head_p, d);
   if (wgrad_accumulates(plan) && !plan.lora.on())
     head_wg = accumulating_wgrad(head_wg, double(a.hidden) * double(v_local), plan.precision.gradient_bytes, d);
-  // Fused cross-entropy reads the logits and writes fp32 softmax statistics; its backward writes the gradient.
-  // Eager: upcast (2 + 4 B), log_softmax (4 + 4 B) forward; fill (4 B), log_softmax_backward (4 + 4 + 4 B) and the
-  // cast back (4 + 2 B) backward, per logit.
-  const bool eager_ops = plan.kernels == wl::KernelStyle::eager;
-  const double ce_f = eager_ops ? 14.0 : e + 4.0, ce_b = eager_ops ? 22.0 : 4.0 + e;
-  OpCost loss_f = streaming_cost(none, OpClass::loss, units::bytes((double(T) * double(v_local)) * ce_f),
+  const LossBytes ce = loss_bytes_per_logit(plan);
+  OpCost loss_f = streaming_cost(names ? "cross-entropy (" + ce.kernel + ")" : none, OpClass::loss,
+                                 units::bytes((double(T) * double(v_local)) * ce.forward),
                                  units::flop(5.0 * (double(T) * double(v_local))), d);
-  OpCost loss_b = streaming_cost(none, OpClass::loss, units::bytes((double(T) * double(v_local)) * ce_b),
+  OpCost loss_b = streaming_cost(names ? "cross-entropy bwd (" + ce.kernel + ")" : none, OpClass::loss,
+                                 units::bytes((double(T) * double(v_local)) * ce.backward),
                                  units::flop(3.0 * (double(T) * double(v_local))), d);
   OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes((double(T) * double(a.hidden)) * e * 2.0), units::flop(0), d);
   // LoRA: the LM head and the embedding are frozen: no weight-gradient GEMM, no gradient scatter-add.
   const bool frozen = plan.lora.on();
   c.head_time = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss_f.time + loss_b.time;
+  if (names) {
+    c.head_ops = {head_f, head_dg};
+    if (!frozen) c.head_ops.push_back(head_wg);
+    c.head_ops.push_back(loss_f);
+    c.head_ops.push_back(loss_b);
+  }
   c.embed_time = embed.time * (frozen ? 1.0 : 3.0);  // lookup (+ gradient scatter-add)
   return c;
 }

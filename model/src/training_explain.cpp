@@ -74,6 +74,22 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                             Origin::derived()});
   layer.result = format(first.fwd.total() + first.bwd.total());
   comp.children.push_back(layer);
+  const LossBytes ce = loss_bytes_per_logit(plan);
+  Derivation head{"train.head", "LM head and loss, one micro-batch (last stage)",
+                  fmt::format("t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)); the loss moves {} B forward and {} B "
+                              "backward per logit of the T × V/tp shard ({})",
+                              units::format_number(ce.forward, 3), units::format_number(ce.backward, 3), ce.kernel),
+                  {}, format(terms.compute.head_time), {}, {}};
+  for (const auto& op : terms.compute.head_ops)
+    head.inputs.push_back({op.name, format(op.time),
+                           fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
+                                       op.cls == OpClass::gemm ? fmt::format(" · η {}", units::format_number(op.efficiency, 3))
+                                                               : std::string()),
+                           op.cls == OpClass::loss ? Origin::derived(plan.kernels == wl::KernelStyle::eager
+                                                                         ? "the plan's kernels (--kernels)"
+                                                                         : "the plan's loss kernels (--cross-entropy)")
+                                                   : Origin::derived()});
+  if (!head.inputs.empty()) comp.children.push_back(head);
   root.children.push_back(comp);
   Derivation comm{"train.comm", "Communication per step", "exposed = total − what overlaps with compute", {}, format(s.comm_exposed), {}, {}};
   for (const auto& c : est.comm) {

@@ -232,7 +232,25 @@ TEST_SUITE("megatron args: mapping") {
     CHECK(k["overlap_param_gather"] == false);
     CHECK(k["recompute"] == "none");
     CHECK(k["dropout"] == true);  // TransformerConfig: attention_dropout = hidden_dropout = 0.1
+    CHECK(k["cross_entropy"] == "unfused");  // TransformerConfig: cross_entropy_loss_fusion = False
     CHECK(m->defaulted.count("precision") == 1);
+    CHECK(m->defaulted.count("cross_entropy") == 1);
+  }
+
+  TEST_CASE("the loss kernels: --cross-entropy-loss-fusion picks native, --cross-entropy-fusion-impl te the one-pass") {
+    Diagnostics d1, d2, d3, d4;
+    auto native = map_typed({"--cross-entropy-loss-fusion"}, d1);
+    REQUIRE(native);
+    CHECK(native->keys["cross_entropy"] == "native");
+    auto te = map_typed({"--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "te"}, d2);
+    REQUIRE(te);
+    CHECK(te->keys["cross_entropy"] == "te");
+    // Without the fusion flag the impl flag changes nothing (Megatron reads it only under the fusion).
+    auto lone = map_script("python pretrain_gpt.py --cross-entropy-fusion-impl te\n", d3);
+    REQUIRE(lone);
+    CHECK(lone->keys["cross_entropy"] == "unfused");
+    CHECK_FALSE(map_typed({"--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "liger"}, d4));
+    CHECK(d4.to_string().find("'--cross-entropy-fusion-impl liger'") != std::string::npos);
   }
 
   TEST_CASE("bf16 keeps fp32 gradient buffers unless --grad-reduce-in-bf16 (arguments.py validate_args)") {
@@ -267,10 +285,10 @@ TEST_SUITE("megatron args: mapping") {
 
   TEST_CASE("assumed: flags that state gpuplan's own assumptions") {
     Diagnostics d;
-    auto m = map_typed({"--cross-entropy-loss-fusion", "--moe-grouped-gemm"}, d);
+    auto m = map_typed({"--moe-permute-fusion", "--moe-grouped-gemm"}, d);
     REQUIRE(m);
     CHECK(m->assumed ==
-          std::vector<std::string>{"--cross-entropy-loss-fusion (fused kernels)",
+          std::vector<std::string>{"--moe-permute-fusion (fused kernels)",
                                    "--moe-grouped-gemm (the experts priced as grouped GEMMs)"});
   }
 

@@ -499,6 +499,39 @@ TEST_SUITE("fp8 training") {
   }
 }
 
+TEST_SUITE("LM loss kernels") {
+  // Megatron-Core's cross entropy (megatron/core/tensor_parallel/cross_entropy.py), counted pass by pass over the
+  // T × V/tp logits: unfused 38 B forward (upcast 2 + 4, max 4, subtract 8, exp 8, sum 4, divide 8) and 14 B backward
+  // (scale 8, cast back 4 + 2); a one-pass fused kernel 6 + 6. The difference, 40 B per logit at the streaming rate,
+  // is all that changes in the step (PP 1: every micro-batch runs the loss).
+  TEST_CASE("Megatron's unfused cross entropy adds 40 B per logit at the streaming rate over the one-pass kernel") {
+    Layout l;
+    l.dp = 8;
+    l.micro = 1;
+    l.global = 64;
+    l.seq = 4096;
+    l.zero = wl::ZeroStage::optimizer;
+    const auto sys = system_of("dgx-h100");
+    wl::TrainingPlan te = plan_of(l), unf = plan_of(l), nat = plan_of(l);
+    unf.cross_entropy = wl::CrossEntropyKernel::unfused;
+    nat.cross_entropy = wl::CrossEntropyKernel::native;
+    const auto& a = arch("llama-3.1-8b");
+    const auto et = model::estimate_training(a, te, sys, Explain::off);
+    const auto eu = model::estimate_training(a, unf, sys, Explain::off);
+    const auto en = model::estimate_training(a, nat, sys, Explain::off);
+    REQUIRE(et.feasibility.ok);
+    const double logits = 4096.0 * double(a.vocab);  // per micro-batch, tp 1
+    const double bw = model::sustained_device(*sys.gpu, std::nullopt, te.attention_kernel).stream_bandwidth().raw();
+    const double m = 8;
+    CHECK(eu.step.embedding_loss.raw() - et.step.embedding_loss.raw() ==
+          doctest::Approx(m * logits * 40.0 / bw).epsilon(1e-9));
+    // jit-fused: the forward's six passes become three kernels (22 B), the backward keeps its two (14 B).
+    CHECK(en.step.embedding_loss.raw() - et.step.embedding_loss.raw() ==
+          doctest::Approx(m * logits * 24.0 / bw).epsilon(1e-9));
+    CHECK(eu.step.gemm.raw() == doctest::Approx(et.step.gemm.raw()).epsilon(1e-12));
+  }
+}
+
 TEST_SUITE("attention dropout") {
   // Our H100 sweep of torch SDPA with dropout_p 0.1 against 0 (scripts/measure/attention_sdpa.py --dropouts 0,0.1;
   // data/validation/measured/h100-sxm5-80gb/attention_sdpa_dropout.json): the model with the built-in H100 row

@@ -67,6 +67,11 @@ const FieldTable& training_scenario_fields() {
         "train with dropout (attention probabilities and block outputs) or without; absent: as the model's config says"),
       f("attention_kernel", FieldType::string, "fused attention generation", 0, 0, {"fa2", "fa3"}),
       f("kernels", FieldType::string, "non-GEMM op implementation", 0, 0, {"fused", "eager"}),
+      f("cross_entropy", FieldType::string,
+        "LM-loss cross-entropy kernels under fused kernels: te = one fused pass (Transformer Engine; Megatron-LM "
+        "--cross-entropy-fusion-impl te), native = Megatron-Core's jit-fused passes (--cross-entropy-loss-fusion), "
+        "unfused = Megatron-Core's unfused passes over fp32 logits (Megatron-LM's default)",
+        0, 0, {"te", "native", "unfused"}),
       f("mixed_precision", FieldType::string, "mixed-precision scheme", 0, 0, {"megatron", "amp"}),
       f("offload", FieldType::string,
         "CPU offload: optimizer = ZeRO-Offload (master weights + optimizer states in host memory, optimizer step on "
@@ -253,6 +258,14 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("flash_attention")) p.flash_attention = *v;
   if (auto v = r.boolean("dropout")) p.dropout = *v;
   if (auto v = r.str("kernels")) p.kernels = *v == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
+  if (auto v = r.str("cross_entropy")) {
+    p.cross_entropy = *v == "unfused" ? wl::CrossEntropyKernel::unfused
+                      : *v == "native" ? wl::CrossEntropyKernel::native
+                                       : wl::CrossEntropyKernel::te;
+    if (p.kernels == wl::KernelStyle::eager)
+      key_error("cross_entropy", "cross_entropy names Megatron's loss kernels (kernels fused); eager kernels run "
+                                 "PyTorch's cross_entropy: leave it out");
+  }
   if (auto v = r.str("mixed_precision"); v && *v == "amp") {
     // AMP: fp32 parameters and gradients, no separate master copy (the parameters are the master).
     p.mixed_precision = wl::MixedPrecision::amp;
@@ -330,6 +343,10 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.dropout) j["dropout"] = *p.dropout;
   j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2" : "fa3";
   j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
+  if (p.kernels == wl::KernelStyle::fused)
+    j["cross_entropy"] = p.cross_entropy == wl::CrossEntropyKernel::unfused  ? "unfused"
+                         : p.cross_entropy == wl::CrossEntropyKernel::native ? "native"
+                                                                              : "te";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";
   if (p.offload == wl::Offload::optimizer) j["offload"] = "optimizer";
   if (p.lora.on()) {

@@ -31,6 +31,16 @@ enum class AttentionKernel { fa2, fa3 };
 /// How the non-GEMM ops are implemented: fused kernels (Megatron-Core / Transformer Engine: fused RoPE, SwiGLU,
 /// cross-entropy) or PyTorch eager modules (one kernel per tensor op, fp32 loss passes).
 enum class KernelStyle { fused, eager };
+/// The LM loss's cross-entropy kernels under fused kernels (KernelStyle::fused), per logit of the vocabulary shard:
+///  - te: one fused pass (Transformer Engine's parallel cross entropy, Megatron-LM --cross-entropy-loss-fusion
+///    --cross-entropy-fusion-impl te; Liger-style Triton kernels): read the 16-bit logits, keep fp32 row statistics,
+///    write the gradient in the forward;
+///  - native: Megatron-Core's jit-fused VocabParallelCrossEntropy (--cross-entropy-loss-fusion, impl native): the
+///    fp32 upcast with the row max, subtract+exp+sum, the normalisation, and the backward's scale, each one kernel;
+///  - unfused: Megatron-Core's VocabParallelCrossEntropy without fusion, Megatron-LM's default (no
+///    --cross-entropy-loss-fusion): upcast, max, subtract, exp, sum, divide each one pass over the fp32 logits.
+/// megatron/core/tensor_parallel/cross_entropy.py and megatron/core/fusions/fused_cross_entropy.py.
+enum class CrossEntropyKernel { te, native, unfused };
 /// Mixed-precision scheme: Megatron keeps bf16 parameters and an fp32 main copy in the optimizer; PyTorch AMP keeps
 /// fp32 parameters and gradients and autocast casts every weight to bf16 in each forward.
 enum class MixedPrecision { megatron, amp };
@@ -141,6 +151,7 @@ struct TrainingPlan {
   [[nodiscard]] bool hidden_dropout(const TransformerArch& a) const { return dropout.value_or(a.hidden_dropout_on()); }
   AttentionKernel attention_kernel = AttentionKernel::fa3;
   KernelStyle kernels = KernelStyle::fused;
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read only with fused kernels
   MixedPrecision mixed_precision = MixedPrecision::megatron;
   Offload offload = Offload::none;
   Lora lora;                           ///< rank 0: full fine-tuning / pre-training
