@@ -27,6 +27,11 @@
 
 namespace gpuplan::cli {
 
+namespace detail {
+/// What every refusal of a performance-changing flag that gpuplan does not price says, with the issue tracking it.
+inline constexpr const char* kNotModelled = "not modelled yet (#22)";
+}  // namespace detail
+
 /// One entry of Megatron-LM's parser: the flag, how many values it takes (0 a switch, 1 one value, 2 one or more,
 /// 3 an optional value) and the arguments.py function or config dataclass that defines it.
 struct MegatronFlagName {
