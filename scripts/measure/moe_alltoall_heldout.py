@@ -33,6 +33,7 @@ RUNS = [
     ("moe_alltoall.json", "call2", False),  # its equal sweep is the fit set
     ("moe_alltoall_try1.json", "try1", True),
     ("moe_alltoall_try3.json", "try3", True),
+    ("moe_alltoall_ep4.json", "ep4", True),  # nvidia-h100-x4, 2026-11-26: EP 2 and 4 on a 4-GPU NVSwitch host
 ]
 
 

@@ -319,6 +319,7 @@ TEST_CASE("our measured all-to-all on 2xH100: median within 10% from 1 MiB, none
   std::vector<double> errors;
   for (const auto& c : v.value().cases) {
     if (c.id.find("-a2a-torch-") == std::string::npos || c.status != "ok") continue;
+    if (c.id.find("-2gpu-") == std::string::npos) continue;
     if (held_out_bytes(c) < 1024.0 * 1024) continue;
     errors.push_back(std::fabs(*c.error));
     CAPTURE(c.id);
@@ -327,6 +328,26 @@ TEST_CASE("our measured all-to-all on 2xH100: median within 10% from 1 MiB, none
   REQUIRE(errors.size() >= 60);
   std::nth_element(errors.begin(), errors.begin() + errors.size() / 2, errors.end());
   CHECK(errors[errors.size() / 2] <= 0.10);
+}
+
+// EP 4 on a 4×H100 SXM5 NVSwitch host (nvidia-h100-x4, 2026-11-26; heldout-collectives-a2a-torch-*-ep4-*), priced with
+// η_p2p fitted on the EP 2 sweep: out of the fit in group size too. The model is slow by a median of about 10% at EP 4
+// (NVSwitch serves four peers' sends better than the 2-GPU fit implies) and by up to 34% between 8 and 32 MiB, where
+// NCCL changes protocol (#21: to be modelled from these samples).
+TEST_CASE("our measured all-to-all on 4xH100 (out of the EP 2 fit): median within 15% from 1 MiB, none over 35%") {
+  auto v = cli::validate_collectives(GPUPLAN_TEST_DATA_DIR, data().db);
+  REQUIRE(v.ok());
+  std::vector<double> errors;
+  for (const auto& c : v.value().cases) {
+    if (c.id.find("-a2a-torch-") == std::string::npos || c.id.find("-4gpu-") == std::string::npos) continue;
+    if (c.status != "ok" || held_out_bytes(c) < 1024.0 * 1024) continue;
+    errors.push_back(std::fabs(*c.error));
+    CAPTURE(c.id);
+    CHECK(std::fabs(*c.error) <= 0.35);
+  }
+  REQUIRE(errors.size() >= 30);
+  std::nth_element(errors.begin(), errors.begin() + errors.size() / 2, errors.end());
+  CHECK(errors[errors.size() / 2] <= 0.15);
 }
 
 // The issue's bar of none over 15% is not met below 4 MiB: latency-bound collectives (5–13 µs) move with the host and
