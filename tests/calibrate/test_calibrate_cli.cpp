@@ -5,17 +5,20 @@
 
 using namespace gpuplan::cli_test;
 
-TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs, sweeps, bf16 and fp8 sustained runs) reproduces the "
-          "shipped profile") {
+TEST_CASE("calibrate fit on the recorded H100 samples (two GPUs, sweeps, bf16 and fp8 sustained runs, 2-/4-GPU "
+          "collectives and overlap items) reproduces the shipped profile") {
   const std::string dir = kData + "/calibration/h100-sxm5-80gb/";
   const Run r = run({"calibrate", "fit", dir + "samples-2026-11-22.json", dir + "samples-2026-11-22-second-gpu.json",
                      dir + "samples-gemm-bf16-2026-11-22.json", dir + "samples-sustained-2026-11-22.json",
                      dir + "samples-gemm-bf16-fp8-2026-11-22.json", dir + "samples-sustained-bf16-fp8-2026-11-22.json",
-                     dir + "samples-depth-1-2026-11-22.json", dir + "samples-depth-2-2026-11-22.json", "--dry-run",
-                     "--format", "json"});
+                     dir + "samples-depth-1-2026-11-22.json", dir + "samples-depth-2-2026-11-22.json",
+                     dir + "samples-collectives-4gpu-dense-2026-11-26.json",
+                     dir + "samples-collectives-2gpu-dense-2026-11-26.json", dir + "samples-overlap-4gpu-2026-11-26.json",
+                     dir + "samples-overlap-2gpu-2026-11-26.json", "--dry-run", "--format", "json"});
   INFO(r.err);
   REQUIRE(r.rc == 0);
   CHECK(r.out == slurp(kData + "/calibration/h100-sxm5-80gb/profile.json"));
+  CHECK(contains(r.out, "\"all_to_all\""));  // the 2026-11-26 NVLink sweeps on 2 and 4 GPUs
   CHECK(contains(r.out, "\"dtype\": \"bf16\""));
   CHECK(contains(r.out, "\"gemm_memory\""));
   CHECK(contains(r.out, "\"gemm_sustained_ratio_fp8\""));
