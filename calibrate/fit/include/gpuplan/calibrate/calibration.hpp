@@ -11,6 +11,7 @@
 //    bandwidth of the largest, t = a + S · busfactor / B_bus → bus efficiency η = B_bus / (per-GPU link bandwidth)
 //    and per-step latency α = (a − t_call) / steps.
 // Nothing here is fitted to an end-to-end result: the reference cases check the model, they do not tune it.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
