@@ -35,9 +35,41 @@ using units::microseconds;
 //          FA2 fwd measured 0.575; bwd 0.50 from the FA2 abstract's 50-73% of peak range (Dao 2023, arXiv:2307.08691).
 //  FA2 on Hopper (PyTorch SDPA flash backend): our H100 profiles, d = 128, causal FLOPs: fwd 275 TFLOP/s = 0.278,
 //          bwd 234 = 0.237 (Azure's FA2 0.332 at d = 128, s = 8192 agrees within the head-dim/sequence spread);
-//          Blackwell FA2: assumption, as Hopper. Attention rows are at d = 128; ops.cpp scales them by head dim.
+//          Blackwell FA2: measured, see BLACKWELL below. Attention rows are at d = 128; ops.cpp scales them by head dim.
 //          A100: Azure's FA2 0.575 at d = 64 scaled to d = 128 with the same head-dim law = 0.669 fwd; bwd with the
 //          FA2 paper's bwd/fwd ratio 0.87 = 0.582.
+//  BLACKWELL (B200, B300, GB200; GB300 and B100 take their family's row). Nothing here is copied from Hopper:
+//   GEMM, sustained: Azure's ND GB200 v6 cuBLASLt sweep (Azure/AI-benchmarking-guide Azure_Results/
+//          ND_GB200_v6_results.md, fp8, random data, 10,000 warm-up iterations, i.e. after ~30 s under load) gives
+//          16384^3 2906.9/5000 = 0.581 (8192^3 0.575) against MAMF's burst fp8 0.723 on the same part: a Blackwell
+//          sustained/burst ratio of 0.804 (Hopper: 0.943), the power cap (1,200 W) bringing the SM clock down from
+//          the burst clock under back-to-back GEMMs. GB200: fp8 0.581 as measured (the A100 row's precedent: a long
+//          cuBLASLt run instead of MAMF), bf16 MAMF 0.729 x 0.804 = 0.586. B200 and B300: their MAMF bursts x the
+//          same ratio (B200 0.776 -> 0.624 bf16, 0.763 -> 0.613 fp8; B300 0.786 -> 0.632, 0.745 -> 0.599): an
+//          assumption, as the ratio is measured on GB200 only,
+//          and B200 (1,000 W, 148 SMs) and B300 (1,100 W, 160 SMs) have less power per SM than GB200 (1,200 W,
+//          152 SMs), so they throttle at least as much. The ratio also carries whatever separates Azure's cuBLASLt
+//          kernel choice at 16384^3 from MAMF's best shape; Azure publishes no clock trace in text. Its fp4 sweep on
+//          the same machine reaches 7627.6/10000 = 0.763 (fp4 draws less power per FLOP).
+//   HBM:   meta-pytorch/KernelAgent oink/benchmarks/README.md, measured GB300 STREAM-like bf16 triad (Triton, 1 GB
+//          arrays) 7.140 TB/s of 8.0 = 0.893; B300 the same memory system; B200 and GB200 (HBM3e, 8 stacks, the
+//          same memory controllers): as GB300 (assumption, no B200/GB200 triad published in text).
+//   ATTN (fused, Blackwell-native: FlashAttention-4 / cuDNN SDPA on SM100): Dao-AILab/flash-attention PR #2280
+//          (FA4 authors, B200, bf16, d = 128, 16 heads, batch 4, s = 8192, causal): fwd 1418.1 TFLOP/s = 0.630 of
+//          2250, bwd 1208.6 = 0.537 (the 2-CTA path the PR enables; 1-CTA 1117.9). Carried to the rows' reference
+//          s = 4096 causal with the fused sequence law (efficiency.hpp, 32.5 -> 16.5 key tiles): fwd 0.604, bwd
+//          0.493. The stacks' fused path on SM100 is cuDNN's SDPA (Transformer Engine, PyTorch); no cuDNN figure at
+//          d = 128 causal on Blackwell is published in text, and FA4's paper puts FA4 up to 1.3x over cuDNN 9.13, so
+//          cuDNN takes FA4's figure (assumption: optimistic for cuDNN releases before FA4's techniques). No
+//          sustained-clock correction: attention is bound by the exponential units and shared memory, not the
+//          tensor-core power draw (assumption). B300 and GB200: B200's fraction of their own peak (assumption;
+//          Blackwell Ultra's faster exponentials would raise B300's).
+//   FA2 on Blackwell (PyTorch SDPA flash backend: FA2's Ampere-style mma.sync kernel, no tcgen05): tritonbench PR #171
+//          (meta-pytorch/tritonbench, B200, d = 128, batch 8, 16 heads, s = 8192, non-causal) fwd 361.6 TFLOP/s =
+//          0.161 -> s = 4096 causal with FA2's sequence law (64 -> 16.5 key tiles) 0.155 (Azure's ND GB200 v6 FA2
+//          373.9/2500 = 0.150 at d = 128, s = 8192, by the same law 0.144); bwd from Dao-AILab/flash-attention issue #1589 (B200,
+//          FA2 2.7.4, d = 64, s = 8192, non-causal) 329.09/2250 = 0.146 -> d = 128 (FA2 d0 = 10) 0.157 -> s = 4096
+//          causal 0.133.
 //  FP8 SPLIT ACCUMULATION (Transformer Engine's dgrad/wgrad GEMMs run with cuBLASLt's fast accumulation off): our
 //          H100 fp8 sweeps, twice each way (data/validation/measured/h100-sxm5-80gb/gemm-fp8-{fast,split}-*.json,
 //          gpuplan-bench gemm --fp8-split-accumulation): over the 47 shapes of at least 68 GFLOP the split rate is
@@ -73,9 +105,16 @@ constexpr std::array<Row, 9> kRows{{
     {"h200-sxm-141gb", 0.757, 0.668, 0.887, 0.611, 0.440, 0.278, 0.237, 128, 256,
      "as H100: our H100 kernel profiles (bf16 GEMM, FA2; same GH100 die, 700 W); MAMF H200 (fp8); HBM as H100; our H200 "
      "cuDNN fused-attention measurement"},
-    {"b200-hgx", 0.776, 0.763, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256, "MAMF B200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
-    {"b300-hgx", 0.786, 0.745, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256, "MAMF B300 (bf16, fp8); HBM and attention as Hopper (assumption)"},
-    {"gb200-gpu", 0.729, 0.723, 0.887, 0.621, 0.445, 0.278, 0.237, 128, 256, "MAMF GB200 (bf16, fp8); HBM and attention as Hopper (assumption)"},
+    {"b200-hgx", 0.624, 0.613, 0.893, 0.604, 0.493, 0.155, 0.133, 128, 256,
+     "MAMF B200 (bf16, fp8) x GB200's sustained/burst ratio 0.804 (Azure ND GB200 v6 cuBLASLt; assumption: carried to "
+     "B200); HBM: GB300 triad (KernelAgent); FA4 on B200 (flash-attention PR #2280); FA2 on B200 (tritonbench, "
+     "flash-attention #1589)"},
+    {"b300-hgx", 0.632, 0.599, 0.893, 0.604, 0.493, 0.155, 0.133, 128, 256,
+     "MAMF B300 (bf16, fp8) x GB200's sustained/burst ratio 0.804 (assumption: carried to B300); HBM: GB300 triad "
+     "(KernelAgent); attention: B200's FA4 and FA2 fractions (assumption)"},
+    {"gb200-gpu", 0.586, 0.581, 0.893, 0.604, 0.493, 0.155, 0.133, 128, 256,
+     "Azure ND GB200 v6 sustained cuBLASLt fp8 16384^3; bf16: MAMF GB200 x the same sustained/burst ratio 0.804; HBM: "
+     "GB300 triad (KernelAgent); attention: B200's FA4 and FA2 fractions (assumption)"},
     {"mi300x", 0.514, 0.0, 0.834, 0.40, 0.30, 0.40, 0.30, 128, 128,
      "MAMF MI300X; HBM as A100 (assumption); attention: assumption scaled from the GEMM ceiling"},
 }};
@@ -96,8 +135,8 @@ EfficiencyProfile from_row(const Row& r, const std::string& gpu_id, std::string_
   e.gpu_id = gpu_id;
   e.gemm_bf16 = r.gemm_bf16;
   e.gemm_fp8 = r.gemm_fp8;
-  // Hopper's measured split-accumulation rate for every GPU with fp8 GEMMs (Blackwell: an assumption, as for its
-  // attention); no fp8 GEMMs, no split accumulation.
+  // Hopper's measured split-accumulation rate for every GPU with fp8 GEMMs (Blackwell: an assumption, no Blackwell
+  // split/fast sweep published); no fp8 GEMMs, no split accumulation.
   e.fp8_split_accumulation = r.gemm_fp8 > 0.0 ? kFp8SplitAccumulation : 1.0;
   e.hbm = r.hbm;
   e.attention_fwd = r.attn_fwd;
