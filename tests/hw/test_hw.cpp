@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gpuplan/core/diagnostics.hpp"
@@ -211,6 +212,24 @@ TEST_SUITE("units the decoder relies on") {
     REQUIRE(b200 != nullptr);
     CHECK(b200->memory_capacity().raw() == 183359.0 * 1048576.0);
     CHECK(b200->memory.capacity_label.raw() == doctest::Approx(180e9));
+  }
+
+  TEST_CASE("Blackwell SM counts agree with the dense bf16 peaks at a clock no higher than the max SM clock") {
+    // A Blackwell SM does 8,192 dense bf16 FLOP per clock (4 tensor cores; NVIDIA Blackwell Ultra blog: 160 SMs, 640
+    // tensor cores). The datasheet peak / (SMs x 8,192) is the clock the datasheet assumes; it cannot exceed the
+    // device-reported max SM clock. B200: 2,250e12 / (148 x 8,192) = 1.856 GHz <= 1.965; GB200 (152 SMs,
+    // device-reported): 2,500e12 / (152 x 8,192) = 2.008 GHz <= 2.062. A wrong SM count (Hopper's 132) would give
+    // 2.08 and 2.31 GHz, above both.
+    for (const auto& [id, sms, ghz] : {std::tuple{"b200-hgx", 148, 1.856}, std::tuple{"gb200-gpu", 152, 2.008}}) {
+      CAPTURE(id);
+      const auto* g = shipped().find_gpu(id);
+      REQUIRE(g != nullptr);
+      CHECK(g->compute_units == sms);
+      REQUIRE(g->boost_clock_MHz.has_value());
+      const double clock_GHz = g->peak(gpuplan::hw::Precision::bf16)->raw() / (double(g->compute_units) * 8192.0) / 1e9;
+      CHECK(clock_GHz == doctest::Approx(ghz).epsilon(0.001));
+      CHECK(clock_GHz * 1000.0 <= double(*g->boost_clock_MHz));
+    }
   }
 
   TEST_CASE("port_Gbps 400 is 50e9 bytes per second (gigabits, not gigabytes)") {
