@@ -199,7 +199,6 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   opt.block_size = block;
   opt.kv_blocks = mem.kv_token_capacity / block;
   opt.prefix_hit_rate = sf.prefix_hit_rate;
-  opt.seed = std::uint64_t(sf.seed);
   opt.series_interval_s = sf.series_s.value_or(0.0);
   const model::SimResult r = model::simulate_serving(rs.arch, rs.perf, rs.sys, requests, opt);
 

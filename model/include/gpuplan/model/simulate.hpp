@@ -60,7 +60,6 @@ struct SimOptions {
   /// tokens), rounded down to whole blocks; on top of the plan's shared prefix (ServingPerfPlan::cached_prefix_tokens,
   /// whose blocks are held once for all requests).
   double prefix_hit_rate = 0.0;
-  std::uint64_t seed = 1;        ///< draws of the prefix hits
   double series_interval_s = 0;  ///< > 0: a time series sample every this many simulated seconds
   /// Iteration costs are memoised on the batch shape with its token counts, mean decode context and prefill span
   /// rounded to `cost_bits` significant bits (8: within 0.4%); 0 = exact (no rounding, slower).
