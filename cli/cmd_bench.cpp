@@ -3,6 +3,7 @@
 // warm-cache evaluation rate of FastTrainingEvaluator alone. Median of --repeat runs.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <thread>
 
@@ -12,7 +13,10 @@
 #include "commands.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/params.hpp"
 #include "gpuplan/model/search.hpp"
+#include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/model/simulate.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "resolve.hpp"
 
@@ -27,6 +31,8 @@ struct BenchFlags {
   long long global_batch = 1536, seq = 2048;
   long long threads = 0, repeat = 5;
   bool no_calibration = false;
+  long long simulate = 0;  ///< > 0: benchmark the serving simulator on this many requests instead of the search
+  double rate = 10;
 };
 
 double median(std::vector<double> v) {
@@ -45,6 +51,66 @@ std::string cpu_name() {
   return "";
 }
 
+/// `bench --simulate N`: simulated requests per CPU-second of `simulate_serving` on one thread (one replica at TP 1 of the
+/// GPU, Poisson arrivals at --rate, fixed 1024/256 and lognormal lengths of the same means), median of --repeat runs.
+/// The arrivals are generated before the clock starts; the memo of iteration costs starts empty in every run.
+int run_simulate_bench(const GlobalOptions& g, const BenchFlags& f, const wl::TransformerArch& arch,
+                       const model::TrainingSystem& sys) {
+  using Clock = std::chrono::steady_clock;
+  model::ServingMemoryPlan mp;
+  mp.context = 1024 + 256;
+  const auto mem = model::serving_memory(arch, model::parameter_counts(arch, Explain::off), *sys.gpu, mp, Explain::off);
+  model::SimOptions so;
+  so.block_size = mem.plan.block_size;
+  so.kv_blocks = mem.kv_token_capacity / std::max<std::int64_t>(1, mem.plan.block_size);
+  model::ServingPerfPlan perf;
+  if (sys.efficiency) model::use_measured_overheads(perf, *sys.efficiency);
+  Table t;
+  t.columns = {{"model", "model"},
+               {"gpu", "gpu"},
+               {"lengths", "lengths"},
+               {"requests", "requests", true},
+               {"rate", "req/s offered", true},
+               {"iterations", "iterations", true},
+               {"seconds", "wall (s)", true},
+               {"cpu_seconds", "CPU (s)", true},
+               {"requests_per_s", "simulated requests/s per core", true},
+               {"iterations_per_s", "iterations/s", true}};
+  using K = model::LengthSampler::Kind;
+  for (bool lognormal : {false, true}) {
+    model::ArrivalSpec a;
+    a.rate_per_s = f.rate;
+    a.count = f.simulate;
+    a.input = lognormal ? model::LengthSampler{K::lognormal, 1024, 1024} : model::LengthSampler{K::fixed, 1024, 1024};
+    a.output = lognormal ? model::LengthSampler{K::lognormal, 256, 256} : model::LengthSampler{K::fixed, 256, 256};
+    const auto reqs = model::generate_requests(a);
+    // CPU time of this process (one thread) besides the wall time: the speed per core on a shared machine.
+    std::vector<double> times, cpu;
+    model::SimResult r;
+    for (long long i = 0; i < f.repeat; ++i) {
+      const auto t0 = Clock::now();
+      const std::clock_t c0 = std::clock();
+      r = model::simulate_serving(arch, perf, sys, reqs, so);
+      cpu.push_back(double(std::clock() - c0) / CLOCKS_PER_SEC);
+      times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    const double s = median(cpu), wall = median(times);
+    t.rows.push_back({arch.id, sys.gpu->info.id, lognormal ? "lognormal 1024±1024 / 256±256" : "fixed 1024 / 256",
+                      std::to_string(r.requests), plain_number(f.rate), std::to_string(r.iterations),
+                      fmt::format("{:.4g}", wall), fmt::format("{:.4g}", s),
+                      fmt::format("{:.4g}", s > 0 ? double(r.completed) / s : 0.0),
+                      fmt::format("{:.4g}", s > 0 ? double(r.iterations) / s : 0.0)});
+  }
+  const Format fmt_ = parse_format(g.format);
+  if (fmt_ == Format::text || fmt_ == Format::md) {
+    const std::string cpu = cpu_name();
+    out(fmt::format("{}Serving simulator speed (median of {} runs){}machine: {}\n\n", fmt_ == Format::md ? "## " : "",
+                    f.repeat, fmt_ == Format::md ? "\n\n" : "\n", cpu.empty() ? "unknown CPU" : cpu));
+  }
+  out(t.render(fmt_));
+  return kExitOk;
+}
+
 int run_bench(const GlobalOptions& g, const BenchFlags& f) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
@@ -61,6 +127,7 @@ int run_bench(const GlobalOptions& g, const BenchFlags& f) {
   if (!load_calibration(*dir, sys, f.no_calibration, diags)) return report(diags);
   report(diags);
   const wl::TransformerArch& arch = m->arch;
+  if (f.simulate > 0) return run_simulate_bench(g, f, arch, sys);
   wl::TrainingPlan base;
   base.seq_len = f.seq;
   base.global_batch = f.global_batch;
@@ -148,8 +215,17 @@ void register_bench(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--repeat", f->repeat, "runs per measurement; the median is reported (default 5)")
       ->check(CLI::Range(1, 1000));
   c->add_flag("--no-calibration", f->no_calibration, "ignore data/calibration/<gpu>/profile.json");
+  c->add_option("--simulate", f->simulate,
+                "benchmark the serving simulator on this many requests instead of the search (model default "
+                "llama-3.1-8b)")
+      ->check(CLI::Range(1LL, 100'000'000LL));
+  c->add_option("--rate", f->rate, "bench --simulate: offered requests per second (default 10)")
+      ->check(CLI::Range(1e-6, 1e9));
   add_format_option(*c, g);
-  c->callback([&g, f, &rc] { rc = run_bench(g, *f); });
+  c->callback([&g, f, c, &rc] {
+    if (f->simulate > 0 && c->count("--model") == 0) f->model = "llama-3.1-8b";
+    rc = run_bench(g, *f);
+  });
 }
 
 }  // namespace gpuplan::cli

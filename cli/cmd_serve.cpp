@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "render_reports.hpp"
 #include "resolve.hpp"
+#include "serve_options.hpp"
 #include "serving_flags.hpp"
 #include "sweep.hpp"
 #include "gpuplan/core/format.hpp"
@@ -26,29 +27,6 @@ namespace {
 namespace u = gpuplan::units;
 using nlohmann::ordered_json;
 
-struct ServeFlags {
-  std::string scenario;
-  std::vector<std::string> sweep;
-  std::string node, cluster;
-  long long input_tokens = 1024, output_tokens = 256;
-  std::optional<long long> batch;
-  std::optional<double> rate;
-  std::optional<long long> concurrency;
-  std::optional<double> think_time_s;
-  std::optional<double> ttft_ms, itl_ms;
-  double percentile = 99.0;
-  std::optional<std::string> compute;
-  std::optional<double> price;
-  std::optional<double> step_overhead_ms, kernel_overhead_us, cpu_per_kernel_us;
-  std::optional<int> ep;
-  bool disaggregated = false;
-  std::optional<double> spec_acceptance;
-  std::optional<long long> spec_tokens;
-  std::optional<std::string> draft_model;
-  std::optional<double> draft_ms;
-  std::optional<std::string> input_dist, output_dist;
-  bool no_calibration = false;
-};
 
 std::string ms(u::Seconds s) { return u::format(s); }
 
@@ -123,7 +101,8 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
 /// which flag each key came from so that a bad value is reported against the flag.
 void overlay(const CLI::App& c, const ServingFlags& f, const ServeFlags& s, nlohmann::json& j,
              std::map<std::string, std::string>& origin) {
-  auto given = [&](const char* flag) { return c.count(flag) > 0; };
+  // simulate registers a subset of serve's options: one it lacks is not given.
+  auto given = [&](const char* flag) { return c.get_option_no_throw(flag) != nullptr && c.count(flag) > 0; };
   auto put = [&](const char* key, const char* flag, const auto& v) {
     if (!given(flag)) return;
     j[key] = v;
@@ -238,44 +217,44 @@ int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann:
   return run_sweep(axes, j, eval, cols, parse_format(g.format) == Format::json ? Format::json : Format::csv);
 }
 
-int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s) {
-  Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
+/// The scenario file (if any) with the flags given on `cmd` overlaid: what serve, its sweeps and simulate decode.
+struct Overlaid {
+  std::string dir, file = "(flags)";
   nlohmann::json j = nlohmann::json::object();
-  std::string file = "(flags)";
+  std::map<std::string, std::string> origin;
+};
+std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f,
+                                      const ServeFlags& s, Diagnostics& diags) {
+  Overlaid o;
+  auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return std::nullopt;
+  o.dir = *dir;
   if (!s.scenario.empty()) {
-    file = s.scenario;
+    o.file = s.scenario;
     auto text = json_io::read_text_file(s.scenario, diags);
-    if (!text) return report(diags);
+    if (!text) return std::nullopt;
     auto parsed = json_io::parse(*text, s.scenario, diags);
-    if (!parsed) return report(diags);
-    j = *parsed;
-    if (!j.is_object()) {
+    if (!parsed) return std::nullopt;
+    o.j = *parsed;
+    if (!o.j.is_object()) {
       diags.error(s.scenario, "/", "expected an object of serving scenario keys (docs/scenario.md)");
-      return report(diags);
+      return std::nullopt;
     }
   }
-  std::map<std::string, std::string> origin;
-  overlay(cmd, f, s, j, origin);
-  if (!s.sweep.empty()) return run_serve_sweep(g, s, j, origin, file, *dir);
-  auto sc = wl_io::decode_serving_scenario(j, file, "", origin);
-  if (!sc.ok()) return report(sc.diagnostics());
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  auto where = [&](const std::string& key) {
-    auto it = origin.find(key);
-    if (it != origin.end()) return it->second;
-    if (j.contains(key)) return file + ": /" + key;
-    if (key == "price_usd_per_hour") return std::string("--price");
-    std::string flag = "--" + key;
-    for (auto& ch : flag)
-      if (ch == '_') ch = '-';
-    return flag;
-  };
-  auto resolved = resolve_serving(sc.value(), *dir, s.no_calibration, *db, *lib, where, diags);
+  overlay(cmd, f, s, o.j, o.origin);
+  return o;
+}
+
+int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s) {
+  Diagnostics diags;
+  if (!s.sweep.empty()) {
+    auto o = read_overlaid(g, cmd, f, s, diags);
+    if (!o) return report(diags);
+    return run_serve_sweep(g, s, o->j, o->origin, o->file, o->dir);
+  }
+  ServeContext ctx;
+  KeyLocator where;
+  auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx, &where);
   if (!resolved) return report(diags);
   report(diags);  // notes
   const ResolvedServing& rs = *resolved;
@@ -580,55 +559,91 @@ Table planner_table(const model::ServingPlanResult& r) {
   return t;
 }
 
+std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f,
+                                                     const ServeFlags& s, Diagnostics& diags, ServeContext& ctx,
+                                                     KeyLocator* where_out) {
+  auto o = read_overlaid(g, cmd, f, s, diags);
+  if (!o) return std::nullopt;
+  ctx.data_dir = o->dir;
+  auto sc = wl_io::decode_serving_scenario(o->j, o->file, "", o->origin);
+  diags.append(sc.diagnostics());
+  if (!sc.ok()) return std::nullopt;
+  auto db = hw_io::load_hardware_db(o->dir);
+  diags.append(db.diagnostics());
+  if (!db.ok()) return std::nullopt;
+  ctx.db = db.value();
+  auto lib = wl_io::load_model_library(o->dir);
+  diags.append(lib.diagnostics());
+  if (!lib.ok()) return std::nullopt;
+  // By value: the locator outlives this function (serve names flags and keys in later diagnostics).
+  KeyLocator where = [j = o->j, origin = o->origin, file = o->file](const std::string& key) {
+    auto it = origin.find(key);
+    if (it != origin.end()) return it->second;
+    if (j.contains(key)) return file + ": /" + key;
+    if (key == "price_usd_per_hour") return std::string("--price");
+    std::string flag = "--" + key;
+    for (auto& ch : flag)
+      if (ch == '_') ch = '-';
+    return flag;
+  };
+  if (where_out != nullptr) *where_out = where;
+  return resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
+}
+
+void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner) {
+  add_serving_memory_options(c, f, true);
+  c.add_option("--node", s.node, "node id (scale-up fabric for TP; default: a node holding the GPU)");
+  c.add_option("--input-tokens", s.input_tokens, "prompt tokens per request")
+      ->check(CLI::Range(1LL, 10'000'000LL))
+      ->capture_default_str();
+  c.add_option("--output-tokens", s.output_tokens, "output tokens per request")
+      ->check(CLI::Range(1LL, 10'000'000LL))
+      ->capture_default_str();
+  c.add_option("--compute", s.compute,
+                "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
+  c.add_option("--ep", s.ep, "MoE expert parallel inside the TP group")->check(CLI::Range(1, 1024));
+  c.add_option("--step-overhead-ms", s.step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
+  c.add_option("--kernel-overhead-us", s.kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
+  c.add_option("--cpu-per-kernel-us", s.cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");
+  c.add_flag("--no-calibration", s.no_calibration,
+              "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
+  if (!planner) return;
+  c.add_option("--cluster", s.cluster, "cluster id (scale-out fabric for disaggregated KV transfer)");
+  c.add_option("--input-dist", s.input_dist,
+                "prompt-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --input-tokens)");
+  c.add_option("--output-dist", s.output_dist,
+                "output-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --output-tokens)");
+  c.add_option("--batch", s.batch, "concurrent sequences per replica (default: the KV capacity)")
+      ->check(CLI::Range(1LL, 10'000'000LL));
+  c.add_option("--rate", s.rate, "requests per second to serve: runs the capacity planner");
+  c.add_option("--concurrency", s.concurrency,
+                "closed-loop users, each with one request in flight (instead of --rate): runs the capacity planner; "
+                "the rate follows from the latency")
+      ->check(CLI::Range(1LL, 1'000'000'000LL));
+  c.add_option("--think-time-s", s.think_time_s, "closed loop: seconds between a response and the next request");
+  c.add_option("--ttft-ms", s.ttft_ms, "SLA: time to first token at the percentile");
+  c.add_option("--itl-ms", s.itl_ms, "SLA: inter-token latency (mean iteration)");
+  c.add_option("--percentile", s.percentile, "SLA percentile for TTFT")->capture_default_str();
+  c.add_option("--price", s.price, "$ per GPU-hour (default: the GPU file's indicative price)");
+  c.add_flag("--disaggregated", s.disaggregated, "also size separate prefill and decode pools");
+  c.add_option("--spec-acceptance", s.spec_acceptance, "speculative decoding: acceptance rate α");
+  c.add_option("--spec-tokens", s.spec_tokens, "speculative decoding: draft tokens per step γ")
+      ->check(CLI::Range(1LL, 64LL));
+  c.add_option("--draft-model", s.draft_model, "speculative decoding: draft model (library id or config.json)");
+  c.add_option("--draft-ms", s.draft_ms, "speculative decoding: draft step time in ms (instead of a draft model)");
+  c.add_option("--sweep", s.sweep,
+                "vary a scenario key over KEY=A..B (doubling), KEY=A..B:STEP or KEY=V1,V2,...; repeat for a grid. Runs "
+                "the planner (needs --rate) at every point: one CSV row (JSON with --format json) per point");
+}
+
 void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   auto f = std::make_shared<ServingFlags>();
   auto s = std::make_shared<ServeFlags>();
   auto* c = app.add_subcommand("serve", "serving latency (TTFT, ITL), throughput vs batch; with --rate: GPUs and "
                                         "replicas for a traffic level within a latency SLA");
   c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
-  c->add_option("--sweep", s->sweep,
-                "vary a scenario key over KEY=A..B (doubling), KEY=A..B:STEP or KEY=V1,V2,...; repeat for a grid. Runs "
-                "the planner (needs --rate) at every point: one CSV row (JSON with --format json) per point");
-  add_serving_memory_options(*c, *f, true);
-  c->add_option("--node", s->node, "node id (scale-up fabric for TP; default: a node holding the GPU)");
-  c->add_option("--cluster", s->cluster, "cluster id (scale-out fabric for disaggregated KV transfer)");
-  c->add_option("--input-tokens", s->input_tokens, "prompt tokens per request")
-      ->check(CLI::Range(1LL, 10'000'000LL))
-      ->capture_default_str();
-  c->add_option("--output-tokens", s->output_tokens, "output tokens per request")
-      ->check(CLI::Range(1LL, 10'000'000LL))
-      ->capture_default_str();
-  c->add_option("--input-dist", s->input_dist,
-                "prompt-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --input-tokens)");
-  c->add_option("--output-dist", s->output_dist,
-                "output-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --output-tokens)");
-  c->add_option("--batch", s->batch, "concurrent sequences per replica (default: the KV capacity)")
-      ->check(CLI::Range(1LL, 10'000'000LL));
-  c->add_option("--rate", s->rate, "requests per second to serve: runs the capacity planner");
-  c->add_option("--concurrency", s->concurrency,
-                "closed-loop users, each with one request in flight (instead of --rate): runs the capacity planner; "
-                "the rate follows from the latency")
-      ->check(CLI::Range(1LL, 1'000'000'000LL));
-  c->add_option("--think-time-s", s->think_time_s, "closed loop: seconds between a response and the next request");
-  c->add_option("--ttft-ms", s->ttft_ms, "SLA: time to first token at the percentile");
-  c->add_option("--itl-ms", s->itl_ms, "SLA: inter-token latency (mean iteration)");
-  c->add_option("--percentile", s->percentile, "SLA percentile for TTFT")->capture_default_str();
-  c->add_option("--compute", s->compute,
-                "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
-      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
-  c->add_option("--ep", s->ep, "MoE expert parallel inside the TP group")->check(CLI::Range(1, 1024));
-  c->add_option("--price", s->price, "$ per GPU-hour (default: the GPU file's indicative price)");
-  c->add_option("--step-overhead-ms", s->step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
-  c->add_option("--kernel-overhead-us", s->kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
-  c->add_option("--cpu-per-kernel-us", s->cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");
-  c->add_flag("--no-calibration", s->no_calibration,
-              "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
-  c->add_flag("--disaggregated", s->disaggregated, "also size separate prefill and decode pools");
-  c->add_option("--spec-acceptance", s->spec_acceptance, "speculative decoding: acceptance rate α");
-  c->add_option("--spec-tokens", s->spec_tokens, "speculative decoding: draft tokens per step γ")
-      ->check(CLI::Range(1LL, 64LL));
-  c->add_option("--draft-model", s->draft_model, "speculative decoding: draft model (library id or config.json)");
-  c->add_option("--draft-ms", s->draft_ms, "speculative decoding: draft step time in ms (instead of a draft model)");
+  add_serve_options(*c, *f, *s, true);
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   c->callback([&g, f, s, c, &rc] { rc = run_serve(g, *c, *f, *s); });

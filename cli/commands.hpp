@@ -13,6 +13,7 @@ void register_validate(CLI::App& app, GlobalOptions& g, int& rc);
 void register_roofline(CLI::App& app, GlobalOptions& g, int& rc);
 void register_kv(CLI::App& app, GlobalOptions& g, int& rc);
 void register_serve(CLI::App& app, GlobalOptions& g, int& rc);
+void register_simulate(CLI::App& app, GlobalOptions& g, int& rc);
 void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc);
 void register_bench(CLI::App& app, GlobalOptions& g, int& rc);
 void register_report(CLI::App& app, GlobalOptions& g, int& rc);

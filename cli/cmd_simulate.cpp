@@ -1,0 +1,336 @@
+// `gpuplan simulate`: a request-level discrete-event simulation of one serving replica (model/simulate.hpp) under
+// synthetic arrivals (Poisson, Gamma) or a replayed trace (Azure 2023, BurstGPT). The model, hardware and engine
+// resolve exactly as for `gpuplan serve` (serve_options.hpp); the KV blocks come from the serving memory model.
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/model/simulate.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
+#include "serve_options.hpp"
+#include "trace_csv.hpp"
+
+namespace gpuplan::cli {
+namespace {
+
+using nlohmann::ordered_json;
+
+struct SimFlags {
+  std::string trace;
+  std::string arrival = "poisson";
+  double cv = 1.0;
+  long long requests = 1000;
+  std::optional<std::string> input_lengths, output_lengths;
+  long long seed = 1;
+  double prefix_hit_rate = 0.0;
+  std::optional<double> series_s;
+};
+
+/// "fixed:N", "uniform:LOW,HIGH" or "lognormal:MEAN,SD" (tokens).
+std::optional<model::LengthSampler> parse_sampler(const std::string& spec, const std::string& flag, Diagnostics& d) {
+  auto bad = [&](const std::string& why) {
+    d.error("", flag, fmt::format("'{}': {} (expected fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD)", spec, why));
+    return std::nullopt;
+  };
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos) return bad("no distribution name");
+  const std::string kind = spec.substr(0, colon);
+  std::vector<double> v;
+  std::string rest = spec.substr(colon + 1);
+  std::size_t pos = 0;
+  while (pos <= rest.size()) {
+    auto comma = rest.find(',', pos);
+    if (comma == std::string::npos) comma = rest.size();
+    const std::string t = rest.substr(pos, comma - pos);
+    try {
+      std::size_t used = 0;
+      const double x = std::stod(t, &used);
+      if (used != t.size() || !std::isfinite(x)) return bad("'" + t + "' is not a number");
+      v.push_back(x);
+    } catch (...) {
+      return bad("'" + t + "' is not a number");
+    }
+    pos = comma + 1;
+  }
+  model::LengthSampler s;
+  if (kind == "fixed") {
+    if (v.size() != 1 || v[0] < 1 || v[0] > 1e7) return bad("fixed takes one length in [1, 10⁷] tokens");
+    s.kind = model::LengthSampler::Kind::fixed;
+    s.a = s.b = v[0];
+  } else if (kind == "uniform") {
+    if (v.size() != 2 || v[0] < 1 || v[1] < v[0] || v[1] > 1e7)
+      return bad("uniform takes LOW,HIGH with 1 ≤ LOW ≤ HIGH ≤ 10⁷");
+    s.kind = model::LengthSampler::Kind::uniform;
+    s.a = v[0];
+    s.b = v[1];
+  } else if (kind == "lognormal") {
+    if (v.size() != 2 || v[0] < 1 || v[0] > 1e7 || v[1] <= 0 || v[1] > 1e7)
+      return bad("lognormal takes MEAN,SD with MEAN in [1, 10⁷] and SD in (0, 10⁷]");
+    s.kind = model::LengthSampler::Kind::lognormal;
+    s.a = v[0];
+    s.b = v[1];
+  } else {
+    return bad("unknown distribution '" + kind + "'");
+  }
+  return s;
+}
+
+ordered_json stats_json(const model::LatencyStats& s) {
+  return ordered_json{{"mean_s", s.mean}, {"p50_s", s.p50}, {"p90_s", s.p90},
+                      {"p99_s", s.p99},   {"max_s", s.max}, {"samples", s.samples}};
+}
+
+std::string stats_text(const model::LatencyStats& s) {
+  namespace u = gpuplan::units;
+  auto f = [](double x) { return u::format(u::Seconds(x)); };
+  return fmt::format("mean {}, p50 {}, p90 {}, p99 {} ({} samples)", f(s.mean), f(s.p50), f(s.p90), f(s.p99),
+                     s.samples);
+}
+
+int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s,
+                 const SimFlags& sf) {
+  Diagnostics diags;
+  ServeContext ctx;
+  auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx);
+  if (!resolved) return report(diags);
+  const ResolvedServing& rs = *resolved;
+  const bool trace = !sf.trace.empty();
+  // Flag checks (exit 2): arrivals, lengths, options.
+  if (trace && cmd.count("--rate") > 0)
+    diags.error("", "--rate", "a trace sets its own arrival times: give --trace or --rate, not both");
+  if (!trace && !rs.rate)
+    diags.error("", "--rate", "give the arrival rate in requests per second (or --trace FILE to replay a trace)");
+  if (rs.rate && !(*rs.rate > 0 && *rs.rate < 1e9))
+    diags.error("", "--rate", fmt::format("{} is not a rate in (0, 10⁹) requests/s", plain_number(*rs.rate)));
+  if (sf.arrival != "poisson" && sf.arrival != "gamma")
+    diags.error("", "--arrival", fmt::format("'{}' is not an arrival process (poisson or gamma)", sf.arrival));
+  if (!(sf.cv > 0 && sf.cv <= 100))
+    diags.error("", "--cv", fmt::format("{} is not a coefficient of variation in (0, 100]", plain_number(sf.cv)));
+  if (sf.arrival == "poisson" && cmd.count("--cv") > 0 && sf.cv != 1.0)
+    diags.error("", "--cv", "Poisson gaps have a coefficient of variation of 1: give --arrival gamma for bursts");
+  if (sf.requests < 1 || sf.requests > 100'000'000)
+    diags.error("", "--requests", fmt::format("{} is not a request count in [1, 10⁸]", sf.requests));
+  if (sf.seed < 0) diags.error("", "--seed", fmt::format("{} is not a seed ≥ 0", sf.seed));
+  if (!(sf.prefix_hit_rate >= 0 && sf.prefix_hit_rate < 1))
+    diags.error("", "--prefix-hit-rate",
+                fmt::format("{} is not a fraction of prompt tokens in [0, 1)", plain_number(sf.prefix_hit_rate)));
+  if (sf.series_s && !(*sf.series_s > 0 && *sf.series_s < 1e9))
+    diags.error("", "--series-s", fmt::format("{} is not an interval in (0, 10⁹) seconds", plain_number(*sf.series_s)));
+  if (rs.perf.pp > 1)
+    diags.error("", "--pp", "simulate runs one pipeline stage per replica: PP micro-batching is not simulated yet "
+                            "(give --tp)");
+  if (rs.disaggregated || rs.speculation)
+    diags.error("", rs.disaggregated ? "disaggregated" : "spec_acceptance",
+                "simulate runs one aggregated replica without speculative decoding");
+  const Format fmt_ = parse_format(g.format);
+  if (fmt_ == Format::csv && !sf.series_s)
+    diags.error("", "--format", "csv prints the time series: give --series-s SECONDS");
+  model::LengthSampler in_len, out_len;
+  in_len.a = in_len.b = double(rs.input_tokens);
+  out_len.a = out_len.b = double(rs.output_tokens);
+  if (sf.input_lengths)
+    if (auto l = parse_sampler(*sf.input_lengths, "--input-lengths", diags)) in_len = *l;
+  if (sf.output_lengths)
+    if (auto l = parse_sampler(*sf.output_lengths, "--output-lengths", diags)) out_len = *l;
+  if (trace && (sf.input_lengths || sf.output_lengths))
+    diags.error("", sf.input_lengths ? "--input-lengths" : "--output-lengths",
+                "a trace gives each request's lengths: length distributions apply to synthetic arrivals only");
+  if (diags.has_errors()) return report(diags);
+
+  std::vector<model::SimRequest> requests;
+  std::string workload;
+  if (trace) {
+    auto text = json_io::read_text_file(sf.trace, diags, std::size_t{1} << 30);  // traces run to hundreds of MB
+    if (!text) return report(diags);
+    auto t = parse_trace_csv(*text, sf.trace, diags);
+    if (!t) return report(diags);
+    requests = std::move(t->requests);
+    workload = fmt::format("trace {} ({}), {} requests over {:.4g} s", sf.trace, t->format, requests.size(),
+                           requests.back().arrival_s);
+    if (t->skipped_zero_output > 0)
+      diags.note(sf.trace, "", fmt::format("{} rows with no generated token skipped", t->skipped_zero_output));
+  } else {
+    model::ArrivalSpec a;
+    a.kind = sf.arrival == "gamma" ? model::ArrivalSpec::Kind::gamma : model::ArrivalSpec::Kind::poisson;
+    a.rate_per_s = *rs.rate;
+    a.cv = sf.cv;
+    a.count = sf.requests;
+    a.input = in_len;
+    a.output = out_len;
+    a.seed = std::uint64_t(sf.seed);
+    requests = model::generate_requests(a);
+    workload = fmt::format("{} arrivals at {} req/s{}, {} requests, seed {}", sf.arrival, plain_number(*rs.rate),
+                           sf.arrival == "gamma" ? fmt::format(" (CV {})", plain_number(sf.cv)) : std::string(),
+                           sf.requests, sf.seed);
+  }
+  report(diags);  // notes
+
+  // KV blocks of the replica from the serving memory model (the engine's pool at this layout).
+  double mean_in = 0, mean_out = 0;
+  for (const auto& r : requests) {
+    mean_in += double(r.input_tokens);
+    mean_out += double(r.output_tokens);
+  }
+  mean_in /= double(requests.size());
+  mean_out /= double(requests.size());
+  model::ServingMemoryPlan mp = rs.memory;
+  mp.tp = rs.perf.tp;
+  mp.pp = rs.perf.pp;
+  mp.context = std::max<std::int64_t>(1, std::llround(mean_in + mean_out));
+  mp.concurrency = 1;
+  mp.gpus.reset();
+  mp.kv = rs.perf.kv;
+  mp.weights = rs.perf.weights;
+  const model::ServingMemory mem = model::serving_memory(rs.arch, rs.params, *rs.sys.gpu, mp, Explain::off);
+  const std::int64_t block = std::max<std::int64_t>(1, mem.plan.block_size);
+  if (!mem.ok || mem.kv_token_capacity < block) {
+    Diagnostics d2;
+    d2.error("", "--tp", fmt::format("{} does not fit on TP {} of {}: no KV block is left for requests", rs.arch.id,
+                                     rs.perf.tp, rs.sys.gpu->info.id));
+    report(d2);
+    return kExitInfeasible;
+  }
+  model::SimOptions opt;
+  opt.block_size = block;
+  opt.kv_blocks = mem.kv_token_capacity / block;
+  opt.prefix_hit_rate = sf.prefix_hit_rate;
+  opt.series_interval_s = sf.series_s.value_or(0.0);
+  const model::SimResult r = model::simulate_serving(rs.arch, rs.perf, rs.sys, requests, opt);
+
+  const std::string engine = fmt::format("token budget {}, max {} sequences, {} KV blocks of {} tokens ({} tokens){}",
+                                         rs.perf.max_batched_tokens, rs.perf.max_batch, opt.kv_blocks, block,
+                                         opt.kv_blocks * block,
+                                         rs.perf.cached_prefix_tokens > 0
+                                             ? fmt::format(", shared prefix {} tokens", rs.perf.cached_prefix_tokens)
+                                             : std::string());
+  if (fmt_ == Format::csv) {
+    std::string o = "t_s,running,waiting,kv_utilisation,output_tokens_per_s\n";
+    for (const auto& p : r.series)
+      o += fmt::format("{},{},{},{:.4f},{:.6g}\n", plain_number(p.t_s), p.running, p.waiting, p.kv_utilisation,
+                       p.tokens_per_s);
+    out(o);
+    return kExitOk;
+  }
+  if (fmt_ == Format::json) {
+    ordered_json o;
+    o["model"] = rs.arch.id;
+    o["gpu"] = rs.sys.gpu->info.id;
+    o["tp"] = rs.perf.tp;
+    o["engine"] = {{"max_num_batched_tokens", rs.perf.max_batched_tokens},
+                   {"max_num_seqs", rs.perf.max_batch},
+                   {"block_size", block},
+                   {"kv_blocks", opt.kv_blocks},
+                   {"shared_prefix_tokens", rs.perf.cached_prefix_tokens},
+                   {"prefix_hit_rate", sf.prefix_hit_rate}};
+    o["workload"] = workload;
+    o["requests"] = r.requests;
+    o["completed"] = r.completed;
+    o["duration_s"] = r.duration_s;
+    o["ttft"] = stats_json(r.ttft);
+    o["itl"] = stats_json(r.itl);
+    o["tpot"] = stats_json(r.tpot);
+    o["e2e"] = stats_json(r.e2e);
+    o["requests_per_s"] = r.requests_per_s;
+    o["output_tokens_per_s"] = r.output_tokens_per_s;
+    o["input_tokens_per_s"] = r.input_tokens_per_s;
+    o["kv_utilisation_mean"] = r.kv_utilisation_mean;
+    o["kv_utilisation_peak"] = r.kv_utilisation_peak;
+    o["mean_running"] = r.mean_running;
+    o["preemptions"] = r.preemptions;
+    o["iterations"] = r.iterations;
+    o["mean_iteration_s"] = r.iterations > 0 ? r.busy_s / double(r.iterations) : 0.0;
+    o["busy_fraction"] = r.duration_s > 0 ? r.busy_s / r.duration_s : 0.0;
+    o["cost_evaluations"] = r.cost_evaluations;
+    o["notes"] = r.notes;
+    if (sf.series_s) {
+      ordered_json series = ordered_json::array();
+      for (const auto& p : r.series)
+        series.push_back({{"t_s", p.t_s},
+                          {"running", p.running},
+                          {"waiting", p.waiting},
+                          {"kv_utilisation", p.kv_utilisation},
+                          {"output_tokens_per_s", p.tokens_per_s}});
+      o["series"] = series;
+    }
+    out(json_text(o));
+    return kExitOk;
+  }
+  std::vector<Section> secs;
+  secs.push_back({fmt::format("Simulated serving of {} on {} (TP {})",
+                              rs.arch.name.empty() ? rs.arch.id : rs.arch.name, rs.sys.gpu->info.id, rs.perf.tp),
+                  {{"engine", engine},
+                   {"workload", workload},
+                   {"completed", fmt::format("{} of {} requests in {:.4g} s simulated", r.completed, r.requests,
+                                             r.duration_s)}}});
+  secs.push_back({"Latency",
+                  {{"TTFT", stats_text(r.ttft)},
+                   {"ITL (every token gap)", stats_text(r.itl)},
+                   {"TPOT (per request)", stats_text(r.tpot)},
+                   {"E2E", stats_text(r.e2e)}}});
+  secs.push_back({"Engine",
+                  {{"throughput", fmt::format("{:.4g} req/s, {:.0f} output tok/s, {:.0f} prompt tok/s computed",
+                                              r.requests_per_s, r.output_tokens_per_s, r.input_tokens_per_s)},
+                   {"running sequences", fmt::format("{:.1f} on average over iterations", r.mean_running)},
+                   {"KV utilisation", fmt::format("{:.1f}% mean, {:.1f}% peak", 100 * r.kv_utilisation_mean,
+                                                  100 * r.kv_utilisation_peak)},
+                   {"preemptions", std::to_string(r.preemptions)},
+                   {"iterations", fmt::format("{}, mean {}, busy {:.1f}% of the time ({} priced by forward_cost, the "
+                                              "rest from the memo)",
+                                              r.iterations,
+                                              units::format(units::Seconds(r.iterations > 0 ? r.busy_s / double(r.iterations) : 0.0)),
+                                              r.duration_s > 0 ? 100 * r.busy_s / r.duration_s : 0.0,
+                                              r.cost_evaluations)}}});
+  if (!r.notes.empty()) {
+    Section n{"Notes", {}};
+    for (const auto& x : r.notes) n.rows.emplace_back("", x);
+    secs.push_back(n);
+  }
+  if (sf.series_s) {
+    Section ts{fmt::format("Time series (every {} s)", plain_number(*sf.series_s)), {}};
+    for (const auto& p : r.series)
+      ts.rows.emplace_back(fmt::format("t = {} s", plain_number(p.t_s)),
+                           fmt::format("{} running, {} waiting, KV {:.1f}%, {:.0f} output tok/s", p.running, p.waiting,
+                                       100 * p.kv_utilisation, p.tokens_per_s));
+    secs.push_back(ts);
+  }
+  out(render_sections(secs, fmt_));
+  return kExitOk;
+}
+
+}  // namespace
+
+void register_simulate(CLI::App& app, GlobalOptions& g, int& rc) {
+  auto f = std::make_shared<ServingFlags>();
+  auto s = std::make_shared<ServeFlags>();
+  auto sf = std::make_shared<SimFlags>();
+  auto* c = app.add_subcommand("simulate", "request-level simulation of one serving replica (vLLM v1 scheduler): "
+                                           "TTFT/ITL/E2E percentiles under Poisson, bursty or traced arrivals");
+  c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
+  add_serve_options(*c, *f, *s, false);
+  c->add_option("--rate", s->rate, "arrival rate, requests per second (synthetic arrivals)");
+  c->add_option("--trace", sf->trace,
+                "replay a trace CSV: Azure LLM inference 2023 (TIMESTAMP, ContextTokens, GeneratedTokens) or BurstGPT "
+                "(Timestamp, Request tokens, Response tokens)");
+  c->add_option("--arrival", sf->arrival, "synthetic arrival process: poisson or gamma")->capture_default_str();
+  c->add_option("--cv", sf->cv, "gamma arrivals: coefficient of variation of the gaps (> 1: bursty)")
+      ->capture_default_str();
+  c->add_option("--requests", sf->requests, "synthetic requests to simulate")->capture_default_str();
+  c->add_option("--input-lengths", sf->input_lengths,
+                "prompt lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --input-tokens)");
+  c->add_option("--output-lengths", sf->output_lengths,
+                "output lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --output-tokens)");
+  c->add_option("--seed", sf->seed, "seed of the synthetic arrivals and lengths")->capture_default_str();
+  c->add_option("--prefix-hit-rate", sf->prefix_hit_rate,
+                "fraction of each prompt's tokens found in the prefix cache (whole blocks), beyond --prefix-tokens")
+      ->capture_default_str();
+  c->add_option("--series-s", sf->series_s, "print a time series sample every this many simulated seconds");
+  add_format_option(*c, g);
+  c->callback([&g, f, s, sf, c, &rc] { rc = run_simulate(g, *c, *f, *s, *sf); });
+}
+
+}  // namespace gpuplan::cli

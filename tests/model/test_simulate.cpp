@@ -1,0 +1,241 @@
+// The request-level serving simulator (model/include/gpuplan/model/simulate.hpp): the iteration's equivalent forward
+// pass computed by hand, a lone request's TTFT and E2E summed from forward_cost by hand, chunked prefill equal to the
+// planner's prefill_time, vLLM v1's preemption by recompute counted by hand on a tiny KV cache, the arrival and
+// length generators' moments, determinism, and the agreement with the steady-state planner (issue #28, deliverable 2).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/model/simulate.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+using gpuplan::test::arch;
+
+namespace {
+
+const hw::HardwareDb& hardware() {
+  static const hw::HardwareDb d = [] {
+    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return d;
+}
+
+model::ServingSystem h100() {
+  model::ServingSystem s;
+  s.db = &hardware();
+  s.node = hardware().find_node("dgx-h100");
+  REQUIRE(s.node != nullptr);
+  s.gpu = hardware().find_gpu(s.node->gpu);
+  REQUIRE(s.gpu != nullptr);
+  return s;
+}
+
+double fwd(const model::ServingPerfPlan& p, const model::ForwardBatch& b) {
+  return model::forward_cost(arch("llama-3.1-8b"), p, b, h100(), Explain::off).total.raw();
+}
+
+model::SimOptions exact(std::int64_t blocks) {
+  model::SimOptions o;
+  o.kv_blocks = blocks;
+  o.block_size = 16;
+  o.cost_bits = 0;  // no rounding of the batch shape: costs exactly as forward_cost prices them
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("an iteration's chunks price as one pass with the same tokens and the same attention work") {
+  // Two chunks: 100 new tokens from position 0, and 300 after 500 cached; 3 decodes holding 1000, 2000, 3000.
+  model::IterationShape it;
+  it.decodes = 3;
+  it.decode_context_sum = 6000;
+  it.chunks = 2;
+  it.chunk_tokens = 400;
+  it.chunk_work = 100 * (0 + 50) + 300 * (500 + 150);  // 200,000
+  it.emitting_chunks = 1;
+  const model::ForwardBatch fb = model::iteration_batch(it);
+  CHECK(fb.decode_seqs == 3);
+  CHECK(fb.decode_context == 2000);   // the mean context
+  CHECK(fb.prefill_tokens == 200);    // the mean chunk
+  CHECK(fb.prefill_seqs == doctest::Approx(2.0));
+  CHECK(fb.prefill_past == 400);      // 200,000 / 400 − 200/2
+  CHECK(fb.prefill_emits_token);
+}
+
+TEST_CASE("a lone request's TTFT is its prompt's pass and its E2E adds one decode per later token") {
+  model::ServingPerfPlan p;
+  const std::int64_t isl = 512, osl = 8;
+  const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, isl, osl}}, exact(100000));
+  REQUIRE(r.completed == 1);
+  const double ttft = fwd(p, model::ForwardBatch{0, 1, 0, 1.0, isl, 0, true});
+  double e2e = ttft;
+  // The k-th later token: one decoding sequence holding isl + k − 1 tokens.
+  for (std::int64_t k = 1; k < osl; ++k) e2e += fwd(p, model::ForwardBatch{1, 1, isl + k - 1, 0, 0, 0, false});
+  CHECK(r.ttft.p50 == doctest::Approx(ttft).epsilon(1e-12));
+  CHECK(r.e2e.p50 == doctest::Approx(e2e).epsilon(1e-12));
+  CHECK(r.itl.samples == osl - 1);
+  CHECK(r.preemptions == 0);
+  CHECK(r.iterations == osl);
+}
+
+TEST_CASE("a prompt longer than the token budget prefills in chunks, as the planner's prefill_time prices it") {
+  model::ServingPerfPlan p;
+  p.max_batched_tokens = 2048;
+  const std::int64_t isl = 5000;  // chunks of 2048, 2048, 904
+  const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, isl, 1}}, exact(100000));
+  REQUIRE(r.completed == 1);
+  const double planner = model::prefill_time(arch("llama-3.1-8b"), p, 1, isl, h100()).raw();
+  CHECK(r.ttft.p50 == doctest::Approx(planner).epsilon(1e-9));
+  CHECK(r.iterations == 3);
+}
+
+TEST_CASE("when KV blocks run out the newest running request is preempted and recomputed (vLLM v1)") {
+  // 10 blocks of 16 tokens. A and B (64 in, 64 out) arrive together and are admitted with 4 blocks each; their 65th
+  // tokens take a 5th block each (0 free); A's 81st token needs a 6th: B, the newest, gives its 5 back and waits.
+  // B cannot return while A runs (its recompute of 64 + 17 tokens needs 6 blocks, 4 are free); after A finishes it
+  // is admitted again and finishes within 8 blocks. One preemption, both complete.
+  model::ServingPerfPlan p;
+  const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, 64, 64}, {0.0, 64, 64}}, exact(10));
+  CHECK(r.completed == 2);
+  CHECK(r.preemptions == 1);
+  CHECK(r.kv_utilisation_peak == doctest::Approx(1.0));
+  // A never waited: 64 iterations (a prefill, 63 decodes). B ran 17 tokens beside A, then waited for A's end, then
+  // recomputed its 81 tokens in one pass and decoded 47 more: 64 + 48 iterations of about one decode step each.
+  CHECK(r.e2e.max / r.e2e.p50 == doctest::Approx(112.0 / 64.0).epsilon(0.05));
+}
+
+TEST_CASE("a request longer than the whole KV cache is refused with a note, never looped on") {
+  model::ServingPerfPlan p;
+  const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, 4000, 100}, {1.0, 100, 10}}, exact(100));
+  CHECK(r.completed == 1);
+  REQUIRE(!r.notes.empty());
+  CHECK(r.notes.front().find("1 requests need more KV") != std::string::npos);
+}
+
+TEST_CASE("Poisson and Gamma arrivals have the rate and the burstiness asked for, lengths their means") {
+  model::ArrivalSpec a;
+  a.rate_per_s = 20;
+  a.count = 200000;
+  a.input = {model::LengthSampler::Kind::lognormal, 1000, 600};
+  a.output = {model::LengthSampler::Kind::uniform, 100, 300};
+  auto moments = [](const std::vector<model::SimRequest>& rs) {
+    double s = 0, s2 = 0, prev = 0;
+    for (const auto& r : rs) {
+      const double g = r.arrival_s - prev;
+      prev = r.arrival_s;
+      s += g;
+      s2 += g * g;
+    }
+    const double n = double(rs.size()), mean = s / n;
+    return std::pair{mean, std::sqrt(s2 / n - mean * mean) / mean};
+  };
+  const auto poisson = model::generate_requests(a);
+  const auto [mp, cvp] = moments(poisson);
+  CHECK(mp == doctest::Approx(1.0 / 20).epsilon(0.01));
+  CHECK(cvp == doctest::Approx(1.0).epsilon(0.02));
+  double in = 0, out = 0;
+  for (const auto& r : poisson) {
+    in += double(r.input_tokens);
+    out += double(r.output_tokens);
+    CHECK_MESSAGE((r.output_tokens >= 100 && r.output_tokens <= 300), "uniform out of range");
+  }
+  CHECK(in / double(a.count) == doctest::Approx(1000).epsilon(0.01));
+  CHECK(out / double(a.count) == doctest::Approx(200).epsilon(0.01));
+  a.kind = model::ArrivalSpec::Kind::gamma;
+  a.cv = 3.0;
+  const auto [mg, cvg] = moments(model::generate_requests(a));
+  CHECK(mg == doctest::Approx(1.0 / 20).epsilon(0.02));
+  CHECK(cvg == doctest::Approx(3.0).epsilon(0.05));
+  // The same seed gives the same requests; another seed others.
+  const auto again = model::generate_requests(a);
+  CHECK(again.back().arrival_s == model::generate_requests(a).back().arrival_s);
+  a.seed = 2;
+  CHECK(model::generate_requests(a).back().arrival_s != again.back().arrival_s);
+}
+
+namespace {
+
+struct Agreement {
+  double planner_ttft = 0, planner_itl = 0, sim_ttft_p50 = 0, sim_itl_mean = 0, sim_iteration = 0;
+};
+
+/// The planner at `rate` with the TTFT percentile at the median, and the simulator under Poisson arrivals of fixed
+/// lengths at the same rate on one replica of the planner's TP (KV blocks from the same memory model).
+Agreement agree(const std::string& id, int tp, std::int64_t isl, std::int64_t osl, double rate) {
+  const auto& a = arch(id);
+  const auto params = model::parameter_counts(a, Explain::off);
+  model::ServingPerfPlan p;
+  p.tp = tp;
+  model::Traffic tr;
+  tr.requests_per_s = rate;
+  tr.input_tokens = isl;
+  tr.output_tokens = osl;
+  model::Sla sla;
+  sla.percentile = 0.5;
+  model::ServingPlanOptions opt;
+  opt.tp_options = {tp};
+  const auto plan = model::plan_serving(a, params, p, tr, sla, h100(), opt, Explain::off);
+  REQUIRE(plan.best.has_value());
+  REQUIRE(plan.best->replicas == 1);
+  model::ServingMemoryPlan mp;
+  mp.tp = tp;
+  mp.context = isl + osl;
+  const auto mem = model::serving_memory(a, params, *h100().gpu, mp, Explain::off);
+  model::ArrivalSpec spec;
+  spec.rate_per_s = rate;
+  spec.count = 20000;
+  spec.input = {model::LengthSampler::Kind::fixed, double(isl), double(isl)};
+  spec.output = {model::LengthSampler::Kind::fixed, double(osl), double(osl)};
+  model::SimOptions so;
+  so.block_size = mem.plan.block_size;
+  so.kv_blocks = mem.kv_token_capacity / mem.plan.block_size;
+  const auto r = model::simulate_serving(a, p, h100(), model::generate_requests(spec), so);
+  REQUIRE(r.completed == spec.count);
+  CHECK(r.preemptions == 0);
+  return {plan.best->ttft.raw(), plan.best->itl.raw(), r.ttft.p50, r.itl.mean, r.busy_s / double(r.iterations)};
+}
+
+}  // namespace
+
+// Issue #28 deliverable 2. Where the planner's steady state holds (Poisson arrivals, moderate load, fixed lengths,
+// prompts whose prefill is long against one decode iteration) its median TTFT and mean ITL agree with the simulation
+// within 10% (measured with the built-in defaults: 0.7%, 0.5% and 3.2% on TTFT; 2.0%, 2.3% and 0.1% on ITL).
+TEST_CASE("the planner's median TTFT and mean ITL agree with the simulator within 10% in steady state") {
+  struct Case {
+    const char* model;
+    int tp;
+    std::int64_t isl, osl;
+    double rate;
+  };
+  for (const Case& c : {Case{"llama-3.1-8b", 1, 1024, 256, 10.0}, Case{"llama-3.1-8b", 1, 2048, 512, 3.0},
+                        Case{"llama-3.1-70b", 4, 1024, 256, 3.0}}) {
+    INFO(c.model << " TP " << c.tp << " " << c.isl << "/" << c.osl << " at " << c.rate << " req/s");
+    const Agreement g = agree(c.model, c.tp, c.isl, c.osl, c.rate);
+    CHECK(g.sim_ttft_p50 == doctest::Approx(g.planner_ttft).epsilon(0.10));
+    CHECK(g.sim_itl_mean == doctest::Approx(g.planner_itl).epsilon(0.10));
+    // The planner's ITL is the mean iteration; the simulated engine's mean iteration is the same quantity.
+    CHECK(g.sim_iteration == doctest::Approx(g.planner_itl).epsilon(0.05));
+  }
+}
+
+// Where they disagree, the simulator is right about the engine it models: a prompt arrives while an iteration runs
+// and joins the batch only at the next step (vLLM schedules between forward passes), so it first waits out the
+// running iteration, E[I²] / (2·E[I]) ≥ half a mean iteration. The planner's TTFT leaves that wait out; it shows
+// when the prompt's own prefill is short against an iteration (here 512-token prompts on Llama 3.1 8B at 20 req/s:
+// the simulator's median is ~18% above the planner's, by about half an iteration).
+TEST_CASE("short prompts: the planner's TTFT misses the wait for the running iteration to end") {
+  const Agreement g = agree("llama-3.1-8b", 1, 512, 256, 20.0);
+  const double gap = g.sim_ttft_p50 - g.planner_ttft;
+  CHECK(gap > 0.10 * g.planner_ttft);                                   // beyond the 10% of the agreement test
+  CHECK(gap == doctest::Approx(0.5 * g.sim_iteration).epsilon(0.35));  // about half an iteration
+  CHECK(g.sim_itl_mean == doctest::Approx(g.planner_itl).epsilon(0.05));  // ITL still agrees
+}
