@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "bands.hpp"
 #include "commands.hpp"
 #include "report_render.hpp"
 #include "resolve.hpp"
@@ -240,6 +241,8 @@ int run_report(const GlobalOptions& g, const ReportFlags& f) {
   req.serving = ctx->serving;
   req.threads = unsigned(f.threads);
   req.explain = g.explain ? Explain::on : Explain::off;
+  if (auto bands = load_bands(*dir, diags)) req.bands = std::move(*bands);
+  if (diags.has_errors()) return report(diags);
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   bool drew = false;
   req.progress = [&](std::size_t done, std::size_t total, const std::string& what) {

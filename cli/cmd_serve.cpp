@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bands.hpp"
 #include "commands.hpp"
 #include "render_reports.hpp"
 #include "resolve.hpp"
@@ -31,7 +32,8 @@ using nlohmann::ordered_json;
 std::string ms(u::Seconds s) { return u::format(s); }
 
 /// The planner's JSON output (the stable keys of docs/cli.md), also the result of one point of a sweep.
-ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanResult& r, bool explain) {
+ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanResult& r, bool explain,
+                          const model::Band* band = nullptr) {
   const auto& arch = rs.arch;
   const auto& gpu = *rs.sys.gpu;
   const model::Traffic tr = rs.traffic();
@@ -80,6 +82,21 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
     o["cost_per_mtok_usd"] = r.best->cost_per_mtok_usd;
     if (const auto kind = price_kind(rs.sys.price, rs.sys.gpu); kind && r.best->cost_rate.raw() > 0)
       o["price_kind"] = *kind;
+    if (band != nullptr) {
+      const auto& b = *r.best;
+      auto times = [&](double v) { return ordered_json::array({v * band->p10, v * band->p90}); };
+      // GPUs for the same traffic scale with the time per token: whole replicas of TP × PP.
+      const double per_replica = double(b.tp) * double(b.pp);
+      o["gpus_band"] = {std::ceil(double(b.replicas) * band->p10 - 1e-9) * per_replica,
+                        std::ceil(double(b.replicas) * band->p90 - 1e-9) * per_replica};
+      o["ttft_s_band"] = times(b.ttft.raw());
+      o["itl_s_band"] = times(b.itl.raw());
+      const double tps = b.state.output_tokens_per_s * double(b.replicas);
+      o["tokens_per_s_band"] = {tps / band->p90, tps / band->p10};
+      o["cost_per_mtok_usd_band"] = times(b.cost_per_mtok_usd);
+      o["band"] = {{"regime", band->regime}, {"cases", band->cases}, {"p10", band->p10}, {"p50", band->p50},
+                   {"p90", band->p90}, {"fallback", band->fallback}};
+    }
   }
   o["per_tp"] = ordered_json::array();
   for (const auto& c : r.per_tp) o["per_tp"].push_back(cand(c));
@@ -275,8 +292,20 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
     const model::ServingPlanOptions opt = rs.plan_options();
     const auto r = model::plan_serving(arch, params, perf, tr, sla, sys, opt, Explain::on);
     const int rc = r.feasible ? kExitOk : kExitInfeasible;
+    // The error band of the chosen layout's regime (<data>/accuracy/bands.json; absent file: no band).
+    std::optional<model::Band> band;
+    if (r.best) {
+      Diagnostics bd;
+      if (const auto cases = load_bands(ctx.data_dir, bd)) {
+        const model::Regime reg{"serve", model::generation_of(gpu.family), arch.moe.has_value() ? "moe" : "dense",
+                                model::scale_bucket(std::int64_t(r.best->tp) * r.best->pp, sys.node ? sys.node->gpus : 1)};
+        band = model::band_for(*cases, reg);
+      }
+      if (bd.has_errors()) return report(bd);
+    }
+    const model::Band* bp = band ? &*band : nullptr;
     if (fmt_ == Format::json) {
-      out(json_text(planner_json(rs, r, g.explain)));
+      out(json_text(planner_json(rs, r, g.explain, bp)));
       return rc;
     }
     if (fmt_ == Format::csv) {
@@ -300,7 +329,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
       out(t.render(fmt_));
       return rc;
     }
-    const auto sec = planner_sections(rs, r);
+    const auto sec = planner_sections(rs, r, bp);
     const Table t = planner_table(r);
     out(render_sections(sec, fmt_));
     out((fmt_ == Format::md ? "\n### Best batch per TP size\n\n" : "\nBest batch per TP size\n") + t.render(fmt_));
@@ -480,7 +509,8 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
 
 }  // namespace
 
-std::vector<Section> planner_sections(const ResolvedServing& rs, const model::ServingPlanResult& r) {
+std::vector<Section> planner_sections(const ResolvedServing& rs, const model::ServingPlanResult& r,
+                                      const model::Band* band) {
   const auto& arch = rs.arch;
   const hw::GpuSpec& gpu = *rs.sys.gpu;
   const model::ServingPerfPlan& perf = rs.perf;
@@ -519,6 +549,15 @@ std::vector<Section> planner_sections(const ResolvedServing& rs, const model::Se
                                                              u::to_usd_per_hour(b.cost_rate), b.cost_per_mtok_usd,
                                                              describe_price(rs.sys.price, rs.sys.gpu))
                                                : std::string("no price for this GPU (give --price)")}};
+    if (band != nullptr) {
+      // Measured/predicted time of the regime's validation cases: the latencies scale with it, the GPUs for the same
+      // traffic too (whole replicas).
+      auto reps = [&](double q) { return std::int64_t(std::ceil(double(b.replicas) * q - 1e-9)) * b.tp * b.pp; };
+      ans.rows.emplace_back("error band (p10–p90)",
+                            fmt::format("GPUs {}–{}, TTFT {}–{}, ITL {}–{} ({})", reps(band->p10), reps(band->p90),
+                                        ms(b.ttft * band->p10), ms(b.ttft * band->p90), ms(b.itl * band->p10),
+                                        ms(b.itl * band->p90), band_note(*band)));
+    }
     for (const auto& reason : r.reasons) ans.rows.emplace_back("reason", reason);
     sec.push_back(ans);
   }

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bands.hpp"
 #include "commands.hpp"
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
@@ -131,7 +132,8 @@ ordered_json bytes_json(const model::TrainingMemory& m) {
 
 /// The JSON object of one estimate (the stable keys of docs/cli.md).
 ordered_json estimate_json(const wl::TransformerArch& arch, const model::TrainingSystem& sys,
-                           const wl::TrainingPlan& plan, const model::TrainingEstimate& est, bool explain) {
+                           const wl::TrainingPlan& plan, const model::TrainingEstimate& est, bool explain,
+                           const model::Band* band = nullptr) {
   const auto& par = plan.par;
   ordered_json o;
   o["model"] = arch.id;
@@ -176,6 +178,17 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
       o["price_kind"] = price_kind(sys.price, sys.gpu).value_or("");
     }
     if (est.energy) o["energy_kWh"] = est.energy->raw() / 3.6e6;
+    if (band != nullptr) {
+      // A time scales with measured/predicted time, a rate with its inverse.
+      auto times = [&](double v) { return ordered_json::array({v * band->p10, v * band->p90}); };
+      o["step_time_s_band"] = times(est.step_time.raw());
+      o["tokens_per_s_band"] = {est.tokens_per_s / band->p90, est.tokens_per_s / band->p10};
+      if (est.time_to_train) o["time_to_train_s_band"] = times(est.time_to_train->raw());
+      if (est.gpu_hours) o["gpu_hours_band"] = times(*est.gpu_hours);
+      if (est.cost) o["cost_usd_band"] = times(est.cost->raw());
+      o["band"] = {{"regime", band->regime}, {"cases", band->cases}, {"p10", band->p10}, {"p50", band->p50},
+                   {"p90", band->p90}, {"fallback", band->fallback}};
+    }
   }
   if (explain && !est.derivation.empty()) o["derivation"] = derivation_json(est.derivation);
   return o;
@@ -213,7 +226,7 @@ std::string layout_text(const wl::TrainingPlan& plan) {
 
 /// The text/Markdown sections of one estimate after its head section: Infeasible, Throughput, Step breakdown, Memory.
 std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
-                                       const model::TrainingEstimate& est) {
+                                       const model::TrainingEstimate& est, const model::Band* band) {
   const auto& par = plan.par;
   std::vector<Section> sec;
   if (!est.feasibility.ok) {
@@ -223,16 +236,31 @@ std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const w
   }
   if (est.step_time.raw() > 0) {
     Section perf{"Throughput", {}};
-    perf.rows = {{"step time", u::format(est.step_time)},
-                 {"tokens/s", fmt::format("{} ({} per GPU)", u::format_number(est.tokens_per_s, 4),
-                                          u::format_number(est.tokens_per_s / double(par.gpus()), 4))},
+    // With a band: "(p10–p90: lo–hi, regime, n cases)" after each time, rate and cost.
+    auto tband = [&](u::Seconds t) {
+      return band ? fmt::format(" (p10–p90: {}–{}, {})", u::format(t * band->p10), u::format(t * band->p90), band_note(*band))
+                  : std::string();
+    };
+    perf.rows = {{"step time", u::format(est.step_time) + tband(est.step_time)},
+                 {"tokens/s", fmt::format("{} ({} per GPU){}", u::format_number(est.tokens_per_s, 4),
+                                          u::format_number(est.tokens_per_s / double(par.gpus()), 4),
+                                          band ? fmt::format(" (p10–p90: {}–{})", u::format_number(est.tokens_per_s / band->p90, 4),
+                                                             u::format_number(est.tokens_per_s / band->p10, 4))
+                                               : std::string())},
                  {"MFU / HFU", fmt::format("{} / {}", u::format(u::Ratio(est.mfu)), u::format(u::Ratio(est.hfu)))}};
     if (est.time_to_train) {
-      perf.rows.emplace_back("time to train", fmt::format("{} for {} tokens", u::format(*est.time_to_train),
-                                                          u::format_number(*plan.tokens_to_train, 3)));
+      perf.rows.emplace_back("time to train", fmt::format("{} for {} tokens{}", u::format(*est.time_to_train),
+                                                          u::format_number(*plan.tokens_to_train, 3),
+                                                          band ? fmt::format(" (p10–p90: {}–{})",
+                                                                             u::format(*est.time_to_train * band->p10),
+                                                                             u::format(*est.time_to_train * band->p90))
+                                                               : std::string()));
       perf.rows.emplace_back("GPU-hours", u::format_number(*est.gpu_hours, 4));
       if (est.cost)
-        perf.rows.emplace_back("cost", fmt::format("{} at {}", u::format(*est.cost), describe_price(sys.price, sys.gpu)));
+        perf.rows.emplace_back("cost", fmt::format("{} at {}{}", u::format(*est.cost), describe_price(sys.price, sys.gpu),
+                                                   band ? fmt::format(" (p10–p90: {}–{})", u::format(*est.cost * band->p10),
+                                                                      u::format(*est.cost * band->p90))
+                                                        : std::string()));
       if (est.energy) perf.rows.emplace_back("energy (estimate: TDP × busy time)", u::format(*est.energy));
     }
     sec.push_back(perf);
@@ -272,7 +300,7 @@ std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const w
 
 std::vector<Section> training_sections(const wl::TransformerArch& arch, long long shown_gpus,
                                        const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
-                                       const model::TrainingEstimate& est) {
+                                       const model::TrainingEstimate& est, const model::Band* band) {
   std::vector<Section> sec;
   Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
   head.rows = {{"layout", layout_text(plan)},
@@ -280,11 +308,24 @@ std::vector<Section> training_sections(const wl::TransformerArch& arch, long lon
                                      plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
                {"node", sys.node ? sys.node->info.id : "single GPU"}};
   sec.push_back(head);
-  for (auto& x : estimate_sections(sys, plan, est)) sec.push_back(std::move(x));
+  for (auto& x : estimate_sections(sys, plan, est, band)) sec.push_back(std::move(x));
   return sec;
 }
 
 namespace {
+
+/// The error band of a training estimate's regime, from <data>/accuracy/bands.json (absent file: no band).
+std::optional<model::Band> training_band(const GlobalOptions& g, const model::TrainingSystem& sys,
+                                         const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
+                                         Diagnostics& diags) {
+  const auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return std::nullopt;
+  const auto cases = load_bands(*dir, diags);
+  if (!cases) return std::nullopt;
+  const model::Regime r{"train", model::generation_of(sys.gpu->family), arch.moe.has_value() ? "moe" : "dense",
+                        model::scale_bucket(plan.par.gpus(), sys.node ? sys.node->gpus : 1)};
+  return model::band_for(*cases, r);
+}
 
 int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const ResolvedTraining& r) {
   const auto& sys = r.sys;
@@ -297,10 +338,14 @@ int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const R
   model::TrainingEstimate est;
   if (pre.ok) est = model::estimate_training(arch, plan, sys, g.explain ? Explain::on : Explain::off);
   else est.feasibility = pre;
+  Diagnostics band_diags;
+  const auto band = training_band(g, sys, arch, plan, band_diags);
+  if (band_diags.has_errors()) return report(band_diags);
+  const model::Band* bp = band ? &*band : nullptr;
 
   if (fmt_ == Format::json || fmt_ == Format::csv) {
     if (fmt_ == Format::json) {
-      out(json_text(estimate_json(arch, sys, plan, est, g.explain)));
+      out(json_text(estimate_json(arch, sys, plan, est, g.explain, bp)));
     } else {
       Table t;
       t.columns = {{"model", "model"}, {"gpu", "gpu"}, {"gpus", "gpus", true}, {"tp", "tp", true}, {"pp", "pp", true},
@@ -320,7 +365,7 @@ int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const R
   }
 
   const long long shown_gpus = s.gpus && !pre.ok ? *s.gpus : par.gpus();
-  out(render_sections(training_sections(arch, shown_gpus, sys, plan, est), fmt_));
+  out(render_sections(training_sections(arch, shown_gpus, sys, plan, est, bp), fmt_));
   if (g.explain && !est.derivation.empty()) out(render_derivation(est.derivation, fmt_));
   return est.feasibility.ok ? kExitOk : kExitInfeasible;
 }
@@ -536,7 +581,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
                                     best_plan.offload == wl::Offload::optimizer ? ", CPU offload of the optimizer"
                                                                                 : "")}};
     sec.push_back(b);
-    for (auto& x : estimate_sections(sys, best_plan, *best)) sec.push_back(std::move(x));
+    for (auto& x : estimate_sections(sys, best_plan, *best, nullptr)) sec.push_back(std::move(x));
   } else {
     Section none{"No layout ranks", {}};
     if (res.valid == 0) none.rows.emplace_back("-", "no valid layout (see the notes)");

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "gpuplan/model/accuracy_band.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
 #include "resolve.hpp"
@@ -15,11 +16,12 @@ namespace gpuplan::cli {
 /// divides).
 std::vector<Section> training_sections(const wl::TransformerArch& arch, long long shown_gpus,
                                        const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
-                                       const model::TrainingEstimate& est);
+                                       const model::TrainingEstimate& est, const model::Band* band = nullptr);
 
 /// `gpuplan serve --rate`'s sections (head with SLA and formats, Answer, disaggregated pools, Notes) and its
 /// "Best batch per TP size" table.
-std::vector<Section> planner_sections(const ResolvedServing& rs, const model::ServingPlanResult& r);
+std::vector<Section> planner_sections(const ResolvedServing& rs, const model::ServingPlanResult& r,
+                                      const model::Band* band = nullptr);
 Table planner_table(const model::ServingPlanResult& r);
 
 }  // namespace gpuplan::cli

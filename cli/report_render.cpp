@@ -153,7 +153,9 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
   if (!ctx.plan.description.empty()) doc.para(ctx.plan.description);
   doc.para(fmt::format("Plan `{}`: {} training run{}, {} serving deployment{}, {} hardware option{}. Each item is "
                        "costed on every option; the cheapest option that meets the item's deadline or latency target "
-                       "is marked **cheapest**.",
+                       "is marked **cheapest**. Where data/accuracy/bands.json is present, \"cheapest\" is on the "
+                       "expected cost (the estimate × the median measured/predicted time of its regime's validation "
+                       "cases, docs/accuracy.md) and costs show their p10–p90 range.",
                        ctx.file, res.training.size(), res.training.size() == 1 ? "" : "s", res.serving.size(),
                        res.serving.size() == 1 ? "" : "s", opts.size(), opts.size() == 1 ? "" : "s"));
 
@@ -169,13 +171,18 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
     std::vector<std::string> row{ir.name, fmt::format("train {} tokens within {}", tokens_text(req.tokens),
                                                       days_n(req.deadline_days))};
     auto cost_text = [](const model::TrainingCell& c) {
+      if (c.cost && c.band)
+        return fmt::format("{} ({}–{})", u::format(*c.cost), u::format(*c.cost * c.band->p10), u::format(*c.cost * c.band->p90));
       return c.cost ? u::format(*c.cost) : fmt::format("{} GPU-hours", count(c.gpu_hours));
     };
     if (ir.cheapest) {
       const auto& c = ir.cells[*ir.cheapest];
       row.insert(row.end(), {"**" + option_label(opts[*ir.cheapest]) + "**", count(double(c.gpus)), days(c.time_to_train),
                              cost_text(c),
-                             runner_up(ir, opts, [](const model::TrainingCell& x) { return x.cost ? x.cost->raw() : x.gpu_hours; },
+                             runner_up(ir, opts,
+                                       [](const model::TrainingCell& x) {
+                                         return (x.cost ? x.cost->raw() : x.gpu_hours) * model::expected_factor(x);
+                                       },
                                        cost_text)});
     } else {
       row.insert(row.end(), {"none meets the deadline", "", "", "", ""});
@@ -190,8 +197,12 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
     if (ir.cheapest) {
       const auto& c = ir.cells[*ir.cheapest];
       row.insert(row.end(), {"**" + option_label(opts[*ir.cheapest]) + "**", count(double(c.gpus)), "ongoing",
-                             fmt::format("{} ({} per month)", per_hour(c.cost_rate), per_month(c.cost_rate)),
-                             runner_up(ir, opts, [](const model::ServingCell& x) { return x.cost_rate.raw(); },
+                             fmt::format("{} ({} per month){}", per_hour(c.cost_rate), per_month(c.cost_rate),
+                                         c.band ? fmt::format(" ({}–{})", per_hour(c.cost_rate * c.band->p10),
+                                                              per_hour(c.cost_rate * c.band->p90))
+                                                : std::string()),
+                             runner_up(ir, opts,
+                                       [](const model::ServingCell& x) { return x.cost_rate.raw() * model::expected_factor(x); },
                                        [](const model::ServingCell& x) { return per_hour(x.cost_rate); })});
     } else {
       row.insert(row.end(), {"none meets the SLA", "", "", "", ""});
@@ -204,13 +215,22 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
     const bool any_training = std::any_of(res.training.begin(), res.training.end(), [](const auto& x) { return x.cheapest.has_value(); });
     const bool any_serving = std::any_of(res.serving.begin(), res.serving.end(), [](const auto& x) { return x.cheapest.has_value(); });
     if (any_training)
-      tot.push_back(fmt::format("**Training: {}** one-off ({} GPU-hours{}; the longest run takes {})",
-                                u::format(res.training_cost), count(res.training_gpu_hours),
+      tot.push_back(fmt::format("**Training: {}**{} one-off ({} GPU-hours{}; the longest run takes {})",
+                                u::format(res.training_cost),
+                                res.training_cost_p90.raw() > res.training_cost_p10.raw()
+                                    ? fmt::format(" (p10–p90: {}–{})", u::format(res.training_cost_p10),
+                                                  u::format(res.training_cost_p90))
+                                    : std::string(),
+                                count(res.training_gpu_hours),
                                 res.training_energy.raw() > 0 ? ", about " + u::format(res.training_energy) + " of GPU energy"
                                                               : std::string(),
                                 days(res.training_time_longest)));
     if (any_serving)
-      tot.push_back(fmt::format("**Serving: {}** = {} per 30-day month, on {} GPU{}", per_hour(res.serving_cost_rate),
+      tot.push_back(fmt::format("**Serving: {}**{} = {} per 30-day month, on {} GPU{}", per_hour(res.serving_cost_rate),
+                                res.serving_cost_rate_p90.raw() > res.serving_cost_rate_p10.raw()
+                                    ? fmt::format(" (p10–p90: {}–{})", per_hour(res.serving_cost_rate_p10),
+                                                  per_hour(res.serving_cost_rate_p90))
+                                    : std::string(),
                                 per_month(res.serving_cost_rate), count(double(res.serving_gpus)),
                                 res.serving_gpus == 1 ? "" : "s"));
     if (!res.all_feasible)
@@ -518,6 +538,13 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
         x["gpu_hours"] = c.gpu_hours;
         x["cost_usd"] = num_or_null(c.cost ? std::optional<double>(c.cost->raw()) : std::nullopt);
         x["energy_kWh"] = num_or_null(c.energy ? std::optional<double>(c.energy->raw() / 3.6e6) : std::nullopt);
+        if (c.band) {
+          x["step_time_s_band"] = {c.step_time.raw() * c.band->p10, c.step_time.raw() * c.band->p90};
+          x["time_s_band"] = {c.time_to_train.raw() * c.band->p10, c.time_to_train.raw() * c.band->p90};
+          if (c.cost) x["cost_usd_band"] = {c.cost->raw() * c.band->p10, c.cost->raw() * c.band->p90};
+          x["expected_factor"] = c.band->p50;
+          x["band_regime"] = c.band->regime;
+        }
         x["mfu"] = c.mfu;
         x["peak_memory_bytes"] = c.peak_memory.raw();
         x["capacity_bytes"] = c.capacity.raw();
@@ -581,10 +608,13 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
                    {"serving_gpus", t.serving_gpus}});
   }
   o["totals"] = {{"training_cost_usd", res.training_cost.raw()},
+                 {"training_cost_usd_band", {res.training_cost_p10.raw(), res.training_cost_p90.raw()}},
                  {"training_gpu_hours", res.training_gpu_hours},
                  {"training_energy_kWh", res.training_energy.raw() / 3.6e6},
                  {"training_time_days_longest", res.training_time_longest.raw() / 86400.0},
                  {"serving_cost_usd_per_hour", u::to_usd_per_hour(res.serving_cost_rate)},
+                 {"serving_cost_usd_per_hour_band",
+                  {u::to_usd_per_hour(res.serving_cost_rate_p10), u::to_usd_per_hour(res.serving_cost_rate_p90)}},
                  {"serving_cost_usd_per_month", u::to_usd_per_hour(res.serving_cost_rate) * model::kHoursPerMonth},
                  {"serving_gpus", res.serving_gpus},
                  {"per_option", per}};

@@ -159,6 +159,8 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
       continue;
     }
     r.layout = layout_text(resolved->plan);
+    r.regime = {"train", model::generation_of(resolved->sys.gpu->family), resolved->arch.moe.has_value() ? "moe" : "dense",
+                model::scale_bucket(resolved->plan.par.gpus(), resolved->sys.node ? resolved->sys.node->gpus : 1)};
     model::TrainingEstimate est;
     if (resolved->pre.ok) est = model::estimate_training(resolved->arch, resolved->plan, resolved->sys, Explain::off);
     else est.feasibility = resolved->pre;
@@ -393,6 +395,8 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
         sys.node = &n;
         break;
       }
+    r.regime = {"serve", model::generation_of(gpu->family), m->arch.moe.has_value() ? "moe" : "dense",
+                model::scale_bucket(std::int64_t(tp) * pp, sys.node ? sys.node->gpus : 1)};
     model::ServingPerfPlan plan;
     plan.tp = tp;
     plan.pp = pp;

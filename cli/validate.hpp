@@ -7,6 +7,7 @@
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/model/accuracy_band.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 
 namespace gpuplan::cli {
@@ -20,6 +21,7 @@ struct CaseResult {
   std::optional<double> predicted_calibrated;  ///< with the GPU's calibration profile, where one exists
   std::optional<double> error_calibrated;
   std::string status;           ///< "ok", "infeasible", "not runnable"
+  model::Regime regime;         ///< for the error bands (kind empty: not a band case)
 };
 
 struct ValidationSummary {

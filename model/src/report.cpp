@@ -200,9 +200,19 @@ ReportResult build_report(const ReportRequest& request) {
       ir.cells.push_back(evaluate_training(item, item.cells.at(k), request.options[k], request.threads, request.explain));
       tick(item.name, request.options[k]);
     }
-    // Lowest cost; GPU-hours when no option has a price.
+    for (std::size_t k = 0; k < n_opt; ++k) {
+      auto& c = ir.cells[k];
+      const auto& sys = item.cells.at(k).sys;
+      if (c.feasible && sys.gpu != nullptr && !request.bands.empty())
+        c.band = band_for(request.bands, Regime{"train", generation_of(sys.gpu->family),
+                                                item.arch.moe.has_value() ? "moe" : "dense",
+                                                scale_bucket(c.gpus, sys.node ? sys.node->gpus : 1)});
+    }
+    // Lowest expected cost; GPU-hours when no option has a price.
     const bool priced = std::all_of(ir.cells.begin(), ir.cells.end(), [](const TrainingCell& c) { return !c.feasible || c.cost; });
-    ir.cheapest = cheapest(ir.cells, [&](const TrainingCell& c) { return priced ? c.cost->raw() : c.gpu_hours; });
+    ir.cheapest = cheapest(ir.cells, [&](const TrainingCell& c) {
+      return (priced ? c.cost->raw() : c.gpu_hours) * expected_factor(c);
+    });
     out.training.push_back(std::move(ir));
   }
   for (const auto& item : request.serving) {
@@ -211,8 +221,18 @@ ReportResult build_report(const ReportRequest& request) {
       ir.cells.push_back(evaluate_serving(item, item.cells.at(k), request.options[k], request.explain));
       tick(item.name, request.options[k]);
     }
+    for (std::size_t k = 0; k < n_opt; ++k) {
+      auto& c = ir.cells[k];
+      const auto& sys = item.cells.at(k).sys;
+      if (c.feasible && sys.gpu != nullptr && !request.bands.empty())
+        c.band = band_for(request.bands, Regime{"serve", generation_of(sys.gpu->family),
+                                                item.arch.moe.has_value() ? "moe" : "dense",
+                                                scale_bucket(std::int64_t(c.tp) * c.pp, sys.node ? sys.node->gpus : 1)});
+    }
     const bool priced = std::all_of(ir.cells.begin(), ir.cells.end(), [](const ServingCell& c) { return !c.feasible || c.price; });
-    ir.cheapest = cheapest(ir.cells, [&](const ServingCell& c) { return priced ? c.cost_rate.raw() : double(c.gpus); });
+    ir.cheapest = cheapest(ir.cells, [&](const ServingCell& c) {
+      return (priced ? c.cost_rate.raw() : double(c.gpus)) * expected_factor(c);
+    });
     out.serving.push_back(std::move(ir));
   }
 
@@ -230,7 +250,11 @@ ReportResult build_report(const ReportRequest& request) {
       continue;
     }
     const auto& c = ir.cells[*ir.cheapest];
-    if (c.cost) out.training_cost += *c.cost;
+    if (c.cost) {
+      out.training_cost += *c.cost;
+      out.training_cost_p10 += *c.cost * (c.band ? c.band->p10 : 1.0);
+      out.training_cost_p90 += *c.cost * (c.band ? c.band->p90 : 1.0);
+    }
     out.training_gpu_hours += c.gpu_hours;
     if (c.energy) out.training_energy += *c.energy;
     out.training_time_longest = std::max(out.training_time_longest, c.time_to_train);
@@ -245,6 +269,8 @@ ReportResult build_report(const ReportRequest& request) {
     }
     const auto& c = ir.cells[*ir.cheapest];
     out.serving_cost_rate += c.cost_rate;
+    out.serving_cost_rate_p10 += c.cost_rate * (c.band ? c.band->p10 : 1.0);
+    out.serving_cost_rate_p90 += c.cost_rate * (c.band ? c.band->p90 : 1.0);
     out.serving_gpus += c.gpus;
     t.inputs.push_back({ir.id, u::format(c.cost_rate), fmt::format("{} on {}", ir.name, out.options[*ir.cheapest].name),
                         Origin::derived("report.serving")});

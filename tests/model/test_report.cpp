@@ -2,8 +2,10 @@
 // what estimate_training gives for it; the cheapest option per item is the lowest cost among the feasible ones;
 // totals are the sums of the chosen cells; options that cannot do an item are results with reasons.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -122,6 +124,46 @@ TEST_SUITE("report") {
       CHECK(o.covers_all == (tr.cells[k].feasible && sv.cells[k].feasible));
       if (tr.cells[k].cost) CHECK(o.training_cost.raw() == doctest::Approx(tr.cells[k].cost->raw()));
     }
+  }
+
+  TEST_CASE("with band data the cheapest option is the lowest expected cost (estimate × regime median) and totals carry the range") {
+    const auto plain = model::build_report(request());
+    const auto& tr0 = plain.training[0];
+    REQUIRE(tr0.cheapest.has_value());
+    const std::size_t k0 = *tr0.cheapest;
+    // Synthetic residuals: five cases in the exact regime of each feasible training cell; the point-cheapest option's
+    // regime measured 10× slower than predicted, the others exactly as predicted.
+    auto req = request();
+    int others = 0;
+    for (std::size_t k = 0; k < tr0.cells.size(); ++k) {
+      const auto& c = tr0.cells[k];
+      if (!c.feasible) continue;
+      if (k != k0) ++others;
+      const auto& sys = req.training[0].cells[k].sys;
+      const model::Regime r{"train", model::generation_of(sys.gpu->family), "dense",
+                            model::scale_bucket(c.gpus, sys.node->gpus)};
+      for (int i = 0; i < 5; ++i)
+        req.bands.push_back({fmt::format("{}-{}", k, i), fmt::format("src{}", i), r, k == k0 ? 10.0 : 1.0});
+    }
+    REQUIRE(others > 0);
+    const auto res = model::build_report(req);
+    const auto& tr = res.training[0];
+    REQUIRE(tr.cheapest.has_value());
+    // By hand: the lowest of cost × (10 for k0, 1 otherwise) over the feasible cells.
+    std::optional<std::size_t> want;
+    auto expected = [&](std::size_t k) { return tr.cells[k].cost->raw() * (k == k0 ? 10.0 : 1.0); };
+    for (std::size_t k = 0; k < tr.cells.size(); ++k)
+      if (tr.cells[k].feasible && (!want || expected(k) < expected(*want))) want = k;
+    CHECK(*tr.cheapest == *want);
+    REQUIRE(tr.cells[k0].band.has_value());
+    CHECK(tr.cells[k0].band->p50 == doctest::Approx(10.0));
+    CHECK(tr.cells[k0].band->cases == 5);
+    // Constant ratios: the range collapses onto the chosen cell's cost × its ratio.
+    const auto& c = tr.cells[*tr.cheapest];
+    const double f = *tr.cheapest == k0 ? 10.0 : 1.0;
+    CHECK(res.training_cost.raw() == doctest::Approx(c.cost->raw()));
+    CHECK(res.training_cost_p10.raw() == doctest::Approx(c.cost->raw() * f));
+    CHECK(res.training_cost_p90.raw() == doctest::Approx(c.cost->raw() * f));
   }
 
   TEST_CASE("a training cell's numbers are estimate_training's for the chosen layout, bit for bit") {

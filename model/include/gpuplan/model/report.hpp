@@ -15,6 +15,7 @@
 
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/units.hpp"
+#include "gpuplan/model/accuracy_band.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/search.hpp"
 #include "gpuplan/model/serving.hpp"
@@ -73,6 +74,9 @@ struct ReportRequest {
   /// Called after each item × option: cells done, cells in all, "item on option".
   std::function<void(std::size_t done, std::size_t total, const std::string& what)> progress;
   Explain explain = Explain::off;  ///< on: each cell keeps the full derivation of its numbers
+  /// Validation residuals (data/accuracy/bands.json, loaded by the CLI): each cell gets its regime's band, and the
+  /// cheapest option is chosen on the expected cost (estimate × the regime's median measured/predicted time).
+  std::vector<BandCase> bands;
 };
 
 /// The cheapest layout of one training run on one option.
@@ -94,6 +98,7 @@ struct TrainingCell {
   std::vector<long long> gpu_counts;  ///< the GPU counts searched
   std::uint64_t layouts_searched = 0, layouts_meeting_deadline = 0;
   Derivation derivation;  ///< the choice; with Explain::on its child is the estimate's full tree
+  std::optional<Band> band;  ///< the error band of its regime (absent without band data)
 };
 
 /// The cheapest deployment of one serving item on one option (plan_serving's best).
@@ -110,7 +115,15 @@ struct ServingCell {
   std::optional<units::UsdPerSecond> price;  ///< per GPU
   std::string price_origin;
   Derivation derivation;
+  std::optional<Band> band;  ///< the error band of its regime (absent without band data)
 };
+
+/// The factor a cell's estimate is multiplied by for its expected value: the median measured/predicted time of its
+/// regime (1 without a band).
+template <class Cell>
+double expected_factor(const Cell& c) {
+  return c.band ? c.band->p50 : 1.0;
+}
 
 template <class Cell>
 struct ItemReport {
@@ -140,12 +153,17 @@ struct ReportResult {
   units::Seconds training_time_longest{};  ///< the longest of the chosen runs (they may run side by side)
   units::UsdPerSecond serving_cost_rate{};
   std::int64_t serving_gpus = 0;
+  /// The totals' range: the sum of each chosen cell's p10 and p90 (a conservative range: errors of one regime move
+  /// together). Equal to the totals without band data.
+  units::Usd training_cost_p10{}, training_cost_p90{};
+  units::UsdPerSecond serving_cost_rate_p10{}, serving_cost_rate_p90{};
   std::vector<OptionTotal> per_option;
   Derivation totals;
 };
 
-/// The report: every item on every option, the cheapest feasible option per item (lowest training cost — GPU-hours
-/// when no price is known — or lowest serving cost rate; ties go to the earlier option), and the totals.
+/// The report: every item on every option, the cheapest feasible option per item (lowest expected training cost —
+/// GPU-hours when no price is known — or lowest expected serving cost rate, the estimate × expected_factor; ties go to
+/// the earlier option), and the totals.
 ReportResult build_report(const ReportRequest& request);
 
 /// Hours in the 30-day month the report uses to turn a serving cost rate into a monthly figure.

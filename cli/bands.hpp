@@ -1,0 +1,47 @@
+#pragma once
+// Error bands at the edge: the validation residuals become data/accuracy/bands.json (`gpuplan validate
+// --write-bands`), which train and serve load and hand to model::band_for (the pure part, model/accuracy_band.hpp).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/model/accuracy_band.hpp"
+#include "validate.hpp"
+
+namespace gpuplan::cli {
+
+/// measured/predicted *time* of a validated case (a throughput's predicted/measured); nullopt for metrics that are not
+/// a time or a rate (memory) or a case without a prediction.
+std::optional<double> time_ratio_of(const CaseResult& c);
+
+/// The band cases of validated sets (cases with a regime and a time ratio).
+void append_band_cases(const ValidationSummary& v, std::vector<model::BandCase>& out);
+
+/// The band file: the cases (id, source, regime, ratio), then each regime's band and the LOSO coverage (derived from
+/// the cases, for readers), then `generated` (date and commit, not compared by the staleness check).
+nlohmann::ordered_json bands_json(const std::vector<model::BandCase>& cases, const std::string& date,
+                                  const std::string& commit);
+
+/// The cases of a band file; diagnostics name the file and JSON pointer.
+std::optional<std::vector<model::BandCase>> read_band_cases(const std::string& path, const std::string& shown,
+                                                            Diagnostics& diags);
+
+/// Differences between the committed cases and those computed now (missing, new, regime or ratio moved beyond a
+/// relative 1e-6); empty when the file is current.
+std::vector<std::string> band_differences(const std::vector<model::BandCase>& committed,
+                                          const std::vector<model::BandCase>& now);
+
+/// Loads <data>/accuracy/bands.json for train and serve: nullopt with no diagnostic when the file is absent (no band
+/// is shown, and the output says so), nullopt with diagnostics when it is malformed.
+std::optional<std::vector<model::BandCase>> load_bands(const std::string& data_dir, Diagnostics& diags);
+
+/// "13.9–17.2 s (p10–p90, train Hopper dense <=256 GPUs, 24 cases)" style tail for a value and its band.
+std::string band_note(const model::Band& b);
+
+/// The Markdown section of docs/accuracy.md: per-regime bands and the LOSO coverage.
+std::string render_bands_markdown(const std::vector<model::BandCase>& cases);
+
+}  // namespace gpuplan::cli
