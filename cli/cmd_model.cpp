@@ -48,8 +48,7 @@ struct LayerKindRow {
 std::vector<LayerKindRow> layer_kinds(const wl::TransformerArch& a) {
   std::vector<LayerKindRow> rows;
   model::for_each_layer_kind(a, [&](model::LayerKind k, std::int64_t n) {
-    rows.push_back({model::attention_span_name(a, k), k.local ? a.local_span() : 0,
-                    k.moe && a.moe ? (a.moe->shared_experts > 0 ? "MoE with shared experts" : "MoE") : "dense FFN", n});
+    rows.push_back({model::attention_span_name(a, k), k.local ? a.local_span() : 0, model::ffn_name(a, k), n});
   });
   return rows;
 }
@@ -122,6 +121,11 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
       j["architecture"]["sliding_window"] = {{"window", a.sliding_window}, {"layers", a.sliding_layer_count()}};
     if (a.chunked_layer_count() > 0)
       j["architecture"]["chunked_attention"] = {{"chunk", a.attention_chunk}, {"layers", a.chunked_layer_count()}};
+    if (a.mamba)
+      j["architecture"]["mamba2"] = {{"heads", a.mamba->heads}, {"head_dim", a.mamba->head_dim},
+                                     {"state", a.mamba->state}, {"groups", a.mamba->groups},
+                                     {"conv_kernel", a.mamba->conv_kernel}, {"chunk", a.mamba->chunk},
+                                     {"layers", a.mamba_layer_count()}};
     j["architecture"]["layer_kinds"] = nlohmann::ordered_json::array();
     for (const auto& k : layer_kinds(a))
       j["architecture"]["layer_kinds"].push_back(
@@ -131,6 +135,7 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                    {"dense_mlp", p.dense_mlp}, {"router", p.router}, {"routed_experts", p.routed_experts},
                    {"shared_experts", p.shared_experts}, {"norms", p.norms}, {"lm_head", p.lm_head},
                    {"mtp_excluded", p.mtp}};
+    if (p.ssm > 0) j["params"]["ssm"] = p.ssm;
     if (m->published) {
       j["published"] = {{"total_params_B", m->published->total_params_B}, {"source", m->published->source}};
       if (m->published->active_params_B) j["published"]["active_params_B"] = *m->published->active_params_B;
@@ -140,6 +145,8 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                             {"forward_attention_FLOP", f.attention_forward.raw()}, {"training_FLOP", f.training.raw()}};
     j["kv_cache"] = {{"dtype", o.kv_dtype}, {"kv_bytes_per_token", kv.per_token_full.raw()},
                      {"kv_bytes_per_sequence", kv.per_sequence.raw()}, {"sequence_tokens", o.seq}};
+    if (f.ssm_forward.raw() > 0) j["flops_per_token"]["forward_ssm_scan_FLOP"] = f.ssm_forward.raw();
+    if (kv.state_per_sequence.raw() > 0) j["kv_cache"]["state_bytes_per_sequence"] = kv.state_per_sequence.raw();
     j["assumptions"] = a.assumptions;
     j["ignored_config_keys"] = nlohmann::ordered_json::array();
     for (const auto& n : m->ignored_keys)
@@ -183,6 +190,12 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   if (a.chunked_layer_count() > 0)
     arch.rows.emplace_back("chunked attention", fmt::format("{}-token chunks on {} of {} layers", a.attention_chunk,
                                                             a.chunked_layer_count(), a.layers));
+  if (a.mamba)
+    arch.rows.emplace_back("Mamba-2", fmt::format("{} of {} layers: {} heads × head dim {}, state {}, {} groups, conv "
+                                                  "{}, chunk {}",
+                                                  a.mamba_layer_count(), a.layers, a.mamba->heads, a.mamba->head_dim,
+                                                  a.mamba->state, a.mamba->groups, a.mamba->conv_kernel,
+                                                  a.mamba->chunk));
   {
     std::string kinds;
     for (const auto& k : layer_kinds(a)) kinds += (kinds.empty() ? "" : ", ") + k.text();
@@ -195,6 +208,7 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   params.rows = {{"embedding", billions4(p.embedding + p.position_embedding)},
                  {"attention", billions4(p.attention)},
                  {"dense FFN", billions4(p.dense_mlp)}};
+  if (p.ssm > 0) params.rows.emplace_back("Mamba-2 mixers", billions4(p.ssm));
   if (a.moe) {
     params.rows.emplace_back("router", billions4(p.router));
     params.rows.emplace_back("routed experts", billions4(p.routed_experts));
@@ -224,6 +238,8 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   kvs.rows = {{"per token", fmt::format("{} ({})", u::format(kv.per_token_full), u::format(kv.per_token_full, u::BytePrefix::binary))},
               {fmt::format("per sequence of {}", o.seq),
                fmt::format("{} ({})", u::format(kv.per_sequence), u::format(kv.per_sequence, u::BytePrefix::binary))}};
+  if (kv.state_per_sequence.raw() > 0)
+    kvs.rows.emplace_back("Mamba-2 state per sequence (in the above; any length)", u::format(kv.state_per_sequence));
   s.push_back(kvs);
   if (!a.assumptions.empty()) {
     Section as{"Assumptions", {}};

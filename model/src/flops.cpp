@@ -10,6 +10,13 @@
 
 namespace gpuplan::model {
 
+double ssd_scan_flops_per_token(std::int64_t heads, std::int64_t head_dim, std::int64_t state, std::int64_t groups,
+                                std::int64_t chunk, std::int64_t tokens) {
+  const double Q = double(std::max<std::int64_t>(1, std::min(chunk, tokens)));
+  const double P = double(head_dim), N = double(state);
+  return double(heads) * (2.0 * Q * P + 4.0 * N * P) + double(groups) * 2.0 * Q * N;
+}
+
 FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context, Explain explain) {
   FlopsPerToken f;
   const ParameterCounts p = parameter_counts(a, Explain::off);
@@ -18,20 +25,27 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
   // routed experts, shared), router, and the LM head (a matmul whether tied or not).
   f.matmul_params = build_head_graph(a).matmul_per_token();
   const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
+  double ssm = 0.0;
   for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
-    f.matmul_params += count * (kind.moe ? build_layer_graph(a, kind) : dense_layer).matmul_per_token();
+    const bool plain = kind.mixer == wl::Mixer::attention && kind.ffn && !kind.moe;
+    const OpGraph g = plain ? dense_layer : build_layer_graph(a, kind);
+    f.matmul_params += count * g.matmul_per_token();
+    if (const Op* s = g.ssm())
+      ssm += double(count) * ssd_scan_flops_per_token(s->heads, s->d_v, s->d_qk, s->groups, s->chunk, context);
   });
+  f.ssm_forward = units::flop(ssm);
   f.matmul_forward = units::flop(2.0 * static_cast<double>(f.matmul_params));
 
   const Op& attn = *dense_layer.attention();
   const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
   double att = 0.0;
   for (std::int64_t l = 0; l < a.layers; ++l) {
+    if (!a.is_attention_layer(l)) continue;
     const std::int64_t c = a.attended_tokens(l, context);
     att += 2.0 * static_cast<double>(attn.heads) * static_cast<double>(dqk + dv) * static_cast<double>(c);
   }
   f.attention_forward = units::flop(att);
-  f.forward = f.matmul_forward + f.attention_forward;
+  f.forward = f.matmul_forward + f.attention_forward + f.ssm_forward;
   f.training = 3.0 * f.forward;
 
   if (explain == Explain::on) {
@@ -57,6 +71,14 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
     if (a.chunked_layer_count() > 0)
       d.notes.push_back(fmt::format("{} chunked-attention layers attend to min(c, {}) (at most their chunk)",
                                     a.chunked_layer_count(), a.attention_chunk));
+    if (a.mamba_layer_count() > 0) {
+      const auto& m = *a.mamba;
+      d.formula += " ; + Σ_Mamba-2 layers n_h·(2·Q·P + 4·N·P) + n_g·2·Q·N (SSD scan)";
+      d.notes.push_back(fmt::format("{} Mamba-2 layers: SSD scan (arXiv:2405.21060 §6) with n_h = {}, P = {}, N = {}, "
+                                    "n_g = {}, chunk Q = min(c, {}): {} per token; {} attention layers",
+                                    a.mamba_layer_count(), m.heads, m.head_dim, m.state, m.groups, m.chunk,
+                                    format(f.ssm_forward), a.attention_layer_count()));
+    }
     d.notes.push_back(fmt::format("6·N_active = {} for comparison", format(units::flop(6.0 * double(p.active)))));
     d.children.push_back({"flops_per_token.matmul", "Matmul FLOPs", "2·N_matmul", {}, format(f.matmul_forward), {}, {}});
     d.children.push_back(

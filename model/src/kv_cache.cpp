@@ -15,10 +15,14 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
   // The attention op of the layer graph says what it caches: 2·n_kv·d, or MLA's latent and rotary key.
   k.elements_per_token_layer = build_layer_graph(a, LayerKind{}).attention()->cache_elements;
   const double per_layer_token = static_cast<double>(k.elements_per_token_layer) * bytes_per_element;
-  k.per_token_full = units::bytes(per_layer_token * static_cast<double>(a.layers));
+  const std::int64_t attention_layers = a.attention_layer_count();
+  k.per_token_full = units::bytes(per_layer_token * static_cast<double>(attention_layers));
   double cached_token_layers = 0.0;
-  for (std::int64_t l = 0; l < a.layers; ++l) cached_token_layers += static_cast<double>(a.attended_tokens(l, tokens));
-  k.per_sequence = units::bytes(per_layer_token * cached_token_layers);
+  for (std::int64_t l = 0; l < a.layers; ++l)
+    if (a.is_attention_layer(l)) cached_token_layers += static_cast<double>(a.attended_tokens(l, tokens));
+  const MambaStateBytes state = mamba2_state_bytes(a, 1);
+  k.state_per_sequence = state.total() * static_cast<double>(a.mamba_layer_count());
+  k.per_sequence = units::bytes(per_layer_token * cached_token_layers) + k.state_per_sequence;
 
   if (explain == Explain::on) {
     using units::format;
@@ -37,8 +41,23 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
       d.inputs = {{"n_kv", format_count(double(a.kv_heads)), "KV heads", cfg},
                   {"d", format_count(double(a.head_dim)), "head dim", cfg}};
     }
-    d.inputs.push_back({"L", format_count(double(a.layers)), "layers", cfg});
+    d.inputs.push_back({"L", format_count(double(attention_layers)), a.hybrid() ? "attention layers" : "layers", cfg});
     d.inputs.push_back({"b", units::format_number(bytes_per_element), "bytes per cached element", Origin::user("--kv-dtype")});
+    if (a.mamba_layer_count() > 0) {
+      const auto& m = *a.mamba;
+      d.formula += " + L_M·[(d_conv−1)·(n_h·P + 2·n_g·N)·b_conv + n_h·P·N·b_ssm] (Mamba-2 state, any length)";
+      d.inputs.push_back({"L_M", format_count(double(a.mamba_layer_count())), "Mamba-2 layers (no KV: a state per sequence)", cfg});
+      d.inputs.push_back({"n_h·P·N", format_count(state.ssm_elements), fmt::format("SSM state elements per layer (n_h = {}, P = {}, N = {})", m.heads, m.head_dim, m.state), cfg});
+      d.inputs.push_back({"(d_conv−1)·(n_h·P + 2·n_g·N)", format_count(state.conv_elements),
+                          fmt::format("conv state elements per layer (d_conv = {}, n_g = {})", m.conv_kernel, m.groups), cfg});
+      d.notes.push_back(fmt::format(
+          "Mamba-2 state {} per sequence ({} conv in the 16-bit model dtype + {} SSM in {} B per element), as vLLM "
+          "allocates it (mamba_cache_dtype / mamba_ssm_cache_dtype 'auto': the model dtype; {}); the KV dtype does not "
+          "apply to it",
+          format(k.state_per_sequence), format(state.conv * double(a.mamba_layer_count())),
+          format(state.ssm * double(a.mamba_layer_count())), units::format_number(m.ssm_state_bytes),
+          m.ssm_state_origin));
+    }
     d.inputs.push_back({"s", format_count(double(tokens)), "tokens in the sequence", Origin::user("--seq")});
     d.result = fmt::format("{} per token ({}), {} per sequence of {} tokens", format(k.per_token_full),
                            format(k.per_token_full, units::BytePrefix::binary), format(k.per_sequence),
@@ -51,6 +70,20 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
                                     a.chunked_layer_count(), a.layers, a.attention_chunk));
   }
   return k;
+}
+
+MambaStateBytes mamba2_state_bytes(const wl::TransformerArch& a, int tp) {
+  MambaStateBytes s;
+  if (!a.mamba) return s;
+  const auto& m = *a.mamba;
+  const std::int64_t t = std::max(1, tp);
+  // vLLM extra_groups_for_head_shards: groups are replicated up to t when t does not divide them.
+  const std::int64_t groups = m.groups % t == 0 ? m.groups : m.groups + std::max<std::int64_t>(0, t - m.groups);
+  s.conv_elements = double(m.conv_kernel - 1) * double(m.inner() + 2 * groups * m.state) / double(t);
+  s.ssm_elements = double(m.heads) / double(t) * double(m.head_dim) * double(m.state);
+  s.conv = units::bytes(s.conv_elements * 2.0);
+  s.ssm = units::bytes(s.ssm_elements * m.ssm_state_bytes);
+  return s;
 }
 
 }  // namespace gpuplan::model
@@ -171,7 +204,8 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
   k.per_layer = k.element_bytes_per_layer + k.scale_bytes_per_layer;
   k.per_token_model =
       units::bytes((elements_model * eb + (per_token_scales ? groups_per_layer_model * kv.scale_bytes : 0.0)) *
-                   double(a.layers));
+                   double(a.attention_layer_count()));
+  k.state_per_layer = mamba2_state_bytes(a, k.tp).total();
 
   if (explain == Explain::on) {
     using units::format;
@@ -208,6 +242,14 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
                            format(k.per_token_model), format(k.per_token_model, units::BytePrefix::binary));
     if (is_quantized(kv.dtype) && !per_token_scales)
       d.notes.push_back(fmt::format("{} scales are a few numbers per layer: no bytes per token", to_string(kv.scales)));
+    if (a.hybrid())
+      d.notes.push_back(fmt::format(
+          "layer kinds: {} attention layers cache K and V per token; {} Mamba-2 layers hold a state of {} per "
+          "sequence per GPU whatever its length ((d_conv − 1)·(n_h·P + 2·n_g·N)/t conv elements in the model dtype + "
+          "(n_h/t)·P·N SSM elements in mamba_ssm_cache_dtype: vLLM's MambaStateShapeCalculator / "
+          "MambaStateDtypeCalculator); the other {} layers cache nothing",
+          a.attention_layer_count(), a.mamba_layer_count(), format(k.state_per_layer),
+          a.layers - a.attention_layer_count() - a.mamba_layer_count()));
   }
   return k;
 }
@@ -227,7 +269,9 @@ std::vector<StageLayers> pipeline_stages(const wl::TransformerArch& a, int pp) {
     st.count = counts[static_cast<std::size_t>(s)];
     for (std::int64_t l = first; l < first + st.count; ++l) {
       if (a.is_local_layer(l)) ++st.sliding;
-      if (a.is_moe_layer(l)) ++st.moe;
+      if (a.has_ffn(l) && a.is_moe_layer(l)) ++st.moe;
+      if (a.mixer(l) == wl::Mixer::mamba2) ++st.stateful;
+      if (!a.is_attention_layer(l)) ++st.uncached;
     }
     st.first_stage = s == 0;
     st.last_stage = s == p - 1;
@@ -261,8 +305,9 @@ SequenceKv sequence_kv(const wl::TransformerArch& a, const StageLayers& st, cons
   const double full_blocks = double(kv_blocks(q.tokens, q.block_size));
   const double sliding_blocks = double(kv_blocks(q.tokens, q.block_size, W, a.local_is_chunked()));
   const double sliding_exact = double(std::min(q.tokens, W > 0 ? W : q.tokens));
-  q.exact = units::bytes(per_layer * (full * double(q.tokens) + sliding * sliding_exact));
-  q.per_sequence = units::bytes(per_layer * B * (full * full_blocks + sliding * sliding_blocks));
+  q.state = token.state_per_layer * double(st.stateful);
+  q.exact = units::bytes(per_layer * (full * double(q.tokens) + sliding * sliding_exact)) + q.state;
+  q.per_sequence = units::bytes(per_layer * B * (full * full_blocks + sliding * sliding_blocks)) + q.state;
   q.block_waste = q.per_sequence - q.exact;
   q.expected_block_waste = units::bytes(per_layer * (B - 1.0) / 2.0 * (full + sliding));
   q.shared_prefix_blocks = q.prefix_tokens / q.block_size;

@@ -17,11 +17,10 @@ namespace {
 /// GEMM shapes are the graph's, split by TP (and the experts by EP).
 class TrainingLayerPricer {
  public:
-  TrainingLayerPricer(const wl::TransformerArch& arch, const wl::TrainingPlan& training_plan, bool moe_layer,
-                      bool local, const Device& device, bool keep_op_list)
-      : a(arch), plan(training_plan), d(device), keep_ops(keep_op_list),
-        graph(build_layer_graph(arch, LayerKind{moe_layer && arch.moe.has_value(), local})),
-        attn(*graph.attention()) {}
+  TrainingLayerPricer(const wl::TransformerArch& arch, const wl::TrainingPlan& training_plan, LayerKind layer_kind,
+                      const Device& device, bool keep_op_list)
+      : a(arch), plan(training_plan), d(device), keep_ops(keep_op_list), layer(layer_kind),
+        graph(build_layer_graph(arch, layer_kind)), attn(attention_or_reference(arch, graph)) {}
 
   LayerCost run() {
     int norms = 0;
@@ -33,11 +32,12 @@ class TrainingLayerPricer {
           if (norms++ < 2) stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)));
           break;
         case OpKind::attention: price_attention(o); break;
+        case OpKind::ssm: price_ssm(o); break;
         case OpKind::linear: price_linear(o); break;
         case OpKind::embedding: break;
       }
     }
-    residual();
+    if (layer.ffn) residual();  // a mixer-only layer's residual add follows its output projection
     return std::move(lc);
   }
 
@@ -170,6 +170,23 @@ class TrainingLayerPricer {
   }
   }
 
+  // Mamba-2 (graph.hpp add_mamba2): the conv1d and the chunked SSD scan over this GPU's heads (TP splits the heads,
+  // the channels and the groups; CP is not applied to the scan's recurrence), then the gated RMSNorm.
+  void price_ssm(const Op& o) {
+    const std::int64_t heads_gpu = std::max<std::int64_t>(1, o.heads / t);
+    const std::int64_t channels_gpu = std::max<std::int64_t>(1, o.conv_channels / t);
+    const std::int64_t groups_gpu = std::max<std::int64_t>(1, o.groups / t);
+    for (const bool bwd : {false, true}) {
+      OpCost c = ssd_scan_cost(named(bwd ? "conv1d + SSD scan bwd" : "conv1d + SSD scan"), heads_gpu, o.d_v, o.d_qk,
+                               groups_gpu, o.chunk, channels_gpu, o.conv_kernel, double(T), s_local, e, bwd, gp, d);
+      (bwd ? lc.bwd : lc.fwd).add(c);
+      (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
+      if (keep_ops) lc.ops.push_back(c);
+    }
+    const double inner = double(heads_gpu) * double(o.d_v);
+    stream("gated RMSNorm", double(T) * inner * e * 3.0, 5.0 * double(T) * inner);
+  }
+
   // The linears, split by TP: the QKV block (MLA: its down- and up-projections as one GEMM of equal weight count,
   // h × (Σ weights / h)), the output projection (rows), the MLP or the experts (columns, then rows), the router
   // (whole). Routed experts: E/ep experts on this GPU, one grouped GEMM over them, T·k·ep/E tokens each.
@@ -178,6 +195,7 @@ class TrainingLayerPricer {
     switch (o.linear) {
       case LinearKind::qkv: {
         fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
+        if (o.part == Part::ssm) break;  // Mamba-2's in_proj: no rotary
         // Rotary on the query and key heads (MLA: on the rotary part of each head).
         const double rope_elems =
             double(T) * double((attn.heads + attn.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
@@ -228,8 +246,9 @@ class TrainingLayerPricer {
   const wl::TrainingPlan& plan;
   const Device& d;
   const bool keep_ops;
+  const LayerKind layer;
   const OpGraph graph;
-  const Op& attn;
+  const Op attn;
   LayerCost lc;
   const wl::Parallelism& par = plan.par;
   const std::int64_t t = par.tp;
@@ -265,9 +284,9 @@ class TrainingLayerPricer {
 }  // namespace
 
 /// Forward and backward of one transformer layer for one micro-batch on one GPU.
-LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool local,
-                     const Device& d, bool keep_ops) {
-  return TrainingLayerPricer(a, plan, moe_layer, local, d, keep_ops).run();
+LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, LayerKind kind, const Device& d,
+                     bool keep_ops) {
+  return TrainingLayerPricer(a, plan, kind, d, keep_ops).run();
 }
 
 }  // namespace gpuplan::model::detail

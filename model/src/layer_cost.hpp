@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gpuplan/core/units.hpp"
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
@@ -51,7 +52,7 @@ struct LayerCost {
 
 /// Forward and backward of one transformer layer for one micro-batch on one GPU. `keep_ops` false: no op list and
 /// no op names (the search's term caches need only the sums).
-LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, bool moe_layer, bool local,
-                     const Device& d, bool keep_ops = true);
+LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, LayerKind kind, const Device& d,
+                     bool keep_ops = true);
 
 }  // namespace gpuplan::model::detail

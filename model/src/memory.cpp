@@ -287,10 +287,15 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
     StageShape& s = st[j % std::size_t(p)];
     for (std::int64_t n = 0; n < chunks[j] && l < a.layers; ++n, ++l) {
       const bool moe = a.is_moe_layer(l);
-      const LayerParams& lp = moe ? kinds.moe : kinds.dense;
+      LayerParams lp = moe ? kinds.moe : kinds.dense;
+      if (a.hybrid()) {  // a layer kind of its own ({mixer} × {FFN}): its op graph's weights
+        const OpGraph g = build_layer_graph(a, LayerKind::of(a, l));
+        lp.expert = double(g.parameters(model::Part::routed_experts));
+        lp.dense = double(g.parameters()) - lp.expert;
+      }
       ++s.layers;
       s.moe_layers += moe ? 1 : 0;
-      ++s.kind_layers[moe ? 1 : 0][local_attention_layer(a, l) ? 1 : 0];
+      ++s.kind_layers[static_cast<std::size_t>(LayerKind::of(a, l).index())];
       s.p_dense += lp.dense;
       s.p_expert += lp.expert;
     }

@@ -3,11 +3,13 @@
 // builds the inputs, explain_memory (memory_explain.cpp) adds the derivation; FastTrainingEvaluator (search.cpp)
 // caches the inputs per key — the layer sums per (tp, sp), the stage shapes per (pp, v) — and calls the same
 // memory_core, so both paths give bit-identical numbers.
+#include <array>
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "memory_activations.hpp"
 
@@ -26,12 +28,10 @@ struct StageShape {
   int index = 0;
   bool first = false, last = false;
   std::int64_t layers = 0, moe_layers = 0;
-  std::int64_t kind_layers[2][2] = {{0, 0}, {0, 0}};  ///< [moe][local attention]: layers of each cost kind
+  std::array<std::int64_t, LayerKind::kCount> kind_layers{};  ///< [LayerKind::index()]: layers of each cost kind
   double p_dense = 0.0, p_expert = 0.0;
 };
 
-/// Layer i's attention is local (a sliding window or a chunk): the layer kinds compute_terms prices apart.
-inline bool local_attention_layer(const wl::TransformerArch& a, std::int64_t l) { return a.is_local_layer(l); }
 
 /// The decoder layers of every model chunk, in chunk order: chunk j = k·p + i is the k-th of the v chunks of pipeline
 /// stage i (p = PP, v = plan.model_chunks()); the layers fill the chunks in order. This is the one place that assigns

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/flops.hpp"
 
 namespace gpuplan::model {
 
@@ -232,6 +233,40 @@ OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t 
   c.time = roofline_time(c.flops * (padded / std::max(1.0, rows)), compute, c.bytes,
                          d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / d.peak(ap).raw() : 0.0;
+  return c;
+}
+
+OpCost ssd_scan_cost(const std::string& name, std::int64_t heads, std::int64_t head_dim, std::int64_t state,
+                     std::int64_t groups, std::int64_t chunk, std::int64_t conv_channels, std::int64_t conv_kernel,
+                     double tokens, std::int64_t seq, double act_bytes, bool backward, hw::Precision p,
+                     const Device& d) {
+  OpCost c;
+  c.name = name;
+  c.cls = OpClass::attention;
+  const double k = backward ? 2.0 : 1.0;
+  const double inner = double(heads) * double(head_dim);
+  const double Q = double(std::max<std::int64_t>(1, std::min(chunk, seq)));
+  const double per_token = ssd_scan_flops_per_token(heads, head_dim, state, groups, chunk, seq) +
+                           2.0 * double(conv_kernel) * double(conv_channels);
+  c.flops = units::flop(k * tokens * per_token);
+  const double elems = 2.0 * inner + 2.0 * double(groups) * double(state) + double(heads) + inner;
+  const double chunk_states = 2.0 * inner * double(state) * 4.0 / Q;
+  c.bytes = units::bytes(k * tokens * (elems * act_bytes + chunk_states));
+  const units::FlopRate peak = d.peak(attention_precision(p));
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
+  return c;
+}
+
+OpCost ssm_state_update_cost(const std::string& name, double seqs, std::int64_t heads, std::int64_t head_dim,
+                             std::int64_t state, std::int64_t conv_channels, std::int64_t conv_kernel,
+                             units::Bytes state_bytes, double act_bytes, const Device& d) {
+  const double inner = double(heads) * double(head_dim);
+  const double flops = seqs * (2.0 * double(conv_kernel) * double(conv_channels) +
+                               5.0 * double(heads) * double(head_dim) * double(state));
+  // The state read and written back, plus the token's x, B, C, dt, z in and y out.
+  const double bytes = seqs * (2.0 * state_bytes.raw() + (double(conv_channels) + 2.0 * inner + double(heads)) * act_bytes);
+  OpCost c = streaming_cost(name, OpClass::attention, units::bytes(bytes), units::flop(flops), d);
   return c;
 }
 

@@ -23,27 +23,38 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
   const int64_t norm_unit = head.parameters(Part::final_norm);
 
   const int64_t moe_layers = a.moe_layer_count();
-  const int64_t dense_layers = L - moe_layers;
+  int64_t dense_layers = 0;
   c.embedding = head.parameters(Part::embedding);
   c.position_embedding = head.parameters(Part::position_embedding);
-  c.attention = L * c.attention_per_layer;
-  c.dense_mlp = dense_layers * c.dense_mlp_per_layer;
-  c.norms = L * dense_layer.parameters(Part::norms) + norm_unit;
   c.lm_head = head.parameters(Part::lm_head);
+  c.norms = norm_unit;
 
+  // One fold per distinct layer kind ({mixer} × {FFN}), times its count.
   int64_t router_per_layer = 0, shared_per_layer = 0;
   if (a.moe) {
-    const auto& m = *a.moe;
     const OpGraph moe_layer = build_layer_graph(a, LayerKind{true, false});
-    c.expert = m.num_experts > 0 ? moe_layer.parameters(Part::routed_experts) / m.num_experts : 0;
+    c.expert = a.moe->num_experts > 0 ? moe_layer.parameters(Part::routed_experts) / a.moe->num_experts : 0;
     router_per_layer = moe_layer.parameters(Part::router);
     shared_per_layer = moe_layer.parameters(Part::shared_experts);
+  }
+  for_each_layer_kind(a, [&](LayerKind kind, int64_t count) {
+    const OpGraph g = build_layer_graph(a, kind);
+    c.attention += count * g.parameters(Part::attention);
+    c.ssm += count * g.parameters(Part::ssm);
+    c.norms += count * g.parameters(Part::norms);
+    if (kind.ffn && !(kind.moe && a.moe)) {
+      c.dense_mlp += count * g.parameters(Part::dense_mlp);
+      dense_layers += count;
+    }
+  });
+  if (a.moe) {
+    const auto& m = *a.moe;
     c.router = moe_layers * router_per_layer;
     c.routed_experts = moe_layers * m.num_experts * c.expert;
     c.shared_experts = moe_layers * shared_per_layer;
     c.active_routed_experts = moe_layers * m.experts_per_token * c.expert;
   }
-  c.total = c.embedding + c.position_embedding + c.attention + c.dense_mlp + c.router + c.routed_experts +
+  c.total = c.embedding + c.position_embedding + c.attention + c.ssm + c.dense_mlp + c.router + c.routed_experts +
             c.shared_experts + c.norms + c.lm_head;
   c.active = c.total - c.routed_experts + c.active_routed_experts;
 
@@ -87,6 +98,23 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
                       (a.o_bias ? " + h" : "") + (a.qk_norm ? " + 2·d" : "") + (a.attention_sinks ? " + n_q" : "") + "]";
     }
     d.children.push_back(att_d);
+    if (a.mamba && c.ssm > 0) {
+      const auto& m = *a.mamba;
+      d.children.push_back(
+          {"params.ssm", "Mamba-2 mixers",
+           std::string("L_M·[h·(2·n_h·P + 2·n_g·N + n_h) + d_conv·(n_h·P + 2·n_g·N)") + (m.conv_bias ? " + (n_h·P + 2·n_g·N)" : "") +
+               " + 3·n_h + n_h·P + n_h·P·h" + (m.proj_bias ? " + biases" : "") + "]",
+           {{"L_M", format_count(double(a.mamba_layer_count())), "Mamba-2 layers", cfg},
+            {"n_h", format_count(double(m.heads)), "mamba_num_heads", cfg},
+            {"P", format_count(double(m.head_dim)), "mamba_head_dim", cfg},
+            {"N", format_count(double(m.state)), "ssm_state_size", cfg},
+            {"n_g", format_count(double(m.groups)), "n_groups", cfg},
+            {"d_conv", format_count(double(m.conv_kernel)), "conv_kernel", cfg}},
+           format_count(double(c.ssm)),
+           {"in_proj (z, x, B, C, dt), depthwise conv1d, A_log + D + dt_bias, gated RMSNorm, out_proj "
+            "(transformers' NemotronHMamba2Mixer)"},
+           {}});
+    }
     d.children.push_back({"params.dense_mlp", "Dense FFN",
                           fmt::format("{}·{}·h·i{}", dense_layers, a.mlp == wl::MlpKind::gated ? 3 : 2,
                                       a.mlp_bias ? " + biases" : ""),
@@ -139,11 +167,15 @@ bool lora_targets(const wl::Lora& l, LinearKind k) {
 }
 
 LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, bool moe_layer) {
+  return lora_layer_params(a, l, LayerKind{moe_layer && a.moe.has_value(), false});
+}
+
+LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, LayerKind kind) {
   LoraLayerParams r;
   if (!l.on()) return r;
   // One adapter pair r·(d_in + d_out) per copy of each targeted linear of the layer's op graph.
   const double rank = double(l.rank);
-  const OpGraph g = build_layer_graph(a, LayerKind{moe_layer && a.moe.has_value(), false});
+  const OpGraph g = build_layer_graph(a, kind);
   for (const Op& o : g) {
     if (o.kind != OpKind::linear || !lora_targets(l, o.linear)) continue;
     const double pair = rank * (double(o.in) + double(o.out));
@@ -157,9 +189,12 @@ LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& 
 
 double lora_adapter_params(const wl::TransformerArch& a, const wl::Lora& l) {
   if (!l.on()) return 0.0;
-  const double moe = double(a.moe_layer_count()), dense = double(a.layers) - moe;
-  const LoraLayerParams d = lora_layer_params(a, l, false), e = lora_layer_params(a, l, true);
-  return dense * (d.dense + d.expert) + moe * (e.dense + e.expert);
+  double n = 0.0;
+  for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
+    const LoraLayerParams p = lora_layer_params(a, l, kind);
+    n += double(count) * (p.dense + p.expert);
+  });
+  return n;
 }
 
 double base_weight_bytes(const wl::TrainingPlan& plan) {

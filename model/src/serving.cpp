@@ -97,11 +97,11 @@ OpCost repeated(OpCost c, double k, const Device& d) {
 class ServingLayerPricer {
  public:
   ServingLayerPricer(const wl::TransformerArch& arch, const ServingPerfPlan& serving_plan, const ForwardBatch& batch,
-                     bool moe_layer, bool local, const Device& device, const KvTokenBytes& kv_token,
+                     LayerKind layer_kind, const Device& device, const KvTokenBytes& kv_token,
                      const CommGroup& tp_group, const CommGroup& ep_group, bool keep_ops)
       : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
-        moe(moe_layer && arch.moe.has_value()), graph(build_layer_graph(arch, LayerKind{moe, local})),
-        attn(*graph.attention()),
+        kind(layer_kind), moe(layer_kind.moe && arch.moe.has_value()), graph(build_layer_graph(arch, layer_kind)),
+        attn(attention_or_reference(arch, graph)),
         ar(t > 1 ? coll(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {}
 
   Acc run() {
@@ -120,9 +120,15 @@ class ServingLayerPricer {
           ++norms;
           break;
         case OpKind::attention: price_attention(o); break;
+        case OpKind::ssm: price_ssm(o); break;
         case OpKind::linear: price_linear(o); break;
         case OpKind::embedding: break;
       }
+    }
+    if (!kind.ffn) {
+      // A mixer-only layer (Nemotron-H): its output projection's all-reduce was the layer's last.
+      if (eager) stream("residual add", T * double(h) * e * 3.0, T * double(h));
+      return std::move(acc);
     }
     if (moe && ep > 1) {
       // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs.
@@ -159,7 +165,34 @@ class ServingLayerPricer {
     stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
   }
 
+  // Mamba-2 (graph.hpp add_mamba2): the prompt's tokens through the conv1d and the chunked SSD scan, which
+  // leaves each sequence's final state in the cache; each decode token updates the state it reads (no KV).
+  void price_ssm(const Op& o) {
+    const std::int64_t heads_gpu = std::max<std::int64_t>(1, o.heads / t);
+    const std::int64_t channels_gpu = std::max<std::int64_t>(1, o.conv_channels / t);
+    const std::int64_t groups_gpu = std::max<std::int64_t>(1, o.groups / t);
+    if (fb.prefill_seqs > 0 && fb.prefill_tokens > 0) {
+      acc.add(ssd_scan_cost("prefill conv1d + SSD scan", heads_gpu, o.d_v, o.d_qk, groups_gpu, o.chunk, channels_gpu,
+                            o.conv_kernel, fb.prefill_seqs * double(fb.prefill_tokens), fb.prefill_tokens, e, false,
+                            gp, d),
+              keep);
+    }
+    if (fb.decode_seqs > 0) {
+      const double steps = fb.decode_seqs * double(fb.queries_per_seq);
+      acc.add(ssm_state_update_cost("decode SSM state update", steps, heads_gpu, o.d_v, o.d_qk, channels_gpu,
+                                    o.conv_kernel, kvt.state_per_layer, e, d),
+              keep);
+      acc.kv += kvt.state_per_layer * steps;
+    }
+    const double inner = double(heads_gpu) * double(o.d_v);
+    stream("gated RMSNorm", T * inner * e * 3.0, 5.0 * T * inner);
+  }
+
   void price_qkv(const Op& o) {
+    if (o.part == Part::ssm) {  // Mamba-2's in_proj: a column-parallel GEMM, no rotary, no KV write
+      gemm(o.name, Ti, h, std::max<std::int64_t>(1, o.out / t));
+      return;
+    }
     std::int64_t qkv_out = 0;
     if (a.mla) {
       // q_a and kv_a (the down projections) are replicated on every TP rank (vLLM's ReplicatedLinear [vLLM-dsv2]);
@@ -347,9 +380,10 @@ class ServingLayerPricer {
   const KvTokenBytes& kvt;
   const CommGroup& ep_g;
   const bool keep;
+  const LayerKind kind;
   const bool moe;
   const OpGraph graph;
-  const Op& attn;
+  const Op attn;
   const std::int64_t t = plan.tp;
   const std::int64_t h = a.hidden;
   const double e = plan.activation_bytes;
@@ -365,10 +399,9 @@ class ServingLayerPricer {
 };
 
 /// One layer (of a kind) on one GPU for one forward batch.
-Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, bool moe_layer,
-                  bool sliding, const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g,
-                  const CommGroup& ep_g, bool keep) {
-  return ServingLayerPricer(a, plan, fb, moe_layer, sliding, d, kvt, tp_g, ep_g, keep).run();
+Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, LayerKind kind,
+                  const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g, const CommGroup& ep_g, bool keep) {
+  return ServingLayerPricer(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep).run();
 }
 
 }  // namespace
@@ -410,24 +443,24 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   const std::int64_t Ti = at_least_one(T);
   const bool keep = explain == Explain::on;
 
-  // Layers by kind (MoE × sliding), each costed once.
+  // Layers by kind ({mixer} × {FFN}), each costed once; the op list in the order the kinds first appear.
   Acc all;
-  Acc kinds[2][2];
-  bool have[2][2] = {{false, false}, {false, false}};
-  double count[2][2] = {{0, 0}, {0, 0}};
+  std::array<Acc, LayerKind::kCount> kinds;
+  std::array<bool, LayerKind::kCount> have{};
+  std::array<double, LayerKind::kCount> count{};
   for (std::int64_t l = 0; l < a.layers; ++l) {
-    const int moe = a.is_moe_layer(l) ? 1 : 0, sl = a.is_local_layer(l) ? 1 : 0;
-    count[moe][sl] += 1.0;
-    if (!have[moe][sl]) {
-      kinds[moe][sl] = layer_forward(a, plan, fb, moe == 1, sl == 1, d, kvt, tp_g, ep_g, keep && fc.ops.size() < 64);
-      for (auto& op : kinds[moe][sl].ops) fc.ops.push_back(op);
-      have[moe][sl] = true;
+    const LayerKind kind = LayerKind::of(a, l);
+    const auto k = static_cast<std::size_t>(kind.index());
+    count[k] += 1.0;
+    if (!have[k]) {
+      kinds[k] = layer_forward(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep && fc.ops.size() < 64);
+      for (auto& op : kinds[k].ops) fc.ops.push_back(op);
+      have[k] = true;
     }
   }
   const double per_stage = 1.0 / double(std::max(1, plan.pp));
-  for (int m = 0; m < 2; ++m)
-    for (int s = 0; s < 2; ++s)
-      if (have[m][s]) all.scale_add(kinds[m][s], count[m][s] * per_stage);
+  for (std::size_t k = 0; k < kinds.size(); ++k)
+    if (have[k]) all.scale_add(kinds[k], count[k] * per_stage);
 
   // LM head (last stage) on the tokens that emit; embedding gather (first stage).
   Acc head;

@@ -3,6 +3,7 @@
 #include "gpuplan/model/serving_memory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <set>
@@ -56,7 +57,20 @@ struct Ctx {
   Bytes activations{};
   double final_norm = 0, norms_per_layer = 0;
   LayerParams dense, moe;
+  /// Hybrid models (TransformerArch::hybrid): each layer kind's weights by TP split, read off its op graph.
+  std::array<LayerParams, LayerKind::kCount> kinds{};
 };
+
+/// One layer of kind `k`: its weights grouped by how TP splits them (graph.hpp TpSplit).
+LayerParams graph_layer_params(const wl::TransformerArch& a, LayerKind k) {
+  const OpGraph g = build_layer_graph(a, k);
+  LayerParams lp;
+  lp.sharded = double(g.weights(TpSplit::split));
+  lp.kv_proj = double(g.weights(TpSplit::kv_heads));
+  lp.replicated = double(g.weights(TpSplit::replicated));
+  lp.small = double(g.weights(TpSplit::small));
+  return lp;
+}
 
 LayerParams layer_params(const Ctx& c, bool moe_layer) {
   const auto& a = c.a;
@@ -98,7 +112,13 @@ Bytes stage_weights(const Ctx& c, const StageLayers& st, int tp, int pp, double 
   auto layer_bytes = [&](const LayerParams& lp) {
     return (lp.sharded / t + lp.kv_proj * kv_share + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes;
   };
-  double b = double(st.count - st.moe) * layer_bytes(c.dense) + double(st.moe) * layer_bytes(c.moe);
+  double b = 0.0;
+  if (c.a.hybrid()) {
+    for (std::int64_t l = st.first; l < st.first + st.count; ++l)
+      b += layer_bytes(c.kinds[static_cast<std::size_t>(LayerKind::of(c.a, l).index())]);
+  } else {
+    b = double(st.count - st.moe) * layer_bytes(c.dense) + double(st.moe) * layer_bytes(c.moe);
+  }
   // Vocabulary-parallel embedding and LM head (vLLM VocabParallelEmbedding / ParallelLMHead), 16-bit.
   if (st.first_stage) b += double(c.p.embedding + c.p.position_embedding) / t * c.w16_bytes;
   if (st.last_stage) {
@@ -114,6 +134,10 @@ Bytes total_weights(const Ctx& c) {
   const double L = double(c.a.layers), n_moe = double(c.a.moe_layer_count());
   auto q = [&](const LayerParams& lp) { return (lp.sharded + lp.kv_proj + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes; };
   double b = (L - n_moe) * q(c.dense) + n_moe * q(c.moe);
+  if (c.a.hybrid()) {
+    b = 0.0;
+    for (std::int64_t l = 0; l < c.a.layers; ++l) b += q(c.kinds[static_cast<std::size_t>(LayerKind::of(c.a, l).index())]);
+  }
   b += double(c.p.embedding + c.p.position_embedding + c.p.lm_head) * c.w16_bytes + c.final_norm * c.w16_bytes;
   return units::bytes(b);
 }
@@ -381,7 +405,7 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
     }
   }
 
-  Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, 0.0, 0.0, {}, {}};
+  Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, 0.0, 0.0, {}, {}, {}};
   c.capacity = plan.capacity == CapacityBasis::label ? gpu.memory.capacity_label : gpu.memory_capacity();
   c.w16_bytes = plan.weights.dtype == StoreDtype::fp32 ? 4.0 : 2.0;
   c.wq_bytes = plan.weight_scale_overhead ? weight_bytes_per_param(plan.weights, a.hidden)
@@ -390,6 +414,8 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
   c.norms_per_layer = a.layers > 0 ? std::max(0.0, double(params.norms) - c.final_norm) / double(a.layers) : 0.0;
   c.dense = layer_params(c, false);
   c.moe = layer_params(c, true);
+  if (a.hybrid())
+    for_each_layer_kind(a, [&](LayerKind k, std::int64_t) { c.kinds[static_cast<std::size_t>(k.index())] = graph_layer_params(a, k); });
   if (plan.overheads.activations) c.activations = *plan.overheads.activations;
   else if (plan.overheads.estimate_activations)
     c.activations = serving_activation_peak(a, plan.tp, plan.max_num_batched_tokens, plan.max_num_seqs,

@@ -58,7 +58,8 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
     const double n_moe = double(a.moe_layer_count()), n_dense = double(a.layers) - n_moe;
     adapters_per_token += n_dense * (ld.dense + ld.expert) + n_moe * lm.dense;
     if (a.moe) adapters_per_token += n_moe * lm.expert * double(a.moe->experts_per_token) / double(a.moe->num_experts);
-    k.fpt.training = k.fpt.matmul_forward * 2.0 + k.fpt.attention_forward * 3.0 + units::flop(6.0 * adapters_per_token);
+    k.fpt.training = k.fpt.matmul_forward * 2.0 + (k.fpt.attention_forward + k.fpt.ssm_forward) * 3.0 +
+                     units::flop(6.0 * adapters_per_token);
   }
   k.price = sys.price ? sys.price : sys.gpu->price;
   return k;
@@ -102,28 +103,27 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
                            LayerCost* first) {
   ComputeTerms c;
   const auto& par = plan.par;
-  // One micro-batch through each layer kind; layers of one (moe, local attention) kind cost the same.
+  // One micro-batch through each layer kind ({mixer} × {FFN}, graph.hpp); layers of one kind cost the same.
   const std::int64_t L = a.layers;
-  LayerCost kinds[2][2];
-  bool have_kind[2][2] = {{false, false}, {false, false}};
+  std::array<LayerCost, LayerKind::kCount> kinds;
+  std::array<bool, LayerKind::kCount> have_kind{};
   for (std::int64_t l = 0; l < L; ++l) {
-    const bool moe = a.is_moe_layer(l);
-    const bool sliding = a.is_local_layer(l);  // a sliding window or a chunk
-    if (!have_kind[moe][sliding]) {
-      kinds[moe][sliding] = layer_cost(a, plan, moe, sliding, d, first != nullptr);
-      have_kind[moe][sliding] = true;
-      if (first != nullptr && l == 0) *first = kinds[moe][sliding];
+    const LayerKind kind = LayerKind::of(a, l);
+    const auto k = static_cast<std::size_t>(kind.index());
+    if (!have_kind[k]) {
+      kinds[k] = layer_cost(a, plan, kind, d, first != nullptr);
+      have_kind[k] = true;
+      if (first != nullptr && l == 0) *first = kinds[k];
     }
-    const LayerCost& lc = kinds[moe][sliding];
+    const LayerCost& lc = kinds[k];
     c.fwd_all += lc.fwd;
     c.bwd_all += lc.bwd;
   }
-  for (int mo = 0; mo < 2; ++mo)
-    for (int lo = 0; lo < 2; ++lo)
-      if (have_kind[mo][lo]) {
-        c.kind_fwd[mo][lo] = kinds[mo][lo].fwd;
-        c.kind_bwd[mo][lo] = kinds[mo][lo].bwd;
-      }
+  for (std::size_t k = 0; k < kinds.size(); ++k)
+    if (have_kind[k]) {
+      c.kind_fwd[k] = kinds[k].fwd;
+      c.kind_bwd[k] = kinds[k].bwd;
+    }
   // Embedding (first stage) and LM head + loss (last stage).
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
   const double e = plan.precision.activation_bytes;
@@ -524,12 +524,11 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
       st.bwd = t.compute.bwd_all;
     } else {
       st.fwd = st.bwd = PassCost{};
-      for (int mo = 0; mo < 2; ++mo)
-        for (int lo = 0; lo < 2; ++lo)
-          if (sh.kind_layers[mo][lo] > 0) {
-            st.fwd += t.compute.kind_fwd[mo][lo].scaled(double(sh.kind_layers[mo][lo]));
-            st.bwd += t.compute.kind_bwd[mo][lo].scaled(double(sh.kind_layers[mo][lo]));
-          }
+      for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
+        if (sh.kind_layers[ki] > 0) {
+          st.fwd += t.compute.kind_fwd[ki].scaled(double(sh.kind_layers[ki]));
+          st.bwd += t.compute.kind_bwd[ki].scaled(double(sh.kind_layers[ki]));
+        }
     }
     st.recompute = PassCost{};
     if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd;

@@ -6,6 +6,7 @@
 // estimate_training computes the terms directly; FastTrainingEvaluator (search.cpp) computes each term once per key
 // and caches it. Both call the same compose_step and memory_core (memory_core.hpp), so a layout gets bit-identical
 // numbers from either path: one formula, one place (DESIGN.md §2.1).
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,9 +55,9 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
 /// `first` (optional) receives the first layer's op list for display.
 struct ComputeTerms {
   PassCost fwd_all, bwd_all;
-  /// One layer of each cost kind [moe][local attention] (zero where the model has no such layer): a stage's compute
+  /// One layer of each cost kind [LayerKind::index()] (zero where the model has no such layer): a stage's compute
   /// is Σ_kind (its layers of the kind) × (the kind's cost).
-  PassCost kind_fwd[2][2], kind_bwd[2][2];
+  std::array<PassCost, LayerKind::kCount> kind_fwd{}, kind_bwd{};
   Seconds head_time{}, embed_time{};
   std::vector<OpCost> head_ops;  ///< the LM head GEMMs and the loss (filled when `first` is given, for display)
 };

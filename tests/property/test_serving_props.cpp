@@ -148,7 +148,11 @@ TEST_CASE("property: KV-cache sizes are finite, >= 0, grow with the context and 
     CHECK(prop::good(k1.per_token_full.raw()));
     CHECK(prop::good(k1.per_sequence.raw()));
     CHECK(k1.elements_per_token_layer >= 0);
-    CHECK(k1.per_sequence.raw() <= k1.per_token_full.raw() * static_cast<double>(t1) * (1 + 1e-12));
+    // Tokens cost at most their full per-token KV; a hybrid's Mamba-2 layers add one state per sequence on top.
+    CHECK(prop::good(k1.state_per_sequence.raw()));
+    CHECK(k1.state_per_sequence.raw() == k2.state_per_sequence.raw());
+    CHECK(k1.per_sequence.raw() <=
+          (k1.per_token_full.raw() * static_cast<double>(t1) + k1.state_per_sequence.raw()) * (1 + 1e-12));
     CHECK(k2.per_sequence.raw() >= k1.per_sequence.raw());
     static const std::vector<model::StoreDtype> kv{model::StoreDtype::fp32, model::StoreDtype::bf16, model::StoreDtype::fp8,
                                                    model::StoreDtype::int8, model::StoreDtype::int4, model::StoreDtype::fp4};

@@ -22,4 +22,19 @@ std::int64_t TransformerArch::chunked_layer_count() const {
   return attention_chunk > 0 ? std::count(attention.begin(), attention.end(), AttentionSpan::chunked) : 0;
 }
 
+bool TransformerArch::hybrid() const {
+  return std::any_of(mixers.begin(), mixers.end(), [](Mixer m) { return m != Mixer::attention; }) ||
+         std::count(ffn_absent.begin(), ffn_absent.end(), true) > 0;
+}
+
+std::int64_t TransformerArch::attention_layer_count() const {
+  std::int64_t n = 0;
+  for (std::int64_t l = 0; l < layers; ++l) n += is_attention_layer(l) ? 1 : 0;
+  return n;
+}
+
+std::int64_t TransformerArch::mamba_layer_count() const {
+  return std::count(mixers.begin(), mixers.end(), Mixer::mamba2);
+}
+
 }  // namespace gpuplan::wl

@@ -46,6 +46,12 @@ const Op* OpGraph::attention() const {
   return nullptr;
 }
 
+const Op* OpGraph::ssm() const {
+  for (const Op& o : *this)
+    if (o.kind == OpKind::ssm) return &o;
+  return nullptr;
+}
+
 int64_t OpGraph::parameters(Part part) const {
   int64_t n = 0;
   for (const Op& o : *this)
@@ -207,6 +213,43 @@ void add_moe(const wl::TransformerArch& a, OpGraph& g) {
   }
 }
 
+/// A Mamba-2 mixer (Dao & Gu 2024, arXiv:2405.21060 §7 and Fig. 6; transformers' NemotronHMamba2Mixer): in_proj
+/// h → (z: d_inner, x: d_inner, B and C: n_g·N each, dt: n_h), h·(2·d_inner + 2·n_g·N + n_h); a depthwise causal
+/// conv1d over (x, B, C) of d_conv taps per channel (+ a bias per channel with use_conv_bias); A_log, D and dt_bias
+/// (n_h each); the gated RMSNorm over d_inner (MambaRMSNormGated, d_inner weights); out_proj d_inner → h
+/// (+ biases with mamba_proj_bias). The projections are column- / row-parallel (vLLM's MambaMixer2), the per-head
+/// and per-channel vectors split with them.
+void add_mamba2(const wl::TransformerArch& a, OpGraph& g) {
+  const auto& m = *a.mamba;
+  const int64_t h = a.hidden, di = m.inner(), cc = m.conv_channels();
+  const int64_t proj = di + cc + m.heads;  // z, then x·B·C, then dt
+  Op in = linear_op("in_proj (z, x, B, C, dt)", Part::ssm, LinearKind::qkv, h, proj);
+  in.add(h * proj, TpSplit::split);
+  if (m.proj_bias) in.add(proj, TpSplit::split, false);
+  g.push(in);
+  Op ssm;
+  ssm.kind = OpKind::ssm;
+  ssm.part = Part::ssm;
+  ssm.name = "conv1d + SSD scan + gated norm";
+  ssm.heads = m.heads;
+  ssm.d_v = m.head_dim;
+  ssm.d_qk = m.state;
+  ssm.groups = m.groups;
+  ssm.chunk = m.chunk;
+  ssm.conv_channels = cc;
+  ssm.conv_kernel = m.conv_kernel;
+  ssm.cache_elements = 0;  // nothing per token: the state is per sequence (Op::conv/ssm_state_elements)
+  ssm.add(cc * m.conv_kernel, TpSplit::split, false);  // conv1d weight (depthwise)
+  if (m.conv_bias) ssm.add(cc, TpSplit::split, false);
+  ssm.add(3 * m.heads, TpSplit::split, false);  // A_log, D, dt_bias
+  ssm.add(di, TpSplit::split, false);           // the gated RMSNorm's weight
+  g.push(ssm);
+  Op out = linear_op("out_proj", Part::ssm, LinearKind::attention_out, di, h);
+  out.add(di * h, TpSplit::split);
+  if (m.proj_bias) out.add(h, TpSplit::split, false);
+  g.push(out);
+}
+
 }  // namespace
 
 OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
@@ -217,8 +260,12 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   };
   const int64_t npl = a.norms_per_layer;
   if (npl > 0) norm(0);
-  add_attention(a, kind.local, g);
-  for (int64_t i = 1; i < npl && i < 3; ++i) norm(i);  // post-attention (and Gemma's pre-MLP) norm
+  if (kind.mixer == wl::Mixer::attention) add_attention(a, kind.local, g);
+  else if (kind.mixer == wl::Mixer::mamba2 && a.mamba) add_mamba2(a, g);
+  // Single-block layers (Nemotron-H: one norm, then the mixer or the FFN) have one norm per layer.
+  if (kind.mixer != wl::Mixer::none && kind.ffn)
+    for (int64_t i = 1; i < npl && i < 3; ++i) norm(i);  // post-attention (and Gemma's pre-MLP) norm
+  if (!kind.ffn) return g;
   if (kind.moe && a.moe) {
     add_moe(a, g);
   } else {
@@ -230,8 +277,21 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
 }
 
 const char* attention_span_name(const wl::TransformerArch& a, LayerKind kind) {
+  if (kind.mixer == wl::Mixer::mamba2) return "Mamba-2 SSM";
+  if (kind.mixer == wl::Mixer::none) return "no mixer";
   if (!kind.local || a.local_span() <= 0) return "full attention";
   return a.local_is_chunked() ? "chunked attention" : "sliding-window attention";
+}
+
+Op attention_or_reference(const wl::TransformerArch& a, const OpGraph& g) {
+  if (const Op* o = g.attention()) return *o;
+  return *build_layer_graph(a, LayerKind{}).attention();
+}
+
+const char* ffn_name(const wl::TransformerArch& a, LayerKind kind) {
+  if (!kind.ffn) return "no FFN";
+  if (kind.moe && a.moe) return a.moe->shared_experts > 0 ? "MoE with shared experts" : "MoE";
+  return "dense FFN";
 }
 
 OpGraph build_head_graph(const wl::TransformerArch& a) {

@@ -150,6 +150,21 @@ const FieldTable& hf_config_fields() {
       anyf("no_rope_layers", "Llama 4: per layer 1 = RoPE and chunked attention, 0 = NoPE and global attention "
                              "(other model types: RoPE on or off only, no size or cost)"),
       dim("no_rope_layer_interval", 1e4, "Llama 4: without no_rope_layers every n-th layer is NoPE and global", true),
+      // Nemotron-H (model_type nemotron_h): Mamba-2, attention, MLP and MoE blocks in the order of a pattern.
+      strf("hybrid_override_pattern", "Nemotron-H: one character per layer, M Mamba-2, * attention, - MLP, E MoE"),
+      anyf("layers_block_type", "Nemotron-H: the pattern as a list (mamba / attention / mlp / moe, or transformers' "
+                                "linear_attention / full_attention / mlp / moe)"),
+      dim("attention_head_dim", 1e5, "Nemotron-H: per-head dimension of the attention layers", true),
+      dim("mamba_num_heads", 1e5, "Mamba-2 heads n_h", true),
+      dim("mamba_head_dim", 1e5, "Mamba-2 head dim P (d_inner = n_h·P)", true),
+      dim("ssm_state_size", 1e5, "Mamba-2 state size N", true),
+      dim("n_groups", 1e4, "Mamba-2 groups sharing B and C", true),
+      dim("conv_kernel", 1e3, "Mamba-2 conv1d taps d_conv", true),
+      dim("chunk_size", 1e6, "Mamba-2 SSD chunk length Q", true),
+      flag("use_conv_bias", "Mamba-2 conv1d bias"),
+      flag("mamba_proj_bias", "Mamba-2 in_proj / out_proj biases"),
+      strf("mamba_ssm_cache_dtype", "the SSM state's dtype in the serving cache (float32, bfloat16, float16)"),
+      zdim("moe_shared_expert_intermediate_size", 1e7, "Nemotron-H: width of the shared expert"),
   };
   return t;
 }
@@ -340,6 +355,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
             {"max_position_embeddings", "n_positions"},
             {"num_local_experts", "num_experts", "n_routed_experts"},
             {"num_experts_per_tok", "experts_per_token"},
+            {"head_dim", "attention_head_dim"},
             {"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"},
             {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout"}};
         bool given = merged.contains(k);
@@ -410,6 +426,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   }
   if (auto hd = r.integer("head_dim")) {
     a.head_dim = *hd;
+  } else if (auto ahd = r.integer("attention_head_dim"); ahd && model_type == "nemotron_h") {
+    a.head_dim = *ahd;  // NemotronHAttention: head_dim = config.attention_head_dim (older configs)
   } else if (a.heads > 0 && a.hidden > 0) {
     if (a.hidden % a.heads != 0)
       r.error("hidden_size", fmt::format("hidden size {} is not divisible by {} heads and no head_dim is given",
@@ -432,7 +450,16 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     r.error("", "missing 'intermediate_size' (dense FFN width)");
   }
 
-  if (model_type == "nemotron") {
+  const bool nemotron_h = model_type == "nemotron_h";
+  if (nemotron_h) {
+    // Nemotron-H (transformers' modeling_nemotron_h.py; arXiv:2504.03624 §2.1): every layer is one block, an RMSNorm
+    // then its mixer or its FFN; the MLP is squared-ReLU with two matrices (up, down); the attention layers use no
+    // position embedding.
+    a.mlp = wl::MlpKind::plain;
+    a.norm = wl::NormKind::rmsnorm;
+    a.position = wl::PositionKind::none;
+    a.norms_per_layer = 1;
+  } else if (model_type == "nemotron") {
     // Nemotron-4: squared-ReLU two-matrix MLP, LayerNorm (1p), RoPE, no biases (Parmar et al. 2024, arXiv:2402.16819).
     a.mlp = wl::MlpKind::plain;
     a.norm = wl::NormKind::layernorm;
@@ -453,7 +480,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   }
   if (auto b = r.boolean("attention_bias")) a.qkv_bias = a.o_bias = *b;
   if (auto b = r.boolean("qkv_bias")) a.qkv_bias = *b;
-  if (auto b = r.boolean("use_bias")) a.qkv_bias = a.o_bias = a.mlp_bias = *b;
+  // Nemotron-H's use_bias is its Mamba-2 projections' bias (read below); elsewhere every linear's.
+  if (auto b = r.boolean("use_bias"); b && !nemotron_h) a.qkv_bias = a.o_bias = a.mlp_bias = *b;
   if (auto b = r.boolean("mlp_bias")) a.mlp_bias = *b;
   // Qwen2 / Qwen2-MoE always have q, k, v biases and no o bias (their config has no key for it).
   if (model_type == "qwen2" || model_type == "qwen2_moe") {
@@ -471,6 +499,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   for (const char* k : {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout"})
     if (auto v = r.num(k); v && !a.hidden_dropout) a.hidden_dropout = *v;
   if (model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text") a.norms_per_layer = 4;
+  if (nemotron_h) a.norms_per_layer = 1;
 
   if (auto t = r.boolean("tie_word_embeddings")) {
     a.tied_embeddings = *t;
@@ -491,6 +520,19 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
       const Json* v = r.raw(k);
       if (v == nullptr || v->is_null() || (std::string(k) == "interleave_moe_layer_step" && *v == Json(1))) continue;
       r.error(k, fmt::format("{}: gpuplan reads it as Llama 4's (model_type llama4_text) and does not know what it "
+                             "means for model_type '{}'; gpuplan refuses the config rather than import a wrong model",
+                             json_io::describe_value(*v), model_type));
+    }
+  }
+
+  // Nemotron-H's keys mean what they mean only in its modelling code (a Mamba-2 key elsewhere would be dropped).
+  if (!nemotron_h) {
+    for (const char* k : {"hybrid_override_pattern", "layers_block_type", "attention_head_dim", "mamba_num_heads",
+                          "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel", "chunk_size", "use_conv_bias",
+                          "mamba_proj_bias", "mamba_ssm_cache_dtype", "moe_shared_expert_intermediate_size"}) {
+      const Json* v = r.raw(k);
+      if (v == nullptr || v->is_null()) continue;
+      r.error(k, fmt::format("{}: gpuplan reads it as Nemotron-H's (model_type nemotron_h) and does not know what it "
                              "means for model_type '{}'; gpuplan refuses the config rather than import a wrong model",
                              json_io::describe_value(*v), model_type));
     }
@@ -535,7 +577,13 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     }
     m.router_bias = model_type == "gpt_oss";
     m.expert_bias = model_type == "gpt_oss";
-    m.correction_bias = (model_type == "deepseek_v3") ? m.num_experts : 0;
+    m.correction_bias = (model_type == "deepseek_v3" || nemotron_h) ? m.num_experts : 0;
+    if (nemotron_h) {
+      // NemotronHMOE: a DeepSeek-style router with e_score_correction_bias, n_shared_experts of
+      // moe_shared_expert_intermediate_size (ungated, like its experts: squared ReLU, up and down).
+      if (auto w = opt({"moe_shared_expert_intermediate_size"})) m.shared_intermediate = *w;
+      if (m.shared_experts > 0 && m.shared_intermediate == 0) m.shared_intermediate = m.expert_intermediate;
+    }
     a.moe_layer.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), true);
     const auto first_dense = opt({"first_k_dense_replace"}).value_or(0);
     const bool qwen = model_type.rfind("qwen", 0) == 0;
@@ -611,6 +659,92 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     a.mla = m;
     a.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
     a.kv_heads = a.heads;  // MLA decompresses K and V per query head
+  }
+
+  // ---- Nemotron-H: the layer pattern ----
+  // transformers' NemotronHConfig (configuration_nemotron_h.py, _pattern_to_list): hybrid_override_pattern has one
+  // character per layer, M a Mamba-2 mixer, * attention, - an MLP, E an MoE; layers_block_type says the same as a
+  // list (mamba / attention / mlp / moe, or linear_attention / full_attention / mlp / moe). Each layer is one block:
+  // a mixer without FFN, or an FFN without mixer.
+  if (nemotron_h) {
+    std::vector<char> kinds;
+    std::string key;
+    if (const Json* list = r.raw("layers_block_type"); list && list->is_array()) {
+      key = "layers_block_type";
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        const Json& e = (*list)[i];
+        const std::string v = e.is_string() ? e.get<std::string>() : "";
+        char c = 0;
+        if (v == "mamba" || v == "linear_attention") c = 'M';
+        else if (v == "attention" || v == "full_attention") c = '*';
+        else if (v == "mlp") c = '-';
+        else if (v == "moe") c = 'E';
+        if (c == 0)
+          diags.error(file, r.pointer("layers_block_type") + "/" + std::to_string(i),
+                      fmt::format("expected 'mamba', 'attention', 'mlp' or 'moe', found {}", json_io::describe_value(e)));
+        kinds.push_back(c);
+      }
+    } else if (auto pattern = r.str("hybrid_override_pattern")) {
+      key = "hybrid_override_pattern";
+      for (std::size_t i = 0; i < pattern->size(); ++i) {
+        const char c = (*pattern)[i];
+        if (c != 'M' && c != '*' && c != '-' && c != 'E')
+          r.error("hybrid_override_pattern",
+                  fmt::format("character {} is '{}': expected M (Mamba-2), * (attention), - (MLP) or E (MoE)", i, c));
+        kinds.push_back(c);
+      }
+    } else {
+      r.error("", "missing 'hybrid_override_pattern' (Nemotron-H: which layers are Mamba-2, attention, MLP or MoE)");
+    }
+    if (!key.empty() && static_cast<std::int64_t>(kinds.size()) != a.layers)
+      r.error(key, fmt::format("has {} layers but num_hidden_layers is {}", kinds.size(), a.layers));
+    const auto n = static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0));
+    if (kinds.size() == n) {
+      a.mixers.assign(n, wl::Mixer::none);
+      a.ffn_absent.assign(n, false);
+      a.moe_layer.assign(n, false);
+      std::int64_t counts[4] = {0, 0, 0, 0};
+      for (std::size_t i = 0; i < n; ++i) {
+        switch (kinds[i]) {
+          case 'M': a.mixers[i] = wl::Mixer::mamba2; a.ffn_absent[i] = true; ++counts[0]; break;
+          case '*': a.mixers[i] = wl::Mixer::attention; a.ffn_absent[i] = true; ++counts[1]; break;
+          case '-': ++counts[2]; break;
+          case 'E': a.moe_layer[i] = true; ++counts[3]; break;
+          default: break;
+        }
+      }
+      if (counts[3] > 0 && !a.moe)
+        r.error(key, fmt::format("has {} MoE layers (E) but the config gives no routed experts (n_routed_experts)",
+                                 counts[3]));
+      if (counts[3] == 0) a.moe.reset();  // NemotronHConfig's MoE fields mean nothing without E layers
+      assume(fmt::format("{}: {} Mamba-2, {} attention, {} MLP and {} MoE layers, each one block (an RMSNorm, then "
+                         "its mixer or its FFN: transformers' NemotronHBlock)",
+                         key, counts[0], counts[1], counts[2], counts[3]));
+      if (counts[0] > 0) {
+        wl::Mamba2Spec m;
+        m.heads = need({"mamba_num_heads"}, "Mamba-2 heads");
+        m.head_dim = need({"mamba_head_dim"}, "Mamba-2 head dim");
+        m.state = need({"ssm_state_size"}, "Mamba-2 state size");
+        m.groups = need({"n_groups"}, "Mamba-2 groups");
+        m.conv_kernel = need({"conv_kernel"}, "Mamba-2 conv1d taps");
+        m.chunk = need({"chunk_size"}, "Mamba-2 SSD chunk");
+        m.conv_bias = r.boolean("use_conv_bias").value_or(true);
+        // NemotronHMamba2Mixer: in_proj and out_proj take bias=config.use_bias.
+        m.proj_bias = r.boolean("use_bias").value_or(false) || r.boolean("mamba_proj_bias").value_or(false);
+        if (m.groups > 0 && m.heads > 0 && m.heads % m.groups != 0)
+          r.error("n_groups", fmt::format("{} Mamba-2 heads are not divisible into {} groups", m.heads, m.groups));
+        if (m.conv_kernel < 1) r.error("conv_kernel", "must be at least 1");
+        const std::string dtype = r.str("mamba_ssm_cache_dtype").value_or("float32");
+        if (dtype == "float32") m.ssm_state_bytes = 4.0;
+        else if (dtype == "bfloat16" || dtype == "float16" || dtype == "auto") m.ssm_state_bytes = 2.0;
+        else r.error("mamba_ssm_cache_dtype", fmt::format("'{}': expected float32, bfloat16 or float16", dtype));
+        m.ssm_state_origin = fmt::format(
+            "mamba_ssm_cache_dtype {}: vLLM's NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype takes the "
+            "config's value, float32 when absent",
+            dtype);
+        a.mamba = m;
+      }
+    }
   }
 
   // ---- attention span per layer ----
@@ -727,8 +861,13 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
                                        double(a.mla->qk_nope_head_dim + a.mla->qk_rope_head_dim + a.mla->v_head_dim)
                              : 0.0;
     // Multi-token-prediction modules are whole extra layers (plus a 2h×h projection).
-    const double bound = (L + double(a.mtp_layers)) * (att + ffn + mla + 2.0 * h * h) + 2.0 * double(a.vocab) * h +
-                         double(a.max_position) * h;
+    const double ssm = a.mamba ? h * double(2 * a.mamba->inner() + 2 * a.mamba->groups * a.mamba->state +
+                                             a.mamba->heads) +
+                                     double(a.mamba->inner()) * (h + 1.0) +
+                                     double(a.mamba->conv_channels()) * double(a.mamba->conv_kernel + 1)
+                               : 0.0;
+    const double bound = (L + double(a.mtp_layers)) * (att + ffn + mla + ssm + 2.0 * h * h) +
+                         2.0 * double(a.vocab) * h + double(a.max_position) * h;
     if (!(bound <= 1e17))
       r.error("", fmt::format("the architecture has about {:.3g} parameters; gpuplan accepts up to 1e17 (check "
                               "hidden_size, num_hidden_layers, intermediate_size and the expert counts)", bound));

@@ -21,12 +21,14 @@ enum class OpKind : std::uint8_t {
   attention,  ///< the attention core (scores, softmax, weighted values)
   norm,       ///< RMSNorm / LayerNorm
   embedding,  ///< token or position lookup
+  ssm,        ///< Mamba-2's sequence mixing: the conv1d, the SSD scan (state update in decode), the gated norm
 };
 
 /// The component an op's weights are counted under (ParameterCounts' fields).
 enum class Part : std::uint8_t {
   attention, dense_mlp, router, routed_experts, shared_experts, norms,  // per layer
   embedding, position_embedding, final_norm, lm_head,                    // around the layers
+  ssm,  ///< per layer: a Mamba-2 mixer's projections, conv1d, A_log, D, dt_bias and gated norm
 };
 
 /// How tensor parallelism splits a weight tensor across the t ranks of a TP group.
@@ -62,6 +64,12 @@ struct Op {
   /// last `window` tokens, or (chunked) the aligned chunk of `window` tokens the query is in (Llama 4).
   std::int64_t window = 0;
   bool chunked = false;
+  /// SSM ops (Mamba-2): heads holds n_h, d_v the head dim P, d_qk the state size N; groups n_g sharing B and C,
+  /// the SSD chunk Q, the conv1d's channels and kernel. state_elements: what one sequence keeps between tokens,
+  /// independent of its length: the conv state (d_conv − 1)·channels and the SSM state n_h·P·N.
+  std::int64_t groups = 0, chunk = 0, conv_channels = 0, conv_kernel = 0;
+  [[nodiscard]] std::int64_t conv_state_elements() const { return (conv_kernel - 1) * conv_channels; }
+  [[nodiscard]] std::int64_t ssm_state_elements() const { return heads * d_v * d_qk; }
 
   void add(std::int64_t elements, TpSplit split, bool matmul = true, bool tied = false);
   /// All weight elements of this op that are parameters (tied tensors excluded).
@@ -72,16 +80,45 @@ struct Op {
   [[nodiscard]] std::int64_t matmul_per_token() const;
 };
 
-/// What distinguishes one layer from another in a model: its FFN (dense or MoE) and its attention span — global, or
-/// local: a sliding window or an aligned chunk, whichever the model's local layers use (TransformerArch::local_span;
-/// a model does not mix the two).
+/// What distinguishes one layer from another in a model: a {mixer} × {FFN} pair. The mixer is attention — global,
+/// or local: a sliding window or an aligned chunk, whichever the model's local layers use
+/// (TransformerArch::local_span; a model does not mix the two) —, a Mamba-2 SSM, or none; the FFN dense, MoE or
+/// none (Nemotron-H's layers are mixer-only or FFN-only).
 struct LayerKind {
-  bool moe = false;
-  bool local = false;
+  bool moe = false;    ///< the FFN is MoE (when ffn)
+  bool local = false;  ///< the attention is local (when the mixer is attention)
+  wl::Mixer mixer = wl::Mixer::attention;
+  bool ffn = true;
+  /// A dense index of the kind, 0..kCount-1; the four attention + FFN kinds come first, in the order
+  /// (dense, global), (dense, local), (MoE, global), (MoE, local).
+  static constexpr int kCount = 24;
+  [[nodiscard]] int index() const {
+    return ((static_cast<int>(mixer) * 2 + (ffn ? 0 : 1)) * 2 + (moe ? 1 : 0)) * 2 + (local ? 1 : 0);
+  }
+  [[nodiscard]] static LayerKind from_index(int i) {
+    LayerKind k;
+    k.local = (i & 1) != 0;
+    k.moe = (i & 2) != 0;
+    k.ffn = (i & 4) == 0;
+    k.mixer = static_cast<wl::Mixer>(i >> 3);
+    return k;
+  }
+  /// Layer l's kind in model a (flags that do not apply are cleared, so equal layers have equal kinds).
+  [[nodiscard]] static LayerKind of(const wl::TransformerArch& a, std::int64_t l) {
+    LayerKind k;
+    k.mixer = a.mixer(l);
+    k.ffn = a.has_ffn(l);
+    k.moe = k.ffn && a.is_moe_layer(l);
+    k.local = k.mixer == wl::Mixer::attention && a.is_local_layer(l);
+    return k;
+  }
 };
 
-/// The name of a layer kind's attention: "full attention", "sliding-window attention" or "chunked attention".
+/// The name of a layer kind's attention: "full attention", "sliding-window attention" or "chunked attention"; of
+/// another mixer: "Mamba-2 SSM" or "no mixer".
 const char* attention_span_name(const wl::TransformerArch& a, LayerKind kind);
+/// The name of a layer kind's FFN: "dense FFN", "MoE", "MoE with shared experts" or "no FFN".
+const char* ffn_name(const wl::TransformerArch& a, LayerKind kind);
 
 /// The ops of one graph, in execution order (a layer has at most 13).
 class OpGraph {
@@ -94,6 +131,8 @@ class OpGraph {
   [[nodiscard]] const Op& operator[](std::size_t i) const { return ops_[i]; }
   /// The attention op (nullptr when the graph has none).
   [[nodiscard]] const Op* attention() const;
+  /// The SSM op (nullptr when the graph has none).
+  [[nodiscard]] const Op* ssm() const;
   /// Σ parameters() of the ops in `part`.
   [[nodiscard]] std::int64_t parameters(Part part) const;
   [[nodiscard]] std::int64_t parameters() const;
@@ -112,17 +151,21 @@ class OpGraph {
 /// Shapes are whole-model (before any parallel split).
 OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind);
 
+/// The layer's attention op; for a layer without attention, that of the model's full-attention layer (the head
+/// shapes a pricer's per-layer constants read; nothing of it is priced there).
+Op attention_or_reference(const wl::TransformerArch& a, const OpGraph& g);
+
 /// The ops around the layers: token embedding, learned positions, final norm, LM head (tied or not).
 OpGraph build_head_graph(const wl::TransformerArch& a);
 
-/// Calls f(kind, count) for each layer kind present in the model (dense/MoE × global/local), in that order.
+/// Calls f(kind, count) for each distinct layer kind present in the model, in LayerKind::index() order (for
+/// attention + FFN models: dense/MoE × global/local).
 template <class F>
 void for_each_layer_kind(const wl::TransformerArch& a, F&& f) {
-  std::int64_t count[2][2] = {{0, 0}, {0, 0}};
-  for (std::int64_t l = 0; l < a.layers; ++l) ++count[a.is_moe_layer(l) ? 1 : 0][a.is_local_layer(l) ? 1 : 0];
-  for (int moe = 0; moe < 2; ++moe)
-    for (int sl = 0; sl < 2; ++sl)
-      if (count[moe][sl] > 0) f(LayerKind{moe == 1, sl == 1}, count[moe][sl]);
+  std::array<std::int64_t, LayerKind::kCount> count{};
+  for (std::int64_t l = 0; l < a.layers; ++l) ++count[static_cast<std::size_t>(LayerKind::of(a, l).index())];
+  for (int i = 0; i < LayerKind::kCount; ++i)
+    if (count[static_cast<std::size_t>(i)] > 0) f(LayerKind::from_index(i), count[static_cast<std::size_t>(i)]);
 }
 
 }  // namespace gpuplan::model

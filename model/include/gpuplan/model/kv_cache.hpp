@@ -33,8 +33,9 @@
 namespace gpuplan::model {
 
 struct KvCacheSize {
-  units::Bytes per_token_full{};   ///< one token, all layers, as if no layer had a sliding window
-  units::Bytes per_sequence{};     ///< a sequence of `tokens`, sliding layers capped at their window
+  units::Bytes per_token_full{};   ///< one token, all attention layers, as if no layer had a sliding window
+  units::Bytes per_sequence{};     ///< a sequence of `tokens`, sliding layers capped at their window, + its state
+  units::Bytes state_per_sequence{};  ///< Mamba-2 layers: conv + SSM state of one sequence (any length); 0 without
   std::int64_t elements_per_token_layer = 0;  ///< cached elements per token in one (full) layer
   Derivation derivation;
 };
@@ -44,8 +45,22 @@ struct KvCacheSize {
 /// MHA/GQA/MQA: 2·n_kv·d elements per token per layer (K and V). MLA: r_kv + d_rope elements per token per layer —
 /// the compressed latent and the shared rotary key, which is what vLLM and SGLang store (DeepSeek-V2 paper §2.1.1).
 /// Sliding-window layers hold min(tokens, window) tokens. Per sequence = Σ_layers tokens_l · elements · bytes.
+/// Mamba-2 layers cache no tokens but a state per sequence, whatever its length (mamba2_state_bytes).
 KvCacheSize kv_cache_size(const wl::TransformerArch& arch, std::int64_t tokens, double bytes_per_element,
                           Explain explain = Explain::on);
+
+/// The state one sequence keeps in one Mamba-2 layer on one GPU of a TP group of `tp`, as vLLM allocates it
+/// (vllm/model_executor/layers/mamba/mamba_utils.py, MambaStateShapeCalculator.mamba2_state_shape and
+/// MambaStateDtypeCalculator._mamba_state_dtype): the conv state (d_conv − 1)·(n_h·P + 2·n_g'·N)/t, n_g' = n_g
+/// extended to t when t does not divide it (extra_groups_for_head_shards), in the model dtype (mamba_cache_dtype
+/// "auto"); the SSM state (n_h/t)·P·N in mamba_ssm_cache_dtype ("auto": the conv state's dtype; the config's
+/// mamba_ssm_cache_dtype when it names one, Mamba2Spec::ssm_state_bytes). Neither depends on the sequence length.
+struct MambaStateBytes {
+  double conv_elements = 0, ssm_elements = 0;  ///< per sequence per layer on one GPU
+  units::Bytes conv{}, ssm{};
+  [[nodiscard]] units::Bytes total() const { return conv + ssm; }
+};
+MambaStateBytes mamba2_state_bytes(const wl::TransformerArch& arch, int tp);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Storage element types of the KV cache and of quantized weights.
@@ -95,6 +110,7 @@ struct KvTokenBytes {
   units::Bytes scale_bytes_per_layer{};    ///< per-token scale bytes per layer on one GPU
   units::Bytes per_layer{};                ///< one token, one layer, one GPU: elements + scales
   units::Bytes per_token_model{};          ///< one token, all layers, every head stored once (no TP), with scales
+  units::Bytes state_per_layer{};          ///< Mamba-2 layers: one sequence's state per layer on one GPU (0 without)
   Derivation derivation;
 };
 
@@ -118,9 +134,11 @@ struct StageLayers {
   std::int64_t count = 0;    ///< layers on the stage
   std::int64_t sliding = 0;  ///< of which local-attention layers (a sliding window, or Llama 4's chunks)
   std::int64_t moe = 0;      ///< of which MoE layers
+  std::int64_t stateful = 0;   ///< of which Mamba-2 layers (a state per sequence, no KV)
+  std::int64_t uncached = 0;   ///< of which layers that cache nothing (no attention: Mamba-2 or FFN-only layers)
   bool first_stage = false;  ///< holds the input embedding
   bool last_stage = false;   ///< holds the final norm and the LM head
-  [[nodiscard]] std::int64_t full() const { return count - sliding; }
+  [[nodiscard]] std::int64_t full() const { return count - sliding - uncached; }
 };
 
 /// Layers per stage as vLLM splits them ([vLLM-pp]): ⌊L/p⌋ each, the L mod p extra layers one each on the stages
@@ -145,6 +163,7 @@ struct SequenceKv {
   units::Bytes shared_prefix{};    ///< the shared prefix blocks, stored once
   units::Bytes block_waste{};      ///< per_sequence − exact: the partly filled last blocks of this length
   units::Bytes expected_block_waste{};  ///< (B − 1)/2 tokens per layer: the mean over uniformly spread lengths
+  units::Bytes state{};            ///< the Mamba-2 layers' state of one sequence (in exact, per_sequence and unique)
   /// Bytes that n sequences occupy together: shared_prefix + n·unique (n = 0 → 0).
   [[nodiscard]] units::Bytes for_sequences(std::int64_t n) const {
     return n <= 0 ? units::Bytes{} : shared_prefix + unique * static_cast<double>(n);

@@ -105,6 +105,25 @@ OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t 
                              std::int64_t kv_heads, std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
                              units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d);
 
+/// The Mamba-2 mixer core of one layer on one GPU (the graph's SSM op, `heads` of them on this GPU after TP) over
+/// `tokens` tokens in sequences of `seq` tokens, chunked (training forward, prefill): the depthwise conv1d
+/// (2·d_conv MACs per channel and token) and the SSD scan (flops.hpp ssd_scan_flops_per_token, chunk
+/// min(Q, seq)), run on tensor cores in the 16-bit compute type; it reads x, B, C, dt and z and writes y
+/// (2·d_inner + 2·n_g·N + n_h + d_inner elements per token) and the fp32 chunk states (2·n_h·P·N·4 B per chunk).
+/// A roofline bound (dense peak, streaming bandwidth; no measured SSD efficiency yet). `backward`: 2 × the
+/// forward's FLOPs and bytes (the scan's backward runs the same matmuls against the output gradient twice).
+OpCost ssd_scan_cost(const std::string& name, std::int64_t heads, std::int64_t head_dim, std::int64_t state,
+                     std::int64_t groups, std::int64_t chunk, std::int64_t conv_channels, std::int64_t conv_kernel,
+                     double tokens, std::int64_t seq, double act_bytes, bool backward, hw::Precision p,
+                     const Device& d);
+
+/// One decode step of a Mamba-2 layer for `seqs` sequences on one GPU: each reads and writes its conv state and its
+/// SSM state (`state_bytes` per sequence), FLOPs per token 2·d_conv·channels (conv) + 5·n_h·P·N (decay, outer
+/// product x·Bᵀ added, output C·h: Dao & Gu 2024, arXiv:2405.21060 §3 recurrent form). Memory-bound.
+OpCost ssm_state_update_cost(const std::string& name, double seqs, std::int64_t heads, std::int64_t head_dim,
+                             std::int64_t state, std::int64_t conv_channels, std::int64_t conv_kernel,
+                             units::Bytes state_bytes, double act_bytes, const Device& d);
+
 /// A memory-bound op that streams `bytes` and does `flops` (norms, activations, residuals, rotary, softmax, loss).
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d);
 

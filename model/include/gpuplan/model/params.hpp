@@ -13,6 +13,7 @@ struct ParameterCounts {
   std::int64_t embedding = 0;            ///< token embedding V·h
   std::int64_t position_embedding = 0;   ///< learned absolute positions P·h (GPT-2 style), else 0
   std::int64_t attention = 0;            ///< all layers: projections, their biases, q/k norms, sinks
+  std::int64_t ssm = 0;                  ///< all Mamba-2 layers: in/out projections, conv1d, A_log, D, dt_bias, gated norm
   std::int64_t dense_mlp = 0;            ///< all dense-FFN layers
   std::int64_t router = 0;               ///< all MoE layers: gating matrices (+ biases)
   std::int64_t routed_experts = 0;       ///< all MoE layers, all routed experts
@@ -59,6 +60,9 @@ struct LoraLayerParams {
   double expert = 0.0;
 };
 LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, bool moe_layer);
+struct LayerKind;
+/// The adapters of one layer of kind `kind` (graph.hpp).
+LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, LayerKind kind);
 /// All adapters of the model (0 without LoRA).
 double lora_adapter_params(const wl::TransformerArch& a, const wl::Lora& l);
 /// Bytes per stored base weight of `plan`: the precision's weight bytes, or under LoRA the frozen base's storage —

@@ -16,6 +16,30 @@ enum class PositionKind { rope, learned, alibi, none };
 /// (Mistral, Gemma 2/3, GPT-OSS); or the aligned chunk of `attention_chunk` tokens the query is in (Llama 4's
 /// chunked local attention: query i sees keys j <= i with j / C == i / C, transformers' chunked_overlay).
 enum class AttentionSpan { full, sliding, chunked };
+/// What mixes information across the tokens of a layer: attention (its span above), a Mamba-2 state-space layer
+/// (Dao & Gu 2024, arXiv:2405.21060), or nothing (Nemotron-H's MLP-only and MoE-only layers).
+enum class Mixer : std::uint8_t { attention, mamba2, none };
+
+/// A Mamba-2 mixer (transformers' NemotronHMamba2Mixer / Mamba2Mixer): in_proj h -> (z, x, B, C, dt), a depthwise
+/// causal conv1d over (x, B, C), the SSD scan with per-head A_log, D, dt_bias, a gated RMSNorm over d_inner, out_proj.
+struct Mamba2Spec {
+  std::int64_t heads = 0;        ///< mamba_num_heads (n_h)
+  std::int64_t head_dim = 0;     ///< mamba_head_dim (P)
+  std::int64_t state = 0;        ///< ssm_state_size (N)
+  std::int64_t groups = 1;       ///< n_groups: B and C are shared by the heads of a group
+  std::int64_t conv_kernel = 4;  ///< conv_kernel (d_conv)
+  std::int64_t chunk = 256;      ///< chunk_size of the SSD scan (Q)
+  bool conv_bias = true;         ///< use_conv_bias
+  bool proj_bias = false;        ///< mamba_proj_bias: biases on in_proj and out_proj
+  /// Bytes per element of the SSM state in a serving engine's cache: the model dtype (2) unless the config names
+  /// mamba_ssm_cache_dtype (float32: 4), which vLLM then uses; ssm_state_origin says which.
+  double ssm_state_bytes = 2.0;
+  std::string ssm_state_origin = "vLLM's default 'auto'";
+  /// d_inner = n_h·P: the width of x, z and the output.
+  [[nodiscard]] std::int64_t inner() const { return heads * head_dim; }
+  /// Channels through the conv1d: x, B and C, d_inner + 2·n_groups·N.
+  [[nodiscard]] std::int64_t conv_channels() const { return inner() + 2 * groups * state; }
+};
 
 struct MoeSpec {
   std::int64_t num_experts = 0;          ///< routed experts per MoE layer
@@ -73,6 +97,9 @@ struct TransformerArch {
   std::optional<MlaSpec> mla;
   std::vector<bool> moe_layer;            ///< per layer: true if the FFN is MoE (size == layers when moe)
   std::vector<AttentionSpan> attention;   ///< per layer (size == layers)
+  std::optional<Mamba2Spec> mamba;        ///< the Mamba-2 mixer of the mamba2 layers
+  std::vector<Mixer> mixers;              ///< per layer (empty: attention on every layer)
+  std::vector<bool> ffn_absent;           ///< per layer: true when the layer has no FFN (empty: every layer has one)
   std::int64_t sliding_window = 0;        ///< tokens, for sliding layers
   std::int64_t attention_chunk = 0;       ///< tokens, for chunked layers (Llama 4's attention_chunk_size)
 
@@ -82,11 +109,24 @@ struct TransformerArch {
   [[nodiscard]] bool is_moe_layer(std::int64_t i) const {
     return moe.has_value() && i >= 0 && static_cast<std::size_t>(i) < moe_layer.size() && moe_layer[static_cast<std::size_t>(i)];
   }
+  /// Layer i's token mixer (attention beyond the list).
+  [[nodiscard]] Mixer mixer(std::int64_t i) const {
+    return i >= 0 && static_cast<std::size_t>(i) < mixers.size() ? mixers[static_cast<std::size_t>(i)] : Mixer::attention;
+  }
+  [[nodiscard]] bool is_attention_layer(std::int64_t i) const { return mixer(i) == Mixer::attention; }
+  /// Whether layer i has an FFN (dense or MoE); Nemotron-H's mixer-only layers have none.
+  [[nodiscard]] bool has_ffn(std::int64_t i) const {
+    return !(i >= 0 && static_cast<std::size_t>(i) < ffn_absent.size() && ffn_absent[static_cast<std::size_t>(i)]);
+  }
+  /// Whether any layer is other than attention + FFN (a state-space mixer, or a mixer-only / FFN-only layer).
+  [[nodiscard]] bool hybrid() const;
+  [[nodiscard]] std::int64_t attention_layer_count() const;
+  [[nodiscard]] std::int64_t mamba_layer_count() const;
   [[nodiscard]] bool is_sliding_layer(std::int64_t i) const {
-    return sliding_window > 0 && span(i) == AttentionSpan::sliding;
+    return sliding_window > 0 && is_attention_layer(i) && span(i) == AttentionSpan::sliding;
   }
   [[nodiscard]] bool is_chunked_layer(std::int64_t i) const {
-    return attention_chunk > 0 && span(i) == AttentionSpan::chunked;
+    return attention_chunk > 0 && is_attention_layer(i) && span(i) == AttentionSpan::chunked;
   }
   /// Layer i's attention is local: a sliding window or an aligned chunk (a model has one kind or the other, never
   /// both: the importer refuses the mix), its reach local_span() tokens.
