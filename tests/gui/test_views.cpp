@@ -90,7 +90,7 @@ TEST_CASE("collectives view: every point is model::collective_cost on the group 
   }
   // The scale-out tier is the slower one at a large message.
   CHECK(out.curves[0].points.back().time_s > up.curves[0].points.back().time_s);
-  // H100's profile has GEMM/HBM fits but no NVLink measurement; H200's has one.
+  // Both the H100's and the H200's profiles measure NVLink; the GUI reports whichever the system uses.
   CHECK(c.profile_used);
   CHECK(c.calibration.empty() == !sys.scale_up_calibration.has_value());
   req.scenario["gpu"] = "h200";
@@ -121,7 +121,10 @@ TEST_CASE("collectives chart: eight series, hover text with algorithm and bus ba
   CHECK(tip.contains(QString::fromStdString(units::format(units::Bandwidth(p.busbw_Bps)))));
   CHECK(tip.contains(QString::fromStdString(units::format(units::Bandwidth(p.algbw_Bps)))));
   CHECK(tip.contains(QString::fromStdString(gui::algorithm_name(p.algorithm))));
-  CHECK(chart.header()->text().contains("calibration profile"));
+  // H100's profile measures its NVLink (2026-11-26 sweeps): the header names the calibration it priced with.
+  REQUIRE_FALSE(r.collectives.calibration.empty());
+  CHECK(chart.header()->text().contains("calibrated"));
+  CHECK(chart.header()->text().contains(QString::fromStdString(r.collectives.calibration).toHtmlEscaped()));
 }
 
 TEST_CASE("serving capacity: GPUs and $/Mtok vs rate are plan_serving's answers, swept on the worker") {
