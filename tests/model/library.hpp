@@ -1,9 +1,20 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 
 namespace gpuplan::test {
+/// The bundled hardware database, loaded once per test executable.
+inline const hw::HardwareDb& hardware() {
+  static const hw::HardwareDb d = [] {
+    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return d;
+}
+
 /// The shipped model library, loaded once per test executable.
 inline const wl_io::ModelLibrary& library() {
   static const wl_io::ModelLibrary lib = [] {

@@ -19,14 +19,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-const hw::HardwareDb& db() {
-  static const hw::HardwareDb d = [] {
-    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
-    if (!r.ok()) FAIL(r.diagnostics().to_string());
-    return r.value();
-  }();
-  return d;
-}
+const hw::HardwareDb& db() { return test::hardware(); }
 
 model::TrainingSystem dgx_h100() {
   model::TrainingSystem s;

@@ -53,14 +53,7 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-const hw::HardwareDb& db() {
-  static const hw::HardwareDb d = [] {
-    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
-    if (!r.ok()) FAIL(r.diagnostics().to_string());
-    return r.value();
-  }();
-  return d;
-}
+const hw::HardwareDb& db() { return test::hardware(); }
 
 model::TrainingSystem system_of(const std::string& node_id) {
   model::TrainingSystem s;

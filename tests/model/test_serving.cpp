@@ -33,14 +33,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-const hw::HardwareDb& hardware() {
-  static const hw::HardwareDb d = [] {
-    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
-    if (!r.ok()) FAIL(r.diagnostics().to_string());
-    return r.value();
-  }();
-  return d;
-}
+const hw::HardwareDb& hardware() { return test::hardware(); }
 
 /// A GPU on its node (the node gives the TP fabric), as `gpuplan serve` resolves it.
 model::ServingSystem system_of(const std::string& node_id) {

@@ -20,14 +20,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-const hw::HardwareDb& hardware() {
-  static const hw::HardwareDb d = [] {
-    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
-    if (!r.ok()) FAIL(r.diagnostics().to_string());
-    return r.value();
-  }();
-  return d;
-}
+const hw::HardwareDb& hardware() { return test::hardware(); }
 
 model::ServingSystem h100() {
   model::ServingSystem s;
