@@ -114,14 +114,18 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.25em;margin-top:1.8em;borde
 table{border-collapse:collapse;margin:.6em 0 1.2em;font-size:.92em}th,td{border:1px solid #d8dee4;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#f3f5f7}td.num{text-align:right;white-space:nowrap}tr.best td{background:#eaf6ec}
 code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.88em}pre{background:#f6f8fa;padding:.8em;overflow-x:auto;white-space:pre-wrap}
-svg.chart{display:block;margin:.4em 0 1.2em}svg .bar{fill:#8aa4c8}svg .bar.best{fill:#2e8b57}svg text{font-size:12px;fill:#1d2329}
+svg.chart{display:block;margin:.4em 0 1.2em;width:100%;max-width:720px;height:auto}svg .grid{stroke:#e6eaee;stroke-width:1}svg .axis{stroke:#8c959f;stroke-width:1}svg .tick,svg .axis-title{fill:#57606a;font-size:11px}
+div.table-wrap{overflow-x:auto;max-width:100%}svg .bar{fill:#8aa4c8}svg .bar.best{fill:#2e8b57}svg text{font-size:12px;fill:#1d2329}
 svg .chart-title{font-weight:600;font-size:13px}svg .missing{fill:#9aa3ab;font-style:italic}svg .reference{stroke:#c0392b;stroke-width:2;stroke-dasharray:5 3}
-svg .reference-label{fill:#c0392b}p.note{color:#57606a;font-size:.9em})";
+svg .reference-label{fill:#c0392b}p.note{color:#57606a;font-size:.9em}
+@media (max-width:600px){body{margin:1em auto;padding:0 .6em}table{font-size:.85em}}
+@media print{body{max-width:none;margin:0;padding:0;font-size:10.5pt}h2{break-after:avoid}svg.chart,tr{break-inside:avoid}div.table-wrap{overflow:visible}pre{white-space:pre-wrap;background:none;border:1px solid #d8dee4}tr.best td{background:#eaf6ec;-webkit-print-color-adjust:exact;print-color-adjust:exact}})";
 
 }  // namespace
 
 std::string render_html(const Doc& doc, const std::string& title) {
-  std::string o = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" + html_escape(title) +
+  std::string o = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>" + html_escape(title) +
                   "</title>\n<style>\n" + kCss + "\n</style>\n</head>\n<body>\n";
   for (const auto& b : doc.blocks) {
     switch (b.kind) {
@@ -129,7 +133,7 @@ std::string render_html(const Doc& doc, const std::string& title) {
       case Block::Kind::heading: o += "<h2>" + html_inline(b.text) + "</h2>\n"; break;
       case Block::Kind::para: o += "<p>" + html_inline(b.text) + "</p>\n"; break;
       case Block::Kind::table: {
-        o += "<table>\n<thead><tr>";
+        o += "<div class=\"table-wrap\"><table>\n<thead><tr>";
         for (const auto& c : b.table.columns) o += "<th>" + html_escape(c.title) + "</th>";
         o += "</tr></thead>\n<tbody>\n";
         for (const auto& r : b.table.rows) {
@@ -140,7 +144,7 @@ std::string render_html(const Doc& doc, const std::string& title) {
                  (r[c].empty() ? std::string("—") : html_inline(r[c])) + "</td>";
           o += "</tr>\n";
         }
-        o += "</tbody>\n</table>\n";
+        o += "</tbody>\n</table></div>\n";
         break;
       }
       case Block::Kind::bullets:

@@ -264,7 +264,8 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
   doc.bullets(sources);
   if (html) {
     // Everything on one option.
-    BarChart ch{"chart-options", "Everything on one option: training cost + one month of serving", {}, std::nullopt, {}};
+    BarChart ch{"chart-options", "Everything on one option: training cost + one month of serving", {}, std::nullopt, {},
+                AxisUnit::money, "US$: training + one month of serving"};
     std::optional<std::size_t> best;
     for (std::size_t k = 0; k < opts.size(); ++k) {
       const auto& t = res.per_option[k];
@@ -331,9 +332,14 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
     }
     doc.table(t);
     if (html) {
-      BarChart cost_chart{fmt::format("chart-training-{}-cost", ir.id), "Cost to train, per option", {}, std::nullopt, {}};
+      // One unit per chart: dollars when every feasible option has a price, else GPU-hours for all of them.
+      const bool priced = std::all_of(ir.cells.begin(), ir.cells.end(),
+                                      [](const auto& c) { return !c.feasible || c.cost.has_value(); });
+      BarChart cost_chart{fmt::format("chart-training-{}-cost", ir.id), "Cost to train, per option", {}, std::nullopt,
+                          {}, priced ? AxisUnit::money : AxisUnit::count, priced ? "US$" : "GPU-hours"};
       BarChart time_chart{fmt::format("chart-training-{}-time", ir.id), "Time to train vs the deadline", {},
-                    req.deadline_days, fmt::format("deadline {} days", u::format_number(req.deadline_days, 4))};
+                          req.deadline_days, fmt::format("deadline {} days", u::format_number(req.deadline_days, 4)),
+                          AxisUnit::days, "days"};
       for (std::size_t k = 0; k < ir.cells.size(); ++k) {
         const auto& c = ir.cells[k];
         const bool best = ir.cheapest && *ir.cheapest == k;
@@ -343,7 +349,7 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
           time_chart.bars.push_back({label, 0, short_reason(c), false, true});
           continue;
         }
-        const double v = c.cost ? c.cost->raw() : c.gpu_hours;
+        const double v = priced ? c.cost->raw() : c.gpu_hours;
         cost_chart.bars.push_back({label, v,
                              (c.cost ? u::format(*c.cost) : count(c.gpu_hours) + " GPU-hours") +
                                  fmt::format(" on {} GPUs", count(double(c.gpus))),
@@ -407,7 +413,8 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
     }
     doc.table(t);
     if (html) {
-      BarChart cost_chart{fmt::format("chart-serving-{}-cost", ir.id), "Serving cost per month, per option", {}, std::nullopt, {}};
+      BarChart cost_chart{fmt::format("chart-serving-{}-cost", ir.id), "Serving cost per month, per option", {},
+                          std::nullopt, {}, AxisUnit::money, "US$ per month"};
       for (std::size_t k = 0; k < ir.cells.size(); ++k) {
         const auto& c = ir.cells[k];
         const bool best = ir.cheapest && *ir.cheapest == k;

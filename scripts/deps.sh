@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpuplan needs, skipping those already present. Run as root (or with sudo).
-# `deps.sh fuzz` also installs clang and its libFuzzer / sanitizer runtimes (scripts/fuzz, CI's fuzz stage).
+# `deps.sh fuzz` also installs clang and its libFuzzer / sanitizer runtimes (scripts/fuzz, CI's fuzz stage) and
+# chromium-headless-shell (the report_html test): the test suite's extras, which scripts/test.sh installs.
 # `deps.sh tools` installs what the maintainers' scripts need and the build does not: xvfb and xauth
 # (scripts/gui-screenshots.sh runs the GUI under xvfb-run) and debootstrap (scripts/fresh_machine_check.sh).
 # `deps.sh --list [fuzz|tools]` prints the package list, one per line, and installs nothing (scripts/deps_guard.sh
@@ -18,7 +19,8 @@ packages=(cmake ninja-build g++ pkg-config
           # Qt6Charts' CMake config needs Qt6OpenGL, which qt6-base-dev only recommends (and qt6-charts-dev omits).
           libqt6opengl6-dev)
 # libclang_rt.fuzzer*.a is in libclang-rt-14-dev, which clang only recommends (not installed with --no-install-recommends).
-[[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev)
+# chromium-headless-shell: the report_html test renders the HTML report (tests/CMakeLists.txt).
+[[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev chromium-headless-shell)
 [[ "${1:-}" == tools ]] && packages=(xvfb xauth debootstrap)
 if ((list_only)); then printf '%s\n' "${packages[@]}"; exit 0; fi
 missing=()
