@@ -10,6 +10,7 @@
 
 #include "bands.hpp"
 #include "commands.hpp"
+#include "engine_args.hpp"
 #include "render_reports.hpp"
 #include "resolve.hpp"
 #include "serve_options.hpp"
@@ -259,6 +260,13 @@ std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cm
     }
   }
   overlay(cmd, f, s, o.j, o.origin);
+  if (s.vllm_args || s.sglang_args || !s.engine_typed.empty()) {
+    std::vector<std::string> own;
+    for (const auto* opt : cmd.get_options())
+      for (const auto& n : opt->get_lnames()) own.push_back("--" + n);
+    if (!engine_overlay(o.dir, s.vllm_args, s.sglang_args, s.engine_typed, own, o.j, o.origin, diags))
+      return std::nullopt;
+  }
   return o;
 }
 
@@ -647,6 +655,12 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
   c.add_option("--cpu-per-kernel-us", s.cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");
   c.add_flag("--no-calibration", s.no_calibration,
               "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
+  c.add_option("--vllm-args", s.vllm_args,
+                "a whole 'vllm serve MODEL ...' command line (TEXT, @FILE or - for stdin) read into this scenario; "
+                "vLLM's own flags (--tensor-parallel-size 8 ...) are also accepted here directly (docs/cli.md)");
+  c.add_option("--sglang-args", s.sglang_args,
+                "a whole 'python -m sglang.launch_server ...' command line (TEXT, @FILE or - for stdin); SGLang's own "
+                "flags (--tp-size 8 ...) are also accepted here directly (docs/cli.md)");
   if (!planner) return;
   c.add_option("--cluster", s.cluster, "cluster id (scale-out fabric for disaggregated KV transfer)");
   c.add_option("--input-dist", s.input_dist,
@@ -676,6 +690,15 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
                 "the planner (needs --rate) at every point: one CSV row (JSON with --format json) per point");
 }
 
+void accept_engine_spellings(CLI::App& c, std::string& data_dir) {
+  // vLLM and SGLang flags arrive as CLI11's extras; engine_args.cpp checks every name against their parsers. They must
+  // stay with the command rather than fall through to the top level (which refuses them), so --data-dir, the one
+  // top-level option, is repeated here (as train does for Megatron-LM's flags).
+  c.allow_extras();
+  c.fallthrough(false);
+  c.add_option("--data-dir", data_dir, "data directory (as before the subcommand)")->group("");
+}
+
 void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   auto f = std::make_shared<ServingFlags>();
   auto s = std::make_shared<ServeFlags>();
@@ -685,7 +708,11 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   add_serve_options(*c, *f, *s, true);
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
-  c->callback([&g, f, s, c, &rc] { rc = run_serve(g, *c, *f, *s); });
+  accept_engine_spellings(*c, g.data_dir);
+  c->callback([&g, f, s, c, &rc] {
+    s->engine_typed = c->remaining();
+    rc = run_serve(g, *c, *f, *s);
+  });
 }
 
 }  // namespace gpuplan::cli

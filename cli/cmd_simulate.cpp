@@ -330,7 +330,11 @@ void register_simulate(CLI::App& app, GlobalOptions& g, int& rc) {
       ->capture_default_str();
   c->add_option("--series-s", sf->series_s, "print a time series sample every this many simulated seconds");
   add_format_option(*c, g);
-  c->callback([&g, f, s, sf, c, &rc] { rc = run_simulate(g, *c, *f, *s, *sf); });
+  accept_engine_spellings(*c, g.data_dir);
+  c->callback([&g, f, s, sf, c, &rc] {
+    s->engine_typed = c->remaining();
+    rc = run_simulate(g, *c, *f, *s, *sf);
+  });
 }
 
 }  // namespace gpuplan::cli

@@ -24,6 +24,7 @@
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
+#include "shell_words.hpp"
 
 namespace gpuplan::cli {
 
@@ -46,13 +47,6 @@ const std::vector<MegatronFlagName>& megatron_flag_names();
 std::string_view megatron_commit();
 /// The entry of `name` ("--seq-length"), or nullptr.
 const MegatronFlagName* find_megatron_flag(std::string_view name);
-
-/// A shell word after expansion, with the variables it used that the script does not define (empty: resolved).
-struct ShellWord {
-  std::string text;
-  std::vector<std::string> unresolved;  ///< "$1", "${DATA_PATH}", "$(...)"
-  int line = 0;                         ///< 1-based line of the script it came from (0: a command-line argument)
-};
 
 /// The training command of a script: the words after the Python program (or all of a bare flag list), and the
 /// world size the launcher gives (torchrun --nproc-per-node × --nnodes) when both are plain numbers.

@@ -364,8 +364,8 @@ void error_at(Diagnostics& diags, const std::string& file, int line, const std::
 
 }  // namespace
 
-std::optional<MegatronCommand> read_megatron_script(std::string_view text, const std::string& source,
-                                                    Diagnostics& diags) {
+std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view text, const std::string& source,
+                                                             Diagnostics& diags) {
   // Logical lines: backslash-newline joins, CR dropped; each remembers the line it starts on.
   std::vector<std::pair<int, std::string>> lines;
   {
@@ -394,8 +394,7 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
 
   Vars vars;
   int depth = 0;
-  std::vector<MegatronCommand> commands;
-  std::vector<int> command_lines;
+  std::vector<ShellCommand> commands;
   for (std::size_t li = 0; li < lines.size(); ++li) {
     auto [line, raw] = lines[li];
     // An array assignment may run over several lines: gather them until its parenthesis closes.
@@ -496,40 +495,58 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
         }
         continue;
       }
-      // A training command: the words after a .py program, or a bare list of flags.
-      std::size_t py = k;
-      while (py < st.size() && !(st[py].text.size() > 3 && st[py].text.ends_with(".py"))) ++py;
-      MegatronCommand cmd;
-      if (py < st.size()) {
-        cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(py) + 1, st.end());
-        std::optional<long long> nproc, nnodes;
-        std::string launcher;
-        for (std::size_t j = k; j < py; ++j) {
-          launcher += (launcher.empty() ? "" : " ") + st[j].text;
-          std::string name = st[j].text, value;
-          const auto eq = name.find('=');
-          if (eq != std::string::npos) {
-            value = name.substr(eq + 1);
-            name = name.substr(0, eq);
-          } else if (j + 1 < py) {
-            value = st[j + 1].text;
-          }
-          long long n = 0;
-          const bool num = digits(value) && std::from_chars(value.data(), value.data() + value.size(), n).ec ==
-                                                std::errc() && n > 0;
-          if ((name == "--nproc_per_node" || name == "--nproc-per-node") && num) nproc = n;
-          if (name == "--nnodes" && num) nnodes = n;
-        }
-        cmd.launcher_text = launcher;
-        if (nproc) cmd.launcher_gpus = *nproc * nnodes.value_or(1);
-      } else if (st[k].text.rfind("--", 0) == 0) {
-        cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
-      } else {
-        continue;  // mkdir, echo, cd, ...: not the training command
-      }
+      ShellCommand cmd;
+      cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
+      cmd.line = line;
       commands.push_back(std::move(cmd));
-      command_lines.push_back(line);
     }
+  }
+  return commands;
+}
+
+std::optional<MegatronCommand> read_megatron_script(std::string_view text, const std::string& source,
+                                                    Diagnostics& diags) {
+  const auto all = read_shell_commands(text, source, diags);
+  if (!all) return std::nullopt;
+  std::vector<MegatronCommand> commands;
+  std::vector<int> command_lines;
+  for (const auto& sc : *all) {
+    const auto& st = sc.words;
+    const int line = sc.line;
+    const std::size_t k = 0;
+    // A training command: the words after a .py program, or a bare list of flags.
+    std::size_t py = k;
+    while (py < st.size() && !(st[py].text.size() > 3 && st[py].text.ends_with(".py"))) ++py;
+    MegatronCommand cmd;
+    if (py < st.size()) {
+      cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(py) + 1, st.end());
+      std::optional<long long> nproc, nnodes;
+      std::string launcher;
+      for (std::size_t j = k; j < py; ++j) {
+        launcher += (launcher.empty() ? "" : " ") + st[j].text;
+        std::string name = st[j].text, value;
+        const auto eq = name.find('=');
+        if (eq != std::string::npos) {
+          value = name.substr(eq + 1);
+          name = name.substr(0, eq);
+        } else if (j + 1 < py) {
+          value = st[j + 1].text;
+        }
+        long long n = 0;
+        const bool num = digits(value) && std::from_chars(value.data(), value.data() + value.size(), n).ec ==
+                                              std::errc() && n > 0;
+        if ((name == "--nproc_per_node" || name == "--nproc-per-node") && num) nproc = n;
+        if (name == "--nnodes" && num) nnodes = n;
+      }
+      cmd.launcher_text = launcher;
+      if (nproc) cmd.launcher_gpus = *nproc * nnodes.value_or(1);
+    } else if (st[k].text.rfind("--", 0) == 0) {
+      cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
+    } else {
+      continue;  // mkdir, echo, cd, ...: not the training command
+    }
+    commands.push_back(std::move(cmd));
+    command_lines.push_back(line);
   }
   if (commands.empty()) {
     error_at(diags, source, 0, "",

@@ -35,11 +35,19 @@ struct ServeFlags {
   std::optional<double> draft_ms;
   std::optional<std::string> input_dist, output_dist;
   bool no_calibration = false;
+  /// A whole `vllm serve ...` / `python -m sglang.launch_server ...` line (TEXT, @FILE or - for stdin) and the vLLM or
+  /// SGLang spellings typed among gpuplan's flags (CLI11's extras): engine_args.hpp.
+  std::optional<std::string> vllm_args, sglang_args;
+  std::vector<std::string> engine_typed;
 };
 
 /// Registers serve's options on `c`; `planner` false leaves out what only the planner reads (SLA, sweeps, batch,
 /// closed loop, price, disaggregation, speculative decoding, length distributions).
 void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner);
+
+/// Lets `c` take vLLM's and SGLang's spellings among its own flags (as CLI11's extras, which the callback copies into
+/// ServeFlags::engine_typed); `data_dir` is the top-level --data-dir, repeated here because extras stay with `c`.
+void accept_engine_spellings(CLI::App& c, std::string& data_dir);
 
 /// What a resolved serving scenario points into (the hardware database holds the GPU and node the system names):
 /// keep it alive as long as the ResolvedServing.

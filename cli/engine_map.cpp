@@ -1,0 +1,591 @@
+// vLLM and SGLang flags onto gpuplan's serving scenario keys (engine_args.hpp): what each flag means in its engine,
+// what gpuplan already assumes, what does not change the estimate, and what is refused until it is modelled. Then
+// the overlay of --vllm-args / --sglang-args and typed spellings on the scenario (engine_overlay).
+#include "engine_args.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/wl_io/model_io.hpp"
+
+namespace gpuplan::cli {
+
+namespace {
+
+constexpr const char* kNotModelled = "not modelled yet (#29)";
+
+/// Flags that change nothing gpuplan estimates: the HTTP front end, logging, tokenizer and chat templates, where the
+/// weights are downloaded from, tool and reasoning parsers, the sampling seed, multi-node addresses.
+const std::set<std::string, std::less<>>& ignored_flags(ServingEngine e) {
+  static const std::set<std::string, std::less<>> vllm{
+      "--host", "--port", "--uds", "--uvicorn-log-level", "--disable-uvicorn-access-log", "--allow-credentials",
+      "--allowed-origins", "--allowed-methods", "--allowed-headers", "--api-key", "--chat-template",
+      "--chat-template-content-format", "--trust-request-chat-template", "--response-role", "--ssl-keyfile",
+      "--ssl-certfile", "--ssl-ca-certs", "--enable-ssl-refresh", "--ssl-cert-reqs", "--root-path", "--middleware",
+      "--return-tokens-as-token-ids", "--disable-frontend-multiprocessing", "--enable-request-id-headers",
+      "--enable-auto-tool-choice", "--exclude-tools-when-tool-choice-none", "--tool-call-parser",
+      "--tool-parser-plugin", "--tool-server", "--log-config-file", "--max-log-len", "--disable-fastapi-docs",
+      "--enable-prompt-tokens-details", "--enable-server-load-tracking", "--enable-force-include-usage",
+      "--enable-tokenizer-info-endpoint", "--enable-log-outputs", "--h11-max-incomplete-event-size",
+      "--h11-max-header-count", "--log-error-stack", "--headless", "--served-model-name", "--tokenizer",
+      "--tokenizer-mode", "--trust-remote-code", "--seed", "--hf-config-path", "--allowed-local-media-path",
+      "--allowed-media-domains", "--revision", "--code-revision", "--tokenizer-revision", "--max-logprobs",
+      "--logprobs-mode", "--skip-tokenizer-init", "--config-format", "--hf-token", "--generation-config",
+      "--override-generation-config", "--load-format", "--download-dir", "--safetensors-load-strategy",
+      "--model-loader-extra-config", "--ignore-patterns", "--use-tqdm-on-load", "--pt-load-map-location",
+      "--reasoning-parser", "--guided-decoding-backend", "--guided-decoding-disable-fallback",
+      "--guided-decoding-disable-any-whitespace", "--guided-decoding-disable-additional-properties",
+      "--structured-outputs-config", "--distributed-executor-backend", "--data-parallel-address",
+      "--data-parallel-rpc-port", "--data-parallel-backend", "--max-parallel-loading-workers",
+      "--ray-workers-use-nsight", "--worker-cls", "--worker-extension-cls", "--prefix-caching-hash-algo",
+      "--show-hidden-metrics-for-version", "--otlp-traces-endpoint", "--collect-detailed-traces",
+      "--disable-log-stats", "--aggregate-engine-logging", "--enable-log-requests", "--disable-log-requests",
+      "--swap-space", "--enable-sleep-mode", "--kv-events-config"};
+  static const std::set<std::string, std::less<>> sglang{
+      "--host", "--port", "--skip-server-warmup", "--warmups", "--nccl-port", "--tokenizer-path", "--tokenizer-mode",
+      "--tokenizer-worker-num", "--skip-tokenizer-init", "--load-format", "--model-loader-extra-config",
+      "--trust-remote-code", "--revision", "--random-seed", "--stream-interval", "--stream-output",
+      "--constrained-json-whitespace-pattern", "--constrained-json-disable-any-whitespace", "--watchdog-timeout",
+      "--dist-timeout", "--download-dir", "--base-gpu-id", "--gpu-id-step", "--sleep-on-idle", "--log-level",
+      "--log-level-http", "--log-requests", "--log-requests-level", "--crash-dump-folder", "--crash-on-nan",
+      "--show-time-cost", "--enable-metrics", "--enable-metrics-for-all-schedulers",
+      "--tokenizer-metrics-custom-labels-header", "--tokenizer-metrics-allowed-custom-labels",
+      "--bucket-time-to-first-token", "--bucket-inter-token-latency", "--bucket-e2e-request-latency",
+      "--collect-tokens-histogram", "--prompt-tokens-buckets", "--generation-tokens-buckets",
+      "--gc-warning-threshold-secs", "--decode-log-interval", "--enable-request-time-stats-logging",
+      "--kv-events-config", "--enable-trace", "--oltp-traces-endpoint", "--api-key", "--served-model-name",
+      "--weight-version", "--chat-template", "--completion-template", "--file-storage-path", "--enable-cache-report",
+      "--reasoning-parser", "--tool-call-parser", "--sampling-defaults", "--tool-server", "--dist-init-addr",
+      "--nnodes", "--node-rank", "--preferred-sampling-params", "--grammar-backend", "--enable-p2p-check",
+      "--enable-nan-detection", "--delete-ckpt-after-loading", "--allow-auto-truncate",
+      "--enable-custom-logit-processor", "--enable-layerwise-nvtx-marker", "--disable-outlines-disk-cache"};
+  return e == ServingEngine::vllm ? vllm : sglang;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+/// vLLM's human_readable_int (arg_utils.py): "32k" = 32 000, "32K" = 32 768, "1.5m" = 1 500 000, else a plain int.
+std::optional<long long> human_int(const std::string& s, bool allow_suffix) {
+  if (s.empty()) return std::nullopt;
+  const char last = s.back();
+  const std::string num = std::string("kKmMgGtT").find(last) != std::string::npos && allow_suffix
+                              ? s.substr(0, s.size() - 1)
+                              : s;
+  if (num.size() == s.size()) {
+    long long v = 0;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+    return v;
+  }
+  if (num.empty() || num.find_first_not_of("0123456789.") != std::string::npos) return std::nullopt;
+  const bool binary = last == 'K' || last == 'M' || last == 'G' || last == 'T';
+  if (binary && num.find('.') != std::string::npos) return std::nullopt;  // vLLM refuses decimals with K/M/G
+  double v = 0;
+  try {
+    v = std::stod(num);
+  } catch (...) {
+    return std::nullopt;
+  }
+  const double mult = last == 'k' ? 1e3 : last == 'm' ? 1e6 : last == 'g' ? 1e9 : last == 't' ? 1e12
+                      : last == 'K' ? 1024.0 : last == 'M' ? 1048576.0 : last == 'G' ? 1073741824.0
+                                                                          : 1099511627776.0;
+  return static_cast<long long>(v * mult);
+}
+
+std::optional<double> real(const std::string& s) {
+  double v = 0;
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<EngineMapping> map_engine(const EngineArgs& args, Diagnostics& diags) {
+  EngineMapping m;
+  m.engine = args.engine;
+  const bool vllm = args.engine == ServingEngine::vllm;
+  const char* label = engine_label(args.engine);
+  const std::string src = args.source;
+  auto err = [&](const EngineFlag& f, std::string msg) {
+    diags.add(Diagnostic{Severity::error, src, f.given, f.line, 0, fmt::format("'{}': {}", f.text(), msg)});
+  };
+  // A flag that changes performance in a way gpuplan does not price: refused by name (exit 2), never ignored.
+  auto refuse = [&](const EngineFlag& f, const std::string& why) {
+    if (why.empty())
+      err(f, fmt::format("a {} setting that changes performance in a way gpuplan does not price: {}; leave it out to "
+                         "estimate without it",
+                         label, kNotModelled));
+    else
+      err(f, fmt::format("{}is {}", why, kNotModelled));
+  };
+  // argparse: a repeated flag, the last counts.
+  std::map<std::string, const EngineFlag*> last;
+  for (const auto& f : args.flags) last[f.name] = &f;
+  auto set = [&](const char* key, nlohmann::json v, const EngineFlag& f) {
+    m.keys[key] = std::move(v);
+    m.origin[key] = f.text();
+  };
+  auto integer = [&](const EngineFlag& f, long long lo, bool suffix) -> std::optional<long long> {
+    const auto v = human_int(f.values.front().text, suffix);
+    if (!v || *v < lo) {
+      err(f, fmt::format("expected an integer ≥ {}", lo));
+      return std::nullopt;
+    }
+    return v;
+  };
+  auto value = [](const EngineFlag& f) { return f.values.empty() ? std::string() : f.values.front().text; };
+
+  std::optional<std::string> dtype, kv, quant;
+  const EngineFlag *dtype_f = nullptr, *kv_f = nullptr, *quant_f = nullptr;
+  std::optional<long long> dp;
+  const EngineFlag* dp_f = nullptr;
+  bool dp_attention = false;
+  const EngineFlag* dp_attention_f = nullptr;
+  const bool before = diags.has_errors();
+
+  for (const auto& [name, fp] : last) {
+    const EngineFlag& f = *fp;
+    const std::string v = value(f);
+    if (ignored_flags(args.engine).count(name)) {
+      m.ignored.push_back(f.text());
+      continue;
+    }
+    // ---- the model
+    if (name == "--model" || name == "--model-path") {
+      set("model", v, f);
+      m.model_from = f.text();
+    }
+    // ---- layout
+    else if (name == "--tensor-parallel-size") {
+      if (auto n = integer(f, 1, false)) set("tp", *n, f);
+    } else if (name == "--pipeline-parallel-size") {
+      if (auto n = integer(f, 1, false)) set("pp", *n, f);
+    } else if (name == "--data-parallel-size") {
+      dp = integer(f, 1, false);
+      dp_f = &f;
+    } else if (name == "--enable-expert-parallel") {
+      if (!f.negated) m.expert_parallel_flag = f.text();
+    } else if (name == "--expert-parallel-size") {  // SGLang: EP inside the TP group, as gpuplan's --ep
+      if (auto n = integer(f, 1, false)) set("ep", *n, f);
+    } else if (name == "--enable-dp-attention") {
+      dp_attention = true;
+      dp_attention_f = &f;
+    } else if (name == "--decode-context-parallel-size") {
+      if (auto n = integer(f, 1, false); n && *n > 1) refuse(f, "decode context parallelism (KV split over the TP ranks) ");
+    }
+    // ---- formats
+    else if (name == "--dtype") {
+      dtype = v;
+      dtype_f = &f;
+    } else if (name == "--kv-cache-dtype") {
+      kv = v;
+      kv_f = &f;
+    } else if (name == "--quantization") {
+      quant = v;
+      quant_f = &f;
+    }
+    // ---- memory and scheduler
+    else if (name == "--gpu-memory-utilization") {
+      const auto x = real(v);
+      if (!x) err(f, "expected a fraction, e.g. 0.9");
+      else set("gpu_memory_utilization", *x, f);
+    } else if (name == "--mem-fraction-static") {
+      const auto x = real(v);
+      if (!x) err(f, "expected a fraction, e.g. 0.88");
+      else set("mem_fraction_static", *x, f);
+    } else if (name == "--max-num-seqs" || name == "--max-running-requests") {
+      if (auto n = integer(f, 1, false)) set("max_num_seqs", *n, f);
+    } else if (name == "--max-num-batched-tokens") {
+      if (auto n = integer(f, 1, true)) set("max_num_batched_tokens", *n, f);
+    } else if (name == "--chunked-prefill-size") {
+      const auto n = human_int(v, false);
+      if (n && *n == -1) refuse(f, "prefill without chunking (SGLang's -1) ");
+      else if (!n || *n < 1) err(f, "expected a positive number of tokens (or -1)");
+      else set("max_num_batched_tokens", *n, f);
+    } else if (name == "--max-model-len" || name == "--context-length") {
+      if (auto n = integer(f, 1, vllm)) {
+        m.max_len = n;
+        m.max_len_flag = f.text();
+      }
+    } else if (name == "--block-size" || name == "--page-size") {
+      if (auto n = integer(f, 1, false)) set("block_size", *n, f);
+    } else if (name == "--enforce-eager" || name == "--disable-cuda-graph") {
+      if (!f.negated) set("enforce_eager", true, f);
+      else m.assumed.push_back(f.text());
+    } else if (name == "--enable-chunked-prefill") {
+      if (f.negated) refuse(f, "prefill without chunking ");
+      else m.assumed.push_back(f.text());
+    } else if (name == "--enable-prefix-caching") {
+      if (f.negated) m.prefix_cache_off_flag = f.text();
+      else m.assumed.push_back(f.text());
+    } else if (name == "--disable-radix-cache") {
+      m.prefix_cache_off_flag = f.text();
+    } else if (name == "--speculative-config") {
+      nlohmann::json spec;
+      try {
+        spec = nlohmann::json::parse(v);
+      } catch (const std::exception&) {
+        err(f, "expected a JSON object, e.g. '{\"model\": \"...\", \"num_speculative_tokens\": 5}'");
+        continue;
+      }
+      if (!spec.is_object()) {
+        err(f, "expected a JSON object");
+        continue;
+      }
+      m.spec_flag = f.text();
+      const std::string method = spec.value("method", std::string());
+      if (spec.contains("num_speculative_tokens") && spec["num_speculative_tokens"].is_number_integer())
+        set("spec_tokens", spec["num_speculative_tokens"].get<long long>(), f);
+      else
+        err(f, "gpuplan needs \"num_speculative_tokens\" (the draft tokens per step, γ)");
+      if (spec.contains("model") && spec["model"].is_string() && (method.empty() || method == "draft_model"))
+        set("draft_model", spec["model"].get<std::string>(), f);
+      else
+        m.spec_needs_draft_ms = true;
+      for (auto it = spec.begin(); it != spec.end(); ++it)
+        if (it.key() != "method" && it.key() != "model" && it.key() != "num_speculative_tokens")
+          m.notes.push_back(fmt::format("--speculative-config \"{}\" does not change what gpuplan models", it.key()));
+    }
+    // ---- everything else changes performance in a way gpuplan does not price
+    else {
+      refuse(f, "");
+    }
+  }
+  // `vllm serve MODEL`: the positional model tag wins over --model (vllm/entrypoints/cli/serve.py sets args.model
+  // from model_tag).
+  if (args.model_tag) {
+    m.keys["model"] = args.model_tag->text;
+    m.origin["model"] = fmt::format("vllm serve {}", args.model_tag->text);
+    m.model_from = m.origin["model"];
+  }
+
+  // ---- data parallelism: replicas, or DP attention
+  if (dp_attention && (!dp || *dp > 1))
+    refuse(*dp_attention_f,
+           fmt::format("data-parallel attention (attention split over {} DP ranks inside the TP group, MoE over all of "
+                       "them) ",
+                       dp ? std::to_string(*dp) : std::string("the")));
+  else if (dp && *dp > 1 && !m.expert_parallel_flag.empty())
+    err(*dp_f, fmt::format("with {}: vLLM's expert parallelism spans TP × DP = {} GPUs, with attention data-parallel "
+                           "over the DP ranks; gpuplan's --ep lives inside one TP group of a replica, so this layout is "
+                           "{}",
+                           m.expert_parallel_flag,
+                           m.keys.contains("tp") ? fmt::format("{} × {}", m.keys["tp"].dump(), *dp)
+                                                 : fmt::format("TP × {}", *dp),
+                           kNotModelled));
+  else if (dp && *dp > 1)
+    err(*dp_f, fmt::format("{} data-parallel replicas behind one API server: gpuplan serve prices one replica (TP × PP "
+                           "GPUs), and with --rate the planner chooses the number of replicas; drop the flag (a fixed "
+                           "replica count is {})",
+                           *dp, kNotModelled));
+  else if (dp)
+    m.assumed.push_back(dp_f->text());
+
+  // ---- weights and KV: --dtype, --quantization, --kv-cache-dtype
+  std::optional<std::string> model_dtype;  // what --dtype makes the weights (and an "auto" KV cache)
+  if (dtype) {
+    const std::string d = lower(*dtype);
+    if (d == "half" || d == "float16") model_dtype = "fp16";
+    else if (d == "bfloat16") model_dtype = "bf16";
+    else if (d == "float" || d == "float32") model_dtype = "fp32";
+    else if (d == "auto") m.notes.push_back(fmt::format("'{}': the checkpoint's dtype; gpuplan takes bf16",
+                                                        dtype_f->text()));
+    else err(*dtype_f, "expected auto, half, float16, bfloat16, float or float32");
+    if (model_dtype) set("weight_dtype", *model_dtype, *dtype_f);
+  }
+  if (quant) {
+    const std::string q = lower(*quant);
+    std::string w;
+    if (q == "fp8" || q == "w8a8_fp8" || q == "modelopt_fp8") {
+      w = "fp8";
+    } else if (q == "modelopt_fp4" || q == "nvfp4") {
+      w = "fp4";
+    } else if (q == "awq" || q == "awq_marlin" || q == "gptq" || q == "gptq_marlin") {
+      w = "int4";
+      m.notes.push_back(fmt::format("'{}': 4-bit weights with bf16 activations, one scale per 128 weights unless "
+                                    "--weight-group-size says otherwise; an 8-bit {} checkpoint needs "
+                                    "--weight-dtype int8",
+                                    quant_f->text(), q.substr(0, 4) == "gptq" ? "GPTQ" : "AWQ"));
+    } else {
+      refuse(*quant_f, fmt::format("the '{}' quantisation method ", *quant));
+    }
+    if (!w.empty()) set("weight_dtype", w, *quant_f);
+  }
+  if (kv) {
+    const std::string k = lower(*kv);
+    if (k == "fp8" || k == "fp8_e4m3" || k == "fp8_e5m2") set("kv_dtype", "fp8", *kv_f);
+    else if (k == "bfloat16" || k == "bf16") set("kv_dtype", "bf16", *kv_f);
+    else if (k == "auto") {
+      if (model_dtype) set("kv_dtype", *model_dtype, *kv_f);
+    } else if (k == "fp8_inc" || k == "fp8_ds_mla" || k == "fp4_e2m1") {
+      refuse(*kv_f, fmt::format("a '{}' KV cache ", *kv));
+    } else {
+      err(*kv_f, vllm ? "expected auto, bfloat16, fp8, fp8_e4m3 or fp8_e5m2" : "expected auto, fp8_e5m2 or fp8_e4m3");
+    }
+  } else if (model_dtype) {
+    set("kv_dtype", *model_dtype, *dtype_f);  // kv_cache_dtype "auto" (the default) follows the model's dtype
+  }
+
+  // ---- a whole command line: the engine's defaults for what it leaves out
+  if (args.whole_command) {
+    auto dflt = [&](const char* key, nlohmann::json v, const std::string& why) {
+      if (m.keys.contains(key)) return;
+      m.keys[key] = std::move(v);
+      m.origin[key] = fmt::format("{} default", label);
+      m.defaulted[key] = why;
+    };
+    dflt("engine", vllm ? "vllm" : "sglang", fmt::format("a {} command line has {}'s memory semantics", label, label));
+    dflt("tp", 1, vllm ? "vLLM's default without --tensor-parallel-size" : "SGLang's default without --tp-size");
+    dflt("pp", 1, vllm ? "vLLM's default without --pipeline-parallel-size" : "SGLang's default without --pp-size");
+  }
+  if (diags.has_errors() && !before) return std::nullopt;
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The overlay
+
+namespace {
+
+std::optional<EngineArgs> read_whole(ServingEngine e, const std::string& arg, const std::vector<std::string>& own,
+                                     Diagnostics& diags) {
+  const std::string flag = e == ServingEngine::vllm ? "--vllm-args" : "--sglang-args";
+  std::string text = arg, source = flag;
+  if (arg == "-" || (!arg.empty() && arg[0] == '@')) {
+    const std::string path = arg == "-" ? "/dev/stdin" : arg.substr(1);
+    source = arg == "-" ? "<stdin>" : path;
+    auto t = json_io::read_text_file(path, diags);
+    if (!t) return std::nullopt;
+    text = *t;
+  }
+  auto words = read_engine_command(e, text, source, diags);
+  if (!words) return std::nullopt;
+  return parse_engine_words(e, *words, true, source, own, diags);
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string o;
+  for (const auto& x : v) o += (o.empty() ? "" : ", ") + x;
+  return o;
+}
+
+long long int_key(const nlohmann::json& j, const char* key, long long dflt) {
+  return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : dflt;
+}
+
+}  // namespace
+
+bool engine_overlay(const std::string& data_dir, const std::optional<std::string>& vllm_args,
+                    const std::optional<std::string>& sglang_args, const std::vector<std::string>& typed,
+                    const std::vector<std::string>& own_flags, nlohmann::json& j,
+                    std::map<std::string, std::string>& origin, Diagnostics& diags) {
+  if (vllm_args && sglang_args) {
+    diags.error("", "--sglang-args", "give one engine's command line: --vllm-args or --sglang-args");
+    return false;
+  }
+  std::optional<EngineArgs> all;
+  if (vllm_args) all = read_whole(ServingEngine::vllm, *vllm_args, own_flags, diags);
+  if (sglang_args) all = read_whole(ServingEngine::sglang, *sglang_args, own_flags, diags);
+  if ((vllm_args || sglang_args) && !all) return false;
+  if (!typed.empty()) {
+    // Which engine's spellings: the one whose parser knows every typed flag (vLLM first when both do).
+    std::vector<ShellWord> words;
+    for (const auto& t : typed) words.push_back(ShellWord{t, {}, 0});
+    auto knows_all = [&](ServingEngine e) {
+      for (const auto& t : typed) {
+        if (t.size() < 2 || t[0] != '-' || (t[1] >= '0' && t[1] <= '9')) continue;
+        const auto m = find_engine_flag(e, t.substr(0, t.find('=')));
+        if (m.entry == nullptr && !(e == ServingEngine::vllm && t.rfind("-O", 0) == 0 && t.size() > 2)) return false;
+      }
+      return true;
+    };
+    std::optional<ServingEngine> e;
+    if (all) e = all->engine;
+    else if (knows_all(ServingEngine::vllm)) e = ServingEngine::vllm;
+    else if (knows_all(ServingEngine::sglang)) e = ServingEngine::sglang;
+    if (!e) {
+      // Name the first flag neither parser knows, with the closest name of all three.
+      for (const auto& t : typed) {
+        if (t.size() < 2 || t[0] != '-') continue;
+        const std::string n = t.substr(0, t.find('='));
+        if (find_engine_flag(ServingEngine::vllm, n).entry || find_engine_flag(ServingEngine::sglang, n).entry) continue;
+        std::vector<std::string> names = own_flags;
+        for (auto eng : {ServingEngine::vllm, ServingEngine::sglang})
+          for (const auto& x : engine_flag_names(eng)) names.emplace_back(x.name);
+        diags.error("", n,
+                    fmt::format("unknown flag: neither a gpuplan flag of this command nor a vLLM ({}) or SGLang ({}) "
+                                "server argument{}",
+                                engine_names_source(ServingEngine::vllm), engine_names_source(ServingEngine::sglang),
+                                did_you_mean(n, names)));
+        return false;
+      }
+      diags.error("", typed.front(), "mixes vLLM-only and SGLang-only spellings: use one engine's names");
+      return false;
+    }
+    auto args = parse_engine_words(*e, words, false, "", own_flags, diags);
+    if (!args) return false;
+    if (all) {
+      all->flags.insert(all->flags.end(), args->flags.begin(), args->flags.end());
+    } else {
+      all = std::move(args);
+    }
+  }
+  if (!all) return true;
+  auto m = map_engine(*all, diags);
+  if (!m) return false;
+  const char* label = engine_label(m->engine);
+
+  // The model: a library id (Hugging Face ids are aliases), a config.json, or a local checkpoint folder holding one.
+  if (m->keys.contains("model")) {
+    const std::string id = m->keys["model"].get<std::string>();
+    auto lib = wl_io::load_model_library(data_dir);
+    if (!lib.ok()) {
+      diags.append(lib.diagnostics());
+      return false;
+    }
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (lib->find(id) == nullptr) {
+      if (fs::is_directory(id, ec) && fs::exists(fs::path(id) / "config.json", ec)) {
+        m->keys["model"] = (fs::path(id) / "config.json").string();
+      } else if (!fs::exists(id, ec)) {
+        diags.error("", m->origin["model"],
+                    fmt::format("'{}' is neither a model of gpuplan's library (`gpuplan model list`; Hugging Face ids "
+                                "are aliases of its entries) nor a local file or checkpoint folder: gpuplan does not "
+                                "download; save the model's config.json and give its path, or -m LIBRARY-ID{}",
+                                id, did_you_mean(id, lib->names())));
+        return false;
+      }
+    }
+  }
+
+  // Conflicts with gpuplan's own spellings (flags or the scenario file); the engine's defaults yield to them.
+  const bool before = diags.has_errors();
+  for (auto it = m->keys.begin(); it != m->keys.end(); ++it) {
+    const std::string& key = it.key();
+    if (!j.contains(key)) continue;
+    const std::string where = origin.count(key) ? origin.at(key) : "/" + key;
+    bool same = j[key] == *it;
+    if (!same && j[key].is_number() && it->is_number()) same = j[key].get<double>() == it->get<double>();
+    if (m->defaulted.count(key)) {
+      if (!same)
+        diags.note("", where, fmt::format("{} = {} overrides the {} command line's {} = {} ({})", key, j[key].dump(),
+                                          label, key, it->dump(), m->defaulted.at(key)));
+      continue;
+    }
+    if (!same)
+      diags.error("", m->origin.at(key),
+                  fmt::format("sets {} = {}, but {} sets it to {}: give the knob once", key, it->dump(), where,
+                              j[key].dump()));
+  }
+  if (diags.has_errors() && !before) return false;
+  for (auto it = m->keys.begin(); it != m->keys.end(); ++it) {
+    if (j.contains(it.key()) && m->defaulted.count(it.key())) continue;
+    j[it.key()] = *it;
+    origin[it.key()] = m->origin.at(it.key());
+  }
+
+  // vLLM's expert parallelism: the MoE layers sharded over TP × DP GPUs (DP 1 here: DP > 1 was refused), i.e. over
+  // the replica's TP group, which is gpuplan's --ep = TP. A dense model: vLLM ignores the flag.
+  if (!m->expert_parallel_flag.empty()) {
+    if (!j.contains("tp")) {
+      diags.error("", m->expert_parallel_flag,
+                  "vLLM's expert parallelism spans the TP group: give the TP size (--tensor-parallel-size or --tp), "
+                  "which the planner would otherwise choose");
+      return false;
+    }
+    const long long tp = int_key(j, "tp", 1);
+    bool moe = true;
+    if (j.contains("model") && j["model"].is_string()) {
+      auto lib = wl_io::load_model_library(data_dir);
+      if (lib.ok()) {
+        auto entry = wl_io::resolve_model(lib.value(), j["model"].get<std::string>());
+        if (entry.ok()) moe = entry->arch.moe.has_value();
+      }
+    }
+    if (!moe) {
+      diags.note("", m->expert_parallel_flag, "a dense model has no experts: vLLM ignores expert parallelism");
+    } else if (j.contains("ep") && int_key(j, "ep", 0) != tp) {
+      diags.error("", m->expert_parallel_flag,
+                  fmt::format("vLLM's expert parallelism is EP = TP × DP = {}, but {} sets --ep {}", tp,
+                              origin.count("ep") ? origin.at("ep") : std::string("/ep"), int_key(j, "ep", 0)));
+      return false;
+    } else if (tp > 1) {
+      j["ep"] = tp;
+      origin["ep"] = m->expert_parallel_flag;
+      diags.note("", m->expert_parallel_flag,
+                 fmt::format("vLLM's EP size is TP × DP = {} × 1: gpuplan's --ep {} (the experts split over the TP "
+                             "group, no tensor parallelism inside an expert)",
+                             tp, tp));
+    }
+  }
+  // --max-model-len / --context-length: the engine refuses longer requests.
+  if (m->max_len) {
+    if (j.contains("input_dist") || j.contains("output_dist")) {
+      diags.note("", m->max_len_flag, "length distributions are not checked against the engine's maximum length");
+    } else {
+      const long long in = int_key(j, "input_tokens", 1024), out = int_key(j, "output_tokens", 256);
+      if (in + out > *m->max_len) {
+        diags.error("", m->max_len_flag,
+                    fmt::format("requests of {} + {} = {} tokens are longer than the {} maximum of {} tokens: {} "
+                                "refuses them (raise it or shorten --input-tokens / --output-tokens)",
+                                in, out, in + out, label, *m->max_len, label));
+        return false;
+      }
+    }
+  }
+  // Prefix caching off: gpuplan's shared prefix is stored once and prefilled once, which needs the cache.
+  if (!m->prefix_cache_off_flag.empty()) {
+    if (int_key(j, "prefix_tokens", 0) > 0) {
+      diags.error("", m->prefix_cache_off_flag,
+                  fmt::format("--prefix-tokens {} assumes the prefix cache, which this flag turns off: serving a shared "
+                              "prefix without it is {}",
+                              int_key(j, "prefix_tokens", 0), kNotModelled));
+      return false;
+    }
+    m->notes.push_back(fmt::format("'{}': no shared prefix given (--prefix-tokens 0), so the cache changes nothing "
+                                   "in the estimate",
+                                   m->prefix_cache_off_flag));
+  }
+  // Speculative decoding: the acceptance rate is the workload's, and a draft without a model needs its step time.
+  if (!m->spec_flag.empty()) {
+    if (!j.contains("spec_acceptance")) {
+      diags.error("", m->spec_flag,
+                  "the speculative config says how many tokens are drafted, not how often they are accepted: add "
+                  "--spec-acceptance ALPHA (measured, e.g. from vLLM's spec-decode metrics)");
+      return false;
+    }
+    if (m->spec_needs_draft_ms && !j.contains("draft_ms")) {
+      diags.error("", m->spec_flag,
+                  fmt::format("the draft step of a draft without a separate model (ngram, EAGLE, MTP heads) is {}: "
+                              "give --draft-ms, or a draft model (\"model\" with method draft_model)",
+                              kNotModelled));
+      return false;
+    }
+  }
+
+  std::string mapped;
+  for (const auto& [key, from] : m->origin)
+    if (j.contains(key) && origin.count(key) && origin.at(key) == from)
+      mapped += fmt::format("{}{} = {} ({})", mapped.empty() ? "" : "; ", key, j[key].dump(), from);
+  if (!mapped.empty()) diags.note("", label, "mapped: " + mapped);
+  if (!m->ignored.empty())
+    diags.note("", label, "ignored (they do not change the latency, throughput or memory gpuplan models): " +
+                              join(m->ignored));
+  if (!m->assumed.empty()) diags.note("", label, "already gpuplan's assumption: " + join(m->assumed));
+  for (const auto& n : m->notes) diags.note("", label, n);
+  return true;
+}
+
+}  // namespace gpuplan::cli
