@@ -185,8 +185,14 @@ std::optional<EngineArgs> parse_engine_words(ServingEngine e, const std::vector<
       }
       std::string after;
       if (!a.flags.empty()) after = fmt::format(" after '{}'", a.flags.back().text());
-      error_at(diags, source, w.line, "",
-               fmt::format("unexpected word '{}'{}: {}'s arguments are flags (--name value)", w.text, after, label));
+      if (whole_command)
+        error_at(diags, source, w.line, "",
+                 fmt::format("unexpected word '{}'{}: {}'s arguments are flags (--name value)", w.text, after, label));
+      else
+        error_at(diags, source, w.line, "",
+                 fmt::format("unexpected word '{}'{}: the command takes flags (--name value); a vLLM or SGLang command "
+                             "line goes in --vllm-args / --sglang-args",
+                             w.text, after));
       return std::nullopt;
     }
     std::string name = w.text;

@@ -47,7 +47,7 @@ const std::set<std::string, std::less<>>& ignored_flags(ServingEngine e) {
       "--ray-workers-use-nsight", "--worker-cls", "--worker-extension-cls", "--prefix-caching-hash-algo",
       "--show-hidden-metrics-for-version", "--otlp-traces-endpoint", "--collect-detailed-traces",
       "--disable-log-stats", "--aggregate-engine-logging", "--enable-log-requests", "--disable-log-requests",
-      "--swap-space", "--enable-sleep-mode", "--kv-events-config"};
+      "--swap-space", "--enable-sleep-mode", "--kv-events-config", "--tokens-only"};
   static const std::set<std::string, std::less<>> sglang{
       "--host", "--port", "--skip-server-warmup", "--warmups", "--nccl-port", "--tokenizer-path", "--tokenizer-mode",
       "--tokenizer-worker-num", "--skip-tokenizer-init", "--load-format", "--model-loader-extra-config",
@@ -256,6 +256,10 @@ std::optional<EngineMapping> map_engine(const EngineArgs& args, Diagnostics& dia
       for (auto it = spec.begin(); it != spec.end(); ++it)
         if (it.key() != "method" && it.key() != "model" && it.key() != "num_speculative_tokens")
           m.notes.push_back(fmt::format("--speculative-config \"{}\" does not change what gpuplan models", it.key()));
+    }
+    else if (name == "--config") {
+      err(f, fmt::format("gpuplan does not read {}'s YAML config file: give its options as flags on the command line",
+                         label));
     }
     // ---- everything else changes performance in a way gpuplan does not price
     else {

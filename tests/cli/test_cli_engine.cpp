@@ -123,7 +123,7 @@ TEST_SUITE("gpuplan serve with vLLM and SGLang arguments") {
               run({"serve", "-m", "mixtral-8x7b", "--tp", "8", "--ep", "4", "--format", "json"}));
   }
 
-  TEST_CASE("vLLM's --enable-expert-parallel with DP 1 is gpuplan's --ep = TP; with DP > 1 it is refused") {
+  TEST_CASE("vLLM's --enable-expert-parallel with DP 1 is gpuplan's --ep = TP, and with DP > 1 it is refused") {
     same_json(run({"serve", "--vllm-args",
                    "vllm serve mistralai/Mixtral-8x7B-Instruct-v0.1 --tensor-parallel-size 8 --enable-expert-parallel",
                    "--format", "json"}),
@@ -159,7 +159,14 @@ TEST_SUITE("gpuplan serve with vLLM and SGLang arguments") {
     CHECK(contains(p.err, "did you mean '--gpu-memory-utilization'?"));
   }
 
-  TEST_CASE("a knob given twice with two values is refused; the engine's defaults yield to gpuplan's flags") {
+  TEST_CASE("a stray word is refused with the place a pasted command line goes") {
+    const Run r = run({"serve", "-m", "llama-3.1-8b", "vllm", "serve"});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "unexpected word 'vllm'"));
+    CHECK(contains(r.err, "goes in --vllm-args / --sglang-args"));
+  }
+
+  TEST_CASE("a knob given twice with two values is refused, and the engine's defaults yield to gpuplan's flags") {
     const Run r = run({"serve", "--tp", "2", "--vllm-args", "vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 4"});
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "sets tp = 4, but --tp sets it to 2: give the knob once"));

@@ -128,7 +128,7 @@ TEST_SUITE("vLLM and SGLang argument names") {
     CHECK(m->origin.at("tp") == "-tp 4");
   }
 
-  TEST_CASE("--dtype sets the weights and the auto KV cache; an explicit --kv-cache-dtype wins for the KV") {
+  TEST_CASE("--dtype sets the weights and the auto KV cache, and an explicit --kv-cache-dtype wins for the KV") {
     Diagnostics d;
     auto m = map_line(ServingEngine::vllm, "vllm serve x --dtype half", d);
     REQUIRE(m);
@@ -140,7 +140,7 @@ TEST_SUITE("vLLM and SGLang argument names") {
     CHECK(m->keys["kv_dtype"] == "fp8");
   }
 
-  TEST_CASE("a whole command line defaults TP and PP to 1; typed spellings set only what they name") {
+  TEST_CASE("a whole command line defaults TP and PP to 1, while typed spellings set only what they name") {
     Diagnostics d;
     auto m = map_line(ServingEngine::vllm, "vllm serve x", d);
     REQUIRE(m);
@@ -155,7 +155,7 @@ TEST_SUITE("vLLM and SGLang argument names") {
     CHECK_FALSE(m->keys.contains("engine"));
   }
 
-  TEST_CASE("frontend and logging flags are ignored and listed; gpuplan's own assumptions are listed") {
+  TEST_CASE("frontend and logging flags are ignored and listed, and so are gpuplan's own assumptions") {
     Diagnostics d;
     const auto m = map_line(ServingEngine::vllm,
                             "vllm serve x --host 0.0.0.0 --port 8080 --api-key k --served-model-name chat "
