@@ -450,9 +450,11 @@ bool engine_overlay(const std::string& data_dir, const std::optional<std::string
   if (!m) return false;
   const char* label = engine_label(m->engine);
 
-  // The model: a library id (Hugging Face ids are aliases), a config.json, or a local checkpoint folder holding one.
-  if (m->keys.contains("model")) {
-    const std::string id = m->keys["model"].get<std::string>();
+  // The model (and a speculative draft): a library id (Hugging Face ids are aliases), a config.json, or a local
+  // checkpoint folder holding one; anything else is a diagnostic here, where the flag that named it is known.
+  for (const char* key : {"model", "draft_model"}) {
+    if (!m->keys.contains(key)) continue;
+    const std::string id = m->keys[key].get<std::string>();
     auto lib = wl_io::load_model_library(data_dir);
     if (!lib.ok()) {
       diags.append(lib.diagnostics());
@@ -460,17 +462,16 @@ bool engine_overlay(const std::string& data_dir, const std::optional<std::string
     }
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (lib->find(id) == nullptr) {
-      if (fs::is_directory(id, ec) && fs::exists(fs::path(id) / "config.json", ec)) {
-        m->keys["model"] = (fs::path(id) / "config.json").string();
-      } else if (!fs::exists(id, ec)) {
-        diags.error("", m->origin["model"],
-                    fmt::format("'{}' is neither a model of gpuplan's library (`gpuplan model list`; Hugging Face ids "
-                                "are aliases of its entries) nor a local file or checkpoint folder: gpuplan does not "
-                                "download; save the model's config.json and give its path, or -m LIBRARY-ID{}",
-                                id, did_you_mean(id, lib->names())));
-        return false;
-      }
+    if (lib->find(id) != nullptr) continue;
+    if (fs::is_directory(id, ec) && fs::exists(fs::path(id) / "config.json", ec)) {
+      m->keys[key] = (fs::path(id) / "config.json").string();
+    } else if (!fs::exists(id, ec)) {
+      diags.error("", m->origin[key],
+                  fmt::format("'{}' is neither a model of gpuplan's library (`gpuplan model list`; Hugging Face ids "
+                              "are aliases of its entries) nor a local file or checkpoint folder: gpuplan does not "
+                              "download; save the model's config.json and give its path, or -m LIBRARY-ID{}",
+                              id, did_you_mean(id, lib->names())));
+      return false;
     }
   }
 

@@ -182,6 +182,21 @@ TEST_SUITE("gpuplan serve with vLLM and SGLang arguments") {
     CHECK(run({"serve", "--vllm-args", "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 2048"}).rc == 0);
   }
 
+  TEST_CASE("--speculative-config with a draft model and gpuplan's acceptance rate is the native speculative scenario") {
+    const std::string line =
+        "vllm serve meta-llama/Llama-3.1-70B-Instruct -tp 4 --speculative-config "
+        "'{\"model\": \"meta-llama/Llama-3.1-8B-Instruct\", \"num_speculative_tokens\": 4}'";
+    const Run eng = run({"serve", "--vllm-args", line, "--spec-acceptance", "0.7", "--batch", "8", "--format", "json"});
+    same_json(eng, run({"serve", "-m", "llama-3.1-70b", "--tp", "4", "--pp", "1", "--engine", "vllm", "--batch", "8",
+                        "--spec-acceptance", "0.7", "--spec-tokens", "4", "--draft-model",
+                        "meta-llama/Llama-3.1-8B-Instruct", "--format", "json"}));
+    CHECK(parse_json(eng).contains("speculative"));
+    // The acceptance rate is the workload's, not the engine's: without it, exit 2 naming what to add.
+    const Run no = run({"serve", "--vllm-args", line, "--batch", "8"});
+    CHECK(no.rc == kInvalid);
+    CHECK(contains(no.err, "add --spec-acceptance ALPHA"));
+  }
+
   TEST_CASE("a Hugging Face id outside the library is a diagnostic, not a download") {
     const Run r = run({"serve", "--vllm-args", "vllm serve Qwen/Qwen2.5-1.5B-Instruct"});
     CHECK(r.rc == kInvalid);
