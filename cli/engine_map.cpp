@@ -176,6 +176,7 @@ std::optional<EngineMapping> map_engine(const EngineArgs& args, Diagnostics& dia
       dp_f = &f;
     } else if (name == "--enable-expert-parallel") {
       if (!f.negated) m.expert_parallel_flag = f.text();
+      else m.assumed.push_back(f.text());  // --no-enable-expert-parallel: vLLM's default
     } else if (name == "--expert-parallel-size") {  // SGLang: EP inside the TP group, as gpuplan's --ep
       if (auto n = integer(f, 1, false)) set("ep", *n, f);
     } else if (name == "--enable-dp-attention") {
