@@ -12,6 +12,7 @@
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "gpuplan/model/utilisation.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model {
@@ -735,9 +736,9 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.hardware_flops =
       o.model_flops + (plan.recompute == wl::Recompute::full ? layer_forward * tokens_per_step : units::Flops(0));
   const double gpus = double(par.gpus());
-  const double peak = k.d.peak(plan.precision.compute).raw();
-  o.mfu = o.model_flops.raw() / (s.total.raw() * gpus * peak);
-  o.hfu = o.hardware_flops.raw() / (s.total.raw() * gpus * peak);
+  const units::FlopRate peak = k.d.peak(plan.precision.compute);
+  o.mfu = utilisation(o.model_flops, s.total, gpus, peak);
+  o.hfu = utilisation(o.hardware_flops, s.total, gpus, peak);
 
   // ---- time to train, cost, energy ----
   if (plan.tokens_to_train) {
