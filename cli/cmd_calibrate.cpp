@@ -359,6 +359,7 @@ void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc) {
   show->add_option("gpu", *id, "GPU id or alias")->required();
   add_format_option(*show, g);
   show->callback([&g, id, &rc] { rc = run_show(g, *id); });
+  register_calibrate_import(*c, g, rc);
 }
 
 }  // namespace gpuplan::cli

@@ -15,9 +15,13 @@ void register_kv(CLI::App& app, GlobalOptions& g, int& rc);
 void register_serve(CLI::App& app, GlobalOptions& g, int& rc);
 void register_simulate(CLI::App& app, GlobalOptions& g, int& rc);
 void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc);
+/// `calibrate import-nccl-tests` under the `calibrate` command (cmd_calibrate_import.cpp).
+void register_calibrate_import(CLI::App& calibrate, GlobalOptions& g, int& rc);
 void register_bench(CLI::App& app, GlobalOptions& g, int& rc);
 void register_report(CLI::App& app, GlobalOptions& g, int& rc);
 void register_drill(CLI::App& app, GlobalOptions& g, int& rc);
+void register_collective(CLI::App& app, GlobalOptions& g, int& rc);
+void register_mfu(CLI::App& app, GlobalOptions& g, int& rc);
 /// The generated Markdown field reference of all data files.
 std::string field_reference();
 }  // namespace gpuplan::cli

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   register_bench(app, g, rc);
   register_report(app, g, rc);
   register_drill(app, g, rc);
+  register_collective(app, g, rc);
+  register_mfu(app, g, rc);
   guard_flag_values(app);
   try {
     app.parse(argc, argv);
