@@ -350,8 +350,8 @@ int run_collective(const GlobalOptions& g, const CollectiveFlags& f, const CLI::
                      ok ? fmt::format("{:6.2f}", u::to_GBps(r.cost.busbw)) : "n/a", algo_text(r.cost.algorithm));
   }
   if (!sweep && feasible)
-    s += fmt::format("#\n# {} of {} over {} GPUs: {} (algbw {}, busbw {})\n", op_name(*op),
-                     u::format(u::bytes(rows.front().bytes), u::BytePrefix::binary), n,
+    s += fmt::format("#\n# {} of {} over {} GPU{}: {} (algbw {}, busbw {})\n", op_name(*op),
+                     u::format(u::bytes(rows.front().bytes), u::BytePrefix::binary), n, n == 1 ? "" : "s",
                      u::format(rows.front().cost.time), u::format(rows.front().cost.algbw),
                      u::format(rows.front().cost.busbw));
   for (const auto& x : reasons) s += "# infeasible: " + x + "\n";
