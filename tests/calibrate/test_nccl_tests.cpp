@@ -19,7 +19,7 @@ std::string all_messages(const Diagnostics& d) {
 }  // namespace
 
 TEST_SUITE("nccl-tests import") {
-  TEST_CASE("a 12-column alltoall table without root imports; the op comes from the 'Collective test starting' line") {
+  TEST_CASE("a 12-column alltoall table without root imports, the op from the 'Collective test starting' line") {
     // n = 2: busbw = algbw · (n−1)/n = algbw / 2; algbw = size / time / 1e3 (GB/s with µs).
     const std::string log =
         "# Collective test starting: alltoall_perf\n"

@@ -184,7 +184,7 @@ TEST_SUITE("collective command") {
     CHECK(contains(j["notes"][0].get<std::string>(), "rounded down to 768 B"));
   }
 
-  TEST_CASE("collective: bad sizes, ops and algorithms exit 2 naming the flag; too many GPUs for a cluster exit 3") {
+  TEST_CASE("collective: bad sizes, ops and algorithms exit 2 naming the flag, and too many GPUs for a cluster exit 3") {
     const Run a = run({"collective", "--op", "all-reduce", "--bytes", "1.5", "--gpus", "8", "--gpu", "h100"});
     CHECK(a.rc == kInvalid);
     CHECK(contains(a.err, "--bytes"));
@@ -202,6 +202,10 @@ TEST_SUITE("collective command") {
     const Run e = run({"collective", "--op", "all-reduce", "--bytes", "1G", "--gpus", "8", "--gpu", "h100", "-b", "1K"});
     CHECK(e.rc == kInvalid);
     CHECK(contains(e.err, "not both"));
+    const Run f = run({"collective", "--op", "all-reduce", "--bytes", "1G", "--gpus", "4096", "--cluster",
+                       "deepseek-v3-h800-2048"});
+    CHECK(f.rc == kInfeasible);
+    CHECK(contains(f.out, "4096 GPUs do not fit in cluster deepseek-v3-h800-2048 (256 nodes × 8 GPUs)"));
   }
 
   TEST_CASE("collective --explain carries the derivation of the time") {

@@ -150,7 +150,7 @@ TEST_SUITE("mfu command") {
     CHECK(checked == 25);
   }
 
-  TEST_CASE("mfu: a step time and a throughput give the same MFU; a plan that cannot run exits 3; no measurement exits 2") {
+  TEST_CASE("mfu: a step time and a throughput give the same MFU, a plan that cannot run exits 3, no measurement exits 2") {
     const std::vector<std::string> plan = {"mfu", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "1",
                                            "--global-batch", "64", "--seq", "4096", "--format", "json"};
     auto with = [&](std::vector<std::string> extra) {
