@@ -115,7 +115,9 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
     const char* title;
   };
   const Set sets[] = {{"training_cases.json", "Published training throughput (data/validation/training_cases.json)"},
-                      {"measured_cases.json", "Our own measurements on H100 and H200 (data/validation/measured_cases.json)"}};
+                      {"measured_cases.json", "Our own measurements on H100 and H200 (data/validation/measured_cases.json)"},
+                      {"measured_moe_training_cases.json",
+                       "Our own MoE training steps on 1, 2 and 4 H100s at EP 1/2/4 (data/validation/measured_moe_training_cases.json)"}};
   const Format f = parse_format(g.format);
   nlohmann::ordered_json o;
   std::vector<model::BandCase> band_cases;

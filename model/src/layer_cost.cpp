@@ -223,7 +223,7 @@ class TrainingLayerPricer {
                  4.0 * (double(T) * double(o.active) * double(ie)), gated ? glu_b / glu_f : 1.5);
         } else {
           fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
-          stream("token permute/unpermute", (double(T) * double(o.active) * double(h)) * e * 4.0, 0.0);
+          price_token_routing(double(T) * double(o.active));
         }
         break;
       }
@@ -240,6 +240,26 @@ class TrainingLayerPricer {
       case LinearKind::lm_head:  // not a layer op
         break;
   }
+  }
+
+  // The token rows' trips around the expert GEMMs, P = T·k routed rows of h elements (balanced routing: a GPU
+  // receives as many rows as it sends at any EP). Fused (Megatron-Core's permute/unpermute kernels): one gather into
+  // expert order and one weighted scatter back, read + write each. Eager PyTorch, as our measured dispatcher runs it
+  // (scripts/measure/moe_layer.py, the MoE layer of moe_train_step.py): the gather into expert order (x[idx]); the
+  // received rows regrouped into the grouped GEMM's padded expert-major groups (a copy with a zero row, a gather)
+  // and gathered back after it; the gather back into token order, the scale by the routing weight and the sum over
+  // the k copies (the sum writes T rows). Each is its own kernel reading and writing its rows; the backward of each
+  // (index_put accumulation, the products' gradients) moves about twice the bytes.
+  void price_token_routing(double P) {
+    const double row = double(h) * e;
+    if (!eager) {
+      stream("token permute/unpermute", P * row * 4.0, 0.0);
+      return;
+    }
+    stream("token permute (gather into expert order)", P * row * 2.0, 0.0);
+    stream("expert-order regroup (pad copy, gather, gather back)", P * row * 6.0, 0.0);
+    stream("unpermute (gather, scale by routing weight, sum over top-k)", P * row * 5.0 + double(T) * row,
+           P * double(h) * 2.0);
   }
 
   const wl::TransformerArch& a;

@@ -220,6 +220,11 @@ int expert_grad_group_size(const wl::TrainingPlan& plan) {
   return std::max(1, dense_grad_group_size(plan) / std::max(1, plan.par.ep));
 }
 
+double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
+  const GpuParams p = trainable_per_gpu(a, params, plan);
+  return (dense_grad_group_size(plan) > 1 ? p.dense : 0.0) + (expert_grad_group_size(plan) > 1 ? p.experts : 0.0);
+}
+
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
   const Bytes act = tp_message(a, plan);
   return plan.par.sequence_parallel
@@ -443,11 +448,13 @@ double comm_compute_share(const Device& d) {
 
 namespace {
 /// Bytes one optimizer step streams per parameter: a fused AdamW reads and writes the master weight, m and v (fp32),
-/// reads the gradient and writes the new working weight. DeepSpeed's CPU Adam streams the same.
+/// reads the gradient and writes the new working weight. DeepSpeed's CPU Adam streams the same. Without a separate
+/// master copy (PyTorch AMP's fp32 parameters, fp32 training) the working weight is the master: read and written.
 double optimizer_bytes_per_param(const wl::TrainingPlan& plan) {
   // Each state is read and written once: 2 × optimizer_state_bytes (m and v for AdamW, momentum for SGD).
+  const double weight_passes = plan.precision.master_bytes > 0 ? 1.0 : 2.0;
   return 2.0 * plan.precision.master_bytes + 2.0 * optimizer_state_bytes(plan) + plan.precision.gradient_bytes +
-         plan.precision.weight_bytes;
+         weight_passes * plan.precision.weight_bytes;
 }
 }  // namespace
 
@@ -623,7 +630,10 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.pp = worst.pp;
   o.dp = CommNumbers{};
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
-  const double p_gpu = params_per_gpu(k.params, plan).total(), p_train = trainable_per_gpu(a, k.params, plan).total();
+  // Only what is reduced travels and fills buckets: routed experts with EP = dp·cp have no expert-data-parallel peer.
+  const GpuParams held = params_per_gpu(k.params, plan);
+  const double p_gpu = held.dense + (expert_grad_group_size(plan) > 1 ? held.experts : 0.0);
+  const double p_train = dp_reduced_params(a, k.params, plan);
   const double base_b = base_weight_bytes(plan);
   // Compute time already hiding the TP and CP communication (their hidden parts) is not available again to hide the
   // DP collectives: the windows below are the compute left over (before, a faster attention kernel could lengthen
@@ -764,9 +774,11 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
 
 double dp_copy_bytes(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
   if (plan.kernels != wl::KernelStyle::eager || detail::dense_grad_group_size(plan) <= 1) return 0.0;
-  // DDP: each gradient into its bucket, read + write.
-  if (plan.zero == wl::ZeroStage::none)
-    return 2.0 * detail::trainable_per_gpu(a, params, plan).total() * plan.precision.gradient_bytes;
+  // DDP: each gradient that is reduced into its bucket, read + write: the dense ones (over dp·cp), the routed
+  // experts' only where their expert-data-parallel group has more than one GPU (EP = DP·CP leaves nothing to reduce;
+  // our EP 4 step on 4 H100s syncs only the dense gradients: data/validation/measured/h100-sxm5-80gb/
+  // moe_train_L4_s4096_b1_ep4_w4.json).
+  if (plan.zero == wl::ZeroStage::none) return 2.0 * detail::dp_reduced_params(a, params, plan) * plan.precision.gradient_bytes;
   if (plan.zero == wl::ZeroStage::parameters && detail::optimizer_shard(plan) > 1)
     return detail::fsdp_copy_bytes(params, plan);
   return 0.0;

@@ -99,6 +99,9 @@ GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts&
 /// GPUs of the expert-data-parallel group (stride tp·ep). Sizes 1 when there is nothing to reduce.
 int dense_grad_group_size(const wl::TrainingPlan& plan);
 int expert_grad_group_size(const wl::TrainingPlan& plan);
+/// Trainable parameters per GPU whose gradients the DP step reduces: the dense ones (when dp·cp > 1) and the routed
+/// experts' only when their expert-data-parallel group has more than one GPU (EP = dp·cp leaves nothing to reduce).
+double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
 
 /// One TP collective pair (all-reduce, or all-gather + reduce-scatter with SP) of one layer. Key (tp, cp, micro, sp).
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);

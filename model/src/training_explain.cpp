@@ -140,7 +140,7 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
     const OffloadTimes& ot = terms.offload;
     root.children.push_back(
         {"train.optimizer", "Optimizer step on the CPU (offloaded)",
-         "t = P_gpu/shard · (2·master + states + grad + weight) / (BW_dram · η_dram / GPUs per node)",
+         "t = P_gpu/shard · (2·master + 2·states + grad + w·weight), w = 1 with a master copy, 2 without / (BW_dram · η_dram / GPUs per node)",
          {{"P_gpu/shard", format_count(p_shard), "parameters updated for this GPU: " + shard_text, Origin::derived()},
           {"BW_dram", format(*sys.node->host_memory_bandwidth), "node's peak host DRAM bandwidth",
            Origin::datasheet(sys.node->info.cite("/host/memory_bandwidth_GBps"))},
@@ -166,7 +166,7 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
          {},
          {}});
   } else {
-    root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + states + grad + weight)",
+    root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + 2·states + grad + w·weight), w = 1 with a master copy, 2 without",
                              {{"P_gpu/shard", format_count(p_shard), "parameters updated by this GPU: " + shard_text, Origin::derived()}},
                              format(s.optimizer), {}, {}});
   }

@@ -515,7 +515,7 @@ TEST_SUITE("gpuplan validate") {
     INFO(r.err);
     REQUIRE(r.rc == 0);
     const json j = parse_json(r);
-    for (const std::string set : {"training_cases.json", "measured_cases.json"}) {
+    for (const std::string set : {"training_cases.json", "measured_cases.json", "measured_moe_training_cases.json"}) {
       CAPTURE(set);
       REQUIRE(j.contains(set));
       CHECK(j[set]["evaluated"].get<int>() > 0);

@@ -53,6 +53,45 @@ TEST_CASE("our own measured training steps and memory: median error at most 10% 
   }
 }
 
+// Our own MoE training steps (data/validation/measured_moe_training_cases.json, from
+// data/validation/measured/h100-sxm5-80gb/moe_train_L4_s4096_b{1,2}_ep{1,2,4}_w{1,2,4}.json, scripts/measure/
+// moe_train_step.py): a 4-layer decoder with Qwen3-30B-A3B-shaped MoE layers on 1, 2 and 4 H100s at EP 1/2/4, eager
+// PyTorch with an all-to-all dispatcher, gradients all-reduced after backward. Issue #21's bar (median |error| ≤ 10%,
+// none over 25%, built-in and calibrated) is not met: every case is optimistic, throughput +20% to +33% (median
+// 25.9%; calibrated 17.8% to 30.0%, median 23.2%), step time 17% to 25% short. Before the eager dispatcher's row
+// passes, the AMP optimizer's weight read and write and the DDP copies of unreduced expert gradients were priced it
+// was +32% to +44% (median 40.1%). The time still missing is inside the MoE layers — our one-layer measurements
+// (moe_layer*.json) show the eager dispatcher's host-synchronised, launch-bound stretches (router/permute, the split
+// sizes' exchange, the regrouping) and grouped GEMMs 12-20% below the dense GEMM rate — and the fused AdamW step
+// (2.6 TB/s measured against the streaming rate). Guarded at today's level so that it cannot get worse unnoticed.
+TEST_CASE("our own MoE training steps at EP 1/2/4 meet issue #21's bar (median 10%, none over 25%)" *
+          doctest::should_fail()) {
+  auto v = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_moe_training_cases.json",
+                                  data().db, data().lib, GPUPLAN_TEST_DATA_DIR);
+  REQUIRE(v.ok());
+  CHECK(v->median_abs_error <= 0.10);
+  CHECK(v->max_abs_error <= 0.25);
+  CHECK(v->median_abs_error_calibrated <= 0.10);
+  CHECK(v->max_abs_error_calibrated <= 0.25);
+}
+
+TEST_CASE("our own MoE training steps at EP 1/2/4: all 6 evaluate, optimistic, median error at most 27%, none over 34%") {
+  auto v = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_moe_training_cases.json",
+                                  data().db, data().lib, GPUPLAN_TEST_DATA_DIR);
+  REQUIRE_MESSAGE(v.ok(), v.diagnostics().to_string());
+  CHECK(v->evaluated == 6);
+  CHECK(v->evaluated_calibrated == 6);
+  CHECK(v->median_abs_error <= 0.27);
+  CHECK(v->max_abs_error <= 0.34);
+  CHECK(v->median_abs_error_calibrated <= 0.24);
+  CHECK(v->max_abs_error_calibrated <= 0.31);
+  for (const auto& c : v->cases) {
+    CAPTURE(c.id);
+    REQUIRE(c.error.has_value());
+    CHECK(*c.error > 0);  // too fast today: the guard notices a change of sign
+  }
+}
+
 // The published throughput cases (data/validation/training_cases.json). The issue's bar is a median |error| ≤ 10%
 // with none over 25%; the model does not meet it yet (docs/accuracy.md says where and why), so this test is
 // expected to fail — when it starts passing, doctest reports it and the bar can become a plain assertion.
