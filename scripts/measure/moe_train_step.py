@@ -92,6 +92,64 @@ class Model(nn.Module):
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def _union(intervals):
+    """Total length of the union of [start, end) intervals (microseconds)."""
+    tot, cur_s, cur_e = 0.0, None, None
+    for st, en in sorted(intervals):
+        if cur_e is None or st > cur_e:
+            if cur_e is not None:
+                tot += cur_e - cur_s
+            cur_s, cur_e = st, en
+        else:
+            cur_e = max(cur_e, en)
+    if cur_e is not None:
+        tot += cur_e - cur_s
+    return tot
+
+
+def profile_steps(a, model, opt, batches, cos, sin, dense, expert, sync, world, edp, edp_pg, dev, rank):
+    """Steps under torch.profiler (CPU + CUDA): per step, the wall time, the time some kernel ran on the GPU (union of
+    kernel intervals) and so the GPU-idle time; kernel time by name; the CPU time of the host syncs (cudaStreamSynchronize,
+    cudaMemcpy device-to-host of the split sizes) and of kernel launches. From rank 0; every rank runs the steps."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    dist.barrier()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(a.profile_steps):
+            inp, tgt = batches[i % 2]
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(inp, tgt, cos, sin)
+            loss.backward()
+            sync(dense, None, world)
+            sync(expert, edp_pg, edp)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+    if rank != 0:
+        return None
+    kernels, by_name, runtime = [], {}, {}
+    for e in prof.events():
+        dt = getattr(e, "device_type", None)
+        is_dev = dt is not None and "CUDA" in str(dt)
+        iv = e.time_range
+        if is_dev:
+            kernels.append((iv.start, iv.end))
+            k = e.name[:120]
+            by_name[k] = by_name.get(k, 0.0) + (iv.end - iv.start)
+        elif e.name.startswith("cuda") or e.name.startswith("aten::item") or e.name.startswith("aten::_local_scalar"):
+            runtime[e.name] = runtime.get(e.name, 0.0) + (iv.end - iv.start)
+    if not kernels:
+        return {"error": "no device events"}
+    span = max(en for _, en in kernels) - min(st for st, _ in kernels)
+    busy = _union(kernels)
+    top = sorted(by_name.items(), key=lambda kv: -kv[1])[:60]
+    return {"steps": a.profile_steps, "gpu_span_us": span, "gpu_busy_us": busy, "gpu_idle_us": span - busy,
+            "gpu_busy_frac": busy / span if span > 0 else None, "kernel_count": len(kernels),
+            "kernels_top_us": [{"name": k, "us": v} for k, v in top],
+            "host_runtime_us": dict(sorted(runtime.items(), key=lambda kv: -kv[1])[:25]),
+            "note": "times summed over all profiled steps; one stream of compute plus NCCL's: busy = union over both"}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--ep", type=int, default=1)
@@ -108,6 +166,8 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rope-theta", type=float, default=1e6)
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="after the timed steps, run this many steps under torch.profiler (rank 0 writes a summary)")
     p.add_argument("--name", default=None)
     p.add_argument("--out-dir", default=None)
     a = p.parse_args()
@@ -209,6 +269,9 @@ def main():
                     parts[k].append(s.elapsed_time(e) / 1e3)
                 parts["step"].append(ev[0].elapsed_time(ev[4]) / 1e3)
         torch.cuda.synchronize()
+        if a.profile_steps > 0:
+            rec["profile"] = profile_steps(a, model, opt, batches, cos, sin, dense, expert, sync, world, edp, edp_pg,
+                                           dev, rank)
         med = torch.tensor([statistics.median(parts[k]) for k in parts], device=dev, dtype=torch.float64)
         dist.all_reduce(med, op=dist.ReduceOp.MAX)
         for k, v in zip(parts, med.tolist()):
