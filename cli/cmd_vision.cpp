@@ -13,6 +13,17 @@
 
 namespace gpuplan::cli {
 
+bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
+                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch) {
+  auto where = [](const std::string& key) { return "--" + key; };
+  if (!resolve_hardware(gpu, "", "", db, where, diags, sys)) return false;
+  if (!load_calibration(data_dir, sys, no_calibration, diags)) return false;
+  // PyTorch's scaled_dot_product_attention runs FlashAttention-2 kernels (ViT's attention).
+  device = model::sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
+  if (sys.efficiency) model::use_measured_overheads(launch, *sys.efficiency);
+  return true;
+}
+
 namespace {
 
 namespace u = gpuplan::units;
@@ -77,12 +88,7 @@ bool setup(const GlobalOptions& g, const CLI::App& cmd, const std::string& gpu_n
   diags.append(db.diagnostics());
   if (!db.ok()) return false;
   s.db = std::move(db).value();
-  auto where = [](const std::string& key) { return "--" + key; };
-  if (!resolve_hardware(gpu_name, "", "", s.db, where, diags, s.sys)) return false;
-  if (!load_calibration(s.data_dir, s.sys, no_calibration, diags)) return false;
-  // PyTorch's scaled_dot_product_attention runs FlashAttention-2 kernels (ViT's attention).
-  s.device = model::sustained_device(*s.sys.gpu, s.sys.efficiency, wl::AttentionKernel::fa2);
-  if (s.sys.efficiency) model::use_measured_overheads(s.launch, *s.sys.efficiency);
+  if (!vision_device(s.data_dir, s.db, gpu_name, no_calibration, diags, s.sys, s.device, s.launch)) return false;
   if (auto v = value<double>(cmd, "kernel-overhead-us")) {
     if (!(*v >= 0)) diags.error("", "--kernel-overhead-us", "must be ≥ 0");
     (given(cmd, "enforce-eager") ? s.launch.kernel_overhead_eager : s.launch.kernel_overhead_graph) = u::microseconds(*v);
@@ -157,6 +163,9 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
   plan.cuda_graphs = given(cmd, "enforce-eager") == nullptr;
   plan.fold_bn = v.fold_bn;
   plan.fuse_epilogue = v.fuse_epilogue;
+  if (v.resolution)
+    if (const std::string why = wl::vision_input_problem(m.arch, *v.resolution); !why.empty())
+      diags.error("", "--resolution", why);
   if (diags.has_errors()) return report(diags);
   report(diags);  // notes
   const auto graph = wl::build_vision_graph(m.arch, v.resolution.value_or(0));
@@ -259,6 +268,9 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
   else diags.error("", "--optimizer", fmt::format("'{}': vision training takes sgd (with momentum) or adamw", opt));
   if (!s.sys.gpu->peak(plan.run.compute))
     diags.error("", "--precision", fmt::format("{} has no {} peak in its data", s.sys.gpu->info.id, prec));
+  if (v.resolution)
+    if (const std::string why = wl::vision_input_problem(m.arch, *v.resolution); !why.empty())
+      diags.error("", "--resolution", why);
   if (diags.has_errors()) return report(diags);
   report(diags);  // notes
   const auto graph = wl::build_vision_graph(m.arch, v.resolution.value_or(0));

@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/training.hpp"
 
 namespace gpuplan::cli {
 
@@ -18,6 +20,12 @@ struct VisionFlags {
   bool fold_bn = false, fuse_epilogue = false;
   std::optional<std::string> autocast;  ///< "true" / "false"
 };
+
+/// The GPU (id or alias) and what the vision pricer runs on: its calibration profile (unless `no_calibration`), the
+/// sustained device with PyTorch's FA2 attention, and the per-kernel launch costs the profile measured. The one setup
+/// of `serve`/`train` for a vision model and of `validate`'s vision cases. False after an error diagnostic.
+bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
+                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch);
 
 /// Registers the vision-only flags on `serve` or `train`.
 void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which);

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include <unistd.h>
 
 #include "gpuplan/wl_io/vision_io.hpp"
 
@@ -29,7 +32,7 @@ const wl_io::VisionEntry& entry(const std::string& id) {
 
 /// Writes `text` to a temporary family file and loads it.
 Result<std::vector<wl_io::VisionEntry>> load_text(const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / ("gpuplan-vision-" + std::to_string(std::rand()) + ".json");
+  const auto p = std::filesystem::temp_directory_path() / ("gpuplan-vision-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()) + ".json");
   {
     std::ofstream o(p);
     o << text;

@@ -340,6 +340,19 @@ void build_vit(const VisionArch& a, Builder& b) {
 
 }  // namespace
 
+std::string vision_input_problem(const VisionArch& a, std::int64_t resolution) {
+  if (resolution < 1) return "the input size must be at least 1 px";
+  if (a.family == VisionFamily::vit && a.patch > 0 && resolution % a.patch != 0)
+    return "a ViT takes a multiple of its patch size (" + std::to_string(a.patch) + " px), not " +
+           std::to_string(resolution) + " px";
+  const VisionGraph g = build_vision_graph(a, resolution);
+  for (const auto& op : g.ops)
+    if (op.h_out < 1 || op.w_out < 1 || op.c_out < 1)
+      return "at " + std::to_string(resolution) + " px the feature map vanishes at '" + op.name + "' (" +
+             std::to_string(op.h_out) + "×" + std::to_string(op.w_out) + "): the input is too small for this network";
+  return "";
+}
+
 VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution) {
   VisionGraph g;
   g.id = a.id;

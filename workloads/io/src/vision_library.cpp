@@ -168,15 +168,7 @@ void check_arch(const wl::VisionArch& a, const std::string& file, const std::str
       break;
   }
   if (!ok) return;
-  const auto g = wl::build_vision_graph(a);
-  for (const auto& op : g.ops)
-    if (op.h_out < 1 || op.w_out < 1 || op.c_out < 1) {
-      diags.error(file, ptr,
-                  fmt::format("at {} px the feature map vanishes at '{}' ({}×{}): the input is too small for this "
-                              "network",
-                              a.resolution, op.name, op.h_out, op.w_out));
-      return;
-    }
+  if (const std::string why = wl::vision_input_problem(a, a.resolution); !why.empty()) diags.error(file, ptr, why);
 }
 
 }  // namespace

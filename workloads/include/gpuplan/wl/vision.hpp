@@ -108,4 +108,8 @@ std::int64_t make_divisible(double v, std::int64_t divisor);
 /// decoder checks them): positive sizes, the family's fields present.
 VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution = 0);
 
+/// Why the network cannot take a `resolution`×`resolution` input, or "" when it can: a ViT needs a multiple of its
+/// patch size (torchvision refuses other sizes), and every map of the op list must keep at least 1×1.
+std::string vision_input_problem(const VisionArch& a, std::int64_t resolution);
+
 }  // namespace gpuplan::wl
