@@ -289,6 +289,24 @@ VisionPassCost vision_forward(const wl::VisionGraph& g, const VisionRunPlan& pla
 }
 
 namespace {
+/// One child per kernel of the pass (when the pass kept them): its FLOPs, bytes, bound and time.
+std::vector<Derivation> op_children(const VisionPassCost& pc) {
+  std::vector<Derivation> out;
+  out.reserve(pc.ops.size());
+  for (std::size_t i = 0; i < pc.ops.size(); ++i) {
+    const OpCost& c = pc.ops[i];
+    out.push_back({fmt::format("vision.op.{}", i),
+                   c.name,
+                   "t = max(FLOPs / (P·η), bytes / (BW·η_hbm)) + t_kernel",
+                   {{"FLOPs", units::format(c.flops), to_string(c.cls), Origin::derived()},
+                    {"bytes", units::format(c.bytes), "tensors moved", Origin::derived()}},
+                   fmt::format("{} ({}-bound)", ms(c.time), to_string(c.bound)),
+                   {},
+                   {}});
+  }
+  return out;
+}
+
 Derivation pass_derivation(const std::string& id, const std::string& title, const VisionPassCost& pc,
                            const VisionRunPlan& plan) {
   return {id,
@@ -302,19 +320,20 @@ Derivation pass_derivation(const std::string& id, const std::string& title, cons
            {"kernels", fmt::format("{:g}", pc.kernels), "kernel launches of the pass", Origin::derived()},
            {"t_kernel", ms(plan.cuda_graphs ? plan.launch.kernel_overhead_graph : plan.launch.kernel_overhead_eager),
             plan.cuda_graphs ? "per-kernel cost inside a CUDA graph" : "eager launch per kernel",
-            Origin::assumption(plan.launch.overhead_origin)},
+            plan.launch.overhead_origin.rfind("measured", 0) == 0 ? Origin::calibration(plan.launch.overhead_origin)
+                                                                   : Origin::assumption(plan.launch.overhead_origin)},
            {"t_cpu", plan.cuda_graphs ? std::string("0 (CUDA graph)") : ms(plan.launch.cpu_per_kernel),
             "CPU time to issue one eager kernel", Origin::assumption(plan.launch.overhead_origin)}},
           fmt::format("{} (GPU {}, CPU issue {})", ms(pc.time), ms(pc.gpu_time), ms(pc.cpu_issue)),
           {},
-          {}};
+          op_children(pc)};
 }
 }  // namespace
 
 VisionInference vision_inference(const wl::VisionGraph& g, const VisionRunPlan& plan, const Device& d,
                                  Explain explain, bool keep_ops) {
   VisionInference r;
-  r.pass = vision_forward(g, plan, d, keep_ops);
+  r.pass = vision_forward(g, plan, d, keep_ops || explain == Explain::on);
   r.latency = r.pass.time;
   r.images_per_second = r.latency.raw() > 0 ? static_cast<double>(plan.batch) / r.latency.raw() : 0.0;
   if (explain == Explain::on) {
@@ -336,12 +355,12 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   run.fuse_epilogue = false;
   const Device d = with_launch(d0, run);
   {
-    Pricer pr(run, d, false);
+    Pricer pr(run, d, explain == Explain::on);
     price_pass(g, run, d, true, false, pr);
     r.forward = finish(pr.pass(), run);
   }
   {
-    Pricer pr(run, d, false);
+    Pricer pr(run, d, explain == Explain::on);
     price_pass(g, run, d, true, true, pr);
     r.backward = finish(pr.pass(), run);
   }

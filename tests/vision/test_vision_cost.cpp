@@ -203,3 +203,18 @@ TEST_CASE("a training step: model FLOPs 6 x MACs per image, fp32 weights, gradie
   const auto big = model::vision_training(g, tp, d, Explain::off);
   CHECK(big.memory.activations.raw() == doctest::Approx(2 * r.memory.activations.raw()));
 }
+
+TEST_CASE("the explain tree of a forward pass has one child per kernel, and the kernels add up to the GPU time") {
+  const auto g = graph("resnet50");
+  const auto r = model::vision_inference(g, plan(8), h100(), Explain::on);
+  CHECK(r.derivation.children.size() == static_cast<std::size_t>(r.pass.kernels));
+  REQUIRE(r.pass.ops.size() == r.derivation.children.size());
+  double sum = 0;
+  for (const auto& op : r.pass.ops) sum += op.time.raw();
+  CHECK(sum == doctest::Approx(r.pass.gpu_time.raw()));
+  CHECK(r.derivation.children.front().title == "conv1");
+  // Inference batch norm (not folded): three kernels each, 53 of them in ResNet-50.
+  std::size_t bn = 0;
+  for (const auto& op : r.pass.ops) bn += op.name.find("bn") != std::string::npos || op.name.find("downsample.1") != std::string::npos;
+  CHECK(bn == 3 * 53);
+}
