@@ -195,7 +195,7 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
       std::string t =
           "## Our own vision measurements (data/validation/measured/<gpu>/vision_*.json)\n\n"
           "torchvision models on one GPU; inference with bf16 weights, eager and as one CUDA graph; training steps "
-          "under bf16 autocast. Predicted by `gpuplan serve` / `gpuplan train` with the vision model, nothing "
+          "under bf16 autocast, on one GPU and with DDP on 2 and 4. Predicted by `gpuplan serve` / `gpuplan train` with the vision model, nothing "
           "fitted to these runs (docs/design/vision.md).\n\n"
           "| kind | cases | evaluated | median abs error | max abs error | within 25% |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: |\n";

@@ -219,12 +219,14 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
     diags.error("", "--gpu", "no GPU given");
     return report(diags);
   }
-  if (auto n = value<std::string>(cmd, "gpus"); n && *n != "1") {
-    diags.error("", "--gpus",
-                fmt::format("'{}': data-parallel training of vision models (DDP gradient buckets over the fabric) "
-                            "is not modelled yet; a vision train runs on one GPU (--gpus 1)",
-                            *n));
-    return report(diags);
+  long long gpus = 1;
+  if (auto n = value<std::string>(cmd, "gpus")) {
+    const bool digits = !n->empty() && n->size() <= 6 && std::all_of(n->begin(), n->end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    gpus = digits ? std::stoll(*n) : 0;
+    if (gpus < 1) {
+      diags.error("", "--gpus", fmt::format("'{}' is not a GPU count (a vision train takes one count, no range)", *n));
+      return report(diags);
+    }
   }
   if (!setup(g, cmd, *gpu, given(cmd, "no-calibration") != nullptr, diags, s)) return report(diags);
   model::VisionTrainPlan plan;
@@ -236,15 +238,28 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
     return report(diags);
   }
   const long long global = *global_given;
-  const long long micro = value<long long>(cmd, "micro-batch").value_or(global);
-  if (global < 1) diags.error("", "--global-batch", fmt::format("{} is not a positive number of images", global));
-  if (micro < 1 || (global >= 1 && global % micro != 0))
+  if (global < 1 || global % gpus != 0)
+    diags.error("", "--global-batch",
+                fmt::format("{} images do not split evenly over {} GPU{}", global, gpus, gpus == 1 ? "" : "s"));
+  const long long per_gpu = std::max(1LL, global / gpus);
+  const long long micro = value<long long>(cmd, "micro-batch").value_or(per_gpu);
+  if (micro < 1 || per_gpu % micro != 0)
     diags.error("", "--micro-batch",
-                fmt::format("{} must be a positive divisor of the global batch {} (one GPU: global = micro × "
-                            "accumulation steps)",
-                            micro, global));
+                fmt::format("{} must be a positive divisor of the {} images per GPU (global = micro × accumulation "
+                            "steps × GPUs)",
+                            micro, per_gpu));
   plan.run.batch = micro;
-  plan.accumulation = micro >= 1 ? global / std::max(1LL, micro) : 1;
+  plan.accumulation = micro >= 1 ? per_gpu / std::max(1LL, micro) : 1;
+  if (gpus > 1) {
+    const int node_gpus = s.sys.node != nullptr ? s.sys.node->gpus : 0;
+    if (gpus > node_gpus)
+      diags.error("", "--gpus",
+                  fmt::format("{} GPUs: data-parallel training of a vision model is modelled inside one node ({} "
+                              "holds {})",
+                              gpus, s.sys.node != nullptr ? s.sys.node->info.id : std::string("no node"), node_gpus));
+    else
+      plan.dp = model::training_comm_group(static_cast<int>(gpus), 1, s.sys);
+  }
   const std::string prec = value<std::string>(cmd, "precision").value_or("bf16");
   if (prec == "bf16" || prec == "fp16") {
     plan.run.compute = prec == "fp16" ? hw::Precision::fp16 : hw::Precision::bf16;
@@ -283,7 +298,7 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
     nlohmann::json j{{"workload", "vision"},
                      {"model", m.arch.id},
                      {"gpu", s.sys.gpu->info.id},
-                     {"gpus", 1},
+                     {"gpus", gpus},
                      {"global_batch", global},
                      {"micro_batch", micro},
                      {"accumulation_steps", plan.accumulation},
@@ -296,6 +311,8 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                      {"forward", pass_json(r.forward)},
                      {"backward", pass_json(r.backward)},
                      {"optimizer_s", r.optimizer.raw()},
+                     {"allreduce_s", r.allreduce.raw()},
+                     {"exposed_comm_s", r.exposed_comm.raw() + r.comm_slowdown.raw() + r.bucket_copies.raw()},
                      {"model_flops_per_step", r.model_flops.raw()},
                      {"mfu", r.mfu},
                      {"memory_GiB",
@@ -313,13 +330,19 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
   }
   std::vector<Section> sec;
   sec.push_back({fmt::format("Vision training: {} on {}", m.name, s.sys.gpu->info.id),
-                 {{"batch", fmt::format("{} images of {}×{} px per step ({} × {}), one GPU", global, graph.resolution,
-                                        graph.resolution, micro, plan.accumulation)},
+                 {{"batch", fmt::format("{} images of {}×{} px per step ({} × {} per GPU), {} GPU{}", global,
+                                        graph.resolution, graph.resolution, micro, plan.accumulation, gpus,
+                                        gpus == 1 ? "" : "s (DDP)")},
                   {"precision", fmt::format("{}{}", prec, plan.run.autocast ? " (autocast, fp32 weights)" : "")},
                   {"optimizer", model::to_string(plan.optimizer)},
                   {"step time", u::format(r.step_time)},
                   {"throughput", fmt::format("{} images/s", u::format_number(r.images_per_second, 4))},
-                  {"MFU", fmt::format("{:.1f}%", 100.0 * r.mfu)}}});
+                  {"MFU", fmt::format("{:.1f}%", 100.0 * r.mfu)},
+                  {"DDP gradient all-reduce", gpus > 1 ? fmt::format("{}, {} not hidden (incl. GEMMs slowed beside it and "
+                                                                     "bucket copies)",
+                                                                     u::format(r.allreduce),
+                                                                     u::format(r.exposed_comm + r.comm_slowdown + r.bucket_copies))
+                                                       : std::string("none (one GPU)")}}});
   sec.push_back(pass_section("Forward pass (one micro-batch)", r.forward));
   sec.push_back(pass_section("Backward pass (one micro-batch)", r.backward));
   sec.push_back({"Memory",

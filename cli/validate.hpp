@@ -72,7 +72,7 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
 /// Our own vision measurements (data/validation/measured/<gpu>/vision_*.json: torchvision inference in bf16, eager and
 /// CUDA graph, batch 1-256; training steps under bf16 autocast) through the vision pricer with the GPU's calibration
 /// profile, as `gpuplan serve` / `gpuplan train` run a vision model. Each case's `convention` says which
-/// ("inference-graph", "inference-eager", "training", "training-ddp": not runnable yet).
+/// ("inference-graph", "inference-eager", "training", "training-ddp": PyTorch DDP inside one node).
 Result<ValidationSummary> validate_vision(const std::string& data_dir, const hw::HardwareDb& db);
 
 /// The cases of `all` grouped by their convention, each group summarised, in first-seen order.

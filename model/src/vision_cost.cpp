@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collectives.hpp"
 
 namespace gpuplan::model {
 
@@ -371,9 +372,35 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
                                     units::flop(params * (plan.optimizer == VisionOptimizer::adamw ? 12.0 : 4.0)), d);
   r.optimizer = opt.time;
   const double acc = static_cast<double>(std::max<std::int64_t>(1, plan.accumulation));
-  r.step_time = (r.forward.time + r.backward.time) * acc + r.optimizer;
+  if (plan.dp.size > 1) {
+    // DDP: the fp32 gradients (4 B per parameter) in buckets; all but the last overlap the last micro-batch's
+    // backward, the last (the first layers' gradients) is ready only when the backward ends.
+    const double grad_bytes = 4.0 * static_cast<double>(g.parameters());
+    const double bucket = std::max(1.0, plan.bucket_bytes.raw());
+    const double full = std::floor(grad_bytes / bucket);
+    const double rest = grad_bytes - full * bucket;
+    auto ar = [&](double bytes) {
+      return collective_cost(Collective::all_reduce, units::bytes(bytes), plan.dp, CollectiveAlgorithm::automatic,
+                             Explain::off)
+          .time;
+    };
+    const units::Seconds t_full = full > 0 ? ar(bucket) : units::Seconds{};
+    const units::Seconds t_rest = rest > 0 ? ar(rest) : units::Seconds{};
+    r.allreduce = t_full * full + t_rest;
+    const units::Seconds last = rest > 0 ? t_rest : t_full;
+    const units::Seconds hidden_part = r.allreduce - last;
+    r.exposed_comm = last + std::max(units::Seconds{}, hidden_part - r.backward.time);
+    const double loss = d.eff.comm_compute_loss;
+    r.comm_slowdown = std::min(hidden_part, r.backward.gemm) * loss;
+    const OpCost copies = streaming_cost("DDP bucket copies", OpClass::elementwise, units::bytes(4.0 * grad_bytes),
+                                         units::flop(0), d);
+    r.bucket_copies = copies.time;
+  }
+  r.step_time = (r.forward.time + r.backward.time) * acc + r.optimizer + r.exposed_comm + r.comm_slowdown +
+                r.bucket_copies;
   const double n = static_cast<double>(run.batch);
-  r.images_per_second = r.step_time.raw() > 0 ? n * acc / r.step_time.raw() : 0.0;
+  const double replicas = static_cast<double>(std::max(1, plan.dp.size));
+  r.images_per_second = r.step_time.raw() > 0 ? n * acc * replicas / r.step_time.raw() : 0.0;
   r.model_flops = units::flop(3.0 * 2.0 * static_cast<double>(g.macs()) * n * acc);
   r.mfu = r.step_time.raw() > 0 ? (r.model_flops / r.step_time).raw() / d.peak(run.compute).raw() : 0.0;
 
@@ -413,7 +440,7 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   if (explain == Explain::on) {
     r.derivation = {"vision.step_time",
                     "Training step time on one GPU",
-                    "t_step = a · (t_fwd + t_bwd) + t_opt",
+                    "t_step = a · (t_fwd + t_bwd) + t_opt + t_comm,exposed + t_comm,beside + t_copies",
                     {{"a", fmt::format("{:g}", acc), "micro-batches per step (gradient accumulation)", Origin::user("--global-batch / --micro-batch")},
                      {"t_fwd", ms(r.forward.time), "forward pass (training: batch statistics)", Origin::derived()},
                      {"t_bwd", ms(r.backward.time), "data- and weight-gradient GEMMs, elementwise backward",
@@ -421,6 +448,16 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
                      {"t_opt", ms(r.optimizer),
                       fmt::format("{} over {} fp32 parameters, {:g} B each, streamed", to_string(plan.optimizer),
                                   units::format_number(params, 4), bytes_per_param),
+                      Origin::derived()},
+                     {"t_comm,exposed", ms(r.exposed_comm),
+                      fmt::format("DDP over {} GPUs: last bucket + what the backward does not hide of the {} all-reduce "
+                                  "(buckets of {})",
+                                  plan.dp.size, ms(r.allreduce), units::format(plan.bucket_bytes)),
+                      Origin::derived()},
+                     {"t_comm,beside", ms(r.comm_slowdown),
+                      "GEMM throughput lost while the bucket all-reduces run beside the backward",
+                      d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::assumption(d.eff.origin)},
+                     {"t_copies", ms(r.bucket_copies), "gradients copied into the buckets and back (4 × 4 B per parameter)",
                       Origin::derived()}},
                     ms(r.step_time),
                     {fmt::format("{} images per micro-batch; model FLOPs 3 × 2 × MACs × images = {}; MFU {:.1f}%", run.batch,

@@ -52,10 +52,23 @@ TEST_CASE("vision-only flags are refused for a transformer, and int8 compute too
   CHECK(contains(t.err, "int8 tensor-core compute is modelled for vision models"));
 }
 
-TEST_CASE("vision training on more than one GPU is refused with the reason, not run as one GPU") {
-  auto r = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "256", "--gpus", "8"});
-  CHECK(r.rc == kInvalid);
-  CHECK(contains(r.err, "data-parallel training of vision models"));
+TEST_CASE("vision training with DDP: the per-GPU step grows by the exposed all-reduce, images/s scale with the GPUs") {
+  auto one = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "256", "--format", "json"});
+  auto two = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "512", "--gpus", "2", "--format", "json"});
+  REQUIRE(one.rc == 0);
+  REQUIRE(two.rc == 0);
+  const auto a = parse_json(one), b = parse_json(two);
+  CHECK(b["gpus"] == 2);
+  CHECK(b["allreduce_s"].get<double>() > 0);
+  CHECK(b["step_time_s"].get<double>() ==
+        doctest::Approx(a["step_time_s"].get<double>() + b["exposed_comm_s"].get<double>()));
+  CHECK(b["images_per_s"].get<double>() == doctest::Approx(512.0 / b["step_time_s"].get<double>()));
+  auto big = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "256", "--gpus", "16"});
+  CHECK(big.rc == kInvalid);
+  CHECK(contains(big.err, "modelled inside one node"));
+  auto odd = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "255", "--gpus", "2"});
+  CHECK(odd.rc == kInvalid);
+  CHECK(contains(odd.err, "255 images do not split evenly over 2 GPUs"));
 }
 
 TEST_CASE("--explain prints the derivation of a vision latency") {
@@ -79,8 +92,8 @@ TEST_CASE("CUDA-graph inference on an H100 is within issue 25's 15 percent media
   CHECK(graph["median_abs_error"].get<double>() <= 0.15);
   CHECK(v["by_kind"]["inference-eager"]["evaluated"] == 27);
   CHECK(v["by_kind"]["training"]["evaluated"] == 11);
-  // Multi-GPU (DDP) steps are listed, not predicted.
-  CHECK(v["by_kind"]["training-ddp"]["evaluated"] == 0);
+  // DDP steps on 2 and 4 GPUs of one node.
+  CHECK(v["by_kind"]["training-ddp"]["evaluated"] == 5);
 }
 
 TEST_CASE("an input size the network cannot take is refused at --resolution") {

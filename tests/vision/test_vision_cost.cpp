@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/training.hpp"
 #include "gpuplan/model/vision.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
 
@@ -217,4 +219,37 @@ TEST_CASE("the explain tree of a forward pass has one child per kernel, and the 
   std::size_t bn = 0;
   for (const auto& op : r.pass.ops) bn += op.name.find("bn") != std::string::npos || op.name.find("downsample.1") != std::string::npos;
   CHECK(bn == 3 * 53);
+}
+
+TEST_CASE("DDP: the fp32 gradients all-reduced in 25 MiB buckets, only the last one exposed when the backward is long") {
+  const auto g = graph("resnet50");
+  model::TrainingSystem sys;
+  sys.db = &hardware();
+  sys.gpu = hardware().find_gpu("h100-sxm5-80gb");
+  sys.node = hardware().find_node("dgx-h100");
+  REQUIRE(sys.node != nullptr);
+  const model::Device d = h100();
+  model::VisionTrainPlan tp;
+  tp.run = plan(256);
+  tp.run.cuda_graphs = false;
+  tp.run.autocast = true;
+  const auto one = model::vision_training(g, tp, d, Explain::off);
+  tp.dp = model::training_comm_group(4, 1, sys);
+  REQUIRE(tp.dp.size == 4);
+  const auto four = model::vision_training(g, tp, d, Explain::off);
+  // By hand: 4 B × 25,557,032 parameters = 102.2 MB = 3 full buckets of 25 MiB and a rest.
+  const double grad = 4.0 * 25557032, bucket = 25.0 * 1024 * 1024;
+  const double full = std::floor(grad / bucket), rest = grad - full * bucket;
+  CHECK(full == 3);
+  auto ar = [&](double b) {
+    return model::collective_cost(model::Collective::all_reduce, units::bytes(b), tp.dp,
+                                  model::CollectiveAlgorithm::automatic, Explain::off)
+        .time.raw();
+  };
+  CHECK(four.allreduce.raw() == doctest::Approx(full * ar(bucket) + ar(rest)));
+  // The backward (tens of ms) hides all buckets but the last.
+  CHECK(four.exposed_comm.raw() == doctest::Approx(ar(rest)));
+  CHECK(four.step_time > one.step_time);
+  CHECK(four.images_per_second == doctest::Approx(4.0 * 256 / four.step_time.raw()));
+  CHECK(four.forward.time.raw() == doctest::Approx(one.forward.time.raw()));
 }

@@ -31,6 +31,7 @@
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/topology.hpp"
 #include "gpuplan/wl/vision.hpp"
 
 namespace gpuplan::model {
@@ -78,6 +79,11 @@ struct VisionTrainPlan {
   VisionRunPlan run;  ///< run.batch = images per micro-batch
   std::int64_t accumulation = 1;  ///< micro-batches per step (gradient accumulation): images per step = batch × this
   VisionOptimizer optimizer = VisionOptimizer::sgd_momentum;
+  /// Data parallelism (PyTorch DDP): the group the gradients are all-reduced over (size 1: one GPU). DDP reduces the
+  /// fp32 gradients in buckets of `bucket_bytes` (bucket_cap_mb, 25 MiB) during the backward, each as soon as its
+  /// gradients are ready, after copying them into the bucket (and back after the reduction).
+  CommGroup dp;
+  units::Bytes bucket_bytes = units::mebibytes(25);
 };
 
 struct VisionMemory {
@@ -87,16 +93,20 @@ struct VisionMemory {
 
 struct VisionTraining {
   units::Seconds step_time{};
-  double images_per_second = 0;
+  double images_per_second = 0;  ///< over all data-parallel GPUs
   VisionPassCost forward, backward;
   units::Seconds optimizer{};
-  units::Flops model_flops{};  ///< 3 × 2 × MACs × images per step
+  /// DDP: the gradient all-reduce of the whole model (Σ buckets), the part of it not hidden under the backward (the
+  /// last bucket, ready only when the backward ends, and what exceeds the backward), the GEMM time lost to the
+  /// collectives running beside the backward (EfficiencyProfile::comm_compute_loss), and the bucket copies.
+  units::Seconds allreduce{}, exposed_comm{}, comm_slowdown{}, bucket_copies{};
+  units::Flops model_flops{};  ///< per GPU: 3 × 2 × MACs × its images per step
   double mfu = 0;              ///< model FLOPs / (step time × dense peak)
   VisionMemory memory;
   Derivation derivation;
 };
 
-/// One training step on one GPU: forward, backward (data and weight gradients), the optimizer update (fp32 master
+/// One training step on one GPU (of `plan.dp.size` data-parallel ones): forward, backward (data and weight gradients), the optimizer update (fp32 master
 /// weights: SGD with momentum reads weight, gradient and momentum and writes weight and momentum, 20 B per
 /// parameter; AdamW 28 B), and the memory it holds (fp32 weights, gradients and optimizer states, the compute-type
 /// weight copies of autocast, the activations saved for the backward).
