@@ -4,6 +4,7 @@
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
+#include "gpuplan/wl_io/vision_io.hpp"
 
 namespace gpuplan::cli {
 
@@ -19,6 +20,9 @@ std::string field_reference() {
   o += json_io::field_reference_markdown("Node (data/hardware/nodes/*.json)", hw_io::node_fields());
   o += json_io::field_reference_markdown("Cluster (data/hardware/clusters/*.json)", hw_io::cluster_fields());
   o += json_io::field_reference_markdown("Model (data/models/*.json)", wl_io::model_file_fields());
+  o += json_io::field_reference_markdown("Vision model family (data/models/vision/*.json)",
+                                         wl_io::vision_family_fields());
+  o += json_io::field_reference_markdown("Vision model family: variants[]", wl_io::vision_variant_fields());
   o += json_io::field_reference_markdown(
       "Hugging Face config.json keys read by the importer (any other key must be on a list of data/hf/config_keys.json: "
       "ignored, not counted or refused; else the import fails naming it)",

@@ -16,6 +16,7 @@
 #include "serve_options.hpp"
 #include "serving_flags.hpp"
 #include "sweep.hpp"
+#include "vision_cmd.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/params.hpp"
@@ -648,7 +649,7 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
       ->capture_default_str();
   c.add_option("--compute", s.compute,
                 "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
-      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4"}));
+      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4", "int8"}));
   c.add_option("--ep", s.ep, "MoE expert parallel inside the TP group")->check(CLI::Range(1, 1024));
   c.add_option("--step-overhead-ms", s.step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
   c.add_option("--kernel-overhead-us", s.kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
@@ -706,10 +707,17 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
                                         "replicas for a traffic level within a latency SLA");
   c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
   add_serve_options(*c, *f, *s, true);
+  auto v = std::make_shared<VisionFlags>();
+  add_vision_options(*c, *v, VisionCommand::serve);
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   accept_engine_spellings(*c, g.data_dir);
-  c->callback([&g, f, s, c, &rc] {
+  c->callback([&g, f, s, v, c, &rc] {
+    // A vision model (data/models/vision) runs its own forward pass; a transformer the serving model below.
+    if (auto vrc = run_vision_if_named(g, *c, *v, VisionCommand::serve)) {
+      rc = *vrc;
+      return;
+    }
     s->engine_typed = c->remaining();
     rc = run_serve(g, *c, *f, *s);
   });

@@ -28,6 +28,7 @@
 #include "resolve.hpp"
 #include "sweep.hpp"
 #include "train_search_output.hpp"
+#include "vision_cmd.hpp"
 
 namespace gpuplan::cli {
 namespace {
@@ -846,7 +847,14 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--data-dir", g.data_dir, "data directory (as before the subcommand)")->group("");
   c->add_option("--cancel-after", f->cancel_after, "test hook: act as if Ctrl-C came after this many layouts")
       ->group("");
-  c->callback([&g, f, c, &rc] {
+  auto v = std::make_shared<VisionFlags>();
+  add_vision_options(*c, *v, VisionCommand::train);
+  c->callback([&g, f, v, c, &rc] {
+    // A vision model (data/models/vision) prices its own training step; a transformer the training model below.
+    if (auto vrc = run_vision_if_named(g, *c, *v, VisionCommand::train)) {
+      rc = *vrc;
+      return;
+    }
     f->megatron_typed = c->remaining();
     rc = run_train(g, *f);
   });

@@ -185,6 +185,30 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
     }
   }
   {
+    auto v = validate_vision(*dir, *db);
+    if (!v.ok()) return report(v.diagnostics());
+    const auto groups = split_by_convention(*v);
+    if (f == Format::json) {
+      auto& s = o["vision"];
+      put_summary(s, *v);
+      for (const auto& [conv, sv] : groups) put_summary(s["by_kind"][conv], sv);
+      put_cases(s, *v, {"source", "model", "gpu", "layout", "metric", "measured", "status", "note"});
+    } else if (!v->cases.empty()) {
+      std::string t =
+          "## Our own vision measurements (data/validation/measured/<gpu>/vision_*.json)\n\n"
+          "torchvision models on one GPU; inference with bf16 weights, eager and as one CUDA graph; training steps "
+          "under bf16 autocast, on one GPU and with DDP on 2 and 4. Predicted by `gpuplan serve` / `gpuplan train` with the vision model, nothing "
+          "fitted to these runs (docs/design/vision.md).\n\n"
+          "| kind | cases | evaluated | median abs error | max abs error | within 25% |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: |\n";
+      for (const auto& [conv, sv] : groups)
+        t += fmt::format("| {} | {} | {} | {:.1f}% | {:.1f}% | {:.0f}% |\n", conv, sv.cases.size(), sv.evaluated,
+                         sv.median_abs_error * 100, sv.max_abs_error * 100, sv.within_25 * 100);
+      out(t + "\n");
+      out(render_validation_markdown(*v, "Our own vision measurements, one by one"));
+    }
+  }
+  {
     auto t = validate_textbook(*dir + "/validation/textbook_cases.json", *lib);
     if (!t.ok()) return report(t.diagnostics());
     if (f == Format::json) {

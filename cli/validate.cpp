@@ -251,6 +251,8 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
   return Result<ValidationSummary>(std::move(sum), std::move(diags));
 }
 
+void summarise_validation(ValidationSummary& sum) { summarise(sum); }
+
 Result<ValidationSummary> validate_collectives(const std::string& data_dir, const hw::HardwareDb& db) {
   namespace fs = std::filesystem;
   Diagnostics diags;

@@ -69,6 +69,18 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
                                              std::vector<std::pair<std::string, ValidationSummary>>* by_source = nullptr,
                                              const std::string& data_dir = "");
 
+/// Our own vision measurements (data/validation/measured/<gpu>/vision_*.json: torchvision inference in bf16, eager and
+/// CUDA graph, batch 1-256; training steps under bf16 autocast) through the vision pricer with the GPU's calibration
+/// profile, as `gpuplan serve` / `gpuplan train` run a vision model. Each case's `convention` says which
+/// ("inference-graph", "inference-eager", "training", "training-ddp": PyTorch DDP inside one node).
+Result<ValidationSummary> validate_vision(const std::string& data_dir, const hw::HardwareDb& db);
+
+/// The cases of `all` grouped by their convention, each group summarised, in first-seen order.
+std::vector<std::pair<std::string, ValidationSummary>> split_by_convention(const ValidationSummary& all);
+
+/// Median and max |error| and the shares within 10% and 25% (the summary every validation set gets).
+void summarise_validation(ValidationSummary& sum);
+
 std::string render_validation_markdown(const ValidationSummary& s, const std::string& title);
 
 }  // namespace gpuplan::cli

@@ -1,0 +1,38 @@
+#pragma once
+// `gpuplan serve` and `gpuplan train` for vision models (data/models/vision/*.json): the commands dispatch on the
+// workload kind of `-m`. A vision model takes the flags that mean something for it and refuses the others by name
+// (exit 2); the vision-only flags are refused for a transformer.
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "common.hpp"
+#include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/training.hpp"
+
+namespace gpuplan::cli {
+
+enum class VisionCommand { serve, train };
+
+struct VisionFlags {
+  std::optional<long long> resolution;
+  bool fold_bn = false, fuse_epilogue = false;
+  std::optional<std::string> autocast;  ///< "true" / "false"
+};
+
+/// The GPU (id or alias) and what the vision pricer runs on: its calibration profile (unless `no_calibration`), the
+/// sustained device with PyTorch's FA2 attention, and the per-kernel launch costs the profile measured. The one setup
+/// of `serve`/`train` for a vision model and of `validate`'s vision cases. False after an error diagnostic.
+bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
+                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch);
+
+/// Registers the vision-only flags on `serve` or `train`.
+void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which);
+
+/// When `-m` names a vision model of the library, runs the vision command and returns its exit code; otherwise
+/// returns nullopt (the transformer command runs), or 2 after a diagnostic when a vision-only flag was given.
+std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
+                                       VisionCommand which);
+
+}  // namespace gpuplan::cli

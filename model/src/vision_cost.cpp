@@ -1,0 +1,471 @@
+#include "gpuplan/model/vision.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collectives.hpp"
+
+namespace gpuplan::model {
+
+using wl::VisionOp;
+using wl::VisionOpKind;
+
+const char* to_string(VisionOptimizer o) { return o == VisionOptimizer::adamw ? "adamw" : "sgd-momentum"; }
+
+namespace {
+
+/// Reads and writes of an elementwise kind, in maps of the op's output size (pooling: of its input or output as
+/// stated), forward / backward, PyTorch's kernels:
+/// - norm at inference: read x, write y; in training the statistics pass reads x once more (2 reads); backward reads
+///   x and dy for the two reductions and again to form dx (4 reads), writes dx.
+/// - activation: read, write; backward: read dy and the saved tensor, write dx.
+/// - add: read both inputs, write; backward: the skip branch's gradient is added where the branches fork (2 r, 1 w).
+/// - mul (SE / layer scale): read the map, write it (the per-channel vector is small); backward: dx = dy·s and the
+///   per-channel sum of dy·x (3 reads, 2 writes).
+/// - max / average pool with a window: read the input, write the output; backward: read dy, write dx. Global average
+///   pool: read the input; backward: write dx.
+/// - embedding (ViT): concatenate the class token (read, write) and add the positions (2 reads, 1 write); backward:
+///   read, write.
+struct Passes {
+  double reads = 0, writes = 0;  ///< of the output map
+  double reads_in = 0, writes_in = 0;  ///< of the input map (pooling)
+};
+Passes passes(const VisionOp& op, bool training, bool backward) {
+  switch (op.kind) {
+    case VisionOpKind::norm: return backward ? Passes{4, 1} : training ? Passes{2, 1} : Passes{1, 1};
+    case VisionOpKind::activation: return backward ? Passes{2, 1} : Passes{1, 1};
+    case VisionOpKind::add: return backward ? Passes{2, 1} : Passes{2, 1};
+    case VisionOpKind::mul: return backward ? Passes{3, 2} : Passes{1, 1};
+    case VisionOpKind::pool:
+      if (op.pool == wl::VisionPool::global_avg) return backward ? Passes{0, 0, 0, 1} : Passes{0, 0, 1, 0};
+      return backward ? Passes{1, 0, 0, 1} : Passes{0, 1, 1, 0};
+    case VisionOpKind::embedding: return backward ? Passes{1, 1} : Passes{3, 2};
+    default: return {};
+  }
+}
+double flops_per_element(const VisionOp& op) {
+  switch (op.kind) {
+    case VisionOpKind::norm: return 5;
+    case VisionOpKind::activation: return op.act == wl::VisionAct::relu ? 1 : 8;
+    default: return 1;
+  }
+}
+
+hw::Precision attention_precision(hw::Precision p) {
+  return p == hw::Precision::fp8 || p == hw::Precision::int8 || p == hw::Precision::fp4 ? hw::Precision::bf16 : p;
+}
+
+class Pricer {
+ public:
+  Pricer(const VisionRunPlan& plan, const Device& d, bool keep) : plan_(plan), d_(d), keep_(keep) {
+    e_ = hw::bytes_per_element(plan.compute);
+  }
+  VisionPassCost& pass() { return pc_; }
+
+  void add(OpCost c, units::Seconds VisionPassCost::*bucket, double kernels = 1.0) {
+    pc_.gpu_time += c.time;
+    pc_.*bucket += c.time;
+    pc_.flops += c.flops;
+    pc_.kernels += kernels;
+    if (keep_) pc_.ops.push_back(std::move(c));
+  }
+
+  /// An implicit-GEMM convolution or a linear layer: compute from gemm_cost at (m, n, k, g), traffic from the
+  /// tensors moved (a, b, c elements at the activation and weight element sizes).
+  OpCost implicit_gemm(const std::string& name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups,
+                       double act_elements, double weight_elements, double weight_bytes) const {
+    OpCost c = gemm_cost(name, {m, n, k, groups}, plan_.compute, d_);
+    const units::FlopRate rate = d_.peak(plan_.compute) * c.efficiency;
+    const units::Seconds tc = c.flops / rate;
+    c.bytes = units::bytes(act_elements * e_ + weight_elements * weight_bytes);
+    const double eta = d_.eff.gemm_hbm > 0 ? d_.eff.gemm_hbm : d_.eff.hbm;
+    const units::Seconds tm = c.bytes / (d_.gpu->memory.bandwidth * eta);
+    c.bound = tc >= tm ? Bound::compute : Bound::memory;
+    c.time = std::max(tc, tm) + d_.eff.kernel_launch;
+    if (d_.eff.kernel_launch > std::max(tc, tm)) c.bound = Bound::launch;
+    return c;
+  }
+
+  OpCost stream(const std::string& name, double elements, double flops, OpClass cls = OpClass::elementwise) const {
+    return streaming_cost(name, cls, units::bytes(elements * e_), units::flop(flops), d_);
+  }
+  OpCost stream_bytes(const std::string& name, double bytes, double flops) const {
+    return streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(flops), d_);
+  }
+
+  double e_ = 2;
+
+ private:
+  const VisionRunPlan& plan_;
+  const Device& d_;
+  bool keep_;
+  VisionPassCost pc_;
+};
+
+/// Which ops are absorbed at inference: batch norm folded into the conv before it; an activation or residual add
+/// fused into the epilogue of the GEMM before it (directly, or after a folded norm).
+std::vector<bool> absorbed(const wl::VisionGraph& g, const VisionRunPlan& plan, bool training) {
+  std::vector<bool> out(g.ops.size(), false);
+  if (training) return out;
+  for (std::size_t i = 1; i < g.ops.size(); ++i) {
+    const VisionOp& op = g.ops[i];
+    const VisionOp& prev = g.ops[i - 1];
+    if (op.kind == VisionOpKind::norm && op.norm == wl::VisionNorm::batch && plan.fold_bn &&
+        prev.kind == VisionOpKind::conv)
+      out[i] = true;
+    if ((op.kind == VisionOpKind::activation || op.kind == VisionOpKind::add) && plan.fuse_epilogue) {
+      // Walk back over ops already absorbed: the epilogue belongs to the GEMM that produced this map.
+      std::size_t j = i - 1;
+      while (j > 0 && out[j]) --j;
+      if (g.ops[j].kind == VisionOpKind::conv || g.ops[j].kind == VisionOpKind::linear) out[i] = true;
+    }
+  }
+  return out;
+}
+
+/// Bytes per element of each op's output as it runs. Without autocast every tensor is in the compute type. Under
+/// torch.autocast (PyTorch's autocast op lists): convolutions, linear layers and attention run in 16-bit and cast an
+/// fp32 input first (a kernel reading 4 and writing 2 bytes per element); layer norm runs in fp32 and casts a 16-bit
+/// input up first (2 + 4); an add of a 16-bit and an fp32 tensor gives fp32 (type promotion), and so does adding
+/// the fp32 position embedding; batch norm, activations, pooling and scales keep their input's type. `cast_in[i]`:
+/// the input cast op i needs (0: none), in bytes per element read + written.
+struct Dtypes {
+  std::vector<double> out;
+  std::vector<double> cast_in;
+};
+Dtypes dtypes(const wl::VisionGraph& g, const VisionRunPlan& plan) {
+  const double e = hw::bytes_per_element(plan.compute);
+  Dtypes t{std::vector<double>(g.ops.size(), e), std::vector<double>(g.ops.size(), 0.0)};
+  if (!plan.autocast) return t;
+  double in = 4.0;  // the image arrives in fp32
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const VisionOp& op = g.ops[i];
+    double out = in;
+    switch (op.kind) {
+      case VisionOpKind::conv:
+      case VisionOpKind::linear:
+      case VisionOpKind::attention:
+        if (in != e) t.cast_in[i] = in + e;
+        out = e;
+        break;
+      case VisionOpKind::norm:
+        if (op.norm == wl::VisionNorm::layer) {
+          if (in != 4.0) t.cast_in[i] = in + 4.0;
+          out = 4.0;
+        }
+        break;
+      case VisionOpKind::add: {
+        const double skip = op.residual_from >= 0 ? t.out[static_cast<std::size_t>(op.residual_from)] : in;
+        out = std::max(in, skip);
+        break;
+      }
+      case VisionOpKind::embedding: out = 4.0; break;
+      default: break;
+    }
+    t.out[i] = out;
+    in = out;
+  }
+  return t;
+}
+
+void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Device& d, bool training, bool backward,
+                Pricer& pr) {
+  const double n = static_cast<double>(plan.batch);
+  const std::vector<bool> skip = absorbed(g, plan, training);
+  const Dtypes dt = dtypes(g, plan);
+  // Weight element bytes the GEMMs read: the compute type (autocast casts once per forward; the cast is its own kernel).
+  const double wb = hw::bytes_per_element(plan.compute);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const VisionOp& op = g.ops[i];
+    if (skip[i]) continue;
+    const double in = n * static_cast<double>(op.in_elements());
+    const double out = n * static_cast<double>(op.out_elements());
+    const double w = static_cast<double>(op.matmul_weights());
+    const double b_in = i > 0 ? dt.out[i - 1] : (plan.autocast ? 4.0 : pr.e_);
+    const double b_out = dt.out[i];
+    if (dt.cast_in[i] > 0)  // autocast's input cast (its backward casts the gradient back)
+      pr.add(pr.stream_bytes(op.name + (backward ? " input cast (bwd)" : " input cast"), in * dt.cast_in[i], 0),
+             &VisionPassCost::casts);
+    if (op.gemm()) {
+      const std::int64_t gr = op.groups;
+      const std::int64_t k2 = op.kernel * op.kernel;
+      const std::int64_t m_out = plan.batch * op.h_out * op.w_out;
+      const std::int64_t m_in = plan.batch * op.h_in * op.w_in;
+      const std::int64_t cin = op.c_in / gr, cout = op.c_out / gr;
+      if (plan.autocast && !backward)  // 4 B in, 2 B out per weight element
+        pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
+      if (!backward) {
+        pr.add(pr.implicit_gemm(op.name, m_out, cout, cin * k2, gr, in + out, w, wb), &VisionPassCost::gemm);
+        // cuDNN's convolution leaves the bias to its own elementwise kernel (the profile's bias adds of the SE
+        // 1×1 convolutions); cuBLASLt fuses a linear layer's bias into the GEMM epilogue.
+        if (op.kind == VisionOpKind::conv && op.bias)
+          pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
+      } else {
+        if (i > 0)  // the image needs no gradient
+          pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb), &VisionPassCost::gemm);
+        pr.add(pr.implicit_gemm(op.name + " wgrad", cout, cin * k2, m_out, gr, in + out, w, wb), &VisionPassCost::gemm);
+        if (op.kind == VisionOpKind::conv && op.bias)  // the bias gradient: a reduction of dy over N·H·W
+          pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
+        if (plan.autocast)  // the 16-bit weight gradient cast and accumulated into the fp32 .grad
+          pr.add(pr.stream_bytes(op.name + " grad cast", w * 6.0, 0), &VisionPassCost::casts);
+      }
+      continue;
+    }
+    if (op.kind == VisionOpKind::conv) {  // depthwise
+      const double macs = n * static_cast<double>(op.macs());
+      if (!backward) {
+        pr.add(pr.stream(op.name, in + out, 2.0 * macs), &VisionPassCost::depthwise);
+        if (op.bias) pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
+      } else {
+        pr.add(pr.stream(op.name + " dgrad", in + out, 2.0 * macs), &VisionPassCost::depthwise);
+        pr.add(pr.stream(op.name + " wgrad", in + out, 2.0 * macs), &VisionPassCost::depthwise);
+        if (op.bias) pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
+      }
+      continue;
+    }
+    if (op.kind == VisionOpKind::attention) {
+      const std::int64_t tokens = op.h_in * op.w_in;
+      const std::int64_t dh = op.c_out / op.heads;
+      for (auto& c : attention_cost(op.name, plan.batch * op.heads, tokens, tokens, dh, dh, false, true, backward,
+                                    attention_precision(plan.compute), d))
+        pr.add(std::move(c), &VisionPassCost::attention);
+      continue;
+    }
+    const Passes p = passes(op, training, backward);
+    // The op computes in its output's type (layer norm under autocast: fp32 after its input cast).
+    const double b_op = dt.cast_in[i] > 0 ? b_out : b_in;
+    double bytes = (p.reads + p.writes) * out * (backward ? b_out : b_op) + (p.reads_in + p.writes_in) * in * b_in;
+    if (op.kind == VisionOpKind::add && !backward) {  // the two inputs in their own types
+      const double b_skip = op.residual_from >= 0 ? dt.out[static_cast<std::size_t>(op.residual_from)] : b_in;
+      bytes = out * (b_in + b_skip + b_out);
+    }
+    if (bytes <= 0) continue;
+    const std::string name = backward ? op.name + " (bwd)" : op.name;
+    if (op.kind == VisionOpKind::norm && op.norm == wl::VisionNorm::batch) {
+      // PyTorch's channels-last batch norm runs as more than one kernel. Inference: the transform, plus two small
+      // kernels on the C running statistics (the inverse standard deviation from the running variance, and a copy
+      // of them to fp32), as the torch.profiler counts of our H100 profile show (3 per BN: data/validation/
+      // measured/h100-sxm5-80gb/vision_inference_profile.json). Training: a statistics pass and the transform;
+      // backward: a reduction pass and the element pass.
+      const double c_stats = static_cast<double>(op.c_out) * 4.0 * 2.0;
+      if (!training) {
+        pr.add(pr.stream_bytes(name + " invstd", c_stats, 0), &VisionPassCost::elementwise);
+        pr.add(pr.stream_bytes(name + " stats copy", c_stats, 0), &VisionPassCost::elementwise);
+        pr.add(pr.stream_bytes(name, bytes, flops_per_element(op) * out), &VisionPassCost::elementwise);
+      } else {
+        const double per_pass = bytes / (p.reads + p.writes);
+        const double first = backward ? 2.0 : 1.0;  // reads of the reduction pass
+        pr.add(pr.stream_bytes(name + " statistics", first * per_pass, 2.0 * out), &VisionPassCost::elementwise);
+        pr.add(pr.stream_bytes(name, bytes - first * per_pass, 3.0 * out), &VisionPassCost::elementwise);
+      }
+      continue;
+    }
+    pr.add(pr.stream_bytes(name, bytes, flops_per_element(op) * out), &VisionPassCost::elementwise);
+  }
+}
+
+VisionPassCost finish(VisionPassCost pc, const VisionRunPlan& plan) {
+  pc.cpu_issue = plan.cuda_graphs ? units::Seconds{} : plan.launch.cpu_per_kernel * pc.kernels;
+  pc.time = std::max(pc.gpu_time, pc.cpu_issue);
+  return pc;
+}
+
+Device with_launch(Device d, const VisionRunPlan& plan) {
+  d.eff.kernel_launch = plan.cuda_graphs ? plan.launch.kernel_overhead_graph : plan.launch.kernel_overhead_eager;
+  return d;
+}
+
+std::string ms(units::Seconds s) { return units::format(s); }
+
+}  // namespace
+
+VisionPassCost vision_forward(const wl::VisionGraph& g, const VisionRunPlan& plan, Device d, bool keep_ops) {
+  d = with_launch(std::move(d), plan);
+  Pricer pr(plan, d, keep_ops);
+  price_pass(g, plan, d, false, false, pr);
+  return finish(pr.pass(), plan);
+}
+
+namespace {
+/// One child per kernel of the pass (when the pass kept them): its FLOPs, bytes, bound and time.
+std::vector<Derivation> op_children(const VisionPassCost& pc) {
+  std::vector<Derivation> out;
+  out.reserve(pc.ops.size());
+  for (std::size_t i = 0; i < pc.ops.size(); ++i) {
+    const OpCost& c = pc.ops[i];
+    out.push_back({fmt::format("vision.op.{}", i),
+                   c.name,
+                   "t = max(FLOPs / (P·η), bytes / (BW·η_hbm)) + t_kernel",
+                   {{"FLOPs", units::format(c.flops), to_string(c.cls), Origin::derived()},
+                    {"bytes", units::format(c.bytes), "tensors moved", Origin::derived()}},
+                   fmt::format("{} ({}-bound)", ms(c.time), to_string(c.bound)),
+                   {},
+                   {}});
+  }
+  return out;
+}
+
+Derivation pass_derivation(const std::string& id, const std::string& title, const VisionPassCost& pc,
+                           const VisionRunPlan& plan) {
+  return {id,
+          title,
+          "t = max(Σ_ops t_op, kernels · t_cpu) ; t_op = max(FLOPs / (P·η), bytes / (BW·η_hbm)) + t_kernel",
+          {{"Σ GEMM", ms(pc.gemm), "convolutions (implicit GEMM) and linear layers", Origin::derived()},
+           {"Σ depthwise", ms(pc.depthwise), "depthwise convolutions, streamed", Origin::derived()},
+           {"Σ attention", ms(pc.attention), "fused attention (ViT)", Origin::derived()},
+           {"Σ elementwise", ms(pc.elementwise), "norms, activations, adds, scales, pooling", Origin::derived()},
+           {"Σ casts", ms(pc.casts), "autocast weight (and gradient) casts", Origin::derived()},
+           {"kernels", fmt::format("{:g}", pc.kernels), "kernel launches of the pass", Origin::derived()},
+           {"t_kernel", ms(plan.cuda_graphs ? plan.launch.kernel_overhead_graph : plan.launch.kernel_overhead_eager),
+            plan.cuda_graphs ? "per-kernel cost inside a CUDA graph" : "eager launch per kernel",
+            plan.launch.overhead_origin.rfind("measured", 0) == 0 ? Origin::calibration(plan.launch.overhead_origin)
+                                                                   : Origin::assumption(plan.launch.overhead_origin)},
+           {"t_cpu", plan.cuda_graphs ? std::string("0 (CUDA graph)") : ms(plan.launch.cpu_per_kernel),
+            "CPU time to issue one eager kernel", Origin::assumption(plan.launch.overhead_origin)}},
+          fmt::format("{} (GPU {}, CPU issue {})", ms(pc.time), ms(pc.gpu_time), ms(pc.cpu_issue)),
+          {},
+          op_children(pc)};
+}
+}  // namespace
+
+VisionInference vision_inference(const wl::VisionGraph& g, const VisionRunPlan& plan, const Device& d,
+                                 Explain explain, bool keep_ops) {
+  VisionInference r;
+  r.pass = vision_forward(g, plan, d, keep_ops || explain == Explain::on);
+  r.latency = r.pass.time;
+  r.images_per_second = r.latency.raw() > 0 ? static_cast<double>(plan.batch) / r.latency.raw() : 0.0;
+  if (explain == Explain::on) {
+    r.derivation = pass_derivation("vision.latency", "Forward latency of one batch", r.pass, plan);
+    r.derivation.notes.push_back(fmt::format(
+        "{} images of {}×{} px, {} ops, {} MACs per image; {}{}{}{}", plan.batch, g.resolution, g.resolution,
+        g.ops.size(), units::format_number(static_cast<double>(g.macs()), 4), hw::to_string(plan.compute),
+        plan.autocast ? " autocast (fp32 weights cast each forward)" : " weights", plan.fold_bn ? ", BN folded" : "",
+        plan.fuse_epilogue ? ", activation/add fused into the GEMM epilogue" : ""));
+  }
+  return r;
+}
+
+VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& plan, const Device& d0,
+                               Explain explain) {
+  VisionTraining r;
+  VisionRunPlan run = plan.run;
+  run.fold_bn = false;
+  run.fuse_epilogue = false;
+  const Device d = with_launch(d0, run);
+  {
+    Pricer pr(run, d, explain == Explain::on);
+    price_pass(g, run, d, true, false, pr);
+    r.forward = finish(pr.pass(), run);
+  }
+  {
+    Pricer pr(run, d, explain == Explain::on);
+    price_pass(g, run, d, true, true, pr);
+    r.backward = finish(pr.pass(), run);
+  }
+  // Optimizer: fp32 master weights, multi-tensor (foreach) kernels streaming every parameter.
+  const double params = static_cast<double>(g.parameters());
+  const double bytes_per_param = plan.optimizer == VisionOptimizer::adamw ? 28.0 : 20.0;
+  const OpCost opt = streaming_cost("optimizer step", OpClass::optimizer, units::bytes(params * bytes_per_param),
+                                    units::flop(params * (plan.optimizer == VisionOptimizer::adamw ? 12.0 : 4.0)), d);
+  r.optimizer = opt.time;
+  const double acc = static_cast<double>(std::max<std::int64_t>(1, plan.accumulation));
+  if (plan.dp.size > 1) {
+    // DDP: the fp32 gradients (4 B per parameter) in buckets; all but the last overlap the last micro-batch's
+    // backward, the last (the first layers' gradients) is ready only when the backward ends.
+    const double grad_bytes = 4.0 * static_cast<double>(g.parameters());
+    const double bucket = std::max(1.0, plan.bucket_bytes.raw());
+    const double full = std::floor(grad_bytes / bucket);
+    const double rest = grad_bytes - full * bucket;
+    auto ar = [&](double bytes) {
+      return collective_cost(Collective::all_reduce, units::bytes(bytes), plan.dp, CollectiveAlgorithm::automatic,
+                             Explain::off)
+          .time;
+    };
+    const units::Seconds t_full = full > 0 ? ar(bucket) : units::Seconds{};
+    const units::Seconds t_rest = rest > 0 ? ar(rest) : units::Seconds{};
+    r.allreduce = t_full * full + t_rest;
+    const units::Seconds last = rest > 0 ? t_rest : t_full;
+    const units::Seconds hidden_part = r.allreduce - last;
+    r.exposed_comm = last + std::max(units::Seconds{}, hidden_part - r.backward.time);
+    const double loss = d.eff.comm_compute_loss;
+    r.comm_slowdown = std::min(hidden_part, r.backward.gemm) * loss;
+    const OpCost copies = streaming_cost("DDP bucket copies", OpClass::elementwise, units::bytes(4.0 * grad_bytes),
+                                         units::flop(0), d);
+    r.bucket_copies = copies.time;
+  }
+  r.step_time = (r.forward.time + r.backward.time) * acc + r.optimizer + r.exposed_comm + r.comm_slowdown +
+                r.bucket_copies;
+  const double n = static_cast<double>(run.batch);
+  const double replicas = static_cast<double>(std::max(1, plan.dp.size));
+  r.images_per_second = r.step_time.raw() > 0 ? n * acc * replicas / r.step_time.raw() : 0.0;
+  r.model_flops = units::flop(3.0 * 2.0 * static_cast<double>(g.macs()) * n * acc);
+  r.mfu = r.step_time.raw() > 0 ? (r.model_flops / r.step_time).raw() / d.peak(run.compute).raw() : 0.0;
+
+  // Memory: fp32 weights and gradients, optimizer states, the compute-type weight copies autocast keeps for the
+  // backward, and the activations saved for it: each op's saved tensor counted once (its input — conv, linear,
+  // norm, SE scale, pooling with a window — or its output — activation), attention's Q, K, V, O and row statistics.
+  const double e = hw::bytes_per_element(run.compute);
+  r.memory.weights = units::bytes(4.0 * params);
+  r.memory.gradients = units::bytes(4.0 * params);
+  r.memory.optimizer = units::bytes((plan.optimizer == VisionOptimizer::adamw ? 8.0 : 4.0) * params);
+  double matmul = 0;
+  for (const auto& op : g.ops) matmul += static_cast<double>(op.matmul_weights());
+  r.memory.weight_copies = units::bytes(run.autocast ? e * matmul : 0.0);
+  std::vector<bool> saved(g.ops.size() + 1, false);  // saved[i + 1]: op i's output; saved[0]: the image
+  double act = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const VisionOp& op = g.ops[i];
+    const bool saves_input = op.kind == VisionOpKind::conv || op.kind == VisionOpKind::linear ||
+                             op.kind == VisionOpKind::norm || op.kind == VisionOpKind::mul ||
+                             (op.kind == VisionOpKind::pool && op.pool != wl::VisionPool::global_avg);
+    if (saves_input && !saved[i]) {
+      saved[i] = true;
+      act += static_cast<double>(op.in_elements()) * e;
+    }
+    if (op.kind == VisionOpKind::activation && !saved[i + 1]) {
+      saved[i + 1] = true;
+      act += static_cast<double>(op.out_elements()) * e;
+    }
+    if (op.kind == VisionOpKind::attention) {
+      const double t = static_cast<double>(op.h_in * op.w_in);
+      act += t * static_cast<double>(op.c_out) * e + t * static_cast<double>(op.heads) * 4.0;  // O and row stats
+      saved[i + 1] = true;
+    }
+  }
+  r.memory.activations = units::bytes(act * n);
+
+  if (explain == Explain::on) {
+    r.derivation = {"vision.step_time",
+                    "Training step time on one GPU",
+                    "t_step = a · (t_fwd + t_bwd) + t_opt + t_comm,exposed + t_comm,beside + t_copies",
+                    {{"a", fmt::format("{:g}", acc), "micro-batches per step (gradient accumulation)", Origin::user("--global-batch / --micro-batch")},
+                     {"t_fwd", ms(r.forward.time), "forward pass (training: batch statistics)", Origin::derived()},
+                     {"t_bwd", ms(r.backward.time), "data- and weight-gradient GEMMs, elementwise backward",
+                      Origin::derived()},
+                     {"t_opt", ms(r.optimizer),
+                      fmt::format("{} over {} fp32 parameters, {:g} B each, streamed", to_string(plan.optimizer),
+                                  units::format_number(params, 4), bytes_per_param),
+                      Origin::derived()},
+                     {"t_comm,exposed", ms(r.exposed_comm),
+                      fmt::format("DDP over {} GPUs: last bucket + what the backward does not hide of the {} all-reduce "
+                                  "(buckets of {})",
+                                  plan.dp.size, ms(r.allreduce), units::format(plan.bucket_bytes)),
+                      Origin::derived()},
+                     {"t_comm,beside", ms(r.comm_slowdown),
+                      "GEMM throughput lost while the bucket all-reduces run beside the backward",
+                      d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::assumption(d.eff.origin)},
+                     {"t_copies", ms(r.bucket_copies), "gradients copied into the buckets and back (4 × 4 B per parameter)",
+                      Origin::derived()}},
+                    ms(r.step_time),
+                    {fmt::format("{} images per micro-batch; model FLOPs 3 × 2 × MACs × images = {}; MFU {:.1f}%", run.batch,
+                                 units::format(r.model_flops), 100.0 * r.mfu)},
+                    {pass_derivation("vision.forward", "Forward pass", r.forward, run),
+                     pass_derivation("vision.backward", "Backward pass", r.backward, run)}};
+  }
+  return r;
+}
+
+}  // namespace gpuplan::model

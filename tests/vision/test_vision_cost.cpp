@@ -1,0 +1,255 @@
+// The vision pricer (model/src/vision_cost.cpp): one op priced by hand from the same roofline functions, FLOP
+// conventions, and the properties every plan must keep.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/training.hpp"
+#include "gpuplan/model/vision.hpp"
+#include "gpuplan/wl_io/vision_io.hpp"
+
+namespace {
+using namespace gpuplan;
+
+const hw::HardwareDb& hardware() {
+  static const hw::HardwareDb d = [] {
+    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return d;
+}
+
+model::Device h100() {
+  const hw::GpuSpec* g = hardware().find_gpu("h100-sxm5-80gb");
+  REQUIRE(g != nullptr);
+  return model::make_device(*g);
+}
+
+wl::VisionGraph graph(const std::string& id) {
+  static const wl_io::VisionLibrary lib = [] {
+    auto r = wl_io::load_vision_library(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  const auto* e = lib.find(id);
+  REQUIRE(e != nullptr);
+  return wl::build_vision_graph(e->arch);
+}
+
+/// A one-op graph.
+wl::VisionGraph single(const wl::VisionOp& op) {
+  wl::VisionGraph g;
+  g.id = "one";
+  g.resolution = op.h_in;
+  g.ops.push_back(op);
+  return g;
+}
+
+model::VisionRunPlan plan(std::int64_t batch) {
+  model::VisionRunPlan p;
+  p.batch = batch;
+  p.autocast = false;
+  p.cuda_graphs = true;
+  return p;
+}
+}  // namespace
+
+TEST_CASE("a 3x3 convolution is the implicit GEMM M = N*Ho*Wo, N = Cout, K = Cin*9, moving only its real tensors") {
+  wl::VisionOp op;
+  op.kind = wl::VisionOpKind::conv;
+  op.name = "conv";
+  op.c_in = op.c_out = 256;
+  op.h_in = op.w_in = op.h_out = op.w_out = 14;
+  op.kernel = 3;
+  const auto p = plan(64);
+  model::Device d = h100();
+  d.eff.kernel_launch = p.launch.kernel_overhead_graph;
+  const auto pc = model::vision_forward(single(op), p, d, true);
+  REQUIRE(pc.ops.size() == 1);
+  // By hand: compute at gemm_cost's efficiency for (64·14·14) × 256 × 2304; bytes = input + output maps + weights.
+  const auto ref = model::gemm_cost("ref", {64 * 14 * 14, 256, 256 * 9, 1}, hw::Precision::bf16, d);
+  const double flops = 2.0 * 64 * 14 * 14 * 256 * 256 * 9;
+  CHECK(pc.flops.raw() == doctest::Approx(flops).epsilon(1e-12));
+  const double tc = flops / (d.peak(hw::Precision::bf16).raw() * ref.efficiency);
+  const double bytes = (2.0 * 64 * 14 * 14 * 256) * 2 + 256.0 * 256 * 9 * 2;
+  CHECK(pc.ops[0].bytes.raw() == doctest::Approx(bytes));
+  const double eta = d.eff.gemm_hbm > 0 ? d.eff.gemm_hbm : d.eff.hbm;
+  const double tm = bytes / (d.gpu->memory.bandwidth.raw() * eta);
+  CHECK(pc.time.raw() == doctest::Approx(std::max(tc, tm) + p.launch.kernel_overhead_graph.raw()));
+  // This GEMM (intensity ≈ 230 FLOP/B over the real tensors) is compute-bound on an H100.
+  CHECK(pc.ops[0].bound == model::Bound::compute);
+}
+
+TEST_CASE("a depthwise convolution streams its two maps: memory-bound, priced like any streaming kernel") {
+  wl::VisionOp op;
+  op.kind = wl::VisionOpKind::conv;
+  op.name = "dw";
+  op.c_in = op.c_out = op.groups = 672;
+  op.h_in = op.w_in = op.h_out = op.w_out = 24;
+  op.kernel = 5;
+  const auto p = plan(32);
+  model::Device d = h100();
+  d.eff.kernel_launch = p.launch.kernel_overhead_graph;
+  const auto pc = model::vision_forward(single(op), p, d, true);
+  REQUIRE(pc.ops.size() == 1);
+  const double elements = 2.0 * 32 * 672 * 24 * 24;
+  CHECK(pc.ops[0].bytes.raw() == doctest::Approx(elements * 2));
+  CHECK(pc.ops[0].flops.raw() == doctest::Approx(2.0 * 32 * 672 * 24 * 24 * 25));
+  CHECK(pc.ops[0].bound == model::Bound::memory);
+  CHECK(pc.time.raw() == doctest::Approx(elements * 2 / d.stream_bandwidth().raw() + p.launch.kernel_overhead_graph.raw()));
+  CHECK(pc.depthwise.raw() == doctest::Approx(pc.time.raw()));
+}
+
+TEST_CASE("inference latency grows with the batch and throughput with it, up to the GPU's rate") {
+  const auto g = graph("resnet50");
+  const model::Device d = h100();
+  double prev_latency = 0, prev_tput = 0;
+  for (std::int64_t b : {1, 8, 64, 256}) {
+    const auto r = model::vision_inference(g, plan(b), d, Explain::off);
+    CAPTURE(b);
+    CHECK(r.latency.raw() > prev_latency);
+    CHECK(r.images_per_second > prev_tput);
+    prev_latency = r.latency.raw();
+    prev_tput = r.images_per_second;
+  }
+  // Bounded by the dense bf16 peak: 2·4.09 GMACs per image.
+  CHECK(prev_tput < d.peak(hw::Precision::bf16).raw() / (2.0 * static_cast<double>(g.macs())));
+}
+
+TEST_CASE("eager execution is never faster than a CUDA graph, and BN folding and epilogue fusion remove kernels and time") {
+  const auto g = graph("efficientnet-b4");
+  const model::Device d = h100();
+  auto p = plan(8);
+  p.autocast = true;
+  const auto graphed = model::vision_inference(g, p, d, Explain::off);
+  p.cuda_graphs = false;
+  const auto eager = model::vision_inference(g, p, d, Explain::off);
+  CHECK(eager.latency > graphed.latency);
+  CHECK(eager.pass.kernels == graphed.pass.kernels);
+  // Eager: never faster than kernels × CPU issue time.
+  CHECK(eager.latency.raw() >= eager.pass.kernels * p.launch.cpu_per_kernel.raw());
+  p.cuda_graphs = true;
+  p.fold_bn = true;
+  const auto folded = model::vision_inference(g, p, d, Explain::off);
+  CHECK(folded.pass.kernels < graphed.pass.kernels);
+  CHECK(folded.latency < graphed.latency);
+  p.fuse_epilogue = true;
+  const auto fused = model::vision_inference(g, p, d, Explain::off);
+  CHECK(fused.pass.kernels < folded.pass.kernels);
+  CHECK(fused.latency < folded.latency);
+  // The FLOPs of the GEMMs do not change: only elementwise passes disappear.
+  CHECK(fused.pass.gemm.raw() == doctest::Approx(folded.pass.gemm.raw()));
+}
+
+TEST_CASE("int8 and fp8 run ResNet-50's convolutions faster than bf16 at a large batch") {
+  const auto g = graph("resnet50");
+  const model::Device d = h100();
+  auto p = plan(256);
+  const auto bf16 = model::vision_inference(g, p, d, Explain::off);
+  p.compute = hw::Precision::int8;
+  const auto int8 = model::vision_inference(g, p, d, Explain::off);
+  p.compute = hw::Precision::fp8;
+  const auto fp8 = model::vision_inference(g, p, d, Explain::off);
+  CHECK(int8.pass.gemm < bf16.pass.gemm);
+  CHECK(fp8.pass.gemm < bf16.pass.gemm);
+  CHECK(int8.latency < bf16.latency);
+}
+
+TEST_CASE("a ViT's attention is priced as fused (flash) attention over batch x heads, non-causal") {
+  const auto g = graph("vit-b-16");
+  model::Device d = h100();
+  auto p = plan(16);
+  const auto pc = model::vision_forward(g, p, d, true);
+  d.eff.kernel_launch = p.launch.kernel_overhead_graph;
+  const auto ref = model::attention_cost("a", 16 * 12, 197, 197, 64, 64, false, true, false, hw::Precision::bf16, d);
+  REQUIRE(ref.size() == 1);
+  CHECK(pc.attention.raw() == doctest::Approx(12 * ref[0].time.raw()));
+  // FLOPs: 2 · 2·T²·hidden per image per block, the convention of wl/vision.hpp.
+  CHECK(ref[0].flops.raw() == doctest::Approx(2.0 * 16 * 2 * 197.0 * 197 * 768));
+}
+
+TEST_CASE("a training step: model FLOPs 6 x MACs per image, fp32 weights, gradients and optimizer states") {
+  const auto g = graph("resnet50");
+  const model::Device d = h100();
+  model::VisionTrainPlan tp;
+  tp.run = plan(64);
+  tp.run.cuda_graphs = false;
+  tp.run.autocast = true;
+  const auto r = model::vision_training(g, tp, d, Explain::on);
+  const double params = static_cast<double>(g.parameters());
+  CHECK(r.model_flops.raw() == doctest::Approx(6.0 * static_cast<double>(g.macs()) * 64));
+  CHECK(r.memory.weights.raw() == doctest::Approx(4 * params));
+  CHECK(r.memory.gradients.raw() == doctest::Approx(4 * params));
+  CHECK(r.memory.optimizer.raw() == doctest::Approx(4 * params));  // SGD momentum
+  CHECK(r.step_time.raw() == doctest::Approx(r.forward.time.raw() + r.backward.time.raw() + r.optimizer.raw()));
+  // The backward runs two GEMMs per convolution (one for the stem): about twice the forward's GEMM time.
+  CHECK(r.backward.gemm.raw() > 1.5 * r.forward.gemm.raw());
+  CHECK(r.backward.gemm.raw() < 2.6 * r.forward.gemm.raw());
+  CHECK(r.mfu > 0.0);
+  CHECK(r.mfu < 1.0);
+  CHECK(r.derivation.find("vision.forward") != nullptr);
+  // AdamW holds two states; gradient accumulation repeats forward and backward, not the optimizer.
+  tp.optimizer = model::VisionOptimizer::adamw;
+  tp.accumulation = 4;
+  const auto a = model::vision_training(g, tp, d, Explain::off);
+  CHECK(a.memory.optimizer.raw() == doctest::Approx(8 * params));
+  CHECK(a.step_time.raw() == doctest::Approx(4 * (a.forward.time.raw() + a.backward.time.raw()) + a.optimizer.raw()));
+  CHECK(a.model_flops.raw() == doctest::Approx(4 * r.model_flops.raw()));
+  // Saved activations scale with the micro-batch.
+  tp.run.batch = 128;
+  tp.accumulation = 1;
+  const auto big = model::vision_training(g, tp, d, Explain::off);
+  CHECK(big.memory.activations.raw() == doctest::Approx(2 * r.memory.activations.raw()));
+}
+
+TEST_CASE("the explain tree of a forward pass has one child per kernel, and the kernels add up to the GPU time") {
+  const auto g = graph("resnet50");
+  const auto r = model::vision_inference(g, plan(8), h100(), Explain::on);
+  CHECK(r.derivation.children.size() == static_cast<std::size_t>(r.pass.kernels));
+  REQUIRE(r.pass.ops.size() == r.derivation.children.size());
+  double sum = 0;
+  for (const auto& op : r.pass.ops) sum += op.time.raw();
+  CHECK(sum == doctest::Approx(r.pass.gpu_time.raw()));
+  CHECK(r.derivation.children.front().title == "conv1");
+  // Inference batch norm (not folded): three kernels each, 53 of them in ResNet-50.
+  std::size_t bn = 0;
+  for (const auto& op : r.pass.ops) bn += op.name.find("bn") != std::string::npos || op.name.find("downsample.1") != std::string::npos;
+  CHECK(bn == 3 * 53);
+}
+
+TEST_CASE("DDP: the fp32 gradients all-reduced in 25 MiB buckets, only the last one exposed when the backward is long") {
+  const auto g = graph("resnet50");
+  model::TrainingSystem sys;
+  sys.db = &hardware();
+  sys.gpu = hardware().find_gpu("h100-sxm5-80gb");
+  sys.node = hardware().find_node("dgx-h100");
+  REQUIRE(sys.node != nullptr);
+  const model::Device d = h100();
+  model::VisionTrainPlan tp;
+  tp.run = plan(256);
+  tp.run.cuda_graphs = false;
+  tp.run.autocast = true;
+  const auto one = model::vision_training(g, tp, d, Explain::off);
+  tp.dp = model::training_comm_group(4, 1, sys);
+  REQUIRE(tp.dp.size == 4);
+  const auto four = model::vision_training(g, tp, d, Explain::off);
+  // By hand: 4 B × 25,557,032 parameters = 102.2 MB = 3 full buckets of 25 MiB and a rest.
+  const double grad = 4.0 * 25557032, bucket = 25.0 * 1024 * 1024;
+  const double full = std::floor(grad / bucket), rest = grad - full * bucket;
+  CHECK(full == 3);
+  auto ar = [&](double b) {
+    return model::collective_cost(model::Collective::all_reduce, units::bytes(b), tp.dp,
+                                  model::CollectiveAlgorithm::automatic, Explain::off)
+        .time.raw();
+  };
+  CHECK(four.allreduce.raw() == doctest::Approx(full * ar(bucket) + ar(rest)));
+  // The backward (tens of ms) hides all buckets but the last.
+  CHECK(four.exposed_comm.raw() == doctest::Approx(ar(rest)));
+  CHECK(four.step_time > one.step_time);
+  CHECK(four.images_per_second == doctest::Approx(4.0 * 256 / four.step_time.raw()));
+  CHECK(four.forward.time.raw() == doctest::Approx(one.forward.time.raw()));
+}

@@ -1,0 +1,183 @@
+// The vision op lists (workloads/src/vision.cpp) and the library (data/models/vision/*.json): parameters and
+// multiply-accumulates per image against the published figures, the op arithmetic by hand, bad library files.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "gpuplan/wl_io/vision_io.hpp"
+
+namespace {
+using namespace gpuplan;
+
+const wl_io::VisionLibrary& lib() {
+  static const wl_io::VisionLibrary l = [] {
+    auto r = wl_io::load_vision_library(GPUPLAN_TEST_DATA_DIR);
+    if (!r.ok()) FAIL(r.diagnostics().to_string());
+    return r.value();
+  }();
+  return l;
+}
+
+const wl_io::VisionEntry& entry(const std::string& id) {
+  const auto* e = lib().find(id);
+  REQUIRE_MESSAGE(e != nullptr, "not in the vision library: " << id);
+  return *e;
+}
+
+/// Writes `text` to a temporary family file and loads it.
+Result<std::vector<wl_io::VisionEntry>> load_text(const std::string& text) {
+  const auto p = std::filesystem::temp_directory_path() / ("gpuplan-vision-" + std::to_string(::getpid()) + "-" + std::to_string(std::rand()) + ".json");
+  {
+    std::ofstream o(p);
+    o << text;
+  }
+  auto r = wl_io::load_vision_family(p.string(), "family.json");
+  std::filesystem::remove(p);
+  return r;
+}
+}  // namespace
+
+TEST_CASE("every vision library model has the published parameter count exactly and its MACs within torchvision's rounding") {
+  // Published figures: torchvision's weight metadata (num_params, _ops = GMACs at the eval crop), cited per entry in
+  // data/models/vision/*.json; _ops is rounded to 3 decimals, so |ours − published| ≤ 0.0005 GMACs.
+  REQUIRE(lib().models.size() >= 13);
+  for (const auto& m : lib().models) {
+    CAPTURE(m.arch.id);
+    REQUIRE(m.published.has_value());
+    const auto g = wl::build_vision_graph(m.arch, m.published->resolution);
+    CHECK(g.parameters() == m.published->params);
+    CHECK(std::abs(static_cast<double>(g.macs()) / 1e9 - m.published->gmacs) <= 0.0005 + 1e-12);
+  }
+}
+
+TEST_CASE("the library holds ResNet-50/101, EfficientNet-B0 to B7, ConvNeXt-T, ViT-B/16 and ViT-L/16 by id and alias") {
+  for (const char* id : {"resnet50", "resnet101", "efficientnet-b0", "efficientnet-b1", "efficientnet-b2", "efficientnet-b3",
+                         "efficientnet-b4", "efficientnet-b5", "efficientnet-b6", "efficientnet-b7", "convnext-t",
+                         "vit-b-16", "vit-l-16", "resnet-50", "efficientnet_b4", "vit_b_16", "convnext_tiny"})
+    CHECK_MESSAGE(lib().find(id) != nullptr, id);
+  CHECK(lib().find("llama-3.1-8b") == nullptr);
+}
+
+TEST_CASE("EfficientNet compound scaling: B4 is B0 with widths x1.4 rounded to multiples of 8 and repeats ceil(x1.8)") {
+  // Tan & Le 2019 §3.3; torchvision's _make_divisible: 32·1.4 = 44.8 → 48, 16·1.4 = 22.4 → 24, 320·1.4 = 448.
+  CHECK(wl::make_divisible(44.8, 8) == 48);
+  CHECK(wl::make_divisible(22.4, 8) == 24);
+  CHECK(wl::make_divisible(448.0, 8) == 448);
+  CHECK(wl::make_divisible(3.0, 8) == 8);     // never below the divisor
+  CHECK(wl::make_divisible(36.0, 16) == 48);  // round(36/16)·16 = 32 < 0.9·36: one step up
+  const auto g = wl::build_vision_graph(entry("efficientnet-b4").arch);
+  CHECK(g.resolution == 380);
+  CHECK(g.ops.front().c_out == 48);  // stem
+  // Blocks: ceil(1.8·[1,2,2,3,3,4,1]) = [2,4,4,6,6,8,2] = 32 depthwise convs.
+  std::int64_t dw = 0;
+  for (const auto& op : g.ops) dw += op.depthwise() ? 1 : 0;
+  CHECK(dw == 32);
+  // Head: 4 × the last stage's 448 channels.
+  const auto& head = *std::find_if(g.ops.rbegin(), g.ops.rend(), [](const wl::VisionOp& o) { return o.kind == wl::VisionOpKind::conv; });
+  CHECK(head.c_out == 1792);
+}
+
+TEST_CASE("ResNet-50's op list: 53 convolutions, 16 residual adds, one 2048 x 1000 classifier") {
+  const auto g = wl::build_vision_graph(entry("resnet50").arch);
+  CHECK(g.count(wl::VisionOpKind::conv) == 53);  // stem + 16 blocks × 3 + 4 projection shortcuts
+  CHECK(g.count(wl::VisionOpKind::add) == 16);
+  CHECK(g.count(wl::VisionOpKind::norm) == 53);
+  const auto& fc = g.ops.back();
+  CHECK(fc.kind == wl::VisionOpKind::linear);
+  CHECK(fc.c_in == 2048);
+  CHECK(fc.parameters() == 2048 * 1000 + 1000);
+  // The stem: 7×7 stride 2 over 224 → 112, 64·3·49 MACs per output pixel.
+  const auto& stem = g.ops.front();
+  CHECK(stem.h_out == 112);
+  CHECK(stem.macs() == 112 * 112 * 64 * 3 * 49);
+  // layer4's last map is 2048 × 7 × 7.
+  const auto& last_add = *std::find_if(g.ops.rbegin(), g.ops.rend(), [](const wl::VisionOp& o) { return o.kind == wl::VisionOpKind::add; });
+  CHECK(last_add.out_elements() == 2048 * 7 * 7);
+}
+
+TEST_CASE("ViT-B/16 by hand: 197 tokens, 12 blocks of 7,087,872 parameters, attention 2 x 197^2 x 768 MACs") {
+  const auto g = wl::build_vision_graph(entry("vit-b-16").arch);
+  CHECK(g.count(wl::VisionOpKind::attention) == 12);
+  const wl::VisionOp* attn = nullptr;
+  for (const auto& op : g.ops)
+    if (op.kind == wl::VisionOpKind::attention) attn = &op;
+  REQUIRE(attn != nullptr);
+  CHECK(attn->h_in == 197);
+  CHECK(attn->macs() == 2LL * 197 * 197 * 768);
+  // Block: 2 LayerNorms (2·1536) + in_proj 768·2304 + 2304 + out_proj 768² + 768 + MLP 2·768·3072 + 3072 + 768.
+  const std::int64_t block = 2 * 1536 + (768 * 2304 + 2304) + (768 * 768 + 768) + (768 * 3072 + 3072) + (3072 * 768 + 768);
+  CHECK(block == 7087872);
+  // Patch conv 768·3·16² + 768, class token + 197 positions, final LN, head 768·1000 + 1000.
+  CHECK(g.parameters() == 12 * block + (768 * 3 * 256 + 768) + (768 + 197 * 768) + 1536 + 769000);
+}
+
+TEST_CASE("a convolution has H_out x W_out x C_out x C_in/groups x k^2 MACs and is depthwise when groups = channels") {
+  wl::VisionOp op;
+  op.kind = wl::VisionOpKind::conv;
+  op.c_in = 64;
+  op.c_out = 128;
+  op.h_out = op.w_out = 28;
+  op.kernel = 3;
+  op.groups = 2;
+  CHECK(op.matmul_weights() == 128 * 32 * 9);
+  CHECK(op.macs() == 28 * 28 * 128 * 32 * 9);
+  CHECK(op.gemm());
+  CHECK_FALSE(op.depthwise());
+  op.c_in = op.c_out = op.groups = 96;
+  CHECK(op.depthwise());
+  CHECK_FALSE(op.gemm());
+  CHECK(op.macs() == 28 * 28 * 96 * 9);
+  op.bias = true;
+  CHECK(op.parameters() == 96 * 9 + 96);
+}
+
+TEST_CASE("a different input size rescales the maps, not the parameters") {
+  const auto& a = entry("resnet50").arch;
+  const auto g224 = wl::build_vision_graph(a);
+  const auto g448 = wl::build_vision_graph(a, 448);
+  CHECK(g448.parameters() == g224.parameters());
+  // Every conv map is 4× larger; only the classifier (1×1 after pooling) does not grow.
+  const std::int64_t fc = 2048 * 1000;
+  CHECK(g448.macs() - fc == 4 * (g224.macs() - fc));
+}
+
+TEST_CASE("bad vision family files are diagnostics with file, pointer and rule") {
+  SUBCASE("an unknown key is named") {
+    auto r = load_text(R"({"schema":1,"kind":"vision_family","family":"resnet","sources":["x"],
+      "variants":[{"id":"r","name":"R","depths":[1],"widths":[8],"widht":3}]})");
+    REQUIRE_FALSE(r.ok());
+    const auto s = r.diagnostics().to_string();
+    CHECK(s.find("family.json") != std::string::npos);
+    CHECK(s.find("/variants/0/widht") != std::string::npos);
+  }
+  SUBCASE("ViT heads must divide the hidden size") {
+    auto r = load_text(R"({"schema":1,"kind":"vision_family","family":"vit","sources":["x"],
+      "variants":[{"id":"v","name":"V","hidden":100,"layers":2,"heads":3,"mlp":400}]})");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.diagnostics().to_string().find("'heads' (3) to divide 'hidden' (100)") != std::string::npos);
+  }
+  SUBCASE("depths and widths must pair up") {
+    auto r = load_text(R"({"schema":1,"kind":"vision_family","family":"convnext","sources":["x"],
+      "variants":[{"id":"c","name":"C","depths":[1,1],"widths":[8]}]})");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.diagnostics().to_string().find("'depths' and 'widths' of the same length") != std::string::npos);
+  }
+  SUBCASE("an input too small for the network's strides") {
+    auto r = load_text(R"({"schema":1,"kind":"vision_family","family":"convnext","sources":["x"],
+      "variants":[{"id":"c","name":"C","resolution_px":16,"patch":4,"depths":[1,1,1,1],"widths":[8,16,32,64]}]})");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.diagnostics().to_string().find("the feature map vanishes") != std::string::npos);
+  }
+  SUBCASE("a list of widths holding a non-integer") {
+    auto r = load_text(R"({"schema":1,"kind":"vision_family","family":"resnet","sources":["x"],
+      "variants":[{"id":"r","name":"R","depths":[1],"widths":[8.5]}]})");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.diagnostics().to_string().find("8.5 is not an integer from 1 to 4096") != std::string::npos);
+  }
+}

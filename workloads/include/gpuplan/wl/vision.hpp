@@ -1,0 +1,115 @@
+#pragma once
+// Vision networks as a workload of their own (issue #25; DESIGN.md §11 "one op graph"): a compact architecture
+// description (stages, blocks, repeats, widths; EfficientNet's compound scaling; a ViT's patch size and encoder) is
+// expanded into a flat list of ops, each with its tensor shapes per image — input and output C×H×W, kernel, stride,
+// groups —, so that parameters, multiply-accumulates, activation elements and weight elements are one fold over the
+// ops, and a pricer (model/vision.hpp) walks the same list. Nothing here is bolted onto TransformerArch: a ViT's
+// encoder blocks are ops of this list (linear, attention, norm), priced by the same GEMM and fused-attention
+// functions the transformer pricers call.
+//
+// Counting convention: `macs()` counts multiply-accumulates of convolutions, linear layers and the two attention
+// matmuls (QKᵀ and PV), nothing for norms, activations, pooling or adds. This is what torchvision's model docs call
+// "GFLOPS" (ResNet-50: 4.089) and what the papers report as FLOPs (ResNet-50 "3.8 × 10⁹ FLOPs", He et al. 2016
+// Table 1; EfficientNet-B0 "0.39B FLOPs", Tan & Le 2019 Table 2): one MAC = 2 FLOPs. The pricer counts FLOPs = 2·MACs.
+//
+// Pure value types: no IO; the library files (data/models/vision/*.json) are decoded in workloads/io.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuplan::wl {
+
+enum class VisionOpKind : std::uint8_t {
+  conv,        ///< 2-D convolution (groups = channels: depthwise)
+  linear,      ///< a linear layer over tokens (H = tokens, W = 1) or over a pooled vector
+  norm,        ///< batch norm or layer norm
+  activation,  ///< ReLU, SiLU, GELU, sigmoid
+  pool,        ///< max / average pooling with a window, or global average pooling
+  add,         ///< residual add (two inputs of the output's shape)
+  mul,         ///< squeeze-excitation scale or layer scale: the map times a per-channel vector
+  attention,   ///< the attention core of a ViT block: softmax(QKᵀ/√d)·V over all tokens (not causal)
+  embedding,   ///< ViT class token and learned positions (parameters; adds the positions)
+};
+enum class VisionNorm : std::uint8_t { batch, layer };
+enum class VisionAct : std::uint8_t { relu, silu, gelu, sigmoid };
+enum class VisionPool : std::uint8_t { max, avg, global_avg };
+
+/// One op of a vision network, per image. Feature maps are C×H×W; token ops use H = tokens, W = 1.
+struct VisionOp {
+  VisionOpKind kind = VisionOpKind::conv;
+  std::string name;  ///< "layer3.2.conv2", as torchvision names the module where there is one
+  std::int64_t c_in = 0, h_in = 0, w_in = 0;
+  std::int64_t c_out = 0, h_out = 0, w_out = 0;
+  std::int64_t kernel = 1, stride = 1, groups = 1;  ///< square kernels (every network of the library has them)
+  bool bias = false;
+  VisionNorm norm = VisionNorm::batch;
+  VisionAct act = VisionAct::relu;
+  VisionPool pool = VisionPool::global_avg;
+  std::int64_t heads = 0;         ///< attention: heads (c_in = 3·hidden: Q, K, V; c_out = hidden)
+  std::int64_t extra_params = 0;  ///< parameters that are no conv/linear/norm weight: class token, positions, layer scale
+  std::int64_t residual_from = -1;  ///< add: the index of the op whose output is the skip input (-1: none recorded)
+
+  /// Weights and biases of this op (torchvision's parameters(); BN running statistics are buffers, not counted).
+  [[nodiscard]] std::int64_t parameters() const;
+  /// Weight elements that take part in a matmul (conv/linear kernels; not biases, norms, embeddings).
+  [[nodiscard]] std::int64_t matmul_weights() const;
+  /// Multiply-accumulates per image (convention above).
+  [[nodiscard]] std::int64_t macs() const;
+  [[nodiscard]] std::int64_t in_elements() const { return c_in * h_in * w_in; }
+  [[nodiscard]] std::int64_t out_elements() const { return c_out * h_out * w_out; }
+  /// groups == input channels == output channels (> 1): a depthwise convolution.
+  [[nodiscard]] bool depthwise() const { return kind == VisionOpKind::conv && groups > 1 && groups == c_in && c_in == c_out; }
+  [[nodiscard]] bool gemm() const { return (kind == VisionOpKind::conv && !depthwise()) || kind == VisionOpKind::linear; }
+};
+
+enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit };
+const char* to_string(VisionFamily f);
+
+/// One MBConv stage of EfficientNet's base network (B0; Tan & Le 2019 Table 1), before compound scaling.
+struct MbConvStage {
+  std::int64_t expand = 1, kernel = 3, stride = 1, in = 0, out = 0, repeats = 1;
+};
+
+/// A compact description of a vision network. Which fields apply depends on the family:
+/// - resnet: stem_width, depths (blocks per stage), widths (bottleneck widths), expansion, bottleneck (or basic);
+/// - efficientnet: stages (B0), width_mult, depth_mult, stem_channels, divisor, se_divisor, head_multiplier;
+/// - convnext: depths, widths (channels per stage), patch (stem), kernel (depthwise), mlp_ratio;
+/// - vit: patch, hidden, layers, heads, mlp.
+struct VisionArch {
+  std::string id;
+  VisionFamily family = VisionFamily::resnet;
+  std::int64_t resolution = 224, in_channels = 3, classes = 1000;
+  std::vector<std::int64_t> depths, widths;
+  std::int64_t stem_width = 64, expansion = 4;
+  bool bottleneck = true;
+  std::vector<MbConvStage> stages;
+  double width_mult = 1.0, depth_mult = 1.0;
+  std::int64_t stem_channels = 32, divisor = 8, se_divisor = 4, head_multiplier = 4;
+  std::int64_t patch = 16, kernel = 7, mlp_ratio = 4;
+  std::int64_t hidden = 0, layers = 0, heads = 0, mlp = 0;
+};
+
+/// The ops of a network for one image, in execution order.
+struct VisionGraph {
+  std::string id;
+  VisionFamily family = VisionFamily::resnet;
+  std::int64_t resolution = 0;
+  std::vector<VisionOp> ops;
+  [[nodiscard]] std::int64_t parameters() const;
+  [[nodiscard]] std::int64_t macs() const;
+  [[nodiscard]] std::int64_t count(VisionOpKind k) const;
+};
+
+/// torchvision's _make_divisible (from the TF MobileNet/EfficientNet reference): v rounded to the nearest multiple of
+/// `divisor` (at least `divisor`), one more step up when rounding lost more than 10%.
+std::int64_t make_divisible(double v, std::int64_t divisor);
+
+/// Expands a description into its op list. `resolution` overrides the arch's input size when > 0. Preconditions (the
+/// decoder checks them): positive sizes, the family's fields present.
+VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution = 0);
+
+/// Why the network cannot take a `resolution`×`resolution` input, or "" when it can: a ViT needs a multiple of its
+/// patch size (torchvision refuses other sizes), and every map of the op list must keep at least 1×1.
+std::string vision_input_problem(const VisionArch& a, std::int64_t resolution);
+
+}  // namespace gpuplan::wl

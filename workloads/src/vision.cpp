@@ -1,0 +1,371 @@
+#include "gpuplan/wl/vision.hpp"
+
+#include <cmath>
+
+namespace gpuplan::wl {
+
+const char* to_string(VisionFamily f) {
+  switch (f) {
+    case VisionFamily::resnet: return "resnet";
+    case VisionFamily::efficientnet: return "efficientnet";
+    case VisionFamily::convnext: return "convnext";
+    case VisionFamily::vit: return "vit";
+  }
+  return "?";
+}
+
+std::int64_t VisionOp::matmul_weights() const {
+  if (kind == VisionOpKind::conv) return c_out * (c_in / groups) * kernel * kernel;
+  if (kind == VisionOpKind::linear) return c_out * c_in;
+  return 0;
+}
+
+std::int64_t VisionOp::parameters() const {
+  switch (kind) {
+    case VisionOpKind::conv:
+    case VisionOpKind::linear: return matmul_weights() + (bias ? c_out : 0);
+    case VisionOpKind::norm: return 2 * c_out;  // scale and shift (BN's running mean/var are buffers)
+    default: return extra_params;
+  }
+}
+
+std::int64_t VisionOp::macs() const {
+  switch (kind) {
+    case VisionOpKind::conv: return h_out * w_out * matmul_weights();
+    case VisionOpKind::linear: return h_out * w_out * matmul_weights();
+    case VisionOpKind::attention: {
+      // QKᵀ: tokens² · hidden; PV: tokens² · hidden (hidden = heads · head_dim = c_out).
+      const std::int64_t t = h_in * w_in;
+      return 2 * t * t * c_out;
+    }
+    default: return 0;
+  }
+}
+
+std::int64_t VisionGraph::parameters() const {
+  std::int64_t p = 0;
+  for (const auto& op : ops) p += op.parameters();
+  return p;
+}
+
+std::int64_t VisionGraph::macs() const {
+  std::int64_t m = 0;
+  for (const auto& op : ops) m += op.macs();
+  return m;
+}
+
+std::int64_t VisionGraph::count(VisionOpKind k) const {
+  std::int64_t n = 0;
+  for (const auto& op : ops) n += op.kind == k ? 1 : 0;
+  return n;
+}
+
+std::int64_t make_divisible(double v, std::int64_t divisor) {
+  const double d = static_cast<double>(divisor);
+  auto nv = static_cast<std::int64_t>(std::floor((v + d / 2.0) / d)) * divisor;
+  if (nv < divisor) nv = divisor;
+  if (static_cast<double>(nv) < 0.9 * v) nv += divisor;
+  return nv;
+}
+
+namespace {
+
+/// Output size of a window k with stride s and padding p over n: ⌊(n + 2p − k)/s⌋ + 1, or 0 when the window does
+/// not fit (the map vanishes; the decoder reports it).
+std::int64_t out_size(std::int64_t n, std::int64_t k, std::int64_t s, std::int64_t p) {
+  const std::int64_t span = n + 2 * p - k;
+  return span < 0 ? 0 : span / s + 1;
+}
+
+/// Appends ops while tracking the current feature map (C, H, W).
+class Builder {
+ public:
+  Builder(VisionGraph& g, std::int64_t c, std::int64_t h, std::int64_t w) : g_(g), c_(c), h_(h), w_(w) {}
+  [[nodiscard]] std::int64_t c() const { return c_; }
+  [[nodiscard]] std::int64_t h() const { return h_; }
+  [[nodiscard]] std::int64_t last() const { return static_cast<std::int64_t>(g_.ops.size()) - 1; }
+
+  /// Convolution with torchvision's padding (k−1)/2 unless `pad` is given (patchify stems: 0).
+  void conv(const std::string& name, std::int64_t out, std::int64_t k, std::int64_t stride, std::int64_t groups,
+            bool bias, std::int64_t pad = -1) {
+    const std::int64_t p = pad >= 0 ? pad : (k - 1) / 2;
+    VisionOp op = base(VisionOpKind::conv, name);
+    op.kernel = k;
+    op.stride = stride;
+    op.groups = groups;
+    op.bias = bias;
+    op.c_out = out;
+    op.h_out = out_size(h_, k, stride, p);
+    op.w_out = out_size(w_, k, stride, p);
+    push(op);
+  }
+  void norm(const std::string& name, VisionNorm kind) {
+    VisionOp op = base(VisionOpKind::norm, name);
+    op.norm = kind;
+    push(op);
+  }
+  void act(const std::string& name, VisionAct a) {
+    VisionOp op = base(VisionOpKind::activation, name);
+    op.act = a;
+    push(op);
+  }
+  void pool(const std::string& name, VisionPool kind, std::int64_t k = 1, std::int64_t stride = 1) {
+    VisionOp op = base(VisionOpKind::pool, name);
+    op.pool = kind;
+    op.kernel = k;
+    op.stride = stride;
+    if (kind == VisionPool::global_avg) {
+      op.h_out = op.w_out = 1;
+    } else {
+      const std::int64_t p = (k - 1) / 2;
+      op.h_out = out_size(h_, k, stride, p);
+      op.w_out = out_size(w_, k, stride, p);
+    }
+    push(op);
+  }
+  /// A linear layer over the current tokens (H = tokens, W = 1) or over a pooled vector (H = W = 1).
+  void linear(const std::string& name, std::int64_t out, bool bias = true) {
+    VisionOp op = base(VisionOpKind::linear, name);
+    op.c_out = out;
+    op.bias = bias;
+    push(op);
+  }
+  void add(const std::string& name, std::int64_t residual_from) {
+    VisionOp op = base(VisionOpKind::add, name);
+    op.residual_from = residual_from;
+    push(op);
+  }
+  void mul(const std::string& name, std::int64_t extra_params = 0) {
+    VisionOp op = base(VisionOpKind::mul, name);
+    op.extra_params = extra_params;
+    push(op);
+  }
+  void attention(const std::string& name, std::int64_t hidden, std::int64_t heads) {
+    VisionOp op = base(VisionOpKind::attention, name);
+    op.c_in = 3 * hidden;
+    op.c_out = hidden;
+    op.heads = heads;
+    push(op);
+  }
+  void embedding(const std::string& name, std::int64_t tokens, std::int64_t extra_params) {
+    VisionOp op = base(VisionOpKind::embedding, name);
+    op.h_out = tokens;
+    op.extra_params = extra_params;
+    push(op);
+  }
+  /// Sets the current map without an op (flatten to tokens, take the class token).
+  void reshape(std::int64_t c, std::int64_t h, std::int64_t w) {
+    c_ = c;
+    h_ = h;
+    w_ = w;
+  }
+
+ private:
+  VisionOp base(VisionOpKind kind, const std::string& name) const {
+    VisionOp op;
+    op.kind = kind;
+    op.name = name;
+    op.c_in = op.c_out = c_;
+    op.h_in = op.h_out = h_;
+    op.w_in = op.w_out = w_;
+    return op;
+  }
+  void push(const VisionOp& op) {
+    g_.ops.push_back(op);
+    c_ = op.c_out;
+    h_ = op.h_out;
+    w_ = op.w_out;
+  }
+  VisionGraph& g_;
+  std::int64_t c_, h_, w_;
+};
+
+std::string idx(const std::string& prefix, std::size_t i) { return prefix + "." + std::to_string(i); }
+
+/// torchvision ResNet (v1.5: the stride sits on the 3×3 conv of the bottleneck; He et al. 2016 Table 1).
+void build_resnet(const VisionArch& a, Builder& b) {
+  b.conv("conv1", a.stem_width, 7, 2, 1, false);
+  b.norm("bn1", VisionNorm::batch);
+  b.act("relu", VisionAct::relu);
+  b.pool("maxpool", VisionPool::max, 3, 2);
+  std::int64_t inplanes = a.stem_width;
+  const std::int64_t exp = a.bottleneck ? a.expansion : 1;
+  for (std::size_t s = 0; s < a.depths.size(); ++s) {
+    const std::int64_t w = a.widths[s];
+    for (std::int64_t j = 0; j < a.depths[s]; ++j) {
+      const std::string p = "layer" + std::to_string(s + 1) + "." + std::to_string(j);
+      const std::int64_t stride = (j == 0 && s > 0) ? 2 : 1;
+      const std::int64_t in_c = b.c(), in_h = b.h();
+      const std::int64_t block_in = b.last();  // the op whose output enters the block
+      if (a.bottleneck) {
+        b.conv(p + ".conv1", w, 1, 1, 1, false);
+        b.norm(p + ".bn1", VisionNorm::batch);
+        b.act(p + ".relu1", VisionAct::relu);
+        b.conv(p + ".conv2", w, 3, stride, 1, false);
+        b.norm(p + ".bn2", VisionNorm::batch);
+        b.act(p + ".relu2", VisionAct::relu);
+        b.conv(p + ".conv3", w * exp, 1, 1, 1, false);
+        b.norm(p + ".bn3", VisionNorm::batch);
+      } else {
+        b.conv(p + ".conv1", w, 3, stride, 1, false);
+        b.norm(p + ".bn1", VisionNorm::batch);
+        b.act(p + ".relu1", VisionAct::relu);
+        b.conv(p + ".conv2", w, 3, 1, 1, false);
+        b.norm(p + ".bn2", VisionNorm::batch);
+      }
+      std::int64_t skip = block_in;
+      if (stride != 1 || inplanes != w * exp) {
+        // The projection shortcut reads the block's input.
+        const std::int64_t out_c = b.c(), out_h = b.h();
+        b.reshape(in_c, in_h, in_h);
+        b.conv(p + ".downsample.0", w * exp, 1, stride, 1, false);
+        b.norm(p + ".downsample.1", VisionNorm::batch);
+        skip = b.last();
+        b.reshape(out_c, out_h, out_h);
+      }
+      b.add(p + ".add", skip);
+      b.act(p + ".relu", VisionAct::relu);
+      inplanes = w * exp;
+    }
+  }
+  b.pool("avgpool", VisionPool::global_avg);
+  b.linear("fc", a.classes, true);
+}
+
+/// torchvision EfficientNet (B0 stages of Tan & Le 2019 Table 1; widths × width_mult rounded by make_divisible,
+/// repeats ⌈n × depth_mult⌉; MBConv with squeeze-excitation to max(1, in/4) channels; head 4× the last width).
+void build_efficientnet(const VisionArch& a, Builder& b) {
+  auto ch = [&](std::int64_t c) { return make_divisible(static_cast<double>(c) * a.width_mult, a.divisor); };
+  b.conv("features.0.conv", ch(a.stem_channels), 3, 2, 1, false);
+  b.norm("features.0.bn", VisionNorm::batch);
+  b.act("features.0.silu", VisionAct::silu);
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    const auto& st = a.stages[s];
+    const auto repeats = static_cast<std::int64_t>(std::ceil(static_cast<double>(st.repeats) * a.depth_mult));
+    const std::int64_t out = ch(st.out);
+    for (std::int64_t j = 0; j < repeats; ++j) {
+      const std::string p = "features." + std::to_string(s + 1) + "." + std::to_string(j);
+      const std::int64_t in = b.c();
+      const std::int64_t stride = j == 0 ? st.stride : 1;
+      const std::int64_t block_in = b.last();
+      const std::int64_t expanded = make_divisible(static_cast<double>(in * st.expand), a.divisor);
+      if (expanded != in) {
+        b.conv(p + ".expand", expanded, 1, 1, 1, false);
+        b.norm(p + ".expand.bn", VisionNorm::batch);
+        b.act(p + ".expand.silu", VisionAct::silu);
+      }
+      b.conv(p + ".dwconv", expanded, st.kernel, stride, expanded, false);
+      b.norm(p + ".dwconv.bn", VisionNorm::batch);
+      b.act(p + ".dwconv.silu", VisionAct::silu);
+      // Squeeze-excitation: pool to C×1×1, two 1×1 convs with biases, sigmoid, scale the map.
+      const std::int64_t squeeze = std::max<std::int64_t>(1, in / a.se_divisor);
+      const std::int64_t map_c = b.c(), map_h = b.h();
+      b.pool(p + ".se.avgpool", VisionPool::global_avg);
+      b.conv(p + ".se.fc1", squeeze, 1, 1, 1, true);
+      b.act(p + ".se.silu", VisionAct::silu);
+      b.conv(p + ".se.fc2", expanded, 1, 1, 1, true);
+      b.act(p + ".se.sigmoid", VisionAct::sigmoid);
+      b.reshape(map_c, map_h, map_h);
+      b.mul(p + ".se.scale");
+      b.conv(p + ".project", out, 1, 1, 1, false);
+      b.norm(p + ".project.bn", VisionNorm::batch);
+      if (stride == 1 && in == out) b.add(p + ".add", block_in);
+    }
+  }
+  const std::int64_t head = a.head_multiplier * b.c();
+  const std::string last = "features." + std::to_string(a.stages.size() + 1);
+  b.conv(last + ".conv", head, 1, 1, 1, false);
+  b.norm(last + ".bn", VisionNorm::batch);
+  b.act(last + ".silu", VisionAct::silu);
+  b.pool("avgpool", VisionPool::global_avg);
+  b.linear("classifier.1", a.classes, true);
+}
+
+/// torchvision ConvNeXt (Liu et al. 2022): a 4×4 stride-4 patchify stem with LayerNorm, blocks of depthwise 7×7 conv,
+/// LayerNorm, linear C→4C, GELU, linear 4C→C, layer scale, residual; LayerNorm + 2×2 stride-2 conv between stages.
+void build_convnext(const VisionArch& a, Builder& b) {
+  b.conv("features.0.conv", a.widths[0], a.patch, a.patch, 1, true, 0);
+  b.norm("features.0.norm", VisionNorm::layer);
+  for (std::size_t s = 0; s < a.depths.size(); ++s) {
+    const std::int64_t c = a.widths[s];
+    for (std::int64_t j = 0; j < a.depths[s]; ++j) {
+      const std::string p = idx("stage" + std::to_string(s + 1), static_cast<std::size_t>(j));
+      const std::int64_t block_in = b.last();
+      b.conv(p + ".dwconv", c, a.kernel, 1, c, true);
+      b.norm(p + ".norm", VisionNorm::layer);
+      b.linear(p + ".pwconv1", a.mlp_ratio * c, true);
+      b.act(p + ".gelu", VisionAct::gelu);
+      b.linear(p + ".pwconv2", c, true);
+      b.mul(p + ".layer_scale", c);
+      b.add(p + ".add", block_in);
+    }
+    if (s + 1 < a.depths.size()) {
+      const std::string p = "downsample" + std::to_string(s + 1);
+      b.norm(p + ".norm", VisionNorm::layer);
+      b.conv(p + ".conv", a.widths[s + 1], 2, 2, 1, true, 0);
+    }
+  }
+  b.pool("avgpool", VisionPool::global_avg);
+  b.norm("classifier.0", VisionNorm::layer);
+  b.linear("classifier.2", a.classes, true);
+}
+
+/// torchvision VisionTransformer (Dosovitskiy et al. 2021): a patch-size stride conv, a class token and learned
+/// positions, pre-norm encoder blocks (LayerNorm, multi-head self-attention with a fused QKV projection and biases,
+/// LayerNorm, GELU MLP), a final LayerNorm and a linear head on the class token.
+void build_vit(const VisionArch& a, Builder& b) {
+  b.conv("conv_proj", a.hidden, a.patch, a.patch, 1, true, 0);
+  const std::int64_t tokens = b.h() * b.h() + 1;
+  b.reshape(a.hidden, tokens, 1);
+  b.embedding("encoder.pos_embedding", tokens, a.hidden + tokens * a.hidden);
+  for (std::int64_t l = 0; l < a.layers; ++l) {
+    const std::string p = "encoder.layers." + std::to_string(l);
+    const std::int64_t block_in = b.last();
+    b.norm(p + ".ln_1", VisionNorm::layer);
+    b.linear(p + ".self_attention.in_proj", 3 * a.hidden, true);
+    b.attention(p + ".self_attention", a.hidden, a.heads);
+    b.linear(p + ".self_attention.out_proj", a.hidden, true);
+    b.add(p + ".add_1", block_in);
+    const std::int64_t mid = b.last();
+    b.norm(p + ".ln_2", VisionNorm::layer);
+    b.linear(p + ".mlp.0", a.mlp, true);
+    b.act(p + ".mlp.gelu", VisionAct::gelu);
+    b.linear(p + ".mlp.3", a.hidden, true);
+    b.add(p + ".add_2", mid);
+  }
+  b.norm("encoder.ln", VisionNorm::layer);
+  b.reshape(a.hidden, 1, 1);  // the class token
+  b.linear("heads.head", a.classes, true);
+}
+
+}  // namespace
+
+std::string vision_input_problem(const VisionArch& a, std::int64_t resolution) {
+  if (resolution < 1) return "the input size must be at least 1 px";
+  if (a.family == VisionFamily::vit && a.patch > 0 && resolution % a.patch != 0)
+    return "a ViT takes a multiple of its patch size (" + std::to_string(a.patch) + " px), not " +
+           std::to_string(resolution) + " px";
+  const VisionGraph g = build_vision_graph(a, resolution);
+  for (const auto& op : g.ops)
+    if (op.h_out < 1 || op.w_out < 1 || op.c_out < 1)
+      return "at " + std::to_string(resolution) + " px the feature map vanishes at '" + op.name + "' (" +
+             std::to_string(op.h_out) + "×" + std::to_string(op.w_out) + "): the input is too small for this network";
+  return "";
+}
+
+VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution) {
+  VisionGraph g;
+  g.id = a.id;
+  g.family = a.family;
+  g.resolution = resolution > 0 ? resolution : a.resolution;
+  Builder b(g, a.in_channels, g.resolution, g.resolution);
+  switch (a.family) {
+    case VisionFamily::resnet: build_resnet(a, b); break;
+    case VisionFamily::efficientnet: build_efficientnet(a, b); break;
+    case VisionFamily::convnext: build_convnext(a, b); break;
+    case VisionFamily::vit: build_vit(a, b); break;
+  }
+  return g;
+}
+
+}  // namespace gpuplan::wl
