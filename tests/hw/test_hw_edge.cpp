@@ -101,7 +101,7 @@ TEST_SUITE("edge and workstation hardware") {
     }
   }
 
-  TEST_CASE("Jetson AGX Orin's 275 TOPS is sparse INT8 of the GPU and both DLAs; dense is half") {
+  TEST_CASE("Jetson AGX Orin's 275 TOPS is sparse INT8 of the GPU and both DLAs, and dense is half") {
     const GpuSpec& o = gpu("orin");
     REQUIRE(o.engines.size() == 1);
     const auto& dla = o.engines[0];
@@ -127,7 +127,7 @@ TEST_SUITE("edge and workstation hardware") {
           doctest::Approx(dla_dense * *o32.engines[0].clock_MHz / *dla.clock_MHz).epsilon(0.002));
   }
 
-  TEST_CASE("Jetson memory is shared with the CPU; discrete cards' is not") {
+  TEST_CASE("Jetson memory is shared with the CPU, a discrete card's is not") {
     for (const char* id : {"jetson-agx-orin-64gb", "jetson-agx-orin-32gb", "jetson-agx-thor"}) {
       CAPTURE(id);
       const GpuSpec& g = gpu(id);
@@ -170,7 +170,7 @@ TEST_SUITE("edge and workstation hardware") {
     CHECK(parts >= 7);  // the two Orins, Thor, 4090, 5090, L4, L40S
   }
 
-  TEST_CASE("GeForce rates are the FP32-accumulate ones: 4090 bf16 165.2, fp8 330.3; 5090 bf16 209.5, fp4 1676") {
+  TEST_CASE("GeForce rates are the FP32-accumulate ones: 4090 bf16 165.2, fp8 330.3, 5090 bf16 209.5, fp4 1676") {
     CHECK(dense(gpu("4090"), Precision::bf16) == doctest::Approx(165.2));
     CHECK(dense(gpu("4090"), Precision::fp8) == doctest::Approx(330.3));
     CHECK(sparse(gpu("4090"), Precision::int8) == doctest::Approx(1321.2));
