@@ -112,6 +112,17 @@ int list(const GlobalOptions& g, const HwOptions& o) {
   return report(db.diagnostics());
 }
 
+std::string peak_key(Precision p) { return std::string(hw::to_string(p)) + (p == Precision::int8 ? "_TOPs" : "_TFLOPs"); }
+std::string peak_text(Precision p, u::FlopRate r) {
+  return u::format_number(u::to_TFLOPs(r)) + (p == Precision::int8 ? " TOP/s" : " TFLOP/s");
+}
+nlohmann::ordered_json peak_json(const hw::PeakTable& t) {
+  nlohmann::ordered_json o = nlohmann::ordered_json::object();
+  for (Precision p : hw::kAllPrecisions)
+    if (auto r = t[static_cast<std::size_t>(p)]) o[peak_key(p)] = u::to_TFLOPs(*r);
+  return o;
+}
+
 nlohmann::ordered_json gpu_json(const hw::GpuSpec& x, const std::optional<Estimate<u::Intensity>>& ridge) {
   nlohmann::ordered_json j;
   j["id"] = x.info.id;
@@ -126,7 +137,20 @@ nlohmann::ordered_json gpu_json(const hw::GpuSpec& x, const std::optional<Estima
   for (Precision p : hw::kAllPrecisions)
     if (auto r = x.peak(p)) peaks[std::string(hw::to_string(p)) + (p == Precision::int8 ? "_TOPs" : "_TFLOPs")] = u::to_TFLOPs(*r);
   j["dense_peak"] = peaks;
+  if (auto sp = peak_json(x.sparse_peak); !sp.empty()) j["sparse_peak"] = sp;
+  if (!x.engines.empty()) {
+    nlohmann::ordered_json e = nlohmann::ordered_json::array();
+    for (const auto& en : x.engines) {
+      nlohmann::ordered_json o{{"kind", en.kind}, {"name", en.name}, {"count", en.count}};
+      if (en.clock_MHz) o["clock_MHz"] = *en.clock_MHz;
+      o["dense_peak"] = peak_json(en.dense_peak);
+      if (auto sp = peak_json(en.sparse_peak); !sp.empty()) o["sparse_peak"] = sp;
+      e.push_back(o);
+    }
+    j["engines"] = e;
+  }
   j["memory_capacity_GB"] = u::to_GB(x.memory.capacity_label);
+  if (x.memory.shared_with_cpu) j["memory_shared_with_cpu"] = true;
   if (x.memory.device_reported) {
     j["memory_device_reported_GiB"] = u::to_GiB(*x.memory.device_reported);
     j["memory_device_reported_by"] = std::string(hw::to_string(x.memory.reported_by));
@@ -195,6 +219,21 @@ int show(const GlobalOptions& g, const HwOptions& o) {
                                 u::format_number(u::to_TFLOPs(*r)) + (p == Precision::int8 ? " TOP/s" : " TFLOP/s"));
     if (!x->sparsity.empty()) peaks.rows.emplace_back("sparsity", x->sparsity);
     s.push_back(peaks);
+    Section sparse{"2:4 structured-sparse peak (as the vendor quotes it; the model uses the dense rates)", {}};
+    for (Precision p : hw::kAllPrecisions)
+      if (auto r = x->sparse(p)) sparse.rows.emplace_back(std::string(hw::to_string(p)), peak_text(p, *r));
+    if (!sparse.rows.empty()) s.push_back(sparse);
+    for (const auto& en : x->engines) {
+      Section e{fmt::format("On-chip engine: {} × {} ({}; not in the GPU's peaks)", en.count, en.name, en.kind), {}};
+      if (en.clock_MHz) e.rows.emplace_back("clock", u::format_number(*en.clock_MHz) + " MHz");
+      for (Precision p : hw::kAllPrecisions)
+        if (auto r = en.dense_peak[static_cast<std::size_t>(p)])
+          e.rows.emplace_back(std::string(hw::to_string(p)) + " dense", peak_text(p, *r));
+      for (Precision p : hw::kAllPrecisions)
+        if (auto r = en.sparse_peak[static_cast<std::size_t>(p)])
+          e.rows.emplace_back(std::string(hw::to_string(p)) + " sparse", peak_text(p, *r));
+      s.push_back(e);
+    }
     Section mem{"Memory", {}};
     mem.rows.emplace_back("capacity", fmt::format("{} {} (label; = {})", u::format(x->memory.capacity_label),
                                                   x->memory.type, u::format(x->memory.capacity_label, u::BytePrefix::binary)));
@@ -203,6 +242,9 @@ int show(const GlobalOptions& g, const HwOptions& o) {
                                                           u::format(*x->memory.device_reported, u::BytePrefix::binary, 4),
                                                           hw::to_string(x->memory.reported_by)));
     mem.rows.emplace_back("bandwidth", u::format(x->memory.bandwidth));
+    if (x->memory.shared_with_cpu)
+      mem.rows.emplace_back("shared", "unified with the CPU (system-on-chip): CPU, GPU and engines share the capacity "
+                                      "and the bandwidth above");
     if (ridge) mem.rows.emplace_back("ridge point (bf16)", u::format(ridge->value, 4));
     if (x->l2) mem.rows.emplace_back("L2", u::format(*x->l2));
     if (x->llc) mem.rows.emplace_back("last-level cache", u::format(*x->llc));

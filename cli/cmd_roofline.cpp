@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "resolve.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/ops.hpp"
@@ -29,6 +30,7 @@ struct RooflineFlags {
   std::int64_t seq = 4096, micro_batch = 1;
   int tp = 1;
   std::string precision = "bf16";
+  bool no_calibration = false;
 };
 
 bool parse_ints(const std::string& s, char sep, std::vector<std::int64_t>& out) {
@@ -93,7 +95,13 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
   nlohmann::ordered_json js = nlohmann::ordered_json::array();
   std::vector<Derivation> whys;
   for (const hw::GpuSpec* gs : gpus) {
-    const model::Device d = model::make_device(*gs);
+    // The calibration profile of the GPU where the data directory has one, as every other command (burst rates: a
+    // single op is not a sustained training step).
+    model::TrainingSystem cal;
+    cal.gpu = gs;
+    if (!load_calibration(*dir, cal, f.no_calibration, diags)) return report(diags);
+    model::Device d = model::make_device(*gs);
+    if (cal.efficiency) d.eff = *cal.efficiency;
     std::vector<model::OpCost> ops;
     if (!f.gemm.empty()) {
       Derivation why;
@@ -117,6 +125,7 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
       model::TrainingSystem sys;
       sys.db = &db.value();
       sys.gpu = gs;
+      sys.efficiency = cal.efficiency;
       for (const auto& n : db->nodes)
         if (n.gpu == gs->info.id) sys.node = &n;
       auto est = model::estimate_training(entry->arch, plan, sys, Explain::off);
@@ -154,7 +163,7 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
     if (fmt_ != Format::csv)
       for (const auto& w : whys) out(render_derivation(w, fmt_ == Format::md ? Format::md : Format::text));
   }
-  return kExitOk;
+  return report(diags);
 }
 
 }  // namespace
@@ -180,6 +189,8 @@ void register_roofline(CLI::App& app, GlobalOptions& g, int& rc) {
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1'000'000}))
       ->capture_default_str();
   c->add_option("--tp", f->tp, "tensor parallel for --model")->check(CLI::Range(1, 1024))->capture_default_str();
+  c->add_flag("--no-calibration", f->no_calibration,
+              "use the built-in efficiency defaults even where the data directory has a calibration profile");
   c->add_option("--precision", f->precision, "precision")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16", "fp16", "fp8"}))
       ->capture_default_str();

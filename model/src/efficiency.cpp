@@ -75,6 +75,16 @@ using units::microseconds;
 //          gpuplan-bench gemm --fp8-split-accumulation): over the 47 shapes of at least 68 GFLOP the split rate is
 //          0.947 of the fast one (median; 0.84-1.09, where the same sweep repeated moves by up to ±10% per shape).
 //          H200: as H100 (same die); Blackwell: as Hopper (assumption).
+//  GEMM SHAPE (efficiency.hpp: GemmAlignment, stream_k, kGemmTiles): our H100 sweeps of 2026-11-27
+//          (data/validation/measured/h100-sxm5-80gb/gemm_alignment.json, gemm_staircase.json; torch 2.11, cuBLAS of
+//          CUDA 13.0). Alignment: a 16-bit GEMM whose worst leading dimension is 4- or 8-byte aligned runs at 0.368 of
+//          its aligned neighbours (median of 48 points, 0.31-0.39), an element-aligned one at 0.176 (64 points,
+//          0.12-0.21); fp8 and int8 refuse unaligned k and n. Every part takes these (assumption outside H100/H200,
+//          which share the die). Staircase: F.linear at M = 1…1024 rises smoothly with M (stream-K), not in 128-row
+//          steps; the decomposition that follows it is in ops.cpp but off in these rows (efficiency.hpp, stream_k).
+//          Also seen, not modelled: torch._int_mm (int8) reaches 130 TOP/s = 0.066 of the H100's dense int8 peak in
+//          that sweep, a cuBLASLt int8 kernel of the Ampere class; int8 GEMMs keep the bf16 ceiling here, as the
+//          CUTLASS int8 kernels of the serving engines are not measured.
 //  Launch: ~5 µs per kernel including tail effects, the NVIDIA CUDA best-practices figure for launch latency
 //          (assumption until calibrated).
 //  GEMM DEPTH (efficiency.hpp): c = 1.8 (bf16) and 2.1 (fp8) main-loop iterations per output tile: `gpuplan
@@ -149,6 +159,10 @@ EfficiencyProfile from_row(const Row& r, const std::string& gpu_id, std::string_
   e.gemm_depth_fp8 = kGemmDepthFp8;
   e.tile_m = r.tile_m;
   e.tile_n = r.tile_n;
+  // GEMM shape effects (efficiency.hpp): the leading-dimension kernel classes, measured on our H100
+  // (gemm_alignment.json), carried to every part as an assumption (cuBLAS has the same alignment fallbacks from Ampere
+  // on; not measured elsewhere). The stream-K decomposition (EfficiencyProfile::stream_k) stays off: see there.
+  e.gemm_alignment = kHopperGemmAlignment;
   e.kernel_launch = microseconds(5.0);
   e.origin = std::string("built-in default (") + std::string(r.origin) + ")";
   if (!via.empty()) e.origin += "; " + std::string(via);

@@ -90,25 +90,102 @@ bool wgrad_accumulates(const wl::TrainingPlan& plan) {
   return plan.kernels == wl::KernelStyle::fused && plan.mixed_precision == wl::MixedPrecision::megatron;
 }
 
+namespace {
+/// The alignment of a leading dimension of `dim` elements: the largest power of two (at most kGemmAlignmentBytes)
+/// that divides its byte length; sub-byte formats (fp4, fp6) count whole 16-byte groups only.
+double ld_alignment_bytes(double dim, double element_bytes) {
+  const double bytes = dim * element_bytes;
+  double a = kGemmAlignmentBytes;
+  while (a > 1.0 && std::fmod(bytes, a) != 0.0) a /= 2.0;
+  return std::fmod(bytes, a) == 0.0 ? a : 0.5;
+}
+
+/// How the output tiles of one GEMM spread over the SMs under one tile shape.
+struct TilePlan {
+  double tm = 0, tn = 0, tiles = 0, splits = 1, waves = 1, util = 1, k_segment = 0, depth = 1;
+};
+
+/// Whole tiles in waves, split-K over idle SMs when there are fewer tiles than SMs (in slices of at least 256).
+TilePlan waves_plan(double m, double n, double k, double batch, double sms, double tm, double tn) {
+  TilePlan t{tm, tn};
+  t.tiles = std::ceil(m / tm) * std::ceil(n / tn) * batch;
+  t.splits = sms > 0 && t.tiles < sms ? std::max(1.0, std::min(std::floor(sms / t.tiles), std::floor(k / 256.0))) : 1.0;
+  t.waves = sms > 0 ? std::ceil(t.tiles * t.splits / sms) : 1.0;
+  t.util = sms > 0 ? std::min(1.0, (m * n * batch * t.splits) / (t.waves * sms * tm * tn)) : 1.0;
+  t.k_segment = k / t.splits;
+  return t;
+}
+
+/// Stream-K: the tiles' main-loop iterations (k_t elements each) dealt out evenly to the SMs, so the last "wave" is
+/// as full as the iteration count allows; what is lost is the padding of partial tiles and at most one iteration per
+/// SM. An SM's k-range per tile is the whole K when it owns whole tiles, its share of a tile when there are fewer
+/// tiles than SMs (at least 256 elements, as split-K).
+TilePlan stream_k_plan(double m, double n, double k, double batch, double sms, double tm, double tn, double k_t) {
+  TilePlan t{tm, tn};
+  t.tiles = std::ceil(m / tm) * std::ceil(n / tn) * batch;
+  const double iters = std::max(1.0, std::ceil(k / k_t));
+  const double per_sm = std::ceil(t.tiles * iters / sms);
+  t.waves = per_sm / iters;
+  t.util = std::min(1.0, (m * n * batch * iters) / (sms * per_sm * tm * tn));
+  t.k_segment = std::min(k, std::max(std::min(k, 256.0), per_sm * k_t));
+  t.splits = k / t.k_segment;
+  return t;
+}
+}  // namespace
+
 OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d, Derivation* why) {
   OpCost c;
   c.name = name;
   c.cls = OpClass::gemm;
   const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
   c.flops = units::flop(2.0 * m * n * k * batch);
-  const double b_bytes = s.b_element_bytes > 0 ? s.b_element_bytes : element_bytes(p);
-  c.bytes = units::bytes(((m * k + m * n) * element_bytes(p) + k * n * b_bytes) * batch);
-  // Tile/wave quantisation. When there are fewer output tiles than SMs, libraries split K across the idle SMs
-  // (split-K, in slices of at least 256) to fill the GPU; a part whose SM count is not in the data gets no
+  const double e = element_bytes(p);
+  const double b_bytes = s.b_element_bytes > 0 ? s.b_element_bytes : e;
+  c.bytes = units::bytes(((m * k + m * n) * e + k * n * b_bytes) * batch);
+  // Leading-dimension alignment (efficiency.hpp, GemmAlignment): k and n are the leading dimensions. 8-bit and smaller
+  // formats have no fallback kernels (cuBLASLt refuses them): the framework pads k and n to 16 bytes and the padded
+  // GEMM is priced; 16- and 32-bit ones run the slower kernel class of their alignment.
+  const double align = std::min(ld_alignment_bytes(k, e), ld_alignment_bytes(n, e));
+  double kk = k, nn = n, align_factor = 1.0;
+  std::string align_note = "leading dimensions k and n 16-byte aligned: fast kernel class";
+  if (align < kGemmAlignmentBytes) {
+    if (e < 2.0) {
+      const double step = kGemmAlignmentBytes / e;
+      kk = std::ceil(k / step) * step;
+      nn = std::ceil(n / step) * step;
+      align_factor = (n * k) / (nn * kk);
+      align_note = fmt::format("k, n not 16-byte aligned and no {} kernel for them: priced as padded to {:g}×{:g}",
+                               hw::to_string(p), nn, kk);
+    } else {
+      align_factor = align >= 4.0 ? d.eff.gemm_alignment.vector : d.eff.gemm_alignment.element;
+      align_note = fmt::format("worst leading dimension {:g}-byte aligned (k = {:g}, n = {:g} of {:g} B): fallback "
+                               "kernel class at {:g} of the aligned rate",
+                               align, k, n, e, align_factor);
+    }
+  }
+  // Tile/wave quantisation and the tile choice (efficiency.hpp). A part whose SM count is not in the data gets no
   // quantisation penalty (stated in the derivation).
   const double sms = double(d.gpu->compute_units);
-  const double tiles = std::ceil(m / d.eff.tile_m) * std::ceil(n / d.eff.tile_n) * batch;
-  const double splits = sms > 0 && tiles < sms ? std::max(1.0, std::min(std::floor(sms / tiles), std::floor(k / 256.0))) : 1.0;
-  const double waves = sms > 0 ? std::ceil(tiles * splits / sms) : 1.0;
-  const double util = sms > 0 ? std::min(1.0, (m * n * batch * splits) / (waves * sms * d.eff.tile_m * d.eff.tile_n)) : 1.0;
-  // Depth law (efficiency.hpp): the fixed cost per output tile against its main-loop length, K per split.
-  const double depth = gemm_depth_factor(d.eff, p, k / splits);
-  c.efficiency = gemm_ceiling(d.eff, p) * util * depth;
+  const double k_t = kGemmDepthBytes / e;
+  TilePlan plan;
+  if (sms <= 0) {
+    plan = TilePlan{double(d.eff.tile_m), double(d.eff.tile_n), 0, 1, 1, 1, kk, 1};
+    plan.depth = gemm_depth_factor(d.eff, p, kk);
+  } else if (!d.eff.stream_k) {
+    plan = waves_plan(m, nn, kk, batch, sms, d.eff.tile_m, d.eff.tile_n);
+    plan.depth = gemm_depth_factor(d.eff, p, plan.k_segment);
+  } else {
+    // Every candidate tile, the fastest kept; a later (smaller) one must gain more than kGemmTileMargin.
+    bool first = true;
+    for (const GemmTile& tile : kGemmTiles) {
+      TilePlan t = stream_k_plan(m, nn, kk, batch, sms, tile.m, tile.n, k_t);
+      t.depth = gemm_depth_factor(d.eff, p, t.k_segment);
+      if (first || t.util * t.depth > plan.util * plan.depth * (1.0 + kGemmTileMargin)) plan = t;
+      first = false;
+    }
+  }
+  const double util = plan.util, depth = plan.depth;
+  c.efficiency = gemm_ceiling(d.eff, p) * util * depth * align_factor;
   if (s.split_accumulation && p == hw::Precision::fp8) c.efficiency *= d.eff.fp8_split_accumulation;
   const units::FlopRate compute = d.peak(p) * c.efficiency;
   const double eta_mem = d.eff.gemm_hbm > 0 ? d.eff.gemm_hbm : d.eff.hbm;
@@ -116,32 +193,37 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   c.time = roofline_time(c.flops, compute, c.bytes, bw, d.eff.kernel_launch, c.bound);
   if (why != nullptr) {
     using units::format;
+    std::string u_note;
+    if (sms <= 0) u_note = "SM count not in the data: no tile/wave quantisation applied";
+    else if (d.eff.stream_k)
+      u_note = fmt::format("stream-K: {:g} tiles of {:g}×{:g} (the fastest of {} candidates), their {:g}-element "
+                           "main-loop iterations spread over {} SMs ({:.3g} tiles' worth each)",
+                           plan.tiles, plan.tm, plan.tn, kGemmTiles.size(), k_t, d.gpu->compute_units, plan.waves);
+    else
+      u_note = fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", plan.tiles, d.eff.tile_m,
+                           d.eff.tile_n, plan.splits > 1 ? fmt::format(", split-K ×{}", plan.splits) : std::string(),
+                           d.gpu->compute_units, plan.waves);
+    const Origin eff_origin = d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin);
     *why = {"op." + name,
             "GEMM " + name,
-            "t = max(2·m·n·k / (P·η·g·u), (m·k + k·n + m·n)·e / (BW·η_hbm)) + t_launch ; g = [k/(k+c)] / [k_ref/(k_ref+c)] ; u = m·n / (waves·SMs·tm·tn)",
+            "t = max(2·m·n·k / (P·η·g·u·a), (m·k + k·n + m·n)·e / (BW·η_hbm)) + t_launch ; g = [k/(k+c)] / [k_ref/(k_ref+c)] ; u = m·n·iterations / (SMs·iterations per SM·tm·tn)",
             {{"m×n×k", fmt::format("{}×{}×{}{}", s.m, s.n, s.k, s.batch > 1 ? fmt::format(" ×{}", s.batch) : ""),
               "shape", Origin::derived()},
              {"P", format(d.peak(p)), fmt::format("dense {} peak", hw::to_string(p)),
               Origin::datasheet(d.gpu->info.cite("/dense_peak"))},
-             {"η", units::format_number(gemm_ceiling(d.eff, p), 3), "measured GEMM ceiling", (d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin))},
+             {"η", units::format_number(gemm_ceiling(d.eff, p), 3), "measured GEMM ceiling", eff_origin},
              {"g", units::format_number(depth, 3),
               fmt::format("depth law k/(k + c) against K = {:g}: k = {:g} main-loop iterations of {:g} elements per tile, "
                           "c = {:g}",
-                          kGemmReferenceDepth, gemm_depth_iterations(p, k / splits),
-                          kGemmDepthBytes / element_bytes(p),
-                          gemm_depth_of(d.eff, p)),
+                          kGemmReferenceDepth, gemm_depth_iterations(p, plan.k_segment), k_t, gemm_depth_of(d.eff, p)),
               Origin::derived()},
-             {"u", units::format_number(util, 3),
-              sms > 0 ? fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", tiles,
-                                    d.eff.tile_m, d.eff.tile_n,
-                                    splits > 1 ? fmt::format(", split-K ×{}", splits) : std::string(),
-                                    d.gpu->compute_units, waves)
-                      : std::string("SM count not in the data: no tile/wave quantisation applied"),
-              Origin::derived()},
+             {"u", units::format_number(util, 3), u_note, Origin::derived()},
+             {"a", units::format_number(align_factor, 3), align_note,
+              align_factor < 1.0 && e >= 2.0 ? eff_origin : Origin::derived()},
              {"BW", format(d.gpu->memory.bandwidth), "HBM bandwidth", Origin::datasheet(d.gpu->info.cite("/memory/bandwidth_TBps"))},
              {"η_hbm", units::format_number(eta_mem, 3),
               d.eff.gemm_hbm > 0 ? "measured bandwidth fraction of memory-bound GEMMs" : "measured streaming fraction",
-              (d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin))},
+              eff_origin},
              {"t_launch", format(d.eff.kernel_launch), "per-kernel fixed cost", Origin::assumption(d.eff.origin)}},
             fmt::format("{} ({}-bound, {} achieved)", format(c.time), to_string(c.bound), format(c.achieved())),
             {fmt::format("intensity {} vs ridge {}", format(c.intensity()),

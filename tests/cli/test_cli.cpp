@@ -37,17 +37,18 @@ const std::vector<std::string> kGpuIds{
     "v100-sxm2", "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb", "h100-sxm5-80gb", "h100-pcie-80gb",
     "h100-nvl",  "h800-sxm5",      "h20",            "h200-sxm-141gb", "b100",           "b200-hgx",
     "gb200-gpu", "b300-hgx",       "gb300-gpu",      "l40s",           "l4",             "mi250x",
-    "mi300x",    "mi325x",         "mi355x"};
+    "mi300x",    "mi325x",         "mi355x",         "jetson-agx-orin-64gb", "jetson-agx-orin-32gb",
+    "jetson-agx-thor", "rtx-4090",     "rtx-5090"};
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
 TEST_SUITE("gpuplan hw") {
-  TEST_CASE("hw validate with no path checks the whole data directory: exit 0, 'ok: 21 GPUs'") {
+  TEST_CASE("hw validate with no path checks the whole data directory: exit 0, 'ok: 26 GPUs'") {
     const Run r = run({"hw", "validate"});
     INFO(r.err);
     CHECK(r.rc == 0);
-    CHECK(starts_with(r.out, "ok: 21 GPUs, "));
+    CHECK(starts_with(r.out, "ok: 26 GPUs, "));
     CHECK(r.err.empty());
   }
 
@@ -77,10 +78,10 @@ TEST_SUITE("gpuplan hw") {
     CHECK(contains(r.out, "\nh100-sxm5-80gb,NVIDIA H100 SXM5 80GB,989.4,"));
   }
 
-  TEST_CASE("hw list --format json is an array of 21 objects with bf16_TFLOPs") {
+  TEST_CASE("hw list --format json is an array of 26 objects with bf16_TFLOPs") {
     const json j = parse_json(run({"hw", "list", "--format", "json"}));
     REQUIRE(j.is_array());
-    CHECK(j.size() == 21);
+    CHECK(j.size() == 26);
     std::set<std::string> ids;
     for (const auto& g : j) {
       const std::string id = g.at("id").get<std::string>();

@@ -91,18 +91,19 @@ Json minimal_gpu() {
 
 // ---------------------------------------------------------------------------------------------------------------
 TEST_SUITE("shipped hardware database") {
-  TEST_CASE("the data directory loads with 21 GPUs and no diagnostics at all") {
+  TEST_CASE("the data directory loads with 26 GPUs and no diagnostics at all") {
     auto r = gpuplan::hw_io::load_hardware_db(kData);
     INFO(r.diagnostics().to_string());
     REQUIRE(r.ok());
     CHECK(r.diagnostics().empty());
-    CHECK(r->gpus.size() == 21);
+    CHECK(r->gpus.size() == 26);
     const std::vector<std::string> ids{"v100-sxm2",      "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb",
                                        "h100-sxm5-80gb", "h100-pcie-80gb", "h100-nvl",       "h800-sxm5",
                                        "h20",            "h200-sxm-141gb", "b100",           "b200-hgx",
                                        "gb200-gpu",      "b300-hgx",       "gb300-gpu",      "l40s",
                                        "l4",             "mi250x",         "mi300x",         "mi325x",
-                                       "mi355x"};
+                                       "mi355x",         "jetson-agx-orin-64gb", "jetson-agx-orin-32gb",
+                                       "jetson-agx-thor", "rtx-4090",     "rtx-5090"};
     for (const auto& id : ids) {
       CAPTURE(id);
       const auto* g = r->find_gpu(id);

@@ -138,8 +138,61 @@ const FieldTable& memory_fields() {
                                  "reserved memory), mlperf = an MLPerf system description's accelerator memory",
            kOpt, {"cuda", "nvidia-smi", "mlperf"}),
       positive("bandwidth_TBps", "TB/s", 80, "peak memory bandwidth", kReq),
+      typed("shared_with_cpu", FieldType::boolean,
+            "true on a system-on-chip (Jetson): CPU, GPU and on-chip engines share this memory and its bandwidth"),
   };
   return t;
+}
+
+const FieldTable& engine_fields() {
+  static const FieldTable t{
+      text("kind", "engine kind: dla = a deep-learning accelerator beside the GPU (NVDLA)", kReq, {"dla"}),
+      text("name", "the vendor's name of the engine (\"NVDLA v2.0\")", kReq),
+      count("count", 64, "engines of this kind on the chip", kReq),
+      positive("clock_MHz", "MHz", 25000, "maximum engine clock"),
+      nested("dense_peak", peak_fields(), "dense peak rates of all `count` engines together", kReq),
+      nested("sparse_peak", peak_fields(), "2:4 structured-sparsity rates of all engines together, as quoted"),
+  };
+  return t;
+}
+
+/// The peak keys and the precision each one fills.
+constexpr std::pair<const char*, hw::Precision> kPeakKeys[] = {
+    {"fp64_TFLOPs", hw::Precision::fp64}, {"fp64_tensor_TFLOPs", hw::Precision::fp64_tensor},
+    {"fp32_TFLOPs", hw::Precision::fp32}, {"tf32_TFLOPs", hw::Precision::tf32},
+    {"bf16_TFLOPs", hw::Precision::bf16}, {"fp16_TFLOPs", hw::Precision::fp16},
+    {"fp8_TFLOPs", hw::Precision::fp8},   {"int8_TOPs", hw::Precision::int8},
+    {"fp6_TFLOPs", hw::Precision::fp6},   {"fp4_TFLOPs", hw::Precision::fp4}};
+
+/// Reads a peak table; false when it names no precision at all.
+bool decode_peaks(const ObjectReader& p, hw::PeakTable& into) {
+  bool any = false;
+  for (const auto& [key, prec] : kPeakKeys) {
+    if (auto v = p.num(key)) {
+      into[static_cast<std::size_t>(prec)] = u::tflops(*v);
+      any = true;
+    }
+  }
+  return any;
+}
+
+/// 2:4 structured sparsity skips half the multiplications, so a sparse rate lies above the dense one and at most
+/// twice it, with 1.5% for the vendors' rounding (the L40S datasheet's own pair is 733 sparse against 362.05 dense,
+/// 2.025x); a sparse rate without its dense one cannot be read against anything. Anything else is a dense/sparse mix-up in the file.
+void check_sparse(const ObjectReader& sparse, const hw::PeakTable& dense, const hw::PeakTable& sp) {
+  for (const auto& [key, prec] : kPeakKeys) {
+    const auto i = static_cast<std::size_t>(prec);
+    if (!sp[i]) continue;
+    if (!dense[i]) {
+      sparse.error(key, fmt::format("a sparse {} rate needs the dense one beside it in 'dense_peak'", key));
+      continue;
+    }
+    const double ratio = sp[i]->raw() / dense[i]->raw();
+    if (ratio <= 1.0 || ratio > 2.03)
+      sparse.error(key, fmt::format("sparse {} {:g} is {:.3g}x the dense {:g}: 2:4 sparsity gives more than 1x and at "
+                                    "most 2x (is a dense figure in the sparse table, or the reverse?)",
+                                    key, u::to_TFLOPs(*sp[i]), ratio, u::to_TFLOPs(*dense[i])));
+  }
 }
 
 const FieldTable& gpu_scale_up_fields() {
@@ -227,7 +280,13 @@ const FieldTable& gpu_fields() {
                  text("compute_unit_kind", "SM or CU", kOpt, {"SM", "CU"}),
                  positive("boost_clock_MHz", "MHz", 25000, "maximum boost clock"),
                  nested("dense_peak", peak_fields(), "dense (no 2:4 sparsity) peak rates per precision", kReq),
+                 nested("sparse_peak", peak_fields(),
+                        "the vendor's 2:4 structured-sparsity rates, as quoted (shown, never used by the model); "
+                        "each needs its dense rate and lies in (1x, 2x] of it"),
                  text("sparsity", "how the vendor quotes sparse figures for this part"),
+                 typed("engines", FieldType::any,
+                       "on-chip engines beside the GPU (Jetson's DLAs): a list of {kind, name, count, clock_MHz, "
+                       "dense_peak, sparse_peak}; their rates are not in the GPU's peaks"),
                  nested("memory", memory_fields(), "device memory", kReq),
                  positive("l2_MB", "MB", 2600, "L2 cache"),
                  positive("llc_MB", "MB", 2600, "last-level cache beyond L2 (AMD Infinity Cache)"),
@@ -345,20 +404,34 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
   g.boost_clock_MHz = r.num("boost_clock_MHz");
   g.sparsity = r.str("sparsity").value_or("");
   if (auto p = r.object("dense_peak"); p && p->valid()) {
-    const std::pair<const char*, hw::Precision> keys[] = {
-        {"fp64_TFLOPs", hw::Precision::fp64}, {"fp64_tensor_TFLOPs", hw::Precision::fp64_tensor},
-        {"fp32_TFLOPs", hw::Precision::fp32}, {"tf32_TFLOPs", hw::Precision::tf32},
-        {"bf16_TFLOPs", hw::Precision::bf16}, {"fp16_TFLOPs", hw::Precision::fp16},
-        {"fp8_TFLOPs", hw::Precision::fp8},   {"int8_TOPs", hw::Precision::int8},
-        {"fp6_TFLOPs", hw::Precision::fp6},   {"fp4_TFLOPs", hw::Precision::fp4}};
-    bool any = false;
-    for (const auto& [key, prec] : keys) {
-      if (auto v = p->num(key)) {
-        g.dense_peak[static_cast<std::size_t>(prec)] = u::tflops(*v);
-        any = true;
+    if (!decode_peaks(*p, g.dense_peak)) r.error("dense_peak", "no peak rate given: at least one precision is required");
+  }
+  if (auto p = r.object("sparse_peak"); p && p->valid()) {
+    if (!decode_peaks(*p, g.sparse_peak)) r.error("sparse_peak", "an empty sparse table: leave it out instead");
+    else check_sparse(*p, g.dense_peak, g.sparse_peak);
+  }
+  if (const Json* e = r.raw("engines")) {
+    if (!e->is_array() || e->empty()) {
+      r.error("engines", fmt::format("expected a non-empty array of {{kind, name, count, dense_peak}}, found {}",
+                                     e->is_array() ? std::string("an empty array") : json_io::describe_type(*e)));
+    } else {
+      for (std::size_t i = 0; i < e->size(); ++i) {
+        ObjectReader er((*e)[i], engine_fields(), r.file(), r.pointer("engines") + "/" + std::to_string(i), diags);
+        if (!er.valid()) continue;
+        hw::EngineSpec en;
+        en.kind = er.str("kind").value_or("");
+        en.name = er.str("name").value_or("");
+        en.count = static_cast<int>(er.integer("count").value_or(0));
+        en.clock_MHz = er.num("clock_MHz");
+        if (auto p = er.object("dense_peak"); p && p->valid())
+          if (!decode_peaks(*p, en.dense_peak)) er.error("dense_peak", "no peak rate given: at least one precision is required");
+        if (auto p = er.object("sparse_peak"); p && p->valid()) {
+          if (!decode_peaks(*p, en.sparse_peak)) er.error("sparse_peak", "an empty sparse table: leave it out instead");
+          else check_sparse(*p, en.dense_peak, en.sparse_peak);
+        }
+        g.engines.push_back(std::move(en));
       }
     }
-    if (!any) r.error("dense_peak", "no peak rate given: at least one precision is required");
   }
   if (auto m = r.object("memory"); m && m->valid()) {
     g.memory.type = m->str("type").value_or("");
@@ -376,6 +449,7 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
     if (by && !g.memory.device_reported && m->valid())
       m->error("device_reported_by", "'device_reported_by' is given without 'device_reported_MiB'");
     g.memory.bandwidth = u::tb_per_s(m->num("bandwidth_TBps").value_or(0));
+    g.memory.shared_with_cpu = m->boolean("shared_with_cpu").value_or(false);
   }
   if (auto v = r.num("l2_MB")) g.l2 = u::megabytes(*v);
   if (auto v = r.num("llc_MB")) g.llc = u::megabytes(*v);

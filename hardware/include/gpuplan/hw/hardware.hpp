@@ -76,6 +76,23 @@ struct MemorySpec {
   std::optional<units::Bytes> device_reported;   ///< what the driver reports (MiB figure), where sourced
   MemoryReportedBy reported_by = MemoryReportedBy::cuda;  ///< meaningful only with device_reported
   units::Bandwidth bandwidth{};
+  /// True on a system-on-chip (Jetson): the GPU has no memory of its own; CPU, GPU and engines share this capacity
+  /// and this bandwidth, so whatever the CPU side holds or streams is not available to the GPU.
+  bool shared_with_cpu = false;
+};
+
+using PeakTable = std::array<std::optional<units::FlopRate>, kPrecisionCount>;  ///< indexed by Precision
+
+/// An inference engine on the same chip as the GPU, programmed apart from it (Jetson's NVDLA deep-learning
+/// accelerators): its own peak rates, the chip's memory. The GPU's peaks never include it; a vendor's "AI TOPS" often
+/// do (Jetson AGX Orin's 275 TOPS = GPU 170 + DLA 105, both sparse INT8).
+struct EngineSpec {
+  std::string kind;  ///< "dla"
+  std::string name;  ///< "NVDLA v2.0"
+  int count = 0;     ///< engines of this kind on the chip
+  std::optional<double> clock_MHz;
+  PeakTable dense_peak{};   ///< all `count` engines together, dense
+  PeakTable sparse_peak{};  ///< the same with 2:4 structured sparsity, where the vendor quotes it
 };
 
 /// What kind of rental a price is: on-demand (no commitment, not pre-emptible) or spot (pre-emptible). Costs at the
@@ -95,7 +112,11 @@ struct GpuSpec {
   std::string vendor, family, form_factor, compute_unit_kind, sparsity;
   int compute_units = 0;
   std::optional<double> boost_clock_MHz;
-  std::array<std::optional<units::FlopRate>, kPrecisionCount> dense_peak{};  ///< indexed by Precision
+  PeakTable dense_peak{};   ///< indexed by Precision; what the model uses
+  /// The vendor's 2:4 structured-sparsity rates where the data records them (never used by the model: DESIGN.md §4);
+  /// kept so that a "275 TOPS" headline can be read against the dense figure it is not.
+  PeakTable sparse_peak{};
+  std::vector<EngineSpec> engines;  ///< on-chip engines beside the GPU (empty for a discrete GPU)
   MemorySpec memory;
   std::optional<units::Bytes> l2;
   std::optional<units::Bytes> llc;
@@ -109,6 +130,9 @@ struct GpuSpec {
 
   [[nodiscard]] std::optional<units::FlopRate> peak(Precision p) const {
     return dense_peak[static_cast<std::size_t>(p)];
+  }
+  [[nodiscard]] std::optional<units::FlopRate> sparse(Precision p) const {
+    return sparse_peak[static_cast<std::size_t>(p)];
   }
   /// Memory the driver exposes: the device-reported figure where sourced, else the vendor label.
   [[nodiscard]] units::Bytes memory_capacity() const {

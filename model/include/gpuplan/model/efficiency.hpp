@@ -2,6 +2,7 @@
 // How close real kernels get to the datasheet peaks. Accuracy comes from measurement (DESIGN.md §9): these are
 // measured ceilings from published microbenchmarks, one row per GPU, plus a physical shape model (tile and wave
 // quantization) for GEMMs. A calibration profile (the calibration milestone) replaces the row for its GPU.
+#include <array>
 #include <optional>
 #include <string>
 
@@ -55,6 +56,39 @@ inline constexpr double kAttentionReferenceKeyTiles = attention_key_tiles(4096.0
 inline constexpr double kGemmReferenceDepth = 8192.0;
 inline constexpr double kGemmDepthBytes = 128.0;  ///< bytes of K per main-loop iteration (k_t × element bytes)
 
+/// How a GEMM's leading dimensions change the kernel class (ops.cpp gemm_cost). In the row-major layouts frameworks
+/// use (A[m×k]·B[k×n] and nn.Linear's X[m×k]·W[n×k]ᵀ) the leading dimensions are k and n, never m. cuBLAS/cuBLASLt's
+/// fast kernels (TMA and wgmma on Hopper, cp.async of 16-byte vectors before it) need every leading dimension to be a
+/// multiple of 16 bytes; otherwise the library falls back to kernels that load 8-, 4- or 2-byte pieces. Our H100
+/// sweep (data/validation/measured/h100-sxm5-80gb/gemm_alignment.json: 4096³ with K, N or M at 4088…4104, bf16 and
+/// fp16, torch.matmul and F.linear) gives, against the aligned neighbours 4088/4096/4104 of the same series:
+/// - 4- or 8-byte aligned (an even 16-bit dimension not a multiple of 8): 0.368 of the aligned rate (median of 48
+///   points; the 8-byte and 4-byte classes measure alike, 0.31-0.39);
+/// - element-aligned only (an odd 16-bit dimension): 0.176 (64 points, 0.12-0.21; 5.4× slower at K = 4097);
+/// - m at any value: no class change (≤ 4% beyond the tile padding), as the layouts say.
+/// fp8 (cuBLASLt, torch._scaled_mm) and int8 (torch._int_mm) refuse such shapes outright: frameworks pad k and n to
+/// 16 bytes, and the model prices the padded GEMM.
+struct GemmAlignment {
+  double vector = 1.0;   ///< fallback rate / aligned rate when the worst leading dimension is 4- or 8-byte aligned
+  double element = 1.0;  ///< the same when it is only 2-byte (element) aligned
+};
+inline constexpr double kGemmAlignmentBytes = 16.0;  ///< what the fast kernel class needs of every leading dimension
+inline constexpr GemmAlignment kHopperGemmAlignment{0.368, 0.176};  ///< the H100 sweep above
+
+/// One output-tile shape a GEMM library can choose (ops.cpp gemm_cost prices every candidate and keeps the fastest,
+/// as cuBLAS's heuristics do).
+struct GemmTile {
+  int m = 128, n = 128;
+};
+/// The candidate tiles: the reference 128×256 / 256×128 and 128×128 of the large kernels, 64-row tiles (a Hopper
+/// warpgroup's wgmma is 64 rows), and 32- and 16-row ones: for small m the libraries swap the operands (Cᵀ = Bᵀ·Aᵀ) so
+/// that m lies along the tile side whose instruction granularity is 8-16 (wgmma's n, mma.sync's m16). A smaller tile
+/// re-reads more operand bytes per FLOP; the sweeps cannot tell the candidates' rates apart (any per-tile penalty
+/// fits them worse), so a smaller tile is taken only where it gains more than kGemmTileMargin over a larger one.
+inline constexpr std::array<GemmTile, 9> kGemmTiles{
+    {{128, 256}, {256, 128}, {128, 128}, {64, 256}, {64, 128}, {32, 256}, {32, 128}, {16, 256}, {16, 128}}};
+inline constexpr double kGemmTileMargin = 0.01;
+
 struct EfficiencyProfile {
   std::string gpu_id;
   double gemm_bf16 = 0.0;      ///< max achievable matmul / dense peak, bf16 (MAMF)
@@ -69,8 +103,22 @@ struct EfficiencyProfile {
   AttentionTileCost attention_tile = kFusedAttentionTileCost;  ///< the sequence-length law of attention_fwd/_bwd's kernel
   double gemm_depth_bf16 = 0.0;  ///< fixed cost per output tile in main-loop iterations, 16-bit GEMMs (0: no K law)
   double gemm_depth_fp8 = 0.0;   ///< the same for fp8 (and fp4) GEMMs
-  int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs
+  int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs (the reference)
   int tile_n = 128;
+  /// Whether the GEMM library splits the main loop's iterations evenly over the SMs (persistent, stream-K kernels:
+  /// no wave quantisation, a tile's k-range may be shared by two SMs) and picks among kGemmTiles; false: whole tiles
+  /// of tile_m × tile_n in waves, split-K when there are fewer tiles than SMs. Our H100 staircase sweep
+  /// (gemm_staircase.json, F.linear M×N×K for M = 1…1024 step 8 at the Llama-2-7B layer shapes) rises smoothly with M
+  /// where whole waves of 128×256 tiles step every 128 rows: over M ≥ 192 the waves miss by 25% (median |error|), the
+  /// decomposition by 7.5% (8% with the level taken out); the n = 4097…4104 points of the alignment sweep lose 2-4%,
+  /// not the wave cliff's 25%. It is OFF in every built-in row for now: the rows' GEMM ceilings (gemm_bf16/fp8) were
+  /// derived from whole kernels' achieved rates under the wave model, so switching the shape model alone makes
+  /// training and serving 1-3% faster and moved the validation the wrong way (published training median |error|
+  /// 16.2% -> 17.8%, our H100 steps 0.33% -> 1.3%, published inference 29.8% -> 40.1%, most on decode-heavy
+  /// cases, whose small-m GEMMs it prices faster than the whole-tile padding did). Re-deriving the ceilings under it,
+  /// and a measurement of small-m decode GEMMs, come first.
+  bool stream_k = false;
+  GemmAlignment gemm_alignment{};  ///< leading-dimension kernel classes (1 = no penalty known)
   units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated
   units::Seconds graph_kernel{};   ///< per-kernel cost inside a replayed CUDA graph (0 = not measured)
   units::Seconds eager_launch{};   ///< back-to-back eager launch interval of an empty kernel (0 = not measured)

@@ -59,8 +59,11 @@ struct GemmShape {
 };
 
 /// C[m×n] = A[m×k]·B[k×n] (× batch): 2·m·n·k FLOPs; bytes = (m·k + k·n + m·n)·element bytes.
-/// Utilisation u = m·n·batch / (waves · SMs · tile_m · tile_n) with tiles = ⌈m/tile_m⌉·⌈n/tile_n⌉·batch and
-/// waves = ⌈tiles / SMs⌉ (tile and wave quantisation).
+/// Utilisation with EfficiencyProfile::stream_k (off in the built-in rows): the tiles' main-loop iterations (128 B of k each) dealt evenly to the
+/// SMs, u = m·n·batch·iters / (SMs · ⌈tiles·iters / SMs⌉ · tile_m · tile_n), the fastest of kGemmTiles; otherwise
+/// whole tiles of tile_m × tile_n in waves, u = m·n·batch / (waves · SMs · tile_m · tile_n), waves =
+/// ⌈tiles / SMs⌉. Leading dimensions k and n not 16-byte aligned: the fallback kernel class's rate
+/// (EfficiencyProfile::gemm_alignment), or for 8-bit formats the padded shape.
 OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d,
                  Derivation* why = nullptr);
 

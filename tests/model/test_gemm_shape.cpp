@@ -1,0 +1,275 @@
+// GEMM shape effects (#27 item 6): leading-dimension alignment and the tile/wave staircase, against our H100 sweeps
+// (data/validation/measured/h100-sxm5-80gb/gemm_alignment.json and gemm_staircase.json), and the formulas of
+// ops.cpp gemm_cost by hand. The sweeps' absolute level (torch at 1980 MHz) sits a few percent above the calibration
+// samples the profile was fitted to; what is checked here is the shape: ratios between neighbouring shapes, and the
+// staircase with its level taken out.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpuplan/model/efficiency.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "library.hpp"
+
+namespace {
+
+using namespace gpuplan;
+using hw::Precision;
+
+const model::Device& h100() {
+  static const model::Device d = model::make_device(*test::hardware().find_gpu("h100-sxm5-80gb"));
+  return d;
+}
+/// The same parts with the stream-K decomposition on (EfficiencyProfile::stream_k: measured, off in the built-in rows).
+model::Device stream_k(const model::Device& base) {
+  model::Device d = base;
+  d.eff.stream_k = true;
+  return d;
+}
+const model::Device& h100_sk() {
+  static const model::Device d = stream_k(h100());
+  return d;
+}
+const model::Device& a100() {
+  static const model::Device d = stream_k(model::make_device(*test::hardware().find_gpu("a100-sxm4-80gb")));
+  return d;
+}
+
+nlohmann::json measured(const std::string& file) {
+  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h100-sxm5-80gb/" + file);
+  REQUIRE_MESSAGE(in.good(), file);
+  return nlohmann::json::parse(in);
+}
+
+double t(std::int64_t m, std::int64_t n, std::int64_t k, Precision p = Precision::bf16,
+         const model::Device& d = h100()) {
+  return model::gemm_cost("g", {m, n, k, 1}, p, d).time.raw();
+}
+
+double median(std::vector<double> v) {
+  REQUIRE(!v.empty());
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+TEST_SUITE("GEMM leading-dimension alignment") {
+  TEST_CASE("4096×4096×4097 bf16 runs in the element-aligned fallback class: η × 0.176, not as aligned") {
+    const auto& d = h100();
+    const auto aligned = model::gemm_cost("a", {4096, 4096, 4096, 1}, Precision::bf16, d);
+    const auto odd = model::gemm_cost("u", {4096, 4096, 4097, 1}, Precision::bf16, d);
+    // Same tiles and depth (k = 4097 is one more 64-element iteration per tile: 65 against 64, a 0.03% depth change);
+    // the efficiency falls by the element class's factor.
+    CHECK(odd.efficiency / aligned.efficiency == doctest::Approx(d.eff.gemm_alignment.element).epsilon(0.002));
+    CHECK(d.eff.gemm_alignment.element == doctest::Approx(0.176));
+    // Measured: 782 against 145 TFLOP/s, 5.4× (gemm_alignment.json, bf16 nn); the model within 10%.
+    const double slowdown = odd.time.raw() / aligned.time.raw();
+    CHECK(slowdown == doctest::Approx(5.4).epsilon(0.10));
+  }
+
+  TEST_CASE("the alignment class is the largest power of two dividing the leading dimension's bytes, up to 16") {
+    const auto& d = h100_sk();  // whole-tile waves would add a wave at n = 4104 (see the sweep test)
+    const double e0 = model::gemm_cost("a", {4096, 4096, 4096, 1}, Precision::bf16, d).efficiency;
+    // n = 4104 (8208 B, 16-byte aligned): no class change, only a partial tile column.
+    CHECK(model::gemm_cost("a", {4096, 4104, 4096, 1}, Precision::bf16, d).efficiency > 0.9 * e0);
+    // k = 4100 (8200 B: 8-byte), k = 4098 (8196 B: 4-byte): the vector class; k = 4099: the element class.
+    for (const auto& [k, factor] : {std::tuple{4100, 0.368}, std::tuple{4098, 0.368}, std::tuple{4099, 0.176}}) {
+      CAPTURE(k);
+      const auto c = model::gemm_cost("k", {4096, 4096, k, 1}, Precision::bf16, d);
+      CHECK(c.efficiency / e0 == doctest::Approx(factor).epsilon(0.002));
+    }
+    // m is never a leading dimension: m = 4097 changes the tiles, not the class.
+    CHECK(model::gemm_cost("m", {4097, 4096, 4096, 1}, Precision::bf16, d).efficiency > 0.95 * e0);
+    // fp32 (4-byte elements): an odd dimension is 4-byte aligned, the vector class.
+    const double f0 = model::gemm_cost("f", {4096, 4096, 4096, 1}, Precision::fp32, d).efficiency;
+    CHECK(model::gemm_cost("f", {4096, 4096, 4097, 1}, Precision::fp32, d).efficiency / f0 ==
+          doctest::Approx(0.368).epsilon(0.002));
+  }
+
+  TEST_CASE("fp8 has no fallback kernels: an unaligned k or n is priced as the GEMM padded to 16 bytes") {
+    const auto& d = h100();
+    // k = 4097 fp8 -> padded to 4112 (the next multiple of 16): the efficiency carries 4097/4112 of useful work.
+    const auto u = model::gemm_cost("u", {4096, 4096, 4097, 1}, Precision::fp8, d);
+    const auto p = model::gemm_cost("p", {4096, 4096, 4112, 1}, Precision::fp8, d);
+    CHECK(u.efficiency == doctest::Approx(p.efficiency * 4097.0 / 4112.0).epsilon(1e-12));
+    // Measured: torch._scaled_mm refuses every k, n not a multiple of 16 (gemm_alignment.json, "refused").
+    const auto j = measured("gemm_alignment.json");
+    int refused = 0;
+    for (const auto& r : j.at("results"))
+      if (r.at("dtype") == "fp8" && r.at("varied") != "M" && r.at(r.at("varied").get<std::string>()).get<int>() % 16 != 0)
+        refused += r.at("status") == "refused" ? 1 : 0;
+    CHECK(refused == 32);
+  }
+
+  TEST_CASE("the alignment sweep: per class, the model's slowdown against the 4096 neighbour within 10% (median)") {
+    // With the stream-K decomposition: whole-tile waves would add their cliff at n = 4097…4104 (a 17th tile column:
+    // 5 waves instead of 4, +25%), which the sweep does not show (2-4%). For every bf16/fp16 point of gemm_alignment.json: model t(shape)/t(4096³) against measured t/t(4096³), grouped
+    // by what was varied and its class. Spread inside a class (layouts, K vs N) is up to ±30%: the per-class factor
+    // is one number, not a per-shape fit.
+    const auto j = measured("gemm_alignment.json");
+    std::map<std::string, std::map<int, double>> series;  // dtype/layout/varied -> value -> time
+    for (const auto& r : j.at("results")) {
+      if (r.at("status") != "ok" || (r.at("dtype") != "bf16" && r.at("dtype") != "fp16")) continue;
+      const std::string v = r.at("varied");
+      series[r.at("dtype").get<std::string>() + "/" + r.at("layout").get<std::string>() + "/" + v][r.at(v).get<int>()] =
+          r.at("time_median_s").get<double>();
+    }
+    REQUIRE(series.size() == 12);
+    std::map<std::string, std::vector<double>> err;  // class -> model/measured ratio errors
+    std::vector<double> all_unaligned;
+    for (const auto& [key, s] : series) {
+      const char varied = key.back();
+      const double base = s.at(4096);
+      for (const auto& [x, time] : s) {
+        const std::int64_t m = varied == 'M' ? x : 4096, n = varied == 'N' ? x : 4096, k = varied == 'K' ? x : 4096;
+        const Precision p = key.rfind("fp16", 0) == 0 ? Precision::fp16 : Precision::bf16;
+        const double model_ratio = t(m, n, k, p, h100_sk()) / t(4096, 4096, 4096, p, h100_sk());
+        const double e = model_ratio / (time / base) - 1.0;
+        const int bytes = 2 * x;
+        const std::string cls = varied == 'M' ? "m varied" : bytes % 16 == 0 ? "16-byte" : bytes % 4 == 0 ? "4/8-byte" : "2-byte";
+        err[cls].push_back(e);
+        if (cls == "4/8-byte" || cls == "2-byte") all_unaligned.push_back(std::fabs(e));
+      }
+    }
+    for (const auto& [cls, e] : err) {
+      CAPTURE(cls);
+      std::vector<double> a;
+      for (double x : e) a.push_back(std::fabs(x));
+      CHECK(median(a) < 0.10);
+    }
+    // Every m-varied point within 12%: m is no leading dimension, the class never changes; the sweep is at most 11%
+    // slower at m = 4103 (fp16 nn, a heuristic's kernel switch), the model 0-2% from tile padding.
+    for (double e : err.at("m varied")) CHECK(std::fabs(e) < 0.12);
+    CHECK(median(all_unaligned) < 0.10);
+  }
+}
+
+TEST_SUITE("GEMM tile staircase") {
+  TEST_CASE("stream-K by hand: 384×22016×4096 bf16 on 132 SMs keeps the 128×256 tile") {
+    // 64 main-loop iterations of 64 elements per tile; u = m·n·64 / (132 · ⌈tiles·64/132⌉ · tm · tn):
+    //   128×256: 3·86 = 258 tiles, 16,512 iterations, 126 per SM: u = 541,065,216 / 544,997,376 = 0.99278
+    //   256×128: 2·172 = 344 tiles, 167 per SM: u = 0.74905 (half its second tile row is padding)
+    //   128×128 and 64×256: 33,024 iterations, 251 per SM: u = 0.99674; 64×128 and 32×256: 0.99873; 32×128 and
+    //   16×256: 0.99973; 16×128: 0.99973
+    // None gains more than kGemmTileMargin (1%) over 128×256, which stays. Every candidate owns whole tiles (k-range =
+    // K), so the depth law is the same for all.
+    const auto& d = h100_sk();
+    const double u = 541065216.0 / (132.0 * 126.0 * 128.0 * 256.0);
+    CHECK(u == doctest::Approx(0.99278).epsilon(1e-5));
+    const auto c = model::gemm_cost("g", {384, 22016, 4096, 1}, Precision::bf16, d);
+    const double g = model::gemm_depth_factor(d.eff, Precision::bf16, 4096.0);
+    CHECK(c.efficiency == doctest::Approx(model::gemm_ceiling(d.eff, Precision::bf16) * u * g).epsilon(1e-12));
+  }
+
+  TEST_CASE("a smaller tile wins where it saves padding: 136×4096×4096 takes 16-row tiles") {
+    // 128-row tiles pad 136 rows to 256; 16-row tiles to 144. With 128×256: 2·16 = 32 tiles, 2,048 iterations, 16 per
+    // SM, u = 136·4096·64/(132·16·32768) = 0.5152. Down the list each step must gain 1%: 64×256 0.6869, 64×128 0.7015,
+    // 32×256 0.8454, then 16×256: 9·16 = 144 tiles, 9,216 iterations, 70 per SM, u = 136·4096·64/(132·70·16·256) =
+    // 0.9420 (16×128 gives the same and is not taken). 70 iterations per SM > 64: whole tiles, depth law at K.
+    const auto& d = h100_sk();
+    const auto c = model::gemm_cost("g", {136, 4096, 4096, 1}, Precision::bf16, d);
+    const double u = (136.0 * 4096.0 * 64.0) / (132.0 * 70.0 * 16.0 * 256.0);
+    CHECK(u == doctest::Approx(0.94199).epsilon(1e-4));
+    const double g = model::gemm_depth_factor(d.eff, Precision::bf16, 4096.0);
+    CHECK(c.efficiency == doctest::Approx(model::gemm_ceiling(d.eff, Precision::bf16) * u * g).epsilon(1e-12));
+  }
+
+  TEST_CASE("no flat step from M = 256 to 384 and no jump after it: M×22016×4096 time rises with M") {
+    // Before (whole 128×256 tiles in waves): 101.5 µs flat from M = 257 to 384, 150.8 µs at 392. Measured
+    // (gemm_staircase.json): 78.1, 91.4, 96.1, 99.6 µs at M = 256, 320, 384, 392.
+    const auto& d = h100_sk();
+    const double t256 = t(256, 22016, 4096, Precision::bf16, d), t320 = t(320, 22016, 4096, Precision::bf16, d),
+                 t384 = t(384, 22016, 4096, Precision::bf16, d), t392 = t(392, 22016, 4096, Precision::bf16, d);
+    // The built-in rows (whole tiles in waves) still step: flat from 257 to 384.
+    CHECK(t(257, 22016, 4096) == doctest::Approx(t(384, 22016, 4096)).epsilon(0.01));
+    CHECK(t256 < t320);
+    CHECK(t320 < t384);
+    CHECK(t392 / t384 < 1.10);
+    CHECK(t392 >= t384);
+  }
+
+  TEST_CASE("time does not fall as M rises (beyond the 1% tile margin), and throughput M/t rises on the 64-row grid wherever the measured one does") {
+    const auto j = measured("gemm_staircase.json");
+    std::map<std::string, std::map<int, std::tuple<int, int, double>>> by_layer;  // layer -> M -> (N, K, time)
+    for (const auto& r : j.at("results"))
+      if (r.at("status") == "ok")
+        by_layer[r.at("layer")][r.at("M").get<int>()] = {r.at("N").get<int>(), r.at("K").get<int>(),
+                                                         r.at("time_median_s").get<double>()};
+    REQUIRE(by_layer.size() == 4);
+    for (const auto& [layer, s] : by_layer) {
+      CAPTURE(layer);
+      const int n = std::get<0>(s.begin()->second), k = std::get<1>(s.begin()->second);
+      // Never by more than the tile margin: at m + 1 a smaller tile may win by more than kGemmTileMargin where at m
+      // the larger one was kept within it.
+      double prev = 0.0;
+      for (int m = 1; m <= 1024; ++m) {
+        const double now = t(m, n, k, Precision::bf16, h100_sk());
+        CHECK(now >= prev * (1.0 - model::kGemmTileMargin));
+        prev = now;
+      }
+      for (int m = 64; m + 64 <= 1024; m += 64) {
+        if (!s.count(m) || !s.count(m + 64)) continue;
+        const bool measured_rises = (m + 64) / std::get<2>(s.at(m + 64)) >= m / std::get<2>(s.at(m));
+        if (measured_rises)
+          CHECK((m + 64) / t(m + 64, n, k, Precision::bf16, h100_sk()) >=
+                (1.0 - model::kGemmTileMargin) * m / t(m, n, k, Precision::bf16, h100_sk()));
+      }
+    }
+  }
+
+  TEST_CASE("the staircase sweep, M ≥ 192, level taken out: median error within 10% (whole-tile waves: 25%)") {
+    // Model over measured time for every point of gate_up (22016×4096), down (4096×11008), qkv (12288×4096) and out
+    // (4096×4096); the median ratio is the level (calibration conditions against this sweep's), the rest the shape.
+    // out_7b is the one layer cuBLAS runs on few SMs at small M (≈35 µs flat where the weights stream in 12): its
+    // errors stay in the median, not in a fit.
+    const auto j = measured("gemm_staircase.json");
+    std::vector<double> ratio;
+    for (const auto& r : j.at("results")) {
+      if (r.at("status") != "ok" || r.at("M").get<int>() < 192) continue;
+      ratio.push_back(t(r.at("M"), r.at("N"), r.at("K"), Precision::bf16, h100_sk()) / r.at("time_median_s").get<double>());
+    }
+    REQUIRE(ratio.size() > 400);
+    const double level = median(ratio);
+    CHECK(level == doctest::Approx(1.0).epsilon(0.10));
+    std::vector<double> shape;
+    for (double x : ratio) shape.push_back(std::fabs(x / level - 1.0));
+    CHECK(median(shape) < 0.10);
+    // The built-in rows' whole-tile waves on the same points, for the record: worse than 20% (measured 25%).
+    std::vector<double> waves;
+    for (const auto& r : j.at("results")) {
+      if (r.at("status") != "ok" || r.at("M").get<int>() < 192) continue;
+      waves.push_back(std::fabs(t(r.at("M"), r.at("N"), r.at("K")) / r.at("time_median_s").get<double>() - 1.0));
+    }
+    CHECK(median(waves) > 0.20);
+  }
+
+  TEST_CASE("a tile-exact GEMM keeps the reference tile and a full machine: 128·132 × 256 × 8192 has u = 1") {
+    const auto& d = h100_sk();
+    const auto c = model::gemm_cost("full", {128 * 132, 256, 8192, 1}, Precision::bf16, d);
+    CHECK(c.efficiency == doctest::Approx(model::gemm_ceiling(d.eff, Precision::bf16)).epsilon(1e-12));
+  }
+
+  TEST_CASE("Llama-2-7B decode GEMMs on A100 with stream-K: time per token falls from batch 128 to 142 (no cliff)") {
+    // The serving cliff of the issue (2,595 tok/s at batch 128, 2,204 at 142) comes from whole 128-row tiles: M = 142
+    // needs a second tile row and doubles the compute time of every layer GEMM. With the decomposition, per token, the
+    // layer's GEMMs do not get dearer as the batch grows (the built-in rows, whole-tile waves, still have the cliff).
+    const auto& d = a100();
+    double per_token_128 = 0, per_token_142 = 0;
+    for (const auto& [n, k] : {std::tuple{12288, 4096}, std::tuple{4096, 4096}, std::tuple{22016, 4096},
+                               std::tuple{4096, 11008}}) {
+      per_token_128 += t(128, n, k, Precision::bf16, d) / 128.0;
+      per_token_142 += t(142, n, k, Precision::bf16, d) / 142.0;
+    }
+    CHECK(per_token_142 <= per_token_128);
+  }
+}
