@@ -639,6 +639,10 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   ss.itl_decode_only = decode_step_time(a, plan, batch, ctx, sys);
   const Seconds lo = n_lo > 0 ? (frac > 0 ? pass(n_lo, Explain::off).total : it.total) : ss.itl_decode_only;
   ss.iteration = frac > 0 ? lo * (1.0 - frac) + it.total * frac : lo;
+  // The mean residual of the running iteration at a random arrival: E[I²] / (2·E[I]) over the mix of the two passes.
+  const double i2 = frac > 0 ? (1.0 - frac) * lo.raw() * lo.raw() + frac * it.total.raw() * it.total.raw()
+                             : lo.raw() * lo.raw();
+  ss.iteration_residual = Seconds(i2 / (2.0 * ss.iteration.raw()) / pp);
   ss.prefill = prefill_time(a, plan, 1, isl, sys);
   // A prompt's own chunks ride on iterations that carry at least one chunk.
   const Seconds carrying = n < 1.0 ? it.total : ss.iteration;
@@ -652,14 +656,17 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                      "Continuous batching, steady state",
                      "n = B/osl · isl / chunk chunks per iteration ; iteration = (1 − φ)·forward(B decodes, ⌊n⌋ chunks) "
                      "+ φ·forward(B decodes, ⌈n⌉ chunks), φ = n − ⌊n⌋ ; ITL = iteration ; throughput = B / ITL ; "
-                     "λ = throughput / osl ; TTFT = max(prefill alone, chunks × iteration carrying a chunk)",
+                     "λ = throughput / osl ; TTFT = max(prefill alone, chunks × iteration carrying a chunk) ; "
+                     "R = E[I²] / (2·E[I]) = ((1 − φ)·I_⌊n⌋² + φ·I_⌈n⌉²) / (2·iteration) (÷ PP)",
                      {{"B", std::to_string(batch), "concurrent sequences", Origin::user("--batch")},
                       {"isl", std::to_string(isl), "prompt tokens", Origin::user("--input-tokens")},
                       {"osl", std::to_string(osl), "output tokens", Origin::user("--output-tokens")},
                       {"budget", std::to_string(plan.max_batched_tokens), "tokens per iteration (chunked prefill)",
                        Origin::user("--max-batched-tokens")}},
-                     fmt::format("ITL {}, TTFT {}, {:.0f} output tokens/s, {:.3g} requests/s", format(ss.iteration),
-                                 format(ss.ttft), ss.output_tokens_per_s, ss.requests_per_s),
+                     fmt::format("ITL {}, TTFT {}, {:.0f} output tokens/s, {:.3g} requests/s; an arrival waits R = {} "
+                                 "for the running iteration to end",
+                                 format(ss.iteration), format(ss.ttft), ss.output_tokens_per_s, ss.requests_per_s,
+                                 format(ss.iteration_residual)),
                      {fmt::format("decode-only iteration {}; {:.3g} chunks of {} tokens per iteration on average, an "
                                   "iteration carrying {:g} takes {}; prefill of one prompt alone {}",
                                   format(ss.itl_decode_only), n, chunk, std::max(1.0, std::ceil(n)), format(it.total),

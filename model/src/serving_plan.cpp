@@ -186,9 +186,12 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       const double chunks = std::ceil(double(isl_p) / double(std::min(isl_p, room)));
       ttft_own = std::max(prefill_time(a, pp_plan, 1, isl_p, sys), c.state.iteration * chunks);
     }
-    // Closed loop: each user's cycle is its request's latency plus the think time, so the rate is N / cycle; every
-    // request in flight has a batch slot (replicas are sized for it), so no request queues for one.
-    const double lam = closed ? users / (c.state.ttft + c.itl * double(osl - 1) + traffic.think_time).raw() : lambda;
+    // Closed loop: each user's cycle is its request's latency (the wait for the running iteration included: the engine
+    // starts its next step at once, so the next request lands in one) plus the think time, so the rate is N / cycle;
+    // every request in flight has a batch slot (replicas are sized for it), so no request queues for one.
+    const double lam =
+        closed ? users / (c.state.ttft + c.state.iteration_residual + c.itl * double(osl - 1) + traffic.think_time).raw()
+               : lambda;
     c.requests_per_s = lam;
     bool too_many = false;
     c.replicas = replicas_for(lam / lam_r - 1e-9, too_many);
@@ -211,7 +214,10 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     }
     c.queue_rho = closed ? 0.0 : rho;
     c.queue_wait = closed ? Seconds(0) : prefill_queue_wait(rho, c.prefill_service, sla.percentile, in_d);
-    c.ttft = ttft_own + c.queue_wait;
+    // A prompt joins the batch only between forward passes: it first waits for the running iteration to end. (The
+    // closed loop's next request also lands in a running iteration: the engine starts the next step at once.)
+    c.iteration_wait = c.state.iteration_residual;
+    c.ttft = ttft_own + c.iteration_wait + c.queue_wait;
     c.replica_requests_per_s = lam_r;
     c.gpus = c.replicas * tp * pp_plan.pp;
     if (price) {
@@ -309,7 +315,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   // leaves the queue almost no room, so the replica count climbs steeply as the target tightens (small batches,
   // many replicas) - the cliff a planner should see coming.
   if (sla.ttft && r.best) {
-    const Seconds own = r.best->ttft - r.best->queue_wait;
+    const Seconds own = r.best->ttft - r.best->queue_wait - r.best->iteration_wait;
     const char* advice =
         "consider disaggregated prefill (--disaggregated), a larger TP for prefill, or prefix caching (--prefix-tokens)";
     if (own > *sla.ttft)
@@ -333,7 +339,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   if (closed && r.best) {
     lambda = r.best->requests_per_s;  // the pools below serve the rate the colocated layout reaches
     r.traffic.requests_per_s = lambda;
-    r.notes.push_back(fmt::format("closed loop: {} users{}: λ = N / (TTFT + (osl − 1)·ITL + think time) = {} req/s at "
+    r.notes.push_back(fmt::format("closed loop: {} users{}: λ = N / (TTFT + R + (osl − 1)·ITL + think time) = {} req/s at "
                                   "the chosen layout (interactive response-time law); no request waits for a batch "
                                   "slot",
                                   *traffic.concurrency,
@@ -434,10 +440,11 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     r.derivation = {
         "serving.plan",
         "Replicas and GPUs for the traffic",
-        "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + W_p(ρ = λ/replicas · "
-        "S) ; S = (1 − ITL_decode-only / ITL) / λ_r ; $/Mtok = GPUs · price / (λ · osl) · 10⁶",
+        "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + R + W_p(ρ = "
+        "λ/replicas · S) ; S = (1 − ITL_decode-only / ITL) / λ_r ; R = E[I²] / (2·E[I]) ; $/Mtok = GPUs · price / (λ · "
+        "osl) · 10⁶",
         {closed ? DerivationInput{"λ", units::format_number(b.requests_per_s, 4) + " req/s",
-                                  fmt::format("N / (TTFT + (osl − 1)·ITL + Z), N = {} users, Z = {}",
+                                  fmt::format("N / (TTFT + R + (osl − 1)·ITL + Z), N = {} users, Z = {}",
                                               *traffic.concurrency, format(traffic.think_time)),
                                   Origin::user("--concurrency, --think-time-s")}
                 : DerivationInput{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
@@ -455,7 +462,10 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
                     sla.percentile * 100, format(b.ttft), format(b.itl)),
         {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail) at ρ "
                      "= {:.3g}, S = {}: the prefill work a prompt adds to the iterations it rides on",
-                     format(b.queue_wait), b.queue_rho, format(b.prefill_service))},
+                     format(b.queue_wait), b.queue_rho, format(b.prefill_service)),
+         fmt::format("wait for the running iteration R = E[I²] / (2·E[I]) = {}: a prompt joins the batch only at the "
+                     "next step, after the rest of the iteration in progress (the mean residual of the iteration mix)",
+                     format(b.iteration_wait))},
         {st.derivation}};
   }
   return r;

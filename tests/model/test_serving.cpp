@@ -596,12 +596,17 @@ TEST_SUITE("serving steady state") {
       CHECK(ss.itl_decode_only.raw() == doctest::Approx(d).epsilon(1e-12));
       CHECK(ss.iteration.raw() == doctest::Approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
       CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), f1)).epsilon(1e-12));
+      // An arrival waits for the running iteration: E[I²] / (2·E[I]) over the same mix.
+      CHECK(ss.iteration_residual.raw() ==
+            doctest::Approx((0.75 * d * d + 0.25 * f1 * f1) / (2.0 * (0.75 * d + 0.25 * f1))).epsilon(1e-12));
     }
     // B 128, 2048 in / 100 out: 2621.44 tokens per iteration, n = 1.28: 72% of iterations carry one prompt, 28% two.
     {
       const auto ss = model::steady_state(a, p, 128, 2048, 100, sys, Explain::off);
       const double f1 = pass(128, 2048 + 50, 1, 2048, 0), f2 = pass(128, 2048 + 50, 2, 2048, 0);
       CHECK(ss.iteration.raw() == doctest::Approx(0.72 * f1 + 0.28 * f2).epsilon(1e-9));
+      CHECK(ss.iteration_residual.raw() ==
+            doctest::Approx((0.72 * f1 * f1 + 0.28 * f2 * f2) / (2.0 * (0.72 * f1 + 0.28 * f2))).epsilon(1e-9));
     }
     // B 256, 8000 in / 100 out: prefill-bound; the room of 7936 tokens is one chunk per iteration (n = 1), the
     // prompt in 2 chunks with 32 tokens cached on average.
@@ -611,6 +616,7 @@ TEST_SUITE("serving steady state") {
       const double f1 = pass(256, 8000 + 50, 1, 7936, 32);
       CHECK(ss.iteration.raw() == doctest::Approx(f1).epsilon(1e-12));
       CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), 2 * f1)).epsilon(1e-12));
+      CHECK(ss.iteration_residual.raw() == doctest::Approx(f1 / 2.0).epsilon(1e-12));  // one pass, repeated
     }
   }
 
@@ -681,7 +687,10 @@ TEST_SUITE("serving planner") {
     CHECK(b.gpus == b.replicas * b.tp * b.pp);
     CHECK(b.itl.raw() <= 50e-3);
     CHECK(b.ttft.raw() <= 1.0);
-    CHECK(b.ttft == b.state.ttft + b.queue_wait);
+    CHECK(b.ttft == b.state.ttft + b.iteration_wait + b.queue_wait);
+    // The wait for the running iteration: its mean residual, at least half a mean iteration.
+    CHECK(b.iteration_wait == b.state.iteration_residual);
+    CHECK(b.iteration_wait >= b.itl * (0.5 / double(b.pp)));
     CHECK(b.batch >= 1);
     CHECK(b.batch <= b.max_batch_memory);
     // Enough replicas, and not one more than needed: replicas = ⌈20 / λ_r⌉.
@@ -749,15 +758,15 @@ TEST_SUITE("serving planner") {
     };
     const auto easy = plan_at(10.0);
     REQUIRE(easy.best.has_value());
-    const double own = (easy.best->ttft - easy.best->queue_wait).raw();
+    const double own = (easy.best->ttft - easy.best->queue_wait - easy.best->iteration_wait).raw();
     CHECK_FALSE(has_note(easy, "of the TTFT target"));
     const auto tight = plan_at(own * 0.5);
     REQUIRE(tight.best.has_value());
-    const double own_t = (tight.best->ttft - tight.best->queue_wait).raw();
+    const double own_t = (tight.best->ttft - tight.best->queue_wait - tight.best->iteration_wait).raw();
     CHECK(has_note(tight, own_t > own * 0.5 ? "exceeds the TTFT target" : "of the TTFT target"));
   }
 
-  TEST_CASE("a closed loop of users: λ = N / (TTFT + (osl − 1)·ITL + think time), no queueing, replicas for it") {
+  TEST_CASE("a closed loop of users: λ = N / (TTFT + R + (osl − 1)·ITL + think time), no queueing, replicas for it") {
     const auto& a = arch("llama-3.1-70b");
     const auto params = model::parameter_counts(a, Explain::off);
     model::Sla sla;
@@ -773,11 +782,12 @@ TEST_SUITE("serving planner") {
     const auto r = plan_users(256, 0.0);
     REQUIRE(r.feasible);
     const auto& b = *r.best;
-    const double cycle = (b.state.ttft + b.itl * 499.0).raw();
+    const double cycle = (b.state.ttft + b.state.iteration_residual + b.itl * 499.0).raw();
     CHECK(b.requests_per_s == doctest::Approx(256.0 / cycle).epsilon(1e-12));
     CHECK(r.traffic.requests_per_s == b.requests_per_s);
     CHECK(b.queue_wait.raw() == 0.0);
-    CHECK(b.ttft == b.state.ttft);
+    CHECK(b.iteration_wait == b.state.iteration_residual);  // no queue: the whole running iteration's residual
+    CHECK(b.ttft == b.state.ttft + b.iteration_wait);
     CHECK(double(b.replicas) * b.replica_requests_per_s >= b.requests_per_s);
     CHECK(double(b.replicas - 1) * b.replica_requests_per_s < b.requests_per_s);
     CHECK(b.cost_per_mtok_usd ==

@@ -140,6 +140,10 @@ units::Seconds decode_step_time(const wl::TransformerArch& arch, const ServingPe
 struct SteadyState {
   std::int64_t batch = 0;
   units::Seconds iteration{};   ///< mean iteration time = mean ITL
+  /// R = E[I²] / (2·E[I]) over the iteration mix (÷ PP: a micro-batch starts every iteration / PP): the mean wait of
+  /// a request arriving at a random moment for the iteration then running to end — the engine schedules between
+  /// forward passes, so a new prompt joins the batch only at the next step (renewal theory's mean residual life).
+  units::Seconds iteration_residual{};
   units::Seconds itl_decode_only{};  ///< an iteration without prefill work (the ITL floor)
   units::Seconds prefill{};     ///< the prompt's own prefill work, alone on the replica
   units::Seconds ttft{};        ///< prefill chunks riding on iterations, without queueing
@@ -221,6 +225,9 @@ struct ServingCandidate {
   std::int64_t max_batch_memory = 0;  ///< KV capacity at isl + osl
   SteadyState state;
   units::Seconds queue_wait{};   ///< TTFT queueing at the percentile
+  /// The wait for the iteration running when the prompt arrives: SteadyState::iteration_residual. (The prompt queue's
+  /// wait is the prefill work of the prompts ahead, which rides on the iterations before the prompt's and on its own.)
+  units::Seconds iteration_wait{};
   units::Seconds prefill_service{};  ///< one prompt's prefill work on its replica: the M/G/1 queue's mean service time
   double queue_rho = 0.0;            ///< the prompt queue's load ρ = λ / replicas · prefill_service (0: closed loop)
   units::Seconds ttft{};         ///< at the percentile, queueing included
@@ -277,7 +284,8 @@ units::Seconds prefill_queue_wait(double rho, units::Seconds service, double per
 /// KV capacity E[isl] + E[osl], and TTFT the prompt length at the SLA percentile: for each batch B ≤ min(KV capacity, max_batch), steady_state gives ITL and the replica's request rate
 /// λ_r = B / latency; TTFT adds the M/G/1 queueing wait at ρ = λ/replicas · S with S = (1 − ITL_decode-only/ITL)/λ_r,
 /// the prefill work one prompt adds to the iterations it rides on, service ∝ prompt length (mean and percentile
-/// [MDc]); replicas = ⌈λ / λ_r⌉ (ρ < 1 follows).
+/// [MDc]), and the wait for the running iteration to end, R = E[I²] / (2·E[I]); replicas = ⌈λ / λ_r⌉ (ρ < 1
+/// follows).
 ServingPlanResult plan_serving(const wl::TransformerArch& arch, const ParameterCounts& params,
                                const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
                                const ServingSystem& sys, const ServingPlanOptions& options,
