@@ -636,7 +636,17 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
     return flag;
   };
   if (where_out != nullptr) *where_out = where;
-  return resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
+  auto rs = resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
+  if (rs) {
+    rs->perf.kv_block_tokens = std::max<std::int64_t>(1, rs->memory.block_size);
+    if (s.prefix_hit_rate && !(*s.prefix_hit_rate >= 0 && *s.prefix_hit_rate < 1)) {
+      diags.error("", "--prefix-hit-rate",
+                  fmt::format("{} is not a fraction of prompt tokens in [0, 1)", plain_number(*s.prefix_hit_rate)));
+      return std::nullopt;
+    }
+    rs->perf.prefix_hit_rate = s.prefix_hit_rate.value_or(0.0);
+  }
+  return rs;
 }
 
 void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner) {
@@ -655,6 +665,9 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
   c.add_option("--step-overhead-ms", s.step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
   c.add_option("--kernel-overhead-us", s.kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
   c.add_option("--cpu-per-kernel-us", s.cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");
+  c.add_option("--prefix-hit-rate", s.prefix_hit_rate,
+               "fraction of each prompt's tokens beyond --prefix-tokens found in the prefix cache (whole blocks): not "
+               "computed again (default 0)");
   c.add_flag("--no-calibration", s.no_calibration,
               "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
   c.add_option("--vllm-args", s.vllm_args,

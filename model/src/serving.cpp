@@ -545,9 +545,18 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   return fc;
 }
 
+std::int64_t cached_prompt_tokens(const ServingPerfPlan& plan, std::int64_t prompt) {
+  prompt = std::max<std::int64_t>(1, prompt);
+  const std::int64_t shared = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, prompt - 1);
+  if (!(plan.prefix_hit_rate > 0)) return shared;
+  const std::int64_t block = std::max<std::int64_t>(1, plan.kv_block_tokens);
+  const auto hit = std::int64_t(std::clamp(plan.prefix_hit_rate, 0.0, 1.0) * double(prompt - shared)) / block * block;
+  return std::min(prompt - 1, shared + hit);
+}
+
 ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt) {
   prompt = std::max<std::int64_t>(1, prompt);
-  const std::int64_t cached = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, prompt - 1);
+  const std::int64_t cached = cached_prompt_tokens(plan, prompt);
   return ForwardBatch{0, 1, 0, 1.0, prompt - cached, cached, true};
 }
 
@@ -679,9 +688,14 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
     if (plan.pp > 1)
       ss.derivation.notes.push_back(fmt::format("PP {}: {} micro-batches of {:g} sequences in flight", plan.pp, plan.pp, micro));
     if (cached > 0)
-      ss.derivation.notes.push_back(fmt::format("prefix cache: {} of the {} prompt tokens are cached (the shared prefix's "
-                                                "full blocks); each prompt computes {} new tokens attending to them",
-                                                cached, isl, fresh));
+      ss.derivation.notes.push_back(fmt::format(
+          "prefix cache: {} of the {} prompt tokens are cached ({}whole blocks: not computed again); each prompt "
+          "computes {} new tokens attending to them",
+          cached, isl,
+          plan.prefix_hit_rate > 0 ? fmt::format("the shared prefix's {} and a {:g} hit rate on the rest, in ",
+                                                 std::min(plan.cached_prefix_tokens, isl - 1), plan.prefix_hit_rate)
+                                   : std::string("the shared prefix's "),
+          fresh));
   }
   return ss;
 }

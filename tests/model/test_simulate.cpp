@@ -164,11 +164,13 @@ struct Agreement {
 
 /// The planner at `rate` with the TTFT percentile at the median, and the simulator under Poisson arrivals of fixed
 /// lengths at the same rate on one replica of the planner's TP (KV blocks from the same memory model).
-Agreement agree(const std::string& id, int tp, std::int64_t isl, std::int64_t osl, double rate) {
+Agreement agree(const std::string& id, int tp, std::int64_t isl, std::int64_t osl, double rate,
+                double prefix_hit_rate = 0.0) {
   const auto& a = arch(id);
   const auto params = model::parameter_counts(a, Explain::off);
   model::ServingPerfPlan p;
   p.tp = tp;
+  p.prefix_hit_rate = prefix_hit_rate;
   model::Traffic tr;
   tr.requests_per_s = rate;
   tr.input_tokens = isl;
@@ -190,6 +192,7 @@ Agreement agree(const std::string& id, int tp, std::int64_t isl, std::int64_t os
   spec.input = {model::LengthSampler::Kind::fixed, double(isl), double(isl)};
   spec.output = {model::LengthSampler::Kind::fixed, double(osl), double(osl)};
   model::SimOptions so;
+  REQUIRE(mem.plan.block_size == p.kv_block_tokens);  // the planner's and the simulator's hits in the same blocks
   so.block_size = mem.plan.block_size;
   so.kv_blocks = mem.kv_token_capacity / mem.plan.block_size;
   const auto r = model::simulate_serving(a, p, h100(), model::generate_requests(spec), so);
@@ -250,4 +253,67 @@ TEST_CASE("short prompts: the planner's TTFT holds the wait for the running iter
   // The term: at least half a mean iteration, and here (one iteration in five carries a prompt) under one.
   CHECK(g.planner_iteration_wait >= 0.5 * g.planner_itl);
   CHECK(g.planner_iteration_wait < g.planner_itl);
+}
+
+// Issue #28 deliverable 4: prefix caching saves time. A hit rate h finds ⌊h·(prompt − shared prefix) / block⌋ whole
+// blocks of each prompt in the prefix cache; they are not computed again, the new tokens attend to them.
+TEST_CASE("the prefix-cache hit rate: cached tokens in whole blocks, the same rule in the planner and the simulator") {
+  model::ServingPerfPlan p;
+  CHECK(model::cached_prompt_tokens(p, 2048) == 0);
+  p.prefix_hit_rate = 0.5;
+  CHECK(model::cached_prompt_tokens(p, 2048) == 1024);
+  p.prefix_hit_rate = 0.3;  // 614.4 tokens: 38 blocks of 16
+  CHECK(model::cached_prompt_tokens(p, 2048) == 608);
+  p.prefix_hit_rate = 0.5;
+  p.cached_prefix_tokens = 1488;  // a shared prefix of 93 blocks, then half of the other 560 tokens: 17 blocks
+  CHECK(model::cached_prompt_tokens(p, 2048) == 1488 + 272);
+  const model::ForwardBatch fb = model::prompt_pass(p, 2048);
+  CHECK(fb.prefill_tokens == 288);
+  CHECK(fb.prefill_past == 1760);
+  p.prefix_hit_rate = 0.999;  // never the whole prompt: its last token gives the first output token
+  p.cached_prefix_tokens = 0;
+  CHECK(model::cached_prompt_tokens(p, 16) == 0);
+  CHECK(model::cached_prompt_tokens(p, 17) == 16);
+  // The simulator admits a prompt with the same cached tokens: a lone 2048-token prompt at h = 0.5 is one pass of
+  // 1024 new tokens after 1024 cached.
+  p.prefix_hit_rate = 0.5;
+  const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, 2048, 1}}, exact(100000));
+  REQUIRE(r.completed == 1);
+  CHECK(r.ttft.p50 == doctest::Approx(fwd(p, model::ForwardBatch{0, 1, 0, 1.0, 1024, 1024, true})).epsilon(1e-12));
+}
+
+TEST_CASE("prefix caching saves time: TTFT and prefill compute fall with the hit rate in the planner and the simulator") {
+  const auto& a = arch("llama-3.1-8b");
+  double last_flops = 1e300, last_prefill = 1e300, last_plan = 1e300, last_sim = 1e300, last_busy = 1e300;
+  for (double h : {0.0, 0.25, 0.5, 0.75}) {
+    INFO("hit rate " << h);
+    model::ServingPerfPlan p;
+    p.prefix_hit_rate = h;
+    // The planner: one prompt's prefill FLOPs and time, and the steady state's TTFT.
+    const double flops = model::forward_cost(a, p, model::prompt_pass(p, 2048), h100(), Explain::off).flops.raw();
+    const double prefill = model::prefill_time(a, p, 1, 2048, h100()).raw();
+    CHECK(flops < last_flops);
+    CHECK(prefill < last_prefill);
+    // The GEMM work is linear in the new tokens: at h = 0.5 about half (attention to the cached half stays).
+    if (h == 0.5) {
+      model::ServingPerfPlan none;
+      const double full = model::forward_cost(a, none, model::prompt_pass(none, 2048), h100(), Explain::off).flops.raw();
+      CHECK(flops / full > 0.45);
+      CHECK(flops / full < 0.60);
+    }
+    last_flops = flops;
+    last_prefill = prefill;
+    // Planner and simulator at 2048/256, 8 req/s: the planned TTFT, the simulated mean TTFT and the engine's busy
+    // time all fall, and they agree within 10% at every hit rate.
+    const Agreement g = agree("llama-3.1-8b", 1, 2048, 256, 8.0, h);
+    INFO("planner TTFT " << g.planner_ttft << " s, simulated mean " << g.sim_ttft_mean << " s");
+    CHECK(g.planner_ttft < last_plan);
+    CHECK(g.sim_ttft_mean < last_sim);
+    CHECK(g.sim_iteration < last_busy);
+    CHECK(off(g.sim_ttft_mean, g.planner_ttft) < 0.10);
+    CHECK(off(g.sim_itl_mean, g.planner_itl) < 0.10);
+    last_plan = g.planner_ttft;
+    last_sim = g.sim_ttft_mean;
+    last_busy = g.sim_iteration;
+  }
 }

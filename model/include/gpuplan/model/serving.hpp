@@ -80,6 +80,11 @@ struct ServingPerfPlan {
   /// automatic prefix caching and SGLang's radix cache reuse its full blocks): their prefill is not computed again,
   /// the new tokens attend to them. 0 = no prefix caching.
   std::int64_t cached_prefix_tokens = 0;
+  /// Share of each prompt's tokens beyond the shared prefix that the prefix cache already holds when it arrives
+  /// (vLLM's prefix-cache hit rate, counted in tokens: earlier turns of a conversation, documents asked about again),
+  /// found in whole KV blocks of `kv_block_tokens`: not computed again, the new tokens attend to them. 0 = none.
+  double prefix_hit_rate = 0.0;
+  std::int64_t kv_block_tokens = 16;  ///< KV block size (prefix-cache hits come in whole blocks)
 };
 
 /// Takes the per-kernel costs measured by a calibration profile (graph replay gap, eager launch interval) when it has
@@ -120,8 +125,13 @@ struct ForwardCost {
 ForwardCost forward_cost(const wl::TransformerArch& arch, const ServingPerfPlan& plan, const ForwardBatch& batch,
                          const ServingSystem& sys, Explain explain = Explain::on);
 
+/// Prompt tokens the prefix cache holds when a prompt of `prompt` tokens arrives: the shared prefix
+/// (cached_prefix_tokens) and the share prefix_hit_rate of the rest, rounded down to whole KV blocks; at most
+/// prompt − 1 (the last token is always computed: its logits give the first output token).
+std::int64_t cached_prompt_tokens(const ServingPerfPlan& plan, std::int64_t prompt);
+
 /// One prompt of `prompt` tokens as a single forward pass: its new tokens (the prompt less the cached prefix,
-/// ServingPerfPlan::cached_prefix_tokens) attending to the cached ones, the LM head on the last token.
+/// cached_prompt_tokens) attending to the cached ones, the LM head on the last token.
 ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt);
 
 /// Prefill of `batch` prompts of `prompt` tokens as one pass (chunked by the plan's token budget when it is
