@@ -102,6 +102,9 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
   }
   o["per_tp"] = ordered_json::array();
   for (const auto& c : r.per_tp) o["per_tp"].push_back(cand(c));
+  o["ttft_frontier"] = ordered_json::array();
+  for (const auto& f : r.ttft_frontier)
+    o["ttft_frontier"].push_back({{"ttft_s", f.ttft.raw()}, {"gpus", f.gpus}, {"batch", f.batch}});
   if (r.disaggregated) {
     const auto& d = *r.disaggregated;
     o["disaggregated"] = {{"prefill_gpus", d.prefill_gpus}, {"decode_gpus", d.decode_gpus}, {"gpus", d.gpus},

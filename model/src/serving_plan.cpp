@@ -257,6 +257,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   };
 
   bool any_fit = false;
+  std::vector<TtftFrontierPoint> frontier_points;  // the candidates (TTFT, GPUs, batch) of the best layout so far
   const std::vector<int> pps = options.pp_options.empty() ? std::vector<int>{1, 2, 4, 8, 16} : options.pp_options;
   for (int pp : pps) {
     if (any_fit && options.pp_options.empty()) break;  // automatic: PP only while no TP size fits
@@ -296,13 +297,19 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       p.pp = pp;
       if (a.moe && p.ep > tp) p.ep = tp;
       std::optional<ServingCandidate> best_tp;
+      std::vector<TtftFrontierPoint> points;
       for (std::int64_t B : batch_grid(cap)) {
         ServingCandidate c = evaluate(tp, B, cap, p);
+        if ((!sla.itl || c.itl <= *sla.itl) && c.replicas < static_cast<std::int64_t>(kMaxReplicas))
+          points.push_back({c.ttft, c.gpus, c.batch});
         if (!best_tp || better(c, *best_tp)) best_tp = c;
       }
       if (best_tp) {
         r.per_tp.push_back(*best_tp);
-        if (!r.best || better(*best_tp, *r.best)) r.best = best_tp;
+        if (!r.best || better(*best_tp, *r.best)) {
+          r.best = best_tp;
+          frontier_points = std::move(points);
+        }
       }
     }
   }
@@ -314,6 +321,37 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   // Where the steady state stops describing the answer (#28): a prompt's own prefill taking most of the TTFT target
   // leaves the queue almost no room, so the replica count climbs steeply as the target tightens (small batches,
   // many replicas) - the cliff a planner should see coming.
+  // The best layout's TTFT–GPU frontier: sorted by TTFT, each point kept when it needs fewer GPUs than every point of
+  // a smaller TTFT (the fewest GPUs for a target between its TTFT and the next one's).
+  std::sort(frontier_points.begin(), frontier_points.end(),
+            [](const TtftFrontierPoint& x, const TtftFrontierPoint& y) {
+              return x.ttft != y.ttft ? x.ttft < y.ttft : x.gpus < y.gpus;
+            });
+  for (const TtftFrontierPoint& f : frontier_points)
+    if (r.ttft_frontier.empty() || f.gpus < r.ttft_frontier.back().gpus) r.ttft_frontier.push_back(f);
+  // The TTFT target binds steeply when a looser one would save a third of the GPUs or more: say so, with the steps.
+  if (sla.ttft && r.best && r.ttft_frontier.size() >= 2 &&
+      2 * r.best->gpus >= 3 * r.ttft_frontier.back().gpus) {
+    // The steps where the GPU count falls by a quarter or more (and the plan's own), up to eight.
+    std::string steps;
+    std::int64_t shown = 0, last_gpus = 0;
+    for (std::size_t i = 0; i < r.ttft_frontier.size() && shown < 8; ++i) {
+      const TtftFrontierPoint& f = r.ttft_frontier[i];
+      const bool last = i + 1 == r.ttft_frontier.size();
+      const bool own = f.gpus == r.best->gpus;
+      if (shown > 0 && !last && !own && double(f.gpus) > 0.75 * double(last_gpus)) continue;
+      steps += fmt::format("{}{}: {} GPUs (batch {}{})", shown > 0 ? "; " : "", format(f.ttft), f.gpus, f.batch,
+                           own ? ", this plan" : "");
+      last_gpus = f.gpus;
+      ++shown;
+    }
+    r.notes.push_back(fmt::format(
+        "GPUs against the TTFT target at TP {} × PP {} (the fewest GPUs for a p{:g} TTFT target of at least): {}. A tighter "
+        "target forces a smaller batch per replica — the prompts' prefill then rides on fewer, shorter iterations and "
+        "waits less — and each replica serves fewer requests per second, so the GPU count climbs steeply as the target "
+        "nears the prompt's own prefill; replicas are sized for throughput (⌈λ/λ_r⌉), not added to cut queueing",
+        r.best->tp, r.best->pp, sla.percentile * 100, steps));
+  }
   if (sla.ttft && r.best) {
     const Seconds own = r.best->ttft - r.best->queue_wait - r.best->iteration_wait;
     const char* advice =

@@ -766,6 +766,50 @@ TEST_SUITE("serving planner") {
     CHECK(has_note(tight, own_t > own * 0.5 ? "exceeds the TTFT target" : "of the TTFT target"));
   }
 
+  TEST_CASE("the TTFT–GPU frontier: each step is what the planner answers for that target, and a cliff is explained") {
+    // Llama 3.1 70B, 2048 in / 500 out at 20 req/s on TP 8: a 170 ms p99 target is near the prompt's own prefill.
+    const auto& a = arch("llama-3.1-70b");
+    const auto params = model::parameter_counts(a, Explain::off);
+    model::Traffic tr{20.0, 2048, 500, std::nullopt, std::nullopt};
+    model::ServingPlanOptions opt;
+    opt.tp_options = {8};
+    auto plan_at = [&](double ttft_s) {
+      model::Sla sla;
+      sla.ttft = units::seconds(ttft_s);
+      return model::plan_serving(a, params, plan_of(), tr, sla, h100(), opt, Explain::off);
+    };
+    const auto r = plan_at(0.17);
+    REQUIRE(r.feasible);
+    REQUIRE(r.ttft_frontier.size() >= 3);
+    for (std::size_t i = 1; i < r.ttft_frontier.size(); ++i) {
+      CHECK(r.ttft_frontier[i].ttft > r.ttft_frontier[i - 1].ttft);
+      CHECK(r.ttft_frontier[i].gpus < r.ttft_frontier[i - 1].gpus);
+    }
+    // Planning again with a step's TTFT as the target answers that step's GPUs and batch; a hair below it, more GPUs.
+    for (std::size_t i = 0; i < std::min<std::size_t>(4, r.ttft_frontier.size()); ++i) {
+      const auto& f = r.ttft_frontier[i];
+      CAPTURE(i);
+      const auto at = plan_at(f.ttft.raw() * (1.0 + 1e-9));
+      REQUIRE(at.feasible);
+      CHECK(at.best->gpus == f.gpus);
+      CHECK(at.best->batch == f.batch);
+      if (i > 0) CHECK(plan_at(f.ttft.raw() * (1.0 - 1e-9)).best->gpus > f.gpus);
+    }
+    // The plan's own step is on the frontier, and a looser target saves over a third of the GPUs: the note says so.
+    bool own = false;
+    for (const auto& f : r.ttft_frontier) own = own || (f.gpus == r.best->gpus && f.batch == r.best->batch);
+    CHECK(own);
+    REQUIRE(2 * r.best->gpus >= 3 * r.ttft_frontier.back().gpus);
+    bool noted = false;
+    for (const auto& n : r.notes) noted = noted || n.rfind("GPUs against the TTFT target at TP 8 × PP 1", 0) == 0;
+    CHECK(noted);
+    // With a target past the frontier's last step there is no cliff to explain.
+    const auto loose = plan_at(r.ttft_frontier.back().ttft.raw() * 1.01);
+    REQUIRE(loose.feasible);
+    CHECK(loose.best->gpus == loose.ttft_frontier.back().gpus);
+    for (const auto& n : loose.notes) CHECK(n.find("GPUs against the TTFT target") == std::string::npos);
+  }
+
   TEST_CASE("a closed loop of users: λ = N / (TTFT + R + (osl − 1)·ITL + think time), no queueing, replicas for it") {
     const auto& a = arch("llama-3.1-70b");
     const auto params = model::parameter_counts(a, Explain::off);

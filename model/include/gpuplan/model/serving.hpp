@@ -271,6 +271,14 @@ struct ServingPlanOptions {
   ServingMemoryPlan memory;  ///< engine memory knobs (fraction, block size, overheads); tp/pp/context set per try
 };
 
+/// One step of the TTFT–GPU trade-off of a layout: the fewest GPUs whose TTFT (at the SLA percentile) is within
+/// `ttft`, at `batch` concurrent sequences per replica.
+struct TtftFrontierPoint {
+  units::Seconds ttft{};
+  std::int64_t gpus = 0;
+  std::int64_t batch = 0;
+};
+
 struct ServingPlanResult {
   Traffic traffic;
   Sla sla;
@@ -278,6 +286,10 @@ struct ServingPlanResult {
   std::optional<ServingCandidate> best;     ///< cheapest that meets the SLA, else the best achievable
   std::vector<ServingCandidate> per_tp;     ///< the best of each TP size
   std::optional<DisaggregatedPlan> disaggregated;
+  /// The best layout's (TP × PP) GPUs against the TTFT target, over its batch sizes that meet the ITL target: TTFT
+  /// ascending, GPUs strictly descending (each point the fewest GPUs for any target from its TTFT up to the next
+  /// point's). Where a tight target meets a steep step, this is the cliff.
+  std::vector<TtftFrontierPoint> ttft_frontier;
   units::Bytes kv_bytes_per_token{};
   std::vector<std::string> reasons;         ///< why no layout meets the SLA
   std::vector<std::string> notes;
