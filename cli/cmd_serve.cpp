@@ -62,6 +62,7 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
                         {"ttft_s", c.ttft.raw()},
                         {"itl_s", c.itl.raw()},
                         {"queue_wait_s", c.queue_wait.raw()},
+                        {"iteration_wait_s", c.iteration_wait.raw()},
                         {"queue_load", c.queue_rho},
                         {"prefill_service_s", c.prefill_service.raw()},
                         {"tokens_per_s", c.state.output_tokens_per_s},
@@ -102,6 +103,9 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
   }
   o["per_tp"] = ordered_json::array();
   for (const auto& c : r.per_tp) o["per_tp"].push_back(cand(c));
+  o["ttft_frontier"] = ordered_json::array();
+  for (const auto& f : r.ttft_frontier)
+    o["ttft_frontier"].push_back({{"ttft_s", f.ttft.raw()}, {"gpus", f.gpus}, {"batch", f.batch}});
   if (r.disaggregated) {
     const auto& d = *r.disaggregated;
     o["disaggregated"] = {{"prefill_gpus", d.prefill_gpus}, {"decode_gpus", d.decode_gpus}, {"gpus", d.gpus},
@@ -551,8 +555,9 @@ std::vector<Section> planner_sections(const ResolvedServing& rs, const model::Se
                 {"per replica", fmt::format("{} concurrent sequences (KV holds {}), {:.3g} req/s, {:.0f} output tok/s",
                                             b.batch, b.max_batch_memory, b.replica_requests_per_s,
                                             b.state.output_tokens_per_s)},
-                {"TTFT", fmt::format("{} at p{} ({} prefill, {} queueing)", ms(b.ttft), plain_number(rs.percentile),
-                                     ms(b.ttft - b.queue_wait), ms(b.queue_wait))},
+                {"TTFT", fmt::format("{} at p{} ({} prefill, {} for the running iteration, {} queueing)", ms(b.ttft),
+                                     plain_number(rs.percentile), ms(b.ttft - b.queue_wait - b.iteration_wait),
+                                     ms(b.iteration_wait), ms(b.queue_wait))},
                 {"ITL", fmt::format("{} (decode-only step {})", ms(b.itl), ms(b.state.itl_decode_only))},
                 {"cost", b.cost_rate.raw() > 0 ? fmt::format("${:.2f}/hour, ${:.3g} per million output tokens, at {}",
                                                              u::to_usd_per_hour(b.cost_rate), b.cost_per_mtok_usd,
@@ -635,7 +640,17 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
     return flag;
   };
   if (where_out != nullptr) *where_out = where;
-  return resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
+  auto rs = resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
+  if (rs) {
+    rs->perf.kv_block_tokens = std::max<std::int64_t>(1, rs->memory.block_size);
+    if (s.prefix_hit_rate && !(*s.prefix_hit_rate >= 0 && *s.prefix_hit_rate < 1)) {
+      diags.error("", "--prefix-hit-rate",
+                  fmt::format("{} is not a fraction of prompt tokens in [0, 1)", plain_number(*s.prefix_hit_rate)));
+      return std::nullopt;
+    }
+    rs->perf.prefix_hit_rate = s.prefix_hit_rate.value_or(0.0);
+  }
+  return rs;
 }
 
 void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner) {
@@ -654,6 +669,9 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
   c.add_option("--step-overhead-ms", s.step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
   c.add_option("--kernel-overhead-us", s.kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
   c.add_option("--cpu-per-kernel-us", s.cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");
+  c.add_option("--prefix-hit-rate", s.prefix_hit_rate,
+               "fraction of each prompt's tokens beyond --prefix-tokens found in the prefix cache (whole blocks): not "
+               "computed again (default 0)");
   c.add_flag("--no-calibration", s.no_calibration,
               "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
   c.add_option("--vllm-args", s.vllm_args,

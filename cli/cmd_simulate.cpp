@@ -27,7 +27,6 @@ struct SimFlags {
   long long requests = 1000;
   std::optional<std::string> input_lengths, output_lengths;
   long long seed = 1;
-  double prefix_hit_rate = 0.0;
   std::optional<double> series_s;
 };
 
@@ -98,7 +97,7 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   ServeContext ctx;
   auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx);
   if (!resolved) return report(diags);
-  const ResolvedServing& rs = *resolved;
+  ResolvedServing& rs = *resolved;
   const bool trace = !sf.trace.empty();
   // Flag checks (exit 2): arrivals, lengths, options.
   if (trace && cmd.count("--rate") > 0)
@@ -116,9 +115,6 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   if (sf.requests < 1 || sf.requests > 100'000'000)
     diags.error("", "--requests", fmt::format("{} is not a request count in [1, 10⁸]", sf.requests));
   if (sf.seed < 0) diags.error("", "--seed", fmt::format("{} is not a seed ≥ 0", sf.seed));
-  if (!(sf.prefix_hit_rate >= 0 && sf.prefix_hit_rate < 1))
-    diags.error("", "--prefix-hit-rate",
-                fmt::format("{} is not a fraction of prompt tokens in [0, 1)", plain_number(sf.prefix_hit_rate)));
   if (sf.series_s && !(*sf.series_s > 0 && *sf.series_s < 1e9))
     diags.error("", "--series-s", fmt::format("{} is not an interval in (0, 10⁹) seconds", plain_number(*sf.series_s)));
   if (rs.perf.pp > 1)
@@ -198,7 +194,7 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   model::SimOptions opt;
   opt.block_size = block;
   opt.kv_blocks = mem.kv_token_capacity / block;
-  opt.prefix_hit_rate = sf.prefix_hit_rate;
+  rs.perf.kv_block_tokens = block;  // prefix-cache hits in the engine's blocks
   opt.series_interval_s = sf.series_s.value_or(0.0);
   const model::SimResult r = model::simulate_serving(rs.arch, rs.perf, rs.sys, requests, opt);
 
@@ -226,7 +222,7 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
                    {"block_size", block},
                    {"kv_blocks", opt.kv_blocks},
                    {"shared_prefix_tokens", rs.perf.cached_prefix_tokens},
-                   {"prefix_hit_rate", sf.prefix_hit_rate}};
+                   {"prefix_hit_rate", rs.perf.prefix_hit_rate}};
     o["workload"] = workload;
     o["requests"] = r.requests;
     o["completed"] = r.completed;
@@ -325,9 +321,6 @@ void register_simulate(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--output-lengths", sf->output_lengths,
                 "output lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --output-tokens)");
   c->add_option("--seed", sf->seed, "seed of the synthetic arrivals and lengths")->capture_default_str();
-  c->add_option("--prefix-hit-rate", sf->prefix_hit_rate,
-                "fraction of each prompt's tokens found in the prefix cache (whole blocks), beyond --prefix-tokens")
-      ->capture_default_str();
   c->add_option("--series-s", sf->series_s, "print a time series sample every this many simulated seconds");
   add_format_option(*c, g);
   accept_engine_spellings(*c, g.data_dir);

@@ -34,6 +34,7 @@ struct ServeFlags {
   std::optional<std::string> draft_model;
   std::optional<double> draft_ms;
   std::optional<std::string> input_dist, output_dist;
+  std::optional<double> prefix_hit_rate;
   bool no_calibration = false;
   /// A whole `vllm serve ...` / `python -m sglang.launch_server ...` line (TEXT, @FILE or - for stdin) and the vLLM or
   /// SGLang spellings typed among gpuplan's flags (CLI11's extras): engine_args.hpp.

@@ -545,9 +545,18 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   return fc;
 }
 
+std::int64_t cached_prompt_tokens(const ServingPerfPlan& plan, std::int64_t prompt) {
+  prompt = std::max<std::int64_t>(1, prompt);
+  const std::int64_t shared = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, prompt - 1);
+  if (!(plan.prefix_hit_rate > 0)) return shared;
+  const std::int64_t block = std::max<std::int64_t>(1, plan.kv_block_tokens);
+  const auto hit = std::int64_t(std::clamp(plan.prefix_hit_rate, 0.0, 1.0) * double(prompt - shared)) / block * block;
+  return std::min(prompt - 1, shared + hit);
+}
+
 ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt) {
   prompt = std::max<std::int64_t>(1, prompt);
-  const std::int64_t cached = std::clamp<std::int64_t>(plan.cached_prefix_tokens, 0, prompt - 1);
+  const std::int64_t cached = cached_prompt_tokens(plan, prompt);
   return ForwardBatch{0, 1, 0, 1.0, prompt - cached, cached, true};
 }
 
@@ -639,6 +648,10 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   ss.itl_decode_only = decode_step_time(a, plan, batch, ctx, sys);
   const Seconds lo = n_lo > 0 ? (frac > 0 ? pass(n_lo, Explain::off).total : it.total) : ss.itl_decode_only;
   ss.iteration = frac > 0 ? lo * (1.0 - frac) + it.total * frac : lo;
+  // The mean residual of the running iteration at a random arrival: E[I²] / (2·E[I]) over the mix of the two passes.
+  const double i2 = frac > 0 ? (1.0 - frac) * lo.raw() * lo.raw() + frac * it.total.raw() * it.total.raw()
+                             : lo.raw() * lo.raw();
+  ss.iteration_residual = Seconds(i2 / (2.0 * ss.iteration.raw()) / pp);
   ss.prefill = prefill_time(a, plan, 1, isl, sys);
   // A prompt's own chunks ride on iterations that carry at least one chunk.
   const Seconds carrying = n < 1.0 ? it.total : ss.iteration;
@@ -652,14 +665,17 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                      "Continuous batching, steady state",
                      "n = B/osl · isl / chunk chunks per iteration ; iteration = (1 − φ)·forward(B decodes, ⌊n⌋ chunks) "
                      "+ φ·forward(B decodes, ⌈n⌉ chunks), φ = n − ⌊n⌋ ; ITL = iteration ; throughput = B / ITL ; "
-                     "λ = throughput / osl ; TTFT = max(prefill alone, chunks × iteration carrying a chunk)",
+                     "λ = throughput / osl ; TTFT = max(prefill alone, chunks × iteration carrying a chunk) ; "
+                     "R = E[I²] / (2·E[I]) = ((1 − φ)·I_⌊n⌋² + φ·I_⌈n⌉²) / (2·iteration) (÷ PP)",
                      {{"B", std::to_string(batch), "concurrent sequences", Origin::user("--batch")},
                       {"isl", std::to_string(isl), "prompt tokens", Origin::user("--input-tokens")},
                       {"osl", std::to_string(osl), "output tokens", Origin::user("--output-tokens")},
                       {"budget", std::to_string(plan.max_batched_tokens), "tokens per iteration (chunked prefill)",
                        Origin::user("--max-batched-tokens")}},
-                     fmt::format("ITL {}, TTFT {}, {:.0f} output tokens/s, {:.3g} requests/s", format(ss.iteration),
-                                 format(ss.ttft), ss.output_tokens_per_s, ss.requests_per_s),
+                     fmt::format("ITL {}, TTFT {}, {:.0f} output tokens/s, {:.3g} requests/s; an arrival waits R = {} "
+                                 "for the running iteration to end",
+                                 format(ss.iteration), format(ss.ttft), ss.output_tokens_per_s, ss.requests_per_s,
+                                 format(ss.iteration_residual)),
                      {fmt::format("decode-only iteration {}; {:.3g} chunks of {} tokens per iteration on average, an "
                                   "iteration carrying {:g} takes {}; prefill of one prompt alone {}",
                                   format(ss.itl_decode_only), n, chunk, std::max(1.0, std::ceil(n)), format(it.total),
@@ -672,9 +688,14 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
     if (plan.pp > 1)
       ss.derivation.notes.push_back(fmt::format("PP {}: {} micro-batches of {:g} sequences in flight", plan.pp, plan.pp, micro));
     if (cached > 0)
-      ss.derivation.notes.push_back(fmt::format("prefix cache: {} of the {} prompt tokens are cached (the shared prefix's "
-                                                "full blocks); each prompt computes {} new tokens attending to them",
-                                                cached, isl, fresh));
+      ss.derivation.notes.push_back(fmt::format(
+          "prefix cache: {} of the {} prompt tokens are cached ({}whole blocks: not computed again); each prompt "
+          "computes {} new tokens attending to them",
+          cached, isl,
+          plan.prefix_hit_rate > 0 ? fmt::format("the shared prefix's {} and a {:g} hit rate on the rest, in ",
+                                                 std::min(plan.cached_prefix_tokens, isl - 1), plan.prefix_hit_rate)
+                                   : std::string("the shared prefix's "),
+          fresh));
   }
   return ss;
 }

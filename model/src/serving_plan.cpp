@@ -186,9 +186,12 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       const double chunks = std::ceil(double(isl_p) / double(std::min(isl_p, room)));
       ttft_own = std::max(prefill_time(a, pp_plan, 1, isl_p, sys), c.state.iteration * chunks);
     }
-    // Closed loop: each user's cycle is its request's latency plus the think time, so the rate is N / cycle; every
-    // request in flight has a batch slot (replicas are sized for it), so no request queues for one.
-    const double lam = closed ? users / (c.state.ttft + c.itl * double(osl - 1) + traffic.think_time).raw() : lambda;
+    // Closed loop: each user's cycle is its request's latency (the wait for the running iteration included: the engine
+    // starts its next step at once, so the next request lands in one) plus the think time, so the rate is N / cycle;
+    // every request in flight has a batch slot (replicas are sized for it), so no request queues for one.
+    const double lam =
+        closed ? users / (c.state.ttft + c.state.iteration_residual + c.itl * double(osl - 1) + traffic.think_time).raw()
+               : lambda;
     c.requests_per_s = lam;
     bool too_many = false;
     c.replicas = replicas_for(lam / lam_r - 1e-9, too_many);
@@ -211,7 +214,10 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     }
     c.queue_rho = closed ? 0.0 : rho;
     c.queue_wait = closed ? Seconds(0) : prefill_queue_wait(rho, c.prefill_service, sla.percentile, in_d);
-    c.ttft = ttft_own + c.queue_wait;
+    // A prompt joins the batch only between forward passes: it first waits for the running iteration to end. (The
+    // closed loop's next request also lands in a running iteration: the engine starts the next step at once.)
+    c.iteration_wait = c.state.iteration_residual;
+    c.ttft = ttft_own + c.iteration_wait + c.queue_wait;
     c.replica_requests_per_s = lam_r;
     c.gpus = c.replicas * tp * pp_plan.pp;
     if (price) {
@@ -251,6 +257,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   };
 
   bool any_fit = false;
+  std::vector<TtftFrontierPoint> frontier_points;  // the candidates (TTFT, GPUs, batch) of the best layout so far
   const std::vector<int> pps = options.pp_options.empty() ? std::vector<int>{1, 2, 4, 8, 16} : options.pp_options;
   for (int pp : pps) {
     if (any_fit && options.pp_options.empty()) break;  // automatic: PP only while no TP size fits
@@ -290,13 +297,19 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
       p.pp = pp;
       if (a.moe && p.ep > tp) p.ep = tp;
       std::optional<ServingCandidate> best_tp;
+      std::vector<TtftFrontierPoint> points;
       for (std::int64_t B : batch_grid(cap)) {
         ServingCandidate c = evaluate(tp, B, cap, p);
+        if ((!sla.itl || c.itl <= *sla.itl) && c.replicas < static_cast<std::int64_t>(kMaxReplicas))
+          points.push_back({c.ttft, c.gpus, c.batch});
         if (!best_tp || better(c, *best_tp)) best_tp = c;
       }
       if (best_tp) {
         r.per_tp.push_back(*best_tp);
-        if (!r.best || better(*best_tp, *r.best)) r.best = best_tp;
+        if (!r.best || better(*best_tp, *r.best)) {
+          r.best = best_tp;
+          frontier_points = std::move(points);
+        }
       }
     }
   }
@@ -308,8 +321,39 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   // Where the steady state stops describing the answer (#28): a prompt's own prefill taking most of the TTFT target
   // leaves the queue almost no room, so the replica count climbs steeply as the target tightens (small batches,
   // many replicas) - the cliff a planner should see coming.
+  // The best layout's TTFT–GPU frontier: sorted by TTFT, each point kept when it needs fewer GPUs than every point of
+  // a smaller TTFT (the fewest GPUs for a target between its TTFT and the next one's).
+  std::sort(frontier_points.begin(), frontier_points.end(),
+            [](const TtftFrontierPoint& x, const TtftFrontierPoint& y) {
+              return x.ttft != y.ttft ? x.ttft < y.ttft : x.gpus < y.gpus;
+            });
+  for (const TtftFrontierPoint& f : frontier_points)
+    if (r.ttft_frontier.empty() || f.gpus < r.ttft_frontier.back().gpus) r.ttft_frontier.push_back(f);
+  // The TTFT target binds steeply when a looser one would save a third of the GPUs or more: say so, with the steps.
+  if (sla.ttft && r.best && r.ttft_frontier.size() >= 2 &&
+      2 * r.best->gpus >= 3 * r.ttft_frontier.back().gpus) {
+    // The steps where the GPU count falls by a quarter or more (and the plan's own), up to eight.
+    std::string steps;
+    std::int64_t shown = 0, last_gpus = 0;
+    for (std::size_t i = 0; i < r.ttft_frontier.size() && shown < 8; ++i) {
+      const TtftFrontierPoint& f = r.ttft_frontier[i];
+      const bool last = i + 1 == r.ttft_frontier.size();
+      const bool own = f.gpus == r.best->gpus;
+      if (shown > 0 && !last && !own && double(f.gpus) > 0.75 * double(last_gpus)) continue;
+      steps += fmt::format("{}{}: {} GPUs (batch {}{})", shown > 0 ? "; " : "", format(f.ttft), f.gpus, f.batch,
+                           own ? ", this plan" : "");
+      last_gpus = f.gpus;
+      ++shown;
+    }
+    r.notes.push_back(fmt::format(
+        "GPUs against the TTFT target at TP {} × PP {} (the fewest GPUs for a p{:g} TTFT target of at least): {}. A tighter "
+        "target forces a smaller batch per replica — the prompts' prefill then rides on fewer, shorter iterations and "
+        "waits less — and each replica serves fewer requests per second, so the GPU count climbs steeply as the target "
+        "nears the prompt's own prefill; replicas are sized for throughput (⌈λ/λ_r⌉), not added to cut queueing",
+        r.best->tp, r.best->pp, sla.percentile * 100, steps));
+  }
   if (sla.ttft && r.best) {
-    const Seconds own = r.best->ttft - r.best->queue_wait;
+    const Seconds own = r.best->ttft - r.best->queue_wait - r.best->iteration_wait;
     const char* advice =
         "consider disaggregated prefill (--disaggregated), a larger TP for prefill, or prefix caching (--prefix-tokens)";
     if (own > *sla.ttft)
@@ -333,7 +377,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   if (closed && r.best) {
     lambda = r.best->requests_per_s;  // the pools below serve the rate the colocated layout reaches
     r.traffic.requests_per_s = lambda;
-    r.notes.push_back(fmt::format("closed loop: {} users{}: λ = N / (TTFT + (osl − 1)·ITL + think time) = {} req/s at "
+    r.notes.push_back(fmt::format("closed loop: {} users{}: λ = N / (TTFT + R + (osl − 1)·ITL + think time) = {} req/s at "
                                   "the chosen layout (interactive response-time law); no request waits for a batch "
                                   "slot",
                                   *traffic.concurrency,
@@ -434,10 +478,11 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
     r.derivation = {
         "serving.plan",
         "Replicas and GPUs for the traffic",
-        "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + W_p(ρ = λ/replicas · "
-        "S) ; S = (1 − ITL_decode-only / ITL) / λ_r ; $/Mtok = GPUs · price / (λ · osl) · 10⁶",
+        "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + R + W_p(ρ = "
+        "λ/replicas · S) ; S = (1 − ITL_decode-only / ITL) / λ_r ; R = E[I²] / (2·E[I]) ; $/Mtok = GPUs · price / (λ · "
+        "osl) · 10⁶",
         {closed ? DerivationInput{"λ", units::format_number(b.requests_per_s, 4) + " req/s",
-                                  fmt::format("N / (TTFT + (osl − 1)·ITL + Z), N = {} users, Z = {}",
+                                  fmt::format("N / (TTFT + R + (osl − 1)·ITL + Z), N = {} users, Z = {}",
                                               *traffic.concurrency, format(traffic.think_time)),
                                   Origin::user("--concurrency, --think-time-s")}
                 : DerivationInput{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
@@ -455,7 +500,10 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
                     sla.percentile * 100, format(b.ttft), format(b.itl)),
         {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail) at ρ "
                      "= {:.3g}, S = {}: the prefill work a prompt adds to the iterations it rides on",
-                     format(b.queue_wait), b.queue_rho, format(b.prefill_service))},
+                     format(b.queue_wait), b.queue_rho, format(b.prefill_service)),
+         fmt::format("wait for the running iteration R = E[I²] / (2·E[I]) = {}: a prompt joins the batch only at the "
+                     "next step, after the rest of the iteration in progress (the mean residual of the iteration mix)",
+                     format(b.iteration_wait))},
         {st.derivation}};
   }
   return r;

@@ -150,14 +150,8 @@ SimResult simulate_serving(const wl::TransformerArch& arch, const ServingPerfPla
     r.input = std::max<std::int64_t>(1, requests[i].input_tokens);
     r.output = std::max<std::int64_t>(1, requests[i].output_tokens);
     r.arrival = requests[i].arrival_s;
-    // The prompt's cached tokens: the shared prefix (the same clamp as prompt_pass: one token at least is new) and a
-    // hit-rate share of the rest, in whole blocks.
-    std::int64_t hit = std::min(shared, r.input - 1);
-    if (opt.prefix_hit_rate > 0) {
-      const auto extra = std::int64_t(opt.prefix_hit_rate * double(r.input - hit)) / bs * bs;
-      hit = std::min(r.input - 1, hit + extra);
-    }
-    r.hit = hit;
+    // The prompt's cached tokens: the planner's rule (the shared prefix and the hit rate's whole blocks).
+    r.hit = cached_prompt_tokens(plan, r.input);
   }
 
   auto blocks_for = [&](std::int64_t tokens) {

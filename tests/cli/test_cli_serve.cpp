@@ -476,7 +476,7 @@ TEST_CASE("serve --concurrency: closed-loop users size the deployment - the rate
   CHECK(j["traffic"]["concurrency"] == 256);
   CHECK(j["traffic"]["think_time_s"] == 0.0);
   const json& b = j["best"];
-  // λ = N / (TTFT + (osl − 1) · ITL) at the chosen layout; replicas hold it; no queueing for a batch slot.
+  // λ = N / (TTFT + R + (osl − 1) · ITL) at the chosen layout; replicas hold it; no queueing for a batch slot.
   const double lam = j["traffic"]["requests_per_s"].get<double>();
   CHECK(lam > 0);
   const double replicas = b["replicas"].get<double>(), lam_r = b["replica_requests_per_s"].get<double>();
@@ -487,7 +487,7 @@ TEST_CASE("serve --concurrency: closed-loop users size the deployment - the rate
   INFO(text.err);
   REQUIRE(text.rc == 0);
   CHECK(contains(text.out, "64 users, think time 30 s (closed loop: "));
-  CHECK(contains(text.out, "closed loop: 64 users, think time 30 s: λ = N / (TTFT + (osl − 1)·ITL + think time)"));
+  CHECK(contains(text.out, "closed loop: 64 users, think time 30 s: λ = N / (TTFT + R + (osl − 1)·ITL + think time)"));
   // Bad combinations name the flag.
   const Run both = run({"serve", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--concurrency", "2"});
   CHECK(both.rc == kInvalid);

@@ -596,12 +596,17 @@ TEST_SUITE("serving steady state") {
       CHECK(ss.itl_decode_only.raw() == doctest::Approx(d).epsilon(1e-12));
       CHECK(ss.iteration.raw() == doctest::Approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
       CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), f1)).epsilon(1e-12));
+      // An arrival waits for the running iteration: E[I²] / (2·E[I]) over the same mix.
+      CHECK(ss.iteration_residual.raw() ==
+            doctest::Approx((0.75 * d * d + 0.25 * f1 * f1) / (2.0 * (0.75 * d + 0.25 * f1))).epsilon(1e-12));
     }
     // B 128, 2048 in / 100 out: 2621.44 tokens per iteration, n = 1.28: 72% of iterations carry one prompt, 28% two.
     {
       const auto ss = model::steady_state(a, p, 128, 2048, 100, sys, Explain::off);
       const double f1 = pass(128, 2048 + 50, 1, 2048, 0), f2 = pass(128, 2048 + 50, 2, 2048, 0);
       CHECK(ss.iteration.raw() == doctest::Approx(0.72 * f1 + 0.28 * f2).epsilon(1e-9));
+      CHECK(ss.iteration_residual.raw() ==
+            doctest::Approx((0.72 * f1 * f1 + 0.28 * f2 * f2) / (2.0 * (0.72 * f1 + 0.28 * f2))).epsilon(1e-9));
     }
     // B 256, 8000 in / 100 out: prefill-bound; the room of 7936 tokens is one chunk per iteration (n = 1), the
     // prompt in 2 chunks with 32 tokens cached on average.
@@ -611,6 +616,7 @@ TEST_SUITE("serving steady state") {
       const double f1 = pass(256, 8000 + 50, 1, 7936, 32);
       CHECK(ss.iteration.raw() == doctest::Approx(f1).epsilon(1e-12));
       CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), 2 * f1)).epsilon(1e-12));
+      CHECK(ss.iteration_residual.raw() == doctest::Approx(f1 / 2.0).epsilon(1e-12));  // one pass, repeated
     }
   }
 
@@ -681,7 +687,10 @@ TEST_SUITE("serving planner") {
     CHECK(b.gpus == b.replicas * b.tp * b.pp);
     CHECK(b.itl.raw() <= 50e-3);
     CHECK(b.ttft.raw() <= 1.0);
-    CHECK(b.ttft == b.state.ttft + b.queue_wait);
+    CHECK(b.ttft == b.state.ttft + b.iteration_wait + b.queue_wait);
+    // The wait for the running iteration: its mean residual, at least half a mean iteration.
+    CHECK(b.iteration_wait == b.state.iteration_residual);
+    CHECK(b.iteration_wait >= b.itl * (0.5 / double(b.pp)));
     CHECK(b.batch >= 1);
     CHECK(b.batch <= b.max_batch_memory);
     // Enough replicas, and not one more than needed: replicas = ⌈20 / λ_r⌉.
@@ -749,15 +758,59 @@ TEST_SUITE("serving planner") {
     };
     const auto easy = plan_at(10.0);
     REQUIRE(easy.best.has_value());
-    const double own = (easy.best->ttft - easy.best->queue_wait).raw();
+    const double own = (easy.best->ttft - easy.best->queue_wait - easy.best->iteration_wait).raw();
     CHECK_FALSE(has_note(easy, "of the TTFT target"));
     const auto tight = plan_at(own * 0.5);
     REQUIRE(tight.best.has_value());
-    const double own_t = (tight.best->ttft - tight.best->queue_wait).raw();
+    const double own_t = (tight.best->ttft - tight.best->queue_wait - tight.best->iteration_wait).raw();
     CHECK(has_note(tight, own_t > own * 0.5 ? "exceeds the TTFT target" : "of the TTFT target"));
   }
 
-  TEST_CASE("a closed loop of users: λ = N / (TTFT + (osl − 1)·ITL + think time), no queueing, replicas for it") {
+  TEST_CASE("the TTFT–GPU frontier: each step is what the planner answers for that target, and a cliff is explained") {
+    // Llama 3.1 70B, 2048 in / 500 out at 20 req/s on TP 8: a 170 ms p99 target is near the prompt's own prefill.
+    const auto& a = arch("llama-3.1-70b");
+    const auto params = model::parameter_counts(a, Explain::off);
+    model::Traffic tr{20.0, 2048, 500, std::nullopt, std::nullopt};
+    model::ServingPlanOptions opt;
+    opt.tp_options = {8};
+    auto plan_at = [&](double ttft_s) {
+      model::Sla sla;
+      sla.ttft = units::seconds(ttft_s);
+      return model::plan_serving(a, params, plan_of(), tr, sla, h100(), opt, Explain::off);
+    };
+    const auto r = plan_at(0.17);
+    REQUIRE(r.feasible);
+    REQUIRE(r.ttft_frontier.size() >= 3);
+    for (std::size_t i = 1; i < r.ttft_frontier.size(); ++i) {
+      CHECK(r.ttft_frontier[i].ttft > r.ttft_frontier[i - 1].ttft);
+      CHECK(r.ttft_frontier[i].gpus < r.ttft_frontier[i - 1].gpus);
+    }
+    // Planning again with a step's TTFT as the target answers that step's GPUs and batch; a hair below it, more GPUs.
+    for (std::size_t i = 0; i < std::min<std::size_t>(4, r.ttft_frontier.size()); ++i) {
+      const auto& f = r.ttft_frontier[i];
+      CAPTURE(i);
+      const auto at = plan_at(f.ttft.raw() * (1.0 + 1e-9));
+      REQUIRE(at.feasible);
+      CHECK(at.best->gpus == f.gpus);
+      CHECK(at.best->batch == f.batch);
+      if (i > 0) CHECK(plan_at(f.ttft.raw() * (1.0 - 1e-9)).best->gpus > f.gpus);
+    }
+    // The plan's own step is on the frontier, and a looser target saves over a third of the GPUs: the note says so.
+    bool own = false;
+    for (const auto& f : r.ttft_frontier) own = own || (f.gpus == r.best->gpus && f.batch == r.best->batch);
+    CHECK(own);
+    REQUIRE(2 * r.best->gpus >= 3 * r.ttft_frontier.back().gpus);
+    bool noted = false;
+    for (const auto& n : r.notes) noted = noted || n.rfind("GPUs against the TTFT target at TP 8 × PP 1", 0) == 0;
+    CHECK(noted);
+    // With a target past the frontier's last step there is no cliff to explain.
+    const auto loose = plan_at(r.ttft_frontier.back().ttft.raw() * 1.01);
+    REQUIRE(loose.feasible);
+    CHECK(loose.best->gpus == loose.ttft_frontier.back().gpus);
+    for (const auto& n : loose.notes) CHECK(n.find("GPUs against the TTFT target") == std::string::npos);
+  }
+
+  TEST_CASE("a closed loop of users: λ = N / (TTFT + R + (osl − 1)·ITL + think time), no queueing, replicas for it") {
     const auto& a = arch("llama-3.1-70b");
     const auto params = model::parameter_counts(a, Explain::off);
     model::Sla sla;
@@ -773,11 +826,12 @@ TEST_SUITE("serving planner") {
     const auto r = plan_users(256, 0.0);
     REQUIRE(r.feasible);
     const auto& b = *r.best;
-    const double cycle = (b.state.ttft + b.itl * 499.0).raw();
+    const double cycle = (b.state.ttft + b.state.iteration_residual + b.itl * 499.0).raw();
     CHECK(b.requests_per_s == doctest::Approx(256.0 / cycle).epsilon(1e-12));
     CHECK(r.traffic.requests_per_s == b.requests_per_s);
     CHECK(b.queue_wait.raw() == 0.0);
-    CHECK(b.ttft == b.state.ttft);
+    CHECK(b.iteration_wait == b.state.iteration_residual);  // no queue: the whole running iteration's residual
+    CHECK(b.ttft == b.state.ttft + b.iteration_wait);
     CHECK(double(b.replicas) * b.replica_requests_per_s >= b.requests_per_s);
     CHECK(double(b.replicas - 1) * b.replica_requests_per_s < b.requests_per_s);
     CHECK(b.cost_per_mtok_usd ==

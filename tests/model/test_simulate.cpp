@@ -158,16 +158,19 @@ TEST_CASE("Poisson and Gamma arrivals have the rate and the burstiness asked for
 namespace {
 
 struct Agreement {
-  double planner_ttft = 0, planner_itl = 0, sim_ttft_p50 = 0, sim_itl_mean = 0, sim_iteration = 0;
+  double planner_ttft = 0, planner_itl = 0, planner_iteration_wait = 0, planner_rho = 0, sim_ttft_p50 = 0,
+         sim_ttft_mean = 0, sim_itl_mean = 0, sim_iteration = 0;
 };
 
 /// The planner at `rate` with the TTFT percentile at the median, and the simulator under Poisson arrivals of fixed
 /// lengths at the same rate on one replica of the planner's TP (KV blocks from the same memory model).
-Agreement agree(const std::string& id, int tp, std::int64_t isl, std::int64_t osl, double rate) {
+Agreement agree(const std::string& id, int tp, std::int64_t isl, std::int64_t osl, double rate,
+                double prefix_hit_rate = 0.0) {
   const auto& a = arch(id);
   const auto params = model::parameter_counts(a, Explain::off);
   model::ServingPerfPlan p;
   p.tp = tp;
+  p.prefix_hit_rate = prefix_hit_rate;
   model::Traffic tr;
   tr.requests_per_s = rate;
   tr.input_tokens = isl;
@@ -189,20 +192,29 @@ Agreement agree(const std::string& id, int tp, std::int64_t isl, std::int64_t os
   spec.input = {model::LengthSampler::Kind::fixed, double(isl), double(isl)};
   spec.output = {model::LengthSampler::Kind::fixed, double(osl), double(osl)};
   model::SimOptions so;
+  REQUIRE(mem.plan.block_size == p.kv_block_tokens);  // the planner's and the simulator's hits in the same blocks
   so.block_size = mem.plan.block_size;
   so.kv_blocks = mem.kv_token_capacity / mem.plan.block_size;
   const auto r = model::simulate_serving(a, p, h100(), model::generate_requests(spec), so);
   REQUIRE(r.completed == spec.count);
   CHECK(r.preemptions == 0);
-  return {plan.best->ttft.raw(), plan.best->itl.raw(), r.ttft.p50, r.itl.mean, r.busy_s / double(r.iterations)};
+  return {plan.best->ttft.raw(), plan.best->itl.raw(), plan.best->iteration_wait.raw(), plan.best->queue_rho,
+          r.ttft.p50, r.ttft.mean, r.itl.mean, r.busy_s / double(r.iterations)};
 }
 
 }  // namespace
 
-// Issue #28 deliverable 2. Where the planner's steady state holds (Poisson arrivals, moderate load, fixed lengths,
-// prompts whose prefill is long against one decode iteration) its median TTFT and mean ITL agree with the simulation
-// within 10% (measured with the built-in defaults: 0.7%, 0.5% and 3.2% on TTFT; 2.0%, 2.3% and 0.1% on ITL).
-TEST_CASE("the planner's median TTFT and mean ITL agree with the simulator within 10% in steady state") {
+/// |simulated / planned − 1| (doctest's Approx adds 1 to the scale: at 0.04 s and epsilon 0.1 it would accept 0.1 s).
+double off(double simulated, double planned) { return std::abs(simulated / planned - 1.0); }
+
+// Issue #28 deliverable 2. Where the planner's steady state holds (Poisson arrivals, moderate load, fixed lengths) its
+// TTFT and mean ITL agree with the simulation within 10%. At p50 with the prompt queue's load ρ ≤ 0.5 the planner's
+// TTFT is a mean (the Pollaczek–Khinchine mean wait is its floor at every percentile, and R is the mean residual), so
+// it is held against the simulated mean. Measured with the built-in defaults, simulated against planned, TTFT mean:
+// −2.2%, −3.8%, −0.5%, +6.8%, −0.6%; ITL: −2.0%, +2.3%, +0.1%, +0.9%, +7.1%. Without the wait for the running
+// iteration R (before 2026-11-27) the TTFT was +19%, +8%, +17%, +37% and +17% off: the last two cases are the ones
+// that showed it (short prompts at a high rate; long prompts, whose prefill iterations are long).
+TEST_CASE("the planner's TTFT and mean ITL agree with the simulator within 10% in steady state") {
   struct Case {
     const char* model;
     int tp;
@@ -210,25 +222,98 @@ TEST_CASE("the planner's median TTFT and mean ITL agree with the simulator withi
     double rate;
   };
   for (const Case& c : {Case{"llama-3.1-8b", 1, 1024, 256, 10.0}, Case{"llama-3.1-8b", 1, 2048, 512, 3.0},
-                        Case{"llama-3.1-70b", 4, 1024, 256, 3.0}}) {
+                        Case{"llama-3.1-70b", 4, 1024, 256, 3.0}, Case{"llama-3.1-8b", 1, 512, 256, 20.0},
+                        Case{"llama-3.1-8b", 1, 4096, 128, 4.0}}) {
     INFO(c.model << " TP " << c.tp << " " << c.isl << "/" << c.osl << " at " << c.rate << " req/s");
     const Agreement g = agree(c.model, c.tp, c.isl, c.osl, c.rate);
-    CHECK(g.sim_ttft_p50 == doctest::Approx(g.planner_ttft).epsilon(0.10));
-    CHECK(g.sim_itl_mean == doctest::Approx(g.planner_itl).epsilon(0.10));
+    INFO("planner TTFT " << g.planner_ttft << " s (R " << g.planner_iteration_wait << " s), simulated mean "
+                         << g.sim_ttft_mean << " s, p50 " << g.sim_ttft_p50 << " s; ITL " << g.planner_itl
+                         << " s, simulated " << g.sim_itl_mean << " s");
+    REQUIRE(g.planner_rho <= 0.5);  // the planner's p50 is its mean wait
+    CHECK(off(g.sim_ttft_mean, g.planner_ttft) < 0.10);
+    CHECK(off(g.sim_itl_mean, g.planner_itl) < 0.10);
     // The planner's ITL is the mean iteration; the simulated engine's mean iteration is the same quantity.
-    CHECK(g.sim_iteration == doctest::Approx(g.planner_itl).epsilon(0.05));
+    CHECK(off(g.sim_iteration, g.planner_itl) < 0.05);
+    // The median: below the mean (the waits are skewed), within 30% of the planner's figure.
+    CHECK(g.sim_ttft_p50 < g.sim_ttft_mean);
+    CHECK(off(g.sim_ttft_p50, g.planner_ttft) < 0.30);
   }
 }
 
-// Where they disagree, the simulator is right about the engine it models: a prompt arrives while an iteration runs
-// and joins the batch only at the next step (vLLM schedules between forward passes), so it first waits out the
-// running iteration, E[I²] / (2·E[I]) ≥ half a mean iteration. The planner's TTFT leaves that wait out; it shows
-// when the prompt's own prefill is short against an iteration (here 512-token prompts on Llama 3.1 8B at 20 req/s:
-// the simulator's median is ~18% above the planner's, by about half an iteration).
-TEST_CASE("short prompts: the planner's TTFT misses the wait for the running iteration to end") {
+// A prompt arrives while an iteration runs and joins the batch only at the next step (vLLM schedules between forward
+// passes), so it first waits out the running iteration: on average R = E[I²] / (2·E[I]) ≥ half a mean iteration.
+// Until 2026-11-27 the planner left this out; it shows most when a prompt's own prefill is short against an
+// iteration: 512-token prompts on Llama 3.1 8B at 20 req/s, simulated mean 30.1 ms against the planner's 22.0 ms.
+TEST_CASE("short prompts: the planner's TTFT holds the wait for the running iteration to end") {
   const Agreement g = agree("llama-3.1-8b", 1, 512, 256, 20.0);
-  const double gap = g.sim_ttft_p50 - g.planner_ttft;
-  CHECK(gap > 0.10 * g.planner_ttft);                                   // beyond the 10% of the agreement test
-  CHECK(gap == doctest::Approx(0.5 * g.sim_iteration).epsilon(0.35));  // about half an iteration
-  CHECK(g.sim_itl_mean == doctest::Approx(g.planner_itl).epsilon(0.05));  // ITL still agrees
+  CHECK(off(g.sim_ttft_mean, g.planner_ttft) < 0.10);
+  // Without the term the planner misses by more than the agreement test's 10%: the test above would fail.
+  const double without = g.planner_ttft - g.planner_iteration_wait;
+  CHECK(off(g.sim_ttft_mean, without) > 0.10);
+  // The term: at least half a mean iteration, and here (one iteration in five carries a prompt) under one.
+  CHECK(g.planner_iteration_wait >= 0.5 * g.planner_itl);
+  CHECK(g.planner_iteration_wait < g.planner_itl);
+}
+
+// Issue #28 deliverable 4: prefix caching saves time. A hit rate h finds ⌊h·(prompt − shared prefix) / block⌋ whole
+// blocks of each prompt in the prefix cache; they are not computed again, the new tokens attend to them.
+TEST_CASE("the prefix-cache hit rate: cached tokens in whole blocks, the same rule in the planner and the simulator") {
+  model::ServingPerfPlan p;
+  CHECK(model::cached_prompt_tokens(p, 2048) == 0);
+  p.prefix_hit_rate = 0.5;
+  CHECK(model::cached_prompt_tokens(p, 2048) == 1024);
+  p.prefix_hit_rate = 0.3;  // 614.4 tokens: 38 blocks of 16
+  CHECK(model::cached_prompt_tokens(p, 2048) == 608);
+  p.prefix_hit_rate = 0.5;
+  p.cached_prefix_tokens = 1488;  // a shared prefix of 93 blocks, then half of the other 560 tokens: 17 blocks
+  CHECK(model::cached_prompt_tokens(p, 2048) == 1488 + 272);
+  const model::ForwardBatch fb = model::prompt_pass(p, 2048);
+  CHECK(fb.prefill_tokens == 288);
+  CHECK(fb.prefill_past == 1760);
+  p.prefix_hit_rate = 0.999;  // never the whole prompt: its last token gives the first output token
+  p.cached_prefix_tokens = 0;
+  CHECK(model::cached_prompt_tokens(p, 16) == 0);
+  CHECK(model::cached_prompt_tokens(p, 17) == 16);
+  // The simulator admits a prompt with the same cached tokens: a lone 2048-token prompt at h = 0.5 is one pass of
+  // 1024 new tokens after 1024 cached.
+  p.prefix_hit_rate = 0.5;
+  const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, 2048, 1}}, exact(100000));
+  REQUIRE(r.completed == 1);
+  CHECK(r.ttft.p50 == doctest::Approx(fwd(p, model::ForwardBatch{0, 1, 0, 1.0, 1024, 1024, true})).epsilon(1e-12));
+}
+
+TEST_CASE("prefix caching saves time: TTFT and prefill compute fall with the hit rate in the planner and the simulator") {
+  const auto& a = arch("llama-3.1-8b");
+  double last_flops = 1e300, last_prefill = 1e300, last_plan = 1e300, last_sim = 1e300, last_busy = 1e300;
+  for (double h : {0.0, 0.25, 0.5, 0.75}) {
+    INFO("hit rate " << h);
+    model::ServingPerfPlan p;
+    p.prefix_hit_rate = h;
+    // The planner: one prompt's prefill FLOPs and time, and the steady state's TTFT.
+    const double flops = model::forward_cost(a, p, model::prompt_pass(p, 2048), h100(), Explain::off).flops.raw();
+    const double prefill = model::prefill_time(a, p, 1, 2048, h100()).raw();
+    CHECK(flops < last_flops);
+    CHECK(prefill < last_prefill);
+    // The GEMM work is linear in the new tokens: at h = 0.5 about half (attention to the cached half stays).
+    if (h == 0.5) {
+      model::ServingPerfPlan none;
+      const double full = model::forward_cost(a, none, model::prompt_pass(none, 2048), h100(), Explain::off).flops.raw();
+      CHECK(flops / full > 0.45);
+      CHECK(flops / full < 0.60);
+    }
+    last_flops = flops;
+    last_prefill = prefill;
+    // Planner and simulator at 2048/256, 8 req/s: the planned TTFT, the simulated mean TTFT and the engine's busy
+    // time all fall, and they agree within 10% at every hit rate.
+    const Agreement g = agree("llama-3.1-8b", 1, 2048, 256, 8.0, h);
+    INFO("planner TTFT " << g.planner_ttft << " s, simulated mean " << g.sim_ttft_mean << " s");
+    CHECK(g.planner_ttft < last_plan);
+    CHECK(g.sim_ttft_mean < last_sim);
+    CHECK(g.sim_iteration < last_busy);
+    CHECK(off(g.sim_ttft_mean, g.planner_ttft) < 0.10);
+    CHECK(off(g.sim_itl_mean, g.planner_itl) < 0.10);
+    last_plan = g.planner_ttft;
+    last_sim = g.sim_ttft_mean;
+    last_busy = g.sim_iteration;
+  }
 }

@@ -80,6 +80,11 @@ struct ServingPerfPlan {
   /// automatic prefix caching and SGLang's radix cache reuse its full blocks): their prefill is not computed again,
   /// the new tokens attend to them. 0 = no prefix caching.
   std::int64_t cached_prefix_tokens = 0;
+  /// Share of each prompt's tokens beyond the shared prefix that the prefix cache already holds when it arrives
+  /// (vLLM's prefix-cache hit rate, counted in tokens: earlier turns of a conversation, documents asked about again),
+  /// found in whole KV blocks of `kv_block_tokens`: not computed again, the new tokens attend to them. 0 = none.
+  double prefix_hit_rate = 0.0;
+  std::int64_t kv_block_tokens = 16;  ///< KV block size (prefix-cache hits come in whole blocks)
 };
 
 /// Takes the per-kernel costs measured by a calibration profile (graph replay gap, eager launch interval) when it has
@@ -120,8 +125,13 @@ struct ForwardCost {
 ForwardCost forward_cost(const wl::TransformerArch& arch, const ServingPerfPlan& plan, const ForwardBatch& batch,
                          const ServingSystem& sys, Explain explain = Explain::on);
 
+/// Prompt tokens the prefix cache holds when a prompt of `prompt` tokens arrives: the shared prefix
+/// (cached_prefix_tokens) and the share prefix_hit_rate of the rest, rounded down to whole KV blocks; at most
+/// prompt − 1 (the last token is always computed: its logits give the first output token).
+std::int64_t cached_prompt_tokens(const ServingPerfPlan& plan, std::int64_t prompt);
+
 /// One prompt of `prompt` tokens as a single forward pass: its new tokens (the prompt less the cached prefix,
-/// ServingPerfPlan::cached_prefix_tokens) attending to the cached ones, the LM head on the last token.
+/// cached_prompt_tokens) attending to the cached ones, the LM head on the last token.
 ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt);
 
 /// Prefill of `batch` prompts of `prompt` tokens as one pass (chunked by the plan's token budget when it is
@@ -140,6 +150,10 @@ units::Seconds decode_step_time(const wl::TransformerArch& arch, const ServingPe
 struct SteadyState {
   std::int64_t batch = 0;
   units::Seconds iteration{};   ///< mean iteration time = mean ITL
+  /// R = E[I²] / (2·E[I]) over the iteration mix (÷ PP: a micro-batch starts every iteration / PP): the mean wait of
+  /// a request arriving at a random moment for the iteration then running to end — the engine schedules between
+  /// forward passes, so a new prompt joins the batch only at the next step (renewal theory's mean residual life).
+  units::Seconds iteration_residual{};
   units::Seconds itl_decode_only{};  ///< an iteration without prefill work (the ITL floor)
   units::Seconds prefill{};     ///< the prompt's own prefill work, alone on the replica
   units::Seconds ttft{};        ///< prefill chunks riding on iterations, without queueing
@@ -221,6 +235,9 @@ struct ServingCandidate {
   std::int64_t max_batch_memory = 0;  ///< KV capacity at isl + osl
   SteadyState state;
   units::Seconds queue_wait{};   ///< TTFT queueing at the percentile
+  /// The wait for the iteration running when the prompt arrives: SteadyState::iteration_residual. (The prompt queue's
+  /// wait is the prefill work of the prompts ahead, which rides on the iterations before the prompt's and on its own.)
+  units::Seconds iteration_wait{};
   units::Seconds prefill_service{};  ///< one prompt's prefill work on its replica: the M/G/1 queue's mean service time
   double queue_rho = 0.0;            ///< the prompt queue's load ρ = λ / replicas · prefill_service (0: closed loop)
   units::Seconds ttft{};         ///< at the percentile, queueing included
@@ -254,6 +271,14 @@ struct ServingPlanOptions {
   ServingMemoryPlan memory;  ///< engine memory knobs (fraction, block size, overheads); tp/pp/context set per try
 };
 
+/// One step of the TTFT–GPU trade-off of a layout: the fewest GPUs whose TTFT (at the SLA percentile) is within
+/// `ttft`, at `batch` concurrent sequences per replica.
+struct TtftFrontierPoint {
+  units::Seconds ttft{};
+  std::int64_t gpus = 0;
+  std::int64_t batch = 0;
+};
+
 struct ServingPlanResult {
   Traffic traffic;
   Sla sla;
@@ -261,6 +286,10 @@ struct ServingPlanResult {
   std::optional<ServingCandidate> best;     ///< cheapest that meets the SLA, else the best achievable
   std::vector<ServingCandidate> per_tp;     ///< the best of each TP size
   std::optional<DisaggregatedPlan> disaggregated;
+  /// The best layout's (TP × PP) GPUs against the TTFT target, over its batch sizes that meet the ITL target: TTFT
+  /// ascending, GPUs strictly descending (each point the fewest GPUs for any target from its TTFT up to the next
+  /// point's). Where a tight target meets a steep step, this is the cliff.
+  std::vector<TtftFrontierPoint> ttft_frontier;
   units::Bytes kv_bytes_per_token{};
   std::vector<std::string> reasons;         ///< why no layout meets the SLA
   std::vector<std::string> notes;
@@ -277,7 +306,8 @@ units::Seconds prefill_queue_wait(double rho, units::Seconds service, double per
 /// KV capacity E[isl] + E[osl], and TTFT the prompt length at the SLA percentile: for each batch B ≤ min(KV capacity, max_batch), steady_state gives ITL and the replica's request rate
 /// λ_r = B / latency; TTFT adds the M/G/1 queueing wait at ρ = λ/replicas · S with S = (1 − ITL_decode-only/ITL)/λ_r,
 /// the prefill work one prompt adds to the iterations it rides on, service ∝ prompt length (mean and percentile
-/// [MDc]); replicas = ⌈λ / λ_r⌉ (ρ < 1 follows).
+/// [MDc]), and the wait for the running iteration to end, R = E[I²] / (2·E[I]); replicas = ⌈λ / λ_r⌉ (ρ < 1
+/// follows).
 ServingPlanResult plan_serving(const wl::TransformerArch& arch, const ParameterCounts& params,
                                const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
                                const ServingSystem& sys, const ServingPlanOptions& options,

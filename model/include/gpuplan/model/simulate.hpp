@@ -56,10 +56,8 @@ std::vector<SimRequest> generate_requests(const ArrivalSpec& spec);
 struct SimOptions {
   std::int64_t kv_blocks = 0;    ///< KV blocks of the replica (kv_token_capacity / block_size)
   std::int64_t block_size = 16;  ///< tokens per block
-  /// Fraction of each prompt's tokens found in the prefix cache on arrival (vLLM's prefix-cache hit rate, in
-  /// tokens), rounded down to whole blocks; on top of the plan's shared prefix (ServingPerfPlan::cached_prefix_tokens,
-  /// whose blocks are held once for all requests).
-  double prefix_hit_rate = 0.0;
+  // A prompt's cached tokens on (re)admission: cached_prompt_tokens (serving.hpp) of the plan — its shared prefix,
+  // whose blocks are held once for all requests, and its prefix_hit_rate in whole blocks of kv_block_tokens.
   double series_interval_s = 0;  ///< > 0: a time series sample every this many simulated seconds
   /// Iteration costs are memoised on the batch shape with its token counts, mean decode context and prefill span
   /// rounded to `cost_bits` significant bits (8: within 0.4%); 0 = exact (no rounding, slower).
