@@ -5,11 +5,11 @@
 // predicted / measured step − 1 with the step `gpuplan train` predicts).
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -112,9 +112,16 @@ TEST_SUITE("mfu command") {
         n_source = j["params_total"].get<double>() + (j["seq"].get<double>() - model["n_positions"].get<double>()) *
                                                          model["n_embd"].get<double>();
       } else if (convention.find("nanoGPT/PaLM") != std::string::npos) {
-        std::smatch m;
-        REQUIRE(std::regex_search(id, m, std::regex("-(\\d+)B-")));
-        n_source = std::stod(m[1].str()) * 1e9;
+        // The nominal size in the case id ("...-7B-..."): the digits before the first "B-" that follow a '-'
+        // (a plain scan: <regex> trips GCC 12's -Wmaybe-uninitialized under ASan, as in test_cli_serve.cpp).
+        std::string digits;
+        for (std::size_t b = id.find("B-"); b != std::string::npos && digits.empty(); b = id.find("B-", b + 1)) {
+          std::size_t a = b;
+          while (a > 0 && std::isdigit(static_cast<unsigned char>(id[a - 1])) != 0) --a;
+          if (a < b && a > 0 && id[a - 1] == '-') digits = id.substr(a, b - a);
+        }
+        REQUIRE_FALSE(digits.empty());
+        n_source = std::stod(digits) * 1e9;
       } else {
         FAIL("a case of another FLOP convention: say how it counts before comparing");
       }
