@@ -49,20 +49,10 @@ int run_mfu(const GlobalOptions& g, const MfuFlags& f) {
   }
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
-  nlohmann::json j = nlohmann::json::object();
-  std::string file = "(flags)";
-  if (!f.scenario.empty()) {
-    file = f.scenario;
-    auto text = json_io::read_text_file(f.scenario, diags);
-    if (!text) return report(diags);
-    auto parsed = json_io::parse(*text, f.scenario, diags);
-    if (!parsed) return report(diags);
-    j = *parsed;
-    if (!j.is_object()) {
-      diags.error(f.scenario, "/", "expected an object of training scenario keys (docs/scenario.md)");
-      return report(diags);
-    }
-  }
+  auto scenario = read_training_scenario(f.scenario, diags);
+  if (!scenario) return report(diags);
+  nlohmann::json j = std::move(*scenario);
+  const std::string file = f.scenario.empty() ? "(flags)" : f.scenario;
   std::map<std::string, std::string> origin;
   auto put = [&](const char* key, const char* flag, const auto& v) {
     if (v) {

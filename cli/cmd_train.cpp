@@ -299,6 +299,19 @@ std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const w
 
 }  // namespace
 
+std::optional<nlohmann::json> read_training_scenario(const std::string& path, Diagnostics& diags) {
+  if (path.empty()) return nlohmann::json::object();
+  auto text = json_io::read_text_file(path, diags);
+  if (!text) return std::nullopt;
+  auto parsed = json_io::parse(*text, path, diags);
+  if (!parsed) return std::nullopt;
+  if (!parsed->is_object()) {
+    diags.error(path, "/", "expected an object of training scenario keys (docs/scenario.md)");
+    return std::nullopt;
+  }
+  return std::move(*parsed);
+}
+
 std::vector<Section> training_sections(const wl::TransformerArch& arch, long long shown_gpus,
                                        const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
                                        const model::TrainingEstimate& est, const model::Band* band) {
@@ -663,20 +676,10 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
-  nlohmann::json j = nlohmann::json::object();
-  std::string file = "(flags)";
-  if (!f.scenario.empty()) {
-    file = f.scenario;
-    auto text = json_io::read_text_file(f.scenario, diags);
-    if (!text) return report(diags);
-    auto parsed = json_io::parse(*text, f.scenario, diags);
-    if (!parsed) return report(diags);
-    j = *parsed;
-    if (!j.is_object()) {
-      diags.error(f.scenario, "/", "expected an object of training scenario keys (docs/scenario.md)");
-      return report(diags);
-    }
-  }
+  auto scenario = read_training_scenario(f.scenario, diags);
+  if (!scenario) return report(diags);
+  nlohmann::json j = std::move(*scenario);
+  const std::string file = f.scenario.empty() ? "(flags)" : f.scenario;
   std::map<std::string, std::string> origin;
   overlay(f, j, origin);
   std::optional<MegatronMapping> megatron;

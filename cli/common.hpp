@@ -34,6 +34,10 @@ struct GlobalOptions {
 /// Returns the first that has a hardware/ or models/ folder, or nullopt with a diagnostic naming all places tried.
 std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& diags);
 
+/// The training scenario file of `train` and `mfu` (--scenario): its JSON object, or an empty object when `path` is
+/// empty; nullopt (with the diagnostic) when it cannot be read, does not parse or is not an object.
+std::optional<nlohmann::json> read_training_scenario(const std::string& path, Diagnostics& diags);
+
 Format parse_format(const std::string& s);
 void add_format_option(CLI::App& cmd, GlobalOptions& g);
 
