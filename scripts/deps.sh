@@ -3,7 +3,8 @@
 # `deps.sh fuzz` also installs clang and its libFuzzer / sanitizer runtimes (scripts/fuzz, CI's fuzz stage) and
 # chromium-headless-shell (the report_html test): the test suite's extras, which scripts/test.sh installs.
 # `deps.sh tools` installs what the maintainers' scripts need and the build does not: xvfb and xauth
-# (scripts/gui-screenshots.sh runs the GUI under xvfb-run) and debootstrap (scripts/fresh_machine_check.sh).
+# (scripts/gui-screenshots.sh runs the GUI under xvfb-run), debootstrap (scripts/fresh_machine_check.sh) and ccache
+# (parallel worktree builds of the maintainers).
 # `deps.sh --list [fuzz|tools]` prints the package list, one per line, and installs nothing (scripts/deps_guard.sh
 # reads it).
 #
@@ -21,7 +22,8 @@ packages=(cmake ninja-build g++ pkg-config
 # libclang_rt.fuzzer*.a is in libclang-rt-14-dev, which clang only recommends (not installed with --no-install-recommends).
 # chromium-headless-shell: the report_html test renders the HTML report (tests/CMakeLists.txt).
 [[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev chromium-headless-shell)
-[[ "${1:-}" == tools ]] && packages=(xvfb xauth debootstrap)
+# ccache: the maintainers' parallel worktree builds (-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); no build needs it.
+[[ "${1:-}" == tools ]] && packages=(xvfb xauth debootstrap ccache)
 if ((list_only)); then printf '%s\n' "${packages[@]}"; exit 0; fi
 missing=()
 for p in "${packages[@]}"; do
