@@ -543,7 +543,9 @@ void run_cli(std::string_view bytes) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
 
-  // As cli/main.cpp builds it, less `validate` (runs every validation case) and `schema` (constant output).
+  // As cli/main.cpp builds it, less `validate` (runs every validation case), `schema` (constant output), `simulate`
+  // (--requests up to its range is minutes of legitimate work: a timeout, not a finding), `calibrate`/`bench` (files,
+  // GPU) and `report`/`drill` (their own paths above).
   CLI::App app{"gpuplan (fuzz)"};
   app.set_version_flag("--version", "gpuplan fuzz");
   app.require_subcommand(1);
@@ -557,6 +559,8 @@ void run_cli(std::string_view bytes) {
   cli::register_roofline(app, g, rc);
   cli::register_kv(app, g, rc);
   cli::register_serve(app, g, rc);
+  cli::register_collective(app, g, rc);
+  cli::register_mfu(app, g, rc);
   cli::guard_flag_values(app);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());
