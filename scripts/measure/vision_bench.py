@@ -14,6 +14,11 @@ cross-entropy on 1000 classes, zero_grad(set_to_none) + forward + backward + opt
 step into forward (incl. loss), backward and optimizer; median of --steps after --warmup-steps; peak allocated memory.
 Under torchrun (WORLD_SIZE > 1) the training model is wrapped in DDP (default 25 MiB buckets) and --batch is per GPU.
 A per-kernel profile (torch.profiler, one forward at batch 64) is kept for each model with --profile.
+--profile-train: one training step per model (after warm-up) under torch.profiler, forward, backward and optimizer
+each in its own profiler session, so each phase's kernels (name, count, device time) are kept apart, with the phase's
+CUDA-event time beside its summed kernel time (the difference: GPU idle, e.g. waiting for the CPU to launch).
+Batch per model from --profile-train-batch (default: resnet50 256, vit_b_16 256, efficientnet_b4 64); under torchrun
+the model is wrapped in DDP as in --train and rank 0's profile is kept.
 Writes vision_<mode>.json records under --out-dir.
 """
 import argparse
@@ -209,12 +214,89 @@ def profile(a, dev, out):
         torch.cuda.empty_cache()
 
 
+PROFILE_TRAIN_BATCH = {"resnet50": 256, "vit_b_16": 256, "efficientnet_b4": 64}
+
+
+def _kernel_rows(prof):
+    rows = []
+    for e in prof.key_averages():
+        t = getattr(e, "self_device_time_total", None)
+        if t is None:
+            t = getattr(e, "self_cuda_time_total", 0)
+        if t and t > 0:
+            rows.append({"kernel": e.key[:200], "count": e.count, "self_device_time_us": t})
+    rows.sort(key=lambda r: -r["self_device_time_us"])
+    return rows
+
+
+def profile_train(a, dev, out, rank, world):
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as tprof
+    for name in a.models:
+        res = MODELS[name]
+        cnn = not name.startswith("vit")
+        b = a.profile_train_batch or PROFILE_TRAIN_BATCH[name]
+        torch.manual_seed(1234 + rank)
+        model = build(name).to(dev)
+        if cnn:
+            model = model.to(memory_format=torch.channels_last)
+        if world > 1:
+            model = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index])
+        if cnn:
+            opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5, foreach=True)
+        else:
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.05, fused=True)
+        loss_fn = nn.CrossEntropyLoss()
+        x = torch.randn(b, 3, res, res, device=dev)
+        if cnn:
+            x = x.contiguous(memory_format=torch.channels_last)
+        y = torch.randint(0, 1000, (b,), device=dev)
+        state = {}
+
+        def fwd():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                state["loss"] = loss_fn(model(x), y)
+
+        phases = [("forward", fwd), ("backward", lambda: state["loss"].backward()), ("optimizer", opt.step)]
+        for _ in range(5):
+            for _, fn in phases:
+                fn()
+        torch.cuda.synchronize()
+        rec = {"model": name, "resolution": res, "batch_per_gpu": b, "gpus": world, "dtype": "amp_bf16",
+               "channels_last": cnn, "ddp": world > 1, "phases": {}}
+        for ph, fn in phases:
+            if world > 1:
+                torch.distributed.barrier()
+            torch.cuda.synchronize()
+            with tprof(activities=[ProfilerActivity.CUDA]) as prof:
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record()
+                fn()
+                e1.record()
+                torch.cuda.synchronize()
+            rows = _kernel_rows(prof)
+            rec["phases"][ph] = {"event_time_s": e0.elapsed_time(e1) / 1e3,
+                                 "kernel_time_s": sum(r["self_device_time_us"] for r in rows) / 1e6,
+                                 "kernels": sum(r["count"] for r in rows), "rows": rows[:150]}
+        out.append(rec)
+        if rank == 0:
+            print("profile-train " + name + " b=" + str(b) + " x" + str(world) + " " + "  ".join(
+                ph + " " + format(v["event_time_s"] * 1e3, ".2f") + " ms (kernels " +
+                format(v["kernel_time_s"] * 1e3, ".2f") + " ms, " + str(v["kernels"]) + ")"
+                for ph, v in rec["phases"].items()), flush=True)
+        del model, opt, x, y, state
+        torch.cuda.empty_cache()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--inference", action="store_true")
     p.add_argument("--train", action="store_true")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--profile-train", action="store_true")
+    p.add_argument("--profile-train-batch", type=int, default=None)
     p.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
     p.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128, 256])
     p.add_argument("--train-batches", type=int, nargs="+", default=[32, 64, 128, 256])
@@ -245,12 +327,15 @@ def main():
         if a.profile:
             rec["profiles"] = []
             profile(a, dev, rec["profiles"])
+        if a.profile_train:
+            rec["train_profiles"] = []
+            profile_train(a, dev, rec["train_profiles"], rank, world)
         if a.train:
             rec["training"] = []
             train(a, dev, rec["training"], rank, world)
     rec["nvidia_smi_during"] = sampler.summary()
     rec["nvidia_smi_after"] = common.nvidia_smi_static()
-    name = a.name or ("vision_" + "_".join(k for k in ("inference", "train", "profile") if getattr(a, k)))
+    name = a.name or ("vision_" + "_".join(k for k in ("inference", "train", "profile", "profile_train") if getattr(a, k)))
     rec["name"] = name
     if rank == 0:
         print("wrote", common.write_json(rec, name, a.out_dir), flush=True)
