@@ -355,8 +355,11 @@ int validate(const GlobalOptions& g, const HwOptions& o) {
     if (!dir) return report(diags);
     auto db = hw_io::load_hardware_db(*dir);
     if (!db.ok()) return report(db.diagnostics());
-    out(fmt::format("ok: {} GPUs, {} links, {} nodes, {} clusters in {}\n", db->gpus.size(), db->links.size(),
-                    db->nodes.size(), db->clusters.size(), *dir + "/hardware"));
+    std::size_t rows = 0;
+    for (const auto& t : db->efficiency) rows += t.rows.size();
+    out(fmt::format("ok: {} GPUs, {} links, {} nodes, {} clusters, {} measured-efficiency rows in {}\n",
+                    db->gpus.size(), db->links.size(), db->nodes.size(), db->clusters.size(), rows,
+                    *dir + "/hardware"));
     return report(db.diagnostics());
   }
   // Given files (or folders): decode them, then check their references against the data directory's entities.

@@ -19,6 +19,10 @@ std::string field_reference() {
   o += json_io::field_reference_markdown("Link (data/hardware/links/*.json)", hw_io::link_fields());
   o += json_io::field_reference_markdown("Node (data/hardware/nodes/*.json)", hw_io::node_fields());
   o += json_io::field_reference_markdown("Cluster (data/hardware/clusters/*.json)", hw_io::cluster_fields());
+  o += json_io::field_reference_markdown("Measured efficiencies (data/hardware/efficiency/*.json)",
+                                         hw_io::efficiency_fields());
+  o += json_io::field_reference_markdown("Measured efficiencies: rows[]", hw_io::efficiency_row_fields());
+  o += json_io::field_reference_markdown("Measured efficiencies: families[]", hw_io::efficiency_family_fields());
   o += json_io::field_reference_markdown("Model (data/models/*.json)", wl_io::model_file_fields());
   o += json_io::field_reference_markdown("Vision model family (data/models/vision/*.json)",
                                          wl_io::vision_family_fields());

@@ -24,6 +24,7 @@
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/model/serving.hpp"
@@ -435,6 +436,27 @@ void run_hw(std::string_view bytes, const Shipped& data) {
   else (void)hw_io::decode_node(*j, file).diagnostics().to_string();
   if (k == "cluster") with(hw_io::decode_cluster(*j, file), db.clusters);
   else (void)hw_io::decode_cluster(*j, file).diagnostics().to_string();
+  // A measured-efficiency table: decoded, then resolved onto the GPUs with the shipped tables (a GPU that gets a row
+  // from it must price a GEMM to a finite, positive time), then the shipped resolution is restored.
+  auto eff = hw_io::decode_efficiency(*j, file);
+  (void)eff.diagnostics().to_string();
+  if (k == "efficiency" && eff.ok()) {
+    db.efficiency.push_back(std::move(eff).value());
+    Diagnostics res;
+    hw_io::resolve_efficiency(db, res);
+    (void)res.to_string();
+    if (!res.has_errors())
+      for (const auto& g : db.gpus) {
+        if (!g.efficiency || !g.peak(hw::Precision::bf16)) continue;
+        const auto op = model::gemm_cost("fuzz", {512, 512, 512, 1}, hw::Precision::bf16, model::make_device(g));
+        if (!(op.time.raw() > 0.0) || !std::isfinite(op.time.raw()))
+          violated("a GEMM priced with a decoded efficiency row is not a positive finite time on " + g.info.id);
+      }
+    db.efficiency.pop_back();
+    Diagnostics back;
+    hw_io::resolve_efficiency(db, back);
+    if (back.has_errors()) violated("the shipped efficiency tables no longer resolve: " + back.to_string());
+  }
 }
 
 void run_model(std::string_view bytes, const Shipped& data) {

@@ -352,7 +352,7 @@ TEST_SUITE("bad hardware files: exact diagnostics") {
   TEST_CASE("an unknown kind gets a did-you-mean") {
     const std::string f = bad("unknown-kind.json");
     CHECK(load_alone(f) ==
-          f + ": /kind: error: unknown kind 'gpus': expected 'gpu', 'link', 'node' or 'cluster' (did you mean 'gpu'?)\n");
+          f + ": /kind: error: unknown kind 'gpus': expected 'gpu', 'link', 'node', 'cluster' or 'efficiency' (did you mean 'gpu'?)\n");
   }
 
   TEST_CASE("an id that does not match the file name") {
@@ -1123,5 +1123,83 @@ TEST_SUITE("price and device-memory fields: bad input") {
     Json j = minimal_gpu();
     j["memory"]["device_reported_by"] = "cuda";
     CHECK(errors_of(j).find("'device_reported_by' is given without 'device_reported_MiB'") != std::string::npos);
+  }
+}
+
+// Measured kernel efficiencies as data (data/hardware/efficiency/measured.json, issue #20 deliverable 6).
+TEST_SUITE("efficiency rows") {
+  Json table(const std::string& rows, const std::string& families) {
+    return Json::parse(R"({"schema": 1, "kind": "efficiency", "id": "t", "name": "t",
+        "sources": [{"id": "S1", "ref": "a test source"}], "rows": )" + rows + R"(, "families": )" + families + "}");
+  }
+  const std::string kRow = R"({"gpu": "h100-sxm5-80gb", "gemm_bf16": 0.5, "gemm_fp8": 0.0, "hbm": 0.9,
+      "attention_fwd": 0.6, "attention_bwd": 0.4, "fa2_fwd": 0.3, "fa2_bwd": 0.2, "tile_m": 128, "tile_n": 256,
+      "origin": "test row", "sources": ["S1"]})";
+
+  TEST_CASE("each GPU gets its own row, or its family's member's with the reason, or none") {
+    const HardwareDb db = shipped();
+    const auto* h100 = db.find_gpu("h100-sxm5-80gb");
+    REQUIRE(h100 != nullptr);
+    REQUIRE(h100->efficiency.has_value());
+    CHECK(h100->efficiency->gpu == "h100-sxm5-80gb");
+    CHECK(h100->efficiency->gemm_bf16 == 0.757);  // the sustained GEMM fraction of our H100 profiles, as written
+    CHECK(h100->efficiency_via.empty());
+    const auto* h800 = db.find_gpu("h800-sxm5");  // Hopper, no row of its own
+    REQUIRE(h800 != nullptr);
+    REQUIRE(h800->efficiency.has_value());
+    CHECK(h800->efficiency->gpu == "h100-sxm5-80gb");
+    CHECK(h800->efficiency_via == "no measurement for h800-sxm5: uses its family's (h100-sxm5-80gb)");
+    for (const auto& g : db.gpus) {
+      INFO(g.info.id);
+      // Every shipped family but AMD CDNA2/CDNA4 has a measured member (those take the generic assumption).
+      CHECK(g.efficiency.has_value() == (g.family != "CDNA2" && g.family != "CDNA4"));
+    }
+  }
+
+  TEST_CASE("a row decodes with its fields and sources") {
+    auto t = gpuplan::hw_io::decode_efficiency(table("[" + kRow + "]", R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])"), "t.json");
+    REQUIRE_MESSAGE(t.ok(), t.diagnostics().to_string());
+    REQUIRE(t.value().rows.size() == 1);
+    const auto& r = t.value().rows[0];
+    CHECK(r.gemm_bf16 == 0.5);
+    CHECK(r.gemm_fp8 == 0.0);
+    CHECK(r.tile_n == 256);
+    CHECK(r.origin == "test row");
+    CHECK(t.value().families.size() == 1);
+  }
+
+  TEST_CASE("bad rows: a fraction above 1, a zero where zero means nothing, a source the file does not have") {
+    std::string bad = kRow;
+    bad.replace(bad.find("\"hbm\": 0.9"), 10, "\"hbm\": 1.5");
+    auto t = gpuplan::hw_io::decode_efficiency(table("[" + bad + "]", "[]"), "t.json");
+    CHECK_FALSE(t.ok());
+    CHECK(t.diagnostics().to_string().find("t.json: /rows/0/hbm: error:") != std::string::npos);
+    std::string zero = kRow;
+    zero.replace(zero.find("\"fa2_fwd\": 0.3"), 14, "\"fa2_fwd\": 0.0");
+    auto z = gpuplan::hw_io::decode_efficiency(table("[" + zero + "]", R"([{"family": "Hopper", "gpu": "x"}])"), "t.json");
+    CHECK_FALSE(z.ok());
+    CHECK(z.diagnostics().to_string().find("t.json: /rows/0/fa2_fwd: error:") != std::string::npos);
+    std::string src = kRow;
+    src.replace(src.find("[\"S1\"]"), 6, "[\"S9\"]");
+    auto s = gpuplan::hw_io::decode_efficiency(table("[" + src + "]", R"([{"family": "Hopper", "gpu": "x"}])"), "t.json");
+    CHECK_FALSE(s.ok());
+    CHECK(s.diagnostics().to_string() ==
+          "t.json: /rows/0/sources/0: error: 'S9' is not the id of one of this file's sources\n");
+  }
+
+  TEST_CASE("cross references: an unknown GPU, a second row for a GPU, a family member without a row") {
+    HardwareDb db = shipped();
+    std::string unknown = kRow;
+    unknown.replace(unknown.find("h100-sxm5-80gb"), 14, "h100-sxm6-80gb");
+    auto t = gpuplan::hw_io::decode_efficiency(
+        table("[" + unknown + ", " + kRow + "]", R"([{"family": "Volta", "gpu": "v100-sxm2"}])"), "t.json");
+    REQUIRE_MESSAGE(t.ok(), t.diagnostics().to_string());
+    db.efficiency.push_back(t.value());
+    Diagnostics diags;
+    gpuplan::hw_io::resolve_efficiency(db, diags);
+    CHECK(diags.to_string() ==
+          "t.json: /rows/0/gpu: error: unknown GPU id 'h100-sxm6-80gb' (did you mean 'h100-sxm5-80gb'?)\n"
+          "t.json: /rows/1/gpu: error: a second efficiency row for 'h100-sxm5-80gb'\n"
+          "t.json: /families/0/gpu: error: 'v100-sxm2' has no efficiency row to stand for its family\n");
   }
 }

@@ -1,5 +1,7 @@
 #include "gpuplan/hw_io/hardware_io.hpp"
 
+#include "decode_common.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -16,10 +18,9 @@ using json_io::ObjectReader;
 using json_io::Presence;
 namespace u = gpuplan::units;
 
-namespace {
-
-constexpr auto kReq = Presence::required;
-constexpr auto kOpt = Presence::optional;
+// The field builders and the fields common to every entity file, shared with the other hardware decoders
+// (decode_common.hpp; efficiency_io.cpp).
+namespace detail {
 
 // Plausibility bounds are 10x the largest shipping part in ../shared/reference/hardware_facts.json at the time of
 // writing (e.g. 2,500 dense bf16 TFLOP/s on GB200/MI355X -> 25,000). Anything above is a typo (a sparse figure, a
@@ -27,7 +28,7 @@ constexpr auto kOpt = Presence::optional;
 // The floor is a millionth of that bound (0.025 bf16 TFLOP/s, 80 MB/s of HBM, 1 ns of latency, 2.6 kB of L2): far
 // below any part (the closest shipped value, a 0.5 µs latency, is 500x above it), yet large enough that no time or ratio
 // the model divides by it overflows to inf. A positive value below it (1e-310 TFLOP/s) is a typo or a unit mix-up.
-FieldSpec positive(std::string key, std::string unit, double max, std::string doc, Presence p = kOpt) {
+FieldSpec positive(std::string key, std::string unit, double max, std::string doc, Presence p) {
   FieldSpec f;
   f.key = std::move(key);
   f.type = FieldType::number;
@@ -40,7 +41,7 @@ FieldSpec positive(std::string key, std::string unit, double max, std::string do
   f.doc = std::move(doc);
   return f;
 }
-FieldSpec count(std::string key, double max, std::string doc, Presence p = kOpt) {
+FieldSpec count(std::string key, double max, std::string doc, Presence p) {
   FieldSpec f;
   f.key = std::move(key);
   f.type = FieldType::integer;
@@ -51,7 +52,7 @@ FieldSpec count(std::string key, double max, std::string doc, Presence p = kOpt)
   f.doc = std::move(doc);
   return f;
 }
-FieldSpec text(std::string key, std::string doc, Presence p = kOpt, std::vector<std::string> choices = {}) {
+FieldSpec text(std::string key, std::string doc, Presence p, std::vector<std::string> choices) {
   FieldSpec f;
   f.key = std::move(key);
   f.type = FieldType::string;
@@ -60,7 +61,7 @@ FieldSpec text(std::string key, std::string doc, Presence p = kOpt, std::vector<
   f.choices = std::move(choices);
   return f;
 }
-FieldSpec nested(std::string key, const FieldTable& table, std::string doc, Presence p = kOpt) {
+FieldSpec nested(std::string key, const FieldTable& table, std::string doc, Presence p) {
   FieldSpec f;
   f.key = std::move(key);
   f.type = FieldType::object;
@@ -69,7 +70,7 @@ FieldSpec nested(std::string key, const FieldTable& table, std::string doc, Pres
   f.nested = &table;
   return f;
 }
-FieldSpec typed(std::string key, FieldType t, std::string doc, Presence p = kOpt) {
+FieldSpec typed(std::string key, FieldType t, std::string doc, Presence p) {
   FieldSpec f;
   f.key = std::move(key);
   f.type = t;
@@ -267,7 +268,8 @@ Result<T> finish(T value, Diagnostics diags) {
   return Result<T>(std::move(value), std::move(diags));
 }
 
-}  // namespace
+}  // namespace detail
+using namespace detail;
 
 const FieldTable& gpu_fields() {
   static const FieldTable t = with_common(
@@ -606,10 +608,11 @@ void load_hardware_file(const std::string& path, hw::HardwareDb& db, Diagnostics
   else if (kind == "link") take(decode_link(*j, path), db.links);
   else if (kind == "node") take(decode_node(*j, path), db.nodes);
   else if (kind == "cluster") take(decode_cluster(*j, path), db.clusters);
+  else if (kind == "efficiency") take(decode_efficiency(*j, path), db.efficiency);
   else
     diags.error(path, "/kind",
-                fmt::format("unknown kind '{}': expected 'gpu', 'link', 'node' or 'cluster'{}", kind,
-                            did_you_mean(kind, {"gpu", "link", "node", "cluster"})));
+                fmt::format("unknown kind '{}': expected 'gpu', 'link', 'node', 'cluster' or 'efficiency'{}", kind,
+                            did_you_mean(kind, {"gpu", "link", "node", "cluster", "efficiency"})));
 }
 
 void check_references(const hw::HardwareDb& db, Diagnostics& diags) {
@@ -677,7 +680,7 @@ Result<hw::HardwareDb> load_hardware_db(const std::string& data_dir) {
     diags.error(root.string(), "", "hardware data directory not found (set --data-dir or GPUPLAN_DATA_DIR)");
     return Result<hw::HardwareDb>(std::move(diags));
   }
-  for (const char* sub : {"links", "gpus", "nodes", "clusters"}) {
+  for (const char* sub : {"links", "gpus", "nodes", "clusters", "efficiency"}) {
     const fs::path dir = root / sub;
     if (!fs::is_directory(dir, ec)) continue;
     std::vector<fs::path> files;
@@ -687,6 +690,7 @@ Result<hw::HardwareDb> load_hardware_db(const std::string& data_dir) {
     for (const auto& f : files) load_hardware_file(f.string(), db, diags);
   }
   check_references(db, diags);
+  resolve_efficiency(db, diags);
   if (diags.has_errors()) return Result<hw::HardwareDb>(std::move(diags));
   // Citations name a file relative to the data directory; diagnostics above named the path as loaded.
   const fs::path base(data_dir);
@@ -699,6 +703,7 @@ Result<hw::HardwareDb> load_hardware_db(const std::string& data_dir) {
   for (auto& l : db.links) relative(l.info);
   for (auto& n : db.nodes) relative(n.info);
   for (auto& c : db.clusters) relative(c.info);
+  for (auto& e : db.efficiency) relative(e.info);
   return Result<hw::HardwareDb>(std::move(db), std::move(diags));
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include <utility>
 
 #include "gpuplan/core/units.hpp"
 
@@ -106,6 +107,21 @@ struct ScaleUpPort {
   units::Bandwidth per_gpu_uni{};  ///< all links together, one direction
 };
 
+/// Measured kernel efficiencies of one part (a row of data/hardware/efficiency/*.json): fractions of the dense peak
+/// (GEMM, fused and FA2 attention at head dim 128, s = 4096 causal) and of the memory bandwidth (HBM streaming), with
+/// the GEMM tile the part's library picks for large shapes. The model turns a row into its efficiency profile.
+struct EfficiencyRow {
+  std::string gpu;  ///< GPU id whose measurements these are
+  double gemm_bf16 = 0.0;
+  double gemm_fp8 = 0.0;  ///< 0: no fp8 GEMMs on this part
+  double hbm = 0.0;
+  double attention_fwd = 0.0, attention_bwd = 0.0;  ///< the stack's fused attention (cuDNN / FA3 / FA4)
+  double fa2_fwd = 0.0, fa2_bwd = 0.0;              ///< FlashAttention-2
+  int tile_m = 128, tile_n = 128;
+  std::string origin;                ///< one line: what was measured and where (shown in every derivation)
+  std::vector<std::string> sources;  ///< ids of the efficiency file's sources behind this row
+};
+
 struct GpuSpec {
   EntityInfo info;
   std::vector<std::string> aliases;
@@ -127,6 +143,10 @@ struct GpuSpec {
   PriceKind price_kind = PriceKind::on_demand;  ///< meaningful only with price
   std::string price_provider;                   ///< who rents at that price (with price)
   std::string price_date;                       ///< "YYYY-MM" or "YYYY-MM-DD" as the source dates it; "" = undated
+  /// Measured efficiencies, resolved when the database loads: the part's own row, else its family's measured member
+  /// (efficiency_via says so); absent: no measurement for the part or its family (the model's generic assumption).
+  std::optional<EfficiencyRow> efficiency;
+  std::string efficiency_via;
 
   [[nodiscard]] std::optional<units::FlopRate> peak(Precision p) const {
     return dense_peak[static_cast<std::size_t>(p)];
@@ -178,6 +198,14 @@ struct ClusterSpec {
   } fabric;
 };
 
+/// A file of measured efficiencies (data/hardware/efficiency/*.json): rows per GPU and, per GPU family, the member
+/// whose row stands for parts of that family that have none.
+struct EfficiencyTable {
+  EntityInfo info;
+  std::vector<EfficiencyRow> rows;
+  std::vector<std::pair<std::string, std::string>> families;  ///< (family, GPU id with a row)
+};
+
 /// All hardware entities, cross-referenced by id. Lookup is exact by id, then by alias.
 class HardwareDb {
  public:
@@ -185,6 +213,7 @@ class HardwareDb {
   std::vector<LinkSpec> links;
   std::vector<NodeSpec> nodes;
   std::vector<ClusterSpec> clusters;
+  std::vector<EfficiencyTable> efficiency;
 
   [[nodiscard]] const GpuSpec* find_gpu(std::string_view id_or_alias) const;
   [[nodiscard]] const LinkSpec* find_link(std::string_view id) const;

@@ -1,0 +1,28 @@
+#pragma once
+// Internal to gpuplan_hw_io: the field builders and the common entity fields (schema, kind, id, name, sources, notes)
+// of hardware_io.cpp, shared by the decoders of the other hardware data kinds (efficiency_io.cpp).
+#include <string>
+
+#include "gpuplan/core/diagnostics.hpp"
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/json_io/reader.hpp"
+
+namespace gpuplan::hw_io::detail {
+
+constexpr auto kReq = json_io::Presence::required;
+constexpr auto kOpt = json_io::Presence::optional;
+
+json_io::FieldSpec positive(std::string key, std::string unit, double max, std::string doc,
+                            json_io::Presence p = kOpt);
+json_io::FieldSpec count(std::string key, double max, std::string doc, json_io::Presence p = kOpt);
+json_io::FieldSpec text(std::string key, std::string doc, json_io::Presence p = kOpt,
+                        std::vector<std::string> choices = {});
+json_io::FieldSpec nested(std::string key, const json_io::FieldTable& table, std::string doc,
+                          json_io::Presence p = kOpt);
+json_io::FieldSpec typed(std::string key, json_io::FieldType t, std::string doc, json_io::Presence p = kOpt);
+/// The common fields followed by the kind's own.
+json_io::FieldTable with_common(const std::string& kind, json_io::FieldTable own);
+/// id, name, notes and sources; checks that the id is the file name.
+hw::EntityInfo decode_info(const json_io::ObjectReader& r, const std::string& file, Diagnostics& diags);
+
+}  // namespace gpuplan::hw_io::detail
