@@ -138,8 +138,14 @@ SimulationPage::SimulationPage(std::shared_ptr<const AppData> app_data, QWidget*
 }
 
 void SimulationPage::setServing(const ServingRequest& r) {
+  // Only what the simulation reads: the planner's batch, rate and SLA edited above leave it as it is.
+  const auto& o = serving_;
+  const bool same = has_serving_ && r.model == o.model && r.gpu == o.gpu && r.tp == o.tp &&
+                    r.weight_dtype == o.weight_dtype && r.kv_dtype == o.kv_dtype && r.prompt_tokens == o.prompt_tokens &&
+                    r.output_tokens == o.output_tokens && r.calibration == o.calibration;
   serving_ = r;
-  changed();
+  has_serving_ = true;
+  if (!same) changed();
 }
 
 void SimulationPage::changed() {

@@ -35,7 +35,8 @@ class SimulationPage : public QWidget {
 
   explicit SimulationPage(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
 
-  /// The replica to simulate (the serving page's request); re-simulates now when on screen, else when next shown.
+  /// The replica to simulate (the serving page's request); when its model, GPU, TP, formats, lengths or calibration
+  /// changed, re-simulates now when on screen, else when next shown.
   void setServing(const ServingRequest& r);
   [[nodiscard]] SimulationRequest request() const;
   /// Submits the current request to the job controller (latest wins).
@@ -83,6 +84,7 @@ class SimulationPage : public QWidget {
   charts::SimulationCharts* charts_;
   SimulationResult last_;
   bool has_result_ = false;
+  bool has_serving_ = false;
   bool stale_ = true;  ///< the request changed since the last submit
   QElapsedTimer clock_;
 };

@@ -264,4 +264,12 @@ TEST_CASE("the serving page's Simulation tab simulates the replica set above it,
   CHECK(sim->lastResult().gpu_name.find("H200") != std::string::npos);
   // More HBM, the same model: a larger KV pool.
   CHECK(sim->lastResult().kv_blocks > first.kv_blocks);
+  // The planner's rate above is not the simulation's: editing it re-runs the serving estimate only.
+  int delivered = 0;
+  QObject::connect(sim->jobs(), &gui::JobController::delivered, [&](quint64) { ++delivered; });
+  const int serving_before = int(w.servingJobs()->latest());
+  w.servingPage()->rateSpin()->setValue(w.servingPage()->rateSpin()->value() * 2);
+  REQUIRE(wait_until([&] { return w.idle() && int(w.servingJobs()->latest()) > serving_before; }));
+  CHECK(delivered == 0);
+  CHECK_FALSE(sim->jobs()->busy());
 }
