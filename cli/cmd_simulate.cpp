@@ -9,7 +9,7 @@
 #include "commands.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/json_io/reader.hpp"
-#include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/model/sim_kv.hpp"
 #include "gpuplan/model/simulate.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "serve_options.hpp"
@@ -167,33 +167,18 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   report(diags);  // notes
 
   // KV blocks of the replica from the serving memory model (the engine's pool at this layout).
-  double mean_in = 0, mean_out = 0;
-  for (const auto& r : requests) {
-    mean_in += double(r.input_tokens);
-    mean_out += double(r.output_tokens);
-  }
-  mean_in /= double(requests.size());
-  mean_out /= double(requests.size());
-  model::ServingMemoryPlan mp = rs.memory;
-  mp.tp = rs.perf.tp;
-  mp.pp = rs.perf.pp;
-  mp.context = std::max<std::int64_t>(1, std::llround(mean_in + mean_out));
-  mp.concurrency = 1;
-  mp.gpus.reset();
-  mp.kv = rs.perf.kv;
-  mp.weights = rs.perf.weights;
-  const model::ServingMemory mem = model::serving_memory(rs.arch, rs.params, *rs.sys.gpu, mp, Explain::off);
-  const std::int64_t block = std::max<std::int64_t>(1, mem.plan.block_size);
-  if (!mem.ok || mem.kv_token_capacity < block) {
+  const model::SimKvPool pool = model::sim_kv_pool(rs.arch, rs.params, *rs.sys.gpu, rs.memory, rs.perf, requests);
+  if (!pool.fits) {
     Diagnostics d2;
     d2.error("", "--tp", fmt::format("{} does not fit on TP {} of {}: no KV block is left for requests", rs.arch.id,
                                      rs.perf.tp, rs.sys.gpu->info.id));
     report(d2);
     return kExitInfeasible;
   }
+  const std::int64_t block = pool.block_size;
   model::SimOptions opt;
   opt.block_size = block;
-  opt.kv_blocks = mem.kv_token_capacity / block;
+  opt.kv_blocks = pool.blocks;
   rs.perf.kv_block_tokens = block;  // prefix-cache hits in the engine's blocks
   opt.series_interval_s = sf.series_s.value_or(0.0);
   const model::SimResult r = model::simulate_serving(rs.arch, rs.perf, rs.sys, requests, opt);

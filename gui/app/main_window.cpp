@@ -32,6 +32,7 @@
 #include "scenario_panel.hpp"
 #include "serving_charts.hpp"
 #include "serving_page.hpp"
+#include "simulation_page.hpp"
 #include "training_charts.hpp"
 #include "training_page.hpp"
 
@@ -98,6 +99,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(compare_, tr("Compare"));
   drills_ = new DrillsPage(data_);
   tabs_->addTab(drills_, tr("Interview drills"));
+  simulation_ = new SimulationPage(data_);
+  serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
   setCentralWidget(tabs_);
 
   auto explain = [this](const QString& id) { explain_->selectId(id); };
@@ -177,7 +180,7 @@ void MainWindow::buildMenus() {
 }
 
 bool MainWindow::idle() const {
-  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy();
+  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle();
 }
 
 void MainWindow::requestTraining() {
@@ -195,6 +198,7 @@ void MainWindow::requestTraining() {
 void MainWindow::requestServing() {
   ServingRequest req = serving_->request();
   req.calibration = panel_->calibration();
+  simulation_->setServing(req);
   serve_clock_.start();
   auto shared = data_;
   serve_jobs_->submit<ServingResult>([shared, req] { return evaluate_serving(*shared, req); },

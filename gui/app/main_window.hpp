@@ -23,6 +23,7 @@ class ExplainPane;
 class JobController;
 class ScenarioPanel;
 class ServingPage;
+class SimulationPage;
 class TrainingPage;
 namespace charts {
 class CollectivesChart;
@@ -34,6 +35,7 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   enum Tab { kOverview = 0, kRoofline, kScaling, kCollectives, kServing, kCompare };
+  static constexpr int kServingSimulation = 2;  ///< the inner tab of the serving page
   explicit MainWindow(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
 
   /// Loads a scenario file (the JSON of `gpuplan train --scenario`); problems go to the status area. False when the
@@ -53,6 +55,8 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] TrainingPage* trainingPage() const { return training_; }
   [[nodiscard]] ServingPage* servingPage() const { return serving_; }
   [[nodiscard]] DrillsPage* drillsPage() const { return drills_; }
+  /// The serving page's inner tab kServingSimulation: the replica simulated under a live arrival rate.
+  [[nodiscard]] SimulationPage* simulationPage() const { return simulation_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
   [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
@@ -92,6 +96,7 @@ class MainWindow : public QMainWindow {
   charts::CollectivesChart* collectives_;
   ServingPage* serving_;
   DrillsPage* drills_;  ///< the Interview drills tab
+  SimulationPage* simulation_;
   ComparePage* compare_;
   ExplainPane* explain_;
   JobController* train_jobs_;

@@ -5,6 +5,7 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QPixmap>
 #include <QSpinBox>
@@ -16,6 +17,7 @@
 #include "main_window.hpp"
 #include "scenario_panel.hpp"
 #include "serving_page.hpp"
+#include "simulation_page.hpp"
 
 namespace gpuplan::gui {
 namespace {
@@ -72,6 +74,13 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
       {"serving-capacity.png", [&w] {
          w.servingPage()->views()->setCurrentIndex(1);
          w.explain()->selectId("serving.plan");
+       }},
+      // The serving simulation (issue #28): the same replica under bursty arrivals, simulated request by request.
+      {"serving-simulation.png", [&w] {
+         auto* sim = w.simulationPage();
+         sim->arrivalCombo()->setCurrentIndex(sim->arrivalCombo()->findData("gamma"));
+         sim->rateSpin()->setValue(6);  // near the replica's ~7 req/s: the bursts queue
+         w.servingPage()->views()->setCurrentIndex(MainWindow::kServingSimulation);
        }},
       // A100 as the scenario's GPU: the comparison the issue asks for (A100 -> H100 changes memory, time, cost).
       {"overview-a100.png", [&w] {

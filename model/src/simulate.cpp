@@ -40,8 +40,8 @@ struct CostKeyHash {
   }
 };
 
-/// Latency percentiles of a sample held whole (nearest rank).
-LatencyStats stats_of(std::vector<double> v) {
+/// Latency percentiles of a sample held whole (nearest rank); sorts `v`.
+LatencyStats stats_of(std::vector<double>& v) {
   LatencyStats s;
   s.samples = std::int64_t(v.size());
   if (v.empty()) return s;
@@ -72,6 +72,14 @@ struct GapHistogram {
     n += k;
     max = std::max(max, x);
   }
+  /// The gap bucket `i` stands for: its geometric middle, at most the largest gap seen.
+  [[nodiscard]] double value(std::size_t i) const { return std::min(max, lo * std::pow(ratio, double(i) + 0.5)); }
+  [[nodiscard]] std::vector<std::pair<double, std::int64_t>> buckets() const {
+    std::vector<std::pair<double, std::int64_t>> out;
+    for (std::size_t i = 0; i < counts.size(); ++i)
+      if (counts[i] > 0) out.emplace_back(value(i), counts[i]);
+    return out;
+  }
   [[nodiscard]] LatencyStats stats() const {
     LatencyStats s;
     s.samples = n;
@@ -83,7 +91,7 @@ struct GapHistogram {
       std::int64_t seen = 0;
       for (std::size_t i = 0; i < counts.size(); ++i) {
         seen += counts[i];
-        if (seen >= want) return std::min(max, lo * std::pow(ratio, double(i) + 0.5));
+        if (seen >= want) return value(i);
       }
       return max;
     };
@@ -334,10 +342,16 @@ SimResult simulate_serving(const wl::TransformerArch& arch, const ServingPerfPla
   }
 
   res.duration_s = now - start;
-  res.ttft = stats_of(std::move(ttft));
-  res.e2e = stats_of(std::move(e2e));
-  res.tpot = stats_of(std::move(tpot));
+  res.ttft = stats_of(ttft);
+  res.e2e = stats_of(e2e);
+  res.tpot = stats_of(tpot);
   res.itl = gaps.stats();
+  if (opt.keep_samples) {
+    res.samples.ttft = std::move(ttft);
+    res.samples.e2e = std::move(e2e);
+    res.samples.tpot = std::move(tpot);
+    res.samples.itl = gaps.buckets();
+  }
   if (res.duration_s > 0) {
     res.output_tokens_per_s = double(out_tokens) / res.duration_s;
     res.input_tokens_per_s = double(in_tokens) / res.duration_s;

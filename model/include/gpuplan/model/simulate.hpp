@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuplan/model/serving.hpp"
@@ -62,6 +63,7 @@ struct SimOptions {
   /// Iteration costs are memoised on the batch shape with its token counts, mean decode context and prefill span
   /// rounded to `cost_bits` significant bits (8: within 0.4%); 0 = exact (no rounding, slower).
   int cost_bits = 8;
+  bool keep_samples = false;  ///< fill SimResult::samples (the distributions behind the percentiles)
 };
 
 /// Percentiles of one latency (seconds).
@@ -77,6 +79,14 @@ struct SimSeriesPoint {
   double tokens_per_s = 0;    ///< output tokens in the interval / interval
 };
 
+/// The samples behind the percentiles (SimOptions::keep_samples): each completed request's TTFT, E2E and TPOT in
+/// seconds, sorted ascending, and the token gaps as the ITL histogram's non-empty buckets (the gap each bucket stands
+/// for, the percentiles' value; its count), ascending.
+struct SimSamples {
+  std::vector<double> ttft, e2e, tpot;
+  std::vector<std::pair<double, std::int64_t>> itl;
+};
+
 struct SimResult {
   std::int64_t requests = 0, completed = 0;
   double duration_s = 0;  ///< first arrival to last completion
@@ -90,6 +100,7 @@ struct SimResult {
   double busy_s = 0;                  ///< time the engine ran iterations
   std::vector<SimSeriesPoint> series;
   std::vector<std::string> notes;
+  SimSamples samples;  ///< empty unless SimOptions::keep_samples
 };
 
 /// One iteration as the scheduler builds it: decoding sequences with their summed context and prompt chunks.

@@ -1,0 +1,237 @@
+#include "simulation_page.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "gpuplan/core/format.hpp"
+#include "job_controller.hpp"
+#include "sim_stats_model.hpp"
+#include "simulation_charts.hpp"
+
+namespace gpuplan::gui {
+namespace {
+namespace u = gpuplan::units;
+QString q(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+QString num(double v, int digits = 3) { return q(u::format_number(v, digits)); }
+}  // namespace
+
+double SimulationPage::rateAt(int p) { return kMinRate * std::pow(10.0, double(p) / kStepsPerDecade); }
+int SimulationPage::positionOf(double rate) {
+  return int(std::lround(kStepsPerDecade * std::log10(std::clamp(rate, kMinRate, kMaxRate) / kMinRate)));
+}
+
+SimulationPage::SimulationPage(std::shared_ptr<const AppData> app_data, QWidget* parent)
+    : QWidget(parent), data_(std::move(app_data)) {
+  jobs_ = new JobController(this);
+  const SimulationRequest defaults;
+  rate_slider_ = new QSlider(Qt::Horizontal);
+  rate_slider_->setRange(0, positionOf(kMaxRate));
+  rate_slider_->setValue(positionOf(defaults.rate));
+  rate_slider_->setToolTip(tr("Arrival rate (logarithmic, %1 to %2 requests/s): the simulation re-runs as it moves")
+                               .arg(kMinRate)
+                               .arg(kMaxRate));
+  rate_ = new QDoubleSpinBox;
+  rate_->setRange(kMinRate, kMaxRate);
+  rate_->setDecimals(3);
+  rate_->setValue(defaults.rate);
+  rate_->setSuffix(tr(" req/s"));
+  rate_->setKeyboardTracking(false);
+  rate_->setToolTip(tr("Mean arrival rate, requests per second (open loop)"));
+  arrival_ = new QComboBox;
+  arrival_->addItem(tr("Poisson"), "poisson");
+  arrival_->addItem(tr("Bursty (Gamma gaps)"), "gamma");
+  arrival_->setToolTip(tr("Arrival process: exponential gaps, or Gamma gaps with the coefficient of variation CV "
+                          "(CV > 1: bursts, as BurstGPT fits its traces)"));
+  cv_ = new QDoubleSpinBox;
+  cv_->setRange(0.1, 20);
+  cv_->setDecimals(2);
+  cv_->setSingleStep(0.25);
+  cv_->setValue(defaults.cv);
+  cv_->setKeyboardTracking(false);
+  cv_->setToolTip(tr("Coefficient of variation of the Gamma gaps (1 = Poisson)"));
+  cv_->setEnabled(false);
+  requests_ = new QSpinBox;
+  requests_->setRange(10, int(kMaxSimulatedRequests));
+  requests_->setSingleStep(500);
+  requests_->setValue(int(defaults.requests));
+  requests_->setKeyboardTracking(false);
+  requests_->setToolTip(tr("Requests to simulate (at most %1, so that the slider stays live)").arg(kMaxSimulatedRequests));
+  seed_ = new QSpinBox;
+  seed_->setRange(0, 1'000'000);
+  seed_->setValue(int(defaults.seed));
+  seed_->setKeyboardTracking(false);
+  seed_->setToolTip(tr("Seed of the arrivals (the same seed gives the same requests, as `gpuplan simulate --seed`)"));
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Rate")));
+  controls->addWidget(rate_slider_, 3);
+  controls->addWidget(rate_);
+  controls->addSpacing(8);
+  controls->addWidget(new QLabel(tr("Arrivals")));
+  controls->addWidget(arrival_);
+  controls->addWidget(new QLabel(tr("CV")));
+  controls->addWidget(cv_);
+  controls->addWidget(new QLabel(tr("Requests")));
+  controls->addWidget(requests_);
+  controls->addWidget(new QLabel(tr("Seed")));
+  controls->addWidget(seed_);
+
+  summary_ = new QLabel;
+  summary_->setTextFormat(Qt::RichText);
+  summary_->setWordWrap(true);
+  status_ = new QLabel;
+  status_->setTextFormat(Qt::RichText);
+  status_->setWordWrap(true);
+  status_->setVisible(false);
+  stats_ = new SimStatsModel(this);
+  table_ = new QTableView;
+  table_->setModel(stats_);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table_->setSelectionMode(QAbstractItemView::NoSelection);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  // Four rows, always whole: a fixed row height and the table exactly that tall.
+  const int row_h = table_->fontMetrics().height() + 6;
+  table_->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+  table_->verticalHeader()->setDefaultSectionSize(row_h);
+  table_->setFixedHeight(table_->horizontalHeader()->sizeHint().height() + SimStatsModel::kRowCount * row_h +
+                         2 * table_->frameWidth() + 2);
+  table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  charts_ = new charts::SimulationCharts;
+
+  auto* l = new QVBoxLayout(this);
+  l->setContentsMargins(4, 4, 4, 4);
+  l->addLayout(controls);
+  l->addWidget(summary_);
+  l->addWidget(status_);
+  l->addWidget(table_);
+  l->addWidget(charts_, 1);
+
+  // The slider moves the spin box (the request's rate); the spin box, typed in, moves the slider.
+  connect(rate_slider_, &QSlider::valueChanged, this, [this](int p) { rate_->setValue(rateAt(p)); });
+  connect(rate_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    const QSignalBlocker b(rate_slider_);
+    rate_slider_->setValue(positionOf(v));
+    changed();
+  });
+  connect(arrival_, &QComboBox::currentIndexChanged, this, [this] {
+    cv_->setEnabled(arrival_->currentData().toString() == "gamma");
+    changed();
+  });
+  connect(cv_, &QDoubleSpinBox::valueChanged, this, &SimulationPage::changed);
+  for (auto* s : {requests_, seed_}) connect(s, &QSpinBox::valueChanged, this, &SimulationPage::changed);
+  auto* busy = new QLabel(tr("<i>simulating…</i>"));
+  busy->setVisible(false);
+  controls->addWidget(busy);
+  connect(jobs_, &JobController::busyChanged, busy, &QLabel::setVisible);
+  summary_->setText(tr("<i>The replica of the serving page above, simulated request by request.</i>"));
+}
+
+void SimulationPage::setServing(const ServingRequest& r) {
+  // Only what the simulation reads: the planner's batch, rate and SLA edited above leave it as it is.
+  const auto& o = serving_;
+  const bool same = has_serving_ && r.model == o.model && r.gpu == o.gpu && r.tp == o.tp &&
+                    r.weight_dtype == o.weight_dtype && r.kv_dtype == o.kv_dtype && r.prompt_tokens == o.prompt_tokens &&
+                    r.output_tokens == o.output_tokens && r.calibration == o.calibration;
+  serving_ = r;
+  has_serving_ = true;
+  if (!same) changed();
+}
+
+void SimulationPage::changed() {
+  stale_ = true;
+  if (isVisible()) run();
+}
+
+void SimulationPage::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (stale_) run();
+}
+
+bool SimulationPage::idle() const { return !jobs_->busy() && !(stale_ && isVisible()); }
+
+SimulationRequest SimulationPage::request() const {
+  SimulationRequest r;
+  r.serving = serving_;
+  r.rate = rate_->value();
+  r.gamma = arrival_->currentData().toString() == "gamma";
+  r.cv = cv_->value();
+  r.requests = requests_->value();
+  r.seed = std::uint64_t(seed_->value());
+  return r;
+}
+
+void SimulationPage::run() {
+  stale_ = false;
+  clock_.start();
+  auto shared = data_;
+  const SimulationRequest req = request();
+  jobs_->submit<SimulationResult>([shared, req] { return evaluate_simulation(*shared, req); },
+                                  [this](SimulationResult& r) { setResult(r); });
+}
+
+void SimulationPage::setResult(SimulationResult& r) {
+  last_ = std::move(r);
+  has_result_ = true;
+  const auto& res = last_;
+  QString st;
+  for (const auto& d : res.diags.items()) {
+    if (d.severity == Severity::note) continue;  // the resolution's notes: the serving page above shows them
+    const char* colour = d.severity == Severity::error ? "#b00020" : d.severity == Severity::warning ? "#a05a00" : "gray";
+    st += QString("<span style='color:%1'>%2</span><br>").arg(colour, q(d.to_string()));
+  }
+  for (const auto& n : res.sim.notes) st += "<span style='color:#a05a00'>" + q(n) + "</span><br>";
+  status_->setText(st);
+  status_->setVisible(!st.isEmpty());
+  charts_->setResult(res);
+  if (!res.valid) {
+    stats_->clear();
+    summary_->setText(tr("<span style='color:#b00020'><b>No simulation</b></span>"));
+    emit simulated();
+    return;
+  }
+  stats_->setResult(res.sim);
+  const auto& s = res.sim;
+  const auto& rq = res.request;
+  const QString arrivals = rq.gamma ? tr("bursty Gamma arrivals (CV %1)").arg(rq.cv) : tr("Poisson arrivals");
+  const double busy = s.duration_s > 0 ? 100.0 * s.busy_s / s.duration_s : 0.0;
+  summary_->setText(
+      tr("<b>%1 on %2, TP %3</b> — prompt %4, output %5 tokens · %6 at <b>%7 req/s</b>, %8 requests, seed %9"
+         "<br>engine: token budget %10, max %11 sequences, %12 KV blocks of %13 tokens"
+         "<br><b>%14 of %15 completed</b> in %16 simulated · throughput <b>%17 req/s</b>, %18 output tok/s · "
+         "mean batch %19 · KV utilisation <b>%20% mean, %21% peak</b> · <b>%22 preemptions</b> · busy %23% · "
+         "%24 iterations <span style='color:gray'>(simulated in %25 ms)</span>")
+          .arg(q(res.model_name), q(res.gpu_name))
+          .arg(rq.serving.tp)
+          .arg(rq.serving.prompt_tokens)
+          .arg(rq.serving.output_tokens)
+          .arg(arrivals, num(rq.rate, 4))
+          .arg(rq.requests)
+          .arg(qulonglong(rq.seed))
+          .arg(res.max_batched_tokens)
+          .arg(res.max_seqs)
+          .arg(res.kv_blocks)
+          .arg(res.block_size)
+          .arg(s.completed)
+          .arg(s.requests)
+          .arg(q(u::format(u::Seconds(s.duration_s))), num(s.requests_per_s), num(s.output_tokens_per_s, 4),
+               num(s.mean_running), num(100 * s.kv_utilisation_mean), num(100 * s.kv_utilisation_peak))
+          .arg(s.preemptions)
+          .arg(busy, 0, 'f', 1)
+          .arg(s.iterations)
+          .arg(res.simulate_ms, 0, 'f', 0));
+  summary_->setToolTip(tr("updated %1 ms after the last change").arg(clock_.elapsed()));
+  emit simulated();
+}
+
+}  // namespace gpuplan::gui
