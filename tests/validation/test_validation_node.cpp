@@ -131,7 +131,7 @@ TEST_CASE("whole-host runs: the synthetic held-out collectives at 4 GPUs up to 4
   CHECK(at_4gib == 5);
 }
 
-TEST_CASE("whole-host runs: no node-x files, no cases; the shipped data has none yet") {
+TEST_CASE("whole-host runs: no node-x files means no cases, and the shipped data has none yet") {
   auto r = cli::validate_node_runs(GPUPLAN_TEST_DATA_DIR, node_data().db, node_data().lib);
   REQUIRE(r.ok());
   CHECK(r.value().files.empty());
