@@ -117,8 +117,11 @@ def serving_cases(docs, gpu, world, src_dir, want_moe):
                       f"one of {R} TP{t} replicas running at once on the {world} GPUs (each at batch {b}; "
                       f"{R * b} sequences in all)")
             if moe:
-                note = (f"{layout}, experts EP{ep} (row blocks, all-to-all dispatch/combine with a host sync of the "
-                        "split sizes, torch._grouped_mm experts, all-gather of the blocks); eager steps.")
+                how = ("fixed-capacity all-to-all dispatch/combine without a host sync, one torch._grouped_mm per "
+                       "projection" if d.get("ep_impl", "sync") == "static" else
+                       "all-to-all dispatch/combine with a host sync of the split sizes, torch._grouped_mm experts")
+                note = (f"{layout}, experts EP{ep} (row blocks, {how}, all-gather of the blocks); "
+                        + ("the whole step in one CUDA graph." if graphs else "eager."))
             else:
                 note = (f"{layout}; Megatron-style column/row-parallel linears, two all-reduces per layer, "
                         f"vocab-parallel LM head; {d.get('layers')} layers of Llama-3-70B's shape; "
