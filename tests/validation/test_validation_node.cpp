@@ -131,15 +131,22 @@ TEST_CASE("whole-host runs: the synthetic held-out collectives at 4 GPUs up to 4
   CHECK(at_4gib == 5);
 }
 
-TEST_CASE("whole-host runs: no node-x files means no cases, and the shipped data has none yet") {
-  auto r = cli::validate_node_runs(GPUPLAN_TEST_DATA_DIR, node_data().db, node_data().lib);
-  REQUIRE(r.ok());
-  CHECK(r.value().files.empty());
-  CHECK(r.value().serving.cases.empty());
+TEST_CASE("whole-host runs: no node-x files means no cases, and the shipped ones all read cleanly") {
   auto none = cli::validate_node_runs(GPUPLAN_TEST_DATA_DIR, node_data().db, node_data().lib,
                                       kFixture + "/no-such-folder");
   REQUIRE(none.ok());
   CHECK(none.value().files.empty());
+  CHECK(none.value().serving.cases.empty());
+  // data/validation/measured/<gpu>/node-x*-cases.json: none until a whole-host run is committed; then every case
+  // file must parse and every runnable case evaluate
+  auto r = cli::validate_node_runs(GPUPLAN_TEST_DATA_DIR, node_data().db, node_data().lib);
+  REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+  for (const auto* s : {&r.value().serving, &r.value().moe_serving, &r.value().training, &r.value().moe_training})
+    for (const auto& c : s->cases) {
+      CAPTURE(c.id);
+      CHECK((c.status == "ok" || c.status == "not runnable"));
+      if (c.status == "ok") CHECK(c.predicted.has_value());
+    }
 }
 
 TEST_CASE("a serving case whose ep does not divide tp is refused with its JSON pointer") {
