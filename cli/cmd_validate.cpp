@@ -118,6 +118,9 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
                       {"measured_cases.json", "Our own measurements on H100 and H200 (data/validation/measured_cases.json)"},
                       {"measured_moe_training_cases.json",
                        "Our own MoE training steps on 1, 2 and 4 H100s at EP 1/2/4 (data/validation/measured_moe_training_cases.json)"}};
+  // Whole-host runs (scripts/measure/run_node.sh): their case files join our own measured sets below.
+  auto node = validate_node_runs(*dir, *db, *lib);
+  if (!node.ok()) return report(node.diagnostics());
   const Format f = parse_format(g.format);
   nlohmann::ordered_json o;
   std::vector<model::BandCase> band_cases;
@@ -128,6 +131,12 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
   for (const auto& set : sets) {
     auto v = validate_training(*dir + "/validation/" + set.file, *db, *lib, *dir);
     if (!v.ok()) return report(v.diagnostics());
+    const std::string file = set.file;
+    const ValidationSummary* extra = file == "measured_cases.json"                ? &node->training
+                                     : file == "measured_moe_training_cases.json" ? &node->moe_training
+                                                                                  : nullptr;
+    const bool with_node = extra != nullptr && !extra->cases.empty();
+    if (with_node) merge_cases(v.value(), *extra);
     append_band_cases(*v, band_cases);
     if (quiet) continue;
     if (f == Format::json) {
@@ -135,7 +144,10 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
       put_summary(s, *v);
       put_cases(s, *v, {"model", "gpu", "layout", "metric", "measured", "status", "note"});
     } else {
-      out(render_validation_markdown(*v, set.title));
+      out(render_validation_markdown(
+          *v, with_node ? std::string(set.title) +
+                              " and whole-host runs (data/validation/measured/<gpu>/node-x*-cases.json)"
+                        : std::string(set.title)));
     }
   }
   for (const auto& [file, heading] :
@@ -147,6 +159,14 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
     std::vector<std::pair<std::string, ValidationSummary>> by_source;
     auto v = validate_inference(*dir + "/validation/" + file, *db, *lib, &by_source, *dir);
     if (!v.ok()) return report(v.diagnostics());
+    const bool moe_set = file == "measured_moe_inference_cases.json";
+    const ValidationSummary& extra = moe_set ? node->moe_serving : node->serving;
+    const bool with_node = (moe_set || file == "measured_inference_cases.json") && !extra.cases.empty();
+    if (with_node) {
+      merge_cases(v.value(), extra);
+      const auto& split = moe_set ? node->moe_serving_by_source : node->serving_by_source;
+      by_source.insert(by_source.end(), split.begin(), split.end());
+    }
     append_band_cases(*v, band_cases);
     if (quiet) continue;
     if (f == Format::json) {
@@ -155,7 +175,9 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
       for (const auto& [src, sv] : by_source) put_summary(s["by_source"][src], sv);
       put_cases(s, *v, {"source", "model", "gpu", "layout", "metric", "measured", "status"});
     } else {
-      std::string t = fmt::format("## {} (data/validation/{})\n\n", heading, file) +
+      std::string t = fmt::format("## {} (data/validation/{}{})\n\n", heading, file,
+                                  with_node ? " and whole-host runs, data/validation/measured/<gpu>/node-x*-cases.json"
+                                            : "") +
                       "| source | cases | evaluated | median abs error | max abs error | within 25% | calibrated: cases, "
                       "median, max |\n"
                       "| --- | ---: | ---: | ---: | ---: | ---: | --- |\n";

@@ -48,6 +48,15 @@ double predicted_metric(const std::string& metric, const std::string& convention
   return 0;
 }
 
+/// A case file as diagnostics name it: data/validation/<file> for the shipped sets, the path from data/validation/ on
+/// for the whole-host runs' files under measured/<gpu>/, the path as given otherwise (a test's fixture).
+std::string shown_path(const std::string& file) {
+  const std::filesystem::path p(file);
+  if (p.parent_path().filename() == "validation") return "data/validation/" + p.filename().string();
+  const auto k = file.rfind("data/validation/");
+  return k == std::string::npos ? file : file.substr(k);
+}
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -116,7 +125,7 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
   const auto& cases = (*j)["cases"];
   // Messages name the file relative to the data directory, so that the generated accuracy report is the same on
   // every machine.
-  const std::string shown = "data/validation/" + std::filesystem::path(cases_file).filename().string();
+  const std::string shown = shown_path(cases_file);
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     const std::string ptr = fmt::format("/cases/{}", i);
@@ -210,7 +219,7 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
   auto j = json_io::parse(*text, cases_file, diags);
   if (!j) return Result<ValidationSummary>(std::move(diags));
   ValidationSummary sum;
-  const std::string shown = "data/validation/" + std::filesystem::path(cases_file).filename().string();
+  const std::string shown = shown_path(cases_file);
   if (!j->contains("cases") || !(*j)["cases"].is_array()) {
     diags.error(shown, "/cases", "expected a 'cases' array");
     return Result<ValidationSummary>(std::move(diags));
@@ -253,7 +262,8 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
 
 void summarise_validation(ValidationSummary& sum) { summarise(sum); }
 
-Result<ValidationSummary> validate_collectives(const std::string& data_dir, const hw::HardwareDb& db) {
+Result<ValidationSummary> validate_collectives(const std::string& data_dir, const hw::HardwareDb& db,
+                                               const std::string& measured_root) {
   namespace fs = std::filesystem;
   Diagnostics diags;
   ValidationSummary sum;
@@ -280,7 +290,8 @@ Result<ValidationSummary> validate_collectives(const std::string& data_dir, cons
     // The reference cases are the held-out sweeps (data/validation/measured/<gpu>/heldout-collectives-*.json): the
     // collectives bench run after the calibration's own sweeps and never fitted, at sizes between the calibration's
     // (offset half a step) and at the same sizes again (a repeat).
-    const fs::path held = fs::path(data_dir) / "validation" / "measured" / gpu_id;
+    const fs::path held =
+        (measured_root.empty() ? fs::path(data_dir) / "validation" / "measured" : fs::path(measured_root)) / gpu_id;
     std::vector<fs::path> files;
     if (fs::is_directory(held, ec))
       for (const auto& e : fs::directory_iterator(held, ec)) {
@@ -304,7 +315,8 @@ Result<ValidationSummary> validate_collectives(const std::string& data_dir, cons
         const auto op = model::parse_collective(c.op);
         CaseResult r;
         r.id = fmt::format("{}-{}-{}gpu-{}-{}", gpu_id, c.op, c.ranks, units::format(units::bytes(c.bytes), units::BytePrefix::binary), tag);
-        r.source = "data/validation/measured/" + gpu_id + "/" + file.filename().string();
+        r.source = measured_root.empty() ? "data/validation/measured/" + gpu_id + "/" + file.filename().string()
+                                         : file.string();
         r.gpu = gpu_id;
         r.layout = fmt::format("{} GPUs of {}", c.ranks, sys.node->info.id);
         r.metric = "collective_time_s";
@@ -349,7 +361,7 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
   if (!text) return Result<ValidationSummary>(std::move(diags));
   auto j = json_io::parse(*text, cases_file, diags);
   if (!j) return Result<ValidationSummary>(std::move(diags));
-  const std::string shown = "data/validation/" + std::filesystem::path(cases_file).filename().string();
+  const std::string shown = shown_path(cases_file);
   if (!j->is_object() || !j->contains("cases") || !(*j)["cases"].is_array()) {
     diags.error(shown, "/cases", "expected an object with a 'cases' array");
     return Result<ValidationSummary>(std::move(diags));
@@ -365,10 +377,11 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     r.model = c.value("model", std::string{});
     r.gpu = c.value("gpu", std::string{});
     r.metric = c.value("metric", std::string{});
-    const int tp = c.value("tp", 1), pp = c.value("pp", 1);
+    const int tp = c.value("tp", 1), pp = c.value("pp", 1), ep = c.value("ep", 1);
     const std::string wdt = c.value("weights", std::string("bf16")), kvdt = c.value("kv", std::string("bf16")),
                       cdt = c.value("compute", std::string("bf16"));
-    r.layout = fmt::format("TP{} PP{} w:{} kv:{} {}", tp, pp, wdt, kvdt, c.value("engine", std::string{}));
+    r.layout = fmt::format("TP{}{} PP{} w:{} kv:{} {}", tp, ep > 1 ? fmt::format(" EP{}", ep) : "", pp, wdt, kvdt,
+                           c.value("engine", std::string{}));
     const auto& in = c.contains("inputs") ? c["inputs"] : json_io::Json::object();
     r.measured = c.contains("measured") ? c["measured"].value("value", 0.0) : 0.0;
     r.unit = r.metric.find("_per_s") != std::string::npos ? "tokens/s" : "s";
@@ -388,7 +401,12 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     if (!wd) diags.error(shown, ptr + "/weights", fmt::format("unknown weight dtype '{}'", wdt));
     if (!kd) diags.error(shown, ptr + "/kv", fmt::format("unknown KV dtype '{}'", kvdt));
     if (!cp) diags.error(shown, ptr + "/compute", fmt::format("unknown precision '{}'", cdt));
-    if (m == nullptr || gpu == nullptr || !wd || !kd || !cp) continue;
+    // Expert parallelism as the serving model has it: the experts spread over `ep` of the TP ranks (ep divides tp).
+    const bool ep_ok = ep >= 1 && tp >= 1 && tp % ep == 0 && (ep == 1 || (m != nullptr && m->arch.moe.has_value()));
+    if (!ep_ok)
+      diags.error(shown, ptr + "/ep",
+                  fmt::format("ep {} with tp {}: ep must be at least 1 and divide tp, and ep > 1 needs an MoE model", ep, tp));
+    if (m == nullptr || gpu == nullptr || !wd || !kd || !cp || !ep_ok) continue;
     model::ServingSystem sys;
     sys.db = &db;
     sys.gpu = gpu;
@@ -402,6 +420,7 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     model::ServingPerfPlan plan;
     plan.tp = tp;
     plan.pp = pp;
+    plan.ep = ep;
     plan.weights = model::default_weight_quant(*wd);
     plan.kv = model::default_kv_quant(*kd);
     plan.compute = *cp;

@@ -59,7 +59,28 @@ Result<ValidationSummary> validate_textbook(const std::string& cases_file, const
 /// calibration's sweeps, at sizes between theirs and at theirs again, and never fitted), predicted by the communicator
 /// the training and serving models use (the GPU's first node in the database), with the built-in link data and with
 /// the GPU's calibration profile (data/calibration/<gpu>/profile.json).
-Result<ValidationSummary> validate_collectives(const std::string& data_dir, const hw::HardwareDb& db);
+/// `measured_root` replaces data/validation/measured as the folder of the <gpu>/ subfolders (tests' fixtures).
+Result<ValidationSummary> validate_collectives(const std::string& data_dir, const hw::HardwareDb& db,
+                                               const std::string& measured_root = "");
+
+/// Whole-host runs (scripts/measure/run_node.sh, issue #30; any number of GPUs): the case files that
+/// scripts/measure/node_cases.py writes beside the run's measurements in <measured_root>/<gpu>/ (default root:
+/// data/validation/measured): node-x<N>-serving-cases.json and node-x<N>-moe-serving-cases.json (the inference case
+/// format, run by validate_inference), node-x<N>-training-cases.json and node-x<N>-moe-training-cases.json (the
+/// training format, run by validate_training), all with the GPU's calibration profile too. No such file: empty
+/// summaries. The collectives of those runs need nothing here: their held-out sweep is a heldout-collectives-*.json
+/// file, which validate_collectives reads.
+struct NodeRunCases {
+  ValidationSummary serving, moe_serving, training, moe_training;
+  /// as validate_inference splits them by source
+  std::vector<std::pair<std::string, ValidationSummary>> serving_by_source, moe_serving_by_source;
+  std::vector<std::string> files;  ///< the case files read, sorted
+};
+Result<NodeRunCases> validate_node_runs(const std::string& data_dir, const hw::HardwareDb& db,
+                                        const wl_io::ModelLibrary& lib, const std::string& measured_root = "");
+
+/// Appends `extra`'s cases to `into` and summarises the union again (a shipped set plus the whole-host runs' cases).
+void merge_cases(ValidationSummary& into, const ValidationSummary& extra);
 
 /// Runs every runnable case of the inference set (inference_cases.json) through the serving model: prefill time,
 /// decode step time, static-batch request latency, and offline max throughput under continuous batching.

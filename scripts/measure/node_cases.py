@@ -5,13 +5,14 @@ on the device at the end of the batch and again here on the unpacked tarball.
 usage: node_cases.py RESULTS_DIR [--out-dir DIR] [--gpu ID] [--date YYYY-MM-DD] [--source-dir REPO_PATH]
 
 Reads the run's JSON files in RESULTS_DIR and writes, for N = the run's GPU count:
-  node-x<N>-serving-cases.json   the inference case format (data/validation/measured_inference_cases.json): every
-                                 timed point of node_serve_step.py — TP-N dense decode (CUDA graphs) and prefill,
-                                 the TP(N/2) replicas' decode steps (each replica's step at its own batch, run
-                                 beside the other replicas), the EP-N MoE decode and prefill (eager) — one case each;
-  node-x<N>-training-cases.json  the training case format (measured_cases.json): the DDP and FSDP2 steps of
-                                 train_step.py (tokens/s per GPU and peak memory) and the MoE training steps of
-                                 moe_train_step.py at EP-N and EP-(N/2) x DP2 (tokens/s per GPU).
+  node-x<N>-serving-cases.json       the inference case format (data/validation/measured_inference_cases.json): every
+                                     timed point of node_serve_step.py --model dense — TP-N decode (CUDA graphs) and
+                                     prefill, the TP(N/2) replicas' decode steps (each replica's step at its own batch,
+                                     run beside the other replicas) — one case each;
+  node-x<N>-moe-serving-cases.json   the same format: the TP-N/EP-N MoE decode and prefill points (eager);
+  node-x<N>-training-cases.json      the training case format (measured_cases.json): the DDP and FSDP2 steps of
+                                     train_step.py (tokens/s per GPU and peak memory);
+  node-x<N>-moe-training-cases.json  the same format: moe_train_step.py at EP-N and EP-(N/2) x DP2 (tokens/s per GPU).
 Points the measurement refused (spread) or skipped (memory, time) stay in the files as not runnable, with the reason.
 `gpuplan validate` reads both files from data/validation/measured/<gpu>/ (any N), together with the held-out
 collectives sweep (heldout-collectives-<N>gpu-node-between*.json, the bench's own format, read as it is).
@@ -68,11 +69,11 @@ def when(d):
     return (d.get("timestamp_utc") or "")[:16].replace("T", " ")
 
 
-def serving_cases(docs, gpu, world, src_dir):
-    """node_serve_step.py records -> inference cases."""
+def serving_cases(docs, gpu, world, src_dir, want_moe):
+    """node_serve_step.py records (dense or MoE) -> inference cases."""
     cases, sources = [], {}
     for fname, d in docs:
-        if d.get("kind") != "node_serve_step":
+        if d.get("kind") != "node_serve_step" or (d.get("model_shape") == "moe") != want_moe:
             continue
         key = f"own-{gpu}-x{world}-{d['name']}"
         sw = d.get("software") or {}
@@ -116,8 +117,11 @@ def serving_cases(docs, gpu, world, src_dir):
                       f"one of {R} TP{t} replicas running at once on the {world} GPUs (each at batch {b}; "
                       f"{R * b} sequences in all)")
             if moe:
-                note = (f"{layout}, experts EP{ep} (row blocks, all-to-all dispatch/combine with a host sync of the "
-                        "split sizes, torch._grouped_mm experts, all-gather of the blocks); eager steps.")
+                how = ("fixed-capacity all-to-all dispatch/combine without a host sync, one torch._grouped_mm per "
+                       "projection" if d.get("ep_impl", "sync") == "static" else
+                       "all-to-all dispatch/combine with a host sync of the split sizes, torch._grouped_mm experts")
+                note = (f"{layout}, experts EP{ep} (row blocks, {how}, all-gather of the blocks); "
+                        + ("the whole step in one CUDA graph." if graphs else "eager."))
             else:
                 note = (f"{layout}; Megatron-style column/row-parallel linears, two all-reduces per layer, "
                         f"vocab-parallel LM head; {d.get('layers')} layers of Llama-3-70B's shape; "
@@ -127,11 +131,13 @@ def serving_cases(docs, gpu, world, src_dir):
     return cases, sources
 
 
-def training_cases(docs, gpu, world, src_dir):
+def training_cases(docs, gpu, world, src_dir, want_moe):
     cases = []
     node = NODES.get(gpu)
     for fname, d in docs:
         kind = d.get("kind")
+        if (kind == "moe_train_step") != want_moe:
+            continue
         src = f"gpuplan measurement, {src_dir}/{fname}"
         if kind == "train_step" and d.get("world_size", 1) > 1:
             cfg = d.get("config") or {}
@@ -211,21 +217,32 @@ def main(argv=None):
     src_dir = a.source_dir or f"data/validation/measured/{gpu}"
     out_dir = a.out_dir or a.results_dir
     os.makedirs(out_dir, exist_ok=True)
-    sc, sources = serving_cases(docs, gpu, world, src_dir)
-    tc = training_cases(docs, gpu, world, src_dir)
-    serving = {"schema": 1,
-               "description": (f"Our own serving measurements on {world} GPUs of one host ({gpu}): TP{world} and "
-                               f"TP{world // 2} x 2 replicas of a Llama-3-70B-shaped decoder, and a Qwen3-30B-A3B-"
-                               f"shaped decoder with attention TP{world} and experts EP{world}; generated by "
-                               "scripts/measure/node_cases.py from scripts/measure/run_node.sh's files."),
-               "sources": sources, "cases": sc}
-    training = {"schema": 1, "kind": "validation-set", "source_file": src_dir + "/",
-                "description": (f"Our own training steps on {world} GPUs of one host ({gpu}): DDP and FSDP2 of the "
-                                f"1B-like Llama, MoE EP{world} and EP{world // 2} x DP2; generated by "
-                                "scripts/measure/node_cases.py."),
-                "cases": tc}
-    for doc, kind in ((serving, "serving"), (training, "training")):
-        path = os.path.join(out_dir, f"node-x{world}-{kind}-cases.json")
+    h = world // 2
+    files = []
+    for moe in (False, True):
+        cases, sources = serving_cases(docs, gpu, world, src_dir, moe)
+        what = (f"a Qwen3-30B-A3B-shaped decoder with attention TP{world} and experts EP{world}" if moe else
+                f"TP{world} and TP{h} x 2 replicas of a Llama-3-70B-shaped decoder")
+        files.append((f"node-x{world}-{'moe-' if moe else ''}serving-cases.json",
+                      {"schema": 1,
+                       "description": (f"Our own serving measurements on {world} GPUs of one host ({gpu}): {what}; "
+                                       "generated by scripts/measure/node_cases.py from scripts/measure/run_node.sh's "
+                                       "files."),
+                       "sources": sources, "cases": cases}))
+        what = (f"MoE training steps at EP{world} and EP{h} x DP2" if moe else
+                "DDP and FSDP2 training steps of the 1B-like Llama")
+        files.append((f"node-x{world}-{'moe-' if moe else ''}training-cases.json",
+                      {"schema": 1, "kind": "validation-set", "source_file": src_dir + "/",
+                       "description": (f"Our own measurements on {world} GPUs of one host ({gpu}): {what}; "
+                                       "generated by scripts/measure/node_cases.py."),
+                       "cases": training_cases(docs, gpu, world, src_dir, moe)}))
+    synthetic = [d["synthetic"] for _, d in docs if d.get("synthetic")]
+    for fname, doc in files:
+        if synthetic:  # a test fixture's made-up records: say so in every file and case
+            doc["description"] = f"{synthetic[0]}. " + doc["description"]
+            for c in doc["cases"]:
+                c["notes"] = "SYNTHETIC. " + c.get("notes", "")
+        path = os.path.join(out_dir, fname)
         with open(path + ".tmp", "w") as f:
             json.dump(doc, f, indent=1, ensure_ascii=False)
             f.write("\n")

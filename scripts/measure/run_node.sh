@@ -8,8 +8,9 @@
 #      read by `gpuplan validate` from data/validation/measured/<gpu>/);
 #   2. TP-N serving of a Llama-3-70B-shaped decoder (20 layers; CUDA-graph decode, batch 1..256 at context 2048;
 #      prefill 1x2048 and 1x8192) and TP(N/2) x 2 replicas at 32 and 128 sequences each (node_serve_step.py);
-#   3. EP-N MoE: Qwen3-30B-A3B-shaped decode and prefill, attention TP-N, experts EP-N with all-to-all dispatch and
-#      combine (node_serve_step.py --model moe); MoE training step EP-N and EP-(N/2) x DP2 (moe_train_step.py);
+#   3. EP-N MoE: Qwen3-30B-A3B-shaped decode and prefill, attention TP-N, experts EP-N with a sync-free
+#      fixed-capacity all-to-all dispatch and combine, CUDA graphs (node_serve_step.py --model moe); MoE training
+#      step EP-N and EP-(N/2) x DP2 (moe_train_step.py);
 #   4. DDP and FSDP2 training steps of the 1B-like Llama (train_step.py), s2048 b4 per GPU, on N GPUs.
 # Then node_cases.py turns the result files into validation case files (node-x<N>-*-cases.json).
 # Everything lands in ONE tarball, $OUT/node_x<N>.tar.gz (rewritten after every part, so a kill keeps what was
@@ -101,7 +102,7 @@ part serve "$T_SERVE" torchrun --standalone --nproc_per_node="$N" $D/node_serve_
 
 # --- 3. EP-N MoE serving, then MoE training EP-N and EP-(N/2) x DP2 ---------------------------------------------------
 part moe_serve "$T_MOE_SERVE" torchrun --standalone --nproc_per_node="$N" $D/node_serve_step.py --model moe --phases tp --context 2048 \
-  --decode-batches "$MOE_BATCHES" --prefill 1x2048 --replays 10 --warmup 3 --time-budget-s $((T_MOE_SERVE - 40)) \
+  --decode-batches "$MOE_BATCHES" --prefill 1x2048 --replays 20 --warmup 5 --time-budget-s $((T_MOE_SERVE - 40)) \
   --out-dir "$R"
 part moe_train "$T_MOE_TRAIN" torchrun --standalone --nproc_per_node="$N" $D/moe_train_step.py --ep "$N" --name "node_moe_train_L4_s4096_b1_ep${N}_w${N}" --out-dir "$R"
 part moe_train "$T_MOE_TRAIN" torchrun --standalone --nproc_per_node="$N" $D/moe_train_step.py --ep "$H" --name "node_moe_train_L4_s4096_b1_ep${H}_w${N}" --out-dir "$R"
