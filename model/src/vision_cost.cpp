@@ -1,6 +1,7 @@
 #include "gpuplan/model/vision.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -54,6 +55,39 @@ double flops_per_element(const VisionOp& op) {
   }
 }
 
+/// How cuDNN's implicit-GEMM convolutions (NHWC) take an input whose channel count is not 16-byte aligned (the
+/// stems: C_in = 3). The channels are padded to the next 16-byte multiple by a kernel of their own
+/// (`nhwcAddPaddingKernel`, 2 launches per stem in our H100 profile:
+/// data/validation/measured/h100-sxm5-80gb/vision_inference_profile.json), and the tensor-core kernel runs on the
+/// padded map: aligned, but its main loop steps through the filter taps one at a time, each with a K-tile of at least
+/// kConvTapTileBytes of channels (ResNet-50's stem ran `cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4`,
+/// K-tile 32 bf16 channels), so a tap of C_pad < tile channels computes on zeros for the rest. The forward GEMM's
+/// depth is k² × max(C_pad, tile) (ResNet-50: 49 × 32 = 1568 instead of 147, priced aligned instead of at the
+/// element-aligned fallback's 0.176); the weight gradient's N is k² × C_pad (its tile runs along the taps).
+struct ConvChannels {
+  std::int64_t real = 0, padded = 0, tap_depth = 0;
+};
+constexpr double kConvTapTileBytes = 64.0;
+
+/// The tile shapes (M × N of the implicit GEMM) of cuDNN's Hopper convolution kernels in our H100 profile
+/// (vision_inference_profile.json: sm90_xmma_fprop_implicit_gemm tilesize 128x256, 256x128, 128x128, 256x64,
+/// 128x64; cutlass fprop 256x64 and 64x64): the N = 64 tiles fit the 64-channel convolutions that a 128- or 256-wide
+/// tile would leave half or three-quarters empty.
+struct ConvTile {
+  int m, n;
+};
+constexpr std::array<ConvTile, 6> kConvTiles{{{128, 256}, {256, 128}, {128, 128}, {256, 64}, {128, 64}, {64, 64}}};
+ConvChannels conv_channels(std::int64_t c, double element_bytes) {
+  ConvChannels r{c, c, c};
+  const double step = std::max(1.0, kGemmAlignmentBytes / element_bytes);
+  const double bytes = static_cast<double>(c) * element_bytes;
+  if (std::fmod(bytes, kGemmAlignmentBytes) == 0.0) return r;
+  r.padded = static_cast<std::int64_t>(std::ceil(static_cast<double>(c) / step) * step);
+  const auto tile = static_cast<std::int64_t>(std::max(1.0, kConvTapTileBytes / element_bytes));
+  r.tap_depth = std::max(r.padded, tile);
+  return r;
+}
+
 hw::Precision attention_precision(hw::Precision p) {
   return p == hw::Precision::fp8 || p == hw::Precision::int8 || p == hw::Precision::fp4 ? hw::Precision::bf16 : p;
 }
@@ -74,10 +108,20 @@ class Pricer {
   }
 
   /// An implicit-GEMM convolution or a linear layer: compute from gemm_cost at (m, n, k, g), traffic from the
-  /// tensors moved (a, b, c elements at the activation and weight element sizes).
+  /// tensors moved (a, b, c elements at the activation and weight element sizes). A convolution is autotuned
+  /// (cudnn.benchmark, as PyTorch's vision recipes and our measurements run): the fastest of cuDNN's tile shapes
+  /// (kConvTiles) under the house's tile/wave model, where a linear layer keeps cuBLAS's reference tile.
   OpCost implicit_gemm(const std::string& name, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups,
-                       double act_elements, double weight_elements, double weight_bytes) const {
+                       double act_elements, double weight_elements, double weight_bytes, bool autotuned) const {
     OpCost c = gemm_cost(name, {m, n, k, groups}, plan_.compute, d_);
+    if (autotuned && !d_.eff.stream_k)
+      for (const ConvTile& t : kConvTiles) {
+        Device dt = d_;
+        dt.eff.tile_m = t.m;
+        dt.eff.tile_n = t.n;
+        OpCost ct = gemm_cost(name, {m, n, k, groups}, plan_.compute, dt);
+        if (ct.efficiency > c.efficiency) c = std::move(ct);  // the compute side (the memory side is ours)
+      }
     const units::FlopRate rate = d_.peak(plan_.compute) * c.efficiency;
     const units::Seconds tc = c.flops / rate;
     c.bytes = units::bytes(act_elements * e_ + weight_elements * weight_bytes);
@@ -195,18 +239,28 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
       const std::int64_t m_out = plan.batch * op.h_out * op.w_out;
       const std::int64_t m_in = plan.batch * op.h_in * op.w_in;
       const std::int64_t cin = op.c_in / gr, cout = op.c_out / gr;
+      // The GEMM's depth: K = C_in·k² when C_in is 16-byte aligned; otherwise the channel-padded filter taps
+      // (conv_channels, e.g. the stems' C_in = 3).
+      const bool conv = op.kind == VisionOpKind::conv;
+      const ConvChannels ch = conv ? conv_channels(cin, pr.e_) : ConvChannels{cin, cin, cin};
+      const std::int64_t k_fwd = ch.tap_depth * k2;
+      if (ch.padded != cin)  // cuDNN's channel-padding kernel: the map read once, written with C_pad channels
+        pr.add(pr.stream_bytes(op.name + (backward ? " channel pad (bwd)" : " channel pad"),
+                               in * b_in + in * static_cast<double>(ch.padded) / static_cast<double>(cin) * pr.e_, 0),
+               &VisionPassCost::elementwise);
       if (plan.autocast && !backward)  // 4 B in, 2 B out per weight element
         pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
       if (!backward) {
-        pr.add(pr.implicit_gemm(op.name, m_out, cout, cin * k2, gr, in + out, w, wb), &VisionPassCost::gemm);
+        pr.add(pr.implicit_gemm(op.name, m_out, cout, k_fwd, gr, in + out, w, wb, conv), &VisionPassCost::gemm);
         // cuDNN's convolution leaves the bias to its own elementwise kernel (the profile's bias adds of the SE
         // 1×1 convolutions); cuBLASLt fuses a linear layer's bias into the GEMM epilogue.
         if (op.kind == VisionOpKind::conv && op.bias)
           pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
       } else {
         if (i > 0)  // the image needs no gradient
-          pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb), &VisionPassCost::gemm);
-        pr.add(pr.implicit_gemm(op.name + " wgrad", cout, cin * k2, m_out, gr, in + out, w, wb), &VisionPassCost::gemm);
+          pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb, conv), &VisionPassCost::gemm);
+        pr.add(pr.implicit_gemm(op.name + " wgrad", cout, ch.padded * k2, m_out, gr, in + out, w, wb, conv),
+               &VisionPassCost::gemm);
         if (op.kind == VisionOpKind::conv && op.bias)  // the bias gradient: a reduction of dy over N·H·W
           pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
         if (plan.autocast)  // the 16-bit weight gradient cast and accumulated into the fp32 .grad
