@@ -296,3 +296,30 @@ TEST_CASE("DDP: the fp32 gradients all-reduced in 25 MiB buckets, only the last 
   CHECK(four.images_per_second == doctest::Approx(4.0 * 256 / four.step_time.raw()));
   CHECK(four.forward.time.raw() == doctest::Approx(one.forward.time.raw()));
 }
+
+TEST_CASE("training batch norm: the channels-last statistics pass at 0.218 of the streaming rate, the transform at 0.733") {
+  // The measured bandwidth fractions of PyTorch's batch_norm_collect_statistics / batch_norm_transform_input
+  // channels-last kernels (vision_train_profile.json, ResNet-50 b 256), and four small kernels for the running stats.
+  wl::VisionOp op;
+  op.kind = wl::VisionOpKind::norm;
+  op.norm = wl::VisionNorm::batch;
+  op.name = "bn";
+  op.c_in = op.c_out = 64;
+  op.h_in = op.w_in = op.h_out = op.w_out = 56;
+  model::VisionTrainPlan tp;
+  tp.run.batch = 256;
+  tp.run.autocast = false;
+  const auto r = model::vision_training(single(op), tp, h100(), Explain::on);
+  REQUIRE(r.forward.ops.size() == 6);
+  const model::Device d = h100();
+  const double map = 256.0 * 64 * 56 * 56 * 2;  // one pass over the bf16 map
+  const double launch = tp.run.launch.kernel_overhead_eager.raw();
+  CHECK(r.forward.ops[0].name == "bn statistics");
+  CHECK(r.forward.ops[0].time.raw() == doctest::Approx(map / (d.stream_bandwidth().raw() * 0.218) + launch));
+  CHECK(r.forward.ops[1].time.raw() == doctest::Approx(2 * map / (d.stream_bandwidth().raw() * 0.733) + launch));
+  CHECK(r.forward.ops[2].name == "bn running stats");
+  // Backward: the reduction (reads x and dy) at 0.689, the element pass (x, dy read, dx written) at 0.840.
+  REQUIRE(r.backward.ops.size() == 2);
+  CHECK(r.backward.ops[0].time.raw() == doctest::Approx(2 * map / (d.stream_bandwidth().raw() * 0.689) + launch));
+  CHECK(r.backward.ops[1].time.raw() == doctest::Approx(3 * map / (d.stream_bandwidth().raw() * 0.840) + launch));
+}
