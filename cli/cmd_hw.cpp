@@ -333,6 +333,7 @@ int show(const GlobalOptions& g, const HwOptions& o) {
       a.rows.emplace_back("scale-out", fmt::format("{} × {} at {} per direction", n->scale_out->nics, n->scale_out->link,
                                                    u::format(n->scale_out->nic)));
     if (!n->host_cpu.empty()) a.rows.emplace_back("host CPU", n->host_cpu);
+    if (n->host_cores) a.rows.emplace_back("host CPU cores", std::to_string(*n->host_cores));
     if (n->host_memory) a.rows.emplace_back("host memory", u::format(*n->host_memory));
     if (n->host_memory_bandwidth)
       a.rows.emplace_back("host memory bandwidth", u::format(*n->host_memory_bandwidth) + " peak");

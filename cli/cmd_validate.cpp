@@ -217,10 +217,15 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
       put_cases(s, *v, {"source", "model", "gpu", "layout", "metric", "measured", "status", "note"});
     } else if (!v->cases.empty()) {
       std::string t =
-          "## Our own vision measurements (data/validation/measured/<gpu>/vision_*.json)\n\n"
+          "## Our own vision measurements (data/validation/measured/<gpu>/vision_*.json) and published ResNet-50 "
+          "training (data/validation/vision_published.json)\n\n"
           "torchvision models on one GPU; inference with bf16 weights, eager and as one CUDA graph; training steps "
-          "under bf16 autocast, on one GPU and with DDP on 2 and 4. Predicted by `gpuplan serve` / `gpuplan train` with the vision model, nothing "
-          "fitted to these runs (docs/design/vision.md).\n\n"
+          "under bf16 autocast, on one GPU and with DDP on 2 and 4; ResNet-50 fed by a JPEG DataLoader of 2 to 15 "
+          "workers (training-loader). Predicted by `gpuplan serve` / `gpuplan train` with the vision model; the memory-bound "
+          "training kernels' bandwidth fractions come from a per-kernel profile of these steps (docs/design/vision.md), "
+          "nothing else is fitted. published-pytorch: NVIDIA DeepLearningExamples' eager PyTorch ResNet-50 throughput on "
+          "DGX-1 V100 and DGX A100; published-mlperf: NVIDIA's MLPerf MXNet ResNet-50 (fused conv-BN-ReLU kernels, CUDA "
+          "graphs), a stack gpuplan does not model, shown for the gap.\n\n"
           "| kind | cases | evaluated | median abs error | max abs error | within 25% |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: |\n";
       for (const auto& [conv, sv] : groups)

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -14,9 +15,10 @@
 namespace gpuplan::cli {
 
 bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
-                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch) {
+                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch,
+                   const std::string& node) {
   auto where = [](const std::string& key) { return "--" + key; };
-  if (!resolve_hardware(gpu, "", "", db, where, diags, sys)) return false;
+  if (!resolve_hardware(gpu, node, "", db, where, diags, sys)) return false;
   if (!load_calibration(data_dir, sys, no_calibration, diags)) return false;
   // PyTorch's scaled_dot_product_attention runs FlashAttention-2 kernels (ViT's attention).
   device = model::sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
@@ -35,9 +37,11 @@ const std::set<std::string>& accepted(VisionCommand which) {
                                            "no-calibration", "format",      "explain",      "resolution",
                                            "fold-bn",     "fuse-epilogue", "autocast",
                                            "data-dir"};
-  static const std::set<std::string> train{"model",      "gpu",        "gpus",    "global-batch",   "micro-batch",
-                                           "precision",  "optimizer",  "format",  "explain",        "resolution",
-                                           "autocast",   "no-calibration", "data-dir"};
+  static const std::set<std::string> train{"model",      "gpu",        "node",    "gpus",           "global-batch",
+                                           "micro-batch", "precision", "optimizer", "format",       "explain",
+                                           "resolution", "autocast",   "no-calibration", "data-dir", "loader-workers",
+                                           "decode",     "decode-rate", "storage-GBps", "image-kB", "epochs",
+                                           "epoch-images"};
   return which == VisionCommand::serve ? serve : train;
 }
 
@@ -80,7 +84,7 @@ struct Setup {
 
 /// Hardware, calibration profile, the sustained device and the per-kernel costs (measured where the profile has them).
 bool setup(const GlobalOptions& g, const CLI::App& cmd, const std::string& gpu_name, bool no_calibration,
-           Diagnostics& diags, Setup& s) {
+           Diagnostics& diags, Setup& s, const std::string& node = "") {
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return false;
   s.data_dir = *dir;
@@ -88,7 +92,7 @@ bool setup(const GlobalOptions& g, const CLI::App& cmd, const std::string& gpu_n
   diags.append(db.diagnostics());
   if (!db.ok()) return false;
   s.db = std::move(db).value();
-  if (!vision_device(s.data_dir, s.db, gpu_name, no_calibration, diags, s.sys, s.device, s.launch)) return false;
+  if (!vision_device(s.data_dir, s.db, gpu_name, no_calibration, diags, s.sys, s.device, s.launch, node)) return false;
   if (auto v = value<double>(cmd, "kernel-overhead-us")) {
     if (!(*v >= 0)) diags.error("", "--kernel-overhead-us", "must be ≥ 0");
     (given(cmd, "enforce-eager") ? s.launch.kernel_overhead_eager : s.launch.kernel_overhead_graph) = u::microseconds(*v);
@@ -131,6 +135,106 @@ Section pass_section(const std::string& title, const model::VisionPassCost& p) {
            {"attention", u::format(p.attention)},
            {"elementwise", u::format(p.elementwise)},
            {"autocast casts", u::format(p.casts)}}};
+}
+
+/// The input pipeline of `train` from its flags: none unless --loader-workers (CPU decode) or --decode gpu is given.
+void data_pipeline_plan(const CLI::App& cmd, const VisionFlags& v, const Setup& s, long long gpus, Diagnostics& diags,
+                        model::VisionTrainPlan& plan) {
+  if (!v.loader_workers && !v.decode) {
+    for (const char* n : {"decode-rate", "storage-GBps", "image-kB"})
+      if (given(cmd, n))
+        diags.error("", std::string("--") + n, "describes the input pipeline: give --loader-workers N (CPU decode) or --decode gpu");
+    return;
+  }
+  model::DataPipelinePlan dp;
+  const std::string dec = v.decode.value_or("cpu");
+  if (dec == "gpu") dp.decode = model::ImageDecode::gpu;
+  else if (dec != "cpu") diags.error("", "--decode", fmt::format("'{}': the images are decoded on the cpu or the gpu", dec));
+  if (dp.decode == model::ImageDecode::cpu) {
+    if (!v.loader_workers) diags.error("", "--decode", "CPU decode needs the DataLoader's worker processes per GPU: --loader-workers N");
+    else if (*v.loader_workers < 1 || *v.loader_workers > 4096)
+      diags.error("", "--loader-workers", fmt::format("{} is not a worker count (1 to 4096 per GPU)", *v.loader_workers));
+    else dp.workers_per_gpu = static_cast<int>(*v.loader_workers);
+  } else if (v.loader_workers) {
+    diags.error("", "--loader-workers", "GPU decode (--decode gpu) has no CPU decode workers to count");
+  }
+  if (v.decode_rate) {
+    if (!(*v.decode_rate > 0) || !std::isfinite(*v.decode_rate))
+      diags.error("", "--decode-rate", fmt::format("{} is not a positive rate (images/s)", *v.decode_rate));
+    else if (dp.decode == model::ImageDecode::cpu) {
+      dp.cpu_images_per_s_per_core = *v.decode_rate;
+      dp.cpu_rate_origin = Origin::user("--decode-rate (images/s per core)");
+    } else {
+      dp.gpu_images_per_s = *v.decode_rate;
+      dp.gpu_rate_origin = Origin::user("--decode-rate (images/s per GPU)");
+    }
+  }
+  if (s.sys.node != nullptr && s.sys.node->host_cores) {
+    dp.node_cores = *s.sys.node->host_cores;
+    dp.cores_origin = Origin::datasheet(s.sys.node->info.cite("/host/cores"));
+  } else if (dp.decode == model::ImageDecode::cpu) {
+    diags.note("", "--node",
+               fmt::format("{} has no CPU core count in its data: the {} workers are not capped by cores",
+                           s.sys.node != nullptr ? s.sys.node->info.id : std::string("no node"), dp.workers_per_gpu));
+    dp.cores_origin = Origin::assumption("the node's cores are not in its data");
+  }
+  dp.gpus_on_node = static_cast<int>(gpus);
+  if (v.storage_GBps) {
+    if (!(*v.storage_GBps > 0) || !std::isfinite(*v.storage_GBps))
+      diags.error("", "--storage-GBps", fmt::format("{} is not a positive bandwidth (GB/s)", *v.storage_GBps));
+    else {
+      dp.storage = u::gb_per_s(*v.storage_GBps);
+      dp.storage_origin = Origin::user("--storage-GBps (the node's dataset read bandwidth)");
+    }
+  }
+  if (v.image_kB) {
+    if (!(*v.image_kB > 0) || !std::isfinite(*v.image_kB))
+      diags.error("", "--image-kB", fmt::format("{} is not a positive size (kB per encoded image)", *v.image_kB));
+    else {
+      dp.bytes_per_image = u::bytes(*v.image_kB * 1000.0);
+      dp.bytes_origin = Origin::user("--image-kB");
+    }
+  }
+  plan.data = dp;
+}
+
+nlohmann::json data_json(const model::DataPipeline& d, const model::DataPipelinePlan& p) {
+  return {{"decode", model::to_string(p.decode)},
+          {"workers_per_gpu", p.workers_per_gpu},
+          {"effective_workers", d.effective_workers},
+          {"node_cores", p.node_cores},
+          {"cpu_images_per_s_per_core", p.cpu_images_per_s_per_core},
+          {"cpu_images_per_s_per_gpu", d.cpu_images_per_s},
+          {"storage_images_per_s_per_gpu", d.storage_images_per_s},
+          {"loader_images_per_s_per_gpu", d.loader_images_per_s},
+          {"loader_time_s", d.loader.raw()},
+          {"gpu_decode_s", d.gpu_decode.raw()},
+          {"gpu_utilisation", d.gpu_utilisation},
+          {"bound", d.bound}};
+}
+
+Section data_section(const model::DataPipeline& d, const model::DataPipelinePlan& p) {
+  Section sec{"Input pipeline", {}};
+  if (p.decode == model::ImageDecode::cpu)
+    sec.rows.push_back({"JPEG decode + augmentation",
+                        fmt::format("CPU: {} workers per GPU, {} with a core of their own ({}), {} images/s each → {} images/s per GPU",
+                                    p.workers_per_gpu, d.effective_workers,
+                                    p.node_cores > 0 ? fmt::format("{} cores over {} GPU{}", p.node_cores, p.gpus_on_node,
+                                                                   p.gpus_on_node == 1 ? "" : "s")
+                                                     : std::string("cores not in the node's data"),
+                                    u::format_number(p.cpu_images_per_s_per_core, 4),
+                                    u::format_number(d.cpu_images_per_s, 4))});
+  else
+    sec.rows.push_back({"JPEG decode", fmt::format("GPU (nvJPEG-class), {} images/s: {} added to the GPU's step",
+                                                   u::format_number(p.gpu_images_per_s, 4), u::format(d.gpu_decode))});
+  sec.rows.push_back({"storage", d.storage_images_per_s > 0
+                                     ? fmt::format("{} images/s per GPU ({} over {} GPU{}, {} per image)",
+                                                   u::format_number(d.storage_images_per_s, 4), u::format(p.storage),
+                                                   p.gpus_on_node, p.gpus_on_node == 1 ? "" : "s", u::format(p.bytes_per_image))
+                                     : std::string("not limiting (dataset in the page cache; --storage-GBps to set)")});
+  sec.rows.push_back({"loader time per step", u::format(d.loader)});
+  sec.rows.push_back({"GPU busy", fmt::format("{:.0f}% of the step ({}-bound)", 100.0 * d.gpu_utilisation, d.bound)});
+  return sec;
 }
 
 int run_serve(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v, const wl_io::VisionEntry& m) {
@@ -228,7 +332,8 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
       return report(diags);
     }
   }
-  if (!setup(g, cmd, *gpu, given(cmd, "no-calibration") != nullptr, diags, s)) return report(diags);
+  if (!setup(g, cmd, *gpu, given(cmd, "no-calibration") != nullptr, diags, s, value<std::string>(cmd, "node").value_or("")))
+    return report(diags);
   model::VisionTrainPlan plan;
   plan.run.launch = s.launch;
   plan.run.cuda_graphs = false;
@@ -286,11 +391,16 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
   if (v.resolution)
     if (const std::string why = wl::vision_input_problem(m.arch, *v.resolution); !why.empty())
       diags.error("", "--resolution", why);
+  data_pipeline_plan(cmd, v, s, gpus, diags, plan);
+  const double epoch_images = v.epoch_images ? static_cast<double>(*v.epoch_images) : model::kImageNetTrainImages;
+  if (v.epoch_images && *v.epoch_images < 1) diags.error("", "--epoch-images", fmt::format("{} is not an image count", *v.epoch_images));
+  if (v.epochs && !(*v.epochs > 0)) diags.error("", "--epochs", fmt::format("{} is not a positive number of epochs", *v.epochs));
   if (diags.has_errors()) return report(diags);
   report(diags);  // notes
   const auto graph = wl::build_vision_graph(m.arch, v.resolution.value_or(0));
   const Explain ex = g.explain ? Explain::on : Explain::off;
   const auto r = model::vision_training(graph, plan, s.device, ex);
+  const double epoch_s = r.images_per_second > 0 ? epoch_images / r.images_per_second : 0.0;
   const u::Bytes cap = capacity(*s.sys.gpu);
   const bool fits = r.memory.total() <= cap;
   const Format f = parse_format(g.format);
@@ -307,7 +417,10 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                      {"autocast", plan.run.autocast},
                      {"optimizer", model::to_string(plan.optimizer)},
                      {"step_time_s", r.step_time.raw()},
+                     {"gpu_step_time_s", r.gpu_step_time.raw()},
                      {"images_per_s", r.images_per_second},
+                     {"epoch_images", epoch_images},
+                     {"epoch_time_s", epoch_s},
                      {"forward", pass_json(r.forward)},
                      {"backward", pass_json(r.backward)},
                      {"optimizer_s", r.optimizer.raw()},
@@ -324,6 +437,8 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                        {"total", gib(r.memory.total())},
                        {"capacity", gib(cap)}}},
                      {"fits", fits}};
+    if (v.epochs) j["time_to_train_s"] = *v.epochs * epoch_s;
+    if (r.data) j["data_pipeline"] = data_json(*r.data, *plan.data);
     if (g.explain) j["derivation"] = derivation_json(r.derivation);
     out(json_text(j));
     return fits ? kExitOk : kExitInfeasible;
@@ -335,14 +450,22 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                                         gpus == 1 ? "" : "s (DDP)")},
                   {"precision", fmt::format("{}{}", prec, plan.run.autocast ? " (autocast, fp32 weights)" : "")},
                   {"optimizer", model::to_string(plan.optimizer)},
-                  {"step time", u::format(r.step_time)},
+                  {"step time", r.data ? fmt::format("{} ({}-bound; the GPU's step {}, busy {:.0f}%)", u::format(r.step_time),
+                                                     r.data->bound, u::format(r.gpu_step_time), 100.0 * r.data->gpu_utilisation)
+                                       : fmt::format("{} (images already on the GPU: give --loader-workers N or --decode gpu to "
+                                                     "price the input pipeline)", u::format(r.step_time))},
                   {"throughput", fmt::format("{} images/s", u::format_number(r.images_per_second, 4))},
+                  {"epoch", fmt::format("{} for {} images{}", u::format(u::seconds(epoch_s)), u::format_number(epoch_images, 7),
+                                        v.epochs ? fmt::format("; {} epochs: {}", u::format_number(*v.epochs, 4),
+                                                               u::format(u::seconds(*v.epochs * epoch_s)))
+                                                 : std::string())},
                   {"MFU", fmt::format("{:.1f}%", 100.0 * r.mfu)},
                   {"DDP gradient all-reduce", gpus > 1 ? fmt::format("{}, {} not hidden (incl. GEMMs slowed beside it and "
                                                                      "bucket copies)",
                                                                      u::format(r.allreduce),
                                                                      u::format(r.exposed_comm + r.comm_slowdown + r.bucket_copies))
                                                        : std::string("none (one GPU)")}}});
+  if (r.data) sec.push_back(data_section(*r.data, *plan.data));
   sec.push_back(pass_section("Forward pass (one micro-batch)", r.forward));
   sec.push_back(pass_section("Backward pass (one micro-batch)", r.backward));
   sec.push_back({"Memory",
@@ -366,6 +489,20 @@ void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which) {
   cmd.add_option("--autocast", v.autocast,
                  "vision models: fp32 weights cast to bf16/fp16 every forward (torch.autocast; default: train true, "
                  "serve false: weights held in the compute type)");
+  if (which == VisionCommand::train) {
+    cmd.add_option("--loader-workers", v.loader_workers,
+                   "vision models: DataLoader worker processes per GPU decoding JPEGs on the CPU (prices the input "
+                   "pipeline; default: images already on the GPU)");
+    cmd.add_option("--decode", v.decode, "vision models: where the JPEGs are decoded: cpu (default with --loader-workers) or gpu");
+    cmd.add_option("--decode-rate", v.decode_rate,
+                   "vision models: decode + augmentation images/s per CPU core (cpu) or per GPU (gpu); default: our "
+                   "measurement");
+    cmd.add_option("--storage-GBps", v.storage_GBps,
+                   "vision models: the node's dataset read bandwidth in GB/s (default: not limiting, cached)");
+    cmd.add_option("--image-kB", v.image_kB, "vision models: mean encoded image size in kB (default: ImageNet's 115)");
+    cmd.add_option("--epochs", v.epochs, "vision models: epochs to train (time_to_train_s)");
+    cmd.add_option("--epoch-images", v.epoch_images, "vision models: images per epoch (default: ImageNet-1k's 1,281,167)");
+  }
   if (which == VisionCommand::serve) {
     cmd.add_flag("--fold-bn", v.fold_bn, "vision models: batch norm folded into the convolutions (inference engines)");
     cmd.add_flag("--fuse-epilogue", v.fuse_epilogue,
@@ -377,7 +514,9 @@ std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& c
                                        VisionCommand which) {
   const std::vector<std::string> vision_only = which == VisionCommand::serve
                                                    ? std::vector<std::string>{"resolution", "autocast", "fold-bn", "fuse-epilogue"}
-                                                   : std::vector<std::string>{"resolution", "autocast"};
+                                                   : std::vector<std::string>{"resolution", "autocast", "loader-workers",
+                                                                              "decode", "decode-rate", "storage-GBps",
+                                                                              "image-kB", "epochs", "epoch-images"};
   auto refuse_vision_flags = [&](const std::string& why) -> std::optional<int> {
     Diagnostics diags;
     for (const auto& n : vision_only)

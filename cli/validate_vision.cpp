@@ -23,6 +23,62 @@ double num(const Json& j, const char* key) { return j.contains(key) && j[key].is
 std::string str(const Json& j, const char* key) {
   return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
+/// Published ResNet-50 training throughput (data/validation/vision_published.json): DeepLearningExamples' PyTorch
+/// tables and MLPerf's fused MXNet runs, each on its node's GPU with DDP over the node, GPU step only.
+void published_vision_cases(const std::string& data_dir, const hw::HardwareDb& db, const wl_io::VisionLibrary& lib,
+                            Diagnostics& diags, ValidationSummary& sum) {
+  const std::string shown = "validation/vision_published.json";
+  const fs::path file = fs::path(data_dir) / "validation" / "vision_published.json";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return;
+  auto text = json_io::read_text_file(file.string(), diags);
+  if (!text) return;
+  auto j = json_io::parse(*text, shown, diags);
+  if (!j || !j->is_object() || !j->contains("cases") || !(*j)["cases"].is_array()) return;
+  for (const auto& c : (*j)["cases"]) {
+    CaseResult r;
+    r.source = shown + " (" + str(c, "source") + ")";
+    r.model = str(c, "model");
+    r.id = str(c, "id");
+    r.metric = "images_per_s";
+    r.unit = "images/s";
+    const std::string node = str(c, "node");
+    const auto gpus = static_cast<std::int64_t>(num(c, "gpus"));
+    const auto batch = static_cast<std::int64_t>(num(c, "batch_per_gpu"));
+    r.layout = fmt::format("{} GPU{} of {}, {} images per GPU, {} AMP, {}", gpus, gpus == 1 ? "" : "s", node, batch,
+                           str(c, "precision"), str(c, "stack"));
+    r.convention = "published-" + str(c, "stack");
+    r.measured = num(c, "images_per_s");
+    const hw::NodeSpec* n = db.find_node(node);
+    const auto* e = lib.find(r.model);
+    if (n == nullptr || e == nullptr || gpus < 1 || gpus > n->gpus || batch < 1 || r.measured <= 0) {
+      r.status = "not runnable";
+      r.note = n == nullptr ? "node not in the hardware data" : "not runnable";
+      sum.cases.push_back(r);
+      continue;
+    }
+    r.gpu = n->gpu;
+    model::TrainingSystem sys;
+    model::Device device;
+    model::ServingPerfPlan launch;
+    if (!vision_device(data_dir, db, n->gpu, false, diags, sys, device, launch, node)) continue;
+    model::VisionTrainPlan plan;
+    plan.run.launch = launch;
+    plan.run.batch = batch;
+    plan.run.autocast = true;
+    plan.run.cuda_graphs = false;
+    plan.run.compute = str(c, "precision") == "bf16" ? hw::Precision::bf16 : hw::Precision::fp16;
+    plan.optimizer = str(c, "optimizer") == "adamw" ? model::VisionOptimizer::adamw : model::VisionOptimizer::sgd_momentum;
+    if (gpus > 1) plan.dp = model::training_comm_group(static_cast<int>(gpus), 1, sys);
+    const auto t = model::vision_training(wl::build_vision_graph(e->arch), plan, device, Explain::off);
+    r.predicted = t.images_per_second;
+    r.error = *r.predicted / r.measured - 1.0;
+    r.status = "ok";
+    r.note = fmt::format("epoch {:.0f} s measured, {:.0f} s predicted", model::kImageNetTrainImages / r.measured,
+                         model::kImageNetTrainImages / *r.predicted);
+    sum.cases.push_back(r);
+  }
+}
 }  // namespace
 
 Result<ValidationSummary> validate_vision(const std::string& data_dir, const hw::HardwareDb& db) {
@@ -95,6 +151,42 @@ Result<ValidationSummary> validate_vision(const std::string& data_dir, const hw:
           sum.cases.push_back(r);
         }
       }
+    if (str(*j, "kind") == "loader_train" && j->contains("runs") && (*j)["runs"].is_array()) {
+      // ResNet-50 fed by a real JPEG DataLoader (scripts/measure/loader_train.py): the measured GPU-only step and the
+      // lent host's cores, the pipeline's per-core rate from the model's default (our dataload measurement).
+      const std::string m = str(*j, "model");
+      const auto* e = lib->find(m);
+      const auto batch = static_cast<std::int64_t>(num(*j, "batch"));
+      const double cpus = num(*j, "cpus");
+      for (const auto& run : (*j)["runs"]) {
+        CaseResult r = base(m);
+        const auto w = static_cast<int>(num(run, "workers"));
+        r.id = fmt::format("{}-{}-loader-b{}-w{}", gpu_id, m, batch, w);
+        r.metric = "step_time_s";
+        r.layout = fmt::format("{} images, {} DataLoader workers on a {}-core host, 1 GPU", batch, w, cpus);
+        r.convention = "training-loader";
+        r.measured = num(run, "train_step_s");
+        if (e == nullptr || batch < 1 || w < 1 || r.measured <= 0) {
+          r.status = "not runnable";
+          r.note = "no measurement";
+          sum.cases.push_back(r);
+          continue;
+        }
+        model::DataPipelinePlan dp;
+        dp.workers_per_gpu = w;
+        dp.node_cores = static_cast<int>(cpus);
+        dp.cores_origin = Origin::measurement(shown + "#/cpus");
+        dp.gpus_on_node = 1;
+        dp.bytes_per_image = units::bytes(num(*j, "mean_jpeg_bytes"));
+        const auto d = model::vision_data_pipeline(units::seconds(num(*j, "gpu_only_step_s")), batch, dp, Explain::off);
+        r.predicted = d.step_time.raw();
+        r.error = *r.predicted / r.measured - 1.0;
+        r.status = "ok";
+        r.note = fmt::format("{}-bound, GPU busy {:.0f}% (measured {:.0f}%)", d.bound, 100.0 * d.gpu_utilisation,
+                             100.0 * num(run, "gpu_busy_fraction"));
+        sum.cases.push_back(r);
+      }
+    }
     if (j->contains("training") && (*j)["training"].is_array())
       for (const auto& rec : (*j)["training"]) {
         const std::string m = str(rec, "model");
@@ -131,6 +223,7 @@ Result<ValidationSummary> validate_vision(const std::string& data_dir, const hw:
         sum.cases.push_back(r);
       }
   }
+  published_vision_cases(data_dir, db, *lib, diags, sum);
   summarise_validation(sum);
   if (diags.has_errors()) return Result<ValidationSummary>(std::move(diags));
   return Result<ValidationSummary>(std::move(sum), std::move(diags));

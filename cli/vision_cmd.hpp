@@ -19,13 +19,19 @@ struct VisionFlags {
   std::optional<long long> resolution;
   bool fold_bn = false, fuse_epilogue = false;
   std::optional<std::string> autocast;  ///< "true" / "false"
+  // train: the input pipeline (model/vision_data.hpp) and the epoch
+  std::optional<long long> loader_workers;
+  std::optional<std::string> decode;  ///< "cpu" / "gpu"
+  std::optional<double> decode_rate, storage_GBps, image_kB, epochs;
+  std::optional<long long> epoch_images;
 };
 
 /// The GPU (id or alias) and what the vision pricer runs on: its calibration profile (unless `no_calibration`), the
 /// sustained device with PyTorch's FA2 attention, and the per-kernel launch costs the profile measured. The one setup
 /// of `serve`/`train` for a vision model and of `validate`'s vision cases. False after an error diagnostic.
 bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
-                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch);
+                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch,
+                   const std::string& node = "");
 
 /// Registers the vision-only flags on `serve` or `train`.
 void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which);

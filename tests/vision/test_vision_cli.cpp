@@ -1,5 +1,9 @@
 // `gpuplan serve` / `gpuplan train` with a vision model: the JSON keys of issue #25, the flags that do not apply
 // refused by name (exit 2), and the vision-only flags refused for a transformer.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
 #include "cli_runner.hpp"
 
 using namespace gpuplan::cli_test;
@@ -94,6 +98,30 @@ TEST_CASE("CUDA-graph inference on an H100 is within issue 25's 15 percent media
   CHECK(v["by_kind"]["training"]["evaluated"] == 11);
   // DDP steps on 2 and 4 GPUs of one node.
   CHECK(v["by_kind"]["training-ddp"]["evaluated"] == 5);
+}
+
+TEST_CASE("issue 25's training steps on an H100 are within 15 percent median of our measurements, and the kinds are all run") {
+  // The issue's `train -m <model> --gpu h100 --global-batch 256` for ResNet-50 and ViT-B/16 (EfficientNet-B4 was
+  // measured up to 64 images a GPU: its largest batch stands in), against vision_train_*.json. The memory-bound
+  // kernels' bandwidth fractions come from a per-kernel profile of these runs (vision_train_profile.json); this
+  // asserts the issue's target, not a fit.
+  auto r = run({"validate", "--format", "json"});
+  REQUIRE(r.rc == 0);
+  const auto j = parse_json(r);
+  const auto& v = j["vision"];
+  std::vector<double> errs;
+  for (const auto& c : v["cases"]) {
+    const std::string id = c["id"].get<std::string>();
+    if (id == "h100-sxm5-80gb-resnet50-train-b256-x1" || id == "h100-sxm5-80gb-vit_b_16-train-b256-x1" ||
+        id == "h100-sxm5-80gb-efficientnet_b4-train-b64-x1")
+      errs.push_back(std::fabs(c["error"].get<double>()));
+  }
+  REQUIRE(errs.size() == 3);
+  std::sort(errs.begin(), errs.end());
+  CHECK(errs[1] <= 0.15);
+  CHECK(v["by_kind"]["training-loader"]["evaluated"] == 4);
+  CHECK(v["by_kind"]["published-pytorch"]["evaluated"] == 4);
+  CHECK(v["by_kind"]["published-mlperf"]["evaluated"] == 2);
 }
 
 TEST_CASE("an input size the network cannot take is refused at --resolution") {

@@ -344,6 +344,7 @@ const FieldTable& node_scale_out_fields() {
 const FieldTable& host_fields() {
   static const FieldTable t{
       text("cpu", "host CPUs"),
+      count("cores", 4096, "physical CPU cores of the node, all sockets (the data loader's workers run on them)"),
       positive("memory_GB", "GB", 20480, "host memory"),
       positive("memory_bandwidth_GBps", "GB/s", 20000,
                "peak host DRAM bandwidth of the node, all sockets (channels × transfer rate × 8 B)"),
@@ -562,6 +563,7 @@ Result<hw::NodeSpec> decode_node(const Json& j, const std::string& file) {
   }
   if (auto h = r.object("host"); h && h->valid()) {
     n.host_cpu = h->str("cpu").value_or("");
+    if (auto c = h->integer("cores")) n.host_cores = static_cast<int>(*c);
     if (auto v = h->num("memory_GB")) n.host_memory = u::gigabytes(*v);
     n.host_memory_bandwidth = gbps(*h, "memory_bandwidth_GBps");
   }

@@ -180,6 +180,7 @@ struct NodeSpec {
   };
   std::optional<ScaleOut> scale_out;
   std::string host_cpu;
+  std::optional<int> host_cores;  ///< physical CPU cores of the node, all sockets
   std::optional<units::Bytes> host_memory;
   std::optional<units::Bandwidth> host_memory_bandwidth;  ///< peak DRAM bandwidth of the node, all sockets
 };

@@ -24,6 +24,7 @@
 // FLOPs are 2 × multiply-accumulates (wl/vision.hpp states the counting convention); training's model FLOPs are 3 ×
 // the forward's (forward, data gradient, weight gradient).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "gpuplan/model/vision_data.hpp"
 #include "gpuplan/wl/vision.hpp"
 
 namespace gpuplan::model {
@@ -84,6 +86,9 @@ struct VisionTrainPlan {
   /// gradients are ready, after copying them into the bucket (and back after the reduction).
   CommGroup dp;
   units::Bytes bucket_bytes = units::mebibytes(25);
+  /// The input pipeline (vision_data.hpp): absent, the images are already on the GPU (synthetic data, as our
+  /// measurements and most benchmark tables run) and the step is the GPU's.
+  std::optional<DataPipelinePlan> data;
 };
 
 struct VisionMemory {
@@ -92,7 +97,9 @@ struct VisionMemory {
 };
 
 struct VisionTraining {
-  units::Seconds step_time{};
+  units::Seconds step_time{};      ///< the step as the run sees it: the GPU's, or the input pipeline's when it binds
+  units::Seconds gpu_step_time{};  ///< the GPU's step alone (forward, backward, optimizer, exposed communication)
+  std::optional<DataPipeline> data;  ///< the input pipeline against the GPU step (when the plan has one)
   double images_per_second = 0;  ///< over all data-parallel GPUs
   VisionPassCost forward, backward;
   units::Seconds optimizer{};
