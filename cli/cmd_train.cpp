@@ -43,7 +43,10 @@ struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
       cross_entropy,
-      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout;
+      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout, ep_dispatch;
+  std::vector<std::string> recompute_modules;  ///< --recompute-modules (empty: not given)
+  std::optional<double> moe_imbalance;
+  std::optional<long long> mtp_layers;
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
   std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
       lora_rank, first_stage_layers, last_stage_layers;
@@ -81,6 +84,13 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("optimizer_states", "--optimizer-states", f.optimizer_states);
   put("fp8_params", "--fp8-params", f.fp8_params);
   put("recompute", "--recompute", f.recompute);
+  if (!f.recompute_modules.empty()) {
+    j["recompute_modules"] = f.recompute_modules;
+    origin["recompute_modules"] = "--recompute-modules";
+  }
+  put("ep_dispatch", "--ep-dispatch", f.ep_dispatch);
+  put("moe_imbalance", "--moe-imbalance", f.moe_imbalance);
+  put("mtp_layers", "--mtp-layers", f.mtp_layers);
   put("attention_kernel", "--attention-kernel", f.attention_kernel);
   put("kernels", "--kernels", f.kernels);
   put("cross_entropy", "--cross-entropy", f.cross_entropy);
@@ -214,7 +224,9 @@ std::string split_text(const wl::TrainingPlan& plan) {
 std::string layout_text(const wl::TrainingPlan& plan) {
   const auto& par = plan.par;
   return fmt::format("TP {} · PP {}{} · DP {} · CP {}{}{}", par.tp, par.pp,
-                     plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages) : "",
+                     plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages)
+                     : plan.dualpipe()                                  ? std::string(" DualPipe")
+                                                                        : std::string(),
                      par.dp, par.cp, par.ep > 1 ? fmt::format(" · EP {}", par.ep) : "",
                      par.sequence_parallel && par.tp > 1 ? " · SP" : "") +
          (par.pp > 1 ? split_text(plan) : std::string()) +
@@ -763,7 +775,9 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--ep", f->ep, "expert parallel");
   c->add_option("--sp", f->sequence_parallel, "sequence parallelism (default: on when TP > 1)");
   c->add_option("--virtual-stages", f->virtual_stages, "interleaved pipeline chunks per stage");
-  c->add_option("--schedule", f->schedule, "1f1b or interleaved");
+  c->add_option("--schedule", f->schedule,
+                "1f1b, interleaved or dualpipe (DeepSeek-V3's bidirectional schedule: PP even, micro-batches even and "
+                "at least 2·PP)");
   c->add_option("--micro-batch", f->micro_batch, "sequences per micro-batch");
   c->add_option("--global-batch", f->global_batch, "sequences per step");
   c->add_option("--seq", f->seq, "sequence length");
@@ -779,6 +793,17 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--zero", f->zero, "ZeRO / FSDP stage 0-3");
   c->add_option("--shard-group", f->shard_group, "hybrid shard group size");
   c->add_option("--recompute", f->recompute, "none, selective, full");
+  c->add_option("--recompute-modules", f->recompute_modules,
+                "modules recomputed in the backward instead of kept (Megatron --recompute-modules): layernorm, "
+                "mla_up_proj, moe_act (comma-separated)")
+      ->delimiter(',');
+  c->add_option("--ep-dispatch", f->ep_dispatch,
+                "MoE dispatch/combine: all-to-all (NCCL, default) or deepep (DeepSeek-V3/DeepEP: once per node over "
+                "InfiniBand, NVLink forwarding inside it; FP8 dispatch under --precision fp8)");
+  c->add_option("--moe-imbalance", f->moe_imbalance,
+                "MoE load imbalance: busiest expert-parallel rank's tokens over the mean (default 1: balanced)");
+  c->add_option("--mtp-layers", f->mtp_layers,
+                "multi-token-prediction modules trained with the model (DeepSeek-V3: 1; at most the model's)");
   c->add_option("--flash", f->flash_attention, "fused attention (default true)");
   c->add_option("--dropout", f->dropout,
                 "train with dropout or without (default: as the model's config says: attention_dropout, attn_pdrop, ...)");

@@ -319,11 +319,25 @@ class Mapper {
       if (given("--recompute-method") || given("--recompute-num-layers"))
         bad(*get(given("--recompute-method") ? "--recompute-method" : "--recompute-num-layers"),
             "Megatron-LM takes no recompute method or layer count with selective granularity");
+      // Megatron-Core's --recompute-modules (default core_attn): core_attn is gpuplan's selective recompute; the
+      // norms, MLA's up-projections and the MoE activation are recompute modules of their own; the others are not
+      // priced.
+      bool core_attn = true;
       if (const MegatronFlag* mods = get("--recompute-modules")) {
-        if (!(mods->values.size() == 1 && mods->values[0].text == "core_attn"))
-          refuse(*mods, "recomputing modules other than core attention alone (gpuplan's selective recompute) is");
+        core_attn = false;
+        std::vector<std::string> list;
+        bool ok = true;
+        for (const auto& v : mods->values) {
+          if (v.text == "core_attn") core_attn = true;
+          else if (v.text == "layernorm" || v.text == "mla_up_proj" || v.text == "moe_act") list.push_back(v.text);
+          else ok = false;
+        }
+        if (!ok)
+          refuse(*mods, "recomputing modules other than core_attn, layernorm, mla_up_proj and moe_act is");
+        else if (!list.empty())
+          set("recompute_modules", list, "--recompute-modules");
       }
-      set("recompute", "selective", "--recompute-granularity");
+      set("recompute", core_attn ? "selective" : "none", "--recompute-granularity");
     } else if (*gran == "full") {
       auto method = text("--recompute-method");
       auto n = integer("--recompute-num-layers");
@@ -390,8 +404,7 @@ class Mapper {
     // and forced off without the interleaved schedule.
     if (given("--no-overlap-p2p-communication"))
       set("overlap_p2p_comm", false, "--no-overlap-p2p-communication");
-    if (auto v = integer("--mtp-num-layers", 0); v && *v > 0)
-      refuse(*get("--mtp-num-layers"), "multi-token prediction modules are");
+    if (auto v = integer("--mtp-num-layers", 0); v && *v > 0) set("mtp_layers", *v, "--mtp-num-layers");
     if (auto v = integer("--cpu-offloading-num-layers", 0); v && *v > 0)
       refuse(*get("--cpu-offloading-num-layers"), "CPU offloading of activations is");
   }

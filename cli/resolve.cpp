@@ -126,7 +126,8 @@ model::SearchSpace fixed_search_space(const std::function<bool(const std::string
   if (given("ep")) space.ep = {base.par.ep};
   if (given("virtual_stages")) space.virtual_stages = {base.par.virtual_stages};
   if (given("schedule")) {
-    if (base.schedule == wl::PipelineSchedule::one_f_one_b) space.virtual_stages = {1};
+    space.dualpipe = {base.schedule == wl::PipelineSchedule::dualpipe};
+    if (base.schedule != wl::PipelineSchedule::interleaved) space.virtual_stages = {1};
     else if (space.virtual_stages.empty())
       for (int v = 2; v <= arch.layers && v <= 1024; ++v) space.virtual_stages.push_back(v);
   }

@@ -178,8 +178,10 @@ Table top_table(const std::vector<model::SearchPoint>& top, bool several_gpu_cou
     const auto& s = p.score;
     std::vector<std::string> r{std::to_string(++rank)};
     if (several_gpu_counts) r.push_back(std::to_string(l.gpus));
-    r.insert(r.end(), {std::to_string(l.tp), std::to_string(l.pp), std::to_string(l.virtual_stages),
-                       std::to_string(l.dp), std::to_string(l.cp)});
+    // The v column says "dual" for the DualPipe schedule (one chunk per direction).
+    r.insert(r.end(), {std::to_string(l.tp), std::to_string(l.pp),
+                       l.dualpipe ? std::string("dual") : std::to_string(l.virtual_stages), std::to_string(l.dp),
+                       std::to_string(l.cp)});
     if (moe) r.push_back(std::to_string(l.ep));
     r.insert(r.end(), {l.sequence_parallel ? "on" : "off", std::to_string(l.micro_batch), recompute_key(l.recompute),
                        std::to_string(static_cast<int>(l.zero)) + (l.offload == wl::Offload::optimizer ? " +off" : ""),

@@ -32,6 +32,11 @@ double predicted_metric(const std::string& metric, const std::string& convention
   if (metric == "tokens_per_s") return e.tokens_per_s;
   if (metric == "tokens_per_s_per_gpu") return e.tokens_per_s / gpus;
   if (metric == "step_time_s") return e.step_time.raw();
+  if (metric == "gpu_hours") {
+    // GPU-hours of a whole run: the case's scenario gives the token budget (tokens).
+    known = e.gpu_hours.has_value();
+    return e.gpu_hours.value_or(0.0);
+  }
   if (metric == "peak_allocated_bytes") {
     // What the framework's caching allocator reports: model states, activations and logits — not the CUDA context,
     // NCCL's own buffers or fragmentation.
@@ -149,7 +154,7 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
     }
     const auto& scen = c["scenario"];
     r.model = scen.value("model", std::string{});
-    r.gpu = scen.value("gpu", scen.value("node", std::string{}));
+    r.gpu = scen.value("gpu", scen.value("node", scen.value("cluster", std::string{})));
     Diagnostics case_diags;
     auto decoded = wl_io::decode_training_scenario(scen, shown);
     if (!decoded.ok()) {

@@ -1,6 +1,7 @@
 #include "layer_cost.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -29,7 +30,11 @@ class TrainingLayerPricer {
         case OpKind::norm:
           // The two norms of a pre-norm layer; Gemma's post-norms are not priced yet (docs/design/op-graph-plan.md,
           // D14).
-          if (norms++ < 2) stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)));
+          if (norms++ < 2) {
+            const Seconds before = lc.fwd.total();
+            stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)));
+            if (plan.recomputes(wl::recompute_layernorm)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+          }
           break;
         case OpKind::attention: price_attention(o); break;
         case OpKind::ssm: price_ssm(o); break;
@@ -80,6 +85,7 @@ class TrainingLayerPricer {
     if (wgrad_accumulates(plan))
       wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
     add_bwd(wg);
+    lc.bwd.wgrad += wg.time;
     return;
   }
   if (dequant) {
@@ -97,6 +103,17 @@ class TrainingLayerPricer {
   add_bwd(gemm_cost(named(name, " LoRA A dgrad"), {m, k, r, batch}, gp, d));
   add_bwd(gemm_cost(named(name, " LoRA B wgrad"), {r, n, m, batch}, gp, d));
   add_bwd(gemm_cost(named(name, " LoRA A wgrad"), {k, r, m, batch}, gp, d));
+  }
+
+  // A recompute module's forward work, repeated in the backward (LayerCost::rec).
+  void recompute_part(Seconds dt, OpClass cls) {
+    if (!(dt > Seconds(0))) return;
+    if (cls == OpClass::gemm) {
+      lc.rec.gemm += dt;
+      lc.rec.compute_kernels += 1;
+    } else {
+      lc.rec.elementwise += dt;
+    }
   }
 
   void stream(const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
@@ -194,7 +211,16 @@ class TrainingLayerPricer {
   void price_linear(const Op& o) {
     switch (o.linear) {
       case LinearKind::qkv: {
+        const Seconds before = lc.fwd.total();
         fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
+        if (a.mla && o.part != Part::ssm && plan.recomputes(wl::recompute_mla_up_proj) && o.matmul_elements() > 0) {
+          // MLA's up-projections (q_b: r_q → n·(d_nope + d_rope); kv_b: r_kv → n·(d_nope + d_v)) are that share of
+          // the QKV block's weights, hence of its forward time (GEMM and FP8 cast).
+          const auto& ml = *a.mla;
+          const double up = double(ml.q_lora_rank > 0 ? ml.q_lora_rank * attn.heads * (ml.qk_nope_head_dim + ml.qk_rope_head_dim) : 0) +
+                            double(ml.kv_lora_rank * attn.heads * (ml.qk_nope_head_dim + ml.v_head_dim));
+          recompute_part((lc.fwd.total() - before) * std::min(1.0, up / double(o.matmul_elements())), OpClass::gemm);
+        }
         if (o.part == Part::ssm) break;  // Mamba-2's in_proj: no rotary
         // Rotary on the query and key heads (MLA: on the rotary part of each head).
         const double rope_elems =
@@ -216,14 +242,21 @@ class TrainingLayerPricer {
         // T·k·ep routed token copies; a user-sized micro-batch × sequence can take the product past int64 (saturate).
         std::int64_t routed = 0;
         if (__builtin_mul_overflow(T, o.active * std::int64_t(par.ep), &routed)) routed = INT64_MAX;
-        const std::int64_t tokens_per_expert = std::max<std::int64_t>(1, routed / o.copies);
+        // Load imbalance (plan.moe_imbalance, 1 = balanced): the busiest EP rank's experts get that many times the
+        // mean tokens, and every rank waits for it at the combine.
+        const double imb = std::max(1.0, plan.moe_imbalance);
+        const std::int64_t tokens_per_expert =
+            std::max<std::int64_t>(1, std::int64_t(std::llround(double(routed / o.copies) * imb)));
+        const double rows = double(T) * double(o.active) * imb;
         if (o.linear == LinearKind::expert_in) {
           fwd_gemm(o.name, LinearKind::expert_in, tokens_per_expert, h, glu * ie, local_experts);
-          stream("expert activation", (double(T) * double(o.active) * double(ie)) * e * (gated ? glu_f : 2.0),
-                 4.0 * (double(T) * double(o.active) * double(ie)), gated ? glu_b / glu_f : 1.5);
+          const Seconds before = lc.fwd.total();
+          stream("expert activation", (rows * double(ie)) * e * (gated ? glu_f : 2.0), 4.0 * (rows * double(ie)),
+                 gated ? glu_b / glu_f : 1.5);
+          if (plan.recomputes(wl::recompute_moe_act)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
         } else {
           fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
-          price_token_routing(double(T) * double(o.active));
+          price_token_routing(rows);
         }
         break;
       }

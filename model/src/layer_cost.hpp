@@ -20,6 +20,9 @@ struct PassCost {
   /// beside this compute waits behind. kernel_in_flight = their mean duration (a mean, so that no kernel getting
   /// faster can lengthen it: the step stays monotone in every peak and bandwidth, tests/property).
   double compute_kernels = 0.0;
+  /// The weight-gradient GEMMs among `gemm` (a part of it, not added to total()): W of the DualPipe bubble, the work
+  /// a zero-bubble schedule can defer.
+  Seconds wgrad{};
   [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + other; }
   [[nodiscard]] Seconds kernel_in_flight() const {
     return compute_kernels > 0 ? (gemm + attention) / compute_kernels : Seconds(0);
@@ -38,14 +41,20 @@ struct PassCost {
     elementwise += o.elementwise;
     other += o.other;
     compute_kernels += o.compute_kernels;
+    wgrad += o.wgrad;
     return *this;
   }
   /// k times as many of the same ops (a share of the layers): the mean kernel is unchanged.
-  PassCost scaled(double k) const { return {gemm * k, attention * k, elementwise * k, other * k, compute_kernels * k}; }
+  PassCost scaled(double k) const {
+    return {gemm * k, attention * k, elementwise * k, other * k, compute_kernels * k, wgrad * k};
+  }
 };
 
 struct LayerCost {
   PassCost fwd, bwd;
+  /// The forward work the plan's recompute modules (wl::RecomputeModule) repeat in the backward: the norms, MLA's
+  /// up-projections, the experts' activation. Zero without recompute modules.
+  PassCost rec;
   units::Flops flops_fwd{}, flops_bwd{};
   std::vector<OpCost> ops;  // for display
 };

@@ -300,6 +300,45 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
       s.p_expert += lp.expert;
     }
   }
+  if (plan.mtp_layers > 0 && a.mtp_layers > 0 && a.layers > 0) {
+    // Multi-token prediction (DeepSeek-V3 §2.2.1): each module is a transformer layer like the model's last, a
+    // projection and its norms, sharing the embedding and the output head; it sits with the output head (§3.2.3:
+    // "the shallowest layers (including the embedding layer) and deepest layers (including the output head) of the
+    // model on the same PP rank"), on the last stage.
+    StageShape& s = st.back();
+    const std::int64_t last = a.layers - 1;
+    const bool moe = a.is_moe_layer(last);
+    const LayerParams lp = moe ? kinds.moe : kinds.dense;
+    const double per_module = double(params.mtp) / double(a.mtp_layers);
+    s.layers += plan.mtp_layers;
+    s.moe_layers += moe ? plan.mtp_layers : 0;
+    s.kind_layers[static_cast<std::size_t>(LayerKind::of(a, last).index())] += plan.mtp_layers;
+    s.p_expert += double(plan.mtp_layers) * lp.expert;
+    s.p_dense += double(plan.mtp_layers) * std::max(0.0, per_module - lp.expert);
+    s.mtp += plan.mtp_layers;
+  }
+  if (plan.dualpipe()) {
+    // DualPipe (DeepSeek-V3 §3.2.1, Table 2): device i holds stage i of the forward direction and stage PP−1−i of
+    // the reverse one — two copies of the parameters over the pipeline; device 0 (and PP−1) holds both the
+    // embedding and the output head.
+    std::vector<StageShape> dev(st.size());
+    for (std::size_t i = 0; i < st.size(); ++i) {
+      const StageShape& x = st[i];
+      const StageShape& y = st[st.size() - 1 - i];
+      StageShape& d = dev[i];
+      d = x;
+      d.first = x.first || y.first;
+      d.last = x.last || y.last;
+      d.layers += y.layers;
+      d.moe_layers += y.moe_layers;
+      for (std::size_t k = 0; k < d.kind_layers.size(); ++k) d.kind_layers[k] += y.kind_layers[k];
+      d.p_dense += y.p_dense;
+      d.p_expert += y.p_expert;
+      d.mtp += y.mtp;
+      d.chunks = 2;
+    }
+    return dev;
+  }
   return st;
 }
 
@@ -453,7 +492,12 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     const int i = shape.index;
     st.inflight_mb = double(std::min<std::int64_t>(p - i, m));
     if (p == 1) st.inflight_mb = 1.0;
-    if (v > 1 && p > 1) {
+    if (shape.chunks == 2) {
+      // DualPipe (DeepSeek-V3 Table 2): PP + 1 chunk micro-batches of activations; this device's two chunks (one per
+      // direction) are summed in the shape, so (PP + 1)/2 of their sum per micro-batch.
+      st.inflight_mb = double(p + 1) / 2.0;
+      st.layer_factor = st.inflight_mb;
+    } else if (v > 1 && p > 1) {
       const double chunks = std::min<double>(2.0 * (p - i - 1) + double(v - 1) * p + 1.0, double(m) * v);
       st.layer_factor = chunks / v;
     } else {

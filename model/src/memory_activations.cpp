@@ -69,7 +69,15 @@ void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, bool layer_input,
 /// PyTorch, down(act(gate(x))·up(x)) as HF's LlamaMLP and our bench write it, also keeps act(gate(x)) for the
 /// multiply: 4·width (measured: data/validation/measured/h200-sxm-141gb/mem_*.json). Two-matrix MLPs keep the
 /// fc1 output (activation input) and the activation output (fc2 input) ([K22] §4.1: 8sbh + 8sbh for 4h).
-void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, const char* w1, const char* w2) {
+void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, const char* w1, const char* w2,
+               bool act_recomputed = false) {
+  if (act_recomputed && c.a.mlp == wl::MlpKind::gated) {
+    // The activation recomputed (Megatron-Core's moe_act): only its input [gate | up] is kept, and the product (the
+    // down-projection input) is computed again in the backward. DeepSeek-V3 §3.3.2 also keeps that input in FP8
+    // with its fine-grained quantisation when the GEMMs are FP8 (c.gi).
+    add(v, part, "fc1 output [gate | up] (activation input; its output recomputed)", w2, 2 * width, c.gi, Split::tensor);
+    return;
+  }
   if (c.a.mlp == wl::MlpKind::gated) {
     if (c.eager()) {
       add(v, part, "gate and up projection outputs", w2, 2 * width, c.ab, Split::tensor);
@@ -96,7 +104,12 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
 
   // ---- attention block ----
   norm_terms(c, v, A, true, 1.0, "h");
-  if (c.wgrad_qkv) add(v, A, "QKV projection input (norm output)", "h", h, c.gi, Split::sequence);
+  // Recompute modules (Megatron-Core --recompute-modules; DeepSeek-V3 §3.2.3, §3.3.2): a recomputed module's output
+  // is not kept; the backward computes it again from the input, which is kept anyway.
+  const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
+  const bool rc_up = c.plan.recomputes(wl::recompute_mla_up_proj) && a.mla.has_value();
+  const bool rc_act = c.plan.recomputes(wl::recompute_moe_act) && !c.eager();
+  if (c.wgrad_qkv && !rc_norm) add(v, A, "QKV projection input (norm output)", "h", h, c.gi, Split::sequence);
   if (a.qk_norm) {
     const double w = (nq + nkv) * d;
     if (c.hf()) {
@@ -114,10 +127,12 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   if (a.mla) {
     const auto& m = *a.mla;
     // MLA (DeepSeek-V2 §2.1): the latents feed a norm and an up-projection; K and V are expanded per query head.
+    // With the norms recomputed only the latent itself (the norm input) is kept, not its normalised copy.
     if (m.q_lora_rank > 0)
-      add(v, A, "q latent (q_a norm input and q_b input)", "2·r_q", 2.0 * double(m.q_lora_rank), c.ab, Split::sequence);
-    add(v, A, "kv latent (kv_a norm input and kv_b input)", "2·r_kv", 2.0 * double(m.kv_lora_rank), c.ab,
-        Split::sequence);
+      add(v, A, rc_norm ? "q latent (q_a norm input; the q_b input recomputed)" : "q latent (q_a norm input and q_b input)",
+          rc_norm ? "r_q" : "2·r_q", (rc_norm ? 1.0 : 2.0) * double(m.q_lora_rank), c.ab, Split::sequence);
+    add(v, A, rc_norm ? "kv latent (kv_a norm input; the kv_b input recomputed)" : "kv latent (kv_a norm input and kv_b input)",
+        rc_norm ? "r_kv" : "2·r_kv", (rc_norm ? 1.0 : 2.0) * double(m.kv_lora_rank), c.ab, Split::sequence);
     q_w = k_w = nq * double(m.qk_nope_head_dim + m.qk_rope_head_dim);
     v_w = o_w = nq * double(m.v_head_dim);
     qs = ks = "n_q·(d_nope+d_rope)";
@@ -127,9 +142,16 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
     k_w = v_w = nq * d;
     ks = vs = "n_q·d (repeat_kv)";
   }
-  add(v, A, "Q (after RoPE)", qs, q_w, c.ab, Split::tensor);
-  add(v, A, "K (after RoPE)", ks, k_w, c.ab, Split::tensor);
-  add(v, A, "V", vs, v_w, c.ab, Split::tensor);
+  if (!rc_up) {
+    add(v, A, "Q (after RoPE)", qs, q_w, c.ab, Split::tensor);
+    add(v, A, "K (after RoPE)", ks, k_w, c.ab, Split::tensor);
+    add(v, A, "V", vs, v_w, c.ab, Split::tensor);
+  } else {
+    // MLA up-projections recomputed: Q, K and V come back from the latents in the backward; only the decoupled
+    // rotary key (shared by the heads) is kept beside the latents.
+    add(v, A, "k rotary part (the up-projected Q, K, V recomputed)", "d_rope", double(a.mla->qk_rope_head_dim), c.ab,
+        Split::sequence);
+  }
   if (c.plan.flash_attention) {
     // FlashAttention keeps Q, K, V, the output and the fp32 log-sum-exp per query row; no s×s tensor.
     add(v, A, "softmax log-sum-exp (fp32, FlashAttention)", "n_q", nq, kFp32Bytes, Split::tensor);
@@ -169,7 +191,7 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   // ---- MLP block ----
   const Part M = Part::mlp;
   norm_terms(c, v, M, false, 1.0, "h");
-  if (c.wgrad_mlp) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
+  if (c.wgrad_mlp && !rc_norm) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
   if (moe_layer && a.moe) {
     const auto& m = *a.moe;
     const double E = double(m.num_experts), k = double(m.experts_per_token);
@@ -177,10 +199,11 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
     // multiplies by the routing weights and keeps the expert outputs for their gradient. Balanced routing assumed.
     add(v, M, "router probabilities (fp32)", "E", E, kFp32Bytes, Split::sequence);
     if (c.wgrad_mlp) add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.gi, Split::sequence);
-    ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e");
+    ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e", rc_act);
     add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
     if (m.shared_experts > 0)
-      ffn_terms(c, v, Part::shared, (double(m.shared_experts) * double(m.shared_intermediate)), "n_s·i_s", "2·n_s·i_s");
+      ffn_terms(c, v, Part::shared, (double(m.shared_experts) * double(m.shared_intermediate)), "n_s·i_s", "2·n_s·i_s",
+                rc_act);
   } else {
     ffn_terms(c, v, M, double(a.intermediate), "i", "2·i");
   }

@@ -30,6 +30,10 @@ struct StageShape {
   std::int64_t layers = 0, moe_layers = 0;
   std::array<std::int64_t, LayerKind::kCount> kind_layers{};  ///< [LayerKind::index()]: layers of each cost kind
   double p_dense = 0.0, p_expert = 0.0;
+  /// Pipeline stages this device holds: 1, or 2 under DualPipe (stage i and stage PP−1−i, the counts above summed;
+  /// each micro-batch passes through one of them on this device).
+  int chunks = 1;
+  std::int64_t mtp = 0;  ///< multi-token-prediction modules here (their transformer layer is in the counts above)
 };
 
 

@@ -227,7 +227,10 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
       {"a_b", format_number(c.ab), "bytes per stored activation", prec_o},
       {"recompute", rmode, "what each layer keeps", Origin::user("plan.recompute")},
       {"in_flight", format_number(h.layer_factor), "micro-batches of the stage's layers held at the peak",
-       Origin::derived(v > 1 ? "interleaved: min(2(p−i−1) + (v−1)p + 1, m·v) chunks / v" : "1F1B: min(p − i, m)")},
+       Origin::derived(plan.dualpipe() ? "DualPipe (DeepSeek-V3 Table 2): p + 1 chunk micro-batches over the device's two "
+                                         "stages, (p + 1)/2 of their sum"
+                       : v > 1 ? "interleaved: min(2(p−i−1) + (v−1)p + 1, m·v) chunks / v"
+                               : "1F1B: min(p − i, m)")},
       {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))",
        Origin::user("plan.global_batch")}};
   act.result = B(h.activations);
@@ -240,7 +243,11 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
         "recomputation working set (one layer, one micro-batch, during its backward): {}; it does not coexist with the "
         "logits/loss buffers ({}), so the peak adds max(0, working set − logits) = {}",
         B(h.working_set), B(h.logits_b), B(std::max(0.0, h.working_set - h.logits_b))));
-  if (p > 1)
+  if (p > 1 && plan.dualpipe())
+    act.notes.push_back(
+        "DualPipe: device i holds stage i (forward direction) and stage p−1−i (reverse direction), their layers "
+        "summed; PP + 1 chunk micro-batches of activations, 1/PP more than 1F1B's first stage (DeepSeek-V3 §3.2.1)");
+  else if (p > 1)
     act.notes.push_back(
         v > 1 ? "interleaved schedule: the first stage holds L·(1 + (p−1)/(p·v)) layers' worth ([K22] §4.2.3, [N21])"
               : "1F1B: the first pipeline stage is the heaviest in activations: it holds p in-flight "

@@ -29,7 +29,9 @@ wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l) {
   p.par.ep = l.ep;
   p.par.virtual_stages = l.virtual_stages;
   p.par.sequence_parallel = l.sequence_parallel;
-  p.schedule = l.virtual_stages > 1 ? wl::PipelineSchedule::interleaved : wl::PipelineSchedule::one_f_one_b;
+  p.schedule = l.dualpipe             ? wl::PipelineSchedule::dualpipe
+               : l.virtual_stages > 1 ? wl::PipelineSchedule::interleaved
+                                      : wl::PipelineSchedule::one_f_one_b;
   p.micro_batch = l.micro_batch;
   p.recompute = l.recompute;
   p.zero = l.zero;
@@ -51,6 +53,7 @@ Layout layout_of(const wl::TrainingPlan& plan) {
   l.recompute = plan.recompute;
   l.zero = plan.zero;
   l.offload = plan.offload;
+  l.dualpipe = plan.schedule == wl::PipelineSchedule::dualpipe;
   return l;
 }
 
@@ -70,6 +73,7 @@ const char* recompute_name(wl::Recompute r) {
 std::string describe(const Layout& l) {
   std::string s = fmt::format("TP {} · PP {}", l.tp, l.pp);
   if (l.virtual_stages > 1) s += fmt::format(" (v={})", l.virtual_stages);
+  if (l.dualpipe) s += " DualPipe";
   s += fmt::format(" · DP {} · CP {}", l.dp, l.cp);
   if (l.ep > 1) s += fmt::format(" · EP {}", l.ep);
   if (l.sequence_parallel && l.tp > 1) s += " · SP";
@@ -183,6 +187,7 @@ struct FastTrainingEvaluator::Impl {
   TermCache<Seconds, 4> tp;            // tp, cp, micro, sp
   TermCache<Seconds, 3> cp;            // tp, cp, micro
   TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
+  TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
   TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
   TermCache<DpTimes, 6> dp;            // tp, pp, cp, dp, ep, ZeRO stage
@@ -202,7 +207,7 @@ struct FastTrainingEvaluator::Impl {
   }
 
   // Copied out: a reference into `groups` would not survive the next insert.
-  Seconds with_group(int size, int stride, const auto& term) {
+  auto with_group(int size, int stride, const auto& term) {
     const CommGroup& g = groups.get({size, stride}, [&] { return detail::training_group(size, stride, sys); });
     return term(g);
   }
@@ -214,13 +219,16 @@ struct FastTrainingEvaluator::Impl {
     if (!detail::layout_rules(a, plan, sys, nullptr)) return r;
     const auto& par = plan.par;
     const std::int64_t sp = par.sequence_parallel ? 1 : 0, mb = plan.micro_batch;
+    // PP in the keys of the terms that depend on the parameters a GPU holds: negative under DualPipe (two stages per
+    // device, params_per_gpu).
+    const int pp_key = plan.dualpipe() ? -par.pp : par.pp;
     const Device& d = k.d;
 
     detail::StepTerms t;
     t.compute =
         compute.get({par.tp, par.cp, mb, sp, par.ep}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
     if (plan.mixed_precision == wl::MixedPrecision::amp)
-      t.amp_casts = amp.get({par.tp, par.pp, par.ep}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
+      t.amp_casts = amp.get({par.tp, pp_key, par.ep}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
     if (par.tp > 1)
       t.tp_one = tp.get({par.tp, par.cp, mb, sp}, [&] {
         return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_collective_time(a, plan, g); });
@@ -232,6 +240,13 @@ struct FastTrainingEvaluator::Impl {
     if (par.ep > 1 && a.moe)
       t.ep_one = ep.get({par.tp, par.cp, par.ep, mb}, [&] {
         return with_group(par.ep, par.tp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
+      });
+    if (par.ep > 1 && a.moe)
+      t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, par.ep, mb}, [&] {
+        return with_group(par.ep, par.tp, [&](const CommGroup& g) {
+          const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
+          return (md.dispatch_bytes + md.combine_bytes) * 0.5;
+        });
       });
     if (par.pp > 1) {
       t.pp_one = pp.get({par.tp, par.cp, par.dp, mb, sp}, [&] {
@@ -246,7 +261,7 @@ struct FastTrainingEvaluator::Impl {
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
-      t.dp = dp.get({par.tp, par.pp, par.cp, par.dp, par.ep, zero}, [&] {
+      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, par.ep, zero}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Copied out: a reference into `groups` would not survive the next insert.
         const CommGroup g = groups.get({n_dp, par.tp}, [&] { return detail::training_group(n_dp, par.tp, sys); });
@@ -255,23 +270,24 @@ struct FastTrainingEvaluator::Impl {
         return detail::dp_collective_times(a, k.params, plan, g, ge);
       });
       if (plan.kernels == wl::KernelStyle::eager)
-        t.dp_copy = dp_copy.get({par.tp, par.pp, par.dp, par.cp, par.ep,
+        t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, par.ep,
                                  static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
                                 [&] { return detail::dp_copy_time(a, k.params, plan, d); });
     }
     const double shard = detail::optimizer_shard(plan);
-    t.optimizer = opt.get({par.tp, par.pp, par.ep, static_cast<std::int64_t>(shard)},
+    t.optimizer = opt.get({par.tp, pp_key, par.ep, static_cast<std::int64_t>(shard)},
                           [&] { return detail::optimizer_time(a, k.params, plan, d); });
     if (plan.offload == wl::Offload::optimizer) {
-      t.offload = offload.get({par.tp, par.pp, par.ep, static_cast<std::int64_t>(shard),
+      t.offload = offload.get({par.tp, pp_key, par.ep, static_cast<std::int64_t>(shard),
                                detail::offload_node_gpus(plan, sys)},
                               [&] { return detail::offload_times(a, k.params, plan, sys); });
     }
 
     const int p = std::max(1, par.pp);
     const int v = plan.model_chunks();
+    const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
     // A reference into `shapes`: valid until its next insert (none comes before memory_core below).
-    const StageShapes& sh = shapes.get({p, v}, [&] { return detail::stage_shapes(a, k.params, plan); });
+    const StageShapes& sh = shapes.get({p, v_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
     t.stages = &sh;
     detail::StepCore core;
     detail::compose_step(a, plan, k, t, core);
@@ -296,7 +312,7 @@ struct FastTrainingEvaluator::Impl {
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
     detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
-                        shapes.get({p, v}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
+                        shapes.get({p, v_key}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;
@@ -411,6 +427,13 @@ struct Enumerator {
         if (detail::chunk_split_ok(a, probe, nullptr)) d.virtual_stages.push_back(int(v));
       }
     std::erase_if(d.virtual_stages, [&](int v) { return !allowed(space.virtual_stages, v); });
+    // DualPipe rides on the virtual-stage dimension of the enumeration as 0 (virtual stages 1, Layout::dualpipe).
+    const bool dual_ok = l.pp >= 2 && l.pp % 2 == 0 && allowed(space.virtual_stages, 1);
+    const bool dual_default = a.moe.has_value();
+    if (space.dualpipe.empty() ? dual_ok && dual_default : dual_ok && allowed(space.dualpipe, true))
+      d.virtual_stages.push_back(0);
+    if (!space.dualpipe.empty() && !allowed(space.dualpipe, false))
+      std::erase_if(d.virtual_stages, [](int v) { return v != 0; });
     for (bool s : {false, true})
       if ((!s || l.tp > 1) && allowed(space.sequence_parallel, s)) d.sp.push_back(s);
     if (base.global_batch % l.dp == 0)
@@ -480,7 +503,8 @@ template <class F>
 void for_each_layout(const Item& it, const Dims& dm, F&& f) {
   Layout l = it.base;
   for (int v : dm.virtual_stages) {
-    l.virtual_stages = v;
+    l.virtual_stages = std::max(1, v);
+    l.dualpipe = v == 0;
     for (bool sp : dm.sp) {
       l.sequence_parallel = sp;
       for (std::int64_t mb : dm.micro) {

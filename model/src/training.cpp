@@ -124,6 +124,7 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
     if (have_kind[k]) {
       c.kind_fwd[k] = kinds[k].fwd;
       c.kind_bwd[k] = kinds[k].bwd;
+      c.kind_rec[k] = kinds[k].rec;
     }
   // Embedding (first stage) and LM head + loss (last stage).
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
@@ -156,6 +157,15 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
     c.head_ops.push_back(loss_b);
   }
   c.embed_time = embed.time * (frozen ? 1.0 : 3.0);  // lookup (+ gradient scatter-add)
+  if (plan.mtp_layers > 0) {
+    // DeepSeek-V3 §2.2.1: h' = M·[RMSNorm(h); RMSNorm(Emb(t))], M of h × 2h, then one transformer block (priced with
+    // the stage's layers) and the shared output head with its loss (the same cost as the main model's).
+    const std::int64_t h2 = 2 * a.hidden;
+    const OpCost pf = gemm_cost(none, {T, a.hidden, h2, 1}, plan.precision.compute, d);
+    const OpCost pd = gemm_cost(none, {T, h2, a.hidden, 1}, plan.precision.compute, d);
+    const OpCost pw = gemm_cost(none, {h2, a.hidden, T, 1}, plan.precision.compute, d);
+    c.mtp_extra = pf.time + pd.time + pw.time + c.head_time;
+  }
   return c;
 }
 
@@ -204,7 +214,8 @@ Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
 }
 
 GpuParams params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan) {
-  const double tp_pp = double(plan.par.tp) * double(plan.par.pp);  // approx: even stages
+  // approx: even stages. DualPipe: each device holds two stages (DeepSeek-V3 Table 2: 2× parameters).
+  const double tp_pp = double(plan.par.tp) * double(plan.par.pp) / (plan.dualpipe() ? 2.0 : 1.0);
   const double routed = double(params.routed_experts);
   return {(double(params.total) - routed) / tp_pp, routed / (tp_pp * double(std::max(1, plan.par.ep)))};
 }
@@ -238,7 +249,8 @@ Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 }
 
 Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g) {
-  return collective_time(Collective::all_to_all, ep_message(a, plan), ep_g);
+  const MoeDispatch md = moe_dispatch(a, plan, ep_g);
+  return (md.dispatch + md.combine) * 0.5;
 }
 
 Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g) {
@@ -541,7 +553,11 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     st.recompute = PassCost{};
     if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd;
     else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) st.recompute.attention = st.fwd.attention;
-    st.extra = (sh.first ? t.compute.embed_time : Seconds(0)) + (sh.last ? t.compute.head_time : Seconds(0));
+    if (plan.recompute != wl::Recompute::full && plan.recompute_modules != 0)
+      for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
+        if (sh.kind_layers[ki] > 0) st.recompute += t.compute.kind_rec[ki].scaled(double(sh.kind_layers[ki]));
+    st.extra = (sh.first ? t.compute.embed_time : Seconds(0)) + (sh.last ? t.compute.head_time : Seconds(0)) +
+               t.compute.mtp_extra * double(sh.mtp);
     if (plan.mixed_precision == wl::MixedPrecision::amp) st.extra += t.amp_casts;
     const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
     st.tp = st.cp = st.ep = st.pp = CommNumbers{};
@@ -575,7 +591,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     }
     // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
     if (par.ep > 1 && a.moe) {
-      const Bytes buf = ep_message(a, plan);
+      const Bytes buf = t.ep_bytes_one.raw() > 0 ? t.ep_bytes_one : ep_message(a, plan);
       st.ep.time = t.ep_one * (4.0 * moe_layers * double(m));
       st.ep.bytes = buf * (4.0 * moe_layers * double(m));
       st.ep.exposed = st.ep.time;
@@ -597,6 +613,37 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
         const Seconds ef = std::max(Seconds(0), one - f_chunk), eb = std::max(Seconds(0), one - b_chunk);
         const Seconds exposed = (ef + eb) * (double(v) * double(m));
         st.pp.exposed = exposed + (st.pp.time - exposed) * nccl_sm_share;
+      }
+    }
+    if (sh.chunks == 2) {
+      // DualPipe: the device's two stages are summed in its shape and each micro-batch passes through one of them,
+      // so one micro-batch costs half of the sum (m/2 micro-batches each way).
+      st.fwd = st.fwd.scaled(0.5);
+      st.bwd = st.bwd.scaled(0.5);
+      st.recompute = st.recompute.scaled(0.5);
+      st.extra = st.extra * 0.5;
+      for (CommNumbers* c : {&st.tp, &st.cp, &st.ep, &st.pp}) {
+        c->time = c->time * 0.5;
+        c->exposed = c->exposed * 0.5;
+        c->bytes = c->bytes * 0.5;
+      }
+      // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4):
+      // the all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP
+      // compute, so what exceeds the compute stays exposed and the hidden part costs the SM share of the
+      // communication kernels (comm_compute_share).
+      const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m);
+      const Seconds comm = st.ep.time + st.pp.time;
+      if (comm > Seconds(0)) {
+        const Seconds exposed = std::max(Seconds(0), comm - window);
+        const Seconds hidden = comm - exposed;
+        const double ep_part = (st.ep.time / comm).raw();
+        // DeepSeek's dispatch/combine kernels hold 20 of the GPU's SMs while they run (§3.5.1: "20 out of the 132
+        // SMs available in the H800"; DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
+        const double ep_share = plan.ep_dispatch == wl::EpDispatch::deepep && gpu.compute_units > 0
+                                    ? std::min(1.0, 20.0 / double(gpu.compute_units))
+                                    : nccl_sm_share;
+        st.ep.exposed = (exposed + hidden * ep_share) * ep_part;
+        st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
       }
     }
     const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
@@ -706,7 +753,16 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   // hide is still counted (an overstatement of at most Σ_{j>slowest} t_j / v).
   o.bubble_fraction = 0;
   Seconds bubble{};
-  if (p > 1 && m > 0) {
+  if (p > 1 && m > 0 && plan.dualpipe()) {
+    // DualPipe (DeepSeek-V3 Table 2): bubble (PP/2 − 1)(F&B + B − 3W) with F, B, W one chunk's forward, full
+    // backward and weight-gradient part, and F&B a forward and a backward chunk run overlapped: their compute plus
+    // what of their communication stays exposed. The chunk is the bottleneck device's mean micro-batch.
+    const Seconds FB = o.stage_max;  // one forward and one backward chunk with their exposed communication
+    const Seconds B = bwd.total() + recompute.total();
+    const Seconds W = bwd.wgrad;
+    bubble = std::max(Seconds(0), (FB + B - W * 3.0) * (double(p) / 2.0 - 1.0));
+    o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
+  } else if (p > 1 && m > 0) {
     bubble = (o.stage_sum - o.stage_max) / double(v);
     o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
   }
@@ -861,7 +917,11 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   const CommGroup pp_g = detail::training_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
   if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
   if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
-  if (par.ep > 1 && a.moe) terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
+  if (par.ep > 1 && a.moe) {
+    terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
+    const detail::MoeDispatch md = detail::moe_dispatch(a, plan, ep_g);
+    terms.ep_bytes_one = (md.dispatch_bytes + md.combine_bytes) * 0.5;
+  }
   if (par.pp > 1) {
     terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
     terms.pp_gather_one = detail::pp_gather_time(a, plan, tp_g);

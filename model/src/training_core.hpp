@@ -58,7 +58,12 @@ struct ComputeTerms {
   /// One layer of each cost kind [LayerKind::index()] (zero where the model has no such layer): a stage's compute
   /// is Σ_kind (its layers of the kind) × (the kind's cost).
   std::array<PassCost, LayerKind::kCount> kind_fwd{}, kind_bwd{};
+  /// One layer of each kind: the forward work its recompute modules repeat (LayerCost::rec).
+  std::array<PassCost, LayerKind::kCount> kind_rec{};
   Seconds head_time{}, embed_time{};
+  /// One multi-token-prediction module beyond its transformer layer (DeepSeek-V3 §2.2.1): the projection of
+  /// [norm(h); norm(emb)] (2h → h) forward and backward, and a pass through the shared output head and loss.
+  Seconds mtp_extra{};
   std::vector<OpCost> head_ops;  ///< the LM head GEMMs and the loss (filled when `first` is given, for display)
 };
 
@@ -107,7 +112,24 @@ double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& pa
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
 /// One layer's CP exchange: 2 all-gathers (K, V) + 1 reduce-scatter (dK, dV). Key (tp, cp, micro).
 Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& cp_g);
-/// One EP all-to-all. Key (tp, cp, ep, micro).
+/// The MoE dispatch and combine of one micro-batch through one MoE layer on the EP group `g` (moe_dispatch.cpp), each
+/// one way; the backward moves the same bytes the other way (the output gradient dispatched, the input gradient
+/// combined), so a layer's forward + backward is 2·(dispatch + combine).
+struct MoeDispatch {
+  units::Seconds dispatch{}, combine{};
+  units::Bytes dispatch_bytes{}, combine_bytes{};  ///< per GPU, sent
+  double ib_copies = 0;      ///< copies of a token this GPU sends over the scale-out NIC (InfiniBand)
+  double nvlink_copies = 0;  ///< copies of a token moved over NVLink (sent, or forwarded inside the node)
+  double node_limit = 0;     ///< nodes a token may reach (deepep; 0 = not used)
+  double imbalance = 1;      ///< the plan's load imbalance applied
+};
+MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& g);
+/// The nodes one token may reach on an EP group spanning `nodes` nodes: min(nodes, k), bounded by the router's
+/// group-limited routing when its groups sit on whole nodes (DeepSeek-V3 §2.1.2: at most M = topk_group nodes).
+double moe_node_limit(const wl::TransformerArch& a, int nodes);
+/// Distinct remote nodes a token reaches under balanced routing: M·(1 − (1 − 1/M)^k)·(N − 1)/N.
+double moe_remote_nodes(const wl::TransformerArch& a, int nodes);
+/// One EP all-to-all: the mean of the dispatch and the combine (moe_dispatch). Key (tp, cp, ep, micro).
 Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g);
 /// One PP send/recv. Key (tp, cp, dp, micro, sp, scatter/gather).
 Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g);
@@ -178,6 +200,7 @@ long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& 
 struct StepTerms {
   ComputeTerms compute;
   Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, pp_gather_one{}, dp_copy{}, optimizer{};
+  Bytes ep_bytes_one{};  ///< bytes of one EP transfer (mean of dispatch and combine); 0: ep_message's
   const std::vector<StageShape>* stages = nullptr;  ///< every pipeline stage (stage_shapes); required
   DpTimes dp;
   OffloadTimes offload;  ///< read only with wl::Offload::optimizer

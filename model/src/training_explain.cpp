@@ -9,6 +9,76 @@
 
 namespace gpuplan::model::detail {
 
+namespace {
+/// The MoE layer's terms: dispatch, expert GEMMs, combine and the load imbalance, one micro-batch.
+Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                             const Device& d, const StepCore& core) {
+  using units::format;
+  std::int64_t first_moe = 0;
+  while (first_moe < a.layers && !a.is_moe_layer(first_moe)) ++first_moe;
+  const LayerCost lc = layer_cost(a, plan, LayerKind::of(a, first_moe), d, true);
+  Seconds experts{}, routing{};
+  for (const auto& op : lc.ops) {
+    if (op.name.find("expert") == std::string::npos && op.name.find("permute") == std::string::npos) continue;
+    if (op.name.find("shared") != std::string::npos) continue;
+    (op.cls == OpClass::gemm ? experts : routing) += op.time;
+  }
+  const auto& par = plan.par;
+  const CommGroup g = training_group(par.ep, par.tp, sys);
+  const MoeDispatch md = moe_dispatch(a, plan, g);
+  const bool deepep = plan.ep_dispatch == wl::EpDispatch::deepep;
+  Derivation r{"train.moe", "One MoE layer, one micro-batch: dispatch, expert GEMMs, combine",
+               "t_moe = 2·(t_dispatch + t_combine) + t_expert GEMMs (fwd + dgrad + wgrad) + t_permute ; the busiest "
+               "EP rank (imbalance ι) sets the pace: expert tokens ×ι, dispatch/combine ×ι",
+               {},
+               "",
+               {},
+               {}};
+  const std::int64_t local = a.moe->num_experts / std::max(1, par.ep);
+  r.inputs.push_back({"experts per GPU", units::format_count(double(local)),
+                      fmt::format("E/ep = {}/{} routed experts (and their optimizer shard over the expert-DP group)",
+                                  a.moe->num_experts, par.ep),
+                      Origin::derived()});
+  if (par.ep > 1) {
+    r.inputs.push_back(
+        {"t_dispatch", format(md.dispatch),
+         deepep ? fmt::format("{} per GPU: {} copies per token over the NIC (distinct remote nodes of ≤ {} allowed, "
+                              "balanced routing), {} over NVLink (forwarding inside the node); {} B per element",
+                              format(md.dispatch_bytes), units::format_number(md.ib_copies, 3),
+                              units::format_number(md.node_limit, 3), units::format_number(md.nvlink_copies, 3),
+                              plan.precision.compute == hw::Precision::fp8 ? "1 + 4/128 (FP8 with tile scales)" : "a_b")
+                : fmt::format("{} per GPU, NCCL all-to-all: {} copies per token over the NIC, {} over NVLink",
+                              format(md.dispatch_bytes), units::format_number(md.ib_copies, 3),
+                              units::format_number(md.nvlink_copies, 3)),
+         deepep ? Origin::derived("DeepSeek-V3 §3.2.2 node-limited dispatch, §3.3.2 FP8 dispatch")
+                : Origin::derived("collectives: all-to-all")});
+    r.inputs.push_back({"t_combine", format(md.combine),
+                        fmt::format("{} per GPU, the same routes back in the activation dtype (BF16)",
+                                    format(md.combine_bytes)),
+                        Origin::derived(deepep ? "DeepSeek-V3 §3.3.2: BF16 combine" : "collectives: all-to-all")});
+  }
+  r.inputs.push_back({"t_expert GEMMs", format(experts),
+                      fmt::format("grouped GEMMs of the {} local experts, forward + dgrad + wgrad", local),
+                      Origin::derived("layer_cost")});
+  r.inputs.push_back({"t_permute + activation", format(routing), "token permute/unpermute and the experts' SwiGLU",
+                      Origin::derived("layer_cost")});
+  r.inputs.push_back({"ι", units::format_number(md.imbalance > 1 ? md.imbalance : std::max(1.0, plan.moe_imbalance), 3),
+                      "load imbalance: tokens of the busiest EP rank over the mean",
+                      plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
+                                               : Origin::assumption("balanced routing (uniform over the experts); "
+                                                                    "give --moe-imbalance for a skew")});
+  r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
+                      plan.dualpipe() ? "DualPipe: hidden behind the other micro-batch's compute where compute ≥ "
+                                        "communication; the hidden part pays the SM share"
+                                      : "no EP overlap in this schedule: every dispatch and combine is exposed",
+                      Origin::derived()});
+  r.result = fmt::format("{} per micro-batch (dispatch+combine ×2 {}, experts {})",
+                         format(md.dispatch * 2.0 + md.combine * 2.0 + experts + routing),
+                         format(md.dispatch * 2.0 + md.combine * 2.0), format(experts));
+  return r;
+}
+}  // namespace
+
 void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
                       const TrainingConsts& k, const StepTerms& terms, const LayerCost& first, const StepCore& core,
                       TrainingEstimate& est) {
@@ -123,6 +193,23 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                                                           "calibration profile with overlap items)")});
   }
   root.children.push_back(comm);
+  if (a.moe && a.moe_layer_count() > 0) root.children.push_back(explain_moe_layer(a, plan, sys, d, core));
+  if (plan.dualpipe()) {
+    root.children.push_back(
+        {"train.bubble", "Pipeline bubble (DualPipe)",
+         "bubble = (p/2 − 1)·(F&B + B − 3W) (DeepSeek-V3 Table 2); F&B = one forward and one backward chunk run "
+         "overlapped (their compute + the communication left exposed), B = a backward chunk, W = its weight-gradient "
+         "GEMMs; device i holds stages i and p−1−i, each micro-batch passes one of them",
+         {{"p", format_count(double(par.pp)), "pipeline ranks", Origin::user("--pp")},
+          {"F&B", format(core.stage_max), fmt::format("the slowest device (rank {}), one micro-batch", core.bottleneck),
+           Origin::derived()},
+          {"B", format(bwd.total() + recompute.total()), "backward chunk incl. recomputation", Origin::derived()},
+          {"W", format(bwd.wgrad), "its weight-gradient GEMMs", Origin::derived()},
+          {"m", format_count(double(m)), "micro-batches (m/2 each way)", Origin::derived()}},
+         fmt::format("{} ({} of steady)", format(bubble), format(units::Ratio(est.bubble_fraction))),
+         {"parameters: two stages per device (2×); activations: PP + 1 chunk micro-batches (memory tree)"},
+         {}});
+  } else
   root.children.push_back({"train.bubble", "Pipeline bubble",
                            "bubble = (Σ_i t_i − max_i t_i) / v (t_i: one micro-batch on stage i; equal stages: "
                            "(p − 1)/(v·m) · m·t)",

@@ -71,6 +71,41 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
         }))
       return false;
   }
+  // DualPipe (deepseek-ai/DualPipe dualpipe.py, DualPipe.step): the ranks pair up from both ends (PP even), the
+  // micro-batches split between the two directions (an even number), and the schedule's steady phase needs at least
+  // PP micro-batches per direction (num_chunks >= 2·num_ranks).
+  if (plan.schedule == wl::PipelineSchedule::dualpipe) {
+    if ((p.pp < 2 || p.pp % 2 != 0) &&
+        fail([&] { return fmt::format("DualPipe pairs the pipeline ranks from both ends: PP {} must be even and ≥ 2", p.pp); }))
+      return false;
+    if (p.virtual_stages > 1 &&
+        fail([] { return std::string("DualPipe holds two stages per rank by itself: leave virtual stages at 1"); }))
+      return false;
+    if (plan.micro_batch >= 1 && plan.global_batch % (plan.micro_batch * p.dp) == 0 && p.pp >= 2) {
+      const std::int64_t m = plan.micro_batches();
+      if ((m % 2 != 0 || m < 2 * std::int64_t(p.pp)) && fail([&] {
+            return fmt::format("DualPipe needs an even number of micro-batches, at least 2·PP = {}: this step has {} "
+                               "(deepseek-ai/DualPipe: num_chunks % 2 == 0 and num_chunks >= 2·num_ranks)",
+                               2 * p.pp, m);
+          }))
+        return false;
+    }
+  }
+  if (plan.mtp_layers > a.mtp_layers &&
+      fail([&] {
+        return fmt::format("{} multi-token-prediction modules asked for; the model has {} (num_nextn_predict_layers)",
+                           plan.mtp_layers, a.mtp_layers);
+      }))
+    return false;
+  if (plan.recomputes(wl::recompute_mla_up_proj) && !a.mla &&
+      fail([] { return std::string("recompute module mla_up_proj: the model has no MLA attention"); }))
+    return false;
+  if (plan.recomputes(wl::recompute_moe_act) && !a.moe &&
+      fail([] { return std::string("recompute module moe_act: the model has no MoE layers"); }))
+    return false;
+  if (plan.recompute_modules != 0 && plan.recompute == wl::Recompute::full &&
+      fail([] { return std::string("recompute full already recomputes every module: give no recompute modules"); }))
+    return false;
   if (plan.micro_batch < 1 || plan.global_batch < 1 || plan.seq_len < 1) {
     if (fail([] { return std::string("batch sizes and sequence length must be ≥ 1"); })) return false;
   } else if (plan.global_batch % (plan.micro_batch * p.dp) != 0 && fail([&] {

@@ -302,9 +302,9 @@ TEST_SUITE("megatron args: mapping") {
         {{"--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"}, "'--fp8-recipe mxfp8': gpuplan prices FP8"},
         {{"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "2"},
          "'--recompute-num-layers 2': uniform recompute in groups of more than one layer"},
-        {{"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act"},
-         "'--recompute-modules core_attn moe_act': recomputing modules other than core attention alone"},
-        {{"--mtp-num-layers", "1"}, "'--mtp-num-layers 1': multi-token prediction modules are not modelled yet (#22)"},
+        {{"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "mlp"},
+         "'--recompute-modules core_attn mlp': recomputing modules other than core_attn, layernorm, mla_up_proj and "
+         "moe_act"},
         {{"--cpu-offloading-num-layers", "4"}, "'--cpu-offloading-num-layers 4': CPU offloading of activations is"},
         {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"},
          "'--moe-enable-deepep': gpuplan prices NCCL all-to-all; DeepEP dispatch is not modelled yet (#22)"},
@@ -321,6 +321,22 @@ TEST_SUITE("megatron args: mapping") {
       CHECK(has(d.to_string(), c.words));
       CHECK(has(d.to_string(), "not modelled yet (#22)"));
     }
+  }
+
+  TEST_CASE("recompute modules and MTP layers: DeepSeek-V3's recomputation and its MTP module map onto the plan") {
+    Diagnostics d;
+    auto m = map_typed({"--recompute-granularity", "selective", "--recompute-modules", "layernorm", "mla_up_proj",
+                        "moe_act", "--mtp-num-layers", "1"},
+                       d);
+    REQUIRE(m);
+    CHECK(m->keys["recompute"] == "none");  // core_attn not named: no attention-core recompute
+    CHECK(m->keys["recompute_modules"] == nlohmann::json::array({"layernorm", "mla_up_proj", "moe_act"}));
+    CHECK(m->keys["mtp_layers"] == 1);
+    Diagnostics d2;
+    auto m2 = map_typed({"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe_act"}, d2);
+    REQUIRE(m2);
+    CHECK(m2->keys["recompute"] == "selective");
+    CHECK(m2->keys["recompute_modules"] == nlohmann::json::array({"moe_act"}));
   }
 
   TEST_CASE("Megatron-LM's own contradictions are errors without #22") {

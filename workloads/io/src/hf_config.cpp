@@ -125,6 +125,8 @@ const FieldTable& hf_config_fields() {
       zdim("n_shared_experts", 1e3, "always-active shared experts (DeepSeek)"),
       zdim("shared_expert_intermediate_size", 1e7, "shared expert width (Qwen2-MoE)"),
       zdim("first_k_dense_replace", 1e4, "DeepSeek: the first k layers are dense"),
+      zdim("n_group", 1e5, "DeepSeek: expert groups of group-limited (node-limited) routing"),
+      zdim("topk_group", 1e5, "DeepSeek: groups a token's experts are chosen from"),
       dim("moe_layer_freq", 1e4, "DeepSeek: every n-th layer after those is MoE", true),
       dim("decoder_sparse_step", 1e4, "Qwen MoE: every n-th layer is MoE", true),
       anyf("mlp_only_layers", "Qwen MoE: layer indices that stay dense"),
@@ -578,6 +580,14 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     m.router_bias = model_type == "gpt_oss";
     m.expert_bias = model_type == "gpt_oss";
     m.correction_bias = (model_type == "deepseek_v3" || nemotron_h) ? m.num_experts : 0;
+    // Group-limited routing (transformers' DeepseekV3TopkRouter: n_group groups, top-k within the topk_group best).
+    m.router_groups = opt({"n_group"}).value_or(0);
+    m.router_group_topk = opt({"topk_group"}).value_or(0);
+    if (m.router_groups > 0 && m.num_experts % m.router_groups != 0)
+      r.error("n_group", fmt::format("{} experts do not split into {} equal groups", m.num_experts, m.router_groups));
+    if (m.router_group_topk > m.router_groups && m.router_groups > 0)
+      r.error("topk_group", fmt::format("{} groups chosen of {} (topk_group must be <= n_group)", m.router_group_topk,
+                                        m.router_groups));
     if (nemotron_h) {
       // NemotronHMOE: a DeepSeek-style router with e_score_correction_bias, n_shared_experts of
       // moe_shared_expert_intermediate_size (ungated, like its experts: squared ReLU, up and down).

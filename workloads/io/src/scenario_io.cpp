@@ -45,7 +45,10 @@ const FieldTable& training_scenario_fields() {
       f("ep", FieldType::integer, "expert parallel size", 1, 4096),
       f("sequence_parallel", FieldType::boolean, "Megatron sequence parallelism"),
       f("virtual_stages", FieldType::integer, "interleaved pipeline chunks per stage", 1, 1024),
-      f("schedule", FieldType::string, "pipeline schedule", 0, 0, {"1f1b", "interleaved"}),
+      f("schedule", FieldType::string,
+        "pipeline schedule: 1f1b, interleaved, or dualpipe (DeepSeek-V3's bidirectional schedule, arXiv:2412.19437 "
+        "§3.2.1: PP even, an even number of micro-batches, at least 2·PP)",
+        0, 0, {"1f1b", "interleaved", "dualpipe"}),
       f("micro_batch", FieldType::integer, "sequences per micro-batch", 1, 1e6),
       f("global_batch", FieldType::integer, "sequences per optimizer step", 1, 1e9),
       f("seq", FieldType::integer, "sequence length (tokens)", 1, 1e8),
@@ -110,6 +113,24 @@ const FieldTable& training_scenario_fields() {
       f("pp_scatter_gather", FieldType::boolean,
         "pipeline sends split over TP and all-gathered by the receiver without sequence parallelism (Megatron-LM's "
         "scatter/gather optimisation before Megatron-Core, 2021-2023)"),
+      f("recompute_modules", FieldType::string_list,
+        "modules whose outputs are recomputed in the backward instead of kept (Megatron-Core --recompute-modules): "
+        "layernorm (every norm), mla_up_proj (MLA's q/kv up-projections), moe_act (the experts' activation); "
+        "DeepSeek-V3 recomputes all three (arXiv:2412.19437 §3.2.3, §3.3.2)"),
+      f("ep_dispatch", FieldType::string,
+        "MoE token dispatch/combine: all-to-all (NCCL, one copy per token and expert; Megatron-Core's alltoall "
+        "dispatcher) or deepep (DeepSeek-V3 §3.2.2 / DeepEP normal kernels: once per destination node over "
+        "InfiniBand, forwarded inside the node over NVLink; FP8 dispatch under FP8 GEMMs, BF16 combine)",
+        0, 0, {"all-to-all", "deepep"}),
+      f("moe_imbalance", FieldType::number,
+        "MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced, the default)", 1,
+        1024),
+      f("mtp_layers", FieldType::integer,
+        "multi-token-prediction modules trained with the model (DeepSeek-V3 §2.2; Megatron --mtp-num-layers), at most "
+        "the model's",
+        0, 64),
+      f("description", FieldType::string, "what the scenario is (free text, not read by the model)"),
+      f("sources", FieldType::string_list, "where each setting comes from (free text, not read by the model)"),
       f("tokens", FieldType::number, "token budget", 1, 1e18),
       f("price_usd_per_hour", FieldType::number, "$/GPU-hour", 0, 1e4),
   };
@@ -227,7 +248,10 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     s.dp_given = true;
   }
   p.par.sequence_parallel = r.boolean("sequence_parallel").value_or(p.par.tp > 1);
-  if (auto v = r.str("schedule")) p.schedule = *v == "interleaved" ? wl::PipelineSchedule::interleaved : wl::PipelineSchedule::one_f_one_b;
+  if (auto v = r.str("schedule"))
+    p.schedule = *v == "interleaved" ? wl::PipelineSchedule::interleaved
+                 : *v == "dualpipe"  ? wl::PipelineSchedule::dualpipe
+                                     : wl::PipelineSchedule::one_f_one_b;
   else if (p.par.virtual_stages > 1) p.schedule = wl::PipelineSchedule::interleaved;
   if (auto v = r.integer("micro_batch")) p.micro_batch = *v;
   if (auto v = r.integer("global_batch")) p.global_batch = *v;
@@ -301,6 +325,21 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
   pipeline_split(r, p, key_error);
+  if (auto v = r.strings("recompute_modules")) {
+    for (const auto& m : *v) {
+      if (m == "layernorm") p.recompute_modules |= wl::recompute_layernorm;
+      else if (m == "mla_up_proj") p.recompute_modules |= wl::recompute_mla_up_proj;
+      else if (m == "moe_act") p.recompute_modules |= wl::recompute_moe_act;
+      else
+        key_error("recompute_modules",
+                  fmt::format("'{}' is not a module gpuplan recomputes: layernorm, mla_up_proj or moe_act", m));
+    }
+    if (p.recompute_modules != 0 && p.recompute == wl::Recompute::full)
+      key_error("recompute_modules", "recompute full already recomputes every module: leave recompute_modules out");
+  }
+  if (auto v = r.str("ep_dispatch")) p.ep_dispatch = *v == "deepep" ? wl::EpDispatch::deepep : wl::EpDispatch::all_to_all;
+  if (auto v = r.num("moe_imbalance")) p.moe_imbalance = *v;
+  if (auto v = r.integer("mtp_layers")) p.mtp_layers = *v;
   if (auto v = r.num("tokens")) p.tokens_to_train = *v;
   s.price_usd_per_hour = r.num("price_usd_per_hour");
   if (diags.has_errors()) return Result<TrainingScenario>(std::move(diags));
@@ -325,7 +364,19 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["ep"] = p.par.ep;
   j["sequence_parallel"] = p.par.sequence_parallel;
   j["virtual_stages"] = p.par.virtual_stages;
-  j["schedule"] = p.schedule == wl::PipelineSchedule::interleaved ? "interleaved" : "1f1b";
+  j["schedule"] = p.schedule == wl::PipelineSchedule::interleaved ? "interleaved"
+                  : p.schedule == wl::PipelineSchedule::dualpipe  ? "dualpipe"
+                                                                  : "1f1b";
+  if (p.recompute_modules != 0) {
+    std::vector<std::string> mods;
+    if (p.recomputes(wl::recompute_layernorm)) mods.emplace_back("layernorm");
+    if (p.recomputes(wl::recompute_mla_up_proj)) mods.emplace_back("mla_up_proj");
+    if (p.recomputes(wl::recompute_moe_act)) mods.emplace_back("moe_act");
+    j["recompute_modules"] = mods;
+  }
+  if (p.ep_dispatch == wl::EpDispatch::deepep) j["ep_dispatch"] = "deepep";
+  if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
+  if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["micro_batch"] = p.micro_batch;
   j["global_batch"] = p.global_batch;
   j["seq"] = p.seq_len;

@@ -38,10 +38,11 @@ struct Layout {
   wl::Recompute recompute = wl::Recompute::none;
   wl::ZeroStage zero = wl::ZeroStage::none;
   wl::Offload offload = wl::Offload::none;  ///< CPU offload of the optimizer (needs ZeRO ≥ 1)
+  bool dualpipe = false;   ///< the DualPipe schedule (virtual_stages 1)
   friend auto operator<=>(const Layout&, const Layout&) = default;
 };
 
-/// `base` with the layout's sizes (schedule interleaved iff virtual_stages > 1).
+/// `base` with the layout's sizes (schedule DualPipe when the layout says so, else interleaved iff virtual_stages > 1).
 wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l);
 /// The layout of a plan.
 Layout layout_of(const wl::TrainingPlan& plan);
@@ -107,6 +108,9 @@ struct SearchSpace {
   std::vector<wl::ZeroStage> zero;       ///< empty: 0–3 where DP·CP > 1, else 0
   std::vector<bool> sequence_parallel;   ///< empty: off, and on where TP > 1
   std::vector<wl::Offload> offload;      ///< empty: off, and CPU offload with ZeRO ≥ 1 where the system allows it
+  /// DualPipe or not (with virtual stages 1). Empty: both for MoE models where PP is even (DualPipe's gain is hiding
+  /// the expert-parallel all-to-all), only not otherwise.
+  std::vector<bool> dualpipe;
 };
 
 struct SearchOptions {

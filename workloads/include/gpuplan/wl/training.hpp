@@ -18,7 +18,26 @@ namespace gpuplan::wl {
 enum class ZeroStage { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
 /// Activation recomputation (Korthikanti et al. 2022): none, selective (attention core only), full (layer inputs).
 enum class Recompute { none, selective, full };
-enum class PipelineSchedule { one_f_one_b, interleaved };
+/// Pipeline schedules: 1F1B (PipeDream-Flush), Megatron's interleaved 1F1B, and DualPipe (DeepSeek-V3,
+/// arXiv:2412.19437 §3.2.1, Table 2; github.com/deepseek-ai/DualPipe): micro-batches fed from both ends of the
+/// pipeline, device i holding stage i and stage PP−1−i (two copies of the parameters), a forward and a backward chunk
+/// of two micro-batches overlapped so that each one's all-to-all and pipeline traffic runs beside the other's compute;
+/// bubble (PP/2 − 1)(F&B + B − 3W), activations of PP + 1 chunk micro-batches.
+enum class PipelineSchedule { one_f_one_b, interleaved, dualpipe };
+/// Activation recomputation of single modules (Megatron-Core --recompute-granularity selective --recompute-modules;
+/// DeepSeek-V3 §3.2.3 recomputes every RMSNorm and the MLA up-projections, §3.3.2 the SwiGLU output in the MoE):
+/// their outputs are not kept for the backward but computed again from their inputs. A bit set.
+enum RecomputeModule : unsigned {
+  recompute_layernorm = 1u << 0,    ///< every norm's output (the next GEMM's input)
+  recompute_mla_up_proj = 1u << 1,  ///< MLA's q and kv up-projections (Q, K, V of the attention core)
+  recompute_moe_act = 1u << 2,      ///< the routed and shared experts' activation (the down-projection input)
+};
+/// How the MoE tokens travel to their experts and back:
+///  - all_to_all: NCCL all-to-all, one copy per (token, chosen expert) (Megatron-Core's alltoall dispatcher);
+///  - deepep: DeepSeek-V3's dispatch/combine kernels (§3.2.2), open-sourced as DeepEP's normal kernels: a token
+///    crosses InfiniBand once per destination node and is forwarded inside that node over NVLink; the dispatch is
+///    sent in FP8 when the GEMMs are FP8 and the combine in BF16 (§3.3.2 "Low-Precision Communication").
+enum class EpDispatch { all_to_all, deepep };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
 /// Storage of the optimizer's moment states (AdamW m and v, SGD momentum): fp32 (the default everywhere), or bf16 —
 /// DeepSeek-V3 (arXiv:2412.19437 §3.3.1: "BF16 ... for the AdamW optimizer's first and second moments"), Apex
@@ -159,6 +178,15 @@ struct TrainingPlan {
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
   PipelineSplit split;                 ///< how the decoder layers are split over the pipeline's chunks
+  unsigned recompute_modules = 0;      ///< RecomputeModule bits (with Recompute::none or selective)
+  EpDispatch ep_dispatch = EpDispatch::all_to_all;
+  /// MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced routing, the default
+  /// and an assumption). The slowest rank sets the pace of the expert GEMMs and of the dispatch/combine.
+  double moe_imbalance = 1.0;
+  /// Multi-token-prediction modules trained with the model (DeepSeek-V3 §2.2: depth D = 1; Megatron-Core
+  /// --mtp-num-layers): each adds a projection, one transformer layer and a pass through the shared output head and
+  /// loss on the stage that holds the output head. At most the model's mtp_layers.
+  std::int64_t mtp_layers = 0;
   /// Megatron-LM's overlap_p2p_comm: under the interleaved schedule the pipeline sends and receives run beside the
   /// neighbouring chunks' compute (Megatron-LM's default with interleaving: --no-overlap-p2p-communication turns it
   /// off; it is forced off without interleaving). Read only under the interleaved schedule.
@@ -176,6 +204,8 @@ struct TrainingPlan {
   [[nodiscard]] int model_chunks() const {
     return schedule == PipelineSchedule::interleaved ? std::max(1, par.virtual_stages) : 1;
   }
+  [[nodiscard]] bool dualpipe() const { return schedule == PipelineSchedule::dualpipe && par.pp > 1; }
+  [[nodiscard]] bool recomputes(RecomputeModule m) const { return (recompute_modules & m) != 0; }
 
   [[nodiscard]] std::int64_t micro_batches() const {
     const std::int64_t per_step = micro_batch * par.dp;

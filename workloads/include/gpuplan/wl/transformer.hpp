@@ -51,6 +51,13 @@ struct MoeSpec {
   bool router_bias = false;
   bool expert_bias = false;              ///< biases inside each expert's projections (GPT-OSS)
   std::int64_t correction_bias = 0;      ///< per-expert score-correction vector length per layer (DeepSeek-V3)
+  /// Group-limited routing (DeepSeek-V2 §2.2.3 device-limited, DeepSeek-V3 §2.1.2 node-limited routing; HF n_group /
+  /// topk_group, Megatron-Core --moe-router-num-groups / --moe-router-group-topk): the experts are split into
+  /// `router_groups` equal groups and each token's top-k is taken among the experts of its best `router_group_topk`
+  /// groups. 0: no limit (plain top-k over all experts).
+  std::int64_t router_groups = 0;
+  std::int64_t router_group_topk = 0;
+  [[nodiscard]] bool group_limited() const { return router_groups > 1 && router_group_topk > 0 && router_group_topk < router_groups; }
 };
 
 struct MlaSpec {

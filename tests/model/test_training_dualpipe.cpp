@@ -1,0 +1,189 @@
+// DeepSeek-V3 as trained (issue #21): DualPipe, node-limited dispatch with NVLink forwarding (DeepEP), recompute
+// modules, multi-token prediction and the MoE load imbalance. Expected values are worked by hand from the formulas
+// and the DeepSeek-V3 technical report (arXiv:2412.19437), cited per case.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/search.hpp"
+#include "gpuplan/model/training.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+
+namespace {
+
+model::TrainingSystem h800_cluster() {
+  model::TrainingSystem s;
+  s.db = &test::hardware();
+  s.cluster = s.db->find_cluster("deepseek-v3-h800-2048");
+  REQUIRE(s.cluster != nullptr);
+  s.node = s.db->find_node(s.cluster->node);
+  REQUIRE(s.node != nullptr);
+  s.gpu = s.db->find_gpu(s.node->gpu);
+  REQUIRE(s.gpu != nullptr);
+  return s;
+}
+
+/// DeepSeek-V3's published plan (§3.2, §3.3, §4.2) on `gpus` GPUs with `pp` stages and EP 64.
+wl::TrainingPlan dsv3_plan(int pp, int dp, std::int64_t global) {
+  wl::TrainingPlan p;
+  p.par.pp = pp;
+  p.par.dp = dp;
+  p.par.ep = 64;
+  p.seq_len = 4096;
+  p.micro_batch = 1;
+  p.global_batch = global;
+  p.zero = wl::ZeroStage::optimizer;
+  p.precision.compute = hw::Precision::fp8;
+  p.optimizer_states = wl::StateDtype::bf16;
+  return p;
+}
+
+bool has_reason(const model::Feasibility& f, const std::string& words) {
+  for (const auto& r : f.reasons)
+    if (r.find(words) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("DeepEP dispatch: a token crosses InfiniBand once per distinct remote node, bounded by node-limited routing") {
+  // EP 64 on 8 nodes of 8 H800 (PP 1, DP 64, one micro-batch of 4096 tokens). DeepSeek-V3's router takes top-8 among
+  // the experts of its 4 best of 8 groups (n_group 8, topk_group 4), one group per node (§2.1.2: at most 4 nodes).
+  // Balanced routing over those 4 nodes: 4·(1 − (3/4)^8) = 3.59955 distinct nodes, 7/8 of them remote: 3.14960
+  // copies per token over the NIC, and 8·7/8 = 7 copies forwarded over NVLink. Dispatch in FP8 (1 + 4/128 B per
+  // element, §3.3.2), combine in BF16 (2 B); forward and backward move each twice per MoE layer (58 MoE layers).
+  const auto& a = test::arch("deepseek-v3");
+  REQUIRE(a.moe->router_groups == 8);
+  REQUIRE(a.moe->router_group_topk == 4);
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(1, 64, 64);
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  const auto est = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(est.step_time.raw() > 0);
+  const double remote = 4.0 * (1.0 - std::pow(0.75, 8.0)) * 7.0 / 8.0;
+  const double per_token = (remote + 7.0) * 7168.0 * ((1.0 + 4.0 / 128.0) + 2.0);
+  const double expected = 2.0 * 58.0 * 1.0 * 4096.0 * per_token;  // 2·(dispatch + combine) per layer, m = 1
+  const auto& ep = est.comm[2];
+  REQUIRE(ep.kind == "ep");
+  CHECK(ep.bytes_per_step.raw() == doctest::Approx(expected).epsilon(1e-9));
+  // NCCL's all-to-all instead sends every (token, expert) copy: T·k·h·a_b each way, four times per layer.
+  plan.ep_dispatch = wl::EpDispatch::all_to_all;
+  const auto nccl = model::estimate_training(a, plan, sys, Explain::off);
+  CHECK(nccl.comm[2].bytes_per_step.raw() == doctest::Approx(4.0 * 58.0 * 4096.0 * 8.0 * 7168.0 * 2.0).epsilon(1e-9));
+  CHECK(nccl.comm[2].time > ep.time);
+}
+
+TEST_CASE("recompute modules drop the norm outputs, MLA's Q/K/V and the experts' activation output") {
+  // PP 1 (one micro-batch in flight): the activation difference is T × Σ_layers of the dropped bytes per token.
+  // FP8 GEMMs save their inputs in 1 B (Transformer Engine). Per token, an MLA layer drops the QKV input (h·1 B),
+  // the normalised q and kv latents (1536·2 + 512·2 B), Q and K (2 × 128·192·2 B) and V (128·128·2 B), keeps the
+  // rotary key (+64·2 B), and drops the MLP input (h·1 B): 149,376 B. An MoE layer also drops the experts'
+  // products (8·2048·1 B), the shared expert's (2048·1 B), and keeps [gate | up] in FP8 instead of BF16 (§3.3.2):
+  // 2·8·2048·1 + 2·2048·1 B: 204,672 B. DeepSeek-V3: 3 dense + 58 MoE layers.
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(1, 64, 64);
+  const auto before = model::estimate_training(a, plan, sys, Explain::off);
+  plan.recompute_modules = wl::recompute_layernorm | wl::recompute_mla_up_proj | wl::recompute_moe_act;
+  const auto after = model::estimate_training(a, plan, sys, Explain::off);
+  const double dropped = 4096.0 * (3.0 * 149376.0 + 58.0 * 204672.0);
+  CHECK((before.memory.activations - after.memory.activations).raw() == doctest::Approx(dropped).epsilon(1e-9));
+  // The recomputed forward work is paid in the backward: the step is longer, by less than the forward.
+  CHECK(after.step.recompute.raw() > 0);
+  CHECK(after.step_time > before.step_time);
+}
+
+TEST_CASE("DualPipe: two stages per device, PP+1 chunk micro-batches, a smaller bubble and the all-to-all hidden") {
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  const auto one = model::estimate_training(a, plan, sys, Explain::off);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  const auto dual = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(dual.step_time.raw() > 0);
+  // 1F1B exposes every dispatch and combine; DualPipe runs them beside the other micro-batch's compute.
+  CHECK(one.comm[2].exposed.raw() == doctest::Approx(one.comm[2].time.raw()));
+  CHECK(dual.comm[2].exposed < dual.comm[2].time * 0.5);
+  CHECK(dual.step.bubble < one.step.bubble);
+  CHECK(dual.step_time < one.step_time);
+  // Device 0 holds stage 0 and stage 15: the embedding and the output head, and twice the weights of a stage.
+  CHECK(dual.memory.weights > one.memory.weights * 1.5);
+}
+
+TEST_CASE("DualPipe's layout rules: PP even, an even number of micro-batches, at least 2·PP") {
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  plan.global_batch = 128 * 30;  // 30 micro-batches < 2·16
+  CHECK(has_reason(model::check_training_layout(a, plan, sys), "at least 2·PP = 32: this step has 30"));
+  plan.global_batch = 128 * 33;
+  CHECK(has_reason(model::check_training_layout(a, plan, sys), "this step has 33"));
+  auto odd = dsv3_plan(1, 64, 64 * 64);
+  odd.par.pp = 3;
+  odd.par.dp = 64;
+  odd.schedule = wl::PipelineSchedule::dualpipe;
+  CHECK(has_reason(model::check_training_layout(a, odd, sys), "PP 3 must be even"));
+  auto dense = plan;
+  dense.global_batch = 15360;
+  dense.mtp_layers = 2;
+  CHECK(has_reason(model::check_training_layout(a, dense, sys), "2 multi-token-prediction modules asked for; the model has 1"));
+  const auto& llama = test::arch("llama-3-8b");
+  wl::TrainingPlan lp;
+  lp.recompute_modules = wl::recompute_mla_up_proj;
+  CHECK(has_reason(model::check_training_layout(llama, lp, sys), "mla_up_proj: the model has no MLA"));
+}
+
+TEST_CASE("MoE load imbalance: the busiest rank sets the pace of the experts and of the dispatch") {
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(1, 64, 64);
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  const auto even = model::estimate_training(a, plan, sys, Explain::off);
+  plan.moe_imbalance = 2.0;
+  const auto skew = model::estimate_training(a, plan, sys, Explain::off);
+  // The transfer doubles; only the per-call latencies (a few µs per call) do not.
+  const double ratio = (skew.comm[2].time / even.comm[2].time).raw();
+  CHECK(ratio > 1.95);
+  CHECK(ratio <= 2.0);
+  CHECK(skew.step.gemm > even.step.gemm);
+}
+
+TEST_CASE("multi-token prediction adds a transformer layer, a projection and an output-head pass to the last stage") {
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  const auto base = model::estimate_training(a, plan, sys, Explain::off);
+  plan.mtp_layers = 1;
+  const auto mtp = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(mtp.stage_time.size() == 16);
+  // The last stage grows by more than one MoE layer's forward + backward (it adds the head pass too); the others stay.
+  CHECK(mtp.stage_time[15] > base.stage_time[15]);
+  CHECK(mtp.stage_time[3].raw() == doctest::Approx(base.stage_time[3].raw()));
+}
+
+TEST_CASE("the search enumerates DualPipe for MoE models with PP even, not for dense ones") {
+  const auto& moe = test::arch("deepseek-v3");
+  const auto& dense = test::arch("llama-3-8b");
+  wl::TrainingPlan base;
+  base.seq_len = 4096;
+  base.global_batch = 64;
+  model::SearchSpace space;
+  space.gpus = {16};
+  space.tp = {1};
+  space.pp = {4};
+  auto count = [&](const wl::TransformerArch& a) {
+    int n = 0;
+    for (const auto& l : model::enumerate_layouts(a, base, space)) n += l.dualpipe ? 1 : 0;
+    return n;
+  };
+  CHECK(count(moe) > 0);
+  CHECK(count(dense) == 0);
+  space.dualpipe = {true};
+  CHECK(count(dense) > 0);
+}
