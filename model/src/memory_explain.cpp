@@ -262,9 +262,10 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
     const double thumb = 12.0 * tokens1 * double(a.hidden) * 2.0;
     const double ours1 = activation_bytes_per_layer(a, single, layout).raw();
     act.notes.push_back(fmt::format(
-        "one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} "
-        "for {} layers; the term-by-term count gives {} per layer, {} for {} layers",
-        B(thumb), B(thumb * double(a.layers)), a.layers, B(ours1), B(ours1 * double(a.layers)), a.layers));
+        "one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} ({}) "
+        "for {} layers; the term-by-term count gives {} per layer, {} ({}) for {} layers",
+        B(thumb), B(thumb * double(a.layers)), format(units::bytes(thumb * double(a.layers))), a.layers, B(ours1),
+        B(ours1 * double(a.layers)), format(units::bytes(ours1 * double(a.layers))), a.layers));
   }
   if (a.moe)
     act.notes.push_back(
