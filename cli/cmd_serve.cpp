@@ -551,7 +551,7 @@ std::vector<Section> planner_sections(const ResolvedServing& rs, const model::Se
   if (r.best) {
     const auto& b = *r.best;
     Section ans{r.feasible ? "Answer" : "No layout meets the SLA — best achievable", {}};
-    ans.rows = {{"GPUs", fmt::format("{} = {} replicas × TP {} × PP {}", b.gpus, b.replicas, b.tp, b.pp)},
+    ans.rows = {{"GPUs", fmt::format("{} = {}", b.gpus, model::replica_layout(b.replicas, b.tp, b.pp))},
                 {"per replica", fmt::format("{} concurrent sequences (KV holds {}), {:.3g} req/s, {:.0f} output tok/s",
                                             b.batch, b.max_batch_memory, b.replica_requests_per_s,
                                             b.state.output_tokens_per_s)},

@@ -455,6 +455,7 @@ const FieldTable& drill_table_impl() {
         inputs,
         text("unit", "the unit of the answer"),
         num("rel_tolerance", "", 0, 1, "relative tolerance of a right answer", false),
+        opt(text("tolerance_why", "why the tolerance is wider than 1% (the source's own rounding); required then")),
         opt(num("stated_answer", "the drill's unit", 0, 0, "the answer the source states (checked against the model)",
                 false)),
         opt(num("common_wrong_answer", "the drill's unit", 0, 0, "the common wrong answer the source names", false)),
@@ -509,6 +510,13 @@ Result<DrillSet> decode_drills(const json_io::Json& j, const std::string& file, 
     d.unit = r.str("unit").value_or("");
     d.note = r.str("note").value_or("");
     d.rel_tolerance = r.num("rel_tolerance").value_or(0);
+    d.tolerance_why = r.str("tolerance_why").value_or("");
+    // ±1% holds the source's three-digit answers; a wider tolerance is the source's own coarser rounding and says so
+    // (never room for an answer the source calls wrong: the common wrong answer must stay outside it, checked below).
+    if (d.rel_tolerance > 0.01 + 1e-12 && d.tolerance_why.empty())
+      r.error("rel_tolerance", fmt::format("a tolerance of {}% (wider than 1%) needs tolerance_why: the source's "
+                                           "rounding it accepts",
+                                           units::format_number(d.rel_tolerance * 100, 3)));
     d.stated_answer = r.num("stated_answer");
     d.common_wrong_answer = r.num("common_wrong_answer");
     d.common_wrong_why = r.str("common_wrong_why").value_or("");

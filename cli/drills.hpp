@@ -51,6 +51,7 @@ struct Drill {
   std::string id, topic, question, source, kind, unit, note;
   json_io::Json inputs;
   double rel_tolerance = 0;
+  std::string tolerance_why;  ///< why rel_tolerance is wider than 1% (the source's own rounding); required then
   std::optional<double> stated_answer;        ///< what the source states, in `unit`
   std::optional<double> common_wrong_answer;  ///< the common wrong answer the source names, in `unit`
   std::string common_wrong_why;

@@ -109,6 +109,7 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   connect(collectives_, &charts::CollectivesChart::derivationRequested, this, explain);
   connect(serving_, &ServingPage::derivationRequested, this, explain);
   connect(panel_, &ScenarioPanel::changed, this, &MainWindow::requestTraining);
+  connect(panel_, &ScenarioPanel::modelAdded, serving_, &ServingPage::addModel);  // an import reaches the Serving tab
   connect(serving_, &ServingPage::changed, this, &MainWindow::requestServing);
   connect(compare_, &ComparePage::pinRequested, this, &MainWindow::pin);
   connect(compare_, &ComparePage::unpinRequested, this, &MainWindow::unpin);

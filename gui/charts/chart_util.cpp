@@ -10,6 +10,7 @@
 #include <QSvgGenerator>
 #include <QFont>
 #include <QLegend>
+#include <QLegendMarker>
 #include <QPainter>
 #include <QToolTip>
 
@@ -40,6 +41,14 @@ QChartView* make_view(QChart* chart, const QString& title, QWidget* parent) {
     v->addAction(a);
   }
   return v;
+}
+
+void line_legend_markers(QChart* chart) {
+  for (QLegendMarker* m : chart->legend()->markers()) {
+    const auto t = m->series()->type();
+    if (t == QAbstractSeries::SeriesTypeLine || t == QAbstractSeries::SeriesTypeSpline)
+      m->setShape(QLegend::MarkerShapeFromSeries);
+  }
 }
 
 QColor series_colour(int i) {

@@ -182,6 +182,8 @@ void CollectivesChart::setResult(const CollectivesResult& r) {
       connect(ts, &QLineSeries::clicked, this, [this, id](const QPointF&) { emit derivationRequested(id); });
     }
   }
+  line_legend_markers(time_chart_);
+  line_legend_markers(bw_chart_);
 }
 
 }  // namespace gpuplan::gui::charts

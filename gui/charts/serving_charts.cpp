@@ -177,6 +177,8 @@ void ServingCharts::setResult(const ServingResult& r) {
   if (cxmax > 0) kx->setRange(cxmin / 1.3, cxmax * 1.3);
   if (kmax > 0) ky->setRange(floor10(std::max(kmin, 1e-4)), ceil10(kmax));
   if (cmax > 0) kc->setRange(floor10(std::max(cmin, 1.0)) , ceil10(cmax));
+  line_legend_markers(lat_chart_);
+  line_legend_markers(kv_chart_);
 }
 
 }  // namespace gpuplan::gui::charts
@@ -195,12 +197,10 @@ CapacityCharts::CapacityCharts(QWidget* parent) : QWidget(parent), gpus_chart_(n
 QString CapacityCharts::pointText(int i) const {
   if (i < 0 || i >= int(result_.capacity.size())) return {};
   const auto& c = result_.capacity[std::size_t(i)];
-  return tr("%1 req/s: %2 GPUs = %3 replicas × TP %4%5, batch %6 per replica\nTTFT p99 %7 · ITL %8%9\n%10")
+  return tr("%1 req/s: %2 GPUs = %3, batch %4 per replica\nTTFT p99 %5 · ITL %6%7\n%8")
       .arg(c.rate, 0, 'g', 4)
       .arg(c.gpus)
-      .arg(c.replicas)
-      .arg(c.tp)
-      .arg(c.pp > 1 ? QString(" × PP %1").arg(c.pp) : QString())
+      .arg(QString::fromStdString(model::replica_layout(c.replicas, c.tp, c.pp)))
       .arg(c.batch)
       .arg(QString::fromStdString(u::format(u::Seconds(c.ttft_s))), QString::fromStdString(u::format(u::Seconds(c.itl_s))),
            c.cost_per_mtok_usd > 0 ? QString(" · $%1 per million output tokens").arg(c.cost_per_mtok_usd, 0, 'g', 3)
@@ -318,6 +318,8 @@ void CapacityCharts::setResult(const ServingResult& r) {
   cy->setRange(0, std::max(cmax * 1.1, 1e-3));
   cy->applyNiceNumbers();
   if (!priced) cost_chart_->setTitle(tr("Cost per million output tokens — no price for this GPU in the data"));
+  line_legend_markers(gpus_chart_);
+  line_legend_markers(cost_chart_);
 }
 
 }  // namespace gpuplan::gui::charts

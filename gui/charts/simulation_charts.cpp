@@ -130,6 +130,7 @@ void SimulationCharts::setDistribution(Dist d, const QString& title, const std::
   const double pad = std::max(1e-9, 0.04 * (hi - lo));
   x->setRange(std::max(0.0, lo - pad), hi + pad);
   x->applyNiceNumbers();
+  line_legend_markers(c);  // a line's marker in its own pen (issue 29)
 }
 
 void SimulationCharts::setResult(const SimulationResult& r) {
@@ -205,6 +206,7 @@ void SimulationCharts::setResult(const SimulationResult& r) {
   x->applyNiceNumbers();
   y->setRange(0, ymax * 1.05);
   y->applyNiceNumbers();
+  line_legend_markers(series_chart_);  // the dashed KV line is told from the solid ones (issue 29)
 }
 
 std::vector<QPointF> SimulationCharts::markers(Dist d) const {

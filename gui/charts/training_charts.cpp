@@ -150,6 +150,7 @@ void MemoryChart::setResult(const TrainingResult& r) {
     line->attachAxis(y);
     if (i > 0) hide_legend_of(chart_, line);
   }
+  line_legend_markers(chart_);
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -364,6 +365,7 @@ void RooflineChart::setResult(const TrainingResult& r) {
   }
   x->setRange(0.1, 1e5);
   y->setRange(std::pow(10.0, std::floor(std::log10(std::max(ymin, 1e-4)))), std::pow(10.0, std::ceil(std::log10(ymax * 1.5))));
+  line_legend_markers(chart_);
 }
 
 // ------------------------------------------------------------------------------------------------------------------
@@ -492,6 +494,8 @@ void ScalingChart::setResult(const TrainingResult& r) {
   x->setRange(xmin / 1.4, xmax * 1.4);
   ex->setRange(xmin / 1.4, xmax * 1.4);
   y->setRange(std::pow(10.0, std::floor(std::log10(ymin))), std::pow(10.0, std::ceil(std::log10(ymax))));
+  line_legend_markers(time_chart_);
+  line_legend_markers(eff_chart_);
 }
 
 }  // namespace gpuplan::gui::charts

@@ -234,6 +234,8 @@ void DrillsPage::showAnswer(const cli::Drill& d, const cli::DrillAnswer& a) {
   QString html = tr("<b>Model's answer: %1 %2</b>").arg(num(a.value), h(d.unit));
   if (d.stated_answer) html += tr(" · stated in %1: %2 %3").arg(h(d.source), num(*d.stated_answer), h(d.unit));
   if (!d.note.empty()) html += "<br>" + h(d.note);
+  if (!d.tolerance_why.empty())
+    html += "<br>" + coloured("#666", tr("Tolerance ±%1%: %2").arg(num(d.rel_tolerance * 100), h(d.tolerance_why)));
   if (!d.model_differs.empty()) html += "<br>" + coloured("#a05a00", tr("Where the model differs: %1").arg(h(d.model_differs)));
   if (d.common_wrong_answer && !d.common_wrong_why.empty())
     html += "<br>" + coloured("#666", tr("Common wrong answer: %1 %2 (%3)").arg(num(*d.common_wrong_answer), h(d.unit),

@@ -12,6 +12,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "model_list.hpp"
+
 namespace gpuplan::gui {
 namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
@@ -44,8 +46,7 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
     : QWidget(parent), data_(std::move(app_data)) {
   model_ = new QComboBox;
   model_->setToolTip(tr("Model from the library (data/models) or an imported Hugging Face config.json"));
-  for (const auto& m : data_->library.models)
-    model_->addItem(q(m.arch.name.empty() ? m.arch.id : m.arch.name), q(m.arch.id));
+  fill_model_combo(model_, data_->library);  // released models, then the benchmark shapes under a heading
   gpu_ = new QComboBox;
   gpu_->setToolTip(tr("GPU (the node that holds it is picked unless a node is chosen)"));
   for (const auto& g : data_->db.gpus) gpu_->addItem(q(g.info.name.empty() ? g.info.id : g.info.name), q(g.info.id));
@@ -389,11 +390,9 @@ void ScenarioPanel::setScenario(const wl_io::TrainingScenario& s, const json_io:
 }
 
 void ScenarioPanel::addModelPath(const QString& path, const QString& label) {
-  int i = model_->findData(path);
-  if (i < 0) {
-    model_->addItem(label, path);
-    i = model_->count() - 1;
-  }
+  const bool added = model_->findData(path) < 0;
+  const int i = add_imported_model(model_, path, label);
+  if (added) emit modelAdded(path, label);  // before the selection's changed(): the serving page lists it first
   model_->setCurrentIndex(i);
 }
 

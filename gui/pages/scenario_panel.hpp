@@ -64,6 +64,8 @@ class ScenarioPanel : public QWidget {
 
  signals:
   void changed();
+  /// A model file joined the model list (import, or a scenario file naming a path): the serving page lists it too.
+  void modelAdded(const QString& path, const QString& label);
 
  private:
   void emitChanged();

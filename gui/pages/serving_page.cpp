@@ -9,6 +9,7 @@
 #include <QVBoxLayout>
 
 #include "gpuplan/core/format.hpp"
+#include "model_list.hpp"
 #include "serving_charts.hpp"
 
 namespace gpuplan::gui {
@@ -38,8 +39,7 @@ QDoubleSpinBox* dspin(double lo, double hi, double v, int decimals, const QStrin
 ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* parent)
     : QWidget(parent), data_(std::move(app_data)) {
   model_ = new QComboBox;
-  for (const auto& m : data_->library.models)
-    model_->addItem(QString::fromStdString(m.arch.name.empty() ? m.arch.id : m.arch.name), QString::fromStdString(m.arch.id));
+  fill_model_combo(model_, data_->library);  // the panel's list: released models, then the benchmark shapes
   gpu_ = new QComboBox;
   for (const auto& g : data_->db.gpus)
     gpu_->addItem(QString::fromStdString(g.info.name.empty() ? g.info.id : g.info.name), QString::fromStdString(g.info.id));
@@ -118,6 +118,11 @@ ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* paren
   for (auto* s : {rate_, ttft_, itl_}) connect(s, &QDoubleSpinBox::valueChanged, this, &ServingPage::changed);
 }
 
+void ServingPage::addModel(const QString& path, const QString& label) {
+  const QSignalBlocker b(model_);  // listing it is not a choice: followTraining selects it while following
+  add_imported_model(model_, path, label);
+}
+
 void ServingPage::followTraining(const QString& model_id, const QString& gpu_id) {
   if (own_choice_) return;
   following_ = true;
@@ -153,13 +158,13 @@ QString ServingPage::plannerLine(const ServingResult& r) {
   const auto& b = *r.plan->best;
   const QString cost = b.cost_per_mtok_usd > 0 ? QString("$%1 per million output tokens").arg(b.cost_per_mtok_usd, 0, 'g', 3)
                                                : tr("no price for this GPU");
-  return QString("<br>%1 at <b>%2 req/s</b>: <a href=\"serving.plan\" style=\"text-decoration:none\"><b>%3 GPUs</b> = %4 "
-                 "replicas × TP %5</a>, batch %6 · TTFT p99 %7 · ITL %8 · %9")
+  // The layout in the CLI's words (model::replica_layout, as `gpuplan serve --rate` prints it).
+  return QString("<br>%1 at <b>%2 req/s</b>: <a href=\"serving.plan\" style=\"text-decoration:none\"><b>%3 GPUs</b> = "
+                 "%4</a>, batch %5 · TTFT p99 %6 · ITL %7 · %8")
       .arg(r.plan->feasible ? tr("Capacity planner") : tr("<span style='color:#b00020'>No layout meets the SLA</span> — best"))
       .arg(r.rate, 0, 'g', 4)
       .arg(b.gpus)
-      .arg(b.replicas)
-      .arg(b.tp)
+      .arg(q(model::replica_layout(b.replicas, b.tp, b.pp)))
       .arg(b.batch)
       .arg(q(u::format(b.ttft)), q(u::format(b.itl)), cost);
 }

@@ -27,6 +27,9 @@ class ServingPage : public QWidget {
   explicit ServingPage(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
   [[nodiscard]] ServingRequest request() const;
   void setResult(const ServingResult& r);
+  /// Lists a model file (an imported Hugging Face config.json, or a gpuplan model JSON) in the model list; the
+  /// request then names its path, which cli::resolve_serving reads as `gpuplan serve --model PATH` does.
+  void addModel(const QString& path, const QString& label);
   /// Follows the training panel's model and GPU until the user picks their own here.
   void followTraining(const QString& model_id, const QString& gpu_id);
   [[nodiscard]] charts::ServingCharts* charts() const { return charts_; }
@@ -35,6 +38,8 @@ class ServingPage : public QWidget {
   [[nodiscard]] QTabWidget* views() const { return views_; }
   [[nodiscard]] QDoubleSpinBox* rateSpin() const { return rate_; }
   [[nodiscard]] QComboBox* gpuCombo() const { return gpu_; }
+  [[nodiscard]] QComboBox* modelCombo() const { return model_; }
+  [[nodiscard]] QLabel* summary() const { return summary_; }
  signals:
   void changed();
 

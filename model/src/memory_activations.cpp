@@ -11,6 +11,10 @@
 namespace gpuplan::model::detail {
 
 using units::format;
+/// Memory in GiB, as the rest of the training-memory derivation and every front end print it.
+namespace {
+std::string gib(units::Bytes b) { return format(b, units::BytePrefix::binary); }
+}  // namespace
 using units::format_count;
 using units::format_number;
 
@@ -293,8 +297,8 @@ Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id)
   d.result = fmt::format(
       "{} per layer without recomputation = s·b·h·({}) bytes, attention core {}; kept under "
       "recompute {}: {}; (s/c)·b = {} tokens",
-      format(units::bytes(s.all * c.tokens)), format_number(s.all / double(c.a.hidden), 5),
-      format(units::bytes(s.score * c.tokens)), mode, format(units::bytes(stored_per_token(c, s) * c.tokens)),
+      gib(units::bytes(s.all * c.tokens)), format_number(s.all / double(c.a.hidden), 5),
+      gib(units::bytes(s.score * c.tokens)), mode, gib(units::bytes(stored_per_token(c, s) * c.tokens)),
       format_count(c.tokens));
   if (!c.plan.flash_attention && c.dropout && c.attention_dropout && !c.hf())
     d.notes.push_back(

@@ -37,6 +37,9 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   using units::format;
   using units::format_count;
   using units::format_number;
+  // Memory in GiB, as every front end prints memory per GPU (the CLI's table, the GUI's chart and summary); the
+  // datasheet's decimal GB only beside the capacity.
+  const auto gib = [](units::Bytes b) { return format(b, units::BytePrefix::binary); };
   const auto& par = plan.par;
   const auto& pr = plan.precision;
   const int p = std::max(1, par.pp);
@@ -55,7 +58,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   const Origin par_o = Origin::user("plan.par");
   const Origin prec_o = Origin::user("plan.precision");
   const Origin cnt = Origin::derived("parameter_counts");
-  auto B = [](double b) { return format(units::bytes(b)); };
+  auto B = [&gib](double b) { return gib(units::bytes(b)); };
   const std::string stage_name =
       p == 1 ? std::string("the only pipeline stage")
              : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p,
@@ -67,7 +70,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   d.formula =
       "total = weights + gradients + master weights + optimizer states + activations + logits + CUDA context "
       "+ NCCL buffers + fragmentation";
-  d.inputs = {{"capacity", fmt::format("{} ({})", format(r.capacity), format(r.capacity, units::BytePrefix::binary)),
+  d.inputs = {{"capacity", fmt::format("{} ({})", gib(r.capacity), format(r.capacity)),
                capacity_basis(gpu),
                Origin::datasheet(
                    gpu.info.cite(gpu.memory.device_reported ? "/memory/device_reported_MiB" : "/memory/capacity_GB"))},
@@ -79,18 +82,18 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
                : plan.recompute == wl::Recompute::selective ? "selective"
                                                             : "full",
                "activation recomputation", Origin::user("plan.recompute")}};
-  d.result = fmt::format("{} of {} ({}): {}", format(r.total), format(r.capacity), stage_name,
+  d.result = fmt::format("{} of {} ({}): {}", gib(r.total), gib(r.capacity), stage_name,
                          r.fits ? "fits" : "does not fit");
   if (p > 1) {
     d.notes.push_back(
         fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
                     "layers and the embedding), last stage {} (holds the LM head and the logits)",
-                    stage_name, format(units::bytes(first.total)), format_number(first.layer_factor),
-                    first.shape.layers, format(units::bytes(last.total))));
+                    stage_name, gib(units::bytes(first.total)), format_number(first.layer_factor),
+                    first.shape.layers, gib(units::bytes(last.total))));
     if (core.has_middle)
       d.notes.push_back(fmt::format("uneven split: middle stage {} holds {} layers ({} MoE): {}",
                                     core.middle.shape.index, core.middle.shape.layers, core.middle.shape.moe_layers,
-                                    format(units::bytes(core.middle.total))));
+                                    gib(units::bytes(core.middle.total))));
   }
 
   // model states
@@ -266,9 +269,10 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
     const double thumb = 12.0 * tokens1 * double(a.hidden) * 2.0;
     const double ours1 = activation_bytes_per_layer(a, single, layout).raw();
     act.notes.push_back(fmt::format(
-        "one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} "
-        "for {} layers; the term-by-term count gives {} per layer, {} for {} layers",
-        B(thumb), B(thumb * double(a.layers)), a.layers, B(ours1), B(ours1 * double(a.layers)), a.layers));
+        "one GPU (t = c = 1), no recomputation: rule of thumb 12·s·b·h·2 B per layer gives {} per layer, {} ({}) "
+        "for {} layers; the term-by-term count gives {} per layer, {} ({}) for {} layers",
+        B(thumb), B(thumb * double(a.layers)), format(units::bytes(thumb * double(a.layers))), a.layers, B(ours1),
+        B(ours1 * double(a.layers)), format(units::bytes(ours1 * double(a.layers))), a.layers));
   }
   if (a.moe)
     act.notes.push_back(
@@ -298,7 +302,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   d.children.push_back({"memory.cuda_context",
                         "CUDA context and cuBLAS workspace",
                         "constant per process",
-                        {{"ctx", format(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
+                        {{"ctx", gib(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
                           Origin::assumption(overheads.origin)}},
                         B(h.ctx),
                         {},
@@ -308,7 +312,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
        "NCCL buffers",
        "communicators · buffers per communicator",
        {{"communicators", format_number(comms), "TP, PP, DP·CP, CP and EP groups with more than one GPU", par_o},
-        {"per communicator", format(overheads.nccl_buffers), "NCCL buffers", Origin::assumption(overheads.origin)}},
+        {"per communicator", gib(overheads.nccl_buffers), "NCCL buffers", Origin::assumption(overheads.origin)}},
        B(h.nccl),
        {},
        {}});

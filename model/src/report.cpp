@@ -165,8 +165,8 @@ ServingCell evaluate_serving(const ServingRequest& item, const ServingCellInput&
               "cost rate = GPUs × price; $/Mtok = cost rate / (λ · output tokens) · 10⁶";
   if (c.price)
     d.inputs.push_back({"price", u::format(*c.price) + " per GPU", "price per GPU-hour", Origin::datasheet(c.price_origin)});
-  d.result = c.has_numbers ? fmt::format("{} GPUs = {} replicas × TP {} × PP {}; {}; ${:.3g}/Mtok", c.gpus, c.replicas,
-                                         c.tp, c.pp, u::format(c.cost_rate), c.cost_per_mtok_usd)
+  d.result = c.has_numbers ? fmt::format("{} GPUs = {}; {}; ${:.3g}/Mtok", c.gpus, replica_layout(c.replicas, c.tp, c.pp),
+                                         u::format(c.cost_rate), c.cost_per_mtok_usd)
                            : std::string("no layout holds the model");
   for (const auto& n : r.notes) d.notes.push_back(n);
   if (!r.derivation.empty()) d.children.push_back(std::move(r.derivation));

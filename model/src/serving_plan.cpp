@@ -496,7 +496,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
                                         : fmt::format(" ({}, {})", hw::to_string(gpu.price_kind), gpu.price_provider))
                 : std::string("unknown"),
           "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price_usd_per_hour"))}},
-        fmt::format("{} replicas × TP {} × PP {} = {} GPUs; TTFT p{:g} {}, ITL {}", b.replicas, b.tp, b.pp, b.gpus,
+        fmt::format("{} = {} GPUs; TTFT p{:g} {}, ITL {}", replica_layout(b.replicas, b.tp, b.pp), b.gpus,
                     sla.percentile * 100, format(b.ttft), format(b.itl)),
         {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail) at ρ "
                      "= {:.3g}, S = {}: the prefill work a prompt adds to the iterations it rides on",
@@ -507,6 +507,10 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
         {st.derivation}};
   }
   return r;
+}
+
+std::string replica_layout(std::int64_t replicas, int tp, int pp) {
+  return fmt::format("{} replicas × TP {} × PP {}", replicas, tp, pp);
 }
 
 }  // namespace gpuplan::model

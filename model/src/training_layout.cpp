@@ -217,6 +217,16 @@ std::string does_not_fit_message(const wl::TransformerArch& a, const ParameterCo
     if (alt.zero == wl::ZeroStage::none) alt.zero = wl::ZeroStage::optimizer;
     try_fix(plan.zero == wl::ZeroStage::none ? "--offload optimizer --zero 1" : "--offload optimizer", alt);
   }
+  // MoE: expert parallelism shards the routed experts over EP ranks of DP × CP (the layout rules: EP divides the
+  // experts and DP × CP); the smallest power-of-two EP that fits, DP unchanged.
+  if (a.moe) {
+    const std::size_t before_ep = fixes.size();
+    for (int ep = std::max(1, par.ep) * 2; ep <= a.moe->num_experts && fixes.size() == before_ep; ep *= 2) {
+      auto alt = plan;
+      alt.par.ep = ep;
+      try_fix(fmt::format("--ep {}", ep), alt);
+    }
+  }
   if (par.dp % 2 == 0) {
     for (const char* dim : {"pp", "tp"}) {
       auto alt = plan;
@@ -230,8 +240,9 @@ std::string does_not_fit_message(const wl::TransformerArch& a, const ParameterCo
                      format(memory.total, units::BytePrefix::binary),
                      format(memory.capacity, units::BytePrefix::binary),
                      format(over, units::BytePrefix::binary),
-                     fixes.empty() ? std::string("No single change of recompute, ZeRO stage, micro-batch, "
-                                                 "TP or PP makes it fit: use more GPUs or a GPU with more memory")
+                     fixes.empty() ? fmt::format("No single change of recompute, ZeRO stage, micro-batch, {}TP or PP "
+                                                 "makes it fit: use more GPUs or a GPU with more memory",
+                                                 a.moe ? "EP, " : "")
                                    : "It would fit with: " + [&] {
                                        std::string j;
                                        for (const auto& f : fixes) j += (j.empty() ? "" : "; ") + f;

@@ -247,14 +247,14 @@ TEST_CASE("activations of a 7B layer at seq 2048: term-by-term count vs the 12·
   CHECK(m.activations.raw() == doctest::Approx(L * per_layer + s * b * 2 * h * 2));
   INFO("T6: rule of thumb " << units::format(units::bytes(thumb)) << ", Korthikanti with flash "
                             << units::format(units::bytes(L * per_layer)));
-  // Both appear in the derivation.
+  // Both appear in the derivation (in GiB, with the textbook's decimal GB beside the totals).
   const auto* act = m.derivation.find("memory.activations");
   REQUIRE(act != nullptr);
   bool shows_thumb = false;
   for (const auto& n : act->notes)
     shows_thumb = shows_thumb || (n.find("rule of thumb 12·s·b·h·2") != std::string::npos &&
-                                  n.find("6.44 GB for 32 layers") != std::string::npos &&
-                                  n.find("8.63 GB for 32 layers") != std::string::npos);
+                                  n.find("(6.44 GB) for 32 layers") != std::string::npos &&
+                                  n.find("(8.63 GB) for 32 layers") != std::string::npos);
   CHECK(shows_thumb);
 }
 

@@ -921,6 +921,47 @@ TEST_SUITE("training layout feasibility") {
       CHECK(fix.find(quoted) != std::string::npos);
     }
     CHECK(zero1);  // ZeRO-1 over 8 GPUs: 4 + 12/8 B per parameter of states
+    CHECK(r.find("--ep") == std::string::npos);  // a dense model has no experts to shard
+  }
+
+  TEST_CASE("an MoE plan that does not fit: the reason suggests expert parallelism, and that EP does fit") {
+    // Qwen3-30B-A3B (30.5B parameters, ~29B of them in routed experts) on 64 H100 with ZeRO-1: the 2 + 2 B of bf16
+    // weights and gradients of every parameter on every GPU alone are ~122 GB. Sharding the experts over EP ranks
+    // divides the expert part by EP: the hint must say so (issue 29: hints never suggested EP for an MoE model).
+    Layout l;
+    l.dp = 64;
+    l.global = 64;
+    l.zero = wl::ZeroStage::optimizer;
+    const auto sys = system_of("dgx-h100");
+    const auto& a = arch("qwen3-30b-a3b");
+    REQUIRE(a.moe.has_value());
+    const auto e = model::estimate_training(a, plan_of(l), sys, Explain::off);
+    REQUIRE_FALSE(e.memory.fits);
+    REQUIRE(e.feasibility.reasons.size() == 1);
+    const std::string& r = e.feasibility.reasons[0];
+    CAPTURE(r);
+    const auto at = r.find("--ep ");
+    REQUIRE(at != std::string::npos);
+    int ep = 0;
+    REQUIRE(std::sscanf(r.c_str() + at, "--ep %d", &ep) == 1);
+    CHECK(ep > 1);
+    CHECK(a.moe->num_experts % ep == 0);
+    CHECK(l.dp % ep == 0);
+    Layout fixed = l;
+    fixed.ep = ep;
+    const auto f = model::estimate_training(a, plan_of(fixed), sys, Explain::off);
+    CHECK(f.memory.fits);
+    CHECK(f.feasibility.ok);
+    std::string quoted = "--ep " + std::to_string(ep) + " (";
+    quoted += units::format(f.memory.total, units::BytePrefix::binary);
+    quoted += ")";
+    CHECK(r.find(quoted) != std::string::npos);
+    // The smallest such EP: half of it does not fit.
+    if (ep > 2) {
+      Layout half = l;
+      half.ep = ep / 2;
+      CHECK_FALSE(model::estimate_training(a, plan_of(half), sys, Explain::off).memory.fits);
+    }
   }
 
   TEST_CASE("a plan that fits has no memory reason") {

@@ -72,6 +72,8 @@ const FieldTable& model_file_fields() {
                       field("aliases", FieldType::string_list, Presence::optional, "other names"),
                       field("family", FieldType::string, Presence::required, "model family"),
                       field("hf_repo", FieldType::string, Presence::optional, "Hugging Face repository of the config"),
+                      field("benchmark_shape", FieldType::boolean, Presence::optional,
+                            "true: a shape defined by a benchmark or paper, not a released checkpoint (listed apart)"),
                       published,
                       field("config", FieldType::object, Presence::required, "Hugging Face config.json fields"),
                       field("sources", FieldType::any, Presence::required, "list of {id, ref, for}"),
@@ -141,6 +143,7 @@ Result<ModelEntry> load_model_file(const std::string& path) {
   e.aliases = r.strings("aliases").value_or(std::vector<std::string>{});
   e.family = r.str("family").value_or("");
   e.hf_repo = r.str("hf_repo").value_or("");
+  e.benchmark_shape = r.boolean("benchmark_shape").value_or(false);
   e.notes = r.str("notes").value_or("");
   if (auto p = r.object("published"); p && p->valid()) {
     PublishedCounts c;

@@ -313,4 +313,8 @@ ServingPlanResult plan_serving(const wl::TransformerArch& arch, const ParameterC
                                const ServingSystem& sys, const ServingPlanOptions& options,
                                Explain explain = Explain::on);
 
+/// A serving layout as every front end prints it: "40 replicas × TP 8 × PP 4" (PP always shown, also when 1), so
+/// that the CLI, the report and the GUI say the same thing.
+std::string replica_layout(std::int64_t replicas, int tp, int pp);
+
 }  // namespace gpuplan::model

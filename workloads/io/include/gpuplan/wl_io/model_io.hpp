@@ -56,6 +56,9 @@ struct ModelEntry {
   std::vector<std::string> aliases;
   std::string family;
   std::string hf_repo;
+  /// An architecture defined by a benchmark or a paper's table (llm-foundry's MPT sizes, Megatron's SC'21 GPT
+  /// shapes, our own measurement decoders), not a released checkpoint: front ends list these apart from the models.
+  bool benchmark_shape = false;
   std::string file;
   std::optional<PublishedCounts> published;
   std::vector<std::string> sources;  ///< "id: ref"
