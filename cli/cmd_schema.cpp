@@ -1,4 +1,5 @@
 // `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables.
+#include "autoscale_fields.hpp"
 #include "commands.hpp"
 #include "drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -46,6 +47,8 @@ std::string field_reference() {
   o += json_io::field_reference_markdown("Budget plan: serving[]", wl_io::plan_serving_fields());
   o += json_io::field_reference_markdown("Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario)",
                                          wl_io::serving_scenario_fields());
+  o += json_io::field_reference_markdown(
+      "Autoscale scenario (`gpuplan autoscale --scenario`, data/scenarios/*-autoscale.json)", autoscale_file_fields());
   o += json_io::field_reference_markdown("Interview drills (data/drills/*.json, `gpuplan drill`, the GUI's drills tab)",
                                          drill_file_fields());
   o += json_io::field_reference_markdown("Interview drills: drills[]", drill_fields());

@@ -167,6 +167,7 @@ void overlay(const CLI::App& c, const ServingFlags& f, const ServeFlags& s, nloh
   put_opt("draft_ms", "--draft-ms", s.draft_ms);
   put_opt("block_size", "--block-size", f.block_size);
   put("prefix_tokens", "--prefix-tokens", f.prefix_tokens);
+  put_opt("prefix_hit_rate", "--prefix-hit-rate", s.prefix_hit_rate);
   put("kv_dtype", "--kv-dtype", f.kv_dtype);
   put_opt("kv_scales", "--kv-scales", f.kv_scales);
   put_opt("kv_scale_bytes", "--kv-scale-bytes", f.kv_scale_bytes);
@@ -242,7 +243,7 @@ int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann:
 
 /// The scenario file (if any) with the flags given on `cmd` overlaid: what serve, its sweeps and simulate decode.
 struct Overlaid {
-  std::string dir, file = "(flags)";
+  std::string dir, file = "(flags)", pointer;
   nlohmann::json j = nlohmann::json::object();
   std::map<std::string, std::string> origin;
 };
@@ -252,7 +253,11 @@ std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cm
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return std::nullopt;
   o.dir = *dir;
-  if (!s.scenario.empty()) {
+  if (s.scenario_json) {
+    o.file = s.scenario;
+    o.pointer = s.scenario_pointer;
+    o.j = *s.scenario_json;
+  } else if (!s.scenario.empty()) {
     o.file = s.scenario;
     auto text = json_io::read_text_file(s.scenario, diags);
     if (!text) return std::nullopt;
@@ -618,7 +623,7 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
   auto o = read_overlaid(g, cmd, f, s, diags);
   if (!o) return std::nullopt;
   ctx.data_dir = o->dir;
-  auto sc = wl_io::decode_serving_scenario(o->j, o->file, "", o->origin);
+  auto sc = wl_io::decode_serving_scenario(o->j, o->file, o->pointer, o->origin);
   diags.append(sc.diagnostics());
   if (!sc.ok()) return std::nullopt;
   auto db = hw_io::load_hardware_db(o->dir);
@@ -629,10 +634,10 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
   diags.append(lib.diagnostics());
   if (!lib.ok()) return std::nullopt;
   // By value: the locator outlives this function (serve names flags and keys in later diagnostics).
-  KeyLocator where = [j = o->j, origin = o->origin, file = o->file](const std::string& key) {
+  KeyLocator where = [j = o->j, origin = o->origin, file = o->file, ptr = o->pointer](const std::string& key) {
     auto it = origin.find(key);
     if (it != origin.end()) return it->second;
-    if (j.contains(key)) return file + ": /" + key;
+    if (j.contains(key)) return file + ": " + ptr + "/" + key;
     if (key == "price_usd_per_hour") return std::string("--price");
     std::string flag = "--" + key;
     for (auto& ch : flag)
@@ -641,15 +646,7 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
   };
   if (where_out != nullptr) *where_out = where;
   auto rs = resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
-  if (rs) {
-    rs->perf.kv_block_tokens = std::max<std::int64_t>(1, rs->memory.block_size);
-    if (s.prefix_hit_rate && !(*s.prefix_hit_rate >= 0 && *s.prefix_hit_rate < 1)) {
-      diags.error("", "--prefix-hit-rate",
-                  fmt::format("{} is not a fraction of prompt tokens in [0, 1)", plain_number(*s.prefix_hit_rate)));
-      return std::nullopt;
-    }
-    rs->perf.prefix_hit_rate = s.prefix_hit_rate.value_or(0.0);
-  }
+  if (rs) rs->perf.kv_block_tokens = std::max<std::int64_t>(1, rs->memory.block_size);
   return rs;
 }
 

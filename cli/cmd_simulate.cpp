@@ -9,10 +9,10 @@
 #include "commands.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/json_io/reader.hpp"
-#include "gpuplan/model/sim_kv.hpp"
 #include "gpuplan/model/simulate.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "serve_options.hpp"
+#include "sim_common.hpp"
 #include "trace_csv.hpp"
 
 namespace gpuplan::cli {
@@ -29,67 +29,6 @@ struct SimFlags {
   long long seed = 1;
   std::optional<double> series_s;
 };
-
-/// "fixed:N", "uniform:LOW,HIGH" or "lognormal:MEAN,SD" (tokens).
-std::optional<model::LengthSampler> parse_sampler(const std::string& spec, const std::string& flag, Diagnostics& d) {
-  auto bad = [&](const std::string& why) {
-    d.error("", flag, fmt::format("'{}': {} (expected fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD)", spec, why));
-    return std::nullopt;
-  };
-  const auto colon = spec.find(':');
-  if (colon == std::string::npos) return bad("no distribution name");
-  const std::string kind = spec.substr(0, colon);
-  std::vector<double> v;
-  std::string rest = spec.substr(colon + 1);
-  std::size_t pos = 0;
-  while (pos <= rest.size()) {
-    auto comma = rest.find(',', pos);
-    if (comma == std::string::npos) comma = rest.size();
-    const std::string t = rest.substr(pos, comma - pos);
-    try {
-      std::size_t used = 0;
-      const double x = std::stod(t, &used);
-      if (used != t.size() || !std::isfinite(x)) return bad("'" + t + "' is not a number");
-      v.push_back(x);
-    } catch (...) {
-      return bad("'" + t + "' is not a number");
-    }
-    pos = comma + 1;
-  }
-  model::LengthSampler s;
-  if (kind == "fixed") {
-    if (v.size() != 1 || v[0] < 1 || v[0] > 1e7) return bad("fixed takes one length in [1, 10⁷] tokens");
-    s.kind = model::LengthSampler::Kind::fixed;
-    s.a = s.b = v[0];
-  } else if (kind == "uniform") {
-    if (v.size() != 2 || v[0] < 1 || v[1] < v[0] || v[1] > 1e7)
-      return bad("uniform takes LOW,HIGH with 1 ≤ LOW ≤ HIGH ≤ 10⁷");
-    s.kind = model::LengthSampler::Kind::uniform;
-    s.a = v[0];
-    s.b = v[1];
-  } else if (kind == "lognormal") {
-    if (v.size() != 2 || v[0] < 1 || v[0] > 1e7 || v[1] <= 0 || v[1] > 1e7)
-      return bad("lognormal takes MEAN,SD with MEAN in [1, 10⁷] and SD in (0, 10⁷]");
-    s.kind = model::LengthSampler::Kind::lognormal;
-    s.a = v[0];
-    s.b = v[1];
-  } else {
-    return bad("unknown distribution '" + kind + "'");
-  }
-  return s;
-}
-
-ordered_json stats_json(const model::LatencyStats& s) {
-  return ordered_json{{"mean_s", s.mean}, {"p50_s", s.p50}, {"p90_s", s.p90},
-                      {"p99_s", s.p99},   {"max_s", s.max}, {"samples", s.samples}};
-}
-
-std::string stats_text(const model::LatencyStats& s) {
-  namespace u = gpuplan::units;
-  auto f = [](double x) { return u::format(u::Seconds(x)); };
-  return fmt::format("mean {}, p50 {}, p90 {}, p99 {} ({} samples)", f(s.mean), f(s.p50), f(s.p90), f(s.p99),
-                     s.samples);
-}
 
 int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s,
                  const SimFlags& sf) {
@@ -166,20 +105,10 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   }
   report(diags);  // notes
 
-  // KV blocks of the replica from the serving memory model (the engine's pool at this layout).
-  const model::SimKvPool pool = model::sim_kv_pool(rs.arch, rs.params, *rs.sys.gpu, rs.memory, rs.perf, requests);
-  if (!pool.fits) {
-    Diagnostics d2;
-    d2.error("", "--tp", fmt::format("{} does not fit on TP {} of {}: no KV block is left for requests", rs.arch.id,
-                                     rs.perf.tp, rs.sys.gpu->info.id));
-    report(d2);
-    return kExitInfeasible;
-  }
-  const std::int64_t block = pool.block_size;
-  model::SimOptions opt;
-  opt.block_size = block;
-  opt.kv_blocks = pool.blocks;
-  rs.perf.kv_block_tokens = block;  // prefix-cache hits in the engine's blocks
+  auto sim_opt = replica_sim_options(rs, requests);
+  if (!sim_opt) return kExitInfeasible;
+  model::SimOptions opt = *sim_opt;
+  const std::int64_t block = opt.block_size;
   opt.series_interval_s = sf.series_s.value_or(0.0);
   const model::SimResult r = model::simulate_serving(rs.arch, rs.perf, rs.sys, requests, opt);
 

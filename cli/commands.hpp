@@ -14,6 +14,7 @@ void register_roofline(CLI::App& app, GlobalOptions& g, int& rc);
 void register_kv(CLI::App& app, GlobalOptions& g, int& rc);
 void register_serve(CLI::App& app, GlobalOptions& g, int& rc);
 void register_simulate(CLI::App& app, GlobalOptions& g, int& rc);
+void register_autoscale(CLI::App& app, GlobalOptions& g, int& rc);
 void register_calibrate(CLI::App& app, GlobalOptions& g, int& rc);
 /// `calibrate import-nccl-tests` under the `calibrate` command (cmd_calibrate_import.cpp).
 void register_calibrate_import(CLI::App& calibrate, GlobalOptions& g, int& rc);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   register_kv(app, g, rc);
   register_serve(app, g, rc);
   register_simulate(app, g, rc);
+  register_autoscale(app, g, rc);
   register_calibrate(app, g, rc);
   register_bench(app, g, rc);
   register_report(app, g, rc);

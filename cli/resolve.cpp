@@ -354,6 +354,10 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   if (s.itl_ms && !(*s.itl_ms > 0)) diags.error("", where("itl_ms"), "must be > 0");
   if (!(r.percentile > 0 && r.percentile < 100)) diags.error("", where("percentile"), "must be in (0, 100), e.g. 99");
   if (s.rate && !(*s.rate > 0)) diags.error("", where("rate"), "must be > 0 requests/s");
+  if (s.prefix_hit_rate && !(*s.prefix_hit_rate >= 0 && *s.prefix_hit_rate < 1))
+    diags.error("", where("prefix_hit_rate"),
+                fmt::format("{} is not a fraction of prompt tokens in [0, 1)", plain_number(*s.prefix_hit_rate)));
+  perf.prefix_hit_rate = s.prefix_hit_rate.value_or(0.0);
   if (s.rate && *s.rate > kMaxRate)
     diags.error("", where("rate"), fmt::format("{} requests/s is more than the planner sizes (at most {:g})",
                                                plain_number(*s.rate), kMaxRate));

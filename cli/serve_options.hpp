@@ -15,6 +15,10 @@ namespace gpuplan::cli {
 
 struct ServeFlags {
   std::string scenario;
+  /// The serving scenario already read from the file `scenario`, at `scenario_pointer` ("/serving" of an autoscale
+  /// file): used instead of reading `scenario` as a whole serving scenario; diagnostics point into the file there.
+  std::optional<nlohmann::json> scenario_json;
+  std::string scenario_pointer;
   std::vector<std::string> sweep;
   std::string node, cluster;
   long long input_tokens = 1024, output_tokens = 256;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpuplan/model/autoscale.hpp"
 #include "gpuplan/model/simulate.hpp"
 
 namespace gpuplan::model {
@@ -88,6 +89,50 @@ std::vector<SimRequest> generate_requests(const ArrivalSpec& spec) {
     r.arrival_s = t;
     r.input_tokens = sample(spec.input, lengths);
     r.output_tokens = sample(spec.output, lengths);
+    out.push_back(r);
+  }
+  return out;
+}
+
+double RateCurve::rate_at(double t_s) const {
+  const double h = t_s / 3600.0;
+  if (kind == Kind::diurnal)
+    return trough_per_s + (peak_per_s - trough_per_s) * 0.5 * (1.0 + std::cos(6.283185307179586 * (h - peak_hour) / 24.0));
+  if (points.empty()) return 0;
+  if (h <= points.front().first) return points.front().second;
+  if (h >= points.back().first) return points.back().second;
+  const auto it = std::upper_bound(points.begin(), points.end(), h,
+                                   [](double x, const std::pair<double, double>& p) { return x < p.first; });
+  const auto& b = *it;
+  const auto& a = *(it - 1);
+  return b.first > a.first ? a.second + (b.second - a.second) * (h - a.first) / (b.first - a.first) : b.second;
+}
+
+double RateCurve::max_rate() const {
+  if (kind == Kind::diurnal) return std::max(peak_per_s, trough_per_s);
+  double m = 0;
+  for (const auto& p : points) m = std::max(m, p.second);
+  return m;
+}
+
+std::vector<SimRequest> generate_curve_requests(const RateCurve& curve, double duration_s, const LengthSampler& input,
+                                                const LengthSampler& output, std::uint64_t seed) {
+  std::vector<SimRequest> out;
+  const double lmax = curve.max_rate();
+  if (!(lmax > 0) || !(duration_s > 0)) return out;
+  out.reserve(std::size_t(std::min(1e8, 1.05 * lmax * duration_s)));
+  Rng gaps{seed * 0x2545F4914F6CDD1DULL + 1};
+  Rng lengths{seed * 0x9E3779B97F4A7C15ULL + 7};
+  Rng keep{seed * 0xD1342543DE82EF95ULL + 13};
+  double t = 0;
+  for (;;) {
+    t += -std::log(gaps.uniform()) / lmax;
+    if (t >= duration_s) break;
+    if (keep.uniform() * lmax > curve.rate_at(t)) continue;
+    SimRequest r;
+    r.arrival_s = t;
+    r.input_tokens = sample(input, lengths);
+    r.output_tokens = sample(output, lengths);
     out.push_back(r);
   }
   return out;

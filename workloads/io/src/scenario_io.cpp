@@ -456,6 +456,9 @@ const FieldTable& serving_scenario_fields() {
       f("draft_ms", FieldType::number, "speculative decoding: draft step time in ms (instead of a draft model)"),
       f("block_size", FieldType::integer, "tokens per KV block (default 16; 1 = contiguous)", 1, 1e6),
       f("prefix_tokens", FieldType::integer, "prompt prefix shared by all sequences, stored once", 0, 1e8),
+      f("prefix_hit_rate", FieldType::number,
+        "share of each prompt's tokens beyond prefix_tokens found in the prefix cache (whole blocks), in [0, 1): not "
+        "computed again (default 0)"),
       f("kv_dtype", FieldType::string, "KV cache element type (default bf16)", 0, 0, dtypes),
       f("kv_scales", FieldType::string, "KV scale granularity", 0, 0, {"none", "per-tensor", "per-head", "per-token-head"}),
       f("kv_scale_bytes", FieldType::number, "bytes per per-token-head scale group (default 4)"),
@@ -515,6 +518,7 @@ Result<ServingScenario> decode_serving_scenario(const Json& j, const std::string
   s.draft_ms = r.num("draft_ms");
   s.block_size = r.integer("block_size");
   s.prefix_tokens = r.integer("prefix_tokens");
+  s.prefix_hit_rate = r.num("prefix_hit_rate");
   s.kv_dtype = r.str("kv_dtype");
   s.kv_scales = r.str("kv_scales");
   s.kv_scale_bytes = r.num("kv_scale_bytes");

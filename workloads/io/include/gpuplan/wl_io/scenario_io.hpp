@@ -56,6 +56,7 @@ struct ServingScenario {
   // Memory (the same knobs as `gpuplan kv`).
   std::optional<long long> block_size, prefix_tokens, weight_group_size, max_num_batched_tokens, max_num_seqs;
   std::optional<std::string> kv_dtype, kv_scales, weight_dtype, engine, overheads, capacity;
+  std::optional<double> prefix_hit_rate;  ///< prefix-cache hits on the rest of each prompt, [0, 1)
   std::optional<double> kv_scale_bytes, gpu_memory_utilization, mem_fraction_static, usable_fraction, cuda_graph_GiB,
       activation_GiB;
   std::optional<bool> cudagraph_in_budget;
