@@ -10,12 +10,13 @@ const char* to_string(VisionFamily f) {
     case VisionFamily::efficientnet: return "efficientnet";
     case VisionFamily::convnext: return "convnext";
     case VisionFamily::vit: return "vit";
+    case VisionFamily::onnx: return "onnx";
   }
   return "?";
 }
 
 std::int64_t VisionOp::matmul_weights() const {
-  if (kind == VisionOpKind::conv) return c_out * (c_in / groups) * kernel * kernel;
+  if (kind == VisionOpKind::conv) return c_out * (c_in / groups) * kernel_area();
   if (kind == VisionOpKind::linear) return c_out * c_in;
   return 0;
 }
@@ -31,12 +32,14 @@ std::int64_t VisionOp::parameters() const {
 
 std::int64_t VisionOp::macs() const {
   switch (kind) {
-    case VisionOpKind::conv: return h_out * w_out * matmul_weights();
+    case VisionOpKind::conv: return (transposed ? h_in * w_in : h_out * w_out) * matmul_weights();
     case VisionOpKind::linear: return h_out * w_out * matmul_weights();
+    case VisionOpKind::matmul: return h_out * w_out * c_in * c_out;
     case VisionOpKind::attention: {
-      // QKᵀ: tokens² · hidden; PV: tokens² · hidden (hidden = heads · head_dim = c_out).
+      // QKᵀ: tokens · kv tokens · hidden; PV: the same (hidden = heads · head_dim = c_out).
       const std::int64_t t = h_in * w_in;
-      return 2 * t * t * c_out;
+      const std::int64_t s = kv_tokens > 0 ? kv_tokens : t;
+      return 2 * t * s * c_out;
     }
     default: return 0;
   }
@@ -342,6 +345,9 @@ void build_vit(const VisionArch& a, Builder& b) {
 
 std::string vision_input_problem(const VisionArch& a, std::int64_t resolution) {
   if (resolution < 1) return "the input size must be at least 1 px";
+  if (a.family == VisionFamily::onnx)
+    return "an imported ONNX graph has the input size it was exported with; export it again at " +
+           std::to_string(resolution) + " px";
   if (a.family == VisionFamily::vit && a.patch > 0 && resolution % a.patch != 0)
     return "a ViT takes a multiple of its patch size (" + std::to_string(a.patch) + " px), not " +
            std::to_string(resolution) + " px";
@@ -364,6 +370,7 @@ VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution) {
     case VisionFamily::efficientnet: build_efficientnet(a, b); break;
     case VisionFamily::convnext: build_convnext(a, b); break;
     case VisionFamily::vit: build_vit(a, b); break;
+    case VisionFamily::onnx: break;  // an imported op list is read, not built (wl_io::import_onnx_vision)
   }
   return g;
 }

@@ -166,6 +166,7 @@ void check_arch(const wl::VisionArch& a, const std::string& file, const std::str
            need(a.resolution % a.patch == 0,
                 fmt::format("'patch' ({}) to divide 'resolution_px' ({})", a.patch, a.resolution));
       break;
+    case wl::VisionFamily::onnx: ok = need(false, "an ONNX file (it is no library family)"); break;
   }
   if (!ok) return;
   if (const std::string why = wl::vision_input_problem(a, a.resolution); !why.empty()) diags.error(file, ptr, why);
@@ -260,6 +261,10 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
   }
   if (diags.has_errors()) return Result<std::vector<VisionEntry>>(std::move(diags));
   return Result<std::vector<VisionEntry>>(std::move(out), std::move(diags));
+}
+
+wl::VisionGraph vision_graph(const VisionEntry& e, std::int64_t resolution) {
+  return e.imported ? *e.imported : wl::build_vision_graph(e.arch, resolution);
 }
 
 const VisionEntry* VisionLibrary::find(const std::string& id_or_alias) const {
