@@ -1,5 +1,6 @@
 #include "gpuplan/wl/vision.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gpuplan::wl {
@@ -10,6 +11,7 @@ const char* to_string(VisionFamily f) {
     case VisionFamily::efficientnet: return "efficientnet";
     case VisionFamily::convnext: return "convnext";
     case VisionFamily::vit: return "vit";
+    case VisionFamily::yolov8: return "yolov8";
     case VisionFamily::onnx: return "onnx";
   }
   return "?";
@@ -154,6 +156,19 @@ class Builder {
     VisionOp op = base(VisionOpKind::embedding, name);
     op.h_out = tokens;
     op.extra_params = extra_params;
+    push(op);
+  }
+  /// Nearest-neighbour upsampling by `factor`.
+  void resize(const std::string& name, std::int64_t factor) {
+    VisionOp op = base(VisionOpKind::resize, name);
+    op.h_out = h_ * factor;
+    op.w_out = w_ * factor;
+    push(op);
+  }
+  /// torch.cat of maps of the current size into `channels` channels (a copy kernel).
+  void concat(const std::string& name, std::int64_t channels) {
+    VisionOp op = base(VisionOpKind::copy, name);
+    op.c_in = op.c_out = channels;
     push(op);
   }
   /// Sets the current map without an op (flatten to tokens, take the class token).
@@ -341,6 +356,106 @@ void build_vit(const VisionArch& a, Builder& b) {
   b.linear("heads.head", a.classes, true);
 }
 
+/// Ultralytics YOLOv8 detection (ultralytics/cfg/models/v8/yolov8.yaml; nn/modules/block.py C2f, SPPF;
+/// nn/modules/head.py Detect): channels = make_divisible(min(c, max_channels) · width, 8), repeats = max(round(n ·
+/// depth), 1); Conv = conv (no bias) + BN + SiLU; C2f = 1×1 conv to 2c, n bottlenecks (two 3×3 convs, residual in the
+/// backbone) on one half, concat of the 2 + n halves, 1×1 conv; SPPF = 1×1 conv, three 5×5 max pools, concat, 1×1
+/// conv; the Detect head per level (P3, P4, P5): a box branch (two 3×3 Convs to max(16, C_P3/4, 64), a 1×1 conv with
+/// bias to 4 · 16 distribution bins) and a class branch (two 3×3 Convs to max(C_P3, min(classes, 100)), a 1×1 conv
+/// with bias to the classes), then the DFL's fixed 1×1 conv (16 → 1, no bias) over the 4 box sides of every anchor.
+void build_yolov8(const VisionArch& a, Builder& b) {
+  auto ch = [&](std::int64_t c) {
+    return make_divisible(static_cast<double>(std::min(c, a.max_channels)) * a.width_mult, 8);
+  };
+  auto rep = [&](std::int64_t n) {
+    return n > 1 ? std::max<std::int64_t>(1, std::llround(static_cast<double>(n) * a.depth_mult)) : n;
+  };
+  auto conv = [&](const std::string& name, std::int64_t out, std::int64_t k, std::int64_t s) {
+    b.conv(name + ".conv", out, k, s, 1, false);
+    b.norm(name + ".bn", VisionNorm::batch);
+    b.act(name + ".act", VisionAct::silu);
+  };
+  auto c2f = [&](const std::string& name, std::int64_t out, std::int64_t n, bool shortcut) {
+    const std::int64_t c = out / 2, h = b.h();
+    conv(name + ".cv1", 2 * c, 1, 1);
+    b.reshape(c, h, h);  // chunk(2): the bottlenecks take the second half
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t in = b.last();
+      conv(name + ".m." + std::to_string(j) + ".cv1", c, 3, 1);
+      conv(name + ".m." + std::to_string(j) + ".cv2", c, 3, 1);
+      if (shortcut) b.add(name + ".m." + std::to_string(j) + ".add", in);
+    }
+    b.concat(name + ".cat", (2 + n) * c);
+    conv(name + ".cv2", out, 1, 1);
+  };
+  struct Map {
+    std::int64_t c, h;
+  };
+  auto at = [&](Map m) { b.reshape(m.c, m.h, m.h); };
+  conv("model.0", ch(64), 3, 2);
+  conv("model.1", ch(128), 3, 2);
+  c2f("model.2", ch(128), rep(3), true);
+  conv("model.3", ch(256), 3, 2);
+  c2f("model.4", ch(256), rep(6), true);
+  const Map p3{b.c(), b.h()};
+  conv("model.5", ch(512), 3, 2);
+  c2f("model.6", ch(512), rep(6), true);
+  const Map p4{b.c(), b.h()};
+  conv("model.7", ch(1024), 3, 2);
+  c2f("model.8", ch(1024), rep(3), true);
+  {  // SPPF
+    const std::int64_t c = b.c() / 2;
+    conv("model.9.cv1", c, 1, 1);
+    for (int j = 0; j < 3; ++j) b.pool("model.9.m." + std::to_string(j), VisionPool::max, 5, 1);
+    b.concat("model.9.cat", 4 * c);
+    conv("model.9.cv2", ch(1024), 1, 1);
+  }
+  const Map p5{b.c(), b.h()};
+  b.resize("model.10", 2);
+  b.concat("model.11", ch(1024) + p4.c);
+  c2f("model.12", ch(512), rep(3), false);
+  const Map h12{b.c(), b.h()};
+  b.resize("model.13", 2);
+  b.concat("model.14", ch(512) + p3.c);
+  c2f("model.15", ch(256), rep(3), false);
+  const Map o3{b.c(), b.h()};
+  conv("model.16", ch(256), 3, 2);
+  b.concat("model.17", ch(256) + h12.c);
+  c2f("model.18", ch(512), rep(3), false);
+  const Map o4{b.c(), b.h()};
+  conv("model.19", ch(512), 3, 2);
+  b.concat("model.20", ch(512) + p5.c);
+  c2f("model.21", ch(1024), rep(3), false);
+  const Map o5{b.c(), b.h()};
+  constexpr std::int64_t reg_max = 16;
+  const std::int64_t c2 = std::max({std::int64_t{16}, o3.c / 4, reg_max * 4});
+  const std::int64_t c3 = std::max(o3.c, std::min<std::int64_t>(a.classes, 100));
+  std::int64_t anchors = 0;
+  const Map levels[] = {o3, o4, o5};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::string p = "model.22.";
+    const Map m = levels[i];
+    anchors += m.h * m.h;
+    at(m);
+    conv(idx(p + "cv2", i) + ".0", c2, 3, 1);
+    conv(idx(p + "cv2", i) + ".1", c2, 3, 1);
+    b.conv(idx(p + "cv2", i) + ".2", 4 * reg_max, 1, 1, 1, true);
+    at(m);
+    conv(idx(p + "cv3", i) + ".0", c3, 3, 1);
+    conv(idx(p + "cv3", i) + ".1", c3, 3, 1);
+    b.conv(idx(p + "cv3", i) + ".2", a.classes, 1, 1, 1, true);
+  }
+  // Decoding: the box bins of every anchor, softmax over the 16 bins, the DFL's 1×1 conv (its fixed weights are
+  // parameters, as model.parameters() counts them); class scores through a sigmoid.
+  b.reshape(4 * reg_max + a.classes, anchors, 1);
+  b.concat("model.22.cat", 4 * reg_max + a.classes);
+  b.reshape(reg_max, 4 * anchors, 1);
+  b.act("model.22.dfl.softmax", VisionAct::sigmoid);
+  b.conv("model.22.dfl.conv", 1, 1, 1, 1, false);
+  b.reshape(a.classes, anchors, 1);
+  b.act("model.22.sigmoid", VisionAct::sigmoid);
+}
+
 }  // namespace
 
 std::string vision_input_problem(const VisionArch& a, std::int64_t resolution) {
@@ -370,6 +485,7 @@ VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution) {
     case VisionFamily::efficientnet: build_efficientnet(a, b); break;
     case VisionFamily::convnext: build_convnext(a, b); break;
     case VisionFamily::vit: build_vit(a, b); break;
+    case VisionFamily::yolov8: build_yolov8(a, b); break;
     case VisionFamily::onnx: break;  // an imported op list is read, not built (wl_io::import_onnx_vision)
   }
   return g;

@@ -39,6 +39,9 @@ const FieldTable& published_fields() {
       field("gmacs", FieldType::number, Presence::required,
             "published multiply-accumulates per image, 1e9 (torchvision's \"GFLOPS\"; papers' \"FLOPs\")", 1e-6, 1e6),
       field("resolution_px", FieldType::integer, Presence::required, "input size the figure is for", 1, kMaxResolution),
+      field("gmacs_rounding", FieldType::number, Presence::optional,
+            "how far the published gmacs may be from the exact count: half its last digit (default 0.0005, "
+            "torchvision's 3 decimals)", 0, 10),
       field("source", FieldType::string, Presence::required, "where the figures are published")};
   return t;
 }
@@ -82,7 +85,9 @@ FieldTable arch_fields() {
       field("hidden", FieldType::integer, Presence::optional, "vit: hidden size", 1, kMaxWidth),
       field("layers", FieldType::integer, Presence::optional, "vit: encoder blocks", 1, kMaxDepth),
       field("heads", FieldType::integer, Presence::optional, "vit: attention heads", 1, 256),
-      field("mlp", FieldType::integer, Presence::optional, "vit: MLP width", 1, 4 * kMaxWidth)};
+      field("mlp", FieldType::integer, Presence::optional, "vit: MLP width", 1, 4 * kMaxWidth),
+      field("max_channels", FieldType::integer, Presence::optional,
+            "yolov8: channel cap before the width multiple (1024 for n/s, 768 for m, 512 for l/x)", 8, kMaxWidth)};
 }
 
 std::vector<std::int64_t> int_list(const ObjectReader& r, const std::string& key, long long max) {
@@ -144,6 +149,7 @@ void apply_arch(const ObjectReader& r, const std::string& file, Diagnostics& dia
   if (auto v = r.integer("layers")) a.layers = *v;
   if (auto v = r.integer("heads")) a.heads = *v;
   if (auto v = r.integer("mlp")) a.mlp = *v;
+  if (auto v = r.integer("max_channels")) a.max_channels = *v;
 }
 
 /// What a family needs, checked on the merged base + variant; then every op must keep a map of at least 1×1.
@@ -166,6 +172,7 @@ void check_arch(const wl::VisionArch& a, const std::string& file, const std::str
            need(a.resolution % a.patch == 0,
                 fmt::format("'patch' ({}) to divide 'resolution_px' ({})", a.patch, a.resolution));
       break;
+    case wl::VisionFamily::yolov8: break;  // every key has a default (yolov8n's multiples come from the file)
     case wl::VisionFamily::onnx: ok = need(false, "an ONNX file (it is no library family)"); break;
   }
   if (!ok) return;
@@ -196,7 +203,7 @@ const FieldTable& vision_family_fields() {
     FieldSpec kind = field("kind", FieldType::string, Presence::required, "entity kind");
     kind.choices = {"vision_family"};
     FieldSpec family = field("family", FieldType::string, Presence::required, "architecture family");
-    family.choices = {"resnet", "efficientnet", "convnext", "vit"};
+    family.choices = {"resnet", "efficientnet", "convnext", "vit", "yolov8"};
     FieldSpec base = field("base", FieldType::object, Presence::optional, "architecture keys every variant shares");
     base.nested = &arch;
     return FieldTable{schema, kind, family, base,
@@ -224,6 +231,7 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
   base.family = fam == "efficientnet" ? wl::VisionFamily::efficientnet
                 : fam == "convnext"   ? wl::VisionFamily::convnext
                 : fam == "vit"        ? wl::VisionFamily::vit
+                : fam == "yolov8"     ? wl::VisionFamily::yolov8
                                       : wl::VisionFamily::resnet;
   if (auto b = r.object("base"); b && b->valid()) apply_arch(*b, display, diags, base);
   const std::vector<std::string> sources = r.strings("sources").value_or(std::vector<std::string>{});
@@ -252,6 +260,7 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
       pub.params = p->integer("params").value_or(0);
       pub.gmacs = p->num("gmacs").value_or(0);
       pub.resolution = p->integer("resolution_px").value_or(0);
+      pub.gmacs_rounding = p->num("gmacs_rounding").value_or(0.0005);
       pub.source = p->str("source").value_or("");
       e.published = pub;
     }

@@ -75,7 +75,7 @@ struct VisionOp {
 };
 
 /// `onnx`: an op list imported from an ONNX file (workloads/io onnx_io.hpp), not built from a description.
-enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit, onnx };
+enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit, yolov8, onnx };
 const char* to_string(VisionFamily f);
 
 /// One MBConv stage of EfficientNet's base network (B0; Tan & Le 2019 Table 1), before compound scaling.
@@ -87,7 +87,8 @@ struct MbConvStage {
 /// - resnet: stem_width, depths (blocks per stage), widths (bottleneck widths), expansion, bottleneck (or basic);
 /// - efficientnet: stages (B0), width_mult, depth_mult, stem_channels, divisor, se_divisor, head_multiplier;
 /// - convnext: depths, widths (channels per stage), patch (stem), kernel (depthwise), mlp_ratio;
-/// - vit: patch, hidden, layers, heads, mlp.
+/// - vit: patch, hidden, layers, heads, mlp;
+/// - yolov8: depth_mult, width_mult, max_channels, classes (80 for COCO), resolution (640).
 struct VisionArch {
   std::string id;
   VisionFamily family = VisionFamily::resnet;
@@ -100,6 +101,7 @@ struct VisionArch {
   std::int64_t stem_channels = 32, divisor = 8, se_divisor = 4, head_multiplier = 4;
   std::int64_t patch = 16, kernel = 7, mlp_ratio = 4;
   std::int64_t hidden = 0, layers = 0, heads = 0, mlp = 0;
+  std::int64_t max_channels = 1024;  ///< yolov8: the width cap before the width multiple
 };
 
 /// The ops of a network for one image, in execution order.

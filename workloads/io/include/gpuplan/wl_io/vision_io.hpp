@@ -18,6 +18,7 @@ struct VisionPublished {
   std::int64_t params = 0;
   double gmacs = 0;                 ///< multiply-accumulates per image, 1e9 (torchvision's "GFLOPS")
   std::int64_t resolution = 0;      ///< the input size the figure is for
+  double gmacs_rounding = 0.0005;   ///< |exact − gmacs| allowed by the figure's rounding (half its last digit)
   std::string source;
 };
 
