@@ -12,6 +12,7 @@ const char* to_string(VisionFamily f) {
     case VisionFamily::convnext: return "convnext";
     case VisionFamily::vit: return "vit";
     case VisionFamily::yolov8: return "yolov8";
+    case VisionFamily::detr: return "detr";
     case VisionFamily::onnx: return "onnx";
   }
   return "?";
@@ -145,11 +146,13 @@ class Builder {
     op.extra_params = extra_params;
     push(op);
   }
-  void attention(const std::string& name, std::int64_t hidden, std::int64_t heads) {
+  /// Attention of the current tokens over themselves, or over `kv_tokens` other tokens (cross-attention).
+  void attention(const std::string& name, std::int64_t hidden, std::int64_t heads, std::int64_t kv_tokens = 0) {
     VisionOp op = base(VisionOpKind::attention, name);
     op.c_in = 3 * hidden;
     op.c_out = hidden;
     op.heads = heads;
+    op.kv_tokens = kv_tokens;
     push(op);
   }
   void embedding(const std::string& name, std::int64_t tokens, std::int64_t extra_params) {
@@ -456,6 +459,76 @@ void build_yolov8(const VisionArch& a, Builder& b) {
   b.act("model.22.sigmoid", VisionAct::sigmoid);
 }
 
+/// The DETR detection head (Carion et al. 2020; facebookresearch/detr models/detr.py, transformer.py) on a backbone's
+/// feature map of `in_channels` × (resolution / patch)²: a 1×1 input projection to `hidden`, `depths[0]` post-norm
+/// encoder layers over the map's tokens (the sine position embedding added to queries and keys), `depths[1]` decoder
+/// layers over `queries` learned object queries (self-attention, cross-attention to the encoder's tokens, FFN), the
+/// decoder's final layer norm, a class head (classes + 1 for "no object") and a 3-layer box MLP. In nn.
+/// MultiheadAttention the Q, K, V projections are one in_proj weight (3·hidden²); the cross-attention projects the
+/// queries and the encoder tokens (K and V) separately — the same parameters.
+void build_detr(const VisionArch& a, Builder& b) {
+  const std::int64_t side = a.resolution / a.patch, tokens = side * side, d = a.hidden;
+  b.reshape(a.in_channels, side, side);
+  b.conv("input_proj", d, 1, 1, 1, true);
+  b.reshape(d, tokens, 1);
+  auto ffn = [&](const std::string& p) {
+    b.linear(p + ".linear1", a.mlp, true);
+    b.act(p + ".activation", VisionAct::relu);
+    b.linear(p + ".linear2", d, true);
+  };
+  for (std::int64_t l = 0; l < a.depths[0]; ++l) {
+    const std::string p = idx("transformer.encoder.layers", static_cast<std::size_t>(l));
+    const std::int64_t in = b.last();
+    b.add(p + ".pos", -1);  // q = k = src + pos
+    b.linear(p + ".self_attn.in_proj", 3 * d, true);
+    b.attention(p + ".self_attn", d, a.heads);
+    b.linear(p + ".self_attn.out_proj", d, true);
+    b.add(p + ".add1", in);
+    b.norm(p + ".norm1", VisionNorm::layer);
+    const std::int64_t mid = b.last();
+    ffn(p);
+    b.add(p + ".add2", mid);
+    b.norm(p + ".norm2", VisionNorm::layer);
+  }
+  const std::int64_t memory = b.last();
+  b.reshape(d, a.queries, 1);
+  b.embedding("query_embed", a.queries, a.queries * d);
+  for (std::int64_t l = 0; l < a.depths[1]; ++l) {
+    const std::string p = idx("transformer.decoder.layers", static_cast<std::size_t>(l));
+    const std::int64_t in = b.last();
+    b.add(p + ".query_pos", -1);
+    b.linear(p + ".self_attn.in_proj", 3 * d, true);
+    b.attention(p + ".self_attn", d, a.heads);
+    b.linear(p + ".self_attn.out_proj", d, true);
+    b.add(p + ".add1", in);
+    b.norm(p + ".norm1", VisionNorm::layer);
+    const std::int64_t q_in = b.last();
+    b.add(p + ".query_pos2", -1);
+    b.linear(p + ".multihead_attn.q_proj", d, true);
+    b.reshape(d, tokens, 1);  // keys (memory + pos) and values (memory) of the encoder's tokens
+    b.add(p + ".pos", memory);
+    b.linear(p + ".multihead_attn.kv_proj", 2 * d, true);
+    b.reshape(d, a.queries, 1);
+    b.attention(p + ".multihead_attn", d, a.heads, tokens);
+    b.linear(p + ".multihead_attn.out_proj", d, true);
+    b.add(p + ".add2", q_in);
+    b.norm(p + ".norm2", VisionNorm::layer);
+    const std::int64_t mid = b.last();
+    ffn(p);
+    b.add(p + ".add3", mid);
+    b.norm(p + ".norm3", VisionNorm::layer);
+  }
+  b.norm("transformer.decoder.norm", VisionNorm::layer);
+  b.linear("class_embed", a.classes + 1, true);
+  b.reshape(d, a.queries, 1);
+  b.linear("bbox_embed.layers.0", d, true);
+  b.act("bbox_embed.relu0", VisionAct::relu);
+  b.linear("bbox_embed.layers.1", d, true);
+  b.act("bbox_embed.relu1", VisionAct::relu);
+  b.linear("bbox_embed.layers.2", 4, true);
+  b.act("bbox_embed.sigmoid", VisionAct::sigmoid);
+}
+
 }  // namespace
 
 std::string vision_input_problem(const VisionArch& a, std::int64_t resolution) {
@@ -486,6 +559,7 @@ VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution) {
     case VisionFamily::convnext: build_convnext(a, b); break;
     case VisionFamily::vit: build_vit(a, b); break;
     case VisionFamily::yolov8: build_yolov8(a, b); break;
+    case VisionFamily::detr: build_detr(a, b); break;
     case VisionFamily::onnx: break;  // an imported op list is read, not built (wl_io::import_onnx_vision)
   }
   return g;

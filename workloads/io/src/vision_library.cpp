@@ -63,11 +63,13 @@ FieldTable arch_fields() {
   block.choices = {"bottleneck", "basic"};
   return FieldTable{
       field("resolution_px", FieldType::integer, Presence::optional, "input height and width (default 224)", 16, kMaxResolution),
-      field("in_channels", FieldType::integer, Presence::optional, "image channels (default 3)", 1, 16),
+      field("in_channels", FieldType::integer, Presence::optional,
+            "image channels (default 3); detr: the backbone feature map's channels", 1, kMaxWidth),
       field("classes", FieldType::integer, Presence::optional, "classifier outputs (default 1000)", 1, 100000),
       block,
       field("stem_width", FieldType::integer, Presence::optional, "resnet: stem channels", 1, kMaxWidth),
-      field("depths", FieldType::any, Presence::optional, "resnet, convnext: blocks per stage (list of integers)"),
+      field("depths", FieldType::any, Presence::optional,
+            "resnet, convnext: blocks per stage (list of integers); detr: [encoder layers, decoder layers]"),
       field("widths", FieldType::any, Presence::optional,
             "resnet: bottleneck width per stage; convnext: channels per stage (list of integers)"),
       field("expansion", FieldType::integer, Presence::optional, "resnet: bottleneck expansion (4)", 1, 16),
@@ -79,13 +81,15 @@ FieldTable arch_fields() {
       field("divisor", FieldType::integer, Presence::optional, "efficientnet: channel rounding (8)", 1, 64),
       field("se_divisor", FieldType::integer, Presence::optional, "efficientnet: squeeze channels = in / this (4)", 1, 64),
       field("head_multiplier", FieldType::integer, Presence::optional, "efficientnet: head width / last stage width (4)", 1, 16),
-      field("patch", FieldType::integer, Presence::optional, "vit: patch size; convnext: stem patch size", 1, 64),
+      field("patch", FieldType::integer, Presence::optional,
+            "vit: patch size; convnext: stem patch size; detr: the feature map's stride", 1, 64),
       field("kernel", FieldType::integer, Presence::optional, "convnext: depthwise kernel (7)", 1, kMaxKernel),
       field("mlp_ratio", FieldType::integer, Presence::optional, "convnext: MLP width / channels (4)", 1, 16),
-      field("hidden", FieldType::integer, Presence::optional, "vit: hidden size", 1, kMaxWidth),
+      field("hidden", FieldType::integer, Presence::optional, "vit, detr: hidden size", 1, kMaxWidth),
       field("layers", FieldType::integer, Presence::optional, "vit: encoder blocks", 1, kMaxDepth),
-      field("heads", FieldType::integer, Presence::optional, "vit: attention heads", 1, 256),
-      field("mlp", FieldType::integer, Presence::optional, "vit: MLP width", 1, 4 * kMaxWidth),
+      field("heads", FieldType::integer, Presence::optional, "vit, detr: attention heads", 1, 256),
+      field("mlp", FieldType::integer, Presence::optional, "vit, detr: MLP (FFN) width", 1, 4 * kMaxWidth),
+      field("queries", FieldType::integer, Presence::optional, "detr: object queries (100)", 1, 4096),
       field("max_channels", FieldType::integer, Presence::optional,
             "yolov8: channel cap before the width multiple (1024 for n/s, 768 for m, 512 for l/x)", 8, kMaxWidth)};
 }
@@ -150,6 +154,7 @@ void apply_arch(const ObjectReader& r, const std::string& file, Diagnostics& dia
   if (auto v = r.integer("heads")) a.heads = *v;
   if (auto v = r.integer("mlp")) a.mlp = *v;
   if (auto v = r.integer("max_channels")) a.max_channels = *v;
+  if (auto v = r.integer("queries")) a.queries = *v;
 }
 
 /// What a family needs, checked on the merged base + variant; then every op must keep a map of at least 1×1.
@@ -172,7 +177,12 @@ void check_arch(const wl::VisionArch& a, const std::string& file, const std::str
            need(a.resolution % a.patch == 0,
                 fmt::format("'patch' ({}) to divide 'resolution_px' ({})", a.patch, a.resolution));
       break;
-    case wl::VisionFamily::yolov8: break;  // every key has a default (yolov8n's multiples come from the file)
+    case wl::VisionFamily::yolov8: break;
+    case wl::VisionFamily::detr:
+      ok = need(a.depths.size() == 2, "'depths': [encoder layers, decoder layers]") &&
+           need(a.hidden > 0 && a.heads > 0 && a.mlp > 0, "'hidden', 'heads' and 'mlp'") &&
+           need(a.hidden % a.heads == 0, fmt::format("'heads' ({}) to divide 'hidden' ({})", a.heads, a.hidden));
+      break;  // every key has a default (yolov8n's multiples come from the file)
     case wl::VisionFamily::onnx: ok = need(false, "an ONNX file (it is no library family)"); break;
   }
   if (!ok) return;
@@ -203,7 +213,7 @@ const FieldTable& vision_family_fields() {
     FieldSpec kind = field("kind", FieldType::string, Presence::required, "entity kind");
     kind.choices = {"vision_family"};
     FieldSpec family = field("family", FieldType::string, Presence::required, "architecture family");
-    family.choices = {"resnet", "efficientnet", "convnext", "vit", "yolov8"};
+    family.choices = {"resnet", "efficientnet", "convnext", "vit", "yolov8", "detr"};
     FieldSpec base = field("base", FieldType::object, Presence::optional, "architecture keys every variant shares");
     base.nested = &arch;
     return FieldTable{schema, kind, family, base,
@@ -232,6 +242,7 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
                 : fam == "convnext"   ? wl::VisionFamily::convnext
                 : fam == "vit"        ? wl::VisionFamily::vit
                 : fam == "yolov8"     ? wl::VisionFamily::yolov8
+                : fam == "detr"       ? wl::VisionFamily::detr
                                       : wl::VisionFamily::resnet;
   if (auto b = r.object("base"); b && b->valid()) apply_arch(*b, display, diags, base);
   const std::vector<std::string> sources = r.strings("sources").value_or(std::vector<std::string>{});

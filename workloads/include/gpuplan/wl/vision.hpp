@@ -75,7 +75,7 @@ struct VisionOp {
 };
 
 /// `onnx`: an op list imported from an ONNX file (workloads/io onnx_io.hpp), not built from a description.
-enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit, yolov8, onnx };
+enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit, yolov8, detr, onnx };
 const char* to_string(VisionFamily f);
 
 /// One MBConv stage of EfficientNet's base network (B0; Tan & Le 2019 Table 1), before compound scaling.
@@ -88,7 +88,9 @@ struct MbConvStage {
 /// - efficientnet: stages (B0), width_mult, depth_mult, stem_channels, divisor, se_divisor, head_multiplier;
 /// - convnext: depths, widths (channels per stage), patch (stem), kernel (depthwise), mlp_ratio;
 /// - vit: patch, hidden, layers, heads, mlp;
-/// - yolov8: depth_mult, width_mult, max_channels, classes (80 for COCO), resolution (640).
+/// - yolov8: depth_mult, width_mult, max_channels, classes (80 for COCO), resolution (640);
+/// - detr (a head on a backbone's feature map): in_channels (the map's channels), patch (its stride), resolution (the
+///   image), hidden, heads, mlp, depths ([encoder layers, decoder layers]), queries, classes.
 struct VisionArch {
   std::string id;
   VisionFamily family = VisionFamily::resnet;
@@ -102,6 +104,7 @@ struct VisionArch {
   std::int64_t patch = 16, kernel = 7, mlp_ratio = 4;
   std::int64_t hidden = 0, layers = 0, heads = 0, mlp = 0;
   std::int64_t max_channels = 1024;  ///< yolov8: the width cap before the width multiple
+  std::int64_t queries = 100;        ///< detr: object queries
 };
 
 /// The ops of a network for one image, in execution order.
