@@ -12,6 +12,7 @@
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "vision_cmd.hpp"
 
 namespace gpuplan::cli {
 namespace {
@@ -83,6 +84,8 @@ int list(const GlobalOptions& g) {
 }
 
 int show(const GlobalOptions& g, const ModelOptions& o) {
+  // A vision model (data/models/vision, or an ONNX file) has its own view.
+  if (auto rc = show_vision_model(g, o.name)) return *rc;
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
   // A bad --data-dir is an error; no data directory at all still allows a path to a config.json.
@@ -278,7 +281,9 @@ void register_model(CLI::App& app, GlobalOptions& g, int& rc) {
   l->callback([&g, &rc] { rc = list(g); });
 
   auto* s = cmd->add_subcommand("show", "parameters by component, FLOPs per token, KV bytes per token");
-  s->add_option("MODEL", o->name, "a shipped name (llama-3.1-70b) or a path to a JSON file (ours or a config.json)")
+  s->add_option("MODEL", o->name,
+                "a shipped name (llama-3.1-70b, resnet50) or a path to a JSON file (ours or a config.json) or to an "
+                "ONNX file (.onnx)")
       ->required();
   s->add_option("--seq", o->seq, "context length for attention FLOPs and the KV cache per sequence")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100'000'000}))

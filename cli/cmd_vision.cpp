@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/vision.hpp"
+#include "gpuplan/wl_io/onnx_io.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
 #include "resolve.hpp"
 #include "vision_cmd.hpp"
@@ -272,7 +274,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
       diags.error("", "--resolution", why);
   if (diags.has_errors()) return report(diags);
   report(diags);  // notes
-  const auto graph = wl::build_vision_graph(m.arch, v.resolution.value_or(0));
+  const auto graph = wl_io::vision_graph(m, v.resolution.value_or(0));
   const Explain ex = g.explain ? Explain::on : Explain::off;
   const auto r = model::vision_inference(graph, plan, s.device, ex);
   const Format f = parse_format(g.format);
@@ -397,7 +399,7 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
   if (v.epochs && !(*v.epochs > 0)) diags.error("", "--epochs", fmt::format("{} is not a positive number of epochs", *v.epochs));
   if (diags.has_errors()) return report(diags);
   report(diags);  // notes
-  const auto graph = wl::build_vision_graph(m.arch, v.resolution.value_or(0));
+  const auto graph = wl_io::vision_graph(m, v.resolution.value_or(0));
   const Explain ex = g.explain ? Explain::on : Explain::off;
   const auto r = model::vision_training(graph, plan, s.device, ex);
   const double epoch_s = r.images_per_second > 0 ? epoch_images / r.images_per_second : 0.0;
@@ -510,6 +512,20 @@ void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which) {
   }
 }
 
+std::optional<wl_io::VisionEntry> import_onnx_entry(const std::string& path, Diagnostics& diags) {
+  auto r = wl_io::import_onnx_vision(path, path);
+  diags.append(r.diagnostics());
+  if (!r.ok()) return std::nullopt;
+  wl_io::VisionEntry e;
+  e.arch.id = r->graph.id;
+  e.arch.family = wl::VisionFamily::onnx;
+  e.arch.resolution = r->graph.resolution;
+  e.name = std::filesystem::path(path).filename().string();
+  e.file = path;
+  e.imported = r->graph;
+  return e;
+}
+
 std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                                        VisionCommand which) {
   const std::vector<std::string> vision_only = which == VisionCommand::serve
@@ -527,14 +543,21 @@ std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& c
   const auto name = value<std::string>(cmd, "model");
   if (!name) return refuse_vision_flags("no -m/--model names one");
   Diagnostics diags;
-  const auto dir = find_data_dir(g.data_dir, diags);
+  std::optional<wl_io::VisionEntry> onnx;
+  if (wl_io::is_onnx_path(*name)) {  // an ONNX file: imported, whatever the data directory holds
+    auto e = import_onnx_entry(*name, diags);
+    if (!e) return report(diags);
+    onnx = std::move(*e);
+  }
+  const auto dir = onnx ? std::optional<std::string>("") : find_data_dir(g.data_dir, diags);
   if (!dir) return std::nullopt;  // the transformer command reports the missing data directory
-  auto lib = wl_io::load_vision_library(*dir);
+  wl_io::VisionLibrary empty;
+  auto lib = onnx ? Result<wl_io::VisionLibrary>(empty) : wl_io::load_vision_library(*dir);
   if (!lib.ok()) {
     diags.append(lib.diagnostics());
     return report(diags);
   }
-  const wl_io::VisionEntry* m = lib->find(*name);
+  const wl_io::VisionEntry* m = onnx ? &*onnx : lib->find(*name);
   if (m == nullptr) {
     if (which == VisionCommand::serve && value<std::string>(cmd, "compute") == std::optional<std::string>("int8"))
       diags.error("", "--compute", fmt::format("int8 tensor-core compute is modelled for vision models, not for '{}'", *name));

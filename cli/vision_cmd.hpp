@@ -10,6 +10,7 @@
 #include "common.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
+#include "gpuplan/wl_io/vision_io.hpp"
 
 namespace gpuplan::cli {
 
@@ -36,8 +37,16 @@ bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const 
 /// Registers the vision-only flags on `serve` or `train`.
 void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which);
 
-/// When `-m` names a vision model of the library, runs the vision command and returns its exit code; otherwise
-/// returns nullopt (the transformer command runs), or 2 after a diagnostic when a vision-only flag was given.
+/// `gpuplan model show NAME` for a vision model (a library id or alias, or an ONNX file); nullopt when NAME is
+/// neither (the transformer `show` runs).
+std::optional<int> show_vision_model(const GlobalOptions& g, const std::string& name);
+
+/// An ONNX file as a vision entry (family onnx, its imported op list); nullopt after the import's diagnostics.
+std::optional<wl_io::VisionEntry> import_onnx_entry(const std::string& path, Diagnostics& diags);
+
+/// When `-m` names a vision model (of the library, or an ONNX file: a path ending in .onnx), runs the vision command
+/// and returns its exit code; otherwise returns nullopt (the transformer command runs), or 2 after a diagnostic when a
+/// vision-only flag was given.
 std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                                        VisionCommand which);
 

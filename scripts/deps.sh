@@ -16,12 +16,16 @@ list_only=0
 if [[ "${1:-}" == --list ]]; then list_only=1; shift; fi
 packages=(cmake ninja-build g++ pkg-config
           libfmt-dev nlohmann-json3-dev libcli11-dev doctest-dev libeigen3-dev
+          # ONNX import (gpuplan model show file.onnx): onnx's ModelProto classes and shape inference; its headers
+          # include protobuf's, which libonnx-dev does not depend on.
+          libonnx-dev libprotobuf-dev
           qt6-base-dev qt6-charts-dev qt6-svg-dev
           # Qt6Charts' CMake config needs Qt6OpenGL, which qt6-base-dev only recommends (and qt6-charts-dev omits).
           libqt6opengl6-dev)
 # libclang_rt.fuzzer*.a is in libclang-rt-14-dev, which clang only recommends (not installed with --no-install-recommends).
 # chromium-headless-shell: the report_html test renders the HTML report (tests/CMakeLists.txt).
-[[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev chromium-headless-shell)
+# python3-onnx: scripts/make_onnx_fixtures.py writes the graph-only ONNX test files (tests/fixtures/onnx/).
+[[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev chromium-headless-shell python3-onnx)
 # ccache: the maintainers' parallel worktree builds (-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); no build needs it.
 [[ "${1:-}" == tools ]] && packages=(xvfb xauth debootstrap ccache)
 if ((list_only)); then printf '%s\n' "${packages[@]}"; exit 0; fi

@@ -30,6 +30,8 @@ namespace {
 ///   pool: read the input; backward: write dx.
 /// - embedding (ViT): concatenate the class token (read, write) and add the positions (2 reads, 1 write); backward:
 ///   read, write.
+/// - resize (imported graphs): read the input, write the output; backward: read dy, write dx. Copy (concat,
+///   transpose, slice, pad, expand): read and write each output element, forward and backward.
 struct Passes {
   double reads = 0, writes = 0;  ///< of the output map
   double reads_in = 0, writes_in = 0;  ///< of the input map (pooling)
@@ -44,6 +46,8 @@ Passes passes(const VisionOp& op, bool training, bool backward) {
       if (op.pool == wl::VisionPool::global_avg) return backward ? Passes{0, 0, 0, 1} : Passes{0, 0, 1, 0};
       return backward ? Passes{1, 0, 0, 1} : Passes{0, 1, 1, 0};
     case VisionOpKind::embedding: return backward ? Passes{1, 1} : Passes{3, 2};
+    case VisionOpKind::resize: return backward ? Passes{1, 0, 0, 1} : Passes{0, 1, 1, 0};
+    case VisionOpKind::copy: return Passes{1, 1};
     default: return {};
   }
 }
@@ -281,9 +285,25 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
     if (dt.cast_in[i] > 0)  // autocast's input cast (its backward casts the gradient back)
       pr.add(pr.stream_bytes(op.name + (backward ? " input cast (bwd)" : " input cast"), in * dt.cast_in[i], 0),
              &VisionPassCost::casts);
+    if (op.kind == VisionOpKind::matmul) {
+      // Two activations (imported graphs): `groups` products of (rows/groups × K) · (K × N) per image; the second
+      // operand is read like the first. Backward: dA = dC·Bᵀ and dB = Aᵀ·dC.
+      const std::int64_t gr = plan.batch * std::max<std::int64_t>(1, op.groups);
+      const std::int64_t rows = op.h_out * op.w_out / std::max<std::int64_t>(1, op.groups);
+      const double b_el = n * static_cast<double>(std::max<std::int64_t>(1, op.groups) * op.c_in * op.c_out);
+      if (!backward) {
+        pr.add(pr.implicit_gemm(op.name, rows, op.c_out, op.c_in, gr, in + b_el + out, 0, wb), &VisionPassCost::gemm);
+      } else {
+        pr.add(pr.implicit_gemm(op.name + " dA", rows, op.c_in, op.c_out, gr, in + b_el + out, 0, wb),
+               &VisionPassCost::gemm);
+        pr.add(pr.implicit_gemm(op.name + " dB", op.c_in, op.c_out, rows, gr, in + b_el + out, 0, wb),
+               &VisionPassCost::gemm);
+      }
+      continue;
+    }
     if (op.gemm()) {
       const std::int64_t gr = op.groups;
-      const std::int64_t k2 = op.kernel * op.kernel;
+      const std::int64_t k2 = op.kernel_area();
       const std::int64_t m_out = plan.batch * op.h_out * op.w_out;
       const std::int64_t m_in = plan.batch * op.h_in * op.w_in;
       const std::int64_t cin = op.c_in / gr, cout = op.c_out / gr;
@@ -299,6 +319,23 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
                &VisionPassCost::elementwise);
       if (plan.autocast && !backward)  // 4 B in, 2 B out per weight element
         pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
+      if (op.transposed) {
+        // A transposed convolution as cuDNN runs it (the data gradient of the convolution it transposes): each input
+        // pixel times the kernel, M = input pixels, N = C_out·k², K = C_in per group; backward: dX = dY-windows ·
+        // weights (M = input pixels, N = C_in, K = C_out·k²), dW = Xᵀ·dY-windows.
+        if (!backward) {
+          if (plan.autocast) pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
+          pr.add(pr.implicit_gemm(op.name, m_in, cout * k2, cin, gr, in + out, w, wb), &VisionPassCost::gemm);
+          if (op.bias) pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
+        } else {
+          if (i > 0)
+            pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb), &VisionPassCost::gemm);
+          pr.add(pr.implicit_gemm(op.name + " wgrad", cin, cout * k2, m_in, gr, in + out, w, wb), &VisionPassCost::gemm);
+          if (op.bias) pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
+          if (plan.autocast) pr.add(pr.stream_bytes(op.name + " grad cast", w * 6.0, 0), &VisionPassCost::casts);
+        }
+        continue;
+      }
       if (!backward) {
         pr.add(pr.implicit_gemm(op.name, m_out, cout, k_fwd, gr, in + out, w, wb, conv), &VisionPassCost::gemm);
         // cuDNN's convolution leaves the bias to its own elementwise kernel (the profile's bias adds of the SE
@@ -334,6 +371,7 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
     }
     if (op.kind == VisionOpKind::attention) {
       const std::int64_t tokens = op.h_in * op.w_in;
+      const std::int64_t kv = op.kv_tokens > 0 ? op.kv_tokens : tokens;
       const std::int64_t dh = op.c_out / op.heads;
       if (training) {
         // nn.MultiheadAttention (batch_first) outside its inference fast path runs F.multi_head_attention_forward,
@@ -350,7 +388,7 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
                                  PtKernel::layout_copy),
                  &VisionPassCost::elementwise);
       }
-      for (auto& c : attention_cost(op.name, plan.batch * op.heads, tokens, tokens, dh, dh, false, true, backward,
+      for (auto& c : attention_cost(op.name, plan.batch * op.heads, tokens, kv, dh, dh, false, true, backward,
                                     attention_precision(plan.compute), d))
         pr.add(std::move(c), &VisionPassCost::attention);
       continue;
@@ -566,6 +604,7 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const VisionOp& op = g.ops[i];
     const bool saves_input = op.kind == VisionOpKind::conv || op.kind == VisionOpKind::linear ||
+                             op.kind == VisionOpKind::matmul ||
                              op.kind == VisionOpKind::norm || op.kind == VisionOpKind::mul ||
                              (op.kind == VisionOpKind::pool && op.pool != wl::VisionPool::global_avg);
     if (saves_input && !saved[i]) {

@@ -1,5 +1,6 @@
 #include "gpuplan/wl/vision.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace gpuplan::wl {
@@ -10,12 +11,15 @@ const char* to_string(VisionFamily f) {
     case VisionFamily::efficientnet: return "efficientnet";
     case VisionFamily::convnext: return "convnext";
     case VisionFamily::vit: return "vit";
+    case VisionFamily::yolov8: return "yolov8";
+    case VisionFamily::detr: return "detr";
+    case VisionFamily::onnx: return "onnx";
   }
   return "?";
 }
 
 std::int64_t VisionOp::matmul_weights() const {
-  if (kind == VisionOpKind::conv) return c_out * (c_in / groups) * kernel * kernel;
+  if (kind == VisionOpKind::conv) return c_out * (c_in / groups) * kernel_area();
   if (kind == VisionOpKind::linear) return c_out * c_in;
   return 0;
 }
@@ -31,12 +35,14 @@ std::int64_t VisionOp::parameters() const {
 
 std::int64_t VisionOp::macs() const {
   switch (kind) {
-    case VisionOpKind::conv: return h_out * w_out * matmul_weights();
+    case VisionOpKind::conv: return (transposed ? h_in * w_in : h_out * w_out) * matmul_weights();
     case VisionOpKind::linear: return h_out * w_out * matmul_weights();
+    case VisionOpKind::matmul: return h_out * w_out * c_in * c_out;
     case VisionOpKind::attention: {
-      // QKᵀ: tokens² · hidden; PV: tokens² · hidden (hidden = heads · head_dim = c_out).
+      // QKᵀ: tokens · kv tokens · hidden; PV: the same (hidden = heads · head_dim = c_out).
       const std::int64_t t = h_in * w_in;
-      return 2 * t * t * c_out;
+      const std::int64_t s = kv_tokens > 0 ? kv_tokens : t;
+      return 2 * t * s * c_out;
     }
     default: return 0;
   }
@@ -140,17 +146,32 @@ class Builder {
     op.extra_params = extra_params;
     push(op);
   }
-  void attention(const std::string& name, std::int64_t hidden, std::int64_t heads) {
+  /// Attention of the current tokens over themselves, or over `kv_tokens` other tokens (cross-attention).
+  void attention(const std::string& name, std::int64_t hidden, std::int64_t heads, std::int64_t kv_tokens = 0) {
     VisionOp op = base(VisionOpKind::attention, name);
     op.c_in = 3 * hidden;
     op.c_out = hidden;
     op.heads = heads;
+    op.kv_tokens = kv_tokens;
     push(op);
   }
   void embedding(const std::string& name, std::int64_t tokens, std::int64_t extra_params) {
     VisionOp op = base(VisionOpKind::embedding, name);
     op.h_out = tokens;
     op.extra_params = extra_params;
+    push(op);
+  }
+  /// Nearest-neighbour upsampling by `factor`.
+  void resize(const std::string& name, std::int64_t factor) {
+    VisionOp op = base(VisionOpKind::resize, name);
+    op.h_out = h_ * factor;
+    op.w_out = w_ * factor;
+    push(op);
+  }
+  /// torch.cat of maps of the current size into `channels` channels (a copy kernel).
+  void concat(const std::string& name, std::int64_t channels) {
+    VisionOp op = base(VisionOpKind::copy, name);
+    op.c_in = op.c_out = channels;
     push(op);
   }
   /// Sets the current map without an op (flatten to tokens, take the class token).
@@ -338,10 +359,183 @@ void build_vit(const VisionArch& a, Builder& b) {
   b.linear("heads.head", a.classes, true);
 }
 
+/// Ultralytics YOLOv8 detection (ultralytics/cfg/models/v8/yolov8.yaml; nn/modules/block.py C2f, SPPF;
+/// nn/modules/head.py Detect): channels = make_divisible(min(c, max_channels) · width, 8), repeats = max(round(n ·
+/// depth), 1); Conv = conv (no bias) + BN + SiLU; C2f = 1×1 conv to 2c, n bottlenecks (two 3×3 convs, residual in the
+/// backbone) on one half, concat of the 2 + n halves, 1×1 conv; SPPF = 1×1 conv, three 5×5 max pools, concat, 1×1
+/// conv; the Detect head per level (P3, P4, P5): a box branch (two 3×3 Convs to max(16, C_P3/4, 64), a 1×1 conv with
+/// bias to 4 · 16 distribution bins) and a class branch (two 3×3 Convs to max(C_P3, min(classes, 100)), a 1×1 conv
+/// with bias to the classes), then the DFL's fixed 1×1 conv (16 → 1, no bias) over the 4 box sides of every anchor.
+void build_yolov8(const VisionArch& a, Builder& b) {
+  auto ch = [&](std::int64_t c) {
+    return make_divisible(static_cast<double>(std::min(c, a.max_channels)) * a.width_mult, 8);
+  };
+  auto rep = [&](std::int64_t n) {
+    return n > 1 ? std::max<std::int64_t>(1, std::llround(static_cast<double>(n) * a.depth_mult)) : n;
+  };
+  auto conv = [&](const std::string& name, std::int64_t out, std::int64_t k, std::int64_t s) {
+    b.conv(name + ".conv", out, k, s, 1, false);
+    b.norm(name + ".bn", VisionNorm::batch);
+    b.act(name + ".act", VisionAct::silu);
+  };
+  auto c2f = [&](const std::string& name, std::int64_t out, std::int64_t n, bool shortcut) {
+    const std::int64_t c = out / 2, h = b.h();
+    conv(name + ".cv1", 2 * c, 1, 1);
+    b.reshape(c, h, h);  // chunk(2): the bottlenecks take the second half
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::int64_t in = b.last();
+      conv(name + ".m." + std::to_string(j) + ".cv1", c, 3, 1);
+      conv(name + ".m." + std::to_string(j) + ".cv2", c, 3, 1);
+      if (shortcut) b.add(name + ".m." + std::to_string(j) + ".add", in);
+    }
+    b.concat(name + ".cat", (2 + n) * c);
+    conv(name + ".cv2", out, 1, 1);
+  };
+  struct Map {
+    std::int64_t c, h;
+  };
+  auto at = [&](Map m) { b.reshape(m.c, m.h, m.h); };
+  conv("model.0", ch(64), 3, 2);
+  conv("model.1", ch(128), 3, 2);
+  c2f("model.2", ch(128), rep(3), true);
+  conv("model.3", ch(256), 3, 2);
+  c2f("model.4", ch(256), rep(6), true);
+  const Map p3{b.c(), b.h()};
+  conv("model.5", ch(512), 3, 2);
+  c2f("model.6", ch(512), rep(6), true);
+  const Map p4{b.c(), b.h()};
+  conv("model.7", ch(1024), 3, 2);
+  c2f("model.8", ch(1024), rep(3), true);
+  {  // SPPF
+    const std::int64_t c = b.c() / 2;
+    conv("model.9.cv1", c, 1, 1);
+    for (int j = 0; j < 3; ++j) b.pool("model.9.m." + std::to_string(j), VisionPool::max, 5, 1);
+    b.concat("model.9.cat", 4 * c);
+    conv("model.9.cv2", ch(1024), 1, 1);
+  }
+  const Map p5{b.c(), b.h()};
+  b.resize("model.10", 2);
+  b.concat("model.11", ch(1024) + p4.c);
+  c2f("model.12", ch(512), rep(3), false);
+  const Map h12{b.c(), b.h()};
+  b.resize("model.13", 2);
+  b.concat("model.14", ch(512) + p3.c);
+  c2f("model.15", ch(256), rep(3), false);
+  const Map o3{b.c(), b.h()};
+  conv("model.16", ch(256), 3, 2);
+  b.concat("model.17", ch(256) + h12.c);
+  c2f("model.18", ch(512), rep(3), false);
+  const Map o4{b.c(), b.h()};
+  conv("model.19", ch(512), 3, 2);
+  b.concat("model.20", ch(512) + p5.c);
+  c2f("model.21", ch(1024), rep(3), false);
+  const Map o5{b.c(), b.h()};
+  constexpr std::int64_t reg_max = 16;
+  const std::int64_t c2 = std::max({std::int64_t{16}, o3.c / 4, reg_max * 4});
+  const std::int64_t c3 = std::max(o3.c, std::min<std::int64_t>(a.classes, 100));
+  std::int64_t anchors = 0;
+  const Map levels[] = {o3, o4, o5};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::string p = "model.22.";
+    const Map m = levels[i];
+    anchors += m.h * m.h;
+    at(m);
+    conv(idx(p + "cv2", i) + ".0", c2, 3, 1);
+    conv(idx(p + "cv2", i) + ".1", c2, 3, 1);
+    b.conv(idx(p + "cv2", i) + ".2", 4 * reg_max, 1, 1, 1, true);
+    at(m);
+    conv(idx(p + "cv3", i) + ".0", c3, 3, 1);
+    conv(idx(p + "cv3", i) + ".1", c3, 3, 1);
+    b.conv(idx(p + "cv3", i) + ".2", a.classes, 1, 1, 1, true);
+  }
+  // Decoding: the box bins of every anchor, softmax over the 16 bins, the DFL's 1×1 conv (its fixed weights are
+  // parameters, as model.parameters() counts them); class scores through a sigmoid.
+  b.reshape(4 * reg_max + a.classes, anchors, 1);
+  b.concat("model.22.cat", 4 * reg_max + a.classes);
+  b.reshape(reg_max, 4 * anchors, 1);
+  b.act("model.22.dfl.softmax", VisionAct::sigmoid);
+  b.conv("model.22.dfl.conv", 1, 1, 1, 1, false);
+  b.reshape(a.classes, anchors, 1);
+  b.act("model.22.sigmoid", VisionAct::sigmoid);
+}
+
+/// The DETR detection head (Carion et al. 2020; facebookresearch/detr models/detr.py, transformer.py) on a backbone's
+/// feature map of `in_channels` × (resolution / patch)²: a 1×1 input projection to `hidden`, `depths[0]` post-norm
+/// encoder layers over the map's tokens (the sine position embedding added to queries and keys), `depths[1]` decoder
+/// layers over `queries` learned object queries (self-attention, cross-attention to the encoder's tokens, FFN), the
+/// decoder's final layer norm, a class head (classes + 1 for "no object") and a 3-layer box MLP. In nn.
+/// MultiheadAttention the Q, K, V projections are one in_proj weight (3·hidden²); the cross-attention projects the
+/// queries and the encoder tokens (K and V) separately — the same parameters.
+void build_detr(const VisionArch& a, Builder& b) {
+  const std::int64_t side = a.resolution / a.patch, tokens = side * side, d = a.hidden;
+  b.reshape(a.in_channels, side, side);
+  b.conv("input_proj", d, 1, 1, 1, true);
+  b.reshape(d, tokens, 1);
+  auto ffn = [&](const std::string& p) {
+    b.linear(p + ".linear1", a.mlp, true);
+    b.act(p + ".activation", VisionAct::relu);
+    b.linear(p + ".linear2", d, true);
+  };
+  for (std::int64_t l = 0; l < a.depths[0]; ++l) {
+    const std::string p = idx("transformer.encoder.layers", static_cast<std::size_t>(l));
+    const std::int64_t in = b.last();
+    b.add(p + ".pos", -1);  // q = k = src + pos
+    b.linear(p + ".self_attn.in_proj", 3 * d, true);
+    b.attention(p + ".self_attn", d, a.heads);
+    b.linear(p + ".self_attn.out_proj", d, true);
+    b.add(p + ".add1", in);
+    b.norm(p + ".norm1", VisionNorm::layer);
+    const std::int64_t mid = b.last();
+    ffn(p);
+    b.add(p + ".add2", mid);
+    b.norm(p + ".norm2", VisionNorm::layer);
+  }
+  const std::int64_t memory = b.last();
+  b.reshape(d, a.queries, 1);
+  b.embedding("query_embed", a.queries, a.queries * d);
+  for (std::int64_t l = 0; l < a.depths[1]; ++l) {
+    const std::string p = idx("transformer.decoder.layers", static_cast<std::size_t>(l));
+    const std::int64_t in = b.last();
+    b.add(p + ".query_pos", -1);
+    b.linear(p + ".self_attn.in_proj", 3 * d, true);
+    b.attention(p + ".self_attn", d, a.heads);
+    b.linear(p + ".self_attn.out_proj", d, true);
+    b.add(p + ".add1", in);
+    b.norm(p + ".norm1", VisionNorm::layer);
+    const std::int64_t q_in = b.last();
+    b.add(p + ".query_pos2", -1);
+    b.linear(p + ".multihead_attn.q_proj", d, true);
+    b.reshape(d, tokens, 1);  // keys (memory + pos) and values (memory) of the encoder's tokens
+    b.add(p + ".pos", memory);
+    b.linear(p + ".multihead_attn.kv_proj", 2 * d, true);
+    b.reshape(d, a.queries, 1);
+    b.attention(p + ".multihead_attn", d, a.heads, tokens);
+    b.linear(p + ".multihead_attn.out_proj", d, true);
+    b.add(p + ".add2", q_in);
+    b.norm(p + ".norm2", VisionNorm::layer);
+    const std::int64_t mid = b.last();
+    ffn(p);
+    b.add(p + ".add3", mid);
+    b.norm(p + ".norm3", VisionNorm::layer);
+  }
+  b.norm("transformer.decoder.norm", VisionNorm::layer);
+  b.linear("class_embed", a.classes + 1, true);
+  b.reshape(d, a.queries, 1);
+  b.linear("bbox_embed.layers.0", d, true);
+  b.act("bbox_embed.relu0", VisionAct::relu);
+  b.linear("bbox_embed.layers.1", d, true);
+  b.act("bbox_embed.relu1", VisionAct::relu);
+  b.linear("bbox_embed.layers.2", 4, true);
+  b.act("bbox_embed.sigmoid", VisionAct::sigmoid);
+}
+
 }  // namespace
 
 std::string vision_input_problem(const VisionArch& a, std::int64_t resolution) {
   if (resolution < 1) return "the input size must be at least 1 px";
+  if (a.family == VisionFamily::onnx)
+    return "an imported ONNX graph has the input size it was exported with; export it again at " +
+           std::to_string(resolution) + " px";
   if (a.family == VisionFamily::vit && a.patch > 0 && resolution % a.patch != 0)
     return "a ViT takes a multiple of its patch size (" + std::to_string(a.patch) + " px), not " +
            std::to_string(resolution) + " px";
@@ -364,6 +558,9 @@ VisionGraph build_vision_graph(const VisionArch& a, std::int64_t resolution) {
     case VisionFamily::efficientnet: build_efficientnet(a, b); break;
     case VisionFamily::convnext: build_convnext(a, b); break;
     case VisionFamily::vit: build_vit(a, b); break;
+    case VisionFamily::yolov8: build_yolov8(a, b); break;
+    case VisionFamily::detr: build_detr(a, b); break;
+    case VisionFamily::onnx: break;  // an imported op list is read, not built (wl_io::import_onnx_vision)
   }
   return g;
 }

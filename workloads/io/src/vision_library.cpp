@@ -39,6 +39,9 @@ const FieldTable& published_fields() {
       field("gmacs", FieldType::number, Presence::required,
             "published multiply-accumulates per image, 1e9 (torchvision's \"GFLOPS\"; papers' \"FLOPs\")", 1e-6, 1e6),
       field("resolution_px", FieldType::integer, Presence::required, "input size the figure is for", 1, kMaxResolution),
+      field("gmacs_rounding", FieldType::number, Presence::optional,
+            "how far the published gmacs may be from the exact count: half its last digit (default 0.0005, "
+            "torchvision's 3 decimals)", 0, 10),
       field("source", FieldType::string, Presence::required, "where the figures are published")};
   return t;
 }
@@ -60,11 +63,13 @@ FieldTable arch_fields() {
   block.choices = {"bottleneck", "basic"};
   return FieldTable{
       field("resolution_px", FieldType::integer, Presence::optional, "input height and width (default 224)", 16, kMaxResolution),
-      field("in_channels", FieldType::integer, Presence::optional, "image channels (default 3)", 1, 16),
+      field("in_channels", FieldType::integer, Presence::optional,
+            "image channels (default 3); detr: the backbone feature map's channels", 1, kMaxWidth),
       field("classes", FieldType::integer, Presence::optional, "classifier outputs (default 1000)", 1, 100000),
       block,
       field("stem_width", FieldType::integer, Presence::optional, "resnet: stem channels", 1, kMaxWidth),
-      field("depths", FieldType::any, Presence::optional, "resnet, convnext: blocks per stage (list of integers)"),
+      field("depths", FieldType::any, Presence::optional,
+            "resnet, convnext: blocks per stage (list of integers); detr: [encoder layers, decoder layers]"),
       field("widths", FieldType::any, Presence::optional,
             "resnet: bottleneck width per stage; convnext: channels per stage (list of integers)"),
       field("expansion", FieldType::integer, Presence::optional, "resnet: bottleneck expansion (4)", 1, 16),
@@ -76,13 +81,17 @@ FieldTable arch_fields() {
       field("divisor", FieldType::integer, Presence::optional, "efficientnet: channel rounding (8)", 1, 64),
       field("se_divisor", FieldType::integer, Presence::optional, "efficientnet: squeeze channels = in / this (4)", 1, 64),
       field("head_multiplier", FieldType::integer, Presence::optional, "efficientnet: head width / last stage width (4)", 1, 16),
-      field("patch", FieldType::integer, Presence::optional, "vit: patch size; convnext: stem patch size", 1, 64),
+      field("patch", FieldType::integer, Presence::optional,
+            "vit: patch size; convnext: stem patch size; detr: the feature map's stride", 1, 64),
       field("kernel", FieldType::integer, Presence::optional, "convnext: depthwise kernel (7)", 1, kMaxKernel),
       field("mlp_ratio", FieldType::integer, Presence::optional, "convnext: MLP width / channels (4)", 1, 16),
-      field("hidden", FieldType::integer, Presence::optional, "vit: hidden size", 1, kMaxWidth),
+      field("hidden", FieldType::integer, Presence::optional, "vit, detr: hidden size", 1, kMaxWidth),
       field("layers", FieldType::integer, Presence::optional, "vit: encoder blocks", 1, kMaxDepth),
-      field("heads", FieldType::integer, Presence::optional, "vit: attention heads", 1, 256),
-      field("mlp", FieldType::integer, Presence::optional, "vit: MLP width", 1, 4 * kMaxWidth)};
+      field("heads", FieldType::integer, Presence::optional, "vit, detr: attention heads", 1, 256),
+      field("mlp", FieldType::integer, Presence::optional, "vit, detr: MLP (FFN) width", 1, 4 * kMaxWidth),
+      field("queries", FieldType::integer, Presence::optional, "detr: object queries (100)", 1, 4096),
+      field("max_channels", FieldType::integer, Presence::optional,
+            "yolov8: channel cap before the width multiple (1024 for n/s, 768 for m, 512 for l/x)", 8, kMaxWidth)};
 }
 
 std::vector<std::int64_t> int_list(const ObjectReader& r, const std::string& key, long long max) {
@@ -144,6 +153,8 @@ void apply_arch(const ObjectReader& r, const std::string& file, Diagnostics& dia
   if (auto v = r.integer("layers")) a.layers = *v;
   if (auto v = r.integer("heads")) a.heads = *v;
   if (auto v = r.integer("mlp")) a.mlp = *v;
+  if (auto v = r.integer("max_channels")) a.max_channels = *v;
+  if (auto v = r.integer("queries")) a.queries = *v;
 }
 
 /// What a family needs, checked on the merged base + variant; then every op must keep a map of at least 1×1.
@@ -166,6 +177,13 @@ void check_arch(const wl::VisionArch& a, const std::string& file, const std::str
            need(a.resolution % a.patch == 0,
                 fmt::format("'patch' ({}) to divide 'resolution_px' ({})", a.patch, a.resolution));
       break;
+    case wl::VisionFamily::yolov8: break;
+    case wl::VisionFamily::detr:
+      ok = need(a.depths.size() == 2, "'depths': [encoder layers, decoder layers]") &&
+           need(a.hidden > 0 && a.heads > 0 && a.mlp > 0, "'hidden', 'heads' and 'mlp'") &&
+           need(a.hidden % a.heads == 0, fmt::format("'heads' ({}) to divide 'hidden' ({})", a.heads, a.hidden));
+      break;  // every key has a default (yolov8n's multiples come from the file)
+    case wl::VisionFamily::onnx: ok = need(false, "an ONNX file (it is no library family)"); break;
   }
   if (!ok) return;
   if (const std::string why = wl::vision_input_problem(a, a.resolution); !why.empty()) diags.error(file, ptr, why);
@@ -195,7 +213,7 @@ const FieldTable& vision_family_fields() {
     FieldSpec kind = field("kind", FieldType::string, Presence::required, "entity kind");
     kind.choices = {"vision_family"};
     FieldSpec family = field("family", FieldType::string, Presence::required, "architecture family");
-    family.choices = {"resnet", "efficientnet", "convnext", "vit"};
+    family.choices = {"resnet", "efficientnet", "convnext", "vit", "yolov8", "detr"};
     FieldSpec base = field("base", FieldType::object, Presence::optional, "architecture keys every variant shares");
     base.nested = &arch;
     return FieldTable{schema, kind, family, base,
@@ -223,6 +241,8 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
   base.family = fam == "efficientnet" ? wl::VisionFamily::efficientnet
                 : fam == "convnext"   ? wl::VisionFamily::convnext
                 : fam == "vit"        ? wl::VisionFamily::vit
+                : fam == "yolov8"     ? wl::VisionFamily::yolov8
+                : fam == "detr"       ? wl::VisionFamily::detr
                                       : wl::VisionFamily::resnet;
   if (auto b = r.object("base"); b && b->valid()) apply_arch(*b, display, diags, base);
   const std::vector<std::string> sources = r.strings("sources").value_or(std::vector<std::string>{});
@@ -251,6 +271,7 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
       pub.params = p->integer("params").value_or(0);
       pub.gmacs = p->num("gmacs").value_or(0);
       pub.resolution = p->integer("resolution_px").value_or(0);
+      pub.gmacs_rounding = p->num("gmacs_rounding").value_or(0.0005);
       pub.source = p->str("source").value_or("");
       e.published = pub;
     }
@@ -260,6 +281,10 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
   }
   if (diags.has_errors()) return Result<std::vector<VisionEntry>>(std::move(diags));
   return Result<std::vector<VisionEntry>>(std::move(out), std::move(diags));
+}
+
+wl::VisionGraph vision_graph(const VisionEntry& e, std::int64_t resolution) {
+  return e.imported ? *e.imported : wl::build_vision_graph(e.arch, resolution);
 }
 
 const VisionEntry* VisionLibrary::find(const std::string& id_or_alias) const {

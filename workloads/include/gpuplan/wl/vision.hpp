@@ -29,6 +29,11 @@ enum class VisionOpKind : std::uint8_t {
   mul,         ///< squeeze-excitation scale or layer scale: the map times a per-channel vector
   attention,   ///< the attention core of a ViT block: softmax(QKᵀ/√d)·V over all tokens (not causal)
   embedding,   ///< ViT class token and learned positions (parameters; adds the positions)
+  matmul,      ///< a matmul of two activations (imported graphs): `groups` products per image of (M × K)·(K × N);
+               ///< h = all rows (groups · M), c_in = K, c_out = N
+  resize,      ///< upsampling or resizing (imported graphs): reads the input map, writes the output map
+  copy,        ///< data movement that runs a kernel (imported graphs: concat, transpose, slice, pad, expand): reads
+               ///< and writes each output element
 };
 enum class VisionNorm : std::uint8_t { batch, layer };
 enum class VisionAct : std::uint8_t { relu, silu, gelu, sigmoid };
@@ -41,6 +46,10 @@ struct VisionOp {
   std::int64_t c_in = 0, h_in = 0, w_in = 0;
   std::int64_t c_out = 0, h_out = 0, w_out = 0;
   std::int64_t kernel = 1, stride = 1, groups = 1;  ///< square kernels (every network of the library has them)
+  std::int64_t kernel_w = 0;  ///< a non-square kernel's width (imported graphs); 0: square (`kernel`)
+  bool transposed = false;    ///< conv: a transposed convolution (imported graphs): every input pixel meets the kernel
+  std::int64_t kv_tokens = 0;  ///< attention: keys/values attended to when they are not the queries' tokens (cross
+                               ///< attention); 0: self-attention over the h_in·w_in tokens
   bool bias = false;
   VisionNorm norm = VisionNorm::batch;
   VisionAct act = VisionAct::relu;
@@ -53,7 +62,10 @@ struct VisionOp {
   [[nodiscard]] std::int64_t parameters() const;
   /// Weight elements that take part in a matmul (conv/linear kernels; not biases, norms, embeddings).
   [[nodiscard]] std::int64_t matmul_weights() const;
-  /// Multiply-accumulates per image (convention above).
+  /// kernel height × width.
+  [[nodiscard]] std::int64_t kernel_area() const { return kernel * (kernel_w > 0 ? kernel_w : kernel); }
+  /// Multiply-accumulates per image (convention above; a transposed convolution: input pixels × weights; a matmul of
+  /// two activations: rows · K · N).
   [[nodiscard]] std::int64_t macs() const;
   [[nodiscard]] std::int64_t in_elements() const { return c_in * h_in * w_in; }
   [[nodiscard]] std::int64_t out_elements() const { return c_out * h_out * w_out; }
@@ -62,7 +74,8 @@ struct VisionOp {
   [[nodiscard]] bool gemm() const { return (kind == VisionOpKind::conv && !depthwise()) || kind == VisionOpKind::linear; }
 };
 
-enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit };
+/// `onnx`: an op list imported from an ONNX file (workloads/io onnx_io.hpp), not built from a description.
+enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit, yolov8, detr, onnx };
 const char* to_string(VisionFamily f);
 
 /// One MBConv stage of EfficientNet's base network (B0; Tan & Le 2019 Table 1), before compound scaling.
@@ -74,7 +87,10 @@ struct MbConvStage {
 /// - resnet: stem_width, depths (blocks per stage), widths (bottleneck widths), expansion, bottleneck (or basic);
 /// - efficientnet: stages (B0), width_mult, depth_mult, stem_channels, divisor, se_divisor, head_multiplier;
 /// - convnext: depths, widths (channels per stage), patch (stem), kernel (depthwise), mlp_ratio;
-/// - vit: patch, hidden, layers, heads, mlp.
+/// - vit: patch, hidden, layers, heads, mlp;
+/// - yolov8: depth_mult, width_mult, max_channels, classes (80 for COCO), resolution (640);
+/// - detr (a head on a backbone's feature map): in_channels (the map's channels), patch (its stride), resolution (the
+///   image), hidden, heads, mlp, depths ([encoder layers, decoder layers]), queries, classes.
 struct VisionArch {
   std::string id;
   VisionFamily family = VisionFamily::resnet;
@@ -87,6 +103,8 @@ struct VisionArch {
   std::int64_t stem_channels = 32, divisor = 8, se_divisor = 4, head_multiplier = 4;
   std::int64_t patch = 16, kernel = 7, mlp_ratio = 4;
   std::int64_t hidden = 0, layers = 0, heads = 0, mlp = 0;
+  std::int64_t max_channels = 1024;  ///< yolov8: the width cap before the width multiple
+  std::int64_t queries = 100;        ///< detr: object queries
 };
 
 /// The ops of a network for one image, in execution order.

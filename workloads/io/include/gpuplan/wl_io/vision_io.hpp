@@ -18,6 +18,7 @@ struct VisionPublished {
   std::int64_t params = 0;
   double gmacs = 0;                 ///< multiply-accumulates per image, 1e9 (torchvision's "GFLOPS")
   std::int64_t resolution = 0;      ///< the input size the figure is for
+  double gmacs_rounding = 0.0005;   ///< |exact − gmacs| allowed by the figure's rounding (half its last digit)
   std::string source;
 };
 
@@ -30,7 +31,13 @@ struct VisionEntry {
   std::optional<VisionPublished> published;
   std::vector<std::string> sources;  ///< "id: ref"
   std::string notes;
+  /// An ONNX file's op list (onnx_io.hpp), used as it is (arch.family is onnx); absent for library entries, whose
+  /// op list comes from wl::build_vision_graph(arch).
+  std::optional<wl::VisionGraph> imported;
 };
+
+/// The op list of an entry: the imported one, or the library description built at `resolution` (0: the model's).
+wl::VisionGraph vision_graph(const VisionEntry& e, std::int64_t resolution = 0);
 
 struct VisionLibrary {
   std::vector<VisionEntry> models;
