@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "cli_runner.hpp"
+#include "gpuplan/wl_io/pipeline_io.hpp"
 
 using namespace gpuplan::cli_test;
 namespace fs = std::filesystem;
@@ -197,4 +198,21 @@ TEST_CASE("bad option values, an unknown GPU and a precision an engine lacks are
   auto d = run_file(file_with(R"({"id": "x", "engine": "dla0", "model": "resnet50", "precision": "fp16"})"));
   CHECK(d.rc == kInvalid);
   CHECK(contains(d.err, "/stages/2/precision: error: jetson-agx-orin-64gb/dla has no fp16 rate in the hardware data"));
+}
+
+TEST_CASE("the detection head's op list: B4 + BiFPN + box/class nets at 896 px is EfficientDet-D4's 55 GMACs scaled") {
+  // EfficientDet (Tan, Pang, Le, CVPR 2020) Table 2: D4, 1024 px, 55B FLOPs (multiply-adds, EfficientNet's count).
+  // Convolution work scales with the pixels: at 896 px, 55e9 · (896/1024)² = 42.1e9.
+  auto lib = gpuplan::wl_io::load_vision_library(kData);
+  REQUIRE(lib.ok());
+  auto p = gpuplan::wl_io::load_pipeline(kAd, "ad-perception.json", lib.value());
+  REQUIRE_MESSAGE(p.ok(), p.diagnostics().to_string());
+  const auto* bb = p->find("backbone");
+  const auto* det = p->find("detection");
+  REQUIRE(bb != nullptr);
+  REQUIRE(det != nullptr);
+  const auto g = gpuplan::wl::build_vision_graph(lib->find(bb->model)->arch, *bb->resolution);
+  double macs = static_cast<double>(g.macs());
+  for (const auto& op : det->ops) macs += static_cast<double>(op.macs());
+  CHECK(macs == doctest::Approx(55e9 * (896.0 / 1024) * (896.0 / 1024)).epsilon(0.03));
 }

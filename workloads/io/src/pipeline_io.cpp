@@ -21,6 +21,12 @@ namespace {
 // Bounds of an op of a stage's own op list, the same as the vision library's (widths ≤ 4096, maps ≤ 1024 px per
 // side, kernels ≤ 11) so every count stays inside a 64-bit integer; repeats ≤ 256.
 constexpr std::int64_t kMaxWidth = 4096, kMaxMap = 1024, kMaxKernel = 11, kMaxRepeat = 256;
+// A stage's op list: at most 20000 ops and 1e15 multiply-accumulates per image (EfficientNet-B7 at 600 px has 3.8e10),
+// so VisionGraph's 64-bit counts cannot overflow. A pipeline: at most 128 stages (a perception stack has tens), which
+// bounds the Monte-Carlo's work; a sensor delivers at least every 1000th frame.
+constexpr std::size_t kMaxOps = 20000, kMaxStages = 128;
+constexpr double kMaxMacs = 1e15;
+constexpr double kMaxSensorEvery = 1000;
 
 FieldSpec field(std::string key, FieldType t, Presence p, std::string doc, double min = 0, double max = 0,
                 std::vector<std::string> choices = {}) {
@@ -343,6 +349,9 @@ Result<PipelineSpec> decode_pipeline(const Json& j, const std::string& file, con
     diags.error(file, "/stages", fmt::format("expected a non-empty list of stages, got {}",
                                              st->is_array() ? std::string("an empty list") : json_io::describe_type(*st)));
     st = nullptr;
+  } else if (st != nullptr && st->size() > kMaxStages) {
+    diags.error(file, "/stages", fmt::format("{} stages; at most {}", st->size(), kMaxStages));
+    st = nullptr;
   }
   std::vector<std::string> seen;
   for (std::size_t i = 0; st != nullptr && i < st->size(); ++i) {
@@ -404,6 +413,12 @@ Result<PipelineSpec> decode_pipeline(const Json& j, const std::string& file, con
         for (std::size_t k = 0; k < ops->size(); ++k)
           expand_op((*ops)[k], file, fmt::format("{}/ops/{}", ptr, k), diags, s.ops);
       if (!r.has("ops_source")) r.error("ops", "an op list needs ops_source (the citation of its structure)");
+      double macs = 0;
+      for (const auto& op : s.ops) macs += static_cast<double>(op.macs());
+      if (s.ops.size() > kMaxOps)
+        r.error("ops", fmt::format("the op list expands to {} ops; at most {}", s.ops.size(), kMaxOps));
+      else if (macs > kMaxMacs)
+        r.error("ops", fmt::format("the op list has {:.3g} multiply-accumulates per image; at most {:g}", macs, kMaxMacs));
     }
     if (r.has("ops_source") && !r.has("ops")) r.error("ops_source", "ops_source goes with ops");
     const bool fixed = r.has("cpu_ms");
@@ -449,7 +464,10 @@ Result<PipelineSpec> decode_pipeline(const Json& j, const std::string& file, con
         continue;
       }
       const double k = frame_Hz / it->rate_Hz;
-      if (std::abs(k - std::round(k)) > 1e-6)
+      if (k > kMaxSensorEvery)
+        r.error("inputs", fmt::format("sensor '{}' at {} Hz delivers every {:.4g} frames of {} Hz; at most every {:g}",
+                                      in, it->rate_Hz, k, frame_Hz, kMaxSensorEvery));
+      else if (std::abs(k - std::round(k)) > 1e-6)
         r.error("inputs", fmt::format("sensor '{}' at {} Hz does not deliver on a whole number of {} Hz frames", in,
                                       it->rate_Hz, frame_Hz));
       else slowest = std::max(slowest, std::round(k));
