@@ -454,8 +454,8 @@ const FieldTable& drill_table_impl() {
     inputs.doc = "the question's inputs (the kind's table)";
     return FieldTable{
         text("id", "unique id (the textbook's row, e.g. T8-2048)"),
-        text("topic", "roofline, gemm, training, memory, kv-cache, serving, decode, prefill, collectives, pipeline, vision, realtime, "
-                      "speculative"),
+        text("topic", "roofline, gemm, training, memory, kv-cache, serving, decode, prefill, collectives, pipeline, "
+                      "speculative, vision, realtime"),
         text("question", "the question as shown"),
         text("source", "citation: the textbook.md row, or the paper the formula is from"),
         text("kind", "which model computation answers it"),
