@@ -97,7 +97,7 @@ TEST_CASE("ad-perception on the Orin: a Gantt against the deadline, the verdicts
   CHECK((r.rc == 0) == j["meets_deadline_p99"].get<bool>());
 }
 
-TEST_CASE("ad-perception on an H100: the DLA heads fall back to the GPU with a note; no shared memory") {
+TEST_CASE("ad-perception on an H100: the DLA heads fall back to the GPU with a note, and no shared memory") {
   auto r = run({"pipeline", kAd, "--gpu", "h100", "--format", "json"});
   INFO(r.err);
   REQUIRE((r.rc == 0 || r.rc == kInfeasible));
@@ -124,7 +124,7 @@ TEST_CASE("backbone sharing off: the heads each run a backbone copy, FLOPs rise 
   CHECK(off["latency_mean_s"].get<double>() > on["latency_mean_s"].get<double>());
 }
 
-TEST_CASE("the SVG Gantt has one bar per stage and the deadline line; Markdown has the chart in a code block") {
+TEST_CASE("the SVG Gantt has one bar per stage and the deadline line, and Markdown has the chart in a code block") {
   auto r = run({"pipeline", kAd, "--gpu", "orin", "--format", "svg", "--frames", "500"});
   REQUIRE((r.rc == 0 || r.rc == kInfeasible));
   std::size_t bars = 0;

@@ -70,7 +70,7 @@ TEST_CASE("dependencies, slack and the verdicts: gpu 5 → cpu 2 beside a 4 ms D
   CHECK(m.miss_rate == 1.0);
 }
 
-TEST_CASE("an engine busier than the frame period cannot keep up; temporal reuse divides its load") {
+TEST_CASE("an engine busier than the frame period cannot keep up, and temporal reuse divides its load") {
   auto p = pipe({stage("a", "gpu", 20), stage("b", "gpu", 20)});
   CHECK_FALSE(model::rt_schedule(p, {}, Explain::off).keeps_up);  // 40 ms per 33.3 ms period
   p.stages[1].every = 2;                                           // 20 + 20/2 = 30 ms
@@ -79,7 +79,7 @@ TEST_CASE("an engine busier than the frame period cannot keep up; temporal reuse
   CHECK(near(r.engines[0].busy_per_frame.raw(), 0.030, 1e-12));
 }
 
-TEST_CASE("shared memory: two 100 GB/s stages on 100 GB/s run at half speed; each alone on 200 GB/s at full") {
+TEST_CASE("shared memory: two 100 GB/s stages on 100 GB/s run at half speed, on 200 GB/s at full") {
   auto p = pipe({stage("a", "gpu", 10), stage("b", "dla0", 10)});
   p.stages[0].dram_bytes = units::bytes(1e9);  // 1 GB in 10 ms: 100 GB/s
   p.stages[1].dram_bytes = units::bytes(1e9);
