@@ -4,6 +4,7 @@
 #include "drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/pipeline_io.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
 
@@ -49,6 +50,12 @@ std::string field_reference() {
                                          wl_io::serving_scenario_fields());
   o += json_io::field_reference_markdown(
       "Autoscale scenario (`gpuplan autoscale --scenario`, data/scenarios/*-autoscale.json)", autoscale_file_fields());
+  o += json_io::field_reference_markdown(
+      "Real-time pipeline (`gpuplan pipeline FILE`, data/scenarios/ad-perception.json; docs/pipelines.md)",
+      wl_io::pipeline_fields());
+  o += json_io::field_reference_markdown("Real-time pipeline: sensors[]", wl_io::pipeline_sensor_fields());
+  o += json_io::field_reference_markdown("Real-time pipeline: stages[]", wl_io::pipeline_stage_fields());
+  o += json_io::field_reference_markdown("Real-time pipeline: stages[].ops[]", wl_io::pipeline_op_fields());
   o += json_io::field_reference_markdown("Interview drills (data/drills/*.json, `gpuplan drill`, the GUI's drills tab)",
                                          drill_file_fields());
   o += json_io::field_reference_markdown("Interview drills: drills[]", drill_fields());

@@ -1,4 +1,5 @@
 #include "drills.hpp"
+#include "drills_realtime.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -87,7 +88,8 @@ const std::vector<Kind>& kinds() {
       num("paging_overhead", "", 0, 10, "flat fraction added to the KV", false),
       num("usable_fraction", "", 0, 1, "usable fraction of each GPU's memory"),
   };
-  static const std::vector<Kind> k = {
+  static const std::vector<Kind> k = [] {
+    std::vector<Kind> v = {
       {"ridge", Dimension::intensity, {kPeak, kBw}},
       {"gemm_intensity", Dimension::intensity,
        {integer("m", 1, 1e9, "rows of A and C"), integer("n", 1, 1e9, "columns of B and C"),
@@ -128,7 +130,10 @@ const std::vector<Kind>& kinds() {
       {"pipeline_bubble", Dimension::ratio,
        {integer("pp", 1, 1e4, "pipeline stages"), integer("micro_batches", 1, 1e7, "micro-batches per step"),
         integer("virtual_stages", 1, 1e3, "model chunks per stage (1 = plain 1F1B)")}},
-  };
+    };
+    for (const auto& r : realtime_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_realtime.cpp
+    return v;
+  }();
   return k;
 }
 
@@ -389,6 +394,8 @@ std::optional<KindAnswer> evaluate_kind(const std::string& kind, const json_io::
     auto e = model::pipeline_bubble(int(i("pp")), int(i("virtual_stages")), i("micro_batches"), o);
     a.value = e.value;
     a.derivation = std::move(e.derivation);
+  } else {
+    evaluate_realtime_kind(kind, in, o, a);
   }
   attribute_to_question(a.derivation, ctx.origin);
   return a;
@@ -448,7 +455,7 @@ const FieldTable& drill_table_impl() {
     return FieldTable{
         text("id", "unique id (the textbook's row, e.g. T8-2048)"),
         text("topic", "roofline, gemm, training, memory, kv-cache, serving, decode, prefill, collectives, pipeline, "
-                      "speculative"),
+                      "speculative, vision, realtime"),
         text("question", "the question as shown"),
         text("source", "citation: the textbook.md row, or the paper the formula is from"),
         text("kind", "which model computation answers it"),

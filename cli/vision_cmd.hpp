@@ -29,7 +29,8 @@ struct VisionFlags {
 
 /// The GPU (id or alias) and what the vision pricer runs on: its calibration profile (unless `no_calibration`), the
 /// sustained device with PyTorch's FA2 attention, and the per-kernel launch costs the profile measured. The one setup
-/// of `serve`/`train` for a vision model and of `validate`'s vision cases. False after an error diagnostic.
+/// of `serve`/`train` for a vision model, of `validate`'s vision cases and of `pipeline`'s model stages. `node`
+/// (optional) names the node the GPU sits in (`--node`; alone it picks the GPU). False after an error diagnostic.
 bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
                    Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch,
                    const std::string& node = "");

@@ -252,6 +252,7 @@ std::pair<int, std::string> run_gpuplan(const std::vector<std::string>& args_in)
   app.add_option("--data-dir", g.data_dir, "data directory");
   int rc = cli::kExitOk;
   cli::register_serve(app, g, rc);
+  cli::register_pipeline(app, g, rc);
   cli::register_report(app, g, rc);
   cli::guard_flag_values(app);
   std::ostringstream captured, errors;
@@ -583,6 +584,7 @@ void run_cli(std::string_view bytes) {
   cli::register_serve(app, g, rc);
   cli::register_collective(app, g, rc);
   cli::register_mfu(app, g, rc);
+  cli::register_pipeline(app, g, rc);
   cli::guard_flag_values(app);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());

@@ -46,7 +46,8 @@ void run_model(std::string_view bytes, const Shipped& data);
 void run_scenario(std::string_view bytes, const Shipped& data);
 
 /// (d) The CLI: the input split on NUL bytes is argv after "gpuplan"; CLI11 parses it against the train, model,
-/// roofline, kv, serve and hw subcommands and runs the chosen callback (validate and schema are left out: slow / constant).
+/// roofline, kv, serve, collective, mfu, pipeline and hw subcommands and runs the chosen callback (validate and schema
+/// are left out: slow / constant).
 /// Arguments that could name a file outside the working directory (containing '/' or "..") are refused; ten
 /// whole-argument tokens (@zero, @deep, @nonutf8, ...) become hostile paths instead (file-name fuzzing). Needs
 /// GPUPLAN_DATA_DIR set.
