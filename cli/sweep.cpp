@@ -225,8 +225,14 @@ int run_sweep(const std::vector<SweepAxis>& axes, const nlohmann::json& base,
   if (tty) std::fputs("\r\033[K", stderr);
   close_rows(total);
   if (const std::string mixed = mixed_price_note(price_kinds); !mixed.empty()) {
+    std::string cost_columns;  // train: cost_usd; serve: cost_per_hour_usd, cost_per_mtok_usd
+    for (const auto& c : columns)
+      if (c.key.rfind("cost", 0) == 0) {
+        if (!cost_columns.empty()) cost_columns += ", ";
+        cost_columns += c.key;
+      }
     Diagnostics d;
-    d.note("", "--sweep", "the cost_usd column: " + mixed + "; see the price_kind column");
+    d.note("", "--sweep", "the cost columns (" + cost_columns + "): " + mixed + "; see the price_kind column");
     report(d);
   }
   return any_feasible ? kExitOk : kExitInfeasible;

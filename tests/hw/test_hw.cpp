@@ -1005,6 +1005,19 @@ TEST_SUITE("hardware completeness") {
     CHECK(h100->price_kind == gpuplan::hw::PriceKind::on_demand);
     CHECK(h100->price_provider == "RunPod Secure Cloud");
     CHECK(h100->price_date == "2026-05");
+    // Vast.ai's on-demand tier, June 2026 (usagepricing.com): the low end of each range; GB200: Spheron's $9.08 per
+    // Superchip of two GPUs.
+    for (const auto& [id, usd, date] : {std::tuple{"rtx-4090", 0.682, "2026-06"}, std::tuple{"rtx-5090", 0.865, "2026-06"},
+                                       std::tuple{"gb200-gpu", 9.08 / 2, "2026-03"}}) {
+      const std::string name = id;
+      CAPTURE(name);
+      const auto* g = shipped().find_gpu(name);
+      REQUIRE(g != nullptr);
+      REQUIRE(g->price.has_value());
+      CHECK(g->price_kind == gpuplan::hw::PriceKind::on_demand);
+      CHECK(u::to_usd_per_hour(*g->price) == doctest::Approx(usd));
+      CHECK(g->price_date == date);
+    }
   }
 
   TEST_CASE("A100 80GB fit checks use CUDA's 81157.75 MiB, not the 80 GB label") {
@@ -1032,6 +1045,26 @@ TEST_SUITE("hardware completeness") {
     const auto* h100 = shipped().find_gpu("h100-sxm5-80gb");
     REQUIRE(h100 != nullptr);
     CHECK(h100->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
+  }
+
+  TEST_CASE("H100 NVL, RTX 4090 and RTX 5090 fit checks use the device's figure, not the label") {
+    // deviceQuery bytes (thamada/nvidia-smi): H100 NVL 99,861,594,112 = 95235.4375 MiB = 93.00 GiB against the label's
+    // 94e9 B = 87.54 GiB; RTX 4090 25,386,352,640 = 24210.3125 MiB = 23.64 GiB against 24e9 B = 22.35 GiB. RTX 5090:
+    // nvidia-smi's 32607 MiB = 31.84 GiB against 32e9 B = 29.80 GiB.
+    for (const auto& [id, bytes, by, gib, label_gib] :
+         {std::tuple{"h100-nvl", 99861594112.0, gpuplan::hw::MemoryReportedBy::cuda, 93.00336, 87.54432},
+          std::tuple{"rtx-4090", 25386352640.0, gpuplan::hw::MemoryReportedBy::cuda, 23.64288, 22.35174},
+          std::tuple{"rtx-5090", 32607.0 * 1048576.0, gpuplan::hw::MemoryReportedBy::nvidia_smi, 31.84277, 29.80232}}) {
+      const std::string name = id;
+      CAPTURE(name);
+      const auto* g = shipped().find_gpu(name);
+      REQUIRE(g != nullptr);
+      REQUIRE(g->memory.device_reported.has_value());
+      CHECK(g->memory.reported_by == by);
+      CHECK(g->memory_capacity().raw() == bytes);
+      CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(gib).epsilon(1e-5));
+      CHECK(u::to_GiB(g->memory.capacity_label) == doctest::Approx(label_gib).epsilon(1e-5));
+    }
   }
 }
 
