@@ -292,11 +292,11 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
       const std::int64_t rows = op.h_out * op.w_out / std::max<std::int64_t>(1, op.groups);
       const double b_el = n * static_cast<double>(std::max<std::int64_t>(1, op.groups) * op.c_in * op.c_out);
       if (!backward) {
-        pr.add(pr.implicit_gemm(op.name, rows, op.c_out, op.c_in, gr, in + b_el + out, 0, wb), &VisionPassCost::gemm);
+        pr.add(pr.implicit_gemm(op.name, rows, op.c_out, op.c_in, gr, in + b_el + out, 0, wb, false), &VisionPassCost::gemm);
       } else {
-        pr.add(pr.implicit_gemm(op.name + " dA", rows, op.c_in, op.c_out, gr, in + b_el + out, 0, wb),
+        pr.add(pr.implicit_gemm(op.name + " dA", rows, op.c_in, op.c_out, gr, in + b_el + out, 0, wb, false),
                &VisionPassCost::gemm);
-        pr.add(pr.implicit_gemm(op.name + " dB", op.c_in, op.c_out, rows, gr, in + b_el + out, 0, wb),
+        pr.add(pr.implicit_gemm(op.name + " dB", op.c_in, op.c_out, rows, gr, in + b_el + out, 0, wb, false),
                &VisionPassCost::gemm);
       }
       continue;
@@ -325,12 +325,12 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
         // weights (M = input pixels, N = C_in, K = C_out·k²), dW = Xᵀ·dY-windows.
         if (!backward) {
           if (plan.autocast) pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
-          pr.add(pr.implicit_gemm(op.name, m_in, cout * k2, cin, gr, in + out, w, wb), &VisionPassCost::gemm);
+          pr.add(pr.implicit_gemm(op.name, m_in, cout * k2, cin, gr, in + out, w, wb, true), &VisionPassCost::gemm);
           if (op.bias) pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
         } else {
           if (i > 0)
-            pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb), &VisionPassCost::gemm);
-          pr.add(pr.implicit_gemm(op.name + " wgrad", cin, cout * k2, m_in, gr, in + out, w, wb), &VisionPassCost::gemm);
+            pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb, true), &VisionPassCost::gemm);
+          pr.add(pr.implicit_gemm(op.name + " wgrad", cin, cout * k2, m_in, gr, in + out, w, wb, true), &VisionPassCost::gemm);
           if (op.bias) pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
           if (plan.autocast) pr.add(pr.stream_bytes(op.name + " grad cast", w * 6.0, 0), &VisionPassCost::casts);
         }
