@@ -72,7 +72,7 @@ TEST_CASE("a fixed fleet never scales and pays replicas × GPUs × hours") {
   CHECK(rel_close(r.gpu_hours, 3.0 * 4.0 * 1.0, 1e-12));  // 3 replicas × 4 GPUs × 1 hour
 }
 
-TEST_CASE("a step in load starts replicas that serve only after the cold start; GPU-hours integrate the replicas") {
+TEST_CASE("a step in load starts replicas that serve only after the cold start, and GPU-hours integrate the replicas") {
   // 10 long requests at t = 5 s on one replica; the first evaluation (t = 10 s) sees 10 requests per ready replica, so
   // desired = ⌈1 × 10 / 1⌉ = 10, clamped to max 3: two replicas start at 10 s and are ready at 10 + 100 = 110 s.
   model::FleetOptions o = fleet(1, 1, 3);
