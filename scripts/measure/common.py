@@ -164,3 +164,58 @@ def median_and_spread(times):
 
 def now():
     return time.perf_counter()
+
+
+def interval_union(intervals):
+    """Total length of the union of [start, end) intervals."""
+    tot, cur_s, cur_e = 0.0, None, None
+    for st, en in sorted(intervals):
+        if cur_e is None or st > cur_e:
+            if cur_e is not None:
+                tot += cur_e - cur_s
+            cur_s, cur_e = st, en
+        else:
+            cur_e = max(cur_e, en)
+    if cur_e is not None:
+        tot += cur_e - cur_s
+    return tot
+
+
+def cuda_kernel_profile(fn, n, top=60):
+    """Run fn() n times under torch.profiler with CUDA activity only (no CPU-op tracing, so the host runs at nearly
+    its unprofiled pace): per run on average, the GPU span (first kernel start to last kernel end), the busy time
+    (union of kernel and memcpy intervals over all streams), the idle gaps (span - busy; the largest ones with the
+    kernel that preceded each), and kernel time by name. Times in microseconds."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    ivs, by_name = [], {}
+    for e in prof.events():
+        dt = getattr(e, "device_type", None)
+        if dt is None or "CUDA" not in str(dt):
+            continue
+        iv = e.time_range
+        ivs.append((iv.start, iv.end, e.name[:120]))
+        by_name[e.name[:120]] = by_name.get(e.name[:120], 0.0) + (iv.end - iv.start)
+    if not ivs:
+        return {"error": "no device events"}
+    ivs.sort()
+    span = ivs[-1][1] - ivs[0][0]
+    busy = interval_union([(s, e) for s, e, _ in ivs])
+    gaps, cur_e, prev = [], None, None
+    for s, e, name in ivs:
+        if cur_e is not None and s > cur_e:
+            gaps.append((s - cur_e, prev))
+        if cur_e is None or e > cur_e:
+            cur_e, prev = e, name
+    gaps.sort(reverse=True)
+    return {"runs": n, "gpu_span_us_per_run": span / n, "gpu_busy_us_per_run": busy / n,
+            "gpu_idle_us_per_run": (span - busy) / n, "kernel_count_per_run": len(ivs) / n,
+            "largest_gaps_us": [{"us": g, "after": k} for g, k in gaps[:20]],
+            "gaps_over_20us_per_run": sum(1 for g, _ in gaps if g > 20) / n,
+            "kernels_top_us_per_run": [{"name": k, "us": v / n} for k, v in
+                                       sorted(by_name.items(), key=lambda kv: -kv[1])[:top]]}

@@ -36,8 +36,8 @@ def timed(fn, reps, warmup=3):
 
 def grouped(a, dev, out):
     for name, k, n in (("up", 2048, 1536), ("down", 768, 2048)):
-        for experts in (32, 128):
-            for rows in (256, 512, 1024, 2048):
+        for experts in a.experts:
+            for rows in a.rows:
                 m = experts * rows
                 offs = torch.arange(rows, m + 1, rows, device=dev, dtype=torch.int32)
                 x = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
@@ -93,6 +93,11 @@ def adamw(a, dev, out):
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--experts", type=lambda v: [int(x) for x in v.split(",")], default=[32, 128])
+    p.add_argument("--rows", type=lambda v: [int(x) for x in v.split(",")], default=[256, 512, 1024, 2048],
+                   help="token rows per expert")
+    p.add_argument("--skip-adamw", action="store_true")
+    p.add_argument("--name", default="moe_kernels_bwd")
     p.add_argument("--out-dir", default=None)
     a = p.parse_args()
     dev = torch.device("cuda")
@@ -106,9 +111,10 @@ def main():
         rec["grouped_mm"] = []
         grouped(a, dev, rec["grouped_mm"])
         rec["adamw"] = []
-        adamw(a, dev, rec["adamw"])
+        if not a.skip_adamw:
+            adamw(a, dev, rec["adamw"])
     rec["nvidia_smi_during"] = sampler.summary()
-    print("wrote", common.write_json(rec, "moe_kernels_bwd", a.out_dir), flush=True)
+    print("wrote", common.write_json(rec, a.name, a.out_dir), flush=True)
 
 
 if __name__ == "__main__":

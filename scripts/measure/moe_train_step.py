@@ -168,6 +168,8 @@ def main():
     p.add_argument("--rope-theta", type=float, default=1e6)
     p.add_argument("--profile-steps", type=int, default=0,
                    help="after the timed steps, run this many steps under torch.profiler (rank 0 writes a summary)")
+    p.add_argument("--profile-cuda-only", action="store_true",
+                   help="profile with CUDA activity only (no CPU-op tracing): GPU busy/idle and gaps per step")
     p.add_argument("--name", default=None)
     p.add_argument("--out-dir", default=None)
     a = p.parse_args()
@@ -269,7 +271,24 @@ def main():
                     parts[k].append(s.elapsed_time(e) / 1e3)
                 parts["step"].append(ev[0].elapsed_time(ev[4]) / 1e3)
         torch.cuda.synchronize()
-        if a.profile_steps > 0:
+        if a.profile_steps > 0 and a.profile_cuda_only:
+            state = {"i": 0}
+
+            def one_step():
+                inp, tgt = batches[state["i"] % 2]
+                state["i"] += 1
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = model(inp, tgt, cos, sin)
+                loss.backward()
+                sync(dense, None, world)
+                sync(expert, edp_pg, edp)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            dist.barrier()
+            prof = common.cuda_kernel_profile(one_step, a.profile_steps)
+            if rank == 0:
+                rec["profile_cuda_only"] = prof
+        elif a.profile_steps > 0:
             rec["profile"] = profile_steps(a, model, opt, batches, cos, sin, dense, expert, sync, world, edp, edp_pg,
                                            dev, rank)
         med = torch.tensor([statistics.median(parts[k]) for k in parts], device=dev, dtype=torch.float64)

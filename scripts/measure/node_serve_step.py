@@ -99,6 +99,8 @@ def parse(argv=None):
                    help="MoE dispatch: static = fixed-capacity all_to_all, sync-free, CUDA graphs (default); sync = "
                         "moe_layer.moe_forward (split sizes copied to the host each layer: eager only)")
     p.add_argument("--time-budget-s", type=float, default=1e9, help="stop starting new points after this")
+    p.add_argument("--profile-replays", type=int, default=0,
+                   help="after timing each point, profile this many replays (CUDA activity only; kernels by name)")
     p.add_argument("--name", default=None, help="file name stem (default derived from model, phase and N)")
     p.add_argument("--out-dir", default=None)
     p.add_argument("--check-out", default=None,
@@ -655,6 +657,9 @@ def time_point(m, kind, b, s, pool, dev, a, use_graphs, agree_max):
             res.pop(key + "_unaccepted", None)
             res[key] = world_meds[0]
             break
+    if a.profile_replays > 0 and cuda:
+        prof = common.cuda_kernel_profile(fn, a.profile_replays)
+        res["profile_cuda_only"] = prof if dev.index in (0, None) else {"rank": dev.index, "kept": "rank 0 only"}
     del graph
     return res
 
