@@ -124,81 +124,75 @@ StreamFit fit_stream(const std::vector<double>& xs, const std::vector<double>& y
 
 std::string short_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
-}  // namespace
+// The stages of fit_profile, in the order it runs them. Each adds what its samples give to the profile, or a note
+// saying why the built-in value stays.
+struct FitContext {
+  const std::vector<Samples>& samples;
+  const hw::GpuSpec& gpu;
+  const model::Device& unit;  // the model's shape utilisation at a 100% ceiling and no fixed cost
+  double bw;                  // datasheet HBM bandwidth, bytes/s
+};
 
-Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSpec& gpu, const hw::HardwareDb& db) {
-  Diagnostics d;
-  Profile p;
-  p.gpu_id = gpu.info.id;
-  for (const auto& s : samples) {
-    p.samples.push_back(short_name(s.file));
-    if (p.gpu_name.empty()) p.gpu_name = s.gpu_name;
-    if (p.driver.empty()) p.driver = s.driver;
-    if (!s.complete)
-      p.notes.push_back(fmt::format("{}: the sweep stopped before its end (\"complete\": false); the items it measured "
-                                    "are used",
-                                    short_name(s.file)));
-    if (s.rejected > 0)
-      p.notes.push_back(fmt::format("{}: {} samples were refused by the benches (spread too wide) and are not used",
-                                    short_name(s.file), s.rejected));
-  }
-  // The model's own shape utilisation, at a 100% ceiling and no fixed cost, so that the fit measures only what the
-  // shape model does not explain.
-  model::Device unit = model::make_device(gpu);
-  unit.eff.gemm_bf16 = unit.eff.gemm_fp8 = 1.0;
-  unit.eff.kernel_launch = Seconds(0);
-  const double bw = gpu.memory.bandwidth.raw();
-
-  // HBM first (the GEMM roofline check uses it).
-  {
-    std::vector<double> xs, ys;
-    const double floor_bytes = std::max(256.0 * 1024 * 1024, 4.0 * (gpu.l2 ? gpu.l2->raw() : 0.0));
-    for (const auto& s : samples)
-      for (const auto& h : s.hbm)
-        if ((h.op == "copy" || h.op == "triad" || h.op == "read") && h.bytes >= floor_bytes) {
-          xs.push_back(h.gbps * 1e9 * h.median_s / bw);  // time at the datasheet bandwidth for the bytes moved
-          ys.push_back(h.median_s);
-        }
-    const StreamFit f = xs.size() >= 2 ? fit_stream(xs, ys) : StreamFit{};
-    if (xs.size() >= 2 && !usable(f)) {
-      p.notes.push_back(fmt::format("the HBM samples give no usable fit (η {:.3g}, t₀ {:.3g} s): the built-in "
-                                    "streaming efficiency stays",
-                                    f.efficiency, f.t0.raw()));
-    } else if (xs.size() >= 2) {
-      if (f.efficiency > 1.05 || f.efficiency < 0.2)
-        d.warning("", "/hbm", fmt::format("fitted HBM efficiency {:.3f} of {} is implausible: check the samples",
-                                          f.efficiency, units::format(gpu.memory.bandwidth)));
-      p.hbm = f;
-    } else {
-      p.notes.push_back("no HBM samples larger than 4 × L2: the built-in streaming efficiency stays");
-    }
-  }
-
-  // Memory-bound GEMMs (16-bit): the bandwidth at which GEMM kernels stream their operands, and their fixed cost.
-  {
-    std::vector<double> xs, ys;
-    for (const auto& s : samples)
-      for (const auto& g : s.gemm) {
-        if (g.dtype != "bf16" && g.dtype != "fp16") continue;
-        const auto prec = hw::parse_precision(g.dtype);
-        if (!prec || !gpu.peak(*prec)) continue;
-        const auto c = model::gemm_cost("fit", {g.m, g.n, g.k, 1}, *prec, unit);
-        if (c.intensity().raw() >= 0.25 * gpu.peak(*prec)->raw() / bw) continue;
-        xs.push_back(c.bytes.raw() / bw);
-        ys.push_back(g.median_s);
+// HBM first (the GEMM roofline check uses it).
+void fit_hbm(const FitContext& cx, Profile& p, Diagnostics& d) {
+  const auto& gpu = cx.gpu;
+  const double bw = cx.bw;
+  std::vector<double> xs, ys;
+  const double floor_bytes = std::max(256.0 * 1024 * 1024, 4.0 * (gpu.l2 ? gpu.l2->raw() : 0.0));
+  for (const auto& s : cx.samples)
+    for (const auto& h : s.hbm)
+      if ((h.op == "copy" || h.op == "triad" || h.op == "read") && h.bytes >= floor_bytes) {
+        xs.push_back(h.gbps * 1e9 * h.median_s / bw);  // time at the datasheet bandwidth for the bytes moved
+        ys.push_back(h.median_s);
       }
-    const StreamFit f = xs.size() >= 3 ? fit_stream(xs, ys) : StreamFit{};
-    if (xs.size() >= 3 && usable(f)) {
-      p.gemm_memory = f;
-    } else if (xs.size() >= 3) {
-      p.notes.push_back(fmt::format("the memory-bound GEMM samples give no usable fit (η {:.3g}, t₀ {:.3g} s): GEMMs "
-                                    "stream at the HBM efficiency",
-                                    f.efficiency, f.t0.raw()));
-    } else {
-      p.notes.push_back("fewer than 3 memory-bound 16-bit GEMM samples: GEMMs stream at the HBM efficiency");
-    }
+  const StreamFit f = xs.size() >= 2 ? fit_stream(xs, ys) : StreamFit{};
+  if (xs.size() >= 2 && !usable(f)) {
+    p.notes.push_back(fmt::format("the HBM samples give no usable fit (η {:.3g}, t₀ {:.3g} s): the built-in "
+                                  "streaming efficiency stays",
+                                  f.efficiency, f.t0.raw()));
+  } else if (xs.size() >= 2) {
+    if (f.efficiency > 1.05 || f.efficiency < 0.2)
+      d.warning("", "/hbm", fmt::format("fitted HBM efficiency {:.3f} of {} is implausible: check the samples",
+                                        f.efficiency, units::format(gpu.memory.bandwidth)));
+    p.hbm = f;
+  } else {
+    p.notes.push_back("no HBM samples larger than 4 × L2: the built-in streaming efficiency stays");
   }
+}
 
+// Memory-bound GEMMs (16-bit): the bandwidth at which GEMM kernels stream their operands, and their fixed cost.
+void fit_gemm_memory(const FitContext& cx, Profile& p) {
+  const auto& gpu = cx.gpu;
+  const double bw = cx.bw;
+  std::vector<double> xs, ys;
+  for (const auto& s : cx.samples)
+    for (const auto& g : s.gemm) {
+      if (g.dtype != "bf16" && g.dtype != "fp16") continue;
+      const auto prec = hw::parse_precision(g.dtype);
+      if (!prec || !gpu.peak(*prec)) continue;
+      const auto c = model::gemm_cost("fit", {g.m, g.n, g.k, 1}, *prec, cx.unit);
+      if (c.intensity().raw() >= 0.25 * gpu.peak(*prec)->raw() / bw) continue;
+      xs.push_back(c.bytes.raw() / bw);
+      ys.push_back(g.median_s);
+    }
+  const StreamFit f = xs.size() >= 3 ? fit_stream(xs, ys) : StreamFit{};
+  if (xs.size() >= 3 && usable(f)) {
+    p.gemm_memory = f;
+  } else if (xs.size() >= 3) {
+    p.notes.push_back(fmt::format("the memory-bound GEMM samples give no usable fit (η {:.3g}, t₀ {:.3g} s): GEMMs "
+                                  "stream at the HBM efficiency",
+                                  f.efficiency, f.t0.raw()));
+  } else {
+    p.notes.push_back("fewer than 3 memory-bound 16-bit GEMM samples: GEMMs stream at the HBM efficiency");
+  }
+}
+
+// Compute-bound GEMMs, per dtype: the ceiling, the fixed cost and (with a depth sweep) the depth law's c.
+void fit_gemm_dtypes(const FitContext& cx, Profile& p) {
+  const auto& samples = cx.samples;
+  const auto& gpu = cx.gpu;
+  model::Device unit = cx.unit;  // its depth law is varied by the fit
+  const double bw = cx.bw;
   std::set<std::string> dtypes;
   for (const auto& s : samples)
     for (const auto& g : s.gemm) dtypes.insert(g.dtype);
@@ -303,12 +297,11 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     p.gemm.push_back(f);
   }
 
-  for (const auto& s : samples) {
-    if (s.launch_s) p.launch = Seconds(*s.launch_s);
-    if (s.graph_kernel_s) p.graph_kernel = Seconds(*s.graph_kernel_s);
-  }
+}
 
-  // Collectives: per (op, ranks) over the GPU's node scale-up tier.
+// Collectives: per (op, ranks) over the GPU's node scale-up tier.
+void fit_collectives(const std::vector<Samples>& samples, const hw::GpuSpec& gpu, const hw::HardwareDb& db,
+                     Profile& p) {
   const hw::NodeSpec* node = nullptr;
   for (const auto& n : db.nodes)
     if (n.gpu == gpu.info.id) {
@@ -375,38 +368,42 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     }
     p.links.push_back(f);
   }
-  // Overlap: medians over every item (they scatter with the message size and the op; the medians are what a
-  // training step's many collectives see on average). The per-item values are clamped at 0 (a GEMM a little
-  // faster beside a collective is noise).
-  {
-    std::vector<double> loss, wait;
-    for (const auto& s : samples)
-      for (const auto& o : s.overlap) {
-        if (!(o.gemm_overlap_s > 0 && o.gemm_alone_s > 0 && o.coll_alone_s > 0)) continue;
-        loss.push_back(std::max(0.0, 1.0 - o.gemm_alone_s / o.gemm_overlap_s));
-        wait.push_back(std::max(0.0, (o.coll_overlap_s - o.coll_alone_s) / o.gemm_alone_s));
-      }
-    if (!loss.empty()) {
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        const std::size_t n = v.size();
-        return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-      };
-      OverlapFit f;
-      f.points = int(loss.size());
-      f.compute_loss = median(loss);
-      f.wait_kernels = median(wait);
-      f.compute_loss_min = *std::min_element(loss.begin(), loss.end());
-      f.compute_loss_max = *std::max_element(loss.begin(), loss.end());
-      f.wait_kernels_min = *std::min_element(wait.begin(), wait.end());
-      f.wait_kernels_max = *std::max_element(wait.begin(), wait.end());
-      if (std::isfinite(f.compute_loss) && std::isfinite(f.wait_kernels) && f.compute_loss < 1.0)
-        p.overlap = f;
-      else
-        p.notes.push_back("overlap items give no finite compute loss below 1, not used");
+}
+
+// Overlap: medians over every item (they scatter with the message size and the op; the medians are what a
+// training step's many collectives see on average). The per-item values are clamped at 0 (a GEMM a little
+// faster beside a collective is noise).
+void fit_overlap(const std::vector<Samples>& samples, Profile& p) {
+  std::vector<double> loss, wait;
+  for (const auto& s : samples)
+    for (const auto& o : s.overlap) {
+      if (!(o.gemm_overlap_s > 0 && o.gemm_alone_s > 0 && o.coll_alone_s > 0)) continue;
+      loss.push_back(std::max(0.0, 1.0 - o.gemm_alone_s / o.gemm_overlap_s));
+      wait.push_back(std::max(0.0, (o.coll_overlap_s - o.coll_alone_s) / o.gemm_alone_s));
     }
+  if (!loss.empty()) {
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      const std::size_t n = v.size();
+      return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    };
+    OverlapFit f;
+    f.points = int(loss.size());
+    f.compute_loss = median(loss);
+    f.wait_kernels = median(wait);
+    f.compute_loss_min = *std::min_element(loss.begin(), loss.end());
+    f.compute_loss_max = *std::max_element(loss.begin(), loss.end());
+    f.wait_kernels_min = *std::min_element(wait.begin(), wait.end());
+    f.wait_kernels_max = *std::max_element(wait.begin(), wait.end());
+    if (std::isfinite(f.compute_loss) && std::isfinite(f.wait_kernels) && f.compute_loss < 1.0)
+      p.overlap = f;
+    else
+      p.notes.push_back("overlap items give no finite compute loss below 1, not used");
   }
-  // Sustained GEMM: its throughput over the median swept throughput of the same 8192³ GEMM, per dtype (bf16, fp8).
+}
+
+// Sustained GEMM: its throughput over the median swept throughput of the same 8192³ GEMM, per dtype (bf16, fp8).
+void fit_sustained(const std::vector<Samples>& samples, Profile& p) {
   for (const std::string dtype : {"bf16", "fp8"}) {
     std::vector<double> sustained, swept;
     for (const auto& s : samples) {
@@ -430,6 +427,44 @@ Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSp
     else if (std::isfinite(r) && r > 1.0) out = 1.0;  // faster sustained than swept: no penalty
     else p.notes.push_back(fmt::format("sustained/swept {} GEMM ratio {} is implausible: not used", dtype, r));
   }
+}
+
+}  // namespace
+
+Result<Profile> fit_profile(const std::vector<Samples>& samples, const hw::GpuSpec& gpu, const hw::HardwareDb& db) {
+  Diagnostics d;
+  Profile p;
+  p.gpu_id = gpu.info.id;
+  for (const auto& s : samples) {
+    p.samples.push_back(short_name(s.file));
+    if (p.gpu_name.empty()) p.gpu_name = s.gpu_name;
+    if (p.driver.empty()) p.driver = s.driver;
+    if (!s.complete)
+      p.notes.push_back(fmt::format("{}: the sweep stopped before its end (\"complete\": false); the items it measured "
+                                    "are used",
+                                    short_name(s.file)));
+    if (s.rejected > 0)
+      p.notes.push_back(fmt::format("{}: {} samples were refused by the benches (spread too wide) and are not used",
+                                    short_name(s.file), s.rejected));
+  }
+  // The model's own shape utilisation, at a 100% ceiling and no fixed cost, so that the fit measures only what the
+  // shape model does not explain.
+  model::Device unit = model::make_device(gpu);
+  unit.eff.gemm_bf16 = unit.eff.gemm_fp8 = 1.0;
+  unit.eff.kernel_launch = Seconds(0);
+  const FitContext cx{samples, gpu, unit, gpu.memory.bandwidth.raw()};
+  fit_hbm(cx, p, d);  // first: the GEMM roofline check uses it
+  fit_gemm_memory(cx, p);
+  fit_gemm_dtypes(cx, p);
+
+  for (const auto& s : samples) {
+    if (s.launch_s) p.launch = Seconds(*s.launch_s);
+    if (s.graph_kernel_s) p.graph_kernel = Seconds(*s.graph_kernel_s);
+  }
+
+  fit_collectives(samples, gpu, db, p);
+  fit_overlap(samples, p);
+  fit_sustained(samples, p);
   if (p.gemm.empty() && !p.hbm && p.links.empty() && !p.launch && !p.graph_kernel && !p.overlap && !p.sustained_ratio &&
       !p.sustained_ratio_fp8)
     d.error("", "", "nothing could be fitted from these samples");
