@@ -146,20 +146,11 @@ std::string short_reason(const model::TrainingCell& c) {
 
 std::string option_label(const wl_io::PlanOption& o) { return o.name == o.id ? o.id : o.name; }
 
-Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool explain, bool html) {
-  Doc doc;
-  const auto& opts = ctx.plan.options;
-  doc.title("Budget report");
-  if (!ctx.plan.description.empty()) doc.para(ctx.plan.description);
-  doc.para(fmt::format("Plan `{}`: {} training run{}, {} serving deployment{}, {} hardware option{}. Each item is "
-                       "costed on every option; the cheapest option that meets the item's deadline or latency target "
-                       "is marked **cheapest**. Where data/accuracy/bands.json is present, \"cheapest\" is on the "
-                       "expected cost (the estimate × the median measured/predicted time of its regime's validation "
-                       "cases, docs/accuracy.md) and costs show their p10–p90 range.",
-                       ctx.file, res.training.size(), res.training.size() == 1 ? "" : "s", res.serving.size(),
-                       res.serving.size() == 1 ? "" : "s", opts.size(), opts.size() == 1 ? "" : "s"));
+namespace {
 
-  // Summary.
+// The parts of the report, in the order build_doc writes them.
+void doc_summary(Doc& doc, const ReportContext& ctx, const model::ReportResult& res) {
+  const auto& opts = ctx.plan.options;
   doc.heading("Summary");
   Table sum;
   sum.columns = {{"item", "item"},       {"need", "need"},       {"cheapest", "cheapest option"},
@@ -239,7 +230,10 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
     doc.bullets(tot);
   }
 
-  // Options.
+}
+
+void doc_options(Doc& doc, const ReportContext& ctx, const model::ReportResult& res, bool html) {
+  const auto& opts = ctx.plan.options;
   doc.heading("Hardware options");
   Table ot;
   const bool any_max = std::any_of(res.options.begin(), res.options.end(), [](const model::ReportOption& o) { return o.max_gpus.has_value(); });
@@ -283,162 +277,165 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
     doc.chart(svg_bar_chart(ch));
   }
 
-  // Training runs.
-  for (std::size_t i = 0; i < res.training.size(); ++i) {
-    const auto& ir = res.training[i];
-    const auto& req = ctx.training[i];
-    const auto& item = *std::find_if(ctx.plan.training.begin(), ctx.plan.training.end(),
-                                     [&](const wl_io::PlanTrainingItem& t) { return t.id == ir.id; });
-    doc.heading("Training: " + ir.name);
-    const auto& base = ctx.training_base[i];
-    std::string counts;
-    for (long long n : item.gpus) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
-    std::string fixed;
-    for (const char* k : {"tp", "pp", "cp", "ep", "virtual_stages", "schedule", "micro_batch", "sequence_parallel",
-                          "recompute", "zero", "offload"})
-      if (item.scenario_json.contains(k))
-        fixed += fmt::format("{}{} {}", fixed.empty() ? "; fixed by the plan: " : ", ", k,
-                             item.scenario_json[k].is_string() ? item.scenario_json[k].get<std::string>()
-                                                               : json_inline(item.scenario_json[k]));
-    doc.para(fmt::format("{}: {} tokens in sequences of {} tokens, {} sequences per step, {} precision; deadline {}. "
-                         "For each option every parallel layout (tensor, pipeline, data, context parallel, "
-                         "micro-batch, recomputation, ZeRO stage{}) on {} GPUs is evaluated, and the cheapest layout "
-                         "that fits in memory and finishes in time is kept.",
-                         model_name(req.arch), tokens_text(req.tokens), count(double(base.seq_len)), count(double(base.global_batch)),
-                         hw::to_string(base.precision.compute), days_n(req.deadline_days), fixed, counts));
-    Table t;
-    t.columns = {{"option", "option"},          {"gpus", "GPUs", true},          {"layout", "layout"},
-                 {"time", "time to train", true}, {"gpu_hours", "GPU-hours", true}, {"cost", "cost", true},
-                 {"energy", "energy", true},      {"mfu", "MFU", true},           {"memory", "memory per GPU (free)", true},
-                 {"verdict", "verdict"}};
-    std::vector<std::string> why;
-    std::vector<std::string> cmds;
+}
+
+void doc_training_item(Doc& doc, const ReportContext& ctx, const model::ReportResult& res, std::size_t i, bool html) {
+  const auto& opts = ctx.plan.options;
+  const auto& ir = res.training[i];
+  const auto& req = ctx.training[i];
+  const auto& item = *std::find_if(ctx.plan.training.begin(), ctx.plan.training.end(),
+                                   [&](const wl_io::PlanTrainingItem& t) { return t.id == ir.id; });
+  doc.heading("Training: " + ir.name);
+  const auto& base = ctx.training_base[i];
+  std::string counts;
+  for (long long n : item.gpus) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+  std::string fixed;
+  for (const char* k : {"tp", "pp", "cp", "ep", "virtual_stages", "schedule", "micro_batch", "sequence_parallel",
+                        "recompute", "zero", "offload"})
+    if (item.scenario_json.contains(k))
+      fixed += fmt::format("{}{} {}", fixed.empty() ? "; fixed by the plan: " : ", ", k,
+                           item.scenario_json[k].is_string() ? item.scenario_json[k].get<std::string>()
+                                                             : json_inline(item.scenario_json[k]));
+  doc.para(fmt::format("{}: {} tokens in sequences of {} tokens, {} sequences per step, {} precision; deadline {}. "
+                       "For each option every parallel layout (tensor, pipeline, data, context parallel, "
+                       "micro-batch, recomputation, ZeRO stage{}) on {} GPUs is evaluated, and the cheapest layout "
+                       "that fits in memory and finishes in time is kept.",
+                       model_name(req.arch), tokens_text(req.tokens), count(double(base.seq_len)), count(double(base.global_batch)),
+                       hw::to_string(base.precision.compute), days_n(req.deadline_days), fixed, counts));
+  Table t;
+  t.columns = {{"option", "option"},          {"gpus", "GPUs", true},          {"layout", "layout"},
+               {"time", "time to train", true}, {"gpu_hours", "GPU-hours", true}, {"cost", "cost", true},
+               {"energy", "energy", true},      {"mfu", "MFU", true},           {"memory", "memory per GPU (free)", true},
+               {"verdict", "verdict"}};
+  std::vector<std::string> why;
+  std::vector<std::string> cmds;
+  for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+    const auto& c = ir.cells[k];
+    const std::string label = option_label(opts[k]);
+    if (!c.feasible) {
+      t.rows.push_back({label, "", "", "", "", "", "", "", "", short_reason(c)});
+      for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", label, r));
+      continue;
+    }
+    const bool best = ir.cheapest && *ir.cheapest == k;
+    t.rows.push_back({label, count(double(c.gpus)),
+                      model::describe(*c.layout),
+                      days(c.time_to_train), count(c.gpu_hours), c.cost ? u::format(*c.cost) : "",
+                      c.energy ? u::format(*c.energy) : "", u::format(u::Ratio(c.mfu)),
+                      fmt::format("{} ({} free)", gib(c.peak_memory), gib(c.capacity - c.peak_memory)),
+                      best ? "**cheapest**" : "meets the deadline"});
+    cmds.push_back(train_command(item, *c.layout, req.cells[k].sys, opts[k]));
+  }
+  doc.table(t);
+  if (html) {
+    // One unit per chart: dollars when every feasible option has a price, else GPU-hours for all of them.
+    const bool priced = std::all_of(ir.cells.begin(), ir.cells.end(),
+                                    [](const auto& c) { return !c.feasible || c.cost.has_value(); });
+    BarChart cost_chart{fmt::format("chart-training-{}-cost", ir.id), "Cost to train, per option", {}, std::nullopt,
+                        {}, priced ? AxisUnit::money : AxisUnit::count, priced ? "US$" : "GPU-hours"};
+    BarChart time_chart{fmt::format("chart-training-{}-time", ir.id), "Time to train vs the deadline", {},
+                        req.deadline_days, fmt::format("deadline {} days", u::format_number(req.deadline_days, 4)),
+                        AxisUnit::days, "days"};
     for (std::size_t k = 0; k < ir.cells.size(); ++k) {
       const auto& c = ir.cells[k];
+      const bool best = ir.cheapest && *ir.cheapest == k;
       const std::string label = option_label(opts[k]);
       if (!c.feasible) {
-        t.rows.push_back({label, "", "", "", "", "", "", "", "", short_reason(c)});
-        for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", label, r));
+        cost_chart.bars.push_back({label, 0, short_reason(c), false, true});
+        time_chart.bars.push_back({label, 0, short_reason(c), false, true});
         continue;
       }
-      const bool best = ir.cheapest && *ir.cheapest == k;
-      t.rows.push_back({label, count(double(c.gpus)),
-                        model::describe(*c.layout),
-                        days(c.time_to_train), count(c.gpu_hours), c.cost ? u::format(*c.cost) : "",
-                        c.energy ? u::format(*c.energy) : "", u::format(u::Ratio(c.mfu)),
-                        fmt::format("{} ({} free)", gib(c.peak_memory), gib(c.capacity - c.peak_memory)),
-                        best ? "**cheapest**" : "meets the deadline"});
-      cmds.push_back(train_command(item, *c.layout, req.cells[k].sys, opts[k]));
+      const double v = priced ? c.cost->raw() : c.gpu_hours;
+      cost_chart.bars.push_back({label, v,
+                           (c.cost ? u::format(*c.cost) : count(c.gpu_hours) + " GPU-hours") +
+                               fmt::format(" on {} GPUs", count(double(c.gpus))),
+                           best, false});
+      time_chart.bars.push_back({label, c.time_to_train.raw() / 86400.0, days(c.time_to_train), best, false});
     }
-    doc.table(t);
-    if (html) {
-      // One unit per chart: dollars when every feasible option has a price, else GPU-hours for all of them.
-      const bool priced = std::all_of(ir.cells.begin(), ir.cells.end(),
-                                      [](const auto& c) { return !c.feasible || c.cost.has_value(); });
-      BarChart cost_chart{fmt::format("chart-training-{}-cost", ir.id), "Cost to train, per option", {}, std::nullopt,
-                          {}, priced ? AxisUnit::money : AxisUnit::count, priced ? "US$" : "GPU-hours"};
-      BarChart time_chart{fmt::format("chart-training-{}-time", ir.id), "Time to train vs the deadline", {},
-                          req.deadline_days, fmt::format("deadline {} days", u::format_number(req.deadline_days, 4)),
-                          AxisUnit::days, "days"};
-      for (std::size_t k = 0; k < ir.cells.size(); ++k) {
-        const auto& c = ir.cells[k];
-        const bool best = ir.cheapest && *ir.cheapest == k;
-        const std::string label = option_label(opts[k]);
-        if (!c.feasible) {
-          cost_chart.bars.push_back({label, 0, short_reason(c), false, true});
-          time_chart.bars.push_back({label, 0, short_reason(c), false, true});
-          continue;
-        }
-        const double v = priced ? c.cost->raw() : c.gpu_hours;
-        cost_chart.bars.push_back({label, v,
-                             (c.cost ? u::format(*c.cost) : count(c.gpu_hours) + " GPU-hours") +
-                                 fmt::format(" on {} GPUs", count(double(c.gpus))),
-                             best, false});
-        time_chart.bars.push_back({label, c.time_to_train.raw() / 86400.0, days(c.time_to_train), best, false});
-      }
-      doc.chart(svg_bar_chart(cost_chart));
-      doc.chart(svg_bar_chart(time_chart));
-    }
-    if (!why.empty()) {
-      doc.para("Why some options cannot:");
-      doc.bullets(why);
-    }
-    if (!cmds.empty()) {
-      doc.para("Each row is one `gpuplan train` run; rerun it to see every figure derived:");
-      doc.code(cmds);
-    }
+    doc.chart(svg_bar_chart(cost_chart));
+    doc.chart(svg_bar_chart(time_chart));
   }
+  if (!why.empty()) {
+    doc.para("Why some options cannot:");
+    doc.bullets(why);
+  }
+  if (!cmds.empty()) {
+    doc.para("Each row is one `gpuplan train` run; rerun it to see every figure derived:");
+    doc.code(cmds);
+  }
+}
 
-  // Serving deployments.
-  for (std::size_t i = 0; i < res.serving.size(); ++i) {
-    const auto& ir = res.serving[i];
-    const auto& req = ctx.serving[i];
-    const auto& item = *std::find_if(ctx.plan.serving.begin(), ctx.plan.serving.end(),
-                                     [&](const wl_io::PlanServingItem& s) { return s.id == ir.id; });
-    doc.heading("Serving: " + ir.name);
-    std::string engine;
-    for (const auto& e : ctx.serving_engine[i])
-      if (!e.empty()) {
-        engine = e;
-        break;
-      }
-    doc.para(fmt::format("{}: {} requests/s, {} prompt tokens and {} output tokens per request; target {}{}. For each "
-                         "option the replica layout (tensor / pipeline parallel) and batch that meet the target with "
-                         "the fewest GPUs are kept; TTFT includes queueing at that load.",
-                         model_name(req.arch), u::format_number(req.traffic.requests_per_s, 4),
-                         lengths_text(req.traffic, true), lengths_text(req.traffic, false), sla_text(req.sla),
-                         engine.empty() ? "" : "; " + engine));
-    Table t;
-    t.columns = {{"option", "option"},         {"gpus", "GPUs", true},        {"layout", "replicas × layout"},
-                 {"batch", "batch", true},      {"ttft", "TTFT", true},        {"itl", "ITL", true},
-                 {"rate", "cost per hour", true}, {"month", "per month", true}, {"mtok", "per M output tokens", true},
-                 {"verdict", "verdict"}};
-    std::vector<std::string> why;
-    std::vector<std::string> cmds;
+void doc_serving_item(Doc& doc, const ReportContext& ctx, const model::ReportResult& res, std::size_t i, bool html) {
+  const auto& opts = ctx.plan.options;
+  const auto& ir = res.serving[i];
+  const auto& req = ctx.serving[i];
+  const auto& item = *std::find_if(ctx.plan.serving.begin(), ctx.plan.serving.end(),
+                                   [&](const wl_io::PlanServingItem& s) { return s.id == ir.id; });
+  doc.heading("Serving: " + ir.name);
+  std::string engine;
+  for (const auto& e : ctx.serving_engine[i])
+    if (!e.empty()) {
+      engine = e;
+      break;
+    }
+  doc.para(fmt::format("{}: {} requests/s, {} prompt tokens and {} output tokens per request; target {}{}. For each "
+                       "option the replica layout (tensor / pipeline parallel) and batch that meet the target with "
+                       "the fewest GPUs are kept; TTFT includes queueing at that load.",
+                       model_name(req.arch), u::format_number(req.traffic.requests_per_s, 4),
+                       lengths_text(req.traffic, true), lengths_text(req.traffic, false), sla_text(req.sla),
+                       engine.empty() ? "" : "; " + engine));
+  Table t;
+  t.columns = {{"option", "option"},         {"gpus", "GPUs", true},        {"layout", "replicas × layout"},
+               {"batch", "batch", true},      {"ttft", "TTFT", true},        {"itl", "ITL", true},
+               {"rate", "cost per hour", true}, {"month", "per month", true}, {"mtok", "per M output tokens", true},
+               {"verdict", "verdict"}};
+  std::vector<std::string> why;
+  std::vector<std::string> cmds;
+  for (std::size_t k = 0; k < ir.cells.size(); ++k) {
+    const auto& c = ir.cells[k];
+    const std::string label = option_label(opts[k]);
+    const bool best = ir.cheapest && *ir.cheapest == k;
+    if (!c.has_numbers) {
+      t.rows.push_back({label, "", "", "", "", "", "", "", "", "cannot run"});
+    } else {
+      t.rows.push_back({label, count(double(c.gpus)), fmt::format("{} × TP {}{}", c.replicas, c.tp, c.pp > 1 ? fmt::format(" · PP {}", c.pp) : ""),
+                        std::to_string(c.batch), u::format(c.ttft), u::format(c.itl), per_hour(c.cost_rate),
+                        per_month(c.cost_rate), fmt::format("${:.3g}", c.cost_per_mtok_usd),
+                        best ? "**cheapest**" : c.feasible ? "meets the SLA" : "misses the SLA"});
+      cmds.push_back(serve_command(item, c, req.cells[k].sys, opts[k]));
+    }
+    if (!c.feasible)
+      for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", label, r));
+  }
+  doc.table(t);
+  if (html) {
+    BarChart cost_chart{fmt::format("chart-serving-{}-cost", ir.id), "Serving cost per month, per option", {},
+                        std::nullopt, {}, AxisUnit::money, "US$ per month"};
     for (std::size_t k = 0; k < ir.cells.size(); ++k) {
       const auto& c = ir.cells[k];
-      const std::string label = option_label(opts[k]);
       const bool best = ir.cheapest && *ir.cheapest == k;
-      if (!c.has_numbers) {
-        t.rows.push_back({label, "", "", "", "", "", "", "", "", "cannot run"});
-      } else {
-        t.rows.push_back({label, count(double(c.gpus)), fmt::format("{} × TP {}{}", c.replicas, c.tp, c.pp > 1 ? fmt::format(" · PP {}", c.pp) : ""),
-                          std::to_string(c.batch), u::format(c.ttft), u::format(c.itl), per_hour(c.cost_rate),
-                          per_month(c.cost_rate), fmt::format("${:.3g}", c.cost_per_mtok_usd),
-                          best ? "**cheapest**" : c.feasible ? "meets the SLA" : "misses the SLA"});
-        cmds.push_back(serve_command(item, c, req.cells[k].sys, opts[k]));
+      const std::string label = option_label(opts[k]);
+      if (!c.feasible) {
+        cost_chart.bars.push_back({label, 0, "misses the SLA", false, true});
+        continue;
       }
-      if (!c.feasible)
-        for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", label, r));
+      cost_chart.bars.push_back({label, c.cost_rate.raw() * 3600 * model::kHoursPerMonth,
+                           fmt::format("{} per month on {} GPUs", per_month(c.cost_rate), count(double(c.gpus))), best,
+                           false});
     }
-    doc.table(t);
-    if (html) {
-      BarChart cost_chart{fmt::format("chart-serving-{}-cost", ir.id), "Serving cost per month, per option", {},
-                          std::nullopt, {}, AxisUnit::money, "US$ per month"};
-      for (std::size_t k = 0; k < ir.cells.size(); ++k) {
-        const auto& c = ir.cells[k];
-        const bool best = ir.cheapest && *ir.cheapest == k;
-        const std::string label = option_label(opts[k]);
-        if (!c.feasible) {
-          cost_chart.bars.push_back({label, 0, "misses the SLA", false, true});
-          continue;
-        }
-        cost_chart.bars.push_back({label, c.cost_rate.raw() * 3600 * model::kHoursPerMonth,
-                             fmt::format("{} per month on {} GPUs", per_month(c.cost_rate), count(double(c.gpus))), best,
-                             false});
-      }
-      doc.chart(svg_bar_chart(cost_chart));
-    }
-    if (!why.empty()) {
-      doc.para("Why some options cannot:");
-      doc.bullets(why);
-    }
-    if (!cmds.empty()) {
-      doc.para("Each row is one `gpuplan serve` run; rerun it to see every figure derived:");
-      doc.code(cmds);
-    }
+    doc.chart(svg_bar_chart(cost_chart));
   }
+  if (!why.empty()) {
+    doc.para("Why some options cannot:");
+    doc.bullets(why);
+  }
+  if (!cmds.empty()) {
+    doc.para("Each row is one `gpuplan serve` run; rerun it to see every figure derived:");
+    doc.code(cmds);
+  }
+}
 
+void doc_reading_guide(Doc& doc) {
   doc.heading("How to read this report");
   doc.bullets({
       "**Time to train** = step time × tokens ÷ tokens per step, from the training model (compute, memory traffic, "
@@ -459,21 +456,45 @@ Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool exp
       "and costs as lower bounds.",
   });
 
-  if (explain) {
-    doc.heading("Derivations");
-    const Format f = html ? Format::text : Format::md;
-    for (std::size_t i = 0; i < res.training.size(); ++i)
-      for (std::size_t k = 0; k < res.training[i].cells.size(); ++k) {
-        const auto& c = res.training[i].cells[k];
-        if (!c.derivation.empty()) doc.raw(render_derivation(c.derivation, f));
-      }
-    for (std::size_t i = 0; i < res.serving.size(); ++i)
-      for (std::size_t k = 0; k < res.serving[i].cells.size(); ++k) {
-        const auto& c = res.serving[i].cells[k];
-        if (!c.derivation.empty()) doc.raw(render_derivation(c.derivation, f));
-      }
-    doc.raw(render_derivation(res.totals, f));
-  }
+}
+
+void doc_derivations(Doc& doc, const model::ReportResult& res, bool html) {
+  doc.heading("Derivations");
+  const Format f = html ? Format::text : Format::md;
+  for (std::size_t i = 0; i < res.training.size(); ++i)
+    for (std::size_t k = 0; k < res.training[i].cells.size(); ++k) {
+      const auto& c = res.training[i].cells[k];
+      if (!c.derivation.empty()) doc.raw(render_derivation(c.derivation, f));
+    }
+  for (std::size_t i = 0; i < res.serving.size(); ++i)
+    for (std::size_t k = 0; k < res.serving[i].cells.size(); ++k) {
+      const auto& c = res.serving[i].cells[k];
+      if (!c.derivation.empty()) doc.raw(render_derivation(c.derivation, f));
+    }
+  doc.raw(render_derivation(res.totals, f));
+}
+
+}  // namespace
+
+Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool explain, bool html) {
+  Doc doc;
+  const auto& opts = ctx.plan.options;
+  doc.title("Budget report");
+  if (!ctx.plan.description.empty()) doc.para(ctx.plan.description);
+  doc.para(fmt::format("Plan `{}`: {} training run{}, {} serving deployment{}, {} hardware option{}. Each item is "
+                       "costed on every option; the cheapest option that meets the item's deadline or latency target "
+                       "is marked **cheapest**. Where data/accuracy/bands.json is present, \"cheapest\" is on the "
+                       "expected cost (the estimate × the median measured/predicted time of its regime's validation "
+                       "cases, docs/accuracy.md) and costs show their p10–p90 range.",
+                       ctx.file, res.training.size(), res.training.size() == 1 ? "" : "s", res.serving.size(),
+                       res.serving.size() == 1 ? "" : "s", opts.size(), opts.size() == 1 ? "" : "s"));
+
+  doc_summary(doc, ctx, res);
+  doc_options(doc, ctx, res, html);
+  for (std::size_t i = 0; i < res.training.size(); ++i) doc_training_item(doc, ctx, res, i, html);
+  for (std::size_t i = 0; i < res.serving.size(); ++i) doc_serving_item(doc, ctx, res, i, html);
+  doc_reading_guide(doc);
+  if (explain) doc_derivations(doc, res, html);
   return doc;
 }
 
