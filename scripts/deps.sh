@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages gpuplan needs, skipping those already present. Run as root (or with sudo).
-# `deps.sh fuzz` also installs clang and its libFuzzer / sanitizer runtimes (scripts/fuzz, CI's fuzz stage) and
-# chromium-headless-shell (the report_html test): the test suite's extras, which scripts/test.sh installs.
+# `deps.sh fuzz` also installs clang and its libFuzzer / sanitizer runtimes (scripts/fuzz, CI's fuzz stage),
+# chromium-headless-shell (the report_html test) and ccache: the test suite's extras, which scripts/test.sh installs.
 # `deps.sh tools` installs what the maintainers' scripts need and the build does not: xvfb and xauth
 # (scripts/gui-screenshots.sh runs the GUI under xvfb-run), debootstrap (scripts/fresh_machine_check.sh) and ccache
 # (parallel worktree builds of the maintainers).
@@ -25,8 +25,9 @@ packages=(cmake ninja-build g++ pkg-config
 # libclang_rt.fuzzer*.a is in libclang-rt-14-dev, which clang only recommends (not installed with --no-install-recommends).
 # chromium-headless-shell: the report_html test renders the HTML report (tests/CMakeLists.txt).
 # python3-onnx: scripts/make_onnx_fixtures.py writes the graph-only ONNX test files (tests/fixtures/onnx/).
-[[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev chromium-headless-shell python3-onnx)
-# ccache: the maintainers' parallel worktree builds (-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); no build needs it.
+# ccache: the test and CI builds compile through it when present (CMakeLists.txt, GPUPLAN_CCACHE): CI's three builds
+# (release, ci preset, fuzz) of a clean clone reuse the objects of earlier runs; no build needs it.
+[[ "${1:-}" == fuzz ]] && packages+=(clang libclang-rt-14-dev chromium-headless-shell python3-onnx ccache)
 [[ "${1:-}" == tools ]] && packages=(xvfb xauth debootstrap ccache)
 if ((list_only)); then printf '%s\n' "${packages[@]}"; exit 0; fi
 missing=()
