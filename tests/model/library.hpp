@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 
 namespace gpuplan::test {
@@ -13,6 +14,18 @@ inline const hw::HardwareDb& hardware() {
     return r.value();
   }();
   return d;
+}
+
+/// The GPU of one node of the bundled database as a training or serving system (model::ServingSystem is the same
+/// type), e.g. node_system("dgx-h100").
+inline model::TrainingSystem node_system(const std::string& node_id) {
+  model::TrainingSystem s;
+  s.db = &hardware();
+  s.node = hardware().find_node(node_id);
+  REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
+  s.gpu = hardware().find_gpu(s.node->gpu);
+  REQUIRE(s.gpu != nullptr);
+  return s;
 }
 
 /// The shipped model library, loaded once per test executable.

@@ -21,15 +21,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-model::ServingSystem h100() {
-  model::ServingSystem s;
-  s.db = &test::hardware();
-  s.node = test::hardware().find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = test::hardware().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::ServingSystem h100() { return test::node_system("dgx-h100"); }
 
 model::FleetOptions fleet(std::int64_t initial, std::int64_t min, std::int64_t max) {
   model::FleetOptions o;

@@ -20,15 +20,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-model::ServingSystem h100_node() {
-  model::ServingSystem s;
-  s.db = &test::hardware();
-  s.node = test::hardware().find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = test::hardware().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::ServingSystem h100_node() { return test::node_system("dgx-h100"); }
 
 double nearest_rank(const std::vector<double>& sorted, double p) {
   return sorted[std::size_t(std::ceil(p * double(sorted.size()))) - 1];
