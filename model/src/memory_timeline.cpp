@@ -14,6 +14,7 @@
 namespace gpuplan::model {
 
 using detail::kFp32Bytes;
+using detail::kLossForwardBytes;
 using units::Seconds;
 
 namespace {
@@ -113,16 +114,21 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& a, const wl::
     for (const auto& ch : chunk_moe)
       for (bool moe : ch) layer_w += moe ? w_moe : w_dense;
     const double grad_per_w = eager && (layer_w + head_w + emb_w) > 0 ? sm.grads / (layer_w + head_w + emb_w) : 0.0;
-    const double amp_per_w = sm.amp_copies > 0 && (layer_w + head_w) > 0 ? sm.amp_copies / (layer_w + head_w) : 0.0;
+    // Under full recomputation the layers' copies live only through the forward (autocast's cache, freed when the
+    // forward and loss leave autocast) and again while each layer is recomputed; the LM head keeps its own
+    // (memory_core: amp_copies is then the head's alone).
+    const bool full = plan.recompute == wl::Recompute::full;
+    const double amp_base = full ? head_w : layer_w + head_w;
+    const double amp_per_w = sm.amp_copies > 0 && amp_base > 0 ? sm.amp_copies / amp_base : 0.0;
     const double mask_mb = sm.inflight_mb > 0 ? sm.extra_first / sm.inflight_mb : 0.0;
 
-    double acts = 0.0, grads = 0.0, amp = 0.0;
+    double acts = 0.0, grads = 0.0, amp = 0.0, cast_cache = 0.0;
     auto sample = [&](Seconds time, std::string ev) {
       MemorySample s;
       s.time = time;
       s.activations = units::bytes(acts);
       s.gradients = units::bytes(grads + (eager ? 0.0 : sm.grads) + sm.gathered_g);
-      s.allocated = units::bytes(states + acts + grads + amp);
+      s.allocated = units::bytes(states + acts + grads + amp + cast_cache);
       s.event = std::move(ev);
       if (s.allocated.raw() > tl.peak.raw() + 1e-6 * std::max(1.0, tl.peak.raw()) || tl.samples.empty()) {
         tl.peak = s.allocated;
@@ -148,7 +154,7 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& a, const wl::
         }
         for (std::size_t l = 0; l < layers.size(); ++l) {
           acts += layers[l] ? stored_moe : stored_dense;
-          amp += (layers[l] ? w_moe : w_dense) * amp_per_w;
+          (full ? cast_cache : amp) += (layers[l] ? w_moe : w_dense) * amp_per_w;
           sample(tm.layers_start + dt * double(l + 1), fmt::format("forward {}: layer {} saved tensors", tag, l));
         }
         if (last_chunk) {
@@ -158,9 +164,18 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& a, const wl::
           const double bwd_grad = eager ? sm.logits_b * kFp32Bytes / (c.ab + 2.0 * kFp32Bytes) : 0.0;
           acts += sm.extra_last + sm.logits_b - bwd_grad;
           amp += head_w * amp_per_w;
+          if (eager) {
+            // While the loss's forward runs it holds kLossForwardBytes per logit beside the bf16 logits; it keeps
+            // the fp32 log-softmax (4 B) once done.
+            const double per_logit = sm.logits_b / (c.ab + 2.0 * kFp32Bytes);
+            acts += per_logit * (kLossForwardBytes - kFp32Bytes);
+            sample(tm.end, "forward " + tag + ": the loss's forward (its buffers beside the bf16 logits)");
+            acts -= per_logit * (kLossForwardBytes - kFp32Bytes);
+          }
           sample(tm.end, "forward " + tag + ": final norm, LM head inputs, logits and loss buffers");
-          if (bwd_grad > 0) {
+          if (bwd_grad > 0 || cast_cache > 0) {
             acts += bwd_grad;
+            cast_cache = 0.0;
             sample(tm.end, "backward " + tag + ": the loss's fp32 gradient beside the logits");
           }
           // The head's backward runs right after the loss: its buffers are freed, its gradients appear.
@@ -173,14 +188,14 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& a, const wl::
         for (std::size_t r = layers.size(); r-- > 0;) {
           const std::size_t l = r;
           const Seconds at = tm.layers_start + dt * double(layers.size() - 1 - l);
-          const double ws = layers[l] ? ws_moe : ws_dense;
+          const double ws = (layers[l] ? ws_moe : ws_dense) + (full ? (layers[l] ? w_moe : w_dense) * amp_per_w : 0.0);
           if (ws > 0) {
             acts += ws;
             sample(at, fmt::format("backward {}: layer {} recomputed (working set)", tag, l));
             acts -= ws;
           }
           acts -= layers[l] ? stored_moe : stored_dense;
-          amp -= (layers[l] ? w_moe : w_dense) * amp_per_w;
+          if (!full) amp -= (layers[l] ? w_moe : w_dense) * amp_per_w;
           grads += (layers[l] ? w_moe : w_dense) * grad_per_w;
           sample(at + dt, fmt::format("backward {}: layer {} done, its saved tensors freed", tag, l));
         }
@@ -213,6 +228,11 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& a, const wl::
             "a PyTorch loop with gradient accumulation keeps the first micro-batch's gradients while the next "
             "forward saves its activations; the formula's peak (the larger of the backward's start without "
             "gradients and its end without activations) leaves them out");
+      if (eager && ws_max > 0 && diff < 0)
+        why.push_back(
+            "a PyTorch loop creates each layer's gradients during the backward: beside a recomputed layer's working "
+            "set they exceed both of the formula's candidates (the backward's start without gradients, its end "
+            "without activations)");
       if (why.empty())
         why.push_back("layers of different kinds: the formula adds the largest working set to every saved tensor");
       tl.peak_difference = fmt::format("{} {} than the formula: {}", units::format(units::bytes(std::fabs(diff)), units::BytePrefix::binary),

@@ -344,3 +344,26 @@ TEST_CASE("a PyTorch loop with gradient accumulation: the timeline holds the gra
   plan.global_batch = 4;
   check_equal_peaks(model::training_memory_timeline(a, plan, system_of("dgx-h100")));
 }
+
+TEST_CASE("a PyTorch loop under full recompute: gradients made in the backward beside a recomputed layer exceed both of the formula's candidates") {
+  // 7B-wide, 8 layers, seq 4096 × 4 (the M-h100-…-w7b_L8_s4096_b4_ckpt validation case's plan): each layer's fp32
+  // gradient (0.81 GB) exceeds its checkpoint (0.13 GB), so by layer 0's recomputation the gradients made so far
+  // and its working set (3.4 GB) top both the loss's moments and the backward's end.
+  const auto& a = arch("bench-llama-7b-width-l8");
+  Layout l;
+  l.micro = 4;
+  l.global = 4;
+  l.recompute = wl::Recompute::full;
+  auto plan = plan_of(l);
+  plan.kernels = wl::KernelStyle::eager;
+  plan.mixed_precision = wl::MixedPrecision::amp;
+  plan.precision.weight_bytes = 4;
+  plan.precision.gradient_bytes = 4;
+  plan.precision.master_bytes = 0;
+  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  REQUIRE(mt.ok);
+  const auto& s = mt.stages.at(0);
+  CHECK(s.peak.raw() > s.model_peak.raw());
+  CHECK(s.peak_event == "backward micro-batch 0: layer 0 recomputed (working set)");
+  CHECK(s.peak_difference.find("gradients during the backward") != std::string::npos);
+}
