@@ -28,7 +28,7 @@ const std::vector<AnswerUnit>& units_table() {
       {"PFLOP", Dimension::flops, 1e15}, {"EFLOP", Dimension::flops, 1e18}, {"ZFLOP", Dimension::flops, 1e21},
       {"×", Dimension::ratio, 1},       {"x", Dimension::ratio, 1},        {"%", Dimension::ratio, 0.01},
       {"tokens per step", Dimension::count, 1}, {"tokens", Dimension::count, 1}, {"GPUs", Dimension::count, 1},
-      {"GPU", Dimension::count, 1},
+      {"GPU", Dimension::count, 1}, {"micro-batches", Dimension::count, 1},
   };
   return t;
 }

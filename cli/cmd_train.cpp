@@ -20,6 +20,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/search.hpp"
+#include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
@@ -27,6 +28,7 @@
 #include "render_reports.hpp"
 #include "resolve.hpp"
 #include "sweep.hpp"
+#include "timeline_render.hpp"
 #include "train_search_output.hpp"
 #include "vision_cmd.hpp"
 
@@ -64,6 +66,7 @@ struct TrainFlags {
   std::vector<std::string> sweep;  ///< --sweep KEY=RANGE (repeatable: a grid)
   std::optional<std::string> megatron_args;  ///< --megatron-args FILE|-
   std::vector<std::string> megatron_typed;   ///< Megatron-LM flags typed among ours (CLI11's extras)
+  std::optional<std::string> timeline, memory_timeline;  ///< --timeline / --memory-timeline FORMAT
 };
 
 /// Flags as a JSON overlay over the scenario file, remembering which flag each key came from.
@@ -353,7 +356,39 @@ std::optional<model::Band> training_band(const GlobalOptions& g, const model::Tr
   return model::band_for(*cases, r);
 }
 
-int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const ResolvedTraining& r) {
+/// --timeline / --memory-timeline: the step or memory timeline of the plan instead of the report. Exit 0 (3 when the
+/// plan is infeasible: the timeline is still printed), 2 when the plan cannot be laid out.
+int run_timeline(const ResolvedTraining& r, const model::TrainingEstimate& est, bool memory, TimelineFormat tf) {
+  const auto& arch = r.arch;
+  const std::string title = fmt::format("{} on {} × {}: {}", arch.name.empty() ? arch.id : arch.name, r.plan.par.gpus(),
+                                        r.sys.gpu->info.name, layout_text(r.plan));
+  const char* flag = memory ? "--memory-timeline" : "--timeline";
+  if (memory) {
+    const model::MemoryTimeline m = model::training_memory_timeline(arch, r.plan, r.sys);
+    if (!m.ok) {
+      Diagnostics d;
+      d.error("", flag, "cannot lay out this plan: " + m.error);
+      return report(d);
+    }
+    out(tf == TimelineFormat::json ? json_text(memory_timeline_json(m))
+        : tf == TimelineFormat::svg ? memory_timeline_svg(m, "Memory timeline — " + title)
+                                    : memory_timeline_text(m));
+  } else {
+    const model::StepTimeline t = model::training_timeline(arch, r.plan, r.sys);
+    if (!t.ok) {
+      Diagnostics d;
+      d.error("", flag, "cannot lay out this plan: " + t.error);
+      return report(d);
+    }
+    out(tf == TimelineFormat::json ? json_text(timeline_json(t))
+        : tf == TimelineFormat::svg ? timeline_svg(t, title)
+                                    : timeline_text(t));
+  }
+  return est.feasibility.ok ? kExitOk : kExitInfeasible;
+}
+
+int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const ResolvedTraining& r,
+               const std::optional<std::pair<bool, TimelineFormat>>& timeline = std::nullopt) {
   const auto& sys = r.sys;
   const auto& arch = r.arch;
   const auto& plan = r.plan;
@@ -368,6 +403,15 @@ int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const R
   const auto band = training_band(g, sys, arch, plan, band_diags);
   if (band_diags.has_errors()) return report(band_diags);
   const model::Band* bp = band ? &*band : nullptr;
+  if (timeline) {
+    if (!pre.ok) {
+      Diagnostics d;
+      d.error("", timeline->first ? "--memory-timeline" : "--timeline",
+              "cannot lay out this plan: " + (pre.reasons.empty() ? std::string("invalid layout") : pre.reasons.front()));
+      return report(d);
+    }
+    return run_timeline(r, est, timeline->first, timeline->second);
+  }
 
   if (fmt_ == Format::json || fmt_ == Format::csv) {
     if (fmt_ == Format::json) {
@@ -720,6 +764,22 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
     else j["gpus"] = *f.gpus;  // the decoder names the flag and the type
     origin["gpus"] = "--gpus";
   }
+  // --timeline / --memory-timeline: one plan's view, in text, SVG or JSON.
+  std::optional<std::pair<bool, TimelineFormat>> timeline;
+  for (const auto& tv : {std::pair{false, &f.timeline}, std::pair{true, &f.memory_timeline}}) {
+    if (!*tv.second) continue;
+    const char* flag = tv.first ? "--memory-timeline" : "--timeline";
+    TimelineFormat tf{};
+    if (!parse_timeline_format(**tv.second, tf))
+      diags.error("", flag, fmt::format("'{}' is not a timeline format: give {}", **tv.second, kTimelineFormats));
+    else if (timeline)
+      diags.error("", flag, "give one of --timeline and --memory-timeline per run");
+    else if (f.search || !f.sweep.empty())
+      diags.error("", flag, fmt::format("lays out one plan: it does not combine with {}", f.search ? "--search" : "--sweep"));
+    else
+      timeline = std::pair{tv.first, tf};
+  }
+  if (diags.has_errors()) return report(diags);
   if (!f.sweep.empty()) {
     if (f.search) {
       diags.error("", "--sweep", "--sweep and --search do not combine: sweep the GPU count with --search's range instead");
@@ -754,7 +814,7 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   if (!load_calibration(*dir, resolved->sys, f.no_calibration, diags)) return report(diags);
   if (f.search) return run_search(g, f, j, gpu_range, *resolved, diags);
   report(diags);  // notes
-  return run_single(g, s, *resolved);
+  return run_single(g, s, *resolved, timeline);
 }
 
 }  // namespace
@@ -864,6 +924,12 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--sweep", f->sweep,
                 "vary a scenario key over KEY=A..B (doubling), KEY=A..B:STEP or KEY=V1,V2,...; repeat for a grid: one CSV "
                 "row (JSON with --format json) per point");
+  c->add_option("--timeline", f->timeline,
+                "print the step's timeline instead of the report: a Gantt chart per pipeline stage and stream (text, "
+                "svg or json)");
+  c->add_option("--memory-timeline", f->memory_timeline,
+                "print the allocator's bytes over the step per pipeline stage instead of the report (text, svg or "
+                "json)");
   c->add_option("--megatron-args", f->megatron_args,
                 "a Megatron-LM command line or launch script (FILE, or - for stdin) read into this plan; Megatron-LM's "
                 "own flags (--tensor-model-parallel-size 8 ...) are also accepted here directly (docs/cli.md)");

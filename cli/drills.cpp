@@ -1,5 +1,6 @@
 #include "drills.hpp"
 #include "drills_realtime.hpp"
+#include "drills_timeline.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -132,6 +133,7 @@ const std::vector<Kind>& kinds() {
         integer("virtual_stages", 1, 1e3, "model chunks per stage (1 = plain 1F1B)")}},
     };
     for (const auto& r : realtime_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_realtime.cpp
+    for (const auto& r : timeline_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_timeline.cpp
     return v;
   }();
   return k;
@@ -394,6 +396,8 @@ std::optional<KindAnswer> evaluate_kind(const std::string& kind, const json_io::
     auto e = model::pipeline_bubble(int(i("pp")), int(i("virtual_stages")), i("micro_batches"), o);
     a.value = e.value;
     a.derivation = std::move(e.derivation);
+  } else if (kind == "timeline_stage_idle" || kind == "memory_peak_micro_batches") {
+    if (!evaluate_timeline_kind(kind, in, *arch, ctx, o, a, file, diags)) return std::nullopt;
   } else {
     evaluate_realtime_kind(kind, in, o, a);
   }

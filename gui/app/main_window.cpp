@@ -21,6 +21,7 @@
 #include <QVBoxLayout>
 
 #include "drills_page.hpp"
+#include "timeline_page.hpp"
 #include "collectives_chart.hpp"
 #include "compare_model.hpp"
 #include "compare_page.hpp"
@@ -99,6 +100,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(compare_, tr("Compare"));
   drills_ = new DrillsPage(data_);
   tabs_->addTab(drills_, tr("Interview drills"));
+  timeline_ = new TimelinePage;
+  tabs_->addTab(timeline_, tr("Step timeline"));
   simulation_ = new SimulationPage(data_);
   serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
   setCentralWidget(tabs_);
@@ -211,6 +214,7 @@ void MainWindow::showTraining(TrainingResult& r) {
   have_training_ = true;
   const auto& t = last_training_;
   training_->setResult(t);
+  timeline_->setResult(t);
   roofline_->setResult(t);
   scaling_->setResult(t);
   collectives_->setResult(t.collectives);

@@ -18,6 +18,7 @@ class QTextBrowser;
 namespace gpuplan::gui {
 
 class DrillsPage;
+class TimelinePage;
 class ComparePage;
 class ExplainPane;
 class JobController;
@@ -55,6 +56,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] TrainingPage* trainingPage() const { return training_; }
   [[nodiscard]] ServingPage* servingPage() const { return serving_; }
   [[nodiscard]] DrillsPage* drillsPage() const { return drills_; }
+  [[nodiscard]] TimelinePage* timelinePage() const { return timeline_; }
   /// The serving page's inner tab kServingSimulation: the replica simulated under a live arrival rate.
   [[nodiscard]] SimulationPage* simulationPage() const { return simulation_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
@@ -96,6 +98,7 @@ class MainWindow : public QMainWindow {
   charts::CollectivesChart* collectives_;
   ServingPage* serving_;
   DrillsPage* drills_;  ///< the Interview drills tab
+  TimelinePage* timeline_;  ///< the step and memory timelines (issue #27)
   SimulationPage* simulation_;
   ComparePage* compare_;
   ExplainPane* explain_;

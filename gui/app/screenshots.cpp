@@ -15,6 +15,7 @@
 #include "drills_page.hpp"
 #include "explain_pane.hpp"
 #include "main_window.hpp"
+#include "timeline_page.hpp"
 #include "scenario_panel.hpp"
 #include "serving_page.hpp"
 #include "simulation_page.hpp"
@@ -110,6 +111,8 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
          w.panel()->setDefaults();
        }},
   };
+  // The step timeline (issue #27): the default scenario's step as a Gantt chart over its memory timeline.
+  r->steps.push_back({"timeline.png", [&w] { w.tabs()->setCurrentWidget(w.timelinePage()); }});
   // Interview drills: a wrong answer checked (the verdict, the model's answer and its derivation).
   r->steps.push_back({"drills.png", [&w] {
                         auto* d = w.drillsPage();

@@ -136,6 +136,14 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
   };
   std::vector<model::TrainingSystem> systems{r->sys};
   out.gpus_evaluated.push_back(evaluate(r->sys, Explain::on));
+  if (r->pre.ok) {
+    out.timeline = model::training_timeline(r->arch, r->plan, r->sys);
+    for (auto mode : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full}) {
+      wl::TrainingPlan p = r->plan;
+      p.recompute = mode;
+      out.memory_timelines.push_back(model::training_memory_timeline(r->arch, p, r->sys));
+    }
+  }
   for (std::size_t i = 0; i < req.compare_gpus.size() && i < kMaxCompare; ++i) {
     const auto& id = req.compare_gpus[i];
     if (id.empty()) continue;

@@ -13,6 +13,7 @@
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
 
@@ -67,6 +68,10 @@ struct TrainingResult {
   std::vector<ScalingSeries> scaling;         ///< one per evaluated GPU
   CollectivesResult collectives;              ///< on the scenario's own GPU and fabric
   std::shared_ptr<const cli::ResolvedTraining> resolved;  ///< what the estimate ran on (Markdown export)
+  /// The step and memory timelines of the scenario's own GPU (model/timeline.hpp); the memory timeline for each
+  /// recompute mode (none, selective, full), the plan's own at plan.recompute. Not ok when the layout is invalid.
+  model::StepTimeline timeline;
+  std::vector<model::MemoryTimeline> memory_timelines;
 };
 
 /// Resolves and evaluates a request with the CLI's own resolution code (cli::resolve_training, load_calibration).

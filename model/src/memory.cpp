@@ -55,6 +55,7 @@ constexpr double kBnbBlock = 2048.0;
 constexpr double kAdam8bitStateBytes = 2 * (1.0 + kFp32Bytes / kBnbBlock);
 /// SGD with momentum: one fp32 momentum buffer.
 constexpr double kSgdStateBytes = kFp32Bytes;
+using detail::kLossForwardBytes;
 
 // ------------------------------------------------------------------------------------------------------------------
 // Model states and pipeline stages
@@ -450,7 +451,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     //    its forward to its backward, and gathers one layer for the backward; in the compute dtype;
     //  - torch.autocast with fp32 parameters caches a bf16 copy of every GEMM weight for the forward, and each
     //    nn.Linear keeps its copy for the backward: + a_b per GEMM weight until the layer's backward runs.
-    st.amp_copies = 0.0;
+    st.amp_copies = st.amp_layers = 0.0;
     if (plan.kernels == wl::KernelStyle::eager) {
       const double cd = plan.mixed_precision == wl::MixedPrecision::amp ? c.ab : pr.weight_bytes;
       if (plan.zero == wl::ZeroStage::none && plan.par.dp > 1) st.gathered_g = st.grads;
@@ -465,6 +466,18 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
           base_b == pr.weight_bytes) {
         const double emb = shape.first ? double(params.embedding + params.position_embedding) : 0.0;
         st.amp_copies = std::max(0.0, (st.p_dense - emb) / t + st.p_expert / (t * ep)) * c.ab;
+        // Full recomputation (torch.utils.checkpoint around each layer): a layer's casts happen inside its
+        // checkpointed forward, which saves nothing but its input, so autocast's cache frees them when the forward
+        // leaves autocast and the recomputation casts again in the backward; only the GEMMs outside the
+        // checkpoints keep their copy (the LM head). Measured on our H100 (data/validation/measured/h100-sxm5-80gb/
+        // memseries_llama1b_s2048_b4_full.json): 0.1445 GiB per layer through the forward = the 32 MiB checkpoint +
+        // the layer's 113 MiB copy, which is gone by the loss (the peak is 1.81 GiB = 16 layers' copies below the
+        // same step without recomputation).
+        if (plan.recompute == wl::Recompute::full) {
+          const double all = st.amp_copies;
+          st.amp_copies = std::min(all, std::max(0.0, embed_head - emb + (shape.last ? unit_norm : 0.0)) / t * c.ab);
+          st.amp_layers = all - st.amp_copies;
+        }
       }
     }
 
@@ -535,10 +548,27 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       // gradients appear as its saved tensors are freed. The peak is the larger of the backward's start (every saved
       // tensor, the loss buffers, the autocast copies) and its end (every gradient, no activations).
       const double states = st.weights + st.gathered_w + st.fp8_cache + st.gathered_g + st.master + st.opt;
-      const double start = states + st.amp_copies + st.activations + st.logits_b;
+      double start = states + st.amp_copies + st.activations + st.logits_b;
+      // Under full recomputation the loss's forward is the other candidate: every layer's autocast copy is still
+      // cached (freed when the forward leaves autocast), beside the checkpoints, the bf16 logits and the loss
+      // forward's buffers, 6 B per logit while it runs (measured: the hook after the loss minus the one after the
+      // head, 5.87 GiB at 8192 × 128256 logits and 2.94 at 4096 ×; memseries_llama1b_s2048_b{4,2}_none.json) — the
+      // step's peak at small batches (memseries_llama1b_s2048_b2_full.json: 23.31 GiB there, 22.47 in the backward).
+      st.loss_fwd_acts = st.loss_fwd_logits = 0.0;
+      if (st.amp_layers > 0.0 && shape.last) {
+        const double logits_fwd = st.logits_b * (c.ab + kLossForwardBytes) / (c.ab + 2.0 * kFp32Bytes);
+        const double acts_fwd = st.stored_layers + st.extra_first + st.extra_last;
+        const double loss_fwd = states + st.amp_copies + st.amp_layers + acts_fwd + logits_fwd;
+        if (loss_fwd > start) {
+          start = loss_fwd;
+          st.loss_fwd_acts = acts_fwd;
+          st.loss_fwd_logits = logits_fwd;
+        }
+      }
       const double end = states + st.grads;
       st.grads_at_peak = end > start;
       st.acts_at_peak = !st.grads_at_peak;
+      if (st.grads_at_peak) st.loss_fwd_acts = st.loss_fwd_logits = 0.0;
       allocated = std::max(start, end);
     }
     st.frag = overheads.fragmentation * allocated;
@@ -588,12 +618,14 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
 
   TrainingMemory r;
   // What is alive at the peak: a PyTorch loop peaks either at the backward's start (no gradients yet) or its end.
-  r.weights = units::bytes(h.weights + h.gathered_w + h.fp8_cache + (h.acts_at_peak ? h.amp_copies : 0.0));
+  const bool loss_fwd = h.loss_fwd_logits > 0.0;  // the peak is the loss's forward (full recompute, autocast)
+  r.weights = units::bytes(h.weights + h.gathered_w + h.fp8_cache + (h.acts_at_peak ? h.amp_copies : 0.0) +
+                           (loss_fwd ? h.amp_layers : 0.0));
   r.gradients = units::bytes((h.grads_at_peak ? h.grads : 0.0) + h.gathered_g);
   r.master_weights = units::bytes(h.master);
   r.optimizer_states = units::bytes(h.opt);
-  r.activations = units::bytes(h.acts_at_peak ? h.activations : 0.0);
-  r.logits = units::bytes(h.acts_at_peak ? h.logits_b : 0.0);
+  r.activations = units::bytes(loss_fwd ? h.loss_fwd_acts : h.acts_at_peak ? h.activations : 0.0);
+  r.logits = units::bytes(loss_fwd ? h.loss_fwd_logits : h.acts_at_peak ? h.logits_b : 0.0);
   r.cuda_context = units::bytes(h.ctx);
   r.nccl_buffers = units::bytes(h.nccl);
   r.fragmentation = units::bytes(h.frag);

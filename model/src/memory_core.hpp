@@ -15,6 +15,11 @@
 
 namespace gpuplan::model::detail {
 
+/// PyTorch's cross_entropy forward under autocast: bytes per logit it allocates beside the bf16 logits while it runs
+/// (the fp32 log-softmax output and its working copy), measured by the module-hook allocator timelines
+/// (data/validation/measured/h100-sxm5-80gb/memseries_*.json: 6.0 B at two batch sizes).
+inline constexpr double kLossForwardBytes = 6.0;
+
 /// Parameters of one layer: `dense` is replicated over EP (attention, norms, dense FFN or router + shared experts),
 /// `expert` are the routed experts (split over EP).
 struct LayerParams {
@@ -87,6 +92,10 @@ struct StageMemory {
   double activations = 0.0, nccl = 0.0, ctx = 0.0, frag = 0.0, total = 0.0;
   double host = 0.0;  // master weights + optimizer states kept in host memory (CPU offload), per GPU
   double amp_copies = 0.0;     // PyTorch autocast's bf16 copies of the GEMM weights, kept for the backward
+  double amp_layers = 0.0;     // under full recompute: the layers' copies autocast caches through the forward only
+  // A PyTorch loop under full recompute whose peak is the loss's forward (the layers' cached copies, the logits and
+  // the loss forward's buffers): the activations and logits bytes at that moment; 0 when the peak is elsewhere.
+  double loss_fwd_acts = 0.0, loss_fwd_logits = 0.0;
   double fp8_cache = 0.0;      // FP8 GEMMs: the quantised weights (and their transposes) cached across micro-batches
   double lora_adapters = 0.0;  // LoRA adapter parameters per GPU of the stage (0 without LoRA)
   bool grads_at_peak = true;   // false: a PyTorch loop whose peak is the backward's start (no .grad allocated yet)

@@ -537,6 +537,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     PassCost fwd, bwd, recompute;
     CommNumbers tp, cp, ep, pp;
     Seconds extra{}, total{};
+    Seconds embed{}, head{}, mtp{}, amp{};
   };
   auto stage_time = [&](const StageShape& sh, StageTime& st) {
     if (p == 1) {
@@ -556,9 +557,11 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     if (plan.recompute != wl::Recompute::full && plan.recompute_modules != 0)
       for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
         if (sh.kind_layers[ki] > 0) st.recompute += t.compute.kind_rec[ki].scaled(double(sh.kind_layers[ki]));
-    st.extra = (sh.first ? t.compute.embed_time : Seconds(0)) + (sh.last ? t.compute.head_time : Seconds(0)) +
-               t.compute.mtp_extra * double(sh.mtp);
-    if (plan.mixed_precision == wl::MixedPrecision::amp) st.extra += t.amp_casts;
+    st.embed = sh.first ? t.compute.embed_time : Seconds(0);
+    st.head = sh.last ? t.compute.head_time : Seconds(0);
+    st.mtp = t.compute.mtp_extra * double(sh.mtp);
+    st.amp = plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
+    st.extra = st.embed + st.head + st.mtp + st.amp;
     const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
     st.tp = st.cp = st.ep = st.pp = CommNumbers{};
     // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
@@ -622,6 +625,10 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
       st.bwd = st.bwd.scaled(0.5);
       st.recompute = st.recompute.scaled(0.5);
       st.extra = st.extra * 0.5;
+      st.embed = st.embed * 0.5;
+      st.head = st.head * 0.5;
+      st.mtp = st.mtp * 0.5;
+      st.amp = st.amp * 0.5;
       for (CommNumbers* c : {&st.tp, &st.cp, &st.ep, &st.pp}) {
         c->time = c->time * 0.5;
         c->exposed = c->exposed * 0.5;
@@ -653,11 +660,15 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.bottleneck = 0;
   o.stage_sum = Seconds(0);
   if (o.stage_times != nullptr) o.stage_times->clear();
+  if (o.layout != nullptr) o.layout->stages.clear();
   for (std::size_t i = 0; i < stages.size(); ++i) {
     StageTime& st = i == 0 ? worst : cur;
     stage_time(stages[i], st);
     o.stage_sum += st.total;
     if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
+    if (o.layout != nullptr)
+      o.layout->stages.push_back({st.fwd, st.bwd, st.recompute, st.tp, st.cp, st.ep, st.pp, st.embed, st.head, st.mtp,
+                                  st.amp, st.total});
     if (i > 0 && cur.total > worst.total) {
       worst = cur;
       o.bottleneck = int(i);
@@ -676,6 +687,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.ep = worst.ep;
   o.pp = worst.pp;
   o.dp = CommNumbers{};
+  if (o.layout != nullptr) o.layout->dp = DpParts{};
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   // Only what is reduced travels and fills buckets: routed experts with EP = dp·cp have no expert-data-parallel peer.
   const GpuParams held = params_per_gpu(k.params, plan);
@@ -741,6 +753,9 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     // parameters and gradients through its copy-in/copy-out buffers (dp_copy_time); Megatron's contiguous buffers
     // avoid both.
     o.dp.exposed += t.dp_copy;
+    if (o.layout != nullptr)
+      o.layout->dp = {reduce,      gather,        red.exposed,   red.hidden,   gat.exposed,
+                      gat.hidden,  t.dp_copy,     nccl_sm_share, calls.reduce, gather_calls};
   }
 
   // ---- step ----
@@ -890,6 +905,11 @@ CommCost comm_cost(const char* kind, std::string collective, int group_size, con
 
 TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
                                    const TrainingSystem& sys, Explain explain) {
+  return detail::estimate_training_laid_out(a, plan, sys, explain, nullptr);
+}
+
+TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+                                                    const TrainingSystem& sys, Explain explain, StepLayout* layout) {
   TrainingEstimate est;
   est.feasibility = check_training_layout(a, plan, sys);
   if (!est.feasibility.ok) return est;
@@ -938,6 +958,7 @@ TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::Train
   // ---- the step ----
   detail::StepCore core;
   core.stage_times = &est.stage_time;
+  core.layout = layout;
   detail::compose_step(a, plan, k, terms, core);
   const std::int64_t m = core.m;
   est.micro_batches = m;

@@ -212,6 +212,25 @@ struct CommNumbers {
   Bytes bytes{};
 };
 
+/// One pipeline stage's micro-batch as compose_step priced it (its t_i and the parts it is the sum of), recorded for
+/// the step timeline (timeline.hpp), which lays these terms out without recomputing them.
+struct StageParts {
+  PassCost fwd, bwd, recompute;
+  CommNumbers tp, cp, ep, pp;
+  Seconds embed{}, head{}, mtp{}, amp{};  ///< the parts of the stage's `extra` (embedding, LM head + loss, MTP, AMP casts)
+  Seconds total{};                        ///< t_i
+};
+/// The DP terms as compose_step combined them (exposed = reduce_exposed + gather_exposed + (hidden)·sm_share + copy).
+struct DpParts {
+  Seconds reduce{}, gather{}, reduce_exposed{}, reduce_hidden{}, gather_exposed{}, gather_hidden{}, copy{};
+  double sm_share = 0.0, reduce_calls = 0.0, gather_calls = 0.0;
+};
+/// What the step timeline needs of compose_step beyond StepCore: every stage's parts and the DP terms.
+struct StepLayout {
+  std::vector<StageParts> stages;
+  DpParts dp;
+};
+
 /// What compose_step computes: the numeric part of a TrainingEstimate (no strings, no memory).
 struct StepCore {
   bool ok = false;  ///< false: the step time is not finite and positive (a group has no usable link)
@@ -222,6 +241,7 @@ struct StepCore {
   std::int64_t bottleneck_layers = 0;
   Seconds stage_max{}, stage_sum{};  ///< per micro-batch: the bottleneck stage's time and the sum over the stages
   std::vector<Seconds>* stage_times = nullptr;  ///< when given (estimate_training), receives every stage's time
+  StepLayout* layout = nullptr;  ///< when given (the step timeline), receives every stage's parts and the DP terms
   CommNumbers tp, cp, ep, pp, dp;
   CommNumbers offload;  ///< host-link transfers of the CPU offload (d2h + h2d)
   StepBreakdown step;
@@ -237,6 +257,10 @@ struct StepCore {
 /// The training step from its terms (training.hpp, estimate_training, documents the formulas).
 void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingConsts& k,
                   const StepTerms& t, StepCore& out);
+
+/// estimate_training, also filling `layout` (when given) with the terms compose_step combined.
+TrainingEstimate estimate_training_laid_out(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+                                            const TrainingSystem& sys, Explain explain, StepLayout* layout);
 
 /// The --explain derivation tree of estimate_training (training_explain.cpp): fills est.derivation from the terms, the
 /// composed step and the parts of `est` already filled (its step, communication, MFU and memory).

@@ -26,6 +26,7 @@
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
@@ -141,6 +142,16 @@ void check_arch_training(const wl::TransformerArch& a, const Shipped& data) {
     plan.par.sequence_parallel = tp > 1;
     if (!model::check_training_layout(a, plan, sys).ok) continue;
     check_estimate(model::estimate_training(a, plan, sys, Explain::off));
+    // The step and memory timelines lay the same terms out: finite times and sizes, or a stated error.
+    const model::StepTimeline tl = model::training_timeline(a, plan, sys);
+    if (tl.ok)
+      for (const auto& s : tl.spans) {
+        check_value(s.start.raw(), "training_timeline.span.start");
+        check_value(s.end.raw(), "training_timeline.span.end");
+      }
+    const model::MemoryTimeline mt = model::training_memory_timeline(a, plan, sys);
+    if (mt.ok)
+      for (const auto& st : mt.stages) check_value(st.peak.raw(), "training_memory_timeline.peak");
   }
 }
 

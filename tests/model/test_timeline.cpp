@@ -1,0 +1,369 @@
+// The step and memory timelines (timeline.hpp): the pipeline order against the schedules' published rules, the step
+// timeline's spans against the step model's terms (they sum to its step time), the memory timeline's peak against
+// the peak-memory formula (equal, or different by exactly the stated cause).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpuplan/model/memory.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/timeline.hpp"
+#include "gpuplan/model/training.hpp"
+#include "library.hpp"
+
+using namespace gpuplan;
+using gpuplan::test::arch;
+
+namespace {
+
+model::TrainingSystem system_of(const std::string& node_id) {
+  const hw::HardwareDb& d = test::hardware();
+  model::TrainingSystem s;
+  s.db = &d;
+  s.node = d.find_node(node_id);
+  REQUIRE(s.node != nullptr);
+  s.gpu = d.find_gpu(s.node->gpu);
+  REQUIRE(s.gpu != nullptr);
+  return s;
+}
+
+struct Layout {
+  int tp = 1, pp = 1, dp = 1, v = 1;
+  std::int64_t micro = 1, global = 1, seq = 4096;
+  wl::ZeroStage zero = wl::ZeroStage::none;
+  wl::Recompute recompute = wl::Recompute::none;
+};
+
+wl::TrainingPlan plan_of(const Layout& l) {
+  wl::TrainingPlan p;
+  p.par.tp = l.tp;
+  p.par.pp = l.pp;
+  p.par.dp = l.dp;
+  p.par.sequence_parallel = l.tp > 1;
+  p.par.virtual_stages = l.v;
+  if (l.v > 1) p.schedule = wl::PipelineSchedule::interleaved;
+  p.micro_batch = l.micro;
+  p.global_batch = l.global;
+  p.seq_len = l.seq;
+  p.zero = l.zero;
+  p.recompute = l.recompute;
+  return p;
+}
+
+double rel(double x, double ref) { return std::fabs(x - ref) / std::max(1e-30, std::fabs(ref)); }
+
+std::string ops_text(const std::vector<model::PipeOp>& ops) {
+  std::string s;
+  for (const auto& o : ops) {
+    s += fmt::format("{}{}{}.{}", s.empty() ? "" : " ", o.forward ? 'F' : 'B', o.micro_batch, o.chunk);
+  }
+  return s;
+}
+
+bool pass_span(model::SpanKind k) {
+  using K = model::SpanKind;
+  return k == K::forward || k == K::backward || k == K::recompute || k == K::embedding || k == K::head_loss ||
+         k == K::extra || k == K::comm_exposed;
+}
+
+}  // namespace
+
+TEST_CASE("1F1B: stage i warms up with pp − i − 1 forwards, then alternates, then drains") {
+  // Narayanan et al. 2021 §2.2.1 (Figure 4, top): PP 4, 8 micro-batches.
+  CHECK(ops_text(model::pipeline_order(4, 1, 8, 0)) ==
+        "F0.0 F1.0 F2.0 F3.0 B0.0 F4.0 B1.0 F5.0 B2.0 F6.0 B3.0 F7.0 B4.0 B5.0 B6.0 B7.0");
+  CHECK(ops_text(model::pipeline_order(4, 1, 8, 3)) ==
+        "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 F3.0 B3.0 F4.0 B4.0 F5.0 B5.0 F6.0 B6.0 F7.0 B7.0");
+  // Fewer micro-batches than stages: every forward first.
+  CHECK(ops_text(model::pipeline_order(4, 1, 2, 0)) == "F0.0 F1.0 B0.0 B1.0");
+}
+
+TEST_CASE("interleaved 1F1B: 2(pp − i − 1) + (v − 1)·pp warm-up forwards, chunks in groups of pp micro-batches") {
+  // Megatron-Core forward_backward_pipelining_with_interleaving, PP 2, v 2, 4 micro-batches. Stage 0 warms up with
+  // 2·1 + 1·2 = 4 forwards: virtual micro-batches k = 0..3 are (mb 0, chunk 0), (1, 0), (0, 1), (1, 1); backwards
+  // run the chunks in reverse order.
+  CHECK(ops_text(model::pipeline_order(2, 2, 4, 0)) ==
+        "F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0 B2.1 B3.1 B2.0 B3.0");
+  // Stage 1 warms up with (v − 1)·pp = 2.
+  CHECK(ops_text(model::pipeline_order(2, 2, 4, 1)) ==
+        "F0.0 F1.0 F0.1 B0.1 F1.1 B1.1 F2.0 B0.0 F3.0 B1.0 F2.1 B2.1 F3.1 B3.1 B2.0 B3.0");
+}
+
+TEST_CASE("the step timeline lays out the step model's terms: its spans sum to the step time the model reports") {
+  struct C {
+    const char* name;
+    const char* model;
+    const char* node;
+    Layout l;
+  };
+  std::vector<C> cs;
+  {
+    Layout l;
+    l.dp = 8;
+    l.global = 64;
+    l.zero = wl::ZeroStage::optimizer;
+    cs.push_back({"llama-3.1-8b DP 8 ZeRO-1", "llama-3.1-8b", "dgx-h100", l});
+  }
+  {
+    Layout l;
+    l.tp = 8;
+    l.pp = 4;
+    l.global = 16;
+    cs.push_back({"llama-3.1-70b TP 8 PP 4, 16 micro-batches", "llama-3.1-70b", "dgx-h100", l});
+  }
+  {
+    Layout l;
+    l.tp = 8;
+    l.pp = 4;
+    l.v = 2;
+    l.dp = 2;
+    l.global = 64;
+    l.recompute = wl::Recompute::selective;
+    cs.push_back({"llama-3.1-70b TP 8 PP 4 v 2 DP 2", "llama-3.1-70b", "dgx-h100", l});
+  }
+  {
+    Layout l;
+    l.tp = 8;
+    l.dp = 8;
+    l.global = 64;
+    l.zero = wl::ZeroStage::parameters;
+    l.recompute = wl::Recompute::full;
+    cs.push_back({"llama-3.1-70b TP 8 DP 8 ZeRO-3 full recompute", "llama-3.1-70b", "dgx-h100", l});
+  }
+  for (const auto& x : cs) {
+    INFO(std::string(x.name));
+    const auto& a = arch(x.model);
+    const auto plan = plan_of(x.l);
+    const auto sys = system_of(x.node);
+    const auto est = model::estimate_training(a, plan, sys, Explain::off);
+    REQUIRE(est.step_time.raw() > 0);
+    const auto tl = model::training_timeline(a, plan, sys);
+    REQUIRE_MESSAGE(tl.ok, tl.error);
+    CHECK(tl.step_time.raw() == est.step_time.raw());
+    if (x.l.v == 1) {
+      CHECK(rel(tl.end.raw(), est.step_time.raw()) < 1e-9);
+      CHECK(tl.allowance.raw() >= -1e-12 * est.step_time.raw());
+    } else {
+      // Interleaved: the formula's fill and drain (Σ t_i − max t_i)/v spread each stage's work evenly over its v
+      // chunks; the schedule runs the embedding in chunk 0 of stage 0 and the LM head in the last chunk of the last
+      // stage, so it can take longer, by less than those two per micro-batch (t_0 − t_1 and t_3 − t_1 here: the
+      // stages hold equal layers). The layout then ends after the step time by exactly that amount.
+      const double embed = est.stage_time[0].raw() - est.stage_time[1].raw();
+      const double head = est.stage_time[3].raw() - est.stage_time[1].raw();
+      CHECK(tl.allowance.raw() <= 0);
+      CHECK(-tl.allowance.raw() < embed + head);
+      CHECK(rel(tl.end.raw(), est.step_time.raw() - tl.allowance.raw()) < 1e-9);
+      CHECK(tl.notes.front().find("longer than the model's pipeline formula") != std::string::npos);
+    }
+    // Every stage's passes hold exactly m micro-batches of its t_i (compose_step's per-stage time).
+    REQUIRE(est.stage_time.size() == std::size_t(x.l.pp));
+    for (int i = 0; i < x.l.pp; ++i) {
+      double sum = 0.0;
+      for (const auto& s : tl.spans)
+        if (s.stage == i && tl.lanes[std::size_t(s.lane)].compute && pass_span(s.kind)) sum += s.duration().raw();
+      CHECK(rel(sum, est.stage_time[std::size_t(i)].raw() * double(est.micro_batches)) < 1e-9);
+    }
+    // The compute stream never runs two things at once, and every span lies inside the step.
+    for (std::size_t lane = 0; lane < tl.lanes.size(); ++lane) {
+      if (!tl.lanes[lane].compute) continue;
+      std::vector<std::pair<double, double>> iv;
+      for (const auto& s : tl.spans)
+        if (s.lane == int(lane)) iv.emplace_back(s.start.raw(), s.end.raw());
+      std::sort(iv.begin(), iv.end());
+      for (std::size_t k = 1; k < iv.size(); ++k) CHECK(iv[k].first >= iv[k - 1].second - 1e-12);
+    }
+    for (const auto& s : tl.spans) {
+      CHECK(s.start.raw() >= -1e-15);
+      CHECK(s.end.raw() <= tl.end.raw() * (1 + 1e-9));
+    }
+    // The optimizer span is the model's optimizer time.
+    CHECK(rel(tl.compute_time(model::SpanKind::optimizer).raw(), est.step.optimizer.raw() * x.l.pp) < 1e-9);
+  }
+}
+
+TEST_CASE("1F1B with the slowest stage last: the schedule takes exactly the pipeline formula's time") {
+  // Stage times t_i (the last stage carries the LM head, so it is the slowest): the simulated 1F1B makespan is
+  // Σ t_i + (m − 1)·max t_i, the model's m·max t_i + (Σ t_i − max t_i).
+  const auto& a = arch("llama-3.1-70b");
+  Layout l;
+  l.tp = 8;
+  l.pp = 4;
+  l.global = 16;
+  const auto plan = plan_of(l);
+  const auto sys = system_of("dgx-h100");
+  const auto est = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(est.bottleneck_stage == 3);
+  const auto tl = model::training_timeline(a, plan, sys);
+  REQUIRE(tl.ok);
+  double sum = 0, mx = 0;
+  for (const auto& t : est.stage_time) {
+    sum += t.raw();
+    mx = std::max(mx, t.raw());
+  }
+  CHECK(std::fabs(tl.allowance.raw()) < 1e-9 * est.step_time.raw());
+  CHECK(rel(tl.pipeline_end.raw(), sum + 15.0 * mx) < 1e-9);
+  // The first stage idles (p − 1) stage times in all: its bubble spans.
+  double idle = 0;
+  for (const auto& s : tl.spans)
+    if (s.stage == 0 && s.kind == model::SpanKind::bubble) idle += s.duration().raw();
+  CHECK(rel(idle, tl.pipeline_end.raw() - 16.0 * est.stage_time[0].raw()) < 1e-9);
+}
+
+TEST_CASE("DualPipe is refused with its reason, not laid out wrongly") {
+  auto plan = plan_of({});
+  plan.par.pp = 4;
+  plan.global_batch = 16;
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  const auto tl = model::training_timeline(arch("llama-3.1-8b"), plan, system_of("dgx-h100"));
+  CHECK_FALSE(tl.ok);
+  CHECK(tl.error.find("DualPipe") != std::string::npos);
+}
+
+// ------------------------------------------------------------------------------------------ memory timeline
+
+namespace {
+
+/// The memory timeline's peak on every stage against the formula's allocated peak for that stage.
+void check_equal_peaks(const model::MemoryTimeline& mt) {
+  REQUIRE_MESSAGE(mt.ok, mt.error);
+  for (const auto& s : mt.stages) {
+    INFO("stage " << s.stage << ": " << s.peak_event << " / " << s.peak_difference);
+    CHECK(rel(s.peak.raw(), s.model_peak.raw()) < 1e-9);
+    CHECK(s.peak_difference.empty());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the memory timeline's peak is the peak-memory formula's, per stage and recompute mode") {
+  const auto sys = system_of("dgx-h100");
+  for (auto rc : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full}) {
+    INFO("recompute " << int(rc));
+    Layout l;
+    l.dp = 8;
+    l.global = 64;
+    l.zero = wl::ZeroStage::optimizer;
+    l.recompute = rc;
+    check_equal_peaks(model::training_memory_timeline(arch("llama-3.1-8b"), plan_of(l), sys));
+    // Pipeline stages hold pp − i micro-batches (1F1B), interleaved 2(pp − i − 1) + (v − 1)·pp + 1 chunks.
+    Layout pl;
+    pl.tp = 8;
+    pl.pp = 4;
+    pl.global = 16;
+    pl.recompute = rc;
+    check_equal_peaks(model::training_memory_timeline(arch("llama-3.1-70b"), plan_of(pl), sys));
+    pl.v = 2;
+    check_equal_peaks(model::training_memory_timeline(arch("llama-3.1-70b"), plan_of(pl), sys));
+  }
+  // Recompute modules (Megatron-Core --recompute-modules): the per-layer terms already leave the module outputs out.
+  auto plan = plan_of({});
+  plan.recompute_modules = wl::recompute_layernorm;
+  check_equal_peaks(model::training_memory_timeline(arch("llama-3.1-8b"), plan, sys));
+}
+
+TEST_CASE("the memory timeline: activations grow through the forward and are freed through the backward") {
+  const auto& a = arch("llama-3.1-8b");
+  auto plan = plan_of({});
+  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  REQUIRE(mt.ok);
+  const auto& s = mt.stages.at(0);
+  const double per_layer = model::activation_bytes_per_layer(a, plan).raw();
+  // After layer k of the forward: states + (k + 1) layers' saved tensors.
+  int forward_layers = 0;
+  double prev = s.states.raw();
+  for (const auto& x : s.samples) {
+    if (x.event.find("saved tensors") != std::string::npos && x.event.rfind("forward", 0) == 0) {
+      ++forward_layers;
+      CHECK(rel(x.allocated.raw() - s.states.raw(), per_layer * forward_layers) < 1e-9);
+      CHECK(x.allocated.raw() > prev);
+      prev = x.allocated.raw();
+    }
+  }
+  CHECK(forward_layers == a.layers);
+  // The step ends where it started (Megatron keeps its gradient buffers: they are states).
+  CHECK(rel(s.samples.back().allocated.raw(), s.states.raw()) < 1e-12);
+  // Time runs forward.
+  for (std::size_t k = 1; k < s.samples.size(); ++k) CHECK(s.samples[k].time.raw() >= s.samples[k - 1].time.raw());
+}
+
+TEST_CASE("full recompute with a working set larger than the logits: the timeline is lower by the freed head inputs") {
+  // The formula adds max(working set, logits) on top of the final-norm and output-layer inputs (2·s·b·h·a_b/t); the
+  // head's backward frees them before the first layer is recomputed, so the replay's peak is lower by
+  // min(2·s·b·h·a_b/t, working set − logits). GPT-3 175B's 51200-word vocabulary over TP 8 keeps 6·6400 B of logits
+  // per token, less than one layer's working set.
+  const auto& a = arch("gpt3-175b");
+  Layout l;
+  l.tp = 8;
+  l.dp = 1;
+  l.global = 1;
+  l.seq = 2048;
+  l.recompute = wl::Recompute::full;
+  const auto plan = plan_of(l);
+  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  REQUIRE(mt.ok);
+  const auto& s = mt.stages.at(0);
+  const double T = 2048, h = double(a.hidden), t = 8;
+  auto none = plan;
+  none.recompute = wl::Recompute::none;
+  // Working set per layer = everything the layer saves but its input (h·a_b/t per token with SP).
+  const double ws = model::activation_bytes_per_layer(a, none).raw() - T * h * 2 / t;
+  const double logits = T * double(a.vocab) / t * 6;
+  const double head_inputs = T * 2 * h * 2 / t;
+  REQUIRE(ws > logits);
+  CHECK(rel(s.model_peak.raw() - s.peak.raw(), std::min(head_inputs, ws - logits)) < 1e-6);
+  CHECK(s.peak_difference.find("head's backward frees them") != std::string::npos);
+}
+
+TEST_CASE("a PyTorch loop with gradient accumulation: the timeline holds the gradients the formula leaves out") {
+  // bench-llama-1b-like in a PyTorch loop (fp32 params and gradients under autocast), 2 micro-batches: the second
+  // forward saves its activations while the first backward's fp32 gradients (4 B per parameter) are allocated.
+  const auto& a = arch("bench-llama-1b-like");
+  const auto p = model::parameter_counts(a, Explain::off);
+  Layout l;
+  l.seq = 2048;
+  l.micro = 4;
+  l.global = 8;
+  auto plan = plan_of(l);
+  plan.kernels = wl::KernelStyle::eager;
+  plan.mixed_precision = wl::MixedPrecision::amp;
+  plan.precision.weight_bytes = 4;
+  plan.precision.gradient_bytes = 4;
+  plan.precision.master_bytes = 0;
+  plan.attention_kernel = wl::AttentionKernel::fa2;
+  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  REQUIRE(mt.ok);
+  const auto& s = mt.stages.at(0);
+  CHECK(rel(s.peak.raw() - s.model_peak.raw(), 4.0 * double(p.total)) < 1e-9);
+  CHECK(s.peak_difference.find("gradient accumulation") != std::string::npos);
+  // One micro-batch: the formula's peak (the backward's start) exactly.
+  plan.global_batch = 4;
+  check_equal_peaks(model::training_memory_timeline(a, plan, system_of("dgx-h100")));
+}
+
+TEST_CASE("a PyTorch loop under full recompute: gradients made in the backward beside a recomputed layer exceed both of the formula's candidates") {
+  // 7B-wide, 8 layers, seq 4096 × 4 (the M-h100-…-w7b_L8_s4096_b4_ckpt validation case's plan): each layer's fp32
+  // gradient (0.81 GB) exceeds its checkpoint (0.13 GB), so by layer 0's recomputation the gradients made so far
+  // and its working set (3.4 GB) top both the loss's moments and the backward's end.
+  const auto& a = arch("bench-llama-7b-width-l8");
+  Layout l;
+  l.micro = 4;
+  l.global = 4;
+  l.recompute = wl::Recompute::full;
+  auto plan = plan_of(l);
+  plan.kernels = wl::KernelStyle::eager;
+  plan.mixed_precision = wl::MixedPrecision::amp;
+  plan.precision.weight_bytes = 4;
+  plan.precision.gradient_bytes = 4;
+  plan.precision.master_bytes = 0;
+  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  REQUIRE(mt.ok);
+  const auto& s = mt.stages.at(0);
+  CHECK(s.peak.raw() > s.model_peak.raw());
+  CHECK(s.peak_event == "backward micro-batch 0: layer 0 recomputed (working set)");
+  CHECK(s.peak_difference.find("gradients during the backward") != std::string::npos);
+}
