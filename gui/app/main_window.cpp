@@ -28,6 +28,7 @@
 #include "chart_util.hpp"
 #include "job_controller.hpp"
 #include "markdown_report.hpp"
+#include "pipeline_page.hpp"
 #include "resolve.hpp"
 #include "scenario_panel.hpp"
 #include "serving_charts.hpp"
@@ -99,6 +100,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(compare_, tr("Compare"));
   drills_ = new DrillsPage(data_);
   tabs_->addTab(drills_, tr("Interview drills"));
+  pipeline_ = new PipelinePage(data_);
+  tabs_->addTab(pipeline_, tr("Real-time pipeline"));
   simulation_ = new SimulationPage(data_);
   serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
   setCentralWidget(tabs_);
@@ -181,7 +184,8 @@ void MainWindow::buildMenus() {
 }
 
 bool MainWindow::idle() const {
-  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle();
+  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle() &&
+         pipeline_->idle();
 }
 
 void MainWindow::requestTraining() {

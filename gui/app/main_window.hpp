@@ -18,6 +18,7 @@ class QTextBrowser;
 namespace gpuplan::gui {
 
 class DrillsPage;
+class PipelinePage;
 class ComparePage;
 class ExplainPane;
 class JobController;
@@ -57,6 +58,8 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] DrillsPage* drillsPage() const { return drills_; }
   /// The serving page's inner tab kServingSimulation: the replica simulated under a live arrival rate.
   [[nodiscard]] SimulationPage* simulationPage() const { return simulation_; }
+  /// The Real-time pipeline tab (issue #25): a pipeline file's schedule on a chosen chip.
+  [[nodiscard]] PipelinePage* pipelinePage() const { return pipeline_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
   [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
@@ -97,6 +100,7 @@ class MainWindow : public QMainWindow {
   ServingPage* serving_;
   DrillsPage* drills_;  ///< the Interview drills tab
   SimulationPage* simulation_;
+  PipelinePage* pipeline_;  ///< the Real-time pipeline tab
   ComparePage* compare_;
   ExplainPane* explain_;
   JobController* train_jobs_;
