@@ -416,6 +416,7 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                      {"optimizer_s", r.optimizer.raw()},
                      {"allreduce_s", r.allreduce.raw()},
                      {"exposed_comm_s", r.exposed_comm.raw() + r.comm_slowdown.raw() + r.bucket_copies.raw()},
+                     {"buffer_broadcast_s_per_forward", r.buffer_sync.raw()},
                      {"model_flops_per_step", r.model_flops.raw()},
                      {"mfu", r.mfu},
                      {"memory_GiB",
@@ -454,7 +455,12 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                                                                      "bucket copies)",
                                                                      u::format(r.allreduce),
                                                                      u::format(r.exposed_comm + r.comm_slowdown + r.bucket_copies))
-                                                       : std::string("none (one GPU)")}}});
+                                                       : std::string("none (one GPU)")},
+                  {"DDP buffer broadcast", r.buffer_tensors > 0
+                                               ? fmt::format("{} before each forward ({} batch-norm buffers, {})",
+                                                             u::format(r.buffer_sync), r.buffer_tensors,
+                                                             u::format(r.buffer_bytes))
+                                               : std::string("none")}}});
   if (r.data) sec.push_back(data_section(*r.data, *plan.data));
   sec.push_back(pass_section("Forward pass (one micro-batch)", r.forward));
   sec.push_back(pass_section("Backward pass (one micro-batch)", r.backward));
