@@ -11,7 +11,6 @@
 #include "commands.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
-#include "pipeline_app.hpp"
 #include "pipeline_render.hpp"
 
 namespace gpuplan::cli {
@@ -43,14 +42,11 @@ int run_pipeline(const GlobalOptions& g, const PipelineFlags& f) {
   auto db = hw_io::load_hardware_db(*dir);
   diags.append(db.diagnostics());
   if (!db.ok()) return report(diags);
-  auto lib = wl_io::load_vision_library(*dir);
-  diags.append(lib.diagnostics());
-  if (!lib.ok()) return report(diags);
-  auto spec = wl_io::load_pipeline(f.file, f.file, lib.value());
+  auto spec = app::load_pipeline_spec(*dir, f.file, f.file);
   diags.append(spec.diagnostics());
   if (!spec.ok()) return report(diags);
 
-  PipelineRequest req;
+  app::PipelineRequest req;
   req.data_dir = *dir;
   req.db = &db.value();
   req.spec = spec.value();
@@ -66,7 +62,7 @@ int run_pipeline(const GlobalOptions& g, const PipelineFlags& f) {
   parse_switch(f.cuda_graphs, "--cuda-graphs", req.overrides.cuda_graphs, diags);
   parse_switch(f.temporal_reuse, "--temporal-reuse", req.overrides.temporal_reuse, diags);
   if (diags.has_errors()) return report(diags);
-  auto r = evaluate_pipeline(req);
+  auto r = app::evaluate_pipeline(req);
   diags.append(r.diagnostics());
   if (!r.ok()) return report(diags);
   report(diags);  // notes

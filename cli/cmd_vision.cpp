@@ -16,18 +16,6 @@
 
 namespace gpuplan::cli {
 
-bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
-                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch,
-                   const std::string& node) {
-  auto where = [](const std::string& key) { return "--" + key; };
-  if (!resolve_hardware(gpu, node, "", db, where, diags, sys)) return false;
-  if (!load_calibration(data_dir, sys, no_calibration, diags)) return false;
-  // PyTorch's scaled_dot_product_attention runs FlashAttention-2 kernels (ViT's attention).
-  device = model::sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
-  if (sys.efficiency) model::use_measured_overheads(launch, *sys.efficiency);
-  return true;
-}
-
 namespace {
 
 namespace u = gpuplan::units;
@@ -428,6 +416,7 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                      {"optimizer_s", r.optimizer.raw()},
                      {"allreduce_s", r.allreduce.raw()},
                      {"exposed_comm_s", r.exposed_comm.raw() + r.comm_slowdown.raw() + r.bucket_copies.raw()},
+                     {"buffer_broadcast_s_per_forward", r.buffer_sync.raw()},
                      {"model_flops_per_step", r.model_flops.raw()},
                      {"mfu", r.mfu},
                      {"memory_GiB",
@@ -466,7 +455,12 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                                                                      "bucket copies)",
                                                                      u::format(r.allreduce),
                                                                      u::format(r.exposed_comm + r.comm_slowdown + r.bucket_copies))
-                                                       : std::string("none (one GPU)")}}});
+                                                       : std::string("none (one GPU)")},
+                  {"DDP buffer broadcast", r.buffer_tensors > 0
+                                               ? fmt::format("{} before each forward ({} batch-norm buffers, {})",
+                                                             u::format(r.buffer_sync), r.buffer_tensors,
+                                                             u::format(r.buffer_bytes))
+                                               : std::string("none")}}});
   if (r.data) sec.push_back(data_section(*r.data, *plan.data));
   sec.push_back(pass_section("Forward pass (one micro-batch)", r.forward));
   sec.push_back(pass_section("Backward pass (one micro-batch)", r.backward));

@@ -1,13 +1,15 @@
 #pragma once
-// Renderings of a pipeline schedule (cli/pipeline_app.hpp): text or Markdown with a text Gantt chart, JSON, and an
-// SVG Gantt chart with the deadline line. Rendering only: every number comes from PipelineResult.
+// Renderings of a pipeline schedule (app/include/gpuplan/app/pipeline.hpp): text or Markdown with a text Gantt chart,
+// JSON, and an SVG Gantt chart with the deadline line. Rendering only: every number comes from PipelineResult.
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline_app.hpp"
+#include "gpuplan/app/pipeline.hpp"
 
 namespace gpuplan::cli {
+
+using app::PipelineResult;
 
 std::string pipeline_text(const PipelineResult& r, bool markdown, bool explain);
 nlohmann::json pipeline_json(const PipelineResult& r, bool explain);

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "gpuplan/app/hardware_setup.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/model/params.hpp"
@@ -24,16 +25,9 @@ struct ResolvedTraining {
   model::Feasibility pre;  ///< layout problems found while resolving (e.g. GPUs not divisible)
 };
 
-/// GPU, node and cluster by id or alias (a node holding the GPU is picked when none is given, with a note);
-/// `where(key)` names the flag or pointer of "gpu", "node", "cluster". False after an error diagnostic.
-bool resolve_hardware(const std::string& gpu, std::string node, const std::string& cluster, const hw::HardwareDb& db,
-                      const std::function<std::string(const std::string&)>& where, Diagnostics& diags,
-                      model::TrainingSystem& sys);
-
-/// Uses `<data>/calibration/<gpu-id>/profile.json` when it exists (and `disabled` is false): the model's efficiency
-/// row and the measured NVLink tier come from it, with a note naming the file. A profile that does not read is an
-/// error (exit 2), never silently skipped. Returns false after an error.
-bool load_calibration(const std::string& data_dir, model::TrainingSystem& sys, bool disabled, Diagnostics& diags);
+// Hardware and calibration resolution live in the application layer (app/), shared with the GUI.
+using app::load_calibration;
+using app::resolve_hardware;
 
 /// `where(key)` names the flag or file pointer of a key for diagnostics.
 std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,

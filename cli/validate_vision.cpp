@@ -70,6 +70,9 @@ void published_vision_cases(const std::string& data_dir, const hw::HardwareDb& d
     plan.run.compute = str(c, "precision") == "bf16" ? hw::Precision::bf16 : hw::Precision::fp16;
     plan.optimizer = str(c, "optimizer") == "adamw" ? model::VisionOptimizer::adamw : model::VisionOptimizer::sgd_momentum;
     if (gpus > 1) plan.dp = model::training_comm_group(static_cast<int>(gpus), 1, sys);
+    // PyTorch DDP broadcasts the batch-norm buffers before every forward; MLPerf's MXNet runs all-reduce gradients
+    // through Horovod-style communication and broadcast no buffers.
+    plan.broadcast_buffers = str(c, "stack") == "pytorch";
     const auto t = model::vision_training(wl::build_vision_graph(e->arch), plan, device, Explain::off);
     r.predicted = t.images_per_second;
     r.error = *r.predicted / r.measured - 1.0;

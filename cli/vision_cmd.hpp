@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "common.hpp"
+#include "gpuplan/app/vision_setup.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
@@ -27,13 +28,8 @@ struct VisionFlags {
   std::optional<long long> epoch_images;
 };
 
-/// The GPU (id or alias) and what the vision pricer runs on: its calibration profile (unless `no_calibration`), the
-/// sustained device with PyTorch's FA2 attention, and the per-kernel launch costs the profile measured. The one setup
-/// of `serve`/`train` for a vision model, of `validate`'s vision cases and of `pipeline`'s model stages. `node`
-/// (optional) names the node the GPU sits in (`--node`; alone it picks the GPU). False after an error diagnostic.
-bool vision_device(const std::string& data_dir, const hw::HardwareDb& db, const std::string& gpu, bool no_calibration,
-                   Diagnostics& diags, model::TrainingSystem& sys, model::Device& device, model::ServingPerfPlan& launch,
-                   const std::string& node = "");
+// The vision pricer's device setup lives in the application layer (app/), shared with the GUI's pipeline page.
+using app::vision_device;
 
 /// Registers the vision-only flags on `serve` or `train`.
 void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which);

@@ -29,6 +29,7 @@
 #include "chart_util.hpp"
 #include "job_controller.hpp"
 #include "markdown_report.hpp"
+#include "pipeline_page.hpp"
 #include "resolve.hpp"
 #include "scenario_panel.hpp"
 #include "serving_charts.hpp"
@@ -102,6 +103,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(drills_, tr("Interview drills"));
   timeline_ = new TimelinePage;
   tabs_->addTab(timeline_, tr("Step timeline"));
+  pipeline_ = new PipelinePage(data_);
+  tabs_->addTab(pipeline_, tr("Real-time pipeline"));
   simulation_ = new SimulationPage(data_);
   serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
   setCentralWidget(tabs_);
@@ -184,7 +187,8 @@ void MainWindow::buildMenus() {
 }
 
 bool MainWindow::idle() const {
-  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle();
+  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle() &&
+         pipeline_->idle();
 }
 
 void MainWindow::requestTraining() {

@@ -19,6 +19,7 @@ namespace gpuplan::gui {
 
 class DrillsPage;
 class TimelinePage;
+class PipelinePage;
 class ComparePage;
 class ExplainPane;
 class JobController;
@@ -59,6 +60,8 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] TimelinePage* timelinePage() const { return timeline_; }
   /// The serving page's inner tab kServingSimulation: the replica simulated under a live arrival rate.
   [[nodiscard]] SimulationPage* simulationPage() const { return simulation_; }
+  /// The Real-time pipeline tab (issue #25): a pipeline file's schedule on a chosen chip.
+  [[nodiscard]] PipelinePage* pipelinePage() const { return pipeline_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
   [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
@@ -100,6 +103,7 @@ class MainWindow : public QMainWindow {
   DrillsPage* drills_;  ///< the Interview drills tab
   TimelinePage* timeline_;  ///< the step and memory timelines (issue #27)
   SimulationPage* simulation_;
+  PipelinePage* pipeline_;  ///< the Real-time pipeline tab
   ComparePage* compare_;
   ExplainPane* explain_;
   JobController* train_jobs_;

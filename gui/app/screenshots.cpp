@@ -16,6 +16,7 @@
 #include "explain_pane.hpp"
 #include "main_window.hpp"
 #include "timeline_page.hpp"
+#include "pipeline_page.hpp"
 #include "scenario_panel.hpp"
 #include "serving_page.hpp"
 #include "simulation_page.hpp"
@@ -121,6 +122,10 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
                         d->answerEdit()->setText("291");
                         d->check();
                       }});
+  // The real-time pipeline (issue #25): the bundled AD perception stack on the Jetson AGX Orin of its file, then on an
+  // H100 — the Gantt with the 33 ms deadline line and the critical path.
+  r->steps.push_back({"pipeline.png", [&w] { w.tabs()->setCurrentWidget(w.pipelinePage()); }});
+  r->steps.push_back({"pipeline-h100.png", [&w] { select_gpu(w.pipelinePage()->hardwareCombo(), "h100-sxm5-80gb"); }});
   r->timer.setInterval(100);
   QObject::connect(&r->timer, &QTimer::timeout, &w, [r] {
     if (!r->w->idle()) {

@@ -506,6 +506,43 @@ Derivation pass_derivation(const std::string& id, const std::string& title, cons
 }
 }  // namespace
 
+namespace {
+/// DDP's buffer broadcast before each forward (torch.nn.parallel.DistributedDataParallel with broadcast_buffers=True,
+/// the default): every batch norm holds running_mean and running_var (fp32, C each) and num_batches_tracked (one
+/// int64). _broadcast_coalesced flattens the buffers of each dtype into one tensor (a cat kernel), broadcasts it from
+/// rank 0 (one NCCL broadcast per dtype), and copies each buffer back (one device-to-device copy per buffer tensor).
+/// The host issues those copies one by one while the forward waits behind them, so the term is the broadcasts plus
+/// the longer of the kernels' GPU time and the host's issue time (the pass pricing's max(GPU, kernels · t_cpu)).
+/// Layer norm holds no buffers: ViT pays nothing. Our 2-GPU ResNet-50 profile (vision_ddp_profile_x2.json) shows
+/// exactly these kernels in the forward: 159 = 53 × 3 copies, 2 cat, 2 broadcasts.
+void buffer_broadcast(const wl::VisionGraph& g, const VisionTrainPlan& plan, const Device& d, VisionTraining& r) {
+  double fp32 = 0, int64 = 0;
+  std::int64_t tensors = 0;
+  for (const auto& op : g.ops)
+    if (op.kind == VisionOpKind::norm && op.norm == wl::VisionNorm::batch) {
+      fp32 += 2.0 * static_cast<double>(op.c_out);
+      int64 += 1.0;
+      tensors += 3;
+    }
+  if (tensors == 0) return;
+  r.buffer_tensors = tensors;
+  r.buffer_bytes = units::bytes(4.0 * fp32 + 8.0 * int64);
+  auto bcast = [&](double bytes) {
+    return collective_cost(Collective::broadcast, units::bytes(bytes), plan.dp, CollectiveAlgorithm::automatic,
+                           Explain::off)
+        .time;
+  };
+  const units::Seconds broadcasts = bcast(4.0 * fp32) + bcast(8.0 * int64);
+  // Flatten (cat: read + write) and copy back (read + write) of every byte; one kernel per copy, two cats.
+  const double kernels = static_cast<double>(tensors) + 2.0;
+  const OpCost moves =
+      streaming_cost("DDP buffer flatten and copy-back", OpClass::elementwise, r.buffer_bytes * 4.0, units::flop(0), d);
+  const units::Seconds gpu = moves.time + plan.run.launch.kernel_overhead_eager * kernels;
+  const units::Seconds host = plan.run.launch.cpu_per_kernel * kernels;
+  r.buffer_sync = broadcasts + std::max(gpu, host);
+}
+}  // namespace
+
 VisionInference vision_inference(const wl::VisionGraph& g, const VisionRunPlan& plan, const Device& d,
                                  Explain explain, bool keep_ops) {
   VisionInference r;
@@ -574,9 +611,10 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
     const OpCost copies = streaming_cost("DDP bucket copies", OpClass::elementwise, units::bytes(4.0 * grad_bytes),
                                          units::flop(0), d);
     r.bucket_copies = copies.time;
+    if (plan.broadcast_buffers) buffer_broadcast(g, plan, d, r);
   }
-  r.gpu_step_time = (r.forward.time + r.backward.time) * acc + r.optimizer + r.exposed_comm + r.comm_slowdown +
-                    r.bucket_copies;
+  r.gpu_step_time = (r.forward.time + r.backward.time + r.buffer_sync) * acc + r.optimizer + r.exposed_comm +
+                    r.comm_slowdown + r.bucket_copies;
   r.step_time = r.gpu_step_time;
   const double n = static_cast<double>(run.batch);
   if (plan.data) {
@@ -626,7 +664,7 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   if (explain == Explain::on) {
     r.derivation = {"vision.step_time",
                     "Training step time on one GPU",
-                    "t_step = a · (t_fwd + t_bwd) + t_opt + t_comm,exposed + t_comm,beside + t_copies",
+                    "t_step = a · (t_fwd + t_bwd + t_buffers) + t_opt + t_comm,exposed + t_comm,beside + t_copies",
                     {{"a", fmt::format("{:g}", acc), "micro-batches per step (gradient accumulation)", Origin::user("--global-batch / --micro-batch")},
                      {"t_fwd", ms(r.forward.time), "forward pass (training: batch statistics)", Origin::derived()},
                      {"t_bwd", ms(r.backward.time), "data- and weight-gradient GEMMs, elementwise backward",
@@ -644,6 +682,14 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
                       "GEMM throughput lost while the bucket all-reduces run beside the backward",
                       d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::assumption(d.eff.origin)},
                      {"t_copies", ms(r.bucket_copies), "gradients copied into the buckets and back (4 × 4 B per parameter)",
+                      Origin::derived()},
+                     {"t_buffers", ms(r.buffer_sync),
+                      r.buffer_tensors > 0
+                          ? fmt::format("DDP broadcast_buffers before each forward: {} batch-norm buffers ({}) broadcast "
+                                        "from rank 0, flattened and copied back (max of GPU time and host issue of {} "
+                                        "kernels)",
+                                        r.buffer_tensors, units::format(r.buffer_bytes), r.buffer_tensors + 2)
+                          : std::string("no DDP buffer broadcast (one GPU, no batch norm, or broadcast_buffers off)"),
                       Origin::derived()}},
                     ms(r.gpu_step_time),
                     {fmt::format("{} images per micro-batch; model FLOPs 3 × 2 × MACs × images = {}; MFU {:.1f}%", run.batch,

@@ -56,7 +56,7 @@ TEST_CASE("vision-only flags are refused for a transformer, and int8 compute too
   CHECK(contains(t.err, "int8 tensor-core compute is modelled for vision models"));
 }
 
-TEST_CASE("vision training with DDP: the per-GPU step grows by the exposed all-reduce, images/s scale with the GPUs") {
+TEST_CASE("vision training with DDP: the per-GPU step grows by the exposed all-reduce and the BN-buffer broadcast") {
   auto one = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "256", "--format", "json"});
   auto two = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "512", "--gpus", "2", "--format", "json"});
   REQUIRE(one.rc == 0);
@@ -64,8 +64,12 @@ TEST_CASE("vision training with DDP: the per-GPU step grows by the exposed all-r
   const auto a = parse_json(one), b = parse_json(two);
   CHECK(b["gpus"] == 2);
   CHECK(b["allreduce_s"].get<double>() > 0);
+  // One micro-batch per step: one forward, one buffer broadcast (ResNet-50's batch norms); one GPU has none.
+  CHECK(a["buffer_broadcast_s_per_forward"].get<double>() == 0);
+  CHECK(b["buffer_broadcast_s_per_forward"].get<double>() > 0);
   CHECK(b["step_time_s"].get<double>() ==
-        doctest::Approx(a["step_time_s"].get<double>() + b["exposed_comm_s"].get<double>()));
+        doctest::Approx(a["step_time_s"].get<double>() + b["exposed_comm_s"].get<double>() +
+                        b["buffer_broadcast_s_per_forward"].get<double>()));
   CHECK(b["images_per_s"].get<double>() == doctest::Approx(512.0 / b["step_time_s"].get<double>()));
   auto big = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "256", "--gpus", "16"});
   CHECK(big.rc == kInvalid);

@@ -297,6 +297,64 @@ TEST_CASE("DDP: the fp32 gradients all-reduced in 25 MiB buckets, only the last 
   CHECK(four.forward.time.raw() == doctest::Approx(one.forward.time.raw()));
 }
 
+TEST_CASE("DDP broadcast_buffers: ResNet-50's 53 batch norms broadcast 212,904 B in 159 tensors before every forward") {
+  const auto g = graph("resnet50");
+  model::TrainingSystem sys;
+  sys.db = &hardware();
+  sys.gpu = hardware().find_gpu("h100-sxm5-80gb");
+  sys.node = hardware().find_node("dgx-h100");
+  REQUIRE(sys.node != nullptr);
+  const model::Device d = h100();
+  model::VisionTrainPlan tp;
+  tp.run = plan(128);
+  tp.run.cuda_graphs = false;
+  tp.run.autocast = true;
+  CHECK(model::vision_training(g, tp, d, Explain::off).buffer_sync.raw() == 0);  // one GPU: no DDP
+  tp.dp = model::training_comm_group(2, 1, sys);
+  REQUIRE(tp.dp.size == 2);
+  const auto on = model::vision_training(g, tp, d, Explain::off);
+  // By hand, BN channels of torchvision's ResNet-50: stem 64; layer1 3 × (64 + 64 + 256) + 256 (downsample);
+  // layer2 4 × (128 + 128 + 512) + 512; layer3 6 × (256 + 256 + 1024) + 1024; layer4 3 × (512 + 512 + 2048) + 2048.
+  const std::int64_t channels = 64 + (3 * 384 + 256) + (4 * 768 + 512) + (6 * 1536 + 1024) + (3 * 3072 + 2048);
+  CHECK(channels == 26560);
+  // running_mean + running_var in fp32 (8 B a channel) and num_batches_tracked (one int64) per BN, 3 tensors each.
+  CHECK(on.buffer_bytes.raw() == 8.0 * channels + 8.0 * 53);
+  CHECK(on.buffer_tensors == 159);
+  // Measured (data/validation/measured/h100-sxm5-80gb, 2026-11-27): ResNet-50 b256's forward runs 662 kernels under
+  // 2-GPU DDP (vision_ddp_profile_x2.json) against 499 on one GPU (vision_train_profile.json); the 163 extra are
+  // 159 "Memcpy DtoD", 2 CatArrayBatchedCopy and 2 ncclDevKernel_Broadcast — the term's tensors + one cat and one
+  // broadcast per dtype.
+  CHECK(on.buffer_tensors + 2 + 2 == 662 - 499);
+  // The term: both broadcasts, then the longer of the copies' GPU time and the host's issue of 161 kernels at
+  // t_cpu (12 µs by default: 1.932 ms, longer than 161 eager launches of 5 µs plus 0.85 MB streamed).
+  auto bcast = [&](double b) {
+    return model::collective_cost(model::Collective::broadcast, units::bytes(b), tp.dp,
+                                  model::CollectiveAlgorithm::automatic, Explain::off)
+        .time.raw();
+  };
+  const double host = 161 * 12e-6;
+  CHECK(tp.run.launch.cpu_per_kernel.raw() == doctest::Approx(12e-6));
+  const double expected = bcast(8.0 * channels) + bcast(8.0 * 53) + host;
+  CHECK(std::abs(on.buffer_sync.raw() - expected) <= 1e-12 * expected);
+  // Paid once per forward: with 2 micro-batches twice; off (broadcast_buffers=False) nothing.
+  tp.broadcast_buffers = false;
+  const auto off = model::vision_training(g, tp, d, Explain::off);
+  CHECK(off.buffer_sync.raw() == 0);
+  CHECK(std::abs((on.gpu_step_time - off.gpu_step_time).raw() - on.buffer_sync.raw()) <= 1e-12);
+  tp.broadcast_buffers = true;
+  tp.accumulation = 2;
+  const auto acc = model::vision_training(g, tp, d, Explain::off);
+  tp.broadcast_buffers = false;
+  const auto acc_off = model::vision_training(g, tp, d, Explain::off);
+  CHECK(std::abs((acc.gpu_step_time - acc_off.gpu_step_time).raw() - 2 * on.buffer_sync.raw()) <= 1e-12);
+  // Layer norm holds no buffers: ViT-B/16 pays nothing.
+  tp.accumulation = 1;
+  tp.broadcast_buffers = true;
+  const auto vit = model::vision_training(graph("vit-b-16"), tp, d, Explain::off);
+  CHECK(vit.buffer_tensors == 0);
+  CHECK(vit.buffer_sync.raw() == 0);
+}
+
 TEST_CASE("training batch norm: the channels-last statistics pass at 0.218 of the streaming rate, the transform at 0.733") {
   // The measured bandwidth fractions of PyTorch's batch_norm_collect_statistics / batch_norm_transform_input
   // channels-last kernels (vision_train_profile.json, ResNet-50 b 256), and four small kernels for the running stats.

@@ -208,6 +208,46 @@ TEST_CASE("YOLOv8n layer by layer: the per-module parameters Ultralytics prints 
   CHECK(g.count(wl::VisionOpKind::resize) == 2);
 }
 
+TEST_CASE("YOLOv8m/l/x: the scales' channel caps and repeats (yolov8.yaml) and Ultralytics' published sizes") {
+  // ultralytics/cfg/models/v8/yolov8.yaml scales [depth, width, max_channels]: m [0.67, 0.75, 768], l [1.00, 1.00, 512],
+  // x [1.00, 1.25, 512]. Channels = make_divisible(min(c, max_channels) · width, 8): the backbone's last stage (c = 1024)
+  // is 768·0.75 = 576 (m), 512 (l), 512·1.25 = 640 (x); the 256-channel P3 stage 192 / 256 / 320. The first C2f
+  // repeats max(round(3·depth), 1) bottlenecks: 2 (m: round(2.01)), 3 (l, x).
+  struct Scale {
+    const char* id;
+    std::int64_t p5, p3, repeats, params;
+    double gflops;  // Ultralytics' docs table, 2 × MACs at 640 px, one decimal
+  };
+  const Scale scales[] = {{"yolov8m", 576, 192, 2, 25902640, 78.9},
+                          {"yolov8l", 512, 256, 3, 43691520, 165.2},
+                          {"yolov8x", 640, 320, 3, 68229648, 257.8}};
+  for (const auto& s : scales) {
+    CAPTURE(s.id);
+    const auto g = wl::build_vision_graph(entry(s.id).arch);
+    std::int64_t widest = 0, p3 = 0, bottlenecks = 0;
+    for (const auto& op : g.ops) {
+      const bool backbone = op.name.size() > 7 && op.name.rfind("model.", 0) == 0 && op.name[7] == '.' &&
+                            op.name[6] >= '0' && op.name[6] <= '8';  // model.0 … model.8
+      if (backbone && op.kind == wl::VisionOpKind::conv) widest = std::max(widest, op.c_out);
+      if (op.name == "model.3.conv") p3 = op.c_out;
+      const std::string tail = ".cv2.conv";
+      if (op.name.rfind("model.2.m.", 0) == 0 && op.name.size() > tail.size() &&
+          op.name.compare(op.name.size() - tail.size(), tail.size(), tail) == 0)
+        ++bottlenecks;
+    }
+    CHECK(widest == s.p5);
+    CHECK(p3 == s.p3);
+    CHECK(bottlenecks == s.repeats);
+    // Ultralytics' model summary in yolov8.yaml: exact parameters. Its docs table's GFLOPs (one decimal) come from
+    // its own counter (thop over a 32 px image, scaled to 640 px) which is not exactly our convolution-MAC count:
+    // YOLOv8l's 165.149 GFLOPs is 0.03% under the table's 165.2 (outside the 0.05 of rounding). Tolerance 0.1%.
+    CHECK(g.parameters() == s.params);
+    CHECK(std::abs(2.0 * static_cast<double>(g.macs()) / 1e9 / s.gflops - 1.0) <= 1e-3);
+  }
+  CHECK(lib().find("yolov8-x") != nullptr);
+  CHECK(lib().find("yolov8_l") != nullptr);
+}
+
 TEST_CASE("DETR head: parameters and MACs by hand from the paper's sizes, and with ResNet-50 the published 41M") {
   const auto g = wl::build_vision_graph(entry("detr-head").arch);
   const std::int64_t d = 256, f = 2048, t = 25 * 25, q = 100;

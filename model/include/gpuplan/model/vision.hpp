@@ -86,6 +86,11 @@ struct VisionTrainPlan {
   /// gradients are ready, after copying them into the bucket (and back after the reduction).
   CommGroup dp;
   units::Bytes bucket_bytes = units::mebibytes(25);
+  /// DDP's broadcast_buffers (PyTorch's default, true): before every forward, rank 0's module buffers — batch norm's
+  /// running mean and variance (fp32, C each) and num_batches_tracked (one int64) — are broadcast to the other ranks
+  /// (DistributedDataParallel._sync_buffers → _broadcast_coalesced: one flattened tensor and one broadcast per dtype,
+  /// then one device-to-device copy back per buffer, each issued by the host).
+  bool broadcast_buffers = true;
   /// The input pipeline (vision_data.hpp): absent, the images are already on the GPU (synthetic data, as our
   /// measurements and most benchmark tables run) and the step is the GPU's.
   std::optional<DataPipelinePlan> data;
@@ -107,6 +112,11 @@ struct VisionTraining {
   /// last bucket, ready only when the backward ends, and what exceeds the backward), the GEMM time lost to the
   /// collectives running beside the backward (EfficiencyProfile::comm_compute_loss), and the bucket copies.
   units::Seconds allreduce{}, exposed_comm{}, comm_slowdown{}, bucket_copies{};
+  /// DDP's buffer broadcast before each forward (VisionTrainPlan::broadcast_buffers), per micro-batch: the broadcasts
+  /// plus the flatten and copy-back kernels or the host's issue of them, whichever is longer; its bytes and tensors.
+  units::Seconds buffer_sync{};
+  units::Bytes buffer_bytes{};
+  std::int64_t buffer_tensors = 0;
   units::Flops model_flops{};  ///< per GPU: 3 × 2 × MACs × its images per step
   double mfu = 0;              ///< model FLOPs / (step time × dense peak)
   VisionMemory memory;

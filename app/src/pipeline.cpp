@@ -1,4 +1,4 @@
-#include "pipeline_app.hpp"
+#include "gpuplan/app/pipeline.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -9,9 +9,10 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/vision.hpp"
-#include "vision_cmd.hpp"
+#include "gpuplan/app/vision_setup.hpp"
+#include "gpuplan/wl_io/vision_io.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 namespace u = units;
@@ -48,6 +49,18 @@ std::optional<DlaDevice> dla_device(const model::Device& gpu_dev, const hw::Engi
 int lcm(int a, int b) { return a / std::gcd(a, b) * b; }
 
 }  // namespace
+
+Result<wl_io::PipelineSpec> load_pipeline_spec(const std::string& data_dir, const std::string& path,
+                                               const std::string& shown) {
+  Diagnostics diags;
+  auto lib = wl_io::load_vision_library(data_dir);
+  diags.append(lib.diagnostics());
+  if (!lib.ok()) return diags;
+  auto spec = wl_io::load_pipeline(path, shown, lib.value());
+  diags.append(spec.diagnostics());
+  if (!spec.ok()) return diags;
+  return Result<wl_io::PipelineSpec>(std::move(spec).value(), std::move(diags));
+}
 
 Result<PipelineResult> evaluate_pipeline(const PipelineRequest& req) {
   Diagnostics diags;
@@ -193,7 +206,7 @@ Result<PipelineResult> evaluate_pipeline(const PipelineRequest& req) {
     if (s.cpu_ms) {
       rs.mean = u::milliseconds(*s.cpu_ms);
       rs.dram_bytes = u::bytes(s.memory_GBps * 1e9 * *s.cpu_ms * 1e-3);
-      rs.what = fmt::format("fixed {} ms", plain_number(*s.cpu_ms));
+      rs.what = fmt::format("fixed {:.10g} ms", *s.cpu_ms);
       rs.derivation = {"rt.stage." + s.id,
                        s.id,
                        "t = cpu_ms (given)",
@@ -248,4 +261,4 @@ Result<PipelineResult> evaluate_pipeline(const PipelineRequest& req) {
   return Result<PipelineResult>(std::move(res), std::move(diags));
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

@@ -1,9 +1,9 @@
 #pragma once
-// The application layer of `gpuplan pipeline` (and of a GUI page for it): resolve a decoded pipeline file on one chip —
-// price every model stage with the vision pricer (model/vision.hpp, the same call `gpuplan serve -m <vision model>`
+// The application layer of `gpuplan pipeline` and of the GUI's Pipeline tab: resolve a decoded pipeline file on one
+// chip — price every model stage with the vision pricer (model/vision.hpp, the same call `gpuplan serve -m <vision model>`
 // makes), turn fixed CPU times and the file's jitter into model::RtStage, map engines onto the hardware (a DLA stage
 // on a chip without DLAs runs on the GPU, as TensorRT's GPU fallback does) — then schedule it (model/realtime.hpp).
-// No CLI11, no printing: the CLI renders the result, a GUI can call evaluate_pipeline on a worker thread.
+// No CLI11, no Qt, no printing: the CLI renders the result, the GUI calls evaluate_pipeline on a worker thread.
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,7 +13,7 @@
 #include "gpuplan/model/realtime.hpp"
 #include "gpuplan/wl_io/pipeline_io.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 /// Options that override the file's `options` (the GUI's toggles; the CLI's --share-backbone etc.).
 struct PipelineOverrides {
@@ -51,8 +51,13 @@ struct PipelineResult {
   Derivation flops_derivation;
 };
 
+/// The pipeline file at `path` decoded against the vision library of `data_dir` (`shown`: the file's name in messages).
+/// The library's and the file's diagnostics, in that order.
+Result<wl_io::PipelineSpec> load_pipeline_spec(const std::string& data_dir, const std::string& path,
+                                               const std::string& shown);
+
 /// Prices and schedules. Errors (unknown GPU, a DLA index the chip lacks, a precision the engine has no rate for)
 /// name the file's JSON pointer or the flag.
 Result<PipelineResult> evaluate_pipeline(const PipelineRequest& req);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app
