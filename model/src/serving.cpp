@@ -10,6 +10,7 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "moe_cost.hpp"
 #include "serving_internal.hpp"
 
 namespace gpuplan::model {
@@ -37,6 +38,8 @@ CommGroup group_of(const ServingSystem& sys, int size, int stride) {
 
 using detail::coll;
 using detail::group_of;
+using detail::grouped_gemm;
+using detail::moe_dispatch_rows;
 
 namespace {
 
@@ -131,10 +134,23 @@ class ServingLayerPricer {
       return std::move(acc);
     }
     if (moe && ep > 1) {
-      // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs.
-      const Bytes buf = units::bytes(T * double(a.moe->experts_per_token) * double(h) * e / double(ep));
+      // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs (moe_cost.hpp,
+      // moe_dispatch_rows). Plain PyTorch under CUDA graphs can only capture NCCL's all-to-all with fixed split
+      // sizes: every rank sends each destination the worst case (its tokens × k slots, empty ones zero), the
+      // destinations' expert ids travel in a second all-to-all, and the padded buffers are filled, gathered by
+      // expert and scattered back (zero fill, a gather of every slot, the scatter of the results: 5 passes of
+      // read or write over them). Engines with their own dispatch kernels send only the routed rows.
+      const bool fixed = eager && plan.cuda_graphs;
+      const double kk = double(a.moe->experts_per_token);
+      const double rows = moe_dispatch_rows(T, kk, int(ep), fixed);
+      const Bytes buf = units::bytes(rows * double(h) * e);
       acc.comm += coll(Collective::all_to_all, buf, ep_g) * 2.0;
       acc.kernels += 2;
+      if (fixed) {
+        acc.comm += coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g);
+        acc.kernels += 1;
+        stream("fixed-capacity dispatch buffers (zero fill, padded gather and scatter)", rows * double(h) * e * 5.0, 0.0);
+      }
     }
     acc.comm += ar;
     acc.kernels += t > 1 ? 1 : 0;
@@ -291,7 +307,8 @@ class ServingLayerPricer {
     const std::int64_t groups = at_least_one(touched);
     auto experts = [&](const std::string& name, std::int64_t k_dim, std::int64_t n_dim) {
       const double bb = wb(k_dim);
-      acc.add(repeated(gemm_cost(name, {per_expert, n_dim, k_dim, groups, bb}, gp, d), touched / double(groups), d),
+      acc.add(grouped_gemm(repeated(gemm_cost(name, {per_expert, n_dim, k_dim, groups, bb}, gp, d),
+                                    touched / double(groups), d)),
               keep);
       acc.weights += units::bytes(double(k_dim) * double(n_dim) * touched * bb);
     };
