@@ -303,7 +303,7 @@ class TrainingLayerPricer {
   // The dispatcher's host synchronisations (moe_cost.hpp): time the GPU spends waiting for the host, forward and
   // backward, once per MoE layer and micro-batch.
   void price_dispatcher_host() {
-    const MoeHostSync hs = moe_host_sync(eager, par.ep, plan.ep_dispatch, Seconds(kEagerCpuPerKernelSeconds));
+    const MoeHostSync hs = moe_host_sync(eager, par.ep, plan.ep_dispatch);
     for (const bool forward : {true, false}) {
       const Seconds wait = forward ? hs.fwd : hs.bwd;
       if (!(wait > Seconds(0))) continue;

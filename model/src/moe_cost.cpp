@@ -15,7 +15,7 @@ OpCost grouped_gemm(OpCost batched) {
 // The measured parts (data/validation/measured/h100-sxm5-80gb/moe_layer.json and moe_layer_ep4.json,
 // scripts/measure/moe_layer.py: one MoE layer, 2K–32K tokens per GPU, Mixtral-like and Qwen3-30B-A3B-like, EP 1/2/4,
 // two device calls): each stage's time is linear in the tokens; its intercept at zero tokens is the time that does
-// not scale with the work. For the stages that do no GEMM (median over the 10 config × EP × call fits):
+// not scale with the work. Medians over the 10 config × EP × call fits:
 //  - the routing chain up to the first host sync (router, softmax, top-k, sort, bincount — whose output size the
 //    host reads — and the gather into expert order): 0.645 ms (0.52–0.75), the same for 8 or 128 experts, h 2048 or
 //    4096: the host's pace, not the GPU's;
@@ -23,12 +23,14 @@ OpCost grouped_gemm(OpCost batched) {
 //    0.32 ms (0.27–0.35) at EP 2 and 4;
 //  - the dispatch all-to-all's fixed part beyond NCCL's own latency, the ranks arriving at different times after
 //    their syncs: 0.15 ms (0.11–0.24) at EP > 1;
+//  - the regroup into expert-major groups after the split sizes arrive (~27 eager kernels: the offsets from the
+//    host's lists, cumsums, repeat_interleave, the index tensors, the padded gather), with the grouped GEMMs: the
+//    expert stage's intercept, 0.67 ms forward (−0.35…1.05: the spread is the GEMMs' efficiency rising with rows,
+//    up or down by shape; the median is the host's part) less the two grouped calls' fixed 2 × 11 µs = 0.64 ms;
+//    backward 0.46 ms (−0.56…1.35) less four grouped calls = 0.41 ms (the index gradients' scatter-adds, the cat
+//    and pad gradients at the host's pace);
 //  - the backward's routing kernels (gather and unpermute gradients, the router's): 0.15 ms (0.09 + 0.06).
-// The regroup into expert-major groups after the split sizes arrive (moe_layer.py: ~27 kernels — the offsets from
-// the host's lists, cumsums, repeat_interleave, the index tensors, the padded gather) runs at the host's issue rate
-// too: 27 × cpu_per_kernel (its stage's intercept also holds the GEMMs' rise of efficiency with rows, so it is
-// counted instead of read off).
-MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch, units::Seconds cpu_per_kernel) {
+MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch) {
   using units::Seconds;
   MoeHostSync r;
   if (dispatch == wl::EpDispatch::deepep) {
@@ -51,15 +53,17 @@ MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch, units::Se
     return r;
   }
   r.syncs = 2;
-  const Seconds route(0.645e-3), skew(multi ? 0.15e-3 : 0.0), regroup = cpu_per_kernel * 27.0;
+  const Seconds route(0.645e-3), skew(multi ? 0.15e-3 : 0.0), regroup(0.64e-3), regroup_bwd(0.41e-3),
+      routing_bwd(0.15e-3);
   r.fwd = route + split + skew + regroup;
-  r.bwd = Seconds(0.15e-3);
+  r.bwd = regroup_bwd + routing_bwd;
   r.what = fmt::format(
-      "eager dispatcher, 2 host syncs per layer forward (bincount's size, the split sizes): routing chain at the "
-      "host's pace {:.3f} ms + split sizes {:.2f} ms{} + regroup 27 kernels × {:.0f} µs = {:.2f} ms; backward routing "
-      "kernels {:.2f} ms (intercepts of moe_layer*.json's stage times, linear in tokens)",
-      route.raw() * 1e3, split.raw() * 1e3, multi ? fmt::format(" + all-to-all arrival skew {:.2f} ms", skew.raw() * 1e3) : "",
-      cpu_per_kernel.raw() * 1e6, regroup.raw() * 1e3, r.bwd.raw() * 1e3);
+      "eager dispatcher, 2 host syncs per layer forward (bincount's size, the split sizes): routing chain {:.3f} ms + "
+      "split sizes {:.2f} ms{} + regroup {:.2f} ms at the host's pace; backward: regroup gradients {:.2f} ms + "
+      "routing gradients {:.2f} ms (intercepts of moe_layer*.json's stage times, linear in tokens)",
+      route.raw() * 1e3, split.raw() * 1e3,
+      multi ? fmt::format(" + all-to-all arrival skew {:.2f} ms", skew.raw() * 1e3) : std::string(),
+      regroup.raw() * 1e3, regroup_bwd.raw() * 1e3, routing_bwd.raw() * 1e3);
   return r;
 }
 

@@ -37,11 +37,8 @@ struct MoeHostSync {
   std::string what;  ///< for display: the mechanism and its measurement
 };
 /// `eager`: a PyTorch dispatcher of plain ops (ours: scripts/measure/moe_layer.py); else Megatron-Core's fused
-/// all-to-all dispatcher. `cpu_per_kernel`: the host's issue time of one eager kernel.
-MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch, units::Seconds cpu_per_kernel);
-
-/// The default issue time of one eager PyTorch kernel on the host (serving's cpu_per_kernel default).
-inline constexpr double kEagerCpuPerKernelSeconds = 12.0e-6;
+/// all-to-all dispatcher.
+MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch);
 
 /// Token-expert rows one GPU sends in the dispatch of T tokens (top-k) over an EP group of `ep`: the balanced share
 /// T·k/ep when the split sizes are exchanged first; with a fixed-capacity dispatch (all-to-all inside a CUDA graph,

@@ -149,7 +149,22 @@ class ServingLayerPricer {
       if (fixed) {
         acc.comm += coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g);
         acc.kernels += 1;
-        stream("fixed-capacity dispatch buffers (zero fill, padded gather and scatter)", rows * double(h) * e * 5.0, 0.0);
+        // The padded buffers (rows of h): zero fill (write), the receiver's gather of every slot into expert order
+        // (read + write), the results scattered back to slot order (read + write).
+        stream("fixed-capacity send buffer zero fill", rows * double(h) * e, 0.0);
+        stream("fixed-capacity gather by expert", rows * double(h) * e * 2.0, 0.0);
+        stream("fixed-capacity scatter back to slot order", rows * double(h) * e * 2.0, 0.0);
+        // The slot bookkeeping beyond the single-GPU routing (price_eager_routing), one kernel each (int64 indices
+        // over the pairs): the pairs sorted by destination rank and the received ones by local expert (three radix
+        // passes each), the per-destination and per-expert counts (fill, scatter-add each), the slot offsets
+        // (arange, cumsum, subtract, gather) and the expert ids written into their slots (fill, index_put).
+        const double pairs = T * kk / double(ep);
+        for (const char* n : {"destination sort", "destination sort", "destination sort", "destination counts fill",
+                              "destination counts", "slot arange", "slot offsets scan", "slot offsets", "slot index",
+                              "expert-id slots fill", "expert-id slots", "received expert sort",
+                              "received expert sort", "received expert sort", "received counts fill",
+                              "received counts"})
+          stream(n, std::max(pairs, rows / double(ep)) * 16.0, 0.0);
       }
     }
     acc.comm += ar;
