@@ -67,6 +67,13 @@ MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch) {
   return r;
 }
 
+OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d) {
+  OpCost c = streaming_cost(name, OpClass::elementwise, bytes, units::flop(0), d);
+  const units::Seconds launch = d.eff.kernel_launch;
+  c.time = (c.time - launch) / kIndexPutRate + launch;
+  return c;
+}
+
 double moe_dispatch_rows(double T, double k, int ep, bool fixed_capacity) {
   const double n = double(std::max(1, ep));
   return fixed_capacity ? T * k : T * k / n;

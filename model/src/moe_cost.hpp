@@ -40,6 +40,16 @@ struct MoeHostSync {
 /// all-to-all dispatcher.
 MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch);
 
+/// PyTorch's index_put of whole rows (`buf[idx] = rows`, not accumulating) against the streaming rate: its kernel
+/// (index_put_kernel_impl) moves one element per thread. Measured in our TP4/EP4 fixed-capacity prefill on 4 H100s
+/// (1 × 2048 tokens, 48 layers; data/validation/measured/h100-sxm5-80gb/serve_moe_tp4_ep4_profile_graph_tp.json,
+/// CUDA-only profile): 11.07 ms of index_put kernels for 201 MB read + written per layer (the routed rows into their
+/// slots 2 × 16.8 MB, the results back to slot order 2 × 67 MB, the returned rows into pair order 2 × 16.8 MB):
+/// 0.87 TB/s, 0.30 of the 2.88 TB/s the built-in H100 streams (3.35 TB/s × η_hbm 0.86). Other GPUs: the same
+/// fraction (an assumption).
+inline constexpr double kIndexPutRate = 0.30;
+OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d);
+
 /// Token-expert rows one GPU sends in the dispatch of T tokens (top-k) over an EP group of `ep`: the balanced share
 /// T·k/ep when the split sizes are exchanged first; with a fixed-capacity dispatch (all-to-all inside a CUDA graph,
 /// whose splits are fixed when it is captured) every destination gets the worst case, the rank's T/ep tokens × k

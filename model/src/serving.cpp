@@ -150,10 +150,17 @@ class ServingLayerPricer {
         acc.comm += coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g);
         acc.kernels += 1;
         // The padded buffers (rows of h): zero fill (write), the receiver's gather of every slot into expert order
-        // (read + write), the results scattered back to slot order (read + write).
-        stream("fixed-capacity send buffer zero fill", rows * double(h) * e, 0.0);
-        stream("fixed-capacity gather by expert", rows * double(h) * e * 2.0, 0.0);
-        stream("fixed-capacity scatter back to slot order", rows * double(h) * e * 2.0, 0.0);
+        // (read + write), the results written back to slot order; the sender writes its routed rows into their
+        // slots and takes them back from the returned buffer (a gather, then a write into pair order). The writes
+        // into slots are PyTorch's index_put (one element per thread, not vectorised), which our TP4/EP4 prefill
+        // profile times at 0.30 of the streaming rate (moe_cost.hpp, kIndexPutRate).
+        const double local = T * kk / double(ep), hb = double(h) * e;
+        stream("fixed-capacity send buffer zero fill", rows * hb, 0.0);
+        index_put("routed rows into their slots (index_put)", local * hb * 2.0);
+        stream("fixed-capacity gather by expert", rows * hb * 2.0, 0.0);
+        index_put("results back to slot order (index_put)", rows * hb * 2.0);
+        stream("returned rows gathered from their slots", local * hb * 2.0, 0.0);
+        index_put("returned rows into pair order (index_put)", local * hb * 2.0);
         // The slot bookkeeping beyond the single-GPU routing (price_eager_routing), one kernel each (int64 indices
         // over the pairs): the pairs sorted by destination rank and the received ones by local expert (three radix
         // passes each), the per-destination and per-expert counts (fill, scatter-add each), the slot offsets
@@ -185,6 +192,11 @@ class ServingLayerPricer {
   void stream(const std::string& name, double bytes, double flops) {
     if (bytes <= 0) return;
     acc.add(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(flops), d), keep);
+  }
+  // PyTorch's index_put of whole rows (x[idx] = y): its bytes at detail::kIndexPutRate of the streaming rate.
+  void index_put(const std::string& name, double bytes) {
+    if (bytes <= 0) return;
+    acc.add(detail::index_put_cost(name, units::bytes(bytes), d), keep);
   }
   // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
   void add_norm(const char* name) {
@@ -572,7 +584,17 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
     if (a.moe)
       fc.derivation.notes.push_back(
           "MoE: experts touched by T tokens with top-k of E (uniform routing) = E·(1 − (1 − k/E)^T); their weights "
-          "are read once per pass");
+          "are read once per pass; each grouped expert GEMM = " +
+          units::format_number(detail::kGroupedGemmTimeFactor, 4) + " × the batched GEMM + " +
+          format(Seconds(detail::kGroupedGemmFixedSeconds)) +
+          " (measured: torch._grouped_mm vs torch.bmm on our H100, moe_grouped_gemm.json)");
+    if (a.moe && plan.ep > 1)
+      fc.derivation.notes.push_back(
+          plan.kernels == wl::KernelStyle::eager && plan.cuda_graphs
+              ? "EP: plain PyTorch under CUDA graphs captures NCCL's all-to-all with fixed split sizes: each GPU sends "
+                "T·k rows (every destination the worst case), not T·k/ep, plus the expert ids and the padded "
+                "buffers' fill, gather and scatter"
+              : "EP: dispatch and combine all-to-all of the T·k/ep routed rows each GPU sends");
   }
   return fc;
 }
