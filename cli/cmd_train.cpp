@@ -286,6 +286,7 @@ std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const w
     bd.rows = {{"GEMM", pct(b.gemm)}, {"attention", pct(b.attention)}, {"elementwise", pct(b.elementwise)},
                {"embedding + LM head + loss", pct(b.embedding_loss)}};
     if (b.recompute.raw() > 0) bd.rows.emplace_back("  of which recompute", pct(b.recompute));
+    if (b.moe_host.raw() > 0) bd.rows.emplace_back("MoE dispatcher host syncs", pct(b.moe_host));
     for (const auto& c : est.comm)
       if (c.group_size > 1)
         bd.rows.emplace_back(fmt::format("{} comm exposed", c.kind),

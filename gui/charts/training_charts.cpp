@@ -191,6 +191,10 @@ void StepChart::setResult(const TrainingResult& r) {
       {tr("elementwise"), "train.compute", [](const model::TrainingEstimate& e) { return e.step.elementwise; }, 3},
       {tr("embedding, head, loss"), "train.compute", [](const model::TrainingEstimate& e) { return e.step.embedding_loss; }, 9},
   };
+  bool moe_host = false;
+  for (const auto* g : shown) moe_host = moe_host || g->est.step.moe_host.raw() > 0;
+  if (moe_host)
+    parts.push_back({tr("MoE host syncs"), "train.moe", [](const model::TrainingEstimate& e) { return e.step.moe_host; }, 11});
   int colour = 1;
   for (const char* kind : {"tp", "cp", "ep", "pp", "dp", "fsdp"}) {
     bool any = false;

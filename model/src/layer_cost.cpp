@@ -8,6 +8,7 @@
 
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
+#include "moe_cost.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -58,6 +59,9 @@ class TrainingLayerPricer {
   // write a_b per weight).
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                 std::int64_t batch = 1) {
+    // Routed experts run as grouped GEMMs (moe_cost.hpp: the measured grouped-kernel law over the batched GEMM).
+    const bool grouped = kind == LinearKind::expert_in || kind == LinearKind::expert_out;
+    auto g = [&](OpCost c) { return grouped ? grouped_gemm(std::move(c)) : c; };
     // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
     auto put = [&](bool forward, bool gemm, const OpCost& o) {
       (forward ? lc.fwd : lc.bwd).add(o);
@@ -78,10 +82,10 @@ class TrainingLayerPricer {
   }
   // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation).
   const bool split = gp == hw::Precision::fp8;
-  add_fwd(gemm_cost(named(name), {m, n, k, batch}, gp, d));
-  add_bwd(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d));
+  add_fwd(g(gemm_cost(named(name), {m, n, k, batch}, gp, d)));
+  add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d)));
   if (!lora.on()) {
-    OpCost wg = gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d);
+    OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d));
     if (wgrad_accumulates(plan))
       wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
     add_bwd(wg);
@@ -257,6 +261,7 @@ class TrainingLayerPricer {
         } else {
           fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
           price_token_routing(rows);
+          price_dispatcher_host();
         }
         break;
       }
@@ -293,6 +298,23 @@ class TrainingLayerPricer {
     stream("expert-order regroup (pad copy, gather, gather back)", P * row * 6.0, 0.0);
     stream("unpermute (gather, scale by routing weight, sum over top-k)", P * row * 5.0 + double(T) * row,
            P * double(h) * 2.0);
+  }
+
+  // The dispatcher's host synchronisations (moe_cost.hpp): time the GPU spends waiting for the host, forward and
+  // backward, once per MoE layer and micro-batch.
+  void price_dispatcher_host() {
+    const MoeHostSync hs = moe_host_sync(eager, par.ep, plan.ep_dispatch);
+    for (const bool forward : {true, false}) {
+      const Seconds wait = forward ? hs.fwd : hs.bwd;
+      if (!(wait > Seconds(0))) continue;
+      OpCost c;
+      c.name = named(forward ? "MoE dispatcher host sync" : "MoE dispatcher host sync bwd");
+      c.cls = OpClass::host;
+      c.bound = Bound::launch;
+      c.time = wait;
+      (forward ? lc.fwd : lc.bwd).add(c);
+      if (keep_ops) lc.ops.push_back(c);
+    }
   }
 
   const wl::TransformerArch& a;

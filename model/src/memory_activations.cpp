@@ -199,12 +199,17 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   if (moe_layer && a.moe) {
     const auto& m = *a.moe;
     const double E = double(m.num_experts), k = double(m.experts_per_token);
-    // Megatron-Core MoE: fp32 routing softmax; token permutation copies each token to its k experts; the unpermute
-    // multiplies by the routing weights and keeps the expert outputs for their gradient. Balanced routing assumed.
+    // Megatron-Core MoE: fp32 routing softmax; token permutation copies each token to its k experts. The routing
+    // weights: Megatron-Core permutes them with the tokens and multiplies them in inside the experts' activation
+    // (experts.py TEGroupedMLP: weighted_bias_swiglu_impl(fc1 output, permuted_probs), which keeps its input — the
+    // fc1 output, counted — and the k probabilities), so its unpermute keeps only its index map, not the k·h expert
+    // outputs. A plain PyTorch layer (ours, moe_layer.py: the expert rows × the weights, summed over k) keeps the
+    // expert outputs for the weights' gradient. Balanced routing assumed.
     add(v, M, "router probabilities (fp32)", "E", E, kFp32Bytes, Split::sequence);
     if (c.wgrad_mlp) add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.gi, Split::sequence);
     ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e", rc_act);
-    add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
+    if (c.eager())
+      add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
     if (m.shared_experts > 0)
       ffn_terms(c, v, Part::shared, (double(m.shared_experts) * double(m.shared_intermediate)), "n_s·i_s", "2·n_s·i_s",
                 rc_act);

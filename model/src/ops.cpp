@@ -18,6 +18,7 @@ std::string to_string(OpClass c) {
     case OpClass::embedding: return "embedding";
     case OpClass::loss: return "loss";
     case OpClass::optimizer: return "optimizer";
+    case OpClass::host: return "host";
   }
   return "?";
 }

@@ -10,6 +10,7 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "moe_cost.hpp"
 #include "serving_internal.hpp"
 
 namespace gpuplan::model {
@@ -37,6 +38,8 @@ CommGroup group_of(const ServingSystem& sys, int size, int stride) {
 
 using detail::coll;
 using detail::group_of;
+using detail::grouped_gemm;
+using detail::moe_dispatch_rows;
 
 namespace {
 
@@ -131,10 +134,45 @@ class ServingLayerPricer {
       return std::move(acc);
     }
     if (moe && ep > 1) {
-      // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs.
-      const Bytes buf = units::bytes(T * double(a.moe->experts_per_token) * double(h) * e / double(ep));
+      // Dispatch and combine: each rank sends its 1/ep share of the token-expert pairs (moe_cost.hpp,
+      // moe_dispatch_rows). Plain PyTorch under CUDA graphs can only capture NCCL's all-to-all with fixed split
+      // sizes: every rank sends each destination the worst case (its tokens × k slots, empty ones zero), the
+      // destinations' expert ids travel in a second all-to-all, and the padded buffers are filled, gathered by
+      // expert and scattered back (zero fill, a gather of every slot, the scatter of the results: 5 passes of
+      // read or write over them). Engines with their own dispatch kernels send only the routed rows.
+      const bool fixed = eager && plan.cuda_graphs;
+      const double kk = double(a.moe->experts_per_token);
+      const double rows = moe_dispatch_rows(T, kk, int(ep), fixed);
+      const Bytes buf = units::bytes(rows * double(h) * e);
       acc.comm += coll(Collective::all_to_all, buf, ep_g) * 2.0;
       acc.kernels += 2;
+      if (fixed) {
+        acc.comm += coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g);
+        acc.kernels += 1;
+        // The padded buffers (rows of h): zero fill (write), the receiver's gather of every slot into expert order
+        // (read + write), the results written back to slot order; the sender writes its routed rows into their
+        // slots and takes them back from the returned buffer (a gather, then a write into pair order). The writes
+        // into slots are PyTorch's index_put (one element per thread, not vectorised), which our TP4/EP4 prefill
+        // profile times at 0.30 of the streaming rate (moe_cost.hpp, kIndexPutRate).
+        const double local = T * kk / double(ep), hb = double(h) * e;
+        stream("fixed-capacity send buffer zero fill", rows * hb, 0.0);
+        index_put("routed rows into their slots (index_put)", local * hb * 2.0);
+        stream("fixed-capacity gather by expert", rows * hb * 2.0, 0.0);
+        index_put("results back to slot order (index_put)", rows * hb * 2.0);
+        stream("returned rows gathered from their slots", local * hb * 2.0, 0.0);
+        index_put("returned rows into pair order (index_put)", local * hb * 2.0);
+        // The slot bookkeeping beyond the single-GPU routing (price_eager_routing), one kernel each (int64 indices
+        // over the pairs): the pairs sorted by destination rank and the received ones by local expert (three radix
+        // passes each), the per-destination and per-expert counts (fill, scatter-add each), the slot offsets
+        // (arange, cumsum, subtract, gather) and the expert ids written into their slots (fill, index_put).
+        const double pairs = T * kk / double(ep);
+        for (const char* n : {"destination sort", "destination sort", "destination sort", "destination counts fill",
+                              "destination counts", "slot arange", "slot offsets scan", "slot offsets", "slot index",
+                              "expert-id slots fill", "expert-id slots", "received expert sort",
+                              "received expert sort", "received expert sort", "received counts fill",
+                              "received counts"})
+          stream(n, std::max(pairs, rows / double(ep)) * 16.0, 0.0);
+      }
     }
     acc.comm += ar;
     acc.kernels += t > 1 ? 1 : 0;
@@ -154,6 +192,11 @@ class ServingLayerPricer {
   void stream(const std::string& name, double bytes, double flops) {
     if (bytes <= 0) return;
     acc.add(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(flops), d), keep);
+  }
+  // PyTorch's index_put of whole rows (x[idx] = y): its bytes at detail::kIndexPutRate of the streaming rate.
+  void index_put(const std::string& name, double bytes) {
+    if (bytes <= 0) return;
+    acc.add(detail::index_put_cost(name, units::bytes(bytes), d), keep);
   }
   // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
   void add_norm(const char* name) {
@@ -291,7 +334,8 @@ class ServingLayerPricer {
     const std::int64_t groups = at_least_one(touched);
     auto experts = [&](const std::string& name, std::int64_t k_dim, std::int64_t n_dim) {
       const double bb = wb(k_dim);
-      acc.add(repeated(gemm_cost(name, {per_expert, n_dim, k_dim, groups, bb}, gp, d), touched / double(groups), d),
+      acc.add(grouped_gemm(repeated(gemm_cost(name, {per_expert, n_dim, k_dim, groups, bb}, gp, d),
+                                    touched / double(groups), d)),
               keep);
       acc.weights += units::bytes(double(k_dim) * double(n_dim) * touched * bb);
     };
@@ -540,7 +584,17 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
     if (a.moe)
       fc.derivation.notes.push_back(
           "MoE: experts touched by T tokens with top-k of E (uniform routing) = E·(1 − (1 − k/E)^T); their weights "
-          "are read once per pass");
+          "are read once per pass; each grouped expert GEMM = " +
+          units::format_number(detail::kGroupedGemmTimeFactor, 4) + " × the batched GEMM + " +
+          format(Seconds(detail::kGroupedGemmFixedSeconds)) +
+          " (measured: torch._grouped_mm vs torch.bmm on our H100, moe_grouped_gemm.json)");
+    if (a.moe && plan.ep > 1)
+      fc.derivation.notes.push_back(
+          plan.kernels == wl::KernelStyle::eager && plan.cuda_graphs
+              ? "EP: plain PyTorch under CUDA graphs captures NCCL's all-to-all with fixed split sizes: each GPU sends "
+                "T·k rows (every destination the worst case), not T·k/ep, plus the expert ids and the padded "
+                "buffers' fill, gather and scatter"
+              : "EP: dispatch and combine all-to-all of the T·k/ep routed rows each GPU sends");
   }
   return fc;
 }

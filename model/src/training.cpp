@@ -789,6 +789,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   s.elementwise = (fwd.elementwise + bwd.elementwise + recompute.elementwise) * double(m);
   s.embedding_loss = extra * double(m);
   s.recompute = recompute.total() * double(m);
+  s.moe_host = (fwd.other + bwd.other + recompute.other) * double(m);
   s.comm_exposed = o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed + o.dp.exposed;
   s.bubble = bubble;
   s.optimizer = t.optimizer;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "moe_cost.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model::detail {
@@ -17,8 +18,12 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
   std::int64_t first_moe = 0;
   while (first_moe < a.layers && !a.is_moe_layer(first_moe)) ++first_moe;
   const LayerCost lc = layer_cost(a, plan, LayerKind::of(a, first_moe), d, true);
-  Seconds experts{}, routing{};
+  Seconds experts{}, routing{}, host{};
   for (const auto& op : lc.ops) {
+    if (op.cls == OpClass::host) {
+      host += op.time;
+      continue;
+    }
     if (op.name.find("expert") == std::string::npos && op.name.find("permute") == std::string::npos) continue;
     if (op.name.find("shared") != std::string::npos) continue;
     (op.cls == OpClass::gemm ? experts : routing) += op.time;
@@ -28,8 +33,9 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
   const MoeDispatch md = moe_dispatch(a, plan, g);
   const bool deepep = plan.ep_dispatch == wl::EpDispatch::deepep;
   Derivation r{"train.moe", "One MoE layer, one micro-batch: dispatch, expert GEMMs, combine",
-               "t_moe = 2·(t_dispatch + t_combine) + t_expert GEMMs (fwd + dgrad + wgrad) + t_permute ; the busiest "
-               "EP rank (imbalance ι) sets the pace: expert tokens ×ι, dispatch/combine ×ι",
+               "t_moe = 2·(t_dispatch + t_combine) + t_expert GEMMs (fwd + dgrad + wgrad) + t_permute + t_host ; "
+               "grouped GEMM = a·(batched GEMM) + t₀ ; the busiest EP rank (imbalance ι) sets the pace: expert tokens "
+               "×ι, dispatch/combine ×ι",
                {},
                "",
                {},
@@ -60,8 +66,19 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
   r.inputs.push_back({"t_expert GEMMs", format(experts),
                       fmt::format("grouped GEMMs of the {} local experts, forward + dgrad + wgrad", local),
                       Origin::derived("layer_cost")});
+  r.inputs.push_back({"a, t₀", fmt::format("{}, {}", units::format_number(kGroupedGemmTimeFactor, 4),
+                                            format(Seconds(kGroupedGemmFixedSeconds))),
+                      "grouped expert GEMM against the batched GEMM of the same per-expert shape",
+                      Origin::measurement("our H100: torch._grouped_mm vs torch.bmm, 147 bf16 shapes "
+                                          "(data/validation/measured/h100-sxm5-80gb/moe_grouped_gemm.json); other GPUs "
+                                          "and fp8: assumed the same")});
   r.inputs.push_back({"t_permute + activation", format(routing), "token permute/unpermute and the experts' SwiGLU",
                       Origin::derived("layer_cost")});
+  const MoeHostSync hs = moe_host_sync(plan.kernels == wl::KernelStyle::eager, par.ep, plan.ep_dispatch);
+  r.inputs.push_back({"t_host", format(host), hs.what,
+                      hs.syncs > 0 ? Origin::measurement("data/validation/measured/h100-sxm5-80gb/moe_layer*.json "
+                                                         "(scripts/measure/moe_layer.py)")
+                                   : Origin::derived()});
   r.inputs.push_back({"ι", units::format_number(md.imbalance > 1 ? md.imbalance : std::max(1.0, plan.moe_imbalance), 3),
                       "load imbalance: tokens of the busiest EP rank over the mean",
                       plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
@@ -72,9 +89,9 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                                         "communication; the hidden part pays the SM share"
                                       : "no EP overlap in this schedule: every dispatch and combine is exposed",
                       Origin::derived()});
-  r.result = fmt::format("{} per micro-batch (dispatch+combine ×2 {}, experts {})",
-                         format(md.dispatch * 2.0 + md.combine * 2.0 + experts + routing),
-                         format(md.dispatch * 2.0 + md.combine * 2.0), format(experts));
+  r.result = fmt::format("{} per micro-batch (dispatch+combine ×2 {}, experts {}, host syncs {})",
+                         format(md.dispatch * 2.0 + md.combine * 2.0 + experts + routing + host),
+                         format(md.dispatch * 2.0 + md.combine * 2.0), format(experts), format(host));
   return r;
 }
 }  // namespace

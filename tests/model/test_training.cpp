@@ -1000,10 +1000,12 @@ TEST_SUITE("training step properties") {
       const auto e = estimate(c, system_of(c.node));
       const auto& s = e.step;
       for (double v : {s.gemm.raw(), s.attention.raw(), s.elementwise.raw(), s.embedding_loss.raw(), s.recompute.raw(),
-                       s.comm_exposed.raw(), s.bubble.raw(), s.optimizer.raw()})
+                       s.moe_host.raw(), s.comm_exposed.raw(), s.bubble.raw(), s.optimizer.raw()})
         CHECK(v >= 0);
-      // The parts (compute, comm, bubble, optimizer) cover the step; the recompute is inside the compute terms.
-      const double parts = (s.gemm + s.attention + s.elementwise + s.embedding_loss + s.comm_exposed + s.bubble + s.optimizer).raw();
+      // The parts (compute, the MoE dispatcher's host syncs, comm, bubble, optimizer) cover the step; the recompute is
+      // inside the compute terms.
+      const double parts = (s.gemm + s.attention + s.elementwise + s.embedding_loss + s.moe_host + s.comm_exposed +
+                            s.bubble + s.optimizer).raw();
       CHECK(parts == doctest::Approx(s.total.raw()).epsilon(1e-9));
       CHECK(s.recompute.raw() <= (s.gemm + s.attention + s.elementwise).raw());
     }

@@ -15,7 +15,8 @@
 
 namespace gpuplan::model {
 
-enum class OpClass { gemm, attention, elementwise, embedding, loss, optimizer };
+/// host: time the GPU waits for the host (a dispatcher's synchronisations), not a kernel.
+enum class OpClass { gemm, attention, elementwise, embedding, loss, optimizer, host };
 std::string to_string(OpClass c);
 
 enum class Bound { compute, memory, launch };

@@ -52,6 +52,9 @@ struct CommCost {
 struct StepBreakdown {
   units::Seconds gemm{}, attention{}, elementwise{}, embedding_loss{};  ///< compute per step on the critical path
   units::Seconds recompute{};   ///< share of the above spent recomputing activations
+  /// The GPU waiting for the host: an MoE dispatcher's host synchronisations (moe_cost.hpp), in the step's compute
+  /// path (part of the total, not of the four kinds of compute above).
+  units::Seconds moe_host{};
   units::Seconds comm_exposed{};
   units::Seconds bubble{};
   units::Seconds optimizer{};   ///< the optimizer step (on the CPU under offload)

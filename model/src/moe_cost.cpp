@@ -1,0 +1,82 @@
+// The MoE-layer terms training and serving share (moe_cost.hpp).
+#include "moe_cost.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace gpuplan::model::detail {
+
+OpCost grouped_gemm(OpCost batched) {
+  batched.time = batched.time * kGroupedGemmTimeFactor + units::Seconds(kGroupedGemmFixedSeconds);
+  return batched;
+}
+
+// The measured parts (data/validation/measured/h100-sxm5-80gb/moe_layer.json and moe_layer_ep4.json,
+// scripts/measure/moe_layer.py: one MoE layer, 2K–32K tokens per GPU, Mixtral-like and Qwen3-30B-A3B-like, EP 1/2/4,
+// two device calls): each stage's time is linear in the tokens; its intercept at zero tokens is the time that does
+// not scale with the work. Medians over the 10 config × EP × call fits:
+//  - the routing chain up to the first host sync (router, softmax, top-k, sort, bincount — whose output size the
+//    host reads — and the gather into expert order): 0.645 ms (0.52–0.75), the same for 8 or 128 experts, h 2048 or
+//    4096: the host's pace, not the GPU's;
+//  - the split sizes to the host (`.tolist()`): 0.07 ms (0.05–0.08) at EP 1; with the counts' all-to-all before it,
+//    0.32 ms (0.27–0.35) at EP 2 and 4;
+//  - the dispatch all-to-all's fixed part beyond NCCL's own latency, the ranks arriving at different times after
+//    their syncs: 0.15 ms (0.11–0.24) at EP > 1;
+//  - the regroup into expert-major groups after the split sizes arrive (~27 eager kernels: the offsets from the
+//    host's lists, cumsums, repeat_interleave, the index tensors, the padded gather), with the grouped GEMMs: the
+//    expert stage's intercept, 0.67 ms forward (−0.35…1.05: the spread is the GEMMs' efficiency rising with rows,
+//    up or down by shape; the median is the host's part) less the two grouped calls' fixed 2 × 11 µs = 0.64 ms;
+//    backward 0.46 ms (−0.56…1.35) less four grouped calls = 0.41 ms (the index gradients' scatter-adds, the cat
+//    and pad gradients at the host's pace);
+//  - the backward's routing kernels (gather and unpermute gradients, the router's): 0.15 ms (0.09 + 0.06).
+MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch) {
+  using units::Seconds;
+  MoeHostSync r;
+  if (dispatch == wl::EpDispatch::deepep) {
+    r.what = "sync-free dispatcher (DeepEP: the receive counts stay on the GPU): no host synchronisation";
+    return r;
+  }
+  const bool multi = ep > 1;
+  const Seconds split = Seconds(multi ? 0.32e-3 : 0.07e-3);
+  if (!eager) {
+    // Megatron-Core's all-to-all dispatcher (token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess) copies the
+    // tokens per expert to the host each MoE layer forward (the all-to-all split sizes and the grouped GEMM's
+    // m_splits); its permute/unpermute are fused kernels, so only the round trip (and at EP > 1 the counts'
+    // exchange before it) is priced, as measured for ours.
+    r.syncs = 1;
+    r.fwd = split;
+    r.what = fmt::format("1 host sync per layer forward (the tokens per expert copied to the host to size the "
+                         "all-to-all): {:.2f} ms, measured with our dispatcher (moe_layer*.json, stage "
+                         "dispatch_counts_sync){}",
+                         split.raw() * 1e3, multi ? ", with the counts' all-to-all" : "");
+    return r;
+  }
+  r.syncs = 2;
+  const Seconds route(0.645e-3), skew(multi ? 0.15e-3 : 0.0), regroup(0.64e-3), regroup_bwd(0.41e-3),
+      routing_bwd(0.15e-3);
+  r.fwd = route + split + skew + regroup;
+  r.bwd = regroup_bwd + routing_bwd;
+  r.what = fmt::format(
+      "eager dispatcher, 2 host syncs per layer forward (bincount's size, the split sizes): routing chain {:.3f} ms + "
+      "split sizes {:.2f} ms{} + regroup {:.2f} ms at the host's pace; backward: regroup gradients {:.2f} ms + "
+      "routing gradients {:.2f} ms (intercepts of moe_layer*.json's stage times, linear in tokens)",
+      route.raw() * 1e3, split.raw() * 1e3,
+      multi ? fmt::format(" + all-to-all arrival skew {:.2f} ms", skew.raw() * 1e3) : std::string(),
+      regroup.raw() * 1e3, regroup_bwd.raw() * 1e3, routing_bwd.raw() * 1e3);
+  return r;
+}
+
+OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d) {
+  OpCost c = streaming_cost(name, OpClass::elementwise, bytes, units::flop(0), d);
+  const units::Seconds launch = d.eff.kernel_launch;
+  c.time = (c.time - launch) / kIndexPutRate + launch;
+  return c;
+}
+
+double moe_dispatch_rows(double T, double k, int ep, bool fixed_capacity) {
+  const double n = double(std::max(1, ep));
+  return fixed_capacity ? T * k : T * k / n;
+}
+
+}  // namespace gpuplan::model::detail

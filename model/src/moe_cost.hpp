@@ -1,0 +1,59 @@
+#pragma once
+// Internal to gpuplan::model: the parts of an MoE layer's price that training (layer_cost.cpp) and serving
+// (serving.cpp) share, so that one formula prices them in both (DESIGN.md §2.1): the grouped expert GEMM, the host
+// synchronisations of a dispatcher that sizes its all-to-all on the host, and the all-to-all buffer of a
+// fixed-capacity (CUDA-graph) dispatch. The dispatch/combine transfer itself is moe_dispatch.cpp (training) and the
+// serving pricer's collective over the same bytes.
+#include <string>
+
+#include "gpuplan/core/units.hpp"
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/wl/training.hpp"
+
+namespace gpuplan::model::detail {
+
+/// The grouped expert GEMM (torch._grouped_mm, CUTLASS's grouped kernel for Hopper) against the batched GEMM of the
+/// same per-expert shape that gemm_cost prices (batch = experts): t_grouped = a·t_batched + t₀. Measured on our H100
+/// (data/validation/measured/h100-sxm5-80gb/moe_grouped_gemm.json, scripts/measure/moe_grouped_gemm.py): 147 bf16
+/// points — 8 expert shapes (DeepSeek-V3 up/down and their TP8 shards, Mixtral, Qwen3-235B, Qwen3-30B up/down) ×
+/// 8/32/128 experts × 1…4096 rows per expert — timed both as torch.bmm and as torch._grouped_mm; the least-|relative
+/// error| line through them is a = 1.065, t₀ = 11 µs (median |error| 3.4%, worst 30% at 8 experts of 1 row, where the
+/// grouped call is 1.5× bmm). t₀ is the grouped call's fixed work (the per-group problem descriptors built on the
+/// device from the offsets, the group-aware tile scheduler's prologue); a is the grouped kernel's lower rate. The same
+/// law for the dgrad and wgrad grouped GEMMs of training (moe_kernels_bwd.json: 0.96–1.04 of the forward's rate at
+/// 1024 rows per expert, lower at 256) and for every GPU (an assumption: measured on Hopper only); fp8 grouped GEMMs
+/// take it too (torch._scaled_grouped_mm measured 0.55–2.8× the bf16 bmm: too erratic to be a law).
+inline constexpr double kGroupedGemmTimeFactor = 1.065;
+inline constexpr double kGroupedGemmFixedSeconds = 11.0e-6;
+OpCost grouped_gemm(OpCost batched);
+
+/// Host time of an MoE dispatcher that synchronises with the host to size its all-to-all (one MoE layer, one
+/// micro-batch), forward and backward. While the host waits for the split sizes the GPU's queue drains; the kernels
+/// issued next then run at the host's pace, and at EP > 1 the ranks reach the all-to-all at different times.
+/// Sync-free dispatchers (DeepEP; a fixed-capacity CUDA-graph dispatch) have none.
+struct MoeHostSync {
+  units::Seconds fwd{}, bwd{};
+  int syncs = 0;     ///< host synchronisations per layer forward
+  std::string what;  ///< for display: the mechanism and its measurement
+};
+/// `eager`: a PyTorch dispatcher of plain ops (ours: scripts/measure/moe_layer.py); else Megatron-Core's fused
+/// all-to-all dispatcher.
+MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch);
+
+/// PyTorch's index_put of whole rows (`buf[idx] = rows`, not accumulating) against the streaming rate: its kernel
+/// (index_put_kernel_impl) moves one element per thread. Measured in our TP4/EP4 fixed-capacity prefill on 4 H100s
+/// (1 × 2048 tokens, 48 layers; data/validation/measured/h100-sxm5-80gb/serve_moe_tp4_ep4_profile_graph_tp.json,
+/// CUDA-only profile): 11.07 ms of index_put kernels for 201 MB read + written per layer (the routed rows into their
+/// slots 2 × 16.8 MB, the results back to slot order 2 × 67 MB, the returned rows into pair order 2 × 16.8 MB):
+/// 0.87 TB/s, 0.30 of the 2.88 TB/s the built-in H100 streams (3.35 TB/s × η_hbm 0.86). Other GPUs: the same
+/// fraction (an assumption).
+inline constexpr double kIndexPutRate = 0.30;
+OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d);
+
+/// Token-expert rows one GPU sends in the dispatch of T tokens (top-k) over an EP group of `ep`: the balanced share
+/// T·k/ep when the split sizes are exchanged first; with a fixed-capacity dispatch (all-to-all inside a CUDA graph,
+/// whose splits are fixed when it is captured) every destination gets the worst case, the rank's T/ep tokens × k
+/// slots, so ep × (T/ep)·k = T·k rows travel whatever the routing.
+double moe_dispatch_rows(double T, double k, int ep, bool fixed_capacity);
+
+}  // namespace gpuplan::model::detail
