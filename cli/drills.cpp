@@ -1,4 +1,5 @@
 #include "drills.hpp"
+#include "drills_course.hpp"
 #include "drills_realtime.hpp"
 
 #include <algorithm>
@@ -132,6 +133,7 @@ const std::vector<Kind>& kinds() {
         integer("virtual_stages", 1, 1e3, "model chunks per stage (1 = plain 1F1B)")}},
     };
     for (const auto& r : realtime_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_realtime.cpp
+    for (const auto& r : course_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});    // drills_course.cpp
     return v;
   }();
   return k;
@@ -394,8 +396,8 @@ std::optional<KindAnswer> evaluate_kind(const std::string& kind, const json_io::
     auto e = model::pipeline_bubble(int(i("pp")), int(i("virtual_stages")), i("micro_batches"), o);
     a.value = e.value;
     a.derivation = std::move(e.derivation);
-  } else {
-    evaluate_realtime_kind(kind, in, o, a);
+  } else if (!evaluate_realtime_kind(kind, in, o, a)) {
+    evaluate_course_kind(kind, in, o, a);
   }
   attribute_to_question(a.derivation, ctx.origin);
   return a;
