@@ -30,6 +30,7 @@
 #include "markdown_report.hpp"
 #include "resolve.hpp"
 #include "scenario_panel.hpp"
+#include "stack_page.hpp"
 #include "serving_charts.hpp"
 #include "serving_page.hpp"
 #include "simulation_page.hpp"
@@ -99,6 +100,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(compare_, tr("Compare"));
   drills_ = new DrillsPage(data_);
   tabs_->addTab(drills_, tr("Interview drills"));
+  stack_ = new StackPage(data_);
+  tabs_->addTab(stack_, tr("Optimisation stack"));
   simulation_ = new SimulationPage(data_);
   serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
   setCentralWidget(tabs_);
@@ -181,7 +184,8 @@ void MainWindow::buildMenus() {
 }
 
 bool MainWindow::idle() const {
-  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle();
+  return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle() &&
+         stack_->idle();
 }
 
 void MainWindow::requestTraining() {
@@ -189,6 +193,7 @@ void MainWindow::requestTraining() {
   req.scenario = panel_->scenario();
   req.compare_gpus = panel_->compareGpus();
   req.calibration = panel_->calibration();
+  stack_->setScenario(req.scenario, req.calibration);
   serving_->followTraining(panel_->modelCombo()->currentData().toString(), panel_->gpuCombo()->currentData().toString());
   train_clock_.start();
   auto shared = data_;

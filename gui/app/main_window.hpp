@@ -24,6 +24,7 @@ class JobController;
 class ScenarioPanel;
 class ServingPage;
 class SimulationPage;
+class StackPage;
 class TrainingPage;
 namespace charts {
 class CollectivesChart;
@@ -57,6 +58,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] DrillsPage* drillsPage() const { return drills_; }
   /// The serving page's inner tab kServingSimulation: the replica simulated under a live arrival rate.
   [[nodiscard]] SimulationPage* simulationPage() const { return simulation_; }
+  [[nodiscard]] StackPage* stackPage() const { return stack_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
   [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
@@ -97,6 +99,7 @@ class MainWindow : public QMainWindow {
   ServingPage* serving_;
   DrillsPage* drills_;  ///< the Interview drills tab
   SimulationPage* simulation_;
+  StackPage* stack_;  ///< the optimisation stack tab (issue #27 d3)
   ComparePage* compare_;
   ExplainPane* explain_;
   JobController* train_jobs_;
