@@ -28,6 +28,9 @@ struct SimFlags {
   std::optional<std::string> input_lengths, output_lengths;
   long long seed = 1;
   std::optional<double> series_s;
+  std::string batching = "continuous";
+  std::optional<long long> static_batch;
+  double batch_timeout_s = 0;
 };
 
 int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s,
@@ -56,6 +59,17 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   if (sf.seed < 0) diags.error("", "--seed", fmt::format("{} is not a seed ≥ 0", sf.seed));
   if (sf.series_s && !(*sf.series_s > 0 && *sf.series_s < 1e9))
     diags.error("", "--series-s", fmt::format("{} is not an interval in (0, 10⁹) seconds", plain_number(*sf.series_s)));
+  if (sf.batching != "continuous" && sf.batching != "static")
+    diags.error("", "--batching", fmt::format("'{}' is not a batching policy (continuous or static)", sf.batching));
+  const bool static_batching = sf.batching == "static";
+  if (!static_batching && (sf.static_batch || cmd.count("--batch-timeout-s") > 0))
+    diags.error("", sf.static_batch ? "--static-batch" : "--batch-timeout-s",
+                "applies to static batching only: add --batching static");
+  if (sf.static_batch && (*sf.static_batch < 1 || *sf.static_batch > 1'000'000))
+    diags.error("", "--static-batch", fmt::format("{} is not a batch size in [1, 10⁶] requests", *sf.static_batch));
+  if (!(sf.batch_timeout_s >= 0 && sf.batch_timeout_s < 1e9))
+    diags.error("", "--batch-timeout-s",
+                fmt::format("{} is not a timeout in [0, 10⁹) seconds", plain_number(sf.batch_timeout_s)));
   if (rs.perf.pp > 1)
     diags.error("", "--pp", "simulate runs one pipeline stage per replica: PP micro-batching is not simulated yet "
                             "(give --tp)");
@@ -110,14 +124,24 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   model::SimOptions opt = *sim_opt;
   const std::int64_t block = opt.block_size;
   opt.series_interval_s = sf.series_s.value_or(0.0);
+  if (static_batching) {
+    opt.batching = model::Batching::static_;
+    opt.static_batch = sf.static_batch.value_or(rs.perf.max_batch);
+    opt.static_timeout_s = sf.batch_timeout_s;
+  }
   const model::SimResult r = model::simulate_serving(rs.arch, rs.perf, rs.sys, requests, opt);
 
-  const std::string engine = fmt::format("token budget {}, max {} sequences, {} KV blocks of {} tokens ({} tokens){}",
-                                         rs.perf.max_batched_tokens, rs.perf.max_batch, opt.kv_blocks, block,
-                                         opt.kv_blocks * block,
-                                         rs.perf.cached_prefix_tokens > 0
-                                             ? fmt::format(", shared prefix {} tokens", rs.perf.cached_prefix_tokens)
-                                             : std::string());
+  const std::string engine =
+      static_batching
+          ? fmt::format("static batching: batches of up to {} requests, a partial batch after {} s, prompts padded to "
+                        "the longest and every batch run to its longest output; {} KV blocks of {} tokens ({} tokens)",
+                        opt.static_batch, plain_number(opt.static_timeout_s), opt.kv_blocks, block, opt.kv_blocks * block)
+          : fmt::format("continuous batching (vLLM v1): token budget {}, max {} sequences, {} KV blocks of {} tokens "
+                        "({} tokens){}",
+                        rs.perf.max_batched_tokens, rs.perf.max_batch, opt.kv_blocks, block, opt.kv_blocks * block,
+                        rs.perf.cached_prefix_tokens > 0
+                            ? fmt::format(", shared prefix {} tokens", rs.perf.cached_prefix_tokens)
+                            : std::string());
   if (fmt_ == Format::csv) {
     std::string o = "t_s,running,waiting,kv_utilisation,output_tokens_per_s\n";
     for (const auto& p : r.series)
@@ -131,6 +155,13 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
     o["model"] = rs.arch.id;
     o["gpu"] = rs.sys.gpu->info.id;
     o["tp"] = rs.perf.tp;
+    o["batching"] = model::to_string(opt.batching);
+    if (static_batching)
+      o["static"] = {{"batch", opt.static_batch},
+                     {"timeout_s", opt.static_timeout_s},
+                     {"batches", r.batches},
+                     {"mean_batch", r.mean_batch},
+                     {"padding_fraction", r.padding_fraction}};
     o["engine"] = {{"max_num_batched_tokens", rs.perf.max_batched_tokens},
                    {"max_num_seqs", rs.perf.max_batch},
                    {"block_size", block},
@@ -141,6 +172,7 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
     o["requests"] = r.requests;
     o["completed"] = r.completed;
     o["duration_s"] = r.duration_s;
+    o["queue"] = stats_json(r.queue);
     o["ttft"] = stats_json(r.ttft);
     o["itl"] = stats_json(r.itl);
     o["tpot"] = stats_json(r.tpot);
@@ -178,7 +210,8 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
                    {"completed", fmt::format("{} of {} requests in {:.4g} s simulated", r.completed, r.requests,
                                              r.duration_s)}}});
   secs.push_back({"Latency",
-                  {{"TTFT", stats_text(r.ttft)},
+                  {{"queueing (arrival to first step)", stats_text(r.queue)},
+                   {"TTFT", stats_text(r.ttft)},
                    {"ITL (every token gap)", stats_text(r.itl)},
                    {"TPOT (per request)", stats_text(r.tpot)},
                    {"E2E", stats_text(r.e2e)}}});
@@ -189,6 +222,10 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
                    {"KV utilisation", fmt::format("{:.1f}% mean, {:.1f}% peak", 100 * r.kv_utilisation_mean,
                                                   100 * r.kv_utilisation_peak)},
                    {"preemptions", std::to_string(r.preemptions)},
+                   {"batches", static_batching ? fmt::format("{}, {:.1f} requests each on average; {:.1f}% of the "
+                                                             "token slots computed were padding",
+                                                             r.batches, r.mean_batch, 100 * r.padding_fraction)
+                                               : std::string("continuous: requests join and leave at every step")},
                    {"iterations", fmt::format("{}, mean {}, busy {:.1f}% of the time ({} priced by forward_cost, the "
                                               "rest from the memo)",
                                               r.iterations,
@@ -236,6 +273,16 @@ void register_simulate(CLI::App& app, GlobalOptions& g, int& rc) {
                 "output lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --output-tokens)");
   c->add_option("--seed", sf->seed, "seed of the synthetic arrivals and lengths")->capture_default_str();
   c->add_option("--series-s", sf->series_s, "print a time series sample every this many simulated seconds");
+  c->add_option("--batching", sf->batching,
+                "continuous (vLLM v1 scheduler) or static (batches of --static-batch requests padded to the longest, "
+                "run to the longest output, no joins)")
+      ->capture_default_str();
+  c->add_option("--static-batch", sf->static_batch,
+                "static batching: requests per batch (default: the engine's max_num_seqs)");
+  c->add_option("--batch-timeout-s", sf->batch_timeout_s,
+                "static batching: a partial batch starts once its oldest request has waited this long (0: as soon as "
+                "the engine is free)")
+      ->capture_default_str();
   add_format_option(*c, g);
   accept_engine_spellings(*c, g.data_dir);
   c->callback([&g, f, s, sf, c, &rc] {

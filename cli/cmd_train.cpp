@@ -30,6 +30,7 @@
 #include "sweep.hpp"
 #include "timeline_render.hpp"
 #include "train_search_output.hpp"
+#include "train_stack.hpp"
 #include "vision_cmd.hpp"
 
 namespace gpuplan::cli {
@@ -45,7 +46,8 @@ struct TrainFlags {
   std::string scenario;
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
       cross_entropy,
-      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout, ep_dispatch;
+      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout, ep_dispatch,
+      optimizer_impl;
   std::vector<std::string> recompute_modules;  ///< --recompute-modules (empty: not given)
   std::optional<double> moe_imbalance;
   std::optional<long long> mtp_layers;
@@ -67,7 +69,39 @@ struct TrainFlags {
   std::optional<std::string> megatron_args;  ///< --megatron-args FILE|-
   std::vector<std::string> megatron_typed;   ///< Megatron-LM flags typed among ours (CLI11's extras)
   std::optional<std::string> timeline, memory_timeline;  ///< --timeline / --memory-timeline FORMAT
+  std::optional<std::string> stack;          ///< --stack amp,flash,...: the optimisation stack (train_stack.hpp)
+  std::optional<double> loader_sample_ms;    ///< --loader-sample-ms: CPU cost of one sample (with --stack)
 };
+
+/// --stack's flag checks: it owns the knobs its steps set (from its fp32 eager baseline), and does not combine with
+/// --search or --sweep. False after an error.
+bool check_stack_flags(const TrainFlags& f, Diagnostics& diags) {
+  if (!f.stack) {
+    if (f.loader_sample_ms)
+      diags.error("", "--loader-sample-ms", "prices the input pipeline of the optimisation stack: give --stack too");
+    return !diags.has_errors();
+  }
+  if (f.search) diags.error("", "--stack", "--stack and --search do not combine: the stack evaluates one layout");
+  if (!f.sweep.empty()) diags.error("", "--stack", "--stack and --sweep do not combine");
+  const std::pair<const char*, bool> owned[] = {
+      {"--precision", f.precision.has_value()},           {"--kernels", f.kernels.has_value()},
+      {"--flash", f.flash_attention.has_value()},         {"--attention-kernel", f.attention_kernel.has_value()},
+      {"--mixed-precision", f.mixed_precision.has_value()}, {"--recompute", f.recompute.has_value()},
+      {"--overlap-grad-reduce", f.overlap_grad_reduce.has_value()},
+      {"--overlap-param-gather", f.overlap_param_gather.has_value()}, {"--overlap-tp", f.overlap_tp_comm.has_value()},
+      {"--cross-entropy", f.cross_entropy.has_value()},   {"--gradient-bytes", f.gradient_bytes.has_value()},
+      {"--fp8-params", f.fp8_params.has_value()},         {"--recompute-modules", !f.recompute_modules.empty()}};
+  for (const auto& o : owned)
+    if (o.second)
+      diags.error("", o.first,
+                  fmt::format("the optimisation stack starts from its fp32 eager baseline and sets this itself: leave "
+                              "{} out, or put the step that sets it in --stack ({})",
+                              o.first, stack_names()));
+  if (f.loader_sample_ms && !(*f.loader_sample_ms > 0 && *f.loader_sample_ms <= 1e6))
+    diags.error("", "--loader-sample-ms",
+                fmt::format("{} is not a CPU time per sample in (0, 10⁶] ms", plain_number(*f.loader_sample_ms)));
+  return !diags.has_errors();
+}
 
 /// Flags as a JSON overlay over the scenario file, remembering which flag each key came from.
 void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::string>& origin) {
@@ -85,6 +119,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("precision", "--precision", f.precision);
   put("optimizer", "--optimizer", f.optimizer);
   put("optimizer_states", "--optimizer-states", f.optimizer_states);
+  put("optimizer_impl", "--optimizer-impl", f.optimizer_impl);
   put("fp8_params", "--fp8-params", f.fp8_params);
   put("recompute", "--recompute", f.recompute);
   if (!f.recompute_modules.empty()) {
@@ -733,6 +768,12 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
+  std::optional<std::vector<model::OptStep>> stack;
+  if (!check_stack_flags(f, diags)) return report(diags);
+  if (f.stack) {
+    stack = parse_stack(*f.stack, "--stack", diags);
+    if (!stack) return report(diags);
+  }
   auto scenario = read_training_scenario(f.scenario, diags);
   if (!scenario) return report(diags);
   nlohmann::json j = std::move(*scenario);
@@ -815,6 +856,15 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   if (!load_calibration(*dir, resolved->sys, f.no_calibration, diags)) return report(diags);
   if (f.search) return run_search(g, f, j, gpu_range, *resolved, diags);
   report(diags);  // notes
+  if (stack) {
+    if (j.contains("optimizer_impl") && resolved->plan.optimizer_impl == wl::OptimizerImpl::fused)
+      diags.error("", where("optimizer_impl"),
+                  "the stack's baseline runs PyTorch's unfused optimizer (foreach or for-loop); the fused one is its "
+                  "fused-adam step");
+    if (diags.has_errors()) return report(diags);
+    return run_train_stack(g, *resolved, *stack, f.loader_sample_ms,
+                           j.contains("optimizer_impl") ? resolved->plan.optimizer_impl : wl::OptimizerImpl::foreach);
+  }
   return run_single(g, s, *resolved, timeline);
 }
 
@@ -845,6 +895,8 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--precision", f->precision, "bf16, fp16, fp8, tf32, fp32");
   c->add_option("--gradient-bytes", f->gradient_bytes, "bytes per gradient element (2 or 4)");
   c->add_option("--optimizer", f->optimizer, "adamw, adamw-8bit, sgd");
+  c->add_option("--optimizer-impl", f->optimizer_impl,
+                "optimizer step: fused (default), foreach (PyTorch's default multi-tensor passes) or for-loop");
   c->add_option("--optimizer-states", f->optimizer_states,
                 "storage of the optimizer's moment states: fp32 (default) or bf16 (DeepSeek-V3, NeMo optim.dtype bf16, "
                 "Megatron --exp-avg-dtype bf16)");
@@ -904,6 +956,12 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--pipeline-layout", f->pipeline_layout,
                 "layers of every pipeline chunk in Megatron's layout syntax, e.g. 'Et*3|(tt|)*29,t|L' (Megatron "
                 "--pipeline-model-parallel-layout)");
+  c->add_option("--stack", f->stack,
+                "optimisation stack: apply these in order from a PyTorch fp32 eager baseline and show each step's time, "
+                "memory, cost and speed-up (amp, fp8, flash, fused-adam, compile, workers=N, overlap, recompute[=full], "
+                "cuda-graphs)");
+  c->add_option("--loader-sample-ms", f->loader_sample_ms,
+                "with --stack: CPU milliseconds to produce one sample (read, tokenise, collate) for the input pipeline");
   c->add_option("--tokens", f->tokens, "token budget for time to train and cost");
   c->add_option("--price", f->price, "$/GPU-hour (default: the GPU's indicative price)");
   add_format_option(*c, g);

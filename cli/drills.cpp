@@ -1,4 +1,5 @@
 #include "drills.hpp"
+#include "drills_course.hpp"
 #include "drills_realtime.hpp"
 #include "drills_timeline.hpp"
 
@@ -134,6 +135,7 @@ const std::vector<Kind>& kinds() {
     };
     for (const auto& r : realtime_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_realtime.cpp
     for (const auto& r : timeline_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_timeline.cpp
+    for (const auto& r : course_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});    // drills_course.cpp
     return v;
   }();
   return k;
@@ -398,8 +400,8 @@ std::optional<KindAnswer> evaluate_kind(const std::string& kind, const json_io::
     a.derivation = std::move(e.derivation);
   } else if (kind == "timeline_stage_idle" || kind == "memory_peak_micro_batches") {
     if (!evaluate_timeline_kind(kind, in, *arch, ctx, o, a, file, diags)) return std::nullopt;
-  } else {
-    evaluate_realtime_kind(kind, in, o, a);
+  } else if (!evaluate_realtime_kind(kind, in, o, a)) {
+    evaluate_course_kind(kind, in, o, a);
   }
   attribute_to_question(a.derivation, ctx.origin);
   return a;

@@ -32,6 +32,7 @@
 #include "pipeline_page.hpp"
 #include "resolve.hpp"
 #include "scenario_panel.hpp"
+#include "stack_page.hpp"
 #include "serving_charts.hpp"
 #include "serving_page.hpp"
 #include "simulation_page.hpp"
@@ -105,6 +106,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(timeline_, tr("Step timeline"));
   pipeline_ = new PipelinePage(data_);
   tabs_->addTab(pipeline_, tr("Real-time pipeline"));
+  stack_ = new StackPage(data_);
+  tabs_->addTab(stack_, tr("Optimisation stack"));
   simulation_ = new SimulationPage(data_);
   serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
   setCentralWidget(tabs_);
@@ -189,6 +192,7 @@ void MainWindow::buildMenus() {
 bool MainWindow::idle() const {
   return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle() &&
          pipeline_->idle();
+         stack_->idle();
 }
 
 void MainWindow::requestTraining() {
@@ -196,6 +200,7 @@ void MainWindow::requestTraining() {
   req.scenario = panel_->scenario();
   req.compare_gpus = panel_->compareGpus();
   req.calibration = panel_->calibration();
+  stack_->setScenario(req.scenario, req.calibration);
   serving_->followTraining(panel_->modelCombo()->currentData().toString(), panel_->gpuCombo()->currentData().toString());
   train_clock_.start();
   auto shared = data_;

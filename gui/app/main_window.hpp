@@ -26,6 +26,7 @@ class JobController;
 class ScenarioPanel;
 class ServingPage;
 class SimulationPage;
+class StackPage;
 class TrainingPage;
 namespace charts {
 class CollectivesChart;
@@ -62,6 +63,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] SimulationPage* simulationPage() const { return simulation_; }
   /// The Real-time pipeline tab (issue #25): a pipeline file's schedule on a chosen chip.
   [[nodiscard]] PipelinePage* pipelinePage() const { return pipeline_; }
+  [[nodiscard]] StackPage* stackPage() const { return stack_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
   [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
@@ -104,6 +106,7 @@ class MainWindow : public QMainWindow {
   TimelinePage* timeline_;  ///< the step and memory timelines (issue #27)
   SimulationPage* simulation_;
   PipelinePage* pipeline_;  ///< the Real-time pipeline tab
+  StackPage* stack_;  ///< the optimisation stack tab (issue #27 d3)
   ComparePage* compare_;
   ExplainPane* explain_;
   JobController* train_jobs_;

@@ -40,6 +40,10 @@ SimulationResult evaluate_simulation(const AppData& data, const SimulationReques
     out.diags.error("", "CV", fmt::format("{} is not a coefficient of variation in (0, 100]", req.cv));
   if (req.requests < 1 || req.requests > kMaxSimulatedRequests)
     out.diags.error("", "Requests", fmt::format("{} is not a request count in [1, {}]", req.requests, kMaxSimulatedRequests));
+  if (req.static_batch < 1 || req.static_batch > 1'000'000)
+    out.diags.error("", "Batch B", fmt::format("{} is not a batch size in [1, 10⁶] requests", req.static_batch));
+  if (!(req.static_timeout_s >= 0 && req.static_timeout_s < 1e9))
+    out.diags.error("", "Timeout", fmt::format("{} is not a timeout in [0, 10⁹) seconds", req.static_timeout_s));
   if (out.diags.has_errors()) return out;
 
   const ServingRequest& s = req.serving;
@@ -81,7 +85,14 @@ SimulationResult evaluate_simulation(const AppData& data, const SimulationReques
   const double span = double(req.requests) / req.rate;
   opt.series_interval_s = span / double(std::max(1, req.series_points));
   out.series_interval_s = opt.series_interval_s;
+  opt.static_batch = req.static_batch;
+  opt.static_timeout_s = req.static_timeout_s;
+  opt.batching = req.batching;
   out.sim = model::simulate_serving(r->arch, perf, r->sys, requests, opt);
+  opt.batching = req.batching == model::Batching::static_ ? model::Batching::continuous : model::Batching::static_;
+  opt.keep_samples = false;
+  opt.series_interval_s = 0;
+  out.other = model::simulate_serving(r->arch, perf, r->sys, requests, opt);
   out.simulate_ms = ms_since(t1);
   out.valid = true;
   out.total_ms = ms_since(t0);

@@ -28,6 +28,12 @@ struct SimulationRequest {
   std::uint64_t seed = 1;
   /// Time-series samples over the arrivals' expected span (count / rate); the series runs on while the backlog drains.
   int series_points = 120;
+  /// The batching policy the charts and the table show (issue #27 d4); the other one is simulated too, on the same
+  /// requests and KV memory, for the comparison line (`gpuplan simulate --batching static --static-batch B
+  /// --batch-timeout-s T`).
+  model::Batching batching = model::Batching::continuous;
+  std::int64_t static_batch = 32;
+  double static_timeout_s = 0.5;
 };
 
 struct SimulationResult {
@@ -39,6 +45,7 @@ struct SimulationResult {
   std::int64_t max_batched_tokens = 0, max_seqs = 0, kv_blocks = 0, block_size = 0;
   double series_interval_s = 0;
   model::SimResult sim;        ///< with samples (SimOptions::keep_samples)
+  model::SimResult other;      ///< the other batching policy on the same requests and KV blocks (no samples)
   double simulate_ms = 0;      ///< wall time of generate_requests + sim_kv_pool + simulate_serving on the worker
   double total_ms = 0;         ///< the whole job, resolution included
 };

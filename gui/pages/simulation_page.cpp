@@ -72,10 +72,35 @@ SimulationPage::SimulationPage(std::shared_ptr<const AppData> app_data, QWidget*
   seed_->setKeyboardTracking(false);
   seed_->setToolTip(tr("Seed of the arrivals (the same seed gives the same requests, as `gpuplan simulate --seed`)"));
 
+  batching_ = new QComboBox;
+  batching_->addItem(tr("continuous"), "continuous");
+  batching_->addItem(tr("static"), "static");
+  batching_->setToolTip(tr("Batching policy: continuous (vLLM v1: requests join and leave at every step) or static "
+                           "(a batch of B waits until full or the timeout, is padded to its longest prompt and runs to "
+                           "its longest output, no joins). The other policy is simulated too, on the same requests and "
+                           "KV memory: the summary compares them."));
+  static_batch_ = new QSpinBox;
+  static_batch_->setRange(1, 4096);
+  static_batch_->setValue(int(defaults.static_batch));
+  static_batch_->setPrefix(tr("B "));
+  static_batch_->setKeyboardTracking(false);
+  static_batch_->setToolTip(tr("Static batching: requests per batch"));
+  timeout_ = new QDoubleSpinBox;
+  timeout_->setRange(0, 3600);
+  timeout_->setDecimals(3);
+  timeout_->setValue(defaults.static_timeout_s);
+  timeout_->setSuffix(tr(" s"));
+  timeout_->setKeyboardTracking(false);
+  timeout_->setToolTip(tr("Static batching: a partial batch starts once its oldest request has waited this long"));
+
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(tr("Rate")));
   controls->addWidget(rate_slider_, 3);
   controls->addWidget(rate_);
+  controls->addWidget(new QLabel(tr("Batching")));
+  controls->addWidget(batching_);
+  controls->addWidget(static_batch_);
+  controls->addWidget(timeout_);
   controls->addSpacing(8);
   controls->addWidget(new QLabel(tr("Arrivals")));
   controls->addWidget(arrival_);
@@ -129,6 +154,9 @@ SimulationPage::SimulationPage(std::shared_ptr<const AppData> app_data, QWidget*
     changed();
   });
   connect(cv_, &QDoubleSpinBox::valueChanged, this, &SimulationPage::changed);
+  connect(batching_, &QComboBox::currentIndexChanged, this, &SimulationPage::changed);
+  connect(static_batch_, &QSpinBox::valueChanged, this, &SimulationPage::changed);
+  connect(timeout_, &QDoubleSpinBox::valueChanged, this, &SimulationPage::changed);
   for (auto* s : {requests_, seed_}) connect(s, &QSpinBox::valueChanged, this, &SimulationPage::changed);
   auto* busy = new QLabel(tr("<i>simulating…</i>"));
   busy->setVisible(false);
@@ -168,6 +196,9 @@ SimulationRequest SimulationPage::request() const {
   r.cv = cv_->value();
   r.requests = requests_->value();
   r.seed = std::uint64_t(seed_->value());
+  r.batching = batching_->currentData().toString() == "static" ? model::Batching::static_ : model::Batching::continuous;
+  r.static_batch = static_batch_->value();
+  r.static_timeout_s = timeout_->value();
   return r;
 }
 
@@ -230,6 +261,23 @@ void SimulationPage::setResult(SimulationResult& r) {
           .arg(busy, 0, 'f', 1)
           .arg(s.iterations)
           .arg(res.simulate_ms, 0, 'f', 0));
+  // Static against continuous on the same requests and KV memory (issue #27 d4).
+  const bool is_static = rq.batching == model::Batching::static_;
+  const model::SimResult& sr = is_static ? s : res.other;
+  const model::SimResult& cr = is_static ? res.other : s;
+  summary_->setText(
+      summary_->text() +
+      tr("<br><b>static</b> (B %1, timeout %2 s): %3 output tok/s, queue p50 %4, TTFT p50 %5 / p99 %6, %7 batches of "
+         "%8, %9% padding · <b>continuous</b>: %10 output tok/s, queue p50 %11, TTFT p50 %12 / p99 %13")
+          .arg(rq.static_batch)
+          .arg(num(rq.static_timeout_s))
+          .arg(num(sr.output_tokens_per_s, 4), q(u::format(u::Seconds(sr.queue.p50))),
+               q(u::format(u::Seconds(sr.ttft.p50))), q(u::format(u::Seconds(sr.ttft.p99))))
+          .arg(sr.batches)
+          .arg(num(sr.mean_batch))
+          .arg(num(100 * sr.padding_fraction))
+          .arg(num(cr.output_tokens_per_s, 4), q(u::format(u::Seconds(cr.queue.p50))),
+               q(u::format(u::Seconds(cr.ttft.p50))), q(u::format(u::Seconds(cr.ttft.p99)))));
   summary_->setToolTip(tr("updated %1 ms after the last change").arg(clock_.elapsed()));
   emit simulated();
 }

@@ -55,6 +55,9 @@ class SimulationPage : public QWidget {
   [[nodiscard]] QDoubleSpinBox* cvSpin() const { return cv_; }
   [[nodiscard]] QSpinBox* requestsSpin() const { return requests_; }
   [[nodiscard]] QSpinBox* seedSpin() const { return seed_; }
+  [[nodiscard]] QComboBox* batchingCombo() const { return batching_; }
+  [[nodiscard]] QSpinBox* staticBatchSpin() const { return static_batch_; }
+  [[nodiscard]] QDoubleSpinBox* timeoutSpin() const { return timeout_; }
   [[nodiscard]] SimStatsModel* statsModel() const { return stats_; }
   [[nodiscard]] QTableView* statsView() const { return table_; }
   [[nodiscard]] charts::SimulationCharts* charts() const { return charts_; }
@@ -76,8 +79,9 @@ class SimulationPage : public QWidget {
   JobController* jobs_;
   QSlider* rate_slider_;
   QDoubleSpinBox *rate_, *cv_;
-  QComboBox* arrival_;
-  QSpinBox *requests_, *seed_;
+  QComboBox *arrival_, *batching_;
+  QSpinBox *requests_, *seed_, *static_batch_;
+  QDoubleSpinBox* timeout_;
   QLabel *summary_, *status_;
   SimStatsModel* stats_;
   QTableView* table_;

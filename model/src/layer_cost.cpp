@@ -146,6 +146,21 @@ class TrainingLayerPricer {
         (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
         if (keep_ops) lc.ops.push_back(c);
       }
+    if (!plan.flash_attention && eager) {
+      // PyTorch eager attention (HF's eager path, nanoGPT's manual one: q·kᵀ, scale, masked_fill, softmax, cast,
+      // ·v) runs each step on the s × s scores as its own kernel, where attention_cost's unfused form prices one fused
+      // scale-mask-softmax (2 passes forward, 3 backward, in the activation dtype). Under autocast softmax runs in
+      // fp32 (torch.autocast's fp32 op list) and its output is cast back before ·v. Per score element, with a the
+      // activation bytes and f the softmax output's (4 under autocast, else a): forward scale 2a, masked_fill 2a,
+      // softmax a + f, cast f + a (when f ≠ a); backward the cast's a + f, softmax's 2f + a, masked_fill's 2a and the
+      // scale's 2a. The passes beyond the fused form's 2a and 3a are added here.
+      const double f = plan.mixed_precision == wl::MixedPrecision::amp ? 4.0 : e;
+      const double cast = f != e ? 1.0 : 0.0;
+      const double fwd = 4.0 * e + e + f + cast * (f + e) - 2.0 * e;
+      const double bwd = cast * (e + f) + 2.0 * f + e + 4.0 * e - 3.0 * e;
+      const double scores = double(bh * chunks) * double(sq) * double(skv);
+      stream(named("eager attention passes (scale, mask, softmax, cast)"), scores * fwd, scores, bwd / fwd);
+    }
   }
 
   void price_attention(const Op& o) {

@@ -128,6 +128,16 @@ EngineLimits engine_limits(const ServingPerfPlan& plan, const SimOptions& opt) {
   return l;
 }
 
+void SeriesSampler::at(double now, std::int64_t running, std::int64_t waiting, double kv_utilisation,
+                       std::int64_t out_tokens, std::vector<SimSeriesPoint>& series) {
+  if (interval <= 0) return;
+  while (now >= next) {
+    series.push_back({next - start, running, waiting, kv_utilisation, double(out_tokens - tokens_at) / interval});
+    tokens_at = out_tokens;
+    next += interval;
+  }
+}
+
 bool ReplicaEngine::begin_step(std::vector<Req>& rq, double now, CostMemo& cost, Tally& t) {
   const EngineLimits& L = *lim_;
   for (;;) {
@@ -172,6 +182,10 @@ bool ReplicaEngine::begin_step(std::vector<Req>& rq, double now, CostMemo& cost,
         const std::int64_t need = L.blocks_for(computed + n) - r.blocks;
         if (need > free_blocks_) break;
         waiting_.pop_front();
+        if (!r.started) {
+          r.started = true;
+          t.queue.push_back(now - r.arrival);
+        }
         r.computed = computed;
         free_blocks_ -= need;
         r.blocks += need;

@@ -40,6 +40,7 @@ struct Req {
   std::int64_t blocks = 0;     ///< KV blocks this request holds (beyond the shared prefix)
   std::int64_t hit = 0;        ///< prompt tokens the prefix cache holds for it on (re)admission
   double arrival = 0, first = -1, last = 0;  ///< first: the first token's time (−1: none yet); last: the latest token's
+  bool started = false;        ///< scheduled at least once (its queueing time is counted)
 };
 
 /// The requests of `requests` as the engine tracks them: lengths at least 1, the prefix-cache hit of each prompt by the
@@ -92,7 +93,24 @@ struct Tally {
   std::int64_t out_tokens = 0, in_tokens = 0, preemptions = 0, iterations = 0, completed = 0;
   double busy_s = 0, kv_area = 0, run_area = 0, kv_peak = 0;
   std::vector<double> ttft, e2e, tpot;  ///< in the order the requests reach them
+  std::vector<double> queue;            ///< arrival to the first step that schedules the request
 };
+
+/// The time series of SimOptions::series_interval_s: one sample per interval boundary that a step's end passes.
+struct SeriesSampler {
+  double interval = 0, start = 0, next = 0;
+  std::int64_t tokens_at = 0;
+  SeriesSampler(double interval_s, double start_s) : interval(interval_s), start(start_s), next(start_s + interval_s) {}
+  void at(double now, std::int64_t running, std::int64_t waiting, double kv_utilisation, std::int64_t out_tokens,
+          std::vector<SimSeriesPoint>& series);
+};
+
+/// Static batching [static] (simulate.hpp, Batching::static_) of `rq` from its first arrival: batches of up to `batch`
+/// requests, a partial one once its oldest request has waited `timeout_s`, each run to its longest output. Fills `t`,
+/// the batch counters and the series of `res`; counts in `rejected` the requests whose padded sequence alone is over
+/// the KV cache. Returns the time the last batch ends.
+double run_static(std::vector<Req>& rq, const EngineLimits& lim, std::int64_t batch, double timeout_s, CostMemo& cost,
+                  SeriesSampler* series, Tally& t, SimResult& res, std::int64_t& rejected);
 
 /// One replica's engine [vLLM-v1]: a step is scheduled and priced at its start (begin_step) and its tokens emitted at
 /// its end (finish_step), so that a request routed to the replica while a step runs waits for the next one.

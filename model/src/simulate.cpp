@@ -7,9 +7,31 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/core/format.hpp"
+
 #include "sim_engine.hpp"
 
 namespace gpuplan::model {
+
+Estimate<units::Seconds> static_batch_fill_wait(double rate_per_s, std::int64_t batch, const Origin& origin,
+                                                Explain explain) {
+  Estimate<units::Seconds> e;
+  const double b = double(std::max<std::int64_t>(1, batch));
+  e.value = units::Seconds(rate_per_s > 0 ? (b - 1.0) / (2.0 * rate_per_s) : 0.0);
+  if (explain == Explain::on)
+    e.derivation = {"static.fill_wait",
+                    "Static batching: mean wait for the batch to fill",
+                    "t_wait = (B − 1) / (2λ)  (the i-th of B evenly spaced arrivals waits (B − 1 − i)/λ)",
+                    {{"B", fmt::format("{:g}", b), "requests per batch", origin},
+                     {"λ", fmt::format("{:g} requests/s", rate_per_s), "arrival rate (evenly spaced)", origin}},
+                    units::format(e.value),
+                    {"before any service: the batch's prefill and decode come on top, and a batch that cannot start "
+                     "because the previous one still runs waits longer"},
+                    {}};
+  return e;
+}
+
+const char* to_string(Batching b) { return b == Batching::static_ ? "static" : "continuous"; }
 
 ForwardBatch iteration_batch(const IterationShape& it) {
   ForwardBatch fb;
@@ -47,39 +69,36 @@ SimResult simulate_serving(const wl::TransformerArch& arch, const ServingPerfPla
   t.ttft.reserve(rq.size());
   t.e2e.reserve(rq.size());
   t.tpot.reserve(rq.size());
-  sim::ReplicaEngine eng(lim);
   std::int64_t rejected = 0;
-  std::size_t next_arrival = 0;
   double now = rq.front().arrival;
   const double start = now;
-  std::int64_t series_tokens_at = 0;
-  double next_sample = opt.series_interval_s > 0 ? start + opt.series_interval_s : 0;
-  const double total_blocks_d = double(lim.total_blocks);
-
-  while (t.completed + rejected < res.requests) {
-    while (next_arrival < rq.size() && rq[next_arrival].arrival <= now) {
-      if (lim.refuses(rq[next_arrival]))
-        ++rejected;  // longer than the whole KV cache: vLLM refuses it
-      else
-        eng.enqueue(next_arrival);
-      ++next_arrival;
-    }
-    if (eng.idle()) {
-      if (next_arrival >= rq.size()) break;
-      now = std::max(now, rq[next_arrival].arrival);
-      continue;
-    }
-    if (!eng.begin_step(rq, now, cost, t)) continue;
-    eng.finish_step(rq, t);
-    now = eng.step_end();
-    if (opt.series_interval_s > 0) {
-      while (now >= next_sample) {
-        res.series.push_back({next_sample - start, std::int64_t(eng.running()), std::int64_t(eng.waiting()),
-                              double(eng.used_blocks()) / total_blocks_d,
-                              double(t.out_tokens - series_tokens_at) / opt.series_interval_s});
-        series_tokens_at = t.out_tokens;
-        next_sample += opt.series_interval_s;
+  sim::SeriesSampler series(opt.series_interval_s, start);
+  if (opt.batching == Batching::static_) {
+    const std::int64_t b = opt.static_batch > 0 ? opt.static_batch : std::max<std::int64_t>(1, plan.max_batch);
+    now = sim::run_static(rq, lim, b, std::max(0.0, opt.static_timeout_s), cost,
+                          opt.series_interval_s > 0 ? &series : nullptr, t, res, rejected);
+  } else {
+    sim::ReplicaEngine eng(lim);
+    std::size_t next_arrival = 0;
+    const double total_blocks_d = double(lim.total_blocks);
+    while (t.completed + rejected < res.requests) {
+      while (next_arrival < rq.size() && rq[next_arrival].arrival <= now) {
+        if (lim.refuses(rq[next_arrival]))
+          ++rejected;  // longer than the whole KV cache: vLLM refuses it
+        else
+          eng.enqueue(next_arrival);
+        ++next_arrival;
       }
+      if (eng.idle()) {
+        if (next_arrival >= rq.size()) break;
+        now = std::max(now, rq[next_arrival].arrival);
+        continue;
+      }
+      if (!eng.begin_step(rq, now, cost, t)) continue;
+      eng.finish_step(rq, t);
+      now = eng.step_end();
+      series.at(now, std::int64_t(eng.running()), std::int64_t(eng.waiting()),
+                double(eng.used_blocks()) / total_blocks_d, t.out_tokens, res.series);
     }
   }
 
@@ -93,6 +112,7 @@ SimResult simulate_serving(const wl::TransformerArch& arch, const ServingPerfPla
   res.ttft = sim::stats_of(t.ttft);
   res.e2e = sim::stats_of(t.e2e);
   res.tpot = sim::stats_of(t.tpot);
+  res.queue = sim::stats_of(t.queue);
   res.itl = t.gaps.stats();
   if (opt.keep_samples) {
     res.samples.ttft = std::move(t.ttft);
@@ -107,7 +127,11 @@ SimResult simulate_serving(const wl::TransformerArch& arch, const ServingPerfPla
     res.kv_utilisation_mean = t.kv_area / res.duration_s;
     res.mean_running = t.run_area / std::max(1e-30, res.busy_s);
   }
-  if (rejected > 0)
+  if (rejected > 0 && opt.batching == Batching::static_)
+    res.notes.push_back(fmt::format("{} requests need more KV than the replica holds (prompt + output over {} blocks "
+                                    "of {} tokens) and were refused",
+                                    rejected, lim.total_blocks, lim.block_size));
+  else if (rejected > 0)
     res.notes.push_back(fmt::format("{} requests need more KV than the replica holds (prompt + output over {} blocks "
                                     "of {} tokens) and were refused",
                                     rejected, lim.total_blocks - lim.shared_blocks, lim.block_size));

@@ -458,7 +458,6 @@ double comm_compute_share(const Device& d) {
   return d.gpu->compute_units > 0 ? std::min(1.0, 16.0 / double(d.gpu->compute_units)) : 0.0;
 }
 
-namespace {
 /// Bytes one optimizer step streams per parameter: a fused AdamW reads and writes the master weight, m and v (fp32),
 /// reads the gradient and writes the new working weight. DeepSpeed's CPU Adam streams the same. Without a separate
 /// master copy (PyTorch AMP's fp32 parameters, fp32 training) the working weight is the master: read and written.
@@ -468,7 +467,6 @@ double optimizer_bytes_per_param(const wl::TrainingPlan& plan) {
   return 2.0 * plan.precision.master_bytes + 2.0 * optimizer_state_bytes(plan) + plan.precision.gradient_bytes +
          weight_passes * plan.precision.weight_bytes;
 }
-}  // namespace
 
 std::optional<units::Bandwidth> host_link_bandwidth(const TrainingSystem& sys) {
   if (sys.db == nullptr || sys.gpu == nullptr || sys.gpu->pcie.empty()) return std::nullopt;
@@ -511,6 +509,7 @@ OffloadTimes offload_times(const wl::TransformerArch& a, const ParameterCounts& 
 Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                        const Device& d) {
   const double p_shard = optimizer_shard_params(a, params, plan);
+  if (unfused_optimizer(plan)) return unfused_optimizer_step(a, p_shard, plan, d).time;
   const double opt_bytes = p_shard * optimizer_bytes_per_param(plan);
   return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_shard * 12.0), d)
       .time;

@@ -169,6 +169,30 @@ double optimizer_shard(const wl::TrainingPlan& plan);
 double expert_optimizer_shard(const wl::TrainingPlan& plan);
 /// Parameters this GPU updates in the optimizer step: dense / optimizer_shard + experts / expert_optimizer_shard.
 double optimizer_shard_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// HBM bytes per parameter of the fused optimizer step (training.cpp): master weight, states read and written, the
+/// gradient read, the working weight written (read and written without a master copy).
+double optimizer_bytes_per_param(const wl::TrainingPlan& plan);
+/// HBM bytes per parameter of the unfused step's passes (optimizer_step.cpp), the master → weight copy included.
+double unfused_bytes_per_param(const wl::TrainingPlan& plan);
+/// The unfused optimizer step (wl::OptimizerImpl foreach / for_loop; optimizer_step.cpp): PyTorch's elementwise
+/// passes of the update, each over this GPU's shard, each launched per group of tensors (foreach) or per tensor
+/// (for-loop): time = Σ passes (bytes / BW + launches · t_launch). The CPU issues the kernels at cpu_per_kernel each
+/// (`cpu`), ahead of the GPU: hidden behind the backward's queued kernels unless the step is host-bound.
+struct UnfusedOptimizer {
+  Seconds time{}, gpu{}, cpu{};
+  double bytes_per_param = 0;  ///< HBM bytes the passes move per parameter updated
+  double kernels = 0;          ///< kernels launched per step
+  double tensors = 0;          ///< parameter tensors of this GPU
+  Seconds cpu_per_kernel{};
+};
+UnfusedOptimizer unfused_optimizer_step(const wl::TransformerArch& a, double p_shard, const wl::TrainingPlan& plan,
+                                        const Device& d);
+/// Parameter tensors of the model as PyTorch modules hold them (weights, biases, norm vectors; optimizer_step.cpp).
+double parameter_tensors(const wl::TransformerArch& a);
+/// Whether the plan's optimizer step is priced pass by pass (foreach / for-loop AdamW or SGD).
+inline bool unfused_optimizer(const wl::TrainingPlan& plan) {
+  return plan.optimizer_impl != wl::OptimizerImpl::fused && plan.optimizer != wl::OptimizerKind::adamw_8bit;
+}
 /// The optimizer pass over this GPU's shard. Key (tp, pp, ep, optimizer_shard).
 Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 

@@ -269,6 +269,32 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
          format(s.offload),
          {},
          {}});
+  } else if (unfused_optimizer(plan)) {
+    const UnfusedOptimizer u = unfused_optimizer_step(a, p_shard, plan, d);
+    root.children.push_back(
+        {"train.optimizer",
+         fmt::format("Optimizer step ({}: one kernel per elementwise pass{})", wl::to_string(plan.optimizer_impl),
+                     plan.optimizer_impl == wl::OptimizerImpl::foreach ? " and group of tensors" : " and tensor"),
+         "t = Σ_passes (bytes / BW + launches · t_launch)  (the CPU's kernels · t_cpu run ahead of the GPU, hidden)",
+         {{"P_gpu/shard", format_count(p_shard), "parameters updated by this GPU: " + shard_text, Origin::derived()},
+          {"bytes/param", fmt::format("{:.4g} B", u.bytes_per_param),
+           plan.optimizer == wl::OptimizerKind::sgd
+               ? "SGD momentum's 3 passes (torch/optim/sgd.py _multi_tensor_sgd)"
+               : "AdamW's 8 passes (torch/optim/adam.py _multi_tensor_adam: mul_, lerp_, mul_, addcmul_, sqrt, div_, "
+                 "add_, addcdiv_), each reading and writing its tensors",
+           Origin::constant("pytorch/pytorch torch/optim (2.x)")},
+          {"tensors", format_count(u.tensors), "parameter tensors on this GPU (weights, biases, norm vectors)",
+           Origin::model_config(a.source)},
+          {"kernels", format_count(u.kernels),
+           plan.optimizer_impl == wl::OptimizerImpl::foreach
+               ? "per pass max(⌈tensors / 110…48⌉, ⌈P / (320 · 65,536)⌉) (MultiTensorApply.cuh limits)"
+               : "per pass one kernel per tensor",
+           Origin::constant("aten/src/ATen/native/cuda/MultiTensorApply.cuh")},
+          {"t_cpu", format(u.cpu_per_kernel), "CPU time to issue one eager kernel (framework dispatch + launch)",
+           Origin::assumption("the serving model's cpu_per_kernel")}},
+         fmt::format("{} (the CPU issues its kernels in {}, ahead of the GPU)", format(s.optimizer), format(u.cpu)),
+         {},
+         {}});
   } else {
     root.children.push_back({"train.optimizer", "Optimizer step", "bytes = P_gpu/shard · (2·master + 2·states + grad + w·weight), w = 1 with a master copy, 2 without",
                              {{"P_gpu/shard", format_count(p_shard), "parameters updated by this GPU: " + shard_text, Origin::derived()}},

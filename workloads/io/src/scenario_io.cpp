@@ -59,6 +59,11 @@ const FieldTable& training_scenario_fields() {
         "storage of the optimizer's moment states (AdamW m, v; SGD momentum): fp32, or bf16 (DeepSeek-V3, NeMo "
         "optim.dtype bf16, Megatron --exp-avg-dtype bf16); adamw-8bit keeps its own 8-bit states",
         0, 0, {"fp32", "bf16"}),
+      f("optimizer_impl", FieldType::string,
+        "how the optimizer step runs: fused (one kernel: torch fused=True, Apex/Megatron/TE; the default), foreach "
+        "(PyTorch's default on CUDA: one multi-tensor pass per elementwise op, 8 for AdamW) or for-loop (foreach=False: "
+        "those ops per parameter tensor)",
+        0, 0, {"fused", "foreach", "for-loop"}),
       f("fp8_params", FieldType::boolean,
         "FP8 working weights (Transformer Engine fp8_model_init, NeMo/Megatron fp8_params): 1 B per weight, no bf16 "
         "copy; the fp32 master stays in the optimizer; needs precision fp8"),
@@ -271,6 +276,10 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     if (flag != origin_of_key.end()) diags.error("", flag->second, msg);
     else diags.error(file, pointer + "/" + key, msg);
   };
+  if (auto v = r.str("optimizer_impl"))
+    p.optimizer_impl = *v == "foreach"    ? wl::OptimizerImpl::foreach
+                       : *v == "for-loop" ? wl::OptimizerImpl::for_loop
+                                          : wl::OptimizerImpl::fused;
   if (auto v = r.str("optimizer_states")) {
     p.optimizer_states = *v == "bf16" ? wl::StateDtype::bf16 : wl::StateDtype::fp32;
     if (p.optimizer_states == wl::StateDtype::bf16 && p.optimizer == wl::OptimizerKind::adamw_8bit)
@@ -386,6 +395,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
                    : p.optimizer == wl::OptimizerKind::sgd ? "sgd"
                                                            : "adamw-8bit";
   if (p.optimizer_states == wl::StateDtype::bf16) j["optimizer_states"] = "bf16";
+  if (p.optimizer_impl != wl::OptimizerImpl::fused) j["optimizer_impl"] = wl::to_string(p.optimizer_impl);
   if (p.precision.fp8_params) j["fp8_params"] = true;
   j["zero"] = static_cast<int>(p.zero);
   if (p.par.shard_group > 0) j["shard_group"] = p.par.shard_group;

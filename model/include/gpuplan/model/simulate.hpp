@@ -12,12 +12,16 @@
 //            the last request of `running` (FCFS: the newest), frees its blocks, sets num_computed_tokens = 0 and
 //            puts it back at the front of the waiting queue (recompute); a step that preempted admits nothing new.
 //  [Orca], [Sarathi] as in serving.hpp.
+//  [static]  request-level (static) batching as HF transformers' generate() and FasterTransformer serve a batch: the
+//            prompts padded to the longest, every sequence of the batch decoded until the longest output is done, no
+//            request joins a running batch (Yu et al., Orca, OSDI 2022 §2.2 and Fig. 3, the contrast Orca draws).
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "gpuplan/core/derivation.hpp"
 #include "gpuplan/model/serving.hpp"
 
 namespace gpuplan::model {
@@ -54,6 +58,16 @@ struct ArrivalSpec {
 /// generators are written out here, not taken from <random>'s implementation-defined distributions).
 std::vector<SimRequest> generate_requests(const ArrivalSpec& spec);
 
+/// How the engine forms its batches (issue #27 d4).
+///  - continuous: vLLM v1's iteration-level scheduler [vLLM-v1] (requests join and leave at every step);
+///  - static_: [static] a batch of up to B requests starts when B wait or when the oldest has waited the timeout
+///    (timeout 0: whatever waits starts as soon as the engine is free); its KV holds B padded sequences of the batch's
+///    longest prompt + longest output; one prefill pass over the padded prompts, then decode steps of all B until the
+///    longest output ends; the batch's requests stream their own tokens (TTFT at the prefill's end, the last token at
+///    the step that makes it) and the next batch starts only when the whole batch is done.
+enum class Batching { continuous, static_ };
+const char* to_string(Batching b);
+
 struct SimOptions {
   std::int64_t kv_blocks = 0;    ///< KV blocks of the replica (kv_token_capacity / block_size)
   std::int64_t block_size = 16;  ///< tokens per block
@@ -64,6 +78,9 @@ struct SimOptions {
   /// rounded to `cost_bits` significant bits (8: within 0.4%); 0 = exact (no rounding, slower).
   int cost_bits = 8;
   bool keep_samples = false;  ///< fill SimResult::samples (the distributions behind the percentiles)
+  Batching batching = Batching::continuous;
+  std::int64_t static_batch = 0;  ///< static_: requests per batch, B (0: the plan's max_batch, max_num_seqs)
+  double static_timeout_s = 0;    ///< static_: a partial batch starts once its oldest request has waited this long
 };
 
 /// Percentiles of one latency (seconds).
@@ -96,6 +113,10 @@ struct SimResult {
   double mean_running = 0;                                  ///< time-weighted sequences per iteration
   std::int64_t preemptions = 0;
   std::int64_t iterations = 0;
+  std::int64_t batches = 0;           ///< static batching: batches run (0 under continuous batching)
+  double mean_batch = 0;              ///< static batching: requests per batch, mean
+  double padding_fraction = 0;        ///< static batching: padded token slots / all token slots the batches computed
+  LatencyStats queue;                 ///< time from arrival to the start of the request's first step
   std::int64_t cost_evaluations = 0;  ///< forward_cost calls (the rest came from the memo)
   double busy_s = 0;                  ///< time the engine ran iterations
   std::vector<SimSeriesPoint> series;
@@ -118,6 +139,12 @@ struct IterationShape {
 /// prefill_past chosen so that s̄·(past + s̄/2)·prefill_seqs = Σ s·(past + s/2) (the attention work exactly); the
 /// LM head runs on the chunks when any of them ends a prompt.
 ForwardBatch iteration_batch(const IterationShape& it);
+
+/// Static batching's wait to fill a batch under evenly spaced arrivals: the i-th of B requests (i = 0 the first)
+/// waits (B − 1 − i)/λ for the last, so the mean wait is (B − 1) / (2λ) — the floor of its queueing before any
+/// service (the simulator's queue statistic reproduces it when the engine keeps up).
+Estimate<units::Seconds> static_batch_fill_wait(double rate_per_s, std::int64_t batch, const Origin& origin,
+                                                Explain explain = Explain::on);
 
 /// Simulates one replica serving `requests` (sorted by arrival) under `plan`'s engine (max_batched_tokens: the
 /// token budget, 0 = unlimited; max_batch: max_num_seqs) [vLLM-v1]. PP must be 1.

@@ -9,6 +9,12 @@
 //                process itself), capped by storage: BW_storage / (GPUs on the node × bytes per image)
 //   GPU decode:  the CPU only reads the files (storage cap as above); the GPU decodes at r_GPU images/s, time the
 //                step adds to the GPU's work (t_decode,GPU = images / r_GPU)
+//   no workers:  (DataLoader num_workers = 0) the training process prepares each batch itself on its one core,
+//                between steps: nothing is prefetched, so t_step = t_GPU + n / r_core (the GPU idles while it loads).
+//                A step of a Python training loop waits for its batch before it issues the step's kernels, and
+//                logging the loss (loss.item()) synchronises every step, so the two do not overlap.
+// The same formula prices the text pipeline of LLM training (issue #27): a sample is a sequence, r_core = 1 / the
+// per-sample CPU cost (read, tokenise, collate), `item` and `work` name them in the derivation.
 #include <cstdint>
 #include <string>
 
@@ -41,7 +47,9 @@ inline constexpr double kImageNetMeanJpegBytes = 147897477120.0 / 1281167.0;
 
 struct DataPipelinePlan {
   ImageDecode decode = ImageDecode::cpu;
-  int workers_per_gpu = 0;  ///< DataLoader worker processes per training process (one per GPU)
+  int workers_per_gpu = 0;  ///< DataLoader worker processes per training process (one per GPU); 0: in-process loading
+  std::string item = "images";                      ///< what one sample is (explain text)
+  std::string work = "JPEG decode + augmentation";  ///< what a worker does per sample (explain text)
   double cpu_images_per_s_per_core = kCpuDecodeImagesPerSecondPerCore;
   Origin cpu_rate_origin = Origin::measurement(kCpuDecodeOrigin);
   double gpu_images_per_s = kGpuDecodeImagesPerSecond;
@@ -64,13 +72,14 @@ struct DataPipeline {
   double storage_images_per_s = 0; ///< per GPU: storage bandwidth / (GPUs × bytes per image); 0: not limiting
   double loader_images_per_s = 0;  ///< per GPU: what the host delivers (the smaller of the two)
   int effective_workers = 0;       ///< workers that have a core of their own
+  bool in_process = false;         ///< no workers: the training process loads each batch between steps (serial)
   double gpu_utilisation = 1;      ///< (gpu_step + gpu_decode) / step_time
   std::string bound;               ///< "GPU", "CPU decode" or "storage"
   Derivation derivation;
 };
 
 /// One step of `images_per_gpu` images per GPU fed by the pipeline of `p`, against a GPU step of `gpu_step`.
-/// Preconditions (the CLI checks what a user can type): images_per_gpu ≥ 1, workers ≥ 1 for CPU decode, rates > 0.
+/// Preconditions (the CLI checks what a user can type): images_per_gpu ≥ 1, workers ≥ 0, rates > 0.
 DataPipeline vision_data_pipeline(units::Seconds gpu_step, std::int64_t images_per_gpu, const DataPipelinePlan& p,
                                   Explain explain);
 

@@ -39,6 +39,17 @@ enum RecomputeModule : unsigned {
 ///    sent in FP8 when the GEMMs are FP8 and the combine in BF16 (§3.3.2 "Low-Precision Communication").
 enum class EpDispatch { all_to_all, deepep };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
+/// How the optimizer step is implemented (PyTorch 2.x torch/optim/adam.py and sgd.py; issue #27):
+///  - fused: one multi-tensor kernel reads each parameter's gradient, weight and states and writes them back once
+///    (torch fused=True, Apex/DeepSpeed FusedAdam, Megatron-Core's and Transformer Engine's optimizers);
+///  - foreach: PyTorch's default on CUDA (_multi_tensor_adam): each elementwise op of the update is its own
+///    multi-tensor pass over all the parameters (AdamW: 8 passes), each launched per group of tensors;
+///  - for_loop: foreach=False (_single_tensor_adam): the same ops issued per parameter tensor, one kernel each.
+/// adamw-8bit (bitsandbytes) is one fused kernel whatever this says.
+enum class OptimizerImpl { fused, foreach, for_loop };
+constexpr const char* to_string(OptimizerImpl i) {
+  return i == OptimizerImpl::foreach ? "foreach" : i == OptimizerImpl::for_loop ? "for-loop" : "fused";
+}
 /// Storage of the optimizer's moment states (AdamW m and v, SGD momentum): fp32 (the default everywhere), or bf16 —
 /// DeepSeek-V3 (arXiv:2412.19437 §3.3.1: "BF16 ... for the AdamW optimizer's first and second moments"), Apex
 /// DistributedFusedAdam's `dtype` (NeMo `optim.dtype: bf16`), Megatron-Core's precision-aware optimizer
@@ -159,6 +170,7 @@ struct TrainingPlan {
   TrainingPrecision precision;
   OptimizerKind optimizer = OptimizerKind::adamw;
   StateDtype optimizer_states = StateDtype::fp32;  ///< adamw and sgd; adamw_8bit keeps its own 8-bit states
+  OptimizerImpl optimizer_impl = OptimizerImpl::fused;
   ZeroStage zero = ZeroStage::none;
   Recompute recompute = Recompute::none;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
