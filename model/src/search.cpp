@@ -5,6 +5,8 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <thread>
 #include <utility>
 
@@ -171,7 +173,10 @@ using StageShapes = std::vector<StageShape>;
 
 }  // namespace
 
-struct FastTrainingEvaluator::Impl {
+namespace {
+/// The cached evaluator of one model as built (one padded vocabulary: FastTrainingEvaluator::Impl keeps one per
+/// padded size, since the padding multiple grows with TP).
+struct VocabEvaluator {
   const wl::TransformerArch& a;
   wl::TrainingPlan base;
   const TrainingSystem& sys;
@@ -197,7 +202,7 @@ struct FastTrainingEvaluator::Impl {
   TermCache<LayerSums, 2> sums;        // tp, sp
   TermCache<StageShapes, 2> shapes;    // pp, v
 
-  Impl(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
+  VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
       : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
     if (!have_gpu) return;
     k = detail::training_consts(a, base, sys);
@@ -282,6 +287,10 @@ struct FastTrainingEvaluator::Impl {
                                detail::offload_node_gpus(plan, sys)},
                               [&] { return detail::offload_times(a, k.params, plan, sys); });
     }
+    if (plan.activation_offload_layers > 0) {
+      t.act_offload_layer = detail::activation_offload_layer_time(a, plan, sys);
+      t.act_offload_layer_bytes = units::bytes(detail::activation_offload_layer_bytes(a, plan));
+    }
 
     const int p = std::max(1, par.pp);
     const int v = plan.model_chunks();
@@ -325,6 +334,34 @@ struct FastTrainingEvaluator::Impl {
     return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() +
            pp_gather.size() + dp.size() +
            opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
+  }
+};
+}  // namespace
+
+struct FastTrainingEvaluator::Impl {
+  const wl::TransformerArch& arch;
+  wl::TrainingPlan base;
+  const TrainingSystem& sys;
+  /// Padded vocabulary → the model built with it and its evaluator (stable addresses: the evaluator refers to it).
+  std::map<std::int64_t, std::pair<std::unique_ptr<wl::TransformerArch>, std::unique_ptr<VocabEvaluator>>> by_vocab;
+
+  Impl(const wl::TransformerArch& a, const wl::TrainingPlan& b, const TrainingSystem& s) : arch(a), base(b), sys(s) {}
+
+  LayoutScore evaluate(const Layout& l) {
+    const std::int64_t v = with_layout(base, l).padded_vocab(arch.vocab);
+    auto it = by_vocab.find(v);
+    if (it == by_vocab.end()) {
+      auto padded = std::make_unique<wl::TransformerArch>(arch);
+      padded->vocab = v;
+      auto ev = std::make_unique<VocabEvaluator>(*padded, base, sys);
+      it = by_vocab.emplace(v, std::make_pair(std::move(padded), std::move(ev))).first;
+    }
+    return it->second.second->evaluate(l);
+  }
+  [[nodiscard]] std::size_t cached() const {
+    std::size_t n = 0;
+    for (const auto& e : by_vocab) n += e.second.second->cached();
+    return n;
   }
 };
 
