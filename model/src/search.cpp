@@ -200,7 +200,7 @@ struct VocabEvaluator {
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
-  TermCache<StageShapes, 2> shapes;    // pp, v
+  TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
 
   VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
       : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
@@ -296,7 +296,8 @@ struct VocabEvaluator {
     const int v = plan.model_chunks();
     const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
     // A reference into `shapes`: valid until its next insert (none comes before memory_core below).
-    const StageShapes& sh = shapes.get({p, v_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
+    const auto rc_key = static_cast<std::int64_t>(plan.recompute);
+    const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
     t.stages = &sh;
     detail::StepCore core;
     detail::compose_step(a, plan, k, t, core);
@@ -321,7 +322,7 @@ struct VocabEvaluator {
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
     detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
-                        shapes.get({p, v_key}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
+                        shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;
