@@ -329,7 +329,7 @@ std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const w
     bd.rows.emplace_back("pipeline bubble", pct(b.bubble));
     const bool offloaded = plan.offload == wl::Offload::optimizer;
     bd.rows.emplace_back(offloaded ? "optimizer (on the CPU)" : "optimizer", pct(b.optimizer));
-    if (offloaded) bd.rows.emplace_back("offload transfers exposed", pct(b.offload));
+    if (offloaded || plan.activation_offload_layers > 0) bd.rows.emplace_back("offload transfers exposed", pct(b.offload));
     sec.push_back(bd);
     const auto& mm = est.memory;
     Section mem{fmt::format("Memory per GPU ({} of {})", u::format(mm.total, u::BytePrefix::binary),
@@ -341,7 +341,7 @@ std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const w
                 {"logits / loss", gib(mm.logits)}, {"CUDA context", gib(mm.cuda_context)},
                 {"NCCL buffers", gib(mm.nccl_buffers)}, {"fragmentation", gib(mm.fragmentation)},
                 {"fits", mm.fits ? "yes" : "no"}};
-    if (plan.offload == wl::Offload::optimizer)
+    if (plan.offload == wl::Offload::optimizer || plan.activation_offload_layers > 0)
       mem.rows.insert(mem.rows.end() - 1, {"in host memory (offload)", gib(mm.host_offloaded)});
     sec.push_back(mem);
   }
@@ -892,7 +892,7 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--micro-batch", f->micro_batch, "sequences per micro-batch");
   c->add_option("--global-batch", f->global_batch, "sequences per step");
   c->add_option("--seq", f->seq, "sequence length");
-  c->add_option("--precision", f->precision, "bf16, fp16, fp8, tf32, fp32");
+  c->add_option("--precision", f->precision, "bf16, fp16, fp8, fp4 (NVFP4), tf32, fp32");
   c->add_option("--gradient-bytes", f->gradient_bytes, "bytes per gradient element (2 or 4)");
   c->add_option("--optimizer", f->optimizer, "adamw, adamw-8bit, sgd");
   c->add_option("--optimizer-impl", f->optimizer_impl,

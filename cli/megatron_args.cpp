@@ -141,14 +141,6 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
       korigin["virtual_stages"] = flag;
     }
   }
-  const long long vp = keys.contains("virtual_stages") ? keys["virtual_stages"].get<long long>() : 1;
-  if (m.recompute_block_layers) {
-    const long long chunk = arch.layers / std::max(1LL, pp * vp);
-    if (*m.recompute_block_layers < chunk)
-      diags.error("", "--recompute-num-layers",
-                  fmt::format("'{}': recomputing {} of the {} layers of each pipeline chunk (partial recompute) is {}",
-                              m.recompute_block_flag, *m.recompute_block_layers, chunk, kNotModelled));
-  }
   // Conflicts with gpuplan's own spellings (flags or the scenario file).
   for (auto it = keys.begin(); it != keys.end(); ++it) {
     const std::string& key = it.key();

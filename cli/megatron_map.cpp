@@ -44,7 +44,7 @@ const std::set<std::string_view> kIgnoredNames{
     "--rotary-percent", "--rotary-seq-len-interpolation-factor", "--use-rope-scaling", "--rope-scaling-factor",
     "--rotary-scaling-factor", "--mscale", "--mscale-all-dim", "--yarn-original-max-position-embeddings",
     "--yarn-beta-fast", "--yarn-beta-slow", "--yarn-correction-range-round-to-int",
-    "--no-yarn-correction-range-round-to-int", "--make-vocab-size-divisible-by", "--onnx-safe",
+    "--no-yarn-correction-range-round-to-int", "--onnx-safe",
     "--no-position-embedding", "--manual-gc", "--manual-gc-interval", "--no-manual-gc-eval", "--disable-manual-gc-eval",
     "--empty-unused-memory-level", "--exit-duration-in-mins", "--exit-interval", "--exit-signal",
     "--exit-signal-handler", "--exit-signal-handler-for-dataloader", "--exit-signal-handler-for-training",
@@ -92,7 +92,7 @@ const std::set<std::string_view> kHandled{
     "--use-flash-attn", "--attention-backend", "--transformer-impl", "--attention-dropout", "--hidden-dropout",
     "--optimizer", "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--main-grads-dtype", "--main-params-dtype", "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16",
-    "--cp-comm-type", "--no-overlap-p2p-communication",
+    "--cp-comm-type", "--no-overlap-p2p-communication", "--make-vocab-size-divisible-by",
     // model shape
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
     "--num-query-groups", "--kv-channels", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
@@ -257,13 +257,25 @@ class Mapper {
     const bool bf16 = given("--bf16"), fp16 = given("--fp16");
     if (bf16 && fp16) bad(*get("--fp16"), "Megatron-LM refuses --bf16 with --fp16");
     auto fp8 = text("--fp8-format");
-    if (given("--fp4-format")) refuse(*get("--fp4-format"), "FP4 training is");
-    if (fp8) {
+    auto fp4 = text("--fp4-format");
+    if (fp4 && fp8) bad(*get("--fp4-format"), "give one of --fp8-format and --fp4-format");
+    if (fp4 && !fp8) {
+      // TransformerConfig fp4 / fp4_recipe (Transformer Engine NVFP4BlockScaling): E2M1 data, the nvfp4 recipe.
+      const auto recipe = text("--fp4-recipe").value_or("nvfp4");
+      if (*fp4 != "e2m1") bad(*get("--fp4-format"), "expected e2m1");
+      else if (recipe != "nvfp4")
+        refuse(*get("--fp4-recipe"), "gpuplan prices FP4 as NVFP4 (E4M3 scales per 16 elements); this recipe is");
+      else if (!bf16)
+        refuse(*get("--fp4-format"), fp16 ? "FP4 GEMMs inside fp16 training are" : "FP4 GEMMs inside fp32 training are");
+      else set("precision", "fp4", "--fp4-format");
+    } else if (fp8) {
       if (*fp8 != "e4m3" && *fp8 != "hybrid") bad(*get("--fp8-format"), "expected e4m3 or hybrid");
+      // TransformerConfig fp8_recipe: delayed (default), tensorwise, mxfp8, blockwise (wl::QuantRecipe).
       const auto recipe = text("--fp8-recipe").value_or("delayed");
-      if (recipe != "delayed" && recipe != "tensorwise")
-        refuse(*get("--fp8-recipe"),
-               "gpuplan prices FP8 with per-tensor scaling (delayed or tensorwise); this recipe is");
+      if (recipe != "delayed" && recipe != "tensorwise" && recipe != "mxfp8" && recipe != "blockwise")
+        refuse(*get("--fp8-recipe"), "gpuplan prices the delayed, tensorwise, mxfp8 and blockwise recipes; this one is");
+      else if (recipe != "delayed")
+        set("fp8_recipe", recipe, "--fp8-recipe");
       if (!bf16)
         refuse(*get("--fp8-format"),
                fp16 ? "FP8 GEMMs inside fp16 training are" : "FP8 GEMMs inside fp32 training are");
@@ -351,14 +363,14 @@ class Mapper {
       }
       if (given("--recompute-modules")) bad(*get("--recompute-modules"), "applies only to selective granularity");
       if (!n) return;
-      if (*method == "uniform") {
-        if (*n == 1) set("recompute", "full", "--recompute-granularity");
-        else refuse(*get("--recompute-num-layers"),
-                    "uniform recompute in groups of more than one layer (one checkpoint per group) is");
-      } else if (*method == "block") {
-        m_.recompute_block_layers = *n;  // full when it covers every layer of a stage's chunk (apply_megatron)
-        m_.recompute_block_flag = as_typed(*get("--recompute-method")) + " " + as_typed(*get("--recompute-num-layers"));
+      // transformer_block.py _checkpointed_forward: uniform = groups of N layers per chunk, each checkpointed at its
+      // input; block = the first N layers of each chunk checkpointed, the rest not recomputed (wl::RecomputeMethod).
+      if (*method == "uniform" || *method == "block") {
         set("recompute", "full", "--recompute-granularity");
+        if (*method == "block" || *n > 1) {
+          set("recompute_method", *method, "--recompute-method");
+          set("recompute_num_layers", *n, "--recompute-num-layers");
+        }
       } else {
         bad(*get("--recompute-method"), "expected uniform or block");
       }
@@ -405,8 +417,9 @@ class Mapper {
     if (given("--no-overlap-p2p-communication"))
       set("overlap_p2p_comm", false, "--no-overlap-p2p-communication");
     if (auto v = integer("--mtp-num-layers", 0); v && *v > 0) set("mtp_layers", *v, "--mtp-num-layers");
+    // TransformerConfig cpu_offloading_num_layers (cpu_offload.py): the first N layers' activations offloaded.
     if (auto v = integer("--cpu-offloading-num-layers", 0); v && *v > 0)
-      refuse(*get("--cpu-offloading-num-layers"), "CPU offloading of activations is");
+      set("activation_offload_layers", *v, "--cpu-offloading-num-layers");
   }
 
   void moe() {
@@ -523,6 +536,9 @@ class Mapper {
     num("--qk-head-dim", s.qk_head_dim, "qk_head_dim");
     num("--qk-pos-emb-head-dim", s.qk_pos_head_dim, "qk_pos_head_dim");
     num("--v-head-dim", s.v_head_dim, "v_head_dim");
+    // tokenizer.py _vocab_size_with_padding: the vocabulary padded to a multiple of this × TP (default 128).
+    if (auto v = integer("--make-vocab-size-divisible-by")) set("vocab_divisible_by", *v, "--make-vocab-size-divisible-by");
+    else if (a_.whole_command) set_default("vocab_divisible_by", 128, "no --make-vocab-size-divisible-by: Megatron-LM's 128");
     if (given("--padded-vocab-size")) m_.ignored.push_back("--padded-vocab-size (the model file's vocabulary is used)");
     if (given("--group-query-attention")) {
       num("--num-query-groups", s.kv_heads, "kv_heads");

@@ -9,6 +9,7 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
 #include "moe_cost.hpp"
+#include "quant_recipe.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -70,19 +71,23 @@ class TrainingLayerPricer {
     };
     auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
     auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
-    if (gp == hw::Precision::fp8) {
-      // FP8 GEMMs take FP8 operands: Transformer Engine's fused cast-transpose reads each bf16 input once and writes
-      // it in FP8 twice (row- and column-major for the backward), 2 + 1 + 1 B per element; the backward does the same
-      // for the output gradient. Weights are cast once per step and cached across micro-batches (not counted).
+    if (gp == hw::Precision::fp8 || gp == hw::Precision::fp4) {
+      // FP8/FP4 GEMMs take quantised operands: Transformer Engine's fused cast-transpose reads each bf16 input once
+      // and writes it twice (row- and column-major for the backward), with the recipe's scales (quant_recipe.hpp,
+      // 2 + 1 + 1 B per element for delayed scaling); the backward does the same for the output gradient. Weights
+      // are cast once per step and cached across micro-batches (not counted).
+      const QuantBytes q = quant_bytes(plan.precision.recipe);
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      put(true, false, streaming_cost(named(name, " fp8 cast"), OpClass::elementwise, units::bytes(elems_f * 4.0),
-                                      units::flop(elems_f), d));
-      put(false, false, streaming_cost(named(name, " fp8 cast bwd"), OpClass::elementwise,
-                                       units::bytes(elems_b * 4.0), units::flop(elems_b), d));
+      put(true, false, streaming_cost(keep_ops ? name + " " + q.name + " cast" : std::string(), OpClass::elementwise,
+                                      units::bytes(elems_f * q.cast), units::flop(elems_f), d));
+      put(false, false, streaming_cost(keep_ops ? name + " " + q.name + " cast bwd" : std::string(),
+                                       OpClass::elementwise, units::bytes(elems_b * q.cast), units::flop(elems_b), d));
   }
-  // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation).
+  // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation);
+  // blockwise scaling promotes the partial sums every 128 K in the forward GEMM too (DeepSeek-V3 §3.3.2).
   const bool split = gp == hw::Precision::fp8;
-  add_fwd(g(gemm_cost(named(name), {m, n, k, batch}, gp, d)));
+  const bool split_fwd = split && plan.precision.recipe == wl::QuantRecipe::blockwise;
+  add_fwd(g(gemm_cost(named(name), {m, n, k, batch, 0, split_fwd}, gp, d)));
   add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d)));
   if (!lora.on()) {
     OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d));

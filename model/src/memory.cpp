@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "memory_core.hpp"
+#include "quant_recipe.hpp"
 
 namespace gpuplan::model {
 namespace {
@@ -286,6 +287,9 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
   std::int64_t l = 0;
   for (std::size_t j = 0; j < chunks.size(); ++j) {
     StageShape& s = st[j % std::size_t(p)];
+    s.recomputed += plan.recomputed_in_chunk(chunks[j]);
+    s.checkpoints += plan.checkpoints_in_chunk(chunks[j]);
+    s.recompute_group = std::max(s.recompute_group, plan.recompute_group(chunks[j]));
     for (std::int64_t n = 0; n < chunks[j] && l < a.layers; ++n, ++l) {
       const bool moe = a.is_moe_layer(l);
       LayerParams lp = moe ? kinds.moe : kinds.dense;
@@ -317,6 +321,8 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
     s.p_expert += double(plan.mtp_layers) * lp.expert;
     s.p_dense += double(plan.mtp_layers) * std::max(0.0, per_module - lp.expert);
     s.mtp += plan.mtp_layers;
+    s.recomputed += plan.recomputed_in_chunk(plan.mtp_layers);
+    s.checkpoints += plan.checkpoints_in_chunk(plan.mtp_layers);
   }
   if (plan.dualpipe()) {
     // DualPipe (DeepSeek-V3 §3.2.1, Table 2): device i holds stage i of the forward direction and stage PP−1−i of
@@ -336,6 +342,9 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
       d.p_dense += y.p_dense;
       d.p_expert += y.p_expert;
       d.mtp += y.mtp;
+      d.recomputed += y.recomputed;
+      d.checkpoints += y.checkpoints;
+      d.recompute_group = std::max(d.recompute_group, y.recompute_group);
       d.chunks = 2;
     }
     return dev;
@@ -489,10 +498,11 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     // module attribute: alive across steps. Embedding and LM head run in bf16 (not TE layers) and are not cached.
     // Under ZeRO-3 only the gathered layers have one.
     st.fp8_cache = 0.0;
-    if (pr.compute == hw::Precision::fp8) {
+    if (detail::quantised_gemms(plan)) {
       const bool fp8_stored = pr.fp8_params || (plan.lora.on() && plan.lora.base == wl::LoraBase::fp8);
       const bool dequantised = plan.lora.on() && (plan.lora.base == wl::LoraBase::nf4 || plan.lora.base == wl::LoraBase::int8);
-      const double per_weight = dequantised ? 0.0 : fp8_stored ? 1.0 : 2.0;
+      // The recipe's row- and column-wise copies with their scales (quant_recipe.hpp; 1 + 1 B with delayed scaling).
+      const double per_weight = dequantised ? 0.0 : fp8_stored ? 1.0 : detail::quant_bytes(pr.recipe).weight_cache;
       double gemm_params = (st.p_dense - embed_head) / t + st.p_expert / (t * ep);
       if (plan.zero == wl::ZeroStage::parameters && n_dense > 1)
         gemm_params = st.largest_layer_gpu * (plan.overlap_param_gather ? 2.0 : 1.0);
@@ -517,10 +527,29 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       st.layer_factor = st.inflight_mb;
     }
     // Layers of one kind keep the same bytes: Σ_stage layers stored = n_dense·stored_dense + n_moe·stored_moe.
-    const double per_mb = double(dense_layers) * stored_dense + double(shape.moe_layers) * stored_moe;
+    double per_mb = double(dense_layers) * stored_dense + double(shape.moe_layers) * stored_moe;
     double ws = 0.0;
     if (dense_layers > 0) ws = std::max(ws, ws_dense);
     if (shape.moe_layers > 0) ws = std::max(ws, ws_moe);
+    if (plan.partial_recompute()) {
+      // Partial full recompute (wl::RecomputeMethod, transformer_block.py _checkpointed_forward): one layer input per
+      // checkpoint; the layers not recomputed (block) keep everything; a uniform group of g layers is rebuilt at once
+      // for its backward (g − 1 more layers' activations in the working set than one layer at a time).
+      const double kept = shape.layers > 0 ? double(shape.layers - shape.recomputed) / double(shape.layers) : 0.0;
+      per_mb = kept * (double(dense_layers) * sums.dense.all + double(shape.moe_layers) * sums.moe.all) +
+               double(shape.checkpoints) * detail::checkpoint_per_token(c);
+      const double all = std::max(dense_layers > 0 ? sums.dense.all : 0.0, shape.moe_layers > 0 ? sums.moe.all : 0.0);
+      ws += double(shape.recompute_group - 1) * all;
+    }
+    if (plan.activation_offload_layers > 0 && shape.layers > 0) {
+      // Activation offloading (Megatron-Core cpu_offload.py, PP 1): the first N layers' saved activations live in
+      // host memory once their copy is waited for; at the backward's start one group is reloaded ahead, so the GPU
+      // holds L − N + 1 layers' worth (the stage's mean layer) and the host N.
+      const double n = double(std::min<std::int64_t>(plan.activation_offload_layers, shape.layers));
+      const double mean = per_mb / double(shape.layers);
+      st.host += n * mean * c.tokens * st.layer_factor;
+      per_mb = mean * (double(shape.layers) - n + 1.0);
+    }
     st.stored_layers = per_mb * c.tokens * st.layer_factor;
     st.working_set = ws * c.tokens;
     st.extra_first = st.extra_last = st.logits_b = 0.0;

@@ -296,9 +296,13 @@ Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id)
          std::string(x.name) + (x.role == Role::score ? " (attention core)" : ""),
          Origin::derived(layout_name(c.layout))});
   }
-  const char* mode = c.plan.recompute == wl::Recompute::none        ? "none"
+  std::string mode = c.plan.recompute == wl::Recompute::none        ? "none"
                      : c.plan.recompute == wl::Recompute::selective ? "selective"
                                                                     : "full";
+  if (c.plan.partial_recompute())
+    mode += c.plan.recompute_method == wl::RecomputeMethod::block
+                ? fmt::format(" (block: the first {} layers of each chunk; the others keep all)", c.plan.recompute_num_layers)
+                : fmt::format(" (uniform: groups of {} layers, one checkpoint each)", c.plan.recompute_num_layers);
   d.result = fmt::format(
       "{} per layer without recomputation = s·b·h·({}) bytes, attention core {}; kept under "
       "recompute {}: {}; (s/c)·b = {} tokens",

@@ -39,6 +39,9 @@ struct StageShape {
   /// each micro-batch passes through one of them on this device).
   int chunks = 1;
   std::int64_t mtp = 0;  ///< multi-token-prediction modules here (their transformer layer is in the counts above)
+  /// Full recomputation (wl::RecomputeMethod) summed over this stage's chunks: layers recomputed, checkpoints kept,
+  /// and the most layers one backward rebuilds at once (a uniform group).
+  std::int64_t recomputed = 0, checkpoints = 0, recompute_group = 1;
 };
 
 

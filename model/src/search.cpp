@@ -5,6 +5,8 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <memory>
 #include <thread>
 #include <utility>
 
@@ -171,7 +173,10 @@ using StageShapes = std::vector<StageShape>;
 
 }  // namespace
 
-struct FastTrainingEvaluator::Impl {
+namespace {
+/// The cached evaluator of one model as built (one padded vocabulary: FastTrainingEvaluator::Impl keeps one per
+/// padded size, since the padding multiple grows with TP).
+struct VocabEvaluator {
   const wl::TransformerArch& a;
   wl::TrainingPlan base;
   const TrainingSystem& sys;
@@ -195,9 +200,9 @@ struct FastTrainingEvaluator::Impl {
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
-  TermCache<StageShapes, 2> shapes;    // pp, v
+  TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
 
-  Impl(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
+  VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
       : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
     if (!have_gpu) return;
     k = detail::training_consts(a, base, sys);
@@ -282,12 +287,17 @@ struct FastTrainingEvaluator::Impl {
                                detail::offload_node_gpus(plan, sys)},
                               [&] { return detail::offload_times(a, k.params, plan, sys); });
     }
+    if (plan.activation_offload_layers > 0) {
+      t.act_offload_layer = detail::activation_offload_layer_time(a, plan, sys);
+      t.act_offload_layer_bytes = units::bytes(detail::activation_offload_layer_bytes(a, plan));
+    }
 
     const int p = std::max(1, par.pp);
     const int v = plan.model_chunks();
     const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
     // A reference into `shapes`: valid until its next insert (none comes before memory_core below).
-    const StageShapes& sh = shapes.get({p, v_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
+    const auto rc_key = static_cast<std::int64_t>(plan.recompute);
+    const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
     t.stages = &sh;
     detail::StepCore core;
     detail::compose_step(a, plan, k, t, core);
@@ -312,7 +322,7 @@ struct FastTrainingEvaluator::Impl {
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
     detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
-                        shapes.get({p, v_key}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
+                        shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;
@@ -325,6 +335,34 @@ struct FastTrainingEvaluator::Impl {
     return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() +
            pp_gather.size() + dp.size() +
            opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
+  }
+};
+}  // namespace
+
+struct FastTrainingEvaluator::Impl {
+  const wl::TransformerArch& arch;
+  wl::TrainingPlan base;
+  const TrainingSystem& sys;
+  /// Padded vocabulary → the model built with it and its evaluator (stable addresses: the evaluator refers to it).
+  std::map<std::int64_t, std::pair<std::unique_ptr<wl::TransformerArch>, std::unique_ptr<VocabEvaluator>>> by_vocab;
+
+  Impl(const wl::TransformerArch& a, const wl::TrainingPlan& b, const TrainingSystem& s) : arch(a), base(b), sys(s) {}
+
+  LayoutScore evaluate(const Layout& l) {
+    const std::int64_t v = with_layout(base, l).padded_vocab(arch.vocab);
+    auto it = by_vocab.find(v);
+    if (it == by_vocab.end()) {
+      auto padded = std::make_unique<wl::TransformerArch>(arch);
+      padded->vocab = v;
+      auto ev = std::make_unique<VocabEvaluator>(*padded, base, sys);
+      it = by_vocab.emplace(v, std::make_pair(std::move(padded), std::move(ev))).first;
+    }
+    return it->second.second->evaluate(l);
+  }
+  [[nodiscard]] std::size_t cached() const {
+    std::size_t n = 0;
+    for (const auto& e : by_vocab) n += e.second.second->cached();
+    return n;
   }
 };
 

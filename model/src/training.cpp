@@ -469,10 +469,17 @@ double optimizer_bytes_per_param(const wl::TrainingPlan& plan) {
 }
 
 std::optional<units::Bandwidth> host_link_bandwidth(const TrainingSystem& sys) {
-  if (sys.db == nullptr || sys.gpu == nullptr || sys.gpu->pcie.empty()) return std::nullopt;
-  const hw::LinkSpec* l = sys.db->find_link(sys.gpu->pcie);
-  if (l == nullptr || !l->x16_uni) return std::nullopt;
-  return *l->x16_uni;
+  if (sys.db == nullptr || sys.gpu == nullptr) return std::nullopt;
+  if (!sys.gpu->pcie.empty()) {
+    const hw::LinkSpec* l = sys.db->find_link(sys.gpu->pcie);
+    if (l != nullptr && l->x16_uni) return *l->x16_uni;
+  }
+  // Grace superchips: the NVLink-C2C link to the CPU, shared by the GPUs it serves (GpuSpec::host_link_gpus).
+  if (!sys.gpu->host_link.empty()) {
+    const hw::LinkSpec* l = sys.db->find_link(sys.gpu->host_link);
+    if (l != nullptr && l->per_link_uni) return *l->per_link_uni / double(std::max(1, sys.gpu->host_link_gpus));
+  }
+  return std::nullopt;
 }
 
 long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
@@ -484,7 +491,9 @@ double offload_host_bytes_per_node(double host_per_gpu, const wl::TrainingPlan& 
 }
 
 bool offload_fits_host(double host_per_gpu, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  if (plan.offload != wl::Offload::optimizer || sys.node == nullptr || !sys.node->host_memory) return true;
+  if ((plan.offload != wl::Offload::optimizer && plan.activation_offload_layers <= 0) || sys.node == nullptr ||
+      !sys.node->host_memory)
+    return true;
   return offload_host_bytes_per_node(host_per_gpu, plan, sys) <= sys.node->host_memory->raw();
 }
 
@@ -551,7 +560,10 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
         }
     }
     st.recompute = PassCost{};
-    if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd;
+    // Full recompute repeats the forward of the recomputed layers (all of them, or the first N of each chunk under
+    // --recompute-method block: StageShape::recomputed).
+    const double rec_share = sh.layers > 0 ? double(sh.recomputed) / double(sh.layers) : 1.0;
+    if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd.scaled(rec_share);
     else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) st.recompute.attention = st.fwd.attention;
     if (plan.recompute != wl::Recompute::full && plan.recompute_modules != 0)
       for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
@@ -567,7 +579,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     if (par.tp > 1) {
       const Bytes act = tp_message(a, plan);
       // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
-      const double pairs = plan.recompute == wl::Recompute::full ? 3.0 : 2.0;
+      const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
       const double per_mb = pairs * layers;
       st.tp.time = t.tp_one * per_mb * double(m);
       st.tp.bytes = act * (per_mb * 2.0 * double(m));
@@ -802,6 +814,16 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     o.offload.bytes = units::bytes(p_train / optimizer_shard(plan) *
                                    (plan.precision.gradient_bytes + plan.precision.weight_bytes));
   }
+  if (plan.activation_offload_layers > 0 && t.act_offload_layer > Seconds(0)) {
+    // Activation offloading (training_recipes.cpp): N layers' activations down in the forward and back in the
+    // backward of every micro-batch, on copy engines beside the compute; what the windows do not hide is exposed.
+    const double n = double(plan.activation_offload_layers);
+    o.offload.time += t.act_offload_layer * (2.0 * n * double(m));
+    o.offload.exposed += activation_offload_exposed(o.bottleneck_layers, plan.activation_offload_layers,
+                                                    t.act_offload_layer, fwd.total(), bwd.total()) *
+                         double(m);
+    o.offload.bytes += t.act_offload_layer_bytes * (2.0 * n * double(m));
+  }
   s.offload = o.offload.exposed;
   s.total = steady + bubble + o.dp.exposed + s.optimizer + s.offload;
   o.ok = std::isfinite(s.total.raw()) && s.total.raw() > 0;
@@ -814,8 +836,14 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.model_flops = k.fpt.training * tokens_per_step;
   // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
   const units::Flops layer_forward = k.fpt.forward - units::flop(2.0 * double(a.vocab) * double(a.hidden));
-  o.hardware_flops =
-      o.model_flops + (plan.recompute == wl::Recompute::full ? layer_forward * tokens_per_step : units::Flops(0));
+  double recomputed = 0, layers_all = 0;
+  for (const auto& sh : stages) {
+    recomputed += double(sh.recomputed);
+    layers_all += double(sh.layers);
+  }
+  const double rec_all = layers_all > 0 ? recomputed / layers_all : 1.0;
+  o.hardware_flops = o.model_flops + (plan.recompute == wl::Recompute::full ? layer_forward * (tokens_per_step * rec_all)
+                                                                              : units::Flops(0));
   const double gpus = double(par.gpus());
   const units::FlopRate peak = k.d.peak(plan.precision.compute);
   o.mfu = utilisation(o.model_flops, s.total, gpus, peak);
@@ -903,13 +931,15 @@ CommCost comm_cost(const char* kind, std::string collective, int group_size, con
 
 }  // namespace
 
-TrainingEstimate estimate_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+TrainingEstimate estimate_training(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                    const TrainingSystem& sys, Explain explain) {
-  return detail::estimate_training_laid_out(a, plan, sys, explain, nullptr);
+  return detail::estimate_training_laid_out(arch, plan, sys, explain, nullptr);
 }
 
-TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                                     const TrainingSystem& sys, Explain explain, StepLayout* layout) {
+  // The model as the framework builds it: the vocabulary padded to a multiple of divisor × tp (training_recipes.cpp).
+  const wl::TransformerArch a = wl::with_padded_vocab(arch, plan);
   TrainingEstimate est;
   est.feasibility = check_training_layout(a, plan, sys);
   if (!est.feasibility.ok) return est;
@@ -954,6 +984,10 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   }
   terms.optimizer = detail::optimizer_time(a, params, plan, d);
   if (plan.offload == wl::Offload::optimizer) terms.offload = detail::offload_times(a, params, plan, sys);
+  if (plan.activation_offload_layers > 0) {
+    terms.act_offload_layer = detail::activation_offload_layer_time(a, plan, sys);
+    terms.act_offload_layer_bytes = units::bytes(detail::activation_offload_layer_bytes(a, plan));
+  }
 
   // ---- the step ----
   detail::StepCore core;
@@ -993,9 +1027,12 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
     const double need = detail::offload_host_bytes_per_node(est.memory.host_offloaded.raw(), plan, sys);
     est.memory.fits = false;  // "fits" covers every memory the plan needs: the GPU's and the host's
     est.feasibility.fail(fmt::format(
-        "CPU offload does not fit in host memory: the node's GPUs keep {} of master weights and optimizer states "
-        "on the host, {} has {}",
-        format(units::bytes(need)), sys.node->info.id, format(*sys.node->host_memory)));
+        "CPU offload does not fit in host memory: the node's GPUs keep {} of offloaded {} on the host, {} has {}",
+        format(units::bytes(need)),
+        plan.activation_offload_layers > 0
+            ? (plan.offload == wl::Offload::optimizer ? "master weights, optimizer states and activations" : "activations")
+            : "master weights and optimizer states",
+        sys.node->info.id, format(*sys.node->host_memory)));
   }
 
   // ---- time to train, cost, energy ----
@@ -1007,7 +1044,11 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   if (core.has_energy) est.energy = core.energy;
   est.layer_ops = first.ops;
 
-  if (explain == Explain::on) detail::explain_training(a, plan, sys, k, terms, first, core, est);
+  if (explain == Explain::on) {
+    detail::explain_training(a, plan, sys, k, terms, first, core, est);
+    detail::explain_vocab_padding(arch.vocab, plan, est.derivation);
+    detail::explain_activation_offload(a, plan, sys, terms, core, est.derivation);
+  }
   return est;
 }
 

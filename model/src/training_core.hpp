@@ -228,6 +228,10 @@ struct StepTerms {
   const std::vector<StageShape>* stages = nullptr;  ///< every pipeline stage (stage_shapes); required
   DpTimes dp;
   OffloadTimes offload;  ///< read only with wl::Offload::optimizer
+  /// Activation offloading (wl::TrainingPlan::activation_offload_layers): one layer's saved activations of one
+  /// micro-batch copied one way over the host link (activation_offload_layer_time); 0 without offloading.
+  Seconds act_offload_layer{};
+  Bytes act_offload_layer_bytes{};
 };
 
 /// The numbers of one kind of communication in a step.
@@ -291,5 +295,27 @@ TrainingEstimate estimate_training_laid_out(const wl::TransformerArch& a, const 
 void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
                       const TrainingConsts& k, const StepTerms& terms, const LayerCost& first, const StepCore& core,
                       TrainingEstimate& est);
+
+/// The host link's effective rate for this GPU: its PCIe x16 rate, or its share of a C2C link (GpuSpec::host_link /
+/// host_link_gpus), at kHostLinkEfficiency, capped by its share of the node's DRAM bandwidth where the node gives it.
+std::optional<units::Bandwidth> host_link_rate(const wl::TrainingPlan& plan, const TrainingSystem& sys);
+/// Bytes of one decoder layer's saved activations for one micro-batch (the stage's mean layer), and the time to copy
+/// them one way over the host link (0 without a link or without activation offloading).
+double activation_offload_layer_bytes(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+Seconds activation_offload_layer_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+                                      const TrainingSystem& sys);
+/// Exposed copy time of activation offloading per micro-batch: Megatron-Core's AsyncDoubleBufferGroupOffloadHandler
+/// copies layer g's activations while the next ⌊L/N⌋ layers compute (its layer_window_map) and waits for the copy at
+/// the window's end; in the backward it reloads a group one window ahead. N · max(0, t_copy − (L/N)·t_layer) each way.
+Seconds activation_offload_exposed(std::int64_t layers, std::int64_t offloaded, Seconds copy_one_layer,
+                                   Seconds fwd_mb, Seconds bwd_mb);
+
+/// The derivation node of activation offloading (training_recipes.cpp), appended to `root` when the plan offloads.
+void explain_activation_offload(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                                const StepTerms& terms, const StepCore& core, Derivation& root);
+
+/// The derivation node of the vocabulary padding (training_recipes.cpp): V as the model gives it, padded by the
+/// plan's rule (wl::TrainingPlan::padded_vocab); appended to `root`'s children.
+void explain_vocab_padding(std::int64_t vocab, const wl::TrainingPlan& plan, Derivation& root);
 
 }  // namespace gpuplan::model::detail

@@ -103,6 +103,29 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   if (plan.recomputes(wl::recompute_moe_act) && !a.moe &&
       fail([] { return std::string("recompute module moe_act: the model has no MoE layers"); }))
     return false;
+  if (plan.activation_offload_layers > 0) {
+    // Megatron-Core TransformerConfig.__post_init__: 'CPU offloading can be done only for layers less than
+    // num_layers', 'no support for Pipeline parallelism with CPU offloading', 'CPU offloading does not work when
+    // activation recomputation is enabled'.
+    const std::int64_t n = plan.activation_offload_layers;
+    if (n >= a.layers && fail([&] {
+          return fmt::format("activation offloading of {} layers: Megatron-Core offloads fewer than the model's {} "
+                             "layers (cpu_offloading_num_layers < num_layers)",
+                             n, a.layers);
+        }))
+      return false;
+    if (p.pp > 1 && fail([&] {
+          return fmt::format("activation offloading with PP {}: Megatron-Core has no pipeline parallelism with CPU "
+                             "offloading (use PP 1)",
+                             p.pp);
+        }))
+      return false;
+    if ((plan.recompute != wl::Recompute::none || plan.recompute_modules != 0) && fail([] {
+          return std::string("activation offloading with activation recomputation: Megatron-Core refuses the mix "
+                             "('CPU offloading does not work when activation recomputation is enabled')");
+        }))
+      return false;
+  }
   if (plan.recompute_modules != 0 && plan.recompute == wl::Recompute::full &&
       fail([] { return std::string("recompute full already recomputes every module: give no recompute modules"); }))
     return false;
@@ -148,6 +171,46 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
         return std::string("FP8 parameters feed FP8 GEMMs: fp8_params needs precision fp8");
       }))
     return false;
+  {
+    // Low-precision recipes and the hardware (capabilities from the GPU data: an FP4 rate marks the block-scaled
+    // tensor cores that MXFP8 and NVFP4 need — Blackwell and later; Hopper has per-tensor FP8 only).
+    const auto& pr = plan.precision;
+    const bool fp4_rate = sys.gpu != nullptr && sys.gpu->peak(hw::Precision::fp4).has_value();
+    const std::string gpu_id = sys.gpu != nullptr ? sys.gpu->info.id : std::string("this GPU");
+    if (pr.compute == hw::Precision::fp4) {
+      if (pr.recipe != wl::QuantRecipe::nvfp4 && fail([] {
+            return std::string("FP4 training is priced as NVFP4 (Transformer Engine NVFP4BlockScaling): recipe nvfp4");
+          }))
+        return false;
+      if (!fp4_rate && fail([&] {
+            return fmt::format("FP4 training needs FP4 tensor cores: {} has no FP4 rate in its data (Blackwell and "
+                               "later have one)",
+                               gpu_id);
+          }))
+        return false;
+      if (sys.gpu != nullptr && sys.gpu->vendor != "NVIDIA" && fail([&] {
+            return fmt::format("NVFP4 (E4M3 scales per 16 elements) is NVIDIA's format: {} is {}", gpu_id,
+                               sys.gpu->vendor);
+          }))
+        return false;
+    } else if (pr.compute == hw::Precision::fp8) {
+      if (pr.recipe == wl::QuantRecipe::nvfp4 && fail([] {
+            return std::string("the nvfp4 recipe takes precision fp4, not fp8");
+          }))
+        return false;
+      if (pr.recipe == wl::QuantRecipe::mxfp8 && !fp4_rate && fail([&] {
+            return fmt::format("MXFP8 needs block-scaled (microscaling) tensor cores: {} has none (Hopper runs FP8 "
+                               "with per-tensor scales only: use the delayed, tensorwise or blockwise recipe)",
+                               gpu_id);
+          }))
+        return false;
+    } else if (pr.recipe != wl::QuantRecipe::delayed && fail([&] {
+                 return fmt::format("the {} recipe scales fp8/fp4 GEMM operands: precision is {}",
+                                    wl::to_string(pr.recipe), hw::to_string(pr.compute));
+               })) {
+      return false;
+    }
+  }
   if (plan.optimizer_states == wl::StateDtype::bf16 && plan.optimizer == wl::OptimizerKind::adamw_8bit && fail([] {
         return std::string("bf16 optimizer states apply to AdamW and SGD; 8-bit AdamW keeps its own 8-bit states");
       }))

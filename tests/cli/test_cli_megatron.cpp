@@ -86,10 +86,22 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
   }
 
   TEST_CASE("a flag that changes performance but is not modelled exits 2 naming it, its value and #22") {
-    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--bf16", "--fp4-format", "e2m1"});
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--bf16", "--fp4-format", "e2m1",
+                       "--fp4-recipe", "custom"});
     CHECK(r.rc == kInvalid);
     CHECK(r.out.empty());
-    CHECK(contains(r.err, "--fp4-format: error: '--fp4-format e2m1': FP4 training is not modelled yet (#22)"));
+    CHECK(contains(r.err, "--fp4-recipe: error: '--fp4-recipe custom': gpuplan prices FP4 as NVFP4 (E4M3 scales per 16 "
+                          "elements); this recipe is not modelled yet (#22)"));
+  }
+
+  TEST_CASE("NVFP4 training maps and prices on a B200; on an H100 (no FP4 tensor cores) the plan is infeasible, exit 3") {
+    const Run b = run({"train", "-m", "llama-3-8b", "--gpu", "b200", "--gpus", "8", "--bf16", "--fp4-format", "e2m1"});
+    INFO(b.err);
+    CHECK(b.rc == 0);
+    CHECK(contains(b.err, "precision = \"fp4\" (--fp4-format e2m1)"));
+    const Run h = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--bf16", "--fp4-format", "e2m1"});
+    CHECK(h.rc == 3);
+    CHECK(contains(h.out, "FP4 training needs FP4 tensor cores: h100-sxm5-80gb has no FP4 rate in its data"));
   }
 
   TEST_CASE("a Megatron spelling and gpuplan's spelling of one knob with different values exit 2") {

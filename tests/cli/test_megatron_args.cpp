@@ -4,6 +4,7 @@
 // cli/megatron_arg_names.inc) states them, worked out by hand.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -298,14 +299,11 @@ TEST_SUITE("megatron args: mapping") {
       std::string words;
     };
     const std::vector<Case> cases{
-        {{"--bf16", "--fp4-format", "e2m1"}, "'--fp4-format e2m1': FP4 training is not modelled yet (#22)"},
-        {{"--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"}, "'--fp8-recipe mxfp8': gpuplan prices FP8"},
-        {{"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "2"},
-         "'--recompute-num-layers 2': uniform recompute in groups of more than one layer"},
+        {{"--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "custom"}, "'--fp4-recipe custom': gpuplan prices FP4 as NVFP4"},
+        {{"--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "custom"}, "'--fp8-recipe custom': gpuplan prices the delayed"},
         {{"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "mlp"},
          "'--recompute-modules core_attn mlp': recomputing modules other than core_attn, layernorm, mla_up_proj and "
          "moe_act"},
-        {{"--cpu-offloading-num-layers", "4"}, "'--cpu-offloading-num-layers 4': CPU offloading of activations is"},
         {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"},
          "'--moe-enable-deepep': gpuplan prices NCCL all-to-all; DeepEP dispatch is not modelled yet (#22)"},
         {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
@@ -321,6 +319,51 @@ TEST_SUITE("megatron args: mapping") {
       CHECK(has(d.to_string(), c.words));
       CHECK(has(d.to_string(), "not modelled yet (#22)"));
     }
+  }
+
+  TEST_CASE("partial recompute: --recompute-method block/uniform with --recompute-num-layers map exactly") {
+    Diagnostics d1, d2, d3;
+    auto b = map_typed({"--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", "5"}, d1);
+    INFO(d1.to_string());
+    REQUIRE(b);
+    CHECK(b->keys["recompute"] == "full");
+    CHECK(b->keys["recompute_method"] == "block");
+    CHECK(b->keys["recompute_num_layers"] == 5);
+    CHECK(b->origin.at("recompute_num_layers") == "--recompute-num-layers 5");
+    auto u = map_typed({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "2"}, d2);
+    REQUIRE(u);
+    CHECK(u->keys["recompute_method"] == "uniform");
+    CHECK(u->keys["recompute_num_layers"] == 2);
+    // uniform 1 is the classic full recompute: no method keys.
+    auto one = map_typed({"--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"}, d3);
+    REQUIRE(one);
+    CHECK(one->keys["recompute"] == "full");
+    CHECK_FALSE(one->keys.contains("recompute_method"));
+  }
+
+  TEST_CASE("vocabulary padding: --make-vocab-size-divisible-by maps, and a whole command takes Megatron-LM's 128") {
+    Diagnostics d1, d2;
+    auto m = map_typed({"--make-vocab-size-divisible-by", "64"}, d1);
+    INFO(d1.to_string());
+    REQUIRE(m);
+    CHECK(m->keys["vocab_divisible_by"] == 64);
+    CHECK(std::find(m->ignored.begin(), m->ignored.end(), "--make-vocab-size-divisible-by") == m->ignored.end());
+    auto w = map_script("python pretrain_gpt.py --tensor-model-parallel-size 2\n", d2);
+    REQUIRE(w);
+    CHECK(w->keys["vocab_divisible_by"] == 128);
+    Diagnostics d4, d5;
+    auto mx = map_typed({"--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "mxfp8"}, d4);
+    REQUIRE(mx);
+    CHECK(mx->keys["precision"] == "fp8");
+    CHECK(mx->keys["fp8_recipe"] == "mxfp8");
+    auto f4 = map_typed({"--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "nvfp4"}, d5);
+    REQUIRE(f4);
+    CHECK(f4->keys["precision"] == "fp4");
+    Diagnostics d3;
+    auto o = map_typed({"--cpu-offloading-num-layers", "30"}, d3);
+    REQUIRE(o);
+    CHECK(o->keys["activation_offload_layers"] == 30);
+    CHECK(w->defaulted.count("vocab_divisible_by") == 1);
   }
 
   TEST_CASE("recompute modules and MTP layers: DeepSeek-V3's recomputation and its MTP module map onto the plan") {

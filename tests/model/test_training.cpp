@@ -1038,7 +1038,8 @@ TEST_SUITE("training step properties") {
       const auto sys = system_of(c.node);
       const auto e = estimate(c, sys);
       const double tokens = double(p.global_batch) * double(p.seq_len);
-      const auto fpt = model::flops_per_token(arch(c.model), p.seq_len, Explain::off);
+      // The model as built: the vocabulary padded to a multiple of 128 × TP (Megatron counts padded_vocab_size).
+      const auto fpt = model::flops_per_token(wl::with_padded_vocab(arch(c.model), p), p.seq_len, Explain::off);
       CHECK(e.model_flops_per_step.raw() == doctest::Approx(fpt.training.raw() * tokens).epsilon(1e-12));
       const double peak = model::make_device(*sys.gpu).peak(p.precision.compute).raw();
       CHECK(e.mfu == doctest::Approx(e.model_flops_per_step.raw() / (e.step_time.raw() * double(p.par.gpus()) * peak))

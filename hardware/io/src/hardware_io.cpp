@@ -295,6 +295,8 @@ const FieldTable& gpu_fields() {
                  positive("tdp_W", "W", 14000, "board power / TGP (max of a configurable range)"),
                  nested("scale_up", gpu_scale_up_fields(), "scale-up (NVLink/xGMI) port of the GPU"),
                  text("pcie", "PCIe link id (links/)"),
+                 text("host_link", "CPU-GPU link id where it is not PCIe (links/, type c2c: Grace superchips)"),
+                 positive("host_link_gpus", "GPUs", 16, "GPUs that share host_link (a GB200 Grace serves 2)"),
                  positive("price_usd_per_hour", "$/GPU-hour", 130,
                           "indicative rental price per GPU-hour, cited in sources (with price_kind and "
                           "price_provider)"),
@@ -462,6 +464,8 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
                                  u::gb_per_s(s->num("per_gpu_uni_GBps").value_or(0))};
   }
   g.pcie = r.str("pcie").value_or("");
+  g.host_link = r.str("host_link").value_or("");
+  if (auto v = r.num("host_link_gpus")) g.host_link_gpus = std::max(1, static_cast<int>(*v));
   if (auto v = r.num("price_usd_per_hour")) g.price = u::usd_per_hour(*v);
   {
     const auto kind = r.str("price_kind");
@@ -647,6 +651,7 @@ void check_references(const hw::HardwareDb& db, Diagnostics& diags) {
   for (const auto& g : db.gpus) {
     if (g.scale_up) check_link(g.scale_up->link, g.info.file, "/scale_up/link", {LT::nvlink, LT::xgmi, LT::pcie});
     check_link(g.pcie, g.info.file, "/pcie", {LT::pcie});
+    check_link(g.host_link, g.info.file, "/host_link", {LT::c2c});
   }
   for (const auto& n : db.nodes) {
     if (db.find_gpu(n.gpu) == nullptr)

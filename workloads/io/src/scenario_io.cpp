@@ -52,7 +52,15 @@ const FieldTable& training_scenario_fields() {
       f("micro_batch", FieldType::integer, "sequences per micro-batch", 1, 1e6),
       f("global_batch", FieldType::integer, "sequences per optimizer step", 1, 1e9),
       f("seq", FieldType::integer, "sequence length (tokens)", 1, 1e8),
-      f("precision", FieldType::string, "GEMM precision", 0, 0, {"bf16", "fp16", "fp8", "fp32", "tf32"}),
+      f("precision", FieldType::string,
+        "GEMM precision (fp8 with fp8_recipe; fp4 = NVFP4 training, Transformer Engine NVFP4BlockScaling, on GPUs "
+        "with FP4 tensor cores)",
+        0, 0, {"bf16", "fp16", "fp8", "fp4", "fp32", "tf32"}),
+      f("fp8_recipe", FieldType::string,
+        "FP8 scaling (Megatron-LM --fp8-recipe): delayed (per tensor, amax history; the default), tensorwise (per "
+        "tensor, current amax), mxfp8 (E8M0 scale per 32 elements; needs block-scaled tensor cores), blockwise "
+        "(1x128 / 128x128 tiles, DeepSeek-V3)",
+        0, 0, {"delayed", "tensorwise", "mxfp8", "blockwise"}),
       f("gradient_bytes", FieldType::number, "bytes per gradient element", 1, 4),
       f("optimizer", FieldType::string, "optimizer", 0, 0, {"adamw", "adamw-8bit", "sgd"}),
       f("optimizer_states", FieldType::string,
@@ -70,6 +78,19 @@ const FieldTable& training_scenario_fields() {
       f("zero", FieldType::integer, "ZeRO / FSDP stage", 0, 3),
       f("shard_group", FieldType::integer, "hybrid sharding group size", 1, kMaxGpus),
       f("recompute", FieldType::string, "activation recomputation", 0, 0, {"none", "selective", "full"}),
+      f("recompute_method", FieldType::string,
+        "with recompute full: uniform = the layers of each pipeline chunk in groups of recompute_num_layers, each "
+        "group checkpointed at its input and recomputed whole; block = only the first recompute_num_layers layers of "
+        "each chunk recomputed, the rest keep their activations (Megatron-Core --recompute-method)",
+        0, 0, {"uniform", "block"}),
+      f("recompute_num_layers", FieldType::integer,
+        "with recompute full: the group size (uniform) or the recomputed layers per chunk (block) (Megatron-Core "
+        "--recompute-num-layers); default 1 with uniform",
+        1, 1e6),
+      f("vocab_divisible_by", FieldType::integer,
+        "pad the vocabulary to a multiple of this × TP (Megatron-LM --make-vocab-size-divisible-by); default 128 with "
+        "fused kernels, 1 with eager kernels; 1 = unpadded (Megatron-Bridge when the model config sets vocab_size)",
+        1, 65536),
       f("flash_attention", FieldType::boolean, "fused attention"),
       f("dropout", FieldType::boolean,
         "train with dropout (attention probabilities and block outputs) or without; absent: as the model's config says"),
@@ -85,6 +106,11 @@ const FieldTable& training_scenario_fields() {
         "CPU offload: optimizer = ZeRO-Offload (master weights + optimizer states in host memory, optimizer step on "
         "the CPU; needs zero ≥ 1)",
         0, 0, {"none", "optimizer"}),
+      f("activation_offload_layers", FieldType::integer,
+        "activation CPU offloading: the saved activations of the first N decoder layers copied to host memory "
+        "during the forward and back before their backward, beside the compute (Megatron-Core "
+        "--cpu-offloading-num-layers; N < layers, PP 1, no recompute)",
+        0, 1e6),
       f("lora_rank", FieldType::integer,
         "LoRA adapter rank; 0 = full fine-tuning (the base weights frozen otherwise: no weight gradients or "
         "optimizer states for them)",
@@ -269,6 +295,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.precision.activation_bytes = 4;
   }
   if (auto v = r.num("gradient_bytes")) p.precision.gradient_bytes = *v;
+  if (p.precision.compute == hw::Precision::fp4) p.precision.recipe = wl::QuantRecipe::nvfp4;
   if (auto v = r.str("optimizer"))
     p.optimizer = *v == "adamw" ? wl::OptimizerKind::adamw : *v == "sgd" ? wl::OptimizerKind::sgd : wl::OptimizerKind::adamw_8bit;
   auto key_error = [&](const std::string& key, const std::string& msg) {
@@ -288,6 +315,16 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.integer("zero")) p.zero = static_cast<wl::ZeroStage>(*v);
   if (auto v = r.str("recompute"))
     p.recompute = *v == "full" ? wl::Recompute::full : *v == "selective" ? wl::Recompute::selective : wl::Recompute::none;
+  if (auto v = r.str("recompute_method")) p.recompute_method = *v == "block" ? wl::RecomputeMethod::block : wl::RecomputeMethod::uniform;
+  if (auto v = r.integer("recompute_num_layers")) p.recompute_num_layers = *v;
+  if ((r.str("recompute_method") || r.integer("recompute_num_layers")) && p.recompute != wl::Recompute::full)
+    key_error(r.str("recompute_method") ? "recompute_method" : "recompute_num_layers",
+              "a recompute method and layer count apply to full recomputation only (Megatron-Core: "
+              "recompute_granularity full): set recompute full");
+  if (r.str("recompute_method") && !r.integer("recompute_num_layers") && p.recompute_method == wl::RecomputeMethod::block)
+    key_error("recompute_method", "recompute_method block needs recompute_num_layers (the layers of each chunk to "
+                                  "recompute)");
+  if (auto v = r.integer("vocab_divisible_by")) p.vocab_divisible_by = int(*v);
   if (auto v = r.boolean("flash_attention")) p.flash_attention = *v;
   if (auto v = r.boolean("dropout")) p.dropout = *v;
   if (auto v = r.str("kernels")) p.kernels = *v == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
@@ -306,6 +343,15 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.precision.gradient_bytes = 4;
     p.precision.master_bytes = 0;
   }
+  if (auto v = r.str("fp8_recipe")) {
+    p.precision.recipe = *v == "tensorwise" ? wl::QuantRecipe::tensorwise
+                         : *v == "mxfp8"    ? wl::QuantRecipe::mxfp8
+                         : *v == "blockwise" ? wl::QuantRecipe::blockwise
+                                             : wl::QuantRecipe::delayed;
+    if (p.precision.compute != hw::Precision::fp8)
+      key_error("fp8_recipe", fmt::format("an FP8 recipe needs precision fp8 (precision is {})",
+                                          hw::to_string(p.precision.compute)));
+  }
   if (auto v = r.boolean("fp8_params"); v && *v) {
     if (p.precision.compute != hw::Precision::fp8)
       key_error("fp8_params", "fp8_params needs precision fp8 (the FP8 weights feed FP8 GEMMs)");
@@ -315,6 +361,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.precision.weight_bytes = 1.0;
   }
   if (auto v = r.str("offload")) p.offload = *v == "optimizer" ? wl::Offload::optimizer : wl::Offload::none;
+  if (auto v = r.integer("activation_offload_layers")) p.activation_offload_layers = *v;
   if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
   if (auto v = r.integer("lora_rank")) p.lora.rank = static_cast<int>(*v);
   if (auto v = r.str("lora_targets"))
@@ -397,9 +444,16 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.optimizer_states == wl::StateDtype::bf16) j["optimizer_states"] = "bf16";
   if (p.optimizer_impl != wl::OptimizerImpl::fused) j["optimizer_impl"] = wl::to_string(p.optimizer_impl);
   if (p.precision.fp8_params) j["fp8_params"] = true;
+  if (p.precision.compute == hw::Precision::fp8 && p.precision.recipe != wl::QuantRecipe::delayed)
+    j["fp8_recipe"] = wl::to_string(p.precision.recipe);
   j["zero"] = static_cast<int>(p.zero);
   if (p.par.shard_group > 0) j["shard_group"] = p.par.shard_group;
   j["recompute"] = p.recompute == wl::Recompute::full ? "full" : p.recompute == wl::Recompute::selective ? "selective" : "none";
+  if (p.recompute == wl::Recompute::full && p.partial_recompute()) {
+    j["recompute_method"] = p.recompute_method == wl::RecomputeMethod::block ? "block" : "uniform";
+    j["recompute_num_layers"] = p.recompute_num_layers;
+  }
+  if (p.vocab_divisible_by) j["vocab_divisible_by"] = *p.vocab_divisible_by;
   j["flash_attention"] = p.flash_attention;
   if (p.dropout) j["dropout"] = *p.dropout;
   j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2" : "fa3";
@@ -410,6 +464,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
                                                                               : "te";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";
   if (p.offload == wl::Offload::optimizer) j["offload"] = "optimizer";
+  if (p.activation_offload_layers > 0) j["activation_offload_layers"] = p.activation_offload_layers;
   if (p.lora.on()) {
     j["lora_rank"] = p.lora.rank;
     j["lora_targets"] = wl::to_string(p.lora.targets);

@@ -139,6 +139,10 @@ struct GpuSpec {
   std::optional<units::Watts> tdp;
   std::optional<ScaleUpPort> scale_up;
   std::string pcie;  ///< pcie link id or ""
+  /// The CPU-GPU link where it is not PCIe (NVLink-C2C of Grace superchips): link id or "", and how many GPUs share
+  /// it (a GB200/GB300 Grace serves 2 GPUs over its C2C link).
+  std::string host_link;
+  int host_link_gpus = 1;
   std::optional<units::UsdPerSecond> price;
   PriceKind price_kind = PriceKind::on_demand;  ///< meaningful only with price
   std::string price_provider;                   ///< who rents at that price (with price)

@@ -18,6 +18,13 @@ namespace gpuplan::wl {
 enum class ZeroStage { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
 /// Activation recomputation (Korthikanti et al. 2022): none, selective (attention core only), full (layer inputs).
 enum class Recompute { none, selective, full };
+/// Which layers full recomputation covers (Megatron-Core --recompute-method with --recompute-num-layers N;
+/// megatron/core/transformer/transformer_block.py _checkpointed_forward, per model chunk of c layers):
+///  - uniform: the chunk's layers in groups of N (the last group cut at the chunk's end), each group checkpointed
+///    at its input: ⌈c/N⌉ checkpoints, every layer's forward repeated, a whole group's activations rebuilt at once;
+///  - block: the first min(N, c) layers checkpointed one by one and recomputed, the others keep all their
+///    activations and are not recomputed (partial recompute).
+enum class RecomputeMethod { uniform, block };
 /// Pipeline schedules: 1F1B (PipeDream-Flush), Megatron's interleaved 1F1B, and DualPipe (DeepSeek-V3,
 /// arXiv:2412.19437 §3.2.1, Table 2; github.com/deepseek-ai/DualPipe): micro-batches fed from both ends of the
 /// pipeline, device i holding stage i and stage PP−1−i (two copies of the parameters), a forward and a backward chunk
@@ -151,6 +158,25 @@ struct PipelineSplit {
   [[nodiscard]] bool any() const { return accounts() || first_last() || !chunk_layers.empty(); }
 };
 
+/// How low-precision GEMM operands are scaled (Transformer Engine recipes; Megatron-LM --fp8-recipe, --fp4-recipe):
+///  - delayed: one scale per tensor from the amax history (DelayedScaling), fused into the cast;
+///  - tensorwise: one scale per tensor from the tensor's own amax (Float8CurrentScaling): an amax pass, then the cast;
+///  - mxfp8: MXFP8, one E8M0 scale per 32 elements (MXFP8BlockScaling; Blackwell's block-scaled tensor cores);
+///  - blockwise: FP8 with one fp32 scale per 1×128 activation tile and 128×128 weight block (Float8BlockScaling,
+///    DeepSeek-V3 §3.3.2);
+///  - nvfp4: FP4 E2M1 with one E4M3 scale per 16 elements and an fp32 scale per tensor (NVFP4BlockScaling).
+enum class QuantRecipe { delayed, tensorwise, mxfp8, blockwise, nvfp4 };
+constexpr const char* to_string(QuantRecipe r) {
+  switch (r) {
+    case QuantRecipe::delayed: return "delayed";
+    case QuantRecipe::tensorwise: return "tensorwise";
+    case QuantRecipe::mxfp8: return "mxfp8";
+    case QuantRecipe::blockwise: return "blockwise";
+    case QuantRecipe::nvfp4: return "nvfp4";
+  }
+  return "delayed";
+}
+
 struct TrainingPrecision {
   hw::Precision compute = hw::Precision::bf16;  ///< GEMM precision (fp8 = FP8 GEMMs, bf16 elsewhere)
   double weight_bytes = 2.0;          ///< working copy of the weights
@@ -160,6 +186,8 @@ struct TrainingPrecision {
   /// FP8 parameters (Transformer Engine `fp8_model_init`, NeMo/Megatron `fp8_params`): the working weights are FP8
   /// tensors (weight_bytes 1, no bf16 copy); the fp32 master copy stays in the optimizer. Needs compute fp8.
   bool fp8_params = false;
+  /// Scaling recipe of the fp8 / fp4 GEMM operands (read only with compute fp8 or fp4; fp4 is nvfp4).
+  QuantRecipe recipe = QuantRecipe::delayed;
 };
 
 struct TrainingPlan {
@@ -173,6 +201,8 @@ struct TrainingPlan {
   OptimizerImpl optimizer_impl = OptimizerImpl::fused;
   ZeroStage zero = ZeroStage::none;
   Recompute recompute = Recompute::none;
+  RecomputeMethod recompute_method = RecomputeMethod::uniform;  ///< read only with Recompute::full
+  std::int64_t recompute_num_layers = 1;  ///< N of recompute_method (uniform 1: every layer, the classic full)
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   bool flash_attention = true;         ///< attention scores never materialised (FlashAttention-2/3, cuDNN SDPA)
   /// Train with dropout (attention probabilities and block outputs) or without; unset: as the model's config says
@@ -185,6 +215,11 @@ struct TrainingPlan {
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read only with fused kernels
   MixedPrecision mixed_precision = MixedPrecision::megatron;
   Offload offload = Offload::none;
+  /// Activation CPU offloading (Megatron-Core --cpu-offloading-num-layers N; transformer/cpu_offload.py
+  /// AsyncDoubleBufferGroupOffloadHandler): the saved activations of the first N decoder layers are copied to host
+  /// memory on a side stream while the following layers compute, and copied back ahead of their backward. Megatron-
+  /// Core allows it only with N < L, no pipeline parallelism and no activation recomputation (TransformerConfig).
+  std::int64_t activation_offload_layers = 0;
   Lora lora;                           ///< rank 0: full fine-tuning / pre-training
   bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
@@ -209,6 +244,23 @@ struct TrainingPlan {
   /// Off by default: Megatron-Core sends the whole tensor (1/tp only with sequence parallelism).
   bool pp_scatter_gather = false;
   std::optional<double> tokens_to_train;  ///< token budget for time-to-train and cost
+  /// Vocabulary padding (Megatron-LM --make-vocab-size-divisible-by, default 128): the embedding and the LM head get
+  /// ⌈V / (d·tp)⌉·(d·tp) rows, so that each TP rank holds an equal shard of a multiple of d
+  /// (megatron/training/tokenizer/tokenizer.py _vocab_size_with_padding; Megatron-Bridge calculate_padded_vocab_size,
+  /// NeMo 2 get_vocab_size: the same rule). The padded rows cost what real ones do: weights, gradients, optimizer
+  /// states, the head's GEMMs, the logits and the loss passes. Unset: 128 with fused kernels (the Megatron family),
+  /// 1 with eager kernels (PyTorch modules keep the tokenizer's / config's vocabulary as it is). Megatron-Bridge skips
+  /// the padding when the model config sets vocab_size itself (validate_and_set_vocab_size): give 1 for that.
+  std::optional<int> vocab_divisible_by;
+
+  [[nodiscard]] int vocab_divisor() const {
+    return vocab_divisible_by.value_or(kernels == KernelStyle::eager ? 1 : 128);
+  }
+  /// The vocabulary the embedding and LM head are built with: V rounded up to a multiple of divisor × tp.
+  [[nodiscard]] std::int64_t padded_vocab(std::int64_t vocab) const {
+    const std::int64_t multiple = std::int64_t(std::max(1, vocab_divisor())) * std::max(1, par.tp);
+    return (vocab + multiple - 1) / multiple * multiple;
+  }
 
   /// Gradient-accumulation micro-batches per step per replica: global / (micro · dp). The model reports a
   /// non-integer as infeasible.
@@ -218,11 +270,37 @@ struct TrainingPlan {
   }
   [[nodiscard]] bool dualpipe() const { return schedule == PipelineSchedule::dualpipe && par.pp > 1; }
   [[nodiscard]] bool recomputes(RecomputeModule m) const { return (recompute_modules & m) != 0; }
+  /// Full recomputation of a model chunk of c layers (RecomputeMethod): the layers whose forward the backward
+  /// repeats, the checkpoints kept (layer inputs), and the layers rebuilt at once for one backward.
+  [[nodiscard]] std::int64_t recomputed_in_chunk(std::int64_t c) const {
+    if (recompute != Recompute::full) return 0;
+    return recompute_method == RecomputeMethod::block ? std::min(recompute_num_layers, c) : c;
+  }
+  [[nodiscard]] std::int64_t checkpoints_in_chunk(std::int64_t c) const {
+    if (recompute != Recompute::full) return 0;
+    const std::int64_t n = std::max<std::int64_t>(1, recompute_num_layers);
+    return recompute_method == RecomputeMethod::block ? std::min(n, c) : (c + n - 1) / n;
+  }
+  [[nodiscard]] std::int64_t recompute_group(std::int64_t c) const {
+    if (recompute != Recompute::full || recompute_method == RecomputeMethod::block) return 1;
+    return std::max<std::int64_t>(1, std::min(recompute_num_layers, c));
+  }
+  /// Full recomputation of only part of the layers or in groups (anything but uniform with N = 1).
+  [[nodiscard]] bool partial_recompute() const {
+    return recompute == Recompute::full && (recompute_method == RecomputeMethod::block || recompute_num_layers > 1);
+  }
 
   [[nodiscard]] std::int64_t micro_batches() const {
     const std::int64_t per_step = micro_batch * par.dp;
     return per_step > 0 ? global_batch / per_step : 0;
   }
 };
+
+/// The model as a training plan builds it: the vocabulary padded (TrainingPlan::padded_vocab).
+inline TransformerArch with_padded_vocab(const TransformerArch& a, const TrainingPlan& plan) {
+  TransformerArch p = a;
+  p.vocab = plan.padded_vocab(a.vocab);
+  return p;
+}
 
 }  // namespace gpuplan::wl

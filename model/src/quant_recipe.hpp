@@ -1,0 +1,45 @@
+#pragma once
+// Low-precision GEMM recipes (wl::QuantRecipe): the bytes of the quantisation pass that feeds each fp8 / fp4 GEMM
+// operand and of the cached quantised weights, from Transformer Engine's recipes as Megatron-Core runs them
+// (transformer_engine/common/recipe: DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling,
+// NVFP4BlockScaling). One place for these numbers: layer_cost.cpp (time) and memory.cpp (weight caches) read them.
+#include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/wl/training.hpp"
+
+namespace gpuplan::model::detail {
+
+struct QuantBytes {
+  /// HBM bytes per activation (or gradient) element of the pass that quantises a GEMM operand: read the 16-bit
+  /// tensor and write it twice, row-wise for this GEMM and column-wise (the transpose) for the backward's, each with
+  /// its scales; plus an amax read of the tensor first where the recipe scales by the tensor's current amax.
+  double cast = 0.0;
+  /// Bytes per GEMM weight of the quantised copies cached across micro-batches (row- and column-wise, with scales).
+  double weight_cache = 0.0;
+  const char* name = "fp8";
+};
+
+/// Per recipe (a = 2 B 16-bit input):
+///  - delayed: 2 + 1 + 1 (the amax comes from the history, fused into the cast); cache 1 + 1;
+///  - tensorwise: + 2 for the amax pass; cache 1 + 1;
+///  - mxfp8: 2 + 2·(1 + 1/32) (an E8M0 scale per 32 elements each way: the column-wise copy is re-quantised along
+///    the other axis, not transposed); cache 2·(1 + 1/32);
+///  - blockwise: 2 + 2·(1 + 4/128) (an fp32 scale per 1×128 tile each way); weights in 128×128 blocks: cache 2·1;
+///  - nvfp4: 2 (amax for the per-tensor fp32 scale) + 2 + 2·(1/2 + 1/16) (E2M1 data, an E4M3 scale per 16); cache
+///    2·(1/2 + 1/16).
+inline QuantBytes quant_bytes(wl::QuantRecipe r) {
+  switch (r) {
+    case wl::QuantRecipe::delayed: return {4.0, 2.0, "fp8"};
+    case wl::QuantRecipe::tensorwise: return {6.0, 2.0, "fp8 tensorwise"};
+    case wl::QuantRecipe::mxfp8: return {2.0 + 2.0 * (1.0 + 1.0 / 32.0), 2.0 * (1.0 + 1.0 / 32.0), "mxfp8"};
+    case wl::QuantRecipe::blockwise: return {2.0 + 2.0 * (1.0 + 4.0 / 128.0), 2.0, "fp8 blockwise"};
+    case wl::QuantRecipe::nvfp4: return {4.0 + 2.0 * (0.5 + 1.0 / 16.0), 2.0 * (0.5 + 1.0 / 16.0), "nvfp4"};
+  }
+  return {4.0, 2.0, "fp8"};
+}
+
+/// Whether the plan's GEMMs take quantised operands (fp8 or fp4).
+inline bool quantised_gemms(const wl::TrainingPlan& plan) {
+  return plan.precision.compute == hw::Precision::fp8 || plan.precision.compute == hw::Precision::fp4;
+}
+
+}  // namespace gpuplan::model::detail
