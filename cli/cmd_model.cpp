@@ -129,6 +129,16 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                                      {"state", a.mamba->state}, {"groups", a.mamba->groups},
                                      {"conv_kernel", a.mamba->conv_kernel}, {"chunk", a.mamba->chunk},
                                      {"layers", a.mamba_layer_count()}};
+    if (a.gdn)
+      j["architecture"]["gated_deltanet"] = {{"key_heads", a.gdn->key_heads}, {"value_heads", a.gdn->value_heads},
+                                             {"key_dim", a.gdn->key_dim}, {"value_dim", a.gdn->value_dim},
+                                             {"conv_kernel", a.gdn->conv_kernel}, {"chunk", a.gdn->chunk},
+                                             {"layers", a.gdn_layer_count()}};
+    if (a.dsa)
+      j["architecture"]["sparse_attention"] = {{"index_heads", a.dsa->index_heads},
+                                               {"index_head_dim", a.dsa->index_head_dim}, {"topk", a.dsa->topk}};
+    if (a.attention_sinks) j["architecture"]["attention_sinks"] = a.heads;
+    if (a.attention_output_gate) j["architecture"]["attention_output_gate"] = true;
     j["architecture"]["layer_kinds"] = nlohmann::ordered_json::array();
     for (const auto& k : layer_kinds(a))
       j["architecture"]["layer_kinds"].push_back(
@@ -149,6 +159,8 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
     j["kv_cache"] = {{"dtype", o.kv_dtype}, {"kv_bytes_per_token", kv.per_token_full.raw()},
                      {"kv_bytes_per_sequence", kv.per_sequence.raw()}, {"sequence_tokens", o.seq}};
     if (f.ssm_forward.raw() > 0) j["flops_per_token"]["forward_ssm_scan_FLOP"] = f.ssm_forward.raw();
+    if (f.indexer_forward.raw() > 0) j["flops_per_token"]["forward_indexer_FLOP"] = f.indexer_forward.raw();
+    if (kv.index_per_token.raw() > 0) j["kv_cache"]["indexer_key_bytes_per_token"] = kv.index_per_token.raw();
     if (kv.state_per_sequence.raw() > 0) j["kv_cache"]["state_bytes_per_sequence"] = kv.state_per_sequence.raw();
     j["assumptions"] = a.assumptions;
     j["ignored_config_keys"] = nlohmann::ordered_json::array();
@@ -199,6 +211,24 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                                                   a.mamba_layer_count(), a.layers, a.mamba->heads, a.mamba->head_dim,
                                                   a.mamba->state, a.mamba->groups, a.mamba->conv_kernel,
                                                   a.mamba->chunk));
+  if (a.gdn)
+    arch.rows.emplace_back("gated DeltaNet", fmt::format("{} of {} layers: {} key heads × {}, {} value heads × {}, conv "
+                                                         "{}, chunk {} (no KV: a state per sequence)",
+                                                         a.gdn_layer_count(), a.layers, a.gdn->key_heads,
+                                                         a.gdn->key_dim, a.gdn->value_heads, a.gdn->value_dim,
+                                                         a.gdn->conv_kernel, a.gdn->chunk));
+  if (a.attention_output_gate)
+    arch.rows.emplace_back("attention output gate", "sigmoid gate per query head, fused into q_proj (h × 2·n_q·d)");
+  if (a.dsa)
+    arch.rows.emplace_back("sparse attention (DSA)",
+                           fmt::format("lightning indexer {} heads × {} (FP8), top-{} keys per query; indexer keys "
+                                       "{} B per token per layer beside the latent",
+                                       a.dsa->index_heads, a.dsa->index_head_dim, a.dsa->topk,
+                                       u::format_number(a.dsa->key_cache_bytes())));
+  if (a.attention_sinks)
+    arch.rows.emplace_back("attention sinks", fmt::format("one learned logit per query head per layer ({} parameters "
+                                                          "in all; negligible cost)",
+                                                          a.heads * a.attention_layer_count()));
   {
     std::string kinds;
     for (const auto& k : layer_kinds(a)) kinds += (kinds.empty() ? "" : ", ") + k.text();
@@ -211,7 +241,7 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   params.rows = {{"embedding", billions4(p.embedding + p.position_embedding)},
                  {"attention", billions4(p.attention)},
                  {"dense FFN", billions4(p.dense_mlp)}};
-  if (p.ssm > 0) params.rows.emplace_back("Mamba-2 mixers", billions4(p.ssm));
+  if (p.ssm > 0) params.rows.emplace_back(a.gdn ? "gated DeltaNet mixers" : "Mamba-2 mixers", billions4(p.ssm));
   if (a.moe) {
     params.rows.emplace_back("router", billions4(p.router));
     params.rows.emplace_back("routed experts", billions4(p.routed_experts));
@@ -232,8 +262,15 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   s.push_back(params);
 
   Section fl{fmt::format("Compute per token at context {}", o.seq), {}};
-  fl.rows = {{"forward", fmt::format("{} ({} matmul + {} attention)", u::format(f.forward), u::format(f.matmul_forward),
-                                     u::format(f.attention_forward))},
+  fl.rows = {{"forward", fmt::format("{} ({} matmul + {} attention{}{})", u::format(f.forward), u::format(f.matmul_forward),
+                                     u::format(f.attention_forward),
+                                     f.ssm_forward.raw() > 0
+                                         ? fmt::format(" + {} {}", u::format(f.ssm_forward),
+                                                       a.gdn ? "gated delta rule" : "SSD scan")
+                                         : std::string(),
+                                     f.indexer_forward.raw() > 0
+                                         ? fmt::format(" + {} DSA indexer", u::format(f.indexer_forward))
+                                         : std::string())},
              {"training (fwd + bwd)", u::format(f.training)}};
   s.push_back(fl);
 
@@ -242,7 +279,11 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
               {fmt::format("per sequence of {}", o.seq),
                fmt::format("{} ({})", u::format(kv.per_sequence), u::format(kv.per_sequence, u::BytePrefix::binary))}};
   if (kv.state_per_sequence.raw() > 0)
-    kvs.rows.emplace_back("Mamba-2 state per sequence (in the above; any length)", u::format(kv.state_per_sequence));
+    kvs.rows.emplace_back(fmt::format("{} state per sequence (in the above; any length)",
+                                      a.gdn ? "gated DeltaNet" : "Mamba-2"),
+                          u::format(kv.state_per_sequence));
+  if (kv.index_per_token.raw() > 0)
+    kvs.rows.emplace_back("DSA indexer keys per token (in the above)", u::format(kv.index_per_token));
   s.push_back(kvs);
   if (!a.assumptions.empty()) {
     Section as{"Assumptions", {}};

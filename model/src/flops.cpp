@@ -17,6 +17,13 @@ double ssd_scan_flops_per_token(std::int64_t heads, std::int64_t head_dim, std::
   return double(heads) * (2.0 * Q * P + 4.0 * N * P) + double(groups) * 2.0 * Q * N;
 }
 
+double gated_delta_flops_per_token(std::int64_t heads, std::int64_t key_dim, std::int64_t value_dim,
+                                   std::int64_t chunk, std::int64_t tokens) {
+  const double C = double(std::max<std::int64_t>(1, std::min(chunk, tokens)));
+  const double K = double(key_dim), V = double(value_dim);
+  return double(heads) * (2.0 * C * (3.0 * K + 2.0 * V) + 6.0 * K * V + 2.0 * C * C / 3.0);
+}
+
 FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context, Explain explain) {
   FlopsPerToken f;
   const ParameterCounts p = parameter_counts(a, Explain::off);
@@ -31,21 +38,27 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
     const OpGraph g = plain ? dense_layer : build_layer_graph(a, kind);
     f.matmul_params += count * g.matmul_per_token();
     if (const Op* s = g.ssm())
-      ssm += double(count) * ssd_scan_flops_per_token(s->heads, s->d_v, s->d_qk, s->groups, s->chunk, context);
+      ssm += double(count) * (s->delta_rule
+                                  ? gated_delta_flops_per_token(s->heads, s->d_qk, s->d_v, s->chunk, context)
+                                  : ssd_scan_flops_per_token(s->heads, s->d_v, s->d_qk, s->groups, s->chunk, context));
   });
   f.ssm_forward = units::flop(ssm);
   f.matmul_forward = units::flop(2.0 * static_cast<double>(f.matmul_params));
 
   const Op& attn = *dense_layer.attention();
   const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
-  double att = 0.0;
+  double att = 0.0, idx = 0.0;
+  const Op* indexer = dense_layer.indexer();
   for (std::int64_t l = 0; l < a.layers; ++l) {
     if (!a.is_attention_layer(l)) continue;
-    const std::int64_t c = a.attended_tokens(l, context);
+    const std::int64_t c = a.attention_keys(l, context);
     att += 2.0 * static_cast<double>(attn.heads) * static_cast<double>(dqk + dv) * static_cast<double>(c);
+    if (indexer)
+      idx += 2.0 * double(indexer->heads) * double(indexer->d_qk) * double(a.attended_tokens(l, context));
   }
   f.attention_forward = units::flop(att);
-  f.forward = f.matmul_forward + f.attention_forward + f.ssm_forward;
+  f.indexer_forward = units::flop(idx);
+  f.forward = f.matmul_forward + f.attention_forward + f.ssm_forward + f.indexer_forward;
   f.training = 3.0 * f.forward;
 
   if (explain == Explain::on) {
@@ -78,6 +91,26 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
                                     "n_g = {}, chunk Q = min(c, {}): {} per token; {} attention layers",
                                     a.mamba_layer_count(), m.heads, m.head_dim, m.state, m.groups, m.chunk,
                                     format(f.ssm_forward), a.attention_layer_count()));
+    }
+    if (a.gdn_layer_count() > 0) {
+      const auto& m = *a.gdn;
+      d.formula += " ; + Σ_gated-DeltaNet layers n_v·(2·C·(3·d_k + 2·d_v) + 6·d_k·d_v + 2·C²/3) (chunked gated delta rule)";
+      d.notes.push_back(fmt::format(
+          "{} gated DeltaNet layers (linear attention, arXiv:2412.06464): chunked gated delta rule over n_v = {} value "
+          "heads, d_k = {}, d_v = {}, chunk C = min(c, {}): {} per token in all; no KV, a state per sequence; {} "
+          "attention layers",
+          a.gdn_layer_count(), m.value_heads, m.key_dim, m.value_dim, m.chunk, format(f.ssm_forward),
+          a.attention_layer_count()));
+    }
+    if (indexer) {
+      d.formula += " ; + Σ_layers 2·n_i·d_i·c (DSA lightning indexer, FP8) ; attention over min(c, top-k) keys";
+      d.inputs.push_back({"n_i", format_count(double(indexer->heads)), "index_n_heads", cfg});
+      d.inputs.push_back({"d_i", format_count(double(indexer->d_qk)), "index_head_dim", cfg});
+      d.inputs.push_back({"top-k", format_count(double(indexer->topk)), "index_topk (keys the main attention reads)", cfg});
+      d.notes.push_back(fmt::format(
+          "DeepSeek sparse attention: the indexer scores all {} tokens of the context ({} per token, FP8), the MLA "
+          "attention reads min(c, {}) selected keys",
+          format_count(double(context)), format(f.indexer_forward), indexer->topk));
     }
     d.notes.push_back(fmt::format("6·N_active = {} for comparison", format(units::flop(6.0 * double(p.active)))));
     d.children.push_back({"flops_per_token.matmul", "Matmul FLOPs", "2·N_matmul", {}, format(f.matmul_forward), {}, {}});

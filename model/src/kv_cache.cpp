@@ -14,14 +14,17 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
   KvCacheSize k;
   // The attention op of the layer graph says what it caches: 2·n_kv·d, or MLA's latent and rotary key.
   k.elements_per_token_layer = build_layer_graph(a, LayerKind{}).attention()->cache_elements;
-  const double per_layer_token = static_cast<double>(k.elements_per_token_layer) * bytes_per_element;
+  // DSA's indexer keeps an FP8 key (with its scale) per token beside the latent, whatever the KV dtype.
+  const double index_bytes = a.dsa ? a.dsa->key_cache_bytes() : 0.0;
+  const double per_layer_token = static_cast<double>(k.elements_per_token_layer) * bytes_per_element + index_bytes;
   const std::int64_t attention_layers = a.attention_layer_count();
   k.per_token_full = units::bytes(per_layer_token * static_cast<double>(attention_layers));
+  k.index_per_token = units::bytes(index_bytes * static_cast<double>(attention_layers));
   double cached_token_layers = 0.0;
   for (std::int64_t l = 0; l < a.layers; ++l)
     if (a.is_attention_layer(l)) cached_token_layers += static_cast<double>(a.attended_tokens(l, tokens));
-  const MambaStateBytes state = mamba2_state_bytes(a, 1);
-  k.state_per_sequence = state.total() * static_cast<double>(a.mamba_layer_count());
+  const MambaStateBytes state = recurrent_state_bytes(a, 1);
+  k.state_per_sequence = state.total() * static_cast<double>(a.recurrent_layer_count());
   k.per_sequence = units::bytes(per_layer_token * cached_token_layers) + k.state_per_sequence;
 
   if (explain == Explain::on) {
@@ -58,6 +61,32 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
           format(state.ssm * double(a.mamba_layer_count())), units::format_number(m.ssm_state_bytes),
           m.ssm_state_origin));
     }
+    if (a.gdn_layer_count() > 0) {
+      const auto& m = *a.gdn;
+      d.formula += " + L_G·[(d_conv−1)·(2·n_k·d_k + n_v·d_v) + n_v·d_k·d_v]·b_state (gated DeltaNet state, any length)";
+      d.inputs.push_back({"L_G", format_count(double(a.gdn_layer_count())),
+                          "gated DeltaNet (linear attention) layers: no KV, a state per sequence", cfg});
+      d.inputs.push_back({"n_v·d_k·d_v", format_count(state.ssm_elements),
+                          fmt::format("recurrent state elements per layer (n_v = {}, d_k = {}, d_v = {})", m.value_heads,
+                                      m.key_dim, m.value_dim), cfg});
+      d.inputs.push_back({"(d_conv−1)·(2·n_k·d_k + n_v·d_v)", format_count(state.conv_elements),
+                          fmt::format("conv state elements per layer (d_conv = {}, n_k = {})", m.conv_kernel, m.key_heads),
+                          cfg});
+      d.notes.push_back(fmt::format(
+          "gated DeltaNet state {} per sequence ({} conv + {} recurrent, {} B per element: the model dtype, as vLLM's "
+          "gated_delta_net_state_dtype allocates it with mamba_cache_dtype 'auto'); a decode step reads and writes "
+          "it instead of a KV cache; the KV dtype does not apply to it",
+          format(k.state_per_sequence), format(state.conv * double(a.gdn_layer_count())),
+          format(state.ssm * double(a.gdn_layer_count())), units::format_number(m.state_bytes)));
+    }
+    if (a.dsa) {
+      d.formula += " ; + L·(d_i + d_i/128·4) per token (DSA indexer keys, FP8 + fp32 scale)";
+      d.inputs.push_back({"d_i", format_count(double(a.dsa->index_head_dim)), "index_head_dim", cfg});
+      d.notes.push_back(fmt::format(
+          "DeepSeek sparse attention: beside the latent each layer caches the lightning indexer's key, {} B per token "
+          "(FP8 + one fp32 scale per 128: vLLM's DeepseekV32IndexerCache), {} per token in all, whatever --kv-dtype",
+          units::format_number(a.dsa->key_cache_bytes()), format(k.index_per_token)));
+    }
     d.inputs.push_back({"s", format_count(double(tokens)), "tokens in the sequence", Origin::user("--seq")});
     d.result = fmt::format("{} per token ({}), {} per sequence of {} tokens", format(k.per_token_full),
                            format(k.per_token_full, units::BytePrefix::binary), format(k.per_sequence),
@@ -70,6 +99,22 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
                                     a.chunked_layer_count(), a.layers, a.attention_chunk));
   }
   return k;
+}
+
+MambaStateBytes gated_deltanet_state_bytes(const wl::TransformerArch& a, int tp) {
+  MambaStateBytes s;
+  if (!a.gdn) return s;
+  const auto& m = *a.gdn;
+  const double t = double(std::max(1, tp));
+  s.conv_elements = double(m.conv_kernel - 1) * double(m.conv_channels()) / t;
+  s.ssm_elements = double(m.value_heads) / t * double(m.key_dim) * double(m.value_dim);
+  s.conv = units::bytes(s.conv_elements * m.state_bytes);
+  s.ssm = units::bytes(s.ssm_elements * m.state_bytes);
+  return s;
+}
+
+MambaStateBytes recurrent_state_bytes(const wl::TransformerArch& a, int tp) {
+  return a.gdn_layer_count() > 0 ? gated_deltanet_state_bytes(a, tp) : mamba2_state_bytes(a, tp);
 }
 
 MambaStateBytes mamba2_state_bytes(const wl::TransformerArch& a, int tp) {
@@ -201,11 +246,13 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
   }
   k.element_bytes_per_layer = units::bytes(k.elements_per_layer * eb);
   k.scale_bytes_per_layer = units::bytes(per_token_scales ? groups_per_layer_gpu * kv.scale_bytes : 0.0);
-  k.per_layer = k.element_bytes_per_layer + k.scale_bytes_per_layer;
+  k.index_per_layer = units::bytes(a.dsa ? a.dsa->key_cache_bytes() : 0.0);
+  k.per_layer = k.element_bytes_per_layer + k.scale_bytes_per_layer + k.index_per_layer;
   k.per_token_model =
-      units::bytes((elements_model * eb + (per_token_scales ? groups_per_layer_model * kv.scale_bytes : 0.0)) *
+      units::bytes((elements_model * eb + (per_token_scales ? groups_per_layer_model * kv.scale_bytes : 0.0) +
+                    k.index_per_layer.raw()) *
                    double(a.attention_layer_count()));
-  k.state_per_layer = mamba2_state_bytes(a, k.tp).total();
+  k.state_per_layer = recurrent_state_bytes(a, k.tp).total();
 
   if (explain == Explain::on) {
     using units::format;
@@ -242,7 +289,18 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
                            format(k.per_token_model), format(k.per_token_model, units::BytePrefix::binary));
     if (is_quantized(kv.dtype) && !per_token_scales)
       d.notes.push_back(fmt::format("{} scales are a few numbers per layer: no bytes per token", to_string(kv.scales)));
-    if (a.hybrid())
+    if (a.dsa)
+      d.notes.push_back(fmt::format("DeepSeek sparse attention: + {} B per token per layer of the indexer's FP8 keys "
+                                    "(with their fp32 scale: vLLM's DeepseekV32IndexerCache), in the per-layer bytes",
+                                    units::format_number(k.index_per_layer.raw())));
+    if (a.gdn_layer_count() > 0)
+      d.notes.push_back(fmt::format(
+          "layer kinds: {} gated attention layers cache K and V per token; {} gated DeltaNet (linear attention) layers "
+          "hold a state of {} per sequence per GPU whatever its length ((d_conv − 1)·(2·n_k·d_k + n_v·d_v)/t conv "
+          "elements + (n_v/t)·d_k·d_v recurrent elements in the model dtype: vLLM's "
+          "MambaStateShapeCalculator.gated_delta_net_state_shape)",
+          a.attention_layer_count(), a.gdn_layer_count(), format(k.state_per_layer)));
+    else if (a.hybrid())
       d.notes.push_back(fmt::format(
           "layer kinds: {} attention layers cache K and V per token; {} Mamba-2 layers hold a state of {} per "
           "sequence per GPU whatever its length ((d_conv − 1)·(n_h·P + 2·n_g·N)/t conv elements in the model dtype + "
@@ -270,7 +328,7 @@ std::vector<StageLayers> pipeline_stages(const wl::TransformerArch& a, int pp) {
     for (std::int64_t l = first; l < first + st.count; ++l) {
       if (a.is_local_layer(l)) ++st.sliding;
       if (a.has_ffn(l) && a.is_moe_layer(l)) ++st.moe;
-      if (a.mixer(l) == wl::Mixer::mamba2) ++st.stateful;
+      if (a.is_recurrent_layer(l)) ++st.stateful;
       if (!a.is_attention_layer(l)) ++st.uncached;
     }
     st.first_stage = s == 0;

@@ -40,6 +40,7 @@ class TrainingLayerPricer {
           break;
         case OpKind::attention: price_attention(o); break;
         case OpKind::ssm: price_ssm(o); break;
+        case OpKind::indexer: price_indexer(o); break;
         case OpKind::linear: price_linear(o); break;
         case OpKind::embedding: break;
       }
@@ -179,9 +180,12 @@ class TrainingLayerPricer {
       if (rest > 0) add_attention(named("attention (last chunk)"), rest, rest, true);
       return;
     }
-    const bool sliding = o.window > 0 && !o.chunked;
-    const std::int64_t s_kv = sliding ? std::min(plan.seq_len, o.window) : plan.seq_len;
-    const bool causal = !sliding || o.window >= plan.seq_len;
+    // DeepSeek sparse attention: each query reads its top-k keys, priced as the sliding window is (s × k, not
+    // causal) once the sequence passes k.
+    const bool sliding = (o.window > 0 && !o.chunked) || (o.topk > 0 && o.topk < plan.seq_len);
+    const std::int64_t reach = o.topk > 0 ? o.topk : o.window;
+    const std::int64_t s_kv = sliding ? std::min(plan.seq_len, reach) : plan.seq_len;
+    const bool causal = !sliding || reach >= plan.seq_len;
     if (par.cp > 1 && plan.flash_attention && causal && s_local % 2 == 0) {
       // Context parallelism as Transformer Engine runs it (AttnFuncWithCPAndKVP2P, the ring of K/V chunks; Megatron's
       // load balancing gives each rank chunks i and 2cp−1−i of 2cp): cp kernel calls per direction, not one. Step 0
@@ -213,19 +217,45 @@ class TrainingLayerPricer {
 
   // Mamba-2 (graph.hpp add_mamba2): the conv1d and the chunked SSD scan over this GPU's heads (TP splits the heads,
   // the channels and the groups; CP is not applied to the scan's recurrence), then the gated RMSNorm.
+  // Gated DeltaNet (add_gated_deltanet): the conv1d and the chunked gated delta rule over this GPU's value heads.
   void price_ssm(const Op& o) {
     const std::int64_t heads_gpu = std::max<std::int64_t>(1, o.heads / t);
     const std::int64_t channels_gpu = std::max<std::int64_t>(1, o.conv_channels / t);
     const std::int64_t groups_gpu = std::max<std::int64_t>(1, o.groups / t);
     for (const bool bwd : {false, true}) {
-      OpCost c = ssd_scan_cost(named(bwd ? "conv1d + SSD scan bwd" : "conv1d + SSD scan"), heads_gpu, o.d_v, o.d_qk,
-                               groups_gpu, o.chunk, channels_gpu, o.conv_kernel, double(T), s_local, e, bwd, gp, d);
+      OpCost c = o.delta_rule
+                     ? gated_delta_scan_cost(named(bwd ? "conv1d + gated delta rule bwd" : "conv1d + gated delta rule"),
+                                             heads_gpu, o.d_qk, o.d_v, o.chunk, channels_gpu, o.conv_kernel, double(T),
+                                             s_local, e, bwd, gp, d)
+                     : ssd_scan_cost(named(bwd ? "conv1d + SSD scan bwd" : "conv1d + SSD scan"), heads_gpu, o.d_v,
+                                     o.d_qk, groups_gpu, o.chunk, channels_gpu, o.conv_kernel, double(T), s_local, e,
+                                     bwd, gp, d);
       (bwd ? lc.bwd : lc.fwd).add(c);
       (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
       if (keep_ops) lc.ops.push_back(c);
     }
     const double inner = double(heads_gpu) * double(o.d_v);
     stream("gated RMSNorm", double(T) * inner * e * 3.0, 5.0 * double(T) * inner);
+  }
+
+  // DeepSeek sparse attention's lightning indexer (add_indexer): its projections (replicated on every TP rank: the
+  // whole n_i·d_i + d_i + n_i outputs per token), then the FP8 scoring of every causal (query, key) pair of the
+  // sequence, s·(s + 1)/2 per sequence (each rank scores its own CP share of the queries against the whole
+  // sequence), and its top-k. In DeepSeek-V3.2's sparse training the indexer learns from its own KL loss (its input
+  // detached), priced as a backward of twice its forward.
+  void price_indexer(const Op& o) {
+    // One GEMM of the projections' weight count (wq_b reads the r_q-wide query latent, wk and weights_proj h).
+    fwd_gemm(named(o.name, " projections"), LinearKind::gate, T, std::max<std::int64_t>(1, o.matmul_elements() / o.out),
+             o.out);
+    const double s = double(plan.seq_len);
+    const double pairs = double(plan.micro_batch) * s * (s + 1.0) / 2.0 / double(par.cp);
+    for (const bool bwd : {false, true}) {
+      OpCost c = indexer_cost(named(bwd ? "indexer scoring + top-k bwd" : "indexer scoring + top-k"), double(T), pairs,
+                              o.heads, o.d_qk, double(plan.micro_batch) * s, o.index_cache_bytes, bwd, d);
+      (bwd ? lc.bwd : lc.fwd).add(c);
+      (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
+      if (keep_ops) lc.ops.push_back(c);
+    }
   }
 
   // The linears, split by TP: the QKV block (MLA: its down- and up-projections as one GEMM of equal weight count,

@@ -341,6 +341,53 @@ OpCost ssd_scan_cost(const std::string& name, std::int64_t heads, std::int64_t h
   return c;
 }
 
+OpCost gated_delta_scan_cost(const std::string& name, std::int64_t heads, std::int64_t key_dim,
+                             std::int64_t value_dim, std::int64_t chunk, std::int64_t conv_channels,
+                             std::int64_t conv_kernel, double tokens, std::int64_t seq, double act_bytes,
+                             bool backward, hw::Precision p, const Device& d) {
+  OpCost c;
+  c.name = name;
+  c.cls = OpClass::attention;
+  const double k = backward ? 2.0 : 1.0;
+  const double C = double(std::max<std::int64_t>(1, std::min(chunk, seq)));
+  const double per_token = gated_delta_flops_per_token(heads, key_dim, value_dim, chunk, seq) +
+                           2.0 * double(conv_kernel) * double(conv_channels);
+  c.flops = units::flop(k * tokens * per_token);
+  const double vw = double(heads) * double(value_dim);
+  const double elems = double(conv_channels) + 2.0 * vw + 2.0 * double(heads) + vw;  // q k v, z, β a, out
+  const double chunk_states = 2.0 * double(heads) * double(key_dim) * double(value_dim) * 4.0 / C;
+  c.bytes = units::bytes(k * tokens * (elems * act_bytes + chunk_states));
+  const units::FlopRate peak = d.peak(attention_precision(p));
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
+  return c;
+}
+
+OpCost gated_delta_state_update_cost(const std::string& name, double seqs, std::int64_t heads, std::int64_t key_dim,
+                                     std::int64_t value_dim, std::int64_t conv_channels, std::int64_t conv_kernel,
+                                     units::Bytes state_bytes, double act_bytes, const Device& d) {
+  const double vw = double(heads) * double(value_dim);
+  const double flops = seqs * (2.0 * double(conv_kernel) * double(conv_channels) +
+                               7.0 * double(heads) * double(key_dim) * double(value_dim));
+  // The state read and written back, plus the token's q, k, v, z, β, a in and its output out.
+  const double bytes = seqs * (2.0 * state_bytes.raw() + (double(conv_channels) + 2.0 * vw + 2.0 * double(heads)) * act_bytes);
+  return streaming_cost(name, OpClass::attention, units::bytes(bytes), units::flop(flops), d);
+}
+
+OpCost indexer_cost(const std::string& name, double queries, double pairs, std::int64_t heads, std::int64_t head_dim,
+                    double key_reads, double key_bytes, bool backward, const Device& d) {
+  OpCost c;
+  c.name = name;
+  c.cls = OpClass::attention;
+  const double k = backward ? 2.0 : 1.0;
+  c.flops = units::flop(k * pairs * 2.0 * double(heads) * double(head_dim));
+  c.bytes = units::bytes(k * (pairs * 8.0 + queries * double(heads) * double(head_dim) + key_reads * key_bytes));
+  const units::FlopRate peak = d.peak(hw::Precision::fp8);
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
+  return c;
+}
+
 OpCost ssm_state_update_cost(const std::string& name, double seqs, std::int64_t heads, std::int64_t head_dim,
                              std::int64_t state, std::int64_t conv_channels, std::int64_t conv_kernel,
                              units::Bytes state_bytes, double act_bytes, const Device& d) {

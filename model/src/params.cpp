@@ -94,8 +94,20 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
                       {"d_rope", format_count(double(m.qk_rope_head_dim)), "qk_rope_head_dim", cfg},
                       {"d_v", format_count(double(m.v_head_dim)), "v_head_dim", cfg}};
     } else {
-      att_d.formula = "L·[h·n_q·d + 2·h·n_kv·d + n_q·d·h" + std::string(a.qkv_bias ? " + n_q·d + 2·n_kv·d" : "") +
+      att_d.formula = std::string(a.attention_output_gate ? "L_A·[2·h·n_q·d (query + output gate)" : "L·[h·n_q·d") +
+                      " + 2·h·n_kv·d + n_q·d·h" + std::string(a.qkv_bias ? " + n_q·d + 2·n_kv·d" : "") +
                       (a.o_bias ? " + h" : "") + (a.qk_norm ? " + 2·d" : "") + (a.attention_sinks ? " + n_q" : "") + "]";
+    }
+    if (a.attention_sinks)
+      att_d.notes.push_back("attention sinks: one learned logit per query head per layer (n_q·L parameters; a "
+                            "softmax term per score, no FLOPs or bytes worth counting)");
+    if (a.dsa && a.mla) {
+      const auto& x = *a.dsa;
+      att_d.formula += " + L·[r_q·n_i·d_i + h·d_i + 2·d_i + h·n_i] (DSA lightning indexer)";
+      att_d.inputs.push_back({"n_i", format_count(double(x.index_heads)), "index_n_heads", cfg});
+      att_d.inputs.push_back({"d_i", format_count(double(x.index_head_dim)), "index_head_dim", cfg});
+      att_d.notes.push_back("the indexer's wq_b (from the query latent), wk, k_norm (LayerNorm) and weights_proj "
+                            "(DeepSeek-V3.2-Exp inference/model.py Indexer)");
     }
     d.children.push_back(att_d);
     if (a.mamba && c.ssm > 0) {
@@ -113,6 +125,22 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
            format_count(double(c.ssm)),
            {"in_proj (z, x, B, C, dt), depthwise conv1d, A_log + D + dt_bias, gated RMSNorm, out_proj "
             "(transformers' NemotronHMamba2Mixer)"},
+           {}});
+    }
+    if (a.gdn && c.ssm > 0) {
+      const auto& m = *a.gdn;
+      d.children.push_back(
+          {"params.ssm", "gated DeltaNet mixers",
+           "L_G·[h·(2·n_k·d_k + 2·n_v·d_v) + h·2·n_v + d_conv·(2·n_k·d_k + n_v·d_v) + 2·n_v + d_v + n_v·d_v·h]",
+           {{"L_G", format_count(double(a.gdn_layer_count())), "gated DeltaNet (linear_attention) layers", cfg},
+            {"n_k", format_count(double(m.key_heads)), "linear_num_key_heads", cfg},
+            {"n_v", format_count(double(m.value_heads)), "linear_num_value_heads", cfg},
+            {"d_k", format_count(double(m.key_dim)), "linear_key_head_dim", cfg},
+            {"d_v", format_count(double(m.value_dim)), "linear_value_head_dim", cfg},
+            {"d_conv", format_count(double(m.conv_kernel)), "linear_conv_kernel_dim", cfg}},
+           format_count(double(c.ssm)),
+           {"in_proj_qkvz, in_proj_ba, depthwise conv1d (no bias), A_log + dt_bias, gated RMSNorm over d_v, out_proj "
+            "(transformers' Qwen3NextGatedDeltaNet)"},
            {}});
     }
     d.children.push_back({"params.dense_mlp", "Dense FFN",

@@ -8,6 +8,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/graph.hpp"
+#include "layer_kinds_text.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "moe_cost.hpp"
@@ -124,6 +125,7 @@ class ServingLayerPricer {
           break;
         case OpKind::attention: price_attention(o); break;
         case OpKind::ssm: price_ssm(o); break;
+        case OpKind::indexer: price_indexer(o); break;
         case OpKind::linear: price_linear(o); break;
         case OpKind::embedding: break;
       }
@@ -215,20 +217,50 @@ class ServingLayerPricer {
     const std::int64_t channels_gpu = std::max<std::int64_t>(1, o.conv_channels / t);
     const std::int64_t groups_gpu = std::max<std::int64_t>(1, o.groups / t);
     if (fb.prefill_seqs > 0 && fb.prefill_tokens > 0) {
-      acc.add(ssd_scan_cost("prefill conv1d + SSD scan", heads_gpu, o.d_v, o.d_qk, groups_gpu, o.chunk, channels_gpu,
-                            o.conv_kernel, fb.prefill_seqs * double(fb.prefill_tokens), fb.prefill_tokens, e, false,
-                            gp, d),
+      const double tokens = fb.prefill_seqs * double(fb.prefill_tokens);
+      acc.add(o.delta_rule ? gated_delta_scan_cost("prefill conv1d + gated delta rule", heads_gpu, o.d_qk, o.d_v,
+                                                   o.chunk, channels_gpu, o.conv_kernel, tokens, fb.prefill_tokens, e,
+                                                   false, gp, d)
+                           : ssd_scan_cost("prefill conv1d + SSD scan", heads_gpu, o.d_v, o.d_qk, groups_gpu, o.chunk,
+                                           channels_gpu, o.conv_kernel, tokens, fb.prefill_tokens, e, false, gp, d),
               keep);
     }
     if (fb.decode_seqs > 0) {
+      // Gated DeltaNet or Mamba-2: the decode step reads and writes the layer's recurrent state, no KV cache.
       const double steps = fb.decode_seqs * double(fb.queries_per_seq);
-      acc.add(ssm_state_update_cost("decode SSM state update", steps, heads_gpu, o.d_v, o.d_qk, channels_gpu,
-                                    o.conv_kernel, kvt.state_per_layer, e, d),
+      acc.add(o.delta_rule ? gated_delta_state_update_cost("decode gated delta state update", steps, heads_gpu, o.d_qk,
+                                                           o.d_v, channels_gpu, o.conv_kernel, kvt.state_per_layer, e, d)
+                           : ssm_state_update_cost("decode SSM state update", steps, heads_gpu, o.d_v, o.d_qk,
+                                                   channels_gpu, o.conv_kernel, kvt.state_per_layer, e, d),
               keep);
       acc.kv += kvt.state_per_layer * steps;
     }
     const double inner = double(heads_gpu) * double(o.d_v);
     stream("gated RMSNorm", T * inner * e * 3.0, 5.0 * T * inner);
+  }
+
+  // DeepSeek sparse attention's lightning indexer (graph.hpp add_indexer; every TP rank runs it whole): its
+  // projections, the FP8 scoring of each prompt token against the tokens before it (past + its causal share) and
+  // each decode query against the whole held context, reading the FP8 key cache; the top-k it selects is what the
+  // attention reads (price_attention, price_decode).
+  void price_indexer(const Op& o) {
+    // One GEMM of the projections' weight count (wq_b reads the r_q-wide query latent, wk and weights_proj h).
+    gemm(o.name, Ti, std::max<std::int64_t>(1, o.matmul_elements() / o.out), o.out);
+    if (fb.prefill_seqs > 0 && fb.prefill_tokens > 0) {
+      const double s = double(fb.prefill_tokens), past = double(fb.prefill_past);
+      const double pairs = fb.prefill_seqs * s * (past + (s + 1.0) / 2.0);
+      acc.add(indexer_cost("prefill indexer scoring + top-k", fb.prefill_seqs * s, pairs, o.heads, o.d_qk,
+                           fb.prefill_seqs * (past + s), o.index_cache_bytes, false, d),
+              keep);
+    }
+    if (fb.decode_seqs > 0) {
+      const double held = double(fb.decode_context + fb.queries_per_seq);
+      const double q = fb.decode_seqs * double(fb.queries_per_seq);
+      acc.add(indexer_cost("decode indexer scoring + top-k", q, q * held, o.heads, o.d_qk, fb.decode_seqs * held,
+                           o.index_cache_bytes, false, d),
+              keep);
+      acc.kv += units::bytes(fb.decode_seqs * held * o.index_cache_bytes);
+    }
   }
 
   void price_qkv(const Op& o) {
@@ -288,6 +320,11 @@ class ServingLayerPricer {
                          : std::min<std::int64_t>(s_kv, o.window);
         causal = false;
       }
+      if (o.topk > 0 && o.topk < past + s) {
+        // DeepSeek sparse attention: each query reads its top-k selected keys (as a sliding window of k).
+        s_kv = std::min<std::int64_t>(s_kv, o.topk);
+        causal = false;
+      }
       price("prefill attention", heads_gpu, s, s_kv, causal);
     }
     price_decode(o, heads_gpu);
@@ -301,6 +338,9 @@ class ServingLayerPricer {
       std::int64_t ctx = held;
       if (o.window > 0 && !o.chunked) ctx = std::min(held, o.window);
       else if (o.chunked && held > o.window) ctx = std::max<std::int64_t>(1, (o.window + 1) / 2);
+      // DeepSeek sparse attention: the top-k selected entries of the latent cache (the indexer read the rest).
+      if (o.topk > 0) ctx = std::min(ctx, o.topk);
+      const Bytes read_per_token = kvt.per_layer - kvt.index_per_layer;
       // MMA tile rows the query group of one KV head is padded to (see ServingPerfPlan::attention).
       const std::int64_t kv_gpu = a.mla ? 1 : std::max<std::int64_t>(1, std::llround(kvt.kv_heads_per_gpu));
       std::int64_t tile_q = 16;
@@ -310,9 +350,9 @@ class ServingLayerPricer {
       const std::int64_t dec_dqk = a.mla ? o.cache_elements : o.d_qk;
       const std::int64_t dec_dv = a.mla ? a.mla->kv_lora_rank : o.d_v;
       OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, kv_gpu, ctx,
-                                       dec_dqk, dec_dv, kvt.per_layer, tile_q, gp, d);
+                                       dec_dqk, dec_dv, read_per_token, tile_q, gp, d);
       acc.add(c, keep);
-      acc.kv += kvt.per_layer * (fb.decode_seqs * double(ctx));
+      acc.kv += read_per_token * (fb.decode_seqs * double(ctx));
     }
   }
 
@@ -581,6 +621,12 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
                      format(fc.kv_bytes), format(fc.flops))},
         {}};
     if (plan.tp > 1) fc.derivation.notes.push_back("TP: 2 all-reduces per layer over " + tp_g.scale_up.name);
+    if (a.hybrid() || a.dsa)
+      fc.derivation.notes.push_back(fmt::format(
+          "layer kinds (each priced from its own op graph): {}{}{}", detail::layer_kinds_text(a),
+          a.recurrent_layer_count() > 0 ? "; the recurrent layers' decode reads and writes their state, not a KV cache"
+                                        : "",
+          a.dsa ? "; the indexer scores every held token (FP8), the attention reads its top-k" : ""));
     if (a.moe)
       fc.derivation.notes.push_back(
           "MoE: experts touched by T tokens with top-k of E (uniform routing) = E·(1 − (1 − k/E)^T); their weights "

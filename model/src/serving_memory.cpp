@@ -238,7 +238,8 @@ LayoutEval evaluate_layout(const Ctx& c, int tp, int pp, Explain explain_token) 
       m.max_concurrency = floor_count((pool_eff - m.sequence.shared_prefix.raw()) / m.sequence.unique.raw());
     m.kv_used = m.sequence.for_sequences(plan.concurrency) * ovh;
     m.free = m.kv_pool - m.kv_used;
-    const double per_token_stage = e.token.per_layer.raw() * double(st.count);
+    // Tokens are cached by the attention layers only (a hybrid's recurrent and FFN-only layers hold none).
+    const double per_token_stage = e.token.per_layer.raw() * double(st.count - st.uncached);
     const double B = double(std::max<std::int64_t>(1, plan.block_size));
     if (per_token_stage > 0 && m.kv_pool.raw() > 0)
       m.kv_token_capacity = floor_count(m.kv_pool.raw() / (B * per_token_stage)) * std::int64_t(B);
@@ -429,7 +430,7 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
   r.max_concurrency = e.max_concurrency;
   const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
   r.kv_token_capacity = bind.kv_token_capacity;
-  r.kv_bytes_per_token_per_gpu = e.token.per_layer * double(bind.layers.count);
+  r.kv_bytes_per_token_per_gpu = e.token.per_layer * double(bind.layers.count - bind.layers.uncached);
   r.kv_bytes_per_sequence_per_gpu = bind.sequence.per_sequence;
 
   // ---- whole-model numbers (every head once, one stage) ----

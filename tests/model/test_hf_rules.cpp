@@ -119,25 +119,31 @@ TEST_CASE("refused keys: the layer kind that is not modelled, with the value, an
     CHECK(contains(errors(kLlama + R"(,"mtp_hybrid_override_pattern":"*E"})"),
                    "'mtp_hybrid_override_pattern' = \"*E\": Mamba keys are read for model_type nemotron_h only"));
   }
-  SUBCASE("DeepSeek sparse attention") {
-    // Keys are visited in name order: index_n_heads names the error, index_topk is "also set".
-    CHECK(errors(kLlama + R"(,"index_topk":2048,"index_n_heads":64})") ==
-          "config.json: /index_n_heads: error: 'index_n_heads' = 64: DeepSeek sparse attention (the lightning indexer "
-          "and top-k selected keys) is not modelled yet (#23); gpuplan refuses the config rather than import a wrong "
-          "model (also set: index_topk)\n");
+  SUBCASE("DeepSeek sparse attention keys on a model type that does not read them: each named") {
+    const std::string e = errors(kLlama + R"(,"index_topk":2048,"index_n_heads":64})");
+    CHECK(contains(e, "config.json: /index_topk: error: 2048: gpuplan reads it as DeepSeek sparse attention's "
+                      "(model_type deepseek_v32 or glm_moe_dsa) and does not know what it means for model_type "
+                      "'llama'; gpuplan refuses the config rather than import a wrong model"));
+    CHECK(contains(e, "/index_n_heads: error: 64: "));
+    // The indexer variants stay refused everywhere.
+    CHECK(contains(errors(kLlama + R"(,"index_topk_freq":4})"),
+                   "'index_topk_freq' = 4: indexers shared across layers or run every n-th layer"));
   }
-  SUBCASE("gated DeltaNet: linear_attention in layer_types") {
+  SUBCASE("gated DeltaNet: linear_attention or linear_* keys outside Qwen3-Next") {
     CHECK(contains(errors(kLlama + R"(,"sliding_window":8,"layer_types":["linear_attention","full_attention"]})"),
                    "config.json: /layer_types/0: error: 'linear_attention': gated DeltaNet linear-attention layers "
-                   "(Qwen3-Next, Qwen3.5) are not modelled yet (#23)"));
+                   "are read for model_type qwen3_next only (Qwen3.5's are not modelled yet, #23), not 'llama'"));
+    CHECK(contains(errors(kLlama + R"(,"linear_num_value_heads":32})"),
+                   "/linear_num_value_heads: error: 32: gpuplan reads it as Qwen3-Next's gated DeltaNet "
+                   "(model_type qwen3_next)"));
   }
   SUBCASE("null is absent") {
     CHECK(import_text(kLlama + R"(,"attention_chunk_size":null,"hybrid_override_pattern":null})").arch.ok());
   }
   SUBCASE("a refused model type is named before its keys") {
-    CHECK(errors(R"({"model_type":"qwen3_next","hidden_size":2048,"linear_num_key_heads":16})") ==
-          "config.json: /model_type: error: model_type 'qwen3_next': gated DeltaNet linear-attention layers "
-          "(Qwen3-Next) are not modelled yet (#23); gpuplan refuses the config rather than import a wrong model\n");
+    CHECK(errors(R"({"model_type":"jamba","hidden_size":2048,"mamba_d_state":16})") ==
+          "config.json: /model_type: error: model_type 'jamba': Mamba / state-space hybrid layers are not modelled "
+          "yet (#23); gpuplan refuses the config rather than import a wrong model\n");
   }
   SUBCASE("a value that only matters when set: use_sliding_window false, use_bidirectional_attention false") {
     const auto a = hf(kLlama + R"(,"use_bidirectional_attention":false,"use_sliding_window":false,
@@ -333,13 +339,8 @@ TEST_CASE("real config.json files: publishers' totals within 1%, unsupported arc
   }
   // gpt-oss alternates sliding (128 tokens) and full layers by its layer_types.
   CHECK(load("gpt-oss-20b")->arch.sliding_layer_count() == 12);
-  // (Nemotron-H's real configs are read since #23 deliverable 2: tests/model/test_hybrid.cpp.)
-  for (const auto& [name, why] : {std::pair{"deepseek-v3.2", "model_type 'deepseek_v32': DeepSeek sparse attention"}}) {
-    CAPTURE(name);
-    const auto r = cli_test::run({"model", "show", dir + name + "/config.json"});
-    CHECK(r.rc == cli_test::kInvalid);
-    CHECK(contains(r.err, why));
-  }
+  // (Nemotron-H's real configs are read since #23 deliverable 2: tests/model/test_hybrid.cpp; DeepSeek-V3.2 and
+  // Qwen3-Next since then: tests/model/test_sequence_mixers.cpp.)
 }
 
 TEST_CASE("model show lists the ignored keys and the defaults it assumed") {

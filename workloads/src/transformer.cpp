@@ -37,4 +37,8 @@ std::int64_t TransformerArch::mamba_layer_count() const {
   return std::count(mixers.begin(), mixers.end(), Mixer::mamba2);
 }
 
+std::int64_t TransformerArch::gdn_layer_count() const {
+  return std::count(mixers.begin(), mixers.end(), Mixer::gated_deltanet);
+}
+
 }  // namespace gpuplan::wl

@@ -4,6 +4,9 @@
 #include "gpuplan/model/graph.hpp"
 
 #include <cassert>
+#include <string>
+
+#include "../layer_kinds_text.hpp"
 
 namespace gpuplan::model {
 
@@ -49,6 +52,12 @@ const Op* OpGraph::attention() const {
 const Op* OpGraph::ssm() const {
   for (const Op& o : *this)
     if (o.kind == OpKind::ssm) return &o;
+  return nullptr;
+}
+
+const Op* OpGraph::indexer() const {
+  for (const Op& o : *this)
+    if (o.kind == OpKind::indexer) return &o;
   return nullptr;
 }
 
@@ -105,6 +114,30 @@ Op linear_op(const char* name, Part part, LinearKind kind, int64_t in, int64_t o
   return o;
 }
 
+/// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2-Exp inference/model.py Indexer; SGLang's and vLLM's
+/// deepseek_v32 Indexer): wq_b r_q → n_i·d_i from the MLA query latent, wk h → d_i (one key per token), k_norm a
+/// LayerNorm over d_i (weight and bias), weights_proj h → n_i; every rank holds them whole (ReplicatedLinear). Its
+/// scoring (ReLU(q·k) weighted over the heads, FP8) and the top-k selection are the op's work.
+void add_indexer(const wl::TransformerArch& a, OpGraph& g) {
+  const auto& x = *a.dsa;
+  const int64_t h = a.hidden, rq = a.mla->q_lora_rank > 0 ? a.mla->q_lora_rank : h;
+  Op ix;
+  ix.kind = OpKind::indexer;
+  ix.part = Part::attention;
+  ix.name = "lightning indexer";
+  ix.heads = x.index_heads;
+  ix.d_qk = x.index_head_dim;
+  ix.topk = x.topk;
+  ix.index_cache_bytes = x.key_cache_bytes();
+  ix.in = h;
+  ix.out = x.index_heads * x.index_head_dim + x.index_head_dim + x.index_heads;
+  ix.add(rq * x.index_heads * x.index_head_dim, TpSplit::replicated);  // wq_b
+  ix.add(h * x.index_head_dim, TpSplit::replicated);                   // wk
+  ix.add(2 * x.index_head_dim, TpSplit::replicated, false);            // k_norm (LayerNorm)
+  ix.add(h * x.index_heads, TpSplit::replicated);                      // weights_proj
+  g.push(ix);
+}
+
 /// QKV projection, attention core and output projection.
 /// GQA/MQA/MHA: q h·n_q·d, k and v 2·h·n_kv·d (split by KV head), o n_q·d·h, optional biases.
 /// MLA (DeepSeek-V2/V3, arXiv:2405.04434 §2.1): q = h·r_q (q_a, replicated) + r_q (q_a_layernorm) + r_q·n_q·d_qk
@@ -143,8 +176,11 @@ void add_attention(const wl::TransformerArch& a, bool local, OpGraph& g) {
     attn.cache_elements = m.kv_lora_rank + m.qk_rope_head_dim;  // the latent and the shared rotary key
   } else {
     const int64_t d = a.head_dim, nkv = a.kv_heads;
-    Op qkv = linear_op("QKV projection", Part::attention, LinearKind::qkv, h, (nq + 2 * nkv) * d);
-    qkv.add(h * nq * d, TpSplit::split);
+    // Qwen3-Next's output gate: q_proj emits the query and a gate per head, h x 2·n_q·d.
+    const int64_t gate = a.attention_output_gate ? nq * d : 0;
+    Op qkv = linear_op(a.attention_output_gate ? "QKV + gate projection" : "QKV projection", Part::attention,
+                       LinearKind::qkv, h, (nq + 2 * nkv) * d + gate);
+    qkv.add(h * (nq * d + gate), TpSplit::split);
     qkv.add(2 * h * nkv * d, TpSplit::kv_heads);
     if (a.qkv_bias) {
       qkv.add(nq * d, TpSplit::split, false);
@@ -159,9 +195,18 @@ void add_attention(const wl::TransformerArch& a, bool local, OpGraph& g) {
   // Per-head RMSNorm weights of q and k; Llama 4's L2 norm has none.
   if (a.qk_norm && a.qk_norm_weights) attn.add(2 * a.head_dim, TpSplit::split, false);
   if (a.attention_sinks) attn.add(nq, TpSplit::split, false);      // one learned logit per head
+  const int64_t v_out = attn.d_v;
+  if (a.dsa && a.mla) {
+    // DeepSeek sparse attention runs MLA in its MQA mode (DeepSeek-V3.2-Exp report §2.1): every query head scores
+    // the cached latent and rotary key (r_kv + d_rope) and takes values of width r_kv, over its top-k keys.
+    add_indexer(a, g);
+    attn.d_qk = a.mla->kv_lora_rank + a.mla->qk_rope_head_dim;
+    attn.d_v = a.mla->kv_lora_rank;
+    attn.topk = a.dsa->topk;
+  }
   g.push(attn);
-  Op o = linear_op("output projection", Part::attention, LinearKind::attention_out, nq * attn.d_v, h);
-  o.add(nq * attn.d_v * h, TpSplit::split);
+  Op o = linear_op("output projection", Part::attention, LinearKind::attention_out, nq * v_out, h);
+  o.add(nq * v_out * h, TpSplit::split);
   if (a.o_bias) o.add(h, TpSplit::split, false);
   g.push(o);
 }
@@ -250,6 +295,41 @@ void add_mamba2(const wl::TransformerArch& a, OpGraph& g) {
   g.push(out);
 }
 
+/// A gated DeltaNet mixer (transformers' Qwen3NextGatedDeltaNet; Yang et al. 2024, arXiv:2412.06464): in_proj_qkvz
+/// h → (q, k: n_k·d_k each; v, z: n_v·d_v each) and in_proj_ba h → (β, a: n_v each); a depthwise causal conv1d
+/// over q, k and v (2·n_k·d_k + n_v·d_v channels, d_conv taps, no bias); dt_bias and A_log per value head; the gated
+/// RMSNorm over d_v (one weight of d_v shared by the heads); out_proj n_v·d_v → h. vLLM's Qwen3NextGatedDeltaNet
+/// splits the projections column- / row-parallel and the heads with them.
+void add_gated_deltanet(const wl::TransformerArch& a, OpGraph& g) {
+  const auto& m = *a.gdn;
+  const int64_t h = a.hidden, cc = m.conv_channels(), vw = m.value_width();
+  const int64_t proj = cc + vw + 2 * m.value_heads;  // q, k, v, z, then beta and a
+  Op in = linear_op("in_proj (q, k, v, z, β, a)", Part::ssm, LinearKind::qkv, h, proj);
+  in.add(h * (cc + vw), TpSplit::split);            // in_proj_qkvz
+  in.add(h * 2 * m.value_heads, TpSplit::split);    // in_proj_ba
+  g.push(in);
+  Op ssm;
+  ssm.kind = OpKind::ssm;
+  ssm.part = Part::ssm;
+  ssm.name = "conv1d + gated delta rule + gated norm";
+  ssm.delta_rule = true;
+  ssm.heads = m.value_heads;
+  ssm.d_v = m.value_dim;
+  ssm.d_qk = m.key_dim;
+  ssm.groups = m.key_heads;
+  ssm.chunk = m.chunk;
+  ssm.conv_channels = cc;
+  ssm.conv_kernel = m.conv_kernel;
+  ssm.cache_elements = 0;  // the state is per sequence (Op::conv/ssm_state_elements)
+  ssm.add(cc * m.conv_kernel, TpSplit::split, false);  // conv1d weight (depthwise, no bias)
+  ssm.add(2 * m.value_heads, TpSplit::split, false);   // A_log, dt_bias
+  ssm.add(m.value_dim, TpSplit::small, false);         // the gated RMSNorm's weight (per head dim, shared)
+  g.push(ssm);
+  Op out = linear_op("out_proj", Part::ssm, LinearKind::attention_out, vw, h);
+  out.add(vw * h, TpSplit::split);
+  g.push(out);
+}
+
 }  // namespace
 
 OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
@@ -262,6 +342,7 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   if (npl > 0) norm(0);
   if (kind.mixer == wl::Mixer::attention) add_attention(a, kind.local, g);
   else if (kind.mixer == wl::Mixer::mamba2 && a.mamba) add_mamba2(a, g);
+  else if (kind.mixer == wl::Mixer::gated_deltanet && a.gdn) add_gated_deltanet(a, g);
   // Single-block layers (Nemotron-H: one norm, then the mixer or the FFN) have one norm per layer.
   if (kind.mixer != wl::Mixer::none && kind.ffn)
     for (int64_t i = 1; i < npl && i < 3; ++i) norm(i);  // post-attention (and Gemma's pre-MLP) norm
@@ -278,7 +359,10 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
 
 const char* attention_span_name(const wl::TransformerArch& a, LayerKind kind) {
   if (kind.mixer == wl::Mixer::mamba2) return "Mamba-2 SSM";
+  if (kind.mixer == wl::Mixer::gated_deltanet) return "gated DeltaNet (linear attention)";
   if (kind.mixer == wl::Mixer::none) return "no mixer";
+  if (a.dsa) return "MLA + DeepSeek sparse attention (indexer, top-k keys)";
+  if (a.attention_output_gate && (!kind.local || a.local_span() <= 0)) return "gated full attention";
   if (!kind.local || a.local_span() <= 0) return "full attention";
   return a.local_is_chunked() ? "chunked attention" : "sliding-window attention";
 }
@@ -318,5 +402,15 @@ OpGraph build_head_graph(const wl::TransformerArch& a) {
   g.push(head);
   return g;
 }
+
+namespace detail {
+std::string layer_kinds_text(const wl::TransformerArch& a) {
+  std::string out;
+  for_each_layer_kind(a, [&](LayerKind k, std::int64_t n) {
+    out += (out.empty() ? "" : ", ") + std::to_string(n) + " × " + attention_span_name(a, k) + " + " + ffn_name(a, k);
+  });
+  return out;
+}
+}  // namespace detail
 
 }  // namespace gpuplan::model

@@ -6,6 +6,7 @@
 
 #include "gpuplan/wl_io/model_io.hpp"
 #include "hf_rules.hpp"
+#include "hf_sequence_mixers.hpp"
 
 namespace gpuplan::wl_io {
 
@@ -167,6 +168,18 @@ const FieldTable& hf_config_fields() {
       flag("mamba_proj_bias", "Mamba-2 in_proj / out_proj biases"),
       strf("mamba_ssm_cache_dtype", "the SSM state's dtype in the serving cache (float32, bfloat16, float16)"),
       zdim("moe_shared_expert_intermediate_size", 1e7, "Nemotron-H: width of the shared expert"),
+      // Qwen3-Next (model_type qwen3_next): gated DeltaNet linear attention and gated full attention.
+      dim("linear_num_key_heads", 1e4, "Qwen3-Next: gated DeltaNet key heads n_k", true),
+      dim("linear_num_value_heads", 1e4, "Qwen3-Next: gated DeltaNet value heads n_v (one d_k × d_v state each)", true),
+      dim("linear_key_head_dim", 1e5, "Qwen3-Next: gated DeltaNet key head dim d_k", true),
+      dim("linear_value_head_dim", 1e5, "Qwen3-Next: gated DeltaNet value head dim d_v", true),
+      dim("linear_conv_kernel_dim", 1e3, "Qwen3-Next: gated DeltaNet conv1d taps", true),
+      dim("full_attention_interval", 1e4, "Qwen3-Next: without layer_types every n-th layer is full attention, the "
+                                          "others gated DeltaNet", true),
+      // DeepSeek sparse attention (model_types deepseek_v32, glm_moe_dsa): the lightning indexer.
+      dim("index_n_heads", 1e4, "DeepSeek sparse attention: indexer heads n_i", true),
+      dim("index_head_dim", 1e5, "DeepSeek sparse attention: indexer head dim d_i", true),
+      dim("index_topk", 1e9, "DeepSeek sparse attention: keys the main attention reads per query", true),
   };
   return t;
 }
@@ -540,6 +553,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     }
   }
 
+  detail::refuse_foreign_mixer_keys(r, model_type);
+
   // ---- MoE ----
   // The first present key of each synonym list names the pointer of a diagnostic.
   auto first_present = [&](std::initializer_list<const char*> keys) -> std::string {
@@ -579,7 +594,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     }
     m.router_bias = model_type == "gpt_oss";
     m.expert_bias = model_type == "gpt_oss";
-    m.correction_bias = (model_type == "deepseek_v3" || nemotron_h) ? m.num_experts : 0;
+    m.correction_bias =
+        (model_type == "deepseek_v3" || detail::reads_sparse_attention(model_type) || nemotron_h) ? m.num_experts : 0;
     // Group-limited routing (transformers' DeepseekV3TopkRouter: n_group groups, top-k within the topk_group best).
     m.router_groups = opt({"n_group"}).value_or(0);
     m.router_group_topk = opt({"topk_group"}).value_or(0);
@@ -670,6 +686,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     a.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
     a.kv_heads = a.heads;  // MLA decompresses K and V per query head
   }
+
+  if (detail::reads_sparse_attention(model_type)) detail::read_sparse_attention(r, a, assume);
 
   // ---- Nemotron-H: the layer pattern ----
   // transformers' NemotronHConfig (configuration_nemotron_h.py, _pattern_to_list): hybrid_override_pattern has one
@@ -764,7 +782,10 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   // use_sliding_window, Mistral slides everywhere.
   a.attention.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), wl::AttentionSpan::full);
   const auto window = opt({"sliding_window"});
-  if (const Json* types = r.raw("layer_types"); types && types->is_array()) {
+  if (detail::reads_gated_deltanet(model_type)) {
+    // Qwen3-Next's layer_types name the mixer (linear_attention / full_attention), not an attention span.
+    detail::read_gated_deltanet(r, a, assume);
+  } else if (const Json* types = r.raw("layer_types"); types && types->is_array()) {
     if (static_cast<std::int64_t>(types->size()) != a.layers) {
       r.error("layer_types", fmt::format("has {} entries for {} layers", types->size(), a.layers));
     } else {
@@ -776,8 +797,10 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
         else if (s == "chunked_attention" && llama4) a.attention[i] = wl::AttentionSpan::chunked;
         else if (s == "linear_attention")
           diags.error(file, r.pointer("layer_types") + "/" + std::to_string(i),
-                      "'linear_attention': gated DeltaNet linear-attention layers (Qwen3-Next, Qwen3.5) are not "
-                      "modelled yet (#23); gpuplan refuses the config rather than import a wrong model");
+                      fmt::format("'linear_attention': gated DeltaNet linear-attention layers are read for model_type "
+                                  "qwen3_next only (Qwen3.5's are not modelled yet, #23), not '{}'; gpuplan refuses "
+                                  "the config rather than import a wrong model",
+                                  model_type));
         else
           diags.error(file, r.pointer("layer_types") + "/" + std::to_string(i),
                       fmt::format("expected 'sliding_attention' or 'full_attention', found {}", json_io::describe_value(e)));
@@ -876,7 +899,11 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
                                      double(a.mamba->inner()) * (h + 1.0) +
                                      double(a.mamba->conv_channels()) * double(a.mamba->conv_kernel + 1)
                                : 0.0;
-    const double bound = (L + double(a.mtp_layers)) * (att + ffn + mla + ssm + 2.0 * h * h) +
+    const double gdn = a.gdn ? h * double(a.gdn->conv_channels() + 2 * a.gdn->value_width()) +
+                                   double(a.gdn->conv_channels()) * double(a.gdn->conv_kernel)
+                             : 0.0;
+    const double idx = a.dsa ? double(a.dsa->index_heads) * double(a.dsa->index_head_dim) * (h + 1.0) : 0.0;
+    const double bound = (L + double(a.mtp_layers)) * (att + ffn + mla + ssm + gdn + idx + 2.0 * h * h) +
                          2.0 * double(a.vocab) * h + double(a.max_position) * h;
     if (!(bound <= 1e17))
       r.error("", fmt::format("the architecture has about {:.3g} parameters; gpuplan accepts up to 1e17 (check "

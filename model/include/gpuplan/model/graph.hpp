@@ -21,14 +21,16 @@ enum class OpKind : std::uint8_t {
   attention,  ///< the attention core (scores, softmax, weighted values)
   norm,       ///< RMSNorm / LayerNorm
   embedding,  ///< token or position lookup
-  ssm,        ///< Mamba-2's sequence mixing: the conv1d, the SSD scan (state update in decode), the gated norm
+  ssm,        ///< Mamba-2's / gated DeltaNet's sequence mixing: the conv1d, the chunked scan (state update in
+              ///< decode), the gated norm
+  indexer,    ///< DeepSeek sparse attention's lightning indexer: its projections and its FP8 scoring of past tokens
 };
 
 /// The component an op's weights are counted under (ParameterCounts' fields).
 enum class Part : std::uint8_t {
   attention, dense_mlp, router, routed_experts, shared_experts, norms,  // per layer
   embedding, position_embedding, final_norm, lm_head,                    // around the layers
-  ssm,  ///< per layer: a Mamba-2 mixer's projections, conv1d, A_log, D, dt_bias and gated norm
+  ssm,  ///< per layer: a Mamba-2 or gated DeltaNet mixer's projections, conv1d, A_log, (D), dt_bias and gated norm
 };
 
 /// How tensor parallelism splits a weight tensor across the t ranks of a TP group.
@@ -68,6 +70,14 @@ struct Op {
   /// the SSD chunk Q, the conv1d's channels and kernel. state_elements: what one sequence keeps between tokens,
   /// independent of its length: the conv state (d_conv − 1)·channels and the SSM state n_h·P·N.
   std::int64_t groups = 0, chunk = 0, conv_channels = 0, conv_kernel = 0;
+  /// SSM ops of gated DeltaNet (the gated delta rule): heads holds the value heads n_v, d_v their dim, d_qk the key
+  /// dim d_k (the state is d_k × d_v per value head), groups the key heads n_k, chunk the chunk of the chunked form.
+  bool delta_rule = false;
+  /// Indexer ops (DeepSeek sparse attention): heads / d_qk the indexer's heads and head dim, topk the keys the main
+  /// attention keeps per query, index_cache_bytes the indexer's key cache per token (FP8 + scale). The attention op
+  /// of such a layer carries the same topk (it reads at most topk keys per query) and MLA's MQA-mode head dims.
+  std::int64_t topk = 0;
+  double index_cache_bytes = 0.0;
   [[nodiscard]] std::int64_t conv_state_elements() const { return (conv_kernel - 1) * conv_channels; }
   [[nodiscard]] std::int64_t ssm_state_elements() const { return heads * d_v * d_qk; }
 
@@ -91,7 +101,7 @@ struct LayerKind {
   bool ffn = true;
   /// A dense index of the kind, 0..kCount-1; the four attention + FFN kinds come first, in the order
   /// (dense, global), (dense, local), (MoE, global), (MoE, local).
-  static constexpr int kCount = 24;
+  static constexpr int kCount = 32;
   [[nodiscard]] int index() const {
     return ((static_cast<int>(mixer) * 2 + (ffn ? 0 : 1)) * 2 + (moe ? 1 : 0)) * 2 + (local ? 1 : 0);
   }
@@ -114,8 +124,9 @@ struct LayerKind {
   }
 };
 
-/// The name of a layer kind's attention: "full attention", "sliding-window attention" or "chunked attention"; of
-/// another mixer: "Mamba-2 SSM" or "no mixer".
+/// The name of a layer kind's attention: "full attention", "sliding-window attention" or "chunked attention",
+/// "gated full attention" with an output gate (Qwen3-Next), "MLA + DeepSeek sparse attention (...)"; of another
+/// mixer: "Mamba-2 SSM", "gated DeltaNet (linear attention)" or "no mixer".
 const char* attention_span_name(const wl::TransformerArch& a, LayerKind kind);
 /// The name of a layer kind's FFN: "dense FFN", "MoE", "MoE with shared experts" or "no FFN".
 const char* ffn_name(const wl::TransformerArch& a, LayerKind kind);
@@ -133,6 +144,8 @@ class OpGraph {
   [[nodiscard]] const Op* attention() const;
   /// The SSM op (nullptr when the graph has none).
   [[nodiscard]] const Op* ssm() const;
+  /// The DeepSeek sparse attention indexer op (nullptr when the graph has none).
+  [[nodiscard]] const Op* indexer() const;
   /// Σ parameters() of the ops in `part`.
   [[nodiscard]] std::int64_t parameters(Part part) const;
   [[nodiscard]] std::int64_t parameters() const;

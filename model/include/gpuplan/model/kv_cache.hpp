@@ -35,7 +35,8 @@ namespace gpuplan::model {
 struct KvCacheSize {
   units::Bytes per_token_full{};   ///< one token, all attention layers, as if no layer had a sliding window
   units::Bytes per_sequence{};     ///< a sequence of `tokens`, sliding layers capped at their window, + its state
-  units::Bytes state_per_sequence{};  ///< Mamba-2 layers: conv + SSM state of one sequence (any length); 0 without
+  units::Bytes state_per_sequence{};  ///< recurrent layers: conv + SSM / delta-rule state of one sequence (any length)
+  units::Bytes index_per_token{};     ///< DSA: the indexer's key cache per token, all layers (in per_token_full)
   std::int64_t elements_per_token_layer = 0;  ///< cached elements per token in one (full) layer
   Derivation derivation;
 };
@@ -61,6 +62,16 @@ struct MambaStateBytes {
   [[nodiscard]] units::Bytes total() const { return conv + ssm; }
 };
 MambaStateBytes mamba2_state_bytes(const wl::TransformerArch& arch, int tp);
+
+/// The state one sequence keeps in one gated DeltaNet layer on one GPU of a TP group of `tp`, as vLLM allocates it
+/// (mamba_utils.py MambaStateShapeCalculator.gated_delta_net_state_shape, gated_delta_net_state_dtype): the conv
+/// state (d_conv − 1)·(2·n_k·d_k + n_v·d_v)/t and the recurrent state (n_v/t)·d_k·d_v, both in the model dtype
+/// (mamba_cache_dtype 'auto'; GatedDeltaNetSpec::state_bytes). Neither depends on the sequence length.
+MambaStateBytes gated_deltanet_state_bytes(const wl::TransformerArch& arch, int tp);
+
+/// The recurrent state of one of the model's recurrent layers (gated DeltaNet or Mamba-2: a model has one kind) on
+/// one GPU; zero without recurrent layers.
+MambaStateBytes recurrent_state_bytes(const wl::TransformerArch& arch, int tp);
 
 // ---------------------------------------------------------------------------------------------------------------
 // Storage element types of the KV cache and of quantized weights.
@@ -110,7 +121,11 @@ struct KvTokenBytes {
   units::Bytes scale_bytes_per_layer{};    ///< per-token scale bytes per layer on one GPU
   units::Bytes per_layer{};                ///< one token, one layer, one GPU: elements + scales
   units::Bytes per_token_model{};          ///< one token, all layers, every head stored once (no TP), with scales
-  units::Bytes state_per_layer{};          ///< Mamba-2 layers: one sequence's state per layer on one GPU (0 without)
+  /// DeepSeek sparse attention: the indexer's FP8 key cache per token per layer on one GPU (in per_layer; every TP
+  /// rank holds it, like the MLA latent; not in the KV dtype). 0 without DSA.
+  units::Bytes index_per_layer{};
+  /// Recurrent layers (Mamba-2 or gated DeltaNet): one sequence's state per layer on one GPU (0 without).
+  units::Bytes state_per_layer{};
   Derivation derivation;
 };
 

@@ -128,6 +128,33 @@ OpCost ssm_state_update_cost(const std::string& name, double seqs, std::int64_t 
                              std::int64_t state, std::int64_t conv_channels, std::int64_t conv_kernel,
                              units::Bytes state_bytes, double act_bytes, const Device& d);
 
+/// The gated DeltaNet mixer core of one layer on one GPU (`heads` value heads on this GPU after TP) over `tokens`
+/// tokens in sequences of `seq` tokens, chunked (training forward, prefill): the depthwise conv1d (2·d_conv MACs per
+/// channel and token) and the chunked gated delta rule (flops.hpp gated_delta_flops_per_token, chunk min(C, seq)) on
+/// tensor cores in the 16-bit compute type; it reads q, k, v, z, β, a and writes the output (conv channels + 2·n_v·d_v
+/// + 2·n_v elements per token) and the fp32 chunk states (2·n_v·d_k·d_v·4 B per chunk). A roofline bound, as
+/// ssd_scan_cost; `backward` 2 × the forward.
+OpCost gated_delta_scan_cost(const std::string& name, std::int64_t heads, std::int64_t key_dim,
+                             std::int64_t value_dim, std::int64_t chunk, std::int64_t conv_channels,
+                             std::int64_t conv_kernel, double tokens, std::int64_t seq, double act_bytes,
+                             bool backward, hw::Precision p, const Device& d);
+
+/// One decode step of a gated DeltaNet layer for `seqs` sequences on one GPU (the recurrent form, transformers'
+/// torch_recurrent_gated_delta_rule / fla's fused_recurrent_gated_delta_rule): each reads and writes its conv state
+/// and its d_k × d_v state per value head (`state_bytes` per sequence); FLOPs per token 2·d_conv·channels (conv) +
+/// 7·n_v·d_k·d_v (decay, Sᵀk, the rank-1 delta update, Sᵀq). Memory-bound.
+OpCost gated_delta_state_update_cost(const std::string& name, double seqs, std::int64_t heads, std::int64_t key_dim,
+                                     std::int64_t value_dim, std::int64_t conv_channels, std::int64_t conv_kernel,
+                                     units::Bytes state_bytes, double act_bytes, const Device& d);
+
+/// DeepSeek sparse attention's lightning indexer scoring `pairs` (query, key) pairs on one GPU: each pair costs
+/// 2·n_i·d_i FLOPs (n_i heads of d_i, FP8: DeepGEMM's fp8_mqa_logits; the ReLU and the weighted head sum are
+/// elementwise) and its fp32 logit is written and read back by the top-k (8 B); the queries (n_i·d_i FP8 bytes each)
+/// and the keys it reads (`key_reads` × `key_bytes`, the FP8 key cache with its scale) stream once. On fp8 tensor
+/// cores where the GPU has them (Device::peak falls back to bf16). `backward`: 2 × (the indexer's KL-loss training).
+OpCost indexer_cost(const std::string& name, double queries, double pairs, std::int64_t heads, std::int64_t head_dim,
+                    double key_reads, double key_bytes, bool backward, const Device& d);
+
 /// A memory-bound op that streams `bytes` and does `flops` (norms, activations, residuals, rotary, softmax, loss).
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d);
 

@@ -17,8 +17,46 @@ enum class PositionKind { rope, learned, alibi, none };
 /// chunked local attention: query i sees keys j <= i with j / C == i / C, transformers' chunked_overlay).
 enum class AttentionSpan { full, sliding, chunked };
 /// What mixes information across the tokens of a layer: attention (its span above), a Mamba-2 state-space layer
-/// (Dao & Gu 2024, arXiv:2405.21060), or nothing (Nemotron-H's MLP-only and MoE-only layers).
-enum class Mixer : std::uint8_t { attention, mamba2, none };
+/// (Dao & Gu 2024, arXiv:2405.21060), nothing (Nemotron-H's MLP-only and MoE-only layers), or gated DeltaNet linear
+/// attention (Yang, Kautz & Hatamizadeh 2024, arXiv:2412.06464; Qwen3-Next's linear_attention layers).
+enum class Mixer : std::uint8_t { attention, mamba2, none, gated_deltanet };
+
+/// A gated DeltaNet mixer (transformers' Qwen3NextGatedDeltaNet, modeling_qwen3_next.py): in_proj_qkvz
+/// h -> (q, k: n_k·d_k each; v, z: n_v·d_v each), in_proj_ba h -> (beta, a: n_v each), a depthwise causal conv1d
+/// (no bias) over (q, k, v), per value head A_log and dt_bias, the gated delta rule with a d_k × d_v state per value
+/// head (q and k repeated to the n_v value heads), a gated RMSNorm over d_v (one weight vector shared by the heads),
+/// out_proj n_v·d_v -> h.
+struct GatedDeltaNetSpec {
+  std::int64_t key_heads = 0;      ///< linear_num_key_heads (n_k)
+  std::int64_t value_heads = 0;    ///< linear_num_value_heads (n_v)
+  std::int64_t key_dim = 0;        ///< linear_key_head_dim (d_k)
+  std::int64_t value_dim = 0;      ///< linear_value_head_dim (d_v)
+  std::int64_t conv_kernel = 4;    ///< linear_conv_kernel_dim
+  /// Chunk of the chunked gated delta rule in training / prefill: 64 (flash-linear-attention's chunk_gated_delta_rule
+  /// and transformers' torch_chunk_gated_delta_rule default; not a config key).
+  std::int64_t chunk = 64;
+  /// Bytes per element of the state in a serving engine's cache: the model dtype (vLLM's
+  /// MambaStateDtypeCalculator.gated_delta_net_state_dtype, mamba_cache_dtype 'auto').
+  double state_bytes = 2.0;
+  [[nodiscard]] std::int64_t key_width() const { return key_heads * key_dim; }
+  [[nodiscard]] std::int64_t value_width() const { return value_heads * value_dim; }
+  /// Channels through the conv1d: q, k and v, 2·n_k·d_k + n_v·d_v.
+  [[nodiscard]] std::int64_t conv_channels() const { return 2 * key_width() + value_width(); }
+};
+
+/// DeepSeek sparse attention (DeepSeek-V3.2-Exp, inference/model.py Indexer; transformers / vLLM deepseek_v32): a
+/// lightning indexer scores every past token for each query with `index_heads` small heads of `index_head_dim`
+/// (q from the MLA query latent, one shared key per token, a per-head weight from the hidden state; ReLU, weighted
+/// sum), in FP8, and the main MLA attention reads only the `topk` best keys.
+struct SparseAttentionSpec {
+  std::int64_t index_heads = 0;     ///< index_n_heads
+  std::int64_t index_head_dim = 0;  ///< index_head_dim
+  std::int64_t topk = 0;            ///< index_topk
+  /// Bytes per token and layer of the indexer's key cache: index_head_dim FP8 values + one float32 scale per 128
+  /// (vLLM DeepseekV32IndexerCache: head_dim + head_dim // 128 · 4; the reference inference code's k_cache +
+  /// k_scale_cache), whatever the KV dtype.
+  [[nodiscard]] double key_cache_bytes() const { return double(index_head_dim + index_head_dim / 128 * 4); }
+};
 
 /// A Mamba-2 mixer (transformers' NemotronHMamba2Mixer / Mamba2Mixer): in_proj h -> (z, x, B, C, dt), a depthwise
 /// causal conv1d over (x, B, C), the SSD scan with per-head A_log, D, dt_bias, a gated RMSNorm over d_inner, out_proj.
@@ -93,6 +131,9 @@ struct TransformerArch {
   bool qk_norm = false;          ///< per-head RMSNorm on q and k (Qwen3, Gemma 3)
   bool qk_norm_weights = true;   ///< the q/k norm has a weight per head dim (RMSNorm); Llama 4's L2 norm has none
   bool attention_sinks = false;  ///< one learned logit per head per layer (GPT-OSS)
+  /// A sigmoid gate on the attention output, its h x n_q·d projection fused into q_proj (Qwen3-Next's gated
+  /// attention: q_proj is h x 2·n_q·d; transformers' Qwen3NextAttention).
+  bool attention_output_gate = false;
   std::int64_t norms_per_layer = 2;  ///< pre-attention + pre-MLP; Gemma 2/3 add post-attention and post-MLP (4)
   std::int64_t mtp_layers = 0;   ///< multi-token-prediction modules (DeepSeek-V3), counted apart from the main model
   /// Dropout probabilities the model trains with, as its config states them (attention_dropout / attn_pdrop /
@@ -105,6 +146,8 @@ struct TransformerArch {
   std::vector<bool> moe_layer;            ///< per layer: true if the FFN is MoE (size == layers when moe)
   std::vector<AttentionSpan> attention;   ///< per layer (size == layers)
   std::optional<Mamba2Spec> mamba;        ///< the Mamba-2 mixer of the mamba2 layers
+  std::optional<GatedDeltaNetSpec> gdn;   ///< the gated DeltaNet mixer of the gated_deltanet layers
+  std::optional<SparseAttentionSpec> dsa; ///< DeepSeek sparse attention on every attention layer
   std::vector<Mixer> mixers;              ///< per layer (empty: attention on every layer)
   std::vector<bool> ffn_absent;           ///< per layer: true when the layer has no FFN (empty: every layer has one)
   std::int64_t sliding_window = 0;        ///< tokens, for sliding layers
@@ -129,6 +172,12 @@ struct TransformerArch {
   [[nodiscard]] bool hybrid() const;
   [[nodiscard]] std::int64_t attention_layer_count() const;
   [[nodiscard]] std::int64_t mamba_layer_count() const;
+  [[nodiscard]] std::int64_t gdn_layer_count() const;
+  /// Layers that keep a recurrent state per sequence instead of a KV cache (Mamba-2 and gated DeltaNet).
+  [[nodiscard]] std::int64_t recurrent_layer_count() const { return mamba_layer_count() + gdn_layer_count(); }
+  [[nodiscard]] bool is_recurrent_layer(std::int64_t i) const {
+    return mixer(i) == Mixer::mamba2 || mixer(i) == Mixer::gated_deltanet;
+  }
   [[nodiscard]] bool is_sliding_layer(std::int64_t i) const {
     return sliding_window > 0 && is_attention_layer(i) && span(i) == AttentionSpan::sliding;
   }
@@ -147,6 +196,12 @@ struct TransformerArch {
   /// full chunk), the whole context elsewhere.
   [[nodiscard]] std::int64_t attended_tokens(std::int64_t i, std::int64_t context) const {
     return is_local_layer(i) && local_span() < context ? local_span() : context;
+  }
+  /// Keys one query's attention core reads on layer i at `context`: attended_tokens, capped at the top-k under
+  /// DeepSeek sparse attention (the KV cache still holds every token: attended_tokens).
+  [[nodiscard]] std::int64_t attention_keys(std::int64_t i, std::int64_t context) const {
+    const std::int64_t c = attended_tokens(i, context);
+    return dsa && dsa->topk > 0 && dsa->topk < c ? dsa->topk : c;
   }
   /// Whether training applies dropout to the attention probabilities / to the attention and MLP outputs (and the
   /// embedding): the config's probability when it states one, else the assumption that GPT-style models (two-matrix

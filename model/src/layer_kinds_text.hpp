@@ -1,0 +1,14 @@
+#pragma once
+// One line naming a model's layer kinds with their counts, for the derivations of kv, serve and train (the CLI's
+// model show has its own table of them). Defined in graph/transformer_graph.cpp.
+#include <string>
+
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::model::detail {
+
+/// "36 × gated DeltaNet (linear attention) + MoE with shared experts, 12 × gated full attention + MoE with shared
+/// experts" — each distinct {mixer} × {FFN} kind of the op graph (for_each_layer_kind) with its count.
+std::string layer_kinds_text(const wl::TransformerArch& a);
+
+}  // namespace gpuplan::model::detail
