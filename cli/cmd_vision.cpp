@@ -553,9 +553,6 @@ std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& c
   }
   const wl_io::VisionEntry* m = onnx ? &*onnx : lib->find(*name);
   if (m == nullptr) {
-    if (which == VisionCommand::serve && value<std::string>(cmd, "compute") == std::optional<std::string>("int8"))
-      diags.error("", "--compute", fmt::format("int8 tensor-core compute is modelled for vision models, not for '{}'", *name));
-    if (diags.has_errors()) return report(diags);
     return refuse_vision_flags(fmt::format("'{}' is not a vision model", *name));
   }
   // Every flag given must mean something for a vision model.

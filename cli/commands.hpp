@@ -24,6 +24,7 @@ void register_drill(CLI::App& app, GlobalOptions& g, int& rc);
 void register_collective(CLI::App& app, GlobalOptions& g, int& rc);
 void register_mfu(CLI::App& app, GlobalOptions& g, int& rc);
 void register_pipeline(CLI::App& app, GlobalOptions& g, int& rc);
+void register_compress(CLI::App& app, GlobalOptions& g, int& rc);
 /// The generated Markdown field reference of all data files.
 std::string field_reference();
 }  // namespace gpuplan::cli

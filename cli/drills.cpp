@@ -1,5 +1,6 @@
 #include "drills.hpp"
 #include "drills_course.hpp"
+#include "drills_compress.hpp"
 #include "drills_realtime.hpp"
 #include "drills_timeline.hpp"
 
@@ -136,6 +137,7 @@ const std::vector<Kind>& kinds() {
     for (const auto& r : realtime_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_realtime.cpp
     for (const auto& r : timeline_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_timeline.cpp
     for (const auto& r : course_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});    // drills_course.cpp
+    for (const auto& r : compress_drill_kinds()) v.push_back({r.name, r.dim, r.inputs});  // drills_compress.cpp
     return v;
   }();
   return k;
@@ -400,6 +402,9 @@ std::optional<KindAnswer> evaluate_kind(const std::string& kind, const json_io::
     a.derivation = std::move(e.derivation);
   } else if (kind == "timeline_stage_idle" || kind == "memory_peak_micro_batches") {
     if (!evaluate_timeline_kind(kind, in, *arch, ctx, o, a, file, diags)) return std::nullopt;
+  } else if (arch != nullptr && gpu != nullptr &&
+             evaluate_compress_kind(kind, in, *arch, *gpu, ctx, a, file, diags)) {
+    if (diags.error_count() > before) return std::nullopt;
   } else if (!evaluate_realtime_kind(kind, in, o, a)) {
     evaluate_course_kind(kind, in, o, a);
   }
@@ -461,7 +466,7 @@ const FieldTable& drill_table_impl() {
     return FieldTable{
         text("id", "unique id (the textbook's row, e.g. T8-2048)"),
         text("topic", "roofline, gemm, training, memory, kv-cache, serving, decode, prefill, collectives, pipeline, "
-                      "speculative, vision, realtime"),
+                      "speculative, vision, realtime, compression"),
         text("question", "the question as shown"),
         text("source", "citation: the textbook.md row, or the paper the formula is from"),
         text("kind", "which model computation answers it"),

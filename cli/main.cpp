@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   register_collective(app, g, rc);
   register_mfu(app, g, rc);
   register_pipeline(app, g, rc);
+  register_compress(app, g, rc);
   guard_flag_values(app);
   try {
     app.parse(argc, argv);

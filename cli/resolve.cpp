@@ -250,7 +250,20 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   const bool gpu_fp4 = gpu.peak(hw::Precision::fp4).has_value();
   if (s.compute) {
     const std::string& c = *s.compute;
-    perf.compute = c == "fp8" ? hw::Precision::fp8 : c == "fp4" ? hw::Precision::fp4 : c == "fp16" ? hw::Precision::fp16 : hw::Precision::bf16;
+    perf.compute = c == "fp8"    ? hw::Precision::fp8
+                   : c == "fp4"  ? hw::Precision::fp4
+                   : c == "int8" ? hw::Precision::int8
+                   : c == "fp16" ? hw::Precision::fp16
+                                 : hw::Precision::bf16;
+    // W8A8 int8 (model/compression.hpp): int8 weights, per-token activation quantisation, int32 accumulation.
+    if (perf.compute == hw::Precision::int8) {
+      if (!gpu.peak(hw::Precision::int8))
+        diags.error("", where("compute"), fmt::format("{} has no int8 tensor-core rate in its data", gpu.info.id));
+      if (wd && *wd != model::StoreDtype::int8)
+        diags.error("", where("compute"),
+                    fmt::format("int8 GEMMs (W8A8) need int8 weights (--weight-dtype int8), not {}", f.weight_dtype));
+      perf.activation_quant = true;
+    }
     if (perf.compute == hw::Precision::fp8 && !gpu_fp8)
       diags.error("", where("compute"), fmt::format("{} has no fp8 tensor cores", gpu.info.id));
     if (perf.compute == hw::Precision::fp4 && !gpu_fp4)

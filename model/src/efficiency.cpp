@@ -25,9 +25,9 @@ using units::microseconds;
 //          0.12-0.21); fp8 and int8 refuse unaligned k and n. Every part takes these (assumption outside H100/H200,
 //          which share the die). Staircase: F.linear at M = 1…1024 rises smoothly with M (stream-K), not in 128-row
 //          steps; the decomposition that follows it is in ops.cpp but off in these rows (efficiency.hpp, stream_k).
-//          Also seen, not modelled: torch._int_mm (int8) reaches 130 TOP/s = 0.066 of the H100's dense int8 peak in
-//          that sweep, a cuBLASLt int8 kernel of the Ampere class; int8 GEMMs keep the bf16 ceiling here, as the
-//          CUTLASS int8 kernels of the serving engines are not measured.
+//          int8: the 4096³ torch._int_mm of that sweep reached 130 TOP/s; the compressed-GEMM sweep of the same day
+//          (compress_gemm.json, B column-major as nn.Linear holds it) 0.418 of the dense int8 peak at the Llama-2-7B
+//          shapes: the row's gemm_int8 (measured.json, H100-COMPRESS). A part without it keeps the bf16 ceiling.
 //  Launch: ~5 µs per kernel including tail effects, the NVIDIA CUDA best-practices figure for launch latency
 //          (assumption until calibrated).
 //  GEMM DEPTH (efficiency.hpp): c = 1.8 (bf16) and 2.1 (fp8) main-loop iterations per output tile: `gpuplan
@@ -57,6 +57,10 @@ EfficiencyProfile from_row(const hw::EfficiencyRow& r, const std::string& gpu_id
   // A row whose fused attention is FlashAttention-2 itself (Ampere: no Hopper kernels) takes FA2's sequence law.
   e.attention_tile =
       r.attention_fwd == r.fa2_fwd && r.attention_bwd == r.fa2_bwd ? kFa2AttentionTileCost : kFusedAttentionTileCost;
+  e.gemm_int8 = r.gemm_int8;
+  e.gemm_sparse24 = r.gemm_sparse24;
+  e.gemm_w4a16 = r.gemm_w4a16;
+  e.gemm_w4a16_hbm = r.gemm_w4a16_hbm;
   e.gemm_depth_bf16 = kGemmDepthBf16;
   e.gemm_depth_fp8 = kGemmDepthFp8;
   e.tile_m = r.tile_m;
@@ -89,6 +93,7 @@ double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p) {
   // fp4: no fp4 GEMM measurement yet; assumed to reach the fp8 fraction of its own (2×) peak — stated in
   // docs/serving.md.
   if ((p == hw::Precision::fp8 || p == hw::Precision::fp4) && e.gemm_fp8 > 0.0) return e.gemm_fp8;
+  if (p == hw::Precision::int8 && e.gemm_int8 > 0.0) return e.gemm_int8;
   return e.gemm_bf16;
 }
 

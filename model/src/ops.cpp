@@ -50,6 +50,11 @@ Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyPr
   if (eff) d.eff = *eff;
   d.eff.gemm_bf16 *= d.eff.gemm_sustained;
   d.eff.gemm_fp8 *= d.eff.gemm_sustained_fp8.value_or(d.eff.gemm_sustained);
+  // The compression paths were measured in short sweeps, as the bf16 ceiling: the same sustained ratio (int8 takes
+  // fp8's: 8-bit operands, the same tensor-core power draw per FLOP is our assumption).
+  d.eff.gemm_int8 *= d.eff.gemm_sustained_fp8.value_or(d.eff.gemm_sustained);
+  d.eff.gemm_sparse24 *= d.eff.gemm_sustained;
+  d.eff.gemm_w4a16 *= d.eff.gemm_sustained;
   if (attn == wl::AttentionKernel::fa2) {
     d.eff.attention_fwd = d.eff.attention_fwd_fa2;
     d.eff.attention_bwd = d.eff.attention_bwd_fa2;
@@ -168,12 +173,21 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   // quantisation penalty (stated in the derivation).
   const double sms = double(d.gpu->compute_units);
   const double k_t = kGemmDepthBytes / e;
+  // Weight-only kernels (B narrower than the compute type) are built for decode: they tile the tokens in blocks of
+  // the m16n8k16 tensor-core MMA's 16 rows (Marlin, Frantar et al. 2024, arXiv:2408.11743; PyTorch's tinygemm), not
+  // in the 128-row tiles of the large 16-bit kernels: the tile's rows are the tokens rounded up to 16, at most the
+  // large kernels' tile; below 16 tokens no padding (our H100 sweep, compress_gemm.json: tinygemm at M = 1 takes
+  // 0.36-0.39 of its M = 16 time on the three large shapes).
+  const bool weight_only = s.b_element_bytes > 0 && s.b_element_bytes < 0.99 * e;
+  const double tile_m = !weight_only ? double(d.eff.tile_m)
+                        : m < 16.0   ? std::max(1.0, m)
+                                     : std::min(16.0 * std::ceil(m / 16.0), double(d.eff.tile_m));
   TilePlan plan;
   if (sms <= 0) {
-    plan = TilePlan{double(d.eff.tile_m), double(d.eff.tile_n), 0, 1, 1, 1, kk, 1};
+    plan = TilePlan{tile_m, double(d.eff.tile_n), 0, 1, 1, 1, kk, 1};
     plan.depth = gemm_depth_factor(d.eff, p, kk);
   } else if (!d.eff.stream_k) {
-    plan = waves_plan(m, nn, kk, batch, sms, d.eff.tile_m, d.eff.tile_n);
+    plan = waves_plan(m, nn, kk, batch, sms, tile_m, d.eff.tile_n);
     plan.depth = gemm_depth_factor(d.eff, p, plan.k_segment);
   } else {
     // Every candidate tile, the fastest kept; a later (smaller) one must gain more than kGemmTileMargin.
@@ -186,10 +200,39 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
     }
   }
   const double util = plan.util, depth = plan.depth;
-  c.efficiency = gemm_ceiling(d.eff, p) * util * depth * align_factor;
+  // The compute path: dense tensor cores at the precision's ceiling; 2:4-sparse ones at the sparse peak and its
+  // measured ceiling; a weight-only kernel (B narrower than the compute type, dequantised in the main loop) at its
+  // own measured ceiling and bandwidth. Unmeasured paths fall back to the dense GEMM, and the derivation says so.
+  const std::optional<units::FlopRate> sparse_peak = s.sparse24 ? d.gpu->sparse(p) : std::nullopt;
+  const bool sparse = sparse_peak.has_value() && d.eff.gemm_sparse24 > 0;
+  double ceiling = gemm_ceiling(d.eff, p);
+  units::FlopRate peak = d.peak(p);
+  std::string path_note;  // empty: dense tensor cores
+  if (sparse) {
+    ceiling = d.eff.gemm_sparse24;
+    peak = *sparse_peak;
+    path_note = fmt::format("2:4-sparse tensor cores: sparse {} peak {} × measured sparse ceiling {:.3g}",
+                            hw::to_string(p), units::format(peak), ceiling);
+  } else if (s.sparse24) {
+    path_note = !sparse_peak ? fmt::format("2:4-sparse weights but no sparse {} peak in the data: priced dense",
+                                           hw::to_string(p))
+                             : "2:4-sparse weights, no measured sparse GEMM rate on this part: priced dense";
+  } else if (weight_only && d.eff.gemm_w4a16 > 0) {
+    ceiling = d.eff.gemm_w4a16;
+    path_note = fmt::format("weight-only kernel ({:.3g} B weights dequantised in the main loop): measured ceiling "
+                            "{:.3g} of the dense {} peak",
+                            s.b_element_bytes, ceiling, hw::to_string(p));
+  } else if (weight_only) {
+    path_note = "weight-only weights dequantised in the main loop: no measured kernel rate, the dense ceiling";
+  }
+  c.efficiency = ceiling * util * depth * align_factor;
   if (s.split_accumulation && p == hw::Precision::fp8) c.efficiency *= d.eff.fp8_split_accumulation;
-  const units::FlopRate compute = d.peak(p) * c.efficiency;
-  const double eta_mem = d.eff.gemm_hbm > 0 ? d.eff.gemm_hbm : d.eff.hbm;
+  const units::FlopRate compute = peak * c.efficiency;
+  // c.efficiency stays a fraction of the dense peak (OpCost::efficiency), whatever path ran.
+  c.efficiency = compute.raw() / d.peak(p).raw();
+  const double eta_mem = weight_only && d.eff.gemm_w4a16_hbm > 0 ? d.eff.gemm_w4a16_hbm
+                         : d.eff.gemm_hbm > 0                   ? d.eff.gemm_hbm
+                                                                : d.eff.hbm;
   const units::Bandwidth bw = d.gpu->memory.bandwidth * eta_mem;
   c.time = roofline_time(c.flops, compute, c.bytes, bw, d.eff.kernel_launch, c.bound);
   if (why != nullptr) {
@@ -201,7 +244,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
                            "main-loop iterations spread over {} SMs ({:.3g} tiles' worth each)",
                            plan.tiles, plan.tm, plan.tn, kGemmTiles.size(), k_t, d.gpu->compute_units, plan.waves);
     else
-      u_note = fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", plan.tiles, d.eff.tile_m,
+      u_note = fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", plan.tiles, tile_m,
                            d.eff.tile_n, plan.splits > 1 ? fmt::format(", split-K ×{}", plan.splits) : std::string(),
                            d.gpu->compute_units, plan.waves);
     const Origin eff_origin = d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin);
@@ -210,9 +253,11 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
             "t = max(2·m·n·k / (P·η·g·u·a), (m·k + k·n + m·n)·e / (BW·η_hbm)) + t_launch ; g = [k/(k+c)] / [k_ref/(k_ref+c)] ; u = m·n·iterations / (SMs·iterations per SM·tm·tn)",
             {{"m×n×k", fmt::format("{}×{}×{}{}", s.m, s.n, s.k, s.batch > 1 ? fmt::format(" ×{}", s.batch) : ""),
               "shape", Origin::derived()},
-             {"P", format(d.peak(p)), fmt::format("dense {} peak", hw::to_string(p)),
-              Origin::datasheet(d.gpu->info.cite("/dense_peak"))},
-             {"η", units::format_number(gemm_ceiling(d.eff, p), 3), "measured GEMM ceiling", eff_origin},
+             {"P", format(peak), fmt::format("{} {} peak", sparse ? "2:4-sparse" : "dense", hw::to_string(p)),
+              Origin::datasheet(d.gpu->info.cite(sparse ? "/sparse_peak" : "/dense_peak"))},
+             {"η", units::format_number(ceiling, 3),
+              path_note.empty() ? std::string("measured GEMM ceiling") : "measured GEMM ceiling (" + path_note + ")",
+              eff_origin},
              {"g", units::format_number(depth, 3),
               fmt::format("depth law k/(k + c) against K = {:g}: k = {:g} main-loop iterations of {:g} elements per tile, "
                           "c = {:g}",

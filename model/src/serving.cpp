@@ -82,6 +82,10 @@ Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
   // An engine under load runs its forward passes back to back: sustained work, like a training step.
   Device d = sustained_device(*sys.gpu, sys.efficiency, plan.attention);
   d.eff.kernel_launch = plan.cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
+  // The measured weight-only rates are PyTorch's own int4 kernel (tinygemm, torch._weight_int4pack_mm: a decode
+  // kernel whose time grows linearly with the tokens). A serving engine's fused kernels (Marlin class) are not
+  // measured: they take the 16-bit ceiling and the memory-bound GEMM bandwidth, and the derivation says so.
+  if (plan.kernels == wl::KernelStyle::fused) d.eff.gemm_w4a16 = d.eff.gemm_w4a16_hbm = 0.0;
   return d;
 }
 
@@ -187,8 +191,24 @@ class ServingLayerPricer {
   void gemm(const std::string& name, std::int64_t m, std::int64_t k, std::int64_t n, std::int64_t batch = 1,
             double b_bytes = 0) {
     const double bb = b_bytes > 0 ? b_bytes : wb(k);
-    OpCost c = gemm_cost(name, {m, n, k, batch, bb}, gp, d);
+    GemmShape shape{m, n, k, batch, bb};
+    // The block's weights take the compression (a GEMM given its own bytes, the MoE router, stays 16-bit).
+    const bool compressed = b_bytes <= 0;
+    shape.sparse24 = compressed && plan.weights.sparse24;
+    const bool quant = compressed && plan.activation_quant;
+    if (quant) {
+      // Dynamic per-token quantisation of the GEMM's input: read 16-bit, write the compute type + one fp32 scale.
+      const double q = hw::bytes_per_element(gp), rows = double(m) * double(batch);
+      stream(name + ": quantise input (per token)", rows * double(k) * (e + q) + rows * 4.0, 3.0 * rows * double(k));
+    }
+    OpCost c = gemm_cost(name, shape, gp, d);
     acc.add(c, keep);
+    if (quant && eager) {
+      // The 4-byte accumulator out, scaled by the token and channel scales into 16-bit.
+      const double rows = double(m) * double(batch);
+      stream(name + ": dequantise output", rows * double(n) * (4.0 + e) + (rows + double(n)) * 4.0,
+             2.0 * rows * double(n));
+    }
     acc.weights += units::bytes(double(k) * double(n) * double(batch) * bb);
   }
   void stream(const std::string& name, double bytes, double flops) {
@@ -374,9 +394,12 @@ class ServingLayerPricer {
     const std::int64_t groups = at_least_one(touched);
     auto experts = [&](const std::string& name, std::int64_t k_dim, std::int64_t n_dim) {
       const double bb = wb(k_dim);
-      acc.add(grouped_gemm(repeated(gemm_cost(name, {per_expert, n_dim, k_dim, groups, bb}, gp, d),
-                                    touched / double(groups), d)),
-              keep);
+      GemmShape shape{per_expert, n_dim, k_dim, groups, bb};
+      shape.sparse24 = plan.weights.sparse24;
+      if (plan.activation_quant)
+        stream(name + ": quantise input (per token)", routed * double(k_dim) * (e + hw::bytes_per_element(gp)) + routed * 4.0,
+               3.0 * routed * double(k_dim));
+      acc.add(grouped_gemm(repeated(gemm_cost(name, shape, gp, d), touched / double(groups), d)), keep);
       acc.weights += units::bytes(double(k_dim) * double(n_dim) * touched * bb);
     };
     if (o.linear == LinearKind::expert_in) {

@@ -309,7 +309,8 @@ WeightQuant default_weight_quant(StoreDtype d) {
 
 double weight_bytes_per_param(const WeightQuant& w, std::int64_t input_width) {
   const double group = double(w.group_size > 0 ? w.group_size : std::max<std::int64_t>(1, input_width));
-  return element_bytes(w.dtype) + (is_quantized(w.dtype) ? w.group_bytes / group : 0.0);
+  const double dense = element_bytes(w.dtype) + (is_quantized(w.dtype) ? w.group_bytes / group : 0.0);
+  return w.sparse24 ? 0.5 * dense + kSparse24IndexBytes : dense;
 }
 
 std::string_view to_string(MemoryEngine e) {

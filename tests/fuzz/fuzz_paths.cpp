@@ -596,6 +596,7 @@ void run_cli(std::string_view bytes) {
   cli::register_collective(app, g, rc);
   cli::register_mfu(app, g, rc);
   cli::register_pipeline(app, g, rc);
+  cli::register_compress(app, g, rc);
   cli::guard_flag_values(app);
   try {
     app.parse(static_cast<int>(argv.size()), argv.data());

@@ -46,14 +46,14 @@ TEST_CASE("flags that mean nothing for a vision model are refused by name with e
   CHECK(contains(s.err, "--input-tokens"));
 }
 
-TEST_CASE("vision-only flags are refused for a transformer, and int8 compute too") {
+TEST_CASE("vision-only flags are refused for a transformer, and int8 compute by the serving scenario's choices") {
   auto r = run({"serve", "-m", "llama-3.1-8b", "--fold-bn"});
   CHECK(r.rc == kInvalid);
   CHECK(contains(r.err, "--fold-bn"));
   CHECK(contains(r.err, "applies to vision models only; 'llama-3.1-8b' is not a vision model"));
   auto t = run({"serve", "-m", "llama-3.1-8b", "--compute", "int8"});
   CHECK(t.rc == kInvalid);
-  CHECK(contains(t.err, "int8 tensor-core compute is modelled for vision models"));
+  CHECK(contains(t.err, "--compute: error: 'int8' is not one of 'bf16', 'fp16', 'fp8', 'fp4'"));
 }
 
 TEST_CASE("vision training with DDP: the per-GPU step grows by the exposed all-reduce and the BN-buffer broadcast") {

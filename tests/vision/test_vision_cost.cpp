@@ -187,7 +187,9 @@ TEST_CASE("eager execution is never faster than a CUDA graph, and BN folding and
   CHECK(fused.pass.gemm.raw() == doctest::Approx(folded.pass.gemm.raw()));
 }
 
-TEST_CASE("int8 and fp8 run ResNet-50's convolutions faster than bf16 at a large batch") {
+// int8 GEMMs run at the measured int8 ceiling (torch._int_mm: 0.418 of the int8 peak, data/hardware/efficiency/
+// measured.json H100-COMPRESS, about bf16's rate): the int8 pass gains through its halved bytes, fp8 also in its GEMMs.
+TEST_CASE("int8 and fp8 run ResNet-50 faster than bf16 at a large batch, fp8 also in its convolutions") {
   const auto g = graph("resnet50");
   const model::Device d = h100();
   auto p = plan(256);
@@ -196,9 +198,9 @@ TEST_CASE("int8 and fp8 run ResNet-50's convolutions faster than bf16 at a large
   const auto int8 = model::vision_inference(g, p, d, Explain::off);
   p.compute = hw::Precision::fp8;
   const auto fp8 = model::vision_inference(g, p, d, Explain::off);
-  CHECK(int8.pass.gemm < bf16.pass.gemm);
   CHECK(fp8.pass.gemm < bf16.pass.gemm);
   CHECK(int8.latency < bf16.latency);
+  CHECK(fp8.latency < bf16.latency);
 }
 
 TEST_CASE("a ViT's attention is priced as fused (flash) attention over batch x heads, non-causal") {

@@ -32,6 +32,13 @@ FieldSpec fraction(std::string key, std::string doc, bool zero_allowed = false) 
   return f;
 }
 
+// The same, optional: a compute path measured on some parts only.
+FieldSpec opt_fraction(std::string key, std::string doc) {
+  FieldSpec f = fraction(std::move(key), std::move(doc));
+  f.presence = kOpt;
+  return f;
+}
+
 }  // namespace
 
 const FieldTable& efficiency_row_fields() {
@@ -44,6 +51,13 @@ const FieldTable& efficiency_row_fields() {
       fraction("attention_bwd", "fused attention backward, as attention_fwd"),
       fraction("fa2_fwd", "FlashAttention-2 forward, as attention_fwd"),
       fraction("fa2_bwd", "FlashAttention-2 backward, as attention_fwd"),
+      opt_fraction("gemm_int8", "int8 GEMM rate (int32 accumulate) / dense int8 peak, at compute-bound shapes"),
+      opt_fraction("gemm_sparse24",
+                   "2:4-sparse 16-bit GEMM rate (dense-equivalent FLOPs) / sparse 16-bit peak, compute-bound shapes"),
+      opt_fraction("gemm_w4a16", "weight-only int4 GEMM rate (dequantised in the main loop) / dense 16-bit peak, "
+                                 "compute-bound shapes"),
+      opt_fraction("gemm_w4a16_hbm", "weight-only int4 GEMM bandwidth at memory-bound shapes (bytes moved / time) / "
+                                     "memory bandwidth"),
       count("tile_m", 512, "GEMM output tile rows the library picks for large shapes", kReq),
       count("tile_n", 512, "GEMM output tile columns", kReq),
       text("origin", "one line: what was measured and where (shown in every derivation)", kReq),
@@ -66,7 +80,8 @@ const FieldTable& efficiency_fields() {
       {
           typed("rows", FieldType::any,
                 "measured efficiencies per GPU: a list of {gpu, gemm_bf16, gemm_fp8, hbm, attention_fwd, "
-                "attention_bwd, fa2_fwd, fa2_bwd, tile_m, tile_n, origin, sources}",
+                "attention_bwd, fa2_fwd, fa2_bwd, [gemm_int8, gemm_sparse24, gemm_w4a16, gemm_w4a16_hbm,] tile_m, tile_n, origin, "
+                "sources}",
                 kReq),
           typed("families", FieldType::any,
                 "per GPU family, the measured member used for parts without a row: a list of {family, gpu}", kReq),
@@ -104,6 +119,10 @@ Result<hw::EfficiencyTable> decode_efficiency(const Json& j, const std::string& 
     row.attention_bwd = e.num("attention_bwd").value_or(0.0);
     row.fa2_fwd = e.num("fa2_fwd").value_or(0.0);
     row.fa2_bwd = e.num("fa2_bwd").value_or(0.0);
+    row.gemm_int8 = e.num("gemm_int8").value_or(0.0);
+    row.gemm_sparse24 = e.num("gemm_sparse24").value_or(0.0);
+    row.gemm_w4a16 = e.num("gemm_w4a16").value_or(0.0);
+    row.gemm_w4a16_hbm = e.num("gemm_w4a16_hbm").value_or(0.0);
     row.tile_m = static_cast<int>(e.integer("tile_m").value_or(128));
     row.tile_n = static_cast<int>(e.integer("tile_n").value_or(128));
     row.origin = e.str("origin").value_or("");

@@ -118,6 +118,13 @@ struct EfficiencyRow {
   double attention_fwd = 0.0, attention_bwd = 0.0;  ///< the stack's fused attention (cuDNN / FA3 / FA4)
   double fa2_fwd = 0.0, fa2_bwd = 0.0;              ///< FlashAttention-2
   int tile_m = 128, tile_n = 128;
+  /// Compression compute paths (0: not measured on this part): int8 GEMM rate / dense int8 peak; 2:4-sparse 16-bit
+  /// GEMM rate (dense-equivalent FLOPs) / sparse 16-bit peak; weight-only int4 GEMM rate at compute-bound shapes /
+  /// dense 16-bit peak, and its bandwidth at memory-bound shapes (weights + activations / time) / memory bandwidth.
+  double gemm_int8 = 0.0;
+  double gemm_sparse24 = 0.0;
+  double gemm_w4a16 = 0.0;
+  double gemm_w4a16_hbm = 0.0;
   std::string origin;                ///< one line: what was measured and where (shown in every derivation)
   std::vector<std::string> sources;  ///< ids of the efficiency file's sources behind this row
 };

@@ -101,6 +101,11 @@ struct EfficiencyProfile {
   double attention_fwd_fa2 = 0.0;  ///< FlashAttention-2 forward (older stacks on Hopper; = attention_fwd on Ampere)
   double attention_bwd_fa2 = 0.0;
   AttentionTileCost attention_tile = kFusedAttentionTileCost;  ///< the sequence-length law of attention_fwd/_bwd's kernel
+  /// Compression compute paths (compression.hpp), each 0 when not measured on this part (hw::EfficiencyRow):
+  double gemm_int8 = 0.0;       ///< int8 GEMM rate / dense int8 peak (0: the bf16 ceiling, stated)
+  double gemm_sparse24 = 0.0;   ///< 2:4-sparse GEMM rate (dense-equivalent FLOPs) / sparse peak (0: priced dense)
+  double gemm_w4a16 = 0.0;      ///< weight-only (dequantising) GEMM rate at compute-bound shapes / dense 16-bit peak
+  double gemm_w4a16_hbm = 0.0;  ///< the same kernel's bandwidth at memory-bound shapes / memory bandwidth
   double gemm_depth_bf16 = 0.0;  ///< fixed cost per output tile in main-loop iterations, 16-bit GEMMs (0: no K law)
   double gemm_depth_fp8 = 0.0;   ///< the same for fp8 (and fp4) GEMMs
   int tile_m = 128;            ///< GEMM output tile the library typically picks for large bf16 GEMMs (the reference)
@@ -140,7 +145,8 @@ struct EfficiencyProfile {
 /// assumption (origin says which).
 EfficiencyProfile default_efficiency(const hw::GpuSpec& gpu);
 
-/// GEMM efficiency ceiling for a precision (fp8 → gemm_fp8 when known), at the reference K.
+/// GEMM efficiency ceiling for a precision (fp8 → gemm_fp8 when known; int8 → gemm_int8 when measured, else the bf16
+/// ceiling), at the reference K.
 double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p);
 
 /// The depth law's c for a precision's GEMMs: sub-16-bit operands (fp8, int8, fp6, fp4) take the fp8 sweep's, 16- and

@@ -57,6 +57,11 @@ struct GemmShape {
   /// Transformer Engine runs its dgrad and wgrad GEMMs (_2X_ACC_DGRAD, _2X_ACC_WGRAD); its rate is
   /// EfficiencyProfile::fp8_split_accumulation of the fast-accumulation one.
   bool split_accumulation = false;
+  /// 2:4 structured-sparse weights (cuSPARSELt / sparse tensor cores): the dense-equivalent 2·m·n·k FLOPs at the
+  /// part's sparse peak × its measured sparse ceiling (EfficiencyProfile::gemm_sparse24); priced dense, with a note,
+  /// where the part has no sparse peak or no measurement. B's bytes are b_element_bytes as given (the caller's
+  /// compressed size: serving_memory.hpp weight_bytes_per_param).
+  bool sparse24 = false;
 };
 
 /// C[m×n] = A[m×k]·B[k×n] (× batch): 2·m·n·k FLOPs; bytes = (m·k + k·n + m·n)·element bytes.
@@ -65,6 +70,9 @@ struct GemmShape {
 /// whole tiles of tile_m × tile_n in waves, u = m·n·batch / (waves · SMs · tile_m · tile_n), waves =
 /// ⌈tiles / SMs⌉. Leading dimensions k and n not 16-byte aligned: the fallback kernel class's rate
 /// (EfficiencyProfile::gemm_alignment), or for 8-bit formats the padded shape.
+/// Weight-only quantisation (B stored in fewer bytes than the compute precision: int4/int8 weights, 16-bit compute):
+/// the kernel dequantises B in its main loop; where measured (EfficiencyProfile::gemm_w4a16, _hbm) its compute
+/// ceiling and its bandwidth replace the plain GEMM's — compute-bound shapes gain nothing from the smaller weights.
 OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d,
                  Derivation* why = nullptr);
 

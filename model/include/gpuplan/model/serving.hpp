@@ -48,6 +48,13 @@ struct ServingPerfPlan {
   /// Tensor-core precision of the GEMMs: fp8 for W8A8 fp8 checkpoints on GPUs with fp8 units, else 16-bit
   /// (weight-only int4/int8 dequantise in the kernel and compute in 16-bit).
   hw::Precision compute = hw::Precision::bf16;
+  /// W8A8 / W4A4 with dynamic per-token activation scales (compression.hpp): before each weight GEMM a kernel reads
+  /// the 16-bit activations, finds each token's absmax and writes them in the compute type with one fp32 scale per
+  /// token (vLLM's scaled_int8_quant / scaled_fp8_quant); the int32 (int8) or fp32 accumulator is dequantised with
+  /// the per-token × per-channel scales in the GEMM's epilogue (fused kernels: CUTLASS scaled_mm) or, eager, by a
+  /// separate pass that reads the 4-byte accumulator and writes 16-bit (torch._int_mm returns int32). false: no
+  /// passes (16-bit, weight-only, or a checkpoint whose scales the engine fuses into the producing kernels).
+  bool activation_quant = false;
   double activation_bytes = 2.0;
   /// fused: a serving engine's kernels (residual add fused into the norm, rotary fused with the KV write, one
   /// activation kernel); eager: plain PyTorch ops (separate adds and norms, rotary as flip + mul + addcmul, K and V

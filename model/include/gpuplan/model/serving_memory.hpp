@@ -46,17 +46,24 @@ namespace gpuplan::model {
 
 /// Storage of the quantized weights (the linear layers of every block). Embeddings, the LM head, norms and MoE routers
 /// stay in 16-bit (fp32 if the weights are fp32), as AWQ/GPTQ/FP8 checkpoints leave them.
+/// 2:4 sparsity's index metadata per original weight: a 2-bit position for each of the two kept weights of four.
+inline constexpr double kSparse24IndexBytes = 2.0 * 2.0 / 4.0 / 8.0;
+
 struct WeightQuant {
   StoreDtype dtype = StoreDtype::bf16;
   std::int64_t group_size = 0;  ///< weights per scale group along the input dimension; 0 = one group per output row
   double group_bytes = 0.0;     ///< bytes per group: scale (+ zero point)
+  /// 2:4 structured sparsity (compression.hpp): two of every four weights along the input dimension kept, each with
+  /// a 2-bit position index (NVIDIA A100 whitepaper, "Fine-Grained Structured Sparsity"; cuSPARSELt's compressed
+  /// layout): half the values and their scales, plus 1 bit per original weight.
+  bool sparse24 = false;
   std::string origin;
 };
 /// bf16/fp16/fp32: no scales; fp8: one fp32 scale per output channel [FP8W]; int8: one fp32 scale per output channel
 /// (assumption); int4: group 128 with an fp16 scale and a 4-bit zero point per group, 2.5 B [GPTQ].
 WeightQuant default_weight_quant(StoreDtype d);
 /// Bytes per quantized weight: element bytes + group_bytes / group, the group being the input width for per-channel
-/// scales (int4 g128: 0.5 + 2.5/128 = 0.5195 B).
+/// scales (int4 g128: 0.5 + 2.5/128 = 0.5195 B); 2:4-sparse: half of that + 1/8 B of indices (bf16: 1.125 B).
 double weight_bytes_per_param(const WeightQuant& w, std::int64_t input_width);
 
 // ---------------------------------------------------------------------------------------------------------------
