@@ -11,6 +11,7 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/vision_tower.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "vision_cmd.hpp"
 
@@ -149,6 +150,18 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                    {"shared_experts", p.shared_experts}, {"norms", p.norms}, {"lm_head", p.lm_head},
                    {"mtp_excluded", p.mtp}};
     if (p.ssm > 0) j["params"]["ssm"] = p.ssm;
+    if (a.vision) {
+      const auto vt = model::vision_tower_counts(*a.vision, Explain::off);
+      j["params"]["vision"] = p.vision;
+      j["vision_tower"] = {{"kind", a.vision->kind},
+                           {"parameters", vt.parameters},
+                           {"projector_parameters", vt.projector_parameters},
+                           {"image_px", a.vision->encoder.resolution},
+                           {"image_origin", a.vision->resolution_origin},
+                           {"patches", vt.patches},
+                           {"tokens_per_image", vt.tokens_per_image},
+                           {"flops_per_image", vt.flops_per_image.raw()}};
+    }
     if (m->published) {
       j["published"] = {{"total_params_B", m->published->total_params_B}, {"source", m->published->source}};
       if (m->published->active_params_B) j["published"]["active_params_B"] = *m->published->active_params_B;
@@ -249,6 +262,7 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   }
   params.rows.emplace_back("norms", billions4(p.norms));
   params.rows.emplace_back("LM head", a.tied_embeddings ? "tied" : billions4(p.lm_head));
+  if (p.vision > 0) params.rows.emplace_back("vision tower", billions4(p.vision) + " (not in the active count)");
   params.rows.emplace_back("total", billions4(p.total) + " (" + u::format_count(double(p.total)) + ")");
   if (a.moe)
     params.rows.emplace_back("active per token", fmt::format("{} ({} without the input embedding)", billions4(p.active),
@@ -273,6 +287,20 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                                          : std::string())},
              {"training (fwd + bwd)", u::format(f.training)}};
   s.push_back(fl);
+
+  if (a.vision) {
+    const auto vt = model::vision_tower_counts(*a.vision, Explain::off);
+    Section vs{fmt::format("Vision tower ({})", a.vision->kind), {}};
+    vs.rows = {{"image", a.vision->resolution_origin},
+               {"patches", fmt::format("{} of {}×{} px", vt.patches, a.vision->encoder.patch, a.vision->encoder.patch)},
+               {"encoder", fmt::format("{} blocks, width {}, MLP {}, {} heads", a.vision->encoder.layers,
+                                       a.vision->encoder.hidden, a.vision->encoder.mlp, a.vision->encoder.heads)},
+               {"parameters", fmt::format("{} (projector and merger {})", u::format_count(double(vt.parameters)),
+                                          u::format_count(double(vt.projector_parameters)))},
+               {"per image", fmt::format("{} tokens to the language model, {} forward", vt.tokens_per_image,
+                                         u::format(vt.flops_per_image))}};
+    s.push_back(vs);
+  }
 
   Section kvs{fmt::format("KV cache ({})", o.kv_dtype), {}};
   kvs.rows = {{"per token", fmt::format("{} ({})", u::format(kv.per_token_full), u::format(kv.per_token_full, u::BytePrefix::binary))},

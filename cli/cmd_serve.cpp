@@ -146,6 +146,7 @@ void overlay(const CLI::App& c, const ServingFlags& f, const ServeFlags& s, nloh
   put_opt("ep", "--ep", s.ep);
   put("input_tokens", "--input-tokens", s.input_tokens);
   put("output_tokens", "--output-tokens", s.output_tokens);
+  put_opt("images_per_request", "--images-per-request", s.images_per_request);
   put_opt("input_dist", "--input-dist", s.input_dist);
   put_opt("output_dist", "--output-dist", s.output_dist);
   put_opt("batch", "--batch", s.batch);
@@ -443,6 +444,11 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
     o["compute"] = hw::to_string(perf.compute);
     o["input_tokens"] = isl;
     o["output_tokens"] = osl;
+    if (perf.images_per_request > 0) {
+      o["images_per_request"] = perf.images_per_request;
+      o["image_tokens"] = perf.images_per_request * arch.vision->tokens_per_image();
+      o["vision_encoder_s"] = model::vision_encoder_time(arch, perf, sys).raw();
+    }
     o["batch"] = batch;
     o["kv_bytes_per_token"] = mem.kv_bytes_per_token.raw();
     o["max_concurrency"] = mem.max_concurrency;
@@ -506,6 +512,13 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
               {"ITL with prefill mixed in", ms(ss.iteration)},
               {"throughput", fmt::format("{:.0f} output tok/s, {:.3g} req/s", ss.output_tokens_per_s, ss.requests_per_s)},
               {"request latency", ms(ss.request_latency)}};
+  if (perf.images_per_request > 0)
+    lat.rows.insert(lat.rows.begin() + 1,
+                    {fmt::format("vision tower ({} image{}, in the TTFT)", perf.images_per_request,
+                                 perf.images_per_request == 1 ? "" : "s"),
+                     fmt::format("{}; {} image tokens in the {}-token prompt",
+                                 ms(model::vision_encoder_time(arch, perf, sys)),
+                                 perf.images_per_request * arch.vision->tokens_per_image(), isl)});
   sec.push_back(lat);
   if (spec) {
     Section sp{"Speculative decoding", {}};
@@ -659,6 +672,10 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
   c.add_option("--output-tokens", s.output_tokens, "output tokens per request")
       ->check(CLI::Range(1LL, 10'000'000LL))
       ->capture_default_str();
+  c.add_option("--images-per-request", s.images_per_request,
+               "images per request of a multimodal model: their tokens join the prompt (--input-tokens is the text), "
+               "the vision tower runs before the prefill")
+      ->check(CLI::Range(0LL, 10'000LL));
   c.add_option("--compute", s.compute,
                 "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4", "int8"}));

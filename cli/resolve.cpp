@@ -221,6 +221,26 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   if (s.output_dist) r.output_dist = parse_lengths(*s.output_dist, where("output_dist"), diags);
   r.input_tokens = r.input_dist ? std::max<std::int64_t>(1, std::llround(r.input_dist->mean())) : s.input_tokens.value_or(1024);
   r.output_tokens = r.output_dist ? std::max<std::int64_t>(1, std::llround(r.output_dist->mean())) : s.output_tokens.value_or(256);
+  // A multimodal request (issue #23): its images' tokens join the prompt; the tower's time is the perf plan's.
+  if (const long long images = s.images_per_request.value_or(0); images > 0) {
+    if (r.input_dist) {
+      diags.error("", where("images_per_request"),
+                  "images with a prompt-length distribution (input_dist) are not modelled: give --input-tokens");
+    } else if (!arch.vision) {
+      diags.error("", where("images_per_request"),
+                  fmt::format("{}: the model has no vision tower gpuplan reads (SigLIP of Gemma 3, CLIP of LLaVA, "
+                              "Llama 4's, Qwen2.5-VL's from a config.json)",
+                              images));
+    } else {
+      const std::int64_t image_tokens = images * arch.vision->tokens_per_image();
+      diags.note("", where("images_per_request"),
+                 fmt::format("{} image{} of {} tokens each ({}) add {} tokens to the {}-token prompt", images,
+                             images == 1 ? "" : "s", arch.vision->tokens_per_image(), arch.vision->resolution_origin,
+                             image_tokens, r.input_tokens));
+      r.input_tokens += image_tokens;
+      r.perf.images_per_request = images;
+    }
+  }
   // A shared prefix is part of every prompt. (make_memory_plan's own check is against `context`, which serving sets
   // per layout to prompt + output; its default of 4096 tokens, `gpuplan kv`'s, must not apply here.)
   f.context = std::max<long long>(r.input_tokens + r.output_tokens, f.prefix_tokens);  // the prefix: checked here

@@ -22,6 +22,7 @@ struct ServeFlags {
   std::vector<std::string> sweep;
   std::string node, cluster;
   long long input_tokens = 1024, output_tokens = 256;
+  std::optional<long long> images_per_request;
   std::optional<long long> batch;
   std::optional<double> rate;
   std::optional<long long> concurrency;

@@ -54,9 +54,10 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
     c.shared_experts = moe_layers * shared_per_layer;
     c.active_routed_experts = moe_layers * m.experts_per_token * c.expert;
   }
-  c.total = c.embedding + c.position_embedding + c.attention + c.ssm + c.dense_mlp + c.router + c.routed_experts +
-            c.shared_experts + c.norms + c.lm_head;
-  c.active = c.total - c.routed_experts + c.active_routed_experts;
+  c.vision = a.vision ? a.vision->graph().parameters() : 0;
+  c.active = c.embedding + c.position_embedding + c.attention + c.ssm + c.dense_mlp + c.router +
+             c.active_routed_experts + c.shared_experts + c.norms + c.lm_head;
+  c.total = c.active - c.active_routed_experts + c.routed_experts + c.vision;
 
   if (a.mtp_layers > 0) {
     // DeepSeek-V3 MTP module (arXiv:2412.19437 §2.2): two RMSNorms, a 2h→h projection and one (MoE) transformer
@@ -175,6 +176,14 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
                           fmt::format("({}L+1)·{} ({})", a.norms_per_layer, a.norm == wl::NormKind::layernorm ? "2h" : "h",
                                       a.norm == wl::NormKind::layernorm ? "LayerNorm weight + bias" : "RMSNorm"),
                           {}, format_count(double(c.norms)), {}, {}});
+    if (c.vision > 0)
+      d.children.push_back({"params.vision", "Vision tower (in the total, not in the active count)",
+                            "Σ parameters of the tower's ops: patch embedding, positions, encoder blocks, merger, "
+                            "projector",
+                            {{"kind", a.vision->kind, "vision_config model_type", cfg}},
+                            format_count(double(c.vision)),
+                            {"it runs once per image, not per text token"},
+                            {}});
     if (c.mtp > 0)
       d.notes.push_back(fmt::format("{} multi-token-prediction parameters are not in the total", format_count(double(c.mtp))));
   }

@@ -12,6 +12,7 @@
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "moe_cost.hpp"
+#include "gpuplan/model/vision.hpp"
 #include "serving_internal.hpp"
 
 namespace gpuplan::model {
@@ -683,6 +684,20 @@ ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt) {
   return ForwardBatch{0, 1, 0, 1.0, prompt - cached, cached, true};
 }
 
+Seconds vision_encoder_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ServingSystem& sys) {
+  if (!a.vision || plan.images_per_request <= 0 || sys.gpu == nullptr) return Seconds{};
+  VisionRunPlan vp;
+  vp.batch = plan.images_per_request;
+  // Towers stay 16-bit when the language model is quantized (vLLM's quantization configs skip them).
+  vp.compute = plan.compute == hw::Precision::fp16 ? hw::Precision::fp16 : hw::Precision::bf16;
+  vp.autocast = false;
+  vp.cuda_graphs = false;  // engines run the encoder eagerly (vLLM captures only the decoder's graphs)
+  vp.launch = plan;
+  // Serving engines run a ViT's attention with FlashAttention-2-class kernels (non-causal, variable length).
+  const Device d = sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
+  return vision_forward(a.vision->graph(), vp, d).time;
+}
+
 Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
                      std::int64_t prompt, const ServingSystem& sys) {
   batch = std::max<std::int64_t>(1, batch);
@@ -719,8 +734,9 @@ Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, 
     }
     sum += one * double(batch - 1);
   }
-  // Passes stream through the stages; the last one still has to cross all of them.
-  return sum - last_stage + last_total;
+  // Passes stream through the stages; the last one still has to cross all of them. A multimodal prompt's images go
+  // through the vision tower first (on the first stage, before the language model's passes).
+  return sum - last_stage + last_total + vision_encoder_time(a, plan, sys) * double(batch);
 }
 
 Seconds decode_step_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,

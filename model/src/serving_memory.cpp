@@ -121,6 +121,10 @@ Bytes stage_weights(const Ctx& c, const StageLayers& st, int tp, int pp, double 
   }
   // Vocabulary-parallel embedding and LM head (vLLM VocabParallelEmbedding / ParallelLMHead), 16-bit.
   if (st.first_stage) b += double(c.p.embedding + c.p.position_embedding) / t * c.w16_bytes;
+  // A multimodal model's vision tower (issue #23): 16-bit, its linear layers split over TP as vLLM's towers run them
+  // (Column/RowParallelLinear in siglip.py, clip.py, mllama4.py, qwen2_5_vl.py), on the first stage with the
+  // embedding.
+  if (st.first_stage) b += double(c.p.vision) / t * c.w16_bytes;
   if (st.last_stage) {
     b += double(c.p.lm_head) / t * c.w16_bytes + c.final_norm * c.w16_bytes;
     // Tied embeddings under PP: the last stage holds its own copy for the LM head.
@@ -138,7 +142,8 @@ Bytes total_weights(const Ctx& c) {
     b = 0.0;
     for (std::int64_t l = 0; l < c.a.layers; ++l) b += q(c.kinds[static_cast<std::size_t>(LayerKind::of(c.a, l).index())]);
   }
-  b += double(c.p.embedding + c.p.position_embedding + c.p.lm_head) * c.w16_bytes + c.final_norm * c.w16_bytes;
+  b += double(c.p.embedding + c.p.position_embedding + c.p.lm_head + c.p.vision) * c.w16_bytes +
+       c.final_norm * c.w16_bytes;
   return units::bytes(b);
 }
 
@@ -651,6 +656,9 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
                   {"P_kv", format_count(c.dense.kv_proj), "k/v projection weights per layer", cfg}};
       w.notes.push_back("embeddings, LM head, norms and MoE routers stay 16-bit; experts are split over TP (EP gives "
                         "the same bytes per GPU)");
+      if (params.vision > 0)
+        w.notes.push_back(fmt::format("the vision tower's {} parameters: 16-bit, split over TP, on the first stage",
+                                      format_count(double(params.vision))));
     }
     w.inputs.push_back({"b_w", format_number(c.wq_bytes, 6),
                         fmt::format("bytes per {} weight{}", to_string(plan.weights.dtype),

@@ -116,7 +116,9 @@ TEST_SUITE("op graph") {
       });
       CHECK(layers == a.layers);
       const ParameterCounts p = parameter_counts(a, Explain::off);
-      CHECK(total == p.total);
+      // A multimodal model's vision tower is its own op list (wl::VisionTower::graph()), outside the decoder's.
+      CHECK(p.vision == (a.vision ? a.vision->graph().parameters() : 0));
+      CHECK(total + p.vision == p.total);
       // The matmul weights a token passes through are the active parameters less what is not a matmul input
       // (norms, biases, embeddings, sinks), plus the LM head when it is tied.
       const FlopsPerToken f = flops_per_token(a, 1, Explain::off);

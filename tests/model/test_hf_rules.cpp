@@ -12,6 +12,7 @@
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/vision_tower.hpp"
 #include "library.hpp"
 
 using namespace gpuplan;
@@ -222,7 +223,7 @@ TEST_CASE("Gemma 2: without layer_types, layers alternate sliding and global (tr
   CHECK(b.sliding_layer_count() == 2);
 }
 
-TEST_CASE("Gemma 3 multimodal: text_config defaults, every 6th layer global, the vision tower noted as not counted") {
+TEST_CASE("Gemma 3 multimodal: text_config defaults, every 6th layer global, the SigLIP vision tower counted") {
   // google/gemma-3-27b-it's text_config sizes, without vocab_size and sliding_window_pattern (transformers: 262,208
   // and 6).
   const auto r = import_text(R"({"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3",
@@ -230,16 +231,33 @@ TEST_CASE("Gemma 3 multimodal: text_config defaults, every 6th layer global, the
     "initializer_range":0.02,"text_config":{"head_dim":128,"hidden_size":5376,"intermediate_size":21504,
     "model_type":"gemma3_text","num_attention_heads":32,"num_hidden_layers":62,"num_key_value_heads":16,
     "query_pre_attn_scalar":168,"rope_scaling":{"factor":8.0,"rope_type":"linear"},"sliding_window":1024},
-    "torch_dtype":"bfloat16","vision_config":{"hidden_size":1152,"model_type":"siglip_vision_model"}})");
+    "torch_dtype":"bfloat16","vision_config":{"hidden_size":1152,"image_size":896,"intermediate_size":4304,
+    "model_type":"siglip_vision_model","num_attention_heads":16,"num_hidden_layers":27,"patch_size":14,
+    "vision_use_head":false}})");
   REQUIRE_MESSAGE(r.arch.ok(), r.arch.diagnostics().to_string());
   const auto& a = r.arch.value();
   CHECK(a.vocab == 262208);
   CHECK(a.sliding_layer_count() == 52);  // layers 5, 11, ..., 59 are global: 10 of 62
   // KV at 32K in bf16: 2 x 16 x 128 x 2 B = 8 KiB per layer and token; 10 x 32768 x 8192 + 52 x 1024 x 8192.
   CHECK(kv_sequence_bytes(a, 32768) == doctest::Approx(3'120'562'176.0));
-  CHECK(has(a.assumptions, "not counted: mm_tokens_per_image, vision_config (the vision tower and its projector are "
-                           "not counted yet (#23): parameters, FLOPs per image and image tokens are those of the "
-                           "language model alone)"));
+  // The SigLIP encoder by hand (896 px, 14 px patches: 4,096 patches): patch conv 1152·3·14·14 + 1152 = 678,528,
+  // positions 4,096·1152 = 4,718,592, 27 blocks of 2 LayerNorms 4,608 + qkv 3·(1152² + 1152) + out 1152² + 1152 +
+  // fc1 1152·4304 + 4304 + fc2 4304·1152 + 1152 = 15,239,504, post LayerNorm 2,304: 416,866,032 — the Gemma 3
+  // Technical Report's 417M vision encoder (arXiv:2503.19786, Table 1). The projector: its RMSNorm 1,152 and
+  // 1152·5376 without bias; the 64×64 patches average-pooled 4×4 to 256 tokens.
+  REQUIRE(a.vision);
+  const auto vt = model::vision_tower_counts(*a.vision, Explain::off);
+  CHECK(vt.parameters == 416'866'032 + 1'152 + 1'152 * 5'376);
+  CHECK(vt.parameters - vt.projector_parameters == 416'866'032);
+  CHECK(vt.patches == 4'096);
+  CHECK(vt.tokens_per_image == 256);
+  // MACs per image: patch conv 4,096·677,376; per block 4,096·(3·1152² + 1152² + 2·1152·4304) + 2·4,096²·1152;
+  // projector 256·1152·5376. FLOPs = 2·MACs.
+  const double macs = 4096.0 * 677'376 + 27.0 * (4096.0 * (4.0 * 1152 * 1152 + 2.0 * 1152 * 4304) +
+                                                 2.0 * 4096 * 4096 * 1152) +
+                      256.0 * 1152 * 5376;
+  CHECK(vt.flops_per_image.raw() == doctest::Approx(2.0 * macs));
+  CHECK(model::parameter_counts(a, Explain::off).vision == vt.parameters);
   CHECK(has(a.assumptions, "layer_types absent: 52 layers of 62 use the 1024-token sliding window (transformers' rule "
                            "for model_type 'gemma3_text': every 6th layer is full attention, the others slide)"));
   // google/gemma-3-4b-it's text_config omits num_attention_heads and vocab_size too: 8 heads, 262,208.
@@ -258,14 +276,24 @@ TEST_CASE("llava: a text_config without model_type is a llama, sized by LlamaCon
     "image_token_index":32000,"pad_token_id":32001,"projector_hidden_act":"gelu","tie_word_embeddings":false,
     "text_config":{"_name_or_path":"lmsys/vicuna-7b-v1.5","architectures":["LlamaForCausalLM"],
     "max_position_embeddings":4096,"rms_norm_eps":1e-05,"torch_dtype":"float16","vocab_size":32064},
-    "vision_config":{"model_type":"clip_vision_model"},"vision_feature_layer":-2,
-    "vision_feature_select_strategy":"default","vocab_size":32064})");
+    "vision_config":{"hidden_size":1024,"image_size":336,"intermediate_size":4096,"model_type":"clip_vision_model",
+    "num_attention_heads":16,"num_hidden_layers":24,"patch_size":14,"projection_dim":768,"vocab_size":32000},
+    "vision_feature_layer":-2,"vision_feature_select_strategy":"default","vocab_size":32064})");
   CHECK(a.model_type == "llama");
   CHECK(a.hidden == 4096);
   CHECK(a.layers == 32);
   CHECK(a.intermediate == 11008);
-  // Llama-2-7B's 6,738,415,616 with 64 more vocabulary rows in the embedding and the LM head.
-  CHECK(model::parameter_counts(a, Explain::off).total == 6'738'415'616 + 2 * 64 * 4096);
+  // Llama-2-7B's 6,738,415,616 with 64 more vocabulary rows in the embedding and the LM head, and the CLIP
+  // ViT-L/14-336 tower by hand: patch conv 1024·3·14·14 = 602,112 (no bias), class token and 577 positions 591,872,
+  // pre and post LayerNorms 4,096, 24 blocks of 2 LayerNorms 4,096 + qkv 3·(1024² + 1024) + out 1024² + 1024 +
+  // fc1 1024·4096 + 4096 + fc2 4096·1024 + 1024 = 12,596,224; the projector 1024·4096 + 4096 + 4096·4096 + 4096.
+  const std::int64_t clip = 602'112 + 591'872 + 4'096 + 24 * 12'596'224;
+  CHECK(clip == 303'507'456);
+  const std::int64_t projector = 1024 * 4096 + 4096 + 4096 * 4096 + 4096;
+  CHECK(model::parameter_counts(a, Explain::off).total == 6'738'415'616 + 2 * 64 * 4096 + clip + projector);
+  REQUIRE(a.vision);
+  // 24×24 patches, the class token dropped ("default"): 576 image tokens.
+  CHECK(a.vision->tokens_per_image() == 576);
   // An outer size that contradicts the text_config is an error.
   CHECK(contains(errors(R"({"model_type":"llava","vocab_size":32000,"text_config":{"vocab_size":32064}})"),
                  "config.json: /vocab_size: error: 32000 differs from text_config's 32064"));
@@ -462,14 +490,23 @@ TEST_CASE("Llama 4 Scout and Maverick: the language models by hand, the publishe
   // Maverick (128 experts on the 24 odd layers, dense FFNs of width 16384 on the 24 even ones):
   // 48·62,924,800 + 24·16,232,611,840 + 24·251,658,240 + 2,068,976,640 = 400,711,848,960;
   // active 3,020,390,400 + 24·(251,658,240 + 655,360) + 24·251,658,240 + 2,068,976,640 = 17,184,691,200.
-  CHECK(pm.total == 400'711'848'960);
+  // Maverick's config has its vision_config (Scout's copy here has none): the Llama 4 tower by hand — unfold patch
+  // linear 3·14·14·1408 = 827,904, class token and 577 positions 813,824, layernorm_pre and _post 5,632, 34 blocks
+  // of 23,807,872 (below), the adapter's fc1 5632·4096 and fc2 4096·4096 and the projector 4096·5120, no biases —
+  // is 871,932,416.
+  const std::int64_t llama4_vision = 827'904 + 813'824 + 5'632 + 34 * 23'807'872 + 5'632 * 4'096 + 4'096 * 4'096 +
+                                     4'096 * 5'120;
+  CHECK(llama4_vision == 871'932'416);
+  CHECK(pm.vision == llama4_vision);
+  CHECK(pm.total == 400'711'848'960 + llama4_vision);
   CHECK(pm.active == 17'184'691'200);
-  // The Llama 4 model card: Maverick 400B total (+0.18%); both 17B activated, a figure given to 1B (17.17 and 17.18
-  // round to it). Scout's 109B counts the vision encoder, which is not counted yet (#23): its 34 encoder layers of
-  // width 1408 alone, by hand from Maverick's vision_config (q, k, v, o with biases 4·(1408² + 1408), fc1 and fc2
-  // with biases 2·1408·5632 + 5632 + 1408, two LayerNorms 4·1408), are 34 × 23,807,872 = 809,467,648.
+  // The Llama 4 model card: Maverick 400B total (+0.40% with the tower); both 17B activated, a figure given to 1B
+  // (17.17 and 17.18 round to it; the tower is not in the active count). Scout's 109B counts the vision encoder,
+  // which its copy here lacks: with Maverick's tower (the same vision_config; its blocks: q, k, v, o with biases
+  // 4·(1408² + 1408), fc1 and fc2 with biases 2·1408·5632 + 5632 + 1408, two LayerNorms 4·1408 = 23,807,872)
+  // it is 108.64B (-0.33%).
   CHECK(double(pm.total) / 1e9 == doctest::Approx(400.0).epsilon(0.01));
-  CHECK(double(ps.total + 809'467'648) / 1e9 == doctest::Approx(109.0).epsilon(0.01));
+  CHECK(double(ps.total + llama4_vision) / 1e9 == doctest::Approx(109.0).epsilon(0.01));
   for (const auto active : {ps.active, pm.active}) {
     CHECK(double(active) / 1e9 >= 16.5);
     CHECK(double(active) / 1e9 < 17.5);
@@ -477,9 +514,10 @@ TEST_CASE("Llama 4 Scout and Maverick: the language models by hand, the publishe
   // 36 chunked layers of 8192 tokens, 12 global: KV at 32K in bf16 = (12·32,768 + 36·8,192)·4,096 B.
   CHECK(scout->arch.chunked_layer_count() == 36);
   CHECK(kv_sequence_bytes(scout->arch, 32768) == doctest::Approx(2'818'572'288.0));
-  CHECK(has(maverick->arch.assumptions, "not counted: vision_config (the vision tower and its projector are not counted "
-                                        "yet (#23): parameters, FLOPs per image and image tokens are those of the "
-                                        "language model alone)"));
+  REQUIRE(maverick->arch.vision);
+  CHECK(maverick->arch.vision->kind == "llama4_vision_model");
+  // 24×24 patches of 14 px at 336 px, pixel-shuffled 2×2 (ratio 0.5): 144 image tokens per tile.
+  CHECK(maverick->arch.vision->tokens_per_image() == 144);
   const auto r = cli_test::run({"model", "show", dir + "llama-4-maverick-17b-128e-instruct/config.json"});
   REQUIRE(r.rc == 0);
   CHECK(contains(r.out, "layer kinds        24 × chunked attention (8192) + dense FFN, 12 × full attention + MoE with "

@@ -33,6 +33,11 @@ std::int64_t TransformerArch::attention_layer_count() const {
   return n;
 }
 
+std::int64_t VisionTower::tokens_per_image() const {
+  const VisionGraph g = graph();
+  return g.ops.empty() ? 0 : g.ops.back().h_out * g.ops.back().w_out;
+}
+
 std::int64_t TransformerArch::mamba_layer_count() const {
   return std::count(mixers.begin(), mixers.end(), Mixer::mamba2);
 }

@@ -28,7 +28,8 @@ std::int64_t VisionOp::parameters() const {
   switch (kind) {
     case VisionOpKind::conv:
     case VisionOpKind::linear: return matmul_weights() + (bias ? c_out : 0);
-    case VisionOpKind::norm: return 2 * c_out;  // scale and shift (BN's running mean/var are buffers)
+    case VisionOpKind::norm: return (norm == VisionNorm::rms ? 1 : 2) * c_out;  // scale (and shift; BN's running
+                                                                                  // mean/var are buffers)
     default: return extra_params;
   }
 }
@@ -333,30 +334,68 @@ void build_convnext(const VisionArch& a, Builder& b) {
 
 /// torchvision VisionTransformer (Dosovitskiy et al. 2021): a patch-size stride conv, a class token and learned
 /// positions, pre-norm encoder blocks (LayerNorm, multi-head self-attention with a fused QKV projection and biases,
-/// LayerNorm, GELU MLP), a final LayerNorm and a linear head on the class token.
+/// LayerNorm, GELU MLP), a final LayerNorm and a linear head on the class token. `a.vit` switches parts off or on for
+/// the encoders of multimodal models (SigLIP, CLIP, Llama 4, Qwen2.5-VL) and replaces the head by their tail: merge,
+/// norm, projector (VitOptions).
 void build_vit(const VisionArch& a, Builder& b) {
-  b.conv("conv_proj", a.hidden, a.patch, a.patch, 1, true, 0);
-  const std::int64_t tokens = b.h() * b.h() + 1;
+  const VitOptions& o = a.vit;
+  const VisionNorm nk = o.rms_norm ? VisionNorm::rms : VisionNorm::layer;
+  b.conv("conv_proj", a.hidden, a.patch, a.patch, 1, o.patch_bias, 0);
+  const std::int64_t side = b.h();
+  const std::int64_t patches = side * side;
+  const std::int64_t tokens = patches + (o.class_token ? 1 : 0);
   b.reshape(a.hidden, tokens, 1);
-  b.embedding("encoder.pos_embedding", tokens, a.hidden + tokens * a.hidden);
+  if (o.class_token || o.positions)
+    b.embedding("encoder.pos_embedding", tokens,
+                (o.class_token ? a.hidden : 0) + (o.positions ? tokens * a.hidden : 0));
+  if (o.pre_norm) b.norm("encoder.pre_norm", nk);
   for (std::int64_t l = 0; l < a.layers; ++l) {
     const std::string p = "encoder.layers." + std::to_string(l);
     const std::int64_t block_in = b.last();
-    b.norm(p + ".ln_1", VisionNorm::layer);
+    b.norm(p + ".ln_1", nk);
     b.linear(p + ".self_attention.in_proj", 3 * a.hidden, true);
-    b.attention(p + ".self_attention", a.hidden, a.heads);
+    const bool windowed = o.window > 0 && o.window < tokens &&
+                          std::find(o.full_layers.begin(), o.full_layers.end(), l) == o.full_layers.end();
+    b.attention(p + ".self_attention", a.hidden, a.heads, windowed ? o.window : 0);
     b.linear(p + ".self_attention.out_proj", a.hidden, true);
     b.add(p + ".add_1", block_in);
     const std::int64_t mid = b.last();
-    b.norm(p + ".ln_2", VisionNorm::layer);
-    b.linear(p + ".mlp.0", a.mlp, true);
-    b.act(p + ".mlp.gelu", VisionAct::gelu);
-    b.linear(p + ".mlp.3", a.hidden, true);
+    b.norm(p + ".ln_2", nk);
+    if (o.gated_mlp) {
+      b.linear(p + ".mlp.gate_up_proj", 2 * a.mlp, true);
+      b.act(p + ".mlp.silu", VisionAct::silu);
+      b.reshape(a.mlp, tokens, 1);  // silu(gate) · up
+      b.linear(p + ".mlp.down_proj", a.hidden, true);
+    } else {
+      b.linear(p + ".mlp.0", a.mlp, true);
+      b.act(p + ".mlp.gelu", VisionAct::gelu);
+      b.linear(p + ".mlp.3", a.hidden, true);
+    }
     b.add(p + ".add_2", mid);
   }
-  b.norm("encoder.ln", VisionNorm::layer);
-  b.reshape(a.hidden, 1, 1);  // the class token
-  b.linear("heads.head", a.classes, true);
+  if (o.final_norm) b.norm("encoder.ln", nk);
+  if (o.classifier) {
+    b.reshape(a.hidden, 1, 1);  // the class token
+    b.linear("heads.head", a.classes, true);
+    return;
+  }
+  // The multimodal tail: the patches (the class token dropped), merged, normalised and projected.
+  b.reshape(a.hidden, patches, 1);
+  if (o.merge_norm) b.norm("merger.norm", o.merge_norm_rms ? VisionNorm::rms : VisionNorm::layer);
+  if (o.merge > 1) {
+    if (o.merge_pool) {
+      const auto k = static_cast<std::int64_t>(std::llround(std::sqrt(static_cast<double>(o.merge))));
+      b.reshape(a.hidden, side, side);
+      b.pool("merger.avg_pool", VisionPool::avg, k, k);
+      b.reshape(a.hidden, b.h() * b.h(), 1);
+    } else {
+      b.reshape(a.hidden * o.merge, patches / o.merge, 1);  // concatenate the channels of `merge` neighbours
+    }
+  }
+  for (std::size_t i = 0; i < o.projector.size(); ++i) {
+    if (i > 0) b.act("projector.gelu." + std::to_string(i), VisionAct::gelu);
+    b.linear("projector." + std::to_string(i), o.projector[i], o.projector_bias);
+  }
 }
 
 /// Ultralytics YOLOv8 detection (ultralytics/cfg/models/v8/yolov8.yaml; nn/modules/block.py C2f, SPPF;

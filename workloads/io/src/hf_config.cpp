@@ -95,6 +95,9 @@ const FieldTable& hf_config_fields() {
       dim("intermediate_size", 1e7, "dense FFN width", true),
       dim("n_inner", 1e7, "GPT-2: FFN width (null: 4h)", true),
       dim("ffn_hidden_size", 1e7, "Megatron-style FFN width", true),
+      dim("ffn_dim", 1e7, "OPT: FFN width", true),
+      dim("word_embed_proj_dim", 1e6, "OPT: the embedding width (a projection to and from hidden_size when it differs)",
+          true),
       dim("vocab_size", 1e7, "vocabulary size", true),
       dim("padded_vocab_size", 1e7, "vocabulary padded for TP (takes precedence when present)", true),
       dim("max_position_embeddings", 1e8, "maximum positions", true),
@@ -115,6 +118,7 @@ const FieldTable& hf_config_fields() {
       prob("resid_pdrop", "GPT-2: residual (attention and MLP output) dropout"),
       prob("hidden_dropout_prob", "BERT: hidden dropout"),
       prob("residual_dropout", "StarCoder2: dropout on the attention and MLP outputs"),
+      prob("dropout", "OPT: dropout on the attention and FFN outputs (and the embedding)"),
       anyf("rope_theta", "RoPE base"),
       // MoE
       dim("num_local_experts", 1e5, "routed experts (Mixtral, GPT-OSS)", true),
@@ -327,12 +331,16 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     }
   }
 
+  // A multimodal model's vision tower, when its kind is modelled (hf_vision.cpp): its keys are read there.
+  HfVisionRead vision = read_hf_vision(config_in, file, pointer_in, rules, diags);
+  for (auto& x : vision.assumptions) early_assumptions.push_back(std::move(x));
+
   if (nested && merged.is_object()) {
     // The outer level: the nested config, the vision tower, metadata. A language-model key there (llava writes
     // vocab_size and tie_word_embeddings at the top) fills the text_config when that lacks it.
     for (auto it = config_in.begin(); it != config_in.end(); ++it) {
       const std::string& k = it.key();
-      if (k == "text_config" || k == "model_type" || k == "architectures") continue;
+      if (k == "text_config" || k == "model_type" || k == "architectures" || vision.consumed.count(k) > 0) continue;
       const std::string ptr = pointer_in + "/" + json_pointer_token(k);
       if (understood.count(k) > 0) {
         if (!merged.contains(k)) {
@@ -355,7 +363,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   const HfModelTypeRules* type_rules = rules.type(model_type);
   if (merged.is_object()) {
     for (auto it = merged.begin(); it != merged.end(); ++it)
-      if (understood.count(it.key()) == 0)
+      if (understood.count(it.key()) == 0 && (nested || vision.consumed.count(it.key()) == 0))
         sorter.sort(it.key(), it.value(), pointer + "/" + json_pointer_token(it.key()));
     if (type_rules) {
       for (const auto& [k, v] : type_rules->defaults) {
@@ -365,14 +373,14 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
             {"hidden_size", "n_embd"},
             {"num_hidden_layers", "n_layer"},
             {"num_attention_heads", "n_head"},
-            {"intermediate_size", "ffn_hidden_size", "n_inner"},
+            {"intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"},
             {"vocab_size", "padded_vocab_size"},
             {"max_position_embeddings", "n_positions"},
             {"num_local_experts", "num_experts", "n_routed_experts"},
             {"num_experts_per_tok", "experts_per_token"},
             {"head_dim", "attention_head_dim"},
             {"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"},
-            {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout"}};
+            {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout", "dropout"}};
         bool given = merged.contains(k);
         for (const auto& syn : kSynonyms)
           if (std::find(syn.begin(), syn.end(), k) != syn.end())
@@ -392,6 +400,25 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
                                             : "Llama style (RMSNorm, gated MLP, RoPE)"));
     }
   }
+  // Exaone 4 writes sliding_window_pattern as a string, one letter per layer of a repeating period ("LLLG": three
+  // sliding-window layers, then a global one); layer_types, when given, says the same per layer and is what is read.
+  if (merged.is_object() && merged.contains("sliding_window_pattern") && merged["sliding_window_pattern"].is_string()) {
+    const std::string pat = merged["sliding_window_pattern"].get<std::string>();
+    if (pat.empty() || pat.find_first_not_of("LG") != std::string::npos) {
+      diags.error(file, pointer + "/sliding_window_pattern",
+                  fmt::format("\"{}\": expected an integer period or a string of L (sliding) and G (global) letters", pat));
+    } else if (merged.contains("layer_types") && !merged["layer_types"].is_null()) {
+      early_assumptions.push_back(fmt::format("sliding_window_pattern \"{}\" restates layer_types, which is read", pat));
+    } else if (merged.contains("num_hidden_layers") && merged["num_hidden_layers"].is_number_integer()) {
+      Json types = Json::array();
+      for (std::int64_t i = 0; i < merged["num_hidden_layers"].get<std::int64_t>(); ++i)
+        types.push_back(pat[static_cast<std::size_t>(i) % pat.size()] == 'L' ? "sliding_attention" : "full_attention");
+      merged["layer_types"] = types;
+      early_assumptions.push_back(fmt::format(
+          "layer_types absent: layer i slides when letter i mod {} of sliding_window_pattern \"{}\" is L", pat.size(), pat));
+    }
+    merged.erase("sliding_window_pattern");
+  }
   if (sorter.report(known)) return Result<wl::TransformerArch>(std::move(diags));
   if (ignored != nullptr) ignored->insert(ignored->end(), sorter.notes.begin(), sorter.notes.end());
 
@@ -403,6 +430,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   a.model_type = model_type;
   auto assume = [&](std::string s) { a.assumptions.push_back(std::move(s)); };
   for (auto& x : early_assumptions) assume(std::move(x));
+  a.vision = vision.tower;
   for (const auto& n : sorter.notes)
     if (!n.counted) assume(fmt::format("not counted: {} ({})", join_keys(n.keys), n.why));
 
@@ -427,6 +455,8 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   const bool gpt2 = gpt2_like().count(model_type) > 0;
   a.hidden = need({"hidden_size", "n_embd"}, "model width");
   a.layers = need({"num_hidden_layers", "n_layer"}, "number of layers");
+  if (a.vision)  // a projector width the vision reader could not know (a text_config sized by defaults)
+    for (auto& w : a.vision->encoder.vit.projector) w = w > 0 ? w : a.hidden;
   a.heads = need({"num_attention_heads", "n_head"}, "number of attention heads");
   if (auto padded = opt({"padded_vocab_size"})) a.vocab = *padded;
   else a.vocab = need({"vocab_size"}, "vocabulary size");
@@ -453,10 +483,18 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     r.error("num_key_value_heads",
             fmt::format("{} query heads are not divisible into {} KV-head groups", a.heads, a.kv_heads));
 
+  // OPT: an embedding narrower than the model (OPT-350m) adds project_in / project_out matrices gpuplan does not count.
+  if (auto w = r.integer("word_embed_proj_dim"); w && a.hidden > 0 && *w != a.hidden)
+    r.error("word_embed_proj_dim",
+            fmt::format("{} differs from hidden_size {}: OPT's projections between the embedding and the model "
+                        "(project_in, project_out) are not modelled; gpuplan refuses the config rather than import a "
+                        "wrong model",
+                        *w, a.hidden));
+
   const bool llama4 = model_type == "llama4_text" || model_type == "llama4";
   if (auto dense = llama4 ? opt({"intermediate_size_mlp"}) : std::nullopt) {
     a.intermediate = *dense;  // Llama 4's dense layers; its intermediate_size is the experts' width (read below)
-  } else if (auto i = opt({"intermediate_size", "ffn_hidden_size", "n_inner"})) {
+  } else if (auto i = opt({"intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"})) {
     a.intermediate = *i;
   } else if (gpt2 && a.hidden > 0) {
     a.intermediate = 4 * a.hidden;
@@ -498,8 +536,9 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   // Nemotron-H's use_bias is its Mamba-2 projections' bias (read below); elsewhere every linear's.
   if (auto b = r.boolean("use_bias"); b && !nemotron_h) a.qkv_bias = a.o_bias = a.mlp_bias = *b;
   if (auto b = r.boolean("mlp_bias")) a.mlp_bias = *b;
-  // Qwen2 / Qwen2-MoE always have q, k, v biases and no o bias (their config has no key for it).
-  if (model_type == "qwen2" || model_type == "qwen2_moe") {
+  // Qwen2 / Qwen2-MoE (and the Qwen2 language model of Qwen2-VL / Qwen2.5-VL) always have q, k, v biases and no o bias
+  // (their config has no key for it).
+  if (model_type == "qwen2" || model_type == "qwen2_moe" || model_type == "qwen2_vl" || model_type == "qwen2_5_vl") {
     a.qkv_bias = true;
     a.o_bias = false;
   }
@@ -511,7 +550,7 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   // Dropout: the first synonym present (absent: TransformerArch::*_dropout_on's stated assumption).
   for (const char* k : {"attention_dropout", "attn_pdrop", "attention_probs_dropout_prob"})
     if (auto v = r.num(k); v && !a.attention_dropout) a.attention_dropout = *v;
-  for (const char* k : {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout"})
+  for (const char* k : {"hidden_dropout", "resid_pdrop", "hidden_dropout_prob", "residual_dropout", "dropout"})
     if (auto v = r.num(k); v && !a.hidden_dropout) a.hidden_dropout = *v;
   if (model_type == "gemma2" || model_type == "gemma3" || model_type == "gemma3_text") a.norms_per_layer = 4;
   if (nemotron_h) a.norms_per_layer = 1;

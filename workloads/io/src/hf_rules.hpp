@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/wl/transformer.hpp"
 
 namespace gpuplan::wl_io {
 
@@ -54,6 +56,18 @@ struct HfRules {
   [[nodiscard]] static const HfKeyGroup* find(const std::vector<HfKeyGroup>& groups, std::string_view key);
   [[nodiscard]] const HfModelTypeRules* type(const std::string& model_type) const;
 };
+
+/// A multimodal config's vision tower as read by read_hf_vision (hf_vision.cpp).
+struct HfVisionRead {
+  std::optional<wl::VisionTower> tower;  ///< set when the tower's kind is modelled and read without error
+  std::set<std::string> consumed;        ///< top-level keys it read (vision_config, mm_tokens_per_image, ...)
+  std::vector<std::string> assumptions;
+  bool failed = false;                   ///< errors were reported
+};
+/// Reads `config`'s vision_config when its kind is modelled (SigLIP of Gemma 3, CLIP of LLaVA, Llama 4, Qwen2.5-VL);
+/// otherwise returns nothing and the keys stay on config_keys.json's not_counted list.
+HfVisionRead read_hf_vision(const json_io::Json& config, const std::string& file, const std::string& pointer,
+                            const HfRules& rules, Diagnostics& diags);
 
 /// The rules, decoded once from the compiled-in data files.
 const HfRules& hf_rules();

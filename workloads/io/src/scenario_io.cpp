@@ -498,6 +498,10 @@ const FieldTable& serving_scenario_fields() {
       f("ep", FieldType::integer, "MoE expert parallel inside the TP group", 1, 1024),
       f("input_tokens", FieldType::integer, "prompt tokens per request (default 1024)", 1, 1e7),
       f("output_tokens", FieldType::integer, "output tokens per request (default 256)", 1, 1e7),
+      f("images_per_request", FieldType::integer,
+        "images per request of a multimodal model: their tokens join the prompt, the vision tower runs before the "
+        "prefill (default 0)",
+        0, 1e4),
       f("input_dist", FieldType::string, "prompt-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,..."),
       f("output_dist", FieldType::string, "output-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,..."),
       f("batch", FieldType::integer, "concurrent sequences per replica (default: the KV capacity)", 1, 1e7),
@@ -562,6 +566,7 @@ Result<ServingScenario> decode_serving_scenario(const Json& j, const std::string
   s.ep = r.integer("ep");
   s.input_tokens = r.integer("input_tokens");
   s.output_tokens = r.integer("output_tokens");
+  s.images_per_request = r.integer("images_per_request");
   s.batch = r.integer("batch");
   s.input_dist = r.str("input_dist");
   s.output_dist = r.str("output_dist");

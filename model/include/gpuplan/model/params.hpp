@@ -21,6 +21,8 @@ struct ParameterCounts {
   std::int64_t norms = 0;                ///< per-layer pre-attention/pre-MLP norms + final norm
   std::int64_t lm_head = 0;              ///< 0 when tied to the embedding
   std::int64_t mtp = 0;                  ///< multi-token-prediction modules (not part of total)
+  std::int64_t vision = 0;               ///< a multimodal model's vision tower: encoder, merger and projector (in the
+                                         ///< total, not in `active`: it runs once per image, not per text token)
 
   std::int64_t attention_per_layer = 0;
   std::int64_t dense_mlp_per_layer = 0;

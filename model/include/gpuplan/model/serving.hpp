@@ -92,7 +92,15 @@ struct ServingPerfPlan {
   /// found in whole KV blocks of `kv_block_tokens`: not computed again, the new tokens attend to them. 0 = none.
   double prefix_hit_rate = 0.0;
   std::int64_t kv_block_tokens = 16;  ///< KV block size (prefix-cache hits come in whole blocks)
+  /// Images per request of a multimodal model (issue #23): each runs through the vision tower before the prompt's
+  /// prefill (vision_encoder_time), and its image tokens are part of the prompt length the caller gives.
+  std::int64_t images_per_request = 0;
 };
+
+/// The vision tower's forward for the `plan.images_per_request` images of one request (0 without a tower or images):
+/// the tower's op list priced by vision_forward on one GPU of the replica in the plan's compute precision (weights
+/// stored in it; the tower's TP split and its all-reduces are not modelled: one GPU runs all of it).
+units::Seconds vision_encoder_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ServingSystem& sys);
 
 /// Takes the per-kernel costs measured by a calibration profile (graph replay gap, eager launch interval) when it has
 /// them; the plan's stated defaults stay otherwise. The origin says which.

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "gpuplan/wl/vision.hpp"
+
 namespace gpuplan::wl {
 
 enum class MlpKind { gated, plain };            ///< gated = SwiGLU/GeGLU (3 matrices), plain = GELU/ReLU (2)
@@ -106,6 +108,18 @@ struct MlaSpec {
   std::int64_t v_head_dim = 0;
 };
 
+/// The vision tower of a multimodal model (issue #23): its encoder, merger and projector as one ViT description
+/// (VisionArch of family vit with its VitOptions; workloads/vision.hpp), run once per image; the last op's tokens are
+/// the image tokens that enter the language model's prompt.
+struct VisionTower {
+  std::string kind;               ///< the vision_config's model_type (siglip_vision_model, clip_vision_model, ...)
+  VisionArch encoder;             ///< family vit; `resolution` is the image side in pixels
+  std::string resolution_origin;  ///< where the image size comes from (the config's image_size, or an assumption)
+  [[nodiscard]] VisionGraph graph() const { return build_vision_graph(encoder); }
+  /// Image tokens per image the language model reads (the last op's tokens).
+  [[nodiscard]] std::int64_t tokens_per_image() const;
+};
+
 struct TransformerArch {
   std::string id;
   std::string name;
@@ -152,6 +166,7 @@ struct TransformerArch {
   std::vector<bool> ffn_absent;           ///< per layer: true when the layer has no FFN (empty: every layer has one)
   std::int64_t sliding_window = 0;        ///< tokens, for sliding layers
   std::int64_t attention_chunk = 0;       ///< tokens, for chunked layers (Llama 4's attention_chunk_size)
+  std::optional<VisionTower> vision;      ///< a multimodal model's vision tower (its parameters are in the total)
 
   /// Notes on what the importer assumed (absent keys resolved by documented defaults).
   std::vector<std::string> assumptions;

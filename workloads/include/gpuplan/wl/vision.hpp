@@ -35,7 +35,7 @@ enum class VisionOpKind : std::uint8_t {
   copy,        ///< data movement that runs a kernel (imported graphs: concat, transpose, slice, pad, expand): reads
                ///< and writes each output element
 };
-enum class VisionNorm : std::uint8_t { batch, layer };
+enum class VisionNorm : std::uint8_t { batch, layer, rms };  ///< rms: a scale per channel, no shift
 enum class VisionAct : std::uint8_t { relu, silu, gelu, sigmoid };
 enum class VisionPool : std::uint8_t { max, avg, global_avg };
 
@@ -83,6 +83,35 @@ struct MbConvStage {
   std::int64_t expand = 1, kernel = 3, stride = 1, in = 0, out = 0, repeats = 1;
 };
 
+/// The switches that tell the ViT encoders of multimodal models apart from torchvision's ViT (issue #23), and the tail
+/// that turns the encoder's patches into the language model's image tokens. The defaults are torchvision's
+/// VisionTransformer: class token, learned positions, a patch convolution with bias, LayerNorm, a GELU fc1/fc2 MLP, a
+/// final LayerNorm and a classification head.
+struct VitOptions {
+  bool class_token = true;   ///< a class token (torchvision, CLIP, Llama 4); SigLIP and Qwen-VL have none
+  bool positions = true;     ///< learned absolute positions; Qwen-VL rotates q and k instead (no weights)
+  bool patch_bias = true;    ///< the patch projection's bias; CLIP, Llama 4 and Qwen2.5-VL have none
+  bool pre_norm = false;     ///< a norm before the first block (CLIP's pre_layrnorm, Llama 4's layernorm_pre)
+  bool final_norm = true;    ///< a norm after the last block (Qwen-VL has none: its merger normalises)
+  bool gated_mlp = false;    ///< gate, up and down projections with SiLU (Qwen2.5-VL) instead of fc1, GELU, fc2
+  bool rms_norm = false;     ///< RMSNorm (Qwen2.5-VL) instead of LayerNorm
+  bool classifier = true;    ///< torchvision's head: a linear layer to `classes` on the class token
+  /// Windowed self-attention (Qwen2.5-VL): patches per window on every layer not in `full_layers`; 0: every layer
+  /// attends to all patches.
+  std::int64_t window = 0;
+  std::vector<std::int64_t> full_layers;
+  // The multimodal tail (when !classifier): the class token is dropped, `merge` neighbouring patches become one
+  // token — by average pooling (Gemma 3) or by concatenating their channels (Qwen-VL's merger, Llama 4's pixel
+  // shuffle) —, a norm (`merge_norm`) and the projector's linear layers (`projector`: output widths, the last one the
+  // language model's width; a GELU between two of them) map it to the language model.
+  std::int64_t merge = 1;
+  bool merge_pool = false;
+  bool merge_norm = false;
+  bool merge_norm_rms = false;  ///< the merger's norm is an RMSNorm (Gemma 3's soft-embedding norm, Qwen-VL's ln_q)
+  std::vector<std::int64_t> projector;
+  bool projector_bias = true;
+};
+
 /// A compact description of a vision network. Which fields apply depends on the family:
 /// - resnet: stem_width, depths (blocks per stage), widths (bottleneck widths), expansion, bottleneck (or basic);
 /// - efficientnet: stages (B0), width_mult, depth_mult, stem_channels, divisor, se_divisor, head_multiplier;
@@ -105,6 +134,7 @@ struct VisionArch {
   std::int64_t hidden = 0, layers = 0, heads = 0, mlp = 0;
   std::int64_t max_channels = 1024;  ///< yolov8: the width cap before the width multiple
   std::int64_t queries = 100;        ///< detr: object queries
+  VitOptions vit;                    ///< vit: torchvision's by default; a multimodal model's encoder otherwise
 };
 
 /// The ops of a network for one image, in execution order.

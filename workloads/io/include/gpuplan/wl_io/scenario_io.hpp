@@ -41,6 +41,7 @@ struct ServingScenario {
   std::optional<long long> tp, pp, ep;
   // Traffic and SLA.
   std::optional<long long> input_tokens, output_tokens, batch;
+  std::optional<long long> images_per_request;  ///< a multimodal model's images per request (issue #23)
   std::optional<std::string> input_dist, output_dist;
   std::optional<double> rate, ttft_ms, itl_ms, percentile;
   std::optional<long long> concurrency;  ///< closed-loop users (instead of a rate)

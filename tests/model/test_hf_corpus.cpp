@@ -1,0 +1,204 @@
+// The corpus of real public Hugging Face config.json files (issue #23 deliverable 3): tests/fixtures/hf_corpus/
+// holds each one with manifest.json saying where it was copied from and what its import must give — the publisher's
+// parameter counts (total, without embeddings, active) with their source, or the reason it is refused (exit 2).
+// README.md there states the tolerance rule: 1% of the published figure, or half a unit of its last digit when the
+// publisher rounds coarser than that ("8B" is 7.5B to 8.5B).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../cli/cli_runner.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/vision_tower.hpp"
+#include "gpuplan/wl_io/model_io.hpp"
+
+using namespace gpuplan;
+
+namespace {
+
+const std::string kCorpus = std::string(GPUPLAN_TEST_FIXTURES) + "/hf_corpus/";
+
+/// A published figure as the publisher wrote it ("8.2B", "116.83B", "1T"): its value in billions and half a unit of
+/// its last digit.
+struct Figure {
+  double value_B = 0.0;
+  double half_unit_B = 0.0;
+};
+Figure parse_figure(const std::string& s) {
+  REQUIRE_MESSAGE(s.size() >= 2, s);
+  const char unit = s.back();
+  REQUIRE_MESSAGE((unit == 'B' || unit == 'T'), s);
+  const double scale = unit == 'T' ? 1000.0 : 1.0;
+  const std::string num = s.substr(0, s.size() - 1);
+  const auto dot = num.find('.');
+  const int decimals = dot == std::string::npos ? 0 : static_cast<int>(num.size() - dot - 1);
+  return {std::stod(num) * scale, 0.5 * std::pow(10.0, -decimals) * scale};
+}
+/// Whether `computed` (parameters) matches the published figure: within 1%, or within the figure's rounding.
+bool matches(double computed, const Figure& f, std::string& why) {
+  const double b = computed / 1e9;
+  const double tol = std::max(0.01 * f.value_B, f.half_unit_B);
+  std::ostringstream o;
+  o << b << "B against " << f.value_B << "B ± " << tol << "B (" << 100.0 * (b / f.value_B - 1.0) << "%)";
+  why = o.str();
+  return std::abs(b - f.value_B) <= tol;
+}
+bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+nlohmann::json manifest() {
+  std::ifstream in(kCorpus + "manifest.json");
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("the published-figure rule: 1% or the publisher's rounding, whichever is wider") {
+  std::string why;
+  CHECK(matches(8.03e9, parse_figure("8.03B"), why));      // exact
+  CHECK_FALSE(matches(8.2e9, parse_figure("8.03B"), why));  // +2.1%
+  CHECK(matches(1.72e9, parse_figure("1.7B"), why));       // 1.65–1.75 (the 1% band is 1.683–1.717)
+  CHECK_FALSE(matches(1.76e9, parse_figure("1.7B"), why));
+  CHECK(matches(116.83e9 * 1.0099, parse_figure("116.83B"), why));  // 1% is wider than 0.005B
+  CHECK_FALSE(matches(116.83e9 * 1.0101, parse_figure("116.83B"), why));
+  CHECK(parse_figure("1T").value_B == doctest::Approx(1000.0));
+  CHECK(parse_figure("1T").half_unit_B == doctest::Approx(500.0));
+}
+
+TEST_CASE("hf corpus: 100 real config.json files import within the publisher's figures or are refused with a reason") {
+  const auto doc = manifest();
+  REQUIRE(doc["kind"] == "hf_config_corpus");
+  const auto& models = doc["models"];
+  CHECK(models.size() >= 100);
+  int imported = 0, refused = 0, checked_figures = 0;
+  for (const auto& e : models) {
+    const std::string dir = e["dir"].get<std::string>();
+    CAPTURE(dir);
+    const std::string path = kCorpus + dir + "/config.json";
+    REQUIRE(std::ifstream(path).good());
+    CHECK(e.contains("hf_repo"));
+    CHECK(e.contains("copy"));
+    if (e["expect"] == "refuse") {
+      ++refused;
+      const auto r = cli_test::run({"model", "show", path});
+      CHECK(r.rc == cli_test::kInvalid);
+      const std::string reason = e["reason"].get<std::string>();
+      CHECK_MESSAGE(contains(r.err, reason), "expected the reason \"" << reason << "\" in:\n" << r.err);
+      continue;
+    }
+    REQUIRE(e["expect"] == "import");
+    ++imported;
+    CHECK(e.contains("source"));
+    const auto m = wl_io::load_model_file(path);
+    REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
+    const auto p = model::parameter_counts(m->arch, Explain::off);
+    std::string why;
+    if (e.contains("total")) {
+      ++checked_figures;
+      CHECK_MESSAGE(matches(double(p.total), parse_figure(e["total"].get<std::string>()), why), "total: " << why);
+    }
+    if (e.contains("non_embedding")) {
+      // The publishers' "non-embedding" count leaves out the input embedding and an untied LM head (Qwen, EXAONE).
+      ++checked_figures;
+      CHECK_MESSAGE(matches(double(p.total - p.vision - p.embedding - p.lm_head),
+                            parse_figure(e["non_embedding"].get<std::string>()), why),
+                    "non-embedding: " << why);
+    }
+    if (e.contains("active")) {
+      ++checked_figures;
+      const bool without = e["active_convention"] == "without_input_embedding";
+      REQUIRE((without || e["active_convention"] == "with_input_embedding"));
+      const double active = double(without ? p.active - p.embedding : p.active);
+      CHECK_MESSAGE(matches(active, parse_figure(e["active"].get<std::string>()), why), "active: " << why);
+    }
+    if (e.contains("kv_bytes_per_token_bf16")) {
+      const auto kv = model::kv_token_bytes(m->arch, model::default_kv_quant(model::StoreDtype::bf16), 1, Explain::off);
+      CHECK(kv.per_token_model.raw() == doctest::Approx(e["kv_bytes_per_token_bf16"].get<double>()));
+    }
+    // A config with a vision tower counts it in the total exactly when the manifest says the figure includes it.
+    CHECK(m->arch.vision.has_value() == e.value("vision", false));
+  }
+  CHECK(imported >= 40);
+  CHECK(refused >= 40);
+  CHECK(checked_figures >= 60);
+}
+
+TEST_CASE("hf corpus: every directory is in the manifest and every entry has its directory") {
+  namespace fs = std::filesystem;
+  const auto doc = manifest();
+  std::set<std::string> listed;
+  for (const auto& e : doc["models"]) CHECK(listed.insert(e["dir"].get<std::string>()).second);
+  std::set<std::string> dirs;
+  for (const auto& d : fs::directory_iterator(kCorpus))
+    if (d.is_directory()) dirs.insert(d.path().filename().string());
+  CHECK(dirs == listed);
+}
+
+TEST_CASE("Qwen2.5-VL-7B: the vision tower by hand, the Hub's 8.29B, 256 tokens per assumed 448 px image") {
+  const auto m = wl_io::load_model_file(kCorpus + "Qwen--Qwen2.5-VL-7B-Instruct/config.json");
+  REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
+  REQUIRE(m->arch.vision);
+  const auto vt = model::vision_tower_counts(*m->arch.vision, Explain::off);
+  // transformers' Qwen2_5_VisionTransformerPretrainedModel: Conv3d 1280·3·2·14·14 without bias = 1,505,280; 32 blocks
+  // of RMSNorm 1,280 + qkv 1280·3840 + 3840 + proj 1280² + 1280 + RMSNorm 1,280 + gate/up 2·(1280·3420 + 3420) +
+  // down 3420·1280 + 1280 = 19,702,200; the merger: ln_q 1,280, 5120·5120 + 5120, 5120·3584 + 3584.
+  const std::int64_t block = 1'280 + (1'280 * 3'840 + 3'840) + (1'280 * 1'280 + 1'280) + 1'280 +
+                             2 * (1'280 * 3'420 + 3'420) + (3'420 * 1'280 + 1'280);
+  CHECK(block == 19'702'200);
+  const std::int64_t merger = 1'280 + (5'120 * 5'120 + 5'120) + (5'120 * 3'584 + 3'584);
+  CHECK(vt.parameters == 1'505'280 + 32 * block + merger);
+  CHECK(vt.parameters == 676'550'144);
+  CHECK(vt.projector_parameters == merger);
+  // 448 px / 14 = 32 × 32 patches; 2×2 merged: 256 tokens.
+  CHECK(vt.patches == 1'024);
+  CHECK(vt.tokens_per_image == 256);
+  // Attention: 28 windowed blocks attend within 8×8 = 64 patches, the 4 of fullatt_block_indexes to all 1,024:
+  // QKᵀ and PV = 2·1024·S·1280 MACs per block.
+  const double attention = 28.0 * 2 * 1024 * 64 * 1280 + 4.0 * 2 * 1024 * 1024 * 1280;
+  const double linear = 1024.0 * (1'280 * 3'840 + 1'280 * 1'280 + 3 * 1'280 * 3'420);
+  const double macs = 1024.0 * 1'280 * 6 * 14 * 14 + 32.0 * linear + attention + 256.0 * (5'120 * 5'120 + 5'120 * 3'584);
+  CHECK(vt.flops_per_image.raw() == doctest::Approx(2.0 * macs));
+  const auto p = model::parameter_counts(m->arch, Explain::off);
+  CHECK(p.total == 7'615'616'512 + 676'550'144);
+  CHECK(p.active == 7'615'616'512);  // the tower runs per image, not per text token
+  CHECK(std::any_of(m->arch.assumptions.begin(), m->arch.assumptions.end(),
+                    [](const std::string& s) { return contains(s, "vision tower: assumed 448×448 px"); }));
+}
+
+TEST_CASE("serve --images-per-request: image tokens join the prompt, the vision tower runs before the prefill") {
+  const std::string vl = kCorpus + "Qwen--Qwen2.5-VL-7B-Instruct/config.json";
+  auto serve = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args{"serve", "--model", vl, "--gpu", "h100-sxm5-80gb", "--input-tokens", "100",
+                                  "--output-tokens", "10", "--batch", "1", "--format", "json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli_test::run(args);
+  };
+  const auto text = serve({});
+  const auto two = serve({"--images-per-request", "2"});
+  REQUIRE_MESSAGE(text.rc == 0, text.err);
+  REQUIRE_MESSAGE(two.rc == 0, two.err);
+  const auto t = nlohmann::json::parse(text.out);
+  const auto i = nlohmann::json::parse(two.out);
+  // Two 448 px images of 256 tokens each: a 612-token prompt.
+  CHECK(i["input_tokens"] == 100 + 2 * 256);
+  CHECK(i["image_tokens"] == 512);
+  CHECK(t["input_tokens"] == 100);
+  CHECK(contains(two.err, "2 images of 256 tokens each"));
+  // The tower's time is in the TTFT, on top of the longer prompt's prefill.
+  const double vision = i["vision_encoder_s"].get<double>();
+  CHECK(vision > 0.0);
+  CHECK(i["ttft_s"].get<double>() > t["ttft_s"].get<double>() + vision);
+  // A model without a tower gpuplan reads refuses images.
+  const auto llama = cli_test::run({"serve", "--model", kCorpus + "meta-llama--Llama-3.2-1B-Instruct/config.json",
+                                    "--images-per-request", "1", "--batch", "1"});
+  CHECK(llama.rc == cli_test::kInvalid);
+  CHECK(contains(llama.err, "--images-per-request: error: 1: the model has no vision tower gpuplan reads"));
+}
