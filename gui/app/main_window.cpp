@@ -191,8 +191,7 @@ void MainWindow::buildMenus() {
 
 bool MainWindow::idle() const {
   return have_training_ && have_serving_ && !train_jobs_->busy() && !serve_jobs_->busy() && simulation_->idle() &&
-         pipeline_->idle();
-         stack_->idle();
+         pipeline_->idle() && stack_->idle();
 }
 
 void MainWindow::requestTraining() {

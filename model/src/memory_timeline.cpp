@@ -24,10 +24,12 @@ bool same_bytes(double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max
 
 }  // namespace
 
-MemoryTimeline training_memory_timeline(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
+MemoryTimeline training_memory_timeline(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
                                         const TrainingSystem& sys) {
   MemoryTimeline mt;
-  const StepTimeline st = training_timeline(a, plan, sys);
+  // The model as the framework builds it (the vocabulary padded), as estimate_training prices it.
+  const wl::TransformerArch a = wl::with_padded_vocab(arch, plan);
+  const StepTimeline st = training_timeline(arch, plan, sys);
   if (!st.ok) {
     mt.error = st.error;
     return mt;

@@ -94,7 +94,7 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
                           "elements); this recipe is not modelled yet (#22)"));
   }
 
-  TEST_CASE("NVFP4 training maps and prices on a B200; on an H100 (no FP4 tensor cores) the plan is infeasible, exit 3") {
+  TEST_CASE("NVFP4 training maps and prices on a B200, and on an H100 (no FP4 tensor cores) the plan is infeasible, exit 3") {
     const Run b = run({"train", "-m", "llama-3-8b", "--gpu", "b200", "--gpus", "8", "--bf16", "--fp4-format", "e2m1"});
     INFO(b.err);
     CHECK(b.rc == 0);

@@ -186,7 +186,7 @@ TEST_CASE("the input pipeline: no workers adds the loading to the step, N worker
   CHECK(found);
 }
 
-TEST_CASE("recompute trades step time for activation memory; CUDA graphs only lower the per-kernel cost") {
+TEST_CASE("recompute trades step time for activation memory, and CUDA graphs only lower the per-kernel cost") {
   const auto sys = h100();
   const std::vector<model::OptStep> steps{{model::OptKind::amp},
                                           {model::OptKind::recompute, 0, wl::Recompute::full},
