@@ -9,7 +9,10 @@ namespace gpuplan::gui {
 
 std::string stack_flag(const StackRequest& req) {
   std::string s;
-  for (const auto& st : req.steps) s += (s.empty() ? "" : ",") + model::to_string(st);
+  for (const auto& st : req.steps) {  // (appending "," + to_string(st) trips GCC 12's -Wrestrict false positive)
+    if (!s.empty()) s += ',';
+    s += model::to_string(st);
+  }
   return s;
 }
 
