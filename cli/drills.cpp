@@ -22,6 +22,8 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 
+#include "drill_field_specs.hpp"
+
 namespace gpuplan::cli {
 
 namespace {
@@ -30,34 +32,9 @@ using json_io::FieldSpec;
 using json_io::FieldTable;
 using json_io::FieldType;
 using json_io::Presence;
-
-FieldSpec num(std::string key, std::string unit, double min, double max, std::string doc, bool exclusive = true,
-              Presence p = Presence::required) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = FieldType::number;
-  f.presence = p;
-  f.unit = std::move(unit);
-  f.min = min;
-  f.max = max;
-  f.min_exclusive = exclusive;
-  f.doc = std::move(doc);
-  return f;
-}
-FieldSpec integer(std::string key, double min, double max, std::string doc, Presence p = Presence::required) {
-  FieldSpec f = num(std::move(key), "", min, max, std::move(doc), false, p);
-  f.type = FieldType::integer;
-  return f;
-}
-FieldSpec text(std::string key, std::string doc, std::vector<std::string> choices = {}) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = FieldType::string;
-  f.presence = Presence::required;
-  f.doc = std::move(doc);
-  f.choices = std::move(choices);
-  return f;
-}
+using drill_specs::integer;  // drill_field_specs.hpp
+using drill_specs::num;
+using drill_specs::text;
 
 const std::vector<std::string> kDtypes = {"fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"};
 

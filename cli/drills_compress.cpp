@@ -5,31 +5,17 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/compression.hpp"
 
+#include "drill_field_specs.hpp"
+
 namespace gpuplan::cli {
 
 namespace {
 using json_io::FieldSpec;
 using json_io::FieldType;
 using json_io::Presence;
+using drill_specs::integer;  // drill_field_specs.hpp
+using drill_specs::text;
 
-FieldSpec text(std::string key, std::string doc) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = FieldType::string;
-  f.presence = Presence::required;
-  f.doc = std::move(doc);
-  return f;
-}
-FieldSpec integer(std::string key, double min, double max, std::string doc) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = FieldType::integer;
-  f.presence = Presence::required;
-  f.min = min;
-  f.max = max;
-  f.doc = std::move(doc);
-  return f;
-}
 
 const FieldSpec kModel = text("model", "a model of the library (data/models)");
 const FieldSpec kGpu = text("gpu", "a GPU of the hardware data");

@@ -8,40 +8,18 @@
 #include "gpuplan/model/simulate.hpp"
 #include "gpuplan/model/vision_data.hpp"
 
+#include "drill_field_specs.hpp"
+
 namespace gpuplan::cli {
 
 namespace {
 using json_io::FieldSpec;
 using json_io::FieldType;
 using json_io::Presence;
+using drill_specs::integer;  // drill_field_specs.hpp
+using drill_specs::num;
+using drill_specs::text;
 
-FieldSpec num(std::string key, std::string unit, double min, double max, std::string doc) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = FieldType::number;
-  f.presence = Presence::required;
-  f.unit = std::move(unit);
-  f.min = min;
-  f.max = max;
-  f.min_exclusive = true;
-  f.doc = std::move(doc);
-  return f;
-}
-FieldSpec integer(std::string key, double min, double max, std::string doc) {
-  FieldSpec f = num(std::move(key), "", min, max, std::move(doc));
-  f.type = FieldType::integer;
-  f.min_exclusive = false;
-  return f;
-}
-FieldSpec text(std::string key, std::string doc, std::vector<std::string> choices) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = FieldType::string;
-  f.presence = Presence::required;
-  f.doc = std::move(doc);
-  f.choices = std::move(choices);
-  return f;
-}
 }  // namespace
 
 const std::vector<RealtimeKind>& course_drill_kinds() {

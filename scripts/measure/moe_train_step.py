@@ -93,18 +93,8 @@ class Model(nn.Module):
 
 
 def _union(intervals):
-    """Total length of the union of [start, end) intervals (microseconds)."""
-    tot, cur_s, cur_e = 0.0, None, None
-    for st, en in sorted(intervals):
-        if cur_e is None or st > cur_e:
-            if cur_e is not None:
-                tot += cur_e - cur_s
-            cur_s, cur_e = st, en
-        else:
-            cur_e = max(cur_e, en)
-    if cur_e is not None:
-        tot += cur_e - cur_s
-    return tot
+    """Total length of the union of [start, end) intervals (microseconds): common.interval_union."""
+    return common.interval_union(intervals)
 
 
 def profile_steps(a, model, opt, batches, cos, sin, dense, expert, sync, world, edp, edp_pg, dev, rank):
