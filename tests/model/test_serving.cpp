@@ -555,7 +555,8 @@ TEST_SUITE("serving steady state") {
     const auto& a = arch("llama-3.1-8b");
     const auto sys = h100();
     for (std::int64_t b : {1, 7, 64, 256}) {
-      for (auto [isl, osl] : {std::pair<std::int64_t, std::int64_t>{1024, 256}, {8000, 100}, {20000, 2000}}) {
+      for (const auto& lens : {std::pair<std::int64_t, std::int64_t>{1024, 256}, {8000, 100}, {20000, 2000}}) {
+        const std::int64_t isl = lens.first, osl = lens.second;  // (not a structured binding: CAPTURE's lambda, clang 14)
         const auto ss = model::steady_state(a, plan_of(), b, isl, osl, sys, Explain::off);
         CAPTURE(b);
         CAPTURE(isl);
