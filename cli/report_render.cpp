@@ -279,6 +279,19 @@ void doc_options(Doc& doc, const ReportContext& ctx, const model::ReportResult& 
 
 }
 
+// After an item's table: why the infeasible options cannot, and the command that reruns each row.
+void doc_reasons_and_commands(Doc& doc, const std::vector<std::string>& why, const std::vector<std::string>& cmds,
+                              const char* command) {
+  if (!why.empty()) {
+    doc.para("Why some options cannot:");
+    doc.bullets(why);
+  }
+  if (!cmds.empty()) {
+    doc.para(fmt::format("Each row is one `gpuplan {}` run; rerun it to see every figure derived:", command));
+    doc.code(cmds);
+  }
+}
+
 void doc_training_item(Doc& doc, const ReportContext& ctx, const model::ReportResult& res, std::size_t i, bool html) {
   const auto& opts = ctx.plan.options;
   const auto& ir = res.training[i];
@@ -355,14 +368,7 @@ void doc_training_item(Doc& doc, const ReportContext& ctx, const model::ReportRe
     doc.chart(svg_bar_chart(cost_chart));
     doc.chart(svg_bar_chart(time_chart));
   }
-  if (!why.empty()) {
-    doc.para("Why some options cannot:");
-    doc.bullets(why);
-  }
-  if (!cmds.empty()) {
-    doc.para("Each row is one `gpuplan train` run; rerun it to see every figure derived:");
-    doc.code(cmds);
-  }
+  doc_reasons_and_commands(doc, why, cmds, "train");
 }
 
 void doc_serving_item(Doc& doc, const ReportContext& ctx, const model::ReportResult& res, std::size_t i, bool html) {
@@ -425,14 +431,7 @@ void doc_serving_item(Doc& doc, const ReportContext& ctx, const model::ReportRes
     }
     doc.chart(svg_bar_chart(cost_chart));
   }
-  if (!why.empty()) {
-    doc.para("Why some options cannot:");
-    doc.bullets(why);
-  }
-  if (!cmds.empty()) {
-    doc.para("Each row is one `gpuplan serve` run; rerun it to see every figure derived:");
-    doc.code(cmds);
-  }
+  doc_reasons_and_commands(doc, why, cmds, "serve");
 }
 
 void doc_reading_guide(Doc& doc) {
