@@ -255,6 +255,8 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
     else plan.autocast = *b;
   }
   plan.cuda_graphs = given(cmd, "enforce-eager") == nullptr;
+  // Eager: the measured host cost per module call, unless a CPU time per kernel is given (then kernels × it).
+  plan.host_per_op = given(cmd, "cpu-per-kernel-us") == nullptr;
   plan.fold_bn = v.fold_bn;
   plan.fuse_epilogue = v.fuse_epilogue;
   if (v.resolution)

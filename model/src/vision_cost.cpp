@@ -409,7 +409,9 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
 /// module call (detail::eager_host_seconds) when the plan asks for it and every op kind has one; otherwise kernels ×
 /// the CPU time per kernel.
 VisionPassCost finish(VisionPassCost pc, const VisionRunPlan& plan, const wl::VisionGraph& g, detail::HostMode mode) {
-  if (!plan.cuda_graphs && plan.host_per_op && !plan.fused_training)
+  // Eager PyTorch only: an engine (folded BN, fused epilogues, the fused training engine) enqueues its kernels from
+  // C++, priced per kernel.
+  if (!plan.cuda_graphs && plan.host_per_op && !plan.fused_training && !plan.fold_bn && !plan.fuse_epilogue)
     if (const auto h = detail::eager_host_seconds(g, mode)) pc.host_ops = units::seconds(*h);
   pc.cpu_issue = plan.cuda_graphs                  ? units::Seconds{}
                  : pc.host_ops > units::Seconds{} ? pc.host_ops
@@ -470,7 +472,10 @@ Derivation pass_derivation(const std::string& id, const std::string& title, cons
                                                                    : Origin::assumption(plan.launch.overhead_origin)},
            {"t_cpu", plan.cuda_graphs ? std::string("0 (CUDA graph)") : ms(plan.launch.cpu_per_kernel),
             "CPU time to issue one eager kernel", Origin::assumption(plan.launch.overhead_origin)}},
-          fmt::format("{} (GPU {}, CPU issue {})", ms(pc.time), ms(pc.gpu_time), ms(pc.cpu_issue)),
+          fmt::format("{} (GPU {}, CPU issue {}{})", ms(pc.time), ms(pc.gpu_time), ms(pc.cpu_issue),
+                      pc.host_ops > units::Seconds{}
+                          ? ": eager PyTorch's measured host cost of each module call summed (eager_host_ops.json)"
+                          : ""),
           {},
           op_children(pc)};
 }
@@ -585,7 +590,6 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
     if (const auto h = detail::optimizer_host_seconds(plan.optimizer == VisionOptimizer::adamw,
                                                       detail::parameter_tensors(g)))
       opt_host = units::seconds(*h);
-  r.optimizer = std::max(r.optimizer, opt_host);
   const double acc = static_cast<double>(std::max<std::int64_t>(1, plan.accumulation));
   if (plan.dp.size > 1) {
     // DDP: the fp32 gradients (4 B per parameter) in buckets; all but the last overlap the last micro-batch's
@@ -670,8 +674,12 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
                      {"t_bwd", ms(r.backward.time), "data- and weight-gradient GEMMs, elementwise backward",
                       Origin::derived()},
                      {"t_opt", ms(r.optimizer),
-                      fmt::format("{} over {} fp32 parameters, {:g} B each, streamed", to_string(plan.optimizer),
-                                  units::format_number(params, 4), bytes_per_param),
+                      fmt::format("{} over {} fp32 parameters, {:g} B each, streamed{}", to_string(plan.optimizer),
+                                  units::format_number(params, 4), bytes_per_param,
+                                  opt_host > units::Seconds{}
+                                      ? fmt::format("; the host's Python step and zero_grad {} ({} parameter tensors)",
+                                                    ms(opt_host), detail::parameter_tensors(g))
+                                      : std::string()),
                       Origin::derived()},
                      {"t_comm,exposed", ms(r.exposed_comm),
                       fmt::format("DDP over {} GPUs: last bucket + what the backward does not hide of the {} all-reduce "

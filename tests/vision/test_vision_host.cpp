@@ -68,9 +68,10 @@ TEST_CASE("eager training at a small batch: forward, backward and the optimizer'
   const double bwd = 53 * 94.2 + 53 * 78.7 + 49 * (138.0 - 78.7) + 16 * 12.9 + 2 * 47.4 + 164.8;
   CHECK(r.forward.host_ops.raw() == doctest::Approx(fwd * 1e-6));
   CHECK(r.backward.host_ops.raw() == doctest::Approx(bwd * 1e-6));
-  // SGD foreach over ResNet-50's 161 parameter tensors: 515 µs + 161 × (6.36 + 3.5 for zero_grad).
-  CHECK(r.optimizer.raw() == doctest::Approx((515.0 + 161 * (6.36 + 3.5)) * 1e-6));
-  // Host-bound from end to end: the step is the host's sum.
+  // Host-bound from end to end: the step is the host's sum, the optimizer's Python step included (SGD foreach over
+  // ResNet-50's 161 parameter tensors: 515 µs + 161 × (6.36 + 3.5 for zero_grad)); the GPU's optimizer time stays
+  // the streamed update.
+  CHECK(r.optimizer.raw() < 1e-3);
   CHECK(r.step_time.raw() == doctest::Approx((fwd + bwd + 515.0 + 161 * 9.86) * 1e-6));
   // At batch 256 the GPU is the bound and the host hides behind it.
   tp.run.batch = 256;
