@@ -31,7 +31,7 @@ const std::set<std::string>& accepted(VisionCommand which) {
                                            "micro-batch", "precision", "optimizer", "format",       "explain",
                                            "resolution", "autocast",   "no-calibration", "data-dir", "loader-workers",
                                            "decode",     "decode-rate", "storage-GBps", "image-kB", "epochs",
-                                           "epoch-images"};
+                                           "epoch-images", "fused-training"};
   return which == VisionCommand::serve ? serve : train;
 }
 
@@ -255,6 +255,8 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
     else plan.autocast = *b;
   }
   plan.cuda_graphs = given(cmd, "enforce-eager") == nullptr;
+  // Eager: the measured host cost per module call, unless a CPU time per kernel is given (then kernels × it).
+  plan.host_per_op = given(cmd, "cpu-per-kernel-us") == nullptr;
   plan.fold_bn = v.fold_bn;
   plan.fuse_epilogue = v.fuse_epilogue;
   if (v.resolution)
@@ -372,6 +374,15 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
     else if (*b && !plan.run.autocast) diags.error("", "--autocast", "autocast needs --precision bf16 or fp16");
     else plan.run.autocast = *b;
   }
+  if (v.fused_training) {
+    if (v.autocast && plan.run.autocast)
+      diags.error("", "--autocast", "the fused training engine keeps 16-bit weights (no per-forward casts): drop --autocast true");
+    if (plan.run.compute != hw::Precision::bf16 && plan.run.compute != hw::Precision::fp16)
+      diags.error("", "--fused-training", "the fused training engine runs bf16 or fp16");
+    plan.run.fused_training = true;
+    plan.run.cuda_graphs = true;
+    plan.run.autocast = false;
+  }
   const std::string opt = value<std::string>(cmd, "optimizer").value_or("sgd");
   if (opt == "sgd") plan.optimizer = model::VisionOptimizer::sgd_momentum;
   else if (opt == "adamw") plan.optimizer = model::VisionOptimizer::adamw;
@@ -405,6 +416,7 @@ int run_train(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
                      {"resolution_px", graph.resolution},
                      {"precision", prec},
                      {"autocast", plan.run.autocast},
+                     {"fused_training", plan.run.fused_training},
                      {"optimizer", model::to_string(plan.optimizer)},
                      {"step_time_s", r.step_time.raw()},
                      {"gpu_step_time_s", r.gpu_step_time.raw()},
@@ -498,6 +510,10 @@ void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which) {
     cmd.add_option("--image-kB", v.image_kB, "vision models: mean encoded image size in kB (default: ImageNet's 115)");
     cmd.add_option("--epochs", v.epochs, "vision models: epochs to train (time_to_train_s)");
     cmd.add_option("--epoch-images", v.epoch_images, "vision models: images per epoch (default: ImageNet-1k's 1,281,167)");
+    cmd.add_flag("--fused-training", v.fused_training,
+                 "vision models: a fused conv-BN-ReLU training engine (cuDNN fused ops, as MLPerf's MXNet ResNet-50): "
+                 "BN statistics in the conv epilogue, scale-bias-ReLU in the next conv's prologue, the step as one "
+                 "graph, 16-bit weights kept by the optimizer (no autocast casts)");
   }
   if (which == VisionCommand::serve) {
     cmd.add_flag("--fold-bn", v.fold_bn, "vision models: batch norm folded into the convolutions (inference engines)");
@@ -526,7 +542,8 @@ std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& c
                                                    ? std::vector<std::string>{"resolution", "autocast", "fold-bn", "fuse-epilogue"}
                                                    : std::vector<std::string>{"resolution", "autocast", "loader-workers",
                                                                               "decode", "decode-rate", "storage-GBps",
-                                                                              "image-kB", "epochs", "epoch-images"};
+                                                                              "image-kB", "epochs", "epoch-images",
+                                                                              "fused-training"};
   auto refuse_vision_flags = [&](const std::string& why) -> std::optional<int> {
     Diagnostics diags;
     for (const auto& n : vision_only)

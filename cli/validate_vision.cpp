@@ -65,8 +65,13 @@ void published_vision_cases(const std::string& data_dir, const hw::HardwareDb& d
     model::VisionTrainPlan plan;
     plan.run.launch = launch;
     plan.run.batch = batch;
-    plan.run.autocast = true;
-    plan.run.cuda_graphs = false;
+    // DeepLearningExamples' PyTorch: eager, autocast. MLPerf's MXNet ResNet: the fused conv-BN-ReLU engine, fp16
+    // weights kept beside the fp32 masters by its multi-precision optimizer (no cast per forward), the step issued as
+    // one graph (no host-bound launches at these batches).
+    const bool fused = str(c, "stack") == "mlperf";
+    plan.run.autocast = !fused;
+    plan.run.cuda_graphs = fused;
+    plan.run.fused_training = fused;
     plan.run.compute = str(c, "precision") == "bf16" ? hw::Precision::bf16 : hw::Precision::fp16;
     plan.optimizer = str(c, "optimizer") == "adamw" ? model::VisionOptimizer::adamw : model::VisionOptimizer::sgd_momentum;
     if (gpus > 1) plan.dp = model::training_comm_group(static_cast<int>(gpus), 1, sys);

@@ -20,6 +20,7 @@ enum class VisionCommand { serve, train };
 struct VisionFlags {
   std::optional<long long> resolution;
   bool fold_bn = false, fuse_epilogue = false;
+  bool fused_training = false;  ///< train: the fused conv-BN-ReLU engine
   std::optional<std::string> autocast;  ///< "true" / "false"
   // train: the input pipeline (model/vision_data.hpp) and the epoch
   std::optional<long long> loader_workers;

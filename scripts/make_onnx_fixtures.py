@@ -177,6 +177,91 @@ def upsample_block(out_dir):
     return n.save(out_dir, y, [1, 16, 16, 16])
 
 
+def conv_valid(net, x, cin, cout, k, name):
+    """An unpadded convolution with bias (U-Net's)."""
+    ins = [x, net.weight(name + ".weight", [cout, cin, k, k]), net.weight(name + ".bias", [cout])]
+    return net.node("Conv", ins, name=name, kernel_shape=[k, k], strides=[1, 1], pads=[0, 0, 0, 0])
+
+
+def unet(out_dir):
+    """The U-Net of Ronneberger et al. 2015 (Fig. 1): 572 px, 1 channel in, 2 classes; per level two unpadded 3×3
+    convolutions with bias and ReLU, 2×2 max pooling; up: 2×2 stride-2 ConvTranspose with bias, the skip map cropped
+    with Slice and concatenated, two unpadded 3×3 convolutions; a final 1×1 convolution (the library's `unet`)."""
+    n = Net("unet")
+    x = n.input("image", [1, 1, 572, 572])
+    widths, cin, skips, h = [64, 128, 256, 512, 1024], 1, [], 572
+    for i, c in enumerate(widths):
+        x = n.node("Relu", [conv_valid(n, x, cin, c, 3, f"down{i}.conv1")])
+        x = n.node("Relu", [conv_valid(n, x, c, c, 3, f"down{i}.conv2")])
+        h -= 4
+        cin = c
+        if i + 1 < len(widths):
+            skips.append((x, h))
+            x = n.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+            h //= 2
+    for i in range(len(widths) - 2, -1, -1):
+        c = widths[i]
+        x = n.node("ConvTranspose", [x, n.weight(f"up{i}.upconv.weight", [cin, c, 2, 2]),
+                                     n.weight(f"up{i}.upconv.bias", [c])], name=f"up{i}.upconv",
+                   kernel_shape=[2, 2], strides=[2, 2])
+        h *= 2
+        skip, hs = skips[i]
+        off = (hs - h) // 2
+        crop = n.node("Slice", [skip, n.const([off, off], TensorProto.INT64), n.const([off + h, off + h], TensorProto.INT64),
+                                n.const([2, 3], TensorProto.INT64)])
+        x = n.node("Concat", [crop, x], axis=1)
+        x = n.node("Relu", [conv_valid(n, x, 2 * c, c, 3, f"up{i}.conv1")])
+        x = n.node("Relu", [conv_valid(n, x, c, c, 3, f"up{i}.conv2")])
+        h -= 4
+        cin = c
+    x = conv_valid(n, x, 64, 2, 1, "final")
+    return n.save(out_dir, x, [1, 2, h, h])
+
+
+def group_norm(net, x, c, groups, name):
+    """GroupNorm as opset-17 exporters write it: Reshape to (N, groups, -1), InstanceNormalization with constant unit
+    scale and zero shift (Constant nodes, not parameters), Reshape back, Mul by the weight and Add the bias (C×1×1
+    initializers: the 2·C parameters)."""
+    shape = net.node("Shape", [x])
+    y = net.node("Reshape", [x, net.const([0, groups, -1], TensorProto.INT64)])
+    y = net.node("InstanceNormalization", [y, net.const([1.0] * groups), net.const([0.0] * groups)], epsilon=1e-5)
+    y = net.node("Reshape", [y, shape])
+    y = net.node("Mul", [y, net.weight(name + ".weight", [c, 1, 1])])
+    return net.node("Add", [y, net.weight(name + ".bias", [c, 1, 1])])
+
+
+def fpn_seg_head(out_dir):
+    """The library's `fpn-seg-head` at 800 px: ResNet-50 C2-C5 maps in (256/512/1024/2048 channels at 200, 100, 50,
+    25 px), torchvision's FeaturePyramidNetwork (1×1 lateral and 3×3 output convolutions with bias, ×2 nearest
+    top-down Resize and Add) and the Panoptic FPN semantic branch (3×3 convolutions to 128 without bias, GroupNorm 32,
+    ReLU, ×2 bilinear Resize, the levels summed, a 1×1 predictor to 54 classes with bias, ×4 bilinear Resize)."""
+    n = Net("fpn_seg_head")
+    chans, sides = [256, 512, 1024, 2048], [200, 100, 50, 25]
+    cs = [n.input(f"c{i + 2}", [1, c, s, s]) for i, (c, s) in enumerate(zip(chans, sides))]
+    ps = [None] * 4
+    last = None
+    for i in range(3, -1, -1):
+        inner = conv(n, cs[i], chans[i], 256, 1, bias=True, name=f"fpn.inner_blocks.{i}")
+        if last is not None:
+            up = n.node("Resize", [last, "", n.const([1.0, 1.0, 2.0, 2.0])], mode="nearest")
+            inner = n.node("Add", [inner, up])
+        last = inner
+        ps[i] = conv(n, inner, 256, 256, 3, bias=True, name=f"fpn.layer_blocks.{i}")
+    total = None
+    for i in range(4):
+        y = ps[i]
+        for k in range(max(1, i)):
+            name = f"sem_seg_head.p{i + 2}.{k}"
+            y = conv(n, y, 256 if k == 0 else 128, 128, 3, name=name + ".conv")
+            y = n.node("Relu", [group_norm(n, y, 128, 32, name + ".norm")])
+            if i > 0:
+                y = n.node("Resize", [y, "", n.const([1.0, 1.0, 2.0, 2.0])], mode="linear")
+        total = y if total is None else n.node("Add", [total, y])
+    y = conv(n, total, 128, 54, 1, bias=True, name="sem_seg_head.predictor")
+    y = n.node("Resize", [y, "", n.const([1.0, 1.0, 4.0, 4.0])], mode="linear")
+    return n.save(out_dir, y, [1, 54, 800, 800])
+
+
 def unknown_op(out_dir):
     """A graph with an op the importer does not know (NonMaxSuppression): it must be refused by node and type."""
     n = Net("unknown_op")
@@ -196,7 +281,7 @@ def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures",
                                                                   "onnx")
     os.makedirs(out_dir, exist_ok=True)
-    for make in (tiny_convnet, depthwise_block, attention_block, upsample_block, unknown_op):
+    for make in (tiny_convnet, depthwise_block, attention_block, upsample_block, unet, fpn_seg_head, unknown_op):
         path = make(out_dir)
         print(f"{os.path.normpath(path)}: {os.path.getsize(path)} bytes")
 

@@ -8,6 +8,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/collectives.hpp"
+#include "vision_kernels.hpp"
 
 namespace gpuplan::model {
 
@@ -18,46 +19,11 @@ const char* to_string(VisionOptimizer o) { return o == VisionOptimizer::adamw ? 
 
 namespace {
 
-/// Reads and writes of an elementwise kind, in maps of the op's output size (pooling: of its input or output as
-/// stated), forward / backward, PyTorch's kernels:
-/// - norm at inference: read x, write y; in training the statistics pass reads x once more (2 reads); backward reads
-///   x and dy for the two reductions and again to form dx (4 reads), writes dx.
-/// - activation: read, write; backward: read dy and the saved tensor, write dx.
-/// - add: read both inputs, write; backward: the skip branch's gradient is added where the branches fork (2 r, 1 w).
-/// - mul (SE / layer scale): read the map, write it (the per-channel vector is small); backward: dx = dy·s and the
-///   per-channel sum of dy·x (3 reads, 2 writes).
-/// - max / average pool with a window: read the input, write the output; backward: read dy, write dx. Global average
-///   pool: read the input; backward: write dx.
-/// - embedding (ViT): concatenate the class token (read, write) and add the positions (2 reads, 1 write); backward:
-///   read, write.
-/// - resize (imported graphs): read the input, write the output; backward: read dy, write dx. Copy (concat,
-///   transpose, slice, pad, expand): read and write each output element, forward and backward.
-struct Passes {
-  double reads = 0, writes = 0;  ///< of the output map
-  double reads_in = 0, writes_in = 0;  ///< of the input map (pooling)
-};
-Passes passes(const VisionOp& op, bool training, bool backward) {
-  switch (op.kind) {
-    case VisionOpKind::norm: return backward ? Passes{4, 1} : training ? Passes{2, 1} : Passes{1, 1};
-    case VisionOpKind::activation: return backward ? Passes{2, 1} : Passes{1, 1};
-    case VisionOpKind::add: return backward ? Passes{2, 1} : Passes{2, 1};
-    case VisionOpKind::mul: return backward ? Passes{3, 2} : Passes{1, 1};
-    case VisionOpKind::pool:
-      if (op.pool == wl::VisionPool::global_avg) return backward ? Passes{0, 0, 0, 1} : Passes{0, 0, 1, 0};
-      return backward ? Passes{1, 0, 0, 1} : Passes{0, 1, 1, 0};
-    case VisionOpKind::embedding: return backward ? Passes{1, 1} : Passes{3, 2};
-    case VisionOpKind::resize: return backward ? Passes{1, 0, 0, 1} : Passes{0, 1, 1, 0};
-    case VisionOpKind::copy: return Passes{1, 1};
-    default: return {};
-  }
-}
-double flops_per_element(const VisionOp& op) {
-  switch (op.kind) {
-    case VisionOpKind::norm: return 5;
-    case VisionOpKind::activation: return op.act == wl::VisionAct::relu ? 1 : 8;
-    default: return 1;
-  }
-}
+using detail::bandwidth_fraction;
+using detail::flops_per_element;
+using detail::Passes;
+using detail::passes;
+using detail::PtKernel;
 
 /// How cuDNN's implicit-GEMM convolutions (NHWC) take an input whose channel count is not 16-byte aligned (the
 /// stems: C_in = 3). The channels are padded to the next 16-byte multiple by a kernel of their own
@@ -72,9 +38,6 @@ struct ConvChannels {
   std::int64_t real = 0, padded = 0, tap_depth = 0;
 };
 constexpr double kConvTapTileBytes = 64.0;
-/// nn.MultiheadAttention's layout copies in training (see the training attention block in price_pass): ViT-B/16 b 256
-/// forward, 9.29 GB of copies as this pricer counts them in 8.11 ms of `direct_copy` kernels (24 + 25 calls), 0.397.
-constexpr double kLayoutCopyFraction = 0.397;
 
 /// The tile shapes (M × N of the implicit GEMM) of cuDNN's Hopper convolution kernels in our H100 profile
 /// (vision_inference_profile.json: sm90_xmma_fprop_implicit_gemm tilesize 128x256, 256x128, 128x128, 256x64,
@@ -93,46 +56,6 @@ ConvChannels conv_channels(std::int64_t c, double element_bytes) {
   const auto tile = static_cast<std::int64_t>(std::max(1.0, kConvTapTileBytes / element_bytes));
   r.tap_depth = std::max(r.padded, tile);
   return r;
-}
-
-/// Eager PyTorch's memory-bound vision kernels whose bandwidth is not a plain streaming kernel's, as the fraction of
-/// the streaming rate (BW × η_hbm) they reach: the bytes this pricer counts for the class over the class's time in
-/// our H100 per-kernel training profile (data/validation/measured/h100-sxm5-80gb/vision_train_profile.json; ResNet-50
-/// b 256 for the CNN classes, ViT-B/16 b 256 for the layout copies; H100 streaming rate 3.35 TB/s × 0.862):
-/// - channels-last batch-norm statistics (`batch_norm_collect_statistics_channels_last_kernel`, a Welford reduction
-///   over N·H·W per channel): 5.70 GB in 9.05 ms, 0.218;
-/// - the batch-norm transform (`batch_norm_transform_input_channels_last_kernel`): 11.39 GB in 5.38 ms, 0.733 (the
-///   inference profile's eval-mode instance, b 64: 0.695);
-/// - batch-norm backward, reduction (`batch_norm_backward_reduce_channels_last_kernel`): 11.39 GB in 5.72 ms, 0.689,
-///   and element pass (`batch_norm_backward_elemt_channels_last_kernel`): 17.05 GB in 7.03 ms, 0.840;
-/// - max pooling NHWC forward: 0.514 GB in 0.863 ms, 0.206; backward (reads the int64 indices, scatters): 0.097;
-/// - cuDNN's channel padding of a stem (`nhwcAddPaddingKernel`): 0.360 GB in 0.218 ms, 0.571;
-/// - the layout copies of nn.MultiheadAttention's training path (strided `direct_copy` kernels): see layout_copy;
-/// - depthwise convolutions in training (EfficientNet-B4 b 64, both maps counted once, 5.80 GB a pass): forward
-///   `conv2d_c1_k1_nhwc_specialized` 3.61 ms, 0.556 (the inference profile's, eval mode: ~0.56); data gradient
-///   `dgrad2d_c1_k1_nhwc_specialized` 7.89 ms, 0.254; weight gradient `wgrad2d_c1_k1_nhwc` 4.32 ms, 0.465.
-///   (At inference the depthwise forward stays priced at the streaming rate, as validated in CUDA-graph runs.)
-/// Plain elementwise kernels (ReLU, SiLU, GELU, adds) reach the streaming rate or above it (L2 reuse: ReLU after BN
-/// 1.07×) and stay priced at it. These are measurements of PyTorch 2.11's kernels on an H100, carried to other GPUs as
-/// an assumption (the same kernels, the same access patterns).
-enum class PtKernel { plain, bn_stats, bn_transform, bn_bwd_reduce, bn_bwd_elemt, maxpool_fwd, maxpool_bwd, channel_pad,
-                      layout_copy, dw_fwd, dw_dgrad, dw_wgrad };
-double bandwidth_fraction(PtKernel k) {
-  switch (k) {
-    case PtKernel::bn_stats: return 0.218;
-    case PtKernel::bn_transform: return 0.733;
-    case PtKernel::bn_bwd_reduce: return 0.689;
-    case PtKernel::bn_bwd_elemt: return 0.840;
-    case PtKernel::maxpool_fwd: return 0.206;
-    case PtKernel::maxpool_bwd: return 0.097;
-    case PtKernel::channel_pad: return 0.571;
-    case PtKernel::layout_copy: return kLayoutCopyFraction;
-    case PtKernel::dw_fwd: return 0.556;
-    case PtKernel::dw_dgrad: return 0.254;
-    case PtKernel::dw_wgrad: return 0.465;
-    case PtKernel::plain: break;
-  }
-  return 1.0;
 }
 
 hw::Precision attention_precision(hw::Precision p) {
@@ -267,6 +190,40 @@ Dtypes dtypes(const wl::VisionGraph& g, const VisionRunPlan& plan) {
   return t;
 }
 
+/// A training op under the fused conv–batch-norm–ReLU engine (detail::FusedRole): true when its role replaced its
+/// eager kernels (priced here), false when it keeps them.
+bool price_fused(const VisionOp& op, detail::FusedRole role, double out, double b_in, double b_skip, double b_out,
+                 bool backward, Pricer& pr) {
+  using detail::FusedRole;
+  const double mask = out / 8.0;  // the 1-bit ReLU mask
+  switch (role) {
+    case FusedRole::keep: return false;
+    case FusedRole::act_in_prologue:
+    case FusedRole::relu_in_mask: return true;
+    case FusedRole::bn_in_conv:
+      if (!backward)  // the statistics come from the convolution's epilogue: only the finalize kernel on C values
+        pr.add(pr.stream_bytes(op.name + " BN finalize", static_cast<double>(op.c_out) * 4.0 * 6.0, 0),
+               &VisionPassCost::elementwise);
+      else  // reduction (dy, x) and apply (dy, x → dx), the mask read
+        pr.add(pr.stream_bytes(op.name + " dReLU-fork-dBN", 5.0 * out * b_out + mask, 8.0 * out),
+               &VisionPassCost::elementwise, 2.0);
+      return true;
+    case FusedRole::bn_act_apply:
+      if (!backward)
+        pr.add(pr.stream_bytes(op.name + " scale-bias-ReLU", 2.0 * out * b_out + mask, 3.0 * out),
+               &VisionPassCost::elementwise);
+      return true;
+    case FusedRole::block_output:
+      if (!backward)
+        pr.add(pr.stream_bytes(op.name + " scale-bias-add-ReLU", out * (b_in + b_skip + b_out) + mask, 4.0 * out),
+               &VisionPassCost::elementwise);
+      else  // the skip gradient, added in the epilogue of the data gradient it meets
+        pr.add(pr.stream_bytes(op.name + " skip gradient (epilogue)", out * b_out, out), &VisionPassCost::elementwise);
+      return true;
+  }
+  return false;
+}
+
 void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Device& d, bool training, bool backward,
                 Pricer& pr) {
   const double n = static_cast<double>(plan.batch);
@@ -274,6 +231,8 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
   const Dtypes dt = dtypes(g, plan);
   // Weight element bytes the GEMMs read: the compute type (autocast casts once per forward; the cast is its own kernel).
   const double wb = hw::bytes_per_element(plan.compute);
+  const std::vector<detail::FusedRole> roles =
+      training && plan.fused_training ? detail::fused_training_roles(g) : std::vector<detail::FusedRole>{};
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     const VisionOp& op = g.ops[i];
     if (skip[i]) continue;
@@ -282,6 +241,10 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
     const double w = static_cast<double>(op.matmul_weights());
     const double b_in = i > 0 ? dt.out[i - 1] : (plan.autocast ? 4.0 : pr.e_);
     const double b_out = dt.out[i];
+    if (!roles.empty() &&
+        price_fused(op, roles[i], out, b_in,
+                    op.residual_from >= 0 ? dt.out[static_cast<std::size_t>(op.residual_from)] : b_in, b_out, backward, pr))
+      continue;
     if (dt.cast_in[i] > 0)  // autocast's input cast (its backward casts the gradient back)
       pr.add(pr.stream_bytes(op.name + (backward ? " input cast (bwd)" : " input cast"), in * dt.cast_in[i], 0),
              &VisionPassCost::casts);
@@ -442,8 +405,17 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
   }
 }
 
-VisionPassCost finish(VisionPassCost pc, const VisionRunPlan& plan) {
-  pc.cpu_issue = plan.cuda_graphs ? units::Seconds{} : plan.launch.cpu_per_kernel * pc.kernels;
+/// The pass's time: the GPU's, or the host's issue time when eager and longer. The host's: the measured cost of each
+/// module call (detail::eager_host_seconds) when the plan asks for it and every op kind has one; otherwise kernels ×
+/// the CPU time per kernel.
+VisionPassCost finish(VisionPassCost pc, const VisionRunPlan& plan, const wl::VisionGraph& g, detail::HostMode mode) {
+  // Eager PyTorch only: an engine (folded BN, fused epilogues, the fused training engine) enqueues its kernels from
+  // C++, priced per kernel.
+  if (!plan.cuda_graphs && plan.host_per_op && !plan.fused_training && !plan.fold_bn && !plan.fuse_epilogue)
+    if (const auto h = detail::eager_host_seconds(g, mode)) pc.host_ops = units::seconds(*h);
+  pc.cpu_issue = plan.cuda_graphs                  ? units::Seconds{}
+                 : pc.host_ops > units::Seconds{} ? pc.host_ops
+                                                  : plan.launch.cpu_per_kernel * pc.kernels;
   pc.time = std::max(pc.gpu_time, pc.cpu_issue);
   return pc;
 }
@@ -461,7 +433,7 @@ VisionPassCost vision_forward(const wl::VisionGraph& g, const VisionRunPlan& pla
   d = with_launch(std::move(d), plan);
   Pricer pr(plan, d, keep_ops);
   price_pass(g, plan, d, false, false, pr);
-  return finish(pr.pass(), plan);
+  return finish(pr.pass(), plan, g, detail::HostMode::infer);
 }
 
 namespace {
@@ -500,7 +472,10 @@ Derivation pass_derivation(const std::string& id, const std::string& title, cons
                                                                    : Origin::assumption(plan.launch.overhead_origin)},
            {"t_cpu", plan.cuda_graphs ? std::string("0 (CUDA graph)") : ms(plan.launch.cpu_per_kernel),
             "CPU time to issue one eager kernel", Origin::assumption(plan.launch.overhead_origin)}},
-          fmt::format("{} (GPU {}, CPU issue {})", ms(pc.time), ms(pc.gpu_time), ms(pc.cpu_issue)),
+          fmt::format("{} (GPU {}, CPU issue {}{})", ms(pc.time), ms(pc.gpu_time), ms(pc.cpu_issue),
+                      pc.host_ops > units::Seconds{}
+                          ? ": eager PyTorch's measured host cost of each module call summed (eager_host_ops.json)"
+                          : ""),
           {},
           op_children(pc)};
 }
@@ -560,6 +535,27 @@ VisionInference vision_inference(const wl::VisionGraph& g, const VisionRunPlan& 
   return r;
 }
 
+namespace {
+/// The step's phases on two resources in series: the host issues each phase's kernels (eager: the pass's host time,
+/// the optimizer's Python step), the GPU runs them. The GPU ends a phase after its own work on it and no earlier than
+/// the host's issue of the phase's last kernel: t_host += host; t_gpu = max(t_gpu + gpu, t_host). The host runs ahead
+/// while the GPU is the bound (large batches: the sum of the GPU's phases), the GPU waits while it is not (small
+/// batches: the host's sum). Under CUDA graphs the host's terms are 0.
+units::Seconds issue_flow(const VisionTraining& r, std::int64_t accumulation, units::Seconds opt_gpu,
+                          units::Seconds opt_host) {
+  double host = 0, gpu = 0;
+  for (std::int64_t a = 0; a < std::max<std::int64_t>(1, accumulation); ++a) {
+    host += r.forward.cpu_issue.raw();
+    gpu = std::max(gpu + r.forward.gpu_time.raw() + r.buffer_sync.raw(), host);
+    host += r.backward.cpu_issue.raw();
+    gpu = std::max(gpu + r.backward.gpu_time.raw(), host);
+  }
+  host += opt_host.raw();
+  gpu = std::max(gpu + (opt_gpu + r.exposed_comm + r.comm_slowdown + r.bucket_copies).raw(), host);
+  return units::seconds(gpu);
+}
+}  // namespace
+
 VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& plan, const Device& d0,
                                Explain explain) {
   VisionTraining r;
@@ -570,12 +566,12 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   {
     Pricer pr(run, d, explain == Explain::on);
     price_pass(g, run, d, true, false, pr);
-    r.forward = finish(pr.pass(), run);
+    r.forward = finish(pr.pass(), run, g, detail::HostMode::train_fwd);
   }
   {
     Pricer pr(run, d, explain == Explain::on);
     price_pass(g, run, d, true, true, pr);
-    r.backward = finish(pr.pass(), run);
+    r.backward = finish(pr.pass(), run, g, detail::HostMode::train_bwd);
   }
   // Optimizer: fp32 master weights, multi-tensor (foreach) kernels streaming every parameter.
   const double params = static_cast<double>(g.parameters());
@@ -587,6 +583,13 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   const OpCost opt = streaming_cost("optimizer step", OpClass::optimizer, units::bytes(params * bytes_per_param),
                                     units::flop(params * (plan.optimizer == VisionOptimizer::adamw ? 12.0 : 4.0)), d);
   r.optimizer = opt.time;
+  // Eager: the step is issued by Python (the optimizer's per-group loop, foreach or fused kernels, zero_grad): when the
+  // GPU has caught up, the phase lasts the host's time (measured per parameter tensor, vision_host.cpp).
+  units::Seconds opt_host{};
+  if (!run.cuda_graphs && run.host_per_op)
+    if (const auto h = detail::optimizer_host_seconds(plan.optimizer == VisionOptimizer::adamw,
+                                                      detail::parameter_tensors(g)))
+      opt_host = units::seconds(*h);
   const double acc = static_cast<double>(std::max<std::int64_t>(1, plan.accumulation));
   if (plan.dp.size > 1) {
     // DDP: the fp32 gradients (4 B per parameter) in buckets; all but the last overlap the last micro-batch's
@@ -613,8 +616,7 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
     r.bucket_copies = copies.time;
     if (plan.broadcast_buffers) buffer_broadcast(g, plan, d, r);
   }
-  r.gpu_step_time = (r.forward.time + r.backward.time + r.buffer_sync) * acc + r.optimizer + r.exposed_comm +
-                    r.comm_slowdown + r.bucket_copies;
+  r.gpu_step_time = issue_flow(r, plan.accumulation, opt.time, opt_host);
   r.step_time = r.gpu_step_time;
   const double n = static_cast<double>(run.batch);
   if (plan.data) {
@@ -664,14 +666,20 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   if (explain == Explain::on) {
     r.derivation = {"vision.step_time",
                     "Training step time on one GPU",
-                    "t_step = a · (t_fwd + t_bwd + t_buffers) + t_opt + t_comm,exposed + t_comm,beside + t_copies",
+                    "t_step: per phase t_host += host issue; t_gpu = max(t_gpu + GPU time, t_host) over a × (fwd + buffers, "
+                    "bwd), then opt + t_comm,exposed + t_comm,beside + t_copies (= a · (t_fwd + t_bwd + t_buffers) + "
+                    "t_opt + … when the GPU is the bound)",
                     {{"a", fmt::format("{:g}", acc), "micro-batches per step (gradient accumulation)", Origin::user("--global-batch / --micro-batch")},
                      {"t_fwd", ms(r.forward.time), "forward pass (training: batch statistics)", Origin::derived()},
                      {"t_bwd", ms(r.backward.time), "data- and weight-gradient GEMMs, elementwise backward",
                       Origin::derived()},
                      {"t_opt", ms(r.optimizer),
-                      fmt::format("{} over {} fp32 parameters, {:g} B each, streamed", to_string(plan.optimizer),
-                                  units::format_number(params, 4), bytes_per_param),
+                      fmt::format("{} over {} fp32 parameters, {:g} B each, streamed{}", to_string(plan.optimizer),
+                                  units::format_number(params, 4), bytes_per_param,
+                                  opt_host > units::Seconds{}
+                                      ? fmt::format("; the host's Python step and zero_grad {} ({} parameter tensors)",
+                                                    ms(opt_host), detail::parameter_tensors(g))
+                                      : std::string()),
                       Origin::derived()},
                      {"t_comm,exposed", ms(r.exposed_comm),
                       fmt::format("DDP over {} GPUs: last bucket + what the backward does not hide of the {} all-reduce "

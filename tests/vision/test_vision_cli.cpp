@@ -125,7 +125,10 @@ TEST_CASE("issue 25's training steps on an H100 are within 15 percent median of 
   CHECK(errs[1] <= 0.15);
   CHECK(v["by_kind"]["training-loader"]["evaluated"] == 4);
   CHECK(v["by_kind"]["published-pytorch"]["evaluated"] == 4);
-  CHECK(v["by_kind"]["published-mlperf"]["evaluated"] == 2);
+  // MLPerf's MXNet ResNet-50 (DGX-1 V100, DGX A100, DGX H100), priced with the fused conv-BN-ReLU training engine:
+  // each within 15% (it was -38% to -44% priced as eager PyTorch).
+  CHECK(v["by_kind"]["published-mlperf"]["evaluated"] == 3);
+  CHECK(v["by_kind"]["published-mlperf"]["max_abs_error"].get<double>() <= 0.15);
 }
 
 TEST_CASE("an input size the network cannot take is refused at --resolution") {

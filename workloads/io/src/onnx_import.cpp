@@ -2,7 +2,9 @@
 //
 // - Conv → conv (groups kept: groups = channels is a depthwise conv); ConvTranspose → conv, transposed.
 // - BatchNormalization → batch norm (scale and shift are parameters; running mean and variance are buffers, as
-//   torchvision counts them); LayerNormalization, InstanceNormalization → layer norm over the normalised size. A
+//   torchvision counts them); LayerNormalization, InstanceNormalization → layer norm over the normalised size; torch's
+//   GroupNorm export (Reshape → InstanceNormalization with constant unit scale → Reshape → Mul → Add) → one norm of C
+//   channels whose 2·C parameters are the Mul's and Add's constants. A
 //   layer norm decomposed by an older exporter (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) is priced as those ops.
 // - MatMul / Gemm with a constant second operand → linear (its bias Add, or Gemm's C, adds the bias); MatMul of two
 //   activations → the attention core when it heads a MatMul → [Mul|Div|Add|Sub|Where|Cast]* → Softmax → MatMul
@@ -37,6 +39,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "gpuplan/wl_io/onnx_io.hpp"
+#include "onnx_ops.hpp"
 
 namespace gpuplan::wl_io {
 
@@ -44,54 +47,6 @@ using wl::VisionOp;
 using wl::VisionOpKind;
 
 namespace {
-
-enum class Cat { view, conv, norm, act_cheap, act, binary, pool, global_pool, matmul, gemm, resize, copy, cast };
-
-const std::map<std::string, Cat>& op_table() {
-  static const std::map<std::string, Cat> t = [] {
-    std::map<std::string, Cat> m;
-    for (const char* n : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Constant", "Shape",
-                          "Size", "ConstantOfShape", "Range"})
-      m[n] = Cat::view;
-    for (const char* n : {"Conv", "ConvTranspose"}) m[n] = Cat::conv;
-    for (const char* n : {"BatchNormalization", "LayerNormalization", "InstanceNormalization"}) m[n] = Cat::norm;
-    for (const char* n : {"Relu", "LeakyRelu", "PRelu", "Clip", "Abs", "Neg", "Floor", "Ceil", "Round", "Sign", "Not",
-                          "Reciprocal", "ThresholdedRelu", "IsNaN", "IsInf"})
-      m[n] = Cat::act_cheap;
-    for (const char* n : {"Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu", "Erf", "Elu", "Selu", "Celu",
-                          "Softplus", "Softsign", "Mish", "Softmax", "LogSoftmax", "Exp", "Log", "Sqrt", "Sin", "Cos"})
-      m[n] = Cat::act;
-    for (const char* n : {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Where", "Equal", "Less",
-                          "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Mod"})
-      m[n] = Cat::binary;
-    for (const char* n : {"MaxPool", "AveragePool", "LpPool"}) m[n] = Cat::pool;
-    for (const char* n : {"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-                          "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp", "ArgMax",
-                          "ArgMin"})
-      m[n] = Cat::global_pool;
-    m["MatMul"] = Cat::matmul;
-    m["Gemm"] = Cat::gemm;
-    for (const char* n : {"Resize", "Upsample"}) m[n] = Cat::resize;
-    for (const char* n : {"Concat", "Transpose", "Slice", "Split", "Gather", "GatherElements", "GatherND", "Pad",
-                          "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "ScatterND", "ScatterElements", "Trilu"})
-      m[n] = Cat::copy;
-    m["Cast"] = Cat::cast;
-    return m;
-  }();
-  return t;
-}
-
-/// A tensor's static shape; dims < 0 are unknown.
-struct Shape {
-  std::vector<std::int64_t> dims;
-  bool is_float = false;
-  bool known = false;
-  [[nodiscard]] std::int64_t numel() const {
-    std::int64_t n = 1;
-    for (auto d : dims) n *= d;
-    return n;
-  }
-};
 
 bool float_type(std::int32_t t) {
   using T = onnx::TensorProto;
@@ -445,7 +400,44 @@ class Importer {
     push(i, std::move(op));
   }
 
+  /// torch's GroupNorm export below opset 18: Reshape(N, G, −1) → InstanceNormalization (constant unit scale, zero
+  /// shift: no parameters) → Reshape back → Mul(weight) → Add(bias). One per-sample norm of the C channels, its 2·C
+  /// parameters the Mul's and Add's constants (C each). True when node i heads the pattern (and it was pushed).
+  bool group_norm(int i) {
+    const auto& n = g_.node(i);
+    if (n.op_type() != "InstanceNormalization" || n.input_size() < 3) return false;
+    const int rs = sole_consumer(n.output(0));
+    if (rs < 0 || g_.node(rs).op_type() != "Reshape") return false;
+    const int mul = sole_consumer(g_.node(rs).output(0));
+    if (mul < 0 || g_.node(mul).op_type() != "Mul") return false;
+    const int add = sole_consumer(g_.node(mul).output(0));
+    if (add < 0 || g_.node(add).op_type() != "Add") return false;
+    auto other_const = [&](int k, const std::string& data) {
+      for (const auto& in : g_.node(k).input())
+        if (in != data && is_const(in)) return in;
+      return std::string();
+    };
+    const std::string w = other_const(mul, g_.node(rs).output(0)), b = other_const(add, g_.node(mul).output(0));
+    const Shape* y = shape(g_.node(add).output(0));
+    const Shape* ws = w.empty() ? nullptr : shape(w);
+    const Shape* bs = b.empty() ? nullptr : shape(b);
+    if (y == nullptr || !y->known || y->dims.size() < 2 || ws == nullptr || bs == nullptr) return false;
+    VisionOp op = base(i, VisionOpKind::norm);
+    op.norm = wl::VisionNorm::layer;
+    chw(*y, op.c_out, op.h_out, op.w_out);
+    if (ws->numel() != op.c_out || bs->numel() != op.c_out) return false;
+    op.c_in = op.c_out;
+    op.h_in = op.h_out;
+    op.w_in = op.w_out;
+    for (const std::string& t : {n.input(1), n.input(2), w, b}) mark(t);
+    done_[static_cast<std::size_t>(rs)] = done_[static_cast<std::size_t>(mul)] = true;
+    done_[static_cast<std::size_t>(add)] = true;
+    push(i, std::move(op), {g_.node(add).output(0)});
+    return true;
+  }
+
   void norm(int i, OnnxImport& r) {
+    if (group_norm(i)) return;
     const auto& n = g_.node(i);
     VisionOp op = base(i, VisionOpKind::norm);
     const Shape* x = need(i, n.input(0));

@@ -71,7 +71,7 @@ FieldTable arch_fields() {
       field("depths", FieldType::any, Presence::optional,
             "resnet, convnext: blocks per stage (list of integers); detr: [encoder layers, decoder layers]"),
       field("widths", FieldType::any, Presence::optional,
-            "resnet: bottleneck width per stage; convnext: channels per stage (list of integers)"),
+            "resnet: bottleneck width per stage; convnext: channels per stage; unet: channels per level; fpn: the backbone maps' channels, strides 4, 8, 16, … (list of integers)"),
       field("expansion", FieldType::integer, Presence::optional, "resnet: bottleneck expansion (4)", 1, 16),
       field("stages", FieldType::any, Presence::optional,
             "efficientnet: the B0 stages, list of {expand, kernel, stride, in, out, repeats}"),
@@ -85,10 +85,10 @@ FieldTable arch_fields() {
             "vit: patch size; convnext: stem patch size; detr: the feature map's stride", 1, 64),
       field("kernel", FieldType::integer, Presence::optional, "convnext: depthwise kernel (7)", 1, kMaxKernel),
       field("mlp_ratio", FieldType::integer, Presence::optional, "convnext: MLP width / channels (4)", 1, 16),
-      field("hidden", FieldType::integer, Presence::optional, "vit, detr: hidden size", 1, kMaxWidth),
+      field("hidden", FieldType::integer, Presence::optional, "vit, detr: hidden size; fpn: pyramid channels", 1, kMaxWidth),
       field("layers", FieldType::integer, Presence::optional, "vit: encoder blocks", 1, kMaxDepth),
       field("heads", FieldType::integer, Presence::optional, "vit, detr: attention heads", 1, 256),
-      field("mlp", FieldType::integer, Presence::optional, "vit, detr: MLP (FFN) width", 1, 4 * kMaxWidth),
+      field("mlp", FieldType::integer, Presence::optional, "vit, detr: MLP (FFN) width; fpn: the semantic branch's channels", 1, 4 * kMaxWidth),
       field("queries", FieldType::integer, Presence::optional, "detr: object queries (100)", 1, 4096),
       field("max_channels", FieldType::integer, Presence::optional,
             "yolov8: channel cap before the width multiple (1024 for n/s, 768 for m, 512 for l/x)", 8, kMaxWidth)};
@@ -183,6 +183,13 @@ void check_arch(const wl::VisionArch& a, const std::string& file, const std::str
            need(a.hidden > 0 && a.heads > 0 && a.mlp > 0, "'hidden', 'heads' and 'mlp'") &&
            need(a.hidden % a.heads == 0, fmt::format("'heads' ({}) to divide 'hidden' ({})", a.heads, a.hidden));
       break;  // every key has a default (yolov8n's multiples come from the file)
+    case wl::VisionFamily::unet:
+      ok = need(a.widths.size() >= 2, "'widths': the channels of at least two levels");
+      break;
+    case wl::VisionFamily::fpn:
+      ok = need(a.widths.size() >= 2 && a.widths.size() <= 6, "'widths': the channels of 2 to 6 backbone maps (C2…)") &&
+           need(a.hidden > 0 && a.mlp > 0, "'hidden' (pyramid channels) and 'mlp' (semantic branch channels)");
+      break;
     case wl::VisionFamily::onnx: ok = need(false, "an ONNX file (it is no library family)"); break;
   }
   if (!ok) return;
@@ -213,7 +220,7 @@ const FieldTable& vision_family_fields() {
     FieldSpec kind = field("kind", FieldType::string, Presence::required, "entity kind");
     kind.choices = {"vision_family"};
     FieldSpec family = field("family", FieldType::string, Presence::required, "architecture family");
-    family.choices = {"resnet", "efficientnet", "convnext", "vit", "yolov8", "detr"};
+    family.choices = {"resnet", "efficientnet", "convnext", "vit", "yolov8", "detr", "unet", "fpn"};
     FieldSpec base = field("base", FieldType::object, Presence::optional, "architecture keys every variant shares");
     base.nested = &arch;
     return FieldTable{schema, kind, family, base,
@@ -243,6 +250,8 @@ Result<std::vector<VisionEntry>> load_vision_family(const std::string& path, con
                 : fam == "vit"        ? wl::VisionFamily::vit
                 : fam == "yolov8"     ? wl::VisionFamily::yolov8
                 : fam == "detr"       ? wl::VisionFamily::detr
+                : fam == "unet"       ? wl::VisionFamily::unet
+                : fam == "fpn"        ? wl::VisionFamily::fpn
                                       : wl::VisionFamily::resnet;
   if (auto b = r.object("base"); b && b->valid()) apply_arch(*b, display, diags, base);
   const std::vector<std::string> sources = r.strings("sources").value_or(std::vector<std::string>{});

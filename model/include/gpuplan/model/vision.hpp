@@ -47,6 +47,13 @@ struct VisionRunPlan {
   bool cuda_graphs = false;  ///< the pass is replayed from a CUDA graph (no CPU issue cost)
   bool fold_bn = false;      ///< inference: batch norm folded into the preceding convolution's weights and bias
   bool fuse_epilogue = false;  ///< inference: activation and residual add in the preceding GEMM's epilogue
+  /// training: a fused conv–batch-norm–ReLU engine (cuDNN's fused-ops API as NVIDIA's MXNet ResNet-50 runs it for
+  /// MLPerf): batch-norm statistics in the convolution's epilogue, scale, bias and ReLU in the next convolution's
+  /// prologue, block outputs in one scale-bias-add-ReLU kernel, dReLU and dBN in one (model/src/vision_kernels.hpp).
+  bool fused_training = false;
+  /// eager: the host's issue time is the measured host cost of each module call (model/src/vision_host.cpp); false:
+  /// kernels × launch.cpu_per_kernel (the serving launch model; `--cpu-per-kernel-us` sets it)
+  bool host_per_op = true;
   /// Per-kernel costs (kernel_overhead_graph / kernel_overhead_eager / cpu_per_kernel) and their origin.
   ServingPerfPlan launch;
 };
@@ -54,7 +61,8 @@ struct VisionRunPlan {
 /// What one pass costs, summed by kind.
 struct VisionPassCost {
   units::Seconds gpu_time{};   ///< Σ op times (each with its per-kernel fixed cost)
-  units::Seconds cpu_issue{};  ///< eager: kernels × CPU time per kernel; 0 under CUDA graphs
+  units::Seconds cpu_issue{};  ///< eager: the host's issue time (host_ops, or kernels × CPU time per kernel); 0 under CUDA graphs
+  units::Seconds host_ops{};   ///< eager: Σ of the measured host cost of each module call (0: no measurement for a kind)
   units::Seconds time{};       ///< max(gpu_time, cpu_issue)
   double kernels = 0;
   units::Flops flops{};        ///< all FLOPs executed (2·MACs of convs, linears, attention; elementwise FLOPs)

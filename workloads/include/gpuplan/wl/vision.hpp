@@ -75,7 +75,7 @@ struct VisionOp {
 };
 
 /// `onnx`: an op list imported from an ONNX file (workloads/io onnx_io.hpp), not built from a description.
-enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit, yolov8, detr, onnx };
+enum class VisionFamily : std::uint8_t { resnet, efficientnet, convnext, vit, yolov8, detr, unet, fpn, onnx };
 const char* to_string(VisionFamily f);
 
 /// One MBConv stage of EfficientNet's base network (B0; Tan & Le 2019 Table 1), before compound scaling.
@@ -118,6 +118,10 @@ struct VitOptions {
 /// - convnext: depths, widths (channels per stage), patch (stem), kernel (depthwise), mlp_ratio;
 /// - vit: patch, hidden, layers, heads, mlp;
 /// - yolov8: depth_mult, width_mult, max_channels, classes (80 for COCO), resolution (640);
+/// - unet (Ronneberger et al. 2015): in_channels, classes, widths (channels per level, encoder), resolution; unpadded
+///   3×3 convolutions, 2×2 max pooling, 2×2 stride-2 transposed convolutions, cropped skip maps concatenated;
+/// - fpn (a segmentation head on a backbone's C2…C5 maps): widths (the maps' channels, strides 4, 8, 16, 32),
+///   resolution (the image), hidden (pyramid channels), mlp (the semantic branch's channels), classes;
 /// - detr (a head on a backbone's feature map): in_channels (the map's channels), patch (its stride), resolution (the
 ///   image), hidden, heads, mlp, depths ([encoder layers, decoder layers]), queries, classes.
 struct VisionArch {
