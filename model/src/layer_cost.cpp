@@ -63,7 +63,15 @@ class TrainingLayerPricer {
                 std::int64_t batch = 1) {
     // Routed experts run as grouped GEMMs (moe_cost.hpp: the measured grouped-kernel law over the batched GEMM).
     const bool grouped = kind == LinearKind::expert_in || kind == LinearKind::expert_out;
-    auto g = [&](OpCost c) { return grouped ? grouped_gemm(std::move(c)) : c; };
+    // The blockwise FP8 recipe's GEMMs at the measured block-scaled rate (quant_recipe.hpp).
+    const bool block_scaled = gp == hw::Precision::fp8 && plan.precision.recipe == wl::QuantRecipe::blockwise;
+    auto g = [&](OpCost c) {
+      if (block_scaled && c.bound == Bound::compute) {
+        c.time = c.time * kBlockScaledGemmTime;
+        c.efficiency /= kBlockScaledGemmTime;
+      }
+      return grouped ? grouped_gemm(std::move(c)) : c;
+    };
     // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
     auto put = [&](bool forward, bool gemm, const OpCost& o) {
       (forward ? lc.fwd : lc.bwd).add(o);

@@ -37,6 +37,16 @@ inline QuantBytes quant_bytes(wl::QuantRecipe r) {
   return {4.0, 2.0, "fp8"};
 }
 
+/// Block-scaled FP8 GEMMs (the blockwise recipe: 1×128 activation tiles and 128×128 weight blocks, an fp32 scale
+/// each, DeepSeek-V3 §3.3.2) take this many times the time of per-tensor FP8 GEMMs with split accumulation: the
+/// scales are applied to the partial sums of every 128-deep K block in the main loop, where a per-tensor GEMM scales
+/// once in its epilogue. Measured on our H100 (data/validation/measured/h100-sxm5-80gb/fp8_blockwise_gemm.json,
+/// scripts/measure/fp8_blockwise_gemm.py): torch._scaled_mm (cuBLASLt) blockwise against tensorwise with
+/// use_fast_accum off over 22 DeepSeek-V3-shaped forward, dgrad and wgrad GEMMs (MLA, shared and routed expert, o
+/// projection; 4096–32768 × 512–24576 × 512–16384): geometric mean 1.109 (1.03–1.24; 1.096 on an H200). Applied to
+/// compute-bound GEMMs on every GPU (an assumption beyond Hopper).
+inline constexpr double kBlockScaledGemmTime = 1.109;
+
 /// Whether the plan's GEMMs take quantised operands (fp8 or fp4).
 inline bool quantised_gemms(const wl::TrainingPlan& plan) {
   return plan.precision.compute == hw::Precision::fp8 || plan.precision.compute == hw::Precision::fp4;

@@ -351,7 +351,9 @@ Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params
   // formula gives 22.6 GB, 5.4 ms at the streaming rate.
   const double bytes = dp_copy_bytes(a, params, plan);
   if (bytes <= 0) return Seconds(0);
-  return streaming_cost(plan.zero == wl::ZeroStage::none ? "DDP bucket copy" : "FSDP copy-in/copy-out",
+  return streaming_cost(plan.zero != wl::ZeroStage::none ? "FSDP copy-in/copy-out"
+                        : plan.overlap_grad_reduce     ? "DDP bucket copy"
+                                                       : "flat gradient buffer copies",
                         OpClass::elementwise, units::bytes(bytes), units::flop(0), d)
       .time;
 }
@@ -871,13 +873,25 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
 
 }  // namespace detail
 
+static double dp_grad_passes(const wl::TrainingPlan& plan) {
+  // PyTorch DDP (gradient_as_bucket_view) reduces each bucket as its gradients become ready, during the backward, and
+  // divides it in place: one read + write pass. DDP has no reduction after the backward; eager code that reduces
+  // after it (overlap_grad_reduce false) does it by hand, as apex's delay_allreduce and our moe_train_step.py do: the
+  // gradients flattened into one buffer (a copy), all-reduced, divided in place, and copied back into each .grad —
+  // three passes. Measured in the EP 1 x DP 4 step's CUDA-only profile (data/validation/measured/h100-sxm5-80gb/
+  // moe_train_L4_s4096_b1_ep1_w4_cudaprof.json, 2.59e9 fp32 gradients): 13.3 ms of device copies (flatten and copy
+  // back) and 6.9 ms of the divide, where the one-pass term gave 7.2 ms.
+  return plan.overlap_grad_reduce ? 1.0 : 3.0;
+}
+
 double dp_copy_bytes(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
   if (plan.kernels != wl::KernelStyle::eager || detail::dense_grad_group_size(plan) <= 1) return 0.0;
   // DDP: each gradient that is reduced into its bucket, read + write: the dense ones (over dp·cp), the routed
   // experts' only where their expert-data-parallel group has more than one GPU (EP = DP·CP leaves nothing to reduce;
   // our EP 4 step on 4 H100s syncs only the dense gradients: data/validation/measured/h100-sxm5-80gb/
   // moe_train_L4_s4096_b1_ep4_w4.json).
-  if (plan.zero == wl::ZeroStage::none) return 2.0 * detail::dp_reduced_params(a, params, plan) * plan.precision.gradient_bytes;
+  if (plan.zero == wl::ZeroStage::none)
+    return 2.0 * dp_grad_passes(plan) * detail::dp_reduced_params(a, params, plan) * plan.precision.gradient_bytes;
   if (plan.zero == wl::ZeroStage::parameters && detail::optimizer_shard(plan) > 1)
     return detail::fsdp_copy_bytes(params, plan);
   return 0.0;

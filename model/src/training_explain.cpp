@@ -194,10 +194,13 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
         {"framework copies", format(terms.dp_copy),
          fmt::format("{} B per step at the streaming rate, counted with the exposed DP time ({})",
                      units::format_count(dp_copy_bytes(a, params, plan)),
-                     plan.zero == wl::ZeroStage::none
-                         ? "PyTorch DDP copies each gradient into its bucket: read + write"
-                         : "PyTorch FSDP2: shard cast into the all-gather input, gathered buffer split into the "
-                           "parameters (forward and backward), gradients into the reduce-scatter input"),
+                     plan.zero != wl::ZeroStage::none
+                         ? "PyTorch FSDP2: shard cast into the all-gather input, gathered buffer split into the "
+                           "parameters (forward and backward), gradients into the reduce-scatter input"
+                     : plan.overlap_grad_reduce
+                         ? "PyTorch DDP divides each gradient bucket in place: read + write"
+                         : "reduction after the backward (no DDP): the gradients flattened into one buffer, divided "
+                           "in place and copied back: 3 × read + write"),
          Origin::derived("dp_copy_bytes")});
   if (!comm.inputs.empty()) {
     const double share = comm_compute_share(d);

@@ -149,3 +149,30 @@ TEST_CASE("the grouped-GEMM law over the model's batched GEMM reproduces torch._
   CHECK(law[law.size() / 2] < plain[plain.size() / 2]);
   CHECK(law[law.size() / 2] <= 0.10);
 }
+
+TEST_CASE("fp8 blockwise recipe: compute-bound GEMMs at 1.109 x the per-tensor split-accumulation time") {
+  // quant_recipe.hpp kBlockScaledGemmTime: torch._scaled_mm blockwise (1x128 x 128x128) against tensorwise with
+  // fast accumulation off, 22 DeepSeek-V3-shaped GEMMs on our H100 (fp8_blockwise_gemm.json). The dgrad runs with
+  // split accumulation in both recipes, so only the block scaling differs; the grouped law (a·t + t₀) wraps it.
+  const auto& a = test::arch("bench-moe-30b-a3b-shape-l4");
+  const auto sys = h100_node();
+  wl::TrainingPlan p = eager_plan(4);
+  p.kernels = wl::KernelStyle::fused;
+  p.mixed_precision = wl::MixedPrecision::megatron;
+  p.precision.weight_bytes = 2;
+  p.precision.master_bytes = 4;
+  p.precision.compute = hw::Precision::fp8;
+  auto dgrad = [&](wl::QuantRecipe r) {
+    wl::TrainingPlan q = p;
+    q.precision.recipe = r;
+    const auto est = model::estimate_training(a, q, sys, Explain::off);
+    for (const auto& op : est.layer_ops)
+      if (op.name == "expert up/gate dgrad") return std::optional<model::OpCost>(op);
+    return std::optional<model::OpCost>();
+  };
+  const auto tw = dgrad(wl::QuantRecipe::tensorwise), bw = dgrad(wl::QuantRecipe::blockwise);
+  REQUIRE(tw.has_value());
+  REQUIRE(bw.has_value());
+  REQUIRE(tw->bound == model::Bound::compute);
+  CHECK(rel_close(bw->time.raw() - 11e-6, 1.109 * (tw->time.raw() - 11e-6), 1e-6));
+}

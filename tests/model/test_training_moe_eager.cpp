@@ -44,19 +44,26 @@ wl::TrainingPlan measured_plan(int ep, int dp) {
 
 }  // namespace
 
-TEST_CASE("DDP copies only the gradients it reduces: no routed-expert copy when EP = DP") {
+TEST_CASE("the gradient copies cover only the gradients reduced: no routed-expert copy when EP = DP") {
   // The bench MoE model: 177,227,776 dense and 2,415,919,104 routed-expert parameters (the measurement's own count,
   // moe_train_L4_s4096_b1_ep4_w4.json: params_dense, params_expert_local × EP).
   const auto& a = test::arch("bench-moe-30b-a3b-shape-l4");
   const auto params = model::parameter_counts(a, Explain::off);
   const double dense = 177227776.0, experts = 2415919104.0;
   REQUIRE(double(params.total) == doctest::Approx(dense + experts));
-  // EP 4 on 4 GPUs: the expert-data-parallel group is one GPU; DDP copies the dense fp32 gradients, read + write.
-  CHECK(model::dp_copy_bytes(a, params, measured_plan(4, 4)) == doctest::Approx(2.0 * 4.0 * dense));
+  // The measured script reduces after the backward (overlap_grad_reduce false): one flat buffer, three read + write
+  // passes of the fp32 gradients (flatten, divide, copy back).
+  // EP 4 on 4 GPUs: the expert-data-parallel group is one GPU; only the dense gradients are copied.
+  CHECK(model::dp_copy_bytes(a, params, measured_plan(4, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * dense));
   // EP 2 × expert-DP 2: this GPU's half of the experts is reduced too.
-  CHECK(model::dp_copy_bytes(a, params, measured_plan(2, 4)) == doctest::Approx(2.0 * 4.0 * (dense + experts / 2.0)));
+  CHECK(model::dp_copy_bytes(a, params, measured_plan(2, 4)) ==
+        doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts / 2.0)));
   // EP 1 × DP 4: everything.
-  CHECK(model::dp_copy_bytes(a, params, measured_plan(1, 4)) == doctest::Approx(2.0 * 4.0 * (dense + experts)));
+  CHECK(model::dp_copy_bytes(a, params, measured_plan(1, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts)));
+  // PyTorch DDP (reduction during the backward, gradient_as_bucket_view): one pass, the in-place divide.
+  wl::TrainingPlan ddp = measured_plan(1, 4);
+  ddp.overlap_grad_reduce = true;
+  CHECK(model::dp_copy_bytes(a, params, ddp) == doctest::Approx(2.0 * 4.0 * (dense + experts)));
 }
 
 TEST_CASE("the AMP optimizer step reads and writes the fp32 parameters it updates: 28 B per parameter for AdamW") {
