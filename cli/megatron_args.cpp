@@ -115,7 +115,7 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
     if (keys.contains(key)) return keys[key].get<long long>();
     return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : 1;
   };
-  const long long pp = size("pp"), tp = size("tp");
+  const long long pp = size("pp");
   if (m.layers_per_virtual_stage) {
     // arguments.py, validate_args: layers per stage = layers (+1 with the embedding, +1 with the loss accounted) / PP;
     // virtual stages = that / layers per virtual stage.
