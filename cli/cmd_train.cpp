@@ -52,7 +52,7 @@ struct TrainFlags {
   std::optional<double> moe_imbalance;
   std::optional<long long> mtp_layers;
   std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
-  std::optional<long long> tp, pp, dp, cp, ep, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
+  std::optional<long long> tp, pp, dp, cp, ep, etp, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
       lora_rank, first_stage_layers, last_stage_layers;
   std::optional<bool> sequence_parallel, flash_attention, dropout, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm,
       fp8_params, embedding_in_split, loss_in_split, overlap_p2p_comm, pp_scatter_gather;
@@ -142,6 +142,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("dp", "--dp", f.dp);
   put("cp", "--cp", f.cp);
   put("ep", "--ep", f.ep);
+  put("etp", "--etp", f.etp);
   put("virtual_stages", "--virtual-stages", f.virtual_stages);
   put("micro_batch", "--micro-batch", f.micro_batch);
   put("global_batch", "--global-batch", f.global_batch);
@@ -199,6 +200,7 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
                  {"lora", {{"rank", plan.lora.rank},
                            {"targets", plan.lora.on() ? wl::to_string(plan.lora.targets) : "none"},
                            {"base", wl::to_string(plan.lora.base)}}}};
+  if (par.expert_tp() != par.tp) o["layout"]["etp"] = par.expert_tp();
   o["feasible"] = est.feasibility.ok;
   o["reasons"] = est.feasibility.reasons;
   if (est.step_time.raw() > 0) {
@@ -265,7 +267,10 @@ std::string layout_text(const wl::TrainingPlan& plan) {
                      plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages)
                      : plan.dualpipe()                                  ? std::string(" DualPipe")
                                                                         : std::string(),
-                     par.dp, par.cp, par.ep > 1 ? fmt::format(" · EP {}", par.ep) : "",
+                     par.dp, par.cp,
+                     (par.ep > 1 ? fmt::format(" · EP {}", par.ep) : std::string()) +
+                         (par.expert_tp() != par.tp ? fmt::format(" · ETP {} (EDP {})", par.expert_tp(), par.expert_dp())
+                                                    : std::string()),
                      par.sequence_parallel && par.tp > 1 ? " · SP" : "") +
          (par.pp > 1 ? split_text(plan) : std::string()) +
          (plan.lora.on() ? fmt::format(" · LoRA r{} on {}{}", plan.lora.rank, wl::to_string(plan.lora.targets),
@@ -884,6 +889,9 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--dp", f->dp, "data parallel (default: gpus / (tp·pp·cp))");
   c->add_option("--cp", f->cp, "context parallel");
   c->add_option("--ep", f->ep, "expert parallel");
+  c->add_option("--etp", f->etp,
+                "expert tensor parallel (MoE parallel folding; default: --tp): the routed experts split over etp·ep of "
+                "the stage's tp·cp·dp GPUs");
   c->add_option("--sp", f->sequence_parallel, "sequence parallelism (default: on when TP > 1)");
   c->add_option("--virtual-stages", f->virtual_stages, "interleaved pipeline chunks per stage");
   c->add_option("--schedule", f->schedule,

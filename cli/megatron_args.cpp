@@ -115,12 +115,7 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
     if (keys.contains(key)) return keys[key].get<long long>();
     return j.contains(key) && j[key].is_number_integer() ? j[key].get<long long>() : 1;
   };
-  const long long pp = size("pp"), tp = size("tp");
-  if (m.expert_tp && *m.expert_tp != tp)
-    diags.error("", "--expert-tensor-parallel-size",
-                fmt::format("'--expert-tensor-parallel-size {}' with TP {}: expert tensor parallelism other than the "
-                            "attention's TP is {}",
-                            *m.expert_tp, tp, kNotModelled));
+  const long long pp = size("pp");
   if (m.layers_per_virtual_stage) {
     // arguments.py, validate_args: layers per stage = layers (+1 with the embedding, +1 with the loss accounted) / PP;
     // virtual stages = that / layers per virtual stage.

@@ -102,7 +102,7 @@ struct MegatronMapping {
   std::map<std::string, std::string> defaulted;  ///< key -> why ("Megatron-LM's default without --bf16/--fp16")
   MegatronShape shape;
   // Values that need the model or the final layout:
-  std::optional<long long> layers_per_virtual_stage, expert_tp;
+  std::optional<long long> layers_per_virtual_stage;
   bool global_batch_given = false;
   std::optional<long long> launcher_gpus;
   std::string launcher_text;

@@ -207,7 +207,7 @@ class Mapper {
     if (auto v = integer("--pipeline-model-parallel-size")) set("pp", *v, "--pipeline-model-parallel-size");
     if (auto v = integer("--context-parallel-size")) set("cp", *v, "--context-parallel-size");
     if (auto v = integer("--expert-model-parallel-size")) set("ep", *v, "--expert-model-parallel-size");
-    if (auto v = integer("--expert-tensor-parallel-size")) m_.expert_tp = *v;
+    if (auto v = integer("--expert-tensor-parallel-size")) set("etp", *v, "--expert-tensor-parallel-size");
     if (auto v = integer("--num-virtual-stages-per-pipeline-rank"))
       set("virtual_stages", *v, "--num-virtual-stages-per-pipeline-rank");
     if (auto v = integer("--num-layers-per-virtual-pipeline-stage")) m_.layers_per_virtual_stage = *v;

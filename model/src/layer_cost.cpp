@@ -298,18 +298,23 @@ class TrainingLayerPricer {
       case LinearKind::router: fwd_gemm(o.name, LinearKind::router, T, h, o.out); break;
       case LinearKind::expert_in:
       case LinearKind::expert_out: {
+        // Split by the expert TP (etp = tp unless the plan folds): the expert-TP·EP group holds etp·ep·(T/tp)
+        // unique tokens, so T·k·ep·etp/tp routed copies, width/etp columns each (the FLOPs per GPU do not move).
+        const std::int64_t te = par.expert_tp();
         const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
-        const std::int64_t ie = width / t > 0 ? width / t : 1;
+        const std::int64_t ie = width / te > 0 ? width / te : 1;
         const std::int64_t local_experts = o.copies / par.ep;
-        // T·k·ep routed token copies; a user-sized micro-batch × sequence can take the product past int64 (saturate).
+        // T·k·ep·etp/tp routed token copies; a user-sized micro-batch × sequence can take the product past int64
+        // (saturate).
         std::int64_t routed = 0;
         if (__builtin_mul_overflow(T, o.active * std::int64_t(par.ep), &routed)) routed = INT64_MAX;
+        else if (te != t) routed = routed / t * te;
         // Load imbalance (plan.moe_imbalance, 1 = balanced): the busiest EP rank's experts get that many times the
         // mean tokens, and every rank waits for it at the combine.
         const double imb = std::max(1.0, plan.moe_imbalance);
         const std::int64_t tokens_per_expert =
             std::max<std::int64_t>(1, std::int64_t(std::llround(double(routed / o.copies) * imb)));
-        const double rows = double(T) * double(o.active) * imb;
+        const double rows = double(T) * double(o.active) * imb * (double(te) / double(t));
         if (o.linear == LinearKind::expert_in) {
           fwd_gemm(o.name, LinearKind::expert_in, tokens_per_expert, h, glu * ie, local_experts);
           const Seconds before = lc.fwd.total();

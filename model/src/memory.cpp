@@ -82,8 +82,10 @@ detail::LayerParams layer_params(const wl::TransformerArch& a, const ParameterCo
 
 int communicators(const wl::Parallelism& par) {
   // One NCCL communicator per parallel group of more than one GPU this GPU belongs to: TP, PP (p2p), the
-  // data-parallel gradient group (dp·cp), CP (ring attention) and EP (all-to-all).
-  return int(par.tp > 1) + int(par.pp > 1) + int(std::int64_t(par.dp) * par.cp > 1) + int(par.cp > 1) + int(par.ep > 1);
+  // data-parallel gradient group (dp·cp), CP (ring attention) and EP (all-to-all); under parallel folding also the
+  // expert-TP group when it differs from TP.
+  return int(par.tp > 1) + int(par.pp > 1) + int(std::int64_t(par.dp) * par.cp > 1) + int(par.cp > 1) + int(par.ep > 1) +
+         int(par.expert_tp() != par.tp && par.expert_tp() > 1);
 }
 
 }  // namespace
@@ -377,14 +379,16 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
   const int p = std::max(1, par.pp);
   const int v = plan.model_chunks();
   const double t = c.t;
-  const double ep = std::max(1, par.ep);
+  // Routed experts are split over etp·ep ranks (etp = tp without parallel folding).
+  const double te = double(par.expert_shard());
   const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
 
   // ZeRO/FSDP shard group ([ZeRO] §5): the data-parallel replicas (dp·cp: CP ranks hold the same weights, as
   // Megatron-Core's distributed optimizer shards over the dp×cp group), or the hybrid shard group. Routed experts
-  // are replicated over dp·cp/ep ranks only (EP is carved out of dp·cp).
+  // are replicated over the expert-data-parallel ranks only: the group regrouped as etp·ep·edp, N·t/(etp·ep)
+  // (dp·cp/ep when etp = tp: EP carved out of dp·cp).
   const double n_dense = par.shard_group > 0 ? double(par.shard_group) : double(par.dp) * double(std::max(1, par.cp));
-  const double n_expert = std::max(1.0, n_dense / ep);
+  const double n_expert = std::max(1.0, n_dense * t / te);
   const int zero = static_cast<int>(plan.zero);
   auto shard = [&](int stage, double n) { return zero >= stage ? n : 1.0; };
   const double opt_b = optimizer_state_bytes(plan);
@@ -404,9 +408,9 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
     st.p_expert = shape.p_expert;
     st.largest_layer_gpu = 0.0;
     if (dense_layers > 0)
-      st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.dense.dense / t + kinds.dense.expert / (t * ep));
+      st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.dense.dense / t + kinds.dense.expert / te);
     if (shape.moe_layers > 0)
-      st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.moe.dense / t + kinds.moe.expert / (t * ep));
+      st.largest_layer_gpu = std::max(st.largest_layer_gpu, kinds.moe.dense / t + kinds.moe.expert / te);
     // The stage's embedding and output-layer parameters (not decoder layers). Tied embeddings under PP: the last
     // stage keeps its own copy of the word embeddings for the output layer (Megatron-LM; gradients all-reduced over
     // the embedding group).
@@ -414,7 +418,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
                               (shape.last ? double(params.lm_head) : 0.0) +
                               (shape.last && a.tied_embeddings && p > 1 ? double(params.embedding) : 0.0);
     st.p_dense += embed_head + (shape.last ? unit_norm : 0.0);
-    const double pd = st.p_dense / t, pe = st.p_expert / (t * ep);
+    const double pd = st.p_dense / t, pe = st.p_expert / te;
     st.weights = pd * pr.weight_bytes / shard(3, n_dense) + pe * pr.weight_bytes / shard(3, n_expert);
     st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
     st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);
@@ -426,7 +430,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       // optimizer states exist for the adapters only (sharded by the same ZeRO stages).
       const double n_dl = double(shape.layers - shape.moe_layers), n_ml = double(shape.moe_layers);
       const LoraLayerParams ld = lora_layer_params(a, plan.lora, false), lm = lora_layer_params(a, plan.lora, true);
-      const double ad = (n_dl * (ld.dense + ld.expert) + n_ml * lm.dense) / t, ae = n_ml * lm.expert / (t * ep);
+      const double ad = (n_dl * (ld.dense + ld.expert) + n_ml * lm.dense) / t, ae = n_ml * lm.expert / te;
       st.lora_adapters = ad + ae;
       st.weights = pd * base_b / shard(3, n_dense) + pe * base_b / shard(3, n_expert) +
                    ad * pr.weight_bytes / shard(3, n_dense) + ae * pr.weight_bytes / shard(3, n_expert);
@@ -474,7 +478,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       if (plan.mixed_precision == wl::MixedPrecision::amp && plan.zero != wl::ZeroStage::parameters &&
           base_b == pr.weight_bytes) {
         const double emb = shape.first ? double(params.embedding + params.position_embedding) : 0.0;
-        st.amp_copies = std::max(0.0, (st.p_dense - emb) / t + st.p_expert / (t * ep)) * c.ab;
+        st.amp_copies = std::max(0.0, (st.p_dense - emb) / t + st.p_expert / te) * c.ab;
         // Full recomputation (torch.utils.checkpoint around each layer): a layer's casts happen inside its
         // checkpointed forward, which saves nothing but its input, so autocast's cache frees them when the forward
         // leaves autocast and the recomputation casts again in the backward; only the GEMMs outside the
@@ -503,7 +507,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
       const bool dequantised = plan.lora.on() && (plan.lora.base == wl::LoraBase::nf4 || plan.lora.base == wl::LoraBase::int8);
       // The recipe's row- and column-wise copies with their scales (quant_recipe.hpp; 1 + 1 B with delayed scaling).
       const double per_weight = dequantised ? 0.0 : fp8_stored ? 1.0 : detail::quant_bytes(pr.recipe).weight_cache;
-      double gemm_params = (st.p_dense - embed_head) / t + st.p_expert / (t * ep);
+      double gemm_params = (st.p_dense - embed_head) / t + st.p_expert / te;
       if (plan.zero == wl::ZeroStage::parameters && n_dense > 1)
         gemm_params = st.largest_layer_gpu * (plan.overlap_param_gather ? 2.0 : 1.0);
       st.fp8_cache = std::max(0.0, gemm_params) * per_weight;

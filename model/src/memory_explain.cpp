@@ -46,6 +46,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   const int v = plan.model_chunks();
   const double t = c.t;
   const double ep = std::max(1, par.ep);
+  const double te = double(par.expert_shard());
   const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
   const int zero = static_cast<int>(plan.zero);
   const double opt_b = optimizer_state_bytes(plan);
@@ -98,8 +99,13 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
 
   // model states
   const std::string shard_note =
-      fmt::format("ZeRO shard group N = {} ({}); routed experts over N/ep = {}", format_number(n_dense),
-                  par.shard_group > 0 ? "hybrid shard group" : "dp·cp", format_number(n_expert));
+      par.expert_tp() != par.tp
+          ? fmt::format("ZeRO shard group N = {} ({}); routed experts over the expert-DP group N·t/(etp·ep) = {} "
+                        "(parallel folding: expert TP {})",
+                        format_number(n_dense), par.shard_group > 0 ? "hybrid shard group" : "dp·cp",
+                        format_number(n_expert), par.expert_tp())
+          : fmt::format("ZeRO shard group N = {} ({}); routed experts over N/ep = {}", format_number(n_dense),
+                        par.shard_group > 0 ? "hybrid shard group" : "dp·cp", format_number(n_expert));
   auto states_inputs = [&](double bytes_per, const std::string& b_sym, const std::string& b_meaning, Origin bo) {
     std::vector<DerivationInput> in = {
         {"P_stage", format_count(h.p_dense + h.p_expert),
@@ -108,12 +114,16 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
         {"ep", format_count(ep), "expert parallel (routed experts only)", par_o},
         {b_sym, format_number(bytes_per), b_meaning, std::move(bo)},
         {"N", format_number(n_dense), "ZeRO shard group", par_o}};
+    if (par.expert_tp() != par.tp)
+      in.insert(in.begin() + 3, {"etp", format_count(double(par.expert_tp())),
+                                 "expert tensor parallel (routed experts only; parallel folding)", par_o});
     return in;
   };
-  const double p_gpu = h.p_dense / t + h.p_expert / (t * ep);
+  const double p_gpu = h.p_dense / t + h.p_expert / te;
   d.children.push_back({"memory.weights",
                         "Weights",
-                        fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/(t·ep) = {}", zero >= 3 ? " / N" : "",
+                        fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/({}·ep) = {}", zero >= 3 ? " / N" : "",
+                                    par.expert_tp() != par.tp ? "etp" : "t",
                                     format_count(p_gpu)),
                         states_inputs(pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
                         B(r.weights.raw()),

@@ -49,15 +49,15 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& arch, const w
   const int p = std::max(1, plan.par.pp);
   const int v = plan.model_chunks();
   const bool eager = plan.kernels == wl::KernelStyle::eager;
-  const double t = c.t, ep = std::max(1, plan.par.ep);
+  const double t = c.t, te = double(plan.par.expert_shard());
   // Per layer kind: bytes kept for the backward, the recompute working set, and the parameters per GPU (the share of
   // the stage's gradients and autocast copies a layer's backward produces and frees).
   const double stored_dense = detail::stored_per_token(c, sums.dense) * c.tokens;
   const double stored_moe = detail::stored_per_token(c, sums.moe) * c.tokens;
   const double ws_dense = detail::working_set_per_token(c, sums.dense) * c.tokens;
   const double ws_moe = detail::working_set_per_token(c, sums.moe) * c.tokens;
-  const double w_dense = kinds.dense.dense / t + kinds.dense.expert / (t * ep);
-  const double w_moe = kinds.moe.dense / t + kinds.moe.expert / (t * ep);
+  const double w_dense = kinds.dense.dense / t + kinds.dense.expert / te;
+  const double w_moe = kinds.moe.dense / t + kinds.moe.expert / te;
 
   std::vector<std::int64_t> chunks = detail::chunk_layers(a, plan, nullptr);
   if (chunks.empty()) {

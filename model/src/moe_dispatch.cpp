@@ -38,7 +38,10 @@ double moe_remote_nodes(const wl::TransformerArch& a, int nodes) {
 MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& g) {
   MoeDispatch r;
   if (!a.moe || g.size <= 1) return r;
-  const double T = double(plan.micro_batch) * double(plan.seq_len) / double(std::max(1, plan.par.cp));
+  // Tokens per EP rank: the micro-batch's (s/cp)·b, × etp/tp under parallel folding (the unique tokens of the etp
+  // sequence shards an expert-TP group holds; etp = tp without folding, the factor 1).
+  const double T = double(plan.micro_batch) * double(plan.seq_len) / double(std::max(1, plan.par.cp)) *
+                   (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp)));
   const double k = double(a.moe->experts_per_token), h = double(a.hidden);
   const double ab = plan.precision.activation_bytes;
   const double n = double(g.size), s = double(std::max(1, g.scale_up_size));

@@ -190,6 +190,7 @@ struct VocabEvaluator {
   TermCache<Seconds, 3> amp;           // tp, pp, ep
   TermCache<Seconds, 8> dp_copy;       // tp, pp, dp, cp, ep, optimizer shard, micro-batches, zero
   TermCache<Seconds, 4> tp;            // tp, cp, micro, sp
+  TermCache<Seconds, 4> etp_pair;      // tp, cp, micro, etp (parallel folding)
   TermCache<Seconds, 3> cp;            // tp, cp, micro
   TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
   TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
@@ -242,13 +243,19 @@ struct VocabEvaluator {
       t.cp_one = cp.get({par.tp, par.cp, mb}, [&] {
         return with_group(par.cp, par.tp, [&](const CommGroup& g) { return detail::cp_collective_time(a, plan, g); });
       });
+    // The expert grid's strides (etp = tp unless the base plan folds; a fixed etp is the same for every layout).
+    const int etp = par.expert_tp();
+    if (detail::expert_tp_folded(a, plan) && etp > 1)
+      t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
+        return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
+      });
     if (par.ep > 1 && a.moe)
       t.ep_one = ep.get({par.tp, par.cp, par.ep, mb}, [&] {
-        return with_group(par.ep, par.tp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
+        return with_group(par.ep, etp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
       });
     if (par.ep > 1 && a.moe)
       t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, par.ep, mb}, [&] {
-        return with_group(par.ep, par.tp, [&](const CommGroup& g) {
+        return with_group(par.ep, etp, [&](const CommGroup& g) {
           const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
           return (md.dispatch_bytes + md.combine_bytes) * 0.5;
         });
@@ -270,8 +277,8 @@ struct VocabEvaluator {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Copied out: a reference into `groups` would not survive the next insert.
         const CommGroup g = groups.get({n_dp, par.tp}, [&] { return detail::training_group(n_dp, par.tp, sys); });
-        const CommGroup& ge = groups.get({n_edp, par.tp * par.ep},
-                                         [&] { return detail::training_group(n_edp, par.tp * par.ep, sys); });
+        const CommGroup& ge = groups.get({n_edp, etp * par.ep},
+                                         [&] { return detail::training_group(n_edp, etp * par.ep, sys); });
         return detail::dp_collective_times(a, k.params, plan, g, ge);
       });
       if (plan.kernels == wl::KernelStyle::eager)
@@ -333,7 +340,7 @@ struct VocabEvaluator {
 
   [[nodiscard]] std::size_t cached() const {
     return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() +
-           pp_gather.size() + dp.size() +
+           pp_gather.size() + dp.size() + etp_pair.size() +
            opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
   }
 };

@@ -197,7 +197,9 @@ Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
 Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
   const std::int64_t k = a.moe ? a.moe->experts_per_token : 0;
-  return units::bytes((double(T) * double(k) * double(a.hidden)) * plan.precision.activation_bytes);
+  // × etp/tp: the rows an expert-TP group gathers (moe_dispatch); 1 without parallel folding.
+  return units::bytes((double(T) * double(k) * double(a.hidden)) * plan.precision.activation_bytes *
+                      (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp))));
 }
 
 bool pp_message_split(const wl::TrainingPlan& plan) {
@@ -215,9 +217,11 @@ Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
 
 GpuParams params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan) {
   // approx: even stages. DualPipe: each device holds two stages (DeepSeek-V3 Table 2: 2× parameters).
-  const double tp_pp = double(plan.par.tp) * double(plan.par.pp) / (plan.dualpipe() ? 2.0 : 1.0);
+  // Routed experts: split over the expert TP and EP ranks of the stage (etp·ep; etp = tp without parallel folding).
+  const double stages = double(plan.par.pp) / (plan.dualpipe() ? 2.0 : 1.0);
+  const double tp_pp = double(plan.par.tp) * stages;
   const double routed = double(params.routed_experts);
-  return {(double(params.total) - routed) / tp_pp, routed / (tp_pp * double(std::max(1, plan.par.ep)))};
+  return {(double(params.total) - routed) / tp_pp, routed / (double(plan.par.expert_shard()) * stages)};
 }
 
 GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
@@ -228,7 +232,8 @@ GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts&
 int dense_grad_group_size(const wl::TrainingPlan& plan) { return plan.par.dp * std::max(1, plan.par.cp); }
 
 int expert_grad_group_size(const wl::TrainingPlan& plan) {
-  return std::max(1, dense_grad_group_size(plan) / std::max(1, plan.par.ep));
+  // Megatron-Core's expert-data-parallel group: tp·cp·dp / (etp·ep) ranks of a stage (dp·cp / ep when etp = tp).
+  return static_cast<int>(std::max<long long>(1, plan.par.expert_dp()));
 }
 
 double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
@@ -241,6 +246,18 @@ Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
   return plan.par.sequence_parallel
              ? collective_time(Collective::all_gather, act, tp_g) + collective_time(Collective::reduce_scatter, act, tp_g)
              : collective_time(Collective::all_reduce, act, tp_g);
+}
+
+bool expert_tp_folded(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  return a.moe.has_value() && plan.par.expert_tp() != plan.par.tp;
+}
+
+Seconds etp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& etp_g) {
+  const Bytes act = tp_message(a, plan) * (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp)));
+  return plan.par.sequence_parallel || plan.par.tp == 1
+             ? collective_time(Collective::all_gather, act, etp_g) +
+                   collective_time(Collective::reduce_scatter, act, etp_g)
+             : collective_time(Collective::all_reduce, act, etp_g);
 }
 
 Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& cp_g) {
@@ -394,7 +411,9 @@ double optimizer_shard(const wl::TrainingPlan& plan) {
 }
 
 double expert_optimizer_shard(const wl::TrainingPlan& plan) {
-  return std::max(1.0, optimizer_shard(plan) / double(std::max(1, plan.par.ep)));
+  // The dense shard group (dp·cp, or the hybrid group) regrouped for the experts: × tp / (etp·ep).
+  if (plan.zero == wl::ZeroStage::none) return 1.0;
+  return std::max(1.0, optimizer_shard(plan) * double(plan.par.tp) / double(plan.par.expert_shard()));
 }
 
 double optimizer_shard_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
@@ -578,11 +597,16 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
     st.tp = st.cp = st.ep = st.pp = CommNumbers{};
     // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
-    if (par.tp > 1) {
+    // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
+    // over TP only for their shared experts (a dense MLP split by TP).
+    const bool folded = expert_tp_folded(a, plan);
+    const double moe_tp_half = !folded || (a.moe && a.moe->shared_experts > 0) ? 1.0 : 0.0;
+    const double tp_layers = folded ? layers - moe_layers * (1.0 - moe_tp_half) * 0.5 : layers;
+    if (par.tp > 1 && tp_layers > 0) {
       const Bytes act = tp_message(a, plan);
       // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
       const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
-      const double per_mb = pairs * layers;
+      const double per_mb = pairs * tp_layers;
       st.tp.time = t.tp_one * per_mb * double(m);
       st.tp.bytes = act * (per_mb * 2.0 * double(m));
       const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
@@ -597,6 +621,16 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
       } else {
         st.tp.exposed = st.tp.time;
       }
+    }
+    if (folded && par.expert_tp() > 1 && moe_layers > 0) {
+      // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own
+      // gather and reduce-scatter around the grouped GEMMs), so exposed.
+      const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
+      const double per_mb = pairs * 0.5 * moe_layers;
+      const Bytes act = tp_message(a, plan) * (double(par.expert_tp()) / double(std::max(1, par.tp)));
+      st.tp.time += t.etp_one * per_mb * double(m);
+      st.tp.bytes += act * (per_mb * 2.0 * double(m));
+      st.tp.exposed += t.etp_one * per_mb * double(m);
     }
     // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
     if (par.cp > 1) {
@@ -970,16 +1004,19 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   terms.compute = detail::compute_terms(a, plan, d, &first);
   if (plan.mixed_precision == wl::MixedPrecision::amp) terms.amp_casts = detail::amp_cast_time(a, params, plan, d);
   // Megatron-Core rank order (parallel_state.py): the dense grid tp-cp-dp-pp, tp innermost; the expert grid
-  // tp-ep-edp-pp over the same GPUs (cp folded into ep and edp). Gradients: dense over dp·cp (stride tp), routed
-  // experts over the expert-data-parallel group (stride tp·ep).
+  // etp-ep-edp-pp over the same GPUs (tp·cp·dp regrouped as etp·ep·edp: parallel folding; etp = tp by default).
+  // Gradients: dense over dp·cp (stride tp), routed experts over the expert-data-parallel group (stride etp·ep).
   const int n_dp = detail::dense_grad_group_size(plan), n_edp = detail::expert_grad_group_size(plan);
   const CommGroup tp_g = detail::training_group(par.tp, 1, sys);
   const CommGroup cp_g = detail::training_group(par.cp, par.tp, sys);
   const CommGroup dp_g = detail::training_group(n_dp, par.tp, sys);
-  const CommGroup edp_g = detail::training_group(n_edp, par.tp * par.ep, sys);
-  const CommGroup ep_g = detail::training_group(par.ep, par.tp, sys);
+  const int etp = par.expert_tp();
+  const CommGroup edp_g = detail::training_group(n_edp, etp * par.ep, sys);
+  const CommGroup ep_g = detail::training_group(par.ep, etp, sys);
   const CommGroup pp_g = detail::training_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
   if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
+  if (detail::expert_tp_folded(a, plan) && etp > 1)
+    terms.etp_one = detail::etp_collective_time(a, plan, detail::training_group(etp, 1, sys));
   if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
   if (par.ep > 1 && a.moe) {
     terms.ep_one = detail::ep_collective_time(a, plan, ep_g);

@@ -100,8 +100,8 @@ struct GpuParams {
 GpuParams params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& plan);
 /// Parameters per GPU that carry gradients and optimizer states: all of them, or the LoRA adapters (counted as dense).
 GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
-/// The gradient groups: dense parameters are reduced over dp·cp GPUs (stride tp), routed experts over the dp·cp/ep
-/// GPUs of the expert-data-parallel group (stride tp·ep). Sizes 1 when there is nothing to reduce.
+/// The gradient groups: dense parameters are reduced over dp·cp GPUs (stride tp), routed experts over the
+/// tp·cp·dp/(etp·ep) GPUs of the expert-data-parallel group (stride etp·ep; dp·cp/ep when etp = tp). Sizes 1 when there is nothing to reduce.
 int dense_grad_group_size(const wl::TrainingPlan& plan);
 int expert_grad_group_size(const wl::TrainingPlan& plan);
 /// Trainable parameters per GPU whose gradients the DP step reduces: the dense ones (when dp·cp > 1) and the routed
@@ -110,6 +110,13 @@ double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& pa
 
 /// One TP collective pair (all-reduce, or all-gather + reduce-scatter with SP) of one layer. Key (tp, cp, micro, sp).
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
+/// Whether the MoE layers' expert block has its own TP group (parallel folding: etp ≠ tp, an MoE model).
+bool expert_tp_folded(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+/// One collective pair of an MoE layer's routed-expert block over the expert-TP group when etp ≠ tp: the
+/// dispatcher's gather of the rows the etp ranks hold (gather_from_sequence_parallel_region over the expert-TP group
+/// in Megatron-Core's token dispatchers) and its reduce-scatter in the combine, priced as the attention TP pair is
+/// (tp_message, here × etp/tp: the unique tokens of etp sequence shards); 0 when etp = 1. Key (etp, tp, cp, micro).
+Seconds etp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& etp_g);
 /// One layer's CP exchange: 2 all-gathers (K, V) + 1 reduce-scatter (dK, dV). Key (tp, cp, micro).
 Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& cp_g);
 /// The MoE dispatch and combine of one micro-batch through one MoE layer on the EP group `g` (moe_dispatch.cpp), each
@@ -224,6 +231,7 @@ long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& 
 struct StepTerms {
   ComputeTerms compute;
   Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, pp_gather_one{}, dp_copy{}, optimizer{};
+  Seconds etp_one{};  ///< etp_collective_time: read only when expert_tp_folded
   Bytes ep_bytes_one{};  ///< bytes of one EP transfer (mean of dispatch and combine); 0: ep_message's
   const std::vector<StageShape>* stages = nullptr;  ///< every pipeline stage (stage_shapes); required
   DpTimes dp;

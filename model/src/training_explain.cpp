@@ -30,7 +30,7 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
     (op.cls == OpClass::gemm ? experts : routing) += op.time;
   }
   const auto& par = plan.par;
-  const CommGroup g = training_group(par.ep, par.tp, sys);
+  const CommGroup g = training_group(par.ep, par.expert_tp(), sys);
   const MoeDispatch md = moe_dispatch(a, plan, g);
   const bool deepep = plan.ep_dispatch == wl::EpDispatch::deepep;
   Derivation r{"train.moe", "One MoE layer, one micro-batch: dispatch, expert GEMMs, combine",
@@ -46,6 +46,13 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                       fmt::format("E/ep = {}/{} routed experts (and their optimizer shard over the expert-DP group)",
                                   a.moe->num_experts, par.ep),
                       Origin::derived()});
+  if (par.expert_tp() != par.tp)
+    r.inputs.push_back(
+        {"expert TP", units::format_count(double(par.expert_tp())),
+         fmt::format("parallel folding: the routed experts split {} ways (attention TP {}); expert-DP group {} = "
+                     "t·c·d/(etp·ep); expert GEMMs T·k·ep·etp/t rows × i_e/etp columns",
+                     par.expert_tp(), par.tp, par.expert_dp()),
+         Origin::user("plan.par.etp")});
   if (par.ep > 1) {
     r.inputs.push_back(
         {"t_dispatch", format(md.dispatch),

@@ -141,6 +141,26 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
                            plan.seq_len, 2 * p.cp);
       }))
     return false;
+  if (p.etp < 0 && fail([] { return std::string("expert TP must be at least 1 (0: the attention TP)"); })) return false;
+  if (p.etp > 0 && p.etp != p.tp) {
+    // Parallel folding (Megatron-Core parallel_state.py initialize_model_parallel: the expert grid
+    // etp × ep × edp × pp over the world; arguments.py: expert_tensor_parallel_size).
+    if (!a.moe) {
+      if (fail([&] { return fmt::format("expert TP {} (≠ TP {}) needs a mixture-of-experts model", p.etp, p.tp); }))
+        return false;
+    } else if (a.moe->expert_intermediate % p.etp != 0 && fail([&] {
+                 return fmt::format("expert TP {} does not divide the expert FFN width {}", p.etp,
+                                    a.moe->expert_intermediate);
+               })) {
+      return false;
+    }
+    if (p.tp > 1 && !p.sequence_parallel && fail([&] {
+          return fmt::format("expert TP {} with TP {} needs sequence parallelism (Megatron-LM arguments.py: 'When "
+                             "using MoE and tensor parallelism, sequence parallelism must be used.')",
+                             p.etp, p.tp);
+        }))
+      return false;
+  }
   if (p.ep > 1) {
     if (!a.moe) {
       if (fail([] { return std::string("EP > 1 needs a mixture-of-experts model"); })) return false;
@@ -148,8 +168,19 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
                fail([&] { return fmt::format("EP {} does not divide the {} experts", p.ep, a.moe->num_experts); })) {
       return false;
     }
-    if ((p.dp * p.cp) % p.ep != 0 &&
-        fail([&] { return fmt::format("EP {} must divide DP × CP = {}", p.ep, p.dp * p.cp); }))
+  }
+  if (a.moe && (p.ep > 1 || p.expert_tp() != p.tp)) {
+    const long long stage = static_cast<long long>(p.tp) * p.cp * p.dp;
+    if (stage % p.expert_shard() != 0 && fail([&] {
+          if (p.expert_tp() != p.tp)
+            return fmt::format("expert TP {} × EP {} = {} must divide TP × CP × DP = {} (Megatron-Core's expert grid "
+                               "etp·ep·edp is the stage's tp·cp·dp ranks regrouped)",
+                               p.expert_tp(), p.ep, p.expert_shard(), stage);
+          std::string m = fmt::format("EP {} must divide DP × CP = {}", p.ep, p.dp * p.cp);
+          if (p.tp > 1 && stage % p.ep == 0)
+            m += fmt::format(" (or fold the experts: with --etp 1 the experts' EP divides TP × CP × DP = {})", stage);
+          return m;
+        }))
       return false;
   }
   if (plan.zero == wl::ZeroStage::parameters && p.shard_group > 0 && p.dp % p.shard_group != 0 &&

@@ -188,4 +188,23 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK(contains(r.err, "train_gpt3_175b_distributed.sh:77: error: unexpected word '2.4B:320' after "
                           "'--step-batch-size-schedule 0:16', which takes one value"));
   }
+
+  TEST_CASE("Megatron-Bridge's documented Megatron-LM command pastes in: exit 0 with its own layout") {
+    // tests/fixtures/megatron/README.md: the "MLM 2-GPU with TP=2" block of Megatron-Bridge's mlm-bridge-training
+    // page (a vanilla GPT, 4 layers of hidden 256, launched by python -m torch.distributed.run --nproc_per_node=2).
+    const Run r = run({"train", "-m", fixture("vanilla-gpt-4l-256h.json"), "--gpu", "h100", "--megatron-args",
+                       fixture("mbridge_mlm_tp2.sh"), "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const auto j = parse_json(r);
+    CHECK(j["gpus"] == 2);
+    CHECK(j["layout"]["tp"] == 2);
+    CHECK(j["layout"]["dp"] == 1);
+    CHECK(j["layout"]["sequence_parallel"] == true);
+    CHECK(j["layout"]["micro_batch"] == 2);
+    CHECK(j["layout"]["micro_batches"] == 8);  // 16 / (2 x 1)
+    CHECK(j["layout"]["seq"] == 1024);
+    CHECK(contains(r.err, "--train-iters"));
+    CHECK(contains(r.err, "--mock-data"));
+  }
 }

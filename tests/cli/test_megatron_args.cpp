@@ -492,19 +492,21 @@ TEST_SUITE("megatron args: against the model") {
     CHECK(has(d.to_string(), "17 layers per stage are not divisible by 2"));
   }
 
-  TEST_CASE("expert TP equal to TP passes, another value is refused") {
+  TEST_CASE("expert TP maps to the scenario key etp, equal to TP or not (parallel folding)") {
     Diagnostics d, e;
-    nlohmann::json j = nlohmann::json::object();
     std::map<std::string, std::string> origin;
     auto same = map_typed({"--tensor-model-parallel-size", "2", "--expert-tensor-parallel-size", "2"}, d);
     REQUIRE(same);
+    nlohmann::json j = nlohmann::json::object();
     CHECK(apply_megatron(*same, model("mixtral-8x7b"), j, origin, d));
+    CHECK(j.value("etp", 0) == 2);
     auto other = map_typed({"--tensor-model-parallel-size", "2", "--expert-tensor-parallel-size", "1"}, e);
     REQUIRE(other);
     nlohmann::json j2 = nlohmann::json::object();
-    CHECK_FALSE(apply_megatron(*other, model("mixtral-8x7b"), j2, origin, e));
-    CHECK(has(e.to_string(), "'--expert-tensor-parallel-size 1' with TP 2: expert tensor parallelism other than the "
-                             "attention's TP is not modelled yet (#22)"));
+    CHECK(apply_megatron(*other, model("mixtral-8x7b"), j2, origin, e));
+    CHECK(j2.value("etp", 0) == 1);
+    CHECK(j2.value("tp", 0) == 2);
+    CHECK(origin["etp"] == "--expert-tensor-parallel-size 1");
   }
 
   TEST_CASE("a Megatron spelling and gpuplan's spelling of one knob must agree") {

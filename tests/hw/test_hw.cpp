@@ -1047,14 +1047,15 @@ TEST_SUITE("hardware completeness") {
     CHECK(h100->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
   }
 
-  TEST_CASE("H100 NVL, RTX 4090 and RTX 5090 fit checks use the device's figure, not the label") {
+  TEST_CASE("H100 NVL, RTX 4090, RTX 5090 and V100 fit checks use the device's figure, not the label") {
     // deviceQuery bytes (thamada/nvidia-smi): H100 NVL 99,861,594,112 = 95235.4375 MiB = 93.00 GiB against the label's
     // 94e9 B = 87.54 GiB; RTX 4090 25,386,352,640 = 24210.3125 MiB = 23.64 GiB against 24e9 B = 22.35 GiB. RTX 5090:
-    // nvidia-smi's 32607 MiB = 31.84 GiB against 32e9 B = 29.80 GiB.
+    // nvidia-smi's 32607 MiB = 31.84 GiB against 32e9 B = 29.80 GiB. V100 SXM2 32 GB: nvidia-smi's 32480 MiB = 31.72 GiB.
     for (const auto& [id, bytes, by, gib, label_gib] :
          {std::tuple{"h100-nvl", 99861594112.0, gpuplan::hw::MemoryReportedBy::cuda, 93.00336, 87.54432},
           std::tuple{"rtx-4090", 25386352640.0, gpuplan::hw::MemoryReportedBy::cuda, 23.64288, 22.35174},
-          std::tuple{"rtx-5090", 32607.0 * 1048576.0, gpuplan::hw::MemoryReportedBy::nvidia_smi, 31.84277, 29.80232}}) {
+          std::tuple{"rtx-5090", 32607.0 * 1048576.0, gpuplan::hw::MemoryReportedBy::nvidia_smi, 31.84277, 29.80232},
+          std::tuple{"v100-sxm2", 32480.0 * 1048576.0, gpuplan::hw::MemoryReportedBy::nvidia_smi, 31.71875, 29.80232}}) {
       const std::string name = id;
       CAPTURE(name);
       const auto* g = shipped().find_gpu(name);

@@ -43,6 +43,10 @@ const FieldTable& training_scenario_fields() {
       f("dp", FieldType::integer, "data parallel size", 1, kMaxGpus),
       f("cp", FieldType::integer, "context parallel size", 1, 4096),
       f("ep", FieldType::integer, "expert parallel size", 1, 4096),
+      f("etp", FieldType::integer,
+        "expert tensor parallel size (MoE parallel folding, Megatron-Core expert_tensor_parallel_size; default: tp): "
+        "etp·ep must divide tp·cp·dp",
+        1, 1024),
       f("sequence_parallel", FieldType::boolean, "Megatron sequence parallelism"),
       f("virtual_stages", FieldType::integer, "interleaved pipeline chunks per stage", 1, 1024),
       f("schedule", FieldType::string,
@@ -272,6 +276,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   as_int("pp", p.par.pp);
   as_int("cp", p.par.cp);
   as_int("ep", p.par.ep);
+  as_int("etp", p.par.etp);
   as_int("virtual_stages", p.par.virtual_stages);
   as_int("shard_group", p.par.shard_group);
   if (auto v = r.integer("dp")) {
@@ -418,6 +423,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (s.dp_given) j["dp"] = p.par.dp;
   j["cp"] = p.par.cp;
   j["ep"] = p.par.ep;
+  if (p.par.etp > 0) j["etp"] = p.par.etp;
   j["sequence_parallel"] = p.par.sequence_parallel;
   j["virtual_stages"] = p.par.virtual_stages;
   j["schedule"] = p.schedule == wl::PipelineSchedule::interleaved ? "interleaved"

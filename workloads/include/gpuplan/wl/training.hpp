@@ -132,8 +132,23 @@ struct Parallelism {
   bool sequence_parallel = false;  ///< Megatron SP: norms/dropout split along the sequence across the TP group
   int virtual_stages = 1;          ///< interleaved schedule: model chunks per pipeline stage (v)
   int shard_group = 0;             ///< ZeRO-3 hybrid shard group size; 0 = the whole dp group
+  /// Expert tensor parallel (Megatron-Core's expert_tensor_parallel_size, MoE "parallel folding"): the routed experts'
+  /// own TP, 0 = the attention's TP (Megatron-LM arguments.py: expert_tensor_parallel_size defaults to
+  /// tensor_model_parallel_size). Per pipeline stage the tp·cp·dp ranks are regrouped as etp·ep·edp for the routed
+  /// experts (parallel_state.py initialize_model_parallel: the expert rank generator over tp·cp·dp), so EP no longer
+  /// has to divide dp·cp: etp·ep divides tp·cp·dp.
+  int etp = 0;
 
   [[nodiscard]] long long gpus() const { return static_cast<long long>(tp) * pp * dp * cp; }
+  /// The routed experts' tensor parallel size (etp, else tp).
+  [[nodiscard]] int expert_tp() const { return etp > 0 ? etp : tp; }
+  /// Ranks one routed expert's weights are split over (etp·ep).
+  [[nodiscard]] long long expert_shard() const { return static_cast<long long>(expert_tp()) * (ep > 0 ? ep : 1); }
+  /// Expert data parallel: the replicas of each routed-expert shard in a stage, tp·cp·dp / (etp·ep) (at least 1).
+  [[nodiscard]] long long expert_dp() const {
+    const long long n = static_cast<long long>(tp) * cp * dp, e = expert_shard();
+    return e > 0 && n >= e ? n / e : 1;
+  }
 };
 
 /// How the decoder layers are split over the pipeline's model chunks (Megatron-Core's options; chunk j = k·pp + i is
