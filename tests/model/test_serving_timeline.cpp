@@ -4,6 +4,7 @@
 // stages run in sequence with their sends.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -49,7 +50,7 @@ TEST_SUITE("serving iteration timeline") {
     CHECK(t.lanes.size() == 1);
     CHECK(rel(t.end.raw(), fc.total.raw()) < 1e-9);
     CHECK(rel(t.step_time.raw(), fc.total.raw()) < 1e-12);
-    const auto m = sum_by_kind(t);
+    auto m = sum_by_kind(t);
     // The LM head is a GEMM of forward_cost's; the embedding gather and the sampling are its elementwise ops.
     CHECK(rel(m[SpanKind::gemm] + m[SpanKind::head_loss], fc.gemm.raw()) < 1e-9);
     CHECK(rel(m[SpanKind::attention], fc.attention.raw()) < 1e-9);
@@ -74,15 +75,21 @@ TEST_SUITE("serving iteration timeline") {
     REQUIRE(t.ok);
     REQUIRE(t.lanes.size() == 2);
     CHECK_FALSE(t.lanes[1].compute);
-    const auto m = sum_by_kind(t);
+    auto m = sum_by_kind(t);
     // The host issues fc.kernels kernels at cpu_per_kernel each: its lane is busy for exactly that long.
     CHECK(rel(m[SpanKind::host], double(fc.kernels) * plan.cpu_per_kernel.raw()) < 1e-9);
     CHECK(m[SpanKind::launch_gap] > 0);
-    // Host-bound (12 µs per kernel against a few µs of GPU work each): the model's stage is the host's issue time; the
-    // layout ends within one kernel of it.
+    // Host-bound (12 µs per kernel against a few µs of GPU work each): the model's stage is the host's issue time. The
+    // layout ends no earlier, and later by at most what the kernels longer than their issue time add (the LM head and
+    // sampling over GPT-2's 50,257-word vocabulary run behind the host).
     CHECK(double(fc.kernels) * plan.cpu_per_kernel.raw() > fc.gemm.raw() + fc.attention.raw() + fc.elementwise.raw());
+    double behind = 0;
+    for (const auto& s : t.spans)
+      if (s.lane == 0 && s.kind != SpanKind::launch_gap)
+        behind += std::max(0.0, s.duration().raw() - plan.cpu_per_kernel.raw());
     CHECK(t.end.raw() >= fc.total.raw() - 1e-12);
-    CHECK(t.end.raw() - fc.total.raw() < 100e-6);
+    CHECK(t.end.raw() - fc.total.raw() <= behind + 1e-12);
+    CHECK(behind < 0.1 * fc.total.raw());
   }
 
   TEST_CASE("PP 2 prefill: two stages in sequence joined by a send, the LM head on the last") {
