@@ -24,13 +24,6 @@ struct CompressFlags {
   std::vector<std::string> variants;
 };
 
-/// The default set: every quantisation path, 2:4, a quarter of the FFN, a quarter of the heads, a quarter of the layers.
-std::vector<std::string> default_variants(const wl::TransformerArch& a) {
-  std::vector<std::string> v{"w8a8-int8", "w8a8-fp8", "w4a16", "nvfp4", "2:4", "prune-ffn=0.25", "prune-heads=0.25"};
-  if (a.layers >= 4) v.push_back(fmt::format("drop-layers={}", a.layers / 4));
-  return v;
-}
-
 std::string gb(u::Bytes b) { return fmt::format("{:.2f}", b.raw() / 1e9); }
 std::string msec(u::Seconds s) { return fmt::format("{:.3f}", s.raw() * 1e3); }
 
@@ -41,7 +34,7 @@ int run_compress(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx);
   if (!resolved) return report(diags);
   const ResolvedServing& rs = *resolved;
-  const std::vector<std::string> given = cf.variants.empty() ? default_variants(rs.arch) : cf.variants;
+  const std::vector<std::string> given = cf.variants.empty() ? model::default_compression_variants(rs.arch) : cf.variants;
   std::vector<model::CompressionChoice> choices;
   for (const auto& v : given) {
     auto p = model::parse_compression(v);

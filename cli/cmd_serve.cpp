@@ -23,6 +23,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
+#include "serve_timeline.hpp"
 
 namespace gpuplan::cli {
 namespace {
@@ -281,7 +282,9 @@ std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cm
   return o;
 }
 
-int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s) {
+int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s,
+              const ServeTimelineFlags& tl) {
+  if (const int bad = check_serve_timeline(tl, s.rate || s.concurrency || !s.sweep.empty())) return bad;
   Diagnostics diags;
   if (!s.sweep.empty()) {
     auto o = read_overlaid(g, cmd, f, s, diags);
@@ -388,6 +391,7 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
                                       isl + osl, cap));
     report(n);
   }
+  if (tl.format) return run_serve_timeline(tl, arch, perf, sys, batch, isl, osl);
   const auto ss = model::steady_state(arch, perf, batch, isl, osl, sys, ex);
   const auto prefill1 = model::forward_cost(arch, perf, model::prompt_pass(perf, isl), sys, ex);
   const u::Seconds ttft = model::prefill_time(arch, perf, 1, isl, sys);
@@ -739,19 +743,21 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
                                         "replicas for a traffic level within a latency SLA");
   c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
   add_serve_options(*c, *f, *s, true);
+  auto tl = std::make_shared<ServeTimelineFlags>();
+  add_serve_timeline_options(*c, *tl);
   auto v = std::make_shared<VisionFlags>();
   add_vision_options(*c, *v, VisionCommand::serve);
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   accept_engine_spellings(*c, g.data_dir);
-  c->callback([&g, f, s, v, c, &rc] {
+  c->callback([&g, f, s, v, c, tl, &rc] {
     // A vision model (data/models/vision) runs its own forward pass; a transformer the serving model below.
     if (auto vrc = run_vision_if_named(g, *c, *v, VisionCommand::serve)) {
       rc = *vrc;
       return;
     }
     s->engine_typed = c->remaining();
-    rc = run_serve(g, *c, *f, *s);
+    rc = run_serve(g, *c, *f, *s, *tl);
   });
 }
 

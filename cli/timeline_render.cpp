@@ -46,6 +46,12 @@ char glyph(SpanKind k) {
     case SpanKind::optimizer: return 'O';
     case SpanKind::offload: return 'o';
     case SpanKind::allowance: return 'a';
+    case SpanKind::gemm: return 'g';
+    case SpanKind::attention: return 'A';
+    case SpanKind::elementwise: return 'l';
+    case SpanKind::sampling: return 'S';
+    case SpanKind::host: return 'H';
+    case SpanKind::launch_gap: return '_';
   }
   return '?';
 }
@@ -72,6 +78,12 @@ const char* colour(SpanKind k) {
     case SpanKind::optimizer: return "#79706e";
     case SpanKind::offload: return "#d4a6c8";
     case SpanKind::allowance: return "#cccccc";
+    case SpanKind::gemm: return "#4e79a7";
+    case SpanKind::attention: return "#f28e2b";
+    case SpanKind::elementwise: return "#edc948";
+    case SpanKind::sampling: return "#59a14f";
+    case SpanKind::host: return "#9c755f";
+    case SpanKind::launch_gap: return "#eeeeee";
   }
   return "#000";
 }
@@ -80,7 +92,9 @@ constexpr SpanKind kKinds[] = {SpanKind::forward,   SpanKind::backward,     Span
                                SpanKind::head_loss, SpanKind::extra,        SpanKind::comm_exposed, SpanKind::comm_tp,
                                SpanKind::comm_cp,   SpanKind::comm_ep,      SpanKind::comm_pp,      SpanKind::dp_reduce,
                                SpanKind::dp_gather, SpanKind::dp_wait,      SpanKind::sm_contention, SpanKind::dp_copy,
-                               SpanKind::bubble,    SpanKind::optimizer,    SpanKind::offload,      SpanKind::allowance};
+                               SpanKind::bubble,    SpanKind::optimizer,    SpanKind::offload,      SpanKind::allowance,
+                               SpanKind::gemm,      SpanKind::attention,    SpanKind::elementwise,  SpanKind::sampling,
+                               SpanKind::host,      SpanKind::launch_gap};
 
 const char* kind_words(SpanKind k) {
   switch (k) {
@@ -104,6 +118,12 @@ const char* kind_words(SpanKind k) {
     case SpanKind::optimizer: return "optimizer";
     case SpanKind::offload: return "offload transfers";
     case SpanKind::allowance: return "pipeline formula allowance";
+    case SpanKind::gemm: return "GEMM";
+    case SpanKind::attention: return "attention";
+    case SpanKind::elementwise: return "norms / rotary / activations";
+    case SpanKind::sampling: return "sampling";
+    case SpanKind::host: return "host (kernel issue, engine work)";
+    case SpanKind::launch_gap: return "GPU idle: waiting for the host";
   }
   return "";
 }
@@ -115,7 +135,9 @@ std::string ms(units::Seconds s) { return units::format(s); }
 std::string timeline_text(const model::StepTimeline& t, int width) {
   std::string o;
   const double end = std::max(1e-30, t.end.raw());
-  o += fmt::format("Step timeline: {} (the model's step time {})\n", ms(t.end), ms(t.step_time));
+  o += t.serving_iteration
+           ? fmt::format("Serving iteration timeline: {} (the model's iteration time {})\n", ms(t.end), ms(t.step_time))
+           : fmt::format("Step timeline: {} (the model's step time {})\n", ms(t.end), ms(t.step_time));
   o += fmt::format("  one column = {}\n\n", ms(units::seconds(end / width)));
   std::size_t name_w = 0;
   for (const auto& l : t.lanes) name_w = std::max(name_w, l.name.size());
@@ -164,14 +186,18 @@ std::string timeline_text(const model::StepTimeline& t, int width) {
       }
     o += fmt::format("  {}: {} = {}\n", t.lanes[li].name, ms(units::seconds(total)), parts);
   }
-  o += fmt::format("\n  pipeline ends at {}; the pipeline formula's allowance {}\n", ms(t.pipeline_end),
-                   ms(t.allowance));
+  if (!t.serving_iteration)
+    o += fmt::format("\n  pipeline ends at {}; the pipeline formula's allowance {}\n", ms(t.pipeline_end),
+                     ms(t.allowance));
+  else
+    o += "\n";
   for (const auto& n2 : t.notes) o += "  note: " + n2 + "\n";
   return o;
 }
 
 nlohmann::json timeline_json(const model::StepTimeline& t) {
   nlohmann::json j;
+  if (t.serving_iteration) j["what"] = "serving iteration";
   j["step_time_s"] = t.step_time.raw();
   j["end_s"] = t.end.raw();
   j["pipeline_end_s"] = t.pipeline_end.raw();

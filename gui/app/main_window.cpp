@@ -33,6 +33,8 @@
 #include "resolve.hpp"
 #include "scenario_panel.hpp"
 #include "stack_page.hpp"
+#include "compress_view.hpp"
+#include "serving_timeline_view.hpp"
 #include "serving_charts.hpp"
 #include "serving_page.hpp"
 #include "simulation_page.hpp"
@@ -110,6 +112,10 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(stack_, tr("Optimisation stack"));
   simulation_ = new SimulationPage(data_);
   serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
+  serving_timeline_ = new ServingTimelineView;
+  serving_->views()->addTab(serving_timeline_, tr("Iteration timeline"));
+  compress_ = new CompressView;
+  serving_->views()->addTab(compress_, tr("Compression"));
   setCentralWidget(tabs_);
 
   auto explain = [this](const QString& id) { explain_->selectId(id); };
@@ -237,6 +243,8 @@ void MainWindow::showServing(ServingResult& r) {
   last_serving_ = std::move(r);
   have_serving_ = true;
   serving_->setResult(last_serving_);
+  serving_timeline_->setResult(last_serving_);
+  compress_->setResult(last_serving_);
   updateExplain();
   updateCompare();
   statusBar()->showMessage(tr("serving estimate updated in %1 ms").arg(serve_clock_.elapsed()));

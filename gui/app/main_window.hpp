@@ -19,6 +19,8 @@ namespace gpuplan::gui {
 
 class DrillsPage;
 class TimelinePage;
+class ServingTimelineView;
+class CompressView;
 class PipelinePage;
 class ComparePage;
 class ExplainPane;
@@ -64,6 +66,9 @@ class MainWindow : public QMainWindow {
   /// The Real-time pipeline tab (issue #25): a pipeline file's schedule on a chosen chip.
   [[nodiscard]] PipelinePage* pipelinePage() const { return pipeline_; }
   [[nodiscard]] StackPage* stackPage() const { return stack_; }
+  /// The serving page's inner tabs after the simulation: one iteration kernel by kernel, the compression choices.
+  [[nodiscard]] ServingTimelineView* servingTimelineView() const { return serving_timeline_; }
+  [[nodiscard]] CompressView* compressView() const { return compress_; }
   [[nodiscard]] charts::CollectivesChart* collectivesChart() const { return collectives_; }
   [[nodiscard]] ComparePage* comparePage() const { return compare_; }
   [[nodiscard]] ExplainPane* explain() const { return explain_; }
@@ -105,6 +110,8 @@ class MainWindow : public QMainWindow {
   DrillsPage* drills_;  ///< the Interview drills tab
   TimelinePage* timeline_;  ///< the step and memory timelines (issue #27)
   SimulationPage* simulation_;
+  ServingTimelineView* serving_timeline_;
+  CompressView* compress_;
   PipelinePage* pipeline_;  ///< the Real-time pipeline tab
   StackPage* stack_;  ///< the optimisation stack tab (issue #27 d3)
   ComparePage* compare_;

@@ -16,6 +16,8 @@
 #include "explain_pane.hpp"
 #include "main_window.hpp"
 #include "timeline_page.hpp"
+#include "compress_view.hpp"
+#include "serving_timeline_view.hpp"
 #include "pipeline_page.hpp"
 #include "scenario_panel.hpp"
 #include "serving_page.hpp"
@@ -114,6 +116,16 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
   };
   // The step timeline (issue #27): the default scenario's step as a Gantt chart over its memory timeline.
   r->steps.push_back({"timeline.png", [&w] { w.tabs()->setCurrentWidget(w.timelinePage()); }});
+  // The optimisation stack (issue #27 d3): the default scenario from the fp32 eager baseline through the toggles.
+  r->steps.push_back({"stack.png", [&w] { w.tabs()->setCurrentWidget(w.stackPage()); }});
+  // One serving iteration kernel by kernel, and the compression choices (issue #27 d2, d5), on the serving replica.
+  r->steps.push_back({"serving-timeline.png", [&w] {
+                        w.tabs()->setCurrentIndex(MainWindow::kServing);
+                        w.servingPage()->views()->setCurrentWidget(w.servingTimelineView());
+                      }});
+  r->steps.push_back({"compression.png", [&w] {
+                        w.servingPage()->views()->setCurrentWidget(w.compressView());
+                      }});
   // Interview drills: a wrong answer checked (the verdict, the model's answer and its derivation).
   r->steps.push_back({"drills.png", [&w] {
                         auto* d = w.drillsPage();

@@ -37,6 +37,12 @@ QColor span_colour(SpanKind k) {
     case SpanKind::optimizer: return QColor("#79706e");
     case SpanKind::offload: return QColor("#d4a6c8");
     case SpanKind::allowance: return QColor("#cccccc");
+    case SpanKind::gemm: return QColor("#4e79a7");
+    case SpanKind::attention: return QColor("#f28e2b");
+    case SpanKind::elementwise: return QColor("#edc948");
+    case SpanKind::sampling: return QColor("#59a14f");
+    case SpanKind::host: return QColor("#9c755f");
+    case SpanKind::launch_gap: return QColor("#eeeeee");
   }
   return Qt::black;
 }

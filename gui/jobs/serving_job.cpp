@@ -9,6 +9,7 @@
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/model/serving_timeline.hpp"
 #include "resolve.hpp"
 
 namespace gpuplan::gui {
@@ -112,6 +113,27 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   out.requests_per_s = ss.requests_per_s;
   if (!ss.derivation.empty()) out.derivations.push_back(ss.derivation);
   if (!mem.derivation.empty()) out.derivations.push_back(mem.derivation);
+
+  // The iteration timelines (`gpuplan serve --timeline`, --timeline-pass decode / prefill).
+  out.decode_timeline = model::serving_timeline(
+      arch, perf, model::ForwardBatch{double(batch), 1, req.prompt_tokens + req.output_tokens / 2, 0, 0, 0, true}, sys);
+  out.prefill_timeline = model::serving_timeline(arch, perf, model::prompt_pass(perf, req.prompt_tokens), sys);
+  // The compression choices (`gpuplan compress` with its default set), priced on the same replica.
+  {
+    std::vector<model::CompressionChoice> choices;
+    for (const auto& v : model::default_compression_variants(arch)) {
+      auto p = model::parse_compression(v);
+      if (!p.choice) continue;
+      const auto d = model::derive_architecture(arch, *p.choice, nullptr);
+      if (!d.error.empty()) out.compression_refused.push_back(p.choice->label + ": " + d.error);
+      else choices.push_back(std::move(*p.choice));
+    }
+    auto cmem = r->memory;
+    cmem.tp = req.tp;
+    out.compression = model::compression_study(arch, perf, cmem, sys, choices,
+                                               std::vector<const wl::TransformerArch*>(choices.size(), nullptr), batch,
+                                               req.prompt_tokens, req.output_tokens, Explain::off);
+  }
 
   // The capacity planner, as `gpuplan serve --rate R` without --tp: the planner chooses TP and the batch.
   if (req.capacity && r->rate) {

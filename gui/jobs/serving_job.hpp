@@ -14,7 +14,9 @@
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/compression.hpp"
 #include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/timeline.hpp"
 #include "resolve.hpp"
 
 namespace gpuplan::gui {
@@ -85,6 +87,13 @@ struct ServingResult {
   std::optional<cli::ResolvedServing> planner;
   std::optional<model::ServingPlanResult> plan;
   std::vector<CapacityPoint> capacity;
+  // One engine iteration at the operating point, kernel by kernel (model::serving_timeline, as `gpuplan serve
+  // --timeline`): the batch's decode step at prompt + output/2 and one prompt's prefill.
+  model::StepTimeline decode_timeline, prefill_timeline;
+  // The compression choices of `gpuplan compress` (model::default_compression_variants) on this replica at the
+  // operating batch (model::compression_study; choices the model cannot take are listed in compression_refused).
+  std::optional<model::CompressionStudy> compression;
+  std::vector<std::string> compression_refused;
 };
 
 ServingResult evaluate_serving(const AppData& data, const ServingRequest& req);

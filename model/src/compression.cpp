@@ -61,6 +61,12 @@ const CompressionStep* CompressionChoice::find(CompressionKind k) const {
   return nullptr;
 }
 
+std::vector<std::string> default_compression_variants(const wl::TransformerArch& a) {
+  std::vector<std::string> v{"w8a8-int8", "w8a8-fp8", "w4a16", "nvfp4", "2:4", "prune-ffn=0.25", "prune-heads=0.25"};
+  if (a.layers >= 4) v.push_back(fmt::format("drop-layers={}", a.layers / 4));
+  return v;
+}
+
 ParsedCompression parse_compression(std::string_view text) {
   ParsedCompression out;
   CompressionChoice c;

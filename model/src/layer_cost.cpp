@@ -13,6 +13,16 @@
 
 namespace gpuplan::model::detail {
 
+/// PyTorch eager attention's score passes beyond a fused scale-mask-softmax (the scale, masked_fill as a clone and an
+/// in-place fill with the broadcast mask in a non-vectorised kernel, autocast's bf16→fp32 cast in an unrolled copy
+/// kernel, the fp32 softmax and the casts back) run at about half the streaming rate. Our H200 probe
+/// (data/validation/measured/h200-sxm-141gb/optstack_probe.json: b16 h12 s1024 d64, forward + backward, CUDA kernels):
+/// beyond the fused form's bytes at the streaming rate (4.8 TB/s × the calibrated 0.872), the remaining score kernels
+/// move the layer_cost byte count at 0.505 of it under autocast (4.77 ms for 10.1 GB) and 0.47 in fp32 (3.28 ms for
+/// 6.4 GB); the mean, 0.49. Other GPUs: the same fraction of their streaming rate (an assumption: the kernels are
+/// PyTorch's, their inefficiency is in the index arithmetic and unvectorised loads, not the memory system).
+constexpr double kEagerScorePassRate = 0.49;
+
 namespace {
 
 /// Prices one layer's op graph for training: each op forward and backward on the GPU, plus the elementwise kernels
@@ -134,11 +144,15 @@ class TrainingLayerPricer {
     }
   }
 
-  void stream(const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0) {
+  /// `rate`: the kernels' achieved bandwidth as a fraction of the streaming rate (1: streaming).
+  void stream(const std::string& name, double bytes_fwd, double flops_fwd, double bwd_factor = 2.0,
+              double rate = 1.0) {
     OpCost f = streaming_cost(named(name), OpClass::elementwise, units::bytes(bytes_fwd), units::flop(flops_fwd), d);
     OpCost b = streaming_cost(named(name, " bwd"), OpClass::elementwise, units::bytes(bytes_fwd * bwd_factor),
                               units::flop(flops_fwd * bwd_factor), d);
     if (bytes_fwd <= 0) return;
+    if (rate < 1.0)
+      for (OpCost* c : {&f, &b}) c->time = (c->time - d.eff.kernel_launch) / rate + d.eff.kernel_launch;
     lc.fwd.add(f);
     lc.bwd.add(b);
     if (!keep_ops) return;
@@ -164,16 +178,19 @@ class TrainingLayerPricer {
       // PyTorch eager attention (HF's eager path, nanoGPT's manual one: q·kᵀ, scale, masked_fill, softmax, cast,
       // ·v) runs each step on the s × s scores as its own kernel, where attention_cost's unfused form prices one fused
       // scale-mask-softmax (2 passes forward, 3 backward, in the activation dtype). Under autocast softmax runs in
-      // fp32 (torch.autocast's fp32 op list) and its output is cast back before ·v. Per score element, with a the
-      // activation bytes and f the softmax output's (4 under autocast, else a): forward scale 2a, masked_fill 2a,
-      // softmax a + f, cast f + a (when f ≠ a); backward the cast's a + f, softmax's 2f + a, masked_fill's 2a and the
-      // scale's 2a. The passes beyond the fused form's 2a and 3a are added here.
+      // fp32 (torch.autocast's fp32 op list): autocast casts its 16-bit input to fp32 as a kernel of its own, and the
+      // output is cast back before ·v. Per score element, with a the activation bytes and f the softmax's (4 under
+      // autocast, else a): forward scale 2a, masked_fill 2a, the input cast a + f and the output cast f + a (when
+      // f ≠ a), softmax 2f; backward the output cast's a + f, softmax's 3f, the input cast's f + a, masked_fill's 2a
+      // and the scale's 2a. The passes beyond the fused form's 2a and 3a are added here, at the rate PyTorch's kernels
+      // for them reach (kEagerScorePassRate).
       const double f = plan.mixed_precision == wl::MixedPrecision::amp ? 4.0 : e;
       const double cast = f != e ? 1.0 : 0.0;
-      const double fwd = 4.0 * e + e + f + cast * (f + e) - 2.0 * e;
-      const double bwd = cast * (e + f) + 2.0 * f + e + 4.0 * e - 3.0 * e;
+      const double fwd = 4.0 * e + 2.0 * f + cast * 2.0 * (f + e) - 2.0 * e;
+      const double bwd = cast * 2.0 * (e + f) + 3.0 * f + 4.0 * e - 3.0 * e;
       const double scores = double(bh * chunks) * double(sq) * double(skv);
-      stream(named("eager attention passes (scale, mask, softmax, cast)"), scores * fwd, scores, bwd / fwd);
+      stream(named("eager attention passes (scale, mask, softmax, cast)"), scores * fwd, scores, bwd / fwd,
+             kEagerScorePassRate);
     }
   }
 

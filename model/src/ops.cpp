@@ -151,9 +151,14 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   // Leading-dimension alignment (efficiency.hpp, GemmAlignment): k and n are the leading dimensions. 8-bit and smaller
   // formats have no fallback kernels (cuBLASLt refuses them): the framework pads k and n to 16 bytes and the padded
   // GEMM is priced; 16- and 32-bit ones run the slower kernel class of their alignment.
-  const double align = std::min(ld_alignment_bytes(k, e), ld_alignment_bytes(n, e));
+  // fp32 without TF32 (and fp64) runs cuBLAS's SIMT FFMA kernels, built for 4-byte operands: no alignment class
+  // (our H200 probe, optstack_probe.json: GPT-2's 50,257-wide head as fast as the 50,304-wide one, 4096³ at
+  // K or N = 4095/4097 within 3%).
+  const bool simt = p == hw::Precision::fp32 || p == hw::Precision::fp64;
+  const double align = simt ? kGemmAlignmentBytes : std::min(ld_alignment_bytes(k, e), ld_alignment_bytes(n, e));
   double kk = k, nn = n, align_factor = 1.0;
-  std::string align_note = "leading dimensions k and n 16-byte aligned: fast kernel class";
+  std::string align_note = simt ? "fp32/fp64 SIMT (FFMA) kernels: no leading-dimension alignment class (measured)"
+                                : "leading dimensions k and n 16-byte aligned: fast kernel class";
   if (align < kGemmAlignmentBytes) {
     if (e < 2.0) {
       const double step = kGemmAlignmentBytes / e;

@@ -1,4 +1,5 @@
 #include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/serving_timeline.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -46,12 +47,24 @@ using detail::moe_dispatch_rows;
 namespace {
 
 /// Per-stage accumulation of a layer's ops.
+PassItem pass_item(const OpCost& c) {
+  PassItem::Kind k = c.cls == OpClass::gemm        ? PassItem::Kind::gemm
+                     : c.cls == OpClass::attention ? PassItem::Kind::attention
+                                                   : PassItem::Kind::elementwise;
+  return PassItem{c.name, k, c.time, 1,
+                  fmt::format("{}: {}, {} moved, {}-bound{}", c.name, units::format(c.time), units::format(c.bytes),
+                              to_string(c.bound),
+                              c.flops.raw() > 0 ? fmt::format(", {}", units::format(c.flops)) : std::string())};
+}
+
 struct Acc {
   Seconds gemm{}, attention{}, elementwise{}, comm{};
   units::Flops flops{};
   Bytes weights{}, kv{};
   std::int64_t kernels = 0;
   std::vector<OpCost> ops;
+  bool tracing = false;          ///< record every kernel and collective in issue order (forward_trace)
+  std::vector<PassItem> items;   ///< what tracing records
   void add(const OpCost& c, bool keep) {
     switch (c.cls) {
       case OpClass::gemm: gemm += c.time; break;
@@ -61,6 +74,15 @@ struct Acc {
     flops += c.flops;
     ++kernels;
     if (keep) ops.push_back(c);
+    if (tracing) items.push_back(pass_item(c));
+  }
+  /// A collective of `n` kernels on the compute stream (serving engines do not overlap them with the layer's work).
+  void add_comm(const char* name, PassItem::Kind kind, Seconds t, std::int64_t n) {
+    comm += t;
+    kernels += n;
+    if (tracing && n > 0)
+      items.push_back(PassItem{name, kind, t, n, fmt::format("{}: collective on the compute stream, {}", name,
+                                                             units::format(t))});
   }
   [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + comm; }
   Acc& scale_add(const Acc& o, double k) {
@@ -107,11 +129,13 @@ class ServingLayerPricer {
  public:
   ServingLayerPricer(const wl::TransformerArch& arch, const ServingPerfPlan& serving_plan, const ForwardBatch& batch,
                      LayerKind layer_kind, const Device& device, const KvTokenBytes& kv_token,
-                     const CommGroup& tp_group, const CommGroup& ep_group, bool keep_ops)
+                     const CommGroup& tp_group, const CommGroup& ep_group, bool keep_ops, bool trace)
       : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
         kind(layer_kind), moe(layer_kind.moe && arch.moe.has_value()), graph(build_layer_graph(arch, layer_kind)),
         attn(attention_or_reference(arch, graph)),
-        ar(t > 1 ? coll(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {}
+        ar(t > 1 ? coll(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {
+    acc.tracing = trace;
+  }
 
   Acc run() {
     int norms = 0;
@@ -151,11 +175,9 @@ class ServingLayerPricer {
       const double kk = double(a.moe->experts_per_token);
       const double rows = moe_dispatch_rows(T, kk, int(ep), fixed);
       const Bytes buf = units::bytes(rows * double(h) * e);
-      acc.comm += coll(Collective::all_to_all, buf, ep_g) * 2.0;
-      acc.kernels += 2;
+      acc.add_comm("EP dispatch + combine all-to-all", PassItem::Kind::comm_ep, coll(Collective::all_to_all, buf, ep_g) * 2.0, 2);
       if (fixed) {
-        acc.comm += coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g);
-        acc.kernels += 1;
+        acc.add_comm("EP expert-id all-to-all", PassItem::Kind::comm_ep, coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g), 1);
         // The padded buffers (rows of h): zero fill (write), the receiver's gather of every slot into expert order
         // (read + write), the results written back to slot order; the sender writes its routed rows into their
         // slots and takes them back from the returned buffer (a gather, then a write into pair order). The writes
@@ -181,8 +203,7 @@ class ServingLayerPricer {
           stream(n, std::max(pairs, rows / double(ep)) * 16.0, 0.0);
       }
     }
-    acc.comm += ar;
-    acc.kernels += t > 1 ? 1 : 0;
+    acc.add_comm("TP all-reduce", PassItem::Kind::comm_tp, ar, t > 1 ? 1 : 0);
     if (eager) stream("residual add", T * double(h) * e * 3.0, T * double(h));  // fused into the next norm otherwise
     return std::move(acc);
   }
@@ -453,8 +474,7 @@ class ServingLayerPricer {
       case LinearKind::qkv: price_qkv(o); break;
       case LinearKind::attention_out:
         gemm(o.name, Ti, o.in / t, h);
-        acc.comm += ar;
-        acc.kernels += t > 1 ? 1 : 0;
+        acc.add_comm("TP all-reduce", PassItem::Kind::comm_tp, ar, t > 1 ? 1 : 0);
         break;
       case LinearKind::router:
         gemm(o.name, Ti, h, o.out, 1, 2.0);
@@ -508,8 +528,9 @@ class ServingLayerPricer {
 
 /// One layer (of a kind) on one GPU for one forward batch.
 Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, LayerKind kind,
-                  const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g, const CommGroup& ep_g, bool keep) {
-  return ServingLayerPricer(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep).run();
+                  const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g, const CommGroup& ep_g, bool keep,
+                  bool trace) {
+  return ServingLayerPricer(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep, trace).run();
 }
 
 }  // namespace
@@ -536,8 +557,27 @@ void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff)
   plan.overhead_origin = "measured: " + what + " (" + eff.origin + "); " + plan.overhead_origin;
 }
 
+namespace {
+ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                                const ServingSystem& sys, Explain explain, ForwardTrace* trace);
+}  // namespace
+
 ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
                          const ServingSystem& sys, Explain explain) {
+  return forward_cost_traced(a, plan, fb, sys, explain, nullptr);
+}
+
+ForwardTrace forward_trace(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                           const ServingSystem& sys) {
+  ForwardTrace t;
+  t.cost = forward_cost_traced(a, plan, fb, sys, Explain::off, &t);
+  t.cpu_per_kernel = plan.cuda_graphs ? Seconds{} : plan.cpu_per_kernel;
+  return t;
+}
+
+namespace {
+ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                                const ServingSystem& sys, Explain explain, ForwardTrace* trace) {
   using units::format;
   ForwardCost fc;
   const Device d = serving_device(plan, sys);
@@ -556,15 +596,21 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   std::array<Acc, LayerKind::kCount> kinds;
   std::array<bool, LayerKind::kCount> have{};
   std::array<double, LayerKind::kCount> count{};
+  std::array<int, LayerKind::kCount> slot{};
   for (std::int64_t l = 0; l < a.layers; ++l) {
     const LayerKind kind = LayerKind::of(a, l);
     const auto k = static_cast<std::size_t>(kind.index());
     count[k] += 1.0;
     if (!have[k]) {
-      kinds[k] = layer_forward(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep && fc.ops.size() < 64);
+      kinds[k] = layer_forward(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep && fc.ops.size() < 64, trace != nullptr);
       for (auto& op : kinds[k].ops) fc.ops.push_back(op);
       have[k] = true;
+      if (trace != nullptr) {
+        slot[k] = int(trace->kinds.size());
+        trace->kinds.push_back(std::move(kinds[k].items));
+      }
     }
+    if (trace != nullptr) trace->layer_kind.push_back(slot[k]);
   }
   const double per_stage = 1.0 / double(std::max(1, plan.pp));
   for (std::size_t k = 0; k < kinds.size(); ++k)
@@ -572,6 +618,7 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
 
   // LM head (last stage) on the tokens that emit; embedding gather (first stage).
   Acc head;
+  head.tracing = trace != nullptr;
   const double emit = fb.decode_seqs * double(fb.queries_per_seq) + (fb.prefill_emits_token ? fb.prefill_seqs : 0.0);
   if (emit > 0) {
     const std::int64_t mi = at_least_one(emit);
@@ -583,14 +630,18 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
                             units::bytes(emit * double(v_local) * 4.0 * 2.0), units::flop(5.0 * emit * double(v_local)), d),
              keep);
     if (plan.tp > 1) {
-      head.comm += coll(Collective::all_gather, units::bytes(emit * double(a.vocab) * 4.0), tp_g);
-      head.kernels += 1;
+      head.add_comm("TP all-gather of the logits", PassItem::Kind::comm_tp,
+                    coll(Collective::all_gather, units::bytes(emit * double(a.vocab) * 4.0), tp_g), 1);
     }
   }
   head.add(streaming_cost("embedding gather", OpClass::embedding, units::bytes(T * double(a.hidden) * e * 2.0),
                           units::flop(0), d),
            keep);
   for (const auto& op : head.ops) fc.ops.push_back(op);
+  if (trace != nullptr) {
+    // The embedding gather runs before the first layer (first stage), the rest after the last (last stage).
+    for (auto& it : head.items) (it.name == "embedding gather" ? trace->embedding : trace->head).push_back(std::move(it));
+  }
 
   Acc stage = all;
   stage.scale_add(head, 1.0);
@@ -668,6 +719,8 @@ ForwardCost forward_cost(const wl::TransformerArch& a, const ServingPerfPlan& pl
   }
   return fc;
 }
+
+}  // namespace
 
 std::int64_t cached_prompt_tokens(const ServingPerfPlan& plan, std::int64_t prompt) {
   prompt = std::max<std::int64_t>(1, prompt);

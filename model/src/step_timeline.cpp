@@ -38,6 +38,12 @@ const char* to_string(SpanKind k) {
     case SpanKind::optimizer: return "optimizer";
     case SpanKind::offload: return "offload";
     case SpanKind::allowance: return "allowance";
+    case SpanKind::gemm: return "gemm";
+    case SpanKind::attention: return "attention";
+    case SpanKind::elementwise: return "elementwise";
+    case SpanKind::sampling: return "sampling";
+    case SpanKind::host: return "host";
+    case SpanKind::launch_gap: return "launch_gap";
   }
   return "";
 }

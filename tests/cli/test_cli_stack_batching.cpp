@@ -45,7 +45,10 @@ TEST_CASE("train --stack: each row is the step time of `train` with the knobs it
   CHECK(j["rows"][0]["step"] == "baseline");
   CHECK(rel(j["rows"][3]["cumulative_speedup"].get<double>(),
             j["rows"][0]["step_time_s"].get<double>() / j["rows"][3]["step_time_s"].get<double>()) < 1e-12);
-  CHECK(j["rows"][1]["speedup"].get<double>() > 3.0);  // fp32 FMA → bf16 tensor cores
+  // fp32 FMA → bf16 tensor cores: measured ×2.27 on the H100 (the stack test below; the fp32 step is GPU-bound, the
+  // eager attention's score passes and the elementwise kernels gain only the halved bytes).
+  CHECK(j["rows"][1]["speedup"].get<double>() > 2.0);
+  CHECK(j["rows"][1]["speedup"].get<double>() < 4.0);
 }
 
 TEST_CASE("train --stack prints a table with the cumulative speed-up and what each step set") {
@@ -121,15 +124,17 @@ TEST_CASE("simulate --batching static: flags checked, batches and padding report
 // optstack_gpt2.json, README there): GPT-2 small, seq 1024, batch 16, no dropout; baseline fp32 eager with AdamW
 // foreach=False and 5.0 ms of CPU per sample loaded in the training process; then 4 workers, autocast bf16, SDPA
 // flash, fused AdamW, torch.compile. Tolerance: 10% on a step's speed-up (the issue's bar for the GEMM shape effects),
-// 5% on the loader's own term. Model against measured at this commit (× previous): workers 1.128 / 1.206, amp 5.12 /
-// 2.27, flash 1.52 / 2.01, fused-adam 1.077 / 1.046, compile 1.944 / 2.077; the loader term 80.0 / 81.1 ms.
-// Two steps miss and are held as misses (so that the note goes when the model changes):
-//  - amp: the fp32 baseline is priced 48% slow (703 / 475 ms), most of it the LM head: fp32 GEMMs without TF32 run on
-//    the FMA units (SIMT kernels), yet get the tensor-core fallback class for the odd vocabulary (50,257; efficiency.hpp
-//    GemmAlignment, measured on bf16/fp16/fp8/int8 only): 217 ms of LM-head GEMMs where the whole measured step is
-//    395 ms of GPU time. An fp32 alignment sweep would settle it.
-//  - flash: the eager attention under autocast measured 87 ms a step against flash; the model's eager passes (scale,
-//    mask, fp32 softmax, cast) give 42 ms.
+// 5% on the loader's own term. Model against measured at this commit (× previous): workers 1.156 / 1.206, amp 2.87 /
+// 2.27, flash 2.23 / 2.01, fused-adam 1.08 / 1.046, compile 1.94 / 2.077; the loader term 80.0 / 81.1 ms. (Before the
+// H200 probe's fixes, optstack_probe.json: amp 5.12, flash 1.52 — the fp32 LM head priced in the tensor-core alignment
+// class, which SIMT fp32 kernels do not have, and eager attention's autocast input cast and slow score kernels.)
+// Two steps still miss and are held as misses (so that the note goes when the model changes):
+//  - amp: the fp32 steps are priced 30% slow (513 / 394 ms with the workers): the layer GEMMs 214 ms where the
+//    probe's fp32 GEMMs at these shapes add up to ~170 ms (the bf16 depth law applied to SIMT kernels, 6% at K = 768,
+//    is part of it), the eager attention 135 ms against ~119 ms, the elementwise passes and the loss ~35 ms over.
+//    The autocast step itself is within 3% (178.5 / 173.4 ms).
+//  - flash: 2.23 against 2.01: the autocast step +3.0%, the flash step -7.4% (the probe's flash step is 76.7 ms of
+//    kernels in an 86.5 ms span: host gaps the eager model does not lay out at this step length).
 TEST_CASE("the stack against the measured H100 stack on GPT-2 small: per-step speed-ups within 10%, misses held") {
   const Run r = run({"train", "-m", "gpt2", "--gpu", "h100-sxm5-80gb", "--gpus", "1", "--seq", "1024", "--micro-batch",
                      "16", "--global-batch", "16", "--dropout", "false", "--stack",
@@ -158,6 +163,6 @@ TEST_CASE("the stack against the measured H100 stack on GPT-2 small: per-step sp
                   << measured(i - 1) / measured(i));
     CHECK(rel(model(i - 1) / model(i), measured(i - 1) / measured(i)) >= 0.10);
   }
-  // From flash on, where the fp32 and eager-attention questions are gone, the step times themselves within 15%.
-  for (std::size_t i = 3; i < 6; ++i) CHECK(rel(model(i), measured(i)) < 0.15);
+  // From the autocast step on the step times themselves within 15% (+3.0%, -7.4%, -10.0%, -3.9% at this commit).
+  for (std::size_t i = 2; i < 6; ++i) CHECK(rel(model(i), measured(i)) < 0.15);
 }

@@ -90,10 +90,15 @@ TEST_SUITE("GEMM leading-dimension alignment") {
     }
     // m is never a leading dimension: m = 4097 changes the tiles, not the class.
     CHECK(model::gemm_cost("m", {4097, 4096, 4096, 1}, Precision::bf16, d).efficiency > 0.95 * e0);
-    // fp32 (4-byte elements): an odd dimension is 4-byte aligned, the vector class.
-    const double f0 = model::gemm_cost("f", {4096, 4096, 4096, 1}, Precision::fp32, d).efficiency;
-    CHECK(model::gemm_cost("f", {4096, 4096, 4097, 1}, Precision::fp32, d).efficiency / f0 ==
+    // tf32 (4-byte elements on tensor cores): an odd dimension is 4-byte aligned, the vector class (our H200 probe:
+    // GPT-2's 50,257-wide head at 0.36 of the 50,304-wide one, optstack_probe.json).
+    const double f0 = model::gemm_cost("f", {4096, 4096, 4096, 1}, Precision::tf32, d).efficiency;
+    CHECK(model::gemm_cost("f", {4096, 4096, 4097, 1}, Precision::tf32, d).efficiency / f0 ==
           doctest::Approx(0.368).epsilon(0.002));
+    // fp32 without TF32 runs SIMT FFMA kernels: no class (the same probe: the 50,257-wide head as fast as 50,304,
+    // 4096³ at k = 4097 within 3%).
+    const double s0 = model::gemm_cost("s", {4096, 4096, 4096, 1}, Precision::fp32, d).efficiency;
+    CHECK(model::gemm_cost("s", {4096, 4096, 4097, 1}, Precision::fp32, d).efficiency / s0 > 0.99);
   }
 
   TEST_CASE("fp8 has no fallback kernels: an unaligned k or n is priced as the GEMM padded to 16 bytes") {

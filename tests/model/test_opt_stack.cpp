@@ -151,8 +151,11 @@ TEST_CASE("each row of the stack is estimate_training of the plan its steps buil
   REQUIRE(st.notes.size() == 2);  // the loader is not priced; the vocabulary padded
   CHECK(st.notes[1].find("50257 → 50264") != std::string::npos);
   // Physics the stack must show on an H100: bf16 tensor cores against fp32 FMA units (67 vs 989 TFLOP/s dense) make
-  // AMP several times faster; flash attention keeps no 12 × 1024² score matrices per layer, so it saves memory.
-  CHECK(st.rows[1].speedup > 3.0);
+  // AMP faster, but the eager step's memory-bound kernels only halve their bytes: measured ×2.27 on the H100
+  // (optstack_gpt2.json; the GEMMs alone ×8-15 in our H200 probe, optstack_probe.json). Flash attention keeps no
+  // 12 × 1024² score matrices per layer, so it saves memory.
+  CHECK(st.rows[1].speedup > 2.0);
+  CHECK(st.rows[1].speedup < 4.0);
   CHECK(st.rows[2].peak < st.rows[1].peak);
   CHECK(st.rows[3].speedup > 1.0);
   CHECK(st.rows[4].speedup > 1.0);

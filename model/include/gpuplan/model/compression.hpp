@@ -80,6 +80,10 @@ struct ParsedCompression {
 };
 ParsedCompression parse_compression(std::string_view text);
 
+/// The choices `gpuplan compress` and the GUI's compression view price when none are given: every quantisation path,
+/// 2:4, a quarter of the FFN, a quarter of the heads and (from 4 layers) a quarter of the layers.
+std::vector<std::string> default_compression_variants(const wl::TransformerArch& a);
+
 /// The architecture a choice derives from `base` (its pruning steps; a student step replaces it with `student`, which
 /// the caller loaded). `error` says why it cannot be derived (e.g. more layers dropped than the model has).
 struct DerivedArch {

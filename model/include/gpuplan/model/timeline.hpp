@@ -52,6 +52,13 @@ enum class SpanKind {
   optimizer,       ///< the optimizer step
   offload,         ///< CPU offload transfers over the host link
   allowance,       ///< the pipeline formula's overstatement against this layout (see StepTimeline::allowance)
+  // A serving iteration (serving_timeline.hpp): one forward pass kernel by kernel.
+  gemm,            ///< a GEMM kernel of a layer
+  attention,       ///< an attention kernel (prefill flash, decode flash-decoding)
+  elementwise,     ///< norms, rotary + KV write, activations, quantisation passes
+  sampling,        ///< the sampling kernel after the LM head
+  host,            ///< the host: kernel issue (eager), the engine's per-iteration work
+  launch_gap,      ///< the GPU idle, waiting for the host to issue the next kernel
 };
 const char* to_string(SpanKind k);
 
@@ -86,6 +93,7 @@ struct StepTimeline {
   /// schedule overlaps (its stated overstatement), shown as one `allowance` span so the layout still sums to the step.
   units::Seconds allowance{};
   std::vector<std::string> notes;
+  bool serving_iteration = false;  ///< one serving engine iteration (serving_timeline.hpp), not a training step
   /// Total time of the spans of `kind` on compute lanes.
   [[nodiscard]] units::Seconds compute_time(SpanKind kind) const;
 };
