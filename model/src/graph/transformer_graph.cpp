@@ -6,7 +6,7 @@
 #include <cassert>
 #include <string>
 
-#include "../layer_kinds_text.hpp"
+#include "layer_kinds_text.hpp"
 
 namespace gpuplan::model {
 

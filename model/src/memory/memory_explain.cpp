@@ -29,42 +29,44 @@ const char* optimizer_formula(const wl::TrainingPlan& plan) {
   return "";
 }
 
-}  // namespace
+std::string gib(units::Bytes b) { return units::format(b, units::BytePrefix::binary); }
+std::string B(double b) { return gib(units::bytes(b)); }
 
-void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
-                    const hw::GpuSpec& gpu, const RuntimeOverheads& overheads, ActivationLayout layout, const Ctx& c,
-                    const MemoryCore& core, TrainingMemory& r) {
+/// What every part of the explanation reads: explain_memory's inputs, the heaviest stage it reports, and the
+/// quantities derived once from the plan.
+struct Explained {
+  const wl::TransformerArch& a;
+  const ParameterCounts& params;
+  const wl::TrainingPlan& plan;
+  const Ctx& c;
+  const MemoryCore& core;
+  const StageMemory& h;  // the heaviest stage (core.heaviest())
+  int p;                 // pipeline stages
+  int v;                 // model chunks per stage
+  double t;              // tensor parallel
+  double ep;             // expert parallel
+  double te;             // the ranks routed experts are split over: etp·ep (etp = tp without parallel folding)
+  std::int64_t m;        // micro-batches per step
+  int zero;              // ZeRO stage
+  std::string stage_name;
+  Origin cfg;
+  Origin par_o;
+  Origin prec_o;
+  Origin cnt;
+};
+
+/// The root node: its inputs, the verdict, and which pipeline stage is reported.
+void explain_root(const Explained& e, const hw::GpuSpec& gpu, TrainingMemory& r) {
   using units::format;
-  using units::format_count;
   using units::format_number;
-  // Memory in GiB, as every front end prints memory per GPU (the CLI's table, the GUI's chart and summary); the
-  // datasheet's decimal GB only beside the capacity.
-  const auto gib = [](units::Bytes b) { return format(b, units::BytePrefix::binary); };
-  const auto& par = plan.par;
-  const auto& pr = plan.precision;
-  const int p = std::max(1, par.pp);
-  const int v = plan.model_chunks();
-  const double t = c.t;
-  const double ep = std::max(1, par.ep);
-  const double te = double(par.expert_shard());
-  const std::int64_t m = std::max<std::int64_t>(1, plan.micro_batches());
-  const int zero = static_cast<int>(plan.zero);
-  const double opt_b = optimizer_state_bytes(plan);
-  const double n_dense = core.n_dense, n_expert = core.n_expert, comms = core.comms;
+  const auto& par = e.plan.par;
+  const auto& plan = e.plan;
+  const auto& core = e.core;
+  const int p = e.p, zero = e.zero;
+  const Origin& par_o = e.par_o;
+  const std::string& stage_name = e.stage_name;
   const StageMemory& first = core.first;
   const StageMemory& last = core.two_stages ? core.last : core.first;
-  const StageMemory& h = core.heaviest();
-
-  const Origin cfg = Origin::model_config(a.source);
-  const Origin par_o = Origin::user("plan.par");
-  const Origin prec_o = Origin::user("plan.precision");
-  const Origin cnt = Origin::derived("parameter_counts");
-  auto B = [&gib](double b) { return gib(units::bytes(b)); };
-  const std::string stage_name =
-      p == 1 ? std::string("the only pipeline stage")
-             : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p,
-                           h.shape.first ? "first" : h.shape.last ? "last" : "a middle stage of an uneven split");
-
   Derivation& d = r.derivation;
   d.id = "memory";
   d.title = "Training memory per GPU";
@@ -96,38 +98,59 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
                                     core.middle.shape.index, core.middle.shape.layers, core.middle.shape.moe_layers,
                                     gib(units::bytes(core.middle.total))));
   }
+}
 
-  // model states
-  const std::string shard_note =
-      par.expert_tp() != par.tp
-          ? fmt::format("ZeRO shard group N = {} ({}); routed experts over the expert-DP group N·t/(etp·ep) = {} "
-                        "(parallel folding: expert TP {})",
-                        format_number(n_dense), par.shard_group > 0 ? "hybrid shard group" : "dp·cp",
-                        format_number(n_expert), par.expert_tp())
-          : fmt::format("ZeRO shard group N = {} ({}); routed experts over N/ep = {}", format_number(n_dense),
-                        par.shard_group > 0 ? "hybrid shard group" : "dp·cp", format_number(n_expert));
-  auto states_inputs = [&](double bytes_per, const std::string& b_sym, const std::string& b_meaning, Origin bo) {
-    std::vector<DerivationInput> in = {
-        {"P_stage", format_count(h.p_dense + h.p_expert),
-         fmt::format("parameters of {} ({} in routed experts)", stage_name, format_count(h.p_expert)), cnt},
-        {"t", format_count(t), "tensor parallel", par_o},
-        {"ep", format_count(ep), "expert parallel (routed experts only)", par_o},
-        {b_sym, format_number(bytes_per), b_meaning, std::move(bo)},
-        {"N", format_number(n_dense), "ZeRO shard group", par_o}};
-    if (par.expert_tp() != par.tp)
-      in.insert(in.begin() + 3, {"etp", format_count(double(par.expert_tp())),
-                                 "expert tensor parallel (routed experts only; parallel folding)", par_o});
-    return in;
-  };
+/// The inputs of a model-state node (weights, gradients, master weights, optimizer states): P_gpu's terms and the
+/// state's bytes per parameter b.
+std::vector<DerivationInput> states_inputs(const Explained& e, double bytes_per, const std::string& b_sym,
+                                           const std::string& b_meaning, Origin bo) {
+  using units::format_count;
+  using units::format_number;
+  std::vector<DerivationInput> in = {
+      {"P_stage", format_count(e.h.p_dense + e.h.p_expert),
+       fmt::format("parameters of {} ({} in routed experts)", e.stage_name, format_count(e.h.p_expert)), e.cnt},
+      {"t", format_count(e.t), "tensor parallel", e.par_o},
+      {"ep", format_count(e.ep), "expert parallel (routed experts only)", e.par_o},
+      {b_sym, format_number(bytes_per), b_meaning, std::move(bo)},
+      {"N", format_number(e.core.n_dense), "ZeRO shard group", e.par_o}};
+  if (e.plan.par.expert_tp() != e.plan.par.tp)
+    in.insert(in.begin() + 3, {"etp", format_count(double(e.plan.par.expert_tp())),
+                               "expert tensor parallel (routed experts only; parallel folding)", e.par_o});
+  return in;
+}
+
+std::string shard_note(const Explained& e) {
+  using units::format_number;
+  const auto& par = e.plan.par;
+  return par.expert_tp() != par.tp
+             ? fmt::format("ZeRO shard group N = {} ({}); routed experts over the expert-DP group N·t/(etp·ep) = {} "
+                           "(parallel folding: expert TP {})",
+                           format_number(e.core.n_dense), par.shard_group > 0 ? "hybrid shard group" : "dp·cp",
+                           format_number(e.core.n_expert), par.expert_tp())
+             : fmt::format("ZeRO shard group N = {} ({}); routed experts over N/ep = {}", format_number(e.core.n_dense),
+                           par.shard_group > 0 ? "hybrid shard group" : "dp·cp", format_number(e.core.n_expert));
+}
+
+/// The weights node: P_gpu·b_w, and what the weights include beyond it (gathered, FP8-cached and autocast copies).
+void explain_weights(const Explained& e, const TrainingMemory& r, Derivation& d) {
+  using units::format_count;
+  using units::format_number;
+  const auto& plan = e.plan;
+  const auto& pr = plan.precision;
+  const auto& params = e.params;
+  const auto& c = e.c;
+  const StageMemory& h = e.h;
+  const double t = e.t, te = e.te;
+  const int zero = e.zero;
+  const Origin& prec_o = e.prec_o;
   const double p_gpu = h.p_dense / t + h.p_expert / te;
   d.children.push_back({"memory.weights",
                         "Weights",
                         fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/({}·ep) = {}", zero >= 3 ? " / N" : "",
-                                    par.expert_tp() != par.tp ? "etp" : "t",
-                                    format_count(p_gpu)),
-                        states_inputs(pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
+                                    e.plan.par.expert_tp() != e.plan.par.tp ? "etp" : "t", format_count(p_gpu)),
+                        states_inputs(e, pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
                         B(r.weights.raw()),
-                        {shard_note},
+                        {shard_note(e)},
                         {}});
   if (params.mtp > 0)
     d.children.back().notes.push_back(
@@ -169,10 +192,20 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
         "includes {}: torch.autocast's {}-byte copies of the GEMM weights, cached in the forward and kept by each "
         "nn.Linear for its backward (measured allocator timelines)",
         B(h.amp_copies), format_number(c.ab)));
+}
+
+/// The gradients, master weights and optimizer states nodes.
+void explain_other_states(const Explained& e, Derivation& d) {
+  const auto& plan = e.plan;
+  const auto& pr = plan.precision;
+  const StageMemory& h = e.h;
+  const int zero = e.zero;
+  const Origin& prec_o = e.prec_o;
+  const double opt_b = optimizer_state_bytes(plan);
   d.children.push_back({"memory.gradients",
                         "Gradients",
                         fmt::format("P_gpu·b_g{}", zero >= 2 ? " / N" : ""),
-                        states_inputs(pr.gradient_bytes, "b_g", "bytes per gradient", prec_o),
+                        states_inputs(e, pr.gradient_bytes, "b_g", "bytes per gradient", prec_o),
                         B(h.grads + h.gathered_g),
                         {},
                         {}});
@@ -195,7 +228,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   d.children.push_back({"memory.master_weights",
                         "Master weights",
                         fmt::format("P_gpu·b_m{}", zero >= 1 ? " / N" : ""),
-                        states_inputs(pr.master_bytes, "b_m", "bytes per master weight (fp32 copy)", prec_o),
+                        states_inputs(e, pr.master_bytes, "b_m", "bytes per master weight (fp32 copy)", prec_o),
                         B(h.master),
                         {"[ZeRO] §5: P_os shards the fp32 master weights with the optimizer states"},
                         {}});
@@ -208,7 +241,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   d.children.push_back({"memory.optimizer_states",
                         "Optimizer states",
                         fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan)),
-                        states_inputs(opt_b, "b_o", "optimizer-state bytes per parameter",
+                        states_inputs(e, opt_b, "b_o", "optimizer-state bytes per parameter",
                                       Origin::constant(optimizer_formula(plan))),
                         B(h.opt),
                         {},
@@ -218,8 +251,25 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
     d.children.back().notes.push_back(
         "[D22] §2: block-wise quantisation, 2048 values per block, one fp32 absmax per "
         "block; tensors under 4096 elements stay 32-bit (negligible)");
+}
 
-  // activations
+/// The activations node: what the heaviest stage stores for its in-flight micro-batches, with the per-layer
+/// derivations and the textbook rule of thumb beside the term-by-term count.
+Derivation explain_activations(const Explained& e, ActivationLayout layout) {
+  using units::format;
+  using units::format_count;
+  using units::format_number;
+  const auto& a = e.a;
+  const auto& plan = e.plan;
+  const auto& par = plan.par;
+  const auto& c = e.c;
+  const StageMemory& h = e.h;
+  const int p = e.p, v = e.v;
+  const double t = e.t;
+  const std::int64_t m = e.m;
+  const Origin& cfg = e.cfg;
+  const Origin& par_o = e.par_o;
+  const Origin& prec_o = e.prec_o;
   Derivation act;
   act.id = "memory.activations";
   act.title = "Activations";
@@ -291,8 +341,21 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   if (a.layers > a.moe_layer_count()) act.children.push_back(layer_derivation(c, false, "memory.activations.layer"));
   if (a.moe && a.moe_layer_count() > 0)
     act.children.push_back(layer_derivation(c, true, "memory.activations.moe_layer"));
-  d.children.push_back(std::move(act));
+  return act;
+}
 
+/// The logits and loss buffers, and the runtime overheads (CUDA context, NCCL buffers, fragmentation).
+void explain_logits_and_overheads(const Explained& e, const RuntimeOverheads& overheads, Derivation& d) {
+  using units::format_count;
+  using units::format_number;
+  const auto& a = e.a;
+  const auto& c = e.c;
+  const StageMemory& h = e.h;
+  const double t = e.t;
+  const double comms = e.core.comms;
+  const bool torch_loop = e.plan.kernels == wl::KernelStyle::eager;
+  const Origin& cfg = e.cfg;
+  const Origin& par_o = e.par_o;
   d.children.push_back(
       {"memory.logits",
        "Logits and loss buffers",
@@ -334,6 +397,44 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
        B(h.frag),
        {},
        {}});
+}
+
+}  // namespace
+
+void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                    const hw::GpuSpec& gpu, const RuntimeOverheads& overheads, ActivationLayout layout, const Ctx& c,
+                    const MemoryCore& core, TrainingMemory& r) {
+  const auto& par = plan.par;
+  const int p = std::max(1, par.pp);
+  const StageMemory& h = core.heaviest();
+  const std::string stage_name =
+      p == 1 ? std::string("the only pipeline stage")
+             : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p,
+                           h.shape.first ? "first" : h.shape.last ? "last" : "a middle stage of an uneven split");
+  const Explained e{a,
+                    params,
+                    plan,
+                    c,
+                    core,
+                    h,
+                    p,
+                    plan.model_chunks(),
+                    c.t,
+                    double(std::max(1, par.ep)),
+                    double(par.expert_shard()),
+                    std::max<std::int64_t>(1, plan.micro_batches()),
+                    static_cast<int>(plan.zero),
+                    stage_name,
+                    Origin::model_config(a.source),
+                    Origin::user("plan.par"),
+                    Origin::user("plan.precision"),
+                    Origin::derived("parameter_counts")};
+  explain_root(e, gpu, r);
+  Derivation& d = r.derivation;
+  explain_weights(e, r, d);
+  explain_other_states(e, d);
+  d.children.push_back(explain_activations(e, layout));
+  explain_logits_and_overheads(e, overheads, d);
 }
 
 }  // namespace gpuplan::model::detail

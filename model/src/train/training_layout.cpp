@@ -16,15 +16,26 @@ namespace gpuplan::model {
 
 namespace detail {
 
-bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
-                  Feasibility* f) {
+/// The verdict of the layout rules: `fail(message-maker)` records the message when collecting (f set), else stops at
+/// the first failure.
+struct Rules {
+  Feasibility* f = nullptr;
   bool ok = true;
-  // `fail(message-maker)`: records the message when collecting, else stops at the first failure.
-  auto fail = [&](auto&& message) {
+  /// Returns true when the caller should stop here.
+  template <class Message>
+  bool fail(Message&& message) {
     ok = false;
     if (f != nullptr) f->fail(message());
-    return f == nullptr;  // true: stop here
-  };
+    return f == nullptr;
+  }
+};
+
+// Each group of rules returns false to stop at its failure (when not collecting every message).
+
+/// The parallel sizes against the model's heads, FFN and layers, and the pipeline schedules' rules.
+bool parallel_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Rules& r) {
+  auto fail = [&r](auto&& message) { return r.fail(message); };
+  Feasibility* f = r.f;
   const auto& p = plan.par;
   if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1 || p.ep < 1) {
     fail([] { return std::string("every parallel size must be at least 1"); });
@@ -91,6 +102,13 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
         return false;
     }
   }
+  return true;
+}
+
+/// Multi-token prediction, recompute modules and activation offloading against the model and the plan.
+bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Rules& r) {
+  auto fail = [&r](auto&& message) { return r.fail(message); };
+  const auto& p = plan.par;
   if (plan.mtp_layers > a.mtp_layers &&
       fail([&] {
         return fmt::format("{} multi-token-prediction modules asked for; the model has {} (num_nextn_predict_layers)",
@@ -129,6 +147,13 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   if (plan.recompute_modules != 0 && plan.recompute == wl::Recompute::full &&
       fail([] { return std::string("recompute full already recomputes every module: give no recompute modules"); }))
     return false;
+  return true;
+}
+
+/// Batch sizes and sequence length against DP and CP, expert parallelism and the hybrid shard group.
+bool batch_and_group_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Rules& r) {
+  auto fail = [&r](auto&& message) { return r.fail(message); };
+  const auto& p = plan.par;
   if (plan.micro_batch < 1 || plan.global_batch < 1 || plan.seq_len < 1) {
     if (fail([] { return std::string("batch sizes and sequence length must be ≥ 1"); })) return false;
   } else if (plan.global_batch % (plan.micro_batch * p.dp) != 0 && fail([&] {
@@ -186,6 +211,13 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   if (plan.zero == wl::ZeroStage::parameters && p.shard_group > 0 && p.dp % p.shard_group != 0 &&
       fail([&] { return fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp); }))
     return false;
+  return true;
+}
+
+/// The system (GPU, node, scale-out), the low-precision recipes against the hardware, the optimizer and CPU offload.
+bool system_rules(const wl::TrainingPlan& plan, const TrainingSystem& sys, Rules& r) {
+  auto fail = [&r](auto&& message) { return r.fail(message); };
+  const auto& p = plan.par;
   if (sys.gpu == nullptr && fail([] { return std::string("no GPU given"); })) return false;
   if (p.gpus() > 1 && sys.node == nullptr && fail([] {
         return std::string("more than one GPU needs a node shape (give --node, or a GPU that a shipped node uses)");
@@ -269,7 +301,16 @@ bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
         }))
       return false;
   }
-  return ok;
+  return true;
+}
+
+bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                  Feasibility* f) {
+  Rules r{f};
+  if (!parallel_rules(a, plan, r) || !module_rules(a, plan, r) || !batch_and_group_rules(a, plan, r) ||
+      !system_rules(plan, sys, r))
+    return false;
+  return r.ok;
 }
 
 std::string does_not_fit_message(const wl::TransformerArch& a, const ParameterCounts& params,

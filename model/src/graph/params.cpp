@@ -10,12 +10,11 @@ namespace {
 
 using std::int64_t;
 
-}  // namespace
-
-ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) {
-  // A fold over the op graph (graph.hpp): the weights of a dense and of an MoE layer, and of the ops around them.
+/// The counts: a fold over the op graph (graph.hpp), the weights of each layer kind and of the ops around them;
+/// `dense_layers` gets the number of layers with a dense FFN.
+ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_layers) {
   ParameterCounts c;
-  const int64_t h = a.hidden, L = a.layers;
+  const int64_t h = a.hidden;
   const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
   const OpGraph head = build_head_graph(a);
   c.attention_per_layer = dense_layer.parameters(Part::attention);
@@ -23,7 +22,7 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
   const int64_t norm_unit = head.parameters(Part::final_norm);
 
   const int64_t moe_layers = a.moe_layer_count();
-  int64_t dense_layers = 0;
+  dense_layers = 0;
   c.embedding = head.parameters(Part::embedding);
   c.position_embedding = head.parameters(Part::position_embedding);
   c.lm_head = head.parameters(Part::lm_head);
@@ -67,6 +66,16 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
                                  : c.dense_mlp_per_layer);
     c.mtp = a.mtp_layers * (2 * norm_unit + 2 * h * h + layer + norm_unit);
   }
+  return c;
+}
+
+}  // namespace
+
+ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) {
+  int64_t dense_layers = 0;
+  ParameterCounts c = count_parameters(a, dense_layers);
+  const int64_t h = a.hidden, L = a.layers;
+  const int64_t moe_layers = a.moe_layer_count();
 
   if (explain == Explain::on) {
     using units::format_count;

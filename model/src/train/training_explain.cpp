@@ -102,39 +102,33 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                          format(md.dispatch * 2.0 + md.combine * 2.0), format(experts), format(host));
   return r;
 }
-}  // namespace
+/// What every node of the training explanation reads: explain_training's inputs.
+struct StepInputs {
+  const wl::TransformerArch& a;
+  const wl::TrainingPlan& plan;
+  const TrainingSystem& sys;
+  const TrainingConsts& k;
+  const StepTerms& terms;
+  const LayerCost& first;  // the first layer of the slowest stage, one micro-batch
+  const StepCore& core;
+  const TrainingEstimate& est;
+};
 
-void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
-                      const TrainingConsts& k, const StepTerms& terms, const LayerCost& first, const StepCore& core,
-                      TrainingEstimate& est) {
+/// The root node: t_step's formula, its inputs (micro-batches, the slowest stage, tokens, GPU, efficiencies), result.
+void explain_step(const StepInputs& x, Derivation& root) {
   using units::format;
   using units::format_count;
+  const auto& a = x.a;
+  const auto& plan = x.plan;
   const auto& par = plan.par;
-  const hw::GpuSpec& gpu = *sys.gpu;
-  const Device& d = k.d;
-  const ParameterCounts& params = k.params;
+  const auto& core = x.core;
+  const auto& est = x.est;
+  const hw::GpuSpec& gpu = *x.sys.gpu;
+  const Device& d = x.k.d;
   const std::int64_t m = core.m;
   const StepBreakdown& s = est.step;
-  const double gpus = double(par.gpus());
-  const PassCost& fwd = core.fwd;
-  const PassCost& bwd = core.bwd;
-  const PassCost& recompute = core.recompute;
-  const Seconds extra = core.extra;
-  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
-  const Seconds bubble = s.bubble;
   const std::int64_t layers_stage = core.bottleneck_layers;
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
-  const GpuParams p_gpu = trainable_per_gpu(a, params, plan);
-  const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
-  const double p_shard = optimizer_shard_params(a, params, plan);
-  // The parameters this GPU updates: dense over the dp·cp shard, routed experts over the expert-data-parallel shard.
-  const std::string shard_text =
-      p_gpu.experts > 0
-          ? fmt::format("{} dense / {} + {} routed-expert / {} (expert-data-parallel group)", format_count(p_gpu.dense),
-                        format_count(shard), format_count(p_gpu.experts), format_count(shard_e))
-          : fmt::format("{} / {}", format_count(p_gpu.dense), format_count(shard));
-
-  Derivation& root = est.derivation;
   root.id = "train";
   root.title = "Training step";
   root.formula = "t_step = m·(t_fwd + t_bwd + t_recompute + t_comm,mb + t_head) of the slowest stage + bubble "
@@ -149,6 +143,20 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                   d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin)}};
   root.result = fmt::format("{} per step, {} tokens/s, MFU {}", format(s.total), units::format_number(est.tokens_per_s, 4),
                             format(units::Ratio(est.mfu)));
+}
+
+/// The compute node: one micro-batch on the slowest stage, with one layer's ops and the LM head's.
+Derivation explain_compute(const StepInputs& x) {
+  using units::format;
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const auto& first = x.first;
+  const auto& terms = x.terms;
+  const PassCost& fwd = x.core.fwd;
+  const PassCost& bwd = x.core.bwd;
+  const PassCost& recompute = x.core.recompute;
+  const Seconds extra = x.core.extra;
+  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
   Derivation comp{"train.compute", "Compute per micro-batch on one GPU (its stage)",
                   "Σ_layers of the stage (GEMM + attention + elementwise), forward + backward (+ recompute)",
                   {{"t_fwd", format(fwd.total()), "forward", Origin::derived()},
@@ -187,7 +195,19 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                                                                          : "the plan's loss kernels (--cross-entropy)")
                                                    : Origin::derived()});
   if (!head.inputs.empty()) comp.children.push_back(head);
-  root.children.push_back(comp);
+  return comp;
+}
+
+/// The communication node: each parallel group's collectives, exposed of total, and the framework's copies.
+Derivation explain_comm(const StepInputs& x) {
+  using units::format;
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const auto& terms = x.terms;
+  const auto& est = x.est;
+  const Device& d = x.k.d;
+  const ParameterCounts& params = x.k.params;
+  const StepBreakdown& s = est.step;
   Derivation comm{"train.comm", "Communication per step", "exposed = total − what overlaps with compute", {}, format(s.comm_exposed), {}, {}};
   for (const auto& c : est.comm) {
     if (c.group_size <= 1) continue;
@@ -222,8 +242,21 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                                      : Origin::assumption("16 NCCL channels' share of the SMs; no wait (no "
                                                           "calibration profile with overlap items)")});
   }
-  root.children.push_back(comm);
-  if (a.moe && a.moe_layer_count() > 0) root.children.push_back(explain_moe_layer(a, plan, sys, d, core));
+  return comm;
+}
+
+/// The pipeline bubble node: DualPipe's (DeepSeek-V3 Table 2) or the 1F1B / interleaved one.
+void explain_bubble(const StepInputs& x, Derivation& root) {
+  using units::format;
+  using units::format_count;
+  const auto& plan = x.plan;
+  const auto& par = plan.par;
+  const auto& core = x.core;
+  const auto& est = x.est;
+  const std::int64_t m = core.m;
+  const PassCost& bwd = core.bwd;
+  const PassCost& recompute = core.recompute;
+  const Seconds bubble = est.step.bubble;
   if (plan.dualpipe()) {
     root.children.push_back(
         {"train.bubble", "Pipeline bubble (DualPipe)",
@@ -253,6 +286,30 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                            fmt::format("{} ({} of ideal)", format(bubble), format(units::Ratio(est.bubble_fraction))),
                            {},
                            {}});
+}
+
+/// The optimizer node(s): offloaded to the CPU (with the host-link transfers), unfused eager kernels, or fused.
+void explain_optimizer(const StepInputs& x, Derivation& root) {
+  using units::format;
+  using units::format_count;
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const auto& sys = x.sys;
+  const auto& terms = x.terms;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  const Device& d = x.k.d;
+  const ParameterCounts& params = x.k.params;
+  const StepBreakdown& s = x.est.step;
+  const double p_shard = optimizer_shard_params(a, params, plan);
+  const GpuParams p_gpu = trainable_per_gpu(a, params, plan);
+  const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
+  // The parameters this GPU updates: dense over the dp·cp shard, routed experts over the expert-data-parallel shard.
+  const std::string shard_text =
+      p_gpu.experts > 0
+          ? fmt::format("{} dense / {} + {} routed-expert / {} (expert-data-parallel group)", format_count(p_gpu.dense),
+                        format_count(shard), format_count(p_gpu.experts), format_count(shard_e))
+          : fmt::format("{} / {}", format_count(p_gpu.dense), format_count(shard));
+
   if (plan.offload == wl::Offload::optimizer) {
     const OffloadTimes& ot = terms.offload;
     root.children.push_back(
@@ -313,6 +370,17 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                              {{"P_gpu/shard", format_count(p_shard), "parameters updated by this GPU: " + shard_text, Origin::derived()}},
                              format(s.optimizer), {}, {}});
   }
+}
+
+/// The MFU and HFU node.
+void explain_mfu(const StepInputs& x, Derivation& root) {
+  using units::format;
+  using units::format_count;
+  const auto& plan = x.plan;
+  const auto& est = x.est;
+  const hw::GpuSpec& gpu = *x.sys.gpu;
+  const Device& d = x.k.d;
+  const double gpus = double(plan.par.gpus());
   root.children.push_back({"train.mfu", "MFU and HFU",
                            "MFU = F_model / (t_step · N_gpu · P_peak) ; F_model = (6·N + 12·L·h_attn·s)·tokens (no causal halving)",
                            {{"F_model", format(est.model_flops_per_step), "model FLOPs per step", Origin::derived("flops_per_token")},
@@ -322,6 +390,21 @@ void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan
                            fmt::format("MFU {}, HFU {}", format(units::Ratio(est.mfu)), format(units::Ratio(est.hfu))),
                            {},
                            {}});
+}
+}  // namespace
+
+void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                      const TrainingConsts& k, const StepTerms& terms, const LayerCost& first, const StepCore& core,
+                      TrainingEstimate& est) {
+  const StepInputs x{a, plan, sys, k, terms, first, core, est};
+  Derivation& root = est.derivation;
+  explain_step(x, root);
+  root.children.push_back(explain_compute(x));
+  root.children.push_back(explain_comm(x));
+  if (a.moe && a.moe_layer_count() > 0) root.children.push_back(explain_moe_layer(a, plan, sys, k.d, core));
+  explain_bubble(x, root);
+  explain_optimizer(x, root);
+  explain_mfu(x, root);
   root.children.push_back(est.memory.derivation);
 }
 

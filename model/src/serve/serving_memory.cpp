@@ -388,10 +388,10 @@ units::Bytes serving_activation_peak(const wl::TransformerArch& a, int tp, std::
   return units::bytes(double(batched_tokens) * per_token + logits);
 }
 
-ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts& params, const hw::GpuSpec& gpu,
-                             const ServingMemoryPlan& plan_in, Explain explain) {
-  ServingMemory r;
-  r.plan = plan_in;
+namespace {
+
+/// The plan as the engine runs it: sizes at least 1, and the KV block size vLLM forces for MLA [vLLM-mla] (with a note).
+void normalise_plan(const wl::TransformerArch& a, const hw::GpuSpec& gpu, ServingMemory& r) {
   ServingMemoryPlan& plan = r.plan;
   plan.tp = std::max(1, plan.tp);
   plan.pp = std::max(1, plan.pp);
@@ -411,7 +411,12 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
       plan.block_size = forced;
     }
   }
+}
 
+/// The context every layout's evaluation reads: capacity, bytes per weight, each layer kind's weights by TP split,
+/// and the activation peak.
+Ctx serving_ctx(const wl::TransformerArch& a, const ParameterCounts& params, const hw::GpuSpec& gpu,
+                const ServingMemoryPlan& plan) {
   Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, 0.0, 0.0, {}, {}, {}};
   c.capacity = plan.capacity == CapacityBasis::label ? gpu.memory.capacity_label : gpu.memory_capacity();
   c.w16_bytes = plan.weights.dtype == StoreDtype::fp32 ? 4.0 : 2.0;
@@ -427,30 +432,13 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
   else if (plan.overheads.estimate_activations)
     c.activations = serving_activation_peak(a, plan.tp, plan.max_num_batched_tokens, plan.max_num_seqs,
                                             plan.activation_bytes);
+  return c;
+}
 
-  // ---- the plan's layout ----
-  const LayoutEval e = evaluate_layout(c, plan.tp, plan.pp, explain);
-  r.token = e.token;
-  r.stages = e.stages;
-  r.binding_stage = e.binding;
-  r.max_concurrency = e.max_concurrency;
-  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
-  r.kv_token_capacity = bind.kv_token_capacity;
-  r.kv_bytes_per_token_per_gpu = e.token.per_layer * double(bind.layers.count - bind.layers.uncached);
-  r.kv_bytes_per_sequence_per_gpu = bind.sequence.per_sequence;
-
-  // ---- whole-model numbers (every head once, one stage) ----
-  const KvTokenBytes tok1 = kv_token_bytes(a, plan.kv, 1, Explain::off);
-  const StageLayers whole = pipeline_stages(a, 1).front();
-  const SequenceKv seq1 = sequence_kv(a, whole, tok1, plan.context, plan.block_size, plan.prefix_tokens);
-  const double ovh = 1.0 + std::max(0.0, plan.paging_overhead);
-  r.kv_bytes_per_token = tok1.per_token_model;
-  r.kv_bytes_per_sequence = seq1.exact;
-  r.kv_total = seq1.for_sequences(plan.concurrency) * ovh;
-  r.weights_total = total_weights(c);
-  r.memory_needed = r.weights_total + r.kv_total;
-
-  // ---- max context at the concurrency (bisection; monotone in s) ----
+/// The longest context at the plan's concurrency (bisection; monotone in s), and what limits it.
+void max_context(const Ctx& c, const LayoutEval& e, ServingMemory& r) {
+  const wl::TransformerArch& a = c.a;
+  const ServingMemoryPlan& plan = r.plan;
   const std::int64_t cap = a.max_position > 0 ? a.max_position : std::int64_t{100'000'000};
   if (!fits(c, e, 1, plan.concurrency)) {
     r.max_context_tokens = 0;
@@ -467,45 +455,53 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
     r.max_context_tokens = lo;
     r.max_context_limit = "memory";
   }
+}
 
-  // ---- GPUs needed by memory ----
-  {
-    // Pooled (textbook): (weights + KV) over what one GPU's budget leaves after its fixed overheads.
-    const StageMemory& s0 = bind;
-    Bytes fixed{};
-    switch (plan.engine) {
-      case MemoryEngine::plain: fixed = s0.activations + s0.cuda_graphs + s0.cuda_context + s0.nccl; break;
-      case MemoryEngine::vllm: fixed = s0.activations + (plan.cuda_graphs_in_budget ? s0.cuda_graphs : Bytes{}); break;
-      case MemoryEngine::sglang: fixed = Bytes{}; break;
-    }
-    r.usable_per_gpu_pooled = s0.budget - fixed;
-    if (r.usable_per_gpu_pooled.raw() > 0)
-      r.gpus_needed_pooled = std::max<std::int64_t>(1, ceil_count(r.memory_needed.raw() / r.usable_per_gpu_pooled.raw()));
-
-    // Layout: the fewest GPUs over TP × PP × replicas.
-    std::vector<int> tps{plan.tp}, pps{plan.pp};
-    for (int t = 1; t <= plan.max_tp && t <= a.heads; t *= 2) tps.push_back(t);
-    for (int p = 1; p <= plan.max_pp && p <= a.layers; p *= 2) pps.push_back(p);
-    std::sort(tps.begin(), tps.end());
-    tps.erase(std::unique(tps.begin(), tps.end()), tps.end());
-    std::sort(pps.begin(), pps.end());
-    pps.erase(std::unique(pps.begin(), pps.end()), pps.end());
-    for (int t : tps)
-      for (int p : pps) {
-        const LayoutEval le = (t == plan.tp && p == plan.pp) ? e : evaluate_layout(c, t, p, Explain::off);
-        if (!le.layout_reasons.empty() || !le.engine_reasons.empty() || le.max_concurrency < 1) continue;
-        ReplicaLayout l{t, p, ceil_count(double(plan.concurrency) / double(le.max_concurrency)), le.max_concurrency};
-        const bool better = !r.best_layout || l.gpus() < r.best_layout->gpus() ||
-                            (l.gpus() == r.best_layout->gpus() &&
-                             (t * p < r.best_layout->tp * r.best_layout->pp ||
-                              (t * p == r.best_layout->tp * r.best_layout->pp && p < r.best_layout->pp)));
-        if (better) r.best_layout = l;
-      }
-    if (plan.gpu_count == GpuCountMethod::pooled) r.gpus_needed = r.gpus_needed_pooled;
-    else if (r.best_layout) r.gpus_needed = r.best_layout->gpus();
+/// GPUs needed by memory: pooled (textbook) and the fewest over TP × PP × replicas.
+void gpus_by_memory(const Ctx& c, const LayoutEval& e, ServingMemory& r) {
+  const wl::TransformerArch& a = c.a;
+  const ServingMemoryPlan& plan = r.plan;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
+  // Pooled (textbook): (weights + KV) over what one GPU's budget leaves after its fixed overheads.
+  const StageMemory& s0 = bind;
+  Bytes fixed{};
+  switch (plan.engine) {
+    case MemoryEngine::plain: fixed = s0.activations + s0.cuda_graphs + s0.cuda_context + s0.nccl; break;
+    case MemoryEngine::vllm: fixed = s0.activations + (plan.cuda_graphs_in_budget ? s0.cuda_graphs : Bytes{}); break;
+    case MemoryEngine::sglang: fixed = Bytes{}; break;
   }
+  r.usable_per_gpu_pooled = s0.budget - fixed;
+  if (r.usable_per_gpu_pooled.raw() > 0)
+    r.gpus_needed_pooled = std::max<std::int64_t>(1, ceil_count(r.memory_needed.raw() / r.usable_per_gpu_pooled.raw()));
 
-  // ---- feasibility of the plan ----
+  // Layout: the fewest GPUs over TP × PP × replicas.
+  std::vector<int> tps{plan.tp}, pps{plan.pp};
+  for (int t = 1; t <= plan.max_tp && t <= a.heads; t *= 2) tps.push_back(t);
+  for (int p = 1; p <= plan.max_pp && p <= a.layers; p *= 2) pps.push_back(p);
+  std::sort(tps.begin(), tps.end());
+  tps.erase(std::unique(tps.begin(), tps.end()), tps.end());
+  std::sort(pps.begin(), pps.end());
+  pps.erase(std::unique(pps.begin(), pps.end()), pps.end());
+  for (int t : tps)
+    for (int p : pps) {
+      const LayoutEval le = (t == plan.tp && p == plan.pp) ? e : evaluate_layout(c, t, p, Explain::off);
+      if (!le.layout_reasons.empty() || !le.engine_reasons.empty() || le.max_concurrency < 1) continue;
+      ReplicaLayout l{t, p, ceil_count(double(plan.concurrency) / double(le.max_concurrency)), le.max_concurrency};
+      const bool better = !r.best_layout || l.gpus() < r.best_layout->gpus() ||
+                          (l.gpus() == r.best_layout->gpus() &&
+                           (t * p < r.best_layout->tp * r.best_layout->pp ||
+                            (t * p == r.best_layout->tp * r.best_layout->pp && p < r.best_layout->pp)));
+      if (better) r.best_layout = l;
+    }
+  if (plan.gpu_count == GpuCountMethod::pooled) r.gpus_needed = r.gpus_needed_pooled;
+  else if (r.best_layout) r.gpus_needed = r.best_layout->gpus();
+}
+
+/// The plan's feasibility: the layout's and engine's reasons, a KV pool that holds no sequence, a GPU count that is
+/// not whole replicas or holds too few sequences, a context beyond the model's positions.
+void check_feasibility(const wl::TransformerArch& a, const LayoutEval& e, double ovh, ServingMemory& r) {
+  const ServingMemoryPlan& plan = r.plan;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
   auto fail = [&](std::string s) {
     r.ok = false;
     r.reasons.push_back(std::move(s));
@@ -574,8 +570,11 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
     if (plan.engine == MemoryEngine::plain) r.notes.push_back(msg);
     else fail(msg + " (vLLM and SGLang refuse a longer max_model_len / context_length without an override)");
   }
+}
 
-  // ---- notes ----
+/// Notes on the layout: KV heads replicated by TP, MLA's latent on every TP rank, FP8 without FP8 tensor cores.
+void layout_notes(const wl::TransformerArch& a, const hw::GpuSpec& gpu, const LayoutEval& e, ServingMemory& r) {
+  const ServingMemoryPlan& plan = r.plan;
   if (!a.mla && e.token.replication > 1)
     r.notes.push_back(fmt::format("TP {} > {} KV heads: each KV head is stored on {} ranks; KV per GPU stops falling "
                                   "at TP {}",
@@ -591,166 +590,250 @@ ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts
   if (plan.kv.dtype == StoreDtype::fp8 && !gpu.peak(hw::Precision::fp8))
     r.notes.push_back(fmt::format("{} has no FP8 tensor cores: an fp8 KV cache is stored in fp8 but dequantised for "
                                   "attention", gpu.info.name));
+}
+
+/// The KV-per-sequence node: blocks per layer kind, the shared prefix, block rounding.
+Derivation explain_sequence(const wl::TransformerArch& a, const LayoutEval& e, const ServingMemory& r) {
+  const ServingMemoryPlan& plan = r.plan;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
+  const Origin cfg = Origin::model_config(a.source);
+  Derivation sq;
+  sq.id = "kv.sequence";
+  sq.title = fmt::format("KV per sequence on one GPU{}", plan.pp > 1 ? fmt::format(" (stage {})", bind.layers.stage) : "");
+  sq.formula = "per layer: blocks = ⌈s/B⌉ (full) or min(⌈s/B⌉, ⌈(W−1)/B⌉ + 1) (sliding) ; bytes = Σ blocks·B·kv_layer ; "
+               "shared prefix ⌊P/B⌋ blocks on full layers stored once ; expected waste (B−1)/2 tokens per layer";
+  sq.inputs = {{"B", std::to_string(plan.block_size), "tokens per KV block", Origin::user("--block-size")},
+               {"P", format_count(double(plan.prefix_tokens)), "shared prefix tokens", Origin::user("--prefix-tokens")},
+               {"L_full", std::to_string(bind.layers.full()), "full-attention layers on this GPU", cfg},
+               {"L_sliding", std::to_string(bind.layers.sliding),
+                a.local_is_chunked() ? "chunked-attention layers on this GPU" : "sliding-window layers on this GPU", cfg},
+               {"W", format_count(double(a.local_span())),
+                a.local_is_chunked() ? "attention chunk (a chunked layer holds ⌈W/B⌉ blocks at most)" : "sliding window",
+                cfg},
+               {"kv_layer", format(e.token.per_layer), "KV per token per layer per GPU", Origin::derived("kv.token")}};
+  sq.result = fmt::format("{} per sequence ({} exact + {} in partly filled blocks; {} expected over random "
+                          "lengths); shared prefix {}; each further sequence adds {}",
+                          both(bind.sequence.per_sequence), format(bind.sequence.exact),
+                          format(bind.sequence.block_waste), format(bind.sequence.expected_block_waste),
+                          format(bind.sequence.shared_prefix), format(bind.sequence.unique));
+  sq.notes.push_back("PagedAttention wastes only the last, partly filled block of a sequence (Kwon et al. 2023, "
+                     "arXiv:2309.06180 §4.2); prefix caching shares whole blocks only (§4.3; vLLM hashes full blocks)");
+  if (plan.paging_overhead > 0)
+    sq.notes.push_back(fmt::format("flat paging overhead {} on the KV (the textbook's allowance; PagedAttention's own "
+                                   "waste is the block rounding above)",
+                                   format(units::Ratio(plan.paging_overhead))));
+  return sq;
+}
+
+/// The weights node: per GPU on the binding stage and for the whole model.
+Derivation explain_weights(const Ctx& c, const ServingMemory& r) {
+  const wl::TransformerArch& a = c.a;
+  const ParameterCounts& params = c.p;
+  const ServingMemoryPlan& plan = r.plan;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
+  const Origin cfg = Origin::model_config(a.source);
+  Derivation w;
+  w.id = "weights";
+  w.title = "Weights per GPU";
+  if (plan.nominal_params) {
+    w.formula = "weights per GPU = N·b_w / (t·p)";
+    w.inputs = {{"N", format_number(*plan.nominal_params), "nominal parameters", Origin::user("--params")}};
+  } else {
+    w.formula = "Σ_layers [(P − P_kv − P_repl)/t + P_kv·heads_gpu/n_kv + P_repl]·b_w + P_small·b_16 + (V·h/t)·b_16 "
+                "for the embedding (first stage) and LM head (last stage)";
+    w.inputs = {{"P_total", format_count(double(params.total)), "parameters", Origin::derived("params")},
+                {"P_repl", format_count(c.dense.replicated), "replicated on every TP rank per layer (MLA down-projections)",
+                 Origin::constant("vllm/model_executor/models/deepseek_v2.py: ReplicatedLinear")},
+                {"P_kv", format_count(c.dense.kv_proj), "k/v projection weights per layer", cfg}};
+    w.notes.push_back("embeddings, LM head, norms and MoE routers stay 16-bit; experts are split over TP (EP gives "
+                      "the same bytes per GPU)");
+    if (params.vision > 0)
+      w.notes.push_back(fmt::format("the vision tower's {} parameters: 16-bit, split over TP, on the first stage",
+                                    format_count(double(params.vision))));
+  }
+  w.inputs.push_back({"b_w", format_number(c.wq_bytes, 6),
+                      fmt::format("bytes per {} weight{}", to_string(plan.weights.dtype),
+                                  plan.weight_scale_overhead && is_quantized(plan.weights.dtype)
+                                      ? fmt::format(" incl. scales (group {}, {} B per group)",
+                                                    plan.weights.group_size > 0 ? std::to_string(plan.weights.group_size)
+                                                                                : std::string("= output channel"),
+                                                    format_number(plan.weights.group_bytes))
+                                      : std::string(" (nominal)")),
+                      Origin::assumption(plan.weights.origin)});
+  w.result = fmt::format("{} per GPU on stage {}; {} for the whole model", both(bind.weights), bind.layers.stage,
+                         both(r.weights_total));
+  return w;
+}
+
+/// The runtime overheads node: CUDA context, NCCL, CUDA graphs, peak activations.
+Derivation explain_overheads(const Ctx& c, const ServingMemory& r) {
+  const ServingMemoryPlan& plan = r.plan;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
+  Derivation o;
+  o.id = "overheads";
+  o.title = "Runtime overheads per GPU";
+  o.formula = "context + NCCL·communicators + CUDA graphs + peak activations";
+  o.inputs = {{"context", gib(plan.overheads.cuda_context), "CUDA context + cuBLAS workspace", Origin::assumption(plan.overheads.origin)},
+              {"nccl", gib(plan.overheads.nccl_per_communicator), "NCCL buffers per communicator",
+               Origin::assumption(plan.overheads.origin)},
+              {"comms", std::to_string(communicators(plan.tp, plan.pp)), "communicators (TP, PP)", Origin::derived()},
+              {"graphs", gib(plan.overheads.cuda_graphs), "CUDA graphs", Origin::assumption(plan.overheads.origin)},
+              {"act", gib(c.activations), "peak activations of the profiling pass",
+               plan.overheads.activations ? Origin::user("--activation-GiB")
+               : plan.overheads.estimate_activations
+                   ? Origin::assumption(fmt::format("estimate (serving_activation_peak): {} batched tokens, {} "
+                                                    "sequences (vLLM defaults)",
+                                                    plan.max_num_batched_tokens, plan.max_num_seqs))
+                   : Origin::assumption(plan.overheads.origin)}};
+  o.result = gib(bind.cuda_context + bind.nccl + bind.cuda_graphs + bind.activations);
+  return o;
+}
+
+/// The engine's memory budget node: what the fraction covers under vLLM, SGLang or a plain runtime.
+Derivation explain_budget(const Ctx& c, const ServingMemory& r) {
+  const hw::GpuSpec& gpu = c.gpu;
+  const ServingMemoryPlan& plan = r.plan;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
+  const std::string cap_ref = plan.capacity == CapacityBasis::label
+                                  ? gpu.info.cite("/memory/capacity_GB")
+                                  : (gpu.memory.device_reported ? gpu.info.cite("/memory/device_reported_MiB")
+                                                                : gpu.info.cite("/memory/capacity_GB"));
+  Derivation b;
+  b.id = "budget";
+  b.title = fmt::format("Engine memory budget ({})", to_string(plan.engine));
+  b.inputs = {{"C", gib(c.capacity), plan.capacity == CapacityBasis::label ? "vendor capacity label (asked for)" : capacity_basis(gpu),
+               Origin::datasheet(cap_ref)},
+              {"f", format_number(plan.memory_fraction),
+               plan.engine == MemoryEngine::vllm     ? "gpu_memory_utilization"
+               : plan.engine == MemoryEngine::sglang ? "mem_fraction_static"
+                                                     : "usable fraction",
+               Origin::user(plan.engine == MemoryEngine::vllm     ? "--gpu-memory-utilization"
+                            : plan.engine == MemoryEngine::sglang ? "--mem-fraction-static"
+                                                                  : "--usable-fraction")}};
+  switch (plan.engine) {
+    case MemoryEngine::plain:
+      b.formula = "KV pool = f·C − weights − activations − graphs − context − NCCL";
+      break;
+    case MemoryEngine::vllm:
+      b.formula = plan.cuda_graphs_in_budget ? "KV pool = f·C − weights − activations − CUDA graphs ; context + NCCL outside f"
+                                             : "KV pool = f·C − weights − activations ; context + NCCL + CUDA graphs outside f";
+      b.notes.push_back("vllm/v1/worker/gpu_worker.py: requested = total·gpu_memory_utilization is measured after "
+                        "CUDA and NCCL init; KV = requested − (weights + peak activation + non-torch increase) "
+                        "(vllm/utils/mem_utils.py memory_profiling); start-up fails if free < requested");
+      b.notes.push_back(plan.cuda_graphs_in_budget
+                            ? "CUDA-graph memory is estimated during profiling and counted inside the fraction "
+                              "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, PR#30515, default on from v0.21)"
+                            : "CUDA graphs are captured after the KV cache is allocated and live outside the fraction "
+                              "(vLLM before v0.21, or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)");
+      break;
+    case MemoryEngine::sglang:
+      b.formula = "base = C − context − NCCL ; KV pool = f·base − weights ; activations + CUDA graphs in (1 − f)·base";
+      b.notes.push_back("sglang model_runner profile_max_num_token: rest = available_after_load − total·(1 − "
+                        "mem_fraction_static), `total` being the free memory before the weights load");
+      break;
+  }
+  b.result = fmt::format("budget {}; KV pool {} per GPU ({} tokens)", gib(bind.budget), gib(bind.kv_pool),
+                         format_count(double(bind.kv_token_capacity)));
+  return b;
+}
+
+/// The GPUs-needed node: the best layout and the pooled count.
+Derivation explain_gpus(const ServingMemory& r) {
+  const ServingMemoryPlan& plan = r.plan;
+  Derivation g;
+  g.id = "gpus";
+  g.title = "GPUs needed by memory";
+  g.formula = "layout: min over TP×PP of TP·PP·⌈n / max_concurrency(TP, PP)⌉ ; pooled: ⌈(weights + n·KV_seq·(1 + p_ovh)) / "
+              "usable per GPU⌉";
+  g.inputs = {{"weights", both(r.weights_total), "all weights", Origin::derived("weights")},
+              {"KV", both(r.kv_total), "n sequences at s tokens, whole model", Origin::derived("kv.sequence")},
+              {"usable", both(r.usable_per_gpu_pooled), "budget per GPU less its fixed overheads", Origin::derived("budget")},
+              {"TP_max", std::to_string(plan.max_tp), "largest TP tried", Origin::assumption(plan.max_tp_origin)}};
+  g.result = fmt::format("layout: {}; pooled: {} (memory needed {})",
+                         r.best_layout ? fmt::format("{} GPUs (TP {} × PP {} × {} replicas of {} sequences)",
+                                                     r.best_layout->gpus(), r.best_layout->tp, r.best_layout->pp,
+                                                     r.best_layout->replicas, r.best_layout->max_concurrency)
+                                       : std::string("none holds one sequence"),
+                         r.gpus_needed_pooled ? std::to_string(*r.gpus_needed_pooled) : std::string("-"),
+                         both(r.memory_needed));
+  g.notes.push_back("the pooled count lets a sequence's KV spread over GPUs of different replicas; a real replica holds "
+                    "whole sequences, so the layout count can be higher");
+  return g;
+}
+
+/// The --explain tree of serving_memory.
+void explain_serving_memory(const Ctx& c, const LayoutEval& e, ServingMemory& r) {
+  const wl::TransformerArch& a = c.a;
+  const hw::GpuSpec& gpu = c.gpu;
+  const ServingMemoryPlan& plan = r.plan;
+  Derivation& root = r.derivation;
+  root.id = "kv";
+  root.title = fmt::format("KV cache and serving memory: {} on {}", a.name.empty() ? a.id : a.name, gpu.info.name);
+  root.formula = "max concurrency = ⌊(KV pool/(1 + p_ovh) − shared prefix) / KV per sequence⌋ ; KV pool = engine "
+                 "budget − weights − overheads inside it";
+  root.inputs = {{"t", std::to_string(plan.tp), "tensor parallel", Origin::user("--tp")},
+                 {"p", std::to_string(plan.pp), "pipeline parallel", Origin::user("--pp")},
+                 {"s", format_count(double(plan.context)), "tokens per sequence", Origin::user("--context")},
+                 {"n", format_count(double(plan.concurrency)), "concurrent sequences", Origin::user("--concurrency")}};
+  root.result = fmt::format("{} sequences of {} tokens per replica; {} tokens at {} sequences; {} GPUs by memory",
+                            r.max_concurrency, format_count(double(plan.context)),
+                            format_count(double(r.max_context_tokens)), r.plan.concurrency,
+                            r.gpus_needed ? std::to_string(*r.gpus_needed) : std::string("no layout"));
+  root.children.push_back(e.token.derivation);
+  root.children.push_back(explain_sequence(a, e, r));
+  root.children.push_back(explain_weights(c, r));
+  root.children.push_back(explain_overheads(c, r));
+  root.children.push_back(explain_budget(c, r));
+  root.children.push_back(explain_gpus(r));
+  root.notes = r.notes;
+}
+
+}  // namespace
+
+ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts& params, const hw::GpuSpec& gpu,
+                             const ServingMemoryPlan& plan_in, Explain explain) {
+  ServingMemory r;
+  r.plan = plan_in;
+  normalise_plan(a, gpu, r);
+  const ServingMemoryPlan& plan = r.plan;
+  const Ctx c = serving_ctx(a, params, gpu, plan);
+
+  // ---- the plan's layout ----
+  const LayoutEval e = evaluate_layout(c, plan.tp, plan.pp, explain);
+  r.token = e.token;
+  r.stages = e.stages;
+  r.binding_stage = e.binding;
+  r.max_concurrency = e.max_concurrency;
+  const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
+  r.kv_token_capacity = bind.kv_token_capacity;
+  r.kv_bytes_per_token_per_gpu = e.token.per_layer * double(bind.layers.count - bind.layers.uncached);
+  r.kv_bytes_per_sequence_per_gpu = bind.sequence.per_sequence;
+
+  // ---- whole-model numbers (every head once, one stage) ----
+  const KvTokenBytes tok1 = kv_token_bytes(a, plan.kv, 1, Explain::off);
+  const StageLayers whole = pipeline_stages(a, 1).front();
+  const SequenceKv seq1 = sequence_kv(a, whole, tok1, plan.context, plan.block_size, plan.prefix_tokens);
+  const double ovh = 1.0 + std::max(0.0, plan.paging_overhead);
+  r.kv_bytes_per_token = tok1.per_token_model;
+  r.kv_bytes_per_sequence = seq1.exact;
+  r.kv_total = seq1.for_sequences(plan.concurrency) * ovh;
+  r.weights_total = total_weights(c);
+  r.memory_needed = r.weights_total + r.kv_total;
+
+  // ---- max context at the concurrency ----
+  max_context(c, e, r);
+
+  // ---- GPUs needed by memory ----
+  gpus_by_memory(c, e, r);
+
+  // ---- feasibility of the plan ----
+  check_feasibility(a, e, ovh, r);
+
+  // ---- notes ----
+  layout_notes(a, gpu, e, r);
 
   // ---- derivation ----
-  if (explain == Explain::on) {
-    const Origin cfg = Origin::model_config(a.source);
-    const std::string cap_ref = plan.capacity == CapacityBasis::label
-                                    ? gpu.info.cite("/memory/capacity_GB")
-                                    : (gpu.memory.device_reported ? gpu.info.cite("/memory/device_reported_MiB")
-                                                                  : gpu.info.cite("/memory/capacity_GB"));
-    Derivation& root = r.derivation;
-    root.id = "kv";
-    root.title = fmt::format("KV cache and serving memory: {} on {}", a.name.empty() ? a.id : a.name, gpu.info.name);
-    root.formula = "max concurrency = ⌊(KV pool/(1 + p_ovh) − shared prefix) / KV per sequence⌋ ; KV pool = engine "
-                   "budget − weights − overheads inside it";
-    root.inputs = {{"t", std::to_string(plan.tp), "tensor parallel", Origin::user("--tp")},
-                   {"p", std::to_string(plan.pp), "pipeline parallel", Origin::user("--pp")},
-                   {"s", format_count(double(plan.context)), "tokens per sequence", Origin::user("--context")},
-                   {"n", format_count(double(plan.concurrency)), "concurrent sequences", Origin::user("--concurrency")}};
-    root.result = fmt::format("{} sequences of {} tokens per replica; {} tokens at {} sequences; {} GPUs by memory",
-                              r.max_concurrency, format_count(double(plan.context)),
-                              format_count(double(r.max_context_tokens)), r.plan.concurrency,
-                              r.gpus_needed ? std::to_string(*r.gpus_needed) : std::string("no layout"));
-    root.children.push_back(e.token.derivation);
-
-    Derivation sq;
-    sq.id = "kv.sequence";
-    sq.title = fmt::format("KV per sequence on one GPU{}", plan.pp > 1 ? fmt::format(" (stage {})", bind.layers.stage) : "");
-    sq.formula = "per layer: blocks = ⌈s/B⌉ (full) or min(⌈s/B⌉, ⌈(W−1)/B⌉ + 1) (sliding) ; bytes = Σ blocks·B·kv_layer ; "
-                 "shared prefix ⌊P/B⌋ blocks on full layers stored once ; expected waste (B−1)/2 tokens per layer";
-    sq.inputs = {{"B", std::to_string(plan.block_size), "tokens per KV block", Origin::user("--block-size")},
-                 {"P", format_count(double(plan.prefix_tokens)), "shared prefix tokens", Origin::user("--prefix-tokens")},
-                 {"L_full", std::to_string(bind.layers.full()), "full-attention layers on this GPU", cfg},
-                 {"L_sliding", std::to_string(bind.layers.sliding),
-                  a.local_is_chunked() ? "chunked-attention layers on this GPU" : "sliding-window layers on this GPU", cfg},
-                 {"W", format_count(double(a.local_span())),
-                  a.local_is_chunked() ? "attention chunk (a chunked layer holds ⌈W/B⌉ blocks at most)" : "sliding window",
-                  cfg},
-                 {"kv_layer", format(e.token.per_layer), "KV per token per layer per GPU", Origin::derived("kv.token")}};
-    sq.result = fmt::format("{} per sequence ({} exact + {} in partly filled blocks; {} expected over random "
-                            "lengths); shared prefix {}; each further sequence adds {}",
-                            both(bind.sequence.per_sequence), format(bind.sequence.exact),
-                            format(bind.sequence.block_waste), format(bind.sequence.expected_block_waste),
-                            format(bind.sequence.shared_prefix), format(bind.sequence.unique));
-    sq.notes.push_back("PagedAttention wastes only the last, partly filled block of a sequence (Kwon et al. 2023, "
-                       "arXiv:2309.06180 §4.2); prefix caching shares whole blocks only (§4.3; vLLM hashes full blocks)");
-    if (plan.paging_overhead > 0)
-      sq.notes.push_back(fmt::format("flat paging overhead {} on the KV (the textbook's allowance; PagedAttention's own "
-                                     "waste is the block rounding above)",
-                                     format(units::Ratio(plan.paging_overhead))));
-    root.children.push_back(sq);
-
-    Derivation w;
-    w.id = "weights";
-    w.title = "Weights per GPU";
-    if (plan.nominal_params) {
-      w.formula = "weights per GPU = N·b_w / (t·p)";
-      w.inputs = {{"N", format_number(*plan.nominal_params), "nominal parameters", Origin::user("--params")}};
-    } else {
-      w.formula = "Σ_layers [(P − P_kv − P_repl)/t + P_kv·heads_gpu/n_kv + P_repl]·b_w + P_small·b_16 + (V·h/t)·b_16 "
-                  "for the embedding (first stage) and LM head (last stage)";
-      w.inputs = {{"P_total", format_count(double(params.total)), "parameters", Origin::derived("params")},
-                  {"P_repl", format_count(c.dense.replicated), "replicated on every TP rank per layer (MLA down-projections)",
-                   Origin::constant("vllm/model_executor/models/deepseek_v2.py: ReplicatedLinear")},
-                  {"P_kv", format_count(c.dense.kv_proj), "k/v projection weights per layer", cfg}};
-      w.notes.push_back("embeddings, LM head, norms and MoE routers stay 16-bit; experts are split over TP (EP gives "
-                        "the same bytes per GPU)");
-      if (params.vision > 0)
-        w.notes.push_back(fmt::format("the vision tower's {} parameters: 16-bit, split over TP, on the first stage",
-                                      format_count(double(params.vision))));
-    }
-    w.inputs.push_back({"b_w", format_number(c.wq_bytes, 6),
-                        fmt::format("bytes per {} weight{}", to_string(plan.weights.dtype),
-                                    plan.weight_scale_overhead && is_quantized(plan.weights.dtype)
-                                        ? fmt::format(" incl. scales (group {}, {} B per group)",
-                                                      plan.weights.group_size > 0 ? std::to_string(plan.weights.group_size)
-                                                                                  : std::string("= output channel"),
-                                                      format_number(plan.weights.group_bytes))
-                                        : std::string(" (nominal)")),
-                        Origin::assumption(plan.weights.origin)});
-    w.result = fmt::format("{} per GPU on stage {}; {} for the whole model", both(bind.weights), bind.layers.stage,
-                           both(r.weights_total));
-    root.children.push_back(w);
-
-    Derivation o;
-    o.id = "overheads";
-    o.title = "Runtime overheads per GPU";
-    o.formula = "context + NCCL·communicators + CUDA graphs + peak activations";
-    o.inputs = {{"context", gib(plan.overheads.cuda_context), "CUDA context + cuBLAS workspace", Origin::assumption(plan.overheads.origin)},
-                {"nccl", gib(plan.overheads.nccl_per_communicator), "NCCL buffers per communicator",
-                 Origin::assumption(plan.overheads.origin)},
-                {"comms", std::to_string(communicators(plan.tp, plan.pp)), "communicators (TP, PP)", Origin::derived()},
-                {"graphs", gib(plan.overheads.cuda_graphs), "CUDA graphs", Origin::assumption(plan.overheads.origin)},
-                {"act", gib(c.activations), "peak activations of the profiling pass",
-                 plan.overheads.activations ? Origin::user("--activation-GiB")
-                 : plan.overheads.estimate_activations
-                     ? Origin::assumption(fmt::format("estimate (serving_activation_peak): {} batched tokens, {} "
-                                                      "sequences (vLLM defaults)",
-                                                      plan.max_num_batched_tokens, plan.max_num_seqs))
-                     : Origin::assumption(plan.overheads.origin)}};
-    o.result = gib(bind.cuda_context + bind.nccl + bind.cuda_graphs + bind.activations);
-    root.children.push_back(o);
-
-    Derivation b;
-    b.id = "budget";
-    b.title = fmt::format("Engine memory budget ({})", to_string(plan.engine));
-    b.inputs = {{"C", gib(c.capacity), plan.capacity == CapacityBasis::label ? "vendor capacity label (asked for)" : capacity_basis(gpu),
-                 Origin::datasheet(cap_ref)},
-                {"f", format_number(plan.memory_fraction),
-                 plan.engine == MemoryEngine::vllm     ? "gpu_memory_utilization"
-                 : plan.engine == MemoryEngine::sglang ? "mem_fraction_static"
-                                                       : "usable fraction",
-                 Origin::user(plan.engine == MemoryEngine::vllm     ? "--gpu-memory-utilization"
-                              : plan.engine == MemoryEngine::sglang ? "--mem-fraction-static"
-                                                                    : "--usable-fraction")}};
-    switch (plan.engine) {
-      case MemoryEngine::plain:
-        b.formula = "KV pool = f·C − weights − activations − graphs − context − NCCL";
-        break;
-      case MemoryEngine::vllm:
-        b.formula = plan.cuda_graphs_in_budget ? "KV pool = f·C − weights − activations − CUDA graphs ; context + NCCL outside f"
-                                               : "KV pool = f·C − weights − activations ; context + NCCL + CUDA graphs outside f";
-        b.notes.push_back("vllm/v1/worker/gpu_worker.py: requested = total·gpu_memory_utilization is measured after "
-                          "CUDA and NCCL init; KV = requested − (weights + peak activation + non-torch increase) "
-                          "(vllm/utils/mem_utils.py memory_profiling); start-up fails if free < requested");
-        b.notes.push_back(plan.cuda_graphs_in_budget
-                              ? "CUDA-graph memory is estimated during profiling and counted inside the fraction "
-                                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, PR#30515, default on from v0.21)"
-                              : "CUDA graphs are captured after the KV cache is allocated and live outside the fraction "
-                                "(vLLM before v0.21, or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)");
-        break;
-      case MemoryEngine::sglang:
-        b.formula = "base = C − context − NCCL ; KV pool = f·base − weights ; activations + CUDA graphs in (1 − f)·base";
-        b.notes.push_back("sglang model_runner profile_max_num_token: rest = available_after_load − total·(1 − "
-                          "mem_fraction_static), `total` being the free memory before the weights load");
-        break;
-    }
-    b.result = fmt::format("budget {}; KV pool {} per GPU ({} tokens)", gib(bind.budget), gib(bind.kv_pool),
-                           format_count(double(bind.kv_token_capacity)));
-    root.children.push_back(b);
-
-    Derivation g;
-    g.id = "gpus";
-    g.title = "GPUs needed by memory";
-    g.formula = "layout: min over TP×PP of TP·PP·⌈n / max_concurrency(TP, PP)⌉ ; pooled: ⌈(weights + n·KV_seq·(1 + p_ovh)) / "
-                "usable per GPU⌉";
-    g.inputs = {{"weights", both(r.weights_total), "all weights", Origin::derived("weights")},
-                {"KV", both(r.kv_total), "n sequences at s tokens, whole model", Origin::derived("kv.sequence")},
-                {"usable", both(r.usable_per_gpu_pooled), "budget per GPU less its fixed overheads", Origin::derived("budget")},
-                {"TP_max", std::to_string(plan.max_tp), "largest TP tried", Origin::assumption(plan.max_tp_origin)}};
-    g.result = fmt::format("layout: {}; pooled: {} (memory needed {})",
-                           r.best_layout ? fmt::format("{} GPUs (TP {} × PP {} × {} replicas of {} sequences)",
-                                                       r.best_layout->gpus(), r.best_layout->tp, r.best_layout->pp,
-                                                       r.best_layout->replicas, r.best_layout->max_concurrency)
-                                         : std::string("none holds one sequence"),
-                           r.gpus_needed_pooled ? std::to_string(*r.gpus_needed_pooled) : std::string("-"),
-                           both(r.memory_needed));
-    g.notes.push_back("the pooled count lets a sequence's KV spread over GPUs of different replicas; a real replica holds "
-                      "whole sequences, so the layout count can be higher");
-    root.children.push_back(g);
-    root.notes = r.notes;
-  }
+  if (explain == Explain::on) explain_serving_memory(c, e, r);
   return r;
 }
 

@@ -545,172 +545,206 @@ Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& para
       .time;
 }
 
-void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingConsts& k,
-                  const StepTerms& t, StepCore& o) {
-  const auto& par = plan.par;
-  const hw::GpuSpec& gpu = *k.d.gpu;
-  const std::int64_t m = plan.micro_batches();
-  o.m = m;
-  const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
+namespace {
 
-  // ---- compute and per-layer communication of each pipeline stage ----
-  // Stage i holds its chunks' layers (chunk_layers: the one assignment of layers to stages), the embedding when it is
-  // the first stage and the LM head with the loss when it is the last (Megatron builds them there only: pre_process /
-  // post_process). One micro-batch on stage i takes t_i = its layers' forward + backward + recompute + its exposed
-  // TP/CP/EP/PP communication + its embedding or head.
-  const int p = std::max(1, par.pp);
-  const int v = plan.model_chunks();
-  const std::vector<StageShape>& stages = *t.stages;
-  const double nccl_sm_share = comm_compute_share(k.d);
-  struct StageTime {
-    PassCost fwd, bwd, recompute;
-    CommNumbers tp, cp, ep, pp;
-    Seconds extra{}, total{};
-    Seconds embed{}, head{}, mtp{}, amp{};
-  };
-  auto stage_time = [&](const StageShape& sh, StageTime& st) {
-    if (p == 1) {
-      st.fwd = t.compute.fwd_all;
-      st.bwd = t.compute.bwd_all;
+/// One micro-batch on one pipeline stage as compose_step prices it.
+struct StageTime {
+  PassCost fwd, bwd, recompute;
+  CommNumbers tp, cp, ep, pp;
+  Seconds extra{}, total{};
+  Seconds embed{}, head{}, mtp{}, amp{};
+};
+
+/// What every part of compose_step reads: its inputs and the step's shape.
+struct StepInputs {
+  const wl::TransformerArch& a;
+  const wl::TrainingPlan& plan;
+  const TrainingConsts& k;
+  const StepTerms& t;
+  const hw::GpuSpec& gpu;
+  int p;                 // pipeline stages
+  int v;                 // model chunks per stage
+  std::int64_t m;        // micro-batches per step
+  double nccl_sm_share;  // the SM share of NCCL kernels beside compute (comm_compute_share)
+};
+
+/// The stage's compute per micro-batch: its layers' forward and backward (from the layer kinds it holds), the
+/// recomputation, and the embedding, head, MTP and AMP extras. Returns the share of its layers recomputed.
+double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
+  const auto& plan = x.plan;
+  const StepTerms& t = x.t;
+  const int p = x.p;
+  if (p == 1) {
+    st.fwd = t.compute.fwd_all;
+    st.bwd = t.compute.bwd_all;
+  } else {
+    st.fwd = st.bwd = PassCost{};
+    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
+      if (sh.kind_layers[ki] > 0) {
+        st.fwd += t.compute.kind_fwd[ki].scaled(double(sh.kind_layers[ki]));
+        st.bwd += t.compute.kind_bwd[ki].scaled(double(sh.kind_layers[ki]));
+      }
+  }
+  st.recompute = PassCost{};
+  // Full recompute repeats the forward of the recomputed layers (all of them, or the first N of each chunk under
+  // --recompute-method block: StageShape::recomputed).
+  const double rec_share = sh.layers > 0 ? double(sh.recomputed) / double(sh.layers) : 1.0;
+  if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd.scaled(rec_share);
+  else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) st.recompute.attention = st.fwd.attention;
+  if (plan.recompute != wl::Recompute::full && plan.recompute_modules != 0)
+    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
+      if (sh.kind_layers[ki] > 0) st.recompute += t.compute.kind_rec[ki].scaled(double(sh.kind_layers[ki]));
+  st.embed = sh.first ? t.compute.embed_time : Seconds(0);
+  st.head = sh.last ? t.compute.head_time : Seconds(0);
+  st.mtp = t.compute.mtp_extra * double(sh.mtp);
+  st.amp = plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
+  st.extra = st.embed + st.head + st.mtp + st.amp;
+  return rec_share;
+}
+
+/// The stage's TP, CP, EP and PP communication over the step: time, bytes and the part left exposed.
+void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, StageTime& st) {
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const auto& par = plan.par;
+  const StepTerms& t = x.t;
+  const int v = x.v;
+  const std::int64_t m = x.m;
+  const double nccl_sm_share = x.nccl_sm_share;
+  const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
+  st.tp = st.cp = st.ep = st.pp = CommNumbers{};
+  // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
+  // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
+  // over TP only for their shared experts (a dense MLP split by TP).
+  const bool folded = expert_tp_folded(a, plan);
+  const double moe_tp_half = !folded || (a.moe && a.moe->shared_experts > 0) ? 1.0 : 0.0;
+  const double tp_layers = folded ? layers - moe_layers * (1.0 - moe_tp_half) * 0.5 : layers;
+  if (par.tp > 1 && tp_layers > 0) {
+    const Bytes act = tp_message(a, plan);
+    // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
+    const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
+    const double per_mb = pairs * tp_layers;
+    st.tp.time = t.tp_one * per_mb * double(m);
+    st.tp.bytes = act * (per_mb * 2.0 * double(m));
+    const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
+    if (plan.overlap_tp_comm) {
+      // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
+      // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
+      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest hides behind the GEMMs at its SM cost.
+      const Seconds tail = st.tp.time * (0.5 / double(par.tp));
+      const Seconds rest = st.tp.time - tail;
+      const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
+      st.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
     } else {
-      st.fwd = st.bwd = PassCost{};
-      for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
-        if (sh.kind_layers[ki] > 0) {
-          st.fwd += t.compute.kind_fwd[ki].scaled(double(sh.kind_layers[ki]));
-          st.bwd += t.compute.kind_bwd[ki].scaled(double(sh.kind_layers[ki]));
-        }
+      st.tp.exposed = st.tp.time;
     }
-    st.recompute = PassCost{};
-    // Full recompute repeats the forward of the recomputed layers (all of them, or the first N of each chunk under
-    // --recompute-method block: StageShape::recomputed).
-    const double rec_share = sh.layers > 0 ? double(sh.recomputed) / double(sh.layers) : 1.0;
-    if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd.scaled(rec_share);
-    else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) st.recompute.attention = st.fwd.attention;
-    if (plan.recompute != wl::Recompute::full && plan.recompute_modules != 0)
-      for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
-        if (sh.kind_layers[ki] > 0) st.recompute += t.compute.kind_rec[ki].scaled(double(sh.kind_layers[ki]));
-    st.embed = sh.first ? t.compute.embed_time : Seconds(0);
-    st.head = sh.last ? t.compute.head_time : Seconds(0);
-    st.mtp = t.compute.mtp_extra * double(sh.mtp);
-    st.amp = plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
-    st.extra = st.embed + st.head + st.mtp + st.amp;
-    const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
-    st.tp = st.cp = st.ep = st.pp = CommNumbers{};
-    // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
-    // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
-    // over TP only for their shared experts (a dense MLP split by TP).
-    const bool folded = expert_tp_folded(a, plan);
-    const double moe_tp_half = !folded || (a.moe && a.moe->shared_experts > 0) ? 1.0 : 0.0;
-    const double tp_layers = folded ? layers - moe_layers * (1.0 - moe_tp_half) * 0.5 : layers;
-    if (par.tp > 1 && tp_layers > 0) {
-      const Bytes act = tp_message(a, plan);
-      // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
-      const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
-      const double per_mb = pairs * tp_layers;
-      st.tp.time = t.tp_one * per_mb * double(m);
-      st.tp.bytes = act * (per_mb * 2.0 * double(m));
-      const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
-      if (plan.overlap_tp_comm) {
-        // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
-        // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
-        // 1/tp of the reduce-scatter half of each pair stays exposed; the rest hides behind the GEMMs at its SM cost.
-        const Seconds tail = st.tp.time * (0.5 / double(par.tp));
-        const Seconds rest = st.tp.time - tail;
-        const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
-        st.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
-      } else {
-        st.tp.exposed = st.tp.time;
-      }
+  }
+  if (folded && par.expert_tp() > 1 && moe_layers > 0) {
+    // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own
+    // gather and reduce-scatter around the grouped GEMMs), so exposed.
+    const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
+    const double per_mb = pairs * 0.5 * moe_layers;
+    const Bytes act = tp_message(a, plan) * (double(par.expert_tp()) / double(std::max(1, par.tp)));
+    st.tp.time += t.etp_one * per_mb * double(m);
+    st.tp.bytes += act * (per_mb * 2.0 * double(m));
+    st.tp.exposed += t.etp_one * per_mb * double(m);
+  }
+  // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
+  if (par.cp > 1) {
+    const Bytes kv = cp_message(a, plan);
+    st.cp.time = t.cp_one * layers * double(m);
+    st.cp.bytes = kv * (3.0 * layers * double(m));
+    st.cp.exposed = std::max(Seconds(0), st.cp.time - (st.fwd.attention + st.bwd.attention) * double(m));
+  }
+  // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
+  if (par.ep > 1 && a.moe) {
+    const Bytes buf = t.ep_bytes_one.raw() > 0 ? t.ep_bytes_one : ep_message(a, plan);
+    st.ep.time = t.ep_one * (4.0 * moe_layers * double(m));
+    st.ep.bytes = buf * (4.0 * moe_layers * double(m));
+    st.ep.exposed = st.ep.time;
+  }
+  // PP: activations forward, gradients backward, at each chunk boundary per micro-batch (plus the receiver's TP
+  // all-gather under scatter/gather). Interleaved with Megatron's overlap_p2p_comm: each send/recv runs beside the
+  // neighbouring chunk's compute (schedules.py forward_backward_pipelining_with_interleaving, overlap_p2p_comm:
+  // the next chunk's input is received while this chunk computes); only the part longer than a chunk's forward
+  // (backward) stays exposed, and the hidden part pays the SM share of its NCCL kernels.
+  if (par.pp > 1) {
+    const Bytes msg = pp_message(a, plan);
+    const double sends = 2.0 * double(v) * double(m);
+    const Seconds one = t.pp_one + t.pp_gather_one;
+    st.pp.time = one * sends;
+    st.pp.bytes = msg * sends;
+    st.pp.exposed = st.pp.time;
+    if (plan.schedule == wl::PipelineSchedule::interleaved && v > 1 && plan.overlap_p2p_comm) {
+      const Seconds f_chunk = st.fwd.total() / double(v), b_chunk = (st.bwd.total() + st.recompute.total()) / double(v);
+      const Seconds ef = std::max(Seconds(0), one - f_chunk), eb = std::max(Seconds(0), one - b_chunk);
+      const Seconds exposed = (ef + eb) * (double(v) * double(m));
+      st.pp.exposed = exposed + (st.pp.time - exposed) * nccl_sm_share;
     }
-    if (folded && par.expert_tp() > 1 && moe_layers > 0) {
-      // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own
-      // gather and reduce-scatter around the grouped GEMMs), so exposed.
-      const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
-      const double per_mb = pairs * 0.5 * moe_layers;
-      const Bytes act = tp_message(a, plan) * (double(par.expert_tp()) / double(std::max(1, par.tp)));
-      st.tp.time += t.etp_one * per_mb * double(m);
-      st.tp.bytes += act * (per_mb * 2.0 * double(m));
-      st.tp.exposed += t.etp_one * per_mb * double(m);
-    }
-    // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
-    if (par.cp > 1) {
-      const Bytes kv = cp_message(a, plan);
-      st.cp.time = t.cp_one * layers * double(m);
-      st.cp.bytes = kv * (3.0 * layers * double(m));
-      st.cp.exposed = std::max(Seconds(0), st.cp.time - (st.fwd.attention + st.bwd.attention) * double(m));
-    }
-    // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
-    if (par.ep > 1 && a.moe) {
-      const Bytes buf = t.ep_bytes_one.raw() > 0 ? t.ep_bytes_one : ep_message(a, plan);
-      st.ep.time = t.ep_one * (4.0 * moe_layers * double(m));
-      st.ep.bytes = buf * (4.0 * moe_layers * double(m));
-      st.ep.exposed = st.ep.time;
-    }
-    // PP: activations forward, gradients backward, at each chunk boundary per micro-batch (plus the receiver's TP
-    // all-gather under scatter/gather). Interleaved with Megatron's overlap_p2p_comm: each send/recv runs beside the
-    // neighbouring chunk's compute (schedules.py forward_backward_pipelining_with_interleaving, overlap_p2p_comm:
-    // the next chunk's input is received while this chunk computes); only the part longer than a chunk's forward
-    // (backward) stays exposed, and the hidden part pays the SM share of its NCCL kernels.
-    if (par.pp > 1) {
-      const Bytes msg = pp_message(a, plan);
-      const double sends = 2.0 * double(v) * double(m);
-      const Seconds one = t.pp_one + t.pp_gather_one;
-      st.pp.time = one * sends;
-      st.pp.bytes = msg * sends;
-      st.pp.exposed = st.pp.time;
-      if (plan.schedule == wl::PipelineSchedule::interleaved && v > 1 && plan.overlap_p2p_comm) {
-        const Seconds f_chunk = st.fwd.total() / double(v), b_chunk = (st.bwd.total() + st.recompute.total()) / double(v);
-        const Seconds ef = std::max(Seconds(0), one - f_chunk), eb = std::max(Seconds(0), one - b_chunk);
-        const Seconds exposed = (ef + eb) * (double(v) * double(m));
-        st.pp.exposed = exposed + (st.pp.time - exposed) * nccl_sm_share;
-      }
-    }
-    if (sh.chunks == 2) {
-      // DualPipe: the device's two stages are summed in its shape and each micro-batch passes through one of them,
-      // so one micro-batch costs half of the sum (m/2 micro-batches each way).
-      st.fwd = st.fwd.scaled(0.5);
-      st.bwd = st.bwd.scaled(0.5);
-      st.recompute = st.recompute.scaled(0.5);
-      st.extra = st.extra * 0.5;
-      st.embed = st.embed * 0.5;
-      st.head = st.head * 0.5;
-      st.mtp = st.mtp * 0.5;
-      st.amp = st.amp * 0.5;
-      for (CommNumbers* c : {&st.tp, &st.cp, &st.ep, &st.pp}) {
-        c->time = c->time * 0.5;
-        c->exposed = c->exposed * 0.5;
-        c->bytes = c->bytes * 0.5;
-      }
-      // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4):
-      // the all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP
-      // compute, so what exceeds the compute stays exposed and the hidden part costs the SM share of the
-      // communication kernels (comm_compute_share).
-      const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m);
-      const Seconds comm = st.ep.time + st.pp.time;
-      if (comm > Seconds(0)) {
-        const Seconds exposed = std::max(Seconds(0), comm - window);
-        const Seconds hidden = comm - exposed;
-        const double ep_part = (st.ep.time / comm).raw();
-        // DeepSeek's dispatch/combine kernels hold 20 of the GPU's SMs while they run (§3.5.1: "20 out of the 132
-        // SMs available in the H800"; DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
-        const double ep_share = plan.ep_dispatch == wl::EpDispatch::deepep && gpu.compute_units > 0
-                                    ? std::min(1.0, 20.0 / double(gpu.compute_units))
-                                    : nccl_sm_share;
-        st.ep.exposed = (exposed + hidden * ep_share) * ep_part;
-        st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
-      }
-    }
-    const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
-    st.total = st.fwd.total() + st.bwd.total() + st.recompute.total() + comm_mb + st.extra;
-  };
-  StageTime worst, cur;
+  }
+}
+
+/// DualPipe: the device's two stages are summed in its shape and each micro-batch passes through one of them, so one
+/// micro-batch costs half of the sum; the communication hides behind the other direction's compute.
+void dualpipe_halves(const StepInputs& x, StageTime& st) {
+  const auto& plan = x.plan;
+  const auto& gpu = x.gpu;
+  const std::int64_t m = x.m;
+  const double nccl_sm_share = x.nccl_sm_share;
+  // m/2 micro-batches each way.
+  st.fwd = st.fwd.scaled(0.5);
+  st.bwd = st.bwd.scaled(0.5);
+  st.recompute = st.recompute.scaled(0.5);
+  st.extra = st.extra * 0.5;
+  st.embed = st.embed * 0.5;
+  st.head = st.head * 0.5;
+  st.mtp = st.mtp * 0.5;
+  st.amp = st.amp * 0.5;
+  for (CommNumbers* c : {&st.tp, &st.cp, &st.ep, &st.pp}) {
+    c->time = c->time * 0.5;
+    c->exposed = c->exposed * 0.5;
+    c->bytes = c->bytes * 0.5;
+  }
+  // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4):
+  // the all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP
+  // compute, so what exceeds the compute stays exposed and the hidden part costs the SM share of the
+  // communication kernels (comm_compute_share).
+  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m);
+  const Seconds comm = st.ep.time + st.pp.time;
+  if (comm > Seconds(0)) {
+    const Seconds exposed = std::max(Seconds(0), comm - window);
+    const Seconds hidden = comm - exposed;
+    const double ep_part = (st.ep.time / comm).raw();
+    // DeepSeek's dispatch/combine kernels hold 20 of the GPU's SMs while they run (§3.5.1: "20 out of the 132
+    // SMs available in the H800"; DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
+    const double ep_share = plan.ep_dispatch == wl::EpDispatch::deepep && gpu.compute_units > 0
+                                ? std::min(1.0, 20.0 / double(gpu.compute_units))
+                                : nccl_sm_share;
+    st.ep.exposed = (exposed + hidden * ep_share) * ep_part;
+    st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
+  }
+}
+
+/// t_i: one micro-batch on the stage, with its parts.
+void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
+  const std::int64_t m = x.m;
+  const double rec_share = stage_compute(x, sh, st);
+  stage_comm(x, sh, rec_share, st);
+  if (sh.chunks == 2) dualpipe_halves(x, st);
+  const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
+  st.total = st.fwd.total() + st.bwd.total() + st.recompute.total() + comm_mb + st.extra;
+}
+
+/// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck).
+void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime& worst, StepCore& o) {
+  StageTime cur;
   o.bottleneck = 0;
   o.stage_sum = Seconds(0);
   if (o.stage_times != nullptr) o.stage_times->clear();
   if (o.layout != nullptr) o.layout->stages.clear();
   for (std::size_t i = 0; i < stages.size(); ++i) {
     StageTime& st = i == 0 ? worst : cur;
-    stage_time(stages[i], st);
+    stage_time(x, stages[i], st);
     o.stage_sum += st.total;
     if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
     if (o.layout != nullptr)
@@ -721,20 +755,25 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
       o.bottleneck = int(i);
     }
   }
-  o.stage_max = worst.total;
-  o.bottleneck_layers = stages[std::size_t(o.bottleneck)].layers;
-  const PassCost fwd = worst.fwd, bwd = worst.bwd, recompute = worst.recompute;
-  o.fwd = fwd;
-  o.bwd = bwd;
-  o.recompute = recompute;
-  const Seconds extra = worst.extra;
-  o.extra = extra;
-  o.tp = worst.tp;
-  o.cp = worst.cp;
-  o.ep = worst.ep;
-  o.pp = worst.pp;
-  o.dp = CommNumbers{};
-  if (o.layout != nullptr) o.layout->dp = DpParts{};
+}
+
+/// What the DP terms leave for the step's later terms: the backward window of one micro-batch and the parameters
+/// the DP group reduces.
+struct DpWindow {
+  Seconds bwd_mb{};
+  double p_train = 0.0;
+};
+
+/// DP: the gradient reduction and parameter gathers of this GPU's parameters, what the compute left over hides, and
+/// the framework's buffer copies (o.dp, o.layout->dp).
+DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd, const PassCost& recompute,
+                  StepCore& o) {
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const TrainingConsts& k = x.k;
+  const StepTerms& t = x.t;
+  const std::int64_t m = x.m;
+  const double nccl_sm_share = x.nccl_sm_share;
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   // Only what is reduced travels and fills buckets: routed experts with EP = dp·cp have no expert-data-parallel peer.
   const GpuParams held = params_per_gpu(k.params, plan);
@@ -804,8 +843,14 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
       o.layout->dp = {reduce,      gather,        red.exposed,   red.hidden,   gat.exposed,
                       gat.hidden,  t.dp_copy,     nccl_sm_share, calls.reduce, gather_calls};
   }
+  return {bwd_mb, p_train};
+}
 
-  // ---- step ----
+/// The pipeline bubble (and o.bubble_fraction): DualPipe's, or the critical path's fill and drain.
+Seconds pipeline_bubble(const StepInputs& x, const PassCost& bwd, const PassCost& recompute, StepCore& o) {
+  const auto& plan = x.plan;
+  const int p = x.p, v = x.v;
+  const std::int64_t m = x.m;
   // The pipeline's critical path with per-stage times t_i per micro-batch: the first micro-batch through every stage,
   // the other m − 1 at the pace of the slowest (which then never idles), the fill and drain at chunk granularity:
   //   T = m·max_i t_i + (Σ_i t_i − max_i t_i) / v.
@@ -828,6 +873,17 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
     bubble = (o.stage_sum - o.stage_max) / double(v);
     o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
   }
+  return bubble;
+}
+
+/// The step's breakdown (o.step), the offload terms and the total.
+void step_breakdown(const StepInputs& x, const PassCost& fwd, const PassCost& bwd, const PassCost& recompute,
+                    Seconds extra, Seconds bubble, const DpWindow& dw, StepCore& o) {
+  const auto& plan = x.plan;
+  const StepTerms& t = x.t;
+  const std::int64_t m = x.m;
+  const Seconds bwd_mb = dw.bwd_mb;
+  const double p_train = dw.p_train;
   const Seconds steady = o.stage_max * double(m);
 
   StepBreakdown& s = o.step;
@@ -864,9 +920,16 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   s.total = steady + bubble + o.dp.exposed + s.optimizer + s.offload;
   o.ok = std::isfinite(s.total.raw()) && s.total.raw() > 0;
   o.has_time_to_train = o.has_cost = o.has_energy = false;
-  if (!o.ok) return;
-  o.tokens_per_s = tokens_per_step / s.total.raw();
+}
 
+/// MFU and HFU, and the time to train, its cost and energy.
+void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, double tokens_per_step, StepCore& o) {
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const auto& par = plan.par;
+  const TrainingConsts& k = x.k;
+  const hw::GpuSpec& gpu = x.gpu;
+  const StepBreakdown& s = o.step;
   // ---- MFU / HFU ----
   // Causal attention does half the score work; published MFU tables (Megatron, PaLM) count the full square.
   o.model_flops = k.fpt.training * tokens_per_step;
@@ -903,6 +966,51 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
       o.energy = units::Joules(gpu.tdp->raw() * gpus * o.time_to_train.raw() * busy);
     }
   }
+}
+
+}  // namespace
+
+void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingConsts& k,
+                  const StepTerms& t, StepCore& o) {
+  const auto& par = plan.par;
+  const hw::GpuSpec& gpu = *k.d.gpu;
+  const std::int64_t m = plan.micro_batches();
+  o.m = m;
+  const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
+
+  // ---- compute and per-layer communication of each pipeline stage ----
+  // Stage i holds its chunks' layers (chunk_layers: the one assignment of layers to stages), the embedding when it is
+  // the first stage and the LM head with the loss when it is the last (Megatron builds them there only: pre_process /
+  // post_process). One micro-batch on stage i takes t_i = its layers' forward + backward + recompute + its exposed
+  // TP/CP/EP/PP communication + its embedding or head.
+  const int p = std::max(1, par.pp);
+  const int v = plan.model_chunks();
+  const std::vector<StageShape>& stages = *t.stages;
+  const StepInputs x{a, plan, k, t, gpu, p, v, m, comm_compute_share(k.d)};
+  StageTime worst;
+  price_stages(x, stages, worst, o);
+  o.stage_max = worst.total;
+  o.bottleneck_layers = stages[std::size_t(o.bottleneck)].layers;
+  const PassCost fwd = worst.fwd, bwd = worst.bwd, recompute = worst.recompute;
+  o.fwd = fwd;
+  o.bwd = bwd;
+  o.recompute = recompute;
+  const Seconds extra = worst.extra;
+  o.extra = extra;
+  o.tp = worst.tp;
+  o.cp = worst.cp;
+  o.ep = worst.ep;
+  o.pp = worst.pp;
+  o.dp = CommNumbers{};
+  if (o.layout != nullptr) o.layout->dp = DpParts{};
+  const DpWindow dw = dp_terms(x, fwd, bwd, recompute, o);
+
+  // ---- step ----
+  const Seconds bubble = pipeline_bubble(x, bwd, recompute, o);
+  step_breakdown(x, fwd, bwd, recompute, extra, bubble, dw, o);
+  if (!o.ok) return;
+  o.tokens_per_s = tokens_per_step / o.step.total.raw();
+  mfu_and_costs(x, stages, tokens_per_step, o);
 }
 
 }  // namespace detail

@@ -95,100 +95,96 @@ std::string pass_text(const detail::PassCost& c) {
                      format(c.elementwise), c.other > Seconds(0) ? ", other " + format(c.other) : std::string{});
 }
 
-}  // namespace
+/// One pass of one chunk: its parts on the compute stream, its collectives on the comm stream.
+struct PassPart {
+  SpanKind kind;
+  Seconds d;
+  std::string what;
+};
+struct Pass {
+  std::vector<PassPart> compute;  // in order
+  Seconds total{};
+  Seconds tp{}, cp{}, ep{}, pp{};  // collective time (comm stream), ends with the pass
+};
 
-StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  StepTimeline tl;
-  if (plan.dualpipe()) {
-    tl.error = "the DualPipe schedule is not laid out (its forward and backward chunks run overlapped pairwise)";
-    return tl;
-  }
-  detail::StepLayout lay;
-  const TrainingEstimate est = detail::estimate_training_laid_out(a, plan, sys, Explain::off, &lay);
-  if (!(est.step_time > Seconds(0)) || lay.stages.empty()) {
-    tl.error = est.feasibility.reasons.empty() ? std::string("the step time could not be evaluated")
-                                               : est.feasibility.reasons.front();
-    return tl;
-  }
-  const int p = std::max(1, plan.par.pp);
-  const int v = plan.model_chunks();
-  const std::int64_t m = est.micro_batches;
-  tl.step_time = est.step_time;
-  if (v > 1 && m % p != 0) {
-    tl.error = fmt::format("the interleaved schedule needs the {} micro-batches divisible by PP {}", m, p);
-    return tl;
-  }
-  // Layers of each chunk of each stage (the one assignment, chunk_layers), for the chunk's share of its stage's work.
-  std::vector<std::int64_t> chunks = detail::chunk_layers(a, plan, nullptr);
-  auto chunk_share = [&](int stage, int chunk) {
+/// What every part of the timeline reads: the plan, the step's per-stage parts (estimate_training's StepLayout), and
+/// the schedule's shape.
+struct TimelineInputs {
+  TimelineInputs(const wl::TrainingPlan& training, const detail::StepLayout& layout, const TrainingEstimate& estimate)
+      : plan(training), lay(layout), est(estimate) {}
+  const wl::TrainingPlan& plan;
+  const detail::StepLayout& lay;
+  const TrainingEstimate& est;
+  int p = 1;
+  int v = 1;
+  std::int64_t m = 1;
+  double md = 1.0;
+  std::vector<std::int64_t> chunks;  // layers of each chunk of each stage (chunk_layers)
+  FwdShare fs;
+  Seconds t0{};  // the pipeline's start: after the first unit's exposed parameter gather
+  bool zero3 = false;
+
+  /// The chunk's share of its stage's work.
+  [[nodiscard]] double chunk_share(int stage, int chunk) const {
     if (v == 1 || chunks.empty()) return 1.0 / double(v);
     std::int64_t sum = 0;
     for (int k = 0; k < v; ++k) sum += chunks[std::size_t(k * p + stage)];
     return sum > 0 ? double(chunks[std::size_t(chunk * p + stage)]) / double(sum) : 1.0 / double(v);
-  };
-  const FwdShare fs{1.0 / (plan.recompute == wl::Recompute::full ? 3.0 : 2.0)};
-  const double md = double(m);
-
-  for (int i = 0; i < p; ++i) {
-    tl.lanes.push_back({fmt::format("stage {} · compute", i), i, true});
-    tl.lanes.push_back({fmt::format("stage {} · comm", i), i, false});
   }
-  const detail::DpParts& dp = lay.dp;
-  // ZeRO ≥ 1 gathers parameters; the first unit's gather is exposed before the first layer (compose_step's
-  // gather_exposed), so the pipeline starts after it.
-  const Seconds t0 = dp.gather_exposed;
-  const bool zero3 = plan.zero == wl::ZeroStage::parameters;
+};
 
-  // ---- one pass of one chunk: its parts on the compute stream, its collectives on the comm stream ----
-  struct PassPart {
-    SpanKind kind;
-    Seconds d;
-    std::string what;
-  };
-  struct Pass {
-    std::vector<PassPart> compute;  // in order
-    Seconds total{};
-    Seconds tp{}, cp{}, ep{}, pp{};  // collective time (comm stream), ends with the pass
-  };
-  auto make_pass = [&](int i, int chunk, bool forward) {
-    const detail::StageParts& sp = lay.stages[std::size_t(i)];
-    const double sh = chunk_share(i, chunk);
-    Pass ps;
-    auto share = [&](double fwd_share) { return forward ? fwd_share : 1.0 - fwd_share; };
-    const Seconds exposed = (sp.tp.exposed * share(fs.tp) + sp.cp.exposed * share(fs.cp) +
-                             sp.ep.exposed * share(fs.ep) + sp.pp.exposed * share(fs.pp)) *
-                            (sh / md);
-    ps.tp = sp.tp.time * (share(fs.tp) * sh / md);
-    ps.cp = sp.cp.time * (share(fs.cp) * sh / md);
-    ps.ep = sp.ep.time * (share(fs.ep) * sh / md);
-    ps.pp = sp.pp.time * (share(fs.pp) * sh / md);
-    const bool first_chunk = i == 0 && chunk == 0, last_chunk = i == p - 1 && chunk == v - 1;
-    if (forward) {
-      if (sp.embed > Seconds(0) && first_chunk)
-        ps.compute.push_back({SpanKind::embedding, sp.embed, "embedding lookup, forward and backward (its gradient)"});
-      if (sp.amp > Seconds(0) && chunk == 0)
-        ps.compute.push_back({SpanKind::extra, sp.amp, "PyTorch AMP weight casts and gradient copies"});
-      const detail::PassCost c = sp.fwd.scaled(sh);
-      ps.compute.push_back({SpanKind::forward, c.total(), "layers forward: " + pass_text(c)});
-      if (sp.head > Seconds(0) && last_chunk)
-        ps.compute.push_back({SpanKind::head_loss, sp.head, "LM head and loss, forward and backward"});
-      if (sp.mtp > Seconds(0) && last_chunk)
-        ps.compute.push_back({SpanKind::extra, sp.mtp, "multi-token-prediction modules beyond their layers"});
-    } else {
-      const detail::PassCost r = sp.recompute.scaled(sh), b = sp.bwd.scaled(sh);
-      if (r.total() > Seconds(0))
-        ps.compute.push_back({SpanKind::recompute, r.total(), "recomputed forward: " + pass_text(r)});
-      ps.compute.push_back({SpanKind::backward, b.total(), "layers backward: " + pass_text(b)});
-    }
-    if (exposed > Seconds(0))
-      ps.compute.push_back({SpanKind::comm_exposed, exposed, "waiting on the exposed part of this pass's collectives"});
-    for (const auto& x : ps.compute) ps.total += x.d;
-    return ps;
-  };
+/// Pass `chunk` of stage i, forward or backward: its compute parts in order (embedding, AMP casts, layers, LM head,
+/// MTP; or recompute and backward; then the exposed collectives) and its collectives' time on the comm stream.
+Pass make_pass(const TimelineInputs& tx, int i, int chunk, bool forward) {
+  const detail::StepLayout& lay = tx.lay;
+  const FwdShare& fs = tx.fs;
+  const int p = tx.p, v = tx.v;
+  const double md = tx.md;
+  const detail::StageParts& sp = lay.stages[std::size_t(i)];
+  const double sh = tx.chunk_share(i, chunk);
+  Pass ps;
+  auto share = [&](double fwd_share) { return forward ? fwd_share : 1.0 - fwd_share; };
+  const Seconds exposed = (sp.tp.exposed * share(fs.tp) + sp.cp.exposed * share(fs.cp) +
+                           sp.ep.exposed * share(fs.ep) + sp.pp.exposed * share(fs.pp)) *
+                          (sh / md);
+  ps.tp = sp.tp.time * (share(fs.tp) * sh / md);
+  ps.cp = sp.cp.time * (share(fs.cp) * sh / md);
+  ps.ep = sp.ep.time * (share(fs.ep) * sh / md);
+  ps.pp = sp.pp.time * (share(fs.pp) * sh / md);
+  const bool first_chunk = i == 0 && chunk == 0, last_chunk = i == p - 1 && chunk == v - 1;
+  if (forward) {
+    if (sp.embed > Seconds(0) && first_chunk)
+      ps.compute.push_back({SpanKind::embedding, sp.embed, "embedding lookup, forward and backward (its gradient)"});
+    if (sp.amp > Seconds(0) && chunk == 0)
+      ps.compute.push_back({SpanKind::extra, sp.amp, "PyTorch AMP weight casts and gradient copies"});
+    const detail::PassCost c = sp.fwd.scaled(sh);
+    ps.compute.push_back({SpanKind::forward, c.total(), "layers forward: " + pass_text(c)});
+    if (sp.head > Seconds(0) && last_chunk)
+      ps.compute.push_back({SpanKind::head_loss, sp.head, "LM head and loss, forward and backward"});
+    if (sp.mtp > Seconds(0) && last_chunk)
+      ps.compute.push_back({SpanKind::extra, sp.mtp, "multi-token-prediction modules beyond their layers"});
+  } else {
+    const detail::PassCost r = sp.recompute.scaled(sh), b = sp.bwd.scaled(sh);
+    if (r.total() > Seconds(0))
+      ps.compute.push_back({SpanKind::recompute, r.total(), "recomputed forward: " + pass_text(r)});
+    ps.compute.push_back({SpanKind::backward, b.total(), "layers backward: " + pass_text(b)});
+  }
+  if (exposed > Seconds(0))
+    ps.compute.push_back({SpanKind::comm_exposed, exposed, "waiting on the exposed part of this pass's collectives"});
+  for (const auto& x : ps.compute) ps.total += x.d;
+  return ps;
+}
 
-  // ---- simulate the schedule: a pass starts when its stage is free and its input is there ----
-  using Key = std::tuple<int, bool, std::int64_t, int>;  // stage, forward, micro-batch, chunk
-  std::map<Key, std::pair<Seconds, Seconds>> done;
+using Key = std::tuple<int, bool, std::int64_t, int>;  // stage, forward, micro-batch, chunk
+using Placed = std::vector<std::vector<std::pair<PipeOp, Pass>>>;
+
+/// Simulates the schedule: a pass starts when its stage is free and its input is there. `done` gets each pass's
+/// (start, end), `placed` each stage's passes in order; false if the schedule deadlocks.
+bool schedule_passes(const TimelineInputs& tx, std::map<Key, std::pair<Seconds, Seconds>>& done, Placed& placed) {
+  const int p = tx.p, v = tx.v;
+  const std::int64_t m = tx.m;
+  const Seconds t0 = tx.t0;
+  placed.assign(static_cast<std::size_t>(p), {});
   std::vector<std::vector<PipeOp>> order(static_cast<std::size_t>(p));
   std::vector<std::size_t> next(std::size_t(p), 0);
   std::vector<Seconds> free_at(std::size_t(p), t0);
@@ -212,7 +208,6 @@ StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingP
     if (o.chunk == v - 1) return need({p - 1, true, o.micro_batch, o.chunk});
     return need({0, false, o.micro_batch, o.chunk + 1});
   };
-  std::vector<std::vector<std::pair<PipeOp, Pass>>> placed(static_cast<std::size_t>(p));
   bool progress = true;
   std::size_t left = 0;
   for (const auto& o : order) left += o.size();
@@ -225,7 +220,7 @@ StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingP
         bool ready = false;
         const Seconds in = dep(i, o, ready);
         if (!ready) break;
-        Pass ps = make_pass(i, o.chunk, o.forward);
+        Pass ps = make_pass(tx, i, o.chunk, o.forward);
         const Seconds start = std::max(free_at[std::size_t(i)], in);
         const Seconds end = start + ps.total;
         done[{i, o.forward, o.micro_batch, o.chunk}] = {start, end};
@@ -237,12 +232,19 @@ StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingP
       }
     }
   }
-  if (left > 0) {
-    tl.error = "the pipeline schedule deadlocked (an internal error: please report the plan)";
-    return tl;
-  }
+  return left == 0;
+}
 
-  // ---- spans of the pipeline ----
+/// The pipeline's spans: each pass's compute parts, the bubbles between them, its collectives on the comm stream,
+/// and each stage's drain to the pipeline's end.
+void pipeline_spans(const TimelineInputs& tx, std::map<Key, std::pair<Seconds, Seconds>>& done, const Placed& placed,
+                    StepTimeline& tl) {
+  const auto& plan = tx.plan;
+  const detail::DpParts& dp = tx.lay.dp;
+  const int p = tx.p, v = tx.v;
+  const double md = tx.md;
+  const Seconds t0 = tx.t0;
+  const bool zero3 = tx.zero3;
   for (int i = 0; i < p; ++i) {
     const int lc = 2 * i, lm = 2 * i + 1;
     Seconds cursor = t0;
@@ -292,8 +294,17 @@ StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingP
       tl.spans.push_back({2 * i, SpanKind::bubble, last, tl.pipeline_end, i, -1, 0, "idle",
                           "pipeline drain: this stage's last backward is done, the first stage's is not"});
   }
+}
 
-  // ---- after the pipeline: the model's terms in order ----
+/// After the pipeline, the model's terms in order on every stage: the formula's allowance, the DP reduction and
+/// gathers, the SM share, buffer copies, the optimizer and the offload.
+void after_pipeline(const TimelineInputs& tx, StepTimeline& tl) {
+  const auto& plan = tx.plan;
+  const auto& est = tx.est;
+  const detail::DpParts& dp = tx.lay.dp;
+  const int p = tx.p, v = tx.v;
+  const Seconds t0 = tx.t0;
+  const bool zero3 = tx.zero3;
   // steady + bubble of the model = total − DP exposed − optimizer − offload.
   const Seconds dp_exposed = dp.reduce_exposed + dp.gather_exposed +
                              (dp.reduce_hidden + dp.gather_hidden) * dp.sm_share + dp.copy;
@@ -365,6 +376,55 @@ StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingP
   tl.notes.push_back(
       "kernel launches are inside each op's time (a fixed cost per kernel in the roofline), not separate gaps");
   tl.notes.push_back("no data-loading term for LLM training: token batches are assumed prefetched off the critical path");
+}
+
+}  // namespace
+
+StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  StepTimeline tl;
+  if (plan.dualpipe()) {
+    tl.error = "the DualPipe schedule is not laid out (its forward and backward chunks run overlapped pairwise)";
+    return tl;
+  }
+  detail::StepLayout lay;
+  const TrainingEstimate est = detail::estimate_training_laid_out(a, plan, sys, Explain::off, &lay);
+  if (!(est.step_time > Seconds(0)) || lay.stages.empty()) {
+    tl.error = est.feasibility.reasons.empty() ? std::string("the step time could not be evaluated")
+                                               : est.feasibility.reasons.front();
+    return tl;
+  }
+  TimelineInputs tx(plan, lay, est);
+  tx.p = std::max(1, plan.par.pp);
+  tx.v = plan.model_chunks();
+  tx.m = est.micro_batches;
+  const int p = tx.p, v = tx.v;
+  const std::int64_t m = tx.m;
+  tl.step_time = est.step_time;
+  if (v > 1 && m % p != 0) {
+    tl.error = fmt::format("the interleaved schedule needs the {} micro-batches divisible by PP {}", m, p);
+    return tl;
+  }
+  tx.chunks = detail::chunk_layers(a, plan, nullptr);
+  tx.fs = FwdShare{1.0 / (plan.recompute == wl::Recompute::full ? 3.0 : 2.0)};
+  tx.md = double(m);
+
+  for (int i = 0; i < p; ++i) {
+    tl.lanes.push_back({fmt::format("stage {} · compute", i), i, true});
+    tl.lanes.push_back({fmt::format("stage {} · comm", i), i, false});
+  }
+  // ZeRO ≥ 1 gathers parameters; the first unit's gather is exposed before the first layer (compose_step's
+  // gather_exposed), so the pipeline starts after it.
+  tx.t0 = lay.dp.gather_exposed;
+  tx.zero3 = plan.zero == wl::ZeroStage::parameters;
+
+  std::map<Key, std::pair<Seconds, Seconds>> done;
+  Placed placed;
+  if (!schedule_passes(tx, done, placed)) {
+    tl.error = "the pipeline schedule deadlocked (an internal error: please report the plan)";
+    return tl;
+  }
+  pipeline_spans(tx, done, placed, tl);
+  after_pipeline(tx, tl);
   return tl;
 }
 
