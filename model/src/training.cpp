@@ -14,6 +14,7 @@
 #include "gpuplan/model/topology.hpp"
 #include "gpuplan/model/utilisation.hpp"
 #include "training_core.hpp"
+#include "optimizer_rate.hpp"
 
 namespace gpuplan::model {
 
@@ -519,7 +520,9 @@ Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& para
                        const Device& d) {
   const double p_shard = optimizer_shard_params(a, params, plan);
   if (unfused_optimizer(plan)) return unfused_optimizer_step(a, p_shard, plan, d).time;
-  const double opt_bytes = p_shard * optimizer_bytes_per_param(plan);
+  // The fused kernel streams at kFusedOptimizerStreamShare of the streaming rate (our H100 step profiles): priced as
+  // its bytes over that share.
+  const double opt_bytes = p_shard * optimizer_bytes_per_param(plan) / kFusedOptimizerStreamShare;
   return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_shard * 12.0), d)
       .time;
 }
