@@ -424,7 +424,10 @@ DpCalls dp_calls(const wl::TrainingPlan& plan, std::int64_t most_layers, double 
 /// A communication of alone-time t, issued as `calls` collective calls beside compute of length `window` whose
 /// kernel in flight lasts tk: each call waits wait_kernels × tk for SMs, so beside compute it takes
 /// t + calls × wait_kernels × tk. What the compute window does not cover runs alone afterwards (exposed, at least
-/// `floor`: the last bucket); `hidden` is how long it ran beside compute (which pays the SM share).
+/// `floor`: the last bucket); `hidden` is how long its kernels ran beside compute (which pays the SM share): its own
+/// time t less the exposed part, at most the window — not the waits, during which the compute kernel in flight holds
+/// the SMs undisturbed (issue #24: with the built-in wait a slow GPU's long kernels made the waits, charged at the SM
+/// share, outgrow the communication itself).
 struct BesideCompute {
   Seconds exposed{}, hidden{};
 };
@@ -434,8 +437,7 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
   const Seconds beyond = stretched <= window ? Seconds(0) : t * (1.0 - (window / stretched).raw());
   BesideCompute b;
   b.exposed = std::min(t, std::max(floor, beyond));
-  b.hidden = stretched <= window ? stretched - b.exposed : std::min(window, stretched - b.exposed);
-  b.hidden = std::max(Seconds(0), b.hidden);
+  b.hidden = std::max(Seconds(0), std::min(window, t - b.exposed));
   return b;
 }
 
