@@ -289,9 +289,10 @@ TEST_CASE("calibrated predictions of all our own measurements: median 5%, none o
 }
 
 // What the overlap items buy (docs/calibration.md): the DDP steps on 2 and 4 H200s, whose error came from
-// communication beside compute, are predicted within 10% with the H200 profile (measured GEMM loss and per-call wait),
-// and each better than with the built-in assumption (16 channels' share of the SMs, no wait).
-TEST_CASE("the H200 profile's overlap items bring the DDP steps within 10%") {
+// communication beside compute, are predicted within 10% with the H200 profile (measured GEMM loss and per-call wait).
+// Since issue #24 the built-in defaults carry the wait too (the median of the H100 and H200 overlap items,
+// efficiency.cpp kCommWaitKernels): they were +6.4 to +12.6% without it, and are now within 5%.
+TEST_CASE("the overlap items' wait brings the DDP steps within 10% calibrated and 5% built-in") {
   auto v = cli::validate_training(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_cases.json", data().db,
                                   data().lib, GPUPLAN_TEST_DATA_DIR);
   REQUIRE(v.ok());
@@ -303,7 +304,7 @@ TEST_CASE("the H200 profile's overlap items bring the DDP steps within 10%") {
     REQUIRE(c.error.has_value());
     REQUIRE(c.error_calibrated.has_value());
     CHECK(std::fabs(*c.error_calibrated) <= 0.10);
-    CHECK(std::fabs(*c.error_calibrated) < std::fabs(*c.error));
+    CHECK(std::fabs(*c.error) <= 0.05);
     ++ddp;
   }
   CHECK(ddp == 3);

@@ -14,6 +14,7 @@
 #include "gpuplan/model/topology.hpp"
 #include "gpuplan/model/utilisation.hpp"
 #include "training_core.hpp"
+#include "optimizer_rate.hpp"
 
 namespace gpuplan::model {
 
@@ -444,7 +445,10 @@ DpCalls dp_calls(const wl::TrainingPlan& plan, std::int64_t most_layers, double 
 /// A communication of alone-time t, issued as `calls` collective calls beside compute of length `window` whose
 /// kernel in flight lasts tk: each call waits wait_kernels × tk for SMs, so beside compute it takes
 /// t + calls × wait_kernels × tk. What the compute window does not cover runs alone afterwards (exposed, at least
-/// `floor`: the last bucket); `hidden` is how long it ran beside compute (which pays the SM share).
+/// `floor`: the last bucket); `hidden` is how long its kernels ran beside compute (which pays the SM share): its own
+/// time t less the exposed part, at most the window — not the waits, during which the compute kernel in flight holds
+/// the SMs undisturbed (issue #24: with the built-in wait a slow GPU's long kernels made the waits, charged at the SM
+/// share, outgrow the communication itself).
 struct BesideCompute {
   Seconds exposed{}, hidden{};
 };
@@ -454,8 +458,7 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
   const Seconds beyond = stretched <= window ? Seconds(0) : t * (1.0 - (window / stretched).raw());
   BesideCompute b;
   b.exposed = std::min(t, std::max(floor, beyond));
-  b.hidden = stretched <= window ? stretched - b.exposed : std::min(window, stretched - b.exposed);
-  b.hidden = std::max(Seconds(0), b.hidden);
+  b.hidden = std::max(Seconds(0), std::min(window, t - b.exposed));
   return b;
 }
 
@@ -540,7 +543,9 @@ Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& para
                        const Device& d) {
   const double p_shard = optimizer_shard_params(a, params, plan);
   if (unfused_optimizer(plan)) return unfused_optimizer_step(a, p_shard, plan, d).time;
-  const double opt_bytes = p_shard * optimizer_bytes_per_param(plan);
+  // The fused kernel streams at kFusedOptimizerStreamShare of the streaming rate (our H100 step profiles): priced as
+  // its bytes over that share.
+  const double opt_bytes = p_shard * optimizer_bytes_per_param(plan) / kFusedOptimizerStreamShare;
   return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_shard * 12.0), d)
       .time;
 }
