@@ -330,6 +330,8 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
           "MambaStateDtypeCalculator); the other {} layers cache nothing",
           a.attention_layer_count(), a.mamba_layer_count(), format(k.state_per_layer),
           a.layers - a.attention_layer_count() - a.mamba_layer_count()));
+    if (detail::names_layer_kinds(a))
+      d.notes.push_back("layer kinds (a local layer holds at most its window or chunk): " + detail::layer_kinds_text(a));
   }
   return k;
 }

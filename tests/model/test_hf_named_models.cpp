@@ -261,7 +261,8 @@ TEST_CASE("issue 23 done-when: Gemma-2-9B and Gemma-3-27B-it / 4B-it (sliding an
 
 TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaults, tied embeddings, a CLIP tower)") {
   // llava-hf/llava-1.5-7b-hf: "7B" (Liu et al. 2023, LLaVA-1.5); by hand Llama-2-7B + 64 vocabulary rows ×2 + CLIP
-  // ViT-L/14-336 303,507,456 + projector 21,000,192 (test_hf_rules.cpp). One global attention kind only.
+  // ViT-L/14-336 303,507,456 + projector 1024·4096 + 4096 + 4096² + 4096 = 20,979,712 (test_hf_rules.cpp): the Hub's
+  // 7,063,427,072. One global attention kind only.
   Audit l;
   l.path = write_config("llava-1.5-7b-hf", R"({"architectures":["LlavaForConditionalGeneration"],"ignore_index":-100,
     "image_token_index":32000,"model_type":"llava","pad_token_id":32001,"projector_hidden_act":"gelu",
@@ -284,7 +285,8 @@ TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaul
     const auto j = nlohmann::json::parse(show.out);
     CHECK(j["architecture"]["layer_kinds"].size() == 1);
     CHECK(j["params"]["total"].get<double>() == doctest::Approx(7.0e9).epsilon(0.5 / 7.0));
-    CHECK(j["params"]["vision"].get<double>() == 303'507'456.0 + 21'000'192.0);
+    CHECK(j["params"]["vision"].get<double>() == 303'507'456.0 + 20'979'712.0);
+    CHECK(j["params"]["total"] == 7'063'427'072);
     const auto sv = cli_test::run({"serve", "-m", l.path, "--gpu", "h100", "--images-per-request", "1"});
     CHECK_MESSAGE(sv.rc == 0, sv.err);
   }
@@ -299,7 +301,9 @@ TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaul
   REQUIRE_MESSAGE(aya.rc == 0, aya.err);
   CHECK(nlohmann::json::parse(aya.out)["params"]["total"] == 8'028'164'096);
   // bigcode/starcoder2-7b: "7B" (StarCoder2 paper, arXiv:2402.19173); tied, biased, 7,173,923,840 by hand; its
-  // sliding window of 4,096 on every layer.
+  // sliding window of 4,096 on every layer. bigcode's configs carry mlp_type "default" and norm_type "layer_norm"
+  // (public copies of starcoder2-15b's config.json show both), which transformers does not read: the reviewed
+  // harmless values pass, another value is refused.
   const std::string sc = write_config("starcoder2-7b", R"({"architectures":["Starcoder2ForCausalLM"],
     "attention_dropout":0.1,"residual_dropout":0.1,"embedding_dropout":0.1,"bos_token_id":0,"eos_token_id":0,
     "hidden_act":"gelu_pytorch_tanh","hidden_size":4608,"initializer_range":0.018042,"intermediate_size":18432,
@@ -312,6 +316,11 @@ TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaul
   CHECK(nlohmann::json::parse(sc_show.out)["params"]["total"] == 7'173'923'840);
   const auto sc_kv = cli_test::run({"kv", "--model", sc, "--gpu", "h100", "--context", "16384"});
   CHECK_MESSAGE(sc_kv.rc == 0, sc_kv.err);
+  std::string rms = cli_test::slurp(sc);
+  rms.replace(rms.find("\"layer_norm\""), 12, "\"rms_norm\"");
+  const auto refused = cli_test::run({"model", "show", write_config("starcoder2-rms", rms)});
+  CHECK(refused.rc == cli_test::kInvalid);
+  CHECK(contains(refused.err, "'norm_type' = \"rms_norm\""));
 }
 
 TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and an indexer layer's saved tensors") {
