@@ -52,6 +52,7 @@ struct Audit {
   std::vector<std::string> kinds;    ///< layer-kind phrases every derivation must name
   std::vector<std::string> serve;    ///< serve arguments after the model
   std::vector<std::string> train;    ///< train arguments after the model
+  std::string gpu = "h100";
 };
 
 void audit(const Audit& x) {
@@ -74,14 +75,16 @@ void audit(const Audit& x) {
   for (const auto& k : nlohmann::json::parse(show.out)["architecture"]["layer_kinds"])
     kinds += k["attention"].get<std::string>() + " + " + k["ffn"].get<std::string>() + "; ";
   // kv, serve and train run, and their derivations name the layer kinds.
-  const auto kvr = cli_test::run({"kv", "--model", x.path, "--gpu", "h100", "--context", std::to_string(x.context),
-                                  "--explain"});
+  std::vector<std::string> kvargs{"kv", "--model", x.path, "--gpu", x.gpu, "--context", std::to_string(x.context),
+                                  "--explain"};
+  kvargs.insert(kvargs.end(), x.serve.begin(), x.serve.end());
+  const auto kvr = cli_test::run(kvargs);
   CHECK_MESSAGE(kvr.rc == 0, kvr.err);
-  std::vector<std::string> serve{"serve", "-m", x.path, "--gpu", "h100", "--explain"};
+  std::vector<std::string> serve{"serve", "-m", x.path, "--gpu", x.gpu, "--explain"};
   serve.insert(serve.end(), x.serve.begin(), x.serve.end());
   const auto sv = cli_test::run(serve);
   CHECK_MESSAGE(sv.rc == 0, sv.err);
-  std::vector<std::string> train{"train", "--model", x.path, "--gpu", "h100", "--explain"};
+  std::vector<std::string> train{"train", "--model", x.path, "--gpu", x.gpu, "--explain"};
   train.insert(train.end(), x.train.begin(), x.train.end());
   const auto tr = cli_test::run(train);
   CHECK_MESSAGE(tr.rc == 0, tr.err);
@@ -163,7 +166,7 @@ TEST_CASE("issue 23 done-when: Qwen3-Next-80B-A3B (gated DeltaNet and gated atte
   x.kv_state_bytes = 12.0 * 32768 * 2048 + 36.0 * 1'097'728;
   x.kinds = {"gated DeltaNet (linear attention) + MoE with shared experts", "gated full attention + MoE with shared"};
   x.serve = {"--tp", "4"};
-  x.train = {"--gpus", "64", "--ep", "8", "--zero", "1"};
+  x.train = {"--gpus", "64", "--zero", "3"};
   audit(x);
 }
 
@@ -180,8 +183,9 @@ TEST_CASE("issue 23 done-when: DeepSeek-V3.2 and GLM-5 / GLM-5.2 (DeepSeek spars
   d.kv_state_bytes = 4096.0 * 61 * (576 * 2 + 132);
   d.kinds = {"MLA + DeepSeek sparse attention (indexer, top-k keys) + dense FFN",
              "MLA + DeepSeek sparse attention (indexer, top-k keys) + MoE with shared experts"};
+  d.gpu = "h200";  // 671B in FP8 does not fit 8 × 80 GB
   d.serve = {"--tp", "8", "--weight-dtype", "fp8"};
-  d.train = {"--gpus", "512", "--tp", "8", "--ep", "64", "--pp", "8", "--zero", "1"};
+  d.train = {"--gpus", "512", "--tp", "8", "--ep", "8", "--pp", "8", "--zero", "1"};
   audit(d);
   // GLM-5 (Z.ai's card: 744B; 743.91B by the op graph): 78 layers of MLA + an indexer each, 3 dense and 75 MoE.
   Audit g;
@@ -190,8 +194,9 @@ TEST_CASE("issue 23 done-when: DeepSeek-V3.2 and GLM-5 / GLM-5.2 (DeepSeek spars
   g.context = 4096;
   g.kv_state_bytes = 4096.0 * 78 * (576 * 2 + 132);
   g.kinds = {"MLA + DeepSeek sparse attention (indexer, top-k keys) + MoE with shared experts"};
+  g.gpu = "h200";
   g.serve = {"--tp", "8", "--weight-dtype", "fp8"};
-  g.train = {"--gpus", "512", "--tp", "8", "--ep", "64", "--pp", "8", "--zero", "1"};
+  g.train = {"--gpus", "512", "--tp", "8", "--ep", "8", "--pp", "8", "--zero", "1"};
   audit(g);
   // GLM-5.2: 21 indexer layers, 57 that read the last indexer's top-k (no indexer weights, no indexer key cache).
   Audit s = g;
@@ -241,7 +246,7 @@ TEST_CASE("issue 23 done-when: Gemma-2-9B and Gemma-3-27B-it / 4B-it (sliding an
   g3.kv_state_bytes = 3'120'562'176.0;
   g3.kinds = {"sliding-window attention", "full attention + dense FFN"};
   g3.serve = {"--tp", "2"};
-  g3.train = {"--gpus", "16", "--tp", "2", "--zero", "1"};
+  g3.train = {"--gpus", "16", "--tp", "2", "--zero", "3"};
   audit(g3);
   // google/gemma-3-4b-it: 417M + 675M + 3,209M = 4.30B (the same table); 5 global layers of 34 (4 KiB per token
   // and layer): 5·32768·4096 + 29·1024·4096 at 32K.
