@@ -137,7 +137,8 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
                                              {"layers", a.gdn_layer_count()}};
     if (a.dsa)
       j["architecture"]["sparse_attention"] = {{"index_heads", a.dsa->index_heads},
-                                               {"index_head_dim", a.dsa->index_head_dim}, {"topk", a.dsa->topk}};
+                                               {"index_head_dim", a.dsa->index_head_dim}, {"topk", a.dsa->topk},
+                                               {"indexer_layers", a.indexer_layer_count()}};
     if (a.attention_sinks) j["architecture"]["attention_sinks"] = a.heads;
     if (a.attention_output_gate) j["architecture"]["attention_output_gate"] = true;
     j["architecture"]["layer_kinds"] = nlohmann::ordered_json::array();
@@ -235,9 +236,15 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   if (a.dsa)
     arch.rows.emplace_back("sparse attention (DSA)",
                            fmt::format("lightning indexer {} heads × {} (FP8), top-{} keys per query; indexer keys "
-                                       "{} B per token per layer beside the latent",
+                                       "{} B per token per layer beside the latent{}",
                                        a.dsa->index_heads, a.dsa->index_head_dim, a.dsa->topk,
-                                       u::format_number(a.dsa->key_cache_bytes())));
+                                       u::format_number(a.dsa->key_cache_bytes()),
+                                       a.indexer_layer_count() < a.attention_layer_count()
+                                           ? fmt::format("; {} of {} layers run an indexer, the other {} read the "
+                                                         "top-k of the last one (shared indexer)",
+                                                         a.indexer_layer_count(), a.attention_layer_count(),
+                                                         a.attention_layer_count() - a.indexer_layer_count())
+                                           : std::string()));
   if (a.attention_sinks)
     arch.rows.emplace_back("attention sinks", fmt::format("one learned logit per query head per layer ({} parameters "
                                                           "in all; negligible cost)",

@@ -33,6 +33,12 @@ std::int64_t TransformerArch::attention_layer_count() const {
   return n;
 }
 
+std::int64_t TransformerArch::indexer_layer_count() const {
+  std::int64_t n = 0;
+  for (std::int64_t l = 0; l < layers; ++l) n += has_indexer(l) ? 1 : 0;
+  return n;
+}
+
 std::int64_t VisionTower::tokens_per_image() const {
   const VisionGraph g = graph();
   return g.ops.empty() ? 0 : g.ops.back().h_out * g.ops.back().w_out;

@@ -34,7 +34,7 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
   const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
   double ssm = 0.0;
   for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
-    const bool plain = kind.mixer == wl::Mixer::attention && kind.ffn && !kind.moe;
+    const bool plain = kind.mixer == wl::Mixer::attention && kind.ffn && !kind.moe && !kind.shared_index;
     const OpGraph g = plain ? dense_layer : build_layer_graph(a, kind);
     f.matmul_params += count * g.matmul_per_token();
     if (const Op* s = g.ssm())
@@ -53,7 +53,7 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
     if (!a.is_attention_layer(l)) continue;
     const std::int64_t c = a.attention_keys(l, context);
     att += 2.0 * static_cast<double>(attn.heads) * static_cast<double>(dqk + dv) * static_cast<double>(c);
-    if (indexer)
+    if (indexer && a.has_indexer(l))
       idx += 2.0 * double(indexer->heads) * double(indexer->d_qk) * double(a.attended_tokens(l, context));
   }
   f.attention_forward = units::flop(att);
@@ -103,7 +103,7 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
           a.attention_layer_count()));
     }
     if (indexer) {
-      d.formula += " ; + Σ_layers 2·n_i·d_i·c (DSA lightning indexer, FP8) ; attention over min(c, top-k) keys";
+      d.formula += " ; + Σ_indexer layers 2·n_i·d_i·c (DSA lightning indexer, FP8) ; attention over min(c, top-k) keys";
       d.inputs.push_back({"n_i", format_count(double(indexer->heads)), "index_n_heads", cfg});
       d.inputs.push_back({"d_i", format_count(double(indexer->d_qk)), "index_head_dim", cfg});
       d.inputs.push_back({"top-k", format_count(double(indexer->topk)), "index_topk (keys the main attention reads)", cfg});
@@ -111,6 +111,11 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
           "DeepSeek sparse attention: the indexer scores all {} tokens of the context ({} per token, FP8), the MLA "
           "attention reads min(c, {}) selected keys",
           format_count(double(context)), format(f.indexer_forward), indexer->topk));
+      if (a.indexer_layer_count() < a.attention_layer_count())
+        d.notes.push_back(fmt::format(
+            "{} of {} attention layers run an indexer; the other {} read the top-k of the last one that did (shared "
+            "indexer: transformers' GlmMoeDsaConfig.indexer_types)",
+            a.indexer_layer_count(), a.attention_layer_count(), a.attention_layer_count() - a.indexer_layer_count()));
     }
     d.notes.push_back(fmt::format("6·N_active = {} for comparison", format(units::flop(6.0 * double(p.active)))));
     d.children.push_back({"flops_per_token.matmul", "Matmul FLOPs", "2·N_matmul", {}, format(f.matmul_forward), {}, {}});

@@ -6,6 +6,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
+#include "layer_kinds_text.hpp"
 
 namespace gpuplan::model {
 
@@ -15,17 +16,22 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
   // The attention op of the layer graph says what it caches: 2·n_kv·d, or MLA's latent and rotary key.
   k.elements_per_token_layer = build_layer_graph(a, LayerKind{}).attention()->cache_elements;
   // DSA's indexer keeps an FP8 key (with its scale) per token beside the latent, whatever the KV dtype.
+  // Layers that share another layer's indexer (GLM-5.1) cache no indexer keys.
   const double index_bytes = a.dsa ? a.dsa->key_cache_bytes() : 0.0;
-  const double per_layer_token = static_cast<double>(k.elements_per_token_layer) * bytes_per_element + index_bytes;
+  const double per_layer_token = static_cast<double>(k.elements_per_token_layer) * bytes_per_element;
   const std::int64_t attention_layers = a.attention_layer_count();
-  k.per_token_full = units::bytes(per_layer_token * static_cast<double>(attention_layers));
-  k.index_per_token = units::bytes(index_bytes * static_cast<double>(attention_layers));
-  double cached_token_layers = 0.0;
-  for (std::int64_t l = 0; l < a.layers; ++l)
+  const std::int64_t indexer_layers = a.indexer_layer_count();
+  k.index_per_token = units::bytes(index_bytes * static_cast<double>(indexer_layers));
+  k.per_token_full = units::bytes(per_layer_token * static_cast<double>(attention_layers)) + k.index_per_token;
+  double cached_token_layers = 0.0, indexed_token_layers = 0.0;
+  for (std::int64_t l = 0; l < a.layers; ++l) {
     if (a.is_attention_layer(l)) cached_token_layers += static_cast<double>(a.attended_tokens(l, tokens));
+    if (a.has_indexer(l)) indexed_token_layers += static_cast<double>(a.attended_tokens(l, tokens));
+  }
   const MambaStateBytes state = recurrent_state_bytes(a, 1);
   k.state_per_sequence = state.total() * static_cast<double>(a.recurrent_layer_count());
-  k.per_sequence = units::bytes(per_layer_token * cached_token_layers) + k.state_per_sequence;
+  k.per_sequence = units::bytes(per_layer_token * cached_token_layers + index_bytes * indexed_token_layers) +
+                   k.state_per_sequence;
 
   if (explain == Explain::on) {
     using units::format;
@@ -80,10 +86,15 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
           format(state.ssm * double(a.gdn_layer_count())), units::format_number(m.state_bytes)));
     }
     if (a.dsa) {
-      d.formula += " ; + L·(d_i + d_i/128·4) per token (DSA indexer keys, FP8 + fp32 scale)";
+      d.formula += " ; + L_I·(d_i + d_i/128·4) per token (DSA indexer keys, FP8 + fp32 scale)";
+      d.inputs.push_back({"L_I", format_count(double(indexer_layers)),
+                          indexer_layers < attention_layers
+                              ? "layers with an indexer of their own (a shared-indexer layer caches no indexer keys)"
+                              : "layers with an indexer (every attention layer)",
+                          cfg});
       d.inputs.push_back({"d_i", format_count(double(a.dsa->index_head_dim)), "index_head_dim", cfg});
       d.notes.push_back(fmt::format(
-          "DeepSeek sparse attention: beside the latent each layer caches the lightning indexer's key, {} B per token "
+          "DeepSeek sparse attention: beside the latent each indexer layer caches the lightning indexer's key, {} B per token "
           "(FP8 + one fp32 scale per 128: vLLM's DeepseekV32IndexerCache), {} per token in all, whatever --kv-dtype",
           units::format_number(a.dsa->key_cache_bytes()), format(k.index_per_token)));
     }
@@ -97,6 +108,7 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
     if (a.chunked_layer_count() > 0)
       d.notes.push_back(fmt::format("{} of {} layers use {}-token chunked attention: each holds at most one chunk",
                                     a.chunked_layer_count(), a.layers, a.attention_chunk));
+    if (detail::names_layer_kinds(a)) d.notes.push_back("layer kinds: " + detail::layer_kinds_text(a));
   }
   return k;
 }
@@ -246,7 +258,12 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
   }
   k.element_bytes_per_layer = units::bytes(k.elements_per_layer * eb);
   k.scale_bytes_per_layer = units::bytes(per_token_scales ? groups_per_layer_gpu * kv.scale_bytes : 0.0);
-  k.index_per_layer = units::bytes(a.dsa ? a.dsa->key_cache_bytes() : 0.0);
+  // The indexer keys averaged over the attention layers: all of them have one, or (GLM-5.1's shared indexers) L_I of
+  // L_A; the per-layer bytes times the layers give the model's total either way.
+  const double indexer_share = a.attention_layer_count() > 0 ? double(a.indexer_layer_count()) /
+                                                                   double(a.attention_layer_count())
+                                                             : 0.0;
+  k.index_per_layer = units::bytes(a.dsa ? a.dsa->key_cache_bytes() * indexer_share : 0.0);
   k.per_layer = k.element_bytes_per_layer + k.scale_bytes_per_layer + k.index_per_layer;
   k.per_token_model =
       units::bytes((elements_model * eb + (per_token_scales ? groups_per_layer_model * kv.scale_bytes : 0.0) +
@@ -291,8 +308,13 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
       d.notes.push_back(fmt::format("{} scales are a few numbers per layer: no bytes per token", to_string(kv.scales)));
     if (a.dsa)
       d.notes.push_back(fmt::format("DeepSeek sparse attention: + {} B per token per layer of the indexer's FP8 keys "
-                                    "(with their fp32 scale: vLLM's DeepseekV32IndexerCache), in the per-layer bytes",
-                                    units::format_number(k.index_per_layer.raw())));
+                                    "(with their fp32 scale: vLLM's DeepseekV32IndexerCache), in the per-layer bytes{}",
+                                    units::format_number(k.index_per_layer.raw()),
+                                    a.indexer_layer_count() < a.attention_layer_count()
+                                        ? fmt::format(" (averaged: {} of {} layers have an indexer, {} B each)",
+                                                      a.indexer_layer_count(), a.attention_layer_count(),
+                                                      units::format_number(a.dsa->key_cache_bytes()))
+                                        : std::string()));
     if (a.gdn_layer_count() > 0)
       d.notes.push_back(fmt::format(
           "layer kinds: {} gated attention layers cache K and V per token; {} gated DeltaNet (linear attention) layers "
@@ -308,6 +330,8 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
           "MambaStateDtypeCalculator); the other {} layers cache nothing",
           a.attention_layer_count(), a.mamba_layer_count(), format(k.state_per_layer),
           a.layers - a.attention_layer_count() - a.mamba_layer_count()));
+    if (detail::names_layer_kinds(a))
+      d.notes.push_back("layer kinds (a local layer holds at most its window or chunk): " + detail::layer_kinds_text(a));
   }
   return k;
 }

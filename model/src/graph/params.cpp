@@ -113,7 +113,12 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
                             "softmax term per score, no FLOPs or bytes worth counting)");
     if (a.dsa && a.mla) {
       const auto& x = *a.dsa;
-      att_d.formula += " + L·[r_q·n_i·d_i + h·d_i + 2·d_i + h·n_i] (DSA lightning indexer)";
+      att_d.formula += " + L_I·[r_q·n_i·d_i + h·d_i + 2·d_i + h·n_i] (DSA lightning indexer)";
+      att_d.inputs.push_back({"L_I", format_count(double(a.indexer_layer_count())),
+                              a.indexer_layer_count() < a.attention_layer_count()
+                                  ? "layers with an indexer of their own (the others share the last one's top-k)"
+                                  : "layers with an indexer (every attention layer)",
+                              cfg});
       att_d.inputs.push_back({"n_i", format_count(double(x.index_heads)), "index_n_heads", cfg});
       att_d.inputs.push_back({"d_i", format_count(double(x.index_head_dim)), "index_head_dim", cfg});
       att_d.notes.push_back("the indexer's wq_b (from the query latent), wk, k_norm (LayerNorm) and weights_proj "

@@ -144,7 +144,7 @@ void add_indexer(const wl::TransformerArch& a, OpGraph& g) {
 /// (q_b), or h·n_q·d_qk without a query rank; kv = h·(r_kv + d_rope) (kv_a_proj_with_mqa, replicated) + r_kv
 /// (kv_a_layernorm) + r_kv·n_q·(d_nope + d_v) (kv_b); o = n_q·d_v·h. The block is one fused linear to LoRA: in h,
 /// out the query heads and the cached latent with its rotary key.
-void add_attention(const wl::TransformerArch& a, bool local, OpGraph& g) {
+void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, OpGraph& g) {
   const int64_t h = a.hidden, nq = a.heads;
   Op attn;
   attn.kind = OpKind::attention;
@@ -198,8 +198,9 @@ void add_attention(const wl::TransformerArch& a, bool local, OpGraph& g) {
   const int64_t v_out = attn.d_v;
   if (a.dsa && a.mla) {
     // DeepSeek sparse attention runs MLA in its MQA mode (DeepSeek-V3.2-Exp report §2.1): every query head scores
-    // the cached latent and rotary key (r_kv + d_rope) and takes values of width r_kv, over its top-k keys.
-    add_indexer(a, g);
+    // the cached latent and rotary key (r_kv + d_rope) and takes values of width r_kv, over its top-k keys. A layer
+    // with a shared indexer (GLM-5.1) runs none: it reads the top-k the last indexer chose.
+    if (!shared_index) add_indexer(a, g);
     attn.d_qk = a.mla->kv_lora_rank + a.mla->qk_rope_head_dim;
     attn.d_v = a.mla->kv_lora_rank;
     attn.topk = a.dsa->topk;
@@ -340,7 +341,7 @@ OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   };
   const int64_t npl = a.norms_per_layer;
   if (npl > 0) norm(0);
-  if (kind.mixer == wl::Mixer::attention) add_attention(a, kind.local, g);
+  if (kind.mixer == wl::Mixer::attention) add_attention(a, kind.local, kind.shared_index, g);
   else if (kind.mixer == wl::Mixer::mamba2 && a.mamba) add_mamba2(a, g);
   else if (kind.mixer == wl::Mixer::gated_deltanet && a.gdn) add_gated_deltanet(a, g);
   // Single-block layers (Nemotron-H: one norm, then the mixer or the FFN) have one norm per layer.
@@ -361,7 +362,9 @@ const char* attention_span_name(const wl::TransformerArch& a, LayerKind kind) {
   if (kind.mixer == wl::Mixer::mamba2) return "Mamba-2 SSM";
   if (kind.mixer == wl::Mixer::gated_deltanet) return "gated DeltaNet (linear attention)";
   if (kind.mixer == wl::Mixer::none) return "no mixer";
-  if (a.dsa) return "MLA + DeepSeek sparse attention (indexer, top-k keys)";
+  if (a.dsa)
+    return kind.shared_index ? "MLA + DeepSeek sparse attention (top-k of the previous indexer)"
+                             : "MLA + DeepSeek sparse attention (indexer, top-k keys)";
   if (a.attention_output_gate && (!kind.local || a.local_span() <= 0)) return "gated full attention";
   if (!kind.local || a.local_span() <= 0) return "full attention";
   return a.local_is_chunked() ? "chunked attention" : "sliding-window attention";
@@ -410,6 +413,11 @@ std::string layer_kinds_text(const wl::TransformerArch& a) {
     out += (out.empty() ? "" : ", ") + std::to_string(n) + " × " + attention_span_name(a, k) + " + " + ffn_name(a, k);
   });
   return out;
+}
+bool names_layer_kinds(const wl::TransformerArch& a) {
+  int kinds = 0;
+  for_each_layer_kind(a, [&](LayerKind, std::int64_t) { ++kinds; });
+  return kinds > 1 || a.hybrid() || a.dsa.has_value();
 }
 }  // namespace detail
 

@@ -131,11 +131,16 @@ units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const w
                                         ActivationLayout layout) {
   const Ctx c = make_ctx(arch, plan, layout);
   if (arch.layers <= 0) return units::bytes(0);
-  const LayerSum dense = sum_terms(c, layer_terms(c, false));
-  const LayerSum moe = arch.moe ? sum_terms(c, layer_terms(c, true)) : dense;
+  const LayerSums sums = detail::layer_sums(c);
   const double n_moe = double(arch.moe_layer_count()), L = double(arch.layers);
-  const double mean = ((L - n_moe) * stored_per_token(c, dense) + n_moe * stored_per_token(c, moe)) / L;
-  return units::bytes(mean * c.tokens);
+  double total = (L - n_moe) * stored_per_token(c, sums.dense) + n_moe * stored_per_token(c, sums.moe);
+  if (sums.by_kind) {
+    total = 0.0;
+    for_each_layer_kind(arch, [&](LayerKind k, std::int64_t n) {
+      total += double(n) * stored_per_token(c, sums.kind[static_cast<std::size_t>(k.index())]);
+    });
+  }
+  return units::bytes(total / L * c.tokens);
 }
 
 namespace detail {
@@ -295,7 +300,7 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
     for (std::int64_t n = 0; n < chunks[j] && l < a.layers; ++n, ++l) {
       const bool moe = a.is_moe_layer(l);
       LayerParams lp = moe ? kinds.moe : kinds.dense;
-      if (a.hybrid()) {  // a layer kind of its own ({mixer} × {FFN}): its op graph's weights
+      if (layers_differ_beyond_ffn(a)) {  // a layer kind of its own ({mixer} × {FFN}, indexer): its graph's weights
         const OpGraph g = build_layer_graph(a, LayerKind::of(a, l));
         lp.expert = double(g.parameters(model::Part::routed_experts));
         lp.dense = double(g.parameters()) - lp.expert;
@@ -364,10 +369,19 @@ LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& para
   return {layer_params(a, params, false), layer_params(a, params, true)};
 }
 
+bool layers_differ_beyond_ffn(const wl::TransformerArch& a) {
+  return a.hybrid() || (a.dsa.has_value() && a.indexer_layer_count() < a.attention_layer_count());
+}
+
 LayerSums layer_sums(const Ctx& c) {
   LayerSums s;
   s.dense = sum_terms(c, layer_terms(c, false));
   s.moe = c.a.moe ? sum_terms(c, layer_terms(c, true)) : s.dense;
+  s.by_kind = layers_differ_beyond_ffn(c.a);
+  if (s.by_kind)
+    for_each_layer_kind(c.a, [&](LayerKind k, std::int64_t) {
+      s.kind[static_cast<std::size_t>(k.index())] = sum_terms(c, layer_terms(c, k));
+    });
   return s;
 }
 
@@ -582,19 +596,34 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
   } else {
     st.layer_factor = st.inflight_mb;
   }
-  // Layers of one kind keep the same bytes: Σ_stage layers stored = n_dense·stored_dense + n_moe·stored_moe.
+  // Layers of one kind keep the same bytes: Σ_stage layers stored = n_dense·stored_dense + n_moe·stored_moe, or
+  // Σ_kinds n_kind·stored_kind when the layers differ in their mixer (hybrids) or indexer (shared indexers).
   double per_mb = double(dense_layers) * stored_dense + double(shape.moe_layers) * stored_moe;
-  double ws = 0.0;
+  double ws = 0.0, all_max = 0.0, all_sum = 0.0;
   if (dense_layers > 0) ws = std::max(ws, ws_dense);
   if (shape.moe_layers > 0) ws = std::max(ws, ws_moe);
+  if (sums.by_kind) {
+    per_mb = ws = 0.0;
+    for (std::size_t k = 0; k < shape.kind_layers.size(); ++k) {
+      if (shape.kind_layers[k] <= 0) continue;
+      const LayerSum& ks = sums.kind[k];
+      per_mb += double(shape.kind_layers[k]) * stored_per_token(c, ks);
+      ws = std::max(ws, working_set_per_token(c, ks));
+      all_sum += double(shape.kind_layers[k]) * ks.all;
+      all_max = std::max(all_max, ks.all);
+    }
+  }
   if (plan.partial_recompute()) {
     // Partial full recompute (wl::RecomputeMethod, transformer_block.py _checkpointed_forward): one layer input per
     // checkpoint; the layers not recomputed (block) keep everything; a uniform group of g layers is rebuilt at once
     // for its backward (g − 1 more layers' activations in the working set than one layer at a time).
     const double kept = shape.layers > 0 ? double(shape.layers - shape.recomputed) / double(shape.layers) : 0.0;
-    per_mb = kept * (double(dense_layers) * sums.dense.all + double(shape.moe_layers) * sums.moe.all) +
-             double(shape.checkpoints) * detail::checkpoint_per_token(c);
-    const double all = std::max(dense_layers > 0 ? sums.dense.all : 0.0, shape.moe_layers > 0 ? sums.moe.all : 0.0);
+    const double stage_all = sums.by_kind ? all_sum
+                                          : double(dense_layers) * sums.dense.all + double(shape.moe_layers) * sums.moe.all;
+    per_mb = kept * stage_all + double(shape.checkpoints) * detail::checkpoint_per_token(c);
+    const double all = sums.by_kind ? all_max
+                                    : std::max(dense_layers > 0 ? sums.dense.all : 0.0,
+                                               shape.moe_layers > 0 ? sums.moe.all : 0.0);
     ws += double(shape.recompute_group - 1) * all;
   }
   if (plan.activation_offload_layers > 0 && shape.layers > 0) {

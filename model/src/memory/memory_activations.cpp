@@ -97,22 +97,77 @@ void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, cons
   }
 }
 
-/// Saved tensors of one layer, per token of one micro-batch, before the TP split.
-std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
+/// DeepSeek sparse attention's lightning indexer in training (DeepSeek-V3.2-Exp report, arXiv:2509.02556, §2.1: the
+/// indexer is trained with a KL loss against the main attention's distribution over the selected keys, its input
+/// detached from the main model's graph): the indexer's query n_i·d_i, key d_i and head weights n_i (fp32) for its
+/// backward, its scores over the k selected keys (fp32, the KL loss's input), and the k selected indices (int32) that
+/// the sparse attention's backward reads. A layer that shares another layer's top-k (GLM-5.1) keeps none of it: the
+/// indices are the same tensor as the indexer layer's.
+void indexer_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
+  if (shared_index || !c.a.dsa) return;
+  const auto& x = *c.a.dsa;
+  const double k = double(std::min<std::int64_t>(x.topk, std::max<std::int64_t>(1, std::int64_t(c.s))));
+  const Part A = Part::attention;
+  // Every TP rank runs the indexer whole (replicated weights, the whole sequence): nothing of it splits.
+  add(v, A, "indexer query (wq_b output)", "n_i·d_i", double(x.index_heads * x.index_head_dim), c.ab, Split::replicated);
+  add(v, A, "indexer key (wk output, after its LayerNorm)", "d_i", double(x.index_head_dim), c.ab, Split::replicated);
+  add(v, A, "indexer head weights (fp32)", "n_i", double(x.index_heads), kFp32Bytes, Split::replicated);
+  add(v, A, "indexer scores of the selected keys (fp32, KL-loss input)", "min(k, s)", k, kFp32Bytes,
+      Split::replicated, Role::score);
+  add(v, A, "selected key indices (int32, sparse attention backward)", "min(k, s)", k, kInt32Bytes, Split::replicated);
+}
+
+/// A Mamba-2 mixer's saved tensors, as mamba_ssm's fused path keeps them (mamba_split_conv1d_scan_combined, which
+/// Megatron-Core's MambaMixer and transformers' cuda-kernel path call): the in_proj input (wgrad), its output
+/// zxbcdt (the fused conv1d + SSD backward restarts from it), the scan output before the gated norm (d_inner), the
+/// norm's fp32 rstd per group, the out_proj input (d_inner), and dt / dA_cumsum in fp32 per head; the chunk states
+/// are recomputed in the backward.
+void mamba2_terms(const Ctx& c, std::vector<Term>& v) {
+  const auto& m = *c.a.mamba;
+  const double h = double(c.a.hidden), di = double(m.inner()), nh = double(m.heads);
+  const double proj = di + double(m.conv_channels()) + nh;
+  const Part S = Part::mixer;
+  if (c.wgrad_qkv) add(v, S, "in_proj input (norm output)", "h", h, c.gi, Split::sequence);
+  add(v, S, "in_proj output z·x·B·C·dt (fused conv1d + scan input)", "2·n_h·P + 2·n_g·N + n_h", proj, c.ab,
+      Split::tensor);
+  add(v, S, "SSD scan output (gated-norm input)", "n_h·P", di, c.ab, Split::tensor);
+  add(v, S, "dt and dA_cumsum (fp32)", "2·n_h", 2.0 * nh, kFp32Bytes, Split::tensor);
+  if (c.wgrad_o) add(v, S, "out_proj input (gated-norm output)", "n_h·P", di, c.gi, Split::tensor);
+}
+
+/// A gated DeltaNet mixer's saved tensors (transformers' Qwen3NextGatedDeltaNet with flash-linear-attention's
+/// causal_conv1d and chunk_gated_delta_rule): the in_proj input (wgrad), the conv1d input (q, k, v channels), the
+/// kernel's q and k (repeated to the n_v value heads) and v, its gate g (fp32 cumulative) and β, the chunk's
+/// triangular solve A (C per head and token), z and the core output for the gated RMSNorm, the out_proj input; the
+/// chunk states h are recomputed in the backward (chunk_gated_delta_rule_bwd).
+void gated_deltanet_terms(const Ctx& c, std::vector<Term>& v) {
+  const auto& m = *c.a.gdn;
+  const double h = double(c.a.hidden), nv = double(m.value_heads);
+  const double vw = double(m.value_width()), kw = nv * double(m.key_dim);
+  const double C = double(std::max<std::int64_t>(1, std::min<std::int64_t>(m.chunk, std::int64_t(c.s))));
+  const Part S = Part::mixer;
+  if (c.wgrad_qkv) add(v, S, "in_proj input (norm output)", "h", h, c.gi, Split::sequence);
+  add(v, S, "conv1d input (q, k, v channels)", "2·n_k·d_k + n_v·d_v", double(m.conv_channels()), c.ab, Split::tensor);
+  add(v, S, "q and k (repeated to the value heads)", "2·n_v·d_k", 2.0 * kw, c.ab, Split::tensor);
+  add(v, S, "v", "n_v·d_v", vw, c.ab, Split::tensor);
+  add(v, S, "gate g (fp32, cumulative over the chunk)", "n_v", nv, kFp32Bytes, Split::tensor);
+  add(v, S, "β", "n_v", nv, c.ab, Split::tensor);
+  add(v, S, "chunk triangular solve A", "n_v·C", nv * C, c.ab, Split::tensor);
+  add(v, S, "z and the core output (gated-norm inputs)", "2·n_v·d_v", 2.0 * vw, c.ab, Split::tensor);
+  if (c.wgrad_o) add(v, S, "out_proj input (gated-norm output)", "n_v·d_v", vw, c.gi, Split::tensor);
+}
+
+/// The attention block's saved tensors after its input norm (the QKV input, q/k norms, Q/K/V, the core, the output,
+/// the DSA indexer's when the layer runs one).
+void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
   const auto& a = c.a;
   const double h = static_cast<double>(a.hidden), nq = static_cast<double>(a.heads);
   const double nkv = static_cast<double>(a.kv_heads), d = static_cast<double>(a.head_dim);
-  std::vector<Term> v;
-  v.reserve(32);
   const Part A = Part::attention;
-
-  // ---- attention block ----
-  norm_terms(c, v, A, true, 1.0, "h");
   // Recompute modules (Megatron-Core --recompute-modules; DeepSeek-V3 §3.2.3, §3.3.2): a recomputed module's output
   // is not kept; the backward computes it again from the input, which is kept anyway.
   const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
   const bool rc_up = c.plan.recomputes(wl::recompute_mla_up_proj) && a.mla.has_value();
-  const bool rc_act = c.plan.recomputes(wl::recompute_moe_act) && !c.eager();
   if (c.wgrad_qkv && !rc_norm) add(v, A, "QKV projection input (norm output)", "h", h, c.gi, Split::sequence);
   if (a.qk_norm) {
     const double w = (nq + nkv) * d;
@@ -189,12 +244,16 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   } else {
     add(v, A, "attention output (O-projection input)", os, o_w, c.ab, Split::tensor);
   }
-  if (c.dropout) add(v, A, "dropout mask after the attention block", "h", h, kMaskBytes, Split::sequence);
-  if (a.norms_per_layer > 2) norm_terms(c, v, A, false, double(a.norms_per_layer - 2), "(n_norms−2)·h");
+  if (a.dsa) indexer_terms(c, v, shared_index);
+}
 
-  // ---- MLP block ----
+/// The FFN block's saved tensors after its norm: the dense MLP, or the router, routed and shared experts.
+void ffn_block_terms(const Ctx& c, std::vector<Term>& v, bool moe_layer) {
+  const auto& a = c.a;
+  const double h = static_cast<double>(a.hidden);
+  const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
+  const bool rc_act = c.plan.recomputes(wl::recompute_moe_act) && !c.eager();
   const Part M = Part::mlp;
-  norm_terms(c, v, M, false, 1.0, "h");
   if (c.wgrad_mlp && !rc_norm) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
   if (moe_layer && a.moe) {
     const auto& m = *a.moe;
@@ -216,8 +275,40 @@ std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   } else {
     ffn_terms(c, v, M, double(a.intermediate), "i", "2·i");
   }
-  if (c.dropout) add(v, M, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
+}
+
+/// Saved tensors of one layer of kind `kind`, per token of one micro-batch, before the TP split: the mixer block
+/// (norm, attention / Mamba-2 / gated DeltaNet, dropout mask, Gemma's post-norms) and the FFN block (norm, FFN,
+/// dropout mask); Nemotron-H's single-block layers have one of the two.
+std::vector<Term> layer_terms(const Ctx& c, LayerKind kind) {
+  const auto& a = c.a;
+  const double h = static_cast<double>(a.hidden);
+  std::vector<Term> v;
+  v.reserve(32);
+  const bool mixer = kind.mixer != wl::Mixer::none;
+  if (mixer) {
+    const Part A = kind.mixer == wl::Mixer::attention ? Part::attention : Part::mixer;
+    norm_terms(c, v, A, true, 1.0, "h");
+    if (kind.mixer == wl::Mixer::attention) attention_terms(c, v, kind.shared_index);
+    else if (kind.mixer == wl::Mixer::mamba2 && a.mamba) mamba2_terms(c, v);
+    else if (kind.mixer == wl::Mixer::gated_deltanet && a.gdn) gated_deltanet_terms(c, v);
+    const char* block = kind.mixer == wl::Mixer::attention ? "dropout mask after the attention block"
+                                                           : "dropout mask after the mixer block";
+    if (c.dropout) add(v, A, block, "h", h, kMaskBytes, Split::sequence);
+    if (kind.ffn && a.norms_per_layer > 2) norm_terms(c, v, A, false, double(a.norms_per_layer - 2), "(n_norms−2)·h");
+  }
+  if (kind.ffn) {
+    norm_terms(c, v, Part::mlp, !mixer, 1.0, "h");
+    ffn_block_terms(c, v, kind.moe && a.moe.has_value());
+    if (c.dropout) add(v, Part::mlp, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
+  }
   return v;
+}
+
+std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
+  LayerKind k;
+  k.moe = moe_layer && c.a.moe.has_value();
+  return layer_terms(c, k);
 }
 
 LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms) {
@@ -261,6 +352,7 @@ const char* part_name(Part p) {
     case Part::mlp: return "MLP";
     case Part::experts: return "routed experts";
     case Part::shared: return "shared experts";
+    case Part::mixer: return "sequence mixer";
   }
   return "";
 }
@@ -277,12 +369,21 @@ const char* layout_name(ActivationLayout l) {
 }
 
 Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id) {
-  const auto terms = layer_terms(c, moe_layer);
+  LayerKind k;
+  k.moe = moe_layer && c.a.moe.has_value();
+  Derivation d = layer_derivation(c, k, id);
+  d.title = moe_layer ? "Saved activations of one MoE layer, one micro-batch"
+                      : "Saved activations of one layer, one micro-batch";
+  return d;
+}
+
+Derivation layer_derivation(const Ctx& c, LayerKind kind, const std::string& id) {
+  const auto terms = layer_terms(c, kind);
   const LayerSum s = sum_terms(c, terms);
   Derivation d;
   d.id = id;
-  d.title = moe_layer ? "Saved activations of one MoE layer, one micro-batch"
-                      : "Saved activations of one layer, one micro-batch";
+  d.title = fmt::format("Saved activations of one {} + {} layer, one micro-batch", attention_span_name(c.a, kind),
+                        ffn_name(c.a, kind));
   d.formula =
       "Σ_terms width·bytes / split × (s/c)·b ; split = t for head/FFN-sharded tensors, t only with SP for "
       "h-wide ones";

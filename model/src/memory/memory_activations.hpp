@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpuplan/core/derivation.hpp"
+#include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
@@ -14,19 +15,21 @@
 namespace gpuplan::model::detail {
 
 inline constexpr double kFp32Bytes = 4.0;
+inline constexpr double kInt32Bytes = 4.0;
 /// Dropout masks are kept as one byte per element ([K22] §4.1: "a mask of size sbh", counted as sbh bytes).
 inline constexpr double kMaskBytes = 1.0;
 
 /// How a saved tensor splits over the tensor-parallel group ([K22] §4.2.1-4.2.2): h-wide tensors outside the TP regions
 /// (norm inputs, the inputs of the column-parallel GEMMs, dropout masks) are split only by sequence parallelism;
 /// head- and FFN-sharded tensors always split by t.
-enum class Split { sequence, tensor };
+/// `replicated`: a tensor every TP rank holds whole (the DSA indexer's, run on every rank).
+enum class Split { sequence, tensor, replicated };
 
 /// Role of a term under recomputation: `score` terms are the attention core that selective recomputation drops;
 /// `input` is the layer input itself (the tensor that full recomputation checkpoints).
 enum class Role { plain, score, input };
 
-enum class Part { attention, mlp, experts, shared };
+enum class Part { attention, mlp, experts, shared, mixer };
 
 struct Term {
   Part part;
@@ -60,7 +63,9 @@ struct Ctx {
   /// Eager PyTorch autograd (plain modules or HF): unfused ops keep their own inputs.
   bool eager() const { return layout == ActivationLayout::hf_eager || layout == ActivationLayout::torch_eager; }
   bool gemma_norm() const { return a.model_type.rfind("gemma", 0) == 0; }
-  double divisor(Split sp_class) const { return sp_class == Split::tensor || sp ? t : 1.0; }
+  double divisor(Split sp_class) const {
+    return sp_class == Split::replicated ? 1.0 : sp_class == Split::tensor || sp ? t : 1.0;
+  }
   double bytes_per_token(const Term& x) const { return x.elements * x.elem_bytes / divisor(x.split); }
 };
 
@@ -72,7 +77,9 @@ struct LayerSum {
 
 Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout);
 
-/// Saved tensors of one layer, per token of one micro-batch, before the TP split.
+/// Saved tensors of one layer, per token of one micro-batch, before the TP split: a layer of kind `kind`, or the
+/// model's attention + FFN layer (dense or MoE).
+std::vector<Term> layer_terms(const Ctx& c, LayerKind kind);
 std::vector<Term> layer_terms(const Ctx& c, bool moe_layer);
 
 LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms);
@@ -88,5 +95,7 @@ double stored_per_token(const Ctx& c, const LayerSum& s);
 double working_set_per_token(const Ctx& c, const LayerSum& s);
 
 Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id);
+/// The same for one layer of kind `kind`, titled with the kind's mixer and FFN names.
+Derivation layer_derivation(const Ctx& c, LayerKind kind, const std::string& id);
 
 }  // namespace gpuplan::model::detail

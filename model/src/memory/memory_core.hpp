@@ -78,10 +78,17 @@ struct LayerKinds {
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params);
 
 /// Saved activations per token of a dense and of an MoE layer. Depends on (tp, sp) and the fixed plan fields.
+/// For models whose layers differ in more than dense/MoE (hybrids' mixers and mixer-only / FFN-only layers, GLM-5.1's
+/// shared indexers) `by_kind` is set and `kind[LayerKind::index()]` holds each present kind's sum (StageShape::kind_layers
+/// counts them per stage).
 struct LayerSums {
   LayerSum dense, moe;
+  bool by_kind = false;
+  std::array<LayerSum, LayerKind::kCount> kind{};
 };
 LayerSums layer_sums(const Ctx& c);
+/// Whether a's layers differ in more than their FFN (LayerSums::by_kind).
+bool layers_differ_beyond_ffn(const wl::TransformerArch& a);
 
 /// One stage's memory (bytes); the fields training_memory reports and explains.
 struct StageMemory {

@@ -338,9 +338,18 @@ Derivation explain_activations(const Explained& e, ActivationLayout layout) {
     act.notes.push_back(
         "MoE: balanced routing assumed (each GPU receives k copies of its tokens); expert tensor "
         "parallelism = t (the Megatron-Core default), so expert intermediates split by t");
-  if (a.layers > a.moe_layer_count()) act.children.push_back(layer_derivation(c, false, "memory.activations.layer"));
-  if (a.moe && a.moe_layer_count() > 0)
-    act.children.push_back(layer_derivation(c, true, "memory.activations.moe_layer"));
+  if (detail::layers_differ_beyond_ffn(a)) {
+    // Hybrids and shared-indexer models: one derivation per layer kind, named by its mixer and FFN.
+    for_each_layer_kind(a, [&](LayerKind k, std::int64_t n) {
+      Derivation ld = layer_derivation(c, k, fmt::format("memory.activations.kind{}", k.index()));
+      ld.title += fmt::format(" ({} such layers)", n);
+      act.children.push_back(std::move(ld));
+    });
+  } else {
+    if (a.layers > a.moe_layer_count()) act.children.push_back(layer_derivation(c, false, "memory.activations.layer"));
+    if (a.moe && a.moe_layer_count() > 0)
+      act.children.push_back(layer_derivation(c, true, "memory.activations.moe_layer"));
+  }
   return act;
 }
 

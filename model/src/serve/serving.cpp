@@ -696,7 +696,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
                      format(fc.kv_bytes), format(fc.flops))},
         {}};
     if (plan.tp > 1) fc.derivation.notes.push_back("TP: 2 all-reduces per layer over " + tp_g.scale_up.name);
-    if (a.hybrid() || a.dsa)
+    if (detail::names_layer_kinds(a))
       fc.derivation.notes.push_back(fmt::format(
           "layer kinds (each priced from its own op graph): {}{}{}", detail::layer_kinds_text(a),
           a.recurrent_layer_count() > 0 ? "; the recurrent layers' decode reads and writes their state, not a KV cache"

@@ -102,6 +102,12 @@ LayerParams layer_params(const Ctx& c, bool moe_layer) {
   return lp;
 }
 
+/// Whether the layers' weights differ in more than their FFN (a hybrid's mixers, GLM-5.2's shared indexers): then
+/// each layer is weighed by its own kind's op graph.
+bool per_kind(const wl::TransformerArch& a) {
+  return a.hybrid() || (a.dsa.has_value() && a.indexer_layer_count() < a.attention_layer_count());
+}
+
 /// Weights on one GPU of `st` at TP t with `heads_gpu` KV heads per rank.
 Bytes stage_weights(const Ctx& c, const StageLayers& st, int tp, int pp, double heads_gpu) {
   const double t = double(std::max(1, tp));
@@ -113,7 +119,7 @@ Bytes stage_weights(const Ctx& c, const StageLayers& st, int tp, int pp, double 
     return (lp.sharded / t + lp.kv_proj * kv_share + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes;
   };
   double b = 0.0;
-  if (c.a.hybrid()) {
+  if (per_kind(c.a)) {
     for (std::int64_t l = st.first; l < st.first + st.count; ++l)
       b += layer_bytes(c.kinds[static_cast<std::size_t>(LayerKind::of(c.a, l).index())]);
   } else {
@@ -138,7 +144,7 @@ Bytes total_weights(const Ctx& c) {
   const double L = double(c.a.layers), n_moe = double(c.a.moe_layer_count());
   auto q = [&](const LayerParams& lp) { return (lp.sharded + lp.kv_proj + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes; };
   double b = (L - n_moe) * q(c.dense) + n_moe * q(c.moe);
-  if (c.a.hybrid()) {
+  if (per_kind(c.a)) {
     b = 0.0;
     for (std::int64_t l = 0; l < c.a.layers; ++l) b += q(c.kinds[static_cast<std::size_t>(LayerKind::of(c.a, l).index())]);
   }
@@ -426,7 +432,7 @@ Ctx serving_ctx(const wl::TransformerArch& a, const ParameterCounts& params, con
   c.norms_per_layer = a.layers > 0 ? std::max(0.0, double(params.norms) - c.final_norm) / double(a.layers) : 0.0;
   c.dense = layer_params(c, false);
   c.moe = layer_params(c, true);
-  if (a.hybrid())
+  if (per_kind(a))
     for_each_layer_kind(a, [&](LayerKind k, std::int64_t) { c.kinds[static_cast<std::size_t>(k.index())] = graph_layer_params(a, k); });
   if (plan.overheads.activations) c.activations = *plan.overheads.activations;
   else if (plan.overheads.estimate_activations)

@@ -167,7 +167,7 @@ Derivation explain_compute(const StepInputs& x) {
                   format(mb_compute),
                   {},
                   {}};
-  if (a.hybrid() || a.dsa)
+  if (detail::names_layer_kinds(a))
     comp.notes.push_back("layer kinds (each priced from its own op graph): " + detail::layer_kinds_text(a));
   Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its gradient-buffer "
                      "traffic, (2·b_g − 2)·weights / (BW·η_hbm), measured not to hide under the GEMM", {}, "", {}, {}};

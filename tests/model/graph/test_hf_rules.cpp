@@ -126,9 +126,10 @@ TEST_CASE("refused keys: the layer kind that is not modelled, with the value, an
                       "(model_type deepseek_v32 or glm_moe_dsa) and does not know what it means for model_type "
                       "'llama'; gpuplan refuses the config rather than import a wrong model"));
     CHECK(contains(e, "/index_n_heads: error: 64: "));
-    // The indexer variants stay refused everywhere.
+    // GLM-5.x's shared-indexer schedule is read for glm_moe_dsa only.
     CHECK(contains(errors(kLlama + R"(,"index_topk_freq":4})"),
-                   "'index_topk_freq' = 4: indexers shared across layers or run every n-th layer"));
+                   "/index_topk_freq: error: 4: gpuplan reads it as GLM-5.x's shared-indexer or MLP layer schedule "
+                   "(model_type glm_moe_dsa) and does not know what it means for model_type 'llama'"));
   }
   SUBCASE("gated DeltaNet: linear_attention or linear_* keys outside Qwen3-Next") {
     CHECK(contains(errors(kLlama + R"(,"sliding_window":8,"layer_types":["linear_attention","full_attention"]})"),

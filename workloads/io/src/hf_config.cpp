@@ -142,6 +142,7 @@ const FieldTable& hf_config_fields() {
       dim("qk_nope_head_dim", 1e5, "MLA per-head non-rotary q/k dim", true),
       zdim("qk_rope_head_dim", 1e5, "MLA per-head rotary q/k dim"),
       dim("v_head_dim", 1e5, "MLA per-head value dim", true),
+      dim("qk_head_dim", 1e5, "MLA: q/k head dim, qk_nope_head_dim + qk_rope_head_dim (checked against them)", true),
       // attention span
       dim("sliding_window", 1e9, "sliding-window length in tokens (null: none)", true),
       flag("use_sliding_window", "Qwen2: sliding window enabled"),
@@ -184,6 +185,12 @@ const FieldTable& hf_config_fields() {
       dim("index_n_heads", 1e4, "DeepSeek sparse attention: indexer heads n_i", true),
       dim("index_head_dim", 1e5, "DeepSeek sparse attention: indexer head dim d_i", true),
       dim("index_topk", 1e9, "DeepSeek sparse attention: keys the main attention reads per query", true),
+      anyf("indexer_types", "GLM-5.x: per layer 'full' (its own indexer) or 'shared' (the last indexer's top-k)"),
+      anyf("index_topk_pattern", "GLM-5.x: without indexer_types, 'F'/'S' per layer (full / shared indexer)"),
+      dim("index_topk_freq", 1e4, "GLM-5.x: without indexer_types, every n-th layer after the offset runs an "
+                                  "indexer", true),
+      zdim("index_skip_topk_offset", 1e4, "GLM-5.x: layers before this all run an indexer (with index_topk_freq)"),
+      anyf("mlp_layer_types", "GLM-5.x: per layer 'dense' or 'sparse' (MoE) FFN"),
   };
   return t;
 }
@@ -723,10 +730,18 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
     m.v_head_dim = r.integer("v_head_dim").value_or(0);
     a.mla = m;
     a.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    // transformers' DeepseekV32Config / GlmMoeDsaConfig store qk_head_dim = qk_nope_head_dim + qk_rope_head_dim.
+    if (auto qk = r.integer("qk_head_dim"); qk && *qk != a.head_dim)
+      r.error("qk_head_dim", fmt::format("{} differs from qk_nope_head_dim + qk_rope_head_dim = {}", *qk, a.head_dim));
     a.kv_heads = a.heads;  // MLA decompresses K and V per query head
   }
 
+  if (const Json* qk = r.raw("qk_head_dim"); qk && !qk->is_null() && !a.mla)
+    r.error("qk_head_dim", fmt::format("{}: gpuplan reads it as the MLA query/key head dim and the config has no "
+                                       "multi-head latent attention; gpuplan refuses the config rather than import "
+                                       "a wrong model", json_io::describe_value(*qk)));
   if (detail::reads_sparse_attention(model_type)) detail::read_sparse_attention(r, a, assume);
+  if (model_type == "glm_moe_dsa") detail::read_mlp_layer_types(r, a, assume);
 
   // ---- Nemotron-H: the layer pattern ----
   // transformers' NemotronHConfig (configuration_nemotron_h.py, _pattern_to_list): hybrid_override_pattern has one
@@ -834,6 +849,10 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
         if (s == "sliding_attention") a.attention[i] = wl::AttentionSpan::sliding;
         else if (s == "full_attention") a.attention[i] = wl::AttentionSpan::full;
         else if (s == "chunked_attention" && llama4) a.attention[i] = wl::AttentionSpan::chunked;
+        // transformers' DeepseekV32Config / GlmMoeDsaConfig: every layer's mask is the causal one the indexer's
+        // top-k then narrows (the sparse attention, read from the index_* keys).
+        else if (s == "deepseek_sparse_attention" && detail::reads_sparse_attention(model_type))
+          a.attention[i] = wl::AttentionSpan::full;
         else if (s == "linear_attention")
           diags.error(file, r.pointer("layer_types") + "/" + std::to_string(i),
                       fmt::format("'linear_attention': gated DeltaNet linear-attention layers are read for model_type "

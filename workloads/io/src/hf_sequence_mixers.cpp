@@ -34,6 +34,9 @@ void refuse_foreign_mixer_keys(const ObjectReader& r, const std::string& model_t
   if (!reads_sparse_attention(model_type))
     refuse({"index_topk", "index_n_heads", "index_head_dim"},
            "DeepSeek sparse attention's (model_type deepseek_v32 or glm_moe_dsa)");
+  if (model_type != "glm_moe_dsa")
+    refuse({"indexer_types", "index_topk_freq", "index_skip_topk_offset", "index_topk_pattern", "mlp_layer_types"},
+           "GLM-5.x's shared-indexer or MLP layer schedule (model_type glm_moe_dsa)");
 }
 
 void read_gated_deltanet(const ObjectReader& r, wl::TransformerArch& a, const std::function<void(std::string)>& assume) {
@@ -98,6 +101,74 @@ void read_gated_deltanet(const ObjectReader& r, wl::TransformerArch& a, const st
   assume("the full-attention layers' q_proj carries the output gate (h x 2·n_q·d; transformers' Qwen3NextAttention)");
 }
 
+namespace {
+
+/// GLM-5.x (model_type glm_moe_dsa): which layers run an indexer. transformers' GlmMoeDsaConfig.__post_init__
+/// (modular_glm_moe_dsa.py): indexer_types per layer ("full" runs the indexer, "shared" reuses the previous full
+/// layer's top-k; GlmMoeDsaAttention builds no GlmMoeDsaIndexer there, so the layer has no indexer weights and caches
+/// no indexer keys); absent, index_topk_pattern ("F"/"S" per layer, or a list), else layer i is full when
+/// max(i − index_skip_topk_offset + 1, 0) mod index_topk_freq = 0 (defaults: freq 1, offset 2: every layer full).
+/// Returns the assumption to list ("" when every layer has its own indexer by default).
+std::string read_indexer_sharing(const ObjectReader& r, std::int64_t layers, std::vector<bool>& shared) {
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(layers, 0));
+  shared.assign(n, false);
+  auto read_list = [&](const char* key, const Json& list, auto&& parse) {
+    if (list.size() != n) {
+      r.error(key, fmt::format("has {} entries for {} layers", list.size(), layers));
+      return;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const Json& e = list[i];
+      const std::string v = e.is_string() ? e.get<std::string>() : "";
+      const int kind = parse(v);  // 0 full, 1 shared, -1 neither
+      if (kind < 0)
+        r.error(key, fmt::format("entry {} is {}: expected 'full' or 'shared'", i, json_io::describe_value(e)));
+      else
+        shared[i] = kind == 1;
+    }
+  };
+  std::string how;
+  const Json* types = r.raw("indexer_types");
+  const Json* pattern = r.raw("index_topk_pattern");
+  if (types != nullptr && types->is_array()) {
+    read_list("indexer_types", *types, [](const std::string& v) { return v == "full" ? 0 : v == "shared" ? 1 : -1; });
+    how = "indexer_types";
+  } else if (pattern != nullptr && pattern->is_string()) {
+    const std::string p = pattern->get<std::string>();
+    if (p.size() != n) r.error("index_topk_pattern", fmt::format("has {} characters for {} layers", p.size(), layers));
+    for (std::size_t i = 0; i < n && i < p.size(); ++i) {
+      if (p[i] != 'F' && p[i] != 'S')
+        r.error("index_topk_pattern", fmt::format("character {} is '{}': expected 'F' (full) or 'S' (shared)", i, p[i]));
+      shared[i] = p[i] == 'S';
+    }
+    how = "index_topk_pattern";
+  } else if (pattern != nullptr && pattern->is_array()) {
+    read_list("index_topk_pattern", *pattern,
+              [](const std::string& v) { return v == "full" ? 0 : v == "shared" ? 1 : -1; });
+    how = "index_topk_pattern";
+  } else {
+    if (pattern != nullptr && !pattern->is_null())
+      r.error("index_topk_pattern", fmt::format("{}: expected a string of 'F'/'S' or a list", json_io::describe_value(*pattern)));
+    const std::int64_t freq = std::max<std::int64_t>(r.integer("index_topk_freq").value_or(1), 1);
+    const std::int64_t offset = r.integer("index_skip_topk_offset").value_or(2);
+    for (std::size_t i = 0; i < n; ++i)
+      shared[i] = std::max<std::int64_t>(static_cast<std::int64_t>(i) - offset + 1, 0) % freq != 0;
+    if (freq == 1) return "";
+    how = fmt::format("index_topk_freq = {}, index_skip_topk_offset = {}{}", freq, offset,
+                      r.has("index_skip_topk_offset") ? "" : " (transformers' default)");
+  }
+  if (!shared.empty() && shared[0])
+    r.error(how == "indexer_types" ? "indexer_types" : "index_topk_pattern",
+            "layer 0 is 'shared': there is no earlier indexer whose top-k it could read");
+  const auto shared_layers = std::count(shared.begin(), shared.end(), true);
+  return fmt::format("{}: {} of {} layers run their own indexer; the other {} read the top-k keys of the last layer "
+                     "that did and have no indexer weights or indexer key cache (transformers' GlmMoeDsaAttention: "
+                     "indexer_types 'shared')",
+                     how, layers - shared_layers, layers, shared_layers);
+}
+
+}  // namespace
+
 void read_sparse_attention(const ObjectReader& r, wl::TransformerArch& a,
                            const std::function<void(std::string)>& assume) {
   if (!a.mla) {
@@ -114,6 +185,8 @@ void read_sparse_attention(const ObjectReader& r, wl::TransformerArch& a,
   x.index_heads = need("index_n_heads");
   x.index_head_dim = need("index_head_dim");
   x.topk = need("index_topk");
+  std::string sharing;
+  if (a.model_type == "glm_moe_dsa") sharing = read_indexer_sharing(r, a.layers, x.shared);
   a.dsa = x;
   assume(fmt::format("DeepSeek sparse attention on every layer: a lightning indexer of {} heads × {} scores every "
                      "past token in FP8 and the MLA attention (MQA mode: the latent and rotary key, {} + {}) reads the "
@@ -121,6 +194,39 @@ void read_sparse_attention(const ObjectReader& r, wl::TransformerArch& a,
                      "layer: FP8 + fp32 scale)",
                      x.index_heads, x.index_head_dim, a.mla->kv_lora_rank, a.mla->qk_rope_head_dim, x.topk,
                      x.key_cache_bytes()));
+  if (!sharing.empty()) assume(sharing);
+}
+
+void read_mlp_layer_types(const ObjectReader& r, wl::TransformerArch& a,
+                          const std::function<void(std::string)>& assume) {
+  // transformers' GlmMoeDsaConfig: mlp_layer_types per layer, "dense" (GlmMoeDsaMLP of intermediate_size) or "sparse"
+  // (the MoE block); absent, 3 dense then sparse, which first_k_dense_replace = 3 already says.
+  const Json* types = r.raw("mlp_layer_types");
+  if (types == nullptr || types->is_null()) return;
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0));
+  if (!types->is_array() || types->size() != n) {
+    r.error("mlp_layer_types", fmt::format("{}: expected a list of {} entries ('dense' or 'sparse')",
+                                           json_io::describe_value(*types), a.layers));
+    return;
+  }
+  std::vector<bool> moe(n, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Json& e = (*types)[i];
+    const std::string v = e.is_string() ? e.get<std::string>() : "";
+    if (v != "dense" && v != "sparse")
+      r.error("mlp_layer_types", fmt::format("entry {} is {}: expected 'dense' or 'sparse'", i,
+                                             json_io::describe_value(e)));
+    moe[i] = v == "sparse";
+  }
+  const auto sparse = std::count(moe.begin(), moe.end(), true);
+  if (sparse > 0 && !a.moe) {
+    r.error("mlp_layer_types", fmt::format("{} layers are 'sparse' but the config describes no experts", sparse));
+    return;
+  }
+  if (a.moe && a.moe_layer != moe)
+    assume(fmt::format("mlp_layer_types ({} MoE layers) differs from first_k_dense_replace / moe_layer_freq; "
+                       "mlp_layer_types is read (transformers' GlmMoeDsaConfig)", sparse));
+  if (a.moe) a.moe_layer = moe;
 }
 
 }  // namespace gpuplan::wl_io::detail

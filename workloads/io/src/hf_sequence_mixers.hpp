@@ -19,8 +19,13 @@ void refuse_foreign_mixer_keys(const json_io::ObjectReader& r, const std::string
 /// gated attention's output gate and q/k norms.
 void read_gated_deltanet(const json_io::ObjectReader& r, wl::TransformerArch& a,
                          const std::function<void(std::string)>& assume);
-/// DeepSeek-V3.2 / GLM-5: the lightning indexer's heads, head dim and top-k (a.mla must be read first).
+/// DeepSeek-V3.2 / GLM-5: the lightning indexer's heads, head dim and top-k (a.mla must be read first), and for
+/// GLM-5.x which layers share another layer's indexer (indexer_types / index_topk_pattern / index_topk_freq).
 void read_sparse_attention(const json_io::ObjectReader& r, wl::TransformerArch& a,
                            const std::function<void(std::string)>& assume);
+
+/// GLM-5.x: mlp_layer_types ('dense' / 'sparse' per layer) decides which layers are MoE (a.moe read first).
+void read_mlp_layer_types(const json_io::ObjectReader& r, wl::TransformerArch& a,
+                          const std::function<void(std::string)>& assume);
 
 }  // namespace gpuplan::wl_io::detail

@@ -99,18 +99,23 @@ struct LayerKind {
   bool local = false;  ///< the attention is local (when the mixer is attention)
   wl::Mixer mixer = wl::Mixer::attention;
   bool ffn = true;
+  /// DeepSeek sparse attention without an indexer of its own: the layer reads the top-k of the last layer that ran
+  /// one (TransformerArch::has_indexer; GLM-5.1's shared indexer layers).
+  bool shared_index = false;
   /// A dense index of the kind, 0..kCount-1; the four attention + FFN kinds come first, in the order
-  /// (dense, global), (dense, local), (MoE, global), (MoE, local).
-  static constexpr int kCount = 32;
+  /// (dense, global), (dense, local), (MoE, global), (MoE, local); the shared-indexer kinds last.
+  static constexpr int kCount = 64;
   [[nodiscard]] int index() const {
-    return ((static_cast<int>(mixer) * 2 + (ffn ? 0 : 1)) * 2 + (moe ? 1 : 0)) * 2 + (local ? 1 : 0);
+    return (((static_cast<int>(mixer) * 2 + (ffn ? 0 : 1)) * 2 + (moe ? 1 : 0)) * 2 + (local ? 1 : 0)) +
+           (shared_index ? 32 : 0);
   }
   [[nodiscard]] static LayerKind from_index(int i) {
     LayerKind k;
     k.local = (i & 1) != 0;
     k.moe = (i & 2) != 0;
     k.ffn = (i & 4) == 0;
-    k.mixer = static_cast<wl::Mixer>(i >> 3);
+    k.mixer = static_cast<wl::Mixer>((i & 31) >> 3);
+    k.shared_index = (i & 32) != 0;
     return k;
   }
   /// Layer l's kind in model a (flags that do not apply are cleared, so equal layers have equal kinds).
@@ -120,6 +125,7 @@ struct LayerKind {
     k.ffn = a.has_ffn(l);
     k.moe = k.ffn && a.is_moe_layer(l);
     k.local = k.mixer == wl::Mixer::attention && a.is_local_layer(l);
+    k.shared_index = k.mixer == wl::Mixer::attention && a.dsa.has_value() && !a.has_indexer(l);
     return k;
   }
 };

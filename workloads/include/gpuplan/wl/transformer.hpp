@@ -54,6 +54,10 @@ struct SparseAttentionSpec {
   std::int64_t index_heads = 0;     ///< index_n_heads
   std::int64_t index_head_dim = 0;  ///< index_head_dim
   std::int64_t topk = 0;            ///< index_topk
+  /// Per layer: true where the layer runs no indexer of its own and its attention reads the top-k keys the last
+  /// layer with an indexer selected (GLM-5.1's IndexShare: transformers' GlmMoeDsaConfig.indexer_types "shared",
+  /// GlmMoeDsaAttention builds no GlmMoeDsaIndexer there); empty: every attention layer has its own.
+  std::vector<bool> shared;
   /// Bytes per token and layer of the indexer's key cache: index_head_dim FP8 values + one float32 scale per 128
   /// (vLLM DeepseekV32IndexerCache: head_dim + head_dim // 128 · 4; the reference inference code's k_cache +
   /// k_scale_cache), whatever the KV dtype.
@@ -161,7 +165,7 @@ struct TransformerArch {
   std::vector<AttentionSpan> attention;   ///< per layer (size == layers)
   std::optional<Mamba2Spec> mamba;        ///< the Mamba-2 mixer of the mamba2 layers
   std::optional<GatedDeltaNetSpec> gdn;   ///< the gated DeltaNet mixer of the gated_deltanet layers
-  std::optional<SparseAttentionSpec> dsa; ///< DeepSeek sparse attention on every attention layer
+  std::optional<SparseAttentionSpec> dsa; ///< DeepSeek sparse attention on every attention layer (indexers: has_indexer)
   std::vector<Mixer> mixers;              ///< per layer (empty: attention on every layer)
   std::vector<bool> ffn_absent;           ///< per layer: true when the layer has no FFN (empty: every layer has one)
   std::int64_t sliding_window = 0;        ///< tokens, for sliding layers
@@ -190,6 +194,13 @@ struct TransformerArch {
   [[nodiscard]] std::int64_t gdn_layer_count() const;
   /// Layers that keep a recurrent state per sequence instead of a KV cache (Mamba-2 and gated DeltaNet).
   [[nodiscard]] std::int64_t recurrent_layer_count() const { return mamba_layer_count() + gdn_layer_count(); }
+  /// Whether attention layer i runs its own DeepSeek sparse attention indexer (and caches its keys).
+  [[nodiscard]] bool has_indexer(std::int64_t i) const {
+    return dsa.has_value() && is_attention_layer(i) &&
+           !(i >= 0 && static_cast<std::size_t>(i) < dsa->shared.size() && dsa->shared[static_cast<std::size_t>(i)]);
+  }
+  /// Layers with an indexer of their own (0 without DeepSeek sparse attention).
+  [[nodiscard]] std::int64_t indexer_layer_count() const;
   [[nodiscard]] bool is_recurrent_layer(std::int64_t i) const {
     return mixer(i) == Mixer::mamba2 || mixer(i) == Mixer::gated_deltanet;
   }
