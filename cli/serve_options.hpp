@@ -8,8 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common.hpp"
-#include "resolve.hpp"
-#include "serving_flags.hpp"
+#include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/serving_flags.hpp"
 
 namespace gpuplan::cli {
 

@@ -9,7 +9,7 @@
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/model/simulate.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
 

@@ -30,7 +30,7 @@
 #include "job_controller.hpp"
 #include "markdown_report.hpp"
 #include "pipeline_page.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "scenario_panel.hpp"
 #include "stack_page.hpp"
 #include "serving_charts.hpp"

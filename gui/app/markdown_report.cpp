@@ -5,7 +5,7 @@
 #include "common.hpp"
 #include "compare_model.hpp"
 #include "gpuplan/core/format.hpp"
-#include "render_reports.hpp"
+#include "gpuplan/app/report_sections.hpp"
 
 namespace gpuplan::gui {
 namespace u = gpuplan::units;

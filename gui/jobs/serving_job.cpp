@@ -9,7 +9,7 @@
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_memory.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::gui {
 

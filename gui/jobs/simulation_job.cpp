@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/model/sim_kv.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::gui {
 namespace {

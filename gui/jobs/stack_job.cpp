@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "training_job.hpp"
 
 namespace gpuplan::gui {

@@ -9,7 +9,7 @@
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/roofline.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
-#include "resolve.hpp"  // the CLI's resolution: one place for "scenario -> model, plan, hardware"
+#include "gpuplan/app/resolve.hpp"  // the CLI's resolution: one place for "scenario -> model, plan, hardware"
 
 namespace gpuplan::gui {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "app_data.hpp"
 #include "collectives_job.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"

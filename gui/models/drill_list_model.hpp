@@ -6,7 +6,7 @@
 
 #include <QAbstractTableModel>
 
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
 namespace gpuplan::gui {
 

@@ -9,7 +9,7 @@
 #include <QWidget>
 
 #include "app_data.hpp"
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
 class QComboBox;
 class QLabel;

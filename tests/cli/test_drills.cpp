@@ -7,8 +7,8 @@
 #include <set>
 
 #include "../cli/cli_runner.hpp"
-#include "answer_check.hpp"
-#include "drills.hpp"
+#include "gpuplan/app/answer_check.hpp"
+#include "gpuplan/app/drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 
 using namespace gpuplan;

@@ -31,7 +31,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::fuzz {
 namespace {

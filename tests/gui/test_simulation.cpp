@@ -18,7 +18,7 @@
 #include "gpuplan/model/simulate.hpp"
 #include "job_controller.hpp"
 #include "main_window.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "serving_page.hpp"
 #include "sim_stats_model.hpp"
 #include "simulation_charts.hpp"

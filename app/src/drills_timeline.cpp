@@ -1,4 +1,4 @@
-#include "drills_timeline.hpp"
+#include "gpuplan/app/drills_timeline.hpp"
 
 #include <fmt/format.h>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "answer_check.hpp"
+#include "gpuplan/app/answer_check.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"

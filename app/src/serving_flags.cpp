@@ -1,4 +1,4 @@
-#include "serving_flags.hpp"
+#include "gpuplan/app/serving_flags.hpp"
 
 #include "common.hpp"
 

@@ -7,7 +7,7 @@
 #include "gpuplan/model/accuracy_band.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
 

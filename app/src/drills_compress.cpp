@@ -1,4 +1,4 @@
-#include "drills_compress.hpp"
+#include "gpuplan/app/drills_compress.hpp"
 
 #include <fmt/format.h>
 

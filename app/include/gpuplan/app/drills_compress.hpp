@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
 namespace gpuplan::cli {
 

@@ -1,8 +1,8 @@
-#include "drills.hpp"
-#include "drills_course.hpp"
-#include "drills_compress.hpp"
-#include "drills_realtime.hpp"
-#include "drills_timeline.hpp"
+#include "gpuplan/app/drills.hpp"
+#include "gpuplan/app/drills_course.hpp"
+#include "gpuplan/app/drills_compress.hpp"
+#include "gpuplan/app/drills_realtime.hpp"
+#include "gpuplan/app/drills_timeline.hpp"
 
 #include <algorithm>
 #include <cmath>

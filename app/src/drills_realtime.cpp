@@ -1,4 +1,4 @@
-#include "drills_realtime.hpp"
+#include "gpuplan/app/drills_realtime.hpp"
 
 #include "gpuplan/model/realtime.hpp"
 

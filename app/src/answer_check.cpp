@@ -1,4 +1,4 @@
-#include "answer_check.hpp"
+#include "gpuplan/app/answer_check.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "drills_course.hpp"
+#include "gpuplan/app/drills_course.hpp"
 
 #include <fmt/format.h>
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "drills.hpp"
-#include "drills_realtime.hpp"
+#include "gpuplan/app/drills.hpp"
+#include "gpuplan/app/drills_realtime.hpp"
 
 namespace gpuplan::cli {
 

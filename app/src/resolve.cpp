@@ -1,4 +1,4 @@
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "gpuplan/calibrate/calibration.hpp"
 #include "common.hpp"
-#include "serving_flags.hpp"
+#include "gpuplan/app/serving_flags.hpp"
 
 namespace gpuplan::cli {
 
