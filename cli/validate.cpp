@@ -17,6 +17,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
+#include "common.hpp"  // the application layer's names (resolution, drills, tables) unqualified
 #include "gpuplan/app/drills.hpp"
 #include "gpuplan/app/resolve.hpp"
 

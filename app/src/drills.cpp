@@ -24,7 +24,7 @@
 
 #include "drill_field_specs.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 namespace u = units;
@@ -561,4 +561,4 @@ Result<DrillAnswer> answer_drill(const DrillSet& set, const Drill& d, const Dril
   return r;
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

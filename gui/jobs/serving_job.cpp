@@ -19,7 +19,7 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   out.prompt_tokens = req.prompt_tokens;
   out.output_tokens = req.output_tokens;
   out.batch = req.batch;
-  // The same resolution as `gpuplan serve` (cli::resolve_serving): model, hardware, calibration, memory plan,
+  // The same resolution as `gpuplan serve` (app::resolve_serving): model, hardware, calibration, memory plan,
   // precision and per-kernel overheads.
   wl_io::ServingScenario sc;
   sc.model = req.model;
@@ -44,7 +44,7 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
     return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model")
            : k == "rate" ? std::string("Rate") : k == "ttft_ms" ? std::string("SLA TTFT") : k == "itl_ms" ? std::string("SLA ITL") : k;
   };
-  auto r = cli::resolve_serving(sc, data.data_dir, !req.calibration, data.db, data.library, where, out.diags);
+  auto r = app::resolve_serving(sc, data.data_dir, !req.calibration, data.db, data.library, where, out.diags);
   if (!r) return out;
   const auto& arch = r->arch;
   const auto& sys = r->sys;
@@ -115,7 +115,7 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
 
   // The capacity planner, as `gpuplan serve --rate R` without --tp: the planner chooses TP and the batch.
   if (req.capacity && r->rate) {
-    cli::ResolvedServing rs = *r;
+    app::ResolvedServing rs = *r;
     rs.tp_given = false;
     out.rate = *rs.rate;
     auto point = [&](const model::ServingPlanResult& pr, double rate) {
@@ -137,7 +137,7 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
     };
     // Rates from 1/64 to 64 × the operating rate (factors of 2) and the operating rate itself.
     for (int k = -6; k <= 6; ++k) {
-      cli::ResolvedServing at = rs;
+      app::ResolvedServing at = rs;
       at.rate = out.rate * std::pow(2.0, k);
       const auto pr = model::plan_serving(arch, params, at.perf, at.traffic(), at.sla, at.sys, at.plan_options(), Explain::off);
       if (pr.best) out.capacity.push_back(point(pr, *at.rate));

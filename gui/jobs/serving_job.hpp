@@ -3,8 +3,8 @@
 // operating batch. Curves come from the model (prefill_time, decode_step_time, steady_state, serving_memory,
 // kv_cache_size), one call per point, on a worker thread.
 //
-// The request is resolved by the CLI's own cli::resolve_serving (the code behind `gpuplan serve`): memory plan,
-// precision, calibration and per-kernel overheads are exactly what the CLI would use.
+// The request is resolved by the application layer's app::resolve_serving (the code behind `gpuplan serve`): memory
+// plan, precision, calibration and per-kernel overheads are exactly what the CLI would use.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -82,7 +82,7 @@ struct ServingResult {
   // The capacity planner: at the operating rate (with what it was resolved from, for the Markdown report), and swept.
   double rate = 0;
   json_io::Json scenario;  ///< the planner's request as the serving scenario JSON of `gpuplan serve --scenario`
-  std::optional<cli::ResolvedServing> planner;
+  std::optional<app::ResolvedServing> planner;
   std::optional<model::ServingPlanResult> plan;
   std::vector<CapacityPoint> capacity;
 };

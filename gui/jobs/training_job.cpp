@@ -9,7 +9,7 @@
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/roofline.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
-#include "gpuplan/app/resolve.hpp"  // the CLI's resolution: one place for "scenario -> model, plan, hardware"
+#include "gpuplan/app/resolve.hpp"  // one place for "scenario -> model, plan, hardware", the CLI's too
 
 namespace gpuplan::gui {
 namespace {
@@ -114,11 +114,11 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
   if (!decoded.ok()) return out;
   const bool global_batch_given = req.scenario.contains("global_batch");
   auto where = [](const std::string& k) { return scenario_key_label(k); };
-  auto r = cli::resolve_training(decoded.value(), global_batch_given, data.db, data.library, where, out.diags);
+  auto r = app::resolve_training(decoded.value(), global_batch_given, data.db, data.library, where, out.diags);
   if (!r) return out;
-  if (!cli::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
+  if (!app::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
   out.valid = true;
-  out.resolved = std::make_shared<const cli::ResolvedTraining>(*r);
+  out.resolved = std::make_shared<const app::ResolvedTraining>(*r);
   out.layout_ok = r->pre.ok;
   out.model_name = r->arch.name.empty() ? r->arch.id : r->arch.name;
   out.plan = r->plan;
@@ -150,8 +150,8 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
     model::TrainingSystem sys;
     Diagnostics local;  // the compare GPU's own notes ("using node ...") would drown the scenario's
     auto cmp_where = [](const std::string&) { return std::string("Compare GPU"); };
-    if (!cli::resolve_hardware(id, "", "", data.db, cmp_where, local, sys) ||
-        !cli::load_calibration(data.data_dir, sys, !req.calibration, local)) {
+    if (!app::resolve_hardware(id, "", "", data.db, cmp_where, local, sys) ||
+        !app::load_calibration(data.data_dir, sys, !req.calibration, local)) {
       for (const auto& d : local.items())
         if (d.severity == Severity::error) out.diags.add(d);
       continue;

@@ -67,14 +67,15 @@ struct TrainingResult {
   std::vector<RooflineCurve> rooflines;       ///< one per evaluated GPU, at the plan's precision
   std::vector<ScalingSeries> scaling;         ///< one per evaluated GPU
   CollectivesResult collectives;              ///< on the scenario's own GPU and fabric
-  std::shared_ptr<const cli::ResolvedTraining> resolved;  ///< what the estimate ran on (Markdown export)
+  std::shared_ptr<const app::ResolvedTraining> resolved;  ///< what the estimate ran on (Markdown export)
   /// The step and memory timelines of the scenario's own GPU (model/timeline.hpp); the memory timeline for each
   /// recompute mode (none, selective, full), the plan's own at plan.recompute. Not ok when the layout is invalid.
   model::StepTimeline timeline;
   std::vector<model::MemoryTimeline> memory_timelines;
 };
 
-/// Resolves and evaluates a request with the CLI's own resolution code (cli::resolve_training, load_calibration).
+/// Resolves and evaluates a request with the application layer's resolution code, the CLI's too
+/// (app::resolve_training, load_calibration).
 TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req);
 
 /// The label the panel shows for each scenario key, used as the "where" of diagnostics ("TP: error: ...").
