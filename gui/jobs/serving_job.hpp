@@ -16,6 +16,7 @@
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/studies.hpp"
 
 namespace gpuplan::gui {
 
@@ -37,31 +38,10 @@ struct ServingRequest {
   bool capacity = true;  ///< run the planner sweep
 };
 
-/// The capacity planner's answer at one request rate (the cheapest layout that meets the SLA, else the best
-/// achievable, as `gpuplan serve --rate` prints it).
-struct CapacityPoint {
-  double rate = 0;
-  bool meets_sla = false;
-  int tp = 1, pp = 1;
-  std::int64_t batch = 0, replicas = 0, gpus = 0;
-  double ttft_s = 0, itl_s = 0;
-  double cost_per_mtok_usd = 0;  ///< 0 when the GPU has no price
-};
-
-struct ServingBatchPoint {
-  std::int64_t batch = 0;
-  double ttft_s = 0;   ///< steady state: the prompt's prefill chunks riding on iterations, no queueing
-  double itl_s = 0;    ///< steady state: mean iteration (decode + piggybacked prefill)
-  double itl_decode_only_s = 0;  ///< an iteration without prefill work (the ITL floor)
-  double output_tokens_per_s = 0;
-  bool fits = true;    ///< batch ≤ the KV capacity at prompt + output
-};
-struct ServingContextPoint {
-  std::int64_t context = 0;
-  double kv_per_sequence_bytes = 0;          ///< whole model, one sequence
-  double kv_per_sequence_per_gpu_bytes = 0;  ///< on one GPU of the TP group, block-rounded
-  std::int64_t max_concurrency = 0;          ///< sequences one replica holds at this context
-};
+// The studies (capacity vs rate, latency vs batch, KV vs context) are the application layer's (app/studies.hpp).
+using CapacityPoint = app::CapacityPoint;
+using ServingBatchPoint = app::BatchPoint;
+using ServingContextPoint = app::ContextPoint;
 
 struct ServingResult {
   Diagnostics diags;

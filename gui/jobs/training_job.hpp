@@ -10,6 +10,7 @@
 #include "app_data.hpp"
 #include "collectives_job.hpp"
 #include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/studies.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
@@ -42,19 +43,9 @@ struct RooflineCurve {
   Derivation ridge;
 };
 
-struct ScalingSample {
-  long long gpus = 0;
-  int dp = 0;
-  bool feasible = false, fits = false;
-  double step_time_s = 0, time_to_train_s = 0;  ///< time to train: the token budget, else one step
-  double ideal_time_s = 0, efficiency = 0;
-  double mfu = 0;
-};
-struct ScalingSeries {
-  std::string gpu_name;
-  bool time_to_train = false;  ///< false: the y values are step times (no token budget)
-  std::vector<ScalingSample> samples;
-};
+// The strong-scaling study is the application layer's (app::strong_scaling_study).
+using ScalingSample = app::ScalingSample;
+using ScalingSeries = app::ScalingSeries;
 
 struct TrainingResult {
   Diagnostics diags;               ///< decoding and resolution problems, notes (data directory, calibration)
