@@ -151,9 +151,6 @@ std::optional<std::vector<model::BandCase>> load_bands(const std::string& data_d
   return read_band_cases(path, "data/accuracy/bands.json", diags);
 }
 
-std::string band_note(const model::Band& b) {
-  return fmt::format("{}, {} cases{}", b.regime, b.cases, b.level > 0 ? " — pooled: too few in the finer regime" : "");
-}
 
 std::string render_bands_markdown(const std::vector<model::BandCase>& cases) {
   std::string o =

@@ -38,9 +38,6 @@ std::vector<std::string> band_differences(const std::vector<model::BandCase>& co
 /// is shown, and the output says so), nullopt with diagnostics when it is malformed.
 std::optional<std::vector<model::BandCase>> load_bands(const std::string& data_dir, Diagnostics& diags);
 
-/// "13.9–17.2 s (p10–p90, train Hopper dense <=256 GPUs, 24 cases)" style tail for a value and its band.
-std::string band_note(const model::Band& b);
-
 /// The Markdown section of docs/accuracy.md: per-regime bands and the LOSO coverage.
 std::string render_bands_markdown(const std::vector<model::BandCase>& cases);
 

@@ -18,7 +18,7 @@
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/model/simulate.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
 namespace {

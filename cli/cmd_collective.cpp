@@ -16,7 +16,7 @@
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/training.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "sizes.hpp"
 
 namespace gpuplan::cli {

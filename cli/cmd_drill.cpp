@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 

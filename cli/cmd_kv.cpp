@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "serving_flags.hpp"
+#include "serving_memory_flags.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/params.hpp"

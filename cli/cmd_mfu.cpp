@@ -19,7 +19,7 @@
 #include "gpuplan/model/utilisation.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include "bands.hpp"
 #include "commands.hpp"
 #include "report_render.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/report.hpp"

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/ops.hpp"

@@ -1,7 +1,7 @@
 // `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables.
 #include "autoscale_fields.hpp"
 #include "commands.hpp"
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/pipeline_io.hpp"

@@ -11,10 +11,10 @@
 #include "bands.hpp"
 #include "commands.hpp"
 #include "engine_args.hpp"
-#include "render_reports.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/report_sections.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "serve_options.hpp"
-#include "serving_flags.hpp"
+#include "serving_memory_flags.hpp"
 #include "sweep.hpp"
 #include "vision_cmd.hpp"
 #include "gpuplan/core/format.hpp"
@@ -543,96 +543,6 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
 }
 
 }  // namespace
-
-std::vector<Section> planner_sections(const ResolvedServing& rs, const model::ServingPlanResult& r,
-                                      const model::Band* band) {
-  const auto& arch = rs.arch;
-  const hw::GpuSpec& gpu = *rs.sys.gpu;
-  const model::ServingPerfPlan& perf = rs.perf;
-  const model::Traffic tr = rs.traffic();
-  const model::Sla& sla = rs.sla;
-  const std::int64_t isl = rs.input_tokens;
-  const std::int64_t osl = rs.output_tokens;
-  std::vector<Section> sec;
-  const std::string load =
-      tr.concurrency ? fmt::format("{} users{} (closed loop: {:.3g} req/s at the chosen layout)", *tr.concurrency,
-                                   tr.think_time.raw() > 0 ? ", think time " + ms(tr.think_time) : std::string(),
-                                   r.traffic.requests_per_s)
-                     : plain_number(tr.requests_per_s) + " req/s";
-  Section head{fmt::format("Serving {} on {} — {}, {} in / {} out", arch.name.empty() ? arch.id : arch.name,
-                           gpu.info.id, load, isl, osl),
-               {}};
-  head.rows.emplace_back("SLA", fmt::format("TTFT p{} {}, ITL {}", plain_number(rs.percentile),
-                                            sla.ttft ? ms(*sla.ttft) : std::string("none"),
-                                            sla.itl ? ms(*sla.itl) : std::string("none")));
-  head.rows.emplace_back("weights / KV / compute",
-                         fmt::format("{} / {} / {}", model::to_string(perf.weights.dtype), model::to_string(perf.kv.dtype),
-                                     hw::to_string(perf.compute)));
-  head.rows.emplace_back("KV per token (whole model)", u::format(r.kv_bytes_per_token));
-  sec.push_back(head);
-  if (r.best) {
-    const auto& b = *r.best;
-    Section ans{r.feasible ? "Answer" : "No layout meets the SLA — best achievable", {}};
-    ans.rows = {{"GPUs", fmt::format("{} = {}", b.gpus, model::replica_layout(b.replicas, b.tp, b.pp))},
-                {"per replica", fmt::format("{} concurrent sequences (KV holds {}), {:.3g} req/s, {:.0f} output tok/s",
-                                            b.batch, b.max_batch_memory, b.replica_requests_per_s,
-                                            b.state.output_tokens_per_s)},
-                {"TTFT", fmt::format("{} at p{} ({} prefill, {} for the running iteration, {} queueing)", ms(b.ttft),
-                                     plain_number(rs.percentile), ms(b.ttft - b.queue_wait - b.iteration_wait),
-                                     ms(b.iteration_wait), ms(b.queue_wait))},
-                {"ITL", fmt::format("{} (decode-only step {})", ms(b.itl), ms(b.state.itl_decode_only))},
-                {"cost", b.cost_rate.raw() > 0 ? fmt::format("${:.2f}/hour, ${:.3g} per million output tokens, at {}",
-                                                             u::to_usd_per_hour(b.cost_rate), b.cost_per_mtok_usd,
-                                                             describe_price(rs.sys.price, rs.sys.gpu))
-                                               : std::string("no price for this GPU (give --price)")}};
-    if (band != nullptr) {
-      // Measured/predicted time of the regime's validation cases: the latencies scale with it, the GPUs for the same
-      // traffic too (whole replicas).
-      auto reps = [&](double q) { return std::int64_t(std::ceil(double(b.replicas) * q - 1e-9)) * b.tp * b.pp; };
-      ans.rows.emplace_back("error band (p10–p90)",
-                            fmt::format("GPUs {}–{}, TTFT {}–{}, ITL {}–{} ({})", reps(band->p10), reps(band->p90),
-                                        ms(b.ttft * band->p10), ms(b.ttft * band->p90), ms(b.itl * band->p10),
-                                        ms(b.itl * band->p90), band_note(*band)));
-    }
-    for (const auto& reason : r.reasons) ans.rows.emplace_back("reason", reason);
-    sec.push_back(ans);
-  }
-  if (r.disaggregated) {
-    const auto& d = *r.disaggregated;
-    Section ds{"Disaggregated prefill / decode pools", {}};
-    ds.rows = {{"GPUs", fmt::format("{} = {} prefill (TP {}) + {} decode (TP {})", d.gpus, d.prefill_gpus,
-                                    d.prefill_tp, d.decode_gpus, d.decode_tp)},
-               {"TTFT", fmt::format("{} incl. KV transfer {} over {}", ms(d.ttft), ms(d.kv_transfer), d.transfer_tier)},
-               {"ITL", fmt::format("{} at decode batch {}", ms(d.itl), d.decode_batch)},
-               {"cost", fmt::format("${:.3g} per million output tokens", d.cost_per_mtok_usd)},
-               {"SLA", d.meets_sla ? "meets" : "misses"}};
-    sec.push_back(ds);
-  }
-  if (!r.notes.empty()) {
-    Section n{"Notes", {}};
-    for (const auto& x : r.notes) n.rows.emplace_back("-", x);
-    sec.push_back(n);
-  }
-  return sec;
-}
-
-Table planner_table(const model::ServingPlanResult& r) {
-  Table t{{{"tp", "TP", true},
-           {"batch", "batch", true},
-           {"cap", "KV cap", true},
-           {"ttft", "TTFT", false},
-           {"itl", "ITL", false},
-           {"rps", "req/s/replica", true},
-           {"gpus", "GPUs", true},
-           {"cost", "$/Mtok", true},
-           {"ok", "SLA", false}},
-          {}};
-  for (const auto& c : r.per_tp)
-    t.rows.push_back({std::to_string(c.tp), std::to_string(c.batch), std::to_string(c.max_batch_memory), ms(c.ttft),
-                      ms(c.itl), fmt::format("{:.3g}", c.replica_requests_per_s), std::to_string(c.gpus),
-                      fmt::format("{:.3g}", c.cost_per_mtok_usd), c.meets_sla ? "meets" : "misses"});
-  return t;
-}
 
 std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f,
                                                      const ServeFlags& s, Diagnostics& diags, ServeContext& ctx,

@@ -25,8 +25,8 @@
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "megatron_args.hpp"
-#include "render_reports.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/report_sections.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "sweep.hpp"
 #include "timeline_render.hpp"
 #include "train_search_output.hpp"
@@ -245,114 +245,6 @@ ordered_json estimate_json(const wl::TransformerArch& arch, const model::Trainin
   return o;
 }
 
-/// The plan's uneven pipeline split in words ("" for the default split).
-std::string split_text(const wl::TrainingPlan& plan) {
-  const auto& sp = plan.split;
-  if (!sp.layout.empty()) return fmt::format(" · layout {}", sp.layout);
-  if (sp.first_last())
-    return fmt::format(" · stage layers{}{}",
-                       sp.first_stage_layers > 0 ? fmt::format(" first {}", sp.first_stage_layers) : "",
-                       sp.last_stage_layers > 0 ? fmt::format(" last {}", sp.last_stage_layers) : "");
-  if (sp.accounts())
-    return fmt::format(" · {} counted as a layer",
-                       sp.embedding_as_layer && sp.loss_as_layer ? "embedding and loss"
-                       : sp.embedding_as_layer                   ? "embedding"
-                                                                 : "loss");
-  return "";
-}
-
-std::string layout_text(const wl::TrainingPlan& plan) {
-  const auto& par = plan.par;
-  return fmt::format("TP {} · PP {}{} · DP {} · CP {}{}{}", par.tp, par.pp,
-                     plan.schedule == wl::PipelineSchedule::interleaved ? fmt::format(" (v={})", par.virtual_stages)
-                     : plan.dualpipe()                                  ? std::string(" DualPipe")
-                                                                        : std::string(),
-                     par.dp, par.cp,
-                     (par.ep > 1 ? fmt::format(" · EP {}", par.ep) : std::string()) +
-                         (par.expert_tp() != par.tp ? fmt::format(" · ETP {} (EDP {})", par.expert_tp(), par.expert_dp())
-                                                    : std::string()),
-                     par.sequence_parallel && par.tp > 1 ? " · SP" : "") +
-         (par.pp > 1 ? split_text(plan) : std::string()) +
-         (plan.lora.on() ? fmt::format(" · LoRA r{} on {}{}", plan.lora.rank, wl::to_string(plan.lora.targets),
-                                       plan.lora.base == wl::LoraBase::same
-                                           ? std::string()
-                                           : fmt::format(" ({} base)", wl::to_string(plan.lora.base)))
-                         : std::string());
-}
-
-/// The text/Markdown sections of one estimate after its head section: Infeasible, Throughput, Step breakdown, Memory.
-std::vector<Section> estimate_sections(const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
-                                       const model::TrainingEstimate& est, const model::Band* band) {
-  const auto& par = plan.par;
-  std::vector<Section> sec;
-  if (!est.feasibility.ok) {
-    Section r{"Infeasible", {}};
-    for (const auto& reason : est.feasibility.reasons) r.rows.emplace_back("-", reason);
-    sec.push_back(r);
-  }
-  if (est.step_time.raw() > 0) {
-    Section perf{"Throughput", {}};
-    // With a band: "(p10–p90: lo–hi, regime, n cases)" after each time, rate and cost.
-    auto tband = [&](u::Seconds t) {
-      return band ? fmt::format(" (p10–p90: {}–{}, {})", u::format(t * band->p10), u::format(t * band->p90), band_note(*band))
-                  : std::string();
-    };
-    perf.rows = {{"step time", u::format(est.step_time) + tband(est.step_time)},
-                 {"tokens/s", fmt::format("{} ({} per GPU){}", u::format_number(est.tokens_per_s, 4),
-                                          u::format_number(est.tokens_per_s / double(par.gpus()), 4),
-                                          band ? fmt::format(" (p10–p90: {}–{})", u::format_number(est.tokens_per_s / band->p90, 4),
-                                                             u::format_number(est.tokens_per_s / band->p10, 4))
-                                               : std::string())},
-                 {"MFU / HFU", fmt::format("{} / {}", u::format(u::Ratio(est.mfu)), u::format(u::Ratio(est.hfu)))}};
-    if (est.time_to_train) {
-      perf.rows.emplace_back("time to train", fmt::format("{} for {} tokens{}", u::format(*est.time_to_train),
-                                                          u::format_number(*plan.tokens_to_train, 3),
-                                                          band ? fmt::format(" (p10–p90: {}–{})",
-                                                                             u::format(*est.time_to_train * band->p10),
-                                                                             u::format(*est.time_to_train * band->p90))
-                                                               : std::string()));
-      perf.rows.emplace_back("GPU-hours", u::format_number(*est.gpu_hours, 4));
-      if (est.cost)
-        perf.rows.emplace_back("cost", fmt::format("{} at {}{}", u::format(*est.cost), describe_price(sys.price, sys.gpu),
-                                                   band ? fmt::format(" (p10–p90: {}–{})", u::format(*est.cost * band->p10),
-                                                                      u::format(*est.cost * band->p90))
-                                                        : std::string()));
-      if (est.energy) perf.rows.emplace_back("energy (estimate: TDP × busy time)", u::format(*est.energy));
-    }
-    sec.push_back(perf);
-    const auto& b = est.step;
-    auto pct = [&](u::Seconds x) { return fmt::format("{} ({})", u::format(x), u::format(u::Ratio(x / est.step_time))); };
-    Section bd{"Step breakdown", {}};
-    bd.rows = {{"GEMM", pct(b.gemm)}, {"attention", pct(b.attention)}, {"elementwise", pct(b.elementwise)},
-               {"embedding + LM head + loss", pct(b.embedding_loss)}};
-    if (b.recompute.raw() > 0) bd.rows.emplace_back("  of which recompute", pct(b.recompute));
-    if (b.moe_host.raw() > 0) bd.rows.emplace_back("MoE dispatcher host syncs", pct(b.moe_host));
-    for (const auto& c : est.comm)
-      if (c.group_size > 1)
-        bd.rows.emplace_back(fmt::format("{} comm exposed", c.kind),
-                             fmt::format("{} of {} total ({} over {})", pct(c.exposed), u::format(c.time), c.collective, c.tier));
-    bd.rows.emplace_back("pipeline bubble", pct(b.bubble));
-    const bool offloaded = plan.offload == wl::Offload::optimizer;
-    bd.rows.emplace_back(offloaded ? "optimizer (on the CPU)" : "optimizer", pct(b.optimizer));
-    if (offloaded || plan.activation_offload_layers > 0) bd.rows.emplace_back("offload transfers exposed", pct(b.offload));
-    sec.push_back(bd);
-    const auto& mm = est.memory;
-    Section mem{fmt::format("Memory per GPU ({} of {})", u::format(mm.total, u::BytePrefix::binary),
-                            u::format(mm.capacity, u::BytePrefix::binary)),
-                {}};
-    auto gib = [](u::Bytes x) { return u::format(x, u::BytePrefix::binary); };
-    mem.rows = {{"weights", gib(mm.weights)}, {"gradients", gib(mm.gradients)}, {"master weights", gib(mm.master_weights)},
-                {"optimizer states", gib(mm.optimizer_states)}, {"activations", gib(mm.activations)},
-                {"logits / loss", gib(mm.logits)}, {"CUDA context", gib(mm.cuda_context)},
-                {"NCCL buffers", gib(mm.nccl_buffers)}, {"fragmentation", gib(mm.fragmentation)},
-                {"fits", mm.fits ? "yes" : "no"}};
-    if (plan.offload == wl::Offload::optimizer || plan.activation_offload_layers > 0)
-      mem.rows.insert(mem.rows.end() - 1, {"in host memory (offload)", gib(mm.host_offloaded)});
-    sec.push_back(mem);
-  }
-  return sec;
-}
-
 }  // namespace
 
 std::optional<nlohmann::json> read_training_scenario(const std::string& path, Diagnostics& diags) {
@@ -366,20 +258,6 @@ std::optional<nlohmann::json> read_training_scenario(const std::string& path, Di
     return std::nullopt;
   }
   return std::move(*parsed);
-}
-
-std::vector<Section> training_sections(const wl::TransformerArch& arch, long long shown_gpus,
-                                       const model::TrainingSystem& sys, const wl::TrainingPlan& plan,
-                                       const model::TrainingEstimate& est, const model::Band* band) {
-  std::vector<Section> sec;
-  Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
-  head.rows = {{"layout", layout_text(plan)},
-               {"batch", fmt::format("{} sequences × {} tokens per step, micro-batch {}, {} micro-batches",
-                                     plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
-               {"node", sys.node ? sys.node->info.id : "single GPU"}};
-  sec.push_back(head);
-  for (auto& x : estimate_sections(sys, plan, est, band)) sec.push_back(std::move(x));
-  return sec;
 }
 
 namespace {

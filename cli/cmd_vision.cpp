@@ -11,7 +11,7 @@
 #include "gpuplan/model/vision.hpp"
 #include "gpuplan/wl_io/onnx_io.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "vision_cmd.hpp"
 
 namespace gpuplan::cli {

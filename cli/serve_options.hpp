@@ -1,5 +1,5 @@
 #pragma once
-// What `gpuplan serve` and `gpuplan simulate` share: serve's flags beyond the memory ones (serving_flags.hpp), their
+// What `gpuplan serve` and `gpuplan simulate` share: serve's flags beyond the memory ones (serving_memory_flags.hpp), their
 // registration, and the resolution of scenario file + flags into a ResolvedServing (one path for both commands).
 #include <optional>
 #include <string>
@@ -8,8 +8,8 @@
 #include <CLI/CLI.hpp>
 
 #include "common.hpp"
-#include "resolve.hpp"
-#include "serving_flags.hpp"
+#include "gpuplan/app/resolve.hpp"
+#include "serving_memory_flags.hpp"
 
 namespace gpuplan::cli {
 

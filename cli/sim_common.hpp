@@ -9,7 +9,8 @@
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/model/simulate.hpp"
-#include "resolve.hpp"
+#include "common.hpp"  // the application layer's names unqualified
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
 

@@ -8,7 +8,7 @@
 #include "common.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/model/opt_stack.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
 

@@ -17,8 +17,9 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
-#include "drills.hpp"
-#include "resolve.hpp"
+#include "common.hpp"  // the application layer's names (resolution, drills, tables) unqualified
+#include "gpuplan/app/drills.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
 

@@ -30,7 +30,7 @@
 #include "job_controller.hpp"
 #include "markdown_report.hpp"
 #include "pipeline_page.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "scenario_panel.hpp"
 #include "stack_page.hpp"
 #include "compress_view.hpp"
@@ -314,7 +314,7 @@ bool MainWindow::openScenario(const QString& path) {
       // What the CLI would derive for absent keys (the global batch = micro × DP) comes from its own resolution.
       std::optional<long long> global;
       Diagnostics quiet;
-      if (auto r = cli::resolve_training(s.value(), j->contains("global_batch"), data_->db, data_->library,
+      if (auto r = app::resolve_training(s.value(), j->contains("global_batch"), data_->db, data_->library,
                                          [](const std::string& k) { return k; }, quiet))
         global = r->plan.global_batch;
       current_file_ = path;

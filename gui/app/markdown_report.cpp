@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
-#include "common.hpp"
 #include "compare_model.hpp"
+#include "gpuplan/app/output.hpp"
+#include "gpuplan/app/report_sections.hpp"
 #include "gpuplan/core/format.hpp"
-#include "render_reports.hpp"
 
 namespace gpuplan::gui {
 namespace u = gpuplan::units;
@@ -24,13 +24,13 @@ std::string markdown_report(const TrainingResult& t, const json_io::Json& scenar
   } else {
     const auto& est = t.gpus_evaluated[0].est;
     // One heading level below the report's: the CLI's "## title" becomes "### title".
-    std::string sec = cli::render_sections(cli::training_sections(t.resolved->arch, t.gpus, t.resolved->sys, t.plan, est),
-                                           cli::Format::md);
+    std::string sec = app::render_sections(app::training_sections(t.resolved->arch, t.gpus, t.resolved->sys, t.plan, est),
+                                           app::Format::md);
     for (std::size_t p = 0; (p = sec.find("## ", p)) != std::string::npos; p += 4)
       if (p == 0 || sec[p - 1] == '\n') sec.insert(p, "#");
     o += sec;
     if (t.gpus_evaluated.size() > 1) {
-      cli::Table tab{{{"gpu", "GPU"}, {"step", "step time"}, {"tps", "tokens/s"}, {"mfu", "MFU"},
+      app::Table tab{{{"gpu", "GPU"}, {"step", "step time"}, {"tps", "tokens/s"}, {"mfu", "MFU"},
                       {"mem", "memory / GPU"}, {"ttt", "time to train"}, {"cost", "cost"}, {"ok", "feasible"}},
                      {}};
       for (const auto& g : t.gpus_evaluated) {
@@ -44,28 +44,28 @@ std::string markdown_report(const TrainingResult& t, const json_io::Json& scenar
                             e.time_to_train ? u::format(*e.time_to_train) : "", e.cost ? u::format(*e.cost) : "",
                             e.feasibility.ok ? "yes" : "no"});
       }
-      o += "### The same plan on the compare GPUs\n\n" + tab.render(cli::Format::md) + "\n";
+      o += "### The same plan on the compare GPUs\n\n" + tab.render(app::Format::md) + "\n";
     }
   }
   // Serving.
   if (s.valid && s.plan && s.planner) {
     o += "## Serving scenario\n\n```json\n" + s.scenario.dump(2) +
          "\n```\n\nReproduce: save it as `serving.json`, then `gpuplan serve --scenario serving.json --format md`.\n\n";
-    std::string sec = cli::render_sections(cli::planner_sections(*s.planner, *s.plan), cli::Format::md);
+    std::string sec = app::render_sections(app::planner_sections(*s.planner, *s.plan), app::Format::md);
     for (std::size_t p = 0; (p = sec.find("## ", p)) != std::string::npos; p += 4)
       if (p == 0 || sec[p - 1] == '\n') sec.insert(p, "#");
-    o += sec + "#### Best batch per TP size\n\n" + cli::planner_table(*s.plan).render(cli::Format::md) + "\n";
+    o += sec + "#### Best batch per TP size\n\n" + app::planner_table(*s.plan).render(app::Format::md) + "\n";
   }
   // Compare mode.
   if (compare != nullptr && compare->pinned()) {
-    cli::Table tab{{{"q", "quantity"}, {"a", "pinned (A)"}, {"b", "current (B)"}, {"d", "Δ = B − A"}, {"p", "Δ %"}}, {}};
+    app::Table tab{{{"q", "quantity"}, {"a", "pinned (A)"}, {"b", "current (B)"}, {"d", "Δ = B − A"}, {"p", "Δ %"}}, {}};
     for (int r = 0; r < compare->rowCount(); ++r) {
       std::vector<std::string> row;
       for (int c = 0; c < CompareModel::kColumnCount; ++c)
         row.push_back(compare->data(compare->index(r, c)).toString().toStdString());
       tab.rows.push_back(row);
     }
-    o += "## Compare: pinned (A) vs current (B)\n\n" + tab.render(cli::Format::md) + "\n";
+    o += "## Compare: pinned (A) vs current (B)\n\n" + tab.render(app::Format::md) + "\n";
   }
   return o;
 }

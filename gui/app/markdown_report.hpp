@@ -1,6 +1,6 @@
 #pragma once
-// File → Export Markdown: the current results as a Markdown report. The training and serving sections are the CLI's
-// own (cli::training_sections, cli::planner_sections: what `gpuplan train/serve --format md` print for the same
+// File → Export Markdown: the current results as a Markdown report. The training and serving sections are those the CLI
+// prints (app::training_sections, app::planner_sections: what `gpuplan train/serve --format md` print for the same
 // inputs), with the scenario JSON that reproduces them; the compare GPUs and compare mode as tables of the numbers
 // on screen. No number is computed here.
 #include <string>

@@ -1,12 +1,12 @@
 #include "app_data.hpp"
 
-#include "common.hpp"  // cli::find_data_dir: the same lookup as the CLI
+#include "gpuplan/app/workspace.hpp"  // app::find_data_dir: the same lookup as the CLI
 #include "gpuplan/hw_io/hardware_io.hpp"
 
 namespace gpuplan::gui {
 
 std::shared_ptr<const AppData> load_app_data(const std::string& flag, Diagnostics& diags) {
-  auto dir = cli::find_data_dir(flag, diags);
+  auto dir = app::find_data_dir(flag, diags);
   if (!dir) return nullptr;
   auto db = hw_io::load_hardware_db(*dir);
   diags.append(db.diagnostics());

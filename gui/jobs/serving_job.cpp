@@ -10,7 +10,8 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/model/serving_timeline.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/studies.hpp"
 
 namespace gpuplan::gui {
 
@@ -20,7 +21,7 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   out.prompt_tokens = req.prompt_tokens;
   out.output_tokens = req.output_tokens;
   out.batch = req.batch;
-  // The same resolution as `gpuplan serve` (cli::resolve_serving): model, hardware, calibration, memory plan,
+  // The same resolution as `gpuplan serve` (app::resolve_serving): model, hardware, calibration, memory plan,
   // precision and per-kernel overheads.
   wl_io::ServingScenario sc;
   sc.model = req.model;
@@ -45,7 +46,7 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
     return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model")
            : k == "rate" ? std::string("Rate") : k == "ttft_ms" ? std::string("SLA TTFT") : k == "itl_ms" ? std::string("SLA ITL") : k;
   };
-  auto r = cli::resolve_serving(sc, data.data_dir, !req.calibration, data.db, data.library, where, out.diags);
+  auto r = app::resolve_serving(sc, data.data_dir, !req.calibration, data.db, data.library, where, out.diags);
   if (!r) return out;
   const auto& arch = r->arch;
   const auto& sys = r->sys;
@@ -79,31 +80,10 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   if (out.diags.has_errors()) return out;
   out.valid = true;
 
-  // TTFT and ITL vs batch under continuous batching (steady_state: prefill chunks piggyback on decode iterations).
-  for (std::int64_t b = 1; b <= 1024; b *= 2) {
-    const auto st = model::steady_state(arch, perf, b, req.prompt_tokens, req.output_tokens, sys, Explain::off);
-    ServingBatchPoint p;
-    p.batch = b;
-    p.ttft_s = st.ttft.raw();
-    p.itl_s = st.iteration.raw();
-    p.itl_decode_only_s = st.itl_decode_only.raw();
-    p.output_tokens_per_s = st.output_tokens_per_s;
-    p.fits = b <= mem.max_concurrency;
-    out.batches.push_back(p);
-  }
-  // KV cache vs context, up to the model's maximum position.
-  const std::int64_t max_ctx = arch.max_position > 0 ? arch.max_position : 131072;
-  for (std::int64_t c = 1024; c <= max_ctx; c *= 2) {
-    auto plan = memplan;
-    plan.context = c;
-    const auto mc = model::serving_memory(arch, params, gpu, plan, Explain::off);
-    ServingContextPoint p;
-    p.context = c;
-    p.kv_per_sequence_bytes = mc.kv_bytes_per_sequence.raw();
-    p.kv_per_sequence_per_gpu_bytes = mc.kv_bytes_per_sequence_per_gpu.raw();
-    p.max_concurrency = mc.max_concurrency;
-    out.contexts.push_back(p);
-  }
+  // TTFT and ITL vs batch under continuous batching (steady_state: prefill chunks piggyback on decode iterations),
+  // and the KV cache vs context up to the model's maximum position.
+  out.batches = app::batch_study(arch, perf, sys, req.prompt_tokens, req.output_tokens, mem.max_concurrency);
+  out.contexts = app::context_study(arch, params, gpu, memplan);
   // The operating point.
   const std::int64_t batch = std::max<std::int64_t>(1, req.batch);
   const auto ss = model::steady_state(arch, perf, batch, req.prompt_tokens, req.output_tokens, sys, Explain::on);
@@ -137,33 +117,11 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
 
   // The capacity planner, as `gpuplan serve --rate R` without --tp: the planner chooses TP and the batch.
   if (req.capacity && r->rate) {
-    cli::ResolvedServing rs = *r;
+    app::ResolvedServing rs = *r;
     rs.tp_given = false;
     out.rate = *rs.rate;
-    auto point = [&](const model::ServingPlanResult& pr, double rate) {
-      CapacityPoint c;
-      c.rate = rate;
-      c.meets_sla = pr.feasible;
-      if (pr.best) {
-        const auto& b = *pr.best;
-        c.tp = b.tp;
-        c.pp = b.pp;
-        c.batch = b.batch;
-        c.replicas = b.replicas;
-        c.gpus = b.gpus;
-        c.ttft_s = b.ttft.raw();
-        c.itl_s = b.itl.raw();
-        c.cost_per_mtok_usd = b.cost_per_mtok_usd;
-      }
-      return c;
-    };
     // Rates from 1/64 to 64 × the operating rate (factors of 2) and the operating rate itself.
-    for (int k = -6; k <= 6; ++k) {
-      cli::ResolvedServing at = rs;
-      at.rate = out.rate * std::pow(2.0, k);
-      const auto pr = model::plan_serving(arch, params, at.perf, at.traffic(), at.sla, at.sys, at.plan_options(), Explain::off);
-      if (pr.best) out.capacity.push_back(point(pr, *at.rate));
-    }
+    out.capacity = app::capacity_study(rs, out.rate);
     auto plan = model::plan_serving(arch, params, rs.perf, rs.traffic(), rs.sla, rs.sys, rs.plan_options(), Explain::on);
     if (!plan.derivation.empty()) out.derivations.push_back(plan.derivation);  // id "serving.plan"
     out.plan = std::move(plan);

@@ -3,8 +3,8 @@
 // operating batch. Curves come from the model (prefill_time, decode_step_time, steady_state, serving_memory,
 // kv_cache_size), one call per point, on a worker thread.
 //
-// The request is resolved by the CLI's own cli::resolve_serving (the code behind `gpuplan serve`): memory plan,
-// precision, calibration and per-kernel overheads are exactly what the CLI would use.
+// The request is resolved by the application layer's app::resolve_serving (the code behind `gpuplan serve`): memory
+// plan, precision, calibration and per-kernel overheads are exactly what the CLI would use.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,7 +17,8 @@
 #include "gpuplan/model/compression.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/timeline.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/studies.hpp"
 
 namespace gpuplan::gui {
 
@@ -39,31 +40,10 @@ struct ServingRequest {
   bool capacity = true;  ///< run the planner sweep
 };
 
-/// The capacity planner's answer at one request rate (the cheapest layout that meets the SLA, else the best
-/// achievable, as `gpuplan serve --rate` prints it).
-struct CapacityPoint {
-  double rate = 0;
-  bool meets_sla = false;
-  int tp = 1, pp = 1;
-  std::int64_t batch = 0, replicas = 0, gpus = 0;
-  double ttft_s = 0, itl_s = 0;
-  double cost_per_mtok_usd = 0;  ///< 0 when the GPU has no price
-};
-
-struct ServingBatchPoint {
-  std::int64_t batch = 0;
-  double ttft_s = 0;   ///< steady state: the prompt's prefill chunks riding on iterations, no queueing
-  double itl_s = 0;    ///< steady state: mean iteration (decode + piggybacked prefill)
-  double itl_decode_only_s = 0;  ///< an iteration without prefill work (the ITL floor)
-  double output_tokens_per_s = 0;
-  bool fits = true;    ///< batch ≤ the KV capacity at prompt + output
-};
-struct ServingContextPoint {
-  std::int64_t context = 0;
-  double kv_per_sequence_bytes = 0;          ///< whole model, one sequence
-  double kv_per_sequence_per_gpu_bytes = 0;  ///< on one GPU of the TP group, block-rounded
-  std::int64_t max_concurrency = 0;          ///< sequences one replica holds at this context
-};
+// The studies (capacity vs rate, latency vs batch, KV vs context) are the application layer's (app/studies.hpp).
+using CapacityPoint = app::CapacityPoint;
+using ServingBatchPoint = app::BatchPoint;
+using ServingContextPoint = app::ContextPoint;
 
 struct ServingResult {
   Diagnostics diags;
@@ -84,7 +64,7 @@ struct ServingResult {
   // The capacity planner: at the operating rate (with what it was resolved from, for the Markdown report), and swept.
   double rate = 0;
   json_io::Json scenario;  ///< the planner's request as the serving scenario JSON of `gpuplan serve --scenario`
-  std::optional<cli::ResolvedServing> planner;
+  std::optional<app::ResolvedServing> planner;
   std::optional<model::ServingPlanResult> plan;
   std::vector<CapacityPoint> capacity;
   // One engine iteration at the operating point, kernel by kernel (model::serving_timeline, as `gpuplan serve

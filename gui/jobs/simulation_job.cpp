@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/model/sim_kv.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::gui {
 namespace {
@@ -58,7 +58,7 @@ SimulationResult evaluate_simulation(const AppData& data, const SimulationReques
   auto where = [](const std::string& k) {
     return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model") : k;
   };
-  auto r = cli::resolve_serving(sc, data.data_dir, !s.calibration, data.db, data.library, where, out.diags);
+  auto r = app::resolve_serving(sc, data.data_dir, !s.calibration, data.db, data.library, where, out.diags);
   if (!r) return out;
   model::ServingPerfPlan perf = r->perf;
   const hw::GpuSpec& gpu = *r->sys.gpu;

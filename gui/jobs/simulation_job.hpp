@@ -3,7 +3,7 @@
 // formats, prompt and output tokens) under synthetic open-loop arrivals at a chosen rate, simulated request by request
 // by model::simulate_serving (vLLM v1's scheduler over iterations priced by forward_cost), on a worker thread.
 //
-// The replica resolves as the serving page's does (cli::resolve_serving, the code behind `gpuplan serve` and
+// The replica resolves as the serving page's does (app::resolve_serving, the code behind `gpuplan serve` and
 // `gpuplan simulate`); the KV pool is model::sim_kv_pool, as `gpuplan simulate` sizes it. The same request gives
 // the numbers of `gpuplan simulate -m M --gpu G --tp T --input-tokens I --output-tokens O --rate R --requests N
 // --seed S [--arrival gamma --cv C]`.

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "training_job.hpp"
 
 namespace gpuplan::gui {
@@ -32,10 +32,10 @@ StackResult evaluate_stack(const AppData& data, const StackRequest& req) {
   out.diags.append(decoded.diagnostics());
   if (!decoded.ok()) return out;
   auto where = [](const std::string& k) { return scenario_key_label(k); };
-  auto r = cli::resolve_training(decoded.value(), req.scenario.contains("global_batch"), data.db, data.library, where,
+  auto r = app::resolve_training(decoded.value(), req.scenario.contains("global_batch"), data.db, data.library, where,
                                  out.diags);
   if (!r) return out;
-  if (!cli::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
+  if (!app::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
   if (!r->pre.ok) {
     for (const auto& reason : r->pre.reasons) out.diags.error("", "Layout", reason);
     return out;

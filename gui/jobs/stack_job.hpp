@@ -1,7 +1,7 @@
 #pragma once
 // The optimisation stack (issue #27 d3) of the scenario panel's training plan: model::optimisation_stack on a worker
-// thread, resolved by the CLI's own code (cli::resolve_training, load_calibration) so that the same toggles give the
-// numbers of `gpuplan train --scenario S --stack amp,flash,... [--loader-sample-ms X]`.
+// thread, resolved by the application layer as the CLI resolves (app::resolve_training, load_calibration), so that
+// the same toggles give the numbers of `gpuplan train --scenario S --stack amp,flash,... [--loader-sample-ms X]`.
 #include <string>
 #include <vector>
 

@@ -9,14 +9,13 @@
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/roofline.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
-#include "resolve.hpp"  // the CLI's resolution: one place for "scenario -> model, plan, hardware"
+#include "gpuplan/app/studies.hpp"
+#include "gpuplan/app/resolve.hpp"  // one place for "scenario -> model, plan, hardware", the CLI's too
 
 namespace gpuplan::gui {
 namespace {
 
 constexpr std::size_t kMaxCompare = 3;
-constexpr long long kMaxScalingGpus = 131072;
-constexpr int kScalingPoints = 14;
 
 RooflineCurve roofline_of(const hw::GpuSpec& gpu, hw::Precision prec) {
   RooflineCurve c;
@@ -43,51 +42,6 @@ RooflineCurve roofline_of(const hw::GpuSpec& gpu, hw::Precision prec) {
   return c;
 }
 
-ScalingSeries scaling_of(const wl::TransformerArch& arch, const wl::TrainingPlan& plan, const model::TrainingSystem& sys,
-                         const std::string& gpu_name) {
-  ScalingSeries s;
-  s.gpu_name = gpu_name;
-  s.time_to_train = plan.tokens_to_train.has_value();
-  const long long per_replica = static_cast<long long>(plan.par.tp) * plan.par.pp * plan.par.cp;
-  // DP from 1 up to 4× the current (at least 8 points), doubling; the global batch stays: strong scaling.
-  const long long dp_max = std::max<long long>(static_cast<long long>(plan.par.dp) * 4, 128);
-  const ScalingSample* base = nullptr;
-  for (long long dp = 1; dp <= dp_max && dp * per_replica <= kMaxScalingGpus && int(s.samples.size()) < kScalingPoints * 2;
-       dp *= 2) {
-    wl::TrainingPlan p = plan;
-    p.par.dp = static_cast<int>(dp);
-    if (p.global_batch % (p.micro_batch * dp) != 0) continue;  // the layout is invalid: not a point of the curve
-    const auto est = model::estimate_training(arch, p, sys, Explain::off);
-    if (est.step_time.raw() <= 0) continue;
-    ScalingSample x;
-    x.gpus = p.par.gpus();
-    x.dp = p.par.dp;
-    x.feasible = est.feasibility.ok;
-    x.fits = est.memory.fits;
-    x.step_time_s = est.step_time.raw();
-    x.time_to_train_s = est.time_to_train ? est.time_to_train->raw() : est.step_time.raw();
-    x.mfu = est.mfu;
-    s.samples.push_back(x);
-  }
-  // Keep the last kScalingPoints points (the large end matters most), then scale against the first that fits.
-  if (int(s.samples.size()) > kScalingPoints)
-    s.samples.erase(s.samples.begin(), s.samples.end() - kScalingPoints);
-  for (const auto& x : s.samples)
-    if (x.fits) {
-      base = &x;
-      break;
-    }
-  if (base == nullptr && !s.samples.empty()) base = &s.samples.front();
-  if (base != nullptr) {
-    const ScalingSample b = *base;
-    for (auto& x : s.samples) {
-      const auto r = model::strong_scaling(units::Seconds(b.time_to_train_s), b.gpus, units::Seconds(x.time_to_train_s), x.gpus);
-      x.ideal_time_s = r.ideal.raw();
-      x.efficiency = r.efficiency;
-    }
-  }
-  return s;
-}
 
 }  // namespace
 
@@ -114,11 +68,11 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
   if (!decoded.ok()) return out;
   const bool global_batch_given = req.scenario.contains("global_batch");
   auto where = [](const std::string& k) { return scenario_key_label(k); };
-  auto r = cli::resolve_training(decoded.value(), global_batch_given, data.db, data.library, where, out.diags);
+  auto r = app::resolve_training(decoded.value(), global_batch_given, data.db, data.library, where, out.diags);
   if (!r) return out;
-  if (!cli::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
+  if (!app::load_calibration(data.data_dir, r->sys, !req.calibration, out.diags)) return out;
   out.valid = true;
-  out.resolved = std::make_shared<const cli::ResolvedTraining>(*r);
+  out.resolved = std::make_shared<const app::ResolvedTraining>(*r);
   out.layout_ok = r->pre.ok;
   out.model_name = r->arch.name.empty() ? r->arch.id : r->arch.name;
   out.plan = r->plan;
@@ -150,8 +104,8 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
     model::TrainingSystem sys;
     Diagnostics local;  // the compare GPU's own notes ("using node ...") would drown the scenario's
     auto cmp_where = [](const std::string&) { return std::string("Compare GPU"); };
-    if (!cli::resolve_hardware(id, "", "", data.db, cmp_where, local, sys) ||
-        !cli::load_calibration(data.data_dir, sys, !req.calibration, local)) {
+    if (!app::resolve_hardware(id, "", "", data.db, cmp_where, local, sys) ||
+        !app::load_calibration(data.data_dir, sys, !req.calibration, local)) {
       for (const auto& d : local.items())
         if (d.severity == Severity::error) out.diags.add(d);
       continue;
@@ -168,7 +122,7 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
   for (std::size_t i = 0; i < systems.size(); ++i) {
     out.rooflines.push_back(roofline_of(*systems[i].gpu, r->plan.precision.compute));
     if (req.scaling && r->pre.ok)
-      out.scaling.push_back(scaling_of(r->arch, r->plan, systems[i], out.gpus_evaluated[i].gpu_name));
+      out.scaling.push_back(app::strong_scaling_study(r->arch, r->plan, systems[i], out.gpus_evaluated[i].gpu_name));
   }
   return out;
 }

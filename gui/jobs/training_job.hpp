@@ -9,7 +9,8 @@
 
 #include "app_data.hpp"
 #include "collectives_job.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/studies.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
@@ -42,19 +43,9 @@ struct RooflineCurve {
   Derivation ridge;
 };
 
-struct ScalingSample {
-  long long gpus = 0;
-  int dp = 0;
-  bool feasible = false, fits = false;
-  double step_time_s = 0, time_to_train_s = 0;  ///< time to train: the token budget, else one step
-  double ideal_time_s = 0, efficiency = 0;
-  double mfu = 0;
-};
-struct ScalingSeries {
-  std::string gpu_name;
-  bool time_to_train = false;  ///< false: the y values are step times (no token budget)
-  std::vector<ScalingSample> samples;
-};
+// The strong-scaling study is the application layer's (app::strong_scaling_study).
+using ScalingSample = app::ScalingSample;
+using ScalingSeries = app::ScalingSeries;
 
 struct TrainingResult {
   Diagnostics diags;               ///< decoding and resolution problems, notes (data directory, calibration)
@@ -67,14 +58,15 @@ struct TrainingResult {
   std::vector<RooflineCurve> rooflines;       ///< one per evaluated GPU, at the plan's precision
   std::vector<ScalingSeries> scaling;         ///< one per evaluated GPU
   CollectivesResult collectives;              ///< on the scenario's own GPU and fabric
-  std::shared_ptr<const cli::ResolvedTraining> resolved;  ///< what the estimate ran on (Markdown export)
+  std::shared_ptr<const app::ResolvedTraining> resolved;  ///< what the estimate ran on (Markdown export)
   /// The step and memory timelines of the scenario's own GPU (model/timeline.hpp); the memory timeline for each
   /// recompute mode (none, selective, full), the plan's own at plan.recompute. Not ok when the layout is invalid.
   model::StepTimeline timeline;
   std::vector<model::MemoryTimeline> memory_timelines;
 };
 
-/// Resolves and evaluates a request with the CLI's own resolution code (cli::resolve_training, load_calibration).
+/// Resolves and evaluates a request with the application layer's resolution code, the CLI's too
+/// (app::resolve_training, load_calibration).
 TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req);
 
 /// The label the panel shows for each scenario key, used as the "where" of diagnostics ("TP: error: ...").

@@ -13,14 +13,14 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 
 DrillListModel::DrillListModel(QObject* parent) : QAbstractTableModel(parent) {}
 
-void DrillListModel::setDrills(cli::DrillSet set) {
+void DrillListModel::setDrills(app::DrillSet set) {
   beginResetModel();
   set_ = std::move(set);
   outcomes_.assign(set_.drills.size(), Outcome::none);
   endResetModel();
 }
 
-const cli::Drill* DrillListModel::drill(int row) const {
+const app::Drill* DrillListModel::drill(int row) const {
   return row >= 0 && row < int(set_.drills.size()) ? &set_.drills[std::size_t(row)] : nullptr;
 }
 
@@ -49,7 +49,7 @@ int DrillListModel::rowCount(const QModelIndex& parent) const {
 int DrillListModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
 
 QVariant DrillListModel::data(const QModelIndex& index, int role) const {
-  const cli::Drill* d = index.isValid() ? drill(index.row()) : nullptr;
+  const app::Drill* d = index.isValid() ? drill(index.row()) : nullptr;
   if (d == nullptr || index.column() < 0 || index.column() >= kColumnCount) return {};
   const Outcome o = outcome(index.row());
   switch (role) {

@@ -1,12 +1,12 @@
 #pragma once
 // The interview drills as a table: id, topic, question and the session's outcome of each drill. A
 // QSortFilterProxyModel on TopicRole filters by topic. The model only adapts the decoded drill file
-// (cli/drills.hpp); the answers are computed by the model library when the page checks or reveals one.
+// (app/drills.hpp); the answers are computed by the model library when the page checks or reveals one.
 #include <vector>
 
 #include <QAbstractTableModel>
 
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
 namespace gpuplan::gui {
 
@@ -20,9 +20,9 @@ class DrillListModel : public QAbstractTableModel {
 
   explicit DrillListModel(QObject* parent = nullptr);
 
-  void setDrills(cli::DrillSet set);  ///< resets the outcomes
-  [[nodiscard]] const cli::DrillSet& drills() const { return set_; }
-  [[nodiscard]] const cli::Drill* drill(int row) const;
+  void setDrills(app::DrillSet set);  ///< resets the outcomes
+  [[nodiscard]] const app::DrillSet& drills() const { return set_; }
+  [[nodiscard]] const app::Drill* drill(int row) const;
   [[nodiscard]] int rowOf(const QString& id) const;  ///< -1 when absent
 
   void setOutcome(int row, Outcome o);
@@ -35,7 +35,7 @@ class DrillListModel : public QAbstractTableModel {
   QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override;
 
  private:
-  cli::DrillSet set_;
+  app::DrillSet set_;
   std::vector<Outcome> outcomes_;
 };
 

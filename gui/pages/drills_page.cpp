@@ -115,7 +115,7 @@ DrillsPage::DrillsPage(std::shared_ptr<const AppData> app_data, QWidget* parent)
   l->addWidget(split);
 
   // The drill file of the data directory; problems are shown, not hidden.
-  auto set = cli::load_drills(data_->data_dir + "/drills/textbook.json", "data/drills/textbook.json", ctx_);
+  auto set = app::load_drills(data_->data_dir + "/drills/textbook.json", "data/drills/textbook.json", ctx_);
   if (set.ok()) {
     model_->setDrills(std::move(set.value()));
   } else {
@@ -145,7 +145,7 @@ int DrillsPage::currentRow() const {
 }
 
 QString DrillsPage::currentId() const {
-  const cli::Drill* d = model_->drill(currentRow());
+  const app::Drill* d = model_->drill(currentRow());
   return d ? q(d->id) : QString();
 }
 
@@ -163,7 +163,7 @@ bool DrillsPage::selectDrill(const QString& id) {
 }
 
 void DrillsPage::showDrill() {
-  const cli::Drill* d = model_->drill(currentRow());
+  const app::Drill* d = model_->drill(currentRow());
   answer_->clear();
   verdict_->clear();
   model_answer_->clear();
@@ -188,8 +188,8 @@ void DrillsPage::showDrill() {
   answer_->setFocus();
 }
 
-std::optional<cli::DrillAnswer> DrillsPage::answerOf(const cli::Drill& d) {
-  auto a = cli::answer_drill(model_->drills(), d, ctx_);
+std::optional<app::DrillAnswer> DrillsPage::answerOf(const app::Drill& d) {
+  auto a = app::answer_drill(model_->drills(), d, ctx_);
   if (!a.ok()) {
     verdict_->setText(coloured("#b00020", h(a.diagnostics().to_string())));
     return std::nullopt;
@@ -199,18 +199,18 @@ std::optional<cli::DrillAnswer> DrillsPage::answerOf(const cli::Drill& d) {
 
 void DrillsPage::check() {
   const int row = currentRow();
-  const cli::Drill* d = model_->drill(row);
+  const app::Drill* d = model_->drill(row);
   if (d == nullptr) return;
-  auto given = cli::parse_answer(answer_->text().toStdString(), cli::drill_unit(*d));
+  auto given = app::parse_answer(answer_->text().toStdString(), app::drill_unit(*d));
   if (!given.ok()) {
     verdict_->setText(coloured("#a05a00", "⚠ " + h(given.diagnostics().items().front().message)));
     return;
   }
   const auto a = answerOf(*d);
   if (!a) return;
-  const auto v = cli::check_answer(given.value(), a->value, d->rel_tolerance, d->common_wrong_answer);
+  const auto v = app::check_answer(given.value(), a->value, d->rel_tolerance, d->common_wrong_answer);
   QString html = coloured(v.correct ? "#2e7d32" : "#b00020",
-                          QString("<b>%1</b> %2").arg(v.correct ? "✓" : "✗", h(cli::describe(v, d->unit, d->rel_tolerance))));
+                          QString("<b>%1</b> %2").arg(v.correct ? "✓" : "✗", h(app::describe(v, d->unit, d->rel_tolerance))));
   if (v.common_wrong && !d->common_wrong_why.empty()) html += "<br>" + tr("The common mistake: %1.").arg(h(d->common_wrong_why));
   verdict_->setText(html);
   if (model_->outcome(row) != DrillListModel::Outcome::revealed)
@@ -221,7 +221,7 @@ void DrillsPage::check() {
 
 void DrillsPage::reveal() {
   const int row = currentRow();
-  const cli::Drill* d = model_->drill(row);
+  const app::Drill* d = model_->drill(row);
   if (d == nullptr) return;
   const auto a = answerOf(*d);
   if (!a) return;
@@ -230,7 +230,7 @@ void DrillsPage::reveal() {
   updateScore();
 }
 
-void DrillsPage::showAnswer(const cli::Drill& d, const cli::DrillAnswer& a) {
+void DrillsPage::showAnswer(const app::Drill& d, const app::DrillAnswer& a) {
   QString html = tr("<b>Model's answer: %1 %2</b>").arg(num(a.value), h(d.unit));
   if (d.stated_answer) html += tr(" · stated in %1: %2 %3").arg(h(d.source), num(*d.stated_answer), h(d.unit));
   if (!d.note.empty()) html += "<br>" + h(d.note);

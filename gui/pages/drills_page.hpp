@@ -2,14 +2,14 @@
 // Interview drills: worked questions from data/drills/textbook.json. Pick a drill (filtered by topic), read the
 // question, type an answer in the unit shown and press Check: the verdict with the relative error, then the model's
 // answer and its derivation tree (formula, substituted inputs, units, sources). Reveal shows the answer without
-// checking. The answer is computed by the model library (cli::answer_drill), never stored in the GUI.
+// checking. The answer is computed by the model library (app::answer_drill), never stored in the GUI.
 #include <memory>
 #include <optional>
 
 #include <QWidget>
 
 #include "app_data.hpp"
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
 class QComboBox;
 class QLabel;
@@ -51,13 +51,13 @@ class DrillsPage : public QWidget {
 
  private:
   void showDrill();
-  void showAnswer(const cli::Drill& d, const cli::DrillAnswer& a);
+  void showAnswer(const app::Drill& d, const app::DrillAnswer& a);
   void updateScore();
   [[nodiscard]] int currentRow() const;
-  std::optional<cli::DrillAnswer> answerOf(const cli::Drill& d);
+  std::optional<app::DrillAnswer> answerOf(const app::Drill& d);
 
   std::shared_ptr<const AppData> data_;
-  cli::DrillContext ctx_;
+  app::DrillContext ctx_;
   DrillListModel* model_;
   QSortFilterProxyModel* proxy_;
   QComboBox* topic_;

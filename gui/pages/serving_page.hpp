@@ -28,7 +28,7 @@ class ServingPage : public QWidget {
   [[nodiscard]] ServingRequest request() const;
   void setResult(const ServingResult& r);
   /// Lists a model file (an imported Hugging Face config.json, or a gpuplan model JSON) in the model list; the
-  /// request then names its path, which cli::resolve_serving reads as `gpuplan serve --model PATH` does.
+  /// request then names its path, which app::resolve_serving reads as `gpuplan serve --model PATH` does.
   void addModel(const QString& path, const QString& label);
   /// Follows the training panel's model and GPU until the user picks their own here.
   void followTraining(const QString& model_id, const QString& gpu_id);

@@ -1,5 +1,6 @@
 # Fails if the application layer (app/, shared by the CLI and the GUI) links or includes a front end: CLI11, Qt or
 # the CLI's library. The GUI may depend on it; it must not depend on either front end.
+cmake_policy(SET CMP0057 NEW)  # if(IN_LIST) in script mode
 file(STRINGS "${LINKS}" lines)
 foreach(line IN LISTS lines)
   if(line MATCHES "(CLI11|Qt6|gpuplan_cli_lib|gpuplan_gui_lib)")
@@ -11,10 +12,19 @@ list(LENGTH sources n)
 if(n EQUAL 0)
   message(FATAL_ERROR "no sources under ${SRC}/app")
 endif()
+# A front end's header: Qt, CLI11, a path through cli/ or gui/, or a bare name of a header that cli/ holds.
+file(GLOB cli_headers RELATIVE "${SRC}/cli" "${SRC}/cli/*.hpp" "${SRC}/cli/*.inc")
 foreach(f IN LISTS sources)
-  file(STRINGS "${f}" bad REGEX "#include *[<\"](Q[A-Za-z]+|CLI/|common\\.hpp|resolve\\.hpp|vision_cmd\\.hpp)")
+  file(STRINGS "${f}" bad REGEX "#include *[<\"](Q[A-Za-z]+|CLI/|([^\">]*/)?cli/|([^\">]*/)?gui/)")
   if(bad)
     message(FATAL_ERROR "${f} includes a front end's header: ${bad}")
   endif()
+  file(STRINGS "${f}" includes REGEX "#include *\"[^/\"]*\"")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^.*#include *\"([^\"]*)\".*$" "\\1" name "${line}")
+    if(name IN_LIST cli_headers)
+      message(FATAL_ERROR "${f} includes cli/'s header: ${line}")
+    endif()
+  endforeach()
 endforeach()
 message(STATUS "checked ${n} application-layer sources")

@@ -7,13 +7,13 @@
 #include <set>
 
 #include "../cli/cli_runner.hpp"
-#include "answer_check.hpp"
-#include "drills.hpp"
+#include "gpuplan/app/answer_check.hpp"
+#include "gpuplan/app/drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 
 using namespace gpuplan;
-using cli::AnswerUnit;
-using cli::Dimension;
+using app::AnswerUnit;
+using app::Dimension;
 
 namespace {
 struct Data {
@@ -30,23 +30,23 @@ const Data& data() {
   }();
   return d;
 }
-cli::DrillContext ctx() { return {&data().lib, &data().db, ""}; }
+app::DrillContext ctx() { return {&data().lib, &data().db, ""}; }
 
 const AnswerUnit& unit(const char* s) {
-  const AnswerUnit* u = cli::find_unit(s);
+  const AnswerUnit* u = app::find_unit(s);
   REQUIRE(u != nullptr);
   return *u;
 }
 
 std::string error_of(std::string_view text, const char* u) {
-  auto r = cli::parse_answer(text, unit(u));
+  auto r = app::parse_answer(text, unit(u));
   REQUIRE_FALSE(r.ok());
   REQUIRE(r.diagnostics().items().size() == 1);
   return r.diagnostics().items().front().message;
 }
 
-Result<cli::DrillSet> decode(const char* text) {
-  return cli::decode_drills(nlohmann::json::parse(text), "drills.json", ctx());
+Result<app::DrillSet> decode(const char* text) {
+  return app::decode_drills(nlohmann::json::parse(text), "drills.json", ctx());
 }
 
 const char* kOneDrill = R"({"schema": 1, "kind": "drill-set", "source_file": "test", "drills": [
@@ -57,20 +57,20 @@ const char* kOneDrill = R"({"schema": 1, "kind": "drill-set", "source_file": "te
 
 TEST_SUITE("answer checker") {
   TEST_CASE("plain numbers, exponents, thousands separators and a leading ≈ parse in the answer's unit") {
-    CHECK(cli::parse_answer("156", unit("FLOP/B")).value() == 156);
-    CHECK(cli::parse_answer("  1.2e3 ", unit("FLOP/B")).value() == 1200);
-    CHECK(cli::parse_answer("1,365.3", unit("FLOP/B")).value() == doctest::Approx(1365.3));
-    CHECK(cli::parse_answer("≈0.1", unit("s")).value() == doctest::Approx(0.1));
-    CHECK(cli::parse_answer("~ 4.2e22", unit("FLOP")).value() == doctest::Approx(4.2e22));
+    CHECK(app::parse_answer("156", unit("FLOP/B")).value() == 156);
+    CHECK(app::parse_answer("  1.2e3 ", unit("FLOP/B")).value() == 1200);
+    CHECK(app::parse_answer("1,365.3", unit("FLOP/B")).value() == doctest::Approx(1365.3));
+    CHECK(app::parse_answer("≈0.1", unit("s")).value() == doctest::Approx(0.1));
+    CHECK(app::parse_answer("~ 4.2e22", unit("FLOP")).value() == doctest::Approx(4.2e22));
   }
   TEST_CASE("an answer with a unit of the same dimension converts: 70 GB in GiB, 4180 us in ms, 2.77x") {
-    CHECK(cli::parse_answer("70 GB", unit("GB")).value() == doctest::Approx(70));
-    CHECK(cli::parse_answer("70GB", unit("GiB")).value() == doctest::Approx(70e9 / 1073741824.0));
-    CHECK(cli::parse_answer("4180 us", unit("ms")).value() == doctest::Approx(4.18));
-    CHECK(cli::parse_answer("2.77x", unit("×")).value() == doctest::Approx(2.77));
-    CHECK(cli::parse_answer("112 gb", unit("TB")).value() == doctest::Approx(0.112));
-    CHECK(cli::parse_answer("18.75 %", unit("%")).value() == doctest::Approx(18.75));
-    CHECK(cli::parse_answer("3 GPUs", unit("GPUs")).value() == 3);
+    CHECK(app::parse_answer("70 GB", unit("GB")).value() == doctest::Approx(70));
+    CHECK(app::parse_answer("70GB", unit("GiB")).value() == doctest::Approx(70e9 / 1073741824.0));
+    CHECK(app::parse_answer("4180 us", unit("ms")).value() == doctest::Approx(4.18));
+    CHECK(app::parse_answer("2.77x", unit("×")).value() == doctest::Approx(2.77));
+    CHECK(app::parse_answer("112 gb", unit("TB")).value() == doctest::Approx(0.112));
+    CHECK(app::parse_answer("18.75 %", unit("%")).value() == doctest::Approx(18.75));
+    CHECK(app::parse_answer("3 GPUs", unit("GPUs")).value() == 3);
   }
   TEST_CASE("bad input says what was wrong: empty, not a number, unknown unit, a unit of another dimension") {
     CHECK(error_of("", "GB") == "enter a number (in GB)");
@@ -81,25 +81,25 @@ TEST_SUITE("answer checker") {
     CHECK(error_of("4 ms", "GB") == "'ms' is a unit of time; this answer is bytes (in GB)");
   }
   TEST_CASE("right within the relative tolerance, wrong outside it, with the signed relative error") {
-    auto v = cli::check_answer(156, 156, 0.01);
+    auto v = app::check_answer(156, 156, 0.01);
     CHECK(v.correct);
     CHECK(v.relative_error == 0);
-    v = cli::check_answer(157.5, 156, 0.01);  // +0.96%
+    v = app::check_answer(157.5, 156, 0.01);  // +0.96%
     CHECK(v.correct);
-    v = cli::check_answer(291, 295.22, 0.01);  // −1.4%
+    v = app::check_answer(291, 295.22, 0.01);  // −1.4%
     CHECK_FALSE(v.correct);
     CHECK(v.relative_error == doctest::Approx(291 / 295.22 - 1));
-    CHECK(cli::check_answer(154.44, 156, 0.01).correct);  // exactly −1%
+    CHECK(app::check_answer(154.44, 156, 0.01).correct);  // exactly −1%
   }
   TEST_CASE("a tolerance of 0 asks for the exact value, and a known common wrong answer is recognised") {
-    CHECK(cli::check_answer(3, 3, 0).correct);
-    auto v = cli::check_answer(2, 3, 0, 2.0);
+    CHECK(app::check_answer(3, 3, 0).correct);
+    auto v = app::check_answer(2, 3, 0, 2.0);
     CHECK_FALSE(v.correct);
     CHECK(v.common_wrong);
-    CHECK_FALSE(cli::check_answer(4, 3, 0, 2.0).common_wrong);
-    CHECK(cli::describe(v, "GPUs", 0) ==
+    CHECK_FALSE(app::check_answer(4, 3, 0, 2.0).common_wrong);
+    CHECK(app::describe(v, "GPUs", 0) ==
           "wrong: 2 GPUs (model: 3 GPUs; error -33.3%, tolerance exact) — that is the common wrong answer");
-    CHECK(cli::describe(cli::check_answer(156, 156.0, 0.01), "FLOP/B", 0.01) ==
+    CHECK(app::describe(app::check_answer(156, 156.0, 0.01), "FLOP/B", 0.01) ==
           "correct: 156 FLOP/B (model: 156 FLOP/B; error +0.0%, tolerance ±1%)");
   }
 }
@@ -109,7 +109,7 @@ TEST_SUITE("drill file") {
     auto s = decode(kOneDrill);
     REQUIRE_MESSAGE(s.ok(), s.diagnostics().to_string());
     REQUIRE(s->drills.size() == 1);
-    auto a = cli::answer_drill(*s, s->drills[0], ctx());
+    auto a = app::answer_drill(*s, s->drills[0], ctx());
     REQUIRE(a.ok());
     CHECK(a->value == doctest::Approx(156));
     CHECK(a->derivation.id == "roofline.ridge");
@@ -146,7 +146,7 @@ TEST_SUITE("drill file") {
     CHECK(s.diagnostics().to_string().find("drills.json: /drills: error: expected an array of drills, got an object") !=
           std::string::npos);
     Diagnostics none;
-    auto missing = cli::load_drills("/nonexistent/drills.json", "drills.json", ctx());
+    auto missing = app::load_drills("/nonexistent/drills.json", "drills.json", ctx());
     CHECK_FALSE(missing.ok());
   }
 }
@@ -154,7 +154,7 @@ TEST_SUITE("drill file") {
 // The shipped drills: the model's answer against the answer the source states. A drill whose model_differs says why
 // must really differ (so the note is removed when the model changes).
 TEST_CASE("every shipped drill: the model's answer matches the stated answer within the drill's tolerance") {
-  auto s = cli::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
+  auto s = app::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
                             ctx());
   REQUIRE_MESSAGE(s.ok(), s.diagnostics().to_string());
   CHECK(s->drills.size() >= 30);
@@ -162,17 +162,17 @@ TEST_CASE("every shipped drill: the model's answer matches the stated answer wit
   for (const auto& d : s->drills) {
     CAPTURE(d.id);
     topics.insert(d.topic);
-    auto a = cli::answer_drill(*s, d, ctx());
+    auto a = app::answer_drill(*s, d, ctx());
     REQUIRE_MESSAGE(a.ok(), a.diagnostics().to_string());
     CHECK_FALSE(a->derivation.empty());
     CHECK_FALSE(d.source.empty());
     REQUIRE(d.stated_answer.has_value());
-    const auto v = cli::check_answer(*d.stated_answer, a->value, d.rel_tolerance);
+    const auto v = app::check_answer(*d.stated_answer, a->value, d.rel_tolerance);
     INFO("model " << a->value << " " << d.unit << ", stated " << *d.stated_answer);
     if (d.model_differs.empty()) CHECK(v.correct);
     else CHECK_FALSE(v.correct);
     // The common wrong answer is wrong.
-    if (d.common_wrong_answer) CHECK_FALSE(cli::check_answer(*d.common_wrong_answer, a->value, d.rel_tolerance).correct);
+    if (d.common_wrong_answer) CHECK_FALSE(app::check_answer(*d.common_wrong_answer, a->value, d.rel_tolerance).correct);
   }
   for (const char* t : {"roofline", "gemm", "training", "memory", "kv-cache", "serving", "collectives", "decode",
                         "prefill", "pipeline", "speculative"})
@@ -183,17 +183,17 @@ TEST_CASE("T2-H100: 295 (989 / 3.35) is right, 291 is the textbook's named wrong
   // Issue 29 asked whether ±1% rejects the course's own rounding. textbook.md's answer key computes the ridge from the
   // datasheet's 989 TFLOP/s and 3.35 TB/s, 295.2 FLOP/B, and lists 291 as the common wrong answer (989 / 3.4): the
   // tolerance must reject it, and it does, while every rounding the key itself prints (295) passes.
-  auto s = cli::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
+  auto s = app::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
                             ctx());
   REQUIRE_MESSAGE(s.ok(), s.diagnostics().to_string());
-  const cli::Drill* d = s->find("T2-H100");
+  const app::Drill* d = s->find("T2-H100");
   REQUIRE(d != nullptr);
-  auto a = cli::answer_drill(*s, *d, ctx());
+  auto a = app::answer_drill(*s, *d, ctx());
   REQUIRE(a.ok());
   CHECK(a->value == doctest::Approx(989.0 / 3.35));
   CHECK(d->rel_tolerance == 0.01);
-  for (double right : {295.0, 295.2, 989.0 / 3.35}) CHECK(cli::check_answer(right, a->value, d->rel_tolerance).correct);
-  const auto v = cli::check_answer(291, a->value, d->rel_tolerance, d->common_wrong_answer);
+  for (double right : {295.0, 295.2, 989.0 / 3.35}) CHECK(app::check_answer(right, a->value, d->rel_tolerance).correct);
+  const auto v = app::check_answer(291, a->value, d->rel_tolerance, d->common_wrong_answer);
   CHECK_FALSE(v.correct);
   CHECK(v.common_wrong);
   CHECK(v.relative_error == doctest::Approx(291.0 / (989.0 / 3.35) - 1));
@@ -202,7 +202,7 @@ TEST_CASE("T2-H100: 295 (989 / 3.35) is right, 291 is the textbook's named wrong
 }
 
 TEST_CASE("a tolerance wider than 1% is the source's own rounding, stated in the drill, and keeps the wrong answer out") {
-  auto s = cli::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
+  auto s = app::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
                             ctx());
   REQUIRE_MESSAGE(s.ok(), s.diagnostics().to_string());
   int wide = 0;
@@ -212,7 +212,7 @@ TEST_CASE("a tolerance wider than 1% is the source's own rounding, stated in the
     ++wide;
     CHECK_FALSE(d.tolerance_why.empty());
     // The source's own answer passes within it.
-    auto a = cli::answer_drill(*s, d, ctx());
+    auto a = app::answer_drill(*s, d, ctx());
     REQUIRE(a.ok());
     REQUIRE(d.stated_answer.has_value());
     CHECK(std::fabs(*d.stated_answer / a->value - 1) <= d.rel_tolerance);
@@ -228,10 +228,10 @@ TEST_CASE("a tolerance wider than 1% is the source's own rounding, stated in the
 }
 
 TEST_CASE("inputs the model's tree attributes to a CLI flag are attributed to the question in a drill") {
-  auto s = cli::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
+  auto s = app::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
                             ctx());
   REQUIRE(s.ok());
-  auto a = cli::answer_drill(*s, *s->find("T9"), ctx());
+  auto a = app::answer_drill(*s, *s->find("T9"), ctx());
   REQUIRE(a.ok());
   bool found = false;
   for (const auto& in : a->derivation.inputs)
@@ -243,12 +243,12 @@ TEST_CASE("inputs the model's tree attributes to a CLI flag are attributed to th
 }
 
 TEST_CASE("T22: the model's FSDP states are the textbook's 17.5 GB plus the gathered layer (5.25 GB)") {
-  auto s = cli::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
+  auto s = app::load_drills(std::string(GPUPLAN_TEST_DATA_DIR) + "/drills/textbook.json", "data/drills/textbook.json",
                             ctx());
   REQUIRE(s.ok());
   const auto* d = s->find("T22");
   REQUIRE(d != nullptr);
-  auto a = cli::answer_drill(*s, *d, ctx());
+  auto a = app::answer_drill(*s, *d, ctx());
   REQUIRE(a.ok());
   CHECK(a->value == doctest::Approx(17.5 + 70.0 / 80 * (2 * 2 + 2)));
 }

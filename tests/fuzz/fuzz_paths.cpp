@@ -31,7 +31,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::fuzz {
 namespace {
@@ -515,7 +515,7 @@ void run_scenario(std::string_view bytes, const Shipped& data) {
   if (s.gpu.empty() && s.node.empty() && s.cluster.empty()) s.node = "dgx-h100";
   auto where = [&](const std::string& key) { return j->contains(key) ? file + ": /" + key : "--" + key; };
   Diagnostics rd;
-  auto r = cli::resolve_training(s, j->contains("global_batch"), data.db, data.lib, where, rd);
+  auto r = app::resolve_training(s, j->contains("global_batch"), data.db, data.lib, where, rd);
   (void)rd.to_string();
   if (!r) return;
   const auto layout = model::check_training_layout(r->arch, r->plan, r->sys);
@@ -650,7 +650,7 @@ void run_serving_scenario(std::string_view bytes, const Shipped& data) {
   if (sc.ok()) {
     auto where = [&](const std::string& key) { return j->contains(key) ? file + ": /" + key : "--" + key; };
     Diagnostics rd;
-    const auto r = cli::resolve_serving(sc.value(), data.data_dir, false, data.db, data.lib, where, rd);
+    const auto r = app::resolve_serving(sc.value(), data.data_dir, false, data.db, data.lib, where, rd);
     (void)rd.to_string();
     if (r && r->planner()) {
       check_plan(model::plan_serving(r->arch, r->params, r->perf, r->traffic(), r->sla, r->sys, r->plan_options(),

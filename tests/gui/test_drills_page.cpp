@@ -24,10 +24,10 @@ using gui::DrillListModel;
 using gui::DrillsPage;
 
 namespace {
-cli::DrillSet shipped() {
+app::DrillSet shipped() {
   const auto d = gui::test::data();
   REQUIRE(d != nullptr);
-  auto s = cli::load_drills(d->data_dir + "/drills/textbook.json", "data/drills/textbook.json",
+  auto s = app::load_drills(d->data_dir + "/drills/textbook.json", "data/drills/textbook.json",
                             {&d->library, &d->db, ""});
   REQUIRE_MESSAGE(s.ok(), s.diagnostics().to_string());
   return s.value();

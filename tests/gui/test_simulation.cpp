@@ -1,5 +1,5 @@
 // The serving simulation page (issue #28, deliverable 5): the job's numbers are model::simulate_serving's on the
-// replica cli::resolve_serving resolves, called here directly with the same seed; the page's table and charts hold
+// replica app::resolve_serving resolves, called here directly with the same seed; the page's table and charts hold
 // those percentiles; a burst of slider moves ends with the last rate on screen and nothing in between.
 #include <doctest/doctest.h>
 
@@ -18,7 +18,7 @@
 #include "gpuplan/model/simulate.hpp"
 #include "job_controller.hpp"
 #include "main_window.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "serving_page.hpp"
 #include "sim_stats_model.hpp"
 #include "simulation_charts.hpp"
@@ -56,7 +56,7 @@ model::SimResult direct(const gui::AppData& data, double rate, std::int64_t n, s
   sc.input_tokens = 1024;
   sc.output_tokens = 256;
   Diagnostics diags;
-  auto r = cli::resolve_serving(sc, data.data_dir, false, data.db, data.library, [](const std::string& k) { return k; },
+  auto r = app::resolve_serving(sc, data.data_dir, false, data.db, data.library, [](const std::string& k) { return k; },
                                 diags);
   REQUIRE(r.has_value());
   model::ArrivalSpec a;

@@ -27,8 +27,8 @@
 #include "serving_page.hpp"
 #include "serving_charts.hpp"
 #include "serving_job.hpp"
-#include "render_reports.hpp"
-#include "resolve.hpp"
+#include "gpuplan/app/report_sections.hpp"
+#include "gpuplan/app/resolve.hpp"
 #include "support.hpp"
 #include "training_job.hpp"
 #include "gpuplan/core/format.hpp"
@@ -48,8 +48,8 @@ void select(QComboBox* c, const char* id) {
 model::TrainingSystem system_of(const gui::AppData& data, const std::string& gpu) {
   model::TrainingSystem sys;
   Diagnostics diags;
-  REQUIRE(cli::resolve_hardware(gpu, "", "", data.db, [](const std::string& k) { return k; }, diags, sys));
-  REQUIRE(cli::load_calibration(data.data_dir, sys, false, diags));
+  REQUIRE(app::resolve_hardware(gpu, "", "", data.db, [](const std::string& k) { return k; }, diags, sys));
+  REQUIRE(app::load_calibration(data.data_dir, sys, false, diags));
   return sys;
 }
 }  // namespace
@@ -306,8 +306,8 @@ TEST_CASE("export: every chart of a view to a non-empty PNG and a well-formed SV
   CHECK(md.find("## Compare: pinned (A) vs current (B)") != std::string::npos);
   // The training section rows are what `gpuplan train --format md` renders (headings one level deeper).
   const auto& t = w.lastTraining();
-  const std::string cli_md = cli::render_sections(
-      cli::training_sections(t.resolved->arch, t.gpus, t.resolved->sys, t.plan, est), cli::Format::md);
+  const std::string cli_md = app::render_sections(
+      app::training_sections(t.resolved->arch, t.gpus, t.resolved->sys, t.plan, est), app::Format::md);
   const auto rows_at = cli_md.find("| --- | --- |\n| step time");
   REQUIRE(rows_at != std::string::npos);
   CHECK(md.find(cli_md.substr(rows_at, cli_md.find("\n\n", rows_at) - rows_at)) != std::string::npos);

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 struct CompressKind {
   std::string name;
@@ -22,4 +22,4 @@ bool evaluate_compress_kind(const std::string& kind, const json_io::ObjectReader
                             const hw::GpuSpec& gpu, const DrillContext& ctx, KindAnswer& a, const std::string& file,
                             Diagnostics& diags);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

@@ -1,17 +1,17 @@
 #pragma once
-// Flags shared by `gpuplan kv` and `gpuplan serve`: model, GPU, layout, KV and weight formats and the serving engine's
-// memory knobs, and their translation into a model::ServingMemoryPlan (diagnostics name the flag).
+// The serving memory knobs of `gpuplan kv`, `gpuplan serve` and the GUI's Serving tab: model, GPU, layout, KV and
+// weight formats and the serving engine's memory knobs, as given, and their translation into a
+// model::ServingMemoryPlan (diagnostics name the flag or the key). The CLI registers them as flags
+// (cli/serving_memory_flags.hpp).
 #include <functional>
 #include <optional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 struct ServingFlags {
   std::string model;
@@ -40,10 +40,6 @@ struct ServingFlags {
   bool simple = false;
 };
 
-/// Registers the flags on `c`. `for_serve` leaves out the ones the planner sets itself (context, concurrency, GPU
-/// count) and the textbook simplifications.
-void add_serving_memory_options(CLI::App& c, ServingFlags& f, bool for_serve);
-
 /// Where a scenario key came from, for diagnostics: "--tp" for a flag, "plan.json: /serving/0/scenario/tp" for a file.
 using KeyLocator = std::function<std::string(const std::string&)>;
 
@@ -52,4 +48,4 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
                                                          const hw::GpuSpec& gpu, Diagnostics& diags,
                                                          const KeyLocator& where = {});
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

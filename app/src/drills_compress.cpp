@@ -1,4 +1,4 @@
-#include "drills_compress.hpp"
+#include "gpuplan/app/drills_compress.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "drill_field_specs.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 using json_io::FieldSpec;
@@ -88,4 +88,4 @@ bool evaluate_compress_kind(const std::string& kind, const json_io::ObjectReader
   return true;
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 struct TimelineKind {
   std::string name;
@@ -22,4 +22,4 @@ bool evaluate_timeline_kind(const std::string& kind, const json_io::ObjectReader
                             const DrillContext& ctx, const Origin& o, KindAnswer& a, const std::string& file,
                             Diagnostics& diags);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

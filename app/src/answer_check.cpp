@@ -1,4 +1,4 @@
-#include "answer_check.hpp"
+#include "gpuplan/app/answer_check.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 
 #include "gpuplan/core/format.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 const std::vector<AnswerUnit>& units_table() {
@@ -152,4 +152,4 @@ std::string describe(const Verdict& v, const std::string& unit, double rel_toler
                      v.relative_error * 100.0, tol, v.common_wrong ? " — that is the common wrong answer" : "");
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

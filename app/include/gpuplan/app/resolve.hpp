@@ -1,6 +1,6 @@
 #pragma once
-// Resolution of a decoded training scenario into model, plan and hardware — shared by `train` and `validate` so
-// that a validation case runs exactly what the user would run.
+// Resolution of a decoded training or serving scenario into model, plan and hardware — shared by the CLI's `train`,
+// `validate`, `serve` and `report` and the GUI's jobs, so that every front end runs exactly what the user would run.
 #include <functional>
 #include <map>
 #include <optional>
@@ -16,7 +16,7 @@
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 struct ResolvedTraining {
   wl::TransformerArch arch;
@@ -24,10 +24,6 @@ struct ResolvedTraining {
   model::TrainingSystem sys;
   model::Feasibility pre;  ///< layout problems found while resolving (e.g. GPUs not divisible)
 };
-
-// Hardware and calibration resolution live in the application layer (app/), shared with the GUI.
-using app::load_calibration;
-using app::resolve_hardware;
 
 /// `where(key)` names the flag or file pointer of a key for diagnostics.
 std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,
@@ -83,4 +79,4 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
 /// "lognormal:MEAN,SD" or "TOKENS:WEIGHT,TOKENS:WEIGHT,..." (weights normalised); diagnostics at `where`.
 std::optional<model::LengthDist> parse_lengths(const std::string& spec, const std::string& where, Diagnostics& diags);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

@@ -7,7 +7,7 @@
 
 #include "gpuplan/json_io/reader.hpp"
 
-namespace gpuplan::cli::drill_specs {
+namespace gpuplan::app::drill_specs {
 
 /// A number in (min, max] (or [min, max] with exclusive = false), in `unit`.
 inline json_io::FieldSpec num(std::string key, std::string unit, double min, double max, std::string doc,
@@ -43,4 +43,4 @@ inline json_io::FieldSpec text(std::string key, std::string doc, std::vector<std
   return f;
 }
 
-}  // namespace gpuplan::cli::drill_specs
+}  // namespace gpuplan::app::drill_specs

@@ -1,10 +1,10 @@
-#include "drills_realtime.hpp"
+#include "gpuplan/app/drills_realtime.hpp"
 
 #include "gpuplan/model/realtime.hpp"
 
 #include "drill_field_specs.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 using json_io::FieldSpec;
@@ -69,4 +69,4 @@ bool evaluate_realtime_kind(const std::string& kind, const json_io::ObjectReader
   return true;
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

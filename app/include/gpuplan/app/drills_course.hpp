@@ -6,14 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "drills.hpp"
-#include "drills_realtime.hpp"
+#include "gpuplan/app/drills.hpp"
+#include "gpuplan/app/drills_realtime.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 const std::vector<RealtimeKind>& course_drill_kinds();
 
 /// Evaluates one of course_drill_kinds() from its validated inputs; false for another kind.
 bool evaluate_course_kind(const std::string& kind, const json_io::ObjectReader& in, const Origin& o, KindAnswer& a);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

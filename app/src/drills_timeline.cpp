@@ -1,4 +1,4 @@
-#include "drills_timeline.hpp"
+#include "gpuplan/app/drills_timeline.hpp"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 
 #include "drill_field_specs.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 using json_io::FieldSpec;
@@ -115,4 +115,4 @@ bool evaluate_timeline_kind(const std::string& kind, const json_io::ObjectReader
   return true;
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

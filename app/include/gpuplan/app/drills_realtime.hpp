@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "drills.hpp"
+#include "gpuplan/app/drills.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 struct RealtimeKind {
   std::string name;
@@ -20,4 +20,4 @@ const std::vector<RealtimeKind>& realtime_drill_kinds();
 /// Evaluates one of realtime_drill_kinds() from its validated inputs; false for another kind.
 bool evaluate_realtime_kind(const std::string& kind, const json_io::ObjectReader& in, const Origin& o, KindAnswer& a);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

@@ -1,4 +1,4 @@
-#include "drills_course.hpp"
+#include "gpuplan/app/drills_course.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 
 #include "drill_field_specs.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 using json_io::FieldSpec;
@@ -90,4 +90,4 @@ bool evaluate_course_kind(const std::string& kind, const json_io::ObjectReader& 
   return true;
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

@@ -9,7 +9,7 @@
 
 #include "gpuplan/core/diagnostics.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 /// What an answer measures; an answer converts only between units of one dimension.
 enum class Dimension { bytes, time, intensity, flop_rate, flops, ratio, count };
@@ -47,4 +47,4 @@ Verdict check_answer(double given, double expected, double rel_tolerance,
 /// "correct: 156 FLOP/B (model: 156 FLOP/B, error +0.0%, tolerance ±1%)" / "wrong: ...".
 std::string describe(const Verdict& v, const std::string& unit, double rel_tolerance);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

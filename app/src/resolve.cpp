@@ -1,4 +1,4 @@
-#include "resolve.hpp"
+#include "gpuplan/app/resolve.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "gpuplan/calibrate/calibration.hpp"
-#include "common.hpp"
-#include "serving_flags.hpp"
+#include "gpuplan/app/output.hpp"
+#include "gpuplan/app/serving_flags.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 std::optional<ResolvedTraining> resolve_training(wl_io::TrainingScenario s, bool global_batch_given,
                                                  const hw::HardwareDb& db, const wl_io::ModelLibrary& lib,
@@ -375,4 +375,4 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   return r;
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

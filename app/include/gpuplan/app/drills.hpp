@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "answer_check.hpp"
+#include "gpuplan/app/answer_check.hpp"
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 /// What a computation needs besides its inputs: the model library (inputs name models) and, for the serving-memory
 /// kinds, the hardware database (inputs name a GPU). `origin` is the citation each input's origin records.
@@ -85,4 +85,4 @@ Result<DrillAnswer> answer_drill(const DrillSet& set, const Drill& d, const Dril
 /// The unit of a drill (decode_drills guarantees it exists).
 const AnswerUnit& drill_unit(const Drill& d);
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app

@@ -1,8 +1,8 @@
-#include "drills.hpp"
-#include "drills_course.hpp"
-#include "drills_compress.hpp"
-#include "drills_realtime.hpp"
-#include "drills_timeline.hpp"
+#include "gpuplan/app/drills.hpp"
+#include "gpuplan/app/drills_course.hpp"
+#include "gpuplan/app/drills_compress.hpp"
+#include "gpuplan/app/drills_realtime.hpp"
+#include "gpuplan/app/drills_timeline.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -24,7 +24,7 @@
 
 #include "drill_field_specs.hpp"
 
-namespace gpuplan::cli {
+namespace gpuplan::app {
 
 namespace {
 namespace u = units;
@@ -561,4 +561,4 @@ Result<DrillAnswer> answer_drill(const DrillSet& set, const Drill& d, const Dril
   return r;
 }
 
-}  // namespace gpuplan::cli
+}  // namespace gpuplan::app
