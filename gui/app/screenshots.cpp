@@ -21,6 +21,7 @@
 #include "pipeline_page.hpp"
 #include "scenario_panel.hpp"
 #include "serving_page.hpp"
+#include "stack_page.hpp"
 #include "simulation_page.hpp"
 
 namespace gpuplan::gui {

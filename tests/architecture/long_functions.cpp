@@ -74,7 +74,10 @@ std::string blank_non_code(const std::string& s) {
          s[i - 1] == 'U' || s[i - 1] == 'L' || s[i - 1] == '8')) {
       const std::size_t open = s.find('(', i + 2);
       if (open != std::string::npos) {
-        const std::string close = ")" + s.substr(i + 2, open - (i + 2)) + "\"";
+        // Built by append, not `")" + std::string&&`: GCC 12's -Wrestrict misfires on the latter at -O2+.
+        std::string close(1, ')');
+        close.append(s, i + 2, open - (i + 2));
+        close.push_back('"');
         std::size_t j = s.find(close, open);
         j = j == std::string::npos ? n : j + close.size();
         blank(i, j);

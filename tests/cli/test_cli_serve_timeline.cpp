@@ -51,7 +51,7 @@ TEST_CASE("serve --timeline json: the decode pass ends at serve's decode-only st
   CHECK(std::fabs(parse_json(p)["end_s"].get<double>() - ttft) <= 1e-9 * ttft);
 }
 
-TEST_CASE("serve --timeline text and svg; eager mode shows the host issuing kernels") {
+TEST_CASE("serve --timeline text and svg, eager mode shows the host issuing kernels") {
   const Run t = run(with(serve_args(), {"--timeline", "text", "--enforce-eager"}));
   if (t.rc != 0) MESSAGE(t.err);
   REQUIRE(t.rc == 0);

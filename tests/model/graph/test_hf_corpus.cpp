@@ -126,8 +126,9 @@ TEST_CASE("hf corpus: 100 real config.json files import within the publisher's f
     // A config with a vision tower counts it in the total exactly when the manifest says the figure includes it.
     CHECK(m->arch.vision.has_value() == e.value("vision", false));
   }
-  CHECK(imported >= 40);
-  CHECK(refused >= 40);
+  // Session 15: 64 import, 36 refused (GLM-5.x shared indexers and Kimi-K2.x import since then).
+  CHECK(imported >= 60);
+  CHECK(refused >= 30);
   CHECK(checked_figures >= 60);
 }
 

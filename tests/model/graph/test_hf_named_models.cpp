@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../../model/src/memory_activations.hpp"
+#include "../../../model/src/memory/memory_activations.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/memory.hpp"
@@ -72,7 +72,8 @@ void audit(const Audit& x) {
   const auto show = cli_test::run({"model", "show", x.path, "--format", "json"});
   REQUIRE_MESSAGE(show.rc == 0, show.err);
   std::string kinds;
-  for (const auto& k : nlohmann::json::parse(show.out)["architecture"]["layer_kinds"])
+  const auto shown = nlohmann::json::parse(show.out);  // kept: a range-for over parse(...)[...] would dangle
+  for (const auto& k : shown["architecture"]["layer_kinds"])
     kinds += k["attention"].get<std::string>() + " + " + k["ffn"].get<std::string>() + "; ";
   // kv, serve and train run, and their derivations name the layer kinds.
   std::vector<std::string> kvargs{"kv", "--model", x.path, "--gpu", x.gpu, "--context", std::to_string(x.context),

@@ -83,8 +83,8 @@ TEST_SUITE("parallel folding") {
   TEST_CASE("an explicit expert TP equal to TP prices exactly as the default") {
     const auto def = run("mixtral-8x7b", "dgx-h100", {2, 4, 2, 0, true, wl::ZeroStage::optimizer});
     const auto same = run("mixtral-8x7b", "dgx-h100", {2, 4, 2, 2, true, wl::ZeroStage::optimizer});
-    REQUIRE(def.feasibility.ok);
-    REQUIRE(same.feasibility.ok);
+    REQUIRE(def.step_time.raw() > 0);  // priced (8 GPUs hold Mixtral's states only with ZeRO: the fit is not the point)
+    REQUIRE(same.step_time.raw() > 0);  // priced (8 GPUs hold Mixtral's states only with ZeRO: the fit is not the point)
     CHECK(def.step_time.raw() == same.step_time.raw());
     CHECK(def.memory.total.raw() == same.memory.total.raw());
   }
@@ -118,8 +118,8 @@ TEST_SUITE("parallel folding") {
     // TP 2 with expert TP 1 and EP 4 against the default (expert TP 2, EP 2): T·k·ep·etp/tp rows of width i_e/etp.
     const auto folded4 = run("mixtral-8x7b", "dgx-h100", {2, 4, 4, 1});
     const auto plain2 = run("mixtral-8x7b", "dgx-h100", {2, 4, 2, 0});
-    REQUIRE(folded4.feasibility.ok);
-    REQUIRE(plain2.feasibility.ok);
+    REQUIRE(folded4.step_time.raw() > 0);  // priced (8 GPUs hold Mixtral's states only with ZeRO: the fit is not the point)
+    REQUIRE(plain2.step_time.raw() > 0);  // priced (8 GPUs hold Mixtral's states only with ZeRO: the fit is not the point)
     auto expert_flops = [](const model::TrainingEstimate& e, const std::string& name) {
       double f = 0;
       for (const auto& op : e.layer_ops)
