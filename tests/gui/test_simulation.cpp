@@ -244,7 +244,7 @@ TEST_CASE("the serving page's Simulation tab simulates the replica set above it,
   REQUIRE(wait_until([&] { return w.idle(); }));
   auto* sim = w.simulationPage();
   CHECK_FALSE(sim->hasResult());  // off screen: nothing simulated yet
-  REQUIRE(w.servingPage()->views()->count() == 3);
+  REQUIRE(w.servingPage()->views()->count() == 5);  // charts, explain, simulation, iteration timeline, compression
   w.tabs()->setCurrentIndex(gui::MainWindow::kServing);
   w.servingPage()->views()->setCurrentIndex(gui::MainWindow::kServingSimulation);
   REQUIRE(wait_until([&] { return w.idle() && sim->hasResult(); }));
