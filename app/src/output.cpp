@@ -52,10 +52,16 @@ std::string Table::render(Format f) const {
   std::string o;
   switch (f) {
     case Format::csv: {
-      for (std::size_t c = 0; c < columns.size(); ++c) o += (c ? "," : "") + csv_cell(columns[c].key);
+      for (std::size_t c = 0; c < columns.size(); ++c) {
+        if (c) o += ',';
+        o += csv_cell(columns[c].key);
+      }
       o += '\n';
       for (const auto& r : rows) {
-        for (std::size_t c = 0; c < r.size(); ++c) o += (c ? "," : "") + csv_cell(r[c]);
+        for (std::size_t c = 0; c < r.size(); ++c) {
+          if (c) o += ',';
+          o += csv_cell(r[c]);
+        }
         o += '\n';
       }
       return o;
