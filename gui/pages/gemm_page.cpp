@@ -34,7 +34,7 @@ std::string input_note(const Derivation& d, const std::string& name) {
 }
 }  // namespace
 
-GemmPage::GemmPage(std::shared_ptr<const AppData> data, QWidget* parent) : QWidget(parent), data_(std::move(data)) {
+GemmPage::GemmPage(std::shared_ptr<const AppData> app_data, QWidget* parent) : QWidget(parent), data_(std::move(app_data)) {
   dtype_ = new QComboBox;
   for (const char* p : {"bf16", "fp16", "fp8", "tf32", "fp32"}) dtype_->addItem(p, p);
   dtype_->setToolTip(tr("The GEMM's precision (fp8: no fallback kernels, priced as padded to 16 bytes)"));

@@ -25,7 +25,7 @@ class GemmChart;
 class GemmPage : public QWidget {
   Q_OBJECT
  public:
-  explicit GemmPage(std::shared_ptr<const AppData> data, QWidget* parent = nullptr);
+  explicit GemmPage(std::shared_ptr<const AppData> app_data, QWidget* parent = nullptr);
   /// The scenario panel's GPU (an id of the hardware data) and whether its calibration profile is used.
   void setGpu(const std::string& gpu_id, bool calibration);
   /// Recomputes from the controls (called on every change).

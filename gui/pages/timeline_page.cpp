@@ -95,14 +95,14 @@ void TimelinePage::setResult(const TrainingResult& r) {
     summary_->setText(tl.error.empty() ? tr("No timeline: the scenario does not resolve to a valid layout.")
                                        : tr("No timeline: %1").arg(q(tl.error)));
   } else {
-    units::Seconds compute{}, idle{}, wait{}, data{};
+    units::Seconds compute{}, idle{}, wait{}, starved{};
     for (const auto& s : tl.spans) {
       if (s.lane != 0) continue;  // stage 0's compute stream
       switch (s.kind) {
         case model::SpanKind::bubble: idle += s.duration(); break;
         case model::SpanKind::comm_exposed:
         case model::SpanKind::dp_wait: wait += s.duration(); break;
-        case model::SpanKind::data_wait: data += s.duration(); break;
+        case model::SpanKind::data_wait: starved += s.duration(); break;
         default: compute += s.duration();
       }
     }
@@ -111,7 +111,7 @@ void TimelinePage::setResult(const TrainingResult& r) {
             ? tr(" <b>GPU utilisation %1%</b>%2 (%3-bound: the loader needs %4 per batch, the GPU %5 per step).")
                   .arg(100.0 * tl.gpu_utilisation, 0, 'f', 0)
                   .arg(tl.gpu_utilisation < 0.995 ? tr(" because the loader starves it: idle %1 waiting for the batch")
-                                                        .arg(t(data))
+                                                        .arg(t(starved))
                                                   : QString())
                   .arg(q(tl.loader_bound).toHtmlEscaped(), t(tl.loader), t(tl.gpu_step))
             : QString();
