@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "gpuplan/app/gemm_shapes.hpp"
 #include "gpuplan/app/resolve.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -67,8 +68,12 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
     return report(diags);
   }
   std::vector<std::int64_t> dims;
-  if (!f.gemm.empty() && (!parse_ints(f.gemm, 'x', dims) || dims.size() != 3))
-    diags.error("", "--gemm", fmt::format("'{}' is not M×N×K with three integers from 1 to 1e9 (e.g. 8192x8192x8192)", f.gemm));
+  std::optional<std::array<std::vector<std::int64_t>, 3>> shapes;  // --gemm: each dimension a value or a range
+  if (!f.gemm.empty()) {
+    std::string error;
+    shapes = app::parse_gemm_shapes(f.gemm, error);
+    if (!shapes) diags.error("", "--gemm", error);
+  }
   if (!f.attention.empty() && (!parse_ints(f.attention, ',', dims) || dims.size() != 4))
     diags.error("", "--attention", fmt::format("'{}' is not batch,heads,seq,head_dim, four integers from 1 to 1e9 (e.g. 1,32,8192,128)", f.attention));
   std::optional<wl_io::ModelEntry> entry;
@@ -103,10 +108,13 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
     model::Device d = model::make_device(*gs);
     if (cal.efficiency) d.eff = *cal.efficiency;
     std::vector<model::OpCost> ops;
-    if (!f.gemm.empty()) {
+    if (shapes && (*shapes)[0].size() * (*shapes)[1].size() * (*shapes)[2].size() == 1) {
       Derivation why;
-      ops.push_back(model::gemm_cost(f.gemm, {dims[0], dims[1], dims[2], 1}, *prec, d, g.explain ? &why : nullptr));
+      ops.push_back(model::gemm_cost(f.gemm, {(*shapes)[0][0], (*shapes)[1][0], (*shapes)[2][0], 1}, *prec, d,
+                                     g.explain ? &why : nullptr));
       if (g.explain) whys.push_back(why);
+    } else if (shapes) {  // a sweep (app/gemm_shapes.hpp): one row per shape, no derivations
+      for (auto& pt : app::gemm_shape_sweep(d, *prec, *shapes)) ops.push_back(std::move(pt.cost));
     } else if (!f.attention.empty()) {
       ops = model::attention_cost("attention", dims[0] * dims[1], dims[2], dims[2], dims[3], dims[3], f.causal, true,
                                   f.backward, *prec, d);
@@ -172,7 +180,9 @@ void register_roofline(CLI::App& app, GlobalOptions& g, int& rc) {
   auto f = std::make_shared<RooflineFlags>();
   auto* c = app.add_subcommand("roofline", "roofline of one op or of every op of one layer, on one or more GPUs");
   c->add_option("--gpu", f->gpus, "GPU ids or aliases (repeatable)")->capture_default_str();
-  c->add_option("--gemm", f->gemm, "GEMM M×N×K, e.g. 8192x8192x8192");
+  c->add_option("--gemm", f->gemm,
+                "GEMM M×N×K, e.g. 8192x8192x8192; a dimension may be a range A..B[:STEP] (one row per shape: "
+                "4096x4096x4088..4104 shows the alignment classes, 1..1024x22016x4096 the tile staircase)");
   c->add_option("--attention", f->attention, "flash attention batch,heads,seq,head_dim");
   c->add_option("--causal", f->causal, "causal attention (default true)");
   c->add_flag("--backward", f->backward, "attention backward pass");

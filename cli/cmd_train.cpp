@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bands.hpp"
+#include "gpuplan/app/input_pipeline.hpp"
 #include "commands.hpp"
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
@@ -70,17 +71,39 @@ struct TrainFlags {
   std::vector<std::string> megatron_typed;   ///< Megatron-LM flags typed among ours (CLI11's extras)
   std::optional<std::string> timeline, memory_timeline;  ///< --timeline / --memory-timeline FORMAT
   std::optional<std::string> stack;          ///< --stack amp,flash,...: the optimisation stack (train_stack.hpp)
-  std::optional<double> loader_sample_ms;    ///< --loader-sample-ms: CPU cost of one sample (with --stack)
+  std::optional<double> loader_sample_ms;    ///< --loader-sample-ms: CPU cost of one sample (--stack, --timeline)
+  std::optional<long long> loader_workers;   ///< --loader-workers: DataLoader workers per GPU (with --timeline)
 };
+
+/// The input pipeline's flags: --loader-sample-ms prices it in the optimisation stack and the step timeline,
+/// --loader-workers sets the timeline's workers (the stack's come from its workers=N step). False after an error.
+bool check_loader_flags(const TrainFlags& f, Diagnostics& diags) {
+  if (f.loader_sample_ms && !f.stack && !f.timeline)
+    diags.error("", "--loader-sample-ms",
+                "prices the input pipeline of the optimisation stack or the step timeline: give --stack or --timeline too");
+  if (f.loader_sample_ms && !(*f.loader_sample_ms > 0 && *f.loader_sample_ms <= 1e6))
+    diags.error("", "--loader-sample-ms",
+                fmt::format("{} is not a CPU time per sample in (0, 10⁶] ms", plain_number(*f.loader_sample_ms)));
+  if (f.loader_workers) {
+    if (f.stack)
+      diags.error("", "--loader-workers", "the optimisation stack sets the workers with its workers=N step");
+    else if (!f.timeline)
+      diags.error("", "--loader-workers", "lays the data loader out in the step timeline: give --timeline too");
+    else if (!f.loader_sample_ms)
+      diags.error("", "--loader-workers",
+                  "the loader needs its CPU cost per sample to be priced: give --loader-sample-ms too");
+    if (*f.loader_workers < 0 || *f.loader_workers > 4096)
+      diags.error("", "--loader-workers",
+                  fmt::format("{} is not a worker count (0 to 4096 per GPU; 0: loaded in the training process)",
+                              *f.loader_workers));
+  }
+  return !diags.has_errors();
+}
 
 /// --stack's flag checks: it owns the knobs its steps set (from its fp32 eager baseline), and does not combine with
 /// --search or --sweep. False after an error.
 bool check_stack_flags(const TrainFlags& f, Diagnostics& diags) {
-  if (!f.stack) {
-    if (f.loader_sample_ms)
-      diags.error("", "--loader-sample-ms", "prices the input pipeline of the optimisation stack: give --stack too");
-    return !diags.has_errors();
-  }
+  if (!f.stack) return !diags.has_errors();
   if (f.search) diags.error("", "--stack", "--stack and --search do not combine: the stack evaluates one layout");
   if (!f.sweep.empty()) diags.error("", "--stack", "--stack and --sweep do not combine");
   const std::pair<const char*, bool> owned[] = {
@@ -97,9 +120,6 @@ bool check_stack_flags(const TrainFlags& f, Diagnostics& diags) {
                   fmt::format("the optimisation stack starts from its fp32 eager baseline and sets this itself: leave "
                               "{} out, or put the step that sets it in --stack ({})",
                               o.first, stack_names()));
-  if (f.loader_sample_ms && !(*f.loader_sample_ms > 0 && *f.loader_sample_ms <= 1e6))
-    diags.error("", "--loader-sample-ms",
-                fmt::format("{} is not a CPU time per sample in (0, 10⁶] ms", plain_number(*f.loader_sample_ms)));
   return !diags.has_errors();
 }
 
@@ -277,7 +297,8 @@ std::optional<model::Band> training_band(const GlobalOptions& g, const model::Tr
 
 /// --timeline / --memory-timeline: the step or memory timeline of the plan instead of the report. Exit 0 (3 when the
 /// plan is infeasible: the timeline is still printed), 2 when the plan cannot be laid out.
-int run_timeline(const ResolvedTraining& r, const model::TrainingEstimate& est, bool memory, TimelineFormat tf) {
+int run_timeline(const ResolvedTraining& r, const model::TrainingEstimate& est, bool memory, TimelineFormat tf,
+                 const model::TextLoader& loader, int loader_workers) {
   const auto& arch = r.arch;
   const std::string title = fmt::format("{} on {} × {}: {}", arch.name.empty() ? arch.id : arch.name, r.plan.par.gpus(),
                                         r.sys.gpu->info.name, layout_text(r.plan));
@@ -293,7 +314,7 @@ int run_timeline(const ResolvedTraining& r, const model::TrainingEstimate& est, 
         : tf == TimelineFormat::svg ? memory_timeline_svg(m, "Memory timeline — " + title)
                                     : memory_timeline_text(m));
   } else {
-    const model::StepTimeline t = model::training_timeline(arch, r.plan, r.sys);
+    const model::StepTimeline t = model::training_timeline(arch, r.plan, r.sys, loader, loader_workers);
     if (!t.ok) {
       Diagnostics d;
       d.error("", flag, "cannot lay out this plan: " + t.error);
@@ -307,7 +328,8 @@ int run_timeline(const ResolvedTraining& r, const model::TrainingEstimate& est, 
 }
 
 int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const ResolvedTraining& r,
-               const std::optional<std::pair<bool, TimelineFormat>>& timeline = std::nullopt) {
+               const std::optional<std::pair<bool, TimelineFormat>>& timeline = std::nullopt,
+               const model::TextLoader& loader = {}, int loader_workers = 0) {
   const auto& sys = r.sys;
   const auto& arch = r.arch;
   const auto& plan = r.plan;
@@ -329,7 +351,7 @@ int run_single(const GlobalOptions& g, const wl_io::TrainingScenario& s, const R
               "cannot lay out this plan: " + (pre.reasons.empty() ? std::string("invalid layout") : pre.reasons.front()));
       return report(d);
     }
-    return run_timeline(r, est, timeline->first, timeline->second);
+    return run_timeline(r, est, timeline->first, timeline->second, loader, loader_workers);
   }
 
   if (fmt_ == Format::json || fmt_ == Format::csv) {
@@ -652,7 +674,7 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
   std::optional<std::vector<model::OptStep>> stack;
-  if (!check_stack_flags(f, diags)) return report(diags);
+  if (!check_stack_flags(f, diags) || !check_loader_flags(f, diags)) return report(diags);
   if (f.stack) {
     stack = parse_stack(*f.stack, "--stack", diags);
     if (!stack) return report(diags);
@@ -748,7 +770,8 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
     return run_train_stack(g, *resolved, *stack, f.loader_sample_ms,
                            j.contains("optimizer_impl") ? resolved->plan.optimizer_impl : wl::OptimizerImpl::foreach);
   }
-  return run_single(g, s, *resolved, timeline);
+  return run_single(g, s, *resolved, timeline, app::text_loader(resolved->sys, f.loader_sample_ms, "--loader-sample-ms"),
+                    int(f.loader_workers.value_or(0)));
 }
 
 }  // namespace
@@ -895,6 +918,7 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
       return;
     }
     f->megatron_typed = c->remaining();
+    f->loader_workers = v->loader_workers;  // one flag: a vision model's decode workers, a transformer's loader lane
     rc = run_train(g, *f);
   });
 }

@@ -499,8 +499,9 @@ void add_vision_options(CLI::App& cmd, VisionFlags& v, VisionCommand which) {
                  "serve false: weights held in the compute type)");
   if (which == VisionCommand::train) {
     cmd.add_option("--loader-workers", v.loader_workers,
-                   "vision models: DataLoader worker processes per GPU decoding JPEGs on the CPU (prices the input "
-                   "pipeline; default: images already on the GPU)");
+                   "DataLoader worker processes per GPU: vision models decode JPEGs on the CPU (prices the input "
+                   "pipeline; default: images already on the GPU); transformers, with --timeline and "
+                   "--loader-sample-ms, the step timeline's data-loader lane (0: loaded in the training process)");
     cmd.add_option("--decode", v.decode, "vision models: where the JPEGs are decoded: cpu (default with --loader-workers) or gpu");
     cmd.add_option("--decode-rate", v.decode_rate,
                    "vision models: decode + augmentation images/s per CPU core (cpu) or per GPU (gpu); default: our "
@@ -540,7 +541,7 @@ std::optional<int> run_vision_if_named(const GlobalOptions& g, const CLI::App& c
                                        VisionCommand which) {
   const std::vector<std::string> vision_only = which == VisionCommand::serve
                                                    ? std::vector<std::string>{"resolution", "autocast", "fold-bn", "fuse-epilogue"}
-                                                   : std::vector<std::string>{"resolution", "autocast", "loader-workers",
+                                                   : std::vector<std::string>{"resolution", "autocast",
                                                                               "decode", "decode-rate", "storage-GBps",
                                                                               "image-kB", "epochs", "epoch-images",
                                                                               "fused-training"};

@@ -52,6 +52,8 @@ char glyph(SpanKind k) {
     case SpanKind::sampling: return 'S';
     case SpanKind::host: return 'H';
     case SpanKind::launch_gap: return '_';
+    case SpanKind::data_load: return 'L';
+    case SpanKind::data_wait: return '~';
   }
   return '?';
 }
@@ -84,6 +86,8 @@ const char* colour(SpanKind k) {
     case SpanKind::sampling: return "#59a14f";
     case SpanKind::host: return "#9c755f";
     case SpanKind::launch_gap: return "#eeeeee";
+    case SpanKind::data_load: return "#bcbd22";
+    case SpanKind::data_wait: return "#d62728";
   }
   return "#000";
 }
@@ -94,7 +98,7 @@ constexpr SpanKind kKinds[] = {SpanKind::forward,   SpanKind::backward,     Span
                                SpanKind::dp_gather, SpanKind::dp_wait,      SpanKind::sm_contention, SpanKind::dp_copy,
                                SpanKind::bubble,    SpanKind::optimizer,    SpanKind::offload,      SpanKind::allowance,
                                SpanKind::gemm,      SpanKind::attention,    SpanKind::elementwise,  SpanKind::sampling,
-                               SpanKind::host,      SpanKind::launch_gap};
+                               SpanKind::host,      SpanKind::launch_gap,   SpanKind::data_load,    SpanKind::data_wait};
 
 const char* kind_words(SpanKind k) {
   switch (k) {
@@ -124,6 +128,8 @@ const char* kind_words(SpanKind k) {
     case SpanKind::sampling: return "sampling";
     case SpanKind::host: return "host (kernel issue, engine work)";
     case SpanKind::launch_gap: return "GPU idle: waiting for the host";
+    case SpanKind::data_load: return "data loader (next batch)";
+    case SpanKind::data_wait: return "GPU idle: waiting for the batch";
   }
   return "";
 }
@@ -189,6 +195,9 @@ std::string timeline_text(const model::StepTimeline& t, int width) {
   if (!t.serving_iteration)
     o += fmt::format("\n  pipeline ends at {}; the pipeline formula's allowance {}\n", ms(t.pipeline_end),
                      ms(t.allowance));
+  if (t.loader_priced)
+    o += fmt::format("  GPU busy {} of the {} step: utilisation {:.0f}% ({}-bound)\n", ms(t.gpu_step), ms(t.step_time),
+                     100.0 * t.gpu_utilisation, t.loader_bound);
   else
     o += "\n";
   for (const auto& n2 : t.notes) o += "  note: " + n2 + "\n";
@@ -202,9 +211,16 @@ nlohmann::json timeline_json(const model::StepTimeline& t) {
   j["end_s"] = t.end.raw();
   j["pipeline_end_s"] = t.pipeline_end.raw();
   j["allowance_s"] = t.allowance.raw();
+  if (t.loader_priced) {
+    j["gpu_step_s"] = t.gpu_step.raw();
+    j["loader_s"] = t.loader.raw();
+    j["gpu_utilisation"] = t.gpu_utilisation;
+    j["loader_bound"] = t.loader_bound;
+  }
   j["lanes"] = nlohmann::json::array();
   for (const auto& l : t.lanes)
-    j["lanes"].push_back({{"name", l.name}, {"stage", l.stage}, {"stream", l.compute ? "compute" : "comm"}});
+    j["lanes"].push_back(
+        {{"name", l.name}, {"stage", l.stage}, {"stream", l.host ? "host" : l.compute ? "compute" : "comm"}});
   j["spans"] = nlohmann::json::array();
   for (const auto& s : t.spans) {
     nlohmann::json x{{"lane", s.lane},        {"kind", model::to_string(s.kind)}, {"start_s", s.start.raw()},

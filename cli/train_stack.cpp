@@ -1,5 +1,6 @@
 // `gpuplan train --stack ...`: the optimisation stack (issue #27 d3).
 #include "train_stack.hpp"
+#include "gpuplan/app/input_pipeline.hpp"
 
 #include <charconv>
 #include <set>
@@ -100,17 +101,7 @@ std::optional<std::vector<model::OptStep>> parse_stack(const std::string& text, 
 int run_train_stack(const GlobalOptions& g, const ResolvedTraining& r, const std::vector<model::OptStep>& steps,
                     std::optional<double> sample_ms, wl::OptimizerImpl baseline_optimizer) {
   const Format f = parse_format(g.format);
-  model::TextLoader loader;
-  if (sample_ms) {
-    loader.sample_cpu = units::Seconds(*sample_ms * 1e-3);
-    loader.sample_origin = Origin::user("--loader-sample-ms");
-  }
-  if (r.sys.node != nullptr && r.sys.node->host_cores) {
-    loader.node_cores = *r.sys.node->host_cores;
-    loader.cores_origin = Origin::datasheet(r.sys.node->info.cite("/host/cores"));
-  } else {
-    loader.cores_origin = Origin::assumption("the node's cores are not in its data: the workers are not capped");
-  }
+  const model::TextLoader loader = app::text_loader(r.sys, sample_ms, "--loader-sample-ms");
   const model::OptStack st = model::optimisation_stack(r.arch, r.plan, r.sys, loader, steps,
                                                       g.explain ? Explain::on : Explain::off, baseline_optimizer);
   bool feasible = true;

@@ -74,6 +74,11 @@ const std::vector<Kind>& kinds() {
       {"gemm_intensity", Dimension::intensity,
        {integer("m", 1, 1e9, "rows of A and C"), integer("n", 1, 1e9, "columns of B and C"),
         integer("k", 1, 1e9, "inner dimension")}},
+      {"gemm_padding_speedup", Dimension::ratio,
+       {text("gpu", "a GPU of the hardware data"), text("dtype", "the GEMM's 16-bit type", {"bf16", "fp16"}),
+        integer("m", 1, 1e9, "rows of A and C"), integer("n", 1, 1e9, "columns of B and C (a leading dimension)"),
+        integer("k", 1, 1e9, "inner dimension (a leading dimension)"), integer("pad_m", 1, 1e9, "M after padding"),
+        integer("pad_n", 1, 1e9, "N after padding"), integer("pad_k", 1, 1e9, "K after padding")}},
       {"intensity", Dimension::intensity, {num("elements", "", 0, 1e15, "elements the op touches"), kFpe, kBpe}},
       {"attainable", Dimension::flop_rate, {kPeak, kBw, kFpe, kBpe}},
       {"kv_token", Dimension::bytes, {kModel, kElemBytes}},
@@ -246,6 +251,22 @@ std::optional<KindAnswer> evaluate_kind(const std::string& kind, const json_io::
       a.derivation = std::move(p.derivation);
       a.derivation.children.push_back(std::move(e.derivation));
     }
+  } else if (kind == "gemm_padding_speedup") {
+    // The GEMM as given against the same GEMM zero-padded (gemm_cost's alignment classes and tiles, the GPU's data).
+    const hw::Precision p = in.str("dtype").value_or("bf16") == "fp16" ? hw::Precision::fp16 : hw::Precision::bf16;
+    const model::Device dev = model::make_device(*gpu);
+    Derivation w_as, w_pad;
+    const auto as = model::gemm_cost(fmt::format("{}x{}x{}", i("m"), i("n"), i("k")), {i("m"), i("n"), i("k"), 1}, p,
+                                     dev, &w_as);
+    const auto pad = model::gemm_cost(fmt::format("{}x{}x{}", i("pad_m"), i("pad_n"), i("pad_k")),
+                                      {i("pad_m"), i("pad_n"), i("pad_k"), 1}, p, dev, &w_pad);
+    a.value = as.time.raw() / pad.time.raw();
+    a.derivation = pick("gemm.padding_speedup", "Speed-up from padding a GEMM's dimensions", "t(as given) / t(padded)",
+                        fmt::format("{:.3g}×", a.value), std::move(w_as),
+                        {{"t(as given)", u::format(as.time), "the GEMM as given", Origin::derived("gemm")},
+                         {"t(padded)", u::format(pad.time), "the padded GEMM (more FLOPs, aligned leading dimensions)",
+                          Origin::derived("gemm")}});
+    a.derivation.children.push_back(std::move(w_pad));
   } else if (kind == "kv_token" || kind == "kv_sequence") {
     const auto kv = model::kv_cache_size(*arch, kind == "kv_token" ? 1 : i("tokens"), n("bytes_per_element"));
     a.value = (kind == "kv_token" ? kv.per_token_full : kv.per_sequence).raw();

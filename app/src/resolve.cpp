@@ -1,4 +1,5 @@
 #include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/input_pipeline.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -373,6 +374,21 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
     }
   }
   return r;
+}
+
+model::TextLoader text_loader(const model::TrainingSystem& sys, std::optional<double> sample_ms, const std::string& where) {
+  model::TextLoader loader;
+  if (sample_ms && *sample_ms > 0) {
+    loader.sample_cpu = units::Seconds(*sample_ms * 1e-3);
+    loader.sample_origin = Origin::user(where);
+  }
+  if (sys.node != nullptr && sys.node->host_cores) {
+    loader.node_cores = *sys.node->host_cores;
+    loader.cores_origin = Origin::datasheet(sys.node->info.cite("/host/cores"));
+  } else {
+    loader.cores_origin = Origin::assumption("the node's cores are not in its data: the workers are not capped");
+  }
+  return loader;
 }
 
 }  // namespace gpuplan::app

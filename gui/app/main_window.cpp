@@ -22,6 +22,7 @@
 
 #include "drills_page.hpp"
 #include "timeline_page.hpp"
+#include "gemm_page.hpp"
 #include "collectives_chart.hpp"
 #include "compare_model.hpp"
 #include "compare_page.hpp"
@@ -110,6 +111,8 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   tabs_->addTab(pipeline_, tr("Real-time pipeline"));
   stack_ = new StackPage(data_);
   tabs_->addTab(stack_, tr("Optimisation stack"));
+  gemm_ = new GemmPage(data_);
+  tabs_->addTab(gemm_, tr("GEMM shapes"));
   simulation_ = new SimulationPage(data_);
   serving_->views()->insertTab(kServingSimulation, simulation_, tr("Simulation (live rate)"));
   serving_timeline_ = new ServingTimelineView;
@@ -124,6 +127,7 @@ MainWindow::MainWindow(std::shared_ptr<const AppData> app_data, QWidget* parent)
   connect(collectives_, &charts::CollectivesChart::derivationRequested, this, explain);
   connect(serving_, &ServingPage::derivationRequested, this, explain);
   connect(panel_, &ScenarioPanel::changed, this, &MainWindow::requestTraining);
+  connect(timeline_, &TimelinePage::loaderChanged, this, &MainWindow::requestTraining);
   connect(panel_, &ScenarioPanel::modelAdded, serving_, &ServingPage::addModel);  // an import reaches the Serving tab
   connect(serving_, &ServingPage::changed, this, &MainWindow::requestServing);
   connect(compare_, &ComparePage::pinRequested, this, &MainWindow::pin);
@@ -205,6 +209,9 @@ void MainWindow::requestTraining() {
   req.scenario = panel_->scenario();
   req.compare_gpus = panel_->compareGpus();
   req.calibration = panel_->calibration();
+  req.loader_workers = timeline_->loaderWorkers();
+  req.loader_sample_ms = timeline_->loaderSampleMs();
+  gemm_->setGpu(panel_->gpuCombo()->currentData().toString().toStdString(), req.calibration);
   stack_->setScenario(req.scenario, req.calibration);
   serving_->followTraining(panel_->modelCombo()->currentData().toString(), panel_->gpuCombo()->currentData().toString());
   train_clock_.start();

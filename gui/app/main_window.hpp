@@ -19,6 +19,7 @@ namespace gpuplan::gui {
 
 class DrillsPage;
 class TimelinePage;
+class GemmPage;
 class ServingTimelineView;
 class CompressView;
 class PipelinePage;
@@ -61,6 +62,7 @@ class MainWindow : public QMainWindow {
   [[nodiscard]] ServingPage* servingPage() const { return serving_; }
   [[nodiscard]] DrillsPage* drillsPage() const { return drills_; }
   [[nodiscard]] TimelinePage* timelinePage() const { return timeline_; }
+  [[nodiscard]] GemmPage* gemmPage() const { return gemm_; }
   /// The serving page's inner tab kServingSimulation: the replica simulated under a live arrival rate.
   [[nodiscard]] SimulationPage* simulationPage() const { return simulation_; }
   /// The Real-time pipeline tab (issue #25): a pipeline file's schedule on a chosen chip.
@@ -109,6 +111,7 @@ class MainWindow : public QMainWindow {
   ServingPage* serving_;
   DrillsPage* drills_;  ///< the Interview drills tab
   TimelinePage* timeline_;  ///< the step and memory timelines (issue #27)
+  GemmPage* gemm_;          ///< GEMM shapes: alignment classes and the tile staircase (issue #27)
   SimulationPage* simulation_;
   ServingTimelineView* serving_timeline_;
   CompressView* compress_;

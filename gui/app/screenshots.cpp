@@ -16,6 +16,7 @@
 #include "explain_pane.hpp"
 #include "main_window.hpp"
 #include "timeline_page.hpp"
+#include "gemm_page.hpp"
 #include "compress_view.hpp"
 #include "serving_timeline_view.hpp"
 #include "pipeline_page.hpp"
@@ -26,6 +27,10 @@
 
 namespace gpuplan::gui {
 namespace {
+
+/// CPU ms per sample for the loader screenshot: 2 workers then need about twice the default scenario's GPU step per
+/// batch (the GPU idles half the step waiting for it).
+constexpr double kLoaderShotMs = 100.0;
 
 struct Step {
   QString file;                   ///< PNG name, empty for an action without a picture
@@ -117,6 +122,15 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
   };
   // The step timeline (issue #27): the default scenario's step as a Gantt chart over its memory timeline.
   r->steps.push_back({"timeline.png", [&w] { w.tabs()->setCurrentWidget(w.timelinePage()); }});
+  // The same step fed by a DataLoader that cannot keep up (issue #27 d2): its host lane and the GPU's wait for the batch.
+  r->steps.push_back({"timeline-loader.png", [&w] {
+                        w.timelinePage()->workersSpin()->setValue(2);
+                        w.timelinePage()->sampleMsSpin()->setValue(kLoaderShotMs);
+                      }});
+  r->steps.push_back({"", [&w] {
+                        w.timelinePage()->workersSpin()->setValue(0);
+                        w.timelinePage()->sampleMsSpin()->setValue(0);
+                      }});
   // The optimisation stack (issue #27 d3): the default scenario from the fp32 eager baseline through the toggles.
   r->steps.push_back({"stack.png", [&w] { w.tabs()->setCurrentWidget(w.stackPage()); }});
   // One serving iteration kernel by kernel, and the compression choices (issue #27 d2, d5), on the serving replica.
@@ -127,6 +141,8 @@ void take_screenshots(MainWindow& w, const QString& dir, std::function<void(bool
   r->steps.push_back({"compression.png", [&w] {
                         w.servingPage()->views()->setCurrentWidget(w.compressView());
                       }});
+  // GEMM shapes (issue #27 d6): 4096×4096×4097 bf16 on the scenario's GPU, K swept over 4088…4104 (alignment classes).
+  r->steps.push_back({"gemm.png", [&w] { w.tabs()->setCurrentWidget(w.gemmPage()); }});
   // Interview drills: a wrong answer checked (the verdict, the model's answer and its derivation).
   r->steps.push_back({"drills.png", [&w] {
                         auto* d = w.drillsPage();

@@ -43,6 +43,8 @@ QColor span_colour(SpanKind k) {
     case SpanKind::sampling: return QColor("#59a14f");
     case SpanKind::host: return QColor("#9c755f");
     case SpanKind::launch_gap: return QColor("#eeeeee");
+    case SpanKind::data_load: return QColor("#bcbd22");
+    case SpanKind::data_wait: return QColor("#d62728");
   }
   return Qt::black;
 }

@@ -1,4 +1,5 @@
 #include "stack_job.hpp"
+#include "gpuplan/app/input_pipeline.hpp"
 
 #include <fmt/format.h>
 
@@ -40,15 +41,7 @@ StackResult evaluate_stack(const AppData& data, const StackRequest& req) {
     for (const auto& reason : r->pre.reasons) out.diags.error("", "Layout", reason);
     return out;
   }
-  model::TextLoader loader;
-  if (req.sample_ms > 0) {
-    loader.sample_cpu = units::Seconds(req.sample_ms * 1e-3);
-    loader.sample_origin = Origin::user("Sample CPU ms");
-  }
-  if (r->sys.node != nullptr && r->sys.node->host_cores) {
-    loader.node_cores = *r->sys.node->host_cores;
-    loader.cores_origin = Origin::datasheet(r->sys.node->info.cite("/host/cores"));
-  }
+  const model::TextLoader loader = app::text_loader(r->sys, req.sample_ms, "Sample CPU ms");
   out.stack = model::optimisation_stack(r->arch, r->plan, r->sys, loader, req.steps, Explain::off);
   const auto& par = r->plan.par;
   out.title = fmt::format("{} on {} × {}, global batch {} × {} tokens", r->arch.name.empty() ? r->arch.id : r->arch.name,

@@ -1,4 +1,5 @@
 #include "training_job.hpp"
+#include "gpuplan/app/input_pipeline.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -91,7 +92,16 @@ TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req
   std::vector<model::TrainingSystem> systems{r->sys};
   out.gpus_evaluated.push_back(evaluate(r->sys, Explain::on));
   if (r->pre.ok) {
-    out.timeline = model::training_timeline(r->arch, r->plan, r->sys);
+    if (!(req.loader_sample_ms >= 0 && req.loader_sample_ms <= 1e6))
+      out.diags.error("", "Loader ms/sample",
+                      fmt::format("{} is not a CPU time per sample in [0, 10⁶] ms", req.loader_sample_ms));
+    else if (req.loader_workers < 0 || req.loader_workers > 4096)
+      out.diags.error("", "DataLoader workers",
+                      fmt::format("{} is not a worker count (0 to 4096 per GPU)", req.loader_workers));
+    else
+      out.timeline = model::training_timeline(r->arch, r->plan, r->sys,
+                                              app::text_loader(r->sys, req.loader_sample_ms, "Loader ms/sample"),
+                                              req.loader_workers);
     for (auto mode : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full}) {
       wl::TrainingPlan p = r->plan;
       p.recompute = mode;

@@ -26,6 +26,10 @@ struct TrainingRequest {
   bool calibration = true;               ///< use data/calibration/<gpu>/profile.json when present
   bool scaling = true;                   ///< sweep DP for the scaling view
   bool collectives = true;               ///< collective cost vs message size on the scenario's tiers
+  /// The step timeline's input pipeline (the "Step timeline" tab's DataLoader controls): CPU milliseconds per sample
+  /// (0: not priced) and DataLoader workers per GPU (0: loaded in the training process).
+  double loader_sample_ms = 0;
+  int loader_workers = 0;
 };
 
 /// One GPU type evaluated with the request's plan.

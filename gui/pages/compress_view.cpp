@@ -78,8 +78,8 @@ void CompressView::setResult(const ServingResult& r) {
     }
   }
   table_->resizeColumnsToContents();
-  QString text = tr("Batch %1, %2 prompt + %3 output tokens (KV at %4 tokens, decode steps at %5). <b>Accuracy is out "
-                    "of scope:</b> %6")
+  // The model's note says that accuracy is out of scope (compression.hpp, accuracy_note): shown once, in bold.
+  QString text = tr("Batch %1, %2 prompt + %3 output tokens (KV at %4 tokens, decode steps at %5). <b>%6</b>")
                      .arg(study_->batch)
                      .arg(study_->input_tokens)
                      .arg(study_->output_tokens)

@@ -1,8 +1,10 @@
 #include "timeline_page.hpp"
 
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
 
@@ -32,9 +34,35 @@ TimelinePage::TimelinePage(QWidget* parent) : QWidget(parent) {
   recompute_->setToolTip(tr("Activation recomputation for the memory timeline (the step above keeps the scenario's)"));
   memory_ = new charts::MemoryTimelineChart;
 
+  workers_ = new QSpinBox;
+  workers_->setRange(0, 64);
+  workers_->setValue(0);
+  workers_->setPrefix(tr("DataLoader workers "));
+  workers_->setSpecialValueText(tr("DataLoader workers: none (in process)"));
+  workers_->setKeyboardTracking(false);
+  workers_->setToolTip(tr("DataLoader worker processes per GPU: they prepare the next batch beside the step "
+                          "(none: the training process loads each batch between steps, the GPU idle meanwhile)"));
+  sample_ms_ = new QDoubleSpinBox;
+  sample_ms_->setRange(0, 1000);
+  sample_ms_->setDecimals(2);
+  sample_ms_->setValue(0);
+  sample_ms_->setSuffix(tr(" ms/sample"));
+  sample_ms_->setSpecialValueText(tr("loader not priced"));
+  sample_ms_->setKeyboardTracking(false);
+  sample_ms_->setToolTip(tr("CPU time to produce one sample (read, tokenise, collate); 0: the input pipeline is not "
+                            "priced (batches assumed prefetched)"));
+  connect(workers_, &QSpinBox::valueChanged, this, &TimelinePage::loaderChanged);
+  connect(sample_ms_, &QDoubleSpinBox::valueChanged, this, &TimelinePage::loaderChanged);
+
   auto* top = new QWidget;
   auto* tl = new QVBoxLayout(top);
   tl->setContentsMargins(0, 0, 0, 0);
+  auto* loader_row = new QHBoxLayout;
+  loader_row->addWidget(new QLabel(tr("<b>Input pipeline</b>")));
+  loader_row->addWidget(workers_);
+  loader_row->addWidget(sample_ms_);
+  loader_row->addStretch(1);
+  tl->addLayout(loader_row);
   tl->addWidget(summary_);
   tl->addWidget(step_, 1);
   auto* hint = new QLabel(tr("Wheel: zoom · drag: pan · double click: whole step · hover: the model's terms"));
@@ -67,20 +95,32 @@ void TimelinePage::setResult(const TrainingResult& r) {
     summary_->setText(tl.error.empty() ? tr("No timeline: the scenario does not resolve to a valid layout.")
                                        : tr("No timeline: %1").arg(q(tl.error)));
   } else {
-    units::Seconds compute{}, idle{}, wait{};
+    units::Seconds compute{}, idle{}, wait{}, starved{};
     for (const auto& s : tl.spans) {
       if (s.lane != 0) continue;  // stage 0's compute stream
       switch (s.kind) {
         case model::SpanKind::bubble: idle += s.duration(); break;
         case model::SpanKind::comm_exposed:
         case model::SpanKind::dp_wait: wait += s.duration(); break;
+        case model::SpanKind::data_wait: starved += s.duration(); break;
         default: compute += s.duration();
       }
     }
+    const QString input =
+        tl.loader_priced
+            ? tr(" <b>GPU utilisation %1%</b>%2 (%3-bound: the loader needs %4 per batch, the GPU %5 per step).")
+                  .arg(100.0 * tl.gpu_utilisation, 0, 'f', 0)
+                  .arg(tl.gpu_utilisation < 0.995 ? tr(" because the loader starves it: idle %1 waiting for the batch")
+                                                        .arg(t(starved))
+                                                  : QString())
+                  .arg(q(tl.loader_bound).toHtmlEscaped(), t(tl.loader), t(tl.gpu_step))
+            : QString();
     summary_->setText(tr("<b>One training step: %1</b> (the model's step time %2). Stage 0: busy %3, waiting on "
-                         "collectives %4, idle in bubbles %5.%6")
-                          .arg(t(tl.end), t(tl.step_time), t(compute), t(wait), t(idle),
-                               tl.notes.empty() ? QString() : QStringLiteral(" <i>%1</i>").arg(q(tl.notes.front()).toHtmlEscaped())));
+                         "collectives %4, idle in bubbles %5.%6%7")
+                          .arg(t(tl.end), t(tl.step_time), t(compute), t(wait), t(idle), input,
+                               tl.loader_priced || tl.notes.empty()
+                                   ? QString()
+                                   : QStringLiteral(" <i>%1</i>").arg(q(tl.notes.front()).toHtmlEscaped())));
   }
   memory_timelines_ = r.memory_timelines;
   {
@@ -89,6 +129,9 @@ void TimelinePage::setResult(const TrainingResult& r) {
   }
   showMemory();
 }
+
+int TimelinePage::loaderWorkers() const { return workers_->value(); }
+double TimelinePage::loaderSampleMs() const { return sample_ms_->value(); }
 
 void TimelinePage::showMemory() {
   const int i = recompute_->currentIndex();

@@ -100,3 +100,51 @@ TEST_CASE("train --timeline / --memory-timeline: bad values and combinations are
   CHECK(layout.rc == kInvalid);
   CHECK(contains(layout.err, "--timeline: error: cannot lay out this plan"));
 }
+
+TEST_CASE("train --timeline with a DataLoader: its host lane, the GPU's wait when it starves, the utilisation") {
+  // Llama 3.1 70B, TP 8 × PP 4, global batch 8: DP 1, so 8 sequences per step reach the first stage. One worker at
+  // 3·t_GPU/8 a sequence needs 3·t_GPU per batch: the GPU waits 2·t_GPU at every step's start, utilisation 1/3.
+  const auto est = parse_json(run(with(plan_args(), {"--format", "json"})));
+  const double gpu = est["step_time_s"].get<double>();
+  const std::string ms = std::to_string(3.0 * gpu / 8.0 * 1e3);
+  const Run r = run(with(plan_args(), {"--timeline", "json", "--loader-sample-ms", ms, "--loader-workers", "1"}));
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  const auto j = parse_json(r);
+  CHECK(std::fabs(j["gpu_step_s"].get<double>() / gpu - 1) < 1e-12);
+  CHECK(std::fabs(j["gpu_utilisation"].get<double>() * 3 - 1) < 1e-5);
+  CHECK(std::fabs(j["end_s"].get<double>() / (3 * gpu) - 1) < 1e-5);
+  REQUIRE(j["lanes"].size() == 9);  // PP 4 × (compute, comm) + the loader
+  CHECK(j["lanes"][8]["stream"] == "host");
+  int waits = 0, loads = 0;
+  for (const auto& s : j["spans"]) {
+    if (s["kind"] == "data_wait") ++waits;
+    if (s["kind"] == "data_load") ++loads;
+  }
+  CHECK(waits == 4);  // every stage's compute stream waits for the first stage's batch
+  CHECK(loads == 1);
+  CHECK(contains(j["notes"][0].get<std::string>(), "GPU utilisation 33% because the loader starves it"));
+  // The text chart: the loader's lane and the idle glyph at the start of each compute row.
+  const Run t = run(with(plan_args(), {"--timeline", "text", "--loader-sample-ms", ms, "--loader-workers", "1"}));
+  REQUIRE(t.rc == 0);
+  CHECK(contains(t.out, "host · loader (1 worker)"));
+  CHECK(contains(t.out, "~ GPU idle: waiting for the batch"));
+  CHECK(contains(t.out, "utilisation 33%"));
+}
+
+TEST_CASE("train --loader-workers / --loader-sample-ms: what they need, and bad values, are exit 2 naming the flag") {
+  const Run alone = run(with(plan_args(), {"--timeline", "text", "--loader-workers", "2"}));
+  CHECK(alone.rc == kInvalid);
+  CHECK(contains(alone.err, "--loader-workers: error: the loader needs its CPU cost per sample to be priced"));
+  const Run no_tl = run(with(plan_args(), {"--loader-workers", "2", "--loader-sample-ms", "1"}));
+  CHECK(no_tl.rc == kInvalid);
+  CHECK(contains(no_tl.err, "--loader-workers: error: lays the data loader out in the step timeline"));
+  const Run neg = run(with(plan_args(), {"--timeline", "text", "--loader-workers", "-1", "--loader-sample-ms", "1"}));
+  CHECK(neg.rc == kInvalid);
+  CHECK(contains(neg.err, "--loader-workers: error: -1 is not a worker count (0 to 4096 per GPU"));
+  const Run stack = run(with(plan_args(), {"--stack", "amp", "--loader-workers", "2", "--loader-sample-ms", "1"}));
+  CHECK(stack.rc == kInvalid);
+  CHECK(contains(stack.err, "--loader-workers: error: the optimisation stack sets the workers with its workers=N step"));
+  const Run zero = run(with(plan_args(), {"--timeline", "text", "--loader-sample-ms", "0"}));
+  CHECK(zero.rc == kInvalid);
+  CHECK(contains(zero.err, "--loader-sample-ms: error: 0 is not a CPU time per sample in (0, 10⁶] ms"));
+}

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -460,9 +461,40 @@ TEST_SUITE("gpuplan roofline") {
     const Run r = run({"roofline", "--gemm", "8192x8192", "--gpu", "h100"});
     CHECK(r.rc == kInvalid);
     CHECK(r.out.empty());
-    CHECK(r.err == "--gemm: error: '8192x8192' is not M×N×K with three integers from 1 to 1e9 (e.g. 8192x8192x8192)\n");
-    CHECK(run({"roofline", "--gemm", "0x8x8"}).rc == kInvalid);
+    CHECK(r.err == "--gemm: error: '8192x8192' is not M×N×K (e.g. 8192x8192x8192, or a range in a dimension: "
+                   "4096x4096x4088..4104)\n");
+    const Run zero = run({"roofline", "--gemm", "0x8x8"});
+    CHECK(zero.rc == kInvalid);
+    CHECK(zero.err == "--gemm: error: '0' is not a dimension: a value or a range A..B[:STEP] from 1 to 1e9 with A ≤ B\n");
     CHECK(run({"roofline", "--gemm", "8x8x8x8"}).rc == kInvalid);
+    CHECK(run({"roofline", "--gemm", "8x8x9..4"}).rc == kInvalid);
+    CHECK(run({"roofline", "--gemm", "8x8x1..9:0"}).rc == kInvalid);
+    const Run big = run({"roofline", "--gemm", "1..1000x1..1000x8"});
+    CHECK(big.rc == kInvalid);
+    CHECK(contains(big.err, "is more than 100000 shapes"));
+  }
+
+  TEST_CASE("roofline --gemm with a range: one row per shape, the alignment classes and the tile staircase (issue #27)") {
+    // K = 4088…4104 on an H100 in bf16: the 16-byte-aligned K (multiples of 8) run the fast class, K ≡ 2 mod 4 and
+    // ≡ 4 mod 8 (4- and 8-byte aligned) the vector class, odd K the element class (efficiency.hpp, GemmAlignment: our
+    // H100 sweep, gemm_alignment.json). Each row is the single-shape command's row.
+    const json j = parse_json(run({"roofline", "--gemm", "4096x4096x4088..4104", "--gpu", "h100", "--format", "json"}));
+    REQUIRE(j.size() == 17);
+    std::map<int, double> t;
+    for (const auto& row : j) {
+      const std::string op = row["op"];
+      t[std::stoi(op.substr(op.rfind('x') + 1))] = row["time_s"].get<double>();
+    }
+    const json one = parse_json(run({"roofline", "--gemm", "4096x4096x4097", "--gpu", "h100", "--format", "json"}));
+    CHECK(one[0]["time_s"].get<double>() == t.at(4097));
+    CHECK(t.at(4097) / t.at(4104) > 5.0);  // measured 5.5 (nt) / 5.2 (nn)
+    CHECK(t.at(4098) / t.at(4104) > 2.5);  // measured 2.8 (nt) / 2.8 (nn)
+    CHECK(t.at(4098) < t.at(4097));
+    CHECK(t.at(4104) / t.at(4096) < 1.05);
+    // A stepped range in M.
+    const Run m = run({"roofline", "--gemm", "8..1024:8x22016x4096", "--gpu", "h100", "--format", "csv"});
+    REQUIRE(m.rc == 0);
+    CHECK(lines(m.out).size() == 129);
   }
 
   TEST_CASE("roofline --elementwise with a negative element count is invalid input") {

@@ -4,7 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
+#include <QSpinBox>
 
 #include "support.hpp"
 #include "timeline_chart.hpp"
@@ -76,4 +78,46 @@ TEST_CASE("timeline page: the step's Gantt chart and the memory timeline with it
   for (const auto& s : r.memory_timelines[2].stages) full_model = std::max(full_model, s.peak.raw());
   CHECK(full == full_model);
   CHECK(page.memorySummary()->text().contains("Peak"));
+}
+
+TEST_CASE("timeline page: the DataLoader controls lay the loader out on its own lane, the GPU waiting when it starves") {
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::TrainingRequest req;
+  req.scenario = {{"model", "llama-3.1-8b"}, {"gpu", "h100"}, {"gpus", 8}, {"global_batch", 64}, {"seq", 4096}};
+  req.scaling = false;
+  req.collectives = false;
+  const auto plain = gui::evaluate_training(*data, req);
+  REQUIRE(plain.timeline.ok);
+  const double gpu = plain.timeline.step_time.raw();
+  // 8 sequences per GPU; one worker at 3·t_GPU/8 per sequence needs 3·t_GPU per batch: the GPU busy a third.
+  req.loader_workers = 1;
+  req.loader_sample_ms = 3.0 * gpu / 8.0 * 1e3;
+  const auto r = gui::evaluate_training(*data, req);
+  REQUIRE(r.timeline.ok);
+  CHECK(r.timeline.loader_priced);
+  CHECK(r.timeline.gpu_utilisation == doctest::Approx(1.0 / 3.0).epsilon(1e-9));
+  CHECK(r.timeline.lanes.size() == plain.timeline.lanes.size() + 1);
+  CHECK(r.timeline.lanes.back().host);
+
+  gui::TimelinePage page;
+  page.resize(1200, 800);
+  page.show();
+  page.setResult(r);
+  CHECK(page.summary()->text().contains("GPU utilisation 33%"));
+  CHECK(page.summary()->text().contains("because the loader starves it"));
+  CHECK(page.stepChart()->timeline().lanes.size() == r.timeline.lanes.size());
+  // The controls: what MainWindow puts into the next request, and a signal when they change.
+  int changed = 0;
+  QObject::connect(&page, &gui::TimelinePage::loaderChanged, [&] { ++changed; });
+  page.workersSpin()->setValue(4);
+  page.sampleMsSpin()->setValue(2.5);
+  CHECK(changed == 2);
+  CHECK(page.loaderWorkers() == 4);
+  CHECK(page.loaderSampleMs() == doctest::Approx(2.5));
+  // Out-of-range values from a request are diagnostics, not a silent default.
+  req.loader_workers = -1;
+  const auto bad = gui::evaluate_training(*data, req);
+  CHECK(bad.diags.has_errors());
+  CHECK_FALSE(bad.timeline.ok);
 }

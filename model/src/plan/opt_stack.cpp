@@ -8,6 +8,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/efficiency.hpp"
 #include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/training_input.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model {
@@ -131,7 +132,6 @@ OptStack optimisation_stack(const wl::TransformerArch& arch, const wl::TrainingP
   int workers = 0;
   const long long gpus = std::max<long long>(1, plan.par.gpus());
   const auto price = sys.price ? sys.price : sys.gpu->price;
-  const double samples_per_gpu = double(plan.global_batch) / double(std::max(1, plan.par.dp));
   const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
   if (!loader.sample_cpu)
     out.notes.push_back("no per-sample CPU cost given: the input pipeline is not priced (the GPU never waits for data)");
@@ -150,17 +150,7 @@ OptStack optimisation_stack(const wl::TransformerArch& arch, const wl::TrainingP
     r.derivation = est.derivation;
     r.step_time = est.step_time;
     if (loader.sample_cpu && loader.sample_cpu->raw() > 0 && est.step_time.raw() > 0) {
-      DataPipelinePlan dp;
-      dp.decode = ImageDecode::cpu;
-      dp.workers_per_gpu = workers;
-      dp.cpu_images_per_s_per_core = 1.0 / loader.sample_cpu->raw();
-      dp.cpu_rate_origin = loader.sample_origin;
-      dp.node_cores = loader.node_cores;
-      dp.cores_origin = loader.cores_origin;
-      dp.gpus_on_node = int(std::max<long long>(1, sys.node != nullptr ? std::min<long long>(sys.node->gpus, gpus) : 1));
-      dp.item = "sequences";
-      dp.work = "read + tokenise + collate";
-      const DataPipeline pipe = vision_data_pipeline(est.step_time, std::int64_t(std::max(1.0, samples_per_gpu)), dp, explain);
+      const DataPipeline pipe = training_input_pipeline(p, s, est.step_time, loader, workers, explain);
       r.loader = pipe.loader;
       r.step_time = pipe.step_time;
       r.loader_bound = pipe.bound;

@@ -99,7 +99,7 @@ StepTimeline serving_timeline(const wl::TransformerArch& arch, const ServingPerf
   for (int s = 0; s < pp; ++s) {
     const std::string tp = plan.tp > 1 ? fmt::format(" (each of TP {})", plan.tp) : std::string();
     tl.lanes.push_back({fmt::format("stage {} · GPU{}", s, tp), s, true});
-    if (eager) tl.lanes.push_back({fmt::format("stage {} · host", s), s, false});
+    if (eager) tl.lanes.push_back({fmt::format("stage {} · host", s), s, false, true});
   }
   const auto layers = std::int64_t(tr.layer_kind.size());
   const Seconds send = pp > 1 ? fc.pp_transfer / double(pp - 1) : Seconds{};

@@ -8,6 +8,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/timeline.hpp"
+#include "gpuplan/model/training_input.hpp"
 #include "memory_core.hpp"
 #include "training_core.hpp"
 
@@ -44,6 +45,8 @@ const char* to_string(SpanKind k) {
     case SpanKind::sampling: return "sampling";
     case SpanKind::host: return "host";
     case SpanKind::launch_gap: return "launch_gap";
+    case SpanKind::data_load: return "data_load";
+    case SpanKind::data_wait: return "data_wait";
   }
   return "";
 }
@@ -375,12 +378,65 @@ void after_pipeline(const TimelineInputs& tx, StepTimeline& tl) {
   tl.ok = true;
   tl.notes.push_back(
       "kernel launches are inside each op's time (a fixed cost per kernel in the roofline), not separate gaps");
-  tl.notes.push_back("no data-loading term for LLM training: token batches are assumed prefetched off the critical path");
+}
+
+/// The input pipeline on its own host lane, and the GPU's wait for the batch at the step's start (the rest of the
+/// step moved after it): training_input_pipeline's terms, laid out.
+void add_input_pipeline(StepTimeline& tl, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                        const TextLoader& loader, int workers) {
+  const DataPipeline pipe = training_input_pipeline(plan, sys, tl.step_time, loader, workers, Explain::off);
+  tl.loader_priced = true;
+  tl.gpu_step = tl.step_time;
+  tl.loader = pipe.loader;
+  tl.gpu_utilisation = pipe.gpu_utilisation;
+  tl.loader_bound = pipe.bound;
+  const double n = pipe.loader.raw() * pipe.loader_images_per_s;  // sequences per GPU per step
+  const Seconds wait = std::max(Seconds(0), pipe.step_time - tl.step_time);
+  if (wait > Seconds(0)) {
+    for (auto& x : tl.spans) {
+      x.start += wait;
+      x.end += wait;
+    }
+    tl.pipeline_end += wait;
+    tl.end += wait;
+  }
+  const std::string source =
+      pipe.in_process ? std::string("the training process itself, between steps (no DataLoader workers)")
+                      : fmt::format("{} DataLoader worker{} per GPU{}", workers, workers == 1 ? "" : "s",
+                                    pipe.effective_workers < workers
+                                        ? fmt::format(" ({} with a core of their own)", pipe.effective_workers)
+                                        : std::string());
+  const std::string what =
+      fmt::format("{:g} sequences per GPU at {} of CPU each, by {}: {:.4g} sequences/s, {} per batch", n,
+                  format(*loader.sample_cpu), source, pipe.loader_images_per_s, format(pipe.loader));
+  const int lane = int(tl.lanes.size());
+  for (int li = 0; li < lane; ++li) {
+    if (!tl.lanes[std::size_t(li)].compute || !(wait > Seconds(0))) continue;
+    tl.spans.push_back({li, SpanKind::data_wait, Seconds(0), wait, tl.lanes[std::size_t(li)].stage, -1, 0, "data wait",
+                        pipe.in_process ? fmt::format("the GPU idles while the training process loads the batch: {}",
+                                                      format(wait))
+                                        : fmt::format("the GPU waits {} for the batch: the loader needs {} per batch, "
+                                                      "the GPU {} per step",
+                                                      format(wait), format(pipe.loader), format(tl.gpu_step))});
+  }
+  tl.lanes.push_back({pipe.in_process ? std::string("host · loading (in process)")
+                                      : fmt::format("host · loader ({} worker{})", workers, workers == 1 ? "" : "s"),
+                      0, false, true});
+  tl.spans.push_back({lane, SpanKind::data_load, Seconds(0), pipe.loader, 0, -1, 0,
+                      pipe.in_process ? "load batch" : "next batch", what});
+  tl.step_time = pipe.step_time;
+  tl.notes.insert(tl.notes.begin(),
+                  fmt::format("GPU utilisation {:.0f}%{}: input pipeline {}; the GPU's step {}, the step with its input {} "
+                              "({}-bound)",
+                              100.0 * pipe.gpu_utilisation,
+                              pipe.gpu_utilisation < 0.995 ? " because the loader starves it" : "", what,
+                              format(tl.gpu_step), format(pipe.step_time), pipe.bound));
 }
 
 }  // namespace
 
-StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
+                               const TextLoader& loader, int loader_workers) {
   StepTimeline tl;
   if (plan.dualpipe()) {
     tl.error = "the DualPipe schedule is not laid out (its forward and backward chunks run overlapped pairwise)";
@@ -425,6 +481,12 @@ StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingP
   }
   pipeline_spans(tx, done, placed, tl);
   after_pipeline(tx, tl);
+  tl.gpu_step = tl.step_time;
+  if (loader.sample_cpu && loader.sample_cpu->raw() > 0)
+    add_input_pipeline(tl, plan, sys, loader, loader_workers);
+  else
+    tl.notes.push_back("no data-loading term: token batches are assumed prefetched off the critical path (give a "
+                       "per-sample CPU cost and DataLoader workers to lay the loader out)");
   return tl;
 }
 

@@ -39,10 +39,10 @@ DataPipeline vision_data_pipeline(units::Seconds gpu_step, std::int64_t images_p
   r.step_time = r.in_process ? gpu_side + r.loader : std::max(gpu_side, r.loader);
   r.gpu_utilisation = r.step_time.raw() > 0 ? gpu_side.raw() / r.step_time.raw() : 1.0;
   if (r.in_process)
-    r.bound = r.loader > gpu_side ? "CPU decode (in the training process)" : "GPU (the in-process loading adds to it)";
+    r.bound = r.loader > gpu_side ? p.cpu_bound + " (in the training process)" : "GPU (the in-process loading adds to it)";
   else if (r.loader > gpu_side)
     r.bound = p.decode == ImageDecode::cpu && (r.storage_images_per_s <= 0 || r.cpu_images_per_s <= r.storage_images_per_s)
-                  ? "CPU decode"
+                  ? p.cpu_bound
                   : "storage";
   else r.bound = "GPU";
 
@@ -91,6 +91,22 @@ DataPipeline vision_data_pipeline(units::Seconds gpu_step, std::int64_t images_p
                     {}};
   }
   return r;
+}
+
+DataPipeline text_data_pipeline(units::Seconds gpu_step, std::int64_t samples_per_gpu, const TextLoader& loader,
+                                int workers, int gpus_on_node, Explain explain) {
+  DataPipelinePlan dp;
+  dp.decode = ImageDecode::cpu;
+  dp.workers_per_gpu = std::max(0, workers);
+  dp.cpu_images_per_s_per_core = loader.sample_cpu && loader.sample_cpu->raw() > 0 ? 1.0 / loader.sample_cpu->raw() : 0.0;
+  dp.cpu_rate_origin = loader.sample_origin;
+  dp.node_cores = loader.node_cores;
+  dp.cores_origin = loader.cores_origin;
+  dp.gpus_on_node = std::max(1, gpus_on_node);
+  dp.item = "sequences";
+  dp.work = "read + tokenise + collate";
+  dp.cpu_bound = "CPU loader";
+  return vision_data_pipeline(gpu_step, samples_per_gpu, dp, explain);
 }
 
 }  // namespace gpuplan::model

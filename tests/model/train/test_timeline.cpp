@@ -14,6 +14,7 @@
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training.hpp"
+#include "gpuplan/model/training_input.hpp"
 #include "library.hpp"
 
 using namespace gpuplan;
@@ -222,6 +223,120 @@ TEST_CASE("DualPipe is refused with its reason, not laid out wrongly") {
   const auto tl = model::training_timeline(arch("llama-3.1-8b"), plan, system_of("dgx-h100"));
   CHECK_FALSE(tl.ok);
   CHECK(tl.error.find("DualPipe") != std::string::npos);
+}
+
+// ------------------------------------------------------------------------------------------ data-loader lane
+
+namespace {
+
+/// Llama-3.1-8B, DP 8 on a DGX H100 (112 host cores: 112/8 − 1 = 13 for each GPU's workers), 8 sequences per GPU.
+struct LoaderCase {
+  const wl::TransformerArch& a = arch("llama-3.1-8b");
+  wl::TrainingPlan plan = [] {
+    Layout l;
+    l.dp = 8;
+    l.global = 64;
+    return plan_of(l);
+  }();
+  model::TrainingSystem sys = system_of("dgx-h100");
+  model::TrainingEstimate est = model::estimate_training(a, plan, sys, Explain::off);
+  model::TextLoader loader(double sample_s) const {
+    model::TextLoader l;
+    l.sample_cpu = units::seconds(sample_s);
+    l.node_cores = 112;
+    return l;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the data-loader lane: a starved GPU waits for the batch at the step's start, and the step is the loader's") {
+  const LoaderCase c;
+  const double gpu = c.est.step_time.raw();
+  REQUIRE(gpu > 0);
+  // One worker, 8 sequences of 3·t_GPU/8 CPU each: the loader needs 3·t_GPU per batch (vision_data_pipeline's rule:
+  // n / (min(w, c)·r_core)), so the step is 3·t_GPU and the GPU busy a third of it — the course's "GPU utilisation
+  // 34% because the loader starves it".
+  const double sample = 3.0 * gpu / 8.0;
+  const auto base = model::training_timeline(c.a, c.plan, c.sys);
+  const auto tl = model::training_timeline(c.a, c.plan, c.sys, c.loader(sample), 1);
+  REQUIRE(tl.ok);
+  REQUIRE(tl.loader_priced);
+  CHECK(rel(tl.loader.raw(), 3.0 * gpu) < 1e-12);
+  CHECK(rel(tl.step_time.raw(), 3.0 * gpu) < 1e-12);
+  CHECK(rel(tl.end.raw(), tl.step_time.raw()) < 1e-9);
+  CHECK(tl.gpu_step.raw() == gpu);
+  CHECK(tl.gpu_utilisation == doctest::Approx(1.0 / 3.0).epsilon(1e-12));
+  CHECK(tl.notes.front().find("GPU utilisation 33% because the loader starves it") != std::string::npos);
+  // The same number as the stack's input pipeline (one formula).
+  const auto pipe = model::training_input_pipeline(c.plan, c.sys, c.est.step_time, c.loader(sample), 1, Explain::off);
+  CHECK(pipe.step_time.raw() == tl.step_time.raw());
+  // Its own host lane holding the batch's preparation, and a wait of t_loader − t_GPU on the compute stream.
+  REQUIRE(tl.lanes.size() == base.lanes.size() + 1);
+  CHECK(tl.lanes.back().host);
+  CHECK_FALSE(tl.lanes.back().compute);
+  int loads = 0, waits = 0;
+  for (const auto& s : tl.spans) {
+    if (s.kind == model::SpanKind::data_load) {
+      ++loads;
+      CHECK(s.lane == int(tl.lanes.size()) - 1);
+      CHECK(s.start.raw() == 0.0);
+      CHECK(rel(s.end.raw(), 3.0 * gpu) < 1e-12);
+    } else if (s.kind == model::SpanKind::data_wait) {
+      ++waits;
+      CHECK(tl.lanes[std::size_t(s.lane)].compute);
+      CHECK(s.start.raw() == 0.0);
+      CHECK(rel(s.duration().raw(), 2.0 * gpu) < 1e-9);
+    }
+  }
+  CHECK(loads == 1);
+  CHECK(waits == 1);
+  // The rest of the step moved after the wait, unchanged.
+  REQUIRE(tl.spans.size() == base.spans.size() + 2);
+  for (std::size_t k = 0; k < base.spans.size(); ++k) {
+    CHECK(tl.spans[k].kind == base.spans[k].kind);
+    CHECK(std::fabs(tl.spans[k].start.raw() - (base.spans[k].start.raw() + 2.0 * gpu)) < 1e-12 * gpu);
+    CHECK(std::fabs(tl.spans[k].duration().raw() - base.spans[k].duration().raw()) < 1e-12 * gpu);
+  }
+}
+
+TEST_CASE("the data-loader lane: workers hide the loader behind the step, capped by the node's cores; none loads in process") {
+  const LoaderCase c;
+  const double gpu = c.est.step_time.raw();
+  const double sample = 3.0 * gpu / 8.0;
+  auto waits = [](const model::StepTimeline& t) {
+    double w = 0;
+    for (const auto& s : t.spans)
+      if (s.kind == model::SpanKind::data_wait && s.lane == 0) w += s.duration().raw();
+    return w;
+  };
+  // Four workers: 8·(3 t/8)/4 = 0.75 t per batch, prepared beside the step: no wait, the GPU busy throughout.
+  const auto four = model::training_timeline(c.a, c.plan, c.sys, c.loader(sample), 4);
+  REQUIRE(four.ok);
+  CHECK(rel(four.loader.raw(), 0.75 * gpu) < 1e-12);
+  CHECK(four.step_time.raw() == gpu);
+  CHECK(four.gpu_utilisation == 1.0);
+  CHECK(waits(four) == 0.0);
+  CHECK(four.notes.front().find("starves") == std::string::npos);
+  // No workers: the training process loads the 8 sequences itself before the step (3 t), the GPU idle meanwhile.
+  const auto none = model::training_timeline(c.a, c.plan, c.sys, c.loader(sample), 0);
+  REQUIRE(none.ok);
+  CHECK(rel(none.step_time.raw(), 4.0 * gpu) < 1e-12);
+  CHECK(rel(waits(none), 3.0 * gpu) < 1e-9);
+  CHECK(none.lanes.back().name.find("in process") != std::string::npos);
+  // The step falls (never rises) as workers are added, until the GPU binds; past 13 workers per GPU (112 cores over
+  // 8 GPUs, less the training process's) more workers change nothing.
+  double prev = none.step_time.raw();
+  for (int w = 1; w <= 16; ++w) {
+    const auto t = model::training_timeline(c.a, c.plan, c.sys, c.loader(64.0 * gpu / 8.0), w);
+    CHECK(t.step_time.raw() <= prev);
+    prev = t.step_time.raw();
+    if (w >= 13) CHECK(rel(t.loader.raw(), 8.0 * (64.0 * gpu / 8.0) / 13.0) < 1e-12);
+  }
+  // Without a per-sample cost nothing is laid out, and the note says so.
+  const auto off = model::training_timeline(c.a, c.plan, c.sys);
+  CHECK_FALSE(off.loader_priced);
+  CHECK(off.notes.back().find("no data-loading term") != std::string::npos);
 }
 
 // ------------------------------------------------------------------------------------------ memory timeline

@@ -44,15 +44,6 @@ std::string to_string(const OptStep& s);
 /// What the step sets, in words (the knobs it changes).
 std::string describe(const OptStep& s);
 
-/// The text input pipeline of LLM training: each sample (one sequence) costs `sample_cpu` seconds of one CPU core to
-/// produce (read, tokenise, collate); none given: the loader is not priced (the GPU is never starved).
-struct TextLoader {
-  std::optional<units::Seconds> sample_cpu;
-  Origin sample_origin = Origin::user("--loader-sample-ms");
-  int node_cores = 0;  ///< the node's CPU cores (0: not in the data: workers are not capped)
-  Origin cores_origin;
-};
-
 struct StackRow {
   std::string name;   ///< "baseline" or the step's name
   std::string what;   ///< the knobs it set

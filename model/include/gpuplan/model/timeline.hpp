@@ -10,6 +10,7 @@
 
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/model/training.hpp"
+#include "gpuplan/model/vision_data.hpp"
 
 namespace gpuplan::model {
 
@@ -59,13 +60,17 @@ enum class SpanKind {
   sampling,        ///< the sampling kernel after the LM head
   host,            ///< the host: kernel issue (eager), the engine's per-iteration work
   launch_gap,      ///< the GPU idle, waiting for the host to issue the next kernel
+  // The input pipeline of a training step (training_input.hpp).
+  data_load,       ///< the data loader preparing a batch (DataLoader workers, or the training process itself)
+  data_wait,       ///< the GPU idle, waiting for the loader's batch
 };
 const char* to_string(SpanKind k);
 
 struct TimelineLane {
   std::string name;    ///< "stage 0 · compute"
   int stage = 0;
-  bool compute = true;  ///< compute stream (false: communication stream)
+  bool compute = true;  ///< compute stream (false: communication stream, or the host when `host`)
+  bool host = false;    ///< a host lane (the data loader), not a GPU stream
 };
 
 struct TimelineSpan {
@@ -94,6 +99,13 @@ struct StepTimeline {
   units::Seconds allowance{};
   std::vector<std::string> notes;
   bool serving_iteration = false;  ///< one serving engine iteration (serving_timeline.hpp), not a training step
+  /// The input pipeline (training_timeline with a TextLoader): the GPU's step without it, the loader's time for one
+  /// step's batch, and the share of the step the GPU is busy (gpu_step / step_time; 1 when not priced).
+  bool loader_priced = false;
+  units::Seconds gpu_step{};
+  units::Seconds loader{};
+  double gpu_utilisation = 1.0;
+  std::string loader_bound;  ///< the data pipeline's bound ("GPU", "CPU decode", ...)
   /// Total time of the spans of `kind` on compute lanes.
   [[nodiscard]] units::Seconds compute_time(SpanKind kind) const;
 };
@@ -105,8 +117,13 @@ struct StepTimeline {
 /// input has arrived (the previous stage's forward, the next stage's backward). After the pipeline: the DP
 /// reduction's exposed tail, the SM share lost to overlapped collectives, the PyTorch buffer copies, the optimizer
 /// step and the offload transfers, each the model's number.
+/// With loader.sample_cpu given, the input pipeline gets its own host lane (training_input_pipeline, `loader_workers`
+/// DataLoader workers per GPU, 0: in the training process): the workers prepare the next batch beside the step, and
+/// where they take longer than the GPU's step, the GPU waits for the batch at the step's start (a data_wait span on
+/// every compute stream, the rest of the step after it); without workers the batch is loaded before the step, the
+/// GPU idle meanwhile. The step then ends at the pipeline's step time (max, or the sum without workers).
 StepTimeline training_timeline(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,
-                               const TrainingSystem& sys);
+                               const TrainingSystem& sys, const TextLoader& loader = {}, int loader_workers = 0);
 
 // ---------------------------------------------------------------------------------------------- memory timeline
 

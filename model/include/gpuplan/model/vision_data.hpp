@@ -16,6 +16,7 @@
 // The same formula prices the text pipeline of LLM training (issue #27): a sample is a sequence, r_core = 1 / the
 // per-sample CPU cost (read, tokenise, collate), `item` and `work` name them in the derivation.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "gpuplan/core/derivation.hpp"
@@ -50,6 +51,7 @@ struct DataPipelinePlan {
   int workers_per_gpu = 0;  ///< DataLoader worker processes per training process (one per GPU); 0: in-process loading
   std::string item = "images";                      ///< what one sample is (explain text)
   std::string work = "JPEG decode + augmentation";  ///< what a worker does per sample (explain text)
+  std::string cpu_bound = "CPU decode";             ///< DataPipeline::bound when the CPU workers bind
   double cpu_images_per_s_per_core = kCpuDecodeImagesPerSecondPerCore;
   Origin cpu_rate_origin = Origin::measurement(kCpuDecodeOrigin);
   double gpu_images_per_s = kGpuDecodeImagesPerSecond;
@@ -82,5 +84,20 @@ struct DataPipeline {
 /// Preconditions (the CLI checks what a user can type): images_per_gpu ≥ 1, workers ≥ 0, rates > 0.
 DataPipeline vision_data_pipeline(units::Seconds gpu_step, std::int64_t images_per_gpu, const DataPipelinePlan& p,
                                   Explain explain);
+
+/// The text input pipeline of LLM training: each sample (one sequence) costs `sample_cpu` seconds of one CPU core to
+/// produce (read, tokenise, collate); none given: the loader is not priced (the GPU is never starved).
+struct TextLoader {
+  std::optional<units::Seconds> sample_cpu;
+  Origin sample_origin = Origin::user("--loader-sample-ms");
+  int node_cores = 0;  ///< the node's CPU cores (0: not in the data: workers are not capped)
+  Origin cores_origin;
+};
+
+/// The text pipeline against a GPU step: vision_data_pipeline's formula (CPU decode, `workers` DataLoader workers per
+/// GPU, 0 = in the training process) with one sequence a sample, r_core = 1 / sample_cpu, `gpus_on_node` training
+/// processes sharing the node's cores. Precondition: loader.sample_cpu > 0, samples_per_gpu ≥ 1, workers ≥ 0.
+DataPipeline text_data_pipeline(units::Seconds gpu_step, std::int64_t samples_per_gpu, const TextLoader& loader,
+                                int workers, int gpus_on_node, Explain explain);
 
 }  // namespace gpuplan::model
