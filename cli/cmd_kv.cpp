@@ -50,16 +50,7 @@ ordered_json memory_json(const model::StageMemory& m) {
 }
 
 std::string engine_text(const model::ServingMemoryPlan& p) {
-  switch (p.engine) {
-    case model::MemoryEngine::vllm:
-      return fmt::format("vLLM gpu_memory_utilization {} (CUDA graphs {} the fraction)", u::format_number(p.memory_fraction),
-                         p.cuda_graphs_in_budget ? "inside" : "outside");
-    case model::MemoryEngine::sglang:
-      return fmt::format("SGLang mem_fraction_static {}", u::format_number(p.memory_fraction));
-    case model::MemoryEngine::plain:
-      return fmt::format("usable fraction {}", u::format_number(p.memory_fraction));
-  }
-  return "";
+  return model::describe_engine_budget(p.engine, p.memory_fraction, p.cuda_graphs_in_budget);
 }
 
 int run_kv(const GlobalOptions& g, const ServingFlags& f) {

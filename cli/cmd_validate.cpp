@@ -226,7 +226,7 @@ int run_validate(const GlobalOptions& g, const BandFlags& bf) {
           "nothing else is fitted. published-pytorch: NVIDIA DeepLearningExamples' eager PyTorch ResNet-50 throughput on "
           "DGX-1 V100 and DGX A100; published-mlperf: NVIDIA's MLPerf MXNet ResNet-50, priced with the fused "
           "conv-BN-ReLU training engine (statistics in the convolution epilogue, scale-bias-ReLU in the next "
-          "convolution's prologue, one block-output and one dBN kernel: model/src/vision_kernels.hpp).\n\n"
+          "convolution's prologue, one block-output and one dBN kernel: model/src/vision/vision_kernels.hpp).\n\n"
           "| kind | cases | evaluated | median abs error | max abs error | within 25% |\n"
           "| --- | ---: | ---: | ---: | ---: | ---: |\n";
       for (const auto& [conv, sv] : groups)

@@ -35,32 +35,39 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
   // Engine and its fraction: the fraction flag names the engine.
   std::optional<model::MemoryEngine> engine;
   if (f.engine) engine = model::parse_memory_engine(*f.engine);
-  int knobs = int(f.gpu_memory_utilization.has_value()) + int(f.mem_fraction_static.has_value()) +
-              int(f.usable_fraction.has_value());
-  if (knobs > 1)
-    bad("--gpu-memory-utilization",
-        "give one of --gpu-memory-utilization (vLLM), --mem-fraction-static (SGLang), --usable-fraction (plain)");
-  auto knob_engine = [&](model::MemoryEngine want, const char* flag) {
-    if (engine && *engine != want)
-      bad(flag, fmt::format("{} is a {} setting but --engine is {}", flag, model::to_string(want),
-                            model::to_string(*engine)));
-    engine = want;
+  // Each engine's fraction flag (engine_memory_knob: its name, flag and default).
+  auto given = [&f](model::MemoryEngine e) -> std::optional<double> {
+    switch (e) {
+      case model::MemoryEngine::vllm: return f.gpu_memory_utilization;
+      case model::MemoryEngine::sglang: return f.mem_fraction_static;
+      case model::MemoryEngine::plain: return f.usable_fraction;
+    }
+    return std::nullopt;
   };
-  if (f.gpu_memory_utilization) knob_engine(model::MemoryEngine::vllm, "--gpu-memory-utilization");
-  if (f.mem_fraction_static) knob_engine(model::MemoryEngine::sglang, "--mem-fraction-static");
-  if (f.usable_fraction) knob_engine(model::MemoryEngine::plain, "--usable-fraction");
+  int knobs = 0;
+  std::string one_of;
+  for (auto e : model::kMemoryEngines) {
+    const auto& k = model::engine_memory_knob(e);
+    knobs += int(given(e).has_value());
+    one_of += fmt::format("{}{} ({})", one_of.empty() ? "" : ", ", k.fraction_flag, k.name);
+  }
+  if (knobs > 1)
+    bad(std::string(model::engine_memory_knob(model::kMemoryEngines[0]).fraction_flag), "give one of " + one_of);
+  for (auto e : model::kMemoryEngines) {
+    if (!given(e)) continue;
+    const std::string flag(model::engine_memory_knob(e).fraction_flag);
+    if (engine && *engine != e)
+      bad(flag, fmt::format("{} is a {} setting but --engine is {}", flag, model::to_string(e),
+                            model::to_string(*engine)));
+    engine = e;
+  }
   if (!engine) engine = f.simple ? model::MemoryEngine::plain : model::MemoryEngine::vllm;
   p.engine = *engine;
-  switch (p.engine) {
-    case model::MemoryEngine::vllm: p.memory_fraction = f.gpu_memory_utilization.value_or(0.9); break;
-    // SGLang derives its default from the GPU memory, chunked prefill and CUDA-graph batch; 0.88 is its fallback.
-    case model::MemoryEngine::sglang: p.memory_fraction = f.mem_fraction_static.value_or(0.88); break;
-    case model::MemoryEngine::plain: p.memory_fraction = f.usable_fraction.value_or(1.0); break;
-  }
-  for (auto [flag, v] : {std::pair{"--gpu-memory-utilization", f.gpu_memory_utilization},
-                         std::pair{"--mem-fraction-static", f.mem_fraction_static},
-                         std::pair{"--usable-fraction", f.usable_fraction}})
-    if (v && !(*v > 0.0 && *v <= 1.0)) bad(flag, fmt::format("{} is not a fraction in (0, 1]", plain_number(*v)));
+  p.memory_fraction = given(p.engine).value_or(model::engine_memory_knob(p.engine).default_fraction);
+  for (auto e : model::kMemoryEngines)
+    if (const auto v = given(e); v && !(*v > 0.0 && *v <= 1.0))
+      bad(std::string(model::engine_memory_knob(e).fraction_flag),
+          fmt::format("{} is not a fraction in (0, 1]", plain_number(*v)));
 
   // KV dtype and scales.
   const auto kvd = model::parse_store_dtype(f.kv_dtype);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fused-attention throughput (torch SDPA: the cuDNN and FlashAttention-2 backends), forward and backward, to
-measure the attention efficiencies gpuplan's model uses (model/src/efficiency.cpp: attention_fwd/_bwd for Hopper's
+measure the attention efficiencies gpuplan's model uses (model/src/ops/efficiency.cpp: attention_fwd/_bwd for Hopper's
 fused kernels, attention_fwd_fa2/_bwd_fa2 for FlashAttention-2).
 
 For each backend, head dim d in {64, 128}, causal or not and sequence length s in 1K..16K: q, k, v of shape
@@ -15,7 +15,7 @@ as inside a training step; nvidia-smi is sampled during the sweep.
 attention probabilities inside the fused kernel, as GPT-3-style training does with attention_dropout 0.1); the
 correctness check runs without dropout (the kernels' random masks cannot be compared with the math backend's).
 
-FLOPs are counted as gpuplan counts them (model/src/ops.cpp attention_cost): forward 4*b*h*s*s*d (halved when
+FLOPs are counted as gpuplan counts them (model/src/ops/ops.cpp attention_cost): forward 4*b*h*s*s*d (halved when
 causal), backward 2.5x the forward. Efficiency = TFLOP/s / --peak-tflops (dense bf16 datasheet peak).
 Writes one JSON (default $OUT/attention_sdpa.json).
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """DeepSeek sparse attention's lightning indexer and a gated-DeltaNet decode state update, timed in plain PyTorch on
-one GPU (issue #23: plausibility of gpuplan's indexer_cost / gated_delta_state_update_cost, model/src/ops.cpp).
+one GPU (issue #23: plausibility of gpuplan's indexer_cost / gated_delta_state_update_cost, model/src/ops/ops.cpp).
 
 Indexer (DeepSeek-V3.2 / GLM-5 shapes: n_i index heads of d_i = 128, top-k 2048): for Q queries against a context of
 S cached keys, the three stages a serving engine runs, each timed alone with CUDA events (median of --reps):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Fits NCCL's point-to-point efficiency eta_p2p on NVLink 4 (model/src/topology.cpp kP2pEfficiencyNvlink4) and
+"""Fits NCCL's point-to-point efficiency eta_p2p on NVLink 4 (model/src/comm/topology.cpp kP2pEfficiencyNvlink4) and
 reports the all-to-all / send-recv errors by size bucket.
 
-Model (model/src/collectives.cpp, all_to_all inside one NVLink domain):
+Model (model/src/comm/collectives.cpp, all_to_all inside one NVLink domain):
     t = t0 + alpha + [S + min(S, F)]·(n-1)/n / (BW·eta_p2p)
 t0 = 8.4 us and alpha = 3.4 us (NCCL tuning.cc constants), BW = 450 GB/s per direction (H100 SXM5 NVLink 4),
 F = 16 MiB = p2pnChannels 32 × NCCL_P2P_NVL_CHUNKSIZE 512 KiB (the pipeline fill, fixed from NCCL, not fitted).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """MoE all-to-all (token dispatch / combine) over NCCL: time vs message size and expert-parallel (EP) group size.
 
-For issue #21 (MoE measured end to end) and gpuplan's all_to_all price (model/src/collectives.cpp). One process per
+For issue #21 (MoE measured end to end) and gpuplan's all_to_all price (model/src/comm/collectives.cpp). One process per
 GPU, started with torchrun; EP groups of every size in --ep that divides the world (EP 2 on 4 GPUs = two groups
 {0,1}, {2,3} running the same sweep at once, as data parallelism beside expert parallelism would).
 Three sweeps, all `dist.all_to_all_single` on bf16 buffers:

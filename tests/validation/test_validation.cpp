@@ -59,7 +59,7 @@ TEST_CASE("our own measured training steps and memory: median error at most 10% 
 // PyTorch with an all-to-all dispatcher, gradients all-reduced after backward. Issue #21's bar (median |error| ≤ 10%,
 // none over 25%, built-in and calibrated) is met calibrated (median 8.7%, worst 12.0%) and missed by a hair with the
 // built-in defaults (median 10.15%, worst 14.9%); every case is still optimistic, +6.8% to +14.9%. Since the MoE
-// layer is priced from its measured parts (model/src/moe_cost.hpp: the grouped-GEMM law, the eager dispatcher's host
+// layer is priced from its measured parts (model/src/ops/moe_cost.hpp: the grouped-GEMM law, the eager dispatcher's host
 // syncs, session 14) — before it +20% to +33% (median 25.9%). What is left is outside the MoE layer: the gradient
 // sync of the reduced experts (EP 2 × EDP 2, EP 1 × DP 4: the script flattens, divides and copies back every reduced
 // gradient, the model counts one copy pass) and the fused AdamW step (2.6 TB/s measured against the streaming rate).

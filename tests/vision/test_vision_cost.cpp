@@ -1,4 +1,4 @@
-// The vision pricer (model/src/vision_cost.cpp): one op priced by hand from the same roofline functions, FLOP
+// The vision pricer (model/src/vision/vision_cost.cpp): one op priced by hand from the same roofline functions, FLOP
 // conventions, and the properties every plan must keep.
 #include <doctest/doctest.h>
 

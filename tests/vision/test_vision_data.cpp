@@ -1,4 +1,4 @@
-// The input pipeline of a vision training step (model/src/vision_data.cpp) checked by hand from its formula, the
+// The input pipeline of a vision training step (model/src/vision/vision_data.cpp) checked by hand from its formula, the
 // node's CPU cores from the hardware data, and `gpuplan train --loader-workers` end to end.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The fused conv-BN-ReLU training engine (VisionRunPlan::fused_training; model/src/vision_kernels.hpp FusedRole,
+// The fused conv-BN-ReLU training engine (VisionRunPlan::fused_training; model/src/vision/vision_kernels.hpp FusedRole,
 // vision_fused.cpp): which of ResNet-50's eager kernels disappear, which remain as what, and what it leaves alone.
 #include <doctest/doctest.h>
 

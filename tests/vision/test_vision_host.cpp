@@ -1,4 +1,4 @@
-// Eager PyTorch's host time (model/src/vision_host.cpp): the sum of the measured per-module-call costs
+// Eager PyTorch's host time (model/src/vision/vision_host.cpp): the sum of the measured per-module-call costs
 // (data/validation/measured/h100-sxm5-80gb/eager_host_ops.json) over the op list, and the optimizer's Python step.
 #include <doctest/doctest.h>
 

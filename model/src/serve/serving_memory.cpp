@@ -15,6 +15,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/memory.hpp"
+#include "engine_policy.hpp"
 
 namespace gpuplan::model {
 namespace {
@@ -181,7 +182,6 @@ LayoutEval evaluate_layout(const Ctx& c, int tp, int pp, Explain explain_token) 
   LayoutEval e;
   e.layout_reasons = layout_problems(c.a, tp, pp);
   e.token = kv_token_bytes(c.a, plan.kv, tp, explain_token);
-  const double f = plan.memory_fraction;
   const double ovh = 1.0 + std::max(0.0, plan.paging_overhead);
   const Bytes C = c.capacity;
   const Bytes ctx_b = plan.overheads.cuda_context;
@@ -204,45 +204,7 @@ LayoutEval evaluate_layout(const Ctx& c, int tp, int pp, Explain explain_token) 
     m.cuda_graphs = graphs;
     m.cuda_context = ctx_b;
     m.nccl = nccl;
-    switch (plan.engine) {
-      case MemoryEngine::plain:
-        m.budget = C * f;
-        m.kv_pool = m.budget - (m.weights + act + graphs + ctx_b + nccl);
-        break;
-      case MemoryEngine::vllm: {
-        m.budget = C * f;
-        const Bytes inside = m.weights + act + (plan.cuda_graphs_in_budget ? graphs : Bytes{});
-        m.outside_budget = ctx_b + nccl + (plan.cuda_graphs_in_budget ? Bytes{} : graphs);
-        m.kv_pool = m.budget - inside;
-        const Bytes free_at_start = C - ctx_b - nccl;
-        if (free_at_start < m.budget)
-          engine_reasons.insert(fmt::format(
-              "vLLM refuses to start: free memory at start-up {} (capacity {} − CUDA context {} − NCCL {}) is less "
-              "than gpu_memory_utilization {} × {} = {}; lower it to ≤ {}",
-              gib(free_at_start), gib(C), gib(ctx_b), gib(nccl), format_number(f), gib(C), gib(m.budget),
-              format_number(std::floor(free_at_start.raw() / C.raw() * 1000.0) / 1000.0)));
-        else if (!plan.cuda_graphs_in_budget && m.outside_budget > C - m.budget)
-          engine_reasons.insert(fmt::format(
-              "CUDA-graph capture runs out of memory: outside gpu_memory_utilization vLLM needs {} (context + NCCL + "
-              "graphs) but only (1 − {}) × {} = {} is left",
-              gib(m.outside_budget), format_number(f), gib(C), gib(C - m.budget)));
-        break;
-      }
-      case MemoryEngine::sglang: {
-        const Bytes base = C - ctx_b - nccl;
-        m.budget = base * f;
-        m.outside_budget = ctx_b + nccl;
-        m.kv_pool = m.budget - m.weights;
-        const Bytes reserve = base - m.budget;
-        if (act + graphs > reserve)
-          engine_reasons.insert(fmt::format(
-              "SGLang leaves (1 − mem_fraction_static) × {} = {} for activations and CUDA graphs but they need {}: "
-              "expect an out-of-memory at run time; lower --mem-fraction-static to ≤ {}",
-              gib(base), gib(reserve), gib(act + graphs),
-              format_number(std::floor((1.0 - (act + graphs).raw() / base.raw()) * 1000.0) / 1000.0)));
-        break;
-      }
-    }
+    detail::engine_policy(plan.engine).budget(m, plan, engine_reasons);
     m.sequence = sequence_kv(c.a, st, e.token, plan.context, plan.block_size, plan.prefix_tokens);
     const double pool_eff = m.kv_pool.raw() / ovh;
     if (pool_eff >= m.sequence.per_sequence.raw() && m.sequence.unique.raw() > 0)
@@ -324,21 +286,6 @@ double weight_bytes_per_param(const WeightQuant& w, std::int64_t input_width) {
   return w.sparse24 ? 0.5 * dense + kSparse24IndexBytes : dense;
 }
 
-std::string_view to_string(MemoryEngine e) {
-  switch (e) {
-    case MemoryEngine::plain: return "plain";
-    case MemoryEngine::vllm: return "vllm";
-    case MemoryEngine::sglang: return "sglang";
-  }
-  return "?";
-}
-
-std::optional<MemoryEngine> parse_memory_engine(std::string_view s) {
-  for (auto e : {MemoryEngine::plain, MemoryEngine::vllm, MemoryEngine::sglang})
-    if (s == to_string(e)) return e;
-  return std::nullopt;
-}
-
 EngineBatchDefaults vllm_batch_defaults(const hw::GpuSpec& gpu) {
   // arg_utils.py: `device_memory >= 70 * GiB_bytes and "a100" not in device_name`.
   std::string name = gpu.info.name + " " + gpu.info.id;
@@ -396,7 +343,7 @@ units::Bytes serving_activation_peak(const wl::TransformerArch& a, int tp, std::
 
 namespace {
 
-/// The plan as the engine runs it: sizes at least 1, and the KV block size vLLM forces for MLA [vLLM-mla] (with a note).
+/// The plan as the engine runs it: sizes at least 1, and the engine's own adjustments (vLLM's MLA block size).
 void normalise_plan(const wl::TransformerArch& a, const hw::GpuSpec& gpu, ServingMemory& r) {
   ServingMemoryPlan& plan = r.plan;
   plan.tp = std::max(1, plan.tp);
@@ -405,18 +352,7 @@ void normalise_plan(const wl::TransformerArch& a, const hw::GpuSpec& gpu, Servin
   plan.context = std::max<std::int64_t>(1, plan.context);
   plan.concurrency = std::max<std::int64_t>(1, plan.concurrency);
 
-  // vLLM's MLA backends need their own block size [vLLM-mla].
-  if (plan.engine == MemoryEngine::vllm && plan.engine_block_size && a.mla) {
-    std::int64_t forced = 0;
-    if (gpu.family == "Hopper" && plan.block_size % 64 != 0) forced = 64;
-    if (gpu.family.rfind("Blackwell", 0) == 0 && plan.block_size % 128 != 0) forced = 128;
-    if (forced > 0) {
-      r.notes.push_back(fmt::format("vLLM forces KV block size {} for MLA on {} (FlashMLA on Hopper, CUTLASS MLA on "
-                                    "Blackwell; vllm/platforms/cuda.py): block size {} → {}",
-                                    forced, gpu.family, plan.block_size, forced));
-      plan.block_size = forced;
-    }
-  }
+  if (plan.engine_block_size) detail::engine_policy(plan.engine).adjust_plan(a, gpu, plan, r.notes);
 }
 
 /// The context every layout's evaluation reads: capacity, bytes per weight, each layer kind's weights by TP split,
@@ -470,12 +406,7 @@ void gpus_by_memory(const Ctx& c, const LayoutEval& e, ServingMemory& r) {
   const StageMemory& bind = r.stages[static_cast<std::size_t>(r.binding_stage)];
   // Pooled (textbook): (weights + KV) over what one GPU's budget leaves after its fixed overheads.
   const StageMemory& s0 = bind;
-  Bytes fixed{};
-  switch (plan.engine) {
-    case MemoryEngine::plain: fixed = s0.activations + s0.cuda_graphs + s0.cuda_context + s0.nccl; break;
-    case MemoryEngine::vllm: fixed = s0.activations + (plan.cuda_graphs_in_budget ? s0.cuda_graphs : Bytes{}); break;
-    case MemoryEngine::sglang: fixed = Bytes{}; break;
-  }
+  const Bytes fixed = detail::engine_policy(plan.engine).pooled_fixed(s0, plan);
   r.usable_per_gpu_pooled = s0.budget - fixed;
   if (r.usable_per_gpu_pooled.raw() > 0)
     r.gpus_needed_pooled = std::max<std::int64_t>(1, ceil_count(r.memory_needed.raw() / r.usable_per_gpu_pooled.raw()));
@@ -516,38 +447,14 @@ void check_feasibility(const wl::TransformerArch& a, const LayoutEval& e, double
   for (const auto& s : e.engine_reasons) fail(s);
   if (e.layout_reasons.empty()) {
     if (bind.kv_pool.raw() <= 0) {
-      switch (plan.engine) {
-        case MemoryEngine::vllm:
-          fail(fmt::format("no memory left for the KV cache{}: gpu_memory_utilization {} × {} = {} minus "
-                           "weights {} and activations {}{} (vLLM: \"No available memory for the cache blocks\")",
-                           plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : "",
-                           format_number(plan.memory_fraction), gib(bind.capacity), gib(bind.budget),
-                           gib(bind.weights), gib(bind.activations),
-                           plan.cuda_graphs_in_budget ? fmt::format(" and CUDA graphs {}", gib(bind.cuda_graphs)) : ""));
-          break;
-        case MemoryEngine::sglang:
-          fail(fmt::format("no memory left for the KV cache{}: the mem_fraction_static share {} is less than "
-                           "the weights {} (SGLang: \"Not enough memory. Please try to increase "
-                           "--mem-fraction-static.\")",
-                           plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : "", gib(bind.budget),
-                           gib(bind.weights)));
-          break;
-        case MemoryEngine::plain:
-          fail(fmt::format("the weights {} and overheads {} leave no KV cache in the usable {} per GPU{}",
-                           both(bind.weights), both(bind.activations + bind.cuda_graphs + bind.cuda_context + bind.nccl),
-                           both(bind.budget), plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : ""));
-          break;
-      }
+      fail(detail::engine_policy(plan.engine)
+               .no_kv_cache(bind, plan, plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : ""));
     } else if (r.max_concurrency < 1) {
       fail(fmt::format("one sequence of {} tokens needs {} of KV per GPU{} but the KV pool holds {} ({} tokens){}",
                        format_count(double(plan.context)), both(bind.sequence.per_sequence * ovh),
                        plan.pp > 1 ? fmt::format(" on stage {}", bind.layers.stage) : "", both(bind.kv_pool),
                        format_count(double(bind.kv_token_capacity)),
-                       plan.engine == MemoryEngine::vllm
-                           ? fmt::format(" (vLLM: \"The model's max seq len ({}) is larger than the maximum number of "
-                                         "tokens that can be stored in KV cache ({})\")",
-                                         plan.context, bind.kv_token_capacity)
-                           : ""));
+                       detail::engine_policy(plan.engine).sequence_too_long(bind, plan)));
     }
     if (plan.gpus) {
       const std::int64_t per_replica = std::int64_t(plan.tp) * plan.pp;
@@ -573,7 +480,7 @@ void check_feasibility(const wl::TransformerArch& a, const LayoutEval& e, double
   if (a.max_position > 0 && plan.context > a.max_position) {
     const std::string msg = fmt::format("context {} exceeds the model's max_position_embeddings {}",
                                         format_count(double(plan.context)), format_count(double(a.max_position)));
-    if (plan.engine == MemoryEngine::plain) r.notes.push_back(msg);
+    if (!detail::engine_policy(plan.engine).refuses_long_context()) r.notes.push_back(msg);
     else fail(msg + " (vLLM and SGLang refuse a longer max_model_len / context_length without an override)");
   }
 }
@@ -707,37 +614,12 @@ Derivation explain_budget(const Ctx& c, const ServingMemory& r) {
   Derivation b;
   b.id = "budget";
   b.title = fmt::format("Engine memory budget ({})", to_string(plan.engine));
+  const EngineMemoryKnob& knob = engine_memory_knob(plan.engine);
   b.inputs = {{"C", gib(c.capacity), plan.capacity == CapacityBasis::label ? "vendor capacity label (asked for)" : capacity_basis(gpu),
                Origin::datasheet(cap_ref)},
-              {"f", format_number(plan.memory_fraction),
-               plan.engine == MemoryEngine::vllm     ? "gpu_memory_utilization"
-               : plan.engine == MemoryEngine::sglang ? "mem_fraction_static"
-                                                     : "usable fraction",
-               Origin::user(plan.engine == MemoryEngine::vllm     ? "--gpu-memory-utilization"
-                            : plan.engine == MemoryEngine::sglang ? "--mem-fraction-static"
-                                                                  : "--usable-fraction")}};
-  switch (plan.engine) {
-    case MemoryEngine::plain:
-      b.formula = "KV pool = f·C − weights − activations − graphs − context − NCCL";
-      break;
-    case MemoryEngine::vllm:
-      b.formula = plan.cuda_graphs_in_budget ? "KV pool = f·C − weights − activations − CUDA graphs ; context + NCCL outside f"
-                                             : "KV pool = f·C − weights − activations ; context + NCCL + CUDA graphs outside f";
-      b.notes.push_back("vllm/v1/worker/gpu_worker.py: requested = total·gpu_memory_utilization is measured after "
-                        "CUDA and NCCL init; KV = requested − (weights + peak activation + non-torch increase) "
-                        "(vllm/utils/mem_utils.py memory_profiling); start-up fails if free < requested");
-      b.notes.push_back(plan.cuda_graphs_in_budget
-                            ? "CUDA-graph memory is estimated during profiling and counted inside the fraction "
-                              "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, PR#30515, default on from v0.21)"
-                            : "CUDA graphs are captured after the KV cache is allocated and live outside the fraction "
-                              "(vLLM before v0.21, or VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0)");
-      break;
-    case MemoryEngine::sglang:
-      b.formula = "base = C − context − NCCL ; KV pool = f·base − weights ; activations + CUDA graphs in (1 − f)·base";
-      b.notes.push_back("sglang model_runner profile_max_num_token: rest = available_after_load − total·(1 − "
-                        "mem_fraction_static), `total` being the free memory before the weights load");
-      break;
-  }
+              {"f", format_number(plan.memory_fraction), std::string(knob.fraction_label),
+               Origin::user(std::string(knob.fraction_flag))}};
+  detail::engine_policy(plan.engine).explain_budget(b, plan);
   b.result = fmt::format("budget {}; KV pool {} per GPU ({} tokens)", gib(bind.budget), gib(bind.kv_pool),
                          format_count(double(bind.kv_token_capacity)));
   return b;

@@ -1,7 +1,7 @@
 #pragma once
-// Kernel tables of the vision pricer (model/src/vision_cost.cpp): the reads and writes of each elementwise kind, and
+// Kernel tables of the vision pricer (model/src/vision/vision_cost.cpp): the reads and writes of each elementwise kind, and
 // the measured bandwidth fractions of eager PyTorch's memory-bound kernels; and the fused training engine's roles
-// (model/src/vision_fused.cpp). Internal to gpuplan_model.
+// (model/src/vision/vision_fused.cpp). Internal to gpuplan_model.
 #include <optional>
 #include <vector>
 
@@ -121,7 +121,7 @@ inline double bandwidth_fraction(PtKernel k) {
 enum class FusedRole { keep, bn_in_conv, act_in_prologue, bn_act_apply, block_output, relu_in_mask };
 std::vector<FusedRole> fused_training_roles(const wl::VisionGraph& g);
 
-/// Eager PyTorch's host time for one pass of the op list (model/src/vision_host.cpp): Σ of the measured host cost of
+/// Eager PyTorch's host time for one pass of the op list (model/src/vision/vision_host.cpp): Σ of the measured host cost of
 /// each module call in the mode; nullopt when an op's kind has no measurement.
 enum class HostMode { infer, train_fwd, train_bwd };
 std::optional<double> eager_host_seconds(const wl::VisionGraph& g, HostMode mode);

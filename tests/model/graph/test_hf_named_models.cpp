@@ -332,7 +332,7 @@ TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaul
 TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and an indexer layer's saved tensors") {
   // Megatron-Core + TE layout, bf16, t = 1, no SP, no dropout, s = 4096, no recomputation: bytes per token of each
   // layer kind's sequence-mixer block (its input norm included), by hand from the terms' documentation
-  // (model/src/memory_activations.cpp).
+  // (model/src/memory/memory_activations.cpp).
   auto bytes = [](const wl::TransformerArch& a, model::LayerKind k, model::detail::Part part) {
     wl::TrainingPlan plan;
     plan.seq_len = 4096;

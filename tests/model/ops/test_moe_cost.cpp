@@ -1,4 +1,4 @@
-// The MoE-layer terms training and serving share (model/src/moe_cost.hpp, issue #21): the grouped expert GEMM law,
+// The MoE-layer terms training and serving share (model/src/ops/moe_cost.hpp, issue #21): the grouped expert GEMM law,
 // the dispatcher's host synchronisations, and what Megatron-Core's MoE layer keeps for its backward.
 #include <doctest/doctest.h>
 

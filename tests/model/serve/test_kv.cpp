@@ -491,6 +491,27 @@ TEST_SUITE("gpuplan kv") {
     CHECK(contains(s.err, "a bf16 KV cache has no quantisation scales"));
   }
 
+  TEST_CASE("each engine's fraction flag, name and default come from its policy (engine_memory_knob)") {
+    // One table: the flag that names the engine, the name in messages, the default fraction (vLLM 0.9,
+    // SGLang's fallback 0.88, a plain runtime 1.0); the budget line `kv` prints is built from the same entry.
+    CHECK(model::engine_memory_knob(model::MemoryEngine::vllm).fraction_flag == "--gpu-memory-utilization");
+    CHECK(model::engine_memory_knob(model::MemoryEngine::sglang).fraction_flag == "--mem-fraction-static");
+    CHECK(model::engine_memory_knob(model::MemoryEngine::plain).fraction_flag == "--usable-fraction");
+    CHECK(model::engine_memory_knob(model::MemoryEngine::sglang).default_fraction == doctest::Approx(0.88));
+    CHECK(model::describe_engine_budget(model::MemoryEngine::vllm, 0.85, false) ==
+          "vLLM gpu_memory_utilization 0.85 (CUDA graphs outside the fraction)");
+    CHECK(model::describe_engine_budget(model::MemoryEngine::sglang, 0.7, true) == "SGLang mem_fraction_static 0.7");
+    CHECK(model::describe_engine_budget(model::MemoryEngine::plain, 0.9, true) == "usable fraction 0.9");
+    const Run two = run({"kv", "--model", "llama-3.1-8b", "--mem-fraction-static", "0.8", "--usable-fraction", "0.9"});
+    CHECK(two.rc == kInvalid);
+    CHECK(contains(two.err, "give one of --gpu-memory-utilization (vLLM), --mem-fraction-static (SGLang), "
+                            "--usable-fraction (plain)"));
+    // The default fraction is what the flag-less run uses: SGLang's budget is 0.88 of (capacity - context - NCCL).
+    const Run d = run({"kv", "--model", "llama-3.1-8b", "--engine", "sglang"});
+    REQUIRE(d.rc == 0);
+    CHECK(contains(d.out, "SGLang mem_fraction_static 0.88"));
+  }
+
   TEST_CASE("csv has a stable header - --explain prints the derivation") {
     const Run c = run({"kv", "--model", "llama-3.1-8b", "--format", "csv"});
     REQUIRE(c.rc == 0);

@@ -308,7 +308,7 @@ TEST_SUITE("serving forward pass") {
     REQUIRE(touched == doctest::Approx(82.42).epsilon(1e-3));
     const double launch = sd.eff.kernel_launch.raw();
     const auto g = model::gemm_cost("", {2, 2 * 192, 4096, 83, 2.0}, hw::Precision::bf16, sd);
-    // The grouped kernel's law over the batched GEMM (model/src/moe_cost.hpp: 1.065 × + 11 µs, moe_grouped_gemm.json).
+    // The grouped kernel's law over the batched GEMM (model/src/ops/moe_cost.hpp: 1.065 × + 11 µs, moe_grouped_gemm.json).
     CHECK(up->time.raw() ==
           doctest::Approx(1.065 * ((g.time.raw() - launch) * touched / 83.0 + launch) + 11e-6).epsilon(1e-12));
     const auto g1 = model::gemm_cost("", {2, 2 * 192, 4096, 1, 2.0}, hw::Precision::bf16, sd);

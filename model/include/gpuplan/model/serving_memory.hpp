@@ -78,6 +78,21 @@ enum class MemoryEngine {
 };
 std::string_view to_string(MemoryEngine e);
 std::optional<MemoryEngine> parse_memory_engine(std::string_view s);
+/// What a front end needs of an engine's memory knob (its rules live in one policy per engine, model/src/serve/
+/// engine_policy.cpp): the engine's name, its fraction's own key and flag, and the default with its source.
+struct EngineMemoryKnob {
+  MemoryEngine engine = MemoryEngine::vllm;
+  std::string_view name;            ///< "vLLM", "SGLang", "plain"
+  std::string_view fraction_key;    ///< the engine's own name of the fraction ("gpu_memory_utilization")
+  std::string_view fraction_label;  ///< how the derivation labels it
+  std::string_view fraction_flag;   ///< gpuplan's flag for it ("--gpu-memory-utilization")
+  double default_fraction = 0.9;
+};
+const EngineMemoryKnob& engine_memory_knob(MemoryEngine e);
+/// Every engine (the order in which front ends list their fraction flags).
+inline constexpr MemoryEngine kMemoryEngines[] = {MemoryEngine::vllm, MemoryEngine::sglang, MemoryEngine::plain};
+/// One line naming the engine's fraction as set ("vLLM gpu_memory_utilization 0.9 (CUDA graphs inside the fraction)").
+std::string describe_engine_budget(MemoryEngine e, double fraction, bool cuda_graphs_in_budget);
 
 /// Which capacity one GPU offers: what the driver reports (torch.cuda.mem_get_info total) or the vendor's "80 GB".
 enum class CapacityBasis { device, label };

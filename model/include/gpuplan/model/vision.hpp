@@ -49,9 +49,9 @@ struct VisionRunPlan {
   bool fuse_epilogue = false;  ///< inference: activation and residual add in the preceding GEMM's epilogue
   /// training: a fused conv–batch-norm–ReLU engine (cuDNN's fused-ops API as NVIDIA's MXNet ResNet-50 runs it for
   /// MLPerf): batch-norm statistics in the convolution's epilogue, scale, bias and ReLU in the next convolution's
-  /// prologue, block outputs in one scale-bias-add-ReLU kernel, dReLU and dBN in one (model/src/vision_kernels.hpp).
+  /// prologue, block outputs in one scale-bias-add-ReLU kernel, dReLU and dBN in one (model/src/vision/vision_kernels.hpp).
   bool fused_training = false;
-  /// eager: the host's issue time is the measured host cost of each module call (model/src/vision_host.cpp); false:
+  /// eager: the host's issue time is the measured host cost of each module call (model/src/vision/vision_host.cpp); false:
   /// kernels × launch.cpu_per_kernel (the serving launch model; `--cpu-per-kernel-us` sets it)
   bool host_per_op = true;
   /// Per-kernel costs (kernel_overhead_graph / kernel_overhead_eager / cpu_per_kernel) and their origin.
