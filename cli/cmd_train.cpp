@@ -56,7 +56,7 @@ struct TrainFlags {
   std::optional<long long> tp, pp, dp, cp, ep, etp, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
       lora_rank, first_stage_layers, last_stage_layers;
   std::optional<bool> sequence_parallel, flash_attention, dropout, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm,
-      fp8_params, embedding_in_split, loss_in_split, overlap_p2p_comm, pp_scatter_gather;
+      fp8_params, embedding_in_split, loss_in_split, overlap_p2p_comm, pp_scatter_gather, ep_a2a_overlap;
   std::optional<double> gradient_bytes, tokens, price;
   bool no_calibration = false;
   // --search
@@ -177,6 +177,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
   put("overlap_tp_comm", "--overlap-tp", f.overlap_tp_comm);
   put("overlap_p2p_comm", "--overlap-p2p", f.overlap_p2p_comm);
   put("pp_scatter_gather", "--pp-scatter-gather", f.pp_scatter_gather);
+  put("ep_a2a_overlap", "--ep-a2a-overlap", f.ep_a2a_overlap);
   put("embedding_in_pipeline_split", "--embedding-in-pipeline-split", f.embedding_in_split);
   put("loss_in_pipeline_split", "--loss-in-pipeline-split", f.loss_in_split);
   put("first_stage_layers", "--first-stage-layers", f.first_stage_layers);
@@ -817,7 +818,7 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--recompute", f->recompute, "none, selective, full");
   c->add_option("--recompute-modules", f->recompute_modules,
                 "modules recomputed in the backward instead of kept (Megatron --recompute-modules): layernorm, "
-                "mla_up_proj, moe_act (comma-separated)")
+                "mla_up_proj, moe_act, mlp (comma-separated)")
       ->delimiter(',');
   c->add_option("--ep-dispatch", f->ep_dispatch,
                 "MoE dispatch/combine: all-to-all (NCCL, default) or deepep (DeepSeek-V3/DeepEP: once per node over "
@@ -852,6 +853,9 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--pp-scatter-gather", f->pp_scatter_gather,
                 "split pipeline sends over TP without sequence parallelism, all-gathered by the receiver (Megatron-LM "
                 "before Megatron-Core; default false)");
+  c->add_option("--ep-a2a-overlap", f->ep_a2a_overlap,
+                "MoE: the expert-parallel all-to-all of one micro-batch beside another's compute in the steady 1F1B "
+                "phase (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; default false)");
   c->add_option("--embedding-in-pipeline-split", f->embedding_in_split,
                 "count the embedding as a layer of the first pipeline chunk (Megatron "
                 "--account-for-embedding-in-pipeline-split): true or false");

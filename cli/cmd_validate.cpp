@@ -52,6 +52,14 @@ void put_cases(nlohmann::ordered_json& s, const ValidationSummary& v, std::initi
     if (c.error) r["error"] = *c.error;
     if (c.predicted_calibrated) r["predicted_calibrated"] = *c.predicted_calibrated;
     if (c.error_calibrated) r["error_calibrated"] = *c.error_calibrated;
+    if (!c.structure.empty()) {
+      // Issue #22: the structure the case uses and the case priced without it (validate_before.cpp).
+      r["structure"] = c.structure;
+      if (c.predicted_before) r["predicted_before"] = *c.predicted_before;
+      if (c.predicted_before && c.predicted && *c.predicted_before > 0) r["moved"] = *c.predicted / *c.predicted_before - 1.0;
+      if (!c.before_layout.empty()) r["before_layout"] = c.before_layout;
+      if (!c.before_note.empty()) r["before_note"] = c.before_note;
+    }
     s["cases"].push_back(r);
   }
 }

@@ -72,6 +72,7 @@ const std::map<std::string_view, std::string_view> kAssumed{
     {"--fused-residual-rmsnorm", "fused kernels"},
     {"--use-te-activation-func", "fused kernels"},
     {"--moe-grouped-gemm", "the experts priced as grouped GEMMs"},
+    {"--moe-router-force-load-balancing", "balanced routing, gpuplan's default"},
     {"--attention-softmax-in-fp32", "fused attention"},
     {"--moe-router-dtype", "the router's cost is not priced apart"},
     {"--moe-router-padding-for-fp8", "the router's cost is not priced apart"},
@@ -88,7 +89,8 @@ const std::set<std::string_view> kHandled{
     "--fp4-format", "--fp4-recipe", "--bf16", "--fp16", "--account-for-embedding-in-pipeline-split",
     "--account-for-loss-in-pipeline-split", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
     "--pipeline-model-parallel-layout", "--mtp-num-layers", "--moe-token-dispatcher-type", "--moe-enable-deepep",
-    "--moe-flex-dispatcher-backend", "--overlap-moe-expert-parallel-comm", "--cpu-offloading-num-layers",
+    "--moe-flex-dispatcher-backend", "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute",
+    "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--cpu-offloading-num-layers",
     "--use-flash-attn", "--attention-backend", "--transformer-impl", "--attention-dropout", "--hidden-dropout",
     "--optimizer", "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--main-grads-dtype", "--main-params-dtype", "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16",
@@ -332,8 +334,8 @@ class Mapper {
         bad(*get(given("--recompute-method") ? "--recompute-method" : "--recompute-num-layers"),
             "Megatron-LM takes no recompute method or layer count with selective granularity");
       // Megatron-Core's --recompute-modules (default core_attn): core_attn is gpuplan's selective recompute; the
-      // norms, MLA's up-projections and the MoE activation are recompute modules of their own; the others are not
-      // priced.
+      // norms, MLA's up-projections, the MoE activation and the dense MLP are recompute modules of their own; the
+      // others (moe, shared_experts, ...) are not priced.
       bool core_attn = true;
       if (const MegatronFlag* mods = get("--recompute-modules")) {
         core_attn = false;
@@ -341,11 +343,12 @@ class Mapper {
         bool ok = true;
         for (const auto& v : mods->values) {
           if (v.text == "core_attn") core_attn = true;
-          else if (v.text == "layernorm" || v.text == "mla_up_proj" || v.text == "moe_act") list.push_back(v.text);
+          else if (v.text == "layernorm" || v.text == "mla_up_proj" || v.text == "moe_act" || v.text == "mlp")
+            list.push_back(v.text);
           else ok = false;
         }
         if (!ok)
-          refuse(*mods, "recomputing modules other than core_attn, layernorm, mla_up_proj and moe_act is");
+          refuse(*mods, "recomputing modules other than core_attn, layernorm, mla_up_proj, moe_act and mlp is");
         else if (!list.empty())
           set("recompute_modules", list, "--recompute-modules");
       }
@@ -439,14 +442,25 @@ class Mapper {
         refuse(*get("--moe-token-dispatcher-type"),
                "gpuplan prices the all-to-all dispatcher; the all-gather one with expert parallelism is");
       } else if (*disp == "flex") {
-        refuse(*get("--moe-token-dispatcher-type"),
-               "gpuplan prices NCCL all-to-all; the flex dispatcher (DeepEP / HybridEP kernels) is");
+        // The flex dispatcher runs DeepEP's kernels (--moe-enable-deepep, or --moe-flex-dispatcher-backend deepep,
+        // Megatron-Core's default backend) or HybridEP's; gpuplan prices DeepEP's (wl::EpDispatch::deepep).
+        auto backend = text("--moe-flex-dispatcher-backend");
+        if (backend && *backend != "deepep")
+          refuse(*get("--moe-flex-dispatcher-backend"),
+                 fmt::format("gpuplan prices NCCL all-to-all and DeepEP; the '{}' backend of the flex dispatcher is",
+                             *backend));
+        else set("ep_dispatch", "deepep", "--moe-token-dispatcher-type");
       }
-      if (given("--moe-enable-deepep"))
-        refuse(*get("--moe-enable-deepep"), "gpuplan prices NCCL all-to-all; DeepEP dispatch is");
-      if (given("--overlap-moe-expert-parallel-comm"))
-        refuse(*get("--overlap-moe-expert-parallel-comm"),
-               "overlapping the expert-parallel all-to-all with another micro-batch's compute is");
+      if (given("--moe-enable-deepep") && (!disp || *disp != "flex"))
+        bad(*get("--moe-enable-deepep"), "Megatron-Core: 'DeepEP backend is only supported with flex token dispatcher.'");
+      // TransformerConfig overlap_moe_expert_parallel_comm (the combined 1F1B schedule) with delay_wgrad_compute.
+      if (given("--overlap-moe-expert-parallel-comm")) {
+        set("ep_a2a_overlap", true, "--overlap-moe-expert-parallel-comm");
+        if (!given("--delay-wgrad-compute"))
+          m_.notes.push_back("--overlap-moe-expert-parallel-comm without --delay-wgrad-compute: gpuplan hides the "
+                             "all-to-all behind the whole partner pass, as with the delayed weight gradients");
+      }
+      capacity();
     } else {
       for (const char* f : {"--moe-token-dispatcher-type", "--moe-enable-deepep", "--moe-flex-dispatcher-backend",
                             "--overlap-moe-expert-parallel-comm"})
@@ -454,6 +468,36 @@ class Mapper {
     }
     if (ep > 1 && given("--moe-flex-dispatcher-backend") && (!disp || *disp != "flex"))
       m_.ignored.push_back("--moe-flex-dispatcher-backend (not the flex dispatcher)");
+  }
+
+  /// --moe-expert-capacity-factor f with --moe-pad-expert-input-to-capacity (Megatron-Bridge's apply_moe_token_drop:
+  /// f = 1 with padding): every expert receives exactly its capacity, f·k·T/E tokens (moe_utils.py
+  /// get_capacity; the dispatcher pads to it), so the busiest rank carries f times the balanced mean: moe_imbalance f.
+  /// Without padding the drop only caps the load; gpuplan's balanced routing stands.
+  void capacity() {
+    const MegatronFlag* cf = get("--moe-expert-capacity-factor");
+    if (cf == nullptr) {
+      if (given("--moe-pad-expert-input-to-capacity"))
+        bad(*get("--moe-pad-expert-input-to-capacity"), "Megatron-LM needs --moe-expert-capacity-factor with it");
+      return;
+    }
+    auto v = value(*cf);
+    if (!v) return;
+    double f = 0;
+    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), f);
+    if (ec != std::errc() || p != v->data() + v->size()) {
+      bad(*cf, "expected a number");
+      return;
+    }
+    if (f < 0) return;  // Megatron-LM: a negative factor means no capacity limit (dropless)
+    if (given("--moe-pad-expert-input-to-capacity")) {
+      if (f < 1.0) refuse(*cf, "a capacity below the balanced load (padded experts of fewer tokens than the mean) is");
+      else set("moe_imbalance", f, "--moe-expert-capacity-factor");
+    } else {
+      m_.notes.push_back(fmt::format("--moe-expert-capacity-factor {} without padding: tokens over the capacity are "
+                                     "dropped; gpuplan prices balanced routing",
+                                     *v));
+    }
   }
 
   void attention() {

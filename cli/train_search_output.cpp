@@ -56,7 +56,8 @@ const std::vector<Table::Column>& point_columns() {
                                                {"offload_s", "offload s", true},
                                                {"time_to_train_s", "time to train s", true},
                                                {"cost_usd", "cost $", true},
-                                               {"tokens_per_usd", "tokens/$", true}};
+                                               {"tokens_per_usd", "tokens/$", true},
+                                               {"expert_tp", "ETP", true}};
   return c;
 }
 
@@ -104,7 +105,8 @@ std::vector<std::string> point_row(const model::SearchPoint& p, bool deadline, s
           sec(s.step.offload),
           v && s.has_time_to_train ? csv_num(s.time_to_train.raw()) : "",
           v && s.has_cost ? csv_num(s.cost.raw()) : "",
-          v && s.has_price ? csv_num(s.tokens_per_usd) : ""};
+          v && s.has_price ? csv_num(s.tokens_per_usd) : "",
+          std::to_string(l.etp > 0 ? l.etp : l.tp)};
 }
 
 }  // namespace
@@ -144,6 +146,7 @@ ordered_json point_json(const model::SearchPoint& p, std::uint64_t rank) {
   ordered_json o;
   o["rank"] = rank;
   o["layout"] = {{"gpus", l.gpus}, {"tp", l.tp}, {"pp", l.pp}, {"dp", l.dp}, {"cp", l.cp}, {"ep", l.ep},
+                 {"expert_tp", l.etp > 0 ? l.etp : l.tp},
                  {"virtual_stages", l.virtual_stages}, {"micro_batch", l.micro_batch},
                  {"sequence_parallel", l.sequence_parallel}, {"recompute", recompute_key(l.recompute)},
                  {"zero", static_cast<int>(l.zero)},
@@ -165,7 +168,7 @@ Table top_table(const std::vector<model::SearchPoint>& top, bool several_gpu_cou
   if (several_gpu_counts) t.columns.push_back({"gpus", "GPUs", true});
   t.columns.insert(t.columns.end(), {{"tp", "TP", true}, {"pp", "PP", true}, {"v", "v", true}, {"dp", "DP", true},
                                      {"cp", "CP", true}});
-  if (moe) t.columns.push_back({"ep", "EP", true});
+  if (moe) t.columns.insert(t.columns.end(), {{"ep", "EP", true}, {"expert_tp", "ETP", true}});
   t.columns.insert(t.columns.end(), {{"sp", "SP"}, {"micro", "micro", true}, {"recompute", "recompute"},
                                      {"zero", "ZeRO", true}, {"step", "step", true}, {"tokens_per_s", "tokens/s", true},
                                      {"mfu", "MFU"}, {"memory", "memory/GPU", true}});
@@ -182,7 +185,7 @@ Table top_table(const std::vector<model::SearchPoint>& top, bool several_gpu_cou
     r.insert(r.end(), {std::to_string(l.tp), std::to_string(l.pp),
                        l.dualpipe ? std::string("dual") : std::to_string(l.virtual_stages), std::to_string(l.dp),
                        std::to_string(l.cp)});
-    if (moe) r.push_back(std::to_string(l.ep));
+    if (moe) r.insert(r.end(), {std::to_string(l.ep), std::to_string(l.etp > 0 ? l.etp : l.tp)});
     r.insert(r.end(), {l.sequence_parallel ? "on" : "off", std::to_string(l.micro_batch), recompute_key(l.recompute),
                        std::to_string(static_cast<int>(l.zero)) + (l.offload == wl::Offload::optimizer ? " +off" : ""),
                        u::format(s.step_time),

@@ -211,6 +211,35 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
     }
     r.status = est.feasibility.ok ? "ok" : "ok (model says it does not fit)";
     if (!est.feasibility.ok) r.note = est.feasibility.reasons.front();
+    // The same case without issue #22's structure (validate_before.cpp), priced the same way.
+    const auto predict = [&](const json_io::Json& b) {
+      BeforePrediction bp;
+      auto dec = wl_io::decode_training_scenario(b, shown);
+      if (!dec.ok()) {
+        bp.why = dec.diagnostics().items().empty() ? "not expressible" : dec.diagnostics().items().front().message;
+        return bp;
+      }
+      Diagnostics ignore;
+      auto res = resolve_training(dec.value(), b.contains("global_batch"), db, lib, where, ignore);
+      if (!res) {
+        bp.why = ignore.items().empty() ? "not expressible" : ignore.items().front().message;
+        return bp;
+      }
+      bp.layout = layout_text(res->plan);
+      if (!res->pre.ok) {
+        bp.why = res->pre.reasons.empty() ? "refused" : res->pre.reasons.front();
+        return bp;
+      }
+      const auto eb = model::estimate_training(res->arch, res->plan, res->sys, Explain::off);
+      bool kb = false;
+      const double pb = predicted_metric(r.metric, r.convention, eb, res->plan, kb) * mfu_scale;
+      if (!kb || eb.step_time.raw() <= 0) bp.why = eb.feasibility.reasons.empty() ? "not priced" : eb.feasibility.reasons.front();
+      else bp.value = pb;
+      if (bp.value && !eb.feasibility.ok) bp.why = eb.feasibility.reasons.front();  // "does not fit: needs …"
+      return bp;
+    };
+    predict_before(scen, c.contains("before") && c["before"].is_object() ? &c["before"] : nullptr, resolved->plan,
+                   predict, r);
     sum.cases.push_back(r);
   }
   summarise(sum);
@@ -560,7 +589,7 @@ std::string render_validation_markdown(const ValidationSummary& s, const std::st
                      c.error ? fmt::format("{:+.1f}%", *c.error * 100.0) : "—", calcols, c.status,
                      c.note.empty() || c.status == "ok" ? "" : ": " + c.note.substr(0, 120));
   }
-  return o + "\n";
+  return o + "\n" + render_structure_moves(s);
 }
 
 }  // namespace gpuplan::cli

@@ -1,13 +1,17 @@
 #pragma once
 // Validation against published measurements (data/validation/*.json): runs each case through the same resolution
 // and model as `gpuplan train`, compares the metric the source measured, and summarises the errors.
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/model/accuracy_band.hpp"
+#include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 
 namespace gpuplan::cli {
@@ -22,6 +26,12 @@ struct CaseResult {
   std::optional<double> error_calibrated;
   std::string status;           ///< "ok", "infeasible", "not runnable"
   model::Regime regime;         ///< for the error bands (kind empty: not a band case)
+  /// Issue #22's structure (uneven pipelines, parallel folding, partial and module recompute, MTP, activation
+  /// offload, FP8/FP4 recipes, overlapped or scattered pipeline sends, the EP all-to-all overlap): what of it the case
+  /// uses (empty: none), the nearest scenario expressible without it (before_layout, or why there is none) and its
+  /// prediction (validate_before.cpp).
+  std::string structure, before_layout, before_note;
+  std::optional<double> predicted_before;
 };
 
 struct ValidationSummary {
@@ -48,6 +58,22 @@ struct ValidationSummary {
 /// built-in defaults and with the profile (before / after calibration).
 Result<ValidationSummary> validate_training(const std::string& cases_file, const hw::HardwareDb& db,
                                             const wl_io::ModelLibrary& lib, const std::string& data_dir = "");
+
+/// The structure issue #22 made expressible that `plan` (the case's resolved plan) uses, as a comma-separated list
+/// ("" when none), and the case's scenario without it: those keys removed (an interleaved schedule whose chunks then
+/// split unevenly falls back to 1F1B, the layout the issue names as the nearest), then the case's own `before` object
+/// applied as a JSON merge patch where the nearest layout needs more (an EP that divides DP × CP). Fills
+/// `r.structure`, `r.predicted_before`, `r.before_layout` and `r.before_note`; `predict` prices a scenario or says why
+/// it cannot (returns nullopt and sets the reason).
+struct BeforePrediction {
+  std::optional<double> value;
+  std::string layout, why;
+};
+void predict_before(const nlohmann::json& scenario, const nlohmann::json* patch, const wl::TrainingPlan& plan,
+                    const std::function<BeforePrediction(const nlohmann::json&)>& predict, CaseResult& r);
+
+/// The moves of issue #22's structure over the priced cases of `s` (a Markdown section; "" when no case uses any).
+std::string render_structure_moves(const ValidationSummary& s);
 
 /// Runs the textbook's worked examples (textbook_cases.json) through the model's own formulas, with the textbook's
 /// simplifying assumptions as explicit inputs; error = predicted − expected relative to the expected value, and a

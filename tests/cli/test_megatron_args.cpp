@@ -301,14 +301,15 @@ TEST_SUITE("megatron args: mapping") {
     const std::vector<Case> cases{
         {{"--bf16", "--fp4-format", "e2m1", "--fp4-recipe", "custom"}, "'--fp4-recipe custom': gpuplan prices FP4 as NVFP4"},
         {{"--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "custom"}, "'--fp8-recipe custom': gpuplan prices the delayed"},
-        {{"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "mlp"},
-         "'--recompute-modules core_attn mlp': recomputing modules other than core_attn, layernorm, mla_up_proj and "
-         "moe_act"},
-        {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"},
-         "'--moe-enable-deepep': gpuplan prices NCCL all-to-all; DeepEP dispatch is not modelled yet (#22)"},
-        {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
-          "--overlap-moe-expert-parallel-comm"},
-         "'--overlap-moe-expert-parallel-comm': overlapping the expert-parallel all-to-all"},
+        {{"--recompute-granularity", "selective", "--recompute-modules", "core_attn", "moe"},
+         "'--recompute-modules core_attn moe': recomputing modules other than core_attn, layernorm, mla_up_proj, "
+         "moe_act and mlp"},
+        {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend",
+          "hybridep"},
+         "'--moe-flex-dispatcher-backend hybridep': gpuplan prices NCCL all-to-all and DeepEP; the 'hybridep' backend"},
+        {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall", "--moe-expert-capacity-factor",
+          "0.5", "--moe-pad-expert-input-to-capacity"},
+         "'--moe-expert-capacity-factor 0.5': a capacity below the balanced load"},
         {{"--rampup-batch-size", "16", "16", "1000"},
          "'--rampup-batch-size 16 16 1000': changes performance, and that is not modelled yet (#22)"},
     };
@@ -319,6 +320,37 @@ TEST_SUITE("megatron args: mapping") {
       CHECK(has(d.to_string(), c.words));
       CHECK(has(d.to_string(), "not modelled yet (#22)"));
     }
+  }
+
+  TEST_CASE("MoE dispatch: DeepEP through the flex dispatcher, the EP all-to-all overlap and padded capacity map exactly") {
+    // Megatron-Bridge 25.09 DeepSeek-V3 on H100 (scripts/performance/run_script.py at v0.1.0rc4): flex dispatcher with
+    // DeepEP, overlap_moe_expert_parallel_comm with delay_wgrad_compute, forced load balancing; B200/GB200: token
+    // drop (moe_expert_capacity_factor 1.0, moe_pad_expert_input_to_capacity).
+    Diagnostics d1, d2, d3;
+    auto h = map_typed({"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep",
+                        "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute", "--moe-router-force-load-balancing",
+                        "--recompute-granularity", "selective", "--recompute-modules", "mla_up_proj", "mlp"},
+                       d1);
+    INFO(d1.to_string());
+    REQUIRE(h);
+    CHECK(h->keys["ep_dispatch"] == "deepep");
+    CHECK(h->keys["ep_a2a_overlap"] == true);
+    CHECK(h->keys["recompute_modules"].get<std::vector<std::string>>() == std::vector<std::string>{"mla_up_proj", "mlp"});
+    CHECK(h->keys["recompute"] == "none");
+    CHECK(std::find(h->assumed.begin(), h->assumed.end(),
+                    "--moe-router-force-load-balancing (balanced routing, gpuplan's default)") != h->assumed.end());
+    auto t = map_typed({"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
+                        "--moe-expert-capacity-factor", "1.0", "--moe-pad-expert-input-to-capacity"},
+                       d2);
+    INFO(d2.to_string());
+    REQUIRE(t);
+    CHECK(t->keys["moe_imbalance"] == 1.0);
+    CHECK_FALSE(t->keys.contains("ep_dispatch"));
+    // DeepEP needs the flex dispatcher (TransformerConfig.__post_init__).
+    CHECK_FALSE(map_typed({"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
+                           "--moe-enable-deepep"},
+                          d3));
+    CHECK(has(d3.to_string(), "DeepEP backend is only supported with flex token dispatcher"));
   }
 
   TEST_CASE("partial recompute: --recompute-method block/uniform with --recompute-num-layers map exactly") {

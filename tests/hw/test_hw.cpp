@@ -1069,6 +1069,26 @@ TEST_SUITE("hardware completeness") {
   }
 }
 
+TEST_SUITE("shipped hardware database: PCIe parts' device-reported memory") {
+  TEST_CASE("A100 PCIe 80GB and H100 PCIe fit checks use CUDA's figure, not the 80 GB label") {
+    // A100 80GB PCIe: mixbench-cuda 'Total global mem: 81049 MB' (totalGlobalMem / 2^20; ekondis/mixbench issue #47).
+    // H100 PCIe: XLA's device description, device_memory_size 84,942,979,072 B (openxla/xla gpu_specs/h100_pcie.txtpb).
+    // By hand: 81049 MiB = 79.149 GiB and 84,942,979,072 B = 79.109 GiB, against the label's 80e9 B = 74.506 GiB.
+    for (const auto& [id, mib, gib] :
+         {std::tuple{"a100-pcie-80gb", 81049.0, 79.14941}, std::tuple{"h100-pcie-80gb", 81007.94, 79.10932}}) {
+      const std::string name = id;
+      CAPTURE(name);
+      const auto* g = shipped().find_gpu(name);
+      REQUIRE(g != nullptr);
+      REQUIRE(g->memory.device_reported.has_value());
+      CHECK(g->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
+      CHECK(g->memory_capacity().raw() == doctest::Approx(mib * 1048576.0));
+      CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(gib).epsilon(1e-5));
+      CHECK(g->memory_capacity().raw() > g->memory.capacity_label.raw() * 1.06);
+    }
+  }
+}
+
 TEST_SUITE("price and device-memory fields: bad input") {
   Json priced_gpu() {
     Json j = minimal_gpu();

@@ -253,8 +253,9 @@ void ffn_block_terms(const Ctx& c, std::vector<Term>& v, bool moe_layer) {
   const double h = static_cast<double>(a.hidden);
   const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
   const bool rc_act = c.plan.recomputes(wl::recompute_moe_act) && !c.eager();
+  const bool rc_mlp = !(moe_layer && a.moe) && c.plan.recomputes(wl::recompute_mlp) && !c.eager();
   const Part M = Part::mlp;
-  if (c.wgrad_mlp && !rc_norm) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
+  if (c.wgrad_mlp && !rc_norm && !rc_mlp) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
   if (moe_layer && a.moe) {
     const auto& m = *a.moe;
     const double E = double(m.num_experts), k = double(m.experts_per_token);
@@ -272,6 +273,10 @@ void ffn_block_terms(const Ctx& c, std::vector<Term>& v, bool moe_layer) {
     if (m.shared_experts > 0)
       ffn_terms(c, v, Part::shared, (double(m.shared_experts) * double(m.shared_intermediate)), "n_s·i_s", "2·n_s·i_s",
                 rc_act);
+  } else if (rc_mlp) {
+    // Megatron-Core's "mlp" recompute module (normal checkpointing of the dense MLP, transformer_layer.py
+    // recompute_mlp): the checkpoint keeps its input in the activation dtype; nothing inside the MLP is kept.
+    add(v, M, "MLP input (the MLP checkpoint's input; the MLP recomputed)", "h", h, c.ab, Split::sequence);
   } else {
     ffn_terms(c, v, M, double(a.intermediate), "i", "2·i");
   }

@@ -29,6 +29,7 @@ wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l) {
   p.par.dp = l.dp;
   p.par.cp = l.cp;
   p.par.ep = l.ep;
+  p.par.etp = l.etp;
   p.par.virtual_stages = l.virtual_stages;
   p.par.sequence_parallel = l.sequence_parallel;
   p.schedule = l.dualpipe             ? wl::PipelineSchedule::dualpipe
@@ -49,6 +50,7 @@ Layout layout_of(const wl::TrainingPlan& plan) {
   l.dp = plan.par.dp;
   l.cp = plan.par.cp;
   l.ep = plan.par.ep;
+  l.etp = plan.par.etp;
   l.virtual_stages = plan.schedule == wl::PipelineSchedule::interleaved ? plan.par.virtual_stages : 1;
   l.micro_batch = plan.micro_batch;
   l.sequence_parallel = plan.par.sequence_parallel;
@@ -78,6 +80,7 @@ std::string describe(const Layout& l) {
   if (l.dualpipe) s += " DualPipe";
   s += fmt::format(" · DP {} · CP {}", l.dp, l.cp);
   if (l.ep > 1) s += fmt::format(" · EP {}", l.ep);
+  if (l.etp > 0 && l.etp != l.tp) s += fmt::format(" · ETP {}", l.etp);
   if (l.sequence_parallel && l.tp > 1) s += " · SP";
   s += fmt::format(" · micro-batch {} · recompute {} · ZeRO {}", l.micro_batch, recompute_name(l.recompute),
                    static_cast<int>(l.zero));
@@ -186,6 +189,7 @@ struct VocabEvaluator {
   detail::LayerKinds kinds;
   units::Bytes capacity{};
 
+  // "ep" in the keys below: EP and expert TP together (ek in evaluate).
   TermCache<ComputeTerms, 5> compute;  // tp, cp, micro, sp, ep
   TermCache<Seconds, 3> amp;           // tp, pp, ep
   TermCache<Seconds, 8> dp_copy;       // tp, pp, dp, cp, ep, optimizer shard, micro-batches, zero
@@ -225,6 +229,8 @@ struct VocabEvaluator {
     if (!detail::layout_rules(a, plan, sys, nullptr)) return r;
     const auto& par = plan.par;
     const std::int64_t sp = par.sequence_parallel ? 1 : 0, mb = plan.micro_batch;
+    // The expert grid in the keys of the terms that depend on it: EP and expert TP (parallel folding) in one key.
+    const std::int64_t ek = std::int64_t(par.ep) * 4096 + par.expert_tp();
     // PP in the keys of the terms that depend on the parameters a GPU holds: negative under DualPipe (two stages per
     // device, params_per_gpu).
     const int pp_key = plan.dualpipe() ? -par.pp : par.pp;
@@ -232,9 +238,9 @@ struct VocabEvaluator {
 
     detail::StepTerms t;
     t.compute =
-        compute.get({par.tp, par.cp, mb, sp, par.ep}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
+        compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
     if (plan.mixed_precision == wl::MixedPrecision::amp)
-      t.amp_casts = amp.get({par.tp, pp_key, par.ep}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
+      t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
     if (par.tp > 1)
       t.tp_one = tp.get({par.tp, par.cp, mb, sp}, [&] {
         return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_collective_time(a, plan, g); });
@@ -243,18 +249,18 @@ struct VocabEvaluator {
       t.cp_one = cp.get({par.tp, par.cp, mb}, [&] {
         return with_group(par.cp, par.tp, [&](const CommGroup& g) { return detail::cp_collective_time(a, plan, g); });
       });
-    // The expert grid's strides (etp = tp unless the base plan folds; a fixed etp is the same for every layout).
+    // The expert grid's strides (etp = tp unless the layout folds).
     const int etp = par.expert_tp();
     if (detail::expert_tp_folded(a, plan) && etp > 1)
       t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
         return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
       });
     if (par.ep > 1 && a.moe)
-      t.ep_one = ep.get({par.tp, par.cp, par.ep, mb}, [&] {
+      t.ep_one = ep.get({par.tp, par.cp, ek, mb}, [&] {
         return with_group(par.ep, etp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
       });
     if (par.ep > 1 && a.moe)
-      t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, par.ep, mb}, [&] {
+      t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, ek, mb}, [&] {
         return with_group(par.ep, etp, [&](const CommGroup& g) {
           const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
           return (md.dispatch_bytes + md.combine_bytes) * 0.5;
@@ -273,7 +279,7 @@ struct VocabEvaluator {
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
-      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, par.ep, zero}, [&] {
+      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Copied out: a reference into `groups` would not survive the next insert.
         const CommGroup g = groups.get({n_dp, par.tp}, [&] { return detail::training_group(n_dp, par.tp, sys); });
@@ -282,15 +288,15 @@ struct VocabEvaluator {
         return detail::dp_collective_times(a, k.params, plan, g, ge);
       });
       if (plan.kernels == wl::KernelStyle::eager)
-        t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, par.ep,
+        t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, ek,
                                  static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
                                 [&] { return detail::dp_copy_time(a, k.params, plan, d); });
     }
     const double shard = detail::optimizer_shard(plan);
-    t.optimizer = opt.get({par.tp, pp_key, par.ep, static_cast<std::int64_t>(shard)},
+    t.optimizer = opt.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard)},
                           [&] { return detail::optimizer_time(a, k.params, plan, d); });
     if (plan.offload == wl::Offload::optimizer) {
-      t.offload = offload.get({par.tp, pp_key, par.ep, static_cast<std::int64_t>(shard),
+      t.offload = offload.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard),
                                detail::offload_node_gpus(plan, sys)},
                               [&] { return detail::offload_times(a, k.params, plan, sys); });
     }
@@ -505,6 +511,15 @@ struct Enumerator {
     return d;
   }
 
+  /// Expert TP values at attention TP t: the space's list, else the base plan's (a plan that sets etp keeps it),
+  /// else the attention's TP (0) and, at t > 1, full folding (1).
+  [[nodiscard]] std::vector<int> expert_tps(int t) const {
+    if (!space.etp.empty()) return space.etp;
+    if (base.par.etp > 0) return {base.par.etp};
+    if (t > 1) return {0, 1};
+    return {0};
+  }
+
   [[nodiscard]] std::vector<Item> items() const {
     std::vector<Item> out;
     for (long long n : space.gpus) {
@@ -517,13 +532,19 @@ struct Enumerator {
             if (!pp_ok(p)) continue;
             const long long dp = n / t / c / p;
             if (!allowed(space.dp, int(dp)) || base.global_batch % dp != 0) continue;
-            std::vector<long long> eps{1};
+            // (EP, expert TP) pairs: expert TP = TP needs EP | DP·CP; parallel folding (etp ≠ tp) regroups the
+            // stage's TP·CP·DP ranks as etp·EP·expert-DP, so etp·EP | TP·CP·DP (Megatron-Core parallel_state.py).
+            std::vector<std::pair<long long, int>> experts{{1, base.par.etp}};
             if (a.moe) {
-              eps.clear();
-              for (long long e : divisors(a.moe->num_experts))
-                if ((dp * c) % e == 0) eps.push_back(e);
+              experts.clear();
+              for (int f : expert_tps(int(t)))
+                for (long long e : divisors(a.moe->num_experts)) {
+                  const long long grid = f == 0 || f == int(t) ? dp * c : t * dp * c;
+                  const long long shard = f == 0 || f == int(t) ? e : e * f;
+                  if (grid % shard == 0) experts.emplace_back(e, f);
+                }
             }
-            for (long long e : eps) {
+            for (const auto& [e, f] : experts) {
               if (!allowed(space.ep, int(e))) continue;
               Item it;
               it.base.gpus = n;
@@ -532,6 +553,7 @@ struct Enumerator {
               it.base.pp = int(p);
               it.base.dp = int(dp);
               it.base.ep = int(e);
+              it.base.etp = f;
               it.count = dims(it.base).count();
               if (it.count > 0) out.push_back(it);
             }
@@ -774,6 +796,8 @@ LayoutComparison compare_layouts(const Layout& la, const TrainingEstimate& a, co
   change("DP", la.dp, lb.dp);
   change("CP", la.cp, lb.cp);
   change("EP", la.ep, lb.ep);
+  if ((la.etp > 0 && la.etp != la.tp) || (lb.etp > 0 && lb.etp != lb.tp))
+    change("expert TP", la.etp > 0 ? la.etp : la.tp, lb.etp > 0 ? lb.etp : lb.tp);
   if (la.sequence_parallel != lb.sequence_parallel)
     c.changes.push_back(
         fmt::format("SP {} → {}", la.sequence_parallel ? "on" : "off", lb.sequence_parallel ? "on" : "off"));

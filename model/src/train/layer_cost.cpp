@@ -346,14 +346,27 @@ class TrainingLayerPricer {
         break;
       }
       case LinearKind::mlp_in: {
+        // Megatron-Core's "mlp" recompute module: the dense MLP's whole forward (fc1, activation, fc2) runs again in
+        // the backward (transformer_layer.py, recompute_mlp on non-MoE layers); the shared experts are not covered.
+        const bool rc_mlp = o.part == Part::dense_mlp && plan.recomputes(wl::recompute_mlp);
         const std::int64_t width = o.out / glu / t;
+        Seconds before = lc.fwd.total();
         fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
+        if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::gemm);
+        before = lc.fwd.total();
         if (o.part == Part::dense_mlp)
           stream(gated ? "SwiGLU" : "GELU", (double(T) * double(width)) * e * (gated ? glu_f : 2.0), 4.0 * (double(T) * double(width)),
                  gated ? glu_b / glu_f : 1.5);
+        if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
         break;
       }
-      case LinearKind::mlp_out: fwd_gemm(o.name, LinearKind::mlp_out, T, o.in / t, h); break;
+      case LinearKind::mlp_out: {
+        const Seconds before = lc.fwd.total();
+        fwd_gemm(o.name, LinearKind::mlp_out, T, o.in / t, h);
+        if (o.part == Part::dense_mlp && plan.recomputes(wl::recompute_mlp))
+          recompute_part(lc.fwd.total() - before, OpClass::gemm);
+        break;
+      }
       case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced
       case LinearKind::lm_head:  // not a layer op
         break;

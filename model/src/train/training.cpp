@@ -607,6 +607,35 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   return rec_share;
 }
 
+/// The SM share the expert-parallel dispatch/combine kernels take from the compute beside them: DeepSeek's kernels
+/// hold 20 of the GPU's SMs while they run (arXiv:2412.19437 §3.5.1: "20 out of the 132 SMs available in the H800";
+/// DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
+double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share) {
+  return plan.ep_dispatch == wl::EpDispatch::deepep && gpu.compute_units > 0
+             ? std::min(1.0, 20.0 / double(gpu.compute_units))
+             : nccl_sm_share;
+}
+
+/// Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm with --delay-wgrad-compute;
+/// model_parallel_config.py: "Overlap EP A2A communications with independent computations of different micro-batches
+/// in 1f1b phase of pipelining or non-pipelining schedule"; pipeline_parallel/combined_1f1b.py): in the steady 1F1B
+/// phase the forward of one micro-batch and the backward of another run as one merged schedule, each one's dispatch
+/// and combine beside the other's compute (the delayed weight-gradient GEMMs fill the backward's side). Warm-up and
+/// cool-down passes have no partner: of the m·v chunk passes per direction, W = min(m·v, 2(p−1) + (v−1)·p) run alone
+/// (schedules.py get_pp_rank_microbatches, the first pipeline rank's warm-up; 1 without pipelining), their all-to-all
+/// exposed. Of the paired part, what exceeds the partner's compute stays exposed; the hidden part pays the SM share.
+void ep_a2a_overlap(const StepInputs& x, StageTime& st) {
+  const double passes = double(x.m) * double(x.v);
+  if (passes <= 0 || !(st.ep.time > Seconds(0))) return;
+  const double alone = std::min(passes, x.p > 1 ? 2.0 * double(x.p - 1) + double(x.v - 1) * double(x.p) : 1.0);
+  const double paired = (passes - alone) / passes;
+  const Seconds comm = st.ep.time * paired;
+  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total()) * (double(x.m) * paired);
+  const Seconds exposed = std::max(Seconds(0), comm - window);
+  st.ep.exposed = st.ep.time * (1.0 - paired) + exposed +
+                  (comm - exposed) * ep_kernel_sm_share(x.plan, x.gpu, x.nccl_sm_share);
+}
+
 /// The stage's TP, CP, EP and PP communication over the step: time, bytes and the part left exposed.
 void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, StageTime& st) {
   const auto& a = x.a;
@@ -667,6 +696,7 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
     st.ep.time = t.ep_one * (4.0 * moe_layers * double(m));
     st.ep.bytes = buf * (4.0 * moe_layers * double(m));
     st.ep.exposed = st.ep.time;
+    if (plan.ep_a2a_overlap) ep_a2a_overlap(x, st);
   }
   // PP: activations forward, gradients backward, at each chunk boundary per micro-batch (plus the receiver's TP
   // all-gather under scatter/gather). Interleaved with Megatron's overlap_p2p_comm: each send/recv runs beside the
@@ -720,11 +750,7 @@ void dualpipe_halves(const StepInputs& x, StageTime& st) {
     const Seconds exposed = std::max(Seconds(0), comm - window);
     const Seconds hidden = comm - exposed;
     const double ep_part = (st.ep.time / comm).raw();
-    // DeepSeek's dispatch/combine kernels hold 20 of the GPU's SMs while they run (§3.5.1: "20 out of the 132
-    // SMs available in the H800"; DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
-    const double ep_share = plan.ep_dispatch == wl::EpDispatch::deepep && gpu.compute_units > 0
-                                ? std::min(1.0, 20.0 / double(gpu.compute_units))
-                                : nccl_sm_share;
+    const double ep_share = ep_kernel_sm_share(plan, gpu, nccl_sm_share);
     st.ep.exposed = (exposed + hidden * ep_share) * ep_part;
     st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
   }

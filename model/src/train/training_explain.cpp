@@ -96,7 +96,11 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
   r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
                       plan.dualpipe() ? "DualPipe: hidden behind the other micro-batch's compute where compute ≥ "
                                         "communication; the hidden part pays the SM share"
-                                      : "no EP overlap in this schedule: every dispatch and combine is exposed",
+                      : plan.ep_a2a_overlap
+                          ? "EP A2A overlap (Megatron-Core): in the steady 1F1B phase hidden behind the other "
+                            "micro-batch's compute where compute ≥ communication (the hidden part pays the SM share); "
+                            "the warm-up and cool-down passes exposed"
+                          : "no EP overlap in this schedule: every dispatch and combine is exposed",
                       Origin::derived()});
   r.result = fmt::format("{} per micro-batch (dispatch+combine ×2 {}, experts {}, host syncs {})",
                          format(md.dispatch * 2.0 + md.combine * 2.0 + experts + routing + host),

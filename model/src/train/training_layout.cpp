@@ -118,6 +118,25 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
   if (plan.recomputes(wl::recompute_mla_up_proj) && !a.mla &&
       fail([] { return std::string("recompute module mla_up_proj: the model has no MLA attention"); }))
     return false;
+  // Megatron-Core TransformerConfig.__post_init__ on overlap_moe_expert_parallel_comm: 'only supported with expert
+  // model parallelism', 'virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1',
+  // 'disable full recomputation'.
+  if (plan.ep_a2a_overlap && (p.ep <= 1 || !a.moe) &&
+      fail([] { return std::string("the EP all-to-all overlap needs expert parallelism (ep > 1) and an MoE model"); }))
+    return false;
+  if (plan.ep_a2a_overlap && p.pp > 1 && plan.model_chunks() <= 1 &&
+      fail([] { return std::string("the EP all-to-all overlap with pipeline parallelism needs the interleaved "
+                                   "schedule (Megatron-Core: 'virtual_pipeline_model_parallel_size must be "
+                                   "specified when pipeline_model_parallel_size > 1')"); }))
+    return false;
+  if (plan.ep_a2a_overlap && plan.recompute == wl::Recompute::full &&
+      fail([] { return std::string("the EP all-to-all overlap does not run with full recomputation (Megatron-Core: "
+                                   "'disable full recomputation when enabling overlap_moe_expert_parallel_comm')"); }))
+    return false;
+  if (plan.recomputes(wl::recompute_mlp) && a.moe && a.moe_layer_count() >= a.layers &&
+      fail([] { return std::string("recompute module mlp: every layer of the model is an MoE layer (Megatron-Core "
+                                   "recomputes only the dense MLP of non-MoE layers)"); }))
+    return false;
   if (plan.recomputes(wl::recompute_moe_act) && !a.moe &&
       fail([] { return std::string("recompute module moe_act: the model has no MoE layers"); }))
     return false;

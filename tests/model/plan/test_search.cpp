@@ -132,9 +132,12 @@ Brute brute_force(const wl::TransformerArch& a, const wl::TrainingPlan& base, co
                 for (int sp = 0; sp < 2; ++sp)
                   for (auto rc : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full})
                     for (int z = 0; z <= 3; ++z)
-                    for (auto off : {wl::Offload::none, wl::Offload::optimizer}) {
-                      const model::Layout l{n,  tp, pp, dp, cp, ep, v, mb, sp == 1, rc, static_cast<wl::ZeroStage>(z),
-                                            off};
+                    for (auto off : {wl::Offload::none, wl::Offload::optimizer})
+                    for (int etp : {0, 1}) {
+                      // Expert TP 1 beside TP > 1 (parallel folding) on MoE models; 0 = expert TP = TP.
+                      if (etp == 1 && (tp == 1 || !a.moe)) continue;
+                      model::Layout l{n,  tp, pp, dp, cp, ep, v, mb, sp == 1, rc, static_cast<wl::ZeroStage>(z), off};
+                      l.etp = etp;
                       const wl::TrainingPlan plan = model::with_layout(base, l);
                       if (!model::check_training_layout(a, plan, sys).ok) continue;
                       const auto e = model::estimate_training(a, plan, sys, Explain::off);
@@ -208,6 +211,8 @@ TEST_SUITE("search") {
           l.recompute = static_cast<wl::Recompute>(rng() % 3);
           l.zero = static_cast<wl::ZeroStage>(rng() % 4);
           l.offload = rng() % 4 == 0 ? wl::Offload::optimizer : wl::Offload::none;
+          // MoE parallel folding: expert TP 1 or 2 beside any attention TP, a third of the time.
+          if (a.moe && rng() % 3 == 0) l.etp = int(pick({1, 2}));
           l.gpus = static_cast<long long>(l.tp) * l.pp * l.dp * l.cp;
           CAPTURE(model::describe(l));
           const auto e = model::estimate_training(a, model::with_layout(base, l), sys, Explain::off);
@@ -420,6 +425,41 @@ TEST_SUITE("search") {
       pp_varies = pp_varies || l.pp != layouts.front().pp;
     }
     CHECK(pp_varies);
+  }
+
+  TEST_CASE("the search varies expert TP and finds a folded layout where one is better") {
+    // Qwen3-30B-A3B (128 experts of width 768) on 16 H100s at attention TP 2: with expert TP = TP each expert GEMM is
+    // split in two and EP must divide DP·CP = 8; folding (expert TP 1, Megatron-Core parallel_state.py's expert grid
+    // over TP·CP·DP) keeps the experts' GEMMs whole, drops the expert half's TP collectives and lets EP reach 16.
+    const auto& a = arch("qwen3-30b-a3b");
+    const auto sys = system_of("dgx-h100");
+    wl::TrainingPlan base = base_plan(4096, 128);
+    base.precision.compute = hw::Precision::bf16;
+    model::SearchSpace space;
+    space.gpus = {16};
+    space.tp = {2};
+    space.pp = {1};
+    const auto folded = model::search_training(a, base, sys, space, {});
+    REQUIRE(folded.error.empty());
+    REQUIRE(!folded.top.empty());
+    model::SearchSpace unfolded_space = space;
+    unfolded_space.etp = {0};  // the space before parallel folding was searched
+    const auto unfolded = model::search_training(a, base, sys, unfolded_space, {});
+    REQUIRE(!unfolded.top.empty());
+    const auto& best = folded.top.front();
+    CAPTURE(model::describe(best.layout));
+    CAPTURE(model::describe(unfolded.top.front().layout));
+    CHECK(best.layout.etp == 1);
+    CHECK(best.score.step_time.raw() < unfolded.top.front().score.step_time.raw());
+    CHECK(folded.total > unfolded.total);  // the folded layouts are added, none taken away
+    for (const auto& p : unfolded.top) CHECK(p.layout.etp == 0);
+    // Folding admits EP 16 at DP 8, which expert TP = TP cannot (EP must divide DP·CP = 8).
+    bool ep16 = false;
+    for (const auto& l : model::enumerate_layouts(a, base, space)) ep16 = ep16 || (l.ep == 16 && l.etp == 1);
+    CHECK(ep16);
+    // The fast evaluator's folded score is estimate_training's.
+    const auto e = model::estimate_training(a, model::with_layout(base, best.layout), sys, Explain::off);
+    CHECK(e.step_time.raw() == best.score.step_time.raw());
   }
 
   TEST_CASE("the space leaves out only layouts that equal one it keeps") {

@@ -283,4 +283,72 @@ TEST_SUITE("training recipes") {
     REQUIRE_FALSE(g.ok);
     CHECK(g.reasons.at(0).find("FP4 training needs FP4 tensor cores") != std::string::npos);
   }
+  TEST_CASE("the dense MLP recomputed (Megatron-Core 'mlp'): DeepSeek-V3's 3 dense layers keep only the MLP's input") {
+    // PP 1, one micro-batch of 4096 tokens in flight, bf16 (saved GEMM inputs 2 B). Per token a dense layer no longer
+    // keeps fc1's output [gate | up] (2·18432·2 B) or the gated product (18432·2 B); the MLP input (h·2 B) stays, now
+    // as the checkpoint's input: 3·18432·2 = 110,592 B per token per dense layer. The 58 MoE layers are not touched
+    // (transformer_layer.py sets recompute_mlp only when the layer is not an MoE layer).
+    const auto& a = arch("deepseek-v3");
+    const auto sys = dgx_h100();
+    wl::TrainingPlan plan;
+    plan.par.dp = 64;
+    plan.par.ep = 64;
+    plan.seq_len = 4096;
+    plan.global_batch = 64;
+    plan.zero = wl::ZeroStage::optimizer;
+    const auto before = model::estimate_training(a, plan, sys, Explain::off);
+    plan.recompute_modules = wl::recompute_mlp;
+    const auto after = model::estimate_training(a, plan, sys, Explain::off);
+    CHECK(near((before.memory.activations - after.memory.activations).raw(), 4096.0 * 3.0 * 110592.0));
+    // Its forward runs again in the backward: fc1, the SwiGLU and fc2 of 3 layers, less than a tenth of the forward.
+    CHECK(before.step.recompute.raw() == 0);
+    CHECK(after.step.recompute.raw() > 0);
+    CHECK(after.step.recompute.raw() < 0.1 * before.step.gemm.raw());
+    // A model without dense layers has nothing to recompute: refused with the reason.
+    const auto& q = arch("qwen3-30b-a3b");
+    wl::TrainingPlan qp;
+    qp.recompute_modules = wl::recompute_mlp;
+    const auto f = model::check_training_layout(q, qp, sys);
+    REQUIRE_FALSE(f.ok);
+    CHECK(f.reasons.at(0).find("recompute module mlp: every layer of the model is an MoE layer") != std::string::npos);
+  }
+
+  TEST_CASE("the EP all-to-all overlap hides the paired passes' dispatch and combine, not the warm-up's") {
+    // PP 1, EP 8 over 8 H100s, 8 micro-batches: Megatron-Core pairs the forward of one micro-batch with the backward
+    // of another in the steady 1F1B phase; without pipelining one pass of the 8 has no partner (W = 1). The compute
+    // of Qwen3-30B-A3B's 4096-token micro-batch exceeds its all-to-all, so the 7/8 paired part is hidden but for the
+    // SM share of its kernels: exposed = time · (1/8 + 7/8 · share), between time/8 and time.
+    const auto& a = arch("qwen3-30b-a3b");
+    const auto sys = dgx_h100();
+    wl::TrainingPlan plan;
+    plan.par.dp = 8;
+    plan.par.ep = 8;
+    plan.seq_len = 4096;
+    plan.global_batch = 64;
+    plan.zero = wl::ZeroStage::optimizer;
+    const auto plain = model::estimate_training(a, plan, sys, Explain::off);
+    plan.ep_a2a_overlap = true;
+    const auto over = model::estimate_training(a, plan, sys, Explain::off);
+    REQUIRE(over.step_time.raw() > 0);
+    const double t = over.comm[2].time.raw();
+    REQUIRE(t > 0);
+    CHECK(plain.comm[2].exposed.raw() == doctest::Approx(t));
+    CHECK(over.comm[2].exposed.raw() >= t / 8.0 * (1 - 1e-12));
+    CHECK(over.comm[2].exposed.raw() < 0.5 * t);
+    CHECK(over.step_time < plain.step_time);
+    // Megatron-Core's rules: with PP > 1 the interleaved schedule, and no full recomputation.
+    plan.par.dp = 4;
+    plan.par.ep = 4;
+    plan.par.pp = 2;
+    const auto f = model::check_training_layout(a, plan, sys);
+    REQUIRE_FALSE(f.ok);
+    CHECK(f.reasons.at(0).find("needs the interleaved schedule") != std::string::npos);
+    plan.par.pp = 1;
+    plan.par.dp = 8;
+    plan.par.ep = 8;
+    plan.recompute = wl::Recompute::full;
+    const auto g = model::check_training_layout(a, plan, sys);
+    REQUIRE_FALSE(g.ok);
+    CHECK(g.reasons.at(0).find("does not run with full recomputation") != std::string::npos);
+  }
 }

@@ -141,17 +141,21 @@ const FieldTable& training_scenario_fields() {
         1, 1e6),
       f("pipeline_layout", FieldType::string,
         "layers of every pipeline chunk, Megatron --pipeline-model-parallel-layout syntax (e.g. \"Et*3|(tt|)*29,t|L\": "
-        "E embedding, t decoder layer, L loss, | between chunks, (...)*N and c*N repeat); chunks = pp × virtual stages"),
+        "E embedding, t decoder layer, m multi-token-prediction layer (in the loss's chunk), L loss, | between chunks, "
+        "(...)*N and c*N repeat); chunks = pp × virtual stages"),
       f("overlap_p2p_comm", FieldType::boolean,
         "interleaved schedule: pipeline sends overlapped with the neighbouring chunks' compute (Megatron's default; "
         "--no-overlap-p2p-communication turns it off)"),
+      f("ep_a2a_overlap", FieldType::boolean,
+        "MoE: the expert-parallel all-to-all of one micro-batch overlapped with another's compute in the steady 1F1B "
+        "phase (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute)"),
       f("pp_scatter_gather", FieldType::boolean,
         "pipeline sends split over TP and all-gathered by the receiver without sequence parallelism (Megatron-LM's "
         "scatter/gather optimisation before Megatron-Core, 2021-2023)"),
       f("recompute_modules", FieldType::string_list,
         "modules whose outputs are recomputed in the backward instead of kept (Megatron-Core --recompute-modules): "
-        "layernorm (every norm), mla_up_proj (MLA's q/kv up-projections), moe_act (the experts' activation); "
-        "DeepSeek-V3 recomputes all three (arXiv:2412.19437 §3.2.3, §3.3.2)"),
+        "layernorm (every norm), mla_up_proj (MLA's q/kv up-projections), moe_act (the experts' activation), mlp (the "
+        "dense MLP of the non-MoE layers, run again in the backward); DeepSeek-V3 recomputes all three (arXiv:2412.19437 §3.2.3, §3.3.2)"),
       f("ep_dispatch", FieldType::string,
         "MoE token dispatch/combine: all-to-all (NCCL, one copy per token and expert; Megatron-Core's alltoall "
         "dispatcher) or deepep (DeepSeek-V3 §3.2.2 / DeepEP normal kernels: once per destination node over "
@@ -215,14 +219,27 @@ void pipeline_split(ObjectReader& r, wl::TrainingPlan& p, KeyError&& key_error) 
     key_error("pipeline_layout", fmt::format("'{}': {}", *text, parsed.error));
     return;
   }
+  // Multi-token-prediction layers (m): Megatron-Core (pipeline_parallel_layer_layout.py validate_layer_layout) wants
+  // their count equal to mtp_num_layers, all in one chunk, the last chunk of its rank; gpuplan prices the MTP modules
+  // beside the output head and loss (TrainingPlan::mtp_layers), so the m's must share the loss's chunk.
   std::int64_t mtp = 0;
   for (const auto& c : parsed.chunks) mtp += c.mtp;
-  if (mtp > 0) {
-    key_error("pipeline_layout", fmt::format("'{}': multi-token-prediction layers (m) are not modelled by gpuplan's "
-                                             "training step; a layout without them prices the main model only",
+  if (mtp > 0 && parsed.chunks.back().mtp != mtp) {
+    key_error("pipeline_layout", fmt::format("'{}': the multi-token-prediction layers (m) must be in the loss's chunk "
+                                             "(gpuplan prices them beside the output head and loss; a standalone MTP "
+                                             "stage is not modelled)",
                                              *text));
     return;
   }
+  const auto mtp_key = r.integer("mtp_layers");
+  if (mtp_key && *mtp_key != mtp) {
+    key_error("pipeline_layout", fmt::format("'{}' places {} multi-token-prediction layers (m) but mtp_layers is {} "
+                                             "(Megatron-Core: 'Number of mtp layers in layout must match "
+                                             "mtp_num_layers')",
+                                             *text, mtp, *mtp_key));
+    return;
+  }
+  p.mtp_layers = mtp;
   const std::int64_t n = std::int64_t(parsed.chunks.size()), pp = std::max(1, p.par.pp);
   if (!r.integer("pp") && n > 1) {
     key_error("pipeline_layout", fmt::format("'{}' has {} chunks: give the pipeline size (pp) it is split over", *text, n));
@@ -385,15 +402,17 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
+  if (auto v = r.boolean("ep_a2a_overlap")) p.ep_a2a_overlap = *v;
   pipeline_split(r, p, key_error);
   if (auto v = r.strings("recompute_modules")) {
     for (const auto& m : *v) {
       if (m == "layernorm") p.recompute_modules |= wl::recompute_layernorm;
       else if (m == "mla_up_proj") p.recompute_modules |= wl::recompute_mla_up_proj;
       else if (m == "moe_act") p.recompute_modules |= wl::recompute_moe_act;
+      else if (m == "mlp") p.recompute_modules |= wl::recompute_mlp;
       else
         key_error("recompute_modules",
-                  fmt::format("'{}' is not a module gpuplan recomputes: layernorm, mla_up_proj or moe_act", m));
+                  fmt::format("'{}' is not a module gpuplan recomputes: layernorm, mla_up_proj, moe_act or mlp", m));
     }
     if (p.recompute_modules != 0 && p.recompute == wl::Recompute::full)
       key_error("recompute_modules", "recompute full already recomputes every module: leave recompute_modules out");
@@ -434,9 +453,11 @@ Json encode_training_scenario(const TrainingScenario& s) {
     if (p.recomputes(wl::recompute_layernorm)) mods.emplace_back("layernorm");
     if (p.recomputes(wl::recompute_mla_up_proj)) mods.emplace_back("mla_up_proj");
     if (p.recomputes(wl::recompute_moe_act)) mods.emplace_back("moe_act");
+    if (p.recomputes(wl::recompute_mlp)) mods.emplace_back("mlp");
     j["recompute_modules"] = mods;
   }
   if (p.ep_dispatch == wl::EpDispatch::deepep) j["ep_dispatch"] = "deepep";
+  if (p.ep_a2a_overlap) j["ep_a2a_overlap"] = true;
   if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["micro_batch"] = p.micro_batch;

@@ -39,6 +39,9 @@ struct Layout {
   wl::ZeroStage zero = wl::ZeroStage::none;
   wl::Offload offload = wl::Offload::none;  ///< CPU offload of the optimizer (needs ZeRO ≥ 1)
   bool dualpipe = false;   ///< the DualPipe schedule (virtual_stages 1)
+  /// The routed experts' tensor parallel size under MoE parallel folding (Parallelism::etp): 0 = the attention's TP.
+  /// Last, so that layouts without folding keep their order.
+  int etp = 0;
   friend auto operator<=>(const Layout&, const Layout&) = default;
 };
 
@@ -103,6 +106,9 @@ std::string to_string(RankBy r);
 struct SearchSpace {
   std::vector<long long> gpus;  ///< GPU counts (at least one)
   std::vector<int> tp, pp, dp, cp, ep, virtual_stages;
+  /// Expert TP values to try (0 = the attention's TP); empty: 0 and, for an MoE model at TP > 1, 1 (full folding:
+  /// Megatron-Bridge's MoE recipes run expert TP 1 beside attention TP 2-8).
+  std::vector<int> etp;
   std::vector<std::int64_t> micro_batch;
   std::vector<wl::Recompute> recompute;  ///< empty: none, full, and selective unless flash attention makes it none
   std::vector<wl::ZeroStage> zero;       ///< empty: 0–3 where DP·CP > 1, else 0

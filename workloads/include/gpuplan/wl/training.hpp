@@ -38,6 +38,10 @@ enum RecomputeModule : unsigned {
   recompute_layernorm = 1u << 0,    ///< every norm's output (the next GEMM's input)
   recompute_mla_up_proj = 1u << 1,  ///< MLA's q and kv up-projections (Q, K, V of the attention core)
   recompute_moe_act = 1u << 2,      ///< the routed and shared experts' activation (the down-projection input)
+  /// The dense MLP of the non-MoE layers (Megatron-Core "mlp": transformer_layer.py sets recompute_mlp only when the
+  /// layer is not an MoE layer; normal checkpointing): only its input is kept, its fc1 output and activation are
+  /// rebuilt by running the MLP's forward again in the backward.
+  recompute_mlp = 1u << 3,
 };
 /// How the MoE tokens travel to their experts and back:
 ///  - all_to_all: NCCL all-to-all, one copy per (token, chosen expert) (Megatron-Core's alltoall dispatcher);
@@ -253,6 +257,10 @@ struct TrainingPlan {
   /// neighbouring chunks' compute (Megatron-LM's default with interleaving: --no-overlap-p2p-communication turns it
   /// off; it is forced off without interleaving). Read only under the interleaved schedule.
   bool overlap_p2p_comm = true;
+  /// Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm, with --delay-wgrad-compute): in the
+  /// steady 1F1B phase one micro-batch's dispatch and combine run beside another's forward or backward compute.
+  /// Megatron-Core needs expert parallelism, the interleaved schedule when PP > 1, and no full recomputation.
+  bool ep_a2a_overlap = false;
   /// The scatter/gather optimisation of pipeline sends (Narayanan et al. 2021 §4.1; Megatron-LM's
   /// scatter_gather_tensors_in_pipeline before pipeline parallelism moved into Megatron-Core in March 2023): without
   /// sequence parallelism each TP rank sends 1/tp of the boundary tensor and the receiver all-gathers it over TP.
