@@ -6,7 +6,7 @@ kernels that are neither GEMMs nor attention, where gpuplan prices ~52 ms. The e
 names. This probe records them and times each non-GEMM op class in isolation with its bytes, so that each class has a
 measured bytes/time.
 
-Part A (step): the MPT block of mpt_fsdp_step.py (GPT-2 layout: bias LayerNorm in bf16, fused QKV with bias, causal
+Part A (step): the MPT block of mpt_fsdp_step.py (residual stream in bf16 as under FSDP PURE unless --residual fp32) (GPT-2 layout: bias LayerNorm in bf16, fused QKV with bias, causal
 SDPA flash, 4x tanh-GELU MLP with biases, learned positions, tied embedding, fp32 loss; bf16 autocast, fused AdamW,
 fp32 master weights) on one GPU; step time by CUDA events (median of --steps), then a CUDA-only torch.profiler run of
 2 steps: every kernel by name with calls and microseconds per step, and a class for each.
@@ -87,10 +87,24 @@ def profile_kernels(fn, n):
             "kernels": ks}
 
 
+class MPTBf16Residual(mpt.MPT):
+    """The residual stream in bf16, as under FSDP's "PURE" mixed precision (bf16 parameters, so a bf16 embedding
+    output): with fp32 parameters and autocast alone, the embedding's output and so the whole residual stream is
+    fp32, and every LayerNorm and residual add moves fp32."""
+
+    def forward(self, tokens, targets):
+        s = tokens.shape[1]
+        x = (self.wte(tokens) + self.wpe(torch.arange(s, device=tokens.device))).to(torch.bfloat16)
+        for blk in self.blocks:
+            x = blk(x)
+        logits = F.linear(self.norm_f(x), self.wte.weight)  # tied LM head
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 def step_part(a, dev, rec):
     torch.manual_seed(1234)
     with torch.device(dev):
-        model = mpt.MPT(a)
+        model = MPTBf16Residual(a) if a.residual == "bf16" else mpt.MPT(a)
     for m in model.modules():
         if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
             torch.nn.init.normal_(m.weight, std=0.02)
@@ -240,12 +254,15 @@ def main():
     p.add_argument("--micro-batch", type=int, default=6)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--residual", choices=["bf16", "fp32"], default="bf16",
+                   help="bf16: the residual stream as under FSDP PURE (default); fp32: fp32 parameters + autocast")
     p.add_argument("--skip-step", action="store_true")
+    p.add_argument("--skip-ops", action="store_true", help="the step only (no Part B)")
     p.add_argument("--out-dir", default=None)
     a = p.parse_args()
     a.d_model, a.heads, a.layers = mpt.SHAPES[a.shape]
     a.ckpt = "none"
-    name = f"mpt_nongemm_{a.shape}_s{a.seq}_b{a.micro_batch}"
+    name = f"mpt_nongemm_{a.shape}_s{a.seq}_b{a.micro_batch}_res{a.residual}"
     dev = torch.device("cuda", 0)
     torch.cuda.set_device(dev)
     bk = torch.backends.cuda
@@ -254,7 +271,7 @@ def main():
         bk.enable_cudnn_sdp(False)
     rec = {"name": name, "kind": "mpt_nongemm_probe", "status": "started",
            "config": {k: getattr(a, k) for k in ("shape", "d_model", "heads", "layers", "seq", "vocab", "micro_batch",
-                                                 "steps", "warmup")},
+                                                 "steps", "warmup", "residual")},
            "precision": "bf16 autocast, bf16 LayerNorm, fp32 loss, fp32 master weights, fused AdamW"}
     rec.update(common.run_metadata())
     rec["software"] = common.software_versions()
@@ -268,7 +285,8 @@ def main():
                   f"{rec['step_time_spread_frac']*100:.1f}% busy={pr['busy_us']/1e3:.1f} ms by class (ms): " +
                   ", ".join(f"{k} {v/1e3:.1f}" for k, v in sorted(pr["by_class_us"].items(), key=lambda kv: -kv[1])),
                   flush=True)
-        ops_part(a, dev, rec)
+        if not a.skip_ops:
+            ops_part(a, dev, rec)
         rec["status"] = "ok" if rec.get("step_time_spread_frac", 0) <= 0.10 else "rejected_spread"
     except torch.OutOfMemoryError as e:
         rec["status"] = "oom"

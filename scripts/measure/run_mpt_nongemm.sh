@@ -9,6 +9,7 @@ LOG=$OUT/log_mpt_nongemm.txt
 D=scripts/measure
 run() { echo "== $(date -u +%T) $*" | tee -a "$LOG"; timeout 150 "$@" --out-dir "$OUT" 2>&1 | grep -v -i 'warn' | tail -n 20 | tee -a "$LOG"; }
 nvidia-smi --query-gpu=name,power.limit,clocks.max.sm --format=csv | tee -a "$LOG"
-run python3 $D/mpt_nongemm_probe.py --shape mpt-1b --micro-batch 6
-run python3 $D/mpt_nongemm_probe.py --shape mpt-760m --micro-batch 12
+run python3 $D/mpt_nongemm_probe.py --shape mpt-1b --micro-batch 6 --residual bf16
+run python3 $D/mpt_nongemm_probe.py --shape mpt-1b --micro-batch 6 --residual fp32 --skip-ops
+run python3 $D/mpt_nongemm_probe.py --shape mpt-760m --micro-batch 12 --residual bf16 --skip-ops
 echo "== done $(date -u +%T)" | tee -a "$LOG"
