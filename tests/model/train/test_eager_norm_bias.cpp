@@ -13,15 +13,7 @@
 using namespace gpuplan;
 
 namespace {
-model::TrainingSystem h100_node() {
-  model::TrainingSystem s;
-  s.db = &test::hardware();
-  s.node = s.db->find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = s.db->find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem h100_node() { return test::node_system("dgx-h100"); }
 
 wl::TrainingPlan mpt_plan(wl::KernelStyle k) {
   wl::TrainingPlan p;
