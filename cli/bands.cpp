@@ -1,5 +1,6 @@
 #include "bands.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -22,10 +23,27 @@ std::optional<double> time_ratio_of(const CaseResult& c) {
   return std::nullopt;
 }
 
+std::string loso_group(const CaseResult& c) {
+  if (c.source.rfind("gpuplan measurement", 0) == 0 || c.source.rfind("own-", 0) == 0) {
+    // The GPU from the run file's folder (a multi-GPU case's `gpu` is its node), else the case's GPU.
+    static const std::string dir = "data/validation/measured/";
+    std::string gpu = c.gpu;
+    if (const auto at = c.source.find(dir); at != std::string::npos) {
+      const auto from = at + dir.size();
+      gpu = c.source.substr(from, c.source.find('/', from) - from);
+    }
+    std::string g = "gpuplan measurement, ";
+    g += gpu;
+    return g;
+  }
+  return c.source.substr(0, c.source.find(", "));
+}
+
 void append_band_cases(const ValidationSummary& v, std::vector<model::BandCase>& out) {
   for (const auto& c : v.cases)
     if (c.status.rfind("ok", 0) == 0)
-      if (const auto r = time_ratio_of(c)) out.push_back({c.id, c.source, c.regime, *r});
+      if (const auto r = time_ratio_of(c))
+        out.push_back({c.id, c.source, c.regime, *r, loso_group(c), c.dev_case.empty() ? c.id : c.dev_case});
 }
 
 namespace {
@@ -53,18 +71,23 @@ nlohmann::ordered_json bands_json(const std::vector<model::BandCase>& cases, con
   o["generated"] = {{"date", date}, {"commit", commit}, {"min_cases_per_regime", model::kMinBandCases}};
   o["cases"] = nlohmann::ordered_json::array();
   for (const auto& c : cases)
-    o["cases"].push_back({{"id", c.id}, {"source", c.source}, {"kind", c.regime.kind},
-                          {"generation", c.regime.generation}, {"arch", c.regime.arch}, {"scale", c.regime.scale},
-                          {"time_ratio", c.time_ratio}});
+    o["cases"].push_back({{"id", c.id}, {"source", c.source}, {"group", c.group_key()}, {"dev_case", c.dev_case_key()},
+                          {"kind", c.regime.kind}, {"generation", c.regime.generation}, {"arch", c.regime.arch},
+                          {"scale", c.regime.scale}, {"time_ratio", c.time_ratio}});
   o["regimes"] = nlohmann::ordered_json::array();
   for (const auto& r : regimes_of(cases)) {
     const auto b = model::band_for(cases, r);
     if (!b) continue;
     o["regimes"].push_back({{"regime", model::to_string(r)}, {"band_from", b->regime}, {"cases", b->cases},
-                            {"p10", b->p10}, {"p50", b->p50}, {"p90", b->p90}});
+                            {"sources", b->sources}, {"p10", b->p10}, {"p50", b->p50}, {"p90", b->p90}});
   }
-  const auto cov = model::loso_coverage(cases);
-  o["loso_coverage"] = {{"cases", cov.cases}, {"inside", cov.inside}, {"fraction", cov.fraction()}};
+  for (const char* kind : {"", "train", "serve"}) {
+    const auto cov = model::loso_coverage(cases, kind);
+    o["loso_coverage"][*kind ? kind : "all"] = {
+        {"cases", cov.cases},         {"inside", cov.inside},       {"fraction", cov.fraction()},
+        {"sources", cov.sources},     {"source_mean", cov.source_mean}, {"dev_cases", cov.dev_cases},
+        {"dev_case_mean", cov.dev_case_mean}};
+  }
   return o;
 }
 
@@ -85,16 +108,22 @@ std::optional<std::vector<model::BandCase>> read_band_cases(const std::string& p
     const auto& c = cs[i];
     const std::string ptr = fmt::format("/cases/{}", i);
     model::BandCase b;
-    bool ok = c.is_object();
+    if (!c.is_object()) {
+      diags.error(shown, ptr, "expected an object (regenerate the file with `gpuplan validate --write-bands`)");
+      continue;
+    }
+    bool ok = true;
     auto str = [&](const char* k, std::string& into) {
-      if (ok && c.contains(k) && c[k].is_string()) into = c[k].get<std::string>();
+      if (c.contains(k) && c[k].is_string()) into = c[k].get<std::string>();
       else {
-        diags.error(shown, ptr + "/" + k, "expected a string");
+        diags.error(shown, ptr + "/" + k, "expected a string (regenerate the file with `gpuplan validate --write-bands`)");
         ok = false;
       }
     };
     str("id", b.id);
     str("source", b.source);
+    str("group", b.group);
+    str("dev_case", b.dev_case);
     str("kind", b.regime.kind);
     str("generation", b.regime.generation);
     str("arch", b.regime.arch);
@@ -136,6 +165,9 @@ std::vector<std::string> band_differences(const std::vector<model::BandCase>& co
     const auto& o = *it->second;
     if (model::to_string(o.regime) != model::to_string(c.regime))
       d.push_back(fmt::format("case {}: regime {} now {}", c.id, model::to_string(o.regime), model::to_string(c.regime)));
+    if (o.group_key() != c.group_key() || o.dev_case_key() != c.dev_case_key())
+      d.push_back(fmt::format("case {}: source group / dev case {} / {} now {} / {}", c.id, o.group_key(),
+                              o.dev_case_key(), c.group_key(), c.dev_case_key()));
     if (std::fabs(o.time_ratio - c.time_ratio) > 1e-6 * c.time_ratio)
       d.push_back(fmt::format("case {}: time ratio {:.6g} now {:.6g}", c.id, o.time_ratio, c.time_ratio));
     old.erase(it);
@@ -155,23 +187,42 @@ std::optional<std::vector<model::BandCase>> load_bands(const std::string& data_d
 std::string render_bands_markdown(const std::vector<model::BandCase>& cases) {
   std::string o =
       "## Error bands (data/accuracy/bands.json)\n\n"
-      "Every time, rate and cost that `train` and `serve` print carries the [p10, p90] of measured/predicted time over "
-      "the validation cases of its regime (kind, GPU generation, dense/MoE, scale: 1 node, ≤ 256, ≤ 2048, more GPUs). "
-      "A regime with fewer than 5 cases pools up: without scale, then without dense/MoE, then without generation, then "
-      "all cases; the output names the regime it used. The stack (framework) is not yet a field of the cases, so it is "
-      "not a regime coordinate. Regenerate the file with `gpuplan validate --write-bands data/accuracy/bands.json`.\n\n";
-  const auto all = model::loso_coverage(cases), tr = model::loso_coverage(cases, "train"),
-             sv = model::loso_coverage(cases, "serve");
-  o += fmt::format("Coverage, leave one source out (each case against the band built without its own source): {} of {} "
-                   "measured values inside their p10–p90 band ({:.0f}%); training {} of {} ({:.0f}%), serving {} of {} "
-                   "({:.0f}%).\n\n",
-                   all.inside, all.cases, all.fraction() * 100, tr.inside, tr.cases, tr.fraction() * 100, sv.inside,
-                   sv.cases, sv.fraction() * 100);
-  o += "| regime | band from | cases | p10 | median | p90 |\n| --- | --- | ---: | ---: | ---: | ---: |\n";
+      "Every time, rate and cost that `train` and `serve` print carries a [p10, p90] band of measured/predicted time "
+      "for its regime (kind, GPU generation, dense/MoE, scale: 1 node, ≤ 256, ≤ 2048, more GPUs). The band is the "
+      "range a case from a source the bands have not seen should fall in: the prediction interval of a one-way "
+      "random-effects model on the log ratio (Higgins, Thompson & Spiegelhalter 2009), in which every source weighs "
+      "the same however many rows it has — exp(μ ∓ t₀.₉,ₖ₋₁·√(τ²(1 + 1/k) + σ_w²)), μ the mean of the k sources' mean "
+      "log ratios, τ² their variance, σ_w² the mean spread within a source (model/accuracy_band.hpp). A source is a "
+      "publication, or our own measurements on one GPU. A regime with fewer than 5 cases or 3 sources pools up: "
+      "without scale, then without dense/MoE, then without generation, then all cases; the output names the regime "
+      "it used. The stack (framework, serving engine) is not yet a regime coordinate. Regenerate the file with "
+      "`gpuplan validate --write-bands data/accuracy/bands.json`.\n\n";
+  o += "Coverage, leave one source out (each case against the band built without its own source). *Per source*: the "
+       "mean over the sources of the share of their values inside (each left-out source one fold, folds weighed "
+       "alike); *per dev case*: a sweep of rows is one dev case; *per value*: every row alike, so that one source's "
+       "sweep of hundreds of rows decides it.\n\n"
+       "| cases | sources | per source | dev cases | per dev case | values | per value |\n"
+       "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const char* kind : {"", "train", "serve"}) {
+    const auto c = model::loso_coverage(cases, kind);
+    o += fmt::format("| {} | {} | {:.0f}% | {} | {:.0f}% | {} of {} | {:.0f}% |\n", *kind ? kind : "all", c.sources,
+                     c.source_mean * 100, c.dev_cases, c.dev_case_mean * 100, c.inside, c.cases, c.fraction() * 100);
+  }
+  o += "\nBy source (leave-one-source-out fold):\n\n| kind | source | values | inside | share |\n| --- | --- | ---: | ---: "
+       "| ---: |\n";
+  std::vector<std::pair<std::string, std::string>> folds;  // (kind, group), first-seen order
+  for (const auto& c : cases)
+    if (std::find(folds.begin(), folds.end(), std::make_pair(c.regime.kind, c.group_key())) == folds.end())
+      folds.emplace_back(c.regime.kind, c.group_key());
+  for (const auto& f : folds) {
+    const auto c = model::loso_coverage(cases, f.first, f.second);
+    o += fmt::format("| {} | {} | {} | {} | {:.0f}% |\n", f.first, f.second, c.cases, c.inside, c.fraction() * 100);
+  }
+  o += "\n| regime | band from | cases | sources | p10 | median | p90 |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
   for (const auto& r : regimes_of(cases))
     if (const auto b = model::band_for(cases, r))
-      o += fmt::format("| {} | {} | {} | {:.3f} | {:.3f} | {:.3f} |\n", model::to_string(r), b->regime, b->cases, b->p10,
-                       b->p50, b->p90);
+      o += fmt::format("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.3f} |\n", model::to_string(r), b->regime, b->cases,
+                       b->sources, b->p10, b->p50, b->p90);
   return o + "\n";
 }
 

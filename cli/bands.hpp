@@ -17,6 +17,11 @@ namespace gpuplan::cli {
 /// a time or a rate (memory) or a case without a prediction.
 std::optional<double> time_ratio_of(const CaseResult& c);
 
+/// The leave-one-source-out unit of a case: our own measurements are one campaign per GPU ("gpuplan measurement,
+/// <gpu>": one host, one software stack, one method); a published case's is its publication, the source text before
+/// the first ", " (the repository, paper or document; what follows names a table or row of it).
+std::string loso_group(const CaseResult& c);
+
 /// The band cases of validated sets (cases with a regime and a time ratio).
 void append_band_cases(const ValidationSummary& v, std::vector<model::BandCase>& out);
 

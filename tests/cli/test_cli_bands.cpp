@@ -2,10 +2,11 @@
 // from data/accuracy/bands.json; a stale band file fails `validate --check-bands`; a malformed one exits 2.
 #include <doctest/doctest.h>
 
-#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -19,14 +20,29 @@ const std::vector<std::string> kTrain = {"train", "--model", "llama-3.1-8b", "--
                                          "--tp", "1", "--pp", "1", "--global-batch", "64", "--micro-batch", "1",
                                          "--seq", "4096", "--zero", "1", "--tokens", "1e12"};
 
-/// Type-7 quantile of the logs of the train/Hopper/dense/1-node cases of the committed band file.
-double q_hand(const std::vector<double>& logs, double q) {
-  std::vector<double> v = logs;
-  std::sort(v.begin(), v.end());
-  const double h = q * double(v.size() - 1);
-  const auto lo = std::size_t(h);
-  const std::size_t hi = std::min(lo + 1, v.size() - 1);
-  return std::exp(v[lo] + (h - double(lo)) * (v[hi] - v[lo]));
+/// The random-effects band of the train/Hopper/dense/1-node cases of the committed band file, by hand: per source
+/// the mean log ratio; μ their mean, τ² their sample variance, σ_w² the mean within-source variance;
+/// exp(μ ± t(0.9; k−1)·√(τ²(1 + 1/k) + σ_w²)). Returns {p10, p90, k}.
+std::array<double, 3> band_hand(const std::map<std::string, std::vector<double>>& by) {
+  const double k = double(by.size());
+  double mu = 0, within = 0;
+  std::vector<double> means;
+  for (const auto& kv : by) {
+    double m = 0, v = 0;
+    for (double x : kv.second) m += x / double(kv.second.size());
+    for (double x : kv.second) v += (x - m) * (x - m) / double(kv.second.size());
+    means.push_back(m);
+    mu += m / k;
+    within += v / k;
+  }
+  double tau2 = 0;
+  for (double m : means) tau2 += (m - mu) * (m - mu) / (k - 1);
+  // t(0.90; df) for df = 1 … 12, from a statistics table.
+  static const double t90[] = {3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372, 1.363, 1.356};
+  REQUIRE(by.size() >= 2);
+  REQUIRE(by.size() <= 13);
+  const double half = t90[by.size() - 2] * std::sqrt(tau2 * (1 + 1 / k) + within);
+  return {std::exp(mu - half), std::exp(mu + half), k};
 }
 }  // namespace
 
@@ -35,11 +51,15 @@ TEST_SUITE("error bands") {
     std::ifstream in(kData + "/accuracy/bands.json");
     REQUIRE(in);
     const json file = json::parse(in);
-    std::vector<double> logs;
+    std::map<std::string, std::vector<double>> by;  // source group -> log ratios
+    std::size_t n = 0;
     for (const auto& c : file["cases"])
-      if (c["kind"] == "train" && c["generation"] == "Hopper" && c["arch"] == "dense" && c["scale"] == "1 node")
-        logs.push_back(std::log(c["time_ratio"].get<double>()));
-    REQUIRE(logs.size() >= 5);  // the regime is not thin: no fallback expected
+      if (c["kind"] == "train" && c["generation"] == "Hopper" && c["arch"] == "dense" && c["scale"] == "1 node") {
+        by[c["group"].get<std::string>()].push_back(std::log(c["time_ratio"].get<double>()));
+        ++n;
+      }
+    REQUIRE(n >= 5);  // the regime is not thin: no fallback expected
+    REQUIRE(by.size() >= 3);
     const Run r = run([] {
       auto a = kTrain;
       a.insert(a.end(), {"--format", "json"});
@@ -48,9 +68,10 @@ TEST_SUITE("error bands") {
     INFO(r.err);
     REQUIRE(r.rc == 0);
     const json j = parse_json(r);
-    const double t = j["step_time_s"].get<double>(), p10 = q_hand(logs, 0.1), p90 = q_hand(logs, 0.9);
+    const auto hand = band_hand(by);
+    const double t = j["step_time_s"].get<double>(), p10 = hand[0], p90 = hand[1];
     CHECK(j["band"]["regime"] == "train Hopper dense 1 node");
-    CHECK(j["band"]["cases"] == logs.size());
+    CHECK(j["band"]["cases"] == n);
     CHECK(j["band"]["fallback"] == "");
     CHECK(j["band"]["p10"].get<double>() == doctest::Approx(p10));
     CHECK(j["band"]["p90"].get<double>() == doctest::Approx(p90));

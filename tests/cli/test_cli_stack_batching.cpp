@@ -124,17 +124,18 @@ TEST_CASE("simulate --batching static: flags checked, batches and padding report
 // optstack_gpt2.json, README there): GPT-2 small, seq 1024, batch 16, no dropout; baseline fp32 eager with AdamW
 // foreach=False and 5.0 ms of CPU per sample loaded in the training process; then 4 workers, autocast bf16, SDPA
 // flash, fused AdamW, torch.compile. Tolerance: 10% on a step's speed-up (the issue's bar for the GEMM shape effects),
-// 5% on the loader's own term. Model against measured at this commit (× previous): workers 1.156 / 1.206, amp 2.87 /
-// 2.27, flash 2.23 / 2.01, fused-adam 1.08 / 1.046, compile 1.94 / 2.077; the loader term 80.0 / 81.1 ms. (Before the
+// 5% on the loader's own term. Model against measured at this commit (× previous): workers 1.154 / 1.206, amp 2.86 /
+// 2.27, flash 2.20 / 2.01, fused-adam 1.07 / 1.046, compile 2.00 / 2.077; the loader term 80.0 / 81.1 ms. (Before the
 // H200 probe's fixes, optstack_probe.json: amp 5.12, flash 1.52 — the fp32 LM head priced in the tensor-core alignment
 // class, which SIMT fp32 kernels do not have, and eager attention's autocast input cast and slow score kernels.)
-// Two steps still miss and are held as misses (so that the note goes when the model changes):
-//  - amp: the fp32 steps are priced 30% slow (513 / 394 ms with the workers): the layer GEMMs 214 ms where the
+// One step still misses and is held as a miss (so that the note goes when the model changes):
+//  - amp: the fp32 steps are priced 31% slow (518 / 394 ms with the workers): the layer GEMMs 214 ms where the
 //    probe's fp32 GEMMs at these shapes add up to ~170 ms (the bf16 depth law applied to SIMT kernels, 6% at K = 768,
 //    is part of it), the eager attention 135 ms against ~119 ms, the elementwise passes and the loss ~35 ms over.
-//    The autocast step itself is within 3% (178.5 / 173.4 ms).
-//  - flash: 2.23 against 2.01: the autocast step +3.0%, the flash step -7.4% (the probe's flash step is 76.7 ms of
-//    kernels in an 86.5 ms span: host gaps the eager model does not lay out at this step length).
+//    The autocast step itself is within 5% (181.0 / 173.4 ms).
+// flash was the second miss (2.23 against 2.01) until eager LayerNorm and bias gradients were priced at their measured
+// rates (session 16, layer_cost.cpp): 2.20, the autocast step +4.4% (was +3.0%), the flash step -4.5% (was -7.4%; the
+// probe's flash step is 76.7 ms of kernels in an 86.5 ms span: host gaps the eager model does not lay out).
 TEST_CASE("the stack against the measured H100 stack on GPT-2 small: per-step speed-ups within 10%, misses held") {
   const Run r = run({"train", "-m", "gpt2", "--gpu", "h100-sxm5-80gb", "--gpus", "1", "--seq", "1024", "--micro-batch",
                      "16", "--global-batch", "16", "--dropout", "false", "--stack",
@@ -154,15 +155,15 @@ TEST_CASE("the stack against the measured H100 stack on GPT-2 small: per-step sp
   for (std::size_t i = 0; i < 6; ++i) CHECK(j["rows"][i]["step"] == names[i]);
   // The loader term: the 16 samples × 5 ms the baseline loads between steps, hidden by the workers.
   CHECK(rel(model(0) - model(1), measured(0) - measured(1)) < 0.05);
-  for (std::size_t i : {std::size_t(1), std::size_t(4), std::size_t(5)}) {
+  for (std::size_t i : {std::size_t(1), std::size_t(3), std::size_t(4), std::size_t(5)}) {
     INFO(names[i] << ": model × " << model(i - 1) / model(i) << ", measured × " << measured(i - 1) / measured(i));
     CHECK(rel(model(i - 1) / model(i), measured(i - 1) / measured(i)) < 0.10);
   }
-  for (std::size_t i : {std::size_t(2), std::size_t(3)}) {
+  for (std::size_t i : {std::size_t(2)}) {
     INFO(names[i] << " (a known miss): model × " << model(i - 1) / model(i) << ", measured × "
                   << measured(i - 1) / measured(i));
     CHECK(rel(model(i - 1) / model(i), measured(i - 1) / measured(i)) >= 0.10);
   }
-  // From the autocast step on the step times themselves within 15% (+3.0%, -7.4%, -10.0%, -3.9% at this commit).
+  // From the autocast step on the step times themselves within 15% (+4.4%, -4.5%, -6.8%, -3.4% at this commit).
   for (std::size_t i = 2; i < 6; ++i) CHECK(rel(model(i), measured(i)) < 0.15);
 }

@@ -1,6 +1,7 @@
 // Accuracy against measurements: the same code path as `gpuplan validate`.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -39,7 +40,7 @@ cli::ValidationSummary run(const char* file) {
 // kernel profiles of two of these 36 cases (w7b_L8_s4096_b4 and llama1b_s2048_b4); the rest are out of sample.
 TEST_CASE("our own measured training steps and memory: median error at most 10% and none over 25%") {
   const auto s = run("measured_cases.json");
-  CHECK(s.evaluated == 36);
+  CHECK(s.evaluated == 38);
   CHECK(s.median_abs_error <= 0.10);
   CHECK(s.max_abs_error <= 0.25);
   // Today's level, guarded (docs/accuracy.md): built-in within 15%, calibrated within 8% on every case. (PyTorch's
@@ -52,6 +53,23 @@ TEST_CASE("our own measured training steps and memory: median error at most 10% 
     REQUIRE(c.predicted.has_value());
     CHECK(std::isfinite(*c.predicted));
   }
+}
+
+// Our own eager MPT-shaped steps on one H100 (issue #24; scripts/measure/mpt_nongemm_probe.py, data/validation/measured/
+// h100-sxm5-80gb/mpt_nongemm_*_resbf16.json: GPT-2 layout, bias LayerNorm, biased linears, bf16 residual stream). The
+// LayerNorm and bias-gradient rates (layer_cost.cpp) come from the same run's ops timed alone, not from the steps.
+// Before those rates: +8.6% (MPT-1b, micro-batch 6) and +6.1% (MPT-760m, 12); with them +4.3% and +1.2%.
+TEST_CASE("our own eager MPT-shaped steps on H100 are within 6% (LayerNorm and bias gradients at measured rates)") {
+  const auto s = run("measured_cases.json");
+  int seen = 0;
+  for (const auto& c : s.cases) {
+    if (c.id.find("mpt_nongemm") == std::string::npos) continue;
+    CAPTURE(c.id);
+    REQUIRE(c.error.has_value());
+    CHECK(std::fabs(*c.error) <= 0.06);
+    ++seen;
+  }
+  CHECK(seen == 2);
 }
 
 // Our own MoE training steps (data/validation/measured_moe_training_cases.json, from
@@ -339,7 +357,7 @@ TEST_CASE("calibrated predictions of all our own measurements: median 5%, none o
   for (const auto* sum : {&t.value(), &s.value()})
     for (const auto& c : sum->cases)
       if (c.error_calibrated) e.push_back(std::fabs(*c.error_calibrated));
-  REQUIRE(e.size() == 111);
+  REQUIRE(e.size() == 113);  // + the two eager MPT steps on one H100 (session 16)
   std::sort(e.begin(), e.end());
   CHECK(e[e.size() / 2] <= 0.05);
   CHECK(e.back() <= 0.15);

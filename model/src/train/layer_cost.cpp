@@ -23,6 +23,19 @@ namespace gpuplan::model::detail {
 /// PyTorch's, their inefficiency is in the index arithmetic and unvectorised loads, not the memory system).
 constexpr double kEagerScorePassRate = 0.49;
 
+/// PyTorch's eager LayerNorm and bias-gradient kernels at their measured rates: our H100 (2026-11-27, issue #24;
+/// scripts/measure/mpt_nongemm_probe.py; data/validation/measured/h100-sxm5-80gb/
+/// mpt_nongemm_mpt-1b_s2048_b6_resbf16.json: each op alone at the MPT-1b layer's T = 12288 tokens, d = 2048, bf16; CUDA-only profile, kernel time). LayerNorm
+/// with bias (vectorized_layer_norm_kernel forward; layer_norm_grad_input and GammaBetaBackward backward, the last a
+/// column reduction at 1.3 TB/s) takes 190.6 µs for the bytes priced here (2·T·d·a_b forward, 4·T·d·a_b backward:
+/// 101.5 µs at the streaming rate, 0.887 × 3.35 TB/s): 0.533 of it. A linear's bias gradient is a separate column sum
+/// of its output gradient (reduce_kernel, T·n·a_b bytes; cuBLASLt fuses the bias only into the forward): the four of
+/// the layer (n = 3d, d, 4d, d) take 200.8 µs for 152.2 µs of streaming, 0.758. Other GPUs: the same fractions of their
+/// streaming rate (an assumption, as for kEagerScorePassRate). RMSNorm's kernels were not measured and keep the
+/// streaming rate.
+constexpr double kEagerLayerNormRate = 0.533;
+constexpr double kEagerBiasGradRate = 0.758;
+
 namespace {
 
 /// Prices one layer's op graph for training: each op forward and backward on the GPU, plus the elementwise kernels
@@ -44,7 +57,8 @@ class TrainingLayerPricer {
           // D14).
           if (norms++ < 2) {
             const Seconds before = lc.fwd.total();
-            stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)));
+            stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)), 2.0,
+                   eager && a.norm == wl::NormKind::layernorm ? kEagerLayerNormRate : 1.0);
             if (plan.recomputes(wl::recompute_layernorm)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
           }
           break;
@@ -158,6 +172,17 @@ class TrainingLayerPricer {
     if (!keep_ops) return;
     lc.ops.push_back(f);
     lc.ops.push_back(b);
+  }
+
+  /// An eager linear's bias gradient: the column sum of its T × n output gradient (backward only).
+  void bias_grad(const std::string& name, bool has_bias, std::int64_t n) {
+    if (!eager || !has_bias || n <= 0) return;
+    const double elems = double(T) * double(n);
+    OpCost b = streaming_cost(named(name, " bias grad"), OpClass::elementwise, units::bytes(elems * e),
+                              units::flop(elems), d);
+    b.time = (b.time - d.eff.kernel_launch) / kEagerBiasGradRate + d.eff.kernel_launch;
+    lc.bwd.add(b);
+    if (keep_ops) lc.ops.push_back(b);
   }
 
   void residual() {
@@ -292,6 +317,7 @@ class TrainingLayerPricer {
       case LinearKind::qkv: {
         const Seconds before = lc.fwd.total();
         fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
+        bias_grad(o.name, a.qkv_bias && o.part != Part::ssm, o.matmul_elements() / h / t);
         if (a.mla && o.part != Part::ssm && plan.recomputes(wl::recompute_mla_up_proj) && o.matmul_elements() > 0) {
           // MLA's up-projections (q_b: r_q → n·(d_nope + d_rope); kv_b: r_kv → n·(d_nope + d_v)) are that share of
           // the QKV block's weights, hence of its forward time (GEMM and FP8 cast).
@@ -310,6 +336,7 @@ class TrainingLayerPricer {
       }
       case LinearKind::attention_out:
         fwd_gemm(o.name, LinearKind::attention_out, T, o.in / t, h);
+        bias_grad(o.name, a.o_bias, h);
         residual();
         break;
       case LinearKind::router: fwd_gemm(o.name, LinearKind::router, T, h, o.out); break;
@@ -353,6 +380,7 @@ class TrainingLayerPricer {
         Seconds before = lc.fwd.total();
         fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
         if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::gemm);
+        bias_grad(o.name, a.mlp_bias && o.part == Part::dense_mlp, glu * width);
         before = lc.fwd.total();
         if (o.part == Part::dense_mlp)
           stream(gated ? "SwiGLU" : "GELU", (double(T) * double(width)) * e * (gated ? glu_f : 2.0), 4.0 * (double(T) * double(width)),
@@ -365,6 +393,7 @@ class TrainingLayerPricer {
         fwd_gemm(o.name, LinearKind::mlp_out, T, o.in / t, h);
         if (o.part == Part::dense_mlp && plan.recomputes(wl::recompute_mlp))
           recompute_part(lc.fwd.total() - before, OpClass::gemm);
+        bias_grad(o.name, a.mlp_bias && o.part == Part::dense_mlp, h);
         break;
       }
       case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced

@@ -136,7 +136,7 @@ TEST_SUITE("report") {
       const model::Regime r{"train", model::generation_of(sys.gpu->family), "dense",
                             model::scale_bucket(c.gpus, sys.node->gpus)};
       for (int i = 0; i < 5; ++i)
-        req.bands.push_back({fmt::format("{}-{}", k, i), fmt::format("src{}", i), r, k == k0 ? 10.0 : 1.0});
+        req.bands.push_back({fmt::format("{}-{}", k, i), fmt::format("src{}", i), r, k == k0 ? 10.0 : 1.0, "", ""});
     }
     REQUIRE(others > 0);
     const auto res = model::build_report(req);
