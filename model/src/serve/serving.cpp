@@ -430,7 +430,14 @@ class ServingLayerPricer {
     };
     if (o.linear == LinearKind::expert_in) {
       experts(o.name, h, glu * ie);
-      stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
+      if (eager && gated) {
+        // PyTorch's F.silu(h[:, :i]) * h[:, i:] (serve_moe_step.py, node_serve_step.py): two kernels, 2 + 3 passes,
+        // as the dense MLP's eager SwiGLU here and training's eager experts (layer_cost.cpp, glu_f = 5).
+        stream("expert SiLU", routed * double(ie) * e * 2.0, 4.0 * routed * double(ie));
+        stream("expert gate product", routed * double(ie) * e * 3.0, routed * double(ie));
+      } else {
+        stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
+      }
     } else {
       experts(o.name, ie, h);
       // Fused engines gather the tokens into expert order and scatter them back inside their MoE kernels' prologue
@@ -463,7 +470,9 @@ class ServingLayerPricer {
   // them the routing below): the router logits to fp32 and their softmax, the top-k (select, then sort the k),
   // the renormalisation of the k weights (sum, divide), the sort of the token-expert pairs by expert (radix sort,
   // with its fill/arange index buffers), the per-expert offsets (scan, index_put, scatter, bucketing), the grouped
-  // GEMMs' data preparation and int32 offset copies, the token gather into expert order, and the weighted combine
+  // GEMMs' data preparation and int32 offset copies, the token gather into expert order, the outputs' gather back
+  // into pair order (ye[inv] in serve_moe_step.py: a row gather, priced until 2026-11-27 as a 12-byte "weight
+  // gather", right at decode and 2 × 134 MB short per layer in a 4096-token prefill), and the weighted combine
   // (scale by the weight, sum over the k). Each is one kernel: at decode they cost their fixed time, in prefill
   // their bytes. Fused engines (kernels fused) run one top-k-softmax and one alignment kernel instead, with the
   // gather and scatter inside their grouped GEMMs (price_experts).
@@ -487,7 +496,9 @@ class ServingLayerPricer {
     for (const char* n : {"grouped-GEMM offsets to int32", "grouped-GEMM offsets to int32"}) stream(n, E * 12.0, 0.0);
     for (const char* n : {"grouped-GEMM data preparation", "grouped-GEMM data preparation"}) stream(n, E * 64.0, 0.0);
     stream("token gather (permute)", local * hb * 2.0, 0.0);
-    stream("weight gather", local * 12.0, 0.0);
+    // The expert outputs gathered back into pair order (ye[inv]: a row gather, read + write of the routed rows). Under
+    // the fixed-capacity EP dispatch the returned rows' gather from their slots is that pass (run()).
+    if (!(plan.cuda_graphs && ep > 1)) stream("unpermute gather (rows back to pair order)", local * hb * 2.0, 0.0);
     stream("combine: scale by weight", local * hb * 3.0, local * double(h));
     stream("combine: sum over top-k", local * hb + T * hb, local * double(h));
   }
