@@ -92,10 +92,11 @@ std::map<std::string, Group> moe_groups() {
 }
 }  // namespace
 
-// On 2026-11-27 (37 decode/prefill/training cases: 27 decode, 6 prefill, 10 training): decode median 7.8% / worst
-// 14.2% built-in, 3.3% / 10.6% calibrated; training 3.0% / 7.7%, 1.9% / 7.1%; prefill 10.01% / 18.6% built-in, 8.2% /
-// 16.6% calibrated. Every group is measured at EP 1, 2 and 4.
-TEST_CASE("our own MoE cases at EP 1/2/4 meet issue #21's bar: decode and training (built-in and calibrated), prefill calibrated and its worst case") {
+// On 2026-11-27 (43 cases: 27 decode, 6 prefill, 10 training): decode median 7.4% / worst 14.2% built-in, 3.0% /
+// 10.6% calibrated; training 3.0% / 7.7%, 1.9% / 7.1%; prefill 9.7% / 13.4% built-in, 8.2% / 11.3% calibrated (before
+// the eager unpermute gather and SwiGLU passes were priced in serving, model/src/serve/serving.cpp: prefill 10.01% /
+// 18.6% built-in, the bar missed). Every group is measured at EP 1, 2 and 4.
+TEST_CASE("our own MoE cases at EP 1/2/4 meet issue #21's bar: decode, prefill and training, built-in and calibrated") {
   auto groups = moe_groups();
   for (const auto& kv : groups) {
     const std::string& kind = kv.first;  // no structured bindings: CAPTURE's lambda (clang 14)
@@ -103,7 +104,7 @@ TEST_CASE("our own MoE cases at EP 1/2/4 meet issue #21's bar: decode and traini
     CAPTURE(kind);
     CAPTURE(g.built_in.size());
     CHECK(g.eps == std::set<int>{1, 2, 4});
-    if (kind != "prefill") CHECK(median(g.built_in) <= 0.10);
+    CHECK(median(g.built_in) <= 0.10);
     CHECK(worst(g.built_in) <= 0.25);
     CHECK(median(g.calibrated) <= 0.10);
     CHECK(worst(g.calibrated) <= 0.25);
@@ -111,13 +112,8 @@ TEST_CASE("our own MoE cases at EP 1/2/4 meet issue #21's bar: decode and traini
   CHECK(groups["decode"].built_in.size() == 27);
   CHECK(groups["prefill"].built_in.size() == 6);
   CHECK(groups["training"].built_in.size() == 10);
-}
-
-// The one part of the bar not met: the built-in prefill median is 10.01% (six prefills: EP 1 at 1K +3.8% and 4K
-// -18.6%, EP 2 at 1K/2K/4K -7.1/-12.0/-12.2%, EP 4 at 2K -8.0%; every one but the shortest is too fast, and more so
-// the longer the prompt). Expected to fail until the prefill's missing time is found; when it passes, doctest says
-// so and this becomes a plain assertion above.
-TEST_CASE("our own MoE prefills at EP 1/2/4: built-in median error at most 10%" * doctest::should_fail()) {
-  auto groups = moe_groups();
-  CHECK(median(groups["prefill"].built_in) <= 0.10);
+  // The prefills are the closest to the bar, and all but the shortest too fast (EP 1 4K -13.4%, EP 2 1K/2K/4K
+  // -6.7/-11.5/-11.6%, EP 4 2K -7.7%; EP 1 1K +7.8%): a guard at today's level.
+  CHECK(median(groups["prefill"].built_in) <= 0.098);
+  CHECK(worst(groups["prefill"].built_in) <= 0.14);
 }
