@@ -44,7 +44,7 @@ model::ServingPerfPlan serve_plan(int tp, int ep) {
   return p;
 }
 
-const OpCost* find_op(const std::vector<OpCost>& ops, const std::string& name) {
+const model::OpCost* find_op(const std::vector<model::OpCost>& ops, const std::string& name) {
   for (const auto& o : ops)
     if (o.name == name) return &o;
   return nullptr;
@@ -75,11 +75,11 @@ TEST_CASE("the same MoE layer gets the same grouped expert GEMM in training and 
   const auto& a = test::arch("bench-moe-30b-a3b-shape-l4");
   const auto sys = dgx_h100();
   const auto est = model::estimate_training(a, train_plan(4), sys, Explain::off);
-  const OpCost* train_up = find_op(est.layer_ops, "expert up/gate");
+  const model::OpCost* train_up = find_op(est.layer_ops, "expert up/gate");
   REQUIRE(train_up != nullptr);
   const model::ForwardBatch prefill{0, 1, 0, 1, 16384, 0, false};
   const auto fc = model::forward_cost(a, serve_plan(4, 4), prefill, sys, Explain::on);
-  const OpCost* serve_up = find_op(fc.ops, "expert up/gate");
+  const model::OpCost* serve_up = find_op(fc.ops, "expert up/gate");
   REQUIRE(serve_up != nullptr);
   const double want = 2.0 * 32 * 1024 * 2048 * 1536;  // 2·groups·rows·h·(2·i_e)
   CHECK(std::abs(train_up->flops.raw() / want - 1.0) < 1e-12);
