@@ -145,6 +145,7 @@ void overlay(const CLI::App& c, const ServingFlags& f, const ServeFlags& s, nloh
   put("tp", "--tp", f.tp);
   put("pp", "--pp", f.pp);
   put_opt("ep", "--ep", s.ep);
+  put_opt("moe_imbalance", "--moe-imbalance", s.moe_imbalance);
   put("input_tokens", "--input-tokens", s.input_tokens);
   put("output_tokens", "--output-tokens", s.output_tokens);
   put_opt("images_per_request", "--images-per-request", s.images_per_request);
@@ -594,6 +595,9 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
                 "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4", "int8"}));
   c.add_option("--ep", s.ep, "MoE expert parallel inside the TP group")->check(CLI::Range(1, 1024));
+  c.add_option("--moe-imbalance", s.moe_imbalance,
+               "MoE hot-expert skew: routed tokens of the busiest expert-parallel rank over the mean (default 1: "
+               "uniform routing)");
   c.add_option("--step-overhead-ms", s.step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
   c.add_option("--kernel-overhead-us", s.kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
   c.add_option("--cpu-per-kernel-us", s.cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");

@@ -33,6 +33,7 @@ struct ServeFlags {
   std::optional<double> price;
   std::optional<double> step_overhead_ms, kernel_overhead_us, cpu_per_kernel_us;
   std::optional<int> ep;
+  std::optional<double> moe_imbalance;
   bool disaggregated = false;
   std::optional<double> spec_acceptance;
   std::optional<long long> spec_tokens;

@@ -305,6 +305,11 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
       diags.error("", where("ep"), fmt::format("EP {} must divide the {} experts and TP {}", ep, arch.moe->num_experts, f.tp));
     perf.ep = static_cast<int>(ep);
   }
+  if (s.moe_imbalance) {
+    if (!arch.moe) diags.error("", where("moe_imbalance"), "a load imbalance needs a mixture-of-experts model");
+    else if (!(*s.moe_imbalance >= 1.0)) diags.error("", where("moe_imbalance"), "must be ≥ 1 (1: uniform routing)");
+    else perf.moe_imbalance = *s.moe_imbalance;
+  }
   std::vector<std::string> overhead_notes;
   if (s.step_overhead_ms) {
     if (*s.step_overhead_ms < 0) diags.error("", where("step_overhead_ms"), "must be ≥ 0");

@@ -313,10 +313,11 @@ TEST_CASE("our own serving measurements: every trusted point evaluates, median e
 
 // Our own MoE serving measurement (data/validation/measured/h100-sxm5-80gb/serve_qwen3_30b_a3b.json): decode steps of a
 // Qwen3-30B-A3B-shaped decoder under CUDA graphs, batch 1-256 at contexts 1K and 4K, and two eager prefills. A group
-// of its own, guarded at today's accuracy: 6.8% median, 18.6% worst with the built-in defaults, since the grouped
-// expert GEMMs follow the measured grouped-kernel law (1.065 × batched + 11 µs; before: 16.1% / 22.3%), and the eager
-// routing kernels are priced (moe_kernels_profile.json: 24 per MoE layer; before them 27% / 49.8%). The worst is the
-// 4096-token prefill (attention). The guard fails if a change makes it worse; tighten it as the op list grows.
+// of its own, guarded at today's accuracy: 6.8% median, 13.4% worst with the built-in defaults, since the grouped
+// expert GEMMs follow the measured grouped-kernel law (1.065 × batched + 11 µs; before: 16.1% / 22.3%), the eager
+// routing kernels are priced (moe_kernels_profile.json: 24 per MoE layer; before them 27% / 49.8%), and the outputs'
+// gather back into pair order and the eager SwiGLU's two kernels are (2026-11-27; before: 6.8% / 18.6%). The worst is
+// the 4096-token prefill (-13.4%). The guard fails if a change makes it worse; tighten it as the op list grows.
 TEST_CASE("our own MoE serving measurements: all 20 evaluate, median error at most 8%, none over 20%") {
   std::vector<std::pair<std::string, cli::ValidationSummary>> by;
   auto v = cli::validate_inference(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured_moe_inference_cases.json",
@@ -324,7 +325,7 @@ TEST_CASE("our own MoE serving measurements: all 20 evaluate, median error at mo
   REQUIRE_MESSAGE(v.ok(), v.diagnostics().to_string());
   CHECK(v->evaluated == 20);
   CHECK(v->median_abs_error <= 0.08);  // 6.8%
-  CHECK(v->max_abs_error <= 0.20);     // 18.6%
+  CHECK(v->max_abs_error <= 0.15);     // 13.4% (18.6% before the unpermute gather and the eager SwiGLU passes)
 }
 
 // Before / after calibration (issue "Calibration on the real target"): with the fitted H100 and H200 profiles

@@ -13,6 +13,7 @@
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "moe_cost.hpp"
+#include "moe_layer.hpp"
 #include "gpuplan/model/vision.hpp"
 #include "serving_internal.hpp"
 
@@ -41,8 +42,9 @@ CommGroup group_of(const ServingSystem& sys, int size, int stride) {
 
 using detail::coll;
 using detail::group_of;
-using detail::grouped_gemm;
 using detail::moe_dispatch_rows;
+using detail::MoeExpertWork;
+using detail::MoeLayerTerms;
 
 namespace {
 
@@ -65,6 +67,7 @@ struct Acc {
   std::vector<OpCost> ops;
   bool tracing = false;          ///< record every kernel and collective in issue order (forward_trace)
   std::vector<PassItem> items;   ///< what tracing records
+  MoeLayerTerms moe;             ///< one MoE layer's terms (moe_layer.hpp), recorded as its ops are added
   void add(const OpCost& c, bool keep) {
     switch (c.cls) {
       case OpClass::gemm: gemm += c.time; break;
@@ -155,7 +158,7 @@ class ServingLayerPricer {
         case OpKind::attention: price_attention(o); break;
         case OpKind::ssm: price_ssm(o); break;
         case OpKind::indexer: price_indexer(o); break;
-        case OpKind::linear: price_linear(o); break;
+        case OpKind::linear: moe_term(o); break;
         case OpKind::embedding: break;
       }
     }
@@ -174,8 +177,12 @@ class ServingLayerPricer {
       const bool fixed = eager && plan.cuda_graphs;
       const double kk = double(a.moe->experts_per_token);
       const double rows = moe_dispatch_rows(T, kk, int(ep), fixed);
-      const Bytes buf = units::bytes(rows * double(h) * e);
-      acc.add_comm("EP dispatch + combine all-to-all", PassItem::Kind::comm_ep, coll(Collective::all_to_all, buf, ep_g) * 2.0, 2);
+      // A fixed-capacity buffer moves the same bytes whatever the routing; otherwise the busiest rank's rows (ι).
+      const Seconds one_way = detail::moe_all_to_all(rows, double(h) * e, ep_g, fixed ? 1.0 : plan.moe_imbalance);
+      acc.add_comm("EP dispatch + combine all-to-all", PassItem::Kind::comm_ep, one_way * 2.0, 2);
+      acc.moe.add(MoeLayerTerms::dispatch, one_way);
+      acc.moe.add(MoeLayerTerms::combine, one_way);
+      const Seconds before_buffers = acc.total();
       if (fixed) {
         acc.add_comm("EP expert-id all-to-all", PassItem::Kind::comm_ep, coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g), 1);
         // The padded buffers (rows of h): zero fill (write), the receiver's gather of every slot into expert order
@@ -202,6 +209,7 @@ class ServingLayerPricer {
                               "received counts"})
           stream(n, std::max(pairs, rows / double(ep)) * 16.0, 0.0);
       }
+      acc.moe.add(MoeLayerTerms::routing, acc.total() - before_buffers);
     }
     acc.add_comm("TP all-reduce", PassItem::Kind::comm_tp, ar, t > 1 ? 1 : 0);
     if (eager) stream("residual add", T * double(h) * e * 3.0, T * double(h));  // fused into the next norm otherwise
@@ -398,41 +406,63 @@ class ServingLayerPricer {
     }
   }
 
-  // Routed experts: E/ep on this GPU, their width split over the TP ranks inside the EP group (t/ep); the expected
-  // distinct experts the T tokens touch (uniform top-k routing), this GPU's share.
+  // Routed experts (moe_layer.hpp, as training prices them): E/ep on this GPU, their width split over the TP ranks
+  // inside the EP group (etp = t/ep), the T tokens every TP rank holds routed over the group; the expected distinct
+  // experts they touch (uniform top-k routing), this GPU's share, the busiest rank's rows under a skew (ι).
   void price_experts(const Op& o) {
-    const double E = double(o.copies), k = double(o.active);
-    const std::int64_t shard = std::max<std::int64_t>(1, t / ep);
     const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
-    const std::int64_t ie = std::max<std::int64_t>(1, width / shard);
-    const double local = E / double(ep);
-    const double touched = local * (1.0 - std::pow(1.0 - k / E, T));
-    const double routed = T * k / double(ep);  // token-expert pairs this GPU computes
-    const std::int64_t per_expert = at_least_one(routed / std::max(1e-9, touched));
-    // One grouped GEMM over the touched experts, as training prices its experts (layer_cost.cpp): ⌈touched⌉ expert
-    // GEMMs in one launch share the SMs' tiles and waves, scaled to the expected (fractional) count. Pricing one
-    // expert's narrow GEMM and repeating it (split-K and a wave per expert) overstated 100 experts of 4×7168×256 on
-    // an H100 ×3 (428 µs against 140 µs measured with torch.bmm, 172 µs with torch._grouped_mm; issue #21).
-    const std::int64_t groups = at_least_one(touched);
+    const MoeExpertWork w =
+        detail::moe_expert_work({T, t, std::max<std::int64_t>(1, t / ep), ep, plan.moe_imbalance}, o.copies, o.active, width);
+    acc.moe.work = w;
+    const double routed = w.rows;  // token-expert pairs this GPU computes
+    const std::int64_t ie = w.width;
+    // One grouped GEMM over the touched experts: ⌈touched⌉ expert GEMMs in one launch share the SMs' tiles and
+    // waves, scaled to the expected (fractional) count.
     auto experts = [&](const std::string& name, std::int64_t k_dim, std::int64_t n_dim) {
       const double bb = wb(k_dim);
-      GemmShape shape{per_expert, n_dim, k_dim, groups, bb};
+      GemmShape shape{w.rows_per_expert, n_dim, k_dim, w.groups, bb};
       shape.sparse24 = plan.weights.sparse24;
       if (plan.activation_quant)
         stream(name + ": quantise input (per token)", routed * double(k_dim) * (e + hw::bytes_per_element(gp)) + routed * 4.0,
                3.0 * routed * double(k_dim));
-      acc.add(grouped_gemm(repeated(gemm_cost(name, shape, gp, d), touched / double(groups), d)), keep);
-      acc.weights += units::bytes(double(k_dim) * double(n_dim) * touched * bb);
+      acc.add(detail::moe_expert_gemm(gemm_cost(name, shape, gp, d), w, d), keep);
+      acc.weights += units::bytes(double(k_dim) * double(n_dim) * w.touched * bb);
     };
     if (o.linear == LinearKind::expert_in) {
       experts(o.name, h, glu * ie);
-      stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
+      if (eager && gated) {
+        // PyTorch's F.silu(h[:, :i]) * h[:, i:] (serve_moe_step.py, node_serve_step.py): two kernels, 2 + 3 passes,
+        // as the dense MLP's eager SwiGLU here and training's eager experts (layer_cost.cpp, glu_f = 5).
+        stream("expert SiLU", routed * double(ie) * e * 2.0, 4.0 * routed * double(ie));
+        stream("expert gate product", routed * double(ie) * e * 3.0, routed * double(ie));
+      } else {
+        stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
+      }
     } else {
       experts(o.name, ie, h);
       // Fused engines gather the tokens into expert order and scatter them back inside their MoE kernels' prologue
       // and epilogue: one pass each way. Eager PyTorch runs them as kernels of their own (price_eager_routing).
-      if (!eager) stream("token permute/unpermute", T * k * double(h) * e * 4.0 / double(ep), 0.0);
+      const Seconds before = acc.total();
+      if (!eager) stream("token permute/unpermute", T * double(o.active) * double(h) * e * 4.0 / double(ep), 0.0);
+      moe_routing += acc.total() - before;
     }
+  }
+
+  // The MoE layer's terms (MoeLayerTerms): each op of the router, the routed and the shared experts booked to its
+  // term as it is added; the routing kernels the router and the experts run beside them to t_routing.
+  void moe_term(const Op& o) {
+    if (!moe || (o.part != Part::router && o.part != Part::routed_experts && o.part != Part::shared_experts)) {
+      price_linear(o);
+      return;
+    }
+    const Seconds before = acc.total();
+    moe_routing = Seconds(0);
+    price_linear(o);
+    acc.moe.add(MoeLayerTerms::routing, moe_routing);
+    acc.moe.add(o.part == Part::router           ? MoeLayerTerms::router
+                : o.part == Part::shared_experts ? MoeLayerTerms::shared
+                                                 : MoeLayerTerms::expert_gemm,
+                acc.total() - before - moe_routing);
   }
 
   // Eager PyTorch routing of an MoE layer, kernel by kernel as our profile of one Qwen3-30B-A3B-shaped decode step
@@ -440,7 +470,9 @@ class ServingLayerPricer {
   // them the routing below): the router logits to fp32 and their softmax, the top-k (select, then sort the k),
   // the renormalisation of the k weights (sum, divide), the sort of the token-expert pairs by expert (radix sort,
   // with its fill/arange index buffers), the per-expert offsets (scan, index_put, scatter, bucketing), the grouped
-  // GEMMs' data preparation and int32 offset copies, the token gather into expert order, and the weighted combine
+  // GEMMs' data preparation and int32 offset copies, the token gather into expert order, the outputs' gather back
+  // into pair order (ye[inv] in serve_moe_step.py: a row gather, priced until 2026-11-27 as a 12-byte "weight
+  // gather", right at decode and 2 × 134 MB short per layer in a 4096-token prefill), and the weighted combine
   // (scale by the weight, sum over the k). Each is one kernel: at decode they cost their fixed time, in prefill
   // their bytes. Fused engines (kernels fused) run one top-k-softmax and one alignment kernel instead, with the
   // gather and scatter inside their grouped GEMMs (price_experts).
@@ -464,7 +496,9 @@ class ServingLayerPricer {
     for (const char* n : {"grouped-GEMM offsets to int32", "grouped-GEMM offsets to int32"}) stream(n, E * 12.0, 0.0);
     for (const char* n : {"grouped-GEMM data preparation", "grouped-GEMM data preparation"}) stream(n, E * 64.0, 0.0);
     stream("token gather (permute)", local * hb * 2.0, 0.0);
-    stream("weight gather", local * 12.0, 0.0);
+    // The expert outputs gathered back into pair order (ye[inv]: a row gather, read + write of the routed rows). Under
+    // the fixed-capacity EP dispatch the returned rows' gather from their slots is that pass (run()).
+    if (!(plan.cuda_graphs && ep > 1)) stream("unpermute gather (rows back to pair order)", local * hb * 2.0, 0.0);
     stream("combine: scale by weight", local * hb * 3.0, local * double(h));
     stream("combine: sum over top-k", local * hb + T * hb, local * double(h));
   }
@@ -478,7 +512,11 @@ class ServingLayerPricer {
         break;
       case LinearKind::router:
         gemm(o.name, Ti, h, o.out, 1, 2.0);
-        if (eager) price_eager_routing(o.out);
+        if (eager) {
+          const Seconds before = acc.total();
+          price_eager_routing(o.out);
+          moe_routing += acc.total() - before;
+        }
         break;
       case LinearKind::expert_in:
       case LinearKind::expert_out: price_experts(o); break;
@@ -524,6 +562,7 @@ class ServingLayerPricer {
   const std::int64_t ep = std::max(1, plan.ep);
   const Seconds ar;
   Acc acc;
+  Seconds moe_routing{};  // routing kernels inside the op being booked (moe_term)
 };
 
 /// One layer (of a kind) on one GPU for one forward batch.
@@ -531,6 +570,39 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
                   const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g, const CommGroup& ep_g, bool keep,
                   bool trace) {
   return ServingLayerPricer(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep, trace).run();
+}
+
+/// The explain node of one MoE layer of this forward (moe_layer.hpp, the same node training shows): `layer` is the
+/// first MoE layer kind as priced; at ι > 1 it is priced again at ι = 1 for the imbalance term.
+Derivation explain_serving_moe(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                               LayerKind kind, const Acc& layer, const Device& d, const KvTokenBytes& kvt,
+                               const CommGroup& tp_g, const CommGroup& ep_g) {
+  MoeLayerTerms m = layer.moe;
+  if (plan.moe_imbalance > 1.0) {
+    ServingPerfPlan flat = plan;
+    flat.moe_imbalance = 1.0;
+    m.imbalance = m.total() - layer_forward(a, flat, fb, kind, d, kvt, tp_g, ep_g, false, false).moe.total();
+  }
+  const char* pass = fb.prefill_seqs > 0 && fb.decode_seqs > 0 ? "one engine iteration, prefill + decode"
+                     : fb.prefill_seqs > 0                     ? "prefill, forward"
+                                                               : "decode step, forward";
+  const int ep = std::max(1, plan.ep);
+  Derivation r = detail::explain_moe_terms(
+      "serving.moe", pass, m,
+      fmt::format("attention TP {}, experts EP {} inside it, expert TP {} ({} tokens)", plan.tp, ep,
+                  std::max(1, plan.tp / ep), units::format_number(m.work.group_tokens, 4)),
+      plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
+                               : Origin::assumption("uniform routing over the experts; give --moe-imbalance for a "
+                                                    "hot-expert skew"));
+  if (ep > 1)
+    r.notes.push_back(plan.kernels == wl::KernelStyle::eager && plan.cuda_graphs
+                          ? "EP: plain PyTorch under CUDA graphs captures NCCL's all-to-all with fixed split sizes: "
+                            "each GPU sends T·k rows (every destination the worst case), not T·k/ep, plus the expert "
+                            "ids and the padded buffers' fill, gather and scatter (t_routing); a skew does not change "
+                            "the bytes"
+                          : "EP: dispatch and combine all-to-all of the T·k/ep routed rows each GPU sends (×ι for the "
+                            "busiest rank)");
+  return r;
 }
 
 }  // namespace
@@ -702,20 +774,13 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
           a.recurrent_layer_count() > 0 ? "; the recurrent layers' decode reads and writes their state, not a KV cache"
                                         : "",
           a.dsa ? "; the indexer scores every held token (FP8), the attention reads its top-k" : ""));
-    if (a.moe)
-      fc.derivation.notes.push_back(
-          "MoE: experts touched by T tokens with top-k of E (uniform routing) = E·(1 − (1 − k/E)^T); their weights "
-          "are read once per pass; each grouped expert GEMM = " +
-          units::format_number(detail::kGroupedGemmTimeFactor, 4) + " × the batched GEMM + " +
-          format(Seconds(detail::kGroupedGemmFixedSeconds)) +
-          " (measured: torch._grouped_mm vs torch.bmm on our H100, moe_grouped_gemm.json)");
-    if (a.moe && plan.ep > 1)
-      fc.derivation.notes.push_back(
-          plan.kernels == wl::KernelStyle::eager && plan.cuda_graphs
-              ? "EP: plain PyTorch under CUDA graphs captures NCCL's all-to-all with fixed split sizes: each GPU sends "
-                "T·k rows (every destination the worst case), not T·k/ep, plus the expert ids and the padded "
-                "buffers' fill, gather and scatter"
-              : "EP: dispatch and combine all-to-all of the T·k/ep routed rows each GPU sends");
+    for (std::int64_t l = 0; a.moe && l < a.layers; ++l) {
+      const LayerKind kind = LayerKind::of(a, l);
+      if (!kind.moe) continue;
+      fc.derivation.children.push_back(
+          explain_serving_moe(a, plan, fb, kind, kinds[static_cast<std::size_t>(kind.index())], d, kvt, tp_g, ep_g));
+      break;
+    }
   }
   return fc;
 }

@@ -9,6 +9,7 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
 #include "moe_cost.hpp"
+#include "moe_layer.hpp"
 #include "quant_recipe.hpp"
 
 namespace gpuplan::model::detail {
@@ -65,7 +66,7 @@ class TrainingLayerPricer {
         case OpKind::attention: price_attention(o); break;
         case OpKind::ssm: price_ssm(o); break;
         case OpKind::indexer: price_indexer(o); break;
-        case OpKind::linear: price_linear(o); break;
+        case OpKind::linear: moe_term(o, [&] { price_linear(o); }); break;
         case OpKind::embedding: break;
       }
     }
@@ -85,7 +86,8 @@ class TrainingLayerPricer {
   // write a_b per weight).
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                 std::int64_t batch = 1) {
-    // Routed experts run as grouped GEMMs (moe_cost.hpp: the measured grouped-kernel law over the batched GEMM).
+    // Routed experts run as grouped GEMMs (moe_layer.hpp: the measured grouped-kernel law over the batched GEMM of
+    // the touched experts, moe_w).
     const bool grouped = kind == LinearKind::expert_in || kind == LinearKind::expert_out;
     // The blockwise FP8 recipe's GEMMs at the measured block-scaled rate (quant_recipe.hpp).
     const bool block_scaled = gp == hw::Precision::fp8 && plan.precision.recipe == wl::QuantRecipe::blockwise;
@@ -94,7 +96,7 @@ class TrainingLayerPricer {
         c.time = c.time * kBlockScaledGemmTime;
         c.efficiency /= kBlockScaledGemmTime;
       }
-      return grouped ? grouped_gemm(std::move(c)) : c;
+      return grouped ? moe_expert_gemm(std::move(c), moe_w, d) : c;
     };
     // GEMMs count toward the layer's FLOPs; the streaming ops around them (casts, dequantisation) only take time.
     auto put = [&](bool forward, bool gemm, const OpCost& o) {
@@ -145,6 +147,31 @@ class TrainingLayerPricer {
   add_bwd(gemm_cost(named(name, " LoRA A dgrad"), {m, k, r, batch}, gp, d));
   add_bwd(gemm_cost(named(name, " LoRA B wgrad"), {r, n, m, batch}, gp, d));
   add_bwd(gemm_cost(named(name, " LoRA A wgrad"), {k, r, m, batch}, gp, d));
+  }
+
+  // The MoE layer's terms (moe_layer.hpp, MoeLayerTerms), recorded as each op is added: forward + backward time.
+  [[nodiscard]] Seconds priced() const { return lc.fwd.total() + lc.bwd.total(); }
+  template <class F>
+  void moe_term_as(MoeLayerTerms::Term k, F&& price) {
+    const Seconds before = priced();
+    price();
+    lc.moe.add(k, priced() - before);
+    moe_taken += priced() - before;
+  }
+  template <class F>
+  void moe_term(const Op& o, F&& price) {
+    if (o.part != Part::router && o.part != Part::routed_experts && o.part != Part::shared_experts) {
+      price();
+      return;
+    }
+    const Seconds before = priced();
+    moe_taken = Seconds(0);
+    price();
+    const Seconds dt = priced() - before - moe_taken;
+    lc.moe.add(o.part == Part::router           ? MoeLayerTerms::router
+               : o.part == Part::shared_experts ? MoeLayerTerms::shared
+                                                : MoeLayerTerms::expert_gemm,
+               dt);
   }
 
   // A recompute module's forward work, repeated in the backward (LayerCost::rec).
@@ -344,31 +371,23 @@ class TrainingLayerPricer {
       case LinearKind::expert_out: {
         // Split by the expert TP (etp = tp unless the plan folds): the expert-TP·EP group holds etp·ep·(T/tp)
         // unique tokens, so T·k·ep·etp/tp routed copies, width/etp columns each (the FLOPs per GPU do not move).
-        const std::int64_t te = par.expert_tp();
-        const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
-        const std::int64_t ie = width / te > 0 ? width / te : 1;
-        const std::int64_t local_experts = o.copies / par.ep;
-        // T·k·ep·etp/tp routed token copies; a user-sized micro-batch × sequence can take the product past int64
-        // (saturate).
-        std::int64_t routed = 0;
-        if (__builtin_mul_overflow(T, o.active * std::int64_t(par.ep), &routed)) routed = INT64_MAX;
-        else if (te != t) routed = routed / t * te;
         // Load imbalance (plan.moe_imbalance, 1 = balanced): the busiest EP rank's experts get that many times the
-        // mean tokens, and every rank waits for it at the combine.
-        const double imb = std::max(1.0, plan.moe_imbalance);
-        const std::int64_t tokens_per_expert =
-            std::max<std::int64_t>(1, std::int64_t(std::llround(double(routed / o.copies) * imb)));
-        const double rows = double(T) * double(o.active) * imb * (double(te) / double(t));
+        // mean tokens, and every rank waits for it at the combine (moe_layer.hpp, moe_expert_work).
+        const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
+        moe_w = moe_expert_work({double(T), t, par.expert_tp(), par.ep, plan.moe_imbalance}, o.copies, o.active, width);
+        lc.moe.work = moe_w;
+        const double rows = moe_w.rows;
+        const std::int64_t ie = moe_w.width;
         if (o.linear == LinearKind::expert_in) {
-          fwd_gemm(o.name, LinearKind::expert_in, tokens_per_expert, h, glu * ie, local_experts);
+          fwd_gemm(o.name, LinearKind::expert_in, moe_w.rows_per_expert, h, glu * ie, moe_w.groups);
           const Seconds before = lc.fwd.total();
           stream("expert activation", (rows * double(ie)) * e * (gated ? glu_f : 2.0), 4.0 * (rows * double(ie)),
                  gated ? glu_b / glu_f : 1.5);
           if (plan.recomputes(wl::recompute_moe_act)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
         } else {
-          fwd_gemm(o.name, LinearKind::expert_out, tokens_per_expert, ie, h, local_experts);
-          price_token_routing(rows);
-          price_dispatcher_host();
+          fwd_gemm(o.name, LinearKind::expert_out, moe_w.rows_per_expert, ie, h, moe_w.groups);
+          moe_term_as(MoeLayerTerms::routing, [&] { price_token_routing(rows); });
+          moe_term_as(MoeLayerTerms::host, [&] { price_dispatcher_host(); });
         }
         break;
       }
@@ -447,6 +466,8 @@ class TrainingLayerPricer {
   const OpGraph graph;
   const Op attn;
   LayerCost lc;
+  MoeExpertWork moe_w;   // the routed experts' work on this GPU (set by the expert ops)
+  Seconds moe_taken{};   // time of the op already booked to another MoE term
   const wl::Parallelism& par = plan.par;
   const std::int64_t t = par.tp;
   const std::int64_t s_local = plan.seq_len / par.cp;

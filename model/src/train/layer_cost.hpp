@@ -9,6 +9,7 @@
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/wl/training.hpp"
 #include "gpuplan/wl/transformer.hpp"
+#include "moe_layer.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -57,6 +58,7 @@ struct LayerCost {
   PassCost rec;
   units::Flops flops_fwd{}, flops_bwd{};
   std::vector<OpCost> ops;  // for display
+  MoeLayerTerms moe;        ///< an MoE layer's terms, forward + backward (dispatch/combine: moe_dispatch)
 };
 
 /// Forward and backward of one transformer layer for one micro-batch on one GPU. `keep_ops` false: no op list and

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "moe_layer.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model::detail {
@@ -48,11 +49,11 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
   const int nodes = g.domains();
   r.imbalance = std::max(1.0, plan.moe_imbalance);
   if (plan.ep_dispatch == wl::EpDispatch::all_to_all) {
-    // One copy per (token, expert), T·k·h·a_b bytes each way, as NCCL's all-to-all (collectives.cpp prices it:
-    // (s−1)/n of the buffer over NVLink, (n−s)/n over the NIC, the slower tier sets the time).
+    // One copy per (token, expert), T·k·h·a_b bytes each way, as NCCL's all-to-all (moe_layer.hpp moe_all_to_all,
+    // the same as serving's: (s−1)/n of the buffer over NVLink, (n−s)/n over the NIC, the slower tier sets the time).
     const units::Bytes buf = units::bytes(T * k * h * ab);
     r.dispatch_bytes = r.combine_bytes = buf;
-    r.dispatch = r.combine = collective_time(Collective::all_to_all, buf, g) * r.imbalance;
+    r.dispatch = r.combine = moe_all_to_all(T * k, h * ab, g, r.imbalance);
     r.ib_copies = k * (n - s) / n;
     r.nvlink_copies = k * (s - 1.0) / n;
     return r;

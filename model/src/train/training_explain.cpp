@@ -6,6 +6,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "moe_cost.hpp"
+#include "moe_layer.hpp"
 #include "layer_kinds_text.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
@@ -13,40 +14,40 @@
 namespace gpuplan::model::detail {
 
 namespace {
-/// The MoE layer's terms: dispatch, expert GEMMs, combine and the load imbalance, one micro-batch.
+/// The MoE layer's terms (moe_layer.hpp, the same node serving shows): router, dispatch, expert GEMMs, combine,
+/// shared experts, imbalance, one micro-batch forward + backward; then what only training has (parallel folding,
+/// the dispatcher's routes, the host syncs, the EP overlap).
 Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
                              const Device& d, const StepCore& core) {
   using units::format;
   std::int64_t first_moe = 0;
   while (first_moe < a.layers && !a.is_moe_layer(first_moe)) ++first_moe;
-  const LayerCost lc = layer_cost(a, plan, LayerKind::of(a, first_moe), d, true);
-  Seconds experts{}, routing{}, host{};
-  for (const auto& op : lc.ops) {
-    if (op.cls == OpClass::host) {
-      host += op.time;
-      continue;
-    }
-    if (op.name.find("expert") == std::string::npos && op.name.find("permute") == std::string::npos) continue;
-    if (op.name.find("shared") != std::string::npos) continue;
-    (op.cls == OpClass::gemm ? experts : routing) += op.time;
-  }
+  const LayerKind kind = LayerKind::of(a, first_moe);
   const auto& par = plan.par;
   const CommGroup g = training_group(par.ep, par.expert_tp(), sys);
   const MoeDispatch md = moe_dispatch(a, plan, g);
+  MoeLayerTerms m = layer_cost(a, plan, kind, d, false).moe;
+  // Forward and backward: the backward moves the same bytes the other way (the output gradient dispatched, the
+  // input gradient combined).
+  m.t[MoeLayerTerms::dispatch] = md.dispatch * 2.0;
+  m.t[MoeLayerTerms::combine] = md.combine * 2.0;
+  if (plan.moe_imbalance > 1.0) {
+    wl::TrainingPlan flat = plan;
+    flat.moe_imbalance = 1.0;
+    MoeLayerTerms b = layer_cost(a, flat, kind, d, false).moe;
+    const MoeDispatch mb = moe_dispatch(a, flat, g);
+    b.t[MoeLayerTerms::dispatch] = mb.dispatch * 2.0;
+    b.t[MoeLayerTerms::combine] = mb.combine * 2.0;
+    m.imbalance = m.total() - b.total();
+  }
   const bool deepep = plan.ep_dispatch == wl::EpDispatch::deepep;
-  Derivation r{"train.moe", "One MoE layer, one micro-batch: dispatch, expert GEMMs, combine",
-               "t_moe = 2·(t_dispatch + t_combine) + t_expert GEMMs (fwd + dgrad + wgrad) + t_permute + t_host ; "
-               "grouped GEMM = a·(batched GEMM) + t₀ ; the busiest EP rank (imbalance ι) sets the pace: expert tokens "
-               "×ι, dispatch/combine ×ι",
-               {},
-               "",
-               {},
-               {}};
-  const std::int64_t local = a.moe->num_experts / std::max(1, par.ep);
-  r.inputs.push_back({"experts per GPU", units::format_count(double(local)),
-                      fmt::format("E/ep = {}/{} routed experts (and their optimizer shard over the expert-DP group)",
-                                  a.moe->num_experts, par.ep),
-                      Origin::derived()});
+  Derivation r = explain_moe_terms(
+      "train.moe", "training, one micro-batch, forward + backward", m,
+      fmt::format("TP {}, ETP {}, EP {} ({} tokens per GPU)", par.tp, par.expert_tp(), par.ep,
+                  units::format_count(double(plan.micro_batch) * double(plan.seq_len / std::max(1, par.cp)))),
+      plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
+                               : Origin::assumption("balanced routing (uniform over the experts); give "
+                                                    "--moe-imbalance for a skew"));
   if (par.expert_tp() != par.tp)
     r.inputs.push_back(
         {"expert TP", units::format_count(double(par.expert_tp())),
@@ -54,45 +55,26 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                      "t·c·d/(etp·ep); expert GEMMs T·k·ep·etp/t rows × i_e/etp columns",
                      par.expert_tp(), par.tp, par.expert_dp()),
          Origin::user("plan.par.etp")});
-  if (par.ep > 1) {
+  if (par.ep > 1)
     r.inputs.push_back(
-        {"t_dispatch", format(md.dispatch),
-         deepep ? fmt::format("{} per GPU: {} copies per token over the NIC (distinct remote nodes of ≤ {} allowed, "
-                              "balanced routing), {} over NVLink (forwarding inside the node); {} B per element",
-                              format(md.dispatch_bytes), units::format_number(md.ib_copies, 3),
-                              units::format_number(md.node_limit, 3), units::format_number(md.nvlink_copies, 3),
-                              plan.precision.compute == hw::Precision::fp8 ? "1 + 4/128 (FP8 with tile scales)" : "a_b")
-                : fmt::format("{} per GPU, NCCL all-to-all: {} copies per token over the NIC, {} over NVLink",
-                              format(md.dispatch_bytes), units::format_number(md.ib_copies, 3),
-                              units::format_number(md.nvlink_copies, 3)),
-         deepep ? Origin::derived("DeepSeek-V3 §3.2.2 node-limited dispatch, §3.3.2 FP8 dispatch")
+        {"routes", format(md.dispatch_bytes),
+         deepep ? fmt::format("dispatched per GPU each way: {} copies per token over the NIC (distinct remote nodes of "
+                              "≤ {} allowed, balanced routing), {} over NVLink (forwarding inside the node); {} B per "
+                              "element; the combine {} in BF16",
+                              units::format_number(md.ib_copies, 3), units::format_number(md.node_limit, 3),
+                              units::format_number(md.nvlink_copies, 3),
+                              plan.precision.compute == hw::Precision::fp8 ? "1 + 4/128 (FP8 with tile scales)" : "a_b",
+                              format(md.combine_bytes))
+                : fmt::format("dispatched per GPU each way, NCCL all-to-all: {} copies per token over the NIC, {} over "
+                              "NVLink; the combine the same routes back",
+                              units::format_number(md.ib_copies, 3), units::format_number(md.nvlink_copies, 3)),
+         deepep ? Origin::derived("DeepSeek-V3 §3.2.2 node-limited dispatch, §3.3.2 FP8 dispatch, BF16 combine")
                 : Origin::derived("collectives: all-to-all")});
-    r.inputs.push_back({"t_combine", format(md.combine),
-                        fmt::format("{} per GPU, the same routes back in the activation dtype (BF16)",
-                                    format(md.combine_bytes)),
-                        Origin::derived(deepep ? "DeepSeek-V3 §3.3.2: BF16 combine" : "collectives: all-to-all")});
-  }
-  r.inputs.push_back({"t_expert GEMMs", format(experts),
-                      fmt::format("grouped GEMMs of the {} local experts, forward + dgrad + wgrad", local),
-                      Origin::derived("layer_cost")});
-  r.inputs.push_back({"a, t₀", fmt::format("{}, {}", units::format_number(kGroupedGemmTimeFactor, 4),
-                                            format(Seconds(kGroupedGemmFixedSeconds))),
-                      "grouped expert GEMM against the batched GEMM of the same per-expert shape",
-                      Origin::measurement("our H100: torch._grouped_mm vs torch.bmm, 147 bf16 shapes "
-                                          "(data/validation/measured/h100-sxm5-80gb/moe_grouped_gemm.json); other GPUs "
-                                          "and fp8: assumed the same")});
-  r.inputs.push_back({"t_permute + activation", format(routing), "token permute/unpermute and the experts' SwiGLU",
-                      Origin::derived("layer_cost")});
   const MoeHostSync hs = moe_host_sync(plan.kernels == wl::KernelStyle::eager, par.ep, plan.ep_dispatch);
-  r.inputs.push_back({"t_host", format(host), hs.what,
+  r.inputs.push_back({"host syncs", std::to_string(hs.syncs), hs.what,
                       hs.syncs > 0 ? Origin::measurement("data/validation/measured/h100-sxm5-80gb/moe_layer*.json "
                                                          "(scripts/measure/moe_layer.py)")
                                    : Origin::derived()});
-  r.inputs.push_back({"ι", units::format_number(md.imbalance > 1 ? md.imbalance : std::max(1.0, plan.moe_imbalance), 3),
-                      "load imbalance: tokens of the busiest EP rank over the mean",
-                      plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
-                                               : Origin::assumption("balanced routing (uniform over the experts); "
-                                                                    "give --moe-imbalance for a skew")});
   r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
                       plan.dualpipe() ? "DualPipe: hidden behind the other micro-batch's compute where compute ≥ "
                                         "communication; the hidden part pays the SM share"
@@ -102,9 +84,6 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                             "the warm-up and cool-down passes exposed"
                           : "no EP overlap in this schedule: every dispatch and combine is exposed",
                       Origin::derived()});
-  r.result = fmt::format("{} per micro-batch (dispatch+combine ×2 {}, experts {}, host syncs {})",
-                         format(md.dispatch * 2.0 + md.combine * 2.0 + experts + routing + host),
-                         format(md.dispatch * 2.0 + md.combine * 2.0), format(experts), format(host));
   return r;
 }
 /// What every node of the training explanation reads: explain_training's inputs.

@@ -268,7 +268,7 @@ TEST_SUITE("serving forward pass") {
     };
     const auto routing = [](const std::string& n) {
       for (const char* w : {"router logits", "router softmax", "top-k", "pair index", "expert-id sort", "expert counts",
-                            "expert offsets", "routing-weight", "grouped-GEMM", "token gather", "weight gather",
+                            "expert offsets", "routing-weight", "grouped-GEMM", "token gather", "unpermute gather",
                             "combine:"})
         if (n.rfind(w, 0) == 0) return true;
       return false;

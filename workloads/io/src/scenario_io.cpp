@@ -523,6 +523,10 @@ const FieldTable& serving_scenario_fields() {
       f("tp", FieldType::integer, "tensor parallel size of a replica (with a rate: fixed instead of searched)", 1, 1024),
       f("pp", FieldType::integer, "pipeline parallel size of a replica (with a rate: fixed instead of searched)", 1, 1024),
       f("ep", FieldType::integer, "MoE expert parallel inside the TP group", 1, 1024),
+      f("moe_imbalance", FieldType::number,
+        "MoE hot-expert skew: routed tokens of the busiest expert-parallel rank over the mean (1 = uniform routing, "
+        "the default)",
+        1, 1024),
       f("input_tokens", FieldType::integer, "prompt tokens per request (default 1024)", 1, 1e7),
       f("output_tokens", FieldType::integer, "output tokens per request (default 256)", 1, 1e7),
       f("images_per_request", FieldType::integer,
@@ -591,6 +595,7 @@ Result<ServingScenario> decode_serving_scenario(const Json& j, const std::string
   s.tp = r.integer("tp");
   s.pp = r.integer("pp");
   s.ep = r.integer("ep");
+  s.moe_imbalance = r.num("moe_imbalance");
   s.input_tokens = r.integer("input_tokens");
   s.output_tokens = r.integer("output_tokens");
   s.images_per_request = r.integer("images_per_request");

@@ -43,6 +43,10 @@ struct ServingPerfPlan {
   int tp = 1;
   int pp = 1;
   int ep = 1;  ///< MoE: experts spread over `ep` of the TP ranks (ep | tp); each expert's FFN split over tp/ep
+  /// MoE hot-expert skew: routed rows of the busiest EP rank over the mean (1: uniform routing, the default and an
+  /// assumption the derivation states). The busiest rank's expert GEMMs and, with variable-size dispatch, its
+  /// all-to-alls set the layer's pace.
+  double moe_imbalance = 1.0;
   WeightQuant weights = default_weight_quant(StoreDtype::bf16);
   KvQuant kv = default_kv_quant(StoreDtype::bf16);
   /// Tensor-core precision of the GEMMs: fp8 for W8A8 fp8 checkpoints on GPUs with fp8 units, else 16-bit

@@ -39,6 +39,7 @@ struct ServingScenario {
   std::string model;
   std::string gpu, node, cluster;
   std::optional<long long> tp, pp, ep;
+  std::optional<double> moe_imbalance;  ///< MoE hot-expert skew (busiest EP rank's tokens over the mean)
   // Traffic and SLA.
   std::optional<long long> input_tokens, output_tokens, batch;
   std::optional<long long> images_per_request;  ///< a multimodal model's images per request (issue #23)
