@@ -1,4 +1,5 @@
 // The --explain derivation tree of estimate_training: the step, its compute, communication, bubble, optimizer and MFU.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -93,11 +94,18 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                       plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
                                                : Origin::assumption("balanced routing (uniform over the experts); "
                                                                     "give --moe-imbalance for a skew")});
+  std::string overlap = "no EP overlap in this schedule: every dispatch and combine is exposed";
+  if (plan.dualpipe()) {
+    const std::int64_t m = plan.micro_batches();
+    const double pairs = double(std::llround(dualpipe_paired_share(par.pp, m, core.bottleneck) * double(m)));
+    overlap = fmt::format("DualPipe (device {}): {} of its {} forward and {} backward chunks run in overlapped pairs "
+                          "(deepseek-ai/DualPipe DualPipe.step steps 4-5); their all-to-all hides behind the other "
+                          "micro-batch's compute where compute ≥ communication and pays the SM share; the {} chunks "
+                          "run alone wait for theirs",
+                          core.bottleneck, units::format_count(pairs), m, m, units::format_count(double(m) - pairs));
+  }
   r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
-                      plan.dualpipe() ? "DualPipe: hidden behind the other micro-batch's compute where compute ≥ "
-                                        "communication; the hidden part pays the SM share"
-                                      : "no EP overlap in this schedule: every dispatch and combine is exposed",
-                      Origin::derived()});
+                      overlap, Origin::derived()});
   r.result = fmt::format("{} per micro-batch (dispatch+combine ×2 {}, experts {}, host syncs {})",
                          format(md.dispatch * 2.0 + md.combine * 2.0 + experts + routing + host),
                          format(md.dispatch * 2.0 + md.combine * 2.0), format(experts), format(host));
