@@ -720,8 +720,9 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
 }
 
 /// DualPipe: the device's two stages are summed in its shape and each micro-batch passes through one of them, so one
-/// micro-batch costs half of the sum; the communication hides behind the other direction's compute.
-void dualpipe_halves(const StepInputs& x, StageTime& st) {
+/// micro-batch costs half of the sum; the communication of the paired chunks hides behind the other direction's
+/// compute, that of the chunks run alone does not.
+void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const auto& plan = x.plan;
   const auto& gpu = x.gpu;
   const std::int64_t m = x.m;
@@ -740,18 +741,27 @@ void dualpipe_halves(const StepInputs& x, StageTime& st) {
     c->exposed = c->exposed * 0.5;
     c->bytes = c->bytes * 0.5;
   }
-  // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4):
-  // the all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP
-  // compute, so what exceeds the compute stays exposed and the hidden part costs the SM share of the
-  // communication kernels (comm_compute_share).
-  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m);
-  const Seconds comm = st.ep.time + st.pp.time;
+  // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4): the
+  // all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP compute, so
+  // what exceeds the compute stays exposed and the hidden part costs the SM share of the communication kernels
+  // (comm_compute_share). Only the paired share φ of the chunks runs so (dualpipe_paired_share); a chunk run alone
+  // waits for its own dispatch and combine, so (1 − φ) of the all-to-all is exposed. The pipeline sends are
+  // asynchronous (DualPipe's isend/irecv) and stay with the paired window.
+  const double phi = detail::dualpipe_paired_share(x.p, m, sh.index);
+  const Seconds solo = st.ep.time * (1.0 - phi);
+  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m) * phi;
+  const Seconds comm = st.ep.time * phi + st.pp.time;
+  st.ep.exposed = solo;
+  st.pp.exposed = Seconds(0);
   if (comm > Seconds(0)) {
     const Seconds exposed = std::max(Seconds(0), comm - window);
     const Seconds hidden = comm - exposed;
-    const double ep_part = (st.ep.time / comm).raw();
+    const double ep_part = (st.ep.time * phi / comm).raw();
+    // DeepSeek's dispatch/combine kernels hold 20 of the GPU's SMs while they run (§3.5.1: "20 out of the 132
+    // SMs available in the H800"; DeepEP's Buffer.num_sms default 20; ep_kernel_sm_share); NCCL's channels the
+    // house's share.
     const double ep_share = ep_kernel_sm_share(plan, gpu, nccl_sm_share);
-    st.ep.exposed = (exposed + hidden * ep_share) * ep_part;
+    st.ep.exposed += (exposed + hidden * ep_share) * ep_part;
     st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
   }
 }
@@ -761,7 +771,7 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const std::int64_t m = x.m;
   const double rec_share = stage_compute(x, sh, st);
   stage_comm(x, sh, rec_share, st);
-  if (sh.chunks == 2) dualpipe_halves(x, st);
+  if (sh.chunks == 2) dualpipe_halves(x, sh, st);
   const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
   st.total = st.fwd.total() + st.bwd.total() + st.recompute.total() + comm_mb + st.extra;
 }

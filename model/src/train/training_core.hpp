@@ -131,6 +131,14 @@ struct MoeDispatch {
   double imbalance = 1;      ///< the plan's load imbalance applied
 };
 MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& g);
+/// DualPipe's forward-backward pairs (deepseek-ai/DualPipe dualpipe.py, DualPipe.step): of the m forward and m
+/// backward chunks a device runs in a step, only those issued by _forward_backward_chunk run overlapped (one
+/// micro-batch's forward beside another's backward, each one's all-to-all behind the other's compute; DeepSeek-V3
+/// §3.2.1, Figures 4 and 5): step 4's 2·(m/2 − PP + h + 1) and step 5's PP/2 − h − 1, with h = min(i, PP − 1 − i)
+/// the device's half rank, less the first of step 4 on the two middle ranks (h = PP/2 − 1: "We don't overlap these
+/// two chunks"). That is m − 3·PP/2 + 1 + h pairs (− 1 in the middle); the other chunks (steps 1–3 and 6–7: the
+/// warm-up forwards and the zero-bubble backwards) run alone. Returns the paired share of the chunks, in [0, 1].
+double dualpipe_paired_share(int pp, std::int64_t m, int device);
 /// The nodes one token may reach on an EP group spanning `nodes` nodes: min(nodes, k), bounded by the router's
 /// group-limited routing when its groups sit on whole nodes (DeepSeek-V3 §2.1.2: at most M = topk_group nodes).
 double moe_node_limit(const wl::TransformerArch& a, int nodes);

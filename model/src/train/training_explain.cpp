@@ -1,4 +1,5 @@
 // The --explain derivation tree of estimate_training: the step, its compute, communication, bubble, optimizer and MFU.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -75,15 +76,22 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                       hs.syncs > 0 ? Origin::measurement("data/validation/measured/h100-sxm5-80gb/moe_layer*.json "
                                                          "(scripts/measure/moe_layer.py)")
                                    : Origin::derived()});
+  std::string overlap = plan.ep_a2a_overlap
+                            ? "EP A2A overlap (Megatron-Core): in the steady 1F1B phase hidden behind the other "
+                              "micro-batch's compute where compute ≥ communication (the hidden part pays the SM "
+                              "share); the warm-up and cool-down passes exposed"
+                            : "no EP overlap in this schedule: every dispatch and combine is exposed";
+  if (plan.dualpipe()) {
+    const std::int64_t m = plan.micro_batches();
+    const double pairs = double(std::llround(dualpipe_paired_share(par.pp, m, core.bottleneck) * double(m)));
+    overlap = fmt::format("DualPipe (device {}): {} of its {} forward and {} backward chunks run in overlapped pairs "
+                          "(deepseek-ai/DualPipe DualPipe.step steps 4-5); their all-to-all hides behind the other "
+                          "micro-batch's compute where compute ≥ communication and pays the SM share; the {} chunks "
+                          "run alone wait for theirs",
+                          core.bottleneck, units::format_count(pairs), m, m, units::format_count(double(m) - pairs));
+  }
   r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
-                      plan.dualpipe() ? "DualPipe: hidden behind the other micro-batch's compute where compute ≥ "
-                                        "communication; the hidden part pays the SM share"
-                      : plan.ep_a2a_overlap
-                          ? "EP A2A overlap (Megatron-Core): in the steady 1F1B phase hidden behind the other "
-                            "micro-batch's compute where compute ≥ communication (the hidden part pays the SM share); "
-                            "the warm-up and cool-down passes exposed"
-                          : "no EP overlap in this schedule: every dispatch and combine is exposed",
-                      Origin::derived()});
+                      overlap, Origin::derived()});
   return r;
 }
 /// What every node of the training explanation reads: explain_training's inputs.

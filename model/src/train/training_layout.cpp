@@ -404,6 +404,14 @@ std::string does_not_fit_message(const wl::TransformerArch& a, const ParameterCo
                                      }());
 }
 
+double dualpipe_paired_share(int pp, std::int64_t m, int device) {
+  if (pp < 2 || m <= 0) return 1.0;
+  const std::int64_t h = std::min(device, pp - 1 - device);
+  std::int64_t pairs = m - 3 * std::int64_t(pp) / 2 + 1 + h;
+  if (h == pp / 2 - 1) --pairs;  // the middle ranks' first step-4 pair runs unoverlapped
+  return std::clamp(double(pairs) / double(m), 0.0, 1.0);
+}
+
 }  // namespace detail
 
 Feasibility check_training_layout(const wl::TransformerArch& a, const wl::TrainingPlan& plan,
