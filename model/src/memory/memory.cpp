@@ -299,12 +299,7 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
     s.recompute_group = std::max(s.recompute_group, plan.recompute_group(chunks[j]));
     for (std::int64_t n = 0; n < chunks[j] && l < a.layers; ++n, ++l) {
       const bool moe = a.is_moe_layer(l);
-      LayerParams lp = moe ? kinds.moe : kinds.dense;
-      if (layers_differ_beyond_ffn(a)) {  // a layer kind of its own ({mixer} × {FFN}, indexer): its graph's weights
-        const OpGraph g = build_layer_graph(a, LayerKind::of(a, l));
-        lp.expert = double(g.parameters(model::Part::routed_experts));
-        lp.dense = double(g.parameters()) - lp.expert;
-      }
+      const LayerParams lp = kind_params(a, kinds, LayerKind::of(a, l));
       ++s.layers;
       s.moe_layers += moe ? 1 : 0;
       ++s.kind_layers[static_cast<std::size_t>(LayerKind::of(a, l).index())];
@@ -367,6 +362,16 @@ std::int64_t most_stage_layers(const std::vector<StageShape>& stages) {
 
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params) {
   return {layer_params(a, params, false), layer_params(a, params, true)};
+}
+
+LayerParams kind_params(const wl::TransformerArch& a, const LayerKinds& kinds, LayerKind k) {
+  if (!layers_differ_beyond_ffn(a)) return k.moe ? kinds.moe : kinds.dense;
+  // A layer kind of its own ({mixer} × {FFN}, indexer): its graph's weights.
+  const OpGraph g = build_layer_graph(a, k);
+  LayerParams lp;
+  lp.expert = double(g.parameters(model::Part::routed_experts));
+  lp.dense = double(g.parameters()) - lp.expert;
+  return lp;
 }
 
 bool layers_differ_beyond_ffn(const wl::TransformerArch& a) {

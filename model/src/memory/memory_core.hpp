@@ -89,6 +89,15 @@ struct LayerSums {
 LayerSums layer_sums(const Ctx& c);
 /// Whether a's layers differ in more than their FFN (LayerSums::by_kind).
 bool layers_differ_beyond_ffn(const wl::TransformerArch& a);
+/// The saved-tensor sums of one layer of kind k: LayerSums::kind's entry when the layers differ beyond their FFN,
+/// else the dense or the MoE layer's. The peak formula and the memory timeline both price a layer with it.
+inline const LayerSum& kind_sum(const LayerSums& s, LayerKind k) {
+  if (s.by_kind) return s.kind[static_cast<std::size_t>(k.index())];
+  return k.moe ? s.moe : s.dense;
+}
+/// Parameters of one layer of kind k: its op graph's weights (the routed experts apart) when the layers differ beyond
+/// their FFN (a hybrid's mixers, shared indexers), else the dense or the MoE layer's (layer_kinds).
+LayerParams kind_params(const wl::TransformerArch& a, const LayerKinds& kinds, LayerKind k);
 
 /// One stage's memory (bytes); the fields training_memory reports and explains.
 struct StageMemory {

@@ -1,6 +1,7 @@
 // The memory timeline (timeline.hpp): training_memory's per-stage terms and memory_activations' per-layer saved
 // tensors replayed over the step timeline's schedule.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -22,9 +23,10 @@ namespace {
 /// Relative tolerance under which two byte counts are the same sum in another order.
 bool same_bytes(double x, double y) { return std::fabs(x - y) <= 1e-9 * std::max(1.0, std::max(std::fabs(x), std::fabs(y))); }
 
-/// The model's terms every stage's replay reads: the plan's shape and, per layer kind, the bytes kept for the
-/// backward, the recompute working set, and the parameters per GPU (the share of the stage's gradients and autocast
-/// copies a layer's backward produces and frees).
+/// The model's terms every stage's replay reads: the plan's shape and, per layer kind (LayerKind::index()), the bytes
+/// kept for the backward, the recompute working set, and the parameters per GPU (the share of the stage's gradients
+/// and autocast copies a layer's backward produces and frees). The kinds are the peak formula's (memory_core: a
+/// hybrid's Mamba-2, gated DeltaNet and mixer-only layers, shared-indexer layers each priced by kind_sum).
 struct ReplayTerms {
   ReplayTerms(const wl::TransformerArch& arch, const ParameterCounts& counts, const wl::TrainingPlan& training,
               const detail::Ctx& ctx)
@@ -38,9 +40,8 @@ struct ReplayTerms {
   bool eager = false;
   double t = 1.0;
   double te = 1.0;
-  double stored_dense = 0.0, stored_moe = 0.0;
-  double ws_dense = 0.0, ws_moe = 0.0;
-  double w_dense = 0.0, w_moe = 0.0;
+  using PerKind = std::array<double, LayerKind::kCount>;
+  PerKind stored{}, ws{}, w{};
 };
 
 ReplayTerms replay_terms(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
@@ -52,12 +53,15 @@ ReplayTerms replay_terms(const wl::TransformerArch& a, const ParameterCounts& pa
   m.t = c.t;
   m.te = double(plan.par.expert_shard());
   const double t = m.t, te = m.te;
-  m.stored_dense = detail::stored_per_token(c, sums.dense) * c.tokens;
-  m.stored_moe = detail::stored_per_token(c, sums.moe) * c.tokens;
-  m.ws_dense = detail::working_set_per_token(c, sums.dense) * c.tokens;
-  m.ws_moe = detail::working_set_per_token(c, sums.moe) * c.tokens;
-  m.w_dense = kinds.dense.dense / t + kinds.dense.expert / te;
-  m.w_moe = kinds.moe.dense / t + kinds.moe.expert / te;
+  // The kinds the model's layers have (the MTP modules are its last layer's kind).
+  for_each_layer_kind(a, [&](LayerKind k, std::int64_t) {
+    const auto i = static_cast<std::size_t>(k.index());
+    const detail::LayerSum& s = detail::kind_sum(sums, k);
+    m.stored[i] = detail::stored_per_token(c, s) * c.tokens;
+    m.ws[i] = detail::working_set_per_token(c, s) * c.tokens;
+    const detail::LayerParams lp = detail::kind_params(a, kinds, k);
+    m.w[i] = lp.dense / t + lp.expert / te;
+  });
   return m;
 }
 
@@ -87,22 +91,23 @@ PassTimes pass_times(const StepTimeline& st) {
   return pass;
 }
 
-/// Stage i's layers per chunk, in model order, each true when it is an MoE layer (MTP modules after the last chunk of
-/// the last stage, as the model's last layer kind).
-std::vector<std::vector<bool>> stage_layers(const ReplayTerms& m, const std::vector<std::int64_t>& chunks, int i,
+/// Stage i's layers per chunk, in model order, each as its kind's LayerKind::index() (MTP modules after the last chunk
+/// of the last stage, as the model's last layer kind).
+std::vector<std::vector<std::size_t>> stage_layers(const ReplayTerms& m, const std::vector<std::int64_t>& chunks, int i,
                                             const detail::StageShape& sh) {
   const auto& a = m.a;
   const int p = m.p, v = m.v;
-  std::vector<std::vector<bool>> chunk_moe(static_cast<std::size_t>(v));
+  std::vector<std::vector<std::size_t>> chunk_kinds(static_cast<std::size_t>(v));
+  auto kind = [&a](std::int64_t l) { return static_cast<std::size_t>(LayerKind::of(a, l).index()); };
   std::int64_t l0 = 0;
   for (std::size_t j = 0; j < chunks.size(); ++j) {
     const int stage = int(j % std::size_t(p)), k = int(j / std::size_t(p));
     for (std::int64_t n = 0; n < chunks[j]; ++n)
-      if (stage == i) chunk_moe[std::size_t(k)].push_back(a.is_moe_layer(l0 + n));
+      if (stage == i) chunk_kinds[std::size_t(k)].push_back(kind(l0 + n));
     l0 += chunks[j];
   }
-  for (std::int64_t n = 0; n < sh.mtp; ++n) chunk_moe[std::size_t(v - 1)].push_back(a.is_moe_layer(a.layers - 1));
-  return chunk_moe;
+  for (std::int64_t n = 0; n < sh.mtp; ++n) chunk_kinds[std::size_t(v - 1)].push_back(kind(a.layers - 1));
+  return chunk_kinds;
 }
 
 /// One stage's allocation as the replay runs: its constant states, the per-parameter shares of gradients and autocast
@@ -139,7 +144,7 @@ struct StageReplay {
 };
 
 /// The shares of one stage's gradient bytes and autocast copies per parameter on this GPU.
-void stage_shares(const ReplayTerms& m, const std::vector<std::vector<bool>>& chunk_moe, StageReplay& run) {
+void stage_shares(const ReplayTerms& m, const std::vector<std::vector<std::size_t>>& chunk_kinds, StageReplay& run) {
   const auto& a = m.a;
   const auto& params = m.params;
   const auto& plan = m.plan;
@@ -147,15 +152,15 @@ void stage_shares(const ReplayTerms& m, const std::vector<std::vector<bool>>& ch
   const auto& sh = run.sh;
   const int p = m.p;
   const bool eager = m.eager;
-  const double t = m.t, w_dense = m.w_dense, w_moe = m.w_moe;
+  const double t = m.t;
   // Eager (set_to_none): each unit's gradients appear in its backward; shares by parameters per GPU (the layers,
   // the LM head with the final norm, the embedding) of the stage's gradient bytes; autocast's weight copies the
   // same way without the embedding.
   const double head_w = sh.last ? (double(params.lm_head) + (a.tied_embeddings && p > 1 ? double(params.embedding) : 0.0)) / t : 0.0;
   const double emb_w = sh.first ? double(params.embedding + params.position_embedding) / t : 0.0;
   double layer_w = 0.0;
-  for (const auto& ch : chunk_moe)
-    for (bool moe : ch) layer_w += moe ? w_moe : w_dense;
+  for (const auto& ch : chunk_kinds)
+    for (std::size_t k : ch) layer_w += m.w[k];
   const double grad_per_w = eager && (layer_w + head_w + emb_w) > 0 ? sm.grads / (layer_w + head_w + emb_w) : 0.0;
   // Under full recomputation the layers' copies live only through the forward (autocast's cache, freed when the
   // forward and loss leave autocast) and again while each layer is recomputed; the LM head keeps its own
@@ -174,12 +179,11 @@ void stage_shares(const ReplayTerms& m, const std::vector<std::vector<bool>>& ch
 
 /// A forward pass of one micro-batch through the stage's chunk: the embedding's dropout mask, each layer's saved
 /// tensors (and autocast copies), and on the last chunk the loss and the LM head's backward.
-void replay_forward(const ReplayTerms& m, const Times& tm, const std::vector<bool>& layers, Seconds dt,
+void replay_forward(const ReplayTerms& m, const Times& tm, const std::vector<std::size_t>& layers, Seconds dt,
                     const std::string& tag, bool first_chunk, bool last_chunk, StageReplay& run) {
   const auto& c = m.c;
   const auto& sm = run.sm;
   const bool eager = m.eager;
-  const double stored_dense = m.stored_dense, stored_moe = m.stored_moe, w_dense = m.w_dense, w_moe = m.w_moe;
   const double head_w = run.head_w, grad_per_w = run.grad_per_w, amp_per_w = run.amp_per_w, mask_mb = run.mask_mb;
   const bool full = run.full;
   double &acts = run.acts, &grads = run.grads, &amp = run.amp, &cast_cache = run.cast_cache;
@@ -189,8 +193,8 @@ void replay_forward(const ReplayTerms& m, const Times& tm, const std::vector<boo
     sample(tm.start, "forward " + tag + ": embedding dropout mask");
   }
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    acts += layers[l] ? stored_moe : stored_dense;
-    (full ? cast_cache : amp) += (layers[l] ? w_moe : w_dense) * amp_per_w;
+    acts += m.stored[layers[l]];
+    (full ? cast_cache : amp) += m.w[layers[l]] * amp_per_w;
     sample(tm.layers_start + dt * double(l + 1), fmt::format("forward {}: layer {} saved tensors", tag, l));
   }
   if (last_chunk) {
@@ -224,11 +228,9 @@ void replay_forward(const ReplayTerms& m, const Times& tm, const std::vector<boo
 
 /// A backward pass: each layer in reverse, its recompute working set, its saved tensors freed and its gradients
 /// created; on the first chunk the embedding's.
-void replay_backward(const ReplayTerms& m, const Times& tm, const std::vector<bool>& layers, Seconds dt,
+void replay_backward(const ReplayTerms& m, const Times& tm, const std::vector<std::size_t>& layers, Seconds dt,
                      const std::string& tag, bool first_chunk, StageReplay& run) {
   const bool eager = m.eager;
-  const double stored_dense = m.stored_dense, stored_moe = m.stored_moe, w_dense = m.w_dense, w_moe = m.w_moe;
-  const double ws_dense = m.ws_dense, ws_moe = m.ws_moe;
   const double emb_w = run.emb_w, grad_per_w = run.grad_per_w, amp_per_w = run.amp_per_w, mask_mb = run.mask_mb;
   const bool full = run.full;
   double &acts = run.acts, &grads = run.grads, &amp = run.amp;
@@ -236,15 +238,16 @@ void replay_backward(const ReplayTerms& m, const Times& tm, const std::vector<bo
   for (std::size_t r = layers.size(); r-- > 0;) {
     const std::size_t l = r;
     const Seconds at = tm.layers_start + dt * double(layers.size() - 1 - l);
-    const double ws = (layers[l] ? ws_moe : ws_dense) + (full ? (layers[l] ? w_moe : w_dense) * amp_per_w : 0.0);
+    const std::size_t k = layers[l];
+    const double ws = m.ws[k] + (full ? m.w[k] * amp_per_w : 0.0);
     if (ws > 0) {
       acts += ws;
       sample(at, fmt::format("backward {}: layer {} recomputed (working set)", tag, l));
       acts -= ws;
     }
-    acts -= layers[l] ? stored_moe : stored_dense;
-    if (!full) amp -= (layers[l] ? w_moe : w_dense) * amp_per_w;
-    grads += (layers[l] ? w_moe : w_dense) * grad_per_w;
+    acts -= m.stored[k];
+    if (!full) amp -= m.w[k] * amp_per_w;
+    grads += m.w[k] * grad_per_w;
     sample(at + dt, fmt::format("backward {}: layer {} done, its saved tensors freed", tag, l));
   }
   if (first_chunk && mask_mb > 0) acts -= mask_mb;
@@ -258,12 +261,13 @@ void explain_peak_difference(const ReplayTerms& m, StageReplay& run) {
   const auto& sm = run.sm;
   const auto& sh = run.sh;
   const bool eager = m.eager;
-  const double ws_dense = m.ws_dense, ws_moe = m.ws_moe;
   StageMemoryTimeline& tl = run.tl;
   const double diff = tl.model_peak.raw() - tl.peak.raw();
   if (!same_bytes(tl.model_peak.raw(), tl.peak.raw())) {
     std::vector<std::string> why;
-    const double ws_max = std::max(sh.layers - sh.moe_layers > 0 ? ws_dense : 0.0, sh.moe_layers > 0 ? ws_moe : 0.0);
+    double ws_max = 0.0;  // the largest working set of the stage's layer kinds
+    for (std::size_t k = 0; k < sh.kind_layers.size(); ++k)
+      if (sh.kind_layers[k] > 0) ws_max = std::max(ws_max, m.ws[k]);
     if (sh.last && ws_max > sm.logits_b)
       why.push_back(fmt::format(
           "the formula keeps the final-norm and output-layer inputs ({}) beside the recompute working set; the "
@@ -314,14 +318,14 @@ StageMemoryTimeline stage_timeline(const ReplayTerms& m, const MemoryInputs& in,
   run.states = sm.weights + sm.gathered_w + sm.fp8_cache + sm.master + sm.opt + sm.gathered_g +
                (eager ? 0.0 : sm.grads);
   tl.states = units::bytes(run.states);
-  const std::vector<std::vector<bool>> chunk_moe = stage_layers(m, chunks, i, sh);
-  stage_shares(m, chunk_moe, run);
+  const std::vector<std::vector<std::size_t>> chunk_kinds = stage_layers(m, chunks, i, sh);
+  stage_shares(m, chunk_kinds, run);
   auto sample = [&run](Seconds time, std::string ev) { run.sample(time, std::move(ev)); };
   sample(Seconds(0), "step start: model states");
   const std::vector<PipeOp> ops = pipeline_order(p, v, plan.micro_batches(), i);
   for (const PipeOp& o : ops) {
     const Times& tm = pass[{i, o.forward, o.micro_batch, o.chunk}];
-    const auto& layers = chunk_moe[std::size_t(o.chunk)];
+    const auto& layers = chunk_kinds[std::size_t(o.chunk)];
     const double n = double(std::max<std::size_t>(1, layers.size()));
     const Seconds dt = (tm.layers_end - tm.layers_start) / n;
     const std::string tag = fmt::format("micro-batch {}{}", o.micro_batch,

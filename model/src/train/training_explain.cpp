@@ -82,13 +82,13 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                               "share); the warm-up and cool-down passes exposed"
                             : "no EP overlap in this schedule: every dispatch and combine is exposed";
   if (plan.dualpipe()) {
-    const std::int64_t m = plan.micro_batches();
-    const double pairs = double(std::llround(dualpipe_paired_share(par.pp, m, core.bottleneck) * double(m)));
+    const std::int64_t mb = plan.micro_batches();
+    const double pairs = double(std::llround(dualpipe_paired_share(par.pp, mb, core.bottleneck) * double(mb)));
     overlap = fmt::format("DualPipe (device {}): {} of its {} forward and {} backward chunks run in overlapped pairs "
                           "(deepseek-ai/DualPipe DualPipe.step steps 4-5); their all-to-all hides behind the other "
                           "micro-batch's compute where compute ≥ communication and pays the SM share; the {} chunks "
                           "run alone wait for theirs",
-                          core.bottleneck, units::format_count(pairs), m, m, units::format_count(double(m) - pairs));
+                          core.bottleneck, units::format_count(pairs), mb, mb, units::format_count(double(mb) - pairs));
   }
   r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
                       overlap, Origin::derived()});

@@ -73,7 +73,7 @@ TEST_CASE("the published-figure rule: 1% or the publisher's rounding, whichever 
   CHECK(parse_figure("1T").half_unit_B == doctest::Approx(500.0));
 }
 
-TEST_CASE("hf corpus: 100 real config.json files import within the publisher's figures or are refused with a reason") {
+TEST_CASE("hf corpus: over 100 real config.json files import within the publisher's figures or are refused with a reason") {
   const auto doc = manifest();
   REQUIRE(doc["kind"] == "hf_config_corpus");
   const auto& models = doc["models"];
@@ -96,7 +96,9 @@ TEST_CASE("hf corpus: 100 real config.json files import within the publisher's f
     }
     REQUIRE(e["expect"] == "import");
     ++imported;
-    CHECK(e.contains("source"));
+    // Every import is held to a publisher's figure, or says why none can be checked.
+    CHECK((e.contains("total") || e.contains("non_embedding") || e.contains("figures_not_checked")));
+    if (!e.contains("figures_not_checked")) CHECK(e.contains("source"));
     const auto m = wl_io::load_model_file(path);
     REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
     const auto p = model::parameter_counts(m->arch, Explain::off);
@@ -126,9 +128,9 @@ TEST_CASE("hf corpus: 100 real config.json files import within the publisher's f
     // A config with a vision tower counts it in the total exactly when the manifest says the figure includes it.
     CHECK(m->arch.vision.has_value() == e.value("vision", false));
   }
-  // Session 15: 64 import, 36 refused (GLM-5.x shared indexers and Kimi-K2.x import since then).
-  CHECK(imported >= 60);
-  CHECK(refused >= 30);
+  // Session 16: 108 files, 73 import and 35 are refused (session 15: 64 and 36 of 100).
+  CHECK(imported >= 73);
+  CHECK(refused >= 35);
   CHECK(checked_figures >= 60);
 }
 

@@ -2,10 +2,11 @@
 // parameters are within 1% of the publisher's figure (or the figure's rounding, tests/fixtures/hf_corpus/README.md),
 // its KV / state bytes equal a hand count, and kv, serve and train run on it with derivations that name its layer
 // kinds. The configs are the verbatim public copies of tests/fixtures/hf_corpus (manifest.json gives each one's
-// repository, commit and path, and the publisher's figure with its source); for Gemma 2 / 3, llava-1.5, Aya-23 and
-// StarCoder2 no verbatim copy was found in the indexed public stores (hf_corpus/README.md), so their configs are
-// written here: every size as the Hub's file states it (the values test_hf_rules.cpp checks by hand), the other keys
-// as recalled from those files — not a byte-for-byte copy — and the publisher's figure cited beside them.
+// repository, commit and path, and the publisher's figure with its source) — Gemma-2-9B's (google/gemma-2-9b-it's
+// file of June 2024) and llava-1.5-7b's among them; for Gemma 3, Aya-23 and StarCoder2 no verbatim copy was found in
+// the indexed public stores (hf_corpus/README.md), so their configs are written here: every size as the Hub's file
+// states it (the values test_hf_rules.cpp checks by hand), the other keys as recalled from those files — not a
+// byte-for-byte copy — and the publisher's figure cited beside them.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -213,14 +214,7 @@ TEST_CASE("issue 23 done-when: Gemma-2-9B and Gemma-3-27B-it / 4B-it (sliding an
   // non-embedding = 9,241,705,984; KV at 8K: 21 global layers hold 8,192 tokens and 21 sliding ones 4,096, 8 KiB
   // per token and layer (issue: ~2.11 GB).
   Audit g2;
-  g2.path = write_config("gemma-2-9b", R"({"architectures":["Gemma2ForCausalLM"],"attention_bias":false,
-    "attention_dropout":0.0,"attn_logit_softcapping":50.0,"bos_token_id":2,"cache_implementation":"hybrid",
-    "eos_token_id":1,"final_logit_softcapping":30.0,"head_dim":256,"hidden_act":"gelu_pytorch_tanh",
-    "hidden_activation":"gelu_pytorch_tanh","hidden_size":3584,"initializer_range":0.02,"intermediate_size":14336,
-    "max_position_embeddings":8192,"model_type":"gemma2","num_attention_heads":16,"num_hidden_layers":42,
-    "num_key_value_heads":8,"pad_token_id":0,"query_pre_attn_scalar":256,"rms_norm_eps":1e-06,"rope_theta":10000.0,
-    "sliding_window":4096,"torch_dtype":"float32","transformers_version":"4.42.0.dev0","use_cache":true,
-    "vocab_size":256000})");
+  g2.path = kCorpus + "google--gemma-2-9b-it/config.json";  // verbatim (manifest.json); -it has 9B's shapes
   g2.total = 9'241'705'984.0;
   g2.tolerance = 1e-9;
   g2.context = 8192;
@@ -229,6 +223,16 @@ TEST_CASE("issue 23 done-when: Gemma-2-9B and Gemma-3-27B-it / 4B-it (sliding an
   g2.serve = {"--tp", "1"};
   g2.train = {"--gpus", "8", "--zero", "1"};
   audit(g2);
+  {
+    // That file restates the window as sliding_window_size (transformers never read it); the two must agree.
+    std::string other = cli_test::slurp(g2.path);
+    const auto at = other.find("\"sliding_window_size\": 4096");
+    REQUIRE(at != std::string::npos);
+    other.replace(at, 27, "\"sliding_window_size\": 2048");
+    const auto r = cli_test::run({"model", "show", write_config("gemma-2-9b-window", other)});
+    CHECK(r.rc == cli_test::kInvalid);
+    CHECK_MESSAGE(contains(r.err, "/sliding_window_size: error: 2048 differs from sliding_window = 4096"), r.err);
+  }
   // google/gemma-3-27b-it: the Gemma 3 report (arXiv:2503.19786) Table 1, 417M vision encoder + 1,416M embedding +
   // 25,600M non-embedding = 27.43B; KV at 32K: 10 global layers of 62, 52 sliding at 1,024 (issue: ~3.1 GB).
   const std::string siglip = R"("vision_config":{"hidden_size":1152,"image_size":896,"intermediate_size":4304,
@@ -270,14 +274,7 @@ TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaul
   // ViT-L/14-336 303,507,456 + projector 1024·4096 + 4096 + 4096² + 4096 = 20,979,712 (test_hf_rules.cpp): the Hub's
   // 7,063,427,072. One global attention kind only.
   Audit l;
-  l.path = write_config("llava-1.5-7b-hf", R"({"architectures":["LlavaForConditionalGeneration"],"ignore_index":-100,
-    "image_token_index":32000,"model_type":"llava","pad_token_id":32001,"projector_hidden_act":"gelu",
-    "text_config":{"_name_or_path":"lmsys/vicuna-7b-v1.5","architectures":["LlamaForCausalLM"],
-    "max_position_embeddings":4096,"model_type":"llama","rms_norm_eps":1e-05,"torch_dtype":"float16",
-    "vocab_size":32064},"tie_word_embeddings":false,"torch_dtype":"float16","transformers_version":"4.36.0.dev0",
-    "vision_config":{"hidden_size":1024,"image_size":336,"intermediate_size":4096,"model_type":"clip_vision_model",
-    "num_attention_heads":16,"num_hidden_layers":24,"patch_size":14,"projection_dim":768,"vocab_size":32000},
-    "vision_feature_layer":-2,"vision_feature_select_strategy":"default","vocab_size":32064})");
+  l.path = kCorpus + "llava-hf--llava-1.5-7b-hf/config.json";  // verbatim (manifest.json)
   l.total = 7e9;
   l.tolerance = 0.5 / 7.0;
   l.context = 4096;

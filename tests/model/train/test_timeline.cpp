@@ -15,6 +15,7 @@
 #include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/model/training_input.hpp"
+#include "gpuplan/wl_io/model_io.hpp"
 #include "library.hpp"
 
 using namespace gpuplan;
@@ -481,4 +482,65 @@ TEST_CASE("a PyTorch loop under full recompute: gradients made in the backward b
   CHECK(s.peak.raw() > s.model_peak.raw());
   CHECK(s.peak_event == "backward micro-batch 0: layer 0 recomputed (working set)");
   CHECK(s.peak_difference.find("gradients during the backward") != std::string::npos);
+}
+
+TEST_CASE("hybrids: the memory timeline prices each layer by its kind, and its peak is the formula's") {
+  // Nemotron-H-56B (Mamba-2, attention and FFN-only layers) and Qwen3-Next-80B-A3B (gated DeltaNet and gated attention,
+  // every layer MoE), from the corpus's verbatim configs: the replay adds each layer's own saved tensors
+  // (detail::kind_sum, the peak formula's per-kind sums), so its peak is the formula's on every stage, and a forward's
+  // per-layer steps take one value per layer kind.
+  const std::string corpus = std::string(GPUPLAN_TEST_FIXTURES) + "/hf_corpus/";
+  struct Case {
+    std::string dir;
+    std::size_t kinds;
+    Layout l;
+  };
+  Layout nh;
+  nh.tp = 8;
+  nh.pp = 2;
+  nh.global = 8;
+  Layout qn;
+  qn.tp = 2;
+  qn.pp = 4;
+  qn.global = 8;
+  for (const Case& x : {Case{"nvidia--Nemotron-H-56B-Base-8K", 3, nh}, Case{"Qwen--Qwen3-Next-80B-A3B-Thinking", 2, qn}}) {
+    CAPTURE(x.dir);
+    const auto m = wl_io::load_model_file(corpus + x.dir + "/config.json");
+    REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
+    REQUIRE(m->arch.hybrid());
+    for (auto rc : {wl::Recompute::none, wl::Recompute::selective}) {
+      CAPTURE(int(rc));
+      Layout l = x.l;
+      l.recompute = rc;
+      const auto plan = plan_of(l);
+      const auto mt = model::training_memory_timeline(m->arch, plan, system_of("dgx-h100"));
+      check_equal_peaks(mt);
+      // The whole-model peak: the formula's allocated bytes of its heaviest stage (the vocabulary padded as the
+      // framework pads it).
+      const auto padded = wl::with_padded_vocab(m->arch, plan);
+      const auto tm = model::training_memory(padded, model::parameter_counts(padded, Explain::off), plan,
+                                             *system_of("dgx-h100").gpu, model::default_training_overheads(),
+                                             Explain::off);
+      double peak = 0.0;
+      for (const auto& s : mt.stages) peak = std::max(peak, s.peak.raw());
+      CHECK(rel(peak, (tm.total - tm.cuda_context - tm.nccl_buffers - tm.fragmentation).raw()) < 1e-9);
+      // The first stage's first forward: one step per layer, as many distinct steps as layer kinds.
+      std::vector<double> steps;
+      double prev = -1.0;
+      for (const auto& s : mt.stages.at(0).samples) {
+        if (s.event.rfind("forward micro-batch 0: layer", 0) != 0) {
+          if (!steps.empty()) break;
+          prev = s.allocated.raw();
+          continue;
+        }
+        steps.push_back(s.allocated.raw() - prev);
+        prev = s.allocated.raw();
+      }
+      REQUIRE(!steps.empty());
+      std::vector<double> distinct;
+      for (double d : steps)
+        if (std::none_of(distinct.begin(), distinct.end(), [d](double e) { return rel(d, e) < 1e-9; })) distinct.push_back(d);
+      CHECK(distinct.size() == x.kinds);
+    }
+  }
 }

@@ -148,6 +148,8 @@ const FieldTable& hf_config_fields() {
       flag("use_sliding_window", "Qwen2: sliding window enabled"),
       zdim("max_window_layers", 1e4, "Qwen2: layers below this use full attention"),
       dim("sliding_window_pattern", 1e4, "every n-th layer uses full attention (Gemma)", true),
+      dim("sliding_window_size", 1e9, "Gemma 2's first configs: the sliding window restated (checked against "
+                                      "sliding_window)", true),
       anyf("layer_types", "per-layer attention type (sliding_attention / full_attention / chunked_attention)"),
       // Llama 4 (model_type llama4_text): interleaved MoE and dense layers, a shared expert, chunked attention.
       dim("interleave_moe_layer_step", 1e4, "Llama 4: every n-th layer is MoE (layers n-1, 2n-1, ...)", true),
@@ -836,6 +838,12 @@ Result<wl::TransformerArch> import_hf_config(const Json& config_in, const std::s
   // use_sliding_window, Mistral slides everywhere.
   a.attention.assign(static_cast<std::size_t>(std::max<std::int64_t>(a.layers, 0)), wl::AttentionSpan::full);
   const auto window = opt({"sliding_window"});
+  // google/gemma-2-*'s first config.json files (June 2024) restated the window as sliding_window_size, which
+  // transformers' Gemma2Config never read; one window is modelled, so the two must agree.
+  if (const auto restated = r.integer("sliding_window_size"); restated && (!window || *restated != *window))
+    r.error("sliding_window_size",
+            fmt::format("{} differs from sliding_window = {}: gpuplan reads one window per layer",
+                        *restated, window ? std::to_string(*window) : std::string("null")));
   if (detail::reads_gated_deltanet(model_type)) {
     // Qwen3-Next's layer_types name the mixer (linear_attention / full_attention), not an attention span.
     detail::read_gated_deltanet(r, a, assume);
