@@ -10,6 +10,15 @@
 namespace gpuplan::gui {
 namespace u = gpuplan::units;
 
+namespace {
+/// One heading level below the report's: a line's "## title" becomes "### title" (one '#' inserted as a character:
+/// GCC 12's -Wrestrict misreads insert(pos, const char*) here).
+void demote_headings(std::string& sec) {
+  for (std::size_t p = 0; (p = sec.find("## ", p)) != std::string::npos; p += 4)
+    if (p == 0 || sec[p - 1] == '\n') sec.insert(p, 1, '#');
+}
+}  // namespace
+
 std::string markdown_report(const TrainingResult& t, const json_io::Json& scenario, const ServingResult& s,
                             const CompareModel* compare) {
   std::string o = "# gpuplan report\n\nExported from gpuplan-gui " GPUPLAN_VERSION
@@ -26,8 +35,7 @@ std::string markdown_report(const TrainingResult& t, const json_io::Json& scenar
     // One heading level below the report's: the CLI's "## title" becomes "### title".
     std::string sec = app::render_sections(app::training_sections(t.resolved->arch, t.gpus, t.resolved->sys, t.plan, est),
                                            app::Format::md);
-    for (std::size_t p = 0; (p = sec.find("## ", p)) != std::string::npos; p += 4)
-      if (p == 0 || sec[p - 1] == '\n') sec.insert(p, "#");
+    demote_headings(sec);
     o += sec;
     if (t.gpus_evaluated.size() > 1) {
       app::Table tab{{{"gpu", "GPU"}, {"step", "step time"}, {"tps", "tokens/s"}, {"mfu", "MFU"},
@@ -52,8 +60,7 @@ std::string markdown_report(const TrainingResult& t, const json_io::Json& scenar
     o += "## Serving scenario\n\n```json\n" + s.scenario.dump(2) +
          "\n```\n\nReproduce: save it as `serving.json`, then `gpuplan serve --scenario serving.json --format md`.\n\n";
     std::string sec = app::render_sections(app::planner_sections(*s.planner, *s.plan), app::Format::md);
-    for (std::size_t p = 0; (p = sec.find("## ", p)) != std::string::npos; p += 4)
-      if (p == 0 || sec[p - 1] == '\n') sec.insert(p, "#");
+    demote_headings(sec);
     o += sec + "#### Best batch per TP size\n\n" + app::planner_table(*s.plan).render(app::Format::md) + "\n";
   }
   // Compare mode.

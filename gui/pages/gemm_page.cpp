@@ -106,8 +106,11 @@ QString GemmPage::cliLine() const {
   std::string dims[3];
   for (int i = 0; i < 3; ++i) dims[i] = std::to_string(dims_[i]->value());
   const int a = axis_->currentIndex();
-  dims[a] = std::to_string(from_->value()) + ".." + std::to_string(to_->value()) +
-            (step_->value() > 1 ? ":" + std::to_string(step_->value()) : std::string());
+  dims[a] = std::to_string(from_->value()) + ".." + std::to_string(to_->value());
+  if (step_->value() > 1) {  // appended in parts: GCC 12's -Wrestrict misreads ":" + std::string&&
+    dims[a] += ':';
+    dims[a] += std::to_string(step_->value());
+  }
   return QString("gpuplan roofline --gemm %1x%2x%3 --gpu %4 --precision %5%6")
       .arg(q(dims[0]), q(dims[1]), q(dims[2]), q(gpu_id_), dtype_->currentData().toString(),
            calibration_ ? QString() : QStringLiteral(" --no-calibration"));
