@@ -14,7 +14,7 @@
 
 using namespace gpuplan;
 
-TEST_CASE("GEMM shapes page: 4096×4096×4097 bf16 on an H100 runs the element class; padded to 4104 it is ~5.7× faster") {
+TEST_CASE("GEMM shapes page: 4096×4096×4097 bf16 on an H100 runs the element class, padded to 4104 it is ~5.7× faster") {
   const auto data = gui::test::data();
   REQUIRE(data != nullptr);
   gui::GemmPage page(data);
