@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Add the MLPerf Training v4.1 GPT-3 175B and v5.0 / v5.1 Llama 3.1 405B rows to data/validation/training_cases.json.
+"""Add the MLPerf Training v4.1 GPT-3 175B, v5.0 / v5.1 Llama 3.1 405B and v4.1 / v5.0 Llama 2 70B LoRA rows to data/validation/training_cases.json.
 
 Usage: add_mlperf_cases.py MIRROR_ROOT   (MIRROR_ROOT holds mlcommons+training_results_v4.1/repo, ..._v5.0/repo, ..._v5.1/repo)
 
@@ -15,13 +15,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "..", "..", "data", "validation", "training_cases.json")
 
 
-def steady(root, rnd, results, block_unit=None):
+def steady(root, rnd, results, block_unit=None, seq=None):
     repo = os.path.join(root, f"mlcommons+training_results_{rnd}", "repo")
     commit = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], check=True, capture_output=True,
                             text=True).stdout.strip()
     cmd = [sys.executable, os.path.join(HERE, "mlperf_steady_state.py"), repo, commit, results]
     if block_unit:
         cmd += ["--block-unit", block_unit]
+    if seq:
+        cmd += ["--seq", str(seq)]
     return commit, json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
@@ -186,14 +188,99 @@ def gpt3_case(root, name, node, gpus, vp, mbs, config, extra):
     }
 
 
+# Llama 2 70B LoRA (rank 16 on linear_qkv and linear_proj, alpha 32, seq 8192):
+# (round, results dir, node, gpus, tp, cp, minibs, sp, config, settings line, extras not expressible)
+LORA = [
+    ("v4.1", "eos_ngc24.09_nemo", "dgx-h100", 8, 4, 1, 4, True, "config_DGXH100_1x8x4xtp4pp1cp1.sh", "v41", "FP8 attention (FP8_DPA=1)"),
+    ("v4.1", "eos_n8_ngc24.09_nemo", "dgx-h100", 64, 4, 2, 1, True, "config_DGXH100_8x8x1xtp4pp1cp2.sh", "v41", "per-layer CUDA graphs (LAYER_CUDA_GRAPH=1), SHARP"),
+    ("v4.1", "eos_n128_ngc24.09_nemo", "dgx-h100", 1024, 4, 2, 1, True, "config_DGXH100_128x8x1xtp4pp1cp2.sh", "v41", "per-layer CUDA graphs (LAYER_CUDA_GRAPH=1), SHARP"),
+    ("v4.1", "h200_ngc24.09_nemo", "dgx-h200", 8, 1, 2, 2, False, "config_DGXH200_1x8x2xtp1pp1cp2.sh", "v41", "FP8 storage of the MLP activation input (FP8_ACTIVATION=True)"),
+    ("v4.1", "b200_preview_nemo", "dgx-b200", 8, 1, 2, 2, False, "config_DGXB200_1x8x2xtp1pp1cp2.sh", "v41", "FP8 attention (FP8_DPA=1), per-layer CUDA graphs (LAYER_CUDA_GRAPH=1)"),
+    ("v5.0", "nyx_n1_ngc25.04_nemo", "dgx-b200", 8, 1, 1, 1, False, "config_DGXB200_1x8x1xtp1pp1cp1.sh", "v50", "FP8 attention (FP8_DPA=1), FP8 storage of the MLP activation input (FP8_ACT=1)"),
+    ("v5.0", "tyche_ngpu8_ngc25.04_nemo", "gb200-nvl72", 8, 1, 1, 1, False, "config_GB200_2x4x1xtp1pp1cp1.sh", "v50", "FP8 attention (FP8_DPA=1), FP8 storage of the MLP activation input (FP8_ACT=1)"),
+    ("v5.0", "tyche_ngpu72_ngc25.04_nemo", "gb200-nvl72", 72, 1, 8, 1, False, "config_GB200_18x4x1xtp1pp1cp8.sh", "v50", "FP8 attention (FP8_DPA=1), Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1)"),
+    ("v5.0", "tyche_ngpu144_ngc25.04_nemo", "gb200-nvl72", 144, 1, 8, 1, False, "config_GB200_36x4x1xtp1pp1cp8.sh", "v50", "FP8 attention (FP8_DPA=1), Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1)"),
+    ("v5.0", "tyche_ngpu512_ngc25.04_nemo", "gb200-nvl72", 512, 1, 8, 1, False, "config_GB200_128x4x1xtp1pp1cp8.sh", "v50", "FP8 attention (FP8_DPA=1), Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1)"),
+]
+
+LORA_SETTINGS = {
+    "v41": ("configs/config_common.sh: FP8=True (conf/megatron_gpt_peft_tuning_config.yaml fp8_hybrid default True, delayed "
+            "scaling, amax history 32) -> precision fp8, fp8_recipe delayed; fp8_params = FP8 -> the frozen base weights are "
+            "FP8 -> lora_base fp8 and fp8_params true; MBS=1; SP=1 unless the config sets SP=0; TP_COMM_OVERLAP=True; optim "
+            "mcore_distributed_optim -> zero 1, overlap_grad_sync True; the yaml sets no cross-entropy fusion (Megatron's "
+            "default off) -> cross_entropy unfused; activations_checkpoint_granularity null -> recompute none; cpu_offloading "
+            "False; peft lora_tuning adapter_dim 16, target_modules ['attention'] (QKV and output projection) -> lora_rank 16, "
+            "lora_targets attention."),
+    "v50": ("config_common.sh: FP8=True, FP8_AMAX_HISTORY=4 (conf/megatron_gpt_peft_tuning_config.yaml fp8_hybrid default "
+            "True, delayed scaling) -> precision fp8, fp8_recipe delayed; fp8_params = FP8 -> lora_base fp8 and fp8_params true; MBS=1; SP=0; "
+            "use_distributed_optimizer True -> zero 1, DDP overlap_grad_reduce / overlap_param_gather default False; "
+            "train.py: Llama2Config70B(cross_entropy_loss_fusion=False) -> cross_entropy unfused, LoRA(dim=16, alpha=32, "
+            "dropout=0.1, target_modules=['linear_proj', 'linear_qkv']) -> lora_rank 16, lora_targets attention; no "
+            "activation checkpointing set -> recompute none; cpu_offloading default False."),
+}
+
+
+def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings, extras):
+    results = f"NVIDIA/results/{name}/llama2_70b_lora"
+    commit, s = steady(root, rnd, results, seq=8192)
+    gbs = s["runs"][0]["global_batch_size"]
+    dp = gpus // (tp * cp)
+    assert gbs == minibs * gpus // tp // cp, (name, gbs)
+    sc = {"model": "llama-2-70b", "node": node, "gpus": gpus, "tp": tp, "pp": 1, "cp": cp, "dp": dp, "micro_batch": 1,
+          "global_batch": gbs, "seq": 8192, "precision": "fp8", "fp8_recipe": "delayed", "zero": 1, "recompute": "none",
+          "sequence_parallel": sp and tp > 1, "kernels": "fused", "cross_entropy": "unfused", "lora_rank": 16,
+          "lora_targets": "attention", "lora_base": "fp8", "fp8_params": True}
+    if rnd == "v4.1":
+        sc["overlap_grad_reduce"] = True
+        if tp > 1:
+            sc["overlap_tp_comm"] = True
+    else:
+        sc["overlap_grad_reduce"] = False
+    per_gpu = s["throughput_tokens_per_s"] / gpus
+    runs = ", ".join(f"{r['throughput_samples_per_s']:.3f}" for r in s["runs"])
+    mems = [r["max_memory_usage"] for r in s["runs"] if "max_memory_usage" in r]
+    mem_note = (f" The log's tracked_stats max_memory_usage reads up to {max(mems):.1f} (mlperf_common's figure; its unit "
+                f"is not stated in the log), kept here for the memory model, not as a case." if mems else "")
+    system = {"dgx-h100": SYSTEM["dgx-h100"], "gb200-nvl72": SYSTEM["gb200-nvl72"],
+              "dgx-h200": "SYSJSON NVIDIA H200-SXM-141GB, 8 per node (DGX H200) -> dgx-h200",
+              "dgx-b200": "SYSJSON NVIDIA B200, 8 per node (DGX B200) -> dgx-b200"}[node]
+    notes = (f"partial. MLPerf Training {rnd} closed division, NVIDIA, Llama 2 70B LoRA fine-tuning, NeMo ({name}). "
+             f"Measured value: the MLLOG tracked_stats throughput (samples/s, logged once per training block between "
+             f"evaluations), the first block excluded (warm-up); median per run, median over the {len(s['runs'])} runs "
+             f"({runs} samples/s); tokens/s = samples/s x 8192 (MAX_SEQLEN 8192: every sample is one 8192-token "
+             f"sequence); per GPU = that / {gpus}. System: {system}. Layout from {config}: TP {tp}, PP 1, CP {cp}, "
+             f"MINIBS {minibs} -> global_batch {gbs} (= MINIBS x GPUs / TP / CP, as the log's global_batch_size), "
+             f"dp = {dp}, micro_batch 1 (MBS). {LORA_SETTINGS[settings]} sequence_parallel "
+             f"{'true' if sc['sequence_parallel'] else 'false'}"
+             f"{' (SP with TP 1 is moot)' if sp and tp == 1 else ''}. Not expressible: {extras}; the adapters' dropout "
+             f"(0.1 on the LoRA input; the model's own dropout stays the model's). Model: llama-2-70b library file. "
+             f"Time to train in also_measured.{mem_note}")
+    return {
+        "id": f"A-mlperf{rnd[1:].replace('.', '')}-llama2-70b-lora-{node.split('-')[1] if node.startswith('dgx') else node.split('-')[0]}-{gpus}gpu",
+        "source": (f"mlcommons/training_results_{rnd} (commit {commit}), {results}/result_0..{len(s['runs']) - 1}.txt "
+                   f"(MLLOG) + NVIDIA/benchmarks/llama2_70b_lora/implementations/{name}/{config}, config_common.sh, "
+                   f"conf/megatron_gpt_peft_tuning_config.yaml" + (", train.py" if rnd != "v4.1" else "")),
+        "scenario": sc,
+        "measured": {"metric": "tokens_per_s_per_gpu", "value": round(per_gpu, 1),
+                     "unit": f"tokens/s per GPU (derived: median {s['throughput_samples_per_s']:.3f} samples/s x 8192 / {gpus})"},
+        "also_measured": {"time_to_train_minutes": {
+            "metric": "est_minutes_to_train", "value": round(s["run_minutes"], 3),
+            "unit": "minutes, run_start..run_stop, median of the runs (includes evaluation and warm-up)"}},
+        "notes": notes,
+    }
+
+
 def main():
     root = sys.argv[1]
-    new = [gpt3_case(root, *g) for g in GPT3] + [llama_case(root, *l) for l in LLAMA]
+    new = ([gpt3_case(root, *g) for g in GPT3] + [llama_case(root, *l) for l in LLAMA] +
+           [lora_case(root, *l) for l in LORA])
     with open(CASES) as f:
         data = json.load(f)
     ids = {c["id"] for c in new}
     assert len(ids) == len(new)
-    data["cases"] = [c for c in data["cases"] if c["id"] not in ids] + new
+    by_id = {c["id"]: c for c in new}
+    kept = [by_id.pop(c["id"], c) for c in data["cases"]]  # rows already present are replaced in place
+    data["cases"] = kept + [c for c in new if c["id"] in by_id]
     with open(CASES, "w") as f:
         f.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     for c in new:

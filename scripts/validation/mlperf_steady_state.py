@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Steady-state training throughput of an MLPerf Training submission, from its MLLOG result files.
 
-Usage: mlperf_steady_state.py GIT_DIR REF RESULTS_DIR [--skip-steps N] [--block-unit samples|tokens]
+Usage: mlperf_steady_state.py GIT_DIR REF RESULTS_DIR [--skip-steps N] [--block-unit samples|tokens] [--seq N]
   GIT_DIR      a clone of mlcommons/training_results_vX.Y (read with `git show`, no work tree needed)
   REF          the commit to read
   RESULTS_DIR  e.g. NVIDIA/results/eos-dfw_n64_ngc25.01_nemo/llama31_405b
@@ -12,7 +12,9 @@ Per run (result_*.txt) it reads global_batch_size and max_sequence_length and co
   - block: tokens per block / block wall time from block_start/block_stop (epoch_count of the block's metadata, in
     samples x seq, or in tokens with --block-unit tokens as GPT-3 logs it), the first block excluded (warm-up);
     median over blocks
-and run_start..run_stop in minutes. Prints one JSON object: per-run values and the medians over the runs.
+  - throughput: the median of the logged `tracked_stats.throughput` (samples/s, one per block in the Llama 2 70B
+    LoRA logs), the first --skip-steps values excluded, times the sequence length
+and run_start..run_stop in minutes. --seq N gives the sequence length where the log has no max_sequence_length. Prints one JSON object: per-run values and the medians over the runs.
 """
 import json
 import re
@@ -33,9 +35,9 @@ def mllog(git_dir, ref, path):
                 continue
 
 
-def one_run(git_dir, ref, path, skip, block_unit):
+def one_run(git_dir, ref, path, skip, block_unit, seq_override):
     gbs = seq = None
-    steps, blocks, open_block = [], [], None
+    steps, thru, blocks, open_block, mem = [], [], [], None, None
     run_start = run_stop = None
     for e in mllog(git_dir, ref, path):
         k, v, md = e["key"], e.get("value"), e.get("metadata", {})
@@ -47,8 +49,13 @@ def one_run(git_dir, ref, path, skip, block_unit):
             run_start = e["time_ms"]
         elif k == "run_stop":
             run_stop = e["time_ms"]
-        elif k == "tracked_stats" and isinstance(v, dict) and "train_step_time" in v:
-            steps.append(v["train_step_time"])
+        elif k == "tracked_stats" and isinstance(v, dict) and ("train_step_time" in v or "throughput" in v):
+            if "train_step_time" in v:
+                steps.append(v["train_step_time"])
+            if "throughput" in v:
+                thru.append(v["throughput"])
+            if "max_memory_usage" in v:
+                mem = max(mem or 0, v["max_memory_usage"])
         elif k == "block_start":
             open_block = (e["time_ms"], md.get("samples_count", md.get("epoch_count")), md.get("epoch_count"))
         elif k == "block_stop" and open_block is not None:
@@ -56,7 +63,15 @@ def one_run(git_dir, ref, path, skip, block_unit):
             stop_count = md.get("samples_count", md.get("epoch_count"))
             blocks.append((e["time_ms"] - start_ms, start_count, stop_count, epoch_count))
             open_block = None
+    if seq is None:
+        seq = seq_override
     out = {"file": path, "global_batch_size": gbs, "seq": seq, "steps_logged": len(steps)}
+    if mem is not None:
+        out["max_memory_usage"] = mem
+    if thru[skip:]:
+        out["throughput_samples_per_s"] = statistics.median(thru[skip:])
+        if seq:
+            out["throughput_tokens_per_s"] = out["throughput_samples_per_s"] * seq
     if steps[skip:]:
         step = statistics.median(steps[skip:])
         out["median_step_time_s"] = step
@@ -77,7 +92,11 @@ def one_run(git_dir, ref, path, skip, block_unit):
 
 def main():
     args = sys.argv[1:]
-    skip, block_unit = 1, "samples"
+    skip, block_unit, seq_override = 1, "samples", None
+    if "--seq" in args:
+        i = args.index("--seq")
+        seq_override = int(args[i + 1])
+        del args[i:i + 2]
     if "--block-unit" in args:
         i = args.index("--block-unit")
         block_unit = args[i + 1]
@@ -89,9 +108,10 @@ def main():
     git_dir, ref, results = args
     names = subprocess.run(["git", "-C", git_dir, "ls-tree", "--name-only", f"{ref}:{results}"], check=True,
                            capture_output=True, text=True).stdout.split()
-    runs = [one_run(git_dir, ref, f"{results}/{n}", skip, block_unit) for n in sorted(names) if re.match(r"result_\d+\.txt$", n)]
+    runs = [one_run(git_dir, ref, f"{results}/{n}", skip, block_unit, seq_override) for n in sorted(names) if re.match(r"result_\d+\.txt$", n)]
     summary = {"results": results, "ref": ref, "runs": runs}
-    for key in ("median_step_time_s", "step_tokens_per_s", "block_tokens_per_s", "run_minutes"):
+    for key in ("median_step_time_s", "step_tokens_per_s", "throughput_samples_per_s", "throughput_tokens_per_s",
+                "block_tokens_per_s", "run_minutes"):
         vals = [r[key] for r in runs if key in r]
         if vals:
             summary[key] = statistics.median(vals)
