@@ -27,6 +27,21 @@ def steady(root, rnd, results, block_unit=None, seq=None):
     return commit, json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
+def row(case_id, rnd, commit, results, s, files, sc, per_gpu, unit, notes):
+    """One validation case in training_cases.json's layout (data/validation/README.md)."""
+    return {
+        "id": case_id,
+        "source": (f"mlcommons/training_results_{rnd} (commit {commit}), {results}/result_0..{len(s['runs']) - 1}.txt "
+                   f"(MLLOG) + {files}"),
+        "scenario": sc,
+        "measured": {"metric": "tokens_per_s_per_gpu", "value": round(per_gpu, 1), "unit": unit},
+        "also_measured": {"time_to_train_minutes": {
+            "metric": "est_minutes_to_train", "value": round(s["run_minutes"], 3),
+            "unit": "minutes, run_start..run_stop, median of the runs (includes evaluation and warm-up)"}},
+        "notes": notes,
+    }
+
+
 LLAMA_COMMON = {
     "model": "llama-3.1-405b", "cp": 2, "micro_batch": 1, "seq": 8192, "zero": 1, "recompute": "none",
     "sequence_parallel": True, "overlap_grad_reduce": True, "overlap_param_gather": True, "kernels": "fused",
@@ -118,19 +133,11 @@ def llama_case(root, rnd, sub, name, node, gpus, tp, fp, config):
              f"default (native) fusion -> cross_entropy native, overlap_p2p_comm True (gpuplan's default). "
              + (prec + " " if prec else "")
              + "Model: llama-3.1-405b library file (MLPerf's Llama 3.1 405B, seq 8192). Time to train in also_measured.")
-    case = {
-        "id": f"A-mlperf{rnd[1:].replace('.', '')}-llama31-405b-{ {'dgx-h100': 'h100'}.get(node, node.split('-')[0])}-{name.split('_')[0]}-{gpus}gpu",
-        "source": (f"mlcommons/training_results_{rnd} (commit {commit}), {results}/result_0..{len(s['runs']) - 1}.txt "
-                   f"(MLLOG) + {impl}/{config}, config_common.sh, conf/custom.yaml"),
-        "scenario": sc,
-        "measured": {"metric": "tokens_per_s_per_gpu", "value": round(per_gpu, 1),
-                     "unit": f"tokens/s per GPU (derived: {gbs} x 8192 tokens / median step {s['median_step_time_s']:.3f} s / {gpus})"},
-        "also_measured": {"time_to_train_minutes": {
-            "metric": "est_minutes_to_train", "value": round(s["run_minutes"], 3),
-            "unit": "minutes, run_start..run_stop, median of the runs (includes evaluation and warm-up)"}},
-        "notes": notes,
-    }
-    return case
+    gpu_tag = {"dgx-h100": "h100"}.get(node, node.split("-")[0])
+    case_id = f"A-mlperf{rnd[1:].replace('.', '')}-llama31-405b-{gpu_tag}-{name.split('_')[0]}-{gpus}gpu"
+    return row(case_id, rnd, commit, results, s,
+               f"{impl}/{config}, config_common.sh, conf/custom.yaml", sc, per_gpu,
+               f"tokens/s per GPU (derived: {gbs} x 8192 tokens / median step {s['median_step_time_s']:.3f} s / {gpus})", notes)
 
 
 GPT3 = [
@@ -173,19 +180,10 @@ def gpt3_case(root, name, node, gpus, vp, mbs, config, extra):
              f"Model: gpt3-175b library file. MLPerf v4.1 GPT-3 is not the held-out v3.1 round (the v4.1 11,616-GPU "
              f"row re-publishes the v4.0 run's logs, A-mlperf40-gpt3-175b-11616gpu, and is not repeated). Time to "
              f"train in also_measured.")
-    return {
-        "id": f"A-mlperf41-gpt3-175b-{node.split('-')[1]}-{gpus}gpu",
-        "source": (f"mlcommons/training_results_v4.1 (commit {commit}), {results}/result_0..{len(s['runs']) - 1}.txt "
-                   f"(MLLOG) + NVIDIA/benchmarks/gpt3/implementations/{name}/{config}, config_common.sh, config_fp8.sh, "
-                   f"conf/custom.yaml, conf/optim/distributed_fused_adam.yaml"),
-        "scenario": sc,
-        "measured": {"metric": "tokens_per_s_per_gpu", "value": round(per_gpu, 1),
-                     "unit": f"tokens/s per GPU (derived: median block throughput {round(s['block_tokens_per_s'])} tokens/s over all GPUs / {gpus})"},
-        "also_measured": {"time_to_train_minutes": {
-            "metric": "est_minutes_to_train", "value": round(s["run_minutes"], 3),
-            "unit": "minutes, run_start..run_stop, median of the runs (includes evaluation and warm-up)"}},
-        "notes": notes,
-    }
+    return row(f"A-mlperf41-gpt3-175b-{node.split('-')[1]}-{gpus}gpu", "v4.1", commit, results, s,
+               (f"NVIDIA/benchmarks/gpt3/implementations/{name}/{config}, config_common.sh, config_fp8.sh, "
+                "conf/custom.yaml, conf/optim/distributed_fused_adam.yaml"), sc, per_gpu,
+               f"tokens/s per GPU (derived: median block throughput {round(s['block_tokens_per_s'])} tokens/s over all GPUs / {gpus})", notes)
 
 
 # Llama 2 70B LoRA (rank 16 on linear_qkv and linear_proj, alpha 32, seq 8192):
@@ -255,19 +253,12 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
              f"{' (SP with TP 1 is moot)' if sp and tp == 1 else ''}. Not expressible: {extras}; the adapters' dropout "
              f"(0.1 on the LoRA input; the model's own dropout stays the model's). Model: llama-2-70b library file. "
              f"Time to train in also_measured.{mem_note}")
-    return {
-        "id": f"A-mlperf{rnd[1:].replace('.', '')}-llama2-70b-lora-{node.split('-')[1] if node.startswith('dgx') else node.split('-')[0]}-{gpus}gpu",
-        "source": (f"mlcommons/training_results_{rnd} (commit {commit}), {results}/result_0..{len(s['runs']) - 1}.txt "
-                   f"(MLLOG) + NVIDIA/benchmarks/llama2_70b_lora/implementations/{name}/{config}, config_common.sh, "
-                   f"conf/megatron_gpt_peft_tuning_config.yaml" + (", train.py" if rnd != "v4.1" else "")),
-        "scenario": sc,
-        "measured": {"metric": "tokens_per_s_per_gpu", "value": round(per_gpu, 1),
-                     "unit": f"tokens/s per GPU (derived: median {s['throughput_samples_per_s']:.3f} samples/s x 8192 / {gpus})"},
-        "also_measured": {"time_to_train_minutes": {
-            "metric": "est_minutes_to_train", "value": round(s["run_minutes"], 3),
-            "unit": "minutes, run_start..run_stop, median of the runs (includes evaluation and warm-up)"}},
-        "notes": notes,
-    }
+    gpu_tag = node.split("-")[1] if node.startswith("dgx") else node.split("-")[0]
+    case_id = f"A-mlperf{rnd[1:].replace('.', '')}-llama2-70b-lora-{gpu_tag}-{gpus}gpu"
+    return row(case_id, rnd, commit, results, s,
+               (f"NVIDIA/benchmarks/llama2_70b_lora/implementations/{name}/{config}, config_common.sh, "
+                "conf/megatron_gpt_peft_tuning_config.yaml" + (", train.py" if rnd != "v4.1" else "")), sc, per_gpu,
+               f"tokens/s per GPU (derived: median {s['throughput_samples_per_s']:.3f} samples/s x 8192 / {gpus})", notes)
 
 
 def main():
