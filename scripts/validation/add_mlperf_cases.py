@@ -114,10 +114,11 @@ def llama_case(root, rnd, sub, name, node, gpus, tp, fp, config):
     runs = ", ".join(f"{r['median_step_time_s']:.3f}" for r in s["runs"])
     mlperf = "MLPerf Training " + rnd + " closed division"
     if prec is None:
-        status = ("underspecified: not expressible exactly - the precision of this run is not recorded: the "
-                  f"implementation directory holds an FP8 config and an NVFP4 config with the same layout ({config}) "
-                  "and neither the MLLOG nor the system description says which one ran, so the case is kept with its "
-                  "layout and measured value but not priced.")
+        status = ("underspecified: the source does not record the precision of this run: the implementation "
+                  f"directory holds an FP8 config and an NVFP4 config with the same layout ({config}), its README's "
+                  "launch example is the same generic one in every directory, and neither the MLLOG nor the system "
+                  "description says which one ran, so the case is kept with its layout and measured value but not "
+                  "priced (either precision is expressible: fp8 with fp8_recipe tensorwise, or fp4).")
     else:
         status = "partial."
     notes = (f"{status} {mlperf}, {sub}, NeMo ({name.split('_')[-2]}). Measured value: steady-state throughput from the "
