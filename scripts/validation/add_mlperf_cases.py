@@ -187,6 +187,9 @@ def gpt3_case(root, name, node, gpus, vp, mbs, config, extra):
                f"tokens/s per GPU (derived: median block throughput {round(s['block_tokens_per_s'])} tokens/s over all GPUs / {gpus})", notes)
 
 
+V51_EXTRAS = ("FP8 attention (FP8_DPA=1), Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1), Transformer Engine's fused "
+              "ops and fused QKV+RoPE (USE_TE_OPS=1, FUSED_SINGLE_QKV_ROPE=1)")
+
 # Llama 2 70B LoRA (rank 16 on linear_qkv and linear_proj, alpha 32, seq 8192):
 # (round, results dir, node, gpus, tp, cp, minibs, sp, config, settings line, extras not expressible)
 LORA = [
@@ -200,6 +203,12 @@ LORA = [
     ("v5.0", "tyche_ngpu72_ngc25.04_nemo", "gb200-nvl72", 72, 1, 8, 1, False, "config_GB200_18x4x1xtp1pp1cp8.sh", "v50", "FP8 attention (FP8_DPA=1), Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1)"),
     ("v5.0", "tyche_ngpu144_ngc25.04_nemo", "gb200-nvl72", 144, 1, 8, 1, False, "config_GB200_36x4x1xtp1pp1cp8.sh", "v50", "FP8 attention (FP8_DPA=1), Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1)"),
     ("v5.0", "tyche_ngpu512_ngc25.04_nemo", "gb200-nvl72", 512, 1, 8, 1, False, "config_GB200_128x4x1xtp1pp1cp8.sh", "v50", "FP8 attention (FP8_DPA=1), Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1)"),
+    # v5.1: one shared implementation directory (nemo/); the 8-GPU rows are left out: their NVFP4 configs switch to
+    # FP8 after HEALING_ITER=350 steps (config_common_fp4.sh HEALING_PRECISION FP8_DS), one precision per run in gpuplan.
+    ("v5.1", "theia_ngpu72_ngc25.09_nemo", "gb300-nvl72", 72, 1, 8, 1, False, "nemo/config_GB300_18x4x1xtp1pp1cp8.sh", "v51", V51_EXTRAS),
+    ("v5.1", "theia_ngpu512_ngc25.09_nemo", "gb300-nvl72", 512, 1, 8, 1, False, "nemo/config_GB300_128x4x1xtp1pp1cp8.sh", "v51", V51_EXTRAS),
+    ("v5.1", "tyche_ngpu72_ngc25.09_nemo", "gb200-nvl72", 72, 1, 8, 1, False, "nemo/config_GB200_18x4x1xtp1pp1cp8.sh", "v51", V51_EXTRAS),
+    ("v5.1", "tyche_ngpu512_ngc25.09_nemo", "gb200-nvl72", 512, 1, 8, 1, False, "nemo/config_GB200_128x4x1xtp1pp1cp8.sh", "v51", V51_EXTRAS),
 ]
 
 LORA_SETTINGS = {
@@ -216,6 +225,13 @@ LORA_SETTINGS = {
             "train.py: Llama2Config70B(cross_entropy_loss_fusion=False) -> cross_entropy unfused, LoRA(dim=16, alpha=32, "
             "dropout=0.1, target_modules=['linear_proj', 'linear_qkv']) -> lora_rank 16, lora_targets attention; no "
             "activation checkpointing set -> recompute none; cpu_offloading default False."),
+    "v51": ("nemo/config_common.sh: FP8=True, FP8_AMAX_HISTORY=4 (conf/megatron_gpt_peft_tuning_config.yaml fp8_recipe "
+            "'delayed', fp8_hybrid True) -> precision fp8, fp8_recipe delayed; FP8_PARAM_GATHER=0 and no fp8 parameters "
+            "-> the frozen base weights stay in the training dtype (lora_base same, fp8_params left out); TP=1, SP=0, "
+            "MBS=1; use_distributed_optimizer True -> zero 1, DDP overlap_grad_reduce default False; train.py: "
+            "cross_entropy_loss_fusion=False -> cross_entropy unfused, LoRA dim 16 on linear_proj and linear_qkv -> "
+            "lora_rank 16, lora_targets attention; no activation checkpointing -> recompute none; cpu_offloading default "
+            "False."),
 }
 
 
@@ -229,25 +245,38 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
           "global_batch": gbs, "seq": 8192, "precision": "fp8", "fp8_recipe": "delayed", "zero": 1, "recompute": "none",
           "sequence_parallel": sp and tp > 1, "kernels": "fused", "cross_entropy": "unfused", "lora_rank": 16,
           "lora_targets": "attention", "lora_base": "fp8", "fp8_params": True}
+    if settings == "v51":
+        sc["lora_base"] = "same"
+        del sc["fp8_params"]
     if rnd == "v4.1":
         sc["overlap_grad_reduce"] = True
         if tp > 1:
             sc["overlap_tp_comm"] = True
     else:
         sc["overlap_grad_reduce"] = False
-    per_gpu = s["throughput_tokens_per_s"] / gpus
-    runs = ", ".join(f"{r['throughput_samples_per_s']:.3f}" for r in s["runs"])
+    if "throughput_tokens_per_s" in s:
+        per_gpu = s["throughput_tokens_per_s"] / gpus
+        runs = ", ".join(f"{r['throughput_samples_per_s']:.3f}" for r in s["runs"])
+        method = (f"the MLLOG tracked_stats throughput (samples/s, logged once per training block between evaluations), "
+                  f"the first block excluded (warm-up); median per run, median over the {len(s['runs'])} runs ({runs} "
+                  f"samples/s); tokens/s = samples/s x 8192")
+        unit = f"tokens/s per GPU (derived: median {s['throughput_samples_per_s']:.3f} samples/s x 8192 / {gpus})"
+    else:  # v5.1 logs the block's train_step_time only
+        per_gpu = s["step_tokens_per_s"] / gpus
+        runs = ", ".join(f"{r['median_step_time_s']:.4f}" for r in s["runs"])
+        method = (f"the MLLOG tracked_stats train_step_time (s per step, logged once per training block), the first "
+                  f"block excluded (warm-up); median per run, median over the {len(s['runs'])} runs ({runs} s); "
+                  f"tokens/s = global batch {gbs} x 8192 / step")
+        unit = f"tokens/s per GPU (derived: {gbs} x 8192 / median step {s['median_step_time_s']:.4f} s / {gpus})"
     mems = [r["max_memory_usage"] for r in s["runs"] if "max_memory_usage" in r]
     mem_note = (f" The log's tracked_stats max_memory_usage reads up to {max(mems):.1f} (mlperf_common's figure; its unit "
                 f"is not stated in the log), kept here for the memory model, not as a case." if mems else "")
-    system = {"dgx-h100": SYSTEM["dgx-h100"], "gb200-nvl72": SYSTEM["gb200-nvl72"],
+    system = {"dgx-h100": SYSTEM["dgx-h100"], "gb200-nvl72": SYSTEM["gb200-nvl72"], "gb300-nvl72": SYSTEM["gb300-nvl72"],
               "dgx-h200": "SYSJSON NVIDIA H200-SXM-141GB, 8 per node (DGX H200) -> dgx-h200",
               "dgx-b200": "SYSJSON NVIDIA B200, 8 per node (DGX B200) -> dgx-b200"}[node]
     notes = (f"partial. MLPerf Training {rnd} closed division, NVIDIA, Llama 2 70B LoRA fine-tuning, NeMo ({name}). "
-             f"Measured value: the MLLOG tracked_stats throughput (samples/s, logged once per training block between "
-             f"evaluations), the first block excluded (warm-up); median per run, median over the {len(s['runs'])} runs "
-             f"({runs} samples/s); tokens/s = samples/s x 8192 (MAX_SEQLEN 8192: every sample is one 8192-token "
-             f"sequence); per GPU = that / {gpus}. System: {system}. Layout from {config}: TP {tp}, PP 1, CP {cp}, "
+             f"Measured value: {method} (MAX_SEQLEN 8192: every sample is one 8192-token sequence); per GPU = that / "
+             f"{gpus}. System: {system}. Layout from {config}: TP {tp}, PP 1, CP {cp}, "
              f"MINIBS {minibs} -> global_batch {gbs} (= MINIBS x GPUs / TP / CP, as the log's global_batch_size), "
              f"dp = {dp}, micro_batch 1 (MBS). {LORA_SETTINGS[settings]} sequence_parallel "
              f"{'true' if sc['sequence_parallel'] else 'false'}"
@@ -257,9 +286,10 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
     gpu_tag = node.split("-")[1] if node.startswith("dgx") else node.split("-")[0]
     case_id = f"A-mlperf{rnd[1:].replace('.', '')}-llama2-70b-lora-{gpu_tag}-{gpus}gpu"
     return row(case_id, rnd, commit, results, s,
-               (f"NVIDIA/benchmarks/llama2_70b_lora/implementations/{name}/{config}, config_common.sh, "
+               (f"NVIDIA/benchmarks/llama2_70b_lora/implementations/"
+                f"{config if config.startswith('nemo/') else name + '/' + config}, config_common.sh, "
                 "conf/megatron_gpt_peft_tuning_config.yaml" + (", train.py" if rnd != "v4.1" else "")), sc, per_gpu,
-               f"tokens/s per GPU (derived: median {s['throughput_samples_per_s']:.3f} samples/s x 8192 / {gpus})", notes)
+               unit, notes)
 
 
 def main():
