@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Add the MLPerf Training v4.1 GPT-3 175B, v5.0 / v5.1 Llama 3.1 405B and v4.1 / v5.0 Llama 2 70B LoRA rows to data/validation/training_cases.json.
+"""Add the MLPerf Training v4.1 GPT-3 175B, v5.0 / v5.1 Llama 3.1 405B and v4.1 / v5.0 Llama 2 70B LoRA rows and the v5.1 Llama 3.1 8B rows to
+data/validation/training_cases.json.
 
 Usage: add_mlperf_cases.py MIRROR_ROOT   (MIRROR_ROOT holds mlcommons+training_results_v4.1/repo, ..._v5.0/repo, ..._v5.1/repo)
 
@@ -292,10 +293,69 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
                unit, notes)
 
 
+# MLPerf v5.1 Llama 3.1 8B pre-training (NVIDIA Theia GB300 and Tyche GB200; one config per system and size in nemo/):
+# (results dir, node, gpus, tp, cp, mbs, config, fp4)
+LLAMA8B = [
+    ("theia_ngpu8_ngc25.09_nemo", "gb300-nvl72", 8, 1, 1, 2, "config_GB300_2x4x2xtp1pp1cp1_8b_fp4.sh", True),
+    ("theia_ngpu72_ngc25.09_nemo", "gb300-nvl72", 72, 1, 2, 1, "config_GB300_18x4x1xtp1pp1cp2_8b.sh", False),
+    ("theia_ngpu512_ngc25.09_nemo", "gb300-nvl72", 512, 2, 4, 1, "config_GB300_128x4x1xtp2pp1cp4_8b.sh", False),
+    ("tyche_ngpu8_ngc25.09_nemo", "gb200-nvl72", 8, 1, 1, 2, "config_GB200_2x4x2xtp1pp1cp1_8b_fp4.sh", True),
+    ("tyche_ngpu72_ngc25.09_nemo", "gb200-nvl72", 72, 1, 2, 1, "config_GB200_18x4x1xtp1pp1cp2_8b.sh", False),
+    ("tyche_ngpu512_ngc25.09_nemo", "gb200-nvl72", 512, 2, 4, 1, "config_GB200_128x4x1xtp2pp1cp4_8b.sh", False),
+]
+
+
+def llama8b_case(root, name, node, gpus, tp, cp, mbs, config, fp4):
+    rnd = "v5.1"
+    results = f"NVIDIA/results/{name}/llama31_8b"
+    commit, s = steady(root, rnd, results)
+    gbs = s["runs"][0]["global_batch_size"]
+    dp = gpus // (tp * cp)
+    assert gbs % (dp * mbs) == 0, (name, gbs, dp, mbs)
+    sc = {"model": "llama-3.1-8b", "node": node, "gpus": gpus, "tp": tp, "pp": 1, "cp": cp, "dp": dp,
+          "micro_batch": mbs, "global_batch": gbs, "seq": 8192, "zero": 1, "recompute": "none",
+          "sequence_parallel": tp > 1, "overlap_grad_reduce": True, "overlap_param_gather": True, "kernels": "fused",
+          "cross_entropy": "te"}
+    if fp4:
+        sc.update({"precision": "fp4"})
+        prec = ("config_common_fp4.sh FP4=True, FP8=False, FP4_RECIPE nvfp4 -> precision fp4 (NVFP4 training), "
+                "FP8_PARAM_GATHER=False -> no fp8_params; MICRO_BATCH_SIZE 2. Not expressible: FP8 attention "
+                "(config_common_fp8attn.sh FP8_DPA=True), NVFP4 with random Hadamard transforms off "
+                "(NVTE_NVFP4_DISABLE_RHT=1) and stochastic rounding / 2D quantisation on (config_common_8b.sh), "
+                "Megatron-Core CUDA graphs (MCORE_CUDA_GRAPH=1).")
+    else:
+        sc.update({"precision": "fp8", "fp8_recipe": "tensorwise", "fp8_params": True})
+        if tp > 1:
+            sc["overlap_tp_comm"] = True
+        prec = ("config_common.sh FP8=True, FP8_RECIPE tensorwise (config_common_8b.sh FP8_HYBRID=True) -> precision "
+                "fp8, fp8_recipe tensorwise; FP8_PARAM_GATHER=True -> fp8_params true"
+                + ("; TP_COMM_OVERLAP=True -> overlap_tp_comm true" if tp > 1 else "") +
+                ". Not expressible: Megatron-Core and full-iteration CUDA graphs (config_common_cg.sh), Transformer "
+                "Engine's fused ops and fused QKV+RoPE (USE_TE_OPS, FUSED_QKV_ROPE).")
+    per_gpu = s["step_tokens_per_s"] / gpus
+    runs = ", ".join(f"{r['median_step_time_s']:.4f}" for r in s["runs"])
+    notes = (f"partial. MLPerf Training v5.1 closed division, NVIDIA, Llama 3.1 8B pre-training, NeMo ({name}). "
+             f"Measured value: steady-state throughput from the MLLOG tracked_stats train_step_time (the first step "
+             f"excluded): median step per run ({runs} s), median over the {len(s['runs'])} runs = "
+             f"{s['median_step_time_s']:.4f} s; tokens/s = global_batch_size {gbs} x max_sequence_length 8192 / step; per "
+             f"GPU = that / {gpus}. System: {SYSTEM[node]}. Layout from nemo/{config} (the one config of this system "
+             f"and size): TP {tp}, PP 1, CP {cp}, dp = {dp}, MICRO_BATCH_SIZE {mbs}; global_batch from the log "
+             f"({gbs}); SEQ_PARALLEL {'True' if tp > 1 else 'False'}. config_common.sh USE_DIST_OPTIMIZER=True -> zero "
+             f"1, OVERLAP_GRAD_REDUCE / OVERLAP_PARAM_GATHER True; config_common_8b.sh CE_FUSION_IMPL=te -> "
+             f"cross_entropy te; conf/custom.yaml activations_checkpoint_granularity null -> recompute none. {prec} "
+             f"Model: llama-3.1-8b library file (32 layers, seq 8192). Time to train in also_measured.")
+    gpu_tag = node.split("-")[0]
+    return row(f"A-mlperf51-llama31-8b-{gpu_tag}-{gpus}gpu", rnd, commit, results, s,
+               f"NVIDIA/benchmarks/llama31_8b/implementations/nemo/{config}, config_common.sh, config_common_8b.sh, "
+               "conf/custom.yaml", sc, per_gpu,
+               f"tokens/s per GPU (derived: {gbs} x 8192 tokens / median step {s['median_step_time_s']:.4f} s / {gpus})",
+               notes)
+
+
 def main():
     root = sys.argv[1]
     new = ([gpt3_case(root, *g) for g in GPT3] + [llama_case(root, *l) for l in LLAMA] +
-           [lora_case(root, *l) for l in LORA])
+           [lora_case(root, *l) for l in LORA] + [llama8b_case(root, *l) for l in LLAMA8B])
     with open(CASES) as f:
         data = json.load(f)
     ids = {c["id"] for c in new}
