@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Add the MLPerf Training v4.1 GPT-3 175B, v5.0 / v5.1 Llama 3.1 405B and v4.1 / v5.0 Llama 2 70B LoRA rows and the v5.1 Llama 3.1 8B rows to
+"""Add the MLPerf Training v4.1 GPT-3 175B, v5.0 / v5.1 Llama 3.1 405B and v4.1 / v5.0 Llama 2 70B LoRA rows, the v5.1 Llama 3.1 8B rows and AMD's v5.1 LoRA
+rows to
 data/validation/training_cases.json.
 
 Usage: add_mlperf_cases.py MIRROR_ROOT   (MIRROR_ROOT holds mlcommons+training_results_v4.1/repo, ..._v5.0/repo, ..._v5.1/repo)
@@ -352,10 +353,58 @@ def llama8b_case(root, name, node, gpus, tp, cp, mbs, config, fp4):
                notes)
 
 
+# AMD's MLPerf v5.1 Llama 2 70B LoRA on one 8-GPU node (MI350X left out: no library GPU file).
+# (results dir, implementation dir, node, gpu name, recompute block layers or None)
+AMD_LORA = [
+    ("MI300X_EPYC_9575F_pytorch_llama2_70b", "MI300X_EPYC_9575F_pytorch_llama2_70b", "mi300x-8", "MI300X", 21),
+    ("MI325X_EPYC_9575F_pytorch_llama2_70b", "MI325X_EPYC_9575F_pytorch_llama2_70b", "mi325x-8", "MI325X", None),
+    ("MI355X_EPYC_9575F_pytorch", "MI355X_EPYC_9575F_pytorch_llama2_70b", "mi355x-8", "MI355X", None),
+]
+
+
+def amd_lora_case(root, name, impl, node, gpu, ckpt_layers):
+    rnd = "v5.1"
+    results = f"AMD/results/{name}/llama2_70b_lora"
+    commit, s = steady(root, rnd, results, seq=8192)
+    gbs = s["runs"][0]["global_batch_size"]
+    assert gbs == 8, (name, gbs)
+    sc = {"model": "llama-2-70b", "node": node, "gpus": 8, "tp": 1, "pp": 1, "cp": 1, "dp": 8, "micro_batch": 1,
+          "global_batch": gbs, "seq": 8192, "precision": "fp8", "fp8_recipe": "delayed", "fp8_params": True,
+          "zero": 0, "recompute": "none", "sequence_parallel": False, "kernels": "fused", "cross_entropy": "unfused",
+          "lora_rank": 16, "lora_targets": "attention", "lora_base": "fp8"}
+    ckpt = "no activation checkpointing (ACG unset) -> recompute none"
+    if ckpt_layers:
+        sc.update({"recompute": "full", "recompute_method": "block", "recompute_num_layers": ckpt_layers})
+        ckpt = (f"ACG=full, ACM=block, ACL={ckpt_layers} -> recompute full, recompute_method block, "
+                f"recompute_num_layers {ckpt_layers}")
+    per_gpu = s["throughput_tokens_per_s"] / 8
+    runs = ", ".join(f"{r['throughput_samples_per_s']:.3f}" for r in s["runs"])
+    config = f"config_{gpu}_1x8x1.sh"
+    notes = (f"partial. MLPerf Training v5.1 closed division, AMD, Llama 2 70B LoRA fine-tuning on one 8-GPU {gpu} node "
+             f"(PyTorch 2.8 + ROCm 7.0, NeMo 2.3, Megatron-LM, Transformer Engine per the system file). Measured value: "
+             f"the MLLOG tracked_stats throughput (samples/s, once per training block), the first block excluded; "
+             f"median per run, median over the {len(s['runs'])} runs ({runs} samples/s); tokens/s = samples/s x 8192 "
+             f"(MAX_SEQLEN 8192); per GPU = that / 8. System: SYSJSON 'AMD Instinct {gpu}', 8 per node, XGMI -> {node}. "
+             f"Layout from {config}: TP 1, PP 1, CP 1, SP False, MBS 1, MINIBS 1 -> global_batch 8 (the log's), dp 8. "
+             f"FP8=True (src/conf/megatron_gpt_peft_tuning_config.yaml fp8_hybrid default True, delayed scaling, amax "
+             f"history 4) -> precision fp8, fp8_recipe delayed; fp8_params = FP8 -> fp8_params true, lora_base fp8; "
+             f"{ckpt}; the yaml's optimizer is fused_adam on one node (mcore_distributed_optim only with more than one "
+             f"node) -> zero 0; no cross-entropy fusion in the yaml (Megatron's default off) -> cross_entropy unfused; "
+             f"peft lora_tuning adapter_dim 16, target_modules ['attention'] -> lora_rank 16, lora_targets attention. "
+             f"Not expressible: FP8 storage of the MLP activation input (FP8_ACTIVATION=True), the CK / AOTriton fused "
+             f"attention kernels (NVTE_FUSED_ATTN_CK, _AOTRITON) and Triton RMSNorm / cast-transpose kernels, the "
+             f"adapters' dropout. Model: llama-2-70b library file. Time to train in also_measured.")
+    return row(f"A-mlperf51-llama2-70b-lora-{gpu.lower()}-8gpu", rnd, commit, results, s,
+               f"AMD/benchmarks/llama2_70b_lora/implementations/{impl}/{config}, "
+               "src/conf/megatron_gpt_peft_tuning_config.yaml", sc, per_gpu,
+               f"tokens/s per GPU (derived: median {s['throughput_samples_per_s']:.3f} samples/s x 8192 / 8)", notes)
+
+
 def main():
     root = sys.argv[1]
     new = ([gpt3_case(root, *g) for g in GPT3] + [llama_case(root, *l) for l in LLAMA] +
-           [lora_case(root, *l) for l in LORA] + [llama8b_case(root, *l) for l in LLAMA8B])
+           [lora_case(root, *l) for l in LORA] + [llama8b_case(root, *l) for l in LLAMA8B] +
+           [amd_lora_case(root, *l) for l in AMD_LORA])
     with open(CASES) as f:
         data = json.load(f)
     ids = {c["id"] for c in new}
