@@ -218,7 +218,7 @@ TEST_SUITE("cli search") {
     r = run(with(search_args(), {"--deadline-days", "30"}));
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "--deadline-days: error: needs a token budget: give --tokens"));
-    r = run({"train", "--model", "llama-3.1-8b", "--gpu", "mi325x", "--gpus", "8", "--global-batch", "64", "--search",
+    r = run({"train", "--model", "llama-3.1-8b", "--gpu", "mi355x", "--gpus", "8", "--global-batch", "64", "--search",
              "--rank-by", "cost"});
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "--search: error: ranking by cost needs a price per GPU-hour (--price; the GPU file has none)"));

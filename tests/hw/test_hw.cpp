@@ -1006,9 +1006,9 @@ TEST_SUITE("hardware completeness") {
     CHECK(h100->price_provider == "RunPod Secure Cloud");
     CHECK(h100->price_date == "2026-05");
     // Vast.ai's on-demand tier, June 2026 (usagepricing.com): the low end of each range; GB200: Spheron's $9.08 per
-    // Superchip of two GPUs.
+    // Superchip of two GPUs; MI325X: TensorWave's $1.95 (cliffcenter.com research note, 2026-05-18).
     for (const auto& [id, usd, date] : {std::tuple{"rtx-4090", 0.682, "2026-06"}, std::tuple{"rtx-5090", 0.865, "2026-06"},
-                                       std::tuple{"gb200-gpu", 9.08 / 2, "2026-03"}}) {
+                                       std::tuple{"gb200-gpu", 9.08 / 2, "2026-03"}, std::tuple{"mi325x", 1.95, "2026-05"}}) {
       const std::string name = id;
       CAPTURE(name);
       const auto* g = shipped().find_gpu(name);

@@ -138,7 +138,7 @@ TEST_CASE("published training throughput does not regress: at least 50 cases eva
 // validate reports how much the structure #22 made expressible moved each case that uses it.
 TEST_CASE("every recipe of issue #22's dev tables runs with its own flags") {
   const auto s = run("training_cases.json");
-  int dev = 0;
+  int dev = 0, unrecorded = 0;
   for (const auto& c : s.cases) {
     const bool table = c.id.rfind("A-mb", 0) == 0 || c.id.rfind("A-nemo", 0) == 0 || c.id.rfind("A-mlperf", 0) == 0 ||
                        c.id.rfind("A-dsv3", 0) == 0;
@@ -146,10 +146,18 @@ TEST_CASE("every recipe of issue #22's dev tables runs with its own flags") {
     ++dev;
     CAPTURE(c.id);
     CAPTURE(c.note);
+    // A run whose source does not record part of its recipe is no recipe to express (MLPerf v5.1's two 512-GPU
+    // Llama 3.1 405B runs: an FP8 and an NVFP4 config of one layout, neither named by the log): unpriced, and it says
+    // why. Anything else not runnable is a recipe gpuplan cannot express, which this test forbids.
+    if (c.status == "not runnable" && c.note.rfind("underspecified: the source does not record", 0) == 0) {
+      ++unrecorded;
+      continue;
+    }
     CHECK(c.status != "not runnable");
     if (c.status == "infeasible") CHECK(c.note.find("GiB") != std::string::npos);  // says by how much
   }
-  CHECK(dev >= 54);
+  CHECK(dev >= 84);
+  CHECK(unrecorded <= 2);
 }
 
 TEST_CASE("validate reports how much issue #22's structure moved each case that uses it") {

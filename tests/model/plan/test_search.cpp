@@ -483,7 +483,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("a search that cannot rank says why") {
     const auto& a = arch("llama-3.1-8b");
-    auto sys = system_of("mi325x-8");  // no indicative price in the data (MI300X has one since #22)
+    auto sys = system_of("mi355x-8");  // no indicative price in the data (MI300X has one since #22, MI325X since #22 d3)
     const wl::TrainingPlan base = base_plan(2048, 16);
     model::SearchSpace space;
     space.gpus = {8};
