@@ -27,4 +27,6 @@ void register_pipeline(CLI::App& app, GlobalOptions& g, int& rc);
 void register_compress(CLI::App& app, GlobalOptions& g, int& rc);
 /// The generated Markdown field reference of all data files.
 std::string field_reference();
+/// The whole command line (main.cpp is this call): registers every subcommand, parses, runs, returns the exit code.
+int run_main(int argc, char** argv);
 }  // namespace gpuplan::cli

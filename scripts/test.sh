@@ -24,11 +24,15 @@ if [[ $fuzz_stage -eq 1 ]]; then
   FUZZ_BUILD_DIR=build/fuzz-ci FUZZ_JOBS="$(nproc)" \
     FUZZ_ARGS="-seed=${GPUPLAN_CI_FUZZ_SEED:-20261122} -runs=${GPUPLAN_CI_FUZZ_RUNS:-10000}" \
     FUZZ_ARGS_cli="-runs=${GPUPLAN_CI_FUZZ_RUNS_CLI:-4000}" \
-    bash scripts/fuzz --no-fork --seconds "${GPUPLAN_CI_FUZZ_SECONDS:-120}" || fuzz_rc=$?
+    bash scripts/fuzz --no-fork --seconds "${GPUPLAN_CI_FUZZ_SECONDS:-120}" 2>&1 | tee build/fuzz-stage.log || fuzz_rc=$?
   echo "fuzz stage: $(( $(date +%s) - fuzz_start )) s (build and runs), exit $fuzz_rc"
 fi
 ctest --preset "$preset" -j "$(nproc)"
 if [[ $fuzz_rc -ne 0 ]]; then
+  # Repeated after the test output so that the end of a CI log says which target found what.
+  echo "== the fuzz stage's findings (build/fuzz-stage.log):" >&2
+  grep -E -A44 '^-- fuzz_[a-z_]+: (FINDINGS|exit)' build/fuzz-stage.log | tail -n 120 >&2 || true
+  sed -n '/^target  /,$p' build/fuzz-stage.log >&2
   echo "FAILED: the fuzz stage found something (build/fuzz-ci/logs, build/fuzz-ci/artifacts)" >&2
   exit "$fuzz_rc"
 fi

@@ -9,6 +9,7 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/collectives.hpp"

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include "test_paths.hpp"
 
 namespace gpuplan::cli_test {
 

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "cli_runner.hpp"
 
 using namespace gpuplan::cli_test;

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "cli_runner.hpp"
 
 using json = nlohmann::json;
@@ -223,7 +224,7 @@ TEST_SUITE("collective command") {
 }
 
 TEST_SUITE("calibrate import-nccl-tests") {
-  const std::string kLog = GPUPLAN_TEST_FIXTURES "/nccl-tests/all_reduce_perf-h100-4gpu.log";
+  const std::string kLog = std::string(GPUPLAN_TEST_FIXTURES) + "/nccl-tests/all_reduce_perf-h100-4gpu.log";
 
   TEST_CASE("an nccl-tests log imports into collective samples that calibrate fit fits to the log's own line") {
     const std::string samples = temp_path("samples.json");

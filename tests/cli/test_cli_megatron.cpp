@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.hpp"
 #include "cli_runner.hpp"
 
 using namespace gpuplan::cli_test;

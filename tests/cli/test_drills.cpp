@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "test_paths.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/app/answer_check.hpp"
 #include "gpuplan/app/drills.hpp"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "megatron_args.hpp"
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.hpp"
 #include "fuzz_paths.hpp"
 
 namespace {

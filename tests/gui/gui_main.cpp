@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 #include <QThread>
 
+#include "test_paths.hpp"
 #include "support.hpp"
 
 namespace {

@@ -20,6 +20,7 @@
 #include <QTemporaryDir>
 #include <QTextBrowser>
 
+#include "test_paths.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "main_window.hpp"

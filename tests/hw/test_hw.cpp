@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "test_paths.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"

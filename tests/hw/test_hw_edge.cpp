@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 
+#include "test_paths.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/json_io/reader.hpp"

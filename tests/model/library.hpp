@@ -1,6 +1,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include "test_paths.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"

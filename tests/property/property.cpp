@@ -1,3 +1,4 @@
+#include "test_paths.hpp"
 #include "property.hpp"
 
 #include <algorithm>

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include "test_paths.hpp"
 #include "bands.hpp"
 
 using namespace gpuplan;

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include "test_paths.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "validate.hpp"
 

@@ -17,6 +17,7 @@
 
 #include <doctest/doctest.h>
 
+#include "test_paths.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "validate.hpp"
 

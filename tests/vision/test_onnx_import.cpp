@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "test_paths.hpp"
 #include "cli_runner.hpp"
 #include "gpuplan/wl_io/onnx_io.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "test_paths.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/training.hpp"

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "test_paths.hpp"
 #include "cli_runner.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/vision_data.hpp"

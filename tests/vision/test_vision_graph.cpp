@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "test_paths.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "test_paths.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/vision.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"

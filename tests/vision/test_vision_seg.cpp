@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "test_paths.hpp"
 #include "gpuplan/wl/vision.hpp"
 #include "gpuplan/wl_io/onnx_io.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"

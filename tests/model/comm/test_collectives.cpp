@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "test_paths.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/collectives.hpp"

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "../../../model/src/memory/memory_activations.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/model/kv_cache.hpp"

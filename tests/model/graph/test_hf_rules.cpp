@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "test_paths.hpp"
 #include "../../workloads/io/src/hf_rules.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/model/flops.hpp"

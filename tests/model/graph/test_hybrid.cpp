@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "test_paths.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/graph.hpp"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "test_paths.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/graph.hpp"

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "gpuplan/model/efficiency.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "library.hpp"

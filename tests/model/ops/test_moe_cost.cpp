@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/training.hpp"

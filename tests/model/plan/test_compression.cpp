@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "gpuplan/model/compression.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/params.hpp"

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "test_paths.hpp"
 #include "../cli/cli_runner.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"

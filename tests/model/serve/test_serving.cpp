@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "test_paths.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/efficiency.hpp"
 #include "gpuplan/model/kv_cache.hpp"

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "test_paths.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/timeline.hpp"

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "test_paths.hpp"
 #include "gpuplan/model/timeline.hpp"
 #include "library.hpp"
 
