@@ -248,3 +248,36 @@ TEST_CASE("DeepSeek-V3's own deployment: prefill DP8 x TP4 (EP32), decode DP80 x
   CHECK(d.decode_gpus % 320 == 0);
   CHECK(model::pools_layout(d).find("DP 80 × TP 4") != std::string::npos);
 }
+
+TEST_CASE("two DGX H200 nodes: DeepSeek-V3 decode under DP16/EP16 against two TP8 replicas") {
+  // 256 sequences at 4096 tokens on 16 H200s: two TP8 replicas of 128 (EP 8 inside each), or 16 attention ranks of
+  // 16 with the experts over all 16 GPUs.
+  const auto& a = test::arch("deepseek-v3");
+  const auto s = sys_of("dgx-h200");
+  auto tp8 = dsv3_plan(8, 1);
+  tp8.ep = 8;
+  const auto dp16 = dsv3_plan(1, 16);
+  const auto r = model::forward_cost(a, tp8, {128, 1, 4096, 0, 0, 0, true}, s, Explain::off);
+  const auto w = model::forward_cost(a, dp16, {16, 1, 4096, 0, 0, 0, true}, s, Explain::off);
+  // MLA's latent cache is not split by TP (every TP rank reads all 128 sequences' cache); a DP rank reads only its
+  // own 16: 8x less KV read per GPU, by hand.
+  CHECK(r.kv_bytes.raw() == doctest::Approx(8.0 * w.kv_bytes.raw()).epsilon(1e-9));
+  // Per sequence: 128 × 4096 tokens × 61 layers × (512 + 64) × 2 B on each TP8 GPU.
+  CHECK(r.kv_bytes.raw() == doctest::Approx(128.0 * 4096 * 61 * 576 * 2).epsilon(0.01));
+  // Expert weights read per GPU halve (256/16 experts, all touched, against 256/8); the attention and shared weights
+  // are whole on a DP rank (8x the TP8 share): the totals are both finite and positive, the step times too.
+  CHECK(r.total.raw() > 0);
+  CHECK(w.total.raw() > 0);
+  // KV capacity per GPU at 4096 + 1024 tokens: a DP rank's cache is its own (no TP copy of the latent), so 16
+  // ranks hold more sequences than two TP8 replicas.
+  const auto pc = model::parameter_counts(a, Explain::off);
+  model::ServingMemoryPlan mp;
+  mp.context = 5120;
+  mp.weights = tp8.weights;
+  mp.tp = 8;
+  const auto m8 = model::serving_memory(a, pc, *s.gpu, mp, Explain::off);
+  mp.tp = 1;
+  mp.expert_dp = 16;
+  const auto m16 = model::serving_memory(a, pc, *s.gpu, mp, Explain::off);
+  CHECK(16 * m16.max_concurrency > 2 * m8.max_concurrency);
+}
