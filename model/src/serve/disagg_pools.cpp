@@ -54,6 +54,16 @@ std::vector<int> pool_tps(const wl::TransformerArch& a, const ServingPlanOptions
   return r;
 }
 
+/// A pool's plan at TP `tp` (PP 1) with `dp` attention ranks; without attention-DP, EP stays inside the TP group.
+ServingPerfPlan pool_plan(const wl::TransformerArch& a, const ServingPerfPlan& perf, int tp, int dp) {
+  ServingPerfPlan p = perf;
+  p.tp = tp;
+  p.pp = 1;
+  p.attention_dp = dp;
+  if (a.moe && dp <= 1 && p.ep > tp) p.ep = tp;
+  return p;
+}
+
 struct PrefillSide {
   int tp = 1;
   std::int64_t groups = 0;
@@ -138,11 +148,7 @@ std::optional<DisaggregatedPlan> size_disaggregated_pools(const wl::TransformerA
     }
   std::optional<DisaggregatedPlan> best;
   for (int tp_p : pool_tps(a, options, pre)) {
-    ServingPerfPlan pp_plan = perf;
-    pp_plan.tp = tp_p;
-    pp_plan.pp = 1;
-    pp_plan.attention_dp = dp_pre;
-    if (a.moe && dp_pre <= 1 && pp_plan.ep > tp_p) pp_plan.ep = tp_p;
+    const ServingPerfPlan pp_plan = pool_plan(a, perf, tp_p, dp_pre);
     const ServingMemory mem_p = rank_memory(a, params, perf, options, pre, tp_p, dp_pre, isl);
     if (mem_p.max_concurrency < 1) continue;
     const units::Bytes shard = mem_p.kv_bytes_per_sequence_per_gpu;
@@ -150,11 +156,7 @@ std::optional<DisaggregatedPlan> size_disaggregated_pools(const wl::TransformerA
                                 detail::coll(Collective::send_recv, shard, x_dec));
     const PrefillSide P = size_prefill(pp_plan, a, isl, lambda, sla, in_d, pre, tp_p, dp_pre, kv);
     for (int tp_d : pool_tps(a, options, dec)) {
-      ServingPerfPlan dp_plan = perf;
-      dp_plan.tp = tp_d;
-      dp_plan.pp = 1;
-      dp_plan.attention_dp = dp_dec;
-      if (a.moe && dp_dec <= 1 && dp_plan.ep > tp_d) dp_plan.ep = tp_d;
+      const ServingPerfPlan dp_plan = pool_plan(a, perf, tp_d, dp_dec);
       const ServingMemory mem_d = rank_memory(a, params, perf, options, dec, tp_d, dp_dec, isl + osl);
       const auto D = size_decode(dp_plan, a, std::min(mem_d.max_concurrency, perf.max_batch), isl, osl, lambda, sla,
                                  dec, tp_d, dp_dec);
