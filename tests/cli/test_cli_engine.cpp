@@ -146,9 +146,9 @@ TEST_SUITE("gpuplan serve with vLLM and SGLang arguments") {
     CHECK(odd.rc == 0);
     CHECK(contains(odd.err, "wide EP = attention-DP 8 × TP 2 = 16 does not divide the 8 routed experts"));
     CHECK(contains(odd.err, "E/EP = 0.5"));
-    const Run dense = run({"serve", "-m", "llama-3.1-8b", "--attention-dp", "2"});
-    CHECK(dense.rc == kInvalid);
-    CHECK(contains(dense.err, "attention-DP with wide EP needs a mixture-of-experts model"));
+    const Run no_experts = run({"serve", "-m", "llama-3.1-8b", "--attention-dp", "2"});
+    CHECK(no_experts.rc == kInvalid);
+    CHECK(contains(no_experts.err, "attention-DP with wide EP needs a mixture-of-experts model"));
     // A dense model has no experts: vLLM ignores the flag, and so does the estimate (with a note).
     const Run dense = run({"serve", "-m", "llama-3.1-8b", "--tp", "2", "--enable-expert-parallel", "--format", "json"});
     // (a dense model with -dp > 1 and --enable-expert-parallel is refused when resolved: no experts to spread)
