@@ -208,6 +208,10 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
   if (rs.disaggregated || rs.speculation)
     diags.error("", rs.disaggregated ? "disaggregated" : "spec_acceptance",
                 "autoscale runs aggregated replicas without speculative decoding");
+  if (rs.perf.attention_dp > 1)
+    diags.error("", key_at("attention_dp"),
+                "autoscale runs replicas of one batch each; attention-DP ranks sharing their experts (wide EP) are not "
+                "simulated yet (gpuplan serve prices and plans them)");
 
   // ---- the load ----
   const Picker lp(cmd, file, load_r);

@@ -20,7 +20,9 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/disagg_pools.hpp"
 #include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/wide_ep.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "serve_timeline.hpp"
@@ -56,7 +58,7 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
   o["feasible"] = r.feasible;
   o["kv_bytes_per_token"] = r.kv_bytes_per_token.raw();
   auto cand = [](const model::ServingCandidate& c) {
-    return ordered_json{{"tp", c.tp},
+    ordered_json j{{"tp", c.tp},
                         {"pp", c.pp},
                         {"batch", c.batch},
                         {"max_concurrency", c.max_batch_memory},
@@ -74,6 +76,13 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
                         {"cost_per_mtok_usd", c.cost_per_mtok_usd},
                         {"meets_sla", c.meets_sla},
                         {"misses", c.misses}};
+    if (c.dp > 1) {
+      // Attention-DP with wide EP: a replica is a group of dp ranks; batch and KV capacity are per rank.
+      j["attention_dp"] = c.dp;
+      j["ep"] = c.dp * c.tp;
+      j["layout"] = model::group_layout(c.replicas, c.dp, c.tp, c.pp);
+    }
+    return j;
   };
   o["best"] = r.best ? cand(*r.best) : ordered_json();
   if (r.best) {
@@ -81,7 +90,7 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
     o["replicas"] = r.best->replicas;
     o["ttft_s"] = r.best->ttft.raw();
     o["itl_s"] = r.best->itl.raw();
-    o["tokens_per_s"] = r.best->state.output_tokens_per_s * double(r.best->replicas);
+    o["tokens_per_s"] = r.best->state.output_tokens_per_s * double(r.best->replicas) * double(r.best->dp);
     o["max_concurrency"] = r.best->max_batch_memory;
     o["cost_per_mtok_usd"] = r.best->cost_per_mtok_usd;
     if (const auto kind = price_kind(rs.sys.price, rs.sys.gpu); kind && r.best->cost_rate.raw() > 0)
@@ -90,12 +99,12 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
       const auto& b = *r.best;
       auto times = [&](double v) { return ordered_json::array({v * band->p10, v * band->p90}); };
       // GPUs for the same traffic scale with the time per token: whole replicas of TP × PP.
-      const double per_replica = double(b.tp) * double(b.pp);
+      const double per_replica = double(b.tp) * double(b.pp) * double(b.dp);
       o["gpus_band"] = {std::ceil(double(b.replicas) * band->p10 - 1e-9) * per_replica,
                         std::ceil(double(b.replicas) * band->p90 - 1e-9) * per_replica};
       o["ttft_s_band"] = times(b.ttft.raw());
       o["itl_s_band"] = times(b.itl.raw());
-      const double tps = b.state.output_tokens_per_s * double(b.replicas);
+      const double tps = b.state.output_tokens_per_s * double(b.replicas) * double(b.dp);
       o["tokens_per_s_band"] = {tps / band->p90, tps / band->p10};
       o["cost_per_mtok_usd_band"] = times(b.cost_per_mtok_usd);
       o["band"] = {{"regime", band->regime}, {"cases", band->cases}, {"p10", band->p10}, {"p50", band->p50},
@@ -114,6 +123,19 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
                           {"ttft_s", d.ttft.raw()},         {"itl_s", d.itl.raw()},
                           {"cost_per_mtok_usd", d.cost_per_mtok_usd}, {"meets_sla", d.meets_sla},
                           {"transfer_tier", d.transfer_tier}};
+    if (!d.prefill_gpu.empty()) {
+      // Pools on their own GPU types or of attention-DP groups (disagg_pools.hpp).
+      auto& x = o["disaggregated"];
+      x["prefill_gpu"] = d.prefill_gpu;
+      x["decode_gpu"] = d.decode_gpu;
+      x["prefill_dp"] = d.prefill_dp;
+      x["decode_dp"] = d.decode_dp;
+      x["prefill_cost_per_hour_usd"] = u::to_usd_per_hour(d.prefill_cost_rate);
+      x["decode_cost_per_hour_usd"] = u::to_usd_per_hour(d.decode_cost_rate);
+      x["kv_per_sequence_bytes"] = d.kv_per_sequence.raw();
+      x["layout"] = model::pools_layout(d);
+      if (explain && !d.derivation.empty()) x["derivation"] = derivation_json(d.derivation);
+    }
   }
   o["reasons"] = r.reasons;
   o["notes"] = r.notes;
@@ -145,6 +167,11 @@ void overlay(const CLI::App& c, const ServingFlags& f, const ServeFlags& s, nloh
   put("tp", "--tp", f.tp);
   put("pp", "--pp", f.pp);
   put_opt("ep", "--ep", s.ep);
+  put_opt("attention_dp", "--attention-dp", s.attention_dp);
+  put_opt("prefill_gpu", "--prefill-gpu", s.prefill_gpu);
+  put_opt("decode_gpu", "--decode-gpu", s.decode_gpu);
+  put_opt("prefill_attention_dp", "--prefill-attention-dp", s.prefill_attention_dp);
+  put_opt("decode_attention_dp", "--decode-attention-dp", s.decode_attention_dp);
   put_opt("moe_imbalance", "--moe-imbalance", s.moe_imbalance);
   put("input_tokens", "--input-tokens", s.input_tokens);
   put("output_tokens", "--output-tokens", s.output_tokens);
@@ -357,6 +384,8 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
     out(render_sections(sec, fmt_));
     out((fmt_ == Format::md ? "\n### Best batch per TP size\n\n" : "\nBest batch per TP size\n") + t.render(fmt_));
     if (g.explain) out(render_derivation(r.derivation, fmt_));
+    if (g.explain && r.disaggregated && !r.disaggregated->derivation.empty())
+      out(render_derivation(r.disaggregated->derivation, fmt_));
     return rc;
   }
 
@@ -463,6 +492,13 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
     o["tokens_per_s"] = ss.output_tokens_per_s;
     o["requests_per_s"] = ss.requests_per_s;
     o["request_latency_s"] = ss.request_latency.raw();
+    if (perf.attention_dp > 1) {
+      // Attention-DP with wide EP: the figures above are one rank's; the group runs dp of them at the same step.
+      o["attention_dp"] = perf.attention_dp;
+      o["ep"] = model::serving_ep(perf);
+      o["group_gpus"] = std::int64_t(perf.attention_dp) * perf.tp * perf.pp;
+      o["group_tokens_per_s"] = ss.output_tokens_per_s * double(perf.attention_dp);
+    }
     o["feasible"] = true;
     o["reasons"] = ordered_json::array();
     o["points"] = ordered_json::array();
@@ -509,6 +545,13 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
       {"KV per token (whole model)", u::format(mem.kv_bytes_per_token)},
       {fmt::format("max concurrency at {} tokens", isl + osl), fmt::format("{} sequences", mem.max_concurrency)},
       {"CUDA graphs", perf.cuda_graphs ? "yes" : "no (eager)"}};
+  if (perf.attention_dp > 1)
+    head.rows.emplace_back(
+        "attention-DP with wide EP",
+        fmt::format("{} ranks × TP {} = {} GPUs, experts over all of them (EP {}); batch, KV capacity, latency and "
+                    "throughput below are one rank's; the group: {:.0f} output tok/s",
+                    perf.attention_dp, perf.tp, std::int64_t(perf.attention_dp) * perf.tp * perf.pp,
+                    model::serving_ep(perf), ss.output_tokens_per_s * double(perf.attention_dp)));
   sec.push_back(head);
   Section lat{fmt::format("Latency at batch {} ({} in / {} out)", batch, isl, osl), {}};
   lat.rows = {{"TTFT (prefill alone, no queueing)", fmt::format("{} ({} GEMM, {} attention, {} comm)", ms(ttft),
@@ -595,6 +638,11 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
                 "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
       ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4", "int8"}));
   c.add_option("--ep", s.ep, "MoE expert parallel inside the TP group")->check(CLI::Range(1, 1024));
+  c.add_option("--attention-dp", s.attention_dp,
+               "MoE: attention data-parallel ranks of --tp GPUs each (own batch and KV cache), the experts spread over "
+               "all of them (wide EP = attention-dp × tp; SGLang --enable-dp-attention, vLLM --data-parallel-size "
+               "with --enable-expert-parallel); the planner sizes whole groups")
+      ->check(CLI::Range(1LL, 4096LL));
   c.add_option("--moe-imbalance", s.moe_imbalance,
                "MoE hot-expert skew: routed tokens of the busiest expert-parallel rank over the mean (default 1: "
                "uniform routing)");
@@ -631,6 +679,17 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
   c.add_option("--percentile", s.percentile, "SLA percentile for TTFT")->capture_default_str();
   c.add_option("--price", s.price, "$ per GPU-hour (default: the GPU file's indicative price)");
   c.add_flag("--disaggregated", s.disaggregated, "also size separate prefill and decode pools");
+  c.add_option("--prefill-gpu", s.prefill_gpu,
+               "with --disaggregated: the prefill pool's GPU (default --gpu), at its own price");
+  c.add_option("--decode-gpu", s.decode_gpu,
+               "with --disaggregated: the decode pool's GPU (default --gpu), at its own price; the KV crosses the "
+               "scale-out fabric between the pools");
+  c.add_option("--prefill-attention-dp", s.prefill_attention_dp,
+               "with --disaggregated, MoE: attention-DP ranks per group of the prefill pool (default --attention-dp)")
+      ->check(CLI::Range(1LL, 4096LL));
+  c.add_option("--decode-attention-dp", s.decode_attention_dp,
+               "with --disaggregated, MoE: attention-DP ranks per group of the decode pool (default --attention-dp)")
+      ->check(CLI::Range(1LL, 4096LL));
   c.add_option("--spec-acceptance", s.spec_acceptance, "speculative decoding: acceptance rate α");
   c.add_option("--spec-tokens", s.spec_tokens, "speculative decoding: draft tokens per step γ")
       ->check(CLI::Range(1LL, 64LL));

@@ -76,6 +76,10 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
   if (rs.disaggregated || rs.speculation)
     diags.error("", rs.disaggregated ? "disaggregated" : "spec_acceptance",
                 "simulate runs one aggregated replica without speculative decoding");
+  if (rs.perf.attention_dp > 1)
+    diags.error("", "attention_dp",
+                "simulate runs one replica's batch; attention-DP ranks sharing their experts (wide EP) are not "
+                "simulated yet (gpuplan serve prices and plans them)");
   const Format fmt_ = parse_format(g.format);
   if (fmt_ == Format::csv && !sf.series_s)
     diags.error("", "--format", "csv prints the time series: give --series-s SECONDS");

@@ -152,6 +152,7 @@ std::optional<EngineMapping> map_engine(const EngineArgs& args, Diagnostics& dia
   const EngineFlag* dp_f = nullptr;
   bool dp_attention = false;
   const EngineFlag* dp_attention_f = nullptr;
+  const EngineFlag* deepep_f = nullptr;
   const bool before = diags.has_errors();
 
   for (const auto& [name, fp] : last) {
@@ -182,6 +183,25 @@ std::optional<EngineMapping> map_engine(const EngineArgs& args, Diagnostics& dia
     } else if (name == "--enable-dp-attention") {
       dp_attention = true;
       dp_attention_f = &f;
+    } else if (name == "--moe-a2a-backend" || name == "--enable-deepep-moe") {
+      // SGLang's MoE all-to-all backend: DeepEP spreads the experts over every GPU (EP = TP size, as wide EP);
+      // gpuplan prices the dispatch and combine as NCCL's all-to-all over NVLink and the NIC (wide_ep.hpp).
+      if (name == "--enable-deepep-moe" || v == "deepep") {
+        deepep_f = &f;
+        m.notes.push_back(fmt::format("{}: the dispatch and combine are priced as NCCL's all-to-all (NVLink inside a "
+                                      "node, the NIC across nodes), not DeepEP's own kernels",
+                                      f.text()));
+      } else if (v == "none") {
+        m.assumed.push_back(f.text());
+      } else {
+        refuse(f, fmt::format("the MoE all-to-all backend '{}' ", v));
+      }
+    } else if (name == "--deepep-mode") {
+      m.assumed.push_back(f.text());  // normal / low_latency / auto: the same NCCL-priced all-to-all here
+    } else if (name == "--moe-dense-tp-size") {
+      // The dense FFN layers at TP 1 on each DP rank (LMSYS 2025-05-05): gpuplan runs them at the attention TP.
+      if (auto n = integer(f, 1, false); n && *n != 1) refuse(f, "dense FFN layers at a TP other than 1 or the attention TP ");
+      else m.assumed.push_back(f.text());
     } else if (name == "--decode-context-parallel-size") {
       if (auto n = integer(f, 1, false); n && *n > 1) refuse(f, "decode context parallelism (KV split over the TP ranks) ");
     }
@@ -275,21 +295,35 @@ std::optional<EngineMapping> map_engine(const EngineArgs& args, Diagnostics& dia
     m.model_from = m.origin["model"];
   }
 
-  // ---- data parallelism: replicas, or DP attention
-  if (dp_attention && (!dp || *dp > 1))
-    refuse(*dp_attention_f,
-           fmt::format("data-parallel attention (attention split over {} DP ranks inside the TP group, MoE over all of "
-                       "them) ",
-                       dp ? std::to_string(*dp) : std::string("the")));
-  else if (dp && *dp > 1 && !m.expert_parallel_flag.empty())
-    err(*dp_f, fmt::format("with {}: vLLM's expert parallelism spans TP × DP = {} GPUs, with attention data-parallel "
-                           "over the DP ranks; gpuplan's --ep lives inside one TP group of a replica, so this layout is "
-                           "{}",
-                           m.expert_parallel_flag,
-                           m.keys.contains("tp") ? fmt::format("{} × {}", m.keys["tp"].dump(), *dp)
-                                                 : fmt::format("TP × {}", *dp),
-                           kNotModelled));
-  else if (dp && *dp > 1)
+  // ---- data parallelism: replicas, or DP attention with wide EP (gpuplan's --attention-dp, wide_ep.hpp)
+  if (dp_attention && dp && *dp > 1) {
+    // SGLang: --tp M GPUs in all, --dp N attention ranks of M/N GPUs each; --ep M (or the DeepEP backend, which sets
+    // it) spreads the experts over all M.
+    const long long M = m.keys.contains("tp") ? m.keys["tp"].get<long long>() : 1;
+    const long long ep = m.keys.contains("ep") ? m.keys["ep"].get<long long>() : (deepep_f != nullptr ? M : 1);
+    if (M % *dp != 0) {
+      err(*dp_f, fmt::format("data-parallel attention splits the --tp {} GPUs into {} ranks: {} must divide {}", M, *dp,
+                             *dp, M));
+    } else if (ep != M) {
+      refuse(*dp_attention_f,
+             fmt::format("data-parallel attention with the experts over EP {} of the {} GPUs (the rest "
+                         "tensor-parallel: give --ep-size {} or --moe-a2a-backend deepep for wide EP) ",
+                         ep, M, M));
+    } else {
+      m.keys["tp"] = M / *dp;
+      set("attention_dp", *dp, *dp_f);
+      m.keys.erase("ep");
+      m.origin.erase("ep");
+      m.notes.push_back(fmt::format("{} with {} and --tp {}: {} attention ranks of TP {}, experts over all {} GPUs "
+                                    "(gpuplan --attention-dp {} --tp {}: wide EP {})",
+                                    dp_attention_f->text(), dp_f->text(), M, *dp, M / *dp, M, *dp, M / *dp, M));
+    }
+  } else if (dp_attention) {
+    m.assumed.push_back(dp_attention_f->text());  // one DP rank: plain TP attention
+  } else if (dp && *dp > 1 && !m.expert_parallel_flag.empty()) {
+    // vLLM: --data-parallel-size N with --enable-expert-parallel: N attention ranks of TP t, EP = N·t.
+    set("attention_dp", *dp, *dp_f);
+  } else if (dp && *dp > 1)
     err(*dp_f, fmt::format("{} data-parallel replicas behind one API server: gpuplan serve prices one replica (TP × PP "
                            "GPUs), and with --rate the planner chooses the number of replicas; drop the flag (a fixed "
                            "replica count is {})",
@@ -502,9 +536,15 @@ bool engine_overlay(const std::string& data_dir, const std::optional<std::string
     origin[it.key()] = m->origin.at(it.key());
   }
 
-  // vLLM's expert parallelism: the MoE layers sharded over TP × DP GPUs (DP 1 here: DP > 1 was refused), i.e. over
-  // the replica's TP group, which is gpuplan's --ep = TP. A dense model: vLLM ignores the flag.
-  if (!m->expert_parallel_flag.empty()) {
+  // vLLM's expert parallelism: the MoE layers sharded over TP × DP GPUs. DP > 1 is gpuplan's --attention-dp (wide
+  // EP = TP × DP, checked against the model when resolved); DP 1 is the replica's TP group, gpuplan's --ep = TP. A
+  // dense model: vLLM ignores the flag.
+  if (!m->expert_parallel_flag.empty() && m->keys.contains("attention_dp")) {
+    diags.note("", m->expert_parallel_flag,
+               fmt::format("vLLM's EP size is TP × DP: gpuplan's --attention-dp {} with the TP group of each rank "
+                           "(wide EP, the experts over all of them)",
+                           m->keys["attention_dp"].dump()));
+  } else if (!m->expert_parallel_flag.empty()) {
     if (!j.contains("tp")) {
       diags.error("", m->expert_parallel_flag,
                   "vLLM's expert parallelism spans the TP group: give the TP size (--tensor-parallel-size or --tp), "

@@ -33,6 +33,9 @@ struct ServeFlags {
   std::optional<double> price;
   std::optional<double> step_overhead_ms, kernel_overhead_us, cpu_per_kernel_us;
   std::optional<int> ep;
+  std::optional<long long> attention_dp;
+  std::optional<std::string> prefill_gpu, decode_gpu;
+  std::optional<long long> prefill_attention_dp, decode_attention_dp;
   std::optional<double> moe_imbalance;
   bool disaggregated = false;
   std::optional<double> spec_acceptance;

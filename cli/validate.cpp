@@ -412,11 +412,13 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     r.model = c.value("model", std::string{});
     r.gpu = c.value("gpu", std::string{});
     r.metric = c.value("metric", std::string{});
-    const int tp = c.value("tp", 1), pp = c.value("pp", 1), ep = c.value("ep", 1);
+    const int tp = c.value("tp", 1), pp = c.value("pp", 1), dp = c.value("attention_dp", 1);
+    // Attention-DP with wide EP (wide_ep.hpp): EP = dp·tp unless the case says otherwise.
+    const int ep = c.value("ep", dp > 1 ? dp * tp : 1);
     const std::string wdt = c.value("weights", std::string("bf16")), kvdt = c.value("kv", std::string("bf16")),
                       cdt = c.value("compute", std::string("bf16"));
-    r.layout = fmt::format("TP{}{} PP{} w:{} kv:{} {}", tp, ep > 1 ? fmt::format(" EP{}", ep) : "", pp, wdt, kvdt,
-                           c.value("engine", std::string{}));
+    r.layout = fmt::format("{}TP{}{} PP{} w:{} kv:{} {}", dp > 1 ? fmt::format("DP{} ", dp) : "", tp,
+                           ep > 1 ? fmt::format(" EP{}", ep) : "", pp, wdt, kvdt, c.value("engine", std::string{}));
     const auto& in = c.contains("inputs") ? c["inputs"] : json_io::Json::object();
     r.measured = c.contains("measured") ? c["measured"].value("value", 0.0) : 0.0;
     r.unit = r.metric.find("_per_s") != std::string::npos ? "tokens/s" : "s";
@@ -437,10 +439,14 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     if (!kd) diags.error(shown, ptr + "/kv", fmt::format("unknown KV dtype '{}'", kvdt));
     if (!cp) diags.error(shown, ptr + "/compute", fmt::format("unknown precision '{}'", cdt));
     // Expert parallelism as the serving model has it: the experts spread over `ep` of the TP ranks (ep divides tp).
-    const bool ep_ok = ep >= 1 && tp >= 1 && tp % ep == 0 && (ep == 1 || (m != nullptr && m->arch.moe.has_value()));
+    // With attention-DP (wide EP) the experts spread over all dp·tp GPUs.
+    const bool ep_ok = ep >= 1 && tp >= 1 && dp >= 1 && (dp > 1 ? ep == dp * tp : tp % ep == 0) &&
+                       ((ep == 1 && dp == 1) || (m != nullptr && m->arch.moe.has_value()));
     if (!ep_ok)
       diags.error(shown, ptr + "/ep",
-                  fmt::format("ep {} with tp {}: ep must be at least 1 and divide tp, and ep > 1 needs an MoE model", ep, tp));
+                  fmt::format("ep {} with tp {} and attention_dp {}: ep must divide tp (or be attention_dp × tp), and "
+                              "ep > 1 needs an MoE model",
+                              ep, tp, dp));
     if (m == nullptr || gpu == nullptr || !wd || !kd || !cp || !ep_ok) continue;
     model::ServingSystem sys;
     sys.db = &db;
@@ -451,11 +457,12 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
         break;
       }
     r.regime = {"serve", model::generation_of(gpu->family), m->arch.moe.has_value() ? "moe" : "dense",
-                model::scale_bucket(std::int64_t(tp) * pp, sys.node ? sys.node->gpus : 1)};
+                model::scale_bucket(std::int64_t(tp) * pp * dp, sys.node ? sys.node->gpus : 1)};
     model::ServingPerfPlan plan;
     plan.tp = tp;
     plan.pp = pp;
-    plan.ep = ep;
+    plan.ep = dp > 1 ? 1 : ep;
+    plan.attention_dp = dp;
     plan.weights = model::default_weight_quant(*wd);
     plan.kv = model::default_kv_quant(*kd);
     plan.compute = *cp;
@@ -497,6 +504,7 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
         model::ServingMemoryPlan mp;
         mp.tp = tp;
         mp.pp = pp;
+        mp.expert_dp = dp;
         mp.context = isl + osl;
         mp.kv = pl.kv;
         mp.weights = pl.weights;

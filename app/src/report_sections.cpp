@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/disagg_pools.hpp"
+#include "gpuplan/model/wide_ep.hpp"
 
 namespace gpuplan::app {
 namespace {
@@ -170,10 +172,17 @@ std::vector<Section> planner_sections(const ResolvedServing& rs, const model::Se
   if (r.best) {
     const auto& b = *r.best;
     Section ans{r.feasible ? "Answer" : "No layout meets the SLA — best achievable", {}};
-    ans.rows = {{"GPUs", fmt::format("{} = {}", b.gpus, model::replica_layout(b.replicas, b.tp, b.pp))},
-                {"per replica", fmt::format("{} concurrent sequences (KV holds {}), {:.3g} req/s, {:.0f} output tok/s",
-                                            b.batch, b.max_batch_memory, b.replica_requests_per_s,
-                                            b.state.output_tokens_per_s)},
+    ans.rows = {{"GPUs", fmt::format("{} = {}", b.gpus,
+                                     b.dp > 1 ? model::group_layout(b.replicas, b.dp, b.tp, b.pp)
+                                              : model::replica_layout(b.replicas, b.tp, b.pp))},
+                {b.dp > 1 ? "per group" : "per replica",
+                 b.dp > 1 ? fmt::format("{} ranks × {} concurrent sequences (KV holds {} per rank), {:.3g} req/s, {:.0f} "
+                                        "output tok/s",
+                                        b.dp, b.batch, b.max_batch_memory, b.replica_requests_per_s,
+                                        b.state.output_tokens_per_s * double(b.dp))
+                          : fmt::format("{} concurrent sequences (KV holds {}), {:.3g} req/s, {:.0f} output tok/s",
+                                        b.batch, b.max_batch_memory, b.replica_requests_per_s,
+                                        b.state.output_tokens_per_s)},
                 {"TTFT", fmt::format("{} at p{} ({} prefill, {} for the running iteration, {} queueing)", ms(b.ttft),
                                      plain_number(rs.percentile), ms(b.ttft - b.queue_wait - b.iteration_wait),
                                      ms(b.iteration_wait), ms(b.queue_wait))},
@@ -185,7 +194,7 @@ std::vector<Section> planner_sections(const ResolvedServing& rs, const model::Se
     if (band != nullptr) {
       // Measured/predicted time of the regime's validation cases: the latencies scale with it, the GPUs for the same
       // traffic too (whole replicas).
-      auto reps = [&](double q) { return std::int64_t(std::ceil(double(b.replicas) * q - 1e-9)) * b.tp * b.pp; };
+      auto reps = [&](double q) { return std::int64_t(std::ceil(double(b.replicas) * q - 1e-9)) * b.tp * b.pp * b.dp; };
       ans.rows.emplace_back("error band (p10–p90)",
                             fmt::format("GPUs {}–{}, TTFT {}–{}, ITL {}–{} ({})", reps(band->p10), reps(band->p90),
                                         ms(b.ttft * band->p10), ms(b.ttft * band->p90), ms(b.itl * band->p10),
@@ -197,11 +206,19 @@ std::vector<Section> planner_sections(const ResolvedServing& rs, const model::Se
   if (r.disaggregated) {
     const auto& d = *r.disaggregated;
     Section ds{"Disaggregated prefill / decode pools", {}};
-    ds.rows = {{"GPUs", fmt::format("{} = {} prefill (TP {}) + {} decode (TP {})", d.gpus, d.prefill_gpus,
-                                    d.prefill_tp, d.decode_gpus, d.decode_tp)},
+    ds.rows = {{"GPUs", d.prefill_gpu.empty()
+                            ? fmt::format("{} = {} prefill (TP {}) + {} decode (TP {})", d.gpus, d.prefill_gpus,
+                                          d.prefill_tp, d.decode_gpus, d.decode_tp)
+                            : fmt::format("{} = {}", d.gpus, model::pools_layout(d))},
                {"TTFT", fmt::format("{} incl. KV transfer {} over {}", ms(d.ttft), ms(d.kv_transfer), d.transfer_tier)},
                {"ITL", fmt::format("{} at decode batch {}", ms(d.itl), d.decode_batch)},
-               {"cost", fmt::format("${:.3g} per million output tokens", d.cost_per_mtok_usd)},
+               {"cost", d.prefill_gpu.empty()
+                            ? fmt::format("${:.3g} per million output tokens", d.cost_per_mtok_usd)
+                            : fmt::format("${:.3g} per million output tokens: prefill ${:.2f}/hour ({} × {}), decode "
+                                          "${:.2f}/hour ({} × {}), each at its GPU's own price",
+                                          d.cost_per_mtok_usd, u::to_usd_per_hour(d.prefill_cost_rate),
+                                          d.prefill_gpus, d.prefill_gpu, u::to_usd_per_hour(d.decode_cost_rate),
+                                          d.decode_gpus, d.decode_gpu)},
                {"SLA", d.meets_sla ? "meets" : "misses"}};
     sec.push_back(ds);
   }

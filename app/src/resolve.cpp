@@ -156,6 +156,10 @@ model::ServingPlanOptions ResolvedServing::plan_options() const {
   if (tp_given) opt.tp_options = {perf.tp};
   if (pp_given) opt.pp_options = {perf.pp};
   opt.disaggregated = disaggregated;
+  if (prefill_sys) opt.prefill_system = &*prefill_sys;
+  if (decode_sys) opt.decode_system = &*decode_sys;
+  opt.prefill_attention_dp = prefill_attention_dp;
+  opt.decode_attention_dp = decode_attention_dp;
   return opt;
 }
 
@@ -298,7 +302,26 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
                    : (wd && *wd == model::StoreDtype::fp4 && gpu_fp4) ? hw::Precision::fp4
                                                                       : hw::Precision::bf16;
   }
-  if (s.ep) {
+  if (s.attention_dp) {
+    // Attention-DP with wide EP (wide_ep.hpp): EP = dp·tp over the whole group, experts whole on each GPU.
+    const long long dp = *s.attention_dp, ep = dp * f.tp;
+    if (!arch.moe)
+      diags.error("", where("attention_dp"), "attention-DP with wide EP needs a mixture-of-experts model");
+    else if (arch.moe->num_experts % ep != 0)
+      diags.note("", where("attention_dp"),
+                 fmt::format("wide EP = attention-DP {} × TP {} = {} does not divide the {} routed experts: each GPU "
+                             "is taken to hold E/EP = {:.3g} of them on average, in memory and work (engines fill whole "
+                             "slots with redundant experts, e.g. DeepSeek's EPLB: 256 experts on 320 decode GPUs)",
+                             dp, f.tp, ep, arch.moe->num_experts, double(arch.moe->num_experts) / double(ep)));
+    if (s.ep && *s.ep != ep)
+      diags.error("", where("ep"),
+                  fmt::format("with attention-DP {} the experts spread over all {} × {} GPUs: EP is {}, not {}", dp,
+                              dp, f.tp, ep, *s.ep));
+    perf.attention_dp = static_cast<int>(dp);
+    if (memplan) memplan->expert_dp = static_cast<int>(dp);
+    r.memory.expert_dp = static_cast<int>(dp);
+  }
+  if (s.ep && !(s.attention_dp && *s.attention_dp > 1)) {
     const long long ep = *s.ep;
     if (!arch.moe) diags.error("", where("ep"), "EP needs a mixture-of-experts model");
     else if (arch.moe->num_experts % ep != 0 || f.tp % ep != 0)
@@ -363,6 +386,31 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   r.tp_given = s.tp.has_value();
   r.pp_given = s.pp.has_value();
   r.disaggregated = s.disaggregated;
+  // Pools on their own GPU types: each resolved as --gpu is (a node holding it, its calibration, its price).
+  auto pool_system = [&](const std::optional<std::string>& name, const char* key) -> std::optional<model::ServingSystem> {
+    if (!name) return std::nullopt;
+    if (!s.disaggregated) {
+      diags.error("", where(key), fmt::format("'{}': a pool GPU needs --disaggregated (separate prefill and decode "
+                                              "pools)", *name));
+      return std::nullopt;
+    }
+    model::ServingSystem ps;
+    auto pool_where = [&](const std::string&) { return where(key); };
+    if (!resolve_hardware(*name, "", "", db, pool_where, diags, ps)) return std::nullopt;
+    if (!load_calibration(data_dir, ps, no_calibration, diags)) return std::nullopt;
+    if (sys.cluster != nullptr && sys.cluster->node == (ps.node ? ps.node->info.id : std::string())) ps.cluster = sys.cluster;
+    return ps;
+  };
+  r.prefill_sys = pool_system(s.prefill_gpu, "prefill_gpu");
+  r.decode_sys = pool_system(s.decode_gpu, "decode_gpu");
+  for (const auto& [v, key] : {std::pair{s.prefill_attention_dp, "prefill_attention_dp"},
+                               std::pair{s.decode_attention_dp, "decode_attention_dp"}}) {
+    if (!v) continue;
+    if (!arch.moe) diags.error("", where(key), "attention-DP with wide EP needs a mixture-of-experts model");
+    else if (!s.disaggregated) diags.error("", where(key), "a pool's attention-DP needs --disaggregated");
+    else (std::string(key) == "prefill_attention_dp" ? r.prefill_attention_dp : r.decode_attention_dp) = int(*v);
+  }
+  if (diags.has_errors()) return std::nullopt;
   if (s.spec_acceptance) {
     r.speculation = model::Speculation{*s.spec_acceptance, *s.spec_tokens};
     r.draft_ms = s.draft_ms;

@@ -123,19 +123,35 @@ TEST_SUITE("gpuplan serve with vLLM and SGLang arguments") {
               run({"serve", "-m", "mixtral-8x7b", "--tp", "8", "--ep", "4", "--format", "json"}));
   }
 
-  TEST_CASE("vLLM's --enable-expert-parallel with DP 1 is gpuplan's --ep = TP, and with DP > 1 it is refused") {
+  TEST_CASE("vLLM's --enable-expert-parallel with DP 1 is gpuplan's --ep = TP, and with DP > 1 --attention-dp") {
     same_json(run({"serve", "--vllm-args",
                    "vllm serve mistralai/Mixtral-8x7B-Instruct-v0.1 --tensor-parallel-size 8 --enable-expert-parallel",
                    "--format", "json"}),
               run({"serve", "-m", "mixtral-8x7b", "--tp", "8", "--pp", "1", "--ep", "8", "--engine", "vllm", "--format",
                    "json"}));
-    const Run dp = run({"serve", "--vllm-args",
-                        "vllm serve mistralai/Mixtral-8x7B-Instruct-v0.1 -tp 1 -dp 8 --enable-expert-parallel"});
-    CHECK(dp.rc == kInvalid);
-    CHECK(contains(dp.err, "vLLM's expert parallelism spans TP × DP = 1 × 8 GPUs"));
-    CHECK(contains(dp.err, "not modelled yet (#29)"));
+    // DP 8 × TP 1 with EP over all 8 (attention data-parallel, wide EP): gpuplan's --attention-dp 8.
+    same_json(run({"serve", "--vllm-args",
+                   "vllm serve mistralai/Mixtral-8x7B-Instruct-v0.1 -tp 1 -dp 8 --enable-expert-parallel", "--format",
+                   "json"}),
+              run({"serve", "-m", "mixtral-8x7b", "--tp", "1", "--pp", "1", "--attention-dp", "8", "--engine", "vllm",
+                   "--format", "json"}));
+    // SGLang's DP attention over --tp 8 GPUs with the DeepEP backend: 8 ranks of TP 1, the experts over all 8.
+    same_json(run({"serve", "--sglang-args",
+                   "python -m sglang.launch_server --model-path mistralai/Mixtral-8x7B-Instruct-v0.1 --tp 8 --dp 8 "
+                   "--enable-dp-attention --moe-a2a-backend deepep",
+                   "--format", "json"}),
+              run({"serve", "-m", "mixtral-8x7b", "--tp", "1", "--pp", "1", "--attention-dp", "8", "--engine",
+                   "sglang", "--format", "json"}));
+    const Run odd = run({"serve", "-m", "mixtral-8x7b", "--tp", "2", "--attention-dp", "8", "--format", "json"});
+    CHECK(odd.rc == 0);
+    CHECK(contains(odd.err, "wide EP = attention-DP 8 × TP 2 = 16 does not divide the 8 routed experts"));
+    CHECK(contains(odd.err, "E/EP = 0.5"));
+    const Run no_experts = run({"serve", "-m", "llama-3.1-8b", "--attention-dp", "2"});
+    CHECK(no_experts.rc == kInvalid);
+    CHECK(contains(no_experts.err, "attention-DP with wide EP needs a mixture-of-experts model"));
     // A dense model has no experts: vLLM ignores the flag, and so does the estimate (with a note).
     const Run dense = run({"serve", "-m", "llama-3.1-8b", "--tp", "2", "--enable-expert-parallel", "--format", "json"});
+    // (a dense model with -dp > 1 and --enable-expert-parallel is refused when resolved: no experts to spread)
     CHECK(dense.rc == 0);
     CHECK(contains(dense.err, "a dense model has no experts"));
   }

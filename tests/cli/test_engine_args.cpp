@@ -180,14 +180,16 @@ TEST_SUITE("vLLM and SGLang argument names") {
     CHECK(has(all_text(d), "'-q bitsandbytes': the 'bitsandbytes' quantisation method is not modelled yet (#29)"));
   }
 
-  TEST_CASE("vLLM's data parallelism: replicas are the planner's, EP over TP × DP is refused with the reason") {
+  TEST_CASE("vLLM's data parallelism: replicas are the planner's, EP over TP × DP is attention-DP with wide EP") {
     Diagnostics d;
     CHECK_FALSE(map_line(ServingEngine::vllm, "vllm serve x -tp 2 -dp 4", d));
     CHECK(has(all_text(d), "4 data-parallel replicas behind one API server"));
     Diagnostics d2;
-    CHECK_FALSE(map_line(ServingEngine::vllm, "vllm serve x -tp 1 -dp 8 --enable-expert-parallel", d2));
-    CHECK(has(all_text(d2), "vLLM's expert parallelism spans TP × DP = 1 × 8 GPUs"));
-    CHECK(has(all_text(d2), "gpuplan's --ep lives inside one TP group"));
+    const auto wide = map_line(ServingEngine::vllm, "vllm serve x -tp 1 -dp 8 --enable-expert-parallel", d2);
+    REQUIRE(wide);
+    CHECK(wide->keys["attention_dp"] == 8);
+    CHECK(wide->keys["tp"] == 1);
+    CHECK_FALSE(wide->keys.contains("ep"));
     Diagnostics d3;
     const auto m = map_line(ServingEngine::vllm, "vllm serve x -tp 8 -dp 1 --enable-expert-parallel", d3);
     REQUIRE(m);
@@ -217,7 +219,31 @@ TEST_SUITE("vLLM and SGLang argument names") {
     CHECK(m->ignored.size() == 1);
   }
 
-  TEST_CASE("SGLang's DP attention, unchunked prefill and DP replicas are refused by name") {
+  TEST_CASE("SGLang's DP attention maps to --attention-dp with wide EP (--ep-size = --tp or DeepEP)") {
+    Diagnostics d;
+    const auto m = map_line(ServingEngine::sglang,
+                            "python -m sglang.launch_server --model-path x --tp 16 --dp 4 --ep 16 --enable-dp-attention "
+                            "--moe-dense-tp-size 1",
+                            d);
+    REQUIRE(m);
+    CHECK(m->keys["tp"] == 4);  // 16 GPUs in 4 attention ranks of 4
+    CHECK(m->keys["attention_dp"] == 4);
+    CHECK_FALSE(m->keys.contains("ep"));  // EP = 4 × 4 follows from them
+    Diagnostics d2;
+    const auto e = map_line(ServingEngine::sglang,
+                            "python -m sglang.launch_server --model-path x --tp 8 --dp 8 --enable-dp-attention "
+                            "--moe-a2a-backend deepep --deepep-mode low_latency",
+                            d2);
+    REQUIRE(e);
+    CHECK(e->keys["tp"] == 1);
+    CHECK(e->keys["attention_dp"] == 8);
+    Diagnostics d3;
+    CHECK_FALSE(map_line(ServingEngine::sglang,
+                         "python -m sglang.launch_server --model-path x --tp 8 --dp 3 --enable-dp-attention --ep 8", d3));
+    CHECK(has(all_text(d3), "data-parallel attention splits the --tp 8 GPUs into 3 ranks: 3 must divide 8"));
+  }
+
+  TEST_CASE("SGLang's DP attention without wide EP, unchunked prefill and DP replicas are refused by name") {
     for (const char* line : {"python -m sglang.launch_server --model-path x --tp 8 --dp 8 --enable-dp-attention",
                              "python -m sglang.launch_server --model-path x --chunked-prefill-size -1",
                              "python -m sglang.launch_server --model-path x --dp-size 2",

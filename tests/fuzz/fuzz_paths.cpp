@@ -345,7 +345,7 @@ void check_candidate(const model::ServingCandidate& c, const std::string& w) {
   check_value(c.cost_per_mtok_usd, w + ".cost_per_mtok_usd");
   if (c.batch < 1 || c.batch > c.max_batch_memory)
     violated(fmt::format("{}: batch {} outside 1..KV capacity {}", w, c.batch, c.max_batch_memory));
-  if (c.replicas < 1 || c.gpus != c.replicas * c.tp * c.pp)
+  if (c.replicas < 1 || c.gpus != c.replicas * c.tp * c.pp * c.dp)
     violated(fmt::format("{}: GPUs {} != replicas {} x TP {} x PP {}", w, c.gpus, c.replicas, c.tp, c.pp));
 }
 

@@ -249,6 +249,33 @@ TEST_CASE("published B200 NVFP4 throughput meets the bar (median 15%, max 35%)" 
   CHECK(errs[errs.size() / 2] <= 0.15);
   CHECK(errs.back() <= 0.35);
 }
+// Attention-DP with wide EP (issue #21 d2): LMSYS's 2025-05-05 DeepSeek-V3 runs on H100 (EP72 decode, EP32 prefill)
+// and DeepSeek's EP32 prefill profile on H800 as LMSYS turned it into throughput (data/validation/inference_cases.json).
+// The decode step is within 25% (+17%: the all-to-all in series, where SGLang overlaps it with the other micro-batch).
+TEST_CASE("wide-EP DeepSeek-V3 decode on 72 H100 (LMSYS 2025-05-05) within 25%") {
+  const auto& s = source("lmsys-large-scale-ep-2025-05");
+  CHECK(s.evaluated == 3);
+  bool seen = false;
+  for (const auto& c : s.cases)
+    if (c.id == "D-lmsys-ep72-decode-H100-DeepSeek-V3-b256") {
+      REQUIRE(c.error.has_value());
+      CHECK(std::fabs(*c.error) <= 0.25);
+      seen = true;
+    }
+  CHECK(seen);
+}
+// The prefill is 85% (H100) and 131% (H800) slow: 70% of the predicted pass is the all-to-all priced as NCCL's of
+// every token-expert row in bf16 (1.88 GB a GPU a layer at 16,384 tokens), where DeepEP's normal kernels send each
+// token once per destination node (at most 4 under DeepSeek-V3's node-limited routing, against our 8 × 24/32 = 6
+// copies over IB) with an fp8 dispatch, and two-batch overlap hides most of the rest. Not tuned: this asserts the bar
+// so that it passes when the dispatch is modelled.
+TEST_CASE("wide-EP DeepSeek-V3 prefill (EP32, 16,384 tokens a GPU) within 25%" * doctest::should_fail()) {
+  for (const auto& c : source("lmsys-large-scale-ep-2025-05").cases)
+    if (c.error && c.id.find("prefill") != std::string::npos) {
+      CAPTURE(c.id);
+      CHECK(std::fabs(*c.error) <= 0.25);
+    }
+}
 TEST_CASE("published inference from current engines: median error at most 15% and none over 35%") {
   const auto& trt = source("trtllm-perf-overview");
   const auto& az = source("azure-nd-a100-v4");
@@ -295,7 +322,7 @@ TEST_CASE("published inference per dev case meets the whole bar (median 15%, non
 // stays at today's level or better.
 TEST_CASE("published inference cases do not regress: every runnable case evaluates, median error at most 40%") {
   const auto& all = inference().all;
-  CHECK(all.evaluated == 412);
+  CHECK(all.evaluated == 415);  // 412 + the three wide-EP DeepSeek-V3 cases (lmsys-large-scale-ep-2025-05)
   CHECK(all.median_abs_error <= 0.40);
   for (const auto& c : all.cases) {
     if (c.status == "not runnable") continue;

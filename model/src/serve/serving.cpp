@@ -15,6 +15,7 @@
 #include "moe_cost.hpp"
 #include "moe_layer.hpp"
 #include "gpuplan/model/vision.hpp"
+#include "gpuplan/model/wide_ep.hpp"
 #include "serving_internal.hpp"
 
 namespace gpuplan::model {
@@ -176,7 +177,7 @@ class ServingLayerPricer {
       // read or write over them). Engines with their own dispatch kernels send only the routed rows.
       const bool fixed = eager && plan.cuda_graphs;
       const double kk = double(a.moe->experts_per_token);
-      const double rows = moe_dispatch_rows(T, kk, int(ep), fixed);
+      const double rows = moe_dispatch_rows(Tm, kk, int(ep), fixed);
       // A fixed-capacity buffer moves the same bytes whatever the routing; otherwise the busiest rank's rows (ι).
       const Seconds one_way = detail::moe_all_to_all(rows, double(h) * e, ep_g, fixed ? 1.0 : plan.moe_imbalance);
       acc.add_comm("EP dispatch + combine all-to-all", PassItem::Kind::comm_ep, one_way * 2.0, 2);
@@ -211,7 +212,11 @@ class ServingLayerPricer {
       }
       acc.moe.add(MoeLayerTerms::routing, acc.total() - before_buffers);
     }
-    acc.add_comm("TP all-reduce", PassItem::Kind::comm_tp, ar, t > 1 ? 1 : 0);
+    // Wide EP (wide_ep.hpp): the combine returns each token to the rank that holds it, so an MoE layer's TP ranks
+    // need no second all-reduce (DeepSeek's TP + SP: the reduce-scatter after attention and the all-gather before
+    // the next one make the one all-reduce already priced after the output projection).
+    const bool combined = moe && dp > 1;
+    acc.add_comm("TP all-reduce", PassItem::Kind::comm_tp, combined ? Seconds(0) : ar, t > 1 && !combined ? 1 : 0);
     if (eager) stream("residual add", T * double(h) * e * 3.0, T * double(h));  // fused into the next norm otherwise
     return std::move(acc);
   }
@@ -443,7 +448,7 @@ class ServingLayerPricer {
       // Fused engines gather the tokens into expert order and scatter them back inside their MoE kernels' prologue
       // and epilogue: one pass each way. Eager PyTorch runs them as kernels of their own (price_eager_routing).
       const Seconds before = acc.total();
-      if (!eager) stream("token permute/unpermute", T * double(o.active) * double(h) * e * 4.0 / double(ep), 0.0);
+      if (!eager) stream("token permute/unpermute", Tm * double(o.active) * double(h) * e * 4.0 / double(ep), 0.0);
       moe_routing += acc.total() - before;
     }
   }
@@ -559,7 +564,9 @@ class ServingLayerPricer {
   const bool eager = plan.kernels == wl::KernelStyle::eager;
   const bool gated = a.mlp == wl::MlpKind::gated;
   const std::int64_t glu = gated ? 2 : 1;
-  const std::int64_t ep = std::max(1, plan.ep);
+  const std::int64_t ep = serving_ep(plan);
+  const std::int64_t dp = std::max(1, plan.attention_dp);
+  const double Tm = T * double(dp);  // tokens the EP group routes: every attention-DP rank's (T without attention-DP)
   const Seconds ar;
   Acc acc;
   Seconds moe_routing{};  // routing kernels inside the op being booked (moe_term)
@@ -586,11 +593,14 @@ Derivation explain_serving_moe(const wl::TransformerArch& a, const ServingPerfPl
   const char* pass = fb.prefill_seqs > 0 && fb.decode_seqs > 0 ? "one engine iteration, prefill + decode"
                      : fb.prefill_seqs > 0                     ? "prefill, forward"
                                                                : "decode step, forward";
-  const int ep = std::max(1, plan.ep);
+  const int ep = serving_ep(plan);
   Derivation r = detail::explain_moe_terms(
       "serving.moe", pass, m,
-      fmt::format("attention TP {}, experts EP {} inside it, expert TP {} ({} tokens)", plan.tp, ep,
-                  std::max(1, plan.tp / ep), units::format_number(m.work.group_tokens, 4)),
+      plan.attention_dp > 1
+          ? fmt::format("attention-DP {} ranks × TP {}, experts over all of them: wide EP {}, expert TP 1 ({} tokens)",
+                        plan.attention_dp, plan.tp, ep, units::format_number(m.work.group_tokens, 4))
+          : fmt::format("attention TP {}, experts EP {} inside it, expert TP {} ({} tokens)", plan.tp, ep,
+                        std::max(1, plan.tp / ep), units::format_number(m.work.group_tokens, 4)),
       plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
                                : Origin::assumption("uniform routing over the experts; give --moe-imbalance for a "
                                                     "hot-expert skew"));
@@ -655,7 +665,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   const Device d = serving_device(plan, sys);
   const KvTokenBytes kvt = kv_token_bytes(a, plan.kv, plan.tp, Explain::off);
   const CommGroup tp_g = group_of(sys, plan.tp, 1);
-  const CommGroup ep_g = group_of(sys, std::max(1, plan.ep), 1);
+  const CommGroup ep_g = group_of(sys, serving_ep(plan), 1);
   const CommGroup pp_g = group_of(sys, plan.pp > 1 ? 2 : 1, plan.tp);
   const double e = plan.activation_bytes;
   const double T = fb.decode_seqs * double(fb.queries_per_seq) + fb.prefill_seqs * double(fb.prefill_tokens);
@@ -779,6 +789,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
       if (!kind.moe) continue;
       fc.derivation.children.push_back(
           explain_serving_moe(a, plan, fb, kind, kinds[static_cast<std::size_t>(kind.index())], d, kvt, tp_g, ep_g));
+      if (plan.attention_dp > 1) fc.derivation.children.push_back(explain_wide_ep(a, plan, fb, ep_g, fc));
       break;
     }
   }

@@ -94,7 +94,8 @@ LayerParams layer_params(const Ctx& c, bool moe_layer) {
   lp.sharded = attn;
   const double n_moe = double(std::max<std::int64_t>(1, a.moe_layer_count()));
   if (moe_layer) {
-    lp.sharded += double(p.routed_experts + p.shared_experts) / n_moe;
+    // Wide EP: the routed experts spread over expert_dp × TP GPUs (no redundant experts).
+    lp.sharded += (double(p.routed_experts) / double(std::max(1, c.plan.expert_dp)) + double(p.shared_experts)) / n_moe;
     lp.small += double(p.router) / n_moe;
   } else {
     lp.sharded += double(p.dense_mlp_per_layer);

@@ -7,6 +7,8 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/disagg_pools.hpp"
+#include "gpuplan/model/wide_ep.hpp"
 #include "serving_internal.hpp"
 
 namespace gpuplan::model {
@@ -145,6 +147,12 @@ bool tp_valid(const wl::TransformerArch& a, int tp) {
 
 }  // namespace
 
+namespace detail {
+std::vector<std::int64_t> planner_batch_grid(std::int64_t max_b) { return batch_grid(max_b); }
+std::int64_t planner_replicas_for(double x, bool& saturated) { return replicas_for(x, saturated); }
+bool planner_tp_valid(const wl::TransformerArch& a, int tp) { return tp_valid(a, tp); }
+}  // namespace detail
+
 namespace {
 
 /// The traffic as the planner reads it: the length distributions, their means and percentile, and the rate.
@@ -216,7 +224,9 @@ ServingCandidate evaluate_candidate(const Planner& q, int tp, std::int64_t B, st
   c.max_batch_memory = cap;
   c.state = steady_state(a, pp_plan, B, isl, osl, sys, Explain::off, ctx_avg);
   c.itl = c.state.iteration;
-  const double lam_r = c.state.requests_per_s;
+  // Attention-DP (wide_ep.hpp): the unit is the group of dp ranks, each at batch B, all at the same step time.
+  c.dp = std::max(1, pp_plan.attention_dp);
+  const double lam_r = c.state.requests_per_s * double(c.dp);
   Seconds ttft_own = c.state.ttft;
   if (dist && isl_p != isl) {
     // The prompt at the SLA percentile: its own prefill, or its chunks riding on iterations.
@@ -259,7 +269,7 @@ ServingCandidate evaluate_candidate(const Planner& q, int tp, std::int64_t B, st
   c.iteration_wait = c.state.iteration_residual;
   c.ttft = ttft_own + c.iteration_wait + c.queue_wait;
   c.replica_requests_per_s = lam_r;
-  c.gpus = c.replicas * tp * pp_plan.pp;
+  c.gpus = c.replicas * tp * pp_plan.pp * c.dp;
   if (price) {
     c.cost_rate = *price * double(c.gpus);
     c.cost_per_mtok_usd = c.cost_rate.raw() / (lam * double(osl)) * 1e6;
@@ -333,6 +343,7 @@ bool search_layouts(const Planner& q, ServingPlanResult& r, std::vector<TtftFron
       ServingMemoryPlan mp = options.memory;
       mp.tp = tp;
       mp.pp = pp;
+      mp.expert_dp = a.moe ? std::max(1, perf.attention_dp) : 1;
       mp.context = isl + osl;
       mp.concurrency = 1;
       mp.gpus.reset();
@@ -610,6 +621,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
   std::vector<TtftFrontierPoint> frontier_points;  // the candidates (TTFT, GPUs, batch) of the best layout so far
   const bool any_fit = search_layouts(q, r, frontier_points);
   summarise(q, any_fit, frontier_points, r);
+  if (a.moe && perf.attention_dp > 1) r.notes.push_back(wide_ep_plan_note(perf));
 
   if (closed && r.best) {
     lambda = r.best->requests_per_s;  // the pools below serve the rate the colocated layout reaches
@@ -622,7 +634,12 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
                                                                : std::string(),
                                   units::format_number(lambda, 4)));
   }
-  if (options.disaggregated && r.best) r.disaggregated = size_disaggregated(q, lambda, r);
+  // Pools on other GPU types or of wide-EP groups: disagg_pools.cpp; otherwise both pools on this system.
+  if (options.disaggregated && r.best)
+    r.disaggregated = options.prefill_system || options.decode_system || (a.moe && perf.attention_dp > 1) ||
+                              options.prefill_attention_dp > 0 || options.decode_attention_dp > 0
+                          ? size_disaggregated_pools(a, params, perf, traffic, sla, sys, options, lambda, r.notes, explain)
+                          : size_disaggregated(q, lambda, r);
 
   if (explain == Explain::on && r.best) r.derivation = explain_plan(q, lambda, *r.best);
   return r;

@@ -523,6 +523,11 @@ const FieldTable& serving_scenario_fields() {
       f("tp", FieldType::integer, "tensor parallel size of a replica (with a rate: fixed instead of searched)", 1, 1024),
       f("pp", FieldType::integer, "pipeline parallel size of a replica (with a rate: fixed instead of searched)", 1, 1024),
       f("ep", FieldType::integer, "MoE expert parallel inside the TP group", 1, 1024),
+      f("attention_dp", FieldType::integer,
+        "MoE: attention data-parallel ranks of TP GPUs each (own batch and KV cache) with the experts spread over all "
+        "of them, wide EP = attention_dp × tp (SGLang --enable-dp-attention --dp, vLLM --data-parallel-size with "
+        "--enable-expert-parallel); the planner sizes whole groups (default 1: off)",
+        1, 4096),
       f("moe_imbalance", FieldType::number,
         "MoE hot-expert skew: routed tokens of the busiest expert-parallel rank over the mean (1 = uniform routing, "
         "the default)",
@@ -550,6 +555,15 @@ const FieldTable& serving_scenario_fields() {
       f("kernel_overhead_us", FieldType::number, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)"),
       f("cpu_per_kernel_us", FieldType::number, "eager: CPU time to issue one kernel (default 12)"),
       f("disaggregated", FieldType::boolean, "also size separate prefill and decode pools"),
+      f("prefill_gpu", FieldType::string,
+        "disaggregated: GPU of the prefill pool (default: gpu), priced at its own $/GPU-hour"),
+      f("prefill_attention_dp", FieldType::integer,
+        "disaggregated, MoE: attention-DP ranks per group of the prefill pool (default attention_dp)", 1, 4096),
+      f("decode_attention_dp", FieldType::integer,
+        "disaggregated, MoE: attention-DP ranks per group of the decode pool (default attention_dp)", 1, 4096),
+      f("decode_gpu", FieldType::string,
+        "disaggregated: GPU of the decode pool (default: gpu), priced at its own $/GPU-hour; the KV crosses the "
+        "scale-out fabric between the pools"),
       f("spec_acceptance", FieldType::number, "speculative decoding: acceptance rate α"),
       f("spec_tokens", FieldType::integer, "speculative decoding: draft tokens per step γ", 1, 64),
       f("draft_model", FieldType::string, "speculative decoding: draft model (library id or config.json)"),
@@ -595,6 +609,11 @@ Result<ServingScenario> decode_serving_scenario(const Json& j, const std::string
   s.tp = r.integer("tp");
   s.pp = r.integer("pp");
   s.ep = r.integer("ep");
+  s.attention_dp = r.integer("attention_dp");
+  s.prefill_gpu = r.str("prefill_gpu");
+  s.decode_gpu = r.str("decode_gpu");
+  s.prefill_attention_dp = r.integer("prefill_attention_dp");
+  s.decode_attention_dp = r.integer("decode_attention_dp");
   s.moe_imbalance = r.num("moe_imbalance");
   s.input_tokens = r.integer("input_tokens");
   s.output_tokens = r.integer("output_tokens");

@@ -57,6 +57,10 @@ struct ResolvedServing {
   double percentile = 99.0;         ///< the SLA percentile as given (percent)
   std::optional<long long> batch;
   bool tp_given = false, pp_given = false, disaggregated = false;
+  /// Disaggregated pools on their own GPU types (--prefill-gpu / --decode-gpu): each its GPU, node, calibration and
+  /// price; absent: the pool runs on `sys`.
+  std::optional<model::ServingSystem> prefill_sys, decode_sys;
+  int prefill_attention_dp = 0, decode_attention_dp = 0;  ///< each pool's attention-DP ranks (0: perf's)
   std::optional<model::Speculation> speculation;
   std::optional<double> draft_ms;
   std::optional<wl::TransformerArch> draft;  ///< the draft model, when one is named

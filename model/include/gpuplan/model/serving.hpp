@@ -43,6 +43,11 @@ struct ServingPerfPlan {
   int tp = 1;
   int pp = 1;
   int ep = 1;  ///< MoE: experts spread over `ep` of the TP ranks (ep | tp); each expert's FFN split over tp/ep
+  /// Attention data parallelism with wide EP (wide_ep.hpp; SGLang --enable-dp-attention, vLLM --data-parallel-size
+  /// with --enable-expert-parallel, DeepSeek's deployment): `attention_dp` ranks of `tp` GPUs each run attention on
+  /// their own batch and KV cache, and the routed experts spread over all dp × tp GPUs (EP = dp·tp, expert TP 1).
+  /// A forward batch is one rank's. 1: off (`ep` as above).
+  int attention_dp = 1;
   /// MoE hot-expert skew: routed rows of the busiest EP rank over the mean (1: uniform routing, the default and an
   /// assumption the derivation states). The busiest rank's expert GEMMs and, with variable-size dispatch, its
   /// all-to-alls set the layer's pace.
@@ -105,6 +110,11 @@ struct ServingPerfPlan {
 /// the tower's op list priced by vision_forward on one GPU of the replica in the plan's compute precision (weights
 /// stored in it; the tower's TP split and its all-reduces are not modelled: one GPU runs all of it).
 units::Seconds vision_encoder_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ServingSystem& sys);
+
+/// The EP size the serving pricer uses: dp·tp under attention-DP (wide EP), else `ep` (at least 1).
+inline int serving_ep(const ServingPerfPlan& p) {
+  return p.attention_dp > 1 ? p.attention_dp * (p.tp > 0 ? p.tp : 1) : (p.ep > 0 ? p.ep : 1);
+}
 
 /// Takes the per-kernel costs measured by a calibration profile (graph replay gap, eager launch interval) when it has
 /// them; the plan's stated defaults stay otherwise. The origin says which.
@@ -250,6 +260,7 @@ struct Sla {
 /// One candidate replica configuration evaluated by the planner.
 struct ServingCandidate {
   int tp = 1, pp = 1;
+  int dp = 1;  ///< attention-DP ranks of the group (wide EP); replicas are then groups of dp × tp × pp GPUs
   std::int64_t batch = 0;        ///< concurrent sequences per replica at the operating point
   std::int64_t max_batch_memory = 0;  ///< KV capacity at isl + osl
   SteadyState state;
@@ -281,6 +292,12 @@ struct DisaggregatedPlan {
   double cost_per_mtok_usd = 0;
   bool meets_sla = false;
   std::string transfer_tier;
+  // Pools on their own GPU types and with attention-DP groups (disagg_pools.hpp; empty ids: the plan's GPU).
+  std::string prefill_gpu, decode_gpu;        ///< GPU ids of the pools
+  int prefill_dp = 1, decode_dp = 1;          ///< attention-DP ranks per group of each pool (wide EP)
+  units::UsdPerSecond prefill_cost_rate{}, decode_cost_rate{};  ///< each pool at its own GPU's price
+  units::Bytes kv_per_sequence{};             ///< KV one prefill GPU sends per sequence (its shard)
+  Derivation derivation;                      ///< serving.disaggregated_pools (heterogeneous or wide-EP pools)
 };
 
 struct ServingPlanOptions {
@@ -288,6 +305,13 @@ struct ServingPlanOptions {
   std::vector<int> pp_options;  ///< PP sizes to try; empty = 1, then 2, 4, … 16 only while no TP size fits
   bool disaggregated = false;
   ServingMemoryPlan memory;  ///< engine memory knobs (fraction, block size, overheads); tp/pp/context set per try
+  /// Disaggregated pools on other GPU types than the plan's (nullptr: the plan's system): their own GPU, node (TP
+  /// domain, NIC), calibration and price (disagg_pools.hpp).
+  const ServingSystem* prefill_system = nullptr;
+  const ServingSystem* decode_system = nullptr;
+  /// Attention-DP ranks per group of each pool (wide EP; DeepSeek-V3 runs DP8 × TP4 in prefill, DP80 × TP4 in
+  /// decode); 0: the perf plan's attention_dp.
+  int prefill_attention_dp = 0, decode_attention_dp = 0;
 };
 
 /// One step of the TTFT–GPU trade-off of a layout: the fewest GPUs whose TTFT (at the SLA percentile) is within

@@ -119,6 +119,9 @@ ServingOverheads no_serving_overheads();
 struct ServingMemoryPlan {
   int tp = 1;
   int pp = 1;
+  /// Attention-DP ranks sharing the routed experts (wide EP, serving.hpp attention_dp): each GPU holds 1/(tp·expert_dp)
+  /// of the routed experts and 1/tp of the rest; the KV and the batch are one rank's. 1: experts split over TP only.
+  int expert_dp = 1;
   std::optional<std::int64_t> gpus;     ///< GPUs available: feasibility then checks the concurrency fits on them
   std::int64_t context = 4096;          ///< tokens per sequence (prompt + output)
   std::int64_t concurrency = 1;         ///< sequences held at once

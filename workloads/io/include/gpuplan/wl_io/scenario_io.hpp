@@ -39,6 +39,7 @@ struct ServingScenario {
   std::string model;
   std::string gpu, node, cluster;
   std::optional<long long> tp, pp, ep;
+  std::optional<long long> attention_dp;  ///< attention-DP ranks with wide EP = attention_dp × tp (wide_ep.hpp)
   std::optional<double> moe_imbalance;  ///< MoE hot-expert skew (busiest EP rank's tokens over the mean)
   // Traffic and SLA.
   std::optional<long long> input_tokens, output_tokens, batch;
@@ -52,6 +53,8 @@ struct ServingScenario {
   std::optional<double> price_usd_per_hour;
   std::optional<double> step_overhead_ms, kernel_overhead_us, cpu_per_kernel_us;
   bool disaggregated = false;
+  std::optional<std::string> prefill_gpu, decode_gpu;  ///< disaggregated pools on their own GPU types
+  std::optional<long long> prefill_attention_dp, decode_attention_dp;  ///< each pool's attention-DP ranks
   std::optional<double> spec_acceptance, draft_ms;
   std::optional<long long> spec_tokens;
   std::optional<std::string> draft_model;
