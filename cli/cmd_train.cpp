@@ -48,6 +48,7 @@ struct TrainFlags {
   std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
       cross_entropy,
       kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout, ep_dispatch,
+      attention_output_store,
       optimizer_impl;
   std::vector<std::string> recompute_modules;  ///< --recompute-modules (empty: not given)
   std::optional<double> moe_imbalance;
@@ -147,6 +148,7 @@ void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::
     origin["recompute_modules"] = "--recompute-modules";
   }
   put("ep_dispatch", "--ep-dispatch", f.ep_dispatch);
+  put("attention_output_store", "--attention-output-store", f.attention_output_store);
   put("moe_imbalance", "--moe-imbalance", f.moe_imbalance);
   put("mtp_layers", "--mtp-layers", f.mtp_layers);
   put("attention_kernel", "--attention-kernel", f.attention_kernel);
@@ -823,6 +825,9 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--ep-dispatch", f->ep_dispatch,
                 "MoE dispatch/combine: all-to-all (NCCL, default) or deepep (DeepSeek-V3/DeepEP: once per node over "
                 "InfiniBand, NVLink forwarding inside it; FP8 dispatch under --precision fp8)");
+  c->add_option("--attention-output-store", f->attention_output_store,
+                "attention output kept for the backward under FP8: separate (16-bit for the attention kernel + FP8 "
+                "for the O projection, default) or e5m6 (one shared 12-bit copy, DeepSeek-V3 §3.3.3)");
   c->add_option("--moe-imbalance", f->moe_imbalance,
                 "MoE load imbalance: busiest expert-parallel rank's tokens over the mean (default 1: balanced)");
   c->add_option("--mtp-layers", f->mtp_layers,

@@ -1090,6 +1090,19 @@ TEST_SUITE("shipped hardware database: PCIe parts' device-reported memory") {
   }
 }
 
+TEST_SUITE("shipped hardware database: H800's device-reported memory") {
+  TEST_CASE("H800 SXM fit checks use nvidia-smi's 81,559 MiB, not the 80 GB label") {
+    // Public nvidia-smi outputs of 'NVIDIA H800' nodes (data/hardware/gpus/h800-sxm5.json, source S-h800-smi):
+    // memory.total 81559MiB, as H100 SXM 80GB shows. By hand: 81559 MiB = 79.647 GiB against 80e9 B = 74.506 GiB.
+    const auto* g = shipped().find_gpu("h800-sxm5");
+    REQUIRE(g != nullptr);
+    REQUIRE(g->memory.device_reported.has_value());
+    CHECK(g->memory.reported_by == gpuplan::hw::MemoryReportedBy::nvidia_smi);
+    CHECK(g->memory_capacity().raw() == doctest::Approx(81559.0 * 1048576.0));
+    CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(79.64746).epsilon(1e-5));
+  }
+}
+
 TEST_SUITE("price and device-memory fields: bad input") {
   Json priced_gpu() {
     Json j = minimal_gpu();

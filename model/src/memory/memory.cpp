@@ -348,6 +348,10 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
       d.checkpoints += y.checkpoints;
       d.recompute_group = std::max(d.recompute_group, y.recompute_group);
       d.chunks = 2;
+      const StageShape& deep = i < st.size() / 2 ? y : x;
+      d.deep_layers = deep.layers;
+      d.deep_moe_layers = deep.moe_layers;
+      d.deep_kind_layers = deep.kind_layers;
     }
     return dev;
   }
@@ -591,10 +595,10 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
   st.inflight_mb = double(std::min<std::int64_t>(p - i, m));
   if (p == 1) st.inflight_mb = 1.0;
   if (shape.chunks == 2) {
-    // DualPipe (DeepSeek-V3 Table 2): PP + 1 chunk micro-batches of activations; this device's two chunks (one per
-    // direction) are summed in the shape, so (PP + 1)/2 of their sum per micro-batch.
-    st.inflight_mb = double(p + 1) / 2.0;
-    st.layer_factor = st.inflight_mb;
+    // DualPipe (DeepSeek-V3 Table 2): PP + 1 chunk micro-batches of activations, PP − h of the shallower stage and
+    // h + 1 of the deeper one (StageShape::deep_layers); layer_factor weighs the stage's summed layers accordingly.
+    st.inflight_mb = double(p - std::min(i, p - 1 - i));
+    st.layer_factor = detail::dualpipe_layer_factor(c, sums, shape, p);
   } else if (v > 1 && p > 1) {
     const double chunks = std::min<double>(2.0 * (p - i - 1) + double(v - 1) * p + 1.0, double(m) * v);
     st.layer_factor = chunks / v;

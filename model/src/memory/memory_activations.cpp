@@ -236,6 +236,11 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
     if (c.plan.flash_attention)
       add(v, A, "SDPA output (kept by the kernel for its backward)", os, o_w, c.ab, Split::tensor);
     if (c.wgrad_o) add(v, A, "O-projection input (contiguous transpose copy)", os, o_w, c.ab, Split::tensor);
+  } else if (c.gi < c.ab && c.wgrad_o && c.plan.attention_output == wl::AttentionOutputStore::e5m6) {
+    // DeepSeek-V3 §3.3.3 "Low-Precision Activation" (1): one E5M6 copy (12 bits; its 1×128-tile power-of-two scales
+    // not counted, as no FP8 tensor's are) serves the attention backward and the O projection's wgrad.
+    add(v, A, "attention output (E5M6, shared by the attention backward and the O-projection wgrad)", os, o_w,
+        kE5m6Bytes, Split::tensor);
   } else if (c.gi < c.ab || !c.wgrad_o) {
     // FP8: the O projection saves its own FP8 copy of the attention output; FlashAttention keeps the bf16 output
     // for its backward, the unfused core does not need it. A frozen O projection saves nothing.

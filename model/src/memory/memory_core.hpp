@@ -38,6 +38,12 @@ struct StageShape {
   /// Pipeline stages this device holds: 1, or 2 under DualPipe (stage i and stage PP−1−i, the counts above summed;
   /// each micro-batch passes through one of them on this device).
   int chunks = 1;
+  /// DualPipe: the deeper of the two stages (max(i, PP−1−i)), its share of the counts above. Device i holds PP − h
+  /// micro-batches of its shallower stage and h + 1 of its deeper one at its peak (h = min(i, PP−1−i);
+  /// deepseek-ai/DualPipe DualPipe.step: steps 1-2 run 2(PP/2 − h − 1) + h + 1 forward chunks of the first and h + 1
+  /// of the second before step 4's first overlapped pair adds one more of the first): PP + 1 in all (Table 2).
+  std::int64_t deep_layers = 0, deep_moe_layers = 0;
+  std::array<std::int64_t, LayerKind::kCount> deep_kind_layers{};
   std::int64_t mtp = 0;  ///< multi-token-prediction modules here (their transformer layer is in the counts above)
   /// Full recomputation (wl::RecomputeMethod) summed over this stage's chunks: layers recomputed, checkpoints kept,
   /// and the most layers one backward rebuilds at once (a uniform group).
@@ -98,6 +104,11 @@ inline const LayerSum& kind_sum(const LayerSums& s, LayerKind k) {
 /// Parameters of one layer of kind k: its op graph's weights (the routed experts apart) when the layers differ beyond
 /// their FFN (a hybrid's mixers, shared indexers), else the dense or the MoE layer's (layer_kinds).
 LayerParams kind_params(const wl::TransformerArch& a, const LayerKinds& kinds, LayerKind k);
+
+/// DualPipe's activation multiplier on a device's summed layers (StageShape::chunks == 2): PP − h micro-batches of
+/// its shallower stage and h + 1 of its deeper one, h = min(i, PP−1−i), over their sum's bytes per micro-batch
+/// ((PP + 1)/2 when the two stages keep the same bytes). memory_dualpipe.cpp.
+double dualpipe_layer_factor(const Ctx& c, const LayerSums& sums, const StageShape& shape, int p);
 
 /// One stage's memory (bytes); the fields training_memory reports and explains.
 struct StageMemory {

@@ -290,8 +290,8 @@ Derivation explain_activations(const Explained& e, ActivationLayout layout) {
       {"a_b", format_number(c.ab), "bytes per stored activation", prec_o},
       {"recompute", rmode, "what each layer keeps", Origin::user("plan.recompute")},
       {"in_flight", format_number(h.layer_factor), "micro-batches of the stage's layers held at the peak",
-       Origin::derived(plan.dualpipe() ? "DualPipe (DeepSeek-V3 Table 2): p + 1 chunk micro-batches over the device's two "
-                                         "stages, (p + 1)/2 of their sum"
+       Origin::derived(plan.dualpipe() ? "DualPipe (DeepSeek-V3 Table 2; deepseek-ai/DualPipe DualPipe.step): p − h "
+                                         "micro-batches of the shallower stage, h + 1 of the deeper, over their sum"
                        : v > 1 ? "interleaved: min(2(p−i−1) + (v−1)p + 1, m·v) chunks / v"
                                : "1F1B: min(p − i, m)")},
       {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))",
@@ -307,9 +307,13 @@ Derivation explain_activations(const Explained& e, ActivationLayout layout) {
         "logits/loss buffers ({}), so the peak adds max(0, working set − logits) = {}",
         B(h.working_set), B(h.logits_b), B(std::max(0.0, h.working_set - h.logits_b))));
   if (p > 1 && plan.dualpipe())
-    act.notes.push_back(
+    act.notes.push_back(fmt::format(
         "DualPipe: device i holds stage i (forward direction) and stage p−1−i (reverse direction), their layers "
-        "summed; PP + 1 chunk micro-batches of activations, 1/PP more than 1F1B's first stage (DeepSeek-V3 §3.2.1)");
+        "summed; PP + 1 chunk micro-batches of activations (DeepSeek-V3 §3.2.1, Table 2): with h = min(i, p−1−i) = "
+        "{}, {} of the shallower stage ({} layers) and {} of the deeper ({} layers)",
+        std::min(h.shape.index, p - 1 - h.shape.index), p - std::min(h.shape.index, p - 1 - h.shape.index),
+        h.shape.layers - h.shape.deep_layers, std::min(h.shape.index, p - 1 - h.shape.index) + 1,
+        h.shape.deep_layers));
   else if (p > 1)
     act.notes.push_back(
         v > 1 ? "interleaved schedule: the first stage holds L·(1 + (p−1)/(p·v)) layers' worth ([K22] §4.2.3, [N21])"

@@ -10,6 +10,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/training.hpp"
+#include "quant_recipe.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model {
@@ -139,6 +140,14 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
     return false;
   if (plan.recomputes(wl::recompute_moe_act) && !a.moe &&
       fail([] { return std::string("recompute module moe_act: the model has no MoE layers"); }))
+    return false;
+  if (plan.attention_output == wl::AttentionOutputStore::e5m6 &&
+      (!detail::quantised_gemms(plan) || plan.kernels == wl::KernelStyle::eager || !plan.flash_attention) &&
+      fail([] {
+        return std::string("attention output store e5m6: the shared 12-bit copy replaces the fused attention kernel's "
+                           "output and the O projection's FP8 input; it needs --precision fp8 (or fp4), fused kernels "
+                           "and flash attention");
+      }))
     return false;
   if (plan.activation_offload_layers > 0) {
     // Megatron-Core TransformerConfig.__post_init__: 'CPU offloading can be done only for layers less than

@@ -3,6 +3,7 @@
 // and the DeepSeek-V3 technical report (arXiv:2412.19437), cited per case.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -239,4 +240,50 @@ TEST_CASE("the search over DeepSeek-V3's problem finds a fitting layout at least
   const auto& best = found.top.front().score;
   CHECK(best.fits);
   CHECK(best.step_time <= published.step_time);
+}
+
+TEST_CASE("the attention output kept once in E5M6 replaces FlashAttention's BF16 copy and the O projection's FP8 one") {
+  // DeepSeek-V3 §3.3.3 "Low-Precision Activation" (1): the O projection's input, also read by the attention backward,
+  // is kept in a 12-bit E5M6 format. PP 1 (one micro-batch in flight), 4096 tokens, 61 layers, n_q·d_v = 128·128:
+  // each layer keeps 1.5 B per element where it kept 2 (FlashAttention's output) + 1 (FP8 wgrad input).
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(1, 64, 64);
+  const auto separate = model::estimate_training(a, plan, sys, Explain::off);
+  plan.attention_output = wl::AttentionOutputStore::e5m6;
+  const auto e5m6 = model::estimate_training(a, plan, sys, Explain::off);
+  const double saved = 4096.0 * 61.0 * 128.0 * 128.0 * (2.0 + 1.0 - 1.5);
+  CHECK((separate.memory.activations - e5m6.memory.activations).raw() == doctest::Approx(saved).epsilon(1e-9));
+  CHECK(e5m6.step_time.raw() == doctest::Approx(separate.step_time.raw()));
+  // Without FP8 GEMMs there is no FP8 copy to share: the plan is refused with the reason.
+  plan.precision.compute = hw::Precision::bf16;
+  CHECK(has_reason(model::check_training_layout(a, plan, sys), "attention output store e5m6"));
+}
+
+TEST_CASE("DualPipe device 0 holds PP micro-batches of its shallower stage and one of its deeper one") {
+  // deepseek-ai/DualPipe DualPipe.step on rank 0 (half_rank h = 0): step 1 runs 2(PP/2 − 1) phase-0 forwards, step 2
+  // one phase-0 and one phase-1 forward, step 3 trades phase-1 backwards for phase-1 forwards, and step 4's first
+  // overlapped pair adds a phase-0 forward while a phase-1 backward still holds its inputs: PP − h = PP micro-batches
+  // of stage 0 and h + 1 = 1 of stage PP − 1, PP + 1 in all (DeepSeek-V3 Table 2). All 61 layers MoE here so every
+  // layer keeps the same bytes e; PP 4, layers split {31, 10, 10, 10} against {10, 10, 10, 31}: device 0 holds 41
+  // layers either way, but 4·31e + 10e = 134e against 4·10e + 31e = 71e. (An even weighting, (PP + 1)/2 of their
+  // sum, would give 102.5e for both.)
+  wl::TransformerArch a = test::arch("deepseek-v3");
+  std::fill(a.moe_layer.begin(), a.moe_layer.end(), true);
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(4, 64, 64 * 8);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  plan.split.chunk_layers = {31, 10, 10, 10};
+  plan.split.layout = "t*31|t*10|t*10|t*10";
+  const auto deep_first = model::estimate_training(a, plan, sys, Explain::off);
+  plan.split.chunk_layers = {10, 10, 10, 31};
+  plan.split.layout = "t*10|t*10|t*10|t*31";
+  const auto deep_last = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(deep_first.step_time.raw() > 0);
+  REQUIRE(deep_last.step_time.raw() > 0);
+  REQUIRE(deep_first.memory.stage == 0);
+  REQUIRE(deep_last.memory.stage == 0);
+  const double e = model::activation_bytes_per_layer(a, plan).raw();
+  CHECK((deep_first.memory.activations - deep_last.memory.activations).raw() ==
+        doctest::Approx((134.0 - 71.0) * e).epsilon(1e-9));
 }

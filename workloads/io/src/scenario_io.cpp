@@ -161,6 +161,11 @@ const FieldTable& training_scenario_fields() {
         "dispatcher) or deepep (DeepSeek-V3 §3.2.2 / DeepEP normal kernels: once per destination node over "
         "InfiniBand, forwarded inside the node over NVLink; FP8 dispatch under FP8 GEMMs, BF16 combine)",
         0, 0, {"all-to-all", "deepep"}),
+      f("attention_output_store", FieldType::string,
+        "how the attention output is kept for the backward under FP8 GEMMs: separate (the attention kernel's 16-bit "
+        "output and the O projection's FP8 copy, Transformer Engine's way; the default) or e5m6 (one 12-bit E5M6 copy "
+        "shared by both, DeepSeek-V3 arXiv:2412.19437 §3.3.3)",
+        0, 0, {"separate", "e5m6"}),
       f("moe_imbalance", FieldType::number,
         "MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced, the default)", 1,
         1024),
@@ -418,6 +423,8 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
       key_error("recompute_modules", "recompute full already recomputes every module: leave recompute_modules out");
   }
   if (auto v = r.str("ep_dispatch")) p.ep_dispatch = *v == "deepep" ? wl::EpDispatch::deepep : wl::EpDispatch::all_to_all;
+  if (auto v = r.str("attention_output_store"))
+    p.attention_output = *v == "e5m6" ? wl::AttentionOutputStore::e5m6 : wl::AttentionOutputStore::separate;
   if (auto v = r.num("moe_imbalance")) p.moe_imbalance = *v;
   if (auto v = r.integer("mtp_layers")) p.mtp_layers = *v;
   if (auto v = r.num("tokens")) p.tokens_to_train = *v;
@@ -457,6 +464,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
     j["recompute_modules"] = mods;
   }
   if (p.ep_dispatch == wl::EpDispatch::deepep) j["ep_dispatch"] = "deepep";
+  if (p.attention_output == wl::AttentionOutputStore::e5m6) j["attention_output_store"] = "e5m6";
   if (p.ep_a2a_overlap) j["ep_a2a_overlap"] = true;
   if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;

@@ -49,6 +49,14 @@ enum RecomputeModule : unsigned {
 ///    crosses InfiniBand once per destination node and is forwarded inside that node over NVLink; the dispatch is
 ///    sent in FP8 when the GEMMs are FP8 and the combine in BF16 (§3.3.2 "Low-Precision Communication").
 enum class EpDispatch { all_to_all, deepep };
+/// How the attention output (the O projection's input) is kept for the backward under FP8 GEMMs:
+///  - separate: as Transformer Engine keeps it — the fused attention kernel saves its 16-bit output for its own
+///    backward and the O projection saves its FP8 cast for the weight gradient (a_b + 1 B per element);
+///  - e5m6: DeepSeek-V3 (arXiv:2412.19437 §3.3.3 "Low-Precision Activation" (1)): one copy in a 12-bit E5M6 format
+///    with 1×128-tile power-of-two scales serves both the attention backward and the O projection's wgrad
+///    (1.5 B per element), converted to 128×1 tiles in the backward.
+/// Read only with FP8 (or FP4) GEMMs and fused kernels.
+enum class AttentionOutputStore { separate, e5m6 };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
 /// How the optimizer step is implemented (PyTorch 2.x torch/optim/adam.py and sgd.py; issue #27):
 ///  - fused: one multi-tensor kernel reads each parameter's gradient, weight and states and writes them back once
@@ -246,6 +254,7 @@ struct TrainingPlan {
   PipelineSplit split;                 ///< how the decoder layers are split over the pipeline's chunks
   unsigned recompute_modules = 0;      ///< RecomputeModule bits (with Recompute::none or selective)
   EpDispatch ep_dispatch = EpDispatch::all_to_all;
+  AttentionOutputStore attention_output = AttentionOutputStore::separate;
   /// MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced routing, the default
   /// and an assumption). The slowest rank sets the pace of the expert GEMMs and of the dispatch/combine.
   double moe_imbalance = 1.0;
