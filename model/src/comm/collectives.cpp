@@ -2,6 +2,7 @@
 // for ring / tree / pairwise costs), with NCCL's algorithm structure and latency constants (NVIDIA/nccl
 // src/graph/tuning.cc) and measured bus efficiencies carried by the tiers (topology.cpp).
 #include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/collective_time.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -601,6 +602,11 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
   if (d > 1 && group.scale_out) dv.notes.push_back("scale-out tier: " + describe(*group.scale_out));
   dv.children = chosen->children;
   return r;
+}
+
+units::Seconds collective_time(Collective op, units::Bytes bytes, const CommGroup& group) {
+  if (group.size <= 1 || bytes.raw() <= 0) return units::Seconds(0);
+  return collective_cost(op, bytes, group, CollectiveAlgorithm::automatic, Explain::off).time;
 }
 
 std::optional<Collective> parse_collective(std::string_view name) {

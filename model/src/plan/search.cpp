@@ -218,7 +218,7 @@ struct VocabEvaluator {
 
   // Copied out: a reference into `groups` would not survive the next insert.
   auto with_group(int size, int stride, const auto& term) {
-    const CommGroup& g = groups.get({size, stride}, [&] { return detail::training_group(size, stride, sys); });
+    const CommGroup& g = groups.get({size, stride}, [&] { return training_comm_group(size, stride, sys); });
     return term(g);
   }
 
@@ -282,9 +282,9 @@ struct VocabEvaluator {
       t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Copied out: a reference into `groups` would not survive the next insert.
-        const CommGroup g = groups.get({n_dp, par.tp}, [&] { return detail::training_group(n_dp, par.tp, sys); });
+        const CommGroup g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
         const CommGroup& ge = groups.get({n_edp, etp * par.ep},
-                                         [&] { return detail::training_group(n_edp, etp * par.ep, sys); });
+                                         [&] { return training_comm_group(n_edp, etp * par.ep, sys); });
         return detail::dp_collective_times(a, k.params, plan, g, ge);
       });
       if (plan.kernels == wl::KernelStyle::eager)

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "layer_kinds_text.hpp"
@@ -22,26 +23,6 @@ namespace gpuplan::model {
 using units::Bytes;
 using units::Seconds;
 
-namespace detail {
-
-Seconds coll(Collective op, Bytes bytes, const CommGroup& g) {
-  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
-  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
-}
-
-CommGroup group_of(const ServingSystem& sys, int size, int stride) {
-  if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
-  std::optional<hw::ClusterSpec> cl;
-  if (sys.cluster != nullptr) cl = *sys.cluster;
-  CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
-  if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
-  return g;
-}
-
-}  // namespace detail
-
-using detail::coll;
-using detail::group_of;
 using detail::moe_dispatch_rows;
 using detail::MoeExpertWork;
 using detail::MoeLayerTerms;
@@ -136,7 +117,7 @@ class ServingLayerPricer {
       : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
         kind(layer_kind), moe(layer_kind.moe && arch.moe.has_value()), graph(build_layer_graph(arch, layer_kind)),
         attn(attention_or_reference(arch, graph)),
-        ar(t > 1 ? coll(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {
+        ar(t > 1 ? collective_time(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {
     acc.tracing = trace;
   }
 
@@ -184,7 +165,7 @@ class ServingLayerPricer {
       acc.moe.add(MoeLayerTerms::combine, one_way);
       const Seconds before_buffers = acc.total();
       if (fixed) {
-        acc.add_comm("EP expert-id all-to-all", PassItem::Kind::comm_ep, coll(Collective::all_to_all, units::bytes(rows * 8.0), ep_g), 1);
+        acc.add_comm("EP expert-id all-to-all", PassItem::Kind::comm_ep, collective_time(Collective::all_to_all, units::bytes(rows * 8.0), ep_g), 1);
         // The padded buffers (rows of h): zero fill (write), the receiver's gather of every slot into expert order
         // (read + write), the results written back to slot order; the sender writes its routed rows into their
         // slots and takes them back from the returned buffer (a gather, then a write into pair order). The writes
@@ -654,9 +635,9 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   ForwardCost fc;
   const Device d = serving_device(plan, sys);
   const KvTokenBytes kvt = kv_token_bytes(a, plan.kv, plan.tp, Explain::off);
-  const CommGroup tp_g = group_of(sys, plan.tp, 1);
-  const CommGroup ep_g = group_of(sys, std::max(1, plan.ep), 1);
-  const CommGroup pp_g = group_of(sys, plan.pp > 1 ? 2 : 1, plan.tp);
+  const CommGroup tp_g = training_comm_group(plan.tp, 1, sys);
+  const CommGroup ep_g = training_comm_group(std::max(1, plan.ep), 1, sys);
+  const CommGroup pp_g = training_comm_group(plan.pp > 1 ? 2 : 1, plan.tp, sys);
   const double e = plan.activation_bytes;
   const double T = fb.decode_seqs * double(fb.queries_per_seq) + fb.prefill_seqs * double(fb.prefill_tokens);
   fc.tokens = T;
@@ -703,7 +684,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
              keep);
     if (plan.tp > 1) {
       head.add_comm("TP all-gather of the logits", PassItem::Kind::comm_tp,
-                    coll(Collective::all_gather, units::bytes(emit * double(a.vocab) * 4.0), tp_g), 1);
+                    collective_time(Collective::all_gather, units::bytes(emit * double(a.vocab) * 4.0), tp_g), 1);
     }
   }
   head.add(streaming_cost("embedding gather", OpClass::embedding, units::bytes(T * double(a.hidden) * e * 2.0),
@@ -732,7 +713,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   fc.overhead = std::max(Seconds(0), cpu_time - gpu_time) + plan.step_overhead;
   fc.stage = std::max(gpu_time, cpu_time);
   if (plan.pp > 1)
-    fc.pp_transfer = coll(Collective::send_recv, units::bytes((double(Ti) * double(a.hidden)) * e), pp_g) * double(plan.pp - 1);
+    fc.pp_transfer = collective_time(Collective::send_recv, units::bytes((double(Ti) * double(a.hidden)) * e), pp_g) * double(plan.pp - 1);
   // All stages in sequence on a token's path (stages are equal up to the head, which only the last one runs).
   fc.total = (fc.stage - head.total()) * double(std::max(1, plan.pp)) + head.total() + fc.pp_transfer +
              plan.step_overhead;

@@ -6,13 +6,12 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "serving_internal.hpp"
 
 namespace gpuplan::model {
 
-using detail::coll;
-using detail::group_of;
 using units::Seconds;
 
 LengthDist LengthDist::fixed(std::int64_t tokens) { return LengthDist{{{std::max<std::int64_t>(1, tokens), 1.0}}}; }
@@ -323,7 +322,7 @@ bool search_layouts(const Planner& q, ServingPlanResult& r, std::vector<TtftFron
       if (pp > 1) {
         // Stages on different nodes need a scale-out link: without one in the data the stage-to-stage sends cost +inf
         // (collective_cost's "not possible"), and the candidate would report an infinite ITL.
-        const CommGroup pair = group_of(sys, 2, tp);
+        const CommGroup pair = training_comm_group(2, tp, sys);
         if (pair.size > pair.scale_up_size && !pair.scale_out) {
           r.notes.push_back(fmt::format("TP {} PP {}: the pipeline stages span nodes and {} has no scale-out link in "
                                         "the data", tp, pp, sys.node != nullptr ? sys.node->info.id : gpu.info.id));
@@ -455,7 +454,7 @@ std::optional<DisaggregatedPlan> size_disaggregated(const Planner& q, double lam
   const std::int64_t isl = q.dm.isl, osl = q.dm.osl;
   std::optional<DisaggregatedPlan> best_dp;
   const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
-  const CommGroup xfer = group_of(sys, 2, node_gpus);
+  const CommGroup xfer = training_comm_group(2, node_gpus, sys);
   // The pools sit on different nodes: with no scale-out link in the data the KV cannot move (its transfer time
   // would be infinite); say so instead of reporting an infinite TTFT.
   const bool no_link = xfer.size > xfer.scale_up_size && !xfer.scale_out;
@@ -476,7 +475,7 @@ std::optional<DisaggregatedPlan> size_disaggregated(const Planner& q, double lam
     mp.kv = perf.kv;
     mp.weights = perf.weights;
     const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
-    const Seconds transfer = coll(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
+    const Seconds transfer = collective_time(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
     // Prefill pool: the fewest replicas whose queueing keeps TTFT within the target.
     // From the fewest that keep up (ρ < 1), at most a million more; TTFT is "unbounded" (the queue's 1e30 s) until
     // a count keeps up, so a pool that cannot is never reported with the TTFT of an empty queue.

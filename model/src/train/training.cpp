@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/params.hpp"
@@ -168,20 +169,6 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
     c.mtp_extra = pf.time + pd.time + pw.time + c.head_time;
   }
   return c;
-}
-
-CommGroup training_group(int size, int stride, const TrainingSystem& sys) {
-  if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
-  std::optional<hw::ClusterSpec> cl;
-  if (sys.cluster != nullptr) cl = *sys.cluster;
-  CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
-  if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
-  return g;
-}
-
-Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g) {
-  if (g.size <= 1 || bytes.raw() <= 0) return Seconds(0);
-  return collective_cost(op, bytes, g, CollectiveAlgorithm::automatic, Explain::off).time;
 }
 
 Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
@@ -1091,7 +1078,12 @@ PipelineAssignment pipeline_assignment(const wl::TransformerArch& arch, const wl
 }
 
 CommGroup training_comm_group(int size, int stride, const TrainingSystem& sys) {
-  return detail::training_group(size, stride, sys);
+  if (size <= 1 || sys.node == nullptr || sys.db == nullptr) return CommGroup{};
+  std::optional<hw::ClusterSpec> cl;
+  if (sys.cluster != nullptr) cl = *sys.cluster;
+  CommGroup g = resolve_group(size, stride, *sys.node, *sys.db, cl);
+  if (sys.scale_up_calibration) apply_calibration(g, *sys.scale_up_calibration);
+  return g;
 }
 
 namespace {
@@ -1156,16 +1148,16 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   // etp-ep-edp-pp over the same GPUs (tp·cp·dp regrouped as etp·ep·edp: parallel folding; etp = tp by default).
   // Gradients: dense over dp·cp (stride tp), routed experts over the expert-data-parallel group (stride etp·ep).
   const int n_dp = detail::dense_grad_group_size(plan), n_edp = detail::expert_grad_group_size(plan);
-  const CommGroup tp_g = detail::training_group(par.tp, 1, sys);
-  const CommGroup cp_g = detail::training_group(par.cp, par.tp, sys);
-  const CommGroup dp_g = detail::training_group(n_dp, par.tp, sys);
+  const CommGroup tp_g = training_comm_group(par.tp, 1, sys);
+  const CommGroup cp_g = training_comm_group(par.cp, par.tp, sys);
+  const CommGroup dp_g = training_comm_group(n_dp, par.tp, sys);
   const int etp = par.expert_tp();
-  const CommGroup edp_g = detail::training_group(n_edp, etp * par.ep, sys);
-  const CommGroup ep_g = detail::training_group(par.ep, etp, sys);
-  const CommGroup pp_g = detail::training_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
+  const CommGroup edp_g = training_comm_group(n_edp, etp * par.ep, sys);
+  const CommGroup ep_g = training_comm_group(par.ep, etp, sys);
+  const CommGroup pp_g = training_comm_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
   if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
   if (detail::expert_tp_folded(a, plan) && etp > 1)
-    terms.etp_one = detail::etp_collective_time(a, plan, detail::training_group(etp, 1, sys));
+    terms.etp_one = detail::etp_collective_time(a, plan, training_comm_group(etp, 1, sys));
   if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
   if (par.ep > 1 && a.moe) {
     terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
