@@ -17,16 +17,38 @@ inline const hw::HardwareDb& hardware() {
   return d;
 }
 
-/// The GPU of one node of the bundled database as a training or serving system (model::ServingSystem is the same
-/// type), e.g. node_system("dgx-h100").
-inline model::TrainingSystem node_system(const std::string& node_id) {
+/// The GPU of one node of a hardware database as a training or serving system (model::ServingSystem is the same
+/// type); the system points into `db` (a test's modified copy of the bundled database).
+inline model::TrainingSystem node_system(const hw::HardwareDb& db, const std::string& node_id) {
   model::TrainingSystem s;
-  s.db = &hardware();
-  s.node = hardware().find_node(node_id);
+  s.db = &db;
+  s.node = db.find_node(node_id);
   REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
-  s.gpu = hardware().find_gpu(s.node->gpu);
+  s.gpu = db.find_gpu(s.node->gpu);
   REQUIRE(s.gpu != nullptr);
   return s;
+}
+/// The same on the bundled database, e.g. node_system("dgx-h100").
+inline model::TrainingSystem node_system(const std::string& node_id) { return node_system(hardware(), node_id); }
+
+/// Our measured MoE training step's plan (data/validation/measured/h100-sxm5-80gb/moe_train_L4_*.json): TP 1, EP `ep`,
+/// DP `dp`, 4096 tokens per GPU, bf16 autocast over fp32 parameters (AMP), eager kernels, fp32 AdamW states, gradients
+/// reduced after the backward, FlashAttention 2.
+inline wl::TrainingPlan measured_moe_plan(int ep, int dp) {
+  wl::TrainingPlan p;
+  p.par.dp = dp;
+  p.par.ep = ep;
+  p.micro_batch = 1;
+  p.seq_len = 4096;
+  p.global_batch = dp;
+  p.kernels = wl::KernelStyle::eager;
+  p.mixed_precision = wl::MixedPrecision::amp;
+  p.precision.weight_bytes = 4;
+  p.precision.gradient_bytes = 4;
+  p.precision.master_bytes = 0;
+  p.overlap_grad_reduce = false;
+  p.attention_kernel = wl::AttentionKernel::fa2;
+  return p;
 }
 
 /// The shipped model library, loaded once per test executable.

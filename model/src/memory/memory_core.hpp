@@ -104,6 +104,12 @@ inline const LayerSum& kind_sum(const LayerSums& s, LayerKind k) {
 /// Parameters of one layer of kind k: its op graph's weights (the routed experts apart) when the layers differ beyond
 /// their FFN (a hybrid's mixers, shared indexers), else the dense or the MoE layer's (layer_kinds).
 LayerParams kind_params(const wl::TransformerArch& a, const LayerKinds& kinds, LayerKind k);
+/// Parameters of one norm: the model's norm parameters over its layers' norms and the final one (stage_shapes.cpp).
+double norm_unit(const wl::TransformerArch& a, const ParameterCounts& p);
+/// Parameters of one dense or MoE layer from the model's counts (stage_shapes.cpp).
+LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p, bool moe_layer);
+/// NCCL communicators one GPU belongs to under the parallelism (stage_memory.cpp).
+int communicators(const wl::Parallelism& par);
 
 /// DualPipe's activation multiplier on a device's summed layers (StageShape::chunks == 2): PP − h micro-batches of
 /// its shallower stage and h + 1 of its deeper one, h = min(i, PP−1−i), over their sum's bytes per micro-batch

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "moe_cost.hpp"
 
@@ -47,10 +48,7 @@ OpCost moe_expert_gemm(OpCost batched, const MoeExpertWork& w, const Device& d) 
 }
 
 units::Seconds moe_all_to_all(double rows, double row_bytes, const CommGroup& g, double imbalance) {
-  const units::Bytes buf = units::bytes(rows * row_bytes);
-  if (g.size <= 1 || buf.raw() <= 0) return units::Seconds(0);
-  return collective_cost(Collective::all_to_all, buf, g, CollectiveAlgorithm::automatic, Explain::off).time *
-         std::max(1.0, imbalance);
+  return collective_time(Collective::all_to_all, units::bytes(rows * row_bytes), g) * std::max(1.0, imbalance);
 }
 
 units::Seconds MoeLayerTerms::total() const {

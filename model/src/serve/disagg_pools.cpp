@@ -8,7 +8,9 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/model/training.hpp"
 #include "gpuplan/model/wide_ep.hpp"
+#include "gpuplan/model/collective_time.hpp"
 #include "serving_internal.hpp"
 
 namespace gpuplan::model {
@@ -138,8 +140,8 @@ std::optional<DisaggregatedPlan> size_disaggregated_pools(const wl::TransformerA
   const int dp_pre = a.moe ? std::max(1, options.prefill_attention_dp > 0 ? options.prefill_attention_dp : perf.attention_dp) : 1;
   const int dp_dec = a.moe ? std::max(1, options.decode_attention_dp > 0 ? options.decode_attention_dp : perf.attention_dp) : 1;
   // The KV leaves a prefill node and enters a decode node: each side's NIC (send/recv over its scale-out tier).
-  const CommGroup x_pre = detail::group_of(pre.sys, 2, pre.sys.node != nullptr ? pre.sys.node->gpus : 1);
-  const CommGroup x_dec = detail::group_of(dec.sys, 2, dec.sys.node != nullptr ? dec.sys.node->gpus : 1);
+  const CommGroup x_pre = training_comm_group(2, pre.sys.node != nullptr ? pre.sys.node->gpus : 1, pre.sys);
+  const CommGroup x_dec = training_comm_group(2, dec.sys.node != nullptr ? dec.sys.node->gpus : 1, dec.sys);
   for (const CommGroup* x : {&x_pre, &x_dec})
     if (x->size > x->scale_up_size && !x->scale_out) {
       notes.push_back(fmt::format("disaggregated pools not sized: a pool's node has no scale-out link in the data to "
@@ -152,8 +154,8 @@ std::optional<DisaggregatedPlan> size_disaggregated_pools(const wl::TransformerA
     const ServingMemory mem_p = rank_memory(a, params, perf, options, pre, tp_p, dp_pre, isl);
     if (mem_p.max_concurrency < 1) continue;
     const units::Bytes shard = mem_p.kv_bytes_per_sequence_per_gpu;
-    const Seconds kv = std::max(detail::coll(Collective::send_recv, shard, x_pre),
-                                detail::coll(Collective::send_recv, shard, x_dec));
+    const Seconds kv = std::max(collective_time(Collective::send_recv, shard, x_pre),
+                                collective_time(Collective::send_recv, shard, x_dec));
     const PrefillSide P = size_prefill(pp_plan, a, isl, lambda, sla, in_d, pre, tp_p, dp_pre, kv);
     for (int tp_d : pool_tps(a, options, dec)) {
       const ServingPerfPlan dp_plan = pool_plan(a, perf, tp_d, dp_dec);
@@ -176,7 +178,7 @@ std::optional<DisaggregatedPlan> size_disaggregated_pools(const wl::TransformerA
       d.kv_per_sequence = shard;
       d.ttft = P.prefill + P.ttft_wait + kv;
       d.itl = D->itl;
-      const CommGroup& slow = detail::coll(Collective::send_recv, shard, x_pre) >= detail::coll(Collective::send_recv, shard, x_dec) ? x_pre : x_dec;
+      const CommGroup& slow = collective_time(Collective::send_recv, shard, x_pre) >= collective_time(Collective::send_recv, shard, x_dec) ? x_pre : x_dec;
       d.transfer_tier = slow.scale_out ? slow.scale_out->name : slow.scale_up.name;
       if (pre.price) d.prefill_cost_rate = *pre.price * double(d.prefill_gpus);
       if (dec.price) d.decode_cost_rate = *dec.price * double(d.decode_gpus);

@@ -1,21 +1,86 @@
 #pragma once
-// Internal to gpuplan::model: what serving.cpp (one iteration, steady state) and serving_plan.cpp (the capacity
-// planner) share.
+// Internal to gpuplan::model's serve/: what the serving forward (serving.cpp), the layer pricer behind it
+// (serving_layer.cpp) and the capacity planner (serving_plan.cpp) share.
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/graph.hpp"
+#include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/serving.hpp"
+#include "gpuplan/model/serving_timeline.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "moe_layer.hpp"
 
 namespace gpuplan::model::detail {
 
-/// Time of one collective (0 for a group of one or no bytes), derivation off.
-units::Seconds coll(Collective op, units::Bytes bytes, const CommGroup& g);
-/// The communicator of `size` GPUs `stride` ranks apart on the system's node, with the measured NVLink tier when the
-/// system carries a calibration.
-CommGroup group_of(const ServingSystem& sys, int size, int stride);
+using units::Bytes;
+using units::Seconds;
+
+/// One priced op as forward_trace records it.
+PassItem pass_item(const OpCost& c);
+
+/// Per-stage accumulation of a layer's ops.
+struct Acc {
+  Seconds gemm{}, attention{}, elementwise{}, comm{};
+  units::Flops flops{};
+  Bytes weights{}, kv{};
+  std::int64_t kernels = 0;
+  std::vector<OpCost> ops;
+  bool tracing = false;          ///< record every kernel and collective in issue order (forward_trace)
+  std::vector<PassItem> items;   ///< what tracing records
+  MoeLayerTerms moe;             ///< one MoE layer's terms (moe_layer.hpp), recorded as its ops are added
+  void add(const OpCost& c, bool keep) {
+    switch (c.cls) {
+      case OpClass::gemm: gemm += c.time; break;
+      case OpClass::attention: attention += c.time; break;
+      default: elementwise += c.time; break;
+    }
+    flops += c.flops;
+    ++kernels;
+    if (keep) ops.push_back(c);
+    if (tracing) items.push_back(pass_item(c));
+  }
+  /// A collective of `n` kernels on the compute stream (serving engines do not overlap them with the layer's work).
+  void add_comm(const char* name, PassItem::Kind kind, Seconds t, std::int64_t n) {
+    comm += t;
+    kernels += n;
+    if (tracing && n > 0)
+      items.push_back(PassItem{name, kind, t, n, fmt::format("{}: collective on the compute stream, {}", name,
+                                                             units::format(t))});
+  }
+  [[nodiscard]] Seconds total() const { return gemm + attention + elementwise + comm; }
+  Acc& scale_add(const Acc& o, double k) {
+    gemm += o.gemm * k;
+    attention += o.attention * k;
+    elementwise += o.elementwise * k;
+    comm += o.comm * k;
+    flops += o.flops * k;
+    weights += o.weights * k;
+    kv += o.kv * k;
+    kernels += std::llround(double(o.kernels) * k);
+    return *this;
+  }
+};
+
+/// ceil(x) and at least 1 (a token count from an expectation).
+std::int64_t at_least_one(double x);
+/// The GPU as a serving engine runs it: sustained ceilings, the plan's per-kernel overhead and weight-only kernels.
+Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys);
+/// One layer (of a kind) on one GPU for one forward batch (serving_layer.cpp).
+Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, LayerKind kind,
+                  const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g, const CommGroup& ep_g, bool keep,
+                  bool trace);
+/// The explain node of one MoE layer of a forward (serving_layer.cpp).
+Derivation explain_serving_moe(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                               LayerKind kind, const Acc& layer, const Device& d, const KvTokenBytes& kvt,
+                               const CommGroup& tp_g, const CommGroup& ep_g);
 
 /// The planner's pieces that the disaggregated pools reuse (serving_plan.cpp): the batch sizes it tries up to `max_b`,
 /// ⌈x⌉ replicas (saturating, with `saturated` set, past its ceiling), whether TP `tp` splits the model's heads and

@@ -1,11 +1,12 @@
-// The capacity planner behind `gpuplan serve --rate`: request-length distributions, queueing, replicas and GPUs
-// over TP and batch, disaggregated prefill/decode pools. Formulas and sources: serving.hpp.
+// The capacity planner behind `gpuplan serve --rate`: replicas and GPUs over TP and batch, disaggregated
+// prefill/decode pools (request lengths and queueing: queueing.cpp). Formulas and sources: serving.hpp.
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/disagg_pools.hpp"
 #include "gpuplan/model/wide_ep.hpp"
@@ -13,107 +14,7 @@
 
 namespace gpuplan::model {
 
-using detail::coll;
-using detail::group_of;
 using units::Seconds;
-
-LengthDist LengthDist::fixed(std::int64_t tokens) { return LengthDist{{{std::max<std::int64_t>(1, tokens), 1.0}}}; }
-
-double LengthDist::mean() const {
-  double m = 0;
-  for (const auto& [v, p] : points) m += double(v) * p;
-  return m;
-}
-
-double LengthDist::mean_square() const {
-  double m = 0;
-  for (const auto& [v, p] : points) m += double(v) * double(v) * p;
-  return m;
-}
-
-std::int64_t LengthDist::quantile(double q) const {
-  double acc = 0;
-  for (const auto& [v, p] : points) {
-    acc += p;
-    if (acc >= q - 1e-12) return v;
-  }
-  return points.empty() ? 1 : points.back().first;
-}
-
-LengthDist lognormal_lengths(double mean, double sd, int n) {
-  n = std::max(1, n);
-  const double s2 = std::log(1.0 + (sd * sd) / (mean * mean));
-  const double mu = std::log(mean) - 0.5 * s2, s = std::sqrt(s2);
-  // Inverse normal CDF by bisection on erfc (n is small; no tables needed).
-  auto inv_norm = [](double p) {
-    double lo = -10, hi = 10;
-    for (int i = 0; i < 100; ++i) {
-      const double mid = 0.5 * (lo + hi);
-      (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
-    }
-    return 0.5 * (lo + hi);
-  };
-  LengthDist d;
-  for (int i = 0; i < n; ++i) {
-    const double p = (double(i) + 0.5) / double(n);
-    const auto v = std::max<std::int64_t>(1, std::llround(std::exp(mu + s * inv_norm(p))));
-    if (!d.points.empty() && d.points.back().first == v) d.points.back().second += 1.0 / double(n);
-    else d.points.emplace_back(v, 1.0 / double(n));
-  }
-  return d;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-
-/// Queueing wait before a prompt's prefill starts, at a percentile [MDc]: M/G/1 with service times S·r, r = L / E[L]
-/// over the prompt-length distribution (prefill time ∝ prompt tokens; fixed lengths: M/D/1). Mean: Pollaczek–
-/// Khinchine, S·ρ·E[r²] / (2(1 − ρ)). Tail: P(W > t) ≈ ρ·e^(−θt) with θ the Cramér–Lundberg decay rate, the positive
-/// root of λ·(E[e^(θS·r)] − 1) = θ, i.e. ρ·(E[e^(x·r)] − 1) = x with x = θS, and the Cramér–Lundberg constant
-/// C = (1 − ρ) / (ρ·E[r·e^(x·r)] − 1) (M/M/1: C = ρ), capped at 1.
-Seconds prefill_queue_wait(double rho, Seconds service, double percentile, const LengthDist& lengths) {
-  if (rho <= 0) return Seconds(0);
-  if (rho >= 1.0) return Seconds(1e30);
-  const double mean_len = lengths.mean();
-  double er2 = 1.0, rmax = 1.0;
-  if (mean_len > 0 && !lengths.points.empty()) {
-    er2 = lengths.mean_square() / (mean_len * mean_len);
-    rmax = double(lengths.points.back().first) / mean_len;
-  }
-  const Seconds mean = service * (rho * er2 / (2.0 * (1.0 - rho)));
-  const double p = std::clamp(percentile, 0.0, 0.999999);
-  if (!(rho > 1.0 - p)) return mean;
-  const bool fixed = mean_len <= 0 || lengths.points.empty();
-  auto f = [&](double x) {
-    if (fixed) return rho * std::expm1(x) - x;
-    double m = 0;
-    for (const auto& [len, prob] : lengths.points) m += prob * std::expm1(x * double(len) / mean_len);
-    return rho * m - x;
-  };
-  auto r_exp = [&](double x) {  // E[r·e^(x·r)]
-    if (fixed) return std::exp(x);
-    double m = 0;
-    for (const auto& [len, prob] : lengths.points) {
-      const double r = double(len) / mean_len;
-      m += prob * r * std::exp(x * r);
-    }
-    return m;
-  };
-  // f(0) = 0, f'(0) = ρ − 1 < 0, f convex: one positive root. Bracket it (x·r_max stays below exp's range), bisect.
-  const double x_cap = 600.0 / std::max(1.0, rmax);
-  double lo = 0.0, hi = std::min(1.0, x_cap);
-  while (f(hi) < 0 && hi < x_cap) hi = std::min(2.0 * hi, x_cap);
-  if (f(hi) < 0) return mean;  // no root below the cap: the tail decays faster than we can represent; the mean rules
-  for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (f(mid) < 0 ? lo : hi) = mid;
-  }
-  const double x = hi;
-  const double denom = rho * r_exp(x) - 1.0;
-  const double c = denom > 0 ? std::min(1.0, (1.0 - rho) / denom) : 1.0;
-  if (!(c > 1.0 - p)) return mean;
-  const Seconds tail = service * (std::log(c / (1.0 - p)) / x);
-  return std::max(mean, tail);
-}
 
 namespace {
 
@@ -208,40 +109,33 @@ struct Planner {
 ServingCandidate evaluate_candidate(const Planner& q, int tp, std::int64_t B, std::int64_t cap,
                                     const ServingPerfPlan& pp_plan) {
   using units::format;
-  const auto& a = q.a;
-  const auto& sys = q.sys;
-  const auto& sla = q.sla;
-  const auto& traffic = q.traffic;
-  const auto& price = q.price;
-  const auto& in_d = q.dm.in_d;
-  const std::int64_t isl = q.dm.isl, osl = q.dm.osl, ctx_avg = q.dm.ctx_avg, isl_p = q.dm.isl_p;
-  const bool dist = q.dm.dist, closed = q.dm.closed;
-  const double users = q.dm.users, lambda = q.dm.lambda;
   ServingCandidate c;
   c.tp = tp;
   c.pp = pp_plan.pp;
   c.batch = B;
   c.max_batch_memory = cap;
-  c.state = steady_state(a, pp_plan, B, isl, osl, sys, Explain::off, ctx_avg);
+  c.state = steady_state(q.a, pp_plan, B, q.dm.isl, q.dm.osl, q.sys, Explain::off, q.dm.ctx_avg);
   c.itl = c.state.iteration;
   // Attention-DP (wide_ep.hpp): the unit is the group of dp ranks, each at batch B, all at the same step time.
   c.dp = std::max(1, pp_plan.attention_dp);
   const double lam_r = c.state.requests_per_s * double(c.dp);
   Seconds ttft_own = c.state.ttft;
-  if (dist && isl_p != isl) {
+  if (q.dm.dist && q.dm.isl_p != q.dm.isl) {
     // The prompt at the SLA percentile: its own prefill, or its chunks riding on iterations.
     const std::int64_t room = pp_plan.max_batched_tokens > 0
                                   ? std::max<std::int64_t>(1, pp_plan.max_batched_tokens - B / std::max(1, pp_plan.pp))
-                                  : isl_p;
-    const double chunks = std::ceil(double(isl_p) / double(std::min(isl_p, room)));
-    ttft_own = std::max(prefill_time(a, pp_plan, 1, isl_p, sys), c.state.iteration * chunks);
+                                  : q.dm.isl_p;
+    const double chunks = std::ceil(double(q.dm.isl_p) / double(std::min(q.dm.isl_p, room)));
+    ttft_own = std::max(prefill_time(q.a, pp_plan, 1, q.dm.isl_p, q.sys), c.state.iteration * chunks);
   }
   // Closed loop: each user's cycle is its request's latency (the wait for the running iteration included: the engine
   // starts its next step at once, so the next request lands in one) plus the think time, so the rate is N / cycle;
   // every request in flight has a batch slot (replicas are sized for it), so no request queues for one.
   const double lam =
-      closed ? users / (c.state.ttft + c.state.iteration_residual + c.itl * double(osl - 1) + traffic.think_time).raw()
-             : lambda;
+      q.dm.closed
+          ? q.dm.users /
+                (c.state.ttft + c.state.iteration_residual + c.itl * double(q.dm.osl - 1) + q.traffic.think_time).raw()
+          : q.dm.lambda;
   c.requests_per_s = lam;
   bool too_many = false;
   c.replicas = replicas_for(lam / lam_r - 1e-9, too_many);
@@ -258,30 +152,30 @@ ServingCandidate evaluate_candidate(const Planner& q, int tp, std::int64_t B, st
           : 0.0;
   c.prefill_service = lam_r > 0 ? Seconds(share / lam_r) : c.state.prefill;
   double rho = lam / double(c.replicas) * c.prefill_service.raw();
-  while (!closed && rho >= 1.0 && !too_many) {  // only at the rounding edge of replicas_for
+  while (!q.dm.closed && rho >= 1.0 && !too_many) {  // only at the rounding edge of replicas_for
     c.replicas = replicas_for(double(c.replicas + 1) - 1e-9, too_many);
     rho = lam / double(c.replicas) * c.prefill_service.raw();
   }
-  c.queue_rho = closed ? 0.0 : rho;
-  c.queue_wait = closed ? Seconds(0) : prefill_queue_wait(rho, c.prefill_service, sla.percentile, in_d);
+  c.queue_rho = q.dm.closed ? 0.0 : rho;
+  c.queue_wait = q.dm.closed ? Seconds(0) : prefill_queue_wait(rho, c.prefill_service, q.sla.percentile, q.dm.in_d);
   // A prompt joins the batch only between forward passes: it first waits for the running iteration to end. (The
   // closed loop's next request also lands in a running iteration: the engine starts the next step at once.)
   c.iteration_wait = c.state.iteration_residual;
   c.ttft = ttft_own + c.iteration_wait + c.queue_wait;
   c.replica_requests_per_s = lam_r;
   c.gpus = c.replicas * tp * pp_plan.pp * c.dp;
-  if (price) {
-    c.cost_rate = *price * double(c.gpus);
-    c.cost_per_mtok_usd = c.cost_rate.raw() / (lam * double(osl)) * 1e6;
+  if (q.price) {
+    c.cost_rate = *q.price * double(c.gpus);
+    c.cost_per_mtok_usd = c.cost_rate.raw() / (lam * double(q.dm.osl)) * 1e6;
   }
   c.meets_sla = true;
-  if (sla.itl && c.itl > *sla.itl) {
+  if (q.sla.itl && c.itl > *q.sla.itl) {
     c.meets_sla = false;
-    c.misses.push_back(fmt::format("ITL {} > {}", format(c.itl), format(*sla.itl)));
+    c.misses.push_back(fmt::format("ITL {} > {}", format(c.itl), format(*q.sla.itl)));
   }
-  if (sla.ttft && c.ttft > *sla.ttft) {
+  if (q.sla.ttft && c.ttft > *q.sla.ttft) {
     c.meets_sla = false;
-    c.misses.push_back(fmt::format("TTFT p{:g} {} > {}", sla.percentile * 100, format(c.ttft), format(*sla.ttft)));
+    c.misses.push_back(fmt::format("TTFT p{:g} {} > {}", q.sla.percentile * 100, format(c.ttft), format(*q.sla.ttft)));
   }
   if (too_many) {
     c.meets_sla = false;
@@ -313,66 +207,58 @@ bool better(const Sla& sla, std::int64_t osl, const ServingCandidate& x, const S
 /// allows: r.per_tp gets each layout's best candidate, r.best the best of all, `frontier_points` the best layout's
 /// (TTFT, GPUs, batch) points; returns whether any layout fits.
 bool search_layouts(const Planner& q, ServingPlanResult& r, std::vector<TtftFrontierPoint>& frontier_points) {
-  const auto& a = q.a;
-  const auto& params = q.params;
-  const auto& perf = q.perf;
-  const auto& sla = q.sla;
-  const auto& sys = q.sys;
-  const auto& options = q.options;
-  const auto& gpu = q.gpu;
-  const int domain = q.domain;
-  const std::int64_t isl = q.dm.isl, osl = q.dm.osl;
   bool any_fit = false;
-  const std::vector<int> pps = options.pp_options.empty() ? std::vector<int>{1, 2, 4, 8, 16} : options.pp_options;
+  const std::vector<int> pps = q.options.pp_options.empty() ? std::vector<int>{1, 2, 4, 8, 16} : q.options.pp_options;
   for (int pp : pps) {
-    if (any_fit && options.pp_options.empty()) break;  // automatic: PP only while no TP size fits
-    for (int tp : options.tp_options) {
-      if (tp < 1 || tp > domain || !tp_valid(a, tp)) continue;
-      if (pp < 1 || pp > a.layers) continue;
-      if (pp > 1 && options.pp_options.empty() && tp != options.tp_options.back()) continue;
+    if (any_fit && q.options.pp_options.empty()) break;  // automatic: PP only while no TP size fits
+    for (int tp : q.options.tp_options) {
+      if (tp < 1 || tp > q.domain || !tp_valid(q.a, tp)) continue;
+      if (pp < 1 || pp > q.a.layers) continue;
+      if (pp > 1 && q.options.pp_options.empty() && tp != q.options.tp_options.back()) continue;
       if (pp > 1) {
         // Stages on different nodes need a scale-out link: without one in the data the stage-to-stage sends cost +inf
         // (collective_cost's "not possible"), and the candidate would report an infinite ITL.
-        const CommGroup pair = group_of(sys, 2, tp);
+        const CommGroup pair = training_comm_group(2, tp, q.sys);
         if (pair.size > pair.scale_up_size && !pair.scale_out) {
           r.notes.push_back(fmt::format("TP {} PP {}: the pipeline stages span nodes and {} has no scale-out link in "
-                                        "the data", tp, pp, sys.node != nullptr ? sys.node->info.id : gpu.info.id));
+                                        "the data", tp, pp,
+                                        q.sys.node != nullptr ? q.sys.node->info.id : q.gpu.info.id));
           continue;
         }
       }
-      ServingMemoryPlan mp = options.memory;
+      ServingMemoryPlan mp = q.options.memory;
       mp.tp = tp;
       mp.pp = pp;
-      mp.expert_dp = a.moe ? std::max(1, perf.attention_dp) : 1;
-      mp.context = isl + osl;
+      mp.expert_dp = q.a.moe ? std::max(1, q.perf.attention_dp) : 1;
+      mp.context = q.dm.isl + q.dm.osl;
       mp.concurrency = 1;
       mp.gpus.reset();
-      mp.kv = perf.kv;
-      mp.weights = perf.weights;
-      const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
+      mp.kv = q.perf.kv;
+      mp.weights = q.perf.weights;
+      const ServingMemory mem = serving_memory(q.a, q.params, q.gpu, mp, Explain::off);
       if (r.kv_bytes_per_token.raw() == 0) r.kv_bytes_per_token = mem.kv_bytes_per_token;
-      const std::int64_t cap = std::min(mem.max_concurrency, perf.max_batch);
+      const std::int64_t cap = std::min(mem.max_concurrency, q.perf.max_batch);
       if (cap < 1) {
         r.notes.push_back(fmt::format("TP {} PP {}: the weights and one sequence of {} tokens do not fit", tp, pp,
-                                      isl + osl));
+                                      q.dm.isl + q.dm.osl));
         continue;
       }
       any_fit = true;
-      ServingPerfPlan p = perf;
+      ServingPerfPlan p = q.perf;
       p.tp = tp;
       p.pp = pp;
-      if (a.moe && p.ep > tp) p.ep = tp;
+      if (q.a.moe && p.ep > tp) p.ep = tp;
       std::optional<ServingCandidate> best_tp;
       std::vector<TtftFrontierPoint> points;
       for (std::int64_t B : batch_grid(cap)) {
         ServingCandidate c = evaluate_candidate(q, tp, B, cap, p);
-        if ((!sla.itl || c.itl <= *sla.itl) && c.replicas < static_cast<std::int64_t>(kMaxReplicas))
+        if ((!q.sla.itl || c.itl <= *q.sla.itl) && c.replicas < static_cast<std::int64_t>(kMaxReplicas))
           points.push_back({c.ttft, c.gpus, c.batch});
-        if (!best_tp || better(sla, osl, c, *best_tp)) best_tp = c;
+        if (!best_tp || better(q.sla, q.dm.osl, c, *best_tp)) best_tp = c;
       }
       if (best_tp) {
         r.per_tp.push_back(*best_tp);
-        if (!r.best || better(sla, osl, *best_tp, *r.best)) {
+        if (!r.best || better(q.sla, q.dm.osl, *best_tp, *r.best)) {
           r.best = best_tp;
           frontier_points = std::move(points);
         }
@@ -386,14 +272,10 @@ bool search_layouts(const Planner& q, ServingPlanResult& r, std::vector<TtftFron
 /// (and a note when the TTFT target binds steeply), the prompt's own prefill against the target, the reasons.
 void summarise(const Planner& q, bool any_fit, std::vector<TtftFrontierPoint>& frontier_points, ServingPlanResult& r) {
   using units::format;
-  const auto& sla = q.sla;
-  const int domain = q.domain;
-  const std::int64_t isl = q.dm.isl, osl = q.dm.osl, ctx_avg = q.dm.ctx_avg, isl_p = q.dm.isl_p;
-  const bool dist = q.dm.dist;
-  if (dist)
+  if (q.dm.dist)
     r.notes.push_back(fmt::format("request lengths: mean {} in / {} out; the prompt at p{:g} has {} tokens; decoding "
                                   "sequences hold {} tokens on time average (E[isl] + E[osl²]/2E[osl])",
-                                  isl, osl, sla.percentile * 100, isl_p, ctx_avg));
+                                  q.dm.isl, q.dm.osl, q.sla.percentile * 100, q.dm.isl_p, q.dm.ctx_avg));
   r.feasible = r.best && r.best->meets_sla;
   // Where the steady state stops describing the answer (#28): a prompt's own prefill taking most of the TTFT target
   // leaves the queue almost no room, so the replica count climbs steeply as the target tightens (small batches,
@@ -407,7 +289,7 @@ void summarise(const Planner& q, bool any_fit, std::vector<TtftFrontierPoint>& f
   for (const TtftFrontierPoint& f : frontier_points)
     if (r.ttft_frontier.empty() || f.gpus < r.ttft_frontier.back().gpus) r.ttft_frontier.push_back(f);
   // The TTFT target binds steeply when a looser one would save a third of the GPUs or more: say so, with the steps.
-  if (sla.ttft && r.best && r.ttft_frontier.size() >= 2 &&
+  if (q.sla.ttft && r.best && r.ttft_frontier.size() >= 2 &&
       2 * r.best->gpus >= 3 * r.ttft_frontier.back().gpus) {
     // The steps where the GPU count falls by a quarter or more (and the plan's own), up to eight.
     std::string steps;
@@ -427,25 +309,25 @@ void summarise(const Planner& q, bool any_fit, std::vector<TtftFrontierPoint>& f
         "target forces a smaller batch per replica — the prompts' prefill then rides on fewer, shorter iterations and "
         "waits less — and each replica serves fewer requests per second, so the GPU count climbs steeply as the target "
         "nears the prompt's own prefill; replicas are sized for throughput (⌈λ/λ_r⌉), not added to cut queueing",
-        r.best->tp, r.best->pp, sla.percentile * 100, steps));
+        r.best->tp, r.best->pp, q.sla.percentile * 100, steps));
   }
-  if (sla.ttft && r.best) {
+  if (q.sla.ttft && r.best) {
     const Seconds own = r.best->ttft - r.best->queue_wait - r.best->iteration_wait;
     const char* advice =
         "consider disaggregated prefill (--disaggregated), a larger TP for prefill, or prefix caching (--prefix-tokens)";
-    if (own > *sla.ttft)
+    if (own > *q.sla.ttft)
       r.notes.push_back(fmt::format("the prompt's own prefill at the best layout ({}, its chunks riding on the "
                                     "iterations) exceeds the TTFT target ({}) before any queueing; {}",
-                                    format(own), format(*sla.ttft), advice));
-    else if (own > *sla.ttft * 0.5)
+                                    format(own), format(*q.sla.ttft), advice));
+    else if (own > *q.sla.ttft * 0.5)
       r.notes.push_back(fmt::format(
           "the prompt's own prefill ({}) is {:.0f}% of the TTFT target ({}): little room is left for queueing, so the "
           "GPU count rises steeply as the target tightens; {}",
-          format(own), 100.0 * (own / *sla.ttft).raw(), format(*sla.ttft), advice));
+          format(own), 100.0 * (own / *q.sla.ttft).raw(), format(*q.sla.ttft), advice));
   }
   if (!any_fit)
     r.reasons.push_back(fmt::format("the model does not fit on up to {} GPUs per replica with {} tokens of context",
-                                    domain * 16, isl + osl));
+                                    q.domain * 16, q.dm.isl + q.dm.osl));
   else if (!r.feasible && r.best)
     for (const auto& m : r.best->misses) r.reasons.push_back("best achievable misses: " + m);
 }
@@ -454,74 +336,64 @@ void summarise(const Planner& q, bool any_fit, std::vector<TtftFrontierPoint>& f
 /// the KV of each prompt crosses the scale-out fabric once, each TP rank sending its shard to its decode peer.
 /// `lambda` is the rate the pools serve.
 std::optional<DisaggregatedPlan> size_disaggregated(const Planner& q, double lambda, ServingPlanResult& r) {
-  const auto& a = q.a;
-  const auto& params = q.params;
-  const auto& perf = q.perf;
-  const auto& sla = q.sla;
-  const auto& sys = q.sys;
-  const auto& options = q.options;
-  const auto& gpu = q.gpu;
-  const auto& price = q.price;
-  const auto& in_d = q.dm.in_d;
-  const std::int64_t isl = q.dm.isl, osl = q.dm.osl;
   std::optional<DisaggregatedPlan> best_dp;
-  const int node_gpus = sys.node != nullptr ? sys.node->gpus : 1;
-  const CommGroup xfer = group_of(sys, 2, node_gpus);
+  const int node_gpus = q.sys.node != nullptr ? q.sys.node->gpus : 1;
+  const CommGroup xfer = training_comm_group(2, node_gpus, q.sys);
   // The pools sit on different nodes: with no scale-out link in the data the KV cannot move (its transfer time
   // would be infinite); say so instead of reporting an infinite TTFT.
   const bool no_link = xfer.size > xfer.scale_up_size && !xfer.scale_out;
   if (no_link)
     r.notes.push_back(fmt::format("disaggregated prefill/decode not sized: {} has no scale-out link in the data to "
                                   "carry the KV cache from the prefill to the decode pool",
-                                  sys.node != nullptr ? sys.node->info.id : gpu.info.id));
+                                  q.sys.node != nullptr ? q.sys.node->info.id : q.gpu.info.id));
   for (const ServingCandidate& pre : no_link ? std::vector<ServingCandidate>{} : r.per_tp) {
-    ServingPerfPlan pp_plan = perf;
+    ServingPerfPlan pp_plan = q.perf;
     pp_plan.tp = pre.tp;
     pp_plan.pp = pre.pp;
-    if (a.moe && pp_plan.ep > pre.tp) pp_plan.ep = pre.tp;
-    const Seconds prefill = prefill_time(a, pp_plan, 1, isl, sys);
-    ServingMemoryPlan mp = options.memory;
+    if (q.a.moe && pp_plan.ep > pre.tp) pp_plan.ep = pre.tp;
+    const Seconds prefill = prefill_time(q.a, pp_plan, 1, q.dm.isl, q.sys);
+    ServingMemoryPlan mp = q.options.memory;
     mp.tp = pre.tp;
     mp.pp = pre.pp;
-    mp.context = isl;
-    mp.kv = perf.kv;
-    mp.weights = perf.weights;
-    const ServingMemory mem = serving_memory(a, params, gpu, mp, Explain::off);
-    const Seconds transfer = coll(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
+    mp.context = q.dm.isl;
+    mp.kv = q.perf.kv;
+    mp.weights = q.perf.weights;
+    const ServingMemory mem = serving_memory(q.a, q.params, q.gpu, mp, Explain::off);
+    const Seconds transfer = collective_time(Collective::send_recv, mem.kv_bytes_per_sequence_per_gpu, xfer);
     // Prefill pool: the fewest replicas whose queueing keeps TTFT within the target.
     // From the fewest that keep up (ρ < 1), at most a million more; TTFT is "unbounded" (the queue's 1e30 s) until
     // a count keeps up, so a pool that cannot is never reported with the TTFT of an empty queue.
     bool pre_saturated = false;
     std::int64_t n_pre = replicas_for(lambda * prefill.raw(), pre_saturated);
-    Seconds ttft = prefill + prefill_queue_wait(1.0, prefill, sla.percentile, in_d) + transfer;
+    Seconds ttft = prefill + prefill_queue_wait(1.0, prefill, q.sla.percentile, q.dm.in_d) + transfer;
     const std::int64_t first = n_pre;
     for (std::int64_t n = first; n < first + 1000000 && !pre_saturated; ++n) {
       const double rho = lambda / double(n) * prefill.raw();
       if (rho >= 1.0) continue;
       n_pre = n;
-      ttft = prefill + prefill_queue_wait(rho, prefill, sla.percentile, in_d) + transfer;
-      if (!sla.ttft || ttft <= *sla.ttft || rho < 1e-3) break;
+      ttft = prefill + prefill_queue_wait(rho, prefill, q.sla.percentile, q.dm.in_d) + transfer;
+      if (!q.sla.ttft || ttft <= *q.sla.ttft || rho < 1e-3) break;
     }
     if (pre_saturated)
       r.notes.push_back(fmt::format("disaggregated: a TP {} prefill pool would need more than {:g} replicas for {:.3g} "
                                     "req/s",
                                     pre.tp, kMaxReplicas, lambda));
     for (const ServingCandidate& dec : r.per_tp) {
-      ServingPerfPlan dp_plan = perf;
+      ServingPerfPlan dp_plan = q.perf;
       dp_plan.tp = dec.tp;
       dp_plan.pp = dec.pp;
-      if (a.moe && dp_plan.ep > dec.tp) dp_plan.ep = dec.tp;
+      if (q.a.moe && dp_plan.ep > dec.tp) dp_plan.ep = dec.tp;
       // Decode pool: the largest batch within the ITL target (no prefill mixed in).
-      const std::int64_t cap = std::min(dec.max_batch_memory, perf.max_batch);
+      const std::int64_t cap = std::min(dec.max_batch_memory, q.perf.max_batch);
       std::int64_t best_b = 1;
-      Seconds best_itl = decode_step_time(a, dp_plan, 1, isl + osl / 2, sys);
+      Seconds best_itl = decode_step_time(q.a, dp_plan, 1, q.dm.isl + q.dm.osl / 2, q.sys);
       for (std::int64_t B : batch_grid(cap)) {
-        const Seconds itl = decode_step_time(a, dp_plan, B, isl + osl / 2, sys);
-        if (sla.itl && itl > *sla.itl) break;
+        const Seconds itl = decode_step_time(q.a, dp_plan, B, q.dm.isl + q.dm.osl / 2, q.sys);
+        if (q.sla.itl && itl > *q.sla.itl) break;
         best_b = B;
         best_itl = itl;
       }
-      const double lam_d = double(best_b) / (double(osl) * best_itl.raw());
+      const double lam_d = double(best_b) / (double(q.dm.osl) * best_itl.raw());
       bool dec_saturated = false;
       const std::int64_t n_dec = replicas_for(lambda / lam_d - 1e-9, dec_saturated);
       DisaggregatedPlan d;
@@ -535,8 +407,8 @@ std::optional<DisaggregatedPlan> size_disaggregated(const Planner& q, double lam
       d.ttft = ttft;
       d.itl = best_itl;
       d.transfer_tier = xfer.scale_out ? xfer.scale_out->name : xfer.scale_up.name;
-      if (price) d.cost_per_mtok_usd = (*price * double(d.gpus)).raw() / (lambda * double(osl)) * 1e6;
-      d.meets_sla = (!sla.ttft || d.ttft <= *sla.ttft) && (!sla.itl || d.itl <= *sla.itl) && !pre_saturated &&
+      if (q.price) d.cost_per_mtok_usd = (*q.price * double(d.gpus)).raw() / (lambda * double(q.dm.osl)) * 1e6;
+      d.meets_sla = (!q.sla.ttft || d.ttft <= *q.sla.ttft) && (!q.sla.itl || d.itl <= *q.sla.itl) && !pre_saturated &&
                     !dec_saturated;
       const bool take = !best_dp || (d.meets_sla != best_dp->meets_sla ? d.meets_sla
                                      : d.gpus != best_dp->gpus       ? d.gpus < best_dp->gpus
@@ -550,42 +422,37 @@ std::optional<DisaggregatedPlan> size_disaggregated(const Planner& q, double lam
 /// The --explain tree of the best layout: the replica count and GPUs for the traffic, with its steady state.
 Derivation explain_plan(const Planner& q, double lambda, const ServingCandidate& b) {
   using units::format;
-  const auto& a = q.a;
-  const auto& perf = q.perf;
-  const auto& traffic = q.traffic;
-  const auto& sla = q.sla;
-  const auto& sys = q.sys;
-  const auto& gpu = q.gpu;
-  const auto& price = q.price;
-  const std::int64_t isl = q.dm.isl, osl = q.dm.osl;
-  const bool closed = q.dm.closed;
-  ServingPerfPlan p = perf;
+  ServingPerfPlan p = q.perf;
   p.tp = b.tp;
   p.pp = b.pp;
-  SteadyState st = steady_state(a, p, b.batch, isl, osl, sys, Explain::on);
+  SteadyState st = steady_state(q.a, p, b.batch, q.dm.isl, q.dm.osl, q.sys, Explain::on);
   return {
       "serving.plan",
       "Replicas and GPUs for the traffic",
       "λ_r = B / (osl · ITL) ; replicas = ⌈λ / λ_r⌉ ; GPUs = replicas · TP · PP ; TTFT_p = TTFT + R + W_p(ρ = "
       "λ/replicas · S) ; S = (1 − ITL_decode-only / ITL) / λ_r ; R = E[I²] / (2·E[I]) ; $/Mtok = GPUs · price / (λ · "
       "osl) · 10⁶",
-      {closed ? DerivationInput{"λ", units::format_number(b.requests_per_s, 4) + " req/s",
-                                fmt::format("N / (TTFT + R + (osl − 1)·ITL + Z), N = {} users, Z = {}",
-                                            *traffic.concurrency, format(traffic.think_time)),
-                                Origin::user("--concurrency, --think-time-s")}
-              : DerivationInput{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
-       {"isl/osl", fmt::format("{}/{}", isl, osl), "tokens in/out", Origin::user("--input-tokens/--output-tokens")},
-       {"B", std::to_string(b.batch), fmt::format("concurrent sequences per replica (KV capacity {})", b.max_batch_memory),
-        Origin::derived()},
+      {q.dm.closed
+           ? DerivationInput{"λ", units::format_number(b.requests_per_s, 4) + " req/s",
+                             fmt::format("N / (TTFT + R + (osl − 1)·ITL + Z), N = {} users, Z = {}",
+                                         *q.traffic.concurrency, format(q.traffic.think_time)),
+                             Origin::user("--concurrency, --think-time-s")}
+           : DerivationInput{"λ", units::format_number(lambda, 4) + " req/s", "request rate", Origin::user("--rate")},
+       {"isl/osl", fmt::format("{}/{}", q.dm.isl, q.dm.osl), "tokens in/out",
+        Origin::user("--input-tokens/--output-tokens")},
+       {"B", std::to_string(b.batch),
+        fmt::format("concurrent sequences per replica (KV capacity {})", b.max_batch_memory), Origin::derived()},
        {"λ_r", units::format_number(b.replica_requests_per_s, 4) + " req/s", "one replica at B", Origin::derived()},
        {"price",
-        price ? fmt::format("${:.2f}/GPU-h{}", units::to_usd_per_hour(*price),
-                            sys.price ? std::string(" (as given)")
-                                      : fmt::format(" ({}, {})", hw::to_string(gpu.price_kind), gpu.price_provider))
-              : std::string("unknown"),
-        "GPU price", sys.price ? Origin::user("--price") : Origin::datasheet(gpu.info.cite("/price_usd_per_hour"))}},
+        q.price
+            ? fmt::format("${:.2f}/GPU-h{}", units::to_usd_per_hour(*q.price),
+                          q.sys.price ? std::string(" (as given)")
+                                      : fmt::format(" ({}, {})", hw::to_string(q.gpu.price_kind), q.gpu.price_provider))
+            : std::string("unknown"),
+        "GPU price",
+        q.sys.price ? Origin::user("--price") : Origin::datasheet(q.gpu.info.cite("/price_usd_per_hour"))}},
       fmt::format("{} = {} GPUs; TTFT p{:g} {}, ITL {}", replica_layout(b.replicas, b.tp, b.pp), b.gpus,
-                  sla.percentile * 100, format(b.ttft), format(b.itl)),
+                  q.sla.percentile * 100, format(b.ttft), format(b.itl)),
       {fmt::format("queueing wait at the percentile {} (M/G/1: Pollaczek–Khinchine mean, Cramér–Lundberg tail) at ρ "
                    "= {:.3g}, S = {}: the prefill work a prompt adds to the iterations it rides on",
                    format(b.queue_wait), b.queue_rho, format(b.prefill_service)),

@@ -76,12 +76,6 @@ LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan);
 ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const Device& d,
                            LayerCost* first);
 
-/// A parallel group of the plan on the system's fabric (size 1 or no node: the empty group).
-CommGroup training_group(int size, int stride, const TrainingSystem& sys);
-
-/// Time of one collective; 0 for a group of one or an empty buffer.
-Seconds collective_time(Collective op, Bytes bytes, const CommGroup& g);
-
 /// Bytes of the TP activation collective, the CP K/V exchange, the EP dispatch buffer and the PP boundary message of
 /// one micro-batch; and the per-GPU parameter count the DP group reduces.
 Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);

@@ -25,7 +25,7 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
   while (first_moe < a.layers && !a.is_moe_layer(first_moe)) ++first_moe;
   const LayerKind kind = LayerKind::of(a, first_moe);
   const auto& par = plan.par;
-  const CommGroup g = training_group(par.ep, par.expert_tp(), sys);
+  const CommGroup g = training_comm_group(par.ep, par.expert_tp(), sys);
   const MoeDispatch md = moe_dispatch(a, plan, g);
   MoeLayerTerms m = layer_cost(a, plan, kind, d, false).moe;
   // Forward and backward: the backward moves the same bytes the other way (the output gradient dispatched, the

@@ -12,6 +12,7 @@
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "library.hpp"
 
 using namespace gpuplan;
 using namespace gpuplan::units::literals;
@@ -22,14 +23,7 @@ using model::LinkTier;
 
 namespace {
 
-const hw::HardwareDb& db() {
-  static const hw::HardwareDb d = [] {
-    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
-    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
-    return r.value();
-  }();
-  return d;
-}
+const hw::HardwareDb& db() { return test::hardware(); }
 
 const hw::NodeSpec& node(const std::string& id) {
   const auto* n = db().find_node(id);

@@ -22,33 +22,10 @@ using namespace gpuplan;
 
 namespace {
 
-model::TrainingSystem h100_node() {
-  model::TrainingSystem s;
-  s.db = &test::hardware();
-  s.node = s.db->find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = s.db->find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem h100_node() { return test::node_system("dgx-h100"); }
 
 /// Our measured MoE step (moe_train_L4_*.json): TP 1, EP `ep` over `ep` GPUs, 4096 tokens per GPU, eager kernels.
-wl::TrainingPlan eager_plan(int ep) {
-  wl::TrainingPlan p;
-  p.par.dp = ep;
-  p.par.ep = ep;
-  p.micro_batch = 1;
-  p.seq_len = 4096;
-  p.global_batch = ep;
-  p.kernels = wl::KernelStyle::eager;
-  p.mixed_precision = wl::MixedPrecision::amp;
-  p.precision.weight_bytes = 4;
-  p.precision.gradient_bytes = 4;
-  p.precision.master_bytes = 0;
-  p.overlap_grad_reduce = false;
-  p.attention_kernel = wl::AttentionKernel::fa2;
-  return p;
-}
+wl::TrainingPlan eager_plan(int ep) { return test::measured_moe_plan(ep, ep); }
 
 bool rel_close(double got, double want, double tol) { return want != 0 && std::abs(got / want - 1.0) <= tol; }
 

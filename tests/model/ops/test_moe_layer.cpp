@@ -15,15 +15,7 @@ using namespace gpuplan;
 
 namespace {
 
-model::TrainingSystem dgx_h100() {
-  model::TrainingSystem s;
-  s.db = &test::hardware();
-  s.node = s.db->find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = s.db->find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem dgx_h100() { return test::node_system("dgx-h100"); }
 
 /// Our measured MoE training step's layout (moe_train_L4_*.json): TP 1, EP `ep` over `ep` GPUs, 4096 tokens a GPU.
 wl::TrainingPlan train_plan(int ep) {

@@ -20,15 +20,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-model::TrainingSystem h100() {
-  model::TrainingSystem s;
-  s.db = &test::hardware();
-  s.node = test::hardware().find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = test::hardware().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem h100() { return test::node_system("dgx-h100"); }
 
 /// GPT-2 small, one GPU, 8 × 1024 tokens a step, AMP bf16 (fp32 parameters, gradients and AdamW states).
 wl::TrainingPlan amp_plan() {

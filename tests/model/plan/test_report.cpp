@@ -18,17 +18,7 @@ namespace u = gpuplan::units;
 
 namespace {
 
-const hw::HardwareDb& db() { return test::hardware(); }
-
-model::TrainingSystem system_of(const std::string& node_id) {
-  model::TrainingSystem s;
-  s.db = &db();
-  s.node = db().find_node(node_id);
-  REQUIRE(s.node != nullptr);
-  s.gpu = db().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+using test::node_system;
 
 const std::vector<std::string> kNodes{"dgx-h100", "dgx-b200", "dgx-a100"};
 
@@ -42,7 +32,7 @@ model::TrainingRequest training_item(double deadline_days) {
   t.deadline_days = deadline_days;
   for (const auto& n : kNodes) {
     model::TrainingCellInput c;
-    c.sys = system_of(n);
+    c.sys = node_system(n);
     c.base.seq_len = 4096;
     c.base.global_batch = 256;
     c.base.tokens_to_train = t.tokens;
@@ -64,7 +54,7 @@ model::ServingRequest serving_item(double rate) {
   s.sla.itl = u::milliseconds(30);
   for (const auto& n : kNodes) {
     model::ServingCellInput c;
-    c.sys = system_of(n);
+    c.sys = node_system(n);
     c.options.memory.max_tp = c.sys.node->scale_up.domain_gpus;
     s.cells.push_back(c);
   }

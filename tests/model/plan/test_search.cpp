@@ -53,17 +53,7 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-const hw::HardwareDb& db() { return test::hardware(); }
-
-model::TrainingSystem system_of(const std::string& node_id) {
-  model::TrainingSystem s;
-  s.db = &db();
-  s.node = db().find_node(node_id);
-  REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
-  s.gpu = db().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+using test::node_system;
 
 wl::TrainingPlan base_plan(std::int64_t seq, std::int64_t global) {
   wl::TrainingPlan p;
@@ -181,7 +171,7 @@ TEST_SUITE("search") {
       CAPTURE(w.model);
       CAPTURE(w.node);
       const auto& a = arch(w.model);
-      model::TrainingSystem sys = system_of(w.node);
+      model::TrainingSystem sys = node_system(w.node);
       for (int variant = 0; variant < 6; ++variant) {
         wl::TrainingPlan base = base_plan(pick({1024, 2048, 4096, 8192}), pick({32, 64, 96, 256}));
         if (variant % 3 == 1) base.precision.compute = hw::Precision::fp8;
@@ -231,7 +221,7 @@ TEST_SUITE("search") {
   TEST_CASE("evaluating a layout allocates nothing once its terms are cached") {
 #if defined(GPUPLAN_COUNT_ALLOCATIONS)
     const auto& a = arch("deepseek-v3");  // MoE, MLA, EP: every term kind
-    auto sys = system_of("dgx-h200");
+    auto sys = node_system("dgx-h200");
     wl::TrainingPlan base = base_plan(4096, 1024);
     base.tokens_to_train = 1e12;
     model::SearchSpace space;
@@ -255,7 +245,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("the best layout is the brute-force minimum of estimate_training (dense model, by step time)") {
     const auto& a = arch("llama-3.1-8b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const wl::TrainingPlan base = base_plan(2048, 16);
     model::SearchSpace space;
     space.gpus = {8};
@@ -271,7 +261,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("the best layout is the brute-force minimum on an MoE model, ranked by cost over two GPU counts") {
     const auto& a = arch("gpt-oss-20b");
-    auto sys = system_of("dgx-h100");
+    auto sys = node_system("dgx-h100");
     sys.price = units::usd_per_hour(2.0);
     const wl::TrainingPlan base = base_plan(1024, 8);
     model::SearchSpace space;
@@ -289,7 +279,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("with a deadline the cheapest layout that meets it wins, and it is the brute-force minimum") {
     const auto& a = arch("llama-3.1-8b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     wl::TrainingPlan base = base_plan(2048, 16);
     base.tokens_to_train = 2e10;
     model::SearchSpace space;
@@ -318,7 +308,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("every reported layout is valid and fits, as estimate_training says") {
     const auto& a = arch("gpt3-175b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const wl::TrainingPlan base = base_plan(2048, 1536);
     model::SearchSpace space;
     space.gpus = {1024};
@@ -345,7 +335,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("the ranking does not depend on the thread count (1, 2, 8)") {
     const auto& a = arch("llama-3.1-70b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const wl::TrainingPlan base = base_plan(4096, 256);
     model::SearchSpace space;
     space.gpus = {64, 128};
@@ -380,7 +370,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("cancelling returns the best of the layouts evaluated so far") {
     const auto& a = arch("llama-3.1-70b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const wl::TrainingPlan base = base_plan(4096, 256);
     model::SearchSpace space;
     space.gpus = {128};
@@ -408,7 +398,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("fixed dimensions restrict the space and the rest is searched") {
     const auto& a = arch("llama-3.1-70b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const wl::TrainingPlan base = base_plan(4096, 256);
     model::SearchSpace space;
     space.gpus = {64};
@@ -432,7 +422,7 @@ TEST_SUITE("search") {
     // split in two and EP must divide DP·CP = 8; folding (expert TP 1, Megatron-Core parallel_state.py's expert grid
     // over TP·CP·DP) keeps the experts' GEMMs whole, drops the expert half's TP collectives and lets EP reach 16.
     const auto& a = arch("qwen3-30b-a3b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     wl::TrainingPlan base = base_plan(4096, 128);
     base.precision.compute = hw::Precision::bf16;
     model::SearchSpace space;
@@ -483,7 +473,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("a search that cannot rank says why") {
     const auto& a = arch("llama-3.1-8b");
-    auto sys = system_of("mi355x-8");  // no indicative price in the data (MI300X has one since #22, MI325X since #22 d3)
+    auto sys = node_system("mi355x-8");  // no indicative price in the data (MI300X has one since #22, MI325X since #22 d3)
     const wl::TrainingPlan base = base_plan(2048, 16);
     model::SearchSpace space;
     space.gpus = {8};
@@ -497,7 +487,7 @@ TEST_SUITE("search") {
     CHECK(model::search_training(a, base, sys, model::SearchSpace{}, {}).error == "no GPU count to search");
     // 405B on 8 GPUs: nothing fits; the smallest footprint is reported.
     const auto& big = arch("llama-3.1-405b");
-    const auto r = model::search_training(big, base, system_of("dgx-h100"), space, {});
+    const auto r = model::search_training(big, base, node_system("dgx-h100"), space, {});
     CHECK(r.top.empty());
     CHECK(r.fitting == 0);
     REQUIRE(r.least_memory);
@@ -508,7 +498,7 @@ TEST_SUITE("search") {
     odd.tp = {1};
     odd.cp = {1};
     odd.pp = {1};
-    const auto r2 = model::search_training(a, base_plan(2048, 7), system_of("dgx-h100"), odd, {});
+    const auto r2 = model::search_training(a, base_plan(2048, 7), node_system("dgx-h100"), odd, {});
     CHECK(r2.total == 0);
     REQUIRE(!r2.notes.empty());
     bool said = false;
@@ -519,7 +509,7 @@ TEST_SUITE("search") {
 
   TEST_CASE("the comparison of two layouts adds up to their step-time difference") {
     const auto& a = arch("gpt3-175b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const wl::TrainingPlan base = base_plan(2048, 1536);
     model::SearchSpace space;
     space.gpus = {1024};

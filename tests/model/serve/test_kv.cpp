@@ -23,14 +23,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-const hw::HardwareDb& hardware() {
-  static const hw::HardwareDb db = [] {
-    auto r = hw_io::load_hardware_db(GPUPLAN_TEST_DATA_DIR);
-    if (!r.ok()) FAIL(r.diagnostics().to_string());
-    return r.value();
-  }();
-  return db;
-}
+using test::hardware;
 const hw::GpuSpec& gpu(const std::string& id) {
   const hw::GpuSpec* g = hardware().find_gpu(id);
   REQUIRE_MESSAGE(g != nullptr, "GPU not in data: " << id);

@@ -36,17 +36,8 @@ namespace {
 
 const hw::HardwareDb& hardware() { return test::hardware(); }
 
-/// A GPU on its node (the node gives the TP fabric), as `gpuplan serve` resolves it.
-model::ServingSystem system_of(const std::string& node_id) {
-  model::ServingSystem s;
-  s.db = &hardware();
-  s.node = hardware().find_node(node_id);
-  REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
-  s.gpu = hardware().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
-model::ServingSystem h100() { return system_of("dgx-h100"); }
+using test::node_system;
+model::ServingSystem h100() { return node_system("dgx-h100"); }
 
 model::ServingPerfPlan plan_of(int tp = 1, model::StoreDtype weights = model::StoreDtype::bf16,
                                model::StoreDtype kv = model::StoreDtype::bf16) {
@@ -360,7 +351,7 @@ TEST_SUITE("serving forward pass") {
     // kv_lora_rank 512 + rope 64 = 576 elements × 2 B = 1152 B per token per layer, not divided by TP.
     auto p = plan_of(8, model::StoreDtype::fp8);
     p.compute = hw::Precision::fp8;
-    const auto fc = model::forward_cost(arch("deepseek-v3"), p, decode(4, 4096), system_of("dgx-h200"));
+    const auto fc = model::forward_cost(arch("deepseek-v3"), p, decode(4, 4096), node_system("dgx-h200"));
     CHECK(fc.kv_bytes.raw() == doctest::Approx(61.0 * 4 * 4097 * 1152).epsilon(1e-12));
     CHECK(finite_positive(fc.total));
   }
@@ -797,7 +788,7 @@ TEST_SUITE("serving planner") {
     const auto& ds = arch("deepseek-v3");
     model::Traffic tr{20.0, 1024, 256, std::nullopt, std::nullopt};
     model::ServingPlanOptions opt;
-    const auto sys = system_of("dgx-h200");
+    const auto sys = node_system("dgx-h200");
     const auto d = model::plan_serving(ds, model::parameter_counts(ds, Explain::off), plan_of(), tr, model::Sla{},
                                        sys, opt, Explain::off);
     REQUIRE(d.best.has_value());

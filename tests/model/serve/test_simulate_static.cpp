@@ -20,15 +20,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-model::ServingSystem h100() {
-  model::ServingSystem s;
-  s.db = &test::hardware();
-  s.node = test::hardware().find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = test::hardware().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::ServingSystem h100() { return test::node_system("dgx-h100"); }
 
 double fwd(const model::ServingPerfPlan& p, const model::ForwardBatch& b) {
   return model::forward_cost(arch("llama-3.1-8b"), p, b, h100(), Explain::off).total.raw();

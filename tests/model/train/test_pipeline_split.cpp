@@ -19,17 +19,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-const hw::HardwareDb& db() { return test::hardware(); }
-
-model::TrainingSystem dgx_h100() {
-  model::TrainingSystem s;
-  s.db = &db();
-  s.node = db().find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = db().find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem dgx_h100() { return test::node_system("dgx-h100"); }
 
 wl::TrainingPlan pipeline(int pp, int v, std::int64_t micro_batches) {
   wl::TrainingPlan p;

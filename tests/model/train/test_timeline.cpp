@@ -24,16 +24,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-model::TrainingSystem system_of(const std::string& node_id) {
-  const hw::HardwareDb& d = test::hardware();
-  model::TrainingSystem s;
-  s.db = &d;
-  s.node = d.find_node(node_id);
-  REQUIRE(s.node != nullptr);
-  s.gpu = d.find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+using test::node_system;
 
 struct Layout {
   int tp = 1, pp = 1, dp = 1, v = 1;
@@ -142,7 +133,7 @@ TEST_CASE("the step timeline lays out the step model's terms: its spans sum to t
     INFO(std::string(x.name));
     const auto& a = arch(x.model);
     const auto plan = plan_of(x.l);
-    const auto sys = system_of(x.node);
+    const auto sys = node_system(x.node);
     const auto est = model::estimate_training(a, plan, sys, Explain::off);
     REQUIRE(est.step_time.raw() > 0);
     const auto tl = model::training_timeline(a, plan, sys);
@@ -198,7 +189,7 @@ TEST_CASE("1F1B with the slowest stage last: the schedule takes exactly the pipe
   l.pp = 4;
   l.global = 16;
   const auto plan = plan_of(l);
-  const auto sys = system_of("dgx-h100");
+  const auto sys = node_system("dgx-h100");
   const auto est = model::estimate_training(a, plan, sys, Explain::off);
   REQUIRE(est.bottleneck_stage == 3);
   const auto tl = model::training_timeline(a, plan, sys);
@@ -222,7 +213,7 @@ TEST_CASE("DualPipe is refused with its reason, not laid out wrongly") {
   plan.par.pp = 4;
   plan.global_batch = 16;
   plan.schedule = wl::PipelineSchedule::dualpipe;
-  const auto tl = model::training_timeline(arch("llama-3.1-8b"), plan, system_of("dgx-h100"));
+  const auto tl = model::training_timeline(arch("llama-3.1-8b"), plan, node_system("dgx-h100"));
   CHECK_FALSE(tl.ok);
   CHECK(tl.error.find("DualPipe") != std::string::npos);
 }
@@ -240,7 +231,7 @@ struct LoaderCase {
     l.global = 64;
     return plan_of(l);
   }();
-  model::TrainingSystem sys = system_of("dgx-h100");
+  model::TrainingSystem sys = node_system("dgx-h100");
   model::TrainingEstimate est = model::estimate_training(a, plan, sys, Explain::off);
   model::TextLoader loader(double sample_s) const {
     model::TextLoader l;
@@ -358,7 +349,7 @@ void check_equal_peaks(const model::MemoryTimeline& mt) {
 }  // namespace
 
 TEST_CASE("the memory timeline's peak is the peak-memory formula's, per stage and recompute mode") {
-  const auto sys = system_of("dgx-h100");
+  const auto sys = node_system("dgx-h100");
   for (auto rc : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full}) {
     INFO("recompute " << int(rc));
     Layout l;
@@ -386,7 +377,7 @@ TEST_CASE("the memory timeline's peak is the peak-memory formula's, per stage an
 TEST_CASE("the memory timeline: activations grow through the forward and are freed through the backward") {
   const auto& a = arch("llama-3.1-8b");
   auto plan = plan_of({});
-  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  const auto mt = model::training_memory_timeline(a, plan, node_system("dgx-h100"));
   REQUIRE(mt.ok);
   const auto& s = mt.stages.at(0);
   const double per_layer = model::activation_bytes_per_layer(a, plan).raw();
@@ -421,7 +412,7 @@ TEST_CASE("full recompute with a working set larger than the logits: the timelin
   l.seq = 2048;
   l.recompute = wl::Recompute::full;
   const auto plan = plan_of(l);
-  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  const auto mt = model::training_memory_timeline(a, plan, node_system("dgx-h100"));
   REQUIRE(mt.ok);
   const auto& s = mt.stages.at(0);
   const double T = 2048, h = double(a.hidden), t = 8;
@@ -452,14 +443,14 @@ TEST_CASE("a PyTorch loop with gradient accumulation: the timeline holds the gra
   plan.precision.gradient_bytes = 4;
   plan.precision.master_bytes = 0;
   plan.attention_kernel = wl::AttentionKernel::fa2;
-  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  const auto mt = model::training_memory_timeline(a, plan, node_system("dgx-h100"));
   REQUIRE(mt.ok);
   const auto& s = mt.stages.at(0);
   CHECK(rel(s.peak.raw() - s.model_peak.raw(), 4.0 * double(p.total)) < 1e-9);
   CHECK(s.peak_difference.find("gradient accumulation") != std::string::npos);
   // One micro-batch: the formula's peak (the backward's start) exactly.
   plan.global_batch = 4;
-  check_equal_peaks(model::training_memory_timeline(a, plan, system_of("dgx-h100")));
+  check_equal_peaks(model::training_memory_timeline(a, plan, node_system("dgx-h100")));
 }
 
 TEST_CASE("a PyTorch loop under full recompute: gradients made in the backward beside a recomputed layer exceed both of the formula's candidates") {
@@ -477,7 +468,7 @@ TEST_CASE("a PyTorch loop under full recompute: gradients made in the backward b
   plan.precision.weight_bytes = 4;
   plan.precision.gradient_bytes = 4;
   plan.precision.master_bytes = 0;
-  const auto mt = model::training_memory_timeline(a, plan, system_of("dgx-h100"));
+  const auto mt = model::training_memory_timeline(a, plan, node_system("dgx-h100"));
   REQUIRE(mt.ok);
   const auto& s = mt.stages.at(0);
   CHECK(s.peak.raw() > s.model_peak.raw());
@@ -514,13 +505,13 @@ TEST_CASE("hybrids: the memory timeline prices each layer by its kind, and its p
       Layout l = x.l;
       l.recompute = rc;
       const auto plan = plan_of(l);
-      const auto mt = model::training_memory_timeline(m->arch, plan, system_of("dgx-h100"));
+      const auto mt = model::training_memory_timeline(m->arch, plan, node_system("dgx-h100"));
       check_equal_peaks(mt);
       // The whole-model peak: the formula's allocated bytes of its heaviest stage (the vocabulary padded as the
       // framework pads it).
       const auto padded = wl::with_padded_vocab(m->arch, plan);
       const auto tm = model::training_memory(padded, model::parameter_counts(padded, Explain::off), plan,
-                                             *system_of("dgx-h100").gpu, model::default_training_overheads(),
+                                             *node_system("dgx-h100").gpu, model::default_training_overheads(),
                                              Explain::off);
       double peak = 0.0;
       for (const auto& s : mt.stages) peak = std::max(peak, s.peak.raw());

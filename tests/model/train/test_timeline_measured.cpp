@@ -43,16 +43,7 @@ wl::TrainingPlan plan_of(const nlohmann::json& cfg) {
   return p;
 }
 
-model::TrainingSystem h100() {
-  const hw::HardwareDb& d = test::hardware();
-  model::TrainingSystem s;
-  s.db = &d;
-  s.node = d.find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = d.find_gpu("h100-sxm5-80gb");
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem h100() { return test::node_system("dgx-h100"); }  // its GPU: h100-sxm5-80gb
 
 /// The model's sample after `event` (its text), or -1.
 double model_at(const model::StageMemoryTimeline& s, const std::string& event) {

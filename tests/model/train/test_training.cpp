@@ -39,16 +39,7 @@ const hw::GpuSpec& gpu(const std::string& id) {
   return *g;
 }
 
-model::TrainingSystem system_of(const hw::HardwareDb& d, const std::string& node_id) {
-  model::TrainingSystem s;
-  s.db = &d;
-  s.node = d.find_node(node_id);
-  REQUIRE_MESSAGE(s.node != nullptr, "node not in the database: " << node_id);
-  s.gpu = d.find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
-model::TrainingSystem system_of(const std::string& node_id) { return system_of(db(), node_id); }
+using test::node_system;
 
 struct Layout {
   int tp = 1, pp = 1, dp = 1, cp = 1, ep = 1, v = 1;
@@ -478,7 +469,7 @@ TEST_SUITE("fp8 training") {
     l.global = 64;
     l.seq = 4096;
     l.zero = wl::ZeroStage::parameters;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     wl::TrainingPlan bf = plan_of(l), f8 = plan_of(l);
     f8.precision.compute = hw::Precision::fp8;
     const auto eb = model::estimate_training(arch("llama-3.1-8b"), bf, sys, Explain::off);
@@ -505,7 +496,7 @@ TEST_SUITE("LM loss kernels") {
     l.global = 64;
     l.seq = 4096;
     l.zero = wl::ZeroStage::optimizer;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     wl::TrainingPlan te = plan_of(l), unf = plan_of(l), nat = plan_of(l);
     unf.cross_entropy = wl::CrossEntropyKernel::unfused;
     nat.cross_entropy = wl::CrossEntropyKernel::native;
@@ -585,7 +576,7 @@ TEST_SUITE("dropout") {
     l.seq = 2048;
     l.micro = 4;
     l.zero = wl::ZeroStage::optimizer;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("gpt3-5b");
     REQUIRE(a.attention_dropout_on());
     wl::TrainingPlan with = plan_of(l), without = plan_of(l);
@@ -620,7 +611,7 @@ TEST_SUITE("context parallelism") {
     l.dp = 2;
     l.seq = 8192;
     l.zero = wl::ZeroStage::optimizer;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3-8b");
     const auto e = model::estimate_training(a, plan_of(l), sys, Explain::on);
     for (const auto& r : e.feasibility.reasons) MESSAGE(r);
@@ -683,7 +674,7 @@ TEST_SUITE("training layout feasibility") {
                            const std::function<void(wl::TrainingPlan&)>& tweak = {}) {
     wl::TrainingPlan p = plan_of(l);
     if (tweak) tweak(p);
-    return model::check_training_layout(arch(model_id), p, system_of("dgx-h100"));
+    return model::check_training_layout(arch(model_id), p, node_system("dgx-h100"));
   }
 
   TEST_CASE("a valid layout has no reasons") {
@@ -733,7 +724,7 @@ TEST_SUITE("training layout feasibility") {
     CHECK(f.ok);
     CHECK(f.reasons.empty());
     const wl::TransformerArch& a = arch("llama-3.1-8b");
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto e3 = model::estimate_training(a, plan_of(l), sys, Explain::off);
     REQUIRE(e3.feasibility.ok);
     // Against PP 4 (8 layers per stage, the same micro-batches): per micro-batch, the stage's layer compute scales
@@ -836,7 +827,7 @@ TEST_SUITE("training layout feasibility") {
   TEST_CASE("an invalid layout yields an estimate with only the reasons, no numbers") {
     Layout l;
     l.tp = 3;
-    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), node_system("dgx-h100"), Explain::off);
     CHECK_FALSE(e.feasibility.ok);
     CHECK(e.feasibility.reasons.size() == 3);
     CHECK(e.step_time.raw() == 0);
@@ -845,7 +836,7 @@ TEST_SUITE("training layout feasibility") {
 
   TEST_CASE("a plan that does not fit says so and by how much: llama-3.1-70b on one H100") {
     Layout l;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto e = model::estimate_training(arch("llama-3.1-70b"), plan_of(l), sys, Explain::off);
     CHECK_FALSE(e.feasibility.ok);
     CHECK_FALSE(e.memory.fits);
@@ -872,7 +863,7 @@ TEST_SUITE("training layout feasibility") {
     Layout l;
     l.dp = 8;
     l.global = 64;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-8b");
     const auto e = model::estimate_training(a, plan_of(l), sys, Explain::off);
     REQUIRE_FALSE(e.memory.fits);
@@ -933,7 +924,7 @@ TEST_SUITE("training layout feasibility") {
     l.dp = 64;
     l.global = 64;
     l.zero = wl::ZeroStage::optimizer;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("qwen3-30b-a3b");
     REQUIRE(a.moe.has_value());
     const auto e = model::estimate_training(a, plan_of(l), sys, Explain::off);
@@ -970,7 +961,7 @@ TEST_SUITE("training layout feasibility") {
     l.dp = 8;
     l.global = 64;
     l.zero = wl::ZeroStage::optimizer;
-    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), node_system("dgx-h100"), Explain::off);
     CHECK(e.memory.fits);
     CHECK(e.feasibility.ok);
     CHECK(e.feasibility.reasons.empty());
@@ -984,7 +975,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("every case evaluates to finite, positive numbers") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto e = estimate(c, system_of(c.node), [](wl::TrainingPlan& p) { p.tokens_to_train = 1e12; });
+      const auto e = estimate(c, node_system(c.node), [](wl::TrainingPlan& p) { p.tokens_to_train = 1e12; });
       // Only memory may make these infeasible; the layouts are valid.
       for (const auto& r : e.feasibility.reasons) CHECK(starts_with(r, "does not fit"));
       CHECK(e.step_time.raw() > 0);
@@ -998,7 +989,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("the step is the sum of its parts and none is negative") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto e = estimate(c, system_of(c.node));
+      const auto e = estimate(c, node_system(c.node));
       const auto& s = e.step;
       for (double v : {s.gemm.raw(), s.attention.raw(), s.elementwise.raw(), s.embedding_loss.raw(), s.recompute.raw(),
                        s.moe_host.raw(), s.comm_exposed.raw(), s.bubble.raw(), s.optimizer.raw()})
@@ -1015,7 +1006,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("MFU is a fraction in (0, 1) and HFU ≥ MFU") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto e = estimate(c, system_of(c.node));
+      const auto e = estimate(c, node_system(c.node));
       CHECK(e.mfu > 0);
       CHECK(e.mfu < 1);
       CHECK(e.hfu >= e.mfu);
@@ -1027,7 +1018,7 @@ TEST_SUITE("training step properties") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
       const auto p = plan_of(c.layout);
-      const auto e = estimate(c, system_of(c.node));
+      const auto e = estimate(c, node_system(c.node));
       CHECK(e.tokens_per_s == double(p.global_batch) * double(p.seq_len) / e.step_time.raw());
     }
   }
@@ -1036,7 +1027,7 @@ TEST_SUITE("training step properties") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
       const auto p = plan_of(c.layout);
-      const auto sys = system_of(c.node);
+      const auto sys = node_system(c.node);
       const auto e = estimate(c, sys);
       const double tokens = double(p.global_batch) * double(p.seq_len);
       // The model as built: the vocabulary padded to a multiple of 128 × TP (Megatron counts padded_vocab_size).
@@ -1051,7 +1042,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("full recompute makes the step slower, and then HFU > MFU, while without recompute HFU = MFU") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto sys = system_of(c.node);
+      const auto sys = node_system(c.node);
       const auto none = estimate(c, sys, [](wl::TrainingPlan& p) { p.recompute = wl::Recompute::none; });
       const auto full = estimate(c, sys, [](wl::TrainingPlan& p) { p.recompute = wl::Recompute::full; });
       CHECK(full.step_time > none.step_time);
@@ -1068,7 +1059,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("bubble is 0 without a pipeline and positive with one") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto e = estimate(c, system_of(c.node));
+      const auto e = estimate(c, node_system(c.node));
       if (c.layout.pp == 1) {
         CHECK(e.step.bubble.raw() == 0);
         CHECK(e.bubble_fraction == 0);
@@ -1088,7 +1079,7 @@ TEST_SUITE("training step properties") {
   }
 
   TEST_CASE("more micro-batches per step lower the bubble fraction and its share of the step") {
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     Layout l;
     l.tp = 8;
     l.pp = 4;
@@ -1112,7 +1103,7 @@ TEST_SUITE("training step properties") {
   }
 
   TEST_CASE("the interleaved schedule has a smaller bubble than 1F1B at the same PP and micro-batches") {
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     Layout l;
     l.tp = 8;
     l.pp = 4;
@@ -1128,7 +1119,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("step time does not rise as the GPU's dense peak rises") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto base = system_of(c.node);
+      const auto base = node_system(c.node);
       double prev = 1e300;
       for (double k : {0.5, 1.0, 2.0, 4.0, 16.0}) {
         CAPTURE(k);
@@ -1145,7 +1136,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("step time does not rise as the GPU's HBM bandwidth rises") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto base = system_of(c.node);
+      const auto base = node_system(c.node);
       double prev = 1e300;
       for (double k : {0.5, 1.0, 2.0, 4.0, 16.0}) {
         CAPTURE(k);
@@ -1162,7 +1153,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("a faster GPU in both peak and bandwidth gives a strictly shorter step") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto base = system_of(c.node);
+      const auto base = node_system(c.node);
       const hw::GpuSpec g = scaled_gpu(*base.gpu, 2.0, 2.0);
       auto sys = base;
       sys.gpu = &g;
@@ -1177,7 +1168,7 @@ TEST_SUITE("training step properties") {
       for (double k : {0.25, 0.5, 1.0, 2.0, 8.0}) {
         CAPTURE(k);
         const hw::HardwareDb copy = with_nic_scaled(c.node, k);
-        const double t = estimate(c, system_of(copy, c.node)).step_time.raw();
+        const double t = estimate(c, node_system(copy, c.node)).step_time.raw();
         CHECK(t <= prev * (1 + 1e-12));
         prev = t;
       }
@@ -1189,7 +1180,7 @@ TEST_SUITE("training step properties") {
     const Case& c = cases()[3];
     REQUIRE(c.layout.pp == 4);
     const hw::HardwareDb slow = with_nic_scaled(c.node, 0.25), fast = with_nic_scaled(c.node, 4.0);
-    const auto es = estimate(c, system_of(slow, c.node)), ef = estimate(c, system_of(fast, c.node));
+    const auto es = estimate(c, node_system(slow, c.node)), ef = estimate(c, node_system(fast, c.node));
     CHECK(ef.step_time < es.step_time);
     CHECK(ef.comm[3].kind == "pp");
     CHECK(ef.comm[3].time < es.comm[3].time);
@@ -1200,8 +1191,8 @@ TEST_SUITE("training step properties") {
       if (c.crosses_nodes) continue;
       CAPTURE(c.name);
       const hw::HardwareDb fast = with_nic_scaled(c.node, 8.0);
-      CHECK(estimate(c, system_of(fast, c.node)).step_time.raw() ==
-            doctest::Approx(estimate(c, system_of(c.node)).step_time.raw()).epsilon(1e-12));
+      CHECK(estimate(c, node_system(fast, c.node)).step_time.raw() ==
+            doctest::Approx(estimate(c, node_system(c.node)).step_time.raw()).epsilon(1e-12));
     }
   }
 
@@ -1218,7 +1209,7 @@ TEST_SUITE("training step properties") {
       l.dp = n.gpus;
       l.global = 8 * n.gpus;
       l.zero = wl::ZeroStage::optimizer;
-      const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of(n.info.id), Explain::off);
+      const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), node_system(n.info.id), Explain::off);
       REQUIRE(e.step_time.raw() > 0);
       const auto& dp = e.comm[4];
       REQUIRE(dp.kind == "dp");
@@ -1230,7 +1221,7 @@ TEST_SUITE("training step properties") {
   TEST_CASE("a plan that spans nodes without a scale-out network is infeasible, never a NaN step") {
     // The MI300X 8-GPU platform file states no scale-out NICs: 16 GPUs in DP cannot be evaluated over a fabric the
     // data does not describe. The estimate must say so instead of dividing by a zero bandwidth.
-    const auto sys = system_of("mi300x-8");
+    const auto sys = node_system("mi300x-8");
     REQUIRE_FALSE(sys.node->scale_out.has_value());
     Layout l;
     l.dp = 16;
@@ -1251,7 +1242,7 @@ TEST_SUITE("training step properties") {
 
   TEST_CASE("one GPU communicates nothing") {
     Layout l;
-    const auto e = model::estimate_training(arch("bench-llama-1b-like"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    const auto e = model::estimate_training(arch("bench-llama-1b-like"), plan_of(l), node_system("dgx-h100"), Explain::off);
     for (const auto& c : e.comm) {
       CAPTURE(c.kind);
       CHECK(c.time.raw() == 0);
@@ -1265,7 +1256,7 @@ TEST_SUITE("training step properties") {
 TEST_SUITE("training memory properties") {
   // Per-GPU peak memory for one model under variations of one knob, the others fixed.
   double peak(const std::string& model_id, const Layout& l, const std::string& node = "dgx-h100") {
-    const auto e = model::estimate_training(arch(model_id), plan_of(l), system_of(node), Explain::off);
+    const auto e = model::estimate_training(arch(model_id), plan_of(l), node_system(node), Explain::off);
     REQUIRE(e.step_time.raw() > 0);
     return e.memory.total.raw();
   }
@@ -1345,7 +1336,7 @@ TEST_SUITE("training memory properties") {
   TEST_CASE("the memory total is the sum of its terms") {
     for (const auto& c : cases()) {
       CAPTURE(c.name);
-      const auto& m = estimate(c, system_of(c.node)).memory;
+      const auto& m = estimate(c, node_system(c.node)).memory;
       const double sum = (m.weights + m.gradients + m.master_weights + m.optimizer_states + m.activations + m.logits +
                           m.cuda_context + m.nccl_buffers + m.fragmentation)
                              .raw();
@@ -1392,7 +1383,7 @@ TEST_SUITE("time to train (textbook T15)") {
   TEST_CASE("time to train, GPU-hours, cost and energy follow from the step time") {
     // Llama-2-7B, 64 A100 80GB in DGX A100s, DP 64 with ZeRO-1, 1T tokens, $2/GPU-hour.
     const auto& a = arch("llama-2-7b");
-    auto sys = system_of("dgx-a100");
+    auto sys = node_system("dgx-a100");
     sys.price = units::usd_per_hour(2.0);
     Layout l;
     l.dp = 64;
@@ -1427,7 +1418,7 @@ TEST_SUITE("time to train (textbook T15)") {
     Layout l;
     l.dp = 8;
     l.zero = wl::ZeroStage::optimizer;
-    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), system_of("dgx-h100"), Explain::off);
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), plan_of(l), node_system("dgx-h100"), Explain::off);
     CHECK_FALSE(e.time_to_train.has_value());
     CHECK_FALSE(e.gpu_hours.has_value());
     CHECK_FALSE(e.cost.has_value());
@@ -1440,7 +1431,7 @@ TEST_SUITE("time to train (textbook T15)") {
     l.zero = wl::ZeroStage::optimizer;
     wl::TrainingPlan p = plan_of(l);
     p.tokens_to_train = 1e11;
-    auto sys = system_of("dgx-h100");
+    auto sys = node_system("dgx-h100");
     sys.price = units::usd_per_hour(1.0);
     const auto one = model::estimate_training(arch("llama-3.1-8b"), p, sys, Explain::off);
     sys.price = units::usd_per_hour(3.0);
@@ -1463,7 +1454,7 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
   }
 
   TEST_CASE("offload moves the master weights and optimizer states to the host and nothing else") {
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-8b");
     wl::TrainingPlan p = plan_of(zero1());
     const auto on_gpu = model::estimate_training(a, p, sys, Explain::off);
@@ -1487,7 +1478,7 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
   }
 
   TEST_CASE("the CPU step streams 28 B per parameter at the GPU's share of the node's DRAM - transfers over PCIe") {
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-8b");
     wl::TrainingPlan p = plan_of(zero1());
     p.offload = wl::Offload::optimizer;
@@ -1516,18 +1507,18 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
     l.zero = wl::ZeroStage::none;
     wl::TrainingPlan p = plan_of(l);
     p.offload = wl::Offload::optimizer;
-    auto f = model::check_training_layout(a, p, system_of("dgx-h100"));
+    auto f = model::check_training_layout(a, p, node_system("dgx-h100"));
     REQUIRE_FALSE(f.ok);
     CHECK(f.reasons[0] ==
           "CPU offload of the optimizer needs ZeRO ≥ 1 (ZeRO-Offload moves each GPU's shard of the optimizer states): "
           "add --zero 1 or higher");
     p.zero = wl::ZeroStage::optimizer;
     p.optimizer = wl::OptimizerKind::adamw_8bit;
-    f = model::check_training_layout(a, p, system_of("dgx-h100"));
+    f = model::check_training_layout(a, p, node_system("dgx-h100"));
     REQUIRE_FALSE(f.ok);
     CHECK(f.reasons[0].find("8-bit AdamW cannot be offloaded") != std::string::npos);
     p.optimizer = wl::OptimizerKind::adamw;
-    f = model::check_training_layout(a, p, system_of("hgx-h200"));  // no host data in the node file
+    f = model::check_training_layout(a, p, node_system("hgx-h200"));  // no host data in the node file
     REQUIRE_FALSE(f.ok);
     CHECK(f.reasons[0] ==
           "CPU offload needs the node's host DRAM bandwidth (host.memory_bandwidth_GBps): node hgx-h200 does not give "
@@ -1536,7 +1527,7 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
 
   TEST_CASE("states that do not fit in the node's host memory make the plan infeasible, with the numbers") {
     // 405B with ZeRO-3 over 8 GPUs: 12 B of fp32 master + Adam states per parameter = 4.9 TB on a 2 TB host.
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-405b");
     Layout l;
     l.dp = 8;
@@ -1555,7 +1546,7 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
   }
 
   TEST_CASE("the derivation names the DRAM bandwidth's source and the assumed efficiencies") {
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     wl::TrainingPlan p = plan_of(zero1());
     p.offload = wl::Offload::optimizer;
     const auto e = model::estimate_training(arch("llama-3.1-8b"), p, sys, Explain::on);
@@ -1582,7 +1573,7 @@ TEST_SUITE("TP communication overlap") {
   TEST_CASE("overlapped TP communication keeps one reduce-scatter chunk exposed and pays its SM share for the rest") {
     // Llama 3.1 70B, TP 8 + SP on a DGX H100: the TP all-gather/reduce-scatter pair per layer is far shorter than
     // the GEMMs it hides behind, so exposed = time/(2·tp) + (time − time/(2·tp)) · 16/132.
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-70b");
     Layout l;
     l.tp = 8;
@@ -1633,7 +1624,7 @@ TEST_SUITE("LoRA and QLoRA fine-tuning") {
   }
 
   TEST_CASE("LoRA keeps gradients, master weights and optimizer states for the adapters only") {
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-2-7b");
     wl::TrainingPlan p = plan_of(dp8());
     p.lora.rank = 32;
@@ -1653,7 +1644,7 @@ TEST_SUITE("LoRA and QLoRA fine-tuning") {
   }
 
   TEST_CASE("the frozen base skips its weight-gradient GEMMs: a third of the GEMM work, and a DP reduction of adapters") {
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-2-7b");
     wl::TrainingPlan p = plan_of(dp8());
     p.zero = wl::ZeroStage::optimizer;  // full fine-tuning of 7B needs its optimizer states sharded to fit
@@ -1729,7 +1720,7 @@ TEST_CASE("MoE with EP: routed experts reduce over the expert-data-parallel grou
   // on one DGX H100, TP 1, DP 8, no ZeRO (all-reduce): each GPU holds the dense parameters whole and 1/EP of the
   // routed experts; the dense gradients are all-reduced over the 8 GPUs, the experts' over the dp/ep GPUs that hold the
   // same experts (stride EP).
-  const auto sys = system_of("dgx-h100");
+  const auto sys = node_system("dgx-h100");
   const auto& a = arch("mixtral-8x7b");
   const auto params = model::parameter_counts(a, Explain::off);
   const double P = double(params.total), R = double(params.routed_experts);
@@ -1772,7 +1763,7 @@ TEST_CASE("MoE with EP: routed experts reduce over the expert-data-parallel grou
 }
 
 TEST_CASE("the optimizer step updates dense / (dp·cp) + routed experts / (dp·cp/ep) parameters per GPU") {
-  const auto sys = system_of("dgx-h100");
+  const auto sys = node_system("dgx-h100");
   const auto& a = arch("mixtral-8x7b");
   const auto params = model::parameter_counts(a, Explain::off);
   const double P = double(params.total), R = double(params.routed_experts);
@@ -1806,7 +1797,7 @@ TEST_SUITE("chunked attention") {
     l.ep = 8;
     l.micro = 1;
     l.global = 8;
-    const auto sys = system_of("dgx-h100");
+    const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-4-scout-17b-16e");
     REQUIRE(a.is_chunked_layer(0));
     auto fwd_flops = [&](std::int64_t seq, const std::string& name) {

@@ -13,34 +13,9 @@ using namespace gpuplan;
 
 namespace {
 
-model::TrainingSystem h100_node() {
-  model::TrainingSystem s;
-  s.db = &test::hardware();
-  s.node = s.db->find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = s.db->find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem h100_node() { return test::node_system("dgx-h100"); }
 
-/// The measured step's plan: TP 1, EP `ep`, DP `dp`, 4096 tokens per GPU, bf16 autocast over fp32 parameters
-/// (AMP), eager kernels, fp32 AdamW states, gradients reduced after backward.
-wl::TrainingPlan measured_plan(int ep, int dp) {
-  wl::TrainingPlan p;
-  p.par.dp = dp;
-  p.par.ep = ep;
-  p.micro_batch = 1;
-  p.seq_len = 4096;
-  p.global_batch = dp;
-  p.kernels = wl::KernelStyle::eager;
-  p.mixed_precision = wl::MixedPrecision::amp;
-  p.precision.weight_bytes = 4;
-  p.precision.gradient_bytes = 4;
-  p.precision.master_bytes = 0;
-  p.overlap_grad_reduce = false;
-  p.attention_kernel = wl::AttentionKernel::fa2;
-  return p;
-}
+using test::measured_moe_plan;  // the measured step's plan (library.hpp)
 
 }  // namespace
 
@@ -54,14 +29,14 @@ TEST_CASE("the gradient copies cover only the gradients reduced: no routed-exper
   // The measured script reduces after the backward (overlap_grad_reduce false): one flat buffer, three read + write
   // passes of the fp32 gradients (flatten, divide, copy back).
   // EP 4 on 4 GPUs: the expert-data-parallel group is one GPU; only the dense gradients are copied.
-  CHECK(model::dp_copy_bytes(a, params, measured_plan(4, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * dense));
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(4, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * dense));
   // EP 2 × expert-DP 2: this GPU's half of the experts is reduced too.
-  CHECK(model::dp_copy_bytes(a, params, measured_plan(2, 4)) ==
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(2, 4)) ==
         doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts / 2.0)));
   // EP 1 × DP 4: everything.
-  CHECK(model::dp_copy_bytes(a, params, measured_plan(1, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts)));
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(1, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts)));
   // PyTorch DDP (reduction during the backward, gradient_as_bucket_view): one pass, the in-place divide.
-  wl::TrainingPlan ddp = measured_plan(1, 4);
+  wl::TrainingPlan ddp = measured_moe_plan(1, 4);
   ddp.overlap_grad_reduce = true;
   CHECK(model::dp_copy_bytes(a, params, ddp) == doctest::Approx(2.0 * 4.0 * (dense + experts)));
 }
@@ -73,7 +48,7 @@ TEST_CASE("the AMP optimizer step reads and writes the fp32 parameters it update
   // prices both, so the times stand as 28 : 30 (the launch constant is microseconds against milliseconds).
   const auto& a = test::arch("bench-moe-30b-a3b-shape-l4");
   const auto sys = h100_node();
-  wl::TrainingPlan amp = measured_plan(4, 4);
+  wl::TrainingPlan amp = measured_moe_plan(4, 4);
   wl::TrainingPlan megatron = amp;
   megatron.mixed_precision = wl::MixedPrecision::megatron;
   megatron.precision.weight_bytes = 2;
@@ -103,7 +78,7 @@ TEST_CASE("the eager dispatcher moves the routed rows 13 times forward, the fuse
     }
     return b;
   };
-  wl::TrainingPlan eager = measured_plan(4, 4);
+  wl::TrainingPlan eager = measured_moe_plan(4, 4);
   CHECK(routing_bytes(eager, false) == doctest::Approx(13.0 * P * row + T * row));
   CHECK(routing_bytes(eager, true) == doctest::Approx(2.0 * (13.0 * P * row + T * row)));
   wl::TrainingPlan fused = eager;

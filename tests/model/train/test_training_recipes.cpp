@@ -17,15 +17,7 @@ using gpuplan::test::arch;
 
 namespace {
 
-model::TrainingSystem dgx_h100() {
-  model::TrainingSystem s;
-  s.db = &test::hardware();
-  s.node = s.db->find_node("dgx-h100");
-  REQUIRE(s.node != nullptr);
-  s.gpu = s.db->find_gpu(s.node->gpu);
-  REQUIRE(s.gpu != nullptr);
-  return s;
-}
+model::TrainingSystem dgx_h100() { return test::node_system("dgx-h100"); }
 
 bool near(double a, double b, double rel = 1e-9) { return std::fabs(a - b) <= rel * std::max(std::fabs(a), std::fabs(b)); }
 
@@ -208,12 +200,7 @@ TEST_SUITE("training recipes") {
   }
 
   TEST_CASE("a GB200's host link is its share of the Grace NVLink-C2C: 450 GB/s / 2 GPUs × 0.86 = 193.5 GB/s") {
-    model::TrainingSystem s;
-    s.db = &test::hardware();
-    s.node = s.db->find_node("gb200-nvl72");
-    REQUIRE(s.node != nullptr);
-    s.gpu = s.db->find_gpu(s.node->gpu);
-    REQUIRE(s.gpu != nullptr);
+    const model::TrainingSystem s = test::node_system("gb200-nvl72");
     auto p = one_gpu(4096);
     p.activation_offload_layers = 8;
     const auto e = model::estimate_training(arch("llama-3-8b"), p, s);
@@ -230,12 +217,7 @@ TEST_SUITE("training recipes") {
   }
 
   TEST_CASE("low-precision recipes on a B200: MXFP8 and NVFP4 casts and weight caches by their scale layouts") {
-    model::TrainingSystem s;
-    s.db = &test::hardware();
-    s.node = s.db->find_node("dgx-b200");
-    REQUIRE(s.node != nullptr);
-    s.gpu = s.db->find_gpu(s.node->gpu);
-    REQUIRE(s.gpu != nullptr);
+    const model::TrainingSystem s = test::node_system("dgx-b200");
     const auto& a = arch("llama-3-8b");
     auto bf16 = one_gpu(4096), fp8 = bf16, mx = bf16, fp4 = bf16;
     fp8.precision.compute = mx.precision.compute = hw::Precision::fp8;

@@ -89,8 +89,8 @@ struct TrainingEstimate {
 
 /// The communicator of a parallel group of `size` GPUs whose consecutive members are `stride` ranks apart on the
 /// system's node and cluster (resolve_group), with the calibration profile's measured scale-up tier applied: the group
-/// estimate_training prices TP (stride 1), CP (stride tp), DP/EP (stride tp·cp) and PP traffic on. Size 1 or no node:
-/// the empty group (a collective on it costs 0).
+/// estimate_training prices TP (stride 1), CP (stride tp), DP/EP (stride tp·cp) and PP traffic on, and serving its
+/// TP, EP, PP and KV-transfer traffic (ServingSystem is TrainingSystem). Size 1 or no node: the empty group.
 CommGroup training_comm_group(int size, int stride, const TrainingSystem& sys);
 
 /// Checks the layout (divisibility, sizes, topology) without evaluating it.

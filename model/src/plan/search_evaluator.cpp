@@ -1,0 +1,313 @@
+// FastTrainingEvaluator (search.hpp): estimate_training's step composition (compose_step) over cached terms, one
+// evaluator per padded vocabulary, so that the search prices millions of layouts with the same numbers, bit for bit.
+#include "gpuplan/model/search.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "memory_core.hpp"
+#include "training_core.hpp"
+
+namespace gpuplan::model {
+
+// ------------------------------------------------------------------------------------------------------------------
+// FastTrainingEvaluator
+// ------------------------------------------------------------------------------------------------------------------
+
+namespace {
+
+/// Open-addressing map from a few integers to a cached term. Lookups never allocate; an insert may grow the table
+/// (once per key, not per layout). References stay valid until the next insert into the same cache.
+template <class V, std::size_t N>
+class TermCache {
+ public:
+  using Key = std::array<std::int64_t, N>;
+
+  template <class Make>
+  const V& get(const Key& key, Make&& make) {
+    if (slots_.empty()) rehash(64);
+    std::size_t i = hash(key) & mask_;
+    while (slots_[i].used) {
+      if (slots_[i].key == key) return slots_[i].value;
+      i = (i + 1) & mask_;
+    }
+    V value = make();
+    if (2 * (count_ + 1) > slots_.size()) {
+      rehash(slots_.size() * 2);
+      i = hash(key) & mask_;
+      while (slots_[i].used) i = (i + 1) & mask_;
+    }
+    Slot& s = slots_[i];
+    s.key = key;
+    s.value = std::move(value);
+    s.used = true;
+    ++count_;
+    return s.value;
+  }
+  [[nodiscard]] std::size_t size() const { return count_; }
+
+ private:
+  struct Slot {
+    Key key{};
+    V value{};
+    bool used = false;
+  };
+  static std::size_t hash(const Key& k) {
+    std::uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (std::int64_t x : k) {
+      h ^= static_cast<std::uint64_t>(x) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+      h ^= h >> 31;
+      h *= 0xBF58476D1CE4E5B9ull;
+    }
+    h ^= h >> 29;
+    return static_cast<std::size_t>(h);
+  }
+  void rehash(std::size_t n) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(n, Slot{});
+    mask_ = n - 1;
+    count_ = 0;
+    for (Slot& s : old)
+      if (s.used) {
+        std::size_t i = hash(s.key) & mask_;
+        while (slots_[i].used) i = (i + 1) & mask_;
+        slots_[i] = std::move(s);
+        ++count_;
+      }
+  }
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0, count_ = 0;
+};
+
+using detail::ComputeTerms;
+using detail::DpTimes;
+using detail::LayerSums;
+using detail::StageShape;
+using units::Seconds;
+
+using StageShapes = std::vector<StageShape>;
+
+}  // namespace
+
+namespace {
+/// The cached evaluator of one model as built (one padded vocabulary: FastTrainingEvaluator::Impl keeps one per
+/// padded size, since the padding multiple grows with TP).
+struct VocabEvaluator {
+  const wl::TransformerArch& a;
+  wl::TrainingPlan base;
+  const TrainingSystem& sys;
+  bool have_gpu = false;
+  detail::TrainingConsts k;
+  RuntimeOverheads overheads;
+  detail::LayerKinds kinds;
+  units::Bytes capacity{};
+
+  // "ep" in the keys below: EP and expert TP together (ek in evaluate).
+  TermCache<ComputeTerms, 5> compute;  // tp, cp, micro, sp, ep
+  TermCache<Seconds, 3> amp;           // tp, pp, ep
+  TermCache<Seconds, 8> dp_copy;       // tp, pp, dp, cp, ep, optimizer shard, micro-batches, zero
+  TermCache<Seconds, 4> tp;            // tp, cp, micro, sp
+  TermCache<Seconds, 4> etp_pair;      // tp, cp, micro, etp (parallel folding)
+  TermCache<Seconds, 3> cp;            // tp, cp, micro
+  TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
+  TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
+  TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
+  TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
+  TermCache<DpTimes, 6> dp;            // tp, pp, cp, dp, ep, ZeRO stage
+  TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
+  TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
+  TermCache<CommGroup, 2> groups;      // size, stride
+  TermCache<LayerSums, 2> sums;        // tp, sp
+  TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
+
+  VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
+      : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
+    if (!have_gpu) return;
+    k = detail::training_consts(a, base, sys);
+    overheads = default_training_overheads();
+    kinds = detail::layer_kinds(a, k.params);
+    capacity = sys.gpu->memory_capacity();
+  }
+
+  // Copied out: a reference into `groups` would not survive the next insert.
+  auto with_group(int size, int stride, const auto& term) {
+    const CommGroup& g = groups.get({size, stride}, [&] { return training_comm_group(size, stride, sys); });
+    return term(g);
+  }
+
+  LayoutScore evaluate(const Layout& l) {
+    LayoutScore r;
+    if (!have_gpu) return r;
+    const wl::TrainingPlan plan = with_layout(base, l);
+    if (!detail::layout_rules(a, plan, sys, nullptr)) return r;
+    const auto& par = plan.par;
+    const std::int64_t sp = par.sequence_parallel ? 1 : 0, mb = plan.micro_batch;
+    // The expert grid in the keys of the terms that depend on it: EP and expert TP (parallel folding) in one key.
+    const std::int64_t ek = std::int64_t(par.ep) * 4096 + par.expert_tp();
+    // PP in the keys of the terms that depend on the parameters a GPU holds: negative under DualPipe (two stages per
+    // device, params_per_gpu).
+    const int pp_key = plan.dualpipe() ? -par.pp : par.pp;
+    const Device& d = k.d;
+
+    detail::StepTerms t;
+    t.compute =
+        compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
+    if (plan.mixed_precision == wl::MixedPrecision::amp)
+      t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
+    if (par.tp > 1)
+      t.tp_one = tp.get({par.tp, par.cp, mb, sp}, [&] {
+        return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_collective_time(a, plan, g); });
+      });
+    if (par.cp > 1)
+      t.cp_one = cp.get({par.tp, par.cp, mb}, [&] {
+        return with_group(par.cp, par.tp, [&](const CommGroup& g) { return detail::cp_collective_time(a, plan, g); });
+      });
+    // The expert grid's strides (etp = tp unless the layout folds).
+    const int etp = par.expert_tp();
+    if (detail::expert_tp_folded(a, plan) && etp > 1)
+      t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
+        return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
+      });
+    if (par.ep > 1 && a.moe)
+      t.ep_one = ep.get({par.tp, par.cp, ek, mb}, [&] {
+        return with_group(par.ep, etp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
+      });
+    if (par.ep > 1 && a.moe)
+      t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, ek, mb}, [&] {
+        return with_group(par.ep, etp, [&](const CommGroup& g) {
+          const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
+          return (md.dispatch_bytes + md.combine_bytes) * 0.5;
+        });
+      });
+    if (par.pp > 1) {
+      t.pp_one = pp.get({par.tp, par.cp, par.dp, mb, sp}, [&] {
+        return with_group(2, par.tp * par.cp * par.dp,
+                          [&](const CommGroup& g) { return detail::pp_collective_time(a, plan, g); });
+      });
+      if (plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
+        t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
+          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
+        });
+    }
+    const int n_dp = detail::dense_grad_group_size(plan);
+    if (n_dp > 1) {
+      const auto zero = static_cast<std::int64_t>(plan.zero);
+      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero}, [&] {
+        const int n_edp = detail::expert_grad_group_size(plan);
+        // Copied out: a reference into `groups` would not survive the next insert.
+        const CommGroup g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
+        const CommGroup& ge = groups.get({n_edp, etp * par.ep},
+                                         [&] { return training_comm_group(n_edp, etp * par.ep, sys); });
+        return detail::dp_collective_times(a, k.params, plan, g, ge);
+      });
+      if (plan.kernels == wl::KernelStyle::eager)
+        t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, ek,
+                                 static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
+                                [&] { return detail::dp_copy_time(a, k.params, plan, d); });
+    }
+    const double shard = detail::optimizer_shard(plan);
+    t.optimizer = opt.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard)},
+                          [&] { return detail::optimizer_time(a, k.params, plan, d); });
+    if (plan.offload == wl::Offload::optimizer) {
+      t.offload = offload.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard),
+                               detail::offload_node_gpus(plan, sys)},
+                              [&] { return detail::offload_times(a, k.params, plan, sys); });
+    }
+    if (plan.activation_offload_layers > 0) {
+      t.act_offload_layer = detail::activation_offload_layer_time(a, plan, sys);
+      t.act_offload_layer_bytes = units::bytes(detail::activation_offload_layer_bytes(a, plan));
+    }
+
+    const int p = std::max(1, par.pp);
+    const int v = plan.model_chunks();
+    const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
+    // A reference into `shapes`: valid until its next insert (none comes before memory_core below).
+    const auto rc_key = static_cast<std::int64_t>(plan.recompute);
+    const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
+    t.stages = &sh;
+    detail::StepCore core;
+    detail::compose_step(a, plan, k, t, core);
+    r.micro_batches = core.m;
+    r.step = core.step;
+    r.comm = {core.tp.exposed, core.cp.exposed, core.ep.exposed, core.pp.exposed, core.dp.exposed};
+    if (!core.ok) return r;
+    r.valid = true;
+    r.step_time = core.step.total;
+    r.tokens_per_s = core.tokens_per_s;
+    r.mfu = core.mfu;
+    r.has_time_to_train = core.has_time_to_train;
+    r.time_to_train = core.time_to_train;
+    r.has_cost = core.has_cost;
+    r.cost = core.cost;
+    if (k.price) {
+      r.has_price = true;
+      r.tokens_per_usd = core.tokens_per_s / (k.price->raw() * double(par.gpus()));
+    }
+
+    const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
+    const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
+    detail::MemoryCore mem;
+    detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
+                        shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
+    r.memory = units::bytes(mem.heaviest().total);
+    r.capacity = capacity;
+    r.fits = r.memory <= r.capacity;
+    if (!detail::offload_fits_host(mem.host(), plan, sys))
+      r.fits = false;
+    return r;
+  }
+
+  [[nodiscard]] std::size_t cached() const {
+    return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() +
+           pp_gather.size() + dp.size() + etp_pair.size() +
+           opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
+  }
+};
+}  // namespace
+
+struct FastTrainingEvaluator::Impl {
+  const wl::TransformerArch& arch;
+  wl::TrainingPlan base;
+  const TrainingSystem& sys;
+  /// Padded vocabulary → the model built with it and its evaluator (stable addresses: the evaluator refers to it).
+  std::map<std::int64_t, std::pair<std::unique_ptr<wl::TransformerArch>, std::unique_ptr<VocabEvaluator>>> by_vocab;
+
+  Impl(const wl::TransformerArch& a, const wl::TrainingPlan& b, const TrainingSystem& s) : arch(a), base(b), sys(s) {}
+
+  LayoutScore evaluate(const Layout& l) {
+    const std::int64_t v = with_layout(base, l).padded_vocab(arch.vocab);
+    auto it = by_vocab.find(v);
+    if (it == by_vocab.end()) {
+      auto padded = std::make_unique<wl::TransformerArch>(arch);
+      padded->vocab = v;
+      auto ev = std::make_unique<VocabEvaluator>(*padded, base, sys);
+      it = by_vocab.emplace(v, std::make_pair(std::move(padded), std::move(ev))).first;
+    }
+    return it->second.second->evaluate(l);
+  }
+  [[nodiscard]] std::size_t cached() const {
+    std::size_t n = 0;
+    for (const auto& e : by_vocab) n += e.second.second->cached();
+    return n;
+  }
+};
+
+FastTrainingEvaluator::FastTrainingEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& base,
+                                             const TrainingSystem& sys)
+    : impl_(std::make_unique<Impl>(arch, base, sys)) {}
+FastTrainingEvaluator::~FastTrainingEvaluator() = default;
+FastTrainingEvaluator::FastTrainingEvaluator(FastTrainingEvaluator&&) noexcept = default;
+FastTrainingEvaluator& FastTrainingEvaluator::operator=(FastTrainingEvaluator&&) noexcept = default;
+LayoutScore FastTrainingEvaluator::evaluate(const Layout& l) { return impl_->evaluate(l); }
+std::size_t FastTrainingEvaluator::cached_terms() const { return impl_->cached(); }
+
+}  // namespace gpuplan::model

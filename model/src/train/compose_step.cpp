@@ -1,0 +1,576 @@
+// compose_step: the training step from its terms (step_terms.cpp): each pipeline stage's compute and exposed TP, CP,
+// EP and PP communication, the DP reduce/gather beside the backward, the pipeline bubble, the step's breakdown, MFU and
+// cost. estimate_training and the search's FastTrainingEvaluator both call it, so their numbers agree bit for bit.
+#include "gpuplan/model/training.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpuplan/core/format.hpp"
+#include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/params.hpp"
+#include "gpuplan/model/topology.hpp"
+#include "gpuplan/model/utilisation.hpp"
+#include "training_core.hpp"
+#include "optimizer_rate.hpp"
+
+namespace gpuplan::model {
+
+using units::Bytes;
+using units::Seconds;
+
+namespace detail {
+
+namespace {
+/// Collective calls of one step's DP communication, from the frameworks' bucketing:
+///  - PyTorch DDP (eager kernels, no ZeRO): gradient buckets of 25 MiB (`bucket_cap_mb` = 25, the default of
+///    torch.nn.parallel.DistributedDataParallel);
+///  - FSDP / ZeRO-3: one reduce-scatter and one all-gather per layer (one unit per decoder layer);
+///  - Megatron-LM DDP and distributed optimizer: buckets of max(40M, 1M × DP) parameters (Megatron core
+///    DistributedDataParallel's default bucket size).
+struct DpCalls {
+  double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
+};
+DpCalls dp_calls(const wl::TrainingPlan& plan, std::int64_t most_layers, double p_gpu, units::Bytes grads) {
+  const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
+  if (plan.zero == wl::ZeroStage::parameters) return {layers_stage, layers_stage};
+  if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
+    return {std::max(1.0, std::ceil(grads.raw() / (25.0 * 1024 * 1024))), 1};
+  const double bucket = std::max(4.0e7, 1.0e6 * double(plan.par.dp));
+  const double n = std::max(1.0, std::ceil(p_gpu / bucket));
+  return {n, n};
+}
+
+/// A communication of alone-time t, issued as `calls` collective calls beside compute of length `window` whose
+/// kernel in flight lasts tk: each call waits wait_kernels × tk for SMs, so beside compute it takes
+/// t + calls × wait_kernels × tk. What the compute window does not cover runs alone afterwards (exposed, at least
+/// `floor`: the last bucket); `hidden` is how long its kernels ran beside compute (which pays the SM share): its own
+/// time t less the exposed part, at most the window — not the waits, during which the compute kernel in flight holds
+/// the SMs undisturbed (issue #24: with the built-in wait a slow GPU's long kernels made the waits, charged at the SM
+/// share, outgrow the communication itself).
+struct BesideCompute {
+  Seconds exposed{}, hidden{};
+};
+BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk, double wait_kernels, Seconds floor) {
+  if (!(t > Seconds(0))) return {};
+  const Seconds stretched = t + tk * (calls * wait_kernels);
+  const Seconds beyond = stretched <= window ? Seconds(0) : t * (1.0 - (window / stretched).raw());
+  BesideCompute b;
+  b.exposed = std::min(t, std::max(floor, beyond));
+  b.hidden = std::max(Seconds(0), std::min(window, t - b.exposed));
+  return b;
+}
+
+}  // namespace
+
+namespace {
+
+/// One micro-batch on one pipeline stage as compose_step prices it.
+struct StageTime {
+  PassCost fwd, bwd, recompute;
+  CommNumbers tp, cp, ep, pp;
+  Seconds extra{}, total{};
+  Seconds embed{}, head{}, mtp{}, amp{};
+};
+
+/// What every part of compose_step reads: its inputs and the step's shape.
+struct StepInputs {
+  const wl::TransformerArch& a;
+  const wl::TrainingPlan& plan;
+  const TrainingConsts& k;
+  const StepTerms& t;
+  const hw::GpuSpec& gpu;
+  int p;                 // pipeline stages
+  int v;                 // model chunks per stage
+  std::int64_t m;        // micro-batches per step
+  double nccl_sm_share;  // the SM share of NCCL kernels beside compute (comm_compute_share)
+};
+
+/// The stage's compute per micro-batch: its layers' forward and backward (from the layer kinds it holds), the
+/// recomputation, and the embedding, head, MTP and AMP extras. Returns the share of its layers recomputed.
+double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
+  const auto& plan = x.plan;
+  const StepTerms& t = x.t;
+  const int p = x.p;
+  if (p == 1) {
+    st.fwd = t.compute.fwd_all;
+    st.bwd = t.compute.bwd_all;
+  } else {
+    st.fwd = st.bwd = PassCost{};
+    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
+      if (sh.kind_layers[ki] > 0) {
+        st.fwd += t.compute.kind_fwd[ki].scaled(double(sh.kind_layers[ki]));
+        st.bwd += t.compute.kind_bwd[ki].scaled(double(sh.kind_layers[ki]));
+      }
+  }
+  st.recompute = PassCost{};
+  // Full recompute repeats the forward of the recomputed layers (all of them, or the first N of each chunk under
+  // --recompute-method block: StageShape::recomputed).
+  const double rec_share = sh.layers > 0 ? double(sh.recomputed) / double(sh.layers) : 1.0;
+  if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd.scaled(rec_share);
+  else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) st.recompute.attention = st.fwd.attention;
+  if (plan.recompute != wl::Recompute::full && plan.recompute_modules != 0)
+    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
+      if (sh.kind_layers[ki] > 0) st.recompute += t.compute.kind_rec[ki].scaled(double(sh.kind_layers[ki]));
+  st.embed = sh.first ? t.compute.embed_time : Seconds(0);
+  st.head = sh.last ? t.compute.head_time : Seconds(0);
+  st.mtp = t.compute.mtp_extra * double(sh.mtp);
+  st.amp = plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
+  st.extra = st.embed + st.head + st.mtp + st.amp;
+  return rec_share;
+}
+
+/// The SM share the expert-parallel dispatch/combine kernels take from the compute beside them: DeepSeek's kernels
+/// hold 20 of the GPU's SMs while they run (arXiv:2412.19437 §3.5.1: "20 out of the 132 SMs available in the H800";
+/// DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
+double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share) {
+  return plan.ep_dispatch == wl::EpDispatch::deepep && gpu.compute_units > 0
+             ? std::min(1.0, 20.0 / double(gpu.compute_units))
+             : nccl_sm_share;
+}
+
+/// Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm with --delay-wgrad-compute;
+/// model_parallel_config.py: "Overlap EP A2A communications with independent computations of different micro-batches
+/// in 1f1b phase of pipelining or non-pipelining schedule"; pipeline_parallel/combined_1f1b.py): in the steady 1F1B
+/// phase the forward of one micro-batch and the backward of another run as one merged schedule, each one's dispatch
+/// and combine beside the other's compute (the delayed weight-gradient GEMMs fill the backward's side). Warm-up and
+/// cool-down passes have no partner: of the m·v chunk passes per direction, W = min(m·v, 2(p−1) + (v−1)·p) run alone
+/// (schedules.py get_pp_rank_microbatches, the first pipeline rank's warm-up; 1 without pipelining), their all-to-all
+/// exposed. Of the paired part, what exceeds the partner's compute stays exposed; the hidden part pays the SM share.
+void ep_a2a_overlap(const StepInputs& x, StageTime& st) {
+  const double passes = double(x.m) * double(x.v);
+  if (passes <= 0 || !(st.ep.time > Seconds(0))) return;
+  const double alone = std::min(passes, x.p > 1 ? 2.0 * double(x.p - 1) + double(x.v - 1) * double(x.p) : 1.0);
+  const double paired = (passes - alone) / passes;
+  const Seconds comm = st.ep.time * paired;
+  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total()) * (double(x.m) * paired);
+  const Seconds exposed = std::max(Seconds(0), comm - window);
+  st.ep.exposed = st.ep.time * (1.0 - paired) + exposed +
+                  (comm - exposed) * ep_kernel_sm_share(x.plan, x.gpu, x.nccl_sm_share);
+}
+
+/// The stage's TP, CP, EP and PP communication over the step: time, bytes and the part left exposed.
+void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, StageTime& st) {
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const auto& par = plan.par;
+  const StepTerms& t = x.t;
+  const int v = x.v;
+  const std::int64_t m = x.m;
+  const double nccl_sm_share = x.nccl_sm_share;
+  const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
+  st.tp = st.cp = st.ep = st.pp = CommNumbers{};
+  // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
+  // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
+  // over TP only for their shared experts (a dense MLP split by TP).
+  const bool folded = expert_tp_folded(a, plan);
+  const double moe_tp_half = !folded || (a.moe && a.moe->shared_experts > 0) ? 1.0 : 0.0;
+  const double tp_layers = folded ? layers - moe_layers * (1.0 - moe_tp_half) * 0.5 : layers;
+  if (par.tp > 1 && tp_layers > 0) {
+    const Bytes act = tp_message(a, plan);
+    // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
+    const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
+    const double per_mb = pairs * tp_layers;
+    st.tp.time = t.tp_one * per_mb * double(m);
+    st.tp.bytes = act * (per_mb * 2.0 * double(m));
+    const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
+    if (plan.overlap_tp_comm) {
+      // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
+      // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
+      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest hides behind the GEMMs at its SM cost.
+      const Seconds tail = st.tp.time * (0.5 / double(par.tp));
+      const Seconds rest = st.tp.time - tail;
+      const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
+      st.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
+    } else {
+      st.tp.exposed = st.tp.time;
+    }
+  }
+  if (folded && par.expert_tp() > 1 && moe_layers > 0) {
+    // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own
+    // gather and reduce-scatter around the grouped GEMMs), so exposed.
+    const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
+    const double per_mb = pairs * 0.5 * moe_layers;
+    const Bytes act = tp_message(a, plan) * (double(par.expert_tp()) / double(std::max(1, par.tp)));
+    st.tp.time += t.etp_one * per_mb * double(m);
+    st.tp.bytes += act * (per_mb * 2.0 * double(m));
+    st.tp.exposed += t.etp_one * per_mb * double(m);
+  }
+  // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
+  if (par.cp > 1) {
+    const Bytes kv = cp_message(a, plan);
+    st.cp.time = t.cp_one * layers * double(m);
+    st.cp.bytes = kv * (3.0 * layers * double(m));
+    st.cp.exposed = std::max(Seconds(0), st.cp.time - (st.fwd.attention + st.bwd.attention) * double(m));
+  }
+  // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
+  if (par.ep > 1 && a.moe) {
+    const Bytes buf = t.ep_bytes_one.raw() > 0 ? t.ep_bytes_one : ep_message(a, plan);
+    st.ep.time = t.ep_one * (4.0 * moe_layers * double(m));
+    st.ep.bytes = buf * (4.0 * moe_layers * double(m));
+    st.ep.exposed = st.ep.time;
+    if (plan.ep_a2a_overlap) ep_a2a_overlap(x, st);
+  }
+  // PP: activations forward, gradients backward, at each chunk boundary per micro-batch (plus the receiver's TP
+  // all-gather under scatter/gather). Interleaved with Megatron's overlap_p2p_comm: each send/recv runs beside the
+  // neighbouring chunk's compute (schedules.py forward_backward_pipelining_with_interleaving, overlap_p2p_comm:
+  // the next chunk's input is received while this chunk computes); only the part longer than a chunk's forward
+  // (backward) stays exposed, and the hidden part pays the SM share of its NCCL kernels.
+  if (par.pp > 1) {
+    const Bytes msg = pp_message(a, plan);
+    const double sends = 2.0 * double(v) * double(m);
+    const Seconds one = t.pp_one + t.pp_gather_one;
+    st.pp.time = one * sends;
+    st.pp.bytes = msg * sends;
+    st.pp.exposed = st.pp.time;
+    if (plan.schedule == wl::PipelineSchedule::interleaved && v > 1 && plan.overlap_p2p_comm) {
+      const Seconds f_chunk = st.fwd.total() / double(v), b_chunk = (st.bwd.total() + st.recompute.total()) / double(v);
+      const Seconds ef = std::max(Seconds(0), one - f_chunk), eb = std::max(Seconds(0), one - b_chunk);
+      const Seconds exposed = (ef + eb) * (double(v) * double(m));
+      st.pp.exposed = exposed + (st.pp.time - exposed) * nccl_sm_share;
+    }
+  }
+}
+
+/// DualPipe: the device's two stages are summed in its shape and each micro-batch passes through one of them, so one
+/// micro-batch costs half of the sum; the communication of the paired chunks hides behind the other direction's
+/// compute, that of the chunks run alone does not.
+void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
+  const auto& plan = x.plan;
+  const auto& gpu = x.gpu;
+  const std::int64_t m = x.m;
+  const double nccl_sm_share = x.nccl_sm_share;
+  // m/2 micro-batches each way.
+  st.fwd = st.fwd.scaled(0.5);
+  st.bwd = st.bwd.scaled(0.5);
+  st.recompute = st.recompute.scaled(0.5);
+  st.extra = st.extra * 0.5;
+  st.embed = st.embed * 0.5;
+  st.head = st.head * 0.5;
+  st.mtp = st.mtp * 0.5;
+  st.amp = st.amp * 0.5;
+  for (CommNumbers* c : {&st.tp, &st.cp, &st.ep, &st.pp}) {
+    c->time = c->time * 0.5;
+    c->exposed = c->exposed * 0.5;
+    c->bytes = c->bytes * 0.5;
+  }
+  // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4): the
+  // all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP compute, so
+  // what exceeds the compute stays exposed and the hidden part costs the SM share of the communication kernels
+  // (comm_compute_share). Only the paired share φ of the chunks runs so (dualpipe_paired_share); a chunk run alone
+  // waits for its own dispatch and combine, so (1 − φ) of the all-to-all is exposed. The pipeline sends are
+  // asynchronous (DualPipe's isend/irecv) and stay with the paired window.
+  const double phi = detail::dualpipe_paired_share(x.p, m, sh.index);
+  const Seconds solo = st.ep.time * (1.0 - phi);
+  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m) * phi;
+  const Seconds comm = st.ep.time * phi + st.pp.time;
+  st.ep.exposed = solo;
+  st.pp.exposed = Seconds(0);
+  if (comm > Seconds(0)) {
+    const Seconds exposed = std::max(Seconds(0), comm - window);
+    const Seconds hidden = comm - exposed;
+    const double ep_part = (st.ep.time * phi / comm).raw();
+    // DeepSeek's dispatch/combine kernels hold 20 of the GPU's SMs while they run (§3.5.1: "20 out of the 132
+    // SMs available in the H800"; DeepEP's Buffer.num_sms default 20; ep_kernel_sm_share); NCCL's channels the
+    // house's share.
+    const double ep_share = ep_kernel_sm_share(plan, gpu, nccl_sm_share);
+    st.ep.exposed += (exposed + hidden * ep_share) * ep_part;
+    st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
+  }
+}
+
+/// t_i: one micro-batch on the stage, with its parts.
+void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
+  const std::int64_t m = x.m;
+  const double rec_share = stage_compute(x, sh, st);
+  stage_comm(x, sh, rec_share, st);
+  if (sh.chunks == 2) dualpipe_halves(x, sh, st);
+  const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
+  st.total = st.fwd.total() + st.bwd.total() + st.recompute.total() + comm_mb + st.extra;
+}
+
+/// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck).
+void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime& worst, StepCore& o) {
+  StageTime cur;
+  o.bottleneck = 0;
+  o.stage_sum = Seconds(0);
+  if (o.stage_times != nullptr) o.stage_times->clear();
+  if (o.layout != nullptr) o.layout->stages.clear();
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    StageTime& st = i == 0 ? worst : cur;
+    stage_time(x, stages[i], st);
+    o.stage_sum += st.total;
+    if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
+    if (o.layout != nullptr)
+      o.layout->stages.push_back({st.fwd, st.bwd, st.recompute, st.tp, st.cp, st.ep, st.pp, st.embed, st.head, st.mtp,
+                                  st.amp, st.total});
+    if (i > 0 && cur.total > worst.total) {
+      worst = cur;
+      o.bottleneck = int(i);
+    }
+  }
+}
+
+/// What the DP terms leave for the step's later terms: the backward window of one micro-batch and the parameters
+/// the DP group reduces.
+struct DpWindow {
+  Seconds bwd_mb{};
+  double p_train = 0.0;
+};
+
+/// DP: the gradient reduction and parameter gathers of this GPU's parameters, what the compute left over hides, and
+/// the framework's buffer copies (o.dp, o.layout->dp).
+DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd, const PassCost& recompute,
+                  StepCore& o) {
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const TrainingConsts& k = x.k;
+  const StepTerms& t = x.t;
+  const std::int64_t m = x.m;
+  const double nccl_sm_share = x.nccl_sm_share;
+  // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
+  // Only what is reduced travels and fills buckets: routed experts with EP = dp·cp have no expert-data-parallel peer.
+  const GpuParams held = params_per_gpu(k.params, plan);
+  const double p_gpu = held.dense + (expert_grad_group_size(plan) > 1 ? held.experts : 0.0);
+  const double p_train = dp_reduced_params(a, k.params, plan);
+  const double base_b = base_weight_bytes(plan);
+  // Compute time already hiding the TP and CP communication (their hidden parts) is not available again to hide the
+  // DP collectives: the windows below are the compute left over (before, a faster attention kernel could lengthen
+  // the step — the CP exchange and a ZeRO-3 gather both counted the same attention time; tests/property).
+  const Seconds fwd_all_mb = fwd.total(), bwd_all_mb = bwd.total() + recompute.total();
+  const Seconds hidden_tp_cp_mb = ((o.tp.time - o.tp.exposed) + (o.cp.time - o.cp.exposed)) / double(m);
+  const double bwd_part = (fwd_all_mb + bwd_all_mb) > Seconds(0) ? (bwd_all_mb / (fwd_all_mb + bwd_all_mb)).raw() : 0.0;
+  const Seconds bwd_mb = std::max(Seconds(0), bwd_all_mb - hidden_tp_cp_mb * bwd_part);
+  const Seconds fwd_mb = std::max(Seconds(0), fwd_all_mb - hidden_tp_cp_mb * (1.0 - bwd_part));
+  if (dense_grad_group_size(plan) > 1) {
+    const Bytes grads = units::bytes(p_train * plan.precision.gradient_bytes);
+    const Bytes weights = units::bytes(plan.zero == wl::ZeroStage::parameters ? p_gpu * base_b
+                                                                             : p_train * plan.precision.weight_bytes);
+    const Seconds reduce = t.dp.reduce;
+    Seconds gather{};
+    if (plan.zero == wl::ZeroStage::none) {
+      o.dp.bytes = grads;
+    } else {
+      gather = t.dp.gather;
+      o.dp.bytes = grads + weights;
+    }
+    if (plan.zero == wl::ZeroStage::parameters) {
+      // FSDP/ZeRO-3: parameters gathered for forward and again for backward in every micro-batch.
+      gather = gather * (2.0 * double(m));
+      o.dp.bytes = grads + weights * (2.0 * double(m));
+    }
+    o.dp.time = reduce + gather;
+    // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
+    // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
+    // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
+    const DpCalls calls = dp_calls(plan, most_stage_layers(*t.stages), p_train, grads);
+    const double wait = k.d.eff.comm_wait_kernels;
+    PassCost bwd_pass = bwd;
+    bwd_pass += recompute;
+    const Seconds tk_bwd = bwd_pass.kernel_in_flight();
+    PassCost all_pass = bwd_pass;
+    all_pass += fwd;
+    const Seconds tk_all = all_pass.kernel_in_flight();
+    // Bucketed reduction overlaps the backward of the last micro-batch; the last unit's collective (the embedding's
+    // bucket, FSDP's root unit: dp_collective_times) stays exposed.
+    const BesideCompute red = plan.overlap_grad_reduce
+                                  ? beside_compute(reduce, bwd_mb, calls.reduce, tk_bwd, wait, t.dp.reduce_last)
+                                  : BesideCompute{reduce, Seconds(0)};
+    // ZeRO-3 gathers behind the whole step's compute, which includes the last backward that already hides the
+    // gradient reduction: that time is not available twice (before, a faster GPU could lengthen the step: the
+    // shrinking backward exposed both streams; tests/property "step time does not rise when ... compute peak").
+    const Seconds gather_window = plan.zero == wl::ZeroStage::parameters
+                                      ? std::max(Seconds(0), (fwd_mb + bwd_mb) * double(m) - red.hidden)
+                                      : fwd_mb;
+    const double gather_calls =
+        plan.zero == wl::ZeroStage::parameters ? calls.gather * 2.0 * double(m) : calls.gather;
+    const BesideCompute gat = plan.overlap_param_gather
+                                  ? beside_compute(gather, gather_window, gather_calls, tk_all, wait, t.dp.gather_first)
+                                  : BesideCompute{gather, Seconds(0)};
+    // The hidden part still costs its SM share (nccl_sm_share, above).
+    o.dp.exposed = red.exposed + gat.exposed + (red.hidden + gat.hidden) * nccl_sm_share;
+    // PyTorch DDP copies each gradient into its communication bucket (read + write per element), PyTorch FSDP moves
+    // parameters and gradients through its copy-in/copy-out buffers (dp_copy_time); Megatron's contiguous buffers
+    // avoid both.
+    o.dp.exposed += t.dp_copy;
+    if (o.layout != nullptr)
+      o.layout->dp = {reduce,      gather,        red.exposed,   red.hidden,   gat.exposed,
+                      gat.hidden,  t.dp_copy,     nccl_sm_share, calls.reduce, gather_calls};
+  }
+  return {bwd_mb, p_train};
+}
+
+/// The pipeline bubble (and o.bubble_fraction): DualPipe's, or the critical path's fill and drain.
+Seconds pipeline_bubble(const StepInputs& x, const PassCost& bwd, const PassCost& recompute, StepCore& o) {
+  const auto& plan = x.plan;
+  const int p = x.p, v = x.v;
+  const std::int64_t m = x.m;
+  // The pipeline's critical path with per-stage times t_i per micro-batch: the first micro-batch through every stage,
+  // the other m − 1 at the pace of the slowest (which then never idles), the fill and drain at chunk granularity:
+  //   T = m·max_i t_i + (Σ_i t_i − max_i t_i) / v.
+  // v = 1 is the flow-shop makespan of m identical jobs over stages t_i, Σ t_i + (m − 1)·max t_i; equal stages give
+  // Narayanan et al. 2021's bubble (p − 1)/(v·m) of the ideal m·t (§2.2.1, §2.2.2). With unequal stages it is exact
+  // when the slowest stage is the last; when it sits upstream, work of the later stages that its cool-down backwards
+  // hide is still counted (an overstatement of at most Σ_{j>slowest} t_j / v).
+  o.bubble_fraction = 0;
+  Seconds bubble{};
+  if (p > 1 && m > 0 && plan.dualpipe()) {
+    // DualPipe (DeepSeek-V3 Table 2): bubble (PP/2 − 1)(F&B + B − 3W) with F, B, W one chunk's forward, full
+    // backward and weight-gradient part, and F&B a forward and a backward chunk run overlapped: their compute plus
+    // what of their communication stays exposed. The chunk is the bottleneck device's mean micro-batch.
+    const Seconds FB = o.stage_max;  // one forward and one backward chunk with their exposed communication
+    const Seconds B = bwd.total() + recompute.total();
+    const Seconds W = bwd.wgrad;
+    bubble = std::max(Seconds(0), (FB + B - W * 3.0) * (double(p) / 2.0 - 1.0));
+    o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
+  } else if (p > 1 && m > 0) {
+    bubble = (o.stage_sum - o.stage_max) / double(v);
+    o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
+  }
+  return bubble;
+}
+
+/// The step's breakdown (o.step), the offload terms and the total.
+void step_breakdown(const StepInputs& x, const PassCost& fwd, const PassCost& bwd, const PassCost& recompute,
+                    Seconds extra, Seconds bubble, const DpWindow& dw, StepCore& o) {
+  const auto& plan = x.plan;
+  const StepTerms& t = x.t;
+  const std::int64_t m = x.m;
+  const Seconds bwd_mb = dw.bwd_mb;
+  const double p_train = dw.p_train;
+  const Seconds steady = o.stage_max * double(m);
+
+  StepBreakdown& s = o.step;
+  s.gemm = (fwd.gemm + bwd.gemm + recompute.gemm) * double(m);
+  s.attention = (fwd.attention + bwd.attention + recompute.attention) * double(m);
+  s.elementwise = (fwd.elementwise + bwd.elementwise + recompute.elementwise) * double(m);
+  s.embedding_loss = extra * double(m);
+  s.recompute = recompute.total() * double(m);
+  s.moe_host = (fwd.other + bwd.other + recompute.other) * double(m);
+  s.comm_exposed = o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed + o.dp.exposed;
+  s.bubble = bubble;
+  s.optimizer = t.optimizer;
+  o.offload = CommNumbers{};
+  if (plan.offload == wl::Offload::optimizer) {
+    // ZeRO-Offload: the gradient shard streams to the host during the last micro-batch's backward (as its reduction
+    // does); the CPU step and the copy of the updated weights back to the GPU sit between two steps.
+    s.optimizer = t.offload.cpu_step;
+    o.offload.time = t.offload.d2h + t.offload.h2d;
+    o.offload.exposed = std::max(Seconds(0), t.offload.d2h - bwd_mb) + t.offload.h2d;
+    o.offload.bytes = units::bytes(p_train / optimizer_shard(plan) *
+                                   (plan.precision.gradient_bytes + plan.precision.weight_bytes));
+  }
+  if (plan.activation_offload_layers > 0 && t.act_offload_layer > Seconds(0)) {
+    // Activation offloading (training_recipes.cpp): N layers' activations down in the forward and back in the
+    // backward of every micro-batch, on copy engines beside the compute; what the windows do not hide is exposed.
+    const double n = double(plan.activation_offload_layers);
+    o.offload.time += t.act_offload_layer * (2.0 * n * double(m));
+    o.offload.exposed += activation_offload_exposed(o.bottleneck_layers, plan.activation_offload_layers,
+                                                    t.act_offload_layer, fwd.total(), bwd.total()) *
+                         double(m);
+    o.offload.bytes += t.act_offload_layer_bytes * (2.0 * n * double(m));
+  }
+  s.offload = o.offload.exposed;
+  s.total = steady + bubble + o.dp.exposed + s.optimizer + s.offload;
+  o.ok = std::isfinite(s.total.raw()) && s.total.raw() > 0;
+  o.has_time_to_train = o.has_cost = o.has_energy = false;
+}
+
+/// MFU and HFU, and the time to train, its cost and energy.
+void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, double tokens_per_step, StepCore& o) {
+  const auto& a = x.a;
+  const auto& plan = x.plan;
+  const auto& par = plan.par;
+  const TrainingConsts& k = x.k;
+  const hw::GpuSpec& gpu = x.gpu;
+  const StepBreakdown& s = o.step;
+  // ---- MFU / HFU ----
+  // Causal attention does half the score work; published MFU tables (Megatron, PaLM) count the full square.
+  o.model_flops = k.fpt.training * tokens_per_step;
+  // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
+  const units::Flops layer_forward = k.fpt.forward - units::flop(2.0 * double(a.vocab) * double(a.hidden));
+  double recomputed = 0, layers_all = 0;
+  for (const auto& sh : stages) {
+    recomputed += double(sh.recomputed);
+    layers_all += double(sh.layers);
+  }
+  const double rec_all = layers_all > 0 ? recomputed / layers_all : 1.0;
+  o.hardware_flops = o.model_flops + (plan.recompute == wl::Recompute::full ? layer_forward * (tokens_per_step * rec_all)
+                                                                              : units::Flops(0));
+  const double gpus = double(par.gpus());
+  const units::FlopRate peak = k.d.peak(plan.precision.compute);
+  o.mfu = utilisation(o.model_flops, s.total, gpus, peak);
+  o.hfu = utilisation(o.hardware_flops, s.total, gpus, peak);
+
+  // ---- time to train, cost, energy ----
+  if (plan.tokens_to_train) {
+    // The same template as time_at_mfu, with this plan's modelled MFU.
+    o.has_time_to_train = true;
+    o.time_to_train = time_at_mfu(o.model_flops * (*plan.tokens_to_train / tokens_per_step), gpus,
+                                  k.d.peak(plan.precision.compute), o.mfu);
+    o.gpu_hours = units::to_hours(o.time_to_train) * gpus;
+    if (k.price) {
+      o.has_cost = true;
+      o.cost = units::usd(units::to_usd_per_hour(*k.price) * o.gpu_hours);
+    }
+    if (gpu.tdp) {
+      // Board power at TDP while computing, idle draw ignored: an estimate, not a measurement.
+      const double busy = std::min(1.0, (s.gemm + s.attention + s.elementwise + s.embedding_loss).raw() / s.total.raw());
+      o.has_energy = true;
+      o.energy = units::Joules(gpu.tdp->raw() * gpus * o.time_to_train.raw() * busy);
+    }
+  }
+}
+
+}  // namespace
+
+void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingConsts& k,
+                  const StepTerms& t, StepCore& o) {
+  const auto& par = plan.par;
+  const hw::GpuSpec& gpu = *k.d.gpu;
+  const std::int64_t m = plan.micro_batches();
+  o.m = m;
+  const double tokens_per_step = double(plan.global_batch) * double(plan.seq_len);
+
+  // ---- compute and per-layer communication of each pipeline stage ----
+  // Stage i holds its chunks' layers (chunk_layers: the one assignment of layers to stages), the embedding when it is
+  // the first stage and the LM head with the loss when it is the last (Megatron builds them there only: pre_process /
+  // post_process). One micro-batch on stage i takes t_i = its layers' forward + backward + recompute + its exposed
+  // TP/CP/EP/PP communication + its embedding or head.
+  const int p = std::max(1, par.pp);
+  const int v = plan.model_chunks();
+  const std::vector<StageShape>& stages = *t.stages;
+  const StepInputs x{a, plan, k, t, gpu, p, v, m, comm_compute_share(k.d)};
+  StageTime worst;
+  price_stages(x, stages, worst, o);
+  o.stage_max = worst.total;
+  o.bottleneck_layers = stages[std::size_t(o.bottleneck)].layers;
+  const PassCost fwd = worst.fwd, bwd = worst.bwd, recompute = worst.recompute;
+  o.fwd = fwd;
+  o.bwd = bwd;
+  o.recompute = recompute;
+  const Seconds extra = worst.extra;
+  o.extra = extra;
+  o.tp = worst.tp;
+  o.cp = worst.cp;
+  o.ep = worst.ep;
+  o.pp = worst.pp;
+  o.dp = CommNumbers{};
+  if (o.layout != nullptr) o.layout->dp = DpParts{};
+  const DpWindow dw = dp_terms(x, fwd, bwd, recompute, o);
+
+  // ---- step ----
+  const Seconds bubble = pipeline_bubble(x, bwd, recompute, o);
+  step_breakdown(x, fwd, bwd, recompute, extra, bubble, dw, o);
+  if (!o.ok) return;
+  o.tokens_per_s = tokens_per_step / o.step.total.raw();
+  mfu_and_costs(x, stages, tokens_per_step, o);
+}
+
+}  // namespace detail
+
+}  // namespace gpuplan::model
