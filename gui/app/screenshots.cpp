@@ -28,9 +28,11 @@
 namespace gpuplan::gui {
 namespace {
 
-/// CPU ms per sample for the loader screenshot: 2 workers then need about twice the default scenario's GPU step per
-/// batch (the GPU idles half the step waiting for it).
-constexpr double kLoaderShotMs = 100.0;
+/// CPU ms per sample for the loader screenshot: the default scenario (Llama-3.1-70B, 1024 GPUs, DP 32, global batch
+/// 1024) feeds 32 samples per GPU a step, so 2 workers need 32 × 1 s / 2 = 16 s per batch against a GPU step of about
+/// 7.7 s: the GPU idles about half the step waiting for it. (100 ms, as before, needed 1.6 s: the loader kept up and
+/// the picture showed nothing.)
+constexpr double kLoaderShotMs = 1000.0;
 
 struct Step {
   QString file;                   ///< PNG name, empty for an action without a picture
