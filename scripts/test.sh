@@ -31,7 +31,7 @@ ctest --preset "$preset" -j "$(nproc)"
 if [[ $fuzz_rc -ne 0 ]]; then
   # Repeated after the test output so that the end of a CI log says which target found what.
   echo "== the fuzz stage's findings (build/fuzz-stage.log):" >&2
-  grep -E -A44 '^-- fuzz_[a-z_]+: (FINDINGS|exit)' build/fuzz-stage.log | tail -n 120 >&2 || true
+  grep -E '^-- fuzz_[a-z_]+: (FINDINGS|exit|cause:)' build/fuzz-stage.log | tail -n 40 >&2 || true
   sed -n '/^target  /,$p' build/fuzz-stage.log >&2
   echo "FAILED: the fuzz stage found something (build/fuzz-ci/logs, build/fuzz-ci/artifacts)" >&2
   exit "$fuzz_rc"

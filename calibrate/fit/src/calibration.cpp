@@ -87,14 +87,17 @@ std::pair<double, double> fit_line(const std::vector<double>& xs, const std::vec
   return {c(0), c(1)};
 }
 
-/// A fit whose numbers are not all finite (samples at the edge of double range: fuzz_calib) is not used.
-bool finite(const FitQuality& q) { return std::isfinite(q.median_rel_error) && std::isfinite(q.max_rel_error); }
+/// A fit whose quality a profile cannot hold (not finite: samples at the edge of double range; or missing its samples
+/// by more than kMaxFitRelError: fuzz_calib found both) is not used.
+bool holdable(const FitQuality& q) {
+  return std::isfinite(q.median_rel_error) && std::isfinite(q.max_rel_error) && q.max_rel_error <= kMaxFitRelError;
+}
 
 /// A streaming fit inside the range a profile may hold (finite, η in (0, 1.5], t₀ in [0, 1] s): anything else comes
 /// from wrong samples, and a profile holding it would not read back (fuzz_calib found an η of 12.7 from decode-shape
 /// GEMM timings that did not fit a line).
 bool usable(const StreamFit& f) {
-  return std::isfinite(f.efficiency) && std::isfinite(f.t0.raw()) && finite(f.fit) && f.efficiency > 0 &&
+  return std::isfinite(f.efficiency) && std::isfinite(f.t0.raw()) && holdable(f.fit) && f.efficiency > 0 &&
          f.efficiency <= kMaxStreamEfficiency && f.t0.raw() >= 0 && f.t0.raw() <= kMaxFixedCostS;
 }
 
@@ -282,8 +285,8 @@ void fit_gemm_dtypes(const FitContext& cx, Profile& p) {
       ma.push_back(g->median_s);
     }
     f.all = quality(pa, ma);
-    if (!(std::isfinite(f.ceiling) && std::isfinite(f.t0.raw()) && finite(f.fit) && finite(f.all))) {
-      p.notes.push_back(fmt::format("{}: the GEMM samples give no finite fit, not used", dt));
+    if (!(std::isfinite(f.ceiling) && std::isfinite(f.t0.raw()) && holdable(f.fit) && holdable(f.all))) {
+      p.notes.push_back(fmt::format("{}: the GEMM samples give no fit a profile can hold, not used", dt));
       continue;
     }
     if (f.ceiling > 1.02) {
@@ -345,8 +348,8 @@ void fit_collectives(const std::vector<Samples>& samples, const hw::GpuSpec& gpu
     }
     f.fit = quality(pred, ys);
     f.curve = monotone_curve(sorted);
-    if (!(std::isfinite(bus) && bus > 0 && finite(f.fit))) {
-      p.notes.push_back(fmt::format("{} on {} ranks: the samples give no finite fit, not used", op, ranks));
+    if (!(std::isfinite(bus) && bus > 0 && holdable(f.fit))) {
+      p.notes.push_back(fmt::format("{} on {} ranks: the samples give no fit a profile can hold, not used", op, ranks));
       continue;
     }
     if (node != nullptr && node->scale_up.domain_gpus >= ranks) {

@@ -314,8 +314,8 @@ using FT = json_io::FieldType;
 constexpr auto kReq = json_io::Presence::required;
 constexpr auto kOpt = json_io::Presence::optional;
 const json_io::FieldTable kQuality{field("points", FT::integer, kReq, "", 0, 1e9, "points fitted"),
-                                   field("median_rel_error", FT::number, kReq, "", 0, 1e6, "median |relative error|"),
-                                   field("max_rel_error", FT::number, kReq, "", 0, 1e6, "max |relative error|")};
+                                   field("median_rel_error", FT::number, kReq, "", 0, kMaxFitRelError, "median |relative error|"),
+                                   field("max_rel_error", FT::number, kReq, "", 0, kMaxFitRelError, "max |relative error|")};
 const json_io::FieldTable kGemmFit{
     field("dtype", FT::string, kReq, "", 0, 0, "precision", {"bf16", "fp16", "fp8", "tf32", "fp32"}),
     field("ceiling", FT::number, kReq, "", 0, 1.5, "achieved / dense peak on compute-bound shapes"),

@@ -104,6 +104,9 @@ struct StreamFit {
 /// bandwidth, t₀ in [0, 1] s. A fit outside it says the samples are wrong and is not used.
 inline constexpr double kMaxStreamEfficiency = 1.5;
 inline constexpr double kMaxFixedCostS = 1.0;
+/// The largest |relative error| a profile's fit quality may state (the reader's bound): a fit missing its samples by
+/// more than 10^6 times says the samples are wrong (fuzz_calib: a link fit at 4.4·10^6 did not read back) and is not used.
+inline constexpr double kMaxFitRelError = 1e6;
 struct LinkFit {
   std::string op;
   int ranks = 0;
