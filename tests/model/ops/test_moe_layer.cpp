@@ -17,17 +17,9 @@ namespace {
 
 model::TrainingSystem dgx_h100() { return test::node_system("dgx-h100"); }
 
-/// Our measured MoE training step's layout (moe_train_L4_*.json): TP 1, EP `ep` over `ep` GPUs, 4096 tokens a GPU.
-wl::TrainingPlan train_plan(int ep) {
-  wl::TrainingPlan p;
-  p.par.dp = ep;
-  p.par.ep = ep;
-  p.micro_batch = 1;
-  p.seq_len = 4096;
-  p.global_batch = ep;
-  p.attention_kernel = wl::AttentionKernel::fa2;
-  return p;
-}
+/// Our measured MoE training step's layout (moe_train_L4_*.json): TP 1, EP `ep` over `ep` GPUs, 4096 tokens a GPU,
+/// TrainingPlan's precision and kernels.
+wl::TrainingPlan train_plan(int ep) { return test::measured_moe_plan(ep, ep, test::MoePrecision::plan_defaults); }
 
 model::ServingPerfPlan serve_plan(int tp, int ep) {
   model::ServingPerfPlan p;
