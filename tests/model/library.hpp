@@ -31,28 +31,23 @@ inline model::TrainingSystem node_system(const hw::HardwareDb& db, const std::st
 /// The same on the bundled database, e.g. node_system("dgx-h100").
 inline model::TrainingSystem node_system(const std::string& node_id) { return node_system(hardware(), node_id); }
 
-/// What measured_moe_plan sets besides the layout: the measured run's precision and kernels (bf16 autocast over fp32
-/// parameters (AMP), eager kernels, fp32 AdamW states, gradients reduced after the backward), or TrainingPlan's
-/// defaults (the layout alone).
-enum class MoePrecision { measured_amp, plan_defaults };
-
 /// Our measured MoE training step's plan (data/validation/measured/h100-sxm5-80gb/moe_train_L4_*.json): TP 1, EP `ep`,
-/// DP `dp`, 4096 tokens per GPU, FlashAttention 2; its precision and kernels as `precision` says.
-inline wl::TrainingPlan measured_moe_plan(int ep, int dp, MoePrecision precision) {
+/// DP `dp`, 4096 tokens per GPU, bf16 autocast over fp32 parameters (AMP), eager kernels, fp32 AdamW states, gradients
+/// reduced after the backward, FlashAttention 2.
+inline wl::TrainingPlan measured_moe_plan(int ep, int dp) {
   wl::TrainingPlan p;
   p.par.dp = dp;
   p.par.ep = ep;
   p.micro_batch = 1;
   p.seq_len = 4096;
   p.global_batch = dp;
-  p.attention_kernel = wl::AttentionKernel::fa2;
-  if (precision == MoePrecision::plan_defaults) return p;
   p.kernels = wl::KernelStyle::eager;
   p.mixed_precision = wl::MixedPrecision::amp;
   p.precision.weight_bytes = 4;
   p.precision.gradient_bytes = 4;
   p.precision.master_bytes = 0;
   p.overlap_grad_reduce = false;
+  p.attention_kernel = wl::AttentionKernel::fa2;
   return p;
 }
 

@@ -25,7 +25,7 @@ namespace {
 model::TrainingSystem h100_node() { return test::node_system("dgx-h100"); }
 
 /// Our measured MoE step (moe_train_L4_*.json): TP 1, EP `ep` over `ep` GPUs, 4096 tokens per GPU, eager kernels.
-wl::TrainingPlan eager_plan(int ep) { return test::measured_moe_plan(ep, ep, test::MoePrecision::measured_amp); }
+wl::TrainingPlan eager_plan(int ep) { return test::measured_moe_plan(ep, ep); }
 
 bool rel_close(double got, double want, double tol) { return want != 0 && std::abs(got / want - 1.0) <= tol; }
 

@@ -17,9 +17,18 @@ namespace {
 
 model::TrainingSystem dgx_h100() { return test::node_system("dgx-h100"); }
 
-/// Our measured MoE training step's layout (moe_train_L4_*.json): TP 1, EP `ep` over `ep` GPUs, 4096 tokens a GPU,
-/// TrainingPlan's precision and kernels.
-wl::TrainingPlan train_plan(int ep) { return test::measured_moe_plan(ep, ep, test::MoePrecision::plan_defaults); }
+/// Our measured MoE training step's layout (test::measured_moe_plan: TP 1, EP `ep` over `ep` GPUs, 4096 tokens a GPU,
+/// FlashAttention 2) with TrainingPlan's own precision and kernels instead of the measured run's (AMP, eager, gradients
+/// reduced after the backward), stated here.
+wl::TrainingPlan train_plan(int ep) {
+  wl::TrainingPlan p = test::measured_moe_plan(ep, ep);
+  const wl::TrainingPlan defaults;
+  p.kernels = defaults.kernels;
+  p.mixed_precision = defaults.mixed_precision;
+  p.precision = defaults.precision;
+  p.overlap_grad_reduce = defaults.overlap_grad_reduce;
+  return p;
+}
 
 model::ServingPerfPlan serve_plan(int tp, int ep) {
   model::ServingPerfPlan p;

@@ -16,7 +16,6 @@ namespace {
 model::TrainingSystem h100_node() { return test::node_system("dgx-h100"); }
 
 using test::measured_moe_plan;  // the measured step's plan (library.hpp)
-using test::MoePrecision;
 
 }  // namespace
 
@@ -30,16 +29,14 @@ TEST_CASE("the gradient copies cover only the gradients reduced: no routed-exper
   // The measured script reduces after the backward (overlap_grad_reduce false): one flat buffer, three read + write
   // passes of the fp32 gradients (flatten, divide, copy back).
   // EP 4 on 4 GPUs: the expert-data-parallel group is one GPU; only the dense gradients are copied.
-  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(4, 4, MoePrecision::measured_amp)) ==
-        doctest::Approx(3.0 * 2.0 * 4.0 * dense));
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(4, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * dense));
   // EP 2 × expert-DP 2: this GPU's half of the experts is reduced too.
-  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(2, 4, MoePrecision::measured_amp)) ==
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(2, 4)) ==
         doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts / 2.0)));
   // EP 1 × DP 4: everything.
-  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(1, 4, MoePrecision::measured_amp)) ==
-        doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts)));
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(1, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts)));
   // PyTorch DDP (reduction during the backward, gradient_as_bucket_view): one pass, the in-place divide.
-  wl::TrainingPlan ddp = measured_moe_plan(1, 4, MoePrecision::measured_amp);
+  wl::TrainingPlan ddp = measured_moe_plan(1, 4);
   ddp.overlap_grad_reduce = true;
   CHECK(model::dp_copy_bytes(a, params, ddp) == doctest::Approx(2.0 * 4.0 * (dense + experts)));
 }
@@ -51,7 +48,7 @@ TEST_CASE("the AMP optimizer step reads and writes the fp32 parameters it update
   // prices both, so the times stand as 28 : 30 (the launch constant is microseconds against milliseconds).
   const auto& a = test::arch("bench-moe-30b-a3b-shape-l4");
   const auto sys = h100_node();
-  wl::TrainingPlan amp = measured_moe_plan(4, 4, MoePrecision::measured_amp);
+  wl::TrainingPlan amp = measured_moe_plan(4, 4);
   wl::TrainingPlan megatron = amp;
   megatron.mixed_precision = wl::MixedPrecision::megatron;
   megatron.precision.weight_bytes = 2;
@@ -81,7 +78,7 @@ TEST_CASE("the eager dispatcher moves the routed rows 13 times forward, the fuse
     }
     return b;
   };
-  wl::TrainingPlan eager = measured_moe_plan(4, 4, MoePrecision::measured_amp);
+  wl::TrainingPlan eager = measured_moe_plan(4, 4);
   CHECK(routing_bytes(eager, false) == doctest::Approx(13.0 * P * row + T * row));
   CHECK(routing_bytes(eager, true) == doctest::Approx(2.0 * (13.0 * P * row + T * row)));
   wl::TrainingPlan fused = eager;
