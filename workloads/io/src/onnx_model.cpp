@@ -304,27 +304,24 @@ bool read_onnx_model(const std::string& path, const std::string& display, onnx::
   for (const auto& o : m.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") r.opset = o.version();
   r.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
-  try {
-    // Node-level inference errors are not thrown (error_mode 0): a node the schema registry cannot infer leaves its
-    // outputs without shapes, and the mapping below names the first tensor it needs and lacks.
-    onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, true));
-  } catch (const std::exception& e) {
-    diags.error(display, "", fmt::format("ONNX shape inference failed: {}", e.what()));
-    return false;
-  }
-  // A parameter broadcast over the batch (ViT's class token: Expand to a shape computed with Where/Equal, which
-  // ONNX's data propagation does not evaluate) leaves its output and everything after it without shapes: such an
-  // Expand keeps its input's shape per image (the batch counts as 1), and inference runs again.
-  for (int pass = 0; pass < 8 && (ShapeArith(m).run() || patch_constant_expands(m)); ++pass) {
+  // Node-level inference errors are not thrown (error_mode 0): a node the schema registry cannot infer leaves its
+  // outputs without shapes, and the mapping (onnx_import.cpp) names the first tensor it needs and lacks.
+  auto infer = [&] {
     try {
       onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
                                          onnx::ShapeInferenceOptions(false, 0, true));
+      return true;
     } catch (const std::exception& e) {
       diags.error(display, "", fmt::format("ONNX shape inference failed: {}", e.what()));
       return false;
     }
-  }
+  };
+  if (!infer()) return false;
+  // A parameter broadcast over the batch (ViT's class token: Expand to a shape computed with Where/Equal, which
+  // ONNX's data propagation does not evaluate) leaves its output and everything after it without shapes: such an
+  // Expand keeps its input's shape per image (the batch counts as 1), and inference runs again.
+  for (int pass = 0; pass < 8 && (ShapeArith(m).run() || patch_constant_expands(m)); ++pass)
+    if (!infer()) return false;
   return true;
 }
 
