@@ -13,10 +13,6 @@
 
 namespace gpuplan::model::detail {
 
-namespace {
-std::int64_t ceil_at_least_one(double x) { return std::max<std::int64_t>(1, std::llround(std::ceil(x - 1e-9))); }
-}  // namespace
-
 MoeExpertWork moe_expert_work(const MoeSharding& s, std::int64_t experts, std::int64_t top_k, std::int64_t width) {
   MoeExpertWork w;
   const double E = double(std::max<std::int64_t>(1, experts)), k = double(std::max<std::int64_t>(1, top_k));
@@ -29,8 +25,8 @@ MoeExpertWork moe_expert_work(const MoeSharding& s, std::int64_t experts, std::i
   // the power of the tokens; at training's thousands of tokens every expert is touched.
   w.touched = w.local * (1.0 - std::pow(1.0 - k / E, w.group_tokens));
   w.rows = w.group_tokens * k / ep * w.imbalance;
-  w.groups = ceil_at_least_one(w.touched);
-  w.rows_per_expert = ceil_at_least_one(w.rows / std::max(1e-9, w.touched));
+  w.groups = at_least_one(w.touched);
+  w.rows_per_expert = at_least_one(w.rows / std::max(1e-9, w.touched));
   w.width = width / etp > 0 ? width / etp : 1;
   return w;
 }

@@ -3,7 +3,9 @@
 // train/moe_dispatch.cpp) and serving (serve/serving.cpp) from the layer's op graph (graph.hpp: router, routed
 // experts, shared experts): the sharding arithmetic (attention TP, expert TP, EP, attention-DP with wide EP), the
 // grouped expert GEMM, the dispatch/combine all-to-all, the load imbalance, and the terms --explain shows.
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +31,10 @@ struct MoeSharding {
   std::int64_t tp = 1, etp = 1, ep = 1;
   double imbalance = 1.0;
 };
+
+/// ceil(x) and at least 1: a count of whole things (tokens, experts touched, rows per expert) from an expectation; x
+/// within 1e-9 above an integer counts as that integer. Training's and serving's MoE layers and serving's token counts.
+inline std::int64_t at_least_one(double x) { return std::max<std::int64_t>(1, std::llround(std::ceil(x - 1e-9))); }
 
 /// What one GPU's routed experts compute in one pass of one MoE layer.
 struct MoeExpertWork {

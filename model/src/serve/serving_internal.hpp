@@ -69,8 +69,6 @@ struct Acc {
   }
 };
 
-/// ceil(x) and at least 1 (a token count from an expectation).
-std::int64_t at_least_one(double x);
 /// The GPU as a serving engine runs it: sustained ceilings, the plan's per-kernel overhead and weight-only kernels.
 Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys);
 /// One layer (of a kind) on one GPU for one forward batch (serving_layer.cpp).

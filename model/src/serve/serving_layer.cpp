@@ -42,8 +42,6 @@ PassItem pass_item(const OpCost& c) {
                               c.flops.raw() > 0 ? fmt::format(", {}", units::format(c.flops)) : std::string())};
 }
 
-std::int64_t at_least_one(double x) { return std::max<std::int64_t>(1, std::llround(std::ceil(x - 1e-9))); }
-
 Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
   // An engine under load runs its forward passes back to back: sustained work, like a training step.
   Device d = sustained_device(*sys.gpu, sys.efficiency, plan.attention);

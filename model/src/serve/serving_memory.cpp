@@ -21,18 +21,6 @@
 namespace gpuplan::model {
 namespace {
 
-using units::Bytes;
-using units::format;
-using units::format_count;
-using units::format_number;
-
-using serving_memory_internal::both;
-using serving_memory_internal::communicators;
-using serving_memory_internal::Ctx;
-using serving_memory_internal::explain_serving_memory;
-using serving_memory_internal::LayerParams;
-using serving_memory_internal::LayoutEval;
-
 /// ⌊x⌋ that forgives the last bits of a quotient meant to be exact (64e9·0.8/… style textbook inputs).
 constexpr double kMaxCount = 4e18;  // below INT64_MAX: the cast stays defined for any quotient
 std::int64_t floor_count(double x) {

@@ -17,16 +17,6 @@
 namespace gpuplan::model {
 namespace {
 
-using units::Bytes;
-using units::format;
-using units::format_count;
-using units::format_number;
-using serving_memory_internal::both;
-using serving_memory_internal::communicators;
-using serving_memory_internal::Ctx;
-using serving_memory_internal::gib;
-using serving_memory_internal::LayoutEval;
-
 /// The KV-per-sequence node: blocks per layer kind, the shared prefix, block rounding.
 Derivation explain_sequence(const wl::TransformerArch& a, const LayoutEval& e, const ServingMemory& r) {
   const ServingMemoryPlan& plan = r.plan;

@@ -65,3 +65,22 @@ struct LayoutEval {
 void explain_serving_memory(const Ctx& c, const LayoutEval& e, ServingMemory& r);
 
 }  // namespace gpuplan::model::serving_memory_internal
+
+namespace gpuplan::model {
+namespace {  // the names both files use unqualified (only they include this header)
+
+using units::Bytes;
+using units::format;
+using units::format_count;
+using units::format_number;
+
+using serving_memory_internal::both;
+using serving_memory_internal::communicators;
+using serving_memory_internal::Ctx;
+using serving_memory_internal::explain_serving_memory;
+using serving_memory_internal::gib;
+using serving_memory_internal::LayerParams;
+using serving_memory_internal::LayoutEval;
+
+}  // namespace
+}  // namespace gpuplan::model

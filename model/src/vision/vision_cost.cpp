@@ -150,6 +150,127 @@ units::Seconds issue_flow(const VisionTraining& r, std::int64_t accumulation, un
   gpu = std::max(gpu + (opt_gpu + r.exposed_comm + r.comm_slowdown + r.bucket_copies).raw(), host);
   return units::seconds(gpu);
 }
+
+/// DDP's gradient sync over plan.dp (after the backward): the bucketed all-reduce, what the backward hides of it, the
+/// GEMM throughput lost beside it, the bucket copies, and the buffer broadcast before each forward.
+void ddp_gradient_sync(const wl::VisionGraph& g, const VisionTrainPlan& plan, const Device& d, VisionTraining& r) {
+  // DDP: the fp32 gradients (4 B per parameter) in buckets; all but the last overlap the last micro-batch's
+  // backward, the last (the first layers' gradients) is ready only when the backward ends.
+  const double grad_bytes = 4.0 * static_cast<double>(g.parameters());
+  const double bucket = std::max(1.0, plan.bucket_bytes.raw());
+  const double full = std::floor(grad_bytes / bucket);
+  const double rest = grad_bytes - full * bucket;
+  auto ar = [&](double bytes) {
+    return collective_cost(Collective::all_reduce, units::bytes(bytes), plan.dp, CollectiveAlgorithm::automatic,
+                           Explain::off)
+        .time;
+  };
+  const units::Seconds t_full = full > 0 ? ar(bucket) : units::Seconds{};
+  const units::Seconds t_rest = rest > 0 ? ar(rest) : units::Seconds{};
+  r.allreduce = t_full * full + t_rest;
+  const units::Seconds last = rest > 0 ? t_rest : t_full;
+  const units::Seconds hidden_part = r.allreduce - last;
+  r.exposed_comm = last + std::max(units::Seconds{}, hidden_part - r.backward.time);
+  const double loss = d.eff.comm_compute_loss;
+  r.comm_slowdown = std::min(hidden_part, r.backward.gemm) * loss;
+  const OpCost copies = streaming_cost("DDP bucket copies", OpClass::elementwise, units::bytes(4.0 * grad_bytes),
+                                       units::flop(0), d);
+  r.bucket_copies = copies.time;
+  if (plan.broadcast_buffers) buffer_broadcast(g, plan, d, r);
+}
+
+/// Memory: fp32 weights and gradients, optimizer states, the compute-type weight copies autocast keeps for the
+/// backward, and the activations saved for it: each op's saved tensor counted once (its input — conv, linear,
+/// norm, SE scale, pooling with a window — or its output — activation), attention's Q, K, V, O and row statistics.
+void training_memory(const wl::VisionGraph& g, const VisionTrainPlan& plan, const VisionRunPlan& run,
+                     VisionTraining& r) {
+  const double params = static_cast<double>(g.parameters());
+  const double n = static_cast<double>(run.batch);
+  const double e = hw::bytes_per_element(run.compute);
+  r.memory.weights = units::bytes(4.0 * params);
+  r.memory.gradients = units::bytes(4.0 * params);
+  r.memory.optimizer = units::bytes((plan.optimizer == VisionOptimizer::adamw ? 8.0 : 4.0) * params);
+  double matmul = 0;
+  for (const auto& op : g.ops) matmul += static_cast<double>(op.matmul_weights());
+  r.memory.weight_copies = units::bytes(run.autocast ? e * matmul : 0.0);
+  std::vector<bool> saved(g.ops.size() + 1, false);  // saved[i + 1]: op i's output; saved[0]: the image
+  double act = 0;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const VisionOp& op = g.ops[i];
+    const bool saves_input = op.kind == VisionOpKind::conv || op.kind == VisionOpKind::linear ||
+                             op.kind == VisionOpKind::matmul ||
+                             op.kind == VisionOpKind::norm || op.kind == VisionOpKind::mul ||
+                             (op.kind == VisionOpKind::pool && op.pool != wl::VisionPool::global_avg);
+    if (saves_input && !saved[i]) {
+      saved[i] = true;
+      act += static_cast<double>(op.in_elements()) * e;
+    }
+    if (op.kind == VisionOpKind::activation && !saved[i + 1]) {
+      saved[i + 1] = true;
+      act += static_cast<double>(op.out_elements()) * e;
+    }
+    if (op.kind == VisionOpKind::attention) {
+      const double t = static_cast<double>(op.h_in * op.w_in);
+      act += t * static_cast<double>(op.c_out) * e + t * static_cast<double>(op.heads) * 4.0;  // O and row stats
+      saved[i + 1] = true;
+    }
+  }
+  r.memory.activations = units::bytes(act * n);
+}
+
+/// The step's derivation: its phases, and the input pipeline above it when the plan has one.
+void training_derivation(const wl::VisionGraph& g, const VisionTrainPlan& plan, const VisionRunPlan& run,
+                         const Device& d, units::Seconds opt_host, double bytes_per_param, VisionTraining& r) {
+  const double params = static_cast<double>(g.parameters());
+  const double acc = static_cast<double>(std::max<std::int64_t>(1, plan.accumulation));
+  r.derivation = {"vision.step_time",
+                  "Training step time on one GPU",
+                  "t_step: per phase t_host += host issue; t_gpu = max(t_gpu + GPU time, t_host) over a × (fwd + buffers, "
+                  "bwd), then opt + t_comm,exposed + t_comm,beside + t_copies (= a · (t_fwd + t_bwd + t_buffers) + "
+                  "t_opt + … when the GPU is the bound)",
+                  {{"a", fmt::format("{:g}", acc), "micro-batches per step (gradient accumulation)", Origin::user("--global-batch / --micro-batch")},
+                   {"t_fwd", ms(r.forward.time), "forward pass (training: batch statistics)", Origin::derived()},
+                   {"t_bwd", ms(r.backward.time), "data- and weight-gradient GEMMs, elementwise backward",
+                    Origin::derived()},
+                   {"t_opt", ms(r.optimizer),
+                    fmt::format("{} over {} fp32 parameters, {:g} B each, streamed{}", to_string(plan.optimizer),
+                                units::format_number(params, 4), bytes_per_param,
+                                opt_host > units::Seconds{}
+                                    ? fmt::format("; the host's Python step and zero_grad {} ({} parameter tensors)",
+                                                  ms(opt_host), detail::parameter_tensors(g))
+                                    : std::string()),
+                    Origin::derived()},
+                   {"t_comm,exposed", ms(r.exposed_comm),
+                    fmt::format("DDP over {} GPUs: last bucket + what the backward does not hide of the {} all-reduce "
+                                "(buckets of {})",
+                                plan.dp.size, ms(r.allreduce), units::format(plan.bucket_bytes)),
+                    Origin::derived()},
+                   {"t_comm,beside", ms(r.comm_slowdown),
+                    "GEMM throughput lost while the bucket all-reduces run beside the backward",
+                    d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::assumption(d.eff.origin)},
+                   {"t_copies", ms(r.bucket_copies), "gradients copied into the buckets and back (4 × 4 B per parameter)",
+                    Origin::derived()},
+                   {"t_buffers", ms(r.buffer_sync),
+                    r.buffer_tensors > 0
+                        ? fmt::format("DDP broadcast_buffers before each forward: {} batch-norm buffers ({}) broadcast "
+                                      "from rank 0, flattened and copied back (max of GPU time and host issue of {} "
+                                      "kernels)",
+                                      r.buffer_tensors, units::format(r.buffer_bytes), r.buffer_tensors + 2)
+                        : std::string("no DDP buffer broadcast (one GPU, no batch norm, or broadcast_buffers off)"),
+                    Origin::derived()}},
+                  ms(r.gpu_step_time),
+                  {fmt::format("{} images per micro-batch; model FLOPs 3 × 2 × MACs × images = {}; MFU {:.1f}%", run.batch,
+                               units::format(r.model_flops), 100.0 * r.mfu)},
+                  {pass_derivation("vision.forward", "Forward pass", r.forward, run),
+                   pass_derivation("vision.backward", "Backward pass", r.backward, run)}};
+  if (r.data) {  // the step the run sees: the GPU's against its input pipeline
+    Derivation gpu = std::move(r.derivation);
+    Derivation top = r.data->derivation;
+    top.children.insert(top.children.begin(), std::move(gpu));
+    r.derivation = std::move(top);
+  }
+}
+
 }  // namespace
 
 VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& plan, const Device& d0,
@@ -187,31 +308,7 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
                                                       detail::parameter_tensors(g)))
       opt_host = units::seconds(*h);
   const double acc = static_cast<double>(std::max<std::int64_t>(1, plan.accumulation));
-  if (plan.dp.size > 1) {
-    // DDP: the fp32 gradients (4 B per parameter) in buckets; all but the last overlap the last micro-batch's
-    // backward, the last (the first layers' gradients) is ready only when the backward ends.
-    const double grad_bytes = 4.0 * static_cast<double>(g.parameters());
-    const double bucket = std::max(1.0, plan.bucket_bytes.raw());
-    const double full = std::floor(grad_bytes / bucket);
-    const double rest = grad_bytes - full * bucket;
-    auto ar = [&](double bytes) {
-      return collective_cost(Collective::all_reduce, units::bytes(bytes), plan.dp, CollectiveAlgorithm::automatic,
-                             Explain::off)
-          .time;
-    };
-    const units::Seconds t_full = full > 0 ? ar(bucket) : units::Seconds{};
-    const units::Seconds t_rest = rest > 0 ? ar(rest) : units::Seconds{};
-    r.allreduce = t_full * full + t_rest;
-    const units::Seconds last = rest > 0 ? t_rest : t_full;
-    const units::Seconds hidden_part = r.allreduce - last;
-    r.exposed_comm = last + std::max(units::Seconds{}, hidden_part - r.backward.time);
-    const double loss = d.eff.comm_compute_loss;
-    r.comm_slowdown = std::min(hidden_part, r.backward.gemm) * loss;
-    const OpCost copies = streaming_cost("DDP bucket copies", OpClass::elementwise, units::bytes(4.0 * grad_bytes),
-                                         units::flop(0), d);
-    r.bucket_copies = copies.time;
-    if (plan.broadcast_buffers) buffer_broadcast(g, plan, d, r);
-  }
+  if (plan.dp.size > 1) ddp_gradient_sync(g, plan, d, r);
   r.gpu_step_time = issue_flow(r, plan.accumulation, opt.time, opt_host);
   r.step_time = r.gpu_step_time;
   const double n = static_cast<double>(run.batch);
@@ -225,88 +322,9 @@ VisionTraining vision_training(const wl::VisionGraph& g, const VisionTrainPlan& 
   r.model_flops = units::flop(3.0 * 2.0 * static_cast<double>(g.macs()) * n * acc);
   r.mfu = r.step_time.raw() > 0 ? (r.model_flops / r.step_time).raw() / d.peak(run.compute).raw() : 0.0;
 
-  // Memory: fp32 weights and gradients, optimizer states, the compute-type weight copies autocast keeps for the
-  // backward, and the activations saved for it: each op's saved tensor counted once (its input — conv, linear,
-  // norm, SE scale, pooling with a window — or its output — activation), attention's Q, K, V, O and row statistics.
-  const double e = hw::bytes_per_element(run.compute);
-  r.memory.weights = units::bytes(4.0 * params);
-  r.memory.gradients = units::bytes(4.0 * params);
-  r.memory.optimizer = units::bytes((plan.optimizer == VisionOptimizer::adamw ? 8.0 : 4.0) * params);
-  double matmul = 0;
-  for (const auto& op : g.ops) matmul += static_cast<double>(op.matmul_weights());
-  r.memory.weight_copies = units::bytes(run.autocast ? e * matmul : 0.0);
-  std::vector<bool> saved(g.ops.size() + 1, false);  // saved[i + 1]: op i's output; saved[0]: the image
-  double act = 0;
-  for (std::size_t i = 0; i < g.ops.size(); ++i) {
-    const VisionOp& op = g.ops[i];
-    const bool saves_input = op.kind == VisionOpKind::conv || op.kind == VisionOpKind::linear ||
-                             op.kind == VisionOpKind::matmul ||
-                             op.kind == VisionOpKind::norm || op.kind == VisionOpKind::mul ||
-                             (op.kind == VisionOpKind::pool && op.pool != wl::VisionPool::global_avg);
-    if (saves_input && !saved[i]) {
-      saved[i] = true;
-      act += static_cast<double>(op.in_elements()) * e;
-    }
-    if (op.kind == VisionOpKind::activation && !saved[i + 1]) {
-      saved[i + 1] = true;
-      act += static_cast<double>(op.out_elements()) * e;
-    }
-    if (op.kind == VisionOpKind::attention) {
-      const double t = static_cast<double>(op.h_in * op.w_in);
-      act += t * static_cast<double>(op.c_out) * e + t * static_cast<double>(op.heads) * 4.0;  // O and row stats
-      saved[i + 1] = true;
-    }
-  }
-  r.memory.activations = units::bytes(act * n);
+  training_memory(g, plan, run, r);
 
-  if (explain == Explain::on) {
-    r.derivation = {"vision.step_time",
-                    "Training step time on one GPU",
-                    "t_step: per phase t_host += host issue; t_gpu = max(t_gpu + GPU time, t_host) over a × (fwd + buffers, "
-                    "bwd), then opt + t_comm,exposed + t_comm,beside + t_copies (= a · (t_fwd + t_bwd + t_buffers) + "
-                    "t_opt + … when the GPU is the bound)",
-                    {{"a", fmt::format("{:g}", acc), "micro-batches per step (gradient accumulation)", Origin::user("--global-batch / --micro-batch")},
-                     {"t_fwd", ms(r.forward.time), "forward pass (training: batch statistics)", Origin::derived()},
-                     {"t_bwd", ms(r.backward.time), "data- and weight-gradient GEMMs, elementwise backward",
-                      Origin::derived()},
-                     {"t_opt", ms(r.optimizer),
-                      fmt::format("{} over {} fp32 parameters, {:g} B each, streamed{}", to_string(plan.optimizer),
-                                  units::format_number(params, 4), bytes_per_param,
-                                  opt_host > units::Seconds{}
-                                      ? fmt::format("; the host's Python step and zero_grad {} ({} parameter tensors)",
-                                                    ms(opt_host), detail::parameter_tensors(g))
-                                      : std::string()),
-                      Origin::derived()},
-                     {"t_comm,exposed", ms(r.exposed_comm),
-                      fmt::format("DDP over {} GPUs: last bucket + what the backward does not hide of the {} all-reduce "
-                                  "(buckets of {})",
-                                  plan.dp.size, ms(r.allreduce), units::format(plan.bucket_bytes)),
-                      Origin::derived()},
-                     {"t_comm,beside", ms(r.comm_slowdown),
-                      "GEMM throughput lost while the bucket all-reduces run beside the backward",
-                      d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::assumption(d.eff.origin)},
-                     {"t_copies", ms(r.bucket_copies), "gradients copied into the buckets and back (4 × 4 B per parameter)",
-                      Origin::derived()},
-                     {"t_buffers", ms(r.buffer_sync),
-                      r.buffer_tensors > 0
-                          ? fmt::format("DDP broadcast_buffers before each forward: {} batch-norm buffers ({}) broadcast "
-                                        "from rank 0, flattened and copied back (max of GPU time and host issue of {} "
-                                        "kernels)",
-                                        r.buffer_tensors, units::format(r.buffer_bytes), r.buffer_tensors + 2)
-                          : std::string("no DDP buffer broadcast (one GPU, no batch norm, or broadcast_buffers off)"),
-                      Origin::derived()}},
-                    ms(r.gpu_step_time),
-                    {fmt::format("{} images per micro-batch; model FLOPs 3 × 2 × MACs × images = {}; MFU {:.1f}%", run.batch,
-                                 units::format(r.model_flops), 100.0 * r.mfu)},
-                    {pass_derivation("vision.forward", "Forward pass", r.forward, run),
-                     pass_derivation("vision.backward", "Backward pass", r.backward, run)}};
-    if (r.data) {  // the step the run sees: the GPU's against its input pipeline
-      Derivation gpu = std::move(r.derivation);
-      Derivation top = r.data->derivation;
-      top.children.insert(top.children.begin(), std::move(gpu));
-      r.derivation = std::move(top);
-    }
-  }
+  if (explain == Explain::on) training_derivation(g, plan, run, d, opt_host, bytes_per_param, r);
   return r;
 }
 

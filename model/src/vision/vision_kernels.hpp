@@ -12,7 +12,7 @@ namespace gpuplan::model::detail {
 using wl::VisionOp;
 using wl::VisionOpKind;
 
-/// nn.MultiheadAttention's layout copies in training (see the training attention block in price_pass): ViT-B/16 b 256
+/// nn.MultiheadAttention's layout copies in training (see price_attention, vision_pass.cpp): ViT-B/16 b 256
 /// forward, 9.29 GB of copies as this pricer counts them in 8.11 ms of `direct_copy` kernels (24 + 25 calls), 0.397.
 constexpr double kLayoutCopyFraction = 0.397;
 

@@ -156,6 +156,190 @@ bool price_fused(const VisionOp& op, detail::FusedRole role, double out, double 
   return false;
 }
 
+/// One op's operands in a pass: elements over the batch (input, output), the GEMM weights, and the bytes per element
+/// of its input and output as they run (Dtypes); `wb`: the weight element bytes the GEMMs read.
+struct OpIo {
+  double in = 0, out = 0, w = 0, b_in = 0, b_out = 0, wb = 0;
+};
+
+/// A product of two activations (imported graphs): `groups` products of (rows/groups × K) · (K × N) per image; the
+/// second operand is read like the first. Backward: dA = dC·Bᵀ and dB = Aᵀ·dC.
+void price_matmul(const VisionOp& op, const VisionRunPlan& plan, const OpIo& io, bool backward, Pricer& pr) {
+  const double n = static_cast<double>(plan.batch);
+  const double in = io.in, out = io.out, wb = io.wb;
+  const std::int64_t gr = plan.batch * std::max<std::int64_t>(1, op.groups);
+  const std::int64_t rows = op.h_out * op.w_out / std::max<std::int64_t>(1, op.groups);
+  const double b_el = n * static_cast<double>(std::max<std::int64_t>(1, op.groups) * op.c_in * op.c_out);
+  if (!backward) {
+    pr.add(pr.implicit_gemm(op.name, rows, op.c_out, op.c_in, gr, in + b_el + out, 0, wb, false), &VisionPassCost::gemm);
+  } else {
+    pr.add(pr.implicit_gemm(op.name + " dA", rows, op.c_in, op.c_out, gr, in + b_el + out, 0, wb, false),
+           &VisionPassCost::gemm);
+    pr.add(pr.implicit_gemm(op.name + " dB", op.c_in, op.c_out, rows, gr, in + b_el + out, 0, wb, false),
+           &VisionPassCost::gemm);
+  }
+}
+
+/// A convolution or linear layer as an implicit GEMM (op i of the graph; the first needs no data gradient), with its
+/// channel padding, autocast's weight casts and the bias kernels cuDNN leaves outside the GEMM.
+void price_gemm(const VisionOp& op, std::size_t i, const VisionRunPlan& plan, const OpIo& io, bool backward,
+                Pricer& pr) {
+  const double in = io.in, out = io.out, w = io.w, b_in = io.b_in, b_out = io.b_out, wb = io.wb;
+  const std::int64_t gr = op.groups;
+  const std::int64_t k2 = op.kernel_area();
+  const std::int64_t m_out = plan.batch * op.h_out * op.w_out;
+  const std::int64_t m_in = plan.batch * op.h_in * op.w_in;
+  const std::int64_t cin = op.c_in / gr, cout = op.c_out / gr;
+  // The GEMM's depth: K = C_in·k² when C_in is 16-byte aligned; otherwise the channel-padded filter taps
+  // (conv_channels, e.g. the stems' C_in = 3).
+  const bool conv = op.kind == VisionOpKind::conv;
+  const ConvChannels ch = conv ? conv_channels(cin, pr.e_) : ConvChannels{cin, cin, cin};
+  const std::int64_t k_fwd = ch.tap_depth * k2;
+  if (ch.padded != cin)  // cuDNN's channel-padding kernel: the map read once, written with C_pad channels
+    pr.add(pr.stream_bytes(op.name + (backward ? " channel pad (bwd)" : " channel pad"),
+                           in * b_in + in * static_cast<double>(ch.padded) / static_cast<double>(cin) * pr.e_, 0,
+                           PtKernel::channel_pad),
+           &VisionPassCost::elementwise);
+  if (plan.autocast && !backward)  // 4 B in, 2 B out per weight element
+    pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
+  if (op.transposed) {
+    // A transposed convolution as cuDNN runs it (the data gradient of the convolution it transposes): each input
+    // pixel times the kernel, M = input pixels, N = C_out·k², K = C_in per group; backward: dX = dY-windows ·
+    // weights (M = input pixels, N = C_in, K = C_out·k²), dW = Xᵀ·dY-windows.
+    if (!backward) {
+      if (plan.autocast) pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
+      pr.add(pr.implicit_gemm(op.name, m_in, cout * k2, cin, gr, in + out, w, wb, true), &VisionPassCost::gemm);
+      if (op.bias) pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
+    } else {
+      if (i > 0)
+        pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb, true), &VisionPassCost::gemm);
+      pr.add(pr.implicit_gemm(op.name + " wgrad", cin, cout * k2, m_in, gr, in + out, w, wb, true), &VisionPassCost::gemm);
+      if (op.bias) pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
+      if (plan.autocast) pr.add(pr.stream_bytes(op.name + " grad cast", w * 6.0, 0), &VisionPassCost::casts);
+    }
+    return;
+  }
+  if (!backward) {
+    pr.add(pr.implicit_gemm(op.name, m_out, cout, k_fwd, gr, in + out, w, wb, conv), &VisionPassCost::gemm);
+    // cuDNN's convolution leaves the bias to its own elementwise kernel (the profile's bias adds of the SE
+    // 1×1 convolutions); cuBLASLt fuses a linear layer's bias into the GEMM epilogue.
+    if (op.kind == VisionOpKind::conv && op.bias)
+      pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
+  } else {
+    if (i > 0)  // the image needs no gradient
+      pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb, conv), &VisionPassCost::gemm);
+    pr.add(pr.implicit_gemm(op.name + " wgrad", cout, ch.padded * k2, m_out, gr, in + out, w, wb, conv),
+           &VisionPassCost::gemm);
+    if (op.kind == VisionOpKind::conv && op.bias)  // the bias gradient: a reduction of dy over N·H·W
+      pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
+    if (plan.autocast)  // the 16-bit weight gradient cast and accumulated into the fp32 .grad
+      pr.add(pr.stream_bytes(op.name + " grad cast", w * 6.0, 0), &VisionPassCost::casts);
+  }
+}
+
+/// A depthwise convolution, streamed (PyTorch's own depthwise kernels).
+void price_depthwise(const VisionOp& op, const VisionRunPlan& plan, const OpIo& io, bool training, bool backward,
+                     Pricer& pr) {
+  const double n = static_cast<double>(plan.batch);
+  const double in = io.in, out = io.out, b_out = io.b_out;
+  const double macs = n * static_cast<double>(op.macs());
+  if (!backward) {
+    pr.add(pr.stream_bytes(op.name, (in + out) * pr.e_, 2.0 * macs, training ? PtKernel::dw_fwd : PtKernel::plain),
+           &VisionPassCost::depthwise);
+    if (op.bias) pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
+  } else {
+    pr.add(pr.stream_bytes(op.name + " dgrad", (in + out) * pr.e_, 2.0 * macs, PtKernel::dw_dgrad),
+           &VisionPassCost::depthwise);
+    pr.add(pr.stream_bytes(op.name + " wgrad", (in + out) * pr.e_, 2.0 * macs, PtKernel::dw_wgrad),
+           &VisionPassCost::depthwise);
+    if (op.bias) pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
+  }
+}
+
+/// Attention (ViT), with the layout copies nn.MultiheadAttention makes in training.
+void price_attention(const VisionOp& op, const VisionRunPlan& plan, const Device& d, bool training, bool backward,
+                     Pricer& pr) {
+  const double n = static_cast<double>(plan.batch);
+  const std::int64_t tokens = op.h_in * op.w_in;
+  const std::int64_t kv = op.kv_tokens > 0 ? op.kv_tokens : tokens;
+  const std::int64_t dh = op.c_out / op.heads;
+  if (training) {
+    // nn.MultiheadAttention (batch_first) outside its inference fast path runs F.multi_head_attention_forward,
+    // which moves the activations between layouts with strided copies (the profile's direct_copy kernels, 2 + 2
+    // per block forward): the (N, L, E) input transposed to (L, N, E) and made contiguous for the packed input
+    // projection (E per token), the packed QKV unflattened and transposed to (3, L, N·h, d) contiguous (3E), and
+    // the attention output permuted back contiguous (E) — read and written once each, in the compute type; the
+    // backward copies their gradients back the same way.
+    const double t = n * static_cast<double>(tokens);
+    const double e_map = t * static_cast<double>(op.c_out) * pr.e_;
+    for (const auto& [what, maps] : {std::pair<const char*, double>{" input transpose copy", 1.0},
+                                     {" qkv layout copy", 3.0}, {" output permute copy", 1.0}})
+      pr.add(pr.stream_bytes(op.name + what + (backward ? " (bwd)" : ""), 2.0 * maps * e_map, 0,
+                             PtKernel::layout_copy),
+             &VisionPassCost::elementwise);
+  }
+  for (auto& c : attention_cost(op.name, plan.batch * op.heads, tokens, kv, dh, dh, false, true, backward,
+                                attention_precision(plan.compute), d))
+    pr.add(std::move(c), &VisionPassCost::attention);
+}
+
+/// PyTorch's channels-last batch norm runs as more than one kernel. Inference: the transform, plus two small kernels
+/// on the C running statistics (the inverse standard deviation from the running variance, and a copy of them to
+/// fp32), as the torch.profiler counts of our H100 profile show (3 per BN: data/validation/
+/// measured/h100-sxm5-80gb/vision_inference_profile.json). Training: a statistics pass and the transform; backward:
+/// a reduction pass and the element pass. `bytes`: the op's traffic over its `p` passes.
+void price_batch_norm(const VisionOp& op, const std::string& name, const Passes& p, double bytes, double out,
+                      bool training, bool backward, Pricer& pr) {
+  const double c_stats = static_cast<double>(op.c_out) * 4.0 * 2.0;
+  if (!training) {
+    pr.add(pr.stream_bytes(name + " invstd", c_stats, 0), &VisionPassCost::elementwise);
+    pr.add(pr.stream_bytes(name + " stats copy", c_stats, 0), &VisionPassCost::elementwise);
+    pr.add(pr.stream_bytes(name, bytes, flops_per_element(op) * out, PtKernel::bn_transform),
+           &VisionPassCost::elementwise);
+  } else {
+    const double per_pass = bytes / (p.reads + p.writes);
+    const double first = backward ? 2.0 : 1.0;  // reads of the reduction pass
+    pr.add(pr.stream_bytes(name + " statistics", first * per_pass, 2.0 * out,
+                           backward ? PtKernel::bn_bwd_reduce : PtKernel::bn_stats),
+           &VisionPassCost::elementwise);
+    pr.add(pr.stream_bytes(name, bytes - first * per_pass, 3.0 * out,
+                           backward ? PtKernel::bn_bwd_elemt : PtKernel::bn_transform),
+           &VisionPassCost::elementwise);
+    if (!backward)  // the running statistics: their update, the batch counter, a fill and a memset (profile: 4 × 53)
+      for (const char* k : {" running stats", " batch counter", " fill", " memset"})
+        pr.add(pr.stream_bytes(name + k, c_stats, 0), &VisionPassCost::elementwise);
+  }
+}
+
+/// A streamed op (norms, activations, adds, scales, pooling): its passes over the maps in their own types (op i).
+void price_streamed(const VisionOp& op, std::size_t i, const Dtypes& dt, const OpIo& io, bool training, bool backward,
+                    Pricer& pr) {
+  const double in = io.in, out = io.out, b_in = io.b_in, b_out = io.b_out;
+  const Passes p = passes(op, training, backward);
+  // The op computes in its output's type (layer norm under autocast: fp32 after its input cast).
+  const double b_op = dt.cast_in[i] > 0 ? b_out : b_in;
+  double bytes = (p.reads + p.writes) * out * (backward ? b_out : b_op) + (p.reads_in + p.writes_in) * in * b_in;
+  if (op.kind == VisionOpKind::add && !backward) {  // the two inputs in their own types
+    const double b_skip = op.residual_from >= 0 ? dt.out[static_cast<std::size_t>(op.residual_from)] : b_in;
+    bytes = out * (b_in + b_skip + b_out);
+  }
+  if (bytes <= 0) return;
+  const std::string name = backward ? op.name + " (bwd)" : op.name;
+  if (op.kind == VisionOpKind::norm && op.norm == wl::VisionNorm::batch) {
+    price_batch_norm(op, name, p, bytes, out, training, backward, pr);
+    return;
+  }
+  if (training && !backward && op.kind == VisionOpKind::activation && op.act == wl::VisionAct::silu)
+    // torchvision builds its SiLU in place (Conv2dNormActivation, inplace=True) while SiLU's backward needs its
+    // input: autograd keeps a copy of the map first (the profile's Memcpy DtoD, one per SiLU: 96 in
+    // EfficientNet-B4, 3.72 ms at b 64).
+    pr.add(pr.stream_bytes(name + " saved-input copy", 2.0 * out * b_op, 0), &VisionPassCost::elementwise);
+  const PtKernel k = op.kind == VisionOpKind::pool && op.pool == wl::VisionPool::max
+                         ? (backward ? PtKernel::maxpool_bwd : PtKernel::maxpool_fwd)
+                         : PtKernel::plain;
+  pr.add(pr.stream_bytes(name, bytes, flops_per_element(op) * out, k), &VisionPassCost::elementwise);
+}
+
 }  // namespace
 
 namespace detail {
@@ -184,160 +368,17 @@ void price_pass(const wl::VisionGraph& g, const VisionRunPlan& plan, const Devic
     if (dt.cast_in[i] > 0)  // autocast's input cast (its backward casts the gradient back)
       pr.add(pr.stream_bytes(op.name + (backward ? " input cast (bwd)" : " input cast"), in * dt.cast_in[i], 0),
              &VisionPassCost::casts);
-    if (op.kind == VisionOpKind::matmul) {
-      // Two activations (imported graphs): `groups` products of (rows/groups × K) · (K × N) per image; the second
-      // operand is read like the first. Backward: dA = dC·Bᵀ and dB = Aᵀ·dC.
-      const std::int64_t gr = plan.batch * std::max<std::int64_t>(1, op.groups);
-      const std::int64_t rows = op.h_out * op.w_out / std::max<std::int64_t>(1, op.groups);
-      const double b_el = n * static_cast<double>(std::max<std::int64_t>(1, op.groups) * op.c_in * op.c_out);
-      if (!backward) {
-        pr.add(pr.implicit_gemm(op.name, rows, op.c_out, op.c_in, gr, in + b_el + out, 0, wb, false), &VisionPassCost::gemm);
-      } else {
-        pr.add(pr.implicit_gemm(op.name + " dA", rows, op.c_in, op.c_out, gr, in + b_el + out, 0, wb, false),
-               &VisionPassCost::gemm);
-        pr.add(pr.implicit_gemm(op.name + " dB", op.c_in, op.c_out, rows, gr, in + b_el + out, 0, wb, false),
-               &VisionPassCost::gemm);
-      }
-      continue;
-    }
-    if (op.gemm()) {
-      const std::int64_t gr = op.groups;
-      const std::int64_t k2 = op.kernel_area();
-      const std::int64_t m_out = plan.batch * op.h_out * op.w_out;
-      const std::int64_t m_in = plan.batch * op.h_in * op.w_in;
-      const std::int64_t cin = op.c_in / gr, cout = op.c_out / gr;
-      // The GEMM's depth: K = C_in·k² when C_in is 16-byte aligned; otherwise the channel-padded filter taps
-      // (conv_channels, e.g. the stems' C_in = 3).
-      const bool conv = op.kind == VisionOpKind::conv;
-      const ConvChannels ch = conv ? conv_channels(cin, pr.e_) : ConvChannels{cin, cin, cin};
-      const std::int64_t k_fwd = ch.tap_depth * k2;
-      if (ch.padded != cin)  // cuDNN's channel-padding kernel: the map read once, written with C_pad channels
-        pr.add(pr.stream_bytes(op.name + (backward ? " channel pad (bwd)" : " channel pad"),
-                               in * b_in + in * static_cast<double>(ch.padded) / static_cast<double>(cin) * pr.e_, 0,
-                               PtKernel::channel_pad),
-               &VisionPassCost::elementwise);
-      if (plan.autocast && !backward)  // 4 B in, 2 B out per weight element
-        pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
-      if (op.transposed) {
-        // A transposed convolution as cuDNN runs it (the data gradient of the convolution it transposes): each input
-        // pixel times the kernel, M = input pixels, N = C_out·k², K = C_in per group; backward: dX = dY-windows ·
-        // weights (M = input pixels, N = C_in, K = C_out·k²), dW = Xᵀ·dY-windows.
-        if (!backward) {
-          if (plan.autocast) pr.add(pr.stream_bytes(op.name + " weight cast", w * 6.0, 0), &VisionPassCost::casts);
-          pr.add(pr.implicit_gemm(op.name, m_in, cout * k2, cin, gr, in + out, w, wb, true), &VisionPassCost::gemm);
-          if (op.bias) pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
-        } else {
-          if (i > 0)
-            pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb, true), &VisionPassCost::gemm);
-          pr.add(pr.implicit_gemm(op.name + " wgrad", cin, cout * k2, m_in, gr, in + out, w, wb, true), &VisionPassCost::gemm);
-          if (op.bias) pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
-          if (plan.autocast) pr.add(pr.stream_bytes(op.name + " grad cast", w * 6.0, 0), &VisionPassCost::casts);
-        }
-        continue;
-      }
-      if (!backward) {
-        pr.add(pr.implicit_gemm(op.name, m_out, cout, k_fwd, gr, in + out, w, wb, conv), &VisionPassCost::gemm);
-        // cuDNN's convolution leaves the bias to its own elementwise kernel (the profile's bias adds of the SE
-        // 1×1 convolutions); cuBLASLt fuses a linear layer's bias into the GEMM epilogue.
-        if (op.kind == VisionOpKind::conv && op.bias)
-          pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
-      } else {
-        if (i > 0)  // the image needs no gradient
-          pr.add(pr.implicit_gemm(op.name + " dgrad", m_in, cin, cout * k2, gr, in + out, w, wb, conv), &VisionPassCost::gemm);
-        pr.add(pr.implicit_gemm(op.name + " wgrad", cout, ch.padded * k2, m_out, gr, in + out, w, wb, conv),
-               &VisionPassCost::gemm);
-        if (op.kind == VisionOpKind::conv && op.bias)  // the bias gradient: a reduction of dy over N·H·W
-          pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
-        if (plan.autocast)  // the 16-bit weight gradient cast and accumulated into the fp32 .grad
-          pr.add(pr.stream_bytes(op.name + " grad cast", w * 6.0, 0), &VisionPassCost::casts);
-      }
-      continue;
-    }
-    if (op.kind == VisionOpKind::conv) {  // depthwise
-      const double macs = n * static_cast<double>(op.macs());
-      if (!backward) {
-        pr.add(pr.stream_bytes(op.name, (in + out) * pr.e_, 2.0 * macs, training ? PtKernel::dw_fwd : PtKernel::plain),
-               &VisionPassCost::depthwise);
-        if (op.bias) pr.add(pr.stream_bytes(op.name + " bias", 2.0 * out * b_out, out), &VisionPassCost::elementwise);
-      } else {
-        pr.add(pr.stream_bytes(op.name + " dgrad", (in + out) * pr.e_, 2.0 * macs, PtKernel::dw_dgrad),
-               &VisionPassCost::depthwise);
-        pr.add(pr.stream_bytes(op.name + " wgrad", (in + out) * pr.e_, 2.0 * macs, PtKernel::dw_wgrad),
-               &VisionPassCost::depthwise);
-        if (op.bias) pr.add(pr.stream_bytes(op.name + " bias grad", out * b_out, out), &VisionPassCost::elementwise);
-      }
-      continue;
-    }
-    if (op.kind == VisionOpKind::attention) {
-      const std::int64_t tokens = op.h_in * op.w_in;
-      const std::int64_t kv = op.kv_tokens > 0 ? op.kv_tokens : tokens;
-      const std::int64_t dh = op.c_out / op.heads;
-      if (training) {
-        // nn.MultiheadAttention (batch_first) outside its inference fast path runs F.multi_head_attention_forward,
-        // which moves the activations between layouts with strided copies (the profile's direct_copy kernels, 2 + 2
-        // per block forward): the (N, L, E) input transposed to (L, N, E) and made contiguous for the packed input
-        // projection (E per token), the packed QKV unflattened and transposed to (3, L, N·h, d) contiguous (3E), and
-        // the attention output permuted back contiguous (E) — read and written once each, in the compute type; the
-        // backward copies their gradients back the same way.
-        const double t = n * static_cast<double>(tokens);
-        const double e_map = t * static_cast<double>(op.c_out) * pr.e_;
-        for (const auto& [what, maps] : {std::pair<const char*, double>{" input transpose copy", 1.0},
-                                         {" qkv layout copy", 3.0}, {" output permute copy", 1.0}})
-          pr.add(pr.stream_bytes(op.name + what + (backward ? " (bwd)" : ""), 2.0 * maps * e_map, 0,
-                                 PtKernel::layout_copy),
-                 &VisionPassCost::elementwise);
-      }
-      for (auto& c : attention_cost(op.name, plan.batch * op.heads, tokens, kv, dh, dh, false, true, backward,
-                                    attention_precision(plan.compute), d))
-        pr.add(std::move(c), &VisionPassCost::attention);
-      continue;
-    }
-    const Passes p = passes(op, training, backward);
-    // The op computes in its output's type (layer norm under autocast: fp32 after its input cast).
-    const double b_op = dt.cast_in[i] > 0 ? b_out : b_in;
-    double bytes = (p.reads + p.writes) * out * (backward ? b_out : b_op) + (p.reads_in + p.writes_in) * in * b_in;
-    if (op.kind == VisionOpKind::add && !backward) {  // the two inputs in their own types
-      const double b_skip = op.residual_from >= 0 ? dt.out[static_cast<std::size_t>(op.residual_from)] : b_in;
-      bytes = out * (b_in + b_skip + b_out);
-    }
-    if (bytes <= 0) continue;
-    const std::string name = backward ? op.name + " (bwd)" : op.name;
-    if (op.kind == VisionOpKind::norm && op.norm == wl::VisionNorm::batch) {
-      // PyTorch's channels-last batch norm runs as more than one kernel. Inference: the transform, plus two small
-      // kernels on the C running statistics (the inverse standard deviation from the running variance, and a copy
-      // of them to fp32), as the torch.profiler counts of our H100 profile show (3 per BN: data/validation/
-      // measured/h100-sxm5-80gb/vision_inference_profile.json). Training: a statistics pass and the transform;
-      // backward: a reduction pass and the element pass.
-      const double c_stats = static_cast<double>(op.c_out) * 4.0 * 2.0;
-      if (!training) {
-        pr.add(pr.stream_bytes(name + " invstd", c_stats, 0), &VisionPassCost::elementwise);
-        pr.add(pr.stream_bytes(name + " stats copy", c_stats, 0), &VisionPassCost::elementwise);
-        pr.add(pr.stream_bytes(name, bytes, flops_per_element(op) * out, PtKernel::bn_transform),
-               &VisionPassCost::elementwise);
-      } else {
-        const double per_pass = bytes / (p.reads + p.writes);
-        const double first = backward ? 2.0 : 1.0;  // reads of the reduction pass
-        pr.add(pr.stream_bytes(name + " statistics", first * per_pass, 2.0 * out,
-                               backward ? PtKernel::bn_bwd_reduce : PtKernel::bn_stats),
-               &VisionPassCost::elementwise);
-        pr.add(pr.stream_bytes(name, bytes - first * per_pass, 3.0 * out,
-                               backward ? PtKernel::bn_bwd_elemt : PtKernel::bn_transform),
-               &VisionPassCost::elementwise);
-        if (!backward)  // the running statistics: their update, the batch counter, a fill and a memset (profile: 4 × 53)
-          for (const char* k : {" running stats", " batch counter", " fill", " memset"})
-            pr.add(pr.stream_bytes(name + k, c_stats, 0), &VisionPassCost::elementwise);
-      }
-      continue;
-    }
-    if (training && !backward && op.kind == VisionOpKind::activation && op.act == wl::VisionAct::silu)
-      // torchvision builds its SiLU in place (Conv2dNormActivation, inplace=True) while SiLU's backward needs its
-      // input: autograd keeps a copy of the map first (the profile's Memcpy DtoD, one per SiLU: 96 in
-      // EfficientNet-B4, 3.72 ms at b 64).
-      pr.add(pr.stream_bytes(name + " saved-input copy", 2.0 * out * b_op, 0), &VisionPassCost::elementwise);
-    const PtKernel k = op.kind == VisionOpKind::pool && op.pool == wl::VisionPool::max
-                           ? (backward ? PtKernel::maxpool_bwd : PtKernel::maxpool_fwd)
-                           : PtKernel::plain;
-    pr.add(pr.stream_bytes(name, bytes, flops_per_element(op) * out, k), &VisionPassCost::elementwise);
+    const OpIo io{in, out, w, b_in, b_out, wb};
+    if (op.kind == VisionOpKind::matmul)
+      price_matmul(op, plan, io, backward, pr);
+    else if (op.gemm())
+      price_gemm(op, i, plan, io, backward, pr);
+    else if (op.kind == VisionOpKind::conv)  // depthwise
+      price_depthwise(op, plan, io, training, backward, pr);
+    else if (op.kind == VisionOpKind::attention)
+      price_attention(op, plan, d, training, backward, pr);
+    else
+      price_streamed(op, i, dt, io, training, backward, pr);
   }
 }
 

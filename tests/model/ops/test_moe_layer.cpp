@@ -17,15 +17,16 @@ namespace {
 
 model::TrainingSystem dgx_h100() { return test::node_system("dgx-h100"); }
 
-/// Our measured MoE training step's layout (moe_train_L4_*.json): TP 1, EP `ep` over `ep` GPUs, 4096 tokens a GPU.
+/// Our measured MoE training step's layout (test::measured_moe_plan: TP 1, EP `ep` over `ep` GPUs, 4096 tokens a GPU,
+/// FlashAttention 2) with TrainingPlan's own precision and kernels instead of the measured run's (AMP, eager, gradients
+/// reduced after the backward), stated here.
 wl::TrainingPlan train_plan(int ep) {
-  wl::TrainingPlan p;
-  p.par.dp = ep;
-  p.par.ep = ep;
-  p.micro_batch = 1;
-  p.seq_len = 4096;
-  p.global_batch = ep;
-  p.attention_kernel = wl::AttentionKernel::fa2;
+  wl::TrainingPlan p = test::measured_moe_plan(ep, ep);
+  const wl::TrainingPlan defaults;
+  p.kernels = defaults.kernels;
+  p.mixed_precision = defaults.mixed_precision;
+  p.precision = defaults.precision;
+  p.overlap_grad_reduce = defaults.overlap_grad_reduce;
   return p;
 }
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "gpuplan/model/disagg_pools.hpp"
@@ -32,6 +33,33 @@ model::ServingPerfPlan dsv3_plan(int tp, int dp) {
   p.weights = model::default_weight_quant(model::StoreDtype::fp8);
   p.compute = hw::Precision::fp8;
   return p;
+}
+
+/// DeepSeek-V3's serving memory at `context` tokens under TP `tp` with its fp8 checkpoint (dsv3_plan's weights).
+model::ServingMemoryPlan dsv3_memory(int tp, std::int64_t context) {
+  model::ServingMemoryPlan mp;
+  mp.tp = tp;
+  mp.context = context;
+  mp.weights = model::default_weight_quant(model::StoreDtype::fp8);
+  return mp;
+}
+
+/// A serving planner's question: `rate` requests/s of `in` prompt and `out` generated tokens under an ITL target of
+/// `itl_ms`, the options storing the plan's weights.
+struct PlannerCase {
+  model::Traffic tr;
+  model::Sla sla;
+  model::ServingPlanOptions opt;
+};
+PlannerCase planner_case(double rate, std::int64_t in, std::int64_t out, double itl_ms,
+                         const model::ServingPerfPlan& p) {
+  PlannerCase c;
+  c.tr.requests_per_s = rate;
+  c.tr.input_tokens = in;
+  c.tr.output_tokens = out;
+  c.sla.itl = units::milliseconds(itl_ms);
+  c.opt.memory.weights = p.weights;
+  return c;
 }
 
 const DerivationInput* input(const Derivation& d, const std::string& symbol) {
@@ -111,10 +139,7 @@ TEST_CASE("wide EP holds 1/EP of the routed experts per GPU: DeepSeek-V3 fits on
   const auto& a = test::arch("deepseek-v3");
   const auto pc = model::parameter_counts(a, Explain::off);
   const auto& gpu = *sys_of("dgx-h100").gpu;
-  model::ServingMemoryPlan mp;
-  mp.tp = 1;
-  mp.context = 4096;
-  mp.weights = model::default_weight_quant(model::StoreDtype::fp8);
+  model::ServingMemoryPlan mp = dsv3_memory(1, 4096);
   const auto one = model::serving_memory(a, pc, gpu, mp, Explain::off);
   mp.expert_dp = 16;
   const auto wide = model::serving_memory(a, pc, gpu, mp, Explain::off);
@@ -132,17 +157,10 @@ TEST_CASE("the planner sizes whole attention-DP groups: GPUs = groups × dp × t
   const auto pc = model::parameter_counts(a, Explain::off);
   const auto s = sys_of("dgx-h100");
   const auto p = dsv3_plan(1, 16);
-  model::Traffic tr;
-  tr.requests_per_s = 20;
-  tr.input_tokens = 2000;
-  tr.output_tokens = 500;
-  model::Sla sla;
-  sla.itl = units::milliseconds(100);
-  model::ServingPlanOptions opt;
-  opt.tp_options = {1};
-  opt.pp_options = {1};
-  opt.memory.weights = p.weights;
-  const auto r = model::plan_serving(a, pc, p, tr, sla, s, opt, Explain::off);
+  auto c = planner_case(20, 2000, 500, 100, p);
+  c.opt.tp_options = {1};
+  c.opt.pp_options = {1};
+  const auto r = model::plan_serving(a, pc, p, c.tr, c.sla, s, c.opt, Explain::off);
   REQUIRE(r.best.has_value());
   const auto& b = *r.best;
   CHECK(b.dp == 16);
@@ -160,18 +178,11 @@ TEST_CASE("disaggregated pools on different GPU types: each pool at its own GPU'
   model::ServingPerfPlan p;
   p.weights = model::default_weight_quant(model::StoreDtype::fp8);
   p.compute = hw::Precision::fp8;
-  model::Traffic tr;
-  tr.requests_per_s = 10;
-  tr.input_tokens = 2000;
-  tr.output_tokens = 500;
-  model::Sla sla;
-  sla.ttft = units::milliseconds(2000);
-  sla.itl = units::milliseconds(50);
-  model::ServingPlanOptions opt;
-  opt.disaggregated = true;
-  opt.memory.weights = p.weights;
-  opt.decode_system = &dec;
-  const auto r = model::plan_serving(a, pc, p, tr, sla, pre, opt, Explain::on);
+  auto c = planner_case(10, 2000, 500, 50, p);
+  c.sla.ttft = units::milliseconds(2000);
+  c.opt.disaggregated = true;
+  c.opt.decode_system = &dec;
+  const auto r = model::plan_serving(a, pc, p, c.tr, c.sla, pre, c.opt, Explain::on);
   REQUIRE(r.disaggregated.has_value());
   const auto& d = *r.disaggregated;
   CHECK(d.prefill_gpu == "h100-sxm5-80gb");
@@ -194,10 +205,10 @@ TEST_CASE("disaggregated pools on different GPU types: each pool at its own GPU'
   CHECK(model::pools_layout(d).find("on h200-sxm-141gb") != std::string::npos);
   // The decode pool on H200 holds more sequences per GPU at the same TP than on H100: the same ITL target needs no
   // more decode GPUs there than an all-H100 pair.
-  model::ServingPlanOptions same = opt;
+  model::ServingPlanOptions same = c.opt;
   same.decode_system = &pre;
   same.prefill_system = &pre;
-  const auto r2 = model::plan_serving(a, pc, p, tr, sla, pre, same, Explain::off);
+  const auto r2 = model::plan_serving(a, pc, p, c.tr, c.sla, pre, same, Explain::off);
   REQUIRE(r2.disaggregated.has_value());
   CHECK(r2.disaggregated->decode_gpu == "h100-sxm5-80gb");
   CHECK(d.decode_gpus <= r2.disaggregated->decode_gpus);
@@ -225,21 +236,14 @@ TEST_CASE("DeepSeek-V3's own deployment: prefill DP8 x TP4 (EP32), decode DP80 x
   CHECK(x.nic_share == doctest::Approx(312.0 / 320));
   // The pools sized in whole groups of each.
   const auto pc = model::parameter_counts(a, Explain::off);
-  model::Traffic tr;
-  tr.requests_per_s = 50;
-  tr.input_tokens = 4096;
-  tr.output_tokens = 1024;
-  model::Sla sla;
-  sla.itl = units::milliseconds(50);
-  model::ServingPlanOptions opt;
-  opt.disaggregated = true;
-  opt.tp_options = {4};
-  opt.pp_options = {1};
-  opt.memory.weights = p.weights;
-  opt.prefill_attention_dp = 8;
-  opt.decode_attention_dp = 80;
+  auto c = planner_case(50, 4096, 1024, 50, p);
+  c.opt.disaggregated = true;
+  c.opt.tp_options = {4};
+  c.opt.pp_options = {1};
+  c.opt.prefill_attention_dp = 8;
+  c.opt.decode_attention_dp = 80;
   auto colocated = dsv3_plan(4, 8);
-  const auto r = model::plan_serving(a, pc, colocated, tr, sla, h800, opt, Explain::off);
+  const auto r = model::plan_serving(a, pc, colocated, c.tr, c.sla, h800, c.opt, Explain::off);
   REQUIRE(r.disaggregated.has_value());
   const auto& d = *r.disaggregated;
   CHECK(d.prefill_dp == 8);
@@ -271,10 +275,7 @@ TEST_CASE("two DGX H200 nodes: DeepSeek-V3 decode under DP16/EP16 against two TP
   // KV capacity per GPU at 4096 + 1024 tokens: a DP rank's cache is its own (no TP copy of the latent), so 16
   // ranks hold more sequences than two TP8 replicas.
   const auto pc = model::parameter_counts(a, Explain::off);
-  model::ServingMemoryPlan mp;
-  mp.context = 5120;
-  mp.weights = tp8.weights;
-  mp.tp = 8;
+  model::ServingMemoryPlan mp = dsv3_memory(8, 5120);
   const auto m8 = model::serving_memory(a, pc, *s.gpu, mp, Explain::off);
   mp.tp = 1;
   mp.expert_dp = 16;
