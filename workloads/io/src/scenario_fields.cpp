@@ -45,6 +45,18 @@ json_io::FieldTable field_specs(const ScenarioFieldTable& table) {
   return t;
 }
 
+namespace {
+/// A Markdown table cell: '|' written as '\|' (a pipeline layout's chunk separator would end the cell).
+std::string cell(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
 std::string scenario_field_reference_markdown(const std::string& title, const ScenarioFieldTable& table) {
   std::string out = fmt::format(
       "### {}\n\n| key | type | range | flag | GUI label | default | meaning |\n| --- | --- | --- | --- | --- | --- | --- |\n",
@@ -65,8 +77,8 @@ std::string scenario_field_reference_markdown(const std::string& title, const Sc
     for (const auto& c : s.choices) range += (range.empty() ? "" : ", ") + ("`" + c + "`");
     std::string flags;
     for (const auto& x : f.flags) flags += (flags.empty() ? "" : ", ") + ("`" + x + "`");
-    out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", s.key, type, range, flags, f.label, f.default_text,
-                       s.doc);
+    out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", s.key, type, range, flags, cell(f.label),
+                       cell(f.default_text), cell(s.doc));
   }
   out += "\n";
   return out;
