@@ -1,9 +1,10 @@
 // The training field table (workloads/io wl_io/scenario_fields.hpp, issue #20 d2) against what is generated from it
 // and what must agree with it: every key has a flag, a label and a help; `gpuplan train` has exactly the table's flags
 // (of the key's type) beside its own non-scenario options; each stated default is what the reader fills in; and
-// docs/scenario.md lists exactly the table's keys.
+// docs/scenario.md lists exactly the table's keys and docs/cli.md has a row for each flag.
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli_runner.hpp"
 #include "commands.hpp"
 #include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
@@ -136,4 +138,44 @@ TEST_CASE("docs/scenario.md's training table lists exactly the keys of the field
     CAPTURE(k);
     CHECK(keys.count(k) == 1);
   }
+}
+
+TEST_CASE("docs/cli.md's table of train flags has a row for every flag of the field table") {
+  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/cli.md");
+  REQUIRE(in.good());
+  std::string section, line;
+  bool in_train = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("## `gpuplan train`", 0) == 0) in_train = true;
+    else if (in_train && line.rfind("### ", 0) == 0) break;  // the flag table ends before the first subsection
+    if (in_train && line.rfind("| `-", 0) == 0) section += line.substr(0, line.find(" | ")) + "\n";
+  }
+  for (const auto& f : training_fields()) {
+    if (f.flags.empty()) continue;
+    CAPTURE(f.flag());
+    // The flag as a whole word ("`-m, --model`", "`--tp`, `--pp`", "`--seq N`").
+    bool found = false;
+    for (auto at = section.find(f.flag()); at != std::string::npos && !found; at = section.find(f.flag(), at + 1)) {
+      const char next = at + f.flag().size() < section.size() ? section[at + f.flag().size()] : ' ';
+      found = !(std::isalnum(static_cast<unsigned char>(next)) || next == '-');
+    }
+    CHECK(found);
+  }
+}
+
+TEST_CASE("a value below its key's range is refused against the generated flag, with the value as typed (exit 2)") {
+  int checked = 0;
+  for (const auto& f : training_fields()) {
+    using json_io::FieldType;
+    if (f.flags.empty() || f.key() == "gpus" || f.spec.type != FieldType::integer || f.spec.min < 1) continue;
+    CAPTURE(f.key());
+    const std::string below = std::to_string(static_cast<long long>(f.spec.min) - 1);
+    const auto r = cli_test::run({"train", f.flag(), below});
+    CHECK(r.rc == cli_test::kInvalid);
+    CHECK(r.err.find(f.flag() + ": error: value " + below + " is out of range: expected >= ") != std::string::npos);
+    ++checked;
+  }
+  // tp, pp, dp, cp, ep, etp, virtual_stages, micro_batch, global_batch, seq, shard_group, vocab_divisible_by,
+  // first_stage_layers, last_stage_layers.
+  CHECK(checked == 14);
 }
