@@ -6,6 +6,7 @@
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/pipeline_io.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
 
 namespace gpuplan::cli {
@@ -46,6 +47,9 @@ std::string field_reference() {
   o += json_io::field_reference_markdown("Budget plan: options[]", wl_io::plan_option_fields());
   o += json_io::field_reference_markdown("Budget plan: training[]", wl_io::plan_training_fields());
   o += json_io::field_reference_markdown("Budget plan: serving[]", wl_io::plan_serving_fields());
+  o += wl_io::scenario_field_reference_markdown(
+      "Training scenario (`gpuplan train --scenario`, a plan's training[].scenario; a flag overrides its key)",
+      wl_io::training_fields());
   o += json_io::field_reference_markdown("Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario)",
                                          wl_io::serving_scenario_fields());
   o += json_io::field_reference_markdown(

@@ -24,8 +24,10 @@
 #include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "megatron_args.hpp"
+#include "scenario_flags.hpp"
 #include "gpuplan/app/report_sections.hpp"
 #include "gpuplan/app/resolve.hpp"
 #include "sweep.hpp"
@@ -45,20 +47,8 @@ constexpr int kExitInterrupted = 130;
 
 struct TrainFlags {
   std::string scenario;
-  std::optional<std::string> model, gpu, node, cluster, schedule, precision, optimizer, recompute, attention_kernel,
-      cross_entropy,
-      kernels, mixed_precision, offload, lora_targets, lora_base, optimizer_states, pipeline_layout, ep_dispatch,
-      attention_output_store,
-      optimizer_impl;
-  std::vector<std::string> recompute_modules;  ///< --recompute-modules (empty: not given)
-  std::optional<double> moe_imbalance;
-  std::optional<long long> mtp_layers;
-  std::optional<std::string> gpus;  ///< one count, or with --search a range (parse_gpu_counts)
-  std::optional<long long> tp, pp, dp, cp, ep, etp, virtual_stages, micro_batch, global_batch, seq, zero, shard_group,
-      lora_rank, first_stage_layers, last_stage_layers;
-  std::optional<bool> sequence_parallel, flash_attention, dropout, overlap_grad_reduce, overlap_param_gather, overlap_tp_comm,
-      fp8_params, embedding_in_split, loss_in_split, overlap_p2p_comm, pp_scatter_gather, ep_a2a_overlap;
-  std::optional<double> gradient_bytes, tokens, price;
+  ScenarioFlags keys;               ///< one flag per key of the training field table (wl_io::training_fields)
+  std::optional<std::string> gpus;  ///< --gpus: one count, or with --search a range (parse_gpu_counts)
   bool no_calibration = false;
   // --search
   bool search = false;
@@ -107,89 +97,19 @@ bool check_stack_flags(const TrainFlags& f, Diagnostics& diags) {
   if (!f.stack) return !diags.has_errors();
   if (f.search) diags.error("", "--stack", "--stack and --search do not combine: the stack evaluates one layout");
   if (!f.sweep.empty()) diags.error("", "--stack", "--stack and --sweep do not combine");
-  const std::pair<const char*, bool> owned[] = {
-      {"--precision", f.precision.has_value()},           {"--kernels", f.kernels.has_value()},
-      {"--flash", f.flash_attention.has_value()},         {"--attention-kernel", f.attention_kernel.has_value()},
-      {"--mixed-precision", f.mixed_precision.has_value()}, {"--recompute", f.recompute.has_value()},
-      {"--overlap-grad-reduce", f.overlap_grad_reduce.has_value()},
-      {"--overlap-param-gather", f.overlap_param_gather.has_value()}, {"--overlap-tp", f.overlap_tp_comm.has_value()},
-      {"--cross-entropy", f.cross_entropy.has_value()},   {"--gradient-bytes", f.gradient_bytes.has_value()},
-      {"--fp8-params", f.fp8_params.has_value()},         {"--recompute-modules", !f.recompute_modules.empty()}};
-  for (const auto& o : owned)
-    if (o.second)
-      diags.error("", o.first,
-                  fmt::format("the optimisation stack starts from its fp32 eager baseline and sets this itself: leave "
-                              "{} out, or put the step that sets it in --stack ({})",
-                              o.first, stack_names()));
+  // The keys the stack's steps set, reported by their flags.
+  for (const char* key : {"precision", "kernels", "flash_attention", "attention_kernel", "mixed_precision", "recompute",
+                          "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm", "cross_entropy",
+                          "gradient_bytes", "fp8_params", "recompute_modules"}) {
+    if (!f.keys.given(key)) continue;
+    const std::string flag = wl_io::find_field(wl_io::training_fields(), key)->flag();
+    diags.error("", flag,
+                fmt::format("the optimisation stack starts from its fp32 eager baseline and sets this itself: leave "
+                            "{} out, or put the step that sets it in --stack ({})",
+                            flag, stack_names()));
+  }
   return !diags.has_errors();
 }
-
-/// Flags as a JSON overlay over the scenario file, remembering which flag each key came from.
-void overlay(const TrainFlags& f, nlohmann::json& j, std::map<std::string, std::string>& origin) {
-  auto put = [&](const char* key, const char* flag, const auto& v) {
-    if (v) {
-      j[key] = *v;
-      origin[key] = flag;
-    }
-  };
-  put("model", "--model", f.model);
-  put("gpu", "--gpu", f.gpu);
-  put("node", "--node", f.node);
-  put("cluster", "--cluster", f.cluster);
-  put("schedule", "--schedule", f.schedule);
-  put("precision", "--precision", f.precision);
-  put("optimizer", "--optimizer", f.optimizer);
-  put("optimizer_states", "--optimizer-states", f.optimizer_states);
-  put("optimizer_impl", "--optimizer-impl", f.optimizer_impl);
-  put("fp8_params", "--fp8-params", f.fp8_params);
-  put("recompute", "--recompute", f.recompute);
-  if (!f.recompute_modules.empty()) {
-    j["recompute_modules"] = f.recompute_modules;
-    origin["recompute_modules"] = "--recompute-modules";
-  }
-  put("ep_dispatch", "--ep-dispatch", f.ep_dispatch);
-  put("attention_output_store", "--attention-output-store", f.attention_output_store);
-  put("moe_imbalance", "--moe-imbalance", f.moe_imbalance);
-  put("mtp_layers", "--mtp-layers", f.mtp_layers);
-  put("attention_kernel", "--attention-kernel", f.attention_kernel);
-  put("kernels", "--kernels", f.kernels);
-  put("cross_entropy", "--cross-entropy", f.cross_entropy);
-  put("mixed_precision", "--mixed-precision", f.mixed_precision);
-  put("offload", "--offload", f.offload);
-  put("lora_rank", "--lora-rank", f.lora_rank);
-  put("lora_targets", "--lora-targets", f.lora_targets);
-  put("lora_base", "--lora-base", f.lora_base);
-  put("tp", "--tp", f.tp);
-  put("pp", "--pp", f.pp);
-  put("dp", "--dp", f.dp);
-  put("cp", "--cp", f.cp);
-  put("ep", "--ep", f.ep);
-  put("etp", "--etp", f.etp);
-  put("virtual_stages", "--virtual-stages", f.virtual_stages);
-  put("micro_batch", "--micro-batch", f.micro_batch);
-  put("global_batch", "--global-batch", f.global_batch);
-  put("seq", "--seq", f.seq);
-  put("zero", "--zero", f.zero);
-  put("shard_group", "--shard-group", f.shard_group);
-  put("sequence_parallel", "--sp", f.sequence_parallel);
-  put("flash_attention", "--flash", f.flash_attention);
-  put("dropout", "--dropout", f.dropout);
-  put("overlap_grad_reduce", "--overlap-grad-reduce", f.overlap_grad_reduce);
-  put("overlap_param_gather", "--overlap-param-gather", f.overlap_param_gather);
-  put("overlap_tp_comm", "--overlap-tp", f.overlap_tp_comm);
-  put("overlap_p2p_comm", "--overlap-p2p", f.overlap_p2p_comm);
-  put("pp_scatter_gather", "--pp-scatter-gather", f.pp_scatter_gather);
-  put("ep_a2a_overlap", "--ep-a2a-overlap", f.ep_a2a_overlap);
-  put("embedding_in_pipeline_split", "--embedding-in-pipeline-split", f.embedding_in_split);
-  put("loss_in_pipeline_split", "--loss-in-pipeline-split", f.loss_in_split);
-  put("first_stage_layers", "--first-stage-layers", f.first_stage_layers);
-  put("last_stage_layers", "--last-stage-layers", f.last_stage_layers);
-  put("pipeline_layout", "--pipeline-layout", f.pipeline_layout);
-  put("gradient_bytes", "--gradient-bytes", f.gradient_bytes);
-  put("tokens", "--tokens", f.tokens);
-  put("price_usd_per_hour", "--price", f.price);
-}
-
 ordered_json bytes_json(const model::TrainingMemory& m) {
   return {{"weights_bytes", m.weights.raw()},
           {"gradients_bytes", m.gradients.raw()},
@@ -503,7 +423,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
     std::ostringstream csv;
     write_points_csv(csv, res.all, opt.deadline.has_value(), arch, base, sys);
     Diagnostics wd;
-    if (!calib::write_file_atomically(path, csv.str(), wd, {f.scenario, f.model.value_or("")})) {
+    if (!calib::write_file_atomically(path, csv.str(), wd, {f.scenario, f.keys.text("model").value_or("")})) {
       std::string why;
       for (const auto& x : wd.items()) why += (why.empty() ? "" : "; ") + x.message;
       d.error("", "--search-csv", fmt::format("cannot write '{}': {}", path, why));
@@ -687,7 +607,7 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   nlohmann::json j = std::move(*scenario);
   const std::string file = f.scenario.empty() ? "(flags)" : f.scenario;
   std::map<std::string, std::string> origin;
-  overlay(f, j, origin);
+  f.keys.overlay(j, origin);
   std::optional<MegatronMapping> megatron;
   if (f.megatron_args || !f.megatron_typed.empty()) {
     megatron = megatron_overlay(*dir, f.megatron_args, f.megatron_typed, j, origin, diags);
@@ -783,105 +703,18 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
   auto f = std::make_shared<TrainFlags>();
   auto* c = app.add_subcommand("train", "training step time, MFU, memory, communication, time to train and cost");
   c->add_option("--scenario", f->scenario, "scenario JSON (keys of docs/scenario.md); flags override it");
-  c->add_option("--model,-m", f->model, "model: library id or path to a config.json");
-  c->add_option("--gpu", f->gpu, "GPU id or alias");
-  c->add_option("--node", f->node, "node id (dgx-h100, ...)");
-  c->add_option("--cluster", f->cluster, "cluster id");
-  c->add_option("--gpus", f->gpus, "total GPUs; with --search also a range: A..B (A, 2A, 4A, ... up to B) or A..B:STEP");
-  c->add_option("--tp", f->tp, "tensor parallel");
-  c->add_option("--pp", f->pp, "pipeline parallel");
-  c->add_option("--dp", f->dp, "data parallel (default: gpus / (tp·pp·cp))");
-  c->add_option("--cp", f->cp, "context parallel");
-  c->add_option("--ep", f->ep, "expert parallel");
-  c->add_option("--etp", f->etp,
-                "expert tensor parallel (MoE parallel folding; default: --tp): the routed experts split over etp·ep of "
-                "the stage's tp·cp·dp GPUs");
-  c->add_option("--sp", f->sequence_parallel, "sequence parallelism (default: on when TP > 1)");
-  c->add_option("--virtual-stages", f->virtual_stages, "interleaved pipeline chunks per stage");
-  c->add_option("--schedule", f->schedule,
-                "1f1b, interleaved or dualpipe (DeepSeek-V3's bidirectional schedule: PP even, micro-batches even and "
-                "at least 2·PP)");
-  c->add_option("--micro-batch", f->micro_batch, "sequences per micro-batch");
-  c->add_option("--global-batch", f->global_batch, "sequences per step");
-  c->add_option("--seq", f->seq, "sequence length");
-  c->add_option("--precision", f->precision, "bf16, fp16, fp8, fp4 (NVFP4), tf32, fp32");
-  c->add_option("--gradient-bytes", f->gradient_bytes, "bytes per gradient element (2 or 4)");
-  c->add_option("--optimizer", f->optimizer, "adamw, adamw-8bit, sgd");
-  c->add_option("--optimizer-impl", f->optimizer_impl,
-                "optimizer step: fused (default), foreach (PyTorch's default multi-tensor passes) or for-loop");
-  c->add_option("--optimizer-states", f->optimizer_states,
-                "storage of the optimizer's moment states: fp32 (default) or bf16 (DeepSeek-V3, NeMo optim.dtype bf16, "
-                "Megatron --exp-avg-dtype bf16)");
-  c->add_option("--fp8-params", f->fp8_params,
-                "FP8 working weights (Transformer Engine fp8_model_init, NeMo/Megatron fp8_params; needs --precision "
-                "fp8): true or false");
-  c->add_option("--zero", f->zero, "ZeRO / FSDP stage 0-3");
-  c->add_option("--shard-group", f->shard_group, "hybrid shard group size");
-  c->add_option("--recompute", f->recompute, "none, selective, full");
-  c->add_option("--recompute-modules", f->recompute_modules,
-                "modules recomputed in the backward instead of kept (Megatron --recompute-modules): layernorm, "
-                "mla_up_proj, moe_act, mlp (comma-separated)")
-      ->delimiter(',');
-  c->add_option("--ep-dispatch", f->ep_dispatch,
-                "MoE dispatch/combine: all-to-all (NCCL, default) or deepep (DeepSeek-V3/DeepEP: once per node over "
-                "InfiniBand, NVLink forwarding inside it; FP8 dispatch under --precision fp8)");
-  c->add_option("--attention-output-store", f->attention_output_store,
-                "attention output kept for the backward under FP8: separate (16-bit for the attention kernel + FP8 "
-                "for the O projection, default) or e5m6 (one shared 12-bit copy, DeepSeek-V3 §3.3.3)");
-  c->add_option("--moe-imbalance", f->moe_imbalance,
-                "MoE load imbalance: busiest expert-parallel rank's tokens over the mean (default 1: balanced)");
-  c->add_option("--mtp-layers", f->mtp_layers,
-                "multi-token-prediction modules trained with the model (DeepSeek-V3: 1; at most the model's)");
-  c->add_option("--flash", f->flash_attention, "fused attention (default true)");
-  c->add_option("--dropout", f->dropout,
-                "train with dropout or without (default: as the model's config says: attention_dropout, attn_pdrop, ...)");
-  c->add_option("--kernels", f->kernels, "fused (Megatron/TE, default) or eager (PyTorch modules)");
-  c->add_option("--mixed-precision", f->mixed_precision, "megatron (bf16 params + fp32 main, default) or amp (fp32 params, autocast)");
-  c->add_option("--offload", f->offload,
-                "none (default) or optimizer: ZeRO-Offload, master weights + optimizer states in host memory, "
-                "optimizer step on the CPU (needs --zero ≥ 1)");
-  c->add_option("--lora-rank", f->lora_rank,
-                "LoRA fine-tuning: adapter rank (0 = full fine-tuning, default); the base weights are frozen");
-  c->add_option("--lora-targets", f->lora_targets, "linear layers with adapters: qkv, attention, mlp, all (default)");
-  c->add_option("--lora-base", f->lora_base,
-                "storage of the frozen base weights: same (default), int8, fp8, nf4 (QLoRA)");
-  c->add_option("--cross-entropy", f->cross_entropy,
-                "LM-loss kernels with fused kernels: te (one fused pass, default), native (Megatron-Core's jit-fused "
-                "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits)");
-  c->add_option("--attention-kernel", f->attention_kernel, "fa2 or fa3 (default fa3: FA3/cuDNN on Hopper+, FA2 on Ampere)");
-  c->add_option("--overlap-grad-reduce", f->overlap_grad_reduce, "overlap DP reduction with backward (default true)");
-  c->add_option("--overlap-param-gather", f->overlap_param_gather, "overlap parameter gathers (default true)");
-  c->add_option("--overlap-tp", f->overlap_tp_comm, "overlap TP communication with GEMMs (default false)");
-  c->add_option("--overlap-p2p", f->overlap_p2p_comm,
-                "interleaved schedule: overlap pipeline sends with the neighbouring chunks' compute (default true, as "
-                "Megatron-LM)");
-  c->add_option("--pp-scatter-gather", f->pp_scatter_gather,
-                "split pipeline sends over TP without sequence parallelism, all-gathered by the receiver (Megatron-LM "
-                "before Megatron-Core; default false)");
-  c->add_option("--ep-a2a-overlap", f->ep_a2a_overlap,
-                "MoE: the expert-parallel all-to-all of one micro-batch beside another's compute in the steady 1F1B "
-                "phase (Megatron-Core --overlap-moe-expert-parallel-comm with --delay-wgrad-compute; default false)");
-  c->add_option("--embedding-in-pipeline-split", f->embedding_in_split,
-                "count the embedding as a layer of the first pipeline chunk (Megatron "
-                "--account-for-embedding-in-pipeline-split): true or false");
-  c->add_option("--loss-in-pipeline-split", f->loss_in_split,
-                "count the loss as a layer of the last pipeline chunk (Megatron --account-for-loss-in-pipeline-split): "
-                "true or false");
-  c->add_option("--first-stage-layers", f->first_stage_layers,
-                "decoder layers of the first pipeline stage (Megatron --decoder-first-pipeline-num-layers)");
-  c->add_option("--last-stage-layers", f->last_stage_layers,
-                "decoder layers of the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)");
-  c->add_option("--pipeline-layout", f->pipeline_layout,
-                "layers of every pipeline chunk in Megatron's layout syntax, e.g. 'Et*3|(tt|)*29,t|L' (Megatron "
-                "--pipeline-model-parallel-layout)");
+  // One option per key of the training field table; --gpus also takes a range with --search.
+  f->keys.add(*c, wl_io::training_fields(),
+              {{"gpus", [&](const wl_io::ScenarioField& k) {
+                  c->add_option(k.flag(), f->gpus,
+                                k.help + "; with --search also a range: A..B (A, 2A, 4A, ... up to B) or A..B:STEP");
+                }}});
   c->add_option("--stack", f->stack,
                 "optimisation stack: apply these in order from a PyTorch fp32 eager baseline and show each step's time, "
                 "memory, cost and speed-up (amp, fp8, flash, fused-adam, compile, workers=N, overlap, recompute[=full], "
                 "cuda-graphs)");
   c->add_option("--loader-sample-ms", f->loader_sample_ms,
                 "with --stack: CPU milliseconds to produce one sample (read, tokenise, collate) for the input pipeline");
-  c->add_option("--tokens", f->tokens, "token budget for time to train and cost");
-  c->add_option("--price", f->price, "$/GPU-hour (default: the GPU's indicative price)");
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation tree");
   c->add_flag("--no-calibration", f->no_calibration,

@@ -9,6 +9,7 @@
 
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/roofline.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "gpuplan/app/studies.hpp"
 #include "gpuplan/app/resolve.hpp"  // one place for "scenario -> model, plan, hardware", the CLI's too
@@ -46,17 +47,7 @@ RooflineCurve roofline_of(const hw::GpuSpec& gpu, hw::Precision prec) {
 
 }  // namespace
 
-std::string scenario_key_label(const std::string& key) {
-  static const std::map<std::string, std::string> labels = {
-      {"model", "Model"}, {"gpu", "GPU"}, {"node", "Node"}, {"cluster", "Cluster"}, {"gpus", "GPUs"},
-      {"tp", "TP"}, {"pp", "PP"}, {"dp", "DP"}, {"cp", "CP"}, {"ep", "EP"}, {"micro_batch", "Micro-batch"},
-      {"global_batch", "Global batch"}, {"seq", "Sequence"}, {"precision", "Precision"}, {"optimizer", "Optimizer"},
-      {"zero", "ZeRO"}, {"recompute", "Recompute"}, {"flash_attention", "Flash attention"},
-      {"sequence_parallel", "Sequence parallel"}, {"tokens", "Tokens"}, {"virtual_stages", "Virtual stages"},
-      {"schedule", "Schedule"}, {"price_usd_per_hour", "$/GPU-h"}};
-  const auto it = labels.find(key);
-  return it != labels.end() ? it->second : key;
-}
+std::string scenario_key_label(const std::string& key) { return wl_io::training_key_label(key); }
 
 TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req) {
   TrainingResult out;

@@ -73,7 +73,8 @@ struct TrainingResult {
 /// (app::resolve_training, load_calibration).
 TrainingResult evaluate_training(const AppData& data, const TrainingRequest& req);
 
-/// The label the panel shows for each scenario key, used as the "where" of diagnostics ("TP: error: ...").
+/// The label the panel shows for each scenario key (the training field table's, wl_io::training_key_label), used as
+/// the "where" of diagnostics ("TP: error: ...").
 std::string scenario_key_label(const std::string& key);
 
 }  // namespace gpuplan::gui

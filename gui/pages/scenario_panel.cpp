@@ -12,168 +12,157 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "model_list.hpp"
 
 namespace gpuplan::gui {
 namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
-QSpinBox* spin(int lo, int hi, int value, const QString& tip) {
-  auto* s = new QSpinBox;
-  s->setRange(lo, hi);
+/// A key's row of the training field table (wl_io::training_fields): labels, tooltips and ranges come from it.
+const wl_io::ScenarioField& field(const char* key) {
+  const auto* f = wl_io::find_field(wl_io::training_fields(), key);
+  if (f == nullptr) qFatal("the training field table has no key '%s'", key);  // a typo here, caught by any start
+  return *f;
+}
+QString label(const char* key) { return q(field(key).label); }
+/// Names the widget by its scenario key (tests find it so) and gives it the table's tooltip.
+template <class W>
+W* keyed(W* w, const char* key) {
+  w->setObjectName(QString::fromLatin1(key));
+  w->setToolTip(q(field(key).tooltip()));
+  return w;
+}
+
+/// A spin box over the key's range in the table.
+QSpinBox* spin(const char* key, int value) {
+  const auto& f = field(key);
+  auto* s = keyed(new QSpinBox, key);
+  s->setRange(static_cast<int>(f.spec.min), static_cast<int>(f.spec.max));
   s->setValue(value);
-  s->setToolTip(tip);
   s->setKeyboardTracking(false);  // typing "1024" is one request, not four
   s->setAccelerated(true);
   return s;
 }
-QComboBox* combo(const QStringList& items, const QString& tip) {
-  auto* c = new QComboBox;
+QComboBox* combo(const QStringList& items, const char* key) {
+  auto* c = keyed(new QComboBox, key);
   for (const auto& i : items) c->addItem(i, i);
-  c->setToolTip(tip);
   return c;
 }
-/// The scenario keys the panel owns; everything else in a loaded file is carried through unchanged.
-const char* const kOwnedKeys[] = {"model", "gpu", "node", "cluster", "gpus", "tp", "pp", "dp", "cp", "ep",
-                                  "micro_batch", "global_batch", "seq", "precision", "optimizer", "zero",
-                                  "recompute", "flash_attention", "sequence_parallel", "tokens", "schedule",
-                                  "virtual_stages", "overlap_grad_reduce", "overlap_param_gather", "overlap_tp_comm",
-                                  "offload", "lora_rank", "lora_targets", "lora_base", "optimizer_states",
-                                  "fp8_params"};
+QCheckBox* check(const char* key) { return keyed(new QCheckBox(label(key)), key); }
 }  // namespace
 
 ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* parent)
     : QWidget(parent), data_(std::move(app_data)) {
-  model_ = new QComboBox;
-  model_->setToolTip(tr("Model from the library (data/models) or an imported Hugging Face config.json"));
+  model_ = keyed(new QComboBox, "model");
   fill_model_combo(model_, data_->library);  // released models, then the benchmark shapes under a heading
-  gpu_ = new QComboBox;
-  gpu_->setToolTip(tr("GPU (the node that holds it is picked unless a node is chosen)"));
+  gpu_ = keyed(new QComboBox, "gpu");
   for (const auto& g : data_->db.gpus) gpu_->addItem(q(g.info.name.empty() ? g.info.id : g.info.name), q(g.info.id));
-  node_ = new QComboBox;
+  node_ = keyed(new QComboBox, "node");
   node_->addItem(tr("(auto)"), QString());
   for (const auto& n : data_->db.nodes) node_->addItem(q(n.info.id), q(n.info.id));
-  node_->setToolTip(tr("Node: its scale-up domain and NICs set the TP/EP fabric and the scale-out links"));
-  cluster_ = new QComboBox;
+  cluster_ = keyed(new QComboBox, "cluster");
   cluster_->addItem(tr("(none)"), QString());
   for (const auto& c : data_->db.clusters) cluster_->addItem(q(c.info.id), q(c.info.id));
-  cluster_->setToolTip(tr("Cluster: sets the node and the fabric (oversubscription, topology)"));
 
-  gpus_ = spin(1, 10'000'000, 1024, tr("Total GPUs; DP = GPUs / (TP·PP·CP)"));
-  tp_ = spin(1, 1024, 8, tr("Tensor parallel size"));
-  pp_ = spin(1, 4096, 4, tr("Pipeline parallel size"));
-  cp_ = spin(1, 4096, 1, tr("Context parallel size"));
-  ep_ = spin(1, 4096, 1, tr("Expert parallel size (MoE)"));
-  micro_ = spin(1, 1'000'000, 1, tr("Sequences per micro-batch"));
-  global_ = spin(1, 1'000'000'000, 1024, tr("Sequences per optimizer step"));
-  seq_ = spin(1, 100'000'000, 8192, tr("Sequence length (tokens)"));
+  gpus_ = spin("gpus", 1024);
+  tp_ = spin("tp", 8);
+  pp_ = spin("pp", 4);
+  cp_ = spin("cp", 1);
+  ep_ = spin("ep", 1);
+  micro_ = spin("micro_batch", 1);
+  global_ = spin("global_batch", 1024);
+  seq_ = spin("seq", 8192);
   seq_->setSingleStep(1024);
-  tokens_ = new QDoubleSpinBox;
+  tokens_ = keyed(new QDoubleSpinBox, "tokens");
   tokens_->setRange(0, 1e6);
   tokens_->setDecimals(3);
   tokens_->setSuffix(tr(" T"));
   tokens_->setValue(15);
   tokens_->setKeyboardTracking(false);
-  tokens_->setToolTip(tr("Token budget in trillions for time to train and cost (0 = none)"));
-  precision_ = combo({"bf16", "fp16", "fp8", "tf32", "fp32"}, tr("GEMM precision"));
-  optimizer_ = combo({"adamw", "adamw-8bit", "sgd"}, tr("Optimizer"));
-  opt_states_ = new QComboBox;
+  tokens_->setToolTip(tokens_->toolTip() + tr("\nhere in trillions (0 = none)"));
+  precision_ = combo({"bf16", "fp16", "fp8", "tf32", "fp32"}, "precision");
+  optimizer_ = combo({"adamw", "adamw-8bit", "sgd"}, "optimizer");
+  opt_states_ = keyed(new QComboBox, "optimizer_states");
   opt_states_->addItem(tr("fp32"), "fp32");
   opt_states_->addItem(tr("bf16 (DeepSeek-V3, NeMo optim.dtype)"), "bf16");
-  opt_states_->setToolTip(tr("Storage of the optimizer's moment states (\"optimizer_states\"): AdamW m and v, SGD "
-                             "momentum; the fp32 master weights stay. 8-bit AdamW keeps its own 8-bit states"));
-  fp8_params_ = new QCheckBox(tr("FP8 parameters"));
-  fp8_params_->setToolTip(tr("FP8 working weights (\"fp8_params\", Transformer Engine fp8_model_init): 1 B per "
-                             "weight, no bf16 copy; with FP8 GEMMs only"));
-  zero_ = new QComboBox;
+  fp8_params_ = check("fp8_params");
+  zero_ = keyed(new QComboBox, "zero");
   zero_->addItem(tr("0 — none"), 0);
   zero_->addItem(tr("1 — optimizer states"), 1);
   zero_->addItem(tr("2 — + gradients"), 2);
   zero_->addItem(tr("3 — + parameters (FSDP)"), 3);
-  zero_->setToolTip(tr("ZeRO / FSDP stage: what is sharded across the data-parallel group"));
-  recompute_ = combo({"none", "selective", "full"}, tr("Activation recomputation"));
-  flash_ = new QCheckBox(tr("Flash attention"));
+  recompute_ = combo({"none", "selective", "full"}, "recompute");
+  flash_ = check("flash_attention");
   flash_->setChecked(true);
-  sp_ = new QCheckBox(tr("Sequence parallel"));
+  sp_ = check("sequence_parallel");
   sp_->setChecked(true);
-  sp_->setToolTip(tr("Megatron sequence parallelism (norms and dropout split across the TP group)"));
   calib_ = new QCheckBox(tr("Use calibration profiles"));
   calib_->setChecked(true);
   calib_->setToolTip(tr("data/calibration/<gpu>/profile.json where one exists (as the CLI without --no-calibration)"));
-  schedule_ = new QComboBox;
+  schedule_ = keyed(new QComboBox, "schedule");
   schedule_->addItem(tr("1F1B"), "1f1b");
   schedule_->addItem(tr("interleaved 1F1B"), "interleaved");
-  schedule_->setToolTip(tr("Pipeline schedule (scenario key \"schedule\"): interleaving v model chunks per stage "
-                           "shrinks the bubble by v and multiplies the stage-to-stage traffic by v"));
-  vstages_ = spin(1, 1024, 1, tr("Virtual stages v: model chunks per pipeline stage (interleaved schedule; "
-                                 "\"virtual_stages\")"));
-  offload_ = new QComboBox;
+  vstages_ = spin("virtual_stages", 1);
+  offload_ = keyed(new QComboBox, "offload");
   offload_->addItem(tr("none"), "none");
   offload_->addItem(tr("optimizer → CPU (ZeRO-Offload)"), "optimizer");
-  offload_->setToolTip(tr("CPU offload (\"offload\"): fp32 master weights and optimizer states in host memory, the "
-                          "optimizer step on the CPU; needs ZeRO ≥ 1"));
-  lora_rank_ = spin(0, 65536, 0, tr("LoRA adapter rank (\"lora_rank\"); 0 = full training. With adapters the base "
-                                    "model is frozen: no weight gradients, gradients, master weights or optimizer "
-                                    "states for it"));
-  lora_targets_ = new QComboBox;
+  lora_rank_ = spin("lora_rank", 0);
+  lora_targets_ = keyed(new QComboBox, "lora_targets");
   lora_targets_->addItem(tr("all linear layers"), "all");
   lora_targets_->addItem(tr("QKV projection"), "qkv");
   lora_targets_->addItem(tr("attention (QKV + output)"), "attention");
   lora_targets_->addItem(tr("MLP"), "mlp");
-  lora_targets_->setToolTip(tr("Linear layers with LoRA adapters (\"lora_targets\")"));
-  lora_base_ = new QComboBox;
+  lora_base_ = keyed(new QComboBox, "lora_base");
   lora_base_->addItem(tr("as the precision"), "same");
   lora_base_->addItem(tr("NF4 (QLoRA, 4.127 bits)"), "nf4");
   lora_base_->addItem(tr("int8"), "int8");
   lora_base_->addItem(tr("fp8"), "fp8");
-  lora_base_->setToolTip(tr("Storage of the frozen base weights (\"lora_base\"), dequantised before each GEMM"));
-  ov_grad_ = new QCheckBox(tr("Overlap DP gradient reduction"));
+  ov_grad_ = check("overlap_grad_reduce");
   ov_grad_->setChecked(true);
-  ov_grad_->setToolTip(tr("\"overlap_grad_reduce\": DP/FSDP gradient reduce-scatter/all-reduce behind the backward pass"));
-  ov_param_ = new QCheckBox(tr("Overlap parameter all-gather"));
+  ov_param_ = check("overlap_param_gather");
   ov_param_->setChecked(true);
-  ov_param_->setToolTip(tr("\"overlap_param_gather\": ZeRO-3/FSDP parameter all-gather prefetched behind compute"));
-  ov_tp_ = new QCheckBox(tr("Overlap TP communication"));
+  ov_tp_ = check("overlap_tp_comm");
   ov_tp_->setChecked(false);
-  ov_tp_->setToolTip(tr("\"overlap_tp_comm\": TP collectives overlapped with the GEMMs (userbuffers / async TP)"));
   dp_ = new QLabel;
+  dp_->setObjectName("dp");
   dp_->setToolTip(tr("Data-parallel size as resolved from GPUs / (TP·PP·CP)"));
 
   auto* hw = new QGroupBox(tr("Model and hardware"));
   auto* hf = new QFormLayout(hw);
-  hf->addRow(tr("Model"), model_);
-  hf->addRow(tr("GPU"), gpu_);
-  hf->addRow(tr("Node"), node_);
-  hf->addRow(tr("Cluster"), cluster_);
-  hf->addRow(tr("GPUs"), gpus_);
+  hf->addRow(label("model"), model_);
+  hf->addRow(label("gpu"), gpu_);
+  hf->addRow(label("node"), node_);
+  hf->addRow(label("cluster"), cluster_);
+  hf->addRow(label("gpus"), gpus_);
 
   auto* par = new QGroupBox(tr("Parallelism"));
   auto* pf = new QFormLayout(par);
-  pf->addRow(tr("TP"), tp_);
-  pf->addRow(tr("PP"), pp_);
-  pf->addRow(tr("CP"), cp_);
-  pf->addRow(tr("EP"), ep_);
-  pf->addRow(tr("DP"), dp_);
-  pf->addRow(tr("Schedule"), schedule_);
-  pf->addRow(tr("Virtual stages"), vstages_);
+  pf->addRow(label("tp"), tp_);
+  pf->addRow(label("pp"), pp_);
+  pf->addRow(label("cp"), cp_);
+  pf->addRow(label("ep"), ep_);
+  pf->addRow(label("dp"), dp_);
+  pf->addRow(label("schedule"), schedule_);
+  pf->addRow(label("virtual_stages"), vstages_);
   pf->addRow(sp_);
 
   auto* run = new QGroupBox(tr("Batch and training"));
   auto* rf = new QFormLayout(run);
-  rf->addRow(tr("Micro-batch"), micro_);
-  rf->addRow(tr("Global batch"), global_);
-  rf->addRow(tr("Sequence"), seq_);
-  rf->addRow(tr("Tokens"), tokens_);
-  rf->addRow(tr("Precision"), precision_);
-  rf->addRow(tr("Optimizer"), optimizer_);
-  rf->addRow(tr("Optimizer states"), opt_states_);
+  rf->addRow(label("micro_batch"), micro_);
+  rf->addRow(label("global_batch"), global_);
+  rf->addRow(label("seq"), seq_);
+  rf->addRow(label("tokens"), tokens_);
+  rf->addRow(label("precision"), precision_);
+  rf->addRow(label("optimizer"), optimizer_);
+  rf->addRow(label("optimizer_states"), opt_states_);
   rf->addRow(fp8_params_);
-  rf->addRow(tr("ZeRO"), zero_);
-  rf->addRow(tr("Recompute"), recompute_);
-  rf->addRow(tr("CPU offload"), offload_);
-  rf->addRow(tr("LoRA rank"), lora_rank_);
-  rf->addRow(tr("LoRA targets"), lora_targets_);
-  rf->addRow(tr("LoRA base"), lora_base_);
+  rf->addRow(label("zero"), zero_);
+  rf->addRow(label("recompute"), recompute_);
+  rf->addRow(label("offload"), offload_);
+  rf->addRow(label("lora_rank"), lora_rank_);
+  rf->addRow(label("lora_targets"), lora_targets_);
+  rf->addRow(label("lora_base"), lora_base_);
   rf->addRow(flash_);
   rf->addRow(ov_grad_);
   rf->addRow(ov_param_);
@@ -330,10 +319,11 @@ void ScenarioPanel::setScenario(const wl_io::TrainingScenario& s, const json_io:
   loading_ = true;
   // What the panel does not show is carried through; what it shows comes from the decoded scenario (absent keys
   // take the decoder's defaults, exactly as the CLI would run the file).
+  // The panel owns the keys its widgets are named after (keyed() above; "dp" is shown as resolved).
   extra_ = json_io::Json::object();
   if (raw.is_object())
     for (const auto& [k, v] : raw.items())
-      if (std::find(std::begin(kOwnedKeys), std::end(kOwnedKeys), k) == std::end(kOwnedKeys)) extra_[k] = v;
+      if (findChild<QWidget*>(QString::fromStdString(k)) == nullptr) extra_[k] = v;
   const auto enc = wl_io::encode_training_scenario(s);
   if (model_->findData(q(s.model)) < 0) {
     const auto* m = data_->library.find(s.model);

@@ -1,0 +1,54 @@
+// Scenario flags generated from a field table (scenario_flags.hpp).
+#include "scenario_flags.hpp"
+
+namespace gpuplan::cli {
+
+void ScenarioFlags::add(CLI::App& cmd, const wl_io::ScenarioFieldTable& table,
+                        const std::map<std::string, std::function<void(const wl_io::ScenarioField&)>>& own) {
+  using json_io::FieldType;
+  for (const auto& f : table) {
+    if (const auto it = own.find(f.key()); it != own.end()) {
+      it->second(f);
+      continue;
+    }
+    if (f.flags.empty()) continue;
+    std::string names;
+    for (const auto& n : f.flags) names += (names.empty() ? "" : ",") + n;
+    Value& v = values_[f.key()];
+    v.field = &f;
+    const std::string help = f.help_with_default();
+    switch (f.spec.type) {
+      case FieldType::integer: cmd.add_option(names, v.integer, help); break;
+      case FieldType::number: cmd.add_option(names, v.number, help); break;
+      case FieldType::boolean: cmd.add_option(names, v.boolean, help); break;
+      case FieldType::string_list: cmd.add_option(names, v.list, help)->delimiter(','); break;
+      default: cmd.add_option(names, v.text, help); break;
+    }
+  }
+}
+
+bool ScenarioFlags::given(const std::string& key) const {
+  const auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  const Value& v = it->second;
+  return v.integer || v.number || v.boolean || v.text || !v.list.empty();
+}
+
+std::optional<std::string> ScenarioFlags::text(const std::string& key) const {
+  const auto it = values_.find(key);
+  return it == values_.end() ? std::nullopt : it->second.text;
+}
+
+void ScenarioFlags::overlay(nlohmann::json& j, std::map<std::string, std::string>& origin) const {
+  for (const auto& [key, v] : values_) {
+    if (!given(key)) continue;
+    if (v.integer) j[key] = *v.integer;
+    else if (v.number) j[key] = *v.number;
+    else if (v.boolean) j[key] = *v.boolean;
+    else if (v.text) j[key] = *v.text;
+    else j[key] = v.list;
+    origin[key] = v.field->flag();
+  }
+}
+
+}  // namespace gpuplan::cli

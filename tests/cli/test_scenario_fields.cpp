@@ -1,0 +1,181 @@
+// The training field table (workloads/io wl_io/scenario_fields.hpp, issue #20 d2) against what is generated from it
+// and what must agree with it: every key has a flag, a label and a help; `gpuplan train` has exactly the table's flags
+// (of the key's type) beside its own non-scenario options; each stated default is what the reader fills in; and
+// docs/scenario.md lists exactly the table's keys and docs/cli.md has a row for each flag.
+#include <doctest/doctest.h>
+
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "cli_runner.hpp"
+#include "commands.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
+#include "test_paths.hpp"
+
+using namespace gpuplan;
+using wl_io::training_fields;
+
+namespace {
+/// Keys that no gpuplan flag sets, each for a reason: free text of a file, or a Megatron-LM flag of the same name
+/// (read by --megatron-args and typed Megatron flags) that a gpuplan option would shadow.
+const std::set<std::string> kNoFlag = {"description", "sources", "fp8_recipe", "recompute_method",
+                                       "recompute_num_layers"};
+/// `train`'s options that are not scenario keys: what to run, how to print, the search and sweep, the timelines, the
+/// optimisation stack and its input pipeline, Megatron-LM arguments, test hooks.
+const std::set<std::string> kNotScenario = {
+    "--help",      "--scenario", "--format",          "--explain",       "--no-calibration", "--search",
+    "--top",       "--rank-by",  "--search-csv",      "--deadline-days", "--threads",        "--sweep",
+    "--timeline",  "--memory-timeline", "--stack",    "--loader-sample-ms", "--megatron-args", "--data-dir",
+    "--cancel-after", "--loader-workers"};
+
+CLI::App* train_command(CLI::App& app, cli::GlobalOptions& g, int& rc) {
+  cli::register_train(app, g, rc);
+  return app.get_subcommand("train");
+}
+}  // namespace
+
+TEST_CASE("every training key has a GUI label and a help, and a flag unless it is listed with its reason") {
+  std::set<std::string> flags, keys;
+  for (const auto& f : training_fields()) {
+    CAPTURE(f.key());
+    CHECK(keys.insert(f.key()).second);
+    CHECK(!f.label.empty());
+    CHECK(!f.help.empty());
+    CHECK(!f.spec.doc.empty());
+    CHECK(f.flags.empty() == (kNoFlag.count(f.key()) == 1));
+    if (!f.flags.empty()) CHECK(f.flag().rfind("--", 0) == 0);
+    for (const auto& x : f.flags) CHECK(flags.insert(x).second);  // one key per flag
+  }
+  // The reader's table is the same rows in the same order.
+  const auto& specs = wl_io::training_scenario_fields();
+  REQUIRE(specs.size() == training_fields().size());
+  for (std::size_t i = 0; i < specs.size(); ++i) CHECK(specs[i].key == training_fields()[i].key());
+}
+
+TEST_CASE("gpuplan train has one option per flagged key, of the key's type, and no other scenario-like option") {
+  CLI::App app;
+  cli::GlobalOptions g;
+  int rc = 0;
+  CLI::App* train = train_command(app, g, rc);
+  REQUIRE(train != nullptr);
+  std::map<std::string, const CLI::Option*> options;
+  for (const CLI::Option* o : train->get_options())
+    for (const auto& n : o->get_lnames()) options["--" + n] = o;
+  for (const auto& f : training_fields()) {
+    if (f.flags.empty()) continue;
+    CAPTURE(f.key());
+    const auto it = options.find(f.flag());
+    REQUIRE(it != options.end());
+    const std::string type = it->second->get_type_name();
+    using json_io::FieldType;
+    const std::string want = f.key() == "gpus" ? "TEXT"  // a count, or a range with --search
+                             : f.spec.type == FieldType::integer ? "INT"
+                             : f.spec.type == FieldType::number  ? "FLOAT"
+                             : f.spec.type == FieldType::boolean ? "BOOLEAN"
+                                                                 : "TEXT";
+    CHECK(type == want);
+    if (f.key() != "gpus") CHECK(it->second->get_description() == f.help_with_default());
+    for (const auto& alias : f.flags)
+      if (alias.rfind("--", 0) != 0) CHECK(it->second->check_sname(alias.substr(1)));
+  }
+  std::set<std::string> table_flags;
+  for (const auto& f : training_fields())
+    for (const auto& x : f.flags) table_flags.insert(x);
+  for (const auto& [name, o] : options) {
+    if (table_flags.count(name) || kNotScenario.count(name)) continue;
+    CAPTURE(name);
+    // The vision models' options (cmd_vision.cpp) are their own kind's, not the transformer scenario's.
+    CHECK(o->get_description().rfind("vision models:", 0) == 0);
+  }
+}
+
+TEST_CASE("each literal default the table states is what the reader fills in for an absent key") {
+  // Defaults that depend on other keys are stated in words and checked where they are computed (resolve).
+  const std::set<std::string> computed = {"dp", "global_batch", "sequence_parallel"};
+  const auto decoded = wl_io::decode_training_scenario(json_io::Json::object(), "(test)");
+  REQUIRE(decoded.ok());
+  const json_io::Json enc = wl_io::encode_training_scenario(decoded.value());
+  int checked = 0;
+  for (const auto& f : training_fields()) {
+    if (!enc.contains(f.key()) || computed.count(f.key())) continue;
+    CAPTURE(f.key());
+    const json_io::Json& v = enc[f.key()];
+    // "2; 4 with fp32, tf32 or amp": what comes before a ';' is the plain default.
+    const std::string stated = f.default_text.substr(0, f.default_text.find(';'));
+    if (v.is_number()) CHECK(std::stod(stated) == v.get<double>());
+    else CHECK(stated == (v.is_string() ? v.get<std::string>() : v.dump()));
+    ++checked;
+  }
+  CHECK(checked >= 20);  // tp, pp, cp, ep, seq, precision, optimizer, zero, recompute, flash_attention, ...
+}
+
+TEST_CASE("docs/scenario.md's training table lists exactly the keys of the field table") {
+  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/scenario.md");
+  REQUIRE(in.good());
+  std::set<std::string> documented;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# Serving", 0) == 0) break;  // the training section ends there
+    if (line.rfind("| `", 0) != 0) continue;
+    const std::string first = line.substr(2, line.find(" |", 2) - 2);  // "`tp`, `pp`, `dp`"
+    for (std::size_t a = first.find('`'); a != std::string::npos; a = first.find('`', first.find('`', a + 1) + 1))
+      documented.insert(first.substr(a + 1, first.find('`', a + 1) - a - 1));
+  }
+  std::set<std::string> keys;
+  for (const auto& f : training_fields()) keys.insert(f.key());
+  for (const auto& k : keys) {
+    CAPTURE(k);
+    CHECK(documented.count(k) == 1);
+  }
+  for (const auto& k : documented) {
+    CAPTURE(k);
+    CHECK(keys.count(k) == 1);
+  }
+}
+
+TEST_CASE("docs/cli.md's table of train flags has a row for every flag of the field table") {
+  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/cli.md");
+  REQUIRE(in.good());
+  std::string section, line;
+  bool in_train = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("## `gpuplan train`", 0) == 0) in_train = true;
+    else if (in_train && line.rfind("### ", 0) == 0) break;  // the flag table ends before the first subsection
+    if (in_train && line.rfind("| `-", 0) == 0) section += line.substr(0, line.find(" | ")) + "\n";
+  }
+  for (const auto& f : training_fields()) {
+    if (f.flags.empty()) continue;
+    CAPTURE(f.flag());
+    // The flag as a whole word ("`-m, --model`", "`--tp`, `--pp`", "`--seq N`").
+    bool found = false;
+    for (auto at = section.find(f.flag()); at != std::string::npos && !found; at = section.find(f.flag(), at + 1)) {
+      const char next = at + f.flag().size() < section.size() ? section[at + f.flag().size()] : ' ';
+      found = !(std::isalnum(static_cast<unsigned char>(next)) || next == '-');
+    }
+    CHECK(found);
+  }
+}
+
+TEST_CASE("a value below its key's range is refused against the generated flag, with the value as typed (exit 2)") {
+  int checked = 0;
+  for (const auto& f : training_fields()) {
+    using json_io::FieldType;
+    if (f.flags.empty() || f.key() == "gpus" || f.spec.type != FieldType::integer || f.spec.min < 1) continue;
+    CAPTURE(f.key());
+    const std::string below = std::to_string(static_cast<long long>(f.spec.min) - 1);
+    const auto r = cli_test::run({"train", f.flag(), below});
+    CHECK(r.rc == cli_test::kInvalid);
+    CHECK(r.err.find(f.flag() + ": error: value " + below + " is out of range: expected >= ") != std::string::npos);
+    ++checked;
+  }
+  // tp, pp, dp, cp, ep, etp, virtual_stages, micro_batch, global_batch, seq, shard_group, vocab_divisible_by,
+  // first_stage_layers, last_stage_layers.
+  CHECK(checked == 14);
+}

@@ -1,0 +1,48 @@
+#pragma once
+// Scenario field tables (issue #20): one row per scenario key, carrying what the reader checks (the key's JSON type,
+// range, choices and reference text: a json_io::FieldSpec) and what the front ends show of it (the CLI flags, the GUI
+// label, a one-line help and the default when the key is absent). The scenario reader, `gpuplan train`'s options and
+// its overlay over a scenario file, the GUI's labels and tooltips and the field reference are all generated from it,
+// so a key is declared once. The data-file tables (GPU, node, model, ...) have no flags or labels and stay
+// json_io::FieldTables.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpuplan/json_io/reader.hpp"
+
+namespace gpuplan::wl_io {
+
+struct ScenarioField {
+  json_io::FieldSpec spec;         ///< key, JSON type, range, choices, reference text (`doc`)
+  std::vector<std::string> flags;  ///< gpuplan's CLI flags that set the key, the primary first ("--model", "-m")
+  std::string label;               ///< GUI label ("Micro-batch")
+  std::string help;                ///< one line: the flag's --help and the GUI tooltip
+  std::string default_text;        ///< what an absent key means ("1", "true", "micro_batch × dp"); empty: not set
+
+  [[nodiscard]] const std::string& key() const { return spec.key; }
+  /// The primary flag ("--micro-batch"), or empty when no flag sets the key.
+  [[nodiscard]] std::string flag() const { return flags.empty() ? std::string() : flags.front(); }
+  /// The help with the default: "tensor parallel (default: 1)".
+  [[nodiscard]] std::string help_with_default() const;
+  /// A GUI tooltip: the help with the default, then the scenario key and the flag.
+  [[nodiscard]] std::string tooltip() const;
+};
+using ScenarioFieldTable = std::vector<ScenarioField>;
+
+/// The training scenario's keys (`gpuplan train` and its --scenario files, a plan's training[].scenario).
+const ScenarioFieldTable& training_fields();
+
+/// The field of `key` in `table`, or nullptr.
+const ScenarioField* find_field(const ScenarioFieldTable& table, std::string_view key);
+
+/// The GUI label of a training key; the key itself for one the table does not have (a loaded file's unknown key).
+std::string training_key_label(std::string_view key);
+
+/// The reader's table (ObjectReader's FieldTable): the rows' specs in table order.
+json_io::FieldTable field_specs(const ScenarioFieldTable& table);
+
+/// The Markdown field reference of a scenario table: key, type, range, flags, GUI label, default, meaning.
+std::string scenario_field_reference_markdown(const std::string& title, const ScenarioFieldTable& table);
+
+}  // namespace gpuplan::wl_io

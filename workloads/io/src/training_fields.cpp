@@ -1,0 +1,464 @@
+// The training scenario's field table (scenario_fields.hpp): every key of `gpuplan train` and its scenario files, once.
+// The reader (scenario_io.cpp decode_training_scenario) checks the `spec` part; cli/cmd_train.cpp generates its flags
+// and the overlay from `flags`; the GUI takes `label` and the tooltip; `gpuplan schema` prints the whole row.
+#include "gpuplan/wl_io/scenario_fields.hpp"
+
+#include <fmt/format.h>
+
+#include "gpuplan/wl_io/scenario_io.hpp"
+
+namespace gpuplan::wl_io {
+
+using json_io::FieldType;
+
+namespace {
+constexpr double kMaxGpus = 1e7;  // far beyond any cluster; catches typos and overflow
+
+/// One row, built by name: row("tp", integer, "TP").flags({"--tp"}).help(...).otherwise("1").range(1, 1024).doc(...).
+class Row {
+ public:
+  Row(std::string key, FieldType type, std::string label) {
+    f_.spec.key = std::move(key);
+    f_.spec.type = type;
+    f_.spec.presence = json_io::Presence::optional;
+    f_.label = std::move(label);
+  }
+  Row&& flags(std::vector<std::string> names) && {
+    f_.flags = std::move(names);
+    return std::move(*this);
+  }
+  Row&& help(std::string text) && {
+    f_.help = std::move(text);
+    return std::move(*this);
+  }
+  Row&& otherwise(std::string default_text) && {
+    f_.default_text = std::move(default_text);
+    return std::move(*this);
+  }
+  Row&& range(double lo, double hi) && {
+    f_.spec.min = lo;
+    f_.spec.max = hi;
+    return std::move(*this);
+  }
+  Row&& choices(std::vector<std::string> values) && {
+    f_.spec.choices = std::move(values);
+    return std::move(*this);
+  }
+  Row&& doc(std::string text) && {
+    f_.spec.doc = std::move(text);
+    return std::move(*this);
+  }
+  operator ScenarioField() && { return std::move(f_); }  // NOLINT(google-explicit-constructor): the table's rows
+
+ private:
+  ScenarioField f_;
+};
+Row row(std::string key, FieldType type, std::string label) { return Row(std::move(key), type, std::move(label)); }
+}  // namespace
+
+const ScenarioFieldTable& training_fields() {
+  static const ScenarioFieldTable t{
+      row("model", FieldType::string, "Model")
+          .flags({"--model", "-m"})
+          .help("model: library id or path to a config.json")
+          .doc("library id or path to a model JSON / config.json"),
+      row("gpu", FieldType::string, "GPU")
+          .flags({"--gpu"})
+          .help("GPU id or alias")
+          .doc("GPU id or alias"),
+      row("node", FieldType::string, "Node")
+          .flags({"--node"})
+          .help("node id (dgx-h100, ...)")
+          .doc("node id (sets the GPU and the links)"),
+      row("cluster", FieldType::string, "Cluster")
+          .flags({"--cluster"})
+          .help("cluster id")
+          .doc("cluster id (sets node and fabric)"),
+      row("gpus", FieldType::integer, "GPUs")
+          .flags({"--gpus"})
+          .help("total GPUs")
+          .range(1, kMaxGpus)
+          .doc("total GPUs"),
+      row("tp", FieldType::integer, "TP")
+          .flags({"--tp"})
+          .help("tensor parallel")
+          .otherwise("1")
+          .range(1, 1024)
+          .doc("tensor parallel size"),
+      row("pp", FieldType::integer, "PP")
+          .flags({"--pp"})
+          .help("pipeline parallel")
+          .otherwise("1")
+          .range(1, 4096)
+          .doc("pipeline parallel size"),
+      row("dp", FieldType::integer, "DP")
+          .flags({"--dp"})
+          .help("data parallel")
+          .otherwise("gpus / (tp·pp·cp)")
+          .range(1, kMaxGpus)
+          .doc("data parallel size"),
+      row("cp", FieldType::integer, "CP")
+          .flags({"--cp"})
+          .help("context parallel")
+          .otherwise("1")
+          .range(1, 4096)
+          .doc("context parallel size"),
+      row("ep", FieldType::integer, "EP")
+          .flags({"--ep"})
+          .help("expert parallel")
+          .otherwise("1")
+          .range(1, 4096)
+          .doc("expert parallel size"),
+      row("etp", FieldType::integer, "Expert TP")
+          .flags({"--etp"})
+          .help("expert tensor parallel (MoE parallel folding): the routed experts split over etp·ep of the "
+                "stage's tp·cp·dp GPUs")
+          .otherwise("tp")
+          .range(1, 1024)
+          .doc("expert tensor parallel size (MoE parallel folding, Megatron-Core "
+                "expert_tensor_parallel_size; default: tp): etp·ep must divide tp·cp·dp"),
+      row("sequence_parallel", FieldType::boolean, "Sequence parallel")
+          .flags({"--sp"})
+          .help("sequence parallelism")
+          .otherwise("on when TP > 1")
+          .doc("Megatron sequence parallelism"),
+      row("virtual_stages", FieldType::integer, "Virtual stages")
+          .flags({"--virtual-stages"})
+          .help("interleaved pipeline chunks per stage")
+          .otherwise("1")
+          .range(1, 1024)
+          .doc("interleaved pipeline chunks per stage"),
+      row("schedule", FieldType::string, "Schedule")
+          .flags({"--schedule"})
+          .help("1f1b, interleaved or dualpipe (DeepSeek-V3's bidirectional schedule: PP even, "
+                "micro-batches even and at least 2·PP)")
+          .otherwise("1f1b; interleaved when virtual_stages > 1")
+          .choices({"1f1b", "interleaved", "dualpipe"})
+          .doc("pipeline schedule: 1f1b, interleaved, or dualpipe (DeepSeek-V3's bidirectional schedule, "
+                "arXiv:2412.19437 §3.2.1: PP even, an even number of micro-batches, at least 2·PP)"),
+      row("micro_batch", FieldType::integer, "Micro-batch")
+          .flags({"--micro-batch"})
+          .help("sequences per micro-batch")
+          .otherwise("1")
+          .range(1, 1e6)
+          .doc("sequences per micro-batch"),
+      row("global_batch", FieldType::integer, "Global batch")
+          .flags({"--global-batch"})
+          .help("sequences per step")
+          .otherwise("micro_batch × dp")
+          .range(1, 1e9)
+          .doc("sequences per optimizer step"),
+      row("seq", FieldType::integer, "Sequence")
+          .flags({"--seq"})
+          .help("sequence length")
+          .otherwise("2048")
+          .range(1, 1e8)
+          .doc("sequence length (tokens)"),
+      row("precision", FieldType::string, "Precision")
+          .flags({"--precision"})
+          .help("bf16, fp16, fp8, fp4 (NVFP4), tf32, fp32")
+          .otherwise("bf16")
+          .choices({"bf16", "fp16", "fp8", "fp4", "fp32", "tf32"})
+          .doc("GEMM precision (fp8 with fp8_recipe; fp4 = NVFP4 training, Transformer Engine "
+                "NVFP4BlockScaling, on GPUs with FP4 tensor cores)"),
+      row("fp8_recipe", FieldType::string, "FP8 recipe")
+          .help("FP8 scaling recipe: delayed, tensorwise, mxfp8 or blockwise (needs precision fp8)")
+          .otherwise("delayed")
+          .choices({"delayed", "tensorwise", "mxfp8", "blockwise"})
+          .doc("FP8 scaling (Megatron-LM --fp8-recipe): delayed (per tensor, amax history; the default), "
+                "tensorwise (per tensor, current amax), mxfp8 (E8M0 scale per 32 elements; needs "
+                "block-scaled tensor cores), blockwise (1x128 / 128x128 tiles, DeepSeek-V3)"),
+      row("gradient_bytes", FieldType::number, "Gradient bytes")
+          .flags({"--gradient-bytes"})
+          .help("bytes per gradient element (2 or 4)")
+          .otherwise("2; 4 with fp32, tf32 or amp")
+          .range(1, 4)
+          .doc("bytes per gradient element"),
+      row("optimizer", FieldType::string, "Optimizer")
+          .flags({"--optimizer"})
+          .help("adamw, adamw-8bit, sgd")
+          .otherwise("adamw")
+          .choices({"adamw", "adamw-8bit", "sgd"})
+          .doc("optimizer"),
+      row("optimizer_states", FieldType::string, "Optimizer states")
+          .flags({"--optimizer-states"})
+          .help("storage of the optimizer's moment states: fp32 or bf16 (DeepSeek-V3, NeMo optim.dtype "
+                "bf16, Megatron --exp-avg-dtype bf16)")
+          .otherwise("fp32")
+          .choices({"fp32", "bf16"})
+          .doc("storage of the optimizer's moment states (AdamW m, v; SGD momentum): fp32, or bf16 "
+                "(DeepSeek-V3, NeMo optim.dtype bf16, Megatron --exp-avg-dtype bf16); adamw-8bit keeps its "
+                "own 8-bit states"),
+      row("optimizer_impl", FieldType::string, "Optimizer step")
+          .flags({"--optimizer-impl"})
+          .help("optimizer step: fused, foreach (PyTorch's default multi-tensor passes) or for-loop")
+          .otherwise("fused")
+          .choices({"fused", "foreach", "for-loop"})
+          .doc("how the optimizer step runs: fused (one kernel: torch fused=True, Apex/Megatron/TE; the "
+                "default), foreach (PyTorch's default on CUDA: one multi-tensor pass per elementwise op, 8 "
+                "for AdamW) or for-loop (foreach=False: those ops per parameter tensor)"),
+      row("fp8_params", FieldType::boolean, "FP8 parameters")
+          .flags({"--fp8-params"})
+          .help("FP8 working weights (Transformer Engine fp8_model_init, NeMo/Megatron fp8_params; needs "
+                "precision fp8)")
+          .otherwise("false")
+          .doc("FP8 working weights (Transformer Engine fp8_model_init, NeMo/Megatron fp8_params): 1 B per "
+                "weight, no bf16 copy; the fp32 master stays in the optimizer; needs precision fp8"),
+      row("zero", FieldType::integer, "ZeRO")
+          .flags({"--zero"})
+          .help("ZeRO / FSDP stage 0-3: what is sharded across the data-parallel group")
+          .otherwise("0")
+          .range(0, 3)
+          .doc("ZeRO / FSDP stage"),
+      row("shard_group", FieldType::integer, "Shard group")
+          .flags({"--shard-group"})
+          .help("hybrid shard group size")
+          .otherwise("the whole DP group")
+          .range(1, kMaxGpus)
+          .doc("hybrid sharding group size"),
+      row("recompute", FieldType::string, "Recompute")
+          .flags({"--recompute"})
+          .help("activation recomputation: none, selective, full")
+          .otherwise("none")
+          .choices({"none", "selective", "full"})
+          .doc("activation recomputation"),
+      row("recompute_method", FieldType::string, "Recompute method")
+          .help("with recompute full: uniform or block (Megatron-Core --recompute-method)")
+          .otherwise("uniform")
+          .choices({"uniform", "block"})
+          .doc("with recompute full: uniform = the layers of each pipeline chunk in groups of "
+                "recompute_num_layers, each group checkpointed at its input and recomputed whole; block = "
+                "only the first recompute_num_layers layers of each chunk recomputed, the rest keep their "
+                "activations (Megatron-Core --recompute-method)"),
+      row("recompute_num_layers", FieldType::integer, "Recompute layers")
+          .help("with recompute full: the group size (uniform) or the recomputed layers per chunk (block)")
+          .otherwise("1")
+          .range(1, 1e6)
+          .doc("with recompute full: the group size (uniform) or the recomputed layers per chunk (block) "
+                "(Megatron-Core --recompute-num-layers); default 1 with uniform"),
+      row("vocab_divisible_by", FieldType::integer, "Vocabulary padding")
+          .flags({"--vocab-divisible-by"})
+          .help("pad the vocabulary to a multiple of this × TP (Megatron-LM --make-vocab-size-divisible-by)")
+          .otherwise("128 with fused kernels, 1 with eager")
+          .range(1, 65536)
+          .doc("pad the vocabulary to a multiple of this × TP (Megatron-LM "
+                "--make-vocab-size-divisible-by); default 128 with fused kernels, 1 with eager kernels; 1 = "
+                "unpadded (Megatron-Bridge when the model config sets vocab_size)"),
+      row("flash_attention", FieldType::boolean, "Flash attention")
+          .flags({"--flash"})
+          .help("fused attention")
+          .otherwise("true")
+          .doc("fused attention"),
+      row("dropout", FieldType::boolean, "Dropout")
+          .flags({"--dropout"})
+          .help("train with dropout or without")
+          .otherwise("as the model's config says")
+          .doc("train with dropout (attention probabilities and block outputs) or without; absent: as the "
+                "model's config says"),
+      row("attention_kernel", FieldType::string, "Attention kernel")
+          .flags({"--attention-kernel"})
+          .help("fa2 or fa3 (FA3/cuDNN on Hopper+, FA2 on Ampere)")
+          .otherwise("fa3")
+          .choices({"fa2", "fa3"})
+          .doc("fused attention generation"),
+      row("kernels", FieldType::string, "Kernels")
+          .flags({"--kernels"})
+          .help("fused (Megatron/TE) or eager (PyTorch modules)")
+          .otherwise("fused")
+          .choices({"fused", "eager"})
+          .doc("non-GEMM op implementation"),
+      row("cross_entropy", FieldType::string, "Cross-entropy kernels")
+          .flags({"--cross-entropy"})
+          .help("LM-loss kernels with fused kernels: te (one fused pass), native (Megatron-Core's jit-fused "
+                "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits)")
+          .otherwise("te")
+          .choices({"te", "native", "unfused"})
+          .doc("LM-loss cross-entropy kernels under fused kernels: te = one fused pass (Transformer "
+                "Engine; Megatron-LM --cross-entropy-fusion-impl te), native = Megatron-Core's jit-fused "
+                "passes (--cross-entropy-loss-fusion), unfused = Megatron-Core's unfused passes over fp32 "
+                "logits (Megatron-LM's default)"),
+      row("mixed_precision", FieldType::string, "Mixed precision")
+          .flags({"--mixed-precision"})
+          .help("megatron (bf16 params + fp32 main) or amp (fp32 params, autocast)")
+          .otherwise("megatron")
+          .choices({"megatron", "amp"})
+          .doc("mixed-precision scheme"),
+      row("offload", FieldType::string, "CPU offload")
+          .flags({"--offload"})
+          .help("none or optimizer: ZeRO-Offload, master weights + optimizer states in host memory, "
+                "optimizer step on the CPU (needs ZeRO ≥ 1)")
+          .otherwise("none")
+          .choices({"none", "optimizer"})
+          .doc("CPU offload: optimizer = ZeRO-Offload (master weights + optimizer states in host memory, "
+                "optimizer step on the CPU; needs zero ≥ 1)"),
+      row("activation_offload_layers", FieldType::integer, "Activation offload layers")
+          .flags({"--activation-offload-layers"})
+          .help("saved activations of the first N decoder layers offloaded to host memory (Megatron-Core "
+                "--cpu-offloading-num-layers)")
+          .otherwise("0")
+          .range(0, 1e6)
+          .doc("activation CPU offloading: the saved activations of the first N decoder layers copied to "
+                "host memory during the forward and back before their backward, beside the compute "
+                "(Megatron-Core --cpu-offloading-num-layers; N < layers, PP 1, no recompute)"),
+      row("lora_rank", FieldType::integer, "LoRA rank")
+          .flags({"--lora-rank"})
+          .help("LoRA fine-tuning: adapter rank (0 = full fine-tuning); the base weights are frozen")
+          .otherwise("0")
+          .range(0, 65536)
+          .doc("LoRA adapter rank; 0 = full fine-tuning (the base weights frozen otherwise: no weight "
+                "gradients or optimizer states for them)"),
+      row("lora_targets", FieldType::string, "LoRA targets")
+          .flags({"--lora-targets"})
+          .help("linear layers with adapters: qkv, attention, mlp, all")
+          .otherwise("all")
+          .choices({"qkv", "attention", "mlp", "all"})
+          .doc("linear layers with LoRA adapters"),
+      row("lora_base", FieldType::string, "LoRA base")
+          .flags({"--lora-base"})
+          .help("storage of the frozen base weights: same, int8, fp8, nf4 (QLoRA)")
+          .otherwise("same")
+          .choices({"same", "int8", "fp8", "nf4"})
+          .doc("storage of the frozen base weights: same (the precision's), int8, fp8, nf4 (QLoRA: 4.127 "
+                "bits per weight)"),
+      row("overlap_grad_reduce", FieldType::boolean, "Overlap DP gradient reduction")
+          .flags({"--overlap-grad-reduce"})
+          .help("overlap DP reduction with backward")
+          .otherwise("true")
+          .doc("overlap DP gradient reduction with backward"),
+      row("overlap_param_gather", FieldType::boolean, "Overlap parameter all-gather")
+          .flags({"--overlap-param-gather"})
+          .help("overlap parameter gathers")
+          .otherwise("true")
+          .doc("overlap parameter all-gather with compute"),
+      row("overlap_tp_comm", FieldType::boolean, "Overlap TP communication")
+          .flags({"--overlap-tp"})
+          .help("overlap TP communication with GEMMs")
+          .otherwise("false")
+          .doc("overlap TP communication with GEMMs"),
+      row("embedding_in_pipeline_split", FieldType::boolean, "Embedding in pipeline split")
+          .flags({"--embedding-in-pipeline-split"})
+          .help("count the embedding as a layer of the first pipeline chunk (Megatron "
+                "--account-for-embedding-in-pipeline-split)")
+          .otherwise("false")
+          .doc("count the embedding as one layer of the first pipeline chunk when splitting the layers "
+                "(Megatron --account-for-embedding-in-pipeline-split)"),
+      row("loss_in_pipeline_split", FieldType::boolean, "Loss in pipeline split")
+          .flags({"--loss-in-pipeline-split"})
+          .help("count the loss as a layer of the last pipeline chunk (Megatron "
+                "--account-for-loss-in-pipeline-split)")
+          .otherwise("false")
+          .doc("count the loss as one layer of the last pipeline chunk when splitting the layers (Megatron "
+                "--account-for-loss-in-pipeline-split)"),
+      row("first_stage_layers", FieldType::integer, "First-stage layers")
+          .flags({"--first-stage-layers"})
+          .help("decoder layers of the first pipeline stage (Megatron --decoder-first-pipeline-num-layers)")
+          .range(1, 1e6)
+          .doc("decoder layers of the first pipeline stage, the rest split evenly (Megatron "
+                "--decoder-first-pipeline-num-layers)"),
+      row("last_stage_layers", FieldType::integer, "Last-stage layers")
+          .flags({"--last-stage-layers"})
+          .help("decoder layers of the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)")
+          .range(1, 1e6)
+          .doc("decoder layers of the last pipeline stage, the rest split evenly (Megatron "
+                "--decoder-last-pipeline-num-layers)"),
+      row("pipeline_layout", FieldType::string, "Pipeline layout")
+          .flags({"--pipeline-layout"})
+          .help("layers of every pipeline chunk in Megatron's layout syntax, e.g. 'Et*3|(tt|)*29,t|L' "
+                "(Megatron --pipeline-model-parallel-layout)")
+          .doc("layers of every pipeline chunk, Megatron --pipeline-model-parallel-layout syntax (e.g. "
+                "\"Et*3|(tt|)*29,t|L\": E embedding, t decoder layer, m multi-token-prediction layer (in "
+                "the loss's chunk), L loss, | between chunks, (...)*N and c*N repeat); chunks = pp × "
+                "virtual stages"),
+      row("overlap_p2p_comm", FieldType::boolean, "Overlap pipeline sends")
+          .flags({"--overlap-p2p"})
+          .help("interleaved schedule: overlap pipeline sends with the neighbouring chunks' compute (as "
+                "Megatron-LM)")
+          .otherwise("true")
+          .doc("interleaved schedule: pipeline sends overlapped with the neighbouring chunks' compute "
+                "(Megatron's default; --no-overlap-p2p-communication turns it off)"),
+      row("ep_a2a_overlap", FieldType::boolean, "Overlap EP all-to-all")
+          .flags({"--ep-a2a-overlap"})
+          .help("MoE: the expert-parallel all-to-all of one micro-batch beside another's compute in the "
+                "steady 1F1B phase (Megatron-Core --overlap-moe-expert-parallel-comm with "
+                "--delay-wgrad-compute)")
+          .otherwise("false")
+          .doc("MoE: the expert-parallel all-to-all of one micro-batch overlapped with another's compute "
+                "in the steady 1F1B phase (Megatron-Core --overlap-moe-expert-parallel-comm with "
+                "--delay-wgrad-compute)"),
+      row("pp_scatter_gather", FieldType::boolean, "Pipeline scatter/gather")
+          .flags({"--pp-scatter-gather"})
+          .help("split pipeline sends over TP without sequence parallelism, all-gathered by the receiver "
+                "(Megatron-LM before Megatron-Core)")
+          .otherwise("false")
+          .doc("pipeline sends split over TP and all-gathered by the receiver without sequence parallelism "
+                "(Megatron-LM's scatter/gather optimisation before Megatron-Core, 2021-2023)"),
+      row("recompute_modules", FieldType::string_list, "Recompute modules")
+          .flags({"--recompute-modules"})
+          .help("modules recomputed in the backward instead of kept (Megatron --recompute-modules): "
+                "layernorm, mla_up_proj, moe_act, mlp (comma-separated)")
+          .doc("modules whose outputs are recomputed in the backward instead of kept (Megatron-Core "
+                "--recompute-modules): layernorm (every norm), mla_up_proj (MLA's q/kv up-projections), "
+                "moe_act (the experts' activation), mlp (the dense MLP of the non-MoE layers, run again in "
+                "the backward); DeepSeek-V3 recomputes all three (arXiv:2412.19437 §3.2.3, §3.3.2)"),
+      row("ep_dispatch", FieldType::string, "EP dispatch")
+          .flags({"--ep-dispatch"})
+          .help("MoE dispatch/combine: all-to-all (NCCL) or deepep (DeepSeek-V3/DeepEP: once per node over "
+                "InfiniBand, NVLink forwarding inside it; FP8 dispatch under precision fp8)")
+          .otherwise("all-to-all")
+          .choices({"all-to-all", "deepep"})
+          .doc("MoE token dispatch/combine: all-to-all (NCCL, one copy per token and expert; "
+                "Megatron-Core's alltoall dispatcher) or deepep (DeepSeek-V3 §3.2.2 / DeepEP normal "
+                "kernels: once per destination node over InfiniBand, forwarded inside the node over NVLink; "
+                "FP8 dispatch under FP8 GEMMs, BF16 combine)"),
+      row("attention_output_store", FieldType::string, "Attention output store")
+          .flags({"--attention-output-store"})
+          .help("attention output kept for the backward under FP8: separate (16-bit for the attention "
+                "kernel + FP8 for the O projection) or e5m6 (one shared 12-bit copy, DeepSeek-V3 §3.3.3)")
+          .otherwise("separate")
+          .choices({"separate", "e5m6"})
+          .doc("how the attention output is kept for the backward under FP8 GEMMs: separate (the attention "
+                "kernel's 16-bit output and the O projection's FP8 copy, Transformer Engine's way; the "
+                "default) or e5m6 (one 12-bit E5M6 copy shared by both, DeepSeek-V3 arXiv:2412.19437 "
+                "§3.3.3)"),
+      row("moe_imbalance", FieldType::number, "MoE imbalance")
+          .flags({"--moe-imbalance"})
+          .help("MoE load imbalance: busiest expert-parallel rank's tokens over the mean (1: balanced)")
+          .otherwise("1")
+          .range(1, 1024)
+          .doc("MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = "
+                "balanced, the default)"),
+      row("mtp_layers", FieldType::integer, "MTP layers")
+          .flags({"--mtp-layers"})
+          .help("multi-token-prediction modules trained with the model (DeepSeek-V3: 1; at most the "
+                "model's)")
+          .otherwise("0")
+          .range(0, 64)
+          .doc("multi-token-prediction modules trained with the model (DeepSeek-V3 §2.2; Megatron "
+                "--mtp-num-layers), at most the model's"),
+      row("description", FieldType::string, "Description")
+          .help("what the scenario is (free text)")
+          .doc("what the scenario is (free text, not read by the model)"),
+      row("sources", FieldType::string_list, "Sources")
+          .help("where each setting comes from (free text)")
+          .doc("where each setting comes from (free text, not read by the model)"),
+      row("tokens", FieldType::number, "Tokens")
+          .flags({"--tokens"})
+          .help("token budget for time to train and cost")
+          .range(1, 1e18)
+          .doc("token budget"),
+      row("price_usd_per_hour", FieldType::number, "$/GPU-h")
+          .flags({"--price"})
+          .help("$/GPU-hour")
+          .otherwise("the GPU's indicative price")
+          .range(0, 1e4)
+          .doc("$/GPU-hour"),
+  };
+  return t;
+}
+
+const json_io::FieldTable& training_scenario_fields() {
+  static const json_io::FieldTable t = field_specs(training_fields());
+  return t;
+}
+
+}  // namespace gpuplan::wl_io
