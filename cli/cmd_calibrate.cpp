@@ -42,7 +42,9 @@ std::vector<Section> profile_sections(const calib::Profile& p, const hw::GpuSpec
   sec.push_back(head);
   Section fits{"Fitted parameters (measured vs built-in default)", {}};
   for (const auto& g : p.gemm) {
-    const double def = g.dtype == "fp8" ? model::gemm_ceiling(builtin, hw::Precision::fp8) : builtin.gemm_bf16;
+    const double def = g.dtype == "fp8"    ? model::gemm_ceiling(builtin, hw::Precision::fp8)
+                       : g.dtype == "fp16" ? model::gemm_ceiling(builtin, hw::Precision::fp16)
+                                           : builtin.gemm_bf16;
     fits.rows.emplace_back(
         fmt::format("{} GEMM ceiling η", g.dtype),
         fmt::format("{:.3f} (built-in {:.3f}); t₀ {}; fit over {} compute-bound shapes: median {} max {}; whole "

@@ -1,5 +1,7 @@
 #include "gpuplan/app/drills_compress.hpp"
 
+#include <array>
+
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
@@ -20,6 +22,22 @@ using drill_specs::text;
 const FieldSpec kModel = text("model", "a model of the library (data/models)");
 const FieldSpec kGpu = text("gpu", "a GPU of the hardware data");
 const FieldSpec kChoice = text("choice", "a compression choice as `gpuplan compress --variants` takes it (w4a16, 2:4, ...)");
+
+/// How the engine runs the decode step, one side of an inference before/after (the course's "TensorRT-style fusion,
+/// INT8, batch, CUDA graphs vs eager"): eager = PyTorch eager (its unfused kernels, each launched from the host);
+/// graphs = the same kernels captured in a CUDA graph; engine = a serving engine's fused kernels in a CUDA graph.
+FieldSpec mode(const std::string& side) {
+  return text(side + "_mode", "how the decode step runs: eager, graphs (eager kernels in a CUDA graph) or engine "
+                              "(fused kernels in a CUDA graph)",
+              {"eager", "graphs", "engine"});
+}
+
+model::ServingPerfPlan plan_of_mode(const std::string& m) {
+  model::ServingPerfPlan p;
+  p.kernels = m == "engine" ? wl::KernelStyle::fused : wl::KernelStyle::eager;
+  p.cuda_graphs = m != "eager";
+  return p;
+}
 }  // namespace
 
 const std::vector<CompressKind>& compress_drill_kinds() {
@@ -30,9 +48,70 @@ const std::vector<CompressKind>& compress_drill_kinds() {
         integer("context", 1, 1e8, "tokens each sequence holds")}},
       {"compression_ttft_ratio", Dimension::ratio,
        {kModel, kGpu, kChoice, integer("prompt", 1, 1e8, "prompt tokens (one prompt, alone)")}},
+      {"inference_before_after", Dimension::ratio,
+       {kModel, kGpu, integer("context", 2, 1e8, "tokens each sequence holds"), mode("before"), mode("after"),
+        text("before_choice", "the before side's weights (a compression choice: baseline, w8a8-int8, ...)"),
+        text("after_choice", "the after side's weights"),
+        integer("before_batch", 1, 1e6, "sequences decoding together, before"),
+        integer("after_batch", 1, 1e6, "sequences decoding together, after")}},
   };
   return k;
 }
+
+namespace {
+/// Decode throughput after / before: each side is a compression study of its choice on its plan (mode), batch / ITL
+/// at the same context.
+bool evaluate_before_after(const json_io::ObjectReader& in, const wl::TransformerArch& arch, const hw::GpuSpec& gpu,
+                           const DrillContext& ctx, KindAnswer& a, const std::string& file, Diagnostics& diags) {
+  model::ServingSystem sys;
+  sys.db = ctx.db;
+  sys.gpu = &gpu;
+  const std::int64_t context = in.integer("context").value_or(2);
+  struct Side {
+    std::string mode, choice;
+    std::int64_t batch = 1;
+    model::CompressionRow row;
+  };
+  std::array<Side, 2> sides;
+  for (int i = 0; i < 2; ++i) {
+    const std::string side = i == 0 ? "before" : "after";
+    Side& s = sides[std::size_t(i)];
+    s.mode = in.str(side + "_mode").value_or("eager");
+    s.choice = in.str(side + "_choice").value_or("baseline");
+    s.batch = in.integer(side + "_batch").value_or(1);
+    auto parsed = model::parse_compression(s.choice);
+    if (!parsed.choice) {
+      diags.error(file, in.pointer(side + "_choice"), parsed.error);
+      return true;
+    }
+    // The study's decode context is input + output/2: an output of 2 tokens puts the decode step at `context`.
+    const auto st = model::compression_study(arch, plan_of_mode(s.mode), model::ServingMemoryPlan{}, sys,
+                                             {*parsed.choice}, {}, s.batch, context - 1, 2, Explain::on);
+    s.row = st.rows.back();
+    if (!s.row.refused.empty()) {
+      diags.error(file, in.pointer(side + "_choice"),
+                  fmt::format("'{}' cannot run on {}: {}", s.choice, gpu.info.id, s.row.refused));
+      return true;
+    }
+  }
+  const Side& b = sides[0];
+  const Side& f = sides[1];
+  const double tb = double(b.batch) / b.row.itl.raw(), ta = double(f.batch) / f.row.itl.raw();
+  a.value = ta / tb;
+  auto label = [](const Side& s) { return fmt::format("{}, {}, batch {}", s.mode, s.choice, s.batch); };
+  a.derivation = {"drill.inference_before_after",
+                  "Decode throughput of " + arch.id + " on " + gpu.info.id + ": " + label(f) + " against " + label(b),
+                  "(batch_after / ITL_after) / (batch_before / ITL_before)",
+                  {{"ITL before", units::format(b.row.itl), label(b), Origin::derived("decode_step_time")},
+                   {"ITL after", units::format(f.row.itl), label(f), Origin::derived("decode_step_time")}},
+                  fmt::format("{:.3g}×", a.value),
+                  {"eager: PyTorch's unfused kernels, each launched by the host (a step is never shorter than its "
+                   "kernels × the CPU cost per kernel); graphs: the same kernels replayed from a CUDA graph; engine: "
+                   "a serving engine's fused kernels in a CUDA graph"},
+                  {b.row.derivation, f.row.derivation}};
+  return true;
+}
+}  // namespace
 
 bool evaluate_compress_kind(const std::string& kind, const json_io::ObjectReader& in, const wl::TransformerArch& arch,
                             const hw::GpuSpec& gpu, const DrillContext& ctx, KindAnswer& a, const std::string& file,
@@ -40,6 +119,7 @@ bool evaluate_compress_kind(const std::string& kind, const json_io::ObjectReader
   bool known = false;
   for (const auto& k : compress_drill_kinds()) known = known || k.name == kind;
   if (!known) return false;
+  if (kind == "inference_before_after") return evaluate_before_after(in, arch, gpu, ctx, a, file, diags);
   const std::string text = in.str("choice").value_or("");
   auto parsed = model::parse_compression(text);
   if (!parsed.choice) {

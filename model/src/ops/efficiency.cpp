@@ -1,4 +1,5 @@
 #include "gpuplan/model/efficiency.hpp"
+#include "gpuplan/model/gemm_fp16.hpp"
 
 #include <algorithm>
 #include <array>
@@ -46,7 +47,18 @@ using units::microseconds;
 //          alone 0.959, H200 alone 0.819; the calibration profiles keep their own). Every part takes it: the cause is
 //          the CUDA block scheduler's (no pre-emption of a running grid), not a Hopper property — an assumption
 //          outside H100/H200.
+//  FP16 AGAINST BF16 (gemm_fp16.hpp): `gpuplan calibrate fit` of our H100 GEMM sweep gives fp16 a
+//          ceiling of 0.7076 against bf16's 0.7366 over the same shapes (data/calibration/h100-sxm5-80gb/profile.json:
+//          80 and 200 points), 0.961; our two CUDA-graph sweeps of 2026-11-27 agree (gemm_graph_staircase.json: fp16
+//          takes 1.037-1.047× the bf16 time at M ≥ 512 on all four Llama-2-7B layer shapes, 1.000 at M ≤ 64 where the
+//          weights' streaming bounds both; gemm_graph_alignment.json: 1.034 on the aligned 4096³ points; the sweeps'
+//          nvidia-smi samples show the power cap active; our kernel probe, gemm_kernel_probe.json: 0.955-0.967 in rate
+//          and clock at the 700 W cap). H200: its own calibration fits give 0.7293 / 0.7578 = 0.962 (out of sample).
+//          With this term in the model the fitter's fp16 ceilings come out at bf16's level (H100 0.7363, H200
+//          0.7589: profile.json). Every part with fp8 tensor cores takes it (Blackwell: an assumption); older parts 1
+//          (not measured).
 constexpr double kFp8SplitAccumulation = 0.947;
+constexpr double kFp16TensorRate = 0.961;
 constexpr double kCommWaitKernels = 0.864;
 constexpr double kGemmDepthBf16 = 1.8;
 constexpr double kGemmDepthFp8 = 2.1;
@@ -105,8 +117,11 @@ double gemm_ceiling(const EfficiencyProfile& e, hw::Precision p) {
   // docs/serving.md.
   if ((p == hw::Precision::fp8 || p == hw::Precision::fp4) && e.gemm_fp8 > 0.0) return e.gemm_fp8;
   if (p == hw::Precision::int8 && e.gemm_int8 > 0.0) return e.gemm_int8;
+  if (p == hw::Precision::fp16) return e.gemm_bf16 * gemm_fp16_rate(e);
   return e.gemm_bf16;
 }
+
+double gemm_fp16_rate(const EfficiencyProfile& e) { return e.gemm_fp8 > 0.0 ? kFp16TensorRate : 1.0; }
 
 double& gemm_depth_of(EfficiencyProfile& e, hw::Precision p) {
   return hw::bytes_per_element(p) < 2.0 ? e.gemm_depth_fp8 : e.gemm_depth_bf16;

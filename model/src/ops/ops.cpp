@@ -7,6 +7,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/flops.hpp"
+#include "gpuplan/model/gemm_fp16.hpp"
 
 namespace gpuplan::model {
 
@@ -172,6 +173,11 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
       align_note = fmt::format("worst leading dimension {:g}-byte aligned (k = {:g}, n = {:g} of {:g} B): fallback "
                                "kernel class at {:g} of the aligned rate",
                                align, k, n, e, align_factor);
+      // The fallback kernels are load-bound: fp16's power-capped tensor rate (gemm_fp16) does not slow them.
+      if (p == hw::Precision::fp16) {
+        align_factor = std::min(1.0, align_factor / gemm_fp16_rate(d.eff));
+        align_note += fmt::format(" of bf16 (÷ the fp16 tensor rate {:g})", gemm_fp16_rate(d.eff));
+      }
     }
   }
   // Tile/wave quantisation and the tile choice (efficiency.hpp). A part whose SM count is not in the data gets no

@@ -17,6 +17,7 @@
 
 #include "test_paths.hpp"
 #include "gpuplan/model/efficiency.hpp"
+#include "gpuplan/model/gemm_fp16.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "library.hpp"
 
@@ -53,6 +54,21 @@ nlohmann::json measured(const std::string& file) {
 double t(std::int64_t m, std::int64_t n, std::int64_t k, Precision p = Precision::bf16,
          const model::Device& d = h100()) {
   return model::gemm_cost("g", {m, n, k, 1}, p, d).time.raw();
+}
+
+/// Whether cuBLAS ran a split-K kernel at a bf16 staircase point (gemm_graph_kernels.json, the kernels of each point;
+/// fp16 runs were not traced: the bf16 kernels stand for both).
+bool split_k_at(const std::string& layer, int m) {
+  static const nlohmann::json k = [] {
+    std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h100-sxm5-80gb/gemm_graph_kernels.json");
+    REQUIRE(in.good());
+    return nlohmann::json::parse(in).at("kernels");
+  }();
+  const std::string key = layer + "|" + std::to_string(m);
+  if (!k.contains(key)) return false;
+  for (const auto& kernel : k.at(key))
+    if (kernel.at(0).get<std::string>().find("splitK") != std::string::npos) return true;
+  return false;
 }
 
 double median(std::vector<double> v) {
@@ -259,39 +275,68 @@ TEST_SUITE("GEMM tile staircase") {
     CHECK(median(waves) > 0.20);
   }
 
-  TEST_CASE("the CUDA-graph staircase: every one of its 2,214 points priced, 83% within 10% with stream-K (whole-tile waves: 38%)") {
+  TEST_CASE("the CUDA-graph staircase: every one of its 2,214 points priced, 1,850 within 10% with stream-K (whole-tile waves: 832)") {
     // gemm_graph_staircase.json (scripts/measure/gemm_graph_sweep.py, our H100, 2026-11-27): F.linear bf16 and fp16 on
     // the four Llama-2-7B layer shapes, every M from 1 to 512 on 22016×4096 and M = 1…16, 120…160 and every 8th to
-    // 1024 on the others, each timed inside a CUDA graph (no host in the loop; the F.linear sweep's ~33 µs host floor
-    // is gone: 1×4096×4096 takes 15.8 µs). Every point is compared; none is skipped. Where the model misses by more
-    // than 10% the cause is what cuBLAS ran (gemm_graph_kernels.json, the kernels of each point; README there):
-    //  - 22016×4096 at M = 209…240 (not 224): the heuristic picks a 512×72 / 512×80 cooperative tile, 95 µs where the
-    //    168×128 tile it picks at M = 224 and 241…256 takes 74-77 µs — the measured time falls by 22% when M grows,
-    //    which no time that rises with M (the model's) can follow within 10% on both sides (checked below);
-    //  - 4096×11008 (down) at M = 129…448: no split-K (64×72 … 128×128 tiles, 128-132 CTAs) over a 172-iteration-deep
-    //    main loop: 43-83 µs where the weights stream in 35 µs (the model: memory-bound, 37-60 µs);
-    //  - 4096×4096 at M ≥ 472: the measured rate is 10-14% above the model's ceiling × depth law at K = 4096 (the
-    //    depth law's fixed cost per tile, fitted at K = 2048-8192 on square sweeps, overstates this shape's).
+    // 1024 on the others, each timed inside a CUDA graph (no host in the loop). Every point is compared; none is
+    // skipped. 2026-11-27: 1,845 within 10% (bf16 917 of 1,107, fp16 928); with fp16's power-capped tensor rate
+    // (gemm_fp16.hpp, 0.961) 1,850 (bf16 917, fp16 933). The 364 misses, each put in the first class
+    // that holds it (docs/gemm-shapes.md says why each class misses; kernels from gemm_graph_kernels.json):
+    //  A  the measured time is more than 1.21× the time of a larger M of the same layer and type (a heuristic kernel
+    //     switch, e.g. 22016×4096 at M = 209…240 but 224: 512×72 cooperative tiles at 95 µs against 74-77 µs at
+    //     M = 241…256): no model whose time rises with M can be within 10% of both points — 75;
+    //  A2 the model is too slow where the measured time is under 1/1.21 of a smaller M's (4096×4096 at M ≥ 472 falls
+    //     back below M = 448's 73 µs kernel) — 28;
+    //  B  4096×11008 (K = 11,008, 172 main-loop iterations) run without split-K: 128 CTAs of small data-parallel tiles
+    //     (64×72 … 128×128) at 41-83 µs where the decomposition needs 37-60 µs — 112;
+    //  C  other points where the kernel cuBLAS picked is slower than the decomposition (model faster) — 77;
+    //  D  the model slower: 4096×4096 (12-46 µs), where the built-in row's 5 µs fixed cost per kernel exceeds what a
+    //     CUDA-graph replay pays between kernels (0.79 µs, our calibration profile) — 72.
     const auto j = measured("gemm_graph_staircase.json");
-    int n = 0, within_sk = 0, within_waves = 0;
-    std::vector<double> err;
     std::map<std::string, std::map<int, double>> t_meas;  // dtype/layer -> M -> time
     for (const auto& r : j.at("results")) {
       REQUIRE(r.at("status") == "ok");  // every point was measured and checked against its fp32 reference
-      const Precision p = r.at("dtype") == "fp16" ? Precision::fp16 : Precision::bf16;
+      t_meas[r.at("dtype").get<std::string>() + "/" + r.at("layer").get<std::string>()][r.at("M").get<int>()] =
+          r.at("time_median_s").get<double>();
+    }
+    int n = 0, within_waves = 0;
+    std::map<std::string, int> within_sk, misses;
+    std::vector<double> err;
+    for (const auto& r : j.at("results")) {
+      const std::string dt = r.at("dtype"), layer = r.at("layer");
+      const int m = r.at("M");
+      const Precision p = dt == "fp16" ? Precision::fp16 : Precision::bf16;
       const double meas = r.at("time_median_s").get<double>();
-      const double e_sk = t(r.at("M"), r.at("N"), r.at("K"), p, h100_sk()) / meas - 1.0;
-      const double e_w = t(r.at("M"), r.at("N"), r.at("K"), p) / meas - 1.0;
+      const double e_sk = t(m, r.at("N"), r.at("K"), p, h100_sk()) / meas - 1.0;
+      const double e_w = t(m, r.at("N"), r.at("K"), p) / meas - 1.0;
       ++n;
-      within_sk += std::fabs(e_sk) <= 0.10 ? 1 : 0;
+      within_sk[dt] += std::fabs(e_sk) <= 0.10 ? 1 : 0;
       within_waves += std::fabs(e_w) <= 0.10 ? 1 : 0;
       err.push_back(std::fabs(e_sk));
-      t_meas[r.at("dtype").get<std::string>() + "/" + r.at("layer").get<std::string>()][r.at("M").get<int>()] = meas;
+      if (std::fabs(e_sk) <= 0.10) continue;
+      const auto& s = t_meas.at(dt + "/" + layer);
+      double later_min = 1e9, earlier_max = 0.0;
+      for (const auto& [mm, tt] : s) {
+        if (mm > m) later_min = std::min(later_min, tt);
+        if (mm < m) earlier_max = std::max(earlier_max, tt);
+      }
+      if (e_sk < 0 && meas > 1.21 * later_min) ++misses["A"];
+      else if (e_sk > 0 && 1.21 * meas < earlier_max) ++misses["A2"];
+      else if (e_sk > 0) ++misses["D"];
+      else if (layer == "down_7b" && !split_k_at(layer, m)) ++misses["B"];
+      else ++misses["C"];
     }
     CHECK(n == 2214);
-    CHECK(within_sk >= 1820);     // 1,845 (83.3%) on 2026-11-27
-    CHECK(median(err) < 0.05);    // 4.5%
-    CHECK(within_waves <= 900);   // 832: the built-in rows' whole-tile waves
+    CHECK(within_sk["bf16"] == 917);  // 2026-11-27
+    CHECK(within_sk["fp16"] == 933);  // 928 before the fp16 tensor rate
+    CHECK(within_sk["bf16"] + within_sk["fp16"] == 1850);
+    CHECK(median(err) < 0.05);    // 4.4%
+    CHECK(within_waves <= 900);   // the built-in rows' whole-tile waves
+    CHECK(misses["A"] == 75);
+    CHECK(misses["A2"] == 28);
+    CHECK(misses["B"] == 112);
+    CHECK(misses["C"] == 77);
+    CHECK(misses["D"] == 72);
     // The heuristic band: at M = 209…240 (but 224) the 22016×4096 GEMM takes over 1.2× its time at M = 241, in both
     // types; a model whose time never falls with M (the test above) misses either those points or M = 241 by 10%.
     for (const char* dt : {"bf16", "fp16"}) {
@@ -307,9 +352,17 @@ TEST_SUITE("GEMM tile staircase") {
   TEST_CASE("the CUDA-graph alignment sweep: the leading-dimension classes within 10% at 171 of 204 bf16/fp16 points") {
     // gemm_graph_alignment.json: 4096³ with M, K or N at 4088…4104, nn and nt, timed in CUDA graphs (these GEMMs take
     // 0.17-1.4 ms, so the first sweep's events were not host-bound: the classes are the same, 0.176 and 0.368). Model
-    // with stream-K over measured, every point: 171 within 10% (84%), median 4.7%; whole-tile waves 141.
+    // with stream-K over measured, every point: 171 within 10% (84%), median 4.7%; whole-tile waves 141. fp16's
+    // tensor rate (0.961) applies to the aligned class only — the fallback kernels are load-bound and measure alike in
+    // both types (their ratios to the aligned neighbour are 1.03× higher in fp16) — and leaves the count at 171.
+    // The 33 misses, all in the element-aligned (odd K or N) class, whose one factor 0.176 is the median of series
+    // that differ by layout, which the model does not know:
+    //  - F.linear (nt) with N odd: 0.126-0.139 of the aligned rate (only the output's rows are misaligned there; the
+    //    slowest series of the four): the model 27-40% fast — 16;
+    //  - torch.matmul (nn) with K or N odd at 0.19-0.20: the model 10-14% slow — 16;
+    //  - one nt K-odd point (fp16, K = 4089: 0.156) — 1.
     const auto j = measured("gemm_graph_alignment.json");
-    int n = 0, within = 0, refused_8bit = 0;
+    int n = 0, within = 0, refused_8bit = 0, nt_odd_n = 0, nn_slow = 0, other = 0;
     std::vector<double> err;
     for (const auto& r : j.at("results")) {
       const std::string dt = r.at("dtype");
@@ -324,12 +377,70 @@ TEST_SUITE("GEMM tile staircase") {
       ++n;
       within += std::fabs(e) <= 0.10 ? 1 : 0;
       err.push_back(std::fabs(e));
+      if (std::fabs(e) <= 0.10) continue;
+      const std::string v = r.at("varied");
+      CHECK(v != "M");
+      CHECK(r.at(v).get<int>() % 2 == 1);  // every miss is in the element class
+      if (r.at("layout") == "nt" && v == "N" && e < 0) ++nt_odd_n;
+      else if (r.at("layout") == "nn" && e > 0) ++nn_slow;
+      else ++other;
     }
     CHECK(n == 204);
-    CHECK(within >= 165);
+    CHECK(within == 171);  // 2026-11-27
     CHECK(median(err) < 0.06);
+    CHECK(nt_odd_n == 16);
+    CHECK(nn_slow == 16);
+    CHECK(other == 1);
     // fp8 (_scaled_mm) refuses every K, N not a multiple of 16, int8 (_int_mm) every one not a multiple of 8.
     CHECK(refused_8bit == 32 + 28);
+  }
+
+  TEST_CASE("fp16 GEMMs run at 0.961 of bf16's rate on Hopper where the tensor cores bound them, and the graph sweeps agree") {
+    // gemm_fp16.hpp: the calibration fits of our H100 sweep without this term, fp16 0.7076 against bf16 0.7366 (H200:
+    // 0.7293 / 0.7578; with the term both profiles' fp16 fits land at their bf16 level, profile.json). Checked here on the CUDA-graph sweeps it was not fitted to:
+    // the median fp16/bf16 time at M ≥ 512 (compute-bound) of each Llama-2-7B layer and of the aligned 4096³ points.
+    const auto& d = h100_sk();
+    CHECK(model::gemm_fp16_rate(d.eff) == doctest::Approx(0.961));
+    const double bf = model::gemm_cost("b", {4096, 4096, 4096, 1}, Precision::bf16, d).efficiency;
+    const double hf = model::gemm_cost("h", {4096, 4096, 4096, 1}, Precision::fp16, d).efficiency;
+    CHECK(hf / bf == doctest::Approx(0.961).epsilon(1e-9));
+    // The fallback class (odd K) is load-bound: fp16 runs at bf16's fallback rate.
+    const double bf_odd = model::gemm_cost("b", {4096, 4096, 4097, 1}, Precision::bf16, d).efficiency;
+    const double hf_odd = model::gemm_cost("h", {4096, 4096, 4097, 1}, Precision::fp16, d).efficiency;
+    CHECK(hf_odd / bf_odd == doctest::Approx(1.0).epsilon(1e-9));
+    // Memory-bound decode shapes: no change (the weights' streaming bounds both).
+    CHECK(t(1, 22016, 4096, Precision::fp16, d) == doctest::Approx(t(1, 22016, 4096, Precision::bf16, d)));
+    // Parts without fp8 tensor cores: not measured, 1.
+    CHECK(model::gemm_fp16_rate(a100().eff) == 1.0);
+    const auto j = measured("gemm_graph_staircase.json");
+    std::map<std::string, double> bf16_t;
+    std::map<std::string, std::vector<double>> ratio;
+    for (const auto& r : j.at("results"))
+      if (r.at("dtype") == "bf16" && r.at("M").get<int>() >= 512)
+        bf16_t[r.at("layer").get<std::string>() + "|" + std::to_string(r.at("M").get<int>())] = r.at("time_median_s");
+    for (const auto& r : j.at("results"))
+      if (r.at("dtype") == "fp16" && r.at("M").get<int>() >= 512)
+        ratio[r.at("layer")].push_back(r.at("time_median_s").get<double>() /
+                                       bf16_t.at(r.at("layer").get<std::string>() + "|" + std::to_string(r.at("M").get<int>())));
+    REQUIRE(ratio.size() == 4);
+    for (const auto& [layer, v] : ratio) {
+      CAPTURE(layer);
+      CHECK(median(v) == doctest::Approx(1.0 / 0.961).epsilon(0.01));  // measured 1.037-1.047
+    }
+    const auto a = measured("gemm_graph_alignment.json");
+    std::map<std::string, double> bf_al;
+    std::vector<double> al_ratio;
+    auto key = [](const nlohmann::json& r) {
+      return r.at("layout").get<std::string>() + r.at("varied").get<std::string>() + std::to_string(r.at("M").get<int>()) +
+             "x" + std::to_string(r.at("N").get<int>()) + "x" + std::to_string(r.at("K").get<int>());
+    };
+    for (const auto& r : a.at("results"))
+      if (r.at("dtype") == "bf16" && r.at("N").get<int>() % 8 == 0 && r.at("K").get<int>() % 8 == 0)
+        bf_al[key(r)] = r.at("time_median_s");
+    for (const auto& r : a.at("results"))
+      if (r.at("dtype") == "fp16" && bf_al.count(key(r))) al_ratio.push_back(r.at("time_median_s").get<double>() / bf_al.at(key(r)));
+    REQUIRE(al_ratio.size() >= 40);
+    CHECK(median(al_ratio) == doctest::Approx(1.0 / 0.961).epsilon(0.015));
   }
 
   TEST_CASE("a tile-exact GEMM keeps the reference tile and a full machine: 128·132 × 256 × 8192 has u = 1") {
