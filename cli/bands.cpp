@@ -194,7 +194,7 @@ std::string render_bands_markdown(const std::vector<model::BandCase>& cases) {
       "the same however many rows it has — exp(μ ∓ t₀.₉,ₖ₋₁·√(τ²(1 + 1/k) + σ_w²)), μ the mean of the k sources' mean "
       "log ratios, τ² their variance, σ_w² the mean spread within a source (model/accuracy_band.hpp). A source is a "
       "publication, or our own measurements on one GPU. A regime with fewer than 5 cases or 3 sources pools up: "
-      "without scale, then without dense/MoE, then without generation, then all cases; the output names the regime "
+      "without scale, then without generation (dense and MoE apart), then without dense/MoE, then all cases; the output names the regime "
       "it used. The stack (framework, serving engine) is not yet a regime coordinate. Regenerate the file with "
       "`gpuplan validate --write-bands data/accuracy/bands.json`.\n\n";
   o += "Coverage, leave one source out (each case against the band built without its own source). *Per source*: the "

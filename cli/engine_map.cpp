@@ -184,20 +184,21 @@ std::optional<EngineMapping> map_engine(const EngineArgs& args, Diagnostics& dia
       dp_attention = true;
       dp_attention_f = &f;
     } else if (name == "--moe-a2a-backend" || name == "--enable-deepep-moe") {
-      // SGLang's MoE all-to-all backend: DeepEP spreads the experts over every GPU (EP = TP size, as wide EP);
-      // gpuplan prices the dispatch and combine as NCCL's all-to-all over NVLink and the NIC (wide_ep.hpp).
+      // SGLang's MoE all-to-all backend: DeepEP spreads the experts over every GPU (EP = TP size, as wide EP) and
+      // moves the tokens with its own kernels (gpuplan's moe_a2a_backend deepep: ops/moe_a2a.hpp).
       if (name == "--enable-deepep-moe" || v == "deepep") {
         deepep_f = &f;
-        m.notes.push_back(fmt::format("{}: the dispatch and combine are priced as NCCL's all-to-all (NVLink inside a "
-                                      "node, the NIC across nodes), not DeepEP's own kernels",
-                                      f.text()));
+        set("moe_a2a_backend", "deepep", f);
       } else if (v == "none") {
-        m.assumed.push_back(f.text());
+        m.assumed.push_back(f.text());  // all-reduce/all-gather dispatch inside TP: gpuplan's default NCCL pricing
       } else {
         refuse(f, fmt::format("the MoE all-to-all backend '{}' ", v));
       }
     } else if (name == "--deepep-mode") {
-      m.assumed.push_back(f.text());  // normal / low_latency / auto: the same NCCL-priced all-to-all here
+      if (v == "auto" || v == "normal" || v == "low_latency") set("deepep_mode", v, f);
+      else err(f, "expected one of auto, normal, low_latency");
+    } else if (name == "--enable-two-batch-overlap") {
+      if (!f.negated) set("two_batch_overlap", true, f);
     } else if (name == "--moe-dense-tp-size") {
       // The dense FFN layers at TP 1 on each DP rank (LMSYS 2025-05-05): gpuplan runs them at the attention TP.
       if (auto n = integer(f, 1, false); n && *n != 1) refuse(f, "dense FFN layers at a TP other than 1 or the attention TP ");

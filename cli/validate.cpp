@@ -476,6 +476,17 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     if (attn != "fa2" && attn != "fa3")
       diags.error(shown, ptr + "/attention_kernel", fmt::format("'{}' is not one of fa2, fa3", attn));
     plan.attention = attn == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
+    // The MoE dispatcher the run used (SGLang --moe-a2a-backend, --deepep-mode, --enable-two-batch-overlap).
+    const std::string a2a = c.value("moe_a2a_backend", std::string("nccl")), mode = c.value("deepep_mode", std::string("auto"));
+    if (a2a != "nccl" && a2a != "deepep")
+      diags.error(shown, ptr + "/moe_a2a_backend", fmt::format("'{}' is not one of nccl, deepep", a2a));
+    if (mode != "auto" && mode != "normal" && mode != "low_latency")
+      diags.error(shown, ptr + "/deepep_mode", fmt::format("'{}' is not one of auto, normal, low_latency", mode));
+    plan.moe_a2a = a2a == "deepep" ? model::MoeA2aBackend::deepep : model::MoeA2aBackend::nccl;
+    plan.deepep_mode = mode == "normal"        ? model::DeepEpMode::normal
+                       : mode == "low_latency" ? model::DeepEpMode::low_latency
+                                               : model::DeepEpMode::automatic;
+    plan.two_batch_overlap = c.value("two_batch_overlap", false);
     const auto& a = m->arch;
     auto in_i = [&](const char* k) -> std::int64_t {
       if (!in.contains(k) || !in[k].is_number()) {

@@ -163,6 +163,35 @@ model::ServingPlanOptions ResolvedServing::plan_options() const {
   return opt;
 }
 
+namespace {
+
+/// The MoE dispatcher keys (moe_a2a_backend, deepep_mode, two_batch_overlap) onto the perf plan, after its EP is set.
+void resolve_moe_dispatcher(const wl_io::ServingScenario& s, const wl::TransformerArch& arch,
+                            model::ServingPerfPlan& perf, const std::function<std::string(const std::string&)>& where,
+                            Diagnostics& diags) {
+  const bool ep = model::serving_ep(perf) > 1;
+  for (const auto& [given, key] : {std::pair{s.moe_a2a_backend.has_value(), "moe_a2a_backend"},
+                                   std::pair{s.deepep_mode.has_value(), "deepep_mode"},
+                                   std::pair{s.two_batch_overlap.value_or(false), "two_batch_overlap"}}) {
+    if (!given) continue;
+    if (!arch.moe) diags.error("", where(key), "needs a mixture-of-experts model");
+    else if (!ep)
+      diags.error("", where(key), "needs expert parallelism across GPUs (--ep > 1, or --attention-dp > 1 for wide EP)");
+  }
+  if (s.moe_a2a_backend) perf.moe_a2a = *s.moe_a2a_backend == "deepep" ? model::MoeA2aBackend::deepep : model::MoeA2aBackend::nccl;
+  if (s.deepep_mode) {
+    if (perf.moe_a2a != model::MoeA2aBackend::deepep)
+      diags.error("", where("deepep_mode"), fmt::format("'{}' picks DeepEP's kernels: give moe_a2a_backend deepep "
+                                                        "(--moe-a2a-backend deepep) with it", *s.deepep_mode));
+    perf.deepep_mode = *s.deepep_mode == "normal"        ? model::DeepEpMode::normal
+                       : *s.deepep_mode == "low_latency" ? model::DeepEpMode::low_latency
+                                                         : model::DeepEpMode::automatic;
+  }
+  perf.two_batch_overlap = s.two_batch_overlap.value_or(false);
+}
+
+}  // namespace
+
 std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, const std::string& data_dir,
                                                bool no_calibration, const hw::HardwareDb& db,
                                                const wl_io::ModelLibrary& lib,
@@ -333,6 +362,7 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
     else if (!(*s.moe_imbalance >= 1.0)) diags.error("", where("moe_imbalance"), "must be ≥ 1 (1: uniform routing)");
     else perf.moe_imbalance = *s.moe_imbalance;
   }
+  resolve_moe_dispatcher(s, arch, perf, where, diags);
   std::vector<std::string> overhead_notes;
   if (s.step_overhead_ms) {
     if (*s.step_overhead_ms < 0) diags.error("", where("step_overhead_ms"), "must be ≥ 0");

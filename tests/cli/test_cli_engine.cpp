@@ -141,7 +141,7 @@ TEST_SUITE("gpuplan serve with vLLM and SGLang arguments") {
                    "--enable-dp-attention --moe-a2a-backend deepep",
                    "--format", "json"}),
               run({"serve", "-m", "mixtral-8x7b", "--tp", "1", "--pp", "1", "--attention-dp", "8", "--engine",
-                   "sglang", "--format", "json"}));
+                   "sglang", "--moe-a2a-backend", "deepep", "--format", "json"}));
     const Run odd = run({"serve", "-m", "mixtral-8x7b", "--tp", "2", "--attention-dp", "8", "--format", "json"});
     CHECK(odd.rc == 0);
     CHECK(contains(odd.err, "wide EP = attention-DP 8 × TP 2 = 16 does not divide the 8 routed experts"));

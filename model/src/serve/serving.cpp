@@ -94,6 +94,8 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   std::array<bool, LayerKind::kCount> have{};
   std::array<double, LayerKind::kCount> count{};
   std::array<int, LayerKind::kCount> slot{};
+  std::array<Acc, LayerKind::kCount> tbo;  // the kinds under two-batch overlap (ep_overlap.cpp), when it applies
+  const bool overlap = detail::tbo_applies(a, plan, fb);
   for (std::int64_t l = 0; l < a.layers; ++l) {
     const LayerKind kind = LayerKind::of(a, l);
     const auto k = static_cast<std::size_t>(kind.index());
@@ -101,6 +103,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
     if (!have[k]) {
       kinds[k] = layer_forward(a, plan, fb, kind, d, kvt, tp_g, ep_g, keep && fc.ops.size() < 64, trace != nullptr);
       for (auto& op : kinds[k].ops) fc.ops.push_back(op);
+      if (overlap) tbo[k] = detail::tbo_layer(a, plan, fb, kind, d, kvt, tp_g, ep_g);
       have[k] = true;
       if (trace != nullptr) {
         slot[k] = int(trace->kinds.size());
@@ -111,7 +114,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   }
   const double per_stage = 1.0 / double(std::max(1, plan.pp));
   for (std::size_t k = 0; k < kinds.size(); ++k)
-    if (have[k]) all.scale_add(kinds[k], count[k] * per_stage);
+    if (have[k]) all.scale_add(overlap ? tbo[k] : kinds[k], count[k] * per_stage);
 
   // LM head (last stage) on the tokens that emit; embedding gather (first stage).
   Acc head;
@@ -205,6 +208,9 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
       fc.derivation.children.push_back(
           explain_serving_moe(a, plan, fb, kind, kinds[static_cast<std::size_t>(kind.index())], d, kvt, tp_g, ep_g));
       if (plan.attention_dp > 1) fc.derivation.children.push_back(explain_wide_ep(a, plan, fb, ep_g, fc));
+      if (overlap)
+        fc.derivation.children.push_back(detail::explain_tbo(a, plan, fb, kind, kinds[std::size_t(kind.index())], d,
+                                                             kvt, tp_g, ep_g));
       break;
     }
   }

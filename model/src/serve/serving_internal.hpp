@@ -3,6 +3,7 @@
 // (serving_layer.cpp) and the capacity planner (serving_plan.cpp) share.
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_timeline.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "moe_a2a.hpp"
 #include "moe_layer.hpp"
 
 namespace gpuplan::model::detail {
@@ -79,6 +81,24 @@ Acc layer_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, con
 Derivation explain_serving_moe(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
                                LayerKind kind, const Acc& layer, const Device& d, const KvTokenBytes& kvt,
                                const CommGroup& tp_g, const CommGroup& ep_g);
+
+/// The MoE dispatcher of a serving pass (ep_overlap.cpp): the kernels the plan's backend and DeepEP mode pick for
+/// this batch, their input to the one dispatch pricer (ops/moe_a2a.hpp) for `tokens_per_gpu` tokens and `rows`
+/// token-expert rows sent by one GPU, and the explain note that says which and why.
+A2aKernel serving_a2a_kernel(const ServingPerfPlan& plan, const ForwardBatch& fb);
+A2aInput serving_a2a_input(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                           double tokens_per_gpu, double rows, bool fixed_capacity, const CommGroup& ep_g);
+std::string serving_a2a_note(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                             const CommGroup& ep_g);
+/// Two-batch overlap (ep_overlap.cpp): whether it applies (plan on, MoE, EP > 1, at least 2 tokens); one layer of the
+/// kind as the two halves run it (2 × the half batch, each half's all-to-all exposed only beyond the other half's
+/// compute); its explain node (`full`: the same layer priced for the whole batch in one pass).
+bool tbo_applies(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb);
+Acc tbo_layer(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb, LayerKind kind,
+              const Device& d, const KvTokenBytes& kvt, const CommGroup& tp_g, const CommGroup& ep_g);
+Derivation explain_tbo(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                       LayerKind kind, const Acc& full, const Device& d, const KvTokenBytes& kvt,
+                       const CommGroup& tp_g, const CommGroup& ep_g);
 
 /// The planner's pieces that the disaggregated pools reuse (serving_plan.cpp): the batch sizes it tries up to `max_b`,
 /// ⌈x⌉ replicas (saturating, with `saturated` set, past its ceiling), whether TP `tp` splits the model's heads and

@@ -119,11 +119,12 @@ class ServingLayerPricer {
       const bool fixed = eager && plan.cuda_graphs;
       const double kk = double(a.moe->experts_per_token);
       const double rows = moe_dispatch_rows(Tm, kk, int(ep), fixed);
-      // A fixed-capacity buffer moves the same bytes whatever the routing; otherwise the busiest rank's rows (ι).
-      const Seconds one_way = detail::moe_all_to_all(rows, double(h) * e, ep_g, fixed ? 1.0 : plan.moe_imbalance);
-      acc.add_comm("EP dispatch + combine all-to-all", PassItem::Kind::comm_ep, one_way * 2.0, 2);
-      acc.moe.add(MoeLayerTerms::dispatch, one_way);
-      acc.moe.add(MoeLayerTerms::combine, one_way);
+      // The one dispatch pricer (moe_a2a.hpp), as training's. A fixed-capacity buffer moves the same bytes whatever
+      // the routing; otherwise the busiest rank's rows (ι).
+      const detail::A2aCost x = detail::moe_a2a(detail::serving_a2a_input(a, plan, fb, Tm / double(ep), rows, fixed, ep_g), ep_g);
+      acc.add_comm("EP dispatch + combine all-to-all", PassItem::Kind::comm_ep, x.dispatch + x.combine, 2);
+      acc.moe.add(MoeLayerTerms::dispatch, x.dispatch);
+      acc.moe.add(MoeLayerTerms::combine, x.combine);
       const Seconds before_buffers = acc.total();
       if (fixed) {
         acc.add_comm("EP expert-id all-to-all", PassItem::Kind::comm_ep, collective_time(Collective::all_to_all, units::bytes(rows * 8.0), ep_g), 1);
@@ -555,8 +556,7 @@ Derivation explain_serving_moe(const wl::TransformerArch& a, const ServingPerfPl
                             "each GPU sends T·k rows (every destination the worst case), not T·k/ep, plus the expert "
                             "ids and the padded buffers' fill, gather and scatter (t_routing); a skew does not change "
                             "the bytes"
-                          : "EP: dispatch and combine all-to-all of the T·k/ep routed rows each GPU sends (×ι for the "
-                            "busiest rank)");
+                          : detail::serving_a2a_note(a, plan, fb, ep_g));
   return r;
 }
 

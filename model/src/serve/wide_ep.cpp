@@ -10,6 +10,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/collectives.hpp"
+#include "serving_internal.hpp"
 
 namespace gpuplan::model {
 
@@ -61,6 +62,10 @@ Derivation explain_wide_ep(const wl::TransformerArch& a, const ServingPerfPlan& 
   const double T = fb.decode_seqs * double(fb.queries_per_seq) + fb.prefill_seqs * double(fb.prefill_tokens);
   const double e = plan.activation_bytes;
   const WideEpAllToAll x = wide_ep_all_to_all(T, k, a.hidden, tp, e, e, ep_group);
+  // The time as the pass prices it: the plan's dispatcher (ops/moe_a2a.hpp; NCCL's all-to-all by default).
+  const detail::A2aCost c =
+      detail::moe_a2a(detail::serving_a2a_input(a, plan, fb, T / double(tp), x.rows, false, ep_group), ep_group);
+  const detail::A2aKernel kern = detail::serving_a2a_kernel(plan, fb);
   const double moe_layers = double(a.moe_layer_count()) / double(std::max(1, plan.pp));
   const double B = std::max(1.0, fb.decode_seqs + fb.prefill_seqs);
   Derivation r{
@@ -84,13 +89,13 @@ Derivation explain_wide_ep(const wl::TransformerArch& a, const ServingPerfPlan& 
                              x.nic_share, ep_group.scale_out ? ep_group.scale_out->name : std::string("none")),
         fmt::format("{} GPUs per scale-up domain of the {}", ep_group.scale_up_size, ep_group.size),
         Origin::derived("resolve_group")},
-       {"t_a2a", format(x.dispatch_time + x.combine_time),
-        fmt::format("dispatch {} + combine {} per MoE layer (NCCL all-to-all, the slower tier sets the pace)",
-                    format(x.dispatch_time), format(x.combine_time)),
-        Origin::derived("collectives.cpp")}},
+       {"t_a2a", format(c.dispatch + c.combine),
+        fmt::format("dispatch {} + combine {} per MoE layer ({}; the slower tier sets the pace)", format(c.dispatch),
+                    format(c.combine), detail::to_string(kern)),
+        Origin::derived(kern == detail::A2aKernel::nccl ? "collectives.cpp" : "ops/moe_a2a.hpp")}},
       fmt::format("{} per pass of one rank ({} GPU{}): attention {}, the MoE all-to-alls {} ({:g} MoE layers per stage)",
                   format(fc.total), tp, tp == 1 ? "" : "s", format(fc.attention),
-                  format((x.dispatch_time + x.combine_time) * std::max(0.0, moe_layers) * std::max(1.0, plan.moe_imbalance)),
+                  format((c.dispatch + c.combine) * std::max(0.0, moe_layers)),
                   moe_layers),
       {},
       {}};
@@ -106,10 +111,11 @@ Derivation explain_wide_ep(const wl::TransformerArch& a, const ServingPerfPlan& 
       "assumption: no redundant experts (DeepSeek's EPLB adds 32 in prefill, SGLang's --ep-num-redundant-experts): "
       "each GPU holds E/EP routed experts; the dense FFN layers, the shared experts and the LM head run at the "
       "attention TP on the rank's tokens ([DSV3] runs the dense MLPs at TP1, SGLang --moe-dense-tp-size 1)");
-  r.notes.push_back(
-      "all-to-all: NCCL's (NVLink inside the node, the NIC across nodes, whichever is slower sets the time), in series "
-      "with the compute: DeepEP's kernels and two-batch overlap (SGLang --enable-two-batch-overlap, DeepSeek's dual "
-      "micro-batches) that hide it behind the other micro-batch's compute are not modelled");
+  r.notes.push_back(fmt::format(
+      "all-to-all: {} (--moe-a2a-backend, --deepep-mode; ops/moe_a2a.hpp), {}", detail::to_string(kern),
+      plan.two_batch_overlap ? "each half-batch's beside the other half's compute (two-batch overlap: serving.tbo)"
+                             : "in series with the compute (no two-batch overlap: --enable-two-batch-overlap hides it "
+                               "behind the other micro-batch's compute)"));
   return r;
 }
 

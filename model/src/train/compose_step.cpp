@@ -15,6 +15,7 @@
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "gpuplan/model/utilisation.hpp"
+#include "moe_a2a.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
 
@@ -128,9 +129,8 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
 /// hold 20 of the GPU's SMs while they run (arXiv:2412.19437 §3.5.1: "20 out of the 132 SMs available in the H800";
 /// DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
 double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share) {
-  return plan.ep_dispatch == wl::EpDispatch::deepep && gpu.compute_units > 0
-             ? std::min(1.0, 20.0 / double(gpu.compute_units))
-             : nccl_sm_share;
+  return a2a_sm_share(plan.ep_dispatch == wl::EpDispatch::deepep ? A2aKernel::deepep_normal : A2aKernel::nccl,
+                      gpu.compute_units, nccl_sm_share);
 }
 
 /// Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm with --delay-wgrad-compute;
@@ -148,9 +148,7 @@ void ep_a2a_overlap(const StepInputs& x, StageTime& st) {
   const double paired = (passes - alone) / passes;
   const Seconds comm = st.ep.time * paired;
   const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total()) * (double(x.m) * paired);
-  const Seconds exposed = std::max(Seconds(0), comm - window);
-  st.ep.exposed = st.ep.time * (1.0 - paired) + exposed +
-                  (comm - exposed) * ep_kernel_sm_share(x.plan, x.gpu, x.nccl_sm_share);
+  st.ep.exposed = st.ep.time * (1.0 - paired) + overlap_exposed(comm, window, ep_kernel_sm_share(x.plan, x.gpu, x.nccl_sm_share));
 }
 
 /// The stage's TP, CP, EP and PP communication over the step: time, bytes and the part left exposed.

@@ -133,11 +133,6 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
 /// two chunks"). That is m − 3·PP/2 + 1 + h pairs (− 1 in the middle); the other chunks (steps 1–3 and 6–7: the
 /// warm-up forwards and the zero-bubble backwards) run alone. Returns the paired share of the chunks, in [0, 1].
 double dualpipe_paired_share(int pp, std::int64_t m, int device);
-/// The nodes one token may reach on an EP group spanning `nodes` nodes: min(nodes, k), bounded by the router's
-/// group-limited routing when its groups sit on whole nodes (DeepSeek-V3 §2.1.2: at most M = topk_group nodes).
-double moe_node_limit(const wl::TransformerArch& a, int nodes);
-/// Distinct remote nodes a token reaches under balanced routing: M·(1 − (1 − 1/M)^k)·(N − 1)/N.
-double moe_remote_nodes(const wl::TransformerArch& a, int nodes);
 /// One EP all-to-all: the mean of the dispatch and the combine (moe_dispatch). Key (tp, cp, ep, micro).
 Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g);
 /// One PP send/recv. Key (tp, cp, dp, micro, sp, scatter/gather).

@@ -76,24 +76,27 @@ TEST_CASE("every source weighs the same: a 300-row sweep does not outvote two on
 
 TEST_CASE("a regime with fewer than five cases or three sources pools up to the coarser regime and says so") {
   std::vector<BandCase> cs;
-  // Three Hopper MoE cases at ≤256 GPUs (too few), plus three Hopper dense: Hopper (without arch) has six from six sources.
+  // Three Hopper MoE cases at ≤256 GPUs (too few, and MoE has no more), plus three Hopper dense: the kind alone has six
+  // from six sources.
   for (int i = 0; i < 3; ++i)
     cs.push_back(bc(fmt::format("m{}", i), fmt::format("a{}", i), "Hopper", "moe", "<=256 GPUs", 1.0 + 0.1 * i));
   for (int i = 0; i < 3; ++i)
     cs.push_back(bc(fmt::format("d{}", i), fmt::format("b{}", i), "Hopper", "dense", "1 node", 1.3 + 0.1 * i));
   const auto b = band_for(cs, Regime{"train", "Hopper", "moe", "<=256 GPUs"});
   REQUIRE(b);
-  CHECK(b->level == 2);  // scale dropped (3 MoE cases), then arch (6 Hopper cases)
+  CHECK(b->level == 3);  // scale dropped (3 MoE cases), then generation (still 3 MoE), then dense/MoE (6 cases)
   CHECK(b->cases == 6);
-  CHECK(b->regime == "train Hopper");
-  CHECK(b->fallback.find("pooled up to train Hopper") != std::string::npos);
-  // Five Blackwell cases from only two sources are not a regime of their own either.
+  CHECK(b->regime == "train");
+  CHECK(b->fallback.find("pooled up to train") != std::string::npos);
+  // Five Blackwell cases from only two sources are not a regime of their own: they pool with the other dense cases
+  // of every generation (dense/MoE is kept longer than the generation), 8 cases from 5 sources.
   for (int i = 0; i < 5; ++i)
     cs.push_back(bc(fmt::format("bw{}", i), i < 3 ? "p" : "q", "Blackwell", "dense", "1 node", 1.2));
   const auto bw = band_for(cs, Regime{"train", "Blackwell", "dense", "1 node"});
   REQUIRE(bw);
-  CHECK(bw->level == 3);
-  CHECK(bw->regime == "train");
+  CHECK(bw->level == 2);
+  CHECK(bw->regime == "train dense");
+  CHECK(bw->cases == 8);
   // A regime nobody has measured still gets the pooled band of all cases.
   const auto any = band_for(cs, Regime{"serve", "Blackwell", "dense", "1 node"});
   REQUIRE(any);

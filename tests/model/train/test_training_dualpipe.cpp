@@ -55,7 +55,9 @@ TEST_CASE("DeepEP dispatch: a token crosses InfiniBand once per distinct remote 
   // EP 64 on 8 nodes of 8 H800 (PP 1, DP 64, one micro-batch of 4096 tokens). DeepSeek-V3's router takes top-8 among
   // the experts of its 4 best of 8 groups (n_group 8, topk_group 4), one group per node (§2.1.2: at most 4 nodes).
   // Balanced routing over those 4 nodes: 4·(1 − (3/4)^8) = 3.59955 distinct nodes, 7/8 of them remote: 3.14960
-  // copies per token over the NIC, and 8·7/8 = 7 copies forwarded over NVLink. Dispatch in FP8 (1 + 4/128 B per
+  // copies per token over the NIC; on each of the D nodes it reaches, its k/D experts sit on s·(1 − (1 − 1/s)^(k/D))
+  // distinct GPUs of the 8, all but the one it arrived at over NVLink (DeepEP sends a token once per GPU, not per
+  // expert: is_token_in_rank): D·7·(1 − (7/8)^(8/D)) = 6.46 copies. Dispatch in FP8 (1 + 4/128 B per
   // element, §3.3.2), combine in BF16 (2 B); forward and backward move each twice per MoE layer (58 MoE layers).
   const auto& a = test::arch("deepseek-v3");
   REQUIRE(a.moe->router_groups == 8);
@@ -65,8 +67,10 @@ TEST_CASE("DeepEP dispatch: a token crosses InfiniBand once per distinct remote 
   plan.ep_dispatch = wl::EpDispatch::deepep;
   const auto est = model::estimate_training(a, plan, sys, Explain::off);
   REQUIRE(est.step_time.raw() > 0);
-  const double remote = 4.0 * (1.0 - std::pow(0.75, 8.0)) * 7.0 / 8.0;
-  const double per_token = (remote + 7.0) * 7168.0 * ((1.0 + 4.0 / 128.0) + 2.0);
+  const double D = 4.0 * (1.0 - std::pow(0.75, 8.0));
+  const double remote = D * 7.0 / 8.0, nvlink = D * 7.0 * (1.0 - std::pow(7.0 / 8.0, 8.0 / D));
+  CHECK(nvlink == doctest::Approx(6.46).epsilon(0.002));
+  const double per_token = (remote + nvlink) * 7168.0 * ((1.0 + 4.0 / 128.0) + 2.0);
   const double expected = 2.0 * 58.0 * 1.0 * 4096.0 * per_token;  // 2·(dispatch + combine) per layer, m = 1
   const auto& ep = est.comm[2];
   REQUIRE(ep.kind == "ep");

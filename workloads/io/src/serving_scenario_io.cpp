@@ -35,6 +35,18 @@ const FieldTable& serving_scenario_fields() {
         "MoE hot-expert skew: routed tokens of the busiest expert-parallel rank over the mean (1 = uniform routing, "
         "the default)",
         1, 1024),
+      f("moe_a2a_backend", FieldType::string,
+        "MoE: the dispatch/combine kernels under expert parallelism: nccl (NCCL's all-to-all, the default) or deepep "
+        "(DeepEP's kernels; SGLang --moe-a2a-backend deepep)",
+        0, 0, {"nccl", "deepep"}),
+      f("deepep_mode", FieldType::string,
+        "MoE with moe_a2a_backend deepep: normal (node-deduplicated RDMA + NVLink forwarding), low_latency (one RDMA "
+        "message per token-expert row) or auto (normal with prompt tokens, low-latency in pure decode; the default; "
+        "SGLang --deepep-mode)",
+        0, 0, {"auto", "normal", "low_latency"}),
+      f("two_batch_overlap", FieldType::boolean,
+        "MoE with EP: the batch as two halves, each half's dispatch and combine beside the other half's compute "
+        "(SGLang --enable-two-batch-overlap; default false)"),
       f("input_tokens", FieldType::integer, "prompt tokens per request (default 1024)", 1, 1e7),
       f("output_tokens", FieldType::integer, "output tokens per request (default 256)", 1, 1e7),
       f("images_per_request", FieldType::integer,
@@ -118,6 +130,9 @@ Result<ServingScenario> decode_serving_scenario(const Json& j, const std::string
   s.prefill_attention_dp = r.integer("prefill_attention_dp");
   s.decode_attention_dp = r.integer("decode_attention_dp");
   s.moe_imbalance = r.num("moe_imbalance");
+  s.moe_a2a_backend = r.str("moe_a2a_backend");
+  s.deepep_mode = r.str("deepep_mode");
+  s.two_batch_overlap = r.boolean("two_batch_overlap");
   s.input_tokens = r.integer("input_tokens");
   s.output_tokens = r.integer("output_tokens");
   s.images_per_request = r.integer("images_per_request");

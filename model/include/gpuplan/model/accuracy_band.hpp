@@ -66,7 +66,8 @@ double student_t90(int df);
 /// random-effects meta-analysis", J. R. Stat. Soc. A 172 (2009) 137–159, which uses k−2 degrees of freedom where the
 /// source means carry their own standard errors; here the within-source spread enters as σ_w² and t has k−1).
 /// With one source only, τ² = 0 and t has n−1 degrees of freedom.
-/// Fallback hierarchy: the full regime; without scale; without arch; without generation (the kind only); all cases.
+/// Fallback hierarchy: the full regime; without scale; without generation (kind and dense/MoE); without dense/MoE (the
+/// kind only); all cases.
 /// The first level with at least kMinBandCases cases from kMinBandSources sources is used. `exclude_group` drops the
 /// cases of one source (leave one source out). nullopt when no case is left at any level.
 std::optional<Band> band_for(const std::vector<BandCase>& cases, const Regime& r, const std::string& exclude_group = "");

@@ -38,6 +38,15 @@ namespace gpuplan::model {
 /// The hardware a deployment runs on (the same shape as training's: GPU, node for the TP/PP fabric, price).
 using ServingSystem = TrainingSystem;
 
+/// The kernels that move MoE tokens to their experts and back under expert parallelism (SGLang --moe-a2a-backend):
+/// NCCL's all-to-all (gpuplan's default; SGLang's `none` uses all-reduce/all-gather, vLLM's default is its own
+/// all-to-all) or DeepEP's kernels (moe_a2a.hpp).
+enum class MoeA2aBackend { nccl, deepep };
+/// DeepEP's kernels per pass (SGLang --deepep-mode): normal (node-deduplicated RDMA + NVLink forwarding, for
+/// prefill), low_latency (one RDMA message per token-expert row, CUDA-graph compatible, for decode), automatic
+/// (normal in a pass with prompt tokens, low-latency in a pure decode pass: SGLang's `auto`).
+enum class DeepEpMode { automatic, normal, low_latency };
+
 /// How one replica runs the model.
 struct ServingPerfPlan {
   int tp = 1;
@@ -52,6 +61,12 @@ struct ServingPerfPlan {
   /// assumption the derivation states). The busiest rank's expert GEMMs and, with variable-size dispatch, its
   /// all-to-alls set the layer's pace.
   double moe_imbalance = 1.0;
+  MoeA2aBackend moe_a2a = MoeA2aBackend::nccl;  ///< MoE dispatch/combine kernels (EP > 1)
+  DeepEpMode deepep_mode = DeepEpMode::automatic;  ///< which DeepEP kernels (moe_a2a = deepep)
+  /// Two-batch overlap (SGLang --enable-two-batch-overlap, DeepSeek's two micro-batches): the batch runs as two
+  /// halves, each half's dispatch and combine beside the other half's compute (serve/two_batch_overlap.cpp). MoE with
+  /// EP > 1 only.
+  bool two_batch_overlap = false;
   WeightQuant weights = default_weight_quant(StoreDtype::bf16);
   KvQuant kv = default_kv_quant(StoreDtype::bf16);
   /// Tensor-core precision of the GEMMs: fp8 for W8A8 fp8 checkpoints on GPUs with fp8 units, else 16-bit

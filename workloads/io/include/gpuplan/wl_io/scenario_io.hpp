@@ -41,6 +41,8 @@ struct ServingScenario {
   std::optional<long long> tp, pp, ep;
   std::optional<long long> attention_dp;  ///< attention-DP ranks with wide EP = attention_dp × tp (wide_ep.hpp)
   std::optional<double> moe_imbalance;  ///< MoE hot-expert skew (busiest EP rank's tokens over the mean)
+  std::optional<std::string> moe_a2a_backend, deepep_mode;  ///< MoE dispatcher: nccl | deepep; auto | normal | low_latency
+  std::optional<bool> two_batch_overlap;                     ///< SGLang's two-batch overlap
   // Traffic and SLA.
   std::optional<long long> input_tokens, output_tokens, batch;
   std::optional<long long> images_per_request;  ///< a multimodal model's images per request (issue #23)
