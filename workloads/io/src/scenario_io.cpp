@@ -161,6 +161,10 @@ const FieldTable& training_scenario_fields() {
         "dispatcher) or deepep (DeepSeek-V3 §3.2.2 / DeepEP normal kernels: once per destination node over "
         "InfiniBand, forwarded inside the node over NVLink; FP8 dispatch under FP8 GEMMs, BF16 combine)",
         0, 0, {"all-to-all", "deepep"}),
+      f("activation_func_fp8_input_store", FieldType::boolean,
+        "the SwiGLU input (the fc1 output [gate | up]) kept for the backward in FP8, 1 B instead of 2 (Megatron-Core "
+        "TransformerConfig.activation_func_fp8_input_store, NeMo's activation_func_fp8_input_store, MLPerf's "
+        "FP8_ACT=1); SwiGLU models only"),
       f("attention_output_store", FieldType::string,
         "how the attention output is kept for the backward under FP8 GEMMs: separate (the attention kernel's 16-bit "
         "output and the O projection's FP8 copy, Transformer Engine's way; the default) or e5m6 (one 12-bit E5M6 copy "
@@ -408,6 +412,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
   if (auto v = r.boolean("ep_a2a_overlap")) p.ep_a2a_overlap = *v;
+  if (auto v = r.boolean("activation_func_fp8_input_store")) p.activation_fp8_input_store = *v;
   pipeline_split(r, p, key_error);
   if (auto v = r.strings("recompute_modules")) {
     for (const auto& m : *v) {
@@ -466,6 +471,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.ep_dispatch == wl::EpDispatch::deepep) j["ep_dispatch"] = "deepep";
   if (p.attention_output == wl::AttentionOutputStore::e5m6) j["attention_output_store"] = "e5m6";
   if (p.ep_a2a_overlap) j["ep_a2a_overlap"] = true;
+  if (p.activation_fp8_input_store) j["activation_func_fp8_input_store"] = true;
   if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["micro_batch"] = p.micro_batch;
