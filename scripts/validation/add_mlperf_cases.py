@@ -256,6 +256,15 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
             sc["overlap_tp_comm"] = True
     else:
         sc["overlap_grad_reduce"] = False
+    fp8_act = next((e for e in ("FP8 storage of the MLP activation input (FP8_ACTIVATION=True)",
+                                "FP8 storage of the MLP activation input (FP8_ACT=1)") if e in extras), None)
+    act_note = ""
+    if fp8_act:
+        # Megatron-Core's activation_func_fp8_input_store, which the yaml sets from that variable.
+        sc["activation_func_fp8_input_store"] = True
+        extras = extras.replace(", " + fp8_act, "").replace(fp8_act + ", ", "").replace(fp8_act, "")
+        act_note = (f" {fp8_act.split(' (')[1].rstrip(')')} (conf/megatron_gpt_peft_tuning_config.yaml "
+                    f"activation_func_fp8_input_store) -> activation_func_fp8_input_store true.")
     if "throughput_tokens_per_s" in s:
         per_gpu = s["throughput_tokens_per_s"] / gpus
         runs = ", ".join(f"{r['throughput_samples_per_s']:.3f}" for r in s["runs"])
@@ -282,8 +291,8 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
              f"MINIBS {minibs} -> global_batch {gbs} (= MINIBS x GPUs / TP / CP, as the log's global_batch_size), "
              f"dp = {dp}, micro_batch 1 (MBS). {LORA_SETTINGS[settings]} sequence_parallel "
              f"{'true' if sc['sequence_parallel'] else 'false'}"
-             f"{' (SP with TP 1 is moot)' if sp and tp == 1 else ''}. Not expressible: {extras}; the adapters' dropout "
-             f"(0.1 on the LoRA input; the model's own dropout stays the model's). Model: llama-2-70b library file. "
+             f"{' (SP with TP 1 is moot)' if sp and tp == 1 else ''}. Not expressible: {extras + '; ' if extras else ''}the adapters' dropout "
+             f"(0.1 on the LoRA input; the model's own dropout stays the model's).{act_note} Model: llama-2-70b library file. "
              f"Time to train in also_measured.{mem_note}")
     gpu_tag = node.split("-")[1] if node.startswith("dgx") else node.split("-")[0]
     case_id = f"A-mlperf{rnd[1:].replace('.', '')}-llama2-70b-lora-{gpu_tag}-{gpus}gpu"

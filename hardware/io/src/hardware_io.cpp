@@ -280,6 +280,10 @@ const FieldTable& gpu_fields() {
                  text("form_factor", "SXM5, PCIe, OAM...", kReq),
                  count("compute_units", 3040, "SMs (NVIDIA) or CUs (AMD)"),
                  text("compute_unit_kind", "SM or CU", kOpt, {"SM", "CU"}),
+                 text("compute_capability",
+                      "NVIDIA's CUDA compute capability (major.minor, developer.nvidia.com/cuda-gpus): which tensor-core "
+                      "instructions and operand layouts the part has",
+                      kOpt, {"7.0", "7.5", "8.0", "8.6", "8.7", "8.9", "9.0", "10.0", "10.3", "11.0", "12.0", "12.1"}),
                  positive("boost_clock_MHz", "MHz", 25000, "maximum boost clock"),
                  nested("dense_peak", peak_fields(), "dense (no 2:4 sparsity) peak rates per precision", kReq),
                  nested("sparse_peak", peak_fields(),
@@ -406,6 +410,10 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
   g.form_factor = r.str("form_factor").value_or("");
   g.compute_units = static_cast<int>(r.integer("compute_units").value_or(0));
   g.compute_unit_kind = r.str("compute_unit_kind").value_or("");
+  if (auto cc = r.str("compute_capability")) {
+    const auto dot = cc->find('.');
+    if (dot != std::string::npos) g.compute_capability = std::stoi(cc->substr(0, dot)) * 10 + std::stoi(cc->substr(dot + 1));
+  }
   g.boost_clock_MHz = r.num("boost_clock_MHz");
   g.sparsity = r.str("sparsity").value_or("");
   if (auto p = r.object("dense_peak"); p && p->valid()) {

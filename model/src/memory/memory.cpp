@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "memory_core.hpp"
+#include "quant_recipe.hpp"
 
 namespace gpuplan::model {
 namespace {
@@ -124,7 +125,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
 
   MemoryCore core;
   detail::memory_core(a, params, plan, overheads, c, detail::layer_kinds(a, params), detail::layer_sums(c),
-                      detail::stage_shapes(a, params, plan), core);
+                      detail::stage_shapes(a, params, plan), detail::fp8_any_layout(gpu), core);
   const StageMemory& h = core.heaviest();
 
   TrainingMemory r;

@@ -88,7 +88,12 @@ void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, cons
       add(v, part, "activation of the gate (kept for the multiply)", w1, width, c.ab, Split::tensor);
       if (c.wgrad_mlp) add(v, part, "gated product (down-projection input)", w1, width, c.ab, Split::tensor);
     } else {
-      add(v, part, "fc1 output [gate | up] (fused SwiGLU input)", w2, 2 * width, c.ab, Split::tensor);
+      // Megatron-Core's activation_func_fp8_input_store keeps that input in FP8 (1 B): the forward writes the FP8 copy
+      // (+1 B per element) and the backward reads it (1 B instead of 2), so the traffic is unchanged.
+      if (c.plan.activation_fp8_input_store)
+        add(v, part, "fc1 output [gate | up] (fused SwiGLU input, kept in FP8)", w2, 2 * width, 1.0, Split::tensor);
+      else
+        add(v, part, "fc1 output [gate | up] (fused SwiGLU input)", w2, 2 * width, c.ab, Split::tensor);
       if (c.wgrad_mlp) add(v, part, "gated product (fc2 input)", w1, width, c.gi, Split::tensor);
     }
   } else {

@@ -133,6 +133,7 @@ struct StageMemory {
   // the loss forward's buffers): the activations and logits bytes at that moment; 0 when the peak is elsewhere.
   double loss_fwd_acts = 0.0, loss_fwd_logits = 0.0;
   double fp8_cache = 0.0;      // FP8 GEMMs: the quantised weights (and their transposes) cached across micro-batches
+  double fp8_cache_per_weight = 0.0;  // ... its bytes per cached GEMM weight
   double lora_adapters = 0.0;  // LoRA adapter parameters per GPU of the stage (0 without LoRA)
   bool grads_at_peak = true;   // false: a PyTorch loop whose peak is the backward's start (no .grad allocated yet)
   bool acts_at_peak = true;    // false: a PyTorch loop whose peak is the backward's end (every saved tensor freed)
@@ -159,7 +160,7 @@ struct MemoryCore {
 /// heaviest); `first`, `last` and `heaviest()` name what is reported.
 void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                  const RuntimeOverheads& overheads, const Ctx& c, const LayerKinds& kinds, const LayerSums& sums,
-                 const std::vector<StageShape>& stages, MemoryCore& out);
+                 const std::vector<StageShape>& stages, bool fp8_any_layout, MemoryCore& out);
 
 /// The --explain derivation tree of training_memory (memory_explain.cpp): fills r.derivation from the evaluated stages
 /// and the parts of `r` already filled (its totals, capacity and fit).

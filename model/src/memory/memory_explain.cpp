@@ -11,6 +11,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "memory_core.hpp"
+#include "quant_recipe.hpp"
 
 namespace gpuplan::model::detail {
 namespace {
@@ -53,6 +54,7 @@ struct Explained {
   Origin par_o;
   Origin prec_o;
   Origin cnt;
+  bool fp8_any_layout;  // the GPU's FP8 GEMMs take either operand layout (quant_recipe.hpp)
 };
 
 /// The root node: its inputs, the verdict, and which pipeline stage is reported.
@@ -184,9 +186,11 @@ void explain_weights(const Explained& e, const TrainingMemory& r, Derivation& d)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: the FP8 GEMM weights Transformer Engine caches across micro-batches, {} B per weight ({}; "
         "TransformerEngine transformer_engine/pytorch/module/linear.py get_weight_workspace)",
-        B(h.fp8_cache), pr.fp8_params ? 1 : 2,
-        pr.fp8_params ? "the transpose for the backward; the FP8 parameter is the forward's copy"
-                      : "the FP8 copy for the forward and its transpose for the backward's dgrad"));
+        B(h.fp8_cache), format_number(h.fp8_cache_per_weight, 4),
+        e.fp8_any_layout && (pr.recipe == wl::QuantRecipe::delayed || pr.recipe == wl::QuantRecipe::tensorwise)
+            ? "the FP8 copy, which this GPU's FP8 GEMMs read in either layout: no transpose is kept"
+        : pr.fp8_params ? "the transpose for the backward; the FP8 parameter is the forward's copy"
+                        : "the FP8 copy for the forward and its transpose for the backward's dgrad"));
   if (h.amp_copies > 0.0 && h.acts_at_peak)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: torch.autocast's {}-byte copies of the GEMM weights, cached in the forward and kept by each "
@@ -441,7 +445,8 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
                     Origin::model_config(a.source),
                     Origin::user("plan.par"),
                     Origin::user("plan.precision"),
-                    Origin::derived("parameter_counts")};
+                    Origin::derived("parameter_counts"),
+                    fp8_any_layout(gpu)};
   explain_root(e, gpu, r);
   Derivation& d = r.derivation;
   explain_weights(e, r, d);

@@ -11,6 +11,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/timeline.hpp"
 #include "memory_core.hpp"
+#include "quant_recipe.hpp"
 
 namespace gpuplan::model {
 
@@ -297,6 +298,7 @@ struct MemoryInputs {
   const detail::LayerKinds& kinds;
   const detail::LayerSums& sums;
   const std::vector<detail::StageShape>& shapes;
+  bool fp8_any_layout = false;
 };
 
 /// Stage i's replay: its memory terms (memory_core), then every pass of its pipeline order, the optimizer step and
@@ -307,7 +309,8 @@ StageMemoryTimeline stage_timeline(const ReplayTerms& m, const MemoryInputs& in,
   const int p = m.p, v = m.v;
   const bool eager = m.eager;
   detail::MemoryCore core;
-  detail::memory_core(m.a, m.params, plan, in.ov, m.c, in.kinds, in.sums, {in.shapes[std::size_t(i)]}, core);
+  detail::memory_core(m.a, m.params, plan, in.ov, m.c, in.kinds, in.sums, {in.shapes[std::size_t(i)]},
+                      in.fp8_any_layout, core);
   const detail::StageMemory& sm = core.first;
   const detail::StageShape& sh = in.shapes[std::size_t(i)];
   StageReplay run(sm, sh, eager);
@@ -379,7 +382,7 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& arch, const w
     return mt;
   }
   PassTimes pass = pass_times(st);
-  for (int i = 0; i < m.p; ++i) mt.stages.push_back(stage_timeline(m, {ov, kinds, sums, shapes}, st, pass, chunks, i));
+  for (int i = 0; i < m.p; ++i) mt.stages.push_back(stage_timeline(m, {ov, kinds, sums, shapes, detail::fp8_any_layout(*sys.gpu)}, st, pass, chunks, i));
   mt.notes.push_back(
       "allocated bytes as torch.cuda.memory_allocated() counts them: the CUDA context, NCCL buffers and the "
       "fragmentation reserve of the peak estimate are outside");

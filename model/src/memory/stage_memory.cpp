@@ -45,6 +45,7 @@ struct StageInputs {
   double t = 1.0;          // tensor parallel
   double te = 1.0;         // routed experts are split over etp·ep ranks (etp = tp without parallel folding)
   std::int64_t m = 1;      // micro-batches per step
+  bool fp8_any_layout = false;  // the GPU's FP8 GEMMs take either operand layout (quant_recipe.hpp)
   double n_dense = 1.0;    // ZeRO shard group of the dense parameters
   double n_expert = 1.0;   // ... and of the routed experts
   int zero = 0;            // ZeRO stage
@@ -194,13 +195,19 @@ void fp8_weight_cache(const StageInputs& x, const StageShape& shape, StageMemory
   // columnwise (the transpose) for the backward's dgrad — 2 B per GEMM weight beside the bf16 weight. With FP8
   // parameters the weight is itself the rowwise FP8 data; only the transpose cache is added (1 B). The cache is a
   // module attribute: alive across steps. Embedding and LM head run in bf16 (not TE layers) and are not cached.
-  // Under ZeRO-3 only the gathered layers have one.
+  // Under ZeRO-3 only the gathered layers have one. On a GPU whose FP8 GEMMs take either layout (datacenter
+  // Blackwell), a per-tensor-scaled weight needs no transpose: 1 B cached, and none with FP8 parameters.
   st.fp8_cache = 0.0;
+  st.fp8_cache_per_weight = 0.0;
   if (detail::quantised_gemms(plan)) {
     const bool fp8_stored = pr.fp8_params || (plan.lora.on() && plan.lora.base == wl::LoraBase::fp8);
     const bool dequantised = plan.lora.on() && (plan.lora.base == wl::LoraBase::nf4 || plan.lora.base == wl::LoraBase::int8);
+    const bool per_tensor = pr.recipe == wl::QuantRecipe::delayed || pr.recipe == wl::QuantRecipe::tensorwise;
     // The recipe's row- and column-wise copies with their scales (quant_recipe.hpp; 1 + 1 B with delayed scaling).
-    const double per_weight = dequantised ? 0.0 : fp8_stored ? 1.0 : detail::quant_bytes(pr.recipe).weight_cache;
+    const double per_weight = dequantised ? 0.0
+                              : fp8_stored ? (x.fp8_any_layout && per_tensor ? 0.0 : 1.0)
+                                           : detail::quant_bytes(pr.recipe, x.fp8_any_layout).weight_cache;
+    st.fp8_cache_per_weight = per_weight;
     double gemm_params = (st.p_dense - embed_head) / t + st.p_expert / te;
     if (plan.zero == wl::ZeroStage::parameters && n_dense > 1)
       gemm_params = st.largest_layer_gpu * (plan.overlap_param_gather ? 2.0 : 1.0);
@@ -352,7 +359,7 @@ void evaluate_stage(const StageInputs& x, const StageShape& shape, StageMemory& 
 
 void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                  const RuntimeOverheads& overheads, const Ctx& c, const LayerKinds& kinds, const LayerSums& sums,
-                 const std::vector<StageShape>& stages, MemoryCore& out) {
+                 const std::vector<StageShape>& stages, bool fp8_any_layout, MemoryCore& out) {
   const auto& par = plan.par;
   StageInputs x(a, params, plan, overheads, c, kinds, sums);
   x.p = std::max(1, par.pp);
@@ -360,6 +367,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
   x.t = c.t;
   x.te = double(par.expert_shard());
   x.m = std::max<std::int64_t>(1, plan.micro_batches());
+  x.fp8_any_layout = fp8_any_layout;
   const int p = x.p;
 
   // ZeRO/FSDP shard group ([ZeRO] §5): the data-parallel replicas (dp·cp: CP ranks hold the same weights, as

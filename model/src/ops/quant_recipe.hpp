@@ -26,15 +26,31 @@ struct QuantBytes {
 ///  - blockwise: 2 + 2·(1 + 4/128) (an fp32 scale per 1×128 tile each way); weights in 128×128 blocks: cache 2·1;
 ///  - nvfp4: 2 (amax for the per-tensor fp32 scale) + 2 + 2·(1/2 + 1/16) (E2M1 data, an E4M3 scale per 16); cache
 ///    2·(1/2 + 1/16).
-inline QuantBytes quant_bytes(wl::QuantRecipe r) {
+///  On a GPU whose FP8 GEMMs take either operand layout (fp8_any_layout), the per-tensor recipes (delayed,
+///  tensorwise) write no transpose: the column-wise copy is the row-wise data read the other way, so the cast writes
+///  1 B, not 2, and the cache holds 1 B per weight. The block-scaled recipes still quantise each axis separately.
+inline QuantBytes quant_bytes(wl::QuantRecipe r, bool any_layout) {
+  const double copies = any_layout ? 1.0 : 2.0;
   switch (r) {
-    case wl::QuantRecipe::delayed: return {4.0, 2.0, "fp8"};
-    case wl::QuantRecipe::tensorwise: return {6.0, 2.0, "fp8 tensorwise"};
+    case wl::QuantRecipe::delayed: return {2.0 + copies, copies, "fp8"};
+    case wl::QuantRecipe::tensorwise: return {4.0 + copies, copies, "fp8 tensorwise"};
     case wl::QuantRecipe::mxfp8: return {2.0 + 2.0 * (1.0 + 1.0 / 32.0), 2.0 * (1.0 + 1.0 / 32.0), "mxfp8"};
     case wl::QuantRecipe::blockwise: return {2.0 + 2.0 * (1.0 + 4.0 / 128.0), 2.0, "fp8 blockwise"};
     case wl::QuantRecipe::nvfp4: return {4.0 + 2.0 * (0.5 + 1.0 / 16.0), 2.0 * (0.5 + 1.0 / 16.0), "nvfp4"};
   }
   return {4.0, 2.0, "fp8"};
+}
+
+/// Whether Transformer Engine runs the GPU's FP8 GEMMs in any operand layout, so a per-tensor-scaled FP8 tensor needs
+/// no transposed copy for the backward: compute capability 10.x and 11.x (datacenter Blackwell's tcgen05 MMA reads
+/// FP8 operands K- or MN-major; Hopper's wgmma needs K-major FP8 operands, the "TN" layout) and 13.0 on; not 12.x
+/// (consumer Blackwell), where cuBLASLt keeps the TN restriction. Transformer Engine's
+/// nvte_is_non_tn_fp8_gemm_supported (transformer_engine/common/transformer_engine.cpp) and the quantizer that
+/// skips the transpose when it holds (pytorch/csrc/quantizer.cpp, Float8Quantizer::create_tensor).
+inline bool fp8_any_layout(const hw::GpuSpec& gpu) {
+  if (!gpu.compute_capability) return false;
+  const int cc = *gpu.compute_capability;
+  return (cc >= 100 && cc < 120) || cc >= 130;
 }
 
 /// Block-scaled FP8 GEMMs (the blockwise recipe: 1×128 activation tiles and 128×128 weight blocks, an fp32 scale

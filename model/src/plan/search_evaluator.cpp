@@ -15,6 +15,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "memory_core.hpp"
+#include "quant_recipe.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model {
@@ -257,7 +258,8 @@ struct VocabEvaluator {
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
     detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
-                        shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); }), mem);
+                        shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); }),
+                        detail::fp8_any_layout(*sys.gpu), mem);
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;

@@ -111,7 +111,7 @@ class TrainingLayerPricer {
       // and writes it twice (row- and column-major for the backward), with the recipe's scales (quant_recipe.hpp,
       // 2 + 1 + 1 B per element for delayed scaling); the backward does the same for the output gradient. Weights
       // are cast once per step and cached across micro-batches (not counted).
-      const QuantBytes q = quant_bytes(plan.precision.recipe);
+      const QuantBytes q = quant_bytes(plan.precision.recipe, d.gpu != nullptr && fp8_any_layout(*d.gpu));
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
       put(true, false, streaming_cost(keep_ops ? name + " " + q.name + " cast" : std::string(), OpClass::elementwise,
                                       units::bytes(elems_f * q.cast), units::flop(elems_f), d));

@@ -141,6 +141,13 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
   if (plan.recomputes(wl::recompute_moe_act) && !a.moe &&
       fail([] { return std::string("recompute module moe_act: the model has no MoE layers"); }))
     return false;
+  if (plan.activation_fp8_input_store && (a.mlp != wl::MlpKind::gated || plan.kernels == wl::KernelStyle::eager) &&
+      fail([] {
+        return std::string("activation_func_fp8_input_store: Megatron-Core keeps the activation input in FP8 only "
+                           "for SwiGLU ('Storing activation input in FP8 is supported only for SwiGLU', "
+                           "TransformerConfig) in its fused kernels: the model needs a gated MLP and fused kernels");
+      }))
+    return false;
   if (plan.attention_output == wl::AttentionOutputStore::e5m6 &&
       (!detail::quantised_gemms(plan) || plan.kernels == wl::KernelStyle::eager || !plan.flash_attention) &&
       fail([] {

@@ -410,6 +410,14 @@ const ScenarioFieldTable& training_fields() {
                 "Megatron-Core's alltoall dispatcher) or deepep (DeepSeek-V3 §3.2.2 / DeepEP normal "
                 "kernels: once per destination node over InfiniBand, forwarded inside the node over NVLink; "
                 "FP8 dispatch under FP8 GEMMs, BF16 combine)"),
+      row("activation_func_fp8_input_store", FieldType::boolean, "FP8 SwiGLU input store")
+          .flags({"--activation-func-fp8-input-store"})
+          .help("keep the SwiGLU input (the fc1 output) for the backward in FP8, 1 B instead of 2 (Megatron-Core "
+                "activation_func_fp8_input_store; MLPerf FP8_ACT)")
+          .otherwise("false")
+          .doc("the SwiGLU input (the fc1 output [gate | up]) kept for the backward in FP8, 1 B instead of 2 "
+               "(Megatron-Core TransformerConfig.activation_func_fp8_input_store, NeMo's activation_func_fp8_input_store, "
+               "MLPerf's FP8_ACT=1); SwiGLU models with fused kernels only"),
       row("attention_output_store", FieldType::string, "Attention output store")
           .flags({"--attention-output-store"})
           .help("attention output kept for the backward under FP8: separate (16-bit for the attention "

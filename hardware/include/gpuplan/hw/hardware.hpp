@@ -134,6 +134,8 @@ struct GpuSpec {
   std::vector<std::string> aliases;
   std::string vendor, family, form_factor, compute_unit_kind, sparsity;
   int compute_units = 0;
+  /// CUDA compute capability as 10·major + minor (90 for 9.0, 103 for 10.3); empty for AMD parts and where unknown.
+  std::optional<int> compute_capability;
   std::optional<double> boost_clock_MHz;
   PeakTable dense_peak{};   ///< indexed by Precision; what the model uses
   /// The vendor's 2:4 structured-sparsity rates where the data records them (never used by the model: DESIGN.md §4);

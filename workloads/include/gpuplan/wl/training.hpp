@@ -255,6 +255,9 @@ struct TrainingPlan {
   unsigned recompute_modules = 0;      ///< RecomputeModule bits (with Recompute::none or selective)
   EpDispatch ep_dispatch = EpDispatch::all_to_all;
   AttentionOutputStore attention_output = AttentionOutputStore::separate;
+  /// The SwiGLU input kept for the backward in FP8 (Megatron-Core activation_func_fp8_input_store: Transformer
+  /// Engine's SwiGLU op with cache_quantized_input), 1 B per element instead of the activation dtype's.
+  bool activation_fp8_input_store = false;
   /// MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced routing, the default
   /// and an assumption). The slowest rank sets the pace of the expert GEMMs and of the dispatch/combine.
   double moe_imbalance = 1.0;
