@@ -2,8 +2,11 @@
 // The shipped data come from $GPUPLAN_FUZZ_DATA_DIR, else from this source tree's data/ (GPUPLAN_FUZZ_DATA_DIR).
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <string_view>
+
+#include <unistd.h>
 
 #include "fuzz_paths.hpp"
 
@@ -15,6 +18,23 @@ std::string data_dir() {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  gpuplan::fuzz::set_report_fd(::dup(2));  // before -close_fd_mask closes fd 2 (fuzz_paths.hpp)
+  // An exception escaping an input (or a noexcept violation) ends in std::terminate: name it in the log, where the
+  // runtime's own "terminate called after ..." line would go to the closed fd 2.
+  std::set_terminate([] {
+    std::string what = "no active exception";
+    if (const std::exception_ptr e = std::current_exception()) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        what = std::string("std::exception: ") + x.what();
+      } catch (...) {
+        what = "an exception not derived from std::exception";
+      }
+    }
+    gpuplan::fuzz::report_line("std::terminate: " + what);
+    std::abort();
+  });
   const std::string dir = data_dir();
   (void)gpuplan::fuzz::shipped(dir);
 #if defined(GPUPLAN_FUZZ_TARGET_CLI) || defined(GPUPLAN_FUZZ_TARGET_SERVING_SCENARIO) || defined(GPUPLAN_FUZZ_TARGET_PLAN)

@@ -38,9 +38,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void trap_on_violation(const std::string& what) {
-  std::fprintf(stderr, "gpuplan fuzz: invariant violated: %s\n", what.c_str());
+int g_report_fd = 2;
+
+void write_report(const std::string& text) {
+  std::string line = "gpuplan fuzz: ";
+  line += text;
+  line += '\n';
   std::fflush(stderr);
+  for (std::size_t done = 0; done < line.size();) {  // write(2) straight to the descriptor: nothing buffered is lost
+    const ssize_t n = ::write(g_report_fd, line.data() + done, line.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void trap_on_violation(const std::string& what) {
+  write_report("invariant violated: " + what);
   __builtin_trap();
 }
 ViolationHandler g_handler = &trap_on_violation;
@@ -401,6 +414,10 @@ fs::path scratch_json(const std::string& name, const json_io::Json& j) {
 }  // namespace
 
 void set_violation_handler(ViolationHandler h) { g_handler = h != nullptr ? h : &trap_on_violation; }
+
+void set_report_fd(int fd) { g_report_fd = fd >= 0 ? fd : 2; }
+
+void report_line(const std::string& text) { write_report(text); }
 
 const Shipped& shipped(const std::string& data_dir) {
   static const Shipped s = [&] {

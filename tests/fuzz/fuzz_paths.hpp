@@ -19,9 +19,17 @@ namespace gpuplan::fuzz {
 /// and the hostile-input corpus (tests/hostile).
 std::optional<std::string> non_finite_text(const std::string& text);
 
-/// Called with a description when an output invariant is broken. Default: print to stderr and __builtin_trap().
+/// Called with a description when an output invariant is broken. Default: print to the report descriptor (stderr
+/// unless set_report_fd said otherwise) and __builtin_trap().
 using ViolationHandler = void (*)(const std::string& what);
 void set_violation_handler(ViolationHandler h);
+
+/// Where the default handler writes its "invariant violated" line. libFuzzer's -close_fd_mask=3 (scripts/fuzz: the
+/// CLI's own output is not wanted in the log) sends fd 2 to /dev/null before the first input, and a trap then showed
+/// only "deadly signal" in the log: LLVMFuzzerInitialize, which runs before that, passes a dup() of stderr here.
+void set_report_fd(int fd);
+/// Writes "gpuplan fuzz: <text>\n" to that descriptor (write(2), unbuffered).
+void report_line(const std::string& text);
 
 /// The shipped hardware database and model library, loaded once from `data_dir` (the first call wins).
 struct Shipped {
