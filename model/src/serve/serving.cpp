@@ -161,9 +161,13 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   fc.stage = std::max(gpu_time, cpu_time);
   if (plan.pp > 1)
     fc.pp_transfer = collective_time(Collective::send_recv, units::bytes((double(Ti) * double(a.hidden)) * e), pp_g) * double(plan.pp - 1);
-  // All stages in sequence on a token's path (stages are equal up to the head, which only the last one runs).
-  fc.total = (fc.stage - head.total()) * double(std::max(1, plan.pp)) + head.total() + fc.pp_transfer +
-             plan.step_overhead;
+  // All stages in sequence on a token's path (stages are equal up to the head, which only the last one runs). A stage
+  // that cannot be priced (+inf: a collective over GPUs that no link joins) makes the pass unpriceable; stage − head
+  // would then be inf − inf.
+  fc.total = std::isfinite(fc.stage.raw())
+                 ? (fc.stage - head.total()) * double(std::max(1, plan.pp)) + head.total() + fc.pp_transfer +
+                       plan.step_overhead
+                 : fc.stage;
   fc.stage += plan.step_overhead;
 
   if (explain == Explain::on) {

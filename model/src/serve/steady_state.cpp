@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -84,6 +85,9 @@ Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, 
   }
   // Passes stream through the stages; the last one still has to cross all of them. A multimodal prompt's images go
   // through the vision tower first (on the first stage, before the language model's passes).
+  // An unpriceable pass (+inf: a collective over GPUs that no link joins) leaves the prefill unpriceable; the sums
+  // above (sum − before, sum − last_stage) would make inf − inf of it.
+  if (!std::isfinite(sum.raw())) return Seconds(std::numeric_limits<double>::infinity());
   return sum - last_stage + last_total + vision_encoder_time(a, plan, sys) * double(batch);
 }
 
@@ -138,7 +142,8 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
   // The mean residual of the running iteration at a random arrival: E[I²] / (2·E[I]) over the mix of the two passes.
   const double i2 = frac > 0 ? (1.0 - frac) * lo.raw() * lo.raw() + frac * it.total.raw() * it.total.raw()
                              : lo.raw() * lo.raw();
-  ss.iteration_residual = Seconds(i2 / (2.0 * ss.iteration.raw()) / pp);
+  ss.iteration_residual = std::isfinite(ss.iteration.raw()) ? Seconds(i2 / (2.0 * ss.iteration.raw()) / pp)
+                                                            : ss.iteration;  // unpriceable: inf/inf is not a wait
   ss.prefill = prefill_time(a, plan, 1, isl, sys);
   // A prompt's own chunks ride on iterations that carry at least one chunk.
   const Seconds carrying = n < 1.0 ? it.total : ss.iteration;

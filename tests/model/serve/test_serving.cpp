@@ -715,6 +715,29 @@ TEST_SUITE("serving steady state") {
     CHECK(fc.pp_transfer.raw() > 0);
     CHECK(fc.total > fc.stage);
   }
+
+  TEST_CASE("a replica over GPUs that no link joins is unpriceable (+inf) in every quantity, never NaN") {
+    // TP 9 x PP 2 of MI300X: the mi300x-8 node has no scale-out network, so the TP collectives (the logits'
+    // all-gather in the head among them) are +inf. The pass total was (stage - head)·PP + head = inf - inf = NaN
+    // (CI's fuzz stage, stop 39; tests/fuzz/regressions/serving_scenario/tp9-pp2-on-a-node-without-scale-out.json).
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = node_system("mi300x-8");
+    auto p = plan_of(9);
+    p.pp = 2;
+    const auto fc = model::forward_cost(a, p, decode(8, 1024), sys, Explain::off);
+    CHECK(std::isinf(fc.stage.raw()));
+    CHECK(std::isinf(fc.total.raw()));
+    const auto ss = model::steady_state(a, p, 16, 512, 64, sys, Explain::on);
+    for (double v : {ss.iteration.raw(), ss.itl_decode_only.raw(), ss.prefill.raw(), ss.ttft.raw(),
+                     ss.request_latency.raw(), ss.iteration_residual.raw()}) {
+      CHECK(std::isinf(v));
+      CHECK(v > 0);
+    }
+    CHECK(ss.output_tokens_per_s == 0.0);
+    CHECK(std::isinf(model::prefill_time(a, p, 4, 3000, sys).raw()));
+    p.max_batched_tokens = 256;  // chunked: sum − before over +inf chunks
+    CHECK(std::isinf(model::prefill_time(a, p, 4, 3000, sys).raw()));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------------
