@@ -22,6 +22,13 @@ json_io::FieldSpec nested(std::string key, const json_io::FieldTable& table, std
 json_io::FieldSpec typed(std::string key, json_io::FieldType t, std::string doc, json_io::Presence p = kOpt);
 /// The common fields followed by the kind's own.
 json_io::FieldTable with_common(const std::string& kind, json_io::FieldTable own);
+/// The decoded value, or only the diagnostics when they hold an error.
+template <class T>
+Result<T> finish(T value, Diagnostics diags) {
+  if (diags.has_errors()) return Result<T>(std::move(diags));
+  return Result<T>(std::move(value), std::move(diags));
+}
+
 /// id, name, notes and sources; checks that the id is the file name.
 hw::EntityInfo decode_info(const json_io::ObjectReader& r, const std::string& file, Diagnostics& diags);
 
