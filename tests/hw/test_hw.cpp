@@ -1091,15 +1091,17 @@ TEST_SUITE("shipped hardware database: PCIe parts' device-reported memory") {
 }
 
 TEST_SUITE("shipped hardware database: H800's device-reported memory") {
-  TEST_CASE("H800 SXM fit checks use nvidia-smi's 81,559 MiB, not the 80 GB label") {
-    // Public nvidia-smi outputs of 'NVIDIA H800' nodes (data/hardware/gpus/h800-sxm5.json, source S-h800-smi):
-    // memory.total 81559MiB, as H100 SXM 80GB shows. By hand: 81559 MiB = 79.647 GiB against 80e9 B = 74.506 GiB.
+  TEST_CASE("H800 SXM fit checks use CUDA's 81,008 MiB from DeepSeek's own H800s, not the 80 GB label") {
+    // deepseek-ai/profile-data train.json (commit 449602428a1b), the profiler's deviceProperties of DeepSeek's H800s:
+    // totalGlobalMem 84,943,110,144 B (data/hardware/gpus/h800-sxm5.json, source S-h800-mem). By hand:
+    // 84943110144 / 2^20 = 81,008.06 MiB = 79.1094 GiB against 80e9 B = 74.506 GiB; nvidia-smi's 81,559 MiB would
+    // add the driver's reserved 551 MiB.
     const auto* g = shipped().find_gpu("h800-sxm5");
     REQUIRE(g != nullptr);
     REQUIRE(g->memory.device_reported.has_value());
-    CHECK(g->memory.reported_by == gpuplan::hw::MemoryReportedBy::nvidia_smi);
-    CHECK(g->memory_capacity().raw() == doctest::Approx(81559.0 * 1048576.0));
-    CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(79.64746).epsilon(1e-5));
+    CHECK(g->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
+    CHECK(g->memory_capacity().raw() == doctest::Approx(84943110144.0).epsilon(1e-6));
+    CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(79.10944).epsilon(1e-5));
   }
 }
 

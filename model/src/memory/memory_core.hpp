@@ -116,6 +116,13 @@ int communicators(const wl::Parallelism& par);
 /// ((PP + 1)/2 when the two stages keep the same bytes). memory_dualpipe.cpp.
 double dualpipe_layer_factor(const Ctx& c, const LayerSums& sums, const StageShape& shape, int p);
 
+/// The copies of each pipeline stage in one pipeline: 2 under DualPipe, else 1. DualPipe's rank i holds stages i and
+/// PP−1−i (DeepSeek-V3 arXiv:2412.19437 §3.2.1, Table 2: "2×" parameters; deepseek-ai/DualPipe
+/// examples/example_dualpipe.py builds rank i's modules from full_modules[i] and full_modules[PP−1−i] and sums the
+/// two copies' gradients across ranks i and PP−1−i), so ranks i and PP−1−i hold the same parameters: each copy is one
+/// more data-parallel replica, and the gradient reduction and the ZeRO shard group span both. memory_dualpipe.cpp.
+int stage_copies(const wl::TrainingPlan& plan);
+
 /// One stage's memory (bytes); the fields training_memory reports and explains.
 struct StageMemory {
   StageShape shape;

@@ -1,4 +1,5 @@
-// DualPipe's activation memory per device (DeepSeek-V3 arXiv:2412.19437 §3.2.1, Table 2; deepseek-ai/DualPipe).
+// DualPipe's activation memory per device and its copies of each stage (DeepSeek-V3 arXiv:2412.19437 §3.2.1, Table 2;
+// deepseek-ai/DualPipe).
 
 #include <algorithm>
 
@@ -34,5 +35,7 @@ double dualpipe_layer_factor(const Ctx& c, const LayerSums& sums, const StageSha
   const double shallow = all - deep;
   return (double(p - h) * shallow + double(h + 1) * deep) / all;
 }
+
+int stage_copies(const wl::TrainingPlan& plan) { return plan.dualpipe() ? 2 : 1; }
 
 }  // namespace gpuplan::model::detail

@@ -124,13 +124,15 @@ std::vector<DerivationInput> states_inputs(const Explained& e, double bytes_per,
 std::string shard_note(const Explained& e) {
   using units::format_number;
   const auto& par = e.plan.par;
+  const char* group = par.shard_group > 0        ? "hybrid shard group"
+                      : stage_copies(e.plan) > 1 ? "dp·cp × 2: DualPipe's mirror rank holds the same stages"
+                                                 : "dp·cp";
   return par.expert_tp() != par.tp
              ? fmt::format("ZeRO shard group N = {} ({}); routed experts over the expert-DP group N·t/(etp·ep) = {} "
                            "(parallel folding: expert TP {})",
-                           format_number(e.core.n_dense), par.shard_group > 0 ? "hybrid shard group" : "dp·cp",
-                           format_number(e.core.n_expert), par.expert_tp())
+                           format_number(e.core.n_dense), group, format_number(e.core.n_expert), par.expert_tp())
              : fmt::format("ZeRO shard group N = {} ({}); routed experts over N/ep = {}", format_number(e.core.n_dense),
-                           par.shard_group > 0 ? "hybrid shard group" : "dp·cp", format_number(e.core.n_expert));
+                           group, format_number(e.core.n_expert));
 }
 
 /// The weights node: P_gpu·b_w, and what the weights include beyond it (gathered, FP8-cached and autocast copies).

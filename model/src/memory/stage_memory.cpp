@@ -373,8 +373,10 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
   // ZeRO/FSDP shard group ([ZeRO] §5): the data-parallel replicas (dp·cp: CP ranks hold the same weights, as
   // Megatron-Core's distributed optimizer shards over the dp×cp group), or the hybrid shard group. Routed experts
   // are replicated over the expert-data-parallel ranks only: the group regrouped as etp·ep·edp, N·t/(etp·ep)
-  // (dp·cp/ep when etp = tp: EP carved out of dp·cp).
-  x.n_dense = par.shard_group > 0 ? double(par.shard_group) : double(par.dp) * double(std::max(1, par.cp));
+  // (dp·cp/ep when etp = tp: EP carved out of dp·cp). Under DualPipe each stage has a second copy on the mirror rank
+  // of every pipeline (stage_copies): 2·dp·cp replicas.
+  x.n_dense = par.shard_group > 0 ? double(par.shard_group)
+                                  : double(par.dp) * double(std::max(1, par.cp)) * double(stage_copies(plan));
   x.n_expert = std::max(1.0, x.n_dense * x.t / x.te);
   x.zero = static_cast<int>(plan.zero);
   x.opt_b = optimizer_state_bytes(plan);

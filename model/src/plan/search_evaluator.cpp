@@ -205,6 +205,10 @@ struct VocabEvaluator {
       t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Copied out: a reference into `groups` would not survive the next insert.
+        // Not cached under DualPipe: its mirror copies change the group's tiers (grad_comm_group).
+        if (plan.dualpipe())
+          return detail::dp_collective_times(a, k.params, plan, detail::grad_comm_group(n_dp, par.tp, plan, sys),
+                                             detail::grad_comm_group(n_edp, etp * par.ep, plan, sys));
         const CommGroup g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
         const CommGroup& ge = groups.get({n_edp, etp * par.ep},
                                          [&] { return training_comm_group(n_edp, etp * par.ep, sys); });

@@ -199,11 +199,29 @@ GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts&
   return {lora_adapter_params(a, plan.lora) / (double(plan.par.tp) * double(plan.par.pp)), 0.0};
 }
 
-int dense_grad_group_size(const wl::TrainingPlan& plan) { return plan.par.dp * std::max(1, plan.par.cp); }
+int dense_grad_group_size(const wl::TrainingPlan& plan) {
+  return plan.par.dp * std::max(1, plan.par.cp) * stage_copies(plan);
+}
 
 int expert_grad_group_size(const wl::TrainingPlan& plan) {
-  // Megatron-Core's expert-data-parallel group: tp·cp·dp / (etp·ep) ranks of a stage (dp·cp / ep when etp = tp).
-  return static_cast<int>(std::max<long long>(1, plan.par.expert_dp()));
+  // Megatron-Core's expert-data-parallel group: tp·cp·dp / (etp·ep) ranks of a stage (dp·cp / ep when etp = tp);
+  // × 2 under DualPipe (the mirror rank's copy, stage_copies).
+  return static_cast<int>(std::max<long long>(1, plan.par.expert_dp())) * stage_copies(plan);
+}
+
+CommGroup grad_comm_group(int size, int stride, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  const int copies = stage_copies(plan);
+  if (copies == 1 || sys.node == nullptr) return training_comm_group(size, stride, sys);
+  // DualPipe: the mirror copies sit (PP − 1 − 2i)·tp·cp·dp ranks away (Megatron's rank order, PP outermost), in
+  // another scale-up domain unless the whole pipeline fits in one.
+  const auto& par = plan.par;
+  const int grid = par.tp * std::max(1, par.cp) * par.dp;
+  if (grid * par.pp <= std::max(1, sys.node->scale_up.domain_gpus)) return training_comm_group(size, stride, sys);
+  const int half = size / copies;
+  if (half <= 1) return training_comm_group(copies, grid * (par.pp - 1), sys);
+  CommGroup g = training_comm_group(half, stride, sys);
+  g.size = size;  // the same members per domain, twice the domains
+  return g;
 }
 
 double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {

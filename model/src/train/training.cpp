@@ -148,9 +148,9 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   const int n_dp = detail::dense_grad_group_size(plan), n_edp = detail::expert_grad_group_size(plan);
   const CommGroup tp_g = training_comm_group(par.tp, 1, sys);
   const CommGroup cp_g = training_comm_group(par.cp, par.tp, sys);
-  const CommGroup dp_g = training_comm_group(n_dp, par.tp, sys);
+  const CommGroup dp_g = detail::grad_comm_group(n_dp, par.tp, plan, sys);
   const int etp = par.expert_tp();
-  const CommGroup edp_g = training_comm_group(n_edp, etp * par.ep, sys);
+  const CommGroup edp_g = detail::grad_comm_group(n_edp, etp * par.ep, plan, sys);
   const CommGroup ep_g = training_comm_group(par.ep, etp, sys);
   const CommGroup pp_g = training_comm_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
   if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);

@@ -96,8 +96,12 @@ GpuParams params_per_gpu(const ParameterCounts& params, const wl::TrainingPlan& 
 GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
 /// The gradient groups: dense parameters are reduced over dp·cp GPUs (stride tp), routed experts over the
 /// tp·cp·dp/(etp·ep) GPUs of the expert-data-parallel group (stride etp·ep; dp·cp/ep when etp = tp). Sizes 1 when there is nothing to reduce.
+/// Under DualPipe both grow × 2: each stage's mirror copy is one more replica (stage_copies).
 int dense_grad_group_size(const wl::TrainingPlan& plan);
 int expert_grad_group_size(const wl::TrainingPlan& plan);
+/// The link tiers of a gradient group of `size` GPUs `stride` ranks apart: training_comm_group, except under DualPipe,
+/// whose mirror copies live in other scale-up domains (the group's members per domain stay, its domains double).
+CommGroup grad_comm_group(int size, int stride, const wl::TrainingPlan& plan, const TrainingSystem& sys);
 /// Trainable parameters per GPU whose gradients the DP step reduces: the dense ones (when dp·cp > 1) and the routed
 /// experts' only when their expert-data-parallel group has more than one GPU (EP = dp·cp leaves nothing to reduce).
 double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);

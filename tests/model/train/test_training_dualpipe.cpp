@@ -120,6 +120,42 @@ TEST_CASE("DualPipe: two stages per device, PP+1 chunk micro-batches, a smaller 
   CHECK(dual.memory.weights > one.memory.weights * 1.5);
 }
 
+TEST_CASE("DualPipe's two copies of a stage are data-parallel replicas: ZeRO shards over both, their gradients meet") {
+  // deepseek-ai/DualPipe examples/example_dualpipe.py: rank i runs full_modules[i] and full_modules[PP−1−i], and the
+  // gradients of the two copies are summed across ranks i and PP−1−i; DeepSeek-V3 Table 2: DualPipe keeps 2×
+  // parameters. So a stage's parameters live on 2·dp·cp GPUs, and ZeRO-1 partitions their master weights and optimizer
+  // states over all of them. EP 1 keeps one shard group for every parameter (no expert-data-parallel regrouping).
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 4, 4 * 32);
+  plan.par.ep = 1;
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  plan.zero = wl::ZeroStage::none;
+  const auto whole = model::estimate_training(a, plan, sys, Explain::off);
+  plan.zero = wl::ZeroStage::optimizer;
+  const auto sharded = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(whole.memory.master_weights.raw() > 0);
+  // 1/(2·dp) = 1/8 of the unsharded fp32 master weights and bf16 moments (1/4 without the mirror copies).
+  const double eighth = 1.0 / 8.0;
+  CHECK(sharded.memory.master_weights.raw() == doctest::Approx(whole.memory.master_weights.raw() * eighth));
+  CHECK(sharded.memory.optimizer_states.raw() == doctest::Approx(whole.memory.optimizer_states.raw() * eighth));
+  // DP 1: no data-parallel peer but the mirror rank, and its copy's gradients still have to be summed (ZeRO-1: a
+  // reduce-scatter of the fp32 gradients and an all-gather of the bf16 weights over 2 GPUs), across scale-up domains
+  // (rank 0's mirror is 15 ranks away, 16 ranks do not fit one 8-GPU node).
+  auto single = dsv3_plan(16, 1, 32);
+  single.par.ep = 1;
+  single.schedule = wl::PipelineSchedule::dualpipe;
+  const auto r = model::estimate_training(a, single, sys, Explain::off);
+  REQUIRE(r.comm.size() == 5);
+  CHECK(r.comm[4].kind == "dp");
+  CHECK(r.comm[4].group_size == 2);
+  CHECK(r.comm[4].time.raw() > 0);
+  CHECK(r.comm[4].tier.find("InfiniBand") != std::string::npos);
+  auto one_f_one_b = single;
+  one_f_one_b.schedule = wl::PipelineSchedule::one_f_one_b;
+  CHECK(model::estimate_training(a, one_f_one_b, sys, Explain::off).comm[4].time.raw() == 0.0);
+}
+
 TEST_CASE("DualPipe's layout rules: PP even, an even number of micro-batches, at least 2·PP") {
   const auto& a = test::arch("deepseek-v3");
   auto sys = h800_cluster();
