@@ -169,7 +169,7 @@ ordered_json fleet_json(const model::FleetResult& f, double price_h) {
   return o;
 }
 
-int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, ServeFlags& s,
+int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, ServeFlags& s,
                   const AutoscaleFlags& af) {
   Diagnostics diags;
   // ---- the scenario file: serving, load, autoscale ----
@@ -194,7 +194,7 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
   }
   ServeContext ctx;
   KeyLocator key_at;
-  auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx, &key_at);
+  auto resolved = resolve_serve_command(g, cmd, s, diags, ctx, &key_at);
   if (!resolved) return report(diags);
   ResolvedServing& rs = *resolved;
   const Format fmt_ = parse_format(g.format);
@@ -672,7 +672,6 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
 }  // namespace
 
 void register_autoscale(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto f = std::make_shared<ServingFlags>();
   auto s = std::make_shared<ServeFlags>();
   auto af = std::make_shared<AutoscaleFlags>();
   auto* c = app.add_subcommand("autoscale",
@@ -681,15 +680,14 @@ void register_autoscale(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--scenario", s->scenario,
                 "autoscale scenario JSON: serving (scenario keys), load, autoscale, e2e_ms (docs/serving.md); flags "
                 "override it");
-  add_serve_options(*c, *f, *s, false);
-  c->add_option("--ttft-ms", s->ttft_ms, "SLA: time to first token of a request, ms");
-  c->add_option("--itl-ms", s->itl_ms, "SLA: mean inter-token latency of a request (TPOT), ms");
+  add_serve_options(*c, *s, false);
+  add_serve_key(*c, *s, "ttft_ms", "SLA: time to first token of a request, ms");
+  add_serve_key(*c, *s, "itl_ms", "SLA: mean inter-token latency of a request (TPOT), ms");
   c->add_option("--e2e-ms", af->e2e_ms, "SLA: end-to-end latency of a request, ms");
-  c->add_option("--percentile", s->percentile,
+  add_serve_key(*c, *s, "percentile",
                 "SLA percentile: the planner's TTFT percentile, and a minute is in violation when more than 100 − this "
-                "percent of its requests miss")
-      ->capture_default_str();
-  c->add_option("--price", s->price, "$ per GPU-hour (default: the GPU file's indicative price)");
+                "percent of its requests miss (default: 99)");
+  add_serve_key(*c, *s, "price_usd_per_hour", "$ per GPU-hour (default: the GPU file's indicative price)");
   c->add_option("--peak-rate", af->peak_rate, "built-in diurnal curve: requests/s at the peak");
   c->add_option("--trough-rate", af->trough_rate, "built-in diurnal curve: requests/s at the trough");
   c->add_option("--peak-hour", af->peak_hour, "built-in diurnal curve: hour of the peak (default 14)");
@@ -715,9 +713,9 @@ void register_autoscale(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--series-s", af->series_s, "time-series interval, seconds")->capture_default_str();
   add_format_option(*c, g);
   accept_engine_spellings(*c, g.data_dir);
-  c->callback([&g, f, s, af, c, &rc] {
+  c->callback([&g, s, af, c, &rc] {
     s->engine_typed = c->remaining();
-    rc = run_autoscale(g, *c, *f, *s, *af);
+    rc = run_autoscale(g, *c, *s, *af);
   });
 }
 

@@ -50,8 +50,11 @@ std::string field_reference() {
   o += wl_io::scenario_field_reference_markdown(
       "Training scenario (`gpuplan train --scenario`, a plan's training[].scenario; a flag overrides its key)",
       wl_io::training_fields());
-  o += json_io::field_reference_markdown("Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario)",
-                                         wl_io::serving_scenario_fields());
+  o += wl_io::scenario_field_reference_markdown(
+      "Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario; a flag overrides its key; "
+      "(planner): a key of `serve`'s capacity planner, whose flag simulate, compress and autoscale leave out "
+      "unless they give it a meaning of their own)",
+      wl_io::serving_fields());
   o += json_io::field_reference_markdown(
       "Autoscale scenario (`gpuplan autoscale --scenario`, data/scenarios/*-autoscale.json)", autoscale_file_fields());
   o += json_io::field_reference_markdown(
