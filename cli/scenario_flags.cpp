@@ -48,6 +48,16 @@ std::optional<std::string> ScenarioFlags::text(const std::string& key) const {
   return it == values_.end() ? std::nullopt : it->second.text;
 }
 
+std::optional<double> ScenarioFlags::number(const std::string& key) const {
+  const auto it = values_.find(key);
+  return it == values_.end() ? std::nullopt : it->second.number;
+}
+
+std::optional<long long> ScenarioFlags::integer(const std::string& key) const {
+  const auto it = values_.find(key);
+  return it == values_.end() ? std::nullopt : it->second.integer;
+}
+
 void ScenarioFlags::overlay(nlohmann::json& j, std::map<std::string, std::string>& origin) const {
   for (const auto& [key, v] : values_) {
     if (!given(key)) continue;

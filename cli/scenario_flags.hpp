@@ -35,6 +35,9 @@ class ScenarioFlags {
   [[nodiscard]] bool given(const std::string& key) const;
   /// The value of a given string flag, as typed.
   [[nodiscard]] std::optional<std::string> text(const std::string& key) const;
+  /// The value of a given number / integer flag.
+  [[nodiscard]] std::optional<double> number(const std::string& key) const;
+  [[nodiscard]] std::optional<long long> integer(const std::string& key) const;
   /// Writes every given value into `j` at its key and the flag it came from into `origin`.
   void overlay(nlohmann::json& j, std::map<std::string, std::string>& origin) const;
 

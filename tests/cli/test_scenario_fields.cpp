@@ -179,3 +179,28 @@ TEST_CASE("a value below its key's range is refused against the generated flag, 
   // first_stage_layers, last_stage_layers.
   CHECK(checked == 14);
 }
+
+TEST_CASE("gpuplan mfu's scenario flags are the training table's (type, help), precision and recompute with its help") {
+  CLI::App app;
+  cli::GlobalOptions g;
+  int rc = 0;
+  cli::register_mfu(app, g, rc);
+  const CLI::App* mfu = app.get_subcommand("mfu");
+  REQUIRE(mfu != nullptr);
+  std::map<std::string, const CLI::Option*> options;
+  for (const CLI::Option* o : mfu->get_options())
+    for (const auto& n : o->get_lnames()) options["--" + n] = o;
+  int from_table = 0;
+  for (const auto& f : training_fields()) {
+    if (f.flags.empty() || options.count(f.flag()) == 0) continue;
+    CAPTURE(f.key());
+    if (f.key() != "precision" && f.key() != "recompute")
+      CHECK(options.at(f.flag())->get_description() == f.help_with_default());
+    ++from_table;
+  }
+  CHECK(from_table == 20);  // model, gpu, node, cluster, gpus, the five sizes, batches, seq, precision, ...
+  // A bad value is refused by the reader against the flag, as for train.
+  const auto r = cli_test::run({"mfu", "-m", "llama-3.1-8b", "--gpus", "8", "--measured-step-s", "1", "--tp", "0"});
+  CHECK(r.rc == cli_test::kInvalid);
+  CHECK(r.err.find("--tp: error: value 0 is out of range: expected >= 1") != std::string::npos);
+}

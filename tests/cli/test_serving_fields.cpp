@@ -209,3 +209,60 @@ TEST_CASE("a serving value out of its key's range is refused against the generat
   CHECK(r.rc == cli_test::kInvalid);
   CHECK(r.err.find("--kv-dtype: error: 'fp7' is not one of") != std::string::npos);
 }
+
+TEST_CASE("gpuplan kv's memory flags are the table's (type, help), and its other options are its own questions") {
+  CLI::App app;
+  cli::GlobalOptions g;
+  int rc = 0;
+  cli::register_kv(app, g, rc);
+  const CLI::App* kv = app.get_subcommand("kv");
+  REQUIRE(kv != nullptr);
+  const auto options = options_of(*kv);
+  int from_table = 0;
+  for (const auto& f : serving_fields()) {
+    if (f.flags.empty() || f.key() == "concurrency") continue;  // kv's --concurrency: sequences, not users
+    const auto it = options.find(f.flag());
+    if (it == options.end()) continue;
+    CAPTURE(f.key());
+    CHECK(!f.planner_only);
+    CHECK(it->second->get_description() == f.help_with_default());
+    if (!f.switch_flag) CHECK(it->second->get_type_name() == cli_type(f));
+    ++from_table;
+  }
+  // model, gpu, tp, pp and the 19 memory knobs of serving_fields (all but --prefix-hit-rate, a prefill saving).
+  CHECK(from_table == 23);
+  CHECK(options.at("--model")->get_required());
+  const std::set<std::string> own = {"--gpus", "--context", "--concurrency", "--params", "--no-scale-overhead",
+                                     "--paging-overhead", "--gpu-count", "--simple"};
+  for (const auto& name : own) CHECK(options.count(name) == 1);
+  const auto r = cli_test::run({"kv", "-m", "llama-3.1-8b", "--block-size", "0"});
+  CHECK(r.rc == cli_test::kInvalid);
+  CHECK(r.err.find("--block-size: error: value 0 is out of range: expected >= 1") != std::string::npos);
+}
+
+TEST_CASE("gpuplan autoscale has one option per flagged key of the autoscale tables, with the key's help") {
+  CLI::App app;
+  cli::GlobalOptions g;
+  int rc = 0;
+  cli::register_autoscale(app, g, rc);
+  const CLI::App* cmd = app.get_subcommand("autoscale");
+  REQUIRE(cmd != nullptr);
+  const auto options = options_of(*cmd);
+  int flagged = 0;
+  for (const auto* table : {&wl_io::autoscale_fields(), &wl_io::autoscale_load_fields(), &wl_io::autoscale_policy_fields()}) {
+    for (const auto& f : *table) {
+      if (f.flags.empty()) continue;
+      CAPTURE(f.key());
+      REQUIRE(options.count(f.flag()) == 1);
+      CHECK(options.at(f.flag())->get_description() == f.help_with_default());
+      CHECK(!f.spec.doc.empty());
+      ++flagged;
+    }
+  }
+  CHECK(flagged == 21);  // e2e_ms, the 9 load keys and the 11 policy keys
+  // The reader's top-level table nests the load and policy tables: a key of neither is refused with its pointer.
+  const auto& top = wl_io::autoscale_file_specs();
+  REQUIRE(top.size() == wl_io::autoscale_fields().size());
+  for (const auto& s : top)
+    if (s.key == "load" || s.key == "autoscale") CHECK(s.nested != nullptr);
+}

@@ -48,6 +48,11 @@ class Row {
     f_.spec.choices = std::move(values);
     return std::move(*this);
   }
+  /// An object key read with its own table (the autoscale file's load and policy).
+  Row&& nested(const json_io::FieldTable* table) && {
+    f_.spec.nested = table;
+    return std::move(*this);
+  }
   Row&& doc(std::string text) && {
     f_.spec.doc = std::move(text);
     return std::move(*this);

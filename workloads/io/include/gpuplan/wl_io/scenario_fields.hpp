@@ -39,6 +39,14 @@ const ScenarioFieldTable& training_fields();
 /// --scenario files, a plan's serving[].scenario).
 const ScenarioFieldTable& serving_fields();
 
+/// The autoscale scenario file (`gpuplan autoscale --scenario`): its top level (description, serving, load, autoscale,
+/// e2e_ms; `serving` is a serving scenario), the load over the day and the autoscaling policy.
+const ScenarioFieldTable& autoscale_fields();
+const ScenarioFieldTable& autoscale_load_fields();
+const ScenarioFieldTable& autoscale_policy_fields();
+/// The reader's table of the file's top level, its load and autoscale objects nested.
+const json_io::FieldTable& autoscale_file_specs();
+
 /// The field of `key` in `table`, or nullptr.
 const ScenarioField* find_field(const ScenarioFieldTable& table, std::string_view key);
 
