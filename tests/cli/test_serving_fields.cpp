@@ -5,8 +5,6 @@
 // serving table lists exactly the keys and docs/cli.md names every flag; a bad value is refused against its flag.
 #include <doctest/doctest.h>
 
-#include <cctype>
-#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -14,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_runner.hpp"
+#include "field_docs.hpp"
 #include "commands.hpp"
 #include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
@@ -32,13 +31,6 @@ const std::set<std::string> kNotScenario = {
     "--help", "--scenario", "--format", "--explain", "--no-calibration", "--vllm-args", "--sglang-args",
     "--data-dir", "--sweep"};
 
-std::map<std::string, const CLI::Option*> options_of(const CLI::App& cmd) {
-  std::map<std::string, const CLI::Option*> options;
-  for (const CLI::Option* o : cmd.get_options())
-    for (const auto& n : o->get_lnames()) options["--" + n] = o;
-  return options;
-}
-
 std::string cli_type(const wl_io::ScenarioField& f) {
   using json_io::FieldType;
   return f.spec.type == FieldType::integer   ? "INT"
@@ -47,28 +39,6 @@ std::string cli_type(const wl_io::ScenarioField& f) {
                                              : "TEXT";
 }
 
-/// The section of a Markdown file from the line starting with `from` to the next line starting with `to`.
-std::string section_of(const std::string& path, const std::string& from, const std::string& to) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::string out, line;
-  bool in_section = false;
-  while (std::getline(in, line)) {
-    if (line.rfind(from, 0) == 0) in_section = true;
-    else if (in_section && line.rfind(to, 0) == 0) break;
-    if (in_section) out += line + "\n";
-  }
-  return out;
-}
-
-/// `flag` as a whole word in `text` ("`--tp`, `--pp`": "--tp" yes, "--t" no).
-bool names_flag(const std::string& text, const std::string& flag) {
-  for (auto at = text.find(flag); at != std::string::npos; at = text.find(flag, at + 1)) {
-    const char next = at + flag.size() < text.size() ? text[at + flag.size()] : ' ';
-    if (!(std::isalnum(static_cast<unsigned char>(next)) || next == '-' || next == '_')) return true;
-  }
-  return false;
-}
 }  // namespace
 
 TEST_CASE("every serving key has a GUI label, a help and a reference text, and a flag unless listed with its reason") {
@@ -105,7 +75,7 @@ TEST_CASE("gpuplan serve has one option per flagged key, of the key's type, and 
   cli::register_serve(app, g, rc);
   const CLI::App* serve = app.get_subcommand("serve");
   REQUIRE(serve != nullptr);
-  const auto options = options_of(*serve);
+  const auto options = field_docs::options_of(*serve);
   std::set<std::string> table_flags;
   for (const auto& f : serving_fields()) {
     if (f.flags.empty()) continue;
@@ -141,7 +111,7 @@ TEST_CASE("simulate, compress and autoscale take the table's one-replica flags a
     else cli::register_autoscale(app, g, rc);
     const CLI::App* cmd = app.get_subcommand(name);
     REQUIRE(cmd != nullptr);
-    const auto options = options_of(*cmd);
+    const auto options = field_docs::options_of(*cmd);
     for (const auto& f : serving_fields()) {
       if (f.flags.empty()) continue;
       CAPTURE(f.key());
@@ -153,40 +123,22 @@ TEST_CASE("simulate, compress and autoscale take the table's one-replica flags a
 }
 
 TEST_CASE("docs/scenario.md's serving table lists exactly the keys of the field table") {
-  const std::string text =
-      section_of(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/scenario.md", "# Serving scenario keys", "# ");
+  const std::string text = field_docs::section(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/scenario.md",
+                                               "# Serving scenario keys", "# ");
   REQUIRE(!text.empty());
-  std::set<std::string> documented;
-  std::size_t pos = 0;
-  while ((pos = text.find("\n| `", pos)) != std::string::npos) {
-    const std::size_t end = text.find(" |", pos + 3);
-    const std::string first = text.substr(pos + 3, end - pos - 3);  // "`tp`, `pp`"
-    for (std::size_t a = first.find('`'); a != std::string::npos; a = first.find('`', first.find('`', a + 1) + 1))
-      documented.insert(first.substr(a + 1, first.find('`', a + 1) - a - 1));
-    pos = end;
-  }
-  std::set<std::string> keys;
-  for (const auto& f : serving_fields()) keys.insert(f.key());
-  for (const auto& k : keys) {
-    CAPTURE(k);
-    CHECK(documented.count(k) == 1);
-  }
-  for (const auto& k : documented) {
-    CAPTURE(k);
-    CHECK(keys.count(k) == 1);
-  }
+  field_docs::check_documented(field_docs::documented_keys(text), serving_fields());
 }
 
 TEST_CASE("docs/cli.md names every serving flag in serve's table or in kv's, which serve takes whole") {
   const std::string docs = std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/cli.md";
-  const std::string serve = section_of(docs, "## `gpuplan serve`", "### ");
-  const std::string kv = section_of(docs, "## `gpuplan kv`", "## `gpuplan serve`");
+  const std::string serve = field_docs::section(docs, "## `gpuplan serve`", "### ");
+  const std::string kv = field_docs::section(docs, "## `gpuplan kv`", "## `gpuplan serve`");
   REQUIRE(!serve.empty());
   REQUIRE(!kv.empty());
   for (const auto& f : serving_fields()) {
     if (f.flags.empty()) continue;
     CAPTURE(f.flag());
-    CHECK((names_flag(serve, f.flag()) || names_flag(kv, f.flag())));
+    CHECK((field_docs::names_flag(serve, f.flag()) || field_docs::names_flag(kv, f.flag())));
   }
 }
 
@@ -217,7 +169,7 @@ TEST_CASE("gpuplan kv's memory flags are the table's (type, help), and its other
   cli::register_kv(app, g, rc);
   const CLI::App* kv = app.get_subcommand("kv");
   REQUIRE(kv != nullptr);
-  const auto options = options_of(*kv);
+  const auto options = field_docs::options_of(*kv);
   int from_table = 0;
   for (const auto& f : serving_fields()) {
     if (f.flags.empty() || f.key() == "concurrency") continue;  // kv's --concurrency: sequences, not users
@@ -247,7 +199,7 @@ TEST_CASE("gpuplan autoscale has one option per flagged key of the autoscale tab
   cli::register_autoscale(app, g, rc);
   const CLI::App* cmd = app.get_subcommand("autoscale");
   REQUIRE(cmd != nullptr);
-  const auto options = options_of(*cmd);
+  const auto options = field_docs::options_of(*cmd);
   int flagged = 0;
   for (const auto* table : {&wl_io::autoscale_fields(), &wl_io::autoscale_load_fields(), &wl_io::autoscale_policy_fields()}) {
     for (const auto& f : *table) {
