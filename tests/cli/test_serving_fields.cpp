@@ -218,3 +218,14 @@ TEST_CASE("gpuplan autoscale has one option per flagged key of the autoscale tab
   for (const auto& s : top)
     if (s.key == "load" || s.key == "autoscale") CHECK(s.nested != nullptr);
 }
+
+TEST_CASE("a vision model reads serve's --batch and --compute itself: out of range or unknown is still refused") {
+  // The table's options carry no CLI11 checks (the serving reader checks a transformer's values); the vision path
+  // checks the two it reads (int8 is a vision precision, not a transformer's: tests/vision).
+  const auto b = cli_test::run({"serve", "-m", "resnet50", "--gpu", "h100", "--batch", "0"});
+  CHECK(b.rc == cli_test::kInvalid);
+  CHECK(b.err.find("--batch: error: value 0 is out of range: expected >= 1") != std::string::npos);
+  const auto c = cli_test::run({"serve", "-m", "resnet50", "--gpu", "h100", "--compute", "fp7"});
+  CHECK(c.rc == cli_test::kInvalid);
+  CHECK(c.err.find("--compute: error: 'fp7' is not one of") != std::string::npos);
+}
