@@ -7,106 +7,42 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "autoscale_fields.hpp"
 #include "commands.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/model/autoscale.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "serve_options.hpp"
 #include "sim_common.hpp"
 #include "trace_csv.hpp"
 
 namespace gpuplan::cli {
 
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
 using nlohmann::ordered_json;
 
 namespace {
 
-FieldSpec field(std::string key, FieldType t, std::string doc, const FieldTable* nested = nullptr) {
-  FieldSpec s;
-  s.key = std::move(key);
-  s.type = t;
-  s.doc = std::move(doc);
-  s.nested = nested;
-  return s;
-}
-
-}  // namespace
-
-const FieldTable& autoscale_load_fields() {
-  static const FieldTable t{
-      field("peak_per_s", FieldType::number, "built-in diurnal curve: requests/s at the peak"),
-      field("trough_per_s", FieldType::number, "built-in diurnal curve: requests/s at the trough (12 hours from the peak)"),
-      field("peak_hour", FieldType::number, "built-in diurnal curve: hour of the peak, [0, 24) (default 14)"),
-      field("points", FieldType::any,
-            "instead of the diurnal curve: [[hour, requests/s], ...], hours ascending in [0, 24·7], joined linearly"),
-      field("hours", FieldType::number, "hours of load to simulate from midnight (default 24)"),
-      field("trace", FieldType::string,
-            "instead of a curve: a trace CSV (Azure LLM inference 2023 or BurstGPT columns), relative to this file"),
-      field("input_lengths", FieldType::string,
-            "prompt lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default fixed input_tokens)"),
-      field("output_lengths", FieldType::string,
-            "output lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default fixed output_tokens)"),
-      field("seed", FieldType::integer, "seed of the arrivals and lengths (default 1)"),
-  };
-  return t;
-}
-
-const FieldTable& autoscale_policy_fields() {
-  static const FieldTable t{
-      field("metric", FieldType::string,
-            "queue: requests in a replica (waiting + running) per ready replica; utilisation: KV blocks in use / "
-            "blocks, mean over ready replicas"),
-      field("target", FieldType::number,
-            "the metric the fleet is sized to: desired replicas = ceil(ready × metric / target) (Kubernetes HPA)"),
-      field("scale_up_at", FieldType::number, "scale up only when the metric exceeds this (default: target)"),
-      field("scale_down_at", FieldType::number, "scale down only when the metric is below this (default 0.7 × target)"),
-      field("min_replicas", FieldType::integer, "fewest replicas (default 1)"),
-      field("max_replicas", FieldType::integer, "most replicas (default: 4 × the planner's fixed fleet)"),
-      field("initial_replicas", FieldType::integer, "replicas ready at midnight (default min_replicas)"),
-      field("cold_start_s", FieldType::number, "seconds from starting a replica to its first request (default 300)"),
-      field("interval_s", FieldType::number, "seconds between the autoscaler's evaluations (default 30)"),
-      field("up_cooldown_s", FieldType::number, "seconds after a scale-up before the next one (default 0)"),
-      field("down_cooldown_s", FieldType::number, "seconds after any scale event before a scale-down (default 300)"),
-  };
-  return t;
-}
-
-const FieldTable& autoscale_file_fields() {
-  static const FieldTable t{
-      field("description", FieldType::string, "what the scenario is, in words"),
-      field("serving", FieldType::object, "the replica: serving scenario keys (model, gpu, tp, SLA, engine knobs)"),
-      field("load", FieldType::object, "the load over the day", &autoscale_load_fields()),
-      field("autoscale", FieldType::object, "the autoscaling policy", &autoscale_policy_fields()),
-      field("e2e_ms", FieldType::number, "SLA: end-to-end latency of a request, ms (default: none)"),
-  };
-  return t;
-}
-
-namespace {
-
 struct AutoscaleFlags {
-  std::optional<std::string> trace, rate_points, input_lengths, output_lengths, metric;
-  std::optional<double> peak_rate, trough_rate, peak_hour, hours, target, scale_up_at, scale_down_at, cold_start_s,
-      interval_s, up_cooldown_s, down_cooldown_s, e2e_ms;
-  std::optional<long long> seed, min_replicas, max_replicas, initial_replicas;
+  ScenarioFlags load, policy, top;  ///< the flags of the file's load, autoscale and top-level keys (autoscale_fields)
   double series_s = 3600;
 };
 
 /// A value from its flag (when given) or the scenario file's key; `where` receives the flag or "file: /pointer".
 class Picker {
  public:
-  Picker(const CLI::App& c, std::string file, const std::optional<json_io::ObjectReader>& r) : c_(c), file_(std::move(file)), r_(r) {}
+  Picker(const ScenarioFlags& flags, const wl_io::ScenarioFieldTable& table, std::string file,
+         const std::optional<json_io::ObjectReader>& r)
+      : flags_(flags), table_(table), file_(std::move(file)), r_(r) {}
   template <class T>
-  std::optional<T> get(const char* flag, const std::optional<T>& v, const std::string& key, std::string& where) const {
-    if (v && c_.count(flag) > 0) {
+  std::optional<T> get(const std::string& key, std::string& where) const {
+    const std::string flag = wl_io::flag_of_key(table_, key);
+    if (flags_.given(key)) {
       where = flag;
-      return v;
+      if constexpr (std::is_same_v<T, double>) return flags_.number(key);
+      else if constexpr (std::is_same_v<T, long long>) return flags_.integer(key);
+      else return flags_.text(key);
     }
-    where = r_ ? file_ + ": " + r_->pointer(key) : std::string(flag);
+    where = r_ ? file_ + ": " + r_->pointer(key) : flag;
     if (!r_ || !r_->has(key)) return std::nullopt;
     if constexpr (std::is_same_v<T, double>) return r_->num(key);
     else if constexpr (std::is_same_v<T, long long>) return r_->integer(key);
@@ -116,7 +52,8 @@ class Picker {
   [[nodiscard]] const std::string& file() const { return file_; }
 
  private:
-  const CLI::App& c_;
+  const ScenarioFlags& flags_;
+  const wl_io::ScenarioFieldTable& table_;
   std::string file_;
   const std::optional<json_io::ObjectReader>& r_;
 };
@@ -169,7 +106,7 @@ ordered_json fleet_json(const model::FleetResult& f, double price_h) {
   return o;
 }
 
-int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, ServeFlags& s,
+int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, ServeFlags& s,
                   const AutoscaleFlags& af) {
   Diagnostics diags;
   // ---- the scenario file: serving, load, autoscale ----
@@ -185,7 +122,7 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
       diags.error(s.scenario, "/", "expected an object with serving, load and autoscale (docs/serving.md, Autoscaling)");
       return report(diags);
     }
-    top.emplace(*file_json, autoscale_file_fields(), s.scenario, "", diags);
+    top.emplace(*file_json, wl_io::autoscale_file_specs(), s.scenario, "", diags);
     if (diags.has_errors()) return report(diags);
     load_r = top->object("load");
     pol_r = top->object("autoscale");
@@ -194,7 +131,7 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
   }
   ServeContext ctx;
   KeyLocator key_at;
-  auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx, &key_at);
+  auto resolved = resolve_serve_command(g, cmd, s, diags, ctx, &key_at);
   if (!resolved) return report(diags);
   ResolvedServing& rs = *resolved;
   const Format fmt_ = parse_format(g.format);
@@ -214,23 +151,23 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
                 "simulated yet (gpuplan serve prices and plans them)");
 
   // ---- the load ----
-  const Picker lp(cmd, file, load_r);
+  const Picker lp(af.load, wl_io::autoscale_load_fields(), file, load_r);
   std::string w_trace, w_peak, w_trough, w_hour, w_points, w_hours, w_in, w_out, w_seed;
-  const auto trace = lp.get<std::string>("--trace", af.trace, "trace", w_trace);
-  const auto peak = lp.get<double>("--peak-rate", af.peak_rate, "peak_per_s", w_peak);
-  const auto trough = lp.get<double>("--trough-rate", af.trough_rate, "trough_per_s", w_trough);
-  const auto peak_hour = lp.get<double>("--peak-hour", af.peak_hour, "peak_hour", w_hour);
-  const auto hours = lp.get<double>("--hours", af.hours, "hours", w_hours);
-  const auto in_spec = lp.get<std::string>("--input-lengths", af.input_lengths, "input_lengths", w_in);
-  const auto out_spec = lp.get<std::string>("--output-lengths", af.output_lengths, "output_lengths", w_out);
-  const auto seed = lp.get<long long>("--seed", af.seed, "seed", w_seed);
+  const auto trace = lp.get<std::string>("trace", w_trace);
+  const auto peak = lp.get<double>("peak_per_s", w_peak);
+  const auto trough = lp.get<double>("trough_per_s", w_trough);
+  const auto peak_hour = lp.get<double>("peak_hour", w_hour);
+  const auto hours = lp.get<double>("hours", w_hours);
+  const auto in_spec = lp.get<std::string>("input_lengths", w_in);
+  const auto out_spec = lp.get<std::string>("output_lengths", w_out);
+  const auto seed = lp.get<long long>("seed", w_seed);
   // Points: the flag "H:R,H:R,..." or the file's [[h, r], ...].
   std::optional<std::vector<std::pair<double, double>>> points;
-  if (af.rate_points && cmd.count("--rate-points") > 0) {
+  if (af.load.given("points")) {
     w_points = "--rate-points";
     std::vector<std::pair<double, double>> v;
     std::size_t pos = 0;
-    const std::string& t = *af.rate_points;
+    const std::string t = af.load.text("points").value_or("");
     bool ok = true;
     while (pos <= t.size() && ok) {
       auto comma = t.find(',', pos);
@@ -331,27 +268,20 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
                 "a trace gives each request's lengths: length distributions apply to a rate curve only");
 
   // ---- the policy ----
-  const Picker pp(cmd, file, pol_r);
+  const Picker pp(af.policy, wl_io::autoscale_policy_fields(), file, pol_r);
   std::string w_metric, w_target, w_up, w_down, w_min, w_max, w_init, w_cold, w_int, w_upcd, w_downcd, w_e2e;
-  const auto metric = pp.get<std::string>("--metric", af.metric, "metric", w_metric);
-  const auto target = pp.get<double>("--target", af.target, "target", w_target);
-  const auto up_at = pp.get<double>("--scale-up-at", af.scale_up_at, "scale_up_at", w_up);
-  const auto down_at = pp.get<double>("--scale-down-at", af.scale_down_at, "scale_down_at", w_down);
-  const auto min_r = pp.get<long long>("--min-replicas", af.min_replicas, "min_replicas", w_min);
-  const auto max_r = pp.get<long long>("--max-replicas", af.max_replicas, "max_replicas", w_max);
-  const auto init_r = pp.get<long long>("--initial-replicas", af.initial_replicas, "initial_replicas", w_init);
-  const auto cold = pp.get<double>("--cold-start-s", af.cold_start_s, "cold_start_s", w_cold);
-  const auto interval = pp.get<double>("--interval-s", af.interval_s, "interval_s", w_int);
-  const auto up_cd = pp.get<double>("--up-cooldown-s", af.up_cooldown_s, "up_cooldown_s", w_upcd);
-  const auto down_cd = pp.get<double>("--down-cooldown-s", af.down_cooldown_s, "down_cooldown_s", w_downcd);
-  std::optional<double> e2e_ms;
-  if (af.e2e_ms && cmd.count("--e2e-ms") > 0) {
-    e2e_ms = af.e2e_ms;
-    w_e2e = "--e2e-ms";
-  } else if (top && top->has("e2e_ms")) {
-    e2e_ms = top->num("e2e_ms");
-    w_e2e = file + ": /e2e_ms";
-  }
+  const auto metric = pp.get<std::string>("metric", w_metric);
+  const auto target = pp.get<double>("target", w_target);
+  const auto up_at = pp.get<double>("scale_up_at", w_up);
+  const auto down_at = pp.get<double>("scale_down_at", w_down);
+  const auto min_r = pp.get<long long>("min_replicas", w_min);
+  const auto max_r = pp.get<long long>("max_replicas", w_max);
+  const auto init_r = pp.get<long long>("initial_replicas", w_init);
+  const auto cold = pp.get<double>("cold_start_s", w_cold);
+  const auto interval = pp.get<double>("interval_s", w_int);
+  const auto up_cd = pp.get<double>("up_cooldown_s", w_upcd);
+  const auto down_cd = pp.get<double>("down_cooldown_s", w_downcd);
+  const auto e2e_ms = Picker(af.top, wl_io::autoscale_fields(), file, top).get<double>("e2e_ms", w_e2e);
   model::AutoscalePolicy pol;
   if (metric && *metric != "queue" && *metric != "utilisation" && *metric != "utilization")
     diags.error("", w_metric, fmt::format("'{}' is not a scaling metric (queue or utilisation)", *metric));
@@ -672,7 +602,6 @@ int run_autoscale(const GlobalOptions& g, const CLI::App& cmd, const ServingFlag
 }  // namespace
 
 void register_autoscale(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto f = std::make_shared<ServingFlags>();
   auto s = std::make_shared<ServeFlags>();
   auto af = std::make_shared<AutoscaleFlags>();
   auto* c = app.add_subcommand("autoscale",
@@ -681,43 +610,22 @@ void register_autoscale(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--scenario", s->scenario,
                 "autoscale scenario JSON: serving (scenario keys), load, autoscale, e2e_ms (docs/serving.md); flags "
                 "override it");
-  add_serve_options(*c, *f, *s, false);
-  c->add_option("--ttft-ms", s->ttft_ms, "SLA: time to first token of a request, ms");
-  c->add_option("--itl-ms", s->itl_ms, "SLA: mean inter-token latency of a request (TPOT), ms");
-  c->add_option("--e2e-ms", af->e2e_ms, "SLA: end-to-end latency of a request, ms");
-  c->add_option("--percentile", s->percentile,
+  add_serve_options(*c, *s, false);
+  add_serve_key(*c, *s, "ttft_ms", "SLA: time to first token of a request, ms");
+  add_serve_key(*c, *s, "itl_ms", "SLA: mean inter-token latency of a request (TPOT), ms");
+  af->top.add(*c, wl_io::autoscale_fields());
+  add_serve_key(*c, *s, "percentile",
                 "SLA percentile: the planner's TTFT percentile, and a minute is in violation when more than 100 − this "
-                "percent of its requests miss")
-      ->capture_default_str();
-  c->add_option("--price", s->price, "$ per GPU-hour (default: the GPU file's indicative price)");
-  c->add_option("--peak-rate", af->peak_rate, "built-in diurnal curve: requests/s at the peak");
-  c->add_option("--trough-rate", af->trough_rate, "built-in diurnal curve: requests/s at the trough");
-  c->add_option("--peak-hour", af->peak_hour, "built-in diurnal curve: hour of the peak (default 14)");
-  c->add_option("--rate-points", af->rate_points, "the load as HOUR:RATE,HOUR:RATE,... joined linearly");
-  c->add_option("--hours", af->hours, "hours of load from midnight (default 24)");
-  c->add_option("--trace", af->trace, "replay a trace CSV (Azure LLM inference 2023 or BurstGPT) instead of a curve");
-  c->add_option("--input-lengths", af->input_lengths,
-                "prompt lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --input-tokens)");
-  c->add_option("--output-lengths", af->output_lengths,
-                "output lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --output-tokens)");
-  c->add_option("--seed", af->seed, "seed of the arrivals and lengths (default 1)");
-  c->add_option("--metric", af->metric, "scaling metric: queue (requests per replica) or utilisation (KV in use)");
-  c->add_option("--target", af->target, "the metric the fleet is sized to: desired = ceil(ready × metric / target)");
-  c->add_option("--scale-up-at", af->scale_up_at, "scale up only when the metric exceeds this (default: target)");
-  c->add_option("--scale-down-at", af->scale_down_at, "scale down only when the metric is below this (default 0.7 × target)");
-  c->add_option("--min-replicas", af->min_replicas, "fewest replicas (default 1)");
-  c->add_option("--max-replicas", af->max_replicas, "most replicas (default 4 × the planner's fixed fleet)");
-  c->add_option("--initial-replicas", af->initial_replicas, "replicas ready at 00:00 (default --min-replicas)");
-  c->add_option("--cold-start-s", af->cold_start_s, "seconds from starting a replica to serving (default 300)");
-  c->add_option("--interval-s", af->interval_s, "seconds between the autoscaler's evaluations (default 30)");
-  c->add_option("--up-cooldown-s", af->up_cooldown_s, "seconds after a scale-up before the next (default 0)");
-  c->add_option("--down-cooldown-s", af->down_cooldown_s, "seconds after a scale event before a scale-down (default 300)");
+                "percent of its requests miss (default: 99)");
+  add_serve_key(*c, *s, "price_usd_per_hour", "$ per GPU-hour (default: the GPU file's indicative price)");
+  af->load.add(*c, wl_io::autoscale_load_fields());
+  af->policy.add(*c, wl_io::autoscale_policy_fields());
   c->add_option("--series-s", af->series_s, "time-series interval, seconds")->capture_default_str();
   add_format_option(*c, g);
   accept_engine_spellings(*c, g.data_dir);
-  c->callback([&g, f, s, af, c, &rc] {
+  c->callback([&g, s, af, c, &rc] {
     s->engine_typed = c->remaining();
-    rc = run_autoscale(g, *c, *f, *s, *af);
+    rc = run_autoscale(g, *c, *s, *af);
   });
 }
 

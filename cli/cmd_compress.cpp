@@ -27,11 +27,11 @@ struct CompressFlags {
 std::string gb(u::Bytes b) { return fmt::format("{:.2f}", b.raw() / 1e9); }
 std::string msec(u::Seconds s) { return fmt::format("{:.3f}", s.raw() * 1e3); }
 
-int run_compress(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s,
+int run_compress(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& s,
                  const CompressFlags& cf) {
   Diagnostics diags;
   ServeContext ctx;
-  auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx);
+  auto resolved = resolve_serve_command(g, cmd, s, diags, ctx);
   if (!resolved) return report(diags);
   const ResolvedServing& rs = *resolved;
   const std::vector<std::string> given = cf.variants.empty() ? model::default_compression_variants(rs.arch) : cf.variants;
@@ -190,15 +190,13 @@ int run_compress(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
 }  // namespace
 
 void register_compress(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto f = std::make_shared<ServingFlags>();
   auto s = std::make_shared<ServeFlags>();
   auto cf = std::make_shared<CompressFlags>();
   auto* c = app.add_subcommand("compress", "compression playground: quantisation (W8A8 int8/fp8, W4A16, NVFP4/MXFP4), "
                                            "2:4 sparsity, pruning and a student: size, memory, TTFT, ITL, throughput");
   c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
-  add_serve_options(*c, *f, *s, false);
-  c->add_option("--batch", s->batch, "concurrent sequences (decode batch) the choices are compared at (default 16)")
-      ->check(CLI::Range(1LL, 10'000'000LL));
+  add_serve_options(*c, *s, false);
+  add_serve_key(*c, *s, "batch", "concurrent sequences (decode batch) the choices are compared at (default 16)");
   c->add_option("--variants", cf->variants,
                 "choices, comma-separated: w8a8-int8, w8a8-fp8, w4a16, nvfp4, mxfp4, 2:4, prune-ffn=F, "
                 "prune-heads=F, drop-layers=N, student=MODEL, or steps joined with '+' (default: all quantisations, "
@@ -207,9 +205,9 @@ void register_compress(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   add_format_option(*c, g);
   accept_engine_spellings(*c, g.data_dir);
-  c->callback([&g, f, s, cf, c, &rc] {
+  c->callback([&g, s, cf, c, &rc] {
     s->engine_typed = c->remaining();
-    rc = run_compress(g, *c, *f, *s, *cf);
+    rc = run_compress(g, *c, *s, *cf);
   });
 }
 

@@ -1,17 +1,22 @@
 // `gpuplan kv`: KV cache per token, per sequence and per GPU; memory per GPU beside the weights under the serving
 // engine's memory knob; max concurrency at a context, max context at a concurrency, and GPUs needed by memory.
 #include <cmath>
+#include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "serving_memory_flags.hpp"
+#include "gpuplan/app/serving_flags.hpp"
+#include "scenario_flags.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
 
 namespace gpuplan::cli {
 namespace {
@@ -53,8 +58,64 @@ std::string engine_text(const model::ServingMemoryPlan& p) {
   return model::describe_engine_budget(p.engine, p.memory_fraction, p.cuda_graphs_in_budget);
 }
 
-int run_kv(const GlobalOptions& g, const ServingFlags& f) {
+/// kv's flags: the serving table's memory keys (kKvKeys, checked and typed by the serving scenario reader) and kv's
+/// own questions and textbook simplifications (into `own`).
+struct KvFlags {
+  ScenarioFlags keys;
+  ServingFlags own;
+};
+
+/// The serving scenario keys `gpuplan kv` takes: the model, the GPU, the layout and the memory knobs.
+const std::set<std::string>& kv_keys() {
+  static const std::set<std::string> k{"model", "gpu", "tp", "pp", "block_size", "prefix_tokens", "kv_dtype",
+                                       "kv_scales", "kv_scale_bytes", "weight_dtype", "weight_group_size", "engine",
+                                       "gpu_memory_utilization", "mem_fraction_static", "usable_fraction",
+                                       "cudagraph_in_budget", "enforce_eager", "cuda_graph_GiB", "activation_GiB",
+                                       "max_num_batched_tokens", "max_num_seqs", "overheads", "capacity"};
+  return k;
+}
+
+void add_kv_options(CLI::App& c, KvFlags& k) {
+  k.keys.add(c, wl_io::serving_fields(), {}, [](const wl_io::ScenarioField& f) { return kv_keys().count(f.key()) == 1; });
+  c.get_option("--model")->required();
+  ServingFlags& f = k.own;
+  c.add_option("--gpus", f.gpus, "GPUs available (whole TP×PP replicas): check the concurrency fits on them")
+      ->check(CLI::Range(1LL, 10'000'000LL));  // the GPU counts train --gpus takes; replicas × sequences stays in int64
+  c.add_option("--context", f.context, "tokens per sequence (prompt + output)")
+      ->check(CLI::Range(1LL, 100'000'000LL))
+      ->capture_default_str();
+  c.add_option("--concurrency", f.concurrency, "concurrent sequences")
+      ->check(CLI::Range(1LL, 1'000'000'000LL))
+      ->capture_default_str();
+  c.add_option("--params", f.params, "nominal parameter count for the weights, e.g. 7e9 (textbook)");
+  c.add_flag("--no-scale-overhead", f.no_scale_overhead, "nominal bytes per weight, no quantisation scales");
+  c.add_option("--paging-overhead", f.paging_overhead, "flat fraction added to the KV (textbook, e.g. 0.3)");
+  c.add_option("--gpu-count", f.gpu_count, "layout (whole-sequence replicas) or pooled (textbook)")
+      ->check(CLI::IsMember({"layout", "pooled"}));
+  c.add_flag("--simple", f.simple,
+             "textbook back-of-envelope: vendor GB, no overheads, nominal weight bytes, contiguous KV, pooled GPU count");
+}
+
+/// kv's flags as the memory flags: the table's keys read as a serving scenario (ranges, choices; a bad value is
+/// refused against its flag), over kv's own.
+std::optional<ServingFlags> kv_flags(const KvFlags& k, Diagnostics& diags) {
+  nlohmann::json j = nlohmann::json::object();
+  std::map<std::string, std::string> origin;
+  k.keys.overlay(j, origin);
+  auto sc = wl_io::decode_serving_scenario(j, "(flags)", "", origin);
+  diags.append(sc.diagnostics());
+  if (!sc.ok()) return std::nullopt;
+  ServingFlags f = k.own;
+  set_memory_keys(sc.value(), f);
+  if (!sc.value().gpu.empty()) f.gpu = sc.value().gpu;
+  return f;
+}
+
+int run_kv(const GlobalOptions& g, const KvFlags& k) {
   Diagnostics diags;
+  const auto given = kv_flags(k, diags);
+  if (!given) return report(diags);
+  const ServingFlags& f = *given;
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
   auto db = hw_io::load_hardware_db(*dir);
@@ -303,10 +364,10 @@ int run_kv(const GlobalOptions& g, const ServingFlags& f) {
 }  // namespace
 
 void register_kv(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto f = std::make_shared<ServingFlags>();
+  auto f = std::make_shared<KvFlags>();
   auto* c = app.add_subcommand("kv", "KV cache per token/sequence/GPU, memory beside the weights, max concurrency and "
                                      "context, GPUs needed by memory");
-  add_serving_memory_options(*c, *f, false);
+  add_kv_options(*c, *f);
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   c->callback([&g, f, &rc] { rc = run_kv(g, *f); });

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,7 +19,9 @@
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/utilisation.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
+#include "scenario_flags.hpp"
 #include "gpuplan/app/resolve.hpp"
 
 namespace gpuplan::cli {
@@ -29,12 +32,18 @@ using nlohmann::ordered_json;
 
 struct MfuFlags {
   std::string scenario;
-  std::optional<std::string> model, gpu, node, cluster, precision, recompute, kernels, attention_kernel;
-  std::optional<long long> gpus, tp, pp, dp, cp, ep, micro_batch, global_batch, seq, zero;
-  std::optional<bool> flash_attention, sequence_parallel;
+  ScenarioFlags keys;  ///< the training keys that say what ran (mfu_keys), from the training field table
   std::optional<double> step_s, tokens_per_s, tokens_per_s_per_gpu;
   bool no_calibration = false;
 };
+
+/// The training scenario keys `gpuplan mfu` takes: the model, the hardware, the layout and what sets the FLOPs.
+const std::set<std::string>& mfu_keys() {
+  static const std::set<std::string> k{"model", "gpu", "node", "cluster", "gpus", "tp", "pp", "dp", "cp", "ep",
+                                       "micro_batch", "global_batch", "seq", "precision", "recompute", "zero",
+                                       "flash_attention", "sequence_parallel", "kernels", "attention_kernel"};
+  return k;
+}
 
 int run_mfu(const GlobalOptions& g, const MfuFlags& f) {
   Diagnostics diags;
@@ -54,32 +63,7 @@ int run_mfu(const GlobalOptions& g, const MfuFlags& f) {
   nlohmann::json j = std::move(*scenario);
   const std::string file = f.scenario.empty() ? "(flags)" : f.scenario;
   std::map<std::string, std::string> origin;
-  auto put = [&](const char* key, const char* flag, const auto& v) {
-    if (v) {
-      j[key] = *v;
-      origin[key] = flag;
-    }
-  };
-  put("model", "--model", f.model);
-  put("gpu", "--gpu", f.gpu);
-  put("node", "--node", f.node);
-  put("cluster", "--cluster", f.cluster);
-  put("precision", "--precision", f.precision);
-  put("recompute", "--recompute", f.recompute);
-  put("kernels", "--kernels", f.kernels);
-  put("attention_kernel", "--attention-kernel", f.attention_kernel);
-  put("gpus", "--gpus", f.gpus);
-  put("tp", "--tp", f.tp);
-  put("pp", "--pp", f.pp);
-  put("dp", "--dp", f.dp);
-  put("cp", "--cp", f.cp);
-  put("ep", "--ep", f.ep);
-  put("micro_batch", "--micro-batch", f.micro_batch);
-  put("global_batch", "--global-batch", f.global_batch);
-  put("seq", "--seq", f.seq);
-  put("zero", "--zero", f.zero);
-  put("flash_attention", "--flash", f.flash_attention);
-  put("sequence_parallel", "--sp", f.sequence_parallel);
+  f.keys.overlay(j, origin);
   auto sc = wl_io::decode_training_scenario(j, file, origin);
   if (!sc.ok()) return report(sc.diagnostics());
   auto db = hw_io::load_hardware_db(*dir);
@@ -89,7 +73,7 @@ int run_mfu(const GlobalOptions& g, const MfuFlags& f) {
   auto where = [&](const std::string& key) {
     auto it = origin.find(key);
     if (it != origin.end()) return it->second;
-    return j.contains(key) ? file + ": /" + key : "--" + key;
+    return j.contains(key) ? file + ": /" + key : wl_io::flag_of_key(wl_io::training_fields(), key);
   };
   auto r = resolve_training(sc.value(), j.contains("global_batch"), *db, *lib, where, diags);
   if (!r) return report(diags);
@@ -230,26 +214,17 @@ void register_mfu(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--measured-tokens-per-s-per-gpu", f->tokens_per_s_per_gpu, "measured throughput per GPU, tokens/s")
       ->check(CLI::Range(1e-9, 1e15));
   c->add_option("--scenario", f->scenario, "training scenario JSON (keys of docs/scenario.md); flags override it");
-  c->add_option("--model,-m", f->model, "model: library id or path to a config.json");
-  c->add_option("--gpu", f->gpu, "GPU id or alias");
-  c->add_option("--node", f->node, "node id");
-  c->add_option("--cluster", f->cluster, "cluster id");
-  c->add_option("--gpus", f->gpus, "total GPUs");
-  c->add_option("--tp", f->tp, "tensor parallel");
-  c->add_option("--pp", f->pp, "pipeline parallel");
-  c->add_option("--dp", f->dp, "data parallel (default: gpus / (tp·pp·cp))");
-  c->add_option("--cp", f->cp, "context parallel");
-  c->add_option("--ep", f->ep, "expert parallel");
-  c->add_option("--micro-batch", f->micro_batch, "sequences per micro-batch");
-  c->add_option("--global-batch", f->global_batch, "sequences per step");
-  c->add_option("--seq", f->seq, "sequence length");
-  c->add_option("--precision", f->precision, "bf16, fp16, fp8, tf32, fp32: the peak MFU is measured against");
-  c->add_option("--recompute", f->recompute, "none, selective, full (full adds the recomputed forward to HFU)");
-  c->add_option("--zero", f->zero, "ZeRO / FSDP stage 0-3");
-  c->add_option("--flash", f->flash_attention, "fused attention (default true)");
-  c->add_option("--sp", f->sequence_parallel, "sequence parallelism (default: on when TP > 1)");
-  c->add_option("--kernels", f->kernels, "fused (default) or eager");
-  c->add_option("--attention-kernel", f->attention_kernel, "fa2 or fa3");
+  // The table's flags, precision and recompute with what they mean for MFU.
+  const ScenarioFlags::Own own{
+      {"precision",
+       [f, c](const wl_io::ScenarioField& x) {
+         f->keys.add_field(*c, x, "bf16, fp16, fp8, tf32, fp32: the peak MFU is measured against");
+       }},
+      {"recompute", [f, c](const wl_io::ScenarioField& x) {
+         f->keys.add_field(*c, x, "none, selective, full (full adds the recomputed forward to HFU)");
+       }}};
+  f->keys.add(*c, wl_io::training_fields(), own,
+              [](const wl_io::ScenarioField& x) { return mfu_keys().count(x.key()) == 1; });
   c->add_flag("--no-calibration", f->no_calibration,
               "ignore data/calibration/<gpu>/profile.json for the predicted step");
   add_format_option(*c, g);

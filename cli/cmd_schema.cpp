@@ -1,5 +1,4 @@
 // `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables.
-#include "autoscale_fields.hpp"
 #include "commands.hpp"
 #include "gpuplan/app/drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -50,10 +49,16 @@ std::string field_reference() {
   o += wl_io::scenario_field_reference_markdown(
       "Training scenario (`gpuplan train --scenario`, a plan's training[].scenario; a flag overrides its key)",
       wl_io::training_fields());
-  o += json_io::field_reference_markdown("Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario)",
-                                         wl_io::serving_scenario_fields());
-  o += json_io::field_reference_markdown(
-      "Autoscale scenario (`gpuplan autoscale --scenario`, data/scenarios/*-autoscale.json)", autoscale_file_fields());
+  o += wl_io::scenario_field_reference_markdown(
+      "Serving scenario (`gpuplan serve --scenario`, a plan's serving[].scenario; a flag overrides its key; "
+      "(planner): a key of `serve`'s capacity planner, whose flag simulate, compress and autoscale leave out "
+      "unless they give it a meaning of their own)",
+      wl_io::serving_fields());
+  o += wl_io::scenario_field_reference_markdown(
+      "Autoscale scenario (`gpuplan autoscale --scenario`, data/scenarios/*-autoscale.json; a flag overrides its key)",
+      wl_io::autoscale_fields());
+  o += wl_io::scenario_field_reference_markdown("Autoscale scenario: load", wl_io::autoscale_load_fields());
+  o += wl_io::scenario_field_reference_markdown("Autoscale scenario: autoscale", wl_io::autoscale_policy_fields());
   o += json_io::field_reference_markdown(
       "Real-time pipeline (`gpuplan pipeline FILE`, data/scenarios/ad-perception.json; docs/pipelines.md)",
       wl_io::pipeline_fields());

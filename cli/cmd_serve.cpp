@@ -14,7 +14,6 @@
 #include "gpuplan/app/report_sections.hpp"
 #include "gpuplan/app/resolve.hpp"
 #include "serve_options.hpp"
-#include "serving_memory_flags.hpp"
 #include "sweep.hpp"
 #include "vision_cmd.hpp"
 #include "gpuplan/core/format.hpp"
@@ -24,6 +23,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/wide_ep.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "serve_timeline.hpp"
 
@@ -143,80 +143,6 @@ ordered_json planner_json(const ResolvedServing& rs, const model::ServingPlanRes
   return o;
 }
 
-/// The flags given on the command line as a JSON overlay over the scenario file (flags override it), remembering
-/// which flag each key came from so that a bad value is reported against the flag.
-void overlay(const CLI::App& c, const ServingFlags& f, const ServeFlags& s, nlohmann::json& j,
-             std::map<std::string, std::string>& origin) {
-  // simulate registers a subset of serve's options: one it lacks is not given.
-  auto given = [&](const char* flag) { return c.get_option_no_throw(flag) != nullptr && c.count(flag) > 0; };
-  auto put = [&](const char* key, const char* flag, const auto& v) {
-    if (!given(flag)) return;
-    j[key] = v;
-    origin[key] = flag;
-  };
-  auto put_opt = [&](const char* key, const char* flag, const auto& v) {
-    if (v && given(flag)) {
-      j[key] = *v;
-      origin[key] = flag;
-    }
-  };
-  put("model", "--model", f.model);
-  put("gpu", "--gpu", f.gpu);
-  put("node", "--node", s.node);
-  put("cluster", "--cluster", s.cluster);
-  put("tp", "--tp", f.tp);
-  put("pp", "--pp", f.pp);
-  put_opt("ep", "--ep", s.ep);
-  put_opt("attention_dp", "--attention-dp", s.attention_dp);
-  put_opt("prefill_gpu", "--prefill-gpu", s.prefill_gpu);
-  put_opt("decode_gpu", "--decode-gpu", s.decode_gpu);
-  put_opt("prefill_attention_dp", "--prefill-attention-dp", s.prefill_attention_dp);
-  put_opt("decode_attention_dp", "--decode-attention-dp", s.decode_attention_dp);
-  put_opt("moe_imbalance", "--moe-imbalance", s.moe_imbalance);
-  put("input_tokens", "--input-tokens", s.input_tokens);
-  put("output_tokens", "--output-tokens", s.output_tokens);
-  put_opt("images_per_request", "--images-per-request", s.images_per_request);
-  put_opt("input_dist", "--input-dist", s.input_dist);
-  put_opt("output_dist", "--output-dist", s.output_dist);
-  put_opt("batch", "--batch", s.batch);
-  put_opt("rate", "--rate", s.rate);
-  put_opt("concurrency", "--concurrency", s.concurrency);
-  put_opt("think_time_s", "--think-time-s", s.think_time_s);
-  put_opt("ttft_ms", "--ttft-ms", s.ttft_ms);
-  put_opt("itl_ms", "--itl-ms", s.itl_ms);
-  put("percentile", "--percentile", s.percentile);
-  put_opt("compute", "--compute", s.compute);
-  put_opt("price_usd_per_hour", "--price", s.price);
-  put_opt("step_overhead_ms", "--step-overhead-ms", s.step_overhead_ms);
-  put_opt("kernel_overhead_us", "--kernel-overhead-us", s.kernel_overhead_us);
-  put_opt("cpu_per_kernel_us", "--cpu-per-kernel-us", s.cpu_per_kernel_us);
-  if (s.disaggregated) put("disaggregated", "--disaggregated", true);
-  put_opt("spec_acceptance", "--spec-acceptance", s.spec_acceptance);
-  put_opt("spec_tokens", "--spec-tokens", s.spec_tokens);
-  put_opt("draft_model", "--draft-model", s.draft_model);
-  put_opt("draft_ms", "--draft-ms", s.draft_ms);
-  put_opt("block_size", "--block-size", f.block_size);
-  put("prefix_tokens", "--prefix-tokens", f.prefix_tokens);
-  put_opt("prefix_hit_rate", "--prefix-hit-rate", s.prefix_hit_rate);
-  put("kv_dtype", "--kv-dtype", f.kv_dtype);
-  put_opt("kv_scales", "--kv-scales", f.kv_scales);
-  put_opt("kv_scale_bytes", "--kv-scale-bytes", f.kv_scale_bytes);
-  put("weight_dtype", "--weight-dtype", f.weight_dtype);
-  put_opt("weight_group_size", "--weight-group-size", f.weight_group_size);
-  put_opt("engine", "--engine", f.engine);
-  put_opt("gpu_memory_utilization", "--gpu-memory-utilization", f.gpu_memory_utilization);
-  put_opt("mem_fraction_static", "--mem-fraction-static", f.mem_fraction_static);
-  put_opt("usable_fraction", "--usable-fraction", f.usable_fraction);
-  put_opt("cudagraph_in_budget", "--cudagraph-in-budget", f.cudagraph_in_budget);
-  if (f.enforce_eager) put("enforce_eager", "--enforce-eager", true);
-  put_opt("cuda_graph_GiB", "--cuda-graph-GiB", f.cuda_graph_gib);
-  put_opt("activation_GiB", "--activation-GiB", f.activation_gib);
-  put_opt("max_num_batched_tokens", "--max-num-batched-tokens", f.max_num_batched_tokens);
-  put_opt("max_num_seqs", "--max-num-seqs", f.max_num_seqs);
-  put_opt("overheads", "--overheads", f.overheads);
-  put_opt("capacity", "--capacity", f.capacity);
-}
-
 /// `serve --sweep`: the capacity planner at every point of the grid, one row per point (docs/cli.md).
 int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann::json& j,
                     std::map<std::string, std::string> origin, const std::string& file, const std::string& dir) {
@@ -245,9 +171,7 @@ int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann:
       auto it = origin.find(key);
       if (it != origin.end()) return it->second;
       if (j.contains(key)) return file + ": /" + key;
-      std::string flag = key == "price_usd_per_hour" ? std::string("--price") : "--" + key;
-      std::replace(flag.begin(), flag.end(), '_', '-');
-      return flag;
+      return wl_io::flag_of_key(wl_io::serving_fields(), key);
     };
     auto rs = resolve_serving(sc.value(), dir, s.no_calibration, *db, *lib, where, d);
     if (!rs) return std::nullopt;
@@ -277,8 +201,8 @@ struct Overlaid {
   nlohmann::json j = nlohmann::json::object();
   std::map<std::string, std::string> origin;
 };
-std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f,
-                                      const ServeFlags& s, Diagnostics& diags) {
+std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& s,
+                                      Diagnostics& diags) {
   Overlaid o;
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return std::nullopt;
@@ -299,7 +223,7 @@ std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cm
       return std::nullopt;
     }
   }
-  overlay(cmd, f, s, o.j, o.origin);
+  s.keys.overlay(o.j, o.origin);
   if (s.vllm_args || s.sglang_args || !s.engine_typed.empty()) {
     std::vector<std::string> own;
     for (const auto* opt : cmd.get_options())
@@ -310,18 +234,18 @@ std::optional<Overlaid> read_overlaid(const GlobalOptions& g, const CLI::App& cm
   return o;
 }
 
-int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s,
-              const ServeTimelineFlags& tl) {
-  if (const int bad = check_serve_timeline(tl, s.rate || s.concurrency || !s.sweep.empty())) return bad;
+int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& s, const ServeTimelineFlags& tl) {
+  if (const int bad = check_serve_timeline(tl, s.keys.given("rate") || s.keys.given("concurrency") || !s.sweep.empty()))
+    return bad;
   Diagnostics diags;
   if (!s.sweep.empty()) {
-    auto o = read_overlaid(g, cmd, f, s, diags);
+    auto o = read_overlaid(g, cmd, s, diags);
     if (!o) return report(diags);
     return run_serve_sweep(g, s, o->j, o->origin, o->file, o->dir);
   }
   ServeContext ctx;
   KeyLocator where;
-  auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx, &where);
+  auto resolved = resolve_serve_command(g, cmd, s, diags, ctx, &where);
   if (!resolved) return report(diags);
   report(diags);  // notes
   const ResolvedServing& rs = *resolved;
@@ -588,10 +512,9 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f
 
 }  // namespace
 
-std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f,
-                                                     const ServeFlags& s, Diagnostics& diags, ServeContext& ctx,
-                                                     KeyLocator* where_out) {
-  auto o = read_overlaid(g, cmd, f, s, diags);
+std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& s,
+                                                     Diagnostics& diags, ServeContext& ctx, KeyLocator* where_out) {
+  auto o = read_overlaid(g, cmd, s, diags);
   if (!o) return std::nullopt;
   ctx.data_dir = o->dir;
   auto sc = wl_io::decode_serving_scenario(o->j, o->file, o->pointer, o->origin);
@@ -609,11 +532,7 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
     auto it = origin.find(key);
     if (it != origin.end()) return it->second;
     if (j.contains(key)) return file + ": " + ptr + "/" + key;
-    if (key == "price_usd_per_hour") return std::string("--price");
-    std::string flag = "--" + key;
-    for (auto& ch : flag)
-      if (ch == '_') ch = '-';
-    return flag;
+    return wl_io::flag_of_key(wl_io::serving_fields(), key);
   };
   if (where_out != nullptr) *where_out = where;
   auto rs = resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
@@ -621,37 +540,8 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
   return rs;
 }
 
-void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner) {
-  add_serving_memory_options(c, f, true);
-  c.add_option("--node", s.node, "node id (scale-up fabric for TP; default: a node holding the GPU)");
-  c.add_option("--input-tokens", s.input_tokens, "prompt tokens per request")
-      ->check(CLI::Range(1LL, 10'000'000LL))
-      ->capture_default_str();
-  c.add_option("--output-tokens", s.output_tokens, "output tokens per request")
-      ->check(CLI::Range(1LL, 10'000'000LL))
-      ->capture_default_str();
-  c.add_option("--images-per-request", s.images_per_request,
-               "images per request of a multimodal model: their tokens join the prompt (--input-tokens is the text), "
-               "the vision tower runs before the prefill")
-      ->check(CLI::Range(0LL, 10'000LL));
-  c.add_option("--compute", s.compute,
-                "GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16)")
-      ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp4", "int8"}));
-  c.add_option("--ep", s.ep, "MoE expert parallel inside the TP group")->check(CLI::Range(1, 1024));
-  c.add_option("--attention-dp", s.attention_dp,
-               "MoE: attention data-parallel ranks of --tp GPUs each (own batch and KV cache), the experts spread over "
-               "all of them (wide EP = attention-dp × tp; SGLang --enable-dp-attention, vLLM --data-parallel-size "
-               "with --enable-expert-parallel); the planner sizes whole groups")
-      ->check(CLI::Range(1LL, 4096LL));
-  c.add_option("--moe-imbalance", s.moe_imbalance,
-               "MoE hot-expert skew: routed tokens of the busiest expert-parallel rank over the mean (default 1: "
-               "uniform routing)");
-  c.add_option("--step-overhead-ms", s.step_overhead_ms, "engine CPU time per iteration not hidden (default 0)");
-  c.add_option("--kernel-overhead-us", s.kernel_overhead_us, "GPU-side fixed cost per kernel (graphs 2.5, eager 5)");
-  c.add_option("--cpu-per-kernel-us", s.cpu_per_kernel_us, "eager: CPU time to issue one kernel (default 12)");
-  c.add_option("--prefix-hit-rate", s.prefix_hit_rate,
-               "fraction of each prompt's tokens beyond --prefix-tokens found in the prefix cache (whole blocks): not "
-               "computed again (default 0)");
+void add_serve_options(CLI::App& c, ServeFlags& s, bool planner) {
+  s.keys.add(c, wl_io::serving_fields(), {}, [planner](const wl_io::ScenarioField& f) { return planner || !f.planner_only; });
   c.add_flag("--no-calibration", s.no_calibration,
               "ignore data/calibration/<gpu>/profile.json: use the built-in efficiency defaults");
   c.add_option("--vllm-args", s.vllm_args,
@@ -661,43 +551,14 @@ void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner
                 "a whole 'python -m sglang.launch_server ...' command line (TEXT, @FILE or - for stdin); SGLang's own "
                 "flags (--tp-size 8 ...) are also accepted here directly (docs/cli.md)");
   if (!planner) return;
-  c.add_option("--cluster", s.cluster, "cluster id (scale-out fabric for disaggregated KV transfer)");
-  c.add_option("--input-dist", s.input_dist,
-                "prompt-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --input-tokens)");
-  c.add_option("--output-dist", s.output_dist,
-                "output-length distribution: lognormal:MEAN,SD or TOKENS:WEIGHT,... (replaces --output-tokens)");
-  c.add_option("--batch", s.batch, "concurrent sequences per replica (default: the KV capacity)")
-      ->check(CLI::Range(1LL, 10'000'000LL));
-  c.add_option("--rate", s.rate, "requests per second to serve: runs the capacity planner");
-  c.add_option("--concurrency", s.concurrency,
-                "closed-loop users, each with one request in flight (instead of --rate): runs the capacity planner; "
-                "the rate follows from the latency")
-      ->check(CLI::Range(1LL, 1'000'000'000LL));
-  c.add_option("--think-time-s", s.think_time_s, "closed loop: seconds between a response and the next request");
-  c.add_option("--ttft-ms", s.ttft_ms, "SLA: time to first token at the percentile");
-  c.add_option("--itl-ms", s.itl_ms, "SLA: inter-token latency (mean iteration)");
-  c.add_option("--percentile", s.percentile, "SLA percentile for TTFT")->capture_default_str();
-  c.add_option("--price", s.price, "$ per GPU-hour (default: the GPU file's indicative price)");
-  c.add_flag("--disaggregated", s.disaggregated, "also size separate prefill and decode pools");
-  c.add_option("--prefill-gpu", s.prefill_gpu,
-               "with --disaggregated: the prefill pool's GPU (default --gpu), at its own price");
-  c.add_option("--decode-gpu", s.decode_gpu,
-               "with --disaggregated: the decode pool's GPU (default --gpu), at its own price; the KV crosses the "
-               "scale-out fabric between the pools");
-  c.add_option("--prefill-attention-dp", s.prefill_attention_dp,
-               "with --disaggregated, MoE: attention-DP ranks per group of the prefill pool (default --attention-dp)")
-      ->check(CLI::Range(1LL, 4096LL));
-  c.add_option("--decode-attention-dp", s.decode_attention_dp,
-               "with --disaggregated, MoE: attention-DP ranks per group of the decode pool (default --attention-dp)")
-      ->check(CLI::Range(1LL, 4096LL));
-  c.add_option("--spec-acceptance", s.spec_acceptance, "speculative decoding: acceptance rate α");
-  c.add_option("--spec-tokens", s.spec_tokens, "speculative decoding: draft tokens per step γ")
-      ->check(CLI::Range(1LL, 64LL));
-  c.add_option("--draft-model", s.draft_model, "speculative decoding: draft model (library id or config.json)");
-  c.add_option("--draft-ms", s.draft_ms, "speculative decoding: draft step time in ms (instead of a draft model)");
   c.add_option("--sweep", s.sweep,
                 "vary a scenario key over KEY=A..B (doubling), KEY=A..B:STEP or KEY=V1,V2,...; repeat for a grid. Runs "
                 "the planner (needs --rate) at every point: one CSV row (JSON with --format json) per point");
+}
+
+void add_serve_key(CLI::App& c, ServeFlags& s, const std::string& key, const std::string& help) {
+  const wl_io::ScenarioField* f = wl_io::find_field(wl_io::serving_fields(), key);
+  if (f != nullptr) s.keys.add_field(c, *f, help);
 }
 
 void accept_engine_spellings(CLI::App& c, std::string& data_dir) {
@@ -710,12 +571,11 @@ void accept_engine_spellings(CLI::App& c, std::string& data_dir) {
 }
 
 void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto f = std::make_shared<ServingFlags>();
   auto s = std::make_shared<ServeFlags>();
   auto* c = app.add_subcommand("serve", "serving latency (TTFT, ITL), throughput vs batch; with --rate: GPUs and "
                                         "replicas for a traffic level within a latency SLA");
   c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
-  add_serve_options(*c, *f, *s, true);
+  add_serve_options(*c, *s, true);
   auto tl = std::make_shared<ServeTimelineFlags>();
   add_serve_timeline_options(*c, *tl);
   auto v = std::make_shared<VisionFlags>();
@@ -723,14 +583,14 @@ void register_serve(CLI::App& app, GlobalOptions& g, int& rc) {
   add_format_option(*c, g);
   c->add_flag("--explain", g.explain, "print the derivation of every number");
   accept_engine_spellings(*c, g.data_dir);
-  c->callback([&g, f, s, v, c, tl, &rc] {
+  c->callback([&g, s, v, c, tl, &rc] {
     // A vision model (data/models/vision) runs its own forward pass; a transformer the serving model below.
     if (auto vrc = run_vision_if_named(g, *c, *v, VisionCommand::serve)) {
       rc = *vrc;
       return;
     }
     s->engine_typed = c->remaining();
-    rc = run_serve(g, *c, *f, *s, *tl);
+    rc = run_serve(g, *c, *s, *tl);
   });
 }
 

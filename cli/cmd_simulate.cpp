@@ -33,11 +33,11 @@ struct SimFlags {
   double batch_timeout_s = 0;
 };
 
-int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f, const ServeFlags& s,
+int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& s,
                  const SimFlags& sf) {
   Diagnostics diags;
   ServeContext ctx;
-  auto resolved = resolve_serve_command(g, cmd, f, s, diags, ctx);
+  auto resolved = resolve_serve_command(g, cmd, s, diags, ctx);
   if (!resolved) return report(diags);
   ResolvedServing& rs = *resolved;
   const bool trace = !sf.trace.empty();
@@ -256,14 +256,13 @@ int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags
 }  // namespace
 
 void register_simulate(CLI::App& app, GlobalOptions& g, int& rc) {
-  auto f = std::make_shared<ServingFlags>();
   auto s = std::make_shared<ServeFlags>();
   auto sf = std::make_shared<SimFlags>();
   auto* c = app.add_subcommand("simulate", "request-level simulation of one serving replica (vLLM v1 scheduler): "
                                            "TTFT/ITL/E2E percentiles under Poisson, bursty or traced arrivals");
   c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
-  add_serve_options(*c, *f, *s, false);
-  c->add_option("--rate", s->rate, "arrival rate, requests per second (synthetic arrivals)");
+  add_serve_options(*c, *s, false);
+  add_serve_key(*c, *s, "rate", "arrival rate, requests per second (synthetic arrivals)");
   c->add_option("--trace", sf->trace,
                 "replay a trace CSV: Azure LLM inference 2023 (TIMESTAMP, ContextTokens, GeneratedTokens) or BurstGPT "
                 "(Timestamp, Request tokens, Response tokens)");
@@ -289,9 +288,9 @@ void register_simulate(CLI::App& app, GlobalOptions& g, int& rc) {
       ->capture_default_str();
   add_format_option(*c, g);
   accept_engine_spellings(*c, g.data_dir);
-  c->callback([&g, f, s, sf, c, &rc] {
+  c->callback([&g, s, sf, c, &rc] {
     s->engine_typed = c->remaining();
-    rc = run_simulate(g, *c, *f, *s, *sf);
+    rc = run_simulate(g, *c, *s, *sf);
   });
 }
 

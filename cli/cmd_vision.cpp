@@ -12,6 +12,7 @@
 #include "gpuplan/wl_io/onnx_io.hpp"
 #include "gpuplan/wl_io/vision_io.hpp"
 #include "gpuplan/app/resolve.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "vision_cmd.hpp"
 
 namespace gpuplan::cli {
@@ -235,7 +236,15 @@ int run_serve(const GlobalOptions& g, const CLI::App& cmd, const VisionFlags& v,
   model::VisionRunPlan plan;
   plan.launch = s.launch;
   plan.batch = value<long long>(cmd, "batch").value_or(1);
+  // serve's --batch and --compute are the serving field table's (checked by its reader for a transformer); a vision
+  // model reads them here: batch in the key's range, compute one of the vision precisions.
+  if (const auto* f = wl_io::find_field(wl_io::serving_fields(), "batch");
+      f != nullptr && !(double(plan.batch) >= f->spec.min && double(plan.batch) <= f->spec.max))
+    diags.error("", "--batch", fmt::format("value {} is out of range: expected >= {} and <= {}", plan.batch,
+                                           plain_number(f->spec.min), plain_number(f->spec.max)));
   const std::string compute = value<std::string>(cmd, "compute").value_or("bf16");
+  if (!(compute == "bf16" || compute == "fp16" || compute == "fp8" || compute == "int8" || compute == "fp4"))
+    diags.error("", "--compute", fmt::format("'{}' is not one of 'bf16', 'fp16', 'fp8', 'int8'", compute));
   plan.compute = compute == "fp16" ? hw::Precision::fp16
                  : compute == "fp8" ? hw::Precision::fp8
                  : compute == "int8" ? hw::Precision::int8

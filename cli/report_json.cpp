@@ -15,6 +15,18 @@ using nlohmann::ordered_json;
 
 ordered_json num_or_null(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(); }
 
+/// The keys every cell of an item × option starts with, training or serving (docs/report.md): the option, whether it
+/// works, whether it is the item's cheapest, and why not.
+template <class Cell>
+ordered_json cell_head(const std::string& option, const Cell& c, bool cheapest) {
+  ordered_json x;
+  x["option"] = option;
+  x["feasible"] = c.feasible;
+  x["cheapest"] = cheapest;
+  x["reasons"] = c.reasons;
+  return x;
+}
+
 }  // namespace
 
 ordered_json report_json(const ReportContext& ctx, const model::ReportResult& res, bool explain) {
@@ -51,11 +63,7 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
     it["options"] = ordered_json::array();
     for (std::size_t k = 0; k < ir.cells.size(); ++k) {
       const auto& c = ir.cells[k];
-      ordered_json x;
-      x["option"] = opts[k].id;
-      x["feasible"] = c.feasible;
-      x["cheapest"] = ir.cheapest && *ir.cheapest == k;
-      x["reasons"] = c.reasons;
+      ordered_json x = cell_head(opts[k].id, c, ir.cheapest == k);
       x["gpu_counts"] = c.gpu_counts;
       x["layouts_searched"] = c.layouts_searched;
       x["price_usd_per_gpu_hour"] = c.price ? ordered_json(u::to_usd_per_hour(*c.price)) : ordered_json();
@@ -110,11 +118,7 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
     it["options"] = ordered_json::array();
     for (std::size_t k = 0; k < ir.cells.size(); ++k) {
       const auto& c = ir.cells[k];
-      ordered_json x;
-      x["option"] = opts[k].id;
-      x["feasible"] = c.feasible;
-      x["cheapest"] = ir.cheapest && *ir.cheapest == k;
-      x["reasons"] = c.reasons;
+      ordered_json x = cell_head(opts[k].id, c, ir.cheapest == k);
       x["price_usd_per_gpu_hour"] = c.price ? ordered_json(u::to_usd_per_hour(*c.price)) : ordered_json();
       if (c.has_numbers) {
         x["gpus"] = c.gpus;

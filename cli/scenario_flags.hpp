@@ -23,14 +23,21 @@ class ScenarioFlags {
   ScenarioFlags(const ScenarioFlags&) = delete;  // CLI11 keeps pointers to the values
   ScenarioFlags& operator=(const ScenarioFlags&) = delete;
 
-  /// Adds an option for every field of `table` that has flags, in table order, with the field's help and default.
-  /// A key in `own` is the command's to declare: `own` is called with the field at that place instead.
-  void add(CLI::App& cmd, const wl_io::ScenarioFieldTable& table,
-           const std::map<std::string, std::function<void(const wl_io::ScenarioField&)>>& own = {});
+  using Own = std::map<std::string, std::function<void(const wl_io::ScenarioField&)>>;
+  using Keep = std::function<bool(const wl_io::ScenarioField&)>;
+  /// Adds an option for every field of `table` that has flags (and that `keep`, if given, keeps), in table order,
+  /// with the field's help and default. A key in `own` is the command's to declare: `own` is called with the field at
+  /// that place instead.
+  void add(CLI::App& cmd, const wl_io::ScenarioFieldTable& table, const Own& own = {}, const Keep& keep = {});
+  /// Adds the option of one field with the command's own help ("--ttft-ms" of autoscale: the SLA of each request).
+  void add_field(CLI::App& cmd, const wl_io::ScenarioField& f, const std::string& help);
   /// True when the flag of `key` was given.
   [[nodiscard]] bool given(const std::string& key) const;
   /// The value of a given string flag, as typed.
   [[nodiscard]] std::optional<std::string> text(const std::string& key) const;
+  /// The value of a given number / integer flag.
+  [[nodiscard]] std::optional<double> number(const std::string& key) const;
+  [[nodiscard]] std::optional<long long> integer(const std::string& key) const;
   /// Writes every given value into `j` at its key and the flag it came from into `origin`.
   void overlay(nlohmann::json& j, std::map<std::string, std::string>& origin) const;
 
@@ -42,6 +49,7 @@ class ScenarioFlags {
     std::optional<bool> boolean;
     std::optional<std::string> text;
     std::vector<std::string> list;  ///< string lists (comma-separated or repeated); empty: not given
+    bool on = false;                ///< a switch (a flag without a value) given
   };
   std::map<std::string, Value> values_;  // a map's nodes stay put: the options point into them
 };

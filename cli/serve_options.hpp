@@ -1,6 +1,6 @@
 #pragma once
-// What `gpuplan serve` and `gpuplan simulate` share: serve's flags beyond the memory ones (serving_memory_flags.hpp), their
-// registration, and the resolution of scenario file + flags into a ResolvedServing (one path for both commands).
+// What `gpuplan serve`, simulate, compress and autoscale share: their serving flags (generated from the serving field
+// table, wl_io::serving_fields) and the resolution of scenario file + flags into a ResolvedServing (one path for all).
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,7 +9,8 @@
 
 #include "common.hpp"
 #include "gpuplan/app/resolve.hpp"
-#include "serving_memory_flags.hpp"
+#include "gpuplan/app/serving_flags.hpp"
+#include "scenario_flags.hpp"
 
 namespace gpuplan::cli {
 
@@ -20,30 +21,9 @@ struct ServeFlags {
   std::optional<nlohmann::json> scenario_json;
   std::string scenario_pointer;
   std::vector<std::string> sweep;
-  std::string node, cluster;
-  long long input_tokens = 1024, output_tokens = 256;
-  std::optional<long long> images_per_request;
-  std::optional<long long> batch;
-  std::optional<double> rate;
-  std::optional<long long> concurrency;
-  std::optional<double> think_time_s;
-  std::optional<double> ttft_ms, itl_ms;
-  double percentile = 99.0;
-  std::optional<std::string> compute;
-  std::optional<double> price;
-  std::optional<double> step_overhead_ms, kernel_overhead_us, cpu_per_kernel_us;
-  std::optional<int> ep;
-  std::optional<long long> attention_dp;
-  std::optional<std::string> prefill_gpu, decode_gpu;
-  std::optional<long long> prefill_attention_dp, decode_attention_dp;
-  std::optional<double> moe_imbalance;
-  bool disaggregated = false;
-  std::optional<double> spec_acceptance;
-  std::optional<long long> spec_tokens;
-  std::optional<std::string> draft_model;
-  std::optional<double> draft_ms;
-  std::optional<std::string> input_dist, output_dist;
-  std::optional<double> prefix_hit_rate;
+  /// One flag per key of the serving field table (wl_io::serving_fields) that the command takes; the given ones go over
+  /// the scenario file's keys.
+  ScenarioFlags keys;
   bool no_calibration = false;
   /// A whole `vllm serve ...` / `python -m sglang.launch_server ...` line (TEXT, @FILE or - for stdin) and the vLLM or
   /// SGLang spellings typed among gpuplan's flags (CLI11's extras): engine_args.hpp.
@@ -51,9 +31,14 @@ struct ServeFlags {
   std::vector<std::string> engine_typed;
 };
 
-/// Registers serve's options on `c`; `planner` false leaves out what only the planner reads (SLA, sweeps, batch,
-/// closed loop, price, disaggregation, speculative decoding, length distributions).
-void add_serve_options(CLI::App& c, ServingFlags& f, ServeFlags& s, bool planner);
+/// Registers serve's options on `c`: one per key of the serving field table, then the command's own; `planner` false
+/// leaves out the keys only the planner reads (the table's planner_only: SLA, batch, closed loop, price,
+/// disaggregation, speculative decoding, length distributions) and the sweeps.
+void add_serve_options(CLI::App& c, ServeFlags& s, bool planner);
+
+/// Adds the flag of one planner key to a command that leaves the planner's keys out, with the command's own help
+/// (simulate's --rate: the arrival rate of its synthetic requests).
+void add_serve_key(CLI::App& c, ServeFlags& s, const std::string& key, const std::string& help);
 
 /// Lets `c` take vLLM's and SGLang's spellings among its own flags (as CLI11's extras, which the callback copies into
 /// ServeFlags::engine_typed); `data_dir` is the top-level --data-dir, repeated here because extras stay with `c`.
@@ -66,11 +51,10 @@ struct ServeContext {
   std::optional<hw::HardwareDb> db;
 };
 
-/// Reads --scenario, overlays the flags given on `cmd`, decodes and resolves it (model library, hardware,
+/// Reads --scenario, overlays the flags given (`s.keys`, then the engines' spellings on `cmd`), decodes and resolves it (model library, hardware,
 /// calibration); diagnostics (errors and notes) go to `diags`. `ctx` receives the data directory and the database, `where` (if
 /// given) the locator of scenario keys (the flag or file pointer each came from).
-std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, const CLI::App& cmd, const ServingFlags& f,
-                                                     const ServeFlags& s, Diagnostics& diags, ServeContext& ctx,
-                                                     KeyLocator* where = nullptr);
+std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& s,
+                                                     Diagnostics& diags, ServeContext& ctx, KeyLocator* where = nullptr);
 
 }  // namespace gpuplan::cli

@@ -225,29 +225,8 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
     sys.price = u::usd_per_hour(*s.price_usd_per_hour);
   }
   ServingFlags f;
-  f.model = s.model;
+  set_memory_keys(s, f);
   f.gpu = gpu.info.id;
-  f.tp = static_cast<int>(s.tp.value_or(1));
-  f.pp = static_cast<int>(s.pp.value_or(1));
-  f.kv_dtype = s.kv_dtype.value_or("bf16");
-  f.kv_scales = s.kv_scales;
-  f.kv_scale_bytes = s.kv_scale_bytes;
-  f.weight_dtype = s.weight_dtype.value_or("bf16");
-  f.weight_group_size = s.weight_group_size;
-  f.block_size = s.block_size;
-  f.prefix_tokens = s.prefix_tokens.value_or(0);
-  f.engine = s.engine;
-  f.gpu_memory_utilization = s.gpu_memory_utilization;
-  f.mem_fraction_static = s.mem_fraction_static;
-  f.usable_fraction = s.usable_fraction;
-  f.cudagraph_in_budget = s.cudagraph_in_budget;
-  f.enforce_eager = s.enforce_eager;
-  f.cuda_graph_gib = s.cuda_graph_GiB;
-  f.activation_gib = s.activation_GiB;
-  f.max_num_batched_tokens = s.max_num_batched_tokens;
-  f.max_num_seqs = s.max_num_seqs;
-  f.overheads = s.overheads;
-  f.capacity = s.capacity;
   r.weight_dtype = f.weight_dtype;
   // The request's lengths first: the memory plan checks the shared prefix against them. One replica runs at the mean
   // lengths (the planner uses the distributions whole).

@@ -11,6 +11,31 @@ namespace {
 namespace u = gpuplan::units;
 }  // namespace
 
+void set_memory_keys(const wl_io::ServingScenario& s, ServingFlags& f) {
+  f.model = s.model;
+  f.tp = static_cast<int>(s.tp.value_or(1));
+  f.pp = static_cast<int>(s.pp.value_or(1));
+  f.kv_dtype = s.kv_dtype.value_or("bf16");
+  f.kv_scales = s.kv_scales;
+  f.kv_scale_bytes = s.kv_scale_bytes;
+  f.weight_dtype = s.weight_dtype.value_or("bf16");
+  f.weight_group_size = s.weight_group_size;
+  f.block_size = s.block_size;
+  f.prefix_tokens = s.prefix_tokens.value_or(0);
+  f.engine = s.engine;
+  f.gpu_memory_utilization = s.gpu_memory_utilization;
+  f.mem_fraction_static = s.mem_fraction_static;
+  f.usable_fraction = s.usable_fraction;
+  f.cudagraph_in_budget = s.cudagraph_in_budget;
+  f.enforce_eager = s.enforce_eager;
+  f.cuda_graph_gib = s.cuda_graph_GiB;
+  f.activation_gib = s.activation_GiB;
+  f.max_num_batched_tokens = s.max_num_batched_tokens;
+  f.max_num_seqs = s.max_num_seqs;
+  f.overheads = s.overheads;
+  f.capacity = s.capacity;
+}
+
 std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, const hw::HardwareDb& db, const hw::GpuSpec& gpu,
                                                   Diagnostics& diags, const KeyLocator& where) {
   model::ServingMemoryPlan p;

@@ -1,5 +1,9 @@
 #include "serving_page.hpp"
 
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QTabWidget>
@@ -9,6 +13,7 @@
 #include <QVBoxLayout>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "model_list.hpp"
 #include "serving_charts.hpp"
 
@@ -16,48 +21,82 @@ namespace gpuplan::gui {
 namespace {
 namespace u = gpuplan::units;
 QString q(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
-QSpinBox* spin(int lo, int hi, int v, const QString& tip) {
+/// The serving field table's row of `key` (wl_io::serving_fields): the widget's label, tooltip, range and choices.
+const wl_io::ScenarioField& field(const char* key) {
+  const wl_io::ScenarioField* f = wl_io::find_field(wl_io::serving_fields(), key);
+  assert(f != nullptr && "a serving page widget names a key of the serving field table");
+  return *f;
+}
+/// Names `w` after its key (tests find it so) and gives it the table's tooltip, then what the page adds (`note`).
+void keyed(QWidget* w, const wl_io::ScenarioField& f, const QString& note = {}) {
+  w->setObjectName(QString::fromStdString(f.key()));
+  QString tip = QString::fromStdString(f.tooltip());
+  if (!note.isEmpty()) tip += "\n" + note;
+  w->setToolTip(tip);
+}
+/// A spin box over the key's range (the table's; the page's own where the table has none).
+QSpinBox* spin(const char* key, int lo, int hi, int v) {
+  const auto& f = field(key);
   auto* s = new QSpinBox;
+  if (f.spec.min != 0.0 || f.spec.max != 0.0) {
+    lo = static_cast<int>(f.spec.min);
+    hi = static_cast<int>(std::min(f.spec.max, double(std::numeric_limits<int>::max())));
+  }
   s->setRange(lo, hi);
   s->setValue(v);
-  s->setToolTip(tip);
+  keyed(s, f);
   s->setKeyboardTracking(false);
   return s;
 }
-QDoubleSpinBox* dspin(double lo, double hi, double v, int decimals, const QString& suffix, const QString& tip) {
+QDoubleSpinBox* dspin(const char* key, double lo, double hi, double v, int decimals, const QString& suffix,
+                      const QString& note) {
+  const auto& f = field(key);
   auto* s = new QDoubleSpinBox;
+  if (f.spec.min != 0.0 || f.spec.max != 0.0) {
+    lo = f.spec.min;
+    hi = f.spec.max;
+  }
   s->setRange(lo, hi);
   s->setDecimals(decimals);
   s->setValue(v);
   s->setSuffix(suffix);
-  s->setToolTip(tip);
+  keyed(s, f, note);
   s->setKeyboardTracking(false);
   return s;
 }
+/// A combo box of the key's choices.
+QComboBox* choices(const char* key, const QString& note) {
+  const auto& f = field(key);
+  auto* c = new QComboBox;
+  for (const auto& v : f.spec.choices) c->addItem(QString::fromStdString(v), QString::fromStdString(v));
+  keyed(c, f, note);
+  return c;
+}
+QString label_of(const char* key) { return QString::fromStdString(field(key).label); }
 }  // namespace
 
 ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* parent)
     : QWidget(parent), data_(std::move(app_data)) {
   model_ = new QComboBox;
   fill_model_combo(model_, data_->library);  // the panel's list: released models, then the benchmark shapes
+  keyed(model_, field("model"));
   gpu_ = new QComboBox;
   for (const auto& g : data_->db.gpus)
     gpu_->addItem(QString::fromStdString(g.info.name.empty() ? g.info.id : g.info.name), QString::fromStdString(g.info.id));
-  weights_ = new QComboBox;
-  for (const char* d : {"bf16", "fp8", "int8", "int4", "fp4"}) weights_->addItem(d, d);
-  weights_->setToolTip(tr("Weight format (fp8/fp4 checkpoints run fp8/fp4 GEMMs where the GPU has them)"));
-  kv_ = new QComboBox;
-  for (const char* d : {"bf16", "fp8", "int8", "int4"}) kv_->addItem(d, d);
-  kv_->setToolTip(tr("KV-cache format"));
-  tp_ = spin(1, 72, 8, tr("Tensor parallel size of one replica"));
-  prompt_ = spin(1, 10'000'000, 2048, tr("Prompt tokens per request"));
-  output_ = spin(1, 10'000'000, 512, tr("Output tokens per request"));
-  batch_ = spin(1, 4096, 64, tr("Concurrent sequences at the operating point"));
-  rate_ = dspin(0.001, 1e6, 10, 3, tr(" req/s"), tr("Request rate of the capacity planner (open loop, Poisson arrivals)"));
-  ttft_ = dspin(0, 1e6, 1000, 0, tr(" ms"), tr("SLA: time to first token at p99, queueing included (0 = none)"));
+  keyed(gpu_, field("gpu"));
+  weights_ = choices("weight_dtype", tr("fp8/fp4 checkpoints run fp8/fp4 GEMMs where the GPU has them"));
+  kv_ = choices("kv_dtype", {});
+  tp_ = spin("tp", 1, 1024, 8);
+  prompt_ = spin("input_tokens", 1, 10'000'000, 2048);
+  output_ = spin("output_tokens", 1, 10'000'000, 512);
+  batch_ = spin("batch", 1, 4096, 64);
+  rate_ = dspin("rate", 0.001, 1e6, 10, 3, tr(" req/s"), tr("open loop, Poisson arrivals"));
+  ttft_ = dspin("ttft_ms", 0, 1e6, 1000, 0, tr(" ms"), tr("p99, queueing included; 0 = none"));
   ttft_->setSpecialValueText(tr("none"));
-  itl_ = dspin(0, 1e6, 50, 1, tr(" ms"), tr("SLA: inter-token latency, mean iteration (0 = none)"));
+  itl_ = dspin("itl_ms", 0, 1e6, 50, 1, tr(" ms"), tr("0 = none"));
   itl_->setSpecialValueText(tr("none"));
+  weights_->setCurrentIndex(std::max(0, weights_->findData("bf16")));
+  kv_->setCurrentIndex(std::max(0, kv_->findData("bf16")));
   model_->setCurrentIndex(std::max(0, model_->findData("llama-3.1-70b")));
   gpu_->setCurrentIndex(std::max(0, gpu_->findData("h100-sxm5-80gb")));
 
@@ -69,17 +108,17 @@ ServingPage::ServingPage(std::shared_ptr<const AppData> app_data, QWidget* paren
     g->addWidget(w, c / 8, c % 8);
     ++c;
   };
-  add(tr("Model"), model_);
-  add(tr("GPU"), gpu_);
-  add(tr("TP"), tp_);
-  add(tr("Batch"), batch_);
-  add(tr("Weights"), weights_);
-  add(tr("KV cache"), kv_);
-  add(tr("Prompt"), prompt_);
-  add(tr("Output"), output_);
-  add(tr("Rate"), rate_);
-  add(tr("SLA TTFT"), ttft_);
-  add(tr("SLA ITL"), itl_);
+  add(label_of("model"), model_);
+  add(label_of("gpu"), gpu_);
+  add(label_of("tp"), tp_);
+  add(label_of("batch"), batch_);
+  add(label_of("weight_dtype"), weights_);
+  add(label_of("kv_dtype"), kv_);
+  add(label_of("input_tokens"), prompt_);
+  add(label_of("output_tokens"), output_);
+  add(label_of("rate"), rate_);
+  add(label_of("ttft_ms"), ttft_);
+  add(label_of("itl_ms"), itl_);
   for (auto* cb : {model_, gpu_, weights_, kv_}) {
     cb->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
     cb->setMinimumContentsLength(8);

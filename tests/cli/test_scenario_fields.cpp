@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_runner.hpp"
+#include "field_docs.hpp"
 #include "commands.hpp"
 #include "gpuplan/wl_io/scenario_fields.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
@@ -65,9 +66,7 @@ TEST_CASE("gpuplan train has one option per flagged key, of the key's type, and 
   int rc = 0;
   CLI::App* train = train_command(app, g, rc);
   REQUIRE(train != nullptr);
-  std::map<std::string, const CLI::Option*> options;
-  for (const CLI::Option* o : train->get_options())
-    for (const auto& n : o->get_lnames()) options["--" + n] = o;
+  const auto options = field_docs::options_of(*train);
   for (const auto& f : training_fields()) {
     if (f.flags.empty()) continue;
     CAPTURE(f.key());
@@ -117,49 +116,24 @@ TEST_CASE("each literal default the table states is what the reader fills in for
 }
 
 TEST_CASE("docs/scenario.md's training table lists exactly the keys of the field table") {
-  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/scenario.md");
-  REQUIRE(in.good());
-  std::set<std::string> documented;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("# Serving", 0) == 0) break;  // the training section ends there
-    if (line.rfind("| `", 0) != 0) continue;
-    const std::string first = line.substr(2, line.find(" |", 2) - 2);  // "`tp`, `pp`, `dp`"
-    for (std::size_t a = first.find('`'); a != std::string::npos; a = first.find('`', first.find('`', a + 1) + 1))
-      documented.insert(first.substr(a + 1, first.find('`', a + 1) - a - 1));
-  }
-  std::set<std::string> keys;
-  for (const auto& f : training_fields()) keys.insert(f.key());
-  for (const auto& k : keys) {
-    CAPTURE(k);
-    CHECK(documented.count(k) == 1);
-  }
-  for (const auto& k : documented) {
-    CAPTURE(k);
-    CHECK(keys.count(k) == 1);
-  }
+  // The training section: the file's start up to the serving keys.
+  const std::string text =
+      field_docs::section(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/scenario.md", "", "# Serving");
+  REQUIRE(!text.empty());
+  field_docs::check_documented(field_docs::documented_keys(text), training_fields());
 }
 
 TEST_CASE("docs/cli.md's table of train flags has a row for every flag of the field table") {
-  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/cli.md");
-  REQUIRE(in.good());
-  std::string section, line;
-  bool in_train = false;
-  while (std::getline(in, line)) {
-    if (line.rfind("## `gpuplan train`", 0) == 0) in_train = true;
-    else if (in_train && line.rfind("### ", 0) == 0) break;  // the flag table ends before the first subsection
-    if (in_train && line.rfind("| `-", 0) == 0) section += line.substr(0, line.find(" | ")) + "\n";
-  }
+  // The flag table ends before the first subsection; its rows start "| `-".
+  const std::string section =
+      field_docs::section(std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/cli.md", "## `gpuplan train`", "### ");
+  std::string rows;
+  for (std::size_t at = section.find("\n| `-"); at != std::string::npos; at = section.find("\n| `-", at + 1))
+    rows += section.substr(at + 1, section.find(" | ", at + 1) - at - 1) + "\n";
   for (const auto& f : training_fields()) {
     if (f.flags.empty()) continue;
     CAPTURE(f.flag());
-    // The flag as a whole word ("`-m, --model`", "`--tp`, `--pp`", "`--seq N`").
-    bool found = false;
-    for (auto at = section.find(f.flag()); at != std::string::npos && !found; at = section.find(f.flag(), at + 1)) {
-      const char next = at + f.flag().size() < section.size() ? section[at + f.flag().size()] : ' ';
-      found = !(std::isalnum(static_cast<unsigned char>(next)) || next == '-');
-    }
-    CHECK(found);
+    CHECK(field_docs::names_flag(rows, f.flag()));  // "`-m, --model`", "`--tp`, `--pp`", "`--seq N`"
   }
 }
 
@@ -178,4 +152,27 @@ TEST_CASE("a value below its key's range is refused against the generated flag, 
   // tp, pp, dp, cp, ep, etp, virtual_stages, micro_batch, global_batch, seq, shard_group, vocab_divisible_by,
   // first_stage_layers, last_stage_layers.
   CHECK(checked == 14);
+}
+
+TEST_CASE("gpuplan mfu's scenario flags are the training table's (type, help), precision and recompute with its help") {
+  CLI::App app;
+  cli::GlobalOptions g;
+  int rc = 0;
+  cli::register_mfu(app, g, rc);
+  const CLI::App* mfu = app.get_subcommand("mfu");
+  REQUIRE(mfu != nullptr);
+  const auto options = field_docs::options_of(*mfu);
+  int from_table = 0;
+  for (const auto& f : training_fields()) {
+    if (f.flags.empty() || options.count(f.flag()) == 0) continue;
+    CAPTURE(f.key());
+    if (f.key() != "precision" && f.key() != "recompute")
+      CHECK(options.at(f.flag())->get_description() == f.help_with_default());
+    ++from_table;
+  }
+  CHECK(from_table == 20);  // model, gpu, node, cluster, gpus, the five sizes, batches, seq, precision, ...
+  // A bad value is refused by the reader against the flag, as for train.
+  const auto r = cli_test::run({"mfu", "-m", "llama-3.1-8b", "--gpus", "8", "--measured-step-s", "1", "--tp", "0"});
+  CHECK(r.rc == cli_test::kInvalid);
+  CHECK(r.err.find("--tp: error: value 0 is out of range: expected >= 1") != std::string::npos);
 }

@@ -1,14 +1,19 @@
-// The training panel's labels, tooltips and ranges come from the training field table (wl_io/scenario_fields.hpp,
-// issue #20 d2): a label written by hand in the panel, or a diagnostics label map beside the table, fails here.
+// The training panel's and the serving page's labels, tooltips, ranges and choices come from the field tables
+// (wl_io/scenario_fields.hpp, issue #20 d2): a label written by hand in a page, or a diagnostics label map beside the
+// table, fails here.
 #include <doctest/doctest.h>
 
 #include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QGridLayout>
 #include <QFormLayout>
 #include <QLabel>
 #include <QSpinBox>
 
 #include "gpuplan/wl_io/scenario_fields.hpp"
 #include "scenario_panel.hpp"
+#include "serving_page.hpp"
 #include "support.hpp"
 #include "training_job.hpp"
 
@@ -23,7 +28,54 @@ QString shown_label(QWidget* w) {
       if (auto* l = qobject_cast<QLabel*>(form->labelForField(w))) return l->text();
   return {};
 }
+/// The label left of a widget in its page's grid (the serving page's layout: label, widget, label, widget, ...).
+QString grid_label(const QWidget& page, QWidget* w) {
+  for (auto* grid : page.findChildren<QGridLayout*>()) {
+    const int at = grid->indexOf(w);
+    if (at < 0) continue;
+    int row = 0, col = 0, rs = 0, cs = 0;
+    grid->getItemPosition(at, &row, &col, &rs, &cs);
+    // Eight columns: a label and its widget may wrap onto the next row.
+    const int prev = row * grid->columnCount() + col - 1;
+    QLayoutItem* item = prev >= 0 ? grid->itemAtPosition(prev / grid->columnCount(), prev % grid->columnCount()) : nullptr;
+    if (item != nullptr)
+      if (auto* l = qobject_cast<QLabel*>(item->widget())) return l->text();
+  }
+  return {};
+}
 }  // namespace
+
+TEST_CASE("every serving page input shows the serving table's label and tooltip, range and choices") {
+  gui::ServingPage page(gui::test::data());
+  int keyed = 0;
+  for (const auto& f : wl_io::serving_fields()) {
+    auto* w = page.findChild<QWidget*>(QString::fromStdString(f.key()));
+    if (w == nullptr) continue;  // a key the page has no widget for
+    ++keyed;
+    CAPTURE(f.key());
+    CHECK(grid_label(page, w).toStdString() == f.label);
+    CHECK(w->toolTip().toStdString().rfind(f.tooltip(), 0) == 0);
+    const bool ranged = f.spec.min != 0.0 || f.spec.max != 0.0;
+    if (auto* s = qobject_cast<QSpinBox*>(w); s != nullptr && ranged) {
+      CHECK(s->minimum() == int(f.spec.min));
+      CHECK(s->maximum() == int(f.spec.max));
+    }
+    if (auto* d = qobject_cast<QDoubleSpinBox*>(w); d != nullptr && ranged) {
+      CHECK(d->minimum() == f.spec.min);
+      CHECK(d->maximum() == f.spec.max);
+    }
+    if (auto* c = qobject_cast<QComboBox*>(w); c != nullptr && !f.spec.choices.empty()) {
+      REQUIRE(c->count() == int(f.spec.choices.size()));
+      for (int i = 0; i < c->count(); ++i) CHECK(c->itemData(i).toString().toStdString() == f.spec.choices[std::size_t(i)]);
+    }
+  }
+  // model, gpu, tp, batch, weight_dtype, kv_dtype, input_tokens, output_tokens, rate, ttft_ms, itl_ms.
+  CHECK(keyed == 11);
+  auto* tp = page.findChild<QSpinBox*>("tp");
+  REQUIRE(tp != nullptr);
+  CHECK(tp->maximum() == 1024);
+  CHECK(wl_io::serving_key_label("input_tokens") == "Prompt");
+}
 
 TEST_CASE("every training panel input shows the field table's label and tooltip and takes the table's range") {
   gui::ScenarioPanel panel(gui::test::data());

@@ -38,6 +38,20 @@ std::string training_key_label(std::string_view key) {
   return f != nullptr && !f->label.empty() ? f->label : std::string(key);
 }
 
+std::string serving_key_label(std::string_view key) {
+  const ScenarioField* f = find_field(serving_fields(), key);
+  return f != nullptr && !f->label.empty() ? f->label : std::string(key);
+}
+
+std::string flag_of_key(const ScenarioFieldTable& table, const std::string& key) {
+  if (const ScenarioField* f = find_field(table, key); f != nullptr && !f->flags.empty()) return f->flag();
+  std::string flag = "--";
+  flag += key;
+  for (auto& ch : flag)
+    if (ch == '_') ch = '-';
+  return flag;
+}
+
 json_io::FieldTable field_specs(const ScenarioFieldTable& table) {
   json_io::FieldTable t;
   t.reserve(table.size());
@@ -77,6 +91,8 @@ std::string scenario_field_reference_markdown(const std::string& title, const Sc
     for (const auto& c : s.choices) range += (range.empty() ? "" : ", ") + ("`" + c + "`");
     std::string flags;
     for (const auto& x : f.flags) flags += (flags.empty() ? "" : ", ") + ("`" + x + "`");
+    if (!flags.empty() && f.switch_flag) flags += " (no value)";
+    if (!flags.empty() && f.planner_only) flags += " (planner)";
     out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", s.key, type, range, flags, cell(f.label),
                        cell(f.default_text), cell(s.doc));
   }

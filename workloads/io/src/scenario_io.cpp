@@ -19,20 +19,6 @@ using json_io::Json;
 using json_io::ObjectReader;
 using json_io::Presence;
 
-namespace scenario_keys {
-FieldSpec f(std::string key, FieldType t, std::string doc, double min, double max, std::vector<std::string> choices) {
-  FieldSpec s;
-  s.key = std::move(key);
-  s.type = t;
-  s.presence = Presence::optional;
-  s.doc = std::move(doc);
-  s.min = min;
-  s.max = max;
-  s.choices = std::move(choices);
-  return s;
-}
-}  // namespace scenario_keys
-
 namespace {
 using scenario_keys::rehome;
 }  // namespace

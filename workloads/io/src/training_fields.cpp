@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/wl_io/scenario_io.hpp"
+#include "scenario_row.hpp"
 
 namespace gpuplan::wl_io {
 
@@ -13,47 +14,7 @@ using json_io::FieldType;
 
 namespace {
 constexpr double kMaxGpus = 1e7;  // far beyond any cluster; catches typos and overflow
-
-/// One row, built by name: row("tp", integer, "TP").flags({"--tp"}).help(...).otherwise("1").range(1, 1024).doc(...).
-class Row {
- public:
-  Row(std::string key, FieldType type, std::string label) {
-    f_.spec.key = std::move(key);
-    f_.spec.type = type;
-    f_.spec.presence = json_io::Presence::optional;
-    f_.label = std::move(label);
-  }
-  Row&& flags(std::vector<std::string> names) && {
-    f_.flags = std::move(names);
-    return std::move(*this);
-  }
-  Row&& help(std::string text) && {
-    f_.help = std::move(text);
-    return std::move(*this);
-  }
-  Row&& otherwise(std::string default_text) && {
-    f_.default_text = std::move(default_text);
-    return std::move(*this);
-  }
-  Row&& range(double lo, double hi) && {
-    f_.spec.min = lo;
-    f_.spec.max = hi;
-    return std::move(*this);
-  }
-  Row&& choices(std::vector<std::string> values) && {
-    f_.spec.choices = std::move(values);
-    return std::move(*this);
-  }
-  Row&& doc(std::string text) && {
-    f_.spec.doc = std::move(text);
-    return std::move(*this);
-  }
-  operator ScenarioField() && { return std::move(f_); }  // NOLINT(google-explicit-constructor): the table's rows
-
- private:
-  ScenarioField f_;
-};
-Row row(std::string key, FieldType type, std::string label) { return Row(std::move(key), type, std::move(label)); }
+using scenario_row::row;
 }  // namespace
 
 const ScenarioFieldTable& training_fields() {

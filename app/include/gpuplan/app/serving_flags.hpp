@@ -2,7 +2,7 @@
 // The serving memory knobs of `gpuplan kv`, `gpuplan serve` and the GUI's Serving tab: model, GPU, layout, KV and
 // weight formats and the serving engine's memory knobs, as given, and their translation into a
 // model::ServingMemoryPlan (diagnostics name the flag or the key). The CLI registers them as flags
-// (cli/serving_memory_flags.hpp).
+// (generated from the serving field table: cli/serve_options.hpp, cli/cmd_kv.cpp).
 #include <functional>
 #include <optional>
 #include <string>
@@ -10,6 +10,7 @@
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/model/serving_memory.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
 
 namespace gpuplan::app {
 
@@ -39,6 +40,10 @@ struct ServingFlags {
   std::optional<double> paging_overhead;
   bool simple = false;
 };
+
+/// Copies the memory keys of a decoded serving scenario (model, layout, KV and weight formats, the engine's memory
+/// knobs) into `f`, each absent key as its documented default; the GPU is the caller's (resolved or as given).
+void set_memory_keys(const wl_io::ServingScenario& s, ServingFlags& f);
 
 /// Where a scenario key came from, for diagnostics: "--tp" for a flag, "plan.json: /serving/0/scenario/tp" for a file.
 using KeyLocator = std::function<std::string(const std::string&)>;

@@ -19,6 +19,8 @@ struct ScenarioField {
   std::string label;               ///< GUI label ("Micro-batch")
   std::string help;                ///< one line: the flag's --help and the GUI tooltip
   std::string default_text;        ///< what an absent key means ("1", "true", "micro_batch × dp"); empty: not set
+  bool switch_flag = false;         ///< the flag takes no value and sets the key true (--disaggregated)
+  bool planner_only = false;        ///< serving: only the capacity planner reads it (simulate etc. leave the flag out)
 
   [[nodiscard]] const std::string& key() const { return spec.key; }
   /// The primary flag ("--micro-batch"), or empty when no flag sets the key.
@@ -33,11 +35,30 @@ using ScenarioFieldTable = std::vector<ScenarioField>;
 /// The training scenario's keys (`gpuplan train` and its --scenario files, a plan's training[].scenario).
 const ScenarioFieldTable& training_fields();
 
+/// The serving scenario's keys (`gpuplan serve`, simulate, compress, autoscale's serving and kv's memory subset, their
+/// --scenario files, a plan's serving[].scenario).
+const ScenarioFieldTable& serving_fields();
+
+/// The autoscale scenario file (`gpuplan autoscale --scenario`): its top level (description, serving, load, autoscale,
+/// e2e_ms; `serving` is a serving scenario), the load over the day and the autoscaling policy.
+const ScenarioFieldTable& autoscale_fields();
+const ScenarioFieldTable& autoscale_load_fields();
+const ScenarioFieldTable& autoscale_policy_fields();
+/// The reader's table of the file's top level, its load and autoscale objects nested.
+const json_io::FieldTable& autoscale_file_specs();
+
 /// The field of `key` in `table`, or nullptr.
 const ScenarioField* find_field(const ScenarioFieldTable& table, std::string_view key);
 
 /// The GUI label of a training key; the key itself for one the table does not have (a loaded file's unknown key).
 std::string training_key_label(std::string_view key);
+
+/// The GUI label of a serving key; the key itself for one the table does not have.
+std::string serving_key_label(std::string_view key);
+
+/// Where a key that no file gave is named in a diagnostic: its primary flag, else the key with '-' for '_' as a flag
+/// ("--moe-a2a-backend": an engine's spelling that the commands accept too).
+std::string flag_of_key(const ScenarioFieldTable& table, const std::string& key);
 
 /// The reader's table (ObjectReader's FieldTable): the rows' specs in table order.
 json_io::FieldTable field_specs(const ScenarioFieldTable& table);
