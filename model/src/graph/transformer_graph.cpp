@@ -412,12 +412,15 @@ std::string layer_kinds_text(const wl::TransformerArch& a) {
   for_each_layer_kind(a, [&](LayerKind k, std::int64_t n) {
     out += (out.empty() ? "" : ", ") + std::to_string(n) + " × " + attention_span_name(a, k) + " + " + ffn_name(a, k);
   });
+  // GPT-OSS: every attention layer adds one learned logit per query head to its softmax denominator (the op graph
+  // counts them as parameters; their cost is one more term per score row).
+  if (a.attention_sinks) out += "; every attention layer with attention sinks (one learned logit per query head)";
   return out;
 }
 bool names_layer_kinds(const wl::TransformerArch& a) {
   int kinds = 0;
   for_each_layer_kind(a, [&](LayerKind, std::int64_t) { ++kinds; });
-  return kinds > 1 || a.hybrid() || a.dsa.has_value();
+  return kinds > 1 || a.hybrid() || a.dsa.has_value() || a.attention_sinks;
 }
 }  // namespace detail
 

@@ -33,8 +33,10 @@ ForwardBatch prompt_pass(const ServingPerfPlan& plan, std::int64_t prompt) {
   return ForwardBatch{0, 1, 0, 1.0, prompt - cached, cached, true};
 }
 
-Seconds vision_encoder_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ServingSystem& sys) {
-  if (!a.vision || plan.images_per_request <= 0 || sys.gpu == nullptr) return Seconds{};
+namespace {
+/// How a serving engine runs a multimodal request's images through the tower: vision_encoder_time and its
+/// derivation in the steady state share it.
+VisionRunPlan vision_encoder_plan(const ServingPerfPlan& plan) {
   VisionRunPlan vp;
   vp.batch = plan.images_per_request;
   // Towers stay 16-bit when the language model is quantized (vLLM's quantization configs skip them).
@@ -42,9 +44,17 @@ Seconds vision_encoder_time(const wl::TransformerArch& a, const ServingPerfPlan&
   vp.autocast = false;
   vp.cuda_graphs = false;  // engines run the encoder eagerly (vLLM captures only the decoder's graphs)
   vp.launch = plan;
-  // Serving engines run a ViT's attention with FlashAttention-2-class kernels (non-causal, variable length).
-  const Device d = sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
-  return vision_forward(a.vision->graph(), vp, d).time;
+  return vp;
+}
+// Serving engines run a ViT's attention with FlashAttention-2-class kernels (non-causal, variable length).
+Device vision_encoder_device(const ServingSystem& sys) {
+  return sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
+}
+}  // namespace
+
+Seconds vision_encoder_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ServingSystem& sys) {
+  if (!a.vision || plan.images_per_request <= 0 || sys.gpu == nullptr) return Seconds{};
+  return vision_forward(a.vision->graph(), vision_encoder_plan(plan), vision_encoder_device(sys)).time;
 }
 
 Seconds prefill_time(const wl::TransformerArch& a, const ServingPerfPlan& plan, std::int64_t batch,
@@ -179,6 +189,21 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                      {it.derivation}};
     if (plan.pp > 1)
       ss.derivation.notes.push_back(fmt::format("PP {}: {} micro-batches of {:g} sequences in flight", plan.pp, plan.pp, micro));
+    if (a.vision && plan.images_per_request > 0 && sys.gpu != nullptr) {
+      // The tower's forward is in the prefill alone (prefill_time): the same pass, with its own derivation.
+      VisionInference vi = vision_inference(a.vision->graph(), vision_encoder_plan(plan), vision_encoder_device(sys),
+                                            Explain::on);
+      vi.derivation.children.clear();  // the tower's ops one by one: gpuplan model show lists the tower; too long here
+      vi.derivation.id = "serving.vision_tower";
+      vi.derivation.title = fmt::format("Vision tower ({}): {} image{} per request, {} tokens each, before the prefill",
+                                        a.vision->kind, plan.images_per_request,
+                                        plan.images_per_request == 1 ? "" : "s", a.vision->tokens_per_image());
+      ss.derivation.notes.push_back(fmt::format("the prefill of one prompt alone includes the vision tower's {} for "
+                                                "its {} image{}",
+                                                format(vi.latency), plan.images_per_request,
+                                                plan.images_per_request == 1 ? "" : "s"));
+      ss.derivation.children.push_back(std::move(vi.derivation));
+    }
     if (cached > 0)
       ss.derivation.notes.push_back(fmt::format(
           "prefix cache: {} of the {} prompt tokens are cached ({}whole blocks: not computed again); each prompt "

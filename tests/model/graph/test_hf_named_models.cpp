@@ -21,10 +21,13 @@
 #include "test_paths.hpp"
 #include "../../../model/src/memory/memory_activations.hpp"
 #include "../cli/cli_runner.hpp"
+#include "gpuplan/core/format.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "library.hpp"
 
 using namespace gpuplan;
 
@@ -325,6 +328,75 @@ TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaul
   const auto refused = cli_test::run({"model", "show", write_config("starcoder2-rms", rms)});
   CHECK(refused.rc == cli_test::kInvalid);
   CHECK(contains(refused.err, "'norm_type' = \"rms_norm\""));
+}
+
+TEST_CASE("issue 23 audit: GPT-OSS attention sinks named in kv, serve and train, both active conventions shown") {
+  // OpenAI's gpt-oss-120b card: 116.83B total, 5.13B active per token without the input embedding (the corpus
+  // checks both); model show gives the active count in both conventions, naming the one without the embedding.
+  const std::string oss = kCorpus + "openai--gpt-oss-120b/config.json";
+  const auto show = cli_test::run({"model", "show", oss});
+  REQUIRE_MESSAGE(show.rc == 0, show.err);
+  CHECK(contains(show.out, "active per token  5.712 (5.133 without the input embedding)"));
+  CHECK(contains(show.out, "attention sinks  one learned logit per query head per layer (2304 parameters in all"));
+  // Every derivation that names the layer kinds names the sinks too (36 layers × 64 query heads).
+  const std::string sinks = "every attention layer with attention sinks (one learned logit per query head)";
+  const auto kv =
+      cli_test::run({"kv", "--model", oss, "--gpu", "h100", "--context", "32768", "--tp", "4", "--explain"});
+  CHECK_MESSAGE(kv.rc == 0, kv.err);
+  CHECK(contains(kv.out, "18 × full attention + MoE, 18 × sliding-window attention + MoE; " + sinks));
+  const auto sv = cli_test::run({"serve", "-m", oss, "--gpu", "h100", "--tp", "4", "--explain"});
+  CHECK_MESSAGE(sv.rc == 0, sv.err);
+  CHECK(contains(sv.out, sinks));
+  const auto tr = cli_test::run({"train", "--model", oss, "--gpu", "h100", "--gpus", "64", "--ep", "8", "--zero",
+                                 "1", "--explain"});
+  CHECK(contains(tr.out, sinks));
+}
+
+TEST_CASE("issue 23 audit: a VLM serve derivation prices its vision tower, a repeated ignored key is listed once") {
+  // Llama 4 Maverick's verbatim config (manifest.json) states torch_dtype at its top level and in text_config: the
+  // ignored-key list names it once.
+  const auto mav = cli_test::run(
+      {"model", "show", kCorpus + "meta-llama--Llama-4-Maverick-17B-128E-Instruct/config.json"});
+  REQUIRE_MESSAGE(mav.rc == 0, mav.err);
+  CHECK(contains(mav.out, "Config keys ignored (reviewed: no size or cost; data/hf/config_keys.json)"));
+  const auto first = mav.out.find("torch_dtype");
+  REQUIRE(first != std::string::npos);
+  CHECK(mav.out.find("torch_dtype", first + 1) == std::string::npos);
+  // Qwen2.5-VL-7B with two images: the steady state's derivation has the tower's pass as a child, with the time the
+  // summary reports as the tower's share of the TTFT (test_hf_corpus.cpp checks its tokens and FLOPs by hand).
+  const std::string vl = kCorpus + "Qwen--Qwen2.5-VL-7B-Instruct/config.json";
+  const auto sv = cli_test::run({"serve", "-m", vl, "--gpu", "h100", "--input-tokens", "100", "--output-tokens", "10",
+                                 "--batch", "1", "--images-per-request", "2", "--explain"});
+  REQUIRE_MESSAGE(sv.rc == 0, sv.err);
+  CHECK(contains(sv.out, "Vision tower (qwen2_5_vl): 2 images per request, 256 tokens each, before the prefill = "));
+  CHECK(contains(sv.out, "the prefill of one prompt alone includes the vision tower's "));
+  const auto js = cli_test::run({"serve", "-m", vl, "--gpu", "h100", "--input-tokens", "100", "--output-tokens", "10",
+                                 "--batch", "1", "--images-per-request", "2", "--format", "json"});
+  REQUIRE_MESSAGE(js.rc == 0, js.err);
+  const double vision_s = nlohmann::json::parse(js.out)["vision_encoder_s"].get<double>();
+  CHECK(vision_s > 0.0);
+  CHECK(contains(sv.out, "before the prefill = " + units::format(units::seconds(vision_s))));
+}
+
+TEST_CASE("issue 23 audit: a hybrid's decode reads its Mamba-2 state and the attention layers' KV, nothing more") {
+  // Nemotron-H-56B (verbatim config): 10 attention layers of 8 KV heads × 128 (4,096 B per token and layer in bf16)
+  // and 54 Mamba-2 layers, each a state of (4 − 1)·(16384 + 2·8·256)·2 B conv + 256·64·256·4 B SSM = 16,900,096 B
+  // whatever the context. 4 sequences decoding at 8K (+ the new token, as test_serving.cpp's Llama case) on one H100
+  // read 4·(10·8193·4096 + 54·16,900,096) B; at 16K the state stays, only the attention layers' KV grows.
+  const auto m = wl_io::load_model_file(kCorpus + "nvidia--Nemotron-H-56B-Base-8K/config.json");
+  REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
+  model::ServingPerfPlan plan;
+  plan.weights = model::default_weight_quant(model::StoreDtype::bf16);
+  plan.kv = model::default_kv_quant(model::StoreDtype::bf16);
+  const auto sys = test::node_system("dgx-h100");
+  auto kv_read = [&](std::int64_t context) {
+    return model::forward_cost(m->arch, plan, model::ForwardBatch{4, 1, context, 0, 0, 0, true}, sys, Explain::off)
+        .kv_bytes.raw();
+  };
+  constexpr double state = 3.0 * (16'384 + 2 * 8 * 256) * 2 + 256.0 * 64 * 256 * 4;
+  CHECK(state == 16'900'096.0);
+  CHECK(kv_read(8192) == doctest::Approx(4.0 * (10.0 * 8193 * 4096 + 54.0 * state)));
+  CHECK(kv_read(16384) - kv_read(8192) == doctest::Approx(4.0 * 10.0 * 8192 * 4096));
 }
 
 TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and an indexer layer's saved tensors") {

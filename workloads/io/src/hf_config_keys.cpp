@@ -83,7 +83,8 @@ class KeySorter {
   void note(const std::string& key, const std::string& why, bool counted) {
     for (auto& n : notes)
       if (n.why == why && n.counted == counted) {
-        n.keys.push_back(key);
+        // A multimodal config repeats some keys at its top level and in text_config (torch_dtype): named once.
+        if (std::find(n.keys.begin(), n.keys.end(), key) == n.keys.end()) n.keys.push_back(key);
         return;
       }
     notes.push_back({{key}, why, counted});
