@@ -157,7 +157,7 @@ class TrainingLayerPricer {
     lc.bwd.wgrad += wg.time;
     return;
   }
-  if (dequant) {
+  if (dequant && !fp8_base_feeds_gemm) {
     const double w = double(k) * double(n) * double(batch);
     const units::Bytes moved = units::bytes(w * (base_b + e));
     put(true, false, streaming_cost(named(name, " dequantise"), OpClass::elementwise, moved, units::flop(w), d));
