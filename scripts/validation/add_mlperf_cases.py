@@ -216,7 +216,7 @@ LORA = [
 LORA_SETTINGS = {
     "v41": ("configs/config_common.sh: FP8=True (conf/megatron_gpt_peft_tuning_config.yaml fp8_hybrid default True, delayed "
             "scaling, amax history 32) -> precision fp8, fp8_recipe delayed; fp8_params = FP8 -> the frozen base weights are "
-            "FP8 -> lora_base fp8 and fp8_params true; MBS=1; SP=1 unless the config sets SP=0; TP_COMM_OVERLAP=True; optim "
+            "FP8 -> lora_base fp8 and fp8_params true; {copies} MBS=1; SP=1 unless the config sets SP=0; TP_COMM_OVERLAP=True; optim "
             "mcore_distributed_optim -> zero 1, overlap_grad_sync True; the yaml sets no cross-entropy fusion (Megatron's "
             "default off) -> cross_entropy unfused; activations_checkpoint_granularity null -> recompute none; cpu_offloading "
             "False; peft lora_tuning adapter_dim 16, target_modules ['attention'] (QKV and output projection) -> lora_rank 16, "
@@ -225,11 +225,15 @@ LORA_SETTINGS = {
             "True, delayed scaling) -> precision fp8, fp8_recipe delayed; fp8_params = FP8 -> lora_base fp8 and fp8_params true; MBS=1; SP=0; "
             "use_distributed_optimizer True -> zero 1, DDP overlap_grad_reduce / overlap_param_gather default False; "
             "train.py: Llama2Config70B(cross_entropy_loss_fusion=False) -> cross_entropy unfused, LoRA(dim=16, alpha=32, "
-            "dropout=0.1, target_modules=['linear_proj', 'linear_qkv']) -> lora_rank 16, lora_targets attention; no "
+            "dropout=0.1, target_modules=['linear_proj', 'linear_qkv']) -> lora_rank 16, lora_targets attention, "
+            "disable_parameter_transpose_cache=False -> fp8_weight_copies cached (the default); no "
             "activation checkpointing set -> recompute none; cpu_offloading default False."),
     "v51": ("nemo/config_common.sh: FP8=True, FP8_AMAX_HISTORY=4 (conf/megatron_gpt_peft_tuning_config.yaml fp8_recipe "
-            "'delayed', fp8_hybrid True) -> precision fp8, fp8_recipe delayed; FP8_PARAM_GATHER=0 and no fp8 parameters "
-            "-> the frozen base weights stay in the training dtype (lora_base same, fp8_params left out); TP=1, SP=0, "
+            "'delayed', fp8_hybrid True) -> precision fp8, fp8_recipe delayed; custom_llama.py "
+            "CustomLlamaModel.configure_model builds the model inside te.fp8_model_init(recipe=DelayedScaling()) "
+            "whenever cfg.model.fp8 -> the frozen base weights are FP8 parameters -> lora_base fp8 and fp8_params true "
+            "(FP8_PARAM_GATHER=0 only keeps the DDP gather in bf16; nothing is gathered with TP 1 and frozen weights); "
+            "train.py disable_parameter_transpose_cache=False -> fp8_weight_copies cached (the default); TP=1, SP=0, "
             "MBS=1; use_distributed_optimizer True -> zero 1, DDP overlap_grad_reduce default False; train.py: "
             "cross_entropy_loss_fusion=False -> cross_entropy unfused, LoRA dim 16 on linear_proj and linear_qkv -> "
             "lora_rank 16, lora_targets attention; no activation checkpointing -> recompute none; cpu_offloading default "
@@ -247,9 +251,20 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
           "global_batch": gbs, "seq": 8192, "precision": "fp8", "fp8_recipe": "delayed", "zero": 1, "recompute": "none",
           "sequence_parallel": sp and tp > 1, "kernels": "fused", "cross_entropy": "unfused", "lora_rank": 16,
           "lora_targets": "attention", "lora_base": "fp8", "fp8_params": True}
-    if settings == "v51":
-        sc["lora_base"] = "same"
-        del sc["fp8_params"]
+    settings_text = LORA_SETTINGS[settings]
+    if settings == "v41":
+        if "ngc24.09" in name:
+            sc["fp8_weight_copies"] = "per_microbatch"
+            copies = ("the yaml's disable_parameter_transpose_cache True under the container's Transformer Engine "
+                      "(Dockerfile FROM nvcr.io/nvidia/pytorch:24.09-py3 with TE_REVISION=SKIP: TE 1.10, tagged "
+                      "2024-09-11; 1.11 was tagged 2024-10-08) -> fp8_weight_copies per_microbatch (TE 1.10 creates an "
+                      "FP8 parameter without a transpose and fills none when Megatron passes is_first_microbatch=None: "
+                      "each backward GEMM transposes afresh);")
+        else:
+            copies = ("the yaml's disable_parameter_transpose_cache True, but the submission names no container (no "
+                      "Dockerfile), so the Transformer Engine release is unknown -> fp8_weight_copies left at cached "
+                      "(on B200 either way no FP8 transpose is kept);")
+        settings_text = settings_text.format(copies=copies)
     if rnd == "v4.1":
         sc["overlap_grad_reduce"] = True
         if tp > 1:
@@ -289,7 +304,7 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
              f"Measured value: {method} (MAX_SEQLEN 8192: every sample is one 8192-token sequence); per GPU = that / "
              f"{gpus}. System: {system}. Layout from {config}: TP {tp}, PP 1, CP {cp}, "
              f"MINIBS {minibs} -> global_batch {gbs} (= MINIBS x GPUs / TP / CP, as the log's global_batch_size), "
-             f"dp = {dp}, micro_batch 1 (MBS). {LORA_SETTINGS[settings]} sequence_parallel "
+             f"dp = {dp}, micro_batch 1 (MBS). {settings_text} sequence_parallel "
              f"{'true' if sc['sequence_parallel'] else 'false'}"
              f"{' (SP with TP 1 is moot)' if sp and tp == 1 else ''}. Not expressible: {extras + '; ' if extras else ''}the adapters' dropout "
              f"(0.1 on the LoRA input; the model's own dropout stays the model's).{act_note} Model: llama-2-70b library file. "
@@ -397,7 +412,9 @@ def amd_lora_case(root, name, impl, node, gpu, ckpt_layers):
              f"Layout from {config}: TP 1, PP 1, CP 1, SP False, MBS 1, MINIBS 1 -> global_batch 8 (the log's), dp 8. "
              f"FP8=True (src/conf/megatron_gpt_peft_tuning_config.yaml fp8_hybrid default True, delayed scaling, amax "
              f"history 4) -> precision fp8, fp8_recipe delayed; fp8_params = FP8 -> fp8_params true, lora_base fp8; "
-             f"{ckpt}; the yaml's optimizer is fused_adam on one node (mcore_distributed_optim only with more than one "
+             f"{ckpt}; the yaml sets disable_parameter_transpose_cache True, but the Dockerfile's ROCm/TransformerEngine "
+             f"commit d0ef413b is not a release whose FP8-parameter handling we could read -> fp8_weight_copies left at "
+             f"cached; the yaml's optimizer is fused_adam on one node (mcore_distributed_optim only with more than one "
              f"node) -> zero 0; no cross-entropy fusion in the yaml (Megatron's default off) -> cross_entropy unfused; "
              f"peft lora_tuning adapter_dim 16, target_modules ['attention'] -> lora_rank 16, lora_targets attention. "
              f"Not expressible: FP8 storage of the MLP activation input (FP8_ACTIVATION=True), the CK / AOTriton fused "

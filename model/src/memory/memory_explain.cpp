@@ -184,7 +184,21 @@ void explain_weights(const Explained& e, const TrainingMemory& r, Derivation& d)
   if (pr.fp8_params)
     d.children.back().notes.push_back(
         "FP8 parameters: the Transformer Engine layers' weights at 1 B; the embedding and the LM head stay bf16 (2 B)");
-  if (h.fp8_cache > 0.0)
+  const bool per_mb = plan.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch;
+  const bool fp8_stored = pr.fp8_params || (plan.lora.on() && plan.lora.base == wl::LoraBase::fp8);
+  if (per_mb && fp8_stored && h.fp8_cache == 0.0 && !e.fp8_any_layout && detail::quantised_gemms(plan))
+    d.children.back().notes.push_back(
+        "FP8 weight copies per micro-batch (disable_parameter_transpose_cache under Transformer Engine <= 1.10): "
+        "the FP8 parameters keep no transpose; each backward dgrad GEMM transposes its weight into a temporary "
+        "(TransformerEngine v1.10 transformer_engine/pytorch/module/linear.py, Float8Tensor.transpose_2d without "
+        "fill_cache)");
+  if (h.fp8_cache > 0.0 && per_mb && !fp8_stored)
+    d.children.back().notes.push_back(fmt::format(
+        "includes {}: the FP8 GEMM weights quantised in each micro-batch's forward and saved for its backward, {} B "
+        "per weight per micro-batch in flight (disable_parameter_transpose_cache: Transformer Engine gets "
+        "is_first_microbatch=None and caches no workspace; linear.py saves weight_fp8 for the backward)",
+        B(h.fp8_cache), format_number(h.fp8_cache_per_weight, 4)));
+  else if (h.fp8_cache > 0.0)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: the FP8 GEMM weights Transformer Engine caches across micro-batches, {} B per weight ({}; "
         "TransformerEngine transformer_engine/pytorch/module/linear.py get_weight_workspace)",

@@ -183,7 +183,8 @@ void eager_allocations(const StageInputs& x, const StageShape& shape, StageMemor
 
 }
 
-/// The FP8 weight cache Transformer Engine keeps across micro-batches.
+/// The FP8 weight copies Transformer Engine keeps: cached across micro-batches, or per micro-batch in flight
+/// (wl::Fp8WeightCopies). Reads the activations' layers in flight (stage_activations runs first).
 void fp8_weight_cache(const StageInputs& x, const StageShape& shape, StageMemory& st) {
   const auto& plan = x.plan;
   const auto& pr = plan.precision;
@@ -197,21 +198,26 @@ void fp8_weight_cache(const StageInputs& x, const StageShape& shape, StageMemory
   // module attribute: alive across steps. Embedding and LM head run in bf16 (not TE layers) and are not cached.
   // Under ZeRO-3 only the gathered layers have one. On a GPU whose FP8 GEMMs take either layout (datacenter
   // Blackwell), a per-tensor-scaled weight needs no transpose: 1 B cached, and none with FP8 parameters.
+  // Fp8WeightCopies::per_microbatch (disable_parameter_transpose_cache under Transformer Engine <= 1.10): an FP8
+  // parameter's transpose is made in each backward GEMM and freed (none kept); a 16-bit weight's copies are made in
+  // each micro-batch's forward and saved for its backward (linear.py saves weight_fp8), so the stage holds one set
+  // per layer whose activations it holds: the activations' layers in flight (layer_factor).
   st.fp8_cache = 0.0;
   st.fp8_cache_per_weight = 0.0;
   if (detail::quantised_gemms(plan)) {
     const bool fp8_stored = pr.fp8_params || (plan.lora.on() && plan.lora.base == wl::LoraBase::fp8);
     const bool dequantised = plan.lora.on() && (plan.lora.base == wl::LoraBase::nf4 || plan.lora.base == wl::LoraBase::int8);
     const bool per_tensor = pr.recipe == wl::QuantRecipe::delayed || pr.recipe == wl::QuantRecipe::tensorwise;
+    const bool per_mb = plan.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch;
     // The recipe's row- and column-wise copies with their scales (quant_recipe.hpp; 1 + 1 B with delayed scaling).
     const double per_weight = dequantised ? 0.0
-                              : fp8_stored ? (x.fp8_any_layout && per_tensor ? 0.0 : 1.0)
+                              : fp8_stored ? ((x.fp8_any_layout || per_mb) && per_tensor ? 0.0 : 1.0)
                                            : detail::quant_bytes(pr.recipe, x.fp8_any_layout).weight_cache;
     st.fp8_cache_per_weight = per_weight;
     double gemm_params = (st.p_dense - embed_head) / t + st.p_expert / te;
     if (plan.zero == wl::ZeroStage::parameters && n_dense > 1)
       gemm_params = st.largest_layer_gpu * (plan.overlap_param_gather ? 2.0 : 1.0);
-    st.fp8_cache = std::max(0.0, gemm_params) * per_weight;
+    st.fp8_cache = std::max(0.0, gemm_params) * per_weight * (per_mb && !fp8_stored ? st.layer_factor : 1.0);
   }
 }
 
@@ -350,8 +356,8 @@ void stage_peak(const StageInputs& x, const StageShape& shape, StageMemory& st) 
 void evaluate_stage(const StageInputs& x, const StageShape& shape, StageMemory& st) {
   model_states(x, shape, st);
   eager_allocations(x, shape, st);
-  fp8_weight_cache(x, shape, st);
   stage_activations(x, shape, st);
+  fp8_weight_cache(x, shape, st);
   stage_peak(x, shape, st);
 }
 

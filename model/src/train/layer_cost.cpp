@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -80,6 +82,27 @@ class TrainingLayerPricer {
     return keep_ops ? name + suffix : std::string();
   }
 
+  // Fp8WeightCopies::per_microbatch (wl/training.hpp): the weight copies Transformer Engine would cache are made in
+  // every micro-batch. An FP8-stored weight (FP8 parameters, a LoRA FP8 base) feeds the forward GEMM as it is; on a
+  // GPU whose FP8 GEMMs need the TN layout the backward transposes it (read 1 B, write 1 B per weight;
+  // Float8Tensor.transpose_2d). A 16-bit weight is quantised in the forward: read 2 B, write the recipe's copies.
+  // With cached copies both happen once per step and are not counted.
+  // Returns the pass (true: forward) and the op, if any.
+  std::optional<std::pair<bool, OpCost>> weight_copies_per_microbatch(const std::string& name, const QuantBytes& q,
+                                                                       double w) const {
+    if (plan.fp8_weight_copies != wl::Fp8WeightCopies::per_microbatch) return std::nullopt;
+    const bool per_tensor =
+        plan.precision.recipe == wl::QuantRecipe::delayed || plan.precision.recipe == wl::QuantRecipe::tensorwise;
+    if (fp8_stored) {
+      if (d.gpu != nullptr && fp8_any_layout(*d.gpu) && per_tensor) return std::nullopt;
+      return std::pair{false, streaming_cost(named(name, " weight transpose"), OpClass::elementwise,
+                                             units::bytes(2.0 * w), units::flop(w), d)};
+    }
+    if (dequant) return std::nullopt;  // int8 / NF4 bases are dequantised each pass (below)
+    return std::pair{true, streaming_cost(named(name, " weight cast"), OpClass::elementwise,
+                                          units::bytes(w * (2.0 + q.weight_cache)), units::flop(w), d)};
+  }
+
   // LoRA: the base weights are frozen (no weight-gradient GEMM; the activation gradient still flows), a targeted
   // layer adds its rank-r adapter pair (x·A, then ·B: two thin GEMMs each way), and a quantised base (QLoRA, int8,
   // fp8 storage) is dequantised to the compute dtype before the forward and the dgrad GEMM (read the stored bytes,
@@ -117,6 +140,8 @@ class TrainingLayerPricer {
                                       units::bytes(elems_f * q.cast), units::flop(elems_f), d));
       put(false, false, streaming_cost(keep_ops ? name + " " + q.name + " cast bwd" : std::string(),
                                        OpClass::elementwise, units::bytes(elems_b * q.cast), units::flop(elems_b), d));
+      if (auto wc = weight_copies_per_microbatch(name, q, double(k) * double(n) * double(batch)))
+        put(wc->first, false, wc->second);
   }
   // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation);
   // blockwise scaling promotes the partial sums every 128 K in the forward GEMM too (DeepSeek-V3 §3.3.2).
@@ -132,7 +157,7 @@ class TrainingLayerPricer {
     lc.bwd.wgrad += wg.time;
     return;
   }
-  if (dequant) {
+  if (dequant && !fp8_base_feeds_gemm) {
     const double w = double(k) * double(n) * double(batch);
     const units::Bytes moved = units::bytes(w * (base_b + e));
     put(true, false, streaming_cost(named(name, " dequantise"), OpClass::elementwise, moved, units::flop(w), d));
@@ -479,6 +504,11 @@ class TrainingLayerPricer {
   const wl::Lora& lora = plan.lora;
   const double base_b = base_weight_bytes(plan);
   const bool dequant = lora.on() && lora.base != wl::LoraBase::same;
+  // Weights stored in FP8 (FP8 parameters, a LoRA FP8 base): under FP8 GEMMs Transformer Engine hands the FP8 data to
+  // the GEMM as it is (the weight is already the quantised tensor: get_weight_workspace returns it), no dequantise.
+  const bool fp8_stored = gp == hw::Precision::fp8 &&
+                          (plan.precision.fp8_params || (lora.on() && lora.base == wl::LoraBase::fp8));
+  const bool fp8_base_feeds_gemm = fp8_stored && lora.on();
   const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
   // Element accesses per element (reads + writes) of the non-GEMM ops, fused vs PyTorch eager:
   //  RoPE: fused 2 fwd / 2 bwd; eager rotate_half (x·cos, neg, cat, ·sin, add) 11 fwd / 13 bwd (+ slice_backward).

@@ -389,6 +389,19 @@ const ScenarioFieldTable& training_fields() {
                 "kernel's 16-bit output and the O projection's FP8 copy, Transformer Engine's way; the "
                 "default) or e5m6 (one 12-bit E5M6 copy shared by both, DeepSeek-V3 arXiv:2412.19437 "
                 "§3.3.3)"),
+      row("fp8_weight_copies", FieldType::string, "FP8 weight copies")
+          .flags({"--fp8-weight-copies"})
+          .help("quantised GEMM weights under FP8/FP4: cached (kept across micro-batches; Megatron-Core's default) "
+                "or per_microbatch (disable_parameter_transpose_cache under Transformer Engine <= 1.10)")
+          .otherwise("cached")
+          .choices({"cached", "per_microbatch"})
+          .doc("whether Transformer Engine keeps the quantised copies of the GEMM weights across micro-batches: "
+               "cached (Megatron-Core passes is_first_microbatch: a 16-bit weight is quantised once per step, an "
+               "FP8 parameter keeps its transpose; the default) or per_microbatch (Megatron-Core / NeMo "
+               "disable_parameter_transpose_cache=True under Transformer Engine <= 1.10: a 16-bit weight is "
+               "quantised in each micro-batch and the copy kept until its backward; an FP8 parameter is transposed "
+               "in each backward GEMM and the transpose freed). From Transformer Engine 1.11 an FP8 parameter keeps "
+               "its transpose whatever Megatron passes: there, per_microbatch holds for 16-bit weights only"),
       row("moe_imbalance", FieldType::number, "MoE imbalance")
           .flags({"--moe-imbalance"})
           .help("MoE load imbalance: busiest expert-parallel rank's tokens over the mean (1: balanced)")

@@ -57,6 +57,16 @@ enum class EpDispatch { all_to_all, deepep };
 ///    (1.5 B per element), converted to 128×1 tiles in the backward.
 /// Read only with FP8 (or FP4) GEMMs and fused kernels.
 enum class AttentionOutputStore { separate, e5m6 };
+/// Whether Transformer Engine keeps the quantised copies of the GEMM weights across micro-batches (FP8/FP4 GEMMs):
+///  - cached: Megatron-Core passes is_first_microbatch to Transformer Engine's modules (its default), so each module
+///    quantises a 16-bit weight once per step into a workspace kept as a module attribute (get_weight_workspace,
+///    cache_name "weight"), and an FP8 parameter keeps its transpose (Transformer Engine >= 1.11 allocates it with the
+///    parameter; 2.x Float8TensorBase.update_usage keeps it);
+///  - per_microbatch: Megatron-Core's disable_parameter_transpose_cache=True under Transformer Engine <= 1.10 (the
+///    modules get is_first_microbatch=None): a 16-bit weight is quantised in every micro-batch's forward and the copy
+///    is saved for that micro-batch's backward; an FP8 parameter (which 1.10 creates without a transpose) is
+///    transposed afresh in each backward dgrad GEMM (Float8Tensor.transpose_2d without fill_cache) and freed.
+enum class Fp8WeightCopies { cached, per_microbatch };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
 /// How the optimizer step is implemented (PyTorch 2.x torch/optim/adam.py and sgd.py; issue #27):
 ///  - fused: one multi-tensor kernel reads each parameter's gradient, weight and states and writes them back once
@@ -258,6 +268,7 @@ struct TrainingPlan {
   /// The SwiGLU input kept for the backward in FP8 (Megatron-Core activation_func_fp8_input_store: Transformer
   /// Engine's SwiGLU op with cache_quantized_input), 1 B per element instead of the activation dtype's.
   bool activation_fp8_input_store = false;
+  Fp8WeightCopies fp8_weight_copies = Fp8WeightCopies::cached;
   /// MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced routing, the default
   /// and an assumption). The slowest rank sets the pace of the expert GEMMs and of the dispatch/combine.
   double moe_imbalance = 1.0;
