@@ -123,7 +123,8 @@ VisionInference vision_inference(const wl::VisionGraph& g, const VisionRunPlan& 
   if (explain == Explain::on) {
     r.derivation = pass_derivation("vision.latency", "Forward latency of one batch", r.pass, plan);
     r.derivation.notes.push_back(fmt::format(
-        "{} images of {}×{} px, {} ops, {} MACs per image; {}{}{}{}", plan.batch, g.resolution, g.resolution,
+        "{} image{} of {}×{} px, {} ops, {} MACs per image; {}{}{}{}", plan.batch, plan.batch == 1 ? "" : "s",
+        g.resolution, g.resolution,
         g.ops.size(), units::format_number(static_cast<double>(g.macs()), 4), hw::to_string(plan.compute),
         plan.autocast ? " autocast (fp32 weights cast each forward)" : " weights", plan.fold_bn ? ", BN folded" : "",
         plan.fuse_epilogue ? ", activation/add fused into the GEMM epilogue" : ""));
