@@ -10,11 +10,13 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "cli_runner.hpp"
 #include "field_docs.hpp"
 #include "commands.hpp"
 #include "gpuplan/wl_io/scenario_fields.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl_io/scenario_io.hpp"
 #include "test_paths.hpp"
 
@@ -228,4 +230,14 @@ TEST_CASE("a vision model reads serve's --batch and --compute itself: out of ran
   const auto c = cli_test::run({"serve", "-m", "resnet50", "--gpu", "h100", "--compute", "fp7"});
   CHECK(c.rc == cli_test::kInvalid);
   CHECK(c.err.find("--compute: error: 'fp7' is not one of") != std::string::npos);
+}
+
+TEST_CASE("the table's default CPU cost per eager kernel is the model's measured one") {
+  // The field table (workloads/io) cannot call the model; its default text must say what the model assumes: the
+  // median single-kernel op of eager_host_ops.json, 22.2 µs (model::eager_cpu_per_kernel).
+  const auto* f = wl_io::find_field(serving_fields(), "cpu_per_kernel_us");
+  REQUIRE(f != nullptr);
+  CHECK(f->default_text == fmt::format("{:.1f}", model::eager_cpu_per_kernel().raw() * 1e6));
+  CHECK(model::eager_cpu_per_kernel().raw() == doctest::Approx(22.2e-6));
+  CHECK(model::ServingPerfPlan{}.cpu_per_kernel.raw() == model::eager_cpu_per_kernel().raw());
 }

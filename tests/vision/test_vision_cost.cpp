@@ -173,8 +173,12 @@ TEST_CASE("eager execution is never faster than a CUDA graph, and BN folding and
   const auto eager = model::vision_inference(g, p, d, Explain::off);
   CHECK(eager.latency > graphed.latency);
   CHECK(eager.pass.kernels == graphed.pass.kernels);
-  // Eager: never faster than kernels × CPU issue time.
-  CHECK(eager.latency.raw() >= eager.pass.kernels * p.launch.cpu_per_kernel.raw());
+  // Eager: never faster than the host's issue time — the measured per-module costs (host_ops), which for
+  // EfficientNet's multi-kernel modules (a batch norm issues 3 kernels for 43.2 µs) come to less than
+  // kernels × the single-kernel median (22.2 µs): the per-module table, not the per-kernel figure, prices it.
+  CHECK(eager.pass.cpu_issue.raw() > 0);
+  CHECK(eager.latency.raw() >= eager.pass.cpu_issue.raw());
+  CHECK(eager.pass.cpu_issue.raw() < eager.pass.kernels * p.launch.cpu_per_kernel.raw());
   p.cuda_graphs = true;
   p.fold_bn = true;
   const auto folded = model::vision_inference(g, p, d, Explain::off);
@@ -340,14 +344,16 @@ TEST_CASE("DDP broadcast_buffers: ResNet-50's 53 batch norms broadcast 212,904 B
   // broadcast per dtype.
   CHECK(on.buffer_tensors + 2 + 2 == 662 - 499);
   // The term: both broadcasts, then the longer of the copies' GPU time and the host's issue of 161 kernels at
-  // t_cpu (12 µs by default: 1.932 ms, longer than 161 eager launches of 5 µs plus 0.85 MB streamed).
+  // t_cpu (22.2 µs by default, the median single-kernel op of eager_host_ops.json — GELU 12.5, conv 19.3, channel mul
+  // 20.0, depthwise 21.2, token add 22.2, add 23.6, max-pool 26.7, layer norm 32.9, linear 38.4 µs: 3.574 ms, longer
+  // than 161 eager launches of 5 µs plus 0.85 MB streamed).
   auto bcast = [&](double b) {
     return model::collective_cost(model::Collective::broadcast, units::bytes(b), tp.dp,
                                   model::CollectiveAlgorithm::automatic, Explain::off)
         .time.raw();
   };
-  const double host = 161 * 12e-6;
-  CHECK(tp.run.launch.cpu_per_kernel.raw() == doctest::Approx(12e-6));
+  const double host = 161 * 22.2e-6;
+  CHECK(tp.run.launch.cpu_per_kernel.raw() == doctest::Approx(22.2e-6));
   const double expected = bcast(8.0 * channels) + bcast(8.0 * 53) + host;
   CHECK(std::abs(on.buffer_sync.raw() - expected) <= 1e-12 * expected);
   // Paid once per forward: with 2 micro-batches twice; off (broadcast_buffers=False) nothing.

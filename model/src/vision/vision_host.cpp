@@ -4,8 +4,14 @@
 // their own — chains of one module kind on tiny tensors, so the GPU is never the bound (scripts/measure/host_ops.py,
 // data/validation/measured/h100-sxm5-80gb/eager_host_ops.json) — not fitted to the validation steps; they are
 // PyTorch 2.11 on the lent H100 machine's 16-vCPU host, carried to other hosts as an assumption.
+#include <algorithm>
+#include <array>
 #include <optional>
+#include <string>
 
+#include <fmt/format.h>
+
+#include "gpuplan/model/serving.hpp"
 #include "vision_kernels.hpp"
 
 namespace gpuplan::model::detail {
@@ -30,6 +36,7 @@ constexpr HostCost kRelu{57.6 - 43.2, 81.5 - 59.3, 138.0 - 78.7};   // bn_relu_i
 constexpr HostCost kSilu{53.4 - 43.2, 112.1 - 59.3, 115.5 - 78.7};  // bn_silu_inplace − bn
 constexpr HostCost kGelu{12.5, 14.8, 21.6};
 constexpr HostCost kAdd{23.6, 26.8, 12.9};
+constexpr HostCost kAddTokens{22.2, 24.9, 7.7};          // add_tokens: the same add on a [2, 8, 64] token tensor
 constexpr HostCost kMulChannel{20.0, 24.6, 87.3};
 constexpr HostCost kMaxPool{26.7, 31.0, 47.4};           // maxpool3x3 (global pooling priced alike)
 constexpr HostCost kLinear{38.4, 92.3, 164.8};
@@ -117,3 +124,23 @@ std::optional<double> optimizer_host_seconds(bool adamw, std::int64_t tensors) {
 }
 
 }  // namespace gpuplan::model::detail
+
+namespace gpuplan::model {
+
+units::Seconds eager_cpu_per_kernel() {
+  // The single-kernel ops of the table (one kernel per inference call in eager_host_ops.json), their median.
+  std::array<double, 9> us{detail::kConv.infer,      detail::kDepthwise.infer, detail::kMulChannel.infer,
+                           detail::kMaxPool.infer,   detail::kAdd.infer,       detail::kAddTokens.infer,
+                           detail::kLinear.infer,    detail::kLayerNorm.infer, detail::kGelu.infer};
+  std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+  return units::microseconds(us[us.size() / 2]);
+}
+
+std::string default_overhead_origin() {
+  return fmt::format(
+      "2.5 µs per kernel under CUDA graphs, 5 µs eager launch (until calibrated); {:.1f} µs CPU per eager kernel "
+      "(median of the single-kernel ops of eager_host_ops.json, H100 host); no engine step overhead",
+      eager_cpu_per_kernel().raw() * 1e6);
+}
+
+}  // namespace gpuplan::model

@@ -67,7 +67,7 @@ TEST_SUITE("serving iteration timeline") {
 
   TEST_CASE("eager decode at batch 1 is host-bound: the GPU waits for each launch and the host lane issues every kernel") {
     const auto sys = test::node_system("dgx-h100");
-    const auto& arch = test::arch("gpt2");  // 124M parameters: a few µs of GPU work per kernel against 12 µs of issue
+    const auto& arch = test::arch("gpt2");  // 124M parameters: a few µs of GPU work per kernel against 22 µs of issue
     const auto plan = plan_of(1, 1, false);
     const model::ForwardBatch fb{1, 1, 1024, 0, 0, 0, true};
     const auto fc = model::forward_cost(arch, plan, fb, sys);
@@ -79,7 +79,7 @@ TEST_SUITE("serving iteration timeline") {
     // The host issues fc.kernels kernels at cpu_per_kernel each: its lane is busy for exactly that long.
     CHECK(rel(m[SpanKind::host], double(fc.kernels) * plan.cpu_per_kernel.raw()) < 1e-9);
     CHECK(m[SpanKind::launch_gap] > 0);
-    // Host-bound (12 µs per kernel against a few µs of GPU work each): the model's stage is the host's issue time. The
+    // Host-bound (22 µs per kernel against a few µs of GPU work each): the model's stage is the host's issue time. The
     // layout ends no earlier, and later by at most what the kernels longer than their issue time add (the LM head and
     // sampling over GPT-2's 50,257-word vocabulary run behind the host).
     CHECK(double(fc.kernels) * plan.cpu_per_kernel.raw() > fc.gemm.raw() + fc.attention.raw() + fc.elementwise.raw());

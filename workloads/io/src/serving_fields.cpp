@@ -197,8 +197,8 @@ void add_engine(ScenarioFieldTable& t) {
       row("cpu_per_kernel_us", FieldType::number, "CPU per kernel")
           .flags({"--cpu-per-kernel-us"})
           .help("eager: CPU time to issue one kernel, µs")
-          .otherwise("12")
-          .doc("eager: CPU time to issue one kernel (default 12)"),
+          .otherwise("22.2")
+          .doc("eager: CPU time to issue one kernel (default 22.2: measured, eager_host_ops.json)"),
       row("disaggregated", FieldType::boolean, "Disaggregated")
           .flags({"--disaggregated"})
           .switch_flag()

@@ -47,6 +47,16 @@ enum class MoeA2aBackend { nccl, deepep };
 /// (normal in a pass with prompt tokens, low-latency in a pure decode pass: SGLang's `auto`).
 enum class DeepEpMode { automatic, normal, low_latency };
 
+/// Eager PyTorch's host (CPU) time to issue one single-kernel op: Python, the dispatcher and the launch. The median of
+/// the nine single-kernel ops measured for inference in eager_host_ops.json (PyTorch 2.11 on the lent H100 host's
+/// 16-vCPU Xeon, chains of 64 calls on tiny tensors so that the GPU never bounds them: conv3x3 19.3, depthwise 21.2,
+/// channel mul 20.0, max-pool 26.7, add 23.6 / 22.2, linear 38.4, layer norm 32.9, GELU 12.5 µs): 22.2 µs. The same
+/// table prices the eager vision passes module by module (model/src/vision/vision_host.cpp); other hosts and
+/// framework versions are an assumption (`--cpu-per-kernel-us` sets it).
+[[nodiscard]] units::Seconds eager_cpu_per_kernel();
+/// The origin text of the default per-kernel costs (graph gap, eager launch, eager CPU issue).
+[[nodiscard]] std::string default_overhead_origin();
+
 /// How one replica runs the model.
 struct ServingPerfPlan {
   int tp = 1;
@@ -95,14 +105,12 @@ struct ServingPerfPlan {
   units::Seconds kernel_overhead_graph = units::microseconds(2.5);
   units::Seconds kernel_overhead_eager = units::microseconds(5.0);
   /// CPU time to issue one kernel in eager mode (framework dispatch + launch); a step is never faster than
-  /// kernels × this when it is not captured in a graph.
-  units::Seconds cpu_per_kernel = units::microseconds(12.0);
+  /// kernels × this when it is not captured in a graph. Default: eager_cpu_per_kernel(), measured.
+  units::Seconds cpu_per_kernel = eager_cpu_per_kernel();
   /// Engine work per iteration not overlapped with the GPU (scheduling, sampling bookkeeping, detokenisation);
   /// 0 = an engine that overlaps it (async scheduling).
   units::Seconds step_overhead{};
-  std::string overhead_origin =
-      "2.5 µs per kernel under CUDA graphs, 5 µs eager launch, 12 µs CPU per eager kernel, no engine "
-      "step overhead (until calibrated)";
+  std::string overhead_origin = default_overhead_origin();
   /// Chunked prefill token budget per iteration (vLLM max_num_batched_tokens, TRT-LLM max_num_tokens); 0 = whole
   /// prompts as their own iterations.
   std::int64_t max_batched_tokens = 8192;
