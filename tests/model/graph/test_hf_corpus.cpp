@@ -79,7 +79,7 @@ nlohmann::json manifest() {
 
 }  // namespace
 
-TEST_CASE("the published-figure rule: 1% or the publisher's rounding, whichever is wider") {
+TEST_CASE("the published-figure rule: 1%, or the publisher's rounding where the manifest lists the figure") {
   std::string why;
   CHECK(matches(8.03e9, parse_figure("8.03B"), why));      // exact
   CHECK_FALSE(matches(8.2e9, parse_figure("8.03B"), why));  // +2.1%
