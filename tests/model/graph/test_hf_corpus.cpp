@@ -1,8 +1,8 @@
 // The corpus of real public Hugging Face config.json files (issue #23 deliverable 3): tests/fixtures/hf_corpus/
 // holds each one with manifest.json saying where it was copied from and what its import must give — the publisher's
 // parameter counts (total, without embeddings, active) with their source, or the reason it is refused (exit 2).
-// README.md there states the tolerance rule: 1% of the published figure, or half a unit of its last digit when the
-// publisher rounds coarser than that ("8B" is 7.5B to 8.5B).
+// README.md there states the tolerance rule: 1% of the published figure; half a unit of its last digit ("8B" is 7.5B
+// to 8.5B) only for a figure the manifest lists under rounding_rule, saying what was searched for a finer one.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -54,6 +54,23 @@ bool matches(double computed, const Figure& f, std::string& why) {
 }
 bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
 
+/// The total in the convention of the publisher's figure (manifest "total_convention", README.md): what gpuplan
+/// builds, or what the publisher's checkpoint stores where the two differ by a named part.
+double total_in_convention(const model::ParameterCounts& p, bool tied, const std::string& convention) {
+  if (convention == "as_built") return double(p.total);
+  // The checkpoint stores the tied LM head a second time (Qwen3-0.6B/1.7B: lm_head.weight beside the embedding).
+  if (convention == "checkpoint_stores_tied_head") {
+    REQUIRE(tied);
+    return double(p.total + p.embedding);
+  }
+  // The checkpoint has no LM head although its config names a causal LM (Qwen3-Embedding).
+  if (convention == "checkpoint_without_lm_head") return double(p.total - p.lm_head);
+  // The figure is the language model's alone (a vision tower gpuplan does not read is not in it either).
+  if (convention == "language_model_only") return double(p.total - p.vision);
+  FAIL("unknown total_convention " << convention);
+  return 0.0;
+}
+
 nlohmann::json manifest() {
   std::ifstream in(kCorpus + "manifest.json");
   REQUIRE(in.good());
@@ -62,7 +79,7 @@ nlohmann::json manifest() {
 
 }  // namespace
 
-TEST_CASE("the published-figure rule: 1% or the publisher's rounding, whichever is wider") {
+TEST_CASE("the published-figure rule: 1%, or the publisher's rounding where the manifest lists the figure") {
   std::string why;
   CHECK(matches(8.03e9, parse_figure("8.03B"), why));      // exact
   CHECK_FALSE(matches(8.2e9, parse_figure("8.03B"), why));  // +2.1%
@@ -79,7 +96,7 @@ TEST_CASE("hf corpus: over 100 real config.json files import within the publishe
   REQUIRE(doc["kind"] == "hf_config_corpus");
   const auto& models = doc["models"];
   CHECK(models.size() >= 100);
-  int imported = 0, refused = 0, checked_figures = 0;
+  int imported = 0, refused = 0, checked_figures = 0, rounded_figures = 0;
   for (const auto& e : models) {
     const std::string dir = e["dir"].get<std::string>();
     CAPTURE(dir);
@@ -103,25 +120,42 @@ TEST_CASE("hf corpus: over 100 real config.json files import within the publishe
     const auto m = wl_io::load_model_file(path);
     REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
     const auto p = model::parameter_counts(m->arch, Explain::off);
-    std::string why;
+    // Each figure is held to 1%, the issue's rule. One the publisher gives no finer than a rounded "8B" may pass by
+    // its rounding only where the manifest lists it under rounding_rule and says what was searched for a finer one.
+    std::set<std::string> rounding_only;
+    if (e.contains("rounding_rule")) {
+      for (const auto& name : e["rounding_rule"]) rounding_only.insert(name.get<std::string>());
+      CHECK(e.contains("rounding_rule_why"));
+      rounded_figures += static_cast<int>(rounding_only.size());
+    }
+    auto hold = [&](const std::string& name, double computed) {
+      ++checked_figures;
+      const Figure f = parse_figure(e[name].get<std::string>());
+      std::string why;
+      CHECK_MESSAGE(matches(computed, f, why), name << ": " << why);
+      const bool one_percent = std::abs(computed / 1e9 - f.value_B) <= 0.01 * f.value_B;
+      const std::string rule = one_percent ? "within 1%, yet listed under rounding_rule"
+                                           : "outside 1% and not listed under rounding_rule";
+      CHECK_MESSAGE(one_percent != (rounding_only.count(name) == 1), name << ": " << why << ": " << rule);
+    };
     if (e.contains("total")) {
-      ++checked_figures;
-      CHECK_MESSAGE(matches(double(p.total), parse_figure(e["total"].get<std::string>()), why), "total: " << why);
+      const std::string convention = e.value("total_convention", "as_built");
+      if (convention != "as_built") CHECK(e.contains("total_note"));
+      hold("total", total_in_convention(p, m->arch.tied_embeddings, convention));
     }
-    if (e.contains("non_embedding")) {
-      // The publishers' "non-embedding" count leaves out the input embedding and an untied LM head (Qwen, EXAONE).
-      ++checked_figures;
-      CHECK_MESSAGE(matches(double(p.total - p.vision - p.embedding - p.lm_head),
-                            parse_figure(e["non_embedding"].get<std::string>()), why),
-                    "non-embedding: " << why);
-    }
+    // The publishers' "non-embedding" count leaves out the input embedding and an untied LM head (Qwen, EXAONE).
+    if (e.contains("non_embedding")) hold("non_embedding", double(p.total - p.vision - p.embedding - p.lm_head));
     if (e.contains("active")) {
-      ++checked_figures;
-      const bool without = e["active_convention"] == "without_input_embedding";
-      REQUIRE((without || e["active_convention"] == "with_input_embedding"));
-      const double active = double(without ? p.active - p.embedding : p.active);
-      CHECK_MESSAGE(matches(active, parse_figure(e["active"].get<std::string>()), why), "active: " << why);
+      // with_input_embedding; without_input_embedding (OpenAI's GPT-OSS count); without_embeddings: neither the
+      // input embedding nor an untied LM head, the convention of Qwen's "non-embedding" figures.
+      const std::string convention = e["active_convention"].get<std::string>();
+      const bool without = convention == "without_input_embedding";
+      const bool non_embedding = convention == "without_embeddings";
+      REQUIRE((without || non_embedding || convention == "with_input_embedding"));
+      hold("active", double(non_embedding ? p.active - p.embedding - p.lm_head
+                                          : without ? p.active - p.embedding : p.active));
     }
+    for (const auto& name : rounding_only) CHECK_MESSAGE(e.contains(name), name << " under rounding_rule is no figure");
     if (e.contains("kv_bytes_per_token_bf16")) {
       const auto kv = model::kv_token_bytes(m->arch, model::default_kv_quant(model::StoreDtype::bf16), 1, Explain::off);
       CHECK(kv.per_token_model.raw() == doctest::Approx(e["kv_bytes_per_token_bf16"].get<double>()));
@@ -132,7 +166,9 @@ TEST_CASE("hf corpus: over 100 real config.json files import within the publishe
   // Session 16: 108 files, 73 import and 35 are refused (session 15: 64 and 36 of 100).
   CHECK(imported >= 73);
   CHECK(refused >= 35);
-  CHECK(checked_figures >= 60);
+  CHECK(checked_figures >= 114);
+  // Session 20: 12 of the 114 figures pass by their rounding only (README.md lists them); the list may only shrink.
+  CHECK(rounded_figures <= 12);
 }
 
 TEST_CASE("hf corpus: every directory is in the manifest and every entry has its directory") {
