@@ -26,6 +26,12 @@
 
 namespace gpuplan::cli {
 
+namespace engine_detail {
+/// What every refusal of a performance-changing engine flag that gpuplan does not price says, with the issue tracking
+/// it (engine_map.cpp, engine_overlay.cpp).
+inline constexpr const char* kNotModelled = "not modelled yet (#29)";
+}  // namespace engine_detail
+
 enum class ServingEngine { vllm, sglang };
 
 /// "vLLM" / "SGLang".

@@ -1,13 +1,26 @@
 #pragma once
-// Internal to gpuplan_hw_io: the field builders and the common entity fields (schema, kind, id, name, sources, notes)
-// of hardware_io.cpp, shared by the decoders of the other hardware data kinds (efficiency_io.cpp).
+// Internal to gpuplan_hw_io: the json_io names the decoders use, the field builders and the common entity fields
+// (schema, kind, id, name, sources, notes) of hardware_io.cpp, shared by the decoders of the other hardware data kinds
+// (gpu_io.cpp, network_io.cpp, efficiency_io.cpp).
 #include <string>
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/json_io/reader.hpp"
 
-namespace gpuplan::hw_io::detail {
+namespace gpuplan::hw_io {
+
+// The json_io names every hardware decoder uses unqualified, declared once for gpu_io.cpp, network_io.cpp,
+// hardware_io.cpp and efficiency_io.cpp.
+using json_io::FieldSpec;
+using json_io::FieldTable;
+using json_io::FieldType;
+using json_io::Json;
+using json_io::ObjectReader;
+using json_io::Presence;
+namespace u = gpuplan::units;
+
+namespace detail {
 
 constexpr auto kReq = json_io::Presence::required;
 constexpr auto kOpt = json_io::Presence::optional;
@@ -32,4 +45,5 @@ Result<T> finish(T value, Diagnostics diags) {
 /// id, name, notes and sources; checks that the id is the file name.
 hw::EntityInfo decode_info(const json_io::ObjectReader& r, const std::string& file, Diagnostics& diags);
 
-}  // namespace gpuplan::hw_io::detail
+}  // namespace detail
+}  // namespace gpuplan::hw_io

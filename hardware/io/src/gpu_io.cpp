@@ -8,14 +8,6 @@
 
 namespace gpuplan::hw_io {
 
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
-namespace u = gpuplan::units;
-
 namespace detail {
 
 const FieldTable& peak_fields() {

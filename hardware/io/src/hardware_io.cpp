@@ -10,14 +10,6 @@
 
 namespace gpuplan::hw_io {
 
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
-namespace u = gpuplan::units;
-
 // The field builders and the fields common to every entity file, shared with the other hardware decoders
 // (decode_common.hpp; efficiency_io.cpp).
 namespace detail {

@@ -1,17 +1,16 @@
 #pragma once
-// The ONNX op types the vision import maps, by category, and a tensor's static shape (onnx_import.cpp, its only
-// includer). Internal to gpuplan_wl_io.
+// The ONNX op types the vision import maps, by category, and a tensor's static shape (onnx_import.cpp and
+// onnx_import_ops.cpp, through onnx_importer.hpp). Internal to gpuplan_wl_io.
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
-namespace gpuplan::wl_io {
-namespace {
+namespace gpuplan::wl_io::detail {
 
 enum class Cat { view, conv, norm, act_cheap, act, binary, pool, global_pool, matmul, gemm, resize, copy, cast };
 
-const std::map<std::string, Cat>& op_table() {
+inline const std::map<std::string, Cat>& op_table() {
   static const std::map<std::string, Cat> t = [] {
     std::map<std::string, Cat> m;
     for (const char* n : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Constant", "Shape",
@@ -57,5 +56,4 @@ struct Shape {
   }
 };
 
-}  // namespace
-}  // namespace gpuplan::wl_io
+}  // namespace gpuplan::wl_io::detail

@@ -174,10 +174,12 @@ void add_engine(ScenarioFieldTable& t) {
   t.insert(t.end(), {
       row("compute", FieldType::string, "Compute")
           .flags({"--compute"})
-          .help("GEMM precision (a vision model: bf16, fp16, fp8 or int8)")
+          .help("GEMM precision (a transformer's int8 is W8A8: it needs --weight-dtype int8; a vision model: bf16, "
+                "fp16, fp8 or int8)")
           .otherwise("fp8 / fp4 with fp8 / fp4 weights on GPUs that have them, else bf16")
-          .choices({"bf16", "fp16", "fp8", "fp4"})
-          .doc("GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights where the GPU has them)"),
+          .choices({"bf16", "fp16", "fp8", "fp4", "int8"})
+          .doc("GEMM precision (default: fp8 / fp4 with fp8 / fp4 weights where the GPU has them); `int8` is W8A8: "
+               "int8 weights (`weight_dtype` `int8`), per-token activation quantisation, int8 tensor cores"),
       row("price_usd_per_hour", FieldType::number, "$/GPU-h")
           .flags({"--price"})
           .planner()
