@@ -245,6 +245,7 @@ const ScenarioFieldTable& training_fields() {
           .choices({"megatron", "amp"})
           .doc("mixed-precision scheme"),
       row("zero3_gather", FieldType::string, "ZeRO-3 gather style")
+          .flags({"--zero3-gather"})
           .help("with zero 3: per_unit (one flat collective per layer, prefetched: FSDP, DeepSpeed >= 0.6) or "
                 "per_tensor_blocking (DeepSpeed 0.3.13-0.5.x: one collective per parameter tensor, not overlapped)")
           .otherwise("per_unit")
