@@ -36,9 +36,15 @@ namespace {
 struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
-DpCalls dp_calls(const wl::TrainingPlan& plan, std::int64_t most_layers, double p_gpu, units::Bytes grads) {
+DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::int64_t most_layers, double p_gpu,
+                 units::Bytes grads) {
   const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
-  if (plan.zero == wl::ZeroStage::parameters) return {layers_stage, layers_stage};
+  if (plan.zero == wl::ZeroStage::parameters) {
+    // DeepSpeed 0.3.13-0.5.x: one call per parameter tensor.
+    const double tensors = std::ceil(parameter_tensors(a) / double(std::max(1, plan.par.pp)));
+    if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) return {tensors, tensors};
+    return {layers_stage, layers_stage};
+  }
   if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
     return {std::max(1.0, std::ceil(grads.raw() / (25.0 * 1024 * 1024))), 1};
   const double bucket = std::max(4.0e7, 1.0e6 * double(plan.par.dp));
@@ -357,15 +363,17 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
       o.dp.bytes = grads + weights;
     }
     if (plan.zero == wl::ZeroStage::parameters) {
-      // FSDP/ZeRO-3: parameters gathered for forward and again for backward in every micro-batch.
-      gather = gather * (2.0 * double(m));
-      o.dp.bytes = grads + weights * (2.0 * double(m));
+      // FSDP/ZeRO-3: parameters gathered for forward and again for backward in every micro-batch (and for the
+      // recomputed forward under DeepSpeed's per-tensor fetch: zero3_gathers_per_microbatch).
+      const double passes = zero3_gathers_per_microbatch(plan) * double(m);
+      gather = gather * passes;
+      o.dp.bytes = grads + weights * passes;
     }
     o.dp.time = reduce + gather;
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(plan, most_stage_layers(*t.stages), p_train, grads);
+    const DpCalls calls = dp_calls(a, plan, most_stage_layers(*t.stages), p_train, grads);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;
@@ -384,9 +392,14 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     const Seconds gather_window = plan.zero == wl::ZeroStage::parameters
                                       ? std::max(Seconds(0), (fwd_mb + bwd_mb) * double(m) - red.hidden)
                                       : fwd_mb;
-    const double gather_calls =
-        plan.zero == wl::ZeroStage::parameters ? calls.gather * 2.0 * double(m) : calls.gather;
-    const BesideCompute gat = plan.overlap_param_gather
+    const double gather_calls = plan.zero == wl::ZeroStage::parameters
+                                    ? calls.gather * zero3_gathers_per_microbatch(plan) * double(m)
+                                    : calls.gather;
+    // DeepSpeed's per-tensor fetch synchronises the device before each gather and waits for it before the submodule
+    // runs (zero3_gather per_tensor_blocking): no gather overlaps compute.
+    const bool gather_blocking = plan.zero == wl::ZeroStage::parameters &&
+                                 plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking;
+    const BesideCompute gat = plan.overlap_param_gather && !gather_blocking
                                   ? beside_compute(gather, gather_window, gather_calls, tk_all, wait, t.dp.gather_first)
                                   : BesideCompute{gather, Seconds(0)};
     // The hidden part still costs its SM share (nccl_sm_share, above).

@@ -316,8 +316,37 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
                collective_time(Collective::all_gather, expert_weights, expert_g);
     t.reduce_last = collective_time(Collective::reduce_scatter, unit_grads, dp_g);
     t.gather_first = collective_time(Collective::all_gather, unit_weights, dp_g);
+    if (zero3 && plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) {
+      // One collective per parameter tensor (DeepSpeed 0.3.13-0.5.x: partition_parameters.py _allgather_param,
+      // _reduce_scatter_gradient) through torch.distributed on the NCCL of 2021
+      // (2.7-2.10), which runs all-gather and reduce-scatter as rings only (tree and NVLS serve all-reduce; no
+      // two-level scheme): every call pays the ring's n - 1 steps of latency. The bytes are priced as one ring call;
+      // each further tensor of a layer is its own call, priced as a ring call of one h-element vector (latency-bound:
+      // at 1536 ranks about 7.3 ms on DGX A100).
+      const auto ring = [&dp_g](Collective op, Bytes b) {
+        return collective_cost(op, b, dp_g, CollectiveAlgorithm::ring, Explain::off).time;
+      };
+      // Tensors as the PyTorch modules hold them (parameter_tensors; GPT-3 175B: 12 per layer, 2 LayerNorms × weight
+      // and bias, fused QKV, O, fc1, fc2 × weight and bias, + embedding, positions, final norm: 1156).
+      const double extra = std::max(0.0, parameter_tensors(a) / double(std::max(1, plan.par.pp)) - 1.0);
+      const Bytes vec = units::bytes(double(a.hidden) * base_b);
+      t.reduce = ring(Collective::reduce_scatter, grads) + ring(Collective::reduce_scatter, vec) * extra;
+      t.gather = ring(Collective::all_gather, weights) + ring(Collective::all_gather, vec) * extra;
+      t.reduce_last = ring(Collective::reduce_scatter, unit_grads);
+      t.gather_first = ring(Collective::all_gather, unit_weights);
+    }
   }
   return t;
+}
+
+double zero3_gathers_per_microbatch(const wl::TrainingPlan& plan) {
+  // Forward and backward (the parameters are released after each use). DeepSpeed's per-tensor fetch also gathers
+  // again for the recomputed forward under full recomputation: the checkpointed layer's forward runs its submodules'
+  // pre-forward hooks (stage3.py fetch_sub_module) and their post-forward hooks release them again, since a layer of
+  // more than max_reuse_distance (1e9) parameters is not kept for its backward (_keep_for_later).
+  if (plan.zero != wl::ZeroStage::parameters) return 1.0;
+  return plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking && plan.recompute == wl::Recompute::full ? 3.0
+                                                                                                          : 2.0;
 }
 
 

@@ -157,6 +157,8 @@ struct DpTimes {
 };
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_g, const CommGroup& expert_g);
+/// ZeRO-3 parameter gathers per micro-batch: forward and backward, and the recomputed forward for per-tensor fetch.
+double zero3_gathers_per_microbatch(const wl::TrainingPlan& plan);
 /// PyTorch FSDP2's copy-in/copy-out bytes per step around its all-gathers and reduce-scatters (ZeRO-3).
 double fsdp_copy_bytes(const ParameterCounts& params, const wl::TrainingPlan& plan);
 /// The PyTorch data-parallel wrappers' copies (eager kernels): DDP's bucket copy (no ZeRO) or FSDP's copies (ZeRO-3);

@@ -221,6 +221,17 @@ Derivation explain_comm(const StepInputs& x) {
                          : "reduction after the backward (no DDP): the gradients flattened into one buffer, divided "
                            "in place and copied back: 3 × read + write"),
          Origin::derived("dp_copy_bytes")});
+  if (plan.zero == wl::ZeroStage::parameters && plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking)
+    comm.inputs.push_back(
+        {"ZeRO-3 gathers",
+         fmt::format("{} ring calls per pass × {} passes, not overlapped",
+                     units::format_count(parameter_tensors(a) / double(std::max(1, plan.par.pp))),
+                     units::format_number(zero3_gathers_per_microbatch(plan) * double(plan.micro_batches()), 3)),
+         "one all-gather (and one reduce-scatter) per parameter tensor, each a ring over the DP group paying n - 1 "
+         "steps of latency; the device synchronised before each gather and the submodule waiting for it; gathered "
+         "for the forward, the backward and a recomputed forward",
+         Origin::user("zero3_gather per_tensor_blocking: DeepSpeed 0.3.13-0.5.x, partition_parameters.py "
+                      "_allgather_param, stage3.py fetch_sub_module")});
   if (!comm.inputs.empty()) {
     const double share = comm_compute_share(d);
     const double wait = d.eff.comm_wait_kernels;

@@ -230,6 +230,12 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.precision.fp8_params = true;
     p.precision.weight_bytes = 1.0;
   }
+  if (auto v = r.str("zero3_gather")) {
+    p.zero3_gather = *v == "per_tensor_blocking" ? wl::Zero3Gather::per_tensor_blocking : wl::Zero3Gather::per_unit;
+    if (p.zero != wl::ZeroStage::parameters)
+      key_error("zero3_gather", "zero3_gather describes how ZeRO-3 gathers the sharded parameters: set zero 3 or "
+                                "leave it out");
+  }
   if (auto v = r.str("offload")) p.offload = *v == "optimizer" ? wl::Offload::optimizer : wl::Offload::none;
   if (auto v = r.integer("activation_offload_layers")) p.activation_offload_layers = *v;
   if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
@@ -347,6 +353,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
                                                                               : "te";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";
   if (p.offload == wl::Offload::optimizer) j["offload"] = "optimizer";
+  if (p.zero3_gather == wl::Zero3Gather::per_tensor_blocking) j["zero3_gather"] = "per_tensor_blocking";
   if (p.activation_offload_layers > 0) j["activation_offload_layers"] = p.activation_offload_layers;
   if (p.lora.on()) {
     j["lora_rank"] = p.lora.rank;

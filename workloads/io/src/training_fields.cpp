@@ -244,6 +244,16 @@ const ScenarioFieldTable& training_fields() {
           .otherwise("megatron")
           .choices({"megatron", "amp"})
           .doc("mixed-precision scheme"),
+      row("zero3_gather", FieldType::string, "ZeRO-3 gather style")
+          .flags({"--zero3-gather"})
+          .help("with zero 3: per_unit (one flat collective per layer, prefetched: FSDP, DeepSpeed >= 0.6) or "
+                "per_tensor_blocking (DeepSpeed 0.3.13-0.5.x: one collective per parameter tensor, not overlapped)")
+          .otherwise("per_unit")
+          .choices({"per_unit", "per_tensor_blocking"})
+          .doc("with zero 3: per_unit = one flat all-gather and reduce-scatter per decoder layer, prefetched "
+                "behind compute (PyTorch FSDP, DeepSpeed >= 0.6); per_tensor_blocking = DeepSpeed 0.3.13-0.5.x: "
+                "one all-gather per parameter tensor after a device synchronize, gathers not overlapped, one "
+                "reduce-scatter per parameter tensor"),
       row("offload", FieldType::string, "CPU offload")
           .flags({"--offload"})
           .help("none or optimizer: ZeRO-Offload, master weights + optimizer states in host memory, "

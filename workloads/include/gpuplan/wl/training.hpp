@@ -107,6 +107,14 @@ enum class MixedPrecision { megatron, amp };
 /// weights and the optimizer states in host memory and runs the optimizer step on the CPU; each step moves this GPU's
 /// gradient shard to the host and the updated weights back over the GPU's host link. Needs ZeRO ≥ 1.
 enum class Offload { none, optimizer };
+/// How a ZeRO-3 framework gathers the sharded parameters (and reduce-scatters their gradients):
+///  - per_unit: one flat all-gather and one reduce-scatter per unit (decoder layer), issued ahead of the compute that
+///    needs it (PyTorch FSDP; DeepSpeed >= 0.6's all_gather_coalesced);
+///  - per_tensor_blocking: DeepSpeed 0.3.13-0.5.x (March-October 2021): one all-gather per parameter tensor, each
+///    after a device-wide torch.cuda.synchronize() (partition_parameters.py _allgather_param), and every submodule
+///    fetch waiting for its gathers and the device (stage3.py fetch_sub_module -> _synchronize_communication), so
+///    no gather overlaps compute; one reduce-scatter per parameter tensor (_reduce_scatter_gradient).
+enum class Zero3Gather { per_unit, per_tensor_blocking };
 
 /// LoRA fine-tuning (Hu et al. 2021, arXiv:2106.09685): rank-r adapters B·A beside the chosen linear layers; the
 /// base model is frozen — no weight gradients, no gradient reduction and no optimizer states for it, and its weight-
@@ -252,6 +260,7 @@ struct TrainingPlan {
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read only with fused kernels
   MixedPrecision mixed_precision = MixedPrecision::megatron;
   Offload offload = Offload::none;
+  Zero3Gather zero3_gather = Zero3Gather::per_unit;  ///< read only with zero 3
   /// Activation CPU offloading (Megatron-Core --cpu-offloading-num-layers N; transformer/cpu_offload.py
   /// AsyncDoubleBufferGroupOffloadHandler): the saved activations of the first N decoder layers are copied to host
   /// memory on a side stream while the following layers compute, and copied back ahead of their backward. Megatron-
