@@ -250,7 +250,7 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
     sc = {"model": "llama-2-70b", "node": node, "gpus": gpus, "tp": tp, "pp": 1, "cp": cp, "dp": dp, "micro_batch": 1,
           "global_batch": gbs, "seq": 8192, "precision": "fp8", "fp8_recipe": "delayed", "zero": 1, "recompute": "none",
           "sequence_parallel": sp and tp > 1, "kernels": "fused", "cross_entropy": "unfused", "lora_rank": 16,
-          "lora_targets": "attention", "lora_base": "fp8", "fp8_params": True}
+          "lora_targets": "attention", "lora_base": "fp8", "fp8_params": True, "lora_dropout": 0.1}
     settings_text = LORA_SETTINGS[settings]
     if settings == "v41":
         if "ngc24.09" in name:
@@ -306,8 +306,9 @@ def lora_case(root, rnd, name, node, gpus, tp, cp, minibs, sp, config, settings,
              f"MINIBS {minibs} -> global_batch {gbs} (= MINIBS x GPUs / TP / CP, as the log's global_batch_size), "
              f"dp = {dp}, micro_batch 1 (MBS). {settings_text} sequence_parallel "
              f"{'true' if sc['sequence_parallel'] else 'false'}"
-             f"{' (SP with TP 1 is moot)' if sp and tp == 1 else ''}. Not expressible: {extras + '; ' if extras else ''}the adapters' dropout "
-             f"(0.1 on the LoRA input; the model's own dropout stays the model's).{act_note} Model: llama-2-70b library file. "
+             f"{' (SP with TP 1 is moot)' if sp and tp == 1 else ''}. The adapters' dropout (0.1 on the LoRA input, "
+             f"dropout_position 'pre'; the model's own dropout stays the model's) -> lora_dropout 0.1."
+             f"{' Not expressible: ' + extras + '.' if extras else ''}{act_note} Model: llama-2-70b library file. "
              f"Time to train in also_measured.{mem_note}")
     gpu_tag = node.split("-")[1] if node.startswith("dgx") else node.split("-")[0]
     case_id = f"A-mlperf{rnd[1:].replace('.', '')}-llama2-70b-lora-{gpu_tag}-{gpus}gpu"
@@ -395,7 +396,7 @@ def amd_lora_case(root, name, impl, node, gpu, ckpt_layers):
     sc = {"model": "llama-2-70b", "node": node, "gpus": 8, "tp": 1, "pp": 1, "cp": 1, "dp": 8, "micro_batch": 1,
           "global_batch": gbs, "seq": 8192, "precision": "fp8", "fp8_recipe": "delayed", "fp8_params": True,
           "zero": 0, "recompute": "none", "sequence_parallel": False, "kernels": "fused", "cross_entropy": "unfused",
-          "lora_rank": 16, "lora_targets": "attention", "lora_base": "fp8"}
+          "lora_rank": 16, "lora_targets": "attention", "lora_base": "fp8", "lora_dropout": 0.1}
     ckpt = "no activation checkpointing (ACG unset) -> recompute none"
     if ckpt_layers:
         sc.update({"recompute": "full", "recompute_method": "block", "recompute_num_layers": ckpt_layers})
@@ -416,10 +417,10 @@ def amd_lora_case(root, name, impl, node, gpu, ckpt_layers):
              f"commit d0ef413b is not a release whose FP8-parameter handling we could read -> fp8_weight_copies left at "
              f"cached; the yaml's optimizer is fused_adam on one node (mcore_distributed_optim only with more than one "
              f"node) -> zero 0; no cross-entropy fusion in the yaml (Megatron's default off) -> cross_entropy unfused; "
-             f"peft lora_tuning adapter_dim 16, target_modules ['attention'] -> lora_rank 16, lora_targets attention. "
+             f"peft lora_tuning adapter_dim 16, adapter_dropout 0.1 (dropout_position 'pre'), target_modules "
+             f"['attention'] -> lora_rank 16, lora_targets attention, lora_dropout 0.1. "
              f"Not expressible: FP8 storage of the MLP activation input (FP8_ACTIVATION=True), the CK / AOTriton fused "
-             f"attention kernels (NVTE_FUSED_ATTN_CK, _AOTRITON) and Triton RMSNorm / cast-transpose kernels, the "
-             f"adapters' dropout. Model: llama-2-70b library file. Time to train in also_measured.")
+             f"attention kernels (NVTE_FUSED_ATTN_CK, _AOTRITON) and Triton RMSNorm / cast-transpose kernels. Model: llama-2-70b library file. Time to train in also_measured.")
     return row(f"A-mlperf51-llama2-70b-lora-{gpu.lower()}-8gpu", rnd, commit, results, s,
                f"AMD/benchmarks/llama2_70b_lora/implementations/{impl}/{config}, "
                "src/conf/megatron_gpt_peft_tuning_config.yaml", sc, per_gpu,

@@ -1,5 +1,7 @@
 #include "gpuplan/model/params.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
@@ -257,6 +259,10 @@ double base_weight_bytes(const wl::TrainingPlan& plan) {
     case wl::LoraBase::nf4: return 4.127 / 8.0;
   }
   return plan.precision.weight_bytes;
+}
+
+double lora_adapter_weight_bytes(const wl::TrainingPlan& plan) {
+  return plan.precision.fp8_params ? std::max(2.0, plan.precision.weight_bytes) : plan.precision.weight_bytes;
 }
 
 }  // namespace gpuplan::model

@@ -32,9 +32,12 @@ Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Activat
     c.wgrad_qkv = tg != wl::LoraTargets::mlp;
     c.wgrad_o = tg == wl::LoraTargets::attention || tg == wl::LoraTargets::all;
     c.wgrad_mlp = tg == wl::LoraTargets::mlp || tg == wl::LoraTargets::all;
+    c.lora = true;
+    c.lora_dropout = plan.lora.dropout > 0.0;
   }
   c.t = std::max(1, plan.par.tp);
   c.sp = plan.par.sequence_parallel && plan.par.tp > 1;
+  c.lora_gathers = c.lora && c.sp && plan.overlap_tp_comm;
   // Dropout as the model's config states it, else the stated GPT-style assumption (TransformerArch::*_dropout_on).
   c.attention_dropout = plan.attention_dropout(a);
   c.dropout = plan.hidden_dropout(a);
@@ -173,7 +176,17 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
   // is not kept; the backward computes it again from the input, which is kept anyway.
   const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
   const bool rc_up = c.plan.recomputes(wl::recompute_mla_up_proj) && a.mla.has_value();
-  if (c.wgrad_qkv && !rc_norm) add(v, A, "QKV projection input (norm output)", "h", h, c.gi, Split::sequence);
+  if (c.lora && c.wgrad_qkv && !c.eager()) {
+    // The QKV adapter's linear_in keeps its input: the whole sequence under sequence parallelism (the gathered norm
+    // output), after dropout a copy of its own beside the mask.
+    const Split in_split = c.sp ? Split::replicated : Split::sequence;
+    add(v, A, c.lora_dropout ? "QKV adapter input (dropped-out norm output)" : "QKV adapter input (norm output)", "h",
+        h, c.ab, in_split);
+    if (c.lora_dropout)
+      add(v, A, "QKV adapter dropout mask", "h", h, kMaskBytes, c.lora_gathers ? Split::sequence : in_split);
+  } else if (c.wgrad_qkv && !rc_norm) {
+    add(v, A, "QKV projection input (norm output)", "h", h, c.gi, Split::sequence);
+  }
   if (a.qk_norm) {
     const double w = (nq + nkv) * d;
     if (c.hf()) {
@@ -250,10 +263,22 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
     // FP8: the O projection saves its own FP8 copy of the attention output; FlashAttention keeps the bf16 output
     // for its backward, the unfused core does not need it. A frozen O projection saves nothing.
     if (c.plan.flash_attention) add(v, A, "attention output (kept by FlashAttention)", os, o_w, c.ab, Split::tensor);
-    if (c.wgrad_o) add(v, A, "O-projection input (FP8)", os, o_w, c.gi, Split::tensor);
+    if (c.lora && c.wgrad_o) {
+      // The O adapter keeps its 16-bit input: the attention output FlashAttention keeps anyway, or without
+      // FlashAttention that tensor itself; with dropout its dropped-out copy.
+      if (c.lora_dropout || !c.plan.flash_attention)
+        add(v, A, c.lora_dropout ? "O adapter input (dropped-out attention output)" : "O adapter input", os, o_w, c.ab,
+            Split::tensor);
+    } else if (c.wgrad_o) {
+      add(v, A, "O-projection input (FP8)", os, o_w, c.gi, Split::tensor);
+    }
   } else {
     add(v, A, "attention output (O-projection input)", os, o_w, c.ab, Split::tensor);
+    if (c.lora && c.wgrad_o && c.lora_dropout)
+      add(v, A, "O adapter input (dropped-out attention output)", os, o_w, c.ab, Split::tensor);
   }
+  if (c.lora && c.wgrad_o && c.lora_dropout && !c.hf())
+    add(v, A, "O adapter dropout mask", os, o_w, kMaskBytes, Split::tensor);
   if (a.dsa) indexer_terms(c, v, shared_index);
 }
 

@@ -55,6 +55,13 @@ struct Ctx {
   /// without an adapter computes only its input gradient, which needs the weight, not the input, so autograd
   /// (PyTorch saves an operand only when the other one requires grad) and Transformer Engine skip saving it.
   bool wgrad_qkv = true, wgrad_o = true, wgrad_mlp = true;
+  /// LoRA: the adapters (Megatron-Core's own 16-bit linear layers, not Transformer Engine's) save their input at a_b;
+  /// with adapter dropout the dropped-out copy and its 1-byte mask (lora_adapter.hpp).
+  bool lora = false;
+  bool lora_dropout = false;
+  /// Sequence parallel with TP communication overlap: the QKV adapter gathers the sequence after its dropout, so its
+  /// mask is the shard and the saved GEMM input the whole sequence (NeMo ParallelLinearAdapter.forward).
+  bool lora_gathers = false;
   double t = 1.0;        ///< tensor parallel
   bool sp = false;       ///< sequence parallel
   bool attention_dropout = false;  ///< dropout on the attention probabilities (TransformerArch::attention_dropout_on)

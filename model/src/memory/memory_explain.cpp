@@ -180,7 +180,7 @@ void explain_weights(const Explained& e, const TrainingMemory& r, Derivation& d)
         "al. 2023 §3)",
         plan.lora.rank, wl::to_string(plan.lora.targets),
         format_number(base_weight_bytes(plan), 4), wl::to_string(plan.lora.base),
-        format_count(h.lora_adapters), format_number(pr.weight_bytes)));
+        format_count(h.lora_adapters), format_number(lora_adapter_weight_bytes(plan))));
   if (pr.fp8_params)
     d.children.back().notes.push_back(
         "FP8 parameters: the Transformer Engine layers' weights at 1 B; the embedding and the LM head stay bf16 (2 B)");

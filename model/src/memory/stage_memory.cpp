@@ -107,7 +107,7 @@ void model_states(const StageInputs& x, const StageShape& shape, StageMemory& st
     const double ad = (n_dl * (ld.dense + ld.expert) + n_ml * lm.dense) / t, ae = n_ml * lm.expert / te;
     st.lora_adapters = ad + ae;
     st.weights = pd * base_b / shard(3, n_dense) + pe * base_b / shard(3, n_expert) +
-                 ad * pr.weight_bytes / shard(3, n_dense) + ae * pr.weight_bytes / shard(3, n_expert);
+                 (ad / shard(3, n_dense) + ae / shard(3, n_expert)) * lora_adapter_weight_bytes(plan);
     st.grads = ad * pr.gradient_bytes / shard(2, n_dense) + ae * pr.gradient_bytes / shard(2, n_expert);
     st.master = ad * pr.master_bytes / shard(1, n_dense) + ae * pr.master_bytes / shard(1, n_expert);
     st.opt = ad * opt_b / shard(1, n_dense) + ae * opt_b / shard(1, n_expert);

@@ -15,6 +15,7 @@
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "gpuplan/model/utilisation.hpp"
+#include "lora_adapter.hpp"
 #include "moe_a2a.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
@@ -193,6 +194,12 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
     } else {
       st.tp.exposed = st.tp.time;
     }
+    // LoRA: the adapters' own collectives, in line with them (lora_adapter.hpp).
+    const double adapter = (lora_tp_collectives(plan, false) * (layers - moe_layers) +
+                            lora_tp_collectives(plan, true) * moe_layers) * double(m);
+    st.tp.time += t.tp_gather_one * adapter;
+    st.tp.bytes += act * adapter;
+    st.tp.exposed += t.tp_gather_one * adapter;
   }
   if (folded && par.expert_tp() > 1 && moe_layers > 0) {
     // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own

@@ -11,6 +11,7 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
 #include "moe_cost.hpp"
+#include "lora_adapter.hpp"
 #include "moe_layer.hpp"
 #include "quant_recipe.hpp"
 
@@ -104,9 +105,9 @@ class TrainingLayerPricer {
   }
 
   // LoRA: the base weights are frozen (no weight-gradient GEMM; the activation gradient still flows), a targeted
-  // layer adds its rank-r adapter pair (x·A, then ·B: two thin GEMMs each way), and a quantised base (QLoRA, int8,
-  // fp8 storage) is dequantised to the compute dtype before the forward and the dgrad GEMM (read the stored bytes,
-  // write a_b per weight).
+  // layer adds its adapter's passes (lora_adapter.hpp: x·A, then ·B, 16-bit, each way; dropout, scale, sums), and a
+  // quantised base (QLoRA, int8, fp8 storage) is dequantised to the compute dtype before the forward and the dgrad
+  // GEMM (read the stored bytes, write a_b per weight).
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                 std::int64_t batch = 1) {
     // Routed experts run as grouped GEMMs (moe_layer.hpp: the measured grouped-kernel law over the batched GEMM of
@@ -164,14 +165,8 @@ class TrainingLayerPricer {
     put(false, false, streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
   }
   if (!lora_targets(lora, kind)) return;
-  const std::int64_t r = lora.rank;
-  // x·A (m×k → m×r), then ·B (m×r → m×n); the backward takes the dgrad and the wgrad of each.
-  add_fwd(gemm_cost(named(name, " LoRA A"), {m, r, k, batch}, gp, d));
-  add_fwd(gemm_cost(named(name, " LoRA B"), {m, n, r, batch}, gp, d));
-  add_bwd(gemm_cost(named(name, " LoRA B dgrad"), {m, r, n, batch}, gp, d));
-  add_bwd(gemm_cost(named(name, " LoRA A dgrad"), {m, k, r, batch}, gp, d));
-  add_bwd(gemm_cost(named(name, " LoRA B wgrad"), {r, n, m, batch}, gp, d));
-  add_bwd(gemm_cost(named(name, " LoRA A wgrad"), {k, r, m, batch}, gp, d));
+  for (const LoraPass& lp : lora_adapter_passes(name, plan, kind, m, k, n, batch, gp, d, keep_ops))
+    put(lp.forward, lp.gemm, lp.op);
   }
 
   // The MoE layer's terms (moe_layer.hpp, MoeLayerTerms), recorded as each op is added: forward + backward time.

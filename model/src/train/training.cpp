@@ -153,7 +153,10 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   const CommGroup edp_g = detail::grad_comm_group(n_edp, etp * par.ep, plan, sys);
   const CommGroup ep_g = training_comm_group(par.ep, etp, sys);
   const CommGroup pp_g = training_comm_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
-  if (par.tp > 1) terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
+  if (par.tp > 1) {
+    terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
+    if (plan.lora.on()) terms.tp_gather_one = collective_time(Collective::all_gather, detail::tp_message(a, plan), tp_g);
+  }
   if (detail::expert_tp_folded(a, plan) && etp > 1)
     terms.etp_one = detail::etp_collective_time(a, plan, training_comm_group(etp, 1, sys));
   if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);

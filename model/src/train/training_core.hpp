@@ -235,6 +235,9 @@ struct StepTerms {
   ComputeTerms compute;
   Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, pp_gather_one{}, dp_copy{}, optimizer{};
   Seconds etp_one{};  ///< etp_collective_time: read only when expert_tp_folded
+  /// One all-gather of the TP message (tp_message) over the TP group: a LoRA adapter's own collective
+  /// (lora_tp_collectives; its reduce-scatter and all-to-all move the same bytes per GPU).
+  Seconds tp_gather_one{};
   Bytes ep_bytes_one{};  ///< bytes of one EP transfer (mean of dispatch and combine); 0: ep_message's
   const std::vector<StageShape>* stages = nullptr;  ///< every pipeline stage (stage_shapes); required
   DpTimes dp;

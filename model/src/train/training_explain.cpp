@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "lora_adapter.hpp"
 #include "moe_cost.hpp"
 #include "moe_layer.hpp"
 #include "layer_kinds_text.hpp"
@@ -208,6 +209,11 @@ Derivation explain_comm(const StepInputs& x) {
                                        format(c.bytes_per_step)),
                            Origin::derived("collectives")});
   }
+  if (const double n = lora_tp_collectives(plan, false); n > 0.0)
+    comm.notes.push_back(fmt::format(
+        "tp includes the LoRA adapters' own {} collectives per layer and micro-batch, exposed (NeMo "
+        "ParallelLinearAdapter: the QKV adapter's sequence gather under TP overlap, the output adapter's all2all_hp2sp)",
+        units::format_number(n, 2)));
   if (terms.dp_copy > Seconds(0))
     comm.inputs.push_back(
         {"framework copies", format(terms.dp_copy),

@@ -247,8 +247,12 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
                                          : wl::LoraTargets::all;
   if (auto v = r.str("lora_base"))
     p.lora.base = *v == "nf4" ? wl::LoraBase::nf4 : *v == "int8" ? wl::LoraBase::int8 : *v == "fp8" ? wl::LoraBase::fp8 : wl::LoraBase::same;
-  if (p.lora.rank == 0 && (r.str("lora_targets") || (r.str("lora_base") && *r.str("lora_base") != "same"))) {
-    const std::string key = r.str("lora_targets") ? "lora_targets" : "lora_base";
+  if (auto v = r.num("lora_dropout")) p.lora.dropout = *v;
+  if (p.lora.rank == 0 && (r.str("lora_targets") || (r.str("lora_base") && *r.str("lora_base") != "same") ||
+                           p.lora.dropout > 0.0)) {
+    const std::string key = r.str("lora_targets")                                           ? "lora_targets"
+                            : r.str("lora_base") && *r.str("lora_base") != "same" ? "lora_base"
+                                                                                              : "lora_dropout";
     key_error(key, key + " is set but there are no adapters: give a LoRA rank (lora_rank / --lora-rank ≥ 1)");
   }
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
@@ -359,6 +363,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
     j["lora_rank"] = p.lora.rank;
     j["lora_targets"] = wl::to_string(p.lora.targets);
     j["lora_base"] = wl::to_string(p.lora.base);
+    if (p.lora.dropout > 0.0) j["lora_dropout"] = p.lora.dropout;
   }
   j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   j["overlap_param_gather"] = p.overlap_param_gather;

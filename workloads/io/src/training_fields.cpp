@@ -291,6 +291,14 @@ const ScenarioFieldTable& training_fields() {
           .choices({"same", "int8", "fp8", "nf4"})
           .doc("storage of the frozen base weights: same (the precision's), int8, fp8, nf4 (QLoRA: 4.127 "
                 "bits per weight)"),
+      row("lora_dropout", FieldType::number, "LoRA dropout")
+          .flags({"--lora-dropout"})
+          .help("dropout probability on the LoRA adapters' input (NeMo adapter_dropout, position 'pre')")
+          .otherwise("0")
+          .range(0, 0.99)
+          .doc("dropout probability on each LoRA adapter's input (NeMo ParallelLinearAdapter dropout_position "
+                "'pre'; MLPerf Llama 2 70B LoRA: 0.1): a dropout pass forward and backward over the adapter's "
+                "input and its 1-byte mask kept for the backward; 0 = none"),
       row("overlap_grad_reduce", FieldType::boolean, "Overlap DP gradient reduction")
           .flags({"--overlap-grad-reduce"})
           .help("overlap DP reduction with backward")

@@ -71,5 +71,8 @@ double lora_adapter_params(const wl::TransformerArch& a, const wl::Lora& l);
 /// int8 and fp8 1 B (a per-channel scale, negligible), nf4 with double quantisation 4.127 bits (QLoRA §3: 4 bits +
 /// 8-bit absmax per 64 + fp32 per 256 blocks of those).
 double base_weight_bytes(const wl::TrainingPlan& plan);
+/// Bytes per LoRA adapter weight: the working-weight bytes, except under FP8 parameters, which are Transformer
+/// Engine's layers only: the adapters are Megatron-Core's own linear layers and keep 16-bit weights (2 B).
+double lora_adapter_weight_bytes(const wl::TrainingPlan& plan);
 
 }  // namespace gpuplan::model

@@ -150,6 +150,9 @@ struct Lora {
   int rank = 0;  ///< 0: full fine-tuning (no adapters)
   LoraTargets targets = LoraTargets::all;
   LoraBase base = LoraBase::same;
+  /// Dropout probability on the adapter's input (NeMo ParallelLinearAdapter, dropout_position 'pre'; MLPerf's Llama 2
+  /// 70B LoRA: 0.1): a dropout pass each way and its 1-byte mask kept for the backward; 0 = none.
+  double dropout = 0.0;
   [[nodiscard]] bool on() const { return rank > 0; }
 };
 
