@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# golden.sh GPUPLAN_EXE [--update | --check]: the golden outputs of tests/golden/commands.txt.
+# golden.sh GPUPLAN_EXE [--update | --check [--shard K/N]]: the golden outputs of tests/golden/commands.txt.
 #   --check  (default) run every command and compare stdout, stderr and the exit code byte for byte with
 #            tests/golden/out/NAME.txt; print a diff of each difference; exit 1 on any.
+#            --shard K/N checks only the commands whose line index i (0-based, comments and blank lines skipped)
+#            has i mod N = K, so that CTest can run the N shards in parallel (tests/CMakeLists.txt registers them).
 #   --update write them (after a deliberate change: list it, with before/after, in the commit).
 # Every command runs from the repository root with `--data-dir data`, LC_ALL=C and COLUMNS=80, so that the bytes
 # depend on the code and the data only. JSON prints doubles to round-trip precision: an unchanged file means every
@@ -13,14 +15,23 @@ exe="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 mode="${2:---check}"
 [[ -x "$exe" ]] || { echo "golden.sh: $exe is not an executable" >&2; exit 2; }
 [[ "$mode" == --update || "$mode" == --check ]] || { echo "golden.sh: unknown mode '$mode'" >&2; exit 2; }
+shard_k=0 shard_n=1
+if [[ $# -ge 3 ]]; then
+  [[ "$mode" == --check && "$3" == --shard && $# -eq 4 && "$4" =~ ^([0-9]+)/([1-9][0-9]*)$ ]] ||
+    { echo "golden.sh: expected '--check --shard K/N' (K < N), got '${*:2}'" >&2; exit 2; }
+  shard_k=${BASH_REMATCH[1]} shard_n=${BASH_REMATCH[2]}
+  ((shard_k < shard_n)) || { echo "golden.sh: shard $4: K must be below N" >&2; exit 2; }
+fi
 out_dir="$root/tests/golden/out"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out_dir"
 cd "$root"
-failures=0 count=0
+failures=0 count=0 index=-1
 declare -A listed=()
 while IFS=$'\t' read -r name args; do
   [[ -z "$name" || "$name" == \#* ]] && continue
+  index=$((index + 1))
+  ((index % shard_n == shard_k)) || continue
   count=$((count + 1))
   listed["$name.txt"]=1
   # shellcheck disable=SC2086
