@@ -26,6 +26,7 @@ Used structure_of(const wl::TrainingPlan& p) {
   if (p.mtp_layers > 0) w.emplace_back("MTP");
   if (p.activation_offload_layers > 0) w.emplace_back("activation offload");
   if (p.ep_a2a_overlap) w.emplace_back("EP A2A overlap");
+  if (p.fp8_dot_product_attention) w.emplace_back("FP8 attention");
   if (p.schedule == wl::PipelineSchedule::interleaved && p.par.pp > 1 && p.model_chunks() > 1 && p.overlap_p2p_comm) {
     w.emplace_back("overlapped pipeline sends");
     u.interleaved_overlap = true;
@@ -60,12 +61,13 @@ void predict_before(const nlohmann::json& scenario, const nlohmann::json* patch,
     return;
   }
   // The keys of the new structure removed: their defaults are what the model priced before (even split, expert TP =
-  // TP, whole-layer recompute, no MTP, no offload, plain FP8 with delayed scaling, exposed pipeline sends).
+  // TP, whole-layer recompute, no MTP, no offload, plain FP8 with delayed scaling and 16-bit attention, exposed
+  // pipeline sends).
   nlohmann::json b = scenario;
   for (const char* k : {"etp", "pipeline_layout", "embedding_in_pipeline_split", "loss_in_pipeline_split",
                         "first_stage_layers", "last_stage_layers", "recompute_method", "recompute_num_layers",
                         "recompute_modules", "mtp_layers", "activation_offload_layers", "ep_a2a_overlap",
-                        "pp_scatter_gather", "fp8_recipe", "overlap_p2p_comm"})
+                        "pp_scatter_gather", "fp8_recipe", "overlap_p2p_comm", "fp8_dot_product_attention"})
     b.erase(k);
   if (u.interleaved_overlap) b["overlap_p2p_comm"] = false;
   // A layout string set the chunks per stage: the even split keeps the same number.

@@ -4,12 +4,14 @@ rows to
 data/validation/training_cases.json.
 
 Usage: add_mlperf_cases.py MIRROR_ROOT   (MIRROR_ROOT holds mlcommons+training_results_v4.1/repo, ..._v5.0/repo, ..._v5.1/repo)
+       add_mlperf_cases.py --express-fp8-attention   (re-map FP8_DPA in the rows already written)
 
 Each row's throughput comes from mlperf_steady_state.py over the submission's result_*.txt (three runs each); the
 layout from the submission's config_*.sh (named in the row). Rows already present (same id) are replaced.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -427,11 +429,41 @@ def amd_lora_case(root, name, impl, node, gpu, ckpt_layers):
                f"tokens/s per GPU (derived: median {s['throughput_samples_per_s']:.3f} samples/s x 8192 / 8)", notes)
 
 
+FP8_ATTENTION = re.compile(r"FP8 attention \((?:config_common_fp8attn\.sh )?FP8_DPA=(?:1|True)\)")
+
+
+def express_fp8_attention(case):
+    """FP8_DPA (NeMo's fp8_dot_product_attention) became a scenario key: move it from the row's 'Not expressible'
+    list to the keys it sets. Idempotent; rows without FP8_DPA are returned unchanged."""
+    notes = case["notes"]
+    m = FP8_ATTENTION.search(notes)
+    if m is None:
+        return case
+    item = m.group(0)
+    notes = notes.replace(item + ", ", "").replace(", " + item, "")
+    notes = notes.replace(" Not expressible: " + item + ".", "")
+    knob = item[len("FP8 attention ("):-1]
+    notes = notes.replace(" Model: ", f" {knob} -> fp8_dot_product_attention true (Transformer Engine's FP8 "
+                                      f"dot-product attention). Model: ", 1)
+    case["notes"] = notes
+    case["scenario"]["fp8_dot_product_attention"] = True
+    return case
+
+
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] == "--express-fp8-attention":
+        # Re-apply express_fp8_attention to the rows already in the file (no mirrors needed).
+        with open(CASES) as f:
+            data = json.load(f)
+        data["cases"] = [express_fp8_attention(c) if c["id"].startswith("A-mlperf") else c for c in data["cases"]]
+        with open(CASES, "w") as f:
+            f.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        return
     root = sys.argv[1]
     new = ([gpt3_case(root, *g) for g in GPT3] + [llama_case(root, *l) for l in LLAMA] +
            [lora_case(root, *l) for l in LORA] + [llama8b_case(root, *l) for l in LLAMA8B] +
            [amd_lora_case(root, *l) for l in AMD_LORA])
+    new = [express_fp8_attention(c) for c in new]
     with open(CASES) as f:
         data = json.load(f)
     ids = {c["id"] for c in new}

@@ -219,10 +219,18 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
     k_w = v_w = nq * d;
     ks = vs = "n_q·d (repeat_kv)";
   }
+  // FP8 dot-product attention (Transformer Engine FusedAttnFunc with fp8 and NVTE_FP8_DPA_BWD=1, its default): the
+  // kernel's saved Q, K, V and output are its FP8 inputs and FP8 output (fp8_tensors = q_fp8, k_fp8, v_fp8, out_fp8),
+  // not 16-bit ones; under current (tensorwise) scaling the output is kept in 16 bits instead
+  // (NVTE_DPA_FP8CS_O_in_F16=1, its default). TransformerEngine pytorch/attention/dot_product_attention/backends.py.
+  const bool fp8_dpa = c.plan.fp8_dot_product_attention && c.plan.flash_attention && !c.hf();
+  const double qkv_b = fp8_dpa ? kFp8Bytes : c.ab;
+  const double out_b =
+      fp8_dpa && c.plan.precision.recipe != wl::QuantRecipe::tensorwise ? kFp8Bytes : c.ab;
   if (!rc_up) {
-    add(v, A, "Q (after RoPE)", qs, q_w, c.ab, Split::tensor);
-    add(v, A, "K (after RoPE)", ks, k_w, c.ab, Split::tensor);
-    add(v, A, "V", vs, v_w, c.ab, Split::tensor);
+    add(v, A, fp8_dpa ? "Q (after RoPE, FP8)" : "Q (after RoPE)", qs, q_w, qkv_b, Split::tensor);
+    add(v, A, fp8_dpa ? "K (after RoPE, FP8)" : "K (after RoPE)", ks, k_w, qkv_b, Split::tensor);
+    add(v, A, fp8_dpa ? "V (FP8)" : "V", vs, v_w, qkv_b, Split::tensor);
   } else {
     // MLA up-projections recomputed: Q, K and V come back from the latents in the backward; only the decoupled
     // rotary key (shared by the heads) is kept beside the latents.
@@ -262,11 +270,16 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
   } else if (c.gi < c.ab || !c.wgrad_o) {
     // FP8: the O projection saves its own FP8 copy of the attention output; FlashAttention keeps the bf16 output
     // for its backward, the unfused core does not need it. A frozen O projection saves nothing.
-    if (c.plan.flash_attention) add(v, A, "attention output (kept by FlashAttention)", os, o_w, c.ab, Split::tensor);
+    if (c.plan.flash_attention)
+      add(v, A,
+          out_b < c.ab ? "attention output (kept by the FP8 attention, FP8)"
+                       : "attention output (kept by FlashAttention)",
+          os, o_w, out_b, Split::tensor);
     if (c.lora && c.wgrad_o) {
       // The O adapter keeps its 16-bit input: the attention output FlashAttention keeps anyway, or without
-      // FlashAttention that tensor itself; with dropout its dropped-out copy.
-      if (c.lora_dropout || !c.plan.flash_attention)
+      // FlashAttention that tensor itself; with dropout its dropped-out copy; under FP8 attention that keeps its
+      // output in FP8, the 16-bit output the kernel returns.
+      if (c.lora_dropout || !c.plan.flash_attention || out_b < c.ab)
         add(v, A, c.lora_dropout ? "O adapter input (dropped-out attention output)" : "O adapter input", os, o_w, c.ab,
             Split::tensor);
     } else if (c.wgrad_o) {

@@ -20,6 +20,8 @@ inline constexpr double kInt32Bytes = 4.0;
 inline constexpr double kMaskBytes = 1.0;
 /// DeepSeek-V3's E5M6 activation format (arXiv:2412.19437 §3.3.3): 1 sign + 5 exponent + 6 mantissa bits = 1.5 B.
 inline constexpr double kE5m6Bytes = 12.0 / 8.0;
+/// FP8 tensors (E4M3/E5M2): one byte per element (their per-tensor scales not counted).
+inline constexpr double kFp8Bytes = 1.0;
 
 /// How a saved tensor splits over the tensor-parallel group ([K22] §4.2.1-4.2.2): h-wide tensors outside the TP regions
 /// (norm inputs, the inputs of the column-parallel GEMMs, dropout masks) are split only by sequence parallelism;

@@ -239,8 +239,12 @@ class TrainingLayerPricer {
 
   void add_attention(const std::string& name, std::int64_t sq, std::int64_t skv, bool is_causal,
                      std::int64_t chunks = 1) {
+    // FP8 dot-product attention: the kernel keeps the 16-bit rate (fp8_attention_casts), and its name says so.
+    const bool fp8_kernel = plan.fp8_dot_product_attention && plan.flash_attention && !eager && !name.empty();
+    const std::string nm =
+        fp8_kernel ? name + " [FP8 inputs; the 16-bit fused rate: no FP8 fused-attention rate measured]" : name;
     for (const bool bwd : {false, true})
-      for (const auto& c : attention_cost(name, bh * chunks, sq, skv, dqk, dv, is_causal, plan.flash_attention, bwd, gp,
+      for (const auto& c : attention_cost(nm, bh * chunks, sq, skv, dqk, dv, is_causal, plan.flash_attention, bwd, gp,
                                           d, attn_dropout)) {
         (bwd ? lc.bwd : lc.fwd).add(c);
         (bwd ? lc.flops_bwd : lc.flops_fwd) += c.flops;
@@ -266,7 +270,22 @@ class TrainingLayerPricer {
     }
   }
 
+  // FP8 dot-product attention (wl/training.hpp fp8_dot_product_attention): Transformer Engine quantises Q, K and V
+  // before the fused kernel and dequantises its FP8 output after it (read a_b, write 1 B per element, and back); the
+  // backward quantises dO and dequantises dQ, dK and dV (TransformerEngine pytorch/attention/dot_product_attention/
+  // backends.py, FusedAttnFunc). The kernel itself keeps the 16-bit fused-attention rate: no FP8 fused-attention
+  // efficiency is measured (cuDNN's FP8 attention runs through Transformer Engine, which the lent machines lack).
+  void fp8_attention_casts(const Op& o) {
+    if (!plan.fp8_dot_product_attention || !plan.flash_attention || eager) return;
+    const std::int64_t kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
+    const double q_heads = double(o.heads) / double(t);
+    const double kv_gpu = double(kv_heads) / double(std::min<std::int64_t>(t, kv_heads));
+    const double elems = double(T) * (q_heads * double(dqk + dv) + kv_gpu * double(dqk + dv));
+    stream("attention FP8 casts (Q, K, V quantised, output dequantised)", elems * (e + 1.0), elems, 1.0);
+  }
+
   void price_attention(const Op& o) {
+    fp8_attention_casts(o);
     if (o.chunked && o.window < plan.seq_len) {
       // Chunked local attention (Llama 4): each aligned chunk of C tokens is a causal attention of its own, so the
       // sequence is s/C causal C × C problems (one batched call) and a causal remainder. Under CP each rank takes

@@ -148,6 +148,14 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
                            "TransformerConfig) in its fused kernels: the model needs a gated MLP and fused kernels");
       }))
     return false;
+  if (plan.fp8_dot_product_attention &&
+      (!detail::quantised_gemms(plan) || plan.kernels == wl::KernelStyle::eager || !plan.flash_attention) &&
+      fail([] {
+        return std::string("fp8_dot_product_attention: Transformer Engine's FP8 attention runs inside an FP8 autocast "
+                           "region and only in its fused attention backends (Megatron-Core: TEDotProductAttention): "
+                           "it needs precision fp8 (or fp4), fused kernels and fused attention");
+      }))
+    return false;
   if (plan.attention_output == wl::AttentionOutputStore::e5m6 &&
       (!detail::quantised_gemms(plan) || plan.kernels == wl::KernelStyle::eager || !plan.flash_attention) &&
       fail([] {

@@ -131,3 +131,52 @@ TEST_CASE("activation_func_fp8_input_store is refused where Megatron-Core refuse
   for (const auto& r : e.feasibility.reasons) refused = refused || r.find("only for SwiGLU") != std::string::npos;
   CHECK(refused);
 }
+
+TEST_CASE("fp8_dot_product_attention keeps Q, K, V and the output at 1 B, the output at 2 B under tensorwise scaling") {
+  // Transformer Engine's FusedAttnFunc under FP8 (TransformerEngine pytorch/attention/dot_product_attention/
+  // backends.py): with NVTE_FP8_DPA_BWD=1 (its default) it saves q_fp8, k_fp8, v_fp8 and out_fp8 for the backward;
+  // under current scaling with NVTE_DPA_FP8CS_O_in_F16=1 (its default) the output stays 16-bit. Llama 3.1 8B: 32 query
+  // heads and 8 KV heads of 128, so Q and O are 4096 wide and K, V 1024 each, per token and layer.
+  const auto& a = test::arch("llama-3.1-8b");
+  auto plan = fp8_plan();
+  const auto base = memory_on("h100-sxm5-80gb", plan);
+  plan.fp8_dot_product_attention = true;
+  const auto dpa = memory_on("h100-sxm5-80gb", plan);
+  const double tokens_layers = 4096.0 * double(a.layers);
+  CHECK((base.activations - dpa.activations).raw() ==
+        doctest::Approx((4096.0 + 1024.0 + 1024.0 + 4096.0) * (2.0 - 1.0) * tokens_layers).epsilon(1e-9));
+  plan.precision.recipe = wl::QuantRecipe::tensorwise;
+  auto tensorwise_base = plan;
+  tensorwise_base.fp8_dot_product_attention = false;
+  const auto cs = memory_on("h100-sxm5-80gb", plan);
+  CHECK((memory_on("h100-sxm5-80gb", tensorwise_base).activations - cs.activations).raw() ==
+        doctest::Approx((4096.0 + 1024.0 + 1024.0) * (2.0 - 1.0) * tokens_layers).epsilon(1e-9));
+}
+
+TEST_CASE("fp8_dot_product_attention adds its casts to the step and is refused outside FP8 fused attention") {
+  // The casts around the FP8 kernel: Q, K, V quantised and the output dequantised in the forward, dO quantised and
+  // dQ, dK, dV dequantised in the backward, each reading a_b and writing 1 B per element (or the reverse). The kernel
+  // keeps the 16-bit rate, so the step grows by those streaming passes only.
+  auto plan = fp8_plan();
+  plan.par.dp = 8;
+  plan.global_batch = 8;
+  plan.zero = wl::ZeroStage::optimizer;
+  const auto sys = test::node_system("dgx-h100");
+  const auto& a = test::arch("llama-3.1-8b");
+  const auto base = model::estimate_training(a, plan, sys, Explain::on);
+  plan.fp8_dot_product_attention = true;
+  const auto dpa = model::estimate_training(a, plan, sys, Explain::on);
+  REQUIRE(dpa.feasibility.ok);
+  const double extra = (dpa.step_time - base.step_time).raw();
+  // Per layer and direction: 4096 tokens × (4096 + 1024 + 1024 + 4096) elements × 3 B at ~3 TB/s ≈ 42 µs, 32 layers
+  // forward and backward: a few ms, and no more than the bytes at a tenth of the HBM rate.
+  const double bytes = 2.0 * 4096.0 * 10240.0 * 3.0 * double(a.layers);
+  CHECK(extra > bytes / 3.35e12);
+  CHECK(extra < bytes / 0.335e12);
+  plan.precision.compute = hw::Precision::bf16;
+  const auto refused = model::estimate_training(a, plan, sys);
+  bool named = false;
+  for (const auto& r : refused.feasibility.reasons)
+    named = named || r.find("fp8_dot_product_attention: ") != std::string::npos;
+  CHECK(named);
+}

@@ -262,6 +262,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
   if (auto v = r.boolean("ep_a2a_overlap")) p.ep_a2a_overlap = *v;
   if (auto v = r.boolean("activation_func_fp8_input_store")) p.activation_fp8_input_store = *v;
+  if (auto v = r.boolean("fp8_dot_product_attention")) p.fp8_dot_product_attention = *v;
   pipeline_split(r, p, key_error);
   if (auto v = r.strings("recompute_modules")) {
     for (const auto& m : *v) {
@@ -323,6 +324,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.attention_output == wl::AttentionOutputStore::e5m6) j["attention_output_store"] = "e5m6";
   if (p.ep_a2a_overlap) j["ep_a2a_overlap"] = true;
   if (p.activation_fp8_input_store) j["activation_func_fp8_input_store"] = true;
+  if (p.fp8_dot_product_attention) j["fp8_dot_product_attention"] = true;
   if (p.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch) j["fp8_weight_copies"] = "per_microbatch";
   if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;

@@ -397,6 +397,17 @@ const ScenarioFieldTable& training_fields() {
           .doc("the SwiGLU input (the fc1 output [gate | up]) kept for the backward in FP8, 1 B instead of 2 "
                "(Megatron-Core TransformerConfig.activation_func_fp8_input_store, NeMo's activation_func_fp8_input_store, "
                "MLPerf's FP8_ACT=1); SwiGLU models with fused kernels only"),
+      row("fp8_dot_product_attention", FieldType::boolean, "FP8 dot-product attention")
+          .flags({"--fp8-dot-product-attention"})
+          .help("run the fused attention in FP8 and keep its Q, K, V and output for the backward in FP8 (Megatron-Core "
+                "fp8_dot_product_attention; MLPerf FP8_DPA); needs precision fp8 or fp4")
+          .otherwise("false")
+          .doc("Transformer Engine's FP8 dot-product attention (Megatron-Core TransformerConfig.fp8_dot_product_attention, "
+               "--fp8-dot-product-attention; NeMo/MLPerf FP8_DPA=1): Q, K, V quantised to FP8 before the fused kernel and "
+               "its output dequantised after it (the backward likewise for dO and dQ, dK, dV); the saved Q, K, V and "
+               "output at 1 B (the output at 2 B under the tensorwise recipe); the kernel itself at the 16-bit "
+               "fused-attention rate (no FP8 fused-attention rate measured); needs precision fp8 (or fp4), fused kernels "
+               "and fused attention"),
       row("attention_output_store", FieldType::string, "Attention output store")
           .flags({"--attention-output-store"})
           .help("attention output kept for the backward under FP8: separate (16-bit for the attention "

@@ -280,6 +280,11 @@ struct TrainingPlan {
   /// The SwiGLU input kept for the backward in FP8 (Megatron-Core activation_func_fp8_input_store: Transformer
   /// Engine's SwiGLU op with cache_quantized_input), 1 B per element instead of the activation dtype's.
   bool activation_fp8_input_store = false;
+  /// FP8 dot-product attention (Megatron-Core TransformerConfig.fp8_dot_product_attention, --fp8-dot-product-attention;
+  /// NeMo/MLPerf FP8_DPA): Transformer Engine quantises Q, K and V to FP8, runs the fused attention in FP8 and keeps
+  /// FP8 copies of Q, K, V and the output for the backward (the output in 16 bits under current scaling). Needs FP8
+  /// GEMMs and fused attention.
+  bool fp8_dot_product_attention = false;
   Fp8WeightCopies fp8_weight_copies = Fp8WeightCopies::cached;
   /// MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced routing, the default
   /// and an assumption). The slowest rank sets the pace of the expert GEMMs and of the dispatch/combine.
