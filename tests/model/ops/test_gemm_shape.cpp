@@ -464,6 +464,61 @@ TEST_SUITE("GEMM tile staircase") {
     CHECK(within == 89);
   }
 
+  TEST_CASE("a kernel's fixed cost in a CUDA graph depends on the kernel: GEMM 4.4 µs, streaming 2.0, empty 1.1 (H200)") {
+    // data/validation/measured/h200-sxm-141gb/gemm_fixed_cost.json (scripts/measure/gemm_fixed_cost.py, 2026-11-28,
+    // one H200; README there). Least squares t = a + bytes / BW over the large memory-bound calls (≥ 60 MB): in a graph
+    // a GEMM pays a = 4.41 µs, a streaming mul 2.03 µs, an empty one-element add 1.07 µs per kernel; eager back to
+    // back (GPU-bound) 5.98 and 3.82 µs. The H200 calibration profile's fits (memory-bound GEMM t₀ 4.36 µs, HBM stream
+    // t₀ 2.03 µs; the bench times short kernels in graphs) are the same two numbers: one fixed cost per kernel
+    // class, which the model's one kernel_launch per device does not have (docs/gemm-shapes.md).
+    std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h200-sxm-141gb/gemm_fixed_cost.json");
+    REQUIRE(in.good());
+    const auto j = nlohmann::json::parse(in);
+    auto fit = [&j](const std::string& op_prefix, const std::string& mode) {
+      double sx = 0, sy = 0, sxx = 0, sxy = 0;
+      int n = 0;
+      for (const auto& r : j.at("results")) {
+        if (r.at("part") != "fixed" || r.at("op").get<std::string>().rfind(op_prefix, 0) != 0) continue;
+        const double x = r.at("bytes"), y = r.at(mode).at("time_median_s");
+        if (x < 60e6) continue;
+        sx += x, sy += y, sxx += x * x, sxy += x * y;
+        ++n;
+      }
+      REQUIRE(n >= 4);
+      const double b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+      return (sy - b * sx) / n;
+    };
+    const double gemm_graph = fit("F.linear", "graph"), mul_graph = fit("torch.mul", "graph");
+    const double gemm_eager = fit("F.linear", "eager"), mul_eager = fit("torch.mul", "eager");
+    CHECK(gemm_graph == doctest::Approx(4.41e-6).epsilon(0.03));
+    CHECK(mul_graph == doctest::Approx(2.03e-6).epsilon(0.03));
+    CHECK(gemm_graph - mul_graph > 2.0e-6);  // the GEMM's own prologue and epilogue
+    CHECK(gemm_eager - gemm_graph == doctest::Approx(1.6e-6).epsilon(0.15));
+    CHECK(mul_eager - mul_graph == doctest::Approx(1.8e-6).epsilon(0.15));
+    double empty_graph = 0;
+    for (const auto& r : j.at("results"))
+      if (r.at("op").get<std::string>().rfind("torch.add", 0) == 0) empty_graph = r.at("graph").at("time_median_s");
+    CHECK(empty_graph == doctest::Approx(1.07e-6).epsilon(0.03));
+    std::ifstream pin(std::string(GPUPLAN_TEST_DATA_DIR) + "/calibration/h200-sxm-141gb/profile.json");
+    REQUIRE(pin.good());
+    const auto prof = nlohmann::json::parse(pin);
+    CHECK(gemm_graph / prof.at("gemm_memory").at("t0_s").get<double>() == doctest::Approx(1.0).epsilon(0.05));
+    CHECK(mul_graph / prof.at("hbm").at("t0_s").get<double>() == doctest::Approx(1.0).epsilon(0.05));
+    // cuBLAS's split-K choice on this GPU (96 points, N 1024-8192, K 4096-28672, M 16-512): split exactly when
+    // M·N/K < 64 at 91 of them.
+    int heur = 0, rule = 0;
+    for (const auto& r : j.at("results")) {
+      if (r.at("part") != "heuristic" || r.at("status") != "ok") continue;
+      bool split = false;
+      for (const auto& kname : r.at("kernels")) split = split || kname.get<std::string>().find("splitKreduce") != std::string::npos;
+      const double ratio = r.at("M").get<double>() * r.at("N").get<double>() / r.at("K").get<double>();
+      ++heur;
+      rule += split == (ratio < 64.0);
+    }
+    CHECK(heur == 96);
+    CHECK(rule == 91);
+  }
+
   TEST_CASE("the CUDA-graph alignment sweep: the leading-dimension classes within 10% at 171 of 204 bf16/fp16 points") {
     // gemm_graph_alignment.json: 4096³ with M, K or N at 4088…4104, nn and nt, timed in CUDA graphs (these GEMMs take
     // 0.17-1.4 ms, so the first sweep's events were not host-bound: the classes are the same, 0.176 and 0.368). Model
