@@ -36,6 +36,7 @@ import common  # noqa: E402
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from gemm_graph_sweep import graph_time  # noqa: E402 - G calls captured in one graph, replayed; per-call times
 
 DEV = torch.device("cuda")
 L2_FLUSH_BYTES = 256e6
@@ -44,28 +45,6 @@ WEIGHTS = ((1024, 1024), (2048, 2048), (4096, 2048), (4096, 4096), (8192, 4096),
 
 def nsets_for(bytes_per_set):
     return int(max(2, min(128, -(-L2_FLUSH_BYTES // max(bytes_per_set, 1)))))
-
-
-def graph_time(fns, g, replays):
-    n = len(fns)
-    for i in range(3 * n):
-        fns[i % n]()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    outs = []
-    with torch.cuda.graph(graph):
-        for i in range(g):
-            outs.append(fns[i % n]())
-    graph.replay()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(replays)]
-    for s, e in ev:
-        s.record()
-        graph.replay()
-        e.record()
-    torch.cuda.synchronize()
-    del graph, outs
-    return [s.elapsed_time(e) / 1e3 / g for s, e in ev]
 
 
 def eager_time(fns, g, replays):
