@@ -1,7 +1,15 @@
-// `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables.
+// `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables; with
+// --scenario-doc, docs/scenario.md with its key tables generated from the scenario field tables.
+#include <map>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+
 #include "commands.hpp"
 #include "gpuplan/app/drills.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 #include "gpuplan/wl_io/pipeline_io.hpp"
 #include "gpuplan/wl_io/plan_io.hpp"
@@ -75,10 +83,104 @@ std::string field_reference() {
   return o;
 }
 
+namespace {
+
+constexpr std::string_view kTableBegin = "<!-- scenario table: ";
+constexpr std::string_view kTableEnd = "<!-- end scenario table -->";
+
+/// The cells of a Markdown table row, split at the '|' not written as '\|', each trimmed.
+std::vector<std::string> row_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::string cur;
+  for (std::size_t k = 1; k < line.size(); ++k) {
+    if (line[k] == '|' && line[k - 1] != '\\') {
+      cells.push_back(cur);
+      cur.clear();
+    } else {
+      cur += line[k];
+    }
+  }
+  for (auto& c : cells) {
+    const auto a = c.find_first_not_of(' '), b = c.find_last_not_of(' ');
+    c = a == std::string::npos ? std::string() : c.substr(a, b - a + 1);
+  }
+  return cells;
+}
+
+}  // namespace
+
+std::optional<std::string> scenario_doc(const std::string& text, const std::string& file, Diagnostics& diags) {
+  const std::map<std::string, const wl_io::ScenarioFieldTable*> tables{{"training", &wl_io::training_fields()},
+                                                                        {"serving", &wl_io::serving_fields()}};
+  std::string o, line;
+  const wl_io::ScenarioFieldTable* table = nullptr;  // inside a table's markers
+  std::map<std::string, std::string> meanings;
+  int n = 0, begin_line = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t nl = text.find('\n', pos);
+    line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    ++n;
+    if (table == nullptr && line.rfind(kTableBegin, 0) == 0) {
+      const std::string kind = line.substr(kTableBegin.size(), line.find(' ', kTableBegin.size()) - kTableBegin.size());
+      const auto it = tables.find(kind);
+      if (it == tables.end()) {
+        diags.add(Diagnostic{Severity::error, file, "", n, 0,
+                             fmt::format("'{}' is not a scenario kind (training, serving)", kind)});
+        return std::nullopt;
+      }
+      table = it->second;
+      meanings.clear();
+      begin_line = n;
+      o += line + "\n";
+    } else if (table != nullptr && line == kTableEnd) {
+      o += "\n";  // the markers stand apart from the table (an HTML comment is a block of its own)
+      o += wl_io::scenario_doc_table_markdown(*table, meanings);
+      o += "\n" + line + "\n";
+      table = nullptr;
+    } else if (table != nullptr) {
+      // A row of one key keeps its meaning (the page's prose); the header, a row of several keys and others go.
+      const auto cells = row_cells(line);
+      const std::string key = cells.empty() ? std::string() : cells.front();
+      if (cells.size() >= 2 && key.size() > 2 && key.front() == '`' && key.find('`', 1) == key.size() - 1)
+        meanings[key.substr(1, key.size() - 2)] = cells.back();
+    } else {
+      o += line;
+      if (nl != std::string::npos) o += "\n";
+    }
+  }
+  if (table != nullptr) {
+    diags.add(Diagnostic{Severity::error, file, "", begin_line, 0,
+                         fmt::format("the scenario table opened here has no '{}' line", kTableEnd)});
+    return std::nullopt;
+  }
+  return o;
+}
+
 void register_schema(CLI::App& app, int& rc) {
   auto* s = app.add_subcommand("schema", "print the data-file field reference (Markdown)");
-  s->callback([&rc] {
-    out(field_reference());
+  auto doc = std::make_shared<std::string>();
+  std::string help = "print this page (docs/scenario.md) with the tables between its '";
+  help += kTableBegin;
+  help += "KIND -->' and '";
+  help += kTableEnd;
+  help += "' lines generated from the KIND (training, serving) field table, each key's meaning kept";
+  s->add_option("--scenario-doc", *doc, help);
+  s->callback([&rc, doc] {
+    if (doc->empty()) {
+      out(field_reference());
+      rc = kExitOk;
+      return;
+    }
+    Diagnostics diags;
+    const auto text = json_io::read_text_file(*doc, diags);
+    const auto page = text ? scenario_doc(*text, *doc, diags) : std::nullopt;
+    if (!page) {
+      rc = report(diags);
+      return;
+    }
+    out(*page);
     rc = kExitOk;
   });
 }

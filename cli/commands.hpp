@@ -27,6 +27,10 @@ void register_pipeline(CLI::App& app, GlobalOptions& g, int& rc);
 void register_compress(CLI::App& app, GlobalOptions& g, int& rc);
 /// The generated Markdown field reference of all data files.
 std::string field_reference();
+/// docs/scenario.md (`text`, `file` in diagnostics) with each table between a "<!-- scenario table: KIND -->" line and
+/// "<!-- end scenario table -->" generated from the KIND field table (wl_io::scenario_doc_table_markdown), keeping each
+/// one-key row's meaning; nullopt after an unknown KIND or an unclosed table (`gpuplan schema --scenario-doc FILE`).
+std::optional<std::string> scenario_doc(const std::string& text, const std::string& file, Diagnostics& diags);
 /// The whole command line (main.cpp is this call): registers every subcommand, parses, runs, returns the exit code.
 int run_main(int argc, char** argv);
 }  // namespace gpuplan::cli

@@ -130,4 +130,10 @@ void summarise_validation(ValidationSummary& sum);
 
 std::string render_validation_markdown(const ValidationSummary& s, const std::string& title);
 
+namespace detail {
+/// A case file as diagnostics name it: data/validation/<file> for the shipped sets, the path from data/validation/ on
+/// for the whole-host runs' files under measured/<gpu>/, the path as given otherwise (a test's fixture).
+std::string shown_path(const std::string& file);
+}  // namespace detail
+
 }  // namespace gpuplan::cli

@@ -176,3 +176,58 @@ TEST_CASE("gpuplan mfu's scenario flags are the training table's (type, help), p
   CHECK(r.rc == cli_test::kInvalid);
   CHECK(r.err.find("--tp: error: value 0 is out of range: expected >= 1") != std::string::npos);
 }
+
+TEST_CASE("docs/scenario.md's key tables are what gpuplan schema --scenario-doc generates from the field tables") {
+  // The key, type, flag and default columns come from the tables; a stale page (a key added, a range or default
+  // changed, a cell edited by hand) differs here. Regenerate: gpuplan schema --scenario-doc docs/scenario.md.
+  const std::string path = std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/scenario.md";
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Diagnostics diags;
+  const auto page = cli::scenario_doc(ss.str(), path, diags);
+  REQUIRE(page.has_value());
+  CHECK(diags.items().empty());
+  CHECK(*page == ss.str());
+  // training_fields.cpp: tp is an integer in [1, 1024], flag --tp, default 1; fp8_recipe has no gpuplan flag.
+  CHECK(page->find("| `tp` | integer in [1, 1024] | `--tp` | 1 | ") != std::string::npos);
+  CHECK(page->find("| `fp8_recipe` | \"delayed\" \\| \"tensorwise\" \\| \"mxfp8\" \\| \"blockwise\" | — | delayed | ") !=
+        std::string::npos);
+}
+
+TEST_CASE("a scenario doc table: a row per key of the table, the page's meaning kept, the field's doc where it has none") {
+  const std::string head = "# Title\n\nprose | with a bar\n";
+  const std::string text = head +
+                           "<!-- scenario table: training -->\n| key | type | meaning |\n| `tp` | integer | my words "
+                           "\\| kept |\n| `pp`, `dp` | integer | parallel sizes |\n<!-- end scenario table -->\ntail\n";
+  Diagnostics diags;
+  const auto page = cli::scenario_doc(text, "x.md", diags);
+  REQUIRE(page.has_value());
+  CHECK(page->rfind(head + "<!-- scenario table: training -->\n\n| key | type | flag | default | meaning |\n", 0) == 0);
+  CHECK(page->find("| `tp` | integer in [1, 1024] | `--tp` | 1 | my words \\| kept |\n") != std::string::npos);
+  // A row of several keys gives no meaning: pp and dp take the field's reference text, and their own defaults.
+  CHECK(page->find("| `pp` | integer in [1, 4096] | `--pp` | 1 | pipeline parallel size |\n") != std::string::npos);
+  CHECK(page->find("| `dp` | integer in [1, 10000000] | `--dp` | gpus / (tp·pp·cp) | data parallel size |\n") !=
+        std::string::npos);
+  std::size_t rows = 0;
+  for (std::size_t p = page->find("\n| `"); p != std::string::npos; p = page->find("\n| `", p + 1)) ++rows;
+  CHECK(rows == training_fields().size());
+  CHECK(page->ends_with("\n\n<!-- end scenario table -->\ntail\n"));
+}
+
+TEST_CASE("gpuplan schema --scenario-doc: an unknown table kind or an unclosed table names the file and line (exit 2)") {
+  Diagnostics diags;
+  CHECK_FALSE(cli::scenario_doc("a\n<!-- scenario table: vision -->\n", "p.md", diags).has_value());
+  REQUIRE(diags.items().size() == 1);
+  CHECK(diags.items().front().to_string() == "p.md:2: error: 'vision' is not a scenario kind (training, serving)");
+  Diagnostics d2;
+  CHECK_FALSE(cli::scenario_doc("<!-- scenario table: serving -->\n| `tp` | x | y |\n", "p.md", d2).has_value());
+  REQUIRE(d2.items().size() == 1);
+  CHECK(d2.items().front().to_string() ==
+        "p.md:1: error: the scenario table opened here has no '<!-- end scenario table -->' line");
+  const auto r = cli_test::run_raw({"schema", "--scenario-doc", "/nonexistent/scenario.md"});
+  CHECK(r.rc == cli_test::kInvalid);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("/nonexistent/scenario.md: error: ", 0) == 0);
+}

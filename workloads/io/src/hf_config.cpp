@@ -11,15 +11,9 @@
 #include "hf_config_stages.hpp"
 #include "hf_rules.hpp"
 #include "hf_sequence_mixers.hpp"
+#include "io_common.hpp"
 
 namespace gpuplan::wl_io {
-
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
 
 namespace {
 

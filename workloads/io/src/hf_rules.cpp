@@ -6,26 +6,12 @@
 #include <fmt/format.h>
 
 #include "gpuplan/wl_io/model_io.hpp"
+#include "io_common.hpp"
 
 namespace gpuplan::wl_io {
 
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
-
 namespace {
 
-FieldSpec field(std::string key, FieldType t, Presence p, std::string doc) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = t;
-  f.presence = p;
-  f.doc = std::move(doc);
-  return f;
-}
 FieldSpec schema_field() {
   FieldSpec f = field("schema", FieldType::integer, Presence::required, "schema version (1)");
   f.min = 1;

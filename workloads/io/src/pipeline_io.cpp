@@ -6,15 +6,9 @@
 #include <fmt/format.h>
 
 #include "gpuplan/wl_io/pipeline_io.hpp"
+#include "io_common.hpp"
 
 namespace gpuplan::wl_io {
-
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
 
 namespace {
 
@@ -28,18 +22,6 @@ constexpr std::size_t kMaxOps = 20000, kMaxStages = 128;
 constexpr double kMaxMacs = 1e15;
 constexpr double kMaxSensorEvery = 1000;
 
-FieldSpec field(std::string key, FieldType t, Presence p, std::string doc, double min = 0, double max = 0,
-                std::vector<std::string> choices = {}) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = t;
-  f.presence = p;
-  f.doc = std::move(doc);
-  f.min = min;
-  f.max = max;
-  f.choices = std::move(choices);
-  return f;
-}
 FieldSpec positive(std::string key, Presence p, std::string unit, std::string doc, double max) {
   FieldSpec f = field(std::move(key), FieldType::number, p, std::move(doc), 0, max);
   f.min_exclusive = true;

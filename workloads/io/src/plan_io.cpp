@@ -4,25 +4,14 @@
 
 #include <fmt/format.h>
 
-namespace gpuplan::wl_io {
+#include "io_common.hpp"
 
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
+namespace gpuplan::wl_io {
 
 namespace {
 FieldSpec f(std::string key, FieldType t, Presence p, std::string doc, double min = 0, double max = 0,
             std::string unit = {}) {
-  FieldSpec s;
-  s.key = std::move(key);
-  s.type = t;
-  s.presence = p;
-  s.doc = std::move(doc);
-  s.min = min;
-  s.max = max;
+  FieldSpec s = field(std::move(key), t, p, std::move(doc), min, max);
   s.unit = std::move(unit);
   return s;
 }

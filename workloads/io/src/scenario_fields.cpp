@@ -69,6 +69,45 @@ std::string cell(const std::string& text) {
   }
   return out;
 }
+
+std::string type_name(json_io::FieldType t) {
+  switch (t) {
+    case json_io::FieldType::string: return "string";
+    case json_io::FieldType::number: return "number";
+    case json_io::FieldType::integer: return "integer";
+    case json_io::FieldType::boolean: return "boolean";
+    case json_io::FieldType::string_list: return "[string]";
+    case json_io::FieldType::object: return "object";
+    case json_io::FieldType::any: return "any";
+  }
+  return "any";
+}
+
+/// The key's flags ("`--model`, `-m`"), marked "(no value)" for a switch and "(planner)" for a planner-only key.
+std::string flags_text(const ScenarioField& f) {
+  std::string flags;
+  for (const auto& x : f.flags) flags += (flags.empty() ? "" : ", ") + ("`" + x + "`");
+  if (!flags.empty() && f.switch_flag) flags += " (no value)";
+  if (!flags.empty() && f.planner_only) flags += " (planner)";
+  return flags;
+}
+
+/// docs/scenario.md's type cell: the choices of a string ("\"a\" \\| \"b\""), a list's items, a number's range.
+std::string doc_type(const json_io::FieldSpec& s) {
+  const char* sep = s.type == json_io::FieldType::string ? " \\| " : ", ";
+  std::string quoted;
+  for (const auto& c : s.choices) {
+    if (!quoted.empty()) quoted += sep;
+    quoted += '"';
+    quoted += c;
+    quoted += '"';
+  }
+  if (s.type == json_io::FieldType::string && !quoted.empty()) return quoted;
+  if (s.type == json_io::FieldType::string_list) return quoted.empty() ? "list of strings" : "list of " + quoted;
+  std::string t = type_name(s.type);
+  if (s.min != 0.0 || s.max != 0.0) t += fmt::format(" in {}{}, {}]", s.min_exclusive ? "(" : "[", s.min, s.max);
+  return t;
+}
 }  // namespace
 
 std::string scenario_field_reference_markdown(const std::string& title, const ScenarioFieldTable& table) {
@@ -77,26 +116,24 @@ std::string scenario_field_reference_markdown(const std::string& title, const Sc
       title);
   for (const auto& f : table) {
     const auto& s = f.spec;
-    std::string type;
-    switch (s.type) {
-      case json_io::FieldType::string: type = "string"; break;
-      case json_io::FieldType::number: type = "number"; break;
-      case json_io::FieldType::integer: type = "integer"; break;
-      case json_io::FieldType::boolean: type = "boolean"; break;
-      case json_io::FieldType::string_list: type = "[string]"; break;
-      case json_io::FieldType::object: type = "object"; break;
-      case json_io::FieldType::any: type = "any"; break;
-    }
     std::string range = s.min == 0.0 && s.max == 0.0 ? "" : fmt::format(">= {} and <= {}", s.min, s.max);
     for (const auto& c : s.choices) range += (range.empty() ? "" : ", ") + ("`" + c + "`");
-    std::string flags;
-    for (const auto& x : f.flags) flags += (flags.empty() ? "" : ", ") + ("`" + x + "`");
-    if (!flags.empty() && f.switch_flag) flags += " (no value)";
-    if (!flags.empty() && f.planner_only) flags += " (planner)";
-    out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", s.key, type, range, flags, cell(f.label),
-                       cell(f.default_text), cell(s.doc));
+    out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", s.key, type_name(s.type), range, flags_text(f),
+                       cell(f.label), cell(f.default_text), cell(s.doc));
   }
   out += "\n";
+  return out;
+}
+
+std::string scenario_doc_table_markdown(const ScenarioFieldTable& table,
+                                        const std::map<std::string, std::string>& meanings) {
+  std::string out = "| key | type | flag | default | meaning |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& f : table) {
+    const auto m = meanings.find(f.key());
+    const std::string flags = flags_text(f);
+    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", f.key(), doc_type(f.spec), flags.empty() ? "—" : flags,
+                       cell(f.default_text), m != meanings.end() && !m->second.empty() ? m->second : cell(f.spec.doc));
+  }
   return out;
 }
 

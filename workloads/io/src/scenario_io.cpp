@@ -8,16 +8,10 @@
 #include <fmt/format.h>
 
 #include "gpuplan/wl/pipeline_layout.hpp"
+#include "io_common.hpp"
 #include "scenario_keys.hpp"
 
 namespace gpuplan::wl_io {
-
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
 
 namespace {
 using scenario_keys::rehome;

@@ -5,15 +5,10 @@
 #include <fmt/format.h>
 
 #include "gpuplan/wl_io/vision_io.hpp"
+#include "io_common.hpp"
 
 namespace gpuplan::wl_io {
 
-using json_io::FieldSpec;
-using json_io::FieldTable;
-using json_io::FieldType;
-using json_io::Json;
-using json_io::ObjectReader;
-using json_io::Presence;
 namespace fs = std::filesystem;
 
 namespace {
@@ -21,17 +16,6 @@ namespace {
 // Bounds that keep every per-image count of the op list (multiply-accumulates of the largest op times the most ops)
 // inside a 64-bit integer: widths ≤ 4096, resolution ≤ 1024 px, ≤ 64 blocks per stage, ≤ 8 stages, kernels ≤ 11.
 constexpr long long kMaxWidth = 4096, kMaxResolution = 1024, kMaxDepth = 64, kMaxStages = 8, kMaxKernel = 11;
-
-FieldSpec field(std::string key, FieldType t, Presence p, std::string doc, double min = 0, double max = 0) {
-  FieldSpec f;
-  f.key = std::move(key);
-  f.type = t;
-  f.presence = p;
-  f.doc = std::move(doc);
-  f.min = min;
-  f.max = max;
-  return f;
-}
 
 const FieldTable& published_fields() {
   static const FieldTable t{

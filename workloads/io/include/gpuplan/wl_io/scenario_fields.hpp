@@ -5,6 +5,7 @@
 // its overlay over a scenario file, the GUI's labels and tooltips and the field reference are all generated from it,
 // so a key is declared once. The data-file tables (GPU, node, model, ...) have no flags or labels and stay
 // json_io::FieldTables.
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,5 +66,11 @@ json_io::FieldTable field_specs(const ScenarioFieldTable& table);
 
 /// The Markdown field reference of a scenario table: key, type, range, flags, GUI label, default, meaning.
 std::string scenario_field_reference_markdown(const std::string& title, const ScenarioFieldTable& table);
+
+/// docs/scenario.md's table of a scenario kind, one row per key in table order: the key, its type (a string's choices,
+/// a list's items, a number's range), its flags ("—": none), its default, and its meaning: `meanings[key]` (the page's
+/// own prose, a Markdown cell as written) or, for a key without one, the field's reference text.
+std::string scenario_doc_table_markdown(const ScenarioFieldTable& table,
+                                        const std::map<std::string, std::string>& meanings);
 
 }  // namespace gpuplan::wl_io

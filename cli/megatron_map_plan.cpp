@@ -1,0 +1,252 @@
+// Megatron-LM flags mapped to the plan's scenario keys (megatron_mapper.hpp): parallelism, batch, precision,
+// recompute, the pipeline split and the optimizer.
+#include "megatron_mapper.hpp"
+
+namespace gpuplan::cli::detail {
+
+void Mapper::parallel() {
+  if (auto v = integer("--tensor-model-parallel-size")) set("tp", *v, "--tensor-model-parallel-size");
+  if (auto v = integer("--pipeline-model-parallel-size")) set("pp", *v, "--pipeline-model-parallel-size");
+  if (auto v = integer("--context-parallel-size")) set("cp", *v, "--context-parallel-size");
+  if (auto v = integer("--expert-model-parallel-size")) set("ep", *v, "--expert-model-parallel-size");
+  if (auto v = integer("--expert-tensor-parallel-size")) set("etp", *v, "--expert-tensor-parallel-size");
+  if (auto v = integer("--num-virtual-stages-per-pipeline-rank"))
+    set("virtual_stages", *v, "--num-virtual-stages-per-pipeline-rank");
+  if (auto v = integer("--num-layers-per-virtual-pipeline-stage")) m_.layers_per_virtual_stage = *v;
+  if (given("--num-virtual-stages-per-pipeline-rank") && given("--num-layers-per-virtual-pipeline-stage"))
+    bad(*get("--num-layers-per-virtual-pipeline-stage"),
+        "Megatron-LM takes only one of --num-layers-per-virtual-pipeline-stage and "
+        "--num-virtual-stages-per-pipeline-rank");
+  if (given("--sequence-parallel")) set("sequence_parallel", true, "--sequence-parallel");
+  else if (a_.whole_command) set_default("sequence_parallel", false, "no --sequence-parallel");
+  if (given("--use-distributed-optimizer")) set("zero", 1, "--use-distributed-optimizer");
+  else if (a_.whole_command) set_default("zero", 0, "no --use-distributed-optimizer");
+  auto onoff = [&](const char* flag, const char* key) {
+    if (given(flag)) set(key, true, flag);
+    else if (a_.whole_command) set_default(key, false, fmt::format("no {}", flag));
+  };
+  onoff("--overlap-grad-reduce", "overlap_grad_reduce");
+  onoff("--overlap-param-gather", "overlap_param_gather");
+  onoff("--tp-comm-overlap", "overlap_tp_comm");
+  // The LM loss's kernels: Megatron-LM runs the unfused VocabParallelCrossEntropy unless
+  // --cross-entropy-loss-fusion; --cross-entropy-fusion-impl picks the jit-fused passes (native, the default) or
+  // Transformer Engine's one-pass kernel (te).
+  if (given("--cross-entropy-loss-fusion")) {
+    const auto impl = text("--cross-entropy-fusion-impl");
+    if (impl && *impl != "native" && *impl != "te")
+      bad(*get("--cross-entropy-fusion-impl"), "Megatron-LM's choices are native and te");
+    else if (impl && *impl == "te")
+      set("cross_entropy", "te", "--cross-entropy-fusion-impl");
+    else
+      set("cross_entropy", "native", "--cross-entropy-loss-fusion");
+  } else if (a_.whole_command) {
+    set_default("cross_entropy", "unfused", "no --cross-entropy-loss-fusion");
+  }
+  if (auto t = text("--cp-comm-type"); t && *t != "p2p")
+    refuse(*get("--cp-comm-type"), "gpuplan prices context parallelism as Megatron's p2p ring; another type is");
+}
+
+void Mapper::batch() {
+  if (auto v = integer("--micro-batch-size")) set("micro_batch", *v, "--micro-batch-size");
+  if (auto v = integer("--global-batch-size")) {
+    set("global_batch", *v, "--global-batch-size");
+    m_.global_batch_given = true;
+  }
+  if (auto v = integer("--seq-length")) set("seq", *v, "--seq-length");
+}
+
+void Mapper::precision() {
+  const bool bf16 = given("--bf16"), fp16 = given("--fp16");
+  if (bf16 && fp16) bad(*get("--fp16"), "Megatron-LM refuses --bf16 with --fp16");
+  auto fp8 = text("--fp8-format");
+  auto fp4 = text("--fp4-format");
+  if (fp4 && fp8) bad(*get("--fp4-format"), "give one of --fp8-format and --fp4-format");
+  if (fp4 && !fp8) {
+    // TransformerConfig fp4 / fp4_recipe (Transformer Engine NVFP4BlockScaling): E2M1 data, the nvfp4 recipe.
+    const auto recipe = text("--fp4-recipe").value_or("nvfp4");
+    if (*fp4 != "e2m1") bad(*get("--fp4-format"), "expected e2m1");
+    else if (recipe != "nvfp4")
+      refuse(*get("--fp4-recipe"), "gpuplan prices FP4 as NVFP4 (E4M3 scales per 16 elements); this recipe is");
+    else if (!bf16)
+      refuse(*get("--fp4-format"), fp16 ? "FP4 GEMMs inside fp16 training are" : "FP4 GEMMs inside fp32 training are");
+    else set("precision", "fp4", "--fp4-format");
+  } else if (fp8) {
+    if (*fp8 != "e4m3" && *fp8 != "hybrid") bad(*get("--fp8-format"), "expected e4m3 or hybrid");
+    // TransformerConfig fp8_recipe: delayed (default), tensorwise, mxfp8, blockwise (wl::QuantRecipe).
+    const auto recipe = text("--fp8-recipe").value_or("delayed");
+    if (recipe != "delayed" && recipe != "tensorwise" && recipe != "mxfp8" && recipe != "blockwise")
+      refuse(*get("--fp8-recipe"), "gpuplan prices the delayed, tensorwise, mxfp8 and blockwise recipes; this one is");
+    else if (recipe != "delayed")
+      set("fp8_recipe", recipe, "--fp8-recipe");
+    if (!bf16)
+      refuse(*get("--fp8-format"),
+             fp16 ? "FP8 GEMMs inside fp16 training are" : "FP8 GEMMs inside fp32 training are");
+    else set("precision", "fp8", "--fp8-format");
+  } else if (bf16) {
+    set("precision", "bf16", "--bf16");
+  } else if (fp16) {
+    set("precision", "fp16", "--fp16");
+  } else if (a_.whole_command) {
+    set_default("precision", "fp32", "no --bf16 or --fp16: Megatron-LM trains in fp32");
+  }
+  if (given("--fp8-recipe") && !fp8) m_.ignored.push_back("--fp8-recipe");
+  if (given("--fp4-recipe") && !given("--fp4-format")) m_.ignored.push_back("--fp4-recipe");
+  if (given("--fp8-param-gather")) {
+    if (fp8) set("fp8_params", true, "--fp8-param-gather");
+    else m_.ignored.push_back("--fp8-param-gather");
+  }
+  // Gradient buffers: fp32 with bf16 unless --grad-reduce-in-bf16 (arguments.py, validate_args), the parameter
+  // dtype otherwise unless --accumulate-allreduce-grads-in-fp32.
+  if (given("--main-grads-dtype")) {
+    if (auto t = text("--main-grads-dtype")) {
+      if (*t == "bf16") set("gradient_bytes", 2, "--main-grads-dtype");
+      else if (*t == "fp32") set("gradient_bytes", 4, "--main-grads-dtype");
+      else bad(*get("--main-grads-dtype"), "expected fp32 or bf16");
+    }
+  } else if (given("--grad-reduce-in-bf16")) {
+    set("gradient_bytes", 2, "--grad-reduce-in-bf16");
+  } else if (given("--accumulate-allreduce-grads-in-fp32")) {
+    set("gradient_bytes", 4, "--accumulate-allreduce-grads-in-fp32");
+  } else if (a_.whole_command) {
+    if (bf16) set_default("gradient_bytes", 4, "--bf16 without --grad-reduce-in-bf16: fp32 gradient buffers");
+    else if (fp16) set_default("gradient_bytes", 2, "--fp16: gradient buffers in fp16");
+    else set_default("gradient_bytes", 4, "fp32 training");
+  }
+  if (auto t = text("--main-params-dtype"); t && *t != "fp32")
+    refuse(*get("--main-params-dtype"), "master weights in fp16 are");
+}
+
+void Mapper::recompute() {
+  auto gran = text("--recompute-granularity");
+  if (given("--recompute-activations") && !gran) {
+    set("recompute", "selective", "--recompute-activations");
+    return;
+  }
+  if (!gran) {
+    for (const char* f : {"--recompute-method", "--recompute-num-layers", "--recompute-modules"})
+      if (given(f)) bad(*get(f), "needs --recompute-granularity (Megatron-LM)");
+    if (a_.whole_command) set_default("recompute", "none", "no --recompute-granularity");
+    return;
+  }
+  const MegatronFlag& g = *get("--recompute-granularity");
+  if (*gran == "selective") {
+    if (given("--recompute-method") || given("--recompute-num-layers"))
+      bad(*get(given("--recompute-method") ? "--recompute-method" : "--recompute-num-layers"),
+          "Megatron-LM takes no recompute method or layer count with selective granularity");
+    // Megatron-Core's --recompute-modules (default core_attn): core_attn is gpuplan's selective recompute; the
+    // norms, MLA's up-projections, the MoE activation and the dense MLP are recompute modules of their own; the
+    // others (moe, shared_experts, ...) are not priced.
+    bool core_attn = true;
+    if (const MegatronFlag* mods = get("--recompute-modules")) {
+      core_attn = false;
+      std::vector<std::string> list;
+      bool ok = true;
+      for (const auto& v : mods->values) {
+        if (v.text == "core_attn") core_attn = true;
+        else if (v.text == "layernorm" || v.text == "mla_up_proj" || v.text == "moe_act" || v.text == "mlp")
+          list.push_back(v.text);
+        else ok = false;
+      }
+      if (!ok)
+        refuse(*mods, "recomputing modules other than core_attn, layernorm, mla_up_proj, moe_act and mlp is");
+      else if (!list.empty())
+        set("recompute_modules", list, "--recompute-modules");
+    }
+    set("recompute", core_attn ? "selective" : "none", "--recompute-granularity");
+  } else if (*gran == "full") {
+    auto method = text("--recompute-method");
+    auto n = integer("--recompute-num-layers");
+    if (!method) {
+      bad(g, "Megatron-LM needs --recompute-method uniform or block with full granularity");
+      return;
+    }
+    if (!given("--recompute-num-layers")) {
+      bad(g, "Megatron-LM needs --recompute-num-layers with full granularity");
+      return;
+    }
+    if (given("--recompute-modules")) bad(*get("--recompute-modules"), "applies only to selective granularity");
+    if (!n) return;
+    // transformer_block.py _checkpointed_forward: uniform = groups of N layers per chunk, each checkpointed at its
+    // input; block = the first N layers of each chunk checkpointed, the rest not recomputed (wl::RecomputeMethod).
+    if (*method == "uniform" || *method == "block") {
+      set("recompute", "full", "--recompute-granularity");
+      if (*method == "block" || *n > 1) {
+        set("recompute_method", *method, "--recompute-method");
+        set("recompute_num_layers", *n, "--recompute-num-layers");
+      }
+    } else {
+      bad(*get("--recompute-method"), "expected uniform or block");
+    }
+  } else {
+    bad(g, "expected full or selective");
+  }
+}
+
+void Mapper::pipeline_split() {
+  // Megatron-Core's uneven splits (transformer_block.py get_num_layers_to_build; the rules are gpuplan's
+  // chunk_layers): one way at a time, as TransformerConfig.__post_init__ and arguments.py validate_args require.
+  const bool layout = given("--pipeline-model-parallel-layout");
+  const bool first_last =
+      given("--decoder-first-pipeline-num-layers") || given("--decoder-last-pipeline-num-layers");
+  const bool accounts =
+      given("--account-for-embedding-in-pipeline-split") || given("--account-for-loss-in-pipeline-split");
+  if (layout && (first_last || accounts))
+    bad(*get("--pipeline-model-parallel-layout"),
+        "Megatron-LM refuses a pipeline layout with other pipeline layout arguments ('pipeline_model_parallel_layout "
+        "cannot be set with other pipeline layout arguments')");
+  else if (first_last && accounts)
+    bad(*get(given("--decoder-first-pipeline-num-layers") ? "--decoder-first-pipeline-num-layers"
+                                                          : "--decoder-last-pipeline-num-layers"),
+        "Megatron-LM refuses first/last stage layer counts with --account-for-embedding/loss-in-pipeline-split");
+  if (layout && (given("--num-layers-per-virtual-pipeline-stage") || given("--num-virtual-stages-per-pipeline-rank")))
+    bad(*get("--pipeline-model-parallel-layout"),
+        "Megatron-LM takes no more than one of --num-layers-per-virtual-pipeline-stage, "
+        "--num-virtual-stages-per-pipeline-rank and --pipeline-model-parallel-layout (the layout gives the chunks)");
+  if (first_last && given("--num-layers-per-virtual-pipeline-stage"))
+    bad(*get("--num-layers-per-virtual-pipeline-stage"),
+        "Megatron-LM: 'please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline parallel degree "
+        "when enable uneven pipeline parallelism'");
+  if (auto t = text("--pipeline-model-parallel-layout")) set("pipeline_layout", *t, "--pipeline-model-parallel-layout");
+  if (auto v = integer("--decoder-first-pipeline-num-layers"))
+    set("first_stage_layers", *v, "--decoder-first-pipeline-num-layers");
+  if (auto v = integer("--decoder-last-pipeline-num-layers"))
+    set("last_stage_layers", *v, "--decoder-last-pipeline-num-layers");
+  if (given("--account-for-embedding-in-pipeline-split"))
+    set("embedding_in_pipeline_split", true, "--account-for-embedding-in-pipeline-split");
+  if (given("--account-for-loss-in-pipeline-split"))
+    set("loss_in_pipeline_split", true, "--account-for-loss-in-pipeline-split");
+  // arguments.py: --no-overlap-p2p-communication (store_false, dest overlap_p2p_comm): the overlap is on by default
+  // and forced off without the interleaved schedule.
+  if (given("--no-overlap-p2p-communication"))
+    set("overlap_p2p_comm", false, "--no-overlap-p2p-communication");
+  if (auto v = integer("--mtp-num-layers", 0); v && *v > 0) set("mtp_layers", *v, "--mtp-num-layers");
+  // TransformerConfig cpu_offloading_num_layers (cpu_offload.py): the first N layers' activations offloaded.
+  if (auto v = integer("--cpu-offloading-num-layers", 0); v && *v > 0)
+    set("activation_offload_layers", *v, "--cpu-offloading-num-layers");
+}
+
+void Mapper::optimizer() {
+  if (auto o = text("--optimizer")) {
+    if (*o == "adam") set("optimizer", "adamw", "--optimizer");
+    else if (*o == "sgd") set("optimizer", "sgd", "--optimizer");
+    else refuse(*get("--optimizer"), "this optimizer is");
+  }
+  if (auto a = text("--exp-avg-dtype")) {
+    const auto b = text("--exp-avg-sq-dtype").value_or("fp32");
+    if ((*a == "bf16" || *a == "fp32") && *a == b) set("optimizer_states", *a, "--exp-avg-dtype");
+    else
+      refuse(*get("--exp-avg-dtype"),
+             fmt::format("moment states as {} and {} (gpuplan: both fp32 or both bf16) are", *a, b));
+  } else if (auto b2 = text("--exp-avg-sq-dtype"); b2 && *b2 != "fp32") {
+    refuse(*get("--exp-avg-sq-dtype"), "a second moment not in fp32 with the first in fp32 is");
+  }
+  if (given("--optimizer-cpu-offload")) {
+    auto frac = text("--optimizer-offload-fraction").value_or("1.0");
+    if (frac == "1" || frac == "1.0") set("offload", "optimizer", "--optimizer-cpu-offload");
+    else refuse(*get("--optimizer-offload-fraction"), "offloading part of the optimizer is");
+  } else if (given("--optimizer-offload-fraction")) {
+    m_.ignored.push_back("--optimizer-offload-fraction");
+  }
+}
+
+}  // namespace gpuplan::cli::detail
