@@ -192,12 +192,24 @@ void explain_weights(const Explained& e, const TrainingMemory& r, Derivation& d)
         "the FP8 parameters keep no transpose; each backward dgrad GEMM transposes its weight into a temporary "
         "(TransformerEngine v1.10 transformer_engine/pytorch/module/linear.py, Float8Tensor.transpose_2d without "
         "fill_cache)");
+  const bool one_layout = plan.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout;
+  if (one_layout && detail::quantised_gemms(plan))
+    d.children.back().notes.push_back(fmt::format(
+        "FP8 weight copies in one layout (fp8_weight_copies cached_one_layout): {} B per GEMM weight kept across "
+        "micro-batches{}; the layout the other GEMM needs is transposed from it in every micro-batch into a "
+        "temporary (deepseek-ai/profile-data train.json, commit 449602428a1b: no weight quantisation in a DualPipe "
+        "forward/backward pair, one cuda::batched_transpose over each GEMM weight's 128x128 tiles per chunk; DeepGEMM "
+        "README: SM90 FP8 GEMMs take only the NT layout)",
+        format_number(h.fp8_cache_per_weight, 4), fp8_stored ? " (the FP8 parameter itself: nothing added)" : ""));
   if (h.fp8_cache > 0.0 && per_mb && !fp8_stored)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: the FP8 GEMM weights quantised in each micro-batch's forward and saved for its backward, {} B "
         "per weight per micro-batch in flight (disable_parameter_transpose_cache: Transformer Engine gets "
         "is_first_microbatch=None and caches no workspace; linear.py saves weight_fp8 for the backward)",
         B(h.fp8_cache), format_number(h.fp8_cache_per_weight, 4)));
+  else if (h.fp8_cache > 0.0 && one_layout)
+    d.children.back().notes.push_back(fmt::format("includes {}: the FP8 GEMM weights kept in one layout",
+                                                  B(h.fp8_cache)));
   else if (h.fp8_cache > 0.0)
     d.children.back().notes.push_back(fmt::format(
         "includes {}: the FP8 GEMM weights Transformer Engine caches across micro-batches, {} B per weight ({}; "
@@ -405,6 +417,17 @@ void explain_logits_and_overheads(const Explained& e, const RuntimeOverheads& ov
                          : "Megatron's vocab-parallel cross entropy upcasts to fp32 and computes the softmax in place "
                            "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"},
        {}});
+  if (h.mtp_logits > 0.0) {
+    d.children.back().formula += " + n_mtp·(s/c)·b·V/t·4";
+    d.children.back().inputs.push_back(
+        {"n_mtp", format_count(double(h.shape.mtp)), "multi-token-prediction depths on this stage", par_o});
+    d.children.back().notes.push_back(fmt::format(
+        "includes {}: each multi-token-prediction depth runs the shared output head over its own representation and "
+        "takes a cross entropy over those logits (DeepSeek-V3 arXiv:2412.19437 §2.2, 'MTP Training Objective'); its "
+        "fp32 softmax is kept for the backward while the main head's loss runs (Megatron-Core process_mtp_loss "
+        "computes the MTP loss first); the depth's head inputs are in the activations",
+        B(h.mtp_logits)));
+  }
   d.children.push_back({"memory.cuda_context",
                         "CUDA context and cuBLAS workspace",
                         "constant per process",

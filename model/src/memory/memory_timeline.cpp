@@ -202,13 +202,14 @@ void replay_forward(const ReplayTerms& m, const Times& tm, const std::vector<std
     // A PyTorch loop's loss buffers (memory_core: a_b + 4 + 4 bytes per logit) are the logits and log_softmax's
     // fp32 output, kept from the forward, and the fp32 incoming gradient its backward allocates (measured:
     // mem_*.json); Megatron's fused cross entropy keeps its a_b + 4 from the forward.
-    const double bwd_grad = eager ? sm.logits_b * kFp32Bytes / (c.ab + 2.0 * kFp32Bytes) : 0.0;
+    const double main_logits = sm.logits_b - sm.mtp_logits;  // the MTP heads' saved softmax: stage_activations
+    const double bwd_grad = eager ? main_logits * kFp32Bytes / (c.ab + 2.0 * kFp32Bytes) : 0.0;
     acts += sm.extra_last + sm.logits_b - bwd_grad;
     amp += head_w * amp_per_w;
     if (eager) {
       // While the loss's forward runs it holds kLossForwardBytes per logit beside the bf16 logits; it keeps
       // the fp32 log-softmax (4 B) once done.
-      const double per_logit = sm.logits_b / (c.ab + 2.0 * kFp32Bytes);
+      const double per_logit = main_logits / (c.ab + 2.0 * kFp32Bytes);
       acts += per_logit * (kLossForwardBytes - kFp32Bytes);
       sample(tm.end, "forward " + tag + ": the loss's forward (its buffers beside the bf16 logits)");
       acts -= per_logit * (kLossForwardBytes - kFp32Bytes);

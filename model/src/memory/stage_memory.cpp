@@ -202,6 +202,9 @@ void fp8_weight_cache(const StageInputs& x, const StageShape& shape, StageMemory
   // parameter's transpose is made in each backward GEMM and freed (none kept); a 16-bit weight's copies are made in
   // each micro-batch's forward and saved for its backward (linear.py saves weight_fp8), so the stage holds one set
   // per layer whose activations it holds: the activations' layers in flight (layer_factor).
+  // Fp8WeightCopies::cached_one_layout (DeepSeek-V3's framework, wl/training.hpp): one layout of the copy is kept
+  // (half the recipe's two, with its scales) and the other is transposed from it in each micro-batch and freed; an
+  // FP8 parameter is itself that copy.
   st.fp8_cache = 0.0;
   st.fp8_cache_per_weight = 0.0;
   if (detail::quantised_gemms(plan)) {
@@ -209,10 +212,13 @@ void fp8_weight_cache(const StageInputs& x, const StageShape& shape, StageMemory
     const bool dequantised = plan.lora.on() && (plan.lora.base == wl::LoraBase::nf4 || plan.lora.base == wl::LoraBase::int8);
     const bool per_tensor = pr.recipe == wl::QuantRecipe::delayed || pr.recipe == wl::QuantRecipe::tensorwise;
     const bool per_mb = plan.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch;
+    const bool one_layout = plan.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout;
     // The recipe's row- and column-wise copies with their scales (quant_recipe.hpp; 1 + 1 B with delayed scaling).
+    const detail::QuantBytes q = detail::quant_bytes(pr.recipe, x.fp8_any_layout);
     const double per_weight = dequantised ? 0.0
-                              : fp8_stored ? ((x.fp8_any_layout || per_mb) && per_tensor ? 0.0 : 1.0)
-                                           : detail::quant_bytes(pr.recipe, x.fp8_any_layout).weight_cache;
+                              : fp8_stored ? ((x.fp8_any_layout || per_mb) && per_tensor ? 0.0 : one_layout ? 0.0 : 1.0)
+                              : one_layout ? (x.fp8_any_layout && per_tensor ? q.weight_cache : q.weight_cache / 2.0)
+                                           : q.weight_cache;
     st.fp8_cache_per_weight = per_weight;
     double gemm_params = (st.p_dense - embed_head) / t + st.p_expert / te;
     if (plan.zero == wl::ZeroStage::parameters && n_dense > 1)
@@ -291,7 +297,7 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
   }
   st.stored_layers = per_mb * c.tokens * st.layer_factor;
   st.working_set = ws * c.tokens;
-  st.extra_first = st.extra_last = st.logits_b = 0.0;
+  st.extra_first = st.extra_last = st.logits_b = st.mtp_logits = 0.0;
   if (shape.first && c.dropout)  // embedding-output dropout mask ([K22] §4.3), per in-flight micro-batch
     st.extra_first = st.inflight_mb * c.tokens * double(a.hidden) * kMaskBytes / c.divisor(Split::sequence);
   if (shape.last) {
@@ -302,6 +308,17 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
     // PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 output; its
     // backward's fp32 incoming gradient coexists with both (measured peak, mem_*.json): a_b + 4 + 4 per logit.
     if (plan.kernels == wl::KernelStyle::eager) st.logits_b += c.tokens * double(a.vocab) / t * kFp32Bytes;
+    // Multi-token prediction (DeepSeek-V3 §2.2, "MTP Training Objective"): each depth's module runs the shared
+    // output head over its own representation and takes a cross entropy over those logits, so the last stage keeps,
+    // beside the main head's, each depth's head inputs (the same 2·s·b·h·a_b) and the fp32 softmax its cross entropy
+    // saves for the backward (4 B per logit); Megatron-Core computes the MTP loss in the forward before the main
+    // head's (process_mtp_loss), so those are alive while the main loss runs.
+    if (shape.mtp > 0) {
+      const double depths = double(shape.mtp);
+      st.extra_last += depths * c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
+      st.mtp_logits = depths * c.tokens * double(a.vocab) / t * kFp32Bytes;
+      st.logits_b += st.mtp_logits;
+    }
   }
   // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers are freed once the
   // output layer's backward has run, before the first layer is recomputed. The peak counts the larger of the two.

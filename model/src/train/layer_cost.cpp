@@ -87,14 +87,17 @@ class TrainingLayerPricer {
   // every micro-batch. An FP8-stored weight (FP8 parameters, a LoRA FP8 base) feeds the forward GEMM as it is; on a
   // GPU whose FP8 GEMMs need the TN layout the backward transposes it (read 1 B, write 1 B per weight;
   // Float8Tensor.transpose_2d). A 16-bit weight is quantised in the forward: read 2 B, write the recipe's copies.
-  // With cached copies both happen once per step and are not counted.
+  // With cached copies both happen once per step and are not counted. Fp8WeightCopies::cached_one_layout
+  // (DeepSeek-V3's framework) keeps one FP8 copy and transposes it in every micro-batch, 16-bit weight or not: the
+  // same transpose (deepseek-ai/profile-data train.json: cuda::batched_transpose over each weight's 128x128 tiles).
   // Returns the pass (true: forward) and the op, if any.
   std::optional<std::pair<bool, OpCost>> weight_copies_per_microbatch(const std::string& name, const QuantBytes& q,
                                                                        double w) const {
-    if (plan.fp8_weight_copies != wl::Fp8WeightCopies::per_microbatch) return std::nullopt;
+    const bool one_layout = plan.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout;
+    if (plan.fp8_weight_copies != wl::Fp8WeightCopies::per_microbatch && !one_layout) return std::nullopt;
     const bool per_tensor =
         plan.precision.recipe == wl::QuantRecipe::delayed || plan.precision.recipe == wl::QuantRecipe::tensorwise;
-    if (fp8_stored) {
+    if (fp8_stored || (one_layout && !dequant)) {
       if (d.gpu != nullptr && fp8_any_layout(*d.gpu) && per_tensor) return std::nullopt;
       return std::pair{false, streaming_cost(named(name, " weight transpose"), OpClass::elementwise,
                                              units::bytes(2.0 * w), units::flop(w), d)};

@@ -164,6 +164,17 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
                            "and flash attention");
       }))
     return false;
+  // An FP8 weight copy transposes exactly only where its scales do not run along one axis: per tensor, or per 128x128
+  // block (DeepSeek-V3 §3.3.2); MXFP8 and NVFP4 quantise each axis separately, so the other layout is not a transpose.
+  if (plan.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout && detail::quantised_gemms(plan) &&
+      (plan.precision.recipe == wl::QuantRecipe::mxfp8 || plan.precision.recipe == wl::QuantRecipe::nvfp4) &&
+      fail([&] {
+        return fmt::format("fp8_weight_copies cached_one_layout with the {} recipe: its column-wise weight copy is "
+                           "quantised along the other axis, not transposed from the row-wise one; use delayed, "
+                           "tensorwise or blockwise, or fp8_weight_copies cached",
+                           wl::to_string(plan.precision.recipe));
+      }))
+    return false;
   if (plan.activation_offload_layers > 0) {
     // Megatron-Core TransformerConfig.__post_init__: 'CPU offloading can be done only for layers less than
     // num_layers', 'no support for Pipeline parallelism with CPU offloading', 'CPU offloading does not work when

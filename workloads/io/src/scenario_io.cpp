@@ -275,7 +275,9 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.str("attention_output_store"))
     p.attention_output = *v == "e5m6" ? wl::AttentionOutputStore::e5m6 : wl::AttentionOutputStore::separate;
   if (auto v = r.str("fp8_weight_copies"))
-    p.fp8_weight_copies = *v == "per_microbatch" ? wl::Fp8WeightCopies::per_microbatch : wl::Fp8WeightCopies::cached;
+    p.fp8_weight_copies = *v == "per_microbatch"      ? wl::Fp8WeightCopies::per_microbatch
+                          : *v == "cached_one_layout" ? wl::Fp8WeightCopies::cached_one_layout
+                                                      : wl::Fp8WeightCopies::cached;
   if (auto v = r.num("moe_imbalance")) p.moe_imbalance = *v;
   if (auto v = r.integer("mtp_layers")) p.mtp_layers = *v;
   if (auto v = r.num("tokens")) p.tokens_to_train = *v;
@@ -320,6 +322,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.activation_fp8_input_store) j["activation_func_fp8_input_store"] = true;
   if (p.fp8_dot_product_attention) j["fp8_dot_product_attention"] = true;
   if (p.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch) j["fp8_weight_copies"] = "per_microbatch";
+  if (p.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout) j["fp8_weight_copies"] = "cached_one_layout";
   if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["micro_batch"] = p.micro_batch;

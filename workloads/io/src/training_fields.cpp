@@ -421,16 +421,22 @@ const ScenarioFieldTable& training_fields() {
       row("fp8_weight_copies", FieldType::string, "FP8 weight copies")
           .flags({"--fp8-weight-copies"})
           .help("quantised GEMM weights under FP8/FP4: cached (kept across micro-batches; Megatron-Core's default) "
-                "or per_microbatch (disable_parameter_transpose_cache under Transformer Engine <= 1.10)")
+                "per_microbatch (disable_parameter_transpose_cache under Transformer Engine <= 1.10) or "
+                "cached_one_layout (one FP8 copy kept, transposed in each micro-batch: DeepSeek-V3's framework)")
           .otherwise("cached")
-          .choices({"cached", "per_microbatch"})
+          .choices({"cached", "per_microbatch", "cached_one_layout"})
           .doc("whether Transformer Engine keeps the quantised copies of the GEMM weights across micro-batches: "
                "cached (Megatron-Core passes is_first_microbatch: a 16-bit weight is quantised once per step, an "
                "FP8 parameter keeps its transpose; the default) or per_microbatch (Megatron-Core / NeMo "
                "disable_parameter_transpose_cache=True under Transformer Engine <= 1.10: a 16-bit weight is "
                "quantised in each micro-batch and the copy kept until its backward; an FP8 parameter is transposed "
                "in each backward GEMM and the transpose freed). From Transformer Engine 1.11 an FP8 parameter keeps "
-               "its transpose whatever Megatron passes: there, per_microbatch holds for 16-bit weights only"),
+               "its transpose whatever Megatron passes: there, per_microbatch holds for 16-bit weights only. "
+               "cached_one_layout: one FP8 copy per GEMM weight kept across micro-batches and the other layout "
+               "made from it by an FP8 transpose in every micro-batch and freed, as DeepSeek-V3's framework runs "
+               "(deepseek-ai/profile-data train.json: no weight quantisation and one 128x128-tile FP8 transpose "
+               "per GEMM weight in each chunk; DeepGEMM takes only the NT layout on SM90); for the delayed, "
+               "tensorwise and blockwise recipes, whose weight copies transpose exactly"),
       row("moe_imbalance", FieldType::number, "MoE imbalance")
           .flags({"--moe-imbalance"})
           .help("MoE load imbalance: busiest expert-parallel rank's tokens over the mean (1: balanced)")

@@ -65,8 +65,14 @@ enum class AttentionOutputStore { separate, e5m6 };
 ///  - per_microbatch: Megatron-Core's disable_parameter_transpose_cache=True under Transformer Engine <= 1.10 (the
 ///    modules get is_first_microbatch=None): a 16-bit weight is quantised in every micro-batch's forward and the copy
 ///    is saved for that micro-batch's backward; an FP8 parameter (which 1.10 creates without a transpose) is
-///    transposed afresh in each backward dgrad GEMM (Float8Tensor.transpose_2d without fill_cache) and freed.
-enum class Fp8WeightCopies { cached, per_microbatch };
+///    transposed afresh in each backward dgrad GEMM (Float8Tensor.transpose_2d without fill_cache) and freed;
+///  - cached_one_layout: DeepSeek-V3's framework: one FP8 copy of each GEMM weight is kept across micro-batches, and
+///    the layout the other GEMM needs (Hopper's FP8 GEMMs take only K-major operands: DeepGEMM README, "the SM90
+///    implementation supports only the NT memory layout") is made from it by an FP8-to-FP8 transpose in every
+///    micro-batch and freed. deepseek-ai/profile-data train.json (one DualPipe forward/backward pair of 4 MoE layers,
+///    EP 64, H800) runs no weight quantisation kernel, and one cuda::batched_transpose over the 128x128 tiles of each
+///    GEMM weight per chunk. Needs a recipe whose weight copy transposes exactly (delayed, tensorwise, blockwise).
+enum class Fp8WeightCopies { cached, per_microbatch, cached_one_layout };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
 /// How the optimizer step is implemented (PyTorch 2.x torch/optim/adam.py and sgd.py; issue #27):
 ///  - fused: one multi-tensor kernel reads each parameter's gradient, weight and states and writes them back once
