@@ -55,7 +55,7 @@ def timed(fn, iters, warmup, dev):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--ctas", default="0,4,8,16")
+    p.add_argument("--ctas", default="0,1,2,4,8,16")
     p.add_argument("--mib", default="64,256,1024")
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
@@ -114,6 +114,28 @@ def main():
                     print(f"{label:12s} {op:15s} {mib:6d} MiB {med*1e3:9.3f} ms busbw {busbw/1e9:7.1f} GB/s "
                           f"spread {spread:.2f} ok={ok}", flush=True)
             del full, part
+        # send/recv ring exchange (each rank sends to rank+1 and receives from rank-1, as a CP ring step does)
+        for mib in (16, 64):
+            n_el = mib * 2**20 // 2
+            snd = torch.full((n_el,), float(rank + 1), device=dev, dtype=torch.bfloat16)
+            rcv = torch.empty(n_el, device=dev, dtype=torch.bfloat16)
+            nxt, prv = (rank + 1) % world, (rank - 1) % world
+
+            def xchg():
+                ops = [dist.P2POp(dist.isend, snd, nxt, group=g), dist.P2POp(dist.irecv, rcv, prv, group=g)]
+                for r in dist.batch_isend_irecv(ops):
+                    r.wait()
+            ts = timed(xchg, a.iters, a.warmup, dev)
+            ok = bool((rcv == float(prv + 1)).all())
+            med = statistics.median(ts)
+            row = {"ctas": c, "label": label, "op": "send_recv_ring", "size_bytes": n_el * 2, "time_median_s": med,
+                   "time_min_s": min(ts), "time_max_s": max(ts), "spread": (max(ts) - min(ts)) / med,
+                   "busbw_GBps": n_el * 2 / med / 1e9, "correct": ok}
+            rows.append(row)
+            if rank == 0:
+                print(f"{label:12s} {'send_recv_ring':15s} {mib:6d} MiB {med*1e3:9.3f} ms bw {n_el*2/med/1e9:7.1f} GB/s "
+                      f"ok={ok}", flush=True)
+            del snd, rcv
     rec["collectives"] = rows
     # GEMM loop alone and beside a 1 GiB reduce-scatter loop on a side stream, per cap.
     n = 8192
