@@ -317,8 +317,8 @@ const ScenarioFieldTable& training_fields() {
           .range(0, 64)
           .doc("the most CTAs (NCCL channels) the data-parallel communicator may use (NCCL_MAX_CTAS, or Megatron-"
                 "Core's per-communicator max_ctas for dp / dp_cp; MLPerf v4.1-v5.1 NeMo: 8): its gradient "
-                "reduce-scatter and parameter all-gather move at most that many CTAs' rate (one CTA: half an "
-                "NVLink, NCCL's 2 CTAs per link) and take that many SMs from compute; 0 = NCCL's own count"),
+                "reduce-scatter and parameter all-gather move at most that many CTAs' rate (one CTA: 0.778 of an "
+                "NVLink link, measured on H200) and take that many SMs from compute; 0 = NCCL's own count"),
       row("overlap_tp_comm", FieldType::boolean, "Overlap TP communication")
           .flags({"--overlap-tp"})
           .help("overlap TP communication with GEMMs")
