@@ -185,7 +185,9 @@ Plan hierarchical(const Ctx& c) {
   const Bytes share = c.S / s;
   const double out_passes = c.op == Collective::all_reduce ? 2.0 : 1.0;
   const Seconds out_lat = t0 + c.out->latency * (out_passes * (d - 1.0));
-  const Seconds out_xfer = share * (out_passes * (d - 1.0) / d) / c.bw_out();
+  // With the communicator's CTAs capped at c < s only c rails carry the across phase (one NIC per channel).
+  const double rails = c.ctas > 0 ? std::min(1.0, double(c.ctas) / s) : 1.0;
+  const Seconds out_xfer = share * (out_passes * (d - 1.0) / d) / (c.bw_out() * rails);
   const double up_phases = c.op == Collective::all_reduce ? 2.0 : 1.0;
   p.latency = up_lat * up_phases + out_lat;
   p.transfer = up_xfer * up_phases + out_xfer;
@@ -284,7 +286,7 @@ Plan send_recv(const Ctx& c) {
   // The peer's share of the p2p channels is 1/n of them: its fill is min(S, F/n). Across domains NCCL's network
   // chunk applies (no fill modelled).
   const Bytes fill = c.d > 1 ? Bytes(0) : std::min(c.S, t.p2p_fill / double(c.n));
-  p.transfer = (c.S + fill) / (t.uni_per_gpu * t.p2p_eta());
+  p.transfer = (c.S + fill) / ((c.d > 1 ? t.uni_per_gpu : c.raw_up()) * t.p2p_eta());
   if (!c.explain) return p;
   c.add_common(p);
   c.add_t0(p);

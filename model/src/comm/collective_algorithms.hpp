@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "gpuplan/core/derivation.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/core/units.hpp"
@@ -45,18 +47,26 @@ struct Ctx {
   Seconds t0;           // per-call base latency (CommGroup::call_latency)
   const std::string& t0_origin;
   bool explain;
+  int ctas = 0;  // CommGroup::max_ctas: 0 = NCCL's own channel count
 
-  [[nodiscard]] Bandwidth bw_up() const { return up.uni_per_gpu * up.bus_efficiency; }
+  /// The scale-up rate per direction before η: the link's, or ctas × one CTA's where the communicator's CTAs are
+  /// capped below what the link needs.
+  [[nodiscard]] Bandwidth raw_up() const {
+    return capped() ? std::min(up.uni_per_gpu, up.per_cta * double(ctas)) : up.uni_per_gpu;
+  }
+  [[nodiscard]] bool capped() const { return ctas > 0 && up.per_cta > Bandwidth(0); }
+  [[nodiscard]] Bandwidth bw_up() const { return raw_up() * up.bus_efficiency; }
   [[nodiscard]] Bandwidth bw_out() const { return out->uni_per_gpu * out->bus_efficiency; }
   /// The rates of NCCL's point-to-point path (send/recv, all-to-all) on each tier.
-  [[nodiscard]] Bandwidth p2p_up() const { return up.uni_per_gpu * up.p2p_eta(); }
+  [[nodiscard]] Bandwidth p2p_up() const { return raw_up() * up.p2p_eta(); }
   [[nodiscard]] Bandwidth p2p_out() const { return out->uni_per_gpu * out->p2p_eta(); }
   /// Bandwidth of a ring or tree that spans domains: NCCL spreads its channels over all s NICs of the group's GPUs
   /// in a domain, and each channel crosses every domain boundary once, so the rate is the lesser of the scale-up
-  /// rate and s × the per-GPU scale-out rate (tuning.cc: busBw = nChannels × bwInter when nNodes > 2).
+  /// rate and s × the per-GPU scale-out rate (tuning.cc: busBw = nChannels × bwInter when nNodes > 2). A ring
+  /// channel leaves a domain through one NIC, so with its CTAs capped at c only min(s, c) NICs carry it.
   [[nodiscard]] Bandwidth bw_spanning() const {
     if (d <= 1) return bw_up();
-    const Bandwidth across = bw_out() * double(s);
+    const Bandwidth across = bw_out() * double(ctas > 0 ? std::min(s, ctas) : s);
     return s > 1 ? std::min(bw_up(), across) : bw_out();
   }
 
@@ -79,11 +89,24 @@ struct Ctx {
                         tier_origin(t, "α", OriginKind::constant)});
     p.inputs.push_back({"BW" + sfx, units::format(t.uni_per_gpu), "per-GPU per-direction spec, " + t.name,
                         tier_origin(t, "BW", OriginKind::datasheet)});
+    add_cta_cap(p, t, sfx);
     p.inputs.push_back({"η" + sfx, units::format_number(t.bus_efficiency, 3), "NCCL bus efficiency, " + t.name,
                         tier_origin(t, "η", OriginKind::derived)});
     if (gain)
       p.inputs.push_back({"g", units::format_number(t.in_network_gain, 3), "NVLS busbw gain over the ring",
                           tier_origin(t, "gain", OriginKind::derived)});
+  }
+  /// With the communicator's CTAs capped: the cap, one CTA's rate, and the BW it leaves (the scale-up tier's BW in
+  /// the formulas stands for min(BW, c·BW_cta); a ring across domains leaves through min(s, c) NICs).
+  void add_cta_cap(Plan& p, const LinkTier& t, const std::string& sfx) const {
+    if (ctas <= 0) return;
+    p.inputs.push_back({"c", std::to_string(ctas), "CTAs (NCCL channels) the communicator may use",
+                        Origin::user("max CTAs of the communicator (--dp-max-ctas)")});
+    if (&t != &up || !capped()) return;
+    p.inputs.push_back({"BW_cta" + sfx, units::format(t.per_cta), "what one CTA moves per direction, " + t.name,
+                        Origin{OriginKind::constant, t.per_cta_origin}});
+    p.notes.push_back(fmt::format("CTAs capped at c = {}: BW{} → min(BW{}, c·BW_cta{}) = {}", ctas, sfx, sfx, sfx,
+                                  units::format(raw_up())));
   }
   /// A tier as NCCL's point-to-point path sees it: α, BW, η_p2p and (with `fill`) the pipeline fill F.
   void add_p2p_tier(Plan& p, const LinkTier& t, std::string_view suffix, bool fill) const {
@@ -92,6 +115,7 @@ struct Ctx {
                         tier_origin(t, "α", OriginKind::constant)});
     p.inputs.push_back({"BW" + sfx, units::format(t.uni_per_gpu), "per-GPU per-direction spec, " + t.name,
                         tier_origin(t, "BW", OriginKind::datasheet)});
+    add_cta_cap(p, t, sfx);
     p.inputs.push_back({"η_p2p" + sfx, units::format_number(t.p2p_eta(), 3),
                         "NCCL point-to-point efficiency, " + t.name,
                         t.p2p_efficiency > 0

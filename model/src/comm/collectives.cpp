@@ -171,7 +171,8 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
       break;
     }
   }
-  const Ctx c{op, bytes, n, s, d, up, group.scale_out ? &*group.scale_out : nullptr, t0, t0_origin, on};
+  const Ctx c{op, bytes, n, s, d, up, group.scale_out ? &*group.scale_out : nullptr, t0, t0_origin, on,
+              group.max_ctas};
 
   std::vector<Plan> plans;
   if (op == Collective::all_to_all) {

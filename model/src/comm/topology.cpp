@@ -113,6 +113,14 @@ constexpr NvlsRow kNvls[] = {
     {"4", 838.0 / 682.2, 8,
      "measured: 8×B200 all-reduce busbw 838.0 GB/s NVLS vs 682.2 ring (S2; sharp_measured); NVL72 850 vs 680"},
 };
+// One CTA's share of an NVLink link (set_per_cta), measured: 2 × H200 (NVLink 4, 25 GB/s per link and direction),
+// NCCL 2.28.9, 1 GiB reduce-scatter / all-gather at max_ctas 8: 135.7 / 116.5 GB/s busbw, a mean of 15.76 GB/s per
+// CTA = 0.778 × 25 GB/s × η 0.81. Linear in the CTA count from 1 to 8 (18.4 / 15.2 GB/s at one CTA).
+constexpr double kCtaShareOfLink = 0.778;
+constexpr std::string_view kCtaShareSource =
+    "measured: 2×H200 NCCL 2.28.9 reduce-scatter/all-gather at 8 CTAs, 15.76 GB/s busbw per CTA "
+    "(data/validation/measured/h200-sxm-141gb/nccl_cta_cap_2gpu.json); other NVLink generations: the same share of "
+    "their link (assumption: NCCL's rule of 2 CTAs per NVLink to saturate it, NVIDIA/nccl issue #1703, is per link)";
 double nvls_ideal(int n) { return 2.0 * double(n - 1) / double(n + 1); }
 
 const LatencyRow* latency_row(hw::LinkType t) {
@@ -194,6 +202,18 @@ void set_p2p(LinkTier& t, const hw::LinkSpec* link, bool scale_out) {
   t.p2p_origin = fmt::format("η_p2p: {} | fill: {}", eta_origin, fill_origin);
 }
 
+/// What one NCCL CTA moves on an NVLink tier, before η: kCtaShareOfLink of one link's per-direction rate, measured on
+/// NVLink 4 (2 × H200, 1-16 CTAs; linear up to 8). NCCL "need[s] to launch 2 CTAs per NVLink in order to saturate
+/// the BW for large messages" (NVIDIA/nccl issue #1703, 2025-05-07): NVLink is memory-mapped, each CTA's loads and
+/// stores spread over all links, and its rate is a share of a link's; that share is carried to other NVLink
+/// generations (an assumption). Other scale-up links (PCIe, xGMI): not known, no cap.
+void set_per_cta(LinkTier& t, const hw::LinkSpec* link) {
+  if (link == nullptr || !nvlink_class(link->type) || !link->per_link_uni) return;
+  t.per_cta = *link->per_link_uni * kCtaShareOfLink;
+  t.per_cta_origin = fmt::format("{} × {} of {} per link ({})", kCtaShareOfLink, units::format(*link->per_link_uni),
+                                 link->info.name, kCtaShareSource);
+}
+
 LinkTier scale_up_tier(int members, const hw::NodeSpec& node, const hw::HardwareDb& db) {
   LinkTier t;
   const hw::GpuSpec* gpu = db.find_gpu(node.gpu);
@@ -253,6 +273,7 @@ LinkTier scale_up_tier(int members, const hw::NodeSpec& node, const hw::Hardware
   t.origin = fmt::format("BW: {} | α: {} | η: {}", bw_origin, alpha_origin, eta_origin);
   if (!nvls_origin.empty()) t.origin += " | " + nvls_origin;
   set_p2p(t, link, false);
+  set_per_cta(t, link);
   return t;
 }
 

@@ -48,8 +48,7 @@ DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std
   }
   if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
     return {std::max(1.0, std::ceil(grads.raw() / (25.0 * 1024 * 1024))), 1};
-  const double bucket = std::max(4.0e7, 1.0e6 * double(plan.par.dp));
-  const double n = std::max(1.0, std::ceil(p_gpu / bucket));
+  const double n = std::max(1.0, std::ceil(p_gpu / megatron_bucket_params(plan)));
   return {n, n};
 }
 
@@ -342,7 +341,8 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
   const TrainingConsts& k = x.k;
   const StepTerms& t = x.t;
   const std::int64_t m = x.m;
-  const double nccl_sm_share = x.nccl_sm_share;
+  // The DP kernels' SM share: at most the DP communicator's CTA cap (dp_comm_compute_share).
+  const double nccl_sm_share = dp_comm_compute_share(k.d, plan);
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   // Only what is reduced travels and fills buckets: routed experts with EP = dp·cp have no expert-data-parallel peer.
   const GpuParams held = params_per_gpu(k.params, plan);

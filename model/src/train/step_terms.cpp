@@ -210,6 +210,12 @@ int expert_grad_group_size(const wl::TrainingPlan& plan) {
 }
 
 CommGroup grad_comm_group(int size, int stride, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  CommGroup g = grad_comm_group_tiers(size, stride, plan, sys);
+  g.max_ctas = plan.dp_max_ctas;  // the DP communicators' CTA cap (--dp-max-ctas)
+  return g;
+}
+
+CommGroup grad_comm_group_tiers(int size, int stride, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
   const int copies = stage_copies(plan);
   if (copies == 1 || sys.node == nullptr) return training_comm_group(size, stride, sys);
   // DualPipe: the mirror copies sit (PP − 1 − 2i)·tp·cp·dp ranks away (Megatron's rank order, PP outermost), in
@@ -268,9 +274,18 @@ Seconds pp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& pla
   return collective_time(Collective::all_gather, pp_message(a, plan) * double(plan.par.tp), tp_g);
 }
 
+double megatron_bucket_params(const wl::TrainingPlan& plan) {
+  // distributed_data_parallel.py: bucket_size = max(40000000, 1000000 * get_data_parallel_world_size()) when not
+  // given; that world size is DP without CP (with_context_parallel defaults to False).
+  return std::max(4.0e7, 1.0e6 * double(plan.par.dp));
+}
+
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
-                            const CommGroup& dp_g, const CommGroup& expert_g) {
+                            const CommGroup& dp_group, const CommGroup& expert_group) {
   DpTimes t;
+  // The DP communicators' CTA cap (--dp-max-ctas), whoever resolved the groups.
+  CommGroup dp_g = dp_group, expert_g = expert_group;
+  dp_g.max_ctas = expert_g.max_ctas = plan.dp_max_ctas;
   const GpuParams p_gpu = params_per_gpu(params, plan), p_train = trainable_per_gpu(a, params, plan);
   const double base_b = base_weight_bytes(plan);
   // ZeRO-3 gathers the (frozen or not) weights for compute; ZeRO-1/2 gather the updated shards after the optimizer
@@ -297,7 +312,7 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
   } else {
     const double bucket = plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none
                               ? 25.0 * 1024 * 1024 / plan.precision.gradient_bytes
-                              : std::max(4.0e7, 1.0e6 * double(dense_grad_group_size(plan)));
+                              : megatron_bucket_params(plan);
     unit = std::max(bucket, emb);
   }
   unit = std::min(unit, p_gpu.dense);
@@ -454,6 +469,12 @@ double comm_compute_share(const Device& d) {
   // (Parts whose SM count is not in the data get no contention term.)
   if (d.eff.comm_compute_loss > 0) return d.eff.comm_compute_loss;
   return d.gpu->compute_units > 0 ? std::min(1.0, 16.0 / double(d.gpu->compute_units)) : 0.0;
+}
+
+double dp_comm_compute_share(const Device& d, const wl::TrainingPlan& plan) {
+  const double share = comm_compute_share(d);
+  if (plan.dp_max_ctas <= 0 || d.gpu->compute_units <= 0) return share;
+  return std::min(share, double(plan.dp_max_ctas) / double(d.gpu->compute_units));
 }
 
 /// Bytes one optimizer step streams per parameter: a fused AdamW reads and writes the master weight, m and v (fp32),

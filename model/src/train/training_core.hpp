@@ -100,8 +100,11 @@ GpuParams trainable_per_gpu(const wl::TransformerArch& a, const ParameterCounts&
 int dense_grad_group_size(const wl::TrainingPlan& plan);
 int expert_grad_group_size(const wl::TrainingPlan& plan);
 /// The link tiers of a gradient group of `size` GPUs `stride` ranks apart: training_comm_group, except under DualPipe,
-/// whose mirror copies live in other scale-up domains (the group's members per domain stay, its domains double).
+/// whose mirror copies live in other scale-up domains (the group's members per domain stay, its domains double);
+/// with the plan's DP CTA cap (dp_max_ctas) on the communicator.
 CommGroup grad_comm_group(int size, int stride, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+/// The same group's tiers without the cap.
+CommGroup grad_comm_group_tiers(int size, int stride, const wl::TrainingPlan& plan, const TrainingSystem& sys);
 /// Trainable parameters per GPU whose gradients the DP step reduces: the dense ones (when dp·cp > 1) and the routed
 /// experts' only when their expert-data-parallel group has more than one GPU (EP = dp·cp leaves nothing to reduce).
 double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan);
@@ -172,6 +175,11 @@ std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::Train
 /// Fraction of GEMM throughput a collective running beside compute takes: the calibration profile's measured
 /// comm_compute_loss, else 16 NCCL channels' share of the GPU's SMs (an assumption).
 double comm_compute_share(const Device& d);
+/// Megatron-Core's default gradient bucket in parameters: max(40M, 1M × DP) (DistributedDataParallel, DP without CP).
+double megatron_bucket_params(const wl::TrainingPlan& plan);
+/// The SM share of the DP collectives' kernels beside compute: comm_compute_share, at most dp_max_ctas SMs of the GPU
+/// when the plan caps the DP communicator's CTAs (one CTA runs on one SM).
+double dp_comm_compute_share(const Device& d, const wl::TrainingPlan& plan);
 /// ZeRO shard count of the optimizer step over the dense parameters (1 without ZeRO): the dp·cp group (Megatron-Core's
 /// distributed optimizer shards over the data-parallel group with context parallelism), or the hybrid shard group.
 double optimizer_shard(const wl::TrainingPlan& plan);

@@ -251,6 +251,15 @@ Derivation explain_comm(const StepInputs& x) {
              ? Origin::calibration(d.eff.origin)
              : Origin::assumption("16 NCCL channels' share of the SMs; the wait is the built-in median of our H100 "
                                   "and H200 overlap items (data/calibration/*/samples-overlap-*.json)")});
+    if (plan.dp_max_ctas > 0)
+      comm.inputs.push_back(
+          {"DP CTAs", fmt::format("{} (GEMM loss beside the DP collectives {})", plan.dp_max_ctas,
+                                  units::format_number(dp_comm_compute_share(d, plan), 3)),
+           "the DP communicator's CTAs (NCCL channels) are capped: its reduce-scatter and all-gather move at most "
+           "that many CTAs' rate on the scale-up tier (one CTA: 0.778 of an NVLink link, measured on H200), leave a domain through at most that "
+           "many NICs, and hold at most that many SMs",
+           Origin::user("dp_max_ctas (--dp-max-ctas): NCCL_MAX_CTAS / Megatron-Core nccl_communicator_config_path "
+                        "max_ctas of the dp and dp_cp groups")});
   }
   return comm;
 }

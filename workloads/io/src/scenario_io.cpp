@@ -251,6 +251,7 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   }
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;
+  if (auto v = r.integer("dp_max_ctas")) p.dp_max_ctas = int(*v);
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
@@ -366,6 +367,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   }
   j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   j["overlap_param_gather"] = p.overlap_param_gather;
+  if (p.dp_max_ctas > 0) j["dp_max_ctas"] = p.dp_max_ctas;
   j["overlap_tp_comm"] = p.overlap_tp_comm;
   if (!p.overlap_p2p_comm) j["overlap_p2p_comm"] = false;
   if (p.pp_scatter_gather) j["pp_scatter_gather"] = true;

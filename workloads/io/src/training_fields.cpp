@@ -309,6 +309,16 @@ const ScenarioFieldTable& training_fields() {
           .help("overlap parameter gathers")
           .otherwise("true")
           .doc("overlap parameter all-gather with compute"),
+      row("dp_max_ctas", FieldType::integer, "DP communicator max CTAs")
+          .flags({"--dp-max-ctas"})
+          .help("the most CTAs (NCCL channels) of the data-parallel communicator (NCCL_MAX_CTAS; Megatron-Core "
+                "nccl_communicator_config_path max_ctas of dp / dp_cp); 0 = NCCL's own channel count")
+          .otherwise("0")
+          .range(0, 64)
+          .doc("the most CTAs (NCCL channels) the data-parallel communicator may use (NCCL_MAX_CTAS, or Megatron-"
+                "Core's per-communicator max_ctas for dp / dp_cp; MLPerf v4.1-v5.1 NeMo: 8): its gradient "
+                "reduce-scatter and parameter all-gather move at most that many CTAs' rate (one CTA: 0.778 of an "
+                "NVLink link, measured on H200) and take that many SMs from compute; 0 = NCCL's own count"),
       row("overlap_tp_comm", FieldType::boolean, "Overlap TP communication")
           .flags({"--overlap-tp"})
           .help("overlap TP communication with GEMMs")

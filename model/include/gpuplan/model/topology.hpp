@@ -30,6 +30,10 @@ struct LinkTier {
   /// is paid twice; a peer's share of a communicator of n ranks is fill/n. 0 = no fill modelled.
   units::Bytes p2p_fill{};
   std::string p2p_origin;  ///< citation of p2p_efficiency and p2p_fill ("η_p2p: … | fill: …")
+  /// What one NCCL CTA (one channel) moves on this tier, per direction, before η: a communicator whose CTAs are
+  /// capped (CommGroup::max_ctas) reaches at most max_ctas × this. 0 = not known (no cap applied on this tier).
+  units::Bandwidth per_cta{};
+  std::string per_cta_origin;  ///< citation of per_cta
   [[nodiscard]] double p2p_eta() const { return p2p_efficiency > 0 ? p2p_efficiency : bus_efficiency; }
 };
 
@@ -57,6 +61,10 @@ struct CommGroup {
   /// Measured fits per (op, group size) on the scale-up tier (calibration); a collective of exactly that op and size
   /// inside one domain uses its own fit instead of the tier's α and η.
   std::vector<LinkOpFit> scale_up_fits;
+  /// The most CTAs (NCCL channels) the communicator's kernels may use (NCCL_MAX_CTAS or a per-communicator
+  /// max_ctas); 0 = NCCL's own channel count, no cap. Caps the scale-up rate at max_ctas × LinkTier::per_cta and a
+  /// ring across domains to max_ctas NICs per domain.
+  int max_ctas = 0;
   [[nodiscard]] int domains() const { return scale_up_size > 0 ? size / scale_up_size : size; }
 };
 

@@ -278,6 +278,11 @@ struct TrainingPlan {
   Lora lora;                           ///< rank 0: full fine-tuning / pre-training
   bool overlap_grad_reduce = true;     ///< DP/FSDP gradient reduction overlapped with backward compute
   bool overlap_param_gather = true;    ///< ZeRO-3/FSDP parameter all-gather prefetched behind compute
+  /// The most CTAs (NCCL channels) the data-parallel communicator's kernels may use (NCCL_MAX_CTAS, or per
+  /// communicator Megatron-Core's nccl_communicator_config_path `max_ctas` for the dp / dp_cp groups; MLPerf v4.1-v5.1
+  /// NeMo recipes: 8). 0 = NCCL's own channel count. Each CTA moves a bounded rate, so a cap bounds the DP
+  /// collectives' bandwidth and the SMs they take from compute.
+  int dp_max_ctas = 0;
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
   PipelineSplit split;                 ///< how the decoder layers are split over the pipeline's chunks
   unsigned recompute_modules = 0;      ///< RecomputeModule bits (with Recompute::none or selective)
