@@ -450,6 +450,23 @@ def express_fp8_attention(case):
     return case
 
 
+DP_CTAS = (" NCCL_CFG_PATH (config_common.sh) -> conf/nccl/custom_communicator_cta.yaml, Megatron-Core's "
+           "nccl_communicator_config_path: the dp and dp_cp communicators min_ctas 1, max_ctas 8 -> dp_max_ctas 8.")
+BUCKET_8B = (" Not expressible: config_common_8b.sh BUCKET_SIZE=768000000 (Megatron DDP bucket of 768M parameters; the "
+             "model uses Megatron's default max(40M, 1M x DP)).")
+
+
+def express_dp_ctas(case):
+    """NVIDIA's GPT-3, Llama 3.1 405B and 8B recipes load conf/nccl/custom_communicator_cta.yaml (the DP communicator
+    capped at 8 CTAs; the LoRA recipes and AMD's do not): dp_max_ctas 8, appended to the notes. Idempotent."""
+    case["scenario"]["dp_max_ctas"] = 8
+    if DP_CTAS not in case["notes"]:
+        case["notes"] += DP_CTAS
+    if "-llama31-8b-" in case["id"] and BUCKET_8B not in case["notes"]:
+        case["notes"] += BUCKET_8B
+    return case
+
+
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--express-fp8-attention":
         # Re-apply express_fp8_attention to the rows already in the file (no mirrors needed).
@@ -460,9 +477,9 @@ def main():
             f.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
         return
     root = sys.argv[1]
-    new = ([gpt3_case(root, *g) for g in GPT3] + [llama_case(root, *l) for l in LLAMA] +
-           [lora_case(root, *l) for l in LORA] + [llama8b_case(root, *l) for l in LLAMA8B] +
-           [amd_lora_case(root, *l) for l in AMD_LORA])
+    new = ([express_dp_ctas(gpt3_case(root, *g)) for g in GPT3] +
+           [express_dp_ctas(llama_case(root, *l)) for l in LLAMA] + [lora_case(root, *l) for l in LORA] +
+           [express_dp_ctas(llama8b_case(root, *l)) for l in LLAMA8B] + [amd_lora_case(root, *l) for l in AMD_LORA])
     new = [express_fp8_attention(c) for c in new]
     with open(CASES) as f:
         data = json.load(f)
