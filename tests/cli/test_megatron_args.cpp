@@ -273,20 +273,6 @@ TEST_SUITE("megatron args: mapping") {
     CHECK(m->keys["fp8_params"] == true);
   }
 
-  TEST_CASE("--fp8-dot-product-attention maps to FP8 attention under FP8 or FP4 training, and is refused without") {
-    // TransformerConfig.fp8_dot_product_attention (Megatron-LM arguments.py --fp8-dot-product-attention).
-    Diagnostics d1, d2, d3;
-    auto fp8 = map_typed({"--bf16", "--fp8-format", "hybrid", "--fp8-dot-product-attention"}, d1);
-    REQUIRE(fp8);
-    CHECK(fp8->keys["fp8_dot_product_attention"] == true);
-    auto fp4 = map_typed({"--bf16", "--fp4-format", "e2m1", "--fp8-dot-product-attention"}, d2);
-    REQUIRE(fp4);
-    CHECK(fp4->keys["fp8_dot_product_attention"] == true);
-    CHECK_FALSE(map_typed({"--bf16", "--fp8-dot-product-attention"}, d3));
-    CHECK(d3.to_string().find("'--fp8-dot-product-attention': FP8 attention runs inside FP8 or FP4 training") !=
-          std::string::npos);
-  }
-
   TEST_CASE("ignored: learning rate, data, logging, checkpointing: listed, never mapped") {
     Diagnostics d;
     auto m = map_typed({"--lr", "3e-4", "--data-path", "a", "b", "--log-interval", "10", "--save", "/ckpt", "--seed",
