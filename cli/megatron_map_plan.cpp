@@ -55,6 +55,16 @@ void Mapper::batch() {
   if (auto v = integer("--seq-length")) set("seq", *v, "--seq-length");
 }
 
+constexpr const char* kFp4RecipeRule = "gpuplan prices FP4 as NVFP4 (E4M3 scales per 16 elements); this recipe is";
+
+// TransformerConfig fp8_recipe: delayed (the default), tensorwise, mxfp8, blockwise (wl::QuantRecipe).
+void Mapper::map_fp8_recipe(const std::string& recipe) {
+  if (recipe != "delayed" && recipe != "tensorwise" && recipe != "mxfp8" && recipe != "blockwise")
+    refuse(*get("--fp8-recipe"), "gpuplan prices the delayed, tensorwise, mxfp8 and blockwise recipes; this one is");
+  else if (recipe != "delayed")
+    set("fp8_recipe", recipe, "--fp8-recipe");
+}
+
 void Mapper::precision() {
   const bool bf16 = given("--bf16"), fp16 = given("--fp16");
   if (bf16 && fp16) bad(*get("--fp16"), "Megatron-LM refuses --bf16 with --fp16");
@@ -66,18 +76,13 @@ void Mapper::precision() {
     const auto recipe = text("--fp4-recipe").value_or("nvfp4");
     if (*fp4 != "e2m1") bad(*get("--fp4-format"), "expected e2m1");
     else if (recipe != "nvfp4")
-      refuse(*get("--fp4-recipe"), "gpuplan prices FP4 as NVFP4 (E4M3 scales per 16 elements); this recipe is");
+      refuse(*get("--fp4-recipe"), kFp4RecipeRule);
     else if (!bf16)
       refuse(*get("--fp4-format"), fp16 ? "FP4 GEMMs inside fp16 training are" : "FP4 GEMMs inside fp32 training are");
     else set("precision", "fp4", "--fp4-format");
   } else if (fp8) {
     if (*fp8 != "e4m3" && *fp8 != "hybrid") bad(*get("--fp8-format"), "expected e4m3 or hybrid");
-    // TransformerConfig fp8_recipe: delayed (default), tensorwise, mxfp8, blockwise (wl::QuantRecipe).
-    const auto recipe = text("--fp8-recipe").value_or("delayed");
-    if (recipe != "delayed" && recipe != "tensorwise" && recipe != "mxfp8" && recipe != "blockwise")
-      refuse(*get("--fp8-recipe"), "gpuplan prices the delayed, tensorwise, mxfp8 and blockwise recipes; this one is");
-    else if (recipe != "delayed")
-      set("fp8_recipe", recipe, "--fp8-recipe");
+    map_fp8_recipe(text("--fp8-recipe").value_or("delayed"));
     if (!bf16)
       refuse(*get("--fp8-format"),
              fp16 ? "FP8 GEMMs inside fp16 training are" : "FP8 GEMMs inside fp32 training are");
@@ -89,10 +94,23 @@ void Mapper::precision() {
   } else if (a_.whole_command) {
     set_default("precision", "fp32", "no --bf16 or --fp16: Megatron-LM trains in fp32");
   }
-  if (given("--fp8-recipe") && !fp8) m_.ignored.push_back("--fp8-recipe");
-  if (given("--fp4-recipe") && !given("--fp4-format")) m_.ignored.push_back("--fp4-recipe");
+  // Without --fp8-format, Megatron-LM trains without FP8 and ignores the recipe and the FP8 parameter gather: so does a
+  // pasted command. Typed beside gpuplan's own flags (`--precision fp8 --fp8-recipe tensorwise`), they are the FP8
+  // settings of gpuplan's precision: mapped, and the scenario's rules refuse them unless the precision is fp8.
+  const bool typed_fp8 = !fp8 && !a_.whole_command;
+  if (given("--fp8-recipe") && !fp8) {
+    if (!typed_fp8) m_.ignored.push_back("--fp8-recipe");
+    else if (auto recipe = text("--fp8-recipe")) map_fp8_recipe(*recipe);
+  }
+  if (given("--fp4-recipe") && !fp4) {
+    // gpuplan's fp4 is NVFP4, the one recipe: typed beside --precision fp4 it is checked, in a pasted script ignored.
+    if (a_.whole_command) m_.ignored.push_back("--fp4-recipe");
+    else if (auto recipe = text("--fp4-recipe"); recipe && *recipe != "nvfp4")
+      refuse(*get("--fp4-recipe"), kFp4RecipeRule);
+    else m_.assumed.push_back("--fp4-recipe nvfp4 (gpuplan's fp4 is NVFP4)");
+  }
   if (given("--fp8-param-gather")) {
-    if (fp8) set("fp8_params", true, "--fp8-param-gather");
+    if (fp8 || typed_fp8) set("fp8_params", true, "--fp8-param-gather");
     else m_.ignored.push_back("--fp8-param-gather");
   }
   // Gradient buffers: fp32 with bf16 unless --grad-reduce-in-bf16 (arguments.py, validate_args), the parameter

@@ -86,6 +86,7 @@ class Mapper {
   void parallel();
   void batch();
   void precision();
+  void map_fp8_recipe(const std::string& recipe);
   void recompute();
   void pipeline_split();
   void optimizer();

@@ -95,6 +95,30 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
                           "elements); this recipe is not modelled yet (#22)"));
   }
 
+  TEST_CASE("--fp8-recipe beside gpuplan's --precision fp8 prices that recipe, beside bf16 it exits 2") {
+    const std::vector<std::string> base{"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--zero", "1", "--format", "json"};
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> a = base;
+      a.insert(a.end(), extra.begin(), extra.end());
+      return run(a);
+    };
+    const Run delayed = with({"--precision", "fp8"});
+    const Run typed = with({"--precision", "fp8", "--fp8-recipe", "blockwise"});
+    const Run native = with({"--bf16", "--fp8-format", "e4m3", "--fp8-recipe", "blockwise"});
+    INFO(typed.err);
+    REQUIRE(delayed.rc == 0);
+    REQUIRE(typed.rc == 0);
+    REQUIRE(native.rc == 0);
+    CHECK(contains(typed.err, "fp8_recipe = \"blockwise\" (--fp8-recipe blockwise)"));
+    CHECK_FALSE(contains(typed.err, "ignored"));
+    // The recipe is priced: the same step as Megatron's own --fp8-format spelling, not the delayed default's.
+    CHECK(parse_json(typed)["step_time_s"] == parse_json(native)["step_time_s"]);
+    CHECK(parse_json(typed)["step_time_s"] != parse_json(delayed)["step_time_s"]);
+    const Run bf16 = with({"--precision", "bf16", "--fp8-recipe", "tensorwise"});
+    CHECK(bf16.rc == kInvalid);
+    CHECK(contains(bf16.err, "an FP8 recipe needs precision fp8 (precision is bf16)"));
+  }
+
   TEST_CASE("NVFP4 training maps and prices on a B200, and on an H100 (no FP4 tensor cores) the plan is infeasible, exit 3") {
     const Run b = run({"train", "-m", "llama-3-8b", "--gpu", "b200", "--gpus", "8", "--bf16", "--fp4-format", "e2m1"});
     INFO(b.err);

@@ -273,6 +273,38 @@ TEST_SUITE("megatron args: mapping") {
     CHECK(m->keys["fp8_params"] == true);
   }
 
+  TEST_CASE("--fp8-recipe and --fp8-param-gather typed beside gpuplan's --precision are mapped, in a pasted script "
+            "without --fp8-format they are ignored, as Megatron-LM ignores them") {
+    Diagnostics d1, d2, d3;
+    // Typed on gpuplan's command line (gpuplan train --precision fp8 --fp8-recipe tensorwise ...): the FP8 settings
+    // of gpuplan's own precision. It used to be listed as ignored, and the run priced the delayed recipe.
+    auto typed = map_typed({"--fp8-recipe", "tensorwise", "--fp8-param-gather"}, d1);
+    INFO(d1.to_string());
+    REQUIRE(typed);
+    CHECK(typed->keys["fp8_recipe"] == "tensorwise");
+    CHECK(typed->keys["fp8_params"] == true);
+    CHECK(typed->keys.count("precision") == 0);
+    CHECK(typed->ignored.empty());
+    // A pasted command without --fp8-format trains in bf16: the recipe does not apply.
+    auto pasted = map_script("python pretrain_gpt.py --bf16 --fp8-recipe tensorwise --fp8-param-gather\n", d2);
+    REQUIRE(pasted);
+    CHECK(pasted->keys.count("fp8_recipe") == 0);
+    CHECK(pasted->keys.count("fp8_params") == 0);
+    CHECK(pasted->ignored == std::vector<std::string>{"--fp8-recipe", "--fp8-param-gather"});
+    // An unpriced recipe typed alone is refused with its value, as with --fp8-format.
+    auto bad = map_typed({"--fp8-recipe", "custom"}, d3);
+    CHECK_FALSE(bad);
+    CHECK(d3.to_string().find("'--fp8-recipe custom': gpuplan prices the delayed") != std::string::npos);
+    // --fp4-recipe typed beside --precision fp4: nvfp4 is gpuplan's fp4 (stated), anything else refused.
+    Diagnostics d4, d5;
+    auto nv = map_typed({"--fp4-recipe", "nvfp4"}, d4);
+    REQUIRE(nv);
+    CHECK(nv->assumed == std::vector<std::string>{"--fp4-recipe nvfp4 (gpuplan's fp4 is NVFP4)"});
+    CHECK(nv->ignored.empty());
+    CHECK_FALSE(map_typed({"--fp4-recipe", "mxfp4"}, d5));
+    CHECK(d5.to_string().find("'--fp4-recipe mxfp4': gpuplan prices FP4 as NVFP4") != std::string::npos);
+  }
+
   TEST_CASE("ignored: learning rate, data, logging, checkpointing: listed, never mapped") {
     Diagnostics d;
     auto m = map_typed({"--lr", "3e-4", "--data-path", "a", "b", "--log-interval", "10", "--save", "/ckpt", "--seed",
