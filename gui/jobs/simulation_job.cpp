@@ -47,18 +47,12 @@ SimulationResult evaluate_simulation(const AppData& data, const SimulationReques
   if (out.diags.has_errors()) return out;
 
   const ServingRequest& s = req.serving;
-  wl_io::ServingScenario sc;
-  sc.model = s.model;
-  sc.gpu = s.gpu;
-  sc.tp = s.tp;
-  sc.weight_dtype = s.weight_dtype;
-  sc.kv_dtype = s.kv_dtype;
-  sc.input_tokens = s.prompt_tokens;
-  sc.output_tokens = s.output_tokens;
+  const auto sc = serving_scenario(s, out.diags);
+  if (!sc) return out;
   auto where = [](const std::string& k) {
     return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model") : k;
   };
-  auto r = app::resolve_serving(sc, data.data_dir, !s.calibration, data.db, data.library, where, out.diags);
+  auto r = app::resolve_serving(*sc, data.data_dir, !s.calibration, data.db, data.library, where, out.diags);
   if (!r) return out;
   model::ServingPerfPlan perf = r->perf;
   const hw::GpuSpec& gpu = *r->sys.gpu;

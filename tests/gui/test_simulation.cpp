@@ -51,8 +51,8 @@ model::SimResult direct(const gui::AppData& data, double rate, std::int64_t n, s
   sc.model = "llama-3.1-8b";
   sc.gpu = "h100-sxm5-80gb";
   sc.tp = 1;
-  sc.weight_dtype = "bf16";
-  sc.kv_dtype = "bf16";
+  sc.weight_dtype = model::StoreDtype::bf16;
+  sc.kv_dtype = model::StoreDtype::bf16;
   sc.input_tokens = 1024;
   sc.output_tokens = 256;
   Diagnostics diags;
