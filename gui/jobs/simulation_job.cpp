@@ -8,6 +8,7 @@
 
 #include "gpuplan/model/sim_kv.hpp"
 #include "gpuplan/app/resolve.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 
 namespace gpuplan::gui {
 namespace {
@@ -33,17 +34,21 @@ SimulationResult evaluate_simulation(const AppData& data, const SimulationReques
   const auto t0 = std::chrono::steady_clock::now();
   SimulationResult out;
   out.request = req;
-  // The page's own controls, checked as `gpuplan simulate` checks its flags (the widgets' ranges keep them inside).
+  // The page's own controls, checked as `gpuplan simulate` checks its flags (the widgets' ranges keep them inside),
+  // each named by its label in simulate's field table.
+  auto at = [](const char* key) { return wl_io::key_label(wl_io::simulate_fields(), key); };
   if (!(req.rate > 0 && req.rate < 1e9))
     out.diags.error("", "Rate", fmt::format("{} is not a rate in (0, 10⁹) requests/s", req.rate));
   if (req.gamma && !(req.cv > 0 && req.cv <= 100))
-    out.diags.error("", "CV", fmt::format("{} is not a coefficient of variation in (0, 100]", req.cv));
+    out.diags.error("", at("cv"), fmt::format("{} is not a coefficient of variation in (0, 100]", req.cv));
   if (req.requests < 1 || req.requests > kMaxSimulatedRequests)
-    out.diags.error("", "Requests", fmt::format("{} is not a request count in [1, {}]", req.requests, kMaxSimulatedRequests));
+    out.diags.error("", at("requests"),
+                    fmt::format("{} is not a request count in [1, {}]", req.requests, kMaxSimulatedRequests));
   if (req.static_batch < 1 || req.static_batch > 1'000'000)
-    out.diags.error("", "Batch B", fmt::format("{} is not a batch size in [1, 10⁶] requests", req.static_batch));
+    out.diags.error("", at("static_batch"), fmt::format("{} is not a batch size in [1, 10⁶] requests", req.static_batch));
   if (!(req.static_timeout_s >= 0 && req.static_timeout_s < 1e9))
-    out.diags.error("", "Timeout", fmt::format("{} is not a timeout in [0, 10⁹) seconds", req.static_timeout_s));
+    out.diags.error("", at("batch_timeout_s"),
+                    fmt::format("{} is not a timeout in [0, 10⁹) seconds", req.static_timeout_s));
   if (out.diags.has_errors()) return out;
 
   const ServingRequest& s = req.serving;

@@ -315,3 +315,48 @@ TEST_CASE("a DeepEP mode without the DeepEP backend is refused by the decoder, w
   REQUIRE(ok.ok());
   CHECK(ok->deepep_mode == model::DeepEpMode::automatic);
 }
+
+TEST_CASE("gpuplan simulate has one option per row of its field table, of the key's type, with the key's help") {
+  CLI::App app;
+  cli::GlobalOptions g;
+  int rc = 0;
+  cli::register_simulate(app, g, rc);
+  const CLI::App* cmd = app.get_subcommand("simulate");
+  REQUIRE(cmd != nullptr);
+  const auto options = field_docs::options_of(*cmd);
+  for (const auto& f : wl_io::simulate_fields()) {
+    CAPTURE(f.key());
+    CHECK(!f.label.empty());
+    CHECK(!f.spec.doc.empty());
+    REQUIRE(options.count(f.flag()) == 1);
+    CHECK(options.at(f.flag())->get_description() == f.help_with_default());
+    CHECK(options.at(f.flag())->get_type_name() == cli_type(f));
+    // No serving key shares a simulate option's flag: the two tables generate disjoint options.
+    for (const auto& s : serving_fields()) CHECK(s.flag() != f.flag());
+  }
+  CHECK(wl_io::simulate_fields().size() == 11);
+  // The trace, length and seed rows are the autoscale load's: one help and one meaning for both commands.
+  for (const char* key : {"trace", "input_lengths", "output_lengths", "seed"}) {
+    CAPTURE(key);
+    const auto* sim = wl_io::find_field(wl_io::simulate_fields(), key);
+    const auto* load = wl_io::find_field(wl_io::autoscale_load_fields(), key);
+    REQUIRE(sim != nullptr);
+    REQUIRE(load != nullptr);
+    CHECK(sim->help_with_default() == load->help_with_default());
+    CHECK(sim->spec.doc == load->spec.doc);
+  }
+  CHECK(wl_io::key_label(wl_io::simulate_fields(), "static_batch") == "Batch B");
+  CHECK(wl_io::key_label(wl_io::simulate_fields(), "no_such_key") == "no_such_key");
+}
+
+TEST_CASE("simulate runs the defaults its field table states: arrivals, requests, seed and batching") {
+  auto def = [](const char* key) { return wl_io::find_field(wl_io::simulate_fields(), key)->default_text; };
+  const auto r = cli_test::run({"simulate", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--input-tokens",
+                                "128", "--output-tokens", "16", "--format", "json"});
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["workload"] == fmt::format("{} arrivals at 2 req/s, {} requests, seed {}", def("arrival"), def("requests"),
+                                     def("seed")));
+  CHECK(j["batching"] == def("batching"));
+  CHECK(j["requests"] == std::stoll(def("requests")));
+}
