@@ -7,6 +7,7 @@
 #include "gpuplan/app/gemm_shapes.hpp"
 #include "gpuplan/app/resolve.hpp"
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/hw/lookup.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/roofline.hpp"
@@ -134,8 +135,7 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
       sys.db = &db.value();
       sys.gpu = gs;
       sys.efficiency = cal.efficiency;
-      for (const auto& n : db->nodes)
-        if (n.gpu == gs->info.id) sys.node = &n;
+      sys.node = hw::first_node_of(*db, gs->info.id);
       auto est = model::estimate_training(entry->arch, plan, sys, Explain::off);
       if (!est.feasibility.ok && est.layer_ops.empty()) {
         for (const auto& r : est.feasibility.reasons) diags.error("", "--model", r);

@@ -1,5 +1,6 @@
 // `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables; with
 // --scenario-doc, docs/scenario.md with its key tables generated from the scenario field tables.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -63,6 +64,9 @@ std::string field_reference() {
       "unless they give it a meaning of their own)",
       wl_io::serving_fields());
   o += wl_io::scenario_field_reference_markdown(
+      "Simulate options (`gpuplan simulate`'s own flags; no scenario file holds them; the GUI's simulation panel)",
+      wl_io::simulate_fields());
+  o += wl_io::scenario_field_reference_markdown(
       "Autoscale scenario (`gpuplan autoscale --scenario`, data/scenarios/*-autoscale.json; a flag overrides its key)",
       wl_io::autoscale_fields());
   o += wl_io::scenario_field_reference_markdown("Autoscale scenario: load", wl_io::autoscale_load_fields());
@@ -107,11 +111,28 @@ std::vector<std::string> row_cells(const std::string& line) {
   return cells;
 }
 
+/// The scenario tables a page can hold, by the kind its markers name, in the order the page lists them.
+const std::vector<std::pair<std::string, const wl_io::ScenarioFieldTable*>>& doc_tables() {
+  static const std::vector<std::pair<std::string, const wl_io::ScenarioFieldTable*>> t{
+      {"training", &wl_io::training_fields()},
+      {"serving", &wl_io::serving_fields()},
+      {"simulate", &wl_io::simulate_fields()},
+      {"autoscale", &wl_io::autoscale_fields()},
+      {"autoscale-load", &wl_io::autoscale_load_fields()},
+      {"autoscale-policy", &wl_io::autoscale_policy_fields()}};
+  return t;
+}
+
+/// "training, serving, ...": the kinds, for messages and --help.
+std::string doc_table_kinds() {
+  std::string s;
+  for (const auto& t : doc_tables()) s += (s.empty() ? "" : ", ") + t.first;
+  return s;
+}
+
 }  // namespace
 
 std::optional<std::string> scenario_doc(const std::string& text, const std::string& file, Diagnostics& diags) {
-  const std::map<std::string, const wl_io::ScenarioFieldTable*> tables{{"training", &wl_io::training_fields()},
-                                                                        {"serving", &wl_io::serving_fields()}};
   std::string o, line;
   const wl_io::ScenarioFieldTable* table = nullptr;  // inside a table's markers
   std::map<std::string, std::string> meanings;
@@ -124,10 +145,11 @@ std::optional<std::string> scenario_doc(const std::string& text, const std::stri
     ++n;
     if (table == nullptr && line.rfind(kTableBegin, 0) == 0) {
       const std::string kind = line.substr(kTableBegin.size(), line.find(' ', kTableBegin.size()) - kTableBegin.size());
-      const auto it = tables.find(kind);
-      if (it == tables.end()) {
+      const auto it = std::find_if(doc_tables().begin(), doc_tables().end(),
+                                   [&kind](const auto& t) { return t.first == kind; });
+      if (it == doc_tables().end()) {
         diags.add(Diagnostic{Severity::error, file, "", n, 0,
-                             fmt::format("'{}' is not a scenario kind (training, serving)", kind)});
+                             fmt::format("'{}' is not a scenario kind ({})", kind, doc_table_kinds())});
         return std::nullopt;
       }
       table = it->second;
@@ -165,7 +187,7 @@ void register_schema(CLI::App& app, int& rc) {
   help += kTableBegin;
   help += "KIND -->' and '";
   help += kTableEnd;
-  help += "' lines generated from the KIND (training, serving) field table, each key's meaning kept";
+  help += "' lines generated from the KIND (" + doc_table_kinds() + ") field table, each key's meaning kept";
   s->add_option("--scenario-doc", *doc, help);
   s->callback([&rc, doc] {
     if (doc->empty()) {

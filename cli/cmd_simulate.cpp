@@ -20,7 +20,10 @@ namespace {
 
 using nlohmann::ordered_json;
 
+/// simulate's own options: generated from wl_io::simulate_fields() (`keys`), then read over the defaults the table
+/// states (test_serving_fields.cpp checks that simulate runs them).
 struct SimFlags {
+  ScenarioFlags keys;
   std::string trace;
   std::string arrival = "poisson";
   double cv = 1.0;
@@ -31,6 +34,20 @@ struct SimFlags {
   std::string batching = "continuous";
   std::optional<long long> static_batch;
   double batch_timeout_s = 0;
+
+  void read() {
+    trace = keys.text("trace").value_or(trace);
+    arrival = keys.text("arrival").value_or(arrival);
+    cv = keys.number("cv").value_or(cv);
+    requests = keys.integer("requests").value_or(requests);
+    input_lengths = keys.text("input_lengths");
+    output_lengths = keys.text("output_lengths");
+    seed = keys.integer("seed").value_or(seed);
+    series_s = keys.number("series_s");
+    batching = keys.text("batching").value_or(batching);
+    static_batch = keys.integer("static_batch");
+    batch_timeout_s = keys.number("batch_timeout_s").value_or(batch_timeout_s);
+  }
 };
 
 int run_simulate(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& s,
@@ -263,33 +280,12 @@ void register_simulate(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--scenario", s->scenario, "serving scenario JSON (keys of docs/scenario.md); flags override it");
   add_serve_options(*c, *s, false);
   add_serve_key(*c, *s, "rate", "arrival rate, requests per second (synthetic arrivals)");
-  c->add_option("--trace", sf->trace,
-                "replay a trace CSV: Azure LLM inference 2023 (TIMESTAMP, ContextTokens, GeneratedTokens) or BurstGPT "
-                "(Timestamp, Request tokens, Response tokens)");
-  c->add_option("--arrival", sf->arrival, "synthetic arrival process: poisson or gamma")->capture_default_str();
-  c->add_option("--cv", sf->cv, "gamma arrivals: coefficient of variation of the gaps (> 1: bursty)")
-      ->capture_default_str();
-  c->add_option("--requests", sf->requests, "synthetic requests to simulate")->capture_default_str();
-  c->add_option("--input-lengths", sf->input_lengths,
-                "prompt lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --input-tokens)");
-  c->add_option("--output-lengths", sf->output_lengths,
-                "output lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD (default: fixed --output-tokens)");
-  c->add_option("--seed", sf->seed, "seed of the synthetic arrivals and lengths")->capture_default_str();
-  c->add_option("--series-s", sf->series_s, "print a time series sample every this many simulated seconds");
-  c->add_option("--batching", sf->batching,
-                "continuous (vLLM v1 scheduler) or static (batches of --static-batch requests padded to the longest, "
-                "run to the longest output, no joins)")
-      ->capture_default_str();
-  c->add_option("--static-batch", sf->static_batch,
-                "static batching: requests per batch (default: the engine's max_num_seqs)");
-  c->add_option("--batch-timeout-s", sf->batch_timeout_s,
-                "static batching: a partial batch starts once its oldest request has waited this long (0: as soon as "
-                "the engine is free)")
-      ->capture_default_str();
+  sf->keys.add(*c, wl_io::simulate_fields());
   add_format_option(*c, g);
   accept_engine_spellings(*c, g.data_dir);
   c->callback([&g, s, sf, c, &rc] {
     s->engine_typed = c->remaining();
+    sf->read();
     rc = run_simulate(g, *c, *s, *sf);
   });
 }

@@ -10,6 +10,7 @@
 
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/hw/lookup.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/training.hpp"
 #include "common.hpp"  // the application layer's names (resolution, drills, tables) unqualified
@@ -36,11 +37,7 @@ Result<ValidationSummary> validate_collectives(const std::string& data_dir, cons
     model::TrainingSystem sys;
     sys.db = &db;
     sys.gpu = gpu;
-    for (const auto& n : db.nodes)
-      if (n.gpu == gpu->info.id) {
-        sys.node = &n;
-        break;
-      }
+    sys.node = hw::first_node_of(db, gpu->info.id);
     if (sys.node == nullptr) continue;
     // The reference cases are the held-out sweeps (data/validation/measured/<gpu>/heldout-collectives-*.json): the
     // collectives bench run after the calibration's own sweeps and never fitted, at sizes between the calibration's

@@ -11,6 +11,7 @@
 
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/hw/lookup.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/kv_cache.hpp"
@@ -94,11 +95,7 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
     model::ServingSystem sys;
     sys.db = &db;
     sys.gpu = gpu;
-    for (const auto& n : db.nodes)
-      if (n.gpu == gpu->info.id) {
-        sys.node = &n;
-        break;
-      }
+    sys.node = hw::first_node_of(db, gpu->info.id);
     r.regime = {"serve", model::generation_of(gpu->family), m->arch.moe.has_value() ? "moe" : "dense",
                 model::scale_bucket(std::int64_t(tp) * pp * dp, sys.node ? sys.node->gpus : 1)};
     model::ServingPerfPlan plan;

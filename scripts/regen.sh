@@ -21,7 +21,9 @@ g() { "$exe" --data-dir "$root/data" "$@"; }
 g validate --write-bands data/accuracy/bands.json >/dev/null
 g validate --format md > docs/accuracy.md
 g schema > docs/field-reference.md
-g schema --scenario-doc docs/scenario.md >/dev/null
+# The page is read whole before it is written: through a temporary file, never `> docs/scenario.md` directly.
+g schema --scenario-doc docs/scenario.md > docs/scenario.md.tmp
+mv docs/scenario.md.tmp docs/scenario.md
 (
   cd tests/fixtures/report
   g report small-plan.json --format md > small.md

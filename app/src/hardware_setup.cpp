@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/calibrate/calibration.hpp"
+#include "gpuplan/hw/lookup.hpp"
 
 namespace gpuplan::app {
 
@@ -40,12 +41,10 @@ bool resolve_hardware(const std::string& gpu, std::string node, const std::strin
     return false;
   }
   if (sys.node == nullptr) {
-    for (const auto& n : db.nodes)
-      if (n.gpu == sys.gpu->info.id) {
-        sys.node = &n;
-        diags.note("", where("node"), fmt::format("using node '{}' for {} (give a node to choose)", n.info.id, sys.gpu->info.id));
-        break;
-      }
+    sys.node = hw::first_node_of(db, sys.gpu->info.id);
+    if (sys.node != nullptr)
+      diags.note("", where("node"),
+                 fmt::format("using node '{}' for {} (give a node to choose)", sys.node->info.id, sys.gpu->info.id));
   }
   return true;
 }

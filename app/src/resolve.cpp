@@ -81,66 +81,6 @@ model::SearchSpace fixed_search_space(const std::function<bool(const std::string
 /// The highest request rate the planner sizes a deployment for (requests/s).
 constexpr double kMaxRate = 1e9;
 
-/// The longest request length a distribution may give (input_tokens / output_tokens take 1 to 1e7 as well).
-constexpr long long kMaxLengthTokens = 10000000;
-
-std::optional<model::LengthDist> parse_lengths(const std::string& spec, const std::string& where, Diagnostics& diags) {
-  auto bad = [&](const std::string& why) {
-    diags.error("", where,
-                fmt::format("'{}': {} (expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)", spec, why));
-    return std::nullopt;
-  };
-  auto number = [](const std::string& t, double& v) {
-    try {
-      std::size_t used = 0;
-      v = std::stod(t, &used);
-      return used == t.size() && std::isfinite(v);
-    } catch (...) {
-      return false;
-    }
-  };
-  auto split = [](const std::string& t, char sep) {
-    std::vector<std::string> parts;
-    std::string cur;
-    for (char c : t) {
-      if (c == sep) {
-        parts.push_back(cur);
-        cur.clear();
-      } else {
-        cur += c;
-      }
-    }
-    parts.push_back(cur);
-    return parts;
-  };
-  if (spec.rfind("lognormal:", 0) == 0) {
-    const auto parts = split(spec.substr(10), ',');
-    double mean = 0, sd = 0;
-    if (parts.size() != 2 || !number(parts[0], mean) || !number(parts[1], sd)) return bad("lognormal takes MEAN,SD");
-    // Within the token range of input_tokens / output_tokens: a larger mean or SD overflows the lengths drawn.
-    if (!(mean >= 1 && mean <= double(kMaxLengthTokens)) || !(sd >= 0 && sd <= double(kMaxLengthTokens)))
-      return bad(fmt::format("the mean must be 1 to {} tokens and the standard deviation 0 to {}", kMaxLengthTokens,
-                             kMaxLengthTokens));
-    return model::lognormal_lengths(mean, sd);
-  }
-  model::LengthDist d;
-  double total = 0;
-  for (const auto& item : split(spec, ',')) {
-    const auto kv = split(item, ':');
-    double tokens = 0, weight = 0;
-    if (kv.size() != 2 || !number(kv[0], tokens) || !number(kv[1], weight)) return bad(fmt::format("'{}' is not TOKENS:WEIGHT", item));
-    if (!(tokens >= 1 && tokens <= double(kMaxLengthTokens)) || tokens != std::floor(tokens) || !(weight > 0))
-      return bad(fmt::format("'{}': tokens must be a whole number from 1 to {} and the weight > 0", item,
-                             kMaxLengthTokens));
-    d.points.emplace_back(std::int64_t(tokens), weight);
-    total += weight;
-  }
-  if (!std::isfinite(total)) return bad("the weights add up to more than a double holds");
-  std::sort(d.points.begin(), d.points.end());
-  for (auto& pt : d.points) pt.second /= total;
-  return d;
-}
-
 model::Traffic ResolvedServing::traffic() const {
   model::Traffic t{rate.value_or(0.0), input_tokens, output_tokens, input_dist, output_dist};
   if (concurrency) {
@@ -178,15 +118,9 @@ void resolve_moe_dispatcher(const wl_io::ServingScenario& s, const wl::Transform
     else if (!ep)
       diags.error("", where(key), "needs expert parallelism across GPUs (--ep > 1, or --attention-dp > 1 for wide EP)");
   }
-  if (s.moe_a2a_backend) perf.moe_a2a = *s.moe_a2a_backend == "deepep" ? model::MoeA2aBackend::deepep : model::MoeA2aBackend::nccl;
-  if (s.deepep_mode) {
-    if (perf.moe_a2a != model::MoeA2aBackend::deepep)
-      diags.error("", where("deepep_mode"), fmt::format("'{}' picks DeepEP's kernels: give moe_a2a_backend deepep "
-                                                        "(--moe-a2a-backend deepep) with it", *s.deepep_mode));
-    perf.deepep_mode = *s.deepep_mode == "normal"        ? model::DeepEpMode::normal
-                       : *s.deepep_mode == "low_latency" ? model::DeepEpMode::low_latency
-                                                         : model::DeepEpMode::automatic;
-  }
+  // The decoder has checked that a DeepEP mode comes with the DeepEP backend.
+  if (s.moe_a2a_backend) perf.moe_a2a = *s.moe_a2a_backend;
+  if (s.deepep_mode) perf.deepep_mode = *s.deepep_mode;
   perf.two_batch_overlap = s.two_batch_overlap.value_or(false);
 }
 
@@ -227,11 +161,10 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   ServingFlags f;
   set_memory_keys(s, f);
   f.gpu = gpu.info.id;
-  r.weight_dtype = f.weight_dtype;
   // The request's lengths first: the memory plan checks the shared prefix against them. One replica runs at the mean
   // lengths (the planner uses the distributions whole).
-  if (s.input_dist) r.input_dist = parse_lengths(*s.input_dist, where("input_dist"), diags);
-  if (s.output_dist) r.output_dist = parse_lengths(*s.output_dist, where("output_dist"), diags);
+  r.input_dist = s.input_dist;
+  r.output_dist = s.output_dist;
   r.input_tokens = r.input_dist ? std::max<std::int64_t>(1, std::llround(r.input_dist->mean())) : s.input_tokens.value_or(1024);
   r.output_tokens = r.output_dist ? std::max<std::int64_t>(1, std::llround(r.output_dist->mean())) : s.output_tokens.value_or(256);
   // A multimodal request (issue #23): its images' tokens join the prompt; the tower's time is the perf plan's.
@@ -278,37 +211,33 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   perf.pp = f.pp;
   perf.cuda_graphs = !f.enforce_eager;
   if (sys.efficiency) model::use_measured_overheads(perf, *sys.efficiency);
-  const auto wd = model::parse_store_dtype(f.weight_dtype);
+  const model::StoreDtype wd = f.weight_dtype;
+  const std::string_view wd_name = model::to_string(wd);
   const bool gpu_fp8 = gpu.peak(hw::Precision::fp8).has_value();
   const bool gpu_fp4 = gpu.peak(hw::Precision::fp4).has_value();
   if (s.compute) {
-    const std::string& c = *s.compute;
-    perf.compute = c == "fp8"    ? hw::Precision::fp8
-                   : c == "fp4"  ? hw::Precision::fp4
-                   : c == "int8" ? hw::Precision::int8
-                   : c == "fp16" ? hw::Precision::fp16
-                                 : hw::Precision::bf16;
+    perf.compute = *s.compute;
     // W8A8 int8 (model/compression.hpp): int8 weights, per-token activation quantisation, int32 accumulation.
     if (perf.compute == hw::Precision::int8) {
       if (!gpu.peak(hw::Precision::int8))
         diags.error("", where("compute"), fmt::format("{} has no int8 tensor-core rate in its data", gpu.info.id));
-      if (wd && *wd != model::StoreDtype::int8)
+      if (wd != model::StoreDtype::int8)
         diags.error("", where("compute"),
-                    fmt::format("int8 GEMMs (W8A8) need int8 weights (--weight-dtype int8), not {}", f.weight_dtype));
+                    fmt::format("int8 GEMMs (W8A8) need int8 weights (--weight-dtype int8), not {}", wd_name));
       perf.activation_quant = true;
     }
     if (perf.compute == hw::Precision::fp8 && !gpu_fp8)
       diags.error("", where("compute"), fmt::format("{} has no fp8 tensor cores", gpu.info.id));
     if (perf.compute == hw::Precision::fp4 && !gpu_fp4)
       diags.error("", where("compute"), fmt::format("{} has no fp4 tensor cores", gpu.info.id));
-    if (perf.compute == hw::Precision::fp8 && wd && *wd != model::StoreDtype::fp8)
-      diags.error("", where("compute"), fmt::format("fp8 GEMMs need fp8 weights (--weight-dtype fp8), not {}", f.weight_dtype));
-    if (perf.compute == hw::Precision::fp4 && wd && *wd != model::StoreDtype::fp4)
-      diags.error("", where("compute"), fmt::format("fp4 GEMMs need fp4 weights (--weight-dtype fp4), not {}", f.weight_dtype));
+    if (perf.compute == hw::Precision::fp8 && wd != model::StoreDtype::fp8)
+      diags.error("", where("compute"), fmt::format("fp8 GEMMs need fp8 weights (--weight-dtype fp8), not {}", wd_name));
+    if (perf.compute == hw::Precision::fp4 && wd != model::StoreDtype::fp4)
+      diags.error("", where("compute"), fmt::format("fp4 GEMMs need fp4 weights (--weight-dtype fp4), not {}", wd_name));
   } else {
-    perf.compute = (wd && *wd == model::StoreDtype::fp8 && gpu_fp8)   ? hw::Precision::fp8
-                   : (wd && *wd == model::StoreDtype::fp4 && gpu_fp4) ? hw::Precision::fp4
-                                                                      : hw::Precision::bf16;
+    perf.compute = (wd == model::StoreDtype::fp8 && gpu_fp8)   ? hw::Precision::fp8
+                   : (wd == model::StoreDtype::fp4 && gpu_fp4) ? hw::Precision::fp4
+                                                               : hw::Precision::bf16;
   }
   if (s.attention_dp) {
     // Attention-DP with wide EP (wide_ep.hpp): EP = dp·tp over the whole group, experts whole on each GPU.

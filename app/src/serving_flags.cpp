@@ -15,10 +15,10 @@ void set_memory_keys(const wl_io::ServingScenario& s, ServingFlags& f) {
   f.model = s.model;
   f.tp = static_cast<int>(s.tp.value_or(1));
   f.pp = static_cast<int>(s.pp.value_or(1));
-  f.kv_dtype = s.kv_dtype.value_or("bf16");
+  f.kv_dtype = s.kv_dtype.value_or(model::StoreDtype::bf16);
   f.kv_scales = s.kv_scales;
   f.kv_scale_bytes = s.kv_scale_bytes;
-  f.weight_dtype = s.weight_dtype.value_or("bf16");
+  f.weight_dtype = s.weight_dtype.value_or(model::StoreDtype::bf16);
   f.weight_group_size = s.weight_group_size;
   f.block_size = s.block_size;
   f.prefix_tokens = s.prefix_tokens.value_or(0);
@@ -58,8 +58,7 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
                                        f.prefix_tokens, f.context));
 
   // Engine and its fraction: the fraction flag names the engine.
-  std::optional<model::MemoryEngine> engine;
-  if (f.engine) engine = model::parse_memory_engine(*f.engine);
+  std::optional<model::MemoryEngine> engine = f.engine;
   // Each engine's fraction flag (engine_memory_knob: its name, flag and default).
   auto given = [&f](model::MemoryEngine e) -> std::optional<double> {
     switch (e) {
@@ -95,16 +94,14 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
           fmt::format("{} is not a fraction in (0, 1]", plain_number(*v)));
 
   // KV dtype and scales.
-  const auto kvd = model::parse_store_dtype(f.kv_dtype);
-  p.kv = model::default_kv_quant(*kvd);
+  p.kv = model::default_kv_quant(f.kv_dtype);
   if (f.kv_scales) {
-    const auto g = model::parse_kv_scale_granularity(*f.kv_scales);
-    if (!model::is_quantized(*kvd) && *g != model::KvScaleGranularity::none)
+    if (!model::is_quantized(f.kv_dtype) && *f.kv_scales != model::KvScaleGranularity::none)
       bad("--kv-scales", fmt::format("a {} KV cache has no quantisation scales; --kv-scales applies to fp8, int8 and "
                                      "int4",
-                                     f.kv_dtype));
-    p.kv.scales = *g;
-    p.kv.origin = "user: --kv-scales " + *f.kv_scales;
+                                     model::to_string(f.kv_dtype)));
+    p.kv.scales = *f.kv_scales;
+    p.kv.origin = fmt::format("user: --kv-scales {}", model::to_string(*f.kv_scales));
   }
   if (f.kv_scale_bytes) {
     if (*f.kv_scale_bytes < 0) bad("--kv-scale-bytes", "must be ≥ 0");
@@ -113,11 +110,11 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
   }
 
   // Weights.
-  const auto wd = model::parse_store_dtype(f.weight_dtype);
-  p.weights = model::default_weight_quant(*wd);
+  p.weights = model::default_weight_quant(f.weight_dtype);
   if (f.weight_group_size) {
-    if (!model::is_quantized(*wd))
-      bad("--weight-group-size", fmt::format("{} weights have no quantisation groups", f.weight_dtype));
+    if (!model::is_quantized(f.weight_dtype))
+      bad("--weight-group-size",
+          fmt::format("{} weights have no quantisation groups", model::to_string(f.weight_dtype)));
     if (*f.weight_group_size < 0)
       bad("--weight-group-size", "must be ≥ 1 (or 0 for one scale per output channel)");
     p.weights.group_size = *f.weight_group_size;
@@ -133,8 +130,8 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
   p.block_size = f.block_size.value_or(f.simple ? 1 : 16);
   if (f.block_size) p.engine_block_size = false;  // the user chose it
   if (f.simple && !f.block_size) p.engine_block_size = false;
-  const std::string ovh = f.overheads.value_or(f.simple ? "none" : "default");
-  p.overheads = ovh == "none" ? model::no_serving_overheads() : model::default_serving_overheads();
+  const auto ovh = f.overheads.value_or(f.simple ? wl_io::RuntimeOverheads::none : wl_io::RuntimeOverheads::standard);
+  p.overheads = ovh == wl_io::RuntimeOverheads::none ? model::no_serving_overheads() : model::default_serving_overheads();
   if (f.enforce_eager) {
     p.overheads.cuda_graphs = u::Bytes{};
     p.overheads.origin += "; --enforce-eager: no CUDA graphs";
@@ -157,8 +154,7 @@ std::optional<model::ServingMemoryPlan> make_memory_plan(const ServingFlags& f, 
   const auto batch = model::vllm_batch_defaults(gpu);
   p.max_num_batched_tokens = f.max_num_batched_tokens.value_or(batch.max_num_batched_tokens);
   p.max_num_seqs = f.max_num_seqs.value_or(batch.max_num_seqs);
-  p.capacity = f.capacity.value_or(f.simple ? "label" : "device") == "label" ? model::CapacityBasis::label
-                                                                               : model::CapacityBasis::device;
+  p.capacity = f.capacity.value_or(f.simple ? model::CapacityBasis::label : model::CapacityBasis::device);
   if (f.paging_overhead) {
     if (*f.paging_overhead < 0) bad("--paging-overhead", "must be ≥ 0 (a fraction of the KV, e.g. 0.3)");
     p.paging_overhead = *f.paging_overhead;

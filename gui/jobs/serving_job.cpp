@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -12,8 +13,27 @@
 #include "gpuplan/model/serving_timeline.hpp"
 #include "gpuplan/app/resolve.hpp"
 #include "gpuplan/app/studies.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 
 namespace gpuplan::gui {
+
+std::optional<wl_io::ServingScenario> serving_scenario(const ServingRequest& req, Diagnostics& diags) {
+  wl_io::ServingScenario sc;
+  sc.model = req.model;
+  sc.gpu = req.gpu;
+  sc.tp = req.tp;
+  for (auto [key, text, into] : {std::tuple{"weight_dtype", &req.weight_dtype, &sc.weight_dtype},
+                                 std::tuple{"kv_dtype", &req.kv_dtype, &sc.kv_dtype}}) {
+    *into = model::parse_store_dtype(*text);
+    if (!*into)
+      diags.error("", wl_io::serving_key_label(key),
+                  fmt::format("'{}' is not one of fp32, bf16, fp16, fp8, int8, int4, fp4", *text));
+  }
+  sc.input_tokens = req.prompt_tokens;
+  sc.output_tokens = req.output_tokens;
+  if (diags.has_errors()) return std::nullopt;
+  return sc;
+}
 
 ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   ServingResult out;
@@ -23,14 +43,9 @@ ServingResult evaluate_serving(const AppData& data, const ServingRequest& req) {
   out.batch = req.batch;
   // The same resolution as `gpuplan serve` (app::resolve_serving): model, hardware, calibration, memory plan,
   // precision and per-kernel overheads.
-  wl_io::ServingScenario sc;
-  sc.model = req.model;
-  sc.gpu = req.gpu;
-  sc.tp = req.tp;
-  sc.weight_dtype = req.weight_dtype;
-  sc.kv_dtype = req.kv_dtype;
-  sc.input_tokens = req.prompt_tokens;
-  sc.output_tokens = req.output_tokens;
+  auto given = serving_scenario(req, out.diags);
+  if (!given) return out;
+  wl_io::ServingScenario& sc = *given;
   sc.batch = req.batch;
   if (req.capacity) {
     sc.rate = req.rate;

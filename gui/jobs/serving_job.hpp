@@ -78,4 +78,8 @@ struct ServingResult {
 
 ServingResult evaluate_serving(const AppData& data, const ServingRequest& req);
 
+/// The request's model, GPU, TP, weight and KV formats and lengths as the serving scenario `gpuplan serve` resolves,
+/// the formats typed as the scenario decoder types them; a format the model does not read is an error at its label.
+std::optional<wl_io::ServingScenario> serving_scenario(const ServingRequest& req, Diagnostics& diags);
+
 }  // namespace gpuplan::gui

@@ -8,6 +8,7 @@
 
 #include "gpuplan/model/sim_kv.hpp"
 #include "gpuplan/app/resolve.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 
 namespace gpuplan::gui {
 namespace {
@@ -33,32 +34,30 @@ SimulationResult evaluate_simulation(const AppData& data, const SimulationReques
   const auto t0 = std::chrono::steady_clock::now();
   SimulationResult out;
   out.request = req;
-  // The page's own controls, checked as `gpuplan simulate` checks its flags (the widgets' ranges keep them inside).
+  // The page's own controls, checked as `gpuplan simulate` checks its flags (the widgets' ranges keep them inside),
+  // each named by its label in simulate's field table.
+  auto at = [](const char* key) { return wl_io::key_label(wl_io::simulate_fields(), key); };
   if (!(req.rate > 0 && req.rate < 1e9))
     out.diags.error("", "Rate", fmt::format("{} is not a rate in (0, 10⁹) requests/s", req.rate));
   if (req.gamma && !(req.cv > 0 && req.cv <= 100))
-    out.diags.error("", "CV", fmt::format("{} is not a coefficient of variation in (0, 100]", req.cv));
+    out.diags.error("", at("cv"), fmt::format("{} is not a coefficient of variation in (0, 100]", req.cv));
   if (req.requests < 1 || req.requests > kMaxSimulatedRequests)
-    out.diags.error("", "Requests", fmt::format("{} is not a request count in [1, {}]", req.requests, kMaxSimulatedRequests));
+    out.diags.error("", at("requests"),
+                    fmt::format("{} is not a request count in [1, {}]", req.requests, kMaxSimulatedRequests));
   if (req.static_batch < 1 || req.static_batch > 1'000'000)
-    out.diags.error("", "Batch B", fmt::format("{} is not a batch size in [1, 10⁶] requests", req.static_batch));
+    out.diags.error("", at("static_batch"), fmt::format("{} is not a batch size in [1, 10⁶] requests", req.static_batch));
   if (!(req.static_timeout_s >= 0 && req.static_timeout_s < 1e9))
-    out.diags.error("", "Timeout", fmt::format("{} is not a timeout in [0, 10⁹) seconds", req.static_timeout_s));
+    out.diags.error("", at("batch_timeout_s"),
+                    fmt::format("{} is not a timeout in [0, 10⁹) seconds", req.static_timeout_s));
   if (out.diags.has_errors()) return out;
 
   const ServingRequest& s = req.serving;
-  wl_io::ServingScenario sc;
-  sc.model = s.model;
-  sc.gpu = s.gpu;
-  sc.tp = s.tp;
-  sc.weight_dtype = s.weight_dtype;
-  sc.kv_dtype = s.kv_dtype;
-  sc.input_tokens = s.prompt_tokens;
-  sc.output_tokens = s.output_tokens;
+  const auto sc = serving_scenario(s, out.diags);
+  if (!sc) return out;
   auto where = [](const std::string& k) {
     return k == "gpu" ? std::string("GPU") : k == "tp" ? std::string("TP") : k == "model" ? std::string("Model") : k;
   };
-  auto r = app::resolve_serving(sc, data.data_dir, !s.calibration, data.db, data.library, where, out.diags);
+  auto r = app::resolve_serving(*sc, data.data_dir, !s.calibration, data.db, data.library, where, out.diags);
   if (!r) return out;
   model::ServingPerfPlan perf = r->perf;
   const hw::GpuSpec& gpu = *r->sys.gpu;

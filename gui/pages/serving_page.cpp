@@ -13,6 +13,7 @@
 #include <QVBoxLayout>
 
 #include "gpuplan/core/format.hpp"
+#include "field_widgets.hpp"
 #include "gpuplan/wl_io/scenario_fields.hpp"
 #include "model_list.hpp"
 #include "serving_charts.hpp"
@@ -22,18 +23,7 @@ namespace {
 namespace u = gpuplan::units;
 QString q(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
 /// The serving field table's row of `key` (wl_io::serving_fields): the widget's label, tooltip, range and choices.
-const wl_io::ScenarioField& field(const char* key) {
-  const wl_io::ScenarioField* f = wl_io::find_field(wl_io::serving_fields(), key);
-  assert(f != nullptr && "a serving page widget names a key of the serving field table");
-  return *f;
-}
-/// Names `w` after its key (tests find it so) and gives it the table's tooltip, then what the page adds (`note`).
-void keyed(QWidget* w, const wl_io::ScenarioField& f, const QString& note = {}) {
-  w->setObjectName(QString::fromStdString(f.key()));
-  QString tip = QString::fromStdString(f.tooltip());
-  if (!note.isEmpty()) tip += "\n" + note;
-  w->setToolTip(tip);
-}
+const wl_io::ScenarioField& field(const char* key) { return field_row(wl_io::serving_fields(), key); }
 /// A spin box over the key's range (the table's; the page's own where the table has none).
 QSpinBox* spin(const char* key, int lo, int hi, int v) {
   const auto& f = field(key);

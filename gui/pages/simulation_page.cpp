@@ -13,6 +13,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "field_widgets.hpp"
 #include "gpuplan/core/format.hpp"
 #include "job_controller.hpp"
 #include "sim_stats_model.hpp"
@@ -23,6 +24,8 @@ namespace {
 namespace u = gpuplan::units;
 QString q(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
 QString num(double v, int digits = 3) { return q(u::format_number(v, digits)); }
+/// `gpuplan simulate`'s row of `key` (wl_io::simulate_fields): the control's label and tooltip.
+const wl_io::ScenarioField& sim(const char* key) { return field_row(wl_io::simulate_fields(), key); }
 }  // namespace
 
 double SimulationPage::rateAt(int p) { return kMinRate * std::pow(10.0, double(p) / kStepsPerDecade); }
@@ -50,65 +53,63 @@ SimulationPage::SimulationPage(std::shared_ptr<const AppData> app_data, QWidget*
   arrival_ = new QComboBox;
   arrival_->addItem(tr("Poisson"), "poisson");
   arrival_->addItem(tr("Bursty (Gamma gaps)"), "gamma");
-  arrival_->setToolTip(tr("Arrival process: exponential gaps, or Gamma gaps with the coefficient of variation CV "
-                          "(CV > 1: bursts, as BurstGPT fits its traces)"));
+  keyed(arrival_, sim("arrival"), tr("Poisson: exponential gaps; Gamma: gaps of coefficient of variation CV (> 1: "
+                                     "bursts, as BurstGPT fits its traces)"));
   cv_ = new QDoubleSpinBox;
   cv_->setRange(0.1, 20);
   cv_->setDecimals(2);
   cv_->setSingleStep(0.25);
   cv_->setValue(defaults.cv);
   cv_->setKeyboardTracking(false);
-  cv_->setToolTip(tr("Coefficient of variation of the Gamma gaps (1 = Poisson)"));
+  keyed(cv_, sim("cv"));
   cv_->setEnabled(false);
   requests_ = new QSpinBox;
   requests_->setRange(10, int(kMaxSimulatedRequests));
   requests_->setSingleStep(500);
   requests_->setValue(int(defaults.requests));
   requests_->setKeyboardTracking(false);
-  requests_->setToolTip(tr("Requests to simulate (at most %1, so that the slider stays live)").arg(kMaxSimulatedRequests));
+  keyed(requests_, sim("requests"), tr("Here at most %1, so that the slider stays live").arg(kMaxSimulatedRequests));
   seed_ = new QSpinBox;
   seed_->setRange(0, 1'000'000);
   seed_->setValue(int(defaults.seed));
   seed_->setKeyboardTracking(false);
-  seed_->setToolTip(tr("Seed of the arrivals (the same seed gives the same requests, as `gpuplan simulate --seed`)"));
+  keyed(seed_, sim("seed"), tr("The same seed gives the same requests"));
 
   batching_ = new QComboBox;
   batching_->addItem(tr("continuous"), "continuous");
   batching_->addItem(tr("static"), "static");
-  batching_->setToolTip(tr("Batching policy: continuous (vLLM v1: requests join and leave at every step) or static "
-                           "(a batch of B waits until full or the timeout, is padded to its longest prompt and runs to "
-                           "its longest output, no joins). The other policy is simulated too, on the same requests and "
-                           "KV memory: the summary compares them."));
+  keyed(batching_, sim("batching"), tr("The other policy is simulated too, on the same requests and KV memory: the "
+                                       "summary compares them."));
   static_batch_ = new QSpinBox;
   static_batch_->setRange(1, 4096);
   static_batch_->setValue(int(defaults.static_batch));
   static_batch_->setPrefix(tr("B "));
   static_batch_->setKeyboardTracking(false);
-  static_batch_->setToolTip(tr("Static batching: requests per batch"));
+  keyed(static_batch_, sim("static_batch"));
   timeout_ = new QDoubleSpinBox;
   timeout_->setRange(0, 3600);
   timeout_->setDecimals(3);
   timeout_->setValue(defaults.static_timeout_s);
   timeout_->setSuffix(tr(" s"));
   timeout_->setKeyboardTracking(false);
-  timeout_->setToolTip(tr("Static batching: a partial batch starts once its oldest request has waited this long"));
+  keyed(timeout_, sim("batch_timeout_s"));
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(tr("Rate")));
   controls->addWidget(rate_slider_, 3);
   controls->addWidget(rate_);
-  controls->addWidget(new QLabel(tr("Batching")));
+  controls->addWidget(field_label(sim("batching")));
   controls->addWidget(batching_);
   controls->addWidget(static_batch_);
   controls->addWidget(timeout_);
   controls->addSpacing(8);
-  controls->addWidget(new QLabel(tr("Arrivals")));
+  controls->addWidget(field_label(sim("arrival")));
   controls->addWidget(arrival_);
-  controls->addWidget(new QLabel(tr("CV")));
+  controls->addWidget(field_label(sim("cv")));
   controls->addWidget(cv_);
-  controls->addWidget(new QLabel(tr("Requests")));
+  controls->addWidget(field_label(sim("requests")));
   controls->addWidget(requests_);
-  controls->addWidget(new QLabel(tr("Seed")));
+  controls->addWidget(field_label(sim("seed")));
   controls->addWidget(seed_);
 
   summary_ = new QLabel;

@@ -1,4 +1,5 @@
 #include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/hw/lookup.hpp"
 
 #include <algorithm>
 
@@ -147,5 +148,11 @@ std::vector<std::string> HardwareDb::gpu_names() const {
 std::vector<std::string> HardwareDb::link_ids() const { return ids_of(links); }
 std::vector<std::string> HardwareDb::node_ids() const { return ids_of(nodes); }
 std::vector<std::string> HardwareDb::cluster_ids() const { return ids_of(clusters); }
+
+const NodeSpec* first_node_of(const HardwareDb& db, std::string_view gpu_id) {
+  for (const auto& n : db.nodes)
+    if (n.gpu == gpu_id) return &n;
+  return nullptr;
+}
 
 }  // namespace gpuplan::hw

@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -194,6 +196,24 @@ TEST_CASE("docs/scenario.md's key tables are what gpuplan schema --scenario-doc 
   CHECK(page->find("| `tp` | integer in [1, 1024] | `--tp` | 1 | ") != std::string::npos);
   CHECK(page->find("| `fp8_recipe` | \"delayed\" \\| \"tensorwise\" \\| \"mxfp8\" \\| \"blockwise\" | — | delayed | ") !=
         std::string::npos);
+  // simulate_fields.cpp and autoscale_fields.cpp: simulate's own options and the autoscale file's keys.
+  CHECK(page->find("| `requests` | integer in [1, 100000000] | `--requests` | 1000 | ") != std::string::npos);
+  CHECK(page->find("| `cold_start_s` | number | `--cold-start-s` | 300 | ") != std::string::npos);
+}
+
+TEST_CASE("docs/scenario.md's simulate and autoscale tables list exactly the keys of their field tables") {
+  const std::string path = std::string(GPUPLAN_TEST_DATA_DIR) + "/../docs/scenario.md";
+  const std::vector<std::tuple<std::string, std::string, const wl_io::ScenarioFieldTable*>> sections{
+      {"# Simulate options", "# ", &wl_io::simulate_fields()},
+      {"# Autoscale scenario keys", "## ", &wl_io::autoscale_fields()},
+      {"## `load`", "## ", &wl_io::autoscale_load_fields()},
+      {"## `autoscale`", "# ", &wl_io::autoscale_policy_fields()}};
+  for (const auto& [from, to, table] : sections) {
+    CAPTURE(from);
+    const std::string text = field_docs::section(path, from, to);
+    REQUIRE(!text.empty());
+    field_docs::check_documented(field_docs::documented_keys(text), *table);
+  }
 }
 
 TEST_CASE("a scenario doc table: a row per key of the table, the page's meaning kept, the field's doc where it has none") {
@@ -220,7 +240,9 @@ TEST_CASE("gpuplan schema --scenario-doc: an unknown table kind or an unclosed t
   Diagnostics diags;
   CHECK_FALSE(cli::scenario_doc("a\n<!-- scenario table: vision -->\n", "p.md", diags).has_value());
   REQUIRE(diags.items().size() == 1);
-  CHECK(diags.items().front().to_string() == "p.md:2: error: 'vision' is not a scenario kind (training, serving)");
+  CHECK(diags.items().front().to_string() ==
+        "p.md:2: error: 'vision' is not a scenario kind (training, serving, simulate, autoscale, autoscale-load, "
+        "autoscale-policy)");
   Diagnostics d2;
   CHECK_FALSE(cli::scenario_doc("<!-- scenario table: serving -->\n| `tp` | x | y |\n", "p.md", d2).has_value());
   REQUIRE(d2.items().size() == 1);

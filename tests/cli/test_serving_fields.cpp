@@ -241,3 +241,122 @@ TEST_CASE("the table's default CPU cost per eager kernel is the model's measured
   CHECK(model::eager_cpu_per_kernel().raw() == doctest::Approx(22.2e-6));
   CHECK(model::ServingPerfPlan{}.cpu_per_kernel.raw() == model::eager_cpu_per_kernel().raw());
 }
+
+TEST_CASE("the serving decoder types every value at the edge: enums, precisions and parsed length distributions") {
+  const auto j = nlohmann::json::parse(R"({"model": "m", "compute": "fp8", "weight_dtype": "int4", "kv_dtype": "fp8",
+      "kv_scales": "per-head", "engine": "sglang", "overheads": "none", "capacity": "label",
+      "moe_a2a_backend": "deepep", "deepep_mode": "low_latency", "input_dist": "300:3,100:1",
+      "output_dist": "lognormal:200,50"})");
+  const auto s = wl_io::decode_serving_scenario(j, "chat.json");
+  REQUIRE(s.ok());
+  CHECK(s->compute == hw::Precision::fp8);
+  CHECK(s->weight_dtype == model::StoreDtype::int4);
+  CHECK(s->kv_dtype == model::StoreDtype::fp8);
+  CHECK(s->kv_scales == model::KvScaleGranularity::per_head);
+  CHECK(s->engine == model::MemoryEngine::sglang);
+  CHECK(s->overheads == wl_io::RuntimeOverheads::none);
+  CHECK(s->capacity == model::CapacityBasis::label);
+  CHECK(s->moe_a2a_backend == model::MoeA2aBackend::deepep);
+  CHECK(s->deepep_mode == model::DeepEpMode::low_latency);
+  // TOKENS:WEIGHT points sorted by tokens, the weights normalised; lognormal discretised at 32 points.
+  REQUIRE(s->input_dist.has_value());
+  REQUIRE(s->input_dist->points.size() == 2);
+  CHECK(s->input_dist->points[0] == std::pair<std::int64_t, double>{100, 0.25});
+  CHECK(s->input_dist->points[1] == std::pair<std::int64_t, double>{300, 0.75});
+  CHECK(s->input_dist->mean() == doctest::Approx(250.0));
+  REQUIRE(s->output_dist.has_value());
+  CHECK(s->output_dist->points == model::lognormal_lengths(200, 50).points);
+  // Absent keys stay absent: resolution applies the documented defaults.
+  const auto bare = wl_io::decode_serving_scenario(nlohmann::json::parse(R"({"model": "m"})"), "chat.json");
+  REQUIRE(bare.ok());
+  CHECK(!bare->compute);
+  CHECK(!bare->kv_dtype);
+  CHECK(!bare->input_dist);
+  CHECK(!bare->deepep_mode);
+}
+
+TEST_CASE("a length distribution that does not parse is refused by the decoder at its pointer, or at its flag") {
+  const auto j = nlohmann::json::parse(R"({"model": "m", "input_dist": "100:0", "output_dist": "lognormal:5"})");
+  const auto in_file = wl_io::decode_serving_scenario(j, "plan.json", "/serving/0/scenario");
+  REQUIRE(!in_file.ok());
+  const auto& items = in_file.diagnostics().items();
+  REQUIRE(items.size() == 2);
+  CHECK(items[0].to_string() ==
+        "plan.json: /serving/0/scenario/input_dist: error: '100:0': '100:0': tokens must be a whole number from 1 to "
+        "10000000 and the weight > 0 (expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)");
+  CHECK(items[1].to_string() ==
+        "plan.json: /serving/0/scenario/output_dist: error: 'lognormal:5': lognormal takes MEAN,SD (expected "
+        "lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)");
+  const auto by_flag = wl_io::decode_serving_scenario(j, "(flags)", "", {{"input_dist", "--input-dist"}});
+  REQUIRE(!by_flag.ok());
+  CHECK(by_flag.diagnostics().items()[0].to_string().rfind("--input-dist: error: '100:0': ", 0) == 0);
+  // The parser alone: the value as typed and the rule.
+  std::string error;
+  CHECK(!wl_io::parse_length_dist("lognormal:0,1", error));
+  CHECK(error == "'lognormal:0,1': the mean must be 1 to 10000000 tokens and the standard deviation 0 to 10000000 "
+                 "(expected lognormal:MEAN,SD or TOKENS:WEIGHT,TOKENS:WEIGHT,...)");
+  CHECK(wl_io::parse_length_dist("512:1", error)->points ==
+        std::vector<std::pair<std::int64_t, double>>{{512, 1.0}});
+}
+
+TEST_CASE("a DeepEP mode without the DeepEP backend is refused by the decoder, with the value as typed") {
+  const auto j = nlohmann::json::parse(R"({"model": "m", "deepep_mode": "normal"})");
+  const auto s = wl_io::decode_serving_scenario(j, "chat.json");
+  REQUIRE(!s.ok());
+  REQUIRE(s.diagnostics().items().size() == 1);
+  CHECK(s.diagnostics().items()[0].to_string() ==
+        "chat.json: /deepep_mode: error: 'normal' picks DeepEP's kernels: give moe_a2a_backend deepep "
+        "(--moe-a2a-backend deepep) with it");
+  const auto nccl = wl_io::decode_serving_scenario(
+      nlohmann::json::parse(R"({"model": "m", "moe_a2a_backend": "nccl", "deepep_mode": "auto"})"), "chat.json");
+  CHECK(!nccl.ok());
+  const auto ok = wl_io::decode_serving_scenario(
+      nlohmann::json::parse(R"({"model": "m", "moe_a2a_backend": "deepep", "deepep_mode": "auto"})"), "chat.json");
+  REQUIRE(ok.ok());
+  CHECK(ok->deepep_mode == model::DeepEpMode::automatic);
+}
+
+TEST_CASE("gpuplan simulate has one option per row of its field table, of the key's type, with the key's help") {
+  CLI::App app;
+  cli::GlobalOptions g;
+  int rc = 0;
+  cli::register_simulate(app, g, rc);
+  const CLI::App* cmd = app.get_subcommand("simulate");
+  REQUIRE(cmd != nullptr);
+  const auto options = field_docs::options_of(*cmd);
+  for (const auto& f : wl_io::simulate_fields()) {
+    CAPTURE(f.key());
+    CHECK(!f.label.empty());
+    CHECK(!f.spec.doc.empty());
+    REQUIRE(options.count(f.flag()) == 1);
+    CHECK(options.at(f.flag())->get_description() == f.help_with_default());
+    CHECK(options.at(f.flag())->get_type_name() == cli_type(f));
+    // No serving key shares a simulate option's flag: the two tables generate disjoint options.
+    for (const auto& s : serving_fields()) CHECK(s.flag() != f.flag());
+  }
+  CHECK(wl_io::simulate_fields().size() == 11);
+  // The trace, length and seed rows are the autoscale load's: one help and one meaning for both commands.
+  for (const char* key : {"trace", "input_lengths", "output_lengths", "seed"}) {
+    CAPTURE(key);
+    const auto* sim = wl_io::find_field(wl_io::simulate_fields(), key);
+    const auto* load = wl_io::find_field(wl_io::autoscale_load_fields(), key);
+    REQUIRE(sim != nullptr);
+    REQUIRE(load != nullptr);
+    CHECK(sim->help_with_default() == load->help_with_default());
+    CHECK(sim->spec.doc == load->spec.doc);
+  }
+  CHECK(wl_io::key_label(wl_io::simulate_fields(), "static_batch") == "Batch B");
+  CHECK(wl_io::key_label(wl_io::simulate_fields(), "no_such_key") == "no_such_key");
+}
+
+TEST_CASE("simulate runs the defaults its field table states: arrivals, requests, seed and batching") {
+  auto def = [](const char* key) { return wl_io::find_field(wl_io::simulate_fields(), key)->default_text; };
+  const auto r = cli_test::run({"simulate", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "2", "--input-tokens",
+                                "128", "--output-tokens", "16", "--format", "json"});
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["workload"] == fmt::format("{} arrivals at 2 req/s, {} requests, seed {}", def("arrival"), def("requests"),
+                                     def("seed")));
+  CHECK(j["batching"] == def("batching"));
+  CHECK(j["requests"] == std::stoll(def("requests")));
+}

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include <QAbstractItemModelTester>
 #include <QComboBox>
@@ -16,6 +18,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/sim_kv.hpp"
 #include "gpuplan/model/simulate.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
 #include "job_controller.hpp"
 #include "main_window.hpp"
 #include "gpuplan/app/resolve.hpp"
@@ -51,8 +54,8 @@ model::SimResult direct(const gui::AppData& data, double rate, std::int64_t n, s
   sc.model = "llama-3.1-8b";
   sc.gpu = "h100-sxm5-80gb";
   sc.tp = 1;
-  sc.weight_dtype = "bf16";
-  sc.kv_dtype = "bf16";
+  sc.weight_dtype = model::StoreDtype::bf16;
+  sc.kv_dtype = model::StoreDtype::bf16;
   sc.input_tokens = 1024;
   sc.output_tokens = 256;
   Diagnostics diags;
@@ -272,4 +275,24 @@ TEST_CASE("the serving page's Simulation tab simulates the replica set above it,
   REQUIRE(wait_until([&] { return w.idle() && int(w.servingJobs()->latest()) > serving_before; }));
   CHECK(delivered == 0);
   CHECK_FALSE(sim->jobs()->busy());
+}
+
+TEST_CASE("serving simulation page: each control of simulate's options takes its label and tooltip from the table") {
+  const auto data = gui::test::data();
+  gui::SimulationPage page(data);
+  std::set<std::string> labels;
+  for (const QLabel* l : page.findChildren<QLabel*>()) labels.insert(l->text().toStdString());
+  for (const char* key : {"arrival", "cv", "requests", "seed", "batching", "static_batch", "batch_timeout_s"}) {
+    CAPTURE(key);
+    const wl_io::ScenarioField* f = wl_io::find_field(wl_io::simulate_fields(), key);
+    REQUIRE(f != nullptr);
+    const QWidget* w = page.findChild<QWidget*>(QString::fromStdString(key));
+    REQUIRE(w != nullptr);
+    // The table's tooltip (help, default, key, flag), then what the page adds.
+    CHECK(w->toolTip().toStdString().rfind(f->tooltip(), 0) == 0);
+    // The labelled controls show the table's label (B and the timeout sit beside "Batching", by their suffixes).
+    if (std::string(key) != "static_batch" && std::string(key) != "batch_timeout_s") CHECK(labels.count(f->label) == 1);
+  }
+  CHECK(page.findChild<QWidget*>("cv")->toolTip().toStdString() ==
+        "gamma arrivals: coefficient of variation of the gaps (> 1: bursty) (default: 1)\nscenario key \"cv\", flag --cv");
 }

@@ -19,6 +19,7 @@
 #include "test_paths.hpp"
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/hw/hardware.hpp"
+#include "gpuplan/hw/lookup.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "../cli/cli_runner.hpp"
@@ -979,6 +980,19 @@ TEST_SUITE("hardware completeness") {
         if (n.gpu == g.info.id) ++nodes;
       CHECK_MESSAGE(nodes >= 1, g.info.id << " has no node in data/hardware/nodes");
     }
+  }
+
+  TEST_CASE("a GPU's default node is the first node file, by file name, that holds it") {
+    const auto& db = shipped();
+    // Two node files hold the H200: dgx-h200.json and hgx-h200.json; the first by name is the default.
+    const auto* h200 = gpuplan::hw::first_node_of(db, "h200-sxm-141gb");
+    REQUIRE(h200 != nullptr);
+    CHECK(h200->info.id == "dgx-h200");
+    REQUIRE(gpuplan::hw::first_node_of(db, "h100-sxm5-80gb") != nullptr);
+    CHECK(gpuplan::hw::first_node_of(db, "h100-sxm5-80gb")->info.id == "dgx-h100");
+    CHECK(gpuplan::hw::first_node_of(db, "no-such-gpu") == nullptr);
+    // An alias is not an id: the lookup takes the GPU file's id (find_gpu resolves aliases first).
+    CHECK(gpuplan::hw::first_node_of(db, "h100") == nullptr);
   }
 
   TEST_CASE("every GPU with a price says its kind and who rents at it") {

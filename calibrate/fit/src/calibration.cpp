@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "gpuplan/hw/lookup.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/ops.hpp"
 
@@ -305,12 +306,7 @@ void fit_gemm_dtypes(const FitContext& cx, Profile& p) {
 // Collectives: per (op, ranks) over the GPU's node scale-up tier.
 void fit_collectives(const std::vector<Samples>& samples, const hw::GpuSpec& gpu, const hw::HardwareDb& db,
                      Profile& p) {
-  const hw::NodeSpec* node = nullptr;
-  for (const auto& n : db.nodes)
-    if (n.gpu == gpu.info.id) {
-      node = &n;
-      break;
-    }
+  const hw::NodeSpec* node = hw::first_node_of(db, gpu.info.id);
   std::map<std::pair<std::string, int>, std::vector<const CollectiveSample*>> groups;
   for (const auto& s : samples)
     for (const auto& c : s.collectives) groups[{c.op, c.ranks}].push_back(&c);

@@ -39,9 +39,10 @@ const ScenarioFieldTable& autoscale_load_fields() {
           .doc("hours of load to simulate from midnight (default 24)"),
       row("trace", FieldType::string, "Trace")
           .flags({"--trace"})
-          .help("replay a trace CSV (Azure LLM inference 2023 or BurstGPT) instead of a curve")
-          .doc("instead of a curve: a trace CSV (Azure LLM inference 2023 or BurstGPT columns), relative to this "
-               "file"),
+          .help("replay a trace CSV: Azure LLM inference 2023 (TIMESTAMP, ContextTokens, GeneratedTokens) or BurstGPT "
+                "(Timestamp, Request tokens, Response tokens), instead of synthetic arrivals")
+          .doc("a trace CSV (Azure LLM inference 2023 or BurstGPT columns, found by header) replayed instead of "
+               "synthetic arrivals; in a scenario file, a path relative to the file"),
       row("input_lengths", FieldType::string, "Prompt lengths")
           .flags({"--input-lengths"})
           .help("prompt lengths: fixed:N, uniform:LOW,HIGH or lognormal:MEAN,SD")

@@ -33,15 +33,14 @@ const ScenarioField* find_field(const ScenarioFieldTable& table, std::string_vie
   return nullptr;
 }
 
-std::string training_key_label(std::string_view key) {
-  const ScenarioField* f = find_field(training_fields(), key);
+std::string key_label(const ScenarioFieldTable& table, std::string_view key) {
+  const ScenarioField* f = find_field(table, key);
   return f != nullptr && !f->label.empty() ? f->label : std::string(key);
 }
 
-std::string serving_key_label(std::string_view key) {
-  const ScenarioField* f = find_field(serving_fields(), key);
-  return f != nullptr && !f->label.empty() ? f->label : std::string(key);
-}
+std::string training_key_label(std::string_view key) { return key_label(training_fields(), key); }
+
+std::string serving_key_label(std::string_view key) { return key_label(serving_fields(), key); }
 
 std::string flag_of_key(const ScenarioFieldTable& table, const std::string& key) {
   if (const ScenarioField* f = find_field(table, key); f != nullptr && !f->flags.empty()) return f->flag();

@@ -45,7 +45,6 @@ struct ResolvedServing {
   model::ServingSystem sys;
   model::ServingMemoryPlan memory;  ///< the engine's memory knobs (tp/pp/context set per try by the planner)
   model::ServingPerfPlan perf;
-  std::string weight_dtype;         ///< as given ("bf16")
   std::int64_t input_tokens = 1024, output_tokens = 256;  ///< the means when distributions are given
   std::optional<model::LengthDist> input_dist, output_dist;
   std::optional<double> rate;       ///< requests/s: the capacity planner
@@ -79,8 +78,5 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
                                                const wl_io::ModelLibrary& lib,
                                                const std::function<std::string(const std::string&)>& where,
                                                Diagnostics& diags);
-
-/// "lognormal:MEAN,SD" or "TOKENS:WEIGHT,TOKENS:WEIGHT,..." (weights normalised); diagnostics at `where`.
-std::optional<model::LengthDist> parse_lengths(const std::string& spec, const std::string& where, Diagnostics& diags);
 
 }  // namespace gpuplan::app

@@ -1,6 +1,7 @@
 #pragma once
 // The serving memory knobs of `gpuplan kv`, `gpuplan serve` and the GUI's Serving tab: model, GPU, layout, KV and
-// weight formats and the serving engine's memory knobs, as given, and their translation into a
+// weight formats and the serving engine's memory knobs, typed by the serving scenario decoder, and their translation
+// into a
 // model::ServingMemoryPlan (diagnostics name the flag or the key). The CLI registers them as flags
 // (generated from the serving field table: cli/serve_options.hpp, cli/cmd_kv.cpp).
 #include <functional>
@@ -19,10 +20,10 @@ struct ServingFlags {
   std::string gpu = "h100-sxm5-80gb";
   int tp = 1, pp = 1;
   std::optional<long long> gpus;
-  std::string kv_dtype = "bf16";
-  std::optional<std::string> kv_scales;
+  model::StoreDtype kv_dtype = model::StoreDtype::bf16;
+  std::optional<model::KvScaleGranularity> kv_scales;
   std::optional<double> kv_scale_bytes;
-  std::string weight_dtype = "bf16";
+  model::StoreDtype weight_dtype = model::StoreDtype::bf16;
   std::optional<long long> weight_group_size;
   std::optional<double> params;
   bool no_scale_overhead = false;
@@ -30,13 +31,15 @@ struct ServingFlags {
   long long concurrency = 1;
   std::optional<long long> block_size;
   long long prefix_tokens = 0;
-  std::optional<std::string> engine;
+  std::optional<model::MemoryEngine> engine;
   std::optional<double> gpu_memory_utilization, mem_fraction_static, usable_fraction;
   std::optional<bool> cudagraph_in_budget;
   bool enforce_eager = false;
   std::optional<double> cuda_graph_gib, activation_gib;
   std::optional<long long> max_num_batched_tokens, max_num_seqs;
-  std::optional<std::string> overheads, capacity, gpu_count;
+  std::optional<wl_io::RuntimeOverheads> overheads;
+  std::optional<model::CapacityBasis> capacity;
+  std::optional<std::string> gpu_count;  ///< kv's own flag, "layout" or "pooled" (CLI11 checks the choice)
   std::optional<double> paging_overhead;
   bool simple = false;
 };

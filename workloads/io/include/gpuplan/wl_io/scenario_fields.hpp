@@ -48,6 +48,10 @@ const ScenarioFieldTable& autoscale_policy_fields();
 /// The reader's table of the file's top level, its load and autoscale objects nested.
 const json_io::FieldTable& autoscale_file_specs();
 
+/// `gpuplan simulate`'s own options (no scenario file holds them): the arrivals, the request lengths and the batching
+/// policy; the GUI's simulation panel. The trace, length and seed rows are the autoscale load's.
+const ScenarioFieldTable& simulate_fields();
+
 /// The field of `key` in `table`, or nullptr.
 const ScenarioField* find_field(const ScenarioFieldTable& table, std::string_view key);
 
@@ -56,6 +60,9 @@ std::string training_key_label(std::string_view key);
 
 /// The GUI label of a serving key; the key itself for one the table does not have.
 std::string serving_key_label(std::string_view key);
+
+/// The GUI label of `key` in `table`; the key itself for one the table does not have.
+std::string key_label(const ScenarioFieldTable& table, std::string_view key);
 
 /// Where a key that no file gave is named in a diagnostic: its primary flag, else the key with '-' for '_' as a flag
 /// ("--moe-a2a-backend": an engine's spelling that the commands accept too).

@@ -8,6 +8,7 @@
 
 #include "gpuplan/core/diagnostics.hpp"
 #include "gpuplan/json_io/reader.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "gpuplan/wl/training.hpp"
 
 namespace gpuplan::wl_io {
@@ -30,28 +31,34 @@ Result<TrainingScenario> decode_training_scenario(const json_io::Json& j, const 
                                                   const std::map<std::string, std::string>& origin_of_key = {},
                                                   const std::string& pointer = "");
 
+/// The runtime overheads a serving scenario counts (key `overheads`: "default" or "none"): the default set (CUDA
+/// context, NCCL, CUDA graphs, activations: model::default_serving_overheads) or none.
+enum class RuntimeOverheads { standard, none };
+
 /// Serving scenarios: the keys of `gpuplan serve`'s flags (docs/scenario.md, "Serving scenario keys"), every one
-/// optional. Values are kept as given (strings for dtypes and length distributions); the checks that depend on the
-/// hardware or on several keys (fp8 compute on a GPU without fp8, speculative decoding needing both α and γ) happen
-/// when the scenario is resolved against the hardware (cli/resolve.hpp: resolve_serving), with the same messages
-/// whether a key came from a flag or a file.
+/// optional. The decoder types every value at the edge (dtypes, engines, kernels and capacity basis as enums, length
+/// distributions parsed), so a bad value is reported against its file and pointer or its flag; the checks that depend
+/// on the hardware or on the model (fp8 compute on a GPU without fp8, EP needing an MoE model) happen when the
+/// scenario is resolved against them (app/resolve.hpp: resolve_serving), with the same messages whether a key came
+/// from a flag or a file.
 struct ServingScenario {
   std::string model;
   std::string gpu, node, cluster;
   std::optional<long long> tp, pp, ep;
   std::optional<long long> attention_dp;  ///< attention-DP ranks with wide EP = attention_dp × tp (wide_ep.hpp)
   std::optional<double> moe_imbalance;  ///< MoE hot-expert skew (busiest EP rank's tokens over the mean)
-  std::optional<std::string> moe_a2a_backend, deepep_mode;  ///< MoE dispatcher: nccl | deepep; auto | normal | low_latency
+  std::optional<model::MoeA2aBackend> moe_a2a_backend;  ///< MoE dispatcher: nccl | deepep
+  std::optional<model::DeepEpMode> deepep_mode;         ///< DeepEP's kernels: auto | normal | low_latency
   std::optional<bool> two_batch_overlap;                     ///< SGLang's two-batch overlap
   // Traffic and SLA.
   std::optional<long long> input_tokens, output_tokens, batch;
   std::optional<long long> images_per_request;  ///< a multimodal model's images per request (issue #23)
-  std::optional<std::string> input_dist, output_dist;
+  std::optional<model::LengthDist> input_dist, output_dist;  ///< lognormal:MEAN,SD or TOKENS:WEIGHT,... (parsed)
   std::optional<double> rate, ttft_ms, itl_ms, percentile;
   std::optional<long long> concurrency;  ///< closed-loop users (instead of a rate)
   std::optional<double> think_time_s;    ///< closed loop: pause between a response and the next request
   // Engine and precision.
-  std::optional<std::string> compute;
+  std::optional<hw::Precision> compute;  ///< bf16, fp16, fp8, fp4 or int8 (W8A8)
   std::optional<double> price_usd_per_hour;
   std::optional<double> step_overhead_ms, kernel_overhead_us, cpu_per_kernel_us;
   bool disaggregated = false;
@@ -62,7 +69,11 @@ struct ServingScenario {
   std::optional<std::string> draft_model;
   // Memory (the same knobs as `gpuplan kv`).
   std::optional<long long> block_size, prefix_tokens, weight_group_size, max_num_batched_tokens, max_num_seqs;
-  std::optional<std::string> kv_dtype, kv_scales, weight_dtype, engine, overheads, capacity;
+  std::optional<model::StoreDtype> kv_dtype, weight_dtype;
+  std::optional<model::KvScaleGranularity> kv_scales;
+  std::optional<model::MemoryEngine> engine;
+  std::optional<RuntimeOverheads> overheads;
+  std::optional<model::CapacityBasis> capacity;
   std::optional<double> prefix_hit_rate;  ///< prefix-cache hits on the rest of each prompt, [0, 1)
   std::optional<double> kv_scale_bytes, gpu_memory_utilization, mem_fraction_static, usable_fraction, cuda_graph_GiB,
       activation_GiB;
@@ -77,6 +88,14 @@ const json_io::FieldTable& serving_scenario_fields();
 Result<ServingScenario> decode_serving_scenario(const json_io::Json& j, const std::string& file,
                                                 const std::string& pointer = "",
                                                 const std::map<std::string, std::string>& origin_of_key = {});
+
+/// The longest request a length distribution may give, tokens (input_tokens / output_tokens take 1 to 1e7 too).
+inline constexpr long long kMaxLengthTokens = 10000000;
+
+/// A request-length distribution as a scenario spells it: "lognormal:MEAN,SD" (1 ≤ MEAN ≤ kMaxLengthTokens,
+/// 0 ≤ SD ≤ kMaxLengthTokens) or "TOKENS:WEIGHT,TOKENS:WEIGHT,..." (whole token counts, weights > 0, normalised).
+/// nullopt with `error` set (the value and the rule) when it does not parse.
+std::optional<model::LengthDist> parse_length_dist(const std::string& text, std::string& error);
 
 /// "N", "A..B" (A, 2A, 4A, … ≤ B) or "A..B:STEP" (A, A+STEP, … ≤ B) as a list of counts, 1 ≤ A ≤ B ≤ 10⁷, at most
 /// 4096 of them. Empty with `error` set when it does not parse.
