@@ -167,7 +167,7 @@ TEST_CASE("every recipe of issue #22's dev tables runs with its own flags") {
 // the top of the authors' "between SXM and NVL"; the 500 W power limit not modelled). The rows are kept out of the
 // error bands for that reason ("not_in_bands"), and Table 5's interleaved-over-1F1B gain, which both assumptions
 // leave alone, is the model's own.
-TEST_CASE("the TorchTitan rows run on the Grand Teton H100, optimistic, out of the bands; Table 5's schedule ratio") {
+TEST_CASE("the TorchTitan rows run on the Grand Teton H100, optimistic, out of the bands, with Table 5's schedule ratio") {
   const auto s = run("training_cases.json");
   std::vector<gpuplan::model::BandCase> bands;
   gpuplan::cli::append_band_cases(s, bands);
