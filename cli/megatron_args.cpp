@@ -17,6 +17,19 @@ namespace gpuplan::cli {
 
 namespace {
 #include "megatron_arg_names.inc"
+
+/// Flags that launch scripts pass but Megatron-LM's parser at the pinned commit (megatron_arg_names.inc) does not
+/// have, each with a public Megatron-LM commit whose parser has it (the group names that commit and the arguments.py
+/// function). Kept beside the generated list, never in it: regenerating the names does not drop them, and a name
+/// that the pinned parser gains is found there first. Sorted by name.
+inline constexpr MegatronFlagName kMegatronLegacyFlagNames[] = {
+    // TransformerConfig.fp8_dot_product_attention exists at the pinned commit (megatron/core/transformer/
+    // transformer_config.py), but arguments.py lists it under "no CLI argument exists for these"; the switch is
+    // _add_transformer_engine_args' in NVIDIA/Megatron-LM pull request #1551 (commit b23f6c22a227, 2025-03-14),
+    // and Megatron launch scripts with FP8 attention pass it.
+    {"--fp8-dot-product-attention", 0,
+     "legacy: NVIDIA/Megatron-LM b23f6c22a227 (pull request #1551), _add_transformer_engine_args"},
+};
 }  // namespace
 
 using detail::kNotModelled;
@@ -28,13 +41,25 @@ const std::vector<MegatronFlagName>& megatron_flag_names() {
 
 std::string_view megatron_commit() { return kMegatronCommit; }
 
-const MegatronFlagName* find_megatron_flag(std::string_view name) {
-  const auto& v = megatron_flag_names();
+const std::vector<MegatronFlagName>& megatron_legacy_flag_names() {
+  static const std::vector<MegatronFlagName> names(std::begin(kMegatronLegacyFlagNames),
+                                                   std::end(kMegatronLegacyFlagNames));
+  return names;
+}
+
+namespace {
+const MegatronFlagName* find_in(const std::vector<MegatronFlagName>& v, std::string_view name) {
   auto it = std::lower_bound(v.begin(), v.end(), name,
                              [](const MegatronFlagName& e, std::string_view n) {
                                return std::string_view(e.name) < n;
                              });
   return it != v.end() && it->name == name ? &*it : nullptr;
+}
+}  // namespace
+
+const MegatronFlagName* find_megatron_flag(std::string_view name) {
+  if (const auto* e = find_in(megatron_flag_names(), name)) return e;
+  return find_in(megatron_legacy_flag_names(), name);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -45,7 +45,10 @@ struct MegatronFlagName {
 const std::vector<MegatronFlagName>& megatron_flag_names();
 /// The Megatron-LM commit the names were read from ("d98e8a64ddf3 (2026-08-22)").
 std::string_view megatron_commit();
-/// The entry of `name` ("--seq-length"), or nullptr.
+/// Flags that Megatron launch scripts pass but the pinned parser lacks, each with a Megatron-LM commit that has it
+/// (its group: "legacy: <repository> <commit> ..."), sorted by name.
+const std::vector<MegatronFlagName>& megatron_legacy_flag_names();
+/// The entry of `name` ("--seq-length") in the pinned parser's names, else in the legacy names, or nullptr.
 const MegatronFlagName* find_megatron_flag(std::string_view name);
 
 /// The training command of a script: the words after the Python program (or all of a bare flag list), and the

@@ -84,6 +84,7 @@ const std::set<std::string_view> kHandled{
     "--seq-length", "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
     "--tp-comm-overlap", "--recompute-granularity", "--recompute-method", "--recompute-num-layers",
     "--recompute-modules", "--recompute-activations", "--fp8-format", "--fp8-recipe", "--fp8-param-gather",
+    "--fp8-dot-product-attention",
     "--fp4-format", "--fp4-recipe", "--bf16", "--fp16", "--account-for-embedding-in-pipeline-split",
     "--account-for-loss-in-pipeline-split", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
     "--pipeline-model-parallel-layout", "--mtp-num-layers", "--moe-token-dispatcher-type", "--moe-enable-deepep",

@@ -113,6 +113,13 @@ void Mapper::precision() {
     if (fp8 || typed_fp8) set("fp8_params", true, "--fp8-param-gather");
     else m_.ignored.push_back("--fp8-param-gather");
   }
+  // TransformerConfig.fp8_dot_product_attention: Transformer Engine's FP8 fused attention, inside the FP8 (or FP4)
+  // autocast region only.
+  if (given("--fp8-dot-product-attention")) {
+    if (fp8 || fp4) set("fp8_dot_product_attention", true, "--fp8-dot-product-attention");
+    else bad(*get("--fp8-dot-product-attention"), "FP8 attention runs inside FP8 or FP4 training: give --fp8-format "
+                                                   "or --fp4-format");
+  }
   // Gradient buffers: fp32 with bf16 unless --grad-reduce-in-bf16 (arguments.py, validate_args), the parameter
   // dtype otherwise unless --accumulate-allreduce-grads-in-fp32.
   if (given("--main-grads-dtype")) {

@@ -179,6 +179,16 @@ Result<ValidationSummary> validate_training(const std::string& cases_file, const
     r.layout = layout_text(resolved->plan);
     r.regime = {"train", model::generation_of(resolved->sys.gpu->family), resolved->arch.moe.has_value() ? "moe" : "dense",
                 model::scale_bucket(resolved->plan.par.gpus(), resolved->sys.node ? resolved->sys.node->gpus : 1)};
+    // "not_in_bands": a case priced and reported but kept out of the error bands, with the reason: its hardware rests
+    // on an assumption its own source calls unknown (the TorchTitan paper's Grand Teton H100, whose peak the authors
+    // place "between SXM and NVL"), so its residual measures that assumption, not the model.
+    if (c.contains("not_in_bands")) {
+      if (!c["not_in_bands"].is_string() || c["not_in_bands"].get<std::string>().empty())
+        diags.error(cases_file, ptr + "/not_in_bands", "expected the reason the case is kept out of the error bands "
+                                                       "(a non-empty string)");
+      else
+        r.regime.kind.clear();
+    }
     model::TrainingEstimate est;
     if (resolved->pre.ok) est = model::estimate_training(resolved->arch, resolved->plan, resolved->sys, Explain::off);
     else est.feasibility = resolved->pre;

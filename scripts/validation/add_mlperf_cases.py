@@ -398,7 +398,8 @@ def amd_lora_case(root, name, impl, node, gpu, ckpt_layers):
     sc = {"model": "llama-2-70b", "node": node, "gpus": 8, "tp": 1, "pp": 1, "cp": 1, "dp": 8, "micro_batch": 1,
           "global_batch": gbs, "seq": 8192, "precision": "fp8", "fp8_recipe": "delayed", "fp8_params": True,
           "zero": 0, "recompute": "none", "sequence_parallel": False, "kernels": "fused", "cross_entropy": "unfused",
-          "lora_rank": 16, "lora_targets": "attention", "lora_base": "fp8", "lora_dropout": 0.1}
+          "lora_rank": 16, "lora_targets": "attention", "lora_base": "fp8", "lora_dropout": 0.1,
+          "fp8_weight_copies": "per_microbatch"}
     ckpt = "no activation checkpointing (ACG unset) -> recompute none"
     if ckpt_layers:
         sc.update({"recompute": "full", "recompute_method": "block", "recompute_num_layers": ckpt_layers})
@@ -415,14 +416,29 @@ def amd_lora_case(root, name, impl, node, gpu, ckpt_layers):
              f"Layout from {config}: TP 1, PP 1, CP 1, SP False, MBS 1, MINIBS 1 -> global_batch 8 (the log's), dp 8. "
              f"FP8=True (src/conf/megatron_gpt_peft_tuning_config.yaml fp8_hybrid default True, delayed scaling, amax "
              f"history 4) -> precision fp8, fp8_recipe delayed; fp8_params = FP8 -> fp8_params true, lora_base fp8; "
-             f"{ckpt}; the yaml sets disable_parameter_transpose_cache True, but the Dockerfile's ROCm/TransformerEngine "
-             f"commit d0ef413b is not a release whose FP8-parameter handling we could read -> fp8_weight_copies left at "
-             f"cached; the yaml's optimizer is fused_adam on one node (mcore_distributed_optim only with more than one "
+             f"{ckpt}; "
+             f"the yaml sets disable_parameter_transpose_cache True and the config ENABLE_TRANSPOSE_CACHE=0, "
+             f"AMD's switch for keeping the FP8 weights' transpose (ROCm's Transformer Engine adds a "
+             f"keep_fp8_weight_transpose_cache parameter to te.pytorch.Linear, which AMD-AGI/Primus f670d91 "
+             f"primus/backends/megatron/patches/te_patches/linear_fp8_cache_patches.py sets False 'to reduce "
+             f"memory usage') -> fp8_weight_copies per_microbatch (the transpose made at each backward use and "
+             f"freed); the code that reads ENABLE_TRANSPOSE_CACHE in this stack (ROCm Megatron-LM bc0be960, ROCm "
+             f"Transformer Engine d0ef413b) is in neither mirror, but AMD's own recompute depth agrees: 21 "
+             f"recomputed layers on the 192 GB MI300X and none on the 256 and 288 GB parts need 186 and 222 GiB "
+             f"per GPU with per-use transposes, 253 and 289 GiB with cached ones;"
+             f" the yaml's optimizer is fused_adam on one node (mcore_distributed_optim only with more than one "
              f"node) -> zero 0; no cross-entropy fusion in the yaml (Megatron's default off) -> cross_entropy unfused; "
              f"peft lora_tuning adapter_dim 16, adapter_dropout 0.1 (dropout_position 'pre'), target_modules "
              f"['attention'] -> lora_rank 16, lora_targets attention, lora_dropout 0.1. "
-             f"Not expressible: FP8 storage of the MLP activation input (FP8_ACTIVATION=True), the CK / AOTriton fused "
-             f"attention kernels (NVTE_FUSED_ATTN_CK, _AOTRITON) and Triton RMSNorm / cast-transpose kernels. Model: llama-2-70b library file. Time to train in also_measured.")
+             f"FP8_ACTIVATION=True sets the yaml's model.fp8_activation_input_store, a name no Megatron-Core "
+             f"TransformerConfig field has (the field is activation_func_fp8_input_store in NVIDIA/Megatron-LM "
+             f"d98e8a64 and ROCm/Megatron-LM e6f97367), and NeMo v2.3.0's build_transformer_config "
+             f"(nlp/models/language_modeling/megatron_base_model.py) passes only TransformerConfig field names: "
+             f"the key reaches nothing in the sources we could read -> activation_func_fp8_input_store left "
+             f"false (set, it would take 35 GiB of SwiGLU inputs off each GPU). Not expressible: the CK / "
+             f"AOTriton fused attention kernels (NVTE_FUSED_ATTN_CK, _AOTRITON) and Triton RMSNorm / "
+             f"cast-transpose kernels."
+             f" Model: llama-2-70b library file. Time to train in also_measured.")
     return row(f"A-mlperf51-llama2-70b-lora-{gpu.lower()}-8gpu", rnd, commit, results, s,
                f"AMD/benchmarks/llama2_70b_lora/implementations/{impl}/{config}, "
                "src/conf/megatron_gpt_peft_tuning_config.yaml", sc, per_gpu,

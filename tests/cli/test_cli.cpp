@@ -39,17 +39,17 @@ const std::vector<std::string> kGpuIds{
     "h100-nvl",  "h800-sxm5",      "h20",            "h200-sxm-141gb", "b100",           "b200-hgx",
     "gb200-gpu", "b300-hgx",       "gb300-gpu",      "l40s",           "l4",             "mi250x",
     "mi300x",    "mi325x",         "mi355x",         "jetson-agx-orin-64gb", "jetson-agx-orin-32gb",
-    "jetson-agx-thor", "rtx-4090",     "rtx-5090"};
+    "jetson-agx-thor", "rtx-4090",     "rtx-5090", "h100-sxm-96gb-hbm2e"};
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
 TEST_SUITE("gpuplan hw") {
-  TEST_CASE("hw validate with no path checks the whole data directory: exit 0, 'ok: 26 GPUs'") {
+  TEST_CASE("hw validate with no path checks the whole data directory: exit 0, 'ok: 27 GPUs'") {
     const Run r = run({"hw", "validate"});
     INFO(r.err);
     CHECK(r.rc == 0);
-    CHECK(starts_with(r.out, "ok: 26 GPUs, "));
+    CHECK(starts_with(r.out, "ok: 27 GPUs, "));
     CHECK(r.err.empty());
   }
 
@@ -79,10 +79,10 @@ TEST_SUITE("gpuplan hw") {
     CHECK(contains(r.out, "\nh100-sxm5-80gb,NVIDIA H100 SXM5 80GB,989.4,"));
   }
 
-  TEST_CASE("hw list --format json is an array of 26 objects with bf16_TFLOPs") {
+  TEST_CASE("hw list --format json is an array of 27 objects with bf16_TFLOPs") {
     const json j = parse_json(run({"hw", "list", "--format", "json"}));
     REQUIRE(j.is_array());
-    CHECK(j.size() == 26);
+    CHECK(j.size() == 27);
     std::set<std::string> ids;
     for (const auto& g : j) {
       const std::string id = g.at("id").get<std::string>();

@@ -76,6 +76,35 @@ TEST_SUITE("megatron args: the flag table") {
     CHECK(find_megatron_flag("--tp") == nullptr);
     CHECK(megatron_commit().substr(0, 12) == "d98e8a64ddf3");
   }
+
+  TEST_CASE("legacy names: not in the pinned parser, found beside it with the commit that has them") {
+    const auto& pinned = megatron_flag_names();
+    const auto& legacy = megatron_legacy_flag_names();
+    REQUIRE_FALSE(legacy.empty());
+    for (std::size_t k = 1; k < legacy.size(); ++k)
+      CHECK(std::string(legacy[k - 1].name) < std::string(legacy[k].name));
+    for (const auto& l : legacy) {
+      CAPTURE(l.name);
+      // A legacy name the pinned parser has would be found there first and its entry here would be dead.
+      CHECK(std::none_of(pinned.begin(), pinned.end(),
+                         [&](const MegatronFlagName& p) { return std::string(p.name) == l.name; }));
+      CHECK(std::string(l.group).rfind("legacy: ", 0) == 0);
+    }
+    const auto* dpa = find_megatron_flag("--fp8-dot-product-attention");
+    REQUIRE(dpa != nullptr);
+    CHECK(dpa->arity == 0);
+    CHECK(std::string(dpa->group).find("b23f6c22a227") != std::string::npos);
+  }
+
+  TEST_CASE("a pasted launch script with the legacy --fp8-dot-product-attention reads and maps") {
+    Diagnostics d;
+    auto m = map_script("torchrun --nproc-per-node 8 pretrain_gpt.py --bf16 --fp8-format hybrid \\\n"
+                        "  --fp8-recipe delayed --fp8-dot-product-attention --seq-length 8192\n",
+                        d);
+    REQUIRE_MESSAGE(m, d.to_string());
+    CHECK(m->keys["fp8_dot_product_attention"] == true);
+    CHECK(m->origin.at("fp8_dot_product_attention") == "--fp8-dot-product-attention");
+  }
 }
 
 TEST_SUITE("megatron args: reading a launch script") {
@@ -303,6 +332,21 @@ TEST_SUITE("megatron args: mapping") {
     CHECK(nv->ignored.empty());
     CHECK_FALSE(map_typed({"--fp4-recipe", "mxfp4"}, d5));
     CHECK(d5.to_string().find("'--fp4-recipe mxfp4': gpuplan prices FP4 as NVFP4") != std::string::npos);
+  }
+
+  TEST_CASE("--fp8-dot-product-attention maps to FP8 attention under FP8 or FP4 training, and is refused without") {
+    // TransformerConfig.fp8_dot_product_attention; the switch is a legacy name (megatron_legacy_flag_names): the
+    // pinned parser has none, NVIDIA/Megatron-LM b23f6c22a227 (pull request #1551) has it.
+    Diagnostics d1, d2, d3;
+    auto fp8 = map_typed({"--bf16", "--fp8-format", "hybrid", "--fp8-dot-product-attention"}, d1);
+    REQUIRE(fp8);
+    CHECK(fp8->keys["fp8_dot_product_attention"] == true);
+    auto fp4 = map_typed({"--bf16", "--fp4-format", "e2m1", "--fp8-dot-product-attention"}, d2);
+    REQUIRE(fp4);
+    CHECK(fp4->keys["fp8_dot_product_attention"] == true);
+    CHECK_FALSE(map_typed({"--bf16", "--fp8-dot-product-attention"}, d3));
+    CHECK(d3.to_string().find("'--fp8-dot-product-attention': FP8 attention runs inside FP8 or FP4 training") !=
+          std::string::npos);
   }
 
   TEST_CASE("ignored: learning rate, data, logging, checkpointing: listed, never mapped") {

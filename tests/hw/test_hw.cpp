@@ -93,19 +93,20 @@ Json minimal_gpu() {
 
 // ---------------------------------------------------------------------------------------------------------------
 TEST_SUITE("shipped hardware database") {
-  TEST_CASE("the data directory loads with 26 GPUs and no diagnostics at all") {
+  TEST_CASE("the data directory loads with 27 GPUs and no diagnostics at all") {
     auto r = gpuplan::hw_io::load_hardware_db(kData);
     INFO(r.diagnostics().to_string());
     REQUIRE(r.ok());
     CHECK(r.diagnostics().empty());
-    CHECK(r->gpus.size() == 26);
+    CHECK(r->gpus.size() == 27);
     const std::vector<std::string> ids{"v100-sxm2",      "a100-sxm4-40gb", "a100-sxm4-80gb", "a100-pcie-80gb",
                                        "h100-sxm5-80gb", "h100-pcie-80gb", "h100-nvl",       "h800-sxm5",
                                        "h20",            "h200-sxm-141gb", "b100",           "b200-hgx",
                                        "gb200-gpu",      "b300-hgx",       "gb300-gpu",      "l40s",
                                        "l4",             "mi250x",         "mi300x",         "mi325x",
                                        "mi355x",         "jetson-agx-orin-64gb", "jetson-agx-orin-32gb",
-                                       "jetson-agx-thor", "rtx-4090",     "rtx-5090"};
+                                       "jetson-agx-thor", "rtx-4090",     "rtx-5090",
+                                       "h100-sxm-96gb-hbm2e"};
     for (const auto& id : ids) {
       CAPTURE(id);
       const auto* g = r->find_gpu(id);
@@ -1081,6 +1082,36 @@ TEST_SUITE("hardware completeness") {
       CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(gib).epsilon(1e-5));
       CHECK(u::to_GiB(g->memory.capacity_label) == doctest::Approx(label_gib).epsilon(1e-5));
     }
+  }
+}
+
+TEST_SUITE("shipped hardware database: the TorchTitan paper's Grand Teton H100") {
+  TEST_CASE("96 GB HBM2e at 2.4 TB/s, fit checks at the 95 GiB CUDA reports, the Hopper family's efficiencies") {
+    // pytorch/torchtitan docs/performance.md: 96GB HBM2e, 2.4 TB/sec; torchtitan pull request #800: 95 GiB.
+    const auto* g = shipped().find_gpu("h100-grand-teton");  // an alias
+    REQUIRE(g != nullptr);
+    CHECK(g->info.id == "h100-sxm-96gb-hbm2e");
+    CHECK(g->memory.bandwidth.raw() == doctest::Approx(2.4e12));
+    CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(95.0));
+    CHECK(u::to_GiB(g->memory.capacity_label) == doctest::Approx(89.40697).epsilon(1e-5));  // 96e9 B
+    // The peak is unpublished ("between SXM and NVL"): the file takes the SXM datasheet's, the top of that range.
+    const auto* sxm = shipped().find_gpu("h100-sxm5-80gb");
+    const auto* nvl = shipped().find_gpu("h100-nvl");
+    REQUIRE((sxm != nullptr && nvl != nullptr));
+    CHECK(g->peak(Precision::bf16)->raw() == sxm->peak(Precision::bf16)->raw());
+    CHECK(g->peak(Precision::bf16)->raw() > nvl->peak(Precision::bf16)->raw());
+    REQUIRE(g->efficiency.has_value());
+    CHECK(g->efficiency->gpu == "h100-sxm5-80gb");
+    CHECK(g->efficiency_via == "no measurement for h100-sxm-96gb-hbm2e: uses its family's (h100-sxm5-80gb)");
+    const auto* n = shipped().find_node("grand-teton-h100");
+    REQUIRE(n != nullptr);
+    CHECK(n->gpu == "h100-sxm-96gb-hbm2e");
+    CHECK(n->gpus == 8);
+    CHECK(n->scale_up.domain_gpus == 8);
+    CHECK(n->scale_up.topology == gpuplan::hw::ScaleUpTopology::switched);
+    REQUIRE(n->scale_out.has_value());
+    CHECK(n->scale_out->nics == 8);
+    CHECK(n->scale_out->nic.raw() == doctest::Approx(50e9));  // 400 Gb/s per GPU, one direction
   }
 }
 
