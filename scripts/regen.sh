@@ -21,7 +21,7 @@ g() { "$exe" --data-dir "$root/data" "$@"; }
 g validate --write-bands data/accuracy/bands.json >/dev/null
 g validate --format md > docs/accuracy.md
 g schema > docs/field-reference.md
-g schema --scenario-doc docs/scenario.md >/dev/null
+g schema --scenario-doc docs/scenario.md > docs/scenario.md.new && mv docs/scenario.md.new docs/scenario.md
 (
   cd tests/fixtures/report
   g report small-plan.json --format md > small.md
