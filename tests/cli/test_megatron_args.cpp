@@ -220,7 +220,7 @@ TEST_SUITE("megatron args: mapping") {
     CHECK_FALSE(k.contains("gradient_bytes"));
   }
 
-  TEST_CASE("--ddp-bucket-size maps to dp_bucket_size, parameters per bucket; 0 or a word is refused") {
+  TEST_CASE("--ddp-bucket-size maps to dp_bucket_size, parameters per bucket, and 0 or a word is refused") {
     // Megatron-Core DistributedDataParallelConfig.bucket_size: "Maximum number of parameters in each bucket";
     // MLPerf v5.1 Llama 3.1 8B (config_common_8b.sh BUCKET_SIZE) passes 768000000.
     Diagnostics d;
