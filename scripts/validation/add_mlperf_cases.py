@@ -478,17 +478,57 @@ def express_dp_ctas(case):
     case["scenario"]["dp_max_ctas"] = 8
     if DP_CTAS not in case["notes"]:
         case["notes"] += DP_CTAS
-    if "-llama31-8b-" in case["id"] and BUCKET_8B not in case["notes"]:
-        case["notes"] += BUCKET_8B
+    return case
+
+
+# The DP gradient bucket (dp_bucket_size, Megatron-Core DistributedDataParallelConfig.bucket_size, parameters) of the
+# NeMo 2 recipes. pretrain.py passes conf/custom.yaml model.optim.bucket_size (env BUCKET_SIZE) to the DDP config
+# and, from v5.1, to NeMo's MegatronCommOverlapCallback; that callback, with the distributed optimizer and DP > 1, sets
+# the DDP bucket to its own 128 x 1024 x 1024 unless it is given one (NVIDIA/NeMo
+# nemo/lightning/pytorch/callbacks/megatron_comm_overlap.py _apply_optimizer_overlap_cfgs, read at commit 03ec8969).
+DP_BUCKET = {
+    "8b": (768000000,
+           " config_common_8b.sh BUCKET_SIZE=768000000 -> conf/custom.yaml model.optim.bucket_size, which pretrain.py "
+           "passes to Megatron-Core's DistributedDataParallelConfig and NeMo's MegatronCommOverlapCallback -> "
+           "dp_bucket_size 768000000 (parameters per DP gradient bucket)."),
+    "405b-v5.1": (134217728,
+                  " conf/custom.yaml model.optim.bucket_size default 134217728 (BUCKET_SIZE is not set for 405B), "
+                  "which pretrain.py passes to Megatron-Core's DistributedDataParallelConfig and NeMo's "
+                  "MegatronCommOverlapCallback -> dp_bucket_size 134217728 (parameters per DP gradient bucket)."),
+    "405b-v5.0": (134217728,
+                  " conf/custom.yaml model.optim.bucket_size default 200 goes to the DistributedDataParallelConfig, "
+                  "but pretrain.py's MegatronCommOverlapCallback is given no bucket_size and, with the distributed "
+                  "optimizer and DP > 1, sets the DDP bucket to its own 128 x 1024 x 1024 (NeMo "
+                  "megatron_comm_overlap.py _apply_optimizer_overlap_cfgs) -> dp_bucket_size 134217728 (parameters "
+                  "per DP gradient bucket)."),
+}
+
+
+def express_dp_bucket(case):
+    """The NeMo 2 recipes of Llama 3.1 8B (v5.1) and 405B (v5.0, v5.1) run a DP gradient bucket other than Megatron's
+    default: dp_bucket_size, with the 8B rows' 'Not expressible' BUCKET_SIZE note replaced. Idempotent; other rows
+    (GPT-3's Apex optimizer, LoRA, AMD) are returned unchanged."""
+    cid = case["id"]
+    kind = ("8b" if "-llama31-8b-" in cid else "405b-v5.1" if cid.startswith("A-mlperf51-llama31-405b-")
+            else "405b-v5.0" if cid.startswith("A-mlperf50-llama31-405b-") else None)
+    if kind is None:
+        return case
+    size, text = DP_BUCKET[kind]
+    case["notes"] = case["notes"].replace(BUCKET_8B, "")
+    if text not in case["notes"]:
+        case["notes"] += text
+    case["scenario"]["dp_bucket_size"] = size
     return case
 
 
 def main():
-    if len(sys.argv) == 2 and sys.argv[1] == "--express-fp8-attention":
-        # Re-apply express_fp8_attention to the rows already in the file (no mirrors needed).
+    express = {"--express-fp8-attention": express_fp8_attention, "--express-dp-bucket": express_dp_bucket}
+    if len(sys.argv) == 2 and sys.argv[1] in express:
+        # Re-apply one expression to the rows already in the file (no mirrors needed).
+        fn = express[sys.argv[1]]
         with open(CASES) as f:
             data = json.load(f)
-        data["cases"] = [express_fp8_attention(c) if c["id"].startswith("A-mlperf") else c for c in data["cases"]]
+        data["cases"] = [fn(c) if c["id"].startswith("A-mlperf") else c for c in data["cases"]]
         with open(CASES, "w") as f:
             f.write(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
         return
@@ -496,7 +536,7 @@ def main():
     new = ([express_dp_ctas(gpt3_case(root, *g)) for g in GPT3] +
            [express_dp_ctas(llama_case(root, *l)) for l in LLAMA] + [lora_case(root, *l) for l in LORA] +
            [express_dp_ctas(llama8b_case(root, *l)) for l in LLAMA8B] + [amd_lora_case(root, *l) for l in AMD_LORA])
-    new = [express_fp8_attention(c) for c in new]
+    new = [express_dp_bucket(express_fp8_attention(c)) for c in new]
     with open(CASES) as f:
         data = json.load(f)
     ids = {c["id"] for c in new}

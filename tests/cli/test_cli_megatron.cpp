@@ -76,6 +76,26 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
                             "(--bf16); recompute = \"selective\" (--recompute-granularity selective)"));
   }
 
+  TEST_CASE("--ddp-bucket-size prices as --dp-bucket-size, and a bucket of 200 parameters exits 2 naming the flag") {
+    const std::vector<std::string> plan{"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--tp", "2",
+                                        "--zero", "1", "--global-batch", "64", "--seq", "4096", "--format", "json"};
+    auto with_flag = [&](std::vector<std::string> extra) {
+      auto a = plan;
+      a.insert(a.end(), extra.begin(), extra.end());
+      return run(a);
+    };
+    const Run meg = with_flag({"--ddp-bucket-size", "768000000"});
+    const Run own = with_flag({"--dp-bucket-size", "768000000"});
+    INFO(meg.err);
+    CHECK(meg.rc == 0);
+    CHECK(meg.out == own.out);
+    CHECK(contains(meg.err, "dp_bucket_size = 768000000 (--ddp-bucket-size 768000000)"));
+    CHECK(meg.out != with_flag({}).out);  // the bucket changes the DP calls and the exposed last bucket
+    const Run bad = with_flag({"--ddp-bucket-size", "200"});
+    CHECK(bad.rc == kInvalid);
+    CHECK(contains(bad.err, "--ddp-bucket-size 200: error: value 200 is below 1000000 parameters"));
+  }
+
   TEST_CASE("flags that do not change performance are accepted and listed as ignored") {
     const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--tensor-model-parallel-size",
                        "8", "--lr", "3e-4", "--data-path", "/data/a", "--save", "/ckpt", "--log-interval", "10",

@@ -352,6 +352,36 @@ TEST_SUITE("gpuplan train") {
     CHECK(r.err == "--zero: error: value 7 is out of range: expected >= 0 and <= 3\n");
   }
 
+  TEST_CASE("--dp-bucket-size below 1M parameters, negative, fractional or with ZeRO-3 exits 2 with the value") {
+    // The key counts parameters (Megatron's --ddp-bucket-size); a value like MLPerf v5.0's yaml 200 (read as MB) would
+    // give every tensor a bucket of its own.
+    const Run small = run(with(fitting_args(), {"--dp-bucket-size", "200"}));
+    CHECK(small.rc == kInvalid);
+    CHECK(small.out.empty());
+    CHECK(contains(small.err, "--dp-bucket-size: error: value 200 is below 1000000 parameters: dp_bucket_size counts "
+                              "parameters per gradient bucket"));
+    const Run neg = run(with(fitting_args(), {"--dp-bucket-size", "-1"}));
+    CHECK(neg.rc == kInvalid);
+    CHECK(contains(neg.err, "--dp-bucket-size: error: value -1 is out of range: expected >= 0"));
+    const Run z3 = run(with(base_args(), {"--zero", "3", "--dp-bucket-size", "768000000"}));
+    CHECK(z3.rc == kInvalid);
+    CHECK(contains(z3.err, "--dp-bucket-size: error: value 768000000: dp_bucket_size sets the gradient buckets of DDP "
+                           "and the distributed optimizer (zero 0-2)"));
+    const TempFile f("bucket.json",
+                     R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "zero": 1, "dp_bucket_size": 7.5e5})");
+    const Run file = run({"train", "--scenario", f.path()});
+    CHECK(file.rc == kInvalid);
+    CHECK(contains(file.err, f.path() + ": /dp_bucket_size: error: value 750000 is below 1000000 parameters"));
+    const TempFile g("bucket-frac.json",
+                     R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "zero": 1, "dp_bucket_size": 1.5e6})");
+    CHECK(run({"train", "--scenario", g.path()}).rc == 0);  // 1.5e6 is a whole number of parameters
+    const TempFile h("bucket-half.json",
+                     R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "zero": 1, "dp_bucket_size": 2000000.5})");
+    const Run half = run({"train", "--scenario", h.path()});
+    CHECK(half.rc == kInvalid);
+    CHECK(contains(half.err, h.path() + ": /dp_bucket_size: error: expected an integer"));
+  }
+
   TEST_CASE("a flag overriding a bad file value is reported as the flag, not the file") {
     const TempFile f("zero.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "zero": 1})");
     const Run r = run({"train", "--scenario", f.path(), "--zero", "9"});

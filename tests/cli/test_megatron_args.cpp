@@ -249,6 +249,28 @@ TEST_SUITE("megatron args: mapping") {
     CHECK_FALSE(k.contains("gradient_bytes"));
   }
 
+  TEST_CASE("--ddp-bucket-size maps to dp_bucket_size, parameters per bucket, and 0 or a word is refused") {
+    // Megatron-Core DistributedDataParallelConfig.bucket_size: "Maximum number of parameters in each bucket";
+    // MLPerf v5.1 Llama 3.1 8B (config_common_8b.sh BUCKET_SIZE) passes 768000000.
+    Diagnostics d;
+    auto m = map_typed({"--use-distributed-optimizer", "--overlap-grad-reduce", "--ddp-bucket-size", "768000000"}, d);
+    INFO(d.to_string());
+    REQUIRE(m);
+    CHECK(m->keys["dp_bucket_size"] == 768000000);
+    CHECK(m->origin.at("dp_bucket_size") == "--ddp-bucket-size 768000000");
+    CHECK(std::find(m->ignored.begin(), m->ignored.end(), "--ddp-bucket-size") == m->ignored.end());
+    for (const char* bad : {"0", "7.68e8", "big"}) {
+      Diagnostics e;
+      CHECK_FALSE(map_typed({"--ddp-bucket-size", bad}, e));
+      CHECK(has(e.to_string(), "'--ddp-bucket-size " + std::string(bad) + "': expected an integer ≥ 1"));
+    }
+    // Left out, Megatron's own default applies: no key (the model's max(40M, 1M x DP)).
+    Diagnostics w;
+    auto whole = map_script("python pretrain_gpt.py --use-distributed-optimizer\n", w);
+    REQUIRE(whole);
+    CHECK_FALSE(whole->keys.contains("dp_bucket_size"));
+  }
+
   TEST_CASE("a whole command line takes Megatron-LM's defaults for what it leaves out") {
     Diagnostics d;
     auto m = map_script("python pretrain_gpt.py --tensor-model-parallel-size 2 --seq-length 2048\n", d);

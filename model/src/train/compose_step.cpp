@@ -33,12 +33,12 @@ namespace {
 ///    torch.nn.parallel.DistributedDataParallel);
 ///  - FSDP / ZeRO-3: one reduce-scatter and one all-gather per layer (one unit per decoder layer);
 ///  - Megatron-LM DDP and distributed optimizer: buckets of max(40M, 1M × DP) parameters (Megatron core
-///    DistributedDataParallel's default bucket size).
+///    DistributedDataParallel's default bucket size);
+///  - or the plan's bucket (dp_bucket_size, --dp-bucket-size): dp_bucket_params.
 struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
-DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::int64_t most_layers, double p_gpu,
-                 units::Bytes grads) {
+DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::int64_t most_layers, double p_gpu) {
   const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
   if (plan.zero == wl::ZeroStage::parameters) {
     // DeepSpeed 0.3.13-0.5.x: one call per parameter tensor.
@@ -46,10 +46,9 @@ DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std
     if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) return {tensors, tensors};
     return {layers_stage, layers_stage};
   }
-  if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
-    return {std::max(1.0, std::ceil(grads.raw() / (25.0 * 1024 * 1024))), 1};
-  const double n = std::max(1.0, std::ceil(p_gpu / megatron_bucket_params(plan)));
-  return {n, n};
+  // Buckets of dp_bucket_params (PyTorch DDP's 25 MiB of gradients is 25 MiB / gradient bytes parameters).
+  const double n = std::max(1.0, std::ceil(p_gpu / dp_bucket_params(plan)));
+  return {n, plan.zero == wl::ZeroStage::none ? 1.0 : n};
 }
 
 /// A communication of alone-time t, issued as `calls` collective calls beside compute of length `window` whose
@@ -380,7 +379,7 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(a, plan, most_stage_layers(*t.stages), p_train, grads);
+    const DpCalls calls = dp_calls(a, plan, most_stage_layers(*t.stages), p_train);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;

@@ -177,6 +177,13 @@ std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::Train
 double comm_compute_share(const Device& d);
 /// Megatron-Core's default gradient bucket in parameters: max(40M, 1M × DP) (DistributedDataParallel, DP without CP).
 double megatron_bucket_params(const wl::TrainingPlan& plan);
+/// The plan's gradient bucket in parameters: dp_bucket_size when set (--dp-bucket-size, Megatron's bucket_size),
+/// else PyTorch DDP's 25 MiB of gradients (eager kernels, no ZeRO) or Megatron's default (megatron_bucket_params).
+double dp_bucket_params(const wl::TrainingPlan& plan);
+/// Parameters per GPU of the DP unit reduced last and gathered first, whose collective no compute hides: ZeRO-3 / FSDP
+/// the root unit (embedding, positions, untied LM head); buckets: the embedding's, max(dp_bucket_params, embedding);
+/// at most the GPU's dense parameters.
+double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan& plan);
 /// The SM share of the DP collectives' kernels beside compute: comm_compute_share, at most dp_max_ctas SMs of the GPU
 /// when the plan caps the DP communicator's CTAs (one CTA runs on one SM).
 double dp_comm_compute_share(const Device& d, const wl::TrainingPlan& plan);

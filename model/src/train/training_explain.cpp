@@ -238,6 +238,23 @@ Derivation explain_comm(const StepInputs& x) {
          "for the forward, the backward and a recomputed forward",
          Origin::user("zero3_gather per_tensor_blocking: DeepSpeed 0.3.13-0.5.x, partition_parameters.py "
                       "_allgather_param, stage3.py fetch_sub_module")});
+  if (plan.zero != wl::ZeroStage::parameters && dense_grad_group_size(plan) > 1) {
+    const double bucket = dp_bucket_params(plan);
+    comm.inputs.push_back(
+        {"DP bucket",
+         fmt::format("{} parameters: {} per step, the last (exposed) {}", units::format_count(bucket),
+                     units::format_count(std::max(1.0, std::ceil(dp_reduced_params(a, params, plan) / bucket))),
+                     units::format_count(dp_last_unit_params(params, plan))),
+         "gradients are reduced bucket by bucket as the backward fills them; the embedding's bucket comes last, with "
+         "no backward left to hide it (one tensor is never split: max(bucket, embedding)), and is gathered first",
+         plan.dp_bucket_size > 0
+             ? Origin::user("dp_bucket_size (--dp-bucket-size): Megatron-Core DistributedDataParallelConfig "
+                            "bucket_size (--ddp-bucket-size)")
+         : plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none
+             ? Origin::assumption("PyTorch DDP's default bucket_cap_mb, 25 MiB of gradients")
+             : Origin::assumption("Megatron-Core's default bucket, max(40M, 1M x DP) parameters "
+                                  "(distributed_data_parallel.py)")});
+  }
   if (!comm.inputs.empty()) {
     const double share = comm_compute_share(d);
     const double wait = d.eff.comm_wait_kernels;
@@ -246,7 +263,7 @@ Derivation explain_comm(const StepInputs& x) {
          fmt::format("GEMM loss {}, wait {} kernel durations per call", units::format_number(share, 3),
                      units::format_number(wait, 3)),
          "hidden communication costs (hidden time) × GEMM loss; each DP call beside compute waits for the kernel in "
-         "flight (buckets: DDP 25 MiB, FSDP per layer, Megatron max(40M, 1M·DP) parameters)",
+         "flight (calls: one per DP bucket; FSDP one per layer)",
          d.eff.comm_compute_loss > 0
              ? Origin::calibration(d.eff.origin)
              : Origin::assumption("16 NCCL channels' share of the SMs; the wait is the built-in median of our H100 "

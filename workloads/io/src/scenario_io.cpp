@@ -15,6 +15,8 @@ namespace gpuplan::wl_io {
 
 namespace {
 using scenario_keys::rehome;
+/// The smallest gradient bucket dp_bucket_size takes (parameters); below it every tensor is a bucket of its own.
+constexpr long long kMinBucketParams = 1'000'000;
 }  // namespace
 
 // training_scenario_fields(): training_fields.cpp, the training scenario's one field table.
@@ -252,6 +254,21 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("overlap_grad_reduce")) p.overlap_grad_reduce = *v;
   if (auto v = r.boolean("overlap_param_gather")) p.overlap_param_gather = *v;
   if (auto v = r.integer("dp_max_ctas")) p.dp_max_ctas = int(*v);
+  if (auto v = r.integer("dp_bucket_size")) {
+    p.dp_bucket_size = *v;
+    if (*v > 0 && *v < kMinBucketParams)
+      key_error("dp_bucket_size",
+                fmt::format("value {} is below {} parameters: dp_bucket_size counts parameters per gradient bucket "
+                            "(Megatron's --ddp-bucket-size), and a bucket that small gives every tensor a collective "
+                            "of its own; give 0 for the framework's default or at least {} (PyTorch's bucket_cap_mb "
+                            "is in MiB: 25 MiB of bf16 gradients is 13107200 parameters)",
+                            *v, kMinBucketParams, kMinBucketParams));
+    if (*v > 0 && p.zero == wl::ZeroStage::parameters)
+      key_error("dp_bucket_size", fmt::format("value {}: dp_bucket_size sets the gradient buckets of DDP and the "
+                                              "distributed optimizer (zero 0-2); ZeRO-3 / FSDP reduces and gathers "
+                                              "one unit per layer: leave it out",
+                                              *v));
+  }
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
@@ -368,6 +385,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["overlap_grad_reduce"] = p.overlap_grad_reduce;
   j["overlap_param_gather"] = p.overlap_param_gather;
   if (p.dp_max_ctas > 0) j["dp_max_ctas"] = p.dp_max_ctas;
+  if (p.dp_bucket_size > 0) j["dp_bucket_size"] = p.dp_bucket_size;
   j["overlap_tp_comm"] = p.overlap_tp_comm;
   if (!p.overlap_p2p_comm) j["overlap_p2p_comm"] = false;
   if (p.pp_scatter_gather) j["pp_scatter_gather"] = true;

@@ -319,6 +319,17 @@ const ScenarioFieldTable& training_fields() {
                 "Core's per-communicator max_ctas for dp / dp_cp; MLPerf v4.1-v5.1 NeMo: 8): its gradient "
                 "reduce-scatter and parameter all-gather move at most that many CTAs' rate (one CTA: 0.778 of an "
                 "NVLink link, measured on H200) and take that many SMs from compute; 0 = NCCL's own count"),
+      row("dp_bucket_size", FieldType::integer, "DP bucket size (parameters)")
+          .flags({"--dp-bucket-size"})
+          .help("parameters per data-parallel gradient bucket (Megatron --ddp-bucket-size); 0 = the framework's "
+                "default: Megatron max(40M, 1M x DP), PyTorch DDP 25 MiB")
+          .otherwise("0")
+          .range(0, 1e12)
+          .doc("parameters per data-parallel gradient bucket (Megatron-Core DistributedDataParallelConfig "
+               "bucket_size, --ddp-bucket-size; NeMo 2 with the distributed optimizer: 134217728; MLPerf v5.1 "
+               "Llama 3.1 8B: 768000000): sets the DP collective calls per step and the bucket reduced last and "
+               "gathered first, which stays exposed; 0 (default) = Megatron's max(40M, 1M x DP), PyTorch DDP's "
+               "25 MiB; otherwise at least 1000000; not with zero 3"),
       row("overlap_tp_comm", FieldType::boolean, "Overlap TP communication")
           .flags({"--overlap-tp"})
           .help("overlap TP communication with GEMMs")

@@ -283,6 +283,11 @@ struct TrainingPlan {
   /// NeMo recipes: 8). 0 = NCCL's own channel count. Each CTA moves a bounded rate, so a cap bounds the DP
   /// collectives' bandwidth and the SMs they take from compute.
   int dp_max_ctas = 0;
+  /// Parameters per data-parallel gradient bucket (Megatron-Core DistributedDataParallelConfig.bucket_size,
+  /// `--ddp-bucket-size`; NeMo 2's MegatronCommOverlapCallback: 128 Mi with the distributed optimizer; MLPerf v5.1
+  /// Llama 3.1 8B: 768M). 0 = the framework's default: Megatron's max(40M, 1M x DP), PyTorch DDP's 25 MiB. It sets
+  /// the DP collective calls per step and the bucket reduced last and gathered first.
+  std::int64_t dp_bucket_size = 0;
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
   PipelineSplit split;                 ///< how the decoder layers are split over the pipeline's chunks
   unsigned recompute_modules = 0;      ///< RecomputeModule bits (with Recompute::none or selective)
