@@ -16,7 +16,9 @@ and the kernel mix of real decode steps, so that the model can price each kernel
 3. routing: the small kernels of an eager MoE router at decode sizes (T = 1 and 64 tokens, 128 experts, top-8):
    softmax, top-k, stable argsort, scatter_add counts, cumsum, the row gather, rms_norm of [T, 2048], a residual add:
    per call in a graph and the kernels each call runs (in-graph cost per kernel = call time / kernels).
-4. step: the decode step of the Qwen3-30B-A3B-shaped MoE decoder (serve_moe_step.MoEModel, 48 layers, random bf16
+4. norm: F.rms_norm of [T, H] and a residual add, H = 2048/4096/8192, T = 1 ... 4096, in a graph (PyTorch's norm
+   kernel runs one block per row: at decode sizes its time is the row's latency, not bytes / bandwidth).
+5. step: the decode step of the Qwen3-30B-A3B-shaped MoE decoder (serve_moe_step.MoEModel, 48 layers, random bf16
    weights) at b = 1, 8, 64 sequences of 1024 tokens, and of the Llama-3-8B dense decoder (serve_step.Model, 32
    layers) at b = 1 and 64: each captured in one CUDA graph, replay time (median), then 3 replays under torch.profiler:
    every kernel in order, counted by class with its duration and the idle time before it (kernel_classes.py).
@@ -183,6 +185,31 @@ def routing(a, out, t0):
             out.append(row)
 
 
+def norm(a, out, t0):
+    """F.rms_norm of [T, H] (one block per row in PyTorch's kernel): in-graph time per call over T and H, and the
+    residual add beside it for comparison; bytes = read + write of the rows."""
+    for H in (2048, 4096, 8192):
+        w = torch.ones(H, device=DEV, dtype=torch.bfloat16)
+        for T in (1, 8, 64, 512, 4096):
+            ns = nsets_for(4 * T * H)
+            xs = [torch.randn(T, H, device=DEV, dtype=torch.bfloat16) for _ in range(ns)]
+            for name, mk in (("rms_norm", lambda x: (lambda: F.rms_norm(x, (H,), w, 1e-6))),
+                             ("add", lambda x: (lambda: x + x))):
+                fns = [mk(x) for x in xs]
+                row = {"part": "norm", "op": name, "tokens": T, "hidden": H, "bytes": 4 * T * H, "input_sets": ns}
+                try:
+                    row["graph"] = kc_summary(graph_time(fns, max(32, ns), a.replays))
+                    row["status"] = "ok"
+                    log(t0, f"norm {name} T={T} H={H}: graph {row['graph']['time_median_s'] * 1e6:6.2f} us")
+                except Exception as e:  # noqa: BLE001
+                    torch.cuda.synchronize()
+                    row["status"] = "error"
+                    row["error"] = str(e).splitlines()[0][:300] if str(e) else repr(e)[:300]
+                out.append(row)
+            del xs
+            torch.cuda.empty_cache()
+
+
 def kc_summary(ts):
     med = statistics.median(ts)
     return {"time_median_s": med, "time_min_s": min(ts), "time_max_s": max(ts), "spread": (max(ts) - min(ts)) / med}
@@ -206,6 +233,17 @@ def graph_events(g, runs):
     return ev
 
 
+def graph_events_eager(fn):
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [(float(e.time_range.start), float(e.time_range.end), e.name) for e in prof.events()
+            if "CUDA" in str(getattr(e, "device_type", ""))]
+
+
 def step_point(name, step, b, ctx, a, t0):
     import serve_step as ss
     pt = {"part": "step", "model": name, "batch": b, "context_tokens": ctx}
@@ -215,6 +253,9 @@ def step_point(name, step, b, ctx, a, t0):
     pt["graph_step"] = {"time_median_s": med, "time_min_s": tmin, "time_max_s": tmax, "spread": spread}
     ev = graph_events(g, 3)
     pt["graph_profile"] = kc.timeline(ev, runs=3) if ev else {"error": "no device events in the graph replays"}
+    if not ev:  # counts by class from one eager step instead (durations without the graph's gaps)
+        ev = graph_events_eager(step)
+        pt["eager_profile"] = kc.timeline(ev, runs=1) if ev else {"error": "no device events"}
     if ev:
         cls = pt["graph_profile"]["classes"]
         log(t0, f"step {name} b={b} ctx={ctx}: graph {med * 1e3:.3f} ms, {pt['graph_profile']['events_per_run']:.0f} "
@@ -283,8 +324,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--replays", type=int, default=7)
     p.add_argument("--step-replays", type=int, default=30)
-    p.add_argument("--only", nargs="+", default=["grouped", "attention", "routing", "step"],
-                   choices=["grouped", "attention", "routing", "step"])
+    p.add_argument("--only", nargs="+", default=["grouped", "attention", "routing", "norm", "step"],
+                   choices=["grouped", "attention", "routing", "norm", "step"])
     p.add_argument("--moe-batches", default="1,8,64")
     p.add_argument("--dense-batches", default="1,64")
     p.add_argument("--contexts", default="1024")
@@ -306,7 +347,7 @@ def main():
     rec["device"] = common.device_properties()
     rec["nvidia_smi_before"] = common.nvidia_smi_static(0)
     results, fits = [], {}
-    parts = {"grouped": grouped, "attention": attention, "routing": routing, "step": steps}
+    parts = {"grouped": grouped, "attention": attention, "routing": routing, "norm": norm, "step": steps}
     with common.SmiSampler(0) as sampler:
         for part in a.only:
             try:
