@@ -123,7 +123,7 @@ struct VocabEvaluator {
   TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
   TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
-  TermCache<DpTimes, 6> dp;            // tp, pp, cp, dp, ep, ZeRO stage
+  TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks (the buckets: dp_buckets)
   TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
@@ -202,7 +202,7 @@ struct VocabEvaluator {
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
-      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero}, [&] {
+      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero, plan.model_chunks()}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Copied out: a reference into `groups` would not survive the next insert.
         // Not cached under DualPipe: its mirror copies change the group's tiers (grad_comm_group).

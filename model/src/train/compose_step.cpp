@@ -32,13 +32,13 @@ namespace {
 ///  - PyTorch DDP (eager kernels, no ZeRO): gradient buckets of 25 MiB (`bucket_cap_mb` = 25, the default of
 ///    torch.nn.parallel.DistributedDataParallel);
 ///  - FSDP / ZeRO-3: one reduce-scatter and one all-gather per layer (one unit per decoder layer);
-///  - Megatron-LM DDP and distributed optimizer: buckets of max(40M, 1M × DP) parameters (Megatron core
-///    DistributedDataParallel's default bucket size);
-///  - or the plan's bucket (dp_bucket_size, --dp-bucket-size): dp_bucket_params.
+///  - Megatron-LM DDP and distributed optimizer: its buckets (default max(40M, 1M × DP·CP) parameters, or the plan's
+///    dp_bucket_size), formed tensor by tensor on pipeline rank 0: dp_buckets.
 struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
-DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::int64_t most_layers, double p_gpu) {
+DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::int64_t most_layers,
+                 const DpBuckets& buckets) {
   const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
   if (plan.zero == wl::ZeroStage::parameters) {
     // DeepSpeed 0.3.13-0.5.x: one call per parameter tensor.
@@ -46,8 +46,7 @@ DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std
     if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) return {tensors, tensors};
     return {layers_stage, layers_stage};
   }
-  // Buckets of dp_bucket_params (PyTorch DDP's 25 MiB of gradients is 25 MiB / gradient bytes parameters).
-  const double n = std::max(1.0, std::ceil(p_gpu / dp_bucket_params(plan)));
+  const double n = buckets.calls;
   return {n, plan.zero == wl::ZeroStage::none ? 1.0 : n};
 }
 
@@ -379,7 +378,7 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(a, plan, most_stage_layers(*t.stages), p_train);
+    const DpCalls calls = dp_calls(a, plan, most_stage_layers(*t.stages), t.dp.buckets);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;

@@ -274,31 +274,17 @@ Seconds pp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& pla
   return collective_time(Collective::all_gather, pp_message(a, plan) * double(plan.par.tp), tp_g);
 }
 
-double megatron_bucket_params(const wl::TrainingPlan& plan) {
-  // distributed_data_parallel.py: bucket_size = max(40000000, 1000000 * get_data_parallel_world_size()) when not
-  // given; that world size is DP without CP (with_context_parallel defaults to False).
-  return std::max(4.0e7, 1.0e6 * double(plan.par.dp));
-}
-
-double dp_bucket_params(const wl::TrainingPlan& plan) {
-  if (plan.dp_bucket_size > 0) return double(plan.dp_bucket_size);  // --dp-bucket-size (Megatron --ddp-bucket-size)
-  // PyTorch DDP (eager kernels, no ZeRO): bucket_cap_mb = 25 MiB of gradients.
-  if (plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none)
-    return 25.0 * 1024 * 1024 / plan.precision.gradient_bytes;
-  return megatron_bucket_params(plan);
-}
-
-double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan& plan) {
+double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan& plan, const DpBuckets& buckets) {
   // The unit reduced last (its gradients appear last in the backward, so nothing is left to hide its collective)
   // and the unit gathered first (before the first layer can run):
   //  - FSDP / ZeRO-3: the root unit, which holds what no decoder layer owns: the embedding, the final norm and an
   //    untied LM head;
-  //  - buckets (DDP, Megatron): the bucket of the embedding's gradient, the last one produced; one tensor is never
-  //    split, so it is max(bucket, embedding).
+  //  - buckets (DDP, Megatron): the bucket of the embedding's gradient, the last one produced, as dp_buckets forms
+  //    it (tensor by tensor: the embedding and whatever the walk left open before it).
   const double tp = double(plan.par.tp);
   const double emb = double(params.embedding + params.position_embedding) / tp;
   const double unit = plan.zero == wl::ZeroStage::parameters ? emb + double(params.lm_head) / tp
-                                                             : std::max(dp_bucket_params(plan), emb);
+                                                             : buckets.last;
   return std::min(unit, params_per_gpu(params, plan).dense);
 }
 
@@ -320,8 +306,9 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
   const Bytes expert_grads = units::bytes(p_train.experts * plan.precision.gradient_bytes);
   const Bytes expert_weights =
       units::bytes(zero3 ? p_gpu.experts * base_b : p_train.experts * plan.precision.weight_bytes);
-  // The unit reduced last and gathered first (dp_last_unit_params).
-  const double unit = dp_last_unit_params(params, plan);
+  // The buckets (dp_buckets) and the unit reduced last and gathered first (dp_last_unit_params).
+  t.buckets = dp_buckets(a, plan);
+  const double unit = dp_last_unit_params(params, plan, t.buckets);
   // LoRA: the embedding and LM head are frozen; the last reduction is one bucket of adapter gradients.
   const double unit_train = plan.lora.on() ? std::min(unit, p_train.dense) : unit;
   const Bytes unit_grads = units::bytes(unit_train * plan.precision.gradient_bytes);

@@ -153,8 +153,22 @@ bool pp_message_split(const wl::TrainingPlan& plan);
 /// The DP gradient reduction (all-reduce, or reduce-scatter with ZeRO ≥ 1) and one parameter all-gather (ZeRO ≥ 1),
 /// and the collectives of the unit reduced last and gathered first; the routed experts' over the expert-data-parallel
 /// group (expert_g), the rest over the dp·cp group (dp_g). Key (tp, pp, cp, dp, ep, ZeRO stage).
+/// The DP gradient buckets of pipeline rank 0 (dp_buckets.cpp): its first model chunk bucketed, every other chunk one
+/// bucket; the routed experts in a buffer of their own.
+struct DpBuckets {
+  double size = 0.0;          ///< parameters per bucket as configured (dp_bucket_size or the default)
+  double dense_calls = 0.0;   ///< buckets of the dense buffer, all chunks
+  double expert_calls = 0.0;  ///< buckets of the expert buffer (0 when the experts have no expert-DP peer)
+  double calls = 1.0;         ///< collective calls per step: dense + expert, at least 1
+  double last = 0.0;          ///< parameters of the first chunk's last dense bucket (the embedding's)
+};
+/// Megatron-Core's buckets walked tensor by tensor over the op graph's weights in reverse parameter order (a bucket
+/// closes at the first tensor boundary at or past its size), or PyTorch DDP's (a 1 MiB first bucket). Key (tp, pp,
+/// cp, dp, ep, etp, ZeRO stage, model chunks, the split, LoRA).
+DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 struct DpTimes {
   Seconds reduce{}, gather{};
+  DpBuckets buckets{};     ///< the buckets behind the calls and the last unit (dp_buckets)
   Seconds reduce_last{};   ///< the last-reduced unit's collective (exposed after the backward)
   Seconds gather_first{};  ///< the first-gathered unit's collective (exposed before the first layer), ZeRO ≥ 1
 };
@@ -175,15 +189,12 @@ std::int64_t heaviest_stage_layers(const wl::TransformerArch& a, const wl::Train
 /// Fraction of GEMM throughput a collective running beside compute takes: the calibration profile's measured
 /// comm_compute_loss, else 16 NCCL channels' share of the GPU's SMs (an assumption).
 double comm_compute_share(const Device& d);
-/// Megatron-Core's default gradient bucket in parameters: max(40M, 1M × DP) (DistributedDataParallel, DP without CP).
+/// Megatron-Core's default gradient bucket in parameters: max(40M, 1M × DP·CP) (training.py get_model).
 double megatron_bucket_params(const wl::TrainingPlan& plan);
-/// The plan's gradient bucket in parameters: dp_bucket_size when set (--dp-bucket-size, Megatron's bucket_size),
-/// else PyTorch DDP's 25 MiB of gradients (eager kernels, no ZeRO) or Megatron's default (megatron_bucket_params).
-double dp_bucket_params(const wl::TrainingPlan& plan);
 /// Parameters per GPU of the DP unit reduced last and gathered first, whose collective no compute hides: ZeRO-3 / FSDP
-/// the root unit (embedding, positions, untied LM head); buckets: the embedding's, max(dp_bucket_params, embedding);
-/// at most the GPU's dense parameters.
-double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan& plan);
+/// the root unit (embedding, positions, untied LM head); buckets: the last bucket of dp_buckets (`buckets`); at most
+/// the GPU's dense parameters.
+double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan& plan, const DpBuckets& buckets);
 /// The SM share of the DP collectives' kernels beside compute: comm_compute_share, at most dp_max_ctas SMs of the GPU
 /// when the plan caps the DP communicator's CTAs (one CTA runs on one SM).
 double dp_comm_compute_share(const Device& d, const wl::TrainingPlan& plan);

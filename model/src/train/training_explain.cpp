@@ -239,21 +239,23 @@ Derivation explain_comm(const StepInputs& x) {
          Origin::user("zero3_gather per_tensor_blocking: DeepSpeed 0.3.13-0.5.x, partition_parameters.py "
                       "_allgather_param, stage3.py fetch_sub_module")});
   if (plan.zero != wl::ZeroStage::parameters && dense_grad_group_size(plan) > 1) {
-    const double bucket = dp_bucket_params(plan);
+    const DpBuckets& bk = terms.dp.buckets;
     comm.inputs.push_back(
         {"DP bucket",
-         fmt::format("{} parameters: {} per step, the last (exposed) {}", units::format_count(bucket),
-                     units::format_count(std::max(1.0, std::ceil(dp_reduced_params(a, params, plan) / bucket))),
-                     units::format_count(dp_last_unit_params(params, plan))),
-         "gradients are reduced bucket by bucket as the backward fills them; the embedding's bucket comes last, with "
-         "no backward left to hide it (one tensor is never split: max(bucket, embedding)), and is gathered first",
+         fmt::format("{} parameters: {} per step ({} dense, {} expert), the last (exposed) {}",
+                     units::format_count(bk.size), units::format_count(bk.calls), units::format_count(bk.dense_calls),
+                     units::format_count(bk.expert_calls), units::format_count(dp_last_unit_params(params, plan, bk))),
+         "gradients are reduced bucket by bucket as the backward fills them, tensor by tensor in reverse parameter "
+         "order on pipeline rank 0 (a bucket closes at the first tensor boundary at or past its size; later model "
+         "chunks and the other stages one bucket each; routed experts in a buffer of their own); the embedding's "
+         "bucket comes last, with no backward left to hide it, and is gathered first",
          plan.dp_bucket_size > 0
              ? Origin::user("dp_bucket_size (--dp-bucket-size): Megatron-Core DistributedDataParallelConfig "
                             "bucket_size (--ddp-bucket-size)")
          : plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none
              ? Origin::assumption("PyTorch DDP's default bucket_cap_mb, 25 MiB of gradients")
-             : Origin::assumption("Megatron-Core's default bucket, max(40M, 1M x DP) parameters "
-                                  "(distributed_data_parallel.py)")});
+             : Origin::assumption("Megatron-Core's default bucket, max(40M, 1M x DP·CP) parameters "
+                                  "(training.py get_model)")});
   }
   if (!comm.inputs.empty()) {
     const double share = comm_compute_share(d);
