@@ -127,17 +127,22 @@ std::vector<TrainCase> train_cases() {
   };
 }
 
+/// The case's estimate with its derivations (the layout must be feasible: an infeasible one has no trees).
+model::TrainingEstimate estimate(const TrainCase& c) {
+  wl::TrainingPlan p;
+  c.plan(p);
+  const auto est = model::estimate_training(arch(c.model), p, node_system(c.node), Explain::on);
+  REQUIRE_MESSAGE(est.feasibility.ok, c.name);
+  return est;
+}
+
 }  // namespace
 
 TEST_SUITE("explain trees carry the numbers they explain") {
   TEST_CASE("training: the memory tree's root and components equal the reported memory") {
     for (const auto& c : train_cases()) {
       INFO(c.name);
-      wl::TrainingPlan p;
-      c.plan(p);
-      const auto sys = node_system(c.node);
-      const auto est = model::estimate_training(arch(c.model), p, sys, Explain::on);
-      REQUIRE_MESSAGE(est.feasibility.ok, c.name);
+      const auto est = estimate(c);
       const Derivation& mem = est.memory.derivation;
       CHECK(walk(mem, c.name) >= 10);
       CHECK(walk(est.derivation, c.name) >= 1);
@@ -158,11 +163,7 @@ TEST_SUITE("explain trees carry the numbers they explain") {
   TEST_CASE("training: the step tree's root and terms equal the step breakdown") {
     for (const auto& c : train_cases()) {
       INFO(c.name);
-      wl::TrainingPlan p;
-      c.plan(p);
-      const auto sys = node_system(c.node);
-      const auto est = model::estimate_training(arch(c.model), p, sys, Explain::on);
-      REQUIRE(est.feasibility.ok);
+      const auto est = estimate(c);
       const Derivation& d = est.derivation;
       CHECK(walk(d, c.name) >= 4);
       same(d, "train", est.step.total.raw());
