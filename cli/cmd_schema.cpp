@@ -1,5 +1,6 @@
 // `gpuplan schema`: the field reference of every data-file kind, generated from the decoders' field tables; with
-// --scenario-doc, docs/scenario.md with its key tables generated from the scenario field tables.
+// --scenario-doc, docs/scenario.md with its key tables generated from the scenario field tables; with --formulas,
+// docs/formulas.md generated from the derivations the model records (app/formulas.hpp).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -9,6 +10,7 @@
 
 #include "commands.hpp"
 #include "gpuplan/app/drills.hpp"
+#include "gpuplan/app/formulas.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
@@ -180,7 +182,22 @@ std::optional<std::string> scenario_doc(const std::string& text, const std::stri
   return o;
 }
 
-void register_schema(CLI::App& app, int& rc) {
+namespace {
+/// `schema --formulas`: docs/formulas.md from the bundled hardware and models.
+int formulas(const GlobalOptions& g) {
+  Diagnostics diags;
+  const auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return report(diags);
+  auto db = hw_io::load_hardware_db(*dir);
+  if (!db.ok()) return report(db.diagnostics());
+  auto lib = wl_io::load_model_library(*dir);
+  if (!lib.ok()) return report(lib.diagnostics());
+  out(formulas_markdown(db.value(), lib.value()));
+  return kExitOk;
+}
+}  // namespace
+
+void register_schema(CLI::App& app, GlobalOptions& g, int& rc) {
   auto* s = app.add_subcommand("schema", "print the data-file field reference (Markdown)");
   auto doc = std::make_shared<std::string>();
   std::string help = "print this page (docs/scenario.md) with the tables between its '";
@@ -189,7 +206,14 @@ void register_schema(CLI::App& app, int& rc) {
   help += kTableEnd;
   help += "' lines generated from the KIND (" + doc_table_kinds() + ") field table, each key's meaning kept";
   s->add_option("--scenario-doc", *doc, help);
-  s->callback([&rc, doc] {
+  auto formulas_flag = std::make_shared<bool>(false);
+  s->add_flag("--formulas", *formulas_flag,
+              "print the formula reference (docs/formulas.md) generated from the model's recorded derivations");
+  s->callback([&rc, &g, doc, formulas_flag] {
+    if (*formulas_flag) {
+      rc = formulas(g);
+      return;
+    }
     if (doc->empty()) {
       out(field_reference());
       rc = kExitOk;

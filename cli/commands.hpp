@@ -7,7 +7,7 @@ namespace gpuplan::cli {
 /// Each registers its subcommand tree; the callback stores the exit code in `rc`.
 void register_hw(CLI::App& app, GlobalOptions& g, int& rc);
 void register_model(CLI::App& app, GlobalOptions& g, int& rc);
-void register_schema(CLI::App& app, int& rc);
+void register_schema(CLI::App& app, GlobalOptions& g, int& rc);
 void register_train(CLI::App& app, GlobalOptions& g, int& rc);
 void register_validate(CLI::App& app, GlobalOptions& g, int& rc);
 void register_roofline(CLI::App& app, GlobalOptions& g, int& rc);

@@ -17,7 +17,7 @@ int run_main(int argc, char** argv) {
   int rc = kExitOk;
   register_hw(app, g, rc);
   register_model(app, g, rc);
-  register_schema(app, rc);
+  register_schema(app, g, rc);
   register_train(app, g, rc);
   register_validate(app, g, rc);
   register_roofline(app, g, rc);

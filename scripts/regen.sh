@@ -6,6 +6,7 @@
 #   docs/accuracy.md                gpuplan validate --format md     (test: docs: docs/accuracy.md is generated ...)
 #   docs/field-reference.md         gpuplan schema                   (test: docs: docs/field-reference.md ...)
 #   docs/scenario.md (key tables)   gpuplan schema --scenario-doc    (tests/cli/test_scenario_fields.cpp)
+#   docs/formulas.md                gpuplan schema --formulas        (test: docs: docs/formulas.md ...)
 #   tests/fixtures/report/small.*   gpuplan report small-plan.json   (tests/cli/test_cli_report.cpp)
 #   tests/hostile/cases/flags.jsonl scripts/hostile_flags.py         (tests/hostile)
 #   tests/golden/out/               scripts/golden.sh --update       (golden shards)
@@ -21,6 +22,7 @@ g() { "$exe" --data-dir "$root/data" "$@"; }
 g validate --write-bands data/accuracy/bands.json >/dev/null
 g validate --format md > docs/accuracy.md
 g schema > docs/field-reference.md
+g schema --formulas > docs/formulas.md
 # The page is read whole before it is written: through a temporary file, never `> docs/scenario.md` directly.
 g schema --scenario-doc docs/scenario.md > docs/scenario.md.tmp
 mv docs/scenario.md.tmp docs/scenario.md

@@ -141,13 +141,13 @@ namespace {
 void render_node(const Derivation& d, int depth, Format f, std::string& o) {
   const std::string ind(static_cast<std::size_t>(depth) * 2, ' ');
   if (f == Format::md) {
-    o += ind + "- **" + d.title + "** = " + d.result + (d.formula.empty() ? "" : "  \n" + ind + "  `" + d.formula + "`") + "\n";
+    o += ind + "- **" + d.title + "** = " + d.result_text() + (d.formula.empty() ? "" : "  \n" + ind + "  `" + d.formula + "`") + "\n";
     for (const auto& in : d.inputs)
       o += ind + "  - " + in.symbol + " = " + in.value + " — " + in.meaning + " (" + to_string(in.origin.kind) +
            (in.origin.ref.empty() ? "" : ": " + in.origin.ref) + ")\n";
     for (const auto& n : d.notes) o += ind + "  - note: " + n + "\n";
   } else {
-    o += ind + d.title + " = " + d.result + "\n";
+    o += ind + d.title + " = " + d.result_text() + "\n";
     if (!d.formula.empty()) o += ind + "  formula: " + d.formula + "\n";
     for (const auto& in : d.inputs)
       o += ind + "  " + in.symbol + " = " + in.value + "  (" + in.meaning + "; " + to_string(in.origin.kind) +
@@ -169,7 +169,12 @@ nlohmann::json derivation_json(const Derivation& d) {
   j["id"] = d.id;
   j["title"] = d.title;
   j["formula"] = d.formula;
-  j["result"] = d.result;
+  j["result"] = d.result_text();
+  if (d.has_value()) {  // the number the text shows, unrounded, in its unit
+    j["value"] = d.value;
+    j["unit"] = to_string(d.unit);
+    if (d.fold == Fold::sum) j["sum_of_children"] = true;
+  }
   j["inputs"] = nlohmann::json::array();
   for (const auto& in : d.inputs)
     j["inputs"].push_back({{"symbol", in.symbol}, {"value", in.value}, {"meaning", in.meaning},

@@ -102,7 +102,7 @@ QString DerivationModel::details(const Node& n) const {
   }
   const auto& d = *n.derivation;
   s += "<h3>" + html(d.title) + "</h3>";
-  s += "<p><b>= " + html(d.result) + "</b></p>";
+  s += "<p><b>= " + html(d.result_text()) + "</b></p>";
   if (!d.formula.empty()) s += "<p><b>Formula:</b> <code>" + html(d.formula) + "</code></p>";
   if (!d.inputs.empty()) {
     s += "<table border=1 cellspacing=0 cellpadding=3><tr><th>symbol</th><th>value</th><th>meaning</th><th>source</th></tr>";
@@ -139,7 +139,7 @@ QVariant DerivationModel::data(const QModelIndex& index, int role) const {
         const auto& d = *n->derivation;
         switch (index.column()) {
           case kQuantity: return q(d.title);
-          case kValue: return q(d.result);
+          case kValue: return q(d.result_text());
           case kFormula: return q(d.formula);
           default: return {};
         }

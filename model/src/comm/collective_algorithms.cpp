@@ -31,7 +31,7 @@ Derivation phase(std::string id, std::string title, std::string formula, Seconds
   d.id = std::move(id);
   d.title = std::move(title);
   d.formula = std::move(formula);
-  d.result = units::format(t);
+  d.set(t.raw(), Unit::seconds);
   return d;
 }
 

@@ -27,6 +27,7 @@ double gated_delta_flops_per_token(std::int64_t heads, std::int64_t key_dim, std
 FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context, Explain explain) {
   FlopsPerToken f;
   const ParameterCounts p = parameter_counts(a, Explain::off);
+  Terms tr(explain, f.derivation);  // the matmul and attention terms, recorded as they are computed
 
   // Weights in matmuls per token, a fold over the op graph: attention matrices, FFN matrices (dense, the top-k
   // routed experts, shared), router, and the LM head (a matmul whether tied or not).
@@ -43,7 +44,8 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
                                   : ssd_scan_flops_per_token(s->heads, s->d_v, s->d_qk, s->groups, s->chunk, context));
   });
   f.ssm_forward = units::flop(ssm);
-  f.matmul_forward = units::flop(2.0 * static_cast<double>(f.matmul_params));
+  f.matmul_forward = units::flop(tr.let("flops_per_token.matmul", "Matmul FLOPs", "2·N_matmul",
+                                        2.0 * static_cast<double>(f.matmul_params), Unit::flop));
 
   const Op& attn = *dense_layer.attention();
   const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
@@ -56,7 +58,8 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
     if (indexer && a.has_indexer(l))
       idx += 2.0 * double(indexer->heads) * double(indexer->d_qk) * double(a.attended_tokens(l, context));
   }
-  f.attention_forward = units::flop(att);
+  f.attention_forward = units::flop(tr.let("flops_per_token.attention", "Attention FLOPs",
+                                           "Σ_layers 2·n_q·(d_qk + d_v)·c_l", att, Unit::flop));
   f.indexer_forward = units::flop(idx);
   f.forward = f.matmul_forward + f.attention_forward + f.ssm_forward + f.indexer_forward;
   f.training = 3.0 * f.forward;
@@ -76,6 +79,9 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
                 {"d_qk", format_count(double(dqk)), "query/key head dim", cfg},
                 {"d_v", format_count(double(dv)), "value head dim", cfg}};
     d.result = fmt::format("{} forward, {} training", format(f.forward), format(f.training));
+    // forward = matmul + attention (+ SSM scan + indexer, which have no node of their own: their notes carry them).
+    d.set(f.forward.raw(), Unit::flop,
+          f.ssm_forward.raw() == 0.0 && f.indexer_forward.raw() == 0.0 ? Fold::sum : Fold::none);
     d.notes.push_back("attention counted over the full context for every token (no causal halving), as Megatron-LM "
                       "and PaLM MFU tables count it");
     if (a.sliding_layer_count() > 0)
@@ -118,9 +124,6 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
             a.indexer_layer_count(), a.attention_layer_count(), a.attention_layer_count() - a.indexer_layer_count()));
     }
     d.notes.push_back(fmt::format("6·N_active = {} for comparison", format(units::flop(6.0 * double(p.active)))));
-    d.children.push_back({"flops_per_token.matmul", "Matmul FLOPs", "2·N_matmul", {}, format(f.matmul_forward), {}, {}});
-    d.children.push_back(
-        {"flops_per_token.attention", "Attention FLOPs", "Σ_layers 2·n_q·(d_qk + d_v)·c_l", {}, format(f.attention_forward), {}, {}});
   }
   return f;
 }

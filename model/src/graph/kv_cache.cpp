@@ -102,6 +102,7 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
     d.result = fmt::format("{} per token ({}), {} per sequence of {} tokens", format(k.per_token_full),
                            format(k.per_token_full, units::BytePrefix::binary), format(k.per_sequence),
                            format_count(double(tokens)));
+    d.set(k.per_token_full.raw(), Unit::bytes);
     if (a.sliding_layer_count() > 0)
       d.notes.push_back(fmt::format("{} of {} layers use a {}-token sliding window", a.sliding_layer_count(), a.layers,
                                     a.sliding_window));
@@ -304,6 +305,7 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
                            "model ({})",
                            format(k.per_layer), format(k.element_bytes_per_layer), format(k.scale_bytes_per_layer),
                            format(k.per_token_model), format(k.per_token_model, units::BytePrefix::binary));
+    d.set(k.per_layer.raw(), Unit::bytes);
     if (is_quantized(kv.dtype) && !per_token_scales)
       d.notes.push_back(fmt::format("{} scales are a few numbers per layer: no bytes per token", to_string(kv.scales)));
     if (a.dsa)

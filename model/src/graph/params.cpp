@@ -94,9 +94,11 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
                 {"d", format_count(double(a.head_dim)), "head dim", cfg},
                 {"i", format_count(double(a.intermediate)), "dense FFN width", cfg}};
     d.result = fmt::format("{} total, {} active", format_count(double(c.total)), format_count(double(c.active)));
+    d.set(double(c.total), Unit::count, Fold::sum);
     d.notes = a.assumptions;
 
-    Derivation att_d{"params.attention", "Attention", "", {}, format_count(double(c.attention)), {}, {}};
+    Derivation att_d{"params.attention", "Attention", "", {}, {}, {}, {}};
+    att_d.set(double(c.attention), Unit::count);
     if (a.mla) {
       const auto& m = *a.mla;
       att_d.formula = "L·[h·r_q + r_q + r_q·n_q·(d_nope+d_rope) + h·(r_kv+d_rope) + r_kv + r_kv·n_q·(d_nope+d_v) + n_q·d_v·h]";
@@ -139,10 +141,11 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
             {"N", format_count(double(m.state)), "ssm_state_size", cfg},
             {"n_g", format_count(double(m.groups)), "n_groups", cfg},
             {"d_conv", format_count(double(m.conv_kernel)), "conv_kernel", cfg}},
-           format_count(double(c.ssm)),
+           {},
            {"in_proj (z, x, B, C, dt), depthwise conv1d, A_log + D + dt_bias, gated RMSNorm, out_proj "
             "(transformers' NemotronHMamba2Mixer)"},
            {}});
+      d.children.back().set(double(c.ssm), Unit::count);
     }
     if (a.gdn && c.ssm > 0) {
       const auto& m = *a.gdn;
@@ -155,16 +158,18 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
             {"d_k", format_count(double(m.key_dim)), "linear_key_head_dim", cfg},
             {"d_v", format_count(double(m.value_dim)), "linear_value_head_dim", cfg},
             {"d_conv", format_count(double(m.conv_kernel)), "linear_conv_kernel_dim", cfg}},
-           format_count(double(c.ssm)),
+           {},
            {"in_proj_qkvz, in_proj_ba, depthwise conv1d (no bias), A_log + dt_bias, gated RMSNorm over d_v, out_proj "
             "(transformers' Qwen3NextGatedDeltaNet)"},
            {}});
+      d.children.back().set(double(c.ssm), Unit::count);
     }
     d.children.push_back({"params.dense_mlp", "Dense FFN",
                           fmt::format("{}·{}·h·i{}", dense_layers, a.mlp == wl::MlpKind::gated ? 3 : 2,
                                       a.mlp_bias ? " + biases" : ""),
                           {{"layers", format_count(double(dense_layers)), "dense-FFN layers", cfg}},
-                          format_count(double(c.dense_mlp)), {}, {}});
+                          {}, {}, {}});
+    d.children.back().set(double(c.dense_mlp), Unit::count);
     if (a.moe) {
       const auto& m = *a.moe;
       d.children.push_back(
@@ -175,31 +180,36 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
             {"k", format_count(double(m.experts_per_token)), "experts per token", cfg},
             {"i_e", format_count(double(m.expert_intermediate)), "expert FFN width", cfg},
             {"shared", format_count(double(m.shared_experts)), "shared experts", cfg}},
-           fmt::format("{} routed ({} active), {} shared, {} router", format_count(double(c.routed_experts)),
-                       format_count(double(c.active_routed_experts)), format_count(double(c.shared_experts)),
-                       format_count(double(c.router))),
+           fmt::format("{} = {} routed ({} active) + {} shared + {} router",
+                       format_count(double(c.routed_experts + c.shared_experts + c.router)),
+                       format_count(double(c.routed_experts)), format_count(double(c.active_routed_experts)),
+                       format_count(double(c.shared_experts)), format_count(double(c.router))),
            {},
            {}});
+      d.children.back().set(double(c.routed_experts + c.shared_experts + c.router), Unit::count);
     }
     d.children.push_back({"params.embedding", "Embeddings and LM head",
                           a.tied_embeddings ? "V·h (LM head tied)" : "V·h + V·h (untied LM head)",
                           {},
-                          format_count(double(c.embedding + c.lm_head + c.position_embedding)),
+                          {},
                           c.position_embedding > 0 ? std::vector<std::string>{"learned positions P·h included"}
                                                    : std::vector<std::string>{},
                           {}});
+    d.children.back().set(double(c.embedding + c.lm_head + c.position_embedding), Unit::count);
     d.children.push_back({"params.norms", "Norms",
                           fmt::format("({}L+1)·{} ({})", a.norms_per_layer, a.norm == wl::NormKind::layernorm ? "2h" : "h",
                                       a.norm == wl::NormKind::layernorm ? "LayerNorm weight + bias" : "RMSNorm"),
-                          {}, format_count(double(c.norms)), {}, {}});
+                          {}, {}, {}, {}});
+    d.children.back().set(double(c.norms), Unit::count);
     if (c.vision > 0)
       d.children.push_back({"params.vision", "Vision tower (in the total, not in the active count)",
                             "Σ parameters of the tower's ops: patch embedding, positions, encoder blocks, merger, "
                             "projector",
                             {{"kind", a.vision->kind, "vision_config model_type", cfg}},
-                            format_count(double(c.vision)),
+                            {},
                             {"it runs once per image, not per text token"},
                             {}});
+    if (c.vision > 0) d.children.back().set(double(c.vision), Unit::count);
     if (c.mtp > 0)
       d.notes.push_back(fmt::format("{} multi-token-prediction parameters are not in the total", format_count(double(c.mtp))));
   }

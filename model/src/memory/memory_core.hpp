@@ -127,6 +127,7 @@ int stage_copies(const wl::TrainingPlan& plan);
 struct StageMemory {
   StageShape shape;
   double p_dense = 0.0, p_expert = 0.0;  // parameters of the stage (before TP/EP), embedding and head included
+  double p_gpu = 0.0;                    // P_dense/t + P_experts/(etp·ep): the parameters per GPU the states price
   double largest_layer_gpu = 0.0;        // parameters per GPU of the stage's largest layer
   double inflight_mb = 1.0;              // micro-batches whose activations the stage holds at its peak
   double layer_factor = 1.0;             // multiplier on Σ_stage-layers stored bytes (chunks in flight / v)

@@ -46,7 +46,6 @@ struct Explained {
   int v;                 // model chunks per stage
   double t;              // tensor parallel
   double ep;             // expert parallel
-  double te;             // the ranks routed experts are split over: etp·ep (etp = tp without parallel folding)
   std::int64_t m;        // micro-batches per step
   int zero;              // ZeRO stage
   std::string stage_name;
@@ -89,6 +88,7 @@ void explain_root(const Explained& e, const hw::GpuSpec& gpu, TrainingMemory& r)
                "activation recomputation", Origin::user("plan.recompute")}};
   d.result = fmt::format("{} of {} ({}): {}", gib(r.total), gib(r.capacity), stage_name,
                          r.fits ? "fits" : "does not fit");
+  d.set(r.total.raw(), Unit::bytes_binary, Fold::sum);
   if (p > 1) {
     d.notes.push_back(
         fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
@@ -144,18 +144,17 @@ void explain_weights(const Explained& e, const TrainingMemory& r, Derivation& d)
   const auto& params = e.params;
   const auto& c = e.c;
   const StageMemory& h = e.h;
-  const double t = e.t, te = e.te;
   const int zero = e.zero;
   const Origin& prec_o = e.prec_o;
-  const double p_gpu = h.p_dense / t + h.p_expert / te;
   d.children.push_back({"memory.weights",
                         "Weights",
                         fmt::format("P_gpu·b_w{} ; P_gpu = P_dense/t + P_experts/({}·ep) = {}", zero >= 3 ? " / N" : "",
-                                    e.plan.par.expert_tp() != e.plan.par.tp ? "etp" : "t", format_count(p_gpu)),
+                                    e.plan.par.expert_tp() != e.plan.par.tp ? "etp" : "t", format_count(h.p_gpu)),
                         states_inputs(e, pr.weight_bytes, "b_w", "bytes per working weight", prec_o),
-                        B(r.weights.raw()),
+                        {},
                         {shard_note(e)},
                         {}});
+  d.children.back().set(r.weights.raw(), Unit::bytes_binary);
   if (params.mtp > 0)
     d.children.back().notes.push_back(
         fmt::format("{} multi-token-prediction parameters are not counted (as in parameter_counts' total)",
@@ -227,7 +226,7 @@ void explain_weights(const Explained& e, const TrainingMemory& r, Derivation& d)
 }
 
 /// The gradients, master weights and optimizer states nodes.
-void explain_other_states(const Explained& e, Derivation& d) {
+void explain_other_states(const Explained& e, const TrainingMemory& r, Derivation& d) {
   const auto& plan = e.plan;
   const auto& pr = plan.precision;
   const StageMemory& h = e.h;
@@ -238,9 +237,10 @@ void explain_other_states(const Explained& e, Derivation& d) {
                         "Gradients",
                         fmt::format("P_gpu·b_g{}", zero >= 2 ? " / N" : ""),
                         states_inputs(e, pr.gradient_bytes, "b_g", "bytes per gradient", prec_o),
-                        B(h.grads + h.gathered_g),
+                        {},
                         {},
                         {}});
+  d.children.back().set(r.gradients.raw(), Unit::bytes_binary);
   if (h.gathered_g > 0.0)
     d.children.back().notes.push_back(
         fmt::format("includes {}: {}", B(h.gathered_g),
@@ -261,9 +261,10 @@ void explain_other_states(const Explained& e, Derivation& d) {
                         "Master weights",
                         fmt::format("P_gpu·b_m{}", zero >= 1 ? " / N" : ""),
                         states_inputs(e, pr.master_bytes, "b_m", "bytes per master weight (fp32 copy)", prec_o),
-                        B(h.master),
+                        {},
                         {"[ZeRO] §5: P_os shards the fp32 master weights with the optimizer states"},
                         {}});
+  d.children.back().set(r.master_weights.raw(), Unit::bytes_binary);
   const bool offloaded = plan.offload == wl::Offload::optimizer;
   if (offloaded)
     d.children.back().notes.push_back(
@@ -275,9 +276,10 @@ void explain_other_states(const Explained& e, Derivation& d) {
                         fmt::format("P_gpu·b_o{} ; {}", zero >= 1 ? " / N" : "", optimizer_formula(plan)),
                         states_inputs(e, opt_b, "b_o", "optimizer-state bytes per parameter",
                                       Origin::constant(optimizer_formula(plan))),
-                        B(h.opt),
+                        {},
                         {},
                         {}});
+  d.children.back().set(r.optimizer_states.raw(), Unit::bytes_binary);
   if (offloaded) d.children.back().notes.push_back("CPU offload: kept in host memory, 0 on the GPU");
   if (plan.optimizer == wl::OptimizerKind::adamw_8bit)
     d.children.back().notes.push_back(
@@ -287,7 +289,7 @@ void explain_other_states(const Explained& e, Derivation& d) {
 
 /// The activations node: what the heaviest stage stores for its in-flight micro-batches, with the per-layer
 /// derivations and the textbook rule of thumb beside the term-by-term count.
-Derivation explain_activations(const Explained& e, ActivationLayout layout) {
+Derivation explain_activations(const Explained& e, const TrainingMemory& r, ActivationLayout layout) {
   using units::format;
   using units::format_count;
   using units::format_number;
@@ -328,7 +330,7 @@ Derivation explain_activations(const Explained& e, ActivationLayout layout) {
                                : "1F1B: min(p − i, m)")},
       {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))",
        Origin::user("plan.global_batch")}};
-  act.result = B(h.activations);
+  act.set(r.activations.raw(), Unit::bytes_binary);
   act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.shape.layers, B(h.stored_layers)));
   if (h.extra_first > 0) act.notes.push_back(fmt::format("embedding dropout masks: {}", B(h.extra_first)));
   if (h.extra_last > 0)
@@ -390,7 +392,8 @@ Derivation explain_activations(const Explained& e, ActivationLayout layout) {
 }
 
 /// The logits and loss buffers, and the runtime overheads (CUDA context, NCCL buffers, fragmentation).
-void explain_logits_and_overheads(const Explained& e, const RuntimeOverheads& overheads, Derivation& d) {
+void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, const RuntimeOverheads& overheads,
+                                  Derivation& d) {
   using units::format_count;
   using units::format_number;
   const auto& a = e.a;
@@ -409,7 +412,7 @@ void explain_logits_and_overheads(const Explained& e, const RuntimeOverheads& ov
        {{"V", format_count(double(a.vocab)), "vocabulary", cfg},
         {"(s/c)·b", format_count(c.tokens), "tokens of one micro-batch on this GPU", Origin::user("plan")},
         {"t", format_count(t), "tensor parallel (vocab-parallel output layer)", par_o}},
-       B(h.logits_b),
+       {},
        {h.logits_b <= 0 ? "the heaviest stage is not the last: it holds no logits"
         : torch_loop     ? "PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 "
                            "output; its backward's fp32 incoming gradient coexists with both (measured allocator "
@@ -417,6 +420,7 @@ void explain_logits_and_overheads(const Explained& e, const RuntimeOverheads& ov
                          : "Megatron's vocab-parallel cross entropy upcasts to fp32 and computes the softmax in place "
                            "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"},
        {}});
+  d.children.back().set(r.logits.raw(), Unit::bytes_binary);
   if (h.mtp_logits > 0.0) {
     d.children.back().formula += " + n_mtp·(s/c)·b·V/t·4";
     d.children.back().inputs.push_back(
@@ -433,26 +437,29 @@ void explain_logits_and_overheads(const Explained& e, const RuntimeOverheads& ov
                         "constant per process",
                         {{"ctx", gib(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
                           Origin::assumption(overheads.origin)}},
-                        B(h.ctx),
+                        {},
                         {},
                         {}});
+  d.children.back().set(r.cuda_context.raw(), Unit::bytes_binary);
   d.children.push_back(
       {"memory.nccl",
        "NCCL buffers",
        "communicators · buffers per communicator",
        {{"communicators", format_number(comms), "TP, PP, DP·CP, CP and EP groups with more than one GPU", par_o},
         {"per communicator", gib(overheads.nccl_buffers), "NCCL buffers", Origin::assumption(overheads.origin)}},
-       B(h.nccl),
+       {},
        {},
        {}});
+  d.children.back().set(r.nccl_buffers.raw(), Unit::bytes_binary);
   d.children.push_back(
       {"memory.fragmentation",
        "Allocator fragmentation",
        "f · (weights + gradients + master + optimizer + activations + logits)",
        {{"f", format_number(overheads.fragmentation), "fragmentation fraction", Origin::assumption(overheads.origin)}},
-       B(h.frag),
+       {},
        {},
        {}});
+  d.children.back().set(r.fragmentation.raw(), Unit::bytes_binary);
 }
 
 }  // namespace
@@ -477,7 +484,6 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
                     plan.model_chunks(),
                     c.t,
                     double(std::max(1, par.ep)),
-                    double(par.expert_shard()),
                     std::max<std::int64_t>(1, plan.micro_batches()),
                     static_cast<int>(plan.zero),
                     stage_name,
@@ -489,9 +495,9 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   explain_root(e, gpu, r);
   Derivation& d = r.derivation;
   explain_weights(e, r, d);
-  explain_other_states(e, d);
-  d.children.push_back(explain_activations(e, layout));
-  explain_logits_and_overheads(e, overheads, d);
+  explain_other_states(e, r, d);
+  d.children.push_back(explain_activations(e, r, layout));
+  explain_logits_and_overheads(e, r, overheads, d);
 }
 
 }  // namespace gpuplan::model::detail

@@ -93,6 +93,7 @@ void model_states(const StageInputs& x, const StageShape& shape, StageMemory& st
   const double embed_head = embed_head_params(x, shape);
   st.p_dense += embed_head + (shape.last ? unit_norm : 0.0);
   const double pd = st.p_dense / t, pe = st.p_expert / te;
+  st.p_gpu = pd + pe;
   st.weights = pd * pr.weight_bytes / shard(3, n_dense) + pe * pr.weight_bytes / shard(3, n_expert);
   st.grads = pd * pr.gradient_bytes / shard(2, n_dense) + pe * pr.gradient_bytes / shard(2, n_expert);
   st.master = pd * pr.master_bytes / shard(1, n_dense) + pe * pr.master_bytes / shard(1, n_expert);

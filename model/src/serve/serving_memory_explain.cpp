@@ -87,6 +87,7 @@ Derivation explain_weights(const Ctx& c, const ServingMemory& r) {
                       Origin::assumption(plan.weights.origin)});
   w.result = fmt::format("{} per GPU on stage {}; {} for the whole model", both(bind.weights), bind.layers.stage,
                          both(r.weights_total));
+  w.set(bind.weights.raw(), Unit::bytes);
   return w;
 }
 
@@ -110,7 +111,7 @@ Derivation explain_overheads(const Ctx& c, const ServingMemory& r) {
                                                     "sequences (vLLM defaults)",
                                                     plan.max_num_batched_tokens, plan.max_num_seqs))
                    : Origin::assumption(plan.overheads.origin)}};
-  o.result = gib(bind.cuda_context + bind.nccl + bind.cuda_graphs + bind.activations);
+  o.set((bind.cuda_context + bind.nccl + bind.cuda_graphs + bind.activations).raw(), Unit::bytes_binary);
   return o;
 }
 

@@ -136,6 +136,7 @@ void explain_step(const StepInputs& x, Derivation& root) {
                   d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin)}};
   root.result = fmt::format("{} per step, {} tokens/s, MFU {}", format(s.total), units::format_number(est.tokens_per_s, 4),
                             format(units::Ratio(est.mfu)));
+  root.set(s.total.raw(), Unit::seconds);
 }
 
 /// The compute node: one micro-batch on the slowest stage, with one layer's ops and the LM head's.
@@ -159,6 +160,7 @@ Derivation explain_compute(const StepInputs& x) {
                   format(mb_compute),
                   {},
                   {}};
+  comp.set(mb_compute.raw(), Unit::seconds);
   if (detail::names_layer_kinds(a))
     comp.notes.push_back("layer kinds (each priced from its own op graph): " + detail::layer_kinds_text(a));
   Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its gradient-buffer "
@@ -171,6 +173,7 @@ Derivation explain_compute(const StepInputs& x) {
                                             : std::string()),
                             Origin::derived()});
   layer.result = format(first.fwd.total() + first.bwd.total());
+  layer.set((first.fwd.total() + first.bwd.total()).raw(), Unit::seconds);
   comp.children.push_back(layer);
   const LossBytes ce = loss_bytes_per_logit(plan);
   Derivation head{"train.head", "LM head and loss, one micro-batch (last stage)",
@@ -178,6 +181,7 @@ Derivation explain_compute(const StepInputs& x) {
                               "backward per logit of the T × V/tp shard ({})",
                               units::format_number(ce.forward, 3), units::format_number(ce.backward, 3), ce.kernel),
                   {}, format(terms.compute.head_time), {}, {}};
+  head.set(terms.compute.head_time.raw(), Unit::seconds);
   for (const auto& op : terms.compute.head_ops)
     head.inputs.push_back({op.name, format(op.time),
                            fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
@@ -202,6 +206,7 @@ Derivation explain_comm(const StepInputs& x) {
   const ParameterCounts& params = x.k.params;
   const StepBreakdown& s = est.step;
   Derivation comm{"train.comm", "Communication per step", "exposed = total − what overlaps with compute", {}, format(s.comm_exposed), {}, {}};
+  comm.set(s.comm_exposed.raw(), Unit::seconds);
   for (const auto& c : est.comm) {
     if (c.group_size <= 1) continue;
     comm.inputs.push_back({c.kind, fmt::format("{} exposed of {}", format(c.exposed), format(c.time)),
@@ -310,7 +315,7 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
          fmt::format("{} ({} of steady)", format(bubble), format(units::Ratio(est.bubble_fraction))),
          {"parameters: two stages per device (2×); activations: PP + 1 chunk micro-batches (memory tree)"},
          {}});
-  } else
+  } else {
   root.children.push_back({"train.bubble", "Pipeline bubble",
                            "bubble = (Σ_i t_i − max_i t_i) / v (t_i: one micro-batch on stage i; equal stages: "
                            "(p − 1)/(v·m) · m·t)",
@@ -324,6 +329,8 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
                            fmt::format("{} ({} of ideal)", format(bubble), format(units::Ratio(est.bubble_fraction))),
                            {},
                            {}});
+  }
+  root.children.back().set(bubble.raw(), Unit::seconds);
 }
 
 /// The optimizer node(s): offloaded to the CPU (with the host-link transfers), unfused eager kernels, or fused.
@@ -377,6 +384,7 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
          format(s.offload),
          {},
          {}});
+    root.children.back().set(s.offload.raw(), Unit::seconds);
   } else if (unfused_optimizer(plan)) {
     const UnfusedOptimizer u = unfused_optimizer_step(a, p_shard, plan, d);
     root.children.push_back(
@@ -415,6 +423,8 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
                                                    "other parts: the same share (assumption)")}},
                              format(s.optimizer), {}, {}});
   }
+  for (Derivation& o : root.children)
+    if (o.id == "train.optimizer") o.set(s.optimizer.raw(), Unit::seconds);
 }
 
 /// The MFU and HFU node.

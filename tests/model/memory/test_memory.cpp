@@ -420,7 +420,7 @@ TEST_CASE("the derivation has a root with one child per component and a per-laye
     const auto* c = m.derivation.find(id);
     REQUIRE(c != nullptr);
     CHECK_FALSE(c->formula.empty());
-    CHECK_FALSE(c->result.empty());
+    CHECK_FALSE(c->result_text().empty());
   }
   CHECK(m.derivation.find("memory.activations.moe_layer")->inputs.size() > 8);
   CHECK(m.derivation.find("memory.activations.layer") == nullptr);  // Mixtral has no dense FFN layer

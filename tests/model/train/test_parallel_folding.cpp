@@ -18,13 +18,13 @@ using namespace gpuplan;
 
 namespace {
 
-struct Fold {
+struct FoldPlan {
   int tp = 1, dp = 1, ep = 1, etp = 0;
   bool sp = true;
   wl::ZeroStage zero = wl::ZeroStage::none;
 };
 
-wl::TrainingPlan folded(const Fold& f) {
+wl::TrainingPlan folded(const FoldPlan& f) {
   wl::TrainingPlan p;
   p.par.tp = f.tp;
   p.par.dp = f.dp;
@@ -38,7 +38,7 @@ wl::TrainingPlan folded(const Fold& f) {
   return p;
 }
 
-model::TrainingEstimate run(const std::string& model_id, const std::string& node, const Fold& f) {
+model::TrainingEstimate run(const std::string& model_id, const std::string& node, const FoldPlan& f) {
   return model::estimate_training(test::arch(model_id), folded(f), test::node_system(node), Explain::off);
 }
 
@@ -71,7 +71,7 @@ TEST_SUITE("parallel folding") {
     CHECK(over.reasons[0] == "expert TP 1 × EP 128 = 128 must divide TP × CP × DP = 64 (Megatron-Core's expert grid "
                              "etp·ep·edp is the stage's tp·cp·dp ranks regrouped)");
     // Megatron-LM refuses MoE with TP > 1 without sequence parallelism.
-    Fold no_sp{2, 32, 64, 1};
+    FoldPlan no_sp{2, 32, 64, 1};
     no_sp.sp = false;
     const auto nsp = model::check_training_layout(a, folded(no_sp), sys);
     REQUIRE_FALSE(nsp.ok);
@@ -95,7 +95,7 @@ TEST_SUITE("parallel folding") {
     const auto& a = test::arch("mixtral-8x7b");
     const auto params = model::parameter_counts(a, Explain::off);
     const auto& gpu = *test::node_system("dgx-h100").gpu;
-    auto mem = [&](const Fold& f) {
+    auto mem = [&](const FoldPlan& f) {
       return model::training_memory(a, params, folded(f), gpu, model::default_training_overheads(), Explain::off);
     };
     const auto ep2 = mem({2, 4, 2, 0, true, wl::ZeroStage::optimizer});
