@@ -27,7 +27,7 @@ void Mapper::parallel() {
   };
   onoff("--overlap-grad-reduce", "overlap_grad_reduce");
   onoff("--overlap-param-gather", "overlap_param_gather");
-  // DistributedDataParallelConfig.bucket_size (parameters per bucket; unset: max(40M, 1M x DP)).
+  // DistributedDataParallelConfig.bucket_size (parameters per bucket; unset: max(40M, 1M x DP·CP)).
   if (auto v = integer("--ddp-bucket-size")) set("dp_bucket_size", *v, "--ddp-bucket-size");
   onoff("--tp-comm-overlap", "overlap_tp_comm");
   // The LM loss's kernels: Megatron-LM runs the unfused VocabParallelCrossEntropy unless

@@ -264,7 +264,7 @@ TEST_SUITE("megatron args: mapping") {
       CHECK_FALSE(map_typed({"--ddp-bucket-size", bad}, e));
       CHECK(has(e.to_string(), "'--ddp-bucket-size " + std::string(bad) + "': expected an integer ≥ 1"));
     }
-    // Left out, Megatron's own default applies: no key (the model's max(40M, 1M x DP)).
+    // Left out, Megatron's own default applies: no key (the model's max(40M, 1M x DP·CP)).
     Diagnostics w;
     auto whole = map_script("python pretrain_gpt.py --use-distributed-optimizer\n", w);
     REQUIRE(whole);

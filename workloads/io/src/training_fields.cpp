@@ -322,13 +322,13 @@ const ScenarioFieldTable& training_fields() {
       row("dp_bucket_size", FieldType::integer, "DP bucket size (parameters)")
           .flags({"--dp-bucket-size"})
           .help("parameters per data-parallel gradient bucket (Megatron --ddp-bucket-size); 0 = the framework's "
-                "default: Megatron max(40M, 1M x DP), PyTorch DDP 25 MiB")
+                "default: Megatron max(40M, 1M x DP·CP), PyTorch DDP 25 MiB")
           .otherwise("0")
           .range(0, 1e12)
           .doc("parameters per data-parallel gradient bucket (Megatron-Core DistributedDataParallelConfig "
                "bucket_size, --ddp-bucket-size; NeMo 2 with the distributed optimizer: 134217728; MLPerf v5.1 "
                "Llama 3.1 8B: 768000000): sets the DP collective calls per step and the bucket reduced last and "
-               "gathered first, which stays exposed; 0 (default) = Megatron's max(40M, 1M x DP), PyTorch DDP's "
+               "gathered first, which stays exposed; 0 (default) = Megatron's max(40M, 1M x DP·CP), PyTorch DDP's "
                "25 MiB; otherwise at least 1000000; not with zero 3"),
       row("overlap_tp_comm", FieldType::boolean, "Overlap TP communication")
           .flags({"--overlap-tp"})
