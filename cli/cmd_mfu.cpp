@@ -117,6 +117,9 @@ int run_mfu(const GlobalOptions& g, const MfuFlags& f) {
   if (plan.recompute == wl::Recompute::selective)
     notes.push_back("selective recompute repeats the attention core only; HFU counts recomputation under full "
                     "recompute (the forward of every layer), as Megatron-LM's 96·B·s·l·h² does");
+  if (plan.recompute == wl::Recompute::selective_op)
+    notes.push_back("selective_op (TorchTitan's op-level policy) repeats wk, wo and w3 of every layer; HFU counts "
+                    "recomputation only under full recompute, so these FLOPs are not in it");
 
   if (fmt_ == Format::json) {
     ordered_json o;

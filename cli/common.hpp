@@ -49,6 +49,12 @@ void out(const std::string& s);
 /// after every subcommand is registered (cli/main.cpp, and the fuzz targets that build the CLI).
 void guard_flag_values(CLI::App& app);
 
+/// A boolean flag also takes the bare switch (`--sequence-parallel`, as Megatron-LM spells it): CLI11 then reads an
+/// empty value (`--sp ""`, `--sp=`) as the bare switch, i.e. true, before guard_flag_values can see it. This refuses
+/// such an empty value on the raw command line (throws CLI::ValidationError, "FLAG: an empty value is not allowed"),
+/// so that every option of every subcommand refuses an empty value alike. Call it before app.parse.
+void refuse_empty_switch_values(CLI::App& app, int argc, const char* const* argv);
+
 /// The exit for a CLI11 parse error. --help and --version print to stdout and give 0; every other argument error
 /// (unknown flag, missing argument, a value of the wrong type or outside its range) prints "FLAG: error: MESSAGE" and
 /// a hint to stderr and gives kExitInvalid, like every other invalid input.

@@ -76,6 +76,30 @@ void guard_options(CLI::App& app) {
 
 void guard_flag_values(CLI::App& app) { guard_options(app); }
 
+namespace {
+/// The option `name` ("--sp") of `app` or any subcommand that may take no value (expected 0..1), or nullptr.
+const CLI::Option* optional_value_option(CLI::App& app, const std::string& name) {
+  if (const CLI::Option* o = app.get_option_no_throw(name); o != nullptr && o->get_type_size() != 0 &&
+                                                             o->get_expected_min() == 0)
+    return o;
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (const CLI::Option* o = optional_value_option(*sub, name)) return o;
+  return nullptr;
+}
+}  // namespace
+
+void refuse_empty_switch_values(CLI::App& app, int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string tok = argv[i];
+    if (tok.size() < 3 || tok.compare(0, 2, "--") != 0) continue;
+    const auto eq = tok.find('=');
+    const std::string name = tok.substr(0, eq);
+    const bool empty = eq != std::string::npos ? eq + 1 == tok.size() : i + 1 < argc && argv[i + 1][0] == '\0';
+    if (empty && optional_value_option(app, name) != nullptr)
+      throw CLI::ValidationError(name, "an empty value is not allowed (leave the flag out for its default)");
+  }
+}
+
 int exit_for_parse_error(CLI::App& app, const CLI::ParseError& e) {
   const int code = e.get_exit_code();
   if (code == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // help, version: print, exit 0

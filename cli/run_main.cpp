@@ -35,6 +35,7 @@ int run_main(int argc, char** argv) {
   register_compress(app, g, rc);
   guard_flag_values(app);
   try {
+    refuse_empty_switch_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return finish_output(exit_for_parse_error(app, e));

@@ -30,7 +30,11 @@ void ScenarioFlags::add_field(CLI::App& cmd, const wl_io::ScenarioField& f, cons
   switch (f.spec.type) {
     case FieldType::integer: cmd.add_option(names, v.integer, help); break;
     case FieldType::number: cmd.add_option(names, v.number, help); break;
-    case FieldType::boolean: cmd.add_option(names, v.boolean, help); break;
+    case FieldType::boolean:
+      // Also the bare switch (`--sequence-parallel`, `--fp8-dot-product-attention`), as Megatron-LM's own command
+      // lines spell these: no value = true; `--flag false` and `--flag=false` still work.
+      cmd.add_option(names, v.boolean, help)->expected(0, 1)->default_str("true")->option_text("[BOOLEAN]");
+      break;
     case FieldType::string_list: cmd.add_option(names, v.list, help)->delimiter(','); break;
     default: cmd.add_option(names, v.text, help); break;
   }

@@ -23,6 +23,7 @@ Used structure_of(const wl::TrainingPlan& p) {
   if (p.split.any()) w.emplace_back(p.split.layout.empty() ? "uneven pipeline split" : "pipeline layout");
   if (p.partial_recompute()) w.emplace_back("partial recompute");
   if (p.recompute_modules != 0) w.emplace_back("recompute modules");
+  if (p.recompute == wl::Recompute::selective_op) w.emplace_back("op-level selective recompute (TorchTitan)");
   if (p.mtp_layers > 0) w.emplace_back("MTP");
   if (p.activation_offload_layers > 0) w.emplace_back("activation offload");
   if (p.ep_a2a_overlap) w.emplace_back("EP A2A overlap");
@@ -70,6 +71,8 @@ void predict_before(const nlohmann::json& scenario, const nlohmann::json* patch,
                         "pp_scatter_gather", "fp8_recipe", "overlap_p2p_comm", "fp8_dot_product_attention"})
     b.erase(k);
   if (u.interleaved_overlap) b["overlap_p2p_comm"] = false;
+  // TorchTitan's op-level policy was written as Megatron's selective recompute, the nearest mode before.
+  if (plan.recompute == wl::Recompute::selective_op) b["recompute"] = "selective";
   // A layout string set the chunks per stage: the even split keeps the same number.
   if (!plan.split.layout.empty() && plan.model_chunks() > 1) {
     b["virtual_stages"] = plan.model_chunks();
@@ -126,9 +129,9 @@ std::string render_structure_moves(const ValidationSummary& s) {
   if (using_it == 0) return "";
   std::string o = fmt::format(
       "### What issue #22's structure moved\n\n{} of the {} priced cases use structure made expressible in issue #22 "
-      "(uneven pipelines, parallel folding, partial and module recompute, MTP, activation offload, FP8/FP4 recipes, "
-      "overlapped or scattered pipeline sends, the EP all-to-all overlap); the other {} use none of it and did not "
-      "move. Each is priced again without it: those keys removed (the nearest layout expressible before), or the "
+      "(uneven pipelines, parallel folding, partial, module and op-level recompute, MTP, activation offload, FP8/FP4 "
+      "recipes, overlapped or scattered pipeline sends, the EP all-to-all overlap); the other {} use none of it and did "
+      "not move. Each is priced again without it: those keys removed (the nearest layout expressible before), or the "
       "case's own `before`; moved = predicted / predicted before − 1.\n\n",
       using_it, priced, priced - using_it);
   o += "| case | structure used | nearest layout before | predicted before | predicted | moved | error before → now |\n"

@@ -187,9 +187,7 @@ nlohmann::json derivation_json(const Derivation& d) {
 
 std::string plain_number(double v) { return fmt::format("{:.10g}", v); }
 
-const char* recompute_key(wl::Recompute r) {
-  return r == wl::Recompute::none ? "none" : r == wl::Recompute::selective ? "selective" : "full";
-}
+const char* recompute_key(wl::Recompute r) { return wl::to_string(r); }
 
 std::optional<std::string> price_kind(const std::optional<units::UsdPerSecond>& given, const hw::GpuSpec* gpu) {
   if (given) return std::string("as given");

@@ -92,7 +92,7 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   zero_->addItem(tr("1 — optimizer states"), 1);
   zero_->addItem(tr("2 — + gradients"), 2);
   zero_->addItem(tr("3 — + parameters (FSDP)"), 3);
-  recompute_ = combo({"none", "selective", "full"}, "recompute");
+  recompute_ = combo({"none", "selective", "full", "selective_op"}, "recompute");
   flash_ = check("flash_attention");
   flash_->setChecked(true);
   sp_ = check("sequence_parallel");

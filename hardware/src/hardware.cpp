@@ -91,6 +91,7 @@ std::string_view to_string(MemoryReportedBy b) {
     case MemoryReportedBy::cuda: return "cuda";
     case MemoryReportedBy::nvidia_smi: return "nvidia-smi";
     case MemoryReportedBy::mlperf: return "mlperf";
+    case MemoryReportedBy::rocminfo: return "rocminfo";
   }
   return "?";
 }

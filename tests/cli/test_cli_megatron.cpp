@@ -252,4 +252,45 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK(contains(r.err, "--train-iters"));
     CHECK(contains(r.err, "--mock-data"));
   }
+
+  TEST_CASE("gpuplan's boolean flags also take the bare switch that Megatron users type: no value = true") {
+    // --fp8-dot-product-attention, --overlap-grad-reduce and --overlap-param-gather are spelled as Megatron-LM
+    // spells them, where they are store_true switches; gpuplan's own flags of the same names took only a value
+    // (CLI11: "Could not convert", exit 2, for the bare form). Both forms now give the same plan.
+    const std::vector<std::string> base{"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--tp", "2",
+                                        "--precision", "fp8", "--zero", "1", "--global-batch", "64", "--seq", "4096",
+                                        "--format", "json"};
+    auto with = [&](std::vector<std::string> extra) {
+      auto a = base;
+      a.insert(a.end(), extra.begin(), extra.end());
+      return run(a);
+    };
+    for (const char* flag : {"--fp8-dot-product-attention", "--overlap-grad-reduce", "--overlap-param-gather", "--sp"}) {
+      INFO(flag);
+      const Run bare = with({flag});
+      const Run typed = with({flag, "true"});
+      INFO(bare.err);
+      CHECK(bare.rc == 0);
+      CHECK(typed.rc == 0);
+      CHECK(bare.out == typed.out);
+      // The bare switch before another flag does not swallow it.
+      const Run before = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--tp", "2", "--precision",
+                              "fp8", "--zero", "1", flag, "--global-batch", "64", "--seq", "4096", "--format", "json"});
+      CHECK(before.rc == 0);
+      CHECK(before.out == bare.out);
+    }
+    // `false` still turns them off, spelled with a space or '='.
+    const Run off = with({"--fp8-dot-product-attention", "false"});
+    const Run off_eq = with({"--fp8-dot-product-attention=false"});
+    const Run none = run(base);
+    CHECK(off.rc == 0);
+    CHECK(off.out == none.out);
+    CHECK(off_eq.out == none.out);
+    CHECK(with({"--fp8-dot-product-attention"}).out != none.out);  // FP8 attention moves the step
+    CHECK(with({"--overlap-grad-reduce", "false"}).out != with({"--overlap-grad-reduce"}).out);
+    // A value that is no boolean is still refused.
+    const Run bad = with({"--overlap-grad-reduce", "maybe"});
+    CHECK(bad.rc == kInvalid);
+    CHECK(contains(bad.err, "maybe"));
+  }
 }

@@ -1071,7 +1071,10 @@ TEST_SUITE("hardware completeness") {
          {std::tuple{"h100-nvl", 99861594112.0, gpuplan::hw::MemoryReportedBy::cuda, 93.00336, 87.54432},
           std::tuple{"rtx-4090", 25386352640.0, gpuplan::hw::MemoryReportedBy::cuda, 23.64288, 22.35174},
           std::tuple{"rtx-5090", 32607.0 * 1048576.0, gpuplan::hw::MemoryReportedBy::nvidia_smi, 31.84277, 29.80232},
-          std::tuple{"v100-sxm2", 32480.0 * 1048576.0, gpuplan::hw::MemoryReportedBy::nvidia_smi, 31.71875, 29.80232}}) {
+          std::tuple{"v100-sxm2", 32480.0 * 1048576.0, gpuplan::hw::MemoryReportedBy::nvidia_smi, 31.71875, 29.80232},
+          // MI300X: rocminfo's GPU pool 201,310,208 KB = 206,141,652,992 B = 191.98 GiB against the label's 192e9 B =
+          // 178.81 GiB (stas00/ml-engineering@1c4d240 compute/accelerator/amd/debug.md, NPS1/SPX).
+          std::tuple{"mi300x", 206141652992.0, gpuplan::hw::MemoryReportedBy::rocminfo, 191.98438, 178.81393}}) {
       const std::string name = id;
       CAPTURE(name);
       const auto* g = shipped().find_gpu(name);
@@ -1225,7 +1228,7 @@ TEST_SUITE("price and device-memory fields: bad input") {
     j["memory"]["device_reported_MiB"] = 81920;
     const std::string e = errors_of(j);
     CHECK(e.find("/memory/device_reported_MiB") != std::string::npos);
-    CHECK(e.find("needs 'device_reported_by' (cuda, nvidia-smi or mlperf)") != std::string::npos);
+    CHECK(e.find("needs 'device_reported_by' (cuda, nvidia-smi, mlperf or rocminfo)") != std::string::npos);
     j["memory"]["device_reported_by"] = "rocm";
     const std::string e2 = errors_of(j);
     CHECK(e2.find("/memory/device_reported_by") != std::string::npos);

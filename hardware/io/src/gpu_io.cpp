@@ -35,8 +35,9 @@ const FieldTable& memory_fields() {
                "the label)"),
       text("device_reported_by", "the tool device_reported_MiB was read with (required with it): cuda = CUDA's total "
                                  "(cudaMemGetInfo / totalGlobalMem), nvidia-smi = memory.total (includes the driver's "
-                                 "reserved memory), mlperf = an MLPerf system description's accelerator memory",
-           kOpt, {"cuda", "nvidia-smi", "mlperf"}),
+                                 "reserved memory), mlperf = an MLPerf system description's accelerator memory, "
+                                 "rocminfo = the ROCm runtime's GPU memory pool (HIP's totalGlobalMem)",
+           kOpt, {"cuda", "nvidia-smi", "mlperf", "rocminfo"}),
       positive("bandwidth_TBps", "TB/s", 80, "peak memory bandwidth", kReq),
       typed("shared_with_cpu", FieldType::boolean,
             "true on a system-on-chip (Jetson): CPU, GPU and on-chip engines share this memory and its bandwidth"),
@@ -218,11 +219,13 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
     const auto by = m->str("device_reported_by");
     if (by) g.memory.reported_by = *by == "nvidia-smi" ? hw::MemoryReportedBy::nvidia_smi
                                    : *by == "mlperf"   ? hw::MemoryReportedBy::mlperf
+                                   : *by == "rocminfo" ? hw::MemoryReportedBy::rocminfo
                                                        : hw::MemoryReportedBy::cuda;
     // The tools disagree by hundreds of MiB (nvidia-smi counts the driver's reservation), so a figure without its
     // tool would be read as the wrong one; a tool without a figure is a leftover.
     if (g.memory.device_reported && !by && m->valid())
-      m->error("device_reported_MiB", "device_reported_MiB needs 'device_reported_by' (cuda, nvidia-smi or mlperf): "
+      m->error("device_reported_MiB", "device_reported_MiB needs 'device_reported_by' (cuda, nvidia-smi, mlperf or "
+                                      "rocminfo): "
                                       "the tools report different totals for the same part");
     if (by && !g.memory.device_reported && m->valid())
       m->error("device_reported_by", "'device_reported_by' is given without 'device_reported_MiB'");

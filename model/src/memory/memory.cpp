@@ -165,6 +165,9 @@ std::string capacity_basis(const hw::GpuSpec& gpu) {
     case hw::MemoryReportedBy::mlperf:
       return "device-reported: an MLPerf system description's accelerator memory (as nvidia-smi counts it, with the "
              "driver's reserved memory; CUDA sees a few hundred MiB less)";
+    case hw::MemoryReportedBy::rocminfo:
+      return "device-reported: the ROCm runtime's GPU memory pool (rocminfo; HIP's totalGlobalMem, PyTorch's "
+             "total_memory on ROCm)";
   }
   return "device-reported";
 }

@@ -378,12 +378,37 @@ LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms) {
 /// Full recomputation checkpoints the layer input: s·b·h·a_b ([K22] §5, "2sbh"), split by t with SP.
 double checkpoint_per_token(const Ctx& c) { return double(c.a.hidden) * c.ab / c.divisor(Split::sequence); }
 
+std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only) {
+  const auto& a = c.a;
+  const double h = double(a.hidden), nq = double(a.heads), nkv = double(a.kv_heads), d = double(a.head_dim);
+  const Part A = Part::attention, M = Part::mlp;
+  std::vector<Term> v;
+  // torch.utils.checkpoint keeps the checkpointed block's input; the policy's cache keeps the listed ops' outputs
+  // (mm outputs in the activation dtype: under torchao's Float8Linear the mm still returns the 16-bit output).
+  add(v, A, "block input (the checkpoint's input)", "h", h, c.ab, Split::sequence, Role::input);
+  if (!reused_only) add(v, A, "wq output (mm 1 of the block: kept)", "n_q·d", nq * d, c.ab, Split::tensor);
+  add(v, A, "wv output (mm 3: kept; wk, mm 2, recomputed)", "n_kv·d", nkv * d, c.ab, Split::tensor);
+  add(v, A, "SDPA output (flash kernel: kept)", "n_q·d", nq * d, c.ab, Split::tensor);
+  add(v, A, "SDPA log-sum-exp (fp32, flash kernel: kept)", "n_q", nq, kFp32Bytes, Split::tensor);
+  const double i = double(a.intermediate);
+  if (a.mlp == wl::MlpKind::gated) {
+    // mm 4 is wo (recomputed), mm 5 w1, mm 6 w3 (recomputed), mm 7 w2.
+    add(v, M, "w1 (gate) output (mm 5: kept; w3, mm 6, recomputed)", "i", i, c.ab, Split::tensor);
+    if (!reused_only) add(v, M, "w2 output (mm 7: kept)", "h", h, c.ab, Split::sequence);
+  } else {
+    // mm 5 is fc1 (kept); fc2 (mm 6) is not kept, and its backward needs only its input: not run again either.
+    add(v, M, "fc1 output (mm 5: kept; fc2, mm 6, not)", "i", i, c.ab, Split::tensor);
+  }
+  return v;
+}
+
 /// Bytes per token one layer keeps for one micro-batch until its backward, by recomputation mode.
 double stored_per_token(const Ctx& c, const LayerSum& s) {
   switch (c.plan.recompute) {
     case wl::Recompute::none: return s.all;
     case wl::Recompute::selective: return s.all - s.score;
     case wl::Recompute::full: return checkpoint_per_token(c);
+    case wl::Recompute::selective_op: return sum_terms(c, op_sac_terms(c)).all;
   }
   return s.all;
 }
@@ -395,6 +420,9 @@ double working_set_per_token(const Ctx& c, const LayerSum& s) {
     case wl::Recompute::none: return 0.0;
     case wl::Recompute::selective: return s.score;
     case wl::Recompute::full: return s.all - s.input;
+    // The recomputed forward rebuilds the block's autograd-saved tensors, but those that are the kept outputs
+    // themselves (the input, V, the SDPA output and log-sum-exp, the w1 output) are reused, not allocated again.
+    case wl::Recompute::selective_op: return std::max(0.0, s.all - sum_terms(c, op_sac_terms(c, true)).all);
   }
   return 0.0;
 }
@@ -420,6 +448,28 @@ const char* layout_name(ActivationLayout l) {
   }
   return "Megatron-Core + Transformer Engine (Korthikanti et al. 2022)";
 }
+
+namespace {
+/// What TorchTitan's op-level policy keeps of one block (the terms of op_sac_terms), and what it runs again.
+Derivation op_sac_derivation(const Ctx& c, const std::string& id) {
+  const auto terms = op_sac_terms(c);
+  Derivation d;
+  d.id = id;
+  d.title = "Kept under TorchTitan's op-level selective activation checkpointing, one block, one micro-batch";
+  d.formula = "block input + outputs of the odd-numbered mm of the block, SDPA (output, log-sum-exp)";
+  const Origin o = Origin::derived(
+      "pytorch/torchtitan 9dec370ad26b torchtitan/parallelisms/parallelize_llama.py: _save_list (aten.mm, SDPA "
+      "flash/efficient, reduce_scatter_tensor, abs, max) and _custom_policy (every second mm recomputed)");
+  for (const auto& x : terms)
+    d.inputs.push_back({x.width, fmt::format("{} B/token", format_number(c.bytes_per_token(x))), x.name, o});
+  d.result = fmt::format("{} kept per block; (s/c)·b = {} tokens", gib(units::bytes(sum_terms(c, terms).all * c.tokens)),
+                         format_count(c.tokens));
+  d.notes.push_back(
+      "run again in the backward: both norms, wk (mm 2), RoPE, wo (mm 4) and the first residual add, w3 (mm 6) and "
+      "the activation, and the FP8 casts of every GEMM input; kept, not run: wq, wv, w1, w2 and the SDPA forward");
+  return d;
+}
+}  // namespace
 
 Derivation layer_derivation(const Ctx& c, bool moe_layer, const std::string& id) {
   LayerKind k;
@@ -450,9 +500,7 @@ Derivation layer_derivation(const Ctx& c, LayerKind kind, const std::string& id)
          std::string(x.name) + (x.role == Role::score ? " (attention core)" : ""),
          Origin::derived(layout_name(c.layout))});
   }
-  std::string mode = c.plan.recompute == wl::Recompute::none        ? "none"
-                     : c.plan.recompute == wl::Recompute::selective ? "selective"
-                                                                    : "full";
+  std::string mode = wl::to_string(c.plan.recompute);
   if (c.plan.partial_recompute())
     mode += c.plan.recompute_method == wl::RecomputeMethod::block
                 ? fmt::format(" (block: the first {} layers of each chunk; the others keep all)", c.plan.recompute_num_layers)
@@ -492,6 +540,7 @@ Derivation layer_derivation(const Ctx& c, LayerKind kind, const std::string& id)
     d.notes.push_back(
         "Hugging Face eager layout: the bf16 layer input is not saved (RMSNorm upcasts it first); a "
         "per-layer probe that holds the returned output measures one more s·b·h·a_b");
+  if (c.plan.recompute == wl::Recompute::selective_op) d.children.push_back(op_sac_derivation(c, id + ".op_sac"));
   return d;
 }
 

@@ -98,6 +98,14 @@ LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms);
 /// Full recomputation checkpoints the layer input: s·b·h·a_b ([K22] §5, "2sbh"), split by t with SP.
 double checkpoint_per_token(const Ctx& c);
 
+/// TorchTitan's op-level selective activation checkpointing (wl::Recompute::selective_op; pytorch/torchtitan
+/// 9dec370ad26b, torchtitan/parallelisms/parallelize_llama.py, _save_list and _apply_ac_to_transformer_block): what
+/// one dense attention + MLP block keeps for its backward, per token before the TP split — the checkpoint's input and
+/// the outputs of the ops the policy saves: the odd-numbered aten.mm of the block in TorchTitan's Llama order (wq 1,
+/// wk 2, wv 3, wo 4, w1 5, w3 6, w2 7) and the flash SDPA (output and log-sum-exp). `reused_only`: only the kept
+/// tensors the block's backward also reads (the recomputation reuses them instead of allocating them again).
+std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only = false);
+
 /// Bytes per token one layer keeps for one micro-batch until its backward, by recomputation mode.
 double stored_per_token(const Ctx& c, const LayerSum& s);
 

@@ -81,10 +81,7 @@ void explain_root(const Explained& e, const hw::GpuSpec& gpu, TrainingMemory& r)
               {"t·p·d·c·e", fmt::format("{}·{}·{}·{}·{}", par.tp, par.pp, par.dp, par.cp, par.ep),
                "tensor·pipeline·data·context·expert parallel", par_o},
               {"ZeRO", fmt::format("stage {}", zero), "ZeRO/FSDP sharding stage", Origin::user("plan.zero")},
-              {"recompute",
-               plan.recompute == wl::Recompute::none        ? "none"
-               : plan.recompute == wl::Recompute::selective ? "selective"
-                                                            : "full",
+              {"recompute", wl::to_string(plan.recompute),
                "activation recomputation", Origin::user("plan.recompute")}};
   d.result = fmt::format("{} of {} ({}): {}", gib(r.total), gib(r.capacity), stage_name,
                          r.fits ? "fits" : "does not fit");
@@ -312,7 +309,9 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
       "(last) + max(0, recomputation working set − logits buffers)";
   const char* rmode = plan.recompute == wl::Recompute::none        ? "none: every saved tensor"
                       : plan.recompute == wl::Recompute::selective ? "selective: all but the attention core"
-                                                                   : "full: the layer input only (s·b·h·a_b)";
+                      : plan.recompute == wl::Recompute::selective_op
+                          ? "selective_op: the block input and the outputs of the ops TorchTitan's policy keeps"
+                          : "full: the layer input only (s·b·h·a_b)";
   act.inputs = {
       {"s", format_count(double(plan.seq_len)), "sequence length", Origin::user("plan.seq_len")},
       {"b", format_count(double(plan.micro_batch)), "micro-batch (sequences)", Origin::user("plan.micro_batch")},

@@ -64,14 +64,7 @@ Layout layout_of(const wl::TrainingPlan& plan) {
 
 namespace {
 
-const char* recompute_name(wl::Recompute r) {
-  switch (r) {
-    case wl::Recompute::none: return "none";
-    case wl::Recompute::selective: return "selective";
-    case wl::Recompute::full: return "full";
-  }
-  return "?";
-}
+const char* recompute_name(wl::Recompute r) { return wl::to_string(r); }
 
 }  // namespace
 

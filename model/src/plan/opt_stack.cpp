@@ -14,9 +14,7 @@
 namespace gpuplan::model {
 
 namespace {
-const char* recompute_name(wl::Recompute r) {
-  return r == wl::Recompute::full ? "full" : r == wl::Recompute::selective ? "selective" : "none";
-}
+const char* recompute_name(wl::Recompute r) { return wl::to_string(r); }
 }  // namespace
 
 std::string to_string(const OptStep& s) {

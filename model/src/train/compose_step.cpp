@@ -118,7 +118,9 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const double rec_share = sh.layers > 0 ? double(sh.recomputed) / double(sh.layers) : 1.0;
   if (plan.recompute == wl::Recompute::full) st.recompute = st.fwd.scaled(rec_share);
   else if (plan.recompute == wl::Recompute::selective && !plan.flash_attention) st.recompute.attention = st.fwd.attention;
-  if (plan.recompute != wl::Recompute::full && plan.recompute_modules != 0)
+  // Recompute modules and TorchTitan's op-level policy: the ops each layer runs again (LayerCost::rec).
+  if (plan.recompute != wl::Recompute::full &&
+      (plan.recompute_modules != 0 || plan.recompute == wl::Recompute::selective_op))
     for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
       if (sh.kind_layers[ki] > 0) st.recompute += t.compute.kind_rec[ki].scaled(double(sh.kind_layers[ki]));
   st.embed = sh.first ? t.compute.embed_time : Seconds(0);

@@ -63,7 +63,8 @@ class TrainingLayerPricer {
             const Seconds before = lc.fwd.total();
             stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)), 2.0,
                    eager && a.norm == wl::NormKind::layernorm ? kEagerLayerNormRate : 1.0);
-            if (plan.recomputes(wl::recompute_layernorm)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+            if (plan.recomputes(wl::recompute_layernorm) || op_sac)
+              recompute_part(lc.fwd.total() - before, OpClass::elementwise);
           }
           break;
         case OpKind::attention: price_attention(o); break;
@@ -113,6 +114,7 @@ class TrainingLayerPricer {
   // GEMM (read the stored bytes, write a_b per weight).
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                 std::int64_t batch = 1) {
+    last_fwd_cast = last_fwd_gemm = Seconds(0);
     // Routed experts run as grouped GEMMs (moe_layer.hpp: the measured grouped-kernel law over the batched GEMM of
     // the touched experts, moe_w).
     const bool grouped = kind == LinearKind::expert_in || kind == LinearKind::expert_out;
@@ -140,8 +142,10 @@ class TrainingLayerPricer {
       // are cast once per step and cached across micro-batches (not counted).
       const QuantBytes q = quant_bytes(plan.precision.recipe, d.gpu != nullptr && fp8_any_layout(*d.gpu));
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      put(true, false, streaming_cost(keep_ops ? name + " " + q.name + " cast" : std::string(), OpClass::elementwise,
-                                      units::bytes(elems_f * q.cast), units::flop(elems_f), d));
+      const OpCost cast = streaming_cost(keep_ops ? name + " " + q.name + " cast" : std::string(), OpClass::elementwise,
+                                         units::bytes(elems_f * q.cast), units::flop(elems_f), d);
+      last_fwd_cast = cast.time;
+      put(true, false, cast);
       put(false, false, streaming_cost(keep_ops ? name + " " + q.name + " cast bwd" : std::string(),
                                        OpClass::elementwise, units::bytes(elems_b * q.cast), units::flop(elems_b), d));
       if (auto wc = weight_copies_per_microbatch(name, q, double(k) * double(n) * double(batch)))
@@ -151,7 +155,9 @@ class TrainingLayerPricer {
   // blockwise scaling promotes the partial sums every 128 K in the forward GEMM too (DeepSeek-V3 §3.3.2).
   const bool split = gp == hw::Precision::fp8;
   const bool split_fwd = split && plan.precision.recipe == wl::QuantRecipe::blockwise;
-  add_fwd(g(gemm_cost(named(name), {m, n, k, batch, 0, split_fwd}, gp, d)));
+  const OpCost fwd = g(gemm_cost(named(name), {m, n, k, batch, 0, split_fwd}, gp, d));
+  last_fwd_gemm = fwd.time;
+  add_fwd(fwd);
   add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d)));
   if (!lora.on()) {
     OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d));
@@ -206,6 +212,23 @@ class TrainingLayerPricer {
     } else {
       lc.rec.elementwise += dt;
     }
+  }
+
+  // TorchTitan's op-level selective AC (wl::Recompute::selective_op; pytorch/torchtitan 9dec370ad26b
+  // parallelize_llama.py, _custom_policy): of the GEMM fwd_gemm just priced, the share `gemm_share` is an even-numbered
+  // mm of the block and runs again in the backward; its FP8 input cast runs again whatever the share (the casts are no
+  // saved op, and torchao's Float8 matmul keeps its FP8 input for the backward).
+  void op_sac_rerun(double gemm_share) {
+    if (!op_sac) return;
+    recompute_part(last_fwd_cast, OpClass::elementwise);
+    recompute_part(last_fwd_gemm * gemm_share, OpClass::gemm);
+  }
+  // An elementwise op priced by `price` that TorchTitan's op-level policy runs again in the backward.
+  template <class F>
+  void op_sac_elementwise(F&& price) {
+    const Seconds before = lc.fwd.total();
+    price();
+    if (op_sac) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
   }
 
   /// `rate`: the kernels' achieved bandwidth as a fraction of the streaming rate (1: streaming).
@@ -395,18 +418,22 @@ class TrainingLayerPricer {
                             double(ml.kv_lora_rank * attn.heads * (ml.qk_nope_head_dim + ml.v_head_dim));
           recompute_part((lc.fwd.total() - before) * std::min(1.0, up / double(o.matmul_elements())), OpClass::gemm);
         }
+        // Op-level SAC: wk (mm 2 of q, k, v) is the K heads' share of the fused QKV GEMM.
+        if (o.part != Part::ssm && o.matmul_elements() > 0)
+          op_sac_rerun(double(attn.kv_heads * dqk) / (double(o.matmul_elements()) / double(h)));
         if (o.part == Part::ssm) break;  // Mamba-2's in_proj: no rotary
         // Rotary on the query and key heads (MLA: on the rotary part of each head).
         const double rope_elems =
             double(T) * double((attn.heads + attn.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
         if (a.position == wl::PositionKind::rope)
-          stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f);
+          op_sac_elementwise([&] { stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f); });
         break;
       }
       case LinearKind::attention_out:
         fwd_gemm(o.name, LinearKind::attention_out, T, o.in / t, h);
+        op_sac_rerun(1.0);  // wo is mm 4; its output rebuilds the residual stream the second norm reads
         bias_grad(o.name, a.o_bias, h);
-        residual();
+        op_sac_elementwise([&] { residual(); });
         break;
       case LinearKind::router: fwd_gemm(o.name, LinearKind::router, T, h, o.out); break;
       case LinearKind::expert_in:
@@ -441,12 +468,13 @@ class TrainingLayerPricer {
         Seconds before = lc.fwd.total();
         fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
         if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::gemm);
+        if (o.part == Part::dense_mlp) op_sac_rerun(gated ? 0.5 : 0.0);  // w3 (mm 6) is half of [w1 | w3]; fc1 is kept
         bias_grad(o.name, a.mlp_bias && o.part == Part::dense_mlp, glu * width);
         before = lc.fwd.total();
         if (o.part == Part::dense_mlp)
           stream(gated ? "SwiGLU" : "GELU", (double(T) * double(width)) * e * (gated ? glu_f : 2.0), 4.0 * (double(T) * double(width)),
                  gated ? glu_b / glu_f : 1.5);
-        if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+        if (rc_mlp || (op_sac && o.part == Part::dense_mlp)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
         break;
       }
       case LinearKind::mlp_out: {
@@ -454,6 +482,9 @@ class TrainingLayerPricer {
         fwd_gemm(o.name, LinearKind::mlp_out, T, o.in / t, h);
         if (o.part == Part::dense_mlp && plan.recomputes(wl::recompute_mlp))
           recompute_part(lc.fwd.total() - before, OpClass::gemm);
+        // Op-level SAC: w2 is mm 7 (kept); a two-matrix MLP's fc2 (mm 6) is not kept, but its backward needs only its
+        // input, so the recomputation stops before it (torch.utils.checkpoint's early stop). Only the cast reruns.
+        if (o.part == Part::dense_mlp) op_sac_rerun(0.0);
         bias_grad(o.name, a.mlp_bias && o.part == Part::dense_mlp, h);
         break;
       }
@@ -508,6 +539,8 @@ class TrainingLayerPricer {
   const OpGraph graph;
   const Op attn;
   LayerCost lc;
+  const bool op_sac = plan.recompute == wl::Recompute::selective_op;
+  Seconds last_fwd_cast{}, last_fwd_gemm{};  // the last fwd_gemm's forward input cast and GEMM (op_sac_rerun)
   MoeExpertWork moe_w;   // the routed experts' work on this GPU (set by the expert ops)
   Seconds moe_taken{};   // time of the op already booked to another MoE term
   const wl::Parallelism& par = plan.par;

@@ -106,6 +106,17 @@ bool parallel_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, 
   return true;
 }
 
+namespace {
+/// Whether TorchTitan's op-level selective AC (wl::Recompute::selective_op) is modelled for this model and plan: the
+/// kept and recomputed ops (memory_activations.cpp op_sac_terms, layer_cost.cpp op_sac_rerun) follow TorchTitan's
+/// Llama block (wq, wk, wv, wo, w1, w3, w2 as bias-free aten.mm, the SDPA flash kernel) on one TP rank.
+bool op_sac_expressible(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const bool dense_attention = !a.moe && !a.mla && !a.mamba && !a.gdn && !a.dsa && !a.attention_output_gate;
+  const bool no_bias = !a.qkv_bias && !a.o_bias && !a.mlp_bias;
+  return dense_attention && no_bias && plan.flash_attention && plan.par.tp <= 1;
+}
+}  // namespace
+
 /// Multi-token prediction, recompute modules and activation offloading against the model and the plan.
 bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Rules& r) {
   auto fail = [&r](auto&& message) { return r.fail(message); };
@@ -118,6 +129,15 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
     return false;
   if (plan.recomputes(wl::recompute_mla_up_proj) && !a.mla &&
       fail([] { return std::string("recompute module mla_up_proj: the model has no MLA attention"); }))
+    return false;
+  if (plan.recompute == wl::Recompute::selective_op && !op_sac_expressible(a, plan) && fail([] {
+        return std::string(
+            "recompute selective_op (TorchTitan's op-level policy, 9dec370: keep every odd aten.mm output of a block, "
+            "the SDPA outputs and the reduce-scatters) is modelled for dense attention + MLP layers without linear "
+            "biases (a bias turns mm into addmm, which the policy neither keeps nor counts), with flash attention and "
+            "TP 1 (under TP the kept reduce-scatters and the recomputed sequence-parallel all-gathers are not "
+            "modelled): use recompute selective or full");
+      }))
     return false;
   // Megatron-Core TransformerConfig.__post_init__ on overlap_moe_expert_parallel_comm: 'only supported with expert
   // model parallelism', 'virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1',

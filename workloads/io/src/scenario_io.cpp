@@ -180,7 +180,10 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   }
   if (auto v = r.integer("zero")) p.zero = static_cast<wl::ZeroStage>(*v);
   if (auto v = r.str("recompute"))
-    p.recompute = *v == "full" ? wl::Recompute::full : *v == "selective" ? wl::Recompute::selective : wl::Recompute::none;
+    p.recompute = *v == "full"           ? wl::Recompute::full
+                  : *v == "selective"    ? wl::Recompute::selective
+                  : *v == "selective_op" ? wl::Recompute::selective_op
+                                         : wl::Recompute::none;
   if (auto v = r.str("recompute_method")) p.recompute_method = *v == "block" ? wl::RecomputeMethod::block : wl::RecomputeMethod::uniform;
   if (auto v = r.integer("recompute_num_layers")) p.recompute_num_layers = *v;
   if ((r.str("recompute_method") || r.integer("recompute_num_layers")) && p.recompute != wl::Recompute::full)
@@ -288,6 +291,9 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     }
     if (p.recompute_modules != 0 && p.recompute == wl::Recompute::full)
       key_error("recompute_modules", "recompute full already recomputes every module: leave recompute_modules out");
+    if (p.recompute_modules != 0 && p.recompute == wl::Recompute::selective_op)
+      key_error("recompute_modules", "recompute selective_op (TorchTitan's op-level policy) decides itself which ops "
+                                     "are recomputed: leave recompute_modules (Megatron-Core's) out");
   }
   if (auto v = r.str("ep_dispatch")) p.ep_dispatch = *v == "deepep" ? wl::EpDispatch::deepep : wl::EpDispatch::all_to_all;
   if (auto v = r.str("attention_output_store"))
@@ -358,7 +364,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
     j["fp8_recipe"] = wl::to_string(p.precision.recipe);
   j["zero"] = static_cast<int>(p.zero);
   if (p.par.shard_group > 0) j["shard_group"] = p.par.shard_group;
-  j["recompute"] = p.recompute == wl::Recompute::full ? "full" : p.recompute == wl::Recompute::selective ? "selective" : "none";
+  j["recompute"] = wl::to_string(p.recompute);
   if (p.recompute == wl::Recompute::full && p.partial_recompute()) {
     j["recompute_method"] = p.recompute_method == wl::RecomputeMethod::block ? "block" : "uniform";
     j["recompute_num_layers"] = p.recompute_num_layers;

@@ -179,10 +179,13 @@ const ScenarioFieldTable& training_fields() {
           .doc("hybrid sharding group size"),
       row("recompute", FieldType::string, "Recompute")
           .flags({"--recompute"})
-          .help("activation recomputation: none, selective, full")
+          .help("activation recomputation: none, selective, full, selective_op (TorchTitan's op-level policy)")
           .otherwise("none")
-          .choices({"none", "selective", "full"})
-          .doc("activation recomputation"),
+          .choices({"none", "selective", "full", "selective_op"})
+          .doc("activation recomputation: selective = Megatron's (the attention core recomputed); selective_op = "
+               "TorchTitan's op-level selective AC (selective_ac_option 'op': the outputs of every odd matmul of a "
+               "block, SDPA and the block input kept, every other op recomputed; dense attention + MLP layers "
+               "without linear biases, TP 1, fused attention)"),
       row("recompute_method", FieldType::string, "Recompute method")
           .help("with recompute full: uniform or block (Megatron-Core --recompute-method)")
           .otherwise("uniform")

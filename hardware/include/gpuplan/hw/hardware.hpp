@@ -65,10 +65,11 @@ struct LinkSpec {
   std::optional<units::Bandwidth> reduction;         ///< nvswitch in-switch reduction bandwidth
 };
 
-/// The tool a device-reported memory figure was read with. They differ: nvidia-smi's memory.total counts memory the
-/// driver reserves for itself, which CUDA's total (cudaMemGetInfo / cudaDeviceProp::totalGlobalMem) leaves out
-/// (on our H100 SXM5, driver 580: 81559 MiB against 81079 MiB).
-enum class MemoryReportedBy { cuda, nvidia_smi, mlperf };
+/// The tool a device-reported memory figure was read with: CUDA's total (cudaMemGetInfo / totalGlobalMem);
+/// nvidia-smi's memory.total, which also counts memory the driver reserves for itself (on our H100 SXM5, driver 580:
+/// 81559 MiB against CUDA's 81079 MiB); an MLPerf system description; rocminfo, the ROCm runtime's GPU memory pool
+/// (the HSA agent's global pool, which HIP reports as hipDeviceProp_t::totalGlobalMem and PyTorch as total_memory).
+enum class MemoryReportedBy { cuda, nvidia_smi, mlperf, rocminfo };
 std::string_view to_string(MemoryReportedBy b);
 
 struct MemorySpec {

@@ -16,8 +16,25 @@ namespace gpuplan::wl {
 /// ZeRO (Rajbhandari et al. 2020): what is sharded across the data-parallel group. FSDP FULL_SHARD == parameters;
 /// SHARD_GRAD_OP == gradients; HYBRID_SHARD == parameters sharded within `Parallelism::shard_group` GPUs.
 enum class ZeroStage { none = 0, optimizer = 1, gradients = 2, parameters = 3 };
-/// Activation recomputation (Korthikanti et al. 2022): none, selective (attention core only), full (layer inputs).
-enum class Recompute { none, selective, full };
+/// Activation recomputation (Korthikanti et al. 2022): none, selective (attention core only), full (layer inputs);
+/// selective_op: TorchTitan's op-level selective activation checkpointing (`[activation_checkpoint] mode = 'selective',
+/// selective_ac_option = 'op'`; pytorch/torchtitan 9dec370ad26b, torchtitan/parallelisms/parallelize_llama.py,
+/// `_save_list` and `_apply_ac_to_transformer_block`): each decoder block is checkpointed with a policy that keeps the
+/// outputs of aten.mm, the SDPA flash/efficient kernels, the reduce-scatter and max/abs, *except every second mm of the
+/// block* (a per-block counter, kept or recomputed as it is odd or even), and recomputes every other op. In a Llama block
+/// (mm order wq, wk, wv, wo, w1, w3, w2) the wq, wv, w1 and w2 outputs, the SDPA output and log-sum-exp, and the block
+/// input are kept; the norms, wk, RoPE, wo, the first residual add, w3 and the SwiGLU run again in the backward.
+enum class Recompute { none, selective, full, selective_op };
+/// The mode as the scenario key `recompute` spells it.
+constexpr const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+    case Recompute::selective_op: return "selective_op";
+  }
+  return "none";
+}
 /// Which layers full recomputation covers (Megatron-Core --recompute-method with --recompute-num-layers N;
 /// megatron/core/transformer/transformer_block.py _checkpointed_forward, per model chunk of c layers):
 ///  - uniform: the chunk's layers in groups of N (the last group cut at the chunk's end), each group checkpointed
