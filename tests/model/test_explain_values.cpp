@@ -175,6 +175,45 @@ TEST_SUITE("explain trees carry the numbers they explain") {
     }
   }
 
+  TEST_CASE("training: the step node is the step time, each group's node its exposed communication") {
+    for (const auto& c : train_cases()) {
+      INFO(c.name);
+      const auto est = estimate(c);
+      const Derivation& d = est.derivation;
+      same(d, "train", est.step_time.raw());
+      // Communication: a sum over one node per parallel group, each the exposed time of its est.comm entry.
+      const Derivation* comm = d.find("train.comm");
+      REQUIRE(comm != nullptr);
+      CHECK(comm->fold == Fold::sum);
+      int groups = 0;
+      double dp_exposed = 0.0;
+      for (const auto& g : est.comm) {
+        if (g.kind == "dp") dp_exposed = g.exposed.raw();
+        if (g.group_size <= 1) {
+          CHECK(d.find("train.comm." + g.kind) == nullptr);
+          CHECK(g.exposed.raw() == 0.0);
+          continue;
+        }
+        ++groups;
+        same(d, "train.comm." + g.kind, g.exposed.raw());
+      }
+      CHECK(groups == static_cast<int>(comm->children.size()));
+      // Compute: one micro-batch on the bottleneck stage, the step's GEMM, attention, elementwise and MoE host parts
+      // over m; with its exposed communication and head it is that stage's t_i.
+      const double m = double(est.micro_batches);
+      const auto& s = est.step;
+      same(d, "train.compute", (s.gemm + s.attention + s.elementwise + s.moe_host).raw() / m);
+      const double t_stage = est.stage_time.at(static_cast<std::size_t>(est.bottleneck_stage)).raw();
+      CHECK(d.find("train.compute")->value <= t_stage);
+      // The root's formula over its nodes: m·t_stage + bubble + DP exposed + optimizer (+ offload).
+      const Derivation* bubble = d.find("train.bubble");
+      const Derivation* offload = d.find("train.offload");
+      const double composed = m * t_stage + (bubble != nullptr ? bubble->value : 0.0) + dp_exposed +
+                              d.find("train.optimizer")->value + (offload != nullptr ? offload->value : 0.0);
+      CHECK(close(d.value, composed));
+    }
+  }
+
   TEST_CASE("parameters, FLOPs per token and KV cache: each tree's numbers are the counts it explains") {
     for (const char* id : {"llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3",
                            "gpt-oss-120b", "nemotron-h-8b"}) {

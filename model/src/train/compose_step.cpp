@@ -79,6 +79,7 @@ struct StageTime {
   PassCost fwd, bwd, recompute;
   CommNumbers tp, cp, ep, pp;
   Seconds extra{}, total{};
+  Seconds compute{}, comm{};  ///< the parts of `total`: fwd + bwd + recompute, and the exposed communication
   Seconds embed{}, head{}, mtp{}, amp{};
 };
 
@@ -297,8 +298,9 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const double rec_share = stage_compute(x, sh, st);
   stage_comm(x, sh, rec_share, st);
   if (sh.chunks == 2) dualpipe_halves(x, sh, st);
-  const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
-  st.total = st.fwd.total() + st.bwd.total() + st.recompute.total() + comm_mb + st.extra;
+  st.compute = st.fwd.total() + st.bwd.total() + st.recompute.total();
+  st.comm = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
+  st.total = st.compute + st.comm + st.extra;
 }
 
 /// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck).
@@ -341,6 +343,7 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
   const std::int64_t m = x.m;
   // The DP kernels' SM share: at most the DP communicator's CTA cap (dp_comm_compute_share).
   const double nccl_sm_share = dp_comm_compute_share(k.d, plan);
+  o.dp_sm_share = nccl_sm_share;
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   // Only what is reduced travels and fills buckets: routed experts with EP = dp·cp have no expert-data-parallel peer.
   const GpuParams held = params_per_gpu(k.params, plan);
@@ -441,6 +444,7 @@ Seconds pipeline_bubble(const StepInputs& x, const PassCost& bwd, const PassCost
     const Seconds FB = o.stage_max;  // one forward and one backward chunk with their exposed communication
     const Seconds B = bwd.total() + recompute.total();
     const Seconds W = bwd.wgrad;
+    o.dualpipe_b = B;
     bubble = std::max(Seconds(0), (FB + B - W * 3.0) * (double(p) / 2.0 - 1.0));
     o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
   } else if (p > 1 && m > 0) {
@@ -564,6 +568,9 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   StageTime worst;
   price_stages(x, stages, worst, o);
   o.stage_max = worst.total;
+  o.compute_mb = worst.compute;
+  o.comm_mb = worst.comm;
+  o.nccl_sm_share = x.nccl_sm_share;
   o.bottleneck_layers = stages[std::size_t(o.bottleneck)].layers;
   const PassCost fwd = worst.fwd, bwd = worst.bwd, recompute = worst.recompute;
   o.fwd = fwd;

@@ -308,6 +308,11 @@ struct StepCore {
   int bottleneck = 0;            ///< the pipeline stage with the longest time per micro-batch
   std::int64_t bottleneck_layers = 0;
   Seconds stage_max{}, stage_sum{};  ///< per micro-batch: the bottleneck stage's time and the sum over the stages
+  /// The bottleneck stage's time per micro-batch in its parts: stage_max = compute_mb + comm_mb + extra, with
+  /// compute_mb = fwd + bwd + recompute and comm_mb its exposed TP, CP, EP and PP communication over m.
+  Seconds compute_mb{}, comm_mb{};
+  Seconds dualpipe_b{};  ///< DualPipe's B, one backward chunk with its recomputation (0 otherwise)
+  double nccl_sm_share = 0, dp_sm_share = 0;  ///< the SM shares of communication beside compute: all groups, DP's
   std::vector<Seconds>* stage_times = nullptr;  ///< when given (estimate_training), receives every stage's time
   StepLayout* layout = nullptr;  ///< when given (the step timeline), receives every stage's parts and the DP terms
   CommNumbers tp, cp, ep, pp, dp;

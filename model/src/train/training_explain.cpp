@@ -150,7 +150,7 @@ Derivation explain_compute(const StepInputs& x) {
   const PassCost& bwd = x.core.bwd;
   const PassCost& recompute = x.core.recompute;
   const Seconds extra = x.core.extra;
-  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
+  const Seconds mb_compute = x.core.compute_mb;  // compose_step's fwd + bwd + recompute of the bottleneck stage
   Derivation comp{"train.compute", "Compute per micro-batch on one GPU (its stage)",
                   "Σ_layers of the stage (GEMM + attention + elementwise), forward + backward (+ recompute)",
                   {{"t_fwd", format(fwd.total()), "forward", Origin::derived()},
@@ -195,6 +195,48 @@ Derivation explain_compute(const StepInputs& x) {
   return comp;
 }
 
+/// The rule by which compose_step (stage_comm, ep_a2a_overlap, dualpipe_halves, dp_terms) leaves a parallel group's
+/// communication exposed under this plan: the formula of its train.comm.<kind> node.
+std::string exposure_rule(const std::string& kind, const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const bool dualpipe = plan.dualpipe();
+  if (kind == "tp") {
+    std::string r = plan.recompute == wl::Recompute::full
+                        ? "t = t_one · (2 + recomputed share) pairs · layers · m"
+                        : "t = t_one · 2 pairs · layers · m";
+    r += plan.overlap_tp_comm ? " ; exposed = t/(2·tp) (the reduce-scatter's last chunk) + what exceeds the GEMMs + "
+                                "hidden · SM share (TP overlap)"
+                              : " ; exposed = t (in line with the GEMMs)";
+    if (expert_tp_folded(a, plan)) r += " ; + the expert-TP group's pairs of the MoE layers, exposed";
+    if (plan.lora.on()) r += " ; + the LoRA adapters' collectives, exposed";
+    return r;
+  }
+  if (kind == "cp") return "t = t_one · layers · m ; exposed = max(0, t − m·(attention forward + backward))";
+  if (kind == "ep") {
+    const std::string t = "t = t_one · 4 (dispatch, combine; forward, backward) · MoE layers · m";
+    if (dualpipe)
+      return t + " ; DualPipe: exposed = (1 − φ)·t + the paired share's excess over the other direction's compute "
+                 "+ hidden · SM share";
+    if (plan.ep_a2a_overlap)
+      return t + " ; exposed = the warm-up and cool-down passes' share + the paired rest's excess over the other "
+                 "micro-batch's compute + hidden · SM share";
+    return t + " ; exposed = t";
+  }
+  if (kind == "pp") {
+    const std::string t = "t = (t_send + t_gather) · 2·v·m";
+    if (dualpipe) return t + " ; DualPipe: with the paired chunks' all-to-all, beside the other direction's compute";
+    if (plan.schedule == wl::PipelineSchedule::interleaved && plan.model_chunks() > 1 && plan.overlap_p2p_comm)
+      return t + " ; exposed = what exceeds a chunk's forward (backward) + hidden · SM share";
+    return t + " ; exposed = t";
+  }
+  return std::string("exposed = ") +
+         (plan.overlap_grad_reduce ? "the reduction beyond the backward window (at least the last bucket)"
+                                   : "the reduction (after the backward)") +
+         (plan.zero == wl::ZeroStage::none ? ""
+          : plan.overlap_param_gather      ? " + the gathers beyond their window (at least the first bucket)"
+                                           : " + the gathers") +
+         " + hidden · SM share + framework copies";
+}
+
 /// The communication node: each parallel group's collectives, exposed of total, and the framework's copies.
 Derivation explain_comm(const StepInputs& x) {
   using units::format;
@@ -205,14 +247,22 @@ Derivation explain_comm(const StepInputs& x) {
   const Device& d = x.k.d;
   const ParameterCounts& params = x.k.params;
   const StepBreakdown& s = est.step;
-  Derivation comm{"train.comm", "Communication per step", "exposed = total − what overlaps with compute", {}, format(s.comm_exposed), {}, {}};
-  comm.set(s.comm_exposed.raw(), Unit::seconds);
+  Derivation comm{"train.comm", "Communication per step",
+                  "exposed = Σ_groups exposed ; each group's exposed = its total − what overlaps with compute", {},
+                  format(s.comm_exposed), {}, {}};
+  comm.set(s.comm_exposed.raw(), Unit::seconds, Fold::sum);
+  // One child per parallel group, valued with the exposed time compose_step gave it (est.comm); the groups of one
+  // GPU have none (their exposed time is 0).
   for (const auto& c : est.comm) {
     if (c.group_size <= 1) continue;
-    comm.inputs.push_back({c.kind, fmt::format("{} exposed of {}", format(c.exposed), format(c.time)),
-                           fmt::format("{} over {} GPUs ({}), {} per step", c.collective, c.group_size, c.tier,
-                                       format(c.bytes_per_step)),
-                           Origin::derived("collectives")});
+    Derivation g{"train.comm." + c.kind, fmt::format("{} ({})", c.kind, c.collective), exposure_rule(c.kind, a, plan),
+                 {{"n", units::format_count(double(c.group_size)), "GPUs of the group: " + c.tier,
+                   Origin::derived("collectives")},
+                  {"t", format(c.time), fmt::format("total per step, {} moved", format(c.bytes_per_step)),
+                   Origin::derived()}},
+                 fmt::format("{} exposed of {}", format(c.exposed), format(c.time)), {}, {}};
+    g.set(c.exposed.raw(), Unit::seconds);
+    comm.children.push_back(std::move(g));
   }
   if (const double n = lora_tp_collectives(plan, false); n > 0.0)
     comm.notes.push_back(fmt::format(
@@ -262,8 +312,8 @@ Derivation explain_comm(const StepInputs& x) {
              : Origin::assumption("Megatron-Core's default bucket, max(40M, 1M x DP·CP) parameters "
                                   "(training.py get_model)")});
   }
-  if (!comm.inputs.empty()) {
-    const double share = comm_compute_share(d);
+  if (!comm.inputs.empty() || !comm.children.empty()) {
+    const double share = x.core.nccl_sm_share;
     const double wait = d.eff.comm_wait_kernels;
     comm.inputs.push_back(
         {"beside compute",
@@ -278,7 +328,7 @@ Derivation explain_comm(const StepInputs& x) {
     if (plan.dp_max_ctas > 0)
       comm.inputs.push_back(
           {"DP CTAs", fmt::format("{} (GEMM loss beside the DP collectives {})", plan.dp_max_ctas,
-                                  units::format_number(dp_comm_compute_share(d, plan), 3)),
+                                  units::format_number(x.core.dp_sm_share, 3)),
            "the DP communicator's CTAs (NCCL channels) are capped: its reduce-scatter and all-gather move at most "
            "that many CTAs' rate on the scale-up tier (one CTA: 0.778 of an NVLink link, measured on H200), leave a domain through at most that "
            "many NICs, and hold at most that many SMs",
@@ -298,7 +348,6 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
   const auto& est = x.est;
   const std::int64_t m = core.m;
   const PassCost& bwd = core.bwd;
-  const PassCost& recompute = core.recompute;
   const Seconds bubble = est.step.bubble;
   if (plan.dualpipe()) {
     root.children.push_back(
@@ -309,7 +358,7 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
          {{"p", format_count(double(par.pp)), "pipeline ranks", Origin::user("--pp")},
           {"F&B", format(core.stage_max), fmt::format("the slowest device (rank {}), one micro-batch", core.bottleneck),
            Origin::derived()},
-          {"B", format(bwd.total() + recompute.total()), "backward chunk incl. recomputation", Origin::derived()},
+          {"B", format(core.dualpipe_b), "backward chunk incl. recomputation", Origin::derived()},
           {"W", format(bwd.wgrad), "its weight-gradient GEMMs", Origin::derived()},
           {"m", format_count(double(m)), "micro-batches (m/2 each way)", Origin::derived()}},
          fmt::format("{} ({} of steady)", format(bubble), format(units::Ratio(est.bubble_fraction))),
