@@ -11,8 +11,10 @@
 
 #include <doctest/doctest.h>
 
+#include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/model/training.hpp"
@@ -242,6 +244,54 @@ TEST_SUITE("explain trees carry the numbers they explain") {
       CHECK(walk(tok.derivation, id) >= 1);
       same(tok.derivation, tok.derivation.id, tok.per_layer.raw());
     }
+  }
+
+  TEST_CASE("roofline: a GEMM's tree carries the time gemm_cost reports") {
+    struct Case {
+      const char* gpu;
+      model::GemmShape shape;
+      hw::Precision p;
+    };
+    for (const Case c : {Case{"h100-sxm5-80gb", {8192, 8192, 8192, 1}, hw::Precision::bf16},
+                         Case{"b200-hgx", {8192, 8192, 8192, 1}, hw::Precision::bf16},
+                         Case{"h100-sxm5-80gb", {1, 4096, 4096, 1}, hw::Precision::bf16},          // memory-bound
+                         Case{"h200-sxm-141gb", {4096, 50257, 4096, 1}, hw::Precision::bf16},      // unaligned n
+                         Case{"h100-sxm5-80gb", {4096, 4095, 4096, 1}, hw::Precision::fp8},        // padded
+                         Case{"a100-sxm4-80gb", {2048, 2048, 2048, 8}, hw::Precision::fp16}}) {  // batched
+      const hw::GpuSpec* g = test::hardware().find_gpu(c.gpu);
+      REQUIRE_MESSAGE(g != nullptr, c.gpu);
+      INFO(c.gpu, " ", c.shape.m, "x", c.shape.n, "x", c.shape.k);
+      Derivation why;
+      const model::OpCost op = model::gemm_cost("g", c.shape, c.p, model::make_device(*g), &why);
+      CHECK(walk(why, c.gpu) == 1);
+      same(why, "op.g", op.time.raw());
+    }
+  }
+
+  TEST_CASE("collectives: each tree carries the time collective_cost reports, the hierarchical one as its phases") {
+    const auto sys = node_system("dgx-h100");
+    int hierarchical = 0;
+    for (const int n : {1, 2, 8, 16, 64}) {
+      const model::CommGroup g = model::training_comm_group(n, 1, sys);
+      for (const model::Collective op : {model::Collective::all_reduce, model::Collective::all_gather,
+                                         model::Collective::reduce_scatter, model::Collective::all_to_all,
+                                         model::Collective::send_recv, model::Collective::broadcast})
+        for (const model::CollectiveAlgorithm algo :
+             {model::CollectiveAlgorithm::automatic, model::CollectiveAlgorithm::ring, model::CollectiveAlgorithm::tree,
+              model::CollectiveAlgorithm::nvls, model::CollectiveAlgorithm::hierarchical})
+          for (const double bytes : {0.0, 4096.0, 64.0 * 1024 * 1024, 4.0 * 1024 * 1024 * 1024}) {
+            INFO(n, " GPUs, op ", int(op), ", algorithm ", int(algo), ", ", bytes, " B");
+            const auto r = model::collective_cost(op, units::bytes(bytes), g, algo, Explain::on);
+            REQUIRE(std::isfinite(r.time.raw()));
+            CHECK(walk(r.derivation, "collective") >= 1);
+            same(r.derivation, r.derivation.id, r.time.raw());
+            if (r.derivation.fold == Fold::sum) {
+              ++hierarchical;
+              CHECK(r.derivation.children.size() >= 2);
+            }
+          }
+    }
+    CHECK(hierarchical > 0);
   }
 
   TEST_CASE("serving memory: the weights and overheads nodes equal the binding stage's memory") {
