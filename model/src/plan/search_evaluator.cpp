@@ -16,6 +16,7 @@
 #include "gpuplan/core/format.hpp"
 #include "memory_core.hpp"
 #include "quant_recipe.hpp"
+#include "parallel_dims.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model {
@@ -243,7 +244,7 @@ struct VocabEvaluator {
     detail::compose_step(a, plan, k, t, core);
     r.micro_batches = core.m;
     r.step = core.step;
-    r.comm = {core.tp.exposed, core.cp.exposed, core.ep.exposed, core.pp.exposed, core.dp.exposed};
+    for (const detail::ParallelDim& dim : detail::parallel_dims()) r.comm.*dim.score = (core.*dim.step).exposed;
     if (!core.ok) return r;
     r.valid = true;
     r.step_time = core.step.total;

@@ -19,6 +19,7 @@
 #include "moe_a2a.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "parallel_dims.hpp"
 
 namespace gpuplan::model {
 
@@ -74,13 +75,11 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
 
 namespace {
 
-/// One micro-batch on one pipeline stage as compose_step prices it.
-struct StageTime {
-  PassCost fwd, bwd, recompute;
-  CommNumbers tp, cp, ep, pp;
-  Seconds extra{}, total{};
+/// One micro-batch on one pipeline stage as compose_step prices it: its parts (what the step timeline records) and
+/// their sums.
+struct StageTime : StageParts {
+  Seconds extra{};            ///< embed + head + mtp + amp
   Seconds compute{}, comm{};  ///< the parts of `total`: fwd + bwd + recompute, and the exposed communication
-  Seconds embed{}, head{}, mtp{}, amp{};
 };
 
 /// What every part of compose_step reads: its inputs and the step's shape.
@@ -166,7 +165,8 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
   const std::int64_t m = x.m;
   const double nccl_sm_share = x.nccl_sm_share;
   const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
-  st.tp = st.cp = st.ep = st.pp = CommNumbers{};
+  for (const ParallelDim& dim : parallel_dims())
+    if (dim.stage != nullptr) st.*dim.stage = CommNumbers{};
   // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
   // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
   // over TP only for their shared experts (a dense MLP split by TP).
@@ -262,10 +262,12 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.head = st.head * 0.5;
   st.mtp = st.mtp * 0.5;
   st.amp = st.amp * 0.5;
-  for (CommNumbers* c : {&st.tp, &st.cp, &st.ep, &st.pp}) {
-    c->time = c->time * 0.5;
-    c->exposed = c->exposed * 0.5;
-    c->bytes = c->bytes * 0.5;
+  for (const ParallelDim& dim : parallel_dims()) {
+    if (dim.stage == nullptr) continue;
+    CommNumbers& c = st.*dim.stage;
+    c.time = c.time * 0.5;
+    c.exposed = c.exposed * 0.5;
+    c.bytes = c.bytes * 0.5;
   }
   // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4): the
   // all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP compute, so
@@ -299,7 +301,7 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   stage_comm(x, sh, rec_share, st);
   if (sh.chunks == 2) dualpipe_halves(x, sh, st);
   st.compute = st.fwd.total() + st.bwd.total() + st.recompute.total();
-  st.comm = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
+  st.comm = stage_comm_exposed(st) / double(m);
   st.total = st.compute + st.comm + st.extra;
 }
 
@@ -315,9 +317,7 @@ void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, St
     stage_time(x, stages[i], st);
     o.stage_sum += st.total;
     if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
-    if (o.layout != nullptr)
-      o.layout->stages.push_back({st.fwd, st.bwd, st.recompute, st.tp, st.cp, st.ep, st.pp, st.embed, st.head, st.mtp,
-                                  st.amp, st.total});
+    if (o.layout != nullptr) o.layout->stages.push_back(st);  // its StageParts
     if (i > 0 && cur.total > worst.total) {
       worst = cur;
       o.bottleneck = int(i);
@@ -471,7 +471,8 @@ void step_breakdown(const StepInputs& x, const PassCost& fwd, const PassCost& bw
   s.embedding_loss = extra * double(m);
   s.recompute = recompute.total() * double(m);
   s.moe_host = (fwd.other + bwd.other + recompute.other) * double(m);
-  s.comm_exposed = o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed + o.dp.exposed;
+  s.comm_exposed = Seconds(0);
+  for (const ParallelDim& dim : parallel_dims()) s.comm_exposed += (o.*dim.step).exposed;
   s.bubble = bubble;
   s.optimizer = t.optimizer;
   o.offload = CommNumbers{};
@@ -578,11 +579,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.recompute = recompute;
   const Seconds extra = worst.extra;
   o.extra = extra;
-  o.tp = worst.tp;
-  o.cp = worst.cp;
-  o.ep = worst.ep;
-  o.pp = worst.pp;
-  o.dp = CommNumbers{};
+  for (const ParallelDim& dim : parallel_dims()) o.*dim.step = dim.stage != nullptr ? worst.*dim.stage : CommNumbers{};
   if (o.layout != nullptr) o.layout->dp = DpParts{};
   const DpWindow dw = dp_terms(x, fwd, bwd, recompute, o);
 

@@ -4,6 +4,7 @@
 #include "gpuplan/model/training.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "gpuplan/model/utilisation.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "parallel_dims.hpp"
 
 namespace gpuplan::model {
 
@@ -97,12 +99,6 @@ std::string tier_text(const CommGroup& g) {
   return fmt::format("{} × {} inside, {} across {} domains", g.scale_up_size, g.scale_up.name, out, g.domains());
 }
 
-std::string dp_collective_text(const wl::TransformerArch& a, const wl::TrainingPlan& plan, int n_edp) {
-  std::string s = plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather";
-  if (a.moe && plan.par.ep > 1) s += fmt::format(" (routed experts over {} GPUs)", n_edp);
-  return s;
-}
-
 CommCost comm_cost(const char* kind, std::string collective, int group_size, const CommGroup& g,
                    const detail::CommNumbers& n) {
   CommCost c;
@@ -146,13 +142,16 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   // etp-ep-edp-pp over the same GPUs (tp·cp·dp regrouped as etp·ep·edp: parallel folding; etp = tp by default).
   // Gradients: dense over dp·cp (stride tp), routed experts over the expert-data-parallel group (stride etp·ep).
   const int n_dp = detail::dense_grad_group_size(plan), n_edp = detail::expert_grad_group_size(plan);
-  const CommGroup tp_g = training_comm_group(par.tp, 1, sys);
-  const CommGroup cp_g = training_comm_group(par.cp, par.tp, sys);
-  const CommGroup dp_g = detail::grad_comm_group(n_dp, par.tp, plan, sys);
+  const auto& dims = detail::parallel_dims();
+  std::array<CommGroup, detail::kDimCount> groups;
+  for (std::size_t i = 0; i < dims.size(); ++i) groups[i] = dims[i].group(plan, sys);
+  const CommGroup& tp_g = groups[detail::kTp];
+  const CommGroup& cp_g = groups[detail::kCp];
+  const CommGroup& dp_g = groups[detail::kDp];
   const int etp = par.expert_tp();
   const CommGroup edp_g = detail::grad_comm_group(n_edp, etp * par.ep, plan, sys);
-  const CommGroup ep_g = training_comm_group(par.ep, etp, sys);
-  const CommGroup pp_g = training_comm_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
+  const CommGroup& ep_g = groups[detail::kEp];
+  const CommGroup& pp_g = groups[detail::kPp];
   if (par.tp > 1) {
     terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
     if (plan.lora.on()) terms.tp_gather_one = collective_time(Collective::all_gather, detail::tp_message(a, plan), tp_g);
@@ -190,11 +189,10 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   const std::int64_t m = core.m;
   est.micro_batches = m;
   est.bottleneck_stage = core.bottleneck;
-  est.comm = {comm_cost("tp", par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce", par.tp, tp_g, core.tp),
-              comm_cost("cp", "all-gather (K,V) + reduce-scatter (dK,dV)", par.cp, cp_g, core.cp),
-              comm_cost("ep", "all-to-all", par.ep, ep_g, core.ep),
-              comm_cost("pp", "send/recv", par.pp, pp_g, core.pp),
-              comm_cost("dp", dp_collective_text(a, plan, n_edp), n_dp, dp_g, core.dp)};
+  est.comm.clear();
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    est.comm.push_back(comm_cost(dims[i].kind, dims[i].collective(a, plan), dims[i].group_size(plan), groups[i],
+                                 core.*dims[i].step));
   est.bubble_fraction = core.bubble_fraction;
   est.step = core.step;
   const StepBreakdown& s = est.step;

@@ -12,6 +12,7 @@
 #include "layer_kinds_text.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "parallel_dims.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -195,48 +196,6 @@ Derivation explain_compute(const StepInputs& x) {
   return comp;
 }
 
-/// The rule by which compose_step (stage_comm, ep_a2a_overlap, dualpipe_halves, dp_terms) leaves a parallel group's
-/// communication exposed under this plan: the formula of its train.comm.<kind> node.
-std::string exposure_rule(const std::string& kind, const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
-  const bool dualpipe = plan.dualpipe();
-  if (kind == "tp") {
-    std::string r = plan.recompute == wl::Recompute::full
-                        ? "t = t_one · (2 + recomputed share) pairs · layers · m"
-                        : "t = t_one · 2 pairs · layers · m";
-    r += plan.overlap_tp_comm ? " ; exposed = t/(2·tp) (the reduce-scatter's last chunk) + what exceeds the GEMMs + "
-                                "hidden · SM share (TP overlap)"
-                              : " ; exposed = t (in line with the GEMMs)";
-    if (expert_tp_folded(a, plan)) r += " ; + the expert-TP group's pairs of the MoE layers, exposed";
-    if (plan.lora.on()) r += " ; + the LoRA adapters' collectives, exposed";
-    return r;
-  }
-  if (kind == "cp") return "t = t_one · layers · m ; exposed = max(0, t − m·(attention forward + backward))";
-  if (kind == "ep") {
-    const std::string t = "t = t_one · 4 (dispatch, combine; forward, backward) · MoE layers · m";
-    if (dualpipe)
-      return t + " ; DualPipe: exposed = (1 − φ)·t + the paired share's excess over the other direction's compute "
-                 "+ hidden · SM share";
-    if (plan.ep_a2a_overlap)
-      return t + " ; exposed = the warm-up and cool-down passes' share + the paired rest's excess over the other "
-                 "micro-batch's compute + hidden · SM share";
-    return t + " ; exposed = t";
-  }
-  if (kind == "pp") {
-    const std::string t = "t = (t_send + t_gather) · 2·v·m";
-    if (dualpipe) return t + " ; DualPipe: with the paired chunks' all-to-all, beside the other direction's compute";
-    if (plan.schedule == wl::PipelineSchedule::interleaved && plan.model_chunks() > 1 && plan.overlap_p2p_comm)
-      return t + " ; exposed = what exceeds a chunk's forward (backward) + hidden · SM share";
-    return t + " ; exposed = t";
-  }
-  return std::string("exposed = ") +
-         (plan.overlap_grad_reduce ? "the reduction beyond the backward window (at least the last bucket)"
-                                   : "the reduction (after the backward)") +
-         (plan.zero == wl::ZeroStage::none ? ""
-          : plan.overlap_param_gather      ? " + the gathers beyond their window (at least the first bucket)"
-                                           : " + the gathers") +
-         " + hidden · SM share + framework copies";
-}
-
 /// The communication node: each parallel group's collectives, exposed of total, and the framework's copies.
 Derivation explain_comm(const StepInputs& x) {
   using units::format;
@@ -253,9 +212,11 @@ Derivation explain_comm(const StepInputs& x) {
   comm.set(s.comm_exposed.raw(), Unit::seconds, Fold::sum);
   // One child per parallel group, valued with the exposed time compose_step gave it (est.comm); the groups of one
   // GPU have none (their exposed time is 0).
-  for (const auto& c : est.comm) {
+  for (std::size_t i = 0; i < est.comm.size(); ++i) {
+    const CommCost& c = est.comm[i];
     if (c.group_size <= 1) continue;
-    Derivation g{"train.comm." + c.kind, fmt::format("{} ({})", c.kind, c.collective), exposure_rule(c.kind, a, plan),
+    Derivation g{"train.comm." + c.kind, fmt::format("{} ({})", c.kind, c.collective),
+                 parallel_dims()[i].exposure_rule(a, plan),
                  {{"n", units::format_count(double(c.group_size)), "GPUs of the group: " + c.tier,
                    Origin::derived("collectives")},
                   {"t", format(c.time), fmt::format("total per step, {} moved", format(c.bytes_per_step)),

@@ -1,0 +1,44 @@
+#pragma once
+// The parallel dimensions of a training step as records (issue #20, Deliver 4): what compose_step, estimate_training,
+// the --explain tree and the search do alike for every dimension — reset, halve (DualPipe), sum the exposed time,
+// report it (TrainingEstimate::comm, LayoutScore::comm), explain it (train.comm.<kind>) — is a loop over this table,
+// so that a new dimension adds a record here; its own arithmetic (the block of compose_step.cpp's stage_comm or
+// dp_terms that prices it, and its one-collective term in StepTerms) stays with the other dimensions' arithmetic.
+#include <array>
+#include <string>
+
+#include "gpuplan/model/search.hpp"
+#include "training_core.hpp"
+
+namespace gpuplan::model::detail {
+
+/// How many dimensions parallel_dims() has.
+inline constexpr std::size_t kDimCount = 5;
+
+struct ParallelDim {
+  const char* kind;  ///< "tp": CommCost::kind, the explain node "train.comm.<kind>", the search's column
+  /// Its numbers in the composed step, in one stage's micro-batch (nullptr: priced per step, not per stage: DP) and in
+  /// the search's score.
+  CommNumbers StepCore::*step;
+  CommNumbers StageParts::*stage;
+  units::Seconds CommExposed::*score;
+  /// GPUs of its group as the report gives them (≤ 1: the dimension is not used).
+  int (*group_size)(const wl::TrainingPlan&);
+  /// Its communicator: the group of GPUs that runs its collectives, resolved onto the node's link tiers.
+  CommGroup (*group)(const wl::TrainingPlan&, const TrainingSystem&);
+  /// What it runs ("all-gather + reduce-scatter", ...).
+  std::string (*collective)(const wl::TransformerArch&, const wl::TrainingPlan&);
+  /// How compose_step leaves it exposed under this plan: the formula of its explain node.
+  std::string (*exposure_rule)(const wl::TransformerArch&, const wl::TrainingPlan&);
+};
+
+/// Every dimension, in the order of TrainingEstimate::comm, of CommExposed and of the step's sums (tp, cp, ep, pp, dp;
+/// the order of the floating-point sums is part of the bit-identical contract between estimate_training and search).
+const std::array<ParallelDim, kDimCount>& parallel_dims();
+/// Positions in parallel_dims() (for the terms that are one dimension's own).
+enum DimIndex : std::size_t { kTp, kCp, kEp, kPp, kDp };
+
+/// Σ over the dimensions priced per stage of their exposed time in `s` (tp + cp + ep + pp, in that order).
+Seconds stage_comm_exposed(const StageParts& s);
+
+}  // namespace gpuplan::model::detail
