@@ -174,7 +174,8 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
     terms.dp = detail::dp_collective_times(a, params, plan, dp_g, edp_g);
     terms.dp_copy = detail::dp_copy_time(a, params, plan, d);
   }
-  terms.optimizer = detail::optimizer_time(a, params, plan, d);
+  terms.optimizer_parts = detail::optimizer_step(a, params, plan, d);
+  terms.optimizer = terms.optimizer_parts.time;
   if (plan.offload == wl::Offload::optimizer) terms.offload = detail::offload_times(a, params, plan, sys);
   if (plan.activation_offload_layers > 0) {
     terms.act_offload_layer = detail::activation_offload_layer_time(a, plan, sys);

@@ -260,7 +260,7 @@ Derivation explain_comm(const StepInputs& x) {
         {"DP bucket",
          fmt::format("{} parameters: {} per step ({} dense, {} expert), the last (exposed) {}",
                      units::format_count(bk.size), units::format_count(bk.calls), units::format_count(bk.dense_calls),
-                     units::format_count(bk.expert_calls), units::format_count(dp_last_unit_params(params, plan, bk))),
+                     units::format_count(bk.expert_calls), units::format_count(terms.dp.last_unit)),
          "gradients are reduced bucket by bucket as the backward fills them, tensor by tensor in reverse parameter "
          "order on pipeline rank 0 (a bucket closes at the first tensor boundary at or past its size; later model "
          "chunks and the other stages one bucket each; routed experts in a buffer of their own); the embedding's "
@@ -352,10 +352,9 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
   const auto& sys = x.sys;
   const auto& terms = x.terms;
   const hw::GpuSpec& gpu = *sys.gpu;
-  const Device& d = x.k.d;
   const ParameterCounts& params = x.k.params;
   const StepBreakdown& s = x.est.step;
-  const double p_shard = optimizer_shard_params(a, params, plan);
+  const double p_shard = terms.optimizer_parts.p_shard;  // what the step priced the optimizer from
   const GpuParams p_gpu = trainable_per_gpu(a, params, plan);
   const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
   // The parameters this GPU updates: dense over the dp·cp shard, routed experts over the expert-data-parallel shard.
@@ -396,7 +395,7 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
          {}});
     root.children.back().set(s.offload.raw(), Unit::seconds);
   } else if (unfused_optimizer(plan)) {
-    const UnfusedOptimizer u = unfused_optimizer_step(a, p_shard, plan, d);
+    const UnfusedOptimizer& u = terms.optimizer_parts.unfused;
     root.children.push_back(
         {"train.optimizer",
          fmt::format("Optimizer step ({}: one kernel per elementwise pass{})", wl::to_string(plan.optimizer_impl),
