@@ -16,6 +16,7 @@
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/model/training.hpp"
 #include "library.hpp"
@@ -292,6 +293,28 @@ TEST_SUITE("explain trees carry the numbers they explain") {
           }
     }
     CHECK(hierarchical > 0);
+  }
+
+  TEST_CASE("serving forward pass: the tree carries the time forward_cost reports") {
+    struct Case {
+      const char* model;
+      int tp, pp, ep;
+      model::ForwardBatch fb;
+    };
+    const model::ForwardBatch decode{64, 1, 4096, 0, 0, 0, true}, mixed{64, 1, 4096, 1, 2048, 0, true},
+        prefill{0, 1, 0, 4, 8192, 0, true};
+    for (const Case& c : {Case{"llama-3.1-70b", 8, 1, 1, decode}, Case{"llama-3.1-70b", 8, 1, 1, mixed},
+                         Case{"llama-3.1-70b", 4, 2, 1, prefill}, Case{"mixtral-8x7b", 2, 1, 2, mixed},
+                         Case{"qwen3-30b-a3b", 1, 1, 1, decode}, Case{"deepseek-v3", 8, 1, 8, decode}}) {
+      INFO(c.model, " TP ", c.tp, " PP ", c.pp, " EP ", c.ep);
+      model::ServingPerfPlan p;
+      p.tp = c.tp;
+      p.pp = c.pp;
+      p.ep = c.ep;
+      const auto fc = model::forward_cost(arch(c.model), p, c.fb, node_system("dgx-h200"), Explain::on);
+      CHECK(walk(fc.derivation, c.model) >= 1);
+      same(fc.derivation, "serving.forward", fc.total.raw());
+    }
   }
 
   TEST_CASE("serving memory: the weights and overheads nodes equal the binding stage's memory") {
