@@ -8,9 +8,13 @@ namespace gpuplan::model::detail {
 namespace {
 
 // ---- tensor parallel: the attention and dense MLP's collectives of every layer ----
+using Key = std::array<std::int64_t, 5>;
+int unit_stride(const wl::TrainingPlan&) { return 1; }
 int tp_size(const wl::TrainingPlan& plan) { return plan.par.tp; }
-CommGroup tp_group(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  return training_comm_group(plan.par.tp, 1, sys);
+bool tp_priced(const wl::TransformerArch&, const wl::TrainingPlan& plan) { return plan.par.tp > 1; }
+Key tp_key(const wl::TrainingPlan& plan) {
+  const auto& par = plan.par;
+  return {par.tp, par.cp, plan.micro_batch, par.sequence_parallel ? 1 : 0, 0};
 }
 std::string tp_collective(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
   return plan.par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce";
@@ -28,9 +32,8 @@ std::string tp_rule(const wl::TransformerArch& a, const wl::TrainingPlan& plan) 
 
 // ---- context parallel: ring attention's K/V exchange ----
 int cp_size(const wl::TrainingPlan& plan) { return plan.par.cp; }
-CommGroup cp_group(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  return training_comm_group(plan.par.cp, plan.par.tp, sys);
-}
+bool cp_priced(const wl::TransformerArch&, const wl::TrainingPlan& plan) { return plan.par.cp > 1; }
+Key cp_key(const wl::TrainingPlan& plan) { return {plan.par.tp, plan.par.cp, plan.micro_batch, 0, 0}; }
 std::string cp_collective(const wl::TransformerArch&, const wl::TrainingPlan&) {
   return "all-gather (K,V) + reduce-scatter (dK,dV)";
 }
@@ -40,8 +43,12 @@ std::string cp_rule(const wl::TransformerArch&, const wl::TrainingPlan&) {
 
 // ---- expert parallel: the MoE layers' dispatch and combine ----
 int ep_size(const wl::TrainingPlan& plan) { return plan.par.ep; }
-CommGroup ep_group(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  return training_comm_group(plan.par.ep, plan.par.expert_tp(), sys);
+int ep_stride(const wl::TrainingPlan& plan) { return plan.par.expert_tp(); }
+bool ep_priced(const wl::TransformerArch& a, const wl::TrainingPlan& plan) { return plan.par.ep > 1 && a.moe; }
+Key ep_key(const wl::TrainingPlan& plan) {
+  const auto& par = plan.par;
+  // EP and expert TP in one entry (the search's "ek").
+  return {par.tp, par.cp, std::int64_t(par.ep) * 4096 + par.expert_tp(), plan.micro_batch, 0};
 }
 std::string ep_collective(const wl::TransformerArch&, const wl::TrainingPlan&) { return "all-to-all"; }
 std::string ep_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
@@ -57,9 +64,12 @@ std::string ep_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
 
 // ---- pipeline parallel: the stage boundary's sends (the group of a send is its two neighbours) ----
 int pp_size(const wl::TrainingPlan& plan) { return plan.par.pp; }
-CommGroup pp_group(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+int pp_comm_size(const wl::TrainingPlan& plan) { return plan.par.pp > 1 ? 2 : 1; }
+int pp_stride(const wl::TrainingPlan& plan) { return plan.par.tp * plan.par.cp * plan.par.dp; }
+bool pp_priced(const wl::TransformerArch&, const wl::TrainingPlan& plan) { return plan.par.pp > 1; }
+Key pp_key(const wl::TrainingPlan& plan) {
   const auto& par = plan.par;
-  return training_comm_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
+  return {par.tp, par.cp, par.dp, plan.micro_batch, par.sequence_parallel ? 1 : 0};
 }
 std::string pp_collective(const wl::TransformerArch&, const wl::TrainingPlan&) { return "send/recv"; }
 std::string pp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
@@ -71,9 +81,7 @@ std::string pp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
 }
 
 // ---- data parallel: the gradients' reduction (and ZeRO's parameter gathers), once per step ----
-CommGroup dp_group(const wl::TrainingPlan& plan, const TrainingSystem& sys) {
-  return grad_comm_group(dense_grad_group_size(plan), plan.par.tp, plan, sys);
-}
+int tp_of(const wl::TrainingPlan& plan) { return plan.par.tp; }
 std::string dp_collective(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   std::string s = plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather";
   if (a.moe && plan.par.ep > 1) s += fmt::format(" (routed experts over {} GPUs)", expert_grad_group_size(plan));
@@ -90,16 +98,26 @@ std::string dp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
 }
 
 const std::array<ParallelDim, kDimCount> kDims = {{
-    {"tp", &StepCore::tp, &StageParts::tp, &CommExposed::tp, tp_size, tp_group, tp_collective, tp_rule},
-    {"cp", &StepCore::cp, &StageParts::cp, &CommExposed::cp, cp_size, cp_group, cp_collective, cp_rule},
-    {"ep", &StepCore::ep, &StageParts::ep, &CommExposed::ep, ep_size, ep_group, ep_collective, ep_rule},
-    {"pp", &StepCore::pp, &StageParts::pp, &CommExposed::pp, pp_size, pp_group, pp_collective, pp_rule},
-    {"dp", &StepCore::dp, nullptr, &CommExposed::dp, dense_grad_group_size, dp_group, dp_collective, dp_rule},
+    {"tp", &StepCore::tp, &StageParts::tp, &CommExposed::tp, tp_size, tp_size, unit_stride, false, &StepTerms::tp_one,
+     tp_priced, tp_collective_time, tp_key, tp_collective, tp_rule},
+    {"cp", &StepCore::cp, &StageParts::cp, &CommExposed::cp, cp_size, cp_size, tp_of, false, &StepTerms::cp_one,
+     cp_priced, cp_collective_time, cp_key, cp_collective, cp_rule},
+    {"ep", &StepCore::ep, &StageParts::ep, &CommExposed::ep, ep_size, ep_size, ep_stride, false, &StepTerms::ep_one,
+     ep_priced, ep_collective_time, ep_key, ep_collective, ep_rule},
+    {"pp", &StepCore::pp, &StageParts::pp, &CommExposed::pp, pp_size, pp_comm_size, pp_stride, false,
+     &StepTerms::pp_one, pp_priced, pp_collective_time, pp_key, pp_collective, pp_rule},
+    {"dp", &StepCore::dp, nullptr, &CommExposed::dp, dense_grad_group_size, dense_grad_group_size, tp_of, true,
+     nullptr, nullptr, nullptr, nullptr, dp_collective, dp_rule},
 }};
 
 }  // namespace
 
 const std::array<ParallelDim, kDimCount>& parallel_dims() { return kDims; }
+
+CommGroup dim_group(const ParallelDim& dim, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
+  const int size = dim.comm_size(plan), stride = dim.stride(plan);
+  return dim.gradient ? grad_comm_group(size, stride, plan, sys) : training_comm_group(size, stride, sys);
+}
 
 Seconds stage_comm_exposed(const StageParts& s) {
   Seconds sum{};

@@ -1,10 +1,13 @@
 #pragma once
 // The parallel dimensions of a training step as records (issue #20, Deliver 4): what compose_step, estimate_training,
-// the --explain tree and the search do alike for every dimension — reset, halve (DualPipe), sum the exposed time,
-// report it (TrainingEstimate::comm, LayoutScore::comm), explain it (train.comm.<kind>) — is a loop over this table,
-// so that a new dimension adds a record here; its own arithmetic (the block of compose_step.cpp's stage_comm or
-// dp_terms that prices it, and its one-collective term in StepTerms) stays with the other dimensions' arithmetic.
+// the --explain tree and the search do alike for every dimension — resolve its communicator, price its one-collective
+// term (and cache it in the search), reset, halve (DualPipe), sum the exposed time, report it (TrainingEstimate::comm,
+// LayoutScore::comm), explain it (train.comm.<kind>) — is a loop over this table, so that a new dimension adds a
+// record here. What stays per dimension is its own arithmetic: the block of compose_step.cpp's stage_comm (or
+// dp_terms) that turns its term into time and exposed time, and the terms only one dimension has (LoRA's TP gathers,
+// parallel folding's expert-TP pairs, the EP bytes, the PP scatter/gather, the DP buckets).
 #include <array>
+#include <cstdint>
 #include <string>
 
 #include "gpuplan/model/search.hpp"
@@ -24,8 +27,17 @@ struct ParallelDim {
   units::Seconds CommExposed::*score;
   /// GPUs of its group as the report gives them (≤ 1: the dimension is not used).
   int (*group_size)(const wl::TrainingPlan&);
-  /// Its communicator: the group of GPUs that runs its collectives, resolved onto the node's link tiers.
-  CommGroup (*group)(const wl::TrainingPlan&, const TrainingSystem&);
+  /// Its communicator (dim_group): `comm_size` GPUs `stride` ranks apart in Megatron-Core's rank order; a gradient
+  /// group also has DualPipe's mirror copies and the DP CTA cap (grad_comm_group).
+  int (*comm_size)(const wl::TrainingPlan&);
+  int (*stride)(const wl::TrainingPlan&);
+  bool gradient;
+  /// Its one-collective term in StepTerms (nullptr: none, DP's terms are DpTimes), when it is priced, its price over
+  /// the communicator, and the plan's sizes it depends on (the search's cache key; unused entries 0).
+  Seconds StepTerms::*one;
+  bool (*priced)(const wl::TransformerArch&, const wl::TrainingPlan&);
+  Seconds (*one_time)(const wl::TransformerArch&, const wl::TrainingPlan&, const CommGroup&);
+  std::array<std::int64_t, 5> (*term_key)(const wl::TrainingPlan&);
   /// What it runs ("all-gather + reduce-scatter", ...).
   std::string (*collective)(const wl::TransformerArch&, const wl::TrainingPlan&);
   /// How compose_step leaves it exposed under this plan: the formula of its explain node.
@@ -37,6 +49,9 @@ struct ParallelDim {
 const std::array<ParallelDim, kDimCount>& parallel_dims();
 /// Positions in parallel_dims() (for the terms that are one dimension's own).
 enum DimIndex : std::size_t { kTp, kCp, kEp, kPp, kDp };
+
+/// The dimension's communicator resolved onto the system's link tiers.
+CommGroup dim_group(const ParallelDim& dim, const wl::TrainingPlan& plan, const TrainingSystem& sys);
 
 /// Σ over the dimensions priced per stage of their exposed time in `s` (tp + cp + ep + pp, in that order).
 Seconds stage_comm_exposed(const StageParts& s);

@@ -144,30 +144,25 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   const int n_dp = detail::dense_grad_group_size(plan), n_edp = detail::expert_grad_group_size(plan);
   const auto& dims = detail::parallel_dims();
   std::array<CommGroup, detail::kDimCount> groups;
-  for (std::size_t i = 0; i < dims.size(); ++i) groups[i] = dims[i].group(plan, sys);
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    groups[i] = detail::dim_group(dims[i], plan, sys);
+    if (dims[i].one != nullptr && dims[i].priced(a, plan)) terms.*dims[i].one = dims[i].one_time(a, plan, groups[i]);
+  }
   const CommGroup& tp_g = groups[detail::kTp];
-  const CommGroup& cp_g = groups[detail::kCp];
   const CommGroup& dp_g = groups[detail::kDp];
   const int etp = par.expert_tp();
   const CommGroup edp_g = detail::grad_comm_group(n_edp, etp * par.ep, plan, sys);
   const CommGroup& ep_g = groups[detail::kEp];
-  const CommGroup& pp_g = groups[detail::kPp];
-  if (par.tp > 1) {
-    terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
-    if (plan.lora.on()) terms.tp_gather_one = collective_time(Collective::all_gather, detail::tp_message(a, plan), tp_g);
-  }
+  // The terms only one dimension has.
+  if (par.tp > 1 && plan.lora.on())
+    terms.tp_gather_one = collective_time(Collective::all_gather, detail::tp_message(a, plan), tp_g);
   if (detail::expert_tp_folded(a, plan) && etp > 1)
     terms.etp_one = detail::etp_collective_time(a, plan, training_comm_group(etp, 1, sys));
-  if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
   if (par.ep > 1 && a.moe) {
-    terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
     const detail::MoeDispatch md = detail::moe_dispatch(a, plan, ep_g);
     terms.ep_bytes_one = (md.dispatch_bytes + md.combine_bytes) * 0.5;
   }
-  if (par.pp > 1) {
-    terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
-    terms.pp_gather_one = detail::pp_gather_time(a, plan, tp_g);
-  }
+  if (par.pp > 1) terms.pp_gather_one = detail::pp_gather_time(a, plan, tp_g);
   const std::vector<detail::StageShape> stages = detail::stage_shapes(a, params, plan);
   terms.stages = &stages;
   if (n_dp > 1) {
