@@ -30,6 +30,12 @@ std::string tp_rule(const wl::TransformerArch& a, const wl::TrainingPlan& plan) 
   return r;
 }
 
+// One pair of the forward's, the backward's (and full recompute's) pairs.
+double tp_fwd_share(const wl::TrainingPlan& plan) { return 1.0 / (plan.recompute == wl::Recompute::full ? 3.0 : 2.0); }
+const char* tp_span(const wl::TrainingPlan& plan, bool) {
+  return plan.par.sequence_parallel ? "TP all-gather + reduce-scatter" : "TP all-reduce";
+}
+
 // ---- context parallel: ring attention's K/V exchange ----
 int cp_size(const wl::TrainingPlan& plan) { return plan.par.cp; }
 bool cp_priced(const wl::TransformerArch&, const wl::TrainingPlan& plan) { return plan.par.cp > 1; }
@@ -40,6 +46,10 @@ std::string cp_collective(const wl::TransformerArch&, const wl::TrainingPlan&) {
 std::string cp_rule(const wl::TransformerArch&, const wl::TrainingPlan&) {
   return "t = t_one · layers · m ; exposed = max(0, t − m·(attention forward + backward))";
 }
+
+// The two K/V all-gathers of three messages.
+double cp_fwd_share(const wl::TrainingPlan&) { return 2.0 / 3.0; }
+const char* cp_span(const wl::TrainingPlan&, bool) { return "CP K/V exchange"; }
 
 // ---- expert parallel: the MoE layers' dispatch and combine ----
 int ep_size(const wl::TrainingPlan& plan) { return plan.par.ep; }
@@ -62,6 +72,10 @@ std::string ep_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
   return t + " ; exposed = t";
 }
 
+// Dispatch and combine of the forward: two of the four all-to-alls (PP: one send each way, the same half).
+double half(const wl::TrainingPlan&) { return 0.5; }
+const char* ep_span(const wl::TrainingPlan&, bool) { return "EP all-to-all (dispatch + combine)"; }
+
 // ---- pipeline parallel: the stage boundary's sends (the group of a send is its two neighbours) ----
 int pp_size(const wl::TrainingPlan& plan) { return plan.par.pp; }
 int pp_comm_size(const wl::TrainingPlan& plan) { return plan.par.pp > 1 ? 2 : 1; }
@@ -78,6 +92,10 @@ std::string pp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
   if (plan.schedule == wl::PipelineSchedule::interleaved && plan.model_chunks() > 1 && plan.overlap_p2p_comm)
     return t + " ; exposed = what exceeds a chunk's forward (backward) + hidden · SM share";
   return t + " ; exposed = t";
+}
+
+const char* pp_span(const wl::TrainingPlan&, bool forward) {
+  return forward ? "PP send of the activations" : "PP send of the gradients";
 }
 
 // ---- data parallel: the gradients' reduction (and ZeRO's parameter gathers), once per step ----
@@ -99,15 +117,16 @@ std::string dp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
 
 const std::array<ParallelDim, kDimCount> kDims = {{
     {"tp", &StepCore::tp, &StageParts::tp, &CommExposed::tp, tp_size, tp_size, unit_stride, false, &StepTerms::tp_one,
-     tp_priced, tp_collective_time, tp_key, tp_collective, tp_rule},
+     tp_priced, tp_collective_time, tp_key, tp_collective, tp_rule, tp_fwd_share, SpanKind::comm_tp, tp_span},
     {"cp", &StepCore::cp, &StageParts::cp, &CommExposed::cp, cp_size, cp_size, tp_of, false, &StepTerms::cp_one,
-     cp_priced, cp_collective_time, cp_key, cp_collective, cp_rule},
+     cp_priced, cp_collective_time, cp_key, cp_collective, cp_rule, cp_fwd_share, SpanKind::comm_cp, cp_span},
     {"ep", &StepCore::ep, &StageParts::ep, &CommExposed::ep, ep_size, ep_size, ep_stride, false, &StepTerms::ep_one,
-     ep_priced, ep_collective_time, ep_key, ep_collective, ep_rule},
+     ep_priced, ep_collective_time, ep_key, ep_collective, ep_rule, half, SpanKind::comm_ep, ep_span},
     {"pp", &StepCore::pp, &StageParts::pp, &CommExposed::pp, pp_size, pp_comm_size, pp_stride, false,
-     &StepTerms::pp_one, pp_priced, pp_collective_time, pp_key, pp_collective, pp_rule},
+     &StepTerms::pp_one, pp_priced, pp_collective_time, pp_key, pp_collective, pp_rule, half, SpanKind::comm_pp,
+     pp_span},
     {"dp", &StepCore::dp, nullptr, &CommExposed::dp, dense_grad_group_size, dense_grad_group_size, tp_of, true,
-     nullptr, nullptr, nullptr, nullptr, dp_collective, dp_rule},
+     nullptr, nullptr, nullptr, nullptr, dp_collective, dp_rule, nullptr, SpanKind::dp_reduce, nullptr},
 }};
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gpuplan/model/search.hpp"
+#include "gpuplan/model/timeline.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model::detail {
@@ -42,6 +43,11 @@ struct ParallelDim {
   std::string (*collective)(const wl::TransformerArch&, const wl::TrainingPlan&);
   /// How compose_step leaves it exposed under this plan: the formula of its explain node.
   std::string (*exposure_rule)(const wl::TransformerArch&, const wl::TrainingPlan&);
+  /// The step timeline (step_timeline.cpp; dimensions priced per stage only): the forward pass's share of a
+  /// micro-batch's communication (compose_step's counts), its span kind on the comm stream and the span's text.
+  double (*fwd_share)(const wl::TrainingPlan&);
+  SpanKind span;
+  const char* (*span_text)(const wl::TrainingPlan&, bool forward);
 };
 
 /// Every dimension, in the order of TrainingEstimate::comm, of CommExposed and of the step's sums (tp, cp, ep, pp, dp;
