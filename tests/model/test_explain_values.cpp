@@ -124,6 +124,39 @@ std::vector<TrainCase> train_cases() {
          p = base(8, 1, 2, 8, 64, 4096);
          p.zero = wl::ZeroStage::parameters;
        }},
+      {"dense TP 8 PP 4 CP 2, TP overlap", "llama-3.1-70b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(4, 8, 4, 1, 64, 32768);
+         p.par.cp = 2;
+         p.overlap_tp_comm = true;
+         p.recompute = wl::Recompute::full;
+       }},
+      {"dense interleaved PP 4 v 5", "llama-3.1-70b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(8, 8, 4, 1, 256, 8192);
+         p.par.virtual_stages = 5;
+         p.schedule = wl::PipelineSchedule::interleaved;
+       }},
+      {"MoE TP 2 EP 8, EP A2A overlap", "mixtral-8x7b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(32, 2, 1, 8, 256, 4096);
+         p.ep_a2a_overlap = true;
+       }},
+      {"MoE DualPipe PP 8 EP 8", "qwen3-30b-a3b", "dgx-h200",
+       [](wl::TrainingPlan& p) {
+         p = base(8, 1, 8, 8, 256, 4096);
+         p.schedule = wl::PipelineSchedule::dualpipe;
+       }},
+      {"LoRA TP 2", "llama-3.1-8b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(4, 2, 1, 1, 32, 4096);
+         p.lora.rank = 16;
+       }},
+      {"optimizer offload, ZeRO-1", "llama-3.1-8b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(8, 1, 1, 1, 64, 4096);
+         p.offload = wl::Offload::optimizer;
+       }},
       {"eager PyTorch loop, AMP", "bench-llama-1b-like", "dgx-h100", [](wl::TrainingPlan& p) { p = eager(false); }},
       {"eager PyTorch loop, AMP, full recompute", "bench-llama-1b-like", "dgx-h100",
        [](wl::TrainingPlan& p) { p = eager(true); }},
