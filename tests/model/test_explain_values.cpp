@@ -11,9 +11,12 @@
 
 #include <doctest/doctest.h>
 
+#include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/kv_cache.hpp"
+#include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/model/training.hpp"
 #include "library.hpp"
@@ -121,6 +124,39 @@ std::vector<TrainCase> train_cases() {
          p = base(8, 1, 2, 8, 64, 4096);
          p.zero = wl::ZeroStage::parameters;
        }},
+      {"dense TP 8 PP 4 CP 2, TP overlap", "llama-3.1-70b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(4, 8, 4, 1, 64, 32768);
+         p.par.cp = 2;
+         p.overlap_tp_comm = true;
+         p.recompute = wl::Recompute::full;
+       }},
+      {"dense interleaved PP 4 v 5", "llama-3.1-70b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(8, 8, 4, 1, 256, 8192);
+         p.par.virtual_stages = 5;
+         p.schedule = wl::PipelineSchedule::interleaved;
+       }},
+      {"MoE TP 2 EP 8, EP A2A overlap", "mixtral-8x7b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(32, 2, 1, 8, 256, 4096);
+         p.ep_a2a_overlap = true;
+       }},
+      {"MoE DualPipe PP 8 EP 8", "qwen3-30b-a3b", "dgx-h200",
+       [](wl::TrainingPlan& p) {
+         p = base(8, 1, 8, 8, 256, 4096);
+         p.schedule = wl::PipelineSchedule::dualpipe;
+       }},
+      {"LoRA TP 2", "llama-3.1-8b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(4, 2, 1, 1, 32, 4096);
+         p.lora.rank = 16;
+       }},
+      {"optimizer offload, ZeRO-1", "llama-3.1-8b", "dgx-h100",
+       [](wl::TrainingPlan& p) {
+         p = base(8, 1, 1, 1, 64, 4096);
+         p.offload = wl::Offload::optimizer;
+       }},
       {"eager PyTorch loop, AMP", "bench-llama-1b-like", "dgx-h100", [](wl::TrainingPlan& p) { p = eager(false); }},
       {"eager PyTorch loop, AMP, full recompute", "bench-llama-1b-like", "dgx-h100",
        [](wl::TrainingPlan& p) { p = eager(true); }},
@@ -175,6 +211,45 @@ TEST_SUITE("explain trees carry the numbers they explain") {
     }
   }
 
+  TEST_CASE("training: the step node is the step time, each group's node its exposed communication") {
+    for (const auto& c : train_cases()) {
+      INFO(c.name);
+      const auto est = estimate(c);
+      const Derivation& d = est.derivation;
+      same(d, "train", est.step_time.raw());
+      // Communication: a sum over one node per parallel group, each the exposed time of its est.comm entry.
+      const Derivation* comm = d.find("train.comm");
+      REQUIRE(comm != nullptr);
+      CHECK(comm->fold == Fold::sum);
+      int groups = 0;
+      double dp_exposed = 0.0;
+      for (const auto& g : est.comm) {
+        if (g.kind == "dp") dp_exposed = g.exposed.raw();
+        if (g.group_size <= 1) {
+          CHECK(d.find("train.comm." + g.kind) == nullptr);
+          CHECK(g.exposed.raw() == 0.0);
+          continue;
+        }
+        ++groups;
+        same(d, "train.comm." + g.kind, g.exposed.raw());
+      }
+      CHECK(groups == static_cast<int>(comm->children.size()));
+      // Compute: one micro-batch on the bottleneck stage, the step's GEMM, attention, elementwise and MoE host parts
+      // over m; with its exposed communication and head it is that stage's t_i.
+      const double m = double(est.micro_batches);
+      const auto& s = est.step;
+      same(d, "train.compute", (s.gemm + s.attention + s.elementwise + s.moe_host).raw() / m);
+      const double t_stage = est.stage_time.at(static_cast<std::size_t>(est.bottleneck_stage)).raw();
+      CHECK(d.find("train.compute")->value <= t_stage);
+      // The root's formula over its nodes: m·t_stage + bubble + DP exposed + optimizer (+ offload).
+      const Derivation* bubble = d.find("train.bubble");
+      const Derivation* offload = d.find("train.offload");
+      const double composed = m * t_stage + (bubble != nullptr ? bubble->value : 0.0) + dp_exposed +
+                              d.find("train.optimizer")->value + (offload != nullptr ? offload->value : 0.0);
+      CHECK(close(d.value, composed));
+    }
+  }
+
   TEST_CASE("parameters, FLOPs per token and KV cache: each tree's numbers are the counts it explains") {
     for (const char* id : {"llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3",
                            "gpt-oss-120b", "nemotron-h-8b"}) {
@@ -202,6 +277,76 @@ TEST_SUITE("explain trees carry the numbers they explain") {
       const auto tok = model::kv_token_bytes(a, model::KvQuant{}, 8, Explain::on);
       CHECK(walk(tok.derivation, id) >= 1);
       same(tok.derivation, tok.derivation.id, tok.per_layer.raw());
+    }
+  }
+
+  TEST_CASE("roofline: a GEMM's tree carries the time gemm_cost reports") {
+    struct Case {
+      const char* gpu;
+      model::GemmShape shape;
+      hw::Precision p;
+    };
+    for (const Case c : {Case{"h100-sxm5-80gb", {8192, 8192, 8192, 1}, hw::Precision::bf16},
+                         Case{"b200-hgx", {8192, 8192, 8192, 1}, hw::Precision::bf16},
+                         Case{"h100-sxm5-80gb", {1, 4096, 4096, 1}, hw::Precision::bf16},          // memory-bound
+                         Case{"h200-sxm-141gb", {4096, 50257, 4096, 1}, hw::Precision::bf16},      // unaligned n
+                         Case{"h100-sxm5-80gb", {4096, 4095, 4096, 1}, hw::Precision::fp8},        // padded
+                         Case{"a100-sxm4-80gb", {2048, 2048, 2048, 8}, hw::Precision::fp16}}) {  // batched
+      const hw::GpuSpec* g = test::hardware().find_gpu(c.gpu);
+      REQUIRE_MESSAGE(g != nullptr, c.gpu);
+      INFO(c.gpu, " ", c.shape.m, "x", c.shape.n, "x", c.shape.k);
+      Derivation why;
+      const model::OpCost op = model::gemm_cost("g", c.shape, c.p, model::make_device(*g), &why);
+      CHECK(walk(why, c.gpu) == 1);
+      same(why, "op.g", op.time.raw());
+    }
+  }
+
+  TEST_CASE("collectives: each tree carries the time collective_cost reports, the hierarchical one as its phases") {
+    const auto sys = node_system("dgx-h100");
+    int hierarchical = 0;
+    for (const int n : {1, 2, 8, 16, 64}) {
+      const model::CommGroup g = model::training_comm_group(n, 1, sys);
+      for (const model::Collective op : {model::Collective::all_reduce, model::Collective::all_gather,
+                                         model::Collective::reduce_scatter, model::Collective::all_to_all,
+                                         model::Collective::send_recv, model::Collective::broadcast})
+        for (const model::CollectiveAlgorithm algo :
+             {model::CollectiveAlgorithm::automatic, model::CollectiveAlgorithm::ring, model::CollectiveAlgorithm::tree,
+              model::CollectiveAlgorithm::nvls, model::CollectiveAlgorithm::hierarchical})
+          for (const double bytes : {0.0, 4096.0, 64.0 * 1024 * 1024, 4.0 * 1024 * 1024 * 1024}) {
+            INFO(n, " GPUs, op ", int(op), ", algorithm ", int(algo), ", ", bytes, " B");
+            const auto r = model::collective_cost(op, units::bytes(bytes), g, algo, Explain::on);
+            REQUIRE(std::isfinite(r.time.raw()));
+            CHECK(walk(r.derivation, "collective") >= 1);
+            same(r.derivation, r.derivation.id, r.time.raw());
+            if (r.derivation.fold == Fold::sum) {
+              ++hierarchical;
+              CHECK(r.derivation.children.size() >= 2);
+            }
+          }
+    }
+    CHECK(hierarchical > 0);
+  }
+
+  TEST_CASE("serving forward pass: the tree carries the time forward_cost reports") {
+    struct Case {
+      const char* model;
+      int tp, pp, ep;
+      model::ForwardBatch fb;
+    };
+    const model::ForwardBatch decode{64, 1, 4096, 0, 0, 0, true}, mixed{64, 1, 4096, 1, 2048, 0, true},
+        prefill{0, 1, 0, 4, 8192, 0, true};
+    for (const Case& c : {Case{"llama-3.1-70b", 8, 1, 1, decode}, Case{"llama-3.1-70b", 8, 1, 1, mixed},
+                         Case{"llama-3.1-70b", 4, 2, 1, prefill}, Case{"mixtral-8x7b", 2, 1, 2, mixed},
+                         Case{"qwen3-30b-a3b", 1, 1, 1, decode}, Case{"deepseek-v3", 8, 1, 8, decode}}) {
+      INFO(c.model, " TP ", c.tp, " PP ", c.pp, " EP ", c.ep);
+      model::ServingPerfPlan p;
+      p.tp = c.tp;
+      p.pp = c.pp;
+      p.ep = c.ep;
+      const auto fc = model::forward_cost(arch(c.model), p, c.fb, node_system("dgx-h200"), Explain::on);
+      CHECK(walk(fc.derivation, c.model) >= 1);
+      same(fc.derivation, "serving.forward", fc.total.raw());
     }
   }
 

@@ -99,6 +99,7 @@ CollectiveCost zero_cost(Collective op, Bytes bytes, const CommGroup& g, Explain
                                      g.size == 1 ? "" : "s");
     r.derivation.formula = "t = 0";
     r.derivation.result = std::move(why);
+    r.derivation.set(0.0, Unit::seconds);
   }
   return r;
 }
@@ -263,6 +264,8 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
   dv.notes.push_back("scale-up tier: " + describe(group.scale_up));
   if (d > 1 && group.scale_out) dv.notes.push_back("scale-out tier: " + describe(*group.scale_out));
   dv.children = chosen->children;
+  // The hierarchical algorithm's time is the sum of its phases (each a child); a measured interpolation replaces it.
+  dv.set(r.time.raw(), Unit::seconds, !dv.children.empty() && measured_note.empty() ? Fold::sum : Fold::none);
   return r;
 }
 

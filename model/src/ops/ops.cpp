@@ -286,6 +286,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
             {fmt::format("intensity {} vs ridge {}", format(c.intensity()),
                          format(units::Intensity(d.peak(p).raw() / d.gpu->memory.bandwidth.raw())))},
             {}};
+    why->set(c.time.raw(), Unit::seconds);
   }
   return c;
 }

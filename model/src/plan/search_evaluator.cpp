@@ -16,6 +16,7 @@
 #include "gpuplan/core/format.hpp"
 #include "memory_core.hpp"
 #include "quant_recipe.hpp"
+#include "parallel_dims.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model {
@@ -116,12 +117,10 @@ struct VocabEvaluator {
   TermCache<ComputeTerms, 5> compute;  // tp, cp, micro, sp, ep
   TermCache<Seconds, 3> amp;           // tp, pp, ep
   TermCache<Seconds, 8> dp_copy;       // tp, pp, dp, cp, ep, optimizer shard, micro-batches, zero
-  TermCache<Seconds, 4> tp;            // tp, cp, micro, sp
+  // Each parallel dimension's one-collective term, keyed by its record's term_key (parallel_dims.hpp).
+  std::array<TermCache<Seconds, 5>, detail::kDimCount> one;
   TermCache<Seconds, 4> etp_pair;      // tp, cp, micro, etp (parallel folding)
-  TermCache<Seconds, 3> cp;            // tp, cp, micro
-  TermCache<Seconds, 4> ep;            // tp, cp, ep, micro
   TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
-  TermCache<Seconds, 5> pp;            // tp, cp, dp, micro, sp
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
   TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks (the buckets: dp_buckets)
   TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
@@ -164,23 +163,19 @@ struct VocabEvaluator {
         compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
     if (plan.mixed_precision == wl::MixedPrecision::amp)
       t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
-    if (par.tp > 1)
-      t.tp_one = tp.get({par.tp, par.cp, mb, sp}, [&] {
-        return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_collective_time(a, plan, g); });
+    for (std::size_t i = 0; i < detail::kDimCount; ++i) {
+      const detail::ParallelDim& dim = detail::parallel_dims()[i];
+      if (dim.one == nullptr || !dim.priced(a, plan)) continue;
+      t.*dim.one = one[i].get(dim.term_key(plan), [&] {
+        return with_group(dim.comm_size(plan), dim.stride(plan),
+                          [&](const CommGroup& g) { return dim.one_time(a, plan, g); });
       });
-    if (par.cp > 1)
-      t.cp_one = cp.get({par.tp, par.cp, mb}, [&] {
-        return with_group(par.cp, par.tp, [&](const CommGroup& g) { return detail::cp_collective_time(a, plan, g); });
-      });
+    }
     // The expert grid's strides (etp = tp unless the layout folds).
     const int etp = par.expert_tp();
     if (detail::expert_tp_folded(a, plan) && etp > 1)
       t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
         return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
-      });
-    if (par.ep > 1 && a.moe)
-      t.ep_one = ep.get({par.tp, par.cp, ek, mb}, [&] {
-        return with_group(par.ep, etp, [&](const CommGroup& g) { return detail::ep_collective_time(a, plan, g); });
       });
     if (par.ep > 1 && a.moe)
       t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, ek, mb}, [&] {
@@ -189,16 +184,10 @@ struct VocabEvaluator {
           return (md.dispatch_bytes + md.combine_bytes) * 0.5;
         });
       });
-    if (par.pp > 1) {
-      t.pp_one = pp.get({par.tp, par.cp, par.dp, mb, sp}, [&] {
-        return with_group(2, par.tp * par.cp * par.dp,
-                          [&](const CommGroup& g) { return detail::pp_collective_time(a, plan, g); });
+    if (par.pp > 1 && plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
+      t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
+        return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
       });
-      if (plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
-        t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
-          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
-        });
-    }
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
@@ -243,7 +232,7 @@ struct VocabEvaluator {
     detail::compose_step(a, plan, k, t, core);
     r.micro_batches = core.m;
     r.step = core.step;
-    r.comm = {core.tp.exposed, core.cp.exposed, core.ep.exposed, core.pp.exposed, core.dp.exposed};
+    for (const detail::ParallelDim& dim : detail::parallel_dims()) r.comm.*dim.score = (core.*dim.step).exposed;
     if (!core.ok) return r;
     r.valid = true;
     r.step_time = core.step.total;
@@ -273,9 +262,10 @@ struct VocabEvaluator {
   }
 
   [[nodiscard]] std::size_t cached() const {
-    return compute.size() + amp.size() + dp_copy.size() + tp.size() + cp.size() + ep.size() + pp.size() +
-           pp_gather.size() + dp.size() + etp_pair.size() +
-           opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
+    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + dp.size() + etp_pair.size() +
+                    opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
+    for (const auto& c : one) n += c.size();
+    return n;
   }
 };
 }  // namespace

@@ -199,6 +199,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
         {fmt::format("weights read per GPU {}; KV read per GPU {}; {} per GPU", format(fc.weight_bytes),
                      format(fc.kv_bytes), format(fc.flops))},
         {}};
+    fc.derivation.set(fc.total.raw(), Unit::seconds);  // the pass a token sees (its result's first number)
     if (plan.tp > 1) fc.derivation.notes.push_back("TP: 2 all-reduces per layer over " + tp_g.scale_up.name);
     if (detail::names_layer_kinds(a))
       fc.derivation.notes.push_back(fmt::format(

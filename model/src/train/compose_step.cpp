@@ -19,6 +19,7 @@
 #include "moe_a2a.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "parallel_dims.hpp"
 
 namespace gpuplan::model {
 
@@ -74,12 +75,11 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
 
 namespace {
 
-/// One micro-batch on one pipeline stage as compose_step prices it.
-struct StageTime {
-  PassCost fwd, bwd, recompute;
-  CommNumbers tp, cp, ep, pp;
-  Seconds extra{}, total{};
-  Seconds embed{}, head{}, mtp{}, amp{};
+/// One micro-batch on one pipeline stage as compose_step prices it: its parts (what the step timeline records) and
+/// their sums.
+struct StageTime : StageParts {
+  Seconds extra{};            ///< embed + head + mtp + amp
+  Seconds compute{}, comm{};  ///< the parts of `total`: fwd + bwd + recompute, and the exposed communication
 };
 
 /// What every part of compose_step reads: its inputs and the step's shape.
@@ -167,7 +167,8 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
   const std::int64_t m = x.m;
   const double nccl_sm_share = x.nccl_sm_share;
   const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
-  st.tp = st.cp = st.ep = st.pp = CommNumbers{};
+  for (const ParallelDim& dim : parallel_dims())
+    if (dim.stage != nullptr) st.*dim.stage = CommNumbers{};
   // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
   // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
   // over TP only for their shared experts (a dense MLP split by TP).
@@ -263,10 +264,12 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.head = st.head * 0.5;
   st.mtp = st.mtp * 0.5;
   st.amp = st.amp * 0.5;
-  for (CommNumbers* c : {&st.tp, &st.cp, &st.ep, &st.pp}) {
-    c->time = c->time * 0.5;
-    c->exposed = c->exposed * 0.5;
-    c->bytes = c->bytes * 0.5;
+  for (const ParallelDim& dim : parallel_dims()) {
+    if (dim.stage == nullptr) continue;
+    CommNumbers& c = st.*dim.stage;
+    c.time = c.time * 0.5;
+    c.exposed = c.exposed * 0.5;
+    c.bytes = c.bytes * 0.5;
   }
   // DualPipe overlaps a forward chunk of one micro-batch with a backward chunk of another (§3.2.1, Figure 4): the
   // all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP compute, so
@@ -299,8 +302,9 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const double rec_share = stage_compute(x, sh, st);
   stage_comm(x, sh, rec_share, st);
   if (sh.chunks == 2) dualpipe_halves(x, sh, st);
-  const Seconds comm_mb = (st.tp.exposed + st.cp.exposed + st.ep.exposed + st.pp.exposed) / double(m);
-  st.total = st.fwd.total() + st.bwd.total() + st.recompute.total() + comm_mb + st.extra;
+  st.compute = st.fwd.total() + st.bwd.total() + st.recompute.total();
+  st.comm = stage_comm_exposed(st) / double(m);
+  st.total = st.compute + st.comm + st.extra;
 }
 
 /// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck).
@@ -315,9 +319,7 @@ void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, St
     stage_time(x, stages[i], st);
     o.stage_sum += st.total;
     if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
-    if (o.layout != nullptr)
-      o.layout->stages.push_back({st.fwd, st.bwd, st.recompute, st.tp, st.cp, st.ep, st.pp, st.embed, st.head, st.mtp,
-                                  st.amp, st.total});
+    if (o.layout != nullptr) o.layout->stages.push_back(st);  // its StageParts
     if (i > 0 && cur.total > worst.total) {
       worst = cur;
       o.bottleneck = int(i);
@@ -343,6 +345,7 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
   const std::int64_t m = x.m;
   // The DP kernels' SM share: at most the DP communicator's CTA cap (dp_comm_compute_share).
   const double nccl_sm_share = dp_comm_compute_share(k.d, plan);
+  o.dp_sm_share = nccl_sm_share;
   // DP: gradient reduction of this GPU's parameters (ZeRO ≥ 1: reduce-scatter + parameter all-gather).
   // Only what is reduced travels and fills buckets: routed experts with EP = dp·cp have no expert-data-parallel peer.
   const GpuParams held = params_per_gpu(k.params, plan);
@@ -443,6 +446,7 @@ Seconds pipeline_bubble(const StepInputs& x, const PassCost& bwd, const PassCost
     const Seconds FB = o.stage_max;  // one forward and one backward chunk with their exposed communication
     const Seconds B = bwd.total() + recompute.total();
     const Seconds W = bwd.wgrad;
+    o.dualpipe_b = B;
     bubble = std::max(Seconds(0), (FB + B - W * 3.0) * (double(p) / 2.0 - 1.0));
     o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
   } else if (p > 1 && m > 0) {
@@ -469,7 +473,8 @@ void step_breakdown(const StepInputs& x, const PassCost& fwd, const PassCost& bw
   s.embedding_loss = extra * double(m);
   s.recompute = recompute.total() * double(m);
   s.moe_host = (fwd.other + bwd.other + recompute.other) * double(m);
-  s.comm_exposed = o.tp.exposed + o.cp.exposed + o.ep.exposed + o.pp.exposed + o.dp.exposed;
+  s.comm_exposed = Seconds(0);
+  for (const ParallelDim& dim : parallel_dims()) s.comm_exposed += (o.*dim.step).exposed;
   s.bubble = bubble;
   s.optimizer = t.optimizer;
   o.offload = CommNumbers{};
@@ -566,6 +571,9 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   StageTime worst;
   price_stages(x, stages, worst, o);
   o.stage_max = worst.total;
+  o.compute_mb = worst.compute;
+  o.comm_mb = worst.comm;
+  o.nccl_sm_share = x.nccl_sm_share;
   o.bottleneck_layers = stages[std::size_t(o.bottleneck)].layers;
   const PassCost fwd = worst.fwd, bwd = worst.bwd, recompute = worst.recompute;
   o.fwd = fwd;
@@ -573,11 +581,7 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   o.recompute = recompute;
   const Seconds extra = worst.extra;
   o.extra = extra;
-  o.tp = worst.tp;
-  o.cp = worst.cp;
-  o.ep = worst.ep;
-  o.pp = worst.pp;
-  o.dp = CommNumbers{};
+  for (const ParallelDim& dim : parallel_dims()) o.*dim.step = dim.stage != nullptr ? worst.*dim.stage : CommNumbers{};
   if (o.layout != nullptr) o.layout->dp = DpParts{};
   const DpWindow dw = dp_terms(x, fwd, bwd, recompute, o);
 

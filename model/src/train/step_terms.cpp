@@ -309,6 +309,7 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
   // The buckets (dp_buckets) and the unit reduced last and gathered first (dp_last_unit_params).
   t.buckets = dp_buckets(a, plan);
   const double unit = dp_last_unit_params(params, plan, t.buckets);
+  t.last_unit = unit;
   // LoRA: the embedding and LM head are frozen; the last reduction is one bucket of adapter gradients.
   const double unit_train = plan.lora.on() ? std::min(unit, p_train.dense) : unit;
   const Bytes unit_grads = units::bytes(unit_train * plan.precision.gradient_bytes);
@@ -527,15 +528,26 @@ OffloadTimes offload_times(const wl::TransformerArch& a, const ParameterCounts& 
   return o;
 }
 
-Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
-                       const Device& d) {
-  const double p_shard = optimizer_shard_params(a, params, plan);
-  if (unfused_optimizer(plan)) return unfused_optimizer_step(a, p_shard, plan, d).time;
+OptimizerStep optimizer_step(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                             const Device& d) {
+  OptimizerStep o;
+  o.p_shard = optimizer_shard_params(a, params, plan);
+  if (unfused_optimizer(plan)) {
+    o.unfused = unfused_optimizer_step(a, o.p_shard, plan, d);
+    o.time = o.unfused.time;
+    return o;
+  }
   // The fused kernel streams at kFusedOptimizerStreamShare of the streaming rate (our H100 step profiles): priced as
   // its bytes over that share.
-  const double opt_bytes = p_shard * optimizer_bytes_per_param(plan) / kFusedOptimizerStreamShare;
-  return streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(p_shard * 12.0), d)
-      .time;
+  const double opt_bytes = o.p_shard * optimizer_bytes_per_param(plan) / kFusedOptimizerStreamShare;
+  o.time = streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(o.p_shard * 12.0), d)
+               .time;
+  return o;
+}
+
+Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                       const Device& d) {
+  return optimizer_step(a, params, plan, d).time;
 }
 
 }  // namespace detail

@@ -1,5 +1,6 @@
 // The step timeline (timeline.hpp): estimate_training's per-stage terms laid out on the pipeline schedule.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <tuple>
@@ -10,6 +11,7 @@
 #include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training_input.hpp"
 #include "memory_core.hpp"
+#include "parallel_dims.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model {
@@ -86,13 +88,6 @@ Seconds StepTimeline::compute_time(SpanKind kind) const {
 
 namespace {
 
-/// The forward share of each communication kind of one micro-batch (compose_step's counts): TP one pair of the
-/// forward's, backward's (and full recompute's) pairs; CP the two K/V all-gathers of three messages; EP dispatch +
-/// combine of the forward's four all-to-alls; PP one send each way.
-struct FwdShare {
-  double tp = 0.5, cp = 2.0 / 3.0, ep = 0.5, pp = 0.5;
-};
-
 std::string pass_text(const detail::PassCost& c) {
   return fmt::format("GEMM {}, attention {}, elementwise {}{}", format(c.gemm), format(c.attention),
                      format(c.elementwise), c.other > Seconds(0) ? ", other " + format(c.other) : std::string{});
@@ -107,7 +102,7 @@ struct PassPart {
 struct Pass {
   std::vector<PassPart> compute;  // in order
   Seconds total{};
-  Seconds tp{}, cp{}, ep{}, pp{};  // collective time (comm stream), ends with the pass
+  std::array<Seconds, detail::kDimCount> comm{};  // each dimension's collective time (comm stream), ends with the pass
 };
 
 /// What every part of the timeline reads: the plan, the step's per-stage parts (estimate_training's StepLayout), and
@@ -123,7 +118,6 @@ struct TimelineInputs {
   std::int64_t m = 1;
   double md = 1.0;
   std::vector<std::int64_t> chunks;  // layers of each chunk of each stage (chunk_layers)
-  FwdShare fs;
   Seconds t0{};  // the pipeline's start: after the first unit's exposed parameter gather
   bool zero3 = false;
 
@@ -140,20 +134,22 @@ struct TimelineInputs {
 /// MTP; or recompute and backward; then the exposed collectives) and its collectives' time on the comm stream.
 Pass make_pass(const TimelineInputs& tx, int i, int chunk, bool forward) {
   const detail::StepLayout& lay = tx.lay;
-  const FwdShare& fs = tx.fs;
   const int p = tx.p, v = tx.v;
   const double md = tx.md;
   const detail::StageParts& sp = lay.stages[std::size_t(i)];
   const double sh = tx.chunk_share(i, chunk);
   Pass ps;
   auto share = [&](double fwd_share) { return forward ? fwd_share : 1.0 - fwd_share; };
-  const Seconds exposed = (sp.tp.exposed * share(fs.tp) + sp.cp.exposed * share(fs.cp) +
-                           sp.ep.exposed * share(fs.ep) + sp.pp.exposed * share(fs.pp)) *
-                          (sh / md);
-  ps.tp = sp.tp.time * (share(fs.tp) * sh / md);
-  ps.cp = sp.cp.time * (share(fs.cp) * sh / md);
-  ps.ep = sp.ep.time * (share(fs.ep) * sh / md);
-  ps.pp = sp.pp.time * (share(fs.pp) * sh / md);
+  // The pass's share of each dimension's communication (the forward's share: the record's fwd_share).
+  Seconds exposed{};
+  for (std::size_t k = 0; k < detail::kDimCount; ++k) {
+    const detail::ParallelDim& dim = detail::parallel_dims()[k];
+    if (dim.stage == nullptr) continue;
+    const double s = share(dim.fwd_share(tx.plan));
+    exposed += (sp.*dim.stage).exposed * s;
+    ps.comm[k] = (sp.*dim.stage).time * (s * sh / md);
+  }
+  exposed = exposed * (sh / md);
   const bool first_chunk = i == 0 && chunk == 0, last_chunk = i == p - 1 && chunk == v - 1;
   if (forward) {
     if (sp.embed > Seconds(0) && first_chunk)
@@ -277,10 +273,10 @@ void pipeline_spans(const TimelineInputs& tx, std::map<Key, std::pair<Seconds, S
                             fmt::format("{} of {} micro-batch {}: {}", what, o.forward ? "forward" : "backward",
                                         o.micro_batch, format(d))});
       };
-      comm(SpanKind::comm_tp, ps.tp, plan.par.sequence_parallel ? "TP all-gather + reduce-scatter" : "TP all-reduce");
-      comm(SpanKind::comm_cp, ps.cp, "CP K/V exchange");
-      comm(SpanKind::comm_ep, ps.ep, "EP all-to-all (dispatch + combine)");
-      comm(SpanKind::comm_pp, ps.pp, o.forward ? "PP send of the activations" : "PP send of the gradients");
+      for (std::size_t k = 0; k < detail::kDimCount; ++k) {
+        const detail::ParallelDim& dim = detail::parallel_dims()[k];
+        if (dim.stage != nullptr) comm(dim.span, ps.comm[k], dim.span_text(plan, o.forward));
+      }
       if (zero3 && dp.gather > Seconds(0)) {
         const Seconds g = dp.gather / (2.0 * md * double(v));
         tl.spans.push_back({lm, SpanKind::dp_gather, se.first, se.first + g, i, o.micro_batch, o.chunk, "AG",
@@ -461,7 +457,6 @@ StepTimeline training_timeline(const wl::TransformerArch& a, const wl::TrainingP
     return tl;
   }
   tx.chunks = detail::chunk_layers(a, plan, nullptr);
-  tx.fs = FwdShare{1.0 / (plan.recompute == wl::Recompute::full ? 3.0 : 2.0)};
   tx.md = double(m);
 
   for (int i = 0; i < p; ++i) {

@@ -4,6 +4,7 @@
 #include "gpuplan/model/training.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "gpuplan/model/utilisation.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "parallel_dims.hpp"
 
 namespace gpuplan::model {
 
@@ -97,12 +99,6 @@ std::string tier_text(const CommGroup& g) {
   return fmt::format("{} × {} inside, {} across {} domains", g.scale_up_size, g.scale_up.name, out, g.domains());
 }
 
-std::string dp_collective_text(const wl::TransformerArch& a, const wl::TrainingPlan& plan, int n_edp) {
-  std::string s = plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather";
-  if (a.moe && plan.par.ep > 1) s += fmt::format(" (routed experts over {} GPUs)", n_edp);
-  return s;
-}
-
 CommCost comm_cost(const char* kind, std::string collective, int group_size, const CommGroup& g,
                    const detail::CommNumbers& n) {
   CommCost c;
@@ -146,36 +142,35 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   // etp-ep-edp-pp over the same GPUs (tp·cp·dp regrouped as etp·ep·edp: parallel folding; etp = tp by default).
   // Gradients: dense over dp·cp (stride tp), routed experts over the expert-data-parallel group (stride etp·ep).
   const int n_dp = detail::dense_grad_group_size(plan), n_edp = detail::expert_grad_group_size(plan);
-  const CommGroup tp_g = training_comm_group(par.tp, 1, sys);
-  const CommGroup cp_g = training_comm_group(par.cp, par.tp, sys);
-  const CommGroup dp_g = detail::grad_comm_group(n_dp, par.tp, plan, sys);
+  const auto& dims = detail::parallel_dims();
+  std::array<CommGroup, detail::kDimCount> groups;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    groups[i] = detail::dim_group(dims[i], plan, sys);
+    if (dims[i].one != nullptr && dims[i].priced(a, plan)) terms.*dims[i].one = dims[i].one_time(a, plan, groups[i]);
+  }
+  const CommGroup& tp_g = groups[detail::kTp];
+  const CommGroup& dp_g = groups[detail::kDp];
   const int etp = par.expert_tp();
   const CommGroup edp_g = detail::grad_comm_group(n_edp, etp * par.ep, plan, sys);
-  const CommGroup ep_g = training_comm_group(par.ep, etp, sys);
-  const CommGroup pp_g = training_comm_group(par.pp > 1 ? 2 : 1, par.tp * par.cp * par.dp, sys);
-  if (par.tp > 1) {
-    terms.tp_one = detail::tp_collective_time(a, plan, tp_g);
-    if (plan.lora.on()) terms.tp_gather_one = collective_time(Collective::all_gather, detail::tp_message(a, plan), tp_g);
-  }
+  const CommGroup& ep_g = groups[detail::kEp];
+  // The terms only one dimension has.
+  if (par.tp > 1 && plan.lora.on())
+    terms.tp_gather_one = collective_time(Collective::all_gather, detail::tp_message(a, plan), tp_g);
   if (detail::expert_tp_folded(a, plan) && etp > 1)
     terms.etp_one = detail::etp_collective_time(a, plan, training_comm_group(etp, 1, sys));
-  if (par.cp > 1) terms.cp_one = detail::cp_collective_time(a, plan, cp_g);
   if (par.ep > 1 && a.moe) {
-    terms.ep_one = detail::ep_collective_time(a, plan, ep_g);
     const detail::MoeDispatch md = detail::moe_dispatch(a, plan, ep_g);
     terms.ep_bytes_one = (md.dispatch_bytes + md.combine_bytes) * 0.5;
   }
-  if (par.pp > 1) {
-    terms.pp_one = detail::pp_collective_time(a, plan, pp_g);
-    terms.pp_gather_one = detail::pp_gather_time(a, plan, tp_g);
-  }
+  if (par.pp > 1) terms.pp_gather_one = detail::pp_gather_time(a, plan, tp_g);
   const std::vector<detail::StageShape> stages = detail::stage_shapes(a, params, plan);
   terms.stages = &stages;
   if (n_dp > 1) {
     terms.dp = detail::dp_collective_times(a, params, plan, dp_g, edp_g);
     terms.dp_copy = detail::dp_copy_time(a, params, plan, d);
   }
-  terms.optimizer = detail::optimizer_time(a, params, plan, d);
+  terms.optimizer_parts = detail::optimizer_step(a, params, plan, d);
+  terms.optimizer = terms.optimizer_parts.time;
   if (plan.offload == wl::Offload::optimizer) terms.offload = detail::offload_times(a, params, plan, sys);
   if (plan.activation_offload_layers > 0) {
     terms.act_offload_layer = detail::activation_offload_layer_time(a, plan, sys);
@@ -190,11 +185,10 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   const std::int64_t m = core.m;
   est.micro_batches = m;
   est.bottleneck_stage = core.bottleneck;
-  est.comm = {comm_cost("tp", par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce", par.tp, tp_g, core.tp),
-              comm_cost("cp", "all-gather (K,V) + reduce-scatter (dK,dV)", par.cp, cp_g, core.cp),
-              comm_cost("ep", "all-to-all", par.ep, ep_g, core.ep),
-              comm_cost("pp", "send/recv", par.pp, pp_g, core.pp),
-              comm_cost("dp", dp_collective_text(a, plan, n_edp), n_dp, dp_g, core.dp)};
+  est.comm.clear();
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    est.comm.push_back(comm_cost(dims[i].kind, dims[i].collective(a, plan), dims[i].group_size(plan), groups[i],
+                                 core.*dims[i].step));
   est.bubble_fraction = core.bubble_fraction;
   est.step = core.step;
   const StepBreakdown& s = est.step;

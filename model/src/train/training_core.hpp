@@ -171,6 +171,7 @@ struct DpTimes {
   DpBuckets buckets{};     ///< the buckets behind the calls and the last unit (dp_buckets)
   Seconds reduce_last{};   ///< the last-reduced unit's collective (exposed after the backward)
   Seconds gather_first{};  ///< the first-gathered unit's collective (exposed before the first layer), ZeRO ≥ 1
+  double last_unit = 0.0;  ///< parameters per GPU of that unit (dp_last_unit_params)
 };
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_g, const CommGroup& expert_g);
@@ -229,7 +230,16 @@ double parameter_tensors(const wl::TransformerArch& a);
 inline bool unfused_optimizer(const wl::TrainingPlan& plan) {
   return plan.optimizer_impl != wl::OptimizerImpl::fused && plan.optimizer != wl::OptimizerKind::adamw_8bit;
 }
-/// The optimizer pass over this GPU's shard. Key (tp, pp, ep, optimizer_shard).
+/// The optimizer pass over this GPU's shard with what it was priced from: the parameters it updates (p_shard,
+/// optimizer_shard_params) and, for an unfused step, its passes (`unfused`, empty otherwise).
+struct OptimizerStep {
+  Seconds time{};
+  double p_shard = 0.0;
+  UnfusedOptimizer unfused{};
+};
+OptimizerStep optimizer_step(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                             const Device& d);
+/// The optimizer pass over this GPU's shard (optimizer_step's time). Key (tp, pp, ep, optimizer_shard).
 Seconds optimizer_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 
 /// CPU offload of the optimizer (wl::Offload::optimizer), per step: this GPU's gradient shard to the host and the
@@ -268,6 +278,8 @@ struct StepTerms {
   const std::vector<StageShape>* stages = nullptr;  ///< every pipeline stage (stage_shapes); required
   DpTimes dp;
   OffloadTimes offload;  ///< read only with wl::Offload::optimizer
+  /// What `optimizer` was priced from: estimate_training's, for the explain tree (the search leaves it empty).
+  OptimizerStep optimizer_parts{};
   /// Activation offloading (wl::TrainingPlan::activation_offload_layers): one layer's saved activations of one
   /// micro-batch copied one way over the host link (activation_offload_layer_time); 0 without offloading.
   Seconds act_offload_layer{};
@@ -308,6 +320,11 @@ struct StepCore {
   int bottleneck = 0;            ///< the pipeline stage with the longest time per micro-batch
   std::int64_t bottleneck_layers = 0;
   Seconds stage_max{}, stage_sum{};  ///< per micro-batch: the bottleneck stage's time and the sum over the stages
+  /// The bottleneck stage's time per micro-batch in its parts: stage_max = compute_mb + comm_mb + extra, with
+  /// compute_mb = fwd + bwd + recompute and comm_mb its exposed TP, CP, EP and PP communication over m.
+  Seconds compute_mb{}, comm_mb{};
+  Seconds dualpipe_b{};  ///< DualPipe's B, one backward chunk with its recomputation (0 otherwise)
+  double nccl_sm_share = 0, dp_sm_share = 0;  ///< the SM shares of communication beside compute: all groups, DP's
   std::vector<Seconds>* stage_times = nullptr;  ///< when given (estimate_training), receives every stage's time
   StepLayout* layout = nullptr;  ///< when given (the step timeline), receives every stage's parts and the DP terms
   CommNumbers tp, cp, ep, pp, dp;

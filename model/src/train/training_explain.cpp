@@ -12,6 +12,7 @@
 #include "layer_kinds_text.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "parallel_dims.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -150,7 +151,7 @@ Derivation explain_compute(const StepInputs& x) {
   const PassCost& bwd = x.core.bwd;
   const PassCost& recompute = x.core.recompute;
   const Seconds extra = x.core.extra;
-  const Seconds mb_compute = fwd.total() + bwd.total() + recompute.total();
+  const Seconds mb_compute = x.core.compute_mb;  // compose_step's fwd + bwd + recompute of the bottleneck stage
   Derivation comp{"train.compute", "Compute per micro-batch on one GPU (its stage)",
                   "Σ_layers of the stage (GEMM + attention + elementwise), forward + backward (+ recompute)",
                   {{"t_fwd", format(fwd.total()), "forward", Origin::derived()},
@@ -205,14 +206,24 @@ Derivation explain_comm(const StepInputs& x) {
   const Device& d = x.k.d;
   const ParameterCounts& params = x.k.params;
   const StepBreakdown& s = est.step;
-  Derivation comm{"train.comm", "Communication per step", "exposed = total − what overlaps with compute", {}, format(s.comm_exposed), {}, {}};
-  comm.set(s.comm_exposed.raw(), Unit::seconds);
-  for (const auto& c : est.comm) {
+  Derivation comm{"train.comm", "Communication per step",
+                  "exposed = Σ_groups exposed ; each group's exposed = its total − what overlaps with compute", {},
+                  format(s.comm_exposed), {}, {}};
+  comm.set(s.comm_exposed.raw(), Unit::seconds, Fold::sum);
+  // One child per parallel group, valued with the exposed time compose_step gave it (est.comm); the groups of one
+  // GPU have none (their exposed time is 0).
+  for (std::size_t i = 0; i < est.comm.size(); ++i) {
+    const CommCost& c = est.comm[i];
     if (c.group_size <= 1) continue;
-    comm.inputs.push_back({c.kind, fmt::format("{} exposed of {}", format(c.exposed), format(c.time)),
-                           fmt::format("{} over {} GPUs ({}), {} per step", c.collective, c.group_size, c.tier,
-                                       format(c.bytes_per_step)),
-                           Origin::derived("collectives")});
+    Derivation g{"train.comm." + c.kind, fmt::format("{} ({})", c.kind, c.collective),
+                 parallel_dims()[i].exposure_rule(a, plan),
+                 {{"n", units::format_count(double(c.group_size)), "GPUs of the group: " + c.tier,
+                   Origin::derived("collectives")},
+                  {"t", format(c.time), fmt::format("total per step, {} moved", format(c.bytes_per_step)),
+                   Origin::derived()}},
+                 fmt::format("{} exposed of {}", format(c.exposed), format(c.time)), {}, {}};
+    g.set(c.exposed.raw(), Unit::seconds);
+    comm.children.push_back(std::move(g));
   }
   if (const double n = lora_tp_collectives(plan, false); n > 0.0)
     comm.notes.push_back(fmt::format(
@@ -249,7 +260,7 @@ Derivation explain_comm(const StepInputs& x) {
         {"DP bucket",
          fmt::format("{} parameters: {} per step ({} dense, {} expert), the last (exposed) {}",
                      units::format_count(bk.size), units::format_count(bk.calls), units::format_count(bk.dense_calls),
-                     units::format_count(bk.expert_calls), units::format_count(dp_last_unit_params(params, plan, bk))),
+                     units::format_count(bk.expert_calls), units::format_count(terms.dp.last_unit)),
          "gradients are reduced bucket by bucket as the backward fills them, tensor by tensor in reverse parameter "
          "order on pipeline rank 0 (a bucket closes at the first tensor boundary at or past its size; later model "
          "chunks and the other stages one bucket each; routed experts in a buffer of their own); the embedding's "
@@ -262,8 +273,8 @@ Derivation explain_comm(const StepInputs& x) {
              : Origin::assumption("Megatron-Core's default bucket, max(40M, 1M x DP·CP) parameters "
                                   "(training.py get_model)")});
   }
-  if (!comm.inputs.empty()) {
-    const double share = comm_compute_share(d);
+  if (!comm.inputs.empty() || !comm.children.empty()) {
+    const double share = x.core.nccl_sm_share;
     const double wait = d.eff.comm_wait_kernels;
     comm.inputs.push_back(
         {"beside compute",
@@ -278,7 +289,7 @@ Derivation explain_comm(const StepInputs& x) {
     if (plan.dp_max_ctas > 0)
       comm.inputs.push_back(
           {"DP CTAs", fmt::format("{} (GEMM loss beside the DP collectives {})", plan.dp_max_ctas,
-                                  units::format_number(dp_comm_compute_share(d, plan), 3)),
+                                  units::format_number(x.core.dp_sm_share, 3)),
            "the DP communicator's CTAs (NCCL channels) are capped: its reduce-scatter and all-gather move at most "
            "that many CTAs' rate on the scale-up tier (one CTA: 0.778 of an NVLink link, measured on H200), leave a domain through at most that "
            "many NICs, and hold at most that many SMs",
@@ -298,7 +309,6 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
   const auto& est = x.est;
   const std::int64_t m = core.m;
   const PassCost& bwd = core.bwd;
-  const PassCost& recompute = core.recompute;
   const Seconds bubble = est.step.bubble;
   if (plan.dualpipe()) {
     root.children.push_back(
@@ -309,7 +319,7 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
          {{"p", format_count(double(par.pp)), "pipeline ranks", Origin::user("--pp")},
           {"F&B", format(core.stage_max), fmt::format("the slowest device (rank {}), one micro-batch", core.bottleneck),
            Origin::derived()},
-          {"B", format(bwd.total() + recompute.total()), "backward chunk incl. recomputation", Origin::derived()},
+          {"B", format(core.dualpipe_b), "backward chunk incl. recomputation", Origin::derived()},
           {"W", format(bwd.wgrad), "its weight-gradient GEMMs", Origin::derived()},
           {"m", format_count(double(m)), "micro-batches (m/2 each way)", Origin::derived()}},
          fmt::format("{} ({} of steady)", format(bubble), format(units::Ratio(est.bubble_fraction))),
@@ -342,10 +352,9 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
   const auto& sys = x.sys;
   const auto& terms = x.terms;
   const hw::GpuSpec& gpu = *sys.gpu;
-  const Device& d = x.k.d;
   const ParameterCounts& params = x.k.params;
   const StepBreakdown& s = x.est.step;
-  const double p_shard = optimizer_shard_params(a, params, plan);
+  const double p_shard = terms.optimizer_parts.p_shard;  // what the step priced the optimizer from
   const GpuParams p_gpu = trainable_per_gpu(a, params, plan);
   const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
   // The parameters this GPU updates: dense over the dp·cp shard, routed experts over the expert-data-parallel shard.
@@ -386,7 +395,7 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
          {}});
     root.children.back().set(s.offload.raw(), Unit::seconds);
   } else if (unfused_optimizer(plan)) {
-    const UnfusedOptimizer u = unfused_optimizer_step(a, p_shard, plan, d);
+    const UnfusedOptimizer& u = terms.optimizer_parts.unfused;
     root.children.push_back(
         {"train.optimizer",
          fmt::format("Optimizer step ({}: one kernel per elementwise pass{})", wl::to_string(plan.optimizer_impl),

@@ -1,0 +1,65 @@
+#pragma once
+// The parallel dimensions of a training step as records (issue #20, Deliver 4): what compose_step, estimate_training,
+// the --explain tree and the search do alike for every dimension — resolve its communicator, price its one-collective
+// term (and cache it in the search), reset, halve (DualPipe), sum the exposed time, report it (TrainingEstimate::comm,
+// LayoutScore::comm), explain it (train.comm.<kind>) — is a loop over this table, so that a new dimension adds a
+// record here. What stays per dimension is its own arithmetic: the block of compose_step.cpp's stage_comm (or
+// dp_terms) that turns its term into time and exposed time, and the terms only one dimension has (LoRA's TP gathers,
+// parallel folding's expert-TP pairs, the EP bytes, the PP scatter/gather, the DP buckets).
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "gpuplan/model/search.hpp"
+#include "gpuplan/model/timeline.hpp"
+#include "training_core.hpp"
+
+namespace gpuplan::model::detail {
+
+/// How many dimensions parallel_dims() has.
+inline constexpr std::size_t kDimCount = 5;
+
+struct ParallelDim {
+  const char* kind;  ///< "tp": CommCost::kind, the explain node "train.comm.<kind>", the search's column
+  /// Its numbers in the composed step, in one stage's micro-batch (nullptr: priced per step, not per stage: DP) and in
+  /// the search's score.
+  CommNumbers StepCore::*step;
+  CommNumbers StageParts::*stage;
+  units::Seconds CommExposed::*score;
+  /// GPUs of its group as the report gives them (≤ 1: the dimension is not used).
+  int (*group_size)(const wl::TrainingPlan&);
+  /// Its communicator (dim_group): `comm_size` GPUs `stride` ranks apart in Megatron-Core's rank order; a gradient
+  /// group also has DualPipe's mirror copies and the DP CTA cap (grad_comm_group).
+  int (*comm_size)(const wl::TrainingPlan&);
+  int (*stride)(const wl::TrainingPlan&);
+  bool gradient;
+  /// Its one-collective term in StepTerms (nullptr: none, DP's terms are DpTimes), when it is priced, its price over
+  /// the communicator, and the plan's sizes it depends on (the search's cache key; unused entries 0).
+  Seconds StepTerms::*one;
+  bool (*priced)(const wl::TransformerArch&, const wl::TrainingPlan&);
+  Seconds (*one_time)(const wl::TransformerArch&, const wl::TrainingPlan&, const CommGroup&);
+  std::array<std::int64_t, 5> (*term_key)(const wl::TrainingPlan&);
+  /// What it runs ("all-gather + reduce-scatter", ...).
+  std::string (*collective)(const wl::TransformerArch&, const wl::TrainingPlan&);
+  /// How compose_step leaves it exposed under this plan: the formula of its explain node.
+  std::string (*exposure_rule)(const wl::TransformerArch&, const wl::TrainingPlan&);
+  /// The step timeline (step_timeline.cpp; dimensions priced per stage only): the forward pass's share of a
+  /// micro-batch's communication (compose_step's counts), its span kind on the comm stream and the span's text.
+  double (*fwd_share)(const wl::TrainingPlan&);
+  SpanKind span;
+  const char* (*span_text)(const wl::TrainingPlan&, bool forward);
+};
+
+/// Every dimension, in the order of TrainingEstimate::comm, of CommExposed and of the step's sums (tp, cp, ep, pp, dp;
+/// the order of the floating-point sums is part of the bit-identical contract between estimate_training and search).
+const std::array<ParallelDim, kDimCount>& parallel_dims();
+/// Positions in parallel_dims() (for the terms that are one dimension's own).
+enum DimIndex : std::size_t { kTp, kCp, kEp, kPp, kDp };
+
+/// The dimension's communicator resolved onto the system's link tiers.
+CommGroup dim_group(const ParallelDim& dim, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+
+/// Σ over the dimensions priced per stage of their exposed time in `s` (tp + cp + ep + pp, in that order).
+Seconds stage_comm_exposed(const StageParts& s);
+
+}  // namespace gpuplan::model::detail
