@@ -33,7 +33,8 @@ def help_of(path):
             section = "subs"
             continue
         if section == "options":
-            m = re.match(r"^  (?:-\w,)?(--[A-Za-z0-9][\w-]*)(?:,-\w)?\s+([A-Z]+)\b", line)
+            # "[BOOLEAN]": a boolean that also takes the bare switch; a value, when given, obeys the same rules.
+            m = re.match(r"^  (?:-\w,)?(--[A-Za-z0-9][\w-]*)(?:,-\w)?\s+\[?([A-Z]+)\b", line)
             if m:
                 options.append((m.group(1), m.group(2)))
         elif section == "subs":
