@@ -179,6 +179,16 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
                           "(1) times data parallel size (8): Megatron-LM refuses it"));
   }
 
+  TEST_CASE("a split refused before pricing exits 3 with its reason and no made-up micro-batch count") {
+    // 32 layers + the embedding + the loss = 34 do not split over PP 4 (Megatron-LM's divisibility rule).
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--pipeline-model-parallel-size",
+                       "4", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"});
+    CHECK(r.rc == kInfeasible);
+    CHECK(contains(r.out, "34 layers with the embedding and the loss do not split evenly over PP 4"));
+    CHECK(contains(r.out, "micro-batch 1\n"));
+    CHECK_FALSE(contains(r.out, "0 micro-batches"));
+  }
+
   TEST_CASE("Megatron flags need -m MODEL") {
     const Run r = run({"train", "--gpu", "h100", "--tensor-model-parallel-size", "2"});
     CHECK(r.rc == kInvalid);
