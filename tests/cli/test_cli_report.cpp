@@ -168,7 +168,8 @@ TEST_SUITE("gpuplan report") {
   TEST_CASE("report: the Markdown, text and HTML of the small test plan equal their golden files") {
     for (const auto& [format, file] : std::vector<std::pair<std::string, std::string>>{
              {"md", "small.md"}, {"text", "small.txt"}, {"html", "small.html"}}) {
-      CAPTURE(format);
+      const auto& captured_format = format;  // clang 14: no structured binding in CAPTURE's lambda
+      CAPTURE(captured_format);
       const Run r = run({"report", small_plan(), "--format", format});
       INFO(r.err);
       REQUIRE(r.rc == 0);
