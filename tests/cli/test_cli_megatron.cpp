@@ -189,6 +189,29 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK_FALSE(contains(r.out, "0 micro-batches"));
   }
 
+  TEST_CASE("--recompute-modules beside --recompute-granularity is Megatron's: core_attn accepted, named or not") {
+    // gpuplan's own --recompute-modules has the same spelling; beside Megatron's granularity flag the list is read
+    // with Megatron's vocabulary and rule: the attention core is recomputed only when core_attn is named.
+    const std::vector<std::string> base = {"train", "-m", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "8", "--bf16",
+                                           "--use-distributed-optimizer", "--recompute-granularity", "selective",
+                                           "--recompute-modules"};
+    auto with = [&](std::vector<std::string> mods) {
+      std::vector<std::string> a = base;
+      a.insert(a.end(), mods.begin(), mods.end());
+      return run(a);
+    };
+    const Run named = with({"core_attn", "moe_act"});
+    CHECK(named.rc != kInvalid);  // priced (whether it fits at the default batch is not the point)
+    CHECK(contains(named.err, "recompute = \"selective\" (--recompute-granularity selective)"));
+    CHECK(contains(named.err, "recompute_modules = [\"moe_act\"] (--recompute-modules core_attn moe_act)"));
+    const Run unnamed = with({"moe_act"});
+    CHECK(unnamed.rc != kInvalid);
+    CHECK(contains(unnamed.err, "recompute = \"none\" (--recompute-granularity selective)"));
+    const Run refused = with({"core_attn", "moe"});
+    CHECK(refused.rc == kInvalid);
+    CHECK(contains(refused.err, "--recompute-modules core_attn moe"));
+  }
+
   TEST_CASE("Megatron flags need -m MODEL") {
     const Run r = run({"train", "--gpu", "h100", "--tensor-model-parallel-size", "2"});
     CHECK(r.rc == kInvalid);
