@@ -212,6 +212,19 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK(contains(refused.err, "--recompute-modules core_attn moe"));
   }
 
+  TEST_CASE("--optimizer adam, Megatron's default spelling, is accepted inline and priced as adamw") {
+    const std::vector<std::string> base = {"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8",
+                                           "--zero", "1", "--format", "json", "--optimizer"};
+    std::vector<std::string> adam = base, adamw = base;
+    adam.emplace_back("adam");
+    adamw.emplace_back("adamw");
+    const Run a = run(adam), w = run(adamw);
+    CHECK(a.rc == w.rc);
+    CHECK(a.rc != kInvalid);
+    CHECK(a.out == w.out);
+    CHECK(contains(a.out, "step_time_s"));
+  }
+
   TEST_CASE("Megatron flags need -m MODEL") {
     const Run r = run({"train", "--gpu", "h100", "--tensor-model-parallel-size", "2"});
     CHECK(r.rc == kInvalid);

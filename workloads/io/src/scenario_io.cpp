@@ -163,7 +163,9 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.num("gradient_bytes")) p.precision.gradient_bytes = *v;
   if (p.precision.compute == hw::Precision::fp4) p.precision.recipe = wl::QuantRecipe::nvfp4;
   if (auto v = r.str("optimizer"))
-    p.optimizer = *v == "adamw" ? wl::OptimizerKind::adamw : *v == "sgd" ? wl::OptimizerKind::sgd : wl::OptimizerKind::adamw_8bit;
+    p.optimizer = *v == "adamw" || *v == "adam" ? wl::OptimizerKind::adamw  // adam: Megatron-LM's spelling of it
+                  : *v == "sgd"                    ? wl::OptimizerKind::sgd
+                                                   : wl::OptimizerKind::adamw_8bit;
   auto key_error = [&](const std::string& key, const std::string& msg) {
     const auto flag = origin_of_key.find(key);
     if (flag != origin_of_key.end()) diags.error("", flag->second, msg);

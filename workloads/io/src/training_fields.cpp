@@ -137,10 +137,12 @@ const ScenarioFieldTable& training_fields() {
           .doc("bytes per gradient element"),
       row("optimizer", FieldType::string, "Optimizer")
           .flags({"--optimizer"})
-          .help("adamw, adamw-8bit, sgd")
+          .help("adamw, adamw-8bit, sgd; adam is Megatron-LM's spelling of adamw (--optimizer adam)")
           .otherwise("adamw")
-          .choices({"adamw", "adamw-8bit", "sgd"})
-          .doc("optimizer"),
+          .choices({"adamw", "adamw-8bit", "sgd", "adam"})
+          .doc("optimizer; adam is Megatron-LM's spelling (its default, --optimizer adam: Transformer Engine's or "
+               "Apex's FusedAdam with decoupled weight decay, the same two moment states and step as adamw), "
+               "priced as adamw"),
       row("optimizer_states", FieldType::string, "Optimizer states")
           .flags({"--optimizer-states"})
           .help("storage of the optimizer's moment states: fp32 or bf16 (DeepSeek-V3, NeMo optim.dtype "
