@@ -135,6 +135,25 @@ TEST_CASE("ZeRO stages shard 12 B, then 14 B, then all 16 B per parameter over d
   CHECK(states(run(a, params, plan)) == doctest::Approx((2 + 2 + 12.0 / 8) * P));
 }
 
+TEST_CASE("the master copy is master_bytes per parameter sharded with the optimizer states: 4, 2 (Apex remainders), 0") {
+  // Apex DistributedFusedAdam (NeMo 1.x distributed_fused_adam): store_param_remainders keeps an int16 per parameter
+  // beside the bf16 weight; an optimizer whose dtype is the parameters' keeps none. 7·10⁹ parameters, ZeRO-1 over 64.
+  const auto& a = arch("llama-2-7b");
+  const auto params = flat_params(a, 7'000'000'000);
+  auto plan = plan_with(2048);
+  plan.par.dp = 64;
+  plan.global_batch = 64;
+  plan.zero = wl::ZeroStage::optimizer;
+  const double P = 7e9, N = 64;
+  CHECK(run(a, params, plan).master_weights.raw() == doctest::Approx(4 * P / N));
+  plan.precision.master_bytes = 2;
+  const auto rem = run(a, params, plan);
+  CHECK(rem.master_weights.raw() == doctest::Approx(2 * P / N));  // 218.75 MB
+  CHECK(states(rem) == doctest::Approx((2 + 2 + (2 + 8) / N) * P));
+  plan.precision.master_bytes = 0;
+  CHECK(run(a, params, plan).master_weights.raw() == 0);
+}
+
 TEST_CASE("8-bit AdamW keeps 2 bytes plus one fp32 scale per 2048-value block per state and SGD keeps 4 bytes") {
   const auto& a = arch("llama-2-7b");
   const auto params = flat_params(a, 7'000'000'000);
