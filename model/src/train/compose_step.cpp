@@ -505,7 +505,6 @@ void step_breakdown(const StepInputs& x, const PassCost& fwd, const PassCost& bw
 
 /// MFU and HFU, and the time to train, its cost and energy.
 void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, double tokens_per_step, StepCore& o) {
-  const auto& a = x.a;
   const auto& plan = x.plan;
   const auto& par = plan.par;
   const TrainingConsts& k = x.k;
@@ -515,7 +514,7 @@ void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, d
   // Causal attention does half the score work; published MFU tables (Megatron, PaLM) count the full square.
   o.model_flops = k.fpt.training * tokens_per_step;
   // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
-  const units::Flops layer_forward = k.fpt.forward - units::flop(2.0 * double(a.vocab) * double(a.hidden));
+  const units::Flops layer_forward = k.fpt.forward - k.head_forward;
   double recomputed = 0, layers_all = 0;
   for (const auto& sh : stages) {
     recomputed += double(sh.recomputed);

@@ -33,6 +33,7 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   k.d = training_device(plan, sys);
   k.params = parameter_counts(a, Explain::off);
   k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
+  k.head_forward = units::flop(2.0 * double(build_head_graph(a).matmul_per_token()));
   k.moe_layers = double(a.moe_layer_count());
   if (plan.lora.on()) {
     // LoRA model FLOPs: the frozen weights run forward and dgrad only (2 + 2 per weight and token, as NeMo counts

@@ -45,6 +45,9 @@ struct TrainingConsts {
   Device d;
   ParameterCounts params;
   FlopsPerToken fpt;                        ///< at plan.seq_len
+  /// The LM head's forward FLOPs per token, 2 · its matmul weights: a fold over the head graph (build_head_graph), the
+  /// part of fpt.forward that full recompute does not repeat.
+  units::Flops head_forward{};
   double moe_layers = 0;                    ///< MoE layers in the model
   std::optional<units::UsdPerSecond> price;  ///< the system's override, else the GPU's indicative price
 };
