@@ -44,9 +44,10 @@ QSpinBox* spin(const char* key, int value) {
   s->setAccelerated(true);
   return s;
 }
-QComboBox* combo(const QStringList& items, const char* key) {
+/// A picker over the key's choices in the table (without other frameworks' spellings of them: "adam" is adamw).
+QComboBox* combo(const char* key) {
   auto* c = keyed(new QComboBox, key);
-  for (const auto& i : items) c->addItem(i, i);
+  for (const auto& i : field(key).picker_choices()) c->addItem(q(i), q(i));
   return c;
 }
 QCheckBox* check(const char* key) { return keyed(new QCheckBox(label(key)), key); }
@@ -81,8 +82,8 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   tokens_->setValue(15);
   tokens_->setKeyboardTracking(false);
   tokens_->setToolTip(tokens_->toolTip() + tr("\nhere in trillions (0 = none)"));
-  precision_ = combo({"bf16", "fp16", "fp8", "tf32", "fp32"}, "precision");
-  optimizer_ = combo({"adamw", "adamw-8bit", "sgd"}, "optimizer");
+  precision_ = combo("precision");
+  optimizer_ = combo("optimizer");
   opt_states_ = keyed(new QComboBox, "optimizer_states");
   opt_states_->addItem(tr("fp32"), "fp32");
   opt_states_->addItem(tr("bf16 (DeepSeek-V3, NeMo optim.dtype)"), "bf16");
@@ -92,7 +93,7 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   zero_->addItem(tr("1 — optimizer states"), 1);
   zero_->addItem(tr("2 — + gradients"), 2);
   zero_->addItem(tr("3 — + parameters (FSDP)"), 3);
-  recompute_ = combo({"none", "selective", "full", "selective_op"}, "recompute");
+  recompute_ = combo("recompute");
   flash_ = check("flash_attention");
   flash_->setChecked(true);
   sp_ = check("sequence_parallel");
@@ -103,6 +104,7 @@ ScenarioPanel::ScenarioPanel(std::shared_ptr<const AppData> app_data, QWidget* p
   schedule_ = keyed(new QComboBox, "schedule");
   schedule_->addItem(tr("1F1B"), "1f1b");
   schedule_->addItem(tr("interleaved 1F1B"), "interleaved");
+  schedule_->addItem(tr("DualPipe (DeepSeek-V3)"), "dualpipe");
   vstages_ = spin("virtual_stages", 1);
   offload_ = keyed(new QComboBox, "offload");
   offload_->addItem(tr("none"), "none");
@@ -360,13 +362,18 @@ void ScenarioPanel::setScenario(const wl_io::TrainingScenario& s, const json_io:
   global_->setValue(static_cast<int>(resolved_global_batch.value_or(p.global_batch)));
   tokens_->setValue(p.tokens_to_train ? *p.tokens_to_train / 1e12 : 0.0);
   selectData(precision_, q(enc.value("precision", "bf16")));
-  selectData(optimizer_, q(enc.value("optimizer", "adamw")));
+  // From the typed plan, not the file's text: a file may spell adamw as Megatron-LM does ("adam").
+  selectData(optimizer_, p.optimizer == wl::OptimizerKind::adamw_8bit ? "adamw-8bit"
+                         : p.optimizer == wl::OptimizerKind::sgd      ? "sgd"
+                                                                      : "adamw");
   selectData(opt_states_, p.optimizer_states == wl::StateDtype::bf16 ? "bf16" : "fp32");
   fp8_params_->setChecked(p.precision.fp8_params);
   zero_->setCurrentIndex(static_cast<int>(p.zero));
   selectData(recompute_, q(enc.value("recompute", "none")));
   flash_->setChecked(p.flash_attention);
-  selectData(schedule_, p.schedule == wl::PipelineSchedule::interleaved ? "interleaved" : "1f1b");
+  selectData(schedule_, p.schedule == wl::PipelineSchedule::interleaved ? "interleaved"
+                        : p.schedule == wl::PipelineSchedule::dualpipe  ? "dualpipe"
+                                                                        : "1f1b");
   vstages_->setValue(p.par.virtual_stages);
   selectData(offload_, p.offload == wl::Offload::optimizer ? "optimizer" : "none");
   lora_rank_->setValue(p.lora.rank);

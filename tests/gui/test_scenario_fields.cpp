@@ -3,6 +3,10 @@
 // table, fails here.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -12,6 +16,7 @@
 #include <QSpinBox>
 
 #include "gpuplan/wl_io/scenario_fields.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
 #include "scenario_panel.hpp"
 #include "serving_page.hpp"
 #include "support.hpp"
@@ -97,6 +102,39 @@ TEST_CASE("every training panel input shows the field table's label and tooltip 
   auto* tp = panel.findChild<QSpinBox*>("tp");
   REQUIRE(tp != nullptr);
   CHECK(tp->toolTip().toStdString() == "tensor parallel (default: 1)\nscenario key \"tp\", flag --tp");
+}
+
+TEST_CASE("every training picker offers the table's choices, and a loaded file's value is shown, not replaced") {
+  gui::ScenarioPanel panel(gui::test::data());
+  int pickers = 0;
+  for (const auto& f : wl_io::training_fields()) {
+    auto* c = panel.findChild<QComboBox*>(QString::fromStdString(f.key()));
+    if (c == nullptr || f.spec.choices.empty()) continue;
+    ++pickers;
+    const std::string key = f.key();
+    CAPTURE(key);
+    std::vector<std::string> offered;
+    for (int i = 0; i < c->count(); ++i) offered.push_back(c->itemData(i).toString().toStdString());
+    std::vector<std::string> wanted = f.picker_choices();
+    std::sort(offered.begin(), offered.end());
+    std::sort(wanted.begin(), wanted.end());
+    CHECK(offered == wanted);
+  }
+  // precision, optimizer, optimizer_states, recompute, schedule, offload, lora_targets, lora_base.
+  CHECK(pickers == 8);
+  // The GUI offered no DualPipe and no FP4 until 2026-11-29: a loaded DeepSeek-V3 file showed (and recomputed) 1F1B.
+  Diagnostics diags;
+  const auto raw = json_io::parse(R"({"model": "deepseek-v3", "gpu": "h800", "gpus": 2048, "pp": 16, "ep": 64,
+      "schedule": "dualpipe", "precision": "fp4", "optimizer": "adam", "micro_batch": 1, "global_batch": 15360,
+      "seq": 4096})", "test.json", diags);
+  REQUIRE(raw.has_value());
+  auto s = wl_io::decode_training_scenario(*raw, "test.json");
+  REQUIRE(s.ok());
+  panel.setScenario(s.value(), *raw);
+  const auto out = panel.scenario();
+  CHECK(out.value("schedule", "") == "dualpipe");
+  CHECK(out.value("precision", "") == "fp4");
+  CHECK(out.value("optimizer", "") == "adamw");  // Megatron-LM's "adam", shown as the adamw it means
 }
 
 TEST_CASE("diagnostics name a scenario key by the field table's label, and an unknown key by itself") {

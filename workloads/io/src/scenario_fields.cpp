@@ -2,6 +2,8 @@
 // and the Markdown field reference.
 #include "gpuplan/wl_io/scenario_fields.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace gpuplan::wl_io {
@@ -25,6 +27,13 @@ std::string ScenarioField::tooltip() const {
     s += flags.front();
   }
   return s;
+}
+
+std::vector<std::string> ScenarioField::picker_choices() const {
+  std::vector<std::string> out;
+  for (const auto& c : spec.choices)
+    if (std::find(spellings.begin(), spellings.end(), c) == spellings.end()) out.push_back(c);
+  return out;
 }
 
 const ScenarioField* find_field(const ScenarioFieldTable& table, std::string_view key) {

@@ -48,6 +48,11 @@ class Row {
     f_.spec.choices = std::move(values);
     return std::move(*this);
   }
+  /// Choices that spell one listed before them in another framework's words: read, not offered by a picker.
+  Row&& spellings(std::vector<std::string> values) && {
+    f_.spellings = std::move(values);
+    return std::move(*this);
+  }
   /// An object key read with its own table (the autoscale file's load and policy).
   Row&& nested(const json_io::FieldTable* table) && {
     f_.spec.nested = table;

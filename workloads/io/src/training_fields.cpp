@@ -151,6 +151,7 @@ const ScenarioFieldTable& training_fields() {
           .help("adamw, adamw-8bit, sgd; adam is Megatron-LM's spelling of adamw (--optimizer adam)")
           .otherwise("adamw")
           .choices({"adamw", "adamw-8bit", "sgd", "adam"})
+          .spellings({"adam"})
           .doc("optimizer; adam is Megatron-LM's spelling (its default, --optimizer adam: Transformer Engine's or "
                "Apex's FusedAdam with decoupled weight decay, the same two moment states and step as adamw), "
                "priced as adamw"),

@@ -22,6 +22,9 @@ struct ScenarioField {
   std::string default_text;        ///< what an absent key means ("1", "true", "micro_batch × dp"); empty: not set
   bool switch_flag = false;         ///< the flag takes no value and sets the key true (--disaggregated)
   bool planner_only = false;        ///< serving: only the capacity planner reads it (simulate etc. leave the flag out)
+  /// Choices that are another framework's spelling of a choice listed before them ("adam", Megatron-LM's adamw): the
+  /// reader takes them, a picker offers only the canonical ones.
+  std::vector<std::string> spellings;
 
   [[nodiscard]] const std::string& key() const { return spec.key; }
   /// The primary flag ("--micro-batch"), or empty when no flag sets the key.
@@ -30,6 +33,8 @@ struct ScenarioField {
   [[nodiscard]] std::string help_with_default() const;
   /// A GUI tooltip: the help with the default, then the scenario key and the flag.
   [[nodiscard]] std::string tooltip() const;
+  /// The choices a picker offers: the spec's choices in table order, without the other frameworks' spellings.
+  [[nodiscard]] std::vector<std::string> picker_choices() const;
 };
 using ScenarioFieldTable = std::vector<ScenarioField>;
 
