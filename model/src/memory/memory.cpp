@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "memory_core.hpp"
+#include "runtime_context.hpp"
 #include "quant_recipe.hpp"
 
 namespace gpuplan::model {
@@ -65,15 +66,32 @@ double optimizer_state_bytes(const wl::TrainingPlan& plan) {
 
 // --------------------------------------------------------------------------------------------------------------------
 
-RuntimeOverheads default_training_overheads() {
+namespace {
+// One cuBLASLt workspace of 32 MiB, the size cuBLAS recommends for Hopper and PyTorch allocates on sm90 (pytorch
+// PR#120925; 4 MiB on earlier GPUs), beside the context on every part.
+constexpr double kCublasWorkspaceMiB = 32;
+
+/// Device memory one process's CUDA context and loaded kernel images take outside the caching allocator, per GPU
+/// generation (CUDA compute capability, major) where it is measured or published. Other generations and AMD parts
+/// take the generic figure (default_training_overheads()).
+struct ContextFact {
+  int cc_major;
+  double MiB;
+  const char* basis;
+};
+constexpr ContextFact kContextByGeneration[] = {
+    // cudaMemGetInfo's used memory less torch.cuda.memory_reserved, one process after a bf16 GEMM, flash SDPA forward
+    // and backward and fused AdamW: 718,077,952 B (data/validation/measured/h200-sxm-141gb/mem_headroom.json,
+    // context.points.after_fused_adamw). PyTorch 2.11 + CUDA 13.0 with lazy module loading (CUDA's default since
+    // 12.2): kernel images load as they are first launched, so libraries it did not run (Transformer Engine, NCCL's
+    // kernels) are not in it.
+    {9, 685, "Hopper (sm_90): 685 MiB measured on our H200 (mem_headroom.json: outside the allocator after a GEMM, "
+             "SDPA and AdamW; PyTorch 2.11, CUDA 13.0, lazy module loading)"},
+};
+
+RuntimeOverheads overheads_with_context(double context_MiB, const std::string& context_origin) {
   RuntimeOverheads o;
-  // CUDA context + kernel images: 1343 MiB measured by NVML after the first CUDA tensor in a Hugging Face training
-  // process on a V100 (HF docs "Model training anatomy", printed as "1343 MB" from info.used // 1024**2, i.e. MiB;
-  // dev case B-hf-bert-large-v100-memory). user_needs.md N9 /
-  // #13 brackets it: ~300 MB per process with lazy module loading, >1000 MB before CUDA 11.7 (pytorch#107667).
-  // Plus one cuBLASLt workspace of 32 MiB, the size cuBLAS recommends for Hopper and PyTorch allocates on sm90
-  // (pytorch PR#120925; 4 MiB on earlier GPUs).
-  o.cuda_context = units::mebibytes(1343) + units::mebibytes(32);
+  o.cuda_context = units::mebibytes(context_MiB + kCublasWorkspaceMiB);
   // NCCL per communicator: 367 MB, the midpoint of the 342–392 MB aiconfigurator ships per TP communicator
   // (systems/h800_sxm.yaml, user_needs.md N9 / #14). Consistent with NCCL_BUFFSIZE's 4 MiB default (NCCL
   // environment-variable docs, docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-buffsize) × up to 32
@@ -81,13 +99,31 @@ RuntimeOverheads default_training_overheads() {
   o.nccl_buffers = units::megabytes(367);
   // Caching-allocator fragmentation: 5% of the allocated peak, the reserve vllm-project/compressed-tensors PR#587
   // adopted after measuring 1.83 GiB on a 70B model (user_needs.md N9 / #15). An assumption: pathological cases
-  // reach far more (pytorch#35901).
+  // reach far more (pytorch#35901); our H200 steps at the capacity limit need 5.3-9.9% (mem_headroom.json).
   o.fragmentation = 0.05;
-  o.origin =
-      "CUDA context 1343 MiB (HF 'Model training anatomy', NVML after first CUDA tensor, V100) + 32 MiB cuBLASLt "
-      "workspace (pytorch PR#120925); NCCL 367 MB per communicator (aiconfigurator h800_sxm.yaml 342-392 MB, "
-      "NCCL_BUFFSIZE 4 MiB × channels); fragmentation 5% (vllm-project/compressed-tensors PR#587)";
+  o.origin = context_origin +
+             " + 32 MiB cuBLASLt workspace (pytorch PR#120925); NCCL 367 MB per communicator (aiconfigurator "
+             "h800_sxm.yaml 342-392 MB, NCCL_BUFFSIZE 4 MiB × channels); fragmentation 5% "
+             "(vllm-project/compressed-tensors PR#587)";
   return o;
+}
+}  // namespace
+
+RuntimeOverheads default_training_overheads() {
+  // CUDA context + kernel images: 1343 MiB measured by NVML after the first CUDA tensor in a Hugging Face training
+  // process on a V100 (HF docs "Model training anatomy", printed as "1343 MB" from info.used // 1024**2, i.e. MiB;
+  // dev case B-hf-bert-large-v100-memory). user_needs.md N9 / #13 brackets it: ~300 MB per process with lazy module
+  // loading, >1000 MB before CUDA 11.7 (pytorch#107667). The generic figure, for generations without their own.
+  return overheads_with_context(1343, "CUDA context 1343 MiB (generic: HF 'Model training anatomy', NVML after first "
+                                      "CUDA tensor, V100)");
+}
+
+RuntimeOverheads training_overheads(const hw::GpuSpec& gpu) {
+  if (gpu.compute_capability)
+    for (const ContextFact& f : kContextByGeneration)
+      if (*gpu.compute_capability / 10 == f.cc_major)
+        return overheads_with_context(f.MiB, fmt::format("CUDA context {:.0f} MiB ({})", f.MiB, f.basis));
+  return default_training_overheads();
 }
 
 units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,

@@ -11,6 +11,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/timeline.hpp"
 #include "memory_core.hpp"
+#include "runtime_context.hpp"
 #include "quant_recipe.hpp"
 
 namespace gpuplan::model {
@@ -365,7 +366,7 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& arch, const w
     return mt;
   }
   const ParameterCounts params = parameter_counts(a, Explain::off);
-  const RuntimeOverheads ov = default_training_overheads();
+  const RuntimeOverheads ov = training_overheads(*sys.gpu);
   const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
   const detail::LayerKinds kinds = detail::layer_kinds(a, params);
   const detail::LayerSums sums = detail::layer_sums(c);

@@ -15,6 +15,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "memory_core.hpp"
+#include "runtime_context.hpp"
 #include "quant_recipe.hpp"
 #include "parallel_dims.hpp"
 #include "training_core.hpp"
@@ -133,7 +134,7 @@ struct VocabEvaluator {
       : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
     if (!have_gpu) return;
     k = detail::training_consts(a, base, sys);
-    overheads = default_training_overheads();
+    overheads = training_overheads(*sys.gpu);
     kinds = detail::layer_kinds(a, k.params);
     capacity = sys.gpu->memory_capacity();
   }

@@ -18,6 +18,7 @@
 #include "gpuplan/model/topology.hpp"
 #include "gpuplan/model/utilisation.hpp"
 #include "training_core.hpp"
+#include "runtime_context.hpp"
 #include "optimizer_rate.hpp"
 #include "parallel_dims.hpp"
 
@@ -206,7 +207,7 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   est.hfu = core.hfu;
 
   // ---- memory ----
-  est.memory = training_memory(a, params, plan, gpu, default_training_overheads(), explain);
+  est.memory = training_memory(a, params, plan, gpu, training_overheads(gpu), explain);
   if (!est.memory.fits) {
     est.feasibility.fail(detail::does_not_fit_message(a, params, plan, sys, est.memory));
   }

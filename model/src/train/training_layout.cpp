@@ -12,6 +12,7 @@
 #include "gpuplan/model/training.hpp"
 #include "quant_recipe.hpp"
 #include "training_core.hpp"
+#include "runtime_context.hpp"
 
 namespace gpuplan::model {
 
@@ -398,7 +399,7 @@ std::string does_not_fit_message(const wl::TransformerArch& a, const ParameterCo
   std::vector<std::string> fixes;
   auto try_fix = [&](const std::string& what, wl::TrainingPlan alt) {
     if (!check_training_layout(a, alt, sys).ok) return;
-    const TrainingMemory mm = training_memory(a, params, alt, gpu, default_training_overheads(), Explain::off);
+    const TrainingMemory mm = training_memory(a, params, alt, gpu, training_overheads(gpu), Explain::off);
     if (mm.fits) fixes.push_back(fmt::format("{} ({})", what, format(mm.total, units::BytePrefix::binary)));
   };
   if (plan.recompute != wl::Recompute::full) {

@@ -311,6 +311,32 @@ TEST_CASE("TE's cross entropy writes its gradient into the logits: s·b·V/t·a_
   CHECK(m.logits.raw() == doctest::Approx(525'336'576.0));
 }
 
+TEST_CASE("the CUDA context is the GPU generation's where measured, else the generic V100 figure") {
+  const auto generic = model::default_training_overheads();
+  CHECK(generic.cuda_context == units::mebibytes(1343 + 32));  // + the 32 MiB cuBLASLt workspace
+  wl::TrainingPlan plan = plan_with(4096);
+  plan.par.dp = 8;
+  plan.global_batch = 8;
+  const auto& a = arch("llama-3.1-8b");
+  // Hopper (compute capability 9.0): our H200's 718,077,952 B outside the allocator (mem_headroom.json) = 684.8 MiB,
+  // as 685, + 32 MiB. The derivation names the measurement.
+  for (const char* node : {"dgx-h100", "dgx-h200"}) {
+    CAPTURE(node);
+    const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::on);
+    CHECK(e.memory.cuda_context == units::mebibytes(685 + 32));
+    const auto* ctx = e.memory.derivation.find("memory.cuda_context");
+    REQUIRE(ctx != nullptr);
+    REQUIRE_FALSE(ctx->inputs.empty());
+    CHECK(ctx->inputs.front().origin.ref.find("mem_headroom.json") != std::string::npos);
+  }
+  // Ampere and Blackwell: nothing measured, the generic figure.
+  for (const char* node : {"dgx-a100", "dgx-b200"}) {
+    CAPTURE(node);
+    const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::off);
+    CHECK(e.memory.cuda_context == generic.cuda_context);
+  }
+}
+
 TEST_CASE("the first 1F1B stage holds L layers' worth, interleaving multiplies by 1 + (p−1)/(p·v), m < p keeps m") {
   const auto& a = arch("llama-2-7b");
   const auto p = model::parameter_counts(a, Explain::off);
