@@ -159,8 +159,8 @@ struct VocabEvaluator {
     const Device& d = k.d;
 
     detail::StepTerms t;
-    t.compute =
-        compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
+    // A reference into `compute`: valid until its next insert (none before compose_step below).
+    t.compute = &compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
     if (plan.mixed_precision == wl::MixedPrecision::amp)
       t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
     for (std::size_t i = 0; i < detail::kDimCount; ++i) {
@@ -277,18 +277,31 @@ struct FastTrainingEvaluator::Impl {
   /// Padded vocabulary → the model built with it and its evaluator (stable addresses: the evaluator refers to it).
   std::map<std::int64_t, std::pair<std::unique_ptr<wl::TransformerArch>, std::unique_ptr<VocabEvaluator>>> by_vocab;
 
-  Impl(const wl::TransformerArch& a, const wl::TrainingPlan& b, const TrainingSystem& s) : arch(a), base(b), sys(s) {}
+  /// The base plan with the layout's TP, the one layout field the padded vocabulary depends on
+  /// (TrainingPlan::padded_vocab): a whole plan copied per layout only to pad the vocabulary cost more than a lookup.
+  wl::TrainingPlan vocab_probe;
+  /// The evaluator of the last layout's TP (layouts come TP by TP).
+  int last_tp = 0;
+  VocabEvaluator* last = nullptr;
+
+  Impl(const wl::TransformerArch& a, const wl::TrainingPlan& b, const TrainingSystem& s)
+      : arch(a), base(b), sys(s), vocab_probe(b) {}
 
   LayoutScore evaluate(const Layout& l) {
-    const std::int64_t v = with_layout(base, l).padded_vocab(arch.vocab);
-    auto it = by_vocab.find(v);
-    if (it == by_vocab.end()) {
-      auto padded = std::make_unique<wl::TransformerArch>(arch);
-      padded->vocab = v;
-      auto ev = std::make_unique<VocabEvaluator>(*padded, base, sys);
-      it = by_vocab.emplace(v, std::make_pair(std::move(padded), std::move(ev))).first;
+    if (last == nullptr || l.tp != last_tp) {
+      vocab_probe.par.tp = l.tp;
+      const std::int64_t v = vocab_probe.padded_vocab(arch.vocab);
+      auto it = by_vocab.find(v);
+      if (it == by_vocab.end()) {
+        auto padded = std::make_unique<wl::TransformerArch>(arch);
+        padded->vocab = v;
+        auto ev = std::make_unique<VocabEvaluator>(*padded, base, sys);
+        it = by_vocab.emplace(v, std::make_pair(std::move(padded), std::move(ev))).first;
+      }
+      last_tp = l.tp;
+      last = it->second.second.get();
     }
-    return it->second.second->evaluate(l);
+    return last->evaluate(l);
   }
   [[nodiscard]] std::size_t cached() const {
     std::size_t n = 0;
