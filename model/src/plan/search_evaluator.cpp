@@ -39,7 +39,7 @@ class TermCache {
     if (slots_.empty()) rehash(64);
     std::size_t i = hash(key) & mask_;
     while (slots_[i].used) {
-      if (slots_[i].key == key) return slots_[i].value;
+      if (same(slots_[i].key, key)) return slots_[i].value;
       i = (i + 1) & mask_;
     }
     V value = make();
@@ -63,6 +63,12 @@ class TermCache {
     V value{};
     bool used = false;
   };
+  // Element by element: std::array's == calls memcmp, a call per probe for a few integers.
+  static bool same(const Key& x, const Key& y) {
+    bool eq = true;
+    for (std::size_t j = 0; j < N; ++j) eq &= x[j] == y[j];
+    return eq;
+  }
   static std::size_t hash(const Key& k) {
     std::uint64_t h = 0x9E3779B97F4A7C15ull;
     for (std::int64_t x : k) {
@@ -193,14 +199,16 @@ struct VocabEvaluator {
       const auto zero = static_cast<std::int64_t>(plan.zero);
       t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero, plan.model_chunks()}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
-        // Copied out: a reference into `groups` would not survive the next insert.
         // Not cached under DualPipe: its mirror copies change the group's tiers (grad_comm_group).
         if (plan.dualpipe())
           return detail::dp_collective_times(a, k.params, plan, detail::grad_comm_group(n_dp, par.tp, plan, sys),
                                              detail::grad_comm_group(n_edp, etp * par.ep, plan, sys));
-        const CommGroup g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
-        const CommGroup& ge = groups.get({n_edp, etp * par.ep},
-                                         [&] { return training_comm_group(n_edp, etp * par.ep, sys); });
+        // The expert group first, then the dense one, then the expert group again (present now: a lookup, no
+        // insert), so that both references are valid together (a group's copy cost more than its collectives).
+        auto expert_group = [&] { return training_comm_group(n_edp, etp * par.ep, sys); };
+        groups.get({n_edp, etp * par.ep}, expert_group);
+        const CommGroup& g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
+        const CommGroup& ge = groups.get({n_edp, etp * par.ep}, expert_group);
         return detail::dp_collective_times(a, k.params, plan, g, ge);
       });
       if (plan.kernels == wl::KernelStyle::eager)
@@ -224,7 +232,7 @@ struct VocabEvaluator {
     const int p = std::max(1, par.pp);
     const int v = plan.model_chunks();
     const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
-    // A reference into `shapes`: valid until its next insert (none comes before memory_core below).
+    // A reference into `shapes`: valid until its next insert (none comes before memory_core below, which reads it too).
     const auto rc_key = static_cast<std::int64_t>(plan.recompute);
     const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
     t.stages = &sh;
@@ -250,9 +258,7 @@ struct VocabEvaluator {
     const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
-    detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
-                        shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); }),
-                        detail::fp8_any_layout(*sys.gpu), mem);
+    detail::memory_core(a, k.params, plan, overheads, c, kinds, ls, sh, detail::fp8_any_layout(*sys.gpu), mem);
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;

@@ -106,8 +106,8 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
     st.bwd = t.compute->bwd_all;
   } else {
     st.fwd = st.bwd = PassCost{};
-    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
-      if (sh.kind_layers[ki] > 0) {
+    for (std::size_t j = 0; j < t.compute->kind_count; ++j)
+      if (const std::size_t ki = t.compute->kind_list[j]; sh.kind_layers[ki] > 0) {
         st.fwd += t.compute->kind_fwd[ki].scaled(double(sh.kind_layers[ki]));
         st.bwd += t.compute->kind_bwd[ki].scaled(double(sh.kind_layers[ki]));
       }
@@ -121,8 +121,9 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   // Recompute modules and TorchTitan's op-level policy: the ops each layer runs again (LayerCost::rec).
   if (plan.recompute != wl::Recompute::full &&
       (plan.recompute_modules != 0 || plan.recompute == wl::Recompute::selective_op))
-    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
-      if (sh.kind_layers[ki] > 0) st.recompute += t.compute->kind_rec[ki].scaled(double(sh.kind_layers[ki]));
+    for (std::size_t j = 0; j < t.compute->kind_count; ++j)
+      if (const std::size_t ki = t.compute->kind_list[j]; sh.kind_layers[ki] > 0)
+        st.recompute += t.compute->kind_rec[ki].scaled(double(sh.kind_layers[ki]));
   st.embed = sh.first ? t.compute->embed_time : Seconds(0);
   st.head = sh.last ? t.compute->head_time : Seconds(0);
   st.mtp = t.compute->mtp_extra * double(sh.mtp);
@@ -307,12 +308,15 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.total = st.compute + st.comm + st.extra;
 }
 
-/// Whether stage_time prices two stages alike: the same layers of each kind, the same ends and extras, and not
-/// DualPipe's (whose paired share depends on the stage's index).
-bool same_stage_time(const StageShape& a, const StageShape& b) {
-  return a.chunks == 1 && b.chunks == 1 && a.first == b.first && a.last == b.last && a.layers == b.layers &&
-         a.moe_layers == b.moe_layers && a.recomputed == b.recomputed && a.mtp == b.mtp &&
-         a.kind_layers == b.kind_layers;
+/// Whether stage_time prices two stages alike: the same layers of each kind the model has, the same ends and extras,
+/// and not DualPipe's (whose paired share depends on the stage's index).
+bool same_stage_time(const ComputeTerms& c, const StageShape& a, const StageShape& b) {
+  if (a.chunks != 1 || b.chunks != 1 || a.first != b.first || a.last != b.last || a.layers != b.layers ||
+      a.moe_layers != b.moe_layers || a.recomputed != b.recomputed || a.mtp != b.mtp)
+    return false;
+  for (std::size_t j = 0; j < c.kind_count; ++j)
+    if (a.kind_layers[c.kind_list[j]] != b.kind_layers[c.kind_list[j]]) return false;
+  return true;
 }
 
 /// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck). A stage priced
@@ -325,7 +329,7 @@ void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, St
   if (o.layout != nullptr) o.layout->stages.clear();
   for (std::size_t i = 0; i < stages.size(); ++i) {
     StageTime& st = i == 0 ? worst : cur;
-    if (i > 0 && same_stage_time(stages[i], stages[i - 1])) {
+    if (i > 0 && same_stage_time(*x.t.compute, stages[i], stages[i - 1])) {
       if (i == 1) cur = worst;  // stage 0's t_i is in `worst`; a later one's still in `cur`
     } else {
       stage_time(x, stages[i], st);

@@ -64,6 +64,10 @@ struct ComputeTerms {
   std::array<PassCost, LayerKind::kCount> kind_fwd{}, kind_bwd{};
   /// One layer of each kind: the forward work its recompute modules repeat (LayerCost::rec).
   std::array<PassCost, LayerKind::kCount> kind_rec{};
+  /// The kinds the model has, in ascending index (kind_list[0 .. kind_count)): a stage sums over these only (the
+  /// others' costs are zero), in the same order as over every index.
+  std::array<std::uint8_t, LayerKind::kCount> kind_list{};
+  std::size_t kind_count = 0;
   Seconds head_time{}, embed_time{};
   /// One multi-token-prediction module beyond its transformer layer (DeepSeek-V3 §2.2.1): the projection of
   /// [norm(h); norm(emb)] (2h → h) forward and backward, and a pass through the shared output head and loss.
