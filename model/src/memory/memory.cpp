@@ -161,8 +161,9 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   const Ctx c = make_ctx(a, plan, layout);
 
   MemoryCore core;
-  detail::memory_core(a, params, plan, overheads, c, detail::layer_kinds(a, params), detail::layer_sums(c),
-                      detail::stage_shapes(a, params, plan), detail::fp8_any_layout(gpu), core);
+  const std::vector<detail::StageShape> stages = detail::stage_shapes(a, params, plan);  // core's stages point here
+  detail::memory_core(a, params, plan, overheads, c, detail::layer_kinds(a, params), detail::layer_sums(c), stages,
+                      detail::fp8_any_layout(gpu), core);
   const StageMemory& h = core.heaviest();
 
   TrainingMemory r;
@@ -181,7 +182,7 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   r.total = units::bytes(h.total);
   r.capacity = gpu.memory_capacity();
   r.host_offloaded = units::bytes(core.host());
-  r.stage = h.shape.index;
+  r.stage = h.shape->index;
   r.fits = r.total <= r.capacity;
 
   if (explain == Explain::off) return r;

@@ -133,7 +133,9 @@ int stage_copies(const wl::TrainingPlan& plan);
 
 /// One stage's memory (bytes); the fields training_memory reports and explains.
 struct StageMemory {
-  StageShape shape;
+  /// The stage's shape: an element of the `stages` given to memory_core, which must outlive this (a pointer: a copy of
+  /// its per-kind counts, ~1 KB, per stage cost the search more than the stage's arithmetic).
+  const StageShape* shape = nullptr;
   double p_dense = 0.0, p_expert = 0.0;  // parameters of the stage (before TP/EP), embedding and head included
   double p_gpu = 0.0;                    // P_dense/t + P_experts/(etp·ep): the parameters per GPU the states price
   double largest_layer_gpu = 0.0;        // parameters per GPU of the stage's largest layer

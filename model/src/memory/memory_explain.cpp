@@ -91,10 +91,10 @@ void explain_root(const Explained& e, const hw::GpuSpec& gpu, TrainingMemory& r)
         fmt::format("heaviest stage: {} — first stage {} (holds {} in-flight micro-batches of its {} "
                     "layers and the embedding), last stage {} (holds the LM head and the logits)",
                     stage_name, gib(units::bytes(first.total)), format_number(first.layer_factor),
-                    first.shape.layers, gib(units::bytes(last.total))));
+                    first.shape->layers, gib(units::bytes(last.total))));
     if (core.has_middle)
       d.notes.push_back(fmt::format("uneven split: middle stage {} holds {} layers ({} MoE): {}",
-                                    core.middle.shape.index, core.middle.shape.layers, core.middle.shape.moe_layers,
+                                    core.middle.shape->index, core.middle.shape->layers, core.middle.shape->moe_layers,
                                     gib(units::bytes(core.middle.total))));
   }
 }
@@ -330,7 +330,7 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
       {"m", format_count(double(m)), "micro-batches per step (global / (micro·dp))",
        Origin::user("plan.global_batch")}};
   act.set(r.activations.raw(), Unit::bytes_binary);
-  act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.shape.layers, B(h.stored_layers)));
+  act.notes.push_back(fmt::format("stored by the stage's {} layers: {}", h.shape->layers, B(h.stored_layers)));
   if (h.extra_first > 0) act.notes.push_back(fmt::format("embedding dropout masks: {}", B(h.extra_first)));
   if (h.extra_last > 0)
     act.notes.push_back(fmt::format("final norm and output-projection inputs: {}", B(h.extra_last)));
@@ -345,9 +345,9 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
         "DualPipe: device i holds stage i (forward direction) and stage p−1−i (reverse direction), their layers "
         "summed; PP + 1 chunk micro-batches of activations (DeepSeek-V3 §3.2.1, Table 2): with h = min(i, p−1−i) = "
         "{}, {} of the shallower stage ({} layers) and {} of the deeper ({} layers)",
-        std::min(h.shape.index, p - 1 - h.shape.index), p - std::min(h.shape.index, p - 1 - h.shape.index),
-        h.shape.layers - h.shape.deep_layers, std::min(h.shape.index, p - 1 - h.shape.index) + 1,
-        h.shape.deep_layers));
+        std::min(h.shape->index, p - 1 - h.shape->index), p - std::min(h.shape->index, p - 1 - h.shape->index),
+        h.shape->layers - h.shape->deep_layers, std::min(h.shape->index, p - 1 - h.shape->index) + 1,
+        h.shape->deep_layers));
   else if (p > 1)
     act.notes.push_back(
         v > 1 ? "interleaved schedule: the first stage holds L·(1 + (p−1)/(p·v)) layers' worth ([K22] §4.2.3, [N21])"
@@ -430,7 +430,7 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
   if (h.mtp_logits > 0.0) {
     d.children.back().formula += " + n_mtp·(s/c)·b·V/t·4";
     d.children.back().inputs.push_back(
-        {"n_mtp", format_count(double(h.shape.mtp)), "multi-token-prediction depths on this stage", par_o});
+        {"n_mtp", format_count(double(h.shape->mtp)), "multi-token-prediction depths on this stage", par_o});
     d.children.back().notes.push_back(fmt::format(
         "includes {}: each multi-token-prediction depth runs the shared output head over its own representation and "
         "takes a cross entropy over those logits (DeepSeek-V3 arXiv:2412.19437 §2.2, 'MTP Training Objective'); its "
@@ -478,8 +478,8 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   const StageMemory& h = core.heaviest();
   const std::string stage_name =
       p == 1 ? std::string("the only pipeline stage")
-             : fmt::format("pipeline stage {} of {} ({})", h.shape.index, p,
-                           h.shape.first ? "first" : h.shape.last ? "last" : "a middle stage of an uneven split");
+             : fmt::format("pipeline stage {} of {} ({})", h.shape->index, p,
+                           h.shape->first ? "first" : h.shape->last ? "last" : "a middle stage of an uneven split");
   const Explained e{a,
                     params,
                     plan,

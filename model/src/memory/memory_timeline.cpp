@@ -311,7 +311,8 @@ StageMemoryTimeline stage_timeline(const ReplayTerms& m, const MemoryInputs& in,
   const int p = m.p, v = m.v;
   const bool eager = m.eager;
   detail::MemoryCore core;
-  detail::memory_core(m.a, m.params, plan, in.ov, m.c, in.kinds, in.sums, {in.shapes[std::size_t(i)]},
+  const std::vector<detail::StageShape> one{in.shapes[std::size_t(i)]};  // core's stage points here
+  detail::memory_core(m.a, m.params, plan, in.ov, m.c, in.kinds, in.sums, one,
                       in.fp8_any_layout, core);
   const detail::StageMemory& sm = core.first;
   const detail::StageShape& sh = in.shapes[std::size_t(i)];

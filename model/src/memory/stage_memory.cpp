@@ -87,7 +87,7 @@ void model_states(const StageInputs& x, const StageShape& shape, StageMemory& st
   const double t = x.t, te = x.te, n_dense = x.n_dense, n_expert = x.n_expert, opt_b = x.opt_b;
   const double unit_norm = x.unit_norm;
   auto shard = [&x](int stage, double n) { return x.shard(stage, n); };
-  st.shape = shape;
+  st.shape = &shape;
   const std::int64_t dense_layers = shape.layers - shape.moe_layers;
   st.p_dense = shape.p_dense;
   st.p_expert = shape.p_expert;

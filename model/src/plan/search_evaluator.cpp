@@ -40,7 +40,7 @@ class TermCache {
     if (slots_.empty()) rehash(64);
     std::size_t i = hash(key) & mask_;
     while (slots_[i].used) {
-      if (slots_[i].key == key) return slots_[i].value;
+      if (same(slots_[i].key, key)) return slots_[i].value;
       i = (i + 1) & mask_;
     }
     V value = make();
@@ -64,6 +64,12 @@ class TermCache {
     V value{};
     bool used = false;
   };
+  // Element by element: std::array's == calls memcmp, a call per probe for a few integers.
+  static bool same(const Key& x, const Key& y) {
+    bool eq = true;
+    for (std::size_t j = 0; j < N; ++j) eq &= x[j] == y[j];
+    return eq;
+  }
   static std::size_t hash(const Key& k) {
     std::uint64_t h = 0x9E3779B97F4A7C15ull;
     for (std::int64_t x : k) {
@@ -160,8 +166,8 @@ struct VocabEvaluator {
     const Device& d = k.d;
 
     detail::StepTerms t;
-    t.compute =
-        compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
+    // A reference into `compute`: valid until its next insert (none before compose_step below).
+    t.compute = &compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
     if (plan.mixed_precision == wl::MixedPrecision::amp)
       t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
     for (std::size_t i = 0; i < detail::kDimCount; ++i) {
@@ -194,14 +200,16 @@ struct VocabEvaluator {
       const auto zero = static_cast<std::int64_t>(plan.zero);
       t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero, plan.model_chunks()}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
-        // Copied out: a reference into `groups` would not survive the next insert.
         // Not cached under DualPipe: its mirror copies change the group's tiers (grad_comm_group).
         if (plan.dualpipe())
           return detail::dp_collective_times(a, k.params, plan, detail::grad_comm_group(n_dp, par.tp, plan, sys),
                                              detail::grad_comm_group(n_edp, etp * par.ep, plan, sys));
-        const CommGroup g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
-        const CommGroup& ge = groups.get({n_edp, etp * par.ep},
-                                         [&] { return training_comm_group(n_edp, etp * par.ep, sys); });
+        // The expert group first, then the dense one, then the expert group again (present now: a lookup, no
+        // insert), so that both references are valid together (a group's copy cost more than its collectives).
+        auto expert_group = [&] { return training_comm_group(n_edp, etp * par.ep, sys); };
+        groups.get({n_edp, etp * par.ep}, expert_group);
+        const CommGroup& g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
+        const CommGroup& ge = groups.get({n_edp, etp * par.ep}, expert_group);
         return detail::dp_collective_times(a, k.params, plan, g, ge);
       });
       if (plan.kernels == wl::KernelStyle::eager)
@@ -225,7 +233,7 @@ struct VocabEvaluator {
     const int p = std::max(1, par.pp);
     const int v = plan.model_chunks();
     const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
-    // A reference into `shapes`: valid until its next insert (none comes before memory_core below).
+    // A reference into `shapes`: valid until its next insert (none comes before memory_core below, which reads it too).
     const auto rc_key = static_cast<std::int64_t>(plan.recompute);
     const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
     t.stages = &sh;
@@ -251,9 +259,7 @@ struct VocabEvaluator {
     const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
     const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
-    detail::memory_core(a, k.params, plan, overheads, c, kinds, ls,
-                        shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); }),
-                        detail::fp8_any_layout(*sys.gpu), mem);
+    detail::memory_core(a, k.params, plan, overheads, c, kinds, ls, sh, detail::fp8_any_layout(*sys.gpu), mem);
     r.memory = units::bytes(mem.heaviest().total);
     r.capacity = capacity;
     r.fits = r.memory <= r.capacity;
@@ -278,18 +284,31 @@ struct FastTrainingEvaluator::Impl {
   /// Padded vocabulary → the model built with it and its evaluator (stable addresses: the evaluator refers to it).
   std::map<std::int64_t, std::pair<std::unique_ptr<wl::TransformerArch>, std::unique_ptr<VocabEvaluator>>> by_vocab;
 
-  Impl(const wl::TransformerArch& a, const wl::TrainingPlan& b, const TrainingSystem& s) : arch(a), base(b), sys(s) {}
+  /// The base plan with the layout's TP, the one layout field the padded vocabulary depends on
+  /// (TrainingPlan::padded_vocab): a whole plan copied per layout only to pad the vocabulary cost more than a lookup.
+  wl::TrainingPlan vocab_probe;
+  /// The evaluator of the last layout's TP (layouts come TP by TP).
+  int last_tp = 0;
+  VocabEvaluator* last = nullptr;
+
+  Impl(const wl::TransformerArch& a, const wl::TrainingPlan& b, const TrainingSystem& s)
+      : arch(a), base(b), sys(s), vocab_probe(b) {}
 
   LayoutScore evaluate(const Layout& l) {
-    const std::int64_t v = with_layout(base, l).padded_vocab(arch.vocab);
-    auto it = by_vocab.find(v);
-    if (it == by_vocab.end()) {
-      auto padded = std::make_unique<wl::TransformerArch>(arch);
-      padded->vocab = v;
-      auto ev = std::make_unique<VocabEvaluator>(*padded, base, sys);
-      it = by_vocab.emplace(v, std::make_pair(std::move(padded), std::move(ev))).first;
+    if (last == nullptr || l.tp != last_tp) {
+      vocab_probe.par.tp = l.tp;
+      const std::int64_t v = vocab_probe.padded_vocab(arch.vocab);
+      auto it = by_vocab.find(v);
+      if (it == by_vocab.end()) {
+        auto padded = std::make_unique<wl::TransformerArch>(arch);
+        padded->vocab = v;
+        auto ev = std::make_unique<VocabEvaluator>(*padded, base, sys);
+        it = by_vocab.emplace(v, std::make_pair(std::move(padded), std::move(ev))).first;
+      }
+      last_tp = l.tp;
+      last = it->second.second.get();
     }
-    return it->second.second->evaluate(l);
+    return last->evaluate(l);
   }
   [[nodiscard]] std::size_t cached() const {
     std::size_t n = 0;

@@ -38,12 +38,12 @@ namespace {
 struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
-DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::int64_t most_layers,
+DpCalls dp_calls(const TrainingConsts& k, const wl::TrainingPlan& plan, std::int64_t most_layers,
                  const DpBuckets& buckets) {
   const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
   if (plan.zero == wl::ZeroStage::parameters) {
     // DeepSpeed 0.3.13-0.5.x: one call per parameter tensor.
-    const double tensors = stage_parameter_tensors(a, plan);
+    const double tensors = stage_parameter_tensors(k.parameter_tensors, plan);
     if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) return {tensors, tensors};
     return {layers_stage, layers_stage};
   }
@@ -102,14 +102,14 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const StepTerms& t = x.t;
   const int p = x.p;
   if (p == 1) {
-    st.fwd = t.compute.fwd_all;
-    st.bwd = t.compute.bwd_all;
+    st.fwd = t.compute->fwd_all;
+    st.bwd = t.compute->bwd_all;
   } else {
     st.fwd = st.bwd = PassCost{};
-    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
-      if (sh.kind_layers[ki] > 0) {
-        st.fwd += t.compute.kind_fwd[ki].scaled(double(sh.kind_layers[ki]));
-        st.bwd += t.compute.kind_bwd[ki].scaled(double(sh.kind_layers[ki]));
+    for (std::size_t j = 0; j < t.compute->kind_count; ++j)
+      if (const std::size_t ki = t.compute->kind_list[j]; sh.kind_layers[ki] > 0) {
+        st.fwd += t.compute->kind_fwd[ki].scaled(double(sh.kind_layers[ki]));
+        st.bwd += t.compute->kind_bwd[ki].scaled(double(sh.kind_layers[ki]));
       }
   }
   st.recompute = PassCost{};
@@ -121,11 +121,12 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   // Recompute modules and TorchTitan's op-level policy: the ops each layer runs again (LayerCost::rec).
   if (plan.recompute != wl::Recompute::full &&
       (plan.recompute_modules != 0 || plan.recompute == wl::Recompute::selective_op))
-    for (std::size_t ki = 0; ki < sh.kind_layers.size(); ++ki)
-      if (sh.kind_layers[ki] > 0) st.recompute += t.compute.kind_rec[ki].scaled(double(sh.kind_layers[ki]));
-  st.embed = sh.first ? t.compute.embed_time : Seconds(0);
-  st.head = sh.last ? t.compute.head_time : Seconds(0);
-  st.mtp = t.compute.mtp_extra * double(sh.mtp);
+    for (std::size_t j = 0; j < t.compute->kind_count; ++j)
+      if (const std::size_t ki = t.compute->kind_list[j]; sh.kind_layers[ki] > 0)
+        st.recompute += t.compute->kind_rec[ki].scaled(double(sh.kind_layers[ki]));
+  st.embed = sh.first ? t.compute->embed_time : Seconds(0);
+  st.head = sh.last ? t.compute->head_time : Seconds(0);
+  st.mtp = t.compute->mtp_extra * double(sh.mtp);
   st.amp = plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
   st.extra = st.embed + st.head + st.mtp + st.amp;
   return rec_share;
@@ -307,7 +308,19 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.total = st.compute + st.comm + st.extra;
 }
 
-/// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck).
+/// Whether stage_time prices two stages alike: the same layers of each kind the model has, the same ends and extras,
+/// and not DualPipe's (whose paired share depends on the stage's index).
+bool same_stage_time(const ComputeTerms& c, const StageShape& a, const StageShape& b) {
+  if (a.chunks != 1 || b.chunks != 1 || a.first != b.first || a.last != b.last || a.layers != b.layers ||
+      a.moe_layers != b.moe_layers || a.recomputed != b.recomputed || a.mtp != b.mtp)
+    return false;
+  for (std::size_t j = 0; j < c.kind_count; ++j)
+    if (a.kind_layers[c.kind_list[j]] != b.kind_layers[c.kind_list[j]]) return false;
+  return true;
+}
+
+/// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck). A stage priced
+/// like the one before it (the middle stages of most splits) takes that stage's t_i, the same numbers bit for bit.
 void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime& worst, StepCore& o) {
   StageTime cur;
   o.bottleneck = 0;
@@ -316,7 +329,11 @@ void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, St
   if (o.layout != nullptr) o.layout->stages.clear();
   for (std::size_t i = 0; i < stages.size(); ++i) {
     StageTime& st = i == 0 ? worst : cur;
-    stage_time(x, stages[i], st);
+    if (i > 0 && same_stage_time(*x.t.compute, stages[i], stages[i - 1])) {
+      if (i == 1) cur = worst;  // stage 0's t_i is in `worst`; a later one's still in `cur`
+    } else {
+      stage_time(x, stages[i], st);
+    }
     o.stage_sum += st.total;
     if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
     if (o.layout != nullptr) o.layout->stages.push_back(st);  // its StageParts
@@ -383,7 +400,7 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(a, plan, most_stage_layers(*t.stages), t.dp.buckets);
+    const DpCalls calls = dp_calls(k, plan, most_stage_layers(*t.stages), t.dp.buckets);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "gpuplan/model/graph.hpp"
@@ -95,8 +96,15 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
     for (std::int64_t l = 0; l < a.layers; ++l) ++chunks[std::size_t(l % (std::int64_t(p) * v))];
   }
   const bool lora = plan.lora.on();
-  std::array<OpGraph, LayerKind::kCount> graphs{};
-  std::array<bool, LayerKind::kCount> built{};
+  // The graphs of the kinds met so far (a model has a few): an array over every kind, zeroed per call, cost more
+  // than the walk.
+  std::vector<std::pair<std::size_t, OpGraph>> graphs;
+  auto graph_of = [&](LayerKind kind) -> const OpGraph& {
+    const auto ki = static_cast<std::size_t>(kind.index());
+    for (const auto& g : graphs)
+      if (g.first == ki) return g.second;
+    return graphs.emplace_back(ki, build_layer_graph(a, kind)).second;
+  };
   const OpGraph head = build_head_graph(a);
   // Stage 0's tensors, chunk by chunk (chunk k holds the layers of global chunk k·p); f(part, elements) in reverse
   // parameter order within a chunk: output layer and final norm (PP 1), layers last to first, embedding.
@@ -115,14 +123,12 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
     }
     for (std::int64_t l = end - 1; l >= start; --l) {
       const LayerKind kind = LayerKind::of(a, l);
-      const auto ki = static_cast<std::size_t>(kind.index());
       if (lora) {
         const LoraLayerParams lp = lora_layer_params(a, plan.lora, kind);
         f(model::Part::attention, (lp.dense + lp.expert) / double(plan.par.tp));
         continue;
       }
-      if (!built[ki]) graphs[ki] = build_layer_graph(a, kind), built[ki] = true;
-      const OpGraph& g = graphs[ki];
+      const OpGraph& g = graph_of(kind);
       for (const Op* op = g.end(); op != g.begin();) {
         --op;
         op_tensors_reversed(*op, plan, [&](double n) { f(op->part, n); });

@@ -65,8 +65,11 @@ double parameter_tensors(const wl::TransformerArch& a) {
   return total;
 }
 
+double stage_parameter_tensors(double model_tensors, const wl::TrainingPlan& plan) {
+  return std::ceil(model_tensors / double(std::max(1, plan.par.pp)));
+}
 double stage_parameter_tensors(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
-  return std::ceil(parameter_tensors(a) / double(std::max(1, plan.par.pp)));
+  return stage_parameter_tensors(parameter_tensors(a), plan);
 }
 
 namespace {

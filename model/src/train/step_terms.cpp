@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "gpuplan/model/collective_time.hpp"
@@ -35,6 +36,7 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
   k.head_forward = units::flop(2.0 * double(build_head_graph(a).matmul_per_token()));
   k.moe_layers = double(a.moe_layer_count());
+  k.parameter_tensors = parameter_tensors(a);
   if (plan.lora.on()) {
     // LoRA model FLOPs: the frozen weights run forward and dgrad only (2 + 2 per weight and token, as NeMo counts
     // its LoRA "model TFLOP/s"), attention forward and backward (3×), the adapters all three passes (6 per adapter
@@ -91,26 +93,29 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   const auto& par = plan.par;
   // One micro-batch through each layer kind ({mixer} × {FFN}, graph.hpp); layers of one kind cost the same.
   const std::int64_t L = a.layers;
-  std::array<LayerCost, LayerKind::kCount> kinds;
-  std::array<bool, LayerKind::kCount> have_kind{};
+  // The kinds met so far and their costs (a model has a few: an array of LayerCost over every kind, zeroed per call,
+  // cost the search more than the layers' pricing).
+  std::vector<std::pair<std::size_t, LayerCost>> kinds;
   for (std::int64_t l = 0; l < L; ++l) {
     const LayerKind kind = LayerKind::of(a, l);
     const auto k = static_cast<std::size_t>(kind.index());
-    if (!have_kind[k]) {
-      kinds[k] = layer_cost(a, plan, kind, d, first != nullptr);
-      have_kind[k] = true;
-      if (first != nullptr && l == 0) *first = kinds[k];
+    const LayerCost* lc = nullptr;
+    for (const auto& e : kinds)
+      if (e.first == k) lc = &e.second;
+    if (lc == nullptr) {
+      lc = &kinds.emplace_back(k, layer_cost(a, plan, kind, d, first != nullptr)).second;
+      if (first != nullptr && l == 0) *first = *lc;
     }
-    const LayerCost& lc = kinds[k];
-    c.fwd_all += lc.fwd;
-    c.bwd_all += lc.bwd;
+    c.fwd_all += lc->fwd;
+    c.bwd_all += lc->bwd;
   }
-  for (std::size_t k = 0; k < kinds.size(); ++k)
-    if (have_kind[k]) {
-      c.kind_fwd[k] = kinds[k].fwd;
-      c.kind_bwd[k] = kinds[k].bwd;
-      c.kind_rec[k] = kinds[k].rec;
-    }
+  std::sort(kinds.begin(), kinds.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [k, lc] : kinds) {
+    c.kind_fwd[k] = lc.fwd;
+    c.kind_bwd[k] = lc.bwd;
+    c.kind_rec[k] = lc.rec;
+    c.kind_list[c.kind_count++] = static_cast<std::uint8_t>(k);
+  }
   // Embedding (first stage) and LM head + loss (last stage).
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
   const double e = plan.precision.activation_bytes;
@@ -292,9 +297,17 @@ double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_group, const CommGroup& expert_group) {
   DpTimes t;
-  // The DP communicators' CTA cap (--dp-max-ctas), whoever resolved the groups.
-  CommGroup dp_g = dp_group, expert_g = expert_group;
-  dp_g.max_ctas = expert_g.max_ctas = plan.dp_max_ctas;
+  // The DP communicators' CTA cap (--dp-max-ctas), whoever resolved the groups (a group is copied only when its cap
+  // differs: the search prices this per DP term, and a group's copy cost more than its collectives).
+  CommGroup dp_capped, expert_capped;
+  auto capped = [&plan](const CommGroup& g, CommGroup& copy) -> const CommGroup& {
+    if (g.max_ctas == plan.dp_max_ctas) return g;
+    copy = g;
+    copy.max_ctas = plan.dp_max_ctas;
+    return copy;
+  };
+  const CommGroup& dp_g = capped(dp_group, dp_capped);
+  const CommGroup& expert_g = capped(expert_group, expert_capped);
   const GpuParams p_gpu = params_per_gpu(params, plan), p_train = trainable_per_gpu(a, params, plan);
   const double base_b = base_weight_bytes(plan);
   // ZeRO-3 gathers the (frozen or not) weights for compute; ZeRO-1/2 gather the updated shards after the optimizer

@@ -137,7 +137,8 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   // ---- the terms: compute of one micro-batch, one collective of each kind, the optimizer pass ----
   detail::StepTerms terms;
   LayerCost first;
-  terms.compute = detail::compute_terms(a, plan, d, &first);
+  const detail::ComputeTerms compute = detail::compute_terms(a, plan, d, &first);
+  terms.compute = &compute;
   if (plan.mixed_precision == wl::MixedPrecision::amp) terms.amp_casts = detail::amp_cast_time(a, params, plan, d);
   // Megatron-Core rank order (parallel_state.py): the dense grid tp-cp-dp-pp, tp innermost; the expert grid
   // etp-ep-edp-pp over the same GPUs (tp·cp·dp regrouped as etp·ep·edp: parallel folding; etp = tp by default).

@@ -49,6 +49,7 @@ struct TrainingConsts {
   /// part of fpt.forward that full recompute does not repeat.
   units::Flops head_forward{};
   double moe_layers = 0;                    ///< MoE layers in the model
+  double parameter_tensors = 0;             ///< parameter_tensors(a): a walk over the layers, once per model
   std::optional<units::UsdPerSecond> price;  ///< the system's override, else the GPU's indicative price
 };
 TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys);
@@ -63,6 +64,10 @@ struct ComputeTerms {
   std::array<PassCost, LayerKind::kCount> kind_fwd{}, kind_bwd{};
   /// One layer of each kind: the forward work its recompute modules repeat (LayerCost::rec).
   std::array<PassCost, LayerKind::kCount> kind_rec{};
+  /// The kinds the model has, in ascending index (kind_list[0 .. kind_count)): a stage sums over these only (the
+  /// others' costs are zero), in the same order as over every index.
+  std::array<std::uint8_t, LayerKind::kCount> kind_list{};
+  std::size_t kind_count = 0;
   Seconds head_time{}, embed_time{};
   /// One multi-token-prediction module beyond its transformer layer (DeepSeek-V3 §2.2.1): the projection of
   /// [norm(h); norm(emb)] (2h → h) forward and backward, and a pass through the shared output head and loss.
@@ -234,6 +239,8 @@ double parameter_tensors(const wl::TransformerArch& a);
 /// Parameter tensors of the heaviest pipeline stage: ⌈parameter_tensors / PP⌉ (a stage holds whole tensors). The one
 /// count that the unfused optimizer's launches, DeepSpeed ZeRO-3's per-tensor calls and their explain line use.
 double stage_parameter_tensors(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+/// The same from the model's count (TrainingConsts::parameter_tensors).
+double stage_parameter_tensors(double model_tensors, const wl::TrainingPlan& plan);
 /// Whether the plan's optimizer step is priced pass by pass (foreach / for-loop AdamW or SGD).
 inline bool unfused_optimizer(const wl::TrainingPlan& plan) {
   return plan.optimizer_impl != wl::OptimizerImpl::fused && plan.optimizer != wl::OptimizerKind::adamw_8bit;
@@ -276,7 +283,9 @@ long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& 
 
 /// Every term compose_step needs (terms of parallelism that is not used are 0 and not read).
 struct StepTerms {
-  ComputeTerms compute;
+  /// The compute terms (compute_terms); required. A pointer, as `stages`: the search prices every layout from its
+  /// cached terms, and a copy of their per-kind arrays (~9 KB) per layout cost more than the step itself.
+  const ComputeTerms* compute = nullptr;
   Seconds amp_casts{}, tp_one{}, cp_one{}, ep_one{}, pp_one{}, pp_gather_one{}, dp_copy{}, optimizer{};
   Seconds etp_one{};  ///< etp_collective_time: read only when expert_tp_folded
   /// One all-gather of the TP message (tp_message) over the TP group: a LoRA adapter's own collective

@@ -181,9 +181,9 @@ Derivation explain_compute(const StepInputs& x) {
                   fmt::format("t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)); the loss moves {} B forward and {} B "
                               "backward per logit of the T × V/tp shard ({})",
                               units::format_number(ce.forward, 3), units::format_number(ce.backward, 3), ce.kernel),
-                  {}, format(terms.compute.head_time), {}, {}};
-  head.set(terms.compute.head_time.raw(), Unit::seconds);
-  for (const auto& op : terms.compute.head_ops)
+                  {}, format(terms.compute->head_time), {}, {}};
+  head.set(terms.compute->head_time.raw(), Unit::seconds);
+  for (const auto& op : terms.compute->head_ops)
     head.inputs.push_back({op.name, format(op.time),
                            fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
                                        op.cls == OpClass::gemm ? fmt::format(" · η {}", units::format_number(op.efficiency, 3))
