@@ -88,8 +88,11 @@ struct LayerSum {
 
 Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout);
 
-/// Saved tensors of one layer, per token of one micro-batch, before the TP split: a layer of kind `kind`, or the
-/// model's attention + FFN layer (dense or MoE).
+/// Saved tensors of one layer, per token of one micro-batch, before the TP split: a fold over the layer's op graph
+/// (each op's saved tensors by its kind, in execution order, then the blocks' norms and dropout masks).
+std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g);
+/// The same for a layer of kind `kind` (its graph: build_layer_graph), or the model's attention + FFN layer (dense or
+/// MoE).
 std::vector<Term> layer_terms(const Ctx& c, LayerKind kind);
 std::vector<Term> layer_terms(const Ctx& c, bool moe_layer);
 
