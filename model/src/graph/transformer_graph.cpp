@@ -99,6 +99,7 @@ Op norm_op(const wl::TransformerArch& a, const char* name, Part part) {
   o.kind = OpKind::norm;
   o.part = part;
   o.name = name;
+  o.in = o.out = a.hidden;
   o.add(norm_elements(a), TpSplit::small, false);
   return o;
 }
@@ -388,6 +389,7 @@ OpGraph build_head_graph(const wl::TransformerArch& a) {
   emb.kind = OpKind::embedding;
   emb.part = Part::embedding;
   emb.name = "embedding";
+  emb.out = h;
   emb.add(a.vocab * h, TpSplit::split, false);  // a lookup, vocabulary-parallel
   g.push(emb);
   if (a.position == wl::PositionKind::learned) {

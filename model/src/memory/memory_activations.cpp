@@ -55,8 +55,10 @@ void add(std::vector<Term>& v, Part part, const char* name, const char* width, d
 /// values per token, not counted). HF LlamaRMSNorm upcasts the input to fp32 (`pow` saves the fp32 copy) and the
 /// weight multiply saves the normalised tensor in the activation dtype; Gemma's RMSNorm computes x·(1+w) in fp32 and
 /// saves the fp32 normalised tensor instead. HF nn.LayerNorm saves its input.
-void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, bool layer_input, double count, const char* width) {
-  const double h = static_cast<double>(c.a.hidden) * count;
+/// `norm`: the norm op (its width h), `count` norms of it.
+void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, const Op& norm, bool layer_input, double count,
+                const char* width) {
+  const double h = static_cast<double>(norm.in) * count;
   const Role in_role = layer_input ? Role::input : Role::plain;
   if (!c.hf() || c.a.norm == wl::NormKind::layernorm) {
     add(v, part, "norm input", width, h, c.ab, Split::sequence, in_role);
@@ -423,9 +425,9 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& o = g[i];
     if (o.kind == OpKind::norm) {
-      if (i == mixer_norm) norm_terms(c, v, A, true, 1.0, "h");
-      else if (i == ffn_norm) norm_terms(c, v, Part::mlp, !mixer, 1.0, "h");
-      else if (!extras_done && mixer && ffn) norm_terms(c, v, A, false, extra, "(n_norms−2)·h");
+      if (i == mixer_norm) norm_terms(c, v, A, o, true, 1.0, "h");
+      else if (i == ffn_norm) norm_terms(c, v, Part::mlp, o, !mixer, 1.0, "h");
+      else if (!extras_done && mixer && ffn) norm_terms(c, v, A, o, false, extra, "(n_norms−2)·h");
       extras_done = extras_done || (i != mixer_norm && i != ffn_norm);
     } else if (ffn_part(o.part)) {
       if (i == first_ffn) ffn_input_terms(c, o, v);
@@ -443,6 +445,22 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
 }
 
 std::vector<Term> layer_terms(const Ctx& c, LayerKind kind) { return layer_terms(c, build_layer_graph(c.a, kind)); }
+
+HeadTerms head_terms(const Ctx& c, const OpGraph& head) {
+  HeadTerms r;
+  for (const Op& o : head) {
+    if (o.part == model::Part::embedding && c.dropout)
+      r.mask = {Part::attention, "embedding output dropout mask", "h", double(o.out), kMaskBytes, Split::sequence,
+                Role::plain};
+    if (o.part == model::Part::final_norm)
+      r.norm_input = {Part::mlp, "final norm input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
+    if (o.part == model::Part::lm_head) {
+      r.head_input = {Part::mlp, "LM head input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
+      r.vocab = double(o.out);
+    }
+  }
+  return r;
+}
 
 std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
   LayerKind k;
