@@ -141,9 +141,16 @@ TEST_CASE("DeepSeek-V3.2 serving: every TP rank holds the whole lightning indexe
   const double with = serve(a, plan(8, 1)).stages.front().weights.raw();
   const double without = serve(v3, plan(8, 1)).stages.front().weights.raw();
   CHECK(with - without == 61.0 * 13'959'424 * 2);
-  CHECK(graph_weights(build_layer_graph(a, LayerKind{})).replicated -
-            graph_weights(build_layer_graph(v3, LayerKind{})).replicated ==
-        13'959'424);
+  // weights_proj (7,168·64 = 458,752) is kept in bf16 by both engines (SGLang: a bf16 ReplicatedLinear without a
+  // quant config; vLLM: quant_config=None) and in the checkpoint: with FP8 weights (1 B + one fp32 scale per output
+  // channel of 7,168 inputs) a GPU holds 61·(13,500,672·(1 + 4/7,168) + 458,752·2) B more.
+  const GraphWeights g = graph_weights(build_layer_graph(a, LayerKind{}));
+  const GraphWeights g3 = graph_weights(build_layer_graph(v3, LayerKind{}));
+  CHECK(g.replicated - g3.replicated == 13'500'672);
+  CHECK(g.small - g3.small == 458'752);
+  const double fp8_with = serve(a, plan(8, 1, StoreDtype::fp8)).stages.front().weights.raw();
+  const double fp8_without = serve(v3, plan(8, 1, StoreDtype::fp8)).stages.front().weights.raw();
+  CHECK(fp8_with - fp8_without == doctest::Approx(61.0 * (13'500'672 * (1.0 + 4.0 / 7168) + 458'752 * 2.0)).epsilon(1e-9));
 }
 
 TEST_CASE("wide EP divides only the routed experts: DeepSeek-V3 at TP 8 with 2 attention-DP ranks") {
