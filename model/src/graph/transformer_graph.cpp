@@ -99,6 +99,7 @@ Op norm_op(const wl::TransformerArch& a, const char* name, Part part) {
   o.kind = OpKind::norm;
   o.part = part;
   o.name = name;
+  o.in = o.out = a.hidden;
   o.add(norm_elements(a), TpSplit::small, false);
   return o;
 }
@@ -116,8 +117,8 @@ Op linear_op(const char* name, Part part, LinearKind kind, int64_t in, int64_t o
 
 /// DeepSeek sparse attention's lightning indexer (DeepSeek-V3.2-Exp inference/model.py Indexer; SGLang's and vLLM's
 /// deepseek_v32 Indexer): wq_b r_q → n_i·d_i from the MLA query latent, wk h → d_i (one key per token), k_norm a
-/// LayerNorm over d_i (weight and bias), weights_proj h → n_i; every rank holds them whole (ReplicatedLinear). Its
-/// scoring (ReLU(q·k) weighted over the heads, FP8) and the top-k selection are the op's work.
+/// LayerNorm over d_i (weight and bias), weights_proj h → n_i (16-bit); every rank holds them whole
+/// (ReplicatedLinear). Its scoring (ReLU(q·k) weighted over the heads, FP8) and the top-k selection are the op's work.
 void add_indexer(const wl::TransformerArch& a, OpGraph& g) {
   const auto& x = *a.dsa;
   const int64_t h = a.hidden, rq = a.mla->q_lora_rank > 0 ? a.mla->q_lora_rank : h;
@@ -134,7 +135,11 @@ void add_indexer(const wl::TransformerArch& a, OpGraph& g) {
   ix.add(rq * x.index_heads * x.index_head_dim, TpSplit::replicated);  // wq_b
   ix.add(h * x.index_head_dim, TpSplit::replicated);                   // wk
   ix.add(2 * x.index_head_dim, TpSplit::replicated, false);            // k_norm (LayerNorm)
-  ix.add(h * x.index_heads, TpSplit::replicated);                      // weights_proj
+  // weights_proj stays 16-bit under quantised weights: SGLang makes it a bf16 ReplicatedLinear without a quant
+  // config (sgl-project/sglang 005e8bf8abf4, python/sglang/srt/layers/attention/nsa/nsa_indexer.py); vLLM loads it
+  // into a bf16 linear with quant_config=None (vllm-project/vllm 002d6073aa03, models/deepseek_v2.py Indexer
+  // wk_weights_proj), and the checkpoint stores it in bf16.
+  ix.add(h * x.index_heads, TpSplit::small);                           // weights_proj
   g.push(ix);
 }
 
@@ -388,6 +393,7 @@ OpGraph build_head_graph(const wl::TransformerArch& a) {
   emb.kind = OpKind::embedding;
   emb.part = Part::embedding;
   emb.name = "embedding";
+  emb.out = h;
   emb.add(a.vocab * h, TpSplit::split, false);  // a lookup, vocabulary-parallel
   g.push(emb);
   if (a.position == wl::PositionKind::learned) {

@@ -55,8 +55,10 @@ void add(std::vector<Term>& v, Part part, const char* name, const char* width, d
 /// values per token, not counted). HF LlamaRMSNorm upcasts the input to fp32 (`pow` saves the fp32 copy) and the
 /// weight multiply saves the normalised tensor in the activation dtype; Gemma's RMSNorm computes x·(1+w) in fp32 and
 /// saves the fp32 normalised tensor instead. HF nn.LayerNorm saves its input.
-void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, bool layer_input, double count, const char* width) {
-  const double h = static_cast<double>(c.a.hidden) * count;
+/// `norm`: the norm op (its width h), `count` norms of it.
+void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, const Op& norm, bool layer_input, double count,
+                const char* width) {
+  const double h = static_cast<double>(norm.in) * count;
   const Role in_role = layer_input ? Role::input : Role::plain;
   if (!c.hf() || c.a.norm == wl::NormKind::layernorm) {
     add(v, part, "norm input", width, h, c.ab, Split::sequence, in_role);
@@ -109,68 +111,83 @@ void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, cons
 /// indexer is trained with a KL loss against the main attention's distribution over the selected keys, its input
 /// detached from the main model's graph): the indexer's query n_i·d_i, key d_i and head weights n_i (fp32) for its
 /// backward, its scores over the k selected keys (fp32, the KL loss's input), and the k selected indices (int32) that
-/// the sparse attention's backward reads. A layer that shares another layer's top-k (GLM-5.1) keeps none of it: the
-/// indices are the same tensor as the indexer layer's.
-void indexer_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
-  if (shared_index || !c.a.dsa) return;
-  const auto& x = *c.a.dsa;
-  const double k = double(std::min<std::int64_t>(x.topk, std::max<std::int64_t>(1, std::int64_t(c.s))));
+/// the sparse attention's backward reads. A layer that shares another layer's top-k (GLM-5.1) has no indexer op and
+/// keeps none of it: the indices are the same tensor as the indexer layer's.
+void indexer_terms(const Ctx& c, const Op& ix, std::vector<Term>& v) {
+  const double k = double(std::min<std::int64_t>(ix.topk, std::max<std::int64_t>(1, std::int64_t(c.s))));
   const Part A = Part::attention;
   // Every TP rank runs the indexer whole (replicated weights, the whole sequence): nothing of it splits.
-  add(v, A, "indexer query (wq_b output)", "n_i·d_i", double(x.index_heads * x.index_head_dim), c.ab, Split::replicated);
-  add(v, A, "indexer key (wk output, after its LayerNorm)", "d_i", double(x.index_head_dim), c.ab, Split::replicated);
-  add(v, A, "indexer head weights (fp32)", "n_i", double(x.index_heads), kFp32Bytes, Split::replicated);
+  add(v, A, "indexer query (wq_b output)", "n_i·d_i", double(ix.heads * ix.d_qk), c.ab, Split::replicated);
+  add(v, A, "indexer key (wk output, after its LayerNorm)", "d_i", double(ix.d_qk), c.ab, Split::replicated);
+  add(v, A, "indexer head weights (fp32)", "n_i", double(ix.heads), kFp32Bytes, Split::replicated);
   add(v, A, "indexer scores of the selected keys (fp32, KL-loss input)", "min(k, s)", k, kFp32Bytes,
       Split::replicated, Role::score);
   add(v, A, "selected key indices (int32, sparse attention backward)", "min(k, s)", k, kInt32Bytes, Split::replicated);
 }
 
-/// A Mamba-2 mixer's saved tensors, as mamba_ssm's fused path keeps them (mamba_split_conv1d_scan_combined, which
-/// Megatron-Core's MambaMixer and transformers' cuda-kernel path call): the in_proj input (wgrad), its output
-/// zxbcdt (the fused conv1d + SSD backward restarts from it), the scan output before the gated norm (d_inner), the
-/// norm's fp32 rstd per group, the out_proj input (d_inner), and dt / dA_cumsum in fp32 per head; the chunk states
-/// are recomputed in the backward.
-void mamba2_terms(const Ctx& c, std::vector<Term>& v) {
-  const auto& m = *c.a.mamba;
-  const double h = double(c.a.hidden), di = double(m.inner()), nh = double(m.heads);
-  const double proj = di + double(m.conv_channels()) + nh;
+/// A sequence mixer's in_proj (Mamba-2, gated DeltaNet): its input for the weight gradient, and for Mamba-2 its
+/// output zxbcdt, from which mamba_ssm's fused conv1d + SSD backward restarts (gated DeltaNet keeps its pieces after
+/// the conv1d instead: gated_deltanet_terms).
+void in_proj_terms(const Ctx& c, const Op& o, bool mamba, std::vector<Term>& v) {
   const Part S = Part::mixer;
-  if (c.wgrad_qkv) add(v, S, "in_proj input (norm output)", "h", h, c.gi, Split::sequence);
-  add(v, S, "in_proj output z·x·B·C·dt (fused conv1d + scan input)", "2·n_h·P + 2·n_g·N + n_h", proj, c.ab,
-      Split::tensor);
+  if (c.wgrad_qkv) add(v, S, "in_proj input (norm output)", "h", double(o.in), c.gi, Split::sequence);
+  if (mamba)
+    add(v, S, "in_proj output z·x·B·C·dt (fused conv1d + scan input)", "2·n_h·P + 2·n_g·N + n_h", double(o.out), c.ab,
+        Split::tensor);
+}
+
+/// A Mamba-2 mixer's saved tensors, as mamba_ssm's fused path keeps them (mamba_split_conv1d_scan_combined, which
+/// Megatron-Core's MambaMixer and transformers' cuda-kernel path call): after the in_proj's (in_proj_terms), the scan
+/// output before the gated norm (d_inner = n_h·P), dt / dA_cumsum in fp32 per head; the chunk states are recomputed
+/// in the backward. The out_proj input is the out_proj op's (mixer_out_terms).
+void mamba2_terms(const Ctx& c, const Op& ssm, std::vector<Term>& v) {
+  const double di = double(ssm.heads * ssm.d_v), nh = double(ssm.heads);
+  const Part S = Part::mixer;
   add(v, S, "SSD scan output (gated-norm input)", "n_h·P", di, c.ab, Split::tensor);
   add(v, S, "dt and dA_cumsum (fp32)", "2·n_h", 2.0 * nh, kFp32Bytes, Split::tensor);
-  if (c.wgrad_o) add(v, S, "out_proj input (gated-norm output)", "n_h·P", di, c.gi, Split::tensor);
+}
+
+/// A sequence mixer's out_proj input (the gated norm's output), kept for its weight gradient.
+void mixer_out_terms(const Ctx& c, const Op& o, bool mamba, std::vector<Term>& v) {
+  if (c.wgrad_o)
+    add(v, Part::mixer, "out_proj input (gated-norm output)", mamba ? "n_h·P" : "n_v·d_v", double(o.in), c.gi,
+        Split::tensor);
 }
 
 /// A gated DeltaNet mixer's saved tensors (transformers' Qwen3NextGatedDeltaNet with flash-linear-attention's
-/// causal_conv1d and chunk_gated_delta_rule): the in_proj input (wgrad), the conv1d input (q, k, v channels), the
-/// kernel's q and k (repeated to the n_v value heads) and v, its gate g (fp32 cumulative) and β, the chunk's
-/// triangular solve A (C per head and token), z and the core output for the gated RMSNorm, the out_proj input; the
-/// chunk states h are recomputed in the backward (chunk_gated_delta_rule_bwd).
-void gated_deltanet_terms(const Ctx& c, std::vector<Term>& v) {
-  const auto& m = *c.a.gdn;
-  const double h = double(c.a.hidden), nv = double(m.value_heads);
-  const double vw = double(m.value_width()), kw = nv * double(m.key_dim);
-  const double C = double(std::max<std::int64_t>(1, std::min<std::int64_t>(m.chunk, std::int64_t(c.s))));
+/// causal_conv1d and chunk_gated_delta_rule), after the in_proj input (in_proj_terms): the conv1d input (q, k, v
+/// channels), the kernel's q and k (repeated to the n_v value heads) and v, its gate g (fp32 cumulative) and β, the
+/// chunk's triangular solve A (C per head and token), z and the core output for the gated RMSNorm; the chunk states h
+/// are recomputed in the backward (chunk_gated_delta_rule_bwd). The out_proj input is the out_proj op's.
+void gated_deltanet_terms(const Ctx& c, const Op& ssm, std::vector<Term>& v) {
+  const double nv = double(ssm.heads);
+  const double vw = nv * double(ssm.d_v), kw = nv * double(ssm.d_qk);
+  const double C = double(std::max<std::int64_t>(1, std::min<std::int64_t>(ssm.chunk, std::int64_t(c.s))));
   const Part S = Part::mixer;
-  if (c.wgrad_qkv) add(v, S, "in_proj input (norm output)", "h", h, c.gi, Split::sequence);
-  add(v, S, "conv1d input (q, k, v channels)", "2·n_k·d_k + n_v·d_v", double(m.conv_channels()), c.ab, Split::tensor);
+  add(v, S, "conv1d input (q, k, v channels)", "2·n_k·d_k + n_v·d_v", double(ssm.conv_channels), c.ab, Split::tensor);
   add(v, S, "q and k (repeated to the value heads)", "2·n_v·d_k", 2.0 * kw, c.ab, Split::tensor);
   add(v, S, "v", "n_v·d_v", vw, c.ab, Split::tensor);
   add(v, S, "gate g (fp32, cumulative over the chunk)", "n_v", nv, kFp32Bytes, Split::tensor);
   add(v, S, "β", "n_v", nv, c.ab, Split::tensor);
   add(v, S, "chunk triangular solve A", "n_v·C", nv * C, c.ab, Split::tensor);
   add(v, S, "z and the core output (gated-norm inputs)", "2·n_v·d_v", 2.0 * vw, c.ab, Split::tensor);
-  if (c.wgrad_o) add(v, S, "out_proj input (gated-norm output)", "n_v·d_v", vw, c.gi, Split::tensor);
 }
 
-/// The attention block's saved tensors after its input norm (the QKV input, q/k norms, Q/K/V, the core, the output,
-/// the DSA indexer's when the layer runs one).
-void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
+/// Whether the attention core keeps Q, K, V and its output in FP8 (Transformer Engine FusedAttnFunc with fp8 and
+/// NVTE_FP8_DPA_BWD=1, its default): the kernel's saved Q, K, V and output are its FP8 inputs and FP8 output
+/// (fp8_tensors = q_fp8, k_fp8, v_fp8, out_fp8), not 16-bit ones; under current (tensorwise) scaling the output is
+/// kept in 16 bits instead (NVTE_DPA_FP8CS_O_in_F16=1, its default). TransformerEngine
+/// pytorch/attention/dot_product_attention/backends.py.
+bool fp8_dpa(const Ctx& c) { return c.plan.fp8_dot_product_attention && c.plan.flash_attention && !c.hf(); }
+
+/// The QKV projection op's saved tensors: its input (the norm output) or its LoRA adapter's, the q/k norms' inputs,
+/// MLA's latents, and Q, K, V as the attention core (op `attn`: its query and KV heads and head dim) keeps them. MLA
+/// runs in its multi-head form in training, also under DeepSeek sparse attention (whose attention op carries the MQA
+/// form decode runs): Q and K of d_nope + d_rope, V of d_v per query head, from the model's MLA dims.
+void qkv_terms(const Ctx& c, const Op& qkv, const Op& attn, std::vector<Term>& v) {
   const auto& a = c.a;
-  const double h = static_cast<double>(a.hidden), nq = static_cast<double>(a.heads);
-  const double nkv = static_cast<double>(a.kv_heads), d = static_cast<double>(a.head_dim);
+  const double h = double(qkv.in);
+  const double nq = double(attn.heads), nkv = double(attn.kv_heads), d = double(attn.d_qk);
   const Part A = Part::attention;
   // Recompute modules (Megatron-Core --recompute-modules; DeepSeek-V3 §3.2.3, §3.3.2): a recomputed module's output
   // is not kept; the backward computes it again from the input, which is kept anyway.
@@ -196,11 +213,10 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
       add(v, A, "q/k norm inputs", "(n_q+n_kv)·d", w, c.ab, Split::tensor);
     }
   }
-  double q_w = nq * d, k_w = nkv * d, v_w = nkv * d, o_w = nq * d;
+  double q_w = nq * d, k_w = nkv * d, v_w = nkv * d;
   const char* qs = "n_q·d";
   const char* ks = "n_kv·d";
   const char* vs = "n_kv·d";
-  const char* os = "n_q·d";
   if (a.mla) {
     const auto& m = *a.mla;
     // MLA (DeepSeek-V2 §2.1): the latents feed a norm and an up-projection; K and V are expanded per query head.
@@ -211,32 +227,41 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
     add(v, A, rc_norm ? "kv latent (kv_a norm input; the kv_b input recomputed)" : "kv latent (kv_a norm input and kv_b input)",
         rc_norm ? "r_kv" : "2·r_kv", (rc_norm ? 1.0 : 2.0) * double(m.kv_lora_rank), c.ab, Split::sequence);
     q_w = k_w = nq * double(m.qk_nope_head_dim + m.qk_rope_head_dim);
-    v_w = o_w = nq * double(m.v_head_dim);
+    v_w = nq * double(m.v_head_dim);
     qs = ks = "n_q·(d_nope+d_rope)";
-    vs = os = "n_q·d_v";
+    vs = "n_q·d_v";
   } else if (c.hf() && nkv < nq) {
     // transformers' SDPA/eager paths call repeat_kv before the kernel: K and V are saved at n_q heads.
     k_w = v_w = nq * d;
     ks = vs = "n_q·d (repeat_kv)";
   }
-  // FP8 dot-product attention (Transformer Engine FusedAttnFunc with fp8 and NVTE_FP8_DPA_BWD=1, its default): the
-  // kernel's saved Q, K, V and output are its FP8 inputs and FP8 output (fp8_tensors = q_fp8, k_fp8, v_fp8, out_fp8),
-  // not 16-bit ones; under current (tensorwise) scaling the output is kept in 16 bits instead
-  // (NVTE_DPA_FP8CS_O_in_F16=1, its default). TransformerEngine pytorch/attention/dot_product_attention/backends.py.
-  const bool fp8_dpa = c.plan.fp8_dot_product_attention && c.plan.flash_attention && !c.hf();
-  const double qkv_b = fp8_dpa ? kFp8Bytes : c.ab;
-  const double out_b =
-      fp8_dpa && c.plan.precision.recipe != wl::QuantRecipe::tensorwise ? kFp8Bytes : c.ab;
+  const double qkv_b = fp8_dpa(c) ? kFp8Bytes : c.ab;
   if (!rc_up) {
-    add(v, A, fp8_dpa ? "Q (after RoPE, FP8)" : "Q (after RoPE)", qs, q_w, qkv_b, Split::tensor);
-    add(v, A, fp8_dpa ? "K (after RoPE, FP8)" : "K (after RoPE)", ks, k_w, qkv_b, Split::tensor);
-    add(v, A, fp8_dpa ? "V (FP8)" : "V", vs, v_w, qkv_b, Split::tensor);
+    add(v, A, fp8_dpa(c) ? "Q (after RoPE, FP8)" : "Q (after RoPE)", qs, q_w, qkv_b, Split::tensor);
+    add(v, A, fp8_dpa(c) ? "K (after RoPE, FP8)" : "K (after RoPE)", ks, k_w, qkv_b, Split::tensor);
+    add(v, A, fp8_dpa(c) ? "V (FP8)" : "V", vs, v_w, qkv_b, Split::tensor);
   } else {
     // MLA up-projections recomputed: Q, K and V come back from the latents in the backward; only the decoupled
     // rotary key (shared by the heads) is kept beside the latents.
     add(v, A, "k rotary part (the up-projected Q, K, V recomputed)", "d_rope", double(a.mla->qk_rope_head_dim), c.ab,
         Split::sequence);
   }
+}
+
+/// The attention op's saved tensors: the core's (the fp32 log-sum-exp under FlashAttention, else the softmax output,
+/// its dropout mask and the dropped-out probabilities) and the output as the core and the O projection keep it.
+void core_terms(const Ctx& c, const Op& attn, std::vector<Term>& v) {
+  const auto& a = c.a;
+  const double nq = double(attn.heads);
+  const Part A = Part::attention;
+  double o_w = nq * double(attn.d_v);
+  const char* os = "n_q·d";
+  if (a.mla) {
+    o_w = nq * double(a.mla->v_head_dim);
+    os = "n_q·d_v";
+  }
+  const double out_b =
+      fp8_dpa(c) && c.plan.precision.recipe != wl::QuantRecipe::tensorwise ? kFp8Bytes : c.ab;
   if (c.plan.flash_attention) {
     // FlashAttention keeps Q, K, V, the output and the fp32 log-sum-exp per query row; no s×s tensor.
     add(v, A, "softmax log-sum-exp (fp32, FlashAttention)", "n_q", nq, kFp32Bytes, Split::tensor);
@@ -292,70 +317,149 @@ void attention_terms(const Ctx& c, std::vector<Term>& v, bool shared_index) {
   }
   if (c.lora && c.wgrad_o && c.lora_dropout && !c.hf())
     add(v, A, "O adapter dropout mask", os, o_w, kMaskBytes, Split::tensor);
-  if (a.dsa) indexer_terms(c, v, shared_index);
 }
 
-/// The FFN block's saved tensors after its norm: the dense MLP, or the router, routed and shared experts.
-void ffn_block_terms(const Ctx& c, std::vector<Term>& v, bool moe_layer) {
-  const auto& a = c.a;
-  const double h = static_cast<double>(a.hidden);
+/// The first op of the FFN block (the dense MLP's up-projection or the router): the block's input (the norm output)
+/// for the weight gradients; the router's fp32 probabilities. A dense MLP recomputed as a module (Megatron-Core's
+/// "mlp" recompute module, transformer_layer.py recompute_mlp) keeps only its checkpoint's input, in the activation
+/// dtype; nothing inside it.
+void ffn_input_terms(const Ctx& c, const Op& o, std::vector<Term>& v) {
+  const double h = double(o.in);
   const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
-  const bool rc_act = c.plan.recomputes(wl::recompute_moe_act) && !c.eager();
-  const bool rc_mlp = !(moe_layer && a.moe) && c.plan.recomputes(wl::recompute_mlp) && !c.eager();
+  const bool rc_mlp = o.part == model::Part::dense_mlp && c.plan.recomputes(wl::recompute_mlp) && !c.eager();
   const Part M = Part::mlp;
   if (c.wgrad_mlp && !rc_norm && !rc_mlp) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
-  if (moe_layer && a.moe) {
-    const auto& m = *a.moe;
-    const double E = double(m.num_experts), k = double(m.experts_per_token);
-    // Megatron-Core MoE: fp32 routing softmax; token permutation copies each token to its k experts. The routing
-    // weights: Megatron-Core permutes them with the tokens and multiplies them in inside the experts' activation
-    // (experts.py TEGroupedMLP: weighted_bias_swiglu_impl(fc1 output, permuted_probs), which keeps its input — the
-    // fc1 output, counted — and the k probabilities), so its unpermute keeps only its index map, not the k·h expert
-    // outputs. A plain PyTorch layer (ours, moe_layer.py: the expert rows × the weights, summed over k) keeps the
-    // expert outputs for the weights' gradient. Balanced routing assumed.
-    add(v, M, "router probabilities (fp32)", "E", E, kFp32Bytes, Split::sequence);
-    if (c.wgrad_mlp) add(v, Part::experts, "dispatched expert inputs", "k·h", k * h, c.gi, Split::sequence);
-    ffn_terms(c, v, Part::experts, k * double(m.expert_intermediate), "k·i_e", "2·k·i_e", rc_act);
-    if (c.eager())
-      add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h", k * h, c.ab, Split::sequence);
-    if (m.shared_experts > 0)
-      ffn_terms(c, v, Part::shared, (double(m.shared_experts) * double(m.shared_intermediate)), "n_s·i_s", "2·n_s·i_s",
-                rc_act);
-  } else if (rc_mlp) {
-    // Megatron-Core's "mlp" recompute module (normal checkpointing of the dense MLP, transformer_layer.py
-    // recompute_mlp): the checkpoint keeps its input in the activation dtype; nothing inside the MLP is kept.
-    add(v, M, "MLP input (the MLP checkpoint's input; the MLP recomputed)", "h", h, c.ab, Split::sequence);
-  } else {
-    ffn_terms(c, v, M, double(a.intermediate), "i", "2·i");
+  if (rc_mlp) add(v, M, "MLP input (the MLP checkpoint's input; the MLP recomputed)", "h", h, c.ab, Split::sequence);
+  // Megatron-Core MoE: fp32 routing softmax over the E experts.
+  if (o.part == model::Part::router) add(v, M, "router probabilities (fp32)", "E", double(o.out), kFp32Bytes, Split::sequence);
+}
+
+/// An FFN op's saved tensors, after the block's input (ffn_input_terms). Routed experts: token permutation copies
+/// each token to its k experts (the up-projection's input, k·h); their intermediates (at the down-projection, of
+/// width k·i_e). The routing weights: Megatron-Core permutes them with the tokens and multiplies them in inside the
+/// experts' activation (experts.py TEGroupedMLP: weighted_bias_swiglu_impl(fc1 output, permuted_probs), which keeps
+/// its input — the fc1 output, counted — and the k probabilities), so its unpermute keeps only its index map, not
+/// the k·h expert outputs. A plain PyTorch layer (ours, moe_layer.py: the expert rows × the weights, summed over k)
+/// keeps the expert outputs for the weights' gradient. Balanced routing assumed. The dense MLP's and the shared
+/// experts' intermediates at their down-projections (width i, n_s·i_s).
+void ffn_op_terms(const Ctx& c, const Op& o, std::vector<Term>& v) {
+  const bool rc_act = c.plan.recomputes(wl::recompute_moe_act) && !c.eager();
+  const double width = double(o.in) * double(o.active);
+  switch (o.linear) {
+    case LinearKind::expert_in:
+      if (c.wgrad_mlp)
+        add(v, Part::experts, "dispatched expert inputs", "k·h", double(o.active) * double(o.in), c.gi, Split::sequence);
+      break;
+    case LinearKind::expert_out:
+      ffn_terms(c, v, Part::experts, width, "k·i_e", "2·k·i_e", rc_act);
+      if (c.eager())
+        add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h",
+            double(o.active) * double(o.out), c.ab, Split::sequence);
+      break;
+    case LinearKind::mlp_out:
+      if (o.part == model::Part::shared_experts)
+        ffn_terms(c, v, Part::shared, width, "n_s·i_s", "2·n_s·i_s", rc_act);
+      else if (!(c.plan.recomputes(wl::recompute_mlp) && !c.eager()))
+        ffn_terms(c, v, Part::mlp, width, "i", "2·i");
+      break;
+    default: break;
   }
 }
 
-/// Saved tensors of one layer of kind `kind`, per token of one micro-batch, before the TP split: the mixer block
-/// (norm, attention / Mamba-2 / gated DeltaNet, dropout mask, Gemma's post-norms) and the FFN block (norm, FFN,
-/// dropout mask); Nemotron-H's single-block layers have one of the two.
-std::vector<Term> layer_terms(const Ctx& c, LayerKind kind) {
-  const auto& a = c.a;
-  const double h = static_cast<double>(a.hidden);
+namespace {
+bool ffn_part(model::Part p) {
+  return p == model::Part::dense_mlp || p == model::Part::router || p == model::Part::routed_experts ||
+         p == model::Part::shared_experts;
+}
+bool mixer_part(model::Part p) { return p == model::Part::attention || p == model::Part::ssm; }
+}  // namespace
+
+/// One op's saved tensors inside the mixer block (attention, or a Mamba-2 / gated DeltaNet mixer): by the op's kind,
+/// the attention op of the graph giving the head shapes the QKV projection's tensors take.
+void mixer_op_terms(const Ctx& c, const OpGraph& g, const Op& o, std::vector<Term>& v) {
+  const bool mamba = g.ssm() != nullptr && !g.ssm()->delta_rule;
+  switch (o.kind) {
+    case OpKind::linear:
+      if (o.part == model::Part::ssm)
+        (o.linear == LinearKind::qkv ? in_proj_terms(c, o, mamba, v) : mixer_out_terms(c, o, mamba, v));
+      else if (o.linear == LinearKind::qkv && g.attention())
+        qkv_terms(c, o, *g.attention(), v);
+      break;  // the attention's output projection: its input is the core's output (core_terms)
+    case OpKind::indexer: indexer_terms(c, o, v); break;
+    case OpKind::attention: core_terms(c, o, v); break;
+    case OpKind::ssm: (o.delta_rule ? gated_deltanet_terms(c, o, v) : mamba2_terms(c, o, v)); break;
+    default: break;
+  }
+}
+
+/// Saved tensors of one layer, per token of one micro-batch, before the TP split: a fold over the layer's op graph
+/// (build_layer_graph) in execution order. The mixer block — its input norm, the mixer's ops (attention: QKV
+/// projection, DSA indexer, core, output; Mamba-2 / gated DeltaNet: in_proj, scan, out_proj), the dropout mask after
+/// it — then the norms beside the blocks (Gemma's post-norms, counted as one term), then the FFN block — its input
+/// norm, its ops, the dropout mask after it. Nemotron-H's single-block layers have one of the two blocks.
+std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
+  const double h = static_cast<double>(c.a.hidden);
   std::vector<Term> v;
   v.reserve(32);
-  const bool mixer = kind.mixer != wl::Mixer::none;
-  if (mixer) {
-    const Part A = kind.mixer == wl::Mixer::attention ? Part::attention : Part::mixer;
-    norm_terms(c, v, A, true, 1.0, "h");
-    if (kind.mixer == wl::Mixer::attention) attention_terms(c, v, kind.shared_index);
-    else if (kind.mixer == wl::Mixer::mamba2 && a.mamba) mamba2_terms(c, v);
-    else if (kind.mixer == wl::Mixer::gated_deltanet && a.gdn) gated_deltanet_terms(c, v);
-    const char* block = kind.mixer == wl::Mixer::attention ? "dropout mask after the attention block"
-                                                           : "dropout mask after the mixer block";
-    if (c.dropout) add(v, A, block, "h", h, kMaskBytes, Split::sequence);
-    if (kind.ffn && a.norms_per_layer > 2) norm_terms(c, v, A, false, double(a.norms_per_layer - 2), "(n_norms−2)·h");
+  // The blocks' input norms: the first norm, before a mixer op; the last norm before the first FFN op.
+  std::size_t first_ffn = g.size(), first_mixer = g.size(), last_mixer = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (ffn_part(g[i].part) && first_ffn == g.size()) first_ffn = i;
+    if (mixer_part(g[i].part) && g[i].kind != OpKind::norm) {
+      first_mixer = std::min(first_mixer, i);
+      last_mixer = i;
+    }
   }
-  if (kind.ffn) {
-    norm_terms(c, v, Part::mlp, !mixer, 1.0, "h");
-    ffn_block_terms(c, v, kind.moe && a.moe.has_value());
-    if (c.dropout) add(v, Part::mlp, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
+  const bool mixer = first_mixer < g.size(), ffn = first_ffn < g.size();
+  std::size_t mixer_norm = g.size(), ffn_norm = g.size(), norms = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (g[i].kind != OpKind::norm) continue;
+    ++norms;
+    if (mixer && i < first_mixer && mixer_norm == g.size()) mixer_norm = i;
+    else if (ffn && i < first_ffn) ffn_norm = i;  // the last one before the FFN
+  }
+  const double extra = double(norms) - (mixer_norm < g.size() ? 1.0 : 0.0) - (ffn_norm < g.size() ? 1.0 : 0.0);
+  const bool attention = g.attention() != nullptr;
+  const Part A = attention || !mixer ? Part::attention : Part::mixer;
+  bool extras_done = false;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const Op& o = g[i];
+    if (o.kind == OpKind::norm) {
+      if (i == mixer_norm) norm_terms(c, v, A, o, true, 1.0, "h");
+      else if (i == ffn_norm) norm_terms(c, v, Part::mlp, o, !mixer, 1.0, "h");
+      else if (!extras_done && mixer && ffn) norm_terms(c, v, A, o, false, extra, "(n_norms−2)·h");
+      extras_done = extras_done || (i != mixer_norm && i != ffn_norm);
+    } else if (ffn_part(o.part)) {
+      if (i == first_ffn) ffn_input_terms(c, o, v);
+      ffn_op_terms(c, o, v);
+    } else {
+      mixer_op_terms(c, g, o, v);
+    }
+    if (c.dropout && mixer && i == last_mixer)
+      add(v, A, attention ? "dropout mask after the attention block" : "dropout mask after the mixer block", "h", h,
+          kMaskBytes, Split::sequence);
+    if (c.dropout && ffn && (i + 1 == g.size() || !ffn_part(g[i + 1].part)) && ffn_part(o.part))
+      add(v, Part::mlp, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
   }
   return v;
+}
+
+std::vector<Term> layer_terms(const Ctx& c, LayerKind kind) { return layer_terms(c, build_layer_graph(c.a, kind)); }
+
+HeadTerms head_terms(const Ctx& c, const OpGraph& head) {
+  HeadTerms r;
+  for (const Op& o : head) {
+    if (o.part == model::Part::embedding && c.dropout)
+      r.mask = {Part::attention, "embedding output dropout mask", "h", double(o.out), kMaskBytes, Split::sequence,
+                Role::plain};
+    if (o.part == model::Part::final_norm)
+      r.norm_input = {Part::mlp, "final norm input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
+    if (o.part == model::Part::lm_head) {
+      r.head_input = {Part::mlp, "LM head input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
+      r.vocab = double(o.out);
+    }
+  }
+  return r;
 }
 
 std::vector<Term> layer_terms(const Ctx& c, bool moe_layer) {
@@ -380,7 +484,13 @@ double checkpoint_per_token(const Ctx& c) { return double(c.a.hidden) * c.ab / c
 
 std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only) {
   const auto& a = c.a;
-  const double h = double(a.hidden), nq = double(a.heads), nkv = double(a.kv_heads), d = double(a.head_dim);
+  // The shapes of the block's ops: its attention op's heads and head dim, its MLP's width (the down-projection's input).
+  const OpGraph g = build_layer_graph(a, LayerKind{});
+  const Op& attn = *g.attention();
+  double i = 0.0;
+  for (const Op& o : g)
+    if (o.kind == OpKind::linear && o.linear == LinearKind::mlp_out) i = double(o.in);
+  const double h = double(a.hidden), nq = double(attn.heads), nkv = double(attn.kv_heads), d = double(attn.d_qk);
   const Part A = Part::attention, M = Part::mlp;
   std::vector<Term> v;
   // torch.utils.checkpoint keeps the checkpointed block's input; the policy's cache keeps the listed ops' outputs
@@ -390,7 +500,6 @@ std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only) {
   add(v, A, "wv output (mm 3: kept; wk, mm 2, recomputed)", "n_kv·d", nkv * d, c.ab, Split::tensor);
   add(v, A, "SDPA output (flash kernel: kept)", "n_q·d", nq * d, c.ab, Split::tensor);
   add(v, A, "SDPA log-sum-exp (fp32, flash kernel: kept)", "n_q", nq, kFp32Bytes, Split::tensor);
-  const double i = double(a.intermediate);
   if (a.mlp == wl::MlpKind::gated) {
     // mm 4 is wo (recomputed), mm 5 w1, mm 6 w3 (recomputed), mm 7 w2.
     add(v, M, "w1 (gate) output (mm 5: kept; w3, mm 6, recomputed)", "i", i, c.ab, Split::tensor);

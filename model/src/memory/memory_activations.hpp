@@ -88,12 +88,25 @@ struct LayerSum {
 
 Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, ActivationLayout layout);
 
-/// Saved tensors of one layer, per token of one micro-batch, before the TP split: a layer of kind `kind`, or the
-/// model's attention + FFN layer (dense or MoE).
+/// Saved tensors of one layer, per token of one micro-batch, before the TP split: a fold over the layer's op graph
+/// (each op's saved tensors by its kind, in execution order, then the blocks' norms and dropout masks).
+std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g);
+/// The same for a layer of kind `kind` (its graph: build_layer_graph), or the model's attention + FFN layer (dense or
+/// MoE).
 std::vector<Term> layer_terms(const Ctx& c, LayerKind kind);
 std::vector<Term> layer_terms(const Ctx& c, bool moe_layer);
 
 LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms);
+
+/// The saved tensors of the ops around the layers (build_head_graph), per token of one micro-batch, before the TP
+/// split ([K22] §4.3): on the first stage the dropout mask of the embedding's output (elements 0 without dropout); on
+/// the last the final norm's input and the LM head's input, beside `vocab` logits per token (the LM head's output
+/// width, split over TP by the vocabulary-parallel head; their bytes: stage_memory.cpp logit_bytes).
+struct HeadTerms {
+  Term mask{}, norm_input{}, head_input{};
+  double vocab = 0.0;
+};
+HeadTerms head_terms(const Ctx& c, const OpGraph& head);
 
 /// Full recomputation checkpoints the layer input: s·b·h·a_b ([K22] §5, "2sbh"), split by t with SP.
 double checkpoint_per_token(const Ctx& c);

@@ -91,6 +91,7 @@ struct LayerSums {
   LayerSum dense, moe;
   bool by_kind = false;
   std::array<LayerSum, LayerKind::kCount> kind{};
+  HeadTerms head;  ///< the embedding's and the output layer's saved tensors (head_terms)
 };
 LayerSums layer_sums(const Ctx& c);
 /// Whether a's layers differ in more than their FFN (LayerSums::by_kind).

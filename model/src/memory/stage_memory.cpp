@@ -237,7 +237,6 @@ void fp8_weight_cache(const StageInputs& x, const StageShape& shape, StageMemory
 /// Activations: the micro-batches in flight and the layers' saved tensors, the recomputation working set, activation
 /// offloading, the embedding's dropout masks and the output layer's inputs and logits.
 void stage_activations(const StageInputs& x, const StageShape& shape, StageMemory& st) {
-  const auto& a = x.a;
   const auto& plan = x.plan;
   const auto& c = x.c;
   const auto& sums = x.sums;
@@ -305,16 +304,21 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
   st.stored_layers = per_mb * c.tokens * st.layer_factor;
   st.working_set = ws * c.tokens;
   st.extra_first = st.extra_last = st.logits_b = st.mtp_logits = 0.0;
+  // The saved tensors of the ops around the layers (head_terms, from the head graph).
+  const HeadTerms& head = sums.head;
+  auto term_bytes = [&](const Term& term) {
+    return c.tokens * term.elements * term.elem_bytes / c.divisor(term.split);
+  };
   if (shape.first && c.dropout)  // embedding-output dropout mask ([K22] §4.3), per in-flight micro-batch
-    st.extra_first = st.inflight_mb * c.tokens * double(a.hidden) * kMaskBytes / c.divisor(Split::sequence);
+    st.extra_first = st.inflight_mb * c.tokens * head.mask.elements * head.mask.elem_bytes / c.divisor(head.mask.split);
   if (shape.last) {
     // [K22] §4.3 output layer: final-norm input and output-projection input (2·s·b·h·a_b, /t with SP); the logits
     // and the loss's buffers (logit_bytes: Megatron's vocab-parallel cross entropy keeps their fp32 upcast, TE's
     // writes the gradient into the logits).
     // PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 output; its
     // backward's fp32 incoming gradient coexists with both (measured peak, mem_*.json): a_b + 4 + 4 per logit.
-    st.extra_last = c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
-    st.logits_b = c.tokens * double(a.vocab) / t * logit_bytes(plan, c.ab);
+    st.extra_last = term_bytes(head.norm_input) + term_bytes(head.head_input);
+    st.logits_b = c.tokens * head.vocab / t * logit_bytes(plan, c.ab);
     // Multi-token prediction (DeepSeek-V3 §2.2, "MTP Training Objective"): each depth's module runs the shared
     // output head over its own representation and takes a cross entropy over those logits, so the last stage keeps,
     // beside the main head's, each depth's head inputs (the same 2·s·b·h·a_b) and the fp32 softmax its cross entropy
@@ -322,8 +326,9 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
     // head's (process_mtp_loss), so those are alive while the main loss runs.
     if (shape.mtp > 0) {
       const double depths = double(shape.mtp);
-      st.extra_last += depths * c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
-      st.mtp_logits = depths * c.tokens * double(a.vocab) / t * kFp32Bytes;
+      st.extra_last += depths * c.tokens * (head.norm_input.elements + head.head_input.elements) * c.ab /
+                       c.divisor(Split::sequence);
+      st.mtp_logits = depths * c.tokens * head.vocab / t * kFp32Bytes;
       st.logits_b += st.mtp_logits;
     }
   }

@@ -276,6 +276,7 @@ LayerSums layer_sums(const Ctx& c) {
   LayerSums s;
   s.dense = sum_terms(c, layer_terms(c, false));
   s.moe = c.a.moe ? sum_terms(c, layer_terms(c, true)) : s.dense;
+  s.head = head_terms(c, build_head_graph(c.a));
   s.by_kind = layers_differ_beyond_ffn(c.a);
   if (s.by_kind)
     for_each_layer_kind(c.a, [&](LayerKind k, std::int64_t) {

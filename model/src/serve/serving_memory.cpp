@@ -32,99 +32,48 @@ std::int64_t ceil_count(double x) {
   return static_cast<std::int64_t>(std::min(kMaxCount, std::ceil(x * (1.0 - 1e-12))));
 }
 
-/// One layer of kind `k`: its weights grouped by how TP splits them (graph.hpp TpSplit).
-LayerParams graph_layer_params(const wl::TransformerArch& a, LayerKind k) {
-  const OpGraph g = build_layer_graph(a, k);
-  LayerParams lp;
-  lp.sharded = double(g.weights(TpSplit::split));
-  lp.kv_proj = double(g.weights(TpSplit::kv_heads));
-  lp.replicated = double(g.weights(TpSplit::replicated));
-  lp.small = double(g.weights(TpSplit::small));
-  return lp;
+/// How one GPU of layout TP `tp` holds the weights: `heads_gpu` KV heads per rank, the plan's wide EP and bytes.
+WeightStorage storage(const Ctx& c, int tp, double heads_gpu) {
+  WeightStorage s;
+  s.tp = std::max(1, tp);
+  s.kv_share = c.a.mla ? 1.0 : heads_gpu / double(std::max<std::int64_t>(1, c.a.kv_heads));
+  s.expert_dp = std::max(1, c.plan.expert_dp);
+  s.bytes = c.wq_bytes;
+  s.bytes16 = c.w16_bytes;
+  return s;
 }
 
-LayerParams layer_params(const Ctx& c, bool moe_layer) {
-  const auto& a = c.a;
-  const auto& p = c.p;
-  LayerParams lp;
-  double attn = double(p.attention_per_layer);
-  if (a.mla) {
-    const auto& m = *a.mla;
-    const double h = double(a.hidden);
-    lp.replicated = (m.q_lora_rank > 0 ? h * double(m.q_lora_rank) + double(m.q_lora_rank) : 0.0) +
-                    h * double(m.kv_lora_rank + m.qk_rope_head_dim) + double(m.kv_lora_rank);
-    lp.replicated = std::min(lp.replicated, attn);
-    attn -= lp.replicated;
-  } else {
-    lp.kv_proj = 2.0 * double(a.hidden) * double(a.kv_heads) * double(a.head_dim) +
-                 (a.qkv_bias ? 2.0 * double(a.kv_heads) * double(a.head_dim) : 0.0);
-    lp.kv_proj = std::min(lp.kv_proj, attn);
-    attn -= lp.kv_proj;
-  }
-  lp.sharded = attn;
-  const double n_moe = double(std::max<std::int64_t>(1, a.moe_layer_count()));
-  if (moe_layer) {
-    // Wide EP: the routed experts spread over expert_dp × TP GPUs (no redundant experts).
-    lp.sharded += (double(p.routed_experts) / double(std::max(1, c.plan.expert_dp)) + double(p.shared_experts)) / n_moe;
-    lp.small += double(p.router) / n_moe;
-  } else {
-    lp.sharded += double(p.dense_mlp_per_layer);
-  }
-  lp.small += c.norms_per_layer;
-  return lp;
-}
-
-/// Whether the layers' weights differ in more than their FFN (a hybrid's mixers, GLM-5.2's shared indexers): then
-/// each layer is weighed by its own kind's op graph.
-bool per_kind(const wl::TransformerArch& a) {
-  return a.hybrid() || (a.dsa.has_value() && a.indexer_layer_count() < a.attention_layer_count());
-}
-
-/// Weights on one GPU of `st` at TP t with `heads_gpu` KV heads per rank.
+/// Weights on one GPU of `st` at TP t with `heads_gpu` KV heads per rank: a fold over the op graphs of its layers
+/// and of the ops around them it holds (graph_weights.hpp).
 Bytes stage_weights(const Ctx& c, const StageLayers& st, int tp, int pp, double heads_gpu) {
-  const double t = double(std::max(1, tp));
   if (c.plan.nominal_params) {
-    return units::bytes(*c.plan.nominal_params * c.wq_bytes / (t * double(std::max(1, pp))));
+    return units::bytes(*c.plan.nominal_params * c.wq_bytes / (double(std::max(1, tp)) * double(std::max(1, pp))));
   }
-  const double kv_share = c.a.mla ? 1.0 : heads_gpu / double(std::max<std::int64_t>(1, c.a.kv_heads));
-  auto layer_bytes = [&](const LayerParams& lp) {
-    return (lp.sharded / t + lp.kv_proj * kv_share + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes;
-  };
+  const WeightStorage s = storage(c, tp, heads_gpu);
+  std::array<double, LayerKind::kCount> layers{};  // layers of each kind on this stage
+  for (std::int64_t l = st.first; l < st.first + st.count; ++l) layers[c.layer_kind[static_cast<std::size_t>(l)]] += 1.0;
   double b = 0.0;
-  if (per_kind(c.a)) {
-    for (std::int64_t l = st.first; l < st.first + st.count; ++l)
-      b += layer_bytes(c.kinds[static_cast<std::size_t>(LayerKind::of(c.a, l).index())]);
-  } else {
-    b = double(st.count - st.moe) * layer_bytes(c.dense) + double(st.moe) * layer_bytes(c.moe);
-  }
-  // Vocabulary-parallel embedding and LM head (vLLM VocabParallelEmbedding / ParallelLMHead), 16-bit.
-  if (st.first_stage) b += double(c.p.embedding + c.p.position_embedding) / t * c.w16_bytes;
+  for (std::size_t k = 0; k < layers.size(); ++k)
+    if (layers[k] > 0) b += layers[k] * weight_bytes_per_gpu(c.kinds[k], s);
+  b += weight_bytes_per_gpu(stage_head_weights(c.head, st.first_stage, st.last_stage), s);
   // A multimodal model's vision tower (issue #23): 16-bit, its linear layers split over TP as vLLM's towers run them
   // (Column/RowParallelLinear in siglip.py, clip.py, mllama4.py, qwen2_5_vl.py), on the first stage with the
   // embedding.
-  if (st.first_stage) b += double(c.p.vision) / t * c.w16_bytes;
-  if (st.last_stage) {
-    b += double(c.p.lm_head) / t * c.w16_bytes + c.final_norm * c.w16_bytes;
-    // Tied embeddings under PP: the last stage holds its own copy for the LM head.
-    if (c.a.tied_embeddings && pp > 1) b += double(c.p.embedding) / t * c.w16_bytes;
-  }
+  if (st.first_stage) b += double(c.p.vision) / double(s.tp) * c.w16_bytes;
   return units::bytes(b);
 }
 
+/// Every weight once (one GPU holding the whole model).
 Bytes total_weights(const Ctx& c) {
   if (c.plan.nominal_params) return units::bytes(*c.plan.nominal_params * c.wq_bytes);
-  const double L = double(c.a.layers), n_moe = double(c.a.moe_layer_count());
-  auto q = [&](const LayerParams& lp) { return (lp.sharded + lp.kv_proj + lp.replicated) * c.wq_bytes + lp.small * c.w16_bytes; };
-  double b = (L - n_moe) * q(c.dense) + n_moe * q(c.moe);
-  if (per_kind(c.a)) {
-    b = 0.0;
-    for (std::int64_t l = 0; l < c.a.layers; ++l) b += q(c.kinds[static_cast<std::size_t>(LayerKind::of(c.a, l).index())]);
-  }
-  b += double(c.p.embedding + c.p.position_embedding + c.p.lm_head + c.p.vision) * c.w16_bytes +
-       c.final_norm * c.w16_bytes;
+  WeightStorage s = storage(c, 1, 1.0);
+  s.kv_share = 1.0;
+  s.expert_dp = 1;
+  double b = 0.0;
+  for (const std::uint8_t k : c.layer_kind) b += weight_bytes_per_gpu(c.kinds[k], s);
+  b += weight_bytes_per_gpu(graph_weights(c.head), s) + double(c.p.vision) * c.w16_bytes;
   return units::bytes(b);
 }
-
 
 std::vector<std::string> layout_problems(const wl::TransformerArch& a, int tp, int pp) {
   std::vector<std::string> r;
@@ -320,17 +269,19 @@ void normalise_plan(const wl::TransformerArch& a, const hw::GpuSpec& gpu, Servin
 /// and the activation peak.
 Ctx serving_ctx(const wl::TransformerArch& a, const ParameterCounts& params, const hw::GpuSpec& gpu,
                 const ServingMemoryPlan& plan) {
-  Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, 0.0, 0.0, {}, {}, {}};
+  Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, {}, {}, {}, build_head_graph(a)};
   c.capacity = plan.capacity == CapacityBasis::label ? gpu.memory.capacity_label : gpu.memory_capacity();
   c.w16_bytes = plan.weights.dtype == StoreDtype::fp32 ? 4.0 : 2.0;
   c.wq_bytes = plan.weight_scale_overhead ? weight_bytes_per_param(plan.weights, a.hidden)
                                           : element_bytes(plan.weights.dtype);
-  c.final_norm = double(build_head_graph(a).parameters(Part::final_norm));  // the op graph's norm size
-  c.norms_per_layer = a.layers > 0 ? std::max(0.0, double(params.norms) - c.final_norm) / double(a.layers) : 0.0;
-  c.dense = layer_params(c, false);
-  c.moe = layer_params(c, true);
-  if (per_kind(a))
-    for_each_layer_kind(a, [&](LayerKind k, std::int64_t) { c.kinds[static_cast<std::size_t>(k.index())] = graph_layer_params(a, k); });
+  // Each layer kind's op graph is folded once; a layout then prices the classes (stage_weights).
+  for_each_layer_kind(a, [&](LayerKind k, std::int64_t) {
+    c.kinds[static_cast<std::size_t>(k.index())] = graph_weights(build_layer_graph(a, k));
+  });
+  c.layer_kind.resize(static_cast<std::size_t>(std::max<std::int64_t>(0, a.layers)));
+  for (std::int64_t l = 0; l < a.layers; ++l)
+    c.layer_kind[static_cast<std::size_t>(l)] = static_cast<std::uint8_t>(LayerKind::of(a, l).index());
+  c.dense = graph_weights(build_layer_graph(a, LayerKind{}));
   if (plan.overheads.activations) c.activations = *plan.overheads.activations;
   else if (plan.overheads.estimate_activations)
     c.activations = serving_activation_peak(a, plan.tp, plan.max_num_batched_tokens, plan.max_num_seqs,

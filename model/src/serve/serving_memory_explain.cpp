@@ -67,9 +67,11 @@ Derivation explain_weights(const Ctx& c, const ServingMemory& r) {
     w.formula = "Σ_layers [(P − P_kv − P_repl)/t + P_kv·heads_gpu/n_kv + P_repl]·b_w + P_small·b_16 + (V·h/t)·b_16 "
                 "for the embedding (first stage) and LM head (last stage)";
     w.inputs = {{"P_total", format_count(double(params.total)), "parameters", Origin::derived("params")},
-                {"P_repl", format_count(c.dense.replicated), "replicated on every TP rank per layer (MLA down-projections)",
+                {"P_repl", format_count(c.dense.replicated),
+                 c.a.dsa ? "replicated on every TP rank per layer (MLA down-projections, DSA indexer)"
+                         : "replicated on every TP rank per layer (MLA down-projections)",
                  Origin::constant("vllm/model_executor/models/deepseek_v2.py: ReplicatedLinear")},
-                {"P_kv", format_count(c.dense.kv_proj), "k/v projection weights per layer", cfg}};
+                {"P_kv", format_count(c.dense.kv_heads), "k/v projection weights per layer", cfg}};
     w.notes.push_back("embeddings, LM head, norms and MoE routers stay 16-bit; experts are split over TP (EP gives "
                       "the same bytes per GPU)");
     if (params.vision > 0)

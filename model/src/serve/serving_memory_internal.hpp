@@ -12,6 +12,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/core/units.hpp"
 #include "gpuplan/model/graph.hpp"
+#include "gpuplan/model/graph_weights.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/serving_memory.hpp"
@@ -24,14 +25,6 @@ using units::format;
 inline std::string gib(Bytes b) { return format(b, units::BytePrefix::binary); }
 inline std::string both(Bytes b) { return fmt::format("{} ({})", format(b), gib(b)); }
 
-/// Parameters of one layer, split by how TP treats them and whether they are quantized.
-struct LayerParams {
-  double sharded = 0;     ///< divided by t, quantized (projections, experts)
-  double kv_proj = 0;     ///< k/v projections: divided by t up to n_kv, then replicated (quantized)
-  double replicated = 0;  ///< on every TP rank, quantized (MLA down-projections) [vLLM-dsv2]
-  double small = 0;       ///< on every TP rank, 16-bit (norms, MoE router)
-};
-
 /// One evaluation's inputs and what is derived from them once (serving_ctx).
 struct Ctx {
   const wl::TransformerArch& a;
@@ -42,10 +35,11 @@ struct Ctx {
   double wq_bytes = 2.0;  ///< bytes per quantized weight
   double w16_bytes = 2.0;  ///< bytes per unquantized weight
   Bytes activations{};
-  double final_norm = 0, norms_per_layer = 0;
-  LayerParams dense, moe;
-  /// Hybrid models (TransformerArch::hybrid): each layer kind's weights by TP split, read off its op graph.
-  std::array<LayerParams, LayerKind::kCount> kinds{};
+  /// Each layer kind's weights by class, folded once from its op graph (graph_weights.hpp), and each layer's kind.
+  std::array<GraphWeights, LayerKind::kCount> kinds{};
+  std::vector<std::uint8_t> layer_kind;
+  GraphWeights dense;  ///< a dense attention layer's (the explain tree's per-layer inputs)
+  const OpGraph head;  ///< the embedding, final norm and LM head (build_head_graph)
 };
 
 /// NCCL communicators of one replica's GPU: TP and PP.
@@ -79,7 +73,6 @@ using serving_memory_internal::communicators;
 using serving_memory_internal::Ctx;
 using serving_memory_internal::explain_serving_memory;
 using serving_memory_internal::gib;
-using serving_memory_internal::LayerParams;
 using serving_memory_internal::LayoutEval;
 
 }  // namespace

@@ -54,7 +54,8 @@ struct Op {
   Part part = Part::attention;
   LinearKind linear = LinearKind::qkv;  ///< linear ops: what LoRA targets call it
   const char* name = "";
-  /// Linear ops: input and output features of one copy, as one adapter pair sees the (fused) layer.
+  /// Linear ops: input and output features of one copy, as one adapter pair sees the (fused) layer. Norms: the
+  /// normalised width (in = out = h); the embedding: the width of its output (out = h).
   std::int64_t in = 0, out = 0;
   std::int64_t copies = 1;  ///< routed experts: E; otherwise 1
   std::int64_t active = 1;  ///< copies one token passes through (top-k for routed experts)
