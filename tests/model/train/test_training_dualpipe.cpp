@@ -508,3 +508,33 @@ TEST_CASE("the per-axis FP8 casts of one MoE layer are priced at 0.55-0.75 of De
   CHECK(casts / 2.686e-3 > 0.55);
   CHECK(casts / 2.686e-3 < 0.75);
 }
+
+TEST_CASE("under DeepSeek's framework the GEMMs of DualPipe's overlapped pairs run on the SMs DeepEP leaves") {
+  // DeepSeek's profile (docs/deepseek-v3-profile.md): every GEMM of the overlapped pair is launched on 112 CTAs
+  // (132 SMs − DeepEP's 20, §3.5.1), for the whole pair. DeepSeek-V3 at its published layout (PP 16, DP 128, EP 64;
+  // the even default split): the slowest device is device 3 (half rank 3), whose 100 of 120 chunks each way run
+  // paired (120 − 24 + 1 + 3), so its GEMMs take 1 + (100/120)·(20/132)/(112/132) as long as with the whole GPU. Transformer Engine's weight
+  // caching (the other framework) keeps the whole GPU for the GEMMs; the casts are not GEMMs, so the GEMM time
+  // differs by that factor only.
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  plan.precision.recipe = wl::QuantRecipe::blockwise;
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
+  const auto whole = model::estimate_training(a, plan, sys, Explain::off);
+  plan.fp8_weight_copies = wl::Fp8WeightCopies::cached_one_layout;
+  const auto confined = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(whole.bottleneck_stage == 3);
+  REQUIRE(confined.bottleneck_stage == 3);
+  const double share = 20.0 / 132.0;
+  CHECK(confined.step.gemm.raw() / whole.step.gemm.raw() ==
+        doctest::Approx(1.0 + 100.0 / 120.0 * share / (1.0 - share)));
+  // Without DualPipe nothing runs paired: the GEMMs keep the whole GPU.
+  plan.schedule = wl::PipelineSchedule::one_f_one_b;
+  const auto plain = model::estimate_training(a, plan, sys, Explain::off);
+  plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
+  const auto plain_te = model::estimate_training(a, plan, sys, Explain::off);
+  CHECK(plain.step.gemm.raw() == doctest::Approx(plain_te.step.gemm.raw()));
+}
