@@ -193,16 +193,18 @@ class TrainingLayerPricer {
   void per_axis_casts(const std::string& name, LinearKind kind, double x, double dy, Put&& put) {
     const bool fp8_rows = kind == LinearKind::expert_in && plan.ep_dispatch == wl::EpDispatch::deepep;
     const bool after_glu = gated && (kind == LinearKind::expert_out || kind == LinearKind::mlp_out);
-    auto cast = [&](bool forward, const char* what, double elems, double source_bytes) {
+    // Each pass at the measured rate of a 1×128 cast kernel (kBlockRowCastRate, kBlockColCastRate).
+    auto cast = [&](bool forward, const char* what, double elems, double source_bytes, double rate) {
       OpCost c = streaming_cost(named(name, what), OpClass::elementwise,
                                 units::bytes(elems * (source_bytes + kBlockAxisBytes)), units::flop(elems), d);
+      c.time = (c.time - d.eff.kernel_launch) / rate + d.eff.kernel_launch;
       if (forward) last_fwd_cast = c.time;
       put(forward, false, c);
     };
-    if (!fp8_rows && !after_glu) cast(true, " fp8 1x128 cast", x, e);
-    cast(false, " grad fp8 1x128 cast (dgrad)", dy, e);
-    cast(false, " grad fp8 cast-transpose (wgrad)", dy, e);
-    cast(false, " input fp8 cast-transpose (wgrad)", x, fp8_rows ? kBlockAxisBytes : e);
+    if (!fp8_rows && !after_glu) cast(true, " fp8 1x128 cast", x, e, kBlockRowCastRate);
+    cast(false, " grad fp8 1x128 cast (dgrad)", dy, e, kBlockRowCastRate);
+    cast(false, " grad fp8 cast-transpose (wgrad)", dy, e, kBlockColCastRate);
+    cast(false, " input fp8 cast-transpose (wgrad)", x, fp8_rows ? kBlockAxisBytes : e, kBlockColCastRate);
   }
 
   // Bytes per output element a SwiGLU / GELU kernel writes: the activation dtype, or under DeepSeek's framework the

@@ -495,9 +495,10 @@ TEST_CASE("the per-axis FP8 casts of one MoE layer are priced at 0.55-0.75 of De
   // The residual, pinned so that it cannot drift unnoticed: DeepSeek's profile runs 1,208 µs of row-wise
   // (per_token_cast_to_fp8) and 1,478 µs of column-wise (per_channel_cast_and_transpose) casts per MoE layer on the
   // compute stream (docs/deepseek-v3-profile.md). gpuplan prices the same passes by their bytes at the elementwise
-  // rate of our H100 family (the H800's HBM3 at 3.35 TB/s, η from our own streaming measurements): DeepSeek's cast
-  // kernels reach a lower share of the bandwidth (e.g. 43 µs for the 89 MB of the QKV input's row-wise cast, 2.07
-  // TB/s). No factor is applied to close it.
+  // rate of our H100 family (the H800's HBM3 at 3.35 TB/s, η from our own streaming measurements) times the rate a
+  // 1×128 cast kernel reaches on our H200 (0.905 row-wise, 0.872 cast-transpose: fp8_block_cast.json), 1.87 ms (0.70):
+  // DeepSeek's cast kernels reach a lower share of the bandwidth (e.g. 43 µs for the 89 MB of the QKV input's
+  // row-wise cast, 2.07 TB/s). No factor is applied to close it.
   DeepSeekLayer s;
   const auto r = s.run();
   double casts = 0.0;
