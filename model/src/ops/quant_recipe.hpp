@@ -63,6 +63,32 @@ inline bool fp8_any_layout(const hw::GpuSpec& gpu) {
 /// compute-bound GEMMs on every GPU (an assumption beyond Hopper).
 inline constexpr double kBlockScaledGemmTime = 1.109;
 
+/// Bytes written per element by one axis of a block-scaled FP8 quantisation: the FP8 value and an fp32 scale per
+/// 1×128 tile (DeepSeek-V3 §3.3.2).
+inline constexpr double kBlockAxisBytes = 1.0 + 4.0 / 128.0;
+
+/// The HBM rate of a 1×128-tile FP8 cast kernel as a fraction of the streaming (copy) rate, row-wise and as a
+/// column-wise cast-transpose: measured on our H200 (2026-11-29, issue #21; scripts/measure/fp8_block_cast.py, a
+/// Triton kernel written there; data/validation/measured/h200-sxm-141gb/fp8_block_cast.json): over six DeepSeek-V3
+/// operand shapes (4096-32768 rows × 2048-16384 columns) the row-wise cast reaches 0.84-0.94 of torch's copy on the
+/// same GPU (geometric mean 0.905), the cast-transpose 0.84-0.91 (0.872). Other GPUs: the same fractions (an
+/// assumption). DeepSeek's own cast kernels (its H800 profile) reach less; they are not public, so not measured.
+inline constexpr double kBlockRowCastRate = 0.905;
+inline constexpr double kBlockColCastRate = 0.872;
+
+/// DeepSeek-V3's framework as its published profile shows it (deepseek-ai/profile-data train.json, 449602428a1b; the
+/// kernel table in docs/deepseek-v3-profile.md): the blockwise recipe with one FP8 layout of each weight cached
+/// (Fp8WeightCopies::cached_one_layout: the NT-only GEMMs of DeepGEMM). It quantises each GEMM operand per axis in
+/// a pass of its own, when the GEMM that reads that axis runs: the input row-wise (`per_token_cast_to_fp8`, 1×128
+/// tiles) before the forward GEMM, and column-wise (`per_channel_cast_and_transpose`) again before the wgrad GEMM;
+/// the output gradient row-wise for dgrad and column-wise for wgrad — each pass reads its source, where Transformer
+/// Engine's blockwise quantiser reads once and writes both layouts (quant_bytes). Only this framework keeps one FP8
+/// layout, so the plan's `fp8_weight_copies cached_one_layout` with `fp8_recipe blockwise` names it.
+inline bool one_layout_blockwise(const wl::TrainingPlan& plan) {
+  return plan.precision.compute == hw::Precision::fp8 && plan.precision.recipe == wl::QuantRecipe::blockwise &&
+         plan.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout;
+}
+
 /// Whether the plan's GEMMs take quantised operands (fp8 or fp4).
 inline bool quantised_gemms(const wl::TrainingPlan& plan) {
   return plan.precision.compute == hw::Precision::fp8 || plan.precision.compute == hw::Precision::fp4;

@@ -248,6 +248,20 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
   }
 }
 
+/// DualPipe under DeepSeek's framework (paired_gemm_sm_share): the GEMMs of the paired share φ of the chunks run on
+/// SMs − the dispatch kernels' SMs, so they take 1/(1 − share) as long. Stretches the stage's GEMM time (and its
+/// wgrad part) and returns the paired GEMM time of one micro-batch.
+Seconds confine_paired_gemms(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double phi, StageTime& st) {
+  const double share = paired_gemm_sm_share(plan, gpu);
+  if (!(share > 0.0) || share >= 1.0) return Seconds(0);
+  const double stretch = phi * share / (1.0 - share);
+  for (PassCost* pc : {&st.fwd, &st.bwd, &st.recompute}) {
+    pc->gemm += pc->gemm * stretch;
+    pc->wgrad += pc->wgrad * stretch;
+  }
+  return (st.fwd.gemm + st.bwd.gemm + st.recompute.gemm) * phi;
+}
+
 /// DualPipe: the device's two stages are summed in its shape and each micro-batch passes through one of them, so one
 /// micro-batch costs half of the sum; the communication of the paired chunks hides behind the other direction's
 /// compute, that of the chunks run alone does not.
@@ -279,6 +293,7 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   // waits for its own dispatch and combine, so (1 − φ) of the all-to-all is exposed. The pipeline sends are
   // asynchronous (DualPipe's isend/irecv) and stay with the paired window.
   const double phi = detail::dualpipe_paired_share(x.p, m, sh.index);
+  const Seconds gemm_paired = confine_paired_gemms(plan, gpu, phi, st) * double(m);
   const Seconds solo = st.ep.time * (1.0 - phi);
   const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m) * phi;
   const Seconds comm = st.ep.time * phi + st.pp.time;
@@ -292,7 +307,12 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
     // SMs available in the H800"; DeepEP's Buffer.num_sms default 20; ep_kernel_sm_share); NCCL's channels the
     // house's share.
     const double ep_share = ep_kernel_sm_share(plan, gpu, nccl_sm_share);
-    st.ep.exposed += (exposed + hidden * ep_share) * ep_part;
+    // Where the paired GEMMs already run on the SMs the transfers leave, the transfers take SMs from the window's
+    // other kernels only.
+    const double beside = gemm_paired > Seconds(0) && window > Seconds(0)
+                              ? 1.0 - std::min(1.0, (gemm_paired / window).raw())
+                              : 1.0;
+    st.ep.exposed += (exposed + hidden * ep_share * beside) * ep_part;
     st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
   }
 }

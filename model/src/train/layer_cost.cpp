@@ -142,12 +142,16 @@ class TrainingLayerPricer {
       // are cast once per step and cached across micro-batches (not counted).
       const QuantBytes q = quant_bytes(plan.precision.recipe, d.gpu != nullptr && fp8_any_layout(*d.gpu));
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      const OpCost cast = streaming_cost(keep_ops ? name + " " + q.name + " cast" : std::string(), OpClass::elementwise,
-                                         units::bytes(elems_f * q.cast), units::flop(elems_f), d);
-      last_fwd_cast = cast.time;
-      put(true, false, cast);
-      put(false, false, streaming_cost(keep_ops ? name + " " + q.name + " cast bwd" : std::string(),
-                                       OpClass::elementwise, units::bytes(elems_b * q.cast), units::flop(elems_b), d));
+      if (per_axis) {
+        per_axis_casts(name, kind, elems_f, elems_b, put);
+      } else {
+        const OpCost cast = streaming_cost(keep_ops ? name + " " + q.name + " cast" : std::string(),
+                                           OpClass::elementwise, units::bytes(elems_f * q.cast), units::flop(elems_f), d);
+        last_fwd_cast = cast.time;
+        put(true, false, cast);
+        put(false, false, streaming_cost(keep_ops ? name + " " + q.name + " cast bwd" : std::string(),
+                                         OpClass::elementwise, units::bytes(elems_b * q.cast), units::flop(elems_b), d));
+      }
       if (auto wc = weight_copies_per_microbatch(name, q, double(k) * double(n) * double(batch)))
         put(wc->first, false, wc->second);
   }
@@ -176,6 +180,86 @@ class TrainingLayerPricer {
   if (!lora_targets(lora, kind)) return;
   for (const LoraPass& lp : lora_adapter_passes(name, plan, kind, m, k, n, batch, gp, d, keep_ops))
     put(lp.forward, lp.gemm, lp.op);
+  }
+
+  // DeepSeek's framework (one_layout_blockwise, quant_recipe.hpp): a GEMM's operands quantised per axis, each pass
+  // reading its source and writing FP8 with a scale per 1×128 tile (kBlockAxisBytes): the input X (m × k) row-wise
+  // before the forward GEMM and column-wise (cast-transpose) before the wgrad GEMM; the output gradient dY (m × n)
+  // row-wise for dgrad and column-wise for wgrad. The routed experts' input arrives as the FP8 rows DeepEP
+  // dispatched (its tokens were quantised before the dispatch, on the dispatch's SMs), so it has no forward cast and
+  // its column-wise pass reads FP8; the second linear of a gated MLP or expert reads the SwiGLU kernel's FP8 output
+  // (the cast is fused into the activation: activation_out_bytes), so it has no forward cast either.
+  template <class Put>
+  void per_axis_casts(const std::string& name, LinearKind kind, double x, double dy, Put&& put) {
+    const bool fp8_rows = kind == LinearKind::expert_in && plan.ep_dispatch == wl::EpDispatch::deepep;
+    const bool after_glu = gated && (kind == LinearKind::expert_out || kind == LinearKind::mlp_out);
+    // Each pass at the measured rate of a 1×128 cast kernel (kBlockRowCastRate, kBlockColCastRate).
+    auto cast = [&](bool forward, const char* what, double elems, double source_bytes, double rate) {
+      OpCost c = streaming_cost(named(name, what), OpClass::elementwise,
+                                units::bytes(elems * (source_bytes + kBlockAxisBytes)), units::flop(elems), d);
+      c.time = (c.time - d.eff.kernel_launch) / rate + d.eff.kernel_launch;
+      if (forward) last_fwd_cast = c.time;
+      put(forward, false, c);
+    };
+    if (!fp8_rows && !after_glu) cast(true, " fp8 1x128 cast", x, e, kBlockRowCastRate);
+    cast(false, " grad fp8 1x128 cast (dgrad)", dy, e, kBlockRowCastRate);
+    cast(false, " grad fp8 cast-transpose (wgrad)", dy, e, kBlockColCastRate);
+    cast(false, " input fp8 cast-transpose (wgrad)", x, fp8_rows ? kBlockAxisBytes : e, kBlockColCastRate);
+  }
+
+  // Bytes per output element a SwiGLU / GELU kernel writes: the activation dtype, or under DeepSeek's framework the
+  // FP8 copy with its 1×128 scales that the next GEMM reads (swiglu_forward_with_weight_and_per_token_cast_to_fp8).
+  [[nodiscard]] double activation_out_bytes() const { return per_axis ? kBlockAxisBytes : e; }
+
+  // MLA's kernels beside its projections (arXiv:2405.04434 §2.1). The latent RMSNorms of the query (r_q) and of
+  // the key-value latent (r_kv): norm kernels like the layer's own (2 passes forward, 4 backward), recomputed with
+  // the up-projections they feed or with the norms. Under DeepSeek's framework, the heads assembled for
+  // FlashAttention's d_nope + d_rope wide q and k: q's no-rope part copied beside its rotary part and k's shared
+  // rotary part written into every head (read q_nope and write it, write k_pe per head), forward and again in the
+  // recompute, and dq's and dk's no-rope parts copied out in the backward (_copy_tensor_kernel and direct_copy in
+  // DeepSeek's profile: docs/deepseek-v3-profile.md). Megatron-Core's fused MLA rope writes q and k assembled.
+  void mla_elementwise() {
+    const auto& ml = *a.mla;
+    const Seconds before = lc.fwd.total();
+    stream("MLA latent norms", double(T) * double(ml.q_lora_rank + ml.kv_lora_rank) * e * 2.0,
+           4.0 * double(T) * double(ml.q_lora_rank + ml.kv_lora_rank));
+    const bool rc_up = plan.recomputes(wl::recompute_mla_up_proj);
+    if (rc_up || plan.recomputes(wl::recompute_layernorm)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+    if (!per_axis) return;
+    const double heads_tok = double(T) * double(attn.heads / t);
+    const double fwd = heads_tok * double(2 * ml.qk_nope_head_dim + ml.qk_rope_head_dim) * e;
+    const double bwd = 2.0 * heads_tok * double(2 * ml.qk_nope_head_dim) * e;
+    const Seconds mid = lc.fwd.total();
+    stream("MLA q/k head assembly (copies)", fwd, 0.0, bwd / fwd);
+    if (rc_up) recompute_part(lc.fwd.total() - mid, OpClass::elementwise);
+  }
+
+  // DeepSeek-V3 §3.3.3 "Low-Precision Activation" (attention_output_store e5m6): the attention output is written
+  // once more in the 12-bit E5M6 format for the backward (per_token_cast_to_fp8_with_fp8_special_fmt: read a_b, write
+  // 1.5 B per element) and read back to BF16 there (per_token_cast_back_special_fmt: read 1.5 B, write a_b).
+  void attention_output_store(double elems) {
+    if (plan.attention_output != wl::AttentionOutputStore::e5m6) return;
+    stream("attention output E5M6 store / read back", elems * (e + 1.5), elems, 1.0);
+  }
+
+  // A gated (SwiGLU) or plain (GELU) activation over `elems` outputs: fused, it reads [gate | up] and writes its
+  // output (activation_out_bytes) forward, and reads both inputs and the output gradient and writes two gradients
+  // backward; recomputed (`again`), its forward runs again in the backward. Under DeepSeek's framework a recomputed
+  // SwiGLU reads its input from the FP8 copy kept for it (§3.3.3; the memory model keeps it in FP8), dequantised to
+  // BF16 first in the backward (cast_back_impl: read FP8 + scales, write BF16).
+  void activation(const char* nm, double elems, bool again) {
+    const double fwd = elems * (gated ? e * (glu_f - 1.0) + activation_out_bytes() : 2.0 * e);
+    const double bwd = elems * e * (gated ? glu_b : 3.0);
+    const Seconds before = lc.fwd.total();
+    stream(nm, fwd, 4.0 * elems, bwd / fwd);
+    if (!again) return;
+    recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+    if (!per_axis || !gated) return;
+    const double in = elems * double(glu);
+    OpCost c = streaming_cost(named(nm, " input FP8 copy read back"), OpClass::elementwise,
+                              units::bytes(in * (kBlockAxisBytes + e)), units::flop(in), d);
+    lc.bwd.add(c);
+    if (keep_ops) lc.ops.push_back(std::move(c));
   }
 
   // The MoE layer's terms (moe_layer.hpp, MoeLayerTerms), recorded as each op is added: forward + backward time.
@@ -427,9 +511,11 @@ class TrainingLayerPricer {
             double(T) * double((attn.heads + attn.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
         if (a.position == wl::PositionKind::rope)
           op_sac_elementwise([&] { stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f); });
+        if (a.mla) mla_elementwise();
         break;
       }
       case LinearKind::attention_out:
+        attention_output_store(double(T) * double(o.in / t));
         fwd_gemm(o.name, LinearKind::attention_out, T, o.in / t, h);
         op_sac_rerun(1.0);  // wo is mm 4; its output rebuilds the residual stream the second norm reads
         bias_grad(o.name, a.o_bias, h);
@@ -449,10 +535,7 @@ class TrainingLayerPricer {
         const std::int64_t ie = moe_w.width;
         if (o.linear == LinearKind::expert_in) {
           fwd_gemm(o.name, LinearKind::expert_in, moe_w.rows_per_expert, h, glu * ie, moe_w.groups);
-          const Seconds before = lc.fwd.total();
-          stream("expert activation", (rows * double(ie)) * e * (gated ? glu_f : 2.0), 4.0 * (rows * double(ie)),
-                 gated ? glu_b / glu_f : 1.5);
-          if (plan.recomputes(wl::recompute_moe_act)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+          activation("expert activation", rows * double(ie), plan.recomputes(wl::recompute_moe_act));
         } else {
           fwd_gemm(o.name, LinearKind::expert_out, moe_w.rows_per_expert, ie, h, moe_w.groups);
           moe_term_as(MoeLayerTerms::routing, [&] { price_token_routing(rows); });
@@ -470,11 +553,12 @@ class TrainingLayerPricer {
         if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::gemm);
         if (o.part == Part::dense_mlp) op_sac_rerun(gated ? 0.5 : 0.0);  // w3 (mm 6) is half of [w1 | w3]; fc1 is kept
         bias_grad(o.name, a.mlp_bias && o.part == Part::dense_mlp, glu * width);
-        before = lc.fwd.total();
+        // The shared experts' activation is priced only under DeepSeek's framework, whose profile shows its kernels
+        // (docs/deepseek-v3-profile.md); elsewhere it is left out as before (a gap for every MoE with shared experts).
         if (o.part == Part::dense_mlp)
-          stream(gated ? "SwiGLU" : "GELU", (double(T) * double(width)) * e * (gated ? glu_f : 2.0), 4.0 * (double(T) * double(width)),
-                 gated ? glu_b / glu_f : 1.5);
-        if (rc_mlp || (op_sac && o.part == Part::dense_mlp)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+          activation(gated ? "SwiGLU" : "GELU", double(T) * double(width), rc_mlp || op_sac);
+        else if (o.part == Part::shared_experts && per_axis)
+          activation("shared expert SwiGLU", double(T) * double(width), plan.recomputes(wl::recompute_moe_act));
         break;
       }
       case LinearKind::mlp_out: {
@@ -540,6 +624,7 @@ class TrainingLayerPricer {
   const Op attn;
   LayerCost lc;
   const bool op_sac = plan.recompute == wl::Recompute::selective_op;
+  const bool per_axis = one_layout_blockwise(plan);  // DeepSeek's framework: per-axis FP8 casts (quant_recipe.hpp)
   Seconds last_fwd_cast{}, last_fwd_gemm{};  // the last fwd_gemm's forward input cast and GEMM (op_sac_rerun)
   MoeExpertWork moe_w;   // the routed experts' work on this GPU (set by the expert ops)
   Seconds moe_taken{};   // time of the op already booked to another MoE term

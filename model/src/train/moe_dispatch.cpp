@@ -4,6 +4,7 @@
 
 #include "moe_a2a.hpp"
 #include "moe_layer.hpp"
+#include "quant_recipe.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model::detail {
@@ -42,6 +43,11 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
   r.nvlink_copies = c.nvlink_copies;
   r.node_limit = deepep ? c.node_limit : 0.0;
   return r;
+}
+
+double paired_gemm_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu) {
+  if (!plan.dualpipe() || plan.ep_dispatch != wl::EpDispatch::deepep || !one_layout_blockwise(plan)) return 0.0;
+  return a2a_sm_share(A2aKernel::deepep_normal, gpu.compute_units, 0.0);
 }
 
 }  // namespace gpuplan::model::detail

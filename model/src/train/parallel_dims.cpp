@@ -65,7 +65,8 @@ std::string ep_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
   const std::string t = "t = t_one · 4 (dispatch, combine; forward, backward) · MoE layers · m";
   if (plan.dualpipe())
     return t + " ; DualPipe: exposed = (1 − φ)·t + the paired share's excess over the other direction's compute + "
-               "hidden · SM share";
+               "hidden · SM share (DeepSeek's framework: the paired GEMMs run on the SMs left, × 1/(1 − share), and "
+               "the hidden part's SM share is taken from the other kernels only)";
   if (plan.ep_a2a_overlap)
     return t + " ; exposed = the warm-up and cool-down passes' share + the paired rest's excess over the other "
                "micro-batch's compute + hidden · SM share";

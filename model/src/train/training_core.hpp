@@ -140,6 +140,13 @@ struct MoeDispatch {
   double imbalance = 1;      ///< the plan's load imbalance applied
 };
 MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& g);
+/// DeepSeek's framework under DualPipe (quant_recipe.hpp one_layout_blockwise, with DeepEP's kernels): while a forward
+/// and a backward chunk run as an overlapped pair, the dispatch/combine kernels hold their SMs (20 of the H800's 132,
+/// §3.5.1; a2a_sm_share) and the GEMMs are launched on the rest — every GEMM of DeepSeek's profiled pair has 112 CTAs
+/// (grids [112, 1], [1, 112], [2, 56]; deepseek-ai/profile-data train.json, docs/deepseek-v3-profile.md) — so a
+/// paired GEMM runs on SMs − 20 for the whole pair, not only while a transfer is in flight. Returns that share of
+/// the SMs, or 0 where the GEMMs take the whole GPU (any other framework or dispatcher).
+double paired_gemm_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu);
 /// DualPipe's forward-backward pairs (deepseek-ai/DualPipe dualpipe.py, DualPipe.step): of the m forward and m
 /// backward chunks a device runs in a step, only those issued by _forward_backward_chunk run overlapped (one
 /// micro-batch's forward beside another's backward, each one's all-to-all behind the other's compute; DeepSeek-V3

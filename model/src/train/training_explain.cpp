@@ -91,6 +91,11 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                           "micro-batch's compute where compute ≥ communication and pays the SM share; the {} chunks "
                           "run alone wait for theirs",
                           core.bottleneck, units::format_count(pairs), mb, mb, units::format_count(double(mb) - pairs));
+    if (const double share = sys.gpu != nullptr ? paired_gemm_sm_share(plan, *sys.gpu) : 0.0; share > 0.0)
+      overlap += fmt::format("; the paired chunks' GEMMs run on the {:.0f}% of the SMs the dispatch kernels leave "
+                             "(DeepSeek's GEMMs are launched on 112 of 132 SMs in its profile), so they take "
+                             "1/(1 − {:.3f}) as long, and the transfers take SMs from the other kernels only",
+                             100.0 * (1.0 - share), share);
   }
   r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
                       overlap, Origin::derived()});

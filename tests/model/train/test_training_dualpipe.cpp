@@ -294,7 +294,12 @@ TEST_CASE("the attention output kept once in E5M6 replaces FlashAttention's BF16
   const auto e5m6 = model::estimate_training(a, plan, sys, Explain::off);
   const double saved = 4096.0 * 61.0 * 128.0 * 128.0 * (2.0 + 1.0 - 1.5);
   CHECK((separate.memory.activations - e5m6.memory.activations).raw() == doctest::Approx(saved).epsilon(1e-9));
-  CHECK(e5m6.step_time.raw() == doctest::Approx(separate.step_time.raw()));
+  // The E5M6 copy is written and read back by kernels of its own (3.5 B per element each way, 61 layers, one
+  // micro-batch): the step grows by more than those bytes take at the H800's 3.35 TB/s and less than at a quarter.
+  const double moved = 2.0 * 61.0 * 4096.0 * 128.0 * 128.0 * 3.5;
+  const double grown = (e5m6.step_time - separate.step_time).raw();
+  CHECK(grown > moved / 3.35e12);
+  CHECK(grown < moved / (0.25 * 3.35e12));
   // Without FP8 GEMMs there is no FP8 copy to share: the plan is refused with the reason.
   plan.precision.compute = hw::Precision::bf16;
   CHECK(has_reason(model::check_training_layout(a, plan, sys), "attention output store e5m6"));
@@ -337,10 +342,12 @@ TEST_CASE("DeepSeek's framework keeps one FP8 layout of each GEMM weight and tra
   // negligible) where Transformer Engine keeps 2 (the copy and its transpose), and each micro-batch pays the transpose
   // (read 1 B, write 1 B per weight). PP 1, EP 64: the GEMM weights per GPU are every weight but the embedding and the
   // head, with the routed experts over 64.
+  // The delayed recipe here: under blockwise, one layout is DeepSeek's framework, whose per-axis activation casts add
+  // time of their own (tested below).
   const auto& a = test::arch("deepseek-v3");
   auto sys = h800_cluster();
   auto plan = dsv3_plan(1, 64, 64);
-  plan.precision.recipe = wl::QuantRecipe::blockwise;
+  plan.precision.recipe = wl::QuantRecipe::delayed;
   const auto cached = model::estimate_training(a, plan, sys, Explain::off);
   plan.fp8_weight_copies = wl::Fp8WeightCopies::cached_one_layout;
   const auto one = model::estimate_training(a, plan, sys, Explain::on);
@@ -382,19 +389,153 @@ TEST_CASE("each multi-token-prediction depth keeps its own head's logits softmax
 TEST_CASE("the per-micro-batch FP8 weight transposes of one MoE layer cost what DeepSeek's profile measures") {
   // deepseek-ai/profile-data train.json (commit 449602428a1b, H800, EP 64): the 36 cuda::batched_transpose kernels of
   // the 4-layer forward/backward pair take 1.317 ms in all, 0.329 ms per MoE layer and micro-batch, for the layer's
-  // 407.8M GEMM weights per GPU (MLA projections, the shared expert and 4 routed experts). Priced here as the step
-  // difference of a 61-MoE-layer model (every layer as the MoE layers) with one micro-batch on PP 1, over 61 layers;
-  // within 25% (the H800's streaming rate is our H100 family's, not measured on an H800).
+  // 407.8M GEMM weights per GPU (MLA projections, the shared expert and 4 routed experts). Priced here as the
+  // transposes of one MoE layer; within 25% (the H800's streaming rate is our H100 family's, not measured on an H800).
   wl::TransformerArch a = test::arch("deepseek-v3");
   std::fill(a.moe_layer.begin(), a.moe_layer.end(), true);
   auto sys = h800_cluster();
   auto plan = dsv3_plan(1, 64, 64);
   plan.precision.recipe = wl::QuantRecipe::blockwise;
-  const auto cached = model::estimate_training(a, plan, sys, Explain::off);
   plan.fp8_weight_copies = wl::Fp8WeightCopies::cached_one_layout;
   const auto one = model::estimate_training(a, plan, sys, Explain::off);
-  REQUIRE(cached.step_time.raw() > 0);
-  const double per_layer = (one.step_time - cached.step_time).raw() / 61.0;
+  // The first layer's ops (an MoE layer here): the transposes by name. (Until session 26 this compared the step
+  // difference against the cached plan with doctest's Approx(0.329e-3).epsilon(0.25), whose default scale of 1 made
+  // it pass for any difference under ~0.25 s.)
+  double per_layer = 0.0;
+  for (const auto& o : one.layer_ops)
+    if (o.name.size() > 16 && o.name.compare(o.name.size() - 16, 16, "weight transpose") == 0) per_layer += o.time.raw();
   CAPTURE(per_layer);
-  CHECK(per_layer == doctest::Approx(0.329e-3).epsilon(0.25));
+  CHECK(per_layer / 0.329e-3 > 0.75);
+  CHECK(per_layer / 0.329e-3 < 1.25);
+}
+
+namespace {
+
+/// DeepSeek-V3 with every layer an MoE layer (so that the first layer, whose ops the result lists, is one), on
+/// DeepSeek's plan at PP 1 with its FP8 framework: blockwise recipe, one cached FP8 weight layout, DeepEP dispatch.
+struct DeepSeekLayer {
+  wl::TransformerArch a = test::arch("deepseek-v3");
+  wl::TrainingPlan plan = dsv3_plan(1, 64, 64);
+  DeepSeekLayer() {
+    std::fill(a.moe_layer.begin(), a.moe_layer.end(), true);
+    plan.precision.recipe = wl::QuantRecipe::blockwise;
+    plan.fp8_weight_copies = wl::Fp8WeightCopies::cached_one_layout;
+    plan.ep_dispatch = wl::EpDispatch::deepep;
+    plan.recompute_modules = wl::recompute_layernorm | wl::recompute_mla_up_proj | wl::recompute_moe_act;
+  }
+  [[nodiscard]] model::TrainingEstimate run() const { return model::estimate_training(a, plan, h800_cluster(), Explain::off); }
+};
+
+const model::OpCost* op_named(const model::TrainingEstimate& r, const std::string& name) {
+  for (const auto& o : r.layer_ops)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+double op_bytes(const model::TrainingEstimate& r, const std::string& name) {
+  const model::OpCost* o = op_named(r, name);
+  REQUIRE_MESSAGE(o != nullptr, name);
+  return o->bytes.raw();
+}
+
+}  // namespace
+
+TEST_CASE("DeepSeek's framework quantises each GEMM operand per axis, one pass per axis, as its profile shows") {
+  // deepseek-ai/profile-data train.json (docs/deepseek-v3-profile.md, "Every kernel of the pair"): the input X of a
+  // GEMM is cast row-wise (1×128 tiles: FP8 + an fp32 scale per 128, 1 + 4/128 B) before the forward GEMM and again
+  // column-wise before the wgrad GEMM, each pass reading the BF16 source (2 B); the output gradient likewise for dgrad
+  // and for wgrad. T = 4096 tokens, h = 7168: the QKV block's input is T·h elements, 3.03125 B each per pass.
+  DeepSeekLayer s;
+  const auto r = s.run();
+  const double x = 4096.0 * 7168.0, pass = 2.0 + 1.0 + 4.0 / 128.0;
+  CHECK(op_bytes(r, "QKV projection fp8 1x128 cast") == doctest::Approx(x * pass));
+  CHECK(op_bytes(r, "QKV projection input fp8 cast-transpose (wgrad)") == doctest::Approx(x * pass));
+  // The output gradient: the QKV block's output width, its weights over h (MLA: q_a, kv_a, q_b, kv_b as one GEMM).
+  CHECK(op_bytes(r, "QKV projection grad fp8 1x128 cast (dgrad)") ==
+        doctest::Approx(op_bytes(r, "QKV projection grad fp8 cast-transpose (wgrad)")));
+  // The routed experts read the FP8 rows DeepEP dispatched (§3.3.3): no forward cast, and the column-wise pass reads
+  // FP8: 4 experts × 8192 rows × h × (1.03125 + 1.03125).
+  CHECK(op_named(r, "expert up/gate fp8 1x128 cast") == nullptr);
+  CHECK(op_bytes(r, "expert up/gate input fp8 cast-transpose (wgrad)") ==
+        doctest::Approx(32768.0 * 7168.0 * 2.0 * (1.0 + 4.0 / 128.0)));
+  // The down-projection reads SwiGLU's FP8 output (the cast fused into the activation): no cast of its own forward;
+  // the activation reads [gate | up] (2·2 B) and writes 1.03125 B per output element (width 2048).
+  CHECK(op_named(r, "expert down fp8 1x128 cast") == nullptr);
+  CHECK(op_bytes(r, "expert activation") == doctest::Approx(32768.0 * 2048.0 * (4.0 + 1.0 + 4.0 / 128.0)));
+  // Its input, kept in FP8 for the recompute (§3.3.3), is read back to BF16 in the backward (cast_back_impl).
+  CHECK(op_bytes(r, "expert activation input FP8 copy read back") ==
+        doctest::Approx(32768.0 * 4096.0 * (1.0 + 4.0 / 128.0 + 2.0)));
+  // Transformer Engine's blockwise quantiser (the default weight caching) reads once and writes both layouts.
+  DeepSeekLayer te;
+  te.plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
+  const auto rt = te.run();
+  CHECK(op_bytes(rt, "QKV projection fp8 blockwise cast") == doctest::Approx(x * (2.0 + 2.0 * (1.0 + 4.0 / 128.0))));
+  CHECK(op_named(rt, "QKV projection input fp8 cast-transpose (wgrad)") == nullptr);
+}
+
+TEST_CASE("MLA's latent norms, its q/k head assembly and the E5M6 attention output are priced by their bytes") {
+  // DeepSeek-V3 (arXiv:2412.19437; MLA: r_q 1536, r_kv 512, 128 heads of d_nope 128 + d_rope 64, d_v 128).
+  DeepSeekLayer s;
+  s.plan.attention_output = wl::AttentionOutputStore::e5m6;
+  const auto r = s.run();
+  const double T = 4096.0;
+  // The two latent RMSNorms: read and write T·(r_q + r_kv) BF16 elements.
+  CHECK(op_bytes(r, "MLA latent norms") == doctest::Approx(T * 2048.0 * 2.0 * 2.0));
+  // q's no-rope part read and written, k's rope part written into every head: T·128·(2·128 + 64)·2 B forward; dq's
+  // and dk's no-rope parts copied out: 2·T·128·(2·128)·2 B backward (DeepSeek's profile: _copy_tensor_kernel,
+  // direct_copy).
+  CHECK(op_bytes(r, "MLA q/k head assembly (copies)") == doctest::Approx(T * 128.0 * 320.0 * 2.0));
+  CHECK(op_bytes(r, "MLA q/k head assembly (copies) bwd") == doctest::Approx(2.0 * T * 128.0 * 256.0 * 2.0));
+  // §3.3.3: the attention output (T × 128 heads × d_v 128) written in E5M6 (2 B read, 1.5 B written) and read back.
+  CHECK(op_bytes(r, "attention output E5M6 store / read back") == doctest::Approx(T * 16384.0 * 3.5));
+  CHECK(op_bytes(r, "attention output E5M6 store / read back bwd") == doctest::Approx(T * 16384.0 * 3.5));
+}
+
+TEST_CASE("the per-axis FP8 casts of one MoE layer are priced at 0.55-0.75 of DeepSeek's measured cast kernels") {
+  // The residual, pinned so that it cannot drift unnoticed: DeepSeek's profile runs 1,208 µs of row-wise
+  // (per_token_cast_to_fp8) and 1,478 µs of column-wise (per_channel_cast_and_transpose) casts per MoE layer on the
+  // compute stream (docs/deepseek-v3-profile.md). gpuplan prices the same passes by their bytes at the elementwise
+  // rate of our H100 family (the H800's HBM3 at 3.35 TB/s, η from our own streaming measurements) times the rate a
+  // 1×128 cast kernel reaches on our H200 (0.905 row-wise, 0.872 cast-transpose: fp8_block_cast.json), 1.87 ms (0.70):
+  // DeepSeek's cast kernels reach a lower share of the bandwidth (e.g. 43 µs for the 89 MB of the QKV input's
+  // row-wise cast, 2.07 TB/s). No factor is applied to close it.
+  DeepSeekLayer s;
+  const auto r = s.run();
+  double casts = 0.0;
+  for (const auto& o : r.layer_ops)
+    if (o.name.find("1x128 cast") != std::string::npos || o.name.find("cast-transpose") != std::string::npos)
+      casts += o.time.raw();
+  CAPTURE(casts);
+  CHECK(casts / 2.686e-3 > 0.55);
+  CHECK(casts / 2.686e-3 < 0.75);
+}
+
+TEST_CASE("under DeepSeek's framework the GEMMs of DualPipe's overlapped pairs run on the SMs DeepEP leaves") {
+  // DeepSeek's profile (docs/deepseek-v3-profile.md): every GEMM of the overlapped pair is launched on 112 CTAs
+  // (132 SMs − DeepEP's 20, §3.5.1), for the whole pair. DeepSeek-V3 at its published layout (PP 16, DP 128, EP 64;
+  // the even default split): the slowest device is device 3 (half rank 3), whose 100 of 120 chunks each way run
+  // paired (120 − 24 + 1 + 3), so its GEMMs take 1 + (100/120)·(20/132)/(112/132) as long as with the whole GPU. Transformer Engine's weight
+  // caching (the other framework) keeps the whole GPU for the GEMMs; the casts are not GEMMs, so the GEMM time
+  // differs by that factor only.
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  plan.precision.recipe = wl::QuantRecipe::blockwise;
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
+  const auto whole = model::estimate_training(a, plan, sys, Explain::off);
+  plan.fp8_weight_copies = wl::Fp8WeightCopies::cached_one_layout;
+  const auto confined = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(whole.bottleneck_stage == 3);
+  REQUIRE(confined.bottleneck_stage == 3);
+  const double share = 20.0 / 132.0;
+  CHECK(confined.step.gemm.raw() / whole.step.gemm.raw() ==
+        doctest::Approx(1.0 + 100.0 / 120.0 * share / (1.0 - share)));
+  // Without DualPipe nothing runs paired: the GEMMs keep the whole GPU.
+  plan.schedule = wl::PipelineSchedule::one_f_one_b;
+  const auto plain = model::estimate_training(a, plan, sys, Explain::off);
+  plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
+  const auto plain_te = model::estimate_training(a, plan, sys, Explain::off);
+  CHECK(plain.step.gemm.raw() == doctest::Approx(plain_te.step.gemm.raw()));
 }
