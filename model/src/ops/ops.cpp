@@ -46,6 +46,23 @@ units::FlopRate Device::peak(hw::Precision p) const {
 
 Device make_device(const hw::GpuSpec& gpu) { return Device{&gpu, default_efficiency(gpu)}; }
 
+units::Seconds kernel_fixed(const Device& d, OpClass c) {
+  const KernelClassCosts& k = d.eff.launch_class;
+  const units::Seconds attention = k.attention_fused.raw() > 0 ? k.attention_fused : k.attention;
+  const units::Seconds s = c == OpClass::gemm ? k.gemm : c == OpClass::attention ? attention : k.elementwise;
+  return s.raw() > 0 ? s : d.eff.kernel_launch;
+}
+
+units::Seconds norm_fixed(const Device& d, std::int64_t row) {
+  const KernelClassCosts& k = d.eff.launch_class;
+  if (k.norm.raw() <= 0) return kernel_fixed(d, OpClass::elementwise);
+  return k.norm + k.norm_per_element * double(std::max<std::int64_t>(1, row));
+}
+
+bool gemm_splits_k(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return n >= 1024 && k >= n && double(m) * double(n) / double(k) < 64.0;
+}
+
 Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyProfile>& eff, wl::AttentionKernel attn) {
   Device d = make_device(gpu);
   if (eff) d.eff = *eff;
@@ -245,7 +262,9 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
                          : d.eff.gemm_hbm > 0                   ? d.eff.gemm_hbm
                                                                 : d.eff.hbm;
   const units::Bandwidth bw = d.gpu->memory.bandwidth * eta_mem;
-  c.time = roofline_time(c.flops, compute, c.bytes, bw, d.eff.kernel_launch, c.bound);
+  const units::Seconds t_fixed = kernel_fixed(d, OpClass::gemm);
+  c.time = roofline_time(c.flops, compute, c.bytes, bw, t_fixed, c.bound);
+  if (s.batch == 1 && gemm_splits_k(s.m, s.n, s.k)) c.extra_kernels = 1;  // the splitKreduce, inside t_fixed
   if (why != nullptr) {
     using units::format;
     std::string u_note;
@@ -281,7 +300,10 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
              {"η_hbm", units::format_number(eta_mem, 3),
               d.eff.gemm_hbm > 0 ? "measured bandwidth fraction of memory-bound GEMMs" : "measured streaming fraction",
               eff_origin},
-             {"t_launch", format(d.eff.kernel_launch), "per-kernel fixed cost", Origin::assumption(d.eff.origin)}},
+             {"t_launch", format(t_fixed),
+              d.eff.launch_class.gemm.raw() > 0 ? "a GEMM kernel's fixed cost inside a CUDA graph (per kernel class)"
+                                                : "per-kernel fixed cost",
+              Origin::assumption(d.eff.origin)}},
             fmt::format("{} ({}-bound, {} achieved)", format(c.time), to_string(c.bound), format(c.achieved())),
             {fmt::format("intensity {} vs ridge {}", format(c.intensity()),
                          format(units::Intensity(d.peak(p).raw() / d.gpu->memory.bandwidth.raw())))},
@@ -321,7 +343,7 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor * seq_factor);
     const units::FlopRate peak = d.peak(attention_precision(p));
     c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.stream_bandwidth(),
-                           d.eff.kernel_launch, c.bound);
+                           kernel_fixed(d, OpClass::attention), c.bound);
     // Dropout: the kernel draws a random number per score element (forward) and again in the backward; measured as an
     // added time per element, carried to other parts by SM count × boost clock.
     const double rate = backward ? d.eff.attention_tile.dropout_bwd : d.eff.attention_tile.dropout_fwd;
@@ -343,7 +365,8 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     if (backward) {
       c->flops = c->flops * mult;
       c->bytes = c->bytes * mult;
-      c->time = (c->time - d.eff.kernel_launch) * mult + d.eff.kernel_launch * mult;
+      const units::Seconds t_fixed = kernel_fixed(d, OpClass::gemm);  // as gemm_cost priced the product
+      c->time = (c->time - t_fixed) * mult + t_fixed * mult;
       c->name += " (bwd)";
     }
     out.push_back(*c);
@@ -357,10 +380,12 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
 
 OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t q_per_seq, std::int64_t heads,
                              std::int64_t kv_heads, std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
-                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d) {
+                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d,
+                             bool split_kv) {
   OpCost c;
   c.name = name;
   c.cls = OpClass::attention;
+  c.extra_kernels = split_kv ? 1 : 0;  // the combine of the split pass's partial results
   const hw::Precision ap = attention_precision(p);
   const double q = seqs * double(q_per_seq) * double(heads);
   c.flops = units::flop(2.0 * q * double(context) * double(d_qk + d_v));
@@ -371,7 +396,10 @@ OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t 
   const double padded = tile_q > 0 ? std::ceil(rows / double(tile_q)) * double(tile_q) : rows;
   const units::FlopRate compute = d.peak(ap) * std::max(1e-3, d.eff.attention_fwd);
   c.time = roofline_time(c.flops * (padded / std::max(1.0, rows)), compute, c.bytes,
-                         d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+                         d.stream_bandwidth(),
+                         split_kv && d.eff.launch_class.attention.raw() > 0 ? d.eff.launch_class.attention
+                                                                          : kernel_fixed(d, OpClass::attention),
+                         c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / d.peak(ap).raw() : 0.0;
   return c;
 }
@@ -393,7 +421,7 @@ OpCost ssd_scan_cost(const std::string& name, std::int64_t heads, std::int64_t h
   const double chunk_states = 2.0 * inner * double(state) * 4.0 / Q;
   c.bytes = units::bytes(k * tokens * (elems * act_bytes + chunk_states));
   const units::FlopRate peak = d.peak(attention_precision(p));
-  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise), c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
   return c;
 }
@@ -415,7 +443,7 @@ OpCost gated_delta_scan_cost(const std::string& name, std::int64_t heads, std::i
   const double chunk_states = 2.0 * double(heads) * double(key_dim) * double(value_dim) * 4.0 / C;
   c.bytes = units::bytes(k * tokens * (elems * act_bytes + chunk_states));
   const units::FlopRate peak = d.peak(attention_precision(p));
-  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise), c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
   return c;
 }
@@ -440,7 +468,7 @@ OpCost indexer_cost(const std::string& name, double queries, double pairs, std::
   c.flops = units::flop(k * pairs * 2.0 * double(heads) * double(head_dim));
   c.bytes = units::bytes(k * (pairs * 8.0 + queries * double(heads) * double(head_dim) + key_reads * key_bytes));
   const units::FlopRate peak = d.peak(hw::Precision::fp8);
-  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise), c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
   return c;
 }
@@ -457,6 +485,14 @@ OpCost ssm_state_update_cost(const std::string& name, double seqs, std::int64_t 
   return c;
 }
 
+OpCost norm_cost(const std::string& name, units::Bytes bytes, units::Flops flops, std::int64_t row, const Device& d) {
+  OpCost c = streaming_cost(name, OpClass::elementwise, bytes, flops, d);
+  const units::Flops f = flops;
+  c.time = roofline_time(f, d.peak(hw::Precision::fp32), bytes, d.stream_bandwidth(), norm_fixed(d, row), c.bound);
+  if (c.time.raw() > 0) c.efficiency = (flops / c.time).raw() / d.peak(hw::Precision::fp32).raw();
+  return c;
+}
+
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d) {
   OpCost c;
   c.name = name;
@@ -465,7 +501,9 @@ OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, 
   c.bytes = bytes;
   c.efficiency = 0.0;
   const units::FlopRate vector_peak = d.peak(hw::Precision::fp32);
-  c.time = roofline_time(flops, vector_peak, bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  // A streaming kernel, whatever op it belongs to (a softmax pass, a recurrent state update): the elementwise class.
+  c.time = roofline_time(flops, vector_peak, bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise),
+                         c.bound);
   if (c.time.raw() > 0) c.efficiency = (flops / c.time).raw() / vector_peak.raw();
   return c;
 }

@@ -54,6 +54,12 @@ void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff)
   plan.overhead_origin = "measured: " + what + " (" + eff.origin + "); " + plan.overhead_origin;
 }
 
+void apply_launch_costs(Device& d, const ServingPerfPlan& plan, bool cuda_graphs) {
+  d.eff.kernel_launch = cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
+  d.eff.launch_class = cuda_graphs && plan.kernel_cost_by_class && d.eff.graph_class.measured() ? d.eff.graph_class
+                                                                                                : KernelClassCosts{};
+}
+
 namespace {
 ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
                                 const ServingSystem& sys, Explain explain, ForwardTrace* trace);
@@ -153,6 +159,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   fc.weight_bytes = stage.weights;
   fc.kv_bytes = stage.kv;
   fc.kernels = stage.kernels;
+  fc.gpu_kernels = stage.gpu_kernels;
   Seconds gpu_time = stage.total();
   // Eager: the CPU issues every kernel; the GPU cannot run ahead of it.
   Seconds cpu_time{};
@@ -190,9 +197,17 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
           Origin::datasheet(gpu.info.cite("/dense_peak"))},
          {"BW", format(gpu.memory.bandwidth), "HBM bandwidth", Origin::datasheet(gpu.info.cite("/memory/bandwidth_TBps"))},
          {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", Origin::measurement(d.eff.origin)},
-         {"t_kernel", format(d.eff.kernel_launch), plan.cuda_graphs ? "per-kernel gap under CUDA graphs" : "eager launch",
-          Origin::assumption(plan.overhead_origin)},
-         {"kernels", std::to_string(fc.kernels), "kernels per stage", Origin::derived()}},
+         d.eff.launch_class.measured()
+             ? DerivationInput{"t_kernel",
+                               fmt::format("GEMM {}, attention {}, other {}", format(d.eff.launch_class.gemm),
+                                           format(d.eff.launch_class.attention), format(d.eff.launch_class.elementwise)),
+                               "fixed cost per kernel inside a CUDA graph, by kernel class",
+                               Origin::measurement(d.eff.origin)}
+             : DerivationInput{"t_kernel", format(d.eff.kernel_launch),
+                               plan.cuda_graphs ? "per-kernel gap under CUDA graphs" : "eager launch",
+                               Origin::assumption(plan.overhead_origin)},
+         {"kernels", fmt::format("{} ({} running)", fc.kernels, fc.gpu_kernels),
+          "kernel calls per stage (and the kernels they run: split-K reduces, split-KV combines)", Origin::derived()}},
         fmt::format("{} ({} per stage: GEMM {}, attention {}, elementwise {}, comm {}, overhead {})", format(fc.total),
                     format(fc.stage), format(fc.gemm), format(fc.attention), format(fc.elementwise), format(fc.comm),
                     format(fc.overhead)),

@@ -33,7 +33,8 @@ struct Acc {
   Seconds gemm{}, attention{}, elementwise{}, comm{};
   units::Flops flops{};
   Bytes weights{}, kv{};
-  std::int64_t kernels = 0;
+  std::int64_t kernels = 0;      ///< kernel calls the host issues (eager: one CPU cost each)
+  std::int64_t gpu_kernels = 0;  ///< kernels that run: the calls and what each launches beyond (OpCost::extra_kernels)
   std::vector<OpCost> ops;
   bool tracing = false;          ///< record every kernel and collective in issue order (forward_trace)
   std::vector<PassItem> items;   ///< what tracing records
@@ -46,6 +47,7 @@ struct Acc {
     }
     flops += c.flops;
     ++kernels;
+    gpu_kernels += 1 + c.extra_kernels;
     if (keep) ops.push_back(c);
     if (tracing) items.push_back(pass_item(c));
   }
@@ -53,6 +55,7 @@ struct Acc {
   void add_comm(const char* name, PassItem::Kind kind, Seconds t, std::int64_t n) {
     comm += t;
     kernels += n;
+    gpu_kernels += n;
     if (tracing && n > 0)
       items.push_back(PassItem{name, kind, t, n, fmt::format("{}: collective on the compute stream, {}", name,
                                                              units::format(t))});
@@ -67,6 +70,7 @@ struct Acc {
     weights += o.weights * k;
     kv += o.kv * k;
     kernels += std::llround(double(o.kernels) * k);
+    gpu_kernels += std::llround(double(o.gpu_kernels) * k);
     return *this;
   }
 };

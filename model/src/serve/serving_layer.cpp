@@ -45,7 +45,7 @@ PassItem pass_item(const OpCost& c) {
 Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
   // An engine under load runs its forward passes back to back: sustained work, like a training step.
   Device d = sustained_device(*sys.gpu, sys.efficiency, plan.attention);
-  d.eff.kernel_launch = plan.cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
+  apply_launch_costs(d, plan, plan.cuda_graphs);
   // The measured weight-only rates are PyTorch's own int4 kernel (tinygemm, torch._weight_int4pack_mm: a decode
   // kernel whose time grows linearly with the tokens). A serving engine's fused kernels (Marlin class) are not
   // measured: they take the 16-bit ceiling and the memory-bound GEMM bandwidth, and the derivation says so.
@@ -60,7 +60,7 @@ namespace {
 /// The same op over `k` (possibly fractional, an expectation) independent items in one launch: work × k, one fixed
 /// per-kernel cost.
 OpCost repeated(OpCost c, double k, const Device& d) {
-  const Seconds launch = d.eff.kernel_launch;
+  const Seconds launch = kernel_fixed(d, c.cls);
   c.time = (c.time - launch) * k + launch;
   c.flops = c.flops * k;
   c.bytes = c.bytes * k;
@@ -87,11 +87,15 @@ class ServingLayerPricer {
     for (const Op& o : graph) {
       switch (o.kind) {
         case OpKind::norm:
+          if (o.part == Part::attention) {  // the per-head q/k norm (Qwen3, Gemma 3), not a layer norm
+            price_qk_norm();
+            break;
+          }
           // The two norms of a pre-norm layer (Gemma's post-norms are not priced yet: docs/design/op-graph-plan.md
           // D14). The first layer's residual add is the embedding's; the second norm follows the attention block.
           if (norms == 0) {
-            if (eager) stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
-            else stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
+            if (eager) norm("norm", T * double(h) * e * 2.0, 4.0 * T * double(h), h);
+            else norm("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h), h);
           } else if (norms == 1) {
             add_norm("add + norm");
           }
@@ -200,11 +204,24 @@ class ServingLayerPricer {
   // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
   void add_norm(const char* name) {
     if (!eager) {
-      stream(name, T * double(h) * e * 4.0, 5.0 * T * double(h));
+      norm(name, T * double(h) * e * 4.0, 5.0 * T * double(h), h);
       return;
     }
     stream("residual add", T * double(h) * e * 3.0, T * double(h));
-    stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
+    norm("norm", T * double(h) * e * 2.0, 4.0 * T * double(h), h);
+  }
+  // A norm kernel over rows of `row` elements (one block per row: norm_cost).
+  void norm(const std::string& name, double bytes, double flops, std::int64_t row) {
+    if (bytes <= 0) return;
+    acc.add(norm_cost(name, units::bytes(bytes), units::flop(flops), row, d), keep);
+  }
+  // Qwen3's / Gemma 3's RMSNorm over each q and k head (graph.hpp: the q/k norm op), rows of head_dim. PyTorch
+  // (serve_moe_step.py: F.rms_norm(qk, (d,)) * w) runs the norm and the weight multiply as two kernels; an engine's
+  // one fused kernel is assumed (no engine profile here).
+  void price_qk_norm() {
+    const double elems = T * double(attn.heads + attn.kv_heads) * double(a.head_dim) / double(t);
+    norm("q/k norm", elems * e * 2.0, 4.0 * elems, a.head_dim);
+    if (eager) stream("q/k norm weight", elems * e * 3.0, elems);
   }
 
   // Mamba-2 (graph.hpp add_mamba2): the prompt's tokens through the conv1d and the chunked SSD scan, which
@@ -346,8 +363,12 @@ class ServingLayerPricer {
       // Decode runs MLA absorbed (MQA over the latent): scores over r_kv + d_rope, values of width r_kv.
       const std::int64_t dec_dqk = a.mla ? o.cache_elements : o.d_qk;
       const std::int64_t dec_dv = a.mla ? a.mla->kv_lora_rank : o.d_v;
+      // PyTorch's SDPA (the eager-ops engine) runs flash decode split over the context, with a combine kernel, when
+      // the sequences × KV heads leave SMs idle (kernel_class_cost.json: split at batch 1 and 8, not at 64); an
+      // engine's decode kernel is priced as one fused kernel (cuDNN-type; its split, if any, inside).
+      const bool split_kv = eager && fb.decode_seqs * double(kv_gpu) < double(d.gpu->compute_units);
       OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, kv_gpu, ctx,
-                                       dec_dqk, dec_dv, read_per_token, tile_q, gp, d);
+                                       dec_dqk, dec_dv, read_per_token, tile_q, gp, d, split_kv);
       acc.add(c, keep);
       acc.kv += read_per_token * (fb.decode_seqs * double(ctx));
     }
@@ -439,6 +460,10 @@ class ServingLayerPricer {
     stream("expert offsets scan init", E * 8.0, 0.0);
     stream("expert offsets scan", E * 16.0, E);
     stream("expert offsets index_put", pairs * 8.0, 0.0);
+    // Three device-to-device copies per MoE layer in our H200 profile (cudaMemcpyAsync nodes, "Memcpy DtoD",
+    // 0.9 µs each: PyTorch's copy_ of a contiguous tensor of one dtype, as its sorts and scans copy their inputs
+    // before working in place; the profile has no call stacks to attribute each).
+    for (const char* n : {"device copy", "device copy", "device copy"}) stream(n, pairs * 16.0, 0.0);
     stream("routing-weight scatter", pairs * 12.0, 0.0);
     for (const char* n : {"grouped-GEMM offsets to int32", "grouped-GEMM offsets to int32"}) stream(n, E * 12.0, 0.0);
     for (const char* n : {"grouped-GEMM data preparation", "grouped-GEMM data preparation"}) stream(n, E * 64.0, 0.0);

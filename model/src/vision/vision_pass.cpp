@@ -398,7 +398,7 @@ VisionPassCost finish(VisionPassCost pc, const VisionRunPlan& plan, const wl::Vi
 }
 
 Device with_launch(Device d, const VisionRunPlan& plan) {
-  d.eff.kernel_launch = plan.cuda_graphs ? plan.launch.kernel_overhead_graph : plan.launch.kernel_overhead_eager;
+  apply_launch_costs(d, plan.launch, plan.cuda_graphs);
   return d;
 }
 

@@ -106,16 +106,21 @@ TEST_SUITE("serving forward pass") {
     const double floor = fc.weight_bytes.raw() / bw;
     CHECK(floor == doctest::Approx(4.4804e-3).epsilon(1e-4));
     CHECK(t.raw() > floor);
-    // Every op costs max(FLOPs/compute, bytes/(BW·η)) + 2.5 µs and reads at least its weights or its KV, so
-    // t ≥ (weights + KV)/(BW·η) + kernels·2.5 µs. Batch 1 is memory-bound, so the other bytes (activations, norms,
-    // sampling: ~10 MB) stay within 1% of the 15 GB streamed: t ≤ 1.01·(weights + KV)/(BW·η) + kernels·2.5 µs.
+    // Every op costs max(FLOPs/compute, bytes/(BW·η)) + its kernel class's fixed cost (in a CUDA graph: GEMM,
+    // attention, other; efficiency.hpp KernelClassCosts) and reads at least its weights or its KV, so
+    // t ≥ (weights + KV)/(BW·η) + Σ fixed. Batch 1 is memory-bound, so the other bytes (activations, norms,
+    // sampling: ~10 MB) stay within 1% of the 15 GB streamed: t ≤ 1.01·(weights + KV)/(BW·η) + Σ fixed.
     const double kv = 32.0 * 1025 * kL8KvPerTokenLayer;  // the new token attends to 1024 cached + itself
     CHECK(fc.kv_bytes.raw() == doctest::Approx(kv).epsilon(1e-12));
     const double stream = (fc.weight_bytes.raw() + fc.kv_bytes.raw()) / (bw * eta);  // ≈ 5.096 ms
-    const double kernels = double(fc.kernels) * 2.5e-6;                             // 291 × 2.5 µs = 727.5 µs
+    model::ServingPerfPlan none = plan_of();  // the same step with no fixed cost at all
+    none.kernel_cost_by_class = false;
+    none.kernel_overhead_graph = units::Seconds(0);
+    const double kernels = t.raw() - model::decode_step_time(arch("llama-3.1-8b"), none, 1, 1024, sys).raw();
+    CHECK(kernels > double(fc.kernels) * 1e-6);  // 291 kernels, none free
     CHECK(t.raw() >= stream + kernels - 1e-12);
     CHECK(t.raw() <= 1.01 * stream + kernels);
-    // The brief's bound: floor/η + kernels·2.5 µs + a 2% margin (KV is 0.9% of the weights).
+    // The brief's bound: floor/η + the kernels' fixed costs + a 2% margin (KV is 0.9% of the weights).
     CHECK(t.raw() <= floor / eta * 1.02 + kernels);
     // Each GEMM at m = 1 is memory-bound.
     const auto ex = cost("llama-3.1-8b", plan_of(), decode(1, 1024), Explain::on);
@@ -127,6 +132,127 @@ TEST_SUITE("serving forward pass") {
         ++gemms;
       }
     CHECK(gemms == 5);  // QKV, O, up/gate, down, LM head
+  }
+
+  TEST_CASE("a graphed decode step runs the kernels our H200 profile counts: 19 per Llama-3-8B layer, 48 per Qwen3-30B-A3B") {
+    // data/validation/measured/h200-sxm-141gb/kernel_class_cost.json (PyTorch ops in one CUDA graph, batch 1, 1024
+    // tokens): Llama-3-8B 613 kernels = 32 layers × 19 + 5; the Qwen3-30B-A3B shape 2,310 = 48 × 48 + 6. A layer's
+    // count is the step's at L layers less the step's at L - 1.
+    const auto sys = node_system("dgx-h200");
+    model::ServingPerfPlan p = plan_of();
+    p.kernels = wl::KernelStyle::eager;
+    p.cuda_graphs = true;
+    auto per_layer = [&](const std::string& id, std::int64_t model::ForwardCost::*field) {
+      wl::TransformerArch a = arch(id), b = arch(id);
+      b.layers = a.layers - 1;
+      return model::forward_cost(a, p, decode(1, 1024), sys).*field - model::forward_cost(b, p, decode(1, 1024), sys).*field;
+    };
+    // Dense: 16 calls (norm, QKV, 3 rotary, K and V writes, attention, O, add, norm, up/gate, SiLU, product, down,
+    // add) and 3 kernels they launch beyond: the flash split-KV combine and the split-K reduces of O (4096 × 4096)
+    // and down (14336 → 4096).
+    CHECK(per_layer("llama-3-8b", &model::ForwardCost::kernels) == 16);
+    CHECK(per_layer("llama-3-8b", &model::ForwardCost::gpu_kernels) == 19);
+    // MoE: 41 calls as before, the q/k norm's 2 (norm, weight multiply) and 3 device copies; the combine and the
+    // O projection's split-K reduce (4096 → 2048) beyond them.
+    CHECK(per_layer("qwen3-30b-a3b", &model::ForwardCost::kernels) == 46);
+    CHECK(per_layer("qwen3-30b-a3b", &model::ForwardCost::gpu_kernels) == 48);
+    // At batch 64 flash no longer splits (64 × 8 KV heads fill the 132 SMs): 18 per dense layer, as the b = 64 profile
+    // (548 = 32 × 17 + 4: cuBLAS also stops splitting O at m = 64, which the m·n/k < 64 rule follows: 64 ≥ 64).
+    wl::TransformerArch a = arch("llama-3-8b"), b = arch("llama-3-8b");
+    b.layers = a.layers - 1;
+    CHECK(model::forward_cost(a, p, decode(64, 1024), sys).gpu_kernels -
+              model::forward_cost(b, p, decode(64, 1024), sys).gpu_kernels == 17);
+  }
+
+  TEST_CASE("kernel classes: cuBLAS's split-K where the H200 profiles show it, a norm's latency grows with its row") {
+    // The six decode GEMMs at m = 1 (kernel_class_cost.json): split O and down, not QKV, gate/up or the router.
+    CHECK(model::gemm_splits_k(1, 4096, 4096));    // Llama-3-8B O
+    CHECK(model::gemm_splits_k(1, 4096, 14336));   // Llama-3-8B down
+    CHECK(model::gemm_splits_k(1, 2048, 4096));    // Qwen3-30B-A3B O
+    CHECK_FALSE(model::gemm_splits_k(1, 6144, 4096));   // Llama-3-8B QKV
+    CHECK_FALSE(model::gemm_splits_k(1, 28672, 4096));  // Llama-3-8B up/gate
+    CHECK_FALSE(model::gemm_splits_k(1, 5120, 2048));   // Qwen3-30B-A3B QKV
+    CHECK_FALSE(model::gemm_splits_k(1, 128, 2048));    // the router
+    // docs/gemm-shapes.md: 4096 × 4096 splits at m ≤ 16, not at m = 64.
+    CHECK(model::gemm_splits_k(16, 4096, 4096));
+    CHECK_FALSE(model::gemm_splits_k(64, 4096, 4096));
+    // rms_norm of one row in a graph on the H200: 2.83 / 4.22 / 7.06 µs at 2048 / 4096 / 8192.
+    const auto sys = node_system("dgx-h200");
+    model::Device d = model::sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
+    model::ServingPerfPlan p = plan_of();
+    model::apply_launch_costs(d, p, true);
+    CHECK(model::norm_fixed(d, 2048).raw() == doctest::Approx(2.83e-6).epsilon(0.01));
+    CHECK(model::norm_fixed(d, 4096).raw() == doctest::Approx(4.22e-6).epsilon(0.01));
+    CHECK(model::norm_fixed(d, 8192).raw() == doctest::Approx(7.06e-6).epsilon(0.01));
+    // Decode attention: PyTorch's flash split-KV call (two kernels) 10.7 µs, one fused kernel 5.1 µs, beyond bytes.
+    const units::Bytes kv = units::bytes(2.0 * 8 * 128 * 2);
+    const auto split = model::decode_attention_cost("a", 1, 1, 32, 8, 1024, 128, 128, kv, 16, hw::Precision::bf16, d, true);
+    const auto fused = model::decode_attention_cost("a", 1, 1, 32, 8, 1024, 128, 128, kv, 16, hw::Precision::bf16, d, false);
+    CHECK(split.extra_kernels == 1);
+    CHECK(fused.extra_kernels == 0);
+    CHECK((split.time - fused.time).raw() == doctest::Approx(10.7e-6 - 5.1e-6).epsilon(1e-6));
+    // Eager (no graph): every kernel the single launch cost, norms included.
+    model::Device e = d;
+    model::apply_launch_costs(e, p, false);
+    CHECK(model::norm_fixed(e, 8192).raw() == doctest::Approx(p.kernel_overhead_eager.raw()));
+  }
+
+  TEST_CASE("in a CUDA graph each kernel pays its class's measured fixed cost; one given cost prices them all alike") {
+    // Issue #27: our H200 sweeps time a memory-bound GEMM's, a streaming kernel's and a decode attention call's fixed
+    // cost inside a graph apart (data/hardware/efficiency/measured.json graph_*_us). Each op of a decode step is
+    // priced at its roofline time plus its class's cost: the step minus the same step at no fixed cost, op by op.
+    const auto sys = h100();
+    const model::KernelClassCosts g = model::default_efficiency(*sys.gpu).graph_class;
+    REQUIRE(g.measured());
+    model::ServingPerfPlan none = plan_of();
+    none.kernel_cost_by_class = false;
+    none.kernel_overhead_graph = units::Seconds(0);
+    const auto zero = cost("llama-3.1-8b", none, decode(1, 1024), Explain::on);
+    auto deltas = [&](const model::ServingPerfPlan& p) {
+      const auto fc = cost("llama-3.1-8b", p, decode(1, 1024), Explain::on);
+      REQUIRE(fc.ops.size() == zero.ops.size());
+      std::vector<std::pair<model::OpCost, double>> d;
+      for (std::size_t i = 0; i < fc.ops.size(); ++i) d.emplace_back(fc.ops[i], (fc.ops[i].time - zero.ops[i].time).raw());
+      return d;
+    };
+    int seen[4] = {0, 0, 0, 0};
+    const double h = 4096;  // Llama-3.1-8B's norms run rows of the hidden size
+    for (const auto& [op, dt] : deltas(plan_of())) {
+      CAPTURE(op.name);
+      const bool norm = op.name.find("norm") != std::string::npos;
+      // An engine's decode attention is one fused kernel (5.1 µs); the norms' cost is their row's latency.
+      const double want = op.cls == model::OpClass::gemm        ? g.gemm.raw()
+                          : op.cls == model::OpClass::attention ? g.attention_fused.raw()
+                          : norm                                ? (g.norm + g.norm_per_element * h).raw()
+                                                                : g.elementwise.raw();
+      CHECK(dt == doctest::Approx(want).epsilon(1e-9));
+      ++seen[op.cls == model::OpClass::gemm ? 0 : op.cls == model::OpClass::attention ? 1 : norm ? 3 : 2];
+    }
+    CHECK(seen[0] >= 4);  // QKV, O, up/gate, down (+ the LM head where it is listed)
+    CHECK(seen[1] >= 1);
+    CHECK(seen[2] >= 1);
+    CHECK(seen[3] >= 2);  // the layer's two add + norm kernels
+    CHECK(g.attention_fused.raw() == doctest::Approx(5.1e-6));
+    CHECK((g.norm + g.norm_per_element * h).raw() == doctest::Approx(4.236e-6).epsilon(1e-3));  // 1.41 + 4096 × 0.69 ns
+    // --kernel-overhead-us 2.5: every kernel 2.5 µs, whatever its class; without graphs the eager 5 µs alike.
+    model::ServingPerfPlan flat = plan_of();
+    flat.kernel_cost_by_class = false;
+    for (const auto& [op, dt] : deltas(flat)) CHECK(dt == doctest::Approx(2.5e-6).epsilon(1e-9));
+    model::ServingPerfPlan eager = plan_of();
+    eager.cuda_graphs = false;
+    model::ServingPerfPlan eager_none = none;
+    eager_none.cuda_graphs = false;
+    eager_none.kernel_overhead_eager = units::Seconds(0);
+    const auto e1 = cost("llama-3.1-8b", eager, decode(1, 1024), Explain::on);
+    const auto e0 = cost("llama-3.1-8b", eager_none, decode(1, 1024), Explain::on);
+    REQUIRE(e1.ops.size() == e0.ops.size());
+    for (std::size_t i = 0; i < e1.ops.size(); ++i) CHECK((e1.ops[i].time - e0.ops[i].time).raw() == doctest::Approx(5e-6));
+    // A GPU whose row has no per-class measurement keeps the plan's single cost (A100: 2.5 µs per kernel).
+    model::ServingSystem a100 = node_system("dgx-a100");
+    CHECK_FALSE(model::default_efficiency(*a100.gpu).graph_class.measured());
+    model::Device d = model::sustained_device(*a100.gpu, a100.efficiency, wl::AttentionKernel::fa3);
+    model::apply_launch_costs(d, plan_of(), true);
+    CHECK(model::kernel_fixed(d, model::OpClass::attention).raw() == doctest::Approx(2.5e-6));
   }
 
   TEST_CASE("fp8 weights: 1 B + one fp32 scale per output channel - the LM head stays 16-bit") {
@@ -293,12 +419,12 @@ TEST_SUITE("serving forward pass") {
     REQUIRE(up != nullptr);
     const model::Device sd = [&] {  // the engine's device, as forward_cost makes it
       model::Device x = model::sustained_device(*h100().gpu, h100().efficiency, p.attention);
-      x.eff.kernel_launch = p.cuda_graphs ? p.kernel_overhead_graph : p.kernel_overhead_eager;
+      model::apply_launch_costs(x, p, p.cuda_graphs);
       return x;
     }();
     const double touched = 128.0 * (1.0 - std::pow(1.0 - 8.0 / 128.0, 16.0));
     REQUIRE(touched == doctest::Approx(82.42).epsilon(1e-3));
-    const double launch = sd.eff.kernel_launch.raw();
+    const double launch = model::kernel_fixed(sd, model::OpClass::gemm).raw();
     const auto g = model::gemm_cost("", {2, 2 * 192, 4096, 83, 2.0}, hw::Precision::bf16, sd);
     // The grouped kernel's law over the batched GEMM (model/src/ops/moe_cost.hpp: 1.065 × + 11 µs, moe_grouped_gemm.json).
     CHECK(up->time.raw() ==

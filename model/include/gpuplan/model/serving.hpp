@@ -104,6 +104,10 @@ struct ServingPerfPlan {
   /// latency (the CPU side is `cpu_per_kernel`).
   units::Seconds kernel_overhead_graph = units::microseconds(2.5);
   units::Seconds kernel_overhead_eager = units::microseconds(5.0);
+  /// Under CUDA graphs, price each kernel at its class's measured in-graph cost (EfficiencyProfile::graph_class:
+  /// GEMM, attention, elementwise) where the GPU's profile has them; kernel_overhead_graph then stands only for GPUs
+  /// without. false: one cost for every kernel (the user gave --kernel-overhead-us).
+  bool kernel_cost_by_class = true;
   /// CPU time to issue one kernel in eager mode (framework dispatch + launch); a step is never faster than
   /// kernels × this when it is not captured in a graph. Default: eager_cpu_per_kernel(), measured.
   units::Seconds cpu_per_kernel = eager_cpu_per_kernel();
@@ -143,6 +147,12 @@ inline int serving_ep(const ServingPerfPlan& p) {
 /// them; the plan's stated defaults stay otherwise. The origin says which.
 void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff);
 
+/// The per-kernel fixed costs of a launch mode on `d` (kernel_fixed, ops.hpp, reads them): under CUDA graphs each
+/// kernel class's measured in-graph cost (EfficiencyProfile::graph_class) when the profile has all three and the
+/// plan prices by class; otherwise one cost for every kernel (kernel_overhead_graph, or kernel_overhead_eager
+/// without graphs). Serving and vision passes take it.
+void apply_launch_costs(Device& d, const ServingPerfPlan& plan, bool cuda_graphs);
+
 /// What one forward pass of the engine processes (one iteration).
 struct ForwardBatch {
   double decode_seqs = 0;          ///< sequences generating; each contributes `queries_per_seq` tokens
@@ -163,6 +173,9 @@ struct ForwardCost {
   units::Bytes weight_bytes{};   ///< weights read per GPU per pass
   units::Bytes kv_bytes{};       ///< KV cache read per GPU per pass
   std::int64_t kernels = 0;      ///< per stage
+  /// Kernels that run per stage: `kernels` and what the calls launch beyond their own (cuBLAS's split-K reduces,
+  /// flash decode's combines; OpCost::extra_kernels), as a profile counts them.
+  std::int64_t gpu_kernels = 0;
   double tokens = 0;             ///< tokens through the GEMMs (all sequences)
   std::vector<OpCost> ops;       ///< one layer of each kind (for display)
   Derivation derivation;
