@@ -63,10 +63,7 @@ Derivation pass_derivation(const std::string& id, const std::string& title, cons
            {"Σ casts", ms(pc.casts), "autocast weight (and gradient) casts", Origin::derived()},
            {"kernels", fmt::format("{:g}", pc.kernels), "kernel launches of the pass", Origin::derived()},
            {"t_kernel", ms(plan.cuda_graphs ? plan.launch.kernel_overhead_graph : plan.launch.kernel_overhead_eager),
-            !plan.cuda_graphs                   ? "eager launch per kernel"
-            : plan.launch.kernel_cost_by_class ? "per-kernel cost inside a CUDA graph where the GPU has no per-class "
-                                                 "measurement (else each kernel's class: GEMM, attention, other)"
-                                               : "per-kernel cost inside a CUDA graph",
+            plan.cuda_graphs ? "per-kernel cost inside a CUDA graph" : "eager launch per kernel",
             plan.launch.overhead_origin.rfind("measured", 0) == 0 ? Origin::calibration(plan.launch.overhead_origin)
                                                                    : Origin::assumption(plan.launch.overhead_origin)},
            {"t_cpu", plan.cuda_graphs ? std::string("0 (CUDA graph)") : ms(plan.launch.cpu_per_kernel),
