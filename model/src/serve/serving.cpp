@@ -125,6 +125,17 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   // LM head (last stage) on the tokens that emit; embedding gather (first stage).
   Acc head;
   head.tracing = trace != nullptr;
+  // The final norm over every token of the pass (last stage; HF's and vLLM's model.norm), one norm kernel; with fused
+  // kernels the last layer's residual add is fused into it, as each layer's first norm takes the one before it. Our
+  // H200 decode profiles count it (kernel_class_cost.json: 65 norms in a 32-layer Llama-3-8B step, 2 per layer + 1).
+  if (plan.kernels == wl::KernelStyle::eager)
+    head.add(norm_cost("final norm", units::bytes(T * double(a.hidden) * e * 2.0), units::flop(4.0 * T * double(a.hidden)),
+                       a.hidden, d),
+             keep);
+  else
+    head.add(norm_cost("final add + norm", units::bytes(T * double(a.hidden) * e * 4.0),
+                       units::flop(5.0 * T * double(a.hidden)), a.hidden, d),
+             keep);
   const double emit = fb.decode_seqs * double(fb.queries_per_seq) + (fb.prefill_emits_token ? fb.prefill_seqs : 0.0);
   if (emit > 0) {
     const std::int64_t mi = at_least_one(emit);
