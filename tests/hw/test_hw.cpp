@@ -1306,21 +1306,22 @@ TEST_SUITE("efficiency rows") {
   }
 
   TEST_CASE("per-class in-graph fixed costs (issue #27): optional, in (0, 100] µs, decoded; the Hopper rows have them") {
+    const std::string kFamily = R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])";  // the file needs a family
     std::string with = kRow;
     with.replace(with.find("\"tile_m\""), 8,
                  "\"graph_gemm_us\": 4.5, \"graph_attention_us\": 11, \"graph_elementwise_us\": 2.25, \"tile_m\"");
-    auto t = gpuplan::hw_io::decode_efficiency(table("[" + with + "]", "[]"), "t.json");
+    auto t = gpuplan::hw_io::decode_efficiency(table("[" + with + "]", kFamily), "t.json");
     REQUIRE_MESSAGE(t.ok(), t.diagnostics().to_string());
     CHECK(t.value().rows[0].graph_gemm_us == 4.5);
     CHECK(t.value().rows[0].graph_attention_us == 11.0);
     CHECK(t.value().rows[0].graph_elementwise_us == 2.25);
-    auto plain = gpuplan::hw_io::decode_efficiency(table("[" + kRow + "]", "[]"), "t.json");
+    auto plain = gpuplan::hw_io::decode_efficiency(table("[" + kRow + "]", kFamily), "t.json");
     REQUIRE(plain.ok());
     CHECK(plain.value().rows[0].graph_attention_us == 0.0);  // absent: not measured
     for (const char* bad : {"0", "-1", "250"}) {
       std::string b = with;
       b.replace(b.find("\"graph_attention_us\": 11"), 24, std::string("\"graph_attention_us\": ") + bad);
-      auto r = gpuplan::hw_io::decode_efficiency(table("[" + b + "]", "[]"), "t.json");
+      auto r = gpuplan::hw_io::decode_efficiency(table("[" + b + "]", kFamily), "t.json");
       INFO(bad);
       CHECK_FALSE(r.ok());
       CHECK(r.diagnostics().to_string().find("t.json: /rows/0/graph_attention_us: error:") != std::string::npos);
