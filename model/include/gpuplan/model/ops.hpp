@@ -51,8 +51,8 @@ Device make_device(const hw::GpuSpec& gpu);
 /// set one, else the device's single per-kernel cost (kernel_launch).
 units::Seconds kernel_fixed(const Device& d, OpClass c);
 /// The fixed cost of a norm kernel over rows of `row` elements on `d` (RMSNorm / LayerNorm, one thread block per row):
-/// under per-class costs the latency of one row, norm + row × norm_per_element (H200, in a graph: 2.8 / 4.2 / 7.1 µs
-/// at row = 2048 / 4096 / 8192 with one row, kernel_class_cost.json); otherwise kernel_fixed(d, elementwise).
+/// under per-class costs the latency of one row, norm + row × norm_per_element (H200, inside graphed decode steps:
+/// 6.0-6.5 µs at row = 4096, kernel_class_cost*.json, parts step); otherwise kernel_fixed(d, elementwise).
 units::Seconds norm_fixed(const Device& d, std::int64_t row);
 /// Whether cuBLAS splits K of an m × n × k GEMM (one matrix) and adds its splitKreduce kernel: m·n/k < 64 with
 /// n ≥ 1024 and k ≥ n. From the H200's kernels: the staircase trace (docs/gemm-shapes.md, "Split-K": m·n/k < 64 at
