@@ -97,7 +97,7 @@ UnfusedOptimizer unfused_optimizer_step(const wl::TransformerArch& a, double p_s
   const PassBytes pb = pass_bytes(plan);
   // This GPU's tensors: the model's over the pipeline stages (TP splits each tensor, it does not add any).
   o.tensors = std::max(1.0, std::ceil(parameter_tensors(a) / double(std::max(1, plan.par.pp))));
-  const Seconds launch = kernel_fixed(d, OpClass::elementwise);
+  const Seconds launch = d.eff.kernel_launch;
   const Seconds cpu_per_kernel = ServingPerfPlan{}.cpu_per_kernel;
   o.cpu_per_kernel = cpu_per_kernel;
   Seconds gpu{};
