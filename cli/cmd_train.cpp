@@ -1,6 +1,7 @@
 // `gpuplan train`: step time, throughput, MFU, memory, communication, time to train and cost for one plan. This file
 // declares its options, checks the flags that combine, builds the scenario and dispatches: one plan's report
 // (train_output.cpp), --search and --sweep (train_search.cpp), --stack (train_stack.cpp).
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <memory>
@@ -260,6 +261,19 @@ void register_train(CLI::App& app, GlobalOptions& g, int& rc) {
       return;
     }
     f->megatron_typed = c->remaining();
+    // Megatron-LM's --recompute-modules has gpuplan's spelling. Typed beside Megatron's --recompute-granularity or
+    // --recompute-activations it is Megatron's: its vocabulary (core_attn, ...) and its rule (the attention core is
+    // recomputed only when core_attn is named), which the Megatron mapping applies; so it goes there with them.
+    const auto& typed = f->megatron_typed;
+    if (std::find_if(typed.begin(), typed.end(), [](const std::string& w) {
+          return w == "--recompute-granularity" || w.rfind("--recompute-granularity=", 0) == 0 ||
+                 w == "--recompute-activations";
+        }) != typed.end()) {
+      if (auto mods = f->keys.take_list("recompute_modules"); !mods.empty()) {
+        f->megatron_typed.emplace_back("--recompute-modules");
+        f->megatron_typed.insert(f->megatron_typed.end(), mods.begin(), mods.end());
+      }
+    }
     f->loader_workers = v->loader_workers;  // one flag: a vision model's decode workers, a transformer's loader lane
     rc = run_train(g, *f);
   });

@@ -31,6 +31,8 @@ ordered_json cell_head(const std::string& option, const Cell& c, bool cheapest) 
 
 ordered_json report_json(const ReportContext& ctx, const model::ReportResult& res, bool explain) {
   const auto& opts = ctx.plan.options;
+  const auto kinds = option_kinds(ctx);
+  const std::string mixed = mixed_price_note(kinds);
   ordered_json o;
   o["plan"] = ctx.file;
   o["description"] = ctx.plan.description;
@@ -49,6 +51,8 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
                             {"price_source", price ? ordered_json(oc.price_origin) : ordered_json()},
                             {"max_gpus", res.options[k].max_gpus ? ordered_json(*res.options[k].max_gpus) : ordered_json()}});
   }
+  // Costs at on-demand and spot prices side by side are not comparable as they stand: the report says so (null: one kind).
+  o["price_note"] = mixed.empty() ? ordered_json() : ordered_json(mixed);
   o["training"] = ordered_json::array();
   for (std::size_t i = 0; i < res.training.size(); ++i) {
     const auto& ir = res.training[i];
@@ -67,6 +71,7 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
       x["gpu_counts"] = c.gpu_counts;
       x["layouts_searched"] = c.layouts_searched;
       x["price_usd_per_gpu_hour"] = c.price ? ordered_json(u::to_usd_per_hour(*c.price)) : ordered_json();
+      x["price_kind"] = c.price ? ordered_json(kinds[k]) : ordered_json();
       if (c.feasible) {
         const auto& l = *c.layout;
         x["gpus"] = c.gpus;
@@ -120,6 +125,7 @@ ordered_json report_json(const ReportContext& ctx, const model::ReportResult& re
       const auto& c = ir.cells[k];
       ordered_json x = cell_head(opts[k].id, c, ir.cheapest == k);
       x["price_usd_per_gpu_hour"] = c.price ? ordered_json(u::to_usd_per_hour(*c.price)) : ordered_json();
+      x["price_kind"] = c.price ? ordered_json(kinds[k]) : ordered_json();
       if (c.has_numbers) {
         x["gpus"] = c.gpus;
         x["replicas"] = c.replicas;
@@ -177,6 +183,7 @@ std::string report_csv(const ReportContext& ctx, const model::ReportResult& res)
                {"option", "option"},
                {"gpu", "gpu"},
                {"price_usd_per_gpu_hour", "price", true},
+               {"price_kind", "price_kind"},
                {"feasible", "feasible"},
                {"cheapest", "cheapest"},
                {"gpus", "gpus", true},
@@ -200,12 +207,14 @@ std::string report_csv(const ReportContext& ctx, const model::ReportResult& res)
     return s;
   };
   auto price = [](const std::optional<u::UsdPerSecond>& p) { return p ? csv_num(u::to_usd_per_hour(*p)) : std::string(); };
+  const auto kinds = option_kinds(ctx);
+  auto kind = [&](const std::optional<u::UsdPerSecond>& p, std::size_t k) { return p ? kinds[k] : std::string(); };
   for (const auto& ir : res.training)
     for (std::size_t k = 0; k < ir.cells.size(); ++k) {
       const auto& c = ir.cells[k];
       const bool f = c.feasible;
       t.rows.push_back({"training", ir.id, opts[k].id, ctx.options[k].sys.gpu->info.id, price(c.price),
-                        f ? "true" : "false", ir.cheapest && *ir.cheapest == k ? "true" : "false",
+                        kind(c.price, k), f ? "true" : "false", ir.cheapest && *ir.cheapest == k ? "true" : "false",
                         f ? std::to_string(c.gpus) : "", f ? c.layout_text : "",
                         f ? csv_num(c.time_to_train.raw() / 86400.0) : "", f ? csv_num(c.gpu_hours) : "",
                         f && c.cost ? csv_num(c.cost->raw()) : "", f && c.energy ? csv_num(c.energy->raw() / 3.6e6) : "",
@@ -217,7 +226,7 @@ std::string report_csv(const ReportContext& ctx, const model::ReportResult& res)
       const auto& c = ir.cells[k];
       const bool n = c.has_numbers;
       t.rows.push_back({"serving", ir.id, opts[k].id, ctx.options[k].sys.gpu->info.id, price(c.price),
-                        c.feasible ? "true" : "false", ir.cheapest && *ir.cheapest == k ? "true" : "false",
+                        kind(c.price, k), c.feasible ? "true" : "false", ir.cheapest && *ir.cheapest == k ? "true" : "false",
                         n ? std::to_string(c.gpus) : "",
                         n ? fmt::format("TP {}{}", c.tp, c.pp > 1 ? fmt::format(" · PP {}", c.pp) : "") : "", "", "", "", "",
                         "", "", n ? std::to_string(c.replicas) : "", n ? std::to_string(c.batch) : "",

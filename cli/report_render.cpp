@@ -37,17 +37,17 @@ std::string tokens_text(double n) {
   return count(n);
 }
 
-/// "H100, $1.14M (+16%)": the next cheapest feasible option after the cheapest.
+/// "H100, $1.14M (+16%)": the next cheapest feasible option after the cheapest; `labels` are the options' names as
+/// the cost comparisons show them (cost_labels).
 template <class Cell, class Key, class Text>
-std::string runner_up(const model::ItemReport<Cell>& ir, const std::vector<wl_io::PlanOption>& opts, Key key, Text text) {
+std::string runner_up(const model::ItemReport<Cell>& ir, const std::vector<std::string>& labels, Key key, Text text) {
   if (!ir.cheapest) return "";
   std::optional<std::size_t> second;
   for (std::size_t k = 0; k < ir.cells.size(); ++k)
     if (k != *ir.cheapest && ir.cells[k].feasible && (!second || key(ir.cells[k]) < key(ir.cells[*second]))) second = k;
   if (!second) return "no other option works";
   const double a = key(ir.cells[*ir.cheapest]), b = key(ir.cells[*second]);
-  return fmt::format("{}, {} (+{:.0f}%)", opts[*second].name == opts[*second].id ? opts[*second].id : opts[*second].name,
-                     text(ir.cells[*second]), a > 0 ? (b / a - 1.0) * 100.0 : 0.0);
+  return fmt::format("{}, {} (+{:.0f}%)", labels[*second], text(ir.cells[*second]), a > 0 ? (b / a - 1.0) * 100.0 : 0.0);
 }
 
 std::string model_name(const wl::TransformerArch& a) { return a.name.empty() ? a.id : a.name; }
@@ -145,11 +145,32 @@ std::string short_reason(const model::TrainingCell& c) {
 
 std::string option_label(const wl_io::PlanOption& o) { return o.name == o.id ? o.id : o.name; }
 
+std::vector<std::string> option_kinds(const ReportContext& ctx) {
+  std::vector<std::string> kinds;
+  for (const auto& oc : ctx.options) kinds.push_back(price_kind(oc.sys.price, oc.sys.gpu).value_or(""));
+  return kinds;
+}
+
 namespace {
+
+/// The options' names as every cost comparison shows them: where the options mix on-demand and spot prices each name
+/// carries its price kind ("NVL (spot)"), so that a cheaper spot option is never read as cheaper on equal terms
+/// (#22 deliverable 3); otherwise the plain names.
+std::vector<std::string> cost_labels(const ReportContext& ctx) {
+  const auto kinds = option_kinds(ctx);
+  const bool mixed = !mixed_price_note(kinds).empty();
+  std::vector<std::string> labels;
+  for (std::size_t k = 0; k < ctx.plan.options.size(); ++k) {
+    std::string l = option_label(ctx.plan.options[k]);
+    if (mixed && !kinds[k].empty()) l += " (" + kinds[k] + ")";
+    labels.push_back(std::move(l));
+  }
+  return labels;
+}
 
 // The parts of the report, in the order build_doc writes them.
 void doc_summary(Doc& doc, const ReportContext& ctx, const model::ReportResult& res) {
-  const auto& opts = ctx.plan.options;
+  const auto labels = cost_labels(ctx);
   doc.heading("Summary");
   Table sum;
   sum.columns = {{"item", "item"},       {"need", "need"},       {"cheapest", "cheapest option"},
@@ -167,9 +188,9 @@ void doc_summary(Doc& doc, const ReportContext& ctx, const model::ReportResult& 
     };
     if (ir.cheapest) {
       const auto& c = ir.cells[*ir.cheapest];
-      row.insert(row.end(), {"**" + option_label(opts[*ir.cheapest]) + "**", count(double(c.gpus)), days(c.time_to_train),
+      row.insert(row.end(), {"**" + labels[*ir.cheapest] + "**", count(double(c.gpus)), days(c.time_to_train),
                              cost_text(c),
-                             runner_up(ir, opts,
+                             runner_up(ir, labels,
                                        [](const model::TrainingCell& x) {
                                          return (x.cost ? x.cost->raw() : x.gpu_hours) * model::expected_factor(x);
                                        },
@@ -186,12 +207,12 @@ void doc_summary(Doc& doc, const ReportContext& ctx, const model::ReportResult& 
                                                       sla_text(req.sla))};
     if (ir.cheapest) {
       const auto& c = ir.cells[*ir.cheapest];
-      row.insert(row.end(), {"**" + option_label(opts[*ir.cheapest]) + "**", count(double(c.gpus)), "ongoing",
+      row.insert(row.end(), {"**" + labels[*ir.cheapest] + "**", count(double(c.gpus)), "ongoing",
                              fmt::format("{} ({} per month){}", per_hour(c.cost_rate), per_month(c.cost_rate),
                                          c.band ? fmt::format(" ({}–{})", per_hour(c.cost_rate * c.band->p10),
                                                               per_hour(c.cost_rate * c.band->p90))
                                                 : std::string()),
-                             runner_up(ir, opts,
+                             runner_up(ir, labels,
                                        [](const model::ServingCell& x) { return x.cost_rate.raw() * model::expected_factor(x); },
                                        [](const model::ServingCell& x) { return per_hour(x.cost_rate); })});
     } else {
@@ -200,6 +221,8 @@ void doc_summary(Doc& doc, const ReportContext& ctx, const model::ReportResult& 
     sum.rows.push_back(row);
   }
   doc.table(sum);
+  // The summary ranks options by cost: where their prices are of different kinds, say so right under the ranking.
+  if (const std::string mixed = mixed_price_note(option_kinds(ctx)); !mixed.empty()) doc.para("**Note:** " + mixed + ".");
   {
     std::vector<std::string> tot;
     const bool any_training = std::any_of(res.training.begin(), res.training.end(), [](const auto& x) { return x.cheapest.has_value(); });
@@ -239,14 +262,12 @@ void doc_options(Doc& doc, const ReportContext& ctx, const model::ReportResult& 
   ot.columns = {{"option", "option"}, {"gpu", "GPU"}, {"node", "node"}, {"price", "price per GPU-hour", true}};
   if (any_max) ot.columns.push_back({"max", "max GPUs", true});
   std::vector<std::string> sources;
-  std::vector<std::string> kinds;
+  const auto kinds = option_kinds(ctx);
   for (std::size_t k = 0; k < opts.size(); ++k) {
     const auto& oc = ctx.options[k];
     const auto price = oc.sys.price ? oc.sys.price : oc.sys.gpu->price;
-    const auto kind = price_kind(oc.sys.price, oc.sys.gpu);
-    if (kind) kinds.push_back(*kind);
     ot.rows.push_back({option_label(opts[k]), oc.sys.gpu->info.name, oc.sys.node ? oc.sys.node->info.id : "",
-                       price ? fmt::format("${:.2f} {}", u::to_usd_per_hour(*price), kind.value_or("")) : ""});
+                       price ? fmt::format("${:.2f} {}", u::to_usd_per_hour(*price), kinds[k]) : ""});
     if (any_max) ot.rows.back().push_back(res.options[k].max_gpus ? count(double(*res.options[k].max_gpus)) : "");
     sources.push_back(fmt::format("**{}**: {}", option_label(opts[k]),
                                   price ? oc.price_origin : "no price known: give price_usd_per_gpu_hour"));
@@ -256,6 +277,7 @@ void doc_options(Doc& doc, const ReportContext& ctx, const model::ReportResult& 
   doc.para("Where each price comes from:");
   doc.bullets(sources);
   if (html) {
+    const auto labels = cost_labels(ctx);
     // Everything on one option.
     BarChart ch{"chart-options", "Everything on one option: training cost + one month of serving", {}, std::nullopt, {},
                 AxisUnit::money, "US$: training + one month of serving"};
@@ -270,7 +292,7 @@ void doc_options(Doc& doc, const ReportContext& ctx, const model::ReportResult& 
     for (std::size_t k = 0; k < opts.size(); ++k) {
       const auto& t = res.per_option[k];
       const double v = t.training_cost.raw() + t.serving_cost_rate.raw() * 3600 * model::kHoursPerMonth;
-      ch.bars.push_back({option_label(opts[k]), v,
+      ch.bars.push_back({labels[k], v,
                          t.covers_all ? money(v) : "cannot do every item", best && *best == k, !t.covers_all});
     }
     doc.chart(svg_bar_chart(ch));
@@ -321,16 +343,16 @@ void doc_training_item(Doc& doc, const ReportContext& ctx, const model::ReportRe
                {"verdict", "verdict"}};
   std::vector<std::string> why;
   std::vector<std::string> cmds;
+  const auto labels = cost_labels(ctx);
   for (std::size_t k = 0; k < ir.cells.size(); ++k) {
     const auto& c = ir.cells[k];
-    const std::string label = option_label(opts[k]);
     if (!c.feasible) {
-      t.rows.push_back({label, "", "", "", "", "", "", "", "", short_reason(c)});
-      for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", label, r));
+      t.rows.push_back({labels[k], "", "", "", "", "", "", "", "", short_reason(c)});
+      for (const auto& r : c.reasons) why.push_back(fmt::format("**{}**: {}", option_label(opts[k]), r));
       continue;
     }
     const bool best = ir.cheapest && *ir.cheapest == k;
-    t.rows.push_back({label, count(double(c.gpus)),
+    t.rows.push_back({labels[k], count(double(c.gpus)),
                       model::describe(*c.layout),
                       days(c.time_to_train), count(c.gpu_hours), c.cost ? u::format(*c.cost) : "",
                       c.energy ? u::format(*c.energy) : "", u::format(u::Ratio(c.mfu)),
@@ -351,7 +373,7 @@ void doc_training_item(Doc& doc, const ReportContext& ctx, const model::ReportRe
     for (std::size_t k = 0; k < ir.cells.size(); ++k) {
       const auto& c = ir.cells[k];
       const bool best = ir.cheapest && *ir.cheapest == k;
-      const std::string label = option_label(opts[k]);
+      const std::string& label = labels[k];
       if (!c.feasible) {
         cost_chart.bars.push_back({label, 0, short_reason(c), false, true});
         time_chart.bars.push_back({label, 0, short_reason(c), false, true});
@@ -396,14 +418,15 @@ void doc_serving_item(Doc& doc, const ReportContext& ctx, const model::ReportRes
                {"verdict", "verdict"}};
   std::vector<std::string> why;
   std::vector<std::string> cmds;
+  const auto labels = cost_labels(ctx);
   for (std::size_t k = 0; k < ir.cells.size(); ++k) {
     const auto& c = ir.cells[k];
     const std::string label = option_label(opts[k]);
     const bool best = ir.cheapest && *ir.cheapest == k;
     if (!c.has_numbers) {
-      t.rows.push_back({label, "", "", "", "", "", "", "", "", "cannot run"});
+      t.rows.push_back({labels[k], "", "", "", "", "", "", "", "", "cannot run"});
     } else {
-      t.rows.push_back({label, count(double(c.gpus)), fmt::format("{} × TP {}{}", c.replicas, c.tp, c.pp > 1 ? fmt::format(" · PP {}", c.pp) : ""),
+      t.rows.push_back({labels[k], count(double(c.gpus)), fmt::format("{} × TP {}{}", c.replicas, c.tp, c.pp > 1 ? fmt::format(" · PP {}", c.pp) : ""),
                         std::to_string(c.batch), u::format(c.ttft), u::format(c.itl), per_hour(c.cost_rate),
                         per_month(c.cost_rate), fmt::format("${:.3g}", c.cost_per_mtok_usd),
                         best ? "**cheapest**" : c.feasible ? "meets the SLA" : "misses the SLA"});
@@ -419,7 +442,7 @@ void doc_serving_item(Doc& doc, const ReportContext& ctx, const model::ReportRes
     for (std::size_t k = 0; k < ir.cells.size(); ++k) {
       const auto& c = ir.cells[k];
       const bool best = ir.cheapest && *ir.cheapest == k;
-      const std::string label = option_label(opts[k]);
+      const std::string& label = labels[k];
       if (!c.feasible) {
         cost_chart.bars.push_back({label, 0, "misses the SLA", false, true});
         continue;

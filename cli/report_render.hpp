@@ -36,6 +36,10 @@ struct ReportContext {
 /// An option's name as the report shows it (its id when the plan names it no other way).
 std::string option_label(const wl_io::PlanOption& o);
 
+/// Each option's price kind as price_kind() words it ("on-demand", "spot", "as given"); "" for an option without a
+/// price. Where they mix on-demand and spot, every cost comparison of the report says so (mixed_price_note).
+std::vector<std::string> option_kinds(const ReportContext& ctx);
+
 /// The report's content (summary, options, one section per item, how to read it, derivations with `explain`); the
 /// charts only when `html`.
 Doc build_doc(const ReportContext& ctx, const model::ReportResult& res, bool explain, bool html);

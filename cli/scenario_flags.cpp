@@ -47,6 +47,24 @@ bool ScenarioFlags::given(const std::string& key) const {
   return v.integer || v.number || v.boolean || v.text || !v.list.empty() || v.on;
 }
 
+std::vector<std::string> ScenarioFlags::take_list(const std::string& key) {
+  std::vector<std::string> out;
+  const auto it = values_.find(key);
+  if (it == values_.end()) return out;
+  for (const auto& item : it->second.list) {
+    std::size_t start = 0;
+    while (start <= item.size()) {
+      const std::size_t comma = item.find(',', start);
+      const std::string word = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!word.empty()) out.push_back(word);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  it->second.list.clear();
+  return out;
+}
+
 std::optional<std::string> ScenarioFlags::text(const std::string& key) const {
   const auto it = values_.find(key);
   return it == values_.end() ? std::nullopt : it->second.text;

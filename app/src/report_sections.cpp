@@ -135,8 +135,11 @@ std::vector<Section> training_sections(const wl::TransformerArch& arch, long lon
   std::vector<Section> sec;
   Section head{fmt::format("{} on {} × {}", arch.name.empty() ? arch.id : arch.name, shown_gpus, sys.gpu->info.name), {}};
   head.rows = {{"layout", layout_text(plan)},
-               {"batch", fmt::format("{} sequences × {} tokens per step, micro-batch {}, {} micro-batches",
-                                     plan.global_batch, plan.seq_len, plan.micro_batch, est.micro_batches)},
+               // A layout refused before it is priced has no micro-batch count: the line says nothing rather than 0.
+               {"batch", fmt::format("{} sequences × {} tokens per step, micro-batch {}{}", plan.global_batch,
+                                     plan.seq_len, plan.micro_batch,
+                                     est.micro_batches > 0 ? fmt::format(", {} micro-batches", est.micro_batches)
+                                                           : std::string())},
                {"node", sys.node ? sys.node->info.id : "single GPU"}};
   sec.push_back(head);
   for (auto& x : estimate_sections(sys, plan, est, band)) sec.push_back(std::move(x));

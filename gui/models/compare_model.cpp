@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/app/output.hpp"
 #include "gpuplan/core/format.hpp"
 
 namespace gpuplan::gui {
@@ -45,6 +46,14 @@ Snapshot snapshot_of(const TrainingResult& t, const ServingResult& s) {
       if (s.plan->best->cost_per_mtok_usd > 0) x.cost_per_mtok_usd = s.plan->best->cost_per_mtok_usd;
     }
   }
+  // The price both costs were computed at (the training and the serving request price the same GPU).
+  const model::TrainingSystem* sys = t.valid && t.resolved ? &t.resolved->sys
+                                     : s.valid && s.planner ? &s.planner->sys
+                                                            : nullptr;
+  if (sys != nullptr) {
+    x.price = app::describe_price(sys->price, sys->gpu, "the scenario");
+    x.price_kind = app::price_kind(sys->price, sys->gpu).value_or("");
+  }
   return x;
 }
 
@@ -57,12 +66,13 @@ const std::vector<CompareModel::Row>& CompareModel::rows() {
       {"mfu", "MFU", Unit::ratio, false, &Snapshot::mfu, nullptr},
       {"memory", "memory per GPU", Unit::bytes, true, &Snapshot::memory_bytes, nullptr},
       {"time_to_train", "time to train", Unit::seconds, true, &Snapshot::time_to_train_s, nullptr},
-      {"cost", "cost", Unit::usd, true, &Snapshot::cost_usd, nullptr},
+      {"price", "price per GPU-hour", Unit::text, false, nullptr, &Snapshot::price},
+      {"cost", "cost", Unit::usd, true, &Snapshot::cost_usd, nullptr, true},
       {"serving", "serving", Unit::text, false, nullptr, &Snapshot::serving},
       {"ttft", "TTFT (at the batch)", Unit::seconds, true, &Snapshot::ttft_s, nullptr},
       {"itl", "ITL (at the batch)", Unit::seconds, true, &Snapshot::itl_s, nullptr},
       {"serving_gpus", "GPUs for the rate", Unit::count, true, &Snapshot::serving_gpus, nullptr},
-      {"cost_per_mtok", "$ per M output tokens", Unit::usd_per_mtok, true, &Snapshot::cost_per_mtok_usd, nullptr},
+      {"cost_per_mtok", "$ per M output tokens", Unit::usd_per_mtok, true, &Snapshot::cost_per_mtok_usd, nullptr, true},
   };
   return r;
 }
@@ -109,6 +119,11 @@ std::optional<double> CompareModel::deltaPct(int row) const {
   return *d / a;
 }
 
+std::string CompareModel::priceNote() const {
+  if (!pinned_) return "";
+  return app::mixed_price_note({pinned_->price_kind, current_.price_kind});
+}
+
 int CompareModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(rows().size()); }
 int CompareModel::columnCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : kColumnCount; }
 
@@ -146,34 +161,42 @@ QVariant CompareModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::TextAlignmentRole && col != kQuantity && r.unit != Unit::text)
     return int(Qt::AlignRight | Qt::AlignVCenter);
+  const std::string note = r.cost ? priceNote() : std::string();
   if (role == Qt::ForegroundRole && (col == kDelta || col == kDeltaPct)) {
     const auto d = delta(index.row());
-    if (!d || *d == 0) return {};
+    if (!d || *d == 0 || !note.empty()) return {};  // spot against on-demand is neither better nor worse
     const bool better = r.lower_is_better ? *d < 0 : *d > 0;
     return QBrush(better ? QColor(0x2e7d32) : QColor(0xb00020));
   }
   if (role != Qt::DisplayRole && role != Qt::ToolTipRole) return {};
+  if (role == Qt::ToolTipRole && !note.empty() && col != kQuantity) return QString::fromStdString(note);
   if (col == kQuantity) return QString(r.label);
   if (r.unit == Unit::text) {
     if (col == kPinned) return pinned_ ? QString::fromStdString((*pinned_).*(r.text)) : QString();
     if (col == kCurrent) return QString::fromStdString(current_.*(r.text));
     return {};
   }
+  // With kinds mixed, each cost names its kind ("$423 (spot)") and each delta both ("… (on-demand → spot)").
   auto value = [&](const Snapshot& s) {
     const auto& v = s.*(r.field);
-    return v ? format(r, *v) : QString("—");
+    if (!v) return QString("—");
+    return format(r, *v) + (note.empty() ? QString() : QString(" (%1)").arg(QString::fromStdString(s.price_kind)));
   };
+  const QString kinds = note.empty() ? QString()
+                                     : QString(" (%1 → %2)")
+                                           .arg(QString::fromStdString(pinned_->price_kind),
+                                                QString::fromStdString(current_.price_kind));
   if (col == kPinned) return pinned_ ? value(*pinned_) : QString();
   if (col == kCurrent) return value(current_);
   if (col == kDelta) {
     const auto d = delta(index.row());
     if (!d) return QString();
     const QString sign = *d > 0 ? "+" : *d < 0 ? "−" : "±";
-    return sign + format(r, std::fabs(*d));
+    return sign + format(r, std::fabs(*d)) + kinds;
   }
   const auto p = deltaPct(index.row());
   if (!p) return QString();
-  return QString("%1%2%").arg(*p > 0 ? "+" : *p < 0 ? "−" : "±").arg(std::fabs(*p) * 100.0, 0, 'f', 1);
+  return QString("%1%2%").arg(*p > 0 ? "+" : *p < 0 ? "−" : "±").arg(std::fabs(*p) * 100.0, 0, 'f', 1) + kinds;
 }
 
 QVariant CompareModel::headerData(int section, Qt::Orientation orientation, int role) const {

@@ -41,15 +41,20 @@ ComparePage::ComparePage(QWidget* parent) : QWidget(parent), model_(new CompareM
   l->addWidget(table_, 1);
   connect(pin_, &QPushButton::clicked, this, &ComparePage::pinRequested);
   connect(unpin_, &QPushButton::clicked, this, &ComparePage::unpinRequested);
-  connect(model_, &QAbstractItemModel::dataChanged, this, [this] { table_->resizeRowsToContents(); });
+  connect(model_, &QAbstractItemModel::dataChanged, this, [this] {
+    table_->resizeRowsToContents();
+    refresh();  // B's price kind may have changed
+  });
   refresh();
 }
 
 void ComparePage::refresh() {
   unpin_->setEnabled(model_->pinned());
+  const std::string note = model_->priceNote();
   hint_->setText(model_->pinned()
                      ? tr("A is pinned. Change anything in the scenario panel or the serving page: B and the deltas follow "
-                          "(green: better, red: worse). Pin again to make the current scenario the new A.")
+                          "(green: better, red: worse). Pin again to make the current scenario the new A.") +
+                           (note.empty() ? QString() : tr(" Note on the costs: %1.").arg(QString::fromStdString(note)))
                      : tr("Nothing pinned. Pin the current scenario, then change the GPU, precision, layout, …: this "
                           "table shows both side by side with the difference of every headline number."));
 }

@@ -179,6 +179,52 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
                           "(1) times data parallel size (8): Megatron-LM refuses it"));
   }
 
+  TEST_CASE("a split refused before pricing exits 3 with its reason and no made-up micro-batch count") {
+    // 32 layers + the embedding + the loss = 34 do not split over PP 4 (Megatron-LM's divisibility rule).
+    const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8", "--pipeline-model-parallel-size",
+                       "4", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"});
+    CHECK(r.rc == kInfeasible);
+    CHECK(contains(r.out, "34 layers with the embedding and the loss do not split evenly over PP 4"));
+    CHECK(contains(r.out, "micro-batch 1\n"));
+    CHECK_FALSE(contains(r.out, "0 micro-batches"));
+  }
+
+  TEST_CASE("--recompute-modules beside --recompute-granularity is Megatron's: core_attn accepted, named or not") {
+    // gpuplan's own --recompute-modules has the same spelling; beside Megatron's granularity flag the list is read
+    // with Megatron's vocabulary and rule: the attention core is recomputed only when core_attn is named.
+    const std::vector<std::string> base = {"train", "-m", "qwen3-30b-a3b", "--gpu", "h100", "--gpus", "8", "--bf16",
+                                           "--use-distributed-optimizer", "--recompute-granularity", "selective",
+                                           "--recompute-modules"};
+    auto with = [&](std::vector<std::string> mods) {
+      std::vector<std::string> a = base;
+      a.insert(a.end(), mods.begin(), mods.end());
+      return run(a);
+    };
+    const Run named = with({"core_attn", "moe_act"});
+    CHECK(named.rc != kInvalid);  // priced (whether it fits at the default batch is not the point)
+    CHECK(contains(named.err, "recompute = \"selective\" (--recompute-granularity selective)"));
+    CHECK(contains(named.err, "recompute_modules = [\"moe_act\"] (--recompute-modules core_attn moe_act)"));
+    const Run unnamed = with({"moe_act"});
+    CHECK(unnamed.rc != kInvalid);
+    CHECK(contains(unnamed.err, "recompute = \"none\" (--recompute-granularity selective)"));
+    const Run refused = with({"core_attn", "moe"});
+    CHECK(refused.rc == kInvalid);
+    CHECK(contains(refused.err, "--recompute-modules core_attn moe"));
+  }
+
+  TEST_CASE("--optimizer adam, Megatron's default spelling, is accepted inline and priced as adamw") {
+    const std::vector<std::string> base = {"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "8",
+                                           "--zero", "1", "--format", "json", "--optimizer"};
+    std::vector<std::string> adam = base, adamw = base;
+    adam.emplace_back("adam");
+    adamw.emplace_back("adamw");
+    const Run a = run(adam), w = run(adamw);
+    CHECK(a.rc == w.rc);
+    CHECK(a.rc != kInvalid);
+    CHECK(a.out == w.out);
+    CHECK(contains(a.out, "step_time_s"));
+  }
+
   TEST_CASE("Megatron flags need -m MODEL") {
     const Run r = run({"train", "--gpu", "h100", "--tensor-model-parallel-size", "2"});
     CHECK(r.rc == kInvalid);

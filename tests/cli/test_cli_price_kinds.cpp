@@ -85,6 +85,40 @@ TEST_SUITE("price kinds") {
     CHECK(o[1]["price_usd_per_gpu_hour"].get<double>() == doctest::Approx(1.61));
   }
 
+  TEST_CASE("report: where the options mix on-demand and spot, every cost ranking carries the kinds and the note") {
+    const Plan plan({{"SXM", "dgx-h100"}, {"NVL", "h100-nvl-8"}});
+    const Run r = run({"report", plan.path.string()});
+    INFO(r.err);
+    REQUIRE((r.rc == 0 || r.rc == kInfeasible));
+    // The summary ranks the options by cost before the hardware table: its cheapest and next-best cells name the
+    // kinds (the spot NVL is cheaper at $1.61 against the on-demand SXM's $2.69), and the note follows the summary.
+    const std::string summary = r.out.substr(0, r.out.find("## Hardware options"));
+    CHECK(contains(summary, "| t | train 10B tokens within 30 days | **NVL (spot)** |"));
+    CHECK(contains(summary, "| SXM (on-demand), $"));
+    CHECK(contains(summary, "**Note:** " + kMixNote));
+    // Each item's table too.
+    const std::string training = r.out.substr(r.out.find("## Training: t"));
+    CHECK(contains(option_row(training, "SXM (on-demand)"), "meets the deadline"));
+    CHECK(contains(option_row(training, "NVL (spot)"), "**cheapest**"));
+    // JSON: the note, and each cell's kind beside its price.
+    const json j = parse_json(run({"report", plan.path.string(), "--format", "json"}));
+    REQUIRE(j["price_note"].is_string());
+    CHECK(contains(j["price_note"].get<std::string>(), kMixNote));
+    CHECK(j["training"][0]["options"][0]["price_kind"] == "on-demand");
+    CHECK(j["training"][0]["options"][1]["price_kind"] == "spot");
+    CHECK(j["serving"].empty());
+    // CSV: a price_kind column beside the price.
+    const auto rows = lines(run({"report", plan.path.string(), "--format", "csv"}).out);
+    REQUIRE(rows.size() == 3);
+    const auto head = cells(rows[0]);
+    const auto at = std::find(head.begin(), head.end(), "price_kind");
+    REQUIRE(at != head.end());
+    const auto col = static_cast<std::size_t>(at - head.begin());
+    CHECK(head[col - 1] == "price_usd_per_gpu_hour");
+    CHECK(cells(rows[1])[col] == "on-demand");
+    CHECK(cells(rows[2])[col] == "spot");
+  }
+
   TEST_CASE("report: options all priced on-demand carry no mix note") {
     const Plan plan({{"H100", "dgx-h100"}, {"H200", "dgx-h200"}});
     const Run r = run({"report", plan.path.string()});
@@ -93,6 +127,11 @@ TEST_SUITE("price kinds") {
     CHECK(contains(option_row(r.out, "H100"), "on-demand"));
     CHECK(contains(option_row(r.out, "H200"), "on-demand"));
     CHECK_FALSE(contains(r.out, kMixNote));
+    // One kind: the option names carry no kind and the JSON has no note.
+    CHECK_FALSE(contains(r.out, "(on-demand)"));
+    const json j = parse_json(run({"report", plan.path.string(), "--format", "json"}));
+    CHECK(j["price_note"].is_null());
+    CHECK(j["training"][0]["options"][0]["price_kind"] == "on-demand");
   }
 
   TEST_CASE("train --sweep across an on-demand and a spot GPU: a price_kind column and a note on stderr") {

@@ -459,7 +459,8 @@ TEST_CASE("serve --input-dist / --output-dist: the planner takes distributions, 
            {"100:0", "'100:0': tokens must be a whole number from 1 to 10000000 and the weight > 0"},
            {"20000000:1", "'20000000:1': tokens must be a whole number from 1 to 10000000 and the weight > 0"},
            {"1:1e308,2:1e308", "the weights add up to more than a double holds"}}) {
-    CAPTURE(spec);
+    const auto& captured_spec = spec;  // clang 14: no structured binding in CAPTURE's lambda
+    CAPTURE(captured_spec);
     const Run r = run({"serve", "-m", "llama-3.1-8b", "--gpu", "h100", "--rate", "1", "--input-dist", spec});
     CHECK(r.rc == kInvalid);
     CHECK(contains(r.err, "--input-dist: error: '" + spec + "': " + why));

@@ -175,6 +175,29 @@ TEST_SUITE("gpuplan train") {
     CHECK(contains(bad.err, "--lora-rank"));
   }
 
+  TEST_CASE("--master-bytes sets the optimizer's master copy: 2 halves it, 0 drops it, amp and 5 exit 2") {
+    const Run fp32 = run(with(fitting_args(), {"--format", "json"}));
+    const Run rem = run(with(fitting_args(), {"--format", "json", "--master-bytes", "2"}));
+    const Run none = run(with(fitting_args(), {"--format", "json", "--master-bytes", "0"}));
+    INFO(rem.err);
+    REQUIRE(fp32.rc == 0);
+    REQUIRE(rem.rc == 0);
+    REQUIRE(none.rc == 0);
+    const json a = parse_json(fp32), b = parse_json(rem), c = parse_json(none);
+    const double m = a["memory"]["breakdown"]["master_weights_bytes"].get<double>();
+    CHECK(m > 0);
+    CHECK(b["memory"]["breakdown"]["master_weights_bytes"].get<double>() == doctest::Approx(m / 2));
+    CHECK(c["memory"]["breakdown"]["master_weights_bytes"].get<double>() == 0);
+    CHECK(b["memory"]["breakdown"]["optimizer_states_bytes"] == a["memory"]["breakdown"]["optimizer_states_bytes"]);
+    const Run out_of_range = run(with(fitting_args(), {"--master-bytes", "5"}));
+    CHECK(out_of_range.rc == 2);
+    CHECK(contains(out_of_range.err, "--master-bytes"));
+    const Run amp = run(with(fitting_args(), {"--mixed-precision", "amp", "--master-bytes", "2"}));
+    CHECK(amp.rc == 2);
+    CHECK(contains(amp.err, "--master-bytes"));
+    CHECK(contains(amp.err, "fp32 parameters, which are the master copy"));
+  }
+
   TEST_CASE("--optimizer-states bf16 halves the optimizer states, --fp8-params needs FP8 GEMMs, bad pairs exit 2") {
     const Run fp32 = run(with(fitting_args(), {"--format", "json"}));
     const Run bf16 = run(with(fitting_args(), {"--format", "json", "--optimizer-states", "bf16"}));

@@ -91,7 +91,8 @@ TEST_CASE("gpuplan train has one option per flagged key, of the key's type, and 
     for (const auto& x : f.flags) table_flags.insert(x);
   for (const auto& [name, o] : options) {
     if (table_flags.count(name) || kNotScenario.count(name)) continue;
-    CAPTURE(name);
+    const auto& captured_name = name;  // clang 14: no structured binding in CAPTURE's lambda
+    CAPTURE(captured_name);
     // The vision models' options (cmd_vision.cpp) are their own kind's, not the transformer scenario's.
     CHECK(o->get_description().rfind("vision models:", 0) == 0);
   }
@@ -209,7 +210,8 @@ TEST_CASE("docs/scenario.md's simulate and autoscale tables list exactly the key
       {"## `load`", "## ", &wl_io::autoscale_load_fields()},
       {"## `autoscale`", "# ", &wl_io::autoscale_policy_fields()}};
   for (const auto& [from, to, table] : sections) {
-    CAPTURE(from);
+    const auto& captured_from = from;  // clang 14: no structured binding in CAPTURE's lambda
+    CAPTURE(captured_from);
     const std::string text = field_docs::section(path, from, to);
     REQUIRE(!text.empty());
     field_docs::check_documented(field_docs::documented_keys(text), *table);

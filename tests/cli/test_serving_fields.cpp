@@ -93,7 +93,8 @@ TEST_CASE("gpuplan serve has one option per flagged key, of the key's type, and 
   }
   for (const auto& [name, o] : options) {
     if (table_flags.count(name) || kNotScenario.count(name)) continue;
-    CAPTURE(name);
+    const auto& captured_name = name;  // clang 14: no structured binding in CAPTURE's lambda
+    CAPTURE(captured_name);
     // The timeline's options (serve_timeline.hpp) and the vision models' (cmd_vision.cpp) are not scenario keys.
     const std::string d = o->get_description();
     CHECK((d.rfind("vision models:", 0) == 0 || name.rfind("--timeline", 0) == 0));
@@ -104,7 +105,8 @@ TEST_CASE("simulate, compress and autoscale take the table's one-replica flags a
   const std::map<std::string, std::set<std::string>> own_planner_keys = {
       {"simulate", {"rate"}}, {"compress", {"batch"}}, {"autoscale", {"ttft_ms", "itl_ms", "percentile", "price_usd_per_hour"}}};
   for (const auto& [name, own] : own_planner_keys) {
-    CAPTURE(name);
+    const auto& captured_name = name;  // clang 14: no structured binding in CAPTURE's lambda
+    CAPTURE(captured_name);
     CLI::App app;
     cli::GlobalOptions g;
     int rc = 0;

@@ -205,6 +205,49 @@ TEST_CASE("compare model passes QAbstractItemModelTester through pin, update and
   CHECK(m.data(m.index(row, gui::CompareModel::kPinned)).toString().isEmpty());
 }
 
+TEST_CASE("compare model: A on-demand against B spot names the kinds on every cost and colours no cost delta") {
+  // #22 deliverable 3: a spot B is not "better" than an on-demand A. The snapshots come from real evaluations: the
+  // H100 SXM file is priced on-demand (RunPod), the H100 NVL file spot (an Azure spot VM).
+  const auto data = gui::test::data();
+  REQUIRE(data != nullptr);
+  gui::TrainingRequest req;
+  req.scenario = {{"model", "llama-3.1-8b"}, {"gpu", "h100-sxm5-80gb"}, {"gpus", 8}, {"tp", 1}, {"pp", 1},
+                  {"global_batch", 64}, {"seq", 4096}, {"tokens", 1e10}};
+  req.scaling = false;
+  req.collectives = false;
+  const auto a = gui::evaluate_training(*data, req);
+  req.scenario["gpu"] = "h100-nvl";
+  const auto b = gui::evaluate_training(*data, req);
+  REQUIRE(a.valid);
+  REQUIRE(b.valid);
+  const auto sa = gui::snapshot_of(a, {}), sb = gui::snapshot_of(b, {});
+  CHECK(sa.price_kind == "on-demand");
+  CHECK(sb.price_kind == "spot");
+  CHECK(sa.price.find("$2.69/GPU-h on-demand") == 0);
+  gui::CompareModel m;
+  QAbstractItemModelTester tester(&m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  m.setPinned(sa);
+  m.setCurrent(sb);
+  CHECK(m.priceNote().find("these costs mix on-demand and spot prices") == 0);
+  const int cost = m.rowOf("cost");
+  REQUIRE(cost >= 0);
+  REQUIRE(m.delta(cost));
+  CHECK(m.data(m.index(cost, gui::CompareModel::kPinned)).toString().endsWith(" (on-demand)"));
+  CHECK(m.data(m.index(cost, gui::CompareModel::kCurrent)).toString().endsWith(" (spot)"));
+  CHECK(m.data(m.index(cost, gui::CompareModel::kDelta)).toString().endsWith(" (on-demand → spot)"));
+  CHECK(m.data(m.index(cost, gui::CompareModel::kDeltaPct)).toString().endsWith(" (on-demand → spot)"));
+  CHECK_FALSE(m.data(m.index(cost, gui::CompareModel::kDelta), Qt::ForegroundRole).isValid());
+  CHECK(m.data(m.index(cost, gui::CompareModel::kDelta), Qt::ToolTipRole).toString().startsWith("these costs mix"));
+  CHECK(m.data(m.index(m.rowOf("price"), gui::CompareModel::kCurrent)).toString().startsWith("$1.61/GPU-h spot"));
+  // Rows that are not money keep their colour and carry no kind.
+  const int step = m.rowOf("step_time");
+  CHECK_FALSE(m.data(m.index(step, gui::CompareModel::kCurrent)).toString().contains("spot"));
+  // Both on-demand: no note, no kinds on the costs.
+  m.setCurrent(sa);
+  CHECK(m.priceNote().empty());
+  CHECK_FALSE(m.data(m.index(cost, gui::CompareModel::kCurrent)).toString().contains("on-demand"));
+}
+
 TEST_CASE("compare mode in the window: pin A100 bf16, switch to H100 fp8 and TP 4, deltas are B - A of the model") {
   const auto data = gui::test::data();
   REQUIRE(data != nullptr);

@@ -225,7 +225,9 @@ TEST_SUITE("units the decoder relies on") {
     // device-reported): 2,500e12 / (152 x 8,192) = 2.008 GHz <= 2.062. A wrong SM count (Hopper's 132) would give
     // 2.08 and 2.31 GHz, above both.
     for (const auto& [id, sms, ghz] : {std::tuple{"b200-hgx", 148, 1.856}, std::tuple{"gb200-gpu", 152, 2.008}}) {
-      CAPTURE(id);
+      // A named copy: clang 14 refuses capturing a structured binding in CAPTURE's lambda (C++20 P1091).
+      const auto& captured_id = id;
+      CAPTURE(captured_id);
       const auto* g = shipped().find_gpu(id);
       REQUIRE(g != nullptr);
       CHECK(g->compute_units == sms);

@@ -70,7 +70,9 @@ TEST_SUITE("edge and workstation hardware") {
                                     std::tuple{"thor", "jetson-agx-thor"}, std::tuple{"t5000", "jetson-agx-thor"},
                                     std::tuple{"4090", "rtx-4090"}, std::tuple{"rtx-4090", "rtx-4090"},
                                     std::tuple{"5090", "rtx-5090"}, std::tuple{"l4", "l4"}, std::tuple{"l40s", "l40s"}}) {
-      CAPTURE(typed);
+      // A named copy: clang 14 refuses capturing a structured binding in CAPTURE's lambda (C++20 P1091).
+      const auto& captured_typed = typed;
+      CAPTURE(captured_typed);
       const GpuSpec* g = shipped().find_gpu(typed);
       REQUIRE(g != nullptr);
       CHECK(g->info.id == id);
@@ -91,7 +93,9 @@ TEST_SUITE("edge and workstation hardware") {
         {"l40s", Precision::bf16, 1024, 0.013},
     };
     for (const auto& [id, p, per_sm, tol] : cases) {
-      CAPTURE(id);
+      // A named copy: clang 14 refuses capturing a structured binding in CAPTURE's lambda (C++20 P1091).
+      const auto& captured_id = id;
+      CAPTURE(captured_id);
       const GpuSpec& g = gpu(id);
       REQUIRE(g.boost_clock_MHz.has_value());
       const double from_sms = g.compute_units * *g.boost_clock_MHz * 1e6 * per_sm / 1e12;

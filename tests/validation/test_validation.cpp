@@ -590,7 +590,14 @@ const cli::CaseResult* dsv3_case(const cli::ValidationSummary& s) {
 }
 }  // namespace
 
-TEST_CASE("DeepSeek-V3's published pre-training on 2048 H800 is priced within 15% of its 2.664M GPU-hours") {
+// Not met: with the layer split of NVIDIA's Megatron-Bridge DeepSeek-V3 recipe for PP 16 (the case's pipeline_layout;
+// DeepSeek publishes none), the model prices the step at 14.7 s against the measured 19.93 s (ISCA '25 Table 4), 1.96M
+// GPU-hours, 26% short. The split gpuplan used before (13 stages of 4 layers, 3 of 3, no source) came within 11% only
+// by loading device 0 with 8 layers, both heads and the MTP module. Where the time goes missing is DeepSeek's own
+// forward/backward pair (docs/deepseek-v3-profile.md: 32.1 ms per MoE layer measured against 24.5 priced, most of it
+// outside the GEMMs). Should fail until that gap is priced; then drop the decorator.
+TEST_CASE("DeepSeek-V3's published pre-training on 2048 H800 is priced within 15% of its 2.664M GPU-hours" *
+          doctest::should_fail()) {
   const auto s = run("training_cases.json");
   const cli::CaseResult* c = dsv3_case(s);
   REQUIRE(c != nullptr);
@@ -600,13 +607,25 @@ TEST_CASE("DeepSeek-V3's published pre-training on 2048 H800 is priced within 15
   CHECK(std::abs(*c->predicted / 2.664e6 - 1.0) <= 0.15);
 }
 
-// The other half of the done-when, not met: with the layer split gpuplan assumes (the report does not publish one:
-// Megatron's even split, 13 stages of 4 layers and 3 of 3, the embedding on stage 0, the MTP module and the output
-// head on stage 15 — DualPipe puts both on device 0), device 0 needs more than the H800's 81,008 MiB: 88.4 GiB with
-// the FP8 weights kept in one layout as DeepSeek's profile shows (deepseek-ai/profile-data train.json) and the MTP
-// depth's logits (§2.2); what is left is unpublished (docs/deepseek-v3-profile.md). Should fail until the fit holds
-// with a sourced split or sourced storage; then drop the decorator.
-TEST_CASE("DeepSeek-V3's published layout fits on the H800 (issue #21 done-when)" * doctest::should_fail()) {
+// The priced side of the same gap, so that it cannot drift unnoticed: at the recipe's split the model is 20-30% short
+// of the report.
+TEST_CASE("DeepSeek-V3 at Megatron-Bridge's PP 16 split is priced 20-30% short of the reported GPU-hours") {
+  const auto s = run("training_cases.json");
+  const cli::CaseResult* c = dsv3_case(s);
+  REQUIRE(c != nullptr);
+  REQUIRE(c->predicted);
+  CAPTURE(*c->predicted);
+  CHECK(*c->predicted / 2.664e6 - 1.0 < -0.20);
+  CHECK(*c->predicted / 2.664e6 - 1.0 > -0.30);
+}
+
+// The other half of the done-when: at the recipe's split device 0 (stages 0 and 15 under DualPipe: the embedding,
+// 5 layers, the MTP module and the head) needs 78.7 GiB of the H800's 81,008 MiB (79.1 GiB), with the FP8 weights kept
+// in one layout as DeepSeek's profile shows (deepseek-ai/profile-data train.json), the MTP depth's logits (§2.2) and
+// the loss kernel at gpuplan's default (Transformer Engine's cross entropy, which keeps only the logits). It fits by
+// 0.4 GiB, inside terms DeepSeek does not publish (its loss kernel, DeepEP's buffers, the allocator's slack;
+// docs/deepseek-v3-profile.md): a fit, not a margin.
+TEST_CASE("DeepSeek-V3's published layout fits on the H800 (issue #21 done-when)") {
   const auto s = run("training_cases.json");
   const cli::CaseResult* c = dsv3_case(s);
   REQUIRE(c != nullptr);

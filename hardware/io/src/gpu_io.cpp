@@ -120,6 +120,22 @@ bool valid_price_date(const std::string& d) {
   const int day = (d[8] - '0') * 10 + (d[9] - '0');
   return day >= 1 && day <= 31;
 }
+/// A file without a price says why (price_none) and when the search was made; a file cannot say both. The reason is
+/// provenance only: nothing downstream reads it, so it is checked here and not kept in GpuSpec.
+void check_price_none(const ObjectReader& r, bool priced) {
+  if (!r.valid()) return;
+  const auto none = r.str("price_none");
+  const auto checked = r.str("price_none_checked");
+  if (none && priced)
+    r.error("price_none", fmt::format("'price_none' ({}) says there is no public price, but 'price_usd_per_hour' "
+                                      "gives one: keep one of the two",
+                                      *none));
+  if (none && !checked)
+    r.error("price_none", "'price_none' needs 'price_none_checked' (when the search for a price was made)");
+  if (checked && !none) r.error("price_none_checked", "'price_none_checked' is given without 'price_none'");
+  if (checked && !valid_price_date(*checked))
+    r.error("price_none_checked", fmt::format("'{}' is not a date of the form YYYY-MM or YYYY-MM-DD", *checked));
+}
 }  // namespace detail
 using namespace detail;
 
@@ -160,6 +176,14 @@ const FieldTable& gpu_fields() {
                       {"on_demand", "spot"}),
                  text("price_provider", "who rents at that price, e.g. \"RunPod Secure Cloud\" (required with a price)"),
                  text("price_date", "when the source dates the price: YYYY-MM or YYYY-MM-DD (absent: undated)"),
+                 text("price_none",
+                      "why the file has no price (instead of price_usd_per_hour): not_offered (never rented to the "
+                      "public: OEM, HPC or embedded parts), contract_only (rented only under contract or quote, no "
+                      "list price), not_found (rented, but no list price with its provider and kind was found); the "
+                      "search is cited in sources (\"for\": [\"/price_none\"])",
+                      kOpt, {"not_offered", "contract_only", "not_found"}),
+                 text("price_none_checked",
+                      "when the search behind price_none was made: YYYY-MM or YYYY-MM-DD (required with price_none)"),
              });
   return t;
 }
@@ -264,6 +288,7 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
       if (date && !valid_price_date(*date))
         r.error("price_date", fmt::format("'{}' is not a date of the form YYYY-MM or YYYY-MM-DD", *date));
     }
+    check_price_none(r, g.price.has_value());
   }
   return finish(std::move(g), std::move(diags));
 }

@@ -114,9 +114,10 @@ units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const w
 ///    ZeRO stage that shards it (1: optimizer + master, 2: + gradients, 3: + weights). ZeRO-3 adds the gathered
 ///    largest layer: two units of weights when prefetching (one otherwise) and one of gradients.
 ///  - Activations ([K22]): in_flight · Σ_stage layers stored(layer) + first-stage embedding dropout + last-stage final
-///    norm and output-projection inputs + max(0, recomputation working set − logits buffers); stored(layer) is the
-///    sum of the layer's saved tensors (layer_terms) per token × (s/c)·b, under the recomputation mode.
-///  - Logits ([K22] §4.3): (s/c)·b·V/t·(a_b + 4) on the last stage.
+///    norm and output-projection inputs + max(0, recomputation working set − logits buffers − those inputs);
+///    stored(layer) is the sum of the layer's saved tensors (layer_terms) per token × (s/c)·b, under the
+///    recomputation mode.
+///  - Logits ([K22] §4.3): (s/c)·b·V/t·logit_bytes on the last stage (a_b + 4; a_b with TE's cross entropy).
 ///  - Overheads: CUDA context + communicators·NCCL buffers + fragmentation·(everything the allocator holds).
 TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCounts& params,
                                const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, const RuntimeOverheads& overheads,

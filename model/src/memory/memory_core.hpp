@@ -111,6 +111,14 @@ LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p,
 /// NCCL communicators one GPU belongs to under the parallelism (stage_memory.cpp).
 int communicators(const wl::Parallelism& par);
 
+/// Bytes per logit the loss keeps on the last stage (its peak, the backward's start): the logits in the activation
+/// dtype a_b, plus what the cross entropy allocates beside them. Transformer Engine's parallel_cross_entropy
+/// (cross_entropy te) writes the gradient into the logits tensor in place and saves that tensor: a_b alone
+/// (TransformerEngine transformer_engine/pytorch/triton/cross_entropy.py up to v2.17, e.g. e9a5fa4e; v2.18's PR #3193
+/// allocates an fp32 gradient beside them). Megatron-Core's VocabParallelCrossEntropy, fused or not, upcasts to fp32
+/// and keeps the fp32 softmax ([K22] §4.3): a_b + 4. A PyTorch loop (eager kernels): a_b + 4 + 4 (memory.cpp).
+double logit_bytes(const wl::TrainingPlan& plan, double activation_bytes);
+
 /// DualPipe's activation multiplier on a device's summed layers (StageShape::chunks == 2): PP − h micro-batches of
 /// its shallower stage and h + 1 of its deeper one, h = min(i, PP−1−i), over their sum's bytes per micro-batch
 /// ((PP + 1)/2 when the two stages keep the same bytes). memory_dualpipe.cpp.

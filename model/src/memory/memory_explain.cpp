@@ -306,7 +306,7 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
   act.title = "Activations";
   act.formula =
       "in_flight · Σ_stage layers stored(layer) + embedding dropout (first) + final norm/LM-head inputs "
-      "(last) + max(0, recomputation working set − logits buffers)";
+      "(last) + max(0, recomputation working set − logits buffers − final norm/LM-head inputs)";
   const char* rmode = plan.recompute == wl::Recompute::none        ? "none: every saved tensor"
                       : plan.recompute == wl::Recompute::selective ? "selective: all but the attention core"
                       : plan.recompute == wl::Recompute::selective_op
@@ -337,8 +337,9 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
   if (h.working_set > 0)
     act.notes.push_back(fmt::format(
         "recomputation working set (one layer, one micro-batch, during its backward): {}; it does not coexist with the "
-        "logits/loss buffers ({}), so the peak adds max(0, working set − logits) = {}",
-        B(h.working_set), B(h.logits_b), B(std::max(0.0, h.working_set - h.logits_b))));
+        "logits/loss buffers ({}) or the final norm/LM-head inputs, so the peak adds max(0, working set − logits − "
+        "those inputs) = {}",
+        B(h.working_set), B(h.logits_b), B(std::max(0.0, h.working_set - h.logits_b - h.extra_last))));
   if (p > 1 && plan.dualpipe())
     act.notes.push_back(fmt::format(
         "DualPipe: device i holds stage i (forward direction) and stage p−1−i (reverse direction), their layers "
@@ -401,12 +402,14 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
   const double t = e.t;
   const double comms = e.core.comms;
   const bool torch_loop = e.plan.kernels == wl::KernelStyle::eager;
+  const bool te_loss = !torch_loop && e.plan.cross_entropy == wl::CrossEntropyKernel::te;
   const Origin& cfg = e.cfg;
   const Origin& par_o = e.par_o;
   d.children.push_back(
       {"memory.logits",
        "Logits and loss buffers",
        torch_loop ? "(s/c)·b·V/t·(a_b + 4 + 4): logits, log_softmax's fp32 output and its fp32 incoming gradient"
+       : te_loss  ? "(s/c)·b·V/t·a_b: logits in the activation dtype, the cross entropy's gradient written into them"
                   : "(s/c)·b·V/t·(a_b + 4): logits in the activation dtype + their fp32 upcast for the cross entropy",
        {{"V", format_count(double(a.vocab)), "vocabulary", cfg},
         {"(s/c)·b", format_count(c.tokens), "tokens of one micro-batch on this GPU", Origin::user("plan")},
@@ -416,6 +419,10 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
         : torch_loop     ? "PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 "
                            "output; its backward's fp32 incoming gradient coexists with both (measured allocator "
                            "timelines, data/validation/measured/h200-sxm-141gb/mem_*.json)"
+        : te_loss        ? "Transformer Engine's parallel cross entropy (cross_entropy te) computes the loss from the "
+                           "logits and writes its gradient into the same tensor, which it saves for the backward: no "
+                           "fp32 copy (TransformerEngine transformer_engine/pytorch/triton/cross_entropy.py up to "
+                           "v2.17; v2.18 allocates an fp32 gradient beside the logits)"
                          : "Megatron's vocab-parallel cross entropy upcasts to fp32 and computes the softmax in place "
                            "([K22] §4.3: 4sbv/t); the bf16 logits are alive while it runs"},
        {}});

@@ -26,6 +26,12 @@ int communicators(const wl::Parallelism& par) {
          int(par.expert_tp() != par.tp && par.expert_tp() > 1);
 }
 
+double logit_bytes(const wl::TrainingPlan& plan, double activation_bytes) {
+  if (plan.kernels == wl::KernelStyle::eager) return activation_bytes + 2.0 * kFp32Bytes;
+  if (plan.cross_entropy == wl::CrossEntropyKernel::te) return activation_bytes;
+  return activation_bytes + kFp32Bytes;
+}
+
 namespace {
 
 /// What every stage's evaluation reads: memory_core's inputs and the quantities derived once from the plan.
@@ -302,13 +308,13 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
   if (shape.first && c.dropout)  // embedding-output dropout mask ([K22] §4.3), per in-flight micro-batch
     st.extra_first = st.inflight_mb * c.tokens * double(a.hidden) * kMaskBytes / c.divisor(Split::sequence);
   if (shape.last) {
-    // [K22] §4.3 output layer: final-norm input and output-projection input (2·s·b·h·a_b, /t with SP); logits in
-    // the activation dtype plus their fp32 upcast for the vocab-parallel cross entropy (Megatron fuses it in place).
-    st.extra_last = c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
-    st.logits_b = c.tokens * double(a.vocab) / t * (c.ab + kFp32Bytes);
+    // [K22] §4.3 output layer: final-norm input and output-projection input (2·s·b·h·a_b, /t with SP); the logits
+    // and the loss's buffers (logit_bytes: Megatron's vocab-parallel cross entropy keeps their fp32 upcast, TE's
+    // writes the gradient into the logits).
     // PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 output; its
     // backward's fp32 incoming gradient coexists with both (measured peak, mem_*.json): a_b + 4 + 4 per logit.
-    if (plan.kernels == wl::KernelStyle::eager) st.logits_b += c.tokens * double(a.vocab) / t * kFp32Bytes;
+    st.extra_last = c.tokens * 2.0 * double(a.hidden) * c.ab / c.divisor(Split::sequence);
+    st.logits_b = c.tokens * double(a.vocab) / t * logit_bytes(plan, c.ab);
     // Multi-token prediction (DeepSeek-V3 §2.2, "MTP Training Objective"): each depth's module runs the shared
     // output head over its own representation and takes a cross entropy over those logits, so the last stage keeps,
     // beside the main head's, each depth's head inputs (the same 2·s·b·h·a_b) and the fp32 softmax its cross entropy
@@ -321,9 +327,11 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
       st.logits_b += st.mtp_logits;
     }
   }
-  // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers are freed once the
-  // output layer's backward has run, before the first layer is recomputed. The peak counts the larger of the two.
-  st.activations = st.stored_layers + st.extra_first + st.extra_last + std::max(0.0, st.working_set - st.logits_b);
+  // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers, and the final-norm
+  // and output-layer inputs, are freed once the output layer's backward has run, before the first layer is
+  // recomputed (memory_timeline.cpp replays it). The peak counts the larger of the two.
+  st.activations = st.stored_layers + st.extra_first + st.extra_last +
+                   std::max(0.0, st.working_set - st.logits_b - st.extra_last);
 }
 
 /// The peak: what is allocated at it (a PyTorch loop's peak is the larger of the backward's start and end), the

@@ -43,7 +43,7 @@ DpCalls dp_calls(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std
   const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
   if (plan.zero == wl::ZeroStage::parameters) {
     // DeepSpeed 0.3.13-0.5.x: one call per parameter tensor.
-    const double tensors = std::ceil(parameter_tensors(a) / double(std::max(1, plan.par.pp)));
+    const double tensors = stage_parameter_tensors(a, plan);
     if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) return {tensors, tensors};
     return {layers_stage, layers_stage};
   }
@@ -402,9 +402,9 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     const Seconds gather_window = plan.zero == wl::ZeroStage::parameters
                                       ? std::max(Seconds(0), (fwd_mb + bwd_mb) * double(m) - red.hidden)
                                       : fwd_mb;
-    const double gather_calls = plan.zero == wl::ZeroStage::parameters
-                                    ? calls.gather * zero3_gathers_per_microbatch(plan) * double(m)
-                                    : calls.gather;
+    o.dp_gather_calls_per_pass = calls.gather;
+    o.dp_gather_passes = plan.zero == wl::ZeroStage::parameters ? zero3_gathers_per_microbatch(plan) * double(m) : 1.0;
+    const double gather_calls = calls.gather * o.dp_gather_passes;
     // DeepSpeed's per-tensor fetch synchronises the device before each gather and waits for it before the submodule
     // runs (zero3_gather per_tensor_blocking): no gather overlaps compute.
     const bool gather_blocking = plan.zero == wl::ZeroStage::parameters &&
@@ -505,7 +505,6 @@ void step_breakdown(const StepInputs& x, const PassCost& fwd, const PassCost& bw
 
 /// MFU and HFU, and the time to train, its cost and energy.
 void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, double tokens_per_step, StepCore& o) {
-  const auto& a = x.a;
   const auto& plan = x.plan;
   const auto& par = plan.par;
   const TrainingConsts& k = x.k;
@@ -515,7 +514,7 @@ void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, d
   // Causal attention does half the score work; published MFU tables (Megatron, PaLM) count the full square.
   o.model_flops = k.fpt.training * tokens_per_step;
   // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
-  const units::Flops layer_forward = k.fpt.forward - units::flop(2.0 * double(a.vocab) * double(a.hidden));
+  const units::Flops layer_forward = k.fpt.forward - k.head_forward;
   double recomputed = 0, layers_all = 0;
   for (const auto& sh : stages) {
     recomputed += double(sh.recomputed);

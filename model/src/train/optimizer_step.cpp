@@ -65,6 +65,10 @@ double parameter_tensors(const wl::TransformerArch& a) {
   return total;
 }
 
+double stage_parameter_tensors(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  return std::ceil(parameter_tensors(a) / double(std::max(1, plan.par.pp)));
+}
+
 namespace {
 /// The passes of the plan's optimizer and the bytes of one weight (the tensor updated), gradient and state element.
 struct PassBytes {
@@ -96,7 +100,7 @@ UnfusedOptimizer unfused_optimizer_step(const wl::TransformerArch& a, double p_s
   const auto& pr = plan.precision;
   const PassBytes pb = pass_bytes(plan);
   // This GPU's tensors: the model's over the pipeline stages (TP splits each tensor, it does not add any).
-  o.tensors = std::max(1.0, std::ceil(parameter_tensors(a) / double(std::max(1, plan.par.pp))));
+  o.tensors = std::max(1.0, stage_parameter_tensors(a, plan));
   const Seconds launch = d.eff.kernel_launch;
   const Seconds cpu_per_kernel = ServingPerfPlan{}.cpu_per_kernel;
   o.cpu_per_kernel = cpu_per_kernel;

@@ -33,6 +33,7 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   k.d = training_device(plan, sys);
   k.params = parameter_counts(a, Explain::off);
   k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
+  k.head_forward = units::flop(2.0 * double(build_head_graph(a).matmul_per_token()));
   k.moe_layers = double(a.moe_layer_count());
   if (plan.lora.on()) {
     // LoRA model FLOPs: the frozen weights run forward and dgrad only (2 + 2 per weight and token, as NeMo counts
@@ -337,7 +338,7 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
       };
       // Tensors as the PyTorch modules hold them (parameter_tensors; GPT-3 175B: 12 per layer, 2 LayerNorms × weight
       // and bias, fused QKV, O, fc1, fc2 × weight and bias, + embedding, positions, final norm: 1156).
-      const double extra = std::max(0.0, parameter_tensors(a) / double(std::max(1, plan.par.pp)) - 1.0);
+      const double extra = std::max(0.0, stage_parameter_tensors(a, plan) - 1.0);
       const Bytes vec = units::bytes(double(a.hidden) * base_b);
       t.reduce = ring(Collective::reduce_scatter, grads) + ring(Collective::reduce_scatter, vec) * extra;
       t.gather = ring(Collective::all_gather, weights) + ring(Collective::all_gather, vec) * extra;
@@ -392,12 +393,15 @@ Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params
   // (data/validation/measured/h200-sxm-141gb/profile_h200_llama1b_s2048_b4_fsdp4.json) spends 3.9 ms more in
   // elementwise kernels and 3.0 ms in foreach copies during forward and backward than the single-GPU step; the
   // formula gives 22.6 GB, 5.4 ms at the streaming rate.
-  const double bytes = dp_copy_bytes(a, params, plan);
-  if (bytes <= 0) return Seconds(0);
+  return dp_copy_time(units::bytes(dp_copy_bytes(a, params, plan)), plan, d);
+}
+
+Seconds dp_copy_time(Bytes bytes, const wl::TrainingPlan& plan, const Device& d) {
+  if (bytes.raw() <= 0) return Seconds(0);
   return streaming_cost(plan.zero != wl::ZeroStage::none ? "FSDP copy-in/copy-out"
                         : plan.overlap_grad_reduce     ? "DDP bucket copy"
                                                        : "flat gradient buffer copies",
-                        OpClass::elementwise, units::bytes(bytes), units::flop(0), d)
+                        OpClass::elementwise, bytes, units::flop(0), d)
       .time;
 }
 

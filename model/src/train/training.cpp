@@ -167,7 +167,8 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   terms.stages = &stages;
   if (n_dp > 1) {
     terms.dp = detail::dp_collective_times(a, params, plan, dp_g, edp_g);
-    terms.dp_copy = detail::dp_copy_time(a, params, plan, d);
+    terms.dp_copy_bytes = units::bytes(dp_copy_bytes(a, params, plan));
+    terms.dp_copy = detail::dp_copy_time(terms.dp_copy_bytes, plan, d);
   }
   terms.optimizer_parts = detail::optimizer_step(a, params, plan, d);
   terms.optimizer = terms.optimizer_parts.time;

@@ -45,6 +45,9 @@ struct TrainingConsts {
   Device d;
   ParameterCounts params;
   FlopsPerToken fpt;                        ///< at plan.seq_len
+  /// The LM head's forward FLOPs per token, 2 · its matmul weights: a fold over the head graph (build_head_graph), the
+  /// part of fpt.forward that full recompute does not repeat.
+  units::Flops head_forward{};
   double moe_layers = 0;                    ///< MoE layers in the model
   std::optional<units::UsdPerSecond> price;  ///< the system's override, else the GPU's indicative price
 };
@@ -183,6 +186,8 @@ double fsdp_copy_bytes(const ParameterCounts& params, const wl::TrainingPlan& pl
 /// 0 otherwise. Key (tp, pp, dp, ep, shard group, micro-batches, zero).
 Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                      const Device& d);
+/// The same for `bytes` already folded (dp_copy_bytes).
+Seconds dp_copy_time(Bytes bytes, const wl::TrainingPlan& plan, const Device& d);
 /// PyTorch AMP's per-step weight casts (mixed_precision amp). Key (tp, pp, ep).
 Seconds amp_cast_time(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan, const Device& d);
 /// Layers of the pipeline stage that holds the most (chunk_layers' assignment, memory_core.hpp).
@@ -226,6 +231,9 @@ UnfusedOptimizer unfused_optimizer_step(const wl::TransformerArch& a, double p_s
                                         const Device& d);
 /// Parameter tensors of the model as PyTorch modules hold them (weights, biases, norm vectors; optimizer_step.cpp).
 double parameter_tensors(const wl::TransformerArch& a);
+/// Parameter tensors of the heaviest pipeline stage: ⌈parameter_tensors / PP⌉ (a stage holds whole tensors). The one
+/// count that the unfused optimizer's launches, DeepSpeed ZeRO-3's per-tensor calls and their explain line use.
+double stage_parameter_tensors(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 /// Whether the plan's optimizer step is priced pass by pass (foreach / for-loop AdamW or SGD).
 inline bool unfused_optimizer(const wl::TrainingPlan& plan) {
   return plan.optimizer_impl != wl::OptimizerImpl::fused && plan.optimizer != wl::OptimizerKind::adamw_8bit;
@@ -280,6 +288,8 @@ struct StepTerms {
   OffloadTimes offload;  ///< read only with wl::Offload::optimizer
   /// What `optimizer` was priced from: estimate_training's, for the explain tree (the search leaves it empty).
   OptimizerStep optimizer_parts{};
+  /// The bytes `dp_copy` was priced from (dp_copy_bytes), for the explain tree; 0 when there is no copy.
+  Bytes dp_copy_bytes{};
   /// Activation offloading (wl::TrainingPlan::activation_offload_layers): one layer's saved activations of one
   /// micro-batch copied one way over the host link (activation_offload_layer_time); 0 without offloading.
   Seconds act_offload_layer{};
@@ -324,6 +334,9 @@ struct StepCore {
   /// compute_mb = fwd + bwd + recompute and comm_mb its exposed TP, CP, EP and PP communication over m.
   Seconds compute_mb{}, comm_mb{};
   Seconds dualpipe_b{};  ///< DualPipe's B, one backward chunk with its recomputation (0 otherwise)
+  /// The DP gathers as priced: calls per pass (dp_calls) and passes per step (ZeRO-3: zero3_gathers_per_microbatch × m;
+  /// otherwise 1), for the explain tree (0 without a DP group).
+  double dp_gather_calls_per_pass = 0, dp_gather_passes = 0;
   double nccl_sm_share = 0, dp_sm_share = 0;  ///< the SM shares of communication beside compute: all groups, DP's
   std::vector<Seconds>* stage_times = nullptr;  ///< when given (estimate_training), receives every stage's time
   StepLayout* layout = nullptr;  ///< when given (the step timeline), receives every stage's parts and the DP terms

@@ -204,7 +204,6 @@ Derivation explain_comm(const StepInputs& x) {
   const auto& terms = x.terms;
   const auto& est = x.est;
   const Device& d = x.k.d;
-  const ParameterCounts& params = x.k.params;
   const StepBreakdown& s = est.step;
   Derivation comm{"train.comm", "Communication per step",
                   "exposed = Σ_groups exposed ; each group's exposed = its total − what overlaps with compute", {},
@@ -234,7 +233,7 @@ Derivation explain_comm(const StepInputs& x) {
     comm.inputs.push_back(
         {"framework copies", format(terms.dp_copy),
          fmt::format("{} B per step at the streaming rate, counted with the exposed DP time ({})",
-                     units::format_count(dp_copy_bytes(a, params, plan)),
+                     units::format_count(terms.dp_copy_bytes.raw()),
                      plan.zero != wl::ZeroStage::none
                          ? "PyTorch FSDP2: shard cast into the all-gather input, gathered buffer split into the "
                            "parameters (forward and backward), gradients into the reduce-scatter input"
@@ -247,8 +246,8 @@ Derivation explain_comm(const StepInputs& x) {
     comm.inputs.push_back(
         {"ZeRO-3 gathers",
          fmt::format("{} ring calls per pass × {} passes, not overlapped",
-                     units::format_count(parameter_tensors(a) / double(std::max(1, plan.par.pp))),
-                     units::format_number(zero3_gathers_per_microbatch(plan) * double(plan.micro_batches()), 3)),
+                     units::format_count(x.core.dp_gather_calls_per_pass),
+                     units::format_number(x.core.dp_gather_passes, 3)),
          "one all-gather (and one reduce-scatter) per parameter tensor, each a ring over the DP group paying n - 1 "
          "steps of latency; the device synchronised before each gather and the submodule waiting for it; gathered "
          "for the forward, the backward and a recomputed forward",

@@ -135,6 +135,25 @@ TEST_CASE("ZeRO stages shard 12 B, then 14 B, then all 16 B per parameter over d
   CHECK(states(run(a, params, plan)) == doctest::Approx((2 + 2 + 12.0 / 8) * P));
 }
 
+TEST_CASE("the master copy is master_bytes per parameter sharded with the optimizer states: 4, 2 (Apex remainders), 0") {
+  // Apex DistributedFusedAdam (NeMo 1.x distributed_fused_adam): store_param_remainders keeps an int16 per parameter
+  // beside the bf16 weight; an optimizer whose dtype is the parameters' keeps none. 7·10⁹ parameters, ZeRO-1 over 64.
+  const auto& a = arch("llama-2-7b");
+  const auto params = flat_params(a, 7'000'000'000);
+  auto plan = plan_with(2048);
+  plan.par.dp = 64;
+  plan.global_batch = 64;
+  plan.zero = wl::ZeroStage::optimizer;
+  const double P = 7e9, N = 64;
+  CHECK(run(a, params, plan).master_weights.raw() == doctest::Approx(4 * P / N));
+  plan.precision.master_bytes = 2;
+  const auto rem = run(a, params, plan);
+  CHECK(rem.master_weights.raw() == doctest::Approx(2 * P / N));  // 218.75 MB
+  CHECK(states(rem) == doctest::Approx((2 + 2 + (2 + 8) / N) * P));
+  plan.precision.master_bytes = 0;
+  CHECK(run(a, params, plan).master_weights.raw() == 0);
+}
+
 TEST_CASE("8-bit AdamW keeps 2 bytes plus one fp32 scale per 2048-value block per state and SGD keeps 4 bytes") {
   const auto& a = arch("llama-2-7b");
   const auto params = flat_params(a, 7'000'000'000);
@@ -273,8 +292,23 @@ TEST_CASE("the logits buffers are s·b·V/t values in the activation dtype plus 
   const auto& a = arch("llama-3.1-8b");
   auto plan = plan_with(4096, 2);
   plan.par.tp = 4;
+  plan.cross_entropy = wl::CrossEntropyKernel::unfused;  // Megatron-Core's VocabParallelCrossEntropy
   const auto m = run(a, model::parameter_counts(a, Explain::off), plan);
   CHECK(m.logits.raw() == doctest::Approx(4096.0 * 2 * 128256 / 4 * (2 + 4)));
+  plan.cross_entropy = wl::CrossEntropyKernel::native;  // its fused variant keeps the same fp32 softmax
+  CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == doctest::Approx(m.logits.raw()));
+}
+
+TEST_CASE("TE's cross entropy writes its gradient into the logits: s·b·V/t·a_b, no fp32 copy") {
+  // TransformerEngine transformer_engine/pytorch/triton/cross_entropy.py (v2.17 and earlier, e.g. e9a5fa4e):
+  // cross_entropy_forward overwrites the logits with the gradient and saves that tensor. 4096 × 2 tokens, V 128256
+  // over TP 4, bf16: 8192 · 32064 · 2 B = 525,336,576 B (501 MiB), a third of Megatron's 2 + 4 B per logit.
+  const auto& a = arch("llama-3.1-8b");
+  auto plan = plan_with(4096, 2);
+  plan.par.tp = 4;
+  plan.cross_entropy = wl::CrossEntropyKernel::te;
+  const auto m = run(a, model::parameter_counts(a, Explain::off), plan);
+  CHECK(m.logits.raw() == doctest::Approx(525'336'576.0));
 }
 
 TEST_CASE("the first 1F1B stage holds L layers' worth, interleaving multiplies by 1 + (p−1)/(p·v), m < p keeps m") {
@@ -570,6 +604,7 @@ TEST_CASE("Llama-3.1-8B at 32k: 7 GiB per layer, 8 GiB of checkpoints, 15.7 GiB 
   const auto& a = arch("llama-3.1-8b");
   const auto p = model::parameter_counts(a, Explain::off);
   auto plan = plan_with(32768);
+  plan.cross_entropy = wl::CrossEntropyKernel::unfused;  // the example upcasts the logits to fp32, as Megatron does
   const double s = 32768, h = 4096, V = 128256;
   const double copy = s * h * 2;  // 0.25 GiB
   const double per_layer = model::activation_bytes_per_layer(a, plan, ActivationLayout::hf_eager).raw();
@@ -629,8 +664,9 @@ TEST_CASE("a PyTorch loop's peak is the backward's start: what the allocator tim
   CHECK(std::fabs(rel_err(allocated, 43'192'647'168.0)) <= 0.01);  // mem_llama1b_s2048_b4: 40.23 GiB
 
   // Megatron's loop keeps its gradient buffers and fuses SwiGLU and the cross entropy: the same plan with fused
-  // kernels counts gradients and 6 bytes per logit.
+  // kernels and Megatron's fused cross entropy counts gradients and 6 bytes per logit.
   plan.kernels = wl::KernelStyle::fused;
+  plan.cross_entropy = wl::CrossEntropyKernel::native;
   const auto f = run(a, p, plan, kNone, ActivationLayout::from_plan);
   CHECK(f.gradients.raw() == doctest::Approx(4 * P));
   CHECK(f.logits.raw() == doctest::Approx(T * V * 6));

@@ -101,7 +101,8 @@ TEST_SUITE("GEMM leading-dimension alignment") {
     CHECK(model::gemm_cost("a", {4096, 4104, 4096, 1}, Precision::bf16, d).efficiency > 0.9 * e0);
     // k = 4100 (8200 B: 8-byte), k = 4098 (8196 B: 4-byte): the vector class; k = 4099: the element class.
     for (const auto& [k, factor] : {std::tuple{4100, 0.368}, std::tuple{4098, 0.368}, std::tuple{4099, 0.176}}) {
-      CAPTURE(k);
+      const auto& captured_k = k;  // clang 14: no structured binding in CAPTURE's lambda
+      CAPTURE(captured_k);
       const auto c = model::gemm_cost("k", {4096, 4096, k, 1}, Precision::bf16, d);
       CHECK(c.efficiency / e0 == doctest::Approx(factor).epsilon(0.002));
     }
@@ -164,7 +165,8 @@ TEST_SUITE("GEMM leading-dimension alignment") {
       }
     }
     for (const auto& [cls, e] : err) {
-      CAPTURE(cls);
+      const auto& captured_cls = cls;  // clang 14: no structured binding in CAPTURE's lambda
+      CAPTURE(captured_cls);
       std::vector<double> a;
       for (double x : e) a.push_back(std::fabs(x));
       CHECK(median(a) < 0.10);
@@ -229,7 +231,8 @@ TEST_SUITE("GEMM tile staircase") {
                                                          r.at("time_median_s").get<double>()};
     REQUIRE(by_layer.size() == 4);
     for (const auto& [layer, s] : by_layer) {
-      CAPTURE(layer);
+      const auto& captured_layer = layer;  // clang 14: no structured binding in CAPTURE's lambda
+      CAPTURE(captured_layer);
       const int n = std::get<0>(s.begin()->second), k = std::get<1>(s.begin()->second);
       // Never by more than the tile margin: at m + 1 a smaller tile may win by more than kGemmTileMargin where at m
       // the larger one was kept within it.
@@ -594,7 +597,8 @@ TEST_SUITE("GEMM tile staircase") {
                                        bf16_t.at(r.at("layer").get<std::string>() + "|" + std::to_string(r.at("M").get<int>())));
     REQUIRE(ratio.size() == 4);
     for (const auto& [layer, v] : ratio) {
-      CAPTURE(layer);
+      const auto& captured_layer = layer;  // clang 14: no structured binding in CAPTURE's lambda
+      CAPTURE(captured_layer);
       CHECK(median(v) == doctest::Approx(1.0 / 0.961).epsilon(0.01));  // measured 1.037-1.047
     }
     const auto a = measured("gemm_graph_alignment.json");

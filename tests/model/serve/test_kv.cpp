@@ -449,7 +449,8 @@ TEST_SUITE("gpuplan kv") {
       CHECK(r.rc == 0);
       const auto j = parse_json(r);
       for (const auto& [key, e] : c["expected"].items()) {
-        CAPTURE(key);
+        const auto& captured_key = key;  // clang 14: no structured binding in CAPTURE's lambda
+        CAPTURE(captured_key);
         REQUIRE(j.contains(key));
         CHECK(std::abs(j[key].get<double>() - e["value"].get<double>()) <= e["abs_tolerance"].get<double>() * (1 + 1e-9));
       }

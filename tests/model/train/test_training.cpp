@@ -1053,6 +1053,17 @@ TEST_SUITE("training step properties") {
       CHECK(none.step.recompute.raw() == 0);
       CHECK(full.hardware_flops_per_step > full.model_flops_per_step);
       CHECK(full.model_flops_per_step == none.model_flops_per_step);
+      // Full recompute repeats every layer's forward, not the LM head's (Megatron's 96·B·s·l·h² counts it so): the
+      // extra FLOPs are (forward − 2·V_padded·h) per token, the head's matmul weights V_padded·h from the model's
+      // published shape (the step takes them from the op graph of the head, build_head_graph).
+      auto p = plan_of(c.layout);
+      p.recompute = wl::Recompute::full;
+      const auto padded = wl::with_padded_vocab(arch(c.model), p);
+      const double tokens = double(p.global_batch) * double(p.seq_len);
+      const double head = 2.0 * double(padded.vocab) * double(padded.hidden);
+      const double forward = model::flops_per_token(padded, p.seq_len, Explain::off).forward.raw();
+      CHECK((full.hardware_flops_per_step - full.model_flops_per_step).raw() ==
+            doctest::Approx((forward - head) * tokens).epsilon(1e-12));
     }
   }
 

@@ -109,3 +109,26 @@ TEST_CASE("per-tensor ZeRO-3 without recomputation: two gather passes of ring ca
   CHECK(dp_comm(et)->time.raw() == doctest::Approx(expected).epsilon(0.01));
   CHECK(dp_comm(et)->time.raw() > dp_comm(eu)->time.raw() + 3 * 1155 * 1.8e-3);
 }
+
+TEST_CASE("per-tensor ZeRO-3 under PP 3: the heaviest stage's ⌈1156/3⌉ = 386 tensors, as priced and as explained") {
+  // A stage holds whole tensors: GPT-3's 1156 over 3 stages is 386 on the heaviest (1156/3 = 385.33). The DP calls
+  // and their waits were priced with 386, the ring-latency vectors with 384.33 extra calls and the explain line said
+  // 385 (issue #20: an explain input computed again beside the arithmetic). Now one count, stage_parameter_tensors,
+  // and the explain line prints the calls and passes compose_step priced: 3 passes (forward, recomputed forward,
+  // backward) × 3 micro-batches (1536 sequences over DP 128 × micro-batch 4).
+  const auto sys = test::node_system("dgx-a100");
+  const auto& a = test::arch("gpt3-175b");
+  auto p = gpt3_zero3(wl::Zero3Gather::per_tensor_blocking);
+  p.par.pp = 3;
+  p.par.dp = 128;
+  p.micro_batch = 4;
+  const auto e = model::estimate_training(a, p, sys, Explain::on);
+  REQUIRE(e.feasibility.ok);
+  const Derivation* comm = e.derivation.find("train.comm");
+  REQUIRE(comm != nullptr);
+  const DerivationInput* line = nullptr;
+  for (const auto& in : comm->inputs)
+    if (in.symbol == "ZeRO-3 gathers") line = &in;
+  REQUIRE(line != nullptr);
+  CHECK(line->value == "386 ring calls per pass × 9 passes, not overlapped");
+}

@@ -163,7 +163,9 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.num("gradient_bytes")) p.precision.gradient_bytes = *v;
   if (p.precision.compute == hw::Precision::fp4) p.precision.recipe = wl::QuantRecipe::nvfp4;
   if (auto v = r.str("optimizer"))
-    p.optimizer = *v == "adamw" ? wl::OptimizerKind::adamw : *v == "sgd" ? wl::OptimizerKind::sgd : wl::OptimizerKind::adamw_8bit;
+    p.optimizer = *v == "adamw" || *v == "adam" ? wl::OptimizerKind::adamw  // adam: Megatron-LM's spelling of it
+                  : *v == "sgd"                    ? wl::OptimizerKind::sgd
+                                                   : wl::OptimizerKind::adamw_8bit;
   auto key_error = [&](const std::string& key, const std::string& msg) {
     const auto flag = origin_of_key.find(key);
     if (flag != origin_of_key.end()) diags.error("", flag->second, msg);
@@ -211,6 +213,15 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.precision.weight_bytes = 4;
     p.precision.gradient_bytes = 4;
     p.precision.master_bytes = 0;
+  }
+  if (auto v = r.num("master_bytes")) {
+    // The optimizer's copy of the weights it updates: 4 (fp32), 2 (Apex DistributedFusedAdam's
+    // store_param_remainders: the low 16 bits of the fp32 value beside the bf16 parameter; or a bf16 optimizer with
+    // FP8 parameters), 0 (the optimizer updates the 16-bit parameters directly).
+    p.precision.master_bytes = *v;
+    if (p.mixed_precision == wl::MixedPrecision::amp && *v > 0.0)
+      key_error("master_bytes", "mixed_precision amp keeps fp32 parameters, which are the master copy: leave "
+                                "master_bytes out");
   }
   if (auto v = r.str("fp8_recipe")) {
     p.precision.recipe = *v == "tensorwise" ? wl::QuantRecipe::tensorwise
@@ -354,6 +365,11 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["seq"] = p.seq_len;
   j["precision"] = std::string(hw::to_string(p.precision.compute));
   j["gradient_bytes"] = p.precision.gradient_bytes;
+  {
+    const bool fp32_params = p.precision.compute == hw::Precision::fp32 || p.precision.compute == hw::Precision::tf32 ||
+                             p.mixed_precision == wl::MixedPrecision::amp;
+    if (p.precision.master_bytes != (fp32_params ? 0.0 : 4.0)) j["master_bytes"] = p.precision.master_bytes;
+  }
   j["optimizer"] = p.optimizer == wl::OptimizerKind::adamw ? "adamw"
                    : p.optimizer == wl::OptimizerKind::sgd ? "sgd"
                                                            : "adamw-8bit";

@@ -135,12 +135,25 @@ const ScenarioFieldTable& training_fields() {
           .otherwise("2; 4 with fp32, tf32 or amp")
           .range(1, 4)
           .doc("bytes per gradient element"),
+      row("master_bytes", FieldType::number, "Master weight bytes")
+          .flags({"--master-bytes"})
+          .help("bytes per master weight in the optimizer (4 fp32, 2, 0 none)")
+          .otherwise("4; 0 with fp32, tf32 or amp")
+          .range(0, 4)
+          .doc("bytes per parameter of the optimizer's master copy of the weights: 4 (an fp32 copy, Megatron's "
+                "distributed optimizer), 2 (Apex DistributedFusedAdam's store_param_remainders, NeMo 1.x's "
+                "distributed_fused_adam with bf16 parameters and fp32 optimizer dtype: the low 16 bits of each fp32 "
+                "value beside the bf16 parameter; or its bf16 optimizer dtype with FP8 parameters) or 0 (the "
+                "optimizer updates the 16-bit parameters directly: distributed_fused_adam with optimizer dtype = "
+                "parameter dtype); sharded as the optimizer states are"),
       row("optimizer", FieldType::string, "Optimizer")
           .flags({"--optimizer"})
-          .help("adamw, adamw-8bit, sgd")
+          .help("adamw, adamw-8bit, sgd; adam is Megatron-LM's spelling of adamw (--optimizer adam)")
           .otherwise("adamw")
-          .choices({"adamw", "adamw-8bit", "sgd"})
-          .doc("optimizer"),
+          .choices({"adamw", "adamw-8bit", "sgd", "adam"})
+          .doc("optimizer; adam is Megatron-LM's spelling (its default, --optimizer adam: Transformer Engine's or "
+               "Apex's FusedAdam with decoupled weight decay, the same two moment states and step as adamw), "
+               "priced as adamw"),
       row("optimizer_states", FieldType::string, "Optimizer states")
           .flags({"--optimizer-states"})
           .help("storage of the optimizer's moment states: fp32 or bf16 (DeepSeek-V3, NeMo optim.dtype "
