@@ -1307,7 +1307,7 @@ TEST_SUITE("efficiency rows") {
           "t.json: /rows/0/sources/0: error: 'S9' is not the id of one of this file's sources\n");
   }
 
-  TEST_CASE("per-class in-graph fixed costs (issue #27): optional, in (0, 100] µs, decoded; the Hopper rows have them") {
+  TEST_CASE("per-class in-graph fixed costs (issue #27): optional, above 0 and at most 100 µs, decoded, and the Hopper rows have them") {
     const std::string kFamily = R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])";  // the file needs a family
     std::string with = kRow;
     with.replace(with.find("\"tile_m\""), 8,

@@ -224,7 +224,7 @@ TEST_SUITE("serving forward pass") {
     CHECK(model::norm_fixed(e, 8192).raw() == doctest::Approx(p.kernel_overhead_eager.raw()));
   }
 
-  TEST_CASE("in a CUDA graph each kernel pays its class's measured fixed cost; one given cost prices them all alike") {
+  TEST_CASE("in a CUDA graph each kernel pays its class's measured fixed cost, and one given cost prices them all alike") {
     // Issue #27: our H200 sweeps time a memory-bound GEMM's, a streaming kernel's and a decode attention call's fixed
     // cost inside a graph apart (data/hardware/efficiency/measured.json graph_*_us). Each op of a decode step is
     // priced at its roofline time plus its class's cost: the step minus the same step at no fixed cost, op by op.
