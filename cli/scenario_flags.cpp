@@ -1,6 +1,8 @@
 // Scenario flags generated from a field table (scenario_flags.hpp).
 #include "scenario_flags.hpp"
 
+#include <utility>
+
 namespace gpuplan::cli {
 
 void ScenarioFlags::add(CLI::App& cmd, const wl_io::ScenarioFieldTable& table, const Own& own, const Keep& keep) {
@@ -48,21 +50,9 @@ bool ScenarioFlags::given(const std::string& key) const {
 }
 
 std::vector<std::string> ScenarioFlags::take_list(const std::string& key) {
-  std::vector<std::string> out;
   const auto it = values_.find(key);
-  if (it == values_.end()) return out;
-  for (const auto& item : it->second.list) {
-    std::size_t start = 0;
-    while (start <= item.size()) {
-      const std::size_t comma = item.find(',', start);
-      const std::string word = item.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (!word.empty()) out.push_back(word);
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
-  it->second.list.clear();
-  return out;
+  if (it == values_.end()) return {};
+  return std::exchange(it->second.list, {});  // already one word per value: the option splits at commas (add)
 }
 
 std::optional<std::string> ScenarioFlags::text(const std::string& key) const {

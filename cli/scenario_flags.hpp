@@ -38,7 +38,7 @@ class ScenarioFlags {
   /// The value of a given number / integer flag.
   [[nodiscard]] std::optional<double> number(const std::string& key) const;
   [[nodiscard]] std::optional<long long> integer(const std::string& key) const;
-  /// Removes the values of a given string-list flag and returns them as typed, one word per value (commas split):
+  /// Removes the values of a given string-list flag and returns them, one word per value (the option splits at commas):
   /// for a flag that another reader is to read instead (Megatron-LM's --recompute-modules, which shares gpuplan's
   /// spelling). Empty when the flag was not given.
   std::vector<std::string> take_list(const std::string& key);
