@@ -286,6 +286,8 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   if (s.cpu_per_kernel_us) {
     if (*s.cpu_per_kernel_us < 0) diags.error("", where("cpu_per_kernel_us"), "must be ≥ 0");
     perf.cpu_per_kernel = u::microseconds(*s.cpu_per_kernel_us);
+    perf.cpu_cost_by_op = false;  // the given cost for every call, whatever the op
+    overhead_notes.push_back(fmt::format("eager CPU {} µs per call (--cpu-per-kernel-us)", plain_number(*s.cpu_per_kernel_us)));
   }
   for (const auto& n : overhead_notes) perf.overhead_origin += "; " + n;
   r.percentile = s.percentile.value_or(99.0);

@@ -155,61 +155,53 @@ TilePlan stream_k_plan(double m, double n, double k, double batch, double sms, d
   t.splits = k / t.k_segment;
   return t;
 }
-}  // namespace
-
-OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d, Derivation* why) {
-  OpCost c;
-  c.name = name;
-  c.cls = OpClass::gemm;
-  const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
-  c.flops = units::flop(2.0 * m * n * k * batch);
-  const double e = element_bytes(p);
-  const double b_bytes = s.b_element_bytes > 0 ? s.b_element_bytes : e;
-  c.bytes = units::bytes(((m * k + m * n) * e + k * n * b_bytes) * batch);
+/// The leading-dimension alignment of a GEMM: the k and n it is priced at and its rate factor, with the reason.
+struct GemmAlign {
+  double kk = 0, nn = 0, factor = 1.0;
+  std::string note;
+};
+GemmAlign gemm_alignment(double k, double n, double e, hw::Precision p, const Device& d) {
   // Leading-dimension alignment (efficiency.hpp, GemmAlignment): k and n are the leading dimensions. 8-bit and smaller
   // formats have no fallback kernels (cuBLASLt refuses them): the framework pads k and n to 16 bytes and the padded
   // GEMM is priced; 16- and 32-bit ones run the slower kernel class of their alignment.
   // fp32 without TF32 (and fp64) runs cuBLAS's SIMT FFMA kernels, built for 4-byte operands: no alignment class
   // (our H200 probe, optstack_probe.json: GPT-2's 50,257-wide head as fast as the 50,304-wide one, 4096³ at
   // K or N = 4095/4097 within 3%).
+  GemmAlign r;
   const bool simt = p == hw::Precision::fp32 || p == hw::Precision::fp64;
   const double align = simt ? kGemmAlignmentBytes : std::min(ld_alignment_bytes(k, e), ld_alignment_bytes(n, e));
-  double kk = k, nn = n, align_factor = 1.0;
-  std::string align_note = simt ? "fp32/fp64 SIMT (FFMA) kernels: no leading-dimension alignment class (measured)"
+  r.kk = k;
+  r.nn = n;
+  r.note = simt ? "fp32/fp64 SIMT (FFMA) kernels: no leading-dimension alignment class (measured)"
                                 : "leading dimensions k and n 16-byte aligned: fast kernel class";
   if (align < kGemmAlignmentBytes) {
     if (e < 2.0) {
       const double step = kGemmAlignmentBytes / e;
-      kk = std::ceil(k / step) * step;
-      nn = std::ceil(n / step) * step;
-      align_factor = (n * k) / (nn * kk);
-      align_note = fmt::format("k, n not 16-byte aligned and no {} kernel for them: priced as padded to {:g}×{:g}",
-                               hw::to_string(p), nn, kk);
+      r.kk = std::ceil(k / step) * step;
+      r.nn = std::ceil(n / step) * step;
+      r.factor = (n * k) / (r.nn * r.kk);
+      r.note = fmt::format("k, n not 16-byte aligned and no {} kernel for them: priced as padded to {:g}×{:g}",
+                               hw::to_string(p), r.nn, r.kk);
     } else {
-      align_factor = align >= 4.0 ? d.eff.gemm_alignment.vector : d.eff.gemm_alignment.element;
-      align_note = fmt::format("worst leading dimension {:g}-byte aligned (k = {:g}, n = {:g} of {:g} B): fallback "
+      r.factor = align >= 4.0 ? d.eff.gemm_alignment.vector : d.eff.gemm_alignment.element;
+      r.note = fmt::format("worst leading dimension {:g}-byte aligned (k = {:g}, n = {:g} of {:g} B): fallback "
                                "kernel class at {:g} of the aligned rate",
-                               align, k, n, e, align_factor);
+                               align, k, n, e, r.factor);
       // The fallback kernels are load-bound: fp16's power-capped tensor rate (gemm_fp16) does not slow them.
       if (p == hw::Precision::fp16) {
-        align_factor = std::min(1.0, align_factor / gemm_fp16_rate(d.eff));
-        align_note += fmt::format(" of bf16 (÷ the fp16 tensor rate {:g})", gemm_fp16_rate(d.eff));
+        r.factor = std::min(1.0, r.factor / gemm_fp16_rate(d.eff));
+        r.note += fmt::format(" of bf16 (÷ the fp16 tensor rate {:g})", gemm_fp16_rate(d.eff));
       }
     }
   }
-  // Tile/wave quantisation and the tile choice (efficiency.hpp). A part whose SM count is not in the data gets no
-  // quantisation penalty (stated in the derivation).
-  const double sms = double(d.gpu->compute_units);
-  const double k_t = kGemmDepthBytes / e;
-  // Weight-only kernels (B narrower than the compute type) are built for decode: they tile the tokens in blocks of
-  // the m16n8k16 tensor-core MMA's 16 rows (Marlin, Frantar et al. 2024, arXiv:2408.11743; PyTorch's tinygemm), not
-  // in the 128-row tiles of the large 16-bit kernels: the tile's rows are the tokens rounded up to 16, at most the
-  // large kernels' tile; below 16 tokens no padding (our H100 sweep, compress_gemm.json: tinygemm at M = 1 takes
-  // 0.36-0.39 of its M = 16 time on the three large shapes).
-  const bool weight_only = s.b_element_bytes > 0 && s.b_element_bytes < 0.99 * e;
-  const double tile_m = !weight_only ? double(d.eff.tile_m)
-                        : m < 16.0   ? std::max(1.0, m)
-                                     : std::min(16.0 * std::ceil(m / 16.0), double(d.eff.tile_m));
+  return r;
+}
+
+/// The tile plan of an m × n × k (× batch) GEMM on `sms` SMs: waves (split-K over idle SMs) or, where the part runs
+/// stream-K, the fastest of the candidate tiles; its depth factor for the k-range one SM's tile covers.
+TilePlan gemm_tiles(double m, double n, double k, double batch, double sms, double tile_m, hw::Precision p,
+                    const Device& d) {
+  const double nn = n, kk = k, k_t = kGemmDepthBytes / element_bytes(p);
   TilePlan plan;
   if (sms <= 0) {
     plan = TilePlan{tile_m, double(d.eff.tile_n), 0, 1, 1, 1, kk, 1};
@@ -227,6 +219,37 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
       first = false;
     }
   }
+  return plan;
+}
+}  // namespace
+
+OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d, Derivation* why) {
+  OpCost c;
+  c.name = name;
+  c.cls = OpClass::gemm;
+  const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
+  c.flops = units::flop(2.0 * m * n * k * batch);
+  const double e = element_bytes(p);
+  const double b_bytes = s.b_element_bytes > 0 ? s.b_element_bytes : e;
+  c.bytes = units::bytes(((m * k + m * n) * e + k * n * b_bytes) * batch);
+  // Leading-dimension alignment (efficiency.hpp, GemmAlignment; gemm_alignment): k and n are the leading dimensions.
+  const GemmAlign al = gemm_alignment(k, n, e, p, d);
+  const double kk = al.kk, nn = al.nn, align_factor = al.factor;
+  const std::string& align_note = al.note;
+  // Tile/wave quantisation and the tile choice (efficiency.hpp). A part whose SM count is not in the data gets no
+  // quantisation penalty (stated in the derivation).
+  const double sms = double(d.gpu->compute_units);
+  const double k_t = kGemmDepthBytes / e;
+  // Weight-only kernels (B narrower than the compute type) are built for decode: they tile the tokens in blocks of
+  // the m16n8k16 tensor-core MMA's 16 rows (Marlin, Frantar et al. 2024, arXiv:2408.11743; PyTorch's tinygemm), not
+  // in the 128-row tiles of the large 16-bit kernels: the tile's rows are the tokens rounded up to 16, at most the
+  // large kernels' tile; below 16 tokens no padding (our H100 sweep, compress_gemm.json: tinygemm at M = 1 takes
+  // 0.36-0.39 of its M = 16 time on the three large shapes).
+  const bool weight_only = s.b_element_bytes > 0 && s.b_element_bytes < 0.99 * e;
+  const double tile_m = !weight_only ? double(d.eff.tile_m)
+                        : m < 16.0   ? std::max(1.0, m)
+                                     : std::min(16.0 * std::ceil(m / 16.0), double(d.eff.tile_m));
+  const TilePlan plan = gemm_tiles(m, nn, kk, batch, sms, tile_m, p, d);
   const double util = plan.util, depth = plan.depth;
   // The compute path: dense tensor cores at the precision's ceiling; 2:4-sparse ones at the sparse peak and its
   // measured ceiling; a weight-only kernel (B narrower than the compute type, dequantised in the main loop) at its

@@ -664,6 +664,7 @@ TEST_SUITE("serving properties") {
     const auto sys = h100();
     auto eager = plan_of();
     eager.cuda_graphs = false;
+    eager.cpu_cost_by_op = false;  // one figure for every call (--cpu-per-kernel-us 12)
     eager.cpu_per_kernel = units::microseconds(12.0);
     // SmolLM2 360M streams 0.72 GB (0.27 ms) but issues 32·9 + 4 = 292 kernels (the final add + norm, LM head,
     // sampling and embedding gather beside the layers): the CPU binds at 3.504 ms.
@@ -692,6 +693,63 @@ TEST_SUITE("serving properties") {
     auto slow = plan_of();
     slow.step_overhead = units::milliseconds(1.0);
     CHECK((model::decode_step_time(a, slow, 1, 1024, sys) - tg).raw() == doctest::Approx(1e-3).epsilon(1e-9));
+  }
+
+  TEST_CASE("eager host time call by call, each at its kind's measured cost - checked on our tiny-Llama host runs") {
+    // eager_host_ops.json (inference, µs per call): linear 38.4, layer norm 32.9, MHA core 36.2, GELU 12.5, add 23.6.
+    // A PyTorch decode layer (serve_step.py) issues 4 GEMMs, 2 norms, the attention, 2 one-operand kernels (the rotary
+    // half flip, SiLU) and 7 of two or more (x·cos, addcmul, K and V copies into the cache, 2 residual adds, the gate
+    // product); the head a norm, the LM head, sampling and the embedding gather (two-operand).
+    using model::HostCall;
+    auto us = [](HostCall c) { return model::eager_host_per_call(c).raw() * 1e6; };
+    CHECK(us(HostCall::gemm) == doctest::Approx(38.4));
+    CHECK(us(HostCall::norm) == doctest::Approx(32.9));
+    CHECK(us(HostCall::attention) == doctest::Approx(113.0 - 2 * 38.4));
+    CHECK(us(HostCall::unary) == doctest::Approx(12.5));
+    CHECK(us(HostCall::binary) == doctest::Approx(23.6));
+    const double layer_us = 4 * 38.4 + 2 * 32.9 + 36.2 + 2 * 12.5 + 7 * 23.6;  // 445.8
+    const double head_us = 32.9 + 38.4 + 23.6 + 23.6;
+    model::ServingPerfPlan p = plan_of();
+    p.kernels = wl::KernelStyle::eager;
+    p.cuda_graphs = false;
+    p.attention = wl::AttentionKernel::fa2;
+    const auto fc = cost("llama-3-8b", p, decode(8, 1024));
+    CHECK(fc.kernels == 32 * 16 + 4);
+    CHECK(fc.host.raw() == doctest::Approx((32 * layer_us + head_us) * 1e-6).epsilon(1e-9));
+    CHECK(fc.stage.raw() == doctest::Approx(fc.host.raw()).epsilon(1e-9));  // host-bound at batch 8
+    // --cpu-per-kernel-us: one figure for every call.
+    model::ServingPerfPlan flat = p;
+    flat.cpu_cost_by_op = false;
+    flat.cpu_per_kernel = units::microseconds(30.0);
+    CHECK(cost("llama-3-8b", flat, decode(8, 1024)).host.raw() == doctest::Approx(516 * 30e-6).epsilon(1e-9));
+    // Out of sample (the table was measured on module chains, not on these steps): serve_tiny_host.json, the same
+    // decode code at a Llama shape too small for the GPU to bound its eager step (hidden 256, 32 layers, 4/2 heads,
+    // FFN 768, vocabulary 2048), 516 calls, on the host that measured the table: eager 13.37 / 14.34 / 14.39 /
+    // 15.12 ms at batch 1 / 8, context 128 / 1024. The model: 14.38 ms at each (+7.6, +0.3, -0.1, -4.9%).
+    wl::TransformerArch tiny = arch("llama-3-8b");
+    tiny.hidden = 256;
+    tiny.heads = 4;
+    tiny.kv_heads = 2;
+    tiny.head_dim = 64;
+    tiny.intermediate = 768;
+    tiny.vocab = 2048;
+    std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h100-sxm5-80gb/serve_tiny_host.json");
+    REQUIRE(in.good());
+    const auto j = nlohmann::json::parse(in);
+    int points = 0;
+    for (const auto& pt : j.at("decode_points")) {
+      const double b = pt.at("batch").get<double>();
+      const auto ctx = pt.at("context_tokens").get<std::int64_t>();
+      const double measured = pt.at("decode_step_time_eager_s").get<double>();
+      const auto t = model::forward_cost(tiny, p, decode(b, ctx), h100());
+      CAPTURE(b);
+      CAPTURE(ctx);
+      CHECK(t.kernels == 516);
+      CHECK(t.stage.raw() == doctest::Approx(t.host.raw()).epsilon(1e-9));  // the host bounds it
+      CHECK(std::fabs(t.total.raw() / measured - 1.0) < 0.10);
+      ++points;
+    }
+    CHECK(points == 4);
   }
 
   TEST_CASE("extreme but valid inputs give finite positive times: context 1,000,000 and batch 100,000") {

@@ -229,18 +229,30 @@ TEST_CASE("the planner's TTFT and mean ITL agree with the simulator within 10% i
   }
 }
 
-// Not met since the per-kernel-class graph costs (#27, session 25): long prompts at a low rate, 4096/128 on Llama 3.1 8B
-// at 4 req/s. The decode iterations got cheaper (small kernels at their class cost instead of the GEMM's t0), so the
-// few iterations that carry a 4096-token prefill weigh more in the simulated mean ITL than in the planner's mean
-// iteration: ITL off by 11.1% (7.1% before); TTFT still agrees. The planner's mixing of prefill into the decode
-// iterations is what to fix; should fail until it is, then fold the case back into the test above.
-TEST_CASE("long prompts at a low rate: the planner's mean ITL within 10% of the simulator's (not met)" *
+// Long prompts at a low rate, 4096/128 on Llama 3.1 8B at 4 req/s: the planner's mean ITL is its mean iteration
+// (decode-only step + the share of iterations that carry a prompt's chunk × what the chunk adds), and the simulator's
+// mean iteration agrees with it (built-in defaults, 2026-11-29: planner 11.7 ms at batch 6, simulated 11.8 ms over
+// 416,670 iterations): the planner does not leave the prefill interleaving out. What differs is the simulator's mean
+// ITL, 13.0 ms: every token gap counted once, so an iteration weighs as many times as it has decoding sequences, and
+// under Poisson arrivals the iterations that carry a 4096-token prefill (~90 ms longer) come in bursts, when more
+// sequences are decoding (gap p50 7.9 ms, p99 99 ms). The per-kernel-class graph costs (#27) made the decode steps
+// cheaper and so the prefill iterations' weight larger: 7.1% -> 11.1%. A token-weighted mean needs the covariance of
+// the batch with the prefill iterations (a queueing result the planner does not have); until it has one, the ITL bar
+// stays an expected failure here and the iteration is held to the simulator's.
+TEST_CASE("long prompts at a low rate: the planner's mean ITL within 10% of the simulator's token-weighted one (not met)" *
           doctest::should_fail()) {
   const Agreement g = agree("llama-3.1-8b", 1, 4096, 128, 4.0);
-  INFO("planner ITL " << g.planner_itl << " s, simulated " << g.sim_itl_mean << " s");
+  INFO("planner ITL " << g.planner_itl << " s, simulated " << g.sim_itl_mean << " s, simulated mean iteration "
+                      << g.sim_iteration << " s");
   REQUIRE(g.planner_rho <= 0.5);
-  CHECK(off(g.sim_ttft_mean, g.planner_ttft) < 0.10);
   CHECK(off(g.sim_itl_mean, g.planner_itl) < 0.10);
+}
+
+TEST_CASE("long prompts at a low rate: the planner's mean iteration within 3% of the simulator's") {
+  const Agreement g = agree("llama-3.1-8b", 1, 4096, 128, 4.0);
+  INFO("planner ITL " << g.planner_itl << " s, simulated mean iteration " << g.sim_iteration << " s");
+  CHECK(off(g.sim_iteration, g.planner_itl) < 0.03);
+  CHECK(off(g.sim_ttft_mean, g.planner_ttft) < 0.10);
 }
 
 // A prompt arrives while an iteration runs and joins the batch only at the next step (vLLM schedules between forward
