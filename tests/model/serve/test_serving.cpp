@@ -244,7 +244,9 @@ TEST_SUITE("serving forward pass") {
     };
     int seen[4] = {0, 0, 0, 0};
     const double h = 4096;  // Llama-3.1-8B's norms run rows of the hidden size
-    for (const auto& [op, dt] : deltas(plan_of())) {
+    for (const auto& entry : deltas(plan_of())) {
+      const model::OpCost& op = entry.first;  // named, not a structured binding: clang 14's CAPTURE cannot take one
+      const double dt = entry.second;
       CAPTURE(op.name);
       const bool norm = op.name.find("norm") != std::string::npos;
       // An engine's decode attention is one fused kernel (5.1 µs); the norms' cost is their row's latency.
