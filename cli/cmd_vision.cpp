@@ -73,6 +73,7 @@ bool setup(const GlobalOptions& g, const CLI::App& cmd, const std::string& gpu_n
   if (auto v = value<double>(cmd, "kernel-overhead-us")) {
     if (!(*v >= 0)) diags.error("", "--kernel-overhead-us", "must be ≥ 0");
     (given(cmd, "enforce-eager") ? s.launch.kernel_overhead_eager : s.launch.kernel_overhead_graph) = u::microseconds(*v);
+    s.launch.kernel_cost_by_class = false;  // the given cost for every kernel, whatever its class
     s.launch.overhead_origin += fmt::format("; per-kernel overhead {} µs (--kernel-overhead-us)", plain_number(*v));
   }
   if (auto v = value<double>(cmd, "cpu-per-kernel-us")) {

@@ -105,8 +105,8 @@ bool evaluate_before_after(const json_io::ObjectReader& in, const wl::Transforme
                   {{"ITL before", units::format(b.row.itl), label(b), Origin::derived("decode_step_time")},
                    {"ITL after", units::format(f.row.itl), label(f), Origin::derived("decode_step_time")}},
                   fmt::format("{:.3g}×", a.value),
-                  {"eager: PyTorch's unfused kernels, each launched by the host (a step is never shorter than its "
-                   "kernels × the CPU cost per kernel); graphs: the same kernels replayed from a CUDA graph; engine: "
+                  {"eager: PyTorch's unfused kernels, each launched by the host (a step is never shorter than the "
+                   "host's issue of its calls, each at its kind's measured cost); graphs: the same kernels replayed from a CUDA graph; engine: "
                    "a serving engine's fused kernels in a CUDA graph"},
                   {b.row.derivation, f.row.derivation}};
   return true;

@@ -280,11 +280,14 @@ std::optional<ResolvedServing> resolve_serving(const wl_io::ServingScenario& s, 
   if (s.kernel_overhead_us) {
     if (*s.kernel_overhead_us < 0) diags.error("", where("kernel_overhead_us"), "must be ≥ 0");
     (perf.cuda_graphs ? perf.kernel_overhead_graph : perf.kernel_overhead_eager) = u::microseconds(*s.kernel_overhead_us);
+    perf.kernel_cost_by_class = false;  // the given cost for every kernel, whatever its class
     overhead_notes.push_back(fmt::format("per-kernel overhead {} µs (--kernel-overhead-us)", plain_number(*s.kernel_overhead_us)));
   }
   if (s.cpu_per_kernel_us) {
     if (*s.cpu_per_kernel_us < 0) diags.error("", where("cpu_per_kernel_us"), "must be ≥ 0");
     perf.cpu_per_kernel = u::microseconds(*s.cpu_per_kernel_us);
+    perf.cpu_cost_by_op = false;  // the given cost for every call, whatever the op
+    overhead_notes.push_back(fmt::format("eager CPU {} µs per call (--cpu-per-kernel-us)", plain_number(*s.cpu_per_kernel_us)));
   }
   for (const auto& n : overhead_notes) perf.overhead_origin += "; " + n;
   r.percentile = s.percentile.value_or(99.0);

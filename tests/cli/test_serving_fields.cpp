@@ -234,14 +234,27 @@ TEST_CASE("a vision model reads serve's --batch and --compute itself: out of ran
   CHECK(c.err.find("--compute: error: 'fp7' is not one of") != std::string::npos);
 }
 
-TEST_CASE("the table's default CPU cost per eager kernel is the model's measured one") {
-  // The field table (workloads/io) cannot call the model; its default text must say what the model assumes: the
-  // median single-kernel op of eager_host_ops.json, 22.2 µs (model::eager_cpu_per_kernel).
+TEST_CASE("the table's default CPU cost per eager call is the model's measured one, op by op") {
+  // The field table (workloads/io) cannot call the model; its default text must say what the model assumes: each
+  // call at its kind's measured host cost (model::eager_host_per_call, eager_host_ops.json's inference column).
   const auto* f = wl_io::find_field(serving_fields(), "cpu_per_kernel_us");
   REQUIRE(f != nullptr);
-  CHECK(f->default_text == fmt::format("{:.1f}", model::eager_cpu_per_kernel().raw() * 1e6));
+  using model::HostCall;
+  auto us = [](HostCall c) { return model::eager_host_per_call(c).raw() * 1e6; };
+  CHECK(f->default_text == fmt::format("per op: GEMM {:.1f}, norm {:.1f}, attention {:.1f}, elementwise {:.1f} / {:.1f}",
+                                       us(HostCall::gemm), us(HostCall::norm), us(HostCall::attention),
+                                       us(HostCall::unary), us(HostCall::binary)));
+  CHECK(f->spec.doc.find(fmt::format("collectives {:.1f}", us(HostCall::other))) != std::string::npos);
   CHECK(model::eager_cpu_per_kernel().raw() == doctest::Approx(22.2e-6));
-  CHECK(model::ServingPerfPlan{}.cpu_per_kernel.raw() == model::eager_cpu_per_kernel().raw());
+  CHECK(us(HostCall::other) == doctest::Approx(22.2));
+  const model::ServingPerfPlan plan;
+  CHECK(plan.cpu_cost_by_op);
+  CHECK(plan.cpu_per_kernel.raw() == model::eager_cpu_per_kernel().raw());
+  // --cpu-per-kernel-us gives one cost for every call.
+  const auto r = cli_test::run({"serve", "-m", "llama-3-8b", "--batch", "8", "--enforce-eager", "--cpu-per-kernel-us",
+                                "30", "--explain"});
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("(30 µs per call)") != std::string::npos);
 }
 
 TEST_CASE("the serving decoder types every value at the edge: enums, precisions and parsed length distributions") {

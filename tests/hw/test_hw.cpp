@@ -1318,6 +1318,40 @@ TEST_SUITE("efficiency rows") {
           "t.json: /rows/0/sources/0: error: 'S9' is not the id of one of this file's sources\n");
   }
 
+  TEST_CASE("per-class in-graph fixed costs (issue #27): optional, above 0 and at most 100 µs, decoded, and the Hopper rows have them") {
+    const std::string kFamily = R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])";  // the file needs a family
+    std::string with = kRow;
+    with.replace(with.find("\"tile_m\""), 8,
+                 "\"graph_gemm_us\": 4.5, \"graph_attention_us\": 11, \"graph_elementwise_us\": 2.25, \"tile_m\"");
+    auto t = gpuplan::hw_io::decode_efficiency(table("[" + with + "]", kFamily), "t.json");
+    REQUIRE_MESSAGE(t.ok(), t.diagnostics().to_string());
+    CHECK(t.value().rows[0].graph_gemm_us == 4.5);
+    CHECK(t.value().rows[0].graph_attention_us == 11.0);
+    CHECK(t.value().rows[0].graph_elementwise_us == 2.25);
+    auto plain = gpuplan::hw_io::decode_efficiency(table("[" + kRow + "]", kFamily), "t.json");
+    REQUIRE(plain.ok());
+    CHECK(plain.value().rows[0].graph_attention_us == 0.0);  // absent: not measured
+    for (const char* bad : {"0", "-1", "250"}) {
+      std::string b = with;
+      b.replace(b.find("\"graph_attention_us\": 11"), 24, std::string("\"graph_attention_us\": ") + bad);
+      auto r = gpuplan::hw_io::decode_efficiency(table("[" + b + "]", kFamily), "t.json");
+      INFO(bad);
+      CHECK_FALSE(r.ok());
+      CHECK(r.diagnostics().to_string().find("t.json: /rows/0/graph_attention_us: error:") != std::string::npos);
+    }
+    const HardwareDb db = shipped();
+    for (const char* id : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
+      const auto* g = db.find_gpu(id);
+      REQUIRE(g != nullptr);
+      REQUIRE(g->efficiency.has_value());
+      INFO(id);
+      // GEMM above a streaming kernel, the decode attention call (two kernels) above both: what the sweeps measured.
+      CHECK(g->efficiency->graph_gemm_us > g->efficiency->graph_elementwise_us);
+      CHECK(g->efficiency->graph_attention_us > g->efficiency->graph_gemm_us);
+      CHECK(g->efficiency->graph_elementwise_us >= 1.0);
+    }
+  }
+
   TEST_CASE("cross references: an unknown GPU, a second row for a GPU, a family member without a row") {
     HardwareDb db = shipped();
     std::string unknown = kRow;

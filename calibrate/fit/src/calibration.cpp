@@ -482,6 +482,11 @@ model::EfficiencyProfile to_efficiency(const Profile& p, const hw::GpuSpec& gpu)
   if (p.gemm_memory) {
     e.gemm_hbm = p.gemm_memory->efficiency;
     e.kernel_launch = p.gemm_memory->t0;
+    // The benches time operations under 50 µs inside CUDA graphs (bench/common.cuh): t₀ is a GEMM's in-graph fixed
+    // cost at this η, the GEMM class's. The other classes keep the row's: the HBM fit's t₀ is the intercept of
+    // multi-MB streams, not what a decode step's small kernels cost (2.4 µs each in our H200 decode steps against
+    // the stream's 2.03: data/validation/measured/h200-sxm-141gb/kernel_class_cost.json).
+    if (e.graph_class.gemm.raw() > 0) e.graph_class.gemm = p.gemm_memory->t0;
     measured.push_back(fmt::format("memory-bound GEMM η {:.3f}, t₀ {}", p.gemm_memory->efficiency,
                                    units::format(p.gemm_memory->t0)));
   }

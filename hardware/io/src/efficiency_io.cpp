@@ -34,6 +34,14 @@ FieldSpec opt_fraction(std::string key, std::string doc) {
   return f;
 }
 
+// A kernel class's fixed cost in microseconds (or a per-element latency in `unit`): optional, in (0, 100].
+FieldSpec opt_us(std::string key, std::string doc, const char* unit = "us") {
+  FieldSpec f = opt_fraction(std::move(key), std::move(doc));
+  f.max = 100.0;
+  f.unit = unit;
+  return f;
+}
+
 }  // namespace
 
 const FieldTable& efficiency_row_fields() {
@@ -53,6 +61,18 @@ const FieldTable& efficiency_row_fields() {
                                  "compute-bound shapes"),
       opt_fraction("gemm_w4a16_hbm", "weight-only int4 GEMM bandwidth at memory-bound shapes (bytes moved / time) / "
                                      "memory bandwidth"),
+      opt_us("graph_gemm_us", "fixed cost of a dense GEMM kernel inside a replayed CUDA graph, beyond bytes / (hbm × "
+                              "bandwidth) or its compute time (the intercept of in-graph memory-bound GEMMs)"),
+      opt_us("graph_attention_us", "fixed cost of a decode attention call inside a replayed CUDA graph (split-KV "
+                                   "pass and combine), beyond its KV bytes / (hbm × bandwidth)"),
+      opt_us("graph_elementwise_us", "fixed cost of a small elementwise, norm or routing kernel inside a replayed "
+                                     "CUDA graph, beyond its bytes / (hbm × bandwidth)"),
+      opt_us("graph_attention_fused_us", "fixed cost of one fused attention kernel without a combine pass inside a "
+                                         "replayed CUDA graph (prefill; an engine's decode kernel), beyond its bytes"),
+      opt_us("graph_norm_us", "a norm kernel's fixed cost inside a replayed CUDA graph at a row of zero elements (the "
+                              "intercept of its row latency; one thread block per row)"),
+      opt_us("graph_norm_ns_per_element", "a norm kernel's row latency per element of the row inside a replayed CUDA "
+                                          "graph, nanoseconds", "ns"),
       count("tile_m", 512, "GEMM output tile rows the library picks for large shapes", kReq),
       count("tile_n", 512, "GEMM output tile columns", kReq),
       text("origin", "one line: what was measured and where (shown in every derivation)", kReq),
@@ -75,7 +95,9 @@ const FieldTable& efficiency_fields() {
       {
           typed("rows", FieldType::any,
                 "measured efficiencies per GPU: a list of {gpu, gemm_bf16, gemm_fp8, hbm, attention_fwd, "
-                "attention_bwd, fa2_fwd, fa2_bwd, [gemm_int8, gemm_sparse24, gemm_w4a16, gemm_w4a16_hbm,] tile_m, tile_n, origin, "
+                "attention_bwd, fa2_fwd, fa2_bwd, [gemm_int8, gemm_sparse24, gemm_w4a16, gemm_w4a16_hbm, graph_gemm_us, "
+                "graph_attention_us, graph_elementwise_us, graph_attention_fused_us, graph_norm_us, "
+                "graph_norm_ns_per_element,] tile_m, tile_n, origin, "
                 "sources}",
                 kReq),
           typed("families", FieldType::any,
@@ -118,6 +140,12 @@ Result<hw::EfficiencyTable> decode_efficiency(const Json& j, const std::string& 
     row.gemm_sparse24 = e.num("gemm_sparse24").value_or(0.0);
     row.gemm_w4a16 = e.num("gemm_w4a16").value_or(0.0);
     row.gemm_w4a16_hbm = e.num("gemm_w4a16_hbm").value_or(0.0);
+    row.graph_gemm_us = e.num("graph_gemm_us").value_or(0.0);
+    row.graph_attention_us = e.num("graph_attention_us").value_or(0.0);
+    row.graph_elementwise_us = e.num("graph_elementwise_us").value_or(0.0);
+    row.graph_attention_fused_us = e.num("graph_attention_fused_us").value_or(0.0);
+    row.graph_norm_us = e.num("graph_norm_us").value_or(0.0);
+    row.graph_norm_ns_per_element = e.num("graph_norm_ns_per_element").value_or(0.0);
     row.tile_m = static_cast<int>(e.integer("tile_m").value_or(128));
     row.tile_n = static_cast<int>(e.integer("tile_n").value_or(128));
     row.origin = e.str("origin").value_or("");

@@ -197,8 +197,17 @@ void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, 
     attn.d_v = d;
     attn.cache_elements = 2 * nkv * d;
   }
-  // Per-head RMSNorm weights of q and k; Llama 4's L2 norm has none.
-  if (a.qk_norm && a.qk_norm_weights) attn.add(2 * a.head_dim, TpSplit::split, false);
+  if (a.qk_norm) {
+    // The per-head norm of q and k between the projection and the attention (Qwen3, Gemma 3, OLMo 2): its kernels
+    // run in every layer; its weights, one per head dim for q and for k (Llama 4's L2 norm has none), count under
+    // attention.
+    Op qk;
+    qk.kind = OpKind::norm;
+    qk.part = Part::attention;
+    qk.name = "q/k norm";
+    if (a.qk_norm_weights) qk.add(2 * a.head_dim, TpSplit::split, false);
+    g.push(qk);
+  }
   if (a.attention_sinks) attn.add(nq, TpSplit::split, false);      // one learned logit per head
   const int64_t v_out = attn.d_v;
   if (a.dsa && a.mla) {

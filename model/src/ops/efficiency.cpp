@@ -92,6 +92,14 @@ EfficiencyProfile from_row(const hw::EfficiencyRow& r, const std::string& gpu_id
   // on; not measured elsewhere). The stream-K decomposition (EfficiencyProfile::stream_k) stays off: see there.
   e.gemm_alignment = kHopperGemmAlignment;
   e.kernel_launch = microseconds(5.0);
+  // In-graph fixed cost per kernel class (the row's measured graph_*_us; 0 where not measured: serving then prices
+  // every kernel at the plan's single cost, ServingPerfPlan::kernel_overhead_graph).
+  e.graph_class.gemm = microseconds(r.graph_gemm_us);
+  e.graph_class.attention = microseconds(r.graph_attention_us);
+  e.graph_class.attention_fused = microseconds(r.graph_attention_fused_us);
+  e.graph_class.elementwise = microseconds(r.graph_elementwise_us);
+  e.graph_class.norm = microseconds(r.graph_norm_us);
+  e.graph_class.norm_per_element = microseconds(r.graph_norm_ns_per_element * 1e-3);
   e.comm_wait_kernels = kCommWaitKernels;
   e.origin = std::string("built-in default (") + std::string(r.origin) + ")";
   if (!via.empty()) e.origin += "; " + std::string(via);

@@ -69,7 +69,7 @@ MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch) {
 
 OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d) {
   OpCost c = streaming_cost(name, OpClass::elementwise, bytes, units::flop(0), d);
-  const units::Seconds launch = d.eff.kernel_launch;
+  const units::Seconds launch = kernel_fixed(d, OpClass::elementwise);
   c.time = (c.time - launch) / kIndexPutRate + launch;
   return c;
 }

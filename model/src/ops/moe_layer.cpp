@@ -34,7 +34,7 @@ MoeExpertWork moe_expert_work(const MoeSharding& s, std::int64_t experts, std::i
 OpCost moe_expert_gemm(OpCost batched, const MoeExpertWork& w, const Device& d) {
   if (double(w.groups) != w.touched) {
     // The expected (fractional) count of touched experts: the groups' work scales, the kernel's fixed cost does not.
-    const units::Seconds launch = d.eff.kernel_launch;
+    const units::Seconds launch = kernel_fixed(d, OpClass::gemm);
     const double f = w.touched / double(w.groups);
     batched.time = (batched.time - launch) * f + launch;
     batched.flops = batched.flops * f;

@@ -46,6 +46,23 @@ units::FlopRate Device::peak(hw::Precision p) const {
 
 Device make_device(const hw::GpuSpec& gpu) { return Device{&gpu, default_efficiency(gpu)}; }
 
+units::Seconds kernel_fixed(const Device& d, OpClass c) {
+  const KernelClassCosts& k = d.eff.launch_class;
+  const units::Seconds attention = k.attention_fused.raw() > 0 ? k.attention_fused : k.attention;
+  const units::Seconds s = c == OpClass::gemm ? k.gemm : c == OpClass::attention ? attention : k.elementwise;
+  return s.raw() > 0 ? s : d.eff.kernel_launch;
+}
+
+units::Seconds norm_fixed(const Device& d, std::int64_t row) {
+  const KernelClassCosts& k = d.eff.launch_class;
+  if (k.norm.raw() <= 0) return kernel_fixed(d, OpClass::elementwise);
+  return k.norm + k.norm_per_element * double(std::max<std::int64_t>(1, row));
+}
+
+bool gemm_splits_k(std::int64_t m, std::int64_t n, std::int64_t k) {
+  return n >= 1024 && k >= n && double(m) * double(n) / double(k) < 64.0;
+}
+
 Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyProfile>& eff, wl::AttentionKernel attn) {
   Device d = make_device(gpu);
   if (eff) d.eff = *eff;
@@ -138,61 +155,53 @@ TilePlan stream_k_plan(double m, double n, double k, double batch, double sms, d
   t.splits = k / t.k_segment;
   return t;
 }
-}  // namespace
-
-OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d, Derivation* why) {
-  OpCost c;
-  c.name = name;
-  c.cls = OpClass::gemm;
-  const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
-  c.flops = units::flop(2.0 * m * n * k * batch);
-  const double e = element_bytes(p);
-  const double b_bytes = s.b_element_bytes > 0 ? s.b_element_bytes : e;
-  c.bytes = units::bytes(((m * k + m * n) * e + k * n * b_bytes) * batch);
+/// The leading-dimension alignment of a GEMM: the k and n it is priced at and its rate factor, with the reason.
+struct GemmAlign {
+  double kk = 0, nn = 0, factor = 1.0;
+  std::string note;
+};
+GemmAlign gemm_alignment(double k, double n, double e, hw::Precision p, const Device& d) {
   // Leading-dimension alignment (efficiency.hpp, GemmAlignment): k and n are the leading dimensions. 8-bit and smaller
   // formats have no fallback kernels (cuBLASLt refuses them): the framework pads k and n to 16 bytes and the padded
   // GEMM is priced; 16- and 32-bit ones run the slower kernel class of their alignment.
   // fp32 without TF32 (and fp64) runs cuBLAS's SIMT FFMA kernels, built for 4-byte operands: no alignment class
   // (our H200 probe, optstack_probe.json: GPT-2's 50,257-wide head as fast as the 50,304-wide one, 4096³ at
   // K or N = 4095/4097 within 3%).
+  GemmAlign r;
   const bool simt = p == hw::Precision::fp32 || p == hw::Precision::fp64;
   const double align = simt ? kGemmAlignmentBytes : std::min(ld_alignment_bytes(k, e), ld_alignment_bytes(n, e));
-  double kk = k, nn = n, align_factor = 1.0;
-  std::string align_note = simt ? "fp32/fp64 SIMT (FFMA) kernels: no leading-dimension alignment class (measured)"
+  r.kk = k;
+  r.nn = n;
+  r.note = simt ? "fp32/fp64 SIMT (FFMA) kernels: no leading-dimension alignment class (measured)"
                                 : "leading dimensions k and n 16-byte aligned: fast kernel class";
   if (align < kGemmAlignmentBytes) {
     if (e < 2.0) {
       const double step = kGemmAlignmentBytes / e;
-      kk = std::ceil(k / step) * step;
-      nn = std::ceil(n / step) * step;
-      align_factor = (n * k) / (nn * kk);
-      align_note = fmt::format("k, n not 16-byte aligned and no {} kernel for them: priced as padded to {:g}×{:g}",
-                               hw::to_string(p), nn, kk);
+      r.kk = std::ceil(k / step) * step;
+      r.nn = std::ceil(n / step) * step;
+      r.factor = (n * k) / (r.nn * r.kk);
+      r.note = fmt::format("k, n not 16-byte aligned and no {} kernel for them: priced as padded to {:g}×{:g}",
+                               hw::to_string(p), r.nn, r.kk);
     } else {
-      align_factor = align >= 4.0 ? d.eff.gemm_alignment.vector : d.eff.gemm_alignment.element;
-      align_note = fmt::format("worst leading dimension {:g}-byte aligned (k = {:g}, n = {:g} of {:g} B): fallback "
+      r.factor = align >= 4.0 ? d.eff.gemm_alignment.vector : d.eff.gemm_alignment.element;
+      r.note = fmt::format("worst leading dimension {:g}-byte aligned (k = {:g}, n = {:g} of {:g} B): fallback "
                                "kernel class at {:g} of the aligned rate",
-                               align, k, n, e, align_factor);
+                               align, k, n, e, r.factor);
       // The fallback kernels are load-bound: fp16's power-capped tensor rate (gemm_fp16) does not slow them.
       if (p == hw::Precision::fp16) {
-        align_factor = std::min(1.0, align_factor / gemm_fp16_rate(d.eff));
-        align_note += fmt::format(" of bf16 (÷ the fp16 tensor rate {:g})", gemm_fp16_rate(d.eff));
+        r.factor = std::min(1.0, r.factor / gemm_fp16_rate(d.eff));
+        r.note += fmt::format(" of bf16 (÷ the fp16 tensor rate {:g})", gemm_fp16_rate(d.eff));
       }
     }
   }
-  // Tile/wave quantisation and the tile choice (efficiency.hpp). A part whose SM count is not in the data gets no
-  // quantisation penalty (stated in the derivation).
-  const double sms = double(d.gpu->compute_units);
-  const double k_t = kGemmDepthBytes / e;
-  // Weight-only kernels (B narrower than the compute type) are built for decode: they tile the tokens in blocks of
-  // the m16n8k16 tensor-core MMA's 16 rows (Marlin, Frantar et al. 2024, arXiv:2408.11743; PyTorch's tinygemm), not
-  // in the 128-row tiles of the large 16-bit kernels: the tile's rows are the tokens rounded up to 16, at most the
-  // large kernels' tile; below 16 tokens no padding (our H100 sweep, compress_gemm.json: tinygemm at M = 1 takes
-  // 0.36-0.39 of its M = 16 time on the three large shapes).
-  const bool weight_only = s.b_element_bytes > 0 && s.b_element_bytes < 0.99 * e;
-  const double tile_m = !weight_only ? double(d.eff.tile_m)
-                        : m < 16.0   ? std::max(1.0, m)
-                                     : std::min(16.0 * std::ceil(m / 16.0), double(d.eff.tile_m));
+  return r;
+}
+
+/// The tile plan of an m × n × k (× batch) GEMM on `sms` SMs: waves (split-K over idle SMs) or, where the part runs
+/// stream-K, the fastest of the candidate tiles; its depth factor for the k-range one SM's tile covers.
+TilePlan gemm_tiles(double m, double n, double k, double batch, double sms, double tile_m, hw::Precision p,
+                    const Device& d) {
+  const double nn = n, kk = k, k_t = kGemmDepthBytes / element_bytes(p);
   TilePlan plan;
   if (sms <= 0) {
     plan = TilePlan{tile_m, double(d.eff.tile_n), 0, 1, 1, 1, kk, 1};
@@ -210,6 +219,37 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
       first = false;
     }
   }
+  return plan;
+}
+}  // namespace
+
+OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, const Device& d, Derivation* why) {
+  OpCost c;
+  c.name = name;
+  c.cls = OpClass::gemm;
+  const double m = double(s.m), n = double(s.n), k = double(s.k), batch = double(s.batch);
+  c.flops = units::flop(2.0 * m * n * k * batch);
+  const double e = element_bytes(p);
+  const double b_bytes = s.b_element_bytes > 0 ? s.b_element_bytes : e;
+  c.bytes = units::bytes(((m * k + m * n) * e + k * n * b_bytes) * batch);
+  // Leading-dimension alignment (efficiency.hpp, GemmAlignment; gemm_alignment): k and n are the leading dimensions.
+  const GemmAlign al = gemm_alignment(k, n, e, p, d);
+  const double kk = al.kk, nn = al.nn, align_factor = al.factor;
+  const std::string& align_note = al.note;
+  // Tile/wave quantisation and the tile choice (efficiency.hpp). A part whose SM count is not in the data gets no
+  // quantisation penalty (stated in the derivation).
+  const double sms = double(d.gpu->compute_units);
+  const double k_t = kGemmDepthBytes / e;
+  // Weight-only kernels (B narrower than the compute type) are built for decode: they tile the tokens in blocks of
+  // the m16n8k16 tensor-core MMA's 16 rows (Marlin, Frantar et al. 2024, arXiv:2408.11743; PyTorch's tinygemm), not
+  // in the 128-row tiles of the large 16-bit kernels: the tile's rows are the tokens rounded up to 16, at most the
+  // large kernels' tile; below 16 tokens no padding (our H100 sweep, compress_gemm.json: tinygemm at M = 1 takes
+  // 0.36-0.39 of its M = 16 time on the three large shapes).
+  const bool weight_only = s.b_element_bytes > 0 && s.b_element_bytes < 0.99 * e;
+  const double tile_m = !weight_only ? double(d.eff.tile_m)
+                        : m < 16.0   ? std::max(1.0, m)
+                                     : std::min(16.0 * std::ceil(m / 16.0), double(d.eff.tile_m));
+  const TilePlan plan = gemm_tiles(m, nn, kk, batch, sms, tile_m, p, d);
   const double util = plan.util, depth = plan.depth;
   // The compute path: dense tensor cores at the precision's ceiling; 2:4-sparse ones at the sparse peak and its
   // measured ceiling; a weight-only kernel (B narrower than the compute type, dequantised in the main loop) at its
@@ -245,7 +285,9 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
                          : d.eff.gemm_hbm > 0                   ? d.eff.gemm_hbm
                                                                 : d.eff.hbm;
   const units::Bandwidth bw = d.gpu->memory.bandwidth * eta_mem;
-  c.time = roofline_time(c.flops, compute, c.bytes, bw, d.eff.kernel_launch, c.bound);
+  const units::Seconds t_fixed = kernel_fixed(d, OpClass::gemm);
+  c.time = roofline_time(c.flops, compute, c.bytes, bw, t_fixed, c.bound);
+  if (s.batch == 1 && gemm_splits_k(s.m, s.n, s.k)) c.extra_kernels = 1;  // the splitKreduce, inside t_fixed
   if (why != nullptr) {
     using units::format;
     std::string u_note;
@@ -281,7 +323,10 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
              {"η_hbm", units::format_number(eta_mem, 3),
               d.eff.gemm_hbm > 0 ? "measured bandwidth fraction of memory-bound GEMMs" : "measured streaming fraction",
               eff_origin},
-             {"t_launch", format(d.eff.kernel_launch), "per-kernel fixed cost", Origin::assumption(d.eff.origin)}},
+             {"t_launch", format(t_fixed),
+              d.eff.launch_class.gemm.raw() > 0 ? "a GEMM kernel's fixed cost inside a CUDA graph (per kernel class)"
+                                                : "per-kernel fixed cost",
+              Origin::assumption(d.eff.origin)}},
             fmt::format("{} ({}-bound, {} achieved)", format(c.time), to_string(c.bound), format(c.achieved())),
             {fmt::format("intensity {} vs ridge {}", format(c.intensity()),
                          format(units::Intensity(d.peak(p).raw() / d.gpu->memory.bandwidth.raw())))},
@@ -321,7 +366,7 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     c.efficiency = std::min(1.0, (backward ? d.eff.attention_bwd : d.eff.attention_fwd) * head_factor * seq_factor);
     const units::FlopRate peak = d.peak(attention_precision(p));
     c.time = roofline_time(c.flops, peak * c.efficiency, c.bytes, d.stream_bandwidth(),
-                           d.eff.kernel_launch, c.bound);
+                           kernel_fixed(d, OpClass::attention), c.bound);
     // Dropout: the kernel draws a random number per score element (forward) and again in the backward; measured as an
     // added time per element, carried to other parts by SM count × boost clock.
     const double rate = backward ? d.eff.attention_tile.dropout_bwd : d.eff.attention_tile.dropout_fwd;
@@ -343,7 +388,8 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     if (backward) {
       c->flops = c->flops * mult;
       c->bytes = c->bytes * mult;
-      c->time = (c->time - d.eff.kernel_launch) * mult + d.eff.kernel_launch * mult;
+      const units::Seconds t_fixed = kernel_fixed(d, OpClass::gemm);  // as gemm_cost priced the product
+      c->time = (c->time - t_fixed) * mult + t_fixed * mult;
       c->name += " (bwd)";
     }
     out.push_back(*c);
@@ -357,10 +403,12 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
 
 OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t q_per_seq, std::int64_t heads,
                              std::int64_t kv_heads, std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
-                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d) {
+                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d,
+                             bool split_kv) {
   OpCost c;
   c.name = name;
   c.cls = OpClass::attention;
+  c.extra_kernels = split_kv ? 1 : 0;  // the combine of the split pass's partial results
   const hw::Precision ap = attention_precision(p);
   const double q = seqs * double(q_per_seq) * double(heads);
   c.flops = units::flop(2.0 * q * double(context) * double(d_qk + d_v));
@@ -371,7 +419,10 @@ OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t 
   const double padded = tile_q > 0 ? std::ceil(rows / double(tile_q)) * double(tile_q) : rows;
   const units::FlopRate compute = d.peak(ap) * std::max(1e-3, d.eff.attention_fwd);
   c.time = roofline_time(c.flops * (padded / std::max(1.0, rows)), compute, c.bytes,
-                         d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+                         d.stream_bandwidth(),
+                         split_kv && d.eff.launch_class.attention.raw() > 0 ? d.eff.launch_class.attention
+                                                                          : kernel_fixed(d, OpClass::attention),
+                         c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / d.peak(ap).raw() : 0.0;
   return c;
 }
@@ -393,7 +444,7 @@ OpCost ssd_scan_cost(const std::string& name, std::int64_t heads, std::int64_t h
   const double chunk_states = 2.0 * inner * double(state) * 4.0 / Q;
   c.bytes = units::bytes(k * tokens * (elems * act_bytes + chunk_states));
   const units::FlopRate peak = d.peak(attention_precision(p));
-  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise), c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
   return c;
 }
@@ -415,7 +466,7 @@ OpCost gated_delta_scan_cost(const std::string& name, std::int64_t heads, std::i
   const double chunk_states = 2.0 * double(heads) * double(key_dim) * double(value_dim) * 4.0 / C;
   c.bytes = units::bytes(k * tokens * (elems * act_bytes + chunk_states));
   const units::FlopRate peak = d.peak(attention_precision(p));
-  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise), c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
   return c;
 }
@@ -440,7 +491,7 @@ OpCost indexer_cost(const std::string& name, double queries, double pairs, std::
   c.flops = units::flop(k * pairs * 2.0 * double(heads) * double(head_dim));
   c.bytes = units::bytes(k * (pairs * 8.0 + queries * double(heads) * double(head_dim) + key_reads * key_bytes));
   const units::FlopRate peak = d.peak(hw::Precision::fp8);
-  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  c.time = roofline_time(c.flops, peak, c.bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise), c.bound);
   c.efficiency = c.time.raw() > 0 ? (c.flops / c.time).raw() / peak.raw() : 0.0;
   return c;
 }
@@ -457,6 +508,14 @@ OpCost ssm_state_update_cost(const std::string& name, double seqs, std::int64_t 
   return c;
 }
 
+OpCost norm_cost(const std::string& name, units::Bytes bytes, units::Flops flops, std::int64_t row, const Device& d) {
+  OpCost c = streaming_cost(name, OpClass::elementwise, bytes, flops, d);
+  const units::Flops f = flops;
+  c.time = roofline_time(f, d.peak(hw::Precision::fp32), bytes, d.stream_bandwidth(), norm_fixed(d, row), c.bound);
+  if (c.time.raw() > 0) c.efficiency = (flops / c.time).raw() / d.peak(hw::Precision::fp32).raw();
+  return c;
+}
+
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d) {
   OpCost c;
   c.name = name;
@@ -465,7 +524,9 @@ OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, 
   c.bytes = bytes;
   c.efficiency = 0.0;
   const units::FlopRate vector_peak = d.peak(hw::Precision::fp32);
-  c.time = roofline_time(flops, vector_peak, bytes, d.stream_bandwidth(), d.eff.kernel_launch, c.bound);
+  // A streaming kernel, whatever op it belongs to (a softmax pass, a recurrent state update): the elementwise class.
+  c.time = roofline_time(flops, vector_peak, bytes, d.stream_bandwidth(), kernel_fixed(d, OpClass::elementwise),
+                         c.bound);
   if (c.time.raw() > 0) c.efficiency = (flops / c.time).raw() / vector_peak.raw();
   return c;
 }

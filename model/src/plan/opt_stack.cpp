@@ -114,6 +114,8 @@ void apply_step(const OptStep& step, wl::TrainingPlan& p, TrainingSystem& sys, i
     case OptKind::cuda_graphs: {
       EfficiencyProfile e = sys.efficiency ? *sys.efficiency : default_efficiency(*sys.gpu);
       e.kernel_launch = e.graph_kernel.raw() > 0 ? e.graph_kernel : ServingPerfPlan{}.kernel_overhead_graph;
+      // One cost for every kernel, not serving's per-class in-graph costs (EfficiencyProfile::graph_class): those were
+      // measured on decode kernels (issue #27), not on a training step's, and no training measurement checks them.
       sys.efficiency = e;
       break;
     }

@@ -54,6 +54,12 @@ void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff)
   plan.overhead_origin = "measured: " + what + " (" + eff.origin + "); " + plan.overhead_origin;
 }
 
+void apply_launch_costs(Device& d, const ServingPerfPlan& plan, bool cuda_graphs) {
+  d.eff.kernel_launch = cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
+  d.eff.launch_class = cuda_graphs && plan.kernel_cost_by_class && d.eff.graph_class.measured() ? d.eff.graph_class
+                                                                                                : KernelClassCosts{};
+}
+
 namespace {
 ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
                                 const ServingSystem& sys, Explain explain, ForwardTrace* trace);
@@ -68,11 +74,107 @@ ForwardTrace forward_trace(const wl::TransformerArch& a, const ServingPerfPlan& 
                            const ServingSystem& sys) {
   ForwardTrace t;
   t.cost = forward_cost_traced(a, plan, fb, sys, Explain::off, &t);
-  t.cpu_per_kernel = plan.cuda_graphs ? Seconds{} : plan.cpu_per_kernel;
+  if (plan.cuda_graphs) return t;
+  // Eager: each item's issue time on the host, as forward_cost sums it (Acc::host).
+  Seconds host{};
+  std::int64_t calls = 0;
+  auto issue = [&](std::vector<PassItem>& items, double times) {
+    for (auto& it : items) {
+      it.host = !plan.cpu_cost_by_op ? plan.cpu_per_kernel * double(it.kernels)
+                : it.own_call       ? eager_host_per_call(it.host_call) * double(it.kernels)
+                                    : Seconds{};
+      host += it.host * times;
+      calls += std::llround(double(it.kernels) * times);
+    }
+  };
+  std::vector<double> layers_of(t.kinds.size(), 0.0);
+  for (int k : t.layer_kind) layers_of[std::size_t(k)] += 1.0;
+  for (std::size_t k = 0; k < t.kinds.size(); ++k) issue(t.kinds[k], layers_of[k]);
+  issue(t.embedding, 1.0);
+  issue(t.head, 1.0);
+  t.cpu_per_kernel = calls > 0 ? host / double(calls) : plan.cpu_per_kernel;
   return t;
 }
 
 namespace {
+/// The eager host term's input (no CUDA graph): the stage's calls at their kinds' measured host costs, or one given cost each.
+DerivationInput eager_host_input(const ServingPerfPlan& plan, const ForwardCost& fc) {
+  if (!plan.cpu_cost_by_op)
+    return {"t_cpu", fmt::format("{} ({} per call)", units::format(fc.host), units::format(plan.cpu_per_kernel)),
+            "host time to issue the stage's calls", Origin::user("--cpu-per-kernel-us")};
+  return {"t_cpu",
+          fmt::format("{} ({} per call on average)", units::format(fc.host),
+                      units::format(fc.host / double(std::max<std::int64_t>(1, fc.kernels)))),
+          "host time to issue the stage's calls, each at its kind's measured cost (GEMM, norm, attention, "
+          "one-operand or other elementwise, collective)",
+          Origin::measurement(plan.overhead_origin)};
+}
+
+/// The forward's derivation: its inputs, the MoE layer's (and wide EP's, two-batch overlap's) explain nodes.
+Derivation explain_forward(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
+                           const ServingSystem& sys, const ForwardCost& fc, const Device& d, const KvTokenBytes& kvt,
+                           const CommGroup& tp_g, const CommGroup& ep_g,
+                           const std::array<Acc, LayerKind::kCount>& kinds, bool overlap, double T) {
+  using units::format;
+  const hw::GpuSpec& gpu = *sys.gpu;
+  Derivation dv{
+      "serving.forward",
+      "One engine iteration (forward pass)",
+      "t = Σ_layers Σ_ops [max(FLOPs/(P·η), bytes/(BW·η_hbm)) + t_kernel] + t_comm + LM head (+ PP stages in "
+      "sequence) ; eager: max(GPU, Σ_calls t_cpu(call))",
+      {{"tokens", units::format_number(T, 4), fmt::format("{:g} decoding × {} + {:g} prompts × {} new tokens",
+                                                          fb.decode_seqs, fb.queries_per_seq, fb.prefill_seqs,
+                                                          fb.prefill_tokens),
+        Origin::derived()},
+       {"context", std::to_string(fb.decode_context), "tokens each decoding sequence holds", Origin::derived()},
+       {"TP×PP", fmt::format("{}×{}", plan.tp, plan.pp), "replica layout", Origin::user("--tp/--pp")},
+       {"weights", std::string(to_string(plan.weights.dtype)), "weight storage (bytes incl. group scales)",
+        Origin::user(plan.weights.origin)},
+       {"KV/token/layer/GPU", format(kvt.per_layer), "KV cache read per token per layer on one GPU", Origin::derived()},
+       {"P", format(d.peak(plan.compute)), fmt::format("dense {} peak", hw::to_string(plan.compute)),
+        Origin::datasheet(gpu.info.cite("/dense_peak"))},
+       {"BW", format(gpu.memory.bandwidth), "HBM bandwidth", Origin::datasheet(gpu.info.cite("/memory/bandwidth_TBps"))},
+       {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", Origin::measurement(d.eff.origin)},
+       d.eff.launch_class.measured()
+           ? DerivationInput{"t_kernel",
+                             fmt::format("GEMM {}, attention {}, other {}", format(d.eff.launch_class.gemm),
+                                         format(d.eff.launch_class.attention), format(d.eff.launch_class.elementwise)),
+                             "fixed cost per kernel inside a CUDA graph, by kernel class",
+                             Origin::measurement(d.eff.origin)}
+           : DerivationInput{"t_kernel", format(d.eff.kernel_launch),
+                             plan.cuda_graphs ? "per-kernel gap under CUDA graphs" : "eager launch",
+                             Origin::assumption(plan.overhead_origin)},
+       {"kernels", fmt::format("{} ({} running)", fc.kernels, fc.gpu_kernels),
+        "kernel calls per stage (and the kernels they run: split-K reduces, split-KV combines)", Origin::derived()}},
+      fmt::format("{} ({} per stage: GEMM {}, attention {}, elementwise {}, comm {}, overhead {})", format(fc.total),
+                  format(fc.stage), format(fc.gemm), format(fc.attention), format(fc.elementwise), format(fc.comm),
+                  format(fc.overhead)),
+      {fmt::format("weights read per GPU {}; KV read per GPU {}; {} per GPU", format(fc.weight_bytes),
+                   format(fc.kv_bytes), format(fc.flops))},
+      {}};
+  dv.set(fc.total.raw(), Unit::seconds);  // the pass a token sees (its result's first number)
+  if (!plan.cuda_graphs) dv.inputs.push_back(eager_host_input(plan, fc));
+  if (plan.tp > 1) dv.notes.push_back("TP: 2 all-reduces per layer over " + tp_g.scale_up.name);
+  if (detail::names_layer_kinds(a))
+    dv.notes.push_back(fmt::format(
+        "layer kinds (each priced from its own op graph): {}{}{}", detail::layer_kinds_text(a),
+        a.recurrent_layer_count() > 0 ? "; the recurrent layers' decode reads and writes their state, not a KV cache"
+                                      : "",
+        a.dsa ? "; the indexer scores every held token (FP8), the attention reads its top-k" : ""));
+  for (std::int64_t l = 0; a.moe && l < a.layers; ++l) {
+    const LayerKind kind = LayerKind::of(a, l);
+    if (!kind.moe) continue;
+    dv.children.push_back(
+        explain_serving_moe(a, plan, fb, kind, kinds[static_cast<std::size_t>(kind.index())], d, kvt, tp_g, ep_g));
+    if (plan.attention_dp > 1) dv.children.push_back(explain_wide_ep(a, plan, fb, ep_g, fc));
+    if (overlap)
+      dv.children.push_back(detail::explain_tbo(a, plan, fb, kind, kinds[std::size_t(kind.index())], d,
+                                                           kvt, tp_g, ep_g));
+    break;
+  }
+  return dv;
+}
+
 ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
                                 const ServingSystem& sys, Explain explain, ForwardTrace* trace) {
   using units::format;
@@ -119,6 +221,17 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   // LM head (last stage) on the tokens that emit; embedding gather (first stage).
   Acc head;
   head.tracing = trace != nullptr;
+  // The final norm over every token of the pass (last stage; HF's and vLLM's model.norm), one norm kernel; with fused
+  // kernels the last layer's residual add is fused into it, as each layer's first norm takes the one before it. Our
+  // H200 decode profiles count it (kernel_class_cost.json: 65 norms in a 32-layer Llama-3-8B step, 2 per layer + 1).
+  if (plan.kernels == wl::KernelStyle::eager)
+    head.add(norm_cost("final norm", units::bytes(T * double(a.hidden) * e * 2.0), units::flop(4.0 * T * double(a.hidden)),
+                       a.hidden, d),
+             keep, HostCall::norm);
+  else
+    head.add(norm_cost("final add + norm", units::bytes(T * double(a.hidden) * e * 4.0),
+                       units::flop(5.0 * T * double(a.hidden)), a.hidden, d),
+             keep, HostCall::norm);
   const double emit = fb.decode_seqs * double(fb.queries_per_seq) + (fb.prefill_emits_token ? fb.prefill_seqs : 0.0);
   if (emit > 0) {
     const std::int64_t mi = at_least_one(emit);
@@ -153,10 +266,12 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   fc.weight_bytes = stage.weights;
   fc.kv_bytes = stage.kv;
   fc.kernels = stage.kernels;
+  fc.gpu_kernels = stage.gpu_kernels;
   Seconds gpu_time = stage.total();
-  // Eager: the CPU issues every kernel; the GPU cannot run ahead of it.
+  // Eager: the CPU issues every kernel, each call at its kind's measured host cost; the GPU cannot run ahead of it.
   Seconds cpu_time{};
-  if (!plan.cuda_graphs) cpu_time = plan.cpu_per_kernel * double(stage.kernels);
+  if (!plan.cuda_graphs) cpu_time = stage.host(plan);
+  fc.host = cpu_time;
   fc.overhead = std::max(Seconds(0), cpu_time - gpu_time) + plan.step_overhead;
   fc.stage = std::max(gpu_time, cpu_time);
   if (plan.pp > 1)
@@ -170,55 +285,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
                  : fc.stage;
   fc.stage += plan.step_overhead;
 
-  if (explain == Explain::on) {
-    const hw::GpuSpec& gpu = *sys.gpu;
-    fc.derivation = {
-        "serving.forward",
-        "One engine iteration (forward pass)",
-        "t = Σ_layers Σ_ops [max(FLOPs/(P·η), bytes/(BW·η_hbm)) + t_kernel] + t_comm + LM head (+ PP stages in "
-        "sequence) ; eager: max(GPU, kernels·t_cpu)",
-        {{"tokens", units::format_number(T, 4), fmt::format("{:g} decoding × {} + {:g} prompts × {} new tokens",
-                                                            fb.decode_seqs, fb.queries_per_seq, fb.prefill_seqs,
-                                                            fb.prefill_tokens),
-          Origin::derived()},
-         {"context", std::to_string(fb.decode_context), "tokens each decoding sequence holds", Origin::derived()},
-         {"TP×PP", fmt::format("{}×{}", plan.tp, plan.pp), "replica layout", Origin::user("--tp/--pp")},
-         {"weights", std::string(to_string(plan.weights.dtype)), "weight storage (bytes incl. group scales)",
-          Origin::user(plan.weights.origin)},
-         {"KV/token/layer/GPU", format(kvt.per_layer), "KV cache read per token per layer on one GPU", Origin::derived()},
-         {"P", format(d.peak(plan.compute)), fmt::format("dense {} peak", hw::to_string(plan.compute)),
-          Origin::datasheet(gpu.info.cite("/dense_peak"))},
-         {"BW", format(gpu.memory.bandwidth), "HBM bandwidth", Origin::datasheet(gpu.info.cite("/memory/bandwidth_TBps"))},
-         {"η_hbm", units::format_number(d.eff.hbm, 3), "measured streaming fraction", Origin::measurement(d.eff.origin)},
-         {"t_kernel", format(d.eff.kernel_launch), plan.cuda_graphs ? "per-kernel gap under CUDA graphs" : "eager launch",
-          Origin::assumption(plan.overhead_origin)},
-         {"kernels", std::to_string(fc.kernels), "kernels per stage", Origin::derived()}},
-        fmt::format("{} ({} per stage: GEMM {}, attention {}, elementwise {}, comm {}, overhead {})", format(fc.total),
-                    format(fc.stage), format(fc.gemm), format(fc.attention), format(fc.elementwise), format(fc.comm),
-                    format(fc.overhead)),
-        {fmt::format("weights read per GPU {}; KV read per GPU {}; {} per GPU", format(fc.weight_bytes),
-                     format(fc.kv_bytes), format(fc.flops))},
-        {}};
-    fc.derivation.set(fc.total.raw(), Unit::seconds);  // the pass a token sees (its result's first number)
-    if (plan.tp > 1) fc.derivation.notes.push_back("TP: 2 all-reduces per layer over " + tp_g.scale_up.name);
-    if (detail::names_layer_kinds(a))
-      fc.derivation.notes.push_back(fmt::format(
-          "layer kinds (each priced from its own op graph): {}{}{}", detail::layer_kinds_text(a),
-          a.recurrent_layer_count() > 0 ? "; the recurrent layers' decode reads and writes their state, not a KV cache"
-                                        : "",
-          a.dsa ? "; the indexer scores every held token (FP8), the attention reads its top-k" : ""));
-    for (std::int64_t l = 0; a.moe && l < a.layers; ++l) {
-      const LayerKind kind = LayerKind::of(a, l);
-      if (!kind.moe) continue;
-      fc.derivation.children.push_back(
-          explain_serving_moe(a, plan, fb, kind, kinds[static_cast<std::size_t>(kind.index())], d, kvt, tp_g, ep_g));
-      if (plan.attention_dp > 1) fc.derivation.children.push_back(explain_wide_ep(a, plan, fb, ep_g, fc));
-      if (overlap)
-        fc.derivation.children.push_back(detail::explain_tbo(a, plan, fb, kind, kinds[std::size_t(kind.index())], d,
-                                                             kvt, tp_g, ep_g));
-      break;
-    }
-  }
+  if (explain == Explain::on) fc.derivation = explain_forward(a, plan, fb, sys, fc, d, kvt, tp_g, ep_g, kinds, overlap, T);
   return fc;
 }
 

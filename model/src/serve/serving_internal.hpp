@@ -1,6 +1,7 @@
 #pragma once
 // Internal to gpuplan::model's serve/: what the serving forward (serving.cpp), the layer pricer behind it
 // (serving_layer.cpp) and the capacity planner (serving_plan.cpp) share.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -33,12 +34,30 @@ struct Acc {
   Seconds gemm{}, attention{}, elementwise{}, comm{};
   units::Flops flops{};
   Bytes weights{}, kv{};
-  std::int64_t kernels = 0;
+  std::int64_t kernels = 0;      ///< kernel calls the host issues (eager: one CPU cost each)
+  std::int64_t gpu_kernels = 0;  ///< kernels that run: the calls and what each launches beyond (OpCost::extra_kernels)
+  std::array<double, kHostCalls> host_calls{};  ///< the host's calls by kind (eager: each at its measured cost)
   std::vector<OpCost> ops;
   bool tracing = false;          ///< record every kernel and collective in issue order (forward_trace)
   std::vector<PassItem> items;   ///< what tracing records
   MoeLayerTerms moe;             ///< one MoE layer's terms (moe_layer.hpp), recorded as its ops are added
+  /// A call of its class's host kind: a GEMM's, the attention's, any other kernel's as a two-operand elementwise op.
   void add(const OpCost& c, bool keep) {
+    add(c, keep, c.cls == OpClass::gemm ? HostCall::gemm : c.cls == OpClass::attention ? HostCall::attention
+                                                                                       : HostCall::binary);
+  }
+  void add(const OpCost& c, bool keep, HostCall host) {
+    record(c, keep);
+    host_calls[std::size_t(host)] += 1.0;
+    if (tracing) items.back().host_call = host;
+  }
+  /// A kernel that the call before it launches (the index buffers and copies inside a sort, a scan's first pass, the
+  /// grouped GEMM's data preparation): a kernel the GPU runs, no host call of its own.
+  void add_inner(const OpCost& c, bool keep) {
+    record(c, keep);
+    if (tracing) items.back().own_call = false;
+  }
+  void record(const OpCost& c, bool keep) {
     switch (c.cls) {
       case OpClass::gemm: gemm += c.time; break;
       case OpClass::attention: attention += c.time; break;
@@ -46,6 +65,7 @@ struct Acc {
     }
     flops += c.flops;
     ++kernels;
+    gpu_kernels += 1 + c.extra_kernels;
     if (keep) ops.push_back(c);
     if (tracing) items.push_back(pass_item(c));
   }
@@ -53,6 +73,8 @@ struct Acc {
   void add_comm(const char* name, PassItem::Kind kind, Seconds t, std::int64_t n) {
     comm += t;
     kernels += n;
+    gpu_kernels += n;
+    host_calls[std::size_t(HostCall::other)] += double(n);
     if (tracing && n > 0)
       items.push_back(PassItem{name, kind, t, n, fmt::format("{}: collective on the compute stream, {}", name,
                                                              units::format(t))});
@@ -67,7 +89,17 @@ struct Acc {
     weights += o.weights * k;
     kv += o.kv * k;
     kernels += std::llround(double(o.kernels) * k);
+    gpu_kernels += std::llround(double(o.gpu_kernels) * k);
+    for (std::size_t i = 0; i < kHostCalls; ++i) host_calls[i] += o.host_calls[i] * k;
     return *this;
+  }
+  /// The host's time to issue these calls in eager mode: each at its kind's measured cost, or kernels ×
+  /// plan.cpu_per_kernel where the plan gives one figure (--cpu-per-kernel-us).
+  [[nodiscard]] Seconds host(const ServingPerfPlan& plan) const {
+    if (!plan.cpu_cost_by_op) return plan.cpu_per_kernel * double(kernels);
+    Seconds s{};
+    for (std::size_t i = 0; i < kHostCalls; ++i) s += eager_host_per_call(HostCall(i)) * host_calls[i];
+    return s;
   }
 };
 

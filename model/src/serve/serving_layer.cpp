@@ -45,7 +45,7 @@ PassItem pass_item(const OpCost& c) {
 Device serving_device(const ServingPerfPlan& plan, const ServingSystem& sys) {
   // An engine under load runs its forward passes back to back: sustained work, like a training step.
   Device d = sustained_device(*sys.gpu, sys.efficiency, plan.attention);
-  d.eff.kernel_launch = plan.cuda_graphs ? plan.kernel_overhead_graph : plan.kernel_overhead_eager;
+  apply_launch_costs(d, plan, plan.cuda_graphs);
   // The measured weight-only rates are PyTorch's own int4 kernel (tinygemm, torch._weight_int4pack_mm: a decode
   // kernel whose time grows linearly with the tokens). A serving engine's fused kernels (Marlin class) are not
   // measured: they take the 16-bit ceiling and the memory-bound GEMM bandwidth, and the derivation says so.
@@ -60,7 +60,7 @@ namespace {
 /// The same op over `k` (possibly fractional, an expectation) independent items in one launch: work × k, one fixed
 /// per-kernel cost.
 OpCost repeated(OpCost c, double k, const Device& d) {
-  const Seconds launch = d.eff.kernel_launch;
+  const Seconds launch = kernel_fixed(d, c.cls);
   c.time = (c.time - launch) * k + launch;
   c.flops = c.flops * k;
   c.bytes = c.bytes * k;
@@ -87,11 +87,15 @@ class ServingLayerPricer {
     for (const Op& o : graph) {
       switch (o.kind) {
         case OpKind::norm:
+          if (o.part == Part::attention) {  // the per-head q/k norm (Qwen3, Gemma 3), not a layer norm
+            price_qk_norm();
+            break;
+          }
           // The two norms of a pre-norm layer (Gemma's post-norms are not priced yet: docs/design/op-graph-plan.md
           // D14). The first layer's residual add is the embedding's; the second norm follows the attention block.
           if (norms == 0) {
-            if (eager) stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
-            else stream("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h));
+            if (eager) norm("norm", T * double(h) * e * 2.0, 4.0 * T * double(h), h);
+            else norm("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h), h);
           } else if (norms == 1) {
             add_norm("add + norm");
           }
@@ -188,9 +192,16 @@ class ServingLayerPricer {
     }
     acc.weights += units::bytes(double(k) * double(n) * double(batch) * bb);
   }
-  void stream(const std::string& name, double bytes, double flops) {
+  void stream(const std::string& name, double bytes, double flops, HostCall host = HostCall::binary) {
     if (bytes <= 0) return;
-    acc.add(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(flops), d), keep);
+    acc.add(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(flops), d), keep, host);
+  }
+  // An elementwise kernel of one tensor operand (an activation, a flip, a cast, a reduction, a fill): eager PyTorch's
+  // host issues it at GELU's cost.
+  void unary(const std::string& name, double bytes, double flops) { stream(name, bytes, flops, HostCall::unary); }
+  // A kernel the call before it launches (no host call of its own).
+  void inner(const std::string& name, double bytes) {
+    if (bytes > 0) acc.add_inner(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(0), d), keep);
   }
   // PyTorch's index_put of whole rows (x[idx] = y): its bytes at detail::kIndexPutRate of the streaming rate.
   void index_put(const std::string& name, double bytes) {
@@ -200,11 +211,24 @@ class ServingLayerPricer {
   // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
   void add_norm(const char* name) {
     if (!eager) {
-      stream(name, T * double(h) * e * 4.0, 5.0 * T * double(h));
+      norm(name, T * double(h) * e * 4.0, 5.0 * T * double(h), h);
       return;
     }
     stream("residual add", T * double(h) * e * 3.0, T * double(h));
-    stream("norm", T * double(h) * e * 2.0, 4.0 * T * double(h));
+    norm("norm", T * double(h) * e * 2.0, 4.0 * T * double(h), h);
+  }
+  // A norm kernel over rows of `row` elements (one block per row: norm_cost).
+  void norm(const std::string& name, double bytes, double flops, std::int64_t row) {
+    if (bytes <= 0) return;
+    acc.add(norm_cost(name, units::bytes(bytes), units::flop(flops), row, d), keep, HostCall::norm);
+  }
+  // Qwen3's / Gemma 3's RMSNorm over each q and k head (graph.hpp: the q/k norm op), rows of head_dim. PyTorch
+  // (serve_moe_step.py: F.rms_norm(qk, (d,)) * w) runs the norm and the weight multiply as two kernels; an engine's
+  // one fused kernel is assumed (no engine profile here).
+  void price_qk_norm() {
+    const double elems = T * double(attn.heads + attn.kv_heads) * double(a.head_dim) / double(t);
+    norm("q/k norm", elems * e * 2.0, 4.0 * elems, a.head_dim);
+    if (eager) stream("q/k norm weight", elems * e * 3.0, elems);
   }
 
   // Mamba-2 (graph.hpp add_mamba2): the prompt's tokens through the conv1d and the chunked SSD scan, which
@@ -284,7 +308,7 @@ class ServingLayerPricer {
     if (!eager) {
       stream("rotary + KV write", rope_elems * e * 2.0 + T * kvt.per_layer.raw(), 3.0 * rope_elems);
     } else {
-      stream("rotary: half swap", rope_elems * e * 2.0, 0.0);
+      unary("rotary: half swap", rope_elems * e * 2.0, 0.0);
       stream("rotary: x·cos", rope_elems * e * 2.0, rope_elems);
       stream("rotary: + swapped·sin", rope_elems * e * 3.0, 2.0 * rope_elems);
       stream("K cache write", T * kvt.per_layer.raw(), 0.0);  // reads k, writes the cache: ≈ 2 × half the token's KV
@@ -346,8 +370,12 @@ class ServingLayerPricer {
       // Decode runs MLA absorbed (MQA over the latent): scores over r_kv + d_rope, values of width r_kv.
       const std::int64_t dec_dqk = a.mla ? o.cache_elements : o.d_qk;
       const std::int64_t dec_dv = a.mla ? a.mla->kv_lora_rank : o.d_v;
+      // PyTorch's SDPA (the eager-ops engine) runs flash decode split over the context, with a combine kernel, when
+      // the sequences × KV heads leave SMs idle (kernel_class_cost.json: split at batch 1 and 8, not at 64); an
+      // engine's decode kernel is priced as one fused kernel (cuDNN-type; its split, if any, inside).
+      const bool split_kv = eager && fb.decode_seqs * double(kv_gpu) < double(d.gpu->compute_units);
       OpCost c = decode_attention_cost("decode attention", fb.decode_seqs, fb.queries_per_seq, heads_gpu, kv_gpu, ctx,
-                                       dec_dqk, dec_dv, read_per_token, tile_q, gp, d);
+                                       dec_dqk, dec_dv, read_per_token, tile_q, gp, d, split_kv);
       acc.add(c, keep);
       acc.kv += read_per_token * (fb.decode_seqs * double(ctx));
     }
@@ -380,10 +408,10 @@ class ServingLayerPricer {
       if (eager && gated) {
         // PyTorch's F.silu(h[:, :i]) * h[:, i:] (serve_moe_step.py, node_serve_step.py): two kernels, 2 + 3 passes,
         // as the dense MLP's eager SwiGLU here and training's eager experts (layer_cost.cpp, glu_f = 5).
-        stream("expert SiLU", routed * double(ie) * e * 2.0, 4.0 * routed * double(ie));
+        unary("expert SiLU", routed * double(ie) * e * 2.0, 4.0 * routed * double(ie));
         stream("expert gate product", routed * double(ie) * e * 3.0, routed * double(ie));
       } else {
-        stream("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
+        unary("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
       }
     } else {
       experts(o.name, ie, h);
@@ -426,28 +454,39 @@ class ServingLayerPricer {
   void price_eager_routing(std::int64_t experts) {
     const double E = double(experts), k = double(a.moe->experts_per_token), pairs = T * k, local = pairs / double(ep);
     const double hb = double(h) * e;
-    stream("router logits to fp32", T * E * 6.0, 0.0);
-    stream("router softmax", T * E * 8.0, 5.0 * T * E);
-    stream("top-k select", T * E * 4.0 + pairs * 12.0, T * E);
-    stream("top-k sort", pairs * 24.0, pairs * std::log2(std::max(2.0, k)));
-    stream("top-k weight sum", pairs * 4.0 + T * 4.0, pairs);
+    // Host calls (serve_moe_step.py's moe(), one Python call each unless said): .float(), softmax, topk (its sort of
+    // the k inside), sum, divide, zeros and ones_like (fills), argsort (its index arange and copies inside), the
+    // counts' scatter_add_, cumsum (its first pass inside) and .to(int32) (the second copy inside _grouped_mm with its
+    // data preparation), the pair-index divide, inv[sidx] = arange (arange, index_put), the gathers, the combine.
+    unary("router logits to fp32", T * E * 6.0, 0.0);
+    unary("router softmax", T * E * 8.0, 5.0 * T * E);
+    unary("top-k select", T * E * 4.0 + pairs * 12.0, T * E);
+    inner("top-k sort", pairs * 24.0);
+    unary("top-k weight sum", pairs * 4.0 + T * 4.0, pairs);
     stream("top-k renormalise", pairs * 8.0 + T * 4.0, pairs);
-    for (const char* n : {"pair index fill", "pair index fill", "pair index arange", "pair index arange"})
-      stream(n, pairs * 8.0, 0.0);
-    stream("expert-id sort (radix)", pairs * 32.0, 0.0);
+    unary("pair index fill", pairs * 8.0, 0.0);
+    unary("pair index fill", pairs * 8.0, 0.0);
+    unary("pair index arange", pairs * 8.0, 0.0);
+    inner("pair index arange", pairs * 8.0);
+    unary("expert-id sort (radix)", pairs * 32.0, 0.0);
     stream("expert counts (bucketize)", pairs * 16.0, pairs);
-    stream("expert offsets scan init", E * 8.0, 0.0);
-    stream("expert offsets scan", E * 16.0, E);
+    inner("expert offsets scan init", E * 8.0);
+    unary("expert offsets scan", E * 16.0, E);
     stream("expert offsets index_put", pairs * 8.0, 0.0);
+    // Three device-to-device copies per MoE layer in our H200 profile (cudaMemcpyAsync nodes, "Memcpy DtoD",
+    // 0.9 µs each: PyTorch's copy_ of a contiguous tensor of one dtype, as its sorts and scans copy their inputs
+    // before working in place; the profile has no call stacks to attribute each).
+    for (const char* n : {"device copy", "device copy", "device copy"}) inner(n, pairs * 16.0);
     stream("routing-weight scatter", pairs * 12.0, 0.0);
-    for (const char* n : {"grouped-GEMM offsets to int32", "grouped-GEMM offsets to int32"}) stream(n, E * 12.0, 0.0);
-    for (const char* n : {"grouped-GEMM data preparation", "grouped-GEMM data preparation"}) stream(n, E * 64.0, 0.0);
+    unary("grouped-GEMM offsets to int32", E * 12.0, 0.0);
+    inner("grouped-GEMM offsets to int32", E * 12.0);
+    for (const char* n : {"grouped-GEMM data preparation", "grouped-GEMM data preparation"}) inner(n, E * 64.0);
     stream("token gather (permute)", local * hb * 2.0, 0.0);
     // The expert outputs gathered back into pair order (ye[inv]: a row gather, read + write of the routed rows). Under
     // the fixed-capacity EP dispatch the returned rows' gather from their slots is that pass (run()).
     if (!(plan.cuda_graphs && ep > 1)) stream("unpermute gather (rows back to pair order)", local * hb * 2.0, 0.0);
     stream("combine: scale by weight", local * hb * 3.0, local * double(h));
-    stream("combine: sum over top-k", local * hb + T * hb, local * double(h));
+    unary("combine: sum over top-k", local * hb + T * hb, local * double(h));
   }
 
   void price_linear(const Op& o) {
@@ -472,10 +511,10 @@ class ServingLayerPricer {
         gemm(o.name, Ti, h, glu * width);
         if (o.part != Part::dense_mlp) break;
         if (eager && gated) {
-          stream("SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width));
+          unary("SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width));
           stream("gate product", T * double(width) * e * 3.0, T * double(width));
         } else {
-          stream(gated ? "SwiGLU" : "GELU", T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
+          unary(gated ? "SwiGLU" : "GELU", T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
         }
         break;
       }

@@ -30,11 +30,10 @@ SpanKind span_kind(const PassItem& it) {
 
 /// Lays out one stage's items from `start`: the GPU lane `gpu_lane`, the host lane `host_lane` (-1 under CUDA graphs).
 struct StageLayout {
-  StageLayout(StepTimeline& timeline, int s, int gpu_l, int host_l, Seconds issue)
-      : tl(timeline), stage(s), gpu_lane(gpu_l), host_lane(host_l), c(issue) {}
+  StageLayout(StepTimeline& timeline, int s, int gpu_l, int host_l)
+      : tl(timeline), stage(s), gpu_lane(gpu_l), host_lane(host_l) {}
   StepTimeline& tl;
   int stage, gpu_lane, host_lane;
-  Seconds c;  // host issue per kernel
   Seconds gpu{}, host{};
   Seconds host_block_start{};
   std::string host_block;
@@ -56,8 +55,8 @@ struct StageLayout {
   void flush_host() {
     if (host_lane >= 0 && host_block_kernels > 0)
       span(host_lane, SpanKind::host, host_block_start, host, "issue " + host_block,
-           fmt::format("the host issues {} kernels of {} at {} each", host_block_kernels, host_block,
-                       units::format(c)));
+           fmt::format("the host issues {} kernels of {} in {}", host_block_kernels, host_block,
+                       units::format(host - host_block_start)));
     host_block_kernels = 0;
   }
   void item(const PassItem& it, const std::string& block) {
@@ -70,7 +69,7 @@ struct StageLayout {
       }
       // The kernel can start once its launch is issued (the first of its kernels).
       start = std::max(gpu, host);
-      host += c * double(it.kernels);
+      host += it.host;
       host_block_kernels += it.kernels;
       if (start > gpu)
         span(gpu_lane, SpanKind::launch_gap, gpu, start, "idle",
@@ -106,7 +105,7 @@ StepTimeline serving_timeline(const wl::TransformerArch& arch, const ServingPerf
   Seconds t{};
   for (int s = 0; s < pp; ++s) {
     const int gpu_lane = eager ? 2 * s : s;
-    StageLayout L(tl, s, gpu_lane, eager ? gpu_lane + 1 : -1, tr.cpu_per_kernel);
+    StageLayout L(tl, s, gpu_lane, eager ? gpu_lane + 1 : -1);
     if (s > 0) {
       L.span(gpu_lane, SpanKind::comm_pp, t, t + send, "PP recv",
              fmt::format("activations from stage {} ({} per send)", s - 1, units::format(send)));
@@ -129,7 +128,7 @@ StepTimeline serving_timeline(const wl::TransformerArch& arch, const ServingPerf
   }
   if (plan.step_overhead.raw() > 0) {
     const int lane = eager ? 2 * (pp - 1) + 1 : pp - 1;
-    StageLayout L(tl, pp - 1, lane, -1, Seconds{});
+    StageLayout L(tl, pp - 1, lane, -1);
     L.span(lane, SpanKind::host, t, t + plan.step_overhead, "engine step",
            fmt::format("the engine's per-iteration work not overlapped with the GPU (scheduling, sampling "
                        "bookkeeping, detokenisation): {}",
@@ -147,7 +146,7 @@ StepTimeline serving_timeline(const wl::TransformerArch& arch, const ServingPerf
         layers % pp != 0 ? "; the stages hold whole layers, the model equal shares" : ""));
   tl.notes.push_back(fmt::format("{} layers{}; {} kernels per stage; {}", layers,
                                  pp > 1 ? fmt::format(" over {} stages", pp) : std::string(), fc.kernels,
-                                 eager ? fmt::format("eager: the host issues each kernel in {}",
+                                 eager ? fmt::format("eager: the host issues each kernel in {} on average",
                                                      units::format(tr.cpu_per_kernel))
                                        : "CUDA graphs: one replay, no host issue per kernel"));
   return tl;

@@ -57,8 +57,9 @@ class TrainingLayerPricer {
     for (const Op& o : graph) {
       switch (o.kind) {
         case OpKind::norm:
-          // The two norms of a pre-norm layer; Gemma's post-norms are not priced yet (docs/design/op-graph-plan.md,
-          // D14).
+          // The two norms of a pre-norm layer; Gemma's post-norms and the q/k norm (Part::attention) are not priced
+          // in training yet (docs/design/op-graph-plan.md, D14).
+          if (o.part == Part::attention) break;
           if (norms++ < 2) {
             const Seconds before = lc.fwd.total();
             stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)), 2.0,
@@ -323,7 +324,7 @@ class TrainingLayerPricer {
                               units::flop(flops_fwd * bwd_factor), d);
     if (bytes_fwd <= 0) return;
     if (rate < 1.0)
-      for (OpCost* c : {&f, &b}) c->time = (c->time - d.eff.kernel_launch) / rate + d.eff.kernel_launch;
+      for (OpCost* c : {&f, &b}) c->time = (c->time - kernel_fixed(d, c->cls)) / rate + kernel_fixed(d, c->cls);
     lc.fwd.add(f);
     lc.bwd.add(b);
     if (!keep_ops) return;
@@ -337,7 +338,8 @@ class TrainingLayerPricer {
     const double elems = double(T) * double(n);
     OpCost b = streaming_cost(named(name, " bias grad"), OpClass::elementwise, units::bytes(elems * e),
                               units::flop(elems), d);
-    b.time = (b.time - d.eff.kernel_launch) / kEagerBiasGradRate + d.eff.kernel_launch;
+    const units::Seconds t_fixed = kernel_fixed(d, OpClass::elementwise);
+    b.time = (b.time - t_fixed) / kEagerBiasGradRate + t_fixed;
     lc.bwd.add(b);
     if (keep_ops) lc.ops.push_back(b);
   }

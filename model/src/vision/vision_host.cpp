@@ -136,11 +136,27 @@ units::Seconds eager_cpu_per_kernel() {
   return units::microseconds(us[us.size() / 2]);
 }
 
+units::Seconds eager_host_per_call(HostCall c) {
+  // The inference column of the table above (single-kernel calls, µs); the attention core as vision prices it.
+  switch (c) {
+    case HostCall::gemm: return units::microseconds(detail::kLinear.infer);
+    case HostCall::norm: return units::microseconds(detail::kLayerNorm.infer);
+    case HostCall::attention: return units::microseconds(detail::kMhaCore.infer);
+    case HostCall::unary: return units::microseconds(detail::kGelu.infer);
+    case HostCall::binary: return units::microseconds(detail::kAdd.infer);
+    case HostCall::other: break;
+  }
+  return eager_cpu_per_kernel();
+}
+
 std::string default_overhead_origin() {
   return fmt::format(
-      "2.5 µs per kernel under CUDA graphs, 5 µs eager launch (until calibrated); {:.1f} µs CPU per eager kernel "
-      "(median of the single-kernel ops of eager_host_ops.json, H100 host); no engine step overhead",
-      eager_cpu_per_kernel().raw() * 1e6);
+      "2.5 µs per kernel under CUDA graphs, 5 µs eager launch (until calibrated); eager CPU per call by op "
+      "(eager_host_ops.json, H100 host: GEMM {:.1f}, norm {:.1f}, attention {:.1f}, one-operand elementwise {:.1f}, "
+      "other elementwise {:.1f}, collectives {:.1f} µs); no engine step overhead",
+      eager_host_per_call(HostCall::gemm).raw() * 1e6, eager_host_per_call(HostCall::norm).raw() * 1e6,
+      eager_host_per_call(HostCall::attention).raw() * 1e6, eager_host_per_call(HostCall::unary).raw() * 1e6,
+      eager_host_per_call(HostCall::binary).raw() * 1e6, eager_host_per_call(HostCall::other).raw() * 1e6);
 }
 
 }  // namespace gpuplan::model

@@ -59,8 +59,9 @@ class Pricer {
     const double eta = d_.eff.gemm_hbm > 0 ? d_.eff.gemm_hbm : d_.eff.hbm;
     const units::Seconds tm = c.bytes / (d_.gpu->memory.bandwidth * eta);
     c.bound = tc >= tm ? Bound::compute : Bound::memory;
-    c.time = std::max(tc, tm) + d_.eff.kernel_launch;
-    if (d_.eff.kernel_launch > std::max(tc, tm)) c.bound = Bound::launch;
+    const units::Seconds t_fixed = kernel_fixed(d_, OpClass::gemm);
+    c.time = std::max(tc, tm) + t_fixed;
+    if (t_fixed > std::max(tc, tm)) c.bound = Bound::launch;
     return c;
   }
 

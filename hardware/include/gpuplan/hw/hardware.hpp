@@ -126,6 +126,13 @@ struct EfficiencyRow {
   double gemm_sparse24 = 0.0;
   double gemm_w4a16 = 0.0;
   double gemm_w4a16_hbm = 0.0;
+  /// Fixed cost per kernel inside a replayed CUDA graph, by kernel class, beyond the kernel's roofline time at this
+  /// row's rates (0: not measured): dense GEMMs, attention (a decode's split-KV pass and its combine together), and
+  /// the small elementwise, norm and routing kernels. Microseconds.
+  double graph_gemm_us = 0.0, graph_attention_us = 0.0, graph_elementwise_us = 0.0;
+  /// One fused attention kernel without a combine pass (prefill, engines' decode kernels), µs; a norm kernel's row
+  /// latency, graph_norm_us + row elements × graph_norm_ns_per_element / 1000 (0: not measured).
+  double graph_attention_fused_us = 0.0, graph_norm_us = 0.0, graph_norm_ns_per_element = 0.0;
   std::string origin;                ///< one line: what was measured and where (shown in every derivation)
   std::vector<std::string> sources;  ///< ids of the efficiency file's sources behind this row
 };

@@ -89,6 +89,26 @@ inline constexpr std::array<GemmTile, 9> kGemmTiles{
     {{128, 256}, {256, 128}, {128, 128}, {64, 256}, {64, 128}, {32, 256}, {32, 128}, {16, 256}, {16, 128}}};
 inline constexpr double kGemmTileMargin = 0.01;
 
+/// Fixed cost per kernel by kernel class (issue #27): a kernel's time is its roofline time plus its class's fixed cost.
+/// Inside a replayed CUDA graph the cost is the kernel's ramp, tail and the replay gap, and it differs by class
+/// (H200, data/validation/measured/h200-sxm-141gb/kernel_class_cost.json, graphed decode steps): a dense GEMM call
+/// 4.0-5.1 µs beyond its bytes (cuBLAS's split-K reduce inside the call), PyTorch's flash decode (split-KV pass and
+/// its combine) 10.7-10.8, a single fused attention kernel (cuDNN's SDPA decode kernel) 4.2-5.4, every other small
+/// kernel 2.4, and a norm the latency of its row (one block per row). 0 = not measured.
+struct KernelClassCosts {
+  units::Seconds gemm{};         ///< a dense GEMM call (its split-K reduce inside; the batched GEMM of a grouped one)
+  units::Seconds attention{};    ///< a split-KV decode attention call: the split pass and its combine kernel
+  /// One fused attention kernel without a combine pass: prefill kernels, engines' decode kernels (cuDNN-type);
+  /// 0: as `attention`.
+  units::Seconds attention_fused{};
+  units::Seconds elementwise{};  ///< every other kernel: elementwise, routing, scans, copies
+  /// A norm kernel (one block per row): norm + row × norm_per_element, the latency of one row of that many elements;
+  /// 0: as `elementwise`.
+  units::Seconds norm{};
+  units::Seconds norm_per_element{};
+  [[nodiscard]] bool measured() const { return gemm.raw() > 0 && attention.raw() > 0 && elementwise.raw() > 0; }
+};
+
 struct EfficiencyProfile {
   std::string gpu_id;
   double gemm_bf16 = 0.0;      ///< max achievable matmul / dense peak, bf16 (MAMF)
@@ -127,6 +147,12 @@ struct EfficiencyProfile {
   units::Seconds kernel_launch{};  ///< per-kernel fixed cost on the stream (launch + tail), measured or stated
   units::Seconds graph_kernel{};   ///< per-kernel cost inside a replayed CUDA graph (0 = not measured)
   units::Seconds eager_launch{};   ///< back-to-back eager launch interval of an empty kernel (0 = not measured)
+  /// Per-class fixed costs inside a replayed CUDA graph at this profile's rates: the data row's (measured.json
+  /// graph_*_us), the calibration's own GEMM and streaming fits where it has them. All 0: not measured.
+  KernelClassCosts graph_class{};
+  /// The per-class costs in force (apply_launch_costs, serving.hpp: CUDA graphs with graph_class measured); all 0:
+  /// every kernel pays kernel_launch. kernel_fixed (ops.hpp) reads it.
+  KernelClassCosts launch_class{};
   /// Communication beside compute, measured by the collectives bench's overlap items (0 = not measured: the model
   /// then states its assumption, 16 NCCL channels' share of the SMs, and no wait).
   double comm_compute_loss = 0.0;   ///< fraction of GEMM throughput lost while a collective runs beside it

@@ -30,6 +30,9 @@ struct OpCost {
   units::Seconds time{};
   Bound bound = Bound::compute;
   double efficiency = 1.0;  ///< achieved FLOP/s ÷ dense peak for compute-bound ops (incl. shape utilisation)
+  /// Kernels the same call launches beyond its own, priced inside its fixed cost: cuBLAS's split-K reduce
+  /// (gemm_splits_k), flash decode's split-KV combine. Counted, not launched by the host.
+  int extra_kernels = 0;
   [[nodiscard]] units::Intensity intensity() const { return flops / bytes; }
   [[nodiscard]] units::FlopRate achieved() const { return flops / time; }
 };
@@ -43,6 +46,19 @@ struct Device {
   [[nodiscard]] units::Bandwidth stream_bandwidth() const { return gpu->memory.bandwidth * eff.hbm; }
 };
 Device make_device(const hw::GpuSpec& gpu);
+/// The fixed cost one kernel of class `c` pays on `d`, for every pricer (one place): its class's cost in force
+/// (EfficiencyProfile::launch_class — gemm, attention, and every other class as elementwise) where the launch mode
+/// set one, else the device's single per-kernel cost (kernel_launch).
+units::Seconds kernel_fixed(const Device& d, OpClass c);
+/// The fixed cost of a norm kernel over rows of `row` elements on `d` (RMSNorm / LayerNorm, one thread block per row):
+/// under per-class costs the latency of one row, norm + row × norm_per_element (H200, inside graphed decode steps:
+/// 6.0-6.5 µs at row = 4096, kernel_class_cost*.json, parts step); otherwise kernel_fixed(d, elementwise).
+units::Seconds norm_fixed(const Device& d, std::int64_t row);
+/// Whether cuBLAS splits K of an m × n × k GEMM (one matrix) and adds its splitKreduce kernel: m·n/k < 64 with
+/// n ≥ 1024 and k ≥ n. From the H200's kernels: the staircase trace (docs/gemm-shapes.md, "Split-K": m·n/k < 64 at
+/// 91 of 96 points, n 1024-8192) and the six decode GEMMs of kernel_class_cost.json at m = 1, split exactly where
+/// k ≥ n (O and down projections; not QKV, gate/up or the 128-wide router). The heuristic is the library's, per GPU.
+bool gemm_splits_k(std::int64_t m, std::int64_t n, std::int64_t k);
 /// The device for sustained work — a training step, or an engine's back-to-back forward passes — with `eff` (a
 /// calibration profile) when given: the GEMM ceilings at the sustained rate (gemm_sustained: 30 s of GEMMs under the
 /// power cap vs the sweep's short bursts) and the attention ceilings of the kernel the plan names.
@@ -113,9 +129,13 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
 /// Tensor cores multiply whole tiles: the queries that share one KV head (q_per_seq × heads / kv_heads) fill
 /// `tile_q` rows of an MMA tile, so the compute side runs ⌈rows / tile_q⌉ · tile_q / rows times the useful FLOPs
 /// (tile quantisation, as for GEMMs; 0 = no padding).
+/// `split_kv`: the kernel splits the context over blocks and a second kernel combines their partial results
+/// (PyTorch's flash decode when the sequences × KV heads do not fill the SMs): the call counts two kernels and pays
+/// the split-KV class's fixed cost (KernelClassCosts::attention); otherwise one fused kernel.
 OpCost decode_attention_cost(const std::string& name, double seqs, std::int64_t q_per_seq, std::int64_t heads,
                              std::int64_t kv_heads, std::int64_t context, std::int64_t d_qk, std::int64_t d_v,
-                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d);
+                             units::Bytes kv_bytes_per_token, std::int64_t tile_q, hw::Precision p, const Device& d,
+                             bool split_kv = false);
 
 /// The Mamba-2 mixer core of one layer on one GPU (the graph's SSM op, `heads` of them on this GPU after TP) over
 /// `tokens` tokens in sequences of `seq` tokens, chunked (training forward, prefill): the depthwise conv1d
@@ -165,5 +185,8 @@ OpCost indexer_cost(const std::string& name, double queries, double pairs, std::
 
 /// A memory-bound op that streams `bytes` and does `flops` (norms, activations, residuals, rotary, softmax, loss).
 OpCost streaming_cost(const std::string& name, OpClass cls, units::Bytes bytes, units::Flops flops, const Device& d);
+/// A norm kernel (RMSNorm / LayerNorm) over rows of `row` elements: streaming_cost with the norm's fixed cost
+/// (norm_fixed: the latency of one row under per-class in-graph costs).
+OpCost norm_cost(const std::string& name, units::Bytes bytes, units::Flops flops, std::int64_t row, const Device& d);
 
 }  // namespace gpuplan::model

@@ -19,6 +19,7 @@
 //           Pollaczek–Khinchine mean W = λ·E[S²] / (2(1 − ρ)) (M/D/1: ρ·S / (2(1 − ρ))), and the Cramér–Lundberg
 //           tail P(W > t) ≈ ρ·e^(−θt), θ > 0 solving λ·(E[e^(θS)] − 1) = θ (M/M/1 gives θ = (1 − ρ)/S, the bound
 //           used before; deterministic service decays faster).
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,6 +55,15 @@ enum class DeepEpMode { automatic, normal, low_latency };
 /// table prices the eager vision passes module by module (model/src/vision/vision_host.cpp); other hosts and
 /// framework versions are an assumption (`--cpu-per-kernel-us` sets it).
 [[nodiscard]] units::Seconds eager_cpu_per_kernel();
+/// What one eager inference op call is, for its host cost: a GEMM (F.linear), a norm, the attention call (SDPA), an
+/// elementwise kernel of one tensor operand (activation, flip, cast, softmax, a reduction), one of two or more (add,
+/// mul, addcmul, a copy into another tensor, a gather or scatter), or other (collectives, and what the table lacks).
+enum class HostCall { gemm, norm, attention, unary, binary, other };
+inline constexpr std::size_t kHostCalls = 6;
+/// Eager PyTorch's measured host time for one inference call of `c`, from the same table (eager_host_ops.json, PyTorch
+/// 2.11, the lent H100 host): gemm = linear 38.4, norm = layer norm 32.9, attention = nn.MultiheadAttention's core
+/// (the module less its two projections) 36.2, unary = GELU 12.5, binary = add 23.6 µs; other = eager_cpu_per_kernel().
+[[nodiscard]] units::Seconds eager_host_per_call(HostCall c);
 /// The origin text of the default per-kernel costs (graph gap, eager launch, eager CPU issue).
 [[nodiscard]] std::string default_overhead_origin();
 
@@ -104,8 +114,16 @@ struct ServingPerfPlan {
   /// latency (the CPU side is `cpu_per_kernel`).
   units::Seconds kernel_overhead_graph = units::microseconds(2.5);
   units::Seconds kernel_overhead_eager = units::microseconds(5.0);
-  /// CPU time to issue one kernel in eager mode (framework dispatch + launch); a step is never faster than
-  /// kernels × this when it is not captured in a graph. Default: eager_cpu_per_kernel(), measured.
+  /// Under CUDA graphs, price each kernel at its class's measured in-graph cost (EfficiencyProfile::graph_class:
+  /// GEMM, attention, elementwise) where the GPU's profile has them; kernel_overhead_graph then stands only for GPUs
+  /// without. false: one cost for every kernel (the user gave --kernel-overhead-us).
+  bool kernel_cost_by_class = true;
+  /// Eager mode (no CUDA graph): a step is never faster than the host's time to issue its kernels. true (default):
+  /// each call at its kind's measured host cost (eager_host_per_call); false: kernels × cpu_per_kernel (the user gave
+  /// --cpu-per-kernel-us).
+  bool cpu_cost_by_op = true;
+  /// CPU time to issue one kernel in eager mode (framework dispatch + launch) where cpu_cost_by_op is false, and for
+  /// what prices a flat per-kernel issue (training's for-loop optimizer). Default: eager_cpu_per_kernel(), measured.
   units::Seconds cpu_per_kernel = eager_cpu_per_kernel();
   /// Engine work per iteration not overlapped with the GPU (scheduling, sampling bookkeeping, detokenisation);
   /// 0 = an engine that overlaps it (async scheduling).
@@ -143,6 +161,12 @@ inline int serving_ep(const ServingPerfPlan& p) {
 /// them; the plan's stated defaults stay otherwise. The origin says which.
 void use_measured_overheads(ServingPerfPlan& plan, const EfficiencyProfile& eff);
 
+/// The per-kernel fixed costs of a launch mode on `d` (kernel_fixed, ops.hpp, reads them): under CUDA graphs each
+/// kernel class's measured in-graph cost (EfficiencyProfile::graph_class) when the profile has all three and the
+/// plan prices by class; otherwise one cost for every kernel (kernel_overhead_graph, or kernel_overhead_eager
+/// without graphs). Serving and vision passes take it.
+void apply_launch_costs(Device& d, const ServingPerfPlan& plan, bool cuda_graphs);
+
 /// What one forward pass of the engine processes (one iteration).
 struct ForwardBatch {
   double decode_seqs = 0;          ///< sequences generating; each contributes `queries_per_seq` tokens
@@ -163,6 +187,10 @@ struct ForwardCost {
   units::Bytes weight_bytes{};   ///< weights read per GPU per pass
   units::Bytes kv_bytes{};       ///< KV cache read per GPU per pass
   std::int64_t kernels = 0;      ///< per stage
+  /// Kernels that run per stage: `kernels` and what the calls launch beyond their own (cuBLAS's split-K reduces,
+  /// flash decode's combines; OpCost::extra_kernels), as a profile counts them.
+  std::int64_t gpu_kernels = 0;
+  units::Seconds host{};         ///< eager: the host's time to issue one stage's calls (0 under CUDA graphs)
   double tokens = 0;             ///< tokens through the GEMMs (all sequences)
   std::vector<OpCost> ops;       ///< one layer of each kind (for display)
   Derivation derivation;

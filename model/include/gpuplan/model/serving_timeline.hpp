@@ -16,6 +16,9 @@ struct PassItem {
   units::Seconds time{};       ///< forward_cost's time for it (per-kernel overhead included)
   std::int64_t kernels = 1;    ///< kernels it launches (the host issues each in eager mode)
   std::string detail;          ///< its terms: time, bytes, bound, FLOPs
+  HostCall host_call = HostCall::other;  ///< what the call is, for its eager host cost (eager_host_per_call)
+  bool own_call = true;        ///< false: a kernel the call before it launches (a sort's buffers): no host call
+  units::Seconds host{};       ///< eager: the host's time to issue it (forward_trace; 0 under CUDA graphs)
 };
 
 /// forward_cost's pass item by item: the kernels of each layer kind in issue order (each kind costed once, as
@@ -27,15 +30,15 @@ struct ForwardTrace {
   std::vector<int> layer_kind;               ///< per layer of the model: index into kinds
   std::vector<PassItem> embedding;           ///< first stage, before its layers
   std::vector<PassItem> head;                ///< last stage, after its layers
-  units::Seconds cpu_per_kernel{};           ///< eager: the host's issue time per kernel (0 under CUDA graphs)
+  units::Seconds cpu_per_kernel{};           ///< eager: the host's mean issue time per kernel (0 under CUDA graphs)
 };
 ForwardTrace forward_trace(const wl::TransformerArch& arch, const ServingPerfPlan& plan, const ForwardBatch& batch,
                            const ServingSystem& sys);
 
 
 /// The iteration of `batch` on one replica of `plan`. Lanes: per pipeline stage the GPU (every TP rank runs the
-/// same kernels: one lane stands for them) and, without CUDA graphs, the host issuing the stage's kernels at
-/// plan.cpu_per_kernel each; a kernel starts when the GPU is free and its launch has been issued (the gap before it
+/// same kernels: one lane stands for them) and, without CUDA graphs, the host issuing the stage's kernels, each at
+/// its PassItem::host; a kernel starts when the GPU is free and its launch has been issued (the gap before it
 /// is `launch_gap`). Stages run in sequence on a token's path (forward_cost's total), each after the previous
 /// stage's send. The layout's end equals forward_cost's total when the GPU or the host alone bounds each stage
 /// (CUDA graphs: always); when they take turns, the kernel-by-kernel layout ends later than the model's
