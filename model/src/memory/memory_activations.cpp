@@ -411,9 +411,12 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
     }
   }
   const bool mixer = first_mixer < g.size(), ffn = first_ffn < g.size();
+  // A norm inside the mixer block (the q/k norm between the QKV projection and the core) is the mixer's: its saved
+  // tensors come with the QKV projection's (mixer_op_terms), not with the blocks' norms.
+  const auto inside_mixer = [&](std::size_t i) { return mixer && i > first_mixer && i < last_mixer; };
   std::size_t mixer_norm = g.size(), ffn_norm = g.size(), norms = 0;
   for (std::size_t i = 0; i < g.size(); ++i) {
-    if (g[i].kind != OpKind::norm) continue;
+    if (g[i].kind != OpKind::norm || inside_mixer(i)) continue;
     ++norms;
     if (mixer && i < first_mixer && mixer_norm == g.size()) mixer_norm = i;
     else if (ffn && i < first_ffn) ffn_norm = i;  // the last one before the FFN
@@ -424,7 +427,9 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
   bool extras_done = false;
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& o = g[i];
-    if (o.kind == OpKind::norm) {
+    if (o.kind == OpKind::norm && inside_mixer(i)) {
+      // counted with the QKV projection's tensors
+    } else if (o.kind == OpKind::norm) {
       if (i == mixer_norm) norm_terms(c, v, A, o, true, 1.0, "h");
       else if (i == ffn_norm) norm_terms(c, v, Part::mlp, o, !mixer, 1.0, "h");
       else if (!extras_done && mixer && ffn) norm_terms(c, v, A, o, false, extra, "(n_norms−2)·h");
