@@ -1,6 +1,7 @@
 // The nccl-tests log parser (calibrate/fit nccl_tests.hpp): both table layouts (13 columns with root, 12 without),
 // the collective named by the log or the file, NCCL_DEBUG lines skipped, every rule of a row with its file:line.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -36,8 +37,8 @@ TEST_SUITE("nccl-tests import") {
     CHECK(r->skipped_nccl_lines == 1);
     REQUIRE(r->rows.size() == 2);
     CHECK(r->rows[0].bytes == 1048576);
-    CHECK(r->rows[0].time_s == doctest::Approx(20e-6));
-    CHECK(r->rows[0].in_place_time_s.value_or(0) == doctest::Approx(20.1e-6));
+    CHECK(r->rows[0].time_s == gptest::approx(20e-6));
+    CHECK(r->rows[0].in_place_time_s.value_or(0) == gptest::approx(20.1e-6));
     CHECK(r->rows[1].ranks == 2);
     CHECK(r->rows[1].where == "logs/run7.txt:6");
   }

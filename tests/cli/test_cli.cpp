@@ -3,6 +3,7 @@
 // (LC_ALL=C, COLUMNS=80, no GPUPLAN_DATA_DIR) and the repository's data/ given by --data-dir, so results do not depend
 // on the terminal, the locale or the caller's environment.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -101,8 +102,8 @@ TEST_SUITE("gpuplan hw") {
     // format must not round them to 1979 and 1307 as the text table does.
     const json j = parse_json(run({"hw", "list", "--format", "json"}));
     for (const auto& g : j) {
-      if (g["id"] == "h100-sxm5-80gb") CHECK(g["fp8_TFLOPs"].get<double>() == doctest::Approx(1978.9).epsilon(1e-9));
-      if (g["id"] == "mi300x") CHECK(g["bf16_TFLOPs"].get<double>() == doctest::Approx(1307.4).epsilon(1e-9));
+      if (g["id"] == "h100-sxm5-80gb") CHECK(g["fp8_TFLOPs"].get<double>() == gptest::approx(1978.9).epsilon(1e-9));
+      if (g["id"] == "mi300x") CHECK(g["bf16_TFLOPs"].get<double>() == gptest::approx(1307.4).epsilon(1e-9));
     }
   }
 
@@ -119,9 +120,9 @@ TEST_SUITE("gpuplan hw") {
 
     const json j = parse_json(run({"hw", "show", "h100", "--format", "json"}));
     CHECK(j["id"] == "h100-sxm5-80gb");
-    CHECK(j["ridge_point_bf16_FLOP_per_B"].get<double>() == doctest::Approx(989.4 / 3.35));
-    CHECK(j["dense_peak"]["bf16_TFLOPs"].get<double>() == doctest::Approx(989.4));
-    CHECK(j["memory_bandwidth_TBps"].get<double>() == doctest::Approx(3.35));
+    CHECK(j["ridge_point_bf16_FLOP_per_B"].get<double>() == gptest::approx(989.4 / 3.35));
+    CHECK(j["dense_peak"]["bf16_TFLOPs"].get<double>() == gptest::approx(989.4));
+    CHECK(j["memory_bandwidth_TBps"].get<double>() == gptest::approx(3.35));
   }
 
   TEST_CASE("hw show of a link converts its line rate: 400 Gb/s = 50 GB/s") {
@@ -204,7 +205,7 @@ TEST_SUITE("gpuplan model") {
     CHECK(j["id"] == "llama-3.1-70b");
     const double total = j["params"]["total"].get<double>();
     CHECK(std::abs(total / 70.6e9 - 1.0) < 0.005);
-    CHECK(j["published"]["total_params_B"].get<double>() == doctest::Approx(70.6));
+    CHECK(j["published"]["total_params_B"].get<double>() == gptest::approx(70.6));
     CHECK(j["architecture"]["kv_heads"] == 8);
   }
 
@@ -294,8 +295,8 @@ TEST_SUITE("gpuplan model show: Hugging Face config.json we do not ship") {
     CHECK(j["assumptions"].size() == 2);  // and the sliding-layer rule
     // Gemma 3 4B: the Gemma 3 Technical Report (arXiv:2503.19786, Table 1) counts 417M vision encoder + 675M
     // embedding + 3,209M non-embedding = 4,301M; the language model alone is about 3.88e9.
-    CHECK(j["params"]["total"].get<double>() == doctest::Approx(4.301e9).epsilon(0.005));
-    CHECK(j["params"]["vision"].get<double>() == doctest::Approx(417e6 + 2.95e6).epsilon(0.005));
+    CHECK(j["params"]["total"].get<double>() == gptest::approx(4.301e9).epsilon(0.005));
+    CHECK(j["params"]["vision"].get<double>() == gptest::approx(417e6 + 2.95e6).epsilon(0.005));
     CHECK(j["vision_tower"]["tokens_per_image"] == 256);
     CHECK(j["vision_tower"]["patches"] == 4096);
   }

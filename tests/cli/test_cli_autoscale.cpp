@@ -3,6 +3,7 @@
 // replicas × TP × hours; cost = GPU-hours × the hardware file's on-demand price), the CSV series, and the bundled
 // day scenario's file checked without running the day (a bad override names its pointer).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -130,16 +131,16 @@ TEST_CASE("autoscale: a fixed-rate hour's JSON — the fixed fleet pays replicas
   const double end_h = fixed["end_s"].get<double>() / 3600.0;
   CHECK(end_h >= hours);
   CHECK(end_h < hours + 60.0 / 3600.0);
-  CHECK(fixed["gpu_hours"].get<double>() == doctest::Approx(replicas * 1 * end_h).epsilon(1e-9));
+  CHECK(fixed["gpu_hours"].get<double>() == gptest::approx(replicas * 1 * end_h).epsilon(1e-9));
   CHECK(j["price"]["kind"] == "on-demand");
   const double price = j["price"]["usd_per_gpu_hour"].get<double>();
   CHECK(j["autoscaled"]["cost_usd"].get<double>() ==
-        doctest::Approx(j["autoscaled"]["gpu_hours"].get<double>() * price).epsilon(1e-9));
+        gptest::approx(j["autoscaled"]["gpu_hours"].get<double>() * price).epsilon(1e-9));
   CHECK(fixed["scale_ups"] == 0);
   CHECK(fixed["completed"] == fixed["requests"]);
   CHECK(j["autoscaled"]["series"].size() == 3);  // 0, 60, 120 s of 180 s
   CHECK(j["policy"]["scale_up_at"] == 8);         // the defaults: the target, and 0.7 of it
-  CHECK(j["policy"]["scale_down_at"].get<double>() == doctest::Approx(5.6));
+  CHECK(j["policy"]["scale_down_at"].get<double>() == gptest::approx(5.6));
 }
 
 TEST_CASE("autoscale: csv prints the time series, md and text the comparison") {

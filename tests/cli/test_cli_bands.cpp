@@ -1,6 +1,7 @@
 // Error bands on the command line: train's JSON and text carry the band of the plan's regime, recomputed here by hand
 // from data/accuracy/bands.json; a stale band file fails `validate --check-bands`; a malformed one exits 2.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <array>
 #include <cmath>
@@ -73,19 +74,19 @@ TEST_SUITE("error bands") {
     CHECK(j["band"]["regime"] == "train Hopper dense 1 node");
     CHECK(j["band"]["cases"] == n);
     CHECK(j["band"]["fallback"] == "");
-    CHECK(j["band"]["p10"].get<double>() == doctest::Approx(p10));
-    CHECK(j["band"]["p90"].get<double>() == doctest::Approx(p90));
+    CHECK(j["band"]["p10"].get<double>() == gptest::approx(p10));
+    CHECK(j["band"]["p90"].get<double>() == gptest::approx(p90));
     for (const char* k : {"step_time_s_band", "tokens_per_s_band", "time_to_train_s_band", "gpu_hours_band", "cost_usd_band"}) {
       CAPTURE(k);
       REQUIRE(j.contains(k));
       REQUIRE(j[k].size() == 2);
       CHECK(j[k][0].get<double>() <= j[k][1].get<double>());
     }
-    CHECK(j["step_time_s_band"][0].get<double>() == doctest::Approx(t * p10));
-    CHECK(j["step_time_s_band"][1].get<double>() == doctest::Approx(t * p90));
+    CHECK(j["step_time_s_band"][0].get<double>() == gptest::approx(t * p10));
+    CHECK(j["step_time_s_band"][1].get<double>() == gptest::approx(t * p90));
     // A rate's band is the time band inverted: tokens/s × 1/p90 … × 1/p10.
-    CHECK(j["tokens_per_s_band"][0].get<double>() == doctest::Approx(j["tokens_per_s"].get<double>() / p90));
-    CHECK(j["cost_usd_band"][1].get<double>() == doctest::Approx(j["cost_usd"].get<double>() * p90));
+    CHECK(j["tokens_per_s_band"][0].get<double>() == gptest::approx(j["tokens_per_s"].get<double>() / p90));
+    CHECK(j["cost_usd_band"][1].get<double>() == gptest::approx(j["cost_usd"].get<double>() * p90));
   }
 
   TEST_CASE("train text prints the band beside the step time with its regime and case count") {

@@ -3,6 +3,7 @@
 // PERFORMANCE.md; a ring over two tiers matches its formula by hand; an nccl-tests log imports into samples that
 // `calibrate fit` fits to the line computed here from the log's own columns.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -93,10 +94,10 @@ TEST_SUITE("collective command") {
           CAPTURE(vc["id"].get<std::string>());
           REQUIRE(rows_p[k]["size_bytes"].get<double>() == samples[idx[k]]["bytes"].get<double>());
           const double tp = rows_p[k]["time_s"].get<double>(), tc = rows_c[k]["time_s"].get<double>();
-          CHECK(tp == doctest::Approx(vc["predicted"].get<double>()).epsilon(1e-12));
-          CHECK(tc == doctest::Approx(vc["predicted_calibrated"].get<double>()).epsilon(1e-12));
-          CHECK(tp / measured - 1.0 == doctest::Approx(vc["error"].get<double>()).epsilon(1e-9));
-          CHECK(tc / measured - 1.0 == doctest::Approx(vc["error_calibrated"].get<double>()).epsilon(1e-9));
+          CHECK(tp == gptest::approx(vc["predicted"].get<double>()).epsilon(1e-12));
+          CHECK(tc == gptest::approx(vc["predicted_calibrated"].get<double>()).epsilon(1e-12));
+          CHECK(tp / measured - 1.0 == gptest::approx(vc["error"].get<double>()).epsilon(1e-9));
+          CHECK(tc / measured - 1.0 == gptest::approx(vc["error_calibrated"].get<double>()).epsilon(1e-9));
           errs.push_back(std::fabs(tp / measured - 1.0));
           errs_cal.push_back(std::fabs(tc / measured - 1.0));
           max_err = std::max(max_err, errs.back());
@@ -106,10 +107,10 @@ TEST_SUITE("collective command") {
       }
     }
     CHECK(compared == coll["cases"].size());
-    CHECK(median(errs) == doctest::Approx(coll["median_abs_error"].get<double>()).epsilon(1e-9));
-    CHECK(max_err == doctest::Approx(coll["max_abs_error"].get<double>()).epsilon(1e-9));
-    CHECK(median(errs_cal) == doctest::Approx(coll["median_abs_error_calibrated"].get<double>()).epsilon(1e-9));
-    CHECK(max_cal == doctest::Approx(coll["max_abs_error_calibrated"].get<double>()).epsilon(1e-9));
+    CHECK(median(errs) == gptest::approx(coll["median_abs_error"].get<double>()).epsilon(1e-9));
+    CHECK(max_err == gptest::approx(coll["max_abs_error"].get<double>()).epsilon(1e-9));
+    CHECK(median(errs_cal) == gptest::approx(coll["median_abs_error_calibrated"].get<double>()).epsilon(1e-9));
+    CHECK(max_cal == gptest::approx(coll["max_abs_error_calibrated"].get<double>()).epsilon(1e-9));
   }
 
   TEST_CASE("algbw = size / time and busbw = algbw x the nccl-tests bus factor of each op") {
@@ -126,9 +127,9 @@ TEST_SUITE("collective command") {
       REQUIRE(r.rc == 0);
       const json j = parse_json(r);
       CHECK(j["size_bytes"].get<double>() == 1073741824.0);
-      CHECK(j["bus_factor"].get<double>() == doctest::Approx(factor));
-      CHECK(j["algbw_GBps"].get<double>() == doctest::Approx(1073741824.0 / j["time_s"].get<double>() / 1e9));
-      CHECK(j["busbw_GBps"].get<double>() == doctest::Approx(j["algbw_GBps"].get<double>() * factor));
+      CHECK(j["bus_factor"].get<double>() == gptest::approx(factor));
+      CHECK(j["algbw_GBps"].get<double>() == gptest::approx(1073741824.0 / j["time_s"].get<double>() / 1e9));
+      CHECK(j["busbw_GBps"].get<double>() == gptest::approx(j["algbw_GBps"].get<double>() * factor));
       // 64 GPUs of 8-GPU nodes: NVLink inside, the NICs across.
       CHECK(j["domains"] == 8);
       CHECK(j["ranks_per_domain"] == 8);
@@ -151,7 +152,7 @@ TEST_SUITE("collective command") {
     const double bw_out = out["bandwidth_GBps_per_gpu"].get<double>() * 1e9 * out["bus_efficiency"].get<double>();
     const double t = j["call_latency_us"].get<double>() * 1e-6 + (n - d) * up["latency_us"].get<double>() * 1e-6 +
                      (d - 1) * out["latency_us"].get<double>() * 1e-6 + S * (n - 1) / n / std::min(bw_up, s * bw_out);
-    CHECK(j["time_s"].get<double>() == doctest::Approx(t).epsilon(1e-9));
+    CHECK(j["time_s"].get<double>() == gptest::approx(t).epsilon(1e-9));
   }
 
   TEST_CASE("a sweep -b/-e/--stepfactor gives nccl-tests' sizes, and text output is nccl-tests' table") {
@@ -256,7 +257,7 @@ TEST_SUITE("calibrate import-nccl-tests") {
       CHECK(sj["collectives"][i]["op"] == "all_reduce");
       CHECK(sj["collectives"][i]["ranks"] == 4);
       CHECK(sj["collectives"][i]["bytes"].get<double>() == rows[i].first);
-      CHECK(sj["collectives"][i]["median_s"].get<double>() == doctest::Approx(rows[i].second));
+      CHECK(sj["collectives"][i]["median_s"].get<double>() == gptest::approx(rows[i].second));
     }
     const Run fit = run({"calibrate", "fit", samples, "--dry-run", "--format", "json"});
     INFO(fit.err);
@@ -276,8 +277,8 @@ TEST_SUITE("calibrate import-nccl-tests") {
     std::vector<double> big;
     for (std::size_t i = rows.size() - 3; i < rows.size(); ++i) big.push_back(rows[i].first * 1.5 / (rows[i].second - a));
     std::sort(big.begin(), big.end());
-    CHECK(l["intercept_s"].get<double>() == doctest::Approx(a).epsilon(1e-3));
-    CHECK(l["bus_bandwidth_GBps"].get<double>() == doctest::Approx(big[1] / 1e9).epsilon(1e-3));
+    CHECK(l["intercept_s"].get<double>() == gptest::approx(a).epsilon(1e-3));
+    CHECK(l["bus_bandwidth_GBps"].get<double>() == gptest::approx(big[1] / 1e9).epsilon(1e-3));
     std::filesystem::remove(samples);
   }
 

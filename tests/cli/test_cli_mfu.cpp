@@ -4,6 +4,7 @@
 // their definitions (MFU = model FLOPs per step / (t · N · dense peak), HFU adds the recomputed forward, the gap is
 // predicted / measured step − 1 with the step `gpuplan train` predicts).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -92,8 +93,8 @@ TEST_SUITE("mfu command") {
       // Our definition first: MFU = F_model / (t · N · P) with t = tokens per step / throughput.
       const double gpus = j["gpus"].get<double>(), peak = j["peak_flops_per_gpu"].get<double>();
       const double t = j["tokens_per_step"].get<double>() / (total ? tps : tps * gpus);
-      CHECK(j["mfu"].get<double>() == doctest::Approx(j["model_flops_per_step"].get<double>() / (t * gpus * peak)));
-      CHECK(j["hfu"].get<double>() == doctest::Approx(j["hardware_flops_per_step"].get<double>() / (t * gpus * peak)));
+      CHECK(j["mfu"].get<double>() == gptest::approx(j["model_flops_per_step"].get<double>() / (t * gpus * peak)));
+      CHECK(j["hfu"].get<double>() == gptest::approx(j["hardware_flops_per_step"].get<double>() / (t * gpus * peak)));
       // The sources count 6·N with another N than the weights a token multiplies (ours, `matmul_params`):
       //  - llm-foundry (Mosaic): N = num_params, every parameter, the learned position table, norms and biases
       //    included (its case notes: "N = num_params incl. embeddings") — ours lies 0.03-1% lower, most for the
@@ -146,12 +147,12 @@ TEST_SUITE("mfu command") {
           CHECK(j["hfu"].get<double>() > j["mfu"].get<double>());
           CHECK(j["hfu"].get<double>() < j["mfu"].get<double>() * 4.0 / 3.0);
         } else {
-          CHECK(j["hfu"].get<double>() == doctest::Approx(j["mfu"].get<double>()));
+          CHECK(j["hfu"].get<double>() == gptest::approx(j["mfu"].get<double>()));
           CHECK(std::fabs(j["hfu"].get<double>() * basis - hp) <= htol);
         }
       }
       // The gap is the prediction of `train` for the same plan against the measured step.
-      CHECK(j["gap"].get<double>() == doctest::Approx(j["predicted_step_time_s"].get<double>() / t - 1.0));
+      CHECK(j["gap"].get<double>() == gptest::approx(j["predicted_step_time_s"].get<double>() / t - 1.0));
       ++checked;
     }
     CHECK(checked == 25);
@@ -169,14 +170,14 @@ TEST_SUITE("mfu command") {
     REQUIRE(s.rc == 0);
     const Run t = with({"--measured-tokens-per-s", fmt_number(64.0 * 4096 / 4)});
     REQUIRE(t.rc == 0);
-    CHECK(parse_json(s)["mfu"].get<double>() == doctest::Approx(parse_json(t)["mfu"].get<double>()));
+    CHECK(parse_json(s)["mfu"].get<double>() == gptest::approx(parse_json(t)["mfu"].get<double>()));
     const Run train = run({"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8", "--zero", "1",
                            "--global-batch", "64", "--seq", "4096", "--format", "json"});
     REQUIRE(train.rc == 0);
     CHECK(parse_json(s)["predicted_step_time_s"].get<double>() ==
-          doctest::Approx(parse_json(train)["step_time_s"].get<double>()));
+          gptest::approx(parse_json(train)["step_time_s"].get<double>()));
     CHECK(parse_json(s)["model_flops_per_step"].get<double>() ==
-          doctest::Approx(parse_json(train)["model_flops_per_step"].get<double>()));
+          gptest::approx(parse_json(train)["model_flops_per_step"].get<double>()));
     const Run none = run({"mfu", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "8"});
     CHECK(none.rc == kInvalid);
     CHECK(contains(none.err, "no measurement given"));

@@ -3,6 +3,7 @@
 // has a price_kind column and a note on stderr. The kinds come from the GPU files: h100-sxm5-80gb is priced
 // on-demand (RunPod), h100-nvl spot (an Azure spot VM), h200-sxm-141gb on-demand (RunPod).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -82,7 +83,7 @@ TEST_SUITE("price kinds") {
     REQUIRE(o.size() == 2);
     CHECK(o[0]["price_kind"] == "on-demand");
     CHECK(o[1]["price_kind"] == "spot");
-    CHECK(o[1]["price_usd_per_gpu_hour"].get<double>() == doctest::Approx(1.61));
+    CHECK(o[1]["price_usd_per_gpu_hour"].get<double>() == gptest::approx(1.61));
   }
 
   TEST_CASE("report: where the options mix on-demand and spot, every cost ranking carries the kinds and the note") {

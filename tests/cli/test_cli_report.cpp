@@ -4,6 +4,7 @@
 // its row), exit codes 0/2/3, the exact diagnostics of bad plan files, --output, a well-formed HTML page with its
 // charts, and serving scenario files.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -223,9 +224,9 @@ TEST_SUITE("gpuplan report") {
         }
         const double cost = o["cost_usd"].get<double>();
         // cost = GPU-hours × price; GPU-hours = GPUs × time.
-        CHECK(cost == doctest::Approx(o["gpu_hours"].get<double>() * o["price_usd_per_gpu_hour"].get<double>()).epsilon(1e-9));
+        CHECK(cost == gptest::approx(o["gpu_hours"].get<double>() * o["price_usd_per_gpu_hour"].get<double>()).epsilon(1e-9));
         CHECK(o["gpu_hours"].get<double>() ==
-              doctest::Approx(o["gpus"].get<double>() * o["time_days"].get<double>() * 24).epsilon(1e-9));
+              gptest::approx(o["gpus"].get<double>() * o["time_days"].get<double>() * 24).epsilon(1e-9));
         CHECK(o["time_days"].get<double>() <= it["deadline_days"].get<double>());
         CHECK(o["headroom_bytes"].get<double>() >= 0);
         if (cost < best) {
@@ -242,9 +243,9 @@ TEST_SUITE("gpuplan report") {
       for (const auto& o : it["options"]) {
         if (!o["feasible"].get<bool>()) continue;
         const double rate = o["cost_usd_per_hour"].get<double>();
-        CHECK(rate == doctest::Approx(o["gpus"].get<double>() * o["price_usd_per_gpu_hour"].get<double>()));
+        CHECK(rate == gptest::approx(o["gpus"].get<double>() * o["price_usd_per_gpu_hour"].get<double>()));
         CHECK(o["cost_per_mtok_usd"].get<double>() ==
-              doctest::Approx(rate / 3600.0 / (it["requests_per_s"].get<double>() * it["output_tokens"].get<double>()) * 1e6));
+              gptest::approx(rate / 3600.0 / (it["requests_per_s"].get<double>() * it["output_tokens"].get<double>()) * 1e6));
         CHECK(o["ttft_s"].get<double>() <= it["sla"]["ttft_s"].get<double>());
         CHECK(o["itl_s"].get<double>() <= it["sla"]["itl_s"].get<double>());
         if (rate < best) {
@@ -255,9 +256,9 @@ TEST_SUITE("gpuplan report") {
       CHECK(it["cheapest"] == best_id);
       serving_total += best;
     }
-    CHECK(j["totals"]["training_cost_usd"].get<double>() == doctest::Approx(training_total));
-    CHECK(j["totals"]["serving_cost_usd_per_hour"].get<double>() == doctest::Approx(serving_total));
-    CHECK(j["totals"]["serving_cost_usd_per_month"].get<double>() == doctest::Approx(serving_total * 720));
+    CHECK(j["totals"]["training_cost_usd"].get<double>() == gptest::approx(training_total));
+    CHECK(j["totals"]["serving_cost_usd_per_hour"].get<double>() == gptest::approx(serving_total));
+    CHECK(j["totals"]["serving_cost_usd_per_month"].get<double>() == gptest::approx(serving_total * 720));
     // The test plan's facts: B200 at its own $4.50 is the cheapest trainer, A100 misses the deadline within 16 GPUs.
     CHECK(j["training"][0]["cheapest"] == "B200");
     CHECK(j["training"][0]["options"][1]["price_usd_per_gpu_hour"] == 4.5);
@@ -301,7 +302,7 @@ TEST_SUITE("gpuplan report") {
       const json e = parse_json(s);
       const auto& row = j["serving"][0]["options"][k];
       CHECK(e["gpus"] == row["gpus"]);
-      CHECK(e["cost_per_mtok_usd"].get<double>() == doctest::Approx(row["cost_per_mtok_usd"].get<double>()));
+      CHECK(e["cost_per_mtok_usd"].get<double>() == gptest::approx(row["cost_per_mtok_usd"].get<double>()));
     }
   }
 
@@ -592,14 +593,14 @@ TEST_SUITE("sweeps") {
     CHECK(starts_with(rows[2], "8,3,true,1,1,8,1,"));
     CHECK(starts_with(rows[6], "32,3,true,1,1,32,1,"));
     const auto c2 = split(rows[1], ','), c3 = split(rows[2], ',');
-    CHECK(std::stod(c3[13]) == doctest::Approx(1.5 * std::stod(c2[13])));  // cost scales with the price
+    CHECK(std::stod(c3[13]) == gptest::approx(1.5 * std::stod(c2[13])));  // cost scales with the price
     // Row 16 GPUs at $2 = `gpuplan train --gpus 16 --price 2`.
     auto one = kTrain;
     one.insert(one.end(), {"--gpus", "16", "--price", "2", "--format", "json"});
     const json e = parse_json(run(one));
     const auto c = split(rows[3], ',');
-    CHECK(std::stod(c[7]) == doctest::Approx(e["step_time_s"].get<double>()).epsilon(1e-9));
-    CHECK(std::stod(c[13]) == doctest::Approx(e["cost_usd"].get<double>()).epsilon(1e-9));
+    CHECK(std::stod(c[7]) == gptest::approx(e["step_time_s"].get<double>()).epsilon(1e-9));
+    CHECK(std::stod(c[13]) == gptest::approx(e["cost_usd"].get<double>()).epsilon(1e-9));
     // JSON: an array of objects with the same keys.
     a.insert(a.end(), {"--format", "json"});
     const json j = parse_json(run(a));

@@ -3,6 +3,7 @@
 // it prints (throughput = batch / ITL, $/Mtok from the GPU count and price, speculative decoding's eq. 1), the KV
 // bytes per token of GQA and MLA models, the exact diagnostics of bad flags, and the md/csv/text renderings.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -103,8 +104,8 @@ TEST_SUITE("gpuplan serve") {
     CHECK(batch == std::min(num(j, "max_concurrency"), 1024.0));
     // Steady state: throughput = batch / ITL, requests = throughput / 256 output tokens; the mixed iteration is never
     // shorter than the decode-only step.
-    CHECK(num(j, "tokens_per_s") == doctest::Approx(batch / num(j, "itl_s")).epsilon(1e-12));
-    CHECK(num(j, "requests_per_s") == doctest::Approx(num(j, "tokens_per_s") / 256.0).epsilon(1e-12));
+    CHECK(num(j, "tokens_per_s") == gptest::approx(batch / num(j, "itl_s")).epsilon(1e-12));
+    CHECK(num(j, "requests_per_s") == gptest::approx(num(j, "tokens_per_s") / 256.0).epsilon(1e-12));
     CHECK(num(j, "itl_s") >= num(j, "decode_step_s"));
     // Batch-1 decode streams at least the 15.0 GB of weights at 3.35 TB/s: ≥ 4.48 ms.
     CHECK(j["points"][0]["decode_step_s"].get<double>() >= 2.0 * 7'504'658'432.0 / 3.35e12);
@@ -119,8 +120,8 @@ TEST_SUITE("gpuplan serve") {
       if (i + 1 < pts.size()) CHECK(b == expected_b);
       else CHECK(b == batch);
       expected_b *= 2;
-      CHECK(p["tokens_per_s"].get<double>() == doctest::Approx(b / p["itl_s"].get<double>()).epsilon(1e-12));
-      CHECK(p["requests_per_s"].get<double>() == doctest::Approx(p["tokens_per_s"].get<double>() / 256.0).epsilon(1e-12));
+      CHECK(p["tokens_per_s"].get<double>() == gptest::approx(b / p["itl_s"].get<double>()).epsilon(1e-12));
+      CHECK(p["requests_per_s"].get<double>() == gptest::approx(p["tokens_per_s"].get<double>() / 256.0).epsilon(1e-12));
       CHECK(p["itl_s"].get<double>() >= p["decode_step_s"].get<double>());
       CHECK(p["decode_step_s"].get<double>() >= prev_step);
       prev_step = p["decode_step_s"].get<double>();
@@ -198,13 +199,13 @@ TEST_SUITE("gpuplan serve") {
     const double lam_r = b["replica_requests_per_s"].get<double>();
     CHECK(replicas * lam_r >= 20.0);
     CHECK((replicas - 1) * lam_r < 20.0);
-    CHECK(num(j, "cost_per_mtok_usd") == doctest::Approx(h100_cost_per_mtok(gpus)).epsilon(1e-9));
-    CHECK(b["cost_per_hour_usd"].get<double>() == doctest::Approx(gpus * 2.69).epsilon(1e-9));
+    CHECK(num(j, "cost_per_mtok_usd") == gptest::approx(h100_cost_per_mtok(gpus)).epsilon(1e-9));
+    CHECK(b["cost_per_hour_usd"].get<double>() == gptest::approx(gpus * 2.69).epsilon(1e-9));
     // 80 layers × 2 × 8 × 128 × 2 B.
     CHECK(num(j, "kv_bytes_per_token") == 327680.0);
-    CHECK(j["sla"]["ttft_s"].get<double>() == doctest::Approx(1.0));
-    CHECK(j["sla"]["itl_s"].get<double>() == doctest::Approx(0.05));
-    CHECK(j["sla"]["percentile"].get<double>() == doctest::Approx(0.99));
+    CHECK(j["sla"]["ttft_s"].get<double>() == gptest::approx(1.0));
+    CHECK(j["sla"]["itl_s"].get<double>() == gptest::approx(0.05));
+    CHECK(j["sla"]["percentile"].get<double>() == gptest::approx(0.99));
     // The cheapest: no TP size meets the SLA with fewer GPUs.
     REQUIRE(j["per_tp"].is_array());
     CHECK_FALSE(j["per_tp"].empty());
@@ -221,7 +222,7 @@ TEST_SUITE("gpuplan serve") {
     INFO(r.err);
     REQUIRE(r.rc == 0);
     const json j = parse_json(r);
-    CHECK(num(j, "cost_per_mtok_usd") == doctest::Approx(h100_cost_per_mtok(num(j, "gpus"), 20, 500, 4.0)).epsilon(1e-9));
+    CHECK(num(j, "cost_per_mtok_usd") == gptest::approx(h100_cost_per_mtok(num(j, "gpus"), 20, 500, 4.0)).epsilon(1e-9));
     REQUIRE(j.contains("disaggregated"));
     const json& d = j["disaggregated"];
     CHECK(d["prefill_gpus"].get<double>() + d["decode_gpus"].get<double>() == d["gpus"].get<double>());
@@ -229,7 +230,7 @@ TEST_SUITE("gpuplan serve") {
     CHECK(d["decode_gpus"].get<double>() >= 1);
     CHECK(d["kv_transfer_s"].get<double>() > 0);
     CHECK(d["cost_per_mtok_usd"].get<double>() ==
-          doctest::Approx(h100_cost_per_mtok(d["gpus"].get<double>(), 20, 500, 4.0)).epsilon(1e-9));
+          gptest::approx(h100_cost_per_mtok(d["gpus"].get<double>(), 20, 500, 4.0)).epsilon(1e-9));
   }
 
   TEST_CASE("planner: an ITL of 1 ms is exit 3, feasible false, with the reasons and the best achievable") {
@@ -323,13 +324,13 @@ TEST_SUITE("gpuplan serve") {
     REQUIRE(j.contains("speculative"));
     const json& s = j["speculative"];
     // (1 − 0.8^6) / 0.2 = 3.68928.
-    CHECK(s["tokens_per_step"].get<double>() == doctest::Approx(3.68928).epsilon(1e-9));
+    CHECK(s["tokens_per_step"].get<double>() == gptest::approx(3.68928).epsilon(1e-9));
     // step = γ·t_draft + t_verify, with t_verify over 6 tokens per sequence ≥ the 1-token decode step.
     const double step = s["step_s"].get<double>(), target = num(j, "decode_step_s");
     CHECK(step >= 5 * 2e-3 + target);
-    CHECK(s["per_token_s"].get<double>() == doctest::Approx(step / 3.68928).epsilon(1e-9));
+    CHECK(s["per_token_s"].get<double>() == gptest::approx(step / 3.68928).epsilon(1e-9));
     // speedup = E·t_target / step.
-    CHECK(s["speedup"].get<double>() == doctest::Approx(3.68928 * target / step).epsilon(1e-9));
+    CHECK(s["speedup"].get<double>() == gptest::approx(3.68928 * target / step).epsilon(1e-9));
     // Verification at batch 8 is still bandwidth-bound: t_verify < 2 × t_target, so the speedup exceeds
     // 3.689 × t / (0.010 + 2t) with t ≥ 4.48 ms: > 1.
     CHECK(step - 5 * 2e-3 < 2 * target);
@@ -340,9 +341,9 @@ TEST_SUITE("gpuplan serve") {
     const Run f = run(with(free_draft, {"--format", "json"}));
     REQUIRE(f.rc == 0);
     const json fj = parse_json(f);
-    CHECK(step - fj["speculative"]["step_s"].get<double>() == doctest::Approx(5 * 2e-3).epsilon(1e-9));
+    CHECK(step - fj["speculative"]["step_s"].get<double>() == gptest::approx(5 * 2e-3).epsilon(1e-9));
     CHECK(fj["speculative"]["speedup"].get<double>() ==
-          doctest::Approx(3.68928 * target / fj["speculative"]["step_s"].get<double>()).epsilon(1e-9));
+          gptest::approx(3.68928 * target / fj["speculative"]["step_s"].get<double>()).epsilon(1e-9));
     const Run t = run(args);
     REQUIRE(t.rc == 0);
     CHECK(contains(t.out, "\nSpeculative decoding\n"));
@@ -361,7 +362,7 @@ TEST_SUITE("gpuplan serve") {
     const json j = parse_json(r);
     REQUIRE(j.contains("speculative"));
     // (1 − 0.7^5) / 0.3 = 2.77310.
-    CHECK(j["speculative"]["tokens_per_step"].get<double>() == doctest::Approx((1 - std::pow(0.7, 5)) / 0.3).epsilon(1e-9));
+    CHECK(j["speculative"]["tokens_per_step"].get<double>() == gptest::approx((1 - std::pow(0.7, 5)) / 0.3).epsilon(1e-9));
     // The 360M draft's step is positive and far below the 8B target's: step − t_verify = 4·t_draft > 0.
     CHECK(j["speculative"]["step_s"].get<double>() > num(j, "decode_step_s"));
     const Run bad = run({"serve", "-m", "llama-3.1-8b", "--node", "dgx-h100", "--spec-acceptance", "0.7", "--spec-tokens",

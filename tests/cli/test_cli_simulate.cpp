@@ -3,6 +3,7 @@
 // --seed, the JSON keys and their identities (completed = requests, throughput = completed / duration), and the
 // time series in CSV.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <filesystem>
 #include <string>
@@ -37,7 +38,7 @@ TEST_CASE("simulate replays the synthetic Azure 2023 trace: every request comple
   CHECK(j["requests"] == 240);
   CHECK(j["completed"] == 240);
   CHECK(j["requests_per_s"].get<double>() ==
-        doctest::Approx(240.0 / j["duration_s"].get<double>()).epsilon(1e-9));
+        gptest::approx(240.0 / j["duration_s"].get<double>()).epsilon(1e-9));
   CHECK(j["ttft"]["p50_s"].get<double>() <= j["ttft"]["p99_s"].get<double>());
   CHECK(j["e2e"]["p50_s"].get<double>() > j["ttft"]["p50_s"].get<double>());
   CHECK(contains(j["workload"].get<std::string>(), "azure-2023"));

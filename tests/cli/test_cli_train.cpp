@@ -2,6 +2,7 @@
 // 3 valid plan that cannot work), the stable JSON keys documented in docs/cli.md, scenario files and their
 // diagnostics, and the CSV header.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <unistd.h>
 
@@ -93,7 +94,7 @@ void check_train_keys(const json& j) {
     CHECK(j["memory"]["breakdown"][k].get<double>() >= 0);
     sum += j["memory"]["breakdown"][k].get<double>();
   }
-  CHECK(j["memory"]["peak_bytes_per_gpu"].get<double>() == doctest::Approx(sum).epsilon(1e-9));
+  CHECK(j["memory"]["peak_bytes_per_gpu"].get<double>() == gptest::approx(sum).epsilon(1e-9));
   REQUIRE(j.contains("comm"));
   for (const std::string kind : kCommKinds) {
     CAPTURE(kind);
@@ -144,9 +145,9 @@ TEST_SUITE("gpuplan train") {
     const double mfu = j["mfu"].get<double>();
     CHECK(mfu > 0);
     CHECK(mfu < 1);
-    CHECK(j["hfu"].get<double>() == doctest::Approx(mfu));  // no recompute
-    CHECK(j["tokens_per_s"].get<double>() == doctest::Approx(64.0 * 4096.0 / j["step_time_s"].get<double>()).epsilon(1e-12));
-    CHECK(j["tokens_per_s_per_gpu"].get<double>() == doctest::Approx(j["tokens_per_s"].get<double>() / 8));
+    CHECK(j["hfu"].get<double>() == gptest::approx(mfu));  // no recompute
+    CHECK(j["tokens_per_s"].get<double>() == gptest::approx(64.0 * 4096.0 / j["step_time_s"].get<double>()).epsilon(1e-12));
+    CHECK(j["tokens_per_s_per_gpu"].get<double>() == gptest::approx(j["tokens_per_s"].get<double>() / 8));
     // DP 8 inside one DGX: only the data-parallel group communicates.
     CHECK(j["comm"]["dp"]["group_size"] == 8);
     CHECK(j["comm"]["dp"]["bytes_per_step"].get<double>() > 0);
@@ -186,7 +187,7 @@ TEST_SUITE("gpuplan train") {
     const json a = parse_json(fp32), b = parse_json(rem), c = parse_json(none);
     const double m = a["memory"]["breakdown"]["master_weights_bytes"].get<double>();
     CHECK(m > 0);
-    CHECK(b["memory"]["breakdown"]["master_weights_bytes"].get<double>() == doctest::Approx(m / 2));
+    CHECK(b["memory"]["breakdown"]["master_weights_bytes"].get<double>() == gptest::approx(m / 2));
     CHECK(c["memory"]["breakdown"]["master_weights_bytes"].get<double>() == 0);
     CHECK(b["memory"]["breakdown"]["optimizer_states_bytes"] == a["memory"]["breakdown"]["optimizer_states_bytes"]);
     const Run out_of_range = run(with(fitting_args(), {"--master-bytes", "5"}));
@@ -206,7 +207,7 @@ TEST_SUITE("gpuplan train") {
     REQUIRE(bf16.rc == 0);
     const json a = parse_json(fp32), b = parse_json(bf16);
     CHECK(b["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() ==
-          doctest::Approx(a["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() / 2));
+          gptest::approx(a["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() / 2));
     CHECK(b["memory"]["breakdown"]["master_weights_bytes"] == a["memory"]["breakdown"]["master_weights_bytes"]);
     CHECK(a["layout"]["optimizer_states"] == "fp32");
     CHECK(b["layout"]["optimizer_states"] == "bf16");
@@ -257,9 +258,9 @@ TEST_SUITE("gpuplan train") {
     }
     const double step = j["step_time_s"].get<double>();
     const double ttt = j["time_to_train_s"].get<double>();
-    CHECK(ttt == doctest::Approx(step * 1e12 / (64.0 * 4096.0)).epsilon(1e-12));
-    CHECK(j["gpu_hours"].get<double>() == doctest::Approx(ttt / 3600.0 * 8).epsilon(1e-12));
-    CHECK(j["cost_usd"].get<double>() == doctest::Approx(j["gpu_hours"].get<double>() * 2.0).epsilon(1e-12));
+    CHECK(ttt == gptest::approx(step * 1e12 / (64.0 * 4096.0)).epsilon(1e-12));
+    CHECK(j["gpu_hours"].get<double>() == gptest::approx(ttt / 3600.0 * 8).epsilon(1e-12));
+    CHECK(j["cost_usd"].get<double>() == gptest::approx(j["gpu_hours"].get<double>() * 2.0).epsilon(1e-12));
     // At most 8 × 700 W for the whole run.
     CHECK(j["energy_kWh"].get<double>() <= 8 * 0.7 * ttt / 3600.0 * (1 + 1e-9));
   }
@@ -479,11 +480,11 @@ TEST_SUITE("gpuplan roofline") {
     CHECK(op["bound"] == "compute");
     CHECK(op["flops"].get<double>() == 2.0 * 8192.0 * 8192.0 * 8192.0);
     CHECK(op["bytes"].get<double>() == 3.0 * 8192.0 * 8192.0 * 2.0);
-    CHECK(op["intensity"].get<double>() == doctest::Approx(8192.0 / 3.0));
-    CHECK(op["ridge"].get<double>() == doctest::Approx(989.4 / 3.35));
+    CHECK(op["intensity"].get<double>() == gptest::approx(8192.0 / 3.0));
+    CHECK(op["ridge"].get<double>() == gptest::approx(989.4 / 3.35));
     CHECK(op["time_s"].get<double>() > op["flops"].get<double>() / 989.4e12);  // never faster than the peak
     CHECK(op["achieved_flops_per_s"].get<double>() ==
-          doctest::Approx(op["flops"].get<double>() / op["time_s"].get<double>()));
+          gptest::approx(op["flops"].get<double>() / op["time_s"].get<double>()));
   }
 
   TEST_CASE("roofline --format json --explain is still one JSON document") {

@@ -2,6 +2,7 @@
 // file's decoder and its diagnostics, and — the real check that the data is right — every drill's answer, computed
 // by the model, against the answer its source states.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <set>
@@ -60,17 +61,17 @@ TEST_SUITE("answer checker") {
   TEST_CASE("plain numbers, exponents, thousands separators and a leading ≈ parse in the answer's unit") {
     CHECK(app::parse_answer("156", unit("FLOP/B")).value() == 156);
     CHECK(app::parse_answer("  1.2e3 ", unit("FLOP/B")).value() == 1200);
-    CHECK(app::parse_answer("1,365.3", unit("FLOP/B")).value() == doctest::Approx(1365.3));
-    CHECK(app::parse_answer("≈0.1", unit("s")).value() == doctest::Approx(0.1));
-    CHECK(app::parse_answer("~ 4.2e22", unit("FLOP")).value() == doctest::Approx(4.2e22));
+    CHECK(app::parse_answer("1,365.3", unit("FLOP/B")).value() == gptest::approx(1365.3));
+    CHECK(app::parse_answer("≈0.1", unit("s")).value() == gptest::approx(0.1));
+    CHECK(app::parse_answer("~ 4.2e22", unit("FLOP")).value() == gptest::approx(4.2e22));
   }
   TEST_CASE("an answer with a unit of the same dimension converts: 70 GB in GiB, 4180 us in ms, 2.77x") {
-    CHECK(app::parse_answer("70 GB", unit("GB")).value() == doctest::Approx(70));
-    CHECK(app::parse_answer("70GB", unit("GiB")).value() == doctest::Approx(70e9 / 1073741824.0));
-    CHECK(app::parse_answer("4180 us", unit("ms")).value() == doctest::Approx(4.18));
-    CHECK(app::parse_answer("2.77x", unit("×")).value() == doctest::Approx(2.77));
-    CHECK(app::parse_answer("112 gb", unit("TB")).value() == doctest::Approx(0.112));
-    CHECK(app::parse_answer("18.75 %", unit("%")).value() == doctest::Approx(18.75));
+    CHECK(app::parse_answer("70 GB", unit("GB")).value() == gptest::approx(70));
+    CHECK(app::parse_answer("70GB", unit("GiB")).value() == gptest::approx(70e9 / 1073741824.0));
+    CHECK(app::parse_answer("4180 us", unit("ms")).value() == gptest::approx(4.18));
+    CHECK(app::parse_answer("2.77x", unit("×")).value() == gptest::approx(2.77));
+    CHECK(app::parse_answer("112 gb", unit("TB")).value() == gptest::approx(0.112));
+    CHECK(app::parse_answer("18.75 %", unit("%")).value() == gptest::approx(18.75));
     CHECK(app::parse_answer("3 GPUs", unit("GPUs")).value() == 3);
   }
   TEST_CASE("bad input says what was wrong: empty, not a number, unknown unit, a unit of another dimension") {
@@ -89,7 +90,7 @@ TEST_SUITE("answer checker") {
     CHECK(v.correct);
     v = app::check_answer(291, 295.22, 0.01);  // −1.4%
     CHECK_FALSE(v.correct);
-    CHECK(v.relative_error == doctest::Approx(291 / 295.22 - 1));
+    CHECK(v.relative_error == gptest::approx(291 / 295.22 - 1));
     CHECK(app::check_answer(154.44, 156, 0.01).correct);  // exactly −1%
   }
   TEST_CASE("a tolerance of 0 asks for the exact value, and a known common wrong answer is recognised") {
@@ -112,7 +113,7 @@ TEST_SUITE("drill file") {
     REQUIRE(s->drills.size() == 1);
     auto a = app::answer_drill(*s, s->drills[0], ctx());
     REQUIRE(a.ok());
-    CHECK(a->value == doctest::Approx(156));
+    CHECK(a->value == gptest::approx(156));
     CHECK(a->derivation.id == "roofline.ridge");
     REQUIRE_FALSE(a->derivation.inputs.empty());
     CHECK(a->derivation.inputs[0].origin.ref == "test");
@@ -198,7 +199,7 @@ TEST_CASE("inference before/after: each change is its own model run, and bad mod
     REQUIRE_MESSAGE(a.ok(), a.diagnostics().to_string());
     return a->value;
   };
-  CHECK(ratio("eager", "eager", "baseline", "baseline", 1, 1) == doctest::Approx(1.0));
+  CHECK(ratio("eager", "eager", "baseline", "baseline", 1, 1) == gptest::approx(1.0));
   for (int b : {1, 8, 64}) {
     CAPTURE(b);
     CHECK(ratio("eager", "graphs", "baseline", "baseline", b, b) >= 1.0);
@@ -237,15 +238,15 @@ TEST_CASE("T2-H100: 295 (989 / 3.35) is right, 291 is the textbook's named wrong
   REQUIRE(d != nullptr);
   auto a = app::answer_drill(*s, *d, ctx());
   REQUIRE(a.ok());
-  CHECK(a->value == doctest::Approx(989.0 / 3.35));
+  CHECK(a->value == gptest::approx(989.0 / 3.35));
   CHECK(d->rel_tolerance == 0.01);
   for (double right : {295.0, 295.2, 989.0 / 3.35}) CHECK(app::check_answer(right, a->value, d->rel_tolerance).correct);
   const auto v = app::check_answer(291, a->value, d->rel_tolerance, d->common_wrong_answer);
   CHECK_FALSE(v.correct);
   CHECK(v.common_wrong);
-  CHECK(v.relative_error == doctest::Approx(291.0 / (989.0 / 3.35) - 1));
+  CHECK(v.relative_error == gptest::approx(291.0 / (989.0 / 3.35) - 1));
   REQUIRE(d->common_wrong_answer.has_value());
-  CHECK(*d->common_wrong_answer == doctest::Approx(989.0 / 3.4).epsilon(0.001));  // 290.9: the 3.4 TB/s input
+  CHECK(*d->common_wrong_answer == gptest::approx(989.0 / 3.4).epsilon(0.001));  // 290.9: the 3.4 TB/s input
 }
 
 TEST_CASE("a tolerance wider than 1% is the source's own rounding, stated in the drill, and keeps the wrong answer out") {
@@ -299,7 +300,7 @@ TEST_CASE("T22: the model's FSDP states are the textbook's 17.5 GB plus the gath
   REQUIRE(d != nullptr);
   auto a = app::answer_drill(*s, *d, ctx());
   REQUIRE(a.ok());
-  CHECK(a->value == doctest::Approx(17.5 + 70.0 / 80 * (2 * 2 + 2)));
+  CHECK(a->value == gptest::approx(17.5 + 70.0 / 80 * (2 * 2 + 2)));
 }
 
 // ------------------------------------------------------------------------------------------------ gpuplan drill
@@ -343,7 +344,7 @@ TEST_SUITE("gpuplan drill") {
     CHECK(j.rc == 0);
     const auto o = cli_test::parse_json(j);
     CHECK(o["verdict"]["correct"] == true);
-    CHECK(o["answer"].get<double>() == doctest::Approx(60.86).epsilon(0.001));
+    CHECK(o["answer"].get<double>() == gptest::approx(60.86).epsilon(0.001));
     CHECK(o["derivation"]["id"] == "train.time");
     const auto q = cli_test::run({"drill", "T15"});
     CHECK(q.rc == 0);

@@ -4,6 +4,7 @@
 // table's one-replica flags plus the planner keys they name; the reader's table is the same rows; docs/scenario.md's
 // serving table lists exactly the keys and docs/cli.md names every flag; a bad value is refused against its flag.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <map>
 #include <set>
@@ -245,8 +246,8 @@ TEST_CASE("the table's default CPU cost per eager call is the model's measured o
                                        us(HostCall::gemm), us(HostCall::norm), us(HostCall::attention),
                                        us(HostCall::unary), us(HostCall::binary)));
   CHECK(f->spec.doc.find(fmt::format("collectives {:.1f}", us(HostCall::other))) != std::string::npos);
-  CHECK(model::eager_cpu_per_kernel().raw() == doctest::Approx(22.2e-6));
-  CHECK(us(HostCall::other) == doctest::Approx(22.2));
+  CHECK(model::eager_cpu_per_kernel().raw() == gptest::approx(22.2e-6));
+  CHECK(us(HostCall::other) == gptest::approx(22.2));
   const model::ServingPerfPlan plan;
   CHECK(plan.cpu_cost_by_op);
   CHECK(plan.cpu_per_kernel.raw() == model::eager_cpu_per_kernel().raw());
@@ -278,7 +279,7 @@ TEST_CASE("the serving decoder types every value at the edge: enums, precisions 
   REQUIRE(s->input_dist->points.size() == 2);
   CHECK(s->input_dist->points[0] == std::pair<std::int64_t, double>{100, 0.25});
   CHECK(s->input_dist->points[1] == std::pair<std::int64_t, double>{300, 0.75});
-  CHECK(s->input_dist->mean() == doctest::Approx(250.0));
+  CHECK(s->input_dist->mean() == gptest::approx(250.0));
   REQUIRE(s->output_dist.has_value());
   CHECK(s->output_dist->points == model::lognormal_lengths(200, 50).points);
   // Absent keys stay absent: resolution applies the documented defaults.

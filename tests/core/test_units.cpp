@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/core/units.hpp"
@@ -17,25 +18,25 @@ static_assert(std::is_same_v<decltype(1_FLOP / 1_TFLOPs), Seconds>);
 static_assert(std::is_same_v<decltype(1_W * 1_s), Joules>);
 
 TEST_CASE("decimal and binary byte prefixes are distinct") {
-  CHECK((80_GB).raw() == doctest::Approx(80e9));
-  CHECK((80_GiB).raw() == doctest::Approx(80.0 * 1024 * 1024 * 1024));
-  CHECK(to_GiB(80_GB) == doctest::Approx(74.505805969));
+  CHECK((80_GB).raw() == gptest::approx(80e9));
+  CHECK((80_GiB).raw() == gptest::approx(80.0 * 1024 * 1024 * 1024));
+  CHECK(to_GiB(80_GB) == gptest::approx(74.505805969));
   CHECK((1_MiB).raw() == 1048576.0);
 }
 
 TEST_CASE("network line rates in Gb/s are divided by 8") {
-  CHECK((400_Gbps).raw() == doctest::Approx(50e9));
-  CHECK((200_Gbps).raw() == doctest::Approx(25e9));
+  CHECK((400_Gbps).raw() == gptest::approx(50e9));
+  CHECK((200_Gbps).raw() == gptest::approx(25e9));
 }
 
 TEST_CASE("ridge point of an A100 is 156 FLOP/B (textbook T1)") {
   const Intensity i = 312_TFLOPs / 2.0_TBps;
-  CHECK(i.raw() == doctest::Approx(156.0));
+  CHECK(i.raw() == gptest::approx(156.0));
 }
 
 TEST_CASE("time = bytes / bandwidth keeps its unit") {
   const Seconds t = 14_GB / 3.35_TBps;  // 7B bf16 weights read once on an H100 (textbook T20)
-  CHECK(t.raw() == doctest::Approx(4.179e-3).epsilon(1e-3));
+  CHECK(t.raw() == gptest::approx(4.179e-3).epsilon(1e-3));
 }
 
 TEST_CASE("formatting scales to the largest prefix with 3 significant digits") {

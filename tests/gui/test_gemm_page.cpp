@@ -2,6 +2,7 @@
 // app::gemm_padding / gemm_shape_sweep's (model::gemm_cost on the panel's GPU with its calibration profile), the same
 // as `gpuplan roofline --gemm` with the sweep it shows.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <QComboBox>
 #include <QLabel>
@@ -30,7 +31,7 @@ TEST_CASE("GEMM shapes page: 4096×4096×4097 bf16 on an H100 runs the element c
   // Our H100 measurement (gemm_alignment.json, F.linear): 1025.3 µs at K = 4097 against 186.0 at K = 4104, 5.51×;
   // the model's element class (a = 0.176) gives (4097/4104)/0.176 = 5.67×, within the issue's 10%.
   const double speedup = as.cost.time.raw() / pad.cost.time.raw();
-  CHECK(speedup == doctest::Approx(5.51).epsilon(0.10));
+  CHECK(speedup == gptest::approx(5.51).epsilon(0.10));
   CHECK(page.summary()->text().contains("faster"));
   CHECK(page.summary()->text().contains("0.176"));
   CHECK(page.summary()->text().contains("gpuplan roofline --gemm 4096x4096x4088..4104 --gpu h100-sxm5-80gb"));
@@ -41,7 +42,7 @@ TEST_CASE("GEMM shapes page: 4096×4096×4097 bf16 on an H100 runs the element c
   for (std::size_t i = 0; i < ts.size(); ++i) {
     CAPTURE(xs[i]);
     if (int(xs[i]) % 8 == 0) CHECK(ts[i] < 0.25 * ts[9]);  // xs[9] = 4097
-    if (int(xs[i]) % 2 == 1) CHECK(ts[i] == doctest::Approx(ts[9]).epsilon(0.01));
+    if (int(xs[i]) % 2 == 1) CHECK(ts[i] == gptest::approx(ts[9]).epsilon(0.01));
   }
   // Sweeping M shows the tile staircase: time never falls as M grows by more than the tile margin.
   page.axisCombo()->setCurrentIndex(0);

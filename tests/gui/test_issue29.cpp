@@ -3,6 +3,7 @@
 // in the explain tree as in the summary, an MoE layout that does not fit is told about EP, and the model list shows
 // released models apart from benchmark shapes. Expected values come from the model or the data, never from the GUI.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cctype>
 #include <fstream>
@@ -136,7 +137,7 @@ TEST_CASE("(b) an imported Hugging Face config.json is listed on the Serving tab
   REQUIRE(lib.valid);
   CHECK(got.weights_per_gpu_bytes == lib.weights_per_gpu_bytes);
   CHECK(got.kv_bytes_per_token == lib.kv_bytes_per_token);
-  CHECK(got.itl_s == doctest::Approx(lib.itl_s));
+  CHECK(got.itl_s == gptest::approx(lib.itl_s));
 }
 
 TEST_CASE("(c) legend: a dashed series and the solid one of its colour have markers drawn with their own pens") {

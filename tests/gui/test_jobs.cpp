@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <atomic>
 #include <vector>
@@ -82,13 +83,13 @@ TEST_CASE("a training request is evaluated with the CLI's resolution: four GPUs,
   for (const auto& s : r.scaling[0].samples)
     if (s.gpus == 1024) {
       found = true;
-      CHECK(s.time_to_train_s == doctest::Approx(h100.time_to_train->raw()));
+      CHECK(s.time_to_train_s == gptest::approx(h100.time_to_train->raw()));
       CHECK(s.efficiency > 0);
       CHECK(s.efficiency <= 1.0 + 1e-9);
     }
   CHECK(found);
   // The roofline corner is the model's ridge point.
-  CHECK(r.rooflines[0].ridge_FLOP_per_B == doctest::Approx(r.rooflines[0].peak_FLOPps / r.rooflines[0].bandwidth_Bps));
+  CHECK(r.rooflines[0].ridge_FLOP_per_B == gptest::approx(r.rooflines[0].peak_FLOPps / r.rooflines[0].bandwidth_Bps));
 }
 
 TEST_CASE("bad panel values and infeasible layouts come back as diagnostics and reasons, named by the panel's labels") {

@@ -4,6 +4,7 @@
 // hardware selector re-run the model: backbone sharing off adds two backbone copies of EfficientNet-B4 at 896 px (its
 // FLOPs from the vision library, counted here), the H100 runs the DLA heads on its GPU.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -100,7 +101,7 @@ TEST_CASE("pipeline page: the bundled AD stack on its Orin shows the CLI's sched
   // The critical path ends the frame: its last stage finishes at the frame's mean latency.
   const auto last = d.schedule.critical_path.back();
   CHECK(near(1e3 * d.schedule.frame0[last].finish_s, 1e3 * s.latency_mean_frame0.raw()));
-  CHECK(g->deadlineMs() == doctest::Approx(33.3).epsilon(1e-12));  // ad-perception.json: "deadline_ms": 33.3
+  CHECK(g->deadlineMs() == gptest::approx(33.3).epsilon(1e-12));  // ad-perception.json: "deadline_ms": 33.3
   CHECK(near(g->p99Ms(), 1e3 * s.latency_p.raw()));
 
   // The verdicts as the model gives them, at the mean and at P99.

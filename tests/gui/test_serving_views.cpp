@@ -2,6 +2,7 @@
 // of the operating point, decode and prefill, on the step timeline's chart) and its "Compression" view (the serving
 // job's model::compression_study of `gpuplan compress`'s default choices: table, bars per metric, the accuracy note).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <QComboBox>
 #include <QLabel>
@@ -69,7 +70,7 @@ TEST_CASE("serving views: the compression view lists every default choice with t
   // (no fp4 tensor cores) and gets no bar.
   const auto& vals = view.chart()->values();
   REQUIRE(vals.size() == 9);
-  CHECK(vals[0] == doctest::Approx(st.rows[0].decode_tokens_per_s));
+  CHECK(vals[0] == gptest::approx(st.rows[0].decode_tokens_per_s));
   for (std::size_t i = 0; i < st.rows.size(); ++i) {
     if (st.rows[i].label == "w8a8-fp8") CHECK(vals[i] > vals[0]);
     if (st.rows[i].label == "nvfp4") {

@@ -2,6 +2,7 @@
 // replica app::resolve_serving resolves, called here directly with the same seed; the page's table and charts hold
 // those percentiles; a burst of slider moves ends with the last rate on screen and nothing in between.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <set>
@@ -113,7 +114,7 @@ TEST_CASE("serving simulation job: a rate gives the simulator's own percentiles 
   CHECK(r.max_seqs > 0);
   // The distributions and the time series come with it: every request's TTFT, a sample per interval.
   CHECK(r.sim.samples.ttft.size() == 1500);
-  CHECK(r.series_interval_s == doctest::Approx(1500.0 / 6 / req.series_points));
+  CHECK(r.series_interval_s == gptest::approx(1500.0 / 6 / req.series_points));
   CHECK(double(r.sim.series.size()) >= std::floor(r.sim.duration_s / r.series_interval_s));
   // Throughput follows the offered rate below saturation: 1500 arrivals over ~250 s.
   CHECK(rel(r.sim.requests_per_s, 6.0) < 0.1);
@@ -229,14 +230,14 @@ TEST_CASE("serving simulation page: a burst of slider moves shows the last rate 
   CHECK(delivered == 1);
   CHECK(dropped == moves - 1);
   const double last = page.rateSpin()->value();
-  CHECK(last == doctest::Approx(gui::SimulationPage::rateAt(page.rateSlider()->value())).epsilon(1e-3));
+  CHECK(last == gptest::approx(gui::SimulationPage::rateAt(page.rateSlider()->value())).epsilon(1e-3));
   const auto& r = page.lastResult();
   REQUIRE(r.valid);
   CHECK(r.request.rate == last);
   const auto d = direct(*data, last, 800, 1);
   CHECK(r.sim.ttft.p99 == d.ttft.p99);
   CHECK(r.sim.e2e.p50 == d.e2e.p50);
-  CHECK(page.charts()->markers(Charts::kTtft)[2].x() == doctest::Approx(d.ttft.p99).epsilon(1e-12));
+  CHECK(page.charts()->markers(Charts::kTtft)[2].x() == gptest::approx(d.ttft.p99).epsilon(1e-12));
 }
 
 TEST_CASE("the serving page's Simulation tab simulates the replica set above it, and follows its edits") {

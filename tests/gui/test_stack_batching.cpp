@@ -3,6 +3,7 @@
 // times) and the serving simulation's batching toggle (static and continuous simulated on the same requests and KV
 // memory: the comparison line, and the selected policy in the table).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -44,8 +45,8 @@ TEST_CASE("the stack job: the CLI's --stack rows, amp faster than the fp32 basel
   CHECK(gui::stack_flag(req) == "workers=4,amp,flash");
   CHECK(r.stack.rows[2].speedup > 2.0);
   // The baseline waits 16 × 5 ms for its input between steps; 4 workers hide it.
-  CHECK(r.stack.rows[0].step_time.raw() == doctest::Approx(r.stack.rows[0].gpu_step.raw() + 0.080).epsilon(1e-9));
-  CHECK(r.stack.rows[1].step_time.raw() == doctest::Approx(r.stack.rows[1].gpu_step.raw()).epsilon(1e-9));
+  CHECK(r.stack.rows[0].step_time.raw() == gptest::approx(r.stack.rows[0].gpu_step.raw() + 0.080).epsilon(1e-9));
+  CHECK(r.stack.rows[1].step_time.raw() == gptest::approx(r.stack.rows[1].gpu_step.raw()).epsilon(1e-9));
   gui::StackRequest bad = req;
   bad.sample_ms = -1;
   CHECK_FALSE(gui::evaluate_stack(*data, bad).valid);

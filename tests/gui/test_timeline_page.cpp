@@ -2,6 +2,7 @@
 // the estimate's step time, hovering a box finds its span), zooming narrows the window around the cursor, and the
 // recompute toggle switches the memory chart between the timelines of the three modes (full keeps less).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -27,7 +28,7 @@ TEST_CASE("timeline page: the step's Gantt chart and the memory timeline with it
   REQUIRE(r.valid);
   REQUIRE(r.timeline.ok);
   const auto& est = r.gpus_evaluated.at(0).est;
-  CHECK(r.timeline.end.raw() == doctest::Approx(est.step_time.raw()).epsilon(1e-9));
+  CHECK(r.timeline.end.raw() == gptest::approx(est.step_time.raw()).epsilon(1e-9));
   REQUIRE(r.memory_timelines.size() == 3);
 
   gui::TimelinePage page;
@@ -57,7 +58,7 @@ TEST_CASE("timeline page: the step's Gantt chart and the memory timeline with it
   CHECK(hit->micro_batch == first->micro_batch);
   // Zooming in around that point keeps it under the cursor and narrows the window.
   chart->zoom(4.0, at.x());
-  CHECK(chart->view().t1 - chart->view().t0 == doctest::Approx((v.t1 - v.t0) / 4));
+  CHECK(chart->view().t1 - chart->view().t0 == gptest::approx((v.t1 - v.t0) / 4));
   CHECK(chart->spanAt(at) == hit);
 
   // The toggle starts at the plan's mode and switches the memory chart between the three timelines.
@@ -96,7 +97,7 @@ TEST_CASE("timeline page: the DataLoader controls lay the loader out on its own 
   const auto r = gui::evaluate_training(*data, req);
   REQUIRE(r.timeline.ok);
   CHECK(r.timeline.loader_priced);
-  CHECK(r.timeline.gpu_utilisation == doctest::Approx(1.0 / 3.0).epsilon(1e-9));
+  CHECK(r.timeline.gpu_utilisation == gptest::approx(1.0 / 3.0).epsilon(1e-9));
   CHECK(r.timeline.lanes.size() == plain.timeline.lanes.size() + 1);
   CHECK(r.timeline.lanes.back().host);
 
@@ -114,7 +115,7 @@ TEST_CASE("timeline page: the DataLoader controls lay the loader out on its own 
   page.sampleMsSpin()->setValue(2.5);
   CHECK(changed == 2);
   CHECK(page.loaderWorkers() == 4);
-  CHECK(page.loaderSampleMs() == doctest::Approx(2.5));
+  CHECK(page.loaderSampleMs() == gptest::approx(2.5));
   // Out-of-range values from a request are diagnostics, not a silent default.
   req.loader_workers = -1;
   const auto bad = gui::evaluate_training(*data, req);

@@ -2,6 +2,7 @@
 // export and the panel's pipeline/overlap/offload widgets. Every expected value is recomputed here with the model's
 // own functions, never typed in.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <QAbstractItemModelTester>
 #include <QFile>
@@ -81,9 +82,9 @@ TEST_CASE("collectives view: every point is model::collective_cost on the group 
       for (const auto& p : curve.points) {
         const auto m = model::collective_cost(curve.op, units::bytes(p.bytes), g, model::CollectiveAlgorithm::automatic,
                                               Explain::off);
-        CHECK(p.time_s == doctest::Approx(m.time.raw()));
-        CHECK(p.algbw_Bps == doctest::Approx(m.algbw.raw()));
-        CHECK(p.busbw_Bps == doctest::Approx(m.busbw.raw()));
+        CHECK(p.time_s == gptest::approx(m.time.raw()));
+        CHECK(p.algbw_Bps == gptest::approx(m.algbw.raw()));
+        CHECK(p.busbw_Bps == gptest::approx(m.busbw.raw()));
         CHECK(p.algorithm == m.algorithm);
       }
     }
@@ -152,7 +153,7 @@ TEST_CASE("serving capacity: GPUs and $/Mtok vs rate are plan_serving's answers,
     CHECK(c.gpus == pr.best->gpus);
     CHECK(c.tp == pr.best->tp);
     CHECK(c.meets_sla == pr.feasible);
-    CHECK(c.cost_per_mtok_usd == doctest::Approx(pr.best->cost_per_mtok_usd));
+    CHECK(c.cost_per_mtok_usd == gptest::approx(pr.best->cost_per_mtok_usd));
   }
   // More traffic never needs fewer GPUs.
   for (std::size_t i = 1; i < r.capacity.size(); ++i) CHECK(r.capacity[i].gpus >= r.capacity[i - 1].gpus);
@@ -193,10 +194,10 @@ TEST_CASE("compare model passes QAbstractItemModelTester through pin, update and
   REQUIRE(row >= 0);
   const double ta = a.gpus_evaluated[0].est.step_time.raw(), tb = b.gpus_evaluated[0].est.step_time.raw();
   REQUIRE(m.delta(row));
-  CHECK(*m.delta(row) == doctest::Approx(tb - ta));
-  CHECK(*m.deltaPct(row) == doctest::Approx((tb - ta) / ta));
+  CHECK(*m.delta(row) == gptest::approx(tb - ta));
+  CHECK(*m.deltaPct(row) == gptest::approx((tb - ta) / ta));
   CHECK(m.data(m.index(row, gui::CompareModel::kDelta), gui::CompareModel::DeltaRole).toDouble() ==
-        doctest::Approx(tb - ta));
+        gptest::approx(tb - ta));
   CHECK(m.data(m.index(row, gui::CompareModel::kPinned)).toString() ==
         QString::fromStdString(units::format(a.gpus_evaluated[0].est.step_time)));
   CHECK_FALSE(m.delta(m.rowOf("ttft")));  // no serving result in either snapshot
@@ -272,20 +273,20 @@ TEST_CASE("compare mode in the window: pin A100 bf16, switch to H100 fp8 and TP 
   const auto& b_train = w.lastTraining().gpus_evaluated[0].est;
   const auto& b_serve = w.lastServing();
   REQUIRE(b_train.step_time.raw() > 0);
-  CHECK(*m->delta(m->rowOf("step_time")) == doctest::Approx(b_train.step_time.raw() - a_train.step_time.raw()));
-  CHECK(*m->delta(m->rowOf("tokens_per_s")) == doctest::Approx(b_train.tokens_per_s - a_train.tokens_per_s));
-  CHECK(*m->delta(m->rowOf("mfu")) == doctest::Approx(b_train.mfu - a_train.mfu));
-  CHECK(*m->delta(m->rowOf("memory")) == doctest::Approx(b_train.memory.total.raw() - a_train.memory.total.raw()));
+  CHECK(*m->delta(m->rowOf("step_time")) == gptest::approx(b_train.step_time.raw() - a_train.step_time.raw()));
+  CHECK(*m->delta(m->rowOf("tokens_per_s")) == gptest::approx(b_train.tokens_per_s - a_train.tokens_per_s));
+  CHECK(*m->delta(m->rowOf("mfu")) == gptest::approx(b_train.mfu - a_train.mfu));
+  CHECK(*m->delta(m->rowOf("memory")) == gptest::approx(b_train.memory.total.raw() - a_train.memory.total.raw()));
   CHECK(*m->delta(m->rowOf("time_to_train")) ==
-        doctest::Approx(b_train.time_to_train->raw() - a_train.time_to_train->raw()));
-  CHECK(*m->delta(m->rowOf("cost")) == doctest::Approx(b_train.cost->raw() - a_train.cost->raw()));
-  CHECK(*m->delta(m->rowOf("ttft")) == doctest::Approx(b_serve.ttft_s - a_serve.ttft_s));
-  CHECK(*m->delta(m->rowOf("itl")) == doctest::Approx(b_serve.itl_s - a_serve.itl_s));
+        gptest::approx(b_train.time_to_train->raw() - a_train.time_to_train->raw()));
+  CHECK(*m->delta(m->rowOf("cost")) == gptest::approx(b_train.cost->raw() - a_train.cost->raw()));
+  CHECK(*m->delta(m->rowOf("ttft")) == gptest::approx(b_serve.ttft_s - a_serve.ttft_s));
+  CHECK(*m->delta(m->rowOf("itl")) == gptest::approx(b_serve.itl_s - a_serve.itl_s));
   REQUIRE(b_serve.plan);
   REQUIRE(a_serve.plan);
-  CHECK(*m->delta(m->rowOf("serving_gpus")) == doctest::Approx(double(b_serve.plan->best->gpus - a_serve.plan->best->gpus)));
+  CHECK(*m->delta(m->rowOf("serving_gpus")) == gptest::approx(double(b_serve.plan->best->gpus - a_serve.plan->best->gpus)));
   CHECK(*m->delta(m->rowOf("cost_per_mtok")) ==
-        doctest::Approx(b_serve.plan->best->cost_per_mtok_usd - a_serve.plan->best->cost_per_mtok_usd));
+        gptest::approx(b_serve.plan->best->cost_per_mtok_usd - a_serve.plan->best->cost_per_mtok_usd));
   CHECK(*m->delta(m->rowOf("step_time")) < 0);  // H100 fp8 is faster than A100 bf16
   w.unpin();
   CHECK_FALSE(m->pinned());
@@ -428,7 +429,7 @@ TEST_CASE("panel: schedule, virtual stages, overlap flags and CPU offload are sc
   CHECK(p2->overlapTpComm()->isChecked());
   CHECK(p2->scenario() == w.panel()->scenario());
   CHECK(w2.lastTraining().gpus_evaluated[0].est.step_time.raw() ==
-        doctest::Approx(w.lastTraining().gpus_evaluated[0].est.step_time.raw()));
+        gptest::approx(w.lastTraining().gpus_evaluated[0].est.step_time.raw()));
 }
 
 TEST_CASE("panel: bf16 optimizer states and FP8 parameters reach the plan, each enabled only where it applies") {
@@ -441,7 +442,7 @@ TEST_CASE("panel: bf16 optimizer states and FP8 parameters reach the plan, each 
   CHECK_FALSE(p->fp8ParamsCheck()->isEnabled());  // bf16 GEMMs: no FP8 parameters
   select(p->optimizerStatesCombo(), "bf16");
   REQUIRE(wait_until([&] { return w.idle() && w.lastTraining().plan.optimizer_states == wl::StateDtype::bf16; }));
-  CHECK(w.lastTraining().gpus_evaluated[0].est.memory.optimizer_states.raw() == doctest::Approx(fp32_opt / 2));
+  CHECK(w.lastTraining().gpus_evaluated[0].est.memory.optimizer_states.raw() == gptest::approx(fp32_opt / 2));
   select(p->precisionCombo(), "fp8");
   CHECK(p->fp8ParamsCheck()->isEnabled());
   p->fp8ParamsCheck()->setChecked(true);

@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <fstream>
 
@@ -64,7 +65,7 @@ TEST_CASE("smoke: the window opens on Llama-3.1-70B on 1,024 H100 and A100 -> H1
   select(w.panel()->gpuCombo(), "h100-sxm5-80gb");
   REQUIRE(wait_until([&] { return w.idle() && w.lastTraining().gpus_evaluated[0].gpu_id == "h100-sxm5-80gb"; }));
   CHECK(step_time(w) < a100);
-  CHECK(step_time(w) == doctest::Approx(h100));
+  CHECK(step_time(w) == gptest::approx(h100));
 }
 
 TEST_CASE("a burst of edits in the panel ends with the last one on screen") {

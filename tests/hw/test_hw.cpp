@@ -3,6 +3,7 @@
 //
 // Bad-input files live in tests/fixtures/hw/bad/, one problem per file (many-errors.json has several on purpose).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <sys/stat.h>
 
@@ -157,37 +158,37 @@ TEST_SUITE("shipped hardware database") {
     SUBCASE("H100 SXM5: 989.4 dense bf16 TFLOP/s, 3.35 TB/s, 80 GB") {
       const auto* g = db.find_gpu("h100-sxm5-80gb");
       REQUIRE(g != nullptr);
-      CHECK(g->peak(Precision::bf16)->raw() == doctest::Approx(989.4e12));
-      CHECK(tflops(*g, Precision::fp16) == doctest::Approx(989.4));
-      CHECK(g->memory.bandwidth.raw() == doctest::Approx(3.35e12));
-      CHECK(g->memory.capacity_label.raw() == doctest::Approx(80e9));
+      CHECK(g->peak(Precision::bf16)->raw() == gptest::approx(989.4e12));
+      CHECK(tflops(*g, Precision::fp16) == gptest::approx(989.4));
+      CHECK(g->memory.bandwidth.raw() == gptest::approx(3.35e12));
+      CHECK(g->memory.capacity_label.raw() == gptest::approx(80e9));
     }
     SUBCASE("H200 SXM: 141 GB at 4.8 TB/s") {
       const auto* g = db.find_gpu("h200");
       REQUIRE(g != nullptr);
       CHECK(g->info.id == "h200-sxm-141gb");
-      CHECK(g->memory.capacity_label.raw() == doctest::Approx(141e9));
-      CHECK(g->memory.bandwidth.raw() == doctest::Approx(4.8e12));
-      CHECK(tflops(*g, Precision::bf16) == doctest::Approx(989.4));
+      CHECK(g->memory.capacity_label.raw() == gptest::approx(141e9));
+      CHECK(g->memory.bandwidth.raw() == gptest::approx(4.8e12));
+      CHECK(tflops(*g, Precision::bf16) == gptest::approx(989.4));
     }
     SUBCASE("A100 SXM4 80 GB: 312 dense bf16 TFLOP/s, 2.039 TB/s") {
       const auto* g = db.find_gpu("a100");
       REQUIRE(g != nullptr);
       CHECK(g->info.id == "a100-sxm4-80gb");
-      CHECK(g->peak(Precision::bf16)->raw() == doctest::Approx(312e12));
-      CHECK(g->memory.bandwidth.raw() == doctest::Approx(2.039e12));
+      CHECK(g->peak(Precision::bf16)->raw() == gptest::approx(312e12));
+      CHECK(g->memory.bandwidth.raw() == gptest::approx(2.039e12));
     }
     SUBCASE("B200: 2250 dense bf16 TFLOP/s") {
       const auto* g = db.find_gpu("b200");
       REQUIRE(g != nullptr);
       CHECK(g->info.id == "b200-hgx");
-      CHECK(g->peak(Precision::bf16)->raw() == doctest::Approx(2250e12));
+      CHECK(g->peak(Precision::bf16)->raw() == gptest::approx(2250e12));
     }
     SUBCASE("V100 has no bf16 unit: absent, not zero") {
       const auto* g = db.find_gpu("v100-sxm2");
       REQUIRE(g != nullptr);
       CHECK_FALSE(g->peak(Precision::bf16).has_value());
-      CHECK(tflops(*g, Precision::fp16) == doctest::Approx(125));
+      CHECK(tflops(*g, Precision::fp16) == gptest::approx(125));
     }
   }
 }
@@ -215,7 +216,7 @@ TEST_SUITE("units the decoder relies on") {
     const auto* b200 = shipped().find_gpu("b200-hgx");
     REQUIRE(b200 != nullptr);
     CHECK(b200->memory_capacity().raw() == 183359.0 * 1048576.0);
-    CHECK(b200->memory.capacity_label.raw() == doctest::Approx(180e9));
+    CHECK(b200->memory.capacity_label.raw() == gptest::approx(180e9));
   }
 
   TEST_CASE("Blackwell SM counts agree with the dense bf16 peaks at a clock no higher than the max SM clock") {
@@ -233,7 +234,7 @@ TEST_SUITE("units the decoder relies on") {
       CHECK(g->compute_units == sms);
       REQUIRE(g->boost_clock_MHz.has_value());
       const double clock_GHz = g->peak(gpuplan::hw::Precision::bf16)->raw() / (double(g->compute_units) * 8192.0) / 1e9;
-      CHECK(clock_GHz == doctest::Approx(ghz).epsilon(0.001));
+      CHECK(clock_GHz == gptest::approx(ghz).epsilon(0.001));
       CHECK(clock_GHz * 1000.0 <= double(*g->boost_clock_MHz));
     }
   }
@@ -242,15 +243,15 @@ TEST_SUITE("units the decoder relies on") {
     const auto* ndr = shipped().find_link("ib-ndr");
     REQUIRE(ndr != nullptr);
     REQUIRE(ndr->port.has_value());
-    CHECK(ndr->port->raw() == doctest::Approx(50e9));
+    CHECK(ndr->port->raw() == gptest::approx(50e9));
 
     auto r = gpuplan::hw_io::decode_link(Json::parse(R"({"schema": 1, "kind": "link", "id": "x", "name": "x",
         "type": "ethernet", "generation": "800G", "port_Gbps": 800, "latency_us": 2.5,
         "sources": [{"id": "T1", "ref": "test"}]})"),
                                          "");
     REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
-    CHECK(r->port->raw() == doctest::Approx(100e9));
-    CHECK(r->latency->raw() == doctest::Approx(2.5e-6));
+    CHECK(r->port->raw() == gptest::approx(100e9));
+    CHECK(r->latency->raw() == gptest::approx(2.5e-6));
   }
 
   TEST_CASE("GB/s, MB, W and $/hour keys convert to B/s, B, W and $/s") {
@@ -265,12 +266,12 @@ TEST_SUITE("units the decoder relies on") {
     auto r = gpuplan::hw_io::decode_gpu(j, "");
     REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
     REQUIRE(r->scale_up.has_value());
-    CHECK(r->scale_up->per_gpu_uni.raw() == doctest::Approx(450e9));
+    CHECK(r->scale_up->per_gpu_uni.raw() == gptest::approx(450e9));
     CHECK(r->scale_up->links == 18);
-    CHECK(r->l2->raw() == doctest::Approx(50e6));
-    CHECK(r->tdp->raw() == doctest::Approx(700));
-    CHECK(r->price->raw() == doctest::Approx(3.6 / 3600.0));
-    CHECK(r->peak(Precision::int8)->raw() == doctest::Approx(1978.9e12));
+    CHECK(r->l2->raw() == gptest::approx(50e6));
+    CHECK(r->tdp->raw() == gptest::approx(700));
+    CHECK(r->price->raw() == gptest::approx(3.6 / 3600.0));
+    CHECK(r->peak(Precision::int8)->raw() == gptest::approx(1978.9e12));
   }
 }
 
@@ -1017,7 +1018,7 @@ TEST_SUITE("hardware completeness") {
     REQUIRE(nvl != nullptr);
     REQUIRE(nvl->price.has_value());
     CHECK(nvl->price_kind == gpuplan::hw::PriceKind::spot);
-    CHECK(u::to_usd_per_hour(*nvl->price) == doctest::Approx(1.61));
+    CHECK(u::to_usd_per_hour(*nvl->price) == gptest::approx(1.61));
     const auto* h100 = shipped().find_gpu("h100-sxm5-80gb");
     REQUIRE(h100 != nullptr);
     CHECK(h100->price_kind == gpuplan::hw::PriceKind::on_demand);
@@ -1033,7 +1034,7 @@ TEST_SUITE("hardware completeness") {
       REQUIRE(g != nullptr);
       REQUIRE(g->price.has_value());
       CHECK(g->price_kind == gpuplan::hw::PriceKind::on_demand);
-      CHECK(u::to_usd_per_hour(*g->price) == doctest::Approx(usd));
+      CHECK(u::to_usd_per_hour(*g->price) == gptest::approx(usd));
       CHECK(g->price_date == date);
     }
   }
@@ -1046,8 +1047,8 @@ TEST_SUITE("hardware completeness") {
     // deviceQuery (thamada/nvidia-smi, driver 12.5): 85,100,068,864 bytes = 81157.75 x 2^20 (deviceQuery rounds it to 81158).
     CHECK(a100->memory_capacity().raw() == 85100068864.0);
     // By hand: 85,100,068,864 / 2^30 = 79.256 GiB, against the label's 80e9 / 2^30 = 74.506 GiB: 6.4% more room.
-    CHECK(u::to_GiB(a100->memory_capacity()) == doctest::Approx(79.2559).epsilon(1e-5));
-    CHECK(u::to_GiB(a100->memory.capacity_label) == doctest::Approx(74.5058).epsilon(1e-5));
+    CHECK(u::to_GiB(a100->memory_capacity()) == gptest::approx(79.2559).epsilon(1e-5));
+    CHECK(u::to_GiB(a100->memory.capacity_label) == gptest::approx(74.5058).epsilon(1e-5));
     // A 78 GiB footprint fits on the device figure and would not on the label.
     const double need = 78.0 * 1073741824.0;
     CHECK(need <= a100->memory_capacity().raw());
@@ -1062,7 +1063,7 @@ TEST_SUITE("hardware completeness") {
     // ROCm/ROCm issue #6023: 'Pool 1: GLOBAL; COARSE GRAINED 268419072 KB' = 262,128 MiB = 255.98 GiB, 16 MiB under
     // 256 GiB (as MI300X's and MI355X's pools); the label's 256e9 B is 238.4 GiB.
     CHECK(g->memory_capacity().raw() == 268419072.0 * 1024.0);
-    CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(255.984).epsilon(1e-5));
+    CHECK(u::to_GiB(g->memory_capacity()) == gptest::approx(255.984).epsilon(1e-5));
   }
 
   TEST_CASE("nvidia-smi figures are kept apart from CUDA's") {
@@ -1095,8 +1096,8 @@ TEST_SUITE("hardware completeness") {
       REQUIRE(g->memory.device_reported.has_value());
       CHECK(g->memory.reported_by == by);
       CHECK(g->memory_capacity().raw() == bytes);
-      CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(gib).epsilon(1e-5));
-      CHECK(u::to_GiB(g->memory.capacity_label) == doctest::Approx(label_gib).epsilon(1e-5));
+      CHECK(u::to_GiB(g->memory_capacity()) == gptest::approx(gib).epsilon(1e-5));
+      CHECK(u::to_GiB(g->memory.capacity_label) == gptest::approx(label_gib).epsilon(1e-5));
     }
   }
 }
@@ -1107,9 +1108,9 @@ TEST_SUITE("shipped hardware database: the TorchTitan paper's Grand Teton H100")
     const auto* g = shipped().find_gpu("h100-grand-teton");  // an alias
     REQUIRE(g != nullptr);
     CHECK(g->info.id == "h100-sxm-96gb-hbm2e");
-    CHECK(g->memory.bandwidth.raw() == doctest::Approx(2.4e12));
-    CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(95.0));
-    CHECK(u::to_GiB(g->memory.capacity_label) == doctest::Approx(89.40697).epsilon(1e-5));  // 96e9 B
+    CHECK(g->memory.bandwidth.raw() == gptest::approx(2.4e12));
+    CHECK(u::to_GiB(g->memory_capacity()) == gptest::approx(95.0));
+    CHECK(u::to_GiB(g->memory.capacity_label) == gptest::approx(89.40697).epsilon(1e-5));  // 96e9 B
     // The peak is unpublished ("between SXM and NVL"): the file takes the SXM datasheet's, the top of that range.
     const auto* sxm = shipped().find_gpu("h100-sxm5-80gb");
     const auto* nvl = shipped().find_gpu("h100-nvl");
@@ -1127,7 +1128,7 @@ TEST_SUITE("shipped hardware database: the TorchTitan paper's Grand Teton H100")
     CHECK(n->scale_up.topology == gpuplan::hw::ScaleUpTopology::switched);
     REQUIRE(n->scale_out.has_value());
     CHECK(n->scale_out->nics == 8);
-    CHECK(n->scale_out->nic.raw() == doctest::Approx(50e9));  // 400 Gb/s per GPU, one direction
+    CHECK(n->scale_out->nic.raw() == gptest::approx(50e9));  // 400 Gb/s per GPU, one direction
   }
 }
 
@@ -1144,8 +1145,8 @@ TEST_SUITE("shipped hardware database: PCIe parts' device-reported memory") {
       REQUIRE(g != nullptr);
       REQUIRE(g->memory.device_reported.has_value());
       CHECK(g->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
-      CHECK(g->memory_capacity().raw() == doctest::Approx(mib * 1048576.0));
-      CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(gib).epsilon(1e-5));
+      CHECK(g->memory_capacity().raw() == gptest::approx(mib * 1048576.0));
+      CHECK(u::to_GiB(g->memory_capacity()) == gptest::approx(gib).epsilon(1e-5));
       CHECK(g->memory_capacity().raw() > g->memory.capacity_label.raw() * 1.06);
     }
   }
@@ -1161,8 +1162,8 @@ TEST_SUITE("shipped hardware database: H800's device-reported memory") {
     REQUIRE(g != nullptr);
     REQUIRE(g->memory.device_reported.has_value());
     CHECK(g->memory.reported_by == gpuplan::hw::MemoryReportedBy::cuda);
-    CHECK(g->memory_capacity().raw() == doctest::Approx(84943110144.0).epsilon(1e-6));
-    CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(79.10944).epsilon(1e-5));
+    CHECK(g->memory_capacity().raw() == gptest::approx(84943110144.0).epsilon(1e-6));
+    CHECK(u::to_GiB(g->memory_capacity()) == gptest::approx(79.10944).epsilon(1e-5));
   }
 }
 
@@ -1184,7 +1185,7 @@ TEST_SUITE("price and device-memory fields: bad input") {
   TEST_CASE("a complete price decodes") {
     auto r = gpuplan::hw_io::decode_gpu(priced_gpu(), "");
     REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
-    CHECK(u::to_usd_per_hour(*r->price) == doctest::Approx(2.5));
+    CHECK(u::to_usd_per_hour(*r->price) == gptest::approx(2.5));
     CHECK(r->price_kind == gpuplan::hw::PriceKind::on_demand);
     CHECK(r->price_provider == "Example Cloud");
     CHECK(r->price_date == "2026-05");

@@ -3,6 +3,7 @@
 // the quoted peak, and the sparse headline ("275 TOPS") is the sum it claims to be. The sparse-table and engine rules
 // of the decoder are checked with their diagnostics' text.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 #include <tuple>
@@ -99,10 +100,10 @@ TEST_SUITE("edge and workstation hardware") {
       const GpuSpec& g = gpu(id);
       REQUIRE(g.boost_clock_MHz.has_value());
       const double from_sms = g.compute_units * *g.boost_clock_MHz * 1e6 * per_sm / 1e12;
-      CHECK(dense(g, p) == doctest::Approx(from_sms).epsilon(tol));
+      CHECK(dense(g, p) == gptest::approx(from_sms).epsilon(tol));
       // FP32 on the CUDA cores, where quoted: 128 cores x 2 FLOP per SM per clock.
       if (g.peak(Precision::fp32))
-        CHECK(dense(g, Precision::fp32) == doctest::Approx(g.compute_units * 256.0 * *g.boost_clock_MHz * 1e6 / 1e12).epsilon(0.01));
+        CHECK(dense(g, Precision::fp32) == gptest::approx(g.compute_units * 256.0 * *g.boost_clock_MHz * 1e6 / 1e12).epsilon(0.01));
     }
   }
 
@@ -117,19 +118,19 @@ TEST_SUITE("edge and workstation hardware") {
     REQUIRE(dla.sparse_peak[i8].has_value());
     const double dla_dense = u::to_TFLOPs(*dla.dense_peak[i8]), dla_sparse = u::to_TFLOPs(*dla.sparse_peak[i8]);
     // The technical brief: GPU 170 sparse + DLA 105 sparse = 275 (the headline); dense 85.2 + 52.5 = 137.7.
-    CHECK(sparse(o, Precision::int8) + dla_sparse == doctest::Approx(275.0).epsilon(0.005));
-    CHECK(dense(o, Precision::int8) + dla_dense == doctest::Approx(137.7).epsilon(0.005));
-    CHECK(dla_dense == doctest::Approx(dla_sparse / 2.0));
+    CHECK(sparse(o, Precision::int8) + dla_sparse == gptest::approx(275.0).epsilon(0.005));
+    CHECK(dense(o, Precision::int8) + dla_dense == gptest::approx(137.7).epsilon(0.005));
+    CHECK(dla_dense == gptest::approx(dla_sparse / 2.0));
     // The DLA blog: the DLAs are 38% of the dense INT8 TOPS.
-    CHECK(dla_dense / (dla_dense + dense(o, Precision::int8)) == doctest::Approx(0.38).epsilon(0.01));
+    CHECK(dla_dense / (dla_dense + dense(o, Precision::int8)) == gptest::approx(0.38).epsilon(0.01));
     // The GPU alone is what the model prices: 85.2 dense INT8, not 275.
-    CHECK(dense(o, Precision::int8) == doctest::Approx(85.2));
+    CHECK(dense(o, Precision::int8) == gptest::approx(85.2));
     // 32GB: 200 TOPS headline = GPU 106.7 + DLA 91.9 (DLA at 1.4 instead of 1.6 GHz) within 1%.
     const GpuSpec& o32 = gpu("jetson-agx-orin-32gb");
     REQUIRE(o32.engines.size() == 1);
-    CHECK(sparse(o32, Precision::int8) + u::to_TFLOPs(*o32.engines[0].sparse_peak[i8]) == doctest::Approx(200.0).epsilon(0.01));
+    CHECK(sparse(o32, Precision::int8) + u::to_TFLOPs(*o32.engines[0].sparse_peak[i8]) == gptest::approx(200.0).epsilon(0.01));
     CHECK(u::to_TFLOPs(*o32.engines[0].dense_peak[i8]) ==
-          doctest::Approx(dla_dense * *o32.engines[0].clock_MHz / *dla.clock_MHz).epsilon(0.002));
+          gptest::approx(dla_dense * *o32.engines[0].clock_MHz / *dla.clock_MHz).epsilon(0.002));
   }
 
   TEST_CASE("Jetson memory is shared with the CPU, a discrete card's is not") {
@@ -139,10 +140,10 @@ TEST_SUITE("edge and workstation hardware") {
       CHECK(g.memory.shared_with_cpu);
       CHECK(g.pcie.empty());  // no PCIe between CPU and GPU on a system-on-chip
     }
-    CHECK(u::to_GB(gpu("orin").memory.capacity_label) == doctest::Approx(64.0));
-    CHECK(u::to_TBps(gpu("orin").memory.bandwidth) == doctest::Approx(0.2048));  // 256-bit LPDDR5 at 6400 MT/s
-    CHECK(u::to_GB(gpu("thor").memory.capacity_label) == doctest::Approx(128.0));
-    CHECK(u::to_TBps(gpu("thor").memory.bandwidth) == doctest::Approx(0.273));
+    CHECK(u::to_GB(gpu("orin").memory.capacity_label) == gptest::approx(64.0));
+    CHECK(u::to_TBps(gpu("orin").memory.bandwidth) == gptest::approx(0.2048));  // 256-bit LPDDR5 at 6400 MT/s
+    CHECK(u::to_GB(gpu("thor").memory.capacity_label) == gptest::approx(128.0));
+    CHECK(u::to_TBps(gpu("thor").memory.bandwidth) == gptest::approx(0.273));
     for (const char* id : {"rtx-4090", "rtx-5090", "l4", "l40s", "h100-sxm5-80gb"}) {
       CAPTURE(id);
       CHECK_FALSE(gpu(id).memory.shared_with_cpu);
@@ -151,9 +152,9 @@ TEST_SUITE("edge and workstation hardware") {
 
   TEST_CASE("Thor: 2070 sparse FP4 TFLOPS, 1035 dense, no DLA") {
     const GpuSpec& t = gpu("thor");
-    CHECK(sparse(t, Precision::fp4) == doctest::Approx(2070.0));
-    CHECK(dense(t, Precision::fp4) == doctest::Approx(1035.0));
-    CHECK(dense(t, Precision::bf16) == doctest::Approx(1035.0 / 4.0));
+    CHECK(sparse(t, Precision::fp4) == gptest::approx(2070.0));
+    CHECK(dense(t, Precision::fp4) == gptest::approx(1035.0));
+    CHECK(dense(t, Precision::bf16) == gptest::approx(1035.0 / 4.0));
     CHECK(t.engines.empty());
   }
 
@@ -176,13 +177,13 @@ TEST_SUITE("edge and workstation hardware") {
   }
 
   TEST_CASE("GeForce rates are the FP32-accumulate ones: 4090 bf16 165.2, fp8 330.3, 5090 bf16 209.5, fp4 1676") {
-    CHECK(dense(gpu("4090"), Precision::bf16) == doctest::Approx(165.2));
-    CHECK(dense(gpu("4090"), Precision::fp8) == doctest::Approx(330.3));
-    CHECK(sparse(gpu("4090"), Precision::int8) == doctest::Approx(1321.2));
-    CHECK(dense(gpu("5090"), Precision::bf16) == doctest::Approx(209.5));
-    CHECK(dense(gpu("5090"), Precision::fp4) == doctest::Approx(1676.0));
-    CHECK(sparse(gpu("5090"), Precision::fp4) == doctest::Approx(3352.0));
-    CHECK(u::to_TBps(gpu("5090").memory.bandwidth) == doctest::Approx(1.792));
+    CHECK(dense(gpu("4090"), Precision::bf16) == gptest::approx(165.2));
+    CHECK(dense(gpu("4090"), Precision::fp8) == gptest::approx(330.3));
+    CHECK(sparse(gpu("4090"), Precision::int8) == gptest::approx(1321.2));
+    CHECK(dense(gpu("5090"), Precision::bf16) == gptest::approx(209.5));
+    CHECK(dense(gpu("5090"), Precision::fp4) == gptest::approx(1676.0));
+    CHECK(sparse(gpu("5090"), Precision::fp4) == gptest::approx(3352.0));
+    CHECK(u::to_TBps(gpu("5090").memory.bandwidth) == gptest::approx(1.792));
     CHECK(gpu("5090").pcie == "pcie5");
     CHECK_FALSE(gpu("5090").scale_up.has_value());  // no NVLink
   }
@@ -220,7 +221,7 @@ TEST_SUITE("sparse peaks and engines: bad input") {
     j["memory"]["shared_with_cpu"] = true;
     auto r = gpuplan::hw_io::decode_gpu(j, "");
     REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
-    CHECK(u::to_TFLOPs(*r->sparse(Precision::int8)) == doctest::Approx(170.4));
+    CHECK(u::to_TFLOPs(*r->sparse(Precision::int8)) == gptest::approx(170.4));
     REQUIRE(r->engines.size() == 1);
     CHECK(r->engines[0].count == 2);
     CHECK(*r->engines[0].clock_MHz == 1600.0);
@@ -263,9 +264,9 @@ TEST_SUITE("gpuplan hw show: edge parts") {
     CHECK(contains(r.out, "On-chip engine: 2 × NVDLA v2.0 (dla; not in the GPU's peaks)"));
     CHECK(contains(r.out, "unified with the CPU"));
     const auto j = gpuplan::cli_test::parse_json(gpuplan::cli_test::run({"hw", "show", "orin", "--format", "json"}));
-    CHECK(j.at("dense_peak").at("int8_TOPs").get<double>() == doctest::Approx(85.2));
-    CHECK(j.at("sparse_peak").at("int8_TOPs").get<double>() == doctest::Approx(170.4));
-    CHECK(j.at("engines").at(0).at("sparse_peak").at("int8_TOPs").get<double>() == doctest::Approx(105.0));
+    CHECK(j.at("dense_peak").at("int8_TOPs").get<double>() == gptest::approx(85.2));
+    CHECK(j.at("sparse_peak").at("int8_TOPs").get<double>() == gptest::approx(170.4));
+    CHECK(j.at("engines").at(0).at("sparse_peak").at("int8_TOPs").get<double>() == gptest::approx(105.0));
     CHECK(j.at("memory_shared_with_cpu").get<bool>());
   }
 }

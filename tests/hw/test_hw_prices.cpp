@@ -4,6 +4,7 @@
 // (no model input), so they are read here from the files themselves; their diagnostics are checked by their text.
 // Also the device-reported capacity of the AMD parts that gained one (rocminfo's GPU pools).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -89,7 +90,7 @@ TEST_SUITE("shipped hardware database: rental prices") {
         const auto* g = shipped().find_gpu(name);
         REQUIRE(g != nullptr);
         REQUIRE(g->price.has_value());
-        CHECK(u::to_usd_per_hour(*g->price) == doctest::Approx(f.at("price_usd_per_hour").get<double>()));
+        CHECK(u::to_usd_per_hour(*g->price) == gptest::approx(f.at("price_usd_per_hour").get<double>()));
         CHECK(g->price_kind == (f.at("price_kind") == "spot" ? PriceKind::spot : PriceKind::on_demand));
       }
       if (has_none) {
@@ -119,7 +120,7 @@ TEST_SUITE("shipped hardware database: rental prices") {
       const auto* g = shipped().find_gpu(name);
       REQUIRE(g != nullptr);
       REQUIRE(g->price.has_value());
-      CHECK(u::to_usd_per_hour(*g->price) == doctest::Approx(usd));
+      CHECK(u::to_usd_per_hour(*g->price) == gptest::approx(usd));
       CHECK(g->price_kind == PriceKind::on_demand);
       CHECK(g->price_provider == provider);
       CHECK(g->price_date == date);
@@ -207,8 +208,8 @@ TEST_SUITE("shipped hardware database: AMD device-reported memory from rocminfo"
       REQUIRE(g->memory.device_reported.has_value());
       CHECK(g->memory.reported_by == gpuplan::hw::MemoryReportedBy::rocminfo);
       CHECK(g->memory_capacity().raw() == mib * 1048576.0);
-      CHECK(u::to_GiB(g->memory_capacity()) == doctest::Approx(gib).epsilon(1e-6));
-      CHECK(u::to_GiB(g->memory.capacity_label) == doctest::Approx(label_gib).epsilon(1e-6));
+      CHECK(u::to_GiB(g->memory_capacity()) == gptest::approx(gib).epsilon(1e-6));
+      CHECK(u::to_GiB(g->memory.capacity_label) == gptest::approx(label_gib).epsilon(1e-6));
     }
   }
 }

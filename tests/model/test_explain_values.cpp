@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/flops.hpp"
@@ -207,7 +208,7 @@ TEST_SUITE("explain trees carry the numbers they explain") {
       same(d, "train.optimizer", est.step.optimizer.raw());
       same_if_present(d, "train.bubble", est.step.bubble.raw());
       same_if_present(d, "train.offload", est.step.offload.raw());
-      CHECK(est.step.total.raw() == doctest::Approx(est.step_time.raw()).epsilon(1e-12));
+      CHECK(est.step.total.raw() == gptest::approx(est.step_time.raw()).epsilon(1e-12));
     }
   }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 #include <nlohmann/json.hpp>
 
 #include "gpuplan/app/resolve.hpp"
@@ -70,8 +71,8 @@ double allocated_GiB(const model::TrainingEstimate& e) {
 // 82.323 (72 GB200, TP1 CP8). Tolerance 10%: not modelled are the adapters' dropout on their inputs and FP8
 // attention (FP8_DPA=1), both in these configs.
 TEST_CASE("MLPerf v5.0 Llama 2 70B LoRA: peak allocated memory within 10% of the logged max_memory_usage") {
-  CHECK(allocated_GiB(estimate("A-mlperf50-llama2-70b-lora-b200-8gpu")) == doctest::Approx(168.827).epsilon(0.10));
-  CHECK(allocated_GiB(estimate("A-mlperf50-llama2-70b-lora-gb200-72gpu")) == doctest::Approx(82.323).epsilon(0.10));
+  CHECK(allocated_GiB(estimate("A-mlperf50-llama2-70b-lora-b200-8gpu")) == gptest::approx(168.827).epsilon(0.10));
+  CHECK(allocated_GiB(estimate("A-mlperf50-llama2-70b-lora-gb200-72gpu")) == gptest::approx(82.323).epsilon(0.10));
 }
 
 // Recipes that ran must fit. v4.1 on 8 H200 (TP1 CP2): FP8 parameters under Transformer Engine 1.10 with NeMo's
@@ -92,7 +93,7 @@ TEST_CASE("MLPerf Llama 2 70B LoRA recipes that ran fit in the GPU's memory") {
   // The H200 row's base weights: 1 B per GEMM weight of the 80 layers (68.7e9 of Llama 2 70B's 69.0e9 parameters
   // are in the layers) plus the bf16 embedding and LM head: about 65 GiB, where the transpose would double it.
   const auto h200 = estimate("A-mlperf41-llama2-70b-lora-h200-8gpu");
-  CHECK(h200.memory.weights.raw() / (1024.0 * 1024.0 * 1024.0) == doctest::Approx(64.8).epsilon(0.02));
+  CHECK(h200.memory.weights.raw() / (1024.0 * 1024.0 * 1024.0) == gptest::approx(64.8).epsilon(0.02));
   const auto mi355x = estimate("A-mlperf51-llama2-70b-lora-mi355x-8gpu");
-  CHECK(mi355x.memory.weights.raw() / (1024.0 * 1024.0 * 1024.0) == doctest::Approx(64.8).epsilon(0.02));
+  CHECK(mi355x.memory.weights.raw() / (1024.0 * 1024.0 * 1024.0) == gptest::approx(64.8).epsilon(0.02));
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 #include <fmt/format.h>
 
 #include "test_paths.hpp"
@@ -190,7 +191,7 @@ TEST_CASE("the TorchTitan rows run on the Grand Teton H100, optimistic, out of t
   CHECK(rows == 18);
   // Measured 128 / 100 tokens/s per GPU; the ratio of the two predictions over that: 1.303 / 1.28 = +1.8%.
   REQUIRE(one_f_one_b > 0);
-  CHECK(interleaved / one_f_one_b == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(interleaved / one_f_one_b == gptest::approx(1.0).epsilon(0.05));
 }
 
 TEST_CASE("validate reports how much issue #22's structure moved each case that uses it") {
@@ -606,7 +607,7 @@ TEST_CASE("DeepSeek-V3's published pre-training on 2048 H800 is priced within 15
   REQUIRE(c != nullptr);
   REQUIRE(c->predicted);
   CAPTURE(*c->predicted);
-  CHECK(c->measured == doctest::Approx(2.664e6));
+  CHECK(c->measured == gptest::approx(2.664e6));
   CHECK(std::abs(*c->predicted / 2.664e6 - 1.0) <= 0.15);
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "approx.hpp"
 #include "cli_runner.hpp"
 #include "gpuplan/wl_io/pipeline_io.hpp"
 
@@ -45,14 +46,14 @@ TEST_CASE("a minimal file runs: a CPU stage then ResNet-50 on the GPU, in order,
   REQUIRE(r.rc == 0);
   const auto j = parse_json(r);
   REQUIRE(j["stages"].size() == 2);
-  CHECK(j["stages"][0]["finish_s"].get<double>() == doctest::Approx(0.001));
-  CHECK(j["stages"][1]["start_s"].get<double>() == doctest::Approx(0.001));
+  CHECK(j["stages"][0]["finish_s"].get<double>() == gptest::approx(0.001));
+  CHECK(j["stages"][1]["start_s"].get<double>() == gptest::approx(0.001));
   CHECK(j["critical_path"] == nlohmann::json({"pre", "net"}));
   const double lat = j["latency_mean_s"].get<double>();
-  CHECK(lat == doctest::Approx(0.001 + j["stages"][1]["mean_s"].get<double>()));
-  CHECK(j["slack_mean_s"].get<double>() == doctest::Approx(0.0333 - lat));
+  CHECK(lat == gptest::approx(0.001 + j["stages"][1]["mean_s"].get<double>()));
+  CHECK(j["slack_mean_s"].get<double>() == gptest::approx(0.0333 - lat));
   // No jitter: P99 is the mean.
-  CHECK(j["latency_p99_s"].get<double>() == doctest::Approx(lat));
+  CHECK(j["latency_p99_s"].get<double>() == gptest::approx(lat));
 }
 
 TEST_CASE("the model stage is priced as `gpuplan serve` prices it (one formula): same latency for the same plan") {
@@ -62,7 +63,7 @@ TEST_CASE("the model stage is priced as `gpuplan serve` prices it (one formula):
                 "--fuse-epilogue", "--format", "json"});
   REQUIRE(s.rc == 0);
   CHECK(parse_json(p)["stages"][1]["mean_s"].get<double>() ==
-        doctest::Approx(parse_json(s)["latency_s"].get<double>()).epsilon(1e-9));
+        gptest::approx(parse_json(s)["latency_s"].get<double>()).epsilon(1e-9));
 }
 
 TEST_CASE("the Orin's one memory: two 10 ms CPU stages streaming 150 GB/s each stretch to 10 ms × 300 GB/s / BW") {
@@ -73,10 +74,10 @@ TEST_CASE("the Orin's one memory: two 10 ms CPU stages streaming 150 GB/s each s
   const auto orin = parse_json(run_file(text, {"--format", "json"}));
   const double bw = orin["shared_memory_bandwidth_Bps"].get<double>();
   REQUIRE(bw < 300e9);
-  CHECK(orin["latency_mean_s"].get<double>() == doctest::Approx(0.010 * 300e9 / bw).epsilon(1e-9));
+  CHECK(orin["latency_mean_s"].get<double>() == gptest::approx(0.010 * 300e9 / bw).epsilon(1e-9));
   // On an H100 the CPU's memory is not the GPU's: no shared resource, the two overlap fully.
   const auto h100 = parse_json(run_file(text, {"--format", "json", "--gpu", "h100"}));
-  CHECK(h100["latency_mean_s"].get<double>() == doctest::Approx(0.010).epsilon(1e-9));
+  CHECK(h100["latency_mean_s"].get<double>() == gptest::approx(0.010).epsilon(1e-9));
 }
 
 TEST_CASE("ad-perception on the Orin: a Gantt against the deadline, the verdicts at mean and P99") {
@@ -119,7 +120,7 @@ TEST_CASE("backbone sharing off: the heads each run a backbone copy, FLOPs rise 
     if (s["id"] == "backbone") backbone = s["model_flops"].get<double>();
   REQUIRE(backbone > 0);
   CHECK(off["flops_per_frame"]["as_run"].get<double>() ==
-        doctest::Approx(on["flops_per_frame"]["as_run"].get<double>() + 2 * backbone));
+        gptest::approx(on["flops_per_frame"]["as_run"].get<double>() + 2 * backbone));
   CHECK(off["stages"].size() == on["stages"].size() - 1);
   CHECK(off["latency_mean_s"].get<double>() > on["latency_mean_s"].get<double>());
 }
@@ -214,5 +215,5 @@ TEST_CASE("the detection head's op list: B4 + BiFPN + box/class nets at 896 px i
   const auto g = gpuplan::wl::build_vision_graph(lib->find(bb->model)->arch, *bb->resolution);
   double macs = static_cast<double>(g.macs());
   for (const auto& op : det->ops) macs += static_cast<double>(op.macs());
-  CHECK(macs == doctest::Approx(55e9 * (896.0 / 1024) * (896.0 / 1024)).epsilon(0.03));
+  CHECK(macs == gptest::approx(55e9 * (896.0 / 1024) * (896.0 / 1024)).epsilon(0.03));
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "approx.hpp"
 #include "cli_runner.hpp"
 
 using namespace gpuplan::cli_test;
@@ -18,7 +19,7 @@ TEST_CASE("gpuplan serve -m resnet50 --gpu h100 --batch 8 gives latency_s and im
   CHECK(j["params"] == 25557032);
   const double lat = j["latency_s"].get<double>();
   CHECK(lat > 0);
-  CHECK(j["throughput_images_per_s"].get<double>() == doctest::Approx(8.0 / lat));
+  CHECK(j["throughput_images_per_s"].get<double>() == gptest::approx(8.0 / lat));
   CHECK(j["cuda_graphs"] == true);
 }
 
@@ -29,7 +30,7 @@ TEST_CASE("gpuplan train -m resnet50 --gpu h100 --global-batch 256 gives step_ti
   const auto j = parse_json(r);
   const double step = j["step_time_s"].get<double>();
   CHECK(step > 0);
-  CHECK(j["images_per_s"].get<double>() == doctest::Approx(256.0 / step));
+  CHECK(j["images_per_s"].get<double>() == gptest::approx(256.0 / step));
   CHECK(j["memory_GiB"]["total"].get<double>() > 0);
   CHECK(j["fits"] == true);
 }
@@ -85,9 +86,9 @@ TEST_CASE("vision training with DDP: the per-GPU step grows by the exposed all-r
   CHECK(a["buffer_broadcast_s_per_forward"].get<double>() == 0);
   CHECK(b["buffer_broadcast_s_per_forward"].get<double>() > 0);
   CHECK(b["step_time_s"].get<double>() ==
-        doctest::Approx(a["step_time_s"].get<double>() + b["exposed_comm_s"].get<double>() +
+        gptest::approx(a["step_time_s"].get<double>() + b["exposed_comm_s"].get<double>() +
                         b["buffer_broadcast_s_per_forward"].get<double>()));
-  CHECK(b["images_per_s"].get<double>() == doctest::Approx(512.0 / b["step_time_s"].get<double>()));
+  CHECK(b["images_per_s"].get<double>() == gptest::approx(512.0 / b["step_time_s"].get<double>()));
   auto big = run({"train", "-m", "resnet50", "--gpu", "h100", "--global-batch", "256", "--gpus", "16"});
   CHECK(big.rc == kInvalid);
   CHECK(contains(big.err, "modelled inside one node"));

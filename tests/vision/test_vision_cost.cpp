@@ -1,6 +1,7 @@
 // The vision pricer (model/src/vision/vision_cost.cpp): one op priced by hand from the same roofline functions, FLOP
 // conventions, and the properties every plan must keep.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -81,13 +82,13 @@ TEST_CASE("a 3x3 convolution is the implicit GEMM M = N*Ho*Wo, N = Cout, K = Cin
     best_eff = std::max(best_eff, model::gemm_cost("ref", {64 * 14 * 14, 256, 256 * 9, 1}, hw::Precision::bf16, dt).efficiency);
   }
   const double flops = 2.0 * 64 * 14 * 14 * 256 * 256 * 9;
-  CHECK(pc.flops.raw() == doctest::Approx(flops).epsilon(1e-12));
+  CHECK(pc.flops.raw() == gptest::approx(flops).epsilon(1e-12));
   const double tc = flops / (d.peak(hw::Precision::bf16).raw() * best_eff);
   const double bytes = (2.0 * 64 * 14 * 14 * 256) * 2 + 256.0 * 256 * 9 * 2;
-  CHECK(pc.ops[0].bytes.raw() == doctest::Approx(bytes));
+  CHECK(pc.ops[0].bytes.raw() == gptest::approx(bytes));
   const double eta = d.eff.gemm_hbm > 0 ? d.eff.gemm_hbm : d.eff.hbm;
   const double tm = bytes / (d.gpu->memory.bandwidth.raw() * eta);
-  CHECK(pc.time.raw() == doctest::Approx(std::max(tc, tm) + p.launch.kernel_overhead_graph.raw()));
+  CHECK(pc.time.raw() == gptest::approx(std::max(tc, tm) + p.launch.kernel_overhead_graph.raw()));
   // This GEMM (intensity ≈ 230 FLOP/B over the real tensors) is compute-bound on an H100.
   CHECK(pc.ops[0].bound == model::Bound::compute);
 }
@@ -111,9 +112,9 @@ TEST_CASE("a stem convolution of 3 channels runs on channels padded to 8, each f
   const auto pc = model::vision_forward(single(op), p, d, true);
   REQUIRE(pc.ops.size() == 2);
   const double in = 64.0 * 3 * 224 * 224;
-  CHECK(pc.ops[0].bytes.raw() == doctest::Approx(in * 2 + in * 8.0 / 3.0 * 2));  // the padding kernel
+  CHECK(pc.ops[0].bytes.raw() == gptest::approx(in * 2 + in * 8.0 / 3.0 * 2));  // the padding kernel
   CHECK(pc.ops[0].flops.raw() == 0);
-  CHECK(pc.ops[1].flops.raw() == doctest::Approx(2.0 * 64 * 112 * 112 * 64 * 49 * 32));
+  CHECK(pc.ops[1].flops.raw() == gptest::approx(2.0 * 64 * 112 * 112 * 64 * 49 * 32));
   // Compute-bound: the padded GEMM's FLOPs at the best of cuDNN's tiles' efficiencies.
   double best_eff = 0;
   for (const auto& t : std::vector<std::pair<int, int>>{{128, 256}, {256, 128}, {128, 128}, {256, 64}, {128, 64}, {64, 64}}) {
@@ -123,7 +124,7 @@ TEST_CASE("a stem convolution of 3 channels runs on channels padded to 8, each f
     best_eff = std::max(best_eff, model::gemm_cost("ref", {64 * 112 * 112, 64, 1568, 1}, hw::Precision::bf16, dt).efficiency);
   }
   CHECK(pc.ops[1].bound == model::Bound::compute);
-  CHECK(pc.ops[1].time.raw() == doctest::Approx(pc.ops[1].flops.raw() / (d.peak(hw::Precision::bf16).raw() * best_eff) +
+  CHECK(pc.ops[1].time.raw() == gptest::approx(pc.ops[1].flops.raw() / (d.peak(hw::Precision::bf16).raw() * best_eff) +
                                                 p.launch.kernel_overhead_graph.raw()));
 }
 
@@ -140,11 +141,11 @@ TEST_CASE("a depthwise convolution streams its two maps: memory-bound, priced li
   const auto pc = model::vision_forward(single(op), p, d, true);
   REQUIRE(pc.ops.size() == 1);
   const double elements = 2.0 * 32 * 672 * 24 * 24;
-  CHECK(pc.ops[0].bytes.raw() == doctest::Approx(elements * 2));
-  CHECK(pc.ops[0].flops.raw() == doctest::Approx(2.0 * 32 * 672 * 24 * 24 * 25));
+  CHECK(pc.ops[0].bytes.raw() == gptest::approx(elements * 2));
+  CHECK(pc.ops[0].flops.raw() == gptest::approx(2.0 * 32 * 672 * 24 * 24 * 25));
   CHECK(pc.ops[0].bound == model::Bound::memory);
-  CHECK(pc.time.raw() == doctest::Approx(elements * 2 / d.stream_bandwidth().raw() + p.launch.kernel_overhead_graph.raw()));
-  CHECK(pc.depthwise.raw() == doctest::Approx(pc.time.raw()));
+  CHECK(pc.time.raw() == gptest::approx(elements * 2 / d.stream_bandwidth().raw() + p.launch.kernel_overhead_graph.raw()));
+  CHECK(pc.depthwise.raw() == gptest::approx(pc.time.raw()));
 }
 
 TEST_CASE("inference latency grows with the batch and throughput with it, up to the GPU's rate") {
@@ -189,7 +190,7 @@ TEST_CASE("eager execution is never faster than a CUDA graph, and BN folding and
   CHECK(fused.pass.kernels < folded.pass.kernels);
   CHECK(fused.latency < folded.latency);
   // The FLOPs of the GEMMs do not change: only elementwise passes disappear.
-  CHECK(fused.pass.gemm.raw() == doctest::Approx(folded.pass.gemm.raw()));
+  CHECK(fused.pass.gemm.raw() == gptest::approx(folded.pass.gemm.raw()));
 }
 
 // int8 GEMMs run at the measured int8 ceiling (torch._int_mm: 0.418 of the int8 peak, data/hardware/efficiency/
@@ -216,9 +217,9 @@ TEST_CASE("a ViT's attention is priced as fused (flash) attention over batch x h
   d.eff.kernel_launch = p.launch.kernel_overhead_graph;
   const auto ref = model::attention_cost("a", 16 * 12, 197, 197, 64, 64, false, true, false, hw::Precision::bf16, d);
   REQUIRE(ref.size() == 1);
-  CHECK(pc.attention.raw() == doctest::Approx(12 * ref[0].time.raw()));
+  CHECK(pc.attention.raw() == gptest::approx(12 * ref[0].time.raw()));
   // FLOPs: 2 · 2·T²·hidden per image per block, the convention of wl/vision.hpp.
-  CHECK(ref[0].flops.raw() == doctest::Approx(2.0 * 16 * 2 * 197.0 * 197 * 768));
+  CHECK(ref[0].flops.raw() == gptest::approx(2.0 * 16 * 2 * 197.0 * 197 * 768));
 }
 
 TEST_CASE("a training step: model FLOPs 6 x MACs per image, fp32 weights, gradients and optimizer states") {
@@ -230,10 +231,10 @@ TEST_CASE("a training step: model FLOPs 6 x MACs per image, fp32 weights, gradie
   tp.run.autocast = true;
   const auto r = model::vision_training(g, tp, d, Explain::on);
   const double params = static_cast<double>(g.parameters());
-  CHECK(r.model_flops.raw() == doctest::Approx(6.0 * static_cast<double>(g.macs()) * 64));
-  CHECK(r.memory.weights.raw() == doctest::Approx(4 * params));
-  CHECK(r.memory.gradients.raw() == doctest::Approx(4 * params));
-  CHECK(r.memory.optimizer.raw() == doctest::Approx(4 * params));  // SGD momentum
+  CHECK(r.model_flops.raw() == gptest::approx(6.0 * static_cast<double>(g.macs()) * 64));
+  CHECK(r.memory.weights.raw() == gptest::approx(4 * params));
+  CHECK(r.memory.gradients.raw() == gptest::approx(4 * params));
+  CHECK(r.memory.optimizer.raw() == gptest::approx(4 * params));  // SGD momentum
   // Eager: host and GPU in series per phase (vision_cost.cpp issue_flow): never more than the phases' own maxima
   // summed, never less than either resource's sum.
   CHECK(r.step_time.raw() <= r.forward.time.raw() + r.backward.time.raw() + r.optimizer.raw() + 1e-12);
@@ -243,7 +244,7 @@ TEST_CASE("a training step: model FLOPs 6 x MACs per image, fp32 weights, gradie
     auto gp = tp;
     gp.run.cuda_graphs = true;
     const auto gr = model::vision_training(g, gp, d, Explain::off);
-    CHECK(gr.step_time.raw() == doctest::Approx(gr.forward.time.raw() + gr.backward.time.raw() + gr.optimizer.raw()));
+    CHECK(gr.step_time.raw() == gptest::approx(gr.forward.time.raw() + gr.backward.time.raw() + gr.optimizer.raw()));
   }
   // The backward runs two GEMMs per convolution (one for the stem): about twice the forward's GEMM time.
   CHECK(r.backward.gemm.raw() > 1.5 * r.forward.gemm.raw());
@@ -255,15 +256,15 @@ TEST_CASE("a training step: model FLOPs 6 x MACs per image, fp32 weights, gradie
   tp.optimizer = model::VisionOptimizer::adamw;
   tp.accumulation = 4;
   const auto a = model::vision_training(g, tp, d, Explain::off);
-  CHECK(a.memory.optimizer.raw() == doctest::Approx(8 * params));
+  CHECK(a.memory.optimizer.raw() == gptest::approx(8 * params));
   CHECK(a.step_time.raw() <= 4 * (a.forward.time.raw() + a.backward.time.raw()) + a.optimizer.raw() + 1e-12);
   CHECK(a.step_time.raw() >= 4 * (a.forward.gpu_time.raw() + a.backward.gpu_time.raw()) - 1e-12);
-  CHECK(a.model_flops.raw() == doctest::Approx(4 * r.model_flops.raw()));
+  CHECK(a.model_flops.raw() == gptest::approx(4 * r.model_flops.raw()));
   // Saved activations scale with the micro-batch.
   tp.run.batch = 128;
   tp.accumulation = 1;
   const auto big = model::vision_training(g, tp, d, Explain::off);
-  CHECK(big.memory.activations.raw() == doctest::Approx(2 * r.memory.activations.raw()));
+  CHECK(big.memory.activations.raw() == gptest::approx(2 * r.memory.activations.raw()));
 }
 
 TEST_CASE("the explain tree of a forward pass has one child per kernel, and the kernels add up to the GPU time") {
@@ -273,7 +274,7 @@ TEST_CASE("the explain tree of a forward pass has one child per kernel, and the 
   REQUIRE(r.pass.ops.size() == r.derivation.children.size());
   double sum = 0;
   for (const auto& op : r.pass.ops) sum += op.time.raw();
-  CHECK(sum == doctest::Approx(r.pass.gpu_time.raw()));
+  CHECK(sum == gptest::approx(r.pass.gpu_time.raw()));
   CHECK(r.derivation.children.front().title == "conv1 channel pad");  // cuDNN pads the 3 input channels first
   CHECK(r.derivation.children[1].title == "conv1");
   // Inference batch norm (not folded): three kernels each, 53 of them in ResNet-50.
@@ -307,12 +308,12 @@ TEST_CASE("DDP: the fp32 gradients all-reduced in 25 MiB buckets, only the last 
                                   model::CollectiveAlgorithm::automatic, Explain::off)
         .time.raw();
   };
-  CHECK(four.allreduce.raw() == doctest::Approx(full * ar(bucket) + ar(rest)));
+  CHECK(four.allreduce.raw() == gptest::approx(full * ar(bucket) + ar(rest)));
   // The backward (tens of ms) hides all buckets but the last.
-  CHECK(four.exposed_comm.raw() == doctest::Approx(ar(rest)));
+  CHECK(four.exposed_comm.raw() == gptest::approx(ar(rest)));
   CHECK(four.step_time > one.step_time);
-  CHECK(four.images_per_second == doctest::Approx(4.0 * 256 / four.step_time.raw()));
-  CHECK(four.forward.time.raw() == doctest::Approx(one.forward.time.raw()));
+  CHECK(four.images_per_second == gptest::approx(4.0 * 256 / four.step_time.raw()));
+  CHECK(four.forward.time.raw() == gptest::approx(one.forward.time.raw()));
 }
 
 TEST_CASE("DDP broadcast_buffers: ResNet-50's 53 batch norms broadcast 212,904 B in 159 tensors before every forward") {
@@ -353,7 +354,7 @@ TEST_CASE("DDP broadcast_buffers: ResNet-50's 53 batch norms broadcast 212,904 B
         .time.raw();
   };
   const double host = 161 * 22.2e-6;
-  CHECK(tp.run.launch.cpu_per_kernel.raw() == doctest::Approx(22.2e-6));
+  CHECK(tp.run.launch.cpu_per_kernel.raw() == gptest::approx(22.2e-6));
   const double expected = bcast(8.0 * channels) + bcast(8.0 * 53) + host;
   CHECK(std::abs(on.buffer_sync.raw() - expected) <= 1e-12 * expected);
   // Paid once per forward: with 2 micro-batches twice; off (broadcast_buffers=False) nothing.
@@ -393,11 +394,11 @@ TEST_CASE("training batch norm: the channels-last statistics pass at 0.218 of th
   const double map = 256.0 * 64 * 56 * 56 * 2;  // one pass over the bf16 map
   const double launch = tp.run.launch.kernel_overhead_eager.raw();
   CHECK(r.forward.ops[0].name == "bn statistics");
-  CHECK(r.forward.ops[0].time.raw() == doctest::Approx(map / (d.stream_bandwidth().raw() * 0.218) + launch));
-  CHECK(r.forward.ops[1].time.raw() == doctest::Approx(2 * map / (d.stream_bandwidth().raw() * 0.733) + launch));
+  CHECK(r.forward.ops[0].time.raw() == gptest::approx(map / (d.stream_bandwidth().raw() * 0.218) + launch));
+  CHECK(r.forward.ops[1].time.raw() == gptest::approx(2 * map / (d.stream_bandwidth().raw() * 0.733) + launch));
   CHECK(r.forward.ops[2].name == "bn running stats");
   // Backward: the reduction (reads x and dy) at 0.689, the element pass (x, dy read, dx written) at 0.840.
   REQUIRE(r.backward.ops.size() == 2);
-  CHECK(r.backward.ops[0].time.raw() == doctest::Approx(2 * map / (d.stream_bandwidth().raw() * 0.689) + launch));
-  CHECK(r.backward.ops[1].time.raw() == doctest::Approx(3 * map / (d.stream_bandwidth().raw() * 0.840) + launch));
+  CHECK(r.backward.ops[0].time.raw() == gptest::approx(2 * map / (d.stream_bandwidth().raw() * 0.689) + launch));
+  CHECK(r.backward.ops[1].time.raw() == gptest::approx(3 * map / (d.stream_bandwidth().raw() * 0.840) + launch));
 }

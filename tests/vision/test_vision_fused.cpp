@@ -1,6 +1,7 @@
 // The fused conv-BN-ReLU training engine (VisionRunPlan::fused_training; model/src/vision/vision_kernels.hpp FusedRole,
 // vision_fused.cpp): which of ResNet-50's eager kernels disappear, which remain as what, and what it leaves alone.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -69,8 +70,8 @@ TEST_CASE("fused training engine on ResNet-50: BN statistics, scale-bias-ReLU an
   CHECK(count_named(fused.forward, ".relu") == 0);              // layerN.M.relu1 / relu2 / relu: no kernel
   CHECK(count_named(eager.forward, ".relu") == 48);
   // The GEMMs are the same convolutions (fp16 either way).
-  CHECK(fused.forward.gemm.raw() == doctest::Approx(eager.forward.gemm.raw()).epsilon(1e-12));
-  CHECK(fused.backward.gemm.raw() == doctest::Approx(eager.backward.gemm.raw()).epsilon(1e-12));
+  CHECK(fused.forward.gemm.raw() == gptest::approx(eager.forward.gemm.raw()).epsilon(1e-12));
+  CHECK(fused.backward.gemm.raw() == gptest::approx(eager.backward.gemm.raw()).epsilon(1e-12));
   // What the engine saves is memory-bound time: at least the eager BN statistics passes forward and the ReLU
   // backward passes (which it drops whole) beside what it adds (finalize kernels, block outputs, dBN at streaming rate).
   double stats = 0, relu_bwd = 0;
@@ -94,8 +95,8 @@ TEST_CASE("fused training engine leaves layer-norm and SiLU networks' kernels al
   pf.run.cuda_graphs = false;
   const auto e = model::vision_training(vit, pe, h100(), Explain::off);
   const auto f = model::vision_training(vit, pf, h100(), Explain::off);
-  CHECK(f.forward.elementwise.raw() == doctest::Approx(e.forward.elementwise.raw()).epsilon(1e-12));
-  CHECK(f.backward.elementwise.raw() == doctest::Approx(e.backward.elementwise.raw()).epsilon(1e-12));
+  CHECK(f.forward.elementwise.raw() == gptest::approx(e.forward.elementwise.raw()).epsilon(1e-12));
+  CHECK(f.backward.elementwise.raw() == gptest::approx(e.backward.elementwise.raw()).epsilon(1e-12));
   const auto eff = graph("efficientnet-b4");
   const auto fe = model::vision_training(eff, pf, h100(), Explain::on);
   CHECK(count_named(fe.forward, "scale-bias-add-ReLU") == 0);

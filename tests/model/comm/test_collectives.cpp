@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -126,7 +127,7 @@ TEST_CASE("ring all-reduce moves 2(n-1)/n of the buffer") {
   for (int n : {2, 3, 4, 8, 16}) {
     const CommGroup g = one_tier(n, 100.0);
     const double t = seconds(Collective::all_reduce, 14_GB, g, CollectiveAlgorithm::ring);
-    CHECK(t == doctest::Approx(14e9 * 2.0 * (n - 1) / n / 100e9).epsilon(1e-12));
+    CHECK(t == gptest::approx(14e9 * 2.0 * (n - 1) / n / 100e9).epsilon(1e-12));
   }
 }
 
@@ -136,10 +137,10 @@ TEST_CASE("ring all-gather and reduce-scatter move (n-1)/n of the buffer in n-1 
   const double bw = 200e9 * 0.5, t0 = 8.4e-6;
   for (auto op : {Collective::all_gather, Collective::reduce_scatter}) {
     const double t = seconds(op, 1_GB, g, CollectiveAlgorithm::ring);
-    CHECK(t == doctest::Approx(t0 + 7 * 2e-6 + 1e9 * 7.0 / 8.0 / bw).epsilon(1e-12));
+    CHECK(t == gptest::approx(t0 + 7 * 2e-6 + 1e9 * 7.0 / 8.0 / bw).epsilon(1e-12));
   }
   const double ar = seconds(Collective::all_reduce, 1_GB, g, CollectiveAlgorithm::ring);
-  CHECK(ar == doctest::Approx(t0 + 14 * 2e-6 + 1e9 * 14.0 / 8.0 / bw).epsilon(1e-12));
+  CHECK(ar == gptest::approx(t0 + 14 * 2e-6 + 1e9 * 14.0 / 8.0 / bw).epsilon(1e-12));
 }
 
 TEST_CASE("all-reduce on one GPU costs 0") {
@@ -156,10 +157,10 @@ TEST_CASE("all-reduce on one GPU costs 0") {
 }
 
 TEST_CASE("bus factors follow nccl-tests PERFORMANCE.md") {
-  CHECK(model::bus_factor(Collective::all_reduce, 8) == doctest::Approx(1.75));
-  CHECK(model::bus_factor(Collective::all_gather, 8) == doctest::Approx(0.875));
-  CHECK(model::bus_factor(Collective::reduce_scatter, 8) == doctest::Approx(0.875));
-  CHECK(model::bus_factor(Collective::all_to_all, 8) == doctest::Approx(0.875));
+  CHECK(model::bus_factor(Collective::all_reduce, 8) == gptest::approx(1.75));
+  CHECK(model::bus_factor(Collective::all_gather, 8) == gptest::approx(0.875));
+  CHECK(model::bus_factor(Collective::reduce_scatter, 8) == gptest::approx(0.875));
+  CHECK(model::bus_factor(Collective::all_to_all, 8) == gptest::approx(0.875));
   CHECK(model::bus_factor(Collective::send_recv, 2) == 1.0);
   CHECK(model::bus_factor(Collective::broadcast, 8) == 1.0);
   CHECK(model::bus_factor(Collective::all_reduce, 1) == 0.0);
@@ -169,8 +170,8 @@ TEST_CASE("busbw is algbw times the bus factor and algbw is bytes over time") {
   const CommGroup g = resolved("dgx-h100", 8);
   for (auto op : {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter, Collective::all_to_all}) {
     const auto c = model::collective_cost(op, 256_MB, g);
-    CHECK(c.algbw.raw() == doctest::Approx(256e6 / c.time.raw()).epsilon(1e-12));
-    CHECK(c.busbw.raw() == doctest::Approx(c.algbw.raw() * model::bus_factor(op, 8)).epsilon(1e-12));
+    CHECK(c.algbw.raw() == gptest::approx(256e6 / c.time.raw()).epsilon(1e-12));
+    CHECK(c.busbw.raw() == gptest::approx(c.algbw.raw() * model::bus_factor(op, 8)).epsilon(1e-12));
   }
 }
 
@@ -202,15 +203,15 @@ TEST_CASE("the derivation names the formula with substituted values and the algo
 
 TEST_CASE("textbook T12 - ring all-reduce of 7B bf16 gradients on 8 GPUs sends 24.5 GB per GPU") {
   // 2(N−1)/N · 14 GB = 24.5 GB.
-  CHECK(model::bus_factor(Collective::all_reduce, 8) * 14e9 == doctest::Approx(24.5e9));
+  CHECK(model::bus_factor(Collective::all_reduce, 8) * 14e9 == gptest::approx(24.5e9));
 }
 
 TEST_CASE("textbook T13 - that all-reduce takes about 0.1 s on A100 NVLink3 at 230 GB/s busbw") {
   // Stated assumptions: 300 GB/s per direction per GPU, bus bandwidth ≈ 230 GB/s measured, no latency.
   const CommGroup g = one_tier(8, 300.0, 230.0 / 300.0);
   const double t = seconds(Collective::all_reduce, 14_GB, g, CollectiveAlgorithm::ring);
-  CHECK(t == doctest::Approx(24.5 / 230.0).epsilon(1e-12));
-  CHECK(t == doctest::Approx(0.1).epsilon(0.1));  // "≈0.1 s": one significant digit
+  CHECK(t == gptest::approx(24.5 / 230.0).epsilon(1e-12));
+  CHECK(t == gptest::approx(0.1).epsilon(0.1));  // "≈0.1 s": one significant digit
 }
 
 TEST_CASE("textbook T14 - across nodes with one HDR 200 Gb/s NIC per GPU it takes about 1.0 s") {
@@ -222,8 +223,8 @@ TEST_CASE("textbook T14 - across nodes with one HDR 200 Gb/s NIC per GPU it take
   g.scale_out = tier(units::to_GBps(200_Gbps), 1.0);
   const auto c = model::collective_cost(Collective::all_reduce, 14_GB, g);
   CHECK(c.algorithm == CollectiveAlgorithm::ring);
-  CHECK(c.time.raw() == doctest::Approx(24.5 / 25.0).epsilon(1e-12));
-  CHECK(c.time.raw() == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(c.time.raw() == gptest::approx(24.5 / 25.0).epsilon(1e-12));
+  CHECK(c.time.raw() == gptest::approx(1.0).epsilon(0.05));
 }
 
 // ================================ properties ================================
@@ -315,12 +316,12 @@ TEST_CASE("hierarchical all-reduce is reduce-scatter inside then all-reduce of 1
   const double S = 8e9;
   const double expected = 2 * (S * 7.0 / 8.0 / 400e9) + (S / 8.0) * 2.0 * 3.0 / 4.0 / 50e9;
   const auto c = model::collective_cost(Collective::all_reduce, units::bytes(S), g, CollectiveAlgorithm::hierarchical);
-  CHECK(c.time.raw() == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(c.time.raw() == gptest::approx(expected).epsilon(1e-12));
   REQUIRE(c.derivation.children.size() == 3);
   CHECK(c.derivation.children[1].id == "collective.hier.all_reduce_out");
   // All-gather: across domains on S/s first, then inside on S.
   const double ag = seconds(Collective::all_gather, units::bytes(S), g, CollectiveAlgorithm::hierarchical);
-  CHECK(ag == doctest::Approx((S / 8.0) * 3.0 / 4.0 / 50e9 + S * 7.0 / 8.0 / 400e9).epsilon(1e-12));
+  CHECK(ag == gptest::approx((S / 8.0) * 3.0 / 4.0 / 50e9 + S * 7.0 / 8.0 / 400e9).epsilon(1e-12));
 }
 
 TEST_CASE("all-to-all across domains is set by the slower tier") {
@@ -328,27 +329,27 @@ TEST_CASE("all-to-all across domains is set by the slower tier") {
   const double S = 1e9;
   const double t = seconds(Collective::all_to_all, units::bytes(S), g);
   const double up = S * 7.0 / 16.0 / (450e9 * 0.81), out = S * 8.0 / 16.0 / (50e9 * 0.96);
-  CHECK(t == doctest::Approx(8.4e-6 + 14e-6 + std::max(up, out)).epsilon(1e-9));
+  CHECK(t == gptest::approx(8.4e-6 + 14e-6 + std::max(up, out)).epsilon(1e-9));
 }
 
 TEST_CASE("all-to-all and send/recv run at NCCL's p2p efficiency with the p2p pipeline fill") {
   // NCCL's all-to-all is grouped send/recv: its own channels and chunks, not the ring's (topology.cpp). On NVLink 4:
   // η_p2p 0.659 (measured) and a fill of 16 MiB per rank (32 p2p channels × 512 KiB); (n−1)/n of both cross the link.
   const CommGroup g = resolved("dgx-h100", 2);
-  CHECK(g.scale_up.p2p_efficiency == doctest::Approx(0.659));
-  CHECK(g.scale_up.p2p_fill.raw() == doctest::Approx(16.0 * 1048576.0));
-  CHECK(g.scale_up.bus_efficiency == doctest::Approx(0.81));  // the ring's η is untouched
+  CHECK(g.scale_up.p2p_efficiency == gptest::approx(0.659));
+  CHECK(g.scale_up.p2p_fill.raw() == gptest::approx(16.0 * 1048576.0));
+  CHECK(g.scale_up.bus_efficiency == gptest::approx(0.81));  // the ring's η is untouched
   const double bw = 450e9 * 0.659, F = 16.0 * 1048576.0;
   for (const double S : {1048576.0, 8388608.0, 67108864.0, 1073741824.0})
     CHECK(seconds(Collective::all_to_all, units::bytes(S), g) ==
-          doctest::Approx(8.4e-6 + 3.4e-6 + (S + std::min(S, F)) * 0.5 / bw).epsilon(1e-12));
+          gptest::approx(8.4e-6 + 3.4e-6 + (S + std::min(S, F)) * 0.5 / bw).epsilon(1e-12));
   // send/recv in a 2-rank communicator: the peer has half the p2p channels, so its fill is min(S, F/2).
   for (const double S : {1048576.0, 67108864.0})
     CHECK(seconds(Collective::send_recv, units::bytes(S), g) ==
-          doctest::Approx(8.4e-6 + 3.4e-6 + (S + std::min(S, F / 2)) / bw).epsilon(1e-12));
+          gptest::approx(8.4e-6 + 3.4e-6 + (S + std::min(S, F / 2)) / bw).epsilon(1e-12));
   // A tier built by hand has no p2p figures: the ring's η stands in and no fill is added (the old α–β form).
   const CommGroup plain = one_tier(4, 400.0, 0.80);
-  CHECK(seconds(Collective::all_to_all, units::bytes(1e9), plain) == doctest::Approx(1e9 * 0.75 / (0.80 * 400e9)));
+  CHECK(seconds(Collective::all_to_all, units::bytes(1e9), plain) == gptest::approx(1e9 * 0.75 / (0.80 * 400e9)));
   const auto d = model::collective_cost(Collective::all_to_all, 64_MiB, g, CollectiveAlgorithm::automatic, Explain::on);
   CHECK(d.derivation.formula == "t = t₀ + α + [S + min(S, F)]·(n−1)/n / (BW·η_p2p)");
   bool eta = false, fill = false;
@@ -362,19 +363,19 @@ TEST_CASE("all-to-all and send/recv run at NCCL's p2p efficiency with the p2p pi
 
 TEST_CASE("p2p efficiency: measured on NVLink 4, NVLink 4's p2p/ring ratio elsewhere, the NIC's on the network") {
   const double ratio = 0.659 / 0.81;
-  CHECK(resolved("dgx-a100", 8).scale_up.p2p_efficiency == doctest::Approx(0.78 * ratio));
-  CHECK(resolved("gb200-nvl72", 8).scale_up.p2p_efficiency == doctest::Approx(0.76 * ratio));
-  CHECK(resolved("mi300x-8", 8).scale_up.p2p_efficiency == doctest::Approx(0.70 * ratio));
+  CHECK(resolved("dgx-a100", 8).scale_up.p2p_efficiency == gptest::approx(0.78 * ratio));
+  CHECK(resolved("gb200-nvl72", 8).scale_up.p2p_efficiency == gptest::approx(0.76 * ratio));
+  CHECK(resolved("mi300x-8", 8).scale_up.p2p_efficiency == gptest::approx(0.70 * ratio));
   CHECK(resolved("mi300x-8", 8).scale_up.p2p_fill.raw() == 0.0);  // xGMI: no fill modelled
   CHECK(resolved("dgx-a100", 8).scale_up.p2p_origin.find("assumption") != std::string::npos);
   const CommGroup dp = resolved("dgx-h100", 16, 8);
   REQUIRE(dp.scale_out.has_value());
-  CHECK(dp.scale_out->p2p_efficiency == doctest::Approx(dp.scale_out->bus_efficiency));
+  CHECK(dp.scale_out->p2p_efficiency == gptest::approx(dp.scale_out->bus_efficiency));
   CHECK(dp.scale_out->p2p_fill.raw() == 0.0);
   // Across domains a send/recv is priced as before: the NIC's η, no fill.
   const double S = 1e8;
   CHECK(seconds(Collective::send_recv, units::bytes(S), resolved("dgx-h100", 2, 8)) ==
-        doctest::Approx(8.4e-6 + 14e-6 + S / (50e9 * 0.96)).epsilon(1e-12));
+        gptest::approx(8.4e-6 + 14e-6 + S / (50e9 * 0.96)).epsilon(1e-12));
 }
 
 TEST_CASE("C-a2a-H100-EP2 - NCCL all-to-all between two H100s, measured, out of the eta_p2p fit") {
@@ -389,7 +390,7 @@ TEST_CASE("C-a2a-H100-EP2 - NCCL all-to-all between two H100s, measured, out of 
   for (const auto& p : pts) {
     const double t = seconds(Collective::all_to_all, units::bytes(p.bytes), g) * 1e6;
     MESSAGE(fmt::format("all-to-all {:.0f} MiB: model {:.1f} µs, measured {:.1f} µs", p.bytes / 1048576.0, t, p.us));
-    CHECK(t == doctest::Approx(p.us).epsilon(0.15));
+    CHECK(t == gptest::approx(p.us).epsilon(0.15));
   }
 }
 
@@ -399,18 +400,18 @@ TEST_CASE("resolve_group maps tensor- and data-parallel groups onto NVLink and t
   const CommGroup tp = resolved("dgx-h100", 8, 1);
   CHECK(tp.scale_up_size == 8);
   CHECK(tp.domains() == 1);
-  CHECK(units::to_GBps(tp.scale_up.uni_per_gpu) == doctest::Approx(450));
-  CHECK(tp.scale_up.bus_efficiency == doctest::Approx(0.81));
-  CHECK(tp.scale_up.latency.raw() == doctest::Approx(3.4e-6));
+  CHECK(units::to_GBps(tp.scale_up.uni_per_gpu) == gptest::approx(450));
+  CHECK(tp.scale_up.bus_efficiency == gptest::approx(0.81));
+  CHECK(tp.scale_up.latency.raw() == gptest::approx(3.4e-6));
   CHECK(tp.scale_up.in_network_reduction);
-  CHECK(tp.scale_up.in_network_gain == doctest::Approx(473.1 / 365.6));
+  CHECK(tp.scale_up.in_network_gain == gptest::approx(473.1 / 365.6));
   const CommGroup dp = resolved("dgx-h100", 16, 8);  // one GPU per node
   CHECK(dp.scale_up_size == 1);
   CHECK(dp.domains() == 16);
   REQUIRE(dp.scale_out.has_value());
-  CHECK(units::to_GBps(dp.scale_out->uni_per_gpu) == doctest::Approx(50));
-  CHECK(dp.scale_out->bus_efficiency == doctest::Approx(0.96));
-  CHECK(dp.scale_out->latency.raw() == doctest::Approx(14e-6));
+  CHECK(units::to_GBps(dp.scale_out->uni_per_gpu) == gptest::approx(50));
+  CHECK(dp.scale_out->bus_efficiency == gptest::approx(0.96));
+  CHECK(dp.scale_out->latency.raw() == gptest::approx(14e-6));
   CHECK(dp.scale_out->origin.find("non-blocking (assumption") != std::string::npos);
   const CommGroup strided = resolved("dgx-h100", 8, 2);  // 4 per node
   CHECK(strided.scale_up_size == 4);
@@ -421,13 +422,13 @@ TEST_CASE("resolve_group maps tensor- and data-parallel groups onto NVLink and t
   // GB200 NVL72: 4 GPUs per tray but one 72-GPU NVLink domain; one 400 Gb/s NIC per GPU.
   const CommGroup nvl = resolved("gb200-nvl72", 64);
   CHECK(nvl.scale_up_size == 64);
-  CHECK(units::to_GBps(nvl.scale_up.uni_per_gpu) == doctest::Approx(900));
-  CHECK(nvl.scale_up.bus_efficiency == doctest::Approx(0.76));
+  CHECK(units::to_GBps(nvl.scale_up.uni_per_gpu) == gptest::approx(900));
+  CHECK(nvl.scale_up.bus_efficiency == gptest::approx(0.76));
   REQUIRE(nvl.scale_out.has_value());
-  CHECK(units::to_GBps(nvl.scale_out->uni_per_gpu) == doctest::Approx(50));
+  CHECK(units::to_GBps(nvl.scale_out->uni_per_gpu) == gptest::approx(50));
   // HDR link file gives a 0.6 µs wire latency: the NCCL step (14 µs) includes it.
-  CHECK(resolved("dgx-a100", 16, 8).scale_out->latency.raw() == doctest::Approx(14e-6));
-  CHECK(resolved("dgx-a100", 8).scale_up.bus_efficiency == doctest::Approx(0.78));
+  CHECK(resolved("dgx-a100", 16, 8).scale_out->latency.raw() == gptest::approx(14e-6));
+  CHECK(resolved("dgx-a100", 8).scale_up.bus_efficiency == gptest::approx(0.78));
   CHECK_FALSE(resolved("dgx-a100", 8).scale_up.in_network_reduction);
 }
 
@@ -439,15 +440,15 @@ TEST_CASE("resolve_group divides the scale-out rate by the cluster's oversubscri
   cl.fabric.oversubscription = 2.0;
   const CommGroup g = model::resolve_group(32, 1, node("dgx-h100"), db(), cl);
   REQUIRE(g.scale_out.has_value());
-  CHECK(units::to_GBps(g.scale_out->uni_per_gpu) == doctest::Approx(25));
+  CHECK(units::to_GBps(g.scale_out->uni_per_gpu) == gptest::approx(25));
   CHECK(g.scale_out->origin.find("oversubscription 2") != std::string::npos);
 }
 
 TEST_CASE("xGMI is a full mesh - a pair of MI300X gets one link of the seven") {
   const CommGroup pair = resolved("mi300x-8", 2);
-  CHECK(units::to_GBps(pair.scale_up.uni_per_gpu) == doctest::Approx(64));
-  CHECK(units::to_GBps(resolved("mi300x-8", 8).scale_up.uni_per_gpu) == doctest::Approx(448));
-  CHECK(pair.scale_up.bus_efficiency == doctest::Approx(0.70));
+  CHECK(units::to_GBps(pair.scale_up.uni_per_gpu) == gptest::approx(64));
+  CHECK(units::to_GBps(resolved("mi300x-8", 8).scale_up.uni_per_gpu) == gptest::approx(448));
+  CHECK(pair.scale_up.bus_efficiency == gptest::approx(0.70));
 }
 
 TEST_CASE("describe gives a tier in one line") {
@@ -530,8 +531,8 @@ TEST_CASE("C-allreduce-H200-gpucount-nvls-ramp - NVLS gain grows with the GPU co
     const double ring_bw = busbw_GBps(Collective::all_reduce, units::bytes(S), g, CollectiveAlgorithm::ring);
     MESSAGE(fmt::format("H200 n={} default {:.1f} vs {:.1f} ({:+.1f}%), ring {:.1f} vs {:.1f} ({:+.1f}%)", n, auto_bw,
                         dflt[i], (auto_bw / dflt[i] - 1) * 100, ring_bw, ring[i], (ring_bw / ring[i] - 1) * 100));
-    CHECK(auto_bw == doctest::Approx(dflt[i]).epsilon(0.05));
-    CHECK(ring_bw == doctest::Approx(ring[i]).epsilon(0.05));
+    CHECK(auto_bw == gptest::approx(dflt[i]).epsilon(0.05));
+    CHECK(ring_bw == gptest::approx(ring[i]).epsilon(0.05));
   }
   CHECK(model::collective_cost(Collective::all_reduce, units::bytes(S), resolved("dgx-h200", 4)).algorithm ==
         CollectiveAlgorithm::ring);
@@ -550,8 +551,8 @@ TEST_CASE("C-allreduce-B200-gpucount-nvls-ramp - NVLS gain grows with the GPU co
     const double ring_bw = busbw_GBps(Collective::all_reduce, units::bytes(S), g, CollectiveAlgorithm::ring);
     MESSAGE(fmt::format("B200 n={} default {:.1f} vs {:.1f} ({:+.1f}%), ring {:.1f} vs {:.1f} ({:+.1f}%)", n, auto_bw,
                         dflt[i], (auto_bw / dflt[i] - 1) * 100, ring_bw, ring[i], (ring_bw / ring[i] - 1) * 100));
-    CHECK(auto_bw == doctest::Approx(dflt[i]).epsilon(0.10));
-    CHECK(ring_bw == doctest::Approx(ring[i]).epsilon(0.05));
+    CHECK(auto_bw == gptest::approx(dflt[i]).epsilon(0.10));
+    CHECK(ring_bw == gptest::approx(ring[i]).epsilon(0.05));
   }
 }
 
@@ -564,10 +565,10 @@ TEST_CASE("C-H200-collectives-16GiB - all-reduce NVLS and ring with all-gather a
   const double ag = busbw_GBps(Collective::all_gather, S, g);
   const double rs = busbw_GBps(Collective::reduce_scatter, S, g);
   MESSAGE(fmt::format("16 GiB: AR nvls {:.1f}/480 ring {:.1f}/367.2 AG {:.1f}/361.4 RS {:.1f}/362.9", nv, rg, ag, rs));
-  CHECK(nv == doctest::Approx(480.0).epsilon(0.05));
-  CHECK(rg == doctest::Approx(367.2).epsilon(0.05));
-  CHECK(ag == doctest::Approx(361.4).epsilon(0.05));
-  CHECK(rs == doctest::Approx(362.9).epsilon(0.05));
+  CHECK(nv == gptest::approx(480.0).epsilon(0.05));
+  CHECK(rg == gptest::approx(367.2).epsilon(0.05));
+  CHECK(ag == gptest::approx(361.4).epsilon(0.05));
+  CHECK(rs == gptest::approx(362.9).epsilon(0.05));
 }
 
 TEST_CASE("C-allreduce-B200-1node-vs-4node-EFA - 8 and 32 B200 all-reduce sweeps") {
@@ -602,7 +603,7 @@ TEST_CASE("C-allreduce-B200-1node-vs-4node-EFA - 8 and 32 B200 all-reduce sweeps
     const double t = seconds(Collective::all_reduce, units::bytes(p.bytes), g4) * 1e6;
     table += fmt::format("{:>11.0f} {:>8.1f}us {:>8.1f}us {:>+6.0f}%\n", p.bytes, p.time_us, t, (t / p.time_us - 1) * 100);
     CAPTURE(p.bytes);
-    if (p.bytes >= 512.0 * 1024 * 1024) CHECK(t == doctest::Approx(p.time_us).epsilon(0.15));
+    if (p.bytes >= 512.0 * 1024 * 1024) CHECK(t == gptest::approx(p.time_us).epsilon(0.15));
   }
   MESSAGE(table);
 }
@@ -616,8 +617,8 @@ TEST_CASE("C-allreduce-4x8H200-EFA-32rank-4GiB - 32 H200 ring all-reduce is NVLi
   const double bw = units::to_GBps(c.busbw);
   MESSAGE(fmt::format("4x8 H200 4 GiB: {:.1f} vs 364.87 ({:+.1f}%), algorithm {}", bw, (bw / 364.87 - 1) * 100,
                       int(c.algorithm)));
-  CHECK(bw == doctest::Approx(364.87).epsilon(0.10));
-  CHECK(busbw_GBps(Collective::all_reduce, S, g, CollectiveAlgorithm::ring) == doctest::Approx(364.65).epsilon(0.10));
+  CHECK(bw == gptest::approx(364.87).epsilon(0.10));
+  CHECK(busbw_GBps(Collective::all_reduce, S, g, CollectiveAlgorithm::ring) == gptest::approx(364.65).epsilon(0.10));
 }
 
 TEST_CASE("C-allreduce-MI300X-2vs8 - a pair of MI300X gets one xGMI link") {
@@ -627,8 +628,8 @@ TEST_CASE("C-allreduce-MI300X-2vs8 - a pair of MI300X gets one xGMI link") {
   const double two = busbw_GBps(Collective::all_reduce, S, resolved("mi300x-8", 2));
   const double eight = busbw_GBps(Collective::all_reduce, S, resolved("mi300x-8", 8));
   MESSAGE(fmt::format("MI300X 4 GiB: 2 GPUs {:.1f}/47.67, 8 GPUs {:.1f}/312.9", two, eight));
-  CHECK(two == doctest::Approx(47.671).epsilon(0.10));
-  CHECK(eight == doctest::Approx(312.912).epsilon(0.05));
+  CHECK(two == gptest::approx(47.671).epsilon(0.10));
+  CHECK(eight == gptest::approx(312.912).epsilon(0.05));
 }
 
 TEST_CASE("C-p2p-H100-send-recv - NCCL send/recv between two H100s, measured") {
@@ -643,7 +644,7 @@ TEST_CASE("C-p2p-H100-send-recv - NCCL send/recv between two H100s, measured") {
   for (const auto& p : pts) {
     const double t = seconds(Collective::send_recv, units::bytes(p.bytes), g) * 1e6;
     MESSAGE(fmt::format("send/recv {:.0f} MiB: model {:.1f} µs, measured {:.1f} µs", p.bytes / 1048576.0, t, p.us));
-    CHECK(t == doctest::Approx(p.us).epsilon(0.10));
+    CHECK(t == gptest::approx(p.us).epsilon(0.10));
   }
   const double big = seconds(Collective::send_recv, units::bytes(1073741824.0), g) * 1e6;
   CHECK(big > 2996.45);            // measured 1 GiB: 2996.45 µs on 32 channels
@@ -660,8 +661,8 @@ TEST_CASE("GB200 NVL72 all-reduce over the whole 72-GPU NVLink domain") {
   // 4-GPU trays and that the NVLS gain measured at 8 B200 is not extrapolated to 72 ranks.
   const CommGroup g = resolved("gb200-nvl72", 72);
   REQUIRE(g.domains() == 1);
-  CHECK(seconds(Collective::all_reduce, units::bytes(4294967296.0), g) * 1e6 == doctest::Approx(10094).epsilon(0.10));
-  CHECK(seconds(Collective::all_reduce, units::bytes(8589934592.0), g) * 1e6 == doctest::Approx(20299).epsilon(0.10));
+  CHECK(seconds(Collective::all_reduce, units::bytes(4294967296.0), g) * 1e6 == gptest::approx(10094).epsilon(0.10));
+  CHECK(seconds(Collective::all_reduce, units::bytes(8589934592.0), g) * 1e6 == gptest::approx(20299).epsilon(0.10));
 }
 
 TEST_CASE("a measured (op, group size) fit prices exactly that collective inside one domain") {
@@ -676,8 +677,8 @@ TEST_CASE("a measured (op, group size) fit prices exactly that collective inside
   g.scale_up_fits.push_back({"all_reduce", 4, units::microseconds(0.0), units::microseconds(5.0), 0.40, {}});
   const double after = seconds(Collective::all_gather, b, g);
   // Ring all-gather on 2 GPUs: t₀ + 1 step of α + S·(n−1)/n / (η·B).
-  CHECK(before == doctest::Approx(10e-6 + 1e-6 + b.raw() * 0.5 / (0.80 * 400e9)));
-  CHECK(after == doctest::Approx(5e-6 + b.raw() * 0.5 / (0.40 * 400e9)));
+  CHECK(before == gptest::approx(10e-6 + 1e-6 + b.raw() * 0.5 / (0.80 * 400e9)));
+  CHECK(after == gptest::approx(5e-6 + b.raw() * 0.5 / (0.40 * 400e9)));
   // Another op, or the same op on another group size, keeps the tier's numbers.
   CHECK(seconds(Collective::all_reduce, b, g) == seconds(Collective::all_reduce, b, plain));
   CHECK(seconds(Collective::reduce_scatter, b, g) == seconds(Collective::reduce_scatter, b, plain));

@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/flops.hpp"
@@ -18,7 +19,7 @@ TEST_CASE("training FLOPs per token equal Megatron-LM's 72·l·h²·(1 + s/6h + 
   const double l = double(a.layers), h = double(a.hidden), V = double(a.vocab), s = 2048;
   const double expected = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
   const auto f = model::flops_per_token(a, 2048, Explain::off);
-  CHECK(f.training.raw() == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(f.training.raw() == gptest::approx(expected).epsilon(1e-12));
 }
 
 TEST_CASE("matmul FLOPs are 2 per active non-embedding weight plus the LM head") {
@@ -33,13 +34,13 @@ TEST_CASE("attention FLOPs grow linearly with context and sliding layers stop at
   const auto& llama = arch("llama-3.1-8b");
   const auto a1 = model::flops_per_token(llama, 1000, Explain::off).attention_forward;
   const auto a2 = model::flops_per_token(llama, 2000, Explain::off).attention_forward;
-  CHECK(a2.raw() == doctest::Approx(2 * a1.raw()));
+  CHECK(a2.raw() == gptest::approx(2 * a1.raw()));
   // 4·L·h·c for MHA-sized heads: Llama 3.1 8B has n_q·d = h.
-  CHECK(a1.raw() == doctest::Approx(4.0 * 32 * 4096 * 1000));
+  CHECK(a1.raw() == gptest::approx(4.0 * 32 * 4096 * 1000));
   const auto& oss = arch("gpt-oss-20b");  // half the layers slide over 128 tokens
   const auto short_ctx = model::flops_per_token(oss, 128, Explain::off).attention_forward;
   const auto long_ctx = model::flops_per_token(oss, 1280, Explain::off).attention_forward;
-  CHECK(long_ctx.raw() == doctest::Approx(short_ctx.raw() * (10 + 1) / 2));
+  CHECK(long_ctx.raw() == gptest::approx(short_ctx.raw() * (10 + 1) / 2));
 }
 
 TEST_CASE("KV cache, Llama-2-7B bf16: 512 KiB per token, 1.07/2.15/4.29/17.2 GB (textbook T8, T9)") {
@@ -47,21 +48,21 @@ TEST_CASE("KV cache, Llama-2-7B bf16: 512 KiB per token, 1.07/2.15/4.29/17.2 GB 
   const auto k = model::kv_cache_size(a, 2048, 2.0, Explain::off);
   CHECK(k.per_token_full.raw() == 524288.0);
   CHECK(units::format(k.per_token_full, units::BytePrefix::binary) == "512 KiB");
-  CHECK(units::to_GB(k.per_sequence) == doctest::Approx(1.07).epsilon(0.005));
-  CHECK(units::to_GB(model::kv_cache_size(a, 4096, 2.0, Explain::off).per_sequence) == doctest::Approx(2.15).epsilon(0.005));
-  CHECK(units::to_GB(model::kv_cache_size(a, 8192, 2.0, Explain::off).per_sequence) == doctest::Approx(4.29).epsilon(0.005));
-  CHECK(units::to_GB(model::kv_cache_size(a, 32768, 2.0, Explain::off).per_sequence) == doctest::Approx(17.2).epsilon(0.005));
+  CHECK(units::to_GB(k.per_sequence) == gptest::approx(1.07).epsilon(0.005));
+  CHECK(units::to_GB(model::kv_cache_size(a, 4096, 2.0, Explain::off).per_sequence) == gptest::approx(2.15).epsilon(0.005));
+  CHECK(units::to_GB(model::kv_cache_size(a, 8192, 2.0, Explain::off).per_sequence) == gptest::approx(4.29).epsilon(0.005));
+  CHECK(units::to_GB(model::kv_cache_size(a, 32768, 2.0, Explain::off).per_sequence) == gptest::approx(17.2).epsilon(0.005));
 }
 
 TEST_CASE("KV cache, Llama-3-70B GQA 8K bf16: 2.68 GB = 2.5 GiB per sequence (textbook T10)") {
   const auto k = model::kv_cache_size(arch("llama-3-70b"), 8192, 2.0, Explain::off);
-  CHECK(units::to_GB(k.per_sequence) == doctest::Approx(2.68).epsilon(0.005));
-  CHECK(units::to_GiB(k.per_sequence) == doctest::Approx(2.5));
+  CHECK(units::to_GB(k.per_sequence) == gptest::approx(2.68).epsilon(0.005));
+  CHECK(units::to_GiB(k.per_sequence) == gptest::approx(2.5));
 }
 
 TEST_CASE("KV cache, 70B at 4K is 1.34 GB (textbook T11)") {
   CHECK(units::to_GB(model::kv_cache_size(arch("llama-3.1-70b"), 4096, 2.0, Explain::off).per_sequence) ==
-        doctest::Approx(1.34).epsilon(0.005));
+        gptest::approx(1.34).epsilon(0.005));
 }
 
 TEST_CASE("MLA caches the latent: DeepSeek-V3 stores (512 + 64)·61 elements per token") {
@@ -89,7 +90,7 @@ TEST_CASE("ridge points: H100 295, H200 206, B200 281 FLOP/B (textbook T2)") {
   auto ridge = [](units::FlopRate p, units::Bandwidth b) {
     return model::ridge_point(p, b, Origin::datasheet("x"), Origin::datasheet("y"), Explain::off).value.raw();
   };
-  CHECK(ridge(989_TFLOPs, 3.35_TBps) == doctest::Approx(295.2).epsilon(0.001));
-  CHECK(ridge(989_TFLOPs, 4.8_TBps) == doctest::Approx(206.0).epsilon(0.001));
-  CHECK(ridge(2250_TFLOPs, 8.0_TBps) == doctest::Approx(281.25));
+  CHECK(ridge(989_TFLOPs, 3.35_TBps) == gptest::approx(295.2).epsilon(0.001));
+  CHECK(ridge(989_TFLOPs, 4.8_TBps) == gptest::approx(206.0).epsilon(0.001));
+  CHECK(ridge(2250_TFLOPs, 8.0_TBps) == gptest::approx(281.25));
 }

@@ -3,6 +3,7 @@
 // (dense GQA, MoE, MLA + MoE, DeepSeek-V3.2's sparse attention, two hybrids with SSM / linear-attention mixers), and
 // hand-worked values: Llama-3.1-8B at TP 8, DeepSeek-V3.2's indexer replicated on every TP rank, wide EP.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <string>
@@ -83,13 +84,13 @@ void check_every_stage(const wl::TransformerArch& a, int tp, int pp, StoreDtype 
   for (const StageMemory& s : r.stages) {
     const double want = stage_bytes_by_ops(a, s.layers, tp, edp, r.token.kv_heads_per_gpu, bq);
     CAPTURE(s.layers.stage);
-    CHECK(s.weights.raw() == doctest::Approx(want).epsilon(1e-12));
+    CHECK(s.weights.raw() == gptest::approx(want).epsilon(1e-12));
     sum += want;
   }
   // The whole model: every tensor once (t = 1, all KV heads, no wide EP), one stage.
   StageLayers whole = pipeline_stages(a, 1).front();
   const double total = stage_bytes_by_ops(a, whole, 1, 1, double(std::max<std::int64_t>(1, a.kv_heads)), bq);
-  CHECK(r.weights_total.raw() == doctest::Approx(total).epsilon(1e-12));
+  CHECK(r.weights_total.raw() == gptest::approx(total).epsilon(1e-12));
   CHECK(sum > 0.0);
 }
 
@@ -150,7 +151,7 @@ TEST_CASE("DeepSeek-V3.2 serving: every TP rank holds the whole lightning indexe
   CHECK(g.small - g3.small == 458'752);
   const double fp8_with = serve(a, plan(8, 1, StoreDtype::fp8)).stages.front().weights.raw();
   const double fp8_without = serve(v3, plan(8, 1, StoreDtype::fp8)).stages.front().weights.raw();
-  CHECK(fp8_with - fp8_without == doctest::Approx(61.0 * (13'500'672 * (1.0 + 4.0 / 7168) + 458'752 * 2.0)).epsilon(1e-9));
+  CHECK(fp8_with - fp8_without == gptest::approx(61.0 * (13'500'672 * (1.0 + 4.0 / 7168) + 458'752 * 2.0)).epsilon(1e-9));
 }
 
 TEST_CASE("wide EP divides only the routed experts: DeepSeek-V3 at TP 8 with 2 attention-DP ranks") {

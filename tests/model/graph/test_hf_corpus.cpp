@@ -4,6 +4,7 @@
 // README.md there states the tolerance rule: 1% of the published figure; half a unit of its last digit ("8B" is 7.5B
 // to 8.5B) only for a figure the manifest lists under rounding_rule, saying what was searched for a finer one.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -87,8 +88,8 @@ TEST_CASE("the published-figure rule: 1%, or the publisher's rounding where the 
   CHECK_FALSE(matches(1.76e9, parse_figure("1.7B"), why));
   CHECK(matches(116.83e9 * 1.0099, parse_figure("116.83B"), why));  // 1% is wider than 0.005B
   CHECK_FALSE(matches(116.83e9 * 1.0101, parse_figure("116.83B"), why));
-  CHECK(parse_figure("1T").value_B == doctest::Approx(1000.0));
-  CHECK(parse_figure("1T").half_unit_B == doctest::Approx(500.0));
+  CHECK(parse_figure("1T").value_B == gptest::approx(1000.0));
+  CHECK(parse_figure("1T").half_unit_B == gptest::approx(500.0));
 }
 
 TEST_CASE("hf corpus: over 100 real config.json files import within the publisher's figures or are refused with a reason") {
@@ -158,7 +159,7 @@ TEST_CASE("hf corpus: over 100 real config.json files import within the publishe
     for (const auto& name : rounding_only) CHECK_MESSAGE(e.contains(name), name << " under rounding_rule is no figure");
     if (e.contains("kv_bytes_per_token_bf16")) {
       const auto kv = model::kv_token_bytes(m->arch, model::default_kv_quant(model::StoreDtype::bf16), 1, Explain::off);
-      CHECK(kv.per_token_model.raw() == doctest::Approx(e["kv_bytes_per_token_bf16"].get<double>()));
+      CHECK(kv.per_token_model.raw() == gptest::approx(e["kv_bytes_per_token_bf16"].get<double>()));
     }
     // A config with a vision tower counts it in the total exactly when the manifest says the figure includes it.
     CHECK(m->arch.vision.has_value() == e.value("vision", false));
@@ -205,7 +206,7 @@ TEST_CASE("Qwen2.5-VL-7B: the vision tower by hand, the Hub's 8.29B, 256 tokens 
   const double attention = 28.0 * 2 * 1024 * 64 * 1280 + 4.0 * 2 * 1024 * 1024 * 1280;
   const double linear = 1024.0 * (1'280 * 3'840 + 1'280 * 1'280 + 3 * 1'280 * 3'420);
   const double macs = 1024.0 * 1'280 * 6 * 14 * 14 + 32.0 * linear + attention + 256.0 * (5'120 * 5'120 + 5'120 * 3'584);
-  CHECK(vt.flops_per_image.raw() == doctest::Approx(2.0 * macs));
+  CHECK(vt.flops_per_image.raw() == gptest::approx(2.0 * macs));
   const auto p = model::parameter_counts(m->arch, Explain::off);
   CHECK(p.total == 7'615'616'512 + 676'550'144);
   CHECK(p.active == 7'615'616'512);  // the tower runs per image, not per text token

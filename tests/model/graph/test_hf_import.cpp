@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -72,8 +73,8 @@ TEST_CASE("MoE fields: Qwen2-MoE shared expert with gate, Mixtral local experts"
   // Qwen1.5-MoE-A2.7B: 14.3B total, 2.7B activated (Qwen blog, "Qwen1.5-MoE: Matching 7B Model Performance with 1/3
   // Activated Parameters"); the activated figure there excludes embeddings.
   const auto p = model::parameter_counts(q, Explain::off);
-  CHECK(static_cast<double>(p.total) / 1e9 == doctest::Approx(14.3).epsilon(0.005));
-  CHECK(static_cast<double>(p.active - p.embedding - p.lm_head) / 1e9 == doctest::Approx(2.0).epsilon(0.05));
+  CHECK(static_cast<double>(p.total) / 1e9 == gptest::approx(14.3).epsilon(0.005));
+  CHECK(static_cast<double>(p.active - p.embedding - p.lm_head) / 1e9 == gptest::approx(2.0).epsilon(0.05));
 }
 
 TEST_CASE("DeepSeek layer pattern: first_k_dense_replace dense layers, then every moe_layer_freq-th") {
@@ -133,7 +134,7 @@ TEST_CASE("dropout probabilities: GPT-2, BERT and Llama spellings, and the GPT-s
   const auto llama = hf(R"({"model_type":"llama","hidden_size":4096,"num_hidden_layers":32,"num_attention_heads":32,
     "intermediate_size":11008,"vocab_size":32000,"tie_word_embeddings":false,"attention_dropout":0.1})");
   REQUIRE(llama.attention_dropout.has_value());
-  CHECK(*llama.attention_dropout == doctest::Approx(0.1));
+  CHECK(*llama.attention_dropout == gptest::approx(0.1));
   CHECK(llama.attention_dropout_on());
   CHECK_FALSE(llama.hidden_dropout_on());  // gated/RMSNorm and silent on hidden dropout: none assumed
   const auto bert = hf(R"({"model_type":"bert","hidden_size":768,"num_hidden_layers":12,"num_attention_heads":12,
@@ -216,7 +217,7 @@ TEST_CASE("DeepSeek-V2-Lite: q_lora_rank null is MLA without query compression")
   CHECK(a.moe->experts_per_token == 6);
   // DeepSeek-V2 paper (arXiv:2405.04434), DeepSeek-V2-Lite: 15.7B total parameters.
   const auto total = static_cast<double>(model::parameter_counts(a, Explain::off).total);
-  CHECK(total / 1e9 == doctest::Approx(15.7).epsilon(0.005));
+  CHECK(total / 1e9 == gptest::approx(15.7).epsilon(0.005));
 }
 
 TEST_CASE("experts per token must be <= number of experts: top-k above the count is an error, not a dense model") {

@@ -8,6 +8,7 @@
 // states it (the values test_hf_rules.cpp checks by hand), the other keys as recalled from those files — not a
 // byte-for-byte copy — and the publisher's figure cited beside them.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -67,13 +68,13 @@ void audit(const Audit& x) {
   const auto m = wl_io::load_model_file(x.path);
   REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
   const auto p = model::parameter_counts(m->arch, Explain::off);
-  CHECK(double(p.total) == doctest::Approx(x.total).epsilon(x.tolerance));
+  CHECK(double(p.total) == gptest::approx(x.total).epsilon(x.tolerance));
   if (x.active > 0.0) {
     const double active = double(x.active_without_input_embedding ? p.active - p.embedding : p.active);
-    CHECK(active == doctest::Approx(x.active).epsilon(std::max(x.tolerance, x.active_tolerance)));
+    CHECK(active == gptest::approx(x.active).epsilon(std::max(x.tolerance, x.active_tolerance)));
   }
   const auto kv = model::kv_cache_size(m->arch, x.context, 2.0, Explain::off);
-  CHECK(kv.per_sequence.raw() == doctest::Approx(x.kv_state_bytes).epsilon(1e-9));
+  CHECK(kv.per_sequence.raw() == gptest::approx(x.kv_state_bytes).epsilon(1e-9));
 
   // model show names each layer kind.
   const auto show = cli_test::run({"model", "show", x.path, "--format", "json"});
@@ -296,7 +297,7 @@ TEST_CASE("issue 23 done-when: llava-1.5-7b, Aya-23-8B and StarCoder2-7B (defaul
     REQUIRE_MESSAGE(show.rc == 0, show.err);
     const auto j = nlohmann::json::parse(show.out);
     CHECK(j["architecture"]["layer_kinds"].size() == 1);
-    CHECK(j["params"]["total"].get<double>() == doctest::Approx(7.0e9).epsilon(0.5 / 7.0));
+    CHECK(j["params"]["total"].get<double>() == gptest::approx(7.0e9).epsilon(0.5 / 7.0));
     CHECK(j["params"]["vision"].get<double>() == 303'507'456.0 + 20'979'712.0);
     CHECK(j["params"]["total"] == 7'063'427'072);
     const auto sv = cli_test::run({"serve", "-m", l.path, "--gpu", "h100", "--images-per-request", "1"});
@@ -400,8 +401,8 @@ TEST_CASE("issue 23 audit: a hybrid's decode reads its Mamba-2 state and the att
   };
   constexpr double state = 3.0 * (16'384 + 2 * 8 * 256) * 2 + 256.0 * 64 * 256 * 4;
   CHECK(state == 16'900'096.0);
-  CHECK(kv_read(8192) == doctest::Approx(4.0 * (10.0 * 8193 * 4096 + 54.0 * state)));
-  CHECK(kv_read(16384) - kv_read(8192) == doctest::Approx(4.0 * 10.0 * 8192 * 4096));
+  CHECK(kv_read(8192) == gptest::approx(4.0 * (10.0 * 8193 * 4096 + 54.0 * state)));
+  CHECK(kv_read(16384) - kv_read(8192) == gptest::approx(4.0 * 10.0 * 8192 * 4096));
 }
 
 TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and an indexer layer's saved tensors") {
@@ -426,7 +427,7 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   model::LayerKind gdn;
   gdn.mixer = wl::Mixer::gated_deltanet;
   gdn.moe = true;
-  CHECK(bytes(next->arch, gdn, Part::mixer) == doctest::Approx(78'016.0));
+  CHECK(bytes(next->arch, gdn, Part::mixer) == gptest::approx(78'016.0));
   CHECK(bytes(next->arch, gdn, Part::attention) == 0.0);
   // Nemotron-H-56B's Mamba-2 (h 8192, 256 heads of 64, N 256, 8 groups): norm input 8192·2, in_proj input 8192·2,
   // z·x·B·C·dt (2·16384 + 2·8·256 + 256)·2, scan output 16384·2, dt and dA_cumsum 2·256·4, out_proj input 16384·2 =
@@ -436,7 +437,7 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   model::LayerKind mamba;
   mamba.mixer = wl::Mixer::mamba2;
   mamba.ffn = false;
-  CHECK(bytes(nh->arch, mamba, Part::mixer) == doctest::Approx(174'592.0));
+  CHECK(bytes(nh->arch, mamba, Part::mixer) == gptest::approx(174'592.0));
   CHECK(bytes(nh->arch, mamba, Part::mlp) == 0.0);
   // GLM-5.2's indexer layer keeps the indexer's q 32·128·2, k 128·2, weights 32·4, the fp32 scores and int32
   // indices of min(2048, s) keys: 24,960 B more than a layer that shares its top-k; on every TP rank whole.
@@ -446,7 +447,7 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   full.moe = shared.moe = true;
   shared.shared_index = true;
   CHECK(bytes(glm->arch, full, Part::attention) - bytes(glm->arch, shared, Part::attention) ==
-        doctest::Approx(24'960.0));
+        gptest::approx(24'960.0));
   // The stage's activations follow the kinds: GLM-5.2's mean layer keeps 57/78 of the indexer's terms less than
   // GLM-5's (same shapes otherwise).
   const auto glm5 = wl_io::load_model_file(kCorpus + "zai-org--GLM-5/config.json");
@@ -455,5 +456,5 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   plan.seq_len = 4096;
   const double mean5 = model::activation_bytes_per_layer(glm5->arch, plan, model::ActivationLayout::megatron).raw();
   const double mean52 = model::activation_bytes_per_layer(glm->arch, plan, model::ActivationLayout::megatron).raw();
-  CHECK(mean5 - mean52 == doctest::Approx(57.0 / 78.0 * 24'960.0 * 4096.0));
+  CHECK(mean5 - mean52 == gptest::approx(57.0 / 78.0 * 24'960.0 * 4096.0));
 }

@@ -2,6 +2,7 @@
 // (data/hf/config_keys.json: ignored, not counted, refused) or an error; transformers' per-model-type defaults
 // (data/hf/model_type_defaults.json) fill absent keys and are listed; sliding/global layer patterns; Infinity.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -217,7 +218,7 @@ TEST_CASE("Gemma 2: without layer_types, layers alternate sliding and global (tr
   CHECK(model::parameter_counts(a, Explain::off).total == 9'241'705'984);
   // KV at 8K in bf16: per layer and token 2 x 8 heads x 256 x 2 B = 8 KiB; 21 global layers hold 8,192 tokens,
   // 21 sliding layers 4,096: 21 x 8192 x 8192 + 21 x 4096 x 8192 = 2,113,929,216 B (all-sliding gave 1.41 GB).
-  CHECK(kv_sequence_bytes(a, 8192) == doctest::Approx(2'113'929'216.0));
+  CHECK(kv_sequence_bytes(a, 8192) == gptest::approx(2'113'929'216.0));
   // layer_types, when present, wins.
   std::string types = R"(,"layer_types":[)";
   for (int i = 0; i < 42; ++i) types += std::string(i ? "," : "") + (i < 40 ? "\"full_attention\"" : "\"sliding_attention\"");
@@ -241,7 +242,7 @@ TEST_CASE("Gemma 3 multimodal: text_config defaults, every 6th layer global, the
   CHECK(a.vocab == 262208);
   CHECK(a.sliding_layer_count() == 52);  // layers 5, 11, ..., 59 are global: 10 of 62
   // KV at 32K in bf16: 2 x 16 x 128 x 2 B = 8 KiB per layer and token; 10 x 32768 x 8192 + 52 x 1024 x 8192.
-  CHECK(kv_sequence_bytes(a, 32768) == doctest::Approx(3'120'562'176.0));
+  CHECK(kv_sequence_bytes(a, 32768) == gptest::approx(3'120'562'176.0));
   // The SigLIP encoder by hand (896 px, 14 px patches: 4,096 patches): patch conv 1152·3·14·14 + 1152 = 678,528,
   // positions 4,096·1152 = 4,718,592, 27 blocks of 2 LayerNorms 4,608 + qkv 3·(1152² + 1152) + out 1152² + 1152 +
   // fc1 1152·4304 + 4304 + fc2 4304·1152 + 1152 = 15,239,504, post LayerNorm 2,304: 416,866,032 — the Gemma 3
@@ -258,7 +259,7 @@ TEST_CASE("Gemma 3 multimodal: text_config defaults, every 6th layer global, the
   const double macs = 4096.0 * 677'376 + 27.0 * (4096.0 * (4.0 * 1152 * 1152 + 2.0 * 1152 * 4304) +
                                                  2.0 * 4096 * 4096 * 1152) +
                       256.0 * 1152 * 5376;
-  CHECK(vt.flops_per_image.raw() == doctest::Approx(2.0 * macs));
+  CHECK(vt.flops_per_image.raw() == gptest::approx(2.0 * macs));
   CHECK(model::parameter_counts(a, Explain::off).vision == vt.parameters);
   CHECK(has(a.assumptions, "layer_types absent: 52 layers of 62 use the 1024-token sliding window (transformers' rule "
                            "for model_type 'gemma3_text': every 6th layer is full attention, the others slide)"));
@@ -360,10 +361,10 @@ TEST_CASE("real config.json files: publishers' totals within 1%, unsupported arc
     auto m = load(c.name);
     REQUIRE_MESSAGE(m.ok(), m.diagnostics().to_string());
     const auto p = model::parameter_counts(m->arch, Explain::off);
-    CHECK(static_cast<double>(p.total) / 1e9 == doctest::Approx(c.total_B).epsilon(0.01));
+    CHECK(static_cast<double>(p.total) / 1e9 == gptest::approx(c.total_B).epsilon(0.01));
     if (c.active_B > 0) {
       const double active = static_cast<double>(c.active_without_embedding ? p.active - p.embedding : p.active) / 1e9;
-      CHECK(active == doctest::Approx(c.active_B).epsilon(0.01));
+      CHECK(active == gptest::approx(c.active_B).epsilon(0.01));
     }
     CHECK_FALSE(m->ignored_keys.empty());  // every real config carries metadata that is listed as ignored
   }
@@ -439,9 +440,9 @@ TEST_CASE("Llama 4: chunked attention on the RoPE layers, every 4th layer global
   CHECK(a.attended_tokens(0, 100) == 100);
   // KV at 300 tokens in bf16: 2·2 heads·16·2 B = 128 B per layer and token; 2 global layers × 300 + 6 chunked × 128
   // = 1,368 token-layers = 175,104 B.
-  CHECK(kv_sequence_bytes(a, 300) == doctest::Approx(175'104.0));
+  CHECK(kv_sequence_bytes(a, 300) == gptest::approx(175'104.0));
   // Attention FLOPs per token at context 300: 2·n_q·(d_qk + d_v) per attended token = 256 · 1,368.
-  CHECK(model::flops_per_token(a, 300, Explain::off).attention_forward.raw() == doctest::Approx(350'208.0));
+  CHECK(model::flops_per_token(a, 300, Explain::off).attention_forward.raw() == gptest::approx(350'208.0));
   // An explicit no_rope_layers list: 0 = NoPE, global.
   const auto b = hf(kLlama4 + R"(,"no_rope_layers":[1,1,0,0,1,1,1,1]})");
   CHECK(b.chunked_layer_count() == 6);
@@ -507,15 +508,15 @@ TEST_CASE("Llama 4 Scout and Maverick: the language models by hand, the publishe
   // which its copy here lacks: with Maverick's tower (the same vision_config; its blocks: q, k, v, o with biases
   // 4·(1408² + 1408), fc1 and fc2 with biases 2·1408·5632 + 5632 + 1408, two LayerNorms 4·1408 = 23,807,872)
   // it is 108.64B (-0.33%).
-  CHECK(double(pm.total) / 1e9 == doctest::Approx(400.0).epsilon(0.01));
-  CHECK(double(ps.total + llama4_vision) / 1e9 == doctest::Approx(109.0).epsilon(0.01));
+  CHECK(double(pm.total) / 1e9 == gptest::approx(400.0).epsilon(0.01));
+  CHECK(double(ps.total + llama4_vision) / 1e9 == gptest::approx(109.0).epsilon(0.01));
   for (const auto active : {ps.active, pm.active}) {
     CHECK(double(active) / 1e9 >= 16.5);
     CHECK(double(active) / 1e9 < 17.5);
   }
   // 36 chunked layers of 8192 tokens, 12 global: KV at 32K in bf16 = (12·32,768 + 36·8,192)·4,096 B.
   CHECK(scout->arch.chunked_layer_count() == 36);
-  CHECK(kv_sequence_bytes(scout->arch, 32768) == doctest::Approx(2'818'572'288.0));
+  CHECK(kv_sequence_bytes(scout->arch, 32768) == gptest::approx(2'818'572'288.0));
   REQUIRE(maverick->arch.vision);
   CHECK(maverick->arch.vision->kind == "llama4_vision_model");
   // 24×24 patches of 14 px at 336 px, pixel-shuffled 2×2 (ratio 0.5): 144 image tokens per tile.

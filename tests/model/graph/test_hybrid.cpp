@@ -1,6 +1,7 @@
 // Hybrid layer kinds (#23 deliverable 2): Mamba-2 mixers, mixer-only and FFN-only layers (Nemotron-H), their
 // parameters, FLOPs, state cache and the {mixer} × {FFN} layer kinds of the op graph.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -73,26 +74,26 @@ TEST_CASE("Mamba-2: FLOPs of one layer by hand, the state per sequence, no KV on
   CHECK(f.matmul_params == 2 * 14'592 + 12'288 + 12'288 + 6'400);
   // SSD scan per token and layer at context 100 (chunk Q = 32, P = 16, N = 8, 4 heads, 2 groups):
   // 4·(2·32·16 + 4·8·16) + 2·2·32·8 = 4·(1,024 + 512) + 1,024 = 7,168.
-  CHECK(ssd_scan_flops_per_token(4, 16, 8, 2, 32, 100) == doctest::Approx(7'168.0));
-  CHECK(f.ssm_forward.raw() == doctest::Approx(2 * 7'168.0));
+  CHECK(ssd_scan_flops_per_token(4, 16, 8, 2, 32, 100) == gptest::approx(7'168.0));
+  CHECK(f.ssm_forward.raw() == gptest::approx(2 * 7'168.0));
   // Attention on the one attention layer only: 2·4·(16 + 16)·100.
-  CHECK(f.attention_forward.raw() == doctest::Approx(2.0 * 4 * 32 * 100));
+  CHECK(f.attention_forward.raw() == gptest::approx(2.0 * 4 * 32 * 100));
   // A chunk longer than the sequence is cut to it: Q = 10.
-  CHECK(ssd_scan_flops_per_token(4, 16, 8, 2, 32, 10) == doctest::Approx(4 * (2 * 10 * 16 + 4 * 8 * 16) + 2 * 2 * 10 * 8));
+  CHECK(ssd_scan_flops_per_token(4, 16, 8, 2, 32, 10) == gptest::approx(4 * (2 * 10 * 16 + 4 * 8 * 16) + 2 * 2 * 10 * 8));
   // Cache of a sequence of 1,000 tokens in bf16: KV on the attention layer 2·2·16·2 B·1,000 = 128,000 B; each Mamba-2
   // layer holds (4 − 1)·96 conv elements in bf16 (576 B) and 4·16·8 = 512 SSM elements in float32 (the transformers
   // default of mamba_ssm_cache_dtype, which vLLM takes: 2,048 B), whatever the length.
   const auto kv = kv_cache_size(a, 1000, 2.0, Explain::off);
-  CHECK(kv.per_token_full.raw() == doctest::Approx(128.0));
-  CHECK(kv.state_per_sequence.raw() == doctest::Approx(2 * (576.0 + 2'048.0)));
-  CHECK(kv.per_sequence.raw() == doctest::Approx(128'000.0 + 2 * 2'624.0));
-  CHECK(kv_cache_size(a, 10, 2.0, Explain::off).state_per_sequence.raw() == doctest::Approx(2 * 2'624.0));
+  CHECK(kv.per_token_full.raw() == gptest::approx(128.0));
+  CHECK(kv.state_per_sequence.raw() == gptest::approx(2 * (576.0 + 2'048.0)));
+  CHECK(kv.per_sequence.raw() == gptest::approx(128'000.0 + 2 * 2'624.0));
+  CHECK(kv_cache_size(a, 10, 2.0, Explain::off).state_per_sequence.raw() == gptest::approx(2 * 2'624.0));
   // bfloat16 SSM state when the config says so; under TP 2 each rank holds half the heads and channels.
   const auto b = hf(kTiny + R"(,"mamba_ssm_cache_dtype":"bfloat16"})");
-  CHECK(mamba2_state_bytes(b, 1).total().raw() == doctest::Approx(576.0 + 1'024.0));
-  CHECK(mamba2_state_bytes(b, 2).total().raw() == doctest::Approx(288.0 + 512.0));
+  CHECK(mamba2_state_bytes(b, 1).total().raw() == gptest::approx(576.0 + 1'024.0));
+  CHECK(mamba2_state_bytes(b, 2).total().raw() == gptest::approx(288.0 + 512.0));
   // TP 4 over 2 groups: vLLM replicates the groups up to 4 (extra_groups_for_head_shards): (64 + 2·4·8)/4 channels.
-  CHECK(mamba2_state_bytes(b, 4).conv_elements == doctest::Approx(3.0 * (64 + 2 * 4 * 8) / 4.0));
+  CHECK(mamba2_state_bytes(b, 4).conv_elements == gptest::approx(3.0 * (64 + 2 * 4 * 8) / 4.0));
 }
 
 TEST_CASE("Nemotron-H import: malformed patterns and Mamba keys elsewhere are refused") {
@@ -121,12 +122,12 @@ TEST_CASE("Nemotron-H-8B: published 8B, Mamba-2 state instead of KV on 24 of 52 
   // + 4,096 = 8,100,852,736; the paper's 8B within its rounding (+1.3%).
   const auto p = parameter_counts(a, Explain::off);
   CHECK(p.total == 8'100'852'736);
-  CHECK(double(p.total) / 1e9 == doctest::Approx(8.0).epsilon(0.02));
+  CHECK(double(p.total) / 1e9 == gptest::approx(8.0).epsilon(0.02));
   // KV on the 4 attention layers: 4·2·8·128·2 B = 16,384 B per token; state 24·(3·10,240·2 B + 128·64·128·4 B).
   const auto kv = kv_cache_size(a, 8192, 2.0, Explain::off);
-  CHECK(kv.per_token_full.raw() == doctest::Approx(16'384.0));
-  CHECK(kv.state_per_sequence.raw() == doctest::Approx(24.0 * (3 * 10'240 * 2 + 128 * 64 * 128 * 4)));
-  CHECK(kv.per_sequence.raw() == doctest::Approx(16'384.0 * 8192 + 102'137'856.0));
+  CHECK(kv.per_token_full.raw() == gptest::approx(16'384.0));
+  CHECK(kv.state_per_sequence.raw() == gptest::approx(24.0 * (3 * 10'240 * 2 + 128 * 64 * 128 * 4)));
+  CHECK(kv.per_sequence.raw() == gptest::approx(16'384.0 * 8192 + 102'137'856.0));
 }
 
 TEST_CASE("real Nemotron-H configs: 56B and Nemotron-3 Nano 30B-A3B within 1% of the published counts") {
@@ -138,7 +139,7 @@ TEST_CASE("real Nemotron-H configs: 56B and Nemotron-3 Nano 30B-A3B within 1% of
     // arXiv:2504.03624: 56B. By hand 54 Mamba-2 + 10 attention + 54 MLP layers: 56,324,350,464.
     const auto p = parameter_counts(m->arch, Explain::off);
     CHECK(p.total == 56'324'350'464);
-    CHECK(double(p.total) / 1e9 == doctest::Approx(56.0).epsilon(0.01));
+    CHECK(double(p.total) / 1e9 == gptest::approx(56.0).epsilon(0.01));
   }
   {
     auto m = load("nemotron-3-nano-30b-a3b-bf16");
@@ -152,9 +153,9 @@ TEST_CASE("real Nemotron-H configs: 56B and Nemotron-3 Nano 30B-A3B within 1% of
     const auto p = parameter_counts(a, Explain::off);
     CHECK(p.total == 31'577'940'288);
     CHECK(p.active == 3'580'076'352);
-    CHECK(double(p.total) / 1e9 == doctest::Approx(31.6).epsilon(0.01));
-    CHECK(double(p.active - p.embedding) / 1e9 == doctest::Approx(3.2).epsilon(0.01));
-    CHECK(double(p.active) / 1e9 == doctest::Approx(3.6).epsilon(0.01));
+    CHECK(double(p.total) / 1e9 == gptest::approx(31.6).epsilon(0.01));
+    CHECK(double(p.active - p.embedding) / 1e9 == gptest::approx(3.2).epsilon(0.01));
+    CHECK(double(p.active) / 1e9 == gptest::approx(3.6).epsilon(0.01));
   }
 }
 

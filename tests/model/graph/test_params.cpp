@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/model/params.hpp"
 #include "library.hpp"
@@ -43,23 +44,23 @@ TEST_CASE("every shipped model with a published count matches it within 0.5% (to
 TEST_CASE("named parameter counts from the publishers") {
   auto billions = [](const char* id) { return static_cast<double>(model::parameter_counts(arch(id), Explain::off).total) / 1e9; };
   auto active = [](const char* id) { return static_cast<double>(model::parameter_counts(arch(id), Explain::off).active) / 1e9; };
-  CHECK(billions("llama-3.1-8b") == doctest::Approx(8.03).epsilon(0.005));   // Meta model card
-  CHECK(billions("llama-3.1-70b") == doctest::Approx(70.6).epsilon(0.005));  // Meta model card
-  CHECK(billions("llama-3.1-405b") == doctest::Approx(405.9).epsilon(0.005));
-  CHECK(billions("mixtral-8x7b") == doctest::Approx(46.7).epsilon(0.005));   // arXiv:2401.04088
-  CHECK(active("mixtral-8x7b") == doctest::Approx(12.9).epsilon(0.005));
-  CHECK(billions("deepseek-v3") == doctest::Approx(671).epsilon(0.005));     // arXiv:2412.19437
-  CHECK(billions("gpt3-175b") == doctest::Approx(175).epsilon(0.005));       // Brown et al. 2020, Table 2.1
-  CHECK(billions("llama-2-7b") == doctest::Approx(6.74).epsilon(0.005));
-  CHECK(billions("llama-2-70b") == doctest::Approx(68.98).epsilon(0.005));
+  CHECK(billions("llama-3.1-8b") == gptest::approx(8.03).epsilon(0.005));   // Meta model card
+  CHECK(billions("llama-3.1-70b") == gptest::approx(70.6).epsilon(0.005));  // Meta model card
+  CHECK(billions("llama-3.1-405b") == gptest::approx(405.9).epsilon(0.005));
+  CHECK(billions("mixtral-8x7b") == gptest::approx(46.7).epsilon(0.005));   // arXiv:2401.04088
+  CHECK(active("mixtral-8x7b") == gptest::approx(12.9).epsilon(0.005));
+  CHECK(billions("deepseek-v3") == gptest::approx(671).epsilon(0.005));     // arXiv:2412.19437
+  CHECK(billions("gpt3-175b") == gptest::approx(175).epsilon(0.005));       // Brown et al. 2020, Table 2.1
+  CHECK(billions("llama-2-7b") == gptest::approx(6.74).epsilon(0.005));
+  CHECK(billions("llama-2-70b") == gptest::approx(68.98).epsilon(0.005));
 }
 
 TEST_CASE("DeepSeek-V3: 37B active = 36.6B without the input embedding, MTP module counted apart") {
   const auto p = model::parameter_counts(arch("deepseek-v3"), Explain::off);
-  CHECK(static_cast<double>(p.active - p.embedding) / 1e9 == doctest::Approx(36.6).epsilon(0.005));
-  CHECK(static_cast<double>(p.active) / 1e9 == doctest::Approx(37.0).epsilon(0.02));
+  CHECK(static_cast<double>(p.active - p.embedding) / 1e9 == gptest::approx(36.6).epsilon(0.005));
+  CHECK(static_cast<double>(p.active) / 1e9 == gptest::approx(37.0).epsilon(0.02));
   // The MTP module is ~11.5B (DeepSeek-V3 README_WEIGHTS: 685B on the Hub = 671B + 14B incl. shared parts).
-  CHECK(static_cast<double>(p.mtp) / 1e9 == doctest::Approx(11.6).epsilon(0.02));
+  CHECK(static_cast<double>(p.mtp) / 1e9 == gptest::approx(11.6).epsilon(0.02));
 }
 
 TEST_CASE("Megatron GPT count equals the paper's closed form 12·l·h²·(1 + 13/12h + (V+s)/12lh)") {
@@ -70,7 +71,7 @@ TEST_CASE("Megatron GPT count equals the paper's closed form 12·l·h²·(1 + 13
     const double l = double(a.layers), h = double(a.hidden), V = double(a.vocab), s = double(a.max_position);
     const double closed = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
     const auto p = model::parameter_counts(a, Explain::off);
-    CHECK(static_cast<double>(p.total) == doctest::Approx(closed + 2 * h).epsilon(1e-12));
+    CHECK(static_cast<double>(p.total) == gptest::approx(closed + 2 * h).epsilon(1e-12));
   }
 }
 

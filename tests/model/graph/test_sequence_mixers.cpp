@@ -2,6 +2,7 @@
 // (Qwen3-Next), DeepSeek sparse attention (the lightning indexer and top-k keys), attention sinks (GPT-OSS). Every
 // expected value is worked out by hand from the formulas in the comments.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <string>
@@ -138,7 +139,7 @@ TEST_CASE("Qwen3-Next-80B-A3B: the real config within 1% of the published 80B, K
   CHECK(p.total == 79'674'391'296);
   // Qwen's model card (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct; transformers docs model_doc/qwen3_next.md):
   // "80B total parameters, only 3B active" — -0.41%.
-  CHECK(double(p.total) / 80e9 == doctest::Approx(1.0).epsilon(0.01));
+  CHECK(double(p.total) / 80e9 == gptest::approx(1.0).epsilon(0.01));
   // Active: 10 of 512 experts + the shared expert: 3,874,929,408 with the embedding and LM head; 3,252,599,552
   // without both (the card's "3B", given to the billion: within its rounding, not within 1% of 3.0).
   CHECK(p.active == 3'874'929'408);
@@ -198,7 +199,7 @@ TEST_CASE("DeepSeek-V3.2: the real config is read, the indexer adds 61 x 13,959,
   CHECK(p.total - p3.total == 61LL * 13'959'424);
   // DeepSeek-V3's published 671B main model (arXiv:2412.19437 §1; V3.2 keeps its layout, DeepSeek-V3.2-Exp report
   // §2) + 0.85B of indexers: within 1% of 671B.
-  CHECK(double(p.total) / 671e9 == doctest::Approx(1.0).epsilon(0.01));
+  CHECK(double(p.total) / 671e9 == gptest::approx(1.0).epsilon(0.01));
   // KV per token: 61·(576·2 B + 128 + 4 B of indexer key and scale) = 78,324 B in bf16.
   CHECK(near(kv_cache_size(a, 4096, 2.0, Explain::off).per_token_full.raw(), 61.0 * (1152 + 132)));
   // At 128K the attention reads 2,048 keys, the indexer scores all 131,072.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/params.hpp"
@@ -58,13 +59,13 @@ TEST_CASE("FP8 GEMMs take either operand layout from compute capability 10.0 to 
   // Transformer Engine's nvte_is_non_tn_fp8_gemm_supported: (cc >= 100 && cc < 120) || cc >= 130, with the GPU files'
   // capabilities (developer.nvidia.com/cuda-gpus). Where it holds, a per-tensor FP8 weight needs no transpose: the
   // delayed-scaling cache is 1 B per GEMM weight instead of 1 + 1.
-  CHECK(cache_bytes_per_weight("h100-sxm5-80gb") == doctest::Approx(2.0).epsilon(1e-9));  // 9.0: K-major FP8 only
-  CHECK(cache_bytes_per_weight("l40s") == doctest::Approx(2.0).epsilon(1e-9));            // 8.9
-  CHECK(cache_bytes_per_weight("b200-hgx") == doctest::Approx(1.0).epsilon(1e-9));        // 10.0
-  CHECK(cache_bytes_per_weight("gb300-gpu") == doctest::Approx(1.0).epsilon(1e-9));       // 10.3
-  CHECK(cache_bytes_per_weight("jetson-agx-thor") == doctest::Approx(1.0).epsilon(1e-9)); // 11.0
-  CHECK(cache_bytes_per_weight("rtx-5090") == doctest::Approx(2.0).epsilon(1e-9));        // 12.0: TN kept
-  CHECK(cache_bytes_per_weight("mi300x") == doctest::Approx(2.0).epsilon(1e-9));          // no CUDA capability
+  CHECK(cache_bytes_per_weight("h100-sxm5-80gb") == gptest::approx(2.0).epsilon(1e-9));  // 9.0: K-major FP8 only
+  CHECK(cache_bytes_per_weight("l40s") == gptest::approx(2.0).epsilon(1e-9));            // 8.9
+  CHECK(cache_bytes_per_weight("b200-hgx") == gptest::approx(1.0).epsilon(1e-9));        // 10.0
+  CHECK(cache_bytes_per_weight("gb300-gpu") == gptest::approx(1.0).epsilon(1e-9));       // 10.3
+  CHECK(cache_bytes_per_weight("jetson-agx-thor") == gptest::approx(1.0).epsilon(1e-9)); // 11.0
+  CHECK(cache_bytes_per_weight("rtx-5090") == gptest::approx(2.0).epsilon(1e-9));        // 12.0: TN kept
+  CHECK(cache_bytes_per_weight("mi300x") == gptest::approx(2.0).epsilon(1e-9));          // no CUDA capability
 }
 
 TEST_CASE("the FP8 weight cache: the transpose only where the GPU needs it") {
@@ -77,20 +78,20 @@ TEST_CASE("the FP8 weight cache: the transpose only where the GPU needs it") {
   // Delayed scaling on Hopper: the FP8 copy and its transpose, 1 + 1 B per GEMM weight; on B200 the copy only.
   const double h100 = (memory_on("h100-sxm5-80gb", plan).weights - memory_on("h100-sxm5-80gb", bf16).weights).raw();
   const double b200 = (memory_on("b200-hgx", plan).weights - memory_on("b200-hgx", bf16).weights).raw();
-  CHECK(h100 == doctest::Approx(2.0 * gemm).epsilon(1e-9));
-  CHECK(b200 == doctest::Approx(1.0 * gemm).epsilon(1e-9));
+  CHECK(h100 == gptest::approx(2.0 * gemm).epsilon(1e-9));
+  CHECK(b200 == gptest::approx(1.0 * gemm).epsilon(1e-9));
   // MXFP8 quantises each axis separately: two copies with their E8M0 scales on either GPU.
   plan.precision.recipe = wl::QuantRecipe::mxfp8;
   const auto mx_b200 = memory_on("b200-hgx", plan);
   CHECK((mx_b200.weights - memory_on("b200-hgx", bf16).weights).raw() ==
-        doctest::Approx(2.0 * (1.0 + 1.0 / 32.0) * gemm).epsilon(1e-9));
+        gptest::approx(2.0 * (1.0 + 1.0 / 32.0) * gemm).epsilon(1e-9));
   // FP8 parameters: the parameter is the forward's copy; Hopper adds the transpose (1 B), B200 nothing.
   plan.precision.recipe = wl::QuantRecipe::delayed;
   plan.precision.fp8_params = true;
   plan.precision.weight_bytes = 1.0;
   const double h100_p = memory_on("h100-sxm5-80gb", plan).weights.raw();
   const double b200_p = memory_on("b200-hgx", plan).weights.raw();
-  CHECK(h100_p - b200_p == doctest::Approx(1.0 * gemm).epsilon(1e-9));
+  CHECK(h100_p - b200_p == gptest::approx(1.0 * gemm).epsilon(1e-9));
   // The explain note states the bytes per weight the estimate used.
   const auto explained = memory_on("b200-hgx", fp8_plan());
   CHECK(has_note(explained, "memory.weights", "1 B per weight"));
@@ -108,7 +109,7 @@ TEST_CASE("activation_func_fp8_input_store keeps the SwiGLU input at 1 B instead
   const auto stored = memory_on("h100-sxm5-80gb", plan);
   const double per_token_layer = 2.0 * double(a.intermediate) * (2.0 - 1.0);
   CHECK((base.activations - stored.activations).raw() ==
-        doctest::Approx(per_token_layer * 4096.0 * double(a.layers)).epsilon(1e-9));
+        gptest::approx(per_token_layer * 4096.0 * double(a.layers)).epsilon(1e-9));
   const auto* act = stored.derivation.find("memory.activations");
   REQUIRE(act != nullptr);
   bool named = false;
@@ -144,13 +145,13 @@ TEST_CASE("fp8_dot_product_attention keeps Q, K, V and the output at 1 B, the ou
   const auto dpa = memory_on("h100-sxm5-80gb", plan);
   const double tokens_layers = 4096.0 * double(a.layers);
   CHECK((base.activations - dpa.activations).raw() ==
-        doctest::Approx((4096.0 + 1024.0 + 1024.0 + 4096.0) * (2.0 - 1.0) * tokens_layers).epsilon(1e-9));
+        gptest::approx((4096.0 + 1024.0 + 1024.0 + 4096.0) * (2.0 - 1.0) * tokens_layers).epsilon(1e-9));
   plan.precision.recipe = wl::QuantRecipe::tensorwise;
   auto tensorwise_base = plan;
   tensorwise_base.fp8_dot_product_attention = false;
   const auto cs = memory_on("h100-sxm5-80gb", plan);
   CHECK((memory_on("h100-sxm5-80gb", tensorwise_base).activations - cs.activations).raw() ==
-        doctest::Approx((4096.0 + 1024.0 + 1024.0) * (2.0 - 1.0) * tokens_layers).epsilon(1e-9));
+        gptest::approx((4096.0 + 1024.0 + 1024.0) * (2.0 - 1.0) * tokens_layers).epsilon(1e-9));
 }
 
 TEST_CASE("fp8_dot_product_attention adds its casts to the step and is refused outside FP8 fused attention") {

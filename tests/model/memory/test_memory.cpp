@@ -3,6 +3,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/memory.hpp"
@@ -69,11 +70,11 @@ double rel_err(double model_value, double reference) { return model_value / refe
 TEST_CASE("model states of a 7B model in bf16 with AdamW are 16 B per parameter = 112 GB (textbook T5)") {
   const auto& a = arch("llama-2-7b");
   const auto m = run(a, flat_params(a, 7'000'000'000), plan_with(2048));
-  CHECK(m.weights.raw() == doctest::Approx(14e9));
-  CHECK(m.gradients.raw() == doctest::Approx(14e9));
-  CHECK(m.master_weights.raw() == doctest::Approx(28e9));
-  CHECK(m.optimizer_states.raw() == doctest::Approx(56e9));
-  CHECK(states(m) == doctest::Approx(112e9));
+  CHECK(m.weights.raw() == gptest::approx(14e9));
+  CHECK(m.gradients.raw() == gptest::approx(14e9));
+  CHECK(m.master_weights.raw() == gptest::approx(28e9));
+  CHECK(m.optimizer_states.raw() == gptest::approx(56e9));
+  CHECK(states(m) == gptest::approx(112e9));
 }
 
 TEST_CASE("fp32 training and bf16 mixed precision both hold 16 B per parameter and only activations shrink (T7)") {
@@ -88,17 +89,17 @@ TEST_CASE("fp32 training and bf16 mixed precision both hold 16 B per parameter a
   fp32.precision.activation_bytes = 4;
   const auto m_amp = run(a, params, amp);
   const auto m_fp32 = run(a, params, fp32);
-  CHECK(states(m_amp) == doctest::Approx(112e9));
-  CHECK(states(m_fp32) == doctest::Approx(112e9));
+  CHECK(states(m_amp) == gptest::approx(112e9));
+  CHECK(states(m_fp32) == gptest::approx(112e9));
   // Activations halve except the fp32 FlashAttention log-sum-exp, which is fp32 in both.
-  CHECK(m_amp.activations.raw() / m_fp32.activations.raw() == doctest::Approx(0.5).epsilon(0.002));
+  CHECK(m_amp.activations.raw() / m_fp32.activations.raw() == gptest::approx(0.5).epsilon(0.002));
   CHECK(m_amp.activations < m_fp32.activations);
 }
 
 TEST_CASE("model states of a 70B model with AdamW are 1.12 TB (textbook T21)") {
   const auto& a = arch("llama-2-70b");
   const auto m = run(a, flat_params(a, 70'000'000'000), plan_with(4096));
-  CHECK(states(m) == doctest::Approx(1.12e12));
+  CHECK(states(m) == gptest::approx(1.12e12));
 }
 
 TEST_CASE("FSDP over 64 GPUs shards 70B model states to 17.5 GB per GPU, plus the gathered layers (textbook T22)") {
@@ -112,7 +113,7 @@ TEST_CASE("FSDP over 64 GPUs shards 70B model states to 17.5 GB per GPU, plus th
   // of gradients before its reduce-scatter. 70e9 / 80 layers = 875e6 parameters per layer.
   const double layer = 70e9 / 80;
   const double gathered = layer * 2.0 * 2 + layer * 2.0;
-  CHECK(states(m) - gathered == doctest::Approx(17.5e9));
+  CHECK(states(m) - gathered == gptest::approx(17.5e9));
   CHECK(m.derivation.find("memory.weights")->notes.size() >= 2);
 }
 
@@ -124,15 +125,15 @@ TEST_CASE("ZeRO stages shard 12 B, then 14 B, then all 16 B per parameter over d
   plan.global_batch = 64;
   const double P = 7e9, N = 64;
   plan.zero = wl::ZeroStage::none;
-  CHECK(states(run(a, params, plan)) == doctest::Approx(16 * P));
+  CHECK(states(run(a, params, plan)) == gptest::approx(16 * P));
   plan.zero = wl::ZeroStage::optimizer;
-  CHECK(states(run(a, params, plan)) == doctest::Approx((2 + 2 + 12 / N) * P));
+  CHECK(states(run(a, params, plan)) == gptest::approx((2 + 2 + 12 / N) * P));
   plan.zero = wl::ZeroStage::gradients;
-  CHECK(states(run(a, params, plan)) == doctest::Approx((2 + 14 / N) * P));
+  CHECK(states(run(a, params, plan)) == gptest::approx((2 + 14 / N) * P));
   // Hybrid sharding over 8 GPUs instead of 64.
   plan.zero = wl::ZeroStage::optimizer;
   plan.par.shard_group = 8;
-  CHECK(states(run(a, params, plan)) == doctest::Approx((2 + 2 + 12.0 / 8) * P));
+  CHECK(states(run(a, params, plan)) == gptest::approx((2 + 2 + 12.0 / 8) * P));
 }
 
 TEST_CASE("the master copy is master_bytes per parameter sharded with the optimizer states: 4, 2 (Apex remainders), 0") {
@@ -145,11 +146,11 @@ TEST_CASE("the master copy is master_bytes per parameter sharded with the optimi
   plan.global_batch = 64;
   plan.zero = wl::ZeroStage::optimizer;
   const double P = 7e9, N = 64;
-  CHECK(run(a, params, plan).master_weights.raw() == doctest::Approx(4 * P / N));
+  CHECK(run(a, params, plan).master_weights.raw() == gptest::approx(4 * P / N));
   plan.precision.master_bytes = 2;
   const auto rem = run(a, params, plan);
-  CHECK(rem.master_weights.raw() == doctest::Approx(2 * P / N));  // 218.75 MB
-  CHECK(states(rem) == doctest::Approx((2 + 2 + (2 + 8) / N) * P));
+  CHECK(rem.master_weights.raw() == gptest::approx(2 * P / N));  // 218.75 MB
+  CHECK(states(rem) == gptest::approx((2 + 2 + (2 + 8) / N) * P));
   plan.precision.master_bytes = 0;
   CHECK(run(a, params, plan).master_weights.raw() == 0);
 }
@@ -159,9 +160,9 @@ TEST_CASE("8-bit AdamW keeps 2 bytes plus one fp32 scale per 2048-value block pe
   const auto params = flat_params(a, 7'000'000'000);
   auto plan = plan_with(2048);
   plan.optimizer = wl::OptimizerKind::adamw_8bit;
-  CHECK(run(a, params, plan).optimizer_states.raw() == doctest::Approx(7e9 * 2 * (1 + 4.0 / 2048)));
+  CHECK(run(a, params, plan).optimizer_states.raw() == gptest::approx(7e9 * 2 * (1 + 4.0 / 2048)));
   plan.optimizer = wl::OptimizerKind::sgd;
-  CHECK(run(a, params, plan).optimizer_states.raw() == doctest::Approx(7e9 * 4));
+  CHECK(run(a, params, plan).optimizer_states.raw() == gptest::approx(7e9 * 4));
 }
 
 TEST_CASE("tensor parallelism divides the stage's parameters and expert parallelism divides only routed experts") {
@@ -173,9 +174,9 @@ TEST_CASE("tensor parallelism divides the stage's parameters and expert parallel
   plan.global_batch = 8;
   const auto m = run(a, p, plan);
   const double per_gpu = double(p.total - p.routed_experts) + double(p.routed_experts) / 8;
-  CHECK(m.weights.raw() == doctest::Approx(per_gpu * 2));
+  CHECK(m.weights.raw() == gptest::approx(per_gpu * 2));
   plan.par.tp = 2;
-  CHECK(run(a, p, plan).weights.raw() == doctest::Approx(per_gpu * 2 / 2));
+  CHECK(run(a, p, plan).weights.raw() == gptest::approx(per_gpu * 2 / 2));
 }
 
 TEST_CASE("under PP the first stage holds the embedding and the last a copy of a tied embedding for the LM head") {
@@ -189,7 +190,7 @@ TEST_CASE("under PP the first stage holds the embedding and the last a copy of a
   plan.global_batch = 1;  // m = 1: both stages hold one micro-batch, the last adds the logits: it is the heaviest
   const auto m = run(a, p, plan);
   CHECK(m.derivation.result.find("last") != std::string::npos);
-  CHECK(m.weights.raw() == doctest::Approx(2 * (18 * layer + norm + double(p.embedding))));
+  CHECK(m.weights.raw() == gptest::approx(2 * (18 * layer + norm + double(p.embedding))));
 }
 
 // ---------------------------------------------------------------------------------------------------- activations
@@ -203,21 +204,21 @@ TEST_CASE(
   const double sbh = s * b * h;
   const auto per_layer = [&] { return model::activation_bytes_per_layer(a, plan).raw(); };
 
-  CHECK(per_layer() == doctest::Approx(sbh * (34 + 5 * heads * s / h)).epsilon(1e-12));
+  CHECK(per_layer() == gptest::approx(sbh * (34 + 5 * heads * s / h)).epsilon(1e-12));
   const double t = 8;
   plan.par.tp = 8;
-  CHECK(per_layer() == doctest::Approx(sbh * (10 + 24 / t + 5 * heads * s / (h * t))).epsilon(1e-12));
+  CHECK(per_layer() == gptest::approx(sbh * (10 + 24 / t + 5 * heads * s / (h * t))).epsilon(1e-12));
   plan.par.sequence_parallel = true;
-  CHECK(per_layer() == doctest::Approx(sbh * (34 / t + 5 * heads * s / (h * t))).epsilon(1e-12));
+  CHECK(per_layer() == gptest::approx(sbh * (34 / t + 5 * heads * s / (h * t))).epsilon(1e-12));
   plan.recompute = wl::Recompute::selective;  // drops the 5as/h attention core
-  CHECK(per_layer() == doctest::Approx(sbh * 34 / t).epsilon(1e-12));
+  CHECK(per_layer() == gptest::approx(sbh * 34 / t).epsilon(1e-12));
   plan.recompute = wl::Recompute::full;  // only the layer input, split by SP
-  CHECK(per_layer() == doctest::Approx(sbh * 2 / t).epsilon(1e-12));
+  CHECK(per_layer() == gptest::approx(sbh * 2 / t).epsilon(1e-12));
 
   // FlashAttention removes the 5as/h term; the kernel keeps one fp32 log-sum-exp per head and token.
   plan = plan_with(2048);
   plan.flash_attention = true;
-  CHECK(per_layer() == doctest::Approx(sbh * 34 + s * b * heads * 4).epsilon(1e-12));
+  CHECK(per_layer() == gptest::approx(sbh * 34 + s * b * heads * 4).epsilon(1e-12));
 }
 
 TEST_CASE("a GPT layer whose config says no dropout stores no masks: 34 − 2 (masks) bytes per s·b·h, 3as/h of scores") {
@@ -232,14 +233,14 @@ TEST_CASE("a GPT layer whose config says no dropout stores no masks: 34 − 2 (m
   auto plan = plan_with(2048);
   plan.flash_attention = false;
   CHECK(model::activation_bytes_per_layer(a, plan).raw() ==
-        doctest::Approx(s * b * h * (32 + 2 * heads * s / h)).epsilon(1e-12));
+        gptest::approx(s * b * h * (32 + 2 * heads * s / h)).epsilon(1e-12));
   // The same shape with the config silent: the GPT-style assumption (dropout) and Korthikanti's 34 + 5as/h.
   wl::TransformerArch silent = a;
   silent.attention_dropout.reset();
   silent.hidden_dropout.reset();
   CHECK(silent.attention_dropout_on());
   CHECK(model::activation_bytes_per_layer(silent, plan).raw() ==
-        doctest::Approx(s * b * h * (34 + 5 * heads * s / h)).epsilon(1e-12));
+        gptest::approx(s * b * h * (34 + 5 * heads * s / h)).epsilon(1e-12));
 }
 
 TEST_CASE("a Llama layer counts GQA-narrow K and V and the fused SwiGLU's three intermediate widths") {
@@ -248,7 +249,7 @@ TEST_CASE("a Llama layer counts GQA-narrow K and V and the fused SwiGLU's three 
   const double s = 8192, h = 4096, kv = 8 * 128, i = 14336, q = 32 * 128;
   // norm in, QKV in, Q, K, V, O in, norm in, MLP in (2 B each) + [gate|up] + product + fp32 LSE per head.
   const double per_token = 2 * (h + h + q + kv + kv + q + h + h) + 2 * (2 * i + i) + 4 * 32;
-  CHECK(model::activation_bytes_per_layer(a, plan).raw() == doctest::Approx(s * per_token).epsilon(1e-12));
+  CHECK(model::activation_bytes_per_layer(a, plan).raw() == gptest::approx(s * per_token).epsilon(1e-12));
 }
 
 TEST_CASE("activations of a 7B layer at seq 2048: term-by-term count vs the 12·b·s·h·2 rule of thumb (textbook T6)") {
@@ -257,13 +258,13 @@ TEST_CASE("activations of a 7B layer at seq 2048: term-by-term count vs the 12·
   const double s = 2048, b = 1, h = 4096, L = 32, i = 11008;
   // The textbook's simplified formula, from the textbook: 12·b·s·h·2 bytes per layer → 6.4 GB for 32 layers.
   const double thumb = 12 * b * s * h * 2 * L;
-  CHECK(thumb / 1e9 == doctest::Approx(6.4).epsilon(0.01));
+  CHECK(thumb / 1e9 == gptest::approx(6.4).epsilon(0.01));
   // Ours, Korthikanti's terms with FlashAttention and no dropout: 16 h-wide tensors' bytes + fused SwiGLU + LSE.
   const double per_layer = s * b * (2 * 8 * h + 2 * 3 * i + 4 * 32);
-  CHECK(model::activation_bytes_per_layer(a, plan).raw() == doctest::Approx(per_layer));
+  CHECK(model::activation_bytes_per_layer(a, plan).raw() == gptest::approx(per_layer));
   const auto m = run(a, flat_params(a, 7'000'000'000), plan);
   // L layers + the final norm and LM-head inputs on the (only) stage.
-  CHECK(m.activations.raw() == doctest::Approx(L * per_layer + s * b * 2 * h * 2));
+  CHECK(m.activations.raw() == gptest::approx(L * per_layer + s * b * 2 * h * 2));
   INFO("T6: rule of thumb " << units::format(units::bytes(thumb)) << ", Korthikanti with flash "
                             << units::format(units::bytes(L * per_layer)));
   // Both appear in the derivation (in GiB, with the textbook's decimal GB beside the totals).
@@ -285,7 +286,7 @@ TEST_CASE("MoE layers store the top-k experts' intermediates: one more expert pe
   const double k2 = model::activation_bytes_per_layer(a, plan).raw();
   a.moe->experts_per_token = 1;
   const double k1 = model::activation_bytes_per_layer(a, plan).raw();
-  CHECK(k2 - k1 == doctest::Approx(4096.0 * (4096 + 3 * 14336) * 2));
+  CHECK(k2 - k1 == gptest::approx(4096.0 * (4096 + 3 * 14336) * 2));
 }
 
 TEST_CASE("the logits buffers are s·b·V/t values in the activation dtype plus their fp32 upcast") {
@@ -294,9 +295,9 @@ TEST_CASE("the logits buffers are s·b·V/t values in the activation dtype plus 
   plan.par.tp = 4;
   plan.cross_entropy = wl::CrossEntropyKernel::unfused;  // Megatron-Core's VocabParallelCrossEntropy
   const auto m = run(a, model::parameter_counts(a, Explain::off), plan);
-  CHECK(m.logits.raw() == doctest::Approx(4096.0 * 2 * 128256 / 4 * (2 + 4)));
+  CHECK(m.logits.raw() == gptest::approx(4096.0 * 2 * 128256 / 4 * (2 + 4)));
   plan.cross_entropy = wl::CrossEntropyKernel::native;  // its fused variant keeps the same fp32 softmax
-  CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == doctest::Approx(m.logits.raw()));
+  CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == gptest::approx(m.logits.raw()));
 }
 
 TEST_CASE("TE's cross entropy writes its gradient into the logits: s·b·V/t·a_b, no fp32 copy") {
@@ -308,7 +309,7 @@ TEST_CASE("TE's cross entropy writes its gradient into the logits: s·b·V/t·a_
   plan.par.tp = 4;
   plan.cross_entropy = wl::CrossEntropyKernel::te;
   const auto m = run(a, model::parameter_counts(a, Explain::off), plan);
-  CHECK(m.logits.raw() == doctest::Approx(525'336'576.0));
+  CHECK(m.logits.raw() == gptest::approx(525'336'576.0));
 }
 
 TEST_CASE("the CUDA context is the GPU generation's where measured, else the generic V100 figure") {
@@ -345,16 +346,16 @@ TEST_CASE("the first 1F1B stage holds L layers' worth, interleaving multiplies b
   plan.global_batch = 8;  // m = 8 ≥ p
   const double layer = model::activation_bytes_per_layer(a, plan).raw();
   const auto m = run(a, p, plan);
-  CHECK(m.activations.raw() == doctest::Approx(32 * layer));
+  CHECK(m.activations.raw() == gptest::approx(32 * layer));
   CHECK(m.derivation.result.find("first") != std::string::npos);
 
   plan.global_batch = 2;  // m = 2 < p: only two micro-batches of the stage's 8 layers
-  CHECK(run(a, p, plan).activations.raw() == doctest::Approx(2 * 8 * layer));
+  CHECK(run(a, p, plan).activations.raw() == gptest::approx(2 * 8 * layer));
 
   plan.global_batch = 8;
   plan.schedule = wl::PipelineSchedule::interleaved;
   plan.par.virtual_stages = 2;
-  CHECK(run(a, p, plan).activations.raw() == doctest::Approx(32 * layer * (1 + 3.0 / (4 * 2))));
+  CHECK(run(a, p, plan).activations.raw() == gptest::approx(32 * layer * (1 + 3.0 / (4 * 2))));
 }
 
 // ---------------------------------------------------------------------------------------------------- properties
@@ -427,7 +428,7 @@ TEST_CASE("per-GPU memory does not rise from no recompute to selective to full, 
   auto plan = plan_with(4096);
   const double none = run(a, p, plan).activations.raw();
   plan.recompute = wl::Recompute::selective;
-  CHECK(run(a, p, plan).activations.raw() == doctest::Approx(none));
+  CHECK(run(a, p, plan).activations.raw() == gptest::approx(none));
 }
 
 TEST_CASE("context parallelism over 2 GPUs halves activations and logits") {
@@ -437,8 +438,8 @@ TEST_CASE("context parallelism over 2 GPUs halves activations and logits") {
   const auto one = run(a, p, plan);
   plan.par.cp = 2;
   const auto two = run(a, p, plan);
-  CHECK(two.activations.raw() == doctest::Approx(one.activations.raw() / 2));
-  CHECK(two.logits.raw() == doctest::Approx(one.logits.raw() / 2));
+  CHECK(two.activations.raw() == gptest::approx(one.activations.raw() / 2));
+  CHECK(two.logits.raw() == gptest::approx(one.logits.raw() / 2));
 }
 
 // ---------------------------------------------------------------------------------------------------- report shape
@@ -452,16 +453,16 @@ TEST_CASE("the total is the sum of the components, fits compares it with the dev
   plan.global_batch = 4;
   const auto o = model::default_training_overheads();
   const auto big = model::training_memory(a, p, plan, gpu_with(141_GB), o);
-  CHECK(big.total.raw() == doctest::Approx(sum_of_fields(big)));
+  CHECK(big.total.raw() == gptest::approx(sum_of_fields(big)));
   CHECK(big.capacity == 141_GB);
   CHECK(big.fits);
   const auto small = model::training_memory(a, p, plan, gpu_with(24_GB), o);
   CHECK_FALSE(small.fits);
   CHECK(small.derivation.result.find("does not fit") != std::string::npos);
   // NCCL: TP and DP communicators.
-  CHECK(big.nccl_buffers.raw() == doctest::Approx(2 * o.nccl_buffers.raw()));
+  CHECK(big.nccl_buffers.raw() == gptest::approx(2 * o.nccl_buffers.raw()));
   CHECK(big.fragmentation.raw() ==
-        doctest::Approx(o.fragmentation * (big.total - big.fragmentation - big.cuda_context - big.nccl_buffers).raw()));
+        gptest::approx(o.fragmentation * (big.total - big.fragmentation - big.cuda_context - big.nccl_buffers).raw()));
 }
 
 TEST_CASE("the derivation has a root with one child per component and a per-layer breakdown") {
@@ -498,7 +499,7 @@ TEST_CASE("default overheads state their values and sources") {
   const auto o = model::default_training_overheads();
   CHECK(o.cuda_context == 1343_MiB + 32_MiB);
   CHECK(o.nccl_buffers == 367_MB);
-  CHECK(o.fragmentation == doctest::Approx(0.05));
+  CHECK(o.fragmentation == gptest::approx(0.05));
   CHECK(o.origin.find("PR#587") != std::string::npos);
   CHECK(o.origin.find("NCCL_BUFFSIZE") != std::string::npos);
 }
@@ -563,7 +564,7 @@ TEST_CASE("BERT-large fp32 HF Trainer on a 16 GB V100 peaks at 14949 MiB (dev ca
   const auto a = hf(R"({"model_type": "gpt2", "n_embd": 1024, "n_layer": 24, "n_head": 16, "n_inner": 4096,
                         "n_positions": 512, "vocab_size": 30522, "tie_word_embeddings": true})");
   const auto p = model::parameter_counts(a, Explain::off);
-  CHECK(double(p.total) == doctest::Approx(335e6).epsilon(0.01));
+  CHECK(double(p.total) == gptest::approx(335e6).epsilon(0.01));
   auto plan = plan_with(512, 4);
   plan.precision.compute = hw::Precision::fp32;
   plan.precision.weight_bytes = 4;
@@ -638,7 +639,7 @@ TEST_CASE("Llama-3.1-8B at 32k: 7 GiB per layer, 8 GiB of checkpoints, 15.7 GiB 
 
   const auto none =
       model::training_memory(a, p, plan, gpu_with(80_GB), kNone, Explain::off, ActivationLayout::hf_eager);
-  CHECK(none.logits.raw() * 4 / 6 == doctest::Approx(s * V * 4));
+  CHECK(none.logits.raw() * 4 / 6 == gptest::approx(s * V * 4));
   CHECK(std::fabs(rel_err(none.logits.raw() * 4 / 6, units::gibibytes(15.7).raw())) <= 0.005);
   const double without = (none.activations + none.logits).raw();
   INFO("without checkpointing: " << units::format(units::bytes(without), units::BytePrefix::binary) << " vs 240 GiB");
@@ -648,8 +649,8 @@ TEST_CASE("Llama-3.1-8B at 32k: 7 GiB per layer, 8 GiB of checkpoints, 15.7 GiB 
   const auto full =
       model::training_memory(a, p, plan, gpu_with(80_GB), kNone, Explain::off, ActivationLayout::hf_eager);
   // 32 checkpointed inputs (8 GiB) + final norm and LM-head inputs; the 6.75 GiB working set hides under the logits.
-  CHECK(full.activations.raw() == doctest::Approx(32 * copy + 2 * copy));
-  CHECK(32 * copy == doctest::Approx(units::gibibytes(8).raw()));
+  CHECK(full.activations.raw() == gptest::approx(32 * copy + 2 * copy));
+  CHECK(32 * copy == gptest::approx(units::gibibytes(8).raw()));
   const double with = (full.activations + full.logits).raw();
   INFO("with checkpointing: " << units::format(units::bytes(with), units::BytePrefix::binary) << " vs 31 GiB");
   CHECK(std::fabs(rel_err(with, units::gibibytes(31).raw())) <= 0.10);
@@ -679,13 +680,13 @@ TEST_CASE("a PyTorch loop's peak is the backward's start: what the allocator tim
   const auto m = run(a, p, plan, kNone, ActivationLayout::from_plan);
   const double P = double(p.total), emb = double(p.embedding), T = 8192, V = double(a.vocab), h = double(a.hidden);
   CHECK(m.gradients.raw() == 0);
-  CHECK(m.weights.raw() == doctest::Approx(4 * P + 2 * (P - emb)));
-  CHECK(m.optimizer_states.raw() == doctest::Approx(8 * P));
-  CHECK(m.logits.raw() == doctest::Approx(T * V * (2 + 4 + 4)));
+  CHECK(m.weights.raw() == gptest::approx(4 * P + 2 * (P - emb)));
+  CHECK(m.optimizer_states.raw() == gptest::approx(8 * P));
+  CHECK(m.logits.raw() == gptest::approx(T * V * (2 + 4 + 4)));
   // 16 layers × (2h norm in + 2h norm out + 2h Q + 0.5h K + 0.5h V + 2h SDPA out + 2h residual + 2h norm out + 16h
   // gate|up + 8h silu + 8h product + fp32 LSE 32 heads) + final norm/LM-head inputs 4h, per token.
   const double per_layer = (2 + 2 + 2 + 0.5 + 0.5 + 2 + 2 + 2 + 16 + 8 + 8) * h + 32 * 4;
-  CHECK(m.activations.raw() == doctest::Approx(T * (16 * per_layer + 4 * h)));
+  CHECK(m.activations.raw() == gptest::approx(T * (16 * per_layer + 4 * h)));
   const double allocated = (m.weights + m.optimizer_states + m.activations + m.logits).raw();
   CHECK(std::fabs(rel_err(allocated, 43'192'647'168.0)) <= 0.01);  // mem_llama1b_s2048_b4: 40.23 GiB
 
@@ -694,8 +695,8 @@ TEST_CASE("a PyTorch loop's peak is the backward's start: what the allocator tim
   plan.kernels = wl::KernelStyle::fused;
   plan.cross_entropy = wl::CrossEntropyKernel::native;
   const auto f = run(a, p, plan, kNone, ActivationLayout::from_plan);
-  CHECK(f.gradients.raw() == doctest::Approx(4 * P));
-  CHECK(f.logits.raw() == doctest::Approx(T * V * 6));
+  CHECK(f.gradients.raw() == gptest::approx(4 * P));
+  CHECK(f.logits.raw() == gptest::approx(T * V * 6));
 }
 
 // ------------------------------------------------------------------------------- optimizer-state dtype, FP8 training
@@ -708,14 +709,14 @@ TEST_CASE("bf16 optimizer states halve AdamW's m and v and SGD's momentum, the f
   plan.optimizer_states = wl::StateDtype::bf16;
   const auto bf16 = run(a, p, plan);
   const double P = double(p.total);
-  CHECK(fp32.optimizer_states.raw() == doctest::Approx(8.0 * P));
-  CHECK(bf16.optimizer_states.raw() == doctest::Approx(4.0 * P));
-  CHECK(bf16.master_weights.raw() == doctest::Approx(fp32.master_weights.raw()));
+  CHECK(fp32.optimizer_states.raw() == gptest::approx(8.0 * P));
+  CHECK(bf16.optimizer_states.raw() == gptest::approx(4.0 * P));
+  CHECK(bf16.master_weights.raw() == gptest::approx(fp32.master_weights.raw()));
   CHECK(model::optimizer_state_bytes(plan) == 4.0);
   plan.optimizer = wl::OptimizerKind::sgd;
   CHECK(model::optimizer_state_bytes(plan) == 2.0);
   plan.optimizer = wl::OptimizerKind::adamw_8bit;  // its own 8-bit states, whatever the dtype key says
-  CHECK(model::optimizer_state_bytes(plan) == doctest::Approx(2.0 * (1.0 + 4.0 / 2048.0)));
+  CHECK(model::optimizer_state_bytes(plan) == gptest::approx(2.0 * (1.0 + 4.0 / 2048.0)));
 }
 
 TEST_CASE("FP8 training: TE's cached FP8 weights and their transposes, FP8-saved GEMM inputs, FP8 parameters") {
@@ -729,19 +730,19 @@ TEST_CASE("FP8 training: TE's cached FP8 weights and their transposes, FP8-saved
   // The weight cache: 2 B per GEMM weight of the layers (not the embedding or the LM head).
   // (The norm weights, 0.004% of them, are counted with the layers.)
   const double gemm = double(p.total - p.embedding - p.lm_head);
-  CHECK((fp8.weights - bf16.weights).raw() == doctest::Approx(2.0 * gemm).epsilon(1e-9));
+  CHECK((fp8.weights - bf16.weights).raw() == gptest::approx(2.0 * gemm).epsilon(1e-9));
   // Saved GEMM inputs at 1 B instead of 2: QKV input h, MLP input h and fc2 input i drop by one byte each, and the
   // O projection keeps an FP8 copy beside FlashAttention's bf16 output (+ n_q·d), per token and layer.
   const double per_token_layer = double(a.hidden) + double(a.hidden) + double(a.intermediate) -
                                  double(a.heads * a.head_dim);
   CHECK((bf16.activations - fp8.activations).raw() ==
-        doctest::Approx(per_token_layer * 4096.0 * double(a.layers)).epsilon(1e-9));
+        gptest::approx(per_token_layer * 4096.0 * double(a.layers)).epsilon(1e-9));
   // FP8 parameters: the layers' weights are 1 B (the embedding and LM head stay bf16) and the cache keeps the
   // transpose only (1 B): 1 + 1 B saved per GEMM weight.
   plan.precision.fp8_params = true;
   plan.precision.weight_bytes = 1.0;
   const auto fp8p = run(a, p, plan);
-  CHECK((fp8.weights - fp8p.weights).raw() == doctest::Approx(2.0 * gemm).epsilon(1e-9));
+  CHECK((fp8.weights - fp8p.weights).raw() == gptest::approx(2.0 * gemm).epsilon(1e-9));
   // A PyTorch loop has no Transformer Engine path: no FP8-saved inputs.
   plan.precision.fp8_params = false;
   plan.precision.weight_bytes = 2.0;
@@ -749,7 +750,7 @@ TEST_CASE("FP8 training: TE's cached FP8 weights and their transposes, FP8-saved
   auto eager_bf16 = plan;
   eager_bf16.precision.compute = hw::Precision::bf16;
   CHECK(run(a, p, plan, kNone, ActivationLayout::from_plan).activations.raw() ==
-        doctest::Approx(run(a, p, eager_bf16, kNone, ActivationLayout::from_plan).activations.raw()));
+        gptest::approx(run(a, p, eager_bf16, kNone, ActivationLayout::from_plan).activations.raw()));
 }
 
 TEST_CASE("LoRA: a frozen linear layer without an adapter keeps no input for a weight gradient") {
@@ -763,10 +764,10 @@ TEST_CASE("LoRA: a frozen linear layer without an adapter keeps no input for a w
   // QKV adapters need the norm output. Not saved: the MLP input (h) and the fc2 input (i), 2 B each per token and
   // layer; the O projection's input is FlashAttention's output, which FlashAttention keeps anyway.
   const double dropped = (double(a.hidden) + double(a.intermediate)) * 2.0;
-  CHECK((full.activations - qkv.activations).raw() == doctest::Approx(dropped * 4096.0 * double(a.layers)));
+  CHECK((full.activations - qkv.activations).raw() == gptest::approx(dropped * 4096.0 * double(a.layers)));
   plan.lora.targets = wl::LoraTargets::all;
-  CHECK(run(a, p, plan).activations.raw() == doctest::Approx(full.activations.raw()));
+  CHECK(run(a, p, plan).activations.raw() == gptest::approx(full.activations.raw()));
   plan.lora.targets = wl::LoraTargets::mlp;  // no attention adapter: the QKV input goes too
   CHECK((full.activations - run(a, p, plan).activations).raw() ==
-        doctest::Approx(double(a.hidden) * 2.0 * 4096.0 * double(a.layers)));
+        gptest::approx(double(a.hidden) * 2.0 * 4096.0 * double(a.layers)));
 }

@@ -3,6 +3,7 @@
 // lightning indexer) adds exactly its own tensors in every recompute mode, and the norms the graph holds beside the
 // blocks (Gemma's) are counted from it. Every expected value is worked out by hand in the comments.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -50,17 +51,17 @@ TEST_CASE("DeepSeek-V3.2: the indexer op keeps its query, key, head weights, top
   for (int tp : {1, 8}) {
     CAPTURE(tp);
     CHECK(per_layer(a, plan(4096, wl::Recompute::none, tp)) - per_layer(v3, plan(4096, wl::Recompute::none, tp)) ==
-          doctest::Approx(s * 33'280).epsilon(1e-12));
+          gptest::approx(s * 33'280).epsilon(1e-12));
     // Selective recomputation drops the attention core, the indexer's scores with it (2,048·4 B).
     CHECK(per_layer(a, plan(4096, wl::Recompute::selective, tp)) -
               per_layer(v3, plan(4096, wl::Recompute::selective, tp)) ==
-          doctest::Approx(s * (33'280 - 8'192)).epsilon(1e-12));
+          gptest::approx(s * (33'280 - 8'192)).epsilon(1e-12));
     // Full recomputation keeps only the layer input: the indexer adds nothing.
     CHECK(per_layer(a, plan(4096, wl::Recompute::full, tp)) == per_layer(v3, plan(4096, wl::Recompute::full, tp)));
   }
   // At s = 1,024 < k the indexer selects every key: min(k, s) = 1,024.
   CHECK(per_layer(a, plan(1024, wl::Recompute::none)) - per_layer(v3, plan(1024, wl::Recompute::none)) ==
-        doctest::Approx(1024.0 * (16'384 + 256 + 256 + 1'024 * 8)).epsilon(1e-12));
+        gptest::approx(1024.0 * (16'384 + 256 + 256 + 1'024 * 8)).epsilon(1e-12));
 }
 
 TEST_CASE("Gemma's four norms per layer: the two beside the blocks are counted from the graph's norm ops") {
@@ -73,5 +74,5 @@ TEST_CASE("Gemma's four norms per layer: the two beside the blocks are counted f
   two.norms_per_layer = 2;
   const double s = 2048;
   CHECK(per_layer(a, plan(2048, wl::Recompute::none)) - per_layer(two, plan(2048, wl::Recompute::none)) ==
-        doctest::Approx(s * 2 * h * 2).epsilon(1e-12));
+        gptest::approx(s * 2 * h * 2).epsilon(1e-12));
 }

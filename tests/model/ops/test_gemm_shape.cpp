@@ -4,6 +4,7 @@
 // samples the profile was fitted to; what is checked here is the shape: ratios between neighbouring shapes, and the
 // staircase with its level taken out.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -87,11 +88,11 @@ TEST_SUITE("GEMM leading-dimension alignment") {
     const auto odd = model::gemm_cost("u", {4096, 4096, 4097, 1}, Precision::bf16, d);
     // Same tiles and depth (k = 4097 is one more 64-element iteration per tile: 65 against 64, a 0.03% depth change);
     // the efficiency falls by the element class's factor.
-    CHECK(odd.efficiency / aligned.efficiency == doctest::Approx(d.eff.gemm_alignment.element).epsilon(0.002));
-    CHECK(d.eff.gemm_alignment.element == doctest::Approx(0.176));
+    CHECK(odd.efficiency / aligned.efficiency == gptest::approx(d.eff.gemm_alignment.element).epsilon(0.002));
+    CHECK(d.eff.gemm_alignment.element == gptest::approx(0.176));
     // Measured: 782 against 145 TFLOP/s, 5.4× (gemm_alignment.json, bf16 nn); the model within 10%.
     const double slowdown = odd.time.raw() / aligned.time.raw();
-    CHECK(slowdown == doctest::Approx(5.4).epsilon(0.10));
+    CHECK(slowdown == gptest::approx(5.4).epsilon(0.10));
   }
 
   TEST_CASE("the alignment class is the largest power of two dividing the leading dimension's bytes, up to 16") {
@@ -104,7 +105,7 @@ TEST_SUITE("GEMM leading-dimension alignment") {
       const auto& captured_k = k;  // clang 14: no structured binding in CAPTURE's lambda
       CAPTURE(captured_k);
       const auto c = model::gemm_cost("k", {4096, 4096, k, 1}, Precision::bf16, d);
-      CHECK(c.efficiency / e0 == doctest::Approx(factor).epsilon(0.002));
+      CHECK(c.efficiency / e0 == gptest::approx(factor).epsilon(0.002));
     }
     // m is never a leading dimension: m = 4097 changes the tiles, not the class.
     CHECK(model::gemm_cost("m", {4097, 4096, 4096, 1}, Precision::bf16, d).efficiency > 0.95 * e0);
@@ -112,7 +113,7 @@ TEST_SUITE("GEMM leading-dimension alignment") {
     // GPT-2's 50,257-wide head at 0.36 of the 50,304-wide one, optstack_probe.json).
     const double f0 = model::gemm_cost("f", {4096, 4096, 4096, 1}, Precision::tf32, d).efficiency;
     CHECK(model::gemm_cost("f", {4096, 4096, 4097, 1}, Precision::tf32, d).efficiency / f0 ==
-          doctest::Approx(0.368).epsilon(0.002));
+          gptest::approx(0.368).epsilon(0.002));
     // fp32 without TF32 runs SIMT FFMA kernels: no class (the same probe: the 50,257-wide head as fast as 50,304,
     // 4096³ at k = 4097 within 3%).
     const double s0 = model::gemm_cost("s", {4096, 4096, 4096, 1}, Precision::fp32, d).efficiency;
@@ -124,7 +125,7 @@ TEST_SUITE("GEMM leading-dimension alignment") {
     // k = 4097 fp8 -> padded to 4112 (the next multiple of 16): the efficiency carries 4097/4112 of useful work.
     const auto u = model::gemm_cost("u", {4096, 4096, 4097, 1}, Precision::fp8, d);
     const auto p = model::gemm_cost("p", {4096, 4096, 4112, 1}, Precision::fp8, d);
-    CHECK(u.efficiency == doctest::Approx(p.efficiency * 4097.0 / 4112.0).epsilon(1e-12));
+    CHECK(u.efficiency == gptest::approx(p.efficiency * 4097.0 / 4112.0).epsilon(1e-12));
     // Measured: torch._scaled_mm refuses every k, n not a multiple of 16 (gemm_alignment.json, "refused").
     const auto j = measured("gemm_alignment.json");
     int refused = 0;
@@ -189,10 +190,10 @@ TEST_SUITE("GEMM tile staircase") {
     // K), so the depth law is the same for all.
     const auto& d = h100_sk();
     const double u = 541065216.0 / (132.0 * 126.0 * 128.0 * 256.0);
-    CHECK(u == doctest::Approx(0.99278).epsilon(1e-5));
+    CHECK(u == gptest::approx(0.99278).epsilon(1e-5));
     const auto c = model::gemm_cost("g", {384, 22016, 4096, 1}, Precision::bf16, d);
     const double g = model::gemm_depth_factor(d.eff, Precision::bf16, 4096.0);
-    CHECK(c.efficiency == doctest::Approx(model::gemm_ceiling(d.eff, Precision::bf16) * u * g).epsilon(1e-12));
+    CHECK(c.efficiency == gptest::approx(model::gemm_ceiling(d.eff, Precision::bf16) * u * g).epsilon(1e-12));
   }
 
   TEST_CASE("a smaller tile wins where it saves padding: 136×4096×4096 takes 16-row tiles") {
@@ -203,9 +204,9 @@ TEST_SUITE("GEMM tile staircase") {
     const auto& d = h100_sk();
     const auto c = model::gemm_cost("g", {136, 4096, 4096, 1}, Precision::bf16, d);
     const double u = (136.0 * 4096.0 * 64.0) / (132.0 * 70.0 * 16.0 * 256.0);
-    CHECK(u == doctest::Approx(0.94199).epsilon(1e-4));
+    CHECK(u == gptest::approx(0.94199).epsilon(1e-4));
     const double g = model::gemm_depth_factor(d.eff, Precision::bf16, 4096.0);
-    CHECK(c.efficiency == doctest::Approx(model::gemm_ceiling(d.eff, Precision::bf16) * u * g).epsilon(1e-12));
+    CHECK(c.efficiency == gptest::approx(model::gemm_ceiling(d.eff, Precision::bf16) * u * g).epsilon(1e-12));
   }
 
   TEST_CASE("no flat step from M = 256 to 384 and no jump after it: M×22016×4096 time rises with M") {
@@ -215,7 +216,7 @@ TEST_SUITE("GEMM tile staircase") {
     const double t256 = t(256, 22016, 4096, Precision::bf16, d), t320 = t(320, 22016, 4096, Precision::bf16, d),
                  t384 = t(384, 22016, 4096, Precision::bf16, d), t392 = t(392, 22016, 4096, Precision::bf16, d);
     // The built-in rows (whole tiles in waves) still step: flat from 257 to 384.
-    CHECK(t(257, 22016, 4096) == doctest::Approx(t(384, 22016, 4096)).epsilon(0.01));
+    CHECK(t(257, 22016, 4096) == gptest::approx(t(384, 22016, 4096)).epsilon(0.01));
     CHECK(t256 < t320);
     CHECK(t320 < t384);
     CHECK(t392 / t384 < 1.10);
@@ -265,7 +266,7 @@ TEST_SUITE("GEMM tile staircase") {
     }
     REQUIRE(ratio.size() > 400);
     const double level = median(ratio);
-    CHECK(level == doctest::Approx(1.0).epsilon(0.10));
+    CHECK(level == gptest::approx(1.0).epsilon(0.10));
     std::vector<double> shape;
     for (double x : ratio) shape.push_back(std::fabs(x / level - 1.0));
     CHECK(median(shape) < 0.10);
@@ -376,14 +377,14 @@ TEST_SUITE("GEMM tile staircase") {
     REQUIRE(n == 128);
     const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), a = (sy - slope * sx) / n;
     const double eta = 1.0 / (slope * bw);
-    CHECK(a == doctest::Approx(3.17e-6).epsilon(0.05));
-    CHECK(eta == doctest::Approx(0.846).epsilon(0.01));
+    CHECK(a == gptest::approx(3.17e-6).epsilon(0.05));
+    CHECK(eta == gptest::approx(0.846).epsilon(0.01));
     std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/calibration/h100-sxm5-80gb/profile.json");
     REQUIRE(in.good());
     const auto prof = nlohmann::json::parse(in);
     const double t0_cal = prof.at("gemm_memory").at("t0_s"), eta_cal = prof.at("gemm_memory").at("efficiency");
     const double gap = prof.at("graph_kernel_s");
-    CHECK(eta / eta_cal == doctest::Approx(1.0).epsilon(0.01));  // 0.846 / 0.8461
+    CHECK(eta / eta_cal == gptest::approx(1.0).epsilon(0.01));  // 0.846 / 0.8461
     CHECK(std::fabs(a - t0_cal) < 0.4e-6);                        // 3.17 against 2.96 µs
     CHECK(a > 3.5 * gap);                                         // the empty kernel's 0.79 µs is the smaller part
     // The built-in H100 row streams GEMMs at the BabelStream fraction 0.887, and at that bandwidth the same points
@@ -395,7 +396,7 @@ TEST_SUITE("GEMM tile staircase") {
       CAPTURE(r.at("layer").get<std::string>());
       const Precision p = r.at("dtype") == "fp16" ? Precision::fp16 : Precision::bf16;
       CHECK(t(1, r.at("N"), r.at("K"), p, h100_sk()) / r.at("time_median_s").get<double>() ==
-            doctest::Approx(1.0).epsilon(0.06));
+            gptest::approx(1.0).epsilon(0.06));
     }
     // Priced with the replay gap as the whole per-kernel cost, the staircase loses a third of its points: 1,850 → 1,209
     // within 10% (every layer gets worse; the memory-bound points fall 20-25% short).
@@ -493,20 +494,20 @@ TEST_SUITE("GEMM tile staircase") {
     };
     const double gemm_graph = fit("F.linear", "graph"), mul_graph = fit("torch.mul", "graph");
     const double gemm_eager = fit("F.linear", "eager"), mul_eager = fit("torch.mul", "eager");
-    CHECK(gemm_graph == doctest::Approx(4.41e-6).epsilon(0.03));
-    CHECK(mul_graph == doctest::Approx(2.03e-6).epsilon(0.03));
+    CHECK(gemm_graph == gptest::approx(4.41e-6).epsilon(0.03));
+    CHECK(mul_graph == gptest::approx(2.03e-6).epsilon(0.03));
     CHECK(gemm_graph - mul_graph > 2.0e-6);  // the GEMM's own prologue and epilogue
-    CHECK(gemm_eager - gemm_graph == doctest::Approx(1.6e-6).epsilon(0.15));
-    CHECK(mul_eager - mul_graph == doctest::Approx(1.8e-6).epsilon(0.15));
+    CHECK(gemm_eager - gemm_graph == gptest::approx(1.6e-6).epsilon(0.15));
+    CHECK(mul_eager - mul_graph == gptest::approx(1.8e-6).epsilon(0.15));
     double empty_graph = 0;
     for (const auto& r : j.at("results"))
       if (r.at("op").get<std::string>().rfind("torch.add", 0) == 0) empty_graph = r.at("graph").at("time_median_s");
-    CHECK(empty_graph == doctest::Approx(1.07e-6).epsilon(0.03));
+    CHECK(empty_graph == gptest::approx(1.07e-6).epsilon(0.03));
     std::ifstream pin(std::string(GPUPLAN_TEST_DATA_DIR) + "/calibration/h200-sxm-141gb/profile.json");
     REQUIRE(pin.good());
     const auto prof = nlohmann::json::parse(pin);
-    CHECK(gemm_graph / prof.at("gemm_memory").at("t0_s").get<double>() == doctest::Approx(1.0).epsilon(0.05));
-    CHECK(mul_graph / prof.at("hbm").at("t0_s").get<double>() == doctest::Approx(1.0).epsilon(0.05));
+    CHECK(gemm_graph / prof.at("gemm_memory").at("t0_s").get<double>() == gptest::approx(1.0).epsilon(0.05));
+    CHECK(mul_graph / prof.at("hbm").at("t0_s").get<double>() == gptest::approx(1.0).epsilon(0.05));
     // cuBLAS's split-K choice on this GPU (96 points, N 1024-8192, K 4096-28672, M 16-512): split exactly when
     // M·N/K < 64 at 91 of them.
     int heur = 0, rule = 0;
@@ -573,16 +574,16 @@ TEST_SUITE("GEMM tile staircase") {
     // 0.7293 / 0.7578; with the term both profiles' fp16 fits land at their bf16 level, profile.json). Checked here on the CUDA-graph sweeps it was not fitted to:
     // the median fp16/bf16 time at M ≥ 512 (compute-bound) of each Llama-2-7B layer and of the aligned 4096³ points.
     const auto& d = h100_sk();
-    CHECK(model::gemm_fp16_rate(d.eff) == doctest::Approx(0.961));
+    CHECK(model::gemm_fp16_rate(d.eff) == gptest::approx(0.961));
     const double bf = model::gemm_cost("b", {4096, 4096, 4096, 1}, Precision::bf16, d).efficiency;
     const double hf = model::gemm_cost("h", {4096, 4096, 4096, 1}, Precision::fp16, d).efficiency;
-    CHECK(hf / bf == doctest::Approx(0.961).epsilon(1e-9));
+    CHECK(hf / bf == gptest::approx(0.961).epsilon(1e-9));
     // The fallback class (odd K) is load-bound: fp16 runs at bf16's fallback rate.
     const double bf_odd = model::gemm_cost("b", {4096, 4096, 4097, 1}, Precision::bf16, d).efficiency;
     const double hf_odd = model::gemm_cost("h", {4096, 4096, 4097, 1}, Precision::fp16, d).efficiency;
-    CHECK(hf_odd / bf_odd == doctest::Approx(1.0).epsilon(1e-9));
+    CHECK(hf_odd / bf_odd == gptest::approx(1.0).epsilon(1e-9));
     // Memory-bound decode shapes: no change (the weights' streaming bounds both).
-    CHECK(t(1, 22016, 4096, Precision::fp16, d) == doctest::Approx(t(1, 22016, 4096, Precision::bf16, d)));
+    CHECK(t(1, 22016, 4096, Precision::fp16, d) == gptest::approx(t(1, 22016, 4096, Precision::bf16, d)));
     // Parts without fp8 tensor cores: not measured, 1.
     CHECK(model::gemm_fp16_rate(a100().eff) == 1.0);
     const auto j = measured("gemm_graph_staircase.json");
@@ -599,7 +600,7 @@ TEST_SUITE("GEMM tile staircase") {
     for (const auto& [layer, v] : ratio) {
       const auto& captured_layer = layer;  // clang 14: no structured binding in CAPTURE's lambda
       CAPTURE(captured_layer);
-      CHECK(median(v) == doctest::Approx(1.0 / 0.961).epsilon(0.01));  // measured 1.037-1.047
+      CHECK(median(v) == gptest::approx(1.0 / 0.961).epsilon(0.01));  // measured 1.037-1.047
     }
     const auto a = measured("gemm_graph_alignment.json");
     std::map<std::string, double> bf_al;
@@ -614,13 +615,13 @@ TEST_SUITE("GEMM tile staircase") {
     for (const auto& r : a.at("results"))
       if (r.at("dtype") == "fp16" && bf_al.count(key(r))) al_ratio.push_back(r.at("time_median_s").get<double>() / bf_al.at(key(r)));
     REQUIRE(al_ratio.size() >= 40);
-    CHECK(median(al_ratio) == doctest::Approx(1.0 / 0.961).epsilon(0.015));
+    CHECK(median(al_ratio) == gptest::approx(1.0 / 0.961).epsilon(0.015));
   }
 
   TEST_CASE("a tile-exact GEMM keeps the reference tile and a full machine: 128·132 × 256 × 8192 has u = 1") {
     const auto& d = h100_sk();
     const auto c = model::gemm_cost("full", {128 * 132, 256, 8192, 1}, Precision::bf16, d);
-    CHECK(c.efficiency == doctest::Approx(model::gemm_ceiling(d.eff, Precision::bf16)).epsilon(1e-12));
+    CHECK(c.efficiency == gptest::approx(model::gemm_ceiling(d.eff, Precision::bf16)).epsilon(1e-12));
   }
 
   TEST_CASE("Llama-2-7B decode GEMMs on A100 with stream-K: time per token falls from batch 128 to 142 (no cliff)") {

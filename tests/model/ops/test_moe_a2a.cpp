@@ -2,6 +2,7 @@
 // low-latency kernels against the bandwidths DeepEP publishes for them, the node-deduplication arithmetic, the
 // compute/communication overlap formula, and two-batch overlap in serving.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <string>
@@ -39,9 +40,9 @@ d::A2aInput deepep_bench(d::A2aKernel k, double tokens, int nodes) {
 }  // namespace
 
 TEST_CASE("distinct nodes of a token: M·(1 − (1 − 1/M)^k), and DeepSeek-V3's group-limited routing caps M at 4") {
-  CHECK(d::expected_distinct(4, 8) == doctest::Approx(4.0 * (1.0 - std::pow(0.75, 8))));  // 3.5995
+  CHECK(d::expected_distinct(4, 8) == gptest::approx(4.0 * (1.0 - std::pow(0.75, 8))));  // 3.5995
   CHECK(d::expected_distinct(1, 8) == 1.0);
-  CHECK(d::expected_distinct(2, 1) == doctest::Approx(1.0));
+  CHECK(d::expected_distinct(2, 1) == gptest::approx(1.0));
   // DeepSeek-V3 (n_group 8, topk_group 4; arXiv:2412.19437 §2.1.2 "each token will be sent to at most M nodes",
   // §4.2 M = 4): 8 groups on 8 nodes or 2 groups a node on 4 nodes.
   const auto& a = test::arch("deepseek-v3");
@@ -70,8 +71,8 @@ TEST_CASE("DeepEP normal kernels: node-deduplicated RDMA within 20% of DeepEP's 
     const double combine_GBps = logical * 2.0 / c.combine.raw() / 1e9;
     CAPTURE(dispatch_GBps);
     CAPTURE(combine_GBps);
-    CHECK(dispatch_GBps == doctest::Approx(r.dispatch_GBps).epsilon(0.20));
-    CHECK(combine_GBps == doctest::Approx(r.combine_GBps).epsilon(0.20));
+    CHECK(dispatch_GBps == gptest::approx(r.dispatch_GBps).epsilon(0.20));
+    CHECK(combine_GBps == gptest::approx(r.combine_GBps).epsilon(0.20));
     // The same rows through NCCL's all-to-all (one copy per token-expert row, BF16 both ways) take longer.
     d::A2aInput nccl = in;
     nccl.kernel = d::A2aKernel::nccl;
@@ -87,10 +88,10 @@ TEST_CASE("DeepEP normal kernels inside one node: NVLink within 20% of DeepEP's 
   const auto c = d::moe_a2a(deepep_bench(d::A2aKernel::deepep_normal, 4096, 1), g);
   CHECK(c.nic_copies == 0.0);
   const double distinct_gpus = d::expected_distinct(8, 8);  // 5.25 of the node's 8 GPUs per token
-  CHECK(c.nvlink_copies == doctest::Approx(distinct_gpus * 7.0 / 8.0));
+  CHECK(c.nvlink_copies == gptest::approx(distinct_gpus * 7.0 / 8.0));
   const double logical = 4096 * distinct_gpus * 7168;
-  CHECK(logical * d::kFp8DispatchBytes / c.dispatch.raw() / 1e9 == doctest::Approx(153).epsilon(0.20));
-  CHECK(logical * 2.0 / c.combine.raw() / 1e9 == doctest::Approx(158).epsilon(0.20));
+  CHECK(logical * d::kFp8DispatchBytes / c.dispatch.raw() / 1e9 == gptest::approx(153).epsilon(0.20));
+  CHECK(logical * 2.0 / c.combine.raw() / 1e9 == gptest::approx(158).epsilon(0.20));
 }
 
 TEST_CASE("DeepEP low-latency kernels: one message per token-expert row, within 30% of DeepEP's times at EP16-256") {
@@ -105,24 +106,24 @@ TEST_CASE("DeepEP low-latency kernels: one message per token-expert row, within 
     CAPTURE(r.ep);
     const auto g = h800_group(r.ep);
     const auto c = d::moe_a2a(deepep_bench(d::A2aKernel::deepep_low_latency, 128, r.ep / 8), g);
-    CHECK(c.nic_copies == doctest::Approx(8.0 * (r.ep - 8) / r.ep));
+    CHECK(c.nic_copies == gptest::approx(8.0 * (r.ep - 8) / r.ep));
     CAPTURE(c.dispatch.raw() * 1e6);
     CAPTURE(c.combine.raw() * 1e6);
-    CHECK(c.dispatch.raw() * 1e6 == doctest::Approx(r.dispatch_us).epsilon(0.30));
-    CHECK(c.combine.raw() * 1e6 == doctest::Approx(r.combine_us).epsilon(0.30));
+    CHECK(c.dispatch.raw() * 1e6 == gptest::approx(r.dispatch_us).epsilon(0.30));
+    CHECK(c.combine.raw() * 1e6 == gptest::approx(r.combine_us).epsilon(0.30));
     CHECK(c.dispatch.raw() * 1e6 <= r.dispatch_us);  // never slower than the kernels measured
   }
 }
 
 TEST_CASE("overlap: exposed = max(0, comm − window) + hidden × SM share") {
   using units::Seconds;
-  CHECK(d::overlap_exposed(Seconds(10), Seconds(6), 0.15).raw() == doctest::Approx(4 + 6 * 0.15));
-  CHECK(d::overlap_exposed(Seconds(5), Seconds(6), 0.15).raw() == doctest::Approx(5 * 0.15));
-  CHECK(d::overlap_exposed(Seconds(5), Seconds(0), 0.15).raw() == doctest::Approx(5));
+  CHECK(d::overlap_exposed(Seconds(10), Seconds(6), 0.15).raw() == gptest::approx(4 + 6 * 0.15));
+  CHECK(d::overlap_exposed(Seconds(5), Seconds(6), 0.15).raw() == gptest::approx(5 * 0.15));
+  CHECK(d::overlap_exposed(Seconds(5), Seconds(0), 0.15).raw() == gptest::approx(5));
   CHECK(d::overlap_exposed(Seconds(0), Seconds(6), 0.15).raw() == 0.0);
   // DeepEP normal holds 20 of an H800's 132 SMs (DeepSeek-V3 §3.5.1); low-latency none while in flight
   // (deepseek-ai/profile-data README, decoding).
-  CHECK(d::a2a_sm_share(d::A2aKernel::deepep_normal, 132, 0.12) == doctest::Approx(20.0 / 132));
+  CHECK(d::a2a_sm_share(d::A2aKernel::deepep_normal, 132, 0.12) == gptest::approx(20.0 / 132));
   CHECK(d::a2a_sm_share(d::A2aKernel::deepep_low_latency, 132, 0.12) == 0.0);
   CHECK(d::a2a_sm_share(d::A2aKernel::nccl, 132, 0.12) == 0.12);
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 #include <fmt/format.h>
 
 #include "gpuplan/model/accuracy_band.hpp"
@@ -18,21 +19,21 @@ BandCase bc(const std::string& id, const std::string& src, const std::string& ge
 
 TEST_CASE("quantile interpolates linearly between order statistics (type 7)") {
   // Sorted 1,2,3,4,5: h = q·(n−1); q=0.1 → h=0.4 → 1 + 0.4·(2−1) = 1.4; q=0.9 → h=3.6 → 4 + 0.6 = 4.6; median 3.
-  CHECK(quantile({5, 1, 4, 2, 3}, 0.10) == doctest::Approx(1.4));
-  CHECK(quantile({5, 1, 4, 2, 3}, 0.90) == doctest::Approx(4.6));
-  CHECK(quantile({5, 1, 4, 2, 3}, 0.50) == doctest::Approx(3.0));
-  CHECK(quantile({7}, 0.9) == doctest::Approx(7.0));
+  CHECK(quantile({5, 1, 4, 2, 3}, 0.10) == gptest::approx(1.4));
+  CHECK(quantile({5, 1, 4, 2, 3}, 0.90) == gptest::approx(4.6));
+  CHECK(quantile({5, 1, 4, 2, 3}, 0.50) == gptest::approx(3.0));
+  CHECK(quantile({7}, 0.9) == gptest::approx(7.0));
 }
 
 TEST_CASE("Student's t 90% quantile: the table to 30 degrees of freedom, the Cornish-Fisher series beyond") {
-  CHECK(student_t90(1) == doctest::Approx(3.078));
-  CHECK(student_t90(2) == doctest::Approx(1.886));
-  CHECK(student_t90(10) == doctest::Approx(1.372));
-  CHECK(student_t90(30) == doctest::Approx(1.310));
+  CHECK(student_t90(1) == gptest::approx(3.078));
+  CHECK(student_t90(2) == gptest::approx(1.886));
+  CHECK(student_t90(10) == gptest::approx(1.372));
+  CHECK(student_t90(30) == gptest::approx(1.310));
   // Exact values (any table): t(0.90; 40) = 1.303, t(0.90; 120) = 1.289, t(0.90; ∞) = 1.2816.
-  CHECK(student_t90(40) == doctest::Approx(1.303).epsilon(1e-3));
-  CHECK(student_t90(120) == doctest::Approx(1.289).epsilon(1e-3));
-  CHECK(student_t90(1000000) == doctest::Approx(1.2816).epsilon(1e-4));
+  CHECK(student_t90(40) == gptest::approx(1.303).epsilon(1e-3));
+  CHECK(student_t90(120) == gptest::approx(1.289).epsilon(1e-3));
+  CHECK(student_t90(1000000) == gptest::approx(1.2816).epsilon(1e-4));
 }
 
 TEST_CASE("a band is the random-effects prediction interval over the regime's sources, on the log ratio") {
@@ -51,9 +52,9 @@ TEST_CASE("a band is the random-effects prediction interval over the regime's so
   CHECK(b->level == 0);
   CHECK(b->fallback.empty());
   const double half = 1.886 * std::sqrt(0.06);
-  CHECK(b->p50 == doctest::Approx(std::exp(0.3)));
-  CHECK(b->p10 == doctest::Approx(std::exp(0.3 - half)));
-  CHECK(b->p90 == doctest::Approx(std::exp(0.3 + half)));
+  CHECK(b->p50 == gptest::approx(std::exp(0.3)));
+  CHECK(b->p10 == gptest::approx(std::exp(0.3 - half)));
+  CHECK(b->p90 == gptest::approx(std::exp(0.3 + half)));
   CHECK(b->regime == "train Hopper dense 1 node");
 }
 
@@ -64,7 +65,7 @@ TEST_CASE("every source weighs the same: a 300-row sweep does not outvote two on
   cs.push_back(bc("y", "y", "Hopper", "dense", "1 node", 1.0));
   const auto b = band_for(cs, Regime{"train", "Hopper", "dense", "1 node"});
   REQUIRE(b);
-  CHECK(b->p50 == doctest::Approx(std::exp(0.3)));  // (0.9 + 0 + 0)/3, not ≈ 0.9
+  CHECK(b->p50 == gptest::approx(std::exp(0.3)));  // (0.9 + 0 + 0)/3, not ≈ 0.9
   CHECK(b->sources == 3);
   // The group, not the source text, is the unit: the same three rows under one group are one source.
   for (auto& c : cs) c.group = "one paper";
@@ -122,15 +123,15 @@ TEST_CASE("leave one source out: a case is judged against the band built without
   REQUIRE(b);
   CHECK(b->cases == 8);
   CHECK(b->sources == 4);
-  CHECK(b->p90 == doctest::Approx(std::exp(1.638 * 0.01)));
+  CHECK(b->p90 == gptest::approx(std::exp(1.638 * 0.01)));
   const auto cov = loso_coverage(cs);
   CHECK(cov.cases == 11);
   CHECK(cov.inside == 8);
-  CHECK(cov.fraction() == doctest::Approx(8.0 / 11.0));
+  CHECK(cov.fraction() == gptest::approx(8.0 / 11.0));
   CHECK(cov.sources == 5);
-  CHECK(cov.source_mean == doctest::Approx(4.0 / 5.0));
+  CHECK(cov.source_mean == gptest::approx(4.0 / 5.0));
   CHECK(cov.dev_cases == 9);
-  CHECK(cov.dev_case_mean == doctest::Approx(8.0 / 9.0));
+  CHECK(cov.dev_case_mean == gptest::approx(8.0 / 9.0));
   const auto far = loso_coverage(cs, "", "far");
   CHECK(far.cases == 3);
   CHECK(far.inside == 0);

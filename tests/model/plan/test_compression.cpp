@@ -2,6 +2,7 @@
 // what the hardware refuses, and the compute paths of gemm_cost (2:4 sparse, weight-only, int8) against the formulas by
 // hand; the physics the course teaches (weight-only int4 helps memory-bound decode, not compute-bound prefill).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -227,7 +228,7 @@ TEST_CASE("the study prices the baseline first, refuses what the part lacks, and
   // Dropping a quarter of the layers drops a quarter of the KV.
   CHECK(near(st.rows[3].kv_bytes.raw(), 0.75 * st.rows[0].kv_bytes.raw(), 1e-9));
   CHECK(st.rows[3].itl.raw() < st.rows[0].itl.raw());
-  CHECK(st.rows[0].decode_tokens_per_s == doctest::Approx(16.0 / st.rows[0].itl.raw()));
+  CHECK(st.rows[0].decode_tokens_per_s == gptest::approx(16.0 / st.rows[0].itl.raw()));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // what estimate_training gives for it; the cheapest option per item is the lowest cost among the feasible ones;
 // totals are the sums of the chosen cells; options that cannot do an item are results with reasons.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 #include <fmt/format.h>
 
 #include <cmath>
@@ -88,8 +89,8 @@ TEST_SUITE("report") {
       CHECK(c.time_to_train.raw() <= u::days(7).raw());
       CHECK(tr.cells[*tr.cheapest].cost->raw() <= c.cost->raw());
       // cost = GPU-hours × price; GPU-hours = GPUs × time.
-      CHECK(c.gpu_hours == doctest::Approx(double(c.gpus) * c.time_to_train.raw() / 3600.0).epsilon(1e-9));
-      CHECK(c.cost->raw() == doctest::Approx(c.gpu_hours * u::to_usd_per_hour(*c.price)).epsilon(1e-9));
+      CHECK(c.gpu_hours == gptest::approx(double(c.gpus) * c.time_to_train.raw() / 3600.0).epsilon(1e-9));
+      CHECK(c.cost->raw() == gptest::approx(c.gpu_hours * u::to_usd_per_hour(*c.price)).epsilon(1e-9));
       CHECK(c.peak_memory.raw() <= c.capacity.raw());
     }
     const auto& sv = res.serving[0];
@@ -97,15 +98,15 @@ TEST_SUITE("report") {
     for (const auto& c : sv.cells)
       if (c.feasible) CHECK(sv.cells[*sv.cheapest].cost_rate.raw() <= c.cost_rate.raw());
     CHECK(res.all_feasible);
-    CHECK(res.training_cost.raw() == doctest::Approx(tr.cells[*tr.cheapest].cost->raw()));
-    CHECK(res.training_gpu_hours == doctest::Approx(tr.cells[*tr.cheapest].gpu_hours));
-    CHECK(res.serving_cost_rate.raw() == doctest::Approx(sv.cells[*sv.cheapest].cost_rate.raw()));
+    CHECK(res.training_cost.raw() == gptest::approx(tr.cells[*tr.cheapest].cost->raw()));
+    CHECK(res.training_gpu_hours == gptest::approx(tr.cells[*tr.cheapest].gpu_hours));
+    CHECK(res.serving_cost_rate.raw() == gptest::approx(sv.cells[*sv.cheapest].cost_rate.raw()));
     CHECK(res.serving_gpus == sv.cells[*sv.cheapest].gpus);
     REQUIRE(res.per_option.size() == 3);
     for (std::size_t k = 0; k < 3; ++k) {
       const auto& o = res.per_option[k];
       CHECK(o.covers_all == (tr.cells[k].feasible && sv.cells[k].feasible));
-      if (tr.cells[k].cost) CHECK(o.training_cost.raw() == doctest::Approx(tr.cells[k].cost->raw()));
+      if (tr.cells[k].cost) CHECK(o.training_cost.raw() == gptest::approx(tr.cells[k].cost->raw()));
     }
   }
 
@@ -139,14 +140,14 @@ TEST_SUITE("report") {
       if (tr.cells[k].feasible && (!want || expected(k) < expected(*want))) want = k;
     CHECK(*tr.cheapest == *want);
     REQUIRE(tr.cells[k0].band.has_value());
-    CHECK(tr.cells[k0].band->p50 == doctest::Approx(10.0));
+    CHECK(tr.cells[k0].band->p50 == gptest::approx(10.0));
     CHECK(tr.cells[k0].band->cases == 5);
     // Constant ratios: the range collapses onto the chosen cell's cost × its ratio.
     const auto& c = tr.cells[*tr.cheapest];
     const double f = *tr.cheapest == k0 ? 10.0 : 1.0;
-    CHECK(res.training_cost.raw() == doctest::Approx(c.cost->raw()));
-    CHECK(res.training_cost_p10.raw() == doctest::Approx(c.cost->raw() * f));
-    CHECK(res.training_cost_p90.raw() == doctest::Approx(c.cost->raw() * f));
+    CHECK(res.training_cost.raw() == gptest::approx(c.cost->raw()));
+    CHECK(res.training_cost_p10.raw() == gptest::approx(c.cost->raw() * f));
+    CHECK(res.training_cost_p90.raw() == gptest::approx(c.cost->raw() * f));
   }
 
   TEST_CASE("a training cell's numbers are estimate_training's for the chosen layout, bit for bit") {

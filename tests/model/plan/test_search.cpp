@@ -4,6 +4,7 @@
 // thread count, cancellation returns the best so far, fixed dimensions restrict the space, and the comparison of
 // two layouts adds up to their step-time difference.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <atomic>
 #include <cmath>
@@ -526,7 +527,7 @@ TEST_SUITE("search") {
       sum += (t.second - t.first).raw();
       CHECK(t.first.raw() != t.second.raw());
     }
-    CHECK(sum == doctest::Approx((c.step_second - c.step_first).raw()).epsilon(1e-9));
+    CHECK(sum == gptest::approx((c.step_second - c.step_first).raw()).epsilon(1e-9));
     CHECK(c.step_first <= c.step_second);
     for (std::size_t i = 1; i < c.terms.size(); ++i)
       CHECK(std::abs((c.terms[i - 1].second - c.terms[i - 1].first).raw()) >=

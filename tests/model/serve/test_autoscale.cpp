@@ -4,6 +4,7 @@
 // first evaluation; a fleet of one equals simulate_serving; the SLA counts; the rate curves and their arrivals
 // (issue #28, deliverable 3).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -167,15 +168,15 @@ TEST_CASE("rate curves: the diurnal raised cosine, points joined linearly, arriv
   d.peak_per_s = 50;
   d.trough_per_s = 10;
   d.peak_hour = 14;
-  CHECK(d.rate_at(14 * 3600.0) == doctest::Approx(50));
-  CHECK(d.rate_at(2 * 3600.0) == doctest::Approx(10));
-  CHECK(d.rate_at(8 * 3600.0) == doctest::Approx(30));  // 6 h from the peak: cos(π/2) = 0, the middle
+  CHECK(d.rate_at(14 * 3600.0) == gptest::approx(50));
+  CHECK(d.rate_at(2 * 3600.0) == gptest::approx(10));
+  CHECK(d.rate_at(8 * 3600.0) == gptest::approx(30));  // 6 h from the peak: cos(π/2) = 0, the middle
   model::RateCurve pts;
   pts.kind = model::RateCurve::Kind::points;
   pts.points = {{0, 10}, {2, 30}, {4, 30}};
-  CHECK(pts.rate_at(3600.0) == doctest::Approx(20));
-  CHECK(pts.rate_at(3 * 3600.0) == doctest::Approx(30));
-  CHECK(pts.rate_at(10 * 3600.0) == doctest::Approx(30));  // flat after the last point
+  CHECK(pts.rate_at(3600.0) == gptest::approx(20));
+  CHECK(pts.rate_at(3 * 3600.0) == gptest::approx(30));
+  CHECK(pts.rate_at(10 * 3600.0) == gptest::approx(30));  // flat after the last point
   // Arrivals: the diurnal mean is (50 + 10)/2 = 30 req/s over a day: 2,592,000 expected, σ = √N ≈ 1610.
   const model::LengthSampler fixed{model::LengthSampler::Kind::fixed, 100, 100};
   const auto reqs = model::generate_curve_requests(d, 86400, fixed, fixed, 7);

@@ -3,6 +3,7 @@
 // properties, an MLA case (DeepSeek-V3), a sliding-window case (GPT-OSS), the engine knobs, and `gpuplan kv` end to
 // end (exit codes and messages).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <string>
@@ -63,7 +64,7 @@ TEST_SUITE("textbook") {
     CHECK(r.weights_total.raw() == 140e9);
     CHECK(r.kv_bytes_per_token.raw() == 2.0 * 80 * 8 * 128 * 2);  // 320 KiB
     CHECK(r.kv_total.raw() == 4096.0 * 327680.0);                 // 1.342 GB
-    CHECK(units::to_GB(r.memory_needed) == doctest::Approx(141.34).epsilon(1e-4));
+    CHECK(units::to_GB(r.memory_needed) == gptest::approx(141.34).epsilon(1e-4));
     REQUIRE(r.gpus_needed_pooled.has_value());
     CHECK(*r.gpus_needed_pooled == 2);
     CHECK(*r.gpus_needed == 2);
@@ -83,14 +84,14 @@ TEST_SUITE("textbook") {
     p.tp = 2;
     const auto& a = arch("llama-3.1-70b");
     const auto r = serve(a, gpu("h100-sxm5-80gb"), p);
-    CHECK(units::to_GB(r.weights_total) == doctest::Approx(141.1).epsilon(0.001));  // 70.55B × 2 B
+    CHECK(units::to_GB(r.weights_total) == gptest::approx(141.1).epsilon(0.001));  // 70.55B × 2 B
     CHECK(r.ok);
     CHECK(r.max_concurrency >= 1);
     REQUIRE(r.gpus_needed.has_value());
     CHECK(*r.gpus_needed == 2);
     // The pool is what vLLM leaves: 0.9·C − weights − activations − graphs.
     const auto& s = r.stages.front();
-    CHECK(s.kv_pool.raw() == doctest::Approx((s.capacity * 0.9 - s.weights - s.activations - s.cuda_graphs).raw()));
+    CHECK(s.kv_pool.raw() == gptest::approx((s.capacity * 0.9 - s.weights - s.activations - s.cuda_graphs).raw()));
   }
 
   TEST_CASE("T18: 7B GQA (8 KV heads), INT4, 1000 users x 1K tokens: 3.5 + 131 x 1.3 = 174 GB -> 3 GPUs at 80% usable") {
@@ -102,10 +103,10 @@ TEST_SUITE("textbook") {
     const auto r = serve(arch("mistral-7b-v0.1"), gpu("h100-sxm5-80gb"), p);
     CHECK(r.weights_total.raw() == 3.5e9);
     CHECK(r.kv_bytes_per_token.raw() == 131072.0);               // 2·32·8·128·2
-    CHECK(units::to_GB(r.kv_bytes_per_sequence) == doctest::Approx(0.131072));  // "0.13 GB per user"
-    CHECK(units::to_GB(r.kv_total) == doctest::Approx(131.072 * 1.3));
-    CHECK(units::to_GB(r.memory_needed) == doctest::Approx(173.89).epsilon(1e-4));  // "174 GB"
-    CHECK(units::to_GB(r.usable_per_gpu_pooled) == doctest::Approx(64.0));
+    CHECK(units::to_GB(r.kv_bytes_per_sequence) == gptest::approx(0.131072));  // "0.13 GB per user"
+    CHECK(units::to_GB(r.kv_total) == gptest::approx(131.072 * 1.3));
+    CHECK(units::to_GB(r.memory_needed) == gptest::approx(173.89).epsilon(1e-4));  // "174 GB"
+    CHECK(units::to_GB(r.usable_per_gpu_pooled) == gptest::approx(64.0));
     REQUIRE(r.gpus_needed.has_value());
     CHECK(*r.gpus_needed == 3);  // not the common "2"
     // Whole-sequence replicas give the same 3 here: 355 users per GPU.
@@ -121,8 +122,8 @@ TEST_SUITE("textbook") {
     p.paging_overhead = 0.3;
     p.memory_fraction = 0.8;
     const auto r = serve(arch("llama-2-7b"), gpu("h100-sxm5-80gb"), p);
-    CHECK(units::to_GB(r.kv_bytes_per_sequence) == doctest::Approx(0.524288));  // "0.52 GB per user"
-    CHECK(units::to_GB(r.kv_total / 1.3) == doctest::Approx(524.288));          // "524 GB KV"
+    CHECK(units::to_GB(r.kv_bytes_per_sequence) == gptest::approx(0.524288));  // "0.52 GB per user"
+    CHECK(units::to_GB(r.kv_total / 1.3) == gptest::approx(524.288));          // "524 GB KV"
     REQUIRE(r.gpus_needed.has_value());
     CHECK(*r.gpus_needed == 11);
     // A replica holds whole sequences: (64 − 3.5) GB / (0.524 GB × 1.3) = 88 per GPU, and 11 × 88 < 1000.
@@ -138,10 +139,10 @@ TEST_SUITE("textbook") {
     const auto gqa = serve(arch("mistral-7b-v0.1"), gpu("h100-sxm5-80gb"), p);
     const auto mha = serve(arch("llama-2-7b"), gpu("h100-sxm5-80gb"), p);
     // int4 g128 with fp16 scale + 4-bit zero: 0.5195 B per quantized weight; embeddings and LM head stay 16-bit.
-    CHECK(model::weight_bytes_per_param(p.weights, 4096) == doctest::Approx(0.5 + 2.5 / 128));
+    CHECK(model::weight_bytes_per_param(p.weights, 4096) == gptest::approx(0.5 + 2.5 / 128));
     CHECK(units::to_GB(gqa.weights_total) > 3.5);
     // Blocks of 16 round 1000 tokens up to 1008.
-    CHECK(gqa.kv_total.raw() == doctest::Approx(1000.0 * 1008.0 * 131072.0));
+    CHECK(gqa.kv_total.raw() == gptest::approx(1000.0 * 1008.0 * 131072.0));
     REQUIRE(gqa.gpus_needed.has_value());
     REQUIRE(mha.gpus_needed.has_value());
     CHECK(*gqa.gpus_needed == 2);  // no 30% paging allowance, 0.9 of 85 GB: PagedAttention's waste is the last block
@@ -157,7 +158,7 @@ TEST_SUITE("kv bytes") {
     double prev = model::kv_token_bytes(a, kv, 1, Explain::off).per_layer.raw();
     for (int tp : {2, 4, 8}) {
       const auto k = model::kv_token_bytes(a, kv, tp, Explain::off);
-      CHECK(k.per_layer.raw() == doctest::Approx(prev / 2));
+      CHECK(k.per_layer.raw() == gptest::approx(prev / 2));
       CHECK(k.replication == 1);
       prev = k.per_layer.raw();
     }
@@ -182,7 +183,7 @@ TEST_SUITE("kv bytes") {
     CHECK(model::kv_token_bytes(a, fp8_tok, 1, Explain::off).per_layer.raw() == bf16.per_layer.raw() / 2 + 2 * 8 * 4);
     // int8: 1 B per element + fp16 scale + fp16 zero per head per token, for K and V: (d + 4)/(2d) of bf16.
     const auto i8 = model::kv_token_bytes(a, model::default_kv_quant(model::StoreDtype::int8), 1, Explain::off);
-    CHECK(i8.per_layer.raw() == doctest::Approx(bf16.per_layer.raw() * (128.0 + 4.0) / 256.0));
+    CHECK(i8.per_layer.raw() == gptest::approx(bf16.per_layer.raw() * (128.0 + 4.0) / 256.0));
     const auto i4 = model::kv_token_bytes(a, model::default_kv_quant(model::StoreDtype::int4), 1, Explain::off);
     CHECK(i4.per_layer.raw() == 2 * 8 * (64 + 4));
     CHECK(i4.per_token_model.raw() == 32.0 * 2 * 8 * (64 + 4));
@@ -236,7 +237,7 @@ TEST_SUITE("kv bytes") {
         CAPTURE(B);
         CHECK(q.block_waste.raw() >= prev);
         CHECK(q.expected_block_waste.raw() >= prev_expected);
-        CHECK(q.expected_block_waste.raw() == doctest::Approx(tok.per_layer.raw() * 32 * double(B - 1) / 2));
+        CHECK(q.expected_block_waste.raw() == gptest::approx(tok.per_layer.raw() * 32 * double(B - 1) / 2));
         CHECK(q.block_waste.raw() == tok.per_layer.raw() * 32 * double(((s + B - 1) / B) * B - s));
         prev = q.block_waste.raw();
         prev_expected = q.expected_block_waste.raw();
@@ -340,7 +341,7 @@ TEST_SUITE("serving memory") {
     // Before v0.21 CUDA graphs sit outside the fraction: more KV.
     p.cuda_graphs_in_budget = false;
     const auto old = serve(a, gpu("h100-sxm5-80gb"), p);
-    CHECK(old.stages[0].kv_pool.raw() == doctest::Approx(ok.stages[0].kv_pool.raw() + units::gibibytes(1).raw()));
+    CHECK(old.stages[0].kv_pool.raw() == gptest::approx(ok.stages[0].kv_pool.raw() + units::gibibytes(1).raw()));
   }
 
   TEST_CASE("SGLang: mem_fraction_static of the pre-load free memory holds weights + KV - activations and graphs need the rest") {
@@ -351,7 +352,7 @@ TEST_SUITE("serving memory") {
     const auto r = serve(a, gpu("h100-sxm5-80gb"), p);
     const auto& s = r.stages[0];
     const auto base = s.capacity - s.cuda_context - s.nccl;
-    CHECK(s.kv_pool.raw() == doctest::Approx((base * 0.88 - s.weights).raw()));
+    CHECK(s.kv_pool.raw() == gptest::approx((base * 0.88 - s.weights).raw()));
     CHECK(r.ok);
     p.memory_fraction = 0.995;
     const auto tight = serve(a, gpu("h100-sxm5-80gb"), p);
@@ -427,7 +428,7 @@ TEST_SUITE("gpuplan kv") {
     CHECK(r.rc == 0);
     const auto j = parse_json(r);
     CHECK(j["gpus_needed"] == 3);
-    CHECK(j["memory_needed_bytes"].get<double>() == doctest::Approx(173.8936e9).epsilon(1e-6));
+    CHECK(j["memory_needed_bytes"].get<double>() == gptest::approx(173.8936e9).epsilon(1e-6));
     CHECK(j["kv_bytes_per_token"] == 131072);
     CHECK(j["feasible"] == true);
     for (const char* key : {"kv_bytes_per_token", "kv_bytes_per_sequence", "max_concurrency", "max_context_tokens",
@@ -492,7 +493,7 @@ TEST_SUITE("gpuplan kv") {
     CHECK(model::engine_memory_knob(model::MemoryEngine::vllm).fraction_flag == "--gpu-memory-utilization");
     CHECK(model::engine_memory_knob(model::MemoryEngine::sglang).fraction_flag == "--mem-fraction-static");
     CHECK(model::engine_memory_knob(model::MemoryEngine::plain).fraction_flag == "--usable-fraction");
-    CHECK(model::engine_memory_knob(model::MemoryEngine::sglang).default_fraction == doctest::Approx(0.88));
+    CHECK(model::engine_memory_knob(model::MemoryEngine::sglang).default_fraction == gptest::approx(0.88));
     CHECK(model::describe_engine_budget(model::MemoryEngine::vllm, 0.85, false) ==
           "vLLM gpu_memory_utilization 0.85 (CUDA graphs outside the fraction)");
     CHECK(model::describe_engine_budget(model::MemoryEngine::sglang, 0.7, true) == "SGLang mem_fraction_static 0.7");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/model/serving.hpp"
 
@@ -44,7 +45,7 @@ TEST_CASE("prefill queueing wait at p99: M/D/1 (fixed prompts) within 6% of a si
     CAPTURE(rho);
     const double model = model::prefill_queue_wait(rho, Seconds(0.1), 0.99, fixed).raw();
     const double sim = simulated_wait(rho, 0.1, 0.99, fixed, 42);
-    CHECK(model == doctest::Approx(sim).epsilon(0.06));
+    CHECK(model == gptest::approx(sim).epsilon(0.06));
   }
 }
 
@@ -54,7 +55,7 @@ TEST_CASE("prefill queueing wait at p99: M/G/1 (lognormal prompts, sd = mean) wi
     CAPTURE(rho);
     const double model = model::prefill_queue_wait(rho, Seconds(0.1), 0.99, logn).raw();
     const double sim = simulated_wait(rho, 0.1, 0.99, logn, 7);
-    CHECK(model == doctest::Approx(sim).epsilon(0.06));
+    CHECK(model == gptest::approx(sim).epsilon(0.06));
   }
 }
 
@@ -64,7 +65,7 @@ TEST_CASE("prefill queueing wait: none without load, unbounded at saturation, lo
   CHECK(model::prefill_queue_wait(1.0, Seconds(0.1), 0.99, fixed).raw() >= 1e29);
   // Below 1 − p of load, fewer than 1% of prompts wait at all: the percentile is the mean's (P-K), not the tail's.
   CHECK(model::prefill_queue_wait(0.005, Seconds(0.1), 0.99, fixed).raw() ==
-        doctest::Approx(0.1 * 0.005 / (2.0 * 0.995)).epsilon(1e-12));
+        gptest::approx(0.1 * 0.005 / (2.0 * 0.995)).epsilon(1e-12));
   const model::LengthDist logn = model::lognormal_lengths(1000.0, 1000.0);
   for (double rho : {0.2, 0.5, 0.9})
     CHECK(model::prefill_queue_wait(rho, Seconds(0.1), 0.99, logn) >

@@ -5,6 +5,7 @@
 // speculative decoding (Leviathan et al. eq. 1); the steady state's identities; the capacity planner; eager mode's
 // CPU bound; and extreme but valid inputs.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -80,12 +81,12 @@ TEST_SUITE("serving forward pass") {
   TEST_CASE("Llama 3.1 8B bf16 batch 1: weights read = 2 B x (linear layers + LM head) = 15,009,316,864 B") {
     const auto fc = cost("llama-3.1-8b", plan_of(), decode(1, 1024));
     // 2 B × (6,979,321,856 + 525,336,576) = 2 × 7,504,658,432.
-    CHECK(fc.weight_bytes.raw() == doctest::Approx(2.0 * (kL8Linear + kL8Head)).epsilon(1e-12));
-    CHECK(fc.weight_bytes.raw() == doctest::Approx(15'009'316'864.0).epsilon(1e-12));
+    CHECK(fc.weight_bytes.raw() == gptest::approx(2.0 * (kL8Linear + kL8Head)).epsilon(1e-12));
+    CHECK(fc.weight_bytes.raw() == gptest::approx(15'009'316'864.0).epsilon(1e-12));
     // The same from the parameter counts: everything but the embedding table and the norms is a linear layer here.
     const auto pc = model::parameter_counts(arch("llama-3.1-8b"), Explain::off);
     const double linear = double(pc.attention + pc.dense_mlp + pc.lm_head);
-    CHECK(fc.weight_bytes.raw() == doctest::Approx(2.0 * linear).epsilon(0.01));
+    CHECK(fc.weight_bytes.raw() == gptest::approx(2.0 * linear).epsilon(0.01));
     // 9 kernels per block (add+norm, QKV, rotary+KV write, decode attention, O, add+norm, up/gate, SwiGLU, down),
     // then the final add + norm, LM head, sampling and the embedding gather; no collectives at TP 1: 32·9 + 4 = 292.
     CHECK(fc.kernels == 32 * 9 + 4);
@@ -100,18 +101,18 @@ TEST_SUITE("serving forward pass") {
     CHECK(t == fc.total);
     const double bw = sys.gpu->memory.bandwidth.raw();                 // 3.35 TB/s
     const double eta = model::default_efficiency(*sys.gpu).hbm;        // 0.887 (BabelStream triad 2.97/3.35)
-    CHECK(bw == doctest::Approx(3.35e12));
-    CHECK(eta == doctest::Approx(0.887));
+    CHECK(bw == gptest::approx(3.35e12));
+    CHECK(eta == gptest::approx(0.887));
     // The ideal floor: 15.009 GB / 3.35 TB/s = 4.48 ms.
     const double floor = fc.weight_bytes.raw() / bw;
-    CHECK(floor == doctest::Approx(4.4804e-3).epsilon(1e-4));
+    CHECK(floor == gptest::approx(4.4804e-3).epsilon(1e-4));
     CHECK(t.raw() > floor);
     // Every op costs max(FLOPs/compute, bytes/(BW·η)) + its kernel class's fixed cost (in a CUDA graph: GEMM,
     // attention, other; efficiency.hpp KernelClassCosts) and reads at least its weights or its KV, so
     // t ≥ (weights + KV)/(BW·η) + Σ fixed. Batch 1 is memory-bound, so the other bytes (activations, norms,
     // sampling: ~10 MB) stay within 1% of the 15 GB streamed: t ≤ 1.01·(weights + KV)/(BW·η) + Σ fixed.
     const double kv = 32.0 * 1025 * kL8KvPerTokenLayer;  // the new token attends to 1024 cached + itself
-    CHECK(fc.kv_bytes.raw() == doctest::Approx(kv).epsilon(1e-12));
+    CHECK(fc.kv_bytes.raw() == gptest::approx(kv).epsilon(1e-12));
     const double stream = (fc.weight_bytes.raw() + fc.kv_bytes.raw()) / (bw * eta);  // ≈ 5.096 ms
     model::ServingPerfPlan none = plan_of();  // the same step with no fixed cost at all
     none.kernel_cost_by_class = false;
@@ -177,12 +178,12 @@ TEST_SUITE("serving forward pass") {
     p.attention = wl::AttentionKernel::fa2;
     p.max_batched_tokens = 0;
     const auto fc = model::forward_cost(arch("llama-3-8b"), p, decode(1, 1024), sys);
-    CHECK(fc.gemm.raw() == doctest::Approx(4035.8e-6).epsilon(0.03));         // model 4,107 µs: +1.8%
+    CHECK(fc.gemm.raw() == gptest::approx(4035.8e-6).epsilon(0.03));         // model 4,107 µs: +1.8%
     // (the same step on 2026-11-29, kernel_class_cost_steps_2026-11-29.json: GEMMs 4,120, attention 375, the rest
     // 412 + 667 + 2 µs)
-    CHECK(fc.attention.raw() == doctest::Approx(373.1e-6).epsilon(0.03));     // 374 µs
-    CHECK(fc.elementwise.raw() == doctest::Approx(1115.9e-6).epsilon(0.03));  // 1,107 µs, 408 of them the 65 norms
-    CHECK(fc.total.raw() == doctest::Approx(5.508e-3).epsilon(0.03));
+    CHECK(fc.attention.raw() == gptest::approx(373.1e-6).epsilon(0.03));     // 374 µs
+    CHECK(fc.elementwise.raw() == gptest::approx(1115.9e-6).epsilon(0.03));  // 1,107 µs, 408 of them the 65 norms
+    CHECK(fc.total.raw() == gptest::approx(5.508e-3).epsilon(0.03));
     // Every kernel the profile shows but its memset: 32 × 19 + the final norm, LM head, sampling and embedding gather.
     CHECK(fc.gpu_kernels == 612);
   }
@@ -207,9 +208,9 @@ TEST_SUITE("serving forward pass") {
     model::Device d = model::sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
     model::ServingPerfPlan p = plan_of();
     model::apply_launch_costs(d, p, true);
-    CHECK(model::norm_fixed(d, 4096).raw() == doctest::Approx(6.29e-6).epsilon(0.02));
+    CHECK(model::norm_fixed(d, 4096).raw() == gptest::approx(6.29e-6).epsilon(0.02));
     CHECK(97.0 * model::norm_fixed(d, 2048).raw() + 48.0 * model::norm_fixed(d, 128).raw() ==
-          doctest::Approx(493.6e-6).epsilon(0.02));
+          gptest::approx(493.6e-6).epsilon(0.02));
     CHECK(model::norm_fixed(d, 8192).raw() > model::norm_fixed(d, 4096).raw());  // one block per row: the row's latency
     // Decode attention: PyTorch's flash split-KV call (two kernels) 10.7 µs, one fused kernel 5.1 µs, beyond bytes.
     const units::Bytes kv = units::bytes(2.0 * 8 * 128 * 2);
@@ -217,11 +218,11 @@ TEST_SUITE("serving forward pass") {
     const auto fused = model::decode_attention_cost("a", 1, 1, 32, 8, 1024, 128, 128, kv, 16, hw::Precision::bf16, d, false);
     CHECK(split.extra_kernels == 1);
     CHECK(fused.extra_kernels == 0);
-    CHECK((split.time - fused.time).raw() == doctest::Approx(10.7e-6 - 5.1e-6).epsilon(1e-6));
+    CHECK((split.time - fused.time).raw() == gptest::approx(10.7e-6 - 5.1e-6).epsilon(1e-6));
     // Eager (no graph): every kernel the single launch cost, norms included.
     model::Device e = d;
     model::apply_launch_costs(e, p, false);
-    CHECK(model::norm_fixed(e, 8192).raw() == doctest::Approx(p.kernel_overhead_eager.raw()));
+    CHECK(model::norm_fixed(e, 8192).raw() == gptest::approx(p.kernel_overhead_eager.raw()));
   }
 
   TEST_CASE("in a CUDA graph each kernel pays its class's measured fixed cost, and one given cost prices them all alike") {
@@ -254,19 +255,19 @@ TEST_SUITE("serving forward pass") {
                           : op.cls == model::OpClass::attention ? g.attention_fused.raw()
                           : norm                                ? (g.norm + g.norm_per_element * h).raw()
                                                                 : g.elementwise.raw();
-      CHECK(dt == doctest::Approx(want).epsilon(1e-9));
+      CHECK(dt == gptest::approx(want).epsilon(1e-9));
       ++seen[op.cls == model::OpClass::gemm ? 0 : op.cls == model::OpClass::attention ? 1 : norm ? 3 : 2];
     }
     CHECK(seen[0] >= 4);  // QKV, O, up/gate, down (+ the LM head where it is listed)
     CHECK(seen[1] >= 1);
     CHECK(seen[2] >= 1);
     CHECK(seen[3] >= 2);  // the layer's two add + norm kernels
-    CHECK(g.attention_fused.raw() == doctest::Approx(5.1e-6));
-    CHECK((g.norm + g.norm_per_element * h).raw() == doctest::Approx(6.272e-6).epsilon(1e-3));  // 1.93 + 4096 × 1.06 ns
+    CHECK(g.attention_fused.raw() == gptest::approx(5.1e-6));
+    CHECK((g.norm + g.norm_per_element * h).raw() == gptest::approx(6.272e-6).epsilon(1e-3));  // 1.93 + 4096 × 1.06 ns
     // --kernel-overhead-us 2.5: every kernel 2.5 µs, whatever its class; without graphs the eager 5 µs alike.
     model::ServingPerfPlan flat = plan_of();
     flat.kernel_cost_by_class = false;
-    for (const auto& [op, dt] : deltas(flat)) CHECK(dt == doctest::Approx(2.5e-6).epsilon(1e-9));
+    for (const auto& [op, dt] : deltas(flat)) CHECK(dt == gptest::approx(2.5e-6).epsilon(1e-9));
     model::ServingPerfPlan eager = plan_of();
     eager.cuda_graphs = false;
     model::ServingPerfPlan eager_none = none;
@@ -275,13 +276,13 @@ TEST_SUITE("serving forward pass") {
     const auto e1 = cost("llama-3.1-8b", eager, decode(1, 1024), Explain::on);
     const auto e0 = cost("llama-3.1-8b", eager_none, decode(1, 1024), Explain::on);
     REQUIRE(e1.ops.size() == e0.ops.size());
-    for (std::size_t i = 0; i < e1.ops.size(); ++i) CHECK((e1.ops[i].time - e0.ops[i].time).raw() == doctest::Approx(5e-6));
+    for (std::size_t i = 0; i < e1.ops.size(); ++i) CHECK((e1.ops[i].time - e0.ops[i].time).raw() == gptest::approx(5e-6));
     // A GPU whose row has no per-class measurement keeps the plan's single cost (A100: 2.5 µs per kernel).
     model::ServingSystem a100 = node_system("dgx-a100");
     CHECK_FALSE(model::default_efficiency(*a100.gpu).graph_class.measured());
     model::Device d = model::sustained_device(*a100.gpu, a100.efficiency, wl::AttentionKernel::fa3);
     model::apply_launch_costs(d, plan_of(), true);
-    CHECK(model::kernel_fixed(d, model::OpClass::attention).raw() == doctest::Approx(2.5e-6));
+    CHECK(model::kernel_fixed(d, model::OpClass::attention).raw() == gptest::approx(2.5e-6));
   }
 
   TEST_CASE("fp8 weights: 1 B + one fp32 scale per output channel - the LM head stays 16-bit") {
@@ -291,11 +292,11 @@ TEST_SUITE("serving forward pass") {
     const auto f8 = cost("llama-3.1-8b", p, decode(1, 1024));
     // Σ k·n·(1 + 4/k) = linear + 4 B × Σ n = 6,979,321,856 + 4 × 43,008 × 32 (= 5,505,024) ; + 2 B × LM head.
     const double expected = kL8Linear + 4.0 * kL8OutputsPerBlock * 32 + 2.0 * kL8Head;  // 8,035,500,032
-    CHECK(f8.weight_bytes.raw() == doctest::Approx(expected).epsilon(1e-12));
-    CHECK(f8.weight_bytes.raw() == doctest::Approx(8'035'500'032.0).epsilon(1e-12));
+    CHECK(f8.weight_bytes.raw() == gptest::approx(expected).epsilon(1e-12));
+    CHECK(f8.weight_bytes.raw() == gptest::approx(8'035'500'032.0).epsilon(1e-12));
     // Roughly half: 8.0355 / 15.0093 = 0.5354 (the 16-bit LM head keeps it above ½).
     const double ratio = f8.weight_bytes.raw() / bf.weight_bytes.raw();
-    CHECK(ratio == doctest::Approx(0.53537).epsilon(1e-4));
+    CHECK(ratio == gptest::approx(0.53537).epsilon(1e-4));
     CHECK(ratio > 0.5);
     CHECK(ratio < 0.55);
     // Bandwidth-bound: the step is faster, by less than the byte ratio (kernel costs do not shrink).
@@ -307,24 +308,24 @@ TEST_SUITE("serving forward pass") {
     CHECK(model::weight_bytes_per_param(model::default_weight_quant(model::StoreDtype::int4), 4096) == 0.51953125);
     const auto i4 = cost("llama-3.1-8b", plan_of(1, model::StoreDtype::int4), decode(1, 1024));
     // Quantized layers: (weight_bytes − 2 B × LM head) / linear params = 0.51953125.
-    CHECK((i4.weight_bytes.raw() - 2.0 * kL8Head) / kL8Linear == doctest::Approx(0.51953125).epsilon(1e-12));
+    CHECK((i4.weight_bytes.raw() - 2.0 * kL8Head) / kL8Linear == gptest::approx(0.51953125).epsilon(1e-12));
     // 6,979,321,856 × 0.51953125 = 3,625,975,808 ; + 1,050,673,152.
-    CHECK(i4.weight_bytes.raw() == doctest::Approx(4'676'648'960.0).epsilon(1e-12));
+    CHECK(i4.weight_bytes.raw() == gptest::approx(4'676'648'960.0).epsilon(1e-12));
   }
 
   TEST_CASE("KV read per step = layers x seqs x (context + 1) x 4 KiB for Llama 3.1 8B - fp8 KV is exactly half") {
     const auto bf = cost("llama-3.1-8b", plan_of(), decode(8, 1024));
     // 32 layers × 8 sequences × 1025 tokens (1024 cached + the new one) × 2·8·128·2 B.
-    CHECK(bf.kv_bytes.raw() == doctest::Approx(32.0 * 8 * 1025 * kL8KvPerTokenLayer).epsilon(1e-12));
-    CHECK(bf.kv_bytes.raw() == doctest::Approx(1'074'790'400.0).epsilon(1e-12));
+    CHECK(bf.kv_bytes.raw() == gptest::approx(32.0 * 8 * 1025 * kL8KvPerTokenLayer).epsilon(1e-12));
+    CHECK(bf.kv_bytes.raw() == gptest::approx(1'074'790'400.0).epsilon(1e-12));
     // fp8 with per-tensor scales: 1 B per element, nothing per token.
     const auto f8 = cost("llama-3.1-8b", plan_of(1, model::StoreDtype::bf16, model::StoreDtype::fp8), decode(8, 1024));
-    CHECK(f8.kv_bytes.raw() == doctest::Approx(bf.kv_bytes.raw() / 2).epsilon(1e-12));
+    CHECK(f8.kv_bytes.raw() == gptest::approx(bf.kv_bytes.raw() / 2).epsilon(1e-12));
     // Weights do not depend on the KV format.
     CHECK(f8.weight_bytes == bf.weight_bytes);
     // TP 2: each GPU holds 4 of the 8 KV heads: half the KV per GPU.
     const auto tp2 = cost("llama-3.1-8b", plan_of(2), decode(8, 1024));
-    CHECK(tp2.kv_bytes.raw() == doctest::Approx(bf.kv_bytes.raw() / 2).epsilon(1e-12));
+    CHECK(tp2.kv_bytes.raw() == gptest::approx(bf.kv_bytes.raw() / 2).epsilon(1e-12));
   }
 
   TEST_CASE("large-batch decode is compute-bound: batch 512 GEMMs do 2 x params x 512 FLOPs at the GEMM ceiling") {
@@ -337,10 +338,10 @@ TEST_SUITE("serving forward pass") {
     // rotary, SwiGLU and sampling a little more.
     const double attn_flops = 2.0 * 512 * 32 * 1025 * 256 * 32;
     CHECK(b512.flops.raw() >= gemm_flops + attn_flops);
-    CHECK(b512.flops.raw() == doctest::Approx(gemm_flops).epsilon(0.05));
+    CHECK(b512.flops.raw() == gptest::approx(gemm_flops).epsilon(0.05));
     // With the whole model's 8.03e9 parameters (embedding included) it is also within 5%.
     const auto pc = model::parameter_counts(arch("llama-3.1-8b"), Explain::off);
-    CHECK(b512.flops.raw() == doctest::Approx(2.0 * double(pc.total) * 512).epsilon(0.05));
+    CHECK(b512.flops.raw() == gptest::approx(2.0 * double(pc.total) * 512).epsilon(0.05));
     // The GEMMs cannot beat the measured ceiling: 7.6848e12 / (989.4 TF × 0.752) = 10.33 ms.
     const double ceiling = sys.gpu->peak(hw::Precision::bf16)->raw() * model::default_efficiency(*sys.gpu).gemm_bf16;
     CHECK(b512.gemm.raw() >= gemm_flops / ceiling);
@@ -364,25 +365,25 @@ TEST_SUITE("serving forward pass") {
   TEST_CASE("MoE: Mixtral 8x7B reads 2 of 8 experts per layer at batch 1 and all 8 at batch 64") {
     // Touched experts with top-k of E under uniform routing: E·(1 − (1 − k/E)^T).
     auto touched = [](double T) { return 8.0 * (1.0 - std::pow(1.0 - 2.0 / 8.0, T)); };
-    CHECK(touched(1) == doctest::Approx(2.0));
-    CHECK(touched(64) == doctest::Approx(8.0 * (1.0 - std::pow(0.75, 64))));  // 7.99999992
+    CHECK(touched(1) == gptest::approx(2.0));
+    CHECK(touched(64) == gptest::approx(8.0 * (1.0 - std::pow(0.75, 64))));  // 7.99999992
     // Per layer (bf16): QKV 4096·6144·2 + O 4096·4096·2 + router 4096·8·2 = 83,951,616 B; one expert
     // (4096·28672 + 14336·4096)·2 = 352,321,536 B; LM head 4096·32000·2 = 262,144,000 B.
     auto weights = [](double experts) { return 32.0 * (83'951'616.0 + experts * 352'321'536.0) + 262'144'000.0; };
     const auto b1 = cost("mixtral-8x7b", plan_of(), decode(1, 1024));
     const auto b64 = cost("mixtral-8x7b", plan_of(), decode(64, 1024));
-    CHECK(b1.weight_bytes.raw() == doctest::Approx(weights(touched(1))).epsilon(1e-9));     // 25,497,174,016
-    CHECK(b64.weight_bytes.raw() == doctest::Approx(weights(touched(64))).epsilon(1e-6));   // 93,142,908,928
+    CHECK(b1.weight_bytes.raw() == gptest::approx(weights(touched(1))).epsilon(1e-9));     // 25,497,174,016
+    CHECK(b64.weight_bytes.raw() == gptest::approx(weights(touched(64))).epsilon(1e-6));   // 93,142,908,928
     CHECK(b64.weight_bytes.raw() / b1.weight_bytes.raw() ==
-          doctest::Approx(weights(touched(64)) / weights(touched(1))).epsilon(1e-6));       // 3.653
+          gptest::approx(weights(touched(64)) / weights(touched(1))).epsilon(1e-6));       // 3.653
     // Between 1 and 64 the expected count is fractional and the weights follow it: batch 2 touches 3.5 experts on
     // average, not ⌈3.5⌉ = 4.
-    CHECK(touched(2) == doctest::Approx(3.5));
+    CHECK(touched(2) == gptest::approx(3.5));
     const auto b2 = cost("mixtral-8x7b", plan_of(), decode(2, 1024));
-    CHECK(b2.weight_bytes.raw() == doctest::Approx(weights(3.5)).epsilon(1e-9));
+    CHECK(b2.weight_bytes.raw() == gptest::approx(weights(3.5)).epsilon(1e-9));
     // Never more than all experts.
     const auto b4096 = cost("mixtral-8x7b", plan_of(), decode(4096, 1024));
-    CHECK(b4096.weight_bytes.raw() == doctest::Approx(weights(8)).epsilon(1e-12));
+    CHECK(b4096.weight_bytes.raw() == gptest::approx(weights(8)).epsilon(1e-12));
   }
 
   TEST_CASE("Llama 4 Scout: a chunked layer's decode reads half a chunk, its prefill is causal within each chunk") {
@@ -390,7 +391,7 @@ TEST_SUITE("serving forward pass") {
     // chunk, on average (8192 + 1) / 2 = 4096 once the context passes a chunk. bf16 KV at TP 1: 2·8·128·2 = 4096 B
     // per layer and token. Decode at 32,768 held + 1 new: 4096 · (12 · 32,769 + 36 · 4,096) = 2,214,641,664 B.
     const auto d = cost("llama-4-scout-17b-16e", plan_of(), decode(1, 32768));
-    CHECK(d.kv_bytes.raw() == doctest::Approx(2'214'641'664.0));
+    CHECK(d.kv_bytes.raw() == gptest::approx(2'214'641'664.0));
     // A 16K prompt: the global layers' causal 16384² triangle, the chunked layers' two 8192² triangles (half).
     const auto p = cost("llama-4-scout-17b-16e", plan_of(), {0, 1, 0, 1, 16384, 0, true}, Explain::on);
     double chunked = 0, global = 0;
@@ -399,7 +400,7 @@ TEST_SUITE("serving forward pass") {
       else if (o.name.rfind("prefill attention", 0) == 0) global += o.flops.raw();
     }
     REQUIRE(global > 0);
-    CHECK(chunked == doctest::Approx(global / 2).epsilon(1e-3));
+    CHECK(chunked == gptest::approx(global / 2).epsilon(1e-3));
   }
 
   TEST_CASE("eager MoE routing runs 24 kernels per MoE layer, as profiled - fused engines gather and scatter in their GEMMs") {
@@ -435,7 +436,7 @@ TEST_SUITE("serving forward pass") {
     // launch each) came to 428 µs.
     const model::Device d = model::make_device(*h100().gpu);
     const auto grouped = model::gemm_cost("experts", {4, 256, 7168, 100, 2.0}, hw::Precision::bf16, d);
-    CHECK(grouped.time.raw() == doctest::Approx(140e-6).epsilon(0.15));
+    CHECK(grouped.time.raw() == gptest::approx(140e-6).epsilon(0.15));
     const auto one = model::gemm_cost("expert", {4, 256, 7168, 1, 2.0}, hw::Precision::bf16, d);
     CHECK(100.0 * one.time.raw() > 2.5 * grouped.time.raw());
     // The serving forward prices the touched experts that way: Qwen3-235B-A22B (128 experts of width 1536, top-8,
@@ -453,12 +454,12 @@ TEST_SUITE("serving forward pass") {
       return x;
     }();
     const double touched = 128.0 * (1.0 - std::pow(1.0 - 8.0 / 128.0, 16.0));
-    REQUIRE(touched == doctest::Approx(82.42).epsilon(1e-3));
+    REQUIRE(touched == gptest::approx(82.42).epsilon(1e-3));
     const double launch = model::kernel_fixed(sd, model::OpClass::gemm).raw();
     const auto g = model::gemm_cost("", {2, 2 * 192, 4096, 83, 2.0}, hw::Precision::bf16, sd);
     // The grouped kernel's law over the batched GEMM (model/src/ops/moe_cost.hpp: 1.065 × + 11 µs, moe_grouped_gemm.json).
     CHECK(up->time.raw() ==
-          doctest::Approx(1.065 * ((g.time.raw() - launch) * touched / 83.0 + launch) + 11e-6).epsilon(1e-12));
+          gptest::approx(1.065 * ((g.time.raw() - launch) * touched / 83.0 + launch) + 11e-6).epsilon(1e-12));
     const auto g1 = model::gemm_cost("", {2, 2 * 192, 4096, 1, 2.0}, hw::Precision::bf16, sd);
     CHECK(up->time.raw() < 0.5 * ((g1.time.raw() - launch) * touched + launch));  // the per-expert form it replaced
   }
@@ -499,7 +500,7 @@ TEST_SUITE("serving forward pass") {
     auto p = plan_of(8);
     p.ep = 8;
     const auto fc = cost("mixtral-8x7b", p, decode(64, 1024));
-    CHECK(fc.weight_bytes.raw() == doctest::Approx(32.0 * (10'551'296.0 + 352'321'536.0) + 32'768'000.0).epsilon(1e-6));
+    CHECK(fc.weight_bytes.raw() == gptest::approx(32.0 * (10'551'296.0 + 352'321'536.0) + 32'768'000.0).epsilon(1e-6));
     CHECK(fc.comm.raw() > 0);  // TP all-reduces and the EP all-to-alls
   }
 
@@ -508,7 +509,7 @@ TEST_SUITE("serving forward pass") {
     auto p = plan_of(8, model::StoreDtype::fp8);
     p.compute = hw::Precision::fp8;
     const auto fc = model::forward_cost(arch("deepseek-v3"), p, decode(4, 4096), node_system("dgx-h200"));
-    CHECK(fc.kv_bytes.raw() == doctest::Approx(61.0 * 4 * 4097 * 1152).epsilon(1e-12));
+    CHECK(fc.kv_bytes.raw() == gptest::approx(61.0 * 4 * 4097 * 1152).epsilon(1e-12));
     CHECK(finite_positive(fc.total));
   }
 }
@@ -639,7 +640,7 @@ TEST_SUITE("serving properties") {
     // 16384 tokens: a chunk of 8192 that emits nothing, then 8192 more attending to the 8192 cached.
     const auto c1 = model::forward_cost(a, p, {0, 1, 0, 1, 8192, 0, false}, sys, Explain::off);
     const auto c2 = model::forward_cost(a, p, {0, 1, 0, 1, 8192, 8192, true}, sys, Explain::off);
-    CHECK(model::prefill_time(a, p, 1, 16384, sys).raw() == doctest::Approx((c1.total + c2.total).raw()).epsilon(1e-12));
+    CHECK(model::prefill_time(a, p, 1, 16384, sys).raw() == gptest::approx((c1.total + c2.total).raw()).epsilon(1e-12));
   }
 
   TEST_CASE("TP halves the weights each GPU reads (Llama 3.1 70B) and makes the batch-1 step faster") {
@@ -650,10 +651,10 @@ TEST_SUITE("serving properties") {
     const auto t2 = model::forward_cost(a, plan_of(2), decode(1, 1024), sys, Explain::off);
     const auto t4 = model::forward_cost(a, plan_of(4), decode(1, 1024), sys, Explain::off);
     // TP 1: 80 × (8192·10240 + 8192·8192 + 8192·57344 + 28672·8192) + 8192·128256 = 69,501,714,432 params × 2 B.
-    CHECK(t1.weight_bytes.raw() == doctest::Approx(2.0 * 69'501'714'432.0).epsilon(1e-12));
+    CHECK(t1.weight_bytes.raw() == gptest::approx(2.0 * 69'501'714'432.0).epsilon(1e-12));
     // Every sharded dimension divides by 2 and 4 (10240, 8192, 57344, 28672, 128256): exactly halves.
-    CHECK(t2.weight_bytes.raw() == doctest::Approx(t1.weight_bytes.raw() / 2).epsilon(1e-12));
-    CHECK(t4.weight_bytes.raw() == doctest::Approx(t2.weight_bytes.raw() / 2).epsilon(1e-12));
+    CHECK(t2.weight_bytes.raw() == gptest::approx(t1.weight_bytes.raw() / 2).epsilon(1e-12));
+    CHECK(t4.weight_bytes.raw() == gptest::approx(t2.weight_bytes.raw() / 2).epsilon(1e-12));
     // Two all-reduces per layer (+ the logits all-gather) cost less than the halved weight stream saves.
     CHECK(t2.comm.raw() > 0);
     CHECK(t2.kernels == t1.kernels + 2 * 80 + 1);
@@ -672,7 +673,7 @@ TEST_SUITE("serving properties") {
     // sampling and embedding gather beside the layers): the CPU binds at 3.504 ms.
     const auto small = model::forward_cost(arch("smollm2-360m"), eager, decode(1, 1024), sys, Explain::off);
     CHECK(small.kernels == 292);
-    CHECK(small.total.raw() == doctest::Approx(292 * 12e-6).epsilon(1e-12));
+    CHECK(small.total.raw() == gptest::approx(292 * 12e-6).epsilon(1e-12));
     CHECK(small.overhead.raw() > 0);
     const auto small_graph = model::forward_cost(arch("smollm2-360m"), plan_of(), decode(1, 1024), sys, Explain::off);
     CHECK(small_graph.total.raw() < 292 * 12e-6);
@@ -690,11 +691,11 @@ TEST_SUITE("serving properties") {
     CHECK(fixed_graph > 292 * 2.4e-6);  // every kernel at least the smallest class
     CHECK(fixed_graph < 292 * 6.5e-6);  // and at most the largest
     CHECK(te.raw() >= 292 * 12e-6);
-    CHECK((te - tg).raw() == doctest::Approx(292 * 5e-6 - fixed_graph).epsilon(1e-9));
+    CHECK((te - tg).raw() == gptest::approx(292 * 5e-6 - fixed_graph).epsilon(1e-9));
     // A step overhead not hidden by the engine adds to every step as it is.
     auto slow = plan_of();
     slow.step_overhead = units::milliseconds(1.0);
-    CHECK((model::decode_step_time(a, slow, 1, 1024, sys) - tg).raw() == doctest::Approx(1e-3).epsilon(1e-9));
+    CHECK((model::decode_step_time(a, slow, 1, 1024, sys) - tg).raw() == gptest::approx(1e-3).epsilon(1e-9));
   }
 
   TEST_CASE("eager host time call by call, each at its kind's measured cost - checked on our tiny-Llama host runs") {
@@ -704,11 +705,11 @@ TEST_SUITE("serving properties") {
     // product); the head a norm, the LM head, sampling and the embedding gather (two-operand).
     using model::HostCall;
     auto us = [](HostCall c) { return model::eager_host_per_call(c).raw() * 1e6; };
-    CHECK(us(HostCall::gemm) == doctest::Approx(38.4));
-    CHECK(us(HostCall::norm) == doctest::Approx(32.9));
-    CHECK(us(HostCall::attention) == doctest::Approx(113.0 - 2 * 38.4));
-    CHECK(us(HostCall::unary) == doctest::Approx(12.5));
-    CHECK(us(HostCall::binary) == doctest::Approx(23.6));
+    CHECK(us(HostCall::gemm) == gptest::approx(38.4));
+    CHECK(us(HostCall::norm) == gptest::approx(32.9));
+    CHECK(us(HostCall::attention) == gptest::approx(113.0 - 2 * 38.4));
+    CHECK(us(HostCall::unary) == gptest::approx(12.5));
+    CHECK(us(HostCall::binary) == gptest::approx(23.6));
     const double layer_us = 4 * 38.4 + 2 * 32.9 + 36.2 + 2 * 12.5 + 7 * 23.6;  // 445.8
     const double head_us = 32.9 + 38.4 + 23.6 + 23.6;
     model::ServingPerfPlan p = plan_of();
@@ -717,13 +718,13 @@ TEST_SUITE("serving properties") {
     p.attention = wl::AttentionKernel::fa2;
     const auto fc = cost("llama-3-8b", p, decode(8, 1024));
     CHECK(fc.kernels == 32 * 16 + 4);
-    CHECK(fc.host.raw() == doctest::Approx((32 * layer_us + head_us) * 1e-6).epsilon(1e-9));
-    CHECK(fc.stage.raw() == doctest::Approx(fc.host.raw()).epsilon(1e-9));  // host-bound at batch 8
+    CHECK(fc.host.raw() == gptest::approx((32 * layer_us + head_us) * 1e-6).epsilon(1e-9));
+    CHECK(fc.stage.raw() == gptest::approx(fc.host.raw()).epsilon(1e-9));  // host-bound at batch 8
     // --cpu-per-kernel-us: one figure for every call.
     model::ServingPerfPlan flat = p;
     flat.cpu_cost_by_op = false;
     flat.cpu_per_kernel = units::microseconds(30.0);
-    CHECK(cost("llama-3-8b", flat, decode(8, 1024)).host.raw() == doctest::Approx(516 * 30e-6).epsilon(1e-9));
+    CHECK(cost("llama-3-8b", flat, decode(8, 1024)).host.raw() == gptest::approx(516 * 30e-6).epsilon(1e-9));
     // Out of sample (the table was measured on module chains, not on these steps): serve_tiny_host.json, the same
     // decode code at a Llama shape too small for the GPU to bound its eager step (hidden 256, 32 layers, 4/2 heads,
     // FFN 768, vocabulary 2048), 516 calls, on the host that measured the table: eager 13.37 / 14.34 / 14.39 /
@@ -747,7 +748,7 @@ TEST_SUITE("serving properties") {
       CAPTURE(b);
       CAPTURE(ctx);
       CHECK(t.kernels == 516);
-      CHECK(t.stage.raw() == doctest::Approx(t.host.raw()).epsilon(1e-9));  // the host bounds it
+      CHECK(t.stage.raw() == gptest::approx(t.host.raw()).epsilon(1e-9));  // the host bounds it
       CHECK(std::fabs(t.total.raw() / measured - 1.0) < 0.10);
       ++points;
     }
@@ -761,7 +762,7 @@ TEST_SUITE("serving properties") {
     CHECK(finite_positive(fc.total));
     CHECK(std::isfinite(fc.flops.raw()));
     // 32 × 1e5 × 1,000,001 × 4096 B = 1.31e19 B of KV.
-    CHECK(fc.kv_bytes.raw() == doctest::Approx(32.0 * 1e5 * 1'000'001 * 4096).epsilon(1e-12));
+    CHECK(fc.kv_bytes.raw() == gptest::approx(32.0 * 1e5 * 1'000'001 * 4096).epsilon(1e-12));
     CHECK(finite_positive(model::decode_step_time(a, plan_of(), 100'000, 1'000'000, sys)));
     CHECK(finite_positive(model::decode_step_time(a, plan_of(), 1, 1'000'000, sys)));
     CHECK(finite_positive(model::prefill_time(a, plan_of(), 1, 1'000'000, sys)));
@@ -784,13 +785,13 @@ TEST_SUITE("serving properties") {
 TEST_SUITE("speculative decoding") {
   TEST_CASE("expected tokens per step (1 - a^(g+1)) / (1 - a): 3.68928 at a 0.8 g 5, g + 1 at a 1, 1 at a 0") {
     // (1 − 0.8^6)/0.2 = (1 − 0.262144)/0.2 = 3.68928.
-    CHECK(model::expected_tokens_per_step({0.8, 5}) == doctest::Approx(3.68928).epsilon(1e-12));
+    CHECK(model::expected_tokens_per_step({0.8, 5}) == gptest::approx(3.68928).epsilon(1e-12));
     CHECK(model::expected_tokens_per_step({1.0, 5}) == 6.0);
     CHECK(model::expected_tokens_per_step({0.0, 5}) == 1.0);
     // (1 − 0.5^5)/0.5 = 1.9375.
-    CHECK(model::expected_tokens_per_step({0.5, 4}) == doctest::Approx(1.9375).epsilon(1e-12));
+    CHECK(model::expected_tokens_per_step({0.5, 4}) == gptest::approx(1.9375).epsilon(1e-12));
     // No draft tokens: the target's own token only.
-    CHECK(model::expected_tokens_per_step({0.8, 0}) == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(model::expected_tokens_per_step({0.8, 0}) == gptest::approx(1.0).epsilon(1e-12));
     // Never more than γ + 1, increasing in α.
     double prev = 0;
     for (double alpha = 0; alpha <= 1.0 + 1e-12; alpha += 0.05) {
@@ -807,21 +808,21 @@ TEST_SUITE("speculative decoding") {
     // speedup = 3.68928 × 20 / 32 = 2.3058.
     const auto r = model::speculative_decoding({0.8, 5}, units::milliseconds(2), units::milliseconds(20),
                                                units::milliseconds(22));
-    CHECK(r.tokens_per_step == doctest::Approx(3.68928).epsilon(1e-12));
-    CHECK(r.step.raw() == doctest::Approx(32e-3).epsilon(1e-12));
-    CHECK(r.per_token.raw() == doctest::Approx(32e-3 / 3.68928).epsilon(1e-12));
-    CHECK(r.speedup == doctest::Approx(3.68928 * 20.0 / 32.0).epsilon(1e-12));
-    CHECK(r.speedup == doctest::Approx(2.3058).epsilon(1e-12));
+    CHECK(r.tokens_per_step == gptest::approx(3.68928).epsilon(1e-12));
+    CHECK(r.step.raw() == gptest::approx(32e-3).epsilon(1e-12));
+    CHECK(r.per_token.raw() == gptest::approx(32e-3 / 3.68928).epsilon(1e-12));
+    CHECK(r.speedup == gptest::approx(3.68928 * 20.0 / 32.0).epsilon(1e-12));
+    CHECK(r.speedup == gptest::approx(2.3058).epsilon(1e-12));
     // The textbook form with t_verify = t_target: E / (γ·c + 1), c = 1/10, α 0.7, γ 4:
     // E = (1 − 0.7^5)/0.3 = 2.77310, speedup = 2.77310 / 1.4 = 1.98078.
     const auto t = model::speculative_decoding({0.7, 4}, units::milliseconds(1), units::milliseconds(10),
                                                units::milliseconds(10));
-    CHECK(t.speedup == doctest::Approx((1 - std::pow(0.7, 5)) / 0.3 / 1.4).epsilon(1e-12));
-    CHECK(t.speedup == doctest::Approx(1.98078).epsilon(1e-5));
+    CHECK(t.speedup == gptest::approx((1 - std::pow(0.7, 5)) / 0.3 / 1.4).epsilon(1e-12));
+    CHECK(t.speedup == gptest::approx(1.98078).epsilon(1e-5));
     // A draft that is never accepted only costs: 1 × 10 / (4·1 + 10) = 0.714.
     const auto z = model::speculative_decoding({0.0, 4}, units::milliseconds(1), units::milliseconds(10),
                                                units::milliseconds(10));
-    CHECK(z.speedup == doctest::Approx(10.0 / 14.0).epsilon(1e-12));
+    CHECK(z.speedup == gptest::approx(10.0 / 14.0).epsilon(1e-12));
   }
 }
 
@@ -843,16 +844,16 @@ TEST_SUITE("serving steady state") {
         const double demand = double(b) * double(isl) / double(osl), room = double(8192 - b);
         CHECK(ss.prefill_bound == (demand > room));
         if (demand <= room) CHECK(ss.output_tokens_per_s == double(b) / ss.iteration.raw());
-        else CHECK(ss.output_tokens_per_s == doctest::Approx(double(b) / ss.iteration.raw() * room / demand).epsilon(1e-12));
-        CHECK(ss.requests_per_s == doctest::Approx(ss.output_tokens_per_s / double(osl)).epsilon(1e-12));
-        CHECK(ss.input_tokens_per_s == doctest::Approx(ss.output_tokens_per_s * double(isl) / double(osl)).epsilon(1e-12));
+        else CHECK(ss.output_tokens_per_s == gptest::approx(double(b) / ss.iteration.raw() * room / demand).epsilon(1e-12));
+        CHECK(ss.requests_per_s == gptest::approx(ss.output_tokens_per_s / double(osl)).epsilon(1e-12));
+        CHECK(ss.input_tokens_per_s == gptest::approx(ss.output_tokens_per_s * double(isl) / double(osl)).epsilon(1e-12));
         CHECK(ss.iteration >= ss.itl_decode_only);
         // The decode-only floor is the decode step at the mean context isl + osl/2.
         CHECK(ss.itl_decode_only == model::decode_step_time(a, plan_of(), b, isl + osl / 2, sys));
         CHECK(ss.prefill == model::prefill_time(a, plan_of(), 1, isl, sys));
         CHECK(ss.ttft >= ss.prefill);
         CHECK(ss.request_latency.raw() ==
-              doctest::Approx((ss.ttft + ss.iteration * double(osl - 1)).raw()).epsilon(1e-12));
+              gptest::approx((ss.ttft + ss.iteration * double(osl - 1)).raw()).epsilon(1e-12));
       }
     }
   }
@@ -872,20 +873,20 @@ TEST_SUITE("serving steady state") {
     {
       const auto ss = model::steady_state(a, p, 64, 1024, 256, sys, Explain::off);
       const double d = pass(64, 1024 + 128, 0, 0, 0), f1 = pass(64, 1024 + 128, 1, 1024, 0);
-      CHECK(ss.itl_decode_only.raw() == doctest::Approx(d).epsilon(1e-12));
-      CHECK(ss.iteration.raw() == doctest::Approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
-      CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), f1)).epsilon(1e-12));
+      CHECK(ss.itl_decode_only.raw() == gptest::approx(d).epsilon(1e-12));
+      CHECK(ss.iteration.raw() == gptest::approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
+      CHECK(ss.ttft.raw() == gptest::approx(std::max(ss.prefill.raw(), f1)).epsilon(1e-12));
       // An arrival waits for the running iteration: E[I²] / (2·E[I]) over the same mix.
       CHECK(ss.iteration_residual.raw() ==
-            doctest::Approx((0.75 * d * d + 0.25 * f1 * f1) / (2.0 * (0.75 * d + 0.25 * f1))).epsilon(1e-12));
+            gptest::approx((0.75 * d * d + 0.25 * f1 * f1) / (2.0 * (0.75 * d + 0.25 * f1))).epsilon(1e-12));
     }
     // B 128, 2048 in / 100 out: 2621.44 tokens per iteration, n = 1.28: 72% of iterations carry one prompt, 28% two.
     {
       const auto ss = model::steady_state(a, p, 128, 2048, 100, sys, Explain::off);
       const double f1 = pass(128, 2048 + 50, 1, 2048, 0), f2 = pass(128, 2048 + 50, 2, 2048, 0);
-      CHECK(ss.iteration.raw() == doctest::Approx(0.72 * f1 + 0.28 * f2).epsilon(1e-9));
+      CHECK(ss.iteration.raw() == gptest::approx(0.72 * f1 + 0.28 * f2).epsilon(1e-9));
       CHECK(ss.iteration_residual.raw() ==
-            doctest::Approx((0.72 * f1 * f1 + 0.28 * f2 * f2) / (2.0 * (0.72 * f1 + 0.28 * f2))).epsilon(1e-9));
+            gptest::approx((0.72 * f1 * f1 + 0.28 * f2 * f2) / (2.0 * (0.72 * f1 + 0.28 * f2))).epsilon(1e-9));
     }
     // B 256, 8000 in / 100 out: prefill-bound; the room of 7936 tokens is one chunk per iteration (n = 1), the
     // prompt in 2 chunks with 32 tokens cached on average.
@@ -893,9 +894,9 @@ TEST_SUITE("serving steady state") {
       const auto ss = model::steady_state(a, p, 256, 8000, 100, sys, Explain::off);
       CHECK(ss.prefill_bound);
       const double f1 = pass(256, 8000 + 50, 1, 7936, 32);
-      CHECK(ss.iteration.raw() == doctest::Approx(f1).epsilon(1e-12));
-      CHECK(ss.ttft.raw() == doctest::Approx(std::max(ss.prefill.raw(), 2 * f1)).epsilon(1e-12));
-      CHECK(ss.iteration_residual.raw() == doctest::Approx(f1 / 2.0).epsilon(1e-12));  // one pass, repeated
+      CHECK(ss.iteration.raw() == gptest::approx(f1).epsilon(1e-12));
+      CHECK(ss.ttft.raw() == gptest::approx(std::max(ss.prefill.raw(), 2 * f1)).epsilon(1e-12));
+      CHECK(ss.iteration_residual.raw() == gptest::approx(f1 / 2.0).epsilon(1e-12));  // one pass, repeated
     }
   }
 
@@ -917,7 +918,7 @@ TEST_SUITE("serving steady state") {
     const double d = model::decode_step_time(a, p, 64, 2048 + 128, sys).raw();
     const double f1 =
         model::forward_cost(a, p, model::ForwardBatch{64, 1, 2048 + 128, 1, 560, 1488, true}, sys, Explain::off).total.raw();
-    CHECK(cached.iteration.raw() == doctest::Approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
+    CHECK(cached.iteration.raw() == gptest::approx(0.75 * d + 0.25 * f1).epsilon(1e-12));
     // At least one token is always computed: the prompt's logits come from its last token.
     p.cached_prefix_tokens = 4096;
     CHECK(model::prompt_pass(p, 2048).prefill_tokens == 1);
@@ -1011,7 +1012,7 @@ TEST_SUITE("serving planner") {
       CHECK(c.gpus == c.replicas * c.tp * c.pp);
     }
     // $/Mtok = GPUs × $2.69/h / (20 req/s × 500 tokens) × 10⁶.
-    CHECK(b.cost_per_mtok_usd == doctest::Approx(double(b.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
+    CHECK(b.cost_per_mtok_usd == gptest::approx(double(b.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
     // Whole model, one token: 80 layers × 2 × 8 × 128 × 2 B = 327,680 B.
     CHECK(r.kv_bytes_per_token.raw() == 327'680.0);
   }
@@ -1022,8 +1023,8 @@ TEST_SUITE("serving planner") {
     for (const auto& c : r.per_tp) {
       CAPTURE(c.tp);
       const double share = 1.0 - (c.state.itl_decode_only / c.state.iteration).raw();
-      CHECK(c.prefill_service.raw() == doctest::Approx(share / c.replica_requests_per_s).epsilon(1e-12));
-      CHECK(c.queue_rho == doctest::Approx(20.0 / double(c.replicas) * c.prefill_service.raw()).epsilon(1e-12));
+      CHECK(c.prefill_service.raw() == gptest::approx(share / c.replica_requests_per_s).epsilon(1e-12));
+      CHECK(c.queue_rho == gptest::approx(20.0 / double(c.replicas) * c.prefill_service.raw()).epsilon(1e-12));
       CHECK(c.queue_rho < 1.0);
       CHECK(c.queue_wait ==
             model::prefill_queue_wait(c.queue_rho, c.prefill_service, 0.99, model::LengthDist::fixed(2048)));
@@ -1129,7 +1130,7 @@ TEST_SUITE("serving planner") {
     REQUIRE(r.feasible);
     const auto& b = *r.best;
     const double cycle = (b.state.ttft + b.state.iteration_residual + b.itl * 499.0).raw();
-    CHECK(b.requests_per_s == doctest::Approx(256.0 / cycle).epsilon(1e-12));
+    CHECK(b.requests_per_s == gptest::approx(256.0 / cycle).epsilon(1e-12));
     CHECK(r.traffic.requests_per_s == b.requests_per_s);
     CHECK(b.queue_wait.raw() == 0.0);
     CHECK(b.iteration_wait == b.state.iteration_residual);  // no queue: the whole running iteration's residual
@@ -1137,7 +1138,7 @@ TEST_SUITE("serving planner") {
     CHECK(double(b.replicas) * b.replica_requests_per_s >= b.requests_per_s);
     CHECK(double(b.replicas - 1) * b.replica_requests_per_s < b.requests_per_s);
     CHECK(b.cost_per_mtok_usd ==
-          doctest::Approx(double(b.gpus) * 2.69 / 3600.0 / (b.requests_per_s * 500.0) * 1e6).epsilon(1e-9));
+          gptest::approx(double(b.gpus) * 2.69 / 3600.0 / (b.requests_per_s * 500.0) * 1e6).epsilon(1e-9));
     bool noted = false;
     for (const auto& n : r.notes) noted = noted || n.rfind("closed loop: 256 users", 0) == 0;
     CHECK(noted);
@@ -1200,7 +1201,7 @@ TEST_SUITE("serving planner") {
       CHECK(d.itl.raw() <= 50e-3);
       CHECK(d.ttft.raw() <= 1.0);
     }
-    CHECK(d.cost_per_mtok_usd == doctest::Approx(double(d.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
+    CHECK(d.cost_per_mtok_usd == gptest::approx(double(d.gpus) * 2.69 / 3600.0 / (20.0 * 500.0) * 1e6).epsilon(1e-9));
   }
 
   TEST_CASE("a prefill pool of more than a million replicas still has its TTFT (it was reported as 0 s)") {
@@ -1236,8 +1237,8 @@ TEST_SUITE("request length distributions") {
     CHECK(f.mean() == 1000.0);
     CHECK(f.quantile(0.99) == 1000);
     model::LengthDist e{{{100, 0.5}, {1000, 0.4}, {10000, 0.1}}};
-    CHECK(e.mean() == doctest::Approx(50 + 400 + 1000));                       // 1450
-    CHECK(e.mean_square() == doctest::Approx(0.5 * 1e4 + 0.4 * 1e6 + 0.1 * 1e8));  // 10,405,000
+    CHECK(e.mean() == gptest::approx(50 + 400 + 1000));                       // 1450
+    CHECK(e.mean_square() == gptest::approx(0.5 * 1e4 + 0.4 * 1e6 + 0.1 * 1e8));  // 10,405,000
     CHECK(e.quantile(0.5) == 100);
     CHECK(e.quantile(0.9) == 1000);
     CHECK(e.quantile(0.99) == 10000);
@@ -1246,10 +1247,10 @@ TEST_SUITE("request length distributions") {
     const auto l = model::lognormal_lengths(2048, 1500);
     double total = 0;
     for (const auto& [v, p] : l.points) total += p;
-    CHECK(total == doctest::Approx(1.0));
-    CHECK(l.mean() == doctest::Approx(2048).epsilon(0.05));
+    CHECK(total == gptest::approx(1.0));
+    CHECK(l.mean() == gptest::approx(2048).epsilon(0.05));
     const double sd = std::sqrt(l.mean_square() - l.mean() * l.mean());
-    CHECK(sd == doctest::Approx(1500).epsilon(0.15));
+    CHECK(sd == gptest::approx(1500).epsilon(0.15));
     CHECK(l.quantile(0.5) < 2048);  // right-skewed: median below the mean
     CHECK(l.quantile(0.99) > 2 * 2048);
   }

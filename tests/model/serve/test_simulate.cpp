@@ -3,6 +3,7 @@
 // planner's prefill_time, vLLM v1's preemption by recompute counted by hand on a tiny KV cache, the arrival and
 // length generators' moments, determinism, and the agreement with the steady-state planner (issue #28, deliverable 2).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -49,7 +50,7 @@ TEST_CASE("an iteration's chunks price as one pass with the same tokens and the 
   CHECK(fb.decode_seqs == 3);
   CHECK(fb.decode_context == 2000);   // the mean context
   CHECK(fb.prefill_tokens == 200);    // the mean chunk
-  CHECK(fb.prefill_seqs == doctest::Approx(2.0));
+  CHECK(fb.prefill_seqs == gptest::approx(2.0));
   CHECK(fb.prefill_past == 400);      // 200,000 / 400 − 200/2
   CHECK(fb.prefill_emits_token);
 }
@@ -63,8 +64,8 @@ TEST_CASE("a lone request's TTFT is its prompt's pass and its E2E adds one decod
   double e2e = ttft;
   // The k-th later token: one decoding sequence holding isl + k − 1 tokens.
   for (std::int64_t k = 1; k < osl; ++k) e2e += fwd(p, model::ForwardBatch{1, 1, isl + k - 1, 0, 0, 0, false});
-  CHECK(r.ttft.p50 == doctest::Approx(ttft).epsilon(1e-12));
-  CHECK(r.e2e.p50 == doctest::Approx(e2e).epsilon(1e-12));
+  CHECK(r.ttft.p50 == gptest::approx(ttft).epsilon(1e-12));
+  CHECK(r.e2e.p50 == gptest::approx(e2e).epsilon(1e-12));
   CHECK(r.itl.samples == osl - 1);
   CHECK(r.preemptions == 0);
   CHECK(r.iterations == osl);
@@ -77,7 +78,7 @@ TEST_CASE("a prompt longer than the token budget prefills in chunks, as the plan
   const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, isl, 1}}, exact(100000));
   REQUIRE(r.completed == 1);
   const double planner = model::prefill_time(arch("llama-3.1-8b"), p, 1, isl, h100()).raw();
-  CHECK(r.ttft.p50 == doctest::Approx(planner).epsilon(1e-9));
+  CHECK(r.ttft.p50 == gptest::approx(planner).epsilon(1e-9));
   CHECK(r.iterations == 3);
 }
 
@@ -90,10 +91,10 @@ TEST_CASE("when KV blocks run out the newest running request is preempted and re
   const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, 64, 64}, {0.0, 64, 64}}, exact(10));
   CHECK(r.completed == 2);
   CHECK(r.preemptions == 1);
-  CHECK(r.kv_utilisation_peak == doctest::Approx(1.0));
+  CHECK(r.kv_utilisation_peak == gptest::approx(1.0));
   // A never waited: 64 iterations (a prefill, 63 decodes). B ran 17 tokens beside A, then waited for A's end, then
   // recomputed its 81 tokens in one pass and decoded 47 more: 64 + 48 iterations of about one decode step each.
-  CHECK(r.e2e.max / r.e2e.p50 == doctest::Approx(112.0 / 64.0).epsilon(0.05));
+  CHECK(r.e2e.max / r.e2e.p50 == gptest::approx(112.0 / 64.0).epsilon(0.05));
 }
 
 TEST_CASE("a request longer than the whole KV cache is refused with a note, never looped on") {
@@ -123,21 +124,21 @@ TEST_CASE("Poisson and Gamma arrivals have the rate and the burstiness asked for
   };
   const auto poisson = model::generate_requests(a);
   const auto [mp, cvp] = moments(poisson);
-  CHECK(mp == doctest::Approx(1.0 / 20).epsilon(0.01));
-  CHECK(cvp == doctest::Approx(1.0).epsilon(0.02));
+  CHECK(mp == gptest::approx(1.0 / 20).epsilon(0.01));
+  CHECK(cvp == gptest::approx(1.0).epsilon(0.02));
   double in = 0, out = 0;
   for (const auto& r : poisson) {
     in += double(r.input_tokens);
     out += double(r.output_tokens);
     CHECK_MESSAGE((r.output_tokens >= 100 && r.output_tokens <= 300), "uniform out of range");
   }
-  CHECK(in / double(a.count) == doctest::Approx(1000).epsilon(0.01));
-  CHECK(out / double(a.count) == doctest::Approx(200).epsilon(0.01));
+  CHECK(in / double(a.count) == gptest::approx(1000).epsilon(0.01));
+  CHECK(out / double(a.count) == gptest::approx(200).epsilon(0.01));
   a.kind = model::ArrivalSpec::Kind::gamma;
   a.cv = 3.0;
   const auto [mg, cvg] = moments(model::generate_requests(a));
-  CHECK(mg == doctest::Approx(1.0 / 20).epsilon(0.02));
-  CHECK(cvg == doctest::Approx(3.0).epsilon(0.05));
+  CHECK(mg == gptest::approx(1.0 / 20).epsilon(0.02));
+  CHECK(cvg == gptest::approx(3.0).epsilon(0.05));
   // The same seed gives the same requests; another seed others.
   const auto again = model::generate_requests(a);
   CHECK(again.back().arrival_s == model::generate_requests(a).back().arrival_s);
@@ -294,7 +295,7 @@ TEST_CASE("the prefix-cache hit rate: cached tokens in whole blocks, the same ru
   p.prefix_hit_rate = 0.5;
   const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), {{0.0, 2048, 1}}, exact(100000));
   REQUIRE(r.completed == 1);
-  CHECK(r.ttft.p50 == doctest::Approx(fwd(p, model::ForwardBatch{0, 1, 0, 1.0, 1024, 1024, true})).epsilon(1e-12));
+  CHECK(r.ttft.p50 == gptest::approx(fwd(p, model::ForwardBatch{0, 1, 0, 1.0, 1024, 1024, true})).epsilon(1e-12));
 }
 
 TEST_CASE("prefix caching saves time: TTFT and prefill compute fall with the hit rate in the planner and the simulator") {

@@ -3,6 +3,7 @@
 // partial batch, padding to the longest prompt and output, and continuous batching's throughput advantage at equal
 // KV memory on the GUI's and CLI's simulation scenario.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -65,8 +66,8 @@ TEST_CASE("static batching: a batch of 2 waits for its second request and runs t
   CHECK(rel(r.ttft.mean, 0.5 + P) < 1e-12);
   CHECK(rel(r.ttft.max, 1.0 + P) < 1e-12);
   CHECK(rel(r.ttft.p50, P) < 1e-12);
-  CHECK(r.queue.mean == doctest::Approx(0.5).epsilon(1e-12));
-  CHECK(r.queue.max == doctest::Approx(1.0).epsilon(1e-12));
+  CHECK(r.queue.mean == gptest::approx(0.5).epsilon(1e-12));
+  CHECK(r.queue.max == gptest::approx(1.0).epsilon(1e-12));
   CHECK(rel(r.e2e.mean, 0.5 + P + D1 + D2) < 1e-12);
   CHECK(rel(r.duration_s, 3.0 + P + D1 + D2) < 1e-12);
   CHECK(rel(r.output_tokens_per_s, 12.0 / (3.0 + P + D1 + D2)) < 1e-12);
@@ -82,12 +83,12 @@ TEST_CASE("static batching: a partial batch starts when its oldest request has w
   const auto r = model::simulate_serving(arch("llama-3.1-8b"), p, h100(), rq, static_opts(2, 0.5));
   REQUIRE(r.completed == 3);
   CHECK(r.batches == 2);
-  CHECK(r.mean_batch == doctest::Approx(1.5));
+  CHECK(r.mean_batch == gptest::approx(1.5));
   const double P2 = prefill(p, 2, 100), P1 = prefill(p, 1, 100), D1 = decode(p, 1, 100);
   REQUIRE(P1 < 0.5);
   CHECK(rel(r.ttft.max, 0.5 + P1) < 1e-12);
   CHECK(rel(r.ttft.mean, (0.25 + P2 + P2 + 0.5 + P1) / 3.0) < 1e-12);
-  CHECK(r.queue.mean == doctest::Approx((0.25 + 0.0 + 0.5) / 3.0).epsilon(1e-12));
+  CHECK(r.queue.mean == gptest::approx((0.25 + 0.0 + 0.5) / 3.0).epsilon(1e-12));
   CHECK(rel(r.duration_s, 2.5 + P1 + D1) < 1e-12);
   // Requests 1 s apart with the same timeout: the first leaves alone at 0.5 s, before its partner comes.
   const std::vector<model::SimRequest> spaced{{0.0, 100, 2}, {1.0, 100, 2}};
@@ -114,9 +115,9 @@ TEST_CASE("static batching pads the prompts to the longest and decodes until the
   CHECK(rel(r.e2e.p50, P) < 1e-12);  // the short request streams its one token at the prefill's end
   CHECK(rel(r.duration_s, P + D1 + D2) < 1e-12);
   // Token slots: 2 × 100 prefill + 2 × 2 decode = 204; padding: 50 prompt + 2 decode slots of the finished one.
-  CHECK(r.padding_fraction == doctest::Approx(52.0 / 204.0).epsilon(1e-12));
+  CHECK(r.padding_fraction == gptest::approx(52.0 / 204.0).epsilon(1e-12));
   // Its KV: 2 padded sequences of 103 tokens, 7 blocks each, reserved for the whole batch.
-  CHECK(r.kv_utilisation_peak == doctest::Approx(14.0 / 100000.0).epsilon(1e-12));
+  CHECK(r.kv_utilisation_peak == gptest::approx(14.0 / 100000.0).epsilon(1e-12));
 }
 
 TEST_CASE("static batching takes fewer requests when the padded batch would not fit the KV cache") {

@@ -2,6 +2,7 @@
 // disagg_pools.cpp; issue #21 deliverable 2): the token and byte arithmetic by hand, the per-rank memory, the planner
 // sizing whole groups, and the pools each at its own GPU's price.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -78,35 +79,35 @@ TEST_CASE("wide EP all-to-all: T·k/tp rows per GPU, (s-1)/n over NVLink and (n-
   REQUIRE(g.scale_up_size == 8);
   // SGLang DP attention (TP 1 per rank), 128 decode tokens per rank: 128 × 8 = 1024 rows, × 7168 × 2 B (bf16).
   const auto x = model::wide_ep_all_to_all(128, 8, 7168, 1, 2.0, 2.0, g);
-  CHECK(x.rows == doctest::Approx(1024));
-  CHECK(x.dispatch.raw() == doctest::Approx(1024.0 * 7168 * 2));  // 14,680,064 B
-  CHECK(x.combine.raw() == doctest::Approx(x.dispatch.raw()));
-  CHECK(x.nvlink_share == doctest::Approx(7.0 / 16));
-  CHECK(x.nic_share == doctest::Approx(8.0 / 16));
+  CHECK(x.rows == gptest::approx(1024));
+  CHECK(x.dispatch.raw() == gptest::approx(1024.0 * 7168 * 2));  // 14,680,064 B
+  CHECK(x.combine.raw() == gptest::approx(x.dispatch.raw()));
+  CHECK(x.nvlink_share == gptest::approx(7.0 / 16));
+  CHECK(x.nic_share == gptest::approx(8.0 / 16));
   // Half of the 14.68 MB leaves through the GPU's own 400 Gb/s = 50 GB/s NIC: at least 146.8 µs, and NCCL's p2p
   // efficiency over IB is not below 0.4 of it.
   CHECK(x.dispatch_time.raw() >= 14680064.0 * 0.5 / 50e9);
   CHECK(x.dispatch_time.raw() < 14680064.0 * 0.5 / 50e9 / 0.4);
   // DeepSeek's decode ranks (TP 4 + SP, [DSV3] §3.4): each GPU sends its quarter of the rank's tokens.
   const auto y = model::wide_ep_all_to_all(128, 8, 7168, 4, 1.0, 2.0, g);
-  CHECK(y.rows == doctest::Approx(128.0 * 8 / 4));
-  CHECK(y.dispatch.raw() == doctest::Approx(256.0 * 7168));     // fp8 dispatch
-  CHECK(y.combine.raw() == doctest::Approx(256.0 * 7168 * 2));  // bf16 combine
+  CHECK(y.rows == gptest::approx(128.0 * 8 / 4));
+  CHECK(y.dispatch.raw() == gptest::approx(256.0 * 7168));     // fp8 dispatch
+  CHECK(y.combine.raw() == gptest::approx(256.0 * 7168 * 2));  // bf16 combine
   // Inside one node: all of it over NVLink.
   const auto z = model::wide_ep_all_to_all(128, 8, 7168, 1, 2.0, 2.0, ep_group(s, 8));
-  CHECK(z.nic_share == doctest::Approx(0.0));
-  CHECK(z.nvlink_share == doctest::Approx(7.0 / 8));
+  CHECK(z.nic_share == gptest::approx(0.0));
+  CHECK(z.nvlink_share == gptest::approx(7.0 / 8));
   CHECK(z.dispatch_time < x.dispatch_time);
 }
 
 TEST_CASE("DP-rank imbalance: 1 + c·z/sqrt(B), z the expected largest of dp standard normals") {
   // Expected maximum of n standard normals (Harter 1961, "Expected values of normal order statistics", Biometrika
   // 48: n = 10: 1.53875, n = 100: 2.50759); Blom's approximation within 1%.
-  CHECK(model::dp_rank_imbalance(10, 1, 1.0) - 1.0 == doctest::Approx(1.53875).epsilon(0.01));
-  CHECK(model::dp_rank_imbalance(100, 1, 1.0) - 1.0 == doctest::Approx(2.50759).epsilon(0.01));
+  CHECK(model::dp_rank_imbalance(10, 1, 1.0) - 1.0 == gptest::approx(1.53875).epsilon(0.01));
+  CHECK(model::dp_rank_imbalance(100, 1, 1.0) - 1.0 == gptest::approx(2.50759).epsilon(0.01));
   // B sequences per rank: the spread of a rank's sum shrinks as 1/sqrt(B).
   CHECK(model::dp_rank_imbalance(100, 64, 0.5) - 1.0 ==
-        doctest::Approx((model::dp_rank_imbalance(100, 1, 1.0) - 1.0) * 0.5 / 8.0));
+        gptest::approx((model::dp_rank_imbalance(100, 1, 1.0) - 1.0) * 0.5 / 8.0));
   CHECK(model::dp_rank_imbalance(1, 16, 1.0) == 1.0);
   CHECK(model::dp_rank_imbalance(80, 128, 0.0) == 1.0);
 }
@@ -132,7 +133,7 @@ TEST_CASE("a DP16 / EP16 decode step of DeepSeek-V3 on two DGX H100 routes the g
   // TP 1: all the step's communication is the EP all-to-all, dispatch + combine on each of the 58 MoE layers.
   const auto x = model::wide_ep_all_to_all(64, 8, 7168, 1, p.activation_bytes, p.activation_bytes, ep_group(s, 16));
   CHECK(a.moe_layer_count() == 58);
-  CHECK(fc.comm.raw() == doctest::Approx((x.dispatch_time + x.combine_time).raw() * 58).epsilon(1e-9));
+  CHECK(fc.comm.raw() == gptest::approx((x.dispatch_time + x.combine_time).raw() * 58).epsilon(1e-9));
 }
 
 TEST_CASE("wide EP holds 1/EP of the routed experts per GPU: DeepSeek-V3 fits one rank per H100") {
@@ -146,7 +147,7 @@ TEST_CASE("wide EP holds 1/EP of the routed experts per GPU: DeepSeek-V3 fits on
   // The difference is 15/16 of the routed experts at the quantized bytes per weight (fp8 + its scales).
   const double b = model::weight_bytes_per_param(mp.weights, a.hidden);
   CHECK((one.stages[0].weights - wide.stages[0].weights).raw() ==
-        doctest::Approx(double(pc.routed_experts) * 15.0 / 16.0 * b).epsilon(1e-6));
+        gptest::approx(double(pc.routed_experts) * 15.0 / 16.0 * b).epsilon(1e-6));
   // 671B fp8 weights do not fit one 80 GB GPU; with the experts over 16 they do, with room for sequences.
   CHECK(one.max_concurrency == 0);
   CHECK(wide.max_concurrency >= 1);
@@ -165,7 +166,7 @@ TEST_CASE("the planner sizes whole attention-DP groups: GPUs = groups × dp × t
   const auto& b = *r.best;
   CHECK(b.dp == 16);
   CHECK(b.gpus == b.replicas * 16);
-  CHECK(b.replica_requests_per_s == doctest::Approx(16.0 * b.state.requests_per_s));
+  CHECK(b.replica_requests_per_s == gptest::approx(16.0 * b.state.requests_per_s));
   CHECK(b.replicas == std::int64_t(std::ceil(20.0 / b.replica_requests_per_s - 1e-9)));
   CHECK(model::group_layout(b.replicas, 16, 1, 1).find("DP 16 × TP 1") != std::string::npos);
 }
@@ -190,10 +191,10 @@ TEST_CASE("disaggregated pools on different GPU types: each pool at its own GPU'
   // Each pool at its GPU file's indicative price ($2.69/h H100, $3.59/h H200).
   REQUIRE(pre.gpu->price.has_value());
   REQUIRE(dec.gpu->price.has_value());
-  CHECK(units::to_usd_per_hour(d.prefill_cost_rate) == doctest::Approx(2.69 * double(d.prefill_gpus)));
-  CHECK(units::to_usd_per_hour(d.decode_cost_rate) == doctest::Approx(3.59 * double(d.decode_gpus)));
+  CHECK(units::to_usd_per_hour(d.prefill_cost_rate) == gptest::approx(2.69 * double(d.prefill_gpus)));
+  CHECK(units::to_usd_per_hour(d.decode_cost_rate) == gptest::approx(3.59 * double(d.decode_gpus)));
   CHECK(d.cost_per_mtok_usd ==
-        doctest::Approx((2.69 * double(d.prefill_gpus) + 3.59 * double(d.decode_gpus)) / 3600.0 / (10.0 * 500) * 1e6));
+        gptest::approx((2.69 * double(d.prefill_gpus) + 3.59 * double(d.decode_gpus)) / 3600.0 / (10.0 * 500) * 1e6));
   // Llama 3.1 70B's KV: 80 layers × 8 KV heads × 128 × 2 (K, V) × 2 B = 327,680 B per token; 2000 tokens over the
   // prefill TP ranks, block-rounded; it leaves through one 400 Gb/s (50 GB/s) NIC: at least bytes / 50 GB/s.
   CHECK(d.kv_per_sequence.raw() >= 327680.0 * 2000 / d.prefill_tp);
@@ -232,8 +233,8 @@ TEST_CASE("DeepSeek-V3's own deployment: prefill DP8 x TP4 (EP32), decode DP80 x
   REQUIRE(w != nullptr);
   CHECK(input(*w, "rows")->value == "256");
   const auto x = model::wide_ep_all_to_all(128, 8, 7168, 4, 2.0, 2.0, ep_group(h800, 320));
-  CHECK(x.nvlink_share == doctest::Approx(7.0 / 320));
-  CHECK(x.nic_share == doctest::Approx(312.0 / 320));
+  CHECK(x.nvlink_share == gptest::approx(7.0 / 320));
+  CHECK(x.nic_share == gptest::approx(312.0 / 320));
   // The pools sized in whole groups of each.
   const auto pc = model::parameter_counts(a, Explain::off);
   auto c = planner_case(50, 4096, 1024, 50, p);
@@ -265,9 +266,9 @@ TEST_CASE("two DGX H200 nodes: DeepSeek-V3 decode under DP16/EP16 against two TP
   const auto w = model::forward_cost(a, dp16, {16, 1, 4096, 0, 0, 0, true}, s, Explain::off);
   // MLA's latent cache is not split by TP (every TP rank reads all 128 sequences' cache); a DP rank reads only its
   // own 16: 8x less KV read per GPU, by hand.
-  CHECK(r.kv_bytes.raw() == doctest::Approx(8.0 * w.kv_bytes.raw()).epsilon(1e-9));
+  CHECK(r.kv_bytes.raw() == gptest::approx(8.0 * w.kv_bytes.raw()).epsilon(1e-9));
   // Per sequence: 128 × 4096 tokens × 61 layers × (512 + 64) × 2 B on each TP8 GPU.
-  CHECK(r.kv_bytes.raw() == doctest::Approx(128.0 * 4096 * 61 * 576 * 2).epsilon(0.01));
+  CHECK(r.kv_bytes.raw() == gptest::approx(128.0 * 4096 * 61 * 576 * 2).epsilon(0.01));
   // Expert weights read per GPU halve (256/16 experts, all touched, against 256/8); the attention and shared weights
   // are whole on a DP rank (8x the TP8 share): the totals are both finite and positive, the step times too.
   CHECK(r.total.raw() > 0);

@@ -5,6 +5,7 @@
 // per direction (data/hardware/links/nvlink5.json); NCCL bus efficiency on NVLink 5 0.76 (topology.cpp kEfficiency);
 // MLPerf Training v5.1 NeMo recipes: conf/nccl/custom_communicator_cta.yaml dp / dp_cp max_ctas 8.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/training.hpp"
@@ -47,17 +48,17 @@ TEST_CASE("a communicator capped at 8 CTAs moves 8 CTAs' measured share of an NV
   const auto sys = test::node_system("gb200-nvl72");
   model::CommGroup g = model::training_comm_group(8, 1, sys);
   REQUIRE(g.domains() == 1);
-  REQUIRE(g.scale_up.per_cta.raw() == doctest::Approx(38.9e9));  // 0.778 × 50 GB/s per link
+  REQUIRE(g.scale_up.per_cta.raw() == gptest::approx(38.9e9));  // 0.778 × 50 GB/s per link
   const double S = 1073741824.0;                                 // 1 GiB all-gather output
   const double free = ring_time(model::Collective::all_gather, S, g);
   g.max_ctas = 8;
   const double capped = ring_time(model::Collective::all_gather, S, g);
   // Same latency, transfer S·(n−1)/n at min(900, 8 × 38.9) GB/s × η 0.76 = 236.5 GB/s instead of 900 × 0.76 = 684:
   // 0.939524096e9 B × (1/236.512e9 − 1/684e9) s/B = 2.6012 ms more.
-  CHECK(capped - free == doctest::Approx(0.939524096e9 * (1.0 / 236.512e9 - 1.0 / 684e9)).epsilon(1e-6));
+  CHECK(capped - free == gptest::approx(0.939524096e9 * (1.0 / 236.512e9 - 1.0 / 684e9)).epsilon(1e-6));
   // A cap at or above what the link takes (24 CTAs × 38.9 GB/s > 900 GB/s) changes nothing.
   g.max_ctas = 24;
-  CHECK(ring_time(model::Collective::all_gather, S, g) == doctest::Approx(free).epsilon(1e-12));
+  CHECK(ring_time(model::Collective::all_gather, S, g) == gptest::approx(free).epsilon(1e-12));
   // Fewer CTAs never make a collective faster.
   for (int c : {1, 2, 4, 8, 16, 32}) {
     g.max_ctas = c;

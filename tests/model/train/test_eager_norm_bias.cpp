@@ -3,6 +3,7 @@
 // op alone at the MPT-1b layer's shape). Checked on the op list of an MPT-1b step: the rates are recovered from the
 // op times against two ops priced at the streaming rate (the residual add and the GELU), whatever the part's rate.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 #include <vector>
@@ -52,11 +53,11 @@ TEST_CASE("eager GPT-2 layout: LayerNorm at 0.533 and each linear's bias gradien
     CAPTURE(o.name);
     if (o.name.find("norm") != std::string::npos) {
       ++norms;
-      CHECK(rate(o) == doctest::Approx(0.533).epsilon(1e-6));
+      CHECK(rate(o) == gptest::approx(0.533).epsilon(1e-6));
     }
     if (o.name.find("bias grad") != std::string::npos) {
       ++biases;
-      CHECK(rate(o) == doctest::Approx(0.758).epsilon(1e-6));
+      CHECK(rate(o) == gptest::approx(0.758).epsilon(1e-6));
     }
   }
   CHECK(norms == 4);   // two LayerNorms, forward and backward
@@ -64,7 +65,7 @@ TEST_CASE("eager GPT-2 layout: LayerNorm at 0.533 and each linear's bias gradien
   // 12288 tokens × 2048 × 2 B = the bias gradient of a d-wide linear reads 50.3 MB.
   int d_wide = 0;
   for (const auto& o : e.layer_ops)
-    if (o.name.find("bias grad") != std::string::npos && o.bytes.raw() == doctest::Approx(12288.0 * 2048 * 2)) ++d_wide;
+    if (o.name.find("bias grad") != std::string::npos && o.bytes.raw() == gptest::approx(12288.0 * 2048 * 2)) ++d_wide;
   CHECK(d_wide == 2);
 }
 

@@ -6,6 +6,7 @@
 // nyx_n1_ngc25.04_nemo train.py: LoRA(dim=16, alpha=32, dropout=0.1, dropout_position="pre",
 // target_modules=["linear_proj", "linear_qkv"]).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -59,21 +60,21 @@ TEST_SUITE("LoRA adapter passes (NeMo ParallelLinearAdapter)") {
     const auto e = model::estimate_training(arch("llama-2-70b"), mlperf_plan(1, 0.1), sys, Explain::on);
     const double m = 8192, h = 8192, nqkv = 10240;
     // Dropout: read 2 B, write 2 B and the 1-byte bool mask (torch native_dropout); backward read 2 + 1, write 2.
-    CHECK(bytes_of(e, "QKV projection LoRA dropout") == doctest::Approx(m * h * 5.0));
-    CHECK(bytes_of(e, "QKV projection LoRA dropout bwd") == doctest::Approx(m * h * 5.0));
-    CHECK(bytes_of(e, "output projection LoRA dropout") == doctest::Approx(m * h * 5.0));
+    CHECK(bytes_of(e, "QKV projection LoRA dropout") == gptest::approx(m * h * 5.0));
+    CHECK(bytes_of(e, "QKV projection LoRA dropout bwd") == gptest::approx(m * h * 5.0));
+    CHECK(bytes_of(e, "output projection LoRA dropout") == gptest::approx(m * h * 5.0));
     // x * (alpha / dim) on the adapter's output (read + write 2 B) each way, and linear_output + adapter_output (read
     // 2 + 2, write 2); backward the input's two gradients summed (the same 6 B) over the adapter's input.
-    CHECK(bytes_of(e, "QKV projection LoRA scale") == doctest::Approx(m * nqkv * 4.0));
-    CHECK(bytes_of(e, "QKV projection LoRA scale bwd") == doctest::Approx(m * nqkv * 4.0));
-    CHECK(bytes_of(e, "QKV projection LoRA output sum") == doctest::Approx(m * nqkv * 6.0));
-    CHECK(bytes_of(e, "QKV projection LoRA input-gradient sum") == doctest::Approx(m * h * 6.0));
-    CHECK(bytes_of(e, "output projection LoRA output sum") == doctest::Approx(m * h * 6.0));
+    CHECK(bytes_of(e, "QKV projection LoRA scale") == gptest::approx(m * nqkv * 4.0));
+    CHECK(bytes_of(e, "QKV projection LoRA scale bwd") == gptest::approx(m * nqkv * 4.0));
+    CHECK(bytes_of(e, "QKV projection LoRA output sum") == gptest::approx(m * nqkv * 6.0));
+    CHECK(bytes_of(e, "QKV projection LoRA input-gradient sum") == gptest::approx(m * h * 6.0));
+    CHECK(bytes_of(e, "output projection LoRA output sum") == gptest::approx(m * h * 6.0));
     // x·A is Megatron-Core's own ColumnParallelLinear, outside Transformer Engine's FP8: 2·m·h·r FLOPs on a bf16
     // input (2 B per element of the 8192 × 8192 input at least).
     const model::OpCost* a = find(e, "QKV projection LoRA A");
     REQUIRE(a != nullptr);
-    CHECK(a->flops.raw() == doctest::Approx(2.0 * m * h * 16));
+    CHECK(a->flops.raw() == gptest::approx(2.0 * m * h * 16));
     CHECK(a->bytes.raw() >= m * h * 2.0);
     // Without dropout the two dropout kernels are gone; the rest stays.
     const auto nod = model::estimate_training(arch("llama-2-70b"), mlperf_plan(1, 0.0), sys, Explain::on);
@@ -90,10 +91,10 @@ TEST_SUITE("LoRA adapter passes (NeMo ParallelLinearAdapter)") {
     const auto sys = test::node_system("dgx-h100");
     const auto e = model::estimate_training(arch("llama-2-70b"), mlperf_plan(4, 0.1), sys, Explain::on);
     const double m = 8192, h = 8192, nqkv = 10240;
-    CHECK(bytes_of(e, "QKV projection LoRA dropout") == doctest::Approx(m / 4 * h * 5.0));
-    CHECK(bytes_of(e, "QKV projection LoRA scale") == doctest::Approx(m * nqkv / 4 * 4.0));
-    CHECK(bytes_of(e, "output projection LoRA dropout") == doctest::Approx(m * h / 4 * 5.0));
-    CHECK(bytes_of(e, "output projection LoRA output sum") == doctest::Approx(m * h / 4 * 6.0));
+    CHECK(bytes_of(e, "QKV projection LoRA dropout") == gptest::approx(m / 4 * h * 5.0));
+    CHECK(bytes_of(e, "QKV projection LoRA scale") == gptest::approx(m * nqkv / 4 * 4.0));
+    CHECK(bytes_of(e, "output projection LoRA dropout") == gptest::approx(m * h / 4 * 5.0));
+    CHECK(bytes_of(e, "output projection LoRA output sum") == gptest::approx(m * h / 4 * 6.0));
   }
 
   TEST_CASE("memory: the dropped-out copies and masks the adapters keep") {
@@ -106,6 +107,6 @@ TEST_SUITE("LoRA adapter passes (NeMo ParallelLinearAdapter)") {
     const auto without = model::estimate_training(arch("llama-2-70b"), mlperf_plan(1, 0.0), sys, Explain::off);
     const double h = 8192, tokens = 8192, layers = 80;
     CHECK(with.memory.activations.raw() - without.memory.activations.raw() ==
-          doctest::Approx(4.0 * h * tokens * layers).epsilon(1e-6));
+          gptest::approx(4.0 * h * tokens * layers).epsilon(1e-6));
   }
 }

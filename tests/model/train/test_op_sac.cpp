@@ -4,6 +4,7 @@
 // policy of train_configs/llama3_8b.toml (mode 'selective', selective_ac_option 'op'); the mm order of a block is
 // torchtitan/models/llama/model.py's: wq, wk, wv (Attention.forward), wo, then w1, w3, w2 (FeedForward.forward).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -49,10 +50,10 @@ TEST_CASE("op-level SAC keeps the block input, wq, wv, SDPA's output and log-sum
   CHECK(kept == 63616.0);
   const auto terms = model::detail::layer_terms(c, false);
   const auto sums = model::detail::sum_terms(c, terms);
-  CHECK(model::detail::stored_per_token(c, sums) == doctest::Approx(kept).epsilon(1e-12));
+  CHECK(model::detail::stored_per_token(c, sums) == gptest::approx(kept).epsilon(1e-12));
   // The recomputation rebuilds the eager layer's saved tensors but reuses the kept ones its backward also reads (the
   // input, V, the SDPA output and log-sum-exp, w1's output): 2·(4096 + 1024 + 4096 + 14336) + 128 = 47,232 B.
-  CHECK(model::detail::working_set_per_token(c, sums) == doctest::Approx(sums.all - 47232.0).epsilon(1e-12));
+  CHECK(model::detail::working_set_per_token(c, sums) == gptest::approx(sums.all - 47232.0).epsilon(1e-12));
   // Against the two Megatron modes: more than full (the layer input, 8,192 B), far less than selective (all kept).
   auto full = plan;
   full.recompute = wl::Recompute::full;
@@ -75,7 +76,7 @@ TEST_CASE("op-level SAC on TorchTitan's Table 1 8B row: 31.06 GiB of layer activ
   // formula subtracts (max(0, working set − logits buffers): 16,384 tokens × 128,256 logits).
   const double tokens = 16384.0;
   const double expected_diff = 32.0 * (63616.0 - 8192.0) * tokens;
-  CHECK((op.memory.activations - full.memory.activations).raw() == doctest::Approx(expected_diff).epsilon(1e-9));
+  CHECK((op.memory.activations - full.memory.activations).raw() == gptest::approx(expected_diff).epsilon(1e-9));
   CHECK(op.memory.fits);
   CHECK_FALSE(sel.memory.fits);  // Megatron's selective keeps every tensor of the eager layer: 125 GiB
   CHECK(op.memory.total.raw() < sel.memory.total.raw() - 40.0 * 1073741824.0);
@@ -93,11 +94,11 @@ TEST_CASE("op-level SAC reruns wk, wo, w3, the norms, RoPE, the first residual a
                             fwd_op(op, "MLP up/gate") * 0.5 + fwd_op(op, "input norm") + fwd_op(op, "post-attention norm") +
                             fwd_op(op, "rotary") + fwd_op(op, "SwiGLU") + fwd_op(op, "residual add");
   // One micro-batch per step (16 = 2 × DP 8), 32 layers.
-  CHECK(op.step.recompute.raw() == doctest::Approx(32.0 * per_layer.raw()).epsilon(1e-9));
+  CHECK(op.step.recompute.raw() == gptest::approx(32.0 * per_layer.raw()).epsilon(1e-9));
   CHECK(none.step.recompute.raw() == 0.0);
   // The step grows by the recomputation (FSDP's traffic is the same; nothing else moves).
   CHECK((op.step.gemm + op.step.elementwise - none.step.gemm - none.step.elementwise).raw() ==
-        doctest::Approx(op.step.recompute.raw()).epsilon(1e-9));
+        gptest::approx(op.step.recompute.raw()).epsilon(1e-9));
 }
 
 TEST_CASE("op-level SAC is refused where TorchTitan's mm counting is not modelled: TP > 1, biases, MoE") {

@@ -5,6 +5,7 @@
 // states over etp·ep and the expert-DP group), the expert GEMMs' FLOPs, the dispatcher's message size and the TP
 // collectives the MoE layers keep.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <string>
@@ -100,9 +101,9 @@ TEST_SUITE("parallel folding") {
     };
     const auto ep2 = mem({2, 4, 2, 0, true, wl::ZeroStage::optimizer});
     const auto ep4 = mem({2, 4, 4, 1, true, wl::ZeroStage::optimizer});
-    CHECK(ep2.weights.raw() == doctest::Approx(ep4.weights.raw()).epsilon(1e-12));
-    CHECK(ep2.gradients.raw() == doctest::Approx(ep4.gradients.raw()).epsilon(1e-12));
-    CHECK(ep2.optimizer_states.raw() == doctest::Approx(ep4.optimizer_states.raw()).epsilon(1e-12));
+    CHECK(ep2.weights.raw() == gptest::approx(ep4.weights.raw()).epsilon(1e-12));
+    CHECK(ep2.gradients.raw() == gptest::approx(ep4.gradients.raw()).epsilon(1e-12));
+    CHECK(ep2.optimizer_states.raw() == gptest::approx(ep4.optimizer_states.raw()).epsilon(1e-12));
     // Halving the shard (EP 2 × expert TP 1) adds the routed experts' (1/2 − 1/4) share of weights.
     const auto ep2_etp1 = mem({2, 4, 2, 1, true, wl::ZeroStage::optimizer});
     const auto p = folded({2, 4, 2, 1});
@@ -110,8 +111,8 @@ TEST_SUITE("parallel folding") {
                     double(params.routed_experts) * (0.5 - 0.25) * p.precision.weight_bytes, 1e-9));
     // ZeRO-1 shards the experts' states over the expert-DP group, tp·cp·dp / (etp·ep) ranks: etp·ep·edp is the stage's
     // 8 GPUs whatever the fold, so each GPU keeps 1/8 of the routed experts' states at EP 2 and at EP 4.
-    CHECK(ep2_etp1.optimizer_states.raw() == doctest::Approx(ep4.optimizer_states.raw()).epsilon(1e-12));
-    CHECK(ep2_etp1.master_weights.raw() == doctest::Approx(ep4.master_weights.raw()).epsilon(1e-12));
+    CHECK(ep2_etp1.optimizer_states.raw() == gptest::approx(ep4.optimizer_states.raw()).epsilon(1e-12));
+    CHECK(ep2_etp1.master_weights.raw() == gptest::approx(ep4.master_weights.raw()).epsilon(1e-12));
   }
 
   TEST_CASE("expert GEMMs under expert TP: the FLOPs per GPU do not move, the dispatcher sends etp/tp of the rows") {

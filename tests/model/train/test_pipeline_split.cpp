@@ -3,6 +3,7 @@
 // stages. Expected values are worked out by hand from Megatron-Core's rules (transformer_block.py
 // get_num_layers_to_build, pipeline_parallel_layer_layout.py) and from the formula T = m·max t_i + (Σ t_i − max t_i)/v.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cstdint>
 #include <numeric>
@@ -175,13 +176,13 @@ TEST_SUITE("pipeline split") {
     CHECK(embed > 0);
     CHECK(head > embed);
     CHECK(e.bottleneck_stage == 3);
-    CHECK(e.stage_time[1].raw() == doctest::Approx(8 * c + comm_pp / m).epsilon(1e-9));
-    CHECK(e.stage_time[2].raw() == doctest::Approx(e.stage_time[1].raw()).epsilon(1e-12));
-    CHECK(e.stage_time[0].raw() - e.stage_time[1].raw() == doctest::Approx(embed).epsilon(1e-9));
-    CHECK(e.stage_time[3].raw() - e.stage_time[0].raw() == doctest::Approx(head - embed).epsilon(1e-9));
+    CHECK(e.stage_time[1].raw() == gptest::approx(8 * c + comm_pp / m).epsilon(1e-9));
+    CHECK(e.stage_time[2].raw() == gptest::approx(e.stage_time[1].raw()).epsilon(1e-12));
+    CHECK(e.stage_time[0].raw() - e.stage_time[1].raw() == gptest::approx(embed).epsilon(1e-9));
+    CHECK(e.stage_time[3].raw() - e.stage_time[0].raw() == gptest::approx(head - embed).epsilon(1e-9));
     const double bubble = e.stage_time[0].raw() + e.stage_time[1].raw() + e.stage_time[2].raw();
-    CHECK(e.step.bubble.raw() == doctest::Approx(bubble).epsilon(1e-12));
-    CHECK(e.bubble_fraction == doctest::Approx(bubble / (m * e.stage_time[3].raw())).epsilon(1e-12));
+    CHECK(e.step.bubble.raw() == gptest::approx(bubble).epsilon(1e-12));
+    CHECK(e.bubble_fraction == gptest::approx(bubble / (m * e.stage_time[3].raw())).epsilon(1e-12));
   }
 
   TEST_CASE("bubble of an uneven interleaved schedule: (Σ t_i − max t_i) / v") {
@@ -203,8 +204,8 @@ TEST_SUITE("pipeline split") {
       sum += t.raw();
       max = std::max(max, t.raw());
     }
-    CHECK(e.stage_time[1].raw() == doctest::Approx(max).epsilon(1e-12));
-    CHECK(e.step.bubble.raw() == doctest::Approx((sum - max) / 8.0).epsilon(1e-12));
+    CHECK(e.stage_time[1].raw() == gptest::approx(max).epsilon(1e-12));
+    CHECK(e.step.bubble.raw() == gptest::approx((sum - max) / 8.0).epsilon(1e-12));
     // Stage 7's 15 layers + head + loss against a middle stage's 16 layers: head + loss < one layer here.
     CHECK(e.stage_time[7] < e.stage_time[1]);
     CHECK(e.stage_time[0] < e.stage_time[7]);
@@ -233,9 +234,9 @@ TEST_SUITE("pipeline split") {
       return 0.0;
     };
     // 2 sends per micro-batch (activation, gradient) × 8 micro-batches × s·b·h·2 B = 16 × 4096 · 8192 · 2.
-    CHECK(pp_bytes(plan) == doctest::Approx(16.0 * 4096 * 8192 * 2));
+    CHECK(pp_bytes(plan) == gptest::approx(16.0 * 4096 * 8192 * 2));
     plan.pp_scatter_gather = true;
-    CHECK(pp_bytes(plan) == doctest::Approx(16.0 * 4096 * 8192 * 2 / 8));
+    CHECK(pp_bytes(plan) == gptest::approx(16.0 * 4096 * 8192 * 2 / 8));
   }
 
   TEST_CASE("overlapped pipeline sends (interleaved, Megatron's default) expose less than sequential ones") {
@@ -254,8 +255,8 @@ TEST_SUITE("pipeline split") {
     const auto on = exposed(plan);
     plan.overlap_p2p_comm = false;
     const auto off = exposed(plan);
-    CHECK(off.first == doctest::Approx(off.second));
-    CHECK(on.second == doctest::Approx(off.second));
+    CHECK(off.first == gptest::approx(off.second));
+    CHECK(on.second == gptest::approx(off.second));
     CHECK(on.first < 0.5 * off.first);  // a send is far shorter than a chunk's compute: only the SM share is left
   }
 }

@@ -2,6 +2,7 @@
 // timeline's spans against the step model's terms (they sum to its step time), the memory timeline's peak against
 // the peak-memory formula (equal, or different by exactly the stated cause).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -259,7 +260,7 @@ TEST_CASE("the data-loader lane: a starved GPU waits for the batch at the step's
   CHECK(rel(tl.step_time.raw(), 3.0 * gpu) < 1e-12);
   CHECK(rel(tl.end.raw(), tl.step_time.raw()) < 1e-9);
   CHECK(tl.gpu_step.raw() == gpu);
-  CHECK(tl.gpu_utilisation == doctest::Approx(1.0 / 3.0).epsilon(1e-12));
+  CHECK(tl.gpu_utilisation == gptest::approx(1.0 / 3.0).epsilon(1e-12));
   CHECK(tl.notes.front().find("GPU utilisation 33% because the loader starves it") != std::string::npos);
   // The same number as the stack's input pipeline (one formula).
   const auto pipe = model::training_input_pipeline(c.plan, c.sys, c.est.step_time, c.loader(sample), 1, Explain::off);

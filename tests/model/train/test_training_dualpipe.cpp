@@ -2,6 +2,7 @@
 // modules, multi-token prediction and the MoE load imbalance. Expected values are worked by hand from the formulas
 // and the DeepSeek-V3 technical report (arXiv:2412.19437), cited per case.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -69,16 +70,16 @@ TEST_CASE("DeepEP dispatch: a token crosses InfiniBand once per distinct remote 
   REQUIRE(est.step_time.raw() > 0);
   const double D = 4.0 * (1.0 - std::pow(0.75, 8.0));
   const double remote = D * 7.0 / 8.0, nvlink = D * 7.0 * (1.0 - std::pow(7.0 / 8.0, 8.0 / D));
-  CHECK(nvlink == doctest::Approx(6.46).epsilon(0.002));
+  CHECK(nvlink == gptest::approx(6.46).epsilon(0.002));
   const double per_token = (remote + nvlink) * 7168.0 * ((1.0 + 4.0 / 128.0) + 2.0);
   const double expected = 2.0 * 58.0 * 1.0 * 4096.0 * per_token;  // 2·(dispatch + combine) per layer, m = 1
   const auto& ep = est.comm[2];
   REQUIRE(ep.kind == "ep");
-  CHECK(ep.bytes_per_step.raw() == doctest::Approx(expected).epsilon(1e-9));
+  CHECK(ep.bytes_per_step.raw() == gptest::approx(expected).epsilon(1e-9));
   // NCCL's all-to-all instead sends every (token, expert) copy: T·k·h·a_b each way, four times per layer.
   plan.ep_dispatch = wl::EpDispatch::all_to_all;
   const auto nccl = model::estimate_training(a, plan, sys, Explain::off);
-  CHECK(nccl.comm[2].bytes_per_step.raw() == doctest::Approx(4.0 * 58.0 * 4096.0 * 8.0 * 7168.0 * 2.0).epsilon(1e-9));
+  CHECK(nccl.comm[2].bytes_per_step.raw() == gptest::approx(4.0 * 58.0 * 4096.0 * 8.0 * 7168.0 * 2.0).epsilon(1e-9));
   CHECK(nccl.comm[2].time > ep.time);
 }
 
@@ -96,7 +97,7 @@ TEST_CASE("recompute modules drop the norm outputs, MLA's Q/K/V and the experts'
   plan.recompute_modules = wl::recompute_layernorm | wl::recompute_mla_up_proj | wl::recompute_moe_act;
   const auto after = model::estimate_training(a, plan, sys, Explain::off);
   const double dropped = 4096.0 * (3.0 * 149376.0 + 58.0 * 204672.0);
-  CHECK((before.memory.activations - after.memory.activations).raw() == doctest::Approx(dropped).epsilon(1e-9));
+  CHECK((before.memory.activations - after.memory.activations).raw() == gptest::approx(dropped).epsilon(1e-9));
   // The recomputed forward work is paid in the backward: the step is longer, by less than the forward.
   CHECK(after.step.recompute.raw() > 0);
   CHECK(after.step_time > before.step_time);
@@ -112,7 +113,7 @@ TEST_CASE("DualPipe: two stages per device, PP+1 chunk micro-batches, a smaller 
   const auto dual = model::estimate_training(a, plan, sys, Explain::off);
   REQUIRE(dual.step_time.raw() > 0);
   // 1F1B exposes every dispatch and combine; DualPipe runs them beside the other micro-batch's compute.
-  CHECK(one.comm[2].exposed.raw() == doctest::Approx(one.comm[2].time.raw()));
+  CHECK(one.comm[2].exposed.raw() == gptest::approx(one.comm[2].time.raw()));
   CHECK(dual.comm[2].exposed < dual.comm[2].time * 0.5);
   CHECK(dual.step.bubble < one.step.bubble);
   CHECK(dual.step_time < one.step_time);
@@ -137,8 +138,8 @@ TEST_CASE("DualPipe's two copies of a stage are data-parallel replicas: ZeRO sha
   REQUIRE(whole.memory.master_weights.raw() > 0);
   // 1/(2·dp) = 1/8 of the unsharded fp32 master weights and bf16 moments (1/4 without the mirror copies).
   const double eighth = 1.0 / 8.0;
-  CHECK(sharded.memory.master_weights.raw() == doctest::Approx(whole.memory.master_weights.raw() * eighth));
-  CHECK(sharded.memory.optimizer_states.raw() == doctest::Approx(whole.memory.optimizer_states.raw() * eighth));
+  CHECK(sharded.memory.master_weights.raw() == gptest::approx(whole.memory.master_weights.raw() * eighth));
+  CHECK(sharded.memory.optimizer_states.raw() == gptest::approx(whole.memory.optimizer_states.raw() * eighth));
   // DP 1: no data-parallel peer but the mirror rank, and its copy's gradients still have to be summed (ZeRO-1: a
   // reduce-scatter of the fp32 gradients and an all-gather of the bf16 weights over 2 GPUs), across scale-up domains
   // (rank 0's mirror is 15 ranks away, 16 ranks do not fit one 8-GPU node).
@@ -205,7 +206,7 @@ TEST_CASE("multi-token prediction adds a transformer layer, a projection and an 
   REQUIRE(mtp.stage_time.size() == 16);
   // The last stage grows by more than one MoE layer's forward + backward (it adds the head pass too); the others stay.
   CHECK(mtp.stage_time[15] > base.stage_time[15]);
-  CHECK(mtp.stage_time[3].raw() == doctest::Approx(base.stage_time[3].raw()));
+  CHECK(mtp.stage_time[3].raw() == gptest::approx(base.stage_time[3].raw()));
 }
 
 TEST_CASE("the search enumerates DualPipe for MoE models with PP even, not for dense ones") {
@@ -245,7 +246,7 @@ TEST_CASE("DualPipe hides the all-to-all of its overlapped pairs only: the chunk
   REQUIRE(r.bottleneck_stage == 3);
   const double ep = r.comm[2].time.raw();
   REQUIRE(ep > 0);
-  CHECK(r.comm[2].exposed.raw() == doctest::Approx(ep * (20.0 / 120.0 + 100.0 / 120.0 * 20.0 / 132.0)).epsilon(1e-9));
+  CHECK(r.comm[2].exposed.raw() == gptest::approx(ep * (20.0 / 120.0 + 100.0 / 120.0 * 20.0 / 132.0)).epsilon(1e-9));
 }
 
 TEST_CASE("the search over DeepSeek-V3's problem finds a fitting layout at least as fast as the published one") {
@@ -293,7 +294,7 @@ TEST_CASE("the attention output kept once in E5M6 replaces FlashAttention's BF16
   plan.attention_output = wl::AttentionOutputStore::e5m6;
   const auto e5m6 = model::estimate_training(a, plan, sys, Explain::off);
   const double saved = 4096.0 * 61.0 * 128.0 * 128.0 * (2.0 + 1.0 - 1.5);
-  CHECK((separate.memory.activations - e5m6.memory.activations).raw() == doctest::Approx(saved).epsilon(1e-9));
+  CHECK((separate.memory.activations - e5m6.memory.activations).raw() == gptest::approx(saved).epsilon(1e-9));
   // The E5M6 copy is written and read back by kernels of its own (3.5 B per element each way, 61 layers, one
   // micro-batch): the step grows by more than those bytes take at the H800's 3.35 TB/s and less than at a quarter.
   const double moved = 2.0 * 61.0 * 4096.0 * 128.0 * 128.0 * 3.5;
@@ -330,7 +331,7 @@ TEST_CASE("DualPipe device 0 holds PP micro-batches of its shallower stage and o
   REQUIRE(deep_last.memory.stage == 0);
   const double e = model::activation_bytes_per_layer(a, plan).raw();
   CHECK((deep_first.memory.activations - deep_last.memory.activations).raw() ==
-        doctest::Approx((134.0 - 71.0) * e).epsilon(1e-9));
+        gptest::approx((134.0 - 71.0) * e).epsilon(1e-9));
 }
 
 TEST_CASE("DeepSeek's framework keeps one FP8 layout of each GEMM weight and transposes it in every micro-batch") {
@@ -355,7 +356,7 @@ TEST_CASE("DeepSeek's framework keeps one FP8 layout of each GEMM weight and tra
   REQUIRE(one.step_time.raw() > 0);
   const auto pc = model::parameter_counts(a, Explain::off);
   const double gemm_w = double(pc.total - pc.routed_experts - pc.embedding - pc.lm_head) + double(pc.routed_experts) / 64;
-  CHECK((cached.memory.weights - one.memory.weights).raw() == doctest::Approx(gemm_w * 1.0).epsilon(1e-9));
+  CHECK((cached.memory.weights - one.memory.weights).raw() == gptest::approx(gemm_w * 1.0).epsilon(1e-9));
   // The transposes are time (one micro-batch here: global 64 over DP 64): the step grows, by less than the weights'
   // 2 B would take at a quarter of the H800's 3.35 TB/s of HBM (hardware/gpus/h800-sxm5.json).
   CHECK(one.step_time > cached.step_time);
@@ -383,7 +384,7 @@ TEST_CASE("each multi-token-prediction depth keeps its own head's logits softmax
   plan.mtp_layers = 1;
   const auto mtp = model::estimate_training(a, plan, sys, Explain::off);
   REQUIRE(mtp.step_time.raw() > 0);
-  CHECK((mtp.memory.logits - base.memory.logits).raw() == doctest::Approx(4096.0 * 129280.0 * 4.0).epsilon(1e-9));
+  CHECK((mtp.memory.logits - base.memory.logits).raw() == gptest::approx(4096.0 * 129280.0 * 4.0).epsilon(1e-9));
 }
 
 TEST_CASE("the per-micro-batch FP8 weight transposes of one MoE layer cost what DeepSeek's profile measures") {
@@ -448,28 +449,28 @@ TEST_CASE("DeepSeek's framework quantises each GEMM operand per axis, one pass p
   DeepSeekLayer s;
   const auto r = s.run();
   const double x = 4096.0 * 7168.0, pass = 2.0 + 1.0 + 4.0 / 128.0;
-  CHECK(op_bytes(r, "QKV projection fp8 1x128 cast") == doctest::Approx(x * pass));
-  CHECK(op_bytes(r, "QKV projection input fp8 cast-transpose (wgrad)") == doctest::Approx(x * pass));
+  CHECK(op_bytes(r, "QKV projection fp8 1x128 cast") == gptest::approx(x * pass));
+  CHECK(op_bytes(r, "QKV projection input fp8 cast-transpose (wgrad)") == gptest::approx(x * pass));
   // The output gradient: the QKV block's output width, its weights over h (MLA: q_a, kv_a, q_b, kv_b as one GEMM).
   CHECK(op_bytes(r, "QKV projection grad fp8 1x128 cast (dgrad)") ==
-        doctest::Approx(op_bytes(r, "QKV projection grad fp8 cast-transpose (wgrad)")));
+        gptest::approx(op_bytes(r, "QKV projection grad fp8 cast-transpose (wgrad)")));
   // The routed experts read the FP8 rows DeepEP dispatched (§3.3.3): no forward cast, and the column-wise pass reads
   // FP8: 4 experts × 8192 rows × h × (1.03125 + 1.03125).
   CHECK(op_named(r, "expert up/gate fp8 1x128 cast") == nullptr);
   CHECK(op_bytes(r, "expert up/gate input fp8 cast-transpose (wgrad)") ==
-        doctest::Approx(32768.0 * 7168.0 * 2.0 * (1.0 + 4.0 / 128.0)));
+        gptest::approx(32768.0 * 7168.0 * 2.0 * (1.0 + 4.0 / 128.0)));
   // The down-projection reads SwiGLU's FP8 output (the cast fused into the activation): no cast of its own forward;
   // the activation reads [gate | up] (2·2 B) and writes 1.03125 B per output element (width 2048).
   CHECK(op_named(r, "expert down fp8 1x128 cast") == nullptr);
-  CHECK(op_bytes(r, "expert activation") == doctest::Approx(32768.0 * 2048.0 * (4.0 + 1.0 + 4.0 / 128.0)));
+  CHECK(op_bytes(r, "expert activation") == gptest::approx(32768.0 * 2048.0 * (4.0 + 1.0 + 4.0 / 128.0)));
   // Its input, kept in FP8 for the recompute (§3.3.3), is read back to BF16 in the backward (cast_back_impl).
   CHECK(op_bytes(r, "expert activation input FP8 copy read back") ==
-        doctest::Approx(32768.0 * 4096.0 * (1.0 + 4.0 / 128.0 + 2.0)));
+        gptest::approx(32768.0 * 4096.0 * (1.0 + 4.0 / 128.0 + 2.0)));
   // Transformer Engine's blockwise quantiser (the default weight caching) reads once and writes both layouts.
   DeepSeekLayer te;
   te.plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
   const auto rt = te.run();
-  CHECK(op_bytes(rt, "QKV projection fp8 blockwise cast") == doctest::Approx(x * (2.0 + 2.0 * (1.0 + 4.0 / 128.0))));
+  CHECK(op_bytes(rt, "QKV projection fp8 blockwise cast") == gptest::approx(x * (2.0 + 2.0 * (1.0 + 4.0 / 128.0))));
   CHECK(op_named(rt, "QKV projection input fp8 cast-transpose (wgrad)") == nullptr);
 }
 
@@ -480,15 +481,15 @@ TEST_CASE("MLA's latent norms, its q/k head assembly and the E5M6 attention outp
   const auto r = s.run();
   const double T = 4096.0;
   // The two latent RMSNorms: read and write T·(r_q + r_kv) BF16 elements.
-  CHECK(op_bytes(r, "MLA latent norms") == doctest::Approx(T * 2048.0 * 2.0 * 2.0));
+  CHECK(op_bytes(r, "MLA latent norms") == gptest::approx(T * 2048.0 * 2.0 * 2.0));
   // q's no-rope part read and written, k's rope part written into every head: T·128·(2·128 + 64)·2 B forward; dq's
   // and dk's no-rope parts copied out: 2·T·128·(2·128)·2 B backward (DeepSeek's profile: _copy_tensor_kernel,
   // direct_copy).
-  CHECK(op_bytes(r, "MLA q/k head assembly (copies)") == doctest::Approx(T * 128.0 * 320.0 * 2.0));
-  CHECK(op_bytes(r, "MLA q/k head assembly (copies) bwd") == doctest::Approx(2.0 * T * 128.0 * 256.0 * 2.0));
+  CHECK(op_bytes(r, "MLA q/k head assembly (copies)") == gptest::approx(T * 128.0 * 320.0 * 2.0));
+  CHECK(op_bytes(r, "MLA q/k head assembly (copies) bwd") == gptest::approx(2.0 * T * 128.0 * 256.0 * 2.0));
   // §3.3.3: the attention output (T × 128 heads × d_v 128) written in E5M6 (2 B read, 1.5 B written) and read back.
-  CHECK(op_bytes(r, "attention output E5M6 store / read back") == doctest::Approx(T * 16384.0 * 3.5));
-  CHECK(op_bytes(r, "attention output E5M6 store / read back bwd") == doctest::Approx(T * 16384.0 * 3.5));
+  CHECK(op_bytes(r, "attention output E5M6 store / read back") == gptest::approx(T * 16384.0 * 3.5));
+  CHECK(op_bytes(r, "attention output E5M6 store / read back bwd") == gptest::approx(T * 16384.0 * 3.5));
 }
 
 TEST_CASE("the per-axis FP8 casts of one MoE layer are priced at 0.55-0.75 of DeepSeek's measured cast kernels") {
@@ -531,11 +532,11 @@ TEST_CASE("under DeepSeek's framework the GEMMs of DualPipe's overlapped pairs r
   REQUIRE(confined.bottleneck_stage == 3);
   const double share = 20.0 / 132.0;
   CHECK(confined.step.gemm.raw() / whole.step.gemm.raw() ==
-        doctest::Approx(1.0 + 100.0 / 120.0 * share / (1.0 - share)));
+        gptest::approx(1.0 + 100.0 / 120.0 * share / (1.0 - share)));
   // Without DualPipe nothing runs paired: the GEMMs keep the whole GPU.
   plan.schedule = wl::PipelineSchedule::one_f_one_b;
   const auto plain = model::estimate_training(a, plan, sys, Explain::off);
   plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
   const auto plain_te = model::estimate_training(a, plan, sys, Explain::off);
-  CHECK(plain.step.gemm.raw() == doctest::Approx(plain_te.step.gemm.raw()));
+  CHECK(plain.step.gemm.raw() == gptest::approx(plain_te.step.gemm.raw()));
 }

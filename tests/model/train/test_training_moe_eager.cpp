@@ -2,6 +2,7 @@
 // (data/validation/measured/h100-sxm5-80gb/moe_train_L4_*.json, scripts/measure/moe_train_step.py) — the AMP
 // optimizer's bytes, the DDP copies of only the gradients that are reduced, and the eager dispatcher's row passes.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -25,20 +26,20 @@ TEST_CASE("the gradient copies cover only the gradients reduced: no routed-exper
   const auto& a = test::arch("bench-moe-30b-a3b-shape-l4");
   const auto params = model::parameter_counts(a, Explain::off);
   const double dense = 177227776.0, experts = 2415919104.0;
-  REQUIRE(double(params.total) == doctest::Approx(dense + experts));
+  REQUIRE(double(params.total) == gptest::approx(dense + experts));
   // The measured script reduces after the backward (overlap_grad_reduce false): one flat buffer, three read + write
   // passes of the fp32 gradients (flatten, divide, copy back).
   // EP 4 on 4 GPUs: the expert-data-parallel group is one GPU; only the dense gradients are copied.
-  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(4, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * dense));
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(4, 4)) == gptest::approx(3.0 * 2.0 * 4.0 * dense));
   // EP 2 × expert-DP 2: this GPU's half of the experts is reduced too.
   CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(2, 4)) ==
-        doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts / 2.0)));
+        gptest::approx(3.0 * 2.0 * 4.0 * (dense + experts / 2.0)));
   // EP 1 × DP 4: everything.
-  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(1, 4)) == doctest::Approx(3.0 * 2.0 * 4.0 * (dense + experts)));
+  CHECK(model::dp_copy_bytes(a, params, measured_moe_plan(1, 4)) == gptest::approx(3.0 * 2.0 * 4.0 * (dense + experts)));
   // PyTorch DDP (reduction during the backward, gradient_as_bucket_view): one pass, the in-place divide.
   wl::TrainingPlan ddp = measured_moe_plan(1, 4);
   ddp.overlap_grad_reduce = true;
-  CHECK(model::dp_copy_bytes(a, params, ddp) == doctest::Approx(2.0 * 4.0 * (dense + experts)));
+  CHECK(model::dp_copy_bytes(a, params, ddp) == gptest::approx(2.0 * 4.0 * (dense + experts)));
 }
 
 TEST_CASE("the AMP optimizer step reads and writes the fp32 parameters it updates: 28 B per parameter for AdamW") {
@@ -56,7 +57,7 @@ TEST_CASE("the AMP optimizer step reads and writes the fp32 parameters it update
   const auto ea = model::estimate_training(a, amp, sys, Explain::off);
   const auto em = model::estimate_training(a, megatron, sys, Explain::off);
   REQUIRE(em.step.optimizer.raw() > 0);
-  CHECK(ea.step.optimizer.raw() / em.step.optimizer.raw() == doctest::Approx(28.0 / 30.0).epsilon(0.01));
+  CHECK(ea.step.optimizer.raw() / em.step.optimizer.raw() == gptest::approx(28.0 / 30.0).epsilon(0.01));
 }
 
 TEST_CASE("the eager dispatcher moves the routed rows 13 times forward, the fused one 4 times") {
@@ -79,9 +80,9 @@ TEST_CASE("the eager dispatcher moves the routed rows 13 times forward, the fuse
     return b;
   };
   wl::TrainingPlan eager = measured_moe_plan(4, 4);
-  CHECK(routing_bytes(eager, false) == doctest::Approx(13.0 * P * row + T * row));
-  CHECK(routing_bytes(eager, true) == doctest::Approx(2.0 * (13.0 * P * row + T * row)));
+  CHECK(routing_bytes(eager, false) == gptest::approx(13.0 * P * row + T * row));
+  CHECK(routing_bytes(eager, true) == gptest::approx(2.0 * (13.0 * P * row + T * row)));
   wl::TrainingPlan fused = eager;
   fused.kernels = wl::KernelStyle::fused;
-  CHECK(routing_bytes(fused, false) == doctest::Approx(4.0 * P * row));
+  CHECK(routing_bytes(fused, false) == gptest::approx(4.0 * P * row));
 }

@@ -3,6 +3,7 @@
 // --recompute-method uniform|block --recompute-num-layers N, transformer_block.py _checkpointed_forward). Expected
 // values are worked out by hand from those rules and from the memory and step formulas (memory.cpp, training.cpp).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -318,7 +319,7 @@ TEST_SUITE("training recipes") {
     REQUIRE(over.step_time.raw() > 0);
     const double t = over.comm[2].time.raw();
     REQUIRE(t > 0);
-    CHECK(plain.comm[2].exposed.raw() == doctest::Approx(t));
+    CHECK(plain.comm[2].exposed.raw() == gptest::approx(t));
     CHECK(over.comm[2].exposed.raw() >= t / 8.0 * (1 - 1e-12));
     CHECK(over.comm[2].exposed.raw() < 0.5 * t);
     CHECK(over.step_time < plain.step_time);

@@ -7,6 +7,7 @@
 // synchronised before the submodule runs); NCCL's ring latency model (NVIDIA/nccl src/graph/tuning.cc: baseLat
 // Ring/Simple 8.4 µs, hwLat Ring/Simple NVLink 3.4 µs and NET 14 µs per step).
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <string>
 
@@ -62,7 +63,7 @@ TEST_CASE("DeepSpeed 2021 ZeRO-3 on 1536 A100s: 11 more calls per layer, each 7.
   // torch.distributed on the NCCL of 2021 runs all-gather and reduce-scatter as rings only.
   const auto g = model::training_comm_group(1536, 1, sys);
   const double t_vec = ring(model::Collective::all_gather, 12288.0 * 2, g);
-  CHECK(t_vec == doctest::Approx(7.252e-3).epsilon(2e-3));
+  CHECK(t_vec == gptest::approx(7.252e-3).epsilon(2e-3));
   const double t_vec_rs = ring(model::Collective::reduce_scatter, 12288.0 * 2, g);
 
   // GPT-3 has 12 parameter tensors per layer (2 LayerNorms × weight + bias; fused QKV, O, fc1, fc2 × weight + bias)
@@ -75,8 +76,8 @@ TEST_CASE("DeepSpeed 2021 ZeRO-3 on 1536 A100s: 11 more calls per layer, each 7.
   const double flat = ring(model::Collective::all_gather, p * 2, g);
   const double expected =
       ring(model::Collective::reduce_scatter, p * 2, g) + 1155 * t_vec_rs + 3 * (flat + 1155 * t_vec);
-  CHECK(4 * 1155 * t_vec == doctest::Approx(33.50).epsilon(2e-3));
-  CHECK(ct->time.raw() == doctest::Approx(expected).epsilon(0.01));
+  CHECK(4 * 1155 * t_vec == gptest::approx(33.50).epsilon(2e-3));
+  CHECK(ct->time.raw() == gptest::approx(expected).epsilon(0.01));
   CHECK(ct->time.raw() > cu->time.raw() + 33.4);
 
   // Blocking fetch: the gathers are all exposed, so the exposed DP time is at least the three passes.
@@ -101,12 +102,12 @@ TEST_CASE("per-tensor ZeRO-3 without recomputation: two gather passes of ring ca
   // 384 ranks = 48 nodes: 8.4 + 336 × 3.4 + 47 × 14 = 8.4 + 1142.4 + 658 = 1808.8 µs per call.
   const auto g = model::training_comm_group(384, 1, sys);
   const double t_vec = ring(model::Collective::all_gather, 12288.0 * 2, g);
-  CHECK(t_vec == doctest::Approx(1.8088e-3).epsilon(2e-3));
+  CHECK(t_vec == gptest::approx(1.8088e-3).epsilon(2e-3));
   const double t_vec_rs = ring(model::Collective::reduce_scatter, 12288.0 * 2, g);
   const double p = 174604836864.0;
   const double expected = ring(model::Collective::reduce_scatter, p * 2, g) + 1155 * t_vec_rs +
                           2 * (ring(model::Collective::all_gather, p * 2, g) + 1155 * t_vec);
-  CHECK(dp_comm(et)->time.raw() == doctest::Approx(expected).epsilon(0.01));
+  CHECK(dp_comm(et)->time.raw() == gptest::approx(expected).epsilon(0.01));
   CHECK(dp_comm(et)->time.raw() > dp_comm(eu)->time.raw() + 3 * 1155 * 1.8e-3);
 }
 
