@@ -509,12 +509,14 @@ class ServingLayerPricer {
       case LinearKind::mlp_in: {
         const std::int64_t width = std::max<std::int64_t>(1, o.out / glu / t);
         gemm(o.name, Ti, h, glu * width);
-        if (o.part != Part::dense_mlp) break;
+        // The dense MLP's activation, and the shared experts' (vLLM's and SGLang's shared experts are an MLP of
+        // their own with its SiluAndMul: Qwen2MoeMLP, DeepseekV2MLP, Llama4's shared_expert).
+        const std::string pre = o.part == Part::shared_experts ? "shared expert " : "";
         if (eager && gated) {
-          unary("SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width));
-          stream("gate product", T * double(width) * e * 3.0, T * double(width));
+          unary(pre + "SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width));
+          stream(pre + "gate product", T * double(width) * e * 3.0, T * double(width));
         } else {
-          unary(gated ? "SwiGLU" : "GELU", T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
+          unary(pre + (gated ? "SwiGLU" : "GELU"), T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
         }
         break;
       }

@@ -555,12 +555,13 @@ class TrainingLayerPricer {
         if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::gemm);
         if (o.part == Part::dense_mlp) op_sac_rerun(gated ? 0.5 : 0.0);  // w3 (mm 6) is half of [w1 | w3]; fc1 is kept
         bias_grad(o.name, a.mlp_bias && o.part == Part::dense_mlp, glu * width);
-        // The shared experts' activation is priced only under DeepSeek's framework, whose profile shows its kernels
-        // (docs/deepseek-v3-profile.md); elsewhere it is left out as before (a gap for every MoE with shared experts).
+        // The shared experts are an MLP of their own (Megatron-Core SharedExpertMLP, DeepSeek's profile,
+        // docs/deepseek-v3-profile.md): their activation is one more kernel over T·n_s·i_s outputs, in every framework.
         if (o.part == Part::dense_mlp)
           activation(gated ? "SwiGLU" : "GELU", double(T) * double(width), rc_mlp || op_sac);
-        else if (o.part == Part::shared_experts && per_axis)
-          activation("shared expert SwiGLU", double(T) * double(width), plan.recomputes(wl::recompute_moe_act));
+        else if (o.part == Part::shared_experts)
+          activation(gated ? "shared expert SwiGLU" : "shared expert GELU", double(T) * double(width),
+                     plan.recomputes(wl::recompute_moe_act));
         break;
       }
       case LinearKind::mlp_out: {

@@ -2,6 +2,7 @@
 // same routed-expert work for the same EP × ETP group whichever front end asks, the explain node both show (router,
 // dispatch, expert GEMMs, combine, shared experts, imbalance, with values), and the hot-expert skew in serving.
 #include <doctest/doctest.h>
+#include "approx.hpp"
 
 #include <cmath>
 #include <string>
@@ -122,4 +123,25 @@ TEST_CASE("a hot-expert skew slows the MoE layer in serving and training, and th
   const Derivation* tnode = est_hot.derivation.find("train.moe");
   REQUIRE(tnode != nullptr);
   CHECK(input(*tnode, "t_imbalance")->value != "0 s");
+}
+
+TEST_CASE("the shared experts' activation is a kernel in training and in serving, in every framework") {
+  // Llama 4 Scout: one shared SwiGLU expert of width 8192 beside the routed ones. Its activation reads [gate | up]
+  // and writes its output: 3 · 2 B per output element in bf16, fused (vLLM's SiluAndMul, TE's bias_swiglu).
+  const auto& a = test::arch("llama-4-scout-17b-16e");
+  const auto sys = dgx_h100();
+  const model::ForwardBatch prefill{0, 1, 0, 1, 4096, 0, false};
+  const auto fc = model::forward_cost(a, serve_plan(1, 1), prefill, sys, Explain::on);
+  const model::OpCost* serve_act = find_op(fc.ops, "shared expert SwiGLU");
+  REQUIRE(serve_act != nullptr);
+  CHECK(serve_act->bytes.raw() == gptest::approx(4096.0 * 8192.0 * 2.0 * 3.0).epsilon(1e-12));
+  CHECK(serve_act->time.raw() > 0.0);
+  const model::OpCost* dense_like = find_op(fc.ops, "SwiGLU");
+  CHECK(dense_like == nullptr);  // every Scout layer is MoE: no dense MLP activation
+
+  const auto est = model::estimate_training(a, train_plan(1), sys, Explain::off);
+  const model::OpCost* train_act = find_op(est.layer_ops, "shared expert SwiGLU");
+  REQUIRE(train_act != nullptr);
+  // The forward reads [gate | up] and writes the output (3 · 2 B per element) for the GPU's 4096 tokens.
+  CHECK(train_act->bytes.raw() == gptest::approx(4096.0 * 8192.0 * 2.0 * 3.0).epsilon(1e-12));
 }
