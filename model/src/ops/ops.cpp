@@ -129,6 +129,18 @@ struct TilePlan {
   double tm = 0, tn = 0, tiles = 0, splits = 1, waves = 1, util = 1, k_segment = 0, depth = 1;
 };
 
+/// The M side of a whole tile in the built-in rows' waves. cuBLAS 13's nvjet kernels cut M into as many tile rows as
+/// the tile height needs and size each row to M in steps of 8 (the operands swapped, M along wgmma's n, whose
+/// granularity is 8): our H100 trace (gemm_graph_kernels.json) runs 4096×11008 at M = 136 as two rows of 72 (64×72
+/// tiles) and 4096×4096 at M = 472 as four rows of 120. So 129 rows run as two tile rows of 72, not two of 128, which
+/// doubled the compute time from M = 128 to 129 (the serving cliff of issue #27). A multiple of tile_m keeps it. One
+/// row (M ≤ tile_m) keeps the whole tile: sized to M it prices small-M GEMMs faster, and our serving and the
+/// published inference families, checked against the whole tile, move the wrong way; so does a choice of one more
+/// row where its waves are fuller (our training steps and fp8 GEMMs; docs/gemm-shapes.md).
+double tile_rows(double m, double tile_m, double rows) {
+  return rows <= 1.0 ? tile_m : std::min(tile_m, 8.0 * std::ceil(m / (8.0 * rows)));
+}
+
 /// Whole tiles in waves, split-K over idle SMs when there are fewer tiles than SMs (in slices of at least 256).
 TilePlan waves_plan(double m, double n, double k, double batch, double sms, double tm, double tn) {
   TilePlan t{tm, tn};
@@ -199,16 +211,30 @@ GemmAlign gemm_alignment(double k, double n, double e, hw::Precision p, const De
 
 /// The tile plan of an m × n × k (× batch) GEMM on `sms` SMs: waves (split-K over idle SMs) or, where the part runs
 /// stream-K, the fastest of the candidate tiles; its depth factor for the k-range one SM's tile covers.
-TilePlan gemm_tiles(double m, double n, double k, double batch, double sms, double tile_m, hw::Precision p,
-                    const Device& d) {
+TilePlan gemm_tiles(double m, double n, double k, double batch, double sms, double tile_m, bool rows_follow_m,
+                    hw::Precision p, const Device& d) {
   const double nn = n, kk = k, k_t = kGemmDepthBytes / element_bytes(p);
   TilePlan plan;
   if (sms <= 0) {
     plan = TilePlan{tile_m, double(d.eff.tile_n), 0, 1, 1, 1, kk, 1};
     plan.depth = gemm_depth_factor(d.eff, p, kk);
   } else if (!d.eff.stream_k) {
-    plan = waves_plan(m, nn, kk, batch, sms, tile_m, d.eff.tile_n);
+    // Whole tiles in waves, their rows following M (tile_rows; weight-only kernels keep their own tile). Cut so, M
+    // rows may fill the waves better than the whole tiles of the multiple of tile_m just below (385 rows as four of
+    // 104 against 384 as three of 128). The model keeps a GEMM's time from falling as M grows (cuBLAS's does at its
+    // kernel switches, docs/gemm-shapes.md class A; no model of them is in the data): u·g is capped at what keeps the
+    // compute time M / (u·g) at its value at that multiple.
+    const double rows = std::ceil(m / tile_m);
+    const bool follow = rows_follow_m && rows > 1.0;
+    plan = waves_plan(m, nn, kk, batch, sms, follow ? tile_rows(m, tile_m, rows) : tile_m, d.eff.tile_n);
     plan.depth = gemm_depth_factor(d.eff, p, plan.k_segment);
+    if (follow) {
+      const double m_below = (rows - 1.0) * tile_m;
+      TilePlan below = waves_plan(m_below, nn, kk, batch, sms, tile_m, d.eff.tile_n);
+      below.depth = gemm_depth_factor(d.eff, p, below.k_segment);
+      const double cap = below.util * below.depth * m / m_below;
+      if (plan.util * plan.depth > cap) plan.util = cap / plan.depth;
+    }
   } else {
     // Every candidate tile, the fastest kept; a later (smaller) one must gain more than kGemmTileMargin.
     bool first = true;
@@ -249,7 +275,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
   const double tile_m = !weight_only ? double(d.eff.tile_m)
                         : m < 16.0   ? std::max(1.0, m)
                                      : std::min(16.0 * std::ceil(m / 16.0), double(d.eff.tile_m));
-  const TilePlan plan = gemm_tiles(m, nn, kk, batch, sms, tile_m, p, d);
+  const TilePlan plan = gemm_tiles(m, nn, kk, batch, sms, tile_m, !weight_only, p, d);
   const double util = plan.util, depth = plan.depth;
   // The compute path: dense tensor cores at the precision's ceiling; 2:4-sparse ones at the sparse peak and its
   // measured ceiling; a weight-only kernel (B narrower than the compute type, dequantised in the main loop) at its
@@ -297,7 +323,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
                            "main-loop iterations spread over {} SMs ({:.3g} tiles' worth each)",
                            plan.tiles, plan.tm, plan.tn, kGemmTiles.size(), k_t, d.gpu->compute_units, plan.waves);
     else
-      u_note = fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", plan.tiles, tile_m,
+      u_note = fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", plan.tiles, plan.tm,
                            d.eff.tile_n, plan.splits > 1 ? fmt::format(", split-K ×{}", plan.splits) : std::string(),
                            d.gpu->compute_units, plan.waves);
     const Origin eff_origin = d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin);

@@ -582,12 +582,97 @@ TEST_SUITE("serving properties") {
     const auto a100_sk = stream_k_system("a100-sxm4-80gb");
     CHECK(142.0 / model::decode_step_time(arch("llama-2-7b"), plan_of(), 142, 1024, a100_sk).raw() >
           128.0 / model::decode_step_time(arch("llama-2-7b"), plan_of(), 128, 1024, a100_sk).raw());
-    // The built-in rows (whole 128-row tiles in waves, EfficiencyProfile::stream_k off) still fall at batch 129 on an
-    // H100 (−4.9% for Llama-2-7B, −5.5% for Llama-3.1-8B): the done-when of issue #27 holds only with stream-K.
+    // The built-in rows (whole tiles in waves, EfficiencyProfile::stream_k off) fell at batch 129 on an H100 (−4.9%
+    // for Llama-2-7B, −5.5% for Llama-3.1-8B) while their tiles were 128 rows whatever M; with the tile rows following
+    // M (ops.cpp tile_rows: 129 rows as two of 72) they rise there too.
     const auto sys = h100();
-    const double t128 = 128.0 / model::decode_step_time(arch("llama-2-7b"), plan_of(), 128, 1024, sys).raw();
-    const double t129 = 129.0 / model::decode_step_time(arch("llama-2-7b"), plan_of(), 129, 1024, sys).raw();
-    CHECK(t129 < 0.97 * t128);
+    for (const char* id : {"llama-2-7b", "llama-3.1-8b"}) {
+      CAPTURE(id);
+      const double t128 = 128.0 / model::decode_step_time(arch(id), plan_of(), 128, 1024, sys).raw();
+      const double t129 = 129.0 / model::decode_step_time(arch(id), plan_of(), 129, 1024, sys).raw();
+      const double t142 = 142.0 / model::decode_step_time(arch(id), plan_of(), 142, 1024, sys).raw();
+      CHECK(t129 >= t128);
+      CHECK(t142 > t129);
+    }
+  }
+
+  /// Steady-state output tokens/s (prompt 128, output 256: prefill chunks mixed in) and decode-only tokens/s (context
+  /// 256) at every batch from 1 to what the KV cache holds (0.9 of the memory less the weights, at most 512), for
+  /// models and GPUs of #27's monotone-in-batch property.
+  struct BatchSweep {
+    std::string label;
+    std::vector<double> steady, decode;  // index = batch
+  };
+  std::vector<BatchSweep> batch_sweeps() {
+    struct Case {
+      const char* model;
+      const char* node;
+      int tp;
+    };
+    std::vector<BatchSweep> out;
+    for (const Case& c : {Case{"llama-2-7b", "dgx-a100", 1}, Case{"llama-2-13b", "dgx-a100", 1},
+                          Case{"llama-2-7b", "dgx-h100", 1}, Case{"llama-3.1-8b", "dgx-h200", 1},
+                          Case{"llama-3-70b", "dgx-h100", 4}, Case{"llama-3.1-8b", "l40s-8", 1}}) {
+      const auto& a = arch(c.model);
+      const auto sys = node_system(c.node);
+      const auto p = plan_of(c.tp);
+      const double weights = 2.0 * double(model::parameter_counts(a, Explain::off).total) / c.tp;
+      const double kv_seq = model::kv_token_bytes(a, p.kv, c.tp, Explain::off).per_layer.raw() * double(a.layers) * (128 + 256);
+      const auto fits = std::int64_t((0.9 * sys.gpu->memory_capacity().raw() - weights) / kv_seq);
+      const std::int64_t b_max = std::min<std::int64_t>(512, fits);
+      BatchSweep s{std::string(c.model) + " on " + c.node, std::vector<double>(std::size_t(b_max + 1), 0.0),
+                   std::vector<double>(std::size_t(b_max + 1), 0.0)};
+      for (std::int64_t b = 1; b <= b_max; ++b) {
+        s.steady[std::size_t(b)] = model::steady_state(a, p, b, 128, 256, sys, Explain::off).output_tokens_per_s;
+        s.decode[std::size_t(b)] = double(b) / model::decode_step_time(a, p, b, 256, sys).raw();
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  TEST_CASE("serving throughput over batch, built-in rows: no 128-row cliff, no neighbouring batch below 0.86 of the last") {
+    // #27: "throughput is monotone in batch wherever the measured one is". Every measured serving sweep we have
+    // (measured_inference_cases.json: Llama-3-8B decode steps on our H100 and H200 at batch 1…256, contexts 1K-8K;
+    // measured_moe_inference_cases.json: the Qwen3-30B-A3B shape on the H100) rises in batch/step at every step. Before
+    // the tile rows followed M (ops.cpp tile_rows), the built-in rows padded M to whole 128-row tiles and the
+    // steady-state throughput fell at batch 129 by 5-30% (gpuplan serve, prompt 128, output 256: Llama-2-7B A100
+    // 5,166 → 4,086 tok/s, Llama-2-13B A100 3,021 → 2,208, Llama-2-7B H100 9,679 → 8,312, Llama-3-8B H200
+    // 16,801 → 11,757, Llama-3-70B TP4 H100 5,201 → 4,074, Llama-3-8B L40S 4,169 → 3,960) and again at 257 and 385.
+    // Now the worst step from one batch to the next, steady state or decode only, is 0.866 (a tile row growing by 8
+    // rows at a compute-bound shape, or a split-K slice lost), and the issue's own example is flat (Llama-2-7B on
+    // A100, 128 → 142: −0.4%, was −15%).
+    const auto sweeps = batch_sweeps();
+    REQUIRE(sweeps.size() == 6);
+    double worst = 1.0;
+    for (const auto& s : sweeps) {
+      CAPTURE(s.label);
+      REQUIRE(s.steady.size() > 160);
+      for (std::size_t b = 1; b + 1 < s.steady.size(); ++b) {
+        worst = std::min({worst, s.steady[b + 1] / s.steady[b], s.decode[b + 1] / s.decode[b]});
+        CHECK(s.steady[b + 1] > 0.86 * s.steady[b]);
+        CHECK(s.decode[b + 1] > 0.86 * s.decode[b]);
+      }
+    }
+    CHECK(worst == gptest::approx(0.866).epsilon(0.002));
+    CHECK(sweeps[0].steady[142] / sweeps[0].steady[128] == gptest::approx(0.996).epsilon(0.002));
+  }
+
+  TEST_CASE("serving throughput never falls as the batch grows (not yet: whole tiles and whole split-K slices)" *
+            doctest::should_fail()) {
+    // The strict property, which the built-in rows still miss: from one tile row to the next the rows grow by 8
+    // (a dip of up to 1/8 at compute-bound shapes, as cuBLAS's own steps), and split-K over idle SMs takes whole
+    // slices (⌊SMs / tiles⌋: 32 tiles on an A100's 108 SMs split 3 ways, 64 tiles not at all), so an added tile row
+    // can leave a third of the SMs idle. cuBLAS fills the machine instead (its grids are 128-132 CTAs at every M of
+    // our trace); the stream-K decomposition does (the test above this one), but it moved every validation family
+    // the wrong way (docs/gemm-shapes.md). Passes when the model's throughput rises at every batch.
+    for (const auto& s : batch_sweeps()) {
+      CAPTURE(s.label);
+      for (std::size_t b = 1; b + 1 < s.steady.size(); ++b) {
+        CHECK(s.steady[b + 1] >= s.steady[b]);
+        CHECK(s.decode[b + 1] >= s.decode[b]);
+      }
+    }
   }
 
   TEST_CASE("decode step never falls as the context grows from 1K to 32K") {
