@@ -248,10 +248,10 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
   }
 }
 
-/// DualPipe under DeepSeek's framework (paired_gemm_sm_share): the GEMMs and the attention kernels of the paired share
-/// φ of the chunks run on SMs − the dispatch kernels' SMs, so they take 1/(1 − share) as long (both are
-/// compute-bound; the streaming kernels beside them keep the HBM's rate on the SMs left). Stretches the stage's GEMM
-/// time (and its wgrad part) and its attention time, and returns their paired time of one micro-batch.
+/// DualPipe under DeepSeek's framework (paired_gemm_sm_share): the GEMMs of the paired share φ of the chunks run on
+/// SMs − the dispatch kernels' SMs, so they take 1/(1 − share) as long; the attention kernels run beside those held
+/// SMs for the whole pair too and lose the measured part of that stretch (kAttentionHeldSmLoss). Stretches the stage's
+/// GEMM time (and its wgrad part) and its attention time, and returns their paired time of one micro-batch.
 Seconds confine_paired_compute(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double phi, StageTime& st) {
   const double share = paired_gemm_sm_share(plan, gpu);
   if (!(share > 0.0) || share >= 1.0) return Seconds(0);
@@ -259,7 +259,7 @@ Seconds confine_paired_compute(const wl::TrainingPlan& plan, const hw::GpuSpec& 
   for (PassCost* pc : {&st.fwd, &st.bwd, &st.recompute}) {
     pc->gemm += pc->gemm * stretch;
     pc->wgrad += pc->wgrad * stretch;
-    pc->attention += pc->attention * stretch;
+    pc->attention += pc->attention * (stretch * kAttentionHeldSmLoss);
   }
   const Seconds gemm = st.fwd.gemm + st.bwd.gemm + st.recompute.gemm;
   const Seconds attention = st.fwd.attention + st.bwd.attention + st.recompute.attention;

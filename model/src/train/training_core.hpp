@@ -146,9 +146,15 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
 /// (grids [112, 1], [1, 112], [2, 56]; deepseek-ai/profile-data train.json, docs/deepseek-v3-profile.md) — so a
 /// paired GEMM runs on SMs − 20 for the whole pair, not only while a transfer is in flight. FlashAttention's kernels
 /// are launched on full grids ([32, 128]), but in the same profile every one of them runs (99-100% of its time) beside
-/// a DeepEP kernel (DualPipe's Figure 4 puts each COMBINE beside an ATTN), so the paired attention runs on SMs − 20
-/// too. Returns that share of the SMs, or 0 where the GEMMs take the whole GPU (any other framework or dispatcher).
+/// a DeepEP kernel (DualPipe's Figure 4 puts each COMBINE beside an ATTN), so the paired attention runs beside the held
+/// SMs too, and loses kAttentionHeldSmLoss of the SM-proportional stretch. Returns that share of the SMs, or 0 where
+/// the GEMMs take the whole GPU (any other framework or dispatcher).
 double paired_gemm_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu);
+/// What share of the SM-proportional stretch share/(1 − share) causal FlashAttention loses beside a kernel that holds
+/// SMs: measured on our H200 beside 20 held SMs of 132, 7.6% and 8.5% (spin) and 7.9% and 8.0% (beside a copy at
+/// 158 GB/s, a dispatch kernel's rate) against the SM share's 17.9%: 0.45 (data/validation/measured/h200-sxm-141gb/
+/// beside_sms.json, beside_sms_run2.json, attention_fwd rows; scripts/measure/beside_sms.py).
+inline constexpr double kAttentionHeldSmLoss = 0.45;
 /// DualPipe's forward-backward pairs (deepseek-ai/DualPipe dualpipe.py, DualPipe.step): of the m forward and m
 /// backward chunks a device runs in a step, only those issued by _forward_backward_chunk run overlapped (one
 /// micro-batch's forward beside another's backward, each one's all-to-all behind the other's compute; DeepSeek-V3

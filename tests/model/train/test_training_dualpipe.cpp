@@ -516,9 +516,10 @@ TEST_CASE("under DeepSeek's framework the GEMMs and attention of DualPipe's over
   // (132 SMs − DeepEP's 20, §3.5.1), for the whole pair, and every FlashAttention kernel (full grids, [32, 128]) runs
   // 99-100% of its time beside a DeepEP kernel. DeepSeek-V3 at its published layout (PP 16, DP 128, EP 64; the even
   // default split): the slowest device is device 3 (half rank 3), whose 100 of 120 chunks each way run paired
-  // (120 − 24 + 1 + 3), so its GEMMs and its attention take 1 + (100/120)·(20/132)/(112/132) as long as with the
-  // whole GPU. Transformer Engine's weight caching (the other framework) keeps the whole GPU; the casts are neither
-  // GEMMs nor attention, so the GEMM and attention times differ by that factor only.
+  // (120 − 24 + 1 + 3), so its GEMMs take 1 + (100/120)·(20/132)/(112/132) as long as with the whole GPU and its
+  // attention 1 + 0.45·(100/120)·(20/132)/(112/132) (causal attention beside 20 held SMs on our H200 lost 0.45 of the
+  // SM share's stretch: beside_sms.json). Transformer Engine's weight caching (the other framework) keeps the whole
+  // GPU; the casts are neither GEMMs nor attention, so the GEMM and attention times differ by those factors only.
   const auto& a = test::arch("deepseek-v3");
   auto sys = h800_cluster();
   auto plan = dsv3_plan(16, 128, 15360);
@@ -535,7 +536,7 @@ TEST_CASE("under DeepSeek's framework the GEMMs and attention of DualPipe's over
   CHECK(confined.step.gemm.raw() / whole.step.gemm.raw() ==
         gptest::approx(1.0 + 100.0 / 120.0 * share / (1.0 - share)));
   CHECK(confined.step.attention.raw() / whole.step.attention.raw() ==
-        gptest::approx(1.0 + 100.0 / 120.0 * share / (1.0 - share)));
+        gptest::approx(1.0 + 0.45 * 100.0 / 120.0 * share / (1.0 - share)));
   // Without DualPipe nothing runs paired: the GEMMs keep the whole GPU.
   plan.schedule = wl::PipelineSchedule::one_f_one_b;
   const auto plain = model::estimate_training(a, plan, sys, Explain::off);
