@@ -151,9 +151,10 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
 /// the GEMMs take the whole GPU (any other framework or dispatcher).
 double paired_gemm_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu);
 /// What share of the SM-proportional stretch share/(1 − share) causal FlashAttention loses beside a kernel that holds
-/// SMs: measured on our H200 beside 20 held SMs of 132, 7.6% and 8.5% (spin) and 7.9% and 8.0% (beside a copy at
-/// 158 GB/s, a dispatch kernel's rate) against the SM share's 17.9%: 0.45 (data/validation/measured/h200-sxm-141gb/
-/// beside_sms.json, beside_sms_run2.json, attention_fwd rows; scripts/measure/beside_sms.py).
+/// SMs: measured on our H200 beside 20 held SMs of 132, forward 7.6%, 8.5%, 9.2% (spin) and 7.9%, 8.0%, 8.3% (beside a
+/// copy at 158 GB/s, a dispatch kernel's rate), backward 7.1% and 8.7%, against the SM share's 17.9%: 0.45
+/// (data/validation/measured/h200-sxm-141gb/beside_sms.json, beside_sms_run2.json, beside_sms_attn.json, attention
+/// rows; scripts/measure/beside_sms.py).
 inline constexpr double kAttentionHeldSmLoss = 0.45;
 /// DualPipe's forward-backward pairs (deepseek-ai/DualPipe dualpipe.py, DualPipe.step): of the m forward and m
 /// backward chunks a device runs in a step, only those issued by _forward_backward_chunk run overlapped (one
