@@ -11,6 +11,7 @@ enough dynamic shared memory that nothing else fits on their SMs:
   copy  : the CTAs copy HBM to HBM at a throttled rate near --copy-GBps (the bytes a dispatch kernel reads and writes
           locally): SMs plus HBM traffic; the achieved rate is recorded
 
+attention_bwd (session 27) times FlashAttention's backward alone (a kept forward's graph, re-run by autograd.grad).
 For each kernel class at DeepSeek-V3-like shapes (4096 tokens, hidden 7168, expert width 2048; bf16 unless named):
   loss = t_beside / t_alone - 1     (median over trials of a window of --reps launches)
 and the SM-share prediction 20 / SMs for comparison.
@@ -130,6 +131,15 @@ def kernels(torch, dev, tokens, hidden, ffn):
     k = torch.randn(1, 128, tokens, 128, device=dev, dtype=bf, generator=g)
     v = torch.randn(1, 128, tokens, 128, device=dev, dtype=bf, generator=g)
     quant = quantiser(torch)
+    # The attention backward alone: one forward kept (autograd graph retained), its backward re-run per call
+    # (FlashAttention's dQ/dK/dV kernels with their pre- and post-processing; torch.autograd.grad returns fresh
+    # gradients, so no accumulation kernel joins them).
+    qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
+    og = F.scaled_dot_product_attention(qg, kg, vg, is_causal=True)
+    dout = torch.randn_like(og)
+
+    def attn_bwd():
+        return torch.autograd.grad(og, (qg, kg, vg), dout, retain_graph=True)
 
     def carved(fn):
         """fn with cuBLASLt told to leave --ctas SMs free (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET via PyTorch's carveout)."""
@@ -154,6 +164,8 @@ def kernels(torch, dev, tokens, hidden, ffn):
                               "compute", 2.0 * tokens * hidden * ffn, tokens * hidden + ffn * hidden + tokens * ffn * e),
         "attention_fwd": (lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), "attention",
                           2 * 2.0 * 128 * tokens * tokens * 128 / 2, 4 * 128 * tokens * 128 * e),
+        "attention_bwd": (attn_bwd, "attention", 2.5 * 2 * 2.0 * 128 * tokens * tokens * 128 / 2,
+                          8 * 128 * tokens * 128 * e),
         "add": (lambda: torch.add(x, y, out=out), "memory", tokens * hidden, 3 * tokens * hidden * e),
         "rmsnorm": (lambda: F.rms_norm(x, (hidden,), nw, 1e-6), "memory", 4.0 * tokens * hidden,
                     2 * tokens * hidden * e),

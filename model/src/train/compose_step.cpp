@@ -249,17 +249,21 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
 }
 
 /// DualPipe under DeepSeek's framework (paired_gemm_sm_share): the GEMMs of the paired share φ of the chunks run on
-/// SMs − the dispatch kernels' SMs, so they take 1/(1 − share) as long. Stretches the stage's GEMM time (and its
-/// wgrad part) and returns the paired GEMM time of one micro-batch.
-Seconds confine_paired_gemms(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double phi, StageTime& st) {
+/// SMs − the dispatch kernels' SMs, so they take 1/(1 − share) as long; the attention kernels run beside those held
+/// SMs for the whole pair too and lose the measured part of that stretch (kAttentionHeldSmLoss). Stretches the stage's
+/// GEMM time (and its wgrad part) and its attention time, and returns their paired time of one micro-batch.
+Seconds confine_paired_compute(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double phi, StageTime& st) {
   const double share = paired_gemm_sm_share(plan, gpu);
   if (!(share > 0.0) || share >= 1.0) return Seconds(0);
   const double stretch = phi * share / (1.0 - share);
   for (PassCost* pc : {&st.fwd, &st.bwd, &st.recompute}) {
     pc->gemm += pc->gemm * stretch;
     pc->wgrad += pc->wgrad * stretch;
+    pc->attention += pc->attention * (stretch * kAttentionHeldSmLoss);
   }
-  return (st.fwd.gemm + st.bwd.gemm + st.recompute.gemm) * phi;
+  const Seconds gemm = st.fwd.gemm + st.bwd.gemm + st.recompute.gemm;
+  const Seconds attention = st.fwd.attention + st.bwd.attention + st.recompute.attention;
+  return (gemm + attention) * phi;
 }
 
 /// DualPipe: the device's two stages are summed in its shape and each micro-batch passes through one of them, so one
@@ -293,7 +297,7 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   // waits for its own dispatch and combine, so (1 − φ) of the all-to-all is exposed. The pipeline sends are
   // asynchronous (DualPipe's isend/irecv) and stay with the paired window.
   const double phi = detail::dualpipe_paired_share(x.p, m, sh.index);
-  const Seconds gemm_paired = confine_paired_gemms(plan, gpu, phi, st) * double(m);
+  const Seconds confined = confine_paired_compute(plan, gpu, phi, st) * double(m);
   const Seconds solo = st.ep.time * (1.0 - phi);
   const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m) * phi;
   const Seconds comm = st.ep.time * phi + st.pp.time;
@@ -307,10 +311,10 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
     // SMs available in the H800"; DeepEP's Buffer.num_sms default 20; ep_kernel_sm_share); NCCL's channels the
     // house's share.
     const double ep_share = ep_kernel_sm_share(plan, gpu, nccl_sm_share);
-    // Where the paired GEMMs already run on the SMs the transfers leave, the transfers take SMs from the window's
-    // other kernels only.
-    const double beside = gemm_paired > Seconds(0) && window > Seconds(0)
-                              ? 1.0 - std::min(1.0, (gemm_paired / window).raw())
+    // Where the paired GEMMs and attention already run on the SMs the transfers leave, the transfers take SMs from
+    // the window's other kernels only.
+    const double beside = confined > Seconds(0) && window > Seconds(0)
+                              ? 1.0 - std::min(1.0, (confined / window).raw())
                               : 1.0;
     st.ep.exposed += (exposed + hidden * ep_share * beside) * ep_part;
     st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
@@ -481,7 +485,10 @@ Seconds pipeline_bubble(const StepInputs& x, const PassCost& bwd, const PassCost
     // backward and weight-gradient part, and F&B a forward and a backward chunk run overlapped: their compute plus
     // what of their communication stays exposed. The chunk is the bottleneck device's mean micro-batch.
     const Seconds FB = o.stage_max;  // one forward and one backward chunk with their exposed communication
-    const Seconds B = bwd.total() + recompute.total();
+    // B is a backward chunk as the bubble runs it: the bubble's chunks are DualPipe's unpaired ones (DualPipe.step
+    // steps 1-3 and 6-8), so a backward chunk waits for its own dispatch and combine (two of an MoE layer's four
+    // all-to-alls: o.ep.time / m per micro-batch, half of it the backward's), with no partner to hide them.
+    const Seconds B = bwd.total() + recompute.total() + o.ep.time / double(m) * 0.5;
     const Seconds W = bwd.wgrad;
     o.dualpipe_b = B;
     bubble = std::max(Seconds(0), (FB + B - W * 3.0) * (double(p) / 2.0 - 1.0));

@@ -144,9 +144,18 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
 /// and a backward chunk run as an overlapped pair, the dispatch/combine kernels hold their SMs (20 of the H800's 132,
 /// §3.5.1; a2a_sm_share) and the GEMMs are launched on the rest — every GEMM of DeepSeek's profiled pair has 112 CTAs
 /// (grids [112, 1], [1, 112], [2, 56]; deepseek-ai/profile-data train.json, docs/deepseek-v3-profile.md) — so a
-/// paired GEMM runs on SMs − 20 for the whole pair, not only while a transfer is in flight. Returns that share of
-/// the SMs, or 0 where the GEMMs take the whole GPU (any other framework or dispatcher).
+/// paired GEMM runs on SMs − 20 for the whole pair, not only while a transfer is in flight. FlashAttention's kernels
+/// are launched on full grids ([32, 128]), but in the same profile every one of them runs (99-100% of its time) beside
+/// a DeepEP kernel (DualPipe's Figure 4 puts each COMBINE beside an ATTN), so the paired attention runs beside the held
+/// SMs too, and loses kAttentionHeldSmLoss of the SM-proportional stretch. Returns that share of the SMs, or 0 where
+/// the GEMMs take the whole GPU (any other framework or dispatcher).
 double paired_gemm_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu);
+/// What share of the SM-proportional stretch share/(1 − share) causal FlashAttention loses beside a kernel that holds
+/// SMs: measured on our H200 beside 20 held SMs of 132, forward 7.6%, 8.5%, 9.2% (spin) and 7.9%, 8.0%, 8.3% (beside a
+/// copy at 158 GB/s, a dispatch kernel's rate), backward 7.1% and 8.7%, against the SM share's 17.9%: 0.45
+/// (data/validation/measured/h200-sxm-141gb/beside_sms.json, beside_sms_run2.json, beside_sms_attn.json, attention
+/// rows; scripts/measure/beside_sms.py).
+inline constexpr double kAttentionHeldSmLoss = 0.45;
 /// DualPipe's forward-backward pairs (deepseek-ai/DualPipe dualpipe.py, DualPipe.step): of the m forward and m
 /// backward chunks a device runs in a step, only those issued by _forward_backward_chunk run overlapped (one
 /// micro-batch's forward beside another's backward, each one's all-to-all behind the other's compute; DeepSeek-V3
@@ -349,7 +358,8 @@ struct StepCore {
   /// The bottleneck stage's time per micro-batch in its parts: stage_max = compute_mb + comm_mb + extra, with
   /// compute_mb = fwd + bwd + recompute and comm_mb its exposed TP, CP, EP and PP communication over m.
   Seconds compute_mb{}, comm_mb{};
-  Seconds dualpipe_b{};  ///< DualPipe's B, one backward chunk with its recomputation (0 otherwise)
+  /// DualPipe's B, one backward chunk run alone: with its recomputation and its exposed all-to-all (0 otherwise).
+  Seconds dualpipe_b{};
   /// The DP gathers as priced: calls per pass (dp_calls) and passes per step (ZeRO-3: zero3_gathers_per_microbatch × m;
   /// otherwise 1), for the explain tree (0 without a DP group).
   double dp_gather_calls_per_pass = 0, dp_gather_passes = 0;

@@ -93,9 +93,11 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                           core.bottleneck, units::format_count(pairs), mb, mb, units::format_count(double(mb) - pairs));
     if (const double share = sys.gpu != nullptr ? paired_gemm_sm_share(plan, *sys.gpu) : 0.0; share > 0.0)
       overlap += fmt::format("; the paired chunks' GEMMs run on the {:.0f}% of the SMs the dispatch kernels leave "
-                             "(DeepSeek's GEMMs are launched on 112 of 132 SMs in its profile), so they take "
-                             "1/(1 − {:.3f}) as long, and the transfers take SMs from the other kernels only",
-                             100.0 * (1.0 - share), share);
+                             "(DeepSeek's profile: every GEMM launched on 112 of 132 SMs), so they take 1/(1 − {:.3f}) "
+                             "as long; its FlashAttention kernels all run beside a DeepEP kernel and take {:.2f} of that "
+                             "stretch (measured beside 20 held SMs on our H200); the transfers take SMs from the other "
+                             "kernels only",
+                             100.0 * (1.0 - share), share, kAttentionHeldSmLoss);
   }
   r.inputs.push_back({"EP exposed", fmt::format("{} of {} per step", format(core.ep.exposed), format(core.ep.time)),
                       overlap, Origin::derived()});
@@ -318,12 +320,14 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
     root.children.push_back(
         {"train.bubble", "Pipeline bubble (DualPipe)",
          "bubble = (p/2 − 1)·(F&B + B − 3W) (DeepSeek-V3 Table 2); F&B = one forward and one backward chunk run "
-         "overlapped (their compute + the communication left exposed), B = a backward chunk, W = its weight-gradient "
-         "GEMMs; device i holds stages i and p−1−i, each micro-batch passes one of them",
+         "overlapped (their compute + the communication left exposed), B = a backward chunk run alone (as the bubble "
+         "runs it: waiting for its own dispatch and combine), W = its weight-gradient GEMMs; device i holds stages i "
+         "and p−1−i, each micro-batch passes one of them",
          {{"p", format_count(double(par.pp)), "pipeline ranks", Origin::user("--pp")},
           {"F&B", format(core.stage_max), fmt::format("the slowest device (rank {}), one micro-batch", core.bottleneck),
            Origin::derived()},
-          {"B", format(core.dualpipe_b), "backward chunk incl. recomputation", Origin::derived()},
+          {"B", format(core.dualpipe_b), "backward chunk incl. recomputation and its exposed all-to-all",
+           Origin::derived()},
           {"W", format(bwd.wgrad), "its weight-gradient GEMMs", Origin::derived()},
           {"m", format_count(double(m)), "micro-batches (m/2 each way)", Origin::derived()}},
          fmt::format("{} ({} of steady)", format(bubble), format(units::Ratio(est.bubble_fraction))),

@@ -511,13 +511,15 @@ TEST_CASE("the per-axis FP8 casts of one MoE layer are priced at 0.55-0.75 of De
   CHECK(casts / 2.686e-3 < 0.75);
 }
 
-TEST_CASE("under DeepSeek's framework the GEMMs of DualPipe's overlapped pairs run on the SMs DeepEP leaves") {
+TEST_CASE("under DeepSeek's framework the GEMMs and attention of DualPipe's overlapped pairs run on the SMs DeepEP leaves") {
   // DeepSeek's profile (docs/deepseek-v3-profile.md): every GEMM of the overlapped pair is launched on 112 CTAs
-  // (132 SMs − DeepEP's 20, §3.5.1), for the whole pair. DeepSeek-V3 at its published layout (PP 16, DP 128, EP 64;
-  // the even default split): the slowest device is device 3 (half rank 3), whose 100 of 120 chunks each way run
-  // paired (120 − 24 + 1 + 3), so its GEMMs take 1 + (100/120)·(20/132)/(112/132) as long as with the whole GPU. Transformer Engine's weight
-  // caching (the other framework) keeps the whole GPU for the GEMMs; the casts are not GEMMs, so the GEMM time
-  // differs by that factor only.
+  // (132 SMs − DeepEP's 20, §3.5.1), for the whole pair, and every FlashAttention kernel (full grids, [32, 128]) runs
+  // 99-100% of its time beside a DeepEP kernel. DeepSeek-V3 at its published layout (PP 16, DP 128, EP 64; the even
+  // default split): the slowest device is device 3 (half rank 3), whose 100 of 120 chunks each way run paired
+  // (120 − 24 + 1 + 3), so its GEMMs take 1 + (100/120)·(20/132)/(112/132) as long as with the whole GPU and its
+  // attention 1 + 0.45·(100/120)·(20/132)/(112/132) (causal attention beside 20 held SMs on our H200 lost 0.45 of the
+  // SM share's stretch: beside_sms.json). Transformer Engine's weight caching (the other framework) keeps the whole
+  // GPU; the casts are neither GEMMs nor attention, so the GEMM and attention times differ by those factors only.
   const auto& a = test::arch("deepseek-v3");
   auto sys = h800_cluster();
   auto plan = dsv3_plan(16, 128, 15360);
@@ -533,10 +535,76 @@ TEST_CASE("under DeepSeek's framework the GEMMs of DualPipe's overlapped pairs r
   const double share = 20.0 / 132.0;
   CHECK(confined.step.gemm.raw() / whole.step.gemm.raw() ==
         gptest::approx(1.0 + 100.0 / 120.0 * share / (1.0 - share)));
+  CHECK(confined.step.attention.raw() / whole.step.attention.raw() ==
+        gptest::approx(1.0 + 0.45 * 100.0 / 120.0 * share / (1.0 - share)));
   // Without DualPipe nothing runs paired: the GEMMs keep the whole GPU.
   plan.schedule = wl::PipelineSchedule::one_f_one_b;
   const auto plain = model::estimate_training(a, plan, sys, Explain::off);
   plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
   const auto plain_te = model::estimate_training(a, plan, sys, Explain::off);
   CHECK(plain.step.gemm.raw() == gptest::approx(plain_te.step.gemm.raw()));
+  CHECK(plain.step.attention.raw() == gptest::approx(plain_te.step.attention.raw()));
+}
+
+TEST_CASE("DualPipe's bubble runs its backward chunks alone: B waits for its own dispatch and combine") {
+  // DeepSeek-V3 Table 2: bubble (PP/2 − 1)(F&B + B − 3W). The bubble's chunks are DualPipe.step's unpaired ones
+  // (steps 1-3 and 6-8), so its B is a backward chunk with no partner: it waits for the backward's two all-to-alls of
+  // each MoE layer, half of the device's t_ep/m (ISCA '25 Table 4 measures such lone chunks: 1F 1.13 s, 1B 1.99 s).
+  // Halving the NICs' bandwidth slows only the communication, so the bubble moves by (PP/2 − 1)·(ΔF&B + Δt_ep/(2m)):
+  // F&B the slowest device's micro-batch, t_ep its all-to-all time per step, m = 120.
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  const auto fast = model::estimate_training(a, plan, sys, Explain::off);
+  hw::NodeSpec slow_node = *sys.node;
+  REQUIRE(slow_node.scale_out);
+  slow_node.scale_out->nic = slow_node.scale_out->nic * 0.5;
+  auto slow_sys = sys;
+  slow_sys.node = &slow_node;
+  const auto slow = model::estimate_training(a, plan, slow_sys, Explain::off);
+  REQUIRE(fast.bottleneck_stage == slow.bottleneck_stage);
+  const auto b = std::size_t(fast.bottleneck_stage);
+  const double d_fb = slow.stage_time[b].raw() - fast.stage_time[b].raw();
+  const double d_ep = slow.comm[2].time.raw() - fast.comm[2].time.raw();
+  REQUIRE(d_ep > 1.0);  // the all-to-all over InfiniBand: seconds per step
+  CHECK(slow.step.bubble.raw() - fast.step.bubble.raw() == gptest::approx(7.0 * (d_fb + d_ep / 240.0)));
+}
+
+TEST_CASE("the search over DeepSeek-V3's problem at the published stage split finds the published layout or better") {
+  // Issue #21's done-when: `--search` on the problem finds a layout at least as good as the published one. The split
+  // of data/scenarios/deepseek-v3-h800.json (Megatron-Bridge's PP 16 layout: the embedding + 4 layers, 14 × 4, 1 layer
+  // + MTP + loss) is Megatron's first/last-stage rule, decoder_first/last_pipeline_num_layers 4 and 1, which the
+  // search keeps for every PP it divides (61 − 5 layers over PP − 2 middle stages). Searched freely over TP, PP, EP
+  // and ZeRO at that split, the best layout fits and is not slower than the published one (PP 16 DualPipe, DP 128,
+  // EP 64, ZeRO-1), which itself fits.
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  plan.precision.recipe = wl::QuantRecipe::blockwise;
+  plan.precision.gradient_bytes = 4;
+  plan.recompute_modules = wl::recompute_layernorm | wl::recompute_mla_up_proj | wl::recompute_moe_act;
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  plan.fp8_weight_copies = wl::Fp8WeightCopies::cached_one_layout;
+  plan.attention_output = wl::AttentionOutputStore::e5m6;
+  plan.mtp_layers = 1;
+  plan.split.first_stage_layers = 4;
+  plan.split.last_stage_layers = 1;
+  const auto published = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(published.feasibility.ok);
+  CHECK(published.memory.fits);
+  model::SearchSpace space;
+  space.gpus = {2048};
+  space.cp = {1};
+  space.micro_batch = {1};
+  space.recompute = {wl::Recompute::none};
+  const auto found = model::search_training(a, plan, sys, space);
+  REQUIRE_FALSE(found.top.empty());
+  const auto& best = found.top.front();
+  CAPTURE(model::describe(best.layout));
+  CHECK(best.score.fits);
+  CHECK(best.score.step_time <= published.step_time);
+  CHECK(best.score.step_time.raw() == gptest::approx(published.step_time.raw()).epsilon(0.02));
 }
