@@ -9,6 +9,8 @@ Kernels (Triton, written here: Transformer Engine is not installed; each one mov
            read either layout, needs no transposed copy). Bytes: read 2·M·K, write M·K.
   cast_t   x -> y [M, K] and y_t [K, M] float8_e4m3fn in one kernel: TE's fused cast-transpose (Hopper's FP8 GEMMs
            take the TN layout only, so the backward reads a transposed copy). Bytes: read 2·M·K, write 2·M·K.
+  t8       y [M, K] float8_e4m3fn -> y_t [K, M]: the FP8 transpose TE runs after an FP8 all-gather under sequence
+           parallelism and after a norm that wrote FP8 (delayed scaling) on Hopper. Bytes: read M·K, write M·K.
   mx_row   x -> y [M, K] e4m3 + s [M, K/32] E8M0 (uint8): MXFP8 row-wise, a power-of-two scale per 1×32 block.
            Bytes: read 2·M·K, write M·K·(1 + 1/32).
   mx_both  x -> row-wise y, s as mx_row and column-wise y_c [M, K] e4m3 + s_c [M/32, K] (a scale per 32×1 block,
@@ -44,6 +46,7 @@ PASS_BYTES = {
     "amax": 2.0,
     "cast": 3.0,
     "cast_t": 4.0,
+    "t8": 2.0,
     "mx_row": 2.0 + 1.0 + 1.0 / BLOCK,
     "mx_both": 2.0 + 2.0 * (1.0 + 1.0 / BLOCK),
     "copy": 4.0,
@@ -75,6 +78,13 @@ def kernels():
         v = tl.load(x + rows[:, None] * K + cols[None, :]).to(tl.float32)
         q = (v * s).to(tl.float8e4nv)
         tl.store(y + rows[:, None] * K + cols[None, :], q)
+        tl.store(yt + cols[:, None] * M + rows[None, :], tl.trans(q))
+
+    @triton.jit
+    def t8_k(y, yt, M, K, BM: tl.constexpr, BK: tl.constexpr):
+        rows = tl.program_id(0) * BM + tl.arange(0, BM)
+        cols = tl.program_id(1) * BK + tl.arange(0, BK)
+        q = tl.load(y + rows[:, None] * K + cols[None, :])
         tl.store(yt + cols[:, None] * M + rows[None, :], tl.trans(q))
 
     @triton.jit
@@ -125,6 +135,12 @@ def kernels():
         grid = (m // 64, k // 64)
         return (lambda: cast_t_k[grid](xt, scale, y, yt, m, k, BM=64, BK=64)), y, yt
 
+    def t8(y8, torch):
+        m, k = y8.shape
+        yt = torch.empty((k, m), device=y8.device, dtype=torch.float8_e4m3fn)
+        grid = (m // 64, k // 64)
+        return (lambda: t8_k[grid](y8, yt, m, k, BM=64, BK=64)), y8, yt
+
     def mx(xt, both, torch):
         m, k = xt.shape
         y = torch.empty((m, k), device=xt.device, dtype=torch.float8_e4m3fn)
@@ -134,7 +150,7 @@ def kernels():
         grid = (m // 64, k // 64)
         return (lambda: mx_k[grid](xt, y, s, yc, sc, m, k, BM=64, BK=64, BOTH=both)), y, s, yc, sc
 
-    return amax, cast, cast_t, mx
+    return amax, cast, cast_t, t8, mx
 
 
 def block_error(torch, x, deq, along_rows):
@@ -153,6 +169,8 @@ def check(torch, x, label, made, scale):
     ref = float(x.float().abs().max())
     if label == "amax":
         return abs(float(made[1][0]) - ref) / ref
+    if label == "t8":
+        return 0.0 if torch.equal(made[2].view(torch.uint8).t(), made[1].view(torch.uint8)) else 1.0
     if label in ("cast", "cast_t"):
         s = float(scale[0])
         outs = [made[1]] if label == "cast" else [made[1], made[2].t()]
@@ -178,10 +196,10 @@ def main():
         return
     import torch
 
-    amax, cast, cast_t, mx = kernels()
+    amax, cast, cast_t, t8, mx = kernels()
     dev = torch.device("cuda")
-    record = {"what": "TE-style FP8 quantisation passes (per-tensor amax, cast, cast-transpose; MXFP8 1x32 row and "
-                      "row+column) vs copy, Triton, CUDA events", "meta": common.run_metadata(),
+    record = {"what": "TE-style FP8 quantisation passes (per-tensor amax, cast, cast-transpose, FP8 transpose; MXFP8 1x32 "
+                      "row and row+column) vs copy, Triton, CUDA events", "meta": common.run_metadata(),
               "pass_bytes_per_element": PASS_BYTES, "rows": []}
     for name, m, k in SHAPES:
         torch.manual_seed(0)
@@ -189,7 +207,9 @@ def main():
         z = torch.empty_like(x)
         scale = torch.tensor([448.0 / float(x.float().abs().max())], device=dev, dtype=torch.float32)
         makers = {"amax": lambda: amax(x, torch), "cast": lambda: cast(x, scale, torch),
-                  "cast_t": lambda: cast_t(x, scale, torch), "mx_row": lambda: mx(x, False, torch),
+                  "cast_t": lambda: cast_t(x, scale, torch),
+                  "t8": lambda: t8((x.float() * scale).to(torch.float8_e4m3fn), torch),
+                  "mx_row": lambda: mx(x, False, torch),
                   "mx_both": lambda: mx(x, True, torch)}
         copy_us, copy_spread = time_us(torch, lambda: z.copy_(x))
         row = {"shape": name, "M": m, "K": k, "copy_us": copy_us, "copy_spread": copy_spread,
