@@ -77,13 +77,20 @@ struct QuantPasses {
 };
 
 /// Transformer Engine's FP8 quantisation kernels as fractions of the copy rate (the cast pricer shared with the
-/// blockwise casts below: the bandwidth part of a streaming op divided by the rate, its fixed cost kept).
-/// Unmeasured until scripts/measure/fp8_te_casts.py has run: the streaming rate.
-inline constexpr double kAmaxRate = 1.0;
+/// blockwise casts below: the bandwidth part of a streaming op divided by the rate, its fixed cost kept). Measured on
+/// our H200 (2026-11-29, issue #24; scripts/measure/fp8_te_casts.py, Triton kernels moving TE's bytes;
+/// data/validation/measured/h200-sxm-141gb/fp8_te_casts.json): geometric means over five Llama-3-70B / 8B operand
+/// shapes of 134-1879 MB (the sixth fits the L2), against torch's copy on the same GPU — amax 0.916 (0.905-0.925),
+/// row-wise cast 1.005 (0.994-1.015: taken as 1), cast-transpose 0.861 (0.841-0.877), FP8 transpose 0.800
+/// (0.769-0.821). MXFP8's two-axis quantise: TE's kernel on a B200 as published (ROCm/TransformerEngine PR #598,
+/// CAST_ONLY BF16 8192×8192, 52.34 µs: 5.21 TB/s = 0.757 of the B200 streaming rate, 7.7 TB/s × 0.893); its row-wise
+/// 34.84 µs (0.849) matches our Triton row-wise kernel (0.832), where our own two-axis kernel reaches only 0.472.
+/// Other GPUs: the same fractions (an assumption).
+inline constexpr double kAmaxRate = 0.916;
 inline constexpr double kCastRate = 1.0;
-inline constexpr double kCastTransposeRate = 1.0;
-inline constexpr double kFp8TransposeRate = 1.0;
-inline constexpr double kMxQuantiseRate = 1.0;
+inline constexpr double kCastTransposeRate = 0.861;
+inline constexpr double kFp8TransposeRate = 0.800;
+inline constexpr double kMxQuantiseRate = 0.757;
 
 /// The kernels Transformer Engine (2.7, the 25.09 containers; TE 1.x's fused cast-transpose is the same traffic)
 /// runs per GEMM operand under the per-tensor recipes and MXFP8 — `x` true for the input X (forward; its column-wise
