@@ -79,6 +79,23 @@ TEST_SUITE("fp8 te casts") {
     CHECK(op_bytes(e, "MLP down" + p + " cast-transpose") == doctest::Approx(T * 7168.0 * 4.0));
     // One launch-only scale kernel per quantised operand: 2 per linear, 4 linears.
     CHECK(ops_containing(e, " scale from amax") == 8);
+    // Each pass at its measured fraction of the streaming rate (quant_recipe.hpp: amax 0.916, cast-transpose 0.861,
+    // FP8 transpose 0.800): its time beyond the fixed cost (the launch-only scale kernel's time) against a streaming
+    // op's (the residual add) per byte.
+    const model::OpCost* scale = op_named(e, "output projection" + p + " scale from amax");
+    const model::OpCost* res = op_named(e, "residual add");
+    REQUIRE(scale != nullptr);
+    REQUIRE(res != nullptr);
+    const double fixed = scale->time.raw(), per_byte = (res->time.raw() - fixed) / res->bytes.raw();
+    auto rate = [&](const std::string& name) {
+      const model::OpCost* o = op_named(e, name);
+      REQUIRE_MESSAGE(o != nullptr, name);
+      return o->bytes.raw() * per_byte / (o->time.raw() - fixed);
+    };
+    CHECK(rate("output projection" + p + " amax") == doctest::Approx(0.916).epsilon(0.002));
+    CHECK(rate("output projection" + p + " cast-transpose") == doctest::Approx(0.861).epsilon(0.002));
+    CHECK(rate("QKV projection" + p + " transpose") == doctest::Approx(0.800).epsilon(0.002));
+    CHECK(rate("QKV projection" + p + " cast") == doctest::Approx(1.0).epsilon(0.002));
   }
 
   TEST_CASE("delayed scaling on H100 at TP 1: the norm writes FP8, only its transpose is left") {
@@ -118,6 +135,17 @@ TEST_SUITE("fp8 te casts") {
           doctest::Approx(T * (4096.0 + 2.0 * 1024.0) * both));
     CHECK(ops_containing(e, " amax") == 0);
     CHECK(ops_containing(e, " mxfp8 scale swizzle") == 24);
+    // The quantise at TE's published B200 rate, 0.757 of the streaming rate.
+    const model::OpCost* res = op_named(e, "residual add");
+    const model::OpCost* q = op_named(e, "output projection mxfp8 quantise (row + column)");
+    REQUIRE(res != nullptr);
+    REQUIRE(q != nullptr);
+    // Fixed cost and time per byte from two streaming ops of different sizes (a swizzle and the residual add).
+    const model::OpCost* sw = op_named(e, "QKV projection mxfp8 scale swizzle W");
+    REQUIRE(sw != nullptr);
+    const double per_byte = (res->time.raw() - sw->time.raw()) / (res->bytes.raw() - sw->bytes.raw());
+    const double fixed = sw->time.raw() - sw->bytes.raw() * per_byte;
+    CHECK(q->bytes.raw() * per_byte / (q->time.raw() - fixed) == doctest::Approx(0.757).epsilon(0.01));
     // The weight's scales: read and write 1 B per 32 weights (QKV 4096 × 6144).
     CHECK(op_bytes(e, "QKV projection mxfp8 scale swizzle W") == doctest::Approx(4096.0 * 6144.0 * 2.0 / 32.0));
   }
