@@ -116,11 +116,15 @@ class TrainingLayerPricer {
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                 std::int64_t batch = 1) {
     last_fwd_cast = last_fwd_gemm = Seconds(0);
+    // The MoE router's GEMM stays 16-bit under FP8/FP4 training, with no casts: Megatron-Core computes it outside
+    // Transformer Engine (moe/moe_utils.py router_gating_linear, in the input's dtype or moe_router_dtype) and
+    // DeepSeek-V3 keeps its gating modules in BF16/FP32 (arXiv:2412.19437 §3.3.1).
+    const hw::Precision gemm_p = kind == LinearKind::router ? sixteen_bit_of(gp) : gp;
     // Routed experts run as grouped GEMMs (moe_layer.hpp: the measured grouped-kernel law over the batched GEMM of
     // the touched experts, moe_w).
     const bool grouped = kind == LinearKind::expert_in || kind == LinearKind::expert_out;
     // The blockwise FP8 recipe's GEMMs at the measured block-scaled rate (quant_recipe.hpp).
-    const bool block_scaled = gp == hw::Precision::fp8 && plan.precision.recipe == wl::QuantRecipe::blockwise;
+    const bool block_scaled = gemm_p == hw::Precision::fp8 && plan.precision.recipe == wl::QuantRecipe::blockwise;
     auto g = [&](OpCost c) {
       if (block_scaled && c.bound == Bound::compute) {
         c.time = c.time * kBlockScaledGemmTime;
@@ -136,7 +140,7 @@ class TrainingLayerPricer {
     };
     auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
     auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
-    if (gp == hw::Precision::fp8 || gp == hw::Precision::fp4) {
+    if (gemm_p == hw::Precision::fp8 || gemm_p == hw::Precision::fp4) {
       // FP8/FP4 GEMMs take quantised operands: the input X in the forward and the output gradient dY in the
       // backward, each by the recipe's kernels (quant_recipe.hpp te_quant_passes: amax, cast or cast-transpose,
       // transpose, MXFP8's two-axis quantise). Weights are cast once per step and cached across micro-batches (not
@@ -155,14 +159,14 @@ class TrainingLayerPricer {
   }
   // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation);
   // blockwise scaling promotes the partial sums every 128 K in the forward GEMM too (DeepSeek-V3 §3.3.2).
-  const bool split = gp == hw::Precision::fp8;
+  const bool split = gemm_p == hw::Precision::fp8;
   const bool split_fwd = split && plan.precision.recipe == wl::QuantRecipe::blockwise;
-  const OpCost fwd = g(gemm_cost(named(name), {m, n, k, batch, 0, split_fwd}, gp, d));
+  const OpCost fwd = g(gemm_cost(named(name), {m, n, k, batch, 0, split_fwd}, gemm_p, d));
   last_fwd_gemm = fwd.time;
   add_fwd(fwd);
-  add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d)));
+  add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gemm_p, d)));
   if (!lora.on()) {
-    OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d));
+    OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gemm_p, d));
     if (wgrad_accumulates(plan))
       wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
     add_bwd(wg);
@@ -176,7 +180,7 @@ class TrainingLayerPricer {
     put(false, false, streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
   }
   if (!lora_targets(lora, kind)) return;
-  for (const LoraPass& lp : lora_adapter_passes(name, plan, kind, m, k, n, batch, gp, d, keep_ops))
+  for (const LoraPass& lp : lora_adapter_passes(name, plan, kind, m, k, n, batch, gemm_p, d, keep_ops))
     put(lp.forward, lp.gemm, lp.op);
   }
 

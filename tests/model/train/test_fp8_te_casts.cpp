@@ -150,3 +150,23 @@ TEST_SUITE("fp8 te casts") {
     CHECK(op_bytes(e, "QKV projection mxfp8 scale swizzle W") == doctest::Approx(4096.0 * 6144.0 * 2.0 / 32.0));
   }
 }
+
+TEST_SUITE("fp8 te casts") {
+  TEST_CASE("the MoE router stays 16-bit under FP8: no casts, its GEMM at the bf16 rate") {
+    const auto sys = test::node_system("dgx-b200");
+    const auto& a = arch("qwen3-30b-a3b");
+    wl::TrainingPlan p = one_gpu(wl::QuantRecipe::tensorwise);
+    p.seq_len = 4096;
+    wl::TrainingPlan b = p;
+    b.precision.compute = hw::Precision::bf16;
+    b.precision.recipe = wl::QuantRecipe::delayed;  // a recipe other than the default needs fp8
+    const auto e = model::estimate_training(a, p, sys, Explain::off), eb = model::estimate_training(a, b, sys, Explain::off);
+    CHECK(ops_containing(e, "router fp8") == 0);
+    CHECK(ops_containing(e, "expert up/gate fp8 tensorwise cast") == 1);  // the experts are FP8
+    const model::OpCost* r = op_named(e, "router");
+    const model::OpCost* rb = op_named(eb, "router");
+    REQUIRE(r != nullptr);
+    REQUIRE(rb != nullptr);
+    CHECK(r->time.raw() == doctest::Approx(rb->time.raw()).scale(0).epsilon(1e-12));
+  }
+}
