@@ -3,6 +3,8 @@
 // operand and of the cached quantised weights, from Transformer Engine's recipes as Megatron-Core runs them
 // (transformer_engine/common/recipe: DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling,
 // NVFP4BlockScaling). One place for these numbers: layer_cost.cpp (time) and memory.cpp (weight caches) read them.
+#include <array>
+
 #include "gpuplan/hw/hardware.hpp"
 #include "gpuplan/wl/training.hpp"
 
@@ -40,6 +42,100 @@ inline QuantBytes quant_bytes(wl::QuantRecipe r, bool any_layout) {
   }
   return {4.0, 2.0, "fp8"};
 }
+
+/// Where a GEMM operand of Transformer Engine's Linear / LayerNormLinear comes from, for its quantisation kernels.
+struct OperandSource {
+  /// Written by the RMSNorm / LayerNorm of a LayerNormLinear (Megatron-Core's QKV projection and a dense MLP's fc1):
+  /// under delayed scaling the norm kernel writes the FP8 copy itself, under current scaling it writes 16-bit and
+  /// the amax in the same kernel (TE 2.7 pytorch/csrc/extensions/normalization.cpp rmsnorm_fwd / layernorm_fwd:
+  /// fused for Float8Quantizer, create_hp_tensor_with_amax + quantize_with_amax for Float8CurrentScalingQuantizer,
+  /// unfused — a separate quantise — for MXFP8 unless NVTE_NORM_FWD_USE_CUDNN).
+  bool norm_output = false;
+  /// All-gathered over the TP group under sequence parallelism (a column-parallel layer's input, a row-parallel
+  /// layer's output gradient): quantised on this GPU's 1/tp shard before the gather. The per-tensor recipes gather
+  /// the row-wise FP8 copy only and build the transpose of the gathered tensor where the GEMM needs it (TE 2.7
+  /// module/linear.py: "All-gather is not supported with FP8 column-wise data", then update_usage(columnwise_usage)
+  /// before the wgrad GEMM; module/base.py grad_output_preprocess); MXFP8 gathers both copies.
+  bool gathered = false;
+};
+
+/// One kernel of an operand's quantisation: its op-name suffix, HBM bytes per element of the tensor it runs over (the
+/// 1/tp shard, or the gathered tensor when `gathered_tensor`), the measured fraction of the copy rate it reaches, and
+/// whether it runs in the backward (the output gradient dY's, and the transpose of a gathered X, built after its
+/// re-gather for the wgrad GEMM) or the forward. A pass with 0 bytes is a launch-only kernel (current scaling's scale from amax).
+struct QuantPass {
+  const char* what = "";
+  double bytes = 0.0;
+  double rate = 1.0;
+  bool gathered_tensor = false;
+  bool backward = false;
+};
+struct QuantPasses {
+  std::array<QuantPass, 4> pass{};
+  int n = 0;
+  void add(const QuantPass& q) { pass[static_cast<std::size_t>(n++)] = q; }
+};
+
+/// Transformer Engine's FP8 quantisation kernels as fractions of the copy rate (the cast pricer shared with the
+/// blockwise casts below: the bandwidth part of a streaming op divided by the rate, its fixed cost kept). Measured on
+/// our H200 (2026-11-29, issue #24; scripts/measure/fp8_te_casts.py, Triton kernels moving TE's bytes;
+/// data/validation/measured/h200-sxm-141gb/fp8_te_casts.json): geometric means over five Llama-3-70B / 8B operand
+/// shapes of 134-1879 MB (the sixth fits the L2), against torch's copy on the same GPU — amax 0.916 (0.905-0.925),
+/// row-wise cast 1.005 (0.994-1.015: taken as 1), cast-transpose 0.861 (0.841-0.877), FP8 transpose 0.800
+/// (0.769-0.821). MXFP8's two-axis quantise: TE's kernel on a B200 as published (ROCm/TransformerEngine PR #598,
+/// CAST_ONLY BF16 8192×8192, 52.34 µs: 5.21 TB/s = 0.757 of the B200 streaming rate, 7.7 TB/s × 0.893); its row-wise
+/// 34.84 µs (0.849) matches our Triton row-wise kernel (0.832), where our own two-axis kernel reaches only 0.472.
+/// Other GPUs: the same fractions (an assumption).
+inline constexpr double kAmaxRate = 0.916;
+inline constexpr double kCastRate = 1.0;
+inline constexpr double kCastTransposeRate = 0.861;
+inline constexpr double kFp8TransposeRate = 0.800;
+inline constexpr double kMxQuantiseRate = 0.757;
+
+/// The kernels Transformer Engine (2.7, the 25.09 containers; TE 1.x's fused cast-transpose is the same traffic)
+/// runs per GEMM operand under the per-tensor recipes and MXFP8 — `x` true for the input X (forward; its column-wise
+/// copy feeds the wgrad GEMM), false for the output gradient dY (backward; row-wise for dgrad, column-wise for
+/// wgrad). a = 2 B 16-bit source, c = the copies a GEMM needs (1 where FP8 GEMMs read either layout, else 2).
+///  - delayed: the cast(-transpose), 2 + c B, its amax taken in the same kernel from the history (TE's cast kernels
+///    update amax atomically); a norm's output is cast by the norm itself, and only its transpose (1 + 1 B, Hopper)
+///    is left (TE common/normalization/rmsnorm/rmsnorm_api.cpp: nvte_transpose after the fused kernel);
+///  - tensorwise (Float8CurrentScalingQuantizer::quantize_impl, pytorch/csrc/quantizer.cpp): nvte_compute_amax (read
+///    2 B; for a norm's output the norm computed it), nvte_compute_scale_from_amax (one launch), then the cast;
+///  - gathered (sequence parallel) per-tensor operands: the row-wise cast (2 + 1 B) of the shard, and where the GEMMs
+///    need the TN layout, the transpose of the gathered FP8 tensor (1 + 1 B) in the backward;
+///  - mxfp8: one kernel writes both copies with an E8M0 scale per 32 elements, 2 + 2·(1 + 1/32) B, norm output or not.
+///  Other recipes (TE's blockwise, NVFP4): one pass of quant_bytes' cast bytes at the streaming rate.
+inline QuantPasses te_quant_passes(wl::QuantRecipe r, bool any_layout, bool x, OperandSource src) {
+  QuantPasses q;
+  const bool bwd = !x;
+  if (r == wl::QuantRecipe::mxfp8) {
+    q.add({" quantise (row + column)", 2.0 + 2.0 * (1.0 + 1.0 / 32.0), kMxQuantiseRate, false, bwd});
+    return q;
+  }
+  if (r != wl::QuantRecipe::delayed && r != wl::QuantRecipe::tensorwise) {
+    q.add({" cast", quant_bytes(r, any_layout).cast, 1.0, false, bwd});
+    return q;
+  }
+  const bool current = r == wl::QuantRecipe::tensorwise;
+  if (current && !src.norm_output) q.add({" amax", 2.0, kAmaxRate, false, bwd});
+  if (current) q.add({" scale from amax", 0.0, 1.0, false, bwd});
+  const bool in_norm = !current && src.norm_output;  // delayed scaling: the norm wrote the row-wise FP8 copy
+  if (src.gathered || in_norm) {
+    if (!in_norm) q.add({" cast", 3.0, kCastRate, false, bwd});
+    // The gathered tensor is transposed in the backward, after its re-gather; a norm's FP8 output right after the norm.
+    if (!any_layout) q.add({" transpose", 2.0, kFp8TransposeRate, src.gathered, bwd || src.gathered});
+    return q;
+  }
+  q.add({any_layout ? " cast" : " cast-transpose", any_layout ? 3.0 : 4.0, any_layout ? kCastRate : kCastTransposeRate,
+         false, bwd});
+  return q;
+}
+
+/// MXFP8 GEMMs read their E8M0 scales in the tensor cores' swizzled layout: Transformer Engine 2.7 swizzles both
+/// operands' scales in a kernel of its own before every GEMM (pytorch/csrc/extensions/gemm.cpp general_gemm →
+/// swizzle_scaling_factors, pytorch/csrc/util.cpp; nvte_swizzle_scaling_factors): read and write 1 B per 32 elements
+/// of each operand, weights included (not cached across micro-batches in 2.7).
+inline constexpr double kMxSwizzleBytesPerElement = 2.0 / 32.0;
 
 /// Whether Transformer Engine runs the GPU's FP8 GEMMs in any operand layout, so a per-tensor-scaled FP8 tensor needs
 /// no transposed copy for the backward: compute capability 10.x and 11.x (datacenter Blackwell's tcgen05 MMA reads

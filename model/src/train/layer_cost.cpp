@@ -116,11 +116,15 @@ class TrainingLayerPricer {
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                 std::int64_t batch = 1) {
     last_fwd_cast = last_fwd_gemm = Seconds(0);
+    // The MoE router's GEMM stays 16-bit under FP8/FP4 training, with no casts: Megatron-Core computes it outside
+    // Transformer Engine (moe/moe_utils.py router_gating_linear, in the input's dtype or moe_router_dtype) and
+    // DeepSeek-V3 keeps its gating modules in BF16/FP32 (arXiv:2412.19437 §3.3.1).
+    const hw::Precision gemm_p = kind == LinearKind::router ? sixteen_bit_of(gp) : gp;
     // Routed experts run as grouped GEMMs (moe_layer.hpp: the measured grouped-kernel law over the batched GEMM of
     // the touched experts, moe_w).
     const bool grouped = kind == LinearKind::expert_in || kind == LinearKind::expert_out;
     // The blockwise FP8 recipe's GEMMs at the measured block-scaled rate (quant_recipe.hpp).
-    const bool block_scaled = gp == hw::Precision::fp8 && plan.precision.recipe == wl::QuantRecipe::blockwise;
+    const bool block_scaled = gemm_p == hw::Precision::fp8 && plan.precision.recipe == wl::QuantRecipe::blockwise;
     auto g = [&](OpCost c) {
       if (block_scaled && c.bound == Bound::compute) {
         c.time = c.time * kBlockScaledGemmTime;
@@ -136,36 +140,33 @@ class TrainingLayerPricer {
     };
     auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
     auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
-    if (gp == hw::Precision::fp8 || gp == hw::Precision::fp4) {
-      // FP8/FP4 GEMMs take quantised operands: Transformer Engine's fused cast-transpose reads each bf16 input once
-      // and writes it twice (row- and column-major for the backward), with the recipe's scales (quant_recipe.hpp,
-      // 2 + 1 + 1 B per element for delayed scaling); the backward does the same for the output gradient. Weights
-      // are cast once per step and cached across micro-batches (not counted).
+    if (gemm_p == hw::Precision::fp8 || gemm_p == hw::Precision::fp4) {
+      // FP8/FP4 GEMMs take quantised operands: the input X in the forward and the output gradient dY in the
+      // backward, each by the recipe's kernels (quant_recipe.hpp te_quant_passes: amax, cast or cast-transpose,
+      // transpose, MXFP8's two-axis quantise). Weights are cast once per step and cached across micro-batches (not
+      // counted).
       const QuantBytes q = quant_bytes(plan.precision.recipe, d.gpu != nullptr && fp8_any_layout(*d.gpu));
       const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
       if (per_axis) {
         per_axis_casts(name, kind, elems_f, elems_b, put);
       } else {
-        const OpCost cast = streaming_cost(keep_ops ? name + " " + q.name + " cast" : std::string(),
-                                           OpClass::elementwise, units::bytes(elems_f * q.cast), units::flop(elems_f), d);
-        last_fwd_cast = cast.time;
-        put(true, false, cast);
-        put(false, false, streaming_cost(keep_ops ? name + " " + q.name + " cast bwd" : std::string(),
-                                         OpClass::elementwise, units::bytes(elems_b * q.cast), units::flop(elems_b), d));
+        te_casts(name, kind, q.name, elems_f, elems_b, put);
+        if (plan.precision.recipe == wl::QuantRecipe::mxfp8)
+          mx_swizzles(name, elems_f, double(k) * double(n) * double(batch), elems_b, put);
       }
       if (auto wc = weight_copies_per_microbatch(name, q, double(k) * double(n) * double(batch)))
         put(wc->first, false, wc->second);
   }
   // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation);
   // blockwise scaling promotes the partial sums every 128 K in the forward GEMM too (DeepSeek-V3 §3.3.2).
-  const bool split = gp == hw::Precision::fp8;
+  const bool split = gemm_p == hw::Precision::fp8;
   const bool split_fwd = split && plan.precision.recipe == wl::QuantRecipe::blockwise;
-  const OpCost fwd = g(gemm_cost(named(name), {m, n, k, batch, 0, split_fwd}, gp, d));
+  const OpCost fwd = g(gemm_cost(named(name), {m, n, k, batch, 0, split_fwd}, gemm_p, d));
   last_fwd_gemm = fwd.time;
   add_fwd(fwd);
-  add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gp, d)));
+  add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gemm_p, d)));
   if (!lora.on()) {
-    OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gp, d));
+    OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gemm_p, d));
     if (wgrad_accumulates(plan))
       wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
     add_bwd(wg);
@@ -179,8 +180,56 @@ class TrainingLayerPricer {
     put(false, false, streaming_cost(named(name, " dequantise (bwd)"), OpClass::elementwise, moved, units::flop(w), d));
   }
   if (!lora_targets(lora, kind)) return;
-  for (const LoraPass& lp : lora_adapter_passes(name, plan, kind, m, k, n, batch, gp, d, keep_ops))
+  for (const LoraPass& lp : lora_adapter_passes(name, plan, kind, m, k, n, batch, gemm_p, d, keep_ops))
     put(lp.forward, lp.gemm, lp.op);
+  }
+
+  // Transformer Engine's quantisation kernels of a GEMM's input X (x elements as the GEMM reads it) and output
+  // gradient dY (dy), each pass at its measured rate (quant_recipe.hpp te_quant_passes). Under sequence parallelism
+  // a column-parallel layer's X and a row-parallel layer's dY are quantised on this GPU's 1/tp shard before their
+  // all-gather; the QKV projection's and a dense fc1's X is the norm's output (LayerNormLinear).
+  template <class Put>
+  void te_casts(const std::string& name, LinearKind kind, const char* recipe, double x, double dy, Put&& put) {
+    const bool sp = par.sequence_parallel && t > 1;
+    const bool column = kind == LinearKind::qkv || kind == LinearKind::mlp_in;
+    const bool row = kind == LinearKind::attention_out || kind == LinearKind::mlp_out;
+    const bool any_layout = d.gpu != nullptr && fp8_any_layout(*d.gpu);
+    const OperandSource src_x{norm_input, sp && column}, src_dy{false, sp && row};
+    norm_input = false;
+    for (const bool is_x : {true, false}) {
+      const double whole = is_x ? x : dy, shard = (is_x ? src_x : src_dy).gathered ? whole / double(t) : whole;
+      const QuantPasses qp = te_quant_passes(plan.precision.recipe, any_layout, is_x, is_x ? src_x : src_dy);
+      for (int i = 0; i < qp.n; ++i) {
+        const QuantPass& p = qp.pass[static_cast<std::size_t>(i)];
+        const double elems = p.gathered_tensor ? whole : shard;
+        const std::string op = keep_ops ? fmt::format("{} {}{}{}", name, is_x ? "" : "grad ", recipe, p.what) : "";
+        const OpCost c = cast_at_rate(op, p.bytes > 0 ? elems * p.bytes : 8.0, p.bytes > 0 ? elems : 1.0, p.rate);
+        if (!p.backward) last_fwd_cast += c.time;
+        put(!p.backward, false, c);
+      }
+    }
+  }
+
+  // MXFP8: both operands' E8M0 scales swizzled before each of the three GEMMs (quant_recipe.hpp
+  // kMxSwizzleBytesPerElement): X and W for the forward, dY and W for dgrad, X and dY for wgrad.
+  template <class Put>
+  void mx_swizzles(const std::string& name, double x, double w, double dy, Put&& put) {
+    const std::pair<const char*, double> ops[] = {
+        {" mxfp8 scale swizzle X", x},        {" mxfp8 scale swizzle W", w},
+        {" mxfp8 scale swizzle dgrad dY", dy}, {" mxfp8 scale swizzle dgrad W", w},
+        {" mxfp8 scale swizzle wgrad X", x},  {" mxfp8 scale swizzle wgrad dY", dy}};
+    for (std::size_t i = 0; i < 6; ++i)
+      put(i < 2, false, cast_at_rate(named(name, ops[i].first), ops[i].second * kMxSwizzleBytesPerElement,
+                                     ops[i].second / 32.0, 1.0));
+  }
+
+  // The cast pricer: a streaming kernel of `bytes` at `rate` of the streaming rate (quant_recipe.hpp), its fixed
+  // cost kept. Shared by Transformer Engine's casts and DeepSeek's per-axis casts.
+  OpCost cast_at_rate(const std::string& op, double bytes, double elems, double rate) const {
+    OpCost c = streaming_cost(op, OpClass::elementwise, units::bytes(bytes), units::flop(elems), d);
+    const Seconds fixed = kernel_fixed(d, OpClass::elementwise);
+    c.time = (c.time - fixed) / rate + fixed;
+    return c;
   }
 
   // DeepSeek's framework (one_layout_blockwise, quant_recipe.hpp): a GEMM's operands quantised per axis, each pass
@@ -196,9 +245,7 @@ class TrainingLayerPricer {
     const bool after_glu = gated && (kind == LinearKind::expert_out || kind == LinearKind::mlp_out);
     // Each pass at the measured rate of a 1×128 cast kernel (kBlockRowCastRate, kBlockColCastRate).
     auto cast = [&](bool forward, const char* what, double elems, double source_bytes, double rate) {
-      OpCost c = streaming_cost(named(name, what), OpClass::elementwise,
-                                units::bytes(elems * (source_bytes + kBlockAxisBytes)), units::flop(elems), d);
-      c.time = (c.time - d.eff.kernel_launch) / rate + d.eff.kernel_launch;
+      const OpCost c = cast_at_rate(named(name, what), elems * (source_bytes + kBlockAxisBytes), elems, rate);
       if (forward) last_fwd_cast = c.time;
       put(forward, false, c);
     };
@@ -494,6 +541,7 @@ class TrainingLayerPricer {
     switch (o.linear) {
       case LinearKind::qkv: {
         const Seconds before = lc.fwd.total();
+        norm_input = !a.mla && o.part != Part::ssm;  // Megatron-Core's TELayerNormColumnParallelLinear
         fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
         bias_grad(o.name, a.qkv_bias && o.part != Part::ssm, o.matmul_elements() / h / t);
         if (a.mla && o.part != Part::ssm && plan.recomputes(wl::recompute_mla_up_proj) && o.matmul_elements() > 0) {
@@ -551,6 +599,7 @@ class TrainingLayerPricer {
         const bool rc_mlp = o.part == Part::dense_mlp && plan.recomputes(wl::recompute_mlp);
         const std::int64_t width = o.out / glu / t;
         Seconds before = lc.fwd.total();
+        norm_input = o.part == Part::dense_mlp;  // a MoE layer's norm is its own module (TENorm), before the router
         fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
         if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::gemm);
         if (o.part == Part::dense_mlp) op_sac_rerun(gated ? 0.5 : 0.0);  // w3 (mm 6) is half of [w1 | w3]; fc1 is kept
@@ -629,6 +678,7 @@ class TrainingLayerPricer {
   const bool op_sac = plan.recompute == wl::Recompute::selective_op;
   const bool per_axis = one_layout_blockwise(plan);  // DeepSeek's framework: per-axis FP8 casts (quant_recipe.hpp)
   Seconds last_fwd_cast{}, last_fwd_gemm{};  // the last fwd_gemm's forward input cast and GEMM (op_sac_rerun)
+  bool norm_input = false;  // the next fwd_gemm's input is a LayerNormLinear's norm output (te_casts)
   MoeExpertWork moe_w;   // the routed experts' work on this GPU (set by the expert ops)
   Seconds moe_taken{};   // time of the op already booked to another MoE term
   const wl::Parallelism& par = plan.par;

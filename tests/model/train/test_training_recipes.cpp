@@ -237,15 +237,16 @@ TEST_SUITE("training recipes") {
     REQUIRE(cache8 > 0);
     CHECK(near((em.memory.weights - eb.memory.weights).raw(), cache8 * (2.0 * (1.0 + 1.0 / 32.0)) / 1.0));
     CHECK(near((e4.memory.weights - eb.memory.weights).raw(), cache8 * (2.0 * (0.5 + 1.0 / 16.0)) / 1.0));
-    // The cast of a GEMM input: 2 + 1 B per element with delayed scaling on a B200 (the row-wise copy only); NVFP4
+    // The cast of a GEMM input: 2 + 1 B per element with delayed scaling on a B200 (the row-wise copy only: the
+    // output projection's input; the QKV input is cast by the norm's kernel), MXFP8 2 + 2·(1 + 1/32); NVFP4
     // reads the tensor for its amax, then again, and writes 2·(1/2 + 1/16): 5.125 B.
-    auto cast_bytes = [](const model::TrainingEstimate& e, const std::string& suffix) {
+    auto cast_bytes = [](const model::TrainingEstimate& e, const std::string& name) {
       for (const auto& op : e.layer_ops)
-        if (op.name.size() > suffix.size() && op.name.compare(op.name.size() - suffix.size(), suffix.size(), suffix) == 0)
-          return op.bytes.raw();
+        if (op.name == name) return op.bytes.raw();
       return 0.0;
     };
-    const double b8 = cast_bytes(e8, " fp8 cast"), b4 = cast_bytes(e4, " nvfp4 cast"), bm = cast_bytes(em, " mxfp8 cast");
+    const double b8 = cast_bytes(e8, "output projection fp8 cast"), b4 = cast_bytes(e4, "output projection nvfp4 cast"),
+                 bm = cast_bytes(em, "output projection mxfp8 quantise (row + column)");
     REQUIRE(b8 > 0);
     CHECK(near(b4, b8 * 5.125 / 3.0));
     CHECK(near(bm, b8 * (2.0 + 2.0 * (1.0 + 1.0 / 32.0)) / 3.0));
