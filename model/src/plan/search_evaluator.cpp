@@ -70,13 +70,13 @@ class TermCache {
     for (std::size_t j = 0; j < N; ++j) eq &= x[j] == y[j];
     return eq;
   }
+  // One multiply per element and a final mix of the high bits into the low ones the mask keeps: the keys are a few
+  // small integers, looked up ~10 times per layout (a full mix per element cost ~300 instructions per layout).
   static std::size_t hash(const Key& k) {
     std::uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (std::int64_t x : k) {
-      h ^= static_cast<std::uint64_t>(x) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-      h ^= h >> 31;
-      h *= 0xBF58476D1CE4E5B9ull;
-    }
+    for (std::int64_t x : k) h = (h ^ static_cast<std::uint64_t>(x)) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    h *= 0x94D049BB133111EBull;
     h ^= h >> 29;
     return static_cast<std::size_t>(h);
   }
@@ -257,7 +257,8 @@ struct VocabEvaluator {
     }
 
     const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
-    const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
+    // A reference (a copy of the per-kind sums cost ~190 instructions per layout): no insert before memory_core.
+    const LayerSums& ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
     detail::memory_core(a, k.params, plan, overheads, c, kinds, ls, sh, detail::fp8_any_layout(*sys.gpu), mem);
     r.memory = units::bytes(mem.heaviest().total);

@@ -95,8 +95,8 @@ struct StepInputs {
   double nccl_sm_share;  // the SM share of NCCL kernels beside compute (comm_compute_share)
 };
 
-/// The stage's compute per micro-batch: its layers' forward and backward (from the layer kinds it holds), the
-/// recomputation, and the embedding, head, MTP and AMP extras. Returns the share of its layers recomputed.
+/// The stage's compute per micro-batch: its layers' forward and backward (from the layer kinds it holds) and the
+/// recomputation (the extras: stage_extras). Returns the share of its layers recomputed.
 double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const auto& plan = x.plan;
   const StepTerms& t = x.t;
@@ -124,12 +124,18 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
     for (std::size_t j = 0; j < t.compute->kind_count; ++j)
       if (const std::size_t ki = t.compute->kind_list[j]; sh.kind_layers[ki] > 0)
         st.recompute += t.compute->kind_rec[ki].scaled(double(sh.kind_layers[ki]));
+  return rec_share;
+}
+
+/// The stage's extras per micro-batch: the embedding (first stage), the LM head with the loss (last stage), the MTP
+/// modules and the AMP casts.
+void stage_extras(const StepInputs& x, const StageShape& sh, StageTime& st) {
+  const StepTerms& t = x.t;
   st.embed = sh.first ? t.compute->embed_time : Seconds(0);
   st.head = sh.last ? t.compute->head_time : Seconds(0);
   st.mtp = t.compute->mtp_extra * double(sh.mtp);
-  st.amp = plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
+  st.amp = x.plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
   st.extra = st.embed + st.head + st.mtp + st.amp;
-  return rec_share;
 }
 
 /// The SM share the expert-parallel dispatch/combine kernels take from the compute beside them: DeepSeek's kernels
@@ -321,6 +327,7 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
 void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const std::int64_t m = x.m;
   const double rec_share = stage_compute(x, sh, st);
+  stage_extras(x, sh, st);
   stage_comm(x, sh, rec_share, st);
   if (sh.chunks == 2) dualpipe_halves(x, sh, st);
   st.compute = st.fwd.total() + st.bwd.total() + st.recompute.total();
@@ -328,19 +335,10 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.total = st.compute + st.comm + st.extra;
 }
 
-/// Whether stage_time prices two stages alike: the same layers of each kind the model has, the same ends and extras,
-/// and not DualPipe's (whose paired share depends on the stage's index).
-bool same_stage_time(const ComputeTerms& c, const StageShape& a, const StageShape& b) {
-  if (a.chunks != 1 || b.chunks != 1 || a.first != b.first || a.last != b.last || a.layers != b.layers ||
-      a.moe_layers != b.moe_layers || a.recomputed != b.recomputed || a.mtp != b.mtp)
-    return false;
-  for (std::size_t j = 0; j < c.kind_count; ++j)
-    if (a.kind_layers[c.kind_list[j]] != b.kind_layers[c.kind_list[j]]) return false;
-  return true;
-}
-
 /// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck). A stage priced
-/// like the one before it (the middle stages of most splits) takes that stage's t_i, the same numbers bit for bit.
+/// like the one before it (StageShape::like_prev, marked once by stage_shapes: the middle stages of most splits) takes
+/// that stage's t_i; one whose body is priced alike (the last stage after the middle ones, the second after the
+/// first) takes its layers' compute and communication and adds its own extras: the same numbers bit for bit.
 void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime& worst, StepCore& o) {
   StageTime cur;
   o.bottleneck = 0;
@@ -349,10 +347,15 @@ void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, St
   if (o.layout != nullptr) o.layout->stages.clear();
   for (std::size_t i = 0; i < stages.size(); ++i) {
     StageTime& st = i == 0 ? worst : cur;
-    if (i > 0 && same_stage_time(*x.t.compute, stages[i], stages[i - 1])) {
+    const StageShape& sh = stages[i];
+    if (i > 0 && sh.like_prev != StageShape::Like::none) {
       if (i == 1) cur = worst;  // stage 0's t_i is in `worst`; a later one's still in `cur`
+      if (sh.like_prev == StageShape::Like::body) {
+        stage_extras(x, sh, cur);
+        cur.total = cur.compute + cur.comm + cur.extra;
+      }
     } else {
-      stage_time(x, stages[i], st);
+      stage_time(x, sh, st);
     }
     o.stage_sum += st.total;
     if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
