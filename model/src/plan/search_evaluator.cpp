@@ -37,10 +37,16 @@ class TermCache {
 
   template <class Make>
   const V& get(const Key& key, Make&& make) {
+    // The layouts come with their outer dimensions fixed over runs of inner ones (for_each_layout: ZeRO stage and
+    // offload innermost), so most lookups ask for the key just asked for: compared before hashing.
+    if (last_ != nullptr && same(last_->key, key)) return last_->value;
     if (slots_.empty()) rehash(64);
     std::size_t i = hash(key) & mask_;
     while (slots_[i].used) {
-      if (same(slots_[i].key, key)) return slots_[i].value;
+      if (same(slots_[i].key, key)) {
+        last_ = &slots_[i];
+        return slots_[i].value;
+      }
       i = (i + 1) & mask_;
     }
     V value = make();
@@ -54,6 +60,7 @@ class TermCache {
     s.value = std::move(value);
     s.used = true;
     ++count_;
+    last_ = &s;
     return s.value;
   }
   [[nodiscard]] std::size_t size() const { return count_; }
@@ -81,6 +88,7 @@ class TermCache {
     return static_cast<std::size_t>(h);
   }
   void rehash(std::size_t n) {
+    last_ = nullptr;
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(n, Slot{});
     mask_ = n - 1;
@@ -95,6 +103,12 @@ class TermCache {
   }
   std::vector<Slot> slots_;
   std::size_t mask_ = 0, count_ = 0;
+  const Slot* last_ = nullptr;  ///< the slot of the last lookup (into slots_; reset when it moves)
+
+ public:
+  TermCache() = default;
+  TermCache(const TermCache&) = delete;  // last_ points into this cache's slots
+  TermCache& operator=(const TermCache&) = delete;
 };
 
 using detail::ComputeTerms;
@@ -114,6 +128,7 @@ struct VocabEvaluator {
   const wl::TransformerArch& a;
   wl::TrainingPlan base;
   const TrainingSystem& sys;
+  wl::TrainingPlan plan_;  ///< `base` with the layout being evaluated (apply_layout sets every layout field)
   bool have_gpu = false;
   detail::TrainingConsts k;
   RuntimeOverheads overheads;
@@ -137,7 +152,7 @@ struct VocabEvaluator {
   TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
 
   VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
-      : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
+      : a(arch), base(b), sys(s), plan_(b), have_gpu(s.gpu != nullptr) {
     if (!have_gpu) return;
     k = detail::training_consts(a, base, sys);
     overheads = training_overheads(*sys.gpu);
@@ -154,7 +169,8 @@ struct VocabEvaluator {
   LayoutScore evaluate(const Layout& l) {
     LayoutScore r;
     if (!have_gpu) return r;
-    const wl::TrainingPlan plan = with_layout(base, l);
+    apply_layout(plan_, l);
+    const wl::TrainingPlan& plan = plan_;
     if (!detail::layout_rules(a, plan, sys, nullptr)) return r;
     const auto& par = plan.par;
     const std::int64_t sp = par.sequence_parallel ? 1 : 0, mb = plan.micro_batch;

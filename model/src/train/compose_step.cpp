@@ -38,13 +38,13 @@ namespace {
 struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
-DpCalls dp_calls(const TrainingConsts& k, const wl::TrainingPlan& plan, std::int64_t most_layers,
+DpCalls dp_calls(const TrainingConsts& k, const wl::TrainingPlan& plan, const std::vector<StageShape>& stages,
                  const DpBuckets& buckets) {
-  const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
   if (plan.zero == wl::ZeroStage::parameters) {
     // DeepSpeed 0.3.13-0.5.x: one call per parameter tensor.
     const double tensors = stage_parameter_tensors(k.parameter_tensors, plan);
     if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) return {tensors, tensors};
+    const double layers_stage = double(std::max<std::int64_t>(1, most_stage_layers(stages)));
     return {layers_stage, layers_stage};
   }
   const double n = buckets.calls;
@@ -339,32 +339,42 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
 /// like the one before it (StageShape::like_prev, marked once by stage_shapes: the middle stages of most splits) takes
 /// that stage's t_i; one whose body is priced alike (the last stage after the middle ones, the second after the
 /// first) takes its layers' compute and communication and adds its own extras: the same numbers bit for bit.
-void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime& worst, StepCore& o) {
-  StageTime cur;
+/// `buf` holds the stage being priced and the slowest so far, so that no stage's numbers are copied unless its body
+/// is taken over; returns the slowest.
+const StageTime& price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime (&buf)[2],
+                              StepCore& o) {
   o.bottleneck = 0;
   o.stage_sum = Seconds(0);
   if (o.stage_times != nullptr) o.stage_times->clear();
   if (o.layout != nullptr) o.layout->stages.clear();
+  StageTime* worst = &buf[0];
+  StageTime* prev = &buf[0];  // the stage before this one
   for (std::size_t i = 0; i < stages.size(); ++i) {
-    StageTime& st = i == 0 ? worst : cur;
     const StageShape& sh = stages[i];
-    if (i > 0 && sh.like_prev != StageShape::Like::none) {
-      if (i == 1) cur = worst;  // stage 0's t_i is in `worst`; a later one's still in `cur`
+    StageTime* st = prev;
+    if (i == 0) {
+      stage_time(x, sh, *st);
+    } else if (sh.like_prev != StageShape::Like::all) {
+      // A buffer that does not hold the slowest stage.
+      st = prev != worst ? prev : worst == &buf[0] ? &buf[1] : &buf[0];
       if (sh.like_prev == StageShape::Like::body) {
-        stage_extras(x, sh, cur);
-        cur.total = cur.compute + cur.comm + cur.extra;
+        if (st != prev) *st = *prev;
+        stage_extras(x, sh, *st);
+        st->total = st->compute + st->comm + st->extra;
+      } else {
+        stage_time(x, sh, *st);
       }
-    } else {
-      stage_time(x, sh, st);
     }
-    o.stage_sum += st.total;
-    if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
-    if (o.layout != nullptr) o.layout->stages.push_back(st);  // its StageParts
-    if (i > 0 && cur.total > worst.total) {
-      worst = cur;
+    o.stage_sum += st->total;
+    if (o.stage_times != nullptr) o.stage_times->push_back(st->total);
+    if (o.layout != nullptr) o.layout->stages.push_back(*st);  // its StageParts
+    if (i > 0 && st->total > worst->total) {
+      worst = st;
       o.bottleneck = int(i);
     }
+    prev = st;
   }
+  return *worst;
 }
 
 /// What the DP terms leave for the step's later terms: the backward window of one micro-batch and the parameters
@@ -423,7 +433,7 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(k, plan, most_stage_layers(*t.stages), t.dp.buckets);
+    const DpCalls calls = dp_calls(k, plan, *t.stages, t.dp.buckets);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;
@@ -555,14 +565,16 @@ void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, d
   o.model_flops = k.fpt.training * tokens_per_step;
   // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
   const units::Flops layer_forward = k.fpt.forward - k.head_forward;
-  double recomputed = 0, layers_all = 0;
-  for (const auto& sh : stages) {
-    recomputed += double(sh.recomputed);
-    layers_all += double(sh.layers);
+  o.hardware_flops = o.model_flops;
+  if (plan.recompute == wl::Recompute::full) {
+    double recomputed = 0, layers_all = 0;
+    for (const auto& sh : stages) {
+      recomputed += double(sh.recomputed);
+      layers_all += double(sh.layers);
+    }
+    const double rec_all = layers_all > 0 ? recomputed / layers_all : 1.0;
+    o.hardware_flops = o.model_flops + layer_forward * (tokens_per_step * rec_all);
   }
-  const double rec_all = layers_all > 0 ? recomputed / layers_all : 1.0;
-  o.hardware_flops = o.model_flops + (plan.recompute == wl::Recompute::full ? layer_forward * (tokens_per_step * rec_all)
-                                                                              : units::Flops(0));
   const double gpus = double(par.gpus());
   const units::FlopRate peak = k.d.peak(plan.precision.compute);
   o.mfu = utilisation(o.model_flops, s.total, gpus, peak);
@@ -607,8 +619,8 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   const int v = plan.model_chunks();
   const std::vector<StageShape>& stages = *t.stages;
   const StepInputs x{a, plan, k, t, gpu, p, v, m, comm_compute_share(k.d)};
-  StageTime worst;
-  price_stages(x, stages, worst, o);
+  StageTime buf[2];
+  const StageTime& worst = price_stages(x, stages, buf, o);
   o.stage_max = worst.total;
   o.compute_mb = worst.compute;
   o.comm_mb = worst.comm;
