@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -150,6 +151,8 @@ struct VocabEvaluator {
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
   TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
+  detail::PricedStages stages_memo;     // compose_step's pricing of the stages of memo_layout (zero, offload cleared)
+  std::optional<Layout> memo_layout;
 
   VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
       : a(arch), base(b), sys(s), plan_(b), have_gpu(s.gpu != nullptr) {
@@ -182,39 +185,55 @@ struct VocabEvaluator {
     const Device& d = k.d;
 
     detail::StepTerms t;
-    // A reference into `compute`: valid until its next insert (none before compose_step below).
-    t.compute = &compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
-    if (plan.mixed_precision == wl::MixedPrecision::amp)
-      t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
-    for (std::size_t i = 0; i < detail::kDimCount; ++i) {
-      const detail::ParallelDim& dim = detail::parallel_dims()[i];
-      if (dim.one == nullptr || !dim.priced(a, plan)) continue;
-      t.*dim.one = one[i].get(dim.term_key(plan), [&] {
-        return with_group(dim.comm_size(plan), dim.stride(plan),
-                          [&](const CommGroup& g) { return dim.one_time(a, plan, g); });
-      });
-    }
+    // The stages' pricing is kept from the last layout priced when this one differs from it only in its ZeRO stage
+    // or offload (StepTerms::stages_memo; for_each_layout varies those innermost): then compose_step reads none of
+    // the stages' terms, and they are not looked up.
+    Layout staged = l;
+    staged.zero = wl::ZeroStage::none;
+    staged.offload = wl::Offload::none;
+    t.stages_memo = &stages_memo;
+    t.stages_memo_valid = memo_layout.has_value() && *memo_layout == staged;
+    memo_layout = staged;
     // The expert grid's strides (etp = tp unless the layout folds).
     const int etp = par.expert_tp();
-    if (detail::expert_tp_folded(a, plan) && etp > 1)
-      t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
-        return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
-      });
-    if (par.ep > 1 && a.moe)
-      t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, ek, mb}, [&] {
-        return with_group(par.ep, etp, [&](const CommGroup& g) {
-          const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
-          return (md.dispatch_bytes + md.combine_bytes) * 0.5;
+    if (!t.stages_memo_valid) {
+      // A reference into `compute`: valid until its next insert (none before compose_step below).
+      t.compute =
+          &compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
+      if (plan.mixed_precision == wl::MixedPrecision::amp)
+        t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
+      for (std::size_t i = 0; i < detail::kDimCount; ++i) {
+        const detail::ParallelDim& dim = detail::parallel_dims()[i];
+        if (dim.one == nullptr || !dim.priced(a, plan)) continue;
+        t.*dim.one = one[i].get(dim.term_key(plan), [&] {
+          return with_group(dim.comm_size(plan), dim.stride(plan),
+                            [&](const CommGroup& g) { return dim.one_time(a, plan, g); });
         });
-      });
-    if (par.pp > 1 && plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
-      t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
-        return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
-      });
+      }
+      if (detail::expert_tp_folded(a, plan) && etp > 1)
+        t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
+          return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
+        });
+      if (par.ep > 1 && a.moe)
+        t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, ek, mb}, [&] {
+          return with_group(par.ep, etp, [&](const CommGroup& g) {
+            const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
+            return (md.dispatch_bytes + md.combine_bytes) * 0.5;
+          });
+        });
+      if (par.pp > 1 && plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
+        t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
+          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
+        });
+    }
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
-      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero, plan.model_chunks()}, [&] {
+      // ZeRO 1 and 2 move the same bytes in the same buckets (dp_collective_times reads whether the stage is none or
+      // 3 only): one entry.
+      const auto dp_zero = static_cast<std::int64_t>(plan.zero == wl::ZeroStage::gradients ? wl::ZeroStage::optimizer
+                                                                                            : plan.zero);
+      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks()}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Not cached under DualPipe: its mirror copies change the group's tiers (grad_comm_group).
         if (plan.dualpipe())

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -74,13 +75,6 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
 }  // namespace
 
 namespace {
-
-/// One micro-batch on one pipeline stage as compose_step prices it: its parts (what the step timeline records) and
-/// their sums.
-struct StageTime : StageParts {
-  Seconds extra{};            ///< embed + head + mtp + amp
-  Seconds compute{}, comm{};  ///< the parts of `total`: fwd + bwd + recompute, and the exposed communication
-};
 
 /// What every part of compose_step reads: its inputs and the step's shape.
 struct StepInputs {
@@ -619,8 +613,19 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   const int v = plan.model_chunks();
   const std::vector<StageShape>& stages = *t.stages;
   const StepInputs x{a, plan, k, t, gpu, p, v, m, comm_compute_share(k.d)};
-  StageTime buf[2];
-  const StageTime& worst = price_stages(x, stages, buf, o);
+  // The stages' pricing, or the search's memo of it (StepTerms::stages_memo).
+  PricedStages* memo = o.stage_times == nullptr && o.layout == nullptr ? t.stages_memo : nullptr;
+  std::optional<PricedStages> local;
+  PricedStages& ps = memo != nullptr ? *memo : local.emplace();
+  if (memo == nullptr || !t.stages_memo_valid) {
+    ps.slowest = &price_stages(x, stages, ps.buf, o) == &ps.buf[0] ? 0 : 1;
+    ps.bottleneck = o.bottleneck;
+    ps.stage_sum = o.stage_sum;
+  } else {
+    o.bottleneck = ps.bottleneck;
+    o.stage_sum = ps.stage_sum;
+  }
+  const StageTime& worst = ps.worst();
   o.stage_max = worst.total;
   o.compute_mb = worst.compute;
   o.comm_mb = worst.comm;
