@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
@@ -30,48 +31,51 @@ namespace gpuplan::model {
 namespace {
 
 /// Open-addressing map from a few integers to a cached term. Lookups never allocate; an insert may grow the table
-/// (once per key, not per layout). References stay valid until the next insert into the same cache.
+/// (once per key, not per layout). The values live in a deque beside the table (a ComputeTerms is ~9 KB: a table of
+/// them, zeroed and moved at each growth, cost more than the lookups), so references to them stay valid for the
+/// cache's life.
 template <class V, std::size_t N>
 class TermCache {
  public:
   using Key = std::array<std::int64_t, N>;
 
+  TermCache() = default;
+  TermCache(const TermCache&) = delete;  // last_value_ points into this cache's values
+  TermCache& operator=(const TermCache&) = delete;
+
   template <class Make>
   const V& get(const Key& key, Make&& make) {
     // The layouts come with their outer dimensions fixed over runs of inner ones (for_each_layout: ZeRO stage and
     // offload innermost), so most lookups ask for the key just asked for: compared before hashing.
-    if (last_ != nullptr && same(last_->key, key)) return last_->value;
+    if (last_value_ != nullptr && same(last_key_, key)) return *last_value_;
     if (slots_.empty()) rehash(64);
     std::size_t i = hash(key) & mask_;
     while (slots_[i].used) {
-      if (same(slots_[i].key, key)) {
-        last_ = &slots_[i];
-        return slots_[i].value;
-      }
+      if (same(slots_[i].key, key)) return remember(key, values_[slots_[i].value]);
       i = (i + 1) & mask_;
     }
-    V value = make();
-    if (2 * (count_ + 1) > slots_.size()) {
+    values_.push_back(make());
+    if (2 * (values_.size()) > slots_.size()) {
       rehash(slots_.size() * 2);
       i = hash(key) & mask_;
       while (slots_[i].used) i = (i + 1) & mask_;
     }
-    Slot& s = slots_[i];
-    s.key = key;
-    s.value = std::move(value);
-    s.used = true;
-    ++count_;
-    last_ = &s;
-    return s.value;
+    slots_[i] = Slot{key, values_.size() - 1, true};
+    return remember(key, values_.back());
   }
-  [[nodiscard]] std::size_t size() const { return count_; }
+  [[nodiscard]] std::size_t size() const { return values_.size(); }
 
  private:
   struct Slot {
     Key key{};
-    V value{};
+    std::size_t value = 0;  ///< index into values_
     bool used = false;
   };
+  const V& remember(const Key& key, const V& v) {
+    last_key_ = key;
+    last_value_ = &v;
+    return v;
+  }
   // Element by element: std::array's == calls memcmp, a call per probe for a few integers.
   static bool same(const Key& x, const Key& y) {
     bool eq = true;
@@ -89,27 +93,21 @@ class TermCache {
     return static_cast<std::size_t>(h);
   }
   void rehash(std::size_t n) {
-    last_ = nullptr;
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(n, Slot{});
     mask_ = n - 1;
-    count_ = 0;
-    for (Slot& s : old)
+    for (const Slot& s : old)
       if (s.used) {
         std::size_t i = hash(s.key) & mask_;
         while (slots_[i].used) i = (i + 1) & mask_;
-        slots_[i] = std::move(s);
-        ++count_;
+        slots_[i] = s;
       }
   }
   std::vector<Slot> slots_;
-  std::size_t mask_ = 0, count_ = 0;
-  const Slot* last_ = nullptr;  ///< the slot of the last lookup (into slots_; reset when it moves)
-
- public:
-  TermCache() = default;
-  TermCache(const TermCache&) = delete;  // last_ points into this cache's slots
-  TermCache& operator=(const TermCache&) = delete;
+  std::deque<V> values_;
+  std::size_t mask_ = 0;
+  Key last_key_{};
+  const V* last_value_ = nullptr;  ///< the value of the last lookup (last_key_'s)
 };
 
 using detail::ComputeTerms;
