@@ -48,6 +48,12 @@ struct StageShape {
   /// Full recomputation (wl::RecomputeMethod) summed over this stage's chunks: layers recomputed, checkpoints kept,
   /// and the most layers one backward rebuilds at once (a uniform group).
   std::int64_t recomputed = 0, checkpoints = 0, recompute_group = 1;
+  /// How compose_step prices this stage against the one before it, marked once per split (stage_shapes): `all`, the
+  /// same t_i (the same layers of every kind, recomputation, MTP modules and ends); `body`, the same layers,
+  /// recomputation and communication but other ends (the embedding, LM head or MTP extras differ); `none`: priced on
+  /// its own (always correct; DualPipe's devices are, their paired share depending on the index).
+  enum class Like : std::uint8_t { none, body, all };
+  Like like_prev = Like::none;
 };
 
 

@@ -160,6 +160,21 @@ std::vector<std::int64_t> chunk_layers(const wl::TransformerArch& a, const wl::T
   return out;
 }
 
+namespace {
+/// StageShape::like_prev of every stage: what compose_step may take over from the stage before it.
+void mark_alike(std::vector<StageShape>& st) {
+  for (std::size_t i = 1; i < st.size(); ++i) {
+    const StageShape& a = st[i - 1];
+    StageShape& b = st[i];
+    const bool body = a.chunks == 1 && b.chunks == 1 && a.layers == b.layers && a.moe_layers == b.moe_layers &&
+                      a.recomputed == b.recomputed && a.kind_layers == b.kind_layers;
+    if (!body) continue;
+    b.like_prev = a.first == b.first && a.last == b.last && a.mtp == b.mtp ? StageShape::Like::all
+                                                                            : StageShape::Like::body;
+  }
+}
+}  // namespace
+
 std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const ParameterCounts& params,
                                      const wl::TrainingPlan& plan) {
   const int p = std::max(1, plan.par.pp);
@@ -245,6 +260,7 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
     }
     return dev;
   }
+  mark_alike(st);
   return st;
 }
 

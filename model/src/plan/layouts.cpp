@@ -25,6 +25,11 @@ namespace gpuplan::model {
 
 wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l) {
   wl::TrainingPlan p = base;
+  apply_layout(p, l);
+  return p;
+}
+
+void apply_layout(wl::TrainingPlan& p, const Layout& l) {
   p.par.tp = l.tp;
   p.par.pp = l.pp;
   p.par.dp = l.dp;
@@ -40,7 +45,6 @@ wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l) {
   p.recompute = l.recompute;
   p.zero = l.zero;
   p.offload = l.offload;
-  return p;
 }
 
 Layout layout_of(const wl::TrainingPlan& plan) {

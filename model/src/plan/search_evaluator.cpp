@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -29,54 +31,64 @@ namespace gpuplan::model {
 namespace {
 
 /// Open-addressing map from a few integers to a cached term. Lookups never allocate; an insert may grow the table
-/// (once per key, not per layout). References stay valid until the next insert into the same cache.
+/// (once per key, not per layout). The values live in a deque beside the table (a ComputeTerms is ~9 KB: a table of
+/// them, zeroed and moved at each growth, cost more than the lookups), so references to them stay valid for the
+/// cache's life.
 template <class V, std::size_t N>
 class TermCache {
  public:
   using Key = std::array<std::int64_t, N>;
 
+  TermCache() = default;
+  TermCache(const TermCache&) = delete;  // last_value_ points into this cache's values
+  TermCache& operator=(const TermCache&) = delete;
+
   template <class Make>
   const V& get(const Key& key, Make&& make) {
+    // The layouts come with their outer dimensions fixed over runs of inner ones (for_each_layout: ZeRO stage and
+    // offload innermost), so most lookups ask for the key just asked for: compared before hashing.
+    if (last_value_ != nullptr && same(last_key_, key)) return *last_value_;
     if (slots_.empty()) rehash(64);
     std::size_t i = hash(key) & mask_;
     while (slots_[i].used) {
-      if (same(slots_[i].key, key)) return slots_[i].value;
+      if (same(slots_[i].key, key)) return remember(key, values_[slots_[i].value]);
       i = (i + 1) & mask_;
     }
-    V value = make();
-    if (2 * (count_ + 1) > slots_.size()) {
+    values_.push_back(make());
+    if (2 * (values_.size()) > slots_.size()) {
       rehash(slots_.size() * 2);
       i = hash(key) & mask_;
       while (slots_[i].used) i = (i + 1) & mask_;
     }
-    Slot& s = slots_[i];
-    s.key = key;
-    s.value = std::move(value);
-    s.used = true;
-    ++count_;
-    return s.value;
+    slots_[i] = Slot{key, values_.size() - 1, true};
+    return remember(key, values_.back());
   }
-  [[nodiscard]] std::size_t size() const { return count_; }
+  [[nodiscard]] std::size_t size() const { return values_.size(); }
 
  private:
   struct Slot {
     Key key{};
-    V value{};
+    std::size_t value = 0;  ///< index into values_
     bool used = false;
   };
+  const V& remember(const Key& key, const V& v) {
+    last_key_ = key;
+    last_value_ = &v;
+    return v;
+  }
   // Element by element: std::array's == calls memcmp, a call per probe for a few integers.
   static bool same(const Key& x, const Key& y) {
     bool eq = true;
     for (std::size_t j = 0; j < N; ++j) eq &= x[j] == y[j];
     return eq;
   }
+  // One multiply per element and a final mix of the high bits into the low ones the mask keeps: the keys are a few
+  // small integers, looked up ~10 times per layout (a full mix per element cost ~300 instructions per layout).
   static std::size_t hash(const Key& k) {
     std::uint64_t h = 0x9E3779B97F4A7C15ull;
-    for (std::int64_t x : k) {
-      h ^= static_cast<std::uint64_t>(x) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-      h ^= h >> 31;
-      h *= 0xBF58476D1CE4E5B9ull;
-    }
+    for (std::int64_t x : k) h = (h ^ static_cast<std::uint64_t>(x)) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    h *= 0x94D049BB133111EBull;
     h ^= h >> 29;
     return static_cast<std::size_t>(h);
   }
@@ -84,17 +96,18 @@ class TermCache {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(n, Slot{});
     mask_ = n - 1;
-    count_ = 0;
-    for (Slot& s : old)
+    for (const Slot& s : old)
       if (s.used) {
         std::size_t i = hash(s.key) & mask_;
         while (slots_[i].used) i = (i + 1) & mask_;
-        slots_[i] = std::move(s);
-        ++count_;
+        slots_[i] = s;
       }
   }
   std::vector<Slot> slots_;
-  std::size_t mask_ = 0, count_ = 0;
+  std::deque<V> values_;
+  std::size_t mask_ = 0;
+  Key last_key_{};
+  const V* last_value_ = nullptr;  ///< the value of the last lookup (last_key_'s)
 };
 
 using detail::ComputeTerms;
@@ -114,6 +127,7 @@ struct VocabEvaluator {
   const wl::TransformerArch& a;
   wl::TrainingPlan base;
   const TrainingSystem& sys;
+  wl::TrainingPlan plan_;  ///< `base` with the layout being evaluated (apply_layout sets every layout field)
   bool have_gpu = false;
   detail::TrainingConsts k;
   RuntimeOverheads overheads;
@@ -135,9 +149,11 @@ struct VocabEvaluator {
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
   TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
+  detail::PricedStages stages_memo;     // compose_step's pricing of the stages of memo_layout (zero, offload cleared)
+  std::optional<Layout> memo_layout;
 
   VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
-      : a(arch), base(b), sys(s), have_gpu(s.gpu != nullptr) {
+      : a(arch), base(b), sys(s), plan_(b), have_gpu(s.gpu != nullptr) {
     if (!have_gpu) return;
     k = detail::training_consts(a, base, sys);
     overheads = training_overheads(*sys.gpu);
@@ -154,7 +170,8 @@ struct VocabEvaluator {
   LayoutScore evaluate(const Layout& l) {
     LayoutScore r;
     if (!have_gpu) return r;
-    const wl::TrainingPlan plan = with_layout(base, l);
+    apply_layout(plan_, l);
+    const wl::TrainingPlan& plan = plan_;
     if (!detail::layout_rules(a, plan, sys, nullptr)) return r;
     const auto& par = plan.par;
     const std::int64_t sp = par.sequence_parallel ? 1 : 0, mb = plan.micro_batch;
@@ -166,39 +183,55 @@ struct VocabEvaluator {
     const Device& d = k.d;
 
     detail::StepTerms t;
-    // A reference into `compute`: valid until its next insert (none before compose_step below).
-    t.compute = &compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
-    if (plan.mixed_precision == wl::MixedPrecision::amp)
-      t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
-    for (std::size_t i = 0; i < detail::kDimCount; ++i) {
-      const detail::ParallelDim& dim = detail::parallel_dims()[i];
-      if (dim.one == nullptr || !dim.priced(a, plan)) continue;
-      t.*dim.one = one[i].get(dim.term_key(plan), [&] {
-        return with_group(dim.comm_size(plan), dim.stride(plan),
-                          [&](const CommGroup& g) { return dim.one_time(a, plan, g); });
-      });
-    }
+    // The stages' pricing is kept from the last layout priced when this one differs from it only in its ZeRO stage
+    // or offload (StepTerms::stages_memo; for_each_layout varies those innermost): then compose_step reads none of
+    // the stages' terms, and they are not looked up.
+    Layout staged = l;
+    staged.zero = wl::ZeroStage::none;
+    staged.offload = wl::Offload::none;
+    t.stages_memo = &stages_memo;
+    t.stages_memo_valid = memo_layout.has_value() && *memo_layout == staged;
+    memo_layout = staged;
     // The expert grid's strides (etp = tp unless the layout folds).
     const int etp = par.expert_tp();
-    if (detail::expert_tp_folded(a, plan) && etp > 1)
-      t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
-        return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
-      });
-    if (par.ep > 1 && a.moe)
-      t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, ek, mb}, [&] {
-        return with_group(par.ep, etp, [&](const CommGroup& g) {
-          const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
-          return (md.dispatch_bytes + md.combine_bytes) * 0.5;
+    if (!t.stages_memo_valid) {
+      // A reference into `compute`: valid until its next insert (none before compose_step below).
+      t.compute =
+          &compute.get({par.tp, par.cp, mb, sp, ek}, [&] { return detail::compute_terms(a, plan, d, nullptr); });
+      if (plan.mixed_precision == wl::MixedPrecision::amp)
+        t.amp_casts = amp.get({par.tp, pp_key, ek}, [&] { return detail::amp_cast_time(a, k.params, plan, d); });
+      for (std::size_t i = 0; i < detail::kDimCount; ++i) {
+        const detail::ParallelDim& dim = detail::parallel_dims()[i];
+        if (dim.one == nullptr || !dim.priced(a, plan)) continue;
+        t.*dim.one = one[i].get(dim.term_key(plan), [&] {
+          return with_group(dim.comm_size(plan), dim.stride(plan),
+                            [&](const CommGroup& g) { return dim.one_time(a, plan, g); });
         });
-      });
-    if (par.pp > 1 && plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
-      t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
-        return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
-      });
+      }
+      if (detail::expert_tp_folded(a, plan) && etp > 1)
+        t.etp_one = etp_pair.get({par.tp, par.cp, mb, etp}, [&] {
+          return with_group(etp, 1, [&](const CommGroup& g) { return detail::etp_collective_time(a, plan, g); });
+        });
+      if (par.ep > 1 && a.moe)
+        t.ep_bytes_one = ep_bytes.get({par.tp, par.cp, ek, mb}, [&] {
+          return with_group(par.ep, etp, [&](const CommGroup& g) {
+            const detail::MoeDispatch md = detail::moe_dispatch(a, plan, g);
+            return (md.dispatch_bytes + md.combine_bytes) * 0.5;
+          });
+        });
+      if (par.pp > 1 && plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
+        t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
+          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
+        });
+    }
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
       const auto zero = static_cast<std::int64_t>(plan.zero);
-      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, zero, plan.model_chunks()}, [&] {
+      // ZeRO 1 and 2 move the same bytes in the same buckets (dp_collective_times reads whether the stage is none or
+      // 3 only): one entry.
+      const auto dp_zero = static_cast<std::int64_t>(plan.zero == wl::ZeroStage::gradients ? wl::ZeroStage::optimizer
+                                                                                            : plan.zero);
+      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks()}, [&] {
         const int n_edp = detail::expert_grad_group_size(plan);
         // Not cached under DualPipe: its mirror copies change the group's tiers (grad_comm_group).
         if (plan.dualpipe())
@@ -257,7 +290,8 @@ struct VocabEvaluator {
     }
 
     const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
-    const LayerSums ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
+    // A reference (a copy of the per-kind sums cost ~190 instructions per layout): no insert before memory_core.
+    const LayerSums& ls = sums.get({par.tp, c.sp ? 1 : 0}, [&] { return detail::layer_sums(c); });
     detail::MemoryCore mem;
     detail::memory_core(a, k.params, plan, overheads, c, kinds, ls, sh, detail::fp8_any_layout(*sys.gpu), mem);
     r.memory = units::bytes(mem.heaviest().total);

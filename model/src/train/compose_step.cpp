@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -38,13 +39,13 @@ namespace {
 struct DpCalls {
   double reduce = 1, gather = 1;  ///< reduce: per step; gather: per pass (ZeRO-3 gathers twice per micro-batch)
 };
-DpCalls dp_calls(const TrainingConsts& k, const wl::TrainingPlan& plan, std::int64_t most_layers,
+DpCalls dp_calls(const TrainingConsts& k, const wl::TrainingPlan& plan, const std::vector<StageShape>& stages,
                  const DpBuckets& buckets) {
-  const double layers_stage = double(std::max<std::int64_t>(1, most_layers));
   if (plan.zero == wl::ZeroStage::parameters) {
     // DeepSpeed 0.3.13-0.5.x: one call per parameter tensor.
     const double tensors = stage_parameter_tensors(k.parameter_tensors, plan);
     if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) return {tensors, tensors};
+    const double layers_stage = double(std::max<std::int64_t>(1, most_stage_layers(stages)));
     return {layers_stage, layers_stage};
   }
   const double n = buckets.calls;
@@ -75,13 +76,6 @@ BesideCompute beside_compute(Seconds t, Seconds window, double calls, Seconds tk
 
 namespace {
 
-/// One micro-batch on one pipeline stage as compose_step prices it: its parts (what the step timeline records) and
-/// their sums.
-struct StageTime : StageParts {
-  Seconds extra{};            ///< embed + head + mtp + amp
-  Seconds compute{}, comm{};  ///< the parts of `total`: fwd + bwd + recompute, and the exposed communication
-};
-
 /// What every part of compose_step reads: its inputs and the step's shape.
 struct StepInputs {
   const wl::TransformerArch& a;
@@ -95,8 +89,8 @@ struct StepInputs {
   double nccl_sm_share;  // the SM share of NCCL kernels beside compute (comm_compute_share)
 };
 
-/// The stage's compute per micro-batch: its layers' forward and backward (from the layer kinds it holds), the
-/// recomputation, and the embedding, head, MTP and AMP extras. Returns the share of its layers recomputed.
+/// The stage's compute per micro-batch: its layers' forward and backward (from the layer kinds it holds) and the
+/// recomputation (the extras: stage_extras). Returns the share of its layers recomputed.
 double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const auto& plan = x.plan;
   const StepTerms& t = x.t;
@@ -124,12 +118,18 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
     for (std::size_t j = 0; j < t.compute->kind_count; ++j)
       if (const std::size_t ki = t.compute->kind_list[j]; sh.kind_layers[ki] > 0)
         st.recompute += t.compute->kind_rec[ki].scaled(double(sh.kind_layers[ki]));
+  return rec_share;
+}
+
+/// The stage's extras per micro-batch: the embedding (first stage), the LM head with the loss (last stage), the MTP
+/// modules and the AMP casts.
+void stage_extras(const StepInputs& x, const StageShape& sh, StageTime& st) {
+  const StepTerms& t = x.t;
   st.embed = sh.first ? t.compute->embed_time : Seconds(0);
   st.head = sh.last ? t.compute->head_time : Seconds(0);
   st.mtp = t.compute->mtp_extra * double(sh.mtp);
-  st.amp = plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
+  st.amp = x.plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
   st.extra = st.embed + st.head + st.mtp + st.amp;
-  return rec_share;
 }
 
 /// The SM share the expert-parallel dispatch/combine kernels take from the compute beside them: DeepSeek's kernels
@@ -325,6 +325,7 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
 void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const std::int64_t m = x.m;
   const double rec_share = stage_compute(x, sh, st);
+  stage_extras(x, sh, st);
   stage_comm(x, sh, rec_share, st);
   if (sh.chunks == 2) dualpipe_halves(x, sh, st);
   st.compute = st.fwd.total() + st.bwd.total() + st.recompute.total();
@@ -332,40 +333,46 @@ void stage_time(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.total = st.compute + st.comm + st.extra;
 }
 
-/// Whether stage_time prices two stages alike: the same layers of each kind the model has, the same ends and extras,
-/// and not DualPipe's (whose paired share depends on the stage's index).
-bool same_stage_time(const ComputeTerms& c, const StageShape& a, const StageShape& b) {
-  if (a.chunks != 1 || b.chunks != 1 || a.first != b.first || a.last != b.last || a.layers != b.layers ||
-      a.moe_layers != b.moe_layers || a.recomputed != b.recomputed || a.mtp != b.mtp)
-    return false;
-  for (std::size_t j = 0; j < c.kind_count; ++j)
-    if (a.kind_layers[c.kind_list[j]] != b.kind_layers[c.kind_list[j]]) return false;
-  return true;
-}
-
 /// Every stage's t_i (recorded when asked), their sum, and the slowest stage (`worst`, o.bottleneck). A stage priced
-/// like the one before it (the middle stages of most splits) takes that stage's t_i, the same numbers bit for bit.
-void price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime& worst, StepCore& o) {
-  StageTime cur;
+/// like the one before it (StageShape::like_prev, marked once by stage_shapes: the middle stages of most splits) takes
+/// that stage's t_i; one whose body is priced alike (the last stage after the middle ones, the second after the
+/// first) takes its layers' compute and communication and adds its own extras: the same numbers bit for bit.
+/// `buf` holds the stage being priced and the slowest so far, so that no stage's numbers are copied unless its body
+/// is taken over; returns the slowest.
+const StageTime& price_stages(const StepInputs& x, const std::vector<StageShape>& stages, StageTime (&buf)[2],
+                              StepCore& o) {
   o.bottleneck = 0;
   o.stage_sum = Seconds(0);
   if (o.stage_times != nullptr) o.stage_times->clear();
   if (o.layout != nullptr) o.layout->stages.clear();
+  StageTime* worst = &buf[0];
+  StageTime* prev = &buf[0];  // the stage before this one
   for (std::size_t i = 0; i < stages.size(); ++i) {
-    StageTime& st = i == 0 ? worst : cur;
-    if (i > 0 && same_stage_time(*x.t.compute, stages[i], stages[i - 1])) {
-      if (i == 1) cur = worst;  // stage 0's t_i is in `worst`; a later one's still in `cur`
-    } else {
-      stage_time(x, stages[i], st);
+    const StageShape& sh = stages[i];
+    StageTime* st = prev;
+    if (i == 0) {
+      stage_time(x, sh, *st);
+    } else if (sh.like_prev != StageShape::Like::all) {
+      // A buffer that does not hold the slowest stage.
+      st = prev != worst ? prev : worst == &buf[0] ? &buf[1] : &buf[0];
+      if (sh.like_prev == StageShape::Like::body) {
+        if (st != prev) *st = *prev;
+        stage_extras(x, sh, *st);
+        st->total = st->compute + st->comm + st->extra;
+      } else {
+        stage_time(x, sh, *st);
+      }
     }
-    o.stage_sum += st.total;
-    if (o.stage_times != nullptr) o.stage_times->push_back(st.total);
-    if (o.layout != nullptr) o.layout->stages.push_back(st);  // its StageParts
-    if (i > 0 && cur.total > worst.total) {
-      worst = cur;
+    o.stage_sum += st->total;
+    if (o.stage_times != nullptr) o.stage_times->push_back(st->total);
+    if (o.layout != nullptr) o.layout->stages.push_back(*st);  // its StageParts
+    if (i > 0 && st->total > worst->total) {
+      worst = st;
       o.bottleneck = int(i);
     }
+    prev = st;
   }
+  return *worst;
 }
 
 /// What the DP terms leave for the step's later terms: the backward window of one micro-batch and the parameters
@@ -424,7 +431,7 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     // Each collective call beside compute also waits for SMs: a GEMM grid holds them all, so the call's kernel starts
     // when the kernel in flight drains, (wait_kernels) × (that kernel's duration) per call, measured by the
     // calibration profile's overlap items (0 without one). Calls: dp_calls (the frameworks' bucket sizes).
-    const DpCalls calls = dp_calls(k, plan, most_stage_layers(*t.stages), t.dp.buckets);
+    const DpCalls calls = dp_calls(k, plan, *t.stages, t.dp.buckets);
     const double wait = k.d.eff.comm_wait_kernels;
     PassCost bwd_pass = bwd;
     bwd_pass += recompute;
@@ -559,14 +566,16 @@ void mfu_and_costs(const StepInputs& x, const std::vector<StageShape>& stages, d
   o.model_flops = k.fpt.training * tokens_per_step;
   // Full recompute repeats the forward of every layer (not the LM head): Megatron's 96·B·s·l·h² counts it so.
   const units::Flops layer_forward = k.fpt.forward - k.head_forward;
-  double recomputed = 0, layers_all = 0;
-  for (const auto& sh : stages) {
-    recomputed += double(sh.recomputed);
-    layers_all += double(sh.layers);
+  o.hardware_flops = o.model_flops;
+  if (plan.recompute == wl::Recompute::full) {
+    double recomputed = 0, layers_all = 0;
+    for (const auto& sh : stages) {
+      recomputed += double(sh.recomputed);
+      layers_all += double(sh.layers);
+    }
+    const double rec_all = layers_all > 0 ? recomputed / layers_all : 1.0;
+    o.hardware_flops = o.model_flops + layer_forward * (tokens_per_step * rec_all);
   }
-  const double rec_all = layers_all > 0 ? recomputed / layers_all : 1.0;
-  o.hardware_flops = o.model_flops + (plan.recompute == wl::Recompute::full ? layer_forward * (tokens_per_step * rec_all)
-                                                                              : units::Flops(0));
   const double gpus = double(par.gpus());
   const units::FlopRate peak = k.d.peak(plan.precision.compute);
   o.mfu = utilisation(o.model_flops, s.total, gpus, peak);
@@ -611,8 +620,19 @@ void compose_step(const wl::TransformerArch& a, const wl::TrainingPlan& plan, co
   const int v = plan.model_chunks();
   const std::vector<StageShape>& stages = *t.stages;
   const StepInputs x{a, plan, k, t, gpu, p, v, m, comm_compute_share(k.d)};
-  StageTime worst;
-  price_stages(x, stages, worst, o);
+  // The stages' pricing, or the search's memo of it (StepTerms::stages_memo).
+  PricedStages* memo = o.stage_times == nullptr && o.layout == nullptr ? t.stages_memo : nullptr;
+  std::optional<PricedStages> local;
+  PricedStages& ps = memo != nullptr ? *memo : local.emplace();
+  if (memo == nullptr || !t.stages_memo_valid) {
+    ps.slowest = &price_stages(x, stages, ps.buf, o) == &ps.buf[0] ? 0 : 1;
+    ps.bottleneck = o.bottleneck;
+    ps.stage_sum = o.stage_sum;
+  } else {
+    o.bottleneck = ps.bottleneck;
+    o.stage_sum = ps.stage_sum;
+  }
+  const StageTime& worst = ps.worst();
   o.stage_max = worst.total;
   o.compute_mb = worst.compute;
   o.comm_mb = worst.comm;

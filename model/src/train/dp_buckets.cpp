@@ -96,14 +96,30 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
     for (std::int64_t l = 0; l < a.layers; ++l) ++chunks[std::size_t(l % (std::int64_t(p) * v))];
   }
   const bool lora = plan.lora.on();
-  // The graphs of the kinds met so far (a model has a few): an array over every kind, zeroed per call, cost more
-  // than the walk.
-  std::vector<std::pair<std::size_t, OpGraph>> graphs;
-  auto graph_of = [&](LayerKind kind) -> const OpGraph& {
+  // One layer's tensors of each kind met so far (a model has a few), in reverse parameter order: a layer's walk reads
+  // them instead of its op graph (an array over every kind, zeroed per call, cost more than the walk; the graph's
+  // ops and weights once per layer, the search ~250 instructions per layout).
+  struct Tensor {
+    model::Part part;
+    double n;
+  };
+  std::vector<std::pair<std::size_t, std::vector<Tensor>>> layer_tensors;
+  auto tensors_of = [&](LayerKind kind) -> const std::vector<Tensor>& {
     const auto ki = static_cast<std::size_t>(kind.index());
-    for (const auto& g : graphs)
-      if (g.first == ki) return g.second;
-    return graphs.emplace_back(ki, build_layer_graph(a, kind)).second;
+    for (const auto& t : layer_tensors)
+      if (t.first == ki) return t.second;
+    std::vector<Tensor> ts;
+    if (lora) {
+      const LoraLayerParams lp = lora_layer_params(a, plan.lora, kind);
+      ts.push_back({model::Part::attention, (lp.dense + lp.expert) / double(plan.par.tp)});
+    } else {
+      const OpGraph g = build_layer_graph(a, kind);
+      for (const Op* op = g.end(); op != g.begin();) {
+        --op;
+        op_tensors_reversed(*op, plan, [&](double n) { ts.push_back({op->part, n}); });
+      }
+    }
+    return layer_tensors.emplace_back(ki, std::move(ts)).second;
   };
   const OpGraph head = build_head_graph(a);
   // Stage 0's tensors, chunk by chunk (chunk k holds the layers of global chunk k·p); f(part, elements) in reverse
@@ -121,19 +137,8 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
       head_part(model::Part::lm_head);
       head_part(model::Part::final_norm);
     }
-    for (std::int64_t l = end - 1; l >= start; --l) {
-      const LayerKind kind = LayerKind::of(a, l);
-      if (lora) {
-        const LoraLayerParams lp = lora_layer_params(a, plan.lora, kind);
-        f(model::Part::attention, (lp.dense + lp.expert) / double(plan.par.tp));
-        continue;
-      }
-      const OpGraph& g = graph_of(kind);
-      for (const Op* op = g.end(); op != g.begin();) {
-        --op;
-        op_tensors_reversed(*op, plan, [&](double n) { f(op->part, n); });
-      }
-    }
+    for (std::int64_t l = end - 1; l >= start; --l)
+      for (const Tensor& t : tensors_of(LayerKind::of(a, l))) f(t.part, t.n);
     if (first) {
       head_part(model::Part::position_embedding);
       head_part(model::Part::embedding);

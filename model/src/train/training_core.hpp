@@ -297,6 +297,8 @@ bool offload_fits_host(double host_per_gpu, const wl::TrainingPlan& plan, const 
 /// GPUs of one node the plan uses, which share its host memory and DRAM bandwidth: min(node GPUs, plan GPUs), ≥ 1.
 long long offload_node_gpus(const wl::TrainingPlan& plan, const TrainingSystem& sys);
 
+struct PricedStages;
+
 /// Every term compose_step needs (terms of parallelism that is not used are 0 and not read).
 struct StepTerms {
   /// The compute terms (compute_terms); required. A pointer, as `stages`: the search prices every layout from its
@@ -319,6 +321,12 @@ struct StepTerms {
   /// micro-batch copied one way over the host link (activation_offload_layer_time); 0 without offloading.
   Seconds act_offload_layer{};
   Bytes act_offload_layer_bytes{};
+  /// The search's memo of the stages' pricing (PricedStages): when given, compose_step reads it if `stages_memo_valid`
+  /// (the caller's promise: priced by compose_step for a layout that differs from this one in its ZeRO stage or
+  /// offload only) and prices into it otherwise. Not used when the stages are recorded (StepCore::stage_times,
+  /// StepCore::layout).
+  PricedStages* stages_memo = nullptr;
+  bool stages_memo_valid = false;
 };
 
 /// The numbers of one kind of communication in a step.
@@ -334,6 +342,23 @@ struct StageParts {
   CommNumbers tp, cp, ep, pp;
   Seconds embed{}, head{}, mtp{}, amp{};  ///< the parts of the stage's `extra` (embedding, LM head + loss, MTP, AMP casts)
   Seconds total{};                        ///< t_i
+};
+/// One micro-batch on one pipeline stage as compose_step prices it: its parts (what the step timeline records) and
+/// their sums.
+struct StageTime : StageParts {
+  Seconds extra{};            ///< embed + head + mtp + amp
+  Seconds compute{}, comm{};  ///< the parts of `total`: fwd + bwd + recompute, and the exposed communication
+};
+/// What compose_step's pricing of the pipeline stages gives the rest of the step: the slowest stage, its index and
+/// the sum over the stages. It depends on the layout but not on its ZeRO stage or CPU offload (those price the DP
+/// terms, the optimizer and the memory), so the search keeps it between layouts that differ only there
+/// (StepTerms::stages_memo).
+struct PricedStages {
+  StageTime buf[2];  ///< compose_step's two stage buffers, the slowest stage in buf[slowest]
+  int slowest = 0;
+  int bottleneck = 0;
+  Seconds stage_sum{};
+  [[nodiscard]] const StageTime& worst() const { return buf[slowest]; }
 };
 /// The DP terms as compose_step combined them (exposed = reduce_exposed + gather_exposed + (hidden)·sm_share + copy).
 struct DpParts {

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -314,7 +315,8 @@ bool system_rules(const wl::TrainingPlan& plan, const TrainingSystem& sys, Rules
     // tensor cores that MXFP8 and NVFP4 need — Blackwell and later; Hopper has per-tensor FP8 only).
     const auto& pr = plan.precision;
     const bool fp4_rate = sys.gpu != nullptr && sys.gpu->peak(hw::Precision::fp4).has_value();
-    const std::string gpu_id = sys.gpu != nullptr ? sys.gpu->info.id : std::string("this GPU");
+    // A view (the search checks every layout: a copy of the id per layout cost more than the rules it names).
+    const std::string_view gpu_id = sys.gpu != nullptr ? std::string_view(sys.gpu->info.id) : "this GPU";
     if (pr.compute == hw::Precision::fp4) {
       if (pr.recipe != wl::QuantRecipe::nvfp4 && fail([] {
             return std::string("FP4 training is priced as NVFP4 (Transformer Engine NVFP4BlockScaling): recipe nvfp4");

@@ -210,6 +210,13 @@ TEST_SUITE("search") {
           check_equal(ev.evaluate(l), e);
           // Twice: the second evaluation runs from the caches.
           check_equal(ev.evaluate(l), e);
+          // The same layout with another ZeRO stage or offload, just after it: the stages' pricing is then the
+          // evaluator's memo of the last layout's (StepTerms::stages_memo), the DP, optimizer and memory terms its own.
+          model::Layout other = l;
+          other.zero = static_cast<wl::ZeroStage>((static_cast<int>(l.zero) + 1 + int(rng() % 3)) % 4);
+          other.offload = rng() % 2 == 0 ? wl::Offload::optimizer : wl::Offload::none;
+          CAPTURE(model::describe(other));
+          check_equal(ev.evaluate(other), model::estimate_training(a, model::with_layout(base, other), sys, Explain::off));
           ++compared;
           valid += e.step_time.raw() > 0 ? 1 : 0;
         }

@@ -47,6 +47,9 @@ struct Layout {
 
 /// `base` with the layout's sizes (schedule DualPipe when the layout says so, else interleaved iff virtual_stages > 1).
 wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l);
+/// with_layout in place: the layout's fields of `plan` set, every other field kept (the search's evaluator keeps one
+/// plan and sets each layout on it: a whole plan copied per layout cost more than the layout's rules).
+void apply_layout(wl::TrainingPlan& plan, const Layout& l);
 /// The layout of a plan.
 Layout layout_of(const wl::TrainingPlan& plan);
 /// "TP 8 · PP 4 (v=2) · DP 32 · CP 1 · SP · micro 1 · recompute selective · ZeRO 1".
