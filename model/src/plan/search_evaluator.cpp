@@ -143,6 +143,7 @@ struct VocabEvaluator {
   TermCache<Seconds, 4> etp_pair;      // tp, cp, micro, etp (parallel folding)
   TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
+  TermCache<Seconds, 3> tp_gather;     // tp, cp, micro (sequence parallelism's re-gathers, LoRA's adapters)
   TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks (the buckets: dp_buckets)
   TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
@@ -222,6 +223,10 @@ struct VocabEvaluator {
       if (par.pp > 1 && plan.pp_scatter_gather && par.tp > 1 && !par.sequence_parallel)
         t.pp_gather_one = pp_gather.get({par.tp, par.cp, mb, sp}, [&] {
           return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::pp_gather_time(a, plan, g); });
+        });
+      if (par.tp > 1 && (plan.lora.on() || par.sequence_parallel))
+        t.tp_gather_one = tp_gather.get({par.tp, par.cp, mb}, [&] {
+          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_gather_time(a, plan, g); });
         });
     }
     const int n_dp = detail::dense_grad_group_size(plan);
@@ -303,7 +308,8 @@ struct VocabEvaluator {
   }
 
   [[nodiscard]] std::size_t cached() const {
-    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + dp.size() + etp_pair.size() +
+    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + tp_gather.size() + dp.size() +
+        etp_pair.size() +
                     opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
     for (const auto& c : one) n += c.size();
     return n;

@@ -170,7 +170,15 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
   const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
   for (const ParallelDim& dim : parallel_dims())
     if (dim.stage != nullptr) st.*dim.stage = CommNumbers{};
-  // TP: Megatron — 2 all-reduces forward and 2 backward per layer (SP: all-gather + reduce-scatter, same bytes).
+  // TP (Narayanan et al. 2021 §3.2; Megatron-Core tensor_parallel/layers.py and mappings.py): per layer 2 all-reduces
+  // forward (after the attention and MLP row-parallel linears) and 2 backward (the input gradients of the QKV and fc1
+  // column-parallel linears); under sequence parallelism each is an all-gather + reduce-scatter of the same bytes, and
+  // the backward all-gathers each column-parallel linear's input once more for its weight gradient
+  // (LinearWithGradAccumulationAndAsyncCommunication.backward; Transformer Engine's Linear alike): 2 more all-gathers.
+  // The column-parallel backward's collectives run beside its GEMMs (the re-gather beside the dgrad GEMM, the input
+  // gradient's all-reduce or reduce-scatter beside the wgrad GEMM, async in the same backward), so they hide behind
+  // the backward GEMMs at the SM share of their NCCL kernels; the forward's and (sequence parallel) the row-parallel
+  // backward's gradient all-gathers sit on the critical path.
   // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
   // over TP only for their shared experts (a dense MLP split by TP).
   const bool folded = expert_tp_folded(a, plan);
@@ -178,22 +186,29 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
   const double tp_layers = folded ? layers - moe_layers * (1.0 - moe_tp_half) * 0.5 : layers;
   if (par.tp > 1 && tp_layers > 0) {
     const Bytes act = tp_message(a, plan);
-    // Per layer: a forward pair and a backward pair; full recompute repeats the forward pair.
-    const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
-    const double per_mb = pairs * tp_layers;
-    st.tp.time = t.tp_one * per_mb * double(m);
-    st.tp.bytes = act * (per_mb * 2.0 * double(m));
+    const bool sp = par.sequence_parallel;
+    // Per layer and micro-batch: the forward's 2 (full recompute runs them again), the backward's 2, the re-gathers.
+    const double fwd = plan.recompute == wl::Recompute::full ? 2.0 * (1.0 + rec_share) : 2.0;
+    const double bwd = 2.0, regather = sp ? 2.0 : 0.0;
+    const double per_mb = tp_layers * double(m);
+    st.tp.time = (t.tp_one * (fwd + bwd) + t.tp_gather_one * regather) * per_mb;
+    st.tp.bytes = act * ((fwd + bwd) * 2.0 + regather) * per_mb;
     const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
     if (plan.overlap_tp_comm) {
       // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
       // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
-      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest hides behind the GEMMs at its SM cost.
-      const Seconds tail = st.tp.time * (0.5 / double(par.tp));
+      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest (the re-gathers too: TE's bulk overlap
+      // beside the dgrad GEMM) hides behind the GEMMs at its SM cost.
+      const Seconds tail = t.tp_one * (fwd + bwd) * per_mb * (0.5 / double(par.tp));
       const Seconds rest = st.tp.time - tail;
       const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
       st.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
     } else {
-      st.tp.exposed = st.tp.time;
+      // Beside the backward GEMMs: the column-parallel linears' 2 input-gradient collectives and (SP) their 2
+      // re-gathers, t_one·2 per layer either way (all-reduce; or reduce-scatter + all-gather).
+      const Seconds beside = t.tp_one * bwd * per_mb;
+      const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * double(m));
+      st.tp.exposed = st.tp.time - beside + beside_exposed + (beside - beside_exposed) * nccl_sm_share;
     }
     // LoRA: the adapters' own collectives, in line with them (lora_adapter.hpp).
     const double adapter = (lora_tp_collectives(plan, false) * (layers - moe_layers) +
@@ -205,8 +220,8 @@ void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, Sta
   if (folded && par.expert_tp() > 1 && moe_layers > 0) {
     // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own
     // gather and reduce-scatter around the grouped GEMMs), so exposed.
-    const double pairs = plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0;
-    const double per_mb = pairs * 0.5 * moe_layers;
+    // One all-reduce equivalent forward (again under full recompute) and one backward per MoE layer.
+    const double per_mb = (plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0) * moe_layers;
     const Bytes act = tp_message(a, plan) * (double(par.expert_tp()) / double(std::max(1, par.tp)));
     st.tp.time += t.etp_one * per_mb * double(m);
     st.tp.bytes += act * (per_mb * 2.0 * double(m));

@@ -248,6 +248,10 @@ Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
              : collective_time(Collective::all_reduce, act, tp_g);
 }
 
+Seconds tp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  return collective_time(Collective::all_gather, tp_message(a, plan), tp_g);
+}
+
 bool expert_tp_folded(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   return a.moe.has_value() && plan.par.expert_tp() != plan.par.tp;
 }

@@ -156,8 +156,8 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   const CommGroup edp_g = detail::grad_comm_group(n_edp, etp * par.ep, plan, sys);
   const CommGroup& ep_g = groups[detail::kEp];
   // The terms only one dimension has.
-  if (par.tp > 1 && plan.lora.on())
-    terms.tp_gather_one = collective_time(Collective::all_gather, detail::tp_message(a, plan), tp_g);
+  if (par.tp > 1 && (plan.lora.on() || par.sequence_parallel))
+    terms.tp_gather_one = detail::tp_gather_time(a, plan, tp_g);
   if (detail::expert_tp_folded(a, plan) && etp > 1)
     terms.etp_one = detail::etp_collective_time(a, plan, training_comm_group(etp, 1, sys));
   if (par.ep > 1 && a.moe) {

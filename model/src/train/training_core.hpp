@@ -119,6 +119,9 @@ double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& pa
 
 /// One TP collective pair (all-reduce, or all-gather + reduce-scatter with SP) of one layer. Key (tp, cp, micro, sp).
 Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
+/// One all-gather of the TP message over the TP group: sequence parallelism's weight-gradient re-gather of a
+/// column-parallel linear's input, and a LoRA adapter's gather (StepTerms::tp_gather_one).
+Seconds tp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
 /// Whether the MoE layers' expert block has its own TP group (parallel folding: etp ≠ tp, an MoE model).
 bool expert_tp_folded(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 /// One collective pair of an MoE layer's routed-expert block over the expert-TP group when etp ≠ tp: the

@@ -18,6 +18,7 @@
 #include "test_paths.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/efficiency.hpp"
 #include "gpuplan/model/flops.hpp"
@@ -1585,9 +1586,11 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
 }
 
 TEST_SUITE("TP communication overlap") {
-  TEST_CASE("overlapped TP communication keeps one reduce-scatter chunk exposed and pays its SM share for the rest") {
-    // Llama 3.1 70B, TP 8 + SP on a DGX H100: the TP all-gather/reduce-scatter pair per layer is far shorter than
-    // the GEMMs it hides behind, so exposed = time/(2·tp) + (time − time/(2·tp)) · 16/132.
+  TEST_CASE("TP communication: Megatron's 4 collectives per layer and SP's 2 re-gathers, what hides and what stays exposed") {
+    // Llama 3.1 70B (80 layers, h 8192), TP 8 + SP on a DGX H100, micro-batch 1 of 8192 tokens, 4 micro-batches,
+    // full recompute. Per layer and micro-batch (Narayanan et al. 2021 §3.2; Megatron-Core layers.py): 2 all-gather +
+    // reduce-scatter pairs forward, run again by the recompute, 2 backward, and 2 all-gathers that re-gather the
+    // column-parallel linears' inputs for their weight gradients: time = (6·(AG + RS) + 2·AG)·80·4.
     const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-70b");
     Layout l;
@@ -1598,6 +1601,7 @@ TEST_SUITE("TP communication overlap") {
     l.seq = 8192;
     l.recompute = wl::Recompute::full;
     wl::TrainingPlan p = plan_of(l);
+    REQUIRE(p.par.sequence_parallel);
     p.overlap_tp_comm = true;
     const auto on = model::estimate_training(a, p, sys, Explain::off);
     p.overlap_tp_comm = false;
@@ -1606,11 +1610,45 @@ TEST_SUITE("TP communication overlap") {
     const auto& tp_on = on.comm[0];
     const auto& tp_off = off.comm[0];
     REQUIRE(tp_on.kind == "tp");
-    CHECK(tp_on.time.raw() == gptest::approx(tp_off.time.raw()));
-    CHECK(tp_off.exposed.raw() == gptest::approx(tp_off.time.raw()));
-    const double t = tp_on.time.raw(), tail = t / 16.0;
+    const auto g8 = model::training_comm_group(8, 1, sys);
+    const units::Bytes act = units::bytes(8192.0 * 8192.0 * 2.0);
+    const double ag = model::collective_time(model::Collective::all_gather, act, g8).raw();
+    const double rs = model::collective_time(model::Collective::reduce_scatter, act, g8).raw();
+    const double per_mb = 80.0 * 4.0;
+    const double t = (6.0 * (ag + rs) + 2.0 * ag) * per_mb;
+    CHECK(tp_on.time.raw() == gptest::approx(t).epsilon(1e-12));
+    CHECK(tp_off.time.raw() == gptest::approx(t).epsilon(1e-12));
+    CHECK(tp_on.bytes_per_step.raw() == gptest::approx((6.0 * 2.0 + 2.0) * act.raw() * per_mb).epsilon(1e-12));
+    // Overlapped (userbuffers): 1/tp of the pairs' reduce-scatter half stays exposed, the rest pays 16/132.
+    const double tail = 6.0 * (ag + rs) * per_mb / 16.0;
     CHECK(tp_on.exposed.raw() == gptest::approx(tail + (t - tail) * 16.0 / 132.0).epsilon(1e-9));
+    // Not overlapped: the column-parallel backward's reduce-scatters and re-gathers (2·(AG + RS) per layer) run
+    // beside the backward GEMMs, far longer here, at 16/132; everything else is on the critical path.
+    const double beside = 2.0 * (ag + rs) * per_mb;
+    CHECK(tp_off.exposed.raw() == gptest::approx(t - beside + beside * 16.0 / 132.0).epsilon(1e-9));
     CHECK(on.step_time < off.step_time);
+  }
+
+  TEST_CASE("TP without sequence parallelism: 2 all-reduces forward, 2 backward beside the GEMMs, no re-gather") {
+    const auto sys = node_system("dgx-h100");
+    const auto& a = arch("llama-3.1-70b");
+    Layout l;
+    l.tp = 8;
+    l.pp = 1;
+    l.dp = 1;
+    l.global = 4;
+    l.seq = 4096;
+    wl::TrainingPlan p = plan_of(l);
+    p.par.sequence_parallel = false;
+    p.overlap_tp_comm = false;
+    const auto e = model::estimate_training(a, p, sys, Explain::off);
+    REQUIRE(e.comm[0].kind == "tp");
+    const auto g8 = model::training_comm_group(8, 1, sys);
+    const double ar =
+        model::collective_time(model::Collective::all_reduce, units::bytes(4096.0 * 8192.0 * 2.0), g8).raw();
+    const double per_mb = 80.0 * 4.0;
+    CHECK(e.comm[0].time.raw() == gptest::approx(4.0 * ar * per_mb).epsilon(1e-12));
+    CHECK(e.comm[0].exposed.raw() == gptest::approx((2.0 * ar + 2.0 * ar * 16.0 / 132.0) * per_mb).epsilon(1e-9));
   }
 }
 
