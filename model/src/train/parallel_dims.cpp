@@ -20,18 +20,26 @@ std::string tp_collective(const wl::TransformerArch&, const wl::TrainingPlan& pl
   return plan.par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce";
 }
 std::string tp_rule(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
-  std::string r = plan.recompute == wl::Recompute::full ? "t = t_one · (2 + recomputed share) pairs · layers · m"
-                                                         : "t = t_one · 2 pairs · layers · m";
-  r += plan.overlap_tp_comm ? " ; exposed = t/(2·tp) (the reduce-scatter's last chunk) + what exceeds the GEMMs + "
-                              "hidden · SM share (TP overlap)"
-                            : " ; exposed = t (in line with the GEMMs)";
-  if (expert_tp_folded(a, plan)) r += " ; + the expert-TP group's pairs of the MoE layers, exposed";
+  // compose_step.cpp stage_comm: Megatron's 2 collectives forward and 2 backward per layer, SP's 2 re-gathers.
+  std::string r = plan.recompute == wl::Recompute::full
+                      ? "t = t_one · (2 forward · (1 + recomputed share) + 2 backward) · layers · m"
+                      : "t = t_one · (2 forward + 2 backward) · layers · m";
+  if (plan.par.sequence_parallel) r += " + t_gather · 2 weight-gradient re-gathers · layers · m";
+  r += plan.overlap_tp_comm ? " ; exposed = 1/(2·tp) of the pairs (the reduce-scatter's last chunk) + what exceeds the "
+                              "GEMMs + hidden · SM share (TP overlap)"
+                            : " ; exposed = t − the column-parallel backward's t_one · 2 · layers · m, which runs beside "
+                              "the backward GEMMs (+ what exceeds them + their SM share)";
+  if (expert_tp_folded(a, plan)) r += " ; + the expert-TP group's pairs of the MoE layers (1 forward, 1 backward), exposed";
   if (plan.lora.on()) r += " ; + the LoRA adapters' collectives, exposed";
   return r;
 }
 
-// One pair of the forward's, the backward's (and full recompute's) pairs.
-double tp_fwd_share(const wl::TrainingPlan& plan) { return 1.0 / (plan.recompute == wl::Recompute::full ? 3.0 : 2.0); }
+// The forward's 2 collectives of the 2 forward + 2 backward (+ 2 recomputed under full recompute); under SP the 2
+// backward re-gathers count as one more pair (an all-gather is about half of an all-gather + reduce-scatter).
+double tp_fwd_share(const wl::TrainingPlan& plan) {
+  const double pairs = (plan.recompute == wl::Recompute::full ? 6.0 : 4.0) + (plan.par.sequence_parallel ? 1.0 : 0.0);
+  return 2.0 / pairs;
+}
 const char* tp_span(const wl::TrainingPlan& plan, bool) {
   return plan.par.sequence_parallel ? "TP all-gather + reduce-scatter" : "TP all-reduce";
 }
