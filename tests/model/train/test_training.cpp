@@ -1586,6 +1586,17 @@ TEST_SUITE("CPU offload of the optimizer (ZeRO-Offload)") {
 }
 
 TEST_SUITE("TP communication overlap") {
+  /// Llama 3.1 70B at TP 8 alone on one DGX H100: micro-batch 1, 4 micro-batches of `seq` tokens.
+  Layout tp8_only(std::int64_t seq) {
+    Layout l;
+    l.tp = 8;
+    l.pp = 1;
+    l.dp = 1;
+    l.global = 4;
+    l.seq = seq;
+    return l;
+  }
+
   TEST_CASE("TP communication: Megatron's 4 collectives per layer and SP's 2 re-gathers, what hides and what stays exposed") {
     // Llama 3.1 70B (80 layers, h 8192), TP 8 + SP on a DGX H100, micro-batch 1 of 8192 tokens, 4 micro-batches,
     // full recompute. Per layer and micro-batch (Narayanan et al. 2021 §3.2; Megatron-Core layers.py): 2 all-gather +
@@ -1593,12 +1604,7 @@ TEST_SUITE("TP communication overlap") {
     // column-parallel linears' inputs for their weight gradients: time = (6·(AG + RS) + 2·AG)·80·4.
     const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-70b");
-    Layout l;
-    l.tp = 8;
-    l.pp = 1;
-    l.dp = 1;
-    l.global = 4;
-    l.seq = 8192;
+    Layout l = tp8_only(8192);
     l.recompute = wl::Recompute::full;
     wl::TrainingPlan p = plan_of(l);
     REQUIRE(p.par.sequence_parallel);
@@ -1632,13 +1638,7 @@ TEST_SUITE("TP communication overlap") {
   TEST_CASE("TP without sequence parallelism: 2 all-reduces forward, 2 backward beside the GEMMs, no re-gather") {
     const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-70b");
-    Layout l;
-    l.tp = 8;
-    l.pp = 1;
-    l.dp = 1;
-    l.global = 4;
-    l.seq = 4096;
-    wl::TrainingPlan p = plan_of(l);
+    wl::TrainingPlan p = plan_of(tp8_only(4096));
     p.par.sequence_parallel = false;
     p.overlap_tp_comm = false;
     const auto e = model::estimate_training(a, p, sys, Explain::off);
