@@ -12,7 +12,12 @@
 namespace gpuplan::cli {
 
 std::optional<double> time_ratio_of(const CaseResult& c) {
-  if (!c.predicted || *c.predicted <= 0 || c.measured <= 0 || c.regime.kind.empty()) return std::nullopt;
+  if (c.regime.kind.empty()) return std::nullopt;
+  return measured_over_predicted_time(c);
+}
+
+std::optional<double> measured_over_predicted_time(const CaseResult& c) {
+  if (!c.predicted || *c.predicted <= 0 || c.measured <= 0) return std::nullopt;
   static const char* const times[] = {"step_time_s", "prefill_time_s", "decode_step_time_s", "request_latency_s"};
   static const char* const rates[] = {"mfu", "hfu", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu",
                                       "offline_output_tokens_per_s"};

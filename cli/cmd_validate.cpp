@@ -31,6 +31,7 @@ void put_summary(nlohmann::ordered_json& s, const ValidationSummary& v) {
     s["dev_case_median_abs_error"] = v.dev_case_median_abs_error;
     s["dev_case_max_abs_error"] = v.dev_case_max_abs_error;
   }
+  if (auto fams = families_json(v); !fams.empty()) s["families"] = std::move(fams);
 }
 
 /// The cases of one set: "id", then `keys` in order (fields of CaseResult), then the predictions where present.

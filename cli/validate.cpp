@@ -1,6 +1,7 @@
 // `gpuplan validate`: the training cases and the textbook's worked examples, the summaries and the Markdown table
 // (validate.hpp). The inference cases: validate_inference.cpp; the held-out collectives: validate_collectives.cpp.
 #include "validate.hpp"
+#include "bands.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -328,6 +329,7 @@ std::string render_validation_markdown(const ValidationSummary& s, const std::st
                      units::format(units::Ratio(s.median_abs_error_same_cases)),
                      units::format(units::Ratio(s.max_abs_error_calibrated)),
                      units::format(units::Ratio(s.max_abs_error_same_cases)));
+  o += render_families_markdown(s);
   o += cal ? "| case | model | GPU | layout | metric | measured | predicted | error | calibrated | error (cal.) | status |\n"
              "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n"
            : "| case | model | GPU | layout | metric | measured | predicted | error | status |\n"
