@@ -74,6 +74,16 @@ OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device&
   return c;
 }
 
+std::int64_t te_grouped_quant_kernels(wl::QuantRecipe r, std::int64_t groups) {
+  if (r == wl::QuantRecipe::delayed || r == wl::QuantRecipe::nvfp4) return 1;
+  return std::max<std::int64_t>(1, groups);
+}
+
+OpCost split_into_kernels(OpCost c, std::int64_t kernels, const Device& d) {
+  if (kernels > 1) c.time += kernel_fixed(d, OpClass::elementwise) * double(kernels - 1);
+  return c;
+}
+
 double moe_dispatch_rows(double T, double k, int ep, bool fixed_capacity) {
   const double n = double(std::max(1, ep));
   return fixed_capacity ? T * k : T * k / n;

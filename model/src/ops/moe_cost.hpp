@@ -4,6 +4,7 @@
 // synchronisations of a dispatcher that sizes its all-to-all on the host, and the all-to-all buffer of a
 // fixed-capacity (CUDA-graph) dispatch. The dispatch/combine transfer itself is moe_dispatch.cpp (training) and the
 // serving pricer's collective over the same bytes.
+#include <cstdint>
 #include <string>
 
 #include "gpuplan/core/units.hpp"
@@ -49,6 +50,21 @@ MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch);
 /// fraction (an assumption).
 inline constexpr double kIndexPutRate = 0.30;
 OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d);
+
+/// Kernels Transformer Engine runs for one quantisation pass (amax, scale, cast, ...) of a GroupedLinear operand over
+/// `groups` local experts. GroupedLinear quantises its input in the forward and the output gradient in the backward
+/// with `tex.split_quantize(x, m_splits, quantizers)`, one quantizer per expert (NVIDIA/TransformerEngine v2.7,
+/// fedd9ddc, transformer_engine/pytorch/module/grouped_linear.py). split_quantize hands the splits to
+/// multi_tensor_quantize_impl (pytorch/csrc/extensions/cast.cpp), whose one fused kernel (nvte_multi_cast_transpose)
+/// covers only delayed scaling; every other recipe quantises "individually", expert by expert — for current scaling
+/// Float8CurrentScalingQuantizer::quantize_impl (pytorch/csrc/quantizer.cpp) runs nvte_compute_amax,
+/// nvte_compute_scale_from_amax and nvte_quantize_v2 for each. So each pass is `groups` kernels over the same bytes
+/// (delayed scaling: 1). NVFP4 has a grouped kernel (later releases) and is left at 1.
+std::int64_t te_grouped_quant_kernels(wl::QuantRecipe r, std::int64_t groups);
+
+/// A streaming op run as `kernels` kernels over the same bytes (one per expert): the bytes' time once, the kernel's
+/// fixed cost (kernel_fixed, elementwise) `kernels` times.
+OpCost split_into_kernels(OpCost c, std::int64_t kernels, const Device& d);
 
 /// Token-expert rows one GPU sends in the dispatch of T tokens (top-k) over an EP group of `ep`: the balanced share
 /// T·k/ep when the split sizes are exchanged first; with a fixed-capacity dispatch (all-to-all inside a CUDA graph,

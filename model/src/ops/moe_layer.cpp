@@ -75,7 +75,9 @@ Derivation explain_moe_terms(const std::string& id, const std::string& pass, con
      fmt::format("E/ep; touched {} (uniform top-k: local·(1 − (1 − k/E)^tokens)), {} rows each, width {}",
                  units::format_number(w.touched, 4), w.rows_per_expert, w.width));
   in("t_router", format(m.t[MoeLayerTerms::router]), "router GEMM h → E (and its softmax/top-k where priced)");
-  in("t_dispatch", format(m.t[MoeLayerTerms::dispatch]), "token rows to their experts' GPUs (all-to-all; 0 at EP 1)");
+  in("t_dispatch", format(m.t[MoeLayerTerms::dispatch]),
+     "token rows to their experts' GPUs (all-to-all; 0 at EP 1; training under Megatron-Core: with the routing "
+     "weights' own all-to-all)");
   in("t_expert GEMMs", format(m.t[MoeLayerTerms::expert_gemm]),
      fmt::format("grouped GEMMs (a = {}, t₀ = {}) with the experts' activation", units::format_number(kGroupedGemmTimeFactor, 4),
                  format(units::Seconds(kGroupedGemmFixedSeconds))),

@@ -150,7 +150,8 @@ class TrainingLayerPricer {
       if (per_axis) {
         per_axis_casts(name, kind, elems_f, elems_b, put);
       } else {
-        te_casts(name, kind, q.name, elems_f, elems_b, put);
+        te_casts(name, kind, q.name, elems_f, elems_b, grouped ? te_grouped_quant_kernels(plan.precision.recipe, batch) : 1,
+                 put);
         if (plan.precision.recipe == wl::QuantRecipe::mxfp8)
           mx_swizzles(name, elems_f, double(k) * double(n) * double(batch), elems_b, put);
       }
@@ -187,9 +188,12 @@ class TrainingLayerPricer {
   // Transformer Engine's quantisation kernels of a GEMM's input X (x elements as the GEMM reads it) and output
   // gradient dY (dy), each pass at its measured rate (quant_recipe.hpp te_quant_passes). Under sequence parallelism
   // a column-parallel layer's X and a row-parallel layer's dY are quantised on this GPU's 1/tp shard before their
-  // all-gather; the QKV projection's and a dense fc1's X is the norm's output (LayerNormLinear).
+  // all-gather; the QKV projection's and a dense fc1's X is the norm's output (LayerNormLinear). A grouped expert
+  // GEMM's operands are quantised expert by expert: each pass is `kernels` kernels (moe_cost.hpp,
+  // te_grouped_quant_kernels).
   template <class Put>
-  void te_casts(const std::string& name, LinearKind kind, const char* recipe, double x, double dy, Put&& put) {
+  void te_casts(const std::string& name, LinearKind kind, const char* recipe, double x, double dy,
+                std::int64_t kernels, Put&& put) {
     const bool sp = par.sequence_parallel && t > 1;
     const bool column = kind == LinearKind::qkv || kind == LinearKind::mlp_in;
     const bool row = kind == LinearKind::attention_out || kind == LinearKind::mlp_out;
@@ -202,8 +206,12 @@ class TrainingLayerPricer {
       for (int i = 0; i < qp.n; ++i) {
         const QuantPass& p = qp.pass[static_cast<std::size_t>(i)];
         const double elems = p.gathered_tensor ? whole : shard;
-        const std::string op = keep_ops ? fmt::format("{} {}{}{}", name, is_x ? "" : "grad ", recipe, p.what) : "";
-        const OpCost c = cast_at_rate(op, p.bytes > 0 ? elems * p.bytes : 8.0, p.bytes > 0 ? elems : 1.0, p.rate);
+        const std::string op =
+            keep_ops ? fmt::format("{} {}{}{}{}", name, is_x ? "" : "grad ", recipe, p.what,
+                                   kernels > 1 ? fmt::format(" (x{} experts)", kernels) : std::string())
+                     : "";
+        const double bytes = p.bytes > 0 ? elems * p.bytes : 8.0 * double(kernels);
+        const OpCost c = split_into_kernels(cast_at_rate(op, bytes, p.bytes > 0 ? elems : 1.0, p.rate), kernels, d);
         if (!p.backward) last_fwd_cast += c.time;
         put(!p.backward, false, c);
       }
@@ -642,6 +650,16 @@ class TrainingLayerPricer {
     const double row = double(h) * e;
     if (!eager) {
       stream("token permute/unpermute", P * row * 4.0, 0.0);
+      // Megatron-Core's all-to-all dispatcher with more than one expert per GPU ("Permutation 2",
+      // token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_postprocess / combine_preprocess, core_v0.14.0): the
+      // received rows, grouped by source rank, are sorted into expert order before the experts and restored after
+      // (sort_chunks_by_idxs, Transformer Engine's fused moe_sort_chunks_by_index; under drop-and-pad a transpose
+      // copy): P rows read and written each way, and again in the backward. Not under DeepEP, whose dispatch lands
+      // the rows in expert order.
+      if (par.ep > 1 && moe_w.local > 1.0 && plan.ep_dispatch == wl::EpDispatch::all_to_all) {
+        stream("sort received rows by local expert (permutation 2)", P * row * 2.0, 0.0, 1.0);
+        stream("restore rows to source-rank order (unpermutation 2)", P * row * 2.0, 0.0, 1.0);
+      }
       return;
     }
     stream("token permute (gather into expert order)", P * row * 2.0, 0.0);

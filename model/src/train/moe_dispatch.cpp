@@ -36,6 +36,12 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
   in.imbalance = r.imbalance;
   const A2aCost c = moe_a2a(in, g);
   r.dispatch = c.dispatch;
+  // Megatron-Core's all-to-all dispatcher sends the routing weights in an all-to-all of their own after the tokens'
+  // (token_dispatcher.py MoEAlltoAllTokenDispatcher.token_dispatch, core_v0.14.0: all_to_all(ep_group, permuted_probs,
+  // ...)), and its backward returns their gradient the same way: one value per row (4 B), a call whose latency is
+  // its cost. DeepEP carries the weights in its dispatch; an eager dispatcher (ours, scripts/measure/moe_layer.py)
+  // keeps them on the source GPU and weights the combined rows there.
+  if (!deepep && plan.kernels != wl::KernelStyle::eager) r.dispatch += moe_all_to_all(T * k, 4.0, g, r.imbalance);
   r.combine = c.combine;
   r.dispatch_bytes = c.dispatch_sent;
   r.combine_bytes = c.combine_sent;
