@@ -132,135 +132,15 @@ void stage_extras(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.extra = st.embed + st.head + st.mtp + st.amp;
 }
 
-/// The SM share the expert-parallel dispatch/combine kernels take from the compute beside them: DeepSeek's kernels
-/// hold 20 of the GPU's SMs while they run (arXiv:2412.19437 §3.5.1: "20 out of the 132 SMs available in the H800";
-/// DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
-double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share) {
-  return a2a_sm_share(plan.ep_dispatch == wl::EpDispatch::deepep ? A2aKernel::deepep_normal : A2aKernel::nccl,
-                      gpu.compute_units, nccl_sm_share);
-}
-
-/// Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm with --delay-wgrad-compute;
-/// model_parallel_config.py: "Overlap EP A2A communications with independent computations of different micro-batches
-/// in 1f1b phase of pipelining or non-pipelining schedule"; pipeline_parallel/combined_1f1b.py): in the steady 1F1B
-/// phase the forward of one micro-batch and the backward of another run as one merged schedule, each one's dispatch
-/// and combine beside the other's compute (the delayed weight-gradient GEMMs fill the backward's side). Warm-up and
-/// cool-down passes have no partner: of the m·v chunk passes per direction, W = min(m·v, 2(p−1) + (v−1)·p) run alone
-/// (schedules.py get_pp_rank_microbatches, the first pipeline rank's warm-up; 1 without pipelining), their all-to-all
-/// exposed. Of the paired part, what exceeds the partner's compute stays exposed; the hidden part pays the SM share.
-void ep_a2a_overlap(const StepInputs& x, StageTime& st) {
-  const double passes = double(x.m) * double(x.v);
-  if (passes <= 0 || !(st.ep.time > Seconds(0))) return;
-  const double alone = std::min(passes, x.p > 1 ? 2.0 * double(x.p - 1) + double(x.v - 1) * double(x.p) : 1.0);
-  const double paired = (passes - alone) / passes;
-  const Seconds comm = st.ep.time * paired;
-  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total()) * (double(x.m) * paired);
-  st.ep.exposed = st.ep.time * (1.0 - paired) + overlap_exposed(comm, window, ep_kernel_sm_share(x.plan, x.gpu, x.nccl_sm_share));
-}
-
-/// The stage's TP, CP, EP and PP communication over the step: time, bytes and the part left exposed.
+/// The stage's TP, CP, EP and PP communication over the step: time, bytes and the part left exposed, each by its
+/// dimension's record (parallel_dims.hpp ParallelDim::price_stage).
 void stage_comm(const StepInputs& x, const StageShape& sh, double rec_share, StageTime& st) {
-  const auto& a = x.a;
-  const auto& plan = x.plan;
-  const auto& par = plan.par;
-  const StepTerms& t = x.t;
-  const int v = x.v;
-  const std::int64_t m = x.m;
-  const double nccl_sm_share = x.nccl_sm_share;
-  const double layers = double(sh.layers), moe_layers = double(sh.moe_layers);
+  const StageCommInputs in{x.a, x.plan, x.t, x.gpu, sh, x.p, x.v, x.m, x.nccl_sm_share, rec_share};
   for (const ParallelDim& dim : parallel_dims())
-    if (dim.stage != nullptr) st.*dim.stage = CommNumbers{};
-  // TP (Narayanan et al. 2021 §3.2; Megatron-Core tensor_parallel/layers.py and mappings.py): per layer 2 all-reduces
-  // forward (after the attention and MLP row-parallel linears) and 2 backward (the input gradients of the QKV and fc1
-  // column-parallel linears); under sequence parallelism each is an all-gather + reduce-scatter of the same bytes, and
-  // the backward all-gathers each column-parallel linear's input once more for its weight gradient
-  // (LinearWithGradAccumulationAndAsyncCommunication.backward; Transformer Engine's Linear alike): 2 more all-gathers.
-  // The column-parallel backward's collectives run beside its GEMMs (the re-gather beside the dgrad GEMM, the input
-  // gradient's all-reduce or reduce-scatter beside the wgrad GEMM, async in the same backward), so they hide behind
-  // the backward GEMMs at the SM share of their NCCL kernels; the forward's and (sequence parallel) the row-parallel
-  // backward's gradient all-gathers sit on the critical path.
-  // Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
-  // over TP only for their shared experts (a dense MLP split by TP).
-  const bool folded = expert_tp_folded(a, plan);
-  const double moe_tp_half = !folded || (a.moe && a.moe->shared_experts > 0) ? 1.0 : 0.0;
-  const double tp_layers = folded ? layers - moe_layers * (1.0 - moe_tp_half) * 0.5 : layers;
-  if (par.tp > 1 && tp_layers > 0) {
-    const Bytes act = tp_message(a, plan);
-    const bool sp = par.sequence_parallel;
-    // Per layer and micro-batch: the forward's 2 (full recompute runs them again), the backward's 2, the re-gathers.
-    const double fwd = plan.recompute == wl::Recompute::full ? 2.0 * (1.0 + rec_share) : 2.0;
-    const double bwd = 2.0, regather = sp ? 2.0 : 0.0;
-    const double per_mb = tp_layers * double(m);
-    st.tp.time = (t.tp_one * (fwd + bwd) + t.tp_gather_one * regather) * per_mb;
-    st.tp.bytes = act * ((fwd + bwd) * 2.0 + regather) * per_mb;
-    const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
-    if (plan.overlap_tp_comm) {
-      // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
-      // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
-      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest (the re-gathers too: TE's bulk overlap
-      // beside the dgrad GEMM) hides behind the GEMMs at its SM cost.
-      const Seconds tail = t.tp_one * (fwd + bwd) * per_mb * (0.5 / double(par.tp));
-      const Seconds rest = st.tp.time - tail;
-      const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
-      st.tp.exposed = tail + rest_exposed + (rest - rest_exposed) * nccl_sm_share;
-    } else {
-      // Beside the backward GEMMs: the column-parallel linears' 2 input-gradient collectives and (SP) their 2
-      // re-gathers, t_one·2 per layer either way (all-reduce; or reduce-scatter + all-gather).
-      const Seconds beside = t.tp_one * bwd * per_mb;
-      const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * double(m));
-      st.tp.exposed = st.tp.time - beside + beside_exposed + (beside - beside_exposed) * nccl_sm_share;
+    if (dim.stage != nullptr) {
+      st.*dim.stage = CommNumbers{};
+      dim.price_stage(in, st, st.*dim.stage);
     }
-    // LoRA: the adapters' own collectives, in line with them (lora_adapter.hpp).
-    const double adapter = (lora_tp_collectives(plan, false) * (layers - moe_layers) +
-                            lora_tp_collectives(plan, true) * moe_layers) * double(m);
-    st.tp.time += t.tp_gather_one * adapter;
-    st.tp.bytes += act * adapter;
-    st.tp.exposed += t.tp_gather_one * adapter;
-  }
-  if (folded && par.expert_tp() > 1 && moe_layers > 0) {
-    // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own
-    // gather and reduce-scatter around the grouped GEMMs), so exposed.
-    // One all-reduce equivalent forward (again under full recompute) and one backward per MoE layer.
-    const double per_mb = (plan.recompute == wl::Recompute::full ? 2.0 + rec_share : 2.0) * moe_layers;
-    const Bytes act = tp_message(a, plan) * (double(par.expert_tp()) / double(std::max(1, par.tp)));
-    st.tp.time += t.etp_one * per_mb * double(m);
-    st.tp.bytes += act * (per_mb * 2.0 * double(m));
-    st.tp.exposed += t.etp_one * per_mb * double(m);
-  }
-  // CP: ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
-  if (par.cp > 1) {
-    const Bytes kv = cp_message(a, plan);
-    st.cp.time = t.cp_one * layers * double(m);
-    st.cp.bytes = kv * (3.0 * layers * double(m));
-    st.cp.exposed = std::max(Seconds(0), st.cp.time - (st.fwd.attention + st.bwd.attention) * double(m));
-  }
-  // EP: dispatch and combine all-to-all, forward and backward, per MoE layer.
-  if (par.ep > 1 && a.moe) {
-    const Bytes buf = t.ep_bytes_one.raw() > 0 ? t.ep_bytes_one : ep_message(a, plan);
-    st.ep.time = t.ep_one * (4.0 * moe_layers * double(m));
-    st.ep.bytes = buf * (4.0 * moe_layers * double(m));
-    st.ep.exposed = st.ep.time;
-    if (plan.ep_a2a_overlap) ep_a2a_overlap(x, st);
-  }
-  // PP: activations forward, gradients backward, at each chunk boundary per micro-batch (plus the receiver's TP
-  // all-gather under scatter/gather). Interleaved with Megatron's overlap_p2p_comm: each send/recv runs beside the
-  // neighbouring chunk's compute (schedules.py forward_backward_pipelining_with_interleaving, overlap_p2p_comm:
-  // the next chunk's input is received while this chunk computes); only the part longer than a chunk's forward
-  // (backward) stays exposed, and the hidden part pays the SM share of its NCCL kernels.
-  if (par.pp > 1) {
-    const Bytes msg = pp_message(a, plan);
-    const double sends = 2.0 * double(v) * double(m);
-    const Seconds one = t.pp_one + t.pp_gather_one;
-    st.pp.time = one * sends;
-    st.pp.bytes = msg * sends;
-    st.pp.exposed = st.pp.time;
-    if (plan.schedule == wl::PipelineSchedule::interleaved && v > 1 && plan.overlap_p2p_comm) {
-      const Seconds f_chunk = st.fwd.total() / double(v), b_chunk = (st.bwd.total() + st.recompute.total()) / double(v);
-      const Seconds ef = std::max(Seconds(0), one - f_chunk), eb = std::max(Seconds(0), one - b_chunk);
-      const Seconds exposed = (ef + eb) * (double(v) * double(m));
-      st.pp.exposed = exposed + (st.pp.time - exposed) * nccl_sm_share;
-    }
-  }
 }
 
 /// DualPipe under DeepSeek's framework (paired_gemm_sm_share): the GEMMs of the paired share φ of the chunks run on

@@ -13,6 +13,7 @@
 #include "moe_cost.hpp"
 #include "lora_adapter.hpp"
 #include "moe_layer.hpp"
+#include "fp8_quant.hpp"
 #include "quant_recipe.hpp"
 
 namespace gpuplan::model::detail {
@@ -85,30 +86,6 @@ class TrainingLayerPricer {
     return keep_ops ? name + suffix : std::string();
   }
 
-  // Fp8WeightCopies::per_microbatch (wl/training.hpp): the weight copies Transformer Engine would cache are made in
-  // every micro-batch. An FP8-stored weight (FP8 parameters, a LoRA FP8 base) feeds the forward GEMM as it is; on a
-  // GPU whose FP8 GEMMs need the TN layout the backward transposes it (read 1 B, write 1 B per weight;
-  // Float8Tensor.transpose_2d). A 16-bit weight is quantised in the forward: read 2 B, write the recipe's copies.
-  // With cached copies both happen once per step and are not counted. Fp8WeightCopies::cached_one_layout
-  // (DeepSeek-V3's framework) keeps one FP8 copy and transposes it in every micro-batch, 16-bit weight or not: the
-  // same transpose (deepseek-ai/profile-data train.json: cuda::batched_transpose over each weight's 128x128 tiles).
-  // Returns the pass (true: forward) and the op, if any.
-  std::optional<std::pair<bool, OpCost>> weight_copies_per_microbatch(const std::string& name, const QuantBytes& q,
-                                                                       double w) const {
-    const bool one_layout = plan.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout;
-    if (plan.fp8_weight_copies != wl::Fp8WeightCopies::per_microbatch && !one_layout) return std::nullopt;
-    const bool per_tensor =
-        plan.precision.recipe == wl::QuantRecipe::delayed || plan.precision.recipe == wl::QuantRecipe::tensorwise;
-    if (fp8_stored || (one_layout && !dequant)) {
-      if (d.gpu != nullptr && fp8_any_layout(*d.gpu) && per_tensor) return std::nullopt;
-      return std::pair{false, streaming_cost(named(name, " weight transpose"), OpClass::elementwise,
-                                             units::bytes(2.0 * w), units::flop(w), d)};
-    }
-    if (dequant) return std::nullopt;  // int8 / NF4 bases are dequantised each pass (below)
-    return std::pair{true, streaming_cost(named(name, " weight cast"), OpClass::elementwise,
-                                          units::bytes(w * (2.0 + q.weight_cache)), units::flop(w), d)};
-  }
-
   // LoRA: the base weights are frozen (no weight-gradient GEMM; the activation gradient still flows), a targeted
   // layer adds its adapter's passes (lora_adapter.hpp: x·A, then ·B, 16-bit, each way; dropout, scale, sums), and a
   // quantised base (QLoRA, int8, fp8 storage) is dequantised to the compute dtype before the forward and the dgrad
@@ -140,23 +117,14 @@ class TrainingLayerPricer {
     };
     auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
     auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
+    const bool from_norm = norm_input;
+    norm_input = false;
+    // FP8/FP4 GEMMs take quantised operands (fp8_quant.hpp): their kernels, and the input cast's forward time.
     if (gemm_p == hw::Precision::fp8 || gemm_p == hw::Precision::fp4) {
-      // FP8/FP4 GEMMs take quantised operands: the input X in the forward and the output gradient dY in the
-      // backward, each by the recipe's kernels (quant_recipe.hpp te_quant_passes: amax, cast or cast-transpose,
-      // transpose, MXFP8's two-axis quantise). Weights are cast once per step and cached across micro-batches (not
-      // counted).
-      const QuantBytes q = quant_bytes(plan.precision.recipe, d.gpu != nullptr && fp8_any_layout(*d.gpu));
-      const double elems_f = double(m) * double(k) * double(batch), elems_b = double(m) * double(n) * double(batch);
-      if (per_axis) {
-        per_axis_casts(name, kind, elems_f, elems_b, put);
-      } else {
-        te_casts(name, kind, q.name, elems_f, elems_b, put);
-        if (plan.precision.recipe == wl::QuantRecipe::mxfp8)
-          mx_swizzles(name, elems_f, double(k) * double(n) * double(batch), elems_b, put);
-      }
-      if (auto wc = weight_copies_per_microbatch(name, q, double(k) * double(n) * double(batch)))
-        put(wc->first, false, wc->second);
-  }
+      const QuantOps qo = quant.gemm_operands(name, kind, double(m), double(k), double(n), double(batch), from_norm);
+      for (const QuantOp& o : qo) put(o.forward, false, o.op);
+      last_fwd_cast = qo.input_cast_fwd;
+    }
   // Transformer Engine runs the fp8 dgrad and wgrad GEMMs with split accumulation (GemmShape::split_accumulation);
   // blockwise scaling promotes the partial sums every 128 K in the forward GEMM too (DeepSeek-V3 §3.3.2).
   const bool split = gemm_p == hw::Precision::fp8;
@@ -182,77 +150,6 @@ class TrainingLayerPricer {
   if (!lora_targets(lora, kind)) return;
   for (const LoraPass& lp : lora_adapter_passes(name, plan, kind, m, k, n, batch, gemm_p, d, keep_ops))
     put(lp.forward, lp.gemm, lp.op);
-  }
-
-  // Transformer Engine's quantisation kernels of a GEMM's input X (x elements as the GEMM reads it) and output
-  // gradient dY (dy), each pass at its measured rate (quant_recipe.hpp te_quant_passes). Under sequence parallelism
-  // a column-parallel layer's X and a row-parallel layer's dY are quantised on this GPU's 1/tp shard before their
-  // all-gather; the QKV projection's and a dense fc1's X is the norm's output (LayerNormLinear).
-  template <class Put>
-  void te_casts(const std::string& name, LinearKind kind, const char* recipe, double x, double dy, Put&& put) {
-    const bool sp = par.sequence_parallel && t > 1;
-    const bool column = kind == LinearKind::qkv || kind == LinearKind::mlp_in;
-    const bool row = kind == LinearKind::attention_out || kind == LinearKind::mlp_out;
-    const bool any_layout = d.gpu != nullptr && fp8_any_layout(*d.gpu);
-    const OperandSource src_x{norm_input, sp && column}, src_dy{false, sp && row};
-    norm_input = false;
-    for (const bool is_x : {true, false}) {
-      const double whole = is_x ? x : dy, shard = (is_x ? src_x : src_dy).gathered ? whole / double(t) : whole;
-      const QuantPasses qp = te_quant_passes(plan.precision.recipe, any_layout, is_x, is_x ? src_x : src_dy);
-      for (int i = 0; i < qp.n; ++i) {
-        const QuantPass& p = qp.pass[static_cast<std::size_t>(i)];
-        const double elems = p.gathered_tensor ? whole : shard;
-        const std::string op = keep_ops ? fmt::format("{} {}{}{}", name, is_x ? "" : "grad ", recipe, p.what) : "";
-        const OpCost c = cast_at_rate(op, p.bytes > 0 ? elems * p.bytes : 8.0, p.bytes > 0 ? elems : 1.0, p.rate);
-        if (!p.backward) last_fwd_cast += c.time;
-        put(!p.backward, false, c);
-      }
-    }
-  }
-
-  // MXFP8: both operands' E8M0 scales swizzled before each of the three GEMMs (quant_recipe.hpp
-  // kMxSwizzleBytesPerElement): X and W for the forward, dY and W for dgrad, X and dY for wgrad.
-  template <class Put>
-  void mx_swizzles(const std::string& name, double x, double w, double dy, Put&& put) {
-    const std::pair<const char*, double> ops[] = {
-        {" mxfp8 scale swizzle X", x},        {" mxfp8 scale swizzle W", w},
-        {" mxfp8 scale swizzle dgrad dY", dy}, {" mxfp8 scale swizzle dgrad W", w},
-        {" mxfp8 scale swizzle wgrad X", x},  {" mxfp8 scale swizzle wgrad dY", dy}};
-    for (std::size_t i = 0; i < 6; ++i)
-      put(i < 2, false, cast_at_rate(named(name, ops[i].first), ops[i].second * kMxSwizzleBytesPerElement,
-                                     ops[i].second / 32.0, 1.0));
-  }
-
-  // The cast pricer: a streaming kernel of `bytes` at `rate` of the streaming rate (quant_recipe.hpp), its fixed
-  // cost kept. Shared by Transformer Engine's casts and DeepSeek's per-axis casts.
-  OpCost cast_at_rate(const std::string& op, double bytes, double elems, double rate) const {
-    OpCost c = streaming_cost(op, OpClass::elementwise, units::bytes(bytes), units::flop(elems), d);
-    const Seconds fixed = kernel_fixed(d, OpClass::elementwise);
-    c.time = (c.time - fixed) / rate + fixed;
-    return c;
-  }
-
-  // DeepSeek's framework (one_layout_blockwise, quant_recipe.hpp): a GEMM's operands quantised per axis, each pass
-  // reading its source and writing FP8 with a scale per 1×128 tile (kBlockAxisBytes): the input X (m × k) row-wise
-  // before the forward GEMM and column-wise (cast-transpose) before the wgrad GEMM; the output gradient dY (m × n)
-  // row-wise for dgrad and column-wise for wgrad. The routed experts' input arrives as the FP8 rows DeepEP
-  // dispatched (its tokens were quantised before the dispatch, on the dispatch's SMs), so it has no forward cast and
-  // its column-wise pass reads FP8; the second linear of a gated MLP or expert reads the SwiGLU kernel's FP8 output
-  // (the cast is fused into the activation: activation_out_bytes), so it has no forward cast either.
-  template <class Put>
-  void per_axis_casts(const std::string& name, LinearKind kind, double x, double dy, Put&& put) {
-    const bool fp8_rows = kind == LinearKind::expert_in && plan.ep_dispatch == wl::EpDispatch::deepep;
-    const bool after_glu = gated && (kind == LinearKind::expert_out || kind == LinearKind::mlp_out);
-    // Each pass at the measured rate of a 1×128 cast kernel (kBlockRowCastRate, kBlockColCastRate).
-    auto cast = [&](bool forward, const char* what, double elems, double source_bytes, double rate) {
-      const OpCost c = cast_at_rate(named(name, what), elems * (source_bytes + kBlockAxisBytes), elems, rate);
-      if (forward) last_fwd_cast = c.time;
-      put(forward, false, c);
-    };
-    if (!fp8_rows && !after_glu) cast(true, " fp8 1x128 cast", x, e, kBlockRowCastRate);
-    cast(false, " grad fp8 1x128 cast (dgrad)", dy, e, kBlockRowCastRate);
-    cast(false, " grad fp8 cast-transpose (wgrad)", dy, e, kBlockColCastRate);
-    cast(false, " input fp8 cast-transpose (wgrad)", x, fp8_rows ? kBlockAxisBytes : e, kBlockColCastRate);
   }
 
   // Bytes per output element a SwiGLU / GELU kernel writes: the activation dtype, or under DeepSeek's framework the
@@ -675,10 +572,11 @@ class TrainingLayerPricer {
   const OpGraph graph;
   const Op attn;
   LayerCost lc;
+  const GemmQuantOps quant{a, plan, d, keep_ops};  // the FP8 / FP4 GEMMs' quantisation kernels
   const bool op_sac = plan.recompute == wl::Recompute::selective_op;
   const bool per_axis = one_layout_blockwise(plan);  // DeepSeek's framework: per-axis FP8 casts (quant_recipe.hpp)
   Seconds last_fwd_cast{}, last_fwd_gemm{};  // the last fwd_gemm's forward input cast and GEMM (op_sac_rerun)
-  bool norm_input = false;  // the next fwd_gemm's input is a LayerNormLinear's norm output (te_casts)
+  bool norm_input = false;  // the next fwd_gemm's input is a LayerNormLinear's norm output (fp8_quant.hpp)
   MoeExpertWork moe_w;   // the routed experts' work on this GPU (set by the expert ops)
   Seconds moe_taken{};   // time of the op already booked to another MoE term
   const wl::Parallelism& par = plan.par;
@@ -691,11 +589,8 @@ class TrainingLayerPricer {
   const double e = plan.precision.activation_bytes;
   const wl::Lora& lora = plan.lora;
   const double base_b = base_weight_bytes(plan);
-  const bool dequant = lora.on() && lora.base != wl::LoraBase::same;
-  // Weights stored in FP8 (FP8 parameters, a LoRA FP8 base): under FP8 GEMMs Transformer Engine hands the FP8 data to
-  // the GEMM as it is (the weight is already the quantised tensor: get_weight_workspace returns it), no dequantise.
-  const bool fp8_stored = gp == hw::Precision::fp8 &&
-                          (plan.precision.fp8_params || (lora.on() && lora.base == wl::LoraBase::fp8));
+  const bool dequant = lora_base_dequantised(plan);
+  const bool fp8_stored = fp8_stored_weights(plan);  // fp8_quant.hpp
   const bool fp8_base_feeds_gemm = fp8_stored && lora.on();
   const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
   // Element accesses per element (reads + writes) of the non-GEMM ops, fused vs PyTorch eager:

@@ -1,7 +1,12 @@
 // The parallel dimensions' records (parallel_dims.hpp): each one's group, collective and exposure rule.
 #include "parallel_dims.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+
+#include "lora_adapter.hpp"
+#include "moe_a2a.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -20,7 +25,7 @@ std::string tp_collective(const wl::TransformerArch&, const wl::TrainingPlan& pl
   return plan.par.sequence_parallel ? "all-gather + reduce-scatter" : "all-reduce";
 }
 std::string tp_rule(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
-  // compose_step.cpp stage_comm: Megatron's 2 collectives forward and 2 backward per layer, SP's 2 re-gathers.
+  // tp_stage: Megatron's 2 collectives forward and 2 backward per layer, SP's 2 re-gathers.
   std::string r = plan.recompute == wl::Recompute::full
                       ? "t = t_one · (2 forward · (1 + recomputed share) + 2 backward) · layers · m"
                       : "t = t_one · (2 forward + 2 backward) · layers · m";
@@ -44,6 +49,72 @@ const char* tp_span(const wl::TrainingPlan& plan, bool) {
   return plan.par.sequence_parallel ? "TP all-gather + reduce-scatter" : "TP all-reduce";
 }
 
+// TP (Narayanan et al. 2021 §3.2; Megatron-Core tensor_parallel/layers.py and mappings.py): per layer 2 all-reduces
+// forward (after the attention and MLP row-parallel linears) and 2 backward (the input gradients of the QKV and fc1
+// column-parallel linears); under sequence parallelism each is an all-gather + reduce-scatter of the same bytes, and
+// the backward all-gathers each column-parallel linear's input once more for its weight gradient
+// (LinearWithGradAccumulationAndAsyncCommunication.backward; Transformer Engine's Linear alike): 2 more all-gathers.
+// The column-parallel backward's collectives run beside its GEMMs (the re-gather beside the dgrad GEMM, the input
+// gradient's all-reduce or reduce-scatter beside the wgrad GEMM, async in the same backward), so they hide behind
+// the backward GEMMs at the SM share of their NCCL kernels; the forward's and (sequence parallel) the row-parallel
+// backward's gradient all-gathers sit on the critical path.
+// Parallel folding (etp ≠ tp): the MoE layers' expert half runs over the expert-TP group instead (etp_one), and
+// over TP only for their shared experts (a dense MLP split by TP).
+void tp_stage(const StageCommInputs& in, const StageTime& st, CommNumbers& out) {
+  const auto& a = in.a;
+  const auto& plan = in.plan;
+  const auto& par = plan.par;
+  const StepTerms& t = in.t;
+  const std::int64_t m = in.m;
+  const double layers = double(in.sh.layers), moe_layers = double(in.sh.moe_layers);
+  const bool folded = expert_tp_folded(a, plan);
+  const double moe_tp_half = !folded || (a.moe && a.moe->shared_experts > 0) ? 1.0 : 0.0;
+  const double tp_layers = folded ? layers - moe_layers * (1.0 - moe_tp_half) * 0.5 : layers;
+  if (par.tp > 1 && tp_layers > 0) {
+    const Bytes act = tp_message(a, plan);
+    const bool sp = par.sequence_parallel;
+    // Per layer and micro-batch: the forward's 2 (full recompute runs them again), the backward's 2, the re-gathers.
+    const double fwd = plan.recompute == wl::Recompute::full ? 2.0 * (1.0 + in.rec_share) : 2.0;
+    const double bwd = 2.0, regather = sp ? 2.0 : 0.0;
+    const double per_mb = tp_layers * double(m);
+    out.time = (t.tp_one * (fwd + bwd) + t.tp_gather_one * regather) * per_mb;
+    out.bytes = act * ((fwd + bwd) * 2.0 + regather) * per_mb;
+    const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
+    if (plan.overlap_tp_comm) {
+      // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
+      // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
+      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest (the re-gathers too: TE's bulk overlap
+      // beside the dgrad GEMM) hides behind the GEMMs at its SM cost.
+      const Seconds tail = t.tp_one * (fwd + bwd) * per_mb * (0.5 / double(par.tp));
+      const Seconds rest = out.time - tail;
+      const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
+      out.exposed = tail + rest_exposed + (rest - rest_exposed) * in.nccl_sm_share;
+    } else {
+      // Beside the backward GEMMs: the column-parallel linears' 2 input-gradient collectives and (SP) their 2
+      // re-gathers, t_one·2 per layer either way (all-reduce; or reduce-scatter + all-gather).
+      const Seconds beside = t.tp_one * bwd * per_mb;
+      const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * double(m));
+      out.exposed = out.time - beside + beside_exposed + (beside - beside_exposed) * in.nccl_sm_share;
+    }
+    // LoRA: the adapters' own collectives, in line with them (lora_adapter.hpp).
+    const double adapter = (lora_tp_collectives(plan, false) * (layers - moe_layers) +
+                            lora_tp_collectives(plan, true) * moe_layers) * double(m);
+    out.time += t.tp_gather_one * adapter;
+    out.bytes += act * adapter;
+    out.exposed += t.tp_gather_one * adapter;
+  }
+  if (folded && par.expert_tp() > 1 && moe_layers > 0) {
+    // The expert half of every MoE layer over the expert-TP group: not behind a GEMM (the dispatcher's own
+    // gather and reduce-scatter around the grouped GEMMs), so exposed.
+    // One all-reduce equivalent forward (again under full recompute) and one backward per MoE layer.
+    const double per_mb = (plan.recompute == wl::Recompute::full ? 2.0 + in.rec_share : 2.0) * moe_layers;
+    const Bytes act = tp_message(a, plan) * (double(par.expert_tp()) / double(std::max(1, par.tp)));
+    out.time += t.etp_one * per_mb * double(m);
+    out.bytes += act * (per_mb * 2.0 * double(m));
+    out.exposed += t.etp_one * per_mb * double(m);
+  }
+}
+
 // ---- context parallel: ring attention's K/V exchange ----
 int cp_size(const wl::TrainingPlan& plan) { return plan.par.cp; }
 bool cp_priced(const wl::TransformerArch&, const wl::TrainingPlan& plan) { return plan.par.cp > 1; }
@@ -58,6 +129,16 @@ std::string cp_rule(const wl::TransformerArch&, const wl::TrainingPlan&) {
 // The two K/V all-gathers of three messages.
 double cp_fwd_share(const wl::TrainingPlan&) { return 2.0 / 3.0; }
 const char* cp_span(const wl::TrainingPlan&, bool) { return "CP K/V exchange"; }
+
+// Ring attention exchanges K and V forward, dK and dV backward; overlapped with attention compute.
+void cp_stage(const StageCommInputs& in, const StageTime& st, CommNumbers& out) {
+  if (in.plan.par.cp <= 1) return;
+  const double layers = double(in.sh.layers);
+  const Bytes kv = cp_message(in.a, in.plan);
+  out.time = in.t.cp_one * layers * double(in.m);
+  out.bytes = kv * (3.0 * layers * double(in.m));
+  out.exposed = std::max(Seconds(0), out.time - (st.fwd.attention + st.bwd.attention) * double(in.m));
+}
 
 // ---- expert parallel: the MoE layers' dispatch and combine ----
 int ep_size(const wl::TrainingPlan& plan) { return plan.par.ep; }
@@ -85,6 +166,35 @@ std::string ep_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
 double half(const wl::TrainingPlan&) { return 0.5; }
 const char* ep_span(const wl::TrainingPlan&, bool) { return "EP all-to-all (dispatch + combine)"; }
 
+/// Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-comm with --delay-wgrad-compute;
+/// model_parallel_config.py: "Overlap EP A2A communications with independent computations of different micro-batches
+/// in 1f1b phase of pipelining or non-pipelining schedule"; pipeline_parallel/combined_1f1b.py): in the steady 1F1B
+/// phase the forward of one micro-batch and the backward of another run as one merged schedule, each one's dispatch
+/// and combine beside the other's compute (the delayed weight-gradient GEMMs fill the backward's side). Warm-up and
+/// cool-down passes have no partner: of the m·v chunk passes per direction, W = min(m·v, 2(p−1) + (v−1)·p) run alone
+/// (schedules.py get_pp_rank_microbatches, the first pipeline rank's warm-up; 1 without pipelining), their all-to-all
+/// exposed. Of the paired part, what exceeds the partner's compute stays exposed; the hidden part pays the SM share.
+void ep_a2a_overlap(const StageCommInputs& x, const StageTime& st, CommNumbers& ep) {
+  const double passes = double(x.m) * double(x.v);
+  if (passes <= 0 || !(ep.time > Seconds(0))) return;
+  const double alone = std::min(passes, x.p > 1 ? 2.0 * double(x.p - 1) + double(x.v - 1) * double(x.p) : 1.0);
+  const double paired = (passes - alone) / passes;
+  const Seconds comm = ep.time * paired;
+  const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total()) * (double(x.m) * paired);
+  ep.exposed = ep.time * (1.0 - paired) + overlap_exposed(comm, window, ep_kernel_sm_share(x.plan, x.gpu, x.nccl_sm_share));
+}
+
+// Dispatch and combine all-to-all, forward and backward, per MoE layer.
+void ep_stage(const StageCommInputs& in, const StageTime& st, CommNumbers& out) {
+  if (in.plan.par.ep <= 1 || !in.a.moe) return;
+  const double moe_layers = double(in.sh.moe_layers);
+  const Bytes buf = in.t.ep_bytes_one.raw() > 0 ? in.t.ep_bytes_one : ep_message(in.a, in.plan);
+  out.time = in.t.ep_one * (4.0 * moe_layers * double(in.m));
+  out.bytes = buf * (4.0 * moe_layers * double(in.m));
+  out.exposed = out.time;
+  if (in.plan.ep_a2a_overlap) ep_a2a_overlap(in, st, out);
+}
+
 // ---- pipeline parallel: the stage boundary's sends (the group of a send is its two neighbours) ----
 int pp_size(const wl::TrainingPlan& plan) { return plan.par.pp; }
 int pp_comm_size(const wl::TrainingPlan& plan) { return plan.par.pp > 1 ? 2 : 1; }
@@ -107,6 +217,30 @@ const char* pp_span(const wl::TrainingPlan&, bool forward) {
   return forward ? "PP send of the activations" : "PP send of the gradients";
 }
 
+// Activations forward, gradients backward, at each chunk boundary per micro-batch (plus the receiver's TP all-gather
+// under scatter/gather). Interleaved with Megatron's overlap_p2p_comm: each send/recv runs beside the neighbouring
+// chunk's compute (schedules.py forward_backward_pipelining_with_interleaving, overlap_p2p_comm: the next chunk's
+// input is received while this chunk computes); only the part longer than a chunk's forward (backward) stays
+// exposed, and the hidden part pays the SM share of its NCCL kernels.
+void pp_stage(const StageCommInputs& in, const StageTime& st, CommNumbers& out) {
+  const auto& plan = in.plan;
+  if (plan.par.pp <= 1) return;
+  const int v = in.v;
+  const std::int64_t m = in.m;
+  const Bytes msg = pp_message(in.a, plan);
+  const double sends = 2.0 * double(v) * double(m);
+  const Seconds one = in.t.pp_one + in.t.pp_gather_one;
+  out.time = one * sends;
+  out.bytes = msg * sends;
+  out.exposed = out.time;
+  if (plan.schedule == wl::PipelineSchedule::interleaved && v > 1 && plan.overlap_p2p_comm) {
+    const Seconds f_chunk = st.fwd.total() / double(v), b_chunk = (st.bwd.total() + st.recompute.total()) / double(v);
+    const Seconds ef = std::max(Seconds(0), one - f_chunk), eb = std::max(Seconds(0), one - b_chunk);
+    const Seconds exposed = (ef + eb) * (double(v) * double(m));
+    out.exposed = exposed + (out.time - exposed) * in.nccl_sm_share;
+  }
+}
+
 // ---- data parallel: the gradients' reduction (and ZeRO's parameter gathers), once per step ----
 int tp_of(const wl::TrainingPlan& plan) { return plan.par.tp; }
 std::string dp_collective(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
@@ -126,21 +260,29 @@ std::string dp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
 
 const std::array<ParallelDim, kDimCount> kDims = {{
     {"tp", &StepCore::tp, &StageParts::tp, &CommExposed::tp, tp_size, tp_size, unit_stride, false, &StepTerms::tp_one,
-     tp_priced, tp_collective_time, tp_key, tp_collective, tp_rule, tp_fwd_share, SpanKind::comm_tp, tp_span},
+     tp_priced, tp_collective_time, tp_key, tp_collective, tp_rule, tp_fwd_share, SpanKind::comm_tp, tp_span, tp_stage},
     {"cp", &StepCore::cp, &StageParts::cp, &CommExposed::cp, cp_size, cp_size, tp_of, false, &StepTerms::cp_one,
-     cp_priced, cp_collective_time, cp_key, cp_collective, cp_rule, cp_fwd_share, SpanKind::comm_cp, cp_span},
+     cp_priced, cp_collective_time, cp_key, cp_collective, cp_rule, cp_fwd_share, SpanKind::comm_cp, cp_span, cp_stage},
     {"ep", &StepCore::ep, &StageParts::ep, &CommExposed::ep, ep_size, ep_size, ep_stride, false, &StepTerms::ep_one,
-     ep_priced, ep_collective_time, ep_key, ep_collective, ep_rule, half, SpanKind::comm_ep, ep_span},
+     ep_priced, ep_collective_time, ep_key, ep_collective, ep_rule, half, SpanKind::comm_ep, ep_span, ep_stage},
     {"pp", &StepCore::pp, &StageParts::pp, &CommExposed::pp, pp_size, pp_comm_size, pp_stride, false,
      &StepTerms::pp_one, pp_priced, pp_collective_time, pp_key, pp_collective, pp_rule, half, SpanKind::comm_pp,
-     pp_span},
+     pp_span, pp_stage},
     {"dp", &StepCore::dp, nullptr, &CommExposed::dp, dense_grad_group_size, dense_grad_group_size, tp_of, true,
-     nullptr, nullptr, nullptr, nullptr, dp_collective, dp_rule, nullptr, SpanKind::dp_reduce, nullptr},
+     nullptr, nullptr, nullptr, nullptr, dp_collective, dp_rule, nullptr, SpanKind::dp_reduce, nullptr, nullptr},
 }};
 
 }  // namespace
 
 const std::array<ParallelDim, kDimCount>& parallel_dims() { return kDims; }
+
+/// The SM share the expert-parallel dispatch/combine kernels take from the compute beside them: DeepSeek's kernels
+/// hold 20 of the GPU's SMs while they run (arXiv:2412.19437 §3.5.1: "20 out of the 132 SMs available in the H800";
+/// DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
+double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share) {
+  return a2a_sm_share(plan.ep_dispatch == wl::EpDispatch::deepep ? A2aKernel::deepep_normal : A2aKernel::nccl,
+                      gpu.compute_units, nccl_sm_share);
+}
 
 CommGroup dim_group(const ParallelDim& dim, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
   const int size = dim.comm_size(plan), stride = dim.stride(plan);

@@ -3,9 +3,9 @@
 // the --explain tree and the search do alike for every dimension — resolve its communicator, price its one-collective
 // term (and cache it in the search), reset, halve (DualPipe), sum the exposed time, report it (TrainingEstimate::comm,
 // LayoutScore::comm), explain it (train.comm.<kind>) — is a loop over this table, so that a new dimension adds a
-// record here. What stays per dimension is its own arithmetic: the block of compose_step.cpp's stage_comm (or
-// dp_terms) that turns its term into time and exposed time, and the terms only one dimension has (LoRA's TP gathers,
-// parallel folding's expert-TP pairs, the EP bytes, the PP scatter/gather, the DP buckets).
+// record here. What stays per dimension is its own arithmetic, in its record too: the stage pricing (price_stage) that
+// turns its term into time and exposed time, with the terms only one dimension has (LoRA's TP gathers, parallel
+// folding's expert-TP pairs, the EP bytes, the PP scatter/gather); DP's is compose_step.cpp's dp_terms (the buckets).
 #include <array>
 #include <cstdint>
 #include <string>
@@ -15,6 +15,20 @@
 #include "training_core.hpp"
 
 namespace gpuplan::model::detail {
+
+/// What a dimension's stage pricing reads: the step's inputs and the pipeline stage whose micro-batch it prices.
+struct StageCommInputs {
+  const wl::TransformerArch& a;
+  const wl::TrainingPlan& plan;
+  const StepTerms& t;
+  const hw::GpuSpec& gpu;
+  const StageShape& sh;
+  int p;                 ///< pipeline stages
+  int v;                 ///< model chunks per stage
+  std::int64_t m;        ///< micro-batches per step
+  double nccl_sm_share;  ///< the SM share of NCCL kernels beside compute (comm_compute_share)
+  double rec_share;      ///< the share of the stage's layers fully recomputed
+};
 
 /// How many dimensions parallel_dims() has.
 inline constexpr std::size_t kDimCount = 5;
@@ -48,6 +62,9 @@ struct ParallelDim {
   double (*fwd_share)(const wl::TrainingPlan&);
   SpanKind span;
   const char* (*span_text)(const wl::TrainingPlan&, bool forward);
+  /// Its communication over the step on one stage (dimensions priced per stage): time, bytes and the exposed part,
+  /// into `out` (reset), from the stage's compute in `st` (its fwd, bwd and recompute are set).
+  void (*price_stage)(const StageCommInputs& in, const StageTime& st, CommNumbers& out);
 };
 
 /// Every dimension, in the order of TrainingEstimate::comm, of CommExposed and of the step's sums (tp, cp, ep, pp, dp;
@@ -58,6 +75,11 @@ enum DimIndex : std::size_t { kTp, kCp, kEp, kPp, kDp };
 
 /// The dimension's communicator resolved onto the system's link tiers.
 CommGroup dim_group(const ParallelDim& dim, const wl::TrainingPlan& plan, const TrainingSystem& sys);
+
+/// The SM share the expert-parallel dispatch/combine kernels take from the compute beside them: DeepSeek's kernels
+/// hold 20 of the GPU's SMs while they run (arXiv:2412.19437 §3.5.1: "20 out of the 132 SMs available in the H800";
+/// DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
+double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share);
 
 /// Σ over the dimensions priced per stage of their exposed time in `s` (tp + cp + ep + pp, in that order).
 Seconds stage_comm_exposed(const StageParts& s);
