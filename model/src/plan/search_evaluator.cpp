@@ -144,6 +144,7 @@ struct VocabEvaluator {
   TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
   TermCache<Seconds, 3> tp_gather;     // tp, cp, micro (sequence parallelism's re-gathers, LoRA's adapters)
+  TermCache<detail::TpQuantTimes, 3> tp_quant;  // tp, cp, micro (quantised TP all-gathers: tp_quant_times)
   TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks (the buckets: dp_buckets)
   TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
@@ -228,6 +229,10 @@ struct VocabEvaluator {
         t.tp_gather_one = tp_gather.get({par.tp, par.cp, mb}, [&] {
           return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_gather_time(a, plan, g); });
         });
+      if (par.tp > 1 && par.sequence_parallel)
+        t.tp_quant = tp_quant.get({par.tp, par.cp, mb}, [&] {
+          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_quant_times(a, plan, g); });
+        });
     }
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
@@ -308,7 +313,7 @@ struct VocabEvaluator {
   }
 
   [[nodiscard]] std::size_t cached() const {
-    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + tp_gather.size() + dp.size() +
+    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + tp_gather.size() + tp_quant.size() + dp.size() +
         etp_pair.size() +
                     opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
     for (const auto& c : one) n += c.size();
