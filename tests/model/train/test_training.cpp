@@ -1652,17 +1652,23 @@ TEST_SUITE("TP communication overlap") {
   }
 }
 
+/// Llama 3.1 70B at TP 8 on one node over `dp` replicas, 4 micro-batches of 1 × 4096 tokens per replica (ZeRO-1 when
+/// replicated).
+Layout tp8_dp(int dp) {
+  Layout l;
+  l.tp = 8;
+  l.pp = 1;
+  l.dp = dp;
+  l.global = 4 * dp;
+  l.seq = 4096;
+  l.zero = dp > 1 ? wl::ZeroStage::optimizer : wl::ZeroStage::none;
+  return l;
+}
+
 TEST_SUITE("TP communication of quantised operands") {
-  /// Llama 3.1 70B (80 layers, h 8192) at TP 8 + SP alone on one node, 4 micro-batches of 1 × 4096 tokens, FP8 GEMMs
-  /// under `recipe`, TP overlap off.
+  /// Llama 3.1 70B (80 layers, h 8192) at TP 8 + SP alone on one node, FP8 GEMMs under `recipe`, TP overlap off.
   wl::TrainingPlan fp8_tp8(wl::QuantRecipe recipe) {
-    Layout l;
-    l.tp = 8;
-    l.pp = 1;
-    l.dp = 1;
-    l.global = 4;
-    l.seq = 4096;
-    wl::TrainingPlan p = plan_of(l);
+    wl::TrainingPlan p = plan_of(tp8_dp(1));
     p.precision.compute = hw::Precision::fp8;
     p.precision.recipe = recipe;
     p.overlap_tp_comm = false;
@@ -1735,29 +1741,31 @@ TEST_SUITE("TP communication of quantised operands") {
 }
 
 TEST_SUITE("FP8 weights quantised once per step") {
+  /// One pass of the cast pricer by hand: a streaming kernel of elems·bytes at `rate` of the streaming rate, its
+  /// fixed cost kept.
+  double cast_pass(const model::Device& d, double elems, double bytes, double rate) {
+    const double fixed = model::kernel_fixed(d, model::OpClass::elementwise).raw();
+    const double t =
+        model::streaming_cost("", model::OpClass::elementwise, units::bytes(elems * bytes), units::flop(elems), d)
+            .time.raw();
+    return (t - fixed) / rate + fixed;
+  }
+  /// The GEMM weights of one GPU at TP 8: attention and MLP over 8.
+  double gemm_weights_tp8(const wl::TransformerArch& a) {
+    const auto pc = model::parameter_counts(a, Explain::off);
+    return double(pc.attention + pc.dense_mlp) / 8.0;
+  }
+
   TEST_CASE("16-bit weights: delayed scaling cast-transposes every GEMM weight once per step, 2 + 1 + 1 B at 0.861") {
-    // Llama 3.1 70B at TP 8 on a DGX H100: W = (attention + MLP weights)/8 quantised in the first micro-batch
-    // (Transformer Engine's is_first_microbatch), the optimizer step carries it.
+    // W quantised in the first micro-batch (Transformer Engine's is_first_microbatch); the optimizer step carries it.
     const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-70b");
-    Layout l;
-    l.tp = 8;
-    l.pp = 1;
-    l.dp = 1;
-    l.global = 4;
-    l.seq = 4096;
-    wl::TrainingPlan p = plan_of(l);
+    wl::TrainingPlan p = plan_of(tp8_dp(1));
     const auto bf16 = model::estimate_training(a, p, sys, Explain::off);
     p.precision.compute = hw::Precision::fp8;
     p.precision.recipe = wl::QuantRecipe::delayed;
     const auto fp8 = model::estimate_training(a, p, sys, Explain::off);
-    const auto pc = model::parameter_counts(a, Explain::off);
-    const double w = double(pc.attention + pc.dense_mlp) / 8.0;
-    const auto d = model::make_device(*sys.gpu);
-    const double fixed = model::kernel_fixed(d, model::OpClass::elementwise).raw();
-    const double stream = model::streaming_cost("", model::OpClass::elementwise, units::bytes(4.0 * w), units::flop(w), d)
-                              .time.raw();
-    const double cast = (stream - fixed) / 0.861 + fixed;
+    const double cast = cast_pass(model::make_device(*sys.gpu), gemm_weights_tp8(a), 4.0, 0.861);
     CHECK(fp8.step.optimizer.raw() - bf16.step.optimizer.raw() == gptest::approx(cast).epsilon(1e-9));
     // Copies made in every micro-batch instead (priced in the layers): nothing once per step.
     p.fp8_weight_copies = wl::Fp8WeightCopies::per_microbatch;
@@ -1768,33 +1776,18 @@ TEST_SUITE("FP8 weights quantised once per step") {
   TEST_CASE("FP8 parameters: the optimizer's shard cast from the fp32 master, then the gathered weight transposed on Hopper") {
     const auto sys = node_system("dgx-h100");
     const auto& a = arch("llama-3.1-70b");
-    Layout l;
-    l.tp = 8;
-    l.pp = 1;
-    l.dp = 2;
-    l.global = 8;
-    l.seq = 4096;
-    l.zero = wl::ZeroStage::optimizer;
-    wl::TrainingPlan p = plan_of(l);
+    wl::TrainingPlan p = plan_of(tp8_dp(2));
     p.precision.weight_bytes = 1.0;  // the optimizer step writes 1 B working weights in both
     const auto bf16 = model::estimate_training(a, p, sys, Explain::off);
     p.precision.compute = hw::Precision::fp8;
     p.precision.recipe = wl::QuantRecipe::tensorwise;
     p.precision.fp8_params = true;
     const auto fp8 = model::estimate_training(a, p, sys, Explain::off);
-    const auto pc = model::parameter_counts(a, Explain::off);
-    const double w = double(pc.attention + pc.dense_mlp) / 8.0, shard = w / 2.0;
+    const double w = gemm_weights_tp8(a), shard = w / 2.0;
     const auto d = model::make_device(*sys.gpu);
-    const double fixed = model::kernel_fixed(d, model::OpClass::elementwise).raw();
-    auto pass = [&](double elems, double bytes, double rate) {
-      const double t =
-          model::streaming_cost("", model::OpClass::elementwise, units::bytes(elems * bytes), units::flop(elems), d)
-              .time.raw();
-      return (t - fixed) / rate + fixed;
-    };
     // Current scaling: the shard's amax (4 B at 0.916), the cast (4 + 1 B), the transpose of the gathered weight
     // (1 + 1 B at 0.800).
-    const double t = pass(shard, 4.0, 0.916) + pass(shard, 5.0, 1.0) + pass(w, 2.0, 0.800);
+    const double t = cast_pass(d, shard, 4.0, 0.916) + cast_pass(d, shard, 5.0, 1.0) + cast_pass(d, w, 2.0, 0.800);
     CHECK(fp8.step.optimizer.raw() - bf16.step.optimizer.raw() == gptest::approx(t).epsilon(1e-9));
   }
 }
