@@ -26,6 +26,33 @@ bool lora_base_dequantised(const wl::TrainingPlan& plan) {
   return plan.lora.on() && plan.lora.base != wl::LoraBase::same;
 }
 
+Seconds weight_quantisation_time(double weights, double shard, const wl::TrainingPlan& plan, const Device& d) {
+  const auto& pr = plan.precision;
+  if (!quantised_gemms(plan) || plan.fp8_weight_copies != wl::Fp8WeightCopies::cached || plan.lora.on() ||
+      plan.zero == wl::ZeroStage::parameters || !(weights > 0.0))
+    return Seconds(0);
+  const bool any_layout = d.gpu != nullptr && fp8_any_layout(*d.gpu);
+  const bool mx = pr.recipe == wl::QuantRecipe::mxfp8;
+  Seconds t{};
+  auto pass = [&](double elems, double bytes, double rate) { t += cast_at_rate("", elems * bytes, elems, rate, d).time; };
+  if (!fp8_stored_weights(plan)) {
+    const QuantPasses qp = te_quant_passes(pr.recipe, any_layout, true, OperandSource{});
+    for (int i = 0; i < qp.n; ++i) {
+      const QuantPass& p = qp.pass[static_cast<std::size_t>(i)];
+      pass(p.bytes > 0 ? weights : 1.0, p.bytes > 0 ? p.bytes : 8.0, p.rate);
+    }
+    return t;
+  }
+  const double master = pr.master_bytes > 0 ? pr.master_bytes : 2.0;
+  const double copy = mx ? 2.0 * (1.0 + 1.0 / 32.0) : 1.0;
+  if (pr.recipe == wl::QuantRecipe::tensorwise) pass(shard, master, kAmaxRate);
+  pass(shard, master + copy, mx ? kMxQuantiseRate : kCastRate);
+  const bool per_tensor = pr.recipe == wl::QuantRecipe::delayed || pr.recipe == wl::QuantRecipe::tensorwise;
+  if (per_tensor && !any_layout) pass(weights, 2.0, kFp8TransposeRate);
+  if (mx) pass(weights, 2.0 * copy, 1.0);
+  return t;
+}
+
 GemmQuantOps::GemmQuantOps(const wl::TransformerArch& a, const wl::TrainingPlan& training_plan, const Device& device,
                            bool keep_op_names)
     : plan(training_plan), d(device), keep_ops(keep_op_names), gated(a.mlp == wl::MlpKind::gated),

@@ -29,6 +29,22 @@ bool fp8_stored_weights(const wl::TrainingPlan& plan);
 /// A LoRA base stored in another format than the compute dtype (int8, NF4, fp8): dequantised before its GEMMs.
 bool lora_base_dequantised(const wl::TrainingPlan& plan);
 
+/// The quantisation of the FP8 / FP4 GEMM weights once per optimizer step, `weights` GEMM weights on this GPU of which
+/// it updates `shard` (Fp8WeightCopies::cached: Transformer Engine quantises each weight in the step's first
+/// micro-batch, is_first_microbatch, and keeps the copies; 0 under the other settings, whose copies layer_cost prices
+/// per micro-batch, and without quantised GEMMs; 0 under ZeRO-3, whose frameworks quantise the gathered or sharded
+/// weights in their own ways, not priced: torchao casts each shard before the FSDP all-gather in every pass):
+///  - 16-bit working weights: the input recipe's passes over every weight (te_quant_passes: amax, cast or
+///    cast-transpose, MXFP8's two-axis quantise), read 2 B;
+///  - FP8 parameters (fp8_params, Megatron's --fp8-param-gather): the distributed optimizer writes the FP8 parameter
+///    of its shard from the master copy (TE pytorch/tensor/utils.py cast_master_weights_to_fp8: current scaling
+///    reads the shard's amax first), read master_bytes and write the copy (1 B, MXFP8 both axes); after the
+///    parameter all-gather, Hopper's per-tensor weights are transposed once (1 + 1 B, kFp8TransposeRate) and MXFP8's
+///    gathered copies are copied back into Transformer Engine's storage (Megatron-Core param_and_grad_buffer.py
+///    reuse_grad_buf_for_mxfp8_param_ag: read and write both).
+/// Each pass is one kernel of the cast pricer over all the bytes (the per-tensor launches are not counted).
+Seconds weight_quantisation_time(double weights, double shard, const wl::TrainingPlan& plan, const Device& d);
+
 /// One quantisation kernel and the pass it runs in.
 struct QuantOp {
   bool forward = true;

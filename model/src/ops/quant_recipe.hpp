@@ -163,6 +163,49 @@ inline constexpr double kBlockScaledGemmTime = 1.109;
 /// 1×128 tile (DeepSeek-V3 §3.3.2).
 inline constexpr double kBlockAxisBytes = 1.0 + 4.0 / 128.0;
 
+/// Bytes per element that a tensor-parallel all-gather moves when it gathers a quantised GEMM operand (sequence
+/// parallelism): Transformer Engine quantises the 1/tp shard and gathers the quantised data with its scales
+/// (NVIDIA/TransformerEngine v2.7 fedd9ddc, transformer_engine/pytorch/distributed.py gather_along_first_dim:
+/// _all_gather_fp8 gathers the row-wise FP8 data only, "Assume scaling factors are identical across ranks";
+/// _all_gather_mxfp8 and _all_gather_fp8_blockwise gather each usage the quantizer asks for, data and scales; v2.9
+/// 70f53666 _all_gather_nvfp4 alike), and pytorch/module/linear.py and layernorm_linear.py set the usages:
+///  - input: a column-parallel layer's input in the forward, row-wise only (set_usage(rowwise=True, columnwise=False)
+///    before the gather);
+///  - grad: a row-parallel layer's output gradient in the backward (base.py grad_output_preprocess), with the usages
+///    set in linear.py's backward, row-wise and column-wise; the per-tensor recipes gather the row-wise data only
+///    ("All-gather is not supported with FP8 column-wise data") and transpose after the gather;
+///  - regather: the column-parallel input again for the wgrad GEMM (linear.py backward, backward_input_needs_gather),
+///    column-wise, or for the per-tensor recipes the row-wise data, transposed after.
+/// The reduce-scatters (a row-parallel layer's output, a column-parallel layer's input gradient) reduce 16-bit GEMM
+/// outputs and stay 16-bit. Per recipe: delayed and current scaling 1 B each; MXFP8 1 + 1/32 (an E8M0 scale per 32)
+/// per usage; TE's blockwise 1 + 4/128 per usage; NVFP4 1/2 + 1/16 per usage. TorchTitan's float8 (torchao
+/// tensorwise) gathers FP8 for TP as well (pytorch/torchtitan docs/float8.md: "float8 all-gather ... for TP (by
+/// default for Float8Linear)"), taken as the per-tensor row.
+struct TpGatherBytes {
+  double input = 0.0, grad = 0.0, regather = 0.0;
+};
+inline TpGatherBytes tp_gather_bytes(wl::QuantRecipe r) {
+  const double mx = 1.0 + 1.0 / 32.0, fp4 = 0.5 + 1.0 / 16.0;
+  switch (r) {
+    case wl::QuantRecipe::delayed:
+    case wl::QuantRecipe::tensorwise: return {1.0, 1.0, 1.0};
+    case wl::QuantRecipe::mxfp8: return {mx, 2.0 * mx, mx};
+    case wl::QuantRecipe::blockwise: return {kBlockAxisBytes, 2.0 * kBlockAxisBytes, kBlockAxisBytes};
+    case wl::QuantRecipe::nvfp4: return {fp4, 2.0 * fp4, fp4};
+  }
+  return {1.0, 1.0, 1.0};
+}
+
+/// Whether the recipe all-reduces each gathered operand's amax over the TP group before it quantises the shard, so
+/// that every rank's shard has the same scale: current scaling and NVFP4 (TE v2.7 linear.py and layernorm_linear.py
+/// _customize_quantizers_float8_current_scaling, v2.9 _customize_quantizers_nvfp4: with_amax_reduction on the
+/// column-parallel input's and the row-parallel output gradient's quantizer, amax_reduction_group = tp_group, under
+/// sequence parallelism). One fp32 per all-reduce. Delayed scaling reduces its amax history once per forward and
+/// backward over the whole amax group instead, not per operand.
+inline bool tp_amax_reduction(wl::QuantRecipe r) {
+  return r == wl::QuantRecipe::tensorwise || r == wl::QuantRecipe::nvfp4;
+}
+
 /// The HBM rate of a 1×128-tile FP8 cast kernel as a fraction of the streaming (copy) rate, row-wise and as a
 /// column-wise cast-transpose: measured on our H200 (2026-11-29, issue #21; scripts/measure/fp8_block_cast.py, a
 /// Triton kernel written there; data/validation/measured/h200-sxm-141gb/fp8_block_cast.json): over six DeepSeek-V3
@@ -188,6 +231,13 @@ inline bool one_layout_blockwise(const wl::TrainingPlan& plan) {
 /// Whether the plan's GEMMs take quantised operands (fp8 or fp4).
 inline bool quantised_gemms(const wl::TrainingPlan& plan) {
   return plan.precision.compute == hw::Precision::fp8 || plan.precision.compute == hw::Precision::fp4;
+}
+
+/// Whether the TP all-gathers of the attention and dense MLP linears move quantised operands (tp_gather_bytes):
+/// quantised GEMMs under sequence parallelism with TP > 1, in Transformer Engine's recipes (DeepSeek's framework,
+/// one_layout_blockwise, runs no TP).
+inline bool quantised_tp_gathers(const wl::TrainingPlan& plan) {
+  return quantised_gemms(plan) && plan.par.sequence_parallel && plan.par.tp > 1 && !one_layout_blockwise(plan);
 }
 
 }  // namespace gpuplan::model::detail

@@ -144,8 +144,9 @@ struct VocabEvaluator {
   TermCache<units::Bytes, 4> ep_bytes;  // tp, cp, ep, micro
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
   TermCache<Seconds, 3> tp_gather;     // tp, cp, micro (sequence parallelism's re-gathers, LoRA's adapters)
+  TermCache<detail::TpQuantTimes, 3> tp_quant;  // tp, cp, micro (quantised TP all-gathers: tp_quant_times)
   TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks (the buckets: dp_buckets)
-  TermCache<Seconds, 4> opt;           // tp, pp, ep, shard
+  TermCache<Seconds, 5> opt;           // tp, pp, ep, shard, ZeRO-3
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<LayerSums, 2> sums;        // tp, sp
@@ -228,6 +229,10 @@ struct VocabEvaluator {
         t.tp_gather_one = tp_gather.get({par.tp, par.cp, mb}, [&] {
           return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_gather_time(a, plan, g); });
         });
+      if (par.tp > 1 && par.sequence_parallel)
+        t.tp_quant = tp_quant.get({par.tp, par.cp, mb}, [&] {
+          return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_quant_times(a, plan, g); });
+        });
     }
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp > 1) {
@@ -256,7 +261,9 @@ struct VocabEvaluator {
                                 [&] { return detail::dp_copy_time(a, k.params, plan, d); });
     }
     const double shard = detail::optimizer_shard(plan);
-    t.optimizer = opt.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard)},
+    // ZeRO-3 in the key: the FP8 weights' quantisation once per step is not priced under it (weight_quantisation_time).
+    const std::int64_t zero3 = plan.zero == wl::ZeroStage::parameters ? 1 : 0;
+    t.optimizer = opt.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard), zero3},
                           [&] { return detail::optimizer_time(a, k.params, plan, d); });
     if (plan.offload == wl::Offload::optimizer) {
       t.offload = offload.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard),
@@ -308,7 +315,7 @@ struct VocabEvaluator {
   }
 
   [[nodiscard]] std::size_t cached() const {
-    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + tp_gather.size() + dp.size() +
+    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + tp_gather.size() + tp_quant.size() + dp.size() +
         etp_pair.size() +
                     opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
     for (const auto& c : one) n += c.size();

@@ -7,6 +7,7 @@
 
 #include "lora_adapter.hpp"
 #include "moe_a2a.hpp"
+#include "quant_recipe.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -34,6 +35,15 @@ std::string tp_rule(const wl::TransformerArch& a, const wl::TrainingPlan& plan) 
                               "GEMMs + hidden · SM share (TP overlap)"
                             : " ; exposed = t − the column-parallel backward's t_one · 2 · layers · m, which runs beside "
                               "the backward GEMMs (+ what exceeds them + their SM share)";
+  if (quantised_tp_gathers(plan)) {
+    const TpGatherBytes b = tp_gather_bytes(plan.precision.recipe);
+    r += fmt::format(" ; quantised gathers (Transformer Engine, SP): the attention's and dense MLPs' all-gathers move "
+                     "{:.4g} / {:.4g} / {:.4g} B per element (forward input / output gradient / re-gather), the "
+                     "reduce-scatters stay 16-bit",
+                     b.input, b.grad, b.regather);
+    if (tp_amax_reduction(plan.precision.recipe))
+      r += " ; + an amax all-reduce (4 B) over TP before each forward input's and output gradient's gather, exposed";
+  }
   if (expert_tp_folded(a, plan)) r += " ; + the expert-TP group's pairs of the MoE layers (1 forward, 1 backward), exposed";
   if (plan.lora.on()) r += " ; + the LoRA adapters' collectives, exposed";
   return r;
@@ -47,6 +57,43 @@ double tp_fwd_share(const wl::TrainingPlan& plan) {
 }
 const char* tp_span(const wl::TrainingPlan& plan, bool) {
   return plan.par.sequence_parallel ? "TP all-gather + reduce-scatter" : "TP all-reduce";
+}
+
+// Under FP8 / FP4 with sequence parallelism (quantised_tp_gathers, quant_recipe.hpp): every layer's attention linears
+// and a dense layer's MLP linears are Transformer Engine's, whose all-gathers move the quantised shard and whose
+// reduce-scatters stay 16-bit (TpQuantTimes); a MoE layer's expert half over TP gathers its 16-bit tokens in the
+// dispatcher (t_one, t_gather). Current scaling and NVFP4 all-reduce the amax over TP before each gather of the
+// forward's inputs and of the output gradients (2 + 2 per dense layer, 1 + 1 per MoE layer; again under full
+// recompute), on the critical path. The rest is exposed as in tp_stage.
+void tp_quantised(const StageCommInputs& in, const StageTime& st, double fwd, double tp_layers, CommNumbers& out) {
+  const StepTerms& t = in.t;
+  const TpQuantTimes& q = t.tp_quant;
+  const double m = double(in.m), bwd = 2.0, regather = 2.0;
+  const double te = double(in.sh.layers) - 0.5 * double(in.sh.moe_layers);  // layers' worth of TE linears
+  const double rest = std::max(0.0, tp_layers - te);                      // MoE expert halves over TP, 16-bit
+  const Seconds f = q.pair_fwd * te + t.tp_one * rest, b = q.pair_bwd * te + t.tp_one * rest;
+  const Seconds g = q.regather * te + t.tp_gather_one * rest;
+  const Seconds amax = q.amax * (te * (fwd + bwd) * m);
+  out.time = (f * fwd + b * bwd + g * regather) * m + amax;
+  const TpGatherBytes gb = tp_gather_bytes(in.plan.precision.recipe);
+  const Bytes act = tp_message(in.a, in.plan);
+  const Bytes te_layer =
+      units::bytes(tp_message_elements(in.a, in.plan) * (gb.input * fwd + gb.grad * bwd + gb.regather * regather)) +
+      act * (fwd + bwd) + units::bytes(q.amax > Seconds(0) ? 4.0 * (fwd + bwd) : 0.0);
+  out.bytes = (te_layer * te + act * (((fwd + bwd) * 2.0 + regather) * rest)) * m;
+  if (in.plan.overlap_tp_comm) {
+    // 1/tp of each reduce-scatter stays exposed (tp_stage); the amax all-reduces too.
+    const Seconds rs = q.reduce_scatter * te + t.tp_one * (0.5 * rest);
+    const Seconds tail = rs * ((fwd + bwd) * m / double(in.plan.par.tp));
+    const Seconds hideable = out.time - amax - tail;
+    const Seconds hideable_exposed = std::max(Seconds(0), hideable - (st.fwd.gemm + st.bwd.gemm) * m);
+    out.exposed = amax + tail + hideable_exposed + (hideable - hideable_exposed) * in.nccl_sm_share;
+    return;
+  }
+  // Beside the backward GEMMs: the column-parallel linears' input-gradient reduce-scatters and their re-gathers.
+  const Seconds beside = ((q.reduce_scatter + q.regather) * te + t.tp_one * rest) * (bwd * m);
+  const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * m);
+  out.exposed = out.time - beside + beside_exposed + (beside - beside_exposed) * in.nccl_sm_share;
 }
 
 // TP (Narayanan et al. 2021 §3.2; Megatron-Core tensor_parallel/layers.py and mappings.py): per layer 2 all-reduces
@@ -77,24 +124,28 @@ void tp_stage(const StageCommInputs& in, const StageTime& st, CommNumbers& out) 
     const double fwd = plan.recompute == wl::Recompute::full ? 2.0 * (1.0 + in.rec_share) : 2.0;
     const double bwd = 2.0, regather = sp ? 2.0 : 0.0;
     const double per_mb = tp_layers * double(m);
-    out.time = (t.tp_one * (fwd + bwd) + t.tp_gather_one * regather) * per_mb;
-    out.bytes = act * ((fwd + bwd) * 2.0 + regather) * per_mb;
-    const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
-    if (plan.overlap_tp_comm) {
-      // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
-      // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
-      // 1/tp of the reduce-scatter half of each pair stays exposed; the rest (the re-gathers too: TE's bulk overlap
-      // beside the dgrad GEMM) hides behind the GEMMs at its SM cost.
-      const Seconds tail = t.tp_one * (fwd + bwd) * per_mb * (0.5 / double(par.tp));
-      const Seconds rest = out.time - tail;
-      const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
-      out.exposed = tail + rest_exposed + (rest - rest_exposed) * in.nccl_sm_share;
+    if (t.tp_quant.on()) {
+      tp_quantised(in, st, fwd, tp_layers, out);
     } else {
-      // Beside the backward GEMMs: the column-parallel linears' 2 input-gradient collectives and (SP) their 2
-      // re-gathers, t_one·2 per layer either way (all-reduce; or reduce-scatter + all-gather).
-      const Seconds beside = t.tp_one * bwd * per_mb;
-      const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * double(m));
-      out.exposed = out.time - beside + beside_exposed + (beside - beside_exposed) * in.nccl_sm_share;
+      out.time = (t.tp_one * (fwd + bwd) + t.tp_gather_one * regather) * per_mb;
+      out.bytes = act * ((fwd + bwd) * 2.0 + regather) * per_mb;
+      const Seconds gemm_stage = (st.fwd.gemm + st.bwd.gemm) * double(m);
+      if (plan.overlap_tp_comm) {
+        // Userbuffers / async TP split each GEMM into TP chunks and move chunk i while chunk i±1 computes: the
+        // all-gather's first chunk is local, but the reduce-scatter's last chunk has no GEMM left to hide behind, so
+        // 1/tp of the reduce-scatter half of each pair stays exposed; the rest (the re-gathers too: TE's bulk overlap
+        // beside the dgrad GEMM) hides behind the GEMMs at its SM cost.
+        const Seconds tail = t.tp_one * (fwd + bwd) * per_mb * (0.5 / double(par.tp));
+        const Seconds rest = out.time - tail;
+        const Seconds rest_exposed = std::max(Seconds(0), rest - gemm_stage);
+        out.exposed = tail + rest_exposed + (rest - rest_exposed) * in.nccl_sm_share;
+      } else {
+        // Beside the backward GEMMs: the column-parallel linears' 2 input-gradient collectives and (SP) their 2
+        // re-gathers, t_one·2 per layer either way (all-reduce; or reduce-scatter + all-gather).
+        const Seconds beside = t.tp_one * bwd * per_mb;
+        const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * double(m));
+        out.exposed = out.time - beside + beside_exposed + (beside - beside_exposed) * in.nccl_sm_share;
+      }
     }
     // LoRA: the adapters' own collectives, in line with them (lora_adapter.hpp).
     const double adapter = (lora_tp_collectives(plan, false) * (layers - moe_layers) +

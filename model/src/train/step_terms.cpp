@@ -14,6 +14,8 @@
 #include "gpuplan/model/flops.hpp"
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "fp8_quant.hpp"
+#include "quant_recipe.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
 
@@ -159,9 +161,13 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   return c;
 }
 
-Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+double tp_message_elements(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
-  return units::bytes((double(T) * double(a.hidden)) * plan.precision.activation_bytes);
+  return double(T) * double(a.hidden);
+}
+
+Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  return units::bytes(tp_message_elements(a, plan) * plan.precision.activation_bytes);
 }
 
 Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
@@ -250,6 +256,23 @@ Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 
 Seconds tp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
   return collective_time(Collective::all_gather, tp_message(a, plan), tp_g);
+}
+
+TpQuantTimes tp_quant_times(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  TpQuantTimes q;
+  if (!quantised_tp_gathers(plan)) return q;
+  const double elems = tp_message_elements(a, plan);
+  const TpGatherBytes b = tp_gather_bytes(plan.precision.recipe);
+  auto gather = [&](double bytes_per_element) {
+    return collective_time(Collective::all_gather, units::bytes(elems * bytes_per_element), tp_g);
+  };
+  q.reduce_scatter = collective_time(Collective::reduce_scatter, tp_message(a, plan), tp_g);
+  q.pair_fwd = gather(b.input) + q.reduce_scatter;
+  q.pair_bwd = gather(b.grad) + q.reduce_scatter;
+  q.regather = gather(b.regather);
+  if (tp_amax_reduction(plan.precision.recipe))
+    q.amax = collective_time(Collective::all_reduce, units::bytes(4.0), tp_g);
+  return q;
 }
 
 bool expert_tp_folded(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
@@ -553,16 +576,27 @@ OptimizerStep optimizer_step(const wl::TransformerArch& a, const ParameterCounts
                              const Device& d) {
   OptimizerStep o;
   o.p_shard = optimizer_shard_params(a, params, plan);
+  if (quantised_gemms(plan)) {
+    // The weights FP8 / FP4 GEMMs read: the layers' linears (not the embedding, LM head, norms or the 16-bit router),
+    // split as params_per_gpu splits them; the optimizer's shard of them as optimizer_shard_params shards them.
+    ParameterCounts g;
+    g.routed_experts = params.routed_experts;
+    g.total = params.attention + params.ssm + params.dense_mlp + params.shared_experts + params.routed_experts;
+    const GpuParams w = params_per_gpu(g, plan);
+    o.fp8_weights = weight_quantisation_time(
+        w.total(), w.dense / optimizer_shard(plan) + w.experts / expert_optimizer_shard(plan), plan, d);
+  }
   if (unfused_optimizer(plan)) {
     o.unfused = unfused_optimizer_step(a, o.p_shard, plan, d);
-    o.time = o.unfused.time;
+    o.time = o.unfused.time + o.fp8_weights;
     return o;
   }
   // The fused kernel streams at kFusedOptimizerStreamShare of the streaming rate (our H100 step profiles): priced as
   // its bytes over that share.
   const double opt_bytes = o.p_shard * optimizer_bytes_per_param(plan) / kFusedOptimizerStreamShare;
   o.time = streaming_cost("optimizer step", OpClass::optimizer, units::bytes(opt_bytes), units::flop(o.p_shard * 12.0), d)
-               .time;
+               .time +
+           o.fp8_weights;
   return o;
 }
 

@@ -158,6 +158,7 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
   // The terms only one dimension has.
   if (par.tp > 1 && (plan.lora.on() || par.sequence_parallel))
     terms.tp_gather_one = detail::tp_gather_time(a, plan, tp_g);
+  if (par.tp > 1 && par.sequence_parallel) terms.tp_quant = detail::tp_quant_times(a, plan, tp_g);
   if (detail::expert_tp_folded(a, plan) && etp > 1)
     terms.etp_one = detail::etp_collective_time(a, plan, training_comm_group(etp, 1, sys));
   if (par.ep > 1 && a.moe) {

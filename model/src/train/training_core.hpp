@@ -87,6 +87,8 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
 /// Bytes of the TP activation collective, the CP K/V exchange, the EP dispatch buffer and the PP boundary message of
 /// one micro-batch; and the per-GPU parameter count the DP group reduces.
 Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+/// The elements of the TP message: the micro-batch's T = b·s/cp tokens × hidden.
+double tp_message_elements(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
@@ -122,6 +124,17 @@ Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan&
 /// One all-gather of the TP message over the TP group: sequence parallelism's weight-gradient re-gather of a
 /// column-parallel linear's input, and a LoRA adapter's gather (StepTerms::tp_gather_one).
 Seconds tp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
+/// The TP collectives of one layer's Transformer Engine linears (the attention's, a dense MLP's) when their
+/// all-gathers move quantised operands (quantised_tp_gathers, quant_recipe.hpp tp_gather_bytes): a forward pair
+/// (the input's all-gather + the output's 16-bit reduce-scatter), a backward pair (the output gradient's all-gather +
+/// the input gradient's reduce-scatter), one reduce-scatter alone, the weight-gradient re-gather, and one amax
+/// all-reduce of an fp32 (current scaling, NVFP4: tp_amax_reduction; else 0). All 0 when the gathers are 16-bit.
+/// Key (tp, cp, micro).
+struct TpQuantTimes {
+  Seconds pair_fwd{}, pair_bwd{}, reduce_scatter{}, regather{}, amax{};
+  [[nodiscard]] bool on() const { return pair_fwd > Seconds(0); }
+};
+TpQuantTimes tp_quant_times(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g);
 /// Whether the MoE layers' expert block has its own TP group (parallel folding: etp ≠ tp, an MoE model).
 bool expert_tp_folded(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
 /// One collective pair of an MoE layer's routed-expert block over the expert-TP group when etp ≠ tp: the
@@ -267,9 +280,11 @@ inline bool unfused_optimizer(const wl::TrainingPlan& plan) {
 /// The optimizer pass over this GPU's shard with what it was priced from: the parameters it updates (p_shard,
 /// optimizer_shard_params) and, for an unfused step, its passes (`unfused`, empty otherwise).
 struct OptimizerStep {
-  Seconds time{};
+  Seconds time{};  ///< the update, plus fp8_weights
   double p_shard = 0.0;
   UnfusedOptimizer unfused{};
+  /// The FP8 / FP4 GEMM weights quantised once per step (fp8_quant.hpp weight_quantisation_time), in `time`.
+  Seconds fp8_weights{};
 };
 OptimizerStep optimizer_step(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                              const Device& d);
@@ -312,6 +327,8 @@ struct StepTerms {
   /// One all-gather of the TP message (tp_message) over the TP group: a LoRA adapter's own collective
   /// (lora_tp_collectives; its reduce-scatter and all-to-all move the same bytes per GPU).
   Seconds tp_gather_one{};
+  /// The TP collectives with quantised all-gathers (tp_quant_times); zero when the gathers are 16-bit.
+  TpQuantTimes tp_quant{};
   Bytes ep_bytes_one{};  ///< bytes of one EP transfer (mean of dispatch and combine); 0: ep_message's
   const std::vector<StageShape>* stages = nullptr;  ///< every pipeline stage (stage_shapes); required
   DpTimes dp;

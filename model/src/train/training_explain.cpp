@@ -440,8 +440,20 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
                                                    "other parts: the same share (assumption)")}},
                              format(s.optimizer), {}, {}});
   }
-  for (Derivation& o : root.children)
-    if (o.id == "train.optimizer") o.set(s.optimizer.raw(), Unit::seconds);
+  const Seconds fp8w = terms.optimizer_parts.fp8_weights;
+  for (Derivation& o : root.children) {
+    if (o.id != "train.optimizer") continue;
+    if (fp8w > Seconds(0) && plan.offload != wl::Offload::optimizer) {
+      o.formula += " ; + t_fp8w";
+      o.inputs.push_back({"t_fp8w", format(fp8w),
+                          plan.precision.fp8_params
+                              ? "the FP8 parameters written from the master shard, then transposed or copied after "
+                                "their gather, once per step"
+                              : "the GEMM weights quantised in the step's first micro-batch, kept for the others",
+                          Origin::derived("weight_quantisation_time (Transformer Engine, cached weight copies)")});
+    }
+    o.set(s.optimizer.raw(), Unit::seconds);
+  }
 }
 
 /// The MFU and HFU node.

@@ -1652,6 +1652,146 @@ TEST_SUITE("TP communication overlap") {
   }
 }
 
+/// Llama 3.1 70B at TP 8 on one node over `dp` replicas, 4 micro-batches of 1 × 4096 tokens per replica (ZeRO-1 when
+/// replicated).
+Layout tp8_dp(int dp) {
+  Layout l;
+  l.tp = 8;
+  l.pp = 1;
+  l.dp = dp;
+  l.global = 4 * dp;
+  l.seq = 4096;
+  l.zero = dp > 1 ? wl::ZeroStage::optimizer : wl::ZeroStage::none;
+  return l;
+}
+
+TEST_SUITE("TP communication of quantised operands") {
+  /// Llama 3.1 70B (80 layers, h 8192) at TP 8 + SP alone on one node, FP8 GEMMs under `recipe`, TP overlap off.
+  wl::TrainingPlan fp8_tp8(wl::QuantRecipe recipe) {
+    wl::TrainingPlan p = plan_of(tp8_dp(1));
+    p.precision.compute = hw::Precision::fp8;
+    p.precision.recipe = recipe;
+    p.overlap_tp_comm = false;
+    return p;
+  }
+
+  TEST_CASE("delayed scaling under SP: the 6 all-gathers per layer move 1 B per element, the 4 reduce-scatters 2 B") {
+    // Transformer Engine quantises the shard and gathers its FP8 data (distributed.py _all_gather_fp8): the QKV and
+    // fc1 inputs forward, the output projection's and fc2's output gradients backward, the two re-gathers for the
+    // weight gradients. Per layer and micro-batch: 2·(AG₁ + RS₂) + 2·(AG₁ + RS₂) + 2·AG₁.
+    const auto sys = node_system("dgx-h100");
+    const auto& a = arch("llama-3.1-70b");
+    wl::TrainingPlan p = fp8_tp8(wl::QuantRecipe::delayed);
+    REQUIRE(p.par.sequence_parallel);
+    const auto e = model::estimate_training(a, p, sys, Explain::off);
+    REQUIRE(e.comm[0].kind == "tp");
+    const auto g8 = model::training_comm_group(8, 1, sys);
+    const double elems = 4096.0 * 8192.0;
+    const double ag1 = model::collective_time(model::Collective::all_gather, units::bytes(elems), g8).raw();
+    const double rs2 = model::collective_time(model::Collective::reduce_scatter, units::bytes(2.0 * elems), g8).raw();
+    const double per_mb = 80.0 * 4.0;
+    const double t = (4.0 * (ag1 + rs2) + 2.0 * ag1) * per_mb;
+    CHECK(e.comm[0].time.raw() == gptest::approx(t).epsilon(1e-12));
+    CHECK(e.comm[0].bytes_per_step.raw() == gptest::approx((4.0 * (1.0 + 2.0) + 2.0) * elems * per_mb).epsilon(1e-12));
+    // The column-parallel backward's reduce-scatters and FP8 re-gathers run beside the backward GEMMs at 16/132.
+    const double beside = 2.0 * (rs2 + ag1) * per_mb;
+    CHECK(e.comm[0].exposed.raw() == gptest::approx(t - beside + beside * 16.0 / 132.0).epsilon(1e-9));
+    // Less than the 16-bit gathers of the same layout.
+    wl::TrainingPlan b = p;
+    b.precision.compute = hw::Precision::bf16;
+    CHECK(e.comm[0].time < model::estimate_training(a, b, sys, Explain::off).comm[0].time);
+  }
+
+  TEST_CASE("current scaling adds one amax all-reduce of 4 B over TP before each forward input's and output gradient's gather") {
+    const auto sys = node_system("dgx-h100");
+    const auto& a = arch("llama-3.1-70b");
+    const auto d = model::estimate_training(a, fp8_tp8(wl::QuantRecipe::delayed), sys, Explain::off);
+    const auto c = model::estimate_training(a, fp8_tp8(wl::QuantRecipe::tensorwise), sys, Explain::off);
+    const auto g8 = model::training_comm_group(8, 1, sys);
+    const double amax = model::collective_time(model::Collective::all_reduce, units::bytes(4.0), g8).raw();
+    REQUIRE(amax > 0.0);
+    // QKV and fc1 inputs forward, the output projection's and fc2's gradients backward: 4 per layer, exposed.
+    const double n = 4.0 * 80.0 * 4.0;
+    CHECK(c.comm[0].time.raw() - d.comm[0].time.raw() == gptest::approx(n * amax).epsilon(1e-9));
+    CHECK(c.comm[0].exposed.raw() - d.comm[0].exposed.raw() == gptest::approx(n * amax).epsilon(1e-9));
+    CHECK(c.comm[0].bytes_per_step.raw() - d.comm[0].bytes_per_step.raw() == gptest::approx(n * 4.0).epsilon(1e-9));
+  }
+
+  TEST_CASE("MXFP8 gathers 1 + 1/32 B per element forward and for the re-gather, both copies of the output gradient") {
+    const auto sys = node_system("dgx-b200");
+    const auto& a = arch("llama-3.1-70b");
+    const auto e = model::estimate_training(a, fp8_tp8(wl::QuantRecipe::mxfp8), sys, Explain::off);
+    const double elems = 4096.0 * 8192.0, per_mb = 80.0 * 4.0, mx = 1.0 + 1.0 / 32.0;
+    // Per layer: 2 forward (input mx + output 2 B), 2 backward (gradient 2·mx + 2 B), 2 re-gathers (mx).
+    const double per_layer = 2.0 * (mx + 2.0) + 2.0 * (2.0 * mx + 2.0) + 2.0 * mx;
+    CHECK(e.comm[0].bytes_per_step.raw() == gptest::approx(per_layer * elems * per_mb).epsilon(1e-12));
+  }
+
+  TEST_CASE("without sequence parallelism nothing is gathered: the all-reduces stay 16-bit under FP8") {
+    const auto sys = node_system("dgx-h100");
+    const auto& a = arch("llama-3.1-70b");
+    wl::TrainingPlan p = fp8_tp8(wl::QuantRecipe::tensorwise);
+    p.par.sequence_parallel = false;
+    const auto e = model::estimate_training(a, p, sys, Explain::off);
+    const auto g8 = model::training_comm_group(8, 1, sys);
+    const double ar =
+        model::collective_time(model::Collective::all_reduce, units::bytes(4096.0 * 8192.0 * 2.0), g8).raw();
+    CHECK(e.comm[0].time.raw() == gptest::approx(4.0 * ar * 80.0 * 4.0).epsilon(1e-12));
+  }
+}
+
+TEST_SUITE("FP8 weights quantised once per step") {
+  /// One pass of the cast pricer by hand: a streaming kernel of elems·bytes at `rate` of the streaming rate, its
+  /// fixed cost kept.
+  double cast_pass(const model::Device& d, double elems, double bytes, double rate) {
+    const double fixed = model::kernel_fixed(d, model::OpClass::elementwise).raw();
+    const double t =
+        model::streaming_cost("", model::OpClass::elementwise, units::bytes(elems * bytes), units::flop(elems), d)
+            .time.raw();
+    return (t - fixed) / rate + fixed;
+  }
+  /// The GEMM weights of one GPU at TP 8: attention and MLP over 8.
+  double gemm_weights_tp8(const wl::TransformerArch& a) {
+    const auto pc = model::parameter_counts(a, Explain::off);
+    return double(pc.attention + pc.dense_mlp) / 8.0;
+  }
+
+  TEST_CASE("16-bit weights: delayed scaling cast-transposes every GEMM weight once per step, 2 + 1 + 1 B at 0.861") {
+    // W quantised in the first micro-batch (Transformer Engine's is_first_microbatch); the optimizer step carries it.
+    const auto sys = node_system("dgx-h100");
+    const auto& a = arch("llama-3.1-70b");
+    wl::TrainingPlan p = plan_of(tp8_dp(1));
+    const auto bf16 = model::estimate_training(a, p, sys, Explain::off);
+    p.precision.compute = hw::Precision::fp8;
+    p.precision.recipe = wl::QuantRecipe::delayed;
+    const auto fp8 = model::estimate_training(a, p, sys, Explain::off);
+    const double cast = cast_pass(model::make_device(*sys.gpu), gemm_weights_tp8(a), 4.0, 0.861);
+    CHECK(fp8.step.optimizer.raw() - bf16.step.optimizer.raw() == gptest::approx(cast).epsilon(1e-9));
+    // Copies made in every micro-batch instead (priced in the layers): nothing once per step.
+    p.fp8_weight_copies = wl::Fp8WeightCopies::per_microbatch;
+    CHECK(model::estimate_training(a, p, sys, Explain::off).step.optimizer.raw() ==
+          gptest::approx(bf16.step.optimizer.raw()).epsilon(1e-12));
+  }
+
+  TEST_CASE("FP8 parameters: the optimizer's shard cast from the fp32 master, then the gathered weight transposed on Hopper") {
+    const auto sys = node_system("dgx-h100");
+    const auto& a = arch("llama-3.1-70b");
+    wl::TrainingPlan p = plan_of(tp8_dp(2));
+    p.precision.weight_bytes = 1.0;  // the optimizer step writes 1 B working weights in both
+    const auto bf16 = model::estimate_training(a, p, sys, Explain::off);
+    p.precision.compute = hw::Precision::fp8;
+    p.precision.recipe = wl::QuantRecipe::tensorwise;
+    p.precision.fp8_params = true;
+    const auto fp8 = model::estimate_training(a, p, sys, Explain::off);
+    const double w = gemm_weights_tp8(a), shard = w / 2.0;
+    const auto d = model::make_device(*sys.gpu);
+    // Current scaling: the shard's amax (4 B at 0.916), the cast (4 + 1 B), the transpose of the gathered weight
+    // (1 + 1 B at 0.800).
+    const double t = cast_pass(d, shard, 4.0, 0.916) + cast_pass(d, shard, 5.0, 1.0) + cast_pass(d, w, 2.0, 0.800);
+    CHECK(fp8.step.optimizer.raw() - bf16.step.optimizer.raw() == gptest::approx(t).epsilon(1e-9));
+  }
+}
+
 TEST_SUITE("LoRA and QLoRA fine-tuning") {
   // Llama-2-7B (h 4096, 32 heads of 128, MHA, i 11008, 32 layers) on a DGX H100, one GPU's view of DP 8.
   Layout dp8() {

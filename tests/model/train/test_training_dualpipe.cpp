@@ -358,9 +358,13 @@ TEST_CASE("DeepSeek's framework keeps one FP8 layout of each GEMM weight and tra
   const double gemm_w = double(pc.total - pc.routed_experts - pc.embedding - pc.lm_head) + double(pc.routed_experts) / 64;
   CHECK((cached.memory.weights - one.memory.weights).raw() == gptest::approx(gemm_w * 1.0).epsilon(1e-9));
   // The transposes are time (one micro-batch here: global 64 over DP 64): the step grows, by less than the weights'
-  // 2 B would take at a quarter of the H800's 3.35 TB/s of HBM (hardware/gpus/h800-sxm5.json).
-  CHECK(one.step_time > cached.step_time);
-  CHECK((one.step_time - cached.step_time).raw() < gemm_w * 2.0 / (0.25 * 3.35e12));
+  // 2 B would take at a quarter of the H800's 3.35 TB/s of HBM (hardware/gpus/h800-sxm5.json). The cached copies are
+  // made once per step, in the optimizer term (weight_quantisation_time), which one micro-batch does not amortise:
+  // compared without it.
+  const auto beside_optimizer = [](const model::TrainingEstimate& e) { return e.step_time - e.step.optimizer; };
+  CHECK(beside_optimizer(one) > beside_optimizer(cached));
+  CHECK((beside_optimizer(one) - beside_optimizer(cached)).raw() < gemm_w * 2.0 / (0.25 * 3.35e12));
+  CHECK(cached.step.optimizer > one.step.optimizer);
   const Derivation* w = one.memory.derivation.find("memory.weights");
   REQUIRE(w != nullptr);
   bool noted = false;
