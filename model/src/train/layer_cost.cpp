@@ -40,6 +40,15 @@ constexpr double kEagerScorePassRate = 0.49;
 constexpr double kEagerLayerNormRate = 0.533;
 constexpr double kEagerBiasGradRate = 0.758;
 
+/// RMSNorm as PyTorch ops (price_composite_norm) at its measured rates: our H200 (2026-11-29, issue #22;
+/// scripts/measure/torchtitan_norm_rope.py; data/validation/measured/h200-sxm-141gb/torchtitan_norm_rope.json: TorchTitan
+/// 9dec370's RMSNorm on [2, 8192, 4096] bf16, eager). Forward 867.6 µs, backward 1,739.8 µs; the 36 and 92 B per element
+/// counted take 577.2 and 1,475.1 µs at the streaming rate (4.8 TB/s × the calibrated 0.872), after 8 and 14 kernels'
+/// 5 µs: 0.70 and 0.88 of it (the row reductions and the broadcast products run below the copy rate). Other GPUs: the
+/// same fractions of their streaming rate (an assumption, as for kEagerScorePassRate).
+constexpr double kCompositeNormFwdRate = 0.70;
+constexpr double kCompositeNormBwdRate = 0.88;
+
 namespace {
 
 /// Prices one layer's op graph for training: each op forward and backward on the GPU, plus the elementwise kernels
@@ -402,9 +411,11 @@ class TrainingLayerPricer {
                                OpClass::elementwise, units::bytes(elems * fwd_b), units::flop(4.0 * elems), d);
     OpCost bc = streaming_cost(named(name, " bwd (composite: autograd of each op)"), OpClass::elementwise,
                                units::bytes(elems * bwd_b), units::flop(8.0 * elems), d);
-    // streaming_cost charges one kernel's fixed cost; the composite runs fwd_k and bwd_k kernels.
-    fc.time += kernel_fixed(d, OpClass::elementwise) * double(fwd_k - 1);
-    bc.time += kernel_fixed(d, OpClass::elementwise) * double(bwd_k - 1);
+    // streaming_cost charges one kernel's fixed cost; the composite runs fwd_k and bwd_k kernels at their measured
+    // rates.
+    const Seconds k = kernel_fixed(d, OpClass::elementwise);
+    fc.time = (fc.time - k) / kCompositeNormFwdRate + k * double(fwd_k);
+    bc.time = (bc.time - k) / kCompositeNormBwdRate + k * double(bwd_k);
     lc.fwd.add(fc);
     lc.bwd.add(bc);
     if (!keep_ops) return;
