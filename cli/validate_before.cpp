@@ -24,6 +24,9 @@ Used structure_of(const wl::TrainingPlan& p) {
   if (p.partial_recompute()) w.emplace_back("partial recompute");
   if (p.recompute_modules != 0) w.emplace_back("recompute modules");
   if (p.recompute == wl::Recompute::selective_op) w.emplace_back("op-level selective recompute (TorchTitan)");
+  if (p.norm_kernel == wl::NormKernel::composite) w.emplace_back("RMSNorm as PyTorch ops");
+  if (p.cross_entropy == wl::CrossEntropyKernel::eager && p.kernels == wl::KernelStyle::fused)
+    w.emplace_back("eager loss beside compiled blocks");
   if (p.mtp_layers > 0) w.emplace_back("MTP");
   if (p.activation_offload_layers > 0) w.emplace_back("activation offload");
   if (p.ep_a2a_overlap) w.emplace_back("EP A2A overlap");
@@ -68,8 +71,11 @@ void predict_before(const nlohmann::json& scenario, const nlohmann::json* patch,
   for (const char* k : {"etp", "pipeline_layout", "embedding_in_pipeline_split", "loss_in_pipeline_split",
                         "first_stage_layers", "last_stage_layers", "recompute_method", "recompute_num_layers",
                         "recompute_modules", "mtp_layers", "activation_offload_layers", "ep_a2a_overlap",
-                        "pp_scatter_gather", "fp8_recipe", "overlap_p2p_comm", "fp8_dot_product_attention"})
+                        "pp_scatter_gather", "fp8_recipe", "overlap_p2p_comm", "fp8_dot_product_attention",
+                        "norm_kernel"})
     b.erase(k);
+  // A stack that compiles only its blocks had its loss priced as the fused kernels' (cross_entropy te).
+  if (plan.cross_entropy == wl::CrossEntropyKernel::eager) b.erase("cross_entropy");
   if (u.interleaved_overlap) b["overlap_p2p_comm"] = false;
   // TorchTitan's op-level policy was written as Megatron's selective recompute, the nearest mode before.
   if (plan.recompute == wl::Recompute::selective_op) b["recompute"] = "selective";

@@ -52,7 +52,8 @@ void add(std::vector<Term>& v, Part part, const char* name, const char* width, d
 }
 
 /// A norm's saved tensors. Megatron/TE LayerNorm and RMSNorm save their input (plus per-token mean/rstd, two fp32
-/// values per token, not counted). HF LlamaRMSNorm upcasts the input to fp32 (`pow` saves the fp32 copy) and the
+/// values per token, not counted). HF LlamaRMSNorm (and any RMSNorm written as PyTorch ops, norm_kernel composite:
+/// TorchTitan's at 9dec370) upcasts the input to fp32 (`pow` saves the fp32 copy) and the
 /// weight multiply saves the normalised tensor in the activation dtype; Gemma's RMSNorm computes x·(1+w) in fp32 and
 /// saves the fp32 normalised tensor instead. HF nn.LayerNorm saves its input.
 /// `norm`: the norm op (its width h), `count` norms of it.
@@ -60,7 +61,7 @@ void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, const Op& norm, b
                 const char* width) {
   const double h = static_cast<double>(norm.in) * count;
   const Role in_role = layer_input ? Role::input : Role::plain;
-  if (!c.hf() || c.a.norm == wl::NormKind::layernorm) {
+  if (!(c.hf() || c.plan.norm_kernel == wl::NormKernel::composite) || c.a.norm == wl::NormKind::layernorm) {
     add(v, part, "norm input", width, h, c.ab, Split::sequence, in_role);
     return;
   }

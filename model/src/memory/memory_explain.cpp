@@ -401,7 +401,7 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
   const StageMemory& h = e.h;
   const double t = e.t;
   const double comms = e.core.comms;
-  const bool torch_loop = e.plan.kernels == wl::KernelStyle::eager;
+  const bool torch_loop = e.plan.eager_loss();
   const bool te_loss = !torch_loop && e.plan.cross_entropy == wl::CrossEntropyKernel::te;
   const Origin& cfg = e.cfg;
   const Origin& par_o = e.par_o;

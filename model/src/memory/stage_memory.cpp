@@ -27,7 +27,7 @@ int communicators(const wl::Parallelism& par) {
 }
 
 double logit_bytes(const wl::TrainingPlan& plan, double activation_bytes) {
-  if (plan.kernels == wl::KernelStyle::eager) return activation_bytes + 2.0 * kFp32Bytes;
+  if (plan.eager_loss()) return activation_bytes + 2.0 * kFp32Bytes;
   if (plan.cross_entropy == wl::CrossEntropyKernel::te) return activation_bytes;
   return activation_bytes + kFp32Bytes;
 }

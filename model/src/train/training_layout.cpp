@@ -141,6 +141,11 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
             "modelled): use recompute selective or full");
       }))
     return false;
+  if (plan.norm_kernel == wl::NormKernel::composite && a.norm != wl::NormKind::rmsnorm && fail([] {
+        return std::string("norm_kernel composite prices RMSNorm written as PyTorch ops (TorchTitan's, Hugging Face's); "
+                           "the model uses LayerNorm (PyTorch's nn.LayerNorm is one fused kernel): leave it out");
+      }))
+    return false;
   // Megatron-Core TransformerConfig.__post_init__ on overlap_moe_expert_parallel_comm: 'only supported with expert
   // model parallelism', 'virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1',
   // 'disable full recomputation'.

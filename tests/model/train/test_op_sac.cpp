@@ -1,4 +1,6 @@
-// TorchTitan's op-level selective activation checkpointing (wl::Recompute::selective_op). Source: pytorch/torchtitan
+// TorchTitan's rows as the stack runs them: op-level selective activation checkpointing (wl::Recompute::selective_op),
+// the eager RMSNorm written as PyTorch ops (wl::NormKernel::composite) and the loss left out of torch.compile
+// (wl::CrossEntropyKernel::eager). Source: pytorch/torchtitan
 // 9dec370ad26b torchtitan/parallelisms/parallelize_llama.py: _save_list (aten.mm, SDPA flash/efficient,
 // reduce_scatter_tensor, abs, max) and _custom_policy ("Saves output of all compute ops, except every second mm"), the
 // policy of train_configs/llama3_8b.toml (mode 'selective', selective_ac_option 'op'); the mm order of a block is
@@ -9,6 +11,7 @@
 #include <string>
 
 #include "../../../model/src/memory/memory_activations.hpp"
+#include "gpuplan/model/ops.hpp"
 #include "gpuplan/model/training.hpp"
 #include "library.hpp"
 
@@ -32,12 +35,13 @@ wl::TrainingPlan torchtitan_t1(wl::Recompute r) {
   return p;
 }
 
-Seconds fwd_op(const model::TrainingEstimate& e, const std::string& name) {
+const model::OpCost& op_named(const model::TrainingEstimate& e, const std::string& name) {
   for (const auto& o : e.layer_ops)
-    if (o.name == name) return o.time;
+    if (o.name == name) return o;
   FAIL("no op " << name);
-  return Seconds(0);
+  return e.layer_ops.front();
 }
+Seconds fwd_op(const model::TrainingEstimate& e, const std::string& name) { return op_named(e, name).time; }
 }  // namespace
 
 TEST_CASE("op-level SAC keeps the block input, wq, wv, SDPA's output and log-sum-exp, w1 and w2: 63,616 B per token") {
@@ -114,4 +118,80 @@ TEST_CASE("op-level SAC is refused where TorchTitan's mm counting is not modelle
   auto moe = torchtitan_t1(wl::Recompute::selective_op);
   moe.par.ep = 8;
   CHECK_FALSE(model::check_training_layout(test::arch("mixtral-8x7b"), moe, sys).ok);
+}
+
+TEST_CASE("TorchTitan's eager RMSNorm is PyTorch ops: 36 B forward and 92 B backward per element in 8 and 14 kernels") {
+  // torchtitan/models/norms.py RMSNorm at 9dec370: (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x)
+  // * weight. Per element, a = 2 B, f = 4 B: forward upcast a+f, pow 2f, mean f, mul 2f, cast f+a, weight mul 2a =
+  // 36 B; backward (autograd) weight mul 2a + 3a + a, cast a+f, mul 2f + 3f + f, mean f, pow 2f + 2f + 3f, the sum of
+  // the two gradients 3f, upcast f+a = 92 B. The fused kernel: 4 B and 8 B.
+  const auto sys = test::node_system("grand-teton-h100");
+  const auto& a = test::arch("llama-3.1-8b");
+  auto plan = torchtitan_t1(wl::Recompute::selective_op);
+  plan.norm_kernel = wl::NormKernel::composite;
+  const auto comp = model::estimate_training(a, plan, sys, Explain::on);
+  const auto fused = model::estimate_training(a, torchtitan_t1(wl::Recompute::selective_op), sys, Explain::on);
+  REQUIRE(comp.feasibility.ok);
+  const double elems = 16384.0 * 4096.0;  // the micro-batch's 2 × 8,192 tokens × hidden 4,096
+  const auto& f = op_named(comp, "input norm (composite: upcast, pow, mean, rsqrt, mul, cast, weight mul)");
+  const auto& b = op_named(comp, "input norm bwd (composite: autograd of each op)");
+  CHECK(f.bytes.raw() == gptest::approx(2415919104.0).epsilon(1e-12));  // 36 × 67,108,864
+  CHECK(b.bytes.raw() == gptest::approx(6174015488.0).epsilon(1e-12));  // 92 × 67,108,864
+  CHECK(op_named(fused, "input norm").bytes.raw() == gptest::approx(4.0 * elems).epsilon(1e-12));
+  // Eight kernels forward, fourteen backward, the bytes at 0.70 and 0.88 of the streaming rate (measured on our H200,
+  // torchtitan_norm_rope.json: 867.6 and 1,739.8 µs).
+  const model::Device d = model::sustained_device(*sys.gpu, sys.efficiency, plan.attention_kernel);
+  const Seconds k = model::kernel_fixed(d, model::OpClass::elementwise);
+  const auto at_rate = [&](const model::OpCost& o, double rate, int kernels) {
+    const Seconds s = model::streaming_cost("", model::OpClass::elementwise, o.bytes, o.flops, d).time;
+    return ((s - k) / rate + k * double(kernels)).raw();
+  };
+  CHECK(f.time.raw() == gptest::approx(at_rate(f, 0.70, 8)).epsilon(1e-12));
+  CHECK(b.time.raw() == gptest::approx(at_rate(b, 0.88, 14)).epsilon(1e-12));
+  // Op-level SAC reruns both norms of every layer: 32 layers × 2 norms × the forward's difference, one micro-batch.
+  const double dfwd = (f.time - op_named(fused, "input norm").time).raw();
+  CHECK((comp.step.recompute - fused.step.recompute).raw() == gptest::approx(64.0 * dfwd).epsilon(1e-9));
+  // At 2.4 TB/s the 8B row's 65 norm passes cost at least (36 + 92 + 36 − 4 − 8 − 4) B × 67.1M × 64 / 2.4 TB/s
+  // = 0.265 s more per step than the fused kernels.
+  CHECK((comp.step_time - fused.step_time).raw() > 148.0 * elems * 64.0 / 2.4e12);
+}
+
+TEST_CASE("composite norm kernels are refused on a LayerNorm model: nn.LayerNorm is one fused kernel") {
+  const auto sys = test::node_system("grand-teton-h100");
+  auto plan = torchtitan_t1(wl::Recompute::none);
+  plan.seq_len = 1024;
+  plan.norm_kernel = wl::NormKernel::composite;
+  const auto e = model::check_training_layout(test::arch("gpt2"), plan, sys);
+  REQUIRE_FALSE(e.ok);
+  CHECK(e.reasons.front() ==
+        "norm_kernel composite prices RMSNorm written as PyTorch ops (TorchTitan's, Hugging Face's); the model uses "
+        "LayerNorm (PyTorch's nn.LayerNorm is one fused kernel): leave it out");
+}
+
+TEST_CASE("TorchTitan compiles its blocks, not its loss: cross_entropy eager is PyTorch's 22 + 26 B per logit") {
+  const auto sys = test::node_system("grand-teton-h100");
+  const auto& a = test::arch("llama-3.1-8b");
+  auto te = torchtitan_t1(wl::Recompute::selective_op);
+  te.kernels = wl::KernelStyle::fused;
+  auto eager = te;
+  eager.cross_entropy = wl::CrossEntropyKernel::eager;
+  const auto ee = model::estimate_training(a, eager, sys, Explain::off);
+  const auto et = model::estimate_training(a, te, sys, Explain::off);
+  REQUIRE(ee.feasibility.ok);
+  // Memory: log_softmax's fp32 output and its fp32 gradient beside the bf16 logits, 10 B against TE's 2 B per logit:
+  // 16,384 tokens × 128,256 logits × 8 B.
+  CHECK((ee.memory.logits - et.memory.logits).raw() == gptest::approx(16384.0 * 128256.0 * 8.0).epsilon(1e-12));
+  // Time: the loss's two streaming passes over the 2.10 G logits of the step's one micro-batch, 22 + 26 B per logit
+  // against one fused pass's 6 + 6 B.
+  const model::Device d = model::sustained_device(*sys.gpu, sys.efficiency, te.attention_kernel);
+  const double logits = 16384.0 * 128256.0;
+  const auto pass = [&](double bytes, double flops) {
+    return model::streaming_cost("", model::OpClass::loss, units::bytes(logits * bytes), units::flop(logits * flops), d)
+        .time.raw();
+  };
+  const double expected = pass(22.0, 5.0) + pass(26.0, 3.0) - pass(6.0, 5.0) - pass(6.0, 3.0);
+  CHECK(expected > 36.0 * logits / 2.4e12);  // at least HBM's 2.4 TB/s for the 36 B per logit more: 31.5 ms
+  CHECK((ee.step_time - et.step_time).raw() == gptest::approx(expected).epsilon(1e-6));
+  // The layers are the same (the blocks are compiled either way).
+  CHECK(ee.step.recompute.raw() == gptest::approx(et.step.recompute.raw()).epsilon(1e-12));
 }

@@ -200,13 +200,15 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("dropout")) p.dropout = *v;
   if (auto v = r.str("kernels")) p.kernels = *v == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
   if (auto v = r.str("cross_entropy")) {
-    p.cross_entropy = *v == "unfused" ? wl::CrossEntropyKernel::unfused
+    p.cross_entropy = *v == "unfused"  ? wl::CrossEntropyKernel::unfused
                       : *v == "native" ? wl::CrossEntropyKernel::native
+                      : *v == "eager"  ? wl::CrossEntropyKernel::eager
                                        : wl::CrossEntropyKernel::te;
     if (p.kernels == wl::KernelStyle::eager)
       key_error("cross_entropy", "cross_entropy names Megatron's loss kernels (kernels fused); eager kernels run "
                                  "PyTorch's cross_entropy: leave it out");
   }
+  if (auto v = r.str("norm_kernel")) p.norm_kernel = *v == "composite" ? wl::NormKernel::composite : wl::NormKernel::fused;
   if (auto v = r.str("mixed_precision"); v && *v == "amp") {
     // AMP: fp32 parameters and gradients, no separate master copy (the parameters are the master).
     p.mixed_precision = wl::MixedPrecision::amp;
@@ -393,7 +395,9 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.kernels == wl::KernelStyle::fused)
     j["cross_entropy"] = p.cross_entropy == wl::CrossEntropyKernel::unfused  ? "unfused"
                          : p.cross_entropy == wl::CrossEntropyKernel::native ? "native"
+                         : p.cross_entropy == wl::CrossEntropyKernel::eager  ? "eager"
                                                                               : "te";
+  if (p.norm_kernel == wl::NormKernel::composite) j["norm_kernel"] = "composite";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";
   if (p.offload == wl::Offload::optimizer) j["offload"] = "optimizer";
   if (p.zero3_gather == wl::Zero3Gather::per_tensor_blocking) j["zero3_gather"] = "per_tensor_blocking";

@@ -248,13 +248,25 @@ const ScenarioFieldTable& training_fields() {
       row("cross_entropy", FieldType::string, "Cross-entropy kernels")
           .flags({"--cross-entropy"})
           .help("LM-loss kernels with fused kernels: te (one fused pass), native (Megatron-Core's jit-fused "
-                "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits)")
+                "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits), eager (PyTorch's "
+                "cross_entropy, as a stack that compiles only its blocks runs it)")
           .otherwise("te")
-          .choices({"te", "native", "unfused"})
+          .choices({"te", "native", "unfused", "eager"})
           .doc("LM-loss cross-entropy kernels under fused kernels: te = one fused pass (Transformer "
                 "Engine; Megatron-LM --cross-entropy-fusion-impl te), native = Megatron-Core's jit-fused "
                 "passes (--cross-entropy-loss-fusion), unfused = Megatron-Core's unfused passes over fp32 "
-                "logits (Megatron-LM's default)"),
+                "logits (Megatron-LM's default), eager = PyTorch's F.cross_entropy over fp32-upcast logits, "
+                "as eager kernels run it (TorchTitan compiles its transformer blocks, not the loss)"),
+      row("norm_kernel", FieldType::string, "RMSNorm kernels")
+          .flags({"--norm-kernel"})
+          .help("RMSNorm as one fused kernel each way (fused) or as PyTorch ops, one kernel each (composite: "
+                "TorchTitan's and Hugging Face's RMSNorm in eager mode)")
+          .otherwise("fused")
+          .choices({"fused", "composite"})
+          .doc("RMSNorm implementation: fused = one kernel forward and one backward (Transformer Engine, "
+               "Apex, PyTorch's fused rms_norm, torch.compile); composite = the norm written as PyTorch ops "
+               "(fp32 upcast, pow, mean, rsqrt, multiply, cast back, weight multiply), each its own kernel "
+               "forward and in autograd's backward (TorchTitan's RMSNorm, Hugging Face's LlamaRMSNorm)"),
       row("mixed_precision", FieldType::string, "Mixed precision")
           .flags({"--mixed-precision"})
           .help("megatron (bf16 params + fp32 main) or amp (fp32 params, autocast)")

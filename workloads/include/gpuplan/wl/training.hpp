@@ -121,8 +121,15 @@ enum class KernelStyle { fused, eager };
 ///    fp32 upcast with the row max, subtract+exp+sum, the normalisation, and the backward's scale, each one kernel;
 ///  - unfused: Megatron-Core's VocabParallelCrossEntropy without fusion, Megatron-LM's default (no
 ///    --cross-entropy-loss-fusion): upcast, max, subtract, exp, sum, divide each one pass over the fp32 logits.
+///  - eager: PyTorch's F.cross_entropy over fp32-upcast logits, as under eager kernels: the loss of a stack that
+///    compiles only its transformer blocks (pytorch/torchtitan 9dec370ad26b train.py leaves loss_fn uncompiled).
 /// megatron/core/tensor_parallel/cross_entropy.py and megatron/core/fusions/fused_cross_entropy.py.
-enum class CrossEntropyKernel { te, native, unfused };
+enum class CrossEntropyKernel { te, native, unfused, eager };
+/// How RMSNorm runs: fused (one kernel each way: Transformer Engine, Apex, PyTorch's fused rms_norm, Inductor) or
+/// composite, written as PyTorch ops that each run as a kernel (pytorch/torchtitan 9dec370ad26b
+/// torchtitan/models/norms.py RMSNorm, Hugging Face LlamaRMSNorm): the fp32 upcast, pow, mean, rsqrt, the multiply,
+/// the cast back and the weight multiply forward, and autograd's backward of each.
+enum class NormKernel { fused, composite };
 /// Mixed-precision scheme: Megatron keeps bf16 parameters and an fp32 main copy in the optimizer; PyTorch AMP keeps
 /// fp32 parameters and gradients and autocast casts every weight to bf16 in each forward.
 enum class MixedPrecision { megatron, amp };
@@ -284,6 +291,11 @@ struct TrainingPlan {
   AttentionKernel attention_kernel = AttentionKernel::fa3;
   KernelStyle kernels = KernelStyle::fused;
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read only with fused kernels
+  NormKernel norm_kernel = NormKernel::fused;                  ///< RMSNorm models only
+  /// The loss runs as PyTorch's eager cross_entropy: under eager kernels, or as cross_entropy eager.
+  [[nodiscard]] bool eager_loss() const {
+    return kernels == KernelStyle::eager || cross_entropy == CrossEntropyKernel::eager;
+  }
   MixedPrecision mixed_precision = MixedPrecision::megatron;
   Offload offload = Offload::none;
   Zero3Gather zero3_gather = Zero3Gather::per_unit;  ///< read only with zero 3
