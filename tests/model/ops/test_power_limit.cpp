@@ -25,10 +25,11 @@ double peak_TFLOPs(const hw::GpuSpec& g, hw::Precision p) { return g.peak(p)->ra
 
 TEST_SUITE("sustained clock under a power limit") {
   TEST_CASE("the law: the cube root of the power budget per SM above idle") {
-    // 500 W against 700 W on 132 SMs, idle 88.256 W of the 700 W rating: ((500 - 88.256)/(700 - 88.256))^(1/3).
+    // 500 W against 700 W on 132 SMs, 165.92 W of the 700 W beside the SMs: ((500 - 165.92)/(700 - 165.92))^(1/3).
     const model::PowerPoint gt{500, 700, 132}, h100{700, 700, 132};
-    CHECK(model::sustained_clock_ratio(gt, h100) == gptest::approx(std::cbrt(411.744 / 611.744)).epsilon(1e-12));
-    CHECK(model::sustained_clock_ratio(gt, h100) == gptest::approx(0.87637).epsilon(1e-4));
+    CHECK(model::kIdlePowerFraction * 700 == gptest::approx(165.92).epsilon(1e-12));
+    CHECK(model::sustained_clock_ratio(gt, h100) == gptest::approx(std::cbrt(334.08 / 534.08)).epsilon(1e-12));
+    CHECK(model::sustained_clock_ratio(gt, h100) == gptest::approx(0.85523).epsilon(1e-4));
     CHECK(model::sustained_clock_ratio(h100, h100) == gptest::approx(1.0).epsilon(1e-15));
     // More SMs share the same budget: 152 against 148 at equal power is (148/152)^(1/3).
     CHECK(model::sustained_clock_ratio({1000, 1000, 152}, {1000, 1000, 148}) ==
@@ -50,7 +51,7 @@ TEST_SUITE("sustained clock under a power limit") {
     CHECK(model::sustained_clock_ratio({700, 700, 144}, ref) < 1.0);
   }
 
-  TEST_CASE("Grand Teton's 500 W H100 row is the H100's with its compute ceilings at the law's 0.876") {
+  TEST_CASE("Grand Teton's 500 W H100 row is the H100's with its compute ceilings at the law's 0.855") {
     const auto& h100 = *gpu("h100-sxm5-80gb").efficiency;
     const auto& gt_gpu = gpu("h100-sxm-96gb-hbm2e");
     REQUIRE(gt_gpu.efficiency.has_value());
@@ -59,14 +60,14 @@ TEST_SUITE("sustained clock under a power limit") {
     CHECK(gt_gpu.efficiency_via.empty());
     // The TorchTitan runs' 'default 500W power limit' of the 700 W part (pytorch/torchtitan docs/performance.md).
     const double s = model::sustained_clock_ratio({500, gt_gpu.tdp->raw(), gt_gpu.compute_units}, at_tdp(gpu("h100-sxm5-80gb")));
-    CHECK(s == gptest::approx(0.8764).epsilon(1e-4));
-    const double rounding = 1e-3;  // rows carry 3 decimals
+    CHECK(s == gptest::approx(0.8552).epsilon(1e-4));
+    const double rounding = 1.5e-3;  // rows carry 3 decimals: half a unit of 0.001 on values of 0.34 and more
     CHECK(gt.gemm_bf16 == gptest::approx(h100.gemm_bf16 * s).epsilon(rounding));
     CHECK(gt.gemm_fp8 == gptest::approx(h100.gemm_fp8 * s).epsilon(rounding));
     CHECK(gt.gemm_int8 == gptest::approx(h100.gemm_int8 * s).epsilon(rounding));
     CHECK(gt.gemm_sparse24 == gptest::approx(h100.gemm_sparse24 * s).epsilon(rounding));
-    CHECK(gt.gemm_w4a16 == gptest::approx(h100.gemm_w4a16 * s).epsilon(0.02));  // 0.026 of 0.0263
-    CHECK(gt.gemm_bf16 == gptest::approx(0.663));
+    CHECK(gt.gemm_w4a16 == gptest::approx(h100.gemm_w4a16 * s).epsilon(0.02));  // 0.026 of 0.02566
+    CHECK(gt.gemm_bf16 == gptest::approx(0.647));
     // Attention, HBM and fixed costs are not scaled (assumption, stated in the row's origin).
     CHECK(gt.attention_fwd == gptest::approx(h100.attention_fwd).epsilon(1e-12));
     CHECK(gt.attention_bwd == gptest::approx(h100.attention_bwd).epsilon(1e-12));
@@ -74,8 +75,8 @@ TEST_SUITE("sustained clock under a power limit") {
     CHECK(gt.gemm_w4a16_hbm == gptest::approx(h100.gemm_w4a16_hbm).epsilon(1e-12));
     CHECK(gt.graph_gemm_us == gptest::approx(h100.graph_gemm_us).epsilon(1e-12));
     const auto e = model::default_efficiency(gt_gpu);
-    CHECK(e.gemm_bf16 == gptest::approx(0.663));
-    CHECK(e.origin.find("x 0.876") != std::string::npos);
+    CHECK(e.gemm_bf16 == gptest::approx(0.647));
+    CHECK(e.origin.find("x 0.855") != std::string::npos);
   }
 
   TEST_CASE("B200, B300 and GB300 rows are GB200's sustained rates per SM carried by the law") {
@@ -104,6 +105,27 @@ TEST_SUITE("sustained clock under a power limit") {
       CHECK(g.efficiency->gemm_fp8 == gptest::approx(w.fp8));
       CHECK(g.efficiency->gemm_bf16 == gptest::approx(w.bf16));
     }
+  }
+
+  TEST_CASE("the law predicts our H200's power-capped clocks from one capped point") {
+    // data/validation/measured/h200-sxm-141gb/power_clock_sms.json: a bf16 GEMM held on N of 132 SMs under the 700 W
+    // cap (median SM clock over each hold). Relative to the 64-SM point, the same board power over N SMs gives
+    // (64/N)^(1/3), whatever the power beside the SMs: 80, 96, 112, 124 and 132 SMs within 2.5% of the measurement.
+    struct Point {
+      int sms;
+      double MHz;
+    };
+    const Point ref{64, 1875.0};
+    for (const Point p : {Point{80, 1770.0}, Point{96, 1650.0}, Point{112, 1560.0}, Point{124, 1485.0},
+                          Point{132, 1440.0}, Point{132, 1455.0}}) {
+      CAPTURE(p.sms);
+      const double predicted = ref.MHz * model::sustained_clock_ratio({700, 700, p.sms}, {700, 700, ref.sms});
+      CHECK(predicted == gptest::approx(p.MHz).epsilon(0.025));
+    }
+    // And from the uncapped points' intercept and slope (165.92 W + 9.89 W per SM at 1980 MHz) the full GPU's clock:
+    // 1980 · ((700 - 165.92)/(9.8927 · 132))^(1/3) = 1470 MHz against 1440-1455 measured.
+    const double full = 1980.0 * std::cbrt((700.0 - 700.0 * model::kIdlePowerFraction) / (9.8927 * 132));
+    CHECK(full == gptest::approx(1447.5).epsilon(0.025));
   }
 
   TEST_CASE("the H100 and H200 rows, measured at their own 700 W, are untouched") {
