@@ -1103,7 +1103,7 @@ TEST_SUITE("hardware completeness") {
 }
 
 TEST_SUITE("shipped hardware database: the TorchTitan paper's Grand Teton H100") {
-  TEST_CASE("96 GB HBM2e at 2.4 TB/s, fit checks at the 95 GiB CUDA reports, the Hopper family's efficiencies") {
+  TEST_CASE("96 GB HBM2e at 2.4 TB/s, fit checks at the 95 GiB CUDA reports, its own 500 W efficiency row") {
     // pytorch/torchtitan docs/performance.md: 96GB HBM2e, 2.4 TB/sec; torchtitan pull request #800: 95 GiB.
     const auto* g = shipped().find_gpu("h100-grand-teton");  // an alias
     REQUIRE(g != nullptr);
@@ -1118,8 +1118,11 @@ TEST_SUITE("shipped hardware database: the TorchTitan paper's Grand Teton H100")
     CHECK(g->peak(Precision::bf16)->raw() == sxm->peak(Precision::bf16)->raw());
     CHECK(g->peak(Precision::bf16)->raw() > nvl->peak(Precision::bf16)->raw());
     REQUIRE(g->efficiency.has_value());
-    CHECK(g->efficiency->gpu == "h100-sxm5-80gb");
-    CHECK(g->efficiency_via == "no measurement for h100-sxm-96gb-hbm2e: uses its family's (h100-sxm5-80gb)");
+    // Its own row: the H100's at the sustained-clock law's 500 W clock (tests/model/ops/test_power_limit.cpp).
+    CHECK(g->efficiency->gpu == "h100-sxm-96gb-hbm2e");
+    CHECK(g->efficiency_via.empty());
+    CHECK(g->efficiency->gemm_bf16 == gptest::approx(0.647));
+    CHECK(g->efficiency->hbm == gptest::approx(sxm->efficiency->hbm));
     const auto* n = shipped().find_node("grand-teton-h100");
     REQUIRE(n != nullptr);
     CHECK(n->gpu == "h100-sxm-96gb-hbm2e");

@@ -164,10 +164,11 @@ TEST_CASE("every recipe of issue #22's dev tables runs with its own flags") {
 }
 
 // The TorchTitan paper's tables on Meta's Grand Teton H100 (hardware/gpus/h100-sxm-96gb-hbm2e.json): every recipe
-// runs, and every row comes out optimistic, as the GPU file's two stated assumptions predict (the SXM datasheet peak,
-// the top of the authors' "between SXM and NVL"; the 500 W power limit not modelled). The rows are kept out of the
-// error bands for that reason ("not_in_bands"), and Table 5's interleaved-over-1F1B gain, which both assumptions
-// leave alone, is the model's own.
+// runs, and every row comes out optimistic, as the GPU file's stated assumption predicts (the SXM datasheet peak, the
+// top of the authors' "between SXM and NVL"). The 500 W power limit is priced since session 28 (the part's own
+// efficiency row, compute ceilings x 0.855 by the sustained-clock law, model/power_limit.hpp), which took the rows
+// from 15-63% to 10-60% optimistic. The rows are kept out of the error bands ("not_in_bands"), and Table 5's
+// interleaved-over-1F1B gain, which neither the peak nor the clock moves, is the model's own.
 TEST_CASE("the TorchTitan rows run on the Grand Teton H100, optimistic, out of the bands, with Table 5's schedule ratio") {
   const auto s = run("training_cases.json");
   std::vector<gpuplan::model::BandCase> bands;
@@ -181,7 +182,7 @@ TEST_CASE("the TorchTitan rows run on the Grand Teton H100, optimistic, out of t
     CAPTURE(c.note);
     CHECK(c.gpu == "grand-teton-h100");
     REQUIRE(c.error.has_value());
-    CHECK(*c.error > 0.10);  // 15-63% at the SXM peak: optimistic, never pessimistic
+    CHECK(*c.error > 0.05);  // 9.7-59.9% at the SXM peak and the 500 W clock: optimistic, never pessimistic
     CHECK(*c.error < 0.70);
     CHECK(c.regime.kind.empty());
     CHECK(std::none_of(bands.begin(), bands.end(), [&](const auto& b) { return b.id == c.id; }));
