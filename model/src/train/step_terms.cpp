@@ -300,6 +300,11 @@ double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan
 
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_group, const CommGroup& expert_group) {
+  return dp_collective_times(a, params, plan, dp_group, expert_group, dp_buckets(a, plan));
+}
+
+DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                            const CommGroup& dp_group, const CommGroup& expert_group, const DpBuckets& buckets) {
   DpTimes t;
   // The DP communicators' CTA cap (--dp-max-ctas), whoever resolved the groups (a group is copied only when its cap
   // differs: the search prices this per DP term, and a group's copy cost more than its collectives).
@@ -325,7 +330,7 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
   const Bytes expert_weights =
       units::bytes(zero3 ? p_gpu.experts * base_b : p_train.experts * plan.precision.weight_bytes);
   // The buckets (dp_buckets) and the unit reduced last and gathered first (dp_last_unit_params).
-  t.buckets = dp_buckets(a, plan);
+  t.buckets = buckets;
   const double unit = dp_last_unit_params(params, plan, t.buckets);
   t.last_unit = unit;
   // LoRA: the embedding and LM head are frozen; the last reduction is one bucket of adapter gradients.
