@@ -171,6 +171,45 @@ struct VocabEvaluator {
     return term(g);
   }
 
+  // The DP terms: the gradient reduction and parameter gathers (keyed without ZeRO 1 vs 2), their buckets (keyed by
+  // dp_buckets_key) and, with eager kernels, the PyTorch wrappers' copies.
+  void dp_terms(const wl::TrainingPlan& plan, std::int64_t ek, int pp_key, detail::StepTerms& t) {
+    const auto& par = plan.par;
+    const int n_dp = detail::dense_grad_group_size(plan);
+    if (n_dp <= 1) return;
+    const int etp = par.expert_tp();
+    const auto zero = static_cast<std::int64_t>(plan.zero);
+    // ZeRO 1 and 2 move the same bytes in the same buckets (dp_collective_times reads whether the stage is none or
+    // 3 only): one entry.
+    const auto dp_zero = static_cast<std::int64_t>(plan.zero == wl::ZeroStage::gradients ? wl::ZeroStage::optimizer
+                                                                                          : plan.zero);
+    t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks()}, [&] {
+      const int n_edp = detail::expert_grad_group_size(plan);
+      const detail::DpBuckets& b =
+          dp_buckets.get(detail::dp_buckets_key(plan), [&] { return detail::dp_buckets(a, plan); });
+      // References into the caches stay valid across inserts (their values live in a deque). DualPipe's mirror
+      // copies change the groups' tiers (grad_comm_group_tiers, which reads tp·cp·dp and PP); dp_collective_times
+      // puts the plan's CTA cap on either.
+      if (plan.dualpipe()) {
+        const std::int64_t grid = std::int64_t(par.tp) * par.cp * par.dp;
+        const CommGroup& g = dualpipe_groups.get(
+            {n_dp, par.tp, grid, par.pp}, [&] { return detail::grad_comm_group_tiers(n_dp, par.tp, plan, sys); });
+        const CommGroup& ge = dualpipe_groups.get({n_edp, etp * par.ep, grid, par.pp}, [&] {
+          return detail::grad_comm_group_tiers(n_edp, etp * par.ep, plan, sys);
+        });
+        return detail::dp_collective_times(a, k.params, plan, g, ge, b);
+      }
+      const CommGroup& g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
+      const CommGroup& ge =
+          groups.get({n_edp, etp * par.ep}, [&] { return training_comm_group(n_edp, etp * par.ep, sys); });
+      return detail::dp_collective_times(a, k.params, plan, g, ge, b);
+    });
+    if (plan.kernels == wl::KernelStyle::eager)
+      t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, ek,
+                               static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
+                              [&] { return detail::dp_copy_time(a, k.params, plan, k.d); });
+  }
+
   LayoutScore evaluate(const Layout& l) {
     LayoutScore r;
     if (!have_gpu) return r;
@@ -232,39 +271,7 @@ struct VocabEvaluator {
           return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_gather_time(a, plan, g); });
         });
     }
-    const int n_dp = detail::dense_grad_group_size(plan);
-    if (n_dp > 1) {
-      const auto zero = static_cast<std::int64_t>(plan.zero);
-      // ZeRO 1 and 2 move the same bytes in the same buckets (dp_collective_times reads whether the stage is none or
-      // 3 only): one entry.
-      const auto dp_zero = static_cast<std::int64_t>(plan.zero == wl::ZeroStage::gradients ? wl::ZeroStage::optimizer
-                                                                                            : plan.zero);
-      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks()}, [&] {
-        const int n_edp = detail::expert_grad_group_size(plan);
-        const detail::DpBuckets& b =
-            dp_buckets.get(detail::dp_buckets_key(plan), [&] { return detail::dp_buckets(a, plan); });
-        // References into the caches stay valid across inserts (their values live in a deque). DualPipe's mirror
-        // copies change the groups' tiers (grad_comm_group_tiers, which reads tp·cp·dp and PP); dp_collective_times
-        // puts the plan's CTA cap on either.
-        if (plan.dualpipe()) {
-          const std::int64_t grid = std::int64_t(par.tp) * par.cp * par.dp;
-          const CommGroup& g = dualpipe_groups.get(
-              {n_dp, par.tp, grid, par.pp}, [&] { return detail::grad_comm_group_tiers(n_dp, par.tp, plan, sys); });
-          const CommGroup& ge = dualpipe_groups.get({n_edp, etp * par.ep, grid, par.pp}, [&] {
-            return detail::grad_comm_group_tiers(n_edp, etp * par.ep, plan, sys);
-          });
-          return detail::dp_collective_times(a, k.params, plan, g, ge, b);
-        }
-        const CommGroup& g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
-        const CommGroup& ge =
-            groups.get({n_edp, etp * par.ep}, [&] { return training_comm_group(n_edp, etp * par.ep, sys); });
-        return detail::dp_collective_times(a, k.params, plan, g, ge, b);
-      });
-      if (plan.kernels == wl::KernelStyle::eager)
-        t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, ek,
-                                 static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
-                                [&] { return detail::dp_copy_time(a, k.params, plan, d); });
-    }
+    dp_terms(plan, ek, pp_key, t);
     const double shard = detail::optimizer_shard(plan);
     t.optimizer = opt.get({par.tp, pp_key, ek, static_cast<std::int64_t>(shard)},
                           [&] { return detail::optimizer_time(a, k.params, plan, d); });
