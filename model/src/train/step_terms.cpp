@@ -165,8 +165,9 @@ Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
 }
 
 Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
-  const std::int64_t kv_dim =
-      a.mla ? a.mla->kv_lora_rank + a.mla->qk_rope_head_dim : 2 * a.kv_heads * a.head_dim / plan.par.tp;
+  // The K/V a layer caches per token (the graph's attention op, attention_cache_elements): MLA's latent is whole on
+  // every TP rank, K and V are split by heads.
+  const std::int64_t kv_dim = a.mla ? attention_cache_elements(a) : attention_cache_elements(a) / plan.par.tp;
   return units::bytes((double(plan.micro_batch) * double(plan.seq_len) * double(kv_dim)) * plan.precision.activation_bytes);
 }
 
