@@ -1,9 +1,14 @@
 // `gpuplan bench`: speed of the layout search (docs/search.md). For each GPU count it measures the wall time of a
 // full `train --search` (enumeration, evaluation, ranking; fresh caches) on one thread and on all threads, and the
-// warm-cache evaluation rate of FastTrainingEvaluator alone. Median of --repeat runs.
+// warm-cache evaluation rate of FastTrainingEvaluator alone. Median of --repeat runs. `--gui-recompute` times instead
+// what the GUI's Training page recomputes on an edit, through the application layer (docs/gui.md); `--simulate` the
+// serving simulator.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <functional>
+#include <map>
+#include <time.h>
 #include <fstream>
 #include <thread>
 
@@ -18,7 +23,13 @@
 #include "gpuplan/model/serving_memory.hpp"
 #include "gpuplan/model/simulate.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
+#include "gpuplan/app/input_pipeline.hpp"
 #include "gpuplan/app/resolve.hpp"
+#include "gpuplan/app/studies.hpp"
+#include "gpuplan/model/timeline.hpp"
+#include "gpuplan/model/training.hpp"
+#include "gpuplan/wl_io/scenario_fields.hpp"
+#include "gpuplan/wl_io/scenario_io.hpp"
 
 namespace gpuplan::cli {
 namespace {
@@ -33,6 +44,8 @@ struct BenchFlags {
   bool no_calibration = false;
   long long simulate = 0;  ///< > 0: benchmark the serving simulator on this many requests instead of the search
   double rate = 10;
+  bool gui_recompute = false;          ///< time the GUI's recompute of a training scenario instead of the search
+  std::vector<std::string> scenarios;  ///< --gui-recompute: training scenario files (default: two, below)
 };
 
 double median(std::vector<double> v) {
@@ -111,6 +124,123 @@ int run_simulate_bench(const GlobalOptions& g, const BenchFlags& f, const wl::Tr
   return kExitOk;
 }
 
+/// This thread's CPU time in seconds (user + system): the cost of a computation on a machine shared with others.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// The dense default of `bench --gui-recompute`: GPT-3 175B on 1024 H100 as Megatron-LM trains it (TP 8, PP 8
+/// interleaved, DP 16, sequence parallelism), the search bench's batch.
+nlohmann::json gui_bench_dense_scenario() {
+  return {{"model", "gpt3-175b"}, {"gpu", "h100"},        {"gpus", 1024},         {"tp", 8},
+          {"pp", 8},              {"virtual_stages", 2},  {"sequence_parallel", true}, {"micro_batch", 1},
+          {"global_batch", 1536}, {"seq", 2048}};
+}
+
+/// `bench --gui-recompute`: what the GUI's Training page recomputes on each edit (gui/jobs/training_job.cpp
+/// evaluate_training, on its worker thread), stage by stage through the same application-layer and model calls: the
+/// scenario decoded and resolved with its calibration (app::resolve_training, app::load_calibration), the estimate
+/// with its explain tree (estimate_training, Explain::on), the step timeline (training_timeline with the page's
+/// default loader, none), the three memory timelines (one per recompute mode) and the strong-scaling study
+/// (app::strong_scaling_study). Left out: the GUI-only collective chart and roofline (gui/jobs) and the Qt models
+/// that display the results. CPU time of this thread and wall time, median of --repeat runs per stage.
+int run_gui_bench(const GlobalOptions& g, const BenchFlags& f, const std::string& dir, const hw::HardwareDb& db,
+                  const wl_io::ModelLibrary& lib) {
+  struct Input {
+    std::string name;
+    nlohmann::json scenario;
+  };
+  std::vector<Input> inputs;
+  Diagnostics diags;
+  if (f.scenarios.empty()) {
+    inputs.push_back({"gpt3-175b 1024 h100 (TP 8, PP 8 v2, SP)", gui_bench_dense_scenario()});
+    auto ds = read_training_scenario(dir + "/scenarios/deepseek-v3-h800.json", diags);
+    if (!ds) return report(diags);
+    inputs.push_back({"scenarios/deepseek-v3-h800.json", std::move(*ds)});
+  }
+  for (const auto& file : f.scenarios) {
+    auto j = read_training_scenario(file, diags);
+    if (!j) return report(diags);
+    inputs.push_back({file, std::move(*j)});
+  }
+  Table t;
+  t.columns = {{"scenario", "scenario"},
+               {"stage", "stage"},
+               {"cpu_ms", "CPU (ms)", true},
+               {"wall_ms", "wall (ms)", true}};
+  using Clock = std::chrono::steady_clock;
+  for (const auto& in : inputs) {
+    std::optional<app::ResolvedTraining> r;
+    Diagnostics local;
+    // Stage by stage, each --repeat times; the stages after the first use the last resolution.
+    const std::vector<std::pair<std::string, std::function<void()>>> stages{
+        {"decode, resolve, calibration",
+         [&] {
+           Diagnostics d;
+           std::map<std::string, std::string> origin;
+           for (const auto& [k, v] : in.scenario.items()) origin[k] = wl_io::training_key_label(k);
+           auto decoded = wl_io::decode_training_scenario(in.scenario, "", origin);
+           if (!decoded.ok()) {
+             local.append(decoded.diagnostics());
+             return;
+           }
+           auto where = [](const std::string& k) { return wl_io::training_key_label(k); };
+           r = app::resolve_training(decoded.value(), in.scenario.contains("global_batch"), db, lib, where, d);
+           if (r && !app::load_calibration(dir, r->sys, f.no_calibration, d)) r.reset();
+           if (!r) local.append(d);
+         }},
+        {"estimate + explain tree",
+         [&] { (void)model::estimate_training(r->arch, r->plan, r->sys, Explain::on); }},
+        {"step timeline",
+         [&] {
+           (void)model::training_timeline(r->arch, r->plan, r->sys,
+                                          app::text_loader(r->sys, 0.0, "Loader ms/sample"), 0);
+         }},
+        {"memory timelines (3 recompute modes)",
+         [&] {
+           for (auto mode : {wl::Recompute::none, wl::Recompute::selective, wl::Recompute::full}) {
+             wl::TrainingPlan p = r->plan;
+             p.recompute = mode;
+             (void)model::training_memory_timeline(r->arch, p, r->sys);
+           }
+         }},
+        {"strong-scaling study",
+         [&] { (void)app::strong_scaling_study(r->arch, r->plan, r->sys, r->sys.gpu->info.id); }}};
+    double total_cpu = 0, total_wall = 0;
+    for (const auto& [stage, run] : stages) {
+      std::vector<double> cpu, wall;
+      for (long long i = 0; i < f.repeat; ++i) {
+        const auto t0 = Clock::now();
+        const double c0 = thread_cpu_s();
+        run();
+        cpu.push_back(thread_cpu_s() - c0);
+        wall.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        if (!r) return report(local);  // the scenario did not resolve: its diagnostics
+        if (!r->pre.ok) {
+          for (const auto& why : r->pre.reasons) local.error("", in.name, why);
+          return report(local);
+        }
+      }
+      const double c = median(cpu), w = median(wall);
+      total_cpu += c;
+      total_wall += w;
+      t.rows.push_back({in.name, stage, fmt::format("{:.4g}", 1e3 * c), fmt::format("{:.4g}", 1e3 * w)});
+    }
+    t.rows.push_back({in.name, "total", fmt::format("{:.4g}", 1e3 * total_cpu), fmt::format("{:.4g}", 1e3 * total_wall)});
+  }
+  const Format fmt_ = parse_format(g.format);
+  if (fmt_ == Format::text || fmt_ == Format::md) {
+    const std::string cpu = cpu_name();
+    out(fmt::format("{}GUI recompute on an edit, Training page (median of {} runs){}machine: {}\n\n",
+                    fmt_ == Format::md ? "## " : "", f.repeat, fmt_ == Format::md ? "\n\n" : "\n",
+                    cpu.empty() ? "unknown CPU" : cpu));
+  }
+  out(t.render(fmt_));
+  return kExitOk;
+}
+
 int run_bench(const GlobalOptions& g, const BenchFlags& f) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
@@ -119,6 +249,7 @@ int run_bench(const GlobalOptions& g, const BenchFlags& f) {
   if (!db.ok()) return report(db.diagnostics());
   auto lib = wl_io::load_model_library(*dir);
   if (!lib.ok()) return report(lib.diagnostics());
+  if (f.gui_recompute) return run_gui_bench(g, f, *dir, *db, *lib);
   auto m = wl_io::resolve_model(*lib, f.model);
   if (!m.ok()) return report(m.diagnostics());
   auto where = [](const std::string& key) { return "--" + key; };
@@ -221,6 +352,12 @@ void register_bench(CLI::App& app, GlobalOptions& g, int& rc) {
       ->check(CLI::Range(1LL, 100'000'000LL));
   c->add_option("--rate", f->rate, "bench --simulate: offered requests per second (default 10)")
       ->check(CLI::Range(1e-6, 1e9));
+  c->add_flag("--gui-recompute", f->gui_recompute,
+              "time what the GUI's Training page recomputes on an edit (resolve, estimate with its explain tree, "
+              "timelines, scaling study) instead of the search");
+  c->add_option("--scenario", f->scenarios,
+                "bench --gui-recompute: a training scenario file (repeatable; default GPT-3 175B on 1024 H100 and "
+                "scenarios/deepseek-v3-h800.json)");
   add_format_option(*c, g);
   c->callback([&g, f, c, &rc] {
     if (f->simulate > 0 && c->count("--model") == 0) f->model = "llama-3.1-8b";

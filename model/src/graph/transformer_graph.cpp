@@ -178,7 +178,7 @@ void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, 
     attn.kv_heads = a.kv_heads;
     attn.d_qk = dqk;
     attn.d_v = m.v_head_dim;
-    attn.cache_elements = m.kv_lora_rank + m.qk_rope_head_dim;  // the latent and the shared rotary key
+    attn.cache_elements = attention_cache_elements(a);  // the latent and the shared rotary key
   } else {
     const int64_t d = a.head_dim, nkv = a.kv_heads;
     // Qwen3-Next's output gate: q_proj emits the query and a gate per head, h x 2·n_q·d.
@@ -195,7 +195,7 @@ void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, 
     attn.kv_heads = nkv;
     attn.d_qk = d;
     attn.d_v = d;
-    attn.cache_elements = 2 * nkv * d;
+    attn.cache_elements = attention_cache_elements(a);  // K and V
   }
   if (a.qk_norm) {
     // The per-head norm of q and k between the projection and the attention (Qwen3, Gemma 3, OLMo 2): its kernels
@@ -346,6 +346,11 @@ void add_gated_deltanet(const wl::TransformerArch& a, OpGraph& g) {
 }
 
 }  // namespace
+
+std::int64_t attention_cache_elements(const wl::TransformerArch& a) {
+  if (a.mla) return a.mla->kv_lora_rank + a.mla->qk_rope_head_dim;
+  return 2 * std::int64_t(a.kv_heads) * std::int64_t(a.head_dim);
+}
 
 OpGraph build_layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   OpGraph g;

@@ -133,6 +133,7 @@ struct VocabEvaluator {
   RuntimeOverheads overheads;
   detail::LayerKinds kinds;
   units::Bytes capacity{};
+  bool host_link = false;  ///< detail::host_link_bandwidth found (the rules of CPU offload)
 
   // "ep" in the keys below: EP and expert TP together (ek in evaluate).
   TermCache<ComputeTerms, 5> compute;  // tp, cp, micro, sp, ep
@@ -145,10 +146,12 @@ struct VocabEvaluator {
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
   TermCache<Seconds, 3> tp_gather;     // tp, cp, micro (sequence parallelism's re-gathers, LoRA's adapters)
   TermCache<detail::TpQuantTimes, 3> tp_quant;  // tp, cp, micro (quantised TP all-gathers: tp_quant_times)
-  TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks (the buckets: dp_buckets)
+  TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks
+  TermCache<detail::DpBuckets, 7> dp_buckets;  // dp_buckets_key: shared by the DP terms of many (dp, cp)
   TermCache<Seconds, 5> opt;           // tp, pp, ep, shard, ZeRO-3
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
+  TermCache<CommGroup, 4> dualpipe_groups;  // size, stride, tp·cp·dp, pp: DualPipe's gradient groups (their tiers)
   TermCache<LayerSums, 2> sums;        // tp, sp
   TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
   detail::PricedStages stages_memo;     // compose_step's pricing of the stages of memo_layout (zero, offload cleared)
@@ -161,12 +164,51 @@ struct VocabEvaluator {
     overheads = training_overheads(*sys.gpu);
     kinds = detail::layer_kinds(a, k.params);
     capacity = sys.gpu->memory_capacity();
+    host_link = detail::host_link_bandwidth(sys).has_value();
   }
 
-  // Copied out: a reference into `groups` would not survive the next insert.
   auto with_group(int size, int stride, const auto& term) {
     const CommGroup& g = groups.get({size, stride}, [&] { return training_comm_group(size, stride, sys); });
     return term(g);
+  }
+
+  // The DP terms: the gradient reduction and parameter gathers (keyed without ZeRO 1 vs 2), their buckets (keyed by
+  // dp_buckets_key) and, with eager kernels, the PyTorch wrappers' copies.
+  void dp_terms(const wl::TrainingPlan& plan, std::int64_t ek, int pp_key, detail::StepTerms& t) {
+    const auto& par = plan.par;
+    const int n_dp = detail::dense_grad_group_size(plan);
+    if (n_dp <= 1) return;
+    const int etp = par.expert_tp();
+    const auto zero = static_cast<std::int64_t>(plan.zero);
+    // ZeRO 1 and 2 move the same bytes in the same buckets (dp_collective_times reads whether the stage is none or
+    // 3 only): one entry.
+    const auto dp_zero = static_cast<std::int64_t>(plan.zero == wl::ZeroStage::gradients ? wl::ZeroStage::optimizer
+                                                                                          : plan.zero);
+    t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks()}, [&] {
+      const int n_edp = detail::expert_grad_group_size(plan);
+      const detail::DpBuckets& b =
+          dp_buckets.get(detail::dp_buckets_key(plan), [&] { return detail::dp_buckets(a, plan); });
+      // References into the caches stay valid across inserts (their values live in a deque). DualPipe's mirror
+      // copies change the groups' tiers (grad_comm_group_tiers, which reads tp·cp·dp and PP); dp_collective_times
+      // puts the plan's CTA cap on either.
+      if (plan.dualpipe()) {
+        const std::int64_t grid = std::int64_t(par.tp) * par.cp * par.dp;
+        const CommGroup& g = dualpipe_groups.get(
+            {n_dp, par.tp, grid, par.pp}, [&] { return detail::grad_comm_group_tiers(n_dp, par.tp, plan, sys); });
+        const CommGroup& ge = dualpipe_groups.get({n_edp, etp * par.ep, grid, par.pp}, [&] {
+          return detail::grad_comm_group_tiers(n_edp, etp * par.ep, plan, sys);
+        });
+        return detail::dp_collective_times(a, k.params, plan, g, ge, b);
+      }
+      const CommGroup& g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
+      const CommGroup& ge =
+          groups.get({n_edp, etp * par.ep}, [&] { return training_comm_group(n_edp, etp * par.ep, sys); });
+      return detail::dp_collective_times(a, k.params, plan, g, ge, b);
+    });
+    if (plan.kernels == wl::KernelStyle::eager)
+      t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, ek,
+                               static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
+                              [&] { return detail::dp_copy_time(a, k.params, plan, k.d); });
   }
 
   LayoutScore evaluate(const Layout& l) {
@@ -174,7 +216,7 @@ struct VocabEvaluator {
     if (!have_gpu) return r;
     apply_layout(plan_, l);
     const wl::TrainingPlan& plan = plan_;
-    if (!detail::layout_rules(a, plan, sys, nullptr)) return r;
+    if (!detail::layout_rules(a, plan, sys, nullptr, host_link)) return r;
     const auto& par = plan.par;
     const std::int64_t sp = par.sequence_parallel ? 1 : 0, mb = plan.micro_batch;
     // The expert grid in the keys of the terms that depend on it: EP and expert TP (parallel folding) in one key.
@@ -234,32 +276,7 @@ struct VocabEvaluator {
           return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_quant_times(a, plan, g); });
         });
     }
-    const int n_dp = detail::dense_grad_group_size(plan);
-    if (n_dp > 1) {
-      const auto zero = static_cast<std::int64_t>(plan.zero);
-      // ZeRO 1 and 2 move the same bytes in the same buckets (dp_collective_times reads whether the stage is none or
-      // 3 only): one entry.
-      const auto dp_zero = static_cast<std::int64_t>(plan.zero == wl::ZeroStage::gradients ? wl::ZeroStage::optimizer
-                                                                                            : plan.zero);
-      t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks()}, [&] {
-        const int n_edp = detail::expert_grad_group_size(plan);
-        // Not cached under DualPipe: its mirror copies change the group's tiers (grad_comm_group).
-        if (plan.dualpipe())
-          return detail::dp_collective_times(a, k.params, plan, detail::grad_comm_group(n_dp, par.tp, plan, sys),
-                                             detail::grad_comm_group(n_edp, etp * par.ep, plan, sys));
-        // The expert group first, then the dense one, then the expert group again (present now: a lookup, no
-        // insert), so that both references are valid together (a group's copy cost more than its collectives).
-        auto expert_group = [&] { return training_comm_group(n_edp, etp * par.ep, sys); };
-        groups.get({n_edp, etp * par.ep}, expert_group);
-        const CommGroup& g = groups.get({n_dp, par.tp}, [&] { return training_comm_group(n_dp, par.tp, sys); });
-        const CommGroup& ge = groups.get({n_edp, etp * par.ep}, expert_group);
-        return detail::dp_collective_times(a, k.params, plan, g, ge);
-      });
-      if (plan.kernels == wl::KernelStyle::eager)
-        t.dp_copy = dp_copy.get({par.tp, pp_key, par.dp, par.cp, ek,
-                                 static_cast<std::int64_t>(detail::optimizer_shard(plan)), plan.micro_batches(), zero},
-                                [&] { return detail::dp_copy_time(a, k.params, plan, d); });
-    }
+    dp_terms(plan, ek, pp_key, t);
     const double shard = detail::optimizer_shard(plan);
     // ZeRO-3 in the key: the FP8 weights' quantisation once per step is not priced under it (weight_quantisation_time).
     const std::int64_t zero3 = plan.zero == wl::ZeroStage::parameters ? 1 : 0;
@@ -315,8 +332,8 @@ struct VocabEvaluator {
   }
 
   [[nodiscard]] std::size_t cached() const {
-    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + tp_gather.size() + tp_quant.size() + dp.size() +
-        etp_pair.size() +
+    std::size_t n = compute.size() + amp.size() + dp_copy.size() + pp_gather.size() + tp_gather.size() +
+                    tp_quant.size() + dp.size() + dp_buckets.size() + dualpipe_groups.size() + etp_pair.size() +
                     opt.size() + offload.size() + groups.size() + sums.size() + shapes.size();
     for (const auto& c : one) n += c.size();
     return n;

@@ -2,6 +2,7 @@
 // by tensor from the op graph (graph.hpp) as Megatron-Core forms them (PyTorch DDP: still count and divide).
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -70,6 +71,19 @@ double megatron_bucket_params(const wl::TrainingPlan& plan) {
   // get_data_parallel_world_size(with_context_parallel=True)) when neither --ddp-bucket-size nor --ddp-num-buckets is
   // given; it is set there before DistributedDataParallel's own default (DP without CP) can apply.
   return std::max(4.0e7, 1.0e6 * double(plan.par.dp) * double(std::max(1, plan.par.cp)));
+}
+
+DpBucketsKey dp_buckets_key(const wl::TrainingPlan& plan) {
+  // Every layout field dp_buckets below reads, directly or through chunk_layers, configured_bucket and
+  // expert_grad_group_size; DP and CP only through the bucket size and the expert group.
+  const auto& par = plan.par;
+  return {par.tp,
+          std::int64_t(par.ep) * 4096 + par.expert_tp(),
+          plan.dualpipe() ? -par.pp : par.pp,
+          plan.model_chunks(),
+          plan.zero == wl::ZeroStage::none ? 0 : 1,
+          std::bit_cast<std::int64_t>(configured_bucket(plan)),
+          expert_grad_group_size(plan) > 1 ? 1 : 0};
 }
 
 DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {

@@ -172,8 +172,9 @@ Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
 }
 
 Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
-  const std::int64_t kv_dim =
-      a.mla ? a.mla->kv_lora_rank + a.mla->qk_rope_head_dim : 2 * a.kv_heads * a.head_dim / plan.par.tp;
+  // The K/V a layer caches per token (the graph's attention op, attention_cache_elements): MLA's latent is whole on
+  // every TP rank, K and V are split by heads.
+  const std::int64_t kv_dim = a.mla ? attention_cache_elements(a) : attention_cache_elements(a) / plan.par.tp;
   return units::bytes((double(plan.micro_batch) * double(plan.seq_len) * double(kv_dim)) * plan.precision.activation_bytes);
 }
 
@@ -324,6 +325,11 @@ double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan
 
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_group, const CommGroup& expert_group) {
+  return dp_collective_times(a, params, plan, dp_group, expert_group, dp_buckets(a, plan));
+}
+
+DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                            const CommGroup& dp_group, const CommGroup& expert_group, const DpBuckets& buckets) {
   DpTimes t;
   // The DP communicators' CTA cap (--dp-max-ctas), whoever resolved the groups (a group is copied only when its cap
   // differs: the search prices this per DP term, and a group's copy cost more than its collectives).
@@ -349,7 +355,7 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
   const Bytes expert_weights =
       units::bytes(zero3 ? p_gpu.experts * base_b : p_train.experts * plan.precision.weight_bytes);
   // The buckets (dp_buckets) and the unit reduced last and gathered first (dp_last_unit_params).
-  t.buckets = dp_buckets(a, plan);
+  t.buckets = buckets;
   const double unit = dp_last_unit_params(params, plan, t.buckets);
   t.last_unit = unit;
   // LoRA: the embedding and LM head are frozen; the last reduction is one bucket of adapter gradients.

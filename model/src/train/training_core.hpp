@@ -29,8 +29,10 @@ using units::Seconds;
 
 /// The layout rules of check_training_layout (training_layout.cpp). With `f`, every failed rule is recorded with its
 /// message; without, the first failure returns false and no message is built (the search's inner loop).
+/// `host_link`: whether the GPU has a host link (host_link_bandwidth), where the caller knows it; the search looks
+/// the link up by name once, not per offload layout (~80 instructions per layout of GPT-3 175B on 128 H100).
 bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
-                  Feasibility* f);
+                  Feasibility* f, std::optional<bool> host_link = std::nullopt);
 
 /// The feasibility message of a plan whose memory does not fit the GPU (training_layout.cpp): the shortfall and the
 /// single changes of the plan (recompute, ZeRO stage, micro-batch, offload, TP or PP) that the memory model says fit.
@@ -206,6 +208,12 @@ struct DpBuckets {
 /// closes at the first tensor boundary at or past its size), or PyTorch DDP's (a 1 MiB first bucket). Key (tp, pp,
 /// cp, dp, ep, etp, ZeRO stage, model chunks, the split, LoRA).
 DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+/// The layout fields dp_buckets reads, as a cache key (the search's, search_evaluator.cpp): TP, the expert grid (EP
+/// and expert TP), PP (negative under DualPipe), model chunks, ZeRO on or off, the bucket size's bits (DP·CP enters
+/// only through it: max(40M, 1M·DP·CP)) and whether the experts have an expert-data-parallel peer. Plans with the
+/// same base fields and the same key get the same buckets.
+using DpBucketsKey = std::array<std::int64_t, 7>;
+DpBucketsKey dp_buckets_key(const wl::TrainingPlan& plan);
 struct DpTimes {
   Seconds reduce{}, gather{};
   DpBuckets buckets{};     ///< the buckets behind the calls and the last unit (dp_buckets)
@@ -215,6 +223,11 @@ struct DpTimes {
 };
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_g, const CommGroup& expert_g);
+/// The same with the plan's buckets already formed (dp_buckets(a, plan); the search caches them by dp_buckets_key,
+/// since many DP terms share them: an MoE model's walk over every routed expert's tensors cost ~880 instructions per
+/// layout on Qwen3-235B).
+DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
+                            const CommGroup& dp_g, const CommGroup& expert_g, const DpBuckets& buckets);
 /// ZeRO-3 parameter gathers per micro-batch: forward and backward, and the recomputed forward for per-tensor fetch.
 double zero3_gathers_per_microbatch(const wl::TrainingPlan& plan);
 /// PyTorch FSDP2's copy-in/copy-out bytes per step around its all-gathers and reduce-scatters (ZeRO-3).

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,7 @@ namespace detail {
 struct Rules {
   Feasibility* f = nullptr;
   bool ok = true;
+  std::optional<bool> host_link;  ///< whether the GPU has a host link, when the caller knows it (layout_rules)
   /// Returns true when the caller should stop here.
   template <class Message>
   bool fail(Message&& message) {
@@ -371,7 +373,8 @@ bool system_rules(const wl::TrainingPlan& plan, const TrainingSystem& sys, Rules
                              "8-bit AdamW cannot be offloaded");
         }))
       return false;
-    if (!host_link_bandwidth(sys) && fail([&] {
+    const bool link = r.host_link ? *r.host_link : host_link_bandwidth(sys).has_value();
+    if (!link && fail([&] {
           return fmt::format("CPU offload needs the GPU's host link: {} names no PCIe link with an x16 rate",
                              sys.gpu->info.id);
         }))
@@ -387,8 +390,8 @@ bool system_rules(const wl::TrainingPlan& plan, const TrainingSystem& sys, Rules
 }
 
 bool layout_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
-                  Feasibility* f) {
-  Rules r{f};
+                  Feasibility* f, std::optional<bool> host_link) {
+  Rules r{f, true, host_link};
   if (!parallel_rules(a, plan, r) || !module_rules(a, plan, r) || !batch_and_group_rules(a, plan, r) ||
       !system_rules(plan, sys, r))
     return false;

@@ -226,6 +226,39 @@ TEST_SUITE("search") {
     CHECK(valid > 500);  // the random layouts exercise the evaluated path, not just the layout rules
   }
 
+  TEST_CASE("the fast evaluator gives estimate_training's numbers bit for bit under DualPipe too") {
+    // DualPipe's gradient groups span the mirror stages' domains (grad_comm_group_tiers): the evaluator caches them
+    // by (size, stride, tp·cp·dp, PP), and the DP buckets by dp_buckets_key. Random layouts over both, with DP·CP on
+    // either side of Megatron's 40-rank bucket knee (the bucket size grows past it).
+    const auto& a = arch("deepseek-v3");
+    const model::TrainingSystem sys = node_system("hgx-h800");
+    std::mt19937_64 rng(20261129);
+    auto pick = [&](std::vector<long long> v) { return v[rng() % v.size()]; };
+    wl::TrainingPlan base = base_plan(4096, 512);
+    base.schedule = wl::PipelineSchedule::dualpipe;
+    model::FastTrainingEvaluator ev(a, base, sys);
+    std::uint64_t valid = 0;
+    for (int i = 0; i < 160; ++i) {
+      model::Layout l;
+      l.tp = int(pick({1, 2, 4}));
+      l.pp = int(pick({2, 4, 8, 16}));
+      l.cp = int(pick({1, 1, 2}));
+      l.dp = int(pick({2, 4, 8, 16, 32, 64}));
+      l.ep = int(pick({1, 4, 8, 16, 32}));
+      l.dualpipe = true;
+      l.micro_batch = 1;
+      l.recompute = static_cast<wl::Recompute>(rng() % 3);
+      l.zero = static_cast<wl::ZeroStage>(rng() % 4);
+      if (rng() % 3 == 0) l.etp = 1;
+      l.gpus = static_cast<long long>(l.tp) * l.pp * l.dp * l.cp;
+      CAPTURE(model::describe(l));
+      const auto e = model::estimate_training(a, model::with_layout(base, l), sys, Explain::off);
+      check_equal(ev.evaluate(l), e);
+      valid += e.step_time.raw() > 0 ? 1 : 0;
+    }
+    CHECK(valid > 40);
+  }
+
   TEST_CASE("evaluating a layout allocates nothing once its terms are cached") {
 #if defined(GPUPLAN_COUNT_ALLOCATIONS)
     const auto& a = arch("deepseek-v3");  // MoE, MLA, EP: every term kind

@@ -178,6 +178,11 @@ Op attention_or_reference(const wl::TransformerArch& a, const OpGraph& g);
 /// The ops around the layers: token embedding, learned positions, final norm, LM head (tied or not).
 OpGraph build_head_graph(const wl::TransformerArch& a);
 
+/// What one attention layer caches per token, whole-model: 2·n_kv·d (K and V), or MLA's latent and shared rotary key
+/// r_kv + d_rope. The attention op's cache_elements (build_layer_graph sets it from here); read directly where a
+/// graph per call would cost more than the quantity (the training step's CP K/V exchange, per layout in the search).
+std::int64_t attention_cache_elements(const wl::TransformerArch& a);
+
 /// Calls f(kind, count) for each distinct layer kind present in the model, in LayerKind::index() order (for
 /// attention + FFN models: dense/MoE × global/local).
 template <class F>
