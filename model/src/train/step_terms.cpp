@@ -56,6 +56,9 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
 LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan) {
   // HBM traffic per logit of the vocabulary shard (16-bit logits of a_b bytes, fp32 = 4 B).
   const double e = plan.precision.activation_bytes;
+  // FlashAttention's xentropy (any kernel style): the forward reads the logits once (a_b; the per-row loss and lse are
+  // negligible), the backward reads them again and writes the gradient (a_b + a_b).
+  if (plan.cross_entropy == wl::CrossEntropyKernel::flash) return {e, 2.0 * e, "FlashAttention xentropy"};
   if (plan.kernels == wl::KernelStyle::eager)
     // PyTorch's cross_entropy under autocast: upcast (2 + 4 B) and log_softmax forward; fill (4 B),
     // log_softmax_backward and the cast back (4 + 2 B) backward. A vocabulary row (V/tp fp32 values, 128 KiB and
@@ -79,6 +82,7 @@ LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan) {
       // cast back (4 + a_b).
       return {e + 20.0, 12.0 + e, "Megatron-Core jit-fused"};
     case wl::CrossEntropyKernel::te:
+    case wl::CrossEntropyKernel::flash:
       break;
   }
   // One fused pass: read the logits, keep fp32 row statistics and write the gradient (a_b + 4); the backward scales

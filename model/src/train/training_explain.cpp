@@ -195,7 +195,8 @@ Derivation explain_compute(const StepInputs& x) {
                            fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
                                        op.cls == OpClass::gemm ? fmt::format(" · η {}", units::format_number(op.efficiency, 3))
                                                                : std::string()),
-                           op.cls == OpClass::loss ? Origin::derived(plan.kernels == wl::KernelStyle::eager
+                           op.cls == OpClass::loss ? Origin::derived(plan.kernels == wl::KernelStyle::eager &&
+                                                                     plan.cross_entropy != wl::CrossEntropyKernel::flash
                                                                          ? "the plan's kernels (--kernels)"
                                                                          : "the plan's loss kernels (--cross-entropy)")
                                                    : Origin::derived()});

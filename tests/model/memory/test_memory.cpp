@@ -312,6 +312,24 @@ TEST_CASE("TE's cross entropy writes its gradient into the logits: s·b·V/t·a_
   CHECK(m.logits.raw() == gptest::approx(525'336'576.0));
 }
 
+TEST_CASE("FlashAttention's cross entropy keeps the logits and a new gradient: s·b·V/t·2·a_b, with eager kernels too") {
+  // flash_attn.losses.cross_entropy.CrossEntropyLoss (csrc/xentropy, flash-attn 1.0.9 as llm-foundry 061f2c7 pins it):
+  // the forward saves the bf16 logits and fp32 row statistics; the backward writes the gradient into a new bf16
+  // tensor (inplace_backward False). 4096 × 2 tokens, V 128256 over TP 4: 8192 · 32064 · (2 + 2) B = 1,050,673,152 B.
+  const auto& a = arch("llama-3.1-8b");
+  auto plan = plan_with(4096, 2);
+  plan.par.tp = 4;
+  plan.cross_entropy = wl::CrossEntropyKernel::flash;
+  const auto fused = run(a, model::parameter_counts(a, Explain::off), plan);
+  CHECK(fused.logits.raw() == doctest::Approx(1'050'673'152.0));
+  plan.kernels = wl::KernelStyle::eager;  // llm-foundry: eager modules, FlashAttention's loss
+  const auto eager = run(a, model::parameter_counts(a, Explain::off), plan);
+  CHECK(eager.logits.raw() == doctest::Approx(1'050'673'152.0));
+  // PyTorch's own cross_entropy under eager kernels: 2 + 4 + 4 B per logit, 2.5 times as much.
+  plan.cross_entropy = wl::CrossEntropyKernel::te;
+  CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == doctest::Approx(8192.0 * 32064 * 10));
+}
+
 TEST_CASE("the CUDA context is the GPU generation's where measured, else the generic V100 figure") {
   const auto generic = model::default_training_overheads();
   CHECK(generic.cuda_context == units::mebibytes(1343 + 32));  // + the 32 MiB cuBLASLt workspace

@@ -200,12 +200,14 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("dropout")) p.dropout = *v;
   if (auto v = r.str("kernels")) p.kernels = *v == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
   if (auto v = r.str("cross_entropy")) {
-    p.cross_entropy = *v == "unfused" ? wl::CrossEntropyKernel::unfused
+    p.cross_entropy = *v == "unfused"  ? wl::CrossEntropyKernel::unfused
                       : *v == "native" ? wl::CrossEntropyKernel::native
+                      : *v == "flash"  ? wl::CrossEntropyKernel::flash
                                        : wl::CrossEntropyKernel::te;
-    if (p.kernels == wl::KernelStyle::eager)
-      key_error("cross_entropy", "cross_entropy names Megatron's loss kernels (kernels fused); eager kernels run "
-                                 "PyTorch's cross_entropy: leave it out");
+    if (p.kernels == wl::KernelStyle::eager && p.cross_entropy != wl::CrossEntropyKernel::flash)
+      key_error("cross_entropy", "cross_entropy te, native and unfused name Megatron's loss kernels (kernels fused); "
+                                 "eager kernels run PyTorch's cross_entropy unless the loss is FlashAttention's "
+                                 "(flash): leave it out or say flash");
   }
   if (auto v = r.str("mixed_precision"); v && *v == "amp") {
     // AMP: fp32 parameters and gradients, no separate master copy (the parameters are the master).
@@ -390,9 +392,10 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.dropout) j["dropout"] = *p.dropout;
   j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2" : "fa3";
   j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
-  if (p.kernels == wl::KernelStyle::fused)
+  if (p.kernels == wl::KernelStyle::fused || p.cross_entropy == wl::CrossEntropyKernel::flash)
     j["cross_entropy"] = p.cross_entropy == wl::CrossEntropyKernel::unfused  ? "unfused"
                          : p.cross_entropy == wl::CrossEntropyKernel::native ? "native"
+                         : p.cross_entropy == wl::CrossEntropyKernel::flash  ? "flash"
                                                                               : "te";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";
   if (p.offload == wl::Offload::optimizer) j["offload"] = "optimizer";

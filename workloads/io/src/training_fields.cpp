@@ -248,13 +248,15 @@ const ScenarioFieldTable& training_fields() {
       row("cross_entropy", FieldType::string, "Cross-entropy kernels")
           .flags({"--cross-entropy"})
           .help("LM-loss kernels with fused kernels: te (one fused pass), native (Megatron-Core's jit-fused "
-                "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits)")
+                "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits); flash "
+                "(FlashAttention's fused cross entropy, also with eager kernels)")
           .otherwise("te")
-          .choices({"te", "native", "unfused"})
+          .choices({"te", "native", "unfused", "flash"})
           .doc("LM-loss cross-entropy kernels under fused kernels: te = one fused pass (Transformer "
                 "Engine; Megatron-LM --cross-entropy-fusion-impl te), native = Megatron-Core's jit-fused "
                 "passes (--cross-entropy-loss-fusion), unfused = Megatron-Core's unfused passes over fp32 "
-                "logits (Megatron-LM's default)"),
+                "logits (Megatron-LM's default); flash = FlashAttention's xentropy kernel (llm-foundry's "
+                "fused_crossentropy), the one value eager kernels take: logits and a new gradient, 16-bit"),
       row("mixed_precision", FieldType::string, "Mixed precision")
           .flags({"--mixed-precision"})
           .help("megatron (bf16 params + fp32 main) or amp (fp32 params, autocast)")

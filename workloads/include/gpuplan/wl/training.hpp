@@ -121,8 +121,12 @@ enum class KernelStyle { fused, eager };
 ///    fp32 upcast with the row max, subtract+exp+sum, the normalisation, and the backward's scale, each one kernel;
 ///  - unfused: Megatron-Core's VocabParallelCrossEntropy without fusion, Megatron-LM's default (no
 ///    --cross-entropy-loss-fusion): upcast, max, subtract, exp, sum, divide each one pass over the fp32 logits.
+///  - flash: FlashAttention's fused cross entropy (Dao-AILab/flash-attention csrc/xentropy, flash_attn.losses.
+///    cross_entropy.CrossEntropyLoss; llm-foundry's default loss_fn fused_crossentropy), also under eager kernels: one
+///    kernel reads the 16-bit logits and keeps fp32 row statistics (lse); the backward writes the gradient into a new
+///    16-bit buffer (inplace_backward False, the default), so logits and gradient coexist.
 /// megatron/core/tensor_parallel/cross_entropy.py and megatron/core/fusions/fused_cross_entropy.py.
-enum class CrossEntropyKernel { te, native, unfused };
+enum class CrossEntropyKernel { te, native, unfused, flash };
 /// Mixed-precision scheme: Megatron keeps bf16 parameters and an fp32 main copy in the optimizer; PyTorch AMP keeps
 /// fp32 parameters and gradients and autocast casts every weight to bf16 in each forward.
 enum class MixedPrecision { megatron, amp };
