@@ -12,6 +12,7 @@
 #include "gpuplan/model/memory.hpp"
 #include "memory_core.hpp"
 #include "quant_recipe.hpp"
+#include "runtime_context.hpp"
 
 namespace gpuplan::model::detail {
 namespace {
@@ -393,7 +394,7 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
 
 /// The logits and loss buffers, and the runtime overheads (CUDA context, NCCL buffers, fragmentation).
 void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, const RuntimeOverheads& overheads,
-                                  Derivation& d) {
+                                  const hw::GpuSpec& gpu, Derivation& d) {
   using units::format_count;
   using units::format_number;
   const auto& a = e.a;
@@ -447,7 +448,7 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
                         "CUDA context and cuBLAS workspace",
                         "constant per process",
                         {{"ctx", gib(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
-                          Origin::assumption(overheads.origin)}},
+                          context_origin(overheads.cuda_context, gpu, overheads.origin)}},
                         {},
                         {},
                         {}});
@@ -508,7 +509,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   explain_weights(e, r, d);
   explain_other_states(e, r, d);
   d.children.push_back(explain_activations(e, r, layout));
-  explain_logits_and_overheads(e, r, overheads, d);
+  explain_logits_and_overheads(e, r, overheads, gpu, d);
 }
 
 }  // namespace gpuplan::model::detail

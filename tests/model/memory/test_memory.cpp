@@ -330,15 +330,15 @@ TEST_CASE("FlashAttention's cross entropy keeps the logits and a new gradient: s
   CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == doctest::Approx(8192.0 * 32064 * 10));
 }
 
-TEST_CASE("the CUDA context is the GPU generation's where measured, else the generic V100 figure") {
+TEST_CASE("the CUDA context is the GPU file's where it records one, else the generic V100 figure") {
   const auto generic = model::default_training_overheads();
   CHECK(generic.cuda_context == units::mebibytes(1343 + 32));  // + the 32 MiB cuBLASLt workspace
   wl::TrainingPlan plan = plan_with(4096);
   plan.par.dp = 8;
   plan.global_batch = 8;
   const auto& a = arch("llama-3.1-8b");
-  // Hopper (compute capability 9.0): our H200's 718,077,952 B outside the allocator (mem_headroom.json) = 684.8 MiB,
-  // as 685, + 32 MiB. The derivation names the measurement.
+  // Hopper files (compute capability 9.0) record our H200's 718,077,952 B outside the allocator (mem_headroom.json)
+  // = 684.8 MiB, as 685, + 32 MiB. The derivation cites the file and calls the figure a measurement.
   for (const char* node : {"dgx-h100", "dgx-h200"}) {
     CAPTURE(node);
     const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::on);
@@ -346,13 +346,18 @@ TEST_CASE("the CUDA context is the GPU generation's where measured, else the gen
     const auto* ctx = e.memory.derivation.find("memory.cuda_context");
     REQUIRE(ctx != nullptr);
     REQUIRE_FALSE(ctx->inputs.empty());
+    CHECK(ctx->inputs.front().origin.kind == gpuplan::OriginKind::measurement);
+    CHECK(ctx->inputs.front().origin.ref.find("#/memory/context_MiB") != std::string::npos);
     CHECK(ctx->inputs.front().origin.ref.find("mem_headroom.json") != std::string::npos);
   }
-  // Ampere and Blackwell: nothing measured, the generic figure.
+  // Ampere and Blackwell files record none: the generic figure, an assumption.
   for (const char* node : {"dgx-a100", "dgx-b200"}) {
     CAPTURE(node);
-    const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::off);
+    const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::on);
     CHECK(e.memory.cuda_context == generic.cuda_context);
+    const auto* ctx = e.memory.derivation.find("memory.cuda_context");
+    REQUIRE(ctx != nullptr);
+    CHECK(ctx->inputs.front().origin.kind == gpuplan::OriginKind::assumption);
   }
 }
 
