@@ -104,6 +104,6 @@ TEST_CASE("MLPerf Llama 2 70B LoRA recipes that ran fit in the GPU's memory") {
 // 9.90e9 B. PyTorch's own cross_entropy would keep 2 + 4 + 4 B per logit (24.8e9 B) and the recipe would not fit.
 TEST_CASE("llm-foundry's MPT-760M recipe fits with FlashAttention's cross entropy, the loss it ran") {
   const auto e = estimate("A-mosaic-mpt760m-H100-80GB-8gpu-s2048-amp_bf16");
-  CHECK(e.memory.logits.raw() == doctest::Approx(24.0 * 2048 * 50368 * 4));
+  CHECK(e.memory.logits.raw() == gptest::approx(24.0 * 2048 * 50368 * 4));
   CHECK(e.memory.fits);
 }

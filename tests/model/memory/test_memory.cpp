@@ -321,13 +321,13 @@ TEST_CASE("FlashAttention's cross entropy keeps the logits and a new gradient: s
   plan.par.tp = 4;
   plan.cross_entropy = wl::CrossEntropyKernel::flash;
   const auto fused = run(a, model::parameter_counts(a, Explain::off), plan);
-  CHECK(fused.logits.raw() == doctest::Approx(1'050'673'152.0));
+  CHECK(fused.logits.raw() == gptest::approx(1'050'673'152.0));
   plan.kernels = wl::KernelStyle::eager;  // llm-foundry: eager modules, FlashAttention's loss
   const auto eager = run(a, model::parameter_counts(a, Explain::off), plan);
-  CHECK(eager.logits.raw() == doctest::Approx(1'050'673'152.0));
+  CHECK(eager.logits.raw() == gptest::approx(1'050'673'152.0));
   // PyTorch's own cross_entropy under eager kernels: 2 + 4 + 4 B per logit, 2.5 times as much.
   plan.cross_entropy = wl::CrossEntropyKernel::te;
-  CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == doctest::Approx(8192.0 * 32064 * 10));
+  CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == gptest::approx(8192.0 * 32064 * 10));
 }
 
 TEST_CASE("the CUDA context is the GPU file's where it records one, else the generic V100 figure") {
