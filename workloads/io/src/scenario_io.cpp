@@ -250,7 +250,10 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   }
   if (auto v = r.str("offload")) p.offload = *v == "optimizer" ? wl::Offload::optimizer : wl::Offload::none;
   if (auto v = r.integer("activation_offload_layers")) p.activation_offload_layers = *v;
-  if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
+  if (auto v = r.str("attention_kernel"))
+    p.attention_kernel = *v == "fa1"   ? wl::AttentionKernel::fa1
+                         : *v == "fa2" ? wl::AttentionKernel::fa2
+                                       : wl::AttentionKernel::fa3;
   if (auto v = r.integer("lora_rank")) p.lora.rank = static_cast<int>(*v);
   if (auto v = r.str("lora_targets"))
     p.lora.targets = *v == "qkv"         ? wl::LoraTargets::qkv
@@ -390,7 +393,9 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.vocab_divisible_by) j["vocab_divisible_by"] = *p.vocab_divisible_by;
   j["flash_attention"] = p.flash_attention;
   if (p.dropout) j["dropout"] = *p.dropout;
-  j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2" : "fa3";
+  j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa1   ? "fa1"
+                         : p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2"
+                                                                          : "fa3";
   j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
   if (p.kernels == wl::KernelStyle::fused || p.cross_entropy == wl::CrossEntropyKernel::flash)
     j["cross_entropy"] = p.cross_entropy == wl::CrossEntropyKernel::unfused  ? "unfused"

@@ -235,9 +235,9 @@ const ScenarioFieldTable& training_fields() {
                 "model's config says"),
       row("attention_kernel", FieldType::string, "Attention kernel")
           .flags({"--attention-kernel"})
-          .help("fa2 or fa3 (FA3/cuDNN on Hopper+, FA2 on Ampere)")
+          .help("fa1, fa2 or fa3 (FA3/cuDNN on Hopper+, FA2 on Ampere; fa1: flash-attn <= 1.0.x or its Triton port)")
           .otherwise("fa3")
-          .choices({"fa2", "fa3"})
+          .choices({"fa1", "fa2", "fa3"})
           .doc("fused attention generation"),
       row("kernels", FieldType::string, "Kernels")
           .flags({"--kernels"})

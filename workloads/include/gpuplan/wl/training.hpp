@@ -107,9 +107,10 @@ constexpr const char* to_string(OptimizerImpl i) {
 /// DistributedFusedAdam's `dtype` (NeMo `optim.dtype: bf16`), Megatron-Core's precision-aware optimizer
 /// (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`). The master weights stay as `TrainingPrecision::master_bytes`.
 enum class StateDtype { fp32, bf16 };
-/// Fused attention kernel generation: FlashAttention-2 (Ampere-era kernels, also what older Hopper stacks ran) or
-/// the Hopper/Blackwell-native kernels (FlashAttention-3, cuDNN fused attention). On Ampere the two are the same.
-enum class AttentionKernel { fa2, fa3 };
+/// Fused attention kernel generation: FlashAttention-1 (flash-attn <= 1.0.x and its Triton port, e.g. llm-foundry's
+/// attn_impl triton), FlashAttention-2 (Ampere-era kernels, also what older Hopper stacks ran) or the
+/// Hopper/Blackwell-native kernels (FlashAttention-3, cuDNN fused attention). On Ampere fa2 and fa3 are the same.
+enum class AttentionKernel { fa2, fa3, fa1 };
 /// How the non-GEMM ops are implemented: fused kernels (Megatron-Core / Transformer Engine: fused RoPE, SwiGLU,
 /// cross-entropy) or PyTorch eager modules (one kernel per tensor op, fp32 loss passes).
 enum class KernelStyle { fused, eager };
