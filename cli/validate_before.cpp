@@ -31,6 +31,7 @@ Used structure_of(const wl::TrainingPlan& p) {
   if (p.activation_offload_layers > 0) w.emplace_back("activation offload");
   if (p.ep_a2a_overlap) w.emplace_back("EP A2A overlap");
   if (p.fp8_dot_product_attention) w.emplace_back("FP8 attention");
+  if (p.cross_entropy == wl::CrossEntropyKernel::flash) w.emplace_back("FlashAttention loss");
   if (p.schedule == wl::PipelineSchedule::interleaved && p.par.pp > 1 && p.model_chunks() > 1 && p.overlap_p2p_comm) {
     w.emplace_back("overlapped pipeline sends");
     u.interleaved_overlap = true;
@@ -77,6 +78,8 @@ void predict_before(const nlohmann::json& scenario, const nlohmann::json* patch,
   // A stack that compiles only its blocks had its loss priced as the fused kernels' (cross_entropy te).
   if (plan.cross_entropy == wl::CrossEntropyKernel::eager) b.erase("cross_entropy");
   if (u.interleaved_overlap) b["overlap_p2p_comm"] = false;
+  // FlashAttention's loss: before, eager kernels ran PyTorch's cross entropy and fused ones the default (te).
+  if (plan.cross_entropy == wl::CrossEntropyKernel::flash) b.erase("cross_entropy");
   // TorchTitan's op-level policy was written as Megatron's selective recompute, the nearest mode before.
   if (plan.recompute == wl::Recompute::selective_op) b["recompute"] = "selective";
   // A layout string set the chunks per stage: the even split keeps the same number.

@@ -219,6 +219,23 @@ TEST_SUITE("units the decoder relies on") {
     CHECK(b200->memory.capacity_label.raw() == gptest::approx(180e9));
   }
 
+  TEST_CASE("context_MiB is mebibytes and needs its basis") {
+    Json j = minimal_gpu();
+    j["memory"]["context_MiB"] = 685;
+    j["memory"]["context_basis"] = "measured";
+    auto r = gpuplan::hw_io::decode_gpu(j, "");
+    REQUIRE_MESSAGE(r.ok(), r.diagnostics().to_string());
+    REQUIRE(r->memory.context.has_value());
+    CHECK(r->memory.context->raw() == 685.0 * 1048576.0);
+    CHECK(r->memory.context_basis == "measured");
+    CHECK_FALSE(gpuplan::hw_io::decode_gpu(minimal_gpu(), "")->memory.context.has_value());
+    j["memory"].erase("context_basis");
+    auto bad = gpuplan::hw_io::decode_gpu(j, "g.json");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.diagnostics().to_string().find("/memory/context_MiB: error: context_MiB needs 'context_basis'") !=
+          std::string::npos);
+  }
+
   TEST_CASE("Blackwell SM counts agree with the dense bf16 peaks at a clock no higher than the max SM clock") {
     // A Blackwell SM does 8,192 dense bf16 FLOP per clock (4 tensor cores; NVIDIA Blackwell Ultra blog: 160 SMs, 640
     // tensor cores). The datasheet peak / (SMs x 8,192) is the clock the datasheet assumes; it cannot exceed the

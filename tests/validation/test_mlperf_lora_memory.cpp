@@ -97,3 +97,13 @@ TEST_CASE("MLPerf Llama 2 70B LoRA recipes that ran fit in the GPU's memory") {
   const auto mi355x = estimate("A-mlperf51-llama2-70b-lora-mi355x-8gpu");
   CHECK(mi355x.memory.weights.raw() / (1024.0 * 1024.0 * 1024.0) == gptest::approx(64.8).epsilon(0.02));
 }
+
+// llm-foundry's benchmark table ran MPT-760M on 8 H100s at micro-batch 24 (FSDP, no recompute). Its yamls leave
+// loss_fn at the default fused_crossentropy: FlashAttention's xentropy kernel (llmfoundry/models/mpt/modeling_mpt.py at
+// 061f2c7), which keeps the bf16 logits and writes a new bf16 gradient: 24 × 2048 tokens × 50368 × (2 + 2) B =
+// 9.90e9 B. PyTorch's own cross_entropy would keep 2 + 4 + 4 B per logit (24.8e9 B) and the recipe would not fit.
+TEST_CASE("llm-foundry's MPT-760M recipe fits with FlashAttention's cross entropy, the loss it ran") {
+  const auto e = estimate("A-mosaic-mpt760m-H100-80GB-8gpu-s2048-amp_bf16");
+  CHECK(e.memory.logits.raw() == gptest::approx(24.0 * 2048 * 50368 * 4));
+  CHECK(e.memory.fits);
+}

@@ -41,6 +41,11 @@ const FieldTable& memory_fields() {
       positive("bandwidth_TBps", "TB/s", 80, "peak memory bandwidth", kReq),
       typed("shared_with_cpu", FieldType::boolean,
             "true on a system-on-chip (Jetson): CPU, GPU and on-chip engines share this memory and its bandwidth"),
+      positive("context_MiB", "MiB", 16384,
+               "device memory a process's CUDA/HIP context and loaded kernel images take outside the framework's "
+               "allocator on this part's generation (with context_basis); absent: the model's generic figure"),
+      text("context_basis", "where context_MiB comes from: the measurement file or publication, the CUDA version "
+                            "and what the process had run (required with it)"),
   };
   return t;
 }
@@ -255,6 +260,13 @@ Result<hw::GpuSpec> decode_gpu(const Json& j, const std::string& file) {
       m->error("device_reported_by", "'device_reported_by' is given without 'device_reported_MiB'");
     g.memory.bandwidth = u::tb_per_s(m->num("bandwidth_TBps").value_or(0));
     g.memory.shared_with_cpu = m->boolean("shared_with_cpu").value_or(false);
+    if (auto v = m->num("context_MiB")) g.memory.context = u::mebibytes(*v);
+    g.memory.context_basis = m->str("context_basis").value_or("");
+    // A context figure moves every fit check on the part: without its basis it could not be told from a guess.
+    if (g.memory.context && g.memory.context_basis.empty() && m->valid())
+      m->error("context_MiB", "context_MiB needs 'context_basis' (the measurement or publication it comes from)");
+    if (!g.memory.context && !g.memory.context_basis.empty() && m->valid())
+      m->error("context_basis", "'context_basis' is given without 'context_MiB'");
   }
   if (auto v = r.num("l2_MB")) g.l2 = u::megabytes(*v);
   if (auto v = r.num("llc_MB")) g.llc = u::megabytes(*v);

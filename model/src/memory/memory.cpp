@@ -71,24 +71,6 @@ namespace {
 // PR#120925; 4 MiB on earlier GPUs), beside the context on every part.
 constexpr double kCublasWorkspaceMiB = 32;
 
-/// Device memory one process's CUDA context and loaded kernel images take outside the caching allocator, per GPU
-/// generation (CUDA compute capability, major) where it is measured or published. Other generations and AMD parts
-/// take the generic figure (default_training_overheads()).
-struct ContextFact {
-  int cc_major;
-  double MiB;
-  const char* basis;
-};
-constexpr ContextFact kContextByGeneration[] = {
-    // cudaMemGetInfo's used memory less torch.cuda.memory_reserved, one process after a bf16 GEMM, flash SDPA forward
-    // and backward and fused AdamW: 718,077,952 B (data/validation/measured/h200-sxm-141gb/mem_headroom.json,
-    // context.points.after_fused_adamw). PyTorch 2.11 + CUDA 13.0 with lazy module loading (CUDA's default since
-    // 12.2): kernel images load as they are first launched, so libraries it did not run (Transformer Engine, NCCL's
-    // kernels) are not in it.
-    {9, 685, "Hopper (sm_90): 685 MiB measured on our H200 (mem_headroom.json: outside the allocator after a GEMM, "
-             "SDPA and AdamW; PyTorch 2.11, CUDA 13.0, lazy module loading)"},
-};
-
 RuntimeOverheads overheads_with_context(double context_MiB, const std::string& context_origin) {
   RuntimeOverheads o;
   o.cuda_context = units::mebibytes(context_MiB + kCublasWorkspaceMiB);
@@ -119,11 +101,24 @@ RuntimeOverheads default_training_overheads() {
 }
 
 RuntimeOverheads training_overheads(const hw::GpuSpec& gpu) {
-  if (gpu.compute_capability)
-    for (const ContextFact& f : kContextByGeneration)
-      if (*gpu.compute_capability / 10 == f.cc_major)
-        return overheads_with_context(f.MiB, fmt::format("CUDA context {:.0f} MiB ({})", f.MiB, f.basis));
-  return default_training_overheads();
+  // The GPU file's own figure (memory.context_MiB with its context_basis: measured or published for the part's
+  // generation), else the generic one.
+  if (!gpu.memory.context) return default_training_overheads();
+  const double MiB = gpu.memory.context->raw() / 1048576.0;
+  return overheads_with_context(MiB, fmt::format("CUDA context {:.0f} MiB ({}: {})", MiB, gpu.info.id,
+                                                 gpu.memory.context_basis));
+}
+
+bool context_from_gpu_file(units::Bytes cuda_context, const hw::GpuSpec& gpu) {
+  if (!gpu.memory.context) return false;
+  const double file = (*gpu.memory.context + units::mebibytes(kCublasWorkspaceMiB)).raw();
+  return std::abs(cuda_context.raw() - file) < 1.0;  // bytes: the MiB round trip of training_overheads()
+}
+
+Origin context_origin(units::Bytes cuda_context, const hw::GpuSpec& gpu, const std::string& origin) {
+  if (!context_from_gpu_file(cuda_context, gpu)) return Origin::assumption(origin);
+  return Origin::measurement(gpu.info.cite("/memory/context_MiB") + ": " + gpu.memory.context_basis +
+                             " + 32 MiB cuBLASLt workspace (pytorch PR#120925)");
 }
 
 units::Bytes activation_bytes_per_layer(const wl::TransformerArch& arch, const wl::TrainingPlan& plan,

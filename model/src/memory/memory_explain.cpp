@@ -12,6 +12,7 @@
 #include "gpuplan/model/memory.hpp"
 #include "memory_core.hpp"
 #include "quant_recipe.hpp"
+#include "runtime_context.hpp"
 
 namespace gpuplan::model::detail {
 namespace {
@@ -393,7 +394,7 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
 
 /// The logits and loss buffers, and the runtime overheads (CUDA context, NCCL buffers, fragmentation).
 void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, const RuntimeOverheads& overheads,
-                                  Derivation& d) {
+                                  const hw::GpuSpec& gpu, Derivation& d) {
   using units::format_count;
   using units::format_number;
   const auto& a = e.a;
@@ -401,21 +402,26 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
   const StageMemory& h = e.h;
   const double t = e.t;
   const double comms = e.core.comms;
-  const bool torch_loop = e.plan.eager_loss();
+  const bool flash_loss = e.plan.cross_entropy == wl::CrossEntropyKernel::flash;  // any kernel style
+  const bool torch_loop = e.plan.eager_loss();  // never with flash_loss
   const bool te_loss = !torch_loop && e.plan.cross_entropy == wl::CrossEntropyKernel::te;
   const Origin& cfg = e.cfg;
   const Origin& par_o = e.par_o;
   d.children.push_back(
       {"memory.logits",
        "Logits and loss buffers",
-       torch_loop ? "(s/c)·b·V/t·(a_b + 4 + 4): logits, log_softmax's fp32 output and its fp32 incoming gradient"
-       : te_loss  ? "(s/c)·b·V/t·a_b: logits in the activation dtype, the cross entropy's gradient written into them"
+       flash_loss   ? "(s/c)·b·V/t·(a_b + a_b): logits and the cross entropy's new gradient, both in the activation dtype"
+       : torch_loop ? "(s/c)·b·V/t·(a_b + 4 + 4): logits, log_softmax's fp32 output and its fp32 incoming gradient"
+       : te_loss    ? "(s/c)·b·V/t·a_b: logits in the activation dtype, the cross entropy's gradient written into them"
                   : "(s/c)·b·V/t·(a_b + 4): logits in the activation dtype + their fp32 upcast for the cross entropy",
        {{"V", format_count(double(a.vocab)), "vocabulary", cfg},
         {"(s/c)·b", format_count(c.tokens), "tokens of one micro-batch on this GPU", Origin::user("plan")},
         {"t", format_count(t), "tensor parallel (vocab-parallel output layer)", par_o}},
        {},
        {h.logits_b <= 0 ? "the heaviest stage is not the last: it holds no logits"
+        : flash_loss     ? "FlashAttention's fused cross entropy (cross_entropy flash; flash_attn.losses.cross_entropy, "
+                           "csrc/xentropy) saves the 16-bit logits and fp32 row statistics; its backward writes the "
+                           "gradient into a new 16-bit tensor (inplace_backward False): no fp32 copy"
         : torch_loop     ? "PyTorch's cross_entropy under autocast: log_softmax reads the bf16 logits and keeps its fp32 "
                            "output; its backward's fp32 incoming gradient coexists with both (measured allocator "
                            "timelines, data/validation/measured/h200-sxm-141gb/mem_*.json)"
@@ -442,7 +448,7 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
                         "CUDA context and cuBLAS workspace",
                         "constant per process",
                         {{"ctx", gib(overheads.cuda_context), "CUDA context + kernels + cuBLASLt workspace",
-                          Origin::assumption(overheads.origin)}},
+                          context_origin(overheads.cuda_context, gpu, overheads.origin)}},
                         {},
                         {},
                         {}});
@@ -503,7 +509,7 @@ void explain_memory(const wl::TransformerArch& a, const ParameterCounts& params,
   explain_weights(e, r, d);
   explain_other_states(e, r, d);
   d.children.push_back(explain_activations(e, r, layout));
-  explain_logits_and_overheads(e, r, overheads, d);
+  explain_logits_and_overheads(e, r, overheads, gpu, d);
 }
 
 }  // namespace gpuplan::model::detail

@@ -27,6 +27,8 @@ int communicators(const wl::Parallelism& par) {
 }
 
 double logit_bytes(const wl::TrainingPlan& plan, double activation_bytes) {
+  // FlashAttention's xentropy: the saved 16-bit logits and the backward's new 16-bit gradient (any kernel style).
+  if (plan.cross_entropy == wl::CrossEntropyKernel::flash) return 2.0 * activation_bytes;
   if (plan.eager_loss()) return activation_bytes + 2.0 * kFp32Bytes;
   if (plan.cross_entropy == wl::CrossEntropyKernel::te) return activation_bytes;
   return activation_bytes + kFp32Bytes;

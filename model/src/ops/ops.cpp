@@ -73,9 +73,11 @@ Device sustained_device(const hw::GpuSpec& gpu, const std::optional<EfficiencyPr
   d.eff.gemm_int8 *= d.eff.gemm_sustained_fp8.value_or(d.eff.gemm_sustained);
   d.eff.gemm_sparse24 *= d.eff.gemm_sustained;
   d.eff.gemm_w4a16 *= d.eff.gemm_sustained;
-  if (attn == wl::AttentionKernel::fa2) {
-    d.eff.attention_fwd = d.eff.attention_fwd_fa2;
-    d.eff.attention_bwd = d.eff.attention_bwd_fa2;
+  if (attn == wl::AttentionKernel::fa2 || attn == wl::AttentionKernel::fa1) {
+    // FlashAttention-1 kernels run at kFa1RateOfFa2 of FlashAttention-2's rate (efficiency.hpp cites it).
+    const double rate = attn == wl::AttentionKernel::fa1 ? kFa1RateOfFa2 : 1.0;
+    d.eff.attention_fwd = d.eff.attention_fwd_fa2 * rate;
+    d.eff.attention_bwd = d.eff.attention_bwd_fa2 * rate;
     d.eff.attention_tile = kFa2AttentionTileCost;
   }
   return d;

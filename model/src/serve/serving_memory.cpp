@@ -15,6 +15,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/memory.hpp"
+#include "runtime_context.hpp"
 #include "engine_policy.hpp"
 #include "serving_memory_internal.hpp"
 
@@ -263,6 +264,15 @@ void normalise_plan(const wl::TransformerArch& a, const hw::GpuSpec& gpu, Servin
   plan.concurrency = std::max<std::int64_t>(1, plan.concurrency);
 
   if (plan.engine_block_size) detail::engine_policy(plan.engine).adjust_plan(a, gpu, plan, r.notes);
+  // The default overheads carry the generic CUDA context; on a GPU whose file records its own, serving takes that one,
+  // as training does (training_overheads). Overheads set to none stay none.
+  const RuntimeOverheads generic = default_training_overheads();
+  if (gpu.memory.context && plan.overheads.cuda_context == generic.cuda_context) {
+    const RuntimeOverheads own = training_overheads(gpu);
+    plan.overheads.cuda_context = own.cuda_context;
+    if (plan.overheads.origin.rfind(generic.origin, 0) == 0)
+      plan.overheads.origin.replace(0, generic.origin.size(), own.origin);
+  }
 }
 
 /// The context every layout's evaluation reads: capacity, bytes per weight, each layer kind's weights by TP split,

@@ -12,6 +12,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/memory.hpp"
+#include "runtime_context.hpp"
 #include "engine_policy.hpp"
 
 namespace gpuplan::model {
@@ -101,7 +102,8 @@ Derivation explain_overheads(const Ctx& c, const ServingMemory& r) {
   o.id = "overheads";
   o.title = "Runtime overheads per GPU";
   o.formula = "context + NCCL·communicators + CUDA graphs + peak activations";
-  o.inputs = {{"context", gib(plan.overheads.cuda_context), "CUDA context + cuBLAS workspace", Origin::assumption(plan.overheads.origin)},
+  o.inputs = {{"context", gib(plan.overheads.cuda_context), "CUDA context + cuBLAS workspace",
+               context_origin(plan.overheads.cuda_context, c.gpu, plan.overheads.origin)},
               {"nccl", gib(plan.overheads.nccl_per_communicator), "NCCL buffers per communicator",
                Origin::assumption(plan.overheads.origin)},
               {"comms", std::to_string(communicators(plan.tp, plan.pp)), "communicators (TP, PP)", Origin::derived()},

@@ -58,8 +58,12 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
 LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan) {
   // HBM traffic per logit of the vocabulary shard (16-bit logits of a_b bytes, fp32 = 4 B).
   const double e = plan.precision.activation_bytes;
+  // FlashAttention's xentropy (any kernel style): the forward reads the logits once (a_b; the per-row loss and lse are
+  // negligible), the backward reads them again and writes the gradient (a_b + a_b).
+  if (plan.cross_entropy == wl::CrossEntropyKernel::flash) return {e, 2.0 * e, "FlashAttention xentropy"};
   if (plan.eager_loss())
-    // PyTorch's cross_entropy under autocast (or over logits upcast by .float(), TorchTitan's loss_fn: the same passes): upcast (2 + 4 B) and log_softmax forward; fill (4 B),
+    // PyTorch's cross_entropy under autocast (or over logits upcast by .float(), TorchTitan's loss_fn: the same
+    // passes): upcast (2 + 4 B) and log_softmax forward; fill (4 B),
     // log_softmax_backward and the cast back (4 + 2 B) backward. A vocabulary row (V/tp fp32 values, 128 KiB and
     // more) does not fit in shared memory, so the softmax kernels make a pass per reduction: forward reads the row
     // for its max, for its sum of exponentials and for the output (3 × 4 + 4 B), backward reads the gradient for its
@@ -82,6 +86,7 @@ LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan) {
       return {e + 20.0, 12.0 + e, "Megatron-Core jit-fused"};
     case wl::CrossEntropyKernel::te:
     case wl::CrossEntropyKernel::eager:  // handled above
+    case wl::CrossEntropyKernel::flash:
       break;
   }
   // One fused pass: read the logits, keep fp32 row statistics and write the gradient (a_b + 4); the backward scales

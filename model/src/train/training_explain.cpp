@@ -142,6 +142,11 @@ void explain_step(const StepInputs& x, Derivation& root) {
                  {"GPU", gpu.info.id, gpu.info.name, Origin::datasheet(gpu.info.cited())},
                  {"efficiency", d.eff.calibrated ? "calibration profile" : "built-in defaults", "GEMM/HBM/attention ceilings",
                   d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin)}};
+  if (plan.attention_kernel == wl::AttentionKernel::fa1)
+    root.inputs.push_back({"attention kernel", fmt::format("fa1 ({} of FlashAttention-2's rate)", kFa1RateOfFa2),
+                           "FlashAttention-1 or its Triton port (flash-attn <= 1.0.x)",
+                           Origin::constant("Dao 2023, arXiv:2307.08691 abstract: FA2 'around 2x' FA1 on A100 "
+                                            "(model/efficiency.hpp kFa1RateOfFa2)")});
   root.result = fmt::format("{} per step, {} tokens/s, MFU {}", format(s.total), units::format_number(est.tokens_per_s, 4),
                             format(units::Ratio(est.mfu)));
   root.set(s.total.raw(), Unit::seconds);
@@ -195,7 +200,8 @@ Derivation explain_compute(const StepInputs& x) {
                            fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
                                        op.cls == OpClass::gemm ? fmt::format(" · η {}", units::format_number(op.efficiency, 3))
                                                                : std::string()),
-                           op.cls == OpClass::loss ? Origin::derived(plan.kernels == wl::KernelStyle::eager
+                           op.cls == OpClass::loss ? Origin::derived(plan.kernels == wl::KernelStyle::eager &&
+                                                                     plan.cross_entropy != wl::CrossEntropyKernel::flash
                                                                          ? "the plan's kernels (--kernels)"
                                                                          : "the plan's loss kernels (--cross-entropy)")
                                                    : Origin::derived()});

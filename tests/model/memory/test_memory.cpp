@@ -312,15 +312,33 @@ TEST_CASE("TE's cross entropy writes its gradient into the logits: s·b·V/t·a_
   CHECK(m.logits.raw() == gptest::approx(525'336'576.0));
 }
 
-TEST_CASE("the CUDA context is the GPU generation's where measured, else the generic V100 figure") {
+TEST_CASE("FlashAttention's cross entropy keeps the logits and a new gradient: s·b·V/t·2·a_b, with eager kernels too") {
+  // flash_attn.losses.cross_entropy.CrossEntropyLoss (csrc/xentropy, flash-attn 1.0.9 as llm-foundry 061f2c7 pins it):
+  // the forward saves the bf16 logits and fp32 row statistics; the backward writes the gradient into a new bf16
+  // tensor (inplace_backward False). 4096 × 2 tokens, V 128256 over TP 4: 8192 · 32064 · (2 + 2) B = 1,050,673,152 B.
+  const auto& a = arch("llama-3.1-8b");
+  auto plan = plan_with(4096, 2);
+  plan.par.tp = 4;
+  plan.cross_entropy = wl::CrossEntropyKernel::flash;
+  const auto fused = run(a, model::parameter_counts(a, Explain::off), plan);
+  CHECK(fused.logits.raw() == gptest::approx(1'050'673'152.0));
+  plan.kernels = wl::KernelStyle::eager;  // llm-foundry: eager modules, FlashAttention's loss
+  const auto eager = run(a, model::parameter_counts(a, Explain::off), plan);
+  CHECK(eager.logits.raw() == gptest::approx(1'050'673'152.0));
+  // PyTorch's own cross_entropy under eager kernels: 2 + 4 + 4 B per logit, 2.5 times as much.
+  plan.cross_entropy = wl::CrossEntropyKernel::te;
+  CHECK(run(a, model::parameter_counts(a, Explain::off), plan).logits.raw() == gptest::approx(8192.0 * 32064 * 10));
+}
+
+TEST_CASE("the CUDA context is the GPU file's where it records one, else the generic V100 figure") {
   const auto generic = model::default_training_overheads();
   CHECK(generic.cuda_context == units::mebibytes(1343 + 32));  // + the 32 MiB cuBLASLt workspace
   wl::TrainingPlan plan = plan_with(4096);
   plan.par.dp = 8;
   plan.global_batch = 8;
   const auto& a = arch("llama-3.1-8b");
-  // Hopper (compute capability 9.0): our H200's 718,077,952 B outside the allocator (mem_headroom.json) = 684.8 MiB,
-  // as 685, + 32 MiB. The derivation names the measurement.
+  // Hopper files (compute capability 9.0) record our H200's 718,077,952 B outside the allocator (mem_headroom.json)
+  // = 684.8 MiB, as 685, + 32 MiB. The derivation cites the file and calls the figure a measurement.
   for (const char* node : {"dgx-h100", "dgx-h200"}) {
     CAPTURE(node);
     const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::on);
@@ -328,13 +346,18 @@ TEST_CASE("the CUDA context is the GPU generation's where measured, else the gen
     const auto* ctx = e.memory.derivation.find("memory.cuda_context");
     REQUIRE(ctx != nullptr);
     REQUIRE_FALSE(ctx->inputs.empty());
+    CHECK(ctx->inputs.front().origin.kind == gpuplan::OriginKind::measurement);
+    CHECK(ctx->inputs.front().origin.ref.find("#/memory/context_MiB") != std::string::npos);
     CHECK(ctx->inputs.front().origin.ref.find("mem_headroom.json") != std::string::npos);
   }
-  // Ampere and Blackwell: nothing measured, the generic figure.
+  // Ampere and Blackwell files record none: the generic figure, an assumption.
   for (const char* node : {"dgx-a100", "dgx-b200"}) {
     CAPTURE(node);
-    const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::off);
+    const auto e = model::estimate_training(a, plan, gpuplan::test::node_system(node), Explain::on);
     CHECK(e.memory.cuda_context == generic.cuda_context);
+    const auto* ctx = e.memory.derivation.find("memory.cuda_context");
+    REQUIRE(ctx != nullptr);
+    CHECK(ctx->inputs.front().origin.kind == gpuplan::OriginKind::assumption);
   }
 }
 

@@ -344,6 +344,28 @@ TEST_SUITE("serving memory") {
     CHECK(old.stages[0].kv_pool.raw() == gptest::approx(ok.stages[0].kv_pool.raw() + units::gibibytes(1).raw()));
   }
 
+  TEST_CASE("serving takes the GPU file's CUDA context as training does: 685 + 32 MiB on Hopper, 1343 + 32 elsewhere") {
+    const auto& a = arch("llama-3.1-8b");
+    const model::ServingMemoryPlan p;  // default overheads: the generic context
+    CHECK(p.overheads.cuda_context == units::mebibytes(1343 + 32));
+    const auto h100 = serve(a, gpu("h100-sxm5-80gb"), p, Explain::on);
+    CHECK(h100.stages[0].cuda_context == units::mebibytes(685 + 32));  // our H200's measurement, the file's figure
+    CHECK(h100.plan.overheads.origin.find("h100-sxm5-80gb") != std::string::npos);
+    const auto* ctx = h100.derivation.find("overheads");
+    REQUIRE(ctx != nullptr);
+    REQUIRE_FALSE(ctx->inputs.empty());
+    CHECK(ctx->inputs.front().origin.kind == OriginKind::measurement);
+    CHECK(ctx->inputs.front().origin.ref.find("#/memory/context_MiB") != std::string::npos);
+    // An Ampere file records none: the generic figure, an assumption.
+    const auto a100 = serve(a, gpu("a100-sxm4-80gb"), p, Explain::on);
+    CHECK(a100.stages[0].cuda_context == units::mebibytes(1343 + 32));
+    CHECK(a100.derivation.find("overheads")->inputs.front().origin.kind == OriginKind::assumption);
+    // Overheads set to none stay none.
+    model::ServingMemoryPlan none = p;
+    none.overheads = model::no_serving_overheads();
+    CHECK(serve(a, gpu("h100-sxm5-80gb"), none).stages[0].cuda_context.raw() == 0.0);
+  }
+
   TEST_CASE("SGLang: mem_fraction_static of the pre-load free memory holds weights + KV - activations and graphs need the rest") {
     const auto& a = arch("llama-3.1-8b");
     model::ServingMemoryPlan p;

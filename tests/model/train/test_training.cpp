@@ -519,6 +519,27 @@ TEST_SUITE("LM loss kernels") {
   }
 }
 
+TEST_CASE("fa1: FlashAttention-1 kernels at half of FlashAttention-2's rate, forward and backward") {
+  // llm-foundry's attn_impl triton (a copy of flash-attn's Triton port of FlashAttention-1) on A100: Dao 2023
+  // (arXiv:2307.08691) puts FlashAttention-2 at about 2x FlashAttention-1 on A100 (kFa1RateOfFa2 = 0.5).
+  const auto sys = node_system("dgx-a100");
+  const auto fa2 = model::sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa2);
+  const auto fa1 = model::sustained_device(*sys.gpu, sys.efficiency, wl::AttentionKernel::fa1);
+  CHECK(fa1.eff.attention_fwd == gptest::approx(0.5 * fa2.eff.attention_fwd).epsilon(1e-12));
+  CHECK(fa1.eff.attention_bwd == gptest::approx(0.5 * fa2.eff.attention_bwd).epsilon(1e-12));
+  CHECK(fa2.eff.attention_fwd == gptest::approx(0.669).epsilon(1e-9));  // measured.json, a100-sxm4-80gb fa2_fwd
+  // MPT-125M's attention (b 40, 12 heads of 64, s 2048, causal): compute-bound, so the time doubles up to the
+  // fixed per-tile part, which the kernel generation does not change.
+  for (const bool bwd : {false, true}) {
+    const double t1 = model::attention_cost("a", 40 * 12, 2048, 2048, 64, 64, true, true, bwd, hw::Precision::bf16,
+                                            fa1, false)[0].time.raw();
+    const double t2 = model::attention_cost("a", 40 * 12, 2048, 2048, 64, 64, true, true, bwd, hw::Precision::bf16,
+                                            fa2, false)[0].time.raw();
+    CHECK(t1 / t2 > 1.8);
+    CHECK(t1 / t2 <= 2.0 + 1e-9);
+  }
+}
+
 TEST_SUITE("attention dropout") {
   // Our H100 sweep of torch SDPA with dropout_p 0.1 against 0 (scripts/measure/attention_sdpa.py --dropouts 0,0.1;
   // data/validation/measured/h100-sxm5-80gb/attention_sdpa_dropout.json): the model with the built-in H100 row

@@ -203,10 +203,12 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.cross_entropy = *v == "unfused"  ? wl::CrossEntropyKernel::unfused
                       : *v == "native" ? wl::CrossEntropyKernel::native
                       : *v == "eager"  ? wl::CrossEntropyKernel::eager
+                      : *v == "flash"  ? wl::CrossEntropyKernel::flash
                                        : wl::CrossEntropyKernel::te;
-    if (p.kernels == wl::KernelStyle::eager)
-      key_error("cross_entropy", "cross_entropy names Megatron's loss kernels (kernels fused); eager kernels run "
-                                 "PyTorch's cross_entropy: leave it out");
+    if (p.kernels == wl::KernelStyle::eager && p.cross_entropy != wl::CrossEntropyKernel::flash)
+      key_error("cross_entropy", "cross_entropy te, native and unfused name Megatron's loss kernels (kernels fused); "
+                                 "eager kernels run PyTorch's cross_entropy unless the loss is FlashAttention's "
+                                 "(flash): leave it out or say flash");
   }
   if (auto v = r.str("norm_kernel")) p.norm_kernel = *v == "composite" ? wl::NormKernel::composite : wl::NormKernel::fused;
   if (auto v = r.str("mixed_precision"); v && *v == "amp") {
@@ -250,7 +252,10 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   }
   if (auto v = r.str("offload")) p.offload = *v == "optimizer" ? wl::Offload::optimizer : wl::Offload::none;
   if (auto v = r.integer("activation_offload_layers")) p.activation_offload_layers = *v;
-  if (auto v = r.str("attention_kernel")) p.attention_kernel = *v == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
+  if (auto v = r.str("attention_kernel"))
+    p.attention_kernel = *v == "fa1"   ? wl::AttentionKernel::fa1
+                         : *v == "fa2" ? wl::AttentionKernel::fa2
+                                       : wl::AttentionKernel::fa3;
   if (auto v = r.integer("lora_rank")) p.lora.rank = static_cast<int>(*v);
   if (auto v = r.str("lora_targets"))
     p.lora.targets = *v == "qkv"         ? wl::LoraTargets::qkv
@@ -390,12 +395,15 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.vocab_divisible_by) j["vocab_divisible_by"] = *p.vocab_divisible_by;
   j["flash_attention"] = p.flash_attention;
   if (p.dropout) j["dropout"] = *p.dropout;
-  j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2" : "fa3";
+  j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa1   ? "fa1"
+                         : p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2"
+                                                                          : "fa3";
   j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
-  if (p.kernels == wl::KernelStyle::fused)
+  if (p.kernels == wl::KernelStyle::fused || p.cross_entropy == wl::CrossEntropyKernel::flash)
     j["cross_entropy"] = p.cross_entropy == wl::CrossEntropyKernel::unfused  ? "unfused"
                          : p.cross_entropy == wl::CrossEntropyKernel::native ? "native"
                          : p.cross_entropy == wl::CrossEntropyKernel::eager  ? "eager"
+                         : p.cross_entropy == wl::CrossEntropyKernel::flash  ? "flash"
                                                                               : "te";
   if (p.norm_kernel == wl::NormKernel::composite) j["norm_kernel"] = "composite";
   j["mixed_precision"] = p.mixed_precision == wl::MixedPrecision::amp ? "amp" : "megatron";

@@ -235,9 +235,9 @@ const ScenarioFieldTable& training_fields() {
                 "model's config says"),
       row("attention_kernel", FieldType::string, "Attention kernel")
           .flags({"--attention-kernel"})
-          .help("fa2 or fa3 (FA3/cuDNN on Hopper+, FA2 on Ampere)")
+          .help("fa1, fa2 or fa3 (FA3/cuDNN on Hopper+, FA2 on Ampere; fa1: flash-attn <= 1.0.x or its Triton port)")
           .otherwise("fa3")
-          .choices({"fa2", "fa3"})
+          .choices({"fa1", "fa2", "fa3"})
           .doc("fused attention generation"),
       row("kernels", FieldType::string, "Kernels")
           .flags({"--kernels"})
@@ -249,14 +249,17 @@ const ScenarioFieldTable& training_fields() {
           .flags({"--cross-entropy"})
           .help("LM-loss kernels with fused kernels: te (one fused pass), native (Megatron-Core's jit-fused "
                 "passes), unfused (Megatron-LM's default: one pass per op over fp32 logits), eager (PyTorch's "
-                "cross_entropy, as a stack that compiles only its blocks runs it)")
+                "cross_entropy, as a stack that compiles only its blocks runs it); flash (FlashAttention's fused "
+                "cross entropy, also with eager kernels)")
           .otherwise("te")
-          .choices({"te", "native", "unfused", "eager"})
+          .choices({"te", "native", "unfused", "eager", "flash"})
           .doc("LM-loss cross-entropy kernels under fused kernels: te = one fused pass (Transformer "
                 "Engine; Megatron-LM --cross-entropy-fusion-impl te), native = Megatron-Core's jit-fused "
                 "passes (--cross-entropy-loss-fusion), unfused = Megatron-Core's unfused passes over fp32 "
                 "logits (Megatron-LM's default), eager = PyTorch's F.cross_entropy over fp32-upcast logits, "
-                "as eager kernels run it (TorchTitan compiles its transformer blocks, not the loss)"),
+                "as eager kernels run it (TorchTitan compiles its transformer blocks, not the loss); flash = "
+                "FlashAttention's xentropy kernel (llm-foundry's fused_crossentropy), the one value eager kernels "
+                "take: logits and a new gradient, 16-bit"),
       row("norm_kernel", FieldType::string, "RMSNorm kernels")
           .flags({"--norm-kernel"})
           .help("RMSNorm as one fused kernel each way (fused) or as PyTorch ops, one kernel each (composite: "

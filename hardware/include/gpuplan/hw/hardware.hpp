@@ -81,6 +81,10 @@ struct MemorySpec {
   /// True on a system-on-chip (Jetson): the GPU has no memory of its own; CPU, GPU and engines share this capacity
   /// and this bandwidth, so whatever the CPU side holds or streams is not available to the GPU.
   bool shared_with_cpu = false;
+  /// Device memory one process's CUDA (HIP) context and loaded kernel images take outside the framework's caching
+  /// allocator, for this part's generation and the CUDA version its basis names; absent where nothing is sourced.
+  std::optional<units::Bytes> context;
+  std::string context_basis;  ///< where `context` comes from (measurement file or publication), with it
 };
 
 using PeakTable = std::array<std::optional<units::FlopRate>, kPrecisionCount>;  ///< indexed by Precision

@@ -38,6 +38,10 @@ struct AttentionTileCost {
 };
 inline constexpr AttentionTileCost kFusedAttentionTileCost{1.5, 3.3, 66.0, 34.0, 4.87, 9.32};  ///< cuDNN (Hopper fused)
 inline constexpr AttentionTileCost kFa2AttentionTileCost{0.9, 4.3, 18.0, 10.0, 15.7, 11.4};    ///< FlashAttention-2
+/// FlashAttention-1's rate (flash-attn <= 1.0.x and its Triton port) as a fraction of FlashAttention-2's on the same
+/// GPU: Dao 2023, "FlashAttention-2" (arXiv:2307.08691), abstract: "around 2x speedup compared to FlashAttention"
+/// (A100; FA1 "reaching only 25-40% of the theoretical maximum FLOPs/s", FA2 50-73%). Taken on other GPUs as well.
+inline constexpr double kFa1RateOfFa2 = 0.5;
 /// Key tiles (128 wide) per query tile: as many as the FLOP count gives each query (s_kv, or s_kv/2 when causal),
 /// plus the half-masked diagonal tile when causal.
 constexpr double attention_key_tiles(double s_kv, bool causal) {

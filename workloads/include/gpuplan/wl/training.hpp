@@ -107,9 +107,10 @@ constexpr const char* to_string(OptimizerImpl i) {
 /// DistributedFusedAdam's `dtype` (NeMo `optim.dtype: bf16`), Megatron-Core's precision-aware optimizer
 /// (`--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`). The master weights stay as `TrainingPrecision::master_bytes`.
 enum class StateDtype { fp32, bf16 };
-/// Fused attention kernel generation: FlashAttention-2 (Ampere-era kernels, also what older Hopper stacks ran) or
-/// the Hopper/Blackwell-native kernels (FlashAttention-3, cuDNN fused attention). On Ampere the two are the same.
-enum class AttentionKernel { fa2, fa3 };
+/// Fused attention kernel generation: FlashAttention-1 (flash-attn <= 1.0.x and its Triton port, e.g. llm-foundry's
+/// attn_impl triton), FlashAttention-2 (Ampere-era kernels, also what older Hopper stacks ran) or the
+/// Hopper/Blackwell-native kernels (FlashAttention-3, cuDNN fused attention). On Ampere fa2 and fa3 are the same.
+enum class AttentionKernel { fa2, fa3, fa1 };
 /// How the non-GEMM ops are implemented: fused kernels (Megatron-Core / Transformer Engine: fused RoPE, SwiGLU,
 /// cross-entropy) or PyTorch eager modules (one kernel per tensor op, fp32 loss passes).
 enum class KernelStyle { fused, eager };
@@ -123,8 +124,12 @@ enum class KernelStyle { fused, eager };
 ///    --cross-entropy-loss-fusion): upcast, max, subtract, exp, sum, divide each one pass over the fp32 logits.
 ///  - eager: PyTorch's F.cross_entropy over fp32-upcast logits, as under eager kernels: the loss of a stack that
 ///    compiles only its transformer blocks (pytorch/torchtitan 9dec370ad26b train.py leaves loss_fn uncompiled).
+///  - flash: FlashAttention's fused cross entropy (Dao-AILab/flash-attention csrc/xentropy, flash_attn.losses.
+///    cross_entropy.CrossEntropyLoss; llm-foundry's default loss_fn fused_crossentropy), also under eager kernels: one
+///    kernel reads the 16-bit logits and keeps fp32 row statistics (lse); the backward writes the gradient into a new
+///    16-bit buffer (inplace_backward False, the default), so logits and gradient coexist.
 /// megatron/core/tensor_parallel/cross_entropy.py and megatron/core/fusions/fused_cross_entropy.py.
-enum class CrossEntropyKernel { te, native, unfused, eager };
+enum class CrossEntropyKernel { te, native, unfused, eager, flash };
 /// How RMSNorm runs: fused (one kernel each way: Transformer Engine, Apex, PyTorch's fused rms_norm, Inductor) or
 /// composite, written as PyTorch ops that each run as a kernel (pytorch/torchtitan 9dec370ad26b
 /// torchtitan/models/norms.py RMSNorm, Hugging Face LlamaRMSNorm): the fp32 upcast, pow, mean, rsqrt, the multiply,
@@ -290,11 +295,13 @@ struct TrainingPlan {
   [[nodiscard]] bool hidden_dropout(const TransformerArch& a) const { return dropout.value_or(a.hidden_dropout_on()); }
   AttentionKernel attention_kernel = AttentionKernel::fa3;
   KernelStyle kernels = KernelStyle::fused;
-  CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read only with fused kernels
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read with fused kernels (flash: with eager too)
   NormKernel norm_kernel = NormKernel::fused;                  ///< RMSNorm models only
-  /// The loss runs as PyTorch's eager cross_entropy: under eager kernels, or as cross_entropy eager.
+  /// The loss runs as PyTorch's eager cross_entropy: under eager kernels (unless it is FlashAttention's, flash), or as
+  /// cross_entropy eager.
   [[nodiscard]] bool eager_loss() const {
-    return kernels == KernelStyle::eager || cross_entropy == CrossEntropyKernel::eager;
+    return cross_entropy != CrossEntropyKernel::flash &&
+           (kernels == KernelStyle::eager || cross_entropy == CrossEntropyKernel::eager);
   }
   MixedPrecision mixed_precision = MixedPrecision::megatron;
   Offload offload = Offload::none;
