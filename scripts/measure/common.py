@@ -162,6 +162,35 @@ def median_and_spread(times):
     return med, min(times), max(times), (max(times) - min(times)) / med if med > 0 else float("inf")
 
 
+def event_times(fn, reps, warmup=3):
+    """fn timed with CUDA events, one call per sample, after `warmup` calls: {median, min, max, spread} in s."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1e3)
+    med, lo, hi, spread = median_and_spread(times)
+    return {"median": med, "min": lo, "max": hi, "spread": spread}
+
+
+def copy_bandwidth(device, reps=10):
+    """Copy bandwidth (B/s, read + write) of a 4 GiB fp32 buffer, and its timing record."""
+    import torch
+    buf = torch.empty(1 << 30, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(buf)
+    copy = event_times(lambda: dst.copy_(buf), reps)
+    bw = 2 * buf.numel() * 4 / copy["median"]
+    del buf, dst
+    return bw, copy
+
+
 def now():
     return time.perf_counter()
 

@@ -69,27 +69,10 @@ def main():
     dev = torch.device("cuda")
     torch.manual_seed(0)
 
-    def timed(fn, reps):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        med, lo, hi, spread = common.median_and_spread(times)
-        return {"median": med, "min": lo, "max": hi, "spread": spread}
+    timed = common.event_times
 
     # Copy bandwidth: read + write of a 4 GiB buffer.
-    buf = torch.empty(1 << 30, dtype=torch.float32, device=dev).uniform_()
-    dst = torch.empty_like(buf)
-    copy = timed(lambda: dst.copy_(buf), 10)
-    copy_bw = 2 * buf.numel() * 4 / copy["median"]
-    del buf, dst
+    copy_bw, copy = common.copy_bandwidth(dev)
 
     def ce_sum(x, t):
         return torch.nn.functional.cross_entropy(x.float(), t, reduction="sum")
