@@ -49,10 +49,9 @@ void Mapper::moe() {
     m_.ignored.push_back("--moe-flex-dispatcher-backend (not the flex dispatcher)");
 }
 
-/// --moe-expert-capacity-factor f with --moe-pad-expert-input-to-capacity (Megatron-Bridge's apply_moe_token_drop:
-/// f = 1 with padding): every expert receives exactly its capacity, f·k·T/E tokens (moe_utils.py
-/// get_capacity; the dispatcher pads to it), so the busiest rank carries f times the balanced mean: moe_imbalance f.
-/// Without padding the drop only caps the load; gpuplan's balanced routing stands.
+/// --moe-expert-capacity-factor f (moe_capacity_factor) and --moe-pad-expert-input-to-capacity (moe_pad_to_capacity;
+/// Megatron-Bridge's apply_moe_token_drop: f = 1 with padding): each expert takes at most f·k·T/E tokens
+/// (moe_utils.py get_capacity), padded to exactly that with the flag, so the dispatcher's split sizes are fixed.
 void Mapper::capacity() {
   const MegatronFlag* cf = get("--moe-expert-capacity-factor");
   if (cf == nullptr) {
@@ -69,14 +68,9 @@ void Mapper::capacity() {
     return;
   }
   if (f < 0) return;  // Megatron-LM: a negative factor means no capacity limit (dropless)
-  if (given("--moe-pad-expert-input-to-capacity")) {
-    if (f < 1.0) refuse(*cf, "a capacity below the balanced load (padded experts of fewer tokens than the mean) is");
-    else set("moe_imbalance", f, "--moe-expert-capacity-factor");
-  } else {
-    m_.notes.push_back(fmt::format("--moe-expert-capacity-factor {} without padding: tokens over the capacity are "
-                                   "dropped; gpuplan prices balanced routing",
-                                   *v));
-  }
+  set("moe_capacity_factor", f, "--moe-expert-capacity-factor");
+  if (given("--moe-pad-expert-input-to-capacity"))
+    set("moe_pad_to_capacity", true, "--moe-pad-expert-input-to-capacity");
 }
 
 void Mapper::attention() {

@@ -406,9 +406,6 @@ TEST_SUITE("megatron args: mapping") {
         {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "flex", "--moe-flex-dispatcher-backend",
           "hybridep"},
          "'--moe-flex-dispatcher-backend hybridep': gpuplan prices NCCL all-to-all and DeepEP; the 'hybridep' backend"},
-        {{"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall", "--moe-expert-capacity-factor",
-          "0.5", "--moe-pad-expert-input-to-capacity"},
-         "'--moe-expert-capacity-factor 0.5': a capacity below the balanced load"},
         {{"--rampup-batch-size", "16", "16", "1000"},
          "'--rampup-batch-size 16 16 1000': changes performance, and that is not modelled yet (#22)"},
     };
@@ -443,8 +440,21 @@ TEST_SUITE("megatron args: mapping") {
                        d2);
     INFO(d2.to_string());
     REQUIRE(t);
-    CHECK(t->keys["moe_imbalance"] == 1.0);
+    CHECK(t->keys["moe_capacity_factor"] == 1.0);
+    CHECK(t->keys["moe_pad_to_capacity"] == true);
+    CHECK_FALSE(t->keys.contains("moe_imbalance"));
     CHECK_FALSE(t->keys.contains("ep_dispatch"));
+    // A capacity below the balanced load drops tokens (priced); without padding only the factor is set, and a
+    // negative factor is Megatron-LM's dropless.
+    Diagnostics d4, d5;
+    auto half = map_typed({"--expert-model-parallel-size", "8", "--moe-expert-capacity-factor", "0.5"}, d4);
+    INFO(d4.to_string());
+    REQUIRE(half);
+    CHECK(half->keys["moe_capacity_factor"] == 0.5);
+    CHECK_FALSE(half->keys.contains("moe_pad_to_capacity"));
+    auto neg = map_typed({"--expert-model-parallel-size", "8", "--moe-expert-capacity-factor", "-1"}, d5);
+    REQUIRE(neg);
+    CHECK_FALSE(neg->keys.contains("moe_capacity_factor"));
     // DeepEP needs the flex dispatcher (TransformerConfig.__post_init__).
     CHECK_FALSE(map_typed({"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
                            "--moe-enable-deepep"},

@@ -42,7 +42,7 @@ double moe_node_limit(const wl::TransformerArch& a, int nodes) {
 A2aCost moe_a2a(const A2aInput& in, const CommGroup& g) {
   A2aCost r;
   if (g.size <= 1) return r;
-  const double iota = std::max(1.0, in.imbalance), h = in.hidden, k = std::max(1.0, in.top_k);
+  const double iota = in.imbalance > 0.0 ? in.imbalance : 1.0, h = in.hidden, k = std::max(1.0, in.top_k);
   const double n = double(g.size), s = double(std::clamp(g.scale_up_size, 1, g.size));
   const int nodes = g.domains();
   if (in.kernel == A2aKernel::nccl) {

@@ -30,11 +30,19 @@ OpCost grouped_gemm(OpCost batched) {
 //    backward 0.46 ms (−0.56…1.35) less four grouped calls = 0.41 ms (the index gradients' scatter-adds, the cat
 //    and pad gradients at the host's pace);
 //  - the backward's routing kernels (gather and unpermute gradients, the router's): 0.15 ms (0.09 + 0.06).
-MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch) {
+MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch, bool fixed_splits) {
   using units::Seconds;
   MoeHostSync r;
   if (dispatch == wl::EpDispatch::deepep) {
     r.what = "sync-free dispatcher (DeepEP: the receive counts stay on the GPU): no host synchronisation";
+    return r;
+  }
+  if (fixed_splits) {
+    // Megatron-LM core_v0.14.0 (23e00ed0) megatron/core/transformer/moe/token_dispatcher.py,
+    // MoEAlltoAllTokenDispatcher.preprocess: with drop_and_pad the tokens per expert are torch.full(capacity) and
+    // the method returns before any sync point is set (cuda_sync_point stays "no_sync").
+    r.what = "fixed split sizes (expert capacity with padding: every expert gets exactly its capacity, known on the "
+             "host): no host synchronisation";
     return r;
   }
   const bool multi = ep > 1;

@@ -38,8 +38,9 @@ struct MoeHostSync {
   std::string what;  ///< for display: the mechanism and its measurement
 };
 /// `eager`: a PyTorch dispatcher of plain ops (ours: scripts/measure/moe_layer.py); else Megatron-Core's fused
-/// all-to-all dispatcher.
-MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch);
+/// all-to-all dispatcher. `fixed_splits`: the split sizes come from an expert capacity with padding (training's
+/// moe_capacity_factor with moe_pad_to_capacity), known on the host without a copy.
+MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch, bool fixed_splits);
 
 /// PyTorch's index_put of whole rows (`buf[idx] = rows`, not accumulating) against the streaming rate: its kernel
 /// (index_put_kernel_impl) moves one element per thread. Measured in our TP4/EP4 fixed-capacity prefill on 4 H100s

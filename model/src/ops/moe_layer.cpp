@@ -18,7 +18,7 @@ MoeExpertWork moe_expert_work(const MoeSharding& s, std::int64_t experts, std::i
   const double E = double(std::max<std::int64_t>(1, experts)), k = double(std::max<std::int64_t>(1, top_k));
   const double ep = double(std::max<std::int64_t>(1, s.ep));
   const std::int64_t etp = std::max<std::int64_t>(1, s.etp), tp = std::max<std::int64_t>(1, s.tp);
-  w.imbalance = std::max(1.0, s.imbalance);
+  w.imbalance = s.imbalance > 0.0 ? s.imbalance : 1.0;  // < 1 only under a capacity that drops tokens
   w.group_tokens = s.tokens * (ep * double(etp) / double(tp));  // exactly T when ep·etp = tp
   w.local = E / ep;
   // Uniform top-k routing: an expert is missed by one token with probability 1 − k/E, by all of them with that to
@@ -44,7 +44,7 @@ OpCost moe_expert_gemm(OpCost batched, const MoeExpertWork& w, const Device& d) 
 }
 
 units::Seconds moe_all_to_all(double rows, double row_bytes, const CommGroup& g, double imbalance) {
-  return collective_time(Collective::all_to_all, units::bytes(rows * row_bytes), g) * std::max(1.0, imbalance);
+  return collective_time(Collective::all_to_all, units::bytes(rows * row_bytes), g) * (imbalance > 0.0 ? imbalance : 1.0);
 }
 
 units::Seconds MoeLayerTerms::total() const {

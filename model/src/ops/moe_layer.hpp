@@ -24,8 +24,9 @@ namespace gpuplan::model::detail {
 ///    routes the T tokens every TP rank holds;
 ///  - serving with attention-DP and wide EP (SGLang --enable-dp-attention, DeepSeek's deployment): tp = etp = 1, the
 ///    group routes T·ep tokens, T from each attention rank.
-/// `imbalance` ι ≥ 1: the busiest EP rank's routed rows over the mean (1: uniform routing); every rank waits for it at
-/// the combine.
+/// `imbalance` ι: the busiest EP rank's routed rows over the mean (1: uniform routing); every rank waits for it at
+/// the combine. Below 1 only under an expert capacity below the balanced load (training's moe_capacity_factor < 1:
+/// the dropped tokens' rows neither travel nor reach a GEMM).
 struct MoeSharding {
   double tokens = 0;
   std::int64_t tp = 1, etp = 1, ep = 1;

@@ -518,9 +518,10 @@ class TrainingLayerPricer {
         // Split by the expert TP (etp = tp unless the plan folds): the expert-TP·EP group holds etp·ep·(T/tp)
         // unique tokens, so T·k·ep·etp/tp routed copies, width/etp columns each (the FLOPs per GPU do not move).
         // Load imbalance (plan.moe_imbalance, 1 = balanced): the busiest EP rank's experts get that many times the
-        // mean tokens, and every rank waits for it at the combine (moe_layer.hpp, moe_expert_work).
+        // mean tokens, and every rank waits for it at the combine (moe_layer.hpp, moe_expert_work). An expert capacity
+        // (plan.moe_load): padded, every expert's GEMM has exactly capacity = f·k·T/E rows; f < 1 drops tokens.
         const std::int64_t width = o.linear == LinearKind::expert_in ? o.out / glu : o.in;
-        moe_w = moe_expert_work({double(T), t, par.expert_tp(), par.ep, plan.moe_imbalance}, o.copies, o.active, width);
+        moe_w = moe_expert_work({double(T), t, par.expert_tp(), par.ep, plan.moe_load()}, o.copies, o.active, width);
         lc.moe.work = moe_w;
         const double rows = moe_w.rows;
         const std::int64_t ie = moe_w.width;
@@ -604,7 +605,7 @@ class TrainingLayerPricer {
   // The dispatcher's host synchronisations (moe_cost.hpp): time the GPU spends waiting for the host, forward and
   // backward, once per MoE layer and micro-batch.
   void price_dispatcher_host() {
-    const MoeHostSync hs = moe_host_sync(eager, par.ep, plan.ep_dispatch);
+    const MoeHostSync hs = moe_host_sync(eager, par.ep, plan.ep_dispatch, plan.moe_fixed_splits());
     for (const bool forward : {true, false}) {
       const Seconds wait = forward ? hs.fwd : hs.bwd;
       if (!(wait > Seconds(0))) continue;

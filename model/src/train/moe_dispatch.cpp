@@ -18,7 +18,9 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
                    (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp)));
   const double k = double(a.moe->experts_per_token), h = double(a.hidden);
   const double ab = plan.precision.activation_bytes;
-  r.imbalance = std::max(1.0, plan.moe_imbalance);
+  // The busiest rank's rows over the balanced mean after the expert capacity (TrainingPlan::moe_load): with padding
+  // to capacity every rank sends and receives f·k·T rows, the padding included.
+  r.imbalance = plan.moe_load();
   // The one MoE dispatch pricer (ops/moe_a2a.hpp), the same serving uses. NCCL's all-to-all moves one copy per
   // (token, expert) row, T·k·h·a_b bytes each way. DeepSeek-V3's kernels (§3.2.2; DeepEP normal kernels) send a token
   // once over InfiniBand to each distinct remote node among its experts' nodes, which forwards it over NVLink; §3.3.2:

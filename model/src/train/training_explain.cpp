@@ -34,9 +34,12 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
   // input gradient combined).
   m.t[MoeLayerTerms::dispatch] = md.dispatch * 2.0;
   m.t[MoeLayerTerms::combine] = md.combine * 2.0;
-  if (plan.moe_imbalance > 1.0) {
+  if (plan.moe_load() != 1.0) {
     wl::TrainingPlan flat = plan;
     flat.moe_imbalance = 1.0;
+    // The same dispatcher at the balanced load: a padded capacity stays (at f = 1, the fixed splits kept).
+    if (flat.moe_pad_to_capacity && flat.moe_capacity_factor) flat.moe_capacity_factor = 1.0;
+    else flat.moe_capacity_factor.reset();
     MoeLayerTerms b = layer_cost(a, flat, kind, d, false).moe;
     const MoeDispatch mb = moe_dispatch(a, flat, g);
     b.t[MoeLayerTerms::dispatch] = mb.dispatch * 2.0;
@@ -48,9 +51,24 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
       "train.moe", "training, one micro-batch, forward + backward", m,
       fmt::format("TP {}, ETP {}, EP {} ({} tokens per GPU)", par.tp, par.expert_tp(), par.ep,
                   units::format_count(double(plan.micro_batch) * double(plan.seq_len / std::max(1, par.cp)))),
-      plan.moe_imbalance > 1.0 ? Origin::user("--moe-imbalance")
-                               : Origin::assumption("balanced routing (uniform over the experts); give "
-                                                    "--moe-imbalance for a skew"));
+      plan.moe_capacity_factor ? Origin::user("--moe-capacity-factor")
+      : plan.moe_imbalance > 1.0
+          ? Origin::user("--moe-imbalance")
+          : Origin::assumption("balanced routing (uniform over the experts); give --moe-imbalance for a skew"));
+  if (plan.moe_capacity_factor) {
+    const double f = *plan.moe_capacity_factor;
+    r.inputs.push_back(
+        {"capacity factor", units::format_number(f, 3),
+         plan.moe_pad_to_capacity
+             ? fmt::format("each expert padded to its capacity f·k·T/E: the expert GEMMs and the all-to-all carry "
+                           "{:.3g}× the balanced rows (padding included){}; the split sizes are fixed, so no host sync",
+                           f, f < 1.0 ? ", the tokens over the capacity dropped (less expert work)" : "")
+             : fmt::format("tokens over each expert's capacity f·k·T/E dropped: the busiest rank carries min(ι, f) = "
+                           "{:.3g}× the balanced rows{}; the split sizes still go to the host",
+                           plan.moe_load(), f < 1.0 ? " (f < 1 drops tokens even under balanced routing)" : ""),
+         Origin::user(plan.moe_pad_to_capacity ? "--moe-capacity-factor, --moe-pad-to-capacity"
+                                               : "--moe-capacity-factor")});
+  }
   if (par.expert_tp() != par.tp)
     r.inputs.push_back(
         {"expert TP", units::format_count(double(par.expert_tp())),
@@ -73,7 +91,7 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
                               units::format_number(md.ib_copies, 3), units::format_number(md.nvlink_copies, 3)),
          deepep ? Origin::derived("DeepSeek-V3 §3.2.2 node-limited dispatch, §3.3.2 FP8 dispatch, BF16 combine")
                 : Origin::derived("collectives: all-to-all")});
-  const MoeHostSync hs = moe_host_sync(plan.kernels == wl::KernelStyle::eager, par.ep, plan.ep_dispatch);
+  const MoeHostSync hs = moe_host_sync(plan.kernels == wl::KernelStyle::eager, par.ep, plan.ep_dispatch, plan.moe_fixed_splits());
   r.inputs.push_back({"host syncs", std::to_string(hs.syncs), hs.what,
                       hs.syncs > 0 ? Origin::measurement("data/validation/measured/h100-sxm5-80gb/moe_layer*.json "
                                                          "(scripts/measure/moe_layer.py)")

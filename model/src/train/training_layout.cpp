@@ -154,6 +154,9 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
   if (plan.ep_a2a_overlap && (p.ep <= 1 || !a.moe) &&
       fail([] { return std::string("the EP all-to-all overlap needs expert parallelism (ep > 1) and an MoE model"); }))
     return false;
+  if (plan.moe_capacity_factor && !a.moe &&
+      fail([] { return std::string("an expert capacity factor needs a mixture-of-experts model"); }))
+    return false;
   if (plan.ep_a2a_overlap && p.pp > 1 && plan.model_chunks() <= 1 &&
       fail([] { return std::string("the EP all-to-all overlap with pipeline parallelism needs the interleaved "
                                    "schedule (Megatron-Core: 'virtual_pipeline_model_parallel_size must be "

@@ -321,6 +321,11 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
                           : *v == "cached_one_layout" ? wl::Fp8WeightCopies::cached_one_layout
                                                       : wl::Fp8WeightCopies::cached;
   if (auto v = r.num("moe_imbalance")) p.moe_imbalance = *v;
+  if (auto v = r.num("moe_capacity_factor")) p.moe_capacity_factor = *v;
+  if (auto v = r.boolean("moe_pad_to_capacity")) p.moe_pad_to_capacity = *v;
+  if (p.moe_pad_to_capacity && !p.moe_capacity_factor)
+    key_error("moe_pad_to_capacity", "padding to the expert capacity needs moe_capacity_factor (Megatron-LM: "
+                                     "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor)");
   if (auto v = r.integer("mtp_layers")) p.mtp_layers = *v;
   if (auto v = r.num("tokens")) p.tokens_to_train = *v;
   s.price_usd_per_hour = r.num("price_usd_per_hour");
@@ -366,6 +371,8 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch) j["fp8_weight_copies"] = "per_microbatch";
   if (p.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout) j["fp8_weight_copies"] = "cached_one_layout";
   if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
+  if (p.moe_capacity_factor) j["moe_capacity_factor"] = *p.moe_capacity_factor;
+  if (p.moe_pad_to_capacity) j["moe_pad_to_capacity"] = true;
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["micro_batch"] = p.micro_batch;
   j["global_batch"] = p.global_batch;

@@ -497,6 +497,24 @@ const ScenarioFieldTable& training_fields() {
           .range(1, 1024)
           .doc("MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = "
                 "balanced, the default)"),
+      row("moe_capacity_factor", FieldType::number, "MoE capacity factor")
+          .flags({"--moe-capacity-factor"})
+          .help("MoE expert capacity f (Megatron --moe-expert-capacity-factor): each expert takes at most "
+                "f·k·T/E tokens, the rest dropped (unset: dropless)")
+          .range(0.01, 64)
+          .doc("MoE expert capacity factor f (Megatron-Core --moe-expert-capacity-factor): each expert takes at "
+                "most ⌈f·k·T/E⌉ of a micro-batch's routed tokens and drops the rest; the busiest EP rank carries "
+                "min(moe_imbalance, f) times the balanced rows (f < 1 drops tokens even when balanced). Unset: "
+                "dropless"),
+      row("moe_pad_to_capacity", FieldType::boolean, "MoE pad to capacity")
+          .flags({"--moe-pad-to-capacity"})
+          .help("MoE: pad every expert's input to its capacity (Megatron --moe-pad-expert-input-to-capacity; "
+                "needs --moe-capacity-factor): fixed split sizes, no host sync")
+          .otherwise("false")
+          .doc("MoE: every expert's input padded to exactly its capacity (Megatron-Core "
+                "--moe-pad-expert-input-to-capacity, Megatron-Bridge's token-drop runs with capacity factor 1): "
+                "the expert GEMMs and the all-to-all carry f·k·T rows, padding included, and the dispatcher knows "
+                "its split sizes without a host synchronisation. Needs moe_capacity_factor"),
       row("mtp_layers", FieldType::integer, "MTP layers")
           .flags({"--mtp-layers"})
           .help("multi-token-prediction modules trained with the model (DeepSeek-V3: 1; at most the "

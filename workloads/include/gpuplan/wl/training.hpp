@@ -341,6 +341,22 @@ struct TrainingPlan {
   /// MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced routing, the default
   /// and an assumption). The slowest rank sets the pace of the expert GEMMs and of the dispatch/combine.
   double moe_imbalance = 1.0;
+  /// Megatron-Core's expert capacity (--moe-expert-capacity-factor f; unset = dropless): each expert takes at most
+  /// capacity = ⌈f·k·T/E⌉ of the T tokens' k·T routed copies (moe_utils.py get_capacity, Megatron-LM core_v0.14.0), the
+  /// rest are dropped (their expert output is zero). With moe_pad_to_capacity (--moe-pad-expert-input-to-capacity;
+  /// Megatron-Bridge's apply_moe_token_drop sets f = 1 with padding) every expert gets exactly its capacity, padded
+  /// rows included, so the all-to-all split sizes are known on the host without a device→host copy.
+  std::optional<double> moe_capacity_factor;
+  bool moe_pad_to_capacity = false;
+  /// Routed rows of the busiest EP rank over the balanced mean k·T/ep after the capacity: f when padded (every expert
+  /// exactly its capacity), min(ι, f) when the capacity only drops (f < 1 drops even balanced routing), else ι.
+  [[nodiscard]] double moe_load() const {
+    if (!moe_capacity_factor) return moe_imbalance;
+    return moe_pad_to_capacity ? *moe_capacity_factor : std::min(moe_imbalance, *moe_capacity_factor);
+  }
+  /// The dispatch's split sizes are fixed by the capacity (token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess,
+  /// drop_and_pad: no host synchronisation).
+  [[nodiscard]] bool moe_fixed_splits() const { return moe_capacity_factor.has_value() && moe_pad_to_capacity; }
   /// Multi-token-prediction modules trained with the model (DeepSeek-V3 §2.2: depth D = 1; Megatron-Core
   /// --mtp-num-layers): each adds a projection, one transformer layer and a pass through the shared output head and
   /// loss on the stage that holds the output head. At most the model's mtp_layers.
