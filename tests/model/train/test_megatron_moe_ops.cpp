@@ -12,22 +12,13 @@
 #include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/training.hpp"
 #include "library.hpp"
+#include "megatron_moe_rows.hpp"
 
 using namespace gpuplan;
 
 namespace {
 
-wl::TrainingPlan qwen3_b200_row(wl::QuantRecipe r) {
-  wl::TrainingPlan p;
-  p.par.dp = 8;
-  p.par.ep = 8;
-  p.micro_batch = 1;
-  p.seq_len = 4096;
-  p.global_batch = 8;
-  p.precision.compute = hw::Precision::fp8;
-  p.precision.recipe = r;
-  return p;
-}
+using test::qwen3_b200_row;
 
 const model::OpCost* op_named(const model::TrainingEstimate& e, const std::string& name) {
   for (const auto& op : e.layer_ops)
