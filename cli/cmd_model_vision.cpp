@@ -32,7 +32,7 @@ const char* kind_name(wl::VisionOpKind k) {
   return "?";
 }
 
-constexpr wl::VisionOpKind kKinds[] = {wl::VisionOpKind::conv,      wl::VisionOpKind::linear, wl::VisionOpKind::norm,
+constexpr wl::VisionOpKind kVisionKinds[] = {wl::VisionOpKind::conv,      wl::VisionOpKind::linear, wl::VisionOpKind::norm,
                                        wl::VisionOpKind::activation, wl::VisionOpKind::pool, wl::VisionOpKind::add,
                                        wl::VisionOpKind::mul,       wl::VisionOpKind::attention,
                                        wl::VisionOpKind::embedding, wl::VisionOpKind::matmul,
@@ -84,7 +84,7 @@ std::optional<int> show_vision_model(const GlobalOptions& g, const std::string& 
     j["macs_per_image"] = graph.macs();
     j["flops_per_image"] = 2.0 * macs;
     j["ops"] = nlohmann::ordered_json::object();
-    for (auto k : kKinds)
+    for (auto k : kVisionKinds)
       if (graph.count(k) > 0) j["ops"][kind_name(k)] = graph.count(k);
     if (m.published)
       j["published"] = {{"params", m.published->params},
@@ -124,7 +124,7 @@ std::optional<int> show_vision_model(const GlobalOptions& g, const std::string& 
              {"MACs per image", fmt::format("{} ({} GMACs, {} GFLOPs)", graph.macs(), u::format_number(macs / 1e9, 4),
                                             u::format_number(2.0 * macs / 1e9, 4))}}};
   std::string kinds;
-  for (auto k : kKinds)
+  for (auto k : kVisionKinds)
     if (graph.count(k) > 0) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", graph.count(k), kind_name(k));
   s.rows.push_back({"ops", fmt::format("{} ({})", graph.ops.size(), kinds)});
   sec.push_back(s);

@@ -21,10 +21,6 @@ std::string as_words(const MegatronFlag& f) {
 
 bool digits(std::string_view s) { return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos; }
 
-void error_at(Diagnostics& diags, const std::string& file, int line, const std::string& pointer, std::string message) {
-  diags.add(Diagnostic{Severity::error, file, pointer, line, 0, std::move(message)});
-}
-
 }  // namespace
 
 std::optional<MegatronCommand> read_megatron_script(std::string_view text, const std::string& source,
@@ -72,7 +68,7 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
     command_lines.push_back(line);
   }
   if (commands.empty()) {
-    error_at(diags, source, 0, "",
+    script_error_at(diags, source, 0, "",
              "no training command found: expected a line that runs a .py program (torchrun ... pretrain_gpt.py "
              "--tensor-model-parallel-size 8 ...) or a list of Megatron-LM flags");
     return std::nullopt;
@@ -80,7 +76,7 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
   if (commands.size() > 1) {
     std::string at;
     for (int l : command_lines) at += (at.empty() ? "" : ", ") + std::to_string(l);
-    error_at(diags, source, command_lines[1], "",
+    script_error_at(diags, source, command_lines[1], "",
              fmt::format("{} training commands (lines {}): give a file with one", commands.size(), at));
     return std::nullopt;
   }
@@ -105,7 +101,7 @@ std::optional<MegatronArgs> parse_megatron_words(const std::vector<ShellWord>& w
   for (std::size_t k = 0; k < words.size();) {
     const ShellWord& w = words[k];
     if (!w.unresolved.empty() && w.text.rfind("-", 0) != 0) {
-      error_at(diags, source, w.line, "",
+      script_error_at(diags, source, w.line, "",
                fmt::format("'{}' uses {}, which the script does not set", w.text, w.unresolved.front()));
       return std::nullopt;
     }
@@ -116,7 +112,7 @@ std::optional<MegatronArgs> parse_megatron_words(const std::vector<ShellWord>& w
                             "its blanks, as bash does, and Megatron-LM's parser then refuses the rest too)",
                             as_words(a.flags.back()),
                             find_megatron_flag(a.flags.back().name)->arity == 2 ? "values" : "one value");
-      error_at(diags, source, w.line, "",
+      script_error_at(diags, source, w.line, "",
                fmt::format("unexpected word '{}'{}: Megatron-LM's arguments are flags (--name value)", w.text, after));
       return std::nullopt;
     }
@@ -128,14 +124,14 @@ std::optional<MegatronArgs> parse_megatron_words(const std::vector<ShellWord>& w
     }
     const MegatronFlagName* e = find_megatron_flag(name);
     if (e == nullptr) {
-      error_at(diags, source, w.line, name,
+      script_error_at(diags, source, w.line, name,
                fmt::format("unknown flag: neither a gpuplan train flag nor a Megatron-LM argument "
                            "(megatron/training/arguments.py at {}){}",
                            megatron_commit(), did_you_mean(name, all_names())));
       return std::nullopt;
     }
     if (!w.unresolved.empty() && !inline_value) {
-      error_at(diags, source, w.line, name, fmt::format("the flag uses {}, which the script does not set",
+      script_error_at(diags, source, w.line, name, fmt::format("the flag uses {}, which the script does not set",
                                                         w.unresolved.front()));
       return std::nullopt;
     }
@@ -143,21 +139,21 @@ std::optional<MegatronArgs> parse_megatron_words(const std::vector<ShellWord>& w
     MegatronFlag f{name, {}};
     if (inline_value) {
       if (e->arity == 0) {
-        error_at(diags, source, w.line, name,
+        script_error_at(diags, source, w.line, name,
                  fmt::format("'{}' is a switch and takes no value (given '{}')", name, inline_value->text));
         return std::nullopt;
       }
       f.values.push_back(*inline_value);
     } else if (e->arity == 1) {
       if (k >= words.size() || is_flag(words[k].text)) {
-        error_at(diags, source, w.line, name, "expected a value after the flag");
+        script_error_at(diags, source, w.line, name, "expected a value after the flag");
         return std::nullopt;
       }
       f.values.push_back(words[k++]);
     } else if (e->arity == 2) {
       while (k < words.size() && !is_flag(words[k].text)) f.values.push_back(words[k++]);
       if (f.values.empty()) {
-        error_at(diags, source, w.line, name, "expected one or more values after the flag");
+        script_error_at(diags, source, w.line, name, "expected one or more values after the flag");
         return std::nullopt;
       }
     } else if (e->arity == 3) {

@@ -349,11 +349,12 @@ int paren_balance(std::string_view s) {
   return bal;
 }
 
-void error_at(Diagnostics& diags, const std::string& file, int line, const std::string& pointer, std::string message) {
+}  // namespace
+
+void script_error_at(Diagnostics& diags, const std::string& file, int line, const std::string& pointer,
+                     std::string message) {
   diags.add(Diagnostic{Severity::error, file, pointer, line, 0, std::move(message)});
 }
-
-}  // namespace
 
 std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view text, const std::string& source,
                                                              Diagnostics& diags) {
@@ -398,7 +399,7 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
         if (eq + 1 < raw.size() && raw[eq + 1] == '(') {
           while (paren_balance(raw) > 0 && li + 1 < lines.size()) raw += "\n" + lines[++li].second;
           if (paren_balance(raw) > 0) {
-            error_at(diags, source, line, "", fmt::format("the array {}=( is not closed", as->first));
+            script_error_at(diags, source, line, "", fmt::format("the array {}=( is not closed", as->first));
             return std::nullopt;
           }
           const auto close = raw.rfind(')');
@@ -414,7 +415,7 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
             std::string err;
             Lexer lx(std::string_view(body).substr(p, nl - p), eline, vars);
             if (!lx.run(toks, err)) {
-              error_at(diags, source, eline, "", err);
+              script_error_at(diags, source, eline, "", err);
               return std::nullopt;
             }
             for (auto& t : toks) elems.push_back(t.w);
@@ -437,7 +438,7 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
     std::string err;
     Lexer lx(raw, line, vars);
     if (!lx.run(toks, err)) {
-      error_at(diags, source, line, "", err);
+      script_error_at(diags, source, line, "", err);
       return std::nullopt;
     }
     // Statements split at ; && || | &.

@@ -33,4 +33,9 @@ struct ShellCommand {
 std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view text, const std::string& source,
                                                              Diagnostics& diags);
 
+/// An error at `line` of a script `file` (`pointer` names the flag or word): the one diagnostic shape of the script
+/// readers (shell_words.cpp, megatron_script.cpp).
+void script_error_at(Diagnostics& diags, const std::string& file, int line, const std::string& pointer,
+                     std::string message);
+
 }  // namespace gpuplan::cli

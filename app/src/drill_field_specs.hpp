@@ -43,4 +43,8 @@ inline json_io::FieldSpec text(std::string key, std::string doc, std::vector<std
   return f;
 }
 
+/// The model input that several drill kinds share (drills.cpp, drills_compress.cpp): one definition, so the key and
+/// its documentation cannot drift apart between kinds.
+inline json_io::FieldSpec model_field() { return text("model", "a model of the library (data/models)"); }
+
 }  // namespace gpuplan::app::drill_specs

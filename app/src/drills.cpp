@@ -41,7 +41,7 @@ const std::vector<std::string> kDtypes = {"fp32", "bf16", "fp16", "fp8", "int8",
 // Shared input specs.
 const FieldSpec kPeak = num("peak_TFLOPs", "TFLOP/s", 0, 1e5, "dense peak compute");
 const FieldSpec kBw = num("bandwidth_TBps", "TB/s", 0, 1e3, "memory bandwidth");
-const FieldSpec kModel = text("model", "a model of the library (data/models)");
+const FieldSpec kModel = drill_specs::model_field();
 const FieldSpec kElemBytes = num("bytes_per_element", "B", 0, 16, "bytes per cached element (bf16 = 2)");
 const FieldSpec kParamsB = num("params_B", "1e9 parameters", 0, 1e5, "nominal parameters (the textbook's \"7B\")");
 const FieldSpec kTokens = num("tokens", "tokens", 0, 1e16, "tokens");

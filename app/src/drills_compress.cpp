@@ -19,7 +19,6 @@ using drill_specs::integer;  // drill_field_specs.hpp
 using drill_specs::text;
 
 
-const FieldSpec kModel = text("model", "a model of the library (data/models)");
 const FieldSpec kGpu = text("gpu", "a GPU of the hardware data");
 const FieldSpec kChoice = text("choice", "a compression choice as `gpuplan compress --variants` takes it (w4a16, 2:4, ...)");
 
@@ -42,14 +41,14 @@ model::ServingPerfPlan plan_of_mode(const std::string& m) {
 
 const std::vector<CompressKind>& compress_drill_kinds() {
   static const std::vector<CompressKind> k = {
-      {"compressed_weights", Dimension::bytes, {kModel, kGpu, kChoice}},
+      {"compressed_weights", Dimension::bytes, {drill_specs::model_field(), kGpu, kChoice}},
       {"compression_itl_speedup", Dimension::ratio,
-       {kModel, kGpu, kChoice, integer("batch", 1, 1e6, "sequences decoding together"),
+       {drill_specs::model_field(), kGpu, kChoice, integer("batch", 1, 1e6, "sequences decoding together"),
         integer("context", 1, 1e8, "tokens each sequence holds")}},
       {"compression_ttft_ratio", Dimension::ratio,
-       {kModel, kGpu, kChoice, integer("prompt", 1, 1e8, "prompt tokens (one prompt, alone)")}},
+       {drill_specs::model_field(), kGpu, kChoice, integer("prompt", 1, 1e8, "prompt tokens (one prompt, alone)")}},
       {"inference_before_after", Dimension::ratio,
-       {kModel, kGpu, integer("context", 2, 1e8, "tokens each sequence holds"), mode("before"), mode("after"),
+       {drill_specs::model_field(), kGpu, integer("context", 2, 1e8, "tokens each sequence holds"), mode("before"), mode("after"),
         text("before_choice", "the before side's weights (a compression choice: baseline, w8a8-int8, ...)"),
         text("after_choice", "the after side's weights"),
         integer("before_batch", 1, 1e6, "sequences decoding together, before"),

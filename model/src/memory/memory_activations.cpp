@@ -46,7 +46,7 @@ Ctx make_ctx(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Activat
   return c;
 }
 
-void add(std::vector<Term>& v, Part part, const char* name, const char* width, double elements, double bytes,
+void add(std::vector<Term>& v, ActPart part, const char* name, const char* width, double elements, double bytes,
          Split split, Role role = Role::plain) {
   if (elements > 0.0) v.push_back({part, name, width, elements, bytes, split, role});
 }
@@ -57,7 +57,7 @@ void add(std::vector<Term>& v, Part part, const char* name, const char* width, d
 /// weight multiply saves the normalised tensor in the activation dtype; Gemma's RMSNorm computes x·(1+w) in fp32 and
 /// saves the fp32 normalised tensor instead. HF nn.LayerNorm saves its input.
 /// `norm`: the norm op (its width h), `count` norms of it.
-void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, const Op& norm, bool layer_input, double count,
+void norm_terms(const Ctx& c, std::vector<Term>& v, ActPart part, const Op& norm, bool layer_input, double count,
                 const char* width) {
   const double h = static_cast<double>(norm.in) * count;
   const Role in_role = layer_input ? Role::input : Role::plain;
@@ -79,7 +79,7 @@ void norm_terms(const Ctx& c, std::vector<Term>& v, Part part, const Op& norm, b
 /// PyTorch, down(act(gate(x))·up(x)) as HF's LlamaMLP and our bench write it, also keeps act(gate(x)) for the
 /// multiply: 4·width (measured: data/validation/measured/h200-sxm-141gb/mem_*.json). Two-matrix MLPs keep the
 /// fc1 output (activation input) and the activation output (fc2 input) ([K22] §4.1: 8sbh + 8sbh for 4h).
-void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, const char* w1, const char* w2,
+void ffn_terms(const Ctx& c, std::vector<Term>& v, ActPart part, double width, const char* w1, const char* w2,
                bool act_recomputed = false) {
   if (act_recomputed && c.a.mlp == wl::MlpKind::gated) {
     // The activation recomputed (Megatron-Core's moe_act): only its input [gate | up] is kept, and the product (the
@@ -116,7 +116,7 @@ void ffn_terms(const Ctx& c, std::vector<Term>& v, Part part, double width, cons
 /// keeps none of it: the indices are the same tensor as the indexer layer's.
 void indexer_terms(const Ctx& c, const Op& ix, std::vector<Term>& v) {
   const double k = double(std::min<std::int64_t>(ix.topk, std::max<std::int64_t>(1, std::int64_t(c.s))));
-  const Part A = Part::attention;
+  const ActPart A = ActPart::attention;
   // Every TP rank runs the indexer whole (replicated weights, the whole sequence): nothing of it splits.
   add(v, A, "indexer query (wq_b output)", "n_i·d_i", double(ix.heads * ix.d_qk), c.ab, Split::replicated);
   add(v, A, "indexer key (wk output, after its LayerNorm)", "d_i", double(ix.d_qk), c.ab, Split::replicated);
@@ -130,7 +130,7 @@ void indexer_terms(const Ctx& c, const Op& ix, std::vector<Term>& v) {
 /// output zxbcdt, from which mamba_ssm's fused conv1d + SSD backward restarts (gated DeltaNet keeps its pieces after
 /// the conv1d instead: gated_deltanet_terms).
 void in_proj_terms(const Ctx& c, const Op& o, bool mamba, std::vector<Term>& v) {
-  const Part S = Part::mixer;
+  const ActPart S = ActPart::mixer;
   if (c.wgrad_qkv) add(v, S, "in_proj input (norm output)", "h", double(o.in), c.gi, Split::sequence);
   if (mamba)
     add(v, S, "in_proj output z·x·B·C·dt (fused conv1d + scan input)", "2·n_h·P + 2·n_g·N + n_h", double(o.out), c.ab,
@@ -143,7 +143,7 @@ void in_proj_terms(const Ctx& c, const Op& o, bool mamba, std::vector<Term>& v) 
 /// in the backward. The out_proj input is the out_proj op's (mixer_out_terms).
 void mamba2_terms(const Ctx& c, const Op& ssm, std::vector<Term>& v) {
   const double di = double(ssm.heads * ssm.d_v), nh = double(ssm.heads);
-  const Part S = Part::mixer;
+  const ActPart S = ActPart::mixer;
   add(v, S, "SSD scan output (gated-norm input)", "n_h·P", di, c.ab, Split::tensor);
   add(v, S, "dt and dA_cumsum (fp32)", "2·n_h", 2.0 * nh, kFp32Bytes, Split::tensor);
 }
@@ -151,7 +151,7 @@ void mamba2_terms(const Ctx& c, const Op& ssm, std::vector<Term>& v) {
 /// A sequence mixer's out_proj input (the gated norm's output), kept for its weight gradient.
 void mixer_out_terms(const Ctx& c, const Op& o, bool mamba, std::vector<Term>& v) {
   if (c.wgrad_o)
-    add(v, Part::mixer, "out_proj input (gated-norm output)", mamba ? "n_h·P" : "n_v·d_v", double(o.in), c.gi,
+    add(v, ActPart::mixer, "out_proj input (gated-norm output)", mamba ? "n_h·P" : "n_v·d_v", double(o.in), c.gi,
         Split::tensor);
 }
 
@@ -164,7 +164,7 @@ void gated_deltanet_terms(const Ctx& c, const Op& ssm, std::vector<Term>& v) {
   const double nv = double(ssm.heads);
   const double vw = nv * double(ssm.d_v), kw = nv * double(ssm.d_qk);
   const double C = double(std::max<std::int64_t>(1, std::min<std::int64_t>(ssm.chunk, std::int64_t(c.s))));
-  const Part S = Part::mixer;
+  const ActPart S = ActPart::mixer;
   add(v, S, "conv1d input (q, k, v channels)", "2·n_k·d_k + n_v·d_v", double(ssm.conv_channels), c.ab, Split::tensor);
   add(v, S, "q and k (repeated to the value heads)", "2·n_v·d_k", 2.0 * kw, c.ab, Split::tensor);
   add(v, S, "v", "n_v·d_v", vw, c.ab, Split::tensor);
@@ -189,7 +189,7 @@ void qkv_terms(const Ctx& c, const Op& qkv, const Op& attn, std::vector<Term>& v
   const auto& a = c.a;
   const double h = double(qkv.in);
   const double nq = double(attn.heads), nkv = double(attn.kv_heads), d = double(attn.d_qk);
-  const Part A = Part::attention;
+  const ActPart A = ActPart::attention;
   // Recompute modules (Megatron-Core --recompute-modules; DeepSeek-V3 §3.2.3, §3.3.2): a recomputed module's output
   // is not kept; the backward computes it again from the input, which is kept anyway.
   const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
@@ -254,7 +254,7 @@ void qkv_terms(const Ctx& c, const Op& qkv, const Op& attn, std::vector<Term>& v
 void core_terms(const Ctx& c, const Op& attn, std::vector<Term>& v) {
   const auto& a = c.a;
   const double nq = double(attn.heads);
-  const Part A = Part::attention;
+  const ActPart A = ActPart::attention;
   double o_w = nq * double(attn.d_v);
   const char* os = "n_q·d";
   if (a.mla) {
@@ -328,7 +328,7 @@ void ffn_input_terms(const Ctx& c, const Op& o, std::vector<Term>& v) {
   const double h = double(o.in);
   const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
   const bool rc_mlp = o.part == model::Part::dense_mlp && c.plan.recomputes(wl::recompute_mlp) && !c.eager();
-  const Part M = Part::mlp;
+  const ActPart M = ActPart::mlp;
   if (c.wgrad_mlp && !rc_norm && !rc_mlp) add(v, M, "MLP input (norm output)", "h", h, c.gi, Split::sequence);
   if (rc_mlp) add(v, M, "MLP input (the MLP checkpoint's input; the MLP recomputed)", "h", h, c.ab, Split::sequence);
   // Megatron-Core MoE: fp32 routing softmax over the E experts.
@@ -349,19 +349,19 @@ void ffn_op_terms(const Ctx& c, const Op& o, std::vector<Term>& v) {
   switch (o.linear) {
     case LinearKind::expert_in:
       if (c.wgrad_mlp)
-        add(v, Part::experts, "dispatched expert inputs", "k·h", double(o.active) * double(o.in), c.gi, Split::sequence);
+        add(v, ActPart::experts, "dispatched expert inputs", "k·h", double(o.active) * double(o.in), c.gi, Split::sequence);
       break;
     case LinearKind::expert_out:
-      ffn_terms(c, v, Part::experts, width, "k·i_e", "2·k·i_e", rc_act);
+      ffn_terms(c, v, ActPart::experts, width, "k·i_e", "2·k·i_e", rc_act);
       if (c.eager())
-        add(v, Part::experts, "expert outputs (kept for the routing-weight gradient)", "k·h",
+        add(v, ActPart::experts, "expert outputs (kept for the routing-weight gradient)", "k·h",
             double(o.active) * double(o.out), c.ab, Split::sequence);
       break;
     case LinearKind::mlp_out:
       if (o.part == model::Part::shared_experts)
-        ffn_terms(c, v, Part::shared, width, "n_s·i_s", "2·n_s·i_s", rc_act);
+        ffn_terms(c, v, ActPart::shared, width, "n_s·i_s", "2·n_s·i_s", rc_act);
       else if (!(c.plan.recomputes(wl::recompute_mlp) && !c.eager()))
-        ffn_terms(c, v, Part::mlp, width, "i", "2·i");
+        ffn_terms(c, v, ActPart::mlp, width, "i", "2·i");
       break;
     default: break;
   }
@@ -424,7 +424,7 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
   }
   const double extra = double(norms) - (mixer_norm < g.size() ? 1.0 : 0.0) - (ffn_norm < g.size() ? 1.0 : 0.0);
   const bool attention = g.attention() != nullptr;
-  const Part A = attention || !mixer ? Part::attention : Part::mixer;
+  const ActPart A = attention || !mixer ? ActPart::attention : ActPart::mixer;
   bool extras_done = false;
   for (std::size_t i = 0; i < g.size(); ++i) {
     const Op& o = g[i];
@@ -432,7 +432,7 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
       // counted with the QKV projection's tensors
     } else if (o.kind == OpKind::norm) {
       if (i == mixer_norm) norm_terms(c, v, A, o, true, 1.0, "h");
-      else if (i == ffn_norm) norm_terms(c, v, Part::mlp, o, !mixer, 1.0, "h");
+      else if (i == ffn_norm) norm_terms(c, v, ActPart::mlp, o, !mixer, 1.0, "h");
       else if (!extras_done && mixer && ffn) norm_terms(c, v, A, o, false, extra, "(n_norms−2)·h");
       extras_done = extras_done || (i != mixer_norm && i != ffn_norm);
     } else if (ffn_part(o.part)) {
@@ -445,7 +445,7 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
       add(v, A, attention ? "dropout mask after the attention block" : "dropout mask after the mixer block", "h", h,
           kMaskBytes, Split::sequence);
     if (c.dropout && ffn && (i + 1 == g.size() || !ffn_part(g[i + 1].part)) && ffn_part(o.part))
-      add(v, Part::mlp, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
+      add(v, ActPart::mlp, "dropout mask after the MLP block", "h", h, kMaskBytes, Split::sequence);
   }
   return v;
 }
@@ -456,12 +456,12 @@ HeadTerms head_terms(const Ctx& c, const OpGraph& head) {
   HeadTerms r;
   for (const Op& o : head) {
     if (o.part == model::Part::embedding && c.dropout)
-      r.mask = {Part::attention, "embedding output dropout mask", "h", double(o.out), kMaskBytes, Split::sequence,
+      r.mask = {ActPart::attention, "embedding output dropout mask", "h", double(o.out), kMaskBytes, Split::sequence,
                 Role::plain};
     if (o.part == model::Part::final_norm)
-      r.norm_input = {Part::mlp, "final norm input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
+      r.norm_input = {ActPart::mlp, "final norm input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
     if (o.part == model::Part::lm_head) {
-      r.head_input = {Part::mlp, "LM head input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
+      r.head_input = {ActPart::mlp, "LM head input", "h", double(o.in), c.ab, Split::sequence, Role::plain};
       r.vocab = double(o.out);
     }
   }
@@ -497,7 +497,7 @@ std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only) {
   for (const Op& o : g)
     if (o.kind == OpKind::linear && o.linear == LinearKind::mlp_out) i = double(o.in);
   const double h = double(a.hidden), nq = double(attn.heads), nkv = double(attn.kv_heads), d = double(attn.d_qk);
-  const Part A = Part::attention, M = Part::mlp;
+  const ActPart A = ActPart::attention, M = ActPart::mlp;
   std::vector<Term> v;
   // torch.utils.checkpoint keeps the checkpointed block's input; the policy's cache keeps the listed ops' outputs
   // (mm outputs in the activation dtype: under torchao's Float8Linear the mm still returns the 16-bit output).
@@ -542,13 +542,13 @@ double working_set_per_token(const Ctx& c, const LayerSum& s) {
   return 0.0;
 }
 
-const char* part_name(Part p) {
+const char* part_name(ActPart p) {
   switch (p) {
-    case Part::attention: return "attention";
-    case Part::mlp: return "MLP";
-    case Part::experts: return "routed experts";
-    case Part::shared: return "shared experts";
-    case Part::mixer: return "sequence mixer";
+    case ActPart::attention: return "attention";
+    case ActPart::mlp: return "MLP";
+    case ActPart::experts: return "routed experts";
+    case ActPart::shared: return "shared experts";
+    case ActPart::mixer: return "sequence mixer";
   }
   return "";
 }

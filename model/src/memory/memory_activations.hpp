@@ -33,10 +33,10 @@ enum class Split { sequence, tensor, replicated };
 /// `input` is the layer input itself (the tensor that full recomputation checkpoints).
 enum class Role { plain, score, input };
 
-enum class Part { attention, mlp, experts, shared, mixer };
+enum class ActPart { attention, mlp, experts, shared, mixer };
 
 struct Term {
-  Part part;
+  ActPart part;
   const char* name;   ///< what is saved
   const char* width;  ///< symbolic width per token
   double elements;    ///< elements per token before the TP split

@@ -28,7 +28,10 @@ namespace gpuplan::model {
 // FastTrainingEvaluator
 // ------------------------------------------------------------------------------------------------------------------
 
-namespace {
+// A named namespace, not an anonymous one: FastTrainingEvaluator::Impl (declared in the public header) holds these
+// types, and a class with external linkage may not hold a type of an anonymous namespace once this file shares a unity
+// translation unit with others (GCC -Wsubobject-linkage).
+namespace fast_eval {
 
 /// Open-addressing map from a few integers to a cached term. Lookups never allocate; an insert may grow the table
 /// (once per key, not per layout). The values live in a deque beside the table (a ComputeTerms is ~9 KB: a table of
@@ -118,9 +121,6 @@ using units::Seconds;
 
 using StageShapes = std::vector<StageShape>;
 
-}  // namespace
-
-namespace {
 /// The cached evaluator of one model as built (one padded vocabulary: FastTrainingEvaluator::Impl keeps one per
 /// padded size, since the padding multiple grows with TP).
 struct VocabEvaluator {
@@ -339,9 +339,10 @@ struct VocabEvaluator {
     return n;
   }
 };
-}  // namespace
+}  // namespace fast_eval
 
 struct FastTrainingEvaluator::Impl {
+  using VocabEvaluator = fast_eval::VocabEvaluator;
   const wl::TransformerArch& arch;
   wl::TrainingPlan base;
   const TrainingSystem& sys;

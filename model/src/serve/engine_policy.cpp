@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "gpuplan/core/format.hpp"
+#include "serving_memory_internal.hpp"
 
 namespace gpuplan::model {
 namespace {
@@ -15,8 +16,8 @@ using units::Bytes;
 using units::format;
 using units::format_number;
 
-std::string gib(Bytes b) { return format(b, units::BytePrefix::binary); }
-std::string both(Bytes b) { return fmt::format("{} ({})", format(b), gib(b)); }
+using serving_memory_internal::both;
+using serving_memory_internal::gib;
 
 /// A plain runtime (the textbook): usable = fraction · capacity, everything (weights, overheads, KV) inside it.
 class PlainPolicy final : public detail::EnginePolicy {

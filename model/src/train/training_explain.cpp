@@ -122,7 +122,7 @@ Derivation explain_moe_layer(const wl::TransformerArch& a, const wl::TrainingPla
   return r;
 }
 /// What every node of the training explanation reads: explain_training's inputs.
-struct StepInputs {
+struct ExplainInputs {
   const wl::TransformerArch& a;
   const wl::TrainingPlan& plan;
   const TrainingSystem& sys;
@@ -134,7 +134,7 @@ struct StepInputs {
 };
 
 /// The root node: t_step's formula, its inputs (micro-batches, the slowest stage, tokens, GPU, efficiencies), result.
-void explain_step(const StepInputs& x, Derivation& root) {
+void explain_step(const ExplainInputs& x, Derivation& root) {
   using units::format;
   using units::format_count;
   const auto& a = x.a;
@@ -171,7 +171,7 @@ void explain_step(const StepInputs& x, Derivation& root) {
 }
 
 /// The compute node: one micro-batch on the slowest stage, with one layer's ops and the LM head's.
-Derivation explain_compute(const StepInputs& x) {
+Derivation explain_compute(const ExplainInputs& x) {
   using units::format;
   const auto& a = x.a;
   const auto& plan = x.plan;
@@ -228,7 +228,7 @@ Derivation explain_compute(const StepInputs& x) {
 }
 
 /// The communication node: each parallel group's collectives, exposed of total, and the framework's copies.
-Derivation explain_comm(const StepInputs& x) {
+Derivation explain_comm(const ExplainInputs& x) {
   using units::format;
   const auto& a = x.a;
   const auto& plan = x.plan;
@@ -330,7 +330,7 @@ Derivation explain_comm(const StepInputs& x) {
 }
 
 /// The pipeline bubble node: DualPipe's (DeepSeek-V3 Table 2) or the 1F1B / interleaved one.
-void explain_bubble(const StepInputs& x, Derivation& root) {
+void explain_bubble(const ExplainInputs& x, Derivation& root) {
   using units::format;
   using units::format_count;
   const auto& plan = x.plan;
@@ -376,7 +376,7 @@ void explain_bubble(const StepInputs& x, Derivation& root) {
 }
 
 /// The optimizer node(s): offloaded to the CPU (with the host-link transfers), unfused eager kernels, or fused.
-void explain_optimizer(const StepInputs& x, Derivation& root) {
+void explain_optimizer(const ExplainInputs& x, Derivation& root) {
   using units::format;
   using units::format_count;
   const auto& a = x.a;
@@ -481,7 +481,7 @@ void explain_optimizer(const StepInputs& x, Derivation& root) {
 }
 
 /// The MFU and HFU node.
-void explain_mfu(const StepInputs& x, Derivation& root) {
+void explain_mfu(const ExplainInputs& x, Derivation& root) {
   using units::format;
   using units::format_count;
   const auto& plan = x.plan;
@@ -504,7 +504,7 @@ void explain_mfu(const StepInputs& x, Derivation& root) {
 void explain_training(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys,
                       const TrainingConsts& k, const StepTerms& terms, const LayerCost& first, const StepCore& core,
                       TrainingEstimate& est) {
-  const StepInputs x{a, plan, sys, k, terms, first, core, est};
+  const ExplainInputs x{a, plan, sys, k, terms, first, core, est};
   Derivation& root = est.derivation;
   explain_step(x, root);
   root.children.push_back(explain_compute(x));

@@ -409,7 +409,7 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   // Megatron-Core + TE layout, bf16, t = 1, no SP, no dropout, s = 4096, no recomputation: bytes per token of each
   // layer kind's sequence-mixer block (its input norm included), by hand from the terms' documentation
   // (model/src/memory/memory_activations.cpp).
-  auto bytes = [](const wl::TransformerArch& a, model::LayerKind k, model::detail::Part part) {
+  auto bytes = [](const wl::TransformerArch& a, model::LayerKind k, model::detail::ActPart part) {
     wl::TrainingPlan plan;
     plan.seq_len = 4096;
     const auto c = model::detail::make_ctx(a, plan, model::ActivationLayout::megatron);
@@ -418,7 +418,7 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
       if (t.part == part) b += c.bytes_per_token(t);
     return b;
   };
-  using model::detail::Part;
+  using model::detail::ActPart;
   // Qwen3-Next's gated DeltaNet (h 2048, n_k 16, n_v 32, d_k = d_v = 128, chunk 64): norm input 2048·2, in_proj
   // input 2048·2, conv1d input (2·16·128 + 32·128)·2, q and k repeated 2·32·128·2, v 32·128·2, g 32·4, β 32·2,
   // A 32·64·2, z and core output 2·32·128·2, out_proj input 32·128·2 = 78,016 B.
@@ -427,8 +427,8 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   model::LayerKind gdn;
   gdn.mixer = wl::Mixer::gated_deltanet;
   gdn.moe = true;
-  CHECK(bytes(next->arch, gdn, Part::mixer) == gptest::approx(78'016.0));
-  CHECK(bytes(next->arch, gdn, Part::attention) == 0.0);
+  CHECK(bytes(next->arch, gdn, ActPart::mixer) == gptest::approx(78'016.0));
+  CHECK(bytes(next->arch, gdn, ActPart::attention) == 0.0);
   // Nemotron-H-56B's Mamba-2 (h 8192, 256 heads of 64, N 256, 8 groups): norm input 8192·2, in_proj input 8192·2,
   // z·x·B·C·dt (2·16384 + 2·8·256 + 256)·2, scan output 16384·2, dt and dA_cumsum 2·256·4, out_proj input 16384·2 =
   // 174,592 B; its mixer-only layer keeps nothing of an FFN.
@@ -437,8 +437,8 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   model::LayerKind mamba;
   mamba.mixer = wl::Mixer::mamba2;
   mamba.ffn = false;
-  CHECK(bytes(nh->arch, mamba, Part::mixer) == gptest::approx(174'592.0));
-  CHECK(bytes(nh->arch, mamba, Part::mlp) == 0.0);
+  CHECK(bytes(nh->arch, mamba, ActPart::mixer) == gptest::approx(174'592.0));
+  CHECK(bytes(nh->arch, mamba, ActPart::mlp) == 0.0);
   // GLM-5.2's indexer layer keeps the indexer's q 32·128·2, k 128·2, weights 32·4, the fp32 scores and int32
   // indices of min(2048, s) keys: 24,960 B more than a layer that shares its top-k; on every TP rank whole.
   const auto glm = wl_io::load_model_file(kCorpus + "zai-org--GLM-5.2/config.json");
@@ -446,7 +446,7 @@ TEST_CASE("training activations per layer kind: a gated DeltaNet, a Mamba-2 and 
   model::LayerKind full, shared;
   full.moe = shared.moe = true;
   shared.shared_index = true;
-  CHECK(bytes(glm->arch, full, Part::attention) - bytes(glm->arch, shared, Part::attention) ==
+  CHECK(bytes(glm->arch, full, ActPart::attention) - bytes(glm->arch, shared, ActPart::attention) ==
         gptest::approx(24'960.0));
   // The stage's activations follow the kinds: GLM-5.2's mean layer keeps 57/78 of the indexer's terms less than
   // GLM-5's (same shapes otherwise).
