@@ -499,13 +499,6 @@ Tri running(const std::vector<Block>& blocks) {
   return t;
 }
 
-/// The line of the innermost undecided block (for the diagnostic that names where a variable was set).
-int undecided_line(const std::vector<Block>& blocks, int fallback) {
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
-    if (it->branch == Tri::unknown) return it->line;
-  return fallback;
-}
-
 }  // namespace
 
 std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view text, const std::string& source,
@@ -540,12 +533,12 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
   std::vector<Block> blocks;
   std::vector<ShellCommand> commands;
   // Assignments where the statements run: set; where they may run: marked unresolved at their uses (with the line
-  // of the undecided block); where they do not run: dropped.
+  // of the assignment); where they do not run: dropped.
   auto assign_scalar = [&](const std::string& name, const ShellWord& v, int line) {
     const Tri run = running(blocks);
     if (run == Tri::no) return;
     if (run == Tri::unknown) {
-      vars.conditional.emplace(name, undecided_line(blocks, line));
+      vars.conditional.emplace(name, line);
       return;
     }
     vars.conditional.erase(name);
@@ -556,7 +549,7 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
     const Tri run = running(blocks);
     if (run == Tri::no) return;
     if (run == Tri::unknown) {
-      vars.conditional.emplace(name, undecided_line(blocks, line));
+      vars.conditional.emplace(name, line);
       return;
     }
     if (append && vars.conditional.count(name)) return;  // appending to an undecided value stays undecided
@@ -690,6 +683,18 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
         if (st.empty()) continue;
       }
       if (running(blocks) == Tri::no) continue;  // a branch that does not run
+      // An array assignment inside a compound line (`then A+=(--mock-data); fi`): the words from NAME=( to the one
+      // that ends in ')'.
+      if (const auto as = assignment(st[0].text); as && st[0].text.size() > as->first.size() + (as->second ? 2 : 1) &&
+                                                  st[0].text[as->first.size() + (as->second ? 2 : 1)] == '(' &&
+                                                  st.back().text.ends_with(")")) {
+        std::vector<ShellWord> elems(st.begin(), st.end());
+        elems.front().text.erase(0, as->first.size() + (as->second ? 3 : 2));
+        elems.back().text.pop_back();
+        std::erase_if(elems, [](const ShellWord& w) { return w.text.empty() && w.unresolved.empty(); });
+        assign_array(as->first, as->second, std::move(elems), line);
+        continue;
+      }
       std::size_t k = 0;
       if (st[0].text == "export" || st[0].text == "declare" || st[0].text == "local" || st[0].text == "readonly") k = 1;
       // Leading NAME=value words: assignments (alone) or an environment prefix (before a command).
