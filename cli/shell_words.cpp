@@ -487,6 +487,7 @@ struct Block {
   bool taken = false;         ///< an earlier branch of this if surely ran
   bool maybe = false;         ///< an earlier branch of this if may have run
   int line = 0;
+  bool is_case = false;  ///< a case block, whose branches open with a pattern word ending in ')'
 };
 
 /// Whether the statements being read run: no inside any branch that does not, unknown inside an undecided one.
@@ -662,7 +663,7 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
         continue;
       }
       if (first == "for" || first == "while" || first == "until" || first == "case" || first == "select") {
-        blocks.push_back(Block{false, Tri::unknown, false, true, line});  // loops and case: not evaluated
+        blocks.push_back(Block{false, Tri::unknown, false, true, line, first == "case"});  // not evaluated
         continue;
       }
       if (first == "fi" || first == "done" || first == "esac") {
@@ -679,6 +680,11 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
         if (st.empty()) continue;
       }
       if (first == "then" || first == "do") {
+        st.erase(st.begin());
+        if (st.empty()) continue;
+      }
+      // A case pattern (`--checkpoint-path)`, `-h|--help)`) opens its branch: it is no command.
+      if (!blocks.empty() && blocks.back().is_case && st.front().text.ends_with(")")) {
         st.erase(st.begin());
         if (st.empty()) continue;
       }

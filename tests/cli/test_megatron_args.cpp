@@ -248,6 +248,20 @@ TEST_SUITE("megatron args: reading a launch script") {
     CHECK(cmd->words[1].unresolved == std::vector<std::string>{"${PWD}"});
   }
 
+  TEST_CASE("case patterns that look like flags are no command (Megatron-LM's examples/gptoss argument loop)") {
+    Diagnostics d;
+    auto cmd = read_megatron_script(
+        "while [[ $# -gt 0 ]]; do\n  case $1 in\n    --checkpoint-path)\n      CK=\"$2\"\n      shift 2\n      ;;\n"
+        "    -h|--help) echo usage; exit 0 ;;\n  esac\ndone\npython pretrain_gpt.py --bf16 --save $CK\n",
+        "s", d);
+    INFO(d.to_string());
+    REQUIRE(cmd);
+    REQUIRE(cmd->words.size() == 3);
+    CHECK(cmd->words[0].text == "--bf16");
+    REQUIRE(cmd->words[2].unresolved.size() == 1);
+    CHECK(has(cmd->words[2].unresolved[0], "set inside an if/for/while/case block at line 4"));
+  }
+
   TEST_CASE("echo lines that name the program are no training command") {
     Diagnostics d;
     auto cmd = read_megatron_script(
