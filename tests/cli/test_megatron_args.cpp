@@ -222,7 +222,7 @@ TEST_SUITE("megatron args: reading a launch script") {
                              "as empty"));
   }
 
-  TEST_CASE("an assignment after an undecidable block decides the variable again; an append to it does not") {
+  TEST_CASE("an assignment after an undecidable block decides the variable again, an append to it does not") {
     Diagnostics d;
     auto cmd = read_megatron_script(
         "if [ -f cfg ]; then\n  TP=2\n  A=(--bf16)\nfi\nTP=${TP:-8}\nTP=4\nA+=(--fp16)\n"
@@ -702,7 +702,7 @@ TEST_SUITE("megatron args: published launch scripts (tests/fixtures/megatron)") 
     CHECK(listed(m->assumed, "--moe-grouped-gemm (the experts priced as grouped GEMMs)"));
   }
 
-  TEST_CASE("Megatron-LM examples/mixtral: 8 GPUs from ${SLURM_NNODES:-\"1\"}; the unset WANDB_API_KEY is noted") {
+  TEST_CASE("Megatron-LM examples/mixtral: 8 GPUs from ${SLURM_NNODES:-\"1\"}, the unset WANDB_API_KEY noted") {
     Diagnostics d;
     auto m = map_script(fixture_text("train_mixtral_8x7b_distributed.sh"), d);
     INFO(d.to_string());
