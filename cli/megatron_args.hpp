@@ -71,6 +71,7 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
 struct MegatronFlag {
   std::string name;
   std::vector<ShellWord> values;
+  int line = 0;  ///< the script line of the flag (0: gpuplan's command line)
 };
 
 struct MegatronArgs {

@@ -90,7 +90,7 @@ const std::set<std::string_view> kHandled{
     "--pipeline-model-parallel-layout", "--mtp-num-layers", "--moe-token-dispatcher-type", "--moe-enable-deepep",
     "--moe-flex-dispatcher-backend", "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute",
     "--moe-expert-capacity-factor", "--moe-pad-expert-input-to-capacity", "--cpu-offloading-num-layers",
-    "--use-flash-attn", "--attention-backend", "--transformer-impl", "--attention-dropout", "--hidden-dropout",
+    "--use-flash-attn", "--attention-backend", "--transformer-impl", "--no-masked-softmax-fusion", "--attention-dropout", "--hidden-dropout",
     "--optimizer", "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--main-grads-dtype", "--main-params-dtype", "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16",
     "--cp-comm-type", "--no-overlap-p2p-communication", "--make-vocab-size-divisible-by",

@@ -83,6 +83,16 @@ void Mapper::attention() {
   }
   if (auto t = text("--transformer-impl"); t && *t != "transformer_engine")
     refuse(*get("--transformer-impl"), "Megatron's local (non-Transformer-Engine) layers are");
+  // TransformerConfig.masked_softmax_fusion feeds only Megatron's local DotProductAttention
+  // (megatron/core/transformer/dot_product_attention.py, FusedScaleMaskSoftmax); Transformer Engine's attention
+  // backends compute their softmax in their own kernels, so there the switch changes nothing.
+  if (given("--no-masked-softmax-fusion")) {
+    if (auto b = text("--attention-backend"); b && *b == "local")
+      refuse(*get("--no-masked-softmax-fusion"),
+             "with --attention-backend local, Megatron's unfused masked softmax is");
+    else
+      m_.ignored.push_back("--no-masked-softmax-fusion (only Megatron's local attention uses that kernel)");
+  }
   // Dropout: Megatron-LM's defaults are 0.1 for both (TransformerConfig).
   auto prob = [&](const char* flag) -> std::optional<double> {
     auto t = text(flag);

@@ -17,8 +17,19 @@ void Mapper::parallel() {
     bad(*get("--num-layers-per-virtual-pipeline-stage"),
         "Megatron-LM takes only one of --num-layers-per-virtual-pipeline-stage and "
         "--num-virtual-stages-per-pipeline-rank");
-  if (given("--sequence-parallel")) set("sequence_parallel", true, "--sequence-parallel");
-  else if (a_.whole_command) set_default("sequence_parallel", false, "no --sequence-parallel");
+  // arguments.py validate_args: "Disabling sequence parallelism because tensor model parallelism is disabled" (TP 1,
+  // given or, in a whole command, Megatron's default).
+  const auto tp = m_.keys.contains("tp") ? std::optional<long long>(m_.keys["tp"].get<long long>())
+                                         : (a_.whole_command ? std::optional<long long>(1) : std::nullopt);
+  if (given("--sequence-parallel") && tp && *tp == 1) {
+    set("sequence_parallel", false, "--sequence-parallel");
+    m_.notes.push_back("--sequence-parallel with TP 1: Megatron-LM turns sequence parallelism off (arguments.py, "
+                       "validate_args)");
+  } else if (given("--sequence-parallel")) {
+    set("sequence_parallel", true, "--sequence-parallel");
+  } else if (a_.whole_command) {
+    set_default("sequence_parallel", false, "no --sequence-parallel");
+  }
   if (given("--use-distributed-optimizer")) set("zero", 1, "--use-distributed-optimizer");
   else if (a_.whole_command) set_default("zero", 0, "no --use-distributed-optimizer");
   auto onoff = [&](const char* flag, const char* key) {

@@ -32,7 +32,7 @@ class Mapper {
     return it == last_.end() ? nullptr : it->second;
   }
   Diagnostic at(const MegatronFlag& f, std::string msg) const {
-    const int line = f.values.empty() ? 0 : f.values.front().line;
+    const int line = f.line != 0 ? f.line : (f.values.empty() ? 0 : f.values.front().line);
     return Diagnostic{Severity::error, a_.source, f.name, line, 0, std::move(msg)};
   }
   void refuse(const MegatronFlag& f, const std::string& why) {

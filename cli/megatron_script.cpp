@@ -33,9 +33,15 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
     const auto& st = sc.words;
     const int line = sc.line;
     const std::size_t k = 0;
-    // A training command: the words after a .py program, or a bare list of flags.
+    // Messages a script prints ("echo \"Error: pretrain_gpt.py not found at $PRETRAIN_SCRIPT_PATH\"") name the
+    // program too: they are no command.
+    if (st[k].text == "echo" || st[k].text == "printf") continue;
+    // A training command: the words after a .py program (one word, no blanks), or a bare list of flags.
+    auto program = [](const std::string& t) {
+      return t.size() > 3 && t.ends_with(".py") && t.find_first_of(" \t\n") == std::string::npos;
+    };
     std::size_t py = k;
-    while (py < st.size() && !(st[py].text.size() > 3 && st[py].text.ends_with(".py"))) ++py;
+    while (py < st.size() && !program(st[py].text)) ++py;
     MegatronCommand cmd;
     if (py < st.size()) {
       cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(py) + 1, st.end());
@@ -136,7 +142,7 @@ std::optional<MegatronArgs> parse_megatron_words(const std::vector<ShellWord>& w
       return std::nullopt;
     }
     ++k;
-    MegatronFlag f{name, {}};
+    MegatronFlag f{name, {}, w.line};
     if (inline_value) {
       if (e->arity == 0) {
         script_error_at(diags, source, w.line, name,

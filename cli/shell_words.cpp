@@ -2,6 +2,7 @@
 // Megatron-LM's, vLLM's and SGLang's readers share (read_shell_commands).
 #include "shell_words.hpp"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -47,6 +48,12 @@ std::vector<std::string> fields(const std::string& s) {
   return out;
 }
 
+/// Whether `field` shows the unset reference `u` ("${PWD}", or "${NAME} (set inside ... )": the part before " (").
+bool shows(const std::string& field, const std::string& u) {
+  const auto cut = u.find(" (");
+  return field.find(cut == std::string::npos ? u : u.substr(0, cut)) != std::string::npos;
+}
+
 class Lexer {
  public:
   Lexer(std::string_view s, int line, const Vars& vars) : s_(s), line_(line), vars_(vars) {}
@@ -76,7 +83,9 @@ class Lexer {
       } else if (c == '$') {
         std::vector<ShellWord> parts;
         if (!dollar(parts, error)) return false;
-        // Unquoted: each value splits on blanks; the first field joins the word being built.
+        // Unquoted: each value splits on blanks; the first field joins the word being built. A value's unset
+        // variables stay with the fields that show them ("--data-cache-path ${PWD}/cache" splits into a flag that
+        // is resolved and a value that is not), or with every field when none does.
         bool first = true;
         for (const auto& p : parts) {
           auto fs = fields(p.text);
@@ -84,7 +93,11 @@ class Lexer {
           for (const auto& f : fs) {
             if (!first) end_word();
             cur_.text += f;
-            for (const auto& u : p.unresolved) cur_.unresolved.push_back(u);
+            for (const auto& u : p.unresolved)
+              if (fs.size() == 1 || shows(f, u) || std::none_of(fs.begin(), fs.end(), [&](const std::string& g) {
+                    return shows(g, u);
+                  }))
+                cur_.unresolved.push_back(u);
             started_ = true;
             first = false;
           }
@@ -349,6 +362,140 @@ int paren_balance(std::string_view s) {
   return bal;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// if/elif/else conditions. Launch scripts choose their flags with tests on variables they set themselves
+// (`DTYPE="fp8"` ... `if [[ "$DTYPE" == "fp8" ]]; then DTYPE_ARGS+=(...)`, Megatron-LM's examples/llama), so the
+// branch taken is known when every operand is: tests of strings and integers (bash(1), CONDITIONAL EXPRESSIONS and
+// `test`) are evaluated; anything else (file tests, command substitutions, commands) is unknown, and what its branch
+// sets is marked unresolved where used, as before.
+
+/// Three-valued truth: a branch is taken, not taken, or gpuplan cannot tell.
+enum class Tri { no, yes, unknown };
+
+Tri tri_not(Tri t) { return t == Tri::unknown ? t : (t == Tri::yes ? Tri::no : Tri::yes); }
+
+/// One operand's value; nullopt when it depends on something gpuplan cannot know (a command substitution, a variable
+/// set in an undecided branch). A bare reference to a variable the script never sets (`"$WANDB_API_KEY"`, `"$1"`)
+/// reads as empty, the environment gpuplan assumes (the same assumption that takes ${NAME:-default}'s default);
+/// `assumed` collects those names for a note.
+std::optional<std::string> operand(const ShellWord& w, std::vector<std::string>& assumed) {
+  if (w.unresolved.empty()) return w.text;
+  if (w.unresolved.size() == 1 && w.unresolved.front() == w.text && w.text.size() > 1 && w.text[0] == '$' &&
+      w.text[1] != '(') {
+    assumed.push_back(w.text);
+    return std::string();
+  }
+  return std::nullopt;
+}
+
+std::optional<long long> integer_of(const std::string& s) {
+  if (s.empty() || s.size() > 18) return std::nullopt;
+  long long v = 0;
+  std::size_t k = s[0] == '-' ? 1 : 0;
+  if (k == s.size()) return std::nullopt;
+  for (; k < s.size(); ++k) {
+    if (s[k] < '0' || s[k] > '9') return std::nullopt;
+    v = v * 10 + (s[k] - '0');
+  }
+  return s[0] == '-' ? -v : v;
+}
+
+/// One test: `[ ... ]`, `[[ ... ]]`, `test ...` or `true`/`false`, optionally after `!`.
+Tri eval_test(std::vector<ShellWord> w, std::vector<std::string>& assumed) {
+  bool negate = false;
+  while (!w.empty() && w.front().text == "!" && w.front().unresolved.empty()) {
+    negate = !negate;
+    w.erase(w.begin());
+  }
+  if (w.empty()) return Tri::unknown;
+  auto done = [&](Tri t) { return negate ? tri_not(t) : t; };
+  const std::string head = w.front().text;
+  if (w.size() == 1 && (head == "true" || head == ":")) return done(Tri::yes);
+  if (w.size() == 1 && head == "false") return done(Tri::no);
+  std::vector<ShellWord> a;
+  const bool double_bracket = head == "[[";
+  if (head == "[[" && w.back().text == "]]") a.assign(w.begin() + 1, w.end() - 1);
+  else if (head == "[" && w.back().text == "]") a.assign(w.begin() + 1, w.end() - 1);
+  else if (head == "test") a.assign(w.begin() + 1, w.end());
+  else return Tri::unknown;  // a command: its exit status is not known
+  while (!a.empty() && a.front().text == "!" && a.front().unresolved.empty()) {
+    negate = !negate;
+    a.erase(a.begin());
+  }
+  auto truth = [&](bool b) { return done(b ? Tri::yes : Tri::no); };
+  if (a.size() == 1) {
+    auto v = operand(a[0], assumed);
+    return v ? truth(!v->empty()) : Tri::unknown;
+  }
+  if (a.size() == 2 && (a[0].text == "-n" || a[0].text == "-z")) {
+    auto v = operand(a[1], assumed);
+    if (!v) return Tri::unknown;
+    return truth(a[0].text == "-n" ? !v->empty() : v->empty());
+  }
+  if (a.size() == 3) {
+    const std::string op = a[1].text;
+    auto l = operand(a[0], assumed), r = operand(a[2], assumed);
+    if (!l || !r) return Tri::unknown;
+    if (op == "=" || op == "==" || op == "!=") {
+      // Inside [[ ]] the right side is a pattern: one with glob characters is not compared as text.
+      if (double_bracket && r->find_first_of("*?[") != std::string::npos) return Tri::unknown;
+      return truth((*l == *r) == (op != "!="));
+    }
+    static const char* const kNum[] = {"-eq", "-ne", "-lt", "-le", "-gt", "-ge"};
+    for (const char* n : kNum)
+      if (op == n) {
+        auto x = integer_of(*l), y = integer_of(*r);
+        if (!x || !y) return Tri::unknown;
+        const bool b = op == "-eq"   ? *x == *y
+                       : op == "-ne" ? *x != *y
+                       : op == "-lt" ? *x < *y
+                       : op == "-le" ? *x <= *y
+                       : op == "-gt" ? *x > *y
+                                     : *x >= *y;
+        return truth(b);
+      }
+  }
+  return Tri::unknown;  // file tests (-f, -d), regex matches, ...
+}
+
+/// An if/elif condition: tests joined by && and || (left to right, as bash groups an and-or list).
+Tri eval_condition(const std::vector<std::pair<std::string, std::vector<ShellWord>>>& list,
+                   std::vector<std::string>& assumed) {
+  Tri acc = Tri::unknown;
+  bool first = true;
+  for (const auto& [op, words] : list) {
+    if (!first && op != "&&" && op != "||") return Tri::unknown;  // `;`, `|`, `&` inside a condition
+    if (!first && op == "&&" && acc == Tri::no) continue;
+    if (!first && op == "||" && acc == Tri::yes) continue;
+    const Tri t = eval_test(words, assumed);
+    if (first) acc = t;
+    else if (op == "&&") acc = (acc == Tri::yes) ? t : (t == Tri::no ? Tri::no : Tri::unknown);
+    else acc = (acc == Tri::no) ? t : (t == Tri::yes ? Tri::yes : Tri::unknown);
+    first = false;
+  }
+  return acc;
+}
+
+/// An open if/for/while/until/case/select block and whether its current branch runs.
+struct Block {
+  bool is_if = false;
+  Tri branch = Tri::unknown;  ///< the branch being read runs (yes), does not (no), or gpuplan cannot tell
+  bool taken = false;         ///< an earlier branch of this if surely ran
+  bool maybe = false;         ///< an earlier branch of this if may have run
+  int line = 0;
+  bool is_case = false;  ///< a case block, whose branches open with a pattern word ending in ')'
+};
+
+/// Whether the statements being read run: no inside any branch that does not, unknown inside an undecided one.
+Tri running(const std::vector<Block>& blocks) {
+  Tri t = Tri::yes;
+  for (const auto& b : blocks) {
+    if (b.branch == Tri::no) return Tri::no;
+    if (b.branch == Tri::unknown) t = Tri::unknown;
+  }
+  return t;
+}
+
 }  // namespace
 
 void script_error_at(Diagnostics& diags, const std::string& file, int line, const std::string& pointer,
@@ -385,12 +532,68 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
   }
 
   Vars vars;
-  int depth = 0;
+  std::vector<Block> blocks;
   std::vector<ShellCommand> commands;
+  // Assignments where the statements run: set; where they may run: marked unresolved at their uses (with the line
+  // of the assignment); where they do not run: dropped.
+  auto assign_scalar = [&](const std::string& name, const ShellWord& v, int line) {
+    const Tri run = running(blocks);
+    if (run == Tri::no) return;
+    if (run == Tri::unknown) {
+      vars.conditional.emplace(name, line);
+      return;
+    }
+    vars.conditional.erase(name);
+    vars.scalars[name] = v;
+    vars.arrays.erase(name);
+  };
+  auto assign_array = [&](const std::string& name, bool append, std::vector<ShellWord> elems, int line) {
+    const Tri run = running(blocks);
+    if (run == Tri::no) return;
+    if (run == Tri::unknown) {
+      vars.conditional.emplace(name, line);
+      return;
+    }
+    if (append && vars.conditional.count(name)) return;  // appending to an undecided value stays undecided
+    vars.conditional.erase(name);
+    auto& a = vars.arrays[name];
+    if (!append) a.clear();
+    else if (auto sc = vars.scalars.find(name); sc != vars.scalars.end()) a.insert(a.begin(), sc->second);
+    a.insert(a.end(), elems.begin(), elems.end());
+    vars.scalars.erase(name);
+  };
+  // An if/elif condition being read (it may run over several lines until `then`).
+  bool in_condition = false, condition_elif = false;
+  int condition_line = 0;
+  std::vector<std::pair<std::string, std::vector<ShellWord>>> condition;
+  auto open_branch = [&]() {
+    std::vector<std::string> assumed;
+    const Tri c = eval_condition(condition, assumed);
+    // Inside a branch that does not run, nothing is decided (an elif's own if block is not counted).
+    const std::vector<Block> outer(blocks.begin(), blocks.end() - (condition_elif && !blocks.empty() ? 1 : 0));
+    const bool decides = running(outer) != Tri::no;
+    if (!condition_elif) {
+      blocks.push_back(Block{true, c, c == Tri::yes, c == Tri::unknown, condition_line});
+    } else if (!blocks.empty() && blocks.back().is_if) {
+      Block& b = blocks.back();
+      b.branch = b.taken ? Tri::no : (b.maybe ? (c == Tri::no ? Tri::no : Tri::unknown) : c);
+      b.taken = b.taken || (!b.maybe && c == Tri::yes);
+      b.maybe = b.maybe || c == Tri::unknown;
+      b.line = condition_line;
+    }
+    if (decides && c != Tri::unknown)
+      for (const auto& name : assumed)
+        diags.add(Diagnostic{Severity::note, source, "", condition_line, 0,
+                             fmt::format("the condition reads {}, which the script does not set: taken as empty (gpuplan "
+                                         "assumes an environment that sets nothing, as for ${{NAME:-default}})",
+                                         name)});
+    in_condition = false;
+    condition.clear();
+  };
   for (std::size_t li = 0; li < lines.size(); ++li) {
     auto [line, raw] = lines[li];
     // An array assignment may run over several lines: gather them until its parenthesis closes.
-    {
+    if (!in_condition) {
       std::size_t k = 0;
       while (k < raw.size() && (raw[k] == ' ' || raw[k] == '\t')) ++k;
       const auto as = assignment(std::string_view(raw).substr(k));
@@ -422,14 +625,7 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
             p = nl + 1;
             ++eline;
           }
-          if (depth > 0) {
-            vars.conditional.emplace(as->first, line);
-          } else if (!vars.conditional.count(as->first)) {
-            auto& a = vars.arrays[as->first];
-            if (!as->second) a.clear();
-            a.insert(a.end(), elems.begin(), elems.end());
-            vars.scalars.erase(as->first);
-          }
+          assign_array(as->first, as->second, std::move(elems), line);
           continue;
         }
       }
@@ -441,28 +637,70 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
       script_error_at(diags, source, line, "", err);
       return std::nullopt;
     }
-    // Statements split at ; && || | &.
-    std::vector<std::vector<ShellWord>> statements(1);
+    // Statements split at ; && || | &, each with the operator before it.
+    std::vector<std::pair<std::string, std::vector<ShellWord>>> statements(1);
     for (auto& t : toks) {
-      if (t.op) statements.emplace_back();
-      else statements.back().push_back(t.w);
+      if (t.op) statements.emplace_back(t.w.text, std::vector<ShellWord>{});
+      else statements.back().second.push_back(t.w);
     }
-    for (auto& st : statements) {
+    for (auto& [op, st] : statements) {
       if (st.empty()) continue;
-      const std::string& first = st.front().text;
-      if (first == "if" || first == "for" || first == "while" || first == "until" || first == "case" ||
-          first == "select") {
-        ++depth;
-        st.erase(st.begin());  // `if [ ... ]`: the condition is no command of interest
+      if (in_condition) {
+        if (st.front().text != "then") {
+          condition.emplace_back(condition.empty() ? std::string() : op, st);
+          continue;
+        }
+        open_branch();
+        st.erase(st.begin());
+        if (st.empty()) continue;
+      }
+      const std::string first = st.front().text;
+      if (first == "if" || first == "elif") {
+        in_condition = true;
+        condition_elif = first == "elif";
+        condition_line = line;
+        st.erase(st.begin());
+        if (!st.empty()) condition.emplace_back(std::string(), st);
+        continue;
+      }
+      if (first == "for" || first == "while" || first == "until" || first == "case" || first == "select") {
+        blocks.push_back(Block{false, Tri::unknown, false, true, line, first == "case"});  // not evaluated
         continue;
       }
       if (first == "fi" || first == "done" || first == "esac") {
-        depth = std::max(0, depth - 1);
+        if (!blocks.empty()) blocks.pop_back();
         continue;
       }
-      if (first == "then" || first == "do" || first == "else" || first == "elif") {
+      if (first == "else") {
+        if (!blocks.empty() && blocks.back().is_if) {
+          Block& b = blocks.back();
+          b.branch = b.taken ? Tri::no : (b.maybe ? Tri::unknown : Tri::yes);
+          b.line = line;
+        }
         st.erase(st.begin());
         if (st.empty()) continue;
+      }
+      if (first == "then" || first == "do") {
+        st.erase(st.begin());
+        if (st.empty()) continue;
+      }
+      // A case pattern (`--checkpoint-path)`, `-h|--help)`) opens its branch: it is no command.
+      if (!blocks.empty() && blocks.back().is_case && st.front().text.ends_with(")")) {
+        st.erase(st.begin());
+        if (st.empty()) continue;
+      }
+      if (running(blocks) == Tri::no) continue;  // a branch that does not run
+      // An array assignment inside a compound line (`then A+=(--mock-data); fi`): the words from NAME=( to the one
+      // that ends in ')'.
+      if (const auto as = assignment(st[0].text); as && st[0].text.size() > as->first.size() + (as->second ? 2 : 1) &&
+                                                  st[0].text[as->first.size() + (as->second ? 2 : 1)] == '(' &&
+                                                  st.back().text.ends_with(")")) {
+        std::vector<ShellWord> elems(st.begin(), st.end());
+        elems.front().text.erase(0, as->first.size() + (as->second ? 3 : 2));
+        elems.back().text.pop_back();
+        std::erase_if(elems, [](const ShellWord& w) { return w.text.empty() && w.unresolved.empty(); });
+        assign_array(as->first, as->second, std::move(elems), line);
+        continue;
       }
       std::size_t k = 0;
       if (st[0].text == "export" || st[0].text == "declare" || st[0].text == "local" || st[0].text == "readonly") k = 1;
@@ -477,14 +715,7 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
         ++k;
       }
       if (k == st.size()) {
-        for (auto& [name, v] : assigns) {
-          if (depth > 0) {
-            vars.conditional.emplace(name, line);
-          } else if (!vars.conditional.count(name)) {
-            vars.scalars[name] = v;
-            vars.arrays.erase(name);
-          }
-        }
+        for (auto& [name, v] : assigns) assign_scalar(name, v, line);
         continue;
       }
       ShellCommand cmd;
