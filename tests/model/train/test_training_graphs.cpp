@@ -69,7 +69,7 @@ TEST_SUITE("training cuda graphs") {
     CHECK(layer_time(eager) - layer_time(graphed) == gptest::approx(35.8e-6));
   }
 
-  TEST_CASE("a dropless MoE block keeps the eager launch under layer graphs; a padded capacity makes it capturable") {
+  TEST_CASE("a dropless MoE block keeps the eager launch under layer graphs, a padded capacity makes it capturable") {
     const auto sys = test::node_system("dgx-b200");
     const auto a = test::arch("qwen3-30b-a3b");
     auto plan = test::qwen3_b200_row();
