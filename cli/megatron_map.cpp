@@ -66,13 +66,12 @@ const std::set<std::string_view> kIgnoredNames{
 /// expert GEMMs, fp32 softmax.
 const std::map<std::string_view, std::string_view> kAssumed{
     {"--moe-permute-fusion", "fused kernels"},
-    {"--moe-router-fusion", "fused kernels"},
     {"--fused-residual-rmsnorm", "fused kernels"},
     {"--use-te-activation-func", "fused kernels"},
     {"--moe-grouped-gemm", "the experts priced as grouped GEMMs"},
     {"--moe-router-force-load-balancing", "balanced routing, gpuplan's default"},
     {"--attention-softmax-in-fp32", "fused attention"},
-    {"--moe-router-dtype", "the router's cost is not priced apart"},
+    {"--moe-router-dtype", "the router's small kernels priced over fp32 scores"},
     {"--moe-router-padding-for-fp8", "the router's cost is not priced apart"},
     {"--moe-router-padding-for-quantization", "the router's cost is not priced apart"}};
 
@@ -94,6 +93,7 @@ const std::set<std::string_view> kHandled{
     "--optimizer", "--optimizer-cpu-offload", "--optimizer-offload-fraction", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--main-grads-dtype", "--main-params-dtype", "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16",
     "--cp-comm-type", "--no-overlap-p2p-communication", "--make-vocab-size-divisible-by",
+    "--enable-cuda-graph", "--external-cuda-graph", "--cuda-graph-scope", "--moe-router-fusion",
     // model shape
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
     "--num-query-groups", "--kv-channels", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",

@@ -47,6 +47,10 @@ void Mapper::moe() {
   }
   if (ep > 1 && given("--moe-flex-dispatcher-backend") && (!disp || *disp != "flex"))
     m_.ignored.push_back("--moe-flex-dispatcher-backend (not the flex dispatcher)");
+  // TransformerConfig.moe_router_fusion (default False): Transformer Engine's fused top-k and aux-loss kernels, at any
+  // EP (the router runs on every MoE layer).
+  if (given("--moe-router-fusion")) set("moe_router_fusion", true, "--moe-router-fusion");
+  else if (a_.whole_command && given("--num-experts")) set_default("moe_router_fusion", false, "no --moe-router-fusion");
 }
 
 /// --moe-expert-capacity-factor f (moe_capacity_factor) and --moe-pad-expert-input-to-capacity (moe_pad_to_capacity;

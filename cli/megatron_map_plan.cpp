@@ -55,6 +55,21 @@ void Mapper::parallel() {
   } else if (a_.whole_command) {
     set_default("cross_entropy", "unfused", "no --cross-entropy-loss-fusion");
   }
+  // CUDA graphs (Megatron-LM core_v0.14.0 megatron/training/arguments.py: --enable-cuda-graph or
+  // --external-cuda-graph, --cuda-graph-scope full | attn | full_iteration, default full = the whole layer).
+  if (given("--enable-cuda-graph") || given("--external-cuda-graph")) {
+    const auto scope = text("--cuda-graph-scope");
+    const char* flag = given("--enable-cuda-graph") ? "--enable-cuda-graph" : "--external-cuda-graph";
+    if (!scope || *scope == "full")
+      set("cuda_graphs", "layer", flag);
+    else if (*scope == "attn")
+      set("cuda_graphs", "attn", "--cuda-graph-scope");
+    else if (*scope == "full_iteration" && given("--enable-cuda-graph"))
+      set("cuda_graphs", "full_iteration", "--cuda-graph-scope");
+    else
+      bad(*get("--cuda-graph-scope"), "Megatron-LM's choices are full, attn and full_iteration (full_iteration only "
+                                      "with --enable-cuda-graph)");
+  }
   if (auto t = text("--cp-comm-type"); t && *t != "p2p")
     refuse(*get("--cp-comm-type"), "gpuplan prices context parallelism as Megatron's p2p ring; another type is");
 }

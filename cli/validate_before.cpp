@@ -30,6 +30,8 @@ Used structure_of(const wl::TrainingPlan& p) {
   if (p.mtp_layers > 0) w.emplace_back("MTP");
   if (p.activation_offload_layers > 0) w.emplace_back("activation offload");
   if (p.ep_a2a_overlap) w.emplace_back("EP A2A overlap");
+  if (p.cuda_graphs != wl::CudaGraphScope::none)
+    w.push_back(fmt::format("CUDA graphs ({})", wl::to_string(p.cuda_graphs)));
   if (p.fp8_dot_product_attention) w.emplace_back("FP8 attention");
   if (p.cross_entropy == wl::CrossEntropyKernel::flash) w.emplace_back("FlashAttention loss");
   if (p.schedule == wl::PipelineSchedule::interleaved && p.par.pp > 1 && p.model_chunks() > 1 && p.overlap_p2p_comm) {
@@ -73,7 +75,7 @@ void predict_before(const nlohmann::json& scenario, const nlohmann::json* patch,
                         "first_stage_layers", "last_stage_layers", "recompute_method", "recompute_num_layers",
                         "recompute_modules", "mtp_layers", "activation_offload_layers", "ep_a2a_overlap",
                         "pp_scatter_gather", "fp8_recipe", "overlap_p2p_comm", "fp8_dot_product_attention",
-                        "norm_kernel"})
+                        "norm_kernel", "cuda_graphs"})
     b.erase(k);
   // A stack that compiles only its blocks had its loss priced as the fused kernels' (cross_entropy te).
   if (plan.cross_entropy == wl::CrossEntropyKernel::eager) b.erase("cross_entropy");

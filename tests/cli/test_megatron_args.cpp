@@ -885,4 +885,26 @@ TEST_SUITE("megatron args: against the model") {
     Diagnostics ok;
     CHECK(check_megatron_batch(*m, plan, ok));
   }
+
+  TEST_CASE("CUDA graphs and the router fusion map as Megatron-LM core_v0.14.0 spells them") {
+    // --enable-cuda-graph with --cuda-graph-scope full (the default: the whole TransformerLayer) | attn | full_iteration.
+    Diagnostics d1, d2, d3, d4, d5;
+    auto full = map_typed({"--enable-cuda-graph"}, d1);
+    REQUIRE(full);
+    CHECK(full->keys["cuda_graphs"] == "layer");
+    auto attn = map_typed({"--external-cuda-graph", "--cuda-graph-scope", "attn"}, d2);
+    REQUIRE(attn);
+    CHECK(attn->keys["cuda_graphs"] == "attn");
+    auto iter = map_typed({"--enable-cuda-graph", "--cuda-graph-scope", "full_iteration"}, d3);
+    REQUIRE(iter);
+    CHECK(iter->keys["cuda_graphs"] == "full_iteration");
+    // full_iteration is --enable-cuda-graph's only (arguments.py: external graphs take full or attn).
+    CHECK_FALSE(map_typed({"--external-cuda-graph", "--cuda-graph-scope", "full_iteration"}, d4));
+    CHECK(d4.to_string().find("--cuda-graph-scope") != std::string::npos);
+    auto fused = map_typed({"--expert-model-parallel-size", "8", "--moe-token-dispatcher-type", "alltoall",
+                            "--moe-router-fusion"},
+                           d5);
+    REQUIRE(fused);
+    CHECK(fused->keys["moe_router_fusion"] == true);
+  }
 }

@@ -92,6 +92,27 @@ OpCost split_into_kernels(OpCost c, std::int64_t kernels, const Device& d) {
   return c;
 }
 
+RouterKernels megatron_router_kernels(bool sigmoid_with_bias, bool group_limited, bool fused, bool token_drop,
+                                      bool pad_to_capacity, int tp_cp) {
+  RouterKernels r;
+  const int allreduce = tp_cp > 1 ? 1 : 0;
+  if (fused) {
+    r.fwd = 1 + (1 + 1 + allreduce + 1 + 2);  // fused top-k; aux scores, map sum, all-reduce, fused loss, tracker
+    r.bwd = 1 + (2 + 1 + 1) + 1;              // fused top-k; auto-scaler, fused loss, aux scores; logits' sum
+  } else {
+    const int scores = sigmoid_with_bias ? 8 : 2, scores_bwd = sigmoid_with_bias ? 8 : 4;
+    const int aux_scores = sigmoid_with_bias ? 10 : 7, aux_scores_bwd = sigmoid_with_bias ? 4 : 1;
+    r.fwd = scores + (group_limited ? 8 : 0) + 3 + 5 + (aux_scores + 1 + allreduce + 4 + 2);
+    r.bwd = scores_bwd + (2 + 3 + aux_scores_bwd) + 1;
+  }
+  if (sigmoid_with_bias) r.fwd += 2;  // local_tokens_per_expert += routing_map.sum(dim=0)
+  if (token_drop) {
+    r.fwd += pad_to_capacity ? 6 : 7;
+    r.bwd += 1;
+  }
+  return r;
+}
+
 double moe_dispatch_rows(double T, double k, int ep, bool fixed_capacity) {
   const double n = double(std::max(1, ep));
   return fixed_capacity ? T * k : T * k / n;

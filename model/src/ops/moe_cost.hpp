@@ -67,6 +67,40 @@ std::int64_t te_grouped_quant_kernels(wl::QuantRecipe r, std::int64_t groups);
 /// fixed cost (kernel_fixed, elementwise) `kernels` times.
 OpCost split_into_kernels(OpCost c, std::int64_t kernels, const Device& d);
 
+/// The small kernels Megatron-Core's TopKRouter launches per MoE layer and micro-batch in training, beyond its gating
+/// GEMM (priced as a GEMM), counted from NVIDIA/Megatron-LM core_v0.14.0 (23e00ed0963c)
+/// megatron/core/transformer/moe/router.py (TopKRouter.routing, _apply_aux_loss, attach_and_log_load_balancing_loss)
+/// and moe_utils.py (topk_routing_with_score_function, group_limited_topk, compute_routing_scores_for_aux_loss,
+/// switch_load_balancing_loss_func, apply_router_token_dropping, MoEAuxLossAutoScaler), one PyTorch op = one kernel
+/// (an out-of-place scatter is a copy and a scatter; views are free). Forward, unfused (moe_router_fusion off):
+///  - scores and top-k: softmax scores: topk, softmax (2); sigmoid scores with the expert bias (DeepSeek-V3): sigmoid,
+///    + bias, topk, gather, sum, + eps, divide, scaling factor (8); group-limited top-k replaces the one topk by
+///    group_limited_topk's 9 (topk within groups, sum, topk of groups, zeros_like, scatter_, the mask's expand copy,
+///    ~mask, masked_fill, topk): +8;
+///  - routing_probs = zeros_like(...).scatter(...) (3) and routing_map = zeros_like(...).int().scatter(...).bool() (5);
+///  - the load-balancing loss (aux_loss or seq_aux_loss): compute_routing_scores_for_aux_loss (softmax: softmax, topk
+///    and the map's 5 = 7; sigmoid: sigmoid, sum, + eps, divide, topk and 5 = 10), routing_map.sum(dim=0) (1), its
+///    all-reduce over TP×CP when that group is larger than 1 (1), switch_load_balancing_loss_func (probs.sum, multiply,
+///    sum, scale: 4), the tracker's aux_loss / coeff and += (2);
+///  - with the expert bias, local_tokens_per_expert += routing_map.sum(dim=0) (2);
+///  - token dropping (apply_router_token_dropping): topk over the tokens, zeros_like, scatter (2), bool, probs × mask
+///    (6), and logical_and with the routing map when not padded (7).
+/// Backward, unfused: the scatter's gather, softmax backward, topk's scatter into zeros (softmax: 4; sigmoid: the
+/// gather's zeros + scatter_add, the divide's two gradients, the scale, sigmoid backward: 8); the aux loss through
+/// MoEAuxLossAutoScaler (ones_like · scale: 2), the loss's products and the broadcast sum (3) and its score function
+/// (softmax 1, sigmoid 4); the logits' two gradients summed (1); token dropping's mask product (1).
+/// Fused (moe_router_fusion, Transformer Engine >= 2.6 fused_topk_with_score_function,
+/// fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss): the score function, expert bias, group-limited top-k and
+/// scaling in one kernel each way; the aux loss's scores one kernel each way, routing_map.sum, the all-reduce, the
+/// fused loss one kernel each way, the tracker's 2, the auto-scaler's 2 and the logits' gradient sum; the expert-bias
+/// counts and token dropping as unfused. Not counted: the z-loss (moe_z_loss_coeff, off in the recipes gpuplan maps),
+/// the expert-bias update (once per step, in finalize_model_grads), dtype casts of the logits (moe_router_dtype).
+struct RouterKernels {
+  int fwd = 0, bwd = 0;
+};
+RouterKernels megatron_router_kernels(bool sigmoid_with_bias, bool group_limited, bool fused, bool token_drop,
+                                      bool pad_to_capacity, int tp_cp);
+
 /// Token-expert rows one GPU sends in the dispatch of T tokens (top-k) over an EP group of `ep`: the balanced share
 /// T·k/ep when the split sizes are exchanged first; with a fixed-capacity dispatch (all-to-all inside a CUDA graph,
 /// whose splits are fixed when it is captured) every destination gets the worst case, the rank's T/ep tokens × k

@@ -10,6 +10,7 @@
 
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "moe_cost.hpp"
 #include "lora_adapter.hpp"
 #include "moe_layer.hpp"
@@ -59,12 +60,19 @@ class TrainingLayerPricer {
  public:
   TrainingLayerPricer(const wl::TransformerArch& arch, const wl::TrainingPlan& training_plan, LayerKind layer_kind,
                       const Device& device, bool keep_op_list)
-      : a(arch), plan(training_plan), d(device), keep_ops(keep_op_list), layer(layer_kind),
-        graph(build_layer_graph(arch, layer_kind)), attn(attention_or_reference(arch, graph)) {}
+      : a(arch), plan(training_plan), d(device), eager_launch(device.eff.kernel_launch),
+        eager_class(device.eff.launch_class), keep_ops(keep_op_list), layer(layer_kind),
+        graph(build_layer_graph(arch, layer_kind)), attn(attention_or_reference(arch, graph)) {
+    if (plan.cuda_graphs == wl::CudaGraphScope::none) return;
+    const Device g = graph_launch_device(device);
+    graph_launch = g.eff.kernel_launch;
+    graph_class = g.eff.launch_class;
+  }
 
   LayerCost run() {
     int norms = 0;
     for (const Op& o : graph) {
+      use_launch(captured(o, norms));
       switch (o.kind) {
         case OpKind::norm:
           // The two norms of a pre-norm layer; Gemma's post-norms and the q/k norm (Part::attention) are not priced
@@ -88,8 +96,34 @@ class TrainingLayerPricer {
         case OpKind::embedding: break;
       }
     }
+    // The residual add after the FFN is TransformerLayer._forward_mlp's (not in scope attn).
+    use_launch(plan.cuda_graphs == wl::CudaGraphScope::layer || plan.cuda_graphs == wl::CudaGraphScope::full_iteration);
     if (layer.ffn) residual();  // a mixer-only layer's residual add follows its output projection
     return std::move(lc);
+  }
+
+  // CUDA graphs (wl::CudaGraphScope; Megatron-LM core_v0.14.0 transformer_layer.py, cuda_graphs.py): whether op `o`
+  // runs inside the layer's captured graph. Scope "attn" captures TransformerLayer._forward_attention (the input norm,
+  // the attention block and its residual add); "full" (layer) and full_iteration the whole layer, except an MoE block
+  // whose dispatcher sizes its all-to-all and grouped GEMMs on the host (dropless routing: the split sizes are data,
+  // copied to the host each micro-batch, which a graph cannot replay): its router, experts and shared experts keep the
+  // eager launch. A fixed capacity with padding (moe_fixed_splits) makes the MoE block static and capturable.
+  [[nodiscard]] bool captured(const Op& o, int norms_seen) const {
+    switch (plan.cuda_graphs) {
+      case wl::CudaGraphScope::none: return false;
+      case wl::CudaGraphScope::attention:
+        return o.part == Part::attention || o.part == Part::ssm || (o.kind == OpKind::norm && norms_seen == 0);
+      case wl::CudaGraphScope::layer:
+      case wl::CudaGraphScope::full_iteration:
+        return plan.moe_fixed_splits() || !(o.part == Part::router || o.part == Part::routed_experts ||
+                                            o.part == Part::shared_experts);
+    }
+    return false;
+  }
+  // The per-kernel fixed costs the next ops pay (kernel_fixed reads them): in-graph or eager.
+  void use_launch(bool in_graph) {
+    d.eff.kernel_launch = in_graph ? graph_launch : eager_launch;
+    d.eff.launch_class = in_graph ? graph_class : eager_class;
   }
 
  private:
@@ -512,7 +546,10 @@ class TrainingLayerPricer {
         bias_grad(o.name, a.o_bias, h);
         op_sac_elementwise([&] { residual(); });
         break;
-      case LinearKind::router: fwd_gemm(o.name, LinearKind::router, T, h, o.out); break;
+      case LinearKind::router:
+        fwd_gemm(o.name, LinearKind::router, T, h, o.out);
+        if (!eager) price_router_kernels(o.out);
+        break;
       case LinearKind::expert_in:
       case LinearKind::expert_out: {
         // Split by the expert TP (etp = tp unless the plan folds): the expert-TP·EP group holds etp·ep·(T/tp)
@@ -602,6 +639,33 @@ class TrainingLayerPricer {
            P * double(h) * 2.0);
   }
 
+  // Megatron-Core's TopKRouter beyond its gating GEMM (moe_cost.hpp megatron_router_kernels): its small kernels over
+  // the [tokens, experts] scores of this rank's tokens (T/tp under sequence parallelism), forward and backward. Each
+  // is priced as reading and writing one fp32 [tokens, experts] tensor (an upper bound for the boolean map and the
+  // per-expert sums) plus its fixed cost; at training's sizes the fixed cost is most of it. PyTorch stacks of our own
+  // (eager kernels) run their own router, inside the measured eager dispatcher's terms.
+  void price_router_kernels(std::int64_t experts) {
+    if (!a.moe) return;
+    const RouterKernels rk = megatron_router_kernels(
+        a.moe->correction_bias > 0, a.moe->group_limited(), plan.moe_router_fusion, plan.moe_capacity_factor.has_value(),
+        plan.moe_pad_to_capacity, par.tp * par.cp);
+    const double pass = double(T_norm) * double(experts) * 4.0 * 2.0;
+    for (const bool forward : {true, false}) {
+      const int n = forward ? rk.fwd : rk.bwd;
+      if (n <= 0) continue;
+      const char* nm = plan.moe_router_fusion ? (forward ? "router kernels (fused top-k, aux loss)"
+                                                         : "router kernels bwd (fused top-k, aux loss)")
+                                              : (forward ? "router kernels (unfused top-k, aux loss)"
+                                                         : "router kernels bwd (unfused top-k, aux loss)");
+      OpCost c = split_into_kernels(streaming_cost(named(nm), OpClass::elementwise, units::bytes(pass * double(n)),
+                                                   units::flop(0), d),
+                                    n, d);
+      if (keep_ops) c.name += fmt::format(" ×{}", n);
+      (forward ? lc.fwd : lc.bwd).add(c);
+      if (keep_ops) lc.ops.push_back(std::move(c));
+    }
+  }
+
   // The dispatcher's host synchronisations (moe_cost.hpp): time the GPU spends waiting for the host, forward and
   // backward, once per MoE layer and micro-batch.
   void price_dispatcher_host() {
@@ -621,7 +685,13 @@ class TrainingLayerPricer {
 
   const wl::TransformerArch& a;
   const wl::TrainingPlan& plan;
-  const Device& d;
+  // The device; its per-kernel fixed costs switch per op between the eager launch and the in-graph replay
+  // (use_launch, under plan.cuda_graphs).
+  Device d;
+  const Seconds eager_launch;
+  const KernelClassCosts eager_class;
+  Seconds graph_launch{};
+  KernelClassCosts graph_class{};
   const bool keep_ops;
   const LayerKind layer;
   const OpGraph graph;
@@ -670,6 +740,14 @@ class TrainingLayerPricer {
 };
 
 }  // namespace
+
+Device graph_launch_device(const Device& d) {
+  ServingPerfPlan launch;
+  use_measured_overheads(launch, d.eff);
+  Device g = d;
+  apply_launch_costs(g, launch, true);
+  return g;
+}
 
 /// Forward and backward of one transformer layer for one micro-batch on one GPU.
 LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, LayerKind kind, const Device& d,

@@ -61,6 +61,12 @@ struct LayerCost {
   MoeLayerTerms moe;        ///< an MoE layer's terms, forward + backward (dispatch/combine: moe_dispatch)
 };
 
+/// The device with the per-kernel fixed costs of a kernel replayed from a CUDA graph (training's
+/// wl::CudaGraphScope): serving's launch mechanism, one place (serving.hpp apply_launch_costs): each kernel class's
+/// measured in-graph cost where the GPU's profile has them (EfficiencyProfile::graph_class), else the one in-graph
+/// cost of ServingPerfPlan::kernel_overhead_graph (use_measured_overheads takes a calibration profile's).
+Device graph_launch_device(const Device& d);
+
 /// Forward and backward of one transformer layer for one micro-batch on one GPU. `keep_ops` false: no op list and
 /// no op names (the search's term caches need only the sums).
 LayerCost layer_cost(const wl::TransformerArch& a, const wl::TrainingPlan& plan, LayerKind kind, const Device& d,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -131,20 +132,26 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   const std::string none;
   const bool names = first != nullptr;
   // The output layer stays 16-bit under fp8 training (sixteen_bit_of: Megatron's output layer is outside TE's fp8).
+  // A full-iteration CUDA graph (wl::CudaGraphScope::full_iteration: Megatron-Core's whole forward-backward of the
+  // micro-batches, not the optimizer step) captures the embedding, the LM head and the loss too: the in-graph fixed
+  // cost per kernel (graph_launch_device, serving's mechanism).
+  std::optional<Device> in_graph;
+  if (plan.cuda_graphs == wl::CudaGraphScope::full_iteration) in_graph = graph_launch_device(d);
+  const Device& hd = in_graph ? *in_graph : d;
   const hw::Precision head_p = sixteen_bit_of(plan.precision.compute);
-  OpCost head_f = gemm_cost(names ? "LM head" : none, {T, v_local, a.hidden, 1}, head_p, d);
-  OpCost head_dg = gemm_cost(names ? "LM head dgrad" : none, {T, a.hidden, v_local, 1}, head_p, d);
-  OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, head_p, d);
+  OpCost head_f = gemm_cost(names ? "LM head" : none, {T, v_local, a.hidden, 1}, head_p, hd);
+  OpCost head_dg = gemm_cost(names ? "LM head dgrad" : none, {T, a.hidden, v_local, 1}, head_p, hd);
+  OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, head_p, hd);
   if (wgrad_accumulates(plan) && !plan.lora.on())
-    head_wg = accumulating_wgrad(head_wg, double(a.hidden) * double(v_local), plan.precision.gradient_bytes, d);
+    head_wg = accumulating_wgrad(head_wg, double(a.hidden) * double(v_local), plan.precision.gradient_bytes, hd);
   const LossBytes ce = loss_bytes_per_logit(plan);
   OpCost loss_f = streaming_cost(names ? "cross-entropy (" + ce.kernel + ")" : none, OpClass::loss,
                                  units::bytes((double(T) * double(v_local)) * ce.forward),
-                                 units::flop(5.0 * (double(T) * double(v_local))), d);
+                                 units::flop(5.0 * (double(T) * double(v_local))), hd);
   OpCost loss_b = streaming_cost(names ? "cross-entropy bwd (" + ce.kernel + ")" : none, OpClass::loss,
                                  units::bytes((double(T) * double(v_local)) * ce.backward),
-                                 units::flop(3.0 * (double(T) * double(v_local))), d);
-  OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes((double(T) * double(a.hidden)) * e * 2.0), units::flop(0), d);
+                                 units::flop(3.0 * (double(T) * double(v_local))), hd);
+  OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes((double(T) * double(a.hidden)) * e * 2.0), units::flop(0), hd);
   // LoRA: the LM head and the embedding are frozen: no weight-gradient GEMM, no gradient scatter-add.
   const bool frozen = plan.lora.on();
   c.head_time = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss_f.time + loss_b.time;
@@ -159,9 +166,9 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
     // DeepSeek-V3 §2.2.1: h' = M·[RMSNorm(h); RMSNorm(Emb(t))], M of h × 2h, then one transformer block (priced with
     // the stage's layers) and the shared output head with its loss (the same cost as the main model's).
     const std::int64_t h2 = 2 * a.hidden;
-    const OpCost pf = gemm_cost(none, {T, a.hidden, h2, 1}, plan.precision.compute, d);
-    const OpCost pd = gemm_cost(none, {T, h2, a.hidden, 1}, plan.precision.compute, d);
-    const OpCost pw = gemm_cost(none, {h2, a.hidden, T, 1}, plan.precision.compute, d);
+    const OpCost pf = gemm_cost(none, {T, a.hidden, h2, 1}, plan.precision.compute, hd);
+    const OpCost pd = gemm_cost(none, {T, h2, a.hidden, 1}, plan.precision.compute, hd);
+    const OpCost pw = gemm_cost(none, {h2, a.hidden, T, 1}, plan.precision.compute, hd);
     c.mtp_extra = pf.time + pd.time + pw.time + c.head_time;
   }
   return c;

@@ -192,6 +192,34 @@ Derivation explain_compute(const ExplainInputs& x) {
                   {},
                   {}};
   comp.set(mb_compute.raw(), Unit::seconds);
+  if (plan.cuda_graphs != wl::CudaGraphScope::none) {
+    // The in-graph fixed cost per kernel against the eager launch (layer_cost.cpp captured, use_launch).
+    const Device& d = x.k.d;
+    const Device g = detail::graph_launch_device(d);
+    const std::string in_graph =
+        g.eff.launch_class.measured()
+            ? fmt::format("GEMM {}, attention {}, other {}", format(kernel_fixed(g, OpClass::gemm)),
+                          format(kernel_fixed(g, OpClass::attention)), format(kernel_fixed(g, OpClass::elementwise)))
+            : format(g.eff.kernel_launch);
+    comp.inputs.push_back(
+        {"t_kernel,graph", in_graph,
+         fmt::format("fixed cost per kernel replayed from a CUDA graph (scope {}), against the eager {}",
+                     wl::to_string(plan.cuda_graphs), format(d.eff.kernel_launch)),
+         g.eff.launch_class.measured() ? Origin::measurement(g.eff.origin)
+                                       : Origin::assumption("serving's in-graph per-kernel cost "
+                                                            "(ServingPerfPlan::kernel_overhead_graph)")});
+    comp.notes.push_back(
+        std::string("CUDA graphs: ") +
+        (plan.cuda_graphs == wl::CudaGraphScope::attention
+             ? "the input norm, attention and its residual add of each layer are replayed from a graph"
+             : "each decoder layer's forward and backward is replayed from a graph") +
+        (a.moe && !plan.moe_fixed_splits() && plan.cuda_graphs != wl::CudaGraphScope::attention
+             ? "; the dropless MoE block (router, experts, shared experts) keeps the eager launch: its split sizes "
+               "go to the host each micro-batch"
+             : "") +
+        (plan.cuda_graphs == wl::CudaGraphScope::full_iteration ? "; the embedding, LM head and loss too" : "") +
+        "; the optimizer step, the DP collectives and the pipeline sends stay eager");
+  }
   if (detail::names_layer_kinds(a))
     comp.notes.push_back("layer kinds (each priced from its own op graph): " + detail::layer_kinds_text(a));
   Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its gradient-buffer "

@@ -154,6 +154,12 @@ bool module_rules(const wl::TransformerArch& a, const wl::TrainingPlan& plan, Ru
   if (plan.ep_a2a_overlap && (p.ep <= 1 || !a.moe) &&
       fail([] { return std::string("the EP all-to-all overlap needs expert parallelism (ep > 1) and an MoE model"); }))
     return false;
+  // Megatron-Core TransformerConfig.__post_init__ (core_v0.14.0 and main): "CUDA graphs not supported with CPU
+  // offloading."
+  if (plan.cuda_graphs != wl::CudaGraphScope::none && plan.activation_offload_layers > 0 &&
+      fail([] { return std::string("CUDA graphs do not run with activation CPU offloading (Megatron-Core: 'CUDA "
+                                   "graphs not supported with CPU offloading.')"); }))
+    return false;
   if (plan.moe_capacity_factor && !a.moe &&
       fail([] { return std::string("an expert capacity factor needs a mixture-of-experts model"); }))
     return false;

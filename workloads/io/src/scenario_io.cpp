@@ -294,6 +294,12 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
   if (auto v = r.boolean("ep_a2a_overlap")) p.ep_a2a_overlap = *v;
+  if (auto v = r.str("cuda_graphs"))
+    p.cuda_graphs = *v == "layer"            ? wl::CudaGraphScope::layer
+                    : *v == "attn"           ? wl::CudaGraphScope::attention
+                    : *v == "full_iteration" ? wl::CudaGraphScope::full_iteration
+                                             : wl::CudaGraphScope::none;
+  if (auto v = r.boolean("moe_router_fusion")) p.moe_router_fusion = *v;
   if (auto v = r.boolean("activation_func_fp8_input_store")) p.activation_fp8_input_store = *v;
   if (auto v = r.boolean("fp8_dot_product_attention")) p.fp8_dot_product_attention = *v;
   pipeline_split(r, p, key_error);
@@ -366,6 +372,8 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.ep_dispatch == wl::EpDispatch::deepep) j["ep_dispatch"] = "deepep";
   if (p.attention_output == wl::AttentionOutputStore::e5m6) j["attention_output_store"] = "e5m6";
   if (p.ep_a2a_overlap) j["ep_a2a_overlap"] = true;
+  if (p.cuda_graphs != wl::CudaGraphScope::none) j["cuda_graphs"] = wl::to_string(p.cuda_graphs);
+  if (!p.moe_router_fusion) j["moe_router_fusion"] = false;
   if (p.activation_fp8_input_store) j["activation_func_fp8_input_store"] = true;
   if (p.fp8_dot_product_attention) j["fp8_dot_product_attention"] = true;
   if (p.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch) j["fp8_weight_copies"] = "per_microbatch";

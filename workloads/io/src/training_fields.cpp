@@ -417,6 +417,29 @@ const ScenarioFieldTable& training_fields() {
           .doc("MoE: the expert-parallel all-to-all of one micro-batch overlapped with another's compute "
                 "in the steady 1F1B phase (Megatron-Core --overlap-moe-expert-parallel-comm with "
                 "--delay-wgrad-compute)"),
+      row("cuda_graphs", FieldType::string, "CUDA graphs")
+          .flags({"--cuda-graphs"})
+          .help("kernels replayed from CUDA graphs: none, layer (each decoder layer forward and backward: "
+                "Megatron-LM --enable-cuda-graph, scope full; Megatron-Bridge / NeMo cuda_graphs), attn (the "
+                "attention half only), full_iteration (the whole forward-backward, not the optimizer)")
+          .otherwise("none")
+          .choices({"none", "layer", "attn", "full_iteration"})
+          .doc("CUDA graphs in training (Megatron-LM --enable-cuda-graph with --cuda-graph-scope full | attn | "
+               "full_iteration, core_v0.14.0 megatron/training/arguments.py; Megatron-Bridge and NeMo 2 "
+               "cuda_graphs = layer): a captured kernel pays the in-graph fixed cost (the GPU's measured per-class "
+               "costs, else 2.5 µs) instead of the eager launch (5 µs); layer and full_iteration capture each "
+               "decoder layer except a dropless MoE block (its split sizes go to the host), attn only the input "
+               "norm, attention and its residual add; full_iteration also the embedding, LM head and loss; the "
+               "optimizer step, the gradient and parameter collectives and the pipeline sends stay eager"),
+      row("moe_router_fusion", FieldType::boolean, "Fused MoE router")
+          .flags({"--moe-router-fusion"})
+          .help("MoE: Megatron-Core's fused router kernels (Transformer Engine fused top-k and aux loss; "
+                "--moe-router-fusion) or its unfused PyTorch ops")
+          .otherwise("true")
+          .doc("MoE, fused kernels: Megatron-Core's router with Transformer Engine's fused top-k/score and "
+               "aux-loss kernels (--moe-router-fusion; 6 + 6 small kernels per layer and micro-batch beyond the "
+               "gating GEMM) or as PyTorch ops (false: Megatron-LM's default, 24 + 11 with softmax scores; "
+               "docs/megatron-moe-layer.md)"),
       row("pp_scatter_gather", FieldType::boolean, "Pipeline scatter/gather")
           .flags({"--pp-scatter-gather"})
           .help("split pipeline sends over TP without sequence parallelism, all-gathered by the receiver "

@@ -151,6 +151,28 @@ enum class Offload { none, optimizer };
 ///    no gather overlaps compute; one reduce-scatter per parameter tensor (_reduce_scatter_gradient).
 enum class Zero3Gather { per_unit, per_tensor_blocking };
 
+/// CUDA graphs in training: which kernels of each micro-batch are captured once and replayed from a graph
+/// (Megatron-LM core_v0.14.0 megatron/training/arguments.py: --enable-cuda-graph with --cuda-graph-scope
+/// full | attn | full_iteration, or --external-cuda-graph, Transformer Engine's make_graphed_callables; Megatron-Bridge
+/// and NeMo 2 `cuda_graphs`, MLPerf's LAYER_CUDA_GRAPH / MCORE_CUDA_GRAPH / FULL_CUDA_GRAPH). A captured kernel pays
+/// the in-graph fixed cost instead of the eager launch; what is not captured keeps eager pricing:
+///  - none: every kernel launched eagerly (the default);
+///  - layer: each decoder layer's forward and backward (scope "full": the whole TransformerLayer); the MoE router's
+///    and dispatcher's host-synchronising part stays eager where the split sizes are data-dependent (dropless);
+///  - attention: only the attention half of each layer (scope "attn": TransformerLayer._forward_attention);
+///  - full_iteration: the whole forward-backward of all micro-batches (not the optimizer step), which needs every
+///    shape static (no dropless MoE host syncs).
+enum class CudaGraphScope { none, layer, attention, full_iteration };
+constexpr const char* to_string(CudaGraphScope g) {
+  switch (g) {
+    case CudaGraphScope::none: return "none";
+    case CudaGraphScope::layer: return "layer";
+    case CudaGraphScope::attention: return "attn";
+    case CudaGraphScope::full_iteration: return "full_iteration";
+  }
+  return "none";
+}
+
 /// LoRA fine-tuning (Hu et al. 2021, arXiv:2106.09685): rank-r adapters B·A beside the chosen linear layers; the
 /// base model is frozen — no weight gradients, no gradient reduction and no optimizer states for it, and its weight-
 /// gradient GEMMs are skipped (the activation gradients still flow through every layer). QLoRA (Dettmers et al. 2023,
@@ -295,6 +317,7 @@ struct TrainingPlan {
   [[nodiscard]] bool hidden_dropout(const TransformerArch& a) const { return dropout.value_or(a.hidden_dropout_on()); }
   AttentionKernel attention_kernel = AttentionKernel::fa3;
   KernelStyle kernels = KernelStyle::fused;
+  CudaGraphScope cuda_graphs = CudaGraphScope::none;  ///< which kernels run from a CUDA graph
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read with fused kernels (flash: with eager too)
   NormKernel norm_kernel = NormKernel::fused;                  ///< RMSNorm models only
   /// The loss runs as PyTorch's eager cross_entropy: under eager kernels (unless it is FlashAttention's, flash), or as
@@ -348,6 +371,10 @@ struct TrainingPlan {
   /// rows included, so the all-to-all split sizes are known on the host without a device→host copy.
   std::optional<double> moe_capacity_factor;
   bool moe_pad_to_capacity = false;
+  /// Megatron-Core's fused router kernels (--moe-router-fusion: Transformer Engine's fused_topk_with_score_function,
+  /// fused_compute_score_for_moe_aux_loss, fused_moe_aux_loss; TE >= 2.6): fewer, fused kernels for the score
+  /// function, top-k and the aux-loss terms. Read with fused kernels only; default on (gpuplan's fused-kernel stack).
+  bool moe_router_fusion = true;
   /// Routed rows of the busiest EP rank over the balanced mean k·T/ep after the capacity: f when padded (every expert
   /// exactly its capacity), min(ι, f) when the capacity only drops (f < 1 drops even balanced routing), else ι.
   [[nodiscard]] double moe_load() const {
