@@ -1,6 +1,6 @@
 // The terms of one training step, each priced once and shared by estimate_training and the search
 // (training_core.hpp): the device and constants, one micro-batch's compute per layer kind with the embedding, head and
-// loss, the parameters per GPU, the AMP casts, the optimizer step and the host offload. Each parallel dimension's
+// loss (its kernels: norm_loss.cpp), the parameters per GPU, the AMP casts, the optimizer step and the host offload. Each parallel dimension's
 // message and collective is parallel_dims.cpp's, the DP/ZeRO/FSDP terms dp_terms.cpp's; compose_step.cpp composes
 // them into the step.
 #include "gpuplan/model/training.hpp"
@@ -14,6 +14,7 @@
 #include "gpuplan/model/params.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "fp8_quant.hpp"
+#include "norm_loss.hpp"
 #include "quant_recipe.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
@@ -52,46 +53,6 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   }
   k.price = sys.price ? sys.price : sys.gpu->price;
   return k;
-}
-
-LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan) {
-  // HBM traffic per logit of the vocabulary shard (16-bit logits of a_b bytes, fp32 = 4 B).
-  const double e = plan.precision.activation_bytes;
-  // FlashAttention's xentropy (any kernel style): the forward reads the logits once (a_b; the per-row loss and lse are
-  // negligible), the backward reads them again and writes the gradient (a_b + a_b).
-  if (plan.cross_entropy == wl::CrossEntropyKernel::flash) return {e, 2.0 * e, "FlashAttention xentropy"};
-  if (plan.eager_loss())
-    // PyTorch's cross_entropy under autocast (or over logits upcast by .float(), TorchTitan's loss_fn: the same
-    // passes): upcast (2 + 4 B) and log_softmax forward; fill (4 B),
-    // log_softmax_backward and the cast back (4 + 2 B) backward. A vocabulary row (V/tp fp32 values, 128 KiB and
-    // more) does not fit in shared memory, so the softmax kernels make a pass per reduction: forward reads the row
-    // for its max, for its sum of exponentials and for the output (3 × 4 + 4 B), backward reads the gradient for its
-    // sum and again with the output (3 × 4 + 4 B). 22 + 26 B; measured on H100 (scripts/measure/loss_kernels.py,
-    // data/validation/measured/h100-sxm5-80gb/loss_kernels.json: T = 8192, V = 32K-128K) at 49-51 B per logit in
-    // units of the copy bandwidth.
-    return {22.0, 26.0, "PyTorch eager"};
-  switch (plan.cross_entropy) {
-    case wl::CrossEntropyKernel::unfused:
-      // megatron/core/tensor_parallel/cross_entropy.py: .float() (a_b + 4), max (4), in-place subtract (4 + 4),
-      // exp (4 + 4), sum (4), softmax div_ (4 + 4) forward; the gradient's mul_ (4 + 4) and autograd's cast back to
-      // the logits' dtype (4 + a_b) backward. The target gathers touch one logit per token (not counted). Measured
-      // (the same passes in PyTorch, loss_kernels.json): 58.6 B per logit at the calibrated streaming rate, i.e. this
-      // count is 11% fast (the row reductions run below the copy rate).
-      return {e + 36.0, 12.0 + e, "Megatron-Core unfused"};
-    case wl::CrossEntropyKernel::native:
-      // megatron/core/fusions/fused_cross_entropy.py: the same steps in three jit-fused kernels forward — upcast
-      // with max (a_b + 4), subtract+exp+sum (4 + 4), normalisation (4 + 4) — and one backward (4 + 4) plus the
-      // cast back (4 + a_b).
-      return {e + 20.0, 12.0 + e, "Megatron-Core jit-fused"};
-    case wl::CrossEntropyKernel::te:
-    case wl::CrossEntropyKernel::eager:  // handled above
-    case wl::CrossEntropyKernel::flash:
-      break;
-  }
-  // One fused pass: read the logits, keep fp32 row statistics and write the gradient (a_b + 4); the backward scales
-  // the gradient (4 + a_b). Measured: Inductor's fused cross_entropy forward and backward, 11.6 B per logit
-  // (loss_kernels.json).
-  return {e + 4.0, 4.0 + e, "fused, one pass"};
 }
 
 ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const Device& d,
@@ -136,13 +97,10 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, head_p, d);
   if (wgrad_accumulates(plan) && !plan.lora.on())
     head_wg = accumulating_wgrad(head_wg, double(a.hidden) * double(v_local), plan.precision.gradient_bytes, d);
-  const LossBytes ce = loss_bytes_per_logit(plan);
-  OpCost loss_f = streaming_cost(names ? "cross-entropy (" + ce.kernel + ")" : none, OpClass::loss,
-                                 units::bytes((double(T) * double(v_local)) * ce.forward),
-                                 units::flop(5.0 * (double(T) * double(v_local))), d);
-  OpCost loss_b = streaming_cost(names ? "cross-entropy bwd (" + ce.kernel + ")" : none, OpClass::loss,
-                                 units::bytes((double(T) * double(v_local)) * ce.backward),
-                                 units::flop(3.0 * (double(T) * double(v_local))), d);
+  // The loss over the T × V/tp logits of the vocabulary shard, by the plan's cross-entropy kernel (norm_loss.hpp).
+  const LossCost loss = cross_entropy_cost(plan, double(T) * double(v_local), names, d);
+  const OpCost& loss_f = loss.fwd;
+  const OpCost& loss_b = loss.bwd;
   OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes((double(T) * double(a.hidden)) * e * 2.0), units::flop(0), d);
   // LoRA: the LM head and the embedding are frozen: no weight-gradient GEMM, no gradient scatter-add.
   const bool frozen = plan.lora.on();
