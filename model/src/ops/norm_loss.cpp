@@ -66,7 +66,8 @@ NormCost composite_rmsnorm_cost(const std::string& name, bool names, double elem
 
 }  // namespace
 
-NormCost norm_cost(const std::string& name, bool names, NormImpl impl, double elems, double a_b, const Device& d) {
+NormCost training_norm_cost(const std::string& name, bool names, NormImpl impl, double elems, double a_b,
+                            const Device& d) {
   if (impl == NormImpl::composite) return composite_rmsnorm_cost(name, names, elems, a_b, d);
   // One kernel each way: read the input and write the output (2·a_b) forward, twice that backward.
   const double bytes = elems * a_b * 2.0, flops = 4.0 * elems;

@@ -25,8 +25,10 @@ struct NormCost {
 };
 /// One norm over `elems` elements (the tokens on this GPU × h) of `a_b` bytes, forward and backward. Fused kernels
 /// move 2·a_b bytes per element forward and twice that backward; the composite form prices each PyTorch op.
-/// `names`: whether to name the ops (from `name`; the search's sums need no names).
-NormCost norm_cost(const std::string& name, bool names, NormImpl impl, double elems, double a_b, const Device& d);
+/// `names`: whether to name the ops (from `name`; the search's sums need no names). (Serving prices its norm kernels
+/// by rows instead: ops.hpp norm_cost.)
+NormCost training_norm_cost(const std::string& name, bool names, NormImpl impl, double elems, double a_b,
+                            const Device& d);
 
 /// HBM bytes per logit of the LM loss's cross-entropy, forward and backward, for the plan's kernels.
 struct LossBytes {

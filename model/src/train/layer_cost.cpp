@@ -275,7 +275,7 @@ class TrainingLayerPricer {
   /// One of the layer's norms, forward and backward, as the plan runs it (norm_loss.hpp: fused, eager LayerNorm, or
   /// RMSNorm as PyTorch ops).
   void price_norm(const std::string& name) {
-    NormCost c = norm_cost(name, keep_ops, norm_kind, double(T_norm) * double(h), e, d);
+    NormCost c = training_norm_cost(name, keep_ops, norm_kind, double(T_norm) * double(h), e, d);
     if (!c.priced) return;
     lc.fwd.add(c.fwd);
     lc.bwd.add(c.bwd);
