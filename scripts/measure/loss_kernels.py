@@ -1,5 +1,5 @@
 """The LM loss's cross-entropy kernels on one GPU, forward and backward, timed with CUDA events (issue #24: the
-loss-kernel mechanism of model/src/train/training.cpp, loss_bytes_per_logit).
+loss-kernel mechanism of model/src/ops/norm_loss.cpp, loss_bytes_per_logit).
 
 Three implementations over the same bf16 logits [T, V] (V = one TP rank's vocabulary shard):
   unfused  the pass structure of Megatron-Core's VocabParallelCrossEntropy without fusion (Megatron-LM's default):

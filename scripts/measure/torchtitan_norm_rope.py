@@ -1,5 +1,5 @@
 """TorchTitan's RMSNorm and RoPE as its Llama runs them, eager and under torch.compile, on one GPU (issue #22: the
-TorchTitan rows; model/src/train/layer_cost.cpp price_composite_norm and the fused/eager RoPE counts).
+TorchTitan rows; model/src/ops/norm_loss.cpp composite_rmsnorm_cost and layer_cost.cpp's fused/eager RoPE counts).
 
 TorchTitan at 9dec370 (pytorch/torchtitan torchtitan/models/norms.py, torchtitan/models/llama/model.py) writes
   RMSNorm  as PyTorch ops: the fp32 upcast, pow, mean, rsqrt, the multiply, the cast back, the weight multiply;

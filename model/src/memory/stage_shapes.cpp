@@ -5,7 +5,9 @@
 #include "gpuplan/model/memory.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -190,6 +192,9 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
     }
   }
   const LayerKinds kinds = layer_kinds(a, params);
+  // A hybrid's (or a shared-indexer model's) layer kinds fold their graphs (kind_params): once per kind and call, not
+  // once per layer (every estimate_training and training_memory calls this, the search once per stage key).
+  std::array<std::optional<LayerParams>, LayerKind::kCount> kind_lp{};
   std::vector<StageShape> st(static_cast<std::size_t>(p));
   for (int i = 0; i < p; ++i) {
     st[std::size_t(i)].index = i;
@@ -204,10 +209,13 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
     s.recompute_group = std::max(s.recompute_group, plan.recompute_group(chunks[j]));
     for (std::int64_t n = 0; n < chunks[j] && l < a.layers; ++n, ++l) {
       const bool moe = a.is_moe_layer(l);
-      const LayerParams lp = kind_params(a, kinds, LayerKind::of(a, l));
+      const LayerKind kind = LayerKind::of(a, l);
+      const auto ki = static_cast<std::size_t>(kind.index());
+      if (!kind_lp[ki]) kind_lp[ki] = kind_params(a, kinds, kind);
+      const LayerParams lp = *kind_lp[ki];
       ++s.layers;
       s.moe_layers += moe ? 1 : 0;
-      ++s.kind_layers[static_cast<std::size_t>(LayerKind::of(a, l).index())];
+      ++s.kind_layers[ki];
       s.p_dense += lp.dense;
       s.p_expert += lp.expert;
     }

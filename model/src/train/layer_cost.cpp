@@ -15,6 +15,7 @@
 #include "lora_adapter.hpp"
 #include "moe_layer.hpp"
 #include "fp8_quant.hpp"
+#include "norm_loss.hpp"
 #include "quant_recipe.hpp"
 
 namespace gpuplan::model::detail {
@@ -29,27 +30,14 @@ namespace gpuplan::model::detail {
 /// PyTorch's, their inefficiency is in the index arithmetic and unvectorised loads, not the memory system).
 constexpr double kEagerScorePassRate = 0.49;
 
-/// PyTorch's eager LayerNorm and bias-gradient kernels at their measured rates: our H100 (2026-11-27, issue #24;
+/// PyTorch's eager bias-gradient kernels at their measured rate: our H100 (2026-11-27, issue #24;
 /// scripts/measure/mpt_nongemm_probe.py; data/validation/measured/h100-sxm5-80gb/
-/// mpt_nongemm_mpt-1b_s2048_b6_resbf16.json: each op alone at the MPT-1b layer's T = 12288 tokens, d = 2048, bf16; CUDA-only profile, kernel time). LayerNorm
-/// with bias (vectorized_layer_norm_kernel forward; layer_norm_grad_input and GammaBetaBackward backward, the last a
-/// column reduction at 1.3 TB/s) takes 190.6 µs for the bytes priced here (2·T·d·a_b forward, 4·T·d·a_b backward:
-/// 101.5 µs at the streaming rate, 0.887 × 3.35 TB/s): 0.533 of it. A linear's bias gradient is a separate column sum
-/// of its output gradient (reduce_kernel, T·n·a_b bytes; cuBLASLt fuses the bias only into the forward): the four of
-/// the layer (n = 3d, d, 4d, d) take 200.8 µs for 152.2 µs of streaming, 0.758. Other GPUs: the same fractions of their
-/// streaming rate (an assumption, as for kEagerScorePassRate). RMSNorm's kernels were not measured and keep the
-/// streaming rate.
-constexpr double kEagerLayerNormRate = 0.533;
+/// mpt_nongemm_mpt-1b_s2048_b6_resbf16.json: each op alone at the MPT-1b layer's T = 12288 tokens, d = 2048, bf16;
+/// CUDA-only profile, kernel time). A linear's bias gradient is a separate column sum of its output gradient
+/// (reduce_kernel, T·n·a_b bytes; cuBLASLt fuses the bias only into the forward): the four of the layer (n = 3d, d, 4d,
+/// d) take 200.8 µs for 152.2 µs of streaming (0.887 × 3.35 TB/s), 0.758. Other GPUs: the same fraction of their
+/// streaming rate (an assumption, as for kEagerScorePassRate). The same run's LayerNorm: norm_loss.cpp.
 constexpr double kEagerBiasGradRate = 0.758;
-
-/// RMSNorm as PyTorch ops (price_composite_norm) at its measured rates: our H200 (2026-11-29, issue #22;
-/// scripts/measure/torchtitan_norm_rope.py; data/validation/measured/h200-sxm-141gb/torchtitan_norm_rope.json: TorchTitan
-/// 9dec370's RMSNorm on [2, 8192, 4096] bf16, eager). Forward 867.6 µs, backward 1,739.8 µs; the 36 and 92 B per element
-/// counted take 577.2 and 1,475.1 µs at the streaming rate (4.8 TB/s × the calibrated 0.872), after 8 and 14 kernels'
-/// 5 µs: 0.70 and 0.88 of it (the row reductions and the broadcast products run below the copy rate). Other GPUs: the
-/// same fractions of their streaming rate (an assumption, as for kEagerScorePassRate).
-constexpr double kCompositeNormFwdRate = 0.70;
-constexpr double kCompositeNormBwdRate = 0.88;
 
 namespace {
 
@@ -80,11 +68,7 @@ class TrainingLayerPricer {
           if (o.part == Part::attention) break;
           if (norms++ < 2) {
             const Seconds before = lc.fwd.total();
-            if (composite_norm)
-              price_composite_norm(o.name);
-            else
-              stream(o.name, norm_bytes, 4.0 * (double(T_norm) * double(h)), 2.0,
-                     eager && a.norm == wl::NormKind::layernorm ? kEagerLayerNormRate : 1.0);
+            price_norm(o.name);
             if (plan.recomputes(wl::recompute_layernorm) || op_sac)
               recompute_part(lc.fwd.total() - before, OpClass::elementwise);
           }
@@ -322,36 +306,16 @@ class TrainingLayerPricer {
     lc.ops.push_back(b);
   }
 
-  /// RMSNorm written as PyTorch ops (wl::NormKernel::composite; pytorch/torchtitan 9dec370ad26b
-  /// torchtitan/models/norms.py RMSNorm: `(x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps))
-  /// .type_as(x) * weight`), each op a kernel. Bytes per element, a = a_b, f = 4 (fp32):
-  ///  forward: upcast a + f, pow 2f, mean f, the multiply by rsqrt 2f, the cast back f + a, the weight multiply 2a
-  ///  (+ eps and rsqrt act on one value per token) = 4a + 7f in 8 kernels;
-  ///  backward (autograd's formulas, tools/autograd/derivatives.yaml and FunctionsManual.cpp pow_backward): the weight
-  ///  multiply's input gradient 2a and weight gradient (product 3a, sum over tokens a), the cast back's f + a, the
-  ///  multiply's two products 2f and 3f with the sum over the row f, mean's expanded gradient f, pow's x^1 copy 2f,
-  ///  the scalar multiply 2f and the product with the gradient 3f, the sum of x's two gradients 3f, the upcast's
-  ///  f + a = 8a + 19f in 14 kernels. With fp32 activations the two casts are no-ops.
-  void price_composite_norm(const std::string& name) {
-    const double elems = double(T_norm) * double(h), f = 4.0;
-    const bool casts = e < f;
-    const double fwd_b = 2.0 * e + 5.0 * f + (casts ? 2.0 * (e + f) : 0.0);
-    const double bwd_b = 6.0 * e + 17.0 * f + (casts ? 2.0 * (e + f) : 0.0);
-    const int fwd_k = casts ? 8 : 6, bwd_k = casts ? 14 : 12;
-    OpCost fc = streaming_cost(named(name, " (composite: upcast, pow, mean, rsqrt, mul, cast, weight mul)"),
-                               OpClass::elementwise, units::bytes(elems * fwd_b), units::flop(4.0 * elems), d);
-    OpCost bc = streaming_cost(named(name, " bwd (composite: autograd of each op)"), OpClass::elementwise,
-                               units::bytes(elems * bwd_b), units::flop(8.0 * elems), d);
-    // streaming_cost charges one kernel's fixed cost; the composite runs fwd_k and bwd_k kernels at their measured
-    // rates.
-    const Seconds k = kernel_fixed(d, OpClass::elementwise);
-    fc.time = (fc.time - k) / kCompositeNormFwdRate + k * double(fwd_k);
-    bc.time = (bc.time - k) / kCompositeNormBwdRate + k * double(bwd_k);
-    lc.fwd.add(fc);
-    lc.bwd.add(bc);
+  /// One of the layer's norms, forward and backward, as the plan runs it (norm_loss.hpp: fused, eager LayerNorm, or
+  /// RMSNorm as PyTorch ops).
+  void price_norm(const std::string& name) {
+    NormCost c = training_norm_cost(name, keep_ops, norm_kind, double(T_norm) * double(h), e, d);
+    if (!c.priced) return;
+    lc.fwd.add(c.fwd);
+    lc.bwd.add(c.bwd);
     if (!keep_ops) return;
-    lc.ops.push_back(fc);
-    lc.ops.push_back(bc);
+    lc.ops.push_back(std::move(c.fwd));
+    lc.ops.push_back(std::move(c.bwd));
   }
 
   /// An eager linear's bias gradient: the column sum of its T × n output gradient (backward only).
@@ -699,7 +663,7 @@ class TrainingLayerPricer {
   LayerCost lc;
   const GemmQuantOps quant{a, plan, d, keep_ops};  // the FP8 / FP4 GEMMs' quantisation kernels
   const bool op_sac = plan.recompute == wl::Recompute::selective_op;
-  const bool composite_norm = plan.norm_kernel == wl::NormKernel::composite && a.norm == wl::NormKind::rmsnorm;
+  const NormImpl norm_kind = norm_impl(a, plan);  // norm_loss.hpp
   const bool per_axis = one_layout_blockwise(plan);  // DeepSeek's framework: per-axis FP8 casts (quant_recipe.hpp)
   Seconds last_fwd_cast{}, last_fwd_gemm{};  // the last fwd_gemm's forward input cast and GEMM (op_sac_rerun)
   bool norm_input = false;  // the next fwd_gemm's input is a LayerNormLinear's norm output (fp8_quant.hpp)
@@ -722,12 +686,10 @@ class TrainingLayerPricer {
   // Element accesses per element (reads + writes) of the non-GEMM ops, fused vs PyTorch eager:
   //  RoPE: fused 2 fwd / 2 bwd; eager rotate_half (x·cos, neg, cat, ·sin, add) 11 fwd / 13 bwd (+ slice_backward).
   //  SwiGLU: fused 3 fwd / 5 bwd; eager silu + mul 5 fwd / 9 bwd (mul_backward ×2, silu_backward).
-  //  Norms are single kernels in both (torch's fused RMSNorm/LayerNorm): 2 fwd / 4 bwd; RMSNorm written as PyTorch ops
-  //  (norm_kernel composite) is priced op by op (price_composite_norm).
+  //  Norms: norm_loss.hpp (one kernel each way in both, or RMSNorm written as PyTorch ops, op by op).
   const bool eager = plan.kernels == wl::KernelStyle::eager;
   const double rope_f = eager ? 11.0 : 2.0, rope_b = eager ? 13.0 : 2.0;
   const double glu_f = eager ? 5.0 : 3.0, glu_b = eager ? 9.0 : 5.0;
-  const double norm_bytes = double(T_norm) * double(h) * e * 2.0;
   const bool gated = a.mlp == wl::MlpKind::gated;
   const std::int64_t glu = gated ? 2 : 1;
   // Hidden dropout on the block's output before the residual add: fused into it (Megatron's bias-dropout-add) it

@@ -1,15 +1,116 @@
-// The parallel dimensions' records (parallel_dims.hpp): each one's group, collective and exposure rule.
+// The parallel dimensions' records (parallel_dims.hpp): each one's message and one collective (priced once, cached by
+// the search under the dimension's key), its group, collective and exposure rule, and its stage communication.
 #include "parallel_dims.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "gpuplan/model/collective_time.hpp"
+#include "gpuplan/model/graph.hpp"
 #include "lora_adapter.hpp"
 #include "moe_a2a.hpp"
 #include "quant_recipe.hpp"
 
 namespace gpuplan::model::detail {
+
+// ---- the messages of one micro-batch (TP, CP, EP, PP) and one collective of each dimension (training_core.hpp) ----
+double tp_message_elements(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
+  return double(T) * double(a.hidden);
+}
+
+Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  return units::bytes(tp_message_elements(a, plan) * plan.precision.activation_bytes);
+}
+
+Bytes cp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  // The K/V a layer caches per token (the graph's attention op, attention_cache_elements): MLA's latent is whole on
+  // every TP rank, K and V are split by heads.
+  const std::int64_t kv_dim = a.mla ? attention_cache_elements(a) : attention_cache_elements(a) / plan.par.tp;
+  return units::bytes((double(plan.micro_batch) * double(plan.seq_len) * double(kv_dim)) * plan.precision.activation_bytes);
+}
+
+Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
+  const std::int64_t k = a.moe ? a.moe->experts_per_token : 0;
+  // × etp/tp: the rows an expert-TP group gathers (moe_dispatch); 1 without parallel folding.
+  return units::bytes((double(T) * double(k) * double(a.hidden)) * plan.precision.activation_bytes *
+                      (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp))));
+}
+
+bool pp_message_split(const wl::TrainingPlan& plan) {
+  return plan.par.tp > 1 && (plan.par.sequence_parallel || plan.pp_scatter_gather);
+}
+
+Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  // Megatron-Core sends the (s/cp)·b·h boundary tensor, sequence-sharded over TP with sequence parallelism
+  // (schedules.py get_tensor_shapes); the scatter/gather optimisation (Narayanan et al. 2021 §4.1, Megatron-LM's
+  // scatter_gather_tensors_in_pipeline until March 2023) sends 1/tp of it without sequence parallelism too.
+  const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
+  return units::bytes((double(T) * double(a.hidden)) * plan.precision.activation_bytes /
+                      (pp_message_split(plan) ? double(plan.par.tp) : 1.0));
+}
+
+Seconds tp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  const Bytes act = tp_message(a, plan);
+  return plan.par.sequence_parallel
+             ? collective_time(Collective::all_gather, act, tp_g) + collective_time(Collective::reduce_scatter, act, tp_g)
+             : collective_time(Collective::all_reduce, act, tp_g);
+}
+
+Seconds tp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  return collective_time(Collective::all_gather, tp_message(a, plan), tp_g);
+}
+
+TpQuantTimes tp_quant_times(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  TpQuantTimes q;
+  if (!quantised_tp_gathers(plan)) return q;
+  const double elems = tp_message_elements(a, plan);
+  const TpGatherBytes b = tp_gather_bytes(plan.precision.recipe);
+  auto gather = [&](double bytes_per_element) {
+    return collective_time(Collective::all_gather, units::bytes(elems * bytes_per_element), tp_g);
+  };
+  q.reduce_scatter = collective_time(Collective::reduce_scatter, tp_message(a, plan), tp_g);
+  q.pair_fwd = gather(b.input) + q.reduce_scatter;
+  q.pair_bwd = gather(b.grad) + q.reduce_scatter;
+  q.regather = gather(b.regather);
+  if (tp_amax_reduction(plan.precision.recipe))
+    q.amax = collective_time(Collective::all_reduce, units::bytes(4.0), tp_g);
+  return q;
+}
+
+bool expert_tp_folded(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
+  return a.moe.has_value() && plan.par.expert_tp() != plan.par.tp;
+}
+
+Seconds etp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& etp_g) {
+  const Bytes act = tp_message(a, plan) * (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp)));
+  return plan.par.sequence_parallel || plan.par.tp == 1
+             ? collective_time(Collective::all_gather, act, etp_g) +
+                   collective_time(Collective::reduce_scatter, act, etp_g)
+             : collective_time(Collective::all_reduce, act, etp_g);
+}
+
+Seconds cp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& cp_g) {
+  const Bytes kv = cp_message(a, plan);
+  return collective_time(Collective::all_gather, kv, cp_g) * 2.0 + collective_time(Collective::reduce_scatter, kv, cp_g);
+}
+
+Seconds ep_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& ep_g) {
+  const MoeDispatch md = moe_dispatch(a, plan, ep_g);
+  return (md.dispatch + md.combine) * 0.5;
+}
+
+Seconds pp_collective_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& pp_g) {
+  return collective_time(Collective::send_recv, pp_message(a, plan), pp_g);
+}
+
+Seconds pp_gather_time(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const CommGroup& tp_g) {
+  // The scattered message is all-gathered over TP by the receiver (gather_split_1d_tensor) before its chunk runs.
+  if (!plan.pp_scatter_gather || plan.par.sequence_parallel || plan.par.tp <= 1) return Seconds(0);
+  return collective_time(Collective::all_gather, pp_message(a, plan) * double(plan.par.tp), tp_g);
+}
 
 namespace {
 

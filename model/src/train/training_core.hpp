@@ -77,12 +77,6 @@ struct ComputeTerms {
   std::vector<OpCost> head_ops;  ///< the LM head GEMMs and the loss (filled when `first` is given, for display)
 };
 
-/// HBM bytes per logit of the LM loss's cross-entropy, forward and backward, for the plan's kernels.
-struct LossBytes {
-  double forward = 0, backward = 0;
-  std::string kernel;  ///< the implementation, for display
-};
-LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan);
 ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const Device& d,
                            LayerCost* first);
 

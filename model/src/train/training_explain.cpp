@@ -12,6 +12,7 @@
 #include "layer_kinds_text.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "norm_loss.hpp"
 #include "parallel_dims.hpp"
 
 namespace gpuplan::model::detail {

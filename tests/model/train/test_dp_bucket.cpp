@@ -1,5 +1,5 @@
 // The data-parallel gradient buckets (dp_bucket_size, model/src/train/dp_buckets.cpp dp_buckets,
-// step_terms.cpp dp_last_unit_params; compose_step.cpp dp_calls). Sources (NVIDIA/Megatron-LM core_r0.14.0,
+// dp_terms.cpp dp_last_unit_params; compose_step.cpp dp_calls). Sources (NVIDIA/Megatron-LM core_r0.14.0,
 // 32ad5c89a6b6d7bb1ed75b81a4f845751d8955cc): DistributedDataParallelConfig.bucket_size ("Maximum number of
 // parameters in each bucket"; training.py get_model: unset, max(40000000, 1000000 x DP·CP));
 // param_and_grad_buffer.py _ParamAndGradBuffer.__init__ walks the parameters in reverse (backward) order and closes

@@ -1,6 +1,6 @@
-// PyTorch eager LayerNorm and bias-gradient kernels at their measured rates (model/src/train/layer_cost.cpp,
-// kEagerLayerNormRate 0.533 and kEagerBiasGradRate 0.758: our H100, mpt_nongemm_mpt-1b_s2048_b6_resbf16.json, each
-// op alone at the MPT-1b layer's shape). Checked on the op list of an MPT-1b step: the rates are recovered from the
+// PyTorch eager LayerNorm and bias-gradient kernels at their measured rates (model/src/ops/norm_loss.cpp
+// kEagerLayerNormRate 0.533, model/src/train/layer_cost.cpp kEagerBiasGradRate 0.758: our H100,
+// mpt_nongemm_mpt-1b_s2048_b6_resbf16.json, each op alone at the MPT-1b layer's shape). Checked on the op list of an MPT-1b step: the rates are recovered from the
 // op times against two ops priced at the streaming rate (the residual add and the GELU), whatever the part's rate.
 #include <doctest/doctest.h>
 #include "approx.hpp"

@@ -1,4 +1,4 @@
-// DeepSpeed ZeRO-3 of 0.3.13-0.5.x (zero3_gather per_tensor_blocking, model/src/train/step_terms.cpp and
+// DeepSpeed ZeRO-3 of 0.3.13-0.5.x (zero3_gather per_tensor_blocking, model/src/train/dp_terms.cpp and
 // compose_step.cpp): one all-gather and one reduce-scatter per parameter tensor, each call paying NCCL's ring latency
 // over the whole DP group, the gathers not overlapped with compute, and a third gather for the recomputed forward.
 // Sources: microsoft/DeepSpeed v0.3.13 (2021-03-16) deepspeed/runtime/zero/partition_parameters.py _allgather_param

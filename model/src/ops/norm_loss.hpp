@@ -1,0 +1,47 @@
+#pragma once
+// The norm and loss kernels of a training step, as ops, by implementation: a layer's norm (one fused kernel each way;
+// PyTorch's eager LayerNorm at its measured rate; RMSNorm written as PyTorch ops, priced op by op) and the LM loss's
+// cross-entropy (the HBM bytes per logit of each kernel: FlashAttention's xentropy, PyTorch eager, Megatron-Core's
+// unfused and jit-fused losses, one fused pass). layer_cost.cpp places the norms in the layer's forward and backward;
+// step_terms.cpp places the loss beside the LM head.
+#include <string>
+
+#include "gpuplan/model/ops.hpp"
+#include "gpuplan/wl/training.hpp"
+#include "gpuplan/wl/transformer.hpp"
+
+namespace gpuplan::model::detail {
+
+/// How a layer's norm runs: one fused kernel each way (Megatron-Core / Transformer Engine, torch's fused RMSNorm and
+/// LayerNorm) at the streaming rate; PyTorch's eager LayerNorm kernels at their measured rate; RMSNorm written as
+/// PyTorch ops (wl::NormKernel::composite, an RMSNorm model), each op a kernel.
+enum class NormImpl { fused, eager_layernorm, composite };
+NormImpl norm_impl(const wl::TransformerArch& a, const wl::TrainingPlan& plan);
+
+/// One norm's forward and backward kernels; `priced` false when the norm has no elements (nothing to add).
+struct NormCost {
+  OpCost fwd, bwd;
+  bool priced = false;
+};
+/// One norm over `elems` elements (the tokens on this GPU × h) of `a_b` bytes, forward and backward. Fused kernels
+/// move 2·a_b bytes per element forward and twice that backward; the composite form prices each PyTorch op.
+/// `names`: whether to name the ops (from `name`; the search's sums need no names). (Serving prices its norm kernels
+/// by rows instead: ops.hpp norm_cost.)
+NormCost training_norm_cost(const std::string& name, bool names, NormImpl impl, double elems, double a_b,
+                            const Device& d);
+
+/// HBM bytes per logit of the LM loss's cross-entropy, forward and backward, for the plan's kernels.
+struct LossBytes {
+  double forward = 0, backward = 0;
+  std::string kernel;  ///< the implementation, for display
+};
+LossBytes loss_bytes_per_logit(const wl::TrainingPlan& plan);
+
+/// The cross-entropy over `logits` logits (the tokens × the vocabulary shard) of the plan's kernel, forward and
+/// backward: its bytes per logit (loss_bytes_per_logit) and 5 + 3 FLOPs per logit. `names`: name the ops.
+struct LossCost {
+  OpCost fwd, bwd;
+};
+LossCost cross_entropy_cost(const wl::TrainingPlan& plan, double logits, bool names, const Device& d);
+
+}  // namespace gpuplan::model::detail
