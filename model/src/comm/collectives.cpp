@@ -27,7 +27,6 @@ using units::Bytes;
 using units::Seconds;
 
 using collective_algorithms::bus_factor_text;
-using collective_algorithms::Ctx;
 using collective_algorithms::Plan;
 using collective_algorithms::all_to_all;
 using collective_algorithms::hierarchical;
@@ -172,8 +171,9 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
       break;
     }
   }
-  const Ctx c{op, bytes, n, s, d, up, group.scale_out ? &*group.scale_out : nullptr, t0, t0_origin, on,
-              group.max_ctas};
+  // Qualified, not imported: serve/'s memory code has a Ctx of its own, and a unity build may put both in one unit.
+  const collective_algorithms::Ctx c{
+      op, bytes, n, s, d, up, group.scale_out ? &*group.scale_out : nullptr, t0, t0_origin, on, group.max_ctas};
 
   std::vector<Plan> plans;
   if (op == Collective::all_to_all) {
