@@ -3,6 +3,7 @@
 #include "shell_words.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <utility>
 
@@ -389,15 +390,10 @@ std::optional<std::string> operand(const ShellWord& w, std::vector<std::string>&
 }
 
 std::optional<long long> integer_of(const std::string& s) {
-  if (s.empty() || s.size() > 18) return std::nullopt;
   long long v = 0;
-  std::size_t k = s[0] == '-' ? 1 : 0;
-  if (k == s.size()) return std::nullopt;
-  for (; k < s.size(); ++k) {
-    if (s[k] < '0' || s[k] > '9') return std::nullopt;
-    v = v * 10 + (s[k] - '0');
-  }
-  return s[0] == '-' ? -v : v;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
 }
 
 /// One test: `[ ... ]`, `[[ ... ]]`, `test ...` or `true`/`false`, optionally after `!`.
