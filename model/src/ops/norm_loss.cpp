@@ -66,18 +66,18 @@ NormCost composite_rmsnorm_cost(const std::string& name, bool names, double elem
 
 }  // namespace
 
-NormCost training_norm_cost(const std::string& name, bool names, NormImpl impl, double elems, double a_b,
-                            const Device& d) {
+NormCost training_norm_cost(const std::string& name, bool names, NormImpl impl, double elems, std::int64_t row,
+                            double a_b, const Device& d) {
+  if (!(elems > 0)) return {};  // no such norm (MLA without a query latent)
   if (impl == NormImpl::composite) return composite_rmsnorm_cost(name, names, elems, a_b, d);
   // One kernel each way: read the input and write the output (2·a_b) forward, twice that backward.
   const double bytes = elems * a_b * 2.0, flops = 4.0 * elems;
-  OpCost f = streaming_cost(norm_op_name(names, name, ""), OpClass::elementwise, units::bytes(bytes), units::flop(flops), d);
-  OpCost b = streaming_cost(norm_op_name(names, name, " bwd"), OpClass::elementwise, units::bytes(bytes * 2.0),
-                            units::flop(flops * 2.0), d);
-  if (bytes <= 0) return {};
-  if (impl == NormImpl::eager_layernorm)
-    for (OpCost* c : {&f, &b})
-      c->time = (c->time - kernel_fixed(d, c->cls)) / kEagerLayerNormRate + kernel_fixed(d, c->cls);
+  OpCost f = norm_cost(norm_op_name(names, name, ""), units::bytes(bytes), units::flop(flops), row, d);
+  OpCost b = norm_cost(norm_op_name(names, name, " bwd"), units::bytes(bytes * 2.0), units::flop(flops * 2.0), row, d);
+  if (impl == NormImpl::eager_layernorm) {
+    const units::Seconds fixed = norm_fixed(d, row);
+    for (OpCost* c : {&f, &b}) c->time = (c->time - fixed) / kEagerLayerNormRate + fixed;
+  }
   return {std::move(f), std::move(b), true};
 }
 

@@ -4,6 +4,7 @@
 // cross-entropy (the HBM bytes per logit of each kernel: FlashAttention's xentropy, PyTorch eager, Megatron-Core's
 // unfused and jit-fused losses, one fused pass). layer_cost.cpp places the norms in the layer's forward and backward;
 // step_terms.cpp places the loss beside the LM head.
+#include <cstdint>
 #include <string>
 
 #include "gpuplan/model/ops.hpp"
@@ -23,12 +24,13 @@ struct NormCost {
   OpCost fwd, bwd;
   bool priced = false;
 };
-/// One norm over `elems` elements (the tokens on this GPU × h) of `a_b` bytes, forward and backward. Fused kernels
-/// move 2·a_b bytes per element forward and twice that backward; the composite form prices each PyTorch op.
-/// `names`: whether to name the ops (from `name`; the search's sums need no names). (Serving prices its norm kernels
-/// by rows instead: ops.hpp norm_cost.)
-NormCost training_norm_cost(const std::string& name, bool names, NormImpl impl, double elems, double a_b,
-                            const Device& d);
+/// One norm over `elems` elements (the tokens on this GPU × the normalised width `row`: h for a layer's norm,
+/// head_dim for a q/k norm) of `a_b` bytes, forward and backward. A fused norm kernel is the one kernel serving
+/// prices too (ops.hpp norm_cost: 2·a_b bytes per element forward, twice that backward, and a fixed cost that grows
+/// with the row inside a CUDA graph); the eager LayerNorm runs it at its measured rate; the composite form prices
+/// each PyTorch op. `names`: whether to name the ops (from `name`; the search's sums need no names).
+NormCost training_norm_cost(const std::string& name, bool names, NormImpl impl, double elems, std::int64_t row,
+                            double a_b, const Device& d);
 
 /// HBM bytes per logit of the LM loss's cross-entropy, forward and backward, for the plan's kernels.
 struct LossBytes {

@@ -91,12 +91,16 @@ class ServingLayerPricer {
             price_qk_norm();
             break;
           }
-          // The two norms of a pre-norm layer (Gemma's post-norms are not priced yet: docs/design/op-graph-plan.md
-          // D14). The first layer's residual add is the embedding's; the second norm follows the attention block.
+          // The layer's norms, in graph order. The first takes the residual add before it (the embedding's, or the
+          // last layer's, fused into it by the engines); a pre-norm follows the attention block's residual add;
+          // Gemma 2/3's post-norms (norms_per_layer 4: after the attention and after the MLP, before their
+          // residual adds) normalise a block's output alone, and their adds go to the next norm.
           if (norms == 0) {
             if (eager) norm("norm", T * double(h) * e * 2.0, 4.0 * T * double(h), h);
             else norm("add + norm", T * double(h) * e * 4.0, 5.0 * T * double(h), h);
-          } else if (norms == 1) {
+          } else if (a.norms_per_layer >= 4 && (norms == 1 || norms == 3)) {
+            norm(o.name, T * double(h) * e * 2.0, 4.0 * T * double(h), h);
+          } else {
             add_norm("add + norm");
           }
           ++norms;
@@ -303,6 +307,13 @@ class ServingLayerPricer {
       qkv_out = o.out / t;
     }
     gemm(o.name, Ti, h, qkv_out);
+    if (a.mla) {
+      // MLA's latent RMSNorms (vLLM's q_a_layernorm and kv_a_layernorm), a norm kernel each over the query latent
+      // r_q (none without one) and the key-value latent r_kv, as training prices them (train/layer_cost.cpp).
+      const double rq = double(a.mla->q_lora_rank), rkv = double(a.mla->kv_lora_rank);
+      norm("MLA query latent norm", T * rq * e * 2.0, 4.0 * T * rq, a.mla->q_lora_rank);
+      norm("MLA key-value latent norm", T * rkv * e * 2.0, 4.0 * T * rkv, a.mla->kv_lora_rank);
+    }
     const std::int64_t rope_dim = a.mla ? a.mla->qk_rope_head_dim : a.head_dim;
     const double rope_elems = T * double((attn.heads + (a.mla ? 1 : attn.kv_heads)) * rope_dim) / double(t);
     if (!eager) {

@@ -62,17 +62,21 @@ class TrainingLayerPricer {
     for (const Op& o : graph) {
       use_launch(captured(o, norms));
       switch (o.kind) {
-        case OpKind::norm:
-          // The two norms of a pre-norm layer; Gemma's post-norms and the q/k norm (Part::attention) are not priced
-          // in training yet (docs/design/op-graph-plan.md, D14).
-          if (o.part == Part::attention) break;
-          if (norms++ < 2) {
-            const Seconds before = lc.fwd.total();
-            price_norm(o.name);
-            if (plan.recomputes(wl::recompute_layernorm) || op_sac)
-              recompute_part(lc.fwd.total() - before, OpClass::elementwise);
+        case OpKind::norm: {
+          // Every norm of the graph: the layer's norms over h (pre-norms; Gemma 2/3's post-norms too) and the per-head
+          // q/k norm (Part::attention: Qwen3, Gemma 3, OLMo 2, Llama 4) over head_dim. Megatron's `layernorm`
+          // recompute module covers the layer's norms, TorchTitan's op-level policy every norm.
+          const Seconds before = lc.fwd.total();
+          if (o.part == Part::attention) {
+            price_qk_norm();
+          } else {
+            price_norm(o.name, double(T_norm) * double(h), h);
+            ++norms;
           }
+          if ((o.part != Part::attention && plan.recomputes(wl::recompute_layernorm)) || op_sac)
+            recompute_part(lc.fwd.total() - before, OpClass::elementwise);
           break;
+        }
         case OpKind::attention: price_attention(o); break;
         case OpKind::ssm: price_ssm(o); break;
         case OpKind::indexer: price_indexer(o); break;
@@ -196,8 +200,8 @@ class TrainingLayerPricer {
   void mla_elementwise() {
     const auto& ml = *a.mla;
     const Seconds before = lc.fwd.total();
-    stream("MLA latent norms", double(T) * double(ml.q_lora_rank + ml.kv_lora_rank) * e * 2.0,
-           4.0 * double(T) * double(ml.q_lora_rank + ml.kv_lora_rank));
+    price_norm("MLA query latent norm", double(T) * double(ml.q_lora_rank), ml.q_lora_rank);
+    price_norm("MLA key-value latent norm", double(T) * double(ml.kv_lora_rank), ml.kv_lora_rank);
     const bool rc_up = plan.recomputes(wl::recompute_mla_up_proj);
     if (rc_up || plan.recomputes(wl::recompute_layernorm)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
     if (!per_axis) return;
@@ -306,16 +310,28 @@ class TrainingLayerPricer {
     lc.ops.push_back(b);
   }
 
-  /// One of the layer's norms, forward and backward, as the plan runs it (norm_loss.hpp: fused, eager LayerNorm, or
-  /// RMSNorm as PyTorch ops).
-  void price_norm(const std::string& name) {
-    NormCost c = training_norm_cost(name, keep_ops, norm_kind, double(T_norm) * double(h), e, d);
+  /// A norm over `elems` elements in rows of `row`, forward and backward, as the plan runs it (norm_loss.hpp: fused,
+  /// eager LayerNorm, or RMSNorm as PyTorch ops).
+  void price_norm(const std::string& name, double elems, std::int64_t row) {
+    NormCost c = training_norm_cost(name, keep_ops, norm_kind, elems, row, e, d);
     if (!c.priced) return;
     lc.fwd.add(c.fwd);
     lc.bwd.add(c.bwd);
     if (!keep_ops) return;
     lc.ops.push_back(std::move(c.fwd));
     lc.ops.push_back(std::move(c.bwd));
+  }
+
+  /// The per-head q/k norm after the QKV projection, on this GPU's heads of all T tokens (sequence parallelism
+  /// gathers before the projection): q's and k's apart, a kernel each, as Megatron-Core runs q_layernorm and
+  /// k_layernorm (transformer/attention.py) and HF's Qwen3 q_norm and k_norm. Serving prices them as one fused
+  /// kernel of the same rows (serve/serving_layer.cpp price_qk_norm).
+  void price_qk_norm() {
+    const std::int64_t kv = attn.kv_heads > 0 ? attn.kv_heads : attn.heads;
+    const double q_elems = double(T) * double(attn.heads) / double(t) * double(attn.d_qk);
+    const double k_elems = double(T) * double(kv) / double(std::min<std::int64_t>(t, kv)) * double(attn.d_qk);
+    price_norm("q norm", q_elems, attn.d_qk);
+    price_norm("k norm", k_elems, attn.d_qk);
   }
 
   /// An eager linear's bias gradient: the column sum of its T × n output gradient (backward only).

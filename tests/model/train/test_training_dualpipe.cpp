@@ -484,8 +484,9 @@ TEST_CASE("MLA's latent norms, its q/k head assembly and the E5M6 attention outp
   s.plan.attention_output = wl::AttentionOutputStore::e5m6;
   const auto r = s.run();
   const double T = 4096.0;
-  // The two latent RMSNorms: read and write T·(r_q + r_kv) BF16 elements.
-  CHECK(op_bytes(r, "MLA latent norms") == gptest::approx(T * 2048.0 * 2.0 * 2.0));
+  // The two latent RMSNorms, a norm kernel each: read and write T·r_q and T·r_kv BF16 elements.
+  CHECK(op_bytes(r, "MLA query latent norm") == gptest::approx(T * 1536.0 * 2.0 * 2.0));
+  CHECK(op_bytes(r, "MLA key-value latent norm") == gptest::approx(T * 512.0 * 2.0 * 2.0));
   // q's no-rope part read and written, k's rope part written into every head: T·128·(2·128 + 64)·2 B forward; dq's
   // and dk's no-rope parts copied out: 2·T·128·(2·128)·2 B backward (DeepSeek's profile: _copy_tensor_kernel,
   // direct_copy).
