@@ -85,10 +85,11 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
     c.kind_rec[k] = lc.rec;
     c.kind_list[c.kind_count++] = static_cast<std::uint8_t>(k);
   }
-  // Embedding (first stage) and LM head + loss (last stage).
+  // Embedding (first stage) and final norm, LM head + loss (last stage): the head graph's ops (graph.hpp
+  // build_head_graph), each priced once here.
   const std::int64_t T = plan.micro_batch * plan.seq_len / par.cp;
+  const std::int64_t T_norm = par.sequence_parallel ? T / par.tp : T;
   const double e = plan.precision.activation_bytes;
-  const std::int64_t v_local = a.vocab / par.tp;
   const std::string none;
   const bool names = first != nullptr;
   // The output layer stays 16-bit under fp8 training (sixteen_bit_of: Megatron's output layer is outside TE's fp8).
@@ -99,26 +100,46 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   if (plan.cuda_graphs == wl::CudaGraphScope::full_iteration) in_graph = graph_launch_device(d);
   const Device& hd = in_graph ? *in_graph : d;
   const hw::Precision head_p = sixteen_bit_of(plan.precision.compute);
-  OpCost head_f = gemm_cost(names ? "LM head" : none, {T, v_local, a.hidden, 1}, head_p, hd);
-  OpCost head_dg = gemm_cost(names ? "LM head dgrad" : none, {T, a.hidden, v_local, 1}, head_p, hd);
-  OpCost head_wg = gemm_cost(names ? "LM head wgrad" : none, {a.hidden, v_local, T, 1}, head_p, hd);
-  if (wgrad_accumulates(plan) && !plan.lora.on())
-    head_wg = accumulating_wgrad(head_wg, double(a.hidden) * double(v_local), plan.precision.gradient_bytes, hd);
-  // The loss over the T × V/tp logits of the vocabulary shard, by the plan's cross-entropy kernel (norm_loss.hpp).
-  const LossCost loss = cross_entropy_cost(plan, double(T) * double(v_local), names, hd);
-  const OpCost& loss_f = loss.fwd;
-  const OpCost& loss_b = loss.bwd;
-  OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes((double(T) * double(a.hidden)) * e * 2.0), units::flop(0), hd);
   // LoRA: the LM head and the embedding are frozen: no weight-gradient GEMM, no gradient scatter-add.
   const bool frozen = plan.lora.on();
-  c.head_time = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss_f.time + loss_b.time;
-  if (names) {
-    c.head_ops = {head_f, head_dg};
-    if (!frozen) c.head_ops.push_back(head_wg);
-    c.head_ops.push_back(loss_f);
-    c.head_ops.push_back(loss_b);
+  double lookups = 0;  // the token embedding, and a learned position embedding beside it
+  for (const Op& o : build_head_graph(a)) {
+    if (o.kind == OpKind::embedding) {
+      lookups += 1.0;
+    } else if (o.kind == OpKind::norm) {
+      // The final norm, on the sequence shard under sequence parallelism (Megatron's final_layernorm), as the
+      // layers' norms (norm_loss.hpp).
+      NormCost fn = training_norm_cost(o.name, names, norm_impl(a, plan), double(T_norm) * double(o.in), o.in, e, hd);
+      if (!fn.priced) continue;
+      c.head_time += fn.fwd.time + fn.bwd.time;
+      if (names) {
+        c.head_ops.push_back(std::move(fn.fwd));
+        c.head_ops.push_back(std::move(fn.bwd));
+      }
+    } else if (o.kind == OpKind::linear && o.linear == LinearKind::lm_head) {
+      // The vocabulary-parallel output layer: T tokens (gathered under sequence parallelism) × its shard of the
+      // vocabulary, and the loss over those logits (norm_loss.hpp cross_entropy_cost).
+      const std::int64_t n = o.out / par.tp, k = o.in;
+      const OpCost head_f = gemm_cost(names ? std::string(o.name) : none, {T, n, k, 1}, head_p, hd);
+      const OpCost head_dg = gemm_cost(names ? std::string(o.name) + " dgrad" : none, {T, k, n, 1}, head_p, hd);
+      OpCost head_wg = gemm_cost(names ? std::string(o.name) + " wgrad" : none, {k, n, T, 1}, head_p, hd);
+      if (wgrad_accumulates(plan) && !frozen)
+        head_wg = accumulating_wgrad(head_wg, double(k) * double(n), plan.precision.gradient_bytes, hd);
+      const LossCost loss = cross_entropy_cost(plan, double(T) * double(n), names, hd);
+      c.head_time += head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss.fwd.time + loss.bwd.time;
+      if (names) {
+        c.head_ops.push_back(head_f);
+        c.head_ops.push_back(head_dg);
+        if (!frozen) c.head_ops.push_back(head_wg);
+        c.head_ops.push_back(loss.fwd);
+        c.head_ops.push_back(loss.bwd);
+      }
+    }
   }
-  c.embed_time = embed.time * (frozen ? 1.0 : 3.0);  // lookup (+ gradient scatter-add)
+  // Each lookup reads and writes T·h (+ the gradient's scatter-add: ×3 when trained).
+  const OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes(lookups * double(T) * double(a.hidden) * e * 2.0),
+                                      units::flop(0), hd);
+  c.embed_time = embed.time * (frozen ? 1.0 : 3.0);
   if (plan.mtp_layers > 0) {
     // DeepSeek-V3 §2.2.1: h' = M·[RMSNorm(h); RMSNorm(Emb(t))], M of h × 2h, then one transformer block (priced with
     // the stage's layers) and the shared output head with its loss (the same cost as the main model's).

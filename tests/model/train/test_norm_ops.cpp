@@ -11,6 +11,7 @@
 #include "gpuplan/model/serving.hpp"
 #include "gpuplan/model/training.hpp"
 #include "library.hpp"
+#include "training_core.hpp"
 
 using namespace gpuplan;
 
@@ -159,4 +160,34 @@ TEST_CASE("a training norm under a CUDA graph pays serving's in-graph norm cost,
   // A norm's in-graph latency (one row: 1.93 µs + 1.06 ns × 4096 = 6.272 µs) is above the eager launch floor (5 µs):
   // the graph takes the host out, not the kernel's own latency.
   CHECK(in_graph == gptest::approx(6.27176e-6));
+}
+
+TEST_CASE("the head graph priced in training: the final norm on the sequence shard, the LM head on the vocabulary shard") {
+  // Llama-3.1-8B (h 4096, vocab 128,256) at TP 2 with sequence parallelism, 4096 tokens: the final norm reads and
+  // writes 2048 × 4096 elements (4 B each way forward, 8 backward); the LM head is T × h × V/2.
+  const auto& a = test::arch("llama-3.1-8b");
+  const auto plan = norm_plan(2, true);
+  const auto sys = test::node_system("dgx-h100");
+  const model::Device d = model::detail::training_device(plan, sys);
+  model::detail::LayerCost first;
+  const auto c = model::detail::compute_terms(a, plan, d, &first);
+  const auto fn = ops_named(c.head_ops, "final norm"), fnb = ops_named(c.head_ops, "final norm bwd");
+  const auto head = ops_named(c.head_ops, "LM head");
+  REQUIRE(fn.size() == 1);
+  REQUIRE(fnb.size() == 1);
+  REQUIRE(head.size() == 1);
+  CHECK(fn[0]->bytes.raw() == gptest::approx(2048.0 * 4096 * 4));
+  CHECK(fnb[0]->bytes.raw() == gptest::approx(2048.0 * 4096 * 8));
+  CHECK(head[0]->flops.raw() == gptest::approx(2.0 * 4096 * 4096 * 64128));
+  double sum = 0;
+  for (const auto& o : c.head_ops) sum += o.time.raw();
+  CHECK(c.head_time.raw() == gptest::approx(sum));
+  // A learned position embedding is a second lookup beside the token embedding: twice the bytes, ×3 with the
+  // gradient's scatter-add, each a kernel.
+  wl::TransformerArch learned = a;
+  learned.position = wl::PositionKind::learned;
+  learned.max_position = 4096;
+  const auto cl = model::detail::compute_terms(learned, plan, d, nullptr);
+  const double k3 = 3.0 * model::kernel_fixed(d, model::OpClass::elementwise).raw();
+  CHECK(cl.embed_time.raw() - k3 == gptest::approx(2.0 * (c.embed_time.raw() - k3)));
 }
