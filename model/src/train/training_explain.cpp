@@ -236,7 +236,7 @@ Derivation explain_compute(const ExplainInputs& x) {
   layer.set((first.fwd.total() + first.bwd.total()).raw(), Unit::seconds);
   comp.children.push_back(layer);
   const LossBytes ce = loss_bytes_per_logit(plan);
-  Derivation head{"train.head", "LM head and loss, one micro-batch (last stage)",
+  Derivation head{"train.head", "Final norm, LM head and loss, one micro-batch (last stage)",
                   fmt::format("t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)); the loss moves {} B forward and {} B "
                               "backward per logit of the T × V/tp shard ({})",
                               units::format_number(ce.forward, 3), units::format_number(ce.backward, 3), ce.kernel),
