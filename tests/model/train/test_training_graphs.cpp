@@ -130,4 +130,22 @@ TEST_SUITE("training cuda graphs") {
     const model::OpCost& u = op_starting(unfused, "router kernels bwd (unfused top-k, aux loss)");
     CHECK(u.time.raw() - u.bytes.raw() * per_byte == gptest::approx(11 * 5e-6));
   }
+
+  TEST_CASE("the router's gating GEMM runs on this rank's tokens: T/tp under sequence parallelism, T without") {
+    // Megatron-Core's TopKRouter routes the MoE layer's input, the sequence shard under SP ([s/tp, b, h]); the
+    // dispatcher gathers across TP afterwards. Qwen3-30B-A3B: h 2048, 128 experts; micro-batch 1 × 4096, TP 2.
+    const auto sys = test::node_system("dgx-b200");
+    const auto a = test::arch("qwen3-30b-a3b");
+    auto plan = test::qwen3_b200_row();
+    plan.par.tp = 2;
+    plan.par.dp = 4;
+    plan.par.ep = 4;
+    plan.par.sequence_parallel = true;
+    const auto sp = model::estimate_training(a, plan, sys, Explain::off);
+    // Forward GEMM: 2 · (4096 / 2) · 2048 · 128 FLOPs.
+    CHECK(op_starting(sp, "router").flops.raw() == gptest::approx(2.0 * 2048.0 * 2048.0 * 128.0));
+    plan.par.sequence_parallel = false;
+    const auto no_sp = model::estimate_training(a, plan, sys, Explain::off);
+    CHECK(op_starting(no_sp, "router").flops.raw() == gptest::approx(2.0 * 4096.0 * 2048.0 * 128.0));
+  }
 }
