@@ -490,7 +490,8 @@ class TrainingLayerPricer {
 
   // The linears, split by TP: the QKV block (MLA: its down- and up-projections as one GEMM of equal weight count,
   // h × (Σ weights / h)), the output projection (rows), the MLP or the experts (columns, then rows), the router
-  // (whole). Routed experts: E/ep experts on this GPU, one grouped GEMM over them, T·k·ep/E tokens each.
+  // (all its columns, on this rank's tokens). Routed experts: E/ep experts on this GPU, one grouped GEMM over them,
+  // T·k·ep/E tokens each.
 
   void price_linear(const Op& o) {
     switch (o.linear) {
@@ -527,7 +528,10 @@ class TrainingLayerPricer {
         op_sac_elementwise([&] { residual(); });
         break;
       case LinearKind::router:
-        fwd_gemm(o.name, LinearKind::router, T, h, o.out);
+        // The gating GEMM runs on this rank's tokens: under sequence parallelism the MoE layer's input is the
+        // sequence shard (T/tp rows, Megatron-Core TopKRouter on [s/tp, b, h]; the dispatcher gathers across TP
+        // after routing), as its router kernels below; without it every TP rank routes all T tokens.
+        fwd_gemm(o.name, LinearKind::router, T_norm, h, o.out);
         if (!eager) price_router_kernels(o.out);
         break;
       case LinearKind::expert_in:
