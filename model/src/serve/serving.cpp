@@ -218,42 +218,58 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   for (std::size_t k = 0; k < kinds.size(); ++k)
     if (have[k]) all.scale_add(overlap ? tbo[k] : kinds[k], count[k] * per_stage);
 
-  // LM head (last stage) on the tokens that emit; embedding gather (first stage).
+  // The head graph's ops (graph.hpp build_head_graph): the final norm and the LM head on the last stage, the
+  // embedding lookups (the tokens', and a learned position embedding's) on the first.
+  const OpGraph head_graph = build_head_graph(a);
+  const Op* final_norm = nullptr;
+  const Op* lm_head = nullptr;
+  for (const Op& o : head_graph) {
+    if (o.kind == OpKind::norm) final_norm = &o;
+    if (o.kind == OpKind::linear && o.linear == LinearKind::lm_head) lm_head = &o;
+  }
   Acc head;
   head.tracing = trace != nullptr;
   // The final norm over every token of the pass (last stage; HF's and vLLM's model.norm), one norm kernel; with fused
   // kernels the last layer's residual add is fused into it, as each layer's first norm takes the one before it. Our
   // H200 decode profiles count it (kernel_class_cost.json: 65 norms in a 32-layer Llama-3-8B step, 2 per layer + 1).
-  if (plan.kernels == wl::KernelStyle::eager)
-    head.add(norm_cost("final norm", units::bytes(T * double(a.hidden) * e * 2.0), units::flop(4.0 * T * double(a.hidden)),
-                       a.hidden, d),
-             keep, HostCall::norm);
-  else
-    head.add(norm_cost("final add + norm", units::bytes(T * double(a.hidden) * e * 4.0),
-                       units::flop(5.0 * T * double(a.hidden)), a.hidden, d),
-             keep, HostCall::norm);
+  if (final_norm != nullptr) {
+    const double norm_elems = T * double(final_norm->in);
+    if (plan.kernels == wl::KernelStyle::eager)
+      head.add(norm_cost("final norm", units::bytes(norm_elems * e * 2.0), units::flop(4.0 * norm_elems), final_norm->in, d),
+               keep, HostCall::norm);
+    else
+      head.add(norm_cost("final add + norm", units::bytes(norm_elems * e * 4.0), units::flop(5.0 * norm_elems),
+                         final_norm->in, d),
+               keep, HostCall::norm);
+  }
   const double emit = fb.decode_seqs * double(fb.queries_per_seq) + (fb.prefill_emits_token ? fb.prefill_seqs : 0.0);
-  if (emit > 0) {
+  if (emit > 0 && lm_head != nullptr) {
+    // The vocabulary-parallel LM head on the tokens that emit: its shard of the vocabulary per GPU.
     const std::int64_t mi = at_least_one(emit);
-    const std::int64_t v_local = std::max<std::int64_t>(1, a.vocab / plan.tp);
-    OpCost lm = gemm_cost("LM head", {mi, v_local, a.hidden, 1, 2.0}, sixteen_bit_of(plan.compute), d);
+    const std::int64_t v_local = std::max<std::int64_t>(1, lm_head->out / plan.tp);
+    OpCost lm = gemm_cost("LM head", {mi, v_local, lm_head->in, 1, 2.0}, sixteen_bit_of(plan.compute), d);
     head.add(lm, keep);
-    head.weights += units::bytes(double(a.hidden) * double(v_local) * 2.0);
+    head.weights += units::bytes(double(lm_head->in) * double(v_local) * 2.0);
     head.add(streaming_cost("sampling (softmax, top-k/p)", OpClass::elementwise,
                             units::bytes(emit * double(v_local) * 4.0 * 2.0), units::flop(5.0 * emit * double(v_local)), d),
              keep);
     if (plan.tp > 1) {
       head.add_comm("TP all-gather of the logits", PassItem::Kind::comm_tp,
-                    collective_time(Collective::all_gather, units::bytes(emit * double(a.vocab) * 4.0), tp_g), 1);
+                    collective_time(Collective::all_gather, units::bytes(emit * double(lm_head->out) * 4.0), tp_g), 1);
     }
   }
-  head.add(streaming_cost("embedding gather", OpClass::embedding, units::bytes(T * double(a.hidden) * e * 2.0),
-                          units::flop(0), d),
-           keep);
+  for (const Op& o : head_graph) {
+    if (o.kind != OpKind::embedding) continue;
+    // A lookup reads and writes T rows of the op's width.
+    head.add(streaming_cost(o.part == Part::position_embedding ? "position embedding gather" : "embedding gather",
+                            OpClass::embedding, units::bytes(T * double(o.out) * e * 2.0), units::flop(0), d),
+             keep);
+  }
   for (const auto& op : head.ops) fc.ops.push_back(op);
   if (trace != nullptr) {
     // The embedding gather runs before the first layer (first stage), the rest after the last (last stage).
-    for (auto& it : head.items) (it.name == "embedding gather" ? trace->embedding : trace->head).push_back(std::move(it));
+    for (auto& it : head.items)
+      (it.name.ends_with("embedding gather") ? trace->embedding : trace->head).push_back(std::move(it));
   }
 
   Acc stage = all;

@@ -99,7 +99,7 @@ TEST_CASE("Gemma 2/3's four norms a layer: all priced in training, the post-norm
   // Serving, fused kernels: the first norm takes the residual add before it (4 B each way per element, read x and
   // the residual, write both), the pre-MLP norm the attention block's add; the post-norms read and write (2 × 2 B).
   model::ServingSystem s = test::node_system("dgx-h100");
-  const model::ForwardBatch prefill{1, 1024, 0, 0, 0, 0, false};
+  const model::ForwardBatch prefill{0, 1, 0, 1, 1024, 0, true};  // one 1024-token prompt
   const auto f2 = model::forward_cost(test::arch("llama-3.1-8b"), serve_plan(), prefill, s);
   const auto f4 = model::forward_cost(g, serve_plan(), prefill, s);
   CHECK(f4.kernels - f2.kernels == 2 * g.layers);
@@ -128,7 +128,7 @@ TEST_CASE("MLA's query and key-value latent norms: two norm kernels in training 
   model::ServingSystem s = test::node_system("dgx-h100");
   model::ServingPerfPlan sp = serve_plan();
   sp.tp = 8;
-  const auto f = model::forward_cost(a, sp, {1, 512, 0, 0, 0, 0, false}, s);
+  const auto f = model::forward_cost(a, sp, {0, 1, 0, 1, 512, 0, true}, s);
   const auto sq = ops_named(f.ops, "MLA query latent norm"), skv = ops_named(f.ops, "MLA key-value latent norm");
   REQUIRE(sq.size() >= 1);
   REQUIRE(skv.size() >= 1);
@@ -190,4 +190,23 @@ TEST_CASE("the head graph priced in training: the final norm on the sequence sha
   const auto cl = model::detail::compute_terms(learned, plan, d, nullptr);
   const double k3 = 3.0 * model::kernel_fixed(d, model::OpClass::elementwise).raw();
   CHECK(cl.embed_time.raw() - k3 == gptest::approx(2.0 * (c.embed_time.raw() - k3)));
+}
+
+TEST_CASE("serving's head from the head graph: a learned position embedding is a second gather, the LM head its op") {
+  // GPT-2 (h 768, vocab 50,257, learned positions), a 1024-token prefill at TP 1: the token and the position
+  // embeddings are each gathered (read and write T × 768 × 2 B); Llama-3.1-8B (rotary) has the token gather only.
+  model::ServingSystem s = test::node_system("dgx-h100");
+  const model::ForwardBatch prefill{0, 1, 0, 1, 1024, 0, true};  // one 1024-token prompt
+  const auto g = model::forward_cost(test::arch("gpt2"), serve_plan(), prefill, s);
+  const auto tok = ops_named(g.ops, "embedding gather"), pos = ops_named(g.ops, "position embedding gather");
+  REQUIRE(tok.size() == 1);
+  REQUIRE(pos.size() == 1);
+  CHECK(tok[0]->bytes.raw() == gptest::approx(1024.0 * 768 * 4));
+  CHECK(pos[0]->bytes.raw() == gptest::approx(1024.0 * 768 * 4));
+  const auto lm = ops_named(g.ops, "LM head");
+  REQUIRE(lm.size() == 1);
+  CHECK(lm[0]->flops.raw() == gptest::approx(2.0 * 1 * 768 * 50257));  // the one token the prefill emits
+  const auto l = model::forward_cost(test::arch("llama-3.1-8b"), serve_plan(), prefill, s);
+  CHECK(ops_named(l.ops, "position embedding gather").empty());
+  CHECK(ops_named(l.ops, "embedding gather").size() == 1);
 }
