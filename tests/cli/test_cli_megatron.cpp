@@ -423,13 +423,18 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK(contains(r.err, "no --normalization (LayerNorm)"));
   }
 
-  TEST_CASE("published: Megatron-LM's Megatron-FSDP Llama 3 8B example exits 2 naming the FSDP flags and #22") {
+  TEST_CASE("published: Megatron-LM's Megatron-FSDP Llama 3 8B example runs as ZeRO 3 with its notes") {
     const Run r = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--megatron-args",
-                       fixture("train_llama3_8b_fsdp_h100_fp8.sh")});
-    CHECK(r.rc == kInvalid);
-    CHECK(contains(r.err, "train_llama3_8b_fsdp_h100_fp8.sh:246: --use-megatron-fsdp: error: '--use-megatron-fsdp': "
-                          "changes performance, and that is not modelled yet (#22)"));
-    CHECK(contains(r.err, "'--data-parallel-sharding-strategy optim_grads_params'"));
+                       fixture("train_llama3_8b_fsdp_h100_fp8.sh"), "--format", "json"});
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    const auto j = parse_json(r);
+    CHECK(j["gpus"] == 8);  // WORLD_SIZE=$(($GPUS_PER_NODE*$NUM_NODES)), torchrun --nproc_per_node 8 --nnodes 1
+    CHECK(j["layout"]["dp"] == 8);
+    CHECK(j["layout"]["micro_batches"] == 16);  // 128 / (1 x 8)
+    CHECK(contains(r.err, "zero = 3 (--data-parallel-sharding-strategy optim_grads_params)"));
+    CHECK(contains(r.err, "--use-nccl-ub: accepted, not priced apart"));
+    CHECK(contains(r.err, "--no-gradient-accumulation-fusion: accepted, not priced apart"));
   }
 
   TEST_CASE("hostile scripts: an unterminated quote, an unset variable in a mapped flag, an unknown flag: exit 2") {
