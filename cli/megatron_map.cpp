@@ -129,7 +129,8 @@ std::optional<MegatronMapping> Mapper::run() {
       m_.ignored.push_back(f.name);
       for (const auto& v : f.values)
         for (const auto& u : v.unresolved)
-          m_.notes.push_back(fmt::format("{} uses {} (unset; ignored anyway)", f.name, u));
+          m_.notes.push_back(fmt::format("{} uses {} ({}; ignored anyway)", f.name, u,
+                                         u.rfind("$((", 0) == 0 ? "not evaluated" : "unset"));
     } else if (auto it = kAssumed.find(f.name); it != kAssumed.end()) {
       m_.assumed.push_back(fmt::format("{} ({})", f.name, it->second));
     } else {

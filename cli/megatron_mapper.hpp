@@ -46,7 +46,7 @@ class Mapper {
   std::optional<std::string> value(const MegatronFlag& f) {
     if (f.values.empty()) return std::string();
     if (!f.values.front().unresolved.empty()) {
-      bad(f, fmt::format("uses {}, which the script does not set", f.values.front().unresolved.front()));
+      bad(f, "uses " + unresolved_phrase(f.values.front().unresolved.front()));
       return std::nullopt;
     }
     return f.values.front().text;

@@ -453,5 +453,13 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK(k.rc == kInvalid);
     CHECK(contains(k.err, "run.sh:1: --tensor-model-paralel-size: error: unknown flag"));
     CHECK(contains(k.err, "(did you mean '--tensor-model-parallel-size'?)"));
+    // Shell arithmetic that bash itself refuses (division by zero) feeding a mapped flag: exit 2 with the line.
+    const Script arith("ACC=0\nGBS=$((64 / ACC))\ntorchrun --nproc_per_node 8 pretrain_gpt.py --bf16 \\\n"
+                       "    --global-batch-size $GBS\n");
+    const Run a = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--megatron-args", arith.path()});
+    CHECK(a.rc == kInvalid);
+    CHECK(contains(a.err, "run.sh:3: --global-batch-size: error: '--global-batch-size $((64 / ACC))': uses "
+                          "$((64 / ACC)) (line 2: division by zero, which bash refuses), which gpuplan cannot "
+                          "evaluate"));
   }
 }
