@@ -401,16 +401,16 @@ void Mapper::megatron_fsdp() {
 // hook, param.main_grad.add_) or copies into its bucket (Megatron-FSDP's _grad_acc with sharded gradients,
 // param.main_grad.copy_), where gpuplan prices the fused GEMM that accumulates in its epilogue (ops.hpp,
 // accumulating_wgrad). The difference is streaming traffic of a few bytes per weight per micro-batch beside 6·T FLOPs
-// per weight of GEMMs: data/validation/ANALYSIS.md (session 30) puts it at about 1% of the step for 8192 tokens per
-// micro-batch. Accepted with that note.
+// per weight of GEMMs: data/validation/ANALYSIS.md (session 30) puts it at about 1% (bf16 gradient buffers) to 2% (fp32)
+// of the step for 8192 tokens per micro-batch. Accepted with that note.
 void Mapper::wgrad_fusion() {
   if (!given("--no-gradient-accumulation-fusion")) return;
   m_.notes.push_back(
       "--no-gradient-accumulation-fusion: accepted, not priced apart: each weight gradient is written as a 16-bit "
       "tensor and then added (Megatron-Core DDP) or copied (Megatron-FSDP) into the gradient buffer, where gpuplan "
       "prices the GEMM accumulating in its epilogue; a few bytes of streaming traffic per weight per micro-batch "
-      "(data/validation/ANALYSIS.md, session 30: about 1% of the step at 8192 tokens per micro-batch, more for "
-      "shorter ones)");
+      "(data/validation/ANALYSIS.md, session 30: about 1% of the step with bf16 gradient buffers and 2% with fp32 ones "
+      "at 8192 tokens per micro-batch, more for shorter ones)");
 }
 
 }  // namespace gpuplan::cli::detail
