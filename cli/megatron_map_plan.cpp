@@ -356,8 +356,23 @@ void Mapper::megatron_fsdp() {
   };
   const auto grads = text("--megatron-fsdp-main-grads-dtype").value_or("auto");
   const int gb = dtype_bytes(grads);
+  const auto comm = text("--megatron-fsdp-grad-comm-dtype");
+  for (const char* f : {"--megatron-fsdp-grad-comm-dtype", "--megatron-fsdp-main-params-dtype"})
+    if (auto t = text(f); t && dtype_bytes(*t) == 0) {
+      bad(*get(f), "Megatron-LM's choices are fp32, bf16, fp16 and auto");
+      return;
+    }
+  // Typed among gpuplan's flags without --bf16/--fp16, auto follows gpuplan's --precision, whose default gradient
+  // bytes are already the parameters' (2 with 16-bit training): nothing to set, and a reduction dtype cannot be
+  // compared with a buffer dtype not given.
+  const bool follow_precision = !a_.whole_command && !bf16 && !fp16 && !given("--megatron-fsdp-main-grads-dtype");
   if (gb == 0) {
     bad(*get("--megatron-fsdp-main-grads-dtype"), "Megatron-LM's choices are fp32, bf16, fp16 and auto");
+  } else if (follow_precision) {
+    if (comm && *comm != "auto")
+      bad(*get("--megatron-fsdp-grad-comm-dtype"),
+          "give --bf16, --fp16 or --megatron-fsdp-main-grads-dtype with it: the gradient buffer's dtype decides whether "
+          "the reduction differs from it");
   } else {
     reset("gradient_bytes", gb,
           given("--megatron-fsdp-main-grads-dtype")
@@ -365,7 +380,7 @@ void Mapper::megatron_fsdp() {
               : fmt::format("{} (Megatron-FSDP's gradient buffer: --megatron-fsdp-main-grads-dtype auto = the "
                             "parameters' dtype, {})",
                             on.name, bf16 ? "bf16" : fp16 ? "fp16" : "fp32"));
-    if (auto comm = text("--megatron-fsdp-grad-comm-dtype"); comm && *comm != "auto" && dtype_bytes(*comm) != gb)
+    if (comm && *comm != "auto" && dtype_bytes(*comm) != gb)
       refuse(*get("--megatron-fsdp-grad-comm-dtype"),
              "a gradient reduction in another dtype than the gradient buffer's is");
   }

@@ -810,6 +810,23 @@ TEST_SUITE("megatron args: published launch scripts (tests/fixtures/megatron)") 
         map_script("python pretrain_gpt.py --bf16 --use-megatron-fsdp --megatron-fsdp-grad-comm-dtype fp32\n", d4));
     CHECK(has(d4.to_string(), "'--megatron-fsdp-grad-comm-dtype fp32': a gradient reduction in another dtype than the "
                               "gradient buffer's is not modelled yet (#22)"));
+    Diagnostics d5;
+    CHECK_FALSE(
+        map_script("python pretrain_gpt.py --bf16 --use-megatron-fsdp --megatron-fsdp-grad-comm-dtype fp8\n", d5));
+    CHECK(has(d5.to_string(), "'--megatron-fsdp-grad-comm-dtype fp8': Megatron-LM's choices are fp32, bf16, fp16 and "
+                              "auto"));
+  }
+
+  TEST_CASE("--use-megatron-fsdp typed among gpuplan's flags: ZeRO 3, the gradient bytes left to --precision") {
+    Diagnostics d;
+    auto m = map_typed({"--use-megatron-fsdp"}, d);
+    INFO(d.to_string());
+    REQUIRE(m);
+    CHECK(m->keys["zero"] == 3);
+    CHECK_FALSE(m->keys.contains("gradient_bytes"));  // auto = the parameters' dtype: gpuplan's default for it
+    auto b = map_typed({"--use-megatron-fsdp", "--bf16"}, d);
+    REQUIRE(b);
+    CHECK(b->keys["gradient_bytes"] == 2);
   }
 
   TEST_CASE("without --use-megatron-fsdp its sharding flags are ignored and the DDP path keeps ZeRO 1") {
