@@ -229,7 +229,15 @@ class ArithParser {
     const std::string t(s_.substr(at, i_ - at));
     int base = 10;
     std::string digits = t;
-    if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
+    if (const auto hash = t.find('#'); hash != std::string::npos) {
+      // base#digits (bash: bases 2 to 64; 2 to 36 here, the digits 0-9 and a-z in either case)
+      int b = 0;
+      for (std::size_t k = 0; k < hash; ++k)
+        b = t[k] >= '0' && t[k] <= '9' && b < 100 ? b * 10 + (t[k] - '0') : 100;
+      if (b < 2 || b > 36 || hash + 1 >= t.size()) return fail(fmt::format("'{}' is not an integer in a base 2 to 36", t));
+      base = b;
+      digits = t.substr(hash + 1);
+    } else if (t.size() > 2 && t[0] == '0' && (t[1] == 'x' || t[1] == 'X')) {
       base = 16;
       digits = t.substr(2);
     } else if (t.size() > 1 && t[0] == '0') {
@@ -240,8 +248,8 @@ class ArithParser {
     for (char d : digits) {
       int x = -1;
       if (d >= '0' && d <= '9') x = d - '0';
-      else if (d >= 'a' && d <= 'f') x = d - 'a' + 10;
-      else if (d >= 'A' && d <= 'F') x = d - 'A' + 10;
+      else if (d >= 'a' && d <= 'z') x = d - 'a' + 10;
+      else if (d >= 'A' && d <= 'Z') x = d - 'A' + 10;
       if (x < 0 || x >= base)
         return fail(fmt::format("'{}' is not an integer{}", t,
                                 t.find('.') != std::string::npos ? " (bash arithmetic has no fractions)" : ""));

@@ -3,8 +3,8 @@
 // GPUS_PER_NODE * NNODES ))`, `GLOBAL_BATCH=$((MICRO * DP * ACC))`. Pure: the expression text and a variable lookup in,
 // a value or the reason there is none out; nothing is run.
 //
-// What bash(1) ARITHMETIC EVALUATION defines and launch scripts use: 64-bit signed integers; decimal, 0x hex and
-// leading-0 octal constants; variables by bare name (their value evaluated as an expression in turn, an empty value
+// What bash(1) ARITHMETIC EVALUATION defines and launch scripts use: 64-bit signed integers; decimal, 0x hex,
+// leading-0 octal and base#digits (bases 2 to 36) constants; variables by bare name (their value evaluated as an expression in turn, an empty value
 // as 0); parentheses; unary + - ! ~; ** (exponent, right to left); * / %; + -; << >>; < <= > >=; == !=; & ^ |;
 // && ||; the conditional ?:. Not evaluated, with the reason: a variable the script does not set or sets inside a block
 // gpuplan cannot decide (bash would read an unset one as 0, which for a GPU count or a batch is no answer), division

@@ -70,6 +70,7 @@ TEST_SUITE("shell arithmetic") {
     CHECK(value("6 & 3 | 8 ^ 1") == 11);  // (6&3)=2, 8^1=9, 2|9=11
     CHECK(value("5 > 3 ? 10 : 20") == 10);
     CHECK(value("0x10 + 010") == 24);  // hex 16, octal 8
+    CHECK(value("2#101 + 16#ff") == 260);  // base#digits: 5 + 255
     CHECK(value("") == 0);             // $(( )) is 0
   }
 
@@ -88,6 +89,8 @@ TEST_SUITE("shell arithmetic") {
     CHECK(why("2 ** -1") == "a negative exponent, which bash refuses");
     CHECK(why("NNODES * 8") == "NNODES is not set; bash would read it as 0");
     CHECK(why("1.5 * 2") == "'1.5' is not an integer (bash arithmetic has no fractions)");
+    CHECK(why("08") == "'08' is not an integer");  // a leading 0 is octal, as bash reads it
+    CHECK(why("1#1") == "'1#1' is not an integer in a base 2 to 36");
     CHECK(why("LR * 2", {{"LR", "1.5e-4"}}) == "LR is '1.5e-4', not an integer");
     CHECK(why("9223372036854775807 + 1") == "the result of '+' overflows 64-bit integers");
     CHECK(why("3000000000 * 4000000000") == "the result of '*' overflows 64-bit integers");
