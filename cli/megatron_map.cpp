@@ -94,6 +94,10 @@ const std::set<std::string_view> kHandled{
     "--main-grads-dtype", "--main-params-dtype", "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16",
     "--cp-comm-type", "--no-overlap-p2p-communication", "--make-vocab-size-divisible-by",
     "--enable-cuda-graph", "--external-cuda-graph", "--cuda-graph-scope", "--moe-router-fusion",
+    // Megatron-FSDP and the data-parallel buffers (megatron_map_plan.cpp, megatron_fsdp and wgrad_fusion)
+    "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--megatron-fsdp-main-grads-dtype",
+    "--megatron-fsdp-main-params-dtype", "--megatron-fsdp-grad-comm-dtype", "--use-nccl-ub", "--fsdp-double-buffer",
+    "--fsdp-manual-registration", "--no-gradient-accumulation-fusion",
     // model shape
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
     "--num-query-groups", "--kv-channels", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
@@ -125,7 +129,8 @@ std::optional<MegatronMapping> Mapper::run() {
       m_.ignored.push_back(f.name);
       for (const auto& v : f.values)
         for (const auto& u : v.unresolved)
-          m_.notes.push_back(fmt::format("{} uses {} (unset; ignored anyway)", f.name, u));
+          m_.notes.push_back(fmt::format("{} uses {} ({}; ignored anyway)", f.name, u,
+                                         u.rfind("$((", 0) == 0 ? "not evaluated" : "unset"));
     } else if (auto it = kAssumed.find(f.name); it != kAssumed.end()) {
       m_.assumed.push_back(fmt::format("{} ({})", f.name, it->second));
     } else {
@@ -140,6 +145,8 @@ std::optional<MegatronMapping> Mapper::run() {
   moe();
   attention();
   optimizer();
+  megatron_fsdp();
+  wgrad_fusion();
   shape();
   if (diags_.has_errors()) return std::nullopt;
   return m_;

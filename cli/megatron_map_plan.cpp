@@ -302,4 +302,130 @@ void Mapper::optimizer() {
   }
 }
 
+
+// Megatron-FSDP (Megatron-LM d98e8a64ddf3, megatron/training/arguments.py validate_args and
+// megatron/core/distributed/fsdp/src/megatron_fsdp/): --use-megatron-fsdp with --data-parallel-sharding-strategy
+// (argparse default optim_grads_params). param_and_grad_buffer.py _init_each_parameter_group_buffers shards, per
+// strategy: no_shard nothing, optim the main weights and optimizer states, optim_grads also the gradients,
+// optim_grads_params also the model weights: gpuplan's ZeRO 0 / 1 / 2 / 3, the weights gathered one decoder layer at a
+// time (FSDP units), prefetched behind compute (zero3_gather per_unit). Megatron-FSDP v1 forces the distributed
+// optimizer, which its own sharding then replaces.
+void Mapper::megatron_fsdp() {
+  const bool fsdp = given("--use-megatron-fsdp");
+  if (!fsdp) {
+    // arguments.py: "FSDP manual registration is only supported with Megatron FSDP."
+    if (given("--fsdp-manual-registration"))
+      bad(*get("--fsdp-manual-registration"), "Megatron-LM takes it only with --use-megatron-fsdp and --use-nccl-ub");
+    for (const char* f : {"--data-parallel-sharding-strategy", "--fsdp-double-buffer", "--megatron-fsdp-main-grads-dtype",
+                          "--megatron-fsdp-main-params-dtype", "--megatron-fsdp-grad-comm-dtype"})
+      if (given(f)) m_.ignored.push_back(fmt::format("{} (read only with --use-megatron-fsdp)", f));
+    if (given("--use-nccl-ub"))
+      m_.notes.push_back(
+          "--use-nccl-ub: accepted, not priced apart: NCCL user-buffer registration of the data-parallel buffers "
+          "(DistributedDataParallelConfig.nccl_ub: \"SM efficient nccl algorithm\") lowers the SMs the gradient "
+          "reduce-scatter and parameter all-gather take from the GEMMs beside them; gpuplan prices that share as "
+          "calibrated for NCCL's own kernels (the \"beside compute\" term of the DP row), an upper bound here");
+    return;
+  }
+  const MegatronFlag& on = *get("--use-megatron-fsdp");
+  const auto strategy = text("--data-parallel-sharding-strategy").value_or("optim_grads_params");
+  int zero = -1;
+  if (strategy == "no_shard") zero = 0;
+  else if (strategy == "optim") zero = 1;
+  else if (strategy == "optim_grads") zero = 2;
+  else if (strategy == "optim_grads_params") zero = 3;
+  if (zero < 0) {
+    bad(*get("--data-parallel-sharding-strategy"),
+        "Megatron-LM's choices are no_shard, optim, optim_grads and optim_grads_params");
+    return;
+  }
+  reset("zero", zero,
+        given("--data-parallel-sharding-strategy")
+            ? as_typed(*get("--data-parallel-sharding-strategy"))
+            : "--use-megatron-fsdp (Megatron-LM's default --data-parallel-sharding-strategy optim_grads_params)");
+  if (zero == 3) reset("zero3_gather", "per_unit", as_typed(on) + " (one all-gather per decoder layer, prefetched)");
+  // Megatron-FSDP's gradient buffer: --megatron-fsdp-main-grads-dtype (default auto = the model's parameter dtype:
+  // bf16 with --bf16), which replaces --main-grads-dtype / --grad-reduce-in-bf16; the reduction runs in it unless
+  // --megatron-fsdp-grad-comm-dtype says otherwise (auto = the main gradient dtype).
+  const bool bf16 = given("--bf16"), fp16 = given("--fp16");
+  auto dtype_bytes = [&](const std::string& t) -> int {
+    if (t == "fp32") return 4;
+    if (t == "bf16" || t == "fp16") return 2;
+    if (t == "auto") return bf16 || fp16 ? 2 : 4;
+    return 0;
+  };
+  const auto grads = text("--megatron-fsdp-main-grads-dtype").value_or("auto");
+  const int gb = dtype_bytes(grads);
+  const auto comm = text("--megatron-fsdp-grad-comm-dtype");
+  for (const char* f : {"--megatron-fsdp-grad-comm-dtype", "--megatron-fsdp-main-params-dtype"})
+    if (auto t = text(f); t && dtype_bytes(*t) == 0) {
+      bad(*get(f), "Megatron-LM's choices are fp32, bf16, fp16 and auto");
+      return;
+    }
+  // Typed among gpuplan's flags without --bf16/--fp16, auto follows gpuplan's --precision, whose default gradient
+  // bytes are already the parameters' (2 with 16-bit training): nothing to set, and a reduction dtype cannot be
+  // compared with a buffer dtype not given.
+  const bool follow_precision = !a_.whole_command && !bf16 && !fp16 && !given("--megatron-fsdp-main-grads-dtype");
+  if (gb == 0) {
+    bad(*get("--megatron-fsdp-main-grads-dtype"), "Megatron-LM's choices are fp32, bf16, fp16 and auto");
+  } else if (follow_precision) {
+    if (comm && *comm != "auto")
+      bad(*get("--megatron-fsdp-grad-comm-dtype"),
+          "give --bf16, --fp16 or --megatron-fsdp-main-grads-dtype with it: the gradient buffer's dtype decides whether "
+          "the reduction differs from it");
+  } else {
+    reset("gradient_bytes", gb,
+          given("--megatron-fsdp-main-grads-dtype")
+              ? as_typed(*get("--megatron-fsdp-main-grads-dtype"))
+              : fmt::format("{} (Megatron-FSDP's gradient buffer: --megatron-fsdp-main-grads-dtype auto = the "
+                            "parameters' dtype, {})",
+                            on.name, bf16 ? "bf16" : fp16 ? "fp16" : "fp32"));
+    if (comm && *comm != "auto" && dtype_bytes(*comm) != gb)
+      refuse(*get("--megatron-fsdp-grad-comm-dtype"),
+             "a gradient reduction in another dtype than the gradient buffer's is");
+  }
+  if (auto p = text("--megatron-fsdp-main-params-dtype"); p && *p != "fp32")
+    refuse(*get("--megatron-fsdp-main-params-dtype"), "main weights that are not fp32 are");
+  // NCCL user buffers and the double buffer (megatron_fsdp.py MegatronFSDP: nccl_ub "uses less number of SMs",
+  // fsdp_double_buffer "persistently allocated double buffers"; arguments.py turns both fsdp_double_buffer and
+  // fsdp_manual_registration on with --use-nccl-ub).
+  if (given("--fsdp-manual-registration") && !given("--use-nccl-ub"))
+    bad(*get("--fsdp-manual-registration"), "Megatron-LM takes it only with --use-nccl-ub");
+  if (given("--use-nccl-ub"))
+    m_.notes.push_back(
+        "--use-nccl-ub: accepted, not priced apart: NCCL user-buffer registration of Megatron-FSDP's buffers "
+        "(megatron_fsdp.py: \"uses less number of SMs, resulting better overlapped computation\") lowers the SMs its "
+        "all-gathers and reduce-scatters take from the GEMMs beside them; gpuplan prices that share as calibrated for "
+        "NCCL's own kernels (the \"beside compute\" term of the DP row), an upper bound here. Megatron-LM turns "
+        "--fsdp-double-buffer and --fsdp-manual-registration on with it");
+  if (given("--fsdp-manual-registration"))
+    m_.assumed.push_back("--fsdp-manual-registration (how --use-nccl-ub registers the buffers; no cost of its own)");
+  if ((given("--fsdp-double-buffer") || given("--use-nccl-ub")) && zero >= 2)
+    m_.notes.push_back(fmt::format(
+        "{}: Megatron-FSDP keeps two persistent buffers of a decoder layer for its parameter all-gathers (priced: "
+        "the layer in use and the one prefetched) and two for its gradient reduce-scatters "
+        "(param_and_grad_buffer.py FixedPoolAllocator, size 2); gpuplan holds one layer's unsharded gradient, so "
+        "the peak is about one layer's parameters × the gradient bytes ({} B) above the price",
+        given("--fsdp-double-buffer") ? "--fsdp-double-buffer" : "--use-nccl-ub", gb));
+  else if (given("--fsdp-double-buffer"))
+    m_.assumed.push_back("--fsdp-double-buffer (no gathered or unsharded buffers below optim_grads)");
+}
+
+// --no-gradient-accumulation-fusion (arguments.py, dest gradient_accumulation_fusion): each weight-gradient GEMM
+// writes a fresh 16-bit gradient that the data-parallel wrapper then adds into its gradient buffer (Megatron-Core DDP's
+// hook, param.main_grad.add_) or copies into its bucket (Megatron-FSDP's _grad_acc with sharded gradients,
+// param.main_grad.copy_), where gpuplan prices the fused GEMM that accumulates in its epilogue (ops.hpp,
+// accumulating_wgrad). The difference is streaming traffic of a few bytes per weight per micro-batch beside 6·T FLOPs
+// per weight of GEMMs: data/validation/ANALYSIS.md (session 30) puts it at about 1% (bf16 gradient buffers) to 2% (fp32)
+// of the step for 8192 tokens per micro-batch. Accepted with that note.
+void Mapper::wgrad_fusion() {
+  if (!given("--no-gradient-accumulation-fusion")) return;
+  m_.notes.push_back(
+      "--no-gradient-accumulation-fusion: accepted, not priced apart: each weight gradient is written as a 16-bit "
+      "tensor and then added (Megatron-Core DDP) or copied (Megatron-FSDP) into the gradient buffer, where gpuplan "
+      "prices the GEMM accumulating in its epilogue; a few bytes of streaming traffic per weight per micro-batch "
+      "(data/validation/ANALYSIS.md, session 30: about 1% of the step with bf16 gradient buffers and 2% with fp32 ones "
+      "at 8192 tokens per micro-batch, more for shorter ones)");
+}
+
 }  // namespace gpuplan::cli::detail

@@ -46,7 +46,7 @@ class Mapper {
   std::optional<std::string> value(const MegatronFlag& f) {
     if (f.values.empty()) return std::string();
     if (!f.values.front().unresolved.empty()) {
-      bad(f, fmt::format("uses {}, which the script does not set", f.values.front().unresolved.front()));
+      bad(f, "uses " + unresolved_phrase(f.values.front().unresolved.front()));
       return std::nullopt;
     }
     return f.values.front().text;
@@ -90,6 +90,15 @@ class Mapper {
   void recompute();
   void pipeline_split();
   void optimizer();
+  void megatron_fsdp();
+  void wgrad_fusion();
+  /// Replaces a key another mapping step set (or defaulted), with its new origin.
+  template <class V>
+  void reset(const std::string& key, const V& v, std::string origin) {
+    m_.keys[key] = v;
+    m_.origin[key] = std::move(origin);
+    m_.defaulted.erase(key);
+  }
   // The model's layers (megatron_map_layers.cpp).
   void moe();
   void capacity();

@@ -108,7 +108,7 @@ std::optional<MegatronArgs> parse_megatron_words(const std::vector<ShellWord>& w
     const ShellWord& w = words[k];
     if (!w.unresolved.empty() && w.text.rfind("-", 0) != 0) {
       script_error_at(diags, source, w.line, "",
-               fmt::format("'{}' uses {}, which the script does not set", w.text, w.unresolved.front()));
+               fmt::format("'{}' uses {}", w.text, unresolved_phrase(w.unresolved.front())));
       return std::nullopt;
     }
     if (!is_flag(w.text)) {
@@ -137,8 +137,7 @@ std::optional<MegatronArgs> parse_megatron_words(const std::vector<ShellWord>& w
       return std::nullopt;
     }
     if (!w.unresolved.empty() && !inline_value) {
-      script_error_at(diags, source, w.line, name, fmt::format("the flag uses {}, which the script does not set",
-                                                        w.unresolved.front()));
+      script_error_at(diags, source, w.line, name, "the flag uses " + unresolved_phrase(w.unresolved.front()));
       return std::nullopt;
     }
     ++k;

@@ -1,6 +1,7 @@
 // Shell text read into commands (shell_words.hpp): the lexer of pasted command lines and launch scripts that
 // Megatron-LM's, vLLM's and SGLang's readers share (read_shell_commands).
 #include "shell_words.hpp"
+#include "shell_arithmetic.hpp"
 #include "shell_conditions.hpp"
 
 #include <algorithm>
@@ -89,7 +90,9 @@ class Lexer {
         // is resolved and a value that is not), or with every field when none does.
         bool first = true;
         for (const auto& p : parts) {
-          auto fs = fields(p.text);
+          // An arithmetic expansion is one number, never split (an unevaluated one keeps its text whole).
+          const bool arith = !p.unresolved.empty() && p.text.rfind("$((", 0) == 0;
+          auto fs = arith ? std::vector<std::string>{p.text} : fields(p.text);
           if (!p.unresolved.empty() && fs.empty()) fs.push_back(p.text);
           for (const auto& f : fs) {
             if (!first) end_word();
@@ -246,6 +249,33 @@ class Lexer {
     parts.push_back(unresolved(text, ""));
   }
 
+  /// $(( expr )) written as `text`: the parameters inside expanded first (as bash does), then the arithmetic
+  /// (shell_arithmetic.hpp) over the script's variables; a value that cannot be had stays unresolved with the line
+  /// and the reason, refused where a mapped flag uses it.
+  bool arithmetic(const std::string& text, std::string_view expr, std::vector<ShellWord>& parts, std::string& error) {
+    std::string err;
+    const ShellWord w = expand_quoted(expr, line_, vars_, err);
+    if (!err.empty()) return fail(error, err);
+    if (!w.unresolved.empty()) {
+      parts.push_back(unresolved(text, fmt::format("line {}: uses {}", line_, w.unresolved.front())));
+      return true;
+    }
+    auto lookup = [this](const std::string& name) -> shell_arithmetic::VarValue {
+      if (auto c = vars_.conditional.find(name); c != vars_.conditional.end())
+        return {std::nullopt, fmt::format("is set inside an if/for/while/case block at line {}", c->second)};
+      const ShellWord* v = nullptr;
+      if (auto a = vars_.arrays.find(name); a != vars_.arrays.end() && !a->second.empty()) v = &a->second.front();
+      if (auto sc = vars_.scalars.find(name); sc != vars_.scalars.end()) v = &sc->second;
+      if (v == nullptr) return {std::nullopt, "is not set; bash would read it as 0"};
+      if (!v->unresolved.empty()) return {std::nullopt, fmt::format("uses {}", v->unresolved.front())};
+      return {v->text, {}};
+    };
+    const shell_arithmetic::Result r = shell_arithmetic::evaluate(w.text, lookup);
+    if (r.value) parts.push_back(ShellWord{std::to_string(*r.value), {}, line_});
+    else parts.push_back(unresolved(text, fmt::format("line {}: {}", line_, r.why)));
+    return true;
+  }
+
   bool dollar(std::vector<ShellWord>& parts, std::string& error) {
     const std::size_t at = i_;
     if (at + 1 >= s_.size()) {
@@ -254,6 +284,15 @@ class Lexer {
       return true;
     }
     const char n = s_[at + 1];
+    if (n == '(' && at + 2 < s_.size() && s_[at + 2] == '(') {
+      // $(( ... )): arithmetic when the inner parenthesis closes right before the outer one (else a command
+      // substitution of a subshell, "$( (cd x; pwd) )").
+      const auto e = closing(at + 1, '(', ')');
+      if (e != std::string_view::npos && s_[e - 1] == ')' && closing(at + 2, '(', ')') == e - 1) {
+        i_ = e + 1;
+        return arithmetic(std::string(s_.substr(at, e - at + 1)), s_.substr(at + 3, e - 1 - (at + 3)), parts, error);
+      }
+    }
     if (n == '(') {
       const auto e = closing(at + 1, '(', ')');
       if (e == std::string_view::npos) return fail(error, "an unterminated $( command substitution");
@@ -364,6 +403,10 @@ int paren_balance(std::string_view s) {
 }
 
 }  // namespace
+
+std::string unresolved_phrase(const std::string& u) {
+  return u.rfind("$((", 0) == 0 ? u + ", which gpuplan cannot evaluate" : u + ", which the script does not set";
+}
 
 void script_error_at(Diagnostics& diags, const std::string& file, int line, const std::string& pointer,
                      std::string message) {

@@ -27,11 +27,15 @@ struct ShellCommand {
 
 /// Reads shell text into its commands: backslash-newline continuations, comments, '...' and "..." quotes, NAME=value
 /// and NAME=(...) arrays (kept as variables, not returned), $NAME / ${NAME} / ${NAME:-default} / ${NAME[@]}
-/// expansions, statements split at ; && || | &, redirections dropped, if/for/while/case keywords skipped (a variable
+/// expansions, $(( ... )) arithmetic (shell_arithmetic.hpp), statements split at ; && || | &, redirections dropped, if/for/while/case keywords skipped (a variable
 /// set inside such a block is marked unresolved where used: gpuplan does not evaluate shell conditions). `source`
 /// names the text in diagnostics. Errors: an unterminated quote, expansion or array.
 std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view text, const std::string& source,
                                                              Diagnostics& diags);
+
+/// How a diagnostic names an unresolved reference of a word: "$TP, which the script does not set", or for an
+/// arithmetic expansion "$((A / B)) (line 3: division by zero ...), which gpuplan cannot evaluate".
+std::string unresolved_phrase(const std::string& u);
 
 /// An error at `line` of a script `file` (`pointer` names the flag or word): the one diagnostic shape of the script
 /// readers (shell_words.cpp, megatron_script.cpp).
