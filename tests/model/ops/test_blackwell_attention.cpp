@@ -41,9 +41,23 @@ TEST_SUITE("Blackwell fused attention: cuDNN 9.13.1's measured rates") {
     const auto& gb300 = *blackwell_device("gb300-gpu").gpu->efficiency;
     CHECK(gb300.attention_fwd == gptest::approx(1716.056 / 2500 * kLawFwd).epsilon(1.5e-3));  // 0.658
     CHECK(gb300.attention_bwd == gptest::approx(1150.498 / 2500 * kLawBwd).epsilon(1.5e-3));  // 0.422
-    // GB200 takes B200's fractions and B300 GB300's (same dies; no cuDNN 9.13 sweep of their own).
-    CHECK(blackwell_device("gb200-gpu").gpu->efficiency->attention_bwd == b200.attention_bwd);
+    // B300 takes GB300's fractions (same die, no clocks in its file; no cuDNN 9.13 sweep of its own).
     CHECK(blackwell_device("b300-hgx").gpu->efficiency->attention_bwd == gb300.attention_bwd);
+  }
+
+  TEST_CASE("GB200 runs B200's measured rate per SM and clock: SMs x device-reported max SM clock, not the datasheets") {
+    // The benchmark pauses between calls (burst clocks), so between two packagings of one die the rate scales with
+    // SMs x max SM clock: GB200 152 x 2062 MHz against B200 148 x 1965 MHz = 1.0777, where the datasheet peaks
+    // (2,500 against 2,250 TFLOP/s) differ by 1.111. GB200 fwd 1384.231 x 1.0777 / 2500 = 0.5967 at s = 8192.
+    const auto& gb200_gpu = *blackwell_device("gb200-gpu").gpu;
+    const auto& b200_gpu = *blackwell_device("b200-hgx").gpu;
+    const double per_clock = (152.0 * 2062.0) / (148.0 * 1965.0);
+    CHECK(double(gb200_gpu.compute_units) * *gb200_gpu.boost_clock_MHz /
+              (double(b200_gpu.compute_units) * *b200_gpu.boost_clock_MHz) ==
+          gptest::approx(per_clock).epsilon(1e-12));
+    const auto& gb200 = *gb200_gpu.efficiency;
+    CHECK(gb200.attention_fwd == gptest::approx(1384.231 * per_clock / 2500 * kLawFwd).epsilon(1.5e-3));  // 0.572
+    CHECK(gb200.attention_bwd == gptest::approx(994.850 * per_clock / 2500 * kLawBwd).epsilon(1.5e-3));   // 0.394
   }
 
   TEST_CASE("at the measured shape the model prices cuDNN's measured time") {
