@@ -1320,7 +1320,7 @@ TEST_SUITE("efficiency rows") {
     CHECK(t.value().families.size() == 1);
   }
 
-  TEST_CASE("a row may carry its fused attention's sequence-law tile costs; absent is 0, out of (0, 100] refused") {
+  TEST_CASE("a row may carry its fused attention's sequence-law tile costs (absent: 0), and refuses one above 100 key tiles") {
     std::string with = kRow;
     with.replace(with.find("\"tile_m\""), 8, "\"attention_tile_fwd\": 6.2, \"attention_tile_bwd\": 11.1, \"tile_m\"");
     auto t = gpuplan::hw_io::decode_efficiency(table("[" + with + "]", R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])"), "t.json");
