@@ -1320,6 +1320,23 @@ TEST_SUITE("efficiency rows") {
     CHECK(t.value().families.size() == 1);
   }
 
+  TEST_CASE("a row may carry its fused attention's sequence-law tile costs (absent: 0), and refuses one above 100 key tiles") {
+    std::string with = kRow;
+    with.replace(with.find("\"tile_m\""), 8, "\"attention_tile_fwd\": 6.2, \"attention_tile_bwd\": 11.1, \"tile_m\"");
+    auto t = gpuplan::hw_io::decode_efficiency(table("[" + with + "]", R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])"), "t.json");
+    REQUIRE_MESSAGE(t.ok(), t.diagnostics().to_string());
+    CHECK(t.value().rows[0].attention_tile_fwd == 6.2);
+    CHECK(t.value().rows[0].attention_tile_bwd == 11.1);
+    auto plain = gpuplan::hw_io::decode_efficiency(table("[" + kRow + "]", R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])"), "t.json");
+    REQUIRE(plain.ok());
+    CHECK(plain.value().rows[0].attention_tile_fwd == 0.0);  // the kernel family's built-in law
+    std::string bad = kRow;
+    bad.replace(bad.find("\"tile_m\""), 8, "\"attention_tile_bwd\": 150, \"tile_m\"");
+    auto b = gpuplan::hw_io::decode_efficiency(table("[" + bad + "]", R"([{"family": "Hopper", "gpu": "h100-sxm5-80gb"}])"), "t.json");
+    CHECK_FALSE(b.ok());
+    CHECK(b.diagnostics().to_string().find("t.json: /rows/0/attention_tile_bwd: error:") != std::string::npos);
+  }
+
   TEST_CASE("bad rows: a fraction above 1, a zero where zero means nothing, a source the file does not have") {
     std::string bad = kRow;
     bad.replace(bad.find("\"hbm\": 0.9"), 10, "\"hbm\": 1.5");

@@ -42,6 +42,12 @@ FieldSpec opt_us(std::string key, std::string doc, const char* unit = "us") {
   return f;
 }
 
+// A fixed cost in key-tile iterations (the fused attention's sequence law): optional, in (0, 100].
+FieldSpec opt_key_tiles(std::string key, std::string doc) {
+  FieldSpec f = opt_us(std::move(key), std::move(doc), "key tiles");
+  return f;
+}
+
 }  // namespace
 
 const FieldTable& efficiency_row_fields() {
@@ -54,6 +60,10 @@ const FieldTable& efficiency_row_fields() {
       fraction("attention_bwd", "fused attention backward, as attention_fwd"),
       fraction("fa2_fwd", "FlashAttention-2 forward, as attention_fwd"),
       fraction("fa2_bwd", "FlashAttention-2 backward, as attention_fwd"),
+      opt_key_tiles("attention_tile_fwd", "the fused attention's fixed cost per 128-row query tile in key-tile "
+                                          "iterations, forward: its sequence law eta ~ k/(k + c), k key tiles per "
+                                          "query tile, fitted to the row's sweep over s (absent: the built-in law)"),
+      opt_key_tiles("attention_tile_bwd", "the same, backward"),
       opt_fraction("gemm_int8", "int8 GEMM rate (int32 accumulate) / dense int8 peak, at compute-bound shapes"),
       opt_fraction("gemm_sparse24",
                    "2:4-sparse 16-bit GEMM rate (dense-equivalent FLOPs) / sparse 16-bit peak, compute-bound shapes"),
@@ -95,7 +105,7 @@ const FieldTable& efficiency_fields() {
       {
           typed("rows", FieldType::any,
                 "measured efficiencies per GPU: a list of {gpu, gemm_bf16, gemm_fp8, hbm, attention_fwd, "
-                "attention_bwd, fa2_fwd, fa2_bwd, [gemm_int8, gemm_sparse24, gemm_w4a16, gemm_w4a16_hbm, graph_gemm_us, "
+                "attention_bwd, fa2_fwd, fa2_bwd, [attention_tile_fwd, attention_tile_bwd, gemm_int8, gemm_sparse24, gemm_w4a16, gemm_w4a16_hbm, graph_gemm_us, "
                 "graph_attention_us, graph_elementwise_us, graph_attention_fused_us, graph_norm_us, "
                 "graph_norm_ns_per_element,] tile_m, tile_n, origin, "
                 "sources}",
@@ -136,6 +146,8 @@ Result<hw::EfficiencyTable> decode_efficiency(const Json& j, const std::string& 
     row.attention_bwd = e.num("attention_bwd").value_or(0.0);
     row.fa2_fwd = e.num("fa2_fwd").value_or(0.0);
     row.fa2_bwd = e.num("fa2_bwd").value_or(0.0);
+    row.attention_tile_fwd = e.num("attention_tile_fwd").value_or(0.0);
+    row.attention_tile_bwd = e.num("attention_tile_bwd").value_or(0.0);
     row.gemm_int8 = e.num("gemm_int8").value_or(0.0);
     row.gemm_sparse24 = e.num("gemm_sparse24").value_or(0.0);
     row.gemm_w4a16 = e.num("gemm_w4a16").value_or(0.0);

@@ -79,6 +79,10 @@ EfficiencyProfile from_row(const hw::EfficiencyRow& r, const std::string& gpu_id
   // A row whose fused attention is FlashAttention-2 itself (Ampere: no Hopper kernels) takes FA2's sequence law.
   e.attention_tile =
       r.attention_fwd == r.fa2_fwd && r.attention_bwd == r.fa2_bwd ? kFa2AttentionTileCost : kFusedAttentionTileCost;
+  // A row swept over s carries its own fused sequence law (Blackwell's cuDNN: a fixed cost of several times
+  // Hopper's key tiles per query tile); the head-dim and dropout terms stay the family's.
+  if (r.attention_tile_fwd > 0.0) e.attention_tile.fwd = r.attention_tile_fwd;
+  if (r.attention_tile_bwd > 0.0) e.attention_tile.bwd = r.attention_tile_bwd;
   e.gemm_int8 = r.gemm_int8;
   e.gemm_sparse24 = r.gemm_sparse24;
   e.gemm_w4a16 = r.gemm_w4a16;

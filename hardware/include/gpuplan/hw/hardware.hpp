@@ -122,6 +122,10 @@ struct EfficiencyRow {
   double hbm = 0.0;
   double attention_fwd = 0.0, attention_bwd = 0.0;  ///< the stack's fused attention (cuDNN / FA3 / FA4)
   double fa2_fwd = 0.0, fa2_bwd = 0.0;              ///< FlashAttention-2
+  /// The fused attention's sequence law on this part (model efficiency.hpp, AttentionTileCost): its fixed cost per
+  /// query tile in key-tile iterations, forward and backward, fitted to the row's measured sweep over s (0: the
+  /// built-in law of the kernel family, cuDNN on Hopper or FlashAttention-2).
+  double attention_tile_fwd = 0.0, attention_tile_bwd = 0.0;
   int tile_m = 128, tile_n = 128;
   /// Compression compute paths (0: not measured on this part): int8 GEMM rate / dense int8 peak; 2:4-sparse 16-bit
   /// GEMM rate (dense-equivalent FLOPs) / sparse 16-bit peak; weight-only int4 GEMM rate at compute-bound shapes /
