@@ -41,6 +41,8 @@ ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_la
   for_each_layer_kind(a, [&](LayerKind kind, int64_t count) {
     const OpGraph g = build_layer_graph(a, kind);
     c.attention += count * g.parameters(Part::attention);
+    // The attention core's own weights are its sinks (the projections are the linear ops around it).
+    if (const Op* core = g.attention()) c.attention_sinks += count * core->parameters();
     c.ssm += count * g.parameters(Part::ssm);
     c.norms += count * g.parameters(Part::norms);
     if (kind.ffn && !(kind.moe && a.moe)) {
@@ -217,7 +219,9 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
 }
 
 bool lora_targets(const wl::Lora& l, LinearKind k) {
-  if (!l.on() || k == LinearKind::router || k == LinearKind::gate || k == LinearKind::lm_head) return false;
+  if (!l.on() || k == LinearKind::router || k == LinearKind::gate || k == LinearKind::lm_head ||
+      k == LinearKind::mtp_proj)
+    return false;
   switch (l.targets) {
     case wl::LoraTargets::qkv: return k == LinearKind::qkv;
     case wl::LoraTargets::attention: return k == LinearKind::qkv || k == LinearKind::attention_out;
