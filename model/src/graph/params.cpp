@@ -16,7 +16,6 @@ using std::int64_t;
 /// `dense_layers` gets the number of layers with a dense FFN.
 ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_layers) {
   ParameterCounts c;
-  const int64_t h = a.hidden;
   const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
   const OpGraph head = build_head_graph(a);
   c.attention_per_layer = dense_layer.parameters(Part::attention);
@@ -63,12 +62,11 @@ ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_la
   c.total = c.active - c.active_routed_experts + c.routed_experts + c.vision;
 
   if (a.mtp_layers > 0) {
-    // DeepSeek-V3 MTP module (arXiv:2412.19437 §2.2): two RMSNorms, a 2h→h projection and one (MoE) transformer
-    // layer; embedding and output head are shared with the main model.
-    const int64_t layer = c.attention_per_layer + 2 * norm_unit +
-                          (a.moe ? router_per_layer + a.moe->num_experts * c.expert + shared_per_layer
-                                 : c.dense_mlp_per_layer);
-    c.mtp = a.mtp_layers * (2 * norm_unit + 2 * h * h + layer + norm_unit);
+    // DeepSeek-V3 MTP module (arXiv:2412.19437 §2.2): its own ops (build_mtp_graph: two RMSNorms, the 2h→h
+    // projection, the norm before the shared head) and one full-attention transformer layer, MoE in an MoE model;
+    // embedding and output head are shared with the main model.
+    c.mtp = a.mtp_layers *
+            (build_mtp_graph(a).parameters() + build_layer_graph(a, LayerKind{a.moe.has_value(), false}).parameters());
   }
   return c;
 }
