@@ -248,7 +248,7 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   if (a.attention_sinks)
     arch.rows.emplace_back("attention sinks", fmt::format("one learned logit per query head per layer ({} parameters "
                                                           "in all; negligible cost)",
-                                                          a.heads * a.attention_layer_count()));
+                                                          p.attention_sinks));
   {
     std::string kinds;
     for (const auto& k : layer_kinds(a)) kinds += (kinds.empty() ? "" : ", ") + k.text();

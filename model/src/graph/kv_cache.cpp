@@ -114,13 +114,26 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
   return k;
 }
 
+namespace {
+/// The recurrent mixer op (Mamba-2 or gated DeltaNet) of the model's layer graph whose mixer is `mixer`.
+Op recurrent_op(const wl::TransformerArch& a, wl::Mixer mixer) {
+  LayerKind kind;
+  kind.mixer = mixer;
+  kind.ffn = false;
+  return *build_layer_graph(a, kind).ssm();
+}
+}  // namespace
+
 MambaStateBytes gated_deltanet_state_bytes(const wl::TransformerArch& a, int tp) {
   MambaStateBytes s;
   if (!a.gdn) return s;
   const auto& m = *a.gdn;
+  // The gated DeltaNet op of the layer graph: its conv1d's channels and kernel, its value heads n_v, key dim d_k
+  // (d_qk) and value dim d_v.
+  const Op& o = recurrent_op(a, wl::Mixer::gated_deltanet);
   const double t = double(std::max(1, tp));
-  s.conv_elements = double(m.conv_kernel - 1) * double(m.conv_channels()) / t;
-  s.ssm_elements = double(m.value_heads) / t * double(m.key_dim) * double(m.value_dim);
+  s.conv_elements = double(o.conv_kernel - 1) * double(o.conv_channels) / t;
+  s.ssm_elements = double(o.heads) / t * double(o.d_qk) * double(o.d_v);
   s.conv = units::bytes(s.conv_elements * m.state_bytes);
   s.ssm = units::bytes(s.ssm_elements * m.state_bytes);
   return s;
@@ -134,11 +147,15 @@ MambaStateBytes mamba2_state_bytes(const wl::TransformerArch& a, int tp) {
   MambaStateBytes s;
   if (!a.mamba) return s;
   const auto& m = *a.mamba;
+  // The Mamba-2 op of the layer graph: its conv1d's channels (x, B and C: n_h·P + 2·n_g·N) and kernel, its heads n_h,
+  // head dim P (d_v), state size N (d_qk) and groups n_g.
+  const Op& o = recurrent_op(a, wl::Mixer::mamba2);
   const std::int64_t t = std::max(1, tp);
-  // vLLM extra_groups_for_head_shards: groups are replicated up to t when t does not divide them.
-  const std::int64_t groups = m.groups % t == 0 ? m.groups : m.groups + std::max<std::int64_t>(0, t - m.groups);
-  s.conv_elements = double(m.conv_kernel - 1) * double(m.inner() + 2 * groups * m.state) / double(t);
-  s.ssm_elements = double(m.heads) / double(t) * double(m.head_dim) * double(m.state);
+  // vLLM extra_groups_for_head_shards: groups are replicated up to t when t does not divide them, each copy with
+  // its B and C channels.
+  const std::int64_t groups = o.groups % t == 0 ? o.groups : o.groups + std::max<std::int64_t>(0, t - o.groups);
+  s.conv_elements = double(o.conv_kernel - 1) * double(o.conv_channels + 2 * (groups - o.groups) * o.d_qk) / double(t);
+  s.ssm_elements = double(o.heads) / double(t) * double(o.d_v) * double(o.d_qk);
   s.conv = units::bytes(s.conv_elements * 2.0);
   s.ssm = units::bytes(s.ssm_elements * m.ssm_state_bytes);
   return s;
@@ -240,20 +257,25 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
   const bool per_token_scales = kv.scales == KvScaleGranularity::per_token_head && is_quantized(kv.dtype);
   double groups_per_layer_gpu = 0.0, groups_per_layer_model = 0.0;  // per-token scale groups
   double elements_model = 0.0;
+  // The attention op of the layer graph says what a layer caches per token, whole-model (cache_elements): MLA's
+  // latent and rotary key, or K and V of n_kv heads.
+  const Op attn = attention_or_reference(a, build_layer_graph(a, LayerKind{}));
   if (k.mla) {
     k.kv_heads_total = 1;
     k.kv_heads_per_gpu = 1;
     k.replication = k.tp;
-    k.elements_per_layer = double(a.mla->kv_lora_rank + a.mla->qk_rope_head_dim);
+    k.elements_per_layer = double(attn.cache_elements);
     elements_model = k.elements_per_layer;
     groups_per_layer_gpu = groups_per_layer_model = 1.0;  // K and V are the same latent buffer
   } else {
-    const std::int64_t nkv = std::max<std::int64_t>(1, a.kv_heads);
+    const std::int64_t nkv = std::max<std::int64_t>(1, attn.kv_heads);
     k.kv_heads_total = double(nkv);
     k.kv_heads_per_gpu = double(std::max<std::int64_t>(1, nkv / k.tp));
     k.replication = k.tp > nkv ? static_cast<int>(k.tp / nkv) : 1;
-    k.elements_per_layer = 2.0 * k.kv_heads_per_gpu * double(a.head_dim);
-    elements_model = 2.0 * double(nkv) * double(a.head_dim);
+    // K and V of one head: the cached elements over the KV heads (2·d).
+    const std::int64_t per_head = attn.kv_heads > 0 ? attn.cache_elements / attn.kv_heads : attn.d_qk + attn.d_v;
+    k.elements_per_layer = double(per_head) * k.kv_heads_per_gpu;
+    elements_model = double(per_head) * double(nkv);
     groups_per_layer_gpu = 2.0 * k.kv_heads_per_gpu;
     groups_per_layer_model = 2.0 * double(nkv);
   }

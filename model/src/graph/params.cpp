@@ -16,7 +16,6 @@ using std::int64_t;
 /// `dense_layers` gets the number of layers with a dense FFN.
 ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_layers) {
   ParameterCounts c;
-  const int64_t h = a.hidden;
   const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
   const OpGraph head = build_head_graph(a);
   c.attention_per_layer = dense_layer.parameters(Part::attention);
@@ -41,6 +40,8 @@ ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_la
   for_each_layer_kind(a, [&](LayerKind kind, int64_t count) {
     const OpGraph g = build_layer_graph(a, kind);
     c.attention += count * g.parameters(Part::attention);
+    // The attention core's own weights are its sinks (the projections are the linear ops around it).
+    if (const Op* core = g.attention()) c.attention_sinks += count * core->parameters();
     c.ssm += count * g.parameters(Part::ssm);
     c.norms += count * g.parameters(Part::norms);
     if (kind.ffn && !(kind.moe && a.moe)) {
@@ -61,12 +62,11 @@ ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_la
   c.total = c.active - c.active_routed_experts + c.routed_experts + c.vision;
 
   if (a.mtp_layers > 0) {
-    // DeepSeek-V3 MTP module (arXiv:2412.19437 §2.2): two RMSNorms, a 2h→h projection and one (MoE) transformer
-    // layer; embedding and output head are shared with the main model.
-    const int64_t layer = c.attention_per_layer + 2 * norm_unit +
-                          (a.moe ? router_per_layer + a.moe->num_experts * c.expert + shared_per_layer
-                                 : c.dense_mlp_per_layer);
-    c.mtp = a.mtp_layers * (2 * norm_unit + 2 * h * h + layer + norm_unit);
+    // DeepSeek-V3 MTP module (arXiv:2412.19437 §2.2): its own ops (build_mtp_graph: two RMSNorms, the 2h→h
+    // projection, the norm before the shared head) and one full-attention transformer layer, MoE in an MoE model;
+    // embedding and output head are shared with the main model.
+    c.mtp = a.mtp_layers *
+            (build_mtp_graph(a).parameters() + build_layer_graph(a, LayerKind{a.moe.has_value(), false}).parameters());
   }
   return c;
 }
@@ -217,7 +217,9 @@ ParameterCounts parameter_counts(const wl::TransformerArch& a, Explain explain) 
 }
 
 bool lora_targets(const wl::Lora& l, LinearKind k) {
-  if (!l.on() || k == LinearKind::router || k == LinearKind::gate || k == LinearKind::lm_head) return false;
+  if (!l.on() || k == LinearKind::router || k == LinearKind::gate || k == LinearKind::lm_head ||
+      k == LinearKind::mtp_proj)
+    return false;
   switch (l.targets) {
     case wl::LoraTargets::qkv: return k == LinearKind::qkv;
     case wl::LoraTargets::attention: return k == LinearKind::qkv || k == LinearKind::attention_out;

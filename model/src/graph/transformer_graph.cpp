@@ -88,10 +88,13 @@ int64_t OpGraph::matmul_per_token() const {
   return n;
 }
 
+int64_t layer_boundary_width(const wl::TransformerArch& a) { return a.hidden; }
+
 namespace {
 
 int64_t norm_elements(const wl::TransformerArch& a) {
-  return a.norm == wl::NormKind::layernorm ? 2 * a.hidden : a.hidden;  // LayerNorm: weight + bias
+  const int64_t h = layer_boundary_width(a);
+  return a.norm == wl::NormKind::layernorm ? 2 * h : h;  // LayerNorm: weight + bias
 }
 
 Op norm_op(const wl::TransformerArch& a, const char* name, Part part) {
@@ -99,7 +102,7 @@ Op norm_op(const wl::TransformerArch& a, const char* name, Part part) {
   o.kind = OpKind::norm;
   o.part = part;
   o.name = name;
-  o.in = o.out = a.hidden;
+  o.in = o.out = layer_boundary_width(a);
   o.add(norm_elements(a), TpSplit::small, false);
   return o;
 }
@@ -121,7 +124,7 @@ Op linear_op(const char* name, Part part, LinearKind kind, int64_t in, int64_t o
 /// (ReplicatedLinear). Its scoring (ReLU(q·k) weighted over the heads, FP8) and the top-k selection are the op's work.
 void add_indexer(const wl::TransformerArch& a, OpGraph& g) {
   const auto& x = *a.dsa;
-  const int64_t h = a.hidden, rq = a.mla->q_lora_rank > 0 ? a.mla->q_lora_rank : h;
+  const int64_t h = layer_boundary_width(a), rq = a.mla->q_lora_rank > 0 ? a.mla->q_lora_rank : h;
   Op ix;
   ix.kind = OpKind::indexer;
   ix.part = Part::attention;
@@ -150,7 +153,7 @@ void add_indexer(const wl::TransformerArch& a, OpGraph& g) {
 /// (kv_a_layernorm) + r_kv·n_q·(d_nope + d_v) (kv_b); o = n_q·d_v·h. The block is one fused linear to LoRA: in h,
 /// out the query heads and the cached latent with its rotary key.
 void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, OpGraph& g) {
-  const int64_t h = a.hidden, nq = a.heads;
+  const int64_t h = layer_boundary_width(a), nq = a.heads;
   Op attn;
   attn.kind = OpKind::attention;
   attn.part = Part::attention;
@@ -230,7 +233,7 @@ void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, 
 /// experts), with biases (gated: 2w on up/gate, plain: w; h on down) when `bias`.
 void add_mlp(const wl::TransformerArch& a, const char* up_name, const char* down_name, Part part, LinearKind up_kind,
              LinearKind down_kind, int64_t width, int64_t copies, int64_t active, bool bias, OpGraph& g) {
-  const int64_t h = a.hidden;
+  const int64_t h = layer_boundary_width(a);
   const int64_t glu = a.mlp == wl::MlpKind::gated ? 2 : 1;
   Op up = linear_op(up_name, part, up_kind, h, glu * width);
   up.copies = copies;
@@ -250,7 +253,7 @@ void add_mlp(const wl::TransformerArch& a, const char* up_name, const char* down
 /// and the shared experts (n_s of width i_s, always active; Qwen2-MoE's sigmoid gate h→1 on them).
 void add_moe(const wl::TransformerArch& a, OpGraph& g) {
   const auto& m = *a.moe;
-  const int64_t h = a.hidden;
+  const int64_t h = layer_boundary_width(a);
   Op router = linear_op("router", Part::router, LinearKind::router, h, m.num_experts);
   router.add(h * m.num_experts, TpSplit::small);
   if (m.router_bias) router.add(m.num_experts, TpSplit::small, false);
@@ -281,7 +284,7 @@ void add_moe(const wl::TransformerArch& a, OpGraph& g) {
 /// and per-channel vectors split with them.
 void add_mamba2(const wl::TransformerArch& a, OpGraph& g) {
   const auto& m = *a.mamba;
-  const int64_t h = a.hidden, di = m.inner(), cc = m.conv_channels();
+  const int64_t h = layer_boundary_width(a), di = m.inner(), cc = m.conv_channels();
   const int64_t proj = di + cc + m.heads;  // z, then x·B·C, then dt
   Op in = linear_op("in_proj (z, x, B, C, dt)", Part::ssm, LinearKind::qkv, h, proj);
   in.add(h * proj, TpSplit::split);
@@ -317,7 +320,7 @@ void add_mamba2(const wl::TransformerArch& a, OpGraph& g) {
 /// splits the projections column- / row-parallel and the heads with them.
 void add_gated_deltanet(const wl::TransformerArch& a, OpGraph& g) {
   const auto& m = *a.gdn;
-  const int64_t h = a.hidden, cc = m.conv_channels(), vw = m.value_width();
+  const int64_t h = layer_boundary_width(a), cc = m.conv_channels(), vw = m.value_width();
   const int64_t proj = cc + vw + 2 * m.value_heads;  // q, k, v, z, then beta and a
   Op in = linear_op("in_proj (q, k, v, z, β, a)", Part::ssm, LinearKind::qkv, h, proj);
   in.add(h * (cc + vw), TpSplit::split);            // in_proj_qkvz
@@ -402,7 +405,7 @@ const char* ffn_name(const wl::TransformerArch& a, LayerKind kind) {
 
 OpGraph build_head_graph(const wl::TransformerArch& a) {
   OpGraph g;
-  const int64_t h = a.hidden;
+  const int64_t h = layer_boundary_width(a);
   Op emb;
   emb.kind = OpKind::embedding;
   emb.part = Part::embedding;
@@ -423,6 +426,19 @@ OpGraph build_head_graph(const wl::TransformerArch& a) {
   Op head = linear_op("LM head", Part::lm_head, LinearKind::lm_head, h, a.vocab);
   head.add(a.vocab * h, TpSplit::split, true, a.tied_embeddings);
   g.push(head);
+  return g;
+}
+
+OpGraph build_mtp_graph(const wl::TransformerArch& a) {
+  OpGraph g;
+  const int64_t h = layer_boundary_width(a);
+  g.push(norm_op(a, "MTP hidden norm", Part::mtp));
+  g.push(norm_op(a, "MTP embedding norm", Part::mtp));
+  // M·[hnorm(h); enorm(Emb(t))]: Megatron-Core's eh_proj is column-parallel (multi_token_prediction.py).
+  Op proj = linear_op("MTP projection", Part::mtp, LinearKind::mtp_proj, 2 * h, h);
+  proj.add(2 * h * h, TpSplit::split);
+  g.push(proj);
+  g.push(norm_op(a, "MTP final norm", Part::mtp));
   return g;
 }
 

@@ -533,7 +533,8 @@ class ServingLayerPricer {
       }
       case LinearKind::mlp_out: gemm(o.name, Ti, std::max<std::int64_t>(1, o.in / t), h); break;
       case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced
-      case LinearKind::lm_head:  // not a layer op
+      case LinearKind::lm_head:   // not a layer op
+      case LinearKind::mtp_proj:  // the MTP module's (build_mtp_graph), not a layer op
         break;
     }
   }

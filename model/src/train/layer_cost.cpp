@@ -588,7 +588,8 @@ class TrainingLayerPricer {
         break;
       }
       case LinearKind::gate:     // the shared experts' h→1 gate: a dot product per token, not priced
-      case LinearKind::lm_head:  // not a layer op
+      case LinearKind::lm_head:   // not a layer op
+      case LinearKind::mtp_proj:  // the MTP module's (build_mtp_graph), not a layer op
         break;
   }
   }

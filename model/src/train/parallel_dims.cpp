@@ -15,9 +15,11 @@
 namespace gpuplan::model::detail {
 
 // ---- the messages of one micro-batch (TP, CP, EP, PP) and one collective of each dimension (training_core.hpp) ----
+// The TP, EP and PP messages carry the layer's boundary activation: T tokens of the residual stream's width, what
+// every layer graph's first op reads and its last op writes (layer_boundary_width, graph.hpp).
 double tp_message_elements(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
-  return double(T) * double(a.hidden);
+  return double(T) * double(layer_boundary_width(a));
 }
 
 Bytes tp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
@@ -35,7 +37,7 @@ Bytes ep_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
   const std::int64_t k = a.moe ? a.moe->experts_per_token : 0;
   // × etp/tp: the rows an expert-TP group gathers (moe_dispatch); 1 without parallel folding.
-  return units::bytes((double(T) * double(k) * double(a.hidden)) * plan.precision.activation_bytes *
+  return units::bytes((double(T) * double(k) * double(layer_boundary_width(a))) * plan.precision.activation_bytes *
                       (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp))));
 }
 
@@ -48,7 +50,7 @@ Bytes pp_message(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
   // (schedules.py get_tensor_shapes); the scatter/gather optimisation (Narayanan et al. 2021 §4.1, Megatron-LM's
   // scatter_gather_tensors_in_pipeline until March 2023) sends 1/tp of it without sequence parallelism too.
   const std::int64_t T = plan.micro_batch * plan.seq_len / plan.par.cp;
-  return units::bytes((double(T) * double(a.hidden)) * plan.precision.activation_bytes /
+  return units::bytes((double(T) * double(layer_boundary_width(a))) * plan.precision.activation_bytes /
                       (pp_message_split(plan) ? double(plan.par.tp) : 1.0));
 }
 

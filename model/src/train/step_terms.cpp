@@ -141,13 +141,17 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
                                       units::flop(0), hd);
   c.embed_time = embed.time * (frozen ? 1.0 : 3.0);
   if (plan.mtp_layers > 0) {
-    // DeepSeek-V3 §2.2.1: h' = M·[RMSNorm(h); RMSNorm(Emb(t))], M of h × 2h, then one transformer block (priced with
-    // the stage's layers) and the shared output head with its loss (the same cost as the main model's).
-    const std::int64_t h2 = 2 * a.hidden;
-    const OpCost pf = gemm_cost(none, {T, a.hidden, h2, 1}, plan.precision.compute, hd);
-    const OpCost pd = gemm_cost(none, {T, h2, a.hidden, 1}, plan.precision.compute, hd);
-    const OpCost pw = gemm_cost(none, {h2, a.hidden, T, 1}, plan.precision.compute, hd);
-    c.mtp_extra = pf.time + pd.time + pw.time + c.head_time;
+    // DeepSeek-V3 §2.2.1: h' = M·[RMSNorm(h); RMSNorm(Emb(t))], M of h × 2h (the MTP graph's projection), then one
+    // transformer block (priced with the stage's layers) and the shared output head with its loss (the same cost as
+    // the main model's). The module's norms are not priced (approx: three norms of T·h, under a GEMM of T·2h·h).
+    c.mtp_extra = c.head_time;
+    for (const Op& o : build_mtp_graph(a)) {
+      if (o.kind != OpKind::linear) continue;
+      const OpCost pf = gemm_cost(none, {T, o.out, o.in, 1}, plan.precision.compute, hd);
+      const OpCost pd = gemm_cost(none, {T, o.in, o.out, 1}, plan.precision.compute, hd);
+      const OpCost pw = gemm_cost(none, {o.in, o.out, T, 1}, plan.precision.compute, hd);
+      c.mtp_extra = pf.time + pd.time + pw.time + c.mtp_extra;
+    }
   }
   return c;
 }

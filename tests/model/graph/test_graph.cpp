@@ -144,4 +144,50 @@ TEST_SUITE("op graph") {
     CHECK(lora_layer_params(a, l, true).dense == qkv);
     CHECK(lora_layer_params(a, l, true).expert == 0.0);
   }
+
+  TEST_CASE("every layer graph reads and writes the residual stream's width, the TP/EP/PP messages' width") {
+    for (const auto& m : library().models) {
+      const auto& a = m.arch;
+      CAPTURE(a.id);
+      CHECK(layer_boundary_width(a) == a.hidden);
+      for_each_layer_kind(a, [&](LayerKind kind, std::int64_t) {
+        const OpGraph g = build_layer_graph(a, kind);
+        REQUIRE(g.size() > 0);
+        CHECK(g[0].in == layer_boundary_width(a));
+        // The last op onto the residual stream; the shared experts' h→1 gate scales their output beside it.
+        const Op* last = nullptr;
+        for (const Op& o : g)
+          if (!(o.kind == OpKind::linear && o.linear == LinearKind::gate)) last = &o;
+        REQUIRE(last != nullptr);
+        CHECK(last->out == layer_boundary_width(a));
+      });
+    }
+  }
+
+  TEST_CASE("DeepSeek-V3's MTP module: hnorm, enorm, the 2h → h projection, the norm before the shared head") {
+    // config.json: hidden_size 7168, RMSNorm (one weight of h); the checkpoint's layer 61 holds enorm, hnorm
+    // (7168 each), eh_proj (7168 × 14336) and shared_head.norm (7168).
+    const auto& a = arch("deepseek-v3");
+    const OpGraph g = build_mtp_graph(a);
+    CHECK(names(g) == std::vector<std::string>{"MTP hidden norm", "MTP embedding norm", "MTP projection",
+                                               "MTP final norm"});
+    const Op& proj = op(g, "MTP projection");
+    CHECK(proj.in == 14336);
+    CHECK(proj.out == 7168);
+    CHECK(proj.matmul_elements() == 14336LL * 7168);
+    CHECK(g.parameters() == 3LL * 7168 + 2LL * 7168 * 7168);
+    CHECK(g.parameters(Part::mtp) == g.parameters());
+    // The module's count: these ops and one MoE layer (attention, its two norms, router, 256 experts, shared expert).
+    const ParameterCounts p = parameter_counts(a, Explain::off);
+    const OpGraph layer = build_layer_graph(a, LayerKind{true, false});
+    CHECK(p.mtp == g.parameters() + layer.parameters());
+  }
+
+  TEST_CASE("attention sinks: one learned logit per query head of every attention layer (GPT-OSS), none elsewhere") {
+    // gpt-oss-120b config.json: 64 attention heads, 36 layers; gpt-oss-20b: 64 heads, 24 layers.
+    CHECK(parameter_counts(arch("gpt-oss-120b"), Explain::off).attention_sinks == 64 * 36);
+    CHECK(parameter_counts(arch("gpt-oss-20b"), Explain::off).attention_sinks == 64 * 24);
+    CHECK(parameter_counts(arch("llama-3.1-8b"), Explain::off).attention_sinks == 0);
+    CHECK(parameter_counts(arch("deepseek-v3"), Explain::off).attention_sinks == 0);
+  }
 }

@@ -31,6 +31,7 @@ enum class Part : std::uint8_t {
   attention, dense_mlp, router, routed_experts, shared_experts, norms,  // per layer
   embedding, position_embedding, final_norm, lm_head,                    // around the layers
   ssm,  ///< per layer: a Mamba-2 or gated DeltaNet mixer's projections, conv1d, A_log, (D), dt_bias and gated norm
+  mtp,  ///< a multi-token-prediction module's own ops (its norms and projection; its layer is a layer kind's)
 };
 
 /// How tensor parallelism splits a weight tensor across the t ranks of a TP group.
@@ -177,6 +178,18 @@ Op attention_or_reference(const wl::TransformerArch& a, const OpGraph& g);
 
 /// The ops around the layers: token embedding, learned positions, final norm, LM head (tied or not).
 OpGraph build_head_graph(const wl::TransformerArch& a);
+
+/// DeepSeek-V3's multi-token-prediction module around its transformer layer (arXiv:2412.19437 §2.2.1): the RMSNorms of
+/// the previous depth's hidden state and of the next token's embedding (hnorm, enorm), the projection M of their
+/// concatenation (eh_proj, 2h → h, no bias) and the module's norm before the shared output head (shared_head.norm).
+/// Its transformer layer is one of the model's layer kinds (build_layer_graph); the embedding and the output head are
+/// the main model's (build_head_graph).
+OpGraph build_mtp_graph(const wl::TransformerArch& a);
+
+/// The width of the residual stream a layer takes and gives, whole-model: h. Every layer graph's first op reads it and
+/// its last op writes it (build_layer_graph builds them from here); read directly where a graph per call would cost
+/// more than the quantity (the training step's TP, EP and PP messages, per layout in the search).
+std::int64_t layer_boundary_width(const wl::TransformerArch& a);
 
 /// What one attention layer caches per token, whole-model: 2·n_kv·d (K and V), or MLA's latent and shared rotary key
 /// r_kv + d_rope. The attention op's cache_elements (build_layer_graph sets it from here); read directly where a

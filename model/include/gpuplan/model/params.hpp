@@ -13,6 +13,7 @@ struct ParameterCounts {
   std::int64_t embedding = 0;            ///< token embedding V·h
   std::int64_t position_embedding = 0;   ///< learned absolute positions P·h (GPT-2 style), else 0
   std::int64_t attention = 0;            ///< all layers: projections, their biases, q/k norms, sinks
+  std::int64_t attention_sinks = 0;      ///< all layers' attention sinks (one learned logit per query head), in `attention`
   std::int64_t ssm = 0;                  ///< all Mamba-2 layers: in/out projections, conv1d, A_log, D, dt_bias, gated norm
   std::int64_t dense_mlp = 0;            ///< all dense-FFN layers
   std::int64_t router = 0;               ///< all MoE layers: gating matrices (+ biases)
@@ -48,8 +49,9 @@ struct ParameterCounts {
 ParameterCounts parameter_counts(const wl::TransformerArch& arch, Explain explain = Explain::on);
 
 /// The linear layers of a decoder layer, as LoRA targets name them (gate: the shared experts' h→1 gate; lm_head:
-/// the output layer; neither, like the router, ever gets an adapter).
-enum class LinearKind { qkv, attention_out, mlp_in, mlp_out, expert_in, expert_out, router, gate, lm_head };
+/// the output layer; mtp_proj: a multi-token-prediction module's 2h → h projection; none of them, like the router,
+/// gets an adapter here).
+enum class LinearKind { qkv, attention_out, mlp_in, mlp_out, expert_in, expert_out, router, gate, lm_head, mtp_proj };
 /// Whether LoRA puts an adapter beside this linear layer (never the router, a gate or the LM head).
 bool lora_targets(const wl::Lora& l, LinearKind k);
 
