@@ -219,11 +219,11 @@ int run_report(const GlobalOptions& g, const ReportFlags& f) {
   if (!parsed) return report(diags);
   auto plan = wl_io::decode_plan(*parsed, f.plan);
   if (!plan.ok()) return report(plan.diagnostics());
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  auto ctx = resolve_plan(f.plan, plan.value(), *dir, f.no_calibration, *db, *lib, diags);
+  const auto ws = app::load_workspace(*dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
+  auto ctx = resolve_plan(f.plan, plan.value(), *dir, f.no_calibration, db, lib, diags);
   if (!ctx) return report(diags);
 
   model::ReportRequest req;
