@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -136,7 +137,7 @@ int run_fit(const GlobalOptions& g, const FitFlags& f) {
   const std::string out_path = f.out.value_or(dir + "/calibration/" + gpu->info.id + "/profile.json");
   const std::string text = calib::profile_json(*p);
   if (!f.dry_run) {
-    if (!calib::write_file_atomically(out_path, text, diags, f.samples)) return report(diags);
+    if (!app::write_file_atomically(out_path, text, diags, f.samples)) return report(diags);
     diags.note(out_path, "", "profile written");
   }
   report(diags);
@@ -326,7 +327,7 @@ int run_run(const GlobalOptions& g, const RunFlags& f) {
     for (const auto& d : p.diagnostics().items()) diags.add(d);
     if (!p.ok()) return report(diags);
     const std::string path = dir + "/calibration/" + id + "/profile.json";
-    if (!calib::write_file_atomically(path, calib::profile_json(*p), diags)) return report(diags);
+    if (!app::write_file_atomically(path, calib::profile_json(*p), diags)) return report(diags);
     diags.note(path, "", "profile written (the samples stay in " + out_dir.string() + ")");
     out(render_sections(profile_sections(*p, *gpu), fmt_));
   }

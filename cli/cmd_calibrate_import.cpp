@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/calibrate/nccl_tests.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/json_io/reader.hpp"
@@ -139,7 +140,7 @@ int run_import(const GlobalOptions& g, const ImportFlags& f) {
     out(text);
     return kExitOk;
   }
-  if (!calib::write_file_atomically(f.out, text, diags, f.files)) return report(diags);
+  if (!app::write_file_atomically(f.out, text, diags, f.files)) return report(diags);
   diags.note(f.out, "",
              fmt::format("{} samples of {} written; fit them with gpuplan calibrate fit {} --dry-run", rows,
                          gpu->info.id, f.out));

@@ -15,7 +15,7 @@
 #include "commands.hpp"
 #include "report_render.hpp"
 #include "gpuplan/app/resolve.hpp"
-#include "gpuplan/calibrate/calibration.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/report.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
@@ -268,7 +268,7 @@ int run_report(const GlobalOptions& g, const ReportFlags& f) {
   }
   if (!f.output.empty()) {
     Diagnostics d;
-    if (!calib::write_file_atomically(f.output, body, d, {f.plan})) {
+    if (!app::write_file_atomically(f.output, body, d, {f.plan})) {
       Diagnostics d2;
       for (auto x : d.items()) {
         if (x.pointer.empty()) x.pointer = "--output";

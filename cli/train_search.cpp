@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuplan/app/report_sections.hpp"
-#include "gpuplan/calibrate/calibration.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/search.hpp"
@@ -151,7 +151,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
     std::ostringstream csv;
     write_points_csv(csv, res.all, opt.deadline.has_value(), arch, base, sys);
     Diagnostics wd;
-    if (!calib::write_file_atomically(path, csv.str(), wd, {f.scenario, f.keys.text("model").value_or("")})) {
+    if (!app::write_file_atomically(path, csv.str(), wd, {f.scenario, f.keys.text("model").value_or("")})) {
       std::string why;
       for (const auto& x : wd.items()) why += (why.empty() ? "" : "; ") + x.message;
       d.error("", "--search-csv", fmt::format("cannot write '{}': {}", path, why));
