@@ -243,19 +243,18 @@ int run_gui_bench(const GlobalOptions& g, const BenchFlags& f, const std::string
 
 int run_bench(const GlobalOptions& g, const BenchFlags& f) {
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  if (f.gui_recompute) return run_gui_bench(g, f, *dir, *db, *lib);
-  auto m = wl_io::resolve_model(*lib, f.model);
+  const auto ws = app::open_workspace(g.data_dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const std::string& dir = ws->data_dir;
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
+  if (f.gui_recompute) return run_gui_bench(g, f, dir, db, lib);
+  auto m = wl_io::resolve_model(lib, f.model);
   if (!m.ok()) return report(m.diagnostics());
   auto where = [](const std::string& key) { return "--" + key; };
   model::TrainingSystem sys;
-  if (!resolve_hardware(f.gpu, "", "", *db, where, diags, sys)) return report(diags);
-  if (!load_calibration(*dir, sys, f.no_calibration, diags)) return report(diags);
+  if (!resolve_hardware(f.gpu, "", "", db, where, diags, sys)) return report(diags);
+  if (!load_calibration(dir, sys, f.no_calibration, diags)) return report(diags);
   report(diags);
   const wl::TransformerArch& arch = m->arch;
   if (f.simulate > 0) return run_simulate_bench(g, f, arch, sys);

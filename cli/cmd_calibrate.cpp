@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
@@ -102,10 +103,10 @@ std::vector<Section> profile_sections(const calib::Profile& p, const hw::GpuSpec
 
 int run_fit(const GlobalOptions& g, const FitFlags& f) {
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
+  const auto ws = app::open_workspace(g.data_dir, {.hardware = true, .models = false});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const std::string& dir = ws->data_dir;
+  const hw::HardwareDb& db = ws->db;
   std::vector<calib::Samples> samples;
   for (const auto& path : f.samples) {
     auto s = calib::read_samples(path);
@@ -118,25 +119,25 @@ int run_fit(const GlobalOptions& g, const FitFlags& f) {
   if (diags.has_errors()) return report(diags);
   // The GPU: --gpu, else the name the driver gave (resolved through the database's names and aliases).
   std::string want = f.gpu.value_or(samples.front().gpu_name);
-  const hw::GpuSpec* gpu = db->find_gpu(want);
+  const hw::GpuSpec* gpu = db.find_gpu(want);
   if (gpu == nullptr) {
     diags.error("", f.gpu ? "--gpu" : samples.front().file + ": /device/name",
-                fmt::format("no GPU '{}' in the database{}{}", want, did_you_mean(want, db->gpu_names()),
+                fmt::format("no GPU '{}' in the database{}{}", want, did_you_mean(want, db.gpu_names()),
                             f.gpu ? "" : "; give --gpu ID"));
     return report(diags);
   }
   for (const auto& s : samples)
-    if (!s.gpu_name.empty() && db->find_gpu(s.gpu_name) != nullptr && db->find_gpu(s.gpu_name) != gpu)
+    if (!s.gpu_name.empty() && db.find_gpu(s.gpu_name) != nullptr && db.find_gpu(s.gpu_name) != gpu)
       diags.error(s.file, "/device/name",
-                  fmt::format("taken on {} ({}), not on {}", s.gpu_name, db->find_gpu(s.gpu_name)->info.id, gpu->info.id));
+                  fmt::format("taken on {} ({}), not on {}", s.gpu_name, db.find_gpu(s.gpu_name)->info.id, gpu->info.id));
   if (diags.has_errors()) return report(diags);
-  auto p = calib::fit_profile(samples, *gpu, *db);
+  auto p = calib::fit_profile(samples, *gpu, db);
   for (const auto& d : p.diagnostics().items()) diags.add(d);
   if (!p.ok()) return report(diags);
-  const std::string out_path = f.out.value_or(*dir + "/calibration/" + gpu->info.id + "/profile.json");
+  const std::string out_path = f.out.value_or(dir + "/calibration/" + gpu->info.id + "/profile.json");
   const std::string text = calib::profile_json(*p);
   if (!f.dry_run) {
-    if (!calib::write_file_atomically(out_path, text, diags, f.samples)) return report(diags);
+    if (!app::write_file_atomically(out_path, text, diags, f.samples)) return report(diags);
     diags.note(out_path, "", "profile written");
   }
   report(diags);
@@ -151,16 +152,16 @@ int run_fit(const GlobalOptions& g, const FitFlags& f) {
 
 int run_show(const GlobalOptions& g, const std::string& id) {
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  const hw::GpuSpec* gpu = db->find_gpu(id);
+  const auto ws = app::open_workspace(g.data_dir, {.hardware = true, .models = false});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const std::string& dir = ws->data_dir;
+  const hw::HardwareDb& db = ws->db;
+  const hw::GpuSpec* gpu = db.find_gpu(id);
   if (gpu == nullptr) {
-    diags.error("", "GPU", fmt::format("unknown GPU '{}'{}", id, did_you_mean(id, db->gpu_names())));
+    diags.error("", "GPU", fmt::format("unknown GPU '{}'{}", id, did_you_mean(id, db.gpu_names())));
     return report(diags);
   }
-  const std::string path = *dir + "/calibration/" + gpu->info.id + "/profile.json";
+  const std::string path = dir + "/calibration/" + gpu->info.id + "/profile.json";
   auto p = calib::read_profile(path);
   if (!p.ok()) {
     for (const auto& d : p.diagnostics().items()) diags.add(d);
@@ -213,10 +214,10 @@ std::optional<std::string> find_bench(const std::optional<std::string>& flag) {
 int run_run(const GlobalOptions& g, const RunFlags& f) {
   namespace fs = std::filesystem;
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
+  const auto ws = app::open_workspace(g.data_dir, {.hardware = true, .models = false});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const std::string& dir = ws->data_dir;
+  const hw::HardwareDb& db = ws->db;
   // --gpus first: a malformed flag is reported before anything about this machine.
   std::vector<int> gpus;
   if (f.gpus) {
@@ -308,7 +309,7 @@ int run_run(const GlobalOptions& g, const RunFlags& f) {
       for (const auto& d : s.diagnostics().items()) diags.add(d);
       continue;
     }
-    const hw::GpuSpec* gpu = db->find_gpu(s->gpu_name);
+    const hw::GpuSpec* gpu = db.find_gpu(s->gpu_name);
     if (gpu == nullptr) {
       diags.error(file, "/device/name",
                   fmt::format("'{}' is not in the hardware database: add it under data/hardware/gpus, then run "
@@ -321,12 +322,12 @@ int run_run(const GlobalOptions& g, const RunFlags& f) {
   if (diags.has_errors()) return report(diags);
   const Format fmt_ = parse_format(g.format);
   for (const auto& [id, samples] : by_gpu) {
-    const hw::GpuSpec* gpu = db->find_gpu(id);
-    auto p = calib::fit_profile(samples, *gpu, *db);
+    const hw::GpuSpec* gpu = db.find_gpu(id);
+    auto p = calib::fit_profile(samples, *gpu, db);
     for (const auto& d : p.diagnostics().items()) diags.add(d);
     if (!p.ok()) return report(diags);
-    const std::string path = *dir + "/calibration/" + id + "/profile.json";
-    if (!calib::write_file_atomically(path, calib::profile_json(*p), diags)) return report(diags);
+    const std::string path = dir + "/calibration/" + id + "/profile.json";
+    if (!app::write_file_atomically(path, calib::profile_json(*p), diags)) return report(diags);
     diags.note(path, "", "profile written (the samples stay in " + out_dir.string() + ")");
     out(render_sections(profile_sections(*p, *gpu), fmt_));
   }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/calibrate/nccl_tests.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/json_io/reader.hpp"
@@ -86,11 +87,10 @@ std::optional<calib::NcclTestsTopology> parse_topology(const std::string& spec, 
 
 int run_import(const GlobalOptions& g, const ImportFlags& f) {
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  const auto topo = parse_topology(f.topology, *db, diags);
+  const auto ws = app::open_workspace(g.data_dir, {.hardware = true, .models = false});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const auto topo = parse_topology(f.topology, db, diags);
   if (!topo) return report(diags);
   std::string op;
   if (!f.op.empty()) {
@@ -104,8 +104,8 @@ int run_import(const GlobalOptions& g, const ImportFlags& f) {
       return report(diags);
     }
   }
-  const hw::NodeSpec* node = db->find_node(topo->node);
-  const hw::GpuSpec* gpu = db->find_gpu(node->gpu);
+  const hw::NodeSpec* node = db.find_node(topo->node);
+  const hw::GpuSpec* gpu = db.find_gpu(node->gpu);
   std::vector<calib::NcclTestsLog> logs;
   for (const auto& file : f.files) {
     auto text = json_io::read_text_file(file, diags);
@@ -113,7 +113,7 @@ int run_import(const GlobalOptions& g, const ImportFlags& f) {
     auto log = calib::parse_nccl_tests_log(*text, file, *topo, op, diags);
     if (!log) continue;
     for (const auto& name : log->devices) {
-      const hw::GpuSpec* seen = db->find_gpu(name);
+      const hw::GpuSpec* seen = db.find_gpu(name);
       if (seen != nullptr && seen != gpu) {
         diags.error(file, "",
                     fmt::format("the log ran on '{}' ({}), but node {} holds {}: state the node the run used",
@@ -140,7 +140,7 @@ int run_import(const GlobalOptions& g, const ImportFlags& f) {
     out(text);
     return kExitOk;
   }
-  if (!calib::write_file_atomically(f.out, text, diags, f.files)) return report(diags);
+  if (!app::write_file_atomically(f.out, text, diags, f.files)) return report(diags);
   diags.note(f.out, "",
              fmt::format("{} samples of {} written; fit them with gpuplan calibrate fit {} --dry-run", rows,
                          gpu->info.id, f.out));

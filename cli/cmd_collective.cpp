@@ -166,18 +166,18 @@ int run_collective(const GlobalOptions& g, const CollectiveFlags& f, const CLI::
   const int n = int(f.gpus);
 
   // ---- hardware and calibration ----
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
+  const auto ws = app::open_workspace(g.data_dir, {.hardware = true, .models = false});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const std::string& dir = ws->data_dir;
+  const hw::HardwareDb& db = ws->db;
   model::TrainingSystem sys;
   auto where = [](const std::string& key) { return "--" + key; };
-  if (!resolve_hardware(f.gpu, f.node, f.cluster, *db, where, diags, sys)) return report(diags);
+  if (!resolve_hardware(f.gpu, f.node, f.cluster, db, where, diags, sys)) return report(diags);
   if (sys.node == nullptr) {
     diags.error("", "--gpu", fmt::format("no node in the database holds {}: give --node", sys.gpu->info.id));
     return report(diags);
   }
-  if (!load_calibration(*dir, sys, f.no_calibration, diags)) return report(diags);
+  if (!load_calibration(dir, sys, f.no_calibration, diags)) return report(diags);
   report(diags);  // notes
   std::vector<std::string> reasons;
   if (sys.cluster != nullptr && static_cast<long long>(sys.cluster->nodes) * sys.node->gpus < f.gpus)

@@ -49,10 +49,10 @@ int run_compress(const GlobalOptions& g, const CLI::App& cmd, const ServeFlags& 
     const model::CompressionStep* st = choices[i].find(model::CompressionKind::student);
     if (st == nullptr) continue;
     if (!lib) {
-      auto l = wl_io::load_model_library(ctx.data_dir);
+      auto l = app::load_workspace(ctx.data_dir, {.hardware = false, .models = true});
       diags.append(l.diagnostics());
       if (!l.ok()) return report(diags);
-      lib = l.value();
+      lib = l->library;
     }
     auto m = wl_io::resolve_model(*lib, st->model);
     if (!m.ok()) {

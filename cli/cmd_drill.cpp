@@ -39,14 +39,13 @@ std::string stated_line(const Drill& d) {
 
 int run_drill(const GlobalOptions& g, const DrillFlags& f) {
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  const DrillContext ctx{&lib.value(), &db.value(), ""};
-  const std::string path = f.file.empty() ? *dir + "/drills/textbook.json" : f.file;
+  const auto ws = app::open_workspace(g.data_dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const std::string& dir = ws->data_dir;
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
+  const DrillContext ctx{&lib, &db, ""};
+  const std::string path = f.file.empty() ? dir + "/drills/textbook.json" : f.file;
   auto set = load_drills(path, f.file.empty() ? "data/drills/textbook.json" : f.file, ctx);
   if (!set.ok()) return report(set.diagnostics());
   const Format fmt_ = parse_format(g.format);

@@ -29,10 +29,9 @@ struct HwOptions {
 };
 
 Result<hw::HardwareDb> load_db(const GlobalOptions& g) {
-  Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return Result<hw::HardwareDb>(std::move(diags));
-  return hw_io::load_hardware_db(*dir);
+  auto ws = app::open_workspace(g.data_dir, {.hardware = true, .models = false});
+  if (!ws.ok()) return Result<hw::HardwareDb>(ws.diagnostics());
+  return Result<hw::HardwareDb>(std::move(ws).value().db, ws.diagnostics());
 }
 
 /// Resolves a GPU by id or alias; a short name that is not the id gets a note naming the part.
@@ -354,14 +353,15 @@ int validate(const GlobalOptions& g, const HwOptions& o) {
   auto dir = find_data_dir(g.data_dir, diags);
   if (o.paths.empty()) {
     if (!dir) return report(diags);
-    auto db = hw_io::load_hardware_db(*dir);
-    if (!db.ok()) return report(db.diagnostics());
+    const auto ws = app::load_workspace(*dir, {.hardware = true, .models = false});
+    if (!ws.ok()) return report(ws.diagnostics());
+    const hw::HardwareDb& db = ws->db;
     std::size_t rows = 0;
-    for (const auto& t : db->efficiency) rows += t.rows.size();
+    for (const auto& t : db.efficiency) rows += t.rows.size();
     out(fmt::format("ok: {} GPUs, {} links, {} nodes, {} clusters, {} measured-efficiency rows in {}\n",
-                    db->gpus.size(), db->links.size(), db->nodes.size(), db->clusters.size(), rows,
+                    db.gpus.size(), db.links.size(), db.nodes.size(), db.clusters.size(), rows,
                     *dir + "/hardware"));
-    return report(db.diagnostics());
+    return report(ws.diagnostics());
   }
   // Given files (or folders): decode them, then check their references against the data directory's entities.
   hw::HardwareDb mine;
@@ -383,8 +383,9 @@ int validate(const GlobalOptions& g, const HwOptions& o) {
     hw::HardwareDb merged = mine;
     if (dir) {
       Diagnostics ignore;
-      auto base = hw_io::load_hardware_db(*dir);
-      if (base.ok()) {
+      auto base_ws = app::load_workspace(*dir, {.hardware = true, .models = false});
+      if (base_ws.ok()) {
+        const hw::HardwareDb* base = &base_ws->db;
         auto add = [](auto& into, const auto& from, const auto& mine_v) {
           for (const auto& e : from) {
             bool shadowed = false;

@@ -116,21 +116,19 @@ int run_kv(const GlobalOptions& g, const KvFlags& k) {
   const auto given = kv_flags(k, diags);
   if (!given) return report(diags);
   const ServingFlags& f = *given;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  auto m = wl_io::resolve_model(*lib, f.model);
+  const auto ws = app::open_workspace(g.data_dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
+  auto m = wl_io::resolve_model(lib, f.model);
   if (!m.ok()) return report(m.diagnostics());
-  const hw::GpuSpec* gpu = db->find_gpu(f.gpu);
+  const hw::GpuSpec* gpu = db.find_gpu(f.gpu);
   if (gpu == nullptr) {
-    diags.error("", "--gpu", fmt::format("unknown GPU '{}'{}", f.gpu, did_you_mean(f.gpu, db->gpu_names())));
+    diags.error("", "--gpu", fmt::format("unknown GPU '{}'{}", f.gpu, did_you_mean(f.gpu, db.gpu_names())));
     return report(diags);
   }
   const auto& arch = m->arch;
-  auto plan = make_memory_plan(f, *db, *gpu, diags);
+  auto plan = make_memory_plan(f, db, *gpu, diags);
   if (!plan) return report(diags);
   report(m.diagnostics());  // notes
 

@@ -66,16 +66,16 @@ int run_mfu(const GlobalOptions& g, const MfuFlags& f) {
   f.keys.overlay(j, origin);
   auto sc = wl_io::decode_training_scenario(j, file, origin);
   if (!sc.ok()) return report(sc.diagnostics());
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
+  const auto ws = app::load_workspace(*dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
   auto where = [&](const std::string& key) {
     auto it = origin.find(key);
     if (it != origin.end()) return it->second;
     return j.contains(key) ? file + ": /" + key : wl_io::flag_of_key(wl_io::training_fields(), key);
   };
-  auto r = resolve_training(sc.value(), j.contains("global_batch"), *db, *lib, where, diags);
+  auto r = resolve_training(sc.value(), j.contains("global_batch"), db, lib, where, diags);
   if (!r) return report(diags);
   if (!load_calibration(*dir, r->sys, f.no_calibration, diags)) return report(diags);
   report(diags);  // notes

@@ -57,10 +57,9 @@ std::vector<LayerKindRow> layer_kinds(const wl::TransformerArch& a) {
 
 int list(const GlobalOptions& g) {
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
+  const auto ws = app::open_workspace(g.data_dir, {.hardware = false, .models = true});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const wl_io::ModelLibrary& lib = ws->library;
   Table t;
   t.columns = {{"id", "id"},
                {"name", "name"},
@@ -72,7 +71,7 @@ int list(const GlobalOptions& g) {
                {"heads", "heads q/kv", false},
                {"experts", "experts", false},
                {"max_position", "context", true}};
-  for (const auto& m : lib->models) {
+  for (const auto& m : lib.models) {
     const auto& a = m.arch;
     const auto p = model::parameter_counts(a, Explain::off);
     t.rows.push_back({a.id, a.name, billions(p.total), a.moe ? billions(p.active) : "", std::to_string(a.layers),
@@ -81,7 +80,7 @@ int list(const GlobalOptions& g) {
                       a.max_position ? std::to_string(a.max_position) : ""});
   }
   out(t.render(parse_format(g.format)));
-  return report(lib.diagnostics());
+  return report(ws.diagnostics());
 }
 
 int show(const GlobalOptions& g, const ModelOptions& o) {
@@ -91,11 +90,11 @@ int show(const GlobalOptions& g, const ModelOptions& o) {
   auto dir = find_data_dir(g.data_dir, diags);
   // A bad --data-dir is an error; no data directory at all still allows a path to a config.json.
   if (!dir && !g.data_dir.empty()) return report(diags);
-  wl_io::ModelLibrary empty;
-  Result<wl_io::ModelLibrary> lib = empty;
-  if (dir) lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  auto m = wl_io::resolve_model(*lib, o.name);
+  Result<app::Workspace> ws = app::Workspace{};
+  if (dir) ws = app::load_workspace(*dir, {.hardware = false, .models = true});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const wl_io::ModelLibrary& lib = ws->library;
+  auto m = wl_io::resolve_model(lib, o.name);
   if (!m.ok()) {
     if (!dir) diags.append(m.diagnostics());
     return report(dir ? m.diagnostics() : diags);

@@ -39,16 +39,17 @@ int run_pipeline(const GlobalOptions& g, const PipelineFlags& f) {
   Diagnostics diags;
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  diags.append(db.diagnostics());
-  if (!db.ok()) return report(diags);
+  const auto ws = app::load_workspace(*dir, {.hardware = true, .models = false});
+  diags.append(ws.diagnostics());
+  if (!ws.ok()) return report(diags);
+  const hw::HardwareDb& db = ws->db;
   auto spec = app::load_pipeline_spec(*dir, f.file, f.file);
   diags.append(spec.diagnostics());
   if (!spec.ok()) return report(diags);
 
   app::PipelineRequest req;
   req.data_dir = *dir;
-  req.db = &db.value();
+  req.db = &db;
   req.spec = spec.value();
   req.gpu = f.gpu;
   req.node = f.node;

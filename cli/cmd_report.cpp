@@ -15,7 +15,7 @@
 #include "commands.hpp"
 #include "report_render.hpp"
 #include "gpuplan/app/resolve.hpp"
-#include "gpuplan/calibrate/calibration.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/report.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
@@ -219,11 +219,11 @@ int run_report(const GlobalOptions& g, const ReportFlags& f) {
   if (!parsed) return report(diags);
   auto plan = wl_io::decode_plan(*parsed, f.plan);
   if (!plan.ok()) return report(plan.diagnostics());
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  auto ctx = resolve_plan(f.plan, plan.value(), *dir, f.no_calibration, *db, *lib, diags);
+  const auto ws = app::load_workspace(*dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
+  auto ctx = resolve_plan(f.plan, plan.value(), *dir, f.no_calibration, db, lib, diags);
   if (!ctx) return report(diags);
 
   model::ReportRequest req;
@@ -268,7 +268,7 @@ int run_report(const GlobalOptions& g, const ReportFlags& f) {
   }
   if (!f.output.empty()) {
     Diagnostics d;
-    if (!calib::write_file_atomically(f.output, body, d, {f.plan})) {
+    if (!app::write_file_atomically(f.output, body, d, {f.plan})) {
       Diagnostics d2;
       for (auto x : d.items()) {
         if (x.pointer.empty()) x.pointer = "--output";

@@ -58,10 +58,10 @@ bool parse_ints(const std::string& s, char sep, std::vector<std::int64_t>& out) 
 
 int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
   Diagnostics diags;
-  auto dir = find_data_dir(g.data_dir, diags);
-  if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
+  const auto ws = app::open_workspace(g.data_dir, {.hardware = true, .models = false});
+  if (!ws.ok()) return report(ws.diagnostics());
+  const std::string& dir = ws->data_dir;
+  const hw::HardwareDb& db = ws->db;
   const auto prec = hw::parse_precision(f.precision);
   const int modes = int(!f.gemm.empty()) + int(!f.attention.empty()) + int(f.stream_elements.has_value()) + int(!f.model.empty());
   if (modes != 1) {
@@ -79,16 +79,16 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
     diags.error("", "--attention", fmt::format("'{}' is not batch,heads,seq,head_dim, four integers from 1 to 1e9 (e.g. 1,32,8192,128)", f.attention));
   std::optional<wl_io::ModelEntry> entry;
   if (!f.model.empty()) {
-    auto lib = wl_io::load_model_library(*dir);
+    auto lib = app::load_workspace(dir, {.hardware = false, .models = true});
     if (!lib.ok()) return report(lib.diagnostics());
-    auto m = wl_io::resolve_model(*lib, f.model);
+    auto m = wl_io::resolve_model(lib->library, f.model);
     if (!m.ok()) return report(m.diagnostics());
     entry = m.value();
   }
   std::vector<const hw::GpuSpec*> gpus;
   for (const auto& name : f.gpus) {
-    const hw::GpuSpec* gs = db->find_gpu(name);
-    if (gs == nullptr) diags.error("", "--gpu", fmt::format("unknown GPU '{}'{}", name, did_you_mean(name, db->gpu_names())));
+    const hw::GpuSpec* gs = db.find_gpu(name);
+    if (gs == nullptr) diags.error("", "--gpu", fmt::format("unknown GPU '{}'{}", name, did_you_mean(name, db.gpu_names())));
     else gpus.push_back(gs);
   }
   if (diags.has_errors()) return report(diags);
@@ -105,7 +105,7 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
     // single op is not a sustained training step).
     model::TrainingSystem cal;
     cal.gpu = gs;
-    if (!load_calibration(*dir, cal, f.no_calibration, diags)) return report(diags);
+    if (!load_calibration(dir, cal, f.no_calibration, diags)) return report(diags);
     model::Device d = model::make_device(*gs);
     if (cal.efficiency) d.eff = *cal.efficiency;
     std::vector<model::OpCost> ops;
@@ -132,10 +132,10 @@ int run_roofline(const GlobalOptions& g, const RooflineFlags& f) {
       plan.par.sequence_parallel = f.tp > 1;
       plan.precision.compute = *prec;
       model::TrainingSystem sys;
-      sys.db = &db.value();
+      sys.db = &db;
       sys.gpu = gs;
       sys.efficiency = cal.efficiency;
-      sys.node = hw::first_node_of(*db, gs->info.id);
+      sys.node = hw::first_node_of(db, gs->info.id);
       auto est = model::estimate_training(entry->arch, plan, sys, Explain::off);
       if (!est.feasibility.ok && est.layer_ops.empty()) {
         for (const auto& r : est.feasibility.reasons) diags.error("", "--model", r);

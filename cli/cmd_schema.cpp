@@ -188,11 +188,11 @@ int formulas(const GlobalOptions& g) {
   Diagnostics diags;
   const auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return report(diags);
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
-  out(formulas_markdown(db.value(), lib.value()));
+  const auto ws = app::load_workspace(*dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
+  out(formulas_markdown(db, lib));
   return kExitOk;
 }
 }  // namespace

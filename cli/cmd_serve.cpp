@@ -159,10 +159,10 @@ int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann:
     diags.error("", "--sweep", "serve sweeps run the capacity planner: give --rate (or sweep rate)");
     return report(diags);
   }
-  auto db = hw_io::load_hardware_db(dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(dir);
-  if (!lib.ok()) return report(lib.diagnostics());
+  const auto ws = app::load_workspace(dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
   auto eval = [&](const nlohmann::json& point, Diagnostics& d) -> std::optional<ordered_json> {
     auto sc = wl_io::decode_serving_scenario(point, file, "", origin);
     d.append(sc.diagnostics());
@@ -173,7 +173,7 @@ int run_serve_sweep(const GlobalOptions& g, const ServeFlags& s, const nlohmann:
       if (j.contains(key)) return file + ": /" + key;
       return wl_io::flag_of_key(wl_io::serving_fields(), key);
     };
-    auto rs = resolve_serving(sc.value(), dir, s.no_calibration, *db, *lib, where, d);
+    auto rs = resolve_serving(sc.value(), dir, s.no_calibration, db, lib, where, d);
     if (!rs) return std::nullopt;
     const auto r = model::plan_serving(rs->arch, rs->params, rs->perf, rs->traffic(), rs->sla, rs->sys,
                                        rs->plan_options(), Explain::off);
@@ -520,13 +520,11 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
   auto sc = wl_io::decode_serving_scenario(o->j, o->file, o->pointer, o->origin);
   diags.append(sc.diagnostics());
   if (!sc.ok()) return std::nullopt;
-  auto db = hw_io::load_hardware_db(o->dir);
-  diags.append(db.diagnostics());
-  if (!db.ok()) return std::nullopt;
-  ctx.db = db.value();
-  auto lib = wl_io::load_model_library(o->dir);
-  diags.append(lib.diagnostics());
-  if (!lib.ok()) return std::nullopt;
+  auto ws = app::load_workspace(o->dir);
+  diags.append(ws.diagnostics());
+  if (!ws.ok()) return std::nullopt;
+  ctx.db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
   // By value: the locator outlives this function (serve names flags and keys in later diagnostics).
   KeyLocator where = [j = o->j, origin = o->origin, file = o->file, ptr = o->pointer](const std::string& key) {
     auto it = origin.find(key);
@@ -535,7 +533,7 @@ std::optional<ResolvedServing> resolve_serve_command(const GlobalOptions& g, con
     return wl_io::flag_of_key(wl_io::serving_fields(), key);
   };
   if (where_out != nullptr) *where_out = where;
-  auto rs = resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, *lib, where, diags);
+  auto rs = resolve_serving(sc.value(), o->dir, s.no_calibration, *ctx.db, lib, where, diags);
   if (rs) rs->perf.kv_block_tokens = std::max<std::int64_t>(1, rs->memory.block_size);
   return rs;
 }

@@ -170,16 +170,16 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
     s.gpus.reset();  // the search picks DP for every layout
     s.dp_given = false;
   }
-  auto db = hw_io::load_hardware_db(*dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(*dir);
-  if (!lib.ok()) return report(lib.diagnostics());
+  const auto ws = app::load_workspace(*dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
   auto where = [&](const std::string& key) {
     auto it = origin.find(key);
     if (it != origin.end()) return it->second;
     return j.contains(key) ? file + ": /" + key : "--" + key;
   };
-  auto resolved = resolve_training(s, j.contains("global_batch"), *db, *lib, where, diags);
+  auto resolved = resolve_training(s, j.contains("global_batch"), db, lib, where, diags);
   if (!resolved) return report(diags);
   if (megatron && !f.search && !check_megatron_batch(*megatron, resolved->plan, diags)) return report(diags);
   if (!load_calibration(*dir, resolved->sys, f.no_calibration, diags)) return report(diags);

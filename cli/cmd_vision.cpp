@@ -65,10 +65,10 @@ bool setup(const GlobalOptions& g, const CLI::App& cmd, const std::string& gpu_n
   auto dir = find_data_dir(g.data_dir, diags);
   if (!dir) return false;
   s.data_dir = *dir;
-  auto db = hw_io::load_hardware_db(*dir);
-  diags.append(db.diagnostics());
-  if (!db.ok()) return false;
-  s.db = std::move(db).value();
+  auto ws = app::load_workspace(*dir, {.hardware = true, .models = false});
+  diags.append(ws.diagnostics());
+  if (!ws.ok()) return false;
+  s.db = std::move(ws).value().db;
   if (!vision_device(s.data_dir, s.db, gpu_name, no_calibration, diags, s.sys, s.device, s.launch, node)) return false;
   if (auto v = value<double>(cmd, "kernel-overhead-us")) {
     if (!(*v >= 0)) diags.error("", "--kernel-overhead-us", "must be ≥ 0");

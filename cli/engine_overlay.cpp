@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/app/workspace.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 
@@ -114,14 +115,14 @@ bool engine_overlay(const std::string& data_dir, const std::optional<std::string
   for (const char* key : {"model", "draft_model"}) {
     if (!m->keys.contains(key)) continue;
     const std::string id = m->keys[key].get<std::string>();
-    auto lib = wl_io::load_model_library(data_dir);
-    if (!lib.ok()) {
-      diags.append(lib.diagnostics());
+    auto ws = app::load_workspace(data_dir, {.hardware = false, .models = true});
+    if (!ws.ok()) {
+      diags.append(ws.diagnostics());
       return false;
     }
     namespace fs = std::filesystem;
     std::error_code ec;
-    if (lib->find(id) != nullptr) continue;
+    if (ws->library.find(id) != nullptr) continue;
     if (fs::is_directory(id, ec) && fs::exists(fs::path(id) / "config.json", ec)) {
       m->keys[key] = (fs::path(id) / "config.json").string();
     } else if (!fs::exists(id, ec)) {
@@ -129,7 +130,7 @@ bool engine_overlay(const std::string& data_dir, const std::optional<std::string
                   fmt::format("'{}' is neither a model of gpuplan's library (`gpuplan model list`; Hugging Face ids "
                               "are aliases of its entries) nor a local file or checkpoint folder: gpuplan does not "
                               "download; save the model's config.json and give its path, or -m LIBRARY-ID{}",
-                              id, did_you_mean(id, lib->names())));
+                              id, did_you_mean(id, ws->library.names())));
       return false;
     }
   }
@@ -178,9 +179,9 @@ bool engine_overlay(const std::string& data_dir, const std::optional<std::string
     const long long tp = int_key(j, "tp", 1);
     bool moe = true;
     if (j.contains("model") && j["model"].is_string()) {
-      auto lib = wl_io::load_model_library(data_dir);
-      if (lib.ok()) {
-        auto entry = wl_io::resolve_model(lib.value(), j["model"].get<std::string>());
+      auto ws = app::load_workspace(data_dir, {.hardware = false, .models = true});
+      if (ws.ok()) {
+        auto entry = wl_io::resolve_model(ws->library, j["model"].get<std::string>());
         if (entry.ok()) moe = entry->arch.moe.has_value();
       }
     }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/app/workspace.hpp"
 #include "gpuplan/json_io/reader.hpp"
 #include "gpuplan/wl_io/model_io.hpp"
 
@@ -258,12 +259,12 @@ std::optional<MegatronMapping> megatron_overlay(const std::string& data_dir, con
                 "model from --num-layers, --hidden-size, ...; it checks them against the model");
     return std::nullopt;
   }
-  auto lib = wl_io::load_model_library(data_dir);
-  if (!lib.ok()) {
-    diags.append(lib.diagnostics());
+  auto ws = app::load_workspace(data_dir, {.hardware = false, .models = true});
+  if (!ws.ok()) {
+    diags.append(ws.diagnostics());
     return std::nullopt;
   }
-  auto entry = wl_io::resolve_model(lib.value(), j["model"].get<std::string>());
+  auto entry = wl_io::resolve_model(ws->library, j["model"].get<std::string>());
   if (!entry.ok()) {
     for (auto d : entry.diagnostics().items()) {
       if (d.pointer == "MODEL") d.pointer = model_where;

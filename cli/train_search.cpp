@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gpuplan/app/report_sections.hpp"
-#include "gpuplan/calibrate/calibration.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/search.hpp"
@@ -151,7 +151,7 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
     std::ostringstream csv;
     write_points_csv(csv, res.all, opt.deadline.has_value(), arch, base, sys);
     Diagnostics wd;
-    if (!calib::write_file_atomically(path, csv.str(), wd, {f.scenario, f.keys.text("model").value_or("")})) {
+    if (!app::write_file_atomically(path, csv.str(), wd, {f.scenario, f.keys.text("model").value_or("")})) {
       std::string why;
       for (const auto& x : wd.items()) why += (why.empty() ? "" : "; ") + x.message;
       d.error("", "--search-csv", fmt::format("cannot write '{}': {}", path, why));
@@ -279,10 +279,10 @@ int run_train_sweep(const GlobalOptions& g, const TrainFlags& f, const nlohmann:
     origin[a->key] = "--sweep";
     axes.push_back(std::move(*a));
   }
-  auto db = hw_io::load_hardware_db(dir);
-  if (!db.ok()) return report(db.diagnostics());
-  auto lib = wl_io::load_model_library(dir);
-  if (!lib.ok()) return report(lib.diagnostics());
+  const auto ws = app::load_workspace(dir);
+  if (!ws.ok()) return report(ws.diagnostics());
+  const hw::HardwareDb& db = ws->db;
+  const wl_io::ModelLibrary& lib = ws->library;
   auto eval = [&](const nlohmann::json& point, Diagnostics& d) -> std::optional<ordered_json> {
     auto sc = wl_io::decode_training_scenario(point, file, origin);
     d.append(sc.diagnostics());
@@ -292,7 +292,7 @@ int run_train_sweep(const GlobalOptions& g, const TrainFlags& f, const nlohmann:
       if (it != origin.end()) return it->second;
       return j.contains(key) ? file + ": /" + key : "--" + key;
     };
-    auto r = resolve_training(sc.value(), point.contains("global_batch"), *db, *lib, where, d);
+    auto r = resolve_training(sc.value(), point.contains("global_batch"), db, lib, where, d);
     if (!r || !load_calibration(dir, r->sys, f.no_calibration, d)) return std::nullopt;
     model::TrainingEstimate est;
     if (r->pre.ok) est = model::estimate_training(r->arch, r->plan, r->sys, Explain::off);

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "gpuplan/hw_io/hardware_io.hpp"
+
 namespace gpuplan::app {
 
 std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& diags) {
@@ -39,6 +41,32 @@ std::optional<std::string> find_data_dir(const std::string& flag, Diagnostics& d
               fmt::format("no data directory found: tried --data-dir, $GPUPLAN_DATA_DIR, {} and {}",
                           GPUPLAN_INSTALL_DATA_DIR, GPUPLAN_SOURCE_DATA_DIR));
   return std::nullopt;
+}
+
+Result<Workspace> load_workspace(const std::string& data_dir, WorkspaceParts parts) {
+  Workspace ws;
+  ws.data_dir = data_dir;
+  Diagnostics said;
+  if (parts.hardware) {
+    auto db = hw_io::load_hardware_db(data_dir);
+    if (!db.ok()) return Result<Workspace>(db.diagnostics());
+    said.append(db.diagnostics());
+    ws.db = std::move(db).value();
+  }
+  if (parts.models) {
+    auto lib = wl_io::load_model_library(data_dir);
+    if (!lib.ok()) return Result<Workspace>(lib.diagnostics());
+    said.append(lib.diagnostics());
+    ws.library = std::move(lib).value();
+  }
+  return Result<Workspace>(std::move(ws), std::move(said));
+}
+
+Result<Workspace> open_workspace(const std::string& flag, WorkspaceParts parts) {
+  Diagnostics diags;
+  auto dir = find_data_dir(flag, diags);
+  if (!dir) return Result<Workspace>(std::move(diags));
+  return load_workspace(*dir, parts);
 }
 
 }  // namespace gpuplan::app

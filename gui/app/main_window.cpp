@@ -13,7 +13,6 @@
 #include <QMessageBox>
 #include <QScrollArea>
 #include <QSettings>
-#include <QSaveFile>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QTabWidget>
@@ -31,6 +30,7 @@
 #include "job_controller.hpp"
 #include "markdown_report.hpp"
 #include "pipeline_page.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/app/resolve.hpp"
 #include "scenario_panel.hpp"
 #include "stack_page.hpp"
@@ -336,25 +336,12 @@ bool MainWindow::openScenario(const QString& path) {
   return ok;
 }
 
-namespace {
-/// Writes `text` to `path` atomically (QSaveFile: a temporary file beside it, renamed on commit), so that a failed or
-/// interrupted save never leaves a half-written scenario or report behind.
-bool write_atomically(const QString& path, const std::string& text) {
-  QSaveFile f(path);
-  if (!f.open(QIODevice::WriteOnly)) return false;
-  if (f.write(text.data(), qint64(text.size())) != qint64(text.size())) {
-    f.cancelWriting();
-    return false;
-  }
-  return f.commit();
-}
-}  // namespace
-
 bool MainWindow::saveScenario(const QString& path) {
   file_diags_ = {};
-  const bool ok = write_atomically(path, panel_->scenario().dump(2) + "\n");
-  if (!ok) file_diags_.error(path.toStdString(), "", "cannot write the file");
-  else {
+  // The CLI's writer (app/): a temporary file beside it renamed over it, the file's permissions and a symbolic link
+  // kept, a folder or device refused with its reason.
+  const bool ok = app::write_file_atomically(path.toStdString(), panel_->scenario().dump(2) + "\n", file_diags_);
+  if (ok) {
     current_file_ = path;
     addRecent(path);
   }
@@ -396,10 +383,10 @@ QStringList MainWindow::exportCharts(const QString& dir) {
 
 bool MainWindow::exportMarkdown(const QString& path) {
   const std::string md = markdown_report(last_training_, panel_->scenario(), last_serving_, compare_->model());
-  const bool ok = write_atomically(path, md);
+  Diagnostics written;
+  const bool ok = app::write_file_atomically(path.toStdString(), md, written);
   if (!ok) {
-    file_diags_ = {};
-    file_diags_.error(path.toStdString(), "", "cannot write the file");
+    file_diags_ = std::move(written);
     updateStatus();
   }
   statusBar()->showMessage(ok ? tr("wrote %1").arg(path) : tr("could not write %1").arg(path), 5000);

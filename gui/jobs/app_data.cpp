@@ -1,23 +1,18 @@
 #include "app_data.hpp"
 
-#include "gpuplan/app/workspace.hpp"  // app::find_data_dir: the same lookup as the CLI
-#include "gpuplan/hw_io/hardware_io.hpp"
+#include "gpuplan/app/workspace.hpp"  // app::open_workspace: the same bootstrap as the CLI
 
 namespace gpuplan::gui {
 
 std::shared_ptr<const AppData> load_app_data(const std::string& flag, Diagnostics& diags) {
-  auto dir = app::find_data_dir(flag, diags);
-  if (!dir) return nullptr;
-  auto db = hw_io::load_hardware_db(*dir);
-  diags.append(db.diagnostics());
-  if (!db.ok()) return nullptr;
-  auto lib = wl_io::load_model_library(*dir);
-  diags.append(lib.diagnostics());
-  if (!lib.ok()) return nullptr;
+  auto ws = app::open_workspace(flag);
+  diags.append(ws.diagnostics());
+  if (!ws.ok()) return nullptr;
+  auto loaded = std::move(ws).value();
   auto d = std::make_shared<AppData>();
-  d->data_dir = *dir;
-  d->db = std::move(db).value();
-  d->library = std::move(lib).value();
+  d->data_dir = std::move(loaded.data_dir);
+  d->db = std::move(loaded.db);
+  d->library = std::move(loaded.library);
   return d;
 }
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_paths.hpp"
+#include "gpuplan/app/file_write.hpp"
 #include "gpuplan/calibrate/calibration.hpp"
 #include "gpuplan/hw_io/hardware_io.hpp"
 #include "gpuplan/model/collectives.hpp"
@@ -127,7 +128,7 @@ TEST_CASE("a profile round-trips through its JSON and becomes the model's effici
   const std::string text = calib::profile_json(*p);
   const fs::path path = temp_dir() / "h100" / "profile.json";
   Diagnostics d;
-  REQUIRE(calib::write_file_atomically(path.string(), text, d));
+  REQUIRE(app::write_file_atomically(path.string(), text, d));
   auto back = calib::read_profile(path.string());
   REQUIRE_MESSAGE(back.ok(), back.diagnostics().to_string());
   CHECK(calib::profile_json(*back) == text);  // byte-identical
@@ -143,60 +144,6 @@ TEST_CASE("a profile round-trips through its JSON and becomes the model's effici
   const auto link = calib::scale_up_calibration(*back);
   REQUIRE(link.has_value());
   CHECK(link->bus_efficiency == gptest::approx(back->links[0].bus_efficiency));
-}
-
-TEST_CASE("a failed write leaves the existing profile untouched") {
-  const fs::path dir = temp_dir() / "atomic";
-  fs::create_directories(dir);
-  const fs::path path = dir / "profile.json";
-  std::ofstream(path) << "old";
-  // A folder in the way of the folder to create fails the write before anything is touched.
-  Diagnostics d;
-  CHECK_FALSE(calib::write_file_atomically((dir / "profile.json" / "x.json").string(), "new", d));
-  CHECK(d.has_errors());
-  std::ifstream in(path);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(content == "old");
-  fs::remove_all(dir);
-}
-
-TEST_CASE("an atomic write goes through a symbolic link, keeps permissions, and refuses inputs, folders and devices") {
-  const fs::path dir = temp_dir() / "atomic-rules";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  auto slurp = [](const fs::path& p) {
-    std::ifstream in(p);
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
-  const fs::path real = dir / "real.json", link = dir / "link.json";
-  std::ofstream(real) << "old";
-  fs::permissions(real, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
-  fs::create_symlink(real, link);
-  Diagnostics d;
-  REQUIRE(calib::write_file_atomically(link.string(), "new", d));
-  CHECK(fs::is_symlink(fs::symlink_status(link)));  // the link stays
-  CHECK(slurp(real) == "new");
-  CHECK((fs::status(real).permissions() & fs::perms::all) ==
-        (fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read));
-  std::size_t files = 0;
-  for (const auto& e : fs::directory_iterator(dir)) files += fs::is_regular_file(e.symlink_status()) ? 1 : 0;
-  CHECK(files == 1);  // real.json: no temporary file left beside it
-
-  Diagnostics in;
-  CHECK_FALSE(calib::write_file_atomically(real.string(), "x", in, {link.string()}));  // the same file by another name
-  CHECK(in.to_string().find("is the input file") != std::string::npos);
-  CHECK(slurp(real) == "new");
-
-  Diagnostics folder;
-  CHECK_FALSE(calib::write_file_atomically(dir.string(), "x", folder));
-  CHECK(folder.to_string().find("is a folder") != std::string::npos);
-  if (fs::exists("/dev/null")) {
-    Diagnostics dev;
-    CHECK_FALSE(calib::write_file_atomically("/dev/null", "x", dev));
-    CHECK(dev.to_string().find("is not a regular file") != std::string::npos);
-    CHECK(fs::is_character_file("/dev/null"));  // not replaced by a regular file
-  }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("bad samples files are diagnosed with the file and the JSON pointer") {
@@ -303,7 +250,7 @@ TEST_CASE("the overlap items give the median GEMM loss and per-call wait, the su
   // Through the profile JSON to the model's efficiency row.
   const fs::path out = temp_dir() / "overlap-profile.json";
   Diagnostics d;
-  REQUIRE(calib::write_file_atomically(out.string(), calib::profile_json(p.value()), d));
+  REQUIRE(app::write_file_atomically(out.string(), calib::profile_json(p.value()), d));
   auto back = calib::read_profile(out.string());
   REQUIRE(back.ok());
   const model::EfficiencyProfile e = calib::to_efficiency(back.value(), gpu);
@@ -335,7 +282,7 @@ TEST_CASE("sustained runs per dtype give separate bf16 and fp8 ratios, and fp8 G
   CHECK(*p.value().sustained_ratio_fp8 == gptest::approx(0.88).epsilon(1e-9));
   const fs::path out = temp_dir() / "sustained-fp8-profile.json";
   Diagnostics d;
-  REQUIRE(calib::write_file_atomically(out.string(), calib::profile_json(p.value()), d));
+  REQUIRE(app::write_file_atomically(out.string(), calib::profile_json(p.value()), d));
   auto back = calib::read_profile(out.string());
   REQUIRE(back.ok());
   const model::EfficiencyProfile e = calib::to_efficiency(back.value(), gpu);
@@ -397,7 +344,7 @@ TEST_CASE("each collective keeps its measured curve: isotonic in time, round-tri
   // Round trip, then the model: 1.5 MiB lies between the 1 MiB and 2 MiB points — log-log interpolation.
   const fs::path path = temp_dir() / "h200" / "profile.json";
   Diagnostics d;
-  REQUIRE(calib::write_file_atomically(path.string(), calib::profile_json(*p), d));
+  REQUIRE(app::write_file_atomically(path.string(), calib::profile_json(*p), d));
   auto back = calib::read_profile(path.string());
   REQUIRE_MESSAGE(back.ok(), back.diagnostics().to_string());
   REQUIRE(back->links[0].curve.size() == c.size());

@@ -5,6 +5,7 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QFileInfo>
 #include <QLabel>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -120,6 +121,9 @@ TEST_CASE("save and open a scenario file: the CLI's JSON, keys without a widget 
   CHECK(w.lastTraining().plan.zero == wl::ZeroStage::optimizer);
   CHECK(w.lastTraining().plan.overlap_tp_comm);
 
+  // A folder is refused by the shared writer (app::write_file_atomically) and left a folder.
+  CHECK_FALSE(w.saveScenario(dir.path()));
+  CHECK(QFileInfo(dir.path()).isDir());
   const QString saved = dir.filePath("saved.json");
   REQUIRE(w.saveScenario(saved));
   Diagnostics diags;

@@ -168,11 +168,4 @@ model::EfficiencyProfile to_efficiency(const Profile& p, const hw::GpuSpec& gpu)
 /// The measured NVLink tier (from the all-reduce fit with the most ranks), if the profile has one.
 std::optional<model::LinkCalibration> scale_up_calibration(const Profile& p);
 
-/// Writes `text` to `path` atomically: a fresh temporary file in the same folder (mkstemp), then rename; an existing
-/// file is never left half-written and keeps its permissions. A symbolic link is written through (the link stays).
-/// Refused with a diagnostic: a folder, a device or pipe, and any of `inputs` (the files the command read), so that
-/// `-o` naming the input never replaces it. Creates the folder. False with a diagnostic on failure.
-bool write_file_atomically(const std::string& path, const std::string& text, Diagnostics& diags,
-                           const std::vector<std::string>& inputs = {});
-
 }  // namespace gpuplan::calib
