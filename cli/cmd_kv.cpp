@@ -116,7 +116,10 @@ int run_kv(const GlobalOptions& g, const KvFlags& k) {
   const auto given = kv_flags(k, diags);
   if (!given) return report(diags);
   const ServingFlags& f = *given;
-  const auto ws = app::open_workspace(g.data_dir);
+  // The data directory first, on its own: a missing one is reported after the flags' notes, a broken database alone.
+  auto dir = find_data_dir(g.data_dir, diags);
+  if (!dir) return report(diags);
+  const auto ws = app::load_workspace(*dir);
   if (!ws.ok()) return report(ws.diagnostics());
   const hw::HardwareDb& db = ws->db;
   const wl_io::ModelLibrary& lib = ws->library;
