@@ -327,9 +327,8 @@ class TrainingLayerPricer {
   /// k_layernorm (transformer/attention.py) and HF's Qwen3 q_norm and k_norm. Serving prices them as one fused
   /// kernel of the same rows (serve/serving_layer.cpp price_qk_norm).
   void price_qk_norm() {
-    const std::int64_t kv = attn.kv_heads > 0 ? attn.kv_heads : attn.heads;
     const double q_elems = double(T) * double(attn.heads) / double(t) * double(attn.d_qk);
-    const double k_elems = double(T) * double(kv) / double(std::min<std::int64_t>(t, kv)) * double(attn.d_qk);
+    const double k_elems = double(T) * kv_heads_per_gpu(attn) * double(attn.d_qk);
     price_norm("q norm", q_elems, attn.d_qk);
     price_norm("k norm", k_elems, attn.d_qk);
   }
@@ -389,11 +388,17 @@ class TrainingLayerPricer {
   // backward quantises dO and dequantises dQ, dK and dV (TransformerEngine pytorch/attention/dot_product_attention/
   // backends.py, FusedAttnFunc). The kernel itself keeps the 16-bit fused-attention rate: no FP8 fused-attention
   // efficiency is measured (cuDNN's FP8 attention runs through Transformer Engine, which the lent machines lack).
+  /// An attention op's K/V heads on this GPU: split over TP, each replicated on the ranks that share it once TP
+  /// exceeds them.
+  [[nodiscard]] double kv_heads_per_gpu(const Op& o) const {
+    const std::int64_t kv = o.kv_heads > 0 ? o.kv_heads : o.heads;
+    return double(kv) / double(std::min<std::int64_t>(t, kv));
+  }
+
   void fp8_attention_casts(const Op& o) {
     if (!plan.fp8_dot_product_attention || !plan.flash_attention || eager) return;
-    const std::int64_t kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
     const double q_heads = double(o.heads) / double(t);
-    const double kv_gpu = double(kv_heads) / double(std::min<std::int64_t>(t, kv_heads));
+    const double kv_gpu = kv_heads_per_gpu(o);
     const double elems = double(T) * (q_heads * double(dqk + dv) + kv_gpu * double(dqk + dv));
     stream("attention FP8 casts (Q, K, V quantised, output dequantised)", elems * (e + 1.0), elems, 1.0);
   }
@@ -432,10 +437,8 @@ class TrainingLayerPricer {
       add_attention(named("attention (CP step 0)"), s_local, s_local, true);
       for (int i = 1; i < par.cp; ++i)
         add_attention(keep_ops ? fmt::format("attention (CP step {})", i) : std::string(), s_local, s_local / 2, false);
-      const std::int64_t kv_heads = o.kv_heads > 0 ? o.kv_heads : o.heads;
       const double q_elems = double(bh) * double(s_local) * double(dv);
-      const double kv_elems = double(plan.micro_batch) * double(kv_heads) /
-                              double(std::min<std::int64_t>(t, kv_heads)) * double(s_local) * double(dqk + dv);
+      const double kv_elems = double(plan.micro_batch) * kv_heads_per_gpu(o) * double(s_local) * double(dqk + dv);
       const double merge_f = (3.0 * double(par.cp) + 1.0) * e * q_elems;
       const double merge_b = 3.0 * double(par.cp) * e * (double(bh) * double(s_local) * double(dqk) + kv_elems);
       stream("CP output merge", merge_f, 4.0 * q_elems * double(par.cp), merge_b / std::max(1.0, merge_f));
