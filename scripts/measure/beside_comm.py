@@ -126,6 +126,9 @@ def main():
     p.add_argument("--reps", type=int, default=40, help="kernel launches per timed window")
     p.add_argument("--trials", type=int, default=7)
     p.add_argument("--out-dir", default=None)
+    p.add_argument("--collectives", default="alltoall,allreduce",
+                   help="comma list of alltoall, allreduce, reduce_scatter, all_gather")
+    p.add_argument("--pins", default="free,20", help="comma list: free (NCCL's own CTA count) and/or a CTA count")
     p.add_argument("--dry", action="store_true", help="check the argument handling and exit (no GPU)")
     a = p.parse_args()
     if a.dry:
@@ -146,24 +149,32 @@ def main():
     n = a.comm_mib * 2**20 // 2
     buf_in = torch.randn(n, device=dev, dtype=torch.bfloat16)
     buf_out = torch.empty_like(buf_in)
+    shard = torch.empty(n // world, device=dev, dtype=torch.bfloat16)
     results = []
-    variants = [("alltoall", None), ("allreduce", None)]
+    variants = [(c, None) for c in a.collectives.split(",")]
+    for c, _ in variants:
+        if c not in ("alltoall", "allreduce", "reduce_scatter", "all_gather"):
+            sys.exit(f"--collectives: unknown collective {c!r}")
     # NCCL reads NCCL_MIN_CTAS / NCCL_MAX_CTAS per communicator at creation: two process groups, one pinned to 20.
     for name, fn_k in ks.items():
         for _ in range(3):
             fn_k[0]()
     torch.cuda.synchronize()
-    for pin in ("free", "20"):
+    for pin in a.pins.split(","):
         os.environ.pop("NCCL_MIN_CTAS", None)
         os.environ.pop("NCCL_MAX_CTAS", None)
-        if pin == "20":
-            os.environ["NCCL_MIN_CTAS"] = "20"
-            os.environ["NCCL_MAX_CTAS"] = "20"
+        if pin != "free":
+            os.environ["NCCL_MIN_CTAS"] = pin
+            os.environ["NCCL_MAX_CTAS"] = pin
         pg = dist.new_group(list(range(world)), backend="nccl")
 
         def coll(kind):
             if kind == "alltoall":
                 dist.all_to_all_single(buf_out, buf_in, group=pg)
+            elif kind == "reduce_scatter":
+                dist.reduce_scatter_tensor(shard, buf_in, group=pg)
+            elif kind == "all_gather":
+                dist.all_gather_into_tensor(buf_out, shard, group=pg)
             else:
                 dist.all_reduce(buf_in, group=pg)
         for kind, _ in variants:
@@ -213,7 +224,7 @@ def main():
     dist.all_gather_object(gathered, results)
     if rank == 0:
         record["per_rank"] = gathered
-        common.write_json(record, "beside_comm", a.out_dir)
+        common.write_json(record, os.environ.get("BESIDE_COMM_NAME", "beside_comm"), a.out_dir)
     dist.barrier()
     dist.destroy_process_group()
 
