@@ -196,6 +196,10 @@ def main():
                     alone.append(s.elapsed_time(e) / a.reps)
                     # Enough collectives to outlast the compute window twice over, then the window.
                     calls = max(4, int(2 * alone[-1] * a.reps / max(t_coll, 1e-3)) + 2)
+                    # Every rank must issue the same number of collectives: agree on the largest.
+                    agree = torch.tensor([calls], device=dev, dtype=torch.int64)
+                    dist.all_reduce(agree, op=dist.ReduceOp.MAX, group=pg)
+                    calls = int(agree.item())
                     dist.barrier(group=pg)
                     torch.cuda.synchronize()
                     with torch.cuda.stream(comm_s):
