@@ -641,7 +641,10 @@ TEST_SUITE("serving properties") {
     // 16,801 → 11,757, Llama-3-70B TP4 H100 5,201 → 4,074, Llama-3-8B L40S 4,169 → 3,960) and again at 257 and 385.
     // Now the worst step from one batch to the next, steady state or decode only, is 0.866 (a tile row growing by 8
     // rows at a compute-bound shape, or a split-K slice lost), and the issue's own example is flat (Llama-2-7B on
-    // A100, 128 → 142: −0.4%, was −15%).
+    // A100, 128 → 142: −0.4%, was −15%). Strict monotonicity is not the target: measured at one-row steps (our H200,
+    // Llama-3-8B decode, data/validation/measured_batch_steps.json) the throughput itself falls by 1-4.4% where cuBLAS
+    // changes tiling, and the test "one-row batch steps on our H200" (tests/validation) checks that the model falls
+    // only where the measured one does. (A should-fail test of strict monotonicity stood here until that measurement.)
     const auto sweeps = batch_sweeps();
     REQUIRE(sweeps.size() == 6);
     double worst = 1.0;
@@ -656,23 +659,6 @@ TEST_SUITE("serving properties") {
     }
     CHECK(worst == gptest::approx(0.866).epsilon(0.002));
     CHECK(sweeps[0].steady[142] / sweeps[0].steady[128] == gptest::approx(0.996).epsilon(0.002));
-  }
-
-  TEST_CASE("serving throughput never falls as the batch grows (not yet: whole tiles and whole split-K slices)" *
-            doctest::should_fail()) {
-    // The strict property, which the built-in rows still miss: from one tile row to the next the rows grow by 8
-    // (a dip of up to 1/8 at compute-bound shapes, as cuBLAS's own steps), and split-K over idle SMs takes whole
-    // slices (⌊SMs / tiles⌋: 32 tiles on an A100's 108 SMs split 3 ways, 64 tiles not at all), so an added tile row
-    // can leave a third of the SMs idle. cuBLAS fills the machine instead (its grids are 128-132 CTAs at every M of
-    // our trace); the stream-K decomposition does (the test above this one), but it moved every validation family
-    // the wrong way (docs/gemm-shapes.md). Passes when the model's throughput rises at every batch.
-    for (const auto& s : batch_sweeps()) {
-      CAPTURE(s.label);
-      for (std::size_t b = 1; b + 1 < s.steady.size(); ++b) {
-        CHECK(s.steady[b + 1] >= s.steady[b]);
-        CHECK(s.decode[b + 1] >= s.decode[b]);
-      }
-    }
   }
 
   TEST_CASE("decode step never falls as the context grows from 1K to 32K") {
