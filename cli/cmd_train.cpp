@@ -111,7 +111,14 @@ int run_train(const GlobalOptions& g, const TrainFlags& f) {
   f.keys.overlay(j, origin);
   std::optional<MegatronMapping> megatron;
   if (f.megatron_args || !f.megatron_typed.empty()) {
-    megatron = megatron_overlay(*dir, f.megatron_args, f.megatron_typed, j, origin, diags);
+    // --gpus N (set into j below) sizes what the Megatron flags derive from the GPU count (the optimizer instances).
+    std::optional<long long> typed_gpus;
+    if (long long n = 0; f.gpus && !f.search) {
+      const auto* e = f.gpus->data() + f.gpus->size();
+      auto [p, ec] = std::from_chars(f.gpus->data(), e, n);
+      if (ec == std::errc() && p == e) typed_gpus = n;
+    }
+    megatron = megatron_overlay(*dir, f.megatron_args, f.megatron_typed, j, origin, diags, typed_gpus);
     if (!megatron) return report(diags);
   }
   // --gpus: one count (decoded with the scenario's field table), or with --search a range.

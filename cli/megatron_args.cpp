@@ -162,6 +162,33 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
       korigin["virtual_stages"] = flag;
     }
   }
+  // --num-distributed-optimizer-instances N: the hybrid shard group dp·cp / N (Mapper::optimizer_instances).
+  if (m.optimizer_instances) {
+    const long long n = *m.optimizer_instances, tp = size("tp"), cp = size("cp");
+    auto at_flag = [&](std::string msg) {
+      diags.add(Diagnostic{Severity::error, m.optimizer_instances_source, "--num-distributed-optimizer-instances",
+                           m.optimizer_instances_line, 0,
+                           fmt::format("'{}': {}", m.optimizer_instances_flag, std::move(msg))});
+    };
+    std::optional<long long> gpus = m.launcher_gpus;
+    if (j.contains("gpus") && j["gpus"].is_number_integer()) gpus = j["gpus"].get<long long>();
+    if (m.typed_gpus) gpus = m.typed_gpus;
+    std::optional<long long> dp;
+    if (keys.contains("dp") || (j.contains("dp") && j["dp"].is_number_integer())) dp = size("dp");
+    else if (gpus && *gpus > 0 && *gpus % (tp * pp * cp) == 0) dp = *gpus / (tp * pp * cp);
+    if (!dp) {
+      if (!gpus) at_flag("the instances slice the data-parallel ranks: give the GPU count (--gpus) or DP (--dp)");
+      // else: the GPU count does not divide by TP × PP × CP, which the layout check reports
+    } else if ((*dp * cp) % n != 0) {
+      at_flag(fmt::format("DP × CP = {} is not divisible by {} instances (Megatron-LM, parallel_state.py: \"Data "
+                          "parallel size should be divisible by partial DistOpt shard factor\")",
+                          *dp * cp, n));
+    } else {
+      keys["shard_group"] = *dp * cp / n;
+      korigin["shard_group"] =
+          fmt::format("{} (DP × CP / N = {} / {})", m.optimizer_instances_flag, *dp * cp, n);
+    }
+  }
   // Conflicts with gpuplan's own spellings (flags or the scenario file).
   for (auto it = keys.begin(); it != keys.end(); ++it) {
     const std::string& key = it.key();
@@ -227,7 +254,8 @@ namespace gpuplan::cli {
 
 std::optional<MegatronMapping> megatron_overlay(const std::string& data_dir, const std::optional<std::string>& file,
                                                 const std::vector<std::string>& typed, nlohmann::json& j,
-                                                std::map<std::string, std::string>& origin, Diagnostics& diags) {
+                                                std::map<std::string, std::string>& origin, Diagnostics& diags,
+                                                std::optional<long long> typed_gpus) {
   MegatronArgs all;
   if (file) {
     const std::string source = *file == "-" ? "<stdin>" : *file;
@@ -252,6 +280,7 @@ std::optional<MegatronMapping> megatron_overlay(const std::string& data_dir, con
   }
   auto m = map_megatron(all, diags);
   if (!m) return std::nullopt;
+  m->typed_gpus = typed_gpus;
   const auto model_where = origin.count("model") ? origin.at("model") : std::string("--model");
   if (!j.contains("model") || !j["model"].is_string()) {
     diags.error("", "--model",

@@ -107,8 +107,14 @@ struct MegatronMapping {
   MegatronShape shape;
   // Values that need the model or the final layout:
   std::optional<long long> layers_per_virtual_stage;
+  /// --num-distributed-optimizer-instances N > 1 (the hybrid shard group dp·cp / N, once the GPU count is known), the
+  /// flag as typed and its line.
+  std::optional<long long> optimizer_instances;
+  std::string optimizer_instances_flag, optimizer_instances_source;
+  int optimizer_instances_line = 0;
   bool global_batch_given = false;
   std::optional<long long> launcher_gpus;
+  std::optional<long long> typed_gpus;  ///< gpuplan's --gpus N (megatron_overlay), which wins over the launcher
   std::string launcher_text;
   std::vector<std::string> ignored;  ///< flags that do not change what gpuplan models ("--lr", "--save")
   std::vector<std::string> assumed;  ///< flags that state what gpuplan already assumes ("--moe-grouped-gemm")
@@ -133,9 +139,11 @@ bool check_megatron_batch(const MegatronMapping& m, const wl::TrainingPlan& plan
 /// The one step that reads: `gpuplan train`'s Megatron input. `file` (--megatron-args FILE, "-" for stdin) is read
 /// as a whole command line (Megatron's defaults apply), `typed` (Megatron flags among gpuplan's, in order) after it;
 /// the model named by the scenario's "model" key is loaded from `data_dir` for the shape checks; then the keys go
-/// into `j` / `origin` (apply_megatron). Nullopt after an error.
+/// into `j` / `origin` (apply_megatron). `typed_gpus`: gpuplan's --gpus N, applied to `j` after this call, which the
+/// keys that depend on the GPU count read first. Nullopt after an error.
 std::optional<MegatronMapping> megatron_overlay(const std::string& data_dir, const std::optional<std::string>& file,
                                                 const std::vector<std::string>& typed, nlohmann::json& j,
-                                                std::map<std::string, std::string>& origin, Diagnostics& diags);
+                                                std::map<std::string, std::string>& origin, Diagnostics& diags,
+                                                std::optional<long long> typed_gpus = std::nullopt);
 
 }  // namespace gpuplan::cli

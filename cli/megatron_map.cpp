@@ -97,7 +97,8 @@ const std::set<std::string_view> kHandled{
     // Megatron-FSDP and the data-parallel buffers (megatron_map_plan.cpp, megatron_fsdp and wgrad_fusion)
     "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--megatron-fsdp-main-grads-dtype",
     "--megatron-fsdp-main-params-dtype", "--megatron-fsdp-grad-comm-dtype", "--use-nccl-ub", "--fsdp-double-buffer",
-    "--fsdp-manual-registration", "--no-gradient-accumulation-fusion",
+    "--fsdp-manual-registration", "--no-gradient-accumulation-fusion", "--num-distributed-optimizer-instances",
+    "--outer-dp-sharding-strategy", "--keep-fp8-transpose-cache",
     // model shape
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
     "--num-query-groups", "--kv-channels", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
@@ -146,6 +147,7 @@ std::optional<MegatronMapping> Mapper::run() {
   attention();
   optimizer();
   megatron_fsdp();
+  optimizer_instances();
   wgrad_fusion();
   shape();
   if (diags_.has_errors()) return std::nullopt;

@@ -411,6 +411,80 @@ void Mapper::megatron_fsdp() {
     m_.assumed.push_back("--fsdp-double-buffer (no gathered or unsharded buffers below optim_grads)");
 }
 
+// Megatron-Core's partial distributed optimizer and Megatron-FSDP's HSDP (Megatron-LM d98e8a64ddf3):
+// --num-distributed-optimizer-instances N (arguments.py, default 1) cuts the dp·cp ranks into N instances of dp·cp/N
+// consecutive ranks (megatron/core/parallel_state.py, intra_partial_data_parallel_size: "Data parallel size should be
+// divisible by partial DistOpt shard factor"). The distributed optimizer shards its states inside an instance and keeps
+// N copies ("Partial DistOpt cannot be used without DistOpt", distributed/distributed_data_parallel.py); gradients are
+// reduce-scattered inside the instance and the shard all-reduced across the instances, weights gathered inside it
+// (param_and_grad_buffer.py start_grad_sync / start_param_sync). Megatron-FSDP runs HSDP with N > 1
+// (fsdp/mcore_fsdp_adapter.py _init_dist_index): its sharding strategy applies inside the instance, and the outer group
+// replicates (--outer-dp-sharding-strategy no_shard, the default) or also shards the optimizer states over all dp·cp
+// ranks (optim, "HFSDP"). gpuplan: shard_group = dp·cp / N, set by apply_megatron once the GPU count is known; one
+// shard group serves all model states, so HFSDP is refused.
+void Mapper::optimizer_instances() {
+  const MegatronFlag* f = get("--num-distributed-optimizer-instances");
+  const MegatronFlag* outer_f = get("--outer-dp-sharding-strategy");
+  const auto outer = text("--outer-dp-sharding-strategy");
+  if (outer && *outer != "no_shard" && *outer != "optim") {
+    bad(*outer_f, "Megatron-LM's choices are no_shard and optim");
+    return;
+  }
+  const bool fsdp = given("--use-megatron-fsdp");
+  std::optional<long long> n;
+  if (f != nullptr) {
+    n = integer("--num-distributed-optimizer-instances");
+    if (!n) return;  // integer() said why
+  }
+  const bool hybrid = n && *n > 1;
+  if (hybrid && !fsdp && !given("--use-distributed-optimizer")) {
+    bad(*f, "Megatron-LM runs several optimizer instances only with the distributed optimizer "
+            "(--use-distributed-optimizer or --use-megatron-fsdp; distributed_data_parallel.py: \"Partial DistOpt "
+            "cannot be used without DistOpt\")");
+    return;
+  }
+  if (hybrid) {
+    m_.optimizer_instances = *n;
+    m_.optimizer_instances_flag = as_typed(*f);
+    m_.optimizer_instances_source = a_.source;
+    m_.optimizer_instances_line = f->line != 0 ? f->line : (f->values.empty() ? 0 : f->values.front().line);
+  } else if (f != nullptr) {
+    m_.assumed.push_back(as_typed(*f) + " (one instance: the optimizer sharded over all dp·cp ranks)");
+  }
+  if (outer) {
+    const auto strategy = text("--data-parallel-sharding-strategy").value_or("optim_grads_params");
+    if (*outer == "no_shard")
+      m_.assumed.push_back(as_typed(*outer_f) + " (the instances replicate the model states: Megatron-LM's default)");
+    else if (!fsdp || !hybrid)
+      m_.ignored.push_back(as_typed(*outer_f) +
+                           " (read only with --use-megatron-fsdp and --num-distributed-optimizer-instances > 1)");
+    else if (strategy != "optim_grads_params")
+      bad(*outer_f, "Megatron-FSDP shards the optimizer over the outer group only with --data-parallel-sharding-strategy "
+                    "optim_grads_params (arguments.py)");
+    else
+      refuse(*outer_f, "HFSDP (the optimizer states sharded over all dp·cp ranks, the gradients and weights inside "
+                       "each of the instances; param_and_grad_buffer.py reduce-scatters across the outer group) needs "
+                       "two shard groups, where gpuplan's plan has one for all model states: it is");
+  }
+  // --keep-fp8-transpose-cache (megatron_fsdp.py at d98e8a64: without it, a forward hook discards the FP8 transpose
+  // of each Float8Tensor parameter after the layer's forward, registered only under optim_grads_params; with it, every
+  // layer's transpose stays until its backward).
+  if (const MegatronFlag* k = get("--keep-fp8-transpose-cache")) {
+    const auto strategy = text("--data-parallel-sharding-strategy").value_or("optim_grads_params");
+    if (!fsdp)
+      m_.ignored.push_back("--keep-fp8-transpose-cache (read only with --use-megatron-fsdp)");
+    else if (strategy != "optim_grads_params")
+      m_.assumed.push_back("--keep-fp8-transpose-cache (Megatron-FSDP discards the transposes only under "
+                           "optim_grads_params: nothing to keep)");
+    else if (!m_.keys.contains("fp8_params"))
+      m_.assumed.push_back("--keep-fp8-transpose-cache (the weights are not FP8 tensors without --fp8-param-gather: "
+                           "megatron_fsdp.py discards only a Float8Tensor's transpose)");
+    else
+      refuse(*k, "keeping every layer's FP8 weight transpose from its forward to its backward (1 B per GEMM weight "
+                 "of the stage's TP shard, where gpuplan's ZeRO 3 holds the gathered layers' only) is");
+  }
+}
+
 // --no-gradient-accumulation-fusion (arguments.py, dest gradient_accumulation_fusion): each weight-gradient GEMM
 // writes a fresh 16-bit gradient that the data-parallel wrapper then adds into its gradient buffer (Megatron-Core DDP's
 // hook, param.main_grad.add_) or copies into its bucket (Megatron-FSDP's _grad_acc with sharded gradients,

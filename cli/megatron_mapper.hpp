@@ -91,6 +91,7 @@ class Mapper {
   void pipeline_split();
   void optimizer();
   void megatron_fsdp();
+  void optimizer_instances();
   void wgrad_fusion();
   /// Replaces a key another mapping step set (or defaulted), with its new origin.
   template <class V>

@@ -21,8 +21,19 @@ Parts (one GPU):
                  none raises out-of-memory. Reports C_min, C_min - P (the headroom a full GPU needs) and its ratio to
                  P and to P - static (the step's transient allocations), and the allocator's inactive-split peak.
 
+  --layout contiguous (session 31, issue #22 item 4): the same step with Megatron-Core's static layout instead of one
+             tensor per parameter: bf16 weights as views of one buffer (ParamAndGradBuffer.param_data), their gradients
+             added into views of one bf16 buffer (main_grad, the unfused accumulation: autograd's fresh gradient, then
+             main_grad.add_ in a post-accumulate hook), the fp32 master copy and AdamW's two states as flat fp32
+             tensors (the distributed optimizer's shard at DP 1), the master gradient made from the buffer as a fresh
+             fp32 tensor before each step (DistributedOptimizer._copy_model_grads_to_main_grads). It asks whether the
+             reserve a full GPU needs scales with the allocations that churn within a step (activations, logits,
+             gradients in flight) or with everything allocated, i.e. whether buffers allocated once add to it.
+             --layout both runs each config both ways.
+
 Output: $OUT/mem_headroom.json (or --out-dir). Needs PyTorch with CUDA; no Transformer Engine, no Megatron.
-Example: python3 scripts/measure/mem_headroom.py --out-dir $OUT
+--dry: print the plan (configs × layouts) and write it as mem_headroom_plan.json; no torch, no GPU.
+Example: python3 scripts/measure/mem_headroom.py --layout both --configs w7b_L8_s4096_b4,llama1b_s2048_b4 --out-dir $OUT
 """
 import argparse
 import gc
@@ -151,7 +162,48 @@ def run_context_probe():
 
 
 # ---------------------------------------------------------------------------------------------------------- headroom
-def measure_config(name, cfg, steps, warmup, resolution):
+def contiguous_layout(torch, model, dev):
+    """Megatron-Core's static buffers (--layout contiguous, see the module doc): returns (step_fn, zero_fn, keep)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    n = sum(p.numel() for p in params)
+    pbuf = torch.empty(n, dtype=torch.bfloat16, device=dev)
+    gbuf = torch.zeros(n, dtype=torch.bfloat16, device=dev)
+    off = 0
+    for p in params:
+        k = p.numel()
+        pbuf[off:off + k].copy_(p.detach().reshape(-1))
+        p.data = pbuf[off:off + k].view_as(p)
+        p.main_grad = gbuf[off:off + k].view_as(p)
+        off += k
+    gc.collect()
+    torch.cuda.empty_cache()  # the per-tensor fp32 parameters are gone; only the buffers stay
+
+    def accumulate(p):
+        p.main_grad.add_(p.grad)
+        p.grad = None
+
+    for p in params:
+        p.register_post_accumulate_grad_hook(accumulate)
+    master = pbuf.float().requires_grad_()
+    opt = torch.optim.AdamW([master], lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+
+    def optimizer_step():
+        master.grad = gbuf.float()  # a fresh fp32 main gradient, as the distributed optimizer makes it
+        opt.step()
+        master.grad = None
+        pbuf.copy_(master.detach())
+        gbuf.zero_()
+
+    def zero():
+        gbuf.zero_()
+        for p in params:
+            p.grad = None
+        master.grad = None
+
+    return optimizer_step, zero, (pbuf, gbuf, master, opt)
+
+
+def measure_config(name, cfg, steps, warmup, resolution, layout="per_tensor"):
     import torch
 
     import train_step as ts
@@ -163,7 +215,18 @@ def measure_config(name, cfg, steps, warmup, resolution):
     with torch.device(dev):
         model = ts.Llama(a)
         ts.init_weights(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    keep = None
+    if layout == "contiguous":
+        optimizer_step, zero_grads, keep = contiguous_layout(torch, model, dev)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+
+        def optimizer_step():
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        def zero_grads():
+            opt.zero_grad(set_to_none=True)
     gen = torch.Generator(device=dev)
     gen.manual_seed(1000)
     batches = []
@@ -177,8 +240,7 @@ def measure_config(name, cfg, steps, warmup, resolution):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(inp, tgt)
         loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step()
         return float(loss.detach())
 
     total = torch.cuda.get_device_properties(dev).total_memory
@@ -208,7 +270,7 @@ def measure_config(name, cfg, steps, warmup, resolution):
             torch.cuda.synchronize()
         except torch.cuda.OutOfMemoryError:
             ok = False
-        opt.zero_grad(set_to_none=True)
+        zero_grads()
         gc.collect()
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
@@ -233,11 +295,13 @@ def measure_config(name, cfg, steps, warmup, resolution):
                   "peak_reserved_bytes": torch.cuda.max_memory_reserved(dev),
                   "inactive_split_bytes_peak": s2.get("inactive_split_bytes.all.peak")}
         torch.cuda.set_per_process_memory_fraction(1.0, dev)
-    out = {"name": name, "config": cfg, "steps_per_trial": steps, "warmup": warmup,
+    out = {"name": name, "layout": layout, "config": cfg, "steps_per_trial": steps, "warmup": warmup,
            "resolution_bytes": resolution, "total_memory_bytes": total,
            "uncapped": uncapped, "trials": [{"cap_bytes": c, "ok": o} for c, o in trials], "at_min_cap": at_cap}
     out.update(headroom_summary(peak_alloc, peak_reserved, static, cap_min))
-    del model, opt, batches
+    del model, batches, keep
+    if layout != "contiguous":
+        del opt
     gc.collect()
     torch.cuda.empty_cache()
     return out
@@ -251,11 +315,35 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--resolution-mib", type=int, default=64)
     p.add_argument("--out-dir", default=None)
+    p.add_argument("--layout", default="per_tensor", choices=["per_tensor", "contiguous", "both"],
+                   help="per_tensor: one tensor per parameter (as before); contiguous: Megatron-Core's static buffers")
+    p.add_argument("--dry", action="store_true", help="print and write the plan; no torch, no GPU")
     a = p.parse_args()
+    layouts = ["per_tensor", "contiguous"] if a.layout == "both" else [a.layout]
+    names = a.configs.split(",")
+    for name in names:
+        if name not in CONFIGS:
+            p.error(f"--configs: unknown config {name!r} (known: {', '.join(CONFIGS)})")
+    if a.dry:
+        plan = {"kind": "mem_headroom_plan", "configs": {n: CONFIGS[n] for n in names}, "layouts": layouts,
+                "steps_per_trial": a.steps, "warmup": a.warmup, "resolution_mib": a.resolution_mib}
+        out_dir = a.out_dir or os.environ.get("OUT") or "."
+        os.makedirs(out_dir, exist_ok=True)
+        with open(os.path.join(out_dir, "mem_headroom_plan.json"), "w") as f:
+            json.dump(plan, f, indent=1)
+        print(json.dumps(plan))
+        return 0
     if a.context_probe:
         context_probe()
         return 0
     import common
+
+    out_dir = a.out_dir or os.environ.get("OUT") or "."
+    os.makedirs(out_dir, exist_ok=True)
+
+    def write(rec):
+        with open(os.path.join(out_dir, "mem_headroom.json"), "w") as f:
+            json.dump(rec, f, indent=1)
 
     rec = {"kind": "mem_headroom", "method": __doc__.split("Parts")[0].strip()}
     rec.update(common.run_metadata())
@@ -266,17 +354,15 @@ def main():
     rec["software"] = common.software_versions()
     rec["device"] = common.device_properties()
     rec["configs"] = []
-    for name in a.configs.split(","):
-        try:
-            r = measure_config(name, CONFIGS[name], a.steps, a.warmup, a.resolution_mib * MiB)
-        except Exception as e:  # noqa: BLE001  (record, go on with the next config)
-            r = {"name": name, "error": repr(e)[-2000:]}
-        rec["configs"].append(r)
-        print(name, json.dumps({k: v for k, v in r.items() if k not in ("trials", "config")}), flush=True)
-    out_dir = a.out_dir or os.environ.get("OUT") or "."
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "mem_headroom.json"), "w") as f:
-        json.dump(rec, f, indent=1)
+    for name in names:
+        for layout in layouts:
+            try:
+                r = measure_config(name, CONFIGS[name], a.steps, a.warmup, a.resolution_mib * MiB, layout)
+            except Exception as e:  # noqa: BLE001  (record, go on with the next config)
+                r = {"name": name, "layout": layout, "error": repr(e)[-2000:]}
+            rec["configs"].append(r)
+            print(name, layout, json.dumps({k: v for k, v in r.items() if k not in ("trials", "config")}), flush=True)
+            write(rec)  # after each config: a run stopped by a time limit keeps what it measured
     del torch
     return 0
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_paths.hpp"
+#include "approx.hpp"
 #include "cli_runner.hpp"
 
 using namespace gpuplan::cli_test;
@@ -451,6 +452,25 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK(contains(r.err, "zero = 3 (--data-parallel-sharding-strategy optim_grads_params)"));
     CHECK(contains(r.err, "--use-nccl-ub: accepted, not priced apart"));
     CHECK(contains(r.err, "--no-gradient-accumulation-fusion: accepted, not priced apart"));
+  }
+
+  TEST_CASE("published: the Megatron-FSDP example with its commented-out HSDP line, two instances on 16 GPUs") {
+    // The script's own comment: "To enable HFSDP ... # --num-distributed-optimizer-instances 2". With outer no_shard
+    // (Megatron-LM's default) each instance of 8 GPUs shards the model states, so the optimizer's share per GPU
+    // doubles against plain FSDP over 16.
+    const std::vector<std::string> base{"train", "-m", "llama-3-8b", "--gpu", "h100", "--gpus", "16", "--megatron-args",
+                                        fixture("train_llama3_8b_fsdp_h100_fp8.sh"), "--format", "json"};
+    auto hsdp_args = base;
+    hsdp_args.insert(hsdp_args.end(), {"--num-distributed-optimizer-instances", "2"});
+    const Run plain = run(base);
+    const Run hsdp = run(hsdp_args);
+    INFO(hsdp.err);
+    REQUIRE(plain.rc == 0);
+    REQUIRE(hsdp.rc == 0);
+    CHECK(contains(hsdp.err, "shard_group = 8 (--num-distributed-optimizer-instances 2 (DP × CP / N = 16 / 2))"));
+    const auto p = parse_json(plain), h = parse_json(hsdp);
+    CHECK(h["memory"]["breakdown"]["optimizer_states_bytes"].get<double>() ==
+          gptest::approx(2.0 * p["memory"]["breakdown"]["optimizer_states_bytes"].get<double>()));
   }
 
   TEST_CASE("hostile scripts: an unterminated quote, an unset variable in a mapped flag, an unknown flag: exit 2") {

@@ -1004,3 +1004,130 @@ TEST_SUITE("megatron args: against the model") {
     CHECK(fused->keys["moe_router_fusion"] == true);
   }
 }
+
+TEST_SUITE("megatron args: optimizer instances (HSDP)") {
+  // Megatron-LM d98e8a64ddf3: --num-distributed-optimizer-instances N (arguments.py, default 1) cuts the dp·cp ranks
+  // into N instances of dp·cp / N (parallel_state.py intra_partial_data_parallel_size): gpuplan's shard_group.
+  TEST_CASE("two instances over 32 GPUs at TP 2, CP 2: DP 8, dp·cp 16, shard group 8") {
+    Diagnostics d;
+    auto m = map_typed({"--tensor-model-parallel-size", "2", "--context-parallel-size", "2",
+                        "--use-distributed-optimizer", "--num-distributed-optimizer-instances", "2"},
+                       d);
+    REQUIRE(m);
+    nlohmann::json j = {{"gpus", 32}};
+    std::map<std::string, std::string> origin;
+    REQUIRE(apply_megatron(*m, model("llama-3-8b"), j, origin, d));
+    CHECK(j["shard_group"] == 8);
+    CHECK(origin["shard_group"] == "--num-distributed-optimizer-instances 2 (DP × CP / N = 16 / 2)");
+    CHECK(j["zero"] == 1);
+  }
+
+  TEST_CASE("the launcher's GPU count sizes the instances, and gpuplan's --gpus wins over it") {
+    Diagnostics d;
+    auto m = map_script("torchrun --nproc_per_node 8 --nnodes 4 pretrain_gpt.py --use-distributed-optimizer \\\n"
+                        "  --num-distributed-optimizer-instances 4\n",
+                        d);
+    REQUIRE(m);
+    m->shape = {};  // the shape flags' Megatron defaults are not what this case is about
+    nlohmann::json j = nlohmann::json::object();
+    std::map<std::string, std::string> origin;
+    REQUIRE(apply_megatron(*m, model("llama-3-8b"), j, origin, d));
+    CHECK(j["shard_group"] == 8);  // 32 GPUs, TP 1: dp 32 / 4
+    m->typed_gpus = 64;
+    nlohmann::json j2 = nlohmann::json::object();
+    REQUIRE(apply_megatron(*m, model("llama-3-8b"), j2, origin, d));
+    CHECK(j2["shard_group"] == 16);
+  }
+
+  TEST_CASE("one instance is the plain distributed optimizer: no shard group, listed as assumed") {
+    Diagnostics d;
+    auto m = map_typed({"--use-distributed-optimizer", "--num-distributed-optimizer-instances", "1"}, d);
+    REQUIRE(m);
+    CHECK_FALSE(m->optimizer_instances);
+    CHECK(listed(m->assumed, "--num-distributed-optimizer-instances 1 (one instance: the optimizer sharded over all "
+                             "dp·cp ranks)"));
+  }
+
+  TEST_CASE("hostile: no distributed optimizer, a count that does not slice dp·cp, no GPU count, zero, a word") {
+    Diagnostics a;
+    CHECK_FALSE(map_script("python pretrain_gpt.py --bf16 \\\n  --num-distributed-optimizer-instances 2\n", a));
+    // The script reader numbers a continued command by its first line.
+    CHECK(has(a.to_string(), "run.sh:1: --num-distributed-optimizer-instances: error: "
+                             "'--num-distributed-optimizer-instances 2': Megatron-LM runs several optimizer instances "
+                             "only with the distributed optimizer"));
+    CHECK(has(a.to_string(), "Partial DistOpt cannot be used without DistOpt"));
+
+    Diagnostics b;
+    auto m = map_typed({"--tensor-model-parallel-size", "2", "--use-distributed-optimizer",
+                        "--num-distributed-optimizer-instances", "5"},
+                       b);
+    REQUIRE(m);
+    nlohmann::json j = {{"gpus", 24}};
+    std::map<std::string, std::string> origin;
+    CHECK_FALSE(apply_megatron(*m, model("llama-3-8b"), j, origin, b));
+    CHECK(has(b.to_string(), "--num-distributed-optimizer-instances: error: '--num-distributed-optimizer-instances 5': "
+                             "DP × CP = 12 is not divisible by 5 instances"));
+    CHECK(has(b.to_string(), "Data parallel size should be divisible by partial DistOpt shard factor"));
+    CHECK_FALSE(j.contains("shard_group"));
+
+    Diagnostics c;
+    nlohmann::json none = nlohmann::json::object();
+    CHECK_FALSE(apply_megatron(*m, model("llama-3-8b"), none, origin, c));
+    CHECK(has(c.to_string(), "'--num-distributed-optimizer-instances 5': the instances slice the data-parallel ranks: "
+                             "give the GPU count (--gpus) or DP (--dp)"));
+
+    for (const char* v : {"0", "two"}) {
+      Diagnostics e;
+      CHECK_FALSE(map_typed({"--use-distributed-optimizer", "--num-distributed-optimizer-instances", v}, e));
+      CHECK(has(e.to_string(), "'--num-distributed-optimizer-instances " + std::string(v) + "': expected an integer ≥ 1"));
+    }
+  }
+
+  TEST_CASE("--outer-dp-sharding-strategy: no_shard is the default HSDP, optim (HFSDP) is refused, a typo is invalid") {
+    const std::vector<std::string> fsdp{"--use-megatron-fsdp", "--num-distributed-optimizer-instances", "2"};
+    auto with = [&](std::vector<std::string> v) {
+      v.insert(v.begin(), fsdp.begin(), fsdp.end());
+      return v;
+    };
+    Diagnostics a;
+    auto m = map_typed(with({"--outer-dp-sharding-strategy", "no_shard"}), a);
+    REQUIRE(m);
+    CHECK(listed(m->assumed, "--outer-dp-sharding-strategy no_shard (the instances replicate the model states: "
+                             "Megatron-LM's default)"));
+    Diagnostics b;
+    CHECK_FALSE(map_typed(with({"--outer-dp-sharding-strategy", "optim"}), b));
+    CHECK(has(b.to_string(), "'--outer-dp-sharding-strategy optim': HFSDP (the optimizer states sharded over all dp·cp "
+                             "ranks"));
+    CHECK(has(b.to_string(), "not modelled yet (#22)"));
+    Diagnostics c;
+    CHECK_FALSE(map_typed(with({"--outer-dp-sharding-strategy", "optim", "--data-parallel-sharding-strategy", "optim"}), c));
+    CHECK(has(c.to_string(), "Megatron-FSDP shards the optimizer over the outer group only with "
+                             "--data-parallel-sharding-strategy optim_grads_params"));
+    Diagnostics e;
+    CHECK_FALSE(map_typed(with({"--outer-dp-sharding-strategy", "optimizer"}), e));
+    CHECK(has(e.to_string(), "'--outer-dp-sharding-strategy optimizer': Megatron-LM's choices are no_shard and optim"));
+    Diagnostics f;
+    auto plain = map_typed({"--use-distributed-optimizer", "--outer-dp-sharding-strategy", "optim"}, f);
+    REQUIRE(plain);
+    CHECK(listed(plain->ignored, "--outer-dp-sharding-strategy optim (read only with --use-megatron-fsdp and "
+                                 "--num-distributed-optimizer-instances > 1)"));
+  }
+
+  TEST_CASE("--keep-fp8-transpose-cache: refused with FP8 parameters under optim_grads_params, a no-op otherwise") {
+    Diagnostics a;
+    CHECK_FALSE(map_typed({"--use-megatron-fsdp", "--bf16", "--fp8-format", "hybrid", "--fp8-param-gather",
+                           "--keep-fp8-transpose-cache"},
+                          a));
+    CHECK(has(a.to_string(), "'--keep-fp8-transpose-cache': keeping every layer's FP8 weight transpose from its forward "
+                             "to its backward"));
+    Diagnostics b;
+    auto bf16 = map_typed({"--use-megatron-fsdp", "--bf16", "--fp8-format", "hybrid", "--keep-fp8-transpose-cache"}, b);
+    REQUIRE(bf16);
+    CHECK(listed(bf16->assumed, "--keep-fp8-transpose-cache (the weights are not FP8 tensors without "
+                                "--fp8-param-gather: megatron_fsdp.py discards only a Float8Tensor's transpose)"));
+    Diagnostics c;
+    auto ddp = map_typed({"--use-distributed-optimizer", "--keep-fp8-transpose-cache"}, c);
+    REQUIRE(ddp);
+    CHECK(listed(ddp->ignored, "--keep-fp8-transpose-cache (read only with --use-megatron-fsdp)"));
+  }
+}

@@ -6,6 +6,7 @@
 #include "gpuplan/model/training.hpp"
 
 #include <algorithm>
+#include <numeric>
 
 #include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/collectives.hpp"
@@ -54,11 +55,13 @@ double dp_reduced_params(const wl::TransformerArch& a, const ParameterCounts& pa
 }
 
 double optimizer_shard(const wl::TrainingPlan& plan) {
+  // The hybrid shard group at every ZeRO stage: FSDP's HYBRID_SHARD (ZeRO 3), Megatron-Core's partial distributed
+  // optimizer (ZeRO 1, --num-distributed-optimizer-instances: the optimizer sharded over dp·cp/N ranks and replicated
+  // N times, parallel_state.py intra_partial_data_parallel_size at Megatron-LM d98e8a64) and Megatron-FSDP's HSDP.
   const auto& par = plan.par;
   return plan.zero == wl::ZeroStage::none
              ? 1.0
-             : double(par.shard_group > 0 && plan.zero == wl::ZeroStage::parameters ? par.shard_group
-                                                                                  : dense_grad_group_size(plan));
+             : double(par.shard_group > 0 ? par.shard_group : dense_grad_group_size(plan));
 }
 
 double expert_optimizer_shard(const wl::TrainingPlan& plan) {
@@ -80,6 +83,41 @@ double dp_last_unit_params(const ParameterCounts& params, const wl::TrainingPlan
                                                              : buckets.last;
   return std::min(unit, params_per_gpu(params, plan).dense);
 }
+
+namespace {
+
+/// A gradient group cut into `instances` replicas of consecutive shard groups, as Megatron-Core builds them
+/// (Megatron-LM d98e8a64, megatron/core/parallel_state.py: the intra-instance group is the slice
+/// ranks_with_cp[i·s : (i+1)·s] of the dp-cp group, s = dp·cp/N; the inter-instance group holds one rank of each
+/// slice, s members apart). With members of the whole group per scale-up domain u (resolve_group, consecutive), a
+/// slice of s lies in gcd(s, u)-member domains, and the inter-instance group has u/s members per domain where s
+/// divides u, else one. The tiers are the whole group's (on a fully connected mesh the scale-up rate was scaled for
+/// its members, so a smaller slice is priced a little fast there; NVSwitch domains are unaffected).
+struct DpHybridSplit {
+  CommGroup intra, inter;
+  int instances = 1;
+};
+
+DpHybridSplit dp_hybrid_split(const CommGroup& g, int instances) {
+  DpHybridSplit s{g, g, 1};
+  if (instances <= 1 || g.size % instances != 0) return s;
+  const int shard = g.size / instances, u = std::max(1, g.scale_up_size);
+  s.instances = instances;
+  s.intra.size = shard;
+  s.intra.scale_up_size = std::gcd(shard, u);
+  s.inter.size = instances;
+  s.inter.scale_up_size = u % shard == 0 ? std::gcd(instances, u / shard) : 1;
+  return s;
+}
+
+/// Replicas of the dense shard group in the gradient group (1 without a hybrid group or without ZeRO).
+int dp_instances(const wl::TrainingPlan& plan) {
+  const int n = dense_grad_group_size(plan), g = plan.par.shard_group;
+  if (plan.zero == wl::ZeroStage::none || g <= 0 || g >= n || n % g != 0) return 1;
+  return n / g;
+}
+
+}  // namespace
 
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_group, const CommGroup& expert_group) {
@@ -125,12 +163,25 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
                collective_time(Collective::all_reduce, expert_grads, expert_g);
     t.reduce_last = collective_time(Collective::all_reduce, unit_grads, dp_g);
   } else {
-    t.reduce = collective_time(Collective::reduce_scatter, grads, dp_g) +
-               collective_time(Collective::reduce_scatter, expert_grads, expert_g);
-    t.gather = collective_time(Collective::all_gather, weights, dp_g) +
-               collective_time(Collective::all_gather, expert_weights, expert_g);
-    t.reduce_last = collective_time(Collective::reduce_scatter, unit_grads, dp_g);
-    t.gather_first = collective_time(Collective::all_gather, unit_weights, dp_g);
+    // A hybrid shard group (dp_instances > 1): Megatron-Core's partial distributed optimizer reduce-scatters each
+    // bucket inside its instance and then all-reduces the instance's shard across the instances
+    // (param_and_grad_buffer.py start_grad_sync at d98e8a64: the intra-instance reduce-scatter, then "With multiple
+    // DistOpt instances, we need to all-reduce across instances"), and gathers the updated weights inside the
+    // instance; Megatron-FSDP's HSDP (outer no_shard) the same, its outer all-reduce on the last micro-batch
+    // (megatron_fsdp.py, outer_fsdp_group_grad_reduce). The experts' group is cut into as many instances
+    // (parallel_state.py intra_partial_expert_data_parallel_size = expert-DP / N).
+    const int inst = dp_instances(plan);
+    const DpHybridSplit hd = dp_hybrid_split(dp_g, inst), he = dp_hybrid_split(expert_g, inst);
+    const auto across = [](const DpHybridSplit& h, Bytes b) {
+      return h.instances > 1 ? collective_time(Collective::all_reduce, b / double(h.intra.size), h.inter) : Seconds{};
+    };
+    t.reduce = collective_time(Collective::reduce_scatter, grads, hd.intra) +
+               collective_time(Collective::reduce_scatter, expert_grads, he.intra) + across(hd, grads) +
+               across(he, expert_grads);
+    t.gather = collective_time(Collective::all_gather, weights, hd.intra) +
+               collective_time(Collective::all_gather, expert_weights, he.intra);
+    t.reduce_last = collective_time(Collective::reduce_scatter, unit_grads, hd.intra) + across(hd, unit_grads);
+    t.gather_first = collective_time(Collective::all_gather, unit_weights, hd.intra);
     if (zero3 && plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) {
       // One collective per parameter tensor (DeepSpeed 0.3.13-0.5.x: partition_parameters.py _allgather_param,
       // _reduce_scatter_gradient) through torch.distributed on the NCCL of 2021

@@ -300,8 +300,13 @@ bool batch_and_group_rules(const wl::TransformerArch& a, const wl::TrainingPlan&
         }))
       return false;
   }
-  if (plan.zero == wl::ZeroStage::parameters && p.shard_group > 0 && p.dp % p.shard_group != 0 &&
-      fail([&] { return fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp); }))
+  // The hybrid shard group (ZeRO 3's HYBRID_SHARD; ZeRO 1/2: Megatron-Core's partial distributed optimizer) slices the
+  // dp·cp ranks (parallel_state.py: "Data parallel size should be divisible by partial DistOpt shard factor").
+  if (plan.zero != wl::ZeroStage::none && p.shard_group > 0 && (p.dp * std::max(1, p.cp)) % p.shard_group != 0 &&
+      fail([&] {
+        return p.cp > 1 ? fmt::format("hybrid shard group {} does not divide DP × CP = {}", p.shard_group, p.dp * p.cp)
+                        : fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp);
+      }))
     return false;
   return true;
 }
