@@ -19,21 +19,11 @@
 namespace gpuplan::model {
 namespace detail {
 
-double norm_unit(const wl::TransformerArch& a, const ParameterCounts& p) {
-  const double n = double(a.layers * a.norms_per_layer + 1);
-  return n > 0 ? double(p.norms) / n : 0.0;
-}
-
-detail::LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p, bool moe_layer) {
-  detail::LayerParams lp;
-  lp.dense = double(p.attention_per_layer) + double(a.norms_per_layer) * norm_unit(a, p);
-  const std::int64_t moe_layers = a.moe_layer_count();
-  if (moe_layer && moe_layers > 0) {
-    lp.dense += double(p.router + p.shared_experts) / double(moe_layers);
-    lp.expert = double(p.routed_experts) / double(moe_layers);
-  } else {
-    lp.dense += double(p.dense_mlp_per_layer);
-  }
+LayerParams layer_params(const wl::TransformerArch& a, LayerKind k) {
+  const OpGraph g = build_layer_graph(a, k);
+  LayerParams lp;
+  lp.expert = double(g.parameters(Part::routed_experts));
+  lp.dense = double(g.parameters()) - lp.expert;
   return lp;
 }
 
@@ -279,17 +269,25 @@ std::int64_t most_stage_layers(const std::vector<StageShape>& stages) {
 }
 
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params) {
-  return {layer_params(a, params, false), layer_params(a, params, true)};
+  LayerKinds k;
+  if (params.total != parameter_counts(a, Explain::off).total) {
+    // A nominal count, not a's (the textbook's "7B", all of it in the layers): no graph describes it.
+    k.dense.dense = double(params.attention_per_layer + params.dense_mlp_per_layer);
+    k.moe = k.dense;
+    return k;
+  }
+  k.dense = layer_params(a, LayerKind{});
+  LayerKind moe;
+  moe.moe = a.moe_layer_count() > 0;
+  k.moe = layer_params(a, moe);
+  k.final_norm = double(build_head_graph(a).parameters(Part::final_norm));
+  return k;
 }
 
 LayerParams kind_params(const wl::TransformerArch& a, const LayerKinds& kinds, LayerKind k) {
+  // The dense and MoE layers' folds, cached in `kinds` (the layers of a kind hold the same weights, global or local).
   if (!layers_differ_beyond_ffn(a)) return k.moe ? kinds.moe : kinds.dense;
-  // A layer kind of its own ({mixer} × {FFN}, indexer): its graph's weights.
-  const OpGraph g = build_layer_graph(a, k);
-  LayerParams lp;
-  lp.expert = double(g.parameters(model::Part::routed_experts));
-  lp.dense = double(g.parameters()) - lp.expert;
-  return lp;
+  return layer_params(a, k);  // a layer kind of its own ({mixer} × {FFN}, indexer)
 }
 
 bool layers_differ_beyond_ffn(const wl::TransformerArch& a) {
