@@ -79,6 +79,10 @@ bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, 
 /// check the layout first, layout_rules).
 std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const ParameterCounts& params,
                                      const wl::TrainingPlan& plan);
+struct LayerKinds;
+/// The same with the layer kinds the caller has already folded (layer_kinds(a, params)).
+std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const LayerKinds& kinds,
+                                     const ParameterCounts& params, const wl::TrainingPlan& plan);
 
 /// Layers of the stage that holds the most (the one ZeRO-3 gathers most often).
 std::int64_t most_stage_layers(const std::vector<StageShape>& stages);
@@ -90,9 +94,10 @@ struct LayerKinds {
   double final_norm = 0.0;
 };
 /// The layer kinds of `a` for a caller whose counts are `params`. When they are a's own (parameter_counts, as every
-/// estimate passes), folds over a's op graphs: layer_params of the dense and of the MoE layer, the head graph's final
-/// norm. A nominal count that is not a's (the textbook's "7B": app drills, test_memory) has no graph: each layer
-/// holds its per-layer counts (attention_per_layer + dense_mlp_per_layer), no routed experts, no final norm.
+/// estimate passes: their per-layer attention and dense FFN are the dense layer graph's), folds over a's op graphs:
+/// the dense and the MoE layer's weights (layer_params), the head graph's final norm. A nominal count that is not a's
+/// (the textbook's "7B": app drills, test_memory) has no graph: each layer holds its per-layer counts
+/// (attention_per_layer + dense_mlp_per_layer), no routed experts, no final norm.
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params);
 
 /// Saved activations per token of a dense and of an MoE layer. Depends on (tp, sp) and the fixed plan fields.

@@ -19,12 +19,18 @@
 namespace gpuplan::model {
 namespace detail {
 
-LayerParams layer_params(const wl::TransformerArch& a, LayerKind k) {
-  const OpGraph g = build_layer_graph(a, k);
+namespace {
+/// A layer graph's weights: the routed experts (split over EP) apart from the rest (replicated over EP).
+LayerParams split_layer_weights(const OpGraph& g) {
   LayerParams lp;
   lp.expert = double(g.parameters(Part::routed_experts));
   lp.dense = double(g.parameters()) - lp.expert;
   return lp;
+}
+}  // namespace
+
+LayerParams layer_params(const wl::TransformerArch& a, LayerKind k) {
+  return split_layer_weights(build_layer_graph(a, k));
 }
 
 bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::string* why) {
@@ -169,6 +175,11 @@ void mark_alike(std::vector<StageShape>& st) {
 
 std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const ParameterCounts& params,
                                      const wl::TrainingPlan& plan) {
+  return stage_shapes(a, layer_kinds(a, params), params, plan);
+}
+
+std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const LayerKinds& kinds,
+                                     const ParameterCounts& params, const wl::TrainingPlan& plan) {
   const int p = std::max(1, plan.par.pp);
   const int v = plan.model_chunks();
   std::vector<std::int64_t> chunks = chunk_layers(a, plan, nullptr);
@@ -181,7 +192,6 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
       for (std::int64_t l = 0; l < a.layers; ++l) ++chunks[std::size_t(l % std::int64_t(chunks.size()))];
     }
   }
-  const LayerKinds kinds = layer_kinds(a, params);
   // A hybrid's (or a shared-indexer model's) layer kinds fold their graphs (kind_params): once per kind and call, not
   // once per layer (every estimate_training and training_memory calls this, the search once per stage key).
   std::array<std::optional<LayerParams>, LayerKind::kCount> kind_lp{};
@@ -270,16 +280,18 @@ std::int64_t most_stage_layers(const std::vector<StageShape>& stages) {
 
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params) {
   LayerKinds k;
-  if (params.total != parameter_counts(a, Explain::off).total) {
+  const OpGraph dense = build_layer_graph(a, LayerKind{});
+  if (params.attention_per_layer != dense.parameters(Part::attention) ||
+      params.dense_mlp_per_layer != dense.parameters(Part::dense_mlp)) {
     // A nominal count, not a's (the textbook's "7B", all of it in the layers): no graph describes it.
     k.dense.dense = double(params.attention_per_layer + params.dense_mlp_per_layer);
     k.moe = k.dense;
     return k;
   }
-  k.dense = layer_params(a, LayerKind{});
+  k.dense = split_layer_weights(dense);
   LayerKind moe;
   moe.moe = a.moe_layer_count() > 0;
-  k.moe = layer_params(a, moe);
+  k.moe = moe.moe ? layer_params(a, moe) : k.dense;
   k.final_norm = double(build_head_graph(a).parameters(Part::final_norm));
   return k;
 }

@@ -39,7 +39,7 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
   k.head_forward = units::flop(2.0 * double(build_head_graph(a).matmul_per_token()));
   k.moe_layers = double(a.moe_layer_count());
-  k.parameter_tensors = parameter_tensors(a);
+  k.parameter_tensors = plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking ? parameter_tensors(a) : 0.0;
   if (plan.lora.on()) {
     // LoRA model FLOPs: the frozen weights run forward and dgrad only (2 + 2 per weight and token, as NeMo counts
     // its LoRA "model TFLOP/s"), attention forward and backward (3×), the adapters all three passes (6 per adapter
