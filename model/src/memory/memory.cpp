@@ -156,8 +156,9 @@ TrainingMemory training_memory(const wl::TransformerArch& a, const ParameterCoun
   const Ctx c = make_ctx(a, plan, layout);
 
   MemoryCore core;
-  const std::vector<detail::StageShape> stages = detail::stage_shapes(a, params, plan);  // core's stages point here
-  detail::memory_core(a, params, plan, overheads, c, detail::layer_kinds(a, params), detail::layer_sums(c), stages,
+  const detail::LayerKinds kinds = detail::layer_kinds(a, params);
+  const std::vector<detail::StageShape> stages = detail::stage_shapes(a, kinds, params, plan);  // core's stages point here
+  detail::memory_core(a, params, plan, overheads, c, kinds, detail::layer_sums(c), stages,
                       detail::fp8_any_layout(gpu), core);
   const StageMemory& h = core.heaviest();
 

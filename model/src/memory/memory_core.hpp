@@ -79,14 +79,25 @@ bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, 
 /// check the layout first, layout_rules).
 std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const ParameterCounts& params,
                                      const wl::TrainingPlan& plan);
+struct LayerKinds;
+/// The same with the layer kinds the caller has already folded (layer_kinds(a, params)).
+std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const LayerKinds& kinds,
+                                     const ParameterCounts& params, const wl::TrainingPlan& plan);
 
 /// Layers of the stage that holds the most (the one ZeRO-3 gathers most often).
 std::int64_t most_stage_layers(const std::vector<StageShape>& stages);
 
-/// Parameters of a dense and of an MoE layer (every layer of a kind holds the same).
+/// Parameters of a dense and of an MoE layer (every layer of a kind holds the same), and of the final norm (the last
+/// stage holds it beside the LM head).
 struct LayerKinds {
   LayerParams dense, moe;
+  double final_norm = 0.0;
 };
+/// The layer kinds of `a` for a caller whose counts are `params`. When they are a's own (parameter_counts, as every
+/// estimate passes: their per-layer attention and dense FFN are the dense layer graph's), folds over a's op graphs:
+/// the dense and the MoE layer's weights (layer_params), the head graph's final norm. A nominal count that is not a's
+/// (the textbook's "7B": app drills, test_memory) has no graph: each layer holds its per-layer counts
+/// (attention_per_layer + dense_mlp_per_layer), no routed experts, no final norm.
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params);
 
 /// Saved activations per token of a dense and of an MoE layer. Depends on (tp, sp) and the fixed plan fields.
@@ -111,10 +122,9 @@ inline const LayerSum& kind_sum(const LayerSums& s, LayerKind k) {
 /// Parameters of one layer of kind k: its op graph's weights (the routed experts apart) when the layers differ beyond
 /// their FFN (a hybrid's mixers, shared indexers), else the dense or the MoE layer's (layer_kinds).
 LayerParams kind_params(const wl::TransformerArch& a, const LayerKinds& kinds, LayerKind k);
-/// Parameters of one norm: the model's norm parameters over its layers' norms and the final one (stage_shapes.cpp).
-double norm_unit(const wl::TransformerArch& a, const ParameterCounts& p);
-/// Parameters of one dense or MoE layer from the model's counts (stage_shapes.cpp).
-LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p, bool moe_layer);
+/// Parameters of one layer of kind k: the fold over its op graph's weights, the routed experts apart
+/// (stage_shapes.cpp). The one place a training layer's parameters come from.
+LayerParams layer_params(const wl::TransformerArch& a, LayerKind k);
 /// NCCL communicators one GPU belongs to under the parallelism (stage_memory.cpp).
 int communicators(const wl::Parallelism& par);
 

@@ -371,7 +371,7 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& arch, const w
   const detail::Ctx c = detail::make_ctx(a, plan, ActivationLayout::from_plan);
   const detail::LayerKinds kinds = detail::layer_kinds(a, params);
   const detail::LayerSums sums = detail::layer_sums(c);
-  const std::vector<detail::StageShape> shapes = detail::stage_shapes(a, params, plan);
+  const std::vector<detail::StageShape> shapes = detail::stage_shapes(a, kinds, params, plan);
   const TrainingMemory whole = training_memory(a, params, plan, *sys.gpu, ov, Explain::off);
   mt.cuda_context = whole.cuda_context;
   mt.nccl_buffers = whole.nccl_buffers;

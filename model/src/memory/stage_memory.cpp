@@ -419,7 +419,7 @@ void memory_core(const wl::TransformerArch& a, const ParameterCounts& params, co
   x.n_expert = std::max(1.0, x.n_dense * x.t / x.te);
   x.zero = static_cast<int>(plan.zero);
   x.opt_b = optimizer_state_bytes(plan);
-  x.unit_norm = norm_unit(a, params);
+  x.unit_norm = kinds.final_norm;
   x.comms = communicators(par);
   out.n_dense = x.n_dense;
   out.n_expert = x.n_expert;

@@ -19,22 +19,18 @@
 namespace gpuplan::model {
 namespace detail {
 
-double norm_unit(const wl::TransformerArch& a, const ParameterCounts& p) {
-  const double n = double(a.layers * a.norms_per_layer + 1);
-  return n > 0 ? double(p.norms) / n : 0.0;
-}
-
-detail::LayerParams layer_params(const wl::TransformerArch& a, const ParameterCounts& p, bool moe_layer) {
-  detail::LayerParams lp;
-  lp.dense = double(p.attention_per_layer) + double(a.norms_per_layer) * norm_unit(a, p);
-  const std::int64_t moe_layers = a.moe_layer_count();
-  if (moe_layer && moe_layers > 0) {
-    lp.dense += double(p.router + p.shared_experts) / double(moe_layers);
-    lp.expert = double(p.routed_experts) / double(moe_layers);
-  } else {
-    lp.dense += double(p.dense_mlp_per_layer);
-  }
+namespace {
+/// A layer graph's weights: the routed experts (split over EP) apart from the rest (replicated over EP).
+LayerParams split_layer_weights(const OpGraph& g) {
+  LayerParams lp;
+  lp.expert = double(g.parameters(Part::routed_experts));
+  lp.dense = double(g.parameters()) - lp.expert;
   return lp;
+}
+}  // namespace
+
+LayerParams layer_params(const wl::TransformerArch& a, LayerKind k) {
+  return split_layer_weights(build_layer_graph(a, k));
 }
 
 bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::string* why) {
@@ -179,6 +175,11 @@ void mark_alike(std::vector<StageShape>& st) {
 
 std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const ParameterCounts& params,
                                      const wl::TrainingPlan& plan) {
+  return stage_shapes(a, layer_kinds(a, params), params, plan);
+}
+
+std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const LayerKinds& kinds,
+                                     const ParameterCounts& params, const wl::TrainingPlan& plan) {
   const int p = std::max(1, plan.par.pp);
   const int v = plan.model_chunks();
   std::vector<std::int64_t> chunks = chunk_layers(a, plan, nullptr);
@@ -191,7 +192,6 @@ std::vector<StageShape> stage_shapes(const wl::TransformerArch& a, const Paramet
       for (std::int64_t l = 0; l < a.layers; ++l) ++chunks[std::size_t(l % std::int64_t(chunks.size()))];
     }
   }
-  const LayerKinds kinds = layer_kinds(a, params);
   // A hybrid's (or a shared-indexer model's) layer kinds fold their graphs (kind_params): once per kind and call, not
   // once per layer (every estimate_training and training_memory calls this, the search once per stage key).
   std::array<std::optional<LayerParams>, LayerKind::kCount> kind_lp{};
@@ -279,17 +279,27 @@ std::int64_t most_stage_layers(const std::vector<StageShape>& stages) {
 }
 
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params) {
-  return {layer_params(a, params, false), layer_params(a, params, true)};
+  LayerKinds k;
+  const OpGraph dense = build_layer_graph(a, LayerKind{});
+  if (params.attention_per_layer != dense.parameters(Part::attention) ||
+      params.dense_mlp_per_layer != dense.parameters(Part::dense_mlp)) {
+    // A nominal count, not a's (the textbook's "7B", all of it in the layers): no graph describes it.
+    k.dense.dense = double(params.attention_per_layer + params.dense_mlp_per_layer);
+    k.moe = k.dense;
+    return k;
+  }
+  k.dense = split_layer_weights(dense);
+  LayerKind moe;
+  moe.moe = a.moe_layer_count() > 0;
+  k.moe = moe.moe ? layer_params(a, moe) : k.dense;
+  k.final_norm = double(build_head_graph(a).parameters(Part::final_norm));
+  return k;
 }
 
 LayerParams kind_params(const wl::TransformerArch& a, const LayerKinds& kinds, LayerKind k) {
+  // The dense and MoE layers' folds, cached in `kinds` (the layers of a kind hold the same weights, global or local).
   if (!layers_differ_beyond_ffn(a)) return k.moe ? kinds.moe : kinds.dense;
-  // A layer kind of its own ({mixer} × {FFN}, indexer): its graph's weights.
-  const OpGraph g = build_layer_graph(a, k);
-  LayerParams lp;
-  lp.expert = double(g.parameters(model::Part::routed_experts));
-  lp.dense = double(g.parameters()) - lp.expert;
-  return lp;
+  return layer_params(a, k);  // a layer kind of its own ({mixer} × {FFN}, indexer)
 }
 
 bool layers_differ_beyond_ffn(const wl::TransformerArch& a) {

@@ -297,7 +297,7 @@ struct VocabEvaluator {
     const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
     // A reference into `shapes`: valid until its next insert (none comes before memory_core below, which reads it too).
     const auto rc_key = static_cast<std::int64_t>(plan.recompute);
-    const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, k.params, plan); });
+    const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, kinds, k.params, plan); });
     t.stages = &sh;
     detail::StepCore core;
     detail::compose_step(a, plan, k, t, core);

@@ -226,29 +226,54 @@ ServingOverheads no_serving_overheads() {
   return o;
 }
 
+namespace {
+
+/// What one token of a layer of graph g holds at its peak on one GPU of a TP group of t, in elements: the larger of
+/// its attention's q, k, v and output — prefill expands MLA's latent: q and k of d_nope + d_rope per head (the query
+/// width the QKV projection writes beside the cached latent), v and the output of d_v (the output projection's
+/// input), and GQA's K/V heads on this GPU, max(1, n_kv/t), whole — and its FFN's up/gate outputs and their product
+/// (fc1's output and its activation): each up/gate and down op's width times the copies a token visits (the top-k
+/// routed experts, the shared ones), over t.
+double peak_layer_width(const wl::TransformerArch& a, const OpGraph& g, int tp) {
+  const double t = double(std::max(1, tp));
+  std::int64_t ffn = 0, q_width = 0, o_width = 0;
+  for (const Op& op : g) {
+    if (op.kind != OpKind::linear) continue;
+    if (op.linear == LinearKind::mlp_in || op.linear == LinearKind::expert_in) ffn += op.active * op.out;
+    else if (op.linear == LinearKind::mlp_out || op.linear == LinearKind::expert_out) ffn += op.active * op.in;
+    else if (op.part == Part::attention && op.linear == LinearKind::qkv) q_width = op.out;
+    else if (op.part == Part::attention && op.linear == LinearKind::attention_out) o_width = op.in;
+  }
+  double attn = 0.0;
+  if (const Op* at = g.attention()) {
+    const double nq = double(at->heads) / t;
+    if (a.mla) {
+      const double d_qk = double((q_width - at->cache_elements) / at->heads), d_v = double(o_width / at->heads);
+      attn = nq * (2.0 * d_qk + 2.0 * d_v);
+    } else {
+      const double kv_gpu = double(std::max<std::int64_t>(1, at->kv_heads / std::max(1, tp)));
+      attn = (2.0 * nq + 2.0 * kv_gpu) * double(at->d_qk);  // q, k, v, output
+    }
+  }
+  return std::max(attn, double(ffn) / t);
+}
+
+}  // namespace
+
 units::Bytes serving_activation_peak(const wl::TransformerArch& a, int tp, std::int64_t batched_tokens,
                                      std::int64_t max_seqs, double activation_bytes) {
-  const double t = double(std::max(1, tp));
-  const double h = double(a.hidden), nq = double(a.heads) / t;
-  double attn = 0.0;
-  if (a.mla) {
-    const auto& m = *a.mla;
-    // Prefill expands the latent: q and k of d_nope + d_rope, v and the output of d_v per head.
-    attn = nq * (2.0 * double(m.qk_nope_head_dim + m.qk_rope_head_dim) + 2.0 * double(m.v_head_dim));
-  } else {
-    const double kv_gpu = double(std::max<std::int64_t>(1, a.kv_heads / std::max(1, tp)));
-    attn = (2.0 * nq + 2.0 * kv_gpu) * double(a.head_dim);  // q, k, v, output
-  }
-  const double mats = a.mlp == wl::MlpKind::gated ? 3.0 : 2.0;  // gate, up, product (or fc1 out, act out)
-  double ffn = mats * double(a.intermediate) / t;
-  if (a.moe) {
-    const auto& m = *a.moe;
-    const double moe = mats * (double(m.experts_per_token) * double(m.expert_intermediate) +
-                               double(m.shared_experts) * double(m.shared_intermediate)) / t;
-    ffn = a.moe_layer_count() == a.layers ? moe : std::max(ffn, moe);
-  }
-  const double per_token = activation_bytes * (2.0 * h + std::max(attn, ffn));
-  const double logits = 2.0 * double(max_seqs) * double(a.vocab) * 4.0;
+  // The widest layer kind the model has, folded over its op graphs.
+  double widest = 0.0;
+  for_each_layer_kind(a, [&](LayerKind kind, std::int64_t) {
+    widest = std::max(widest, peak_layer_width(a, build_layer_graph(a, kind), tp));
+  });
+  const double h = double(layer_boundary_width(a));
+  const double per_token = activation_bytes * (2.0 * h + widest);
+  // The sampler's fp32 logits and probabilities over the LM head's output, gathered over TP.
+  std::int64_t vocab = 0;
+  for (const Op& op : build_head_graph(a))
+    if (op.part == Part::lm_head) vocab = op.out;
+  const double logits = 2.0 * double(max_seqs) * double(vocab) * 4.0;
   return units::bytes(double(batched_tokens) * per_token + logits);
 }
 

@@ -40,29 +40,53 @@ constexpr double kMtaMaxTensors[] = {110, 64, 48, 36, 30};
 constexpr double kMtaMaxElements = 320.0 * 65536.0;
 }  // namespace
 
-double parameter_tensors(const wl::TransformerArch& a) {
-  // Per layer, as Hugging Face modules hold them: QKV (one fused c_attn in GPT-2 style models, q, k, v apart
-  // otherwise), the output projection, the MLP's matrices, each with its bias where the model has biases, and the
-  // norms' weight (and bias for LayerNorm). MoE layers: the router and each expert's matrices.
-  const double norm = a.norm == wl::NormKind::layernorm ? 2.0 : 1.0;
-  const double qkv = a.gpt_style() ? 1.0 : 3.0;
-  const double mlp_mats = a.mlp == wl::MlpKind::gated ? 3.0 : 2.0;
-  double layer = qkv * (a.qkv_bias ? 2.0 : 1.0) + (a.o_bias ? 2.0 : 1.0) + double(a.norms_per_layer) * norm;
-  double total = 0;
-  for (std::int64_t i = 0; i < a.layers; ++i) {
-    double ffn = 0;
-    if (a.has_ffn(i)) {
-      if (a.is_moe_layer(i) && a.moe) {
-        ffn = 1.0 + double(a.moe->num_experts + a.moe->shared_experts) * mlp_mats * (a.moe->expert_bias ? 2.0 : 1.0);
-      } else {
-        ffn = mlp_mats * (a.mlp_bias ? 2.0 : 1.0);
-      }
-    }
-    total += layer + ffn;
+namespace {
+/// The tensors one op's weights are as the PyTorch (Hugging Face) modules hold them. The graph keeps a fused
+/// layer's weights together where its modules keep them apart: K and V (one kv_heads tensor, k_proj and v_proj), a
+/// gated MLP's gate and up projections (gate_proj, up_proj, per expert), a LayerNorm's weight and bias, the q/k norm's
+/// q_norm and k_norm, an SSM's per-head vectors (A_log, D, dt_bias). A GPT-style model's query_key_value (c_attn)
+/// is one module for Q, K and V. The LM head tied to the embedding is no tensor of its own.
+/// The per-head vectors an SSM op holds in one tensor (transformer_graph.cpp add_mamba2 / add_gated_deltanet).
+std::int64_t ssm_vectors(const Op& op) { return op.delta_rule ? 2 : 3; }
+
+double op_module_tensors(const wl::TransformerArch& a, const Op& op) {
+  if (op.kind == OpKind::linear && op.linear == LinearKind::qkv && op.part == Part::attention && a.gpt_style() &&
+      !a.mla)
+    return a.qkv_bias ? 2.0 : 1.0;  // the fused query_key_value weight (and its bias)
+  const bool gated_up = a.mlp == wl::MlpKind::gated &&
+                        (op.linear == LinearKind::mlp_in || op.linear == LinearKind::expert_in);
+  double n = 0;
+  for (std::uint8_t i = 0; i < op.weight_count; ++i) {
+    const WeightTensor& w = op.weights[i];
+    if (w.tied) continue;
+    double modules = 1.0;
+    if (op.kind == OpKind::linear && w.split == TpSplit::kv_heads) modules = 2.0;  // k_proj, v_proj
+    else if (op.kind == OpKind::linear && gated_up) modules = 2.0;                 // gate_proj, up_proj
+    else if (op.kind == OpKind::norm && op.part == Part::attention) modules = 2.0; // q_norm, k_norm
+    else if (op.kind == OpKind::norm && a.norm == wl::NormKind::layernorm) modules = 2.0;  // weight, bias
+    else if (op.kind == OpKind::indexer && !w.matmul && w.split == TpSplit::replicated) modules = 2.0;  // k_norm
+    else if (op.kind == OpKind::ssm && w.split == TpSplit::split && w.elements == ssm_vectors(op) * op.heads)
+      modules = double(ssm_vectors(op));  // Mamba-2's A_log, D, dt_bias; gated DeltaNet's A_log, dt_bias
+    n += modules * double(op.copies);
   }
-  // Embedding, learned positions, the final norm, an untied LM head.
-  total += 1.0 + (a.position == wl::PositionKind::learned ? 1.0 : 0.0) + norm + (a.tied_embeddings ? 0.0 : 1.0);
-  return total;
+  return n;
+}
+
+double graph_module_tensors(const wl::TransformerArch& a, const OpGraph& g) {
+  double n = 0;
+  for (const Op& op : g) n += op_module_tensors(a, op);
+  return n;
+}
+}  // namespace
+
+double parameter_tensors(const wl::TransformerArch& a) {
+  // Every layer kind's graph times its layers, then the head's (embedding, learned positions, final norm, an untied
+  // LM head). The MTP modules are not counted (as the modules of the main model alone).
+  double total = 0;
+  for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
+    total += double(count) * graph_module_tensors(a, build_layer_graph(a, kind));
+  });
+  return total + graph_module_tensors(a, build_head_graph(a));
 }
 
 double stage_parameter_tensors(double model_tensors, const wl::TrainingPlan& plan) {

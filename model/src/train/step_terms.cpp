@@ -39,7 +39,7 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
   k.head_forward = units::flop(2.0 * double(build_head_graph(a).matmul_per_token()));
   k.moe_layers = double(a.moe_layer_count());
-  k.parameter_tensors = parameter_tensors(a);
+  k.parameter_tensors = plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking ? parameter_tensors(a) : 0.0;
   if (plan.lora.on()) {
     // LoRA model FLOPs: the frozen weights run forward and dgrad only (2 + 2 per weight and token, as NeMo counts
     // its LoRA "model TFLOP/s"), attention forward and backward (3×), the adapters all three passes (6 per adapter
@@ -103,6 +103,7 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   // LoRA: the LM head and the embedding are frozen: no weight-gradient GEMM, no gradient scatter-add.
   const bool frozen = plan.lora.on();
   double lookups = 0;  // the token embedding, and a learned position embedding beside it
+  Seconds output_and_loss{};  // the LM head's GEMMs and the loss (an MTP module's shared head runs them again)
   for (const Op& o : build_head_graph(a)) {
     if (o.kind == OpKind::embedding) {
       lookups += 1.0;
@@ -126,7 +127,8 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
       if (wgrad_accumulates(plan) && !frozen)
         head_wg = accumulating_wgrad(head_wg, double(k) * double(n), plan.precision.gradient_bytes, hd);
       const LossCost loss = cross_entropy_cost(plan, double(T) * double(n), names, hd);
-      c.head_time += head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss.fwd.time + loss.bwd.time;
+      output_and_loss = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss.fwd.time + loss.bwd.time;
+      c.head_time += output_and_loss;
       if (names) {
         c.head_ops.push_back(head_f);
         c.head_ops.push_back(head_dg);
@@ -141,11 +143,19 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
                                       units::flop(0), hd);
   c.embed_time = embed.time * (frozen ? 1.0 : 3.0);
   if (plan.mtp_layers > 0) {
-    // DeepSeek-V3 §2.2.1: h' = M·[RMSNorm(h); RMSNorm(Emb(t))], M of h × 2h (the MTP graph's projection), then one
-    // transformer block (priced with the stage's layers) and the shared output head with its loss (the same cost as
-    // the main model's). The module's norms are not priced (approx: three norms of T·h, under a GEMM of T·2h·h).
-    c.mtp_extra = c.head_time;
+    // DeepSeek-V3 §2.2.1: h' = M·[RMSNorm(h); RMSNorm(Emb(t))], M of h × 2h, then one transformer block (priced with
+    // the stage's layers), the module's norm and the shared output head with its loss (the main model's GEMMs and
+    // loss). The module's own ops come from its graph (build_mtp_graph): the two input norms and the norm before the
+    // shared head, priced as the layers' norms on the sequence shard (Megatron-Core's MTP layer: enorm, hnorm,
+    // final_layernorm), and the projection M.
+    c.mtp_extra = output_and_loss;
     for (const Op& o : build_mtp_graph(a)) {
+      if (o.kind == OpKind::norm) {
+        const NormCost mn = training_norm_cost(o.name, false, norm_impl(a, plan), double(T_norm) * double(o.in), o.in,
+                                               e, hd);
+        if (mn.priced) c.mtp_extra = mn.fwd.time + mn.bwd.time + c.mtp_extra;
+        continue;
+      }
       if (o.kind != OpKind::linear) continue;
       const OpCost pf = gemm_cost(none, {T, o.out, o.in, 1}, plan.precision.compute, hd);
       const OpCost pd = gemm_cost(none, {T, o.in, o.out, 1}, plan.precision.compute, hd);

@@ -51,7 +51,9 @@ struct TrainingConsts {
   /// part of fpt.forward that full recompute does not repeat.
   units::Flops head_forward{};
   double moe_layers = 0;                    ///< MoE layers in the model
-  double parameter_tensors = 0;             ///< parameter_tensors(a): a walk over the layers, once per model
+  /// parameter_tensors(a), a fold over the layer graphs, when the plan gathers tensor by tensor (zero3_gather
+  /// per_tensor_blocking, the one reader: compose_step); else 0 (the search and the GUI's studies skip the fold).
+  double parameter_tensors = 0;
   std::optional<units::UsdPerSecond> price;  ///< the system's override, else the GPU's indicative price
 };
 TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingPlan& plan, const TrainingSystem& sys);

@@ -192,6 +192,31 @@ TEST_CASE("the head graph priced in training: the final norm on the sequence sha
   CHECK(cl.embed_time.raw() - k3 == gptest::approx(2.0 * (c.embed_time.raw() - k3)));
 }
 
+TEST_CASE("the MTP module from its graph: two input norms and the norm before the shared head, M, the output and loss") {
+  // DeepSeek-V3 (h 7168, vocab 129,280) at TP 2 with sequence parallelism, 4096 tokens, one MTP module: its three
+  // RMSNorms each read and write the sequence shard's 2048 × 7168 elements, as the final norm does (the same kernel
+  // on the same rows: its forward and backward cost), its projection M is T × h × 2h, and the shared output head and
+  // loss are the main model's (the head less its final norm).
+  const auto& a = test::arch("deepseek-v3");
+  auto plan = norm_plan(2, true);
+  plan.mtp_layers = 1;
+  const auto sys = test::node_system("dgx-h100");
+  const model::Device d = model::detail::training_device(plan, sys);
+  model::detail::LayerCost first;
+  const auto c = model::detail::compute_terms(a, plan, d, &first);
+  const auto fn = ops_named(c.head_ops, "final norm"), fnb = ops_named(c.head_ops, "final norm bwd");
+  REQUIRE(fn.size() == 1);
+  REQUIRE(fnb.size() == 1);
+  CHECK(fn[0]->bytes.raw() == gptest::approx(2048.0 * 7168 * 4));
+  const double norm = fn[0]->time.raw() + fnb[0]->time.raw();
+  const hw::Precision p = plan.precision.compute;
+  const double m = model::gemm_cost("", {4096, 7168, 2 * 7168, 1}, p, d).time.raw() +
+                   model::gemm_cost("", {4096, 2 * 7168, 7168, 1}, p, d).time.raw() +
+                   model::gemm_cost("", {2 * 7168, 7168, 4096, 1}, p, d).time.raw();
+  CHECK(c.mtp_extra.raw() == gptest::approx(c.head_time.raw() - norm + 3.0 * norm + m));
+  CHECK(c.mtp_extra.raw() > c.head_time.raw() + m + 1.9 * norm);
+}
+
 TEST_CASE("serving's head from the head graph: a learned position embedding is a second gather, the LM head its op") {
   // GPT-2 (h 768, vocab 50,257, learned positions), a 1024-token prefill at TP 1: the token and the position
   // embeddings are each gathered (read and write T × 768 × 2 B); Llama-3.1-8B (rotary) has the token gather only.
