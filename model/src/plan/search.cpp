@@ -100,7 +100,8 @@ SplitChoice base_split(const wl::TrainingPlan& base) {
 ///  - decoder_first/last_pipeline_num_layers: the first and/or last stage carry df, dl ∈ [0, max_stage_deficit] layers
 ///    fewer than the m of each middle stage, m = (L + df + dl) / p (the middle stages divide the rest evenly).
 /// Pruned: a split whose heaviest stage holds more layers than the even split's, ⌈L/p⌉ (the middle stages would all
-/// run slower than any stage of the even split; the end stages' extra modules weigh about a layer or two).
+/// run slower than any stage of the even split; the end stages' extra modules weigh about a layer or two); under
+/// DualPipe, a split that gives every device the layers an earlier one gives (device 0 holds both end stages).
 /// A base plan that sets a split, or a space with vary_split off, gives the base plan's split only (as before the
 /// split was a dimension: at v > 1 only where its chunks split).
 std::vector<SplitChoice> split_choices(const wl::TransformerArch& a, const wl::TrainingPlan& base,
@@ -125,15 +126,24 @@ std::vector<SplitChoice> split_choices(const wl::TransformerArch& a, const wl::T
     probe.split.last_stage_layers = c.last;
     probe.split.embedding_as_layer = c.embedding;
     probe.split.loss_as_layer = c.loss;
-    std::vector<std::int64_t> chunks = detail::chunk_layers(a, probe, nullptr);
-    if (chunks.empty() || std::find(seen.begin(), seen.end(), chunks) != seen.end()) return;
+    const std::vector<std::int64_t> chunks = detail::chunk_layers(a, probe, nullptr);
+    if (chunks.empty()) return;
     // No stage above the even split's heaviest, ⌈L/p⌉ layers: a split only moves layers off the end stages (which
     // also hold the embedding, the head, the loss and MTP) onto stages that hold fewer.
     std::vector<std::int64_t> stage(std::size_t(p), 0);
     for (std::size_t j = 0; j < chunks.size(); ++j) stage[j % std::size_t(p)] += chunks[j];
     const bool even = c.first == 0 && c.last == 0 && !c.embedding && !c.loss;
     if (!even && *std::max_element(stage.begin(), stage.end()) > (L + p - 1) / p) return;
-    seen.push_back(std::move(chunks));
+    // Under DualPipe device i runs stages i and p − 1 − i (the first and last on device 0): splits that give every
+    // device the same layers (first 2 / last 3 and last 1 at PP 16 of 61 layers) differ only in where the few dense
+    // layers sit, and one of them is kept. Otherwise each assignment of layers to chunks once.
+    std::vector<std::int64_t> key = chunks;
+    if (vc == 0) {
+      key.assign(std::size_t(p / 2), 0);
+      for (long long i = 0; i < p / 2; ++i) key[std::size_t(i)] = stage[std::size_t(i)] + stage[std::size_t(p - 1 - i)];
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+    seen.push_back(std::move(key));
     out.push_back(c);
   };
   consider({});

@@ -616,12 +616,14 @@ TEST_CASE("the search over DeepSeek-V3's problem at the published stage split fi
 
 TEST_CASE("the search over DeepSeek-V3's problem, the layer split searched, finds the published layout or better") {
   // Issue #21's done-when, as data/scenarios/deepseek-v3-h800-problem.json poses it: no layout and no layer split.
-  // The search varies the split as Megatron-LM sets it (search.hpp SearchSpace::vary_split); at PP 16 the splits
-  // whose first and last stages carry at most 4 layers fewer than the middle ones are, by hand, (L + df + dl) / 16
-  // whole with df + dl = 3: the last stage 1 layer (Megatron-Bridge's PP 16 layout), the first 1, first 3 / last 2,
-  // first 2 / last 3; with the even split (13 stages of 4, 3 of 3) five in all. Searched over TP, PP, DP, EP,
-  // schedule and ZeRO, the best fits and is not slower than the published layout at Megatron-Bridge's split (the
-  // scenario data/scenarios/deepseek-v3-h800.json: PP 16 DualPipe, DP 128, EP 64, ZeRO-1, last stage 1 layer).
+  // The search varies the split as Megatron-LM sets it (search.hpp SearchSpace::vary_split). At PP 16 the splits
+  // whose first and last stages carry at most 4 layers fewer than the middle ones, none above the even split's
+  // ⌈61/16⌉ = 4, are by hand m = 4, df + dl = 3: the last stage 1 layer (Megatron-Bridge's PP 16 layout), first 3 /
+  // last 2, first 2 / last 3, the first 1. Under DualPipe device 0 runs the first and last stage, so all four give
+  // device 0 five layers and every other device eight: one is kept, the first (last 1), beside the even split
+  // (13 stages of 4, 3 of 3). Searched over TP, PP, DP, EP, schedule and ZeRO, the best fits and is not slower than
+  // the published layout at Megatron-Bridge's split (the scenario data/scenarios/deepseek-v3-h800.json: PP 16
+  // DualPipe, DP 128, EP 64, ZeRO-1, last stage 1 layer).
   const auto& a = test::arch("deepseek-v3");
   auto sys = h800_cluster();
   auto problem = dsv3_plan(1, 2048, 15360);
@@ -651,6 +653,11 @@ TEST_CASE("the search over DeepSeek-V3's problem, the layer split searched, find
     CHECK_FALSE((l.embedding_as_layer || l.loss_as_layer));
     splits.emplace_back(l.first_stage_layers, l.last_stage_layers);
   }
+  CHECK(splits == std::vector<std::pair<int, int>>{{0, 0}, {0, 1}});
+  // Without DualPipe (1F1B) the first and last stages sit on different devices: all four are searched.
+  space.dualpipe = {false};
+  splits.clear();
+  for (const auto& l : model::enumerate_layouts(a, problem, space)) splits.emplace_back(l.first_stage_layers, l.last_stage_layers);
   CHECK(splits == std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {3, 2}, {2, 3}, {1, 0}});
 
   model::Layout published_layout;
