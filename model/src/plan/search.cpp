@@ -358,6 +358,20 @@ std::vector<wl::Offload> offload_values(const wl::TrainingPlan& base, const Sear
   return v;
 }
 
+/// What the search did with the layer split, said once.
+std::string split_note(const wl::TrainingPlan& base, const SearchSpace& space, const SplitTable& splits) {
+  if (base.split.any()) return "layer split over the pipeline stages: the plan's, at every PP (it is not searched)";
+  if (!space.vary_split) return "layer split over the pipeline stages: even (not searched)";
+  std::size_t uneven = 0;
+  for (const auto& e : splits)
+    for (const SplitChoice& c : e.second) uneven += c.first > 0 || c.last > 0 || c.embedding || c.loss ? 1 : 0;
+  return fmt::format(
+      "layer split over the pipeline stages, searched at each PP and virtual-stage count: even, the embedding "
+      "and/or the loss counted as a layer, and the first and/or last stage up to {} layers lighter than the middle "
+      "stages (Megatron-LM's --decoder-first/last-pipeline-num-layers), each assignment once: {} uneven splits",
+      std::max(0, space.max_stage_deficit), uneven);
+}
+
 double training_time(const SearchPoint& p) {
   return p.score.has_time_to_train ? p.score.time_to_train.raw() : p.score.step_time.raw();
 }
@@ -411,21 +425,7 @@ SearchResult search_training(const wl::TransformerArch& arch, const wl::Training
                                       arch.layers, pps.empty() ? "none" : pps));
     }
   }
-  {
-    std::size_t uneven = 0;
-    for (const auto& e : en.splits)
-      for (const SplitChoice& c : e.second) uneven += c.first > 0 || c.last > 0 || c.embedding || c.loss ? 1 : 0;
-    if (base.split.any())
-      res.notes.push_back("layer split over the pipeline stages: the plan's, at every PP (it is not searched)");
-    else if (!space.vary_split)
-      res.notes.push_back("layer split over the pipeline stages: even (not searched)");
-    else
-      res.notes.push_back(fmt::format(
-          "layer split over the pipeline stages, searched at each PP and virtual-stage count: even, the embedding "
-          "and/or the loss counted as a layer, and the first and/or last stage up to {} layers lighter than the middle "
-          "stages (Megatron-LM's --decoder-first/last-pipeline-num-layers), each assignment once: {} uneven splits",
-          std::max(0, space.max_stage_deficit), uneven));
-  }
+  res.notes.push_back(split_note(base, space, en.splits));
   if (space.offload.empty()) {
     const std::string why = offload_why_not(base, &sys);
     res.notes.push_back(why.empty() ? std::string("CPU offload of the optimizer (ZeRO-Offload) is searched with ZeRO "
