@@ -89,8 +89,15 @@ std::string train_command(const wl_io::PlanTrainingItem& item, const model::Layo
   add("--recompute", recompute_key(l.recompute));
   add("--zero", std::to_string(static_cast<int>(l.zero)));
   if (l.offload == wl::Offload::optimizer) add("--offload", "optimizer");
+  // The layer split (searched, or the scenario's, which the layout carries).
+  if (l.first_stage_layers > 0) add("--first-stage-layers", std::to_string(l.first_stage_layers));
+  if (l.last_stage_layers > 0) add("--last-stage-layers", std::to_string(l.last_stage_layers));
+  if (l.embedding_as_layer) add("--embedding-in-pipeline-split", "true");
+  if (l.loss_as_layer) add("--loss-in-pipeline-split", "true");
   static const std::set<std::string> layout_keys{"model", "tp", "pp", "cp", "ep", "virtual_stages", "schedule",
-                                                 "micro_batch", "sequence_parallel", "recompute", "zero", "offload"};
+                                                 "micro_batch", "sequence_parallel", "recompute", "zero", "offload",
+                                                 "first_stage_layers", "last_stage_layers",
+                                                 "embedding_in_pipeline_split", "loss_in_pipeline_split"};
   for (const auto& [key, v] : item.scenario_json.items()) {
     if (layout_keys.count(key) != 0) continue;
     std::string flag = key == "sequence_parallel" ? "sp"

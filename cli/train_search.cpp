@@ -242,6 +242,8 @@ int run_search(const GlobalOptions& g, const TrainFlags& f, const nlohmann::json
                                     static_cast<int>(best_plan.zero),
                                     best_plan.offload == wl::Offload::optimizer ? ", CPU offload of the optimizer"
                                                                                 : "")}};
+    if (const std::string flags = model::megatron_split_flags(res.top[0].layout); !flags.empty())
+      b.rows.emplace_back("layer split", fmt::format("{} (Megatron-LM)", flags));
     sec.push_back(b);
     for (auto& x : estimate_sections(sys, best_plan, *best, nullptr)) sec.push_back(std::move(x));
   } else {

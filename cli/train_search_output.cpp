@@ -3,6 +3,7 @@
 // cmd_train.cpp, which keeps the flags, running the search and assembling the output.
 #include "train_search_output.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -57,7 +58,11 @@ const std::vector<Table::Column>& point_columns() {
                                                {"time_to_train_s", "time to train s", true},
                                                {"cost_usd", "cost $", true},
                                                {"tokens_per_usd", "tokens/$", true},
-                                               {"expert_tp", "ETP", true}};
+                                               {"expert_tp", "ETP", true},
+                                               {"first_stage_layers", "first-stage layers", true},
+                                               {"last_stage_layers", "last-stage layers", true},
+                                               {"embedding_as_layer", "embedding as a layer"},
+                                               {"loss_as_layer", "loss as a layer"}};
   return c;
 }
 
@@ -106,7 +111,22 @@ std::vector<std::string> point_row(const model::SearchPoint& p, bool deadline, s
           v && s.has_time_to_train ? csv_num(s.time_to_train.raw()) : "",
           v && s.has_cost ? csv_num(s.cost.raw()) : "",
           v && s.has_price ? csv_num(s.tokens_per_usd) : "",
-          std::to_string(l.etp > 0 ? l.etp : l.tp)};
+          std::to_string(l.etp > 0 ? l.etp : l.tp),
+          std::to_string(l.first_stage_layers),
+          std::to_string(l.last_stage_layers),
+          l.embedding_as_layer ? "true" : "false",
+          l.loss_as_layer ? "true" : "false"};
+}
+
+/// The layout's layer split for the table: "even", else its stage layer counts and accounting ("last 1").
+std::string split_cell(const model::Layout& l) {
+  std::string s;
+  auto add = [&](const std::string& x) { s += (s.empty() ? "" : " ") + x; };
+  if (l.first_stage_layers > 0) add(fmt::format("first {}", l.first_stage_layers));
+  if (l.last_stage_layers > 0) add(fmt::format("last {}", l.last_stage_layers));
+  if (l.embedding_as_layer) add("emb");
+  if (l.loss_as_layer) add("loss");
+  return s.empty() ? std::string("even") : s;
 }
 
 }  // namespace
@@ -151,6 +171,13 @@ ordered_json point_json(const model::SearchPoint& p, std::uint64_t rank) {
                  {"sequence_parallel", l.sequence_parallel}, {"recompute", recompute_key(l.recompute)},
                  {"zero", static_cast<int>(l.zero)},
                  {"offload", l.offload == wl::Offload::optimizer ? "optimizer" : "none"}};
+  // The layer split over the pipeline stages (with a pipeline): the Megatron-LM flags that set it.
+  if (l.pp > 1)
+    o["layout"]["split"] = {{"first_stage_layers", l.first_stage_layers},
+                            {"last_stage_layers", l.last_stage_layers},
+                            {"embedding_as_layer", l.embedding_as_layer},
+                            {"loss_as_layer", l.loss_as_layer},
+                            {"megatron_flags", model::megatron_split_flags(l)}};
   o["step_time_s"] = s.step_time.raw();
   o["tokens_per_s"] = s.tokens_per_s;
   o["mfu"] = s.mfu;
@@ -169,6 +196,9 @@ Table top_table(const std::vector<model::SearchPoint>& top, bool several_gpu_cou
   t.columns.insert(t.columns.end(), {{"tp", "TP", true}, {"pp", "PP", true}, {"v", "v", true}, {"dp", "DP", true},
                                      {"cp", "CP", true}});
   if (moe) t.columns.insert(t.columns.end(), {{"ep", "EP", true}, {"expert_tp", "ETP", true}});
+  // The layer split, where a top layout splits unevenly (the column would read "even" throughout otherwise).
+  const bool split = std::any_of(top.begin(), top.end(), [](const model::SearchPoint& p) { return p.layout.split_set(); });
+  if (split) t.columns.push_back({"split", "layer split"});
   t.columns.insert(t.columns.end(), {{"sp", "SP"}, {"micro", "micro", true}, {"recompute", "recompute"},
                                      {"zero", "ZeRO", true}, {"step", "step", true}, {"tokens_per_s", "tokens/s", true},
                                      {"mfu", "MFU"}, {"memory", "memory/GPU", true}});
@@ -186,6 +216,7 @@ Table top_table(const std::vector<model::SearchPoint>& top, bool several_gpu_cou
                        l.dualpipe ? std::string("dual") : std::to_string(l.virtual_stages), std::to_string(l.dp),
                        std::to_string(l.cp)});
     if (moe) r.insert(r.end(), {std::to_string(l.ep), std::to_string(l.etp > 0 ? l.etp : l.tp)});
+    if (split) r.push_back(split_cell(l));
     r.insert(r.end(), {l.sequence_parallel ? "on" : "off", std::to_string(l.micro_batch), recompute_key(l.recompute),
                        std::to_string(static_cast<int>(l.zero)) + (l.offload == wl::Offload::optimizer ? " +off" : ""),
                        u::format(s.step_time),

@@ -58,7 +58,8 @@ const char* const kCsvHeader =
     "rank,gpus,tp,pp,dp,cp,ep,virtual_stages,micro_batch,sequence_parallel,recompute,zero,offload,valid,fits,"
     "meets_deadline,step_time_s,tokens_per_s,mfu,peak_bytes_per_gpu,capacity_bytes,gemm_s,attention_s,elementwise_s,"
     "embedding_loss_s,recompute_s,comm_exposed_s,tp_exposed_s,cp_exposed_s,ep_exposed_s,pp_exposed_s,dp_exposed_s,"
-    "bubble_s,optimizer_s,offload_s,time_to_train_s,cost_usd,tokens_per_usd,expert_tp";
+    "bubble_s,optimizer_s,offload_s,time_to_train_s,cost_usd,tokens_per_usd,expert_tp,first_stage_layers,"
+    "last_stage_layers,embedding_as_layer,loss_as_layer";
 
 }  // namespace
 

@@ -45,6 +45,16 @@ void apply_layout(wl::TrainingPlan& p, const Layout& l) {
   p.recompute = l.recompute;
   p.zero = l.zero;
   p.offload = l.offload;
+  // The layer split: set by the layout, else the plan's own (a hand-made Layout keeps the base plan's split; the
+  // search's evaluator puts the base plan's split back before a layout that sets none).
+  if (l.split_set()) {
+    p.split.first_stage_layers = l.first_stage_layers;
+    p.split.last_stage_layers = l.last_stage_layers;
+    p.split.embedding_as_layer = l.embedding_as_layer;
+    p.split.loss_as_layer = l.loss_as_layer;
+    p.split.chunk_layers.clear();
+    p.split.layout.clear();
+  }
 }
 
 Layout layout_of(const wl::TrainingPlan& plan) {
@@ -63,6 +73,10 @@ Layout layout_of(const wl::TrainingPlan& plan) {
   l.zero = plan.zero;
   l.offload = plan.offload;
   l.dualpipe = plan.schedule == wl::PipelineSchedule::dualpipe;
+  l.first_stage_layers = int(plan.split.first_stage_layers);
+  l.last_stage_layers = int(plan.split.last_stage_layers);
+  l.embedding_as_layer = plan.split.embedding_as_layer;
+  l.loss_as_layer = plan.split.loss_as_layer;
   return l;
 }
 
@@ -83,6 +97,20 @@ std::string describe(const Layout& l) {
   s += fmt::format(" · micro-batch {} · recompute {} · ZeRO {}", l.micro_batch, recompute_name(l.recompute),
                    static_cast<int>(l.zero));
   if (l.offload == wl::Offload::optimizer) s += " · CPU offload";
+  if (l.first_stage_layers > 0) s += fmt::format(" · first stage {} layers", l.first_stage_layers);
+  if (l.last_stage_layers > 0) s += fmt::format(" · last stage {} layers", l.last_stage_layers);
+  if (l.embedding_as_layer) s += " · embedding as a layer";
+  if (l.loss_as_layer) s += " · loss as a layer";
+  return s;
+}
+
+std::string megatron_split_flags(const Layout& l) {
+  std::string s;
+  auto add = [&](const std::string& flag) { s += (s.empty() ? "" : " ") + flag; };
+  if (l.first_stage_layers > 0) add(fmt::format("--decoder-first-pipeline-num-layers {}", l.first_stage_layers));
+  if (l.last_stage_layers > 0) add(fmt::format("--decoder-last-pipeline-num-layers {}", l.last_stage_layers));
+  if (l.embedding_as_layer) add("--account-for-embedding-in-pipeline-split");
+  if (l.loss_as_layer) add("--account-for-loss-in-pipeline-split");
   return s;
 }
 
@@ -121,6 +149,12 @@ LayoutComparison compare_layouts(const Layout& la, const TrainingEstimate& a, co
   if (la.recompute != lb.recompute)
     c.changes.push_back(fmt::format("recompute {} → {}", recompute_name(la.recompute), recompute_name(lb.recompute)));
   change("ZeRO", static_cast<int>(la.zero), static_cast<int>(lb.zero));
+  change("first-stage layers", la.first_stage_layers, lb.first_stage_layers);
+  change("last-stage layers", la.last_stage_layers, lb.last_stage_layers);
+  if (la.embedding_as_layer != lb.embedding_as_layer || la.loss_as_layer != lb.loss_as_layer)
+    c.changes.push_back(fmt::format("embedding/loss as a layer {}/{} → {}/{}", la.embedding_as_layer ? "on" : "off",
+                                    la.loss_as_layer ? "on" : "off", lb.embedding_as_layer ? "on" : "off",
+                                    lb.loss_as_layer ? "on" : "off"));
   if (la.offload != lb.offload)
     c.changes.push_back(fmt::format("CPU offload {} → {}", la.offload == wl::Offload::optimizer ? "on" : "off",
                                     lb.offload == wl::Offload::optimizer ? "on" : "off"));

@@ -64,23 +64,109 @@ struct Item {
   std::uint64_t count = 0;
 };
 
+/// One layer split of the search (Layout's split fields).
+struct SplitChoice {
+  int first = 0, last = 0;
+  bool embedding = false, loss = false;
+};
+
+/// The splits of one (PP, virtual-stage code) pair: code 0 is DualPipe (one chunk per stage).
+using SplitTable = std::map<std::pair<long long, int>, std::vector<SplitChoice>>;
+
 struct Dims {
-  std::vector<int> virtual_stages;
+  /// (virtual-stage code, split) pairs: code 0 is DualPipe (virtual stages 1), else the virtual stages.
+  std::vector<std::pair<int, SplitChoice>> stages;
   std::vector<bool> sp;
   std::vector<std::int64_t> micro;
   std::vector<wl::Recompute> recompute;
   /// (ZeRO stage, offload) pairs: CPU offload only with ZeRO ≥ 1.
   std::vector<std::pair<wl::ZeroStage, wl::Offload>> zero;
   [[nodiscard]] std::uint64_t count() const {
-    return std::uint64_t(virtual_stages.size()) * sp.size() * micro.size() * recompute.size() * zero.size();
+    return std::uint64_t(stages.size()) * sp.size() * micro.size() * recompute.size() * zero.size();
   }
 };
+
+/// The base plan's split as a choice (its pipeline layout string, if any, stays in the plan: apply_layout keeps it).
+SplitChoice base_split(const wl::TrainingPlan& base) {
+  const wl::PipelineSplit& sp = base.split;
+  return {int(sp.first_stage_layers), int(sp.last_stage_layers), sp.embedding_as_layer, sp.loss_as_layer};
+}
+
+/// The layer splits the search tries at PP p and virtual-stage code vc (0: DualPipe), valid ones only, each
+/// assignment of layers to chunks once (the first way of writing it kept: even, then the embedding/loss accounting,
+/// then first/last stage layers). Megatron-LM's three ways to set a split (wl::PipelineSplit):
+///  - the even split (nothing set);
+///  - account_for_embedding/loss_in_pipeline_split: the embedding, the loss or both counted as a layer;
+///  - decoder_first/last_pipeline_num_layers: the first and/or last stage carry df, dl ∈ [0, max_stage_deficit] layers
+///    fewer than the m of each middle stage, m = (L + df + dl) / p (the middle stages divide the rest evenly).
+/// Pruned: a split whose heaviest stage holds more layers than the even split's, ⌈L/p⌉ (the middle stages would all
+/// run slower than any stage of the even split; the end stages' extra modules weigh about a layer or two); under
+/// DualPipe, a split that gives every device the layers an earlier one gives (device 0 holds both end stages).
+/// A base plan that sets a split, or a space with vary_split off, gives the base plan's split only (as before the
+/// split was a dimension: at v > 1 only where its chunks split).
+std::vector<SplitChoice> split_choices(const wl::TransformerArch& a, const wl::TrainingPlan& base,
+                                       const SearchSpace& space, long long p, int vc) {
+  const int v = std::max(1, vc);
+  wl::TrainingPlan probe = base;
+  probe.par.pp = int(p);
+  probe.par.virtual_stages = v;
+  probe.schedule = vc == 0 ? wl::PipelineSchedule::dualpipe
+                   : v > 1 ? wl::PipelineSchedule::interleaved
+                           : wl::PipelineSchedule::one_f_one_b;
+  std::vector<SplitChoice> out;
+  const std::int64_t L = a.layers;
+  if (base.split.any() || !space.vary_split || p < 2) {
+    const bool ok = v == 1 || (base.split.any() ? detail::chunk_split_ok(a, probe, nullptr) : L % (v * p) == 0);
+    if (ok) out.push_back(base_split(base));
+    return out;
+  }
+  std::vector<std::vector<std::int64_t>> seen;
+  auto consider = [&](const SplitChoice& c) {
+    probe.split.first_stage_layers = c.first;
+    probe.split.last_stage_layers = c.last;
+    probe.split.embedding_as_layer = c.embedding;
+    probe.split.loss_as_layer = c.loss;
+    const std::vector<std::int64_t> chunks = detail::chunk_layers(a, probe, nullptr);
+    if (chunks.empty()) return;
+    // No stage above the even split's heaviest, ⌈L/p⌉ layers: a split only moves layers off the end stages (which
+    // also hold the embedding, the head, the loss and MTP) onto stages that hold fewer.
+    std::vector<std::int64_t> stage(std::size_t(p), 0);
+    for (std::size_t j = 0; j < chunks.size(); ++j) stage[j % std::size_t(p)] += chunks[j];
+    const bool even = c.first == 0 && c.last == 0 && !c.embedding && !c.loss;
+    if (!even && *std::max_element(stage.begin(), stage.end()) > (L + p - 1) / p) return;
+    // Under DualPipe device i runs stages i and p − 1 − i (the first and last on device 0): splits that give every
+    // device the same layers (first 2 / last 3 and last 1 at PP 16 of 61 layers) differ only in where the few dense
+    // layers sit, and one of them is kept. Otherwise each assignment of layers to chunks once.
+    std::vector<std::int64_t> key = chunks;
+    if (vc == 0) {
+      key.assign(std::size_t(p / 2), 0);
+      for (long long i = 0; i < p / 2; ++i) key[std::size_t(i)] = stage[std::size_t(i)] + stage[std::size_t(p - 1 - i)];
+    }
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+    seen.push_back(std::move(key));
+    out.push_back(c);
+  };
+  consider({});
+  consider({0, 0, true, false});
+  consider({0, 0, false, true});
+  consider({0, 0, true, true});
+  const int dmax = std::max(0, space.max_stage_deficit);
+  for (int df = 0; df <= dmax; ++df)
+    for (int dl = 0; dl <= dmax; ++dl) {
+      if ((df == 0 && dl == 0) || (L + df + dl) % p != 0) continue;
+      const std::int64_t m = (L + df + dl) / p;
+      if (m - df < 1 || m - dl < 1) continue;
+      consider({df > 0 ? int(m - df) : 0, dl > 0 ? int(m - dl) : 0, false, false});
+    }
+  return out;
+}
 
 struct Enumerator {
   const wl::TransformerArch& a;
   const wl::TrainingPlan& base;
   const SearchSpace& space;
   std::vector<wl::Offload> offload;  ///< the offload values to enumerate
+  SplitTable splits = {};            ///< split_choices of every (PP, virtual-stage code) the space reaches (prepare)
 
   [[nodiscard]] bool tp_ok(long long t) const {
     return a.heads % t == 0 && (a.mla || a.kv_heads % t == 0 || t % a.kv_heads == 0) && a.intermediate % t == 0 &&
@@ -93,30 +179,41 @@ struct Enumerator {
     return p <= a.layers && allowed(space.pp, int(p));  // uneven stages allowed (1F1B; interleaving needs even chunks)
   }
 
-  [[nodiscard]] Dims dims(const Layout& l) const {
-    Dims d;
-    d.virtual_stages.push_back(1);
-    if (l.pp > 1)
-      for (std::int64_t v = 2; v * l.pp <= a.layers + 2; ++v) {
-        if (!base.split.any()) {
-          if (a.layers % (v * l.pp) == 0) d.virtual_stages.push_back(int(v));
-          continue;
-        }
-        // An uneven split: the chunk counts its rule allows (chunk_layers, the one assignment).
-        wl::TrainingPlan probe = base;
-        probe.par.pp = l.pp;
-        probe.par.virtual_stages = int(v);
-        probe.schedule = wl::PipelineSchedule::interleaved;
-        if (detail::chunk_split_ok(a, probe, nullptr)) d.virtual_stages.push_back(int(v));
-      }
-    std::erase_if(d.virtual_stages, [&](int v) { return !allowed(space.virtual_stages, v); });
+  /// The virtual-stage codes at PP p, in enumeration order: 1, the interleaved counts, 0 for DualPipe.
+  [[nodiscard]] std::vector<int> stage_codes(long long p) const {
+    std::vector<int> codes{1};
+    if (p > 1)
+      for (std::int64_t v = 2; v * p <= a.layers + 2; ++v) codes.push_back(int(v));
+    std::erase_if(codes, [&](int v) { return !allowed(space.virtual_stages, v); });
     // DualPipe rides on the virtual-stage dimension of the enumeration as 0 (virtual stages 1, Layout::dualpipe).
-    const bool dual_ok = l.pp >= 2 && l.pp % 2 == 0 && allowed(space.virtual_stages, 1);
+    const bool dual_ok = p >= 2 && p % 2 == 0 && allowed(space.virtual_stages, 1);
     const bool dual_default = a.moe.has_value();
     if (space.dualpipe.empty() ? dual_ok && dual_default : dual_ok && allowed(space.dualpipe, true))
-      d.virtual_stages.push_back(0);
+      codes.push_back(0);
     if (!space.dualpipe.empty() && !allowed(space.dualpipe, false))
-      std::erase_if(d.virtual_stages, [](int v) { return v != 0; });
+      std::erase_if(codes, [](int v) { return v != 0; });
+    return codes;
+  }
+
+  /// Fills `splits` for every PP the space reaches (before items(); dims() only looks them up).
+  void prepare() {
+    for (long long n : space.gpus) {
+      if (n < 1) continue;
+      for (long long p : divisors(n)) {
+        if (!pp_ok(p)) continue;
+        for (int vc : stage_codes(p))
+          if (splits.find({p, vc}) == splits.end()) splits.emplace(std::pair{p, vc}, split_choices(a, base, space, p, vc));
+      }
+    }
+  }
+
+  [[nodiscard]] Dims dims(const Layout& l) const {
+    Dims d;
+    for (int vc : stage_codes(l.pp)) {
+      const auto it = splits.find({l.pp, vc});
+      if (it == splits.end()) continue;
+      for (const SplitChoice& c : it->second) d.stages.emplace_back(vc, c);
+    }
     for (bool s : {false, true})
       if ((!s || l.tp > 1) && allowed(space.sequence_parallel, s)) d.sp.push_back(s);
     if (base.global_batch % l.dp == 0)
@@ -186,6 +283,11 @@ struct Enumerator {
               it.base.dp = int(dp);
               it.base.ep = int(e);
               it.base.etp = f;
+              const SplitChoice bs = base_split(base);
+              it.base.first_stage_layers = bs.first;
+              it.base.last_stage_layers = bs.last;
+              it.base.embedding_as_layer = bs.embedding;
+              it.base.loss_as_layer = bs.loss;
               it.count = dims(it.base).count();
               if (it.count > 0) out.push_back(it);
             }
@@ -201,9 +303,13 @@ struct Enumerator {
 template <class F>
 void for_each_layout(const Item& it, const Dims& dm, F&& f) {
   Layout l = it.base;
-  for (int v : dm.virtual_stages) {
+  for (const auto& [v, split] : dm.stages) {
     l.virtual_stages = std::max(1, v);
     l.dualpipe = v == 0;
+    l.first_stage_layers = split.first;
+    l.last_stage_layers = split.last;
+    l.embedding_as_layer = split.embedding;
+    l.loss_as_layer = split.loss;
     for (bool sp : dm.sp) {
       l.sequence_parallel = sp;
       for (std::int64_t mb : dm.micro) {
@@ -252,6 +358,20 @@ std::vector<wl::Offload> offload_values(const wl::TrainingPlan& base, const Sear
   return v;
 }
 
+/// What the search did with the layer split, said once.
+std::string split_note(const wl::TrainingPlan& base, const SearchSpace& space, const SplitTable& splits) {
+  if (base.split.any()) return "layer split over the pipeline stages: the plan's, at every PP (it is not searched)";
+  if (!space.vary_split) return "layer split over the pipeline stages: even (not searched)";
+  std::size_t uneven = 0;
+  for (const auto& e : splits)
+    for (const SplitChoice& c : e.second) uneven += c.first > 0 || c.last > 0 || c.embedding || c.loss ? 1 : 0;
+  return fmt::format(
+      "layer split over the pipeline stages, searched at each PP and virtual-stage count: even, the embedding "
+      "and/or the loss counted as a layer, and the first and/or last stage up to {} layers lighter than the middle "
+      "stages (Megatron-LM's --decoder-first/last-pipeline-num-layers), each assignment once: {} uneven splits",
+      std::max(0, space.max_stage_deficit), uneven);
+}
+
 double training_time(const SearchPoint& p) {
   return p.score.has_time_to_train ? p.score.time_to_train.raw() : p.score.step_time.raw();
 }
@@ -260,7 +380,8 @@ double training_time(const SearchPoint& p) {
 
 std::vector<Layout> enumerate_layouts(const wl::TransformerArch& arch, const wl::TrainingPlan& base,
                                       const SearchSpace& space, const TrainingSystem* sys) {
-  const Enumerator en{arch, base, space, offload_values(base, space, sys)};
+  Enumerator en{arch, base, space, offload_values(base, space, sys)};
+  en.prepare();
   std::vector<Layout> out;
   for (const Item& it : en.items()) for_each_layout(it, en.dims(it.base), [&](const Layout& l) { out.push_back(l); });
   return out;
@@ -285,7 +406,8 @@ SearchResult search_training(const wl::TransformerArch& arch, const wl::Training
     return res;
   }
 
-  const Enumerator en{arch, base, space, offload_values(base, space, &sys)};
+  Enumerator en{arch, base, space, offload_values(base, space, &sys)};
+  en.prepare();
   const std::vector<Item> items = en.items();
   for (const Item& it : items) res.total += it.count;
 
@@ -303,6 +425,7 @@ SearchResult search_training(const wl::TransformerArch& arch, const wl::Training
                                       arch.layers, pps.empty() ? "none" : pps));
     }
   }
+  res.notes.push_back(split_note(base, space, en.splits));
   if (space.offload.empty()) {
     const std::string why = offload_why_not(base, &sys);
     res.notes.push_back(why.empty() ? std::string("CPU offload of the optimizer (ZeRO-Offload) is searched with ZeRO "

@@ -146,16 +146,17 @@ struct VocabEvaluator {
   TermCache<Seconds, 4> pp_gather;     // tp, cp, micro, sp
   TermCache<Seconds, 3> tp_gather;     // tp, cp, micro (sequence parallelism's re-gathers, LoRA's adapters)
   TermCache<detail::TpQuantTimes, 3> tp_quant;  // tp, cp, micro (quantised TP all-gathers: tp_quant_times)
-  TermCache<DpTimes, 7> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks
-  TermCache<detail::DpBuckets, 7> dp_buckets;  // dp_buckets_key: shared by the DP terms of many (dp, cp)
+  TermCache<DpTimes, 8> dp;            // tp, pp, cp, dp, ep, ZeRO stage, model chunks, split
+  TermCache<detail::DpBuckets, 8> dp_buckets;  // dp_buckets_key + split: shared by the DP terms of many (dp, cp)
   TermCache<Seconds, 5> opt;           // tp, pp, ep, shard, ZeRO-3
   TermCache<detail::OffloadTimes, 5> offload;  // tp, pp, ep, shard, GPUs per node in use
   TermCache<CommGroup, 2> groups;      // size, stride
   TermCache<CommGroup, 4> dualpipe_groups;  // size, stride, tp·cp·dp, pp: DualPipe's gradient groups (their tiers)
   TermCache<LayerSums, 2> sums;        // tp, sp
-  TermCache<StageShapes, 3> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed)
+  TermCache<StageShapes, 4> shapes;    // pp, v, recompute (full recompute's per-chunk counts: StageShape::recomputed), split
   detail::PricedStages stages_memo;     // compose_step's pricing of the stages of memo_layout (zero, offload cleared)
   std::optional<Layout> memo_layout;
+  bool split_applied = false;  ///< plan_'s split was set by a layout (the base plan's is put back before one without)
 
   VocabEvaluator(const wl::TransformerArch& arch, const wl::TrainingPlan& b, const TrainingSystem& s)
       : a(arch), base(b), sys(s), plan_(b), have_gpu(s.gpu != nullptr) {
@@ -174,7 +175,7 @@ struct VocabEvaluator {
 
   // The DP terms: the gradient reduction and parameter gathers (keyed without ZeRO 1 vs 2), their buckets (keyed by
   // dp_buckets_key) and, with eager kernels, the PyTorch wrappers' copies.
-  void dp_terms(const wl::TrainingPlan& plan, std::int64_t ek, int pp_key, detail::StepTerms& t) {
+  void dp_terms(const wl::TrainingPlan& plan, std::int64_t ek, int pp_key, std::int64_t split_key, detail::StepTerms& t) {
     const auto& par = plan.par;
     const int n_dp = detail::dense_grad_group_size(plan);
     if (n_dp <= 1) return;
@@ -184,10 +185,11 @@ struct VocabEvaluator {
     // 3 only): one entry.
     const auto dp_zero = static_cast<std::int64_t>(plan.zero == wl::ZeroStage::gradients ? wl::ZeroStage::optimizer
                                                                                           : plan.zero);
-    t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks()}, [&] {
+    t.dp = dp.get({par.tp, pp_key, par.cp, par.dp, ek, dp_zero, plan.model_chunks(), split_key}, [&] {
       const int n_edp = detail::expert_grad_group_size(plan);
-      const detail::DpBuckets& b =
-          dp_buckets.get(detail::dp_buckets_key(plan), [&] { return detail::dp_buckets(a, plan); });
+      const detail::DpBucketsKey bk = detail::dp_buckets_key(plan);
+      const detail::DpBuckets& b = dp_buckets.get({bk[0], bk[1], bk[2], bk[3], bk[4], bk[5], bk[6], split_key},
+                                                  [&] { return detail::dp_buckets(a, plan); });
       // References into the caches stay valid across inserts (their values live in a deque). DualPipe's mirror
       // copies change the groups' tiers (grad_comm_group_tiers, which reads tp·cp·dp and PP); dp_collective_times
       // puts the plan's CTA cap on either.
@@ -214,8 +216,17 @@ struct VocabEvaluator {
   LayoutScore evaluate(const Layout& l) {
     LayoutScore r;
     if (!have_gpu) return r;
+    if (split_applied && !l.split_set()) {
+      plan_.split = base.split;
+      split_applied = false;
+    }
     apply_layout(plan_, l);
+    split_applied = split_applied || l.split_set();
     const wl::TrainingPlan& plan = plan_;
+    // The layer split in the keys of the terms that read the stages' layers (stage shapes, DP buckets): the layout's
+    // split fields (a base plan's layout string is the same for every layout).
+    const std::int64_t split_key = std::int64_t(l.first_stage_layers) | (std::int64_t(l.last_stage_layers) << 20) |
+                                   (std::int64_t(l.embedding_as_layer) << 40) | (std::int64_t(l.loss_as_layer) << 41);
     if (!detail::layout_rules(a, plan, sys, nullptr, host_link)) return r;
     const auto& par = plan.par;
     const std::int64_t sp = par.sequence_parallel ? 1 : 0, mb = plan.micro_batch;
@@ -276,7 +287,7 @@ struct VocabEvaluator {
           return with_group(par.tp, 1, [&](const CommGroup& g) { return detail::tp_quant_times(a, plan, g); });
         });
     }
-    dp_terms(plan, ek, pp_key, t);
+    dp_terms(plan, ek, pp_key, split_key, t);
     const double shard = detail::optimizer_shard(plan);
     // ZeRO-3 in the key: the FP8 weights' quantisation once per step is not priced under it (weight_quantisation_time).
     const std::int64_t zero3 = plan.zero == wl::ZeroStage::parameters ? 1 : 0;
@@ -297,7 +308,8 @@ struct VocabEvaluator {
     const int v_key = plan.dualpipe() ? 0 : v;  // DualPipe's devices hold two stages: their own shapes
     // A reference into `shapes`: valid until its next insert (none comes before memory_core below, which reads it too).
     const auto rc_key = static_cast<std::int64_t>(plan.recompute);
-    const StageShapes& sh = shapes.get({p, v_key, rc_key}, [&] { return detail::stage_shapes(a, kinds, k.params, plan); });
+    const StageShapes& sh =
+        shapes.get({p, v_key, rc_key, split_key}, [&] { return detail::stage_shapes(a, kinds, k.params, plan); });
     t.stages = &sh;
     detail::StepCore core;
     detail::compose_step(a, plan, k, t, core);

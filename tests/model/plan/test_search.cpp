@@ -289,6 +289,7 @@ TEST_SUITE("search") {
     const auto sys = node_system("dgx-h100");
     const wl::TrainingPlan base = base_plan(2048, 16);
     model::SearchSpace space;
+    space.vary_split = false;  // the brute force lays the layers out evenly (the split: tests below)
     space.gpus = {8};
     const auto r = model::search_training(a, base, sys, space, {});
     REQUIRE(r.error.empty());
@@ -306,6 +307,7 @@ TEST_SUITE("search") {
     sys.price = units::usd_per_hour(2.0);
     const wl::TrainingPlan base = base_plan(1024, 8);
     model::SearchSpace space;
+    space.vary_split = false;  // the brute force lays the layers out evenly (the split: tests below)
     space.gpus = {4, 8};
     model::SearchOptions o;
     o.rank_by = model::RankBy::cost;
@@ -324,6 +326,7 @@ TEST_SUITE("search") {
     wl::TrainingPlan base = base_plan(2048, 16);
     base.tokens_to_train = 2e10;
     model::SearchSpace space;
+    space.vary_split = false;  // the brute force lays the layers out evenly (the split: tests below)
     space.gpus = {8, 16};
     model::SearchOptions o;
     o.rank_by = model::RankBy::cost;
@@ -491,6 +494,138 @@ TEST_SUITE("search") {
     // The fast evaluator's folded score is estimate_training's.
     const auto e = model::estimate_training(a, model::with_layout(base, best.layout), sys, Explain::off);
     CHECK(e.step_time.raw() == best.score.step_time.raw());
+  }
+
+  TEST_CASE("the layer split is a dimension: the even split and Megatron's first/last-stage layers, each once") {
+    // Llama 3.1 8B, 32 layers. At PP 5 (one chunk per stage) the even split is 7, 7, 6, 6, 6 (the first 32 mod 5
+    // stages one more). The embedding/loss accounting needs 33 or 34 layers to split by 5: none. First/last stages
+    // df, dl ≤ 4 layers below the middle stages' m = (32 + df + dl) / 5, and no stage above the even split's
+    // heaviest, ⌈32/5⌉ = 7: m = 7, df + dl = 3:
+    //   last 4 (7, 7, 7, 7, 4); first 6 last 5 (6, 7, 7, 7, 5); first 5 last 6 (5, 7, 7, 7, 6); first 4 (4, 7, 7, 7, 7)
+    // (m = 8, df + dl = 8: first 4 last 4 (4, 8, 8, 8, 4) holds 8 on a stage: left out). Five splits.
+    const auto& a = arch("llama-3.1-8b");
+    REQUIRE(a.layers == 32);
+    const wl::TrainingPlan base = base_plan(2048, 20);
+    model::SearchSpace space;
+    space.gpus = {5};
+    space.tp = {1};
+    space.pp = {5};
+    space.micro_batch = {1};
+    space.recompute = {wl::Recompute::none};
+    space.virtual_stages = {1};
+    using Splits = std::vector<std::pair<int, int>>;
+    auto splits = [&](const wl::TransformerArch& m, const wl::TrainingPlan& b, const model::SearchSpace& sp) {
+      Splits out;
+      for (const auto& l : model::enumerate_layouts(m, b, sp)) {
+        CHECK_FALSE((l.embedding_as_layer || l.loss_as_layer));
+        out.emplace_back(l.first_stage_layers, l.last_stage_layers);
+      }
+      return out;
+    };
+    CHECK(splits(a, base, space) == Splits{{0, 0}, {0, 4}, {6, 5}, {5, 6}, {4, 0}});
+    // At most 1 layer off an end: df + dl = 3 is out of reach, only the even split.
+    space.max_stage_deficit = 1;
+    CHECK(splits(a, base, space) == Splits{{0, 0}});
+    // The split off, or set by the base plan: the base plan's only.
+    space.max_stage_deficit = 4;
+    space.vary_split = false;
+    CHECK(splits(a, base, space) == Splits{{0, 0}});
+    space.vary_split = true;
+    wl::TrainingPlan fixed = base;
+    fixed.split.last_stage_layers = 4;
+    CHECK(splits(a, fixed, space) == Splits{{0, 4}});
+    // PP 1 has no split to vary.
+    space.gpus = {1};
+    space.pp = {1};
+    CHECK(splits(a, base, space) == Splits{{0, 0}});
+  }
+
+  TEST_CASE("the split dimension finds the interleaved schedule's uneven splits and Megatron's accounting") {
+    // 30 layers (Llama 3.1 8B cut to 30) at PP 4, v = 2: 30 is no multiple of the 8 chunks, so the even split cannot
+    // interleave. The embedding and the loss counted: 32 / 8 = 4 per chunk, the first and last one layer less:
+    // chunks (3, 4, 4, 4 | 4, 4, 4, 3), stages 7, 8, 8, 7 (⌈30/4⌉ = 8: kept). First/last at m = 8, df + dl = 2:
+    // last 6 (8, 8, 8, 6: 4 and 3 per chunk) and first 6; first 7 last 7 splits no stage in two. Megatron's flags.
+    wl::TransformerArch a = arch("llama-3.1-8b");
+    a.layers = 30;
+    const wl::TrainingPlan base = base_plan(2048, 16);
+    model::SearchSpace space;
+    space.gpus = {4};
+    space.tp = {1};
+    space.pp = {4};
+    space.micro_batch = {1};
+    space.recompute = {wl::Recompute::none};
+    space.virtual_stages = {2};
+    struct S {
+      int f, l;
+      bool e, o;
+      bool operator==(const S&) const = default;
+    };
+    std::vector<S> got;
+    std::vector<model::Layout> layouts = model::enumerate_layouts(a, base, space);
+    for (const auto& l : layouts) {
+      CHECK(l.virtual_stages == 2);
+      got.push_back({l.first_stage_layers, l.last_stage_layers, l.embedding_as_layer, l.loss_as_layer});
+    }
+    CHECK(got == std::vector<S>{{0, 0, true, true}, {0, 6, false, false}, {6, 0, false, false}});
+    REQUIRE(layouts.size() == 3);
+    CHECK(model::pipeline_assignment(a, model::with_layout(base, layouts[0])).chunk_layers ==
+          std::vector<std::int64_t>{3, 4, 4, 4, 4, 4, 4, 3});
+    CHECK(model::pipeline_assignment(a, model::with_layout(base, layouts[1])).chunk_layers ==
+          std::vector<std::int64_t>{4, 4, 4, 3, 4, 4, 4, 3});
+    CHECK(model::megatron_split_flags(layouts[0]) ==
+          "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split");
+    CHECK(model::megatron_split_flags(layouts[1]) == "--decoder-last-pipeline-num-layers 6");
+    model::Layout l = layouts[1];
+    l.first_stage_layers = 7;
+    CHECK(model::megatron_split_flags(l) ==
+          "--decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 6");
+    CHECK(model::layout_of(model::with_layout(base, layouts[2])) == layouts[2]);
+    // At PP 3 (32 layers, one chunk) the embedding counted gives 10, 11, 11 against the even 11, 11, 10; the loss
+    // counted gives the even split's 11, 11, 10 again and is left out as a repeat.
+    const auto& full = arch("llama-3.1-8b");
+    space.gpus = {3};
+    space.pp = {3};
+    space.virtual_stages = {1};
+    got.clear();
+    for (const auto& x : model::enumerate_layouts(full, base_plan(2048, 18), space))
+      got.push_back({x.first_stage_layers, x.last_stage_layers, x.embedding_as_layer, x.loss_as_layer});
+    CHECK(got == std::vector<S>{{0, 0, false, false}, {0, 0, true, false}});
+  }
+
+  TEST_CASE("the searched split is priced bit for bit as estimate_training prices the plan with it") {
+    // Gemma 2B (18 layers: uneven at PP 4, 8, 16) dense, and DeepSeek-V3 (61 layers, MoE, DualPipe) on H800s: every
+    // 7th (11th) layout in enumeration order, so that the evaluator's plan goes from a split to the even one and back;
+    // then again from the caches.
+    struct Where {
+      const char* model;
+      const char* node;
+      long long gpus;
+      std::size_t stride;
+    };
+    for (const Where w : {Where{"gemma-1.1-2b", "dgx-h100", 16, 7}, Where{"deepseek-v3", "hgx-h800", 64, 11}}) {
+      CAPTURE(w.model);
+      const auto& a = arch(w.model);
+      const auto sys = node_system(w.node);
+      wl::TrainingPlan base = base_plan(4096, 64);
+      model::SearchSpace space;
+      space.gpus = {w.gpus};
+      space.micro_batch = {1, 2};
+      if (a.moe) space.tp = {1, 2};
+      const auto layouts = model::enumerate_layouts(a, base, space, &sys);
+      model::FastTrainingEvaluator ev(a, base, sys);
+      std::uint64_t uneven = 0, valid = 0;
+      for (int pass = 0; pass < 2; ++pass)
+        for (std::size_t i = 0; i < layouts.size(); i += w.stride) {
+          const auto& l = layouts[i];
+          CAPTURE(model::describe(l));
+          const auto e = model::estimate_training(a, model::with_layout(base, l), sys, Explain::off);
+          check_equal(ev.evaluate(l), e);
+          uneven += l.split_set() ? 1 : 0;
+          valid += l.split_set() && e.step_time.raw() > 0 ? 1 : 0;
+        }
+      CHECK(uneven > 20);
+      CHECK(valid > 10);
+    }
   }
 
   TEST_CASE("the space leaves out only layouts that equal one it keeps") {

@@ -613,3 +613,76 @@ TEST_CASE("the search over DeepSeek-V3's problem at the published stage split fi
   CHECK(best.score.step_time <= published.step_time);
   CHECK(best.score.step_time.raw() == gptest::approx(published.step_time.raw()).epsilon(0.02));
 }
+
+TEST_CASE("the search over DeepSeek-V3's problem, the layer split searched, finds the published layout or better") {
+  // Issue #21's done-when, as data/scenarios/deepseek-v3-h800-problem.json poses it: no layout and no layer split.
+  // The search varies the split as Megatron-LM sets it (search.hpp SearchSpace::vary_split). At PP 16 the splits
+  // whose first and last stages carry at most 4 layers fewer than the middle ones, none above the even split's
+  // ⌈61/16⌉ = 4, are by hand m = 4, df + dl = 3: the last stage 1 layer (Megatron-Bridge's PP 16 layout), first 3 /
+  // last 2, first 2 / last 3, the first 1. Under DualPipe device 0 runs the first and last stage, so all four give
+  // device 0 five layers and every other device eight: one is kept, the first (last 1), beside the even split
+  // (13 stages of 4, 3 of 3). Searched over TP, PP, DP, EP, schedule and ZeRO, the best fits and is not slower than
+  // the published layout at Megatron-Bridge's split (the scenario data/scenarios/deepseek-v3-h800.json: PP 16
+  // DualPipe, DP 128, EP 64, ZeRO-1, last stage 1 layer).
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto problem = dsv3_plan(1, 2048, 15360);
+  problem.par.ep = 1;
+  problem.zero = wl::ZeroStage::none;
+  problem.precision.recipe = wl::QuantRecipe::blockwise;
+  problem.precision.gradient_bytes = 4;
+  problem.recompute_modules = wl::recompute_layernorm | wl::recompute_mla_up_proj | wl::recompute_moe_act;
+  problem.ep_dispatch = wl::EpDispatch::deepep;
+  problem.fp8_weight_copies = wl::Fp8WeightCopies::cached_one_layout;
+  problem.attention_output = wl::AttentionOutputStore::e5m6;
+  problem.mtp_layers = 1;
+  REQUIRE_FALSE(problem.split.any());
+
+  model::SearchSpace space;
+  space.gpus = {2048};
+  space.pp = {16};
+  space.tp = {1};
+  space.cp = {1};
+  space.ep = {64};
+  space.micro_batch = {1};
+  space.recompute = {wl::Recompute::none};
+  space.zero = {wl::ZeroStage::optimizer};
+  space.dualpipe = {true};
+  std::vector<std::pair<int, int>> splits;
+  for (const auto& l : model::enumerate_layouts(a, problem, space)) {
+    CHECK_FALSE((l.embedding_as_layer || l.loss_as_layer));
+    splits.emplace_back(l.first_stage_layers, l.last_stage_layers);
+  }
+  CHECK(splits == std::vector<std::pair<int, int>>{{0, 0}, {0, 1}});
+  // Without DualPipe (1F1B) the first and last stages sit on different devices: all four are searched.
+  space.dualpipe = {false};
+  splits.clear();
+  for (const auto& l : model::enumerate_layouts(a, problem, space)) splits.emplace_back(l.first_stage_layers, l.last_stage_layers);
+  CHECK(splits == std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {3, 2}, {2, 3}, {1, 0}});
+
+  model::Layout published_layout;
+  published_layout.gpus = 2048;
+  published_layout.pp = 16;
+  published_layout.dp = 128;
+  published_layout.ep = 64;
+  published_layout.dualpipe = true;
+  published_layout.zero = wl::ZeroStage::optimizer;
+  published_layout.last_stage_layers = 1;
+  const wl::TrainingPlan published_plan = model::with_layout(problem, published_layout);
+  CHECK(published_plan.split.last_stage_layers == 1);
+  const auto published = model::estimate_training(a, published_plan, sys, Explain::off);
+  REQUIRE(published.feasibility.ok);
+
+  space = {};
+  space.gpus = {2048};
+  space.cp = {1};
+  space.micro_batch = {1};
+  space.recompute = {wl::Recompute::none};
+  const auto found = model::search_training(a, problem, sys, space);
+  REQUIRE_FALSE(found.top.empty());
+  const auto& best = found.top.front();
+  CAPTURE(model::describe(best.layout));
+  CAPTURE(published.step_time.raw());
+  CHECK(best.score.fits);
+  CHECK(best.score.step_time <= published.step_time);
+}

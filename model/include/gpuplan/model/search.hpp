@@ -42,6 +42,15 @@ struct Layout {
   /// The routed experts' tensor parallel size under MoE parallel folding (Parallelism::etp): 0 = the attention's TP.
   /// Last, so that layouts without folding keep their order.
   int etp = 0;
+  /// The layer split over the pipeline stages, as Megatron-LM sets it (wl::PipelineSplit): the decoder layers of the
+  /// first and last stage (--decoder-first/last-pipeline-num-layers; 0 = not set) or the embedding and the loss
+  /// counted as a layer each (--account-for-embedding/loss-in-pipeline-split). All unset: the even split, or the base
+  /// plan's pipeline layout string, which a layout then keeps. Last, so that layouts at one split keep their order.
+  int first_stage_layers = 0, last_stage_layers = 0;
+  bool embedding_as_layer = false, loss_as_layer = false;
+  [[nodiscard]] bool split_set() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || embedding_as_layer || loss_as_layer;
+  }
   friend auto operator<=>(const Layout&, const Layout&) = default;
 };
 
@@ -52,8 +61,11 @@ wl::TrainingPlan with_layout(const wl::TrainingPlan& base, const Layout& l);
 void apply_layout(wl::TrainingPlan& plan, const Layout& l);
 /// The layout of a plan.
 Layout layout_of(const wl::TrainingPlan& plan);
-/// "TP 8 · PP 4 (v=2) · DP 32 · CP 1 · SP · micro 1 · recompute selective · ZeRO 1".
+/// "TP 8 · PP 4 (v=2) · DP 32 · CP 1 · SP · micro 1 · recompute selective · ZeRO 1" (and the layer split when set).
 std::string describe(const Layout& l);
+/// The layout's layer split as the Megatron-LM flags that set it ("--decoder-last-pipeline-num-layers 1"); "" for
+/// the even split.
+std::string megatron_split_flags(const Layout& l);
 
 /// Exposed communication per kind, in the order of TrainingEstimate::comm.
 struct CommExposed {
@@ -120,6 +132,15 @@ struct SearchSpace {
   /// DualPipe or not (with virtual stages 1). Empty: both for MoE models where PP is even (DualPipe's gain is hiding
   /// the expert-parallel all-to-all), only not otherwise.
   std::vector<bool> dualpipe;
+  /// The layer split as a dimension (Layout's split fields), at each PP and virtual-stage count: the even split, the
+  /// embedding and/or the loss counted as a layer, and the first and/or last stage carrying up to max_stage_deficit
+  /// layers fewer than the middle stages, which divide the rest evenly; each assignment of layers to chunks once.
+  /// Off, or a base plan that sets a split: the base plan's split only.
+  bool vary_split = true;
+  /// The most layers the first or last stage carries below a middle stage: the embedding, the output head with the
+  /// loss, and an MTP module each weigh about a layer (Megatron-LM's account_for_embedding/loss count one each;
+  /// Megatron-Bridge's DeepSeek-V3 recipe at PP 16 takes 3 off the last stage, which holds the head, loss and MTP).
+  int max_stage_deficit = 4;
 };
 
 struct SearchOptions {
