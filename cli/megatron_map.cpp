@@ -99,6 +99,8 @@ const std::set<std::string_view> kHandled{
     "--megatron-fsdp-main-params-dtype", "--megatron-fsdp-grad-comm-dtype", "--use-nccl-ub", "--fsdp-double-buffer",
     "--fsdp-manual-registration", "--no-gradient-accumulation-fusion", "--num-distributed-optimizer-instances",
     "--outer-dp-sharding-strategy", "--keep-fp8-transpose-cache",
+    // document masks: noted, not ignored (megatron_map_layers.cpp, attention)
+    "--dataloader-inter-document-masking", "--sft", "--reset-attention-mask",
     // model shape
     "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads", "--group-query-attention",
     "--num-query-groups", "--kv-channels", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",

@@ -97,6 +97,25 @@ void Mapper::attention() {
     else
       m_.ignored.push_back("--no-masked-softmax-fusion (only Megatron's local attention uses that kernel)");
   }
+  // Document masks (Megatron-LM d98e8a64, megatron/training/arguments.py and pretrain_gpt.py get_batch): with
+  // --dataloader-inter-document-masking (or --sft) the batch carries cu_seqlens and the attention runs per document
+  // (THD); --reset-attention-mask only builds a dense s x s mask in the dataloader (megatron/core/datasets/
+  // gpt_dataset.py _get_ltor_masks_and_position_ids), which does not shorten the fused kernel's key loop. The command
+  // line does not say how long the documents are: --packed-documents does.
+  for (const char* f : {"--dataloader-inter-document-masking", "--sft"})
+    if (given(f)) {
+      m_.notes.push_back(fmt::format(
+          "{}: attention per document (cu_seqlens); the documents' lengths are not on the command line: priced per "
+          "document only with --packed-documents (TOKENS, lognormal:MEAN,SD or TOKENS:WEIGHT,...), else over the "
+          "whole sequence",
+          f));
+      break;
+    }
+  if (given("--reset-attention-mask") && !given("--dataloader-inter-document-masking"))
+    m_.notes.push_back(
+        "--reset-attention-mask: a dense s x s document mask built in the dataloader; the fused attention kernel's work "
+        "is not cut by it (per-document attention is --dataloader-inter-document-masking): priced over the whole "
+        "sequence");
   // Dropout: Megatron-LM's defaults are 0.1 for both (TransformerConfig).
   auto prob = [&](const char* flag) -> std::optional<double> {
     auto t = text(flag);

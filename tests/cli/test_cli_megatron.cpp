@@ -383,6 +383,30 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
     CHECK(j["layout"]["micro_batches"] == 32);  // the README's GA 32 = 128 / (1 x 4)
   }
 
+  TEST_CASE("document masks: --dataloader-inter-document-masking asks for --packed-documents, --reset-attention-mask "
+            "is priced over the whole sequence") {
+    // Megatron-LM d98e8a64: inter-document masking hands cu_seqlens to the attention (THD); --reset-attention-mask
+    // builds a dense s x s mask in the dataloader (megatron/core/datasets/gpt_dataset.py).
+    const Run inter = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--megatron-args",
+                           fixture("train_llama3_8b_h100_fp8.sh"), "--context-parallel-size", "2",
+                           "--dataloader-inter-document-masking", "--packed-documents", "512", "--format", "json"});
+    INFO(inter.err);
+    REQUIRE(inter.rc == 0);
+    CHECK(contains(inter.err, "--dataloader-inter-document-masking: attention per document (cu_seqlens)"));
+    CHECK(!contains(inter.err, ", --dataloader-inter-document-masking"));  // noted, not in the ignored list
+    const Run reset = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--megatron-args",
+                           fixture("train_llama3_8b_h100_fp8.sh"), "--context-parallel-size", "2",
+                           "--reset-attention-mask", "--format", "json"});
+    INFO(reset.err);
+    REQUIRE(reset.rc == 0);
+    CHECK(contains(reset.err, "--reset-attention-mask: a dense s x s document mask"));
+    const Run plain = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--megatron-args",
+                           fixture("train_llama3_8b_h100_fp8.sh"), "--context-parallel-size", "2", "--format", "json"});
+    REQUIRE(plain.rc == 0);
+    CHECK(parse_json(reset)["step_time_s"] == parse_json(plain)["step_time_s"]);
+    CHECK(parse_json(inter)["step_time_s"].get<double>() < parse_json(plain)["step_time_s"].get<double>());
+  }
+
   TEST_CASE("published: Megatron-LM's MoE README Mixtral 8x7B example pastes in on its 32 GPUs") {
     const Run r = run({"train", "-m", "mixtral-8x7b", "--gpu", "h100", "--megatron-args",
                        fixture("moe_readme_mixtral_8x7b_32gpu.sh"), "--format", "json"});

@@ -624,3 +624,44 @@ TEST_SUITE("gpuplan machine formats") {
     }
   }
 }
+
+TEST_SUITE("gpuplan train --packed-documents") {
+  TEST_CASE("bad document lengths exit 2 with the flag, the value as typed and the rule") {
+    const Run zero = run(with(fitting_args(), {"--packed-documents", "0"}));
+    CHECK(zero.rc == kInvalid);
+    CHECK(contains(zero.err, "--packed-documents"));
+    CHECK(contains(zero.err, "'0': a document length must be a whole number of tokens from 1 to 10000000"));
+    const Run lognormal = run(with(fitting_args(), {"--packed-documents", "lognormal:300"}));
+    CHECK(lognormal.rc == kInvalid);
+    CHECK(contains(lognormal.err, "'lognormal:300': lognormal takes MEAN,SD"));
+    const Run weight = run(with(fitting_args(), {"--packed-documents", "512:0"}));
+    CHECK(weight.rc == kInvalid);
+    CHECK(contains(weight.err, "the weight > 0"));
+    const Run unfused = run(with(fitting_args(), {"--flash", "false", "--packed-documents", "512"}));
+    CHECK(unfused.rc == kInvalid);
+    CHECK(contains(unfused.err, "--packed-documents"));
+    CHECK(contains(unfused.err, "'512': per-document attention is the fused kernel's varlen form"));
+    CHECK(contains(unfused.err, "flash_attention false"));
+  }
+
+  TEST_CASE("a scenario file's bad packed_documents names the file and the JSON pointer") {
+    const TempFile f("packed.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "zero": 1,
+                                        "seq": 4096, "packed_documents": "512.5"})");
+    const Run r = run({"train", "--scenario", f.path()});
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, f.path() + ": /packed_documents: error: '512.5'"));
+  }
+
+  TEST_CASE("--explain names the packed attention, and 8 documents of 512 make the step faster") {
+    const Run full = run(with(fitting_args(), {"--format", "json"}));
+    const Run packed = run(with(fitting_args(), {"--format", "json", "--packed-documents", "512"}));
+    INFO(packed.err);
+    REQUIRE(full.rc == 0);
+    REQUIRE(packed.rc == 0);
+    CHECK(parse_json(packed)["step_time_s"].get<double>() < parse_json(full)["step_time_s"].get<double>());
+    const Run ex = run(with(fitting_args(), {"--explain", "--packed-documents", "512"}));
+    REQUIRE(ex.rc == 0);
+    CHECK(contains(ex.out, "attention (packed: 8.0 documents of 512 tokens on average per sequence, each causal over "
+                           "itself)"));
+  }
+}

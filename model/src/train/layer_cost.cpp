@@ -403,8 +403,89 @@ class TrainingLayerPricer {
     stream("attention FP8 casts (Q, K, V quantised, output dequantised)", elems * (e + 1.0), elems, 1.0);
   }
 
+  // Packed documents (wl::DocumentPacking): the fused kernel runs varlen over cu_seqlens (Transformer Engine's THD
+  // layout; flash-attn's varlen API), tiling each document on its own, so a sequence of s tokens holding documents of
+  // d_i tokens costs Σ causal d_i × d_i problems instead of one s × s: FLOPs Σ d_i²/2 per head where one document per
+  // sequence has s²/2. With the length distribution P(d) (each length cut at s, as a packer cuts a longer example), a
+  // sequence holds s/E[d] documents, P(d)·s/E[d] of them of length d. Each length is priced by attention_cost (its
+  // FLOPs, bytes, measured rate and sequence law at that document length, dropout per score element), its time above
+  // the kernel's fixed cost scaled by that count; the varlen call is one kernel per direction (one fixed cost). Q, K,
+  // V and O stream once per token as before (the bytes add up to the s tokens'). Sliding windows and top-k reach
+  // apply within a document; chunked attention splits each document into its chunks. Under CP each rank holds 1/cp of
+  // every document (Transformer Engine splits each one into 2·cp chunks): priced as 1/cp of the documents' work in
+  // one call; the ring's per-step calls and output merges are not priced under packing.
+  struct PackedPiece {
+    std::int64_t sq, skv;
+    bool causal;
+    double count;  // problems of this shape per micro-batch on this GPU (per batch·head)
+  };
+  [[nodiscard]] std::vector<PackedPiece> packed_pieces(const Op& o) const {
+    const wl::DocumentPacking& pk = plan.packing;
+    const std::int64_t s = plan.seq_len;
+    double mean = 0;
+    for (const auto& [len, p] : pk.lengths) mean += p * double(std::min(len, s));
+    std::vector<PackedPiece> out;
+    if (!(mean > 0)) return out;
+    const double docs = double(s) / mean / double(std::max(1, par.cp));
+    for (const auto& [len, p] : pk.lengths) {
+      const std::int64_t L = std::min(len, s);
+      const double n = docs * p;
+      if (o.chunked && o.window < L) {
+        const std::int64_t C = o.window;
+        if (L / C > 0) out.push_back({C, C, true, n * double(L / C)});
+        if (L % C > 0) out.push_back({L % C, L % C, true, n});
+        continue;
+      }
+      const bool sliding = (o.window > 0 && !o.chunked) || (o.topk > 0 && o.topk < L);
+      const std::int64_t reach = o.topk > 0 ? o.topk : o.window;
+      out.push_back({L, sliding ? std::min(L, reach) : L, !sliding || reach >= L, n});
+    }
+    return out;
+  }
+
+  void price_packed_attention(const Op& o) {
+    const bool fp8_kernel = plan.fp8_dot_product_attention && !eager;
+    double mean = 0;
+    for (const auto& [len, p] : plan.packing.lengths) mean += p * double(std::min(len, plan.seq_len));
+    const std::string nm =
+        keep_ops ? fmt::format("attention (packed: {:.1f} documents of {:.0f} tokens on average per sequence{}, each "
+                               "causal over itself){}",
+                               double(plan.seq_len) / mean, mean, par.cp > 1 ? "; the CP ring's steps not priced" : "",
+                               fp8_kernel ? " [FP8 inputs; the 16-bit fused rate: no FP8 fused-attention rate measured]"
+                                          : "")
+                 : std::string();
+    const auto pieces = packed_pieces(o);
+    for (const bool bwd : {false, true}) {
+      OpCost sum;
+      sum.cls = OpClass::attention;
+      const units::Seconds t_fixed = kernel_fixed(d, OpClass::attention);
+      units::Seconds above{};
+      units::Flops compute_flops{};
+      double flop_over_eff = 0;  // Σ f_i/η_i: the pieces' efficiency, FLOP-weighted (harmonic)
+      for (const auto& pc : pieces)
+        for (const auto& c : attention_cost(nm, bh, pc.sq, pc.skv, dqk, dv, pc.causal, true, bwd, gp, d, attn_dropout)) {
+          sum.name = c.name;
+          sum.flops = sum.flops + c.flops * pc.count;
+          sum.bytes = sum.bytes + c.bytes * pc.count;
+          above = above + (c.time - t_fixed) * pc.count;
+          if (c.bound == Bound::compute) compute_flops = compute_flops + c.flops * pc.count;
+          if (c.efficiency > 0) flop_over_eff += c.flops.raw() * pc.count / c.efficiency;
+        }
+      sum.time = above + t_fixed;
+      sum.bound = compute_flops.raw() * 2.0 >= sum.flops.raw() ? Bound::compute : Bound::memory;
+      sum.efficiency = flop_over_eff > 0 ? sum.flops.raw() / flop_over_eff : 1.0;
+      (bwd ? lc.bwd : lc.fwd).add(sum);
+      (bwd ? lc.flops_bwd : lc.flops_fwd) += sum.flops;
+      if (keep_ops) lc.ops.push_back(sum);
+    }
+  }
+
   void price_attention(const Op& o) {
     fp8_attention_casts(o);
+    if (plan.packing.on() && plan.flash_attention) {
+      price_packed_attention(o);
+      return;
+    }
     if (o.chunked && o.window < plan.seq_len) {
       // Chunked local attention (Llama 4): each aligned chunk of C tokens is a causal attention of its own, so the
       // sequence is s/C causal C × C problems (one batched call) and a causal remainder. Under CP each rank takes

@@ -2029,3 +2029,86 @@ TEST_SUITE("chunked attention") {
     CHECK(fwd_flops(16384, "attention (flash fwd)") == 0.0);  // no global pass on a chunked layer
   }
 }
+
+TEST_SUITE("packed documents") {
+  // Sequence packing with per-document attention (wl::DocumentPacking; layer_cost.cpp price_packed_attention).
+  // Llama 3.1 8B: 32 query heads of d = 128, one micro-batch of one sequence on one GPU (TP 1).
+  struct Attn {
+    double fwd_flops = 0, bwd_flops = 0, fwd_s = 0, bwd_s = 0;
+  };
+  Attn attention_of(const wl::TrainingPlan& p) {
+    const auto e = model::estimate_training(arch("llama-3.1-8b"), p, node_system("dgx-h100"), Explain::on);
+    Attn r;
+    for (const auto& o : e.layer_ops) {
+      if (o.cls != model::OpClass::attention) continue;
+      const bool bwd = o.name.find("bwd") != std::string::npos;
+      (bwd ? r.bwd_flops : r.fwd_flops) += o.flops.raw();
+      (bwd ? r.bwd_s : r.fwd_s) += o.time.raw();
+    }
+    return r;
+  }
+  wl::TrainingPlan packed(std::int64_t seq, std::int64_t micro, std::vector<std::pair<std::int64_t, double>> lengths) {
+    Layout l;
+    l.seq = seq;
+    l.micro = micro;
+    wl::TrainingPlan p = plan_of(l);
+    p.packing.lengths = std::move(lengths);
+    p.packing.spec = "test";
+    return p;
+  }
+
+  TEST_CASE("4096 tokens as 8 documents of 512: the causal attention FLOPs of 8 x 512²/2 pairs, 1/8 of one 4096") {
+    // Forward FLOPs per head 2·(d_qk + d_v)·pairs, pairs = Σ d_i²/2: 2 · 32 heads · 256 · 8 · 512²/2 = 1.718e10;
+    // one 4096-token document: 2 · 32 · 256 · 4096²/2 = 1.374e11. Backward 2.5 × forward (FlashAttention-2 §3.1).
+    const Attn p = attention_of(packed(4096, 1, {{512, 1.0}}));
+    const Attn full = attention_of(packed(4096, 1, {}));
+    CHECK(p.fwd_flops == gptest::approx(17179869184.0));
+    CHECK(full.fwd_flops == gptest::approx(137438953472.0));
+    CHECK(p.bwd_flops == gptest::approx(2.5 * 17179869184.0));
+    CHECK(p.fwd_flops / full.fwd_flops == gptest::approx(1.0 / 8.0));
+  }
+
+  TEST_CASE("the varlen kernel over 8 documents of 512 takes what one kernel over 8 sequences of 512 takes") {
+    // Each document is tiled as its own 512-token problem at the sequence law's 512-token rate, in one kernel per
+    // direction: the same work, rate and fixed cost as a micro-batch of 8 unpacked 512-token sequences.
+    const Attn p = attention_of(packed(4096, 1, {{512, 1.0}}));
+    const Attn batch = attention_of(packed(512, 8, {}));
+    CHECK(p.fwd_flops == gptest::approx(batch.fwd_flops));
+    CHECK(p.fwd_s == gptest::approx(batch.fwd_s));
+    CHECK(p.bwd_s == gptest::approx(batch.bwd_s));
+    // Short documents run below the 4096-token rate: more than 1/8 of the unpacked time.
+    const Attn full = attention_of(packed(4096, 1, {}));
+    CHECK(p.fwd_s > full.fwd_s / 8.0);
+    CHECK(p.fwd_s < full.fwd_s);
+  }
+
+  TEST_CASE("a length distribution: documents of 256 and 768 in equal number average 512 and do 5/32 of the work") {
+    // s/E[d] = 8 documents per sequence, 4 of each: (4·256² + 4·768²) / 4096² = 2621440 / 16777216 = 5/32.
+    const Attn mix = attention_of(packed(4096, 1, {{256, 0.5}, {768, 0.5}}));
+    const Attn full = attention_of(packed(4096, 1, {}));
+    CHECK(mix.fwd_flops / full.fwd_flops == gptest::approx(5.0 / 32.0));
+  }
+
+  TEST_CASE("a document as long as the sequence, or longer (cut at s), prices exactly as no packing") {
+    const Attn full = attention_of(packed(4096, 1, {}));
+    for (const std::int64_t d : {4096, 10000}) {
+      const Attn one = attention_of(packed(4096, 1, {{d, 1.0}}));
+      CHECK(one.fwd_flops == gptest::approx(full.fwd_flops));
+      CHECK(one.fwd_s == gptest::approx(full.fwd_s));
+      CHECK(one.bwd_s == gptest::approx(full.bwd_s));
+    }
+  }
+
+  TEST_CASE("packing leaves the GEMMs alone: the step falls by the attention it saves, no more") {
+    const auto& a = arch("llama-3.1-8b");
+    const auto sys = node_system("dgx-h100");
+    const wl::TrainingPlan pp = packed(4096, 1, {{512, 1.0}}), pf = packed(4096, 1, {});
+    const auto ep = model::estimate_training(a, pp, sys, Explain::on);
+    const auto ef = model::estimate_training(a, pf, sys, Explain::on);
+    double gemm_p = 0, gemm_f = 0;
+    for (const auto& o : ep.layer_ops) if (o.cls == model::OpClass::gemm) gemm_p += o.time.raw();
+    for (const auto& o : ef.layer_ops) if (o.cls == model::OpClass::gemm) gemm_f += o.time.raw();
+    CHECK(gemm_p == gptest::approx(gemm_f));
+    CHECK(ep.step_time.raw() < ef.step_time.raw());
+  }
+}

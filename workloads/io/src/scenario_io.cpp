@@ -256,6 +256,35 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.attention_kernel = *v == "fa1"   ? wl::AttentionKernel::fa1
                          : *v == "fa2" ? wl::AttentionKernel::fa2
                                        : wl::AttentionKernel::fa3;
+  if (auto v = r.str("packed_documents")) {
+    // One length ("512": every document 512 tokens) or a distribution as serving's input_dist spells it.
+    std::string error;
+    std::optional<model::LengthDist> dist;
+    const bool whole = !v->empty() && v->find_first_not_of("0123456789") == std::string::npos;
+    if (whole) {
+      long long n = 0;
+      const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+      if (ec == std::errc() && end == v->data() + v->size() && n >= 1 && n <= kMaxLengthTokens)
+        dist = model::LengthDist::fixed(n);
+      else
+        error = fmt::format("'{}': a document length must be a whole number of tokens from 1 to {}", *v,
+                            kMaxLengthTokens);
+    } else {
+      dist = parse_length_dist(*v, error);
+      if (!dist && !error.empty()) error += "; or one length, TOKENS";
+    }
+    if (!dist) key_error("packed_documents", error);
+    else if (!p.flash_attention)
+      key_error("packed_documents", fmt::format("'{}': per-document attention is the fused kernel's varlen form; "
+                                                "unfused attention (flash_attention false) computes the whole s x s "
+                                                "scores whatever the mask: set flash_attention true or leave "
+                                                "packed_documents out",
+                                                *v));
+    else {
+      p.packing.lengths = dist->points;
+      p.packing.spec = *v;
+    }
+  }
   if (auto v = r.integer("lora_rank")) p.lora.rank = static_cast<int>(*v);
   if (auto v = r.str("lora_targets"))
     p.lora.targets = *v == "qkv"         ? wl::LoraTargets::qkv
@@ -413,6 +442,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["attention_kernel"] = p.attention_kernel == wl::AttentionKernel::fa1   ? "fa1"
                          : p.attention_kernel == wl::AttentionKernel::fa2 ? "fa2"
                                                                           : "fa3";
+  if (p.packing.on()) j["packed_documents"] = p.packing.spec;
   j["kernels"] = p.kernels == wl::KernelStyle::eager ? "eager" : "fused";
   if (p.kernels == wl::KernelStyle::fused || p.cross_entropy == wl::CrossEntropyKernel::flash)
     j["cross_entropy"] = p.cross_entropy == wl::CrossEntropyKernel::unfused  ? "unfused"

@@ -239,6 +239,17 @@ const ScenarioFieldTable& training_fields() {
           .otherwise("fa3")
           .choices({"fa1", "fa2", "fa3"})
           .doc("fused attention generation"),
+      row("packed_documents", FieldType::string, "Packed documents")
+          .flags({"--packed-documents"})
+          .help("sequences packed from documents that attend only to themselves: their length, TOKENS, "
+                "lognormal:MEAN,SD or TOKENS:WEIGHT,... (NeMo packed_sequence; Megatron-LM "
+                "--dataloader-inter-document-masking or --sft)")
+          .otherwise("off: one document per sequence")
+          .doc("sequence packing with per-document attention (Transformer Engine's THD layout with cu_seqlens: NeMo "
+               "`packed_sequence` with `packed_sequence_specs.packed_sequence_size` = seq_len; Megatron-LM "
+               "--dataloader-inter-document-masking, or --sft): the documents' length in tokens as one length, "
+               "lognormal:MEAN,SD or TOKENS:WEIGHT,...; attention is priced per document (Σ d_i²/2 causal pairs "
+               "per sequence), the GEMMs, norms and memory see seq_len tokens; needs flash_attention"),
       row("kernels", FieldType::string, "Kernels")
           .flags({"--kernels"})
           .help("fused (Megatron/TE) or eager (PyTorch modules)")

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpuplan/hw/hardware.hpp"
@@ -213,6 +214,18 @@ struct Lora {
   [[nodiscard]] bool on() const { return rank > 0; }
 };
 
+/// Sequence packing with per-document attention: each training sequence of s tokens is several documents laid end to
+/// end, and the attention kernel sees their boundaries, so a token attends (causally) only to its own document.
+/// NeMo's fine-tuning with `packed_sequence_specs.packed_sequence_size` hands the packed batch to Transformer Engine
+/// as the THD layout with cu_seqlens (PackedSeqParams); Megatron-LM's pretraining `--reset-attention-mask` (with the
+/// THD path of megatron/core) marks document boundaries at end-of-document tokens. The documents' lengths are a
+/// distribution over token counts; the GEMMs, norms and memory still see s tokens.
+struct DocumentPacking {
+  std::vector<std::pair<std::int64_t, double>> lengths;  ///< (tokens, probability), sorted, summing to 1; empty = off
+  std::string spec;                                      ///< as typed ("lognormal:MEAN,SD", "TOKENS:WEIGHT,...")
+  [[nodiscard]] bool on() const { return !lengths.empty(); }
+};
+
 struct Parallelism {
   int tp = 1;   ///< tensor parallel
   int pp = 1;   ///< pipeline parallel (stages)
@@ -316,6 +329,7 @@ struct TrainingPlan {
   [[nodiscard]] bool attention_dropout(const TransformerArch& a) const { return dropout.value_or(a.attention_dropout_on()); }
   [[nodiscard]] bool hidden_dropout(const TransformerArch& a) const { return dropout.value_or(a.hidden_dropout_on()); }
   AttentionKernel attention_kernel = AttentionKernel::fa3;
+  DocumentPacking packing;  ///< packed documents with per-document attention (off: one document per sequence)
   KernelStyle kernels = KernelStyle::fused;
   CudaGraphScope cuda_graphs = CudaGraphScope::none;  ///< which kernels run from a CUDA graph
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::te;  ///< read with fused kernels (flash: with eager too)
