@@ -300,6 +300,11 @@ void Mapper::optimizer() {
   } else if (given("--optimizer-offload-fraction")) {
     m_.ignored.push_back("--optimizer-offload-fraction");
   }
+  // The static state's layout, whatever the flags: Megatron-Core's DistributedDataParallel puts every parameter and
+  // gradient in a _ParamAndGradBuffer (megatron/core/distributed/param_and_grad_buffer.py, one torch.zeros grad_data
+  // and, with the distributed optimizer, one param_data per dtype group; the parameters become views of it), and
+  // Megatron-FSDP in its DataParallelBuffers (megatron_fsdp/param_and_grad_buffer.py), Megatron-LM d98e8a64.
+  set_default("param_layout", "contiguous", "Megatron-Core's param_and_grad_buffer");
 }
 
 

@@ -33,6 +33,10 @@ def steady(root, rnd, results, block_unit=None, seq=None):
 
 def row(case_id, rnd, commit, results, s, files, sc, per_gpu, unit, notes):
     """One validation case in training_cases.json's layout (data/validation/README.md)."""
+    if "NVIDIA/results" in results:
+        # NVIDIA's recipes run NeMo on Megatron-Core, whose DDP keeps weights and gradients in one buffer each
+        # (megatron/core/distributed/param_and_grad_buffer.py): the contiguous fragmentation reserve (#22 item 4).
+        sc = {"param_layout": "contiguous", **sc}
     return {
         "id": case_id,
         "source": (f"mlcommons/training_results_{rnd} (commit {commit}), {results}/result_0..{len(s['runs']) - 1}.txt "

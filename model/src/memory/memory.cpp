@@ -79,8 +79,9 @@ RuntimeOverheads overheads_with_context(double context_MiB, const std::string& c
   // environment-variable docs, docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-buffsize) × up to 32
   // channels × 2 ring peers = 256 MiB of Simple-protocol buffers, plus the LL/LL128 buffers and proxy FIFOs.
   o.nccl_buffers = units::megabytes(367);
-  // Caching-allocator fragmentation: 5% of the allocated peak, the reserve vllm-project/compressed-tensors PR#587
-  // adopted after measuring 1.83 GiB on a 70B model (user_needs.md N9 / #15). An assumption: pathological cases
+  // Caching-allocator fragmentation with one tensor per parameter (wl::ParamLayout::per_tensor; the contiguous
+  // layout's reserve is detail::fragmentation_fraction's): 5% of the allocated peak, the reserve
+  // vllm-project/compressed-tensors PR#587 adopted after measuring 1.83 GiB on a 70B model (user_needs.md N9 / #15). An assumption: pathological cases
   // reach far more (pytorch#35901); our H200 steps at the capacity limit need 5.3-9.9% (mem_headroom.json).
   o.fragmentation = 0.05;
   o.origin = context_origin +
@@ -90,6 +91,28 @@ RuntimeOverheads overheads_with_context(double context_MiB, const std::string& c
   return o;
 }
 }  // namespace
+
+namespace detail {
+// The reserve with the static state in a few buffers (wl::ParamLayout::contiguous): the H200 bisection of the smallest
+// per-process memory cap a training step runs under, with Megatron-Core's layout emulated in PyTorch (bf16 weights and
+// gradients one buffer each, flat fp32 master and AdamW states; data/validation/measured/h200-sxm-141gb/
+// mem_headroom_contiguous.json, README "The same cap with Megatron-Core's static buffers") needed 0.14% (llama1b
+// s2048 b4) and 0.48% (w7b L8 s4096 b4) of the allocated peak above it, against 4.97% and 6.61% per tensor. The larger
+// of the two, rounded up: 0.5%. The bisection's step is 64 MiB, so the measured caps are upper bounds already.
+constexpr double kContiguousFragmentation = 0.005;
+
+double fragmentation_fraction(const RuntimeOverheads& overheads, const wl::TrainingPlan& plan, std::string* origin) {
+  if (plan.param_layout == wl::ParamLayout::contiguous) {
+    if (origin != nullptr)
+      *origin = "param_layout contiguous: 0.5%, the larger of 0.14% and 0.48% of the allocated peak measured on an "
+                "H200 with Megatron-Core's buffer layout (data/validation/measured/h200-sxm-141gb/"
+                "mem_headroom_contiguous.json; 4.97-6.61% per tensor in the same run)";
+    return kContiguousFragmentation;
+  }
+  if (origin != nullptr) *origin = "param_layout per_tensor: " + overheads.origin;
+  return overheads.fragmentation;
+}
+}  // namespace detail
 
 RuntimeOverheads default_training_overheads() {
   // CUDA context + kernel images: 1343 MiB measured by NVML after the first CUDA tensor in a Hugging Face training

@@ -191,6 +191,12 @@ struct MemoryCore {
   }
 };
 
+/// The allocator's fragmentation reserve as a fraction of the allocated peak, by the plan's static-state layout
+/// (wl::ParamLayout): per_tensor keeps the overheads' fraction, contiguous the one measured with Megatron-Core's
+/// buffers (memory.cpp, kContiguousFragmentation). `origin` receives where the fraction comes from.
+double fragmentation_fraction(const RuntimeOverheads& overheads, const wl::TrainingPlan& plan,
+                              std::string* origin = nullptr);
+
 /// The memory of the first and the last pipeline stage (training_memory documents the formulas).
 /// Every stage is evaluated whose layers differ from the first stage's (a middle stage of an uneven split can be the
 /// heaviest); `first`, `last` and `heaviest()` name what is reported.

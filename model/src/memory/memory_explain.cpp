@@ -463,11 +463,15 @@ void explain_logits_and_overheads(const Explained& e, const TrainingMemory& r, c
        {},
        {}});
   d.children.back().set(r.nccl_buffers.raw(), Unit::bytes_binary);
+  std::string frag_origin;
+  const double frag_f = fragmentation_fraction(overheads, e.plan, &frag_origin);
+  const bool contiguous = e.plan.param_layout == wl::ParamLayout::contiguous;
   d.children.push_back(
       {"memory.fragmentation",
        "Allocator fragmentation",
        "f · (weights + gradients + master + optimizer + activations + logits)",
-       {{"f", format_number(overheads.fragmentation), "fragmentation fraction", Origin::assumption(overheads.origin)}},
+       {{"f", format_number(frag_f), "fragmentation fraction",
+         contiguous ? Origin::measurement(frag_origin) : Origin::assumption(frag_origin)}},
        {},
        {},
        {}});

@@ -375,7 +375,7 @@ MemoryTimeline training_memory_timeline(const wl::TransformerArch& arch, const w
   const TrainingMemory whole = training_memory(a, params, plan, *sys.gpu, ov, Explain::off);
   mt.cuda_context = whole.cuda_context;
   mt.nccl_buffers = whole.nccl_buffers;
-  mt.fragmentation = ov.fragmentation;
+  mt.fragmentation = detail::fragmentation_fraction(ov, plan);
   mt.model_total = whole.total;
 
   const ReplayTerms m = replay_terms(a, params, plan, c, kinds, sums);

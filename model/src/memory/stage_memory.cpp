@@ -381,7 +381,7 @@ void stage_peak(const StageInputs& x, const StageShape& shape, StageMemory& st) 
     if (st.grads_at_peak) st.loss_fwd_acts = st.loss_fwd_logits = 0.0;
     allocated = std::max(start, end);
   }
-  st.frag = overheads.fragmentation * allocated;
+  st.frag = fragmentation_fraction(overheads, plan) * allocated;
   st.total = allocated + st.ctx + st.nccl + st.frag;
 }
 

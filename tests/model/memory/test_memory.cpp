@@ -527,6 +527,30 @@ TEST_CASE("default overheads state their values and sources") {
   CHECK(o.origin.find("NCCL_BUFFSIZE") != std::string::npos);
 }
 
+TEST_CASE("the fragmentation reserve follows the plan's parameter layout: 5% per tensor, 0.5% contiguous") {
+  // Per tensor: the overheads' 5% (vllm-project/compressed-tensors PR#587). Contiguous (Megatron-Core's
+  // param_and_grad_buffer): 0.5%, the larger of the 0.14% and 0.48% of the allocated peak an H200 step needed with
+  // that layout (data/validation/measured/h200-sxm-141gb/mem_headroom_contiguous.json). Nothing else moves.
+  const auto& a = arch("llama-3.1-8b");
+  const auto p = model::parameter_counts(a, Explain::off);
+  auto plan = plan_with(4096);
+  const auto o = model::default_training_overheads();
+  const auto per_tensor = model::training_memory(a, p, plan, gpu_with(141_GB), o);
+  plan.param_layout = wl::ParamLayout::contiguous;
+  const auto contiguous = model::training_memory(a, p, plan, gpu_with(141_GB), o);
+  const double allocated = per_tensor.total.raw() - per_tensor.fragmentation.raw() - per_tensor.nccl_buffers.raw() -
+                           per_tensor.cuda_context.raw();
+  CHECK(per_tensor.fragmentation.raw() == gptest::approx(0.05 * allocated));
+  CHECK(contiguous.fragmentation.raw() == gptest::approx(0.005 * allocated));
+  CHECK(contiguous.total.raw() == gptest::approx(per_tensor.total.raw() - 0.045 * allocated));
+  CHECK(contiguous.activations == per_tensor.activations);
+  const auto* f = contiguous.derivation.find("memory.fragmentation");
+  REQUIRE(f != nullptr);
+  REQUIRE_FALSE(f->inputs.empty());
+  CHECK(f->inputs[0].value == "0.005");
+  CHECK(f->inputs[0].origin.ref.find("mem_headroom_contiguous.json") != std::string::npos);
+}
+
 // ---------------------------------------------------------------------------------------------------- reference cases
 
 TEST_CASE("largest model by model states, ZeRO Table II theory columns (dev cases B-zero-t2-*)") {

@@ -355,6 +355,8 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
     p.fp8_weight_copies = *v == "per_microbatch"      ? wl::Fp8WeightCopies::per_microbatch
                           : *v == "cached_one_layout" ? wl::Fp8WeightCopies::cached_one_layout
                                                       : wl::Fp8WeightCopies::cached;
+  if (auto v = r.str("param_layout"))
+    p.param_layout = *v == "contiguous" ? wl::ParamLayout::contiguous : wl::ParamLayout::per_tensor;
   if (auto v = r.num("moe_imbalance")) p.moe_imbalance = *v;
   if (auto v = r.num("moe_capacity_factor")) p.moe_capacity_factor = *v;
   if (auto v = r.boolean("moe_pad_to_capacity")) p.moe_pad_to_capacity = *v;
@@ -407,6 +409,7 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.fp8_dot_product_attention) j["fp8_dot_product_attention"] = true;
   if (p.fp8_weight_copies == wl::Fp8WeightCopies::per_microbatch) j["fp8_weight_copies"] = "per_microbatch";
   if (p.fp8_weight_copies == wl::Fp8WeightCopies::cached_one_layout) j["fp8_weight_copies"] = "cached_one_layout";
+  if (p.param_layout == wl::ParamLayout::contiguous) j["param_layout"] = "contiguous";
   if (p.moe_imbalance != 1.0) j["moe_imbalance"] = p.moe_imbalance;
   if (p.moe_capacity_factor) j["moe_capacity_factor"] = *p.moe_capacity_factor;
   if (p.moe_pad_to_capacity) j["moe_pad_to_capacity"] = true;

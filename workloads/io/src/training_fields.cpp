@@ -524,6 +524,22 @@ const ScenarioFieldTable& training_fields() {
                "(deepseek-ai/profile-data train.json: no weight quantisation and one 128x128-tile FP8 transpose "
                "per GEMM weight in each chunk; DeepGEMM takes only the NT layout on SM90); for the delayed, "
                "tensorwise and blockwise recipes, whose weight copies transpose exactly"),
+      row("param_layout", FieldType::string, "Parameter layout")
+          .flags({"--param-layout"})
+          .help("how the framework allocates weights, gradients and optimizer states: per_tensor (one tensor per "
+                "parameter: PyTorch loops, DDP, FSDP2/TorchTitan, DeepSpeed) or contiguous (Megatron-Core's "
+                "param_and_grad_buffer); sets the allocator fragmentation reserve, 5% or 0.5% of the allocated peak")
+          .otherwise("per_tensor")
+          .choices({"per_tensor", "contiguous"})
+          .doc("how the static training state is allocated, which sets the caching allocator's fragmentation "
+               "reserve on the allocated peak. per_tensor (the default): one tensor per parameter, gradient and "
+               "optimizer state, gradients made afresh each step (PyTorch's zero_grad(set_to_none=True), DDP, "
+               "FSDP2 / TorchTitan's per-parameter DTensors, DeepSpeed): 5% (vllm-project/compressed-tensors PR#587; "
+               "4.97-6.61% measured on an H200, mem_headroom.json). contiguous: the 16-bit weights and gradients are "
+               "views of one buffer each (Megatron-Core DDP's _ParamAndGradBuffer, megatron/core/distributed/"
+               "param_and_grad_buffer.py; Megatron-FSDP's DataParallelBuffer, Megatron-LM d98e8a64): 0.5%, the larger "
+               "of 0.14% and 0.48% measured on an H200 with that layout emulated (mem_headroom_contiguous.json). "
+               "--megatron-args sets contiguous"),
       row("moe_imbalance", FieldType::number, "MoE imbalance")
           .flags({"--moe-imbalance"})
           .help("MoE load imbalance: busiest expert-parallel rank's tokens over the mean (1: balanced)")

@@ -91,6 +91,13 @@ enum class AttentionOutputStore { separate, e5m6 };
 ///    EP 64, H800) runs no weight quantisation kernel, and one cuda::batched_transpose over the 128x128 tiles of each
 ///    GEMM weight per chunk. Needs a recipe whose weight copy transposes exactly (delayed, tensorwise, blockwise).
 enum class Fp8WeightCopies { cached, per_microbatch, cached_one_layout };
+/// How the framework lays out the static training state in device memory, which sets the caching allocator's
+/// fragmentation reserve (issue #22 item 4; data/validation/measured/h200-sxm-141gb/README.md, mem_headroom*.json):
+///  - per_tensor: one allocation per parameter, gradient and optimizer state (PyTorch eager loops, DDP, FSDP2 /
+///    TorchTitan, DeepSpeed's 16-bit weights): the allocator's blocks churn around them;
+///  - contiguous: the 16-bit weights and gradients are views of one buffer each and the fp32 master weights and
+///    optimizer states flat (Megatron-Core DDP's param_and_grad_buffer, the distributed optimizer's shards).
+enum class ParamLayout { per_tensor, contiguous };
 enum class OptimizerKind { adamw, adamw_8bit, sgd };
 /// How the optimizer step is implemented (PyTorch 2.x torch/optim/adam.py and sgd.py; issue #27):
 ///  - fused: one multi-tensor kernel reads each parameter's gradient, weight and states and writes them back once
@@ -375,6 +382,7 @@ struct TrainingPlan {
   /// GEMMs and fused attention.
   bool fp8_dot_product_attention = false;
   Fp8WeightCopies fp8_weight_copies = Fp8WeightCopies::cached;
+  ParamLayout param_layout = ParamLayout::per_tensor;  ///< the static state's allocations (fragmentation reserve)
   /// MoE load imbalance: tokens of the busiest expert-parallel rank over the mean (1 = balanced routing, the default
   /// and an assumption). The slowest rank sets the pace of the expert GEMMs and of the dispatch/combine.
   double moe_imbalance = 1.0;
