@@ -75,6 +75,17 @@ def moe():
                     "sources": sources, "cases": cases})
 
 
+def dense_source(sources, key, gpu, path, d):
+    """Registers a serve_step.py measurement of the Llama-3-8B-shaped decoder as source `key` and returns the fields
+    its cases share."""
+    sm = d["nvidia_smi_before"][0]
+    sources[key] = (f"our measurement: {path} (scripts/measure/serve_step.py, {d['timestamp_utc']}, "
+                    f"{sm['name']}, driver {sm['driver_version']}, torch {d['software']['torch']})")
+    return {"source": key, "engine": "pytorch-eager-ops-in-cuda-graph", "model": "llama-3-8b", "gpu": gpu,
+            "tp": 1, "pp": 1, "weights": "bf16", "kv": "bf16", "compute": "bf16", "kernels": "eager",
+            "attention_kernel": "fa2", "cuda_graphs": True}
+
+
 def batch_steps():
     """The H200's one-row batch steps (serve_batch_fine_run.sh, serve_batch_fine_run2.sh): not a section of `gpuplan
     validate` (70-odd points of one model would outweigh the power-of-two grids in its medians) but the ground truth
@@ -86,13 +97,7 @@ def batch_steps():
     for stem, tag in [("serve_llama3_8b_batch_fine", "fine"), ("serve_llama3_8b_batch_fine2", "fine2")]:
         path = f"data/validation/measured/{gpu}/{stem}.json"
         d = json.load(open(path))
-        key = f"own-{gpu}-{tag}"
-        sm = d["nvidia_smi_before"][0]
-        sources[key] = (f"our measurement: {path} (scripts/measure/serve_step.py, {d['timestamp_utc']}, "
-                        f"{sm['name']}, driver {sm['driver_version']}, torch {d['software']['torch']})")
-        common = {"source": key, "engine": "pytorch-eager-ops-in-cuda-graph", "model": "llama-3-8b", "gpu": gpu,
-                  "tp": 1, "pp": 1, "weights": "bf16", "kv": "bf16", "compute": "bf16", "kernels": "eager",
-                  "attention_kernel": "fa2", "cuda_graphs": True}
+        common = dense_source(sources, f"own-{gpu}-{tag}", gpu, path, d)
         for p in d["decode_points"]:
             times = p.get("decode_step_times_s") or []
             if not times:
@@ -123,13 +128,7 @@ def main():
         if not os.path.exists(path):
             continue
         d = json.load(open(path))
-        key = f"own-{gpu}"
-        sm = d["nvidia_smi_before"][0]
-        sources[key] = (f"our measurement: {path} (scripts/measure/serve_step.py, {d['timestamp_utc']}, "
-                        f"{sm['name']}, driver {sm['driver_version']}, torch {d['software']['torch']})")
-        common = {"source": key, "engine": "pytorch-eager-ops-in-cuda-graph", "model": "llama-3-8b", "gpu": gpu,
-                  "tp": 1, "pp": 1, "weights": "bf16", "kv": "bf16", "compute": "bf16", "kernels": "eager",
-                  "attention_kernel": "fa2", "cuda_graphs": True}
+        common = dense_source(sources, f"own-{gpu}", gpu, path, d)
         for p in d["decode_points"]:
             b, c = p["batch"], p["context_tokens"]
             case = {"id": f"own-{gpu}-decode-b{b}-ctx{c}", **common, "metric": "decode_step_time_s",
