@@ -419,11 +419,17 @@ class TrainingLayerPricer {
     bool causal;
     double count;  // problems of this shape per micro-batch on this GPU (per batch·head)
   };
+  /// The packed documents' mean length, each cut at the sequence length (as a packer cuts a longer example).
+  [[nodiscard]] double packed_mean_length() const {
+    double mean = 0;
+    for (const auto& [len, p] : plan.packing.lengths) mean += p * double(std::min(len, plan.seq_len));
+    return mean;
+  }
+
   [[nodiscard]] std::vector<PackedPiece> packed_pieces(const Op& o) const {
     const wl::DocumentPacking& pk = plan.packing;
     const std::int64_t s = plan.seq_len;
-    double mean = 0;
-    for (const auto& [len, p] : pk.lengths) mean += p * double(std::min(len, s));
+    const double mean = packed_mean_length();
     std::vector<PackedPiece> out;
     if (!(mean > 0)) return out;
     const double docs = double(s) / mean / double(std::max(1, par.cp));
@@ -445,8 +451,7 @@ class TrainingLayerPricer {
 
   void price_packed_attention(const Op& o) {
     const bool fp8_kernel = plan.fp8_dot_product_attention && !eager;
-    double mean = 0;
-    for (const auto& [len, p] : plan.packing.lengths) mean += p * double(std::min(len, plan.seq_len));
+    const double mean = packed_mean_length();
     const std::string nm =
         keep_ops ? fmt::format("attention (packed: {:.1f} documents of {:.0f} tokens on average per sequence{}, each "
                                "causal over itself){}",
