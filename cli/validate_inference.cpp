@@ -112,9 +112,13 @@ Result<ValidationSummary> validate_inference(const std::string& cases_file, cons
       diags.error(shown, ptr + "/kernels", fmt::format("'{}' is not one of fused, eager", style));
     plan.kernels = style == "eager" ? wl::KernelStyle::eager : wl::KernelStyle::fused;
     plan.cuda_graphs = c.value("cuda_graphs", true);
+    // "cudnn": cuDNN's fused attention, what PyTorch 2.11's SDPA dispatches on Hopper when no backend is forced
+    // (decode_attn_probe.py, session 32: decode and causal prefill both ran cudnn_generated_fort_native_sdpa_*). It is
+    // the Hopper-native class of wl::AttentionKernel (fa3: FlashAttention-3 or cuDNN): its decode packs the query group
+    // of a KV head in small tiles, where FA2's swapped-GQA layout pads it to 64/128 rows.
     const std::string attn = c.value("attention_kernel", std::string("fa3"));
-    if (attn != "fa2" && attn != "fa3")
-      diags.error(shown, ptr + "/attention_kernel", fmt::format("'{}' is not one of fa2, fa3", attn));
+    if (attn != "fa2" && attn != "fa3" && attn != "cudnn")
+      diags.error(shown, ptr + "/attention_kernel", fmt::format("'{}' is not one of fa2, fa3, cudnn", attn));
     plan.attention = attn == "fa2" ? wl::AttentionKernel::fa2 : wl::AttentionKernel::fa3;
     // The MoE dispatcher the run used (SGLang --moe-a2a-backend, --deepep-mode, --enable-two-batch-overlap).
     const std::string a2a = c.value("moe_a2a_backend", std::string("nccl")), mode = c.value("deepep_mode", std::string("auto"));

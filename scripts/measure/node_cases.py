@@ -101,7 +101,9 @@ def serving_cases(docs, gpu, world, src_dir, want_moe):
             if ep > 1:
                 case["ep"] = ep
             case.update({"weights": "bf16", "kv": "bf16", "compute": "bf16", "kernels": "eager",
-                         "attention_kernel": "fa2", "cuda_graphs": graphs, "metric": metric, "inputs": inputs})
+                         # node_serve_step.py leaves SDPA's backend to PyTorch: with torch 2.11 / cuDNN 9.19 on Hopper it
+                         # dispatches cuDNN's fused attention for decode and prefill (decode_attn_probe.py, session 32)
+                         "attention_kernel": "cudnn", "cuda_graphs": graphs, "metric": metric, "inputs": inputs})
             shipped = model is not None and os.path.isfile(os.path.join(REPO, "data", "models", model + ".json"))
             ok = p.get("status") == "ok" and val is not None and shipped
             spread = p.get("max_spread_over_ranks")
