@@ -179,7 +179,11 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.mtp = st.mtp * 0.5;
   st.amp = st.amp * 0.5;
   for (const ParallelDim& dim : parallel_dims()) {
-    if (dim.stage == nullptr) continue;
+    // The pipeline sends are per micro-batch, not per layer: each of the m micro-batches passes one of the device's
+    // two stages and sends its activations and its gradients once there (deepseek-ai/DualPipe dualpipe.py
+    // _forward_chunk / _backward_chunk / _forward_backward_chunk: one _send_forward per forward chunk, one
+    // _send_backward per backward chunk), the 2·v·m sends pp_stage prices; only the layer-proportional terms halve.
+    if (dim.stage == nullptr || dim.stage == &StageParts::pp) continue;
     CommNumbers& c = st.*dim.stage;
     c.time = c.time * 0.5;
     c.exposed = c.exposed * 0.5;

@@ -121,6 +121,25 @@ TEST_CASE("DualPipe: two stages per device, PP+1 chunk micro-batches, a smaller 
   CHECK(dual.memory.weights > one.memory.weights * 1.5);
 }
 
+TEST_CASE("DualPipe sends each micro-batch's activations and gradients once, as 1F1B does: 2·m sends per device") {
+  // deepseek-ai/DualPipe dualpipe.py (3da1bbe): every forward chunk ends in one _send_forward, every backward chunk
+  // in one _send_backward, whichever of the device's two stages it runs. Each of the m = 120 micro-batches passes
+  // one of device i's stages (i or 15 − i): 2·m sends of one micro-batch's hidden states, 4096 tokens × 7168 × 2 B
+  // (BF16), the same as 1F1B's stage. (Before: halved with the layer terms of the device's two stages.)
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  const auto one = model::estimate_training(a, plan, sys, Explain::off);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  const auto dual = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(dual.comm[3].kind == "pp");
+  const double sends = 2.0 * 120.0 * 4096.0 * 7168.0 * 2.0;  // 14,092,861,440 B
+  CHECK(dual.comm[3].bytes_per_step.raw() == gptest::approx(sends));
+  CHECK(one.comm[3].bytes_per_step.raw() == gptest::approx(sends));
+  CHECK(dual.comm[3].time.raw() == gptest::approx(one.comm[3].time.raw()));
+}
+
 TEST_CASE("DualPipe's two copies of a stage are data-parallel replicas: ZeRO shards over both, their gradients meet") {
   // deepseek-ai/DualPipe examples/example_dualpipe.py: rank i runs full_modules[i] and full_modules[PP−1−i], and the
   // gradients of the two copies are summed across ranks i and PP−1−i; DeepSeek-V3 Table 2: DualPipe keeps 2×
