@@ -179,7 +179,11 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   st.mtp = st.mtp * 0.5;
   st.amp = st.amp * 0.5;
   for (const ParallelDim& dim : parallel_dims()) {
-    if (dim.stage == nullptr) continue;
+    // The pipeline sends are per micro-batch, not per layer: each of the m micro-batches passes one of the device's
+    // two stages and sends its activations and its gradients once there (deepseek-ai/DualPipe dualpipe.py
+    // _forward_chunk / _backward_chunk / _forward_backward_chunk: one _send_forward per forward chunk, one
+    // _send_backward per backward chunk), the 2·v·m sends pp_stage prices; only the layer-proportional terms halve.
+    if (dim.stage == nullptr || dim.stage == &StageParts::pp) continue;
     CommNumbers& c = st.*dim.stage;
     c.time = c.time * 0.5;
     c.exposed = c.exposed * 0.5;
@@ -189,15 +193,17 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
   // all-to-all dispatch/combine and the pipeline sends of each run beside the other's attention and MLP compute, so
   // what exceeds the compute stays exposed and the hidden part costs the SM share of the communication kernels
   // (comm_compute_share). Only the paired share φ of the chunks runs so (dualpipe_paired_share); a chunk run alone
-  // waits for its own dispatch and combine, so (1 − φ) of the all-to-all is exposed. The pipeline sends are
-  // asynchronous (DualPipe's isend/irecv) and stay with the paired window.
+  // waits for its own dispatch and combine, and for its own pipeline send and receive (deepseek-ai/DualPipe
+  // dualpipe.py: _forward_chunk and _backward_chunk post their receive, wait for it and for the previous chunk's
+  // sends in _commit_and_wait_comm, then compute; no other chunk runs beside them), so (1 − φ) of the all-to-all and
+  // of the pipeline sends is exposed. The paired chunks' sends are rearranged into the pair (§3.2.1, Figure 4: "both
+  // all-to-all and PP communication can be fully hidden").
   const double phi = detail::dualpipe_paired_share(x.p, m, sh.index);
   const Seconds confined = confine_paired_compute(plan, gpu, phi, st) * double(m);
-  const Seconds solo = st.ep.time * (1.0 - phi);
   const Seconds window = (st.fwd.total() + st.bwd.total() + st.recompute.total() + st.extra) * double(m) * phi;
-  const Seconds comm = st.ep.time * phi + st.pp.time;
-  st.ep.exposed = solo;
-  st.pp.exposed = Seconds(0);
+  const Seconds comm = (st.ep.time + st.pp.time) * phi;
+  st.ep.exposed = st.ep.time * (1.0 - phi);
+  st.pp.exposed = st.pp.time * (1.0 - phi);
   if (comm > Seconds(0)) {
     const Seconds exposed = std::max(Seconds(0), comm - window);
     const Seconds hidden = comm - exposed;
@@ -212,7 +218,7 @@ void dualpipe_halves(const StepInputs& x, const StageShape& sh, StageTime& st) {
                               ? 1.0 - std::min(1.0, (confined / window).raw())
                               : 1.0;
     st.ep.exposed += (exposed + hidden * ep_share * beside) * ep_part;
-    st.pp.exposed = (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
+    st.pp.exposed += (exposed + hidden * nccl_sm_share) * (1.0 - ep_part);
   }
 }
 
@@ -389,8 +395,9 @@ Seconds pipeline_bubble(const StepInputs& x, const PassCost& bwd, const PassCost
     const Seconds FB = o.stage_max;  // one forward and one backward chunk with their exposed communication
     // B is a backward chunk as the bubble runs it: the bubble's chunks are DualPipe's unpaired ones (DualPipe.step
     // steps 1-3 and 6-8), so a backward chunk waits for its own dispatch and combine (two of an MoE layer's four
-    // all-to-alls: o.ep.time / m per micro-batch, half of it the backward's), with no partner to hide them.
-    const Seconds B = bwd.total() + recompute.total() + o.ep.time / double(m) * 0.5;
+    // all-to-alls: o.ep.time / m per micro-batch, half of it the backward's) and for its gradient's pipeline send
+    // (one of the micro-batch's two: o.pp.time / m, half), with no partner to hide them.
+    const Seconds B = bwd.total() + recompute.total() + (o.ep.time + o.pp.time) / double(m) * 0.5;
     const Seconds W = bwd.wgrad;
     o.dualpipe_b = B;
     bubble = std::max(Seconds(0), (FB + B - W * 3.0) * (double(p) / 2.0 - 1.0));

@@ -361,7 +361,9 @@ Key pp_key(const wl::TrainingPlan& plan) {
 std::string pp_collective(const wl::TransformerArch&, const wl::TrainingPlan&) { return "send/recv"; }
 std::string pp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
   const std::string t = "t = (t_send + t_gather) · 2·v·m";
-  if (plan.dualpipe()) return t + " ; DualPipe: with the paired chunks' all-to-all, beside the other direction's compute";
+  if (plan.dualpipe())
+    return t + " ; DualPipe: exposed = (1 − φ)·t (the chunks run alone wait for their sends) + the paired share with "
+               "the paired chunks' all-to-all, beside the other direction's compute";
   if (plan.schedule == wl::PipelineSchedule::interleaved && plan.model_chunks() > 1 && plan.overlap_p2p_comm)
     return t + " ; exposed = what exceeds a chunk's forward (backward) + hidden · SM share";
   return t + " ; exposed = t";

@@ -374,12 +374,13 @@ void explain_bubble(const ExplainInputs& x, Derivation& root) {
         {"train.bubble", "Pipeline bubble (DualPipe)",
          "bubble = (p/2 − 1)·(F&B + B − 3W) (DeepSeek-V3 Table 2); F&B = one forward and one backward chunk run "
          "overlapped (their compute + the communication left exposed), B = a backward chunk run alone (as the bubble "
-         "runs it: waiting for its own dispatch and combine), W = its weight-gradient GEMMs; device i holds stages i "
-         "and p−1−i, each micro-batch passes one of them",
+         "runs it: waiting for its own dispatch, combine and send), W = its weight-gradient GEMMs; device i holds "
+         "stages i and p−1−i, each micro-batch passes one of them",
          {{"p", format_count(double(par.pp)), "pipeline ranks", Origin::user("--pp")},
           {"F&B", format(core.stage_max), fmt::format("the slowest device (rank {}), one micro-batch", core.bottleneck),
            Origin::derived()},
-          {"B", format(core.dualpipe_b), "backward chunk incl. recomputation and its exposed all-to-all",
+          {"B", format(core.dualpipe_b),
+           "backward chunk incl. recomputation, its exposed all-to-all and its gradient's pipeline send",
            Origin::derived()},
           {"W", format(bwd.wgrad), "its weight-gradient GEMMs", Origin::derived()},
           {"m", format_count(double(m)), "micro-batches (m/2 each way)", Origin::derived()}},

@@ -121,6 +121,25 @@ TEST_CASE("DualPipe: two stages per device, PP+1 chunk micro-batches, a smaller 
   CHECK(dual.memory.weights > one.memory.weights * 1.5);
 }
 
+TEST_CASE("DualPipe sends each micro-batch's activations and gradients once, as 1F1B does: 2·m sends per device") {
+  // deepseek-ai/DualPipe dualpipe.py (3da1bbe): every forward chunk ends in one _send_forward, every backward chunk
+  // in one _send_backward, whichever of the device's two stages it runs. Each of the m = 120 micro-batches passes
+  // one of device i's stages (i or 15 − i): 2·m sends of one micro-batch's hidden states, 4096 tokens × 7168 × 2 B
+  // (BF16), the same as 1F1B's stage. (Before: halved with the layer terms of the device's two stages.)
+  const auto& a = test::arch("deepseek-v3");
+  auto sys = h800_cluster();
+  auto plan = dsv3_plan(16, 128, 15360);
+  plan.ep_dispatch = wl::EpDispatch::deepep;
+  const auto one = model::estimate_training(a, plan, sys, Explain::off);
+  plan.schedule = wl::PipelineSchedule::dualpipe;
+  const auto dual = model::estimate_training(a, plan, sys, Explain::off);
+  REQUIRE(dual.comm[3].kind == "pp");
+  const double sends = 2.0 * 120.0 * 4096.0 * 7168.0 * 2.0;  // 14,092,861,440 B
+  CHECK(dual.comm[3].bytes_per_step.raw() == gptest::approx(sends));
+  CHECK(one.comm[3].bytes_per_step.raw() == gptest::approx(sends));
+  CHECK(dual.comm[3].time.raw() == gptest::approx(one.comm[3].time.raw()));
+}
+
 TEST_CASE("DualPipe's two copies of a stage are data-parallel replicas: ZeRO shards over both, their gradients meet") {
   // deepseek-ai/DualPipe examples/example_dualpipe.py: rank i runs full_modules[i] and full_modules[PP−1−i], and the
   // gradients of the two copies are summed across ranks i and PP−1−i; DeepSeek-V3 Table 2: DualPipe keeps 2×
@@ -247,6 +266,13 @@ TEST_CASE("DualPipe hides the all-to-all of its overlapped pairs only: the chunk
   const double ep = r.comm[2].time.raw();
   REQUIRE(ep > 0);
   CHECK(r.comm[2].exposed.raw() == gptest::approx(ep * (20.0 / 120.0 + 100.0 / 120.0 * 20.0 / 132.0)).epsilon(1e-9));
+  // The pipeline sends likewise: a chunk run alone waits for its receive and its predecessor's sends before it computes
+  // (dualpipe.py _forward_chunk / _backward_chunk → _commit_and_wait_comm); the paired ones hide in the pair (§3.2.1)
+  // and pay NCCL's 16 channels of the 132 SMs.
+  const double pp = r.comm[3].time.raw();
+  REQUIRE(r.comm[3].kind == "pp");
+  REQUIRE(pp > 0);
+  CHECK(r.comm[3].exposed.raw() == gptest::approx(pp * (20.0 / 120.0 + 100.0 / 120.0 * 16.0 / 132.0)).epsilon(1e-9));
 }
 
 TEST_CASE("the search over DeepSeek-V3's problem finds a fitting layout at least as fast as the published one") {
@@ -554,9 +580,10 @@ TEST_CASE("under DeepSeek's framework the GEMMs and attention of DualPipe's over
 TEST_CASE("DualPipe's bubble runs its backward chunks alone: B waits for its own dispatch and combine") {
   // DeepSeek-V3 Table 2: bubble (PP/2 − 1)(F&B + B − 3W). The bubble's chunks are DualPipe.step's unpaired ones
   // (steps 1-3 and 6-8), so its B is a backward chunk with no partner: it waits for the backward's two all-to-alls of
-  // each MoE layer, half of the device's t_ep/m (ISCA '25 Table 4 measures such lone chunks: 1F 1.13 s, 1B 1.99 s).
-  // Halving the NICs' bandwidth slows only the communication, so the bubble moves by (PP/2 − 1)·(ΔF&B + Δt_ep/(2m)):
-  // F&B the slowest device's micro-batch, t_ep its all-to-all time per step, m = 120.
+  // each MoE layer, half of the device's t_ep/m (ISCA '25 Table 4 measures such lone chunks: 1F 1.13 s, 1B 1.99 s),
+  // and for its gradient's pipeline send, one of the micro-batch's two (t_pp/m, half). Halving the NICs' bandwidth
+  // slows only the communication, so the bubble moves by (PP/2 − 1)·(ΔF&B + (Δt_ep + Δt_pp)/(2m)): F&B the slowest
+  // device's micro-batch, t_ep and t_pp its all-to-all and pipeline-send time per step, m = 120.
   const auto& a = test::arch("deepseek-v3");
   auto sys = h800_cluster();
   auto plan = dsv3_plan(16, 128, 15360);
@@ -573,8 +600,10 @@ TEST_CASE("DualPipe's bubble runs its backward chunks alone: B waits for its own
   const auto b = std::size_t(fast.bottleneck_stage);
   const double d_fb = slow.stage_time[b].raw() - fast.stage_time[b].raw();
   const double d_ep = slow.comm[2].time.raw() - fast.comm[2].time.raw();
-  REQUIRE(d_ep > 1.0);  // the all-to-all over InfiniBand: seconds per step
-  CHECK(slow.step.bubble.raw() - fast.step.bubble.raw() == gptest::approx(7.0 * (d_fb + d_ep / 240.0)));
+  const double d_pp = slow.comm[3].time.raw() - fast.comm[3].time.raw();
+  REQUIRE(d_ep > 1.0);   // the all-to-all over InfiniBand: seconds per step
+  REQUIRE(d_pp > 0.1);   // the pipeline sends cross nodes too
+  CHECK(slow.step.bubble.raw() - fast.step.bubble.raw() == gptest::approx(7.0 * (d_fb + (d_ep + d_pp) / 240.0)));
 }
 
 TEST_CASE("the search over DeepSeek-V3's problem at the published stage split finds the published layout or better") {
