@@ -173,6 +173,9 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
     std::optional<long long> gpus = m.launcher_gpus;
     if (j.contains("gpus") && j["gpus"].is_number_integer()) gpus = j["gpus"].get<long long>();
     if (m.typed_gpus) gpus = m.typed_gpus;
+    // Megatron's expert tensor parallel size defaults to TP (arguments.py).
+    const long long expert_tp =
+        keys.contains("etp") || (j.contains("etp") && j["etp"].is_number_integer()) ? size("etp") : tp;
     std::optional<long long> dp;
     if (keys.contains("dp") || (j.contains("dp") && j["dp"].is_number_integer())) dp = size("dp");
     else if (gpus && *gpus > 0 && *gpus % (tp * pp * cp) == 0) dp = *gpus / (tp * pp * cp);
@@ -183,6 +186,14 @@ bool apply_megatron(const MegatronMapping& m, const wl::TransformerArch& arch, n
       at_flag(fmt::format("DP × CP = {} is not divisible by {} instances (Megatron-LM, parallel_state.py: \"Data "
                           "parallel size should be divisible by partial DistOpt shard factor\")",
                           *dp * cp, n));
+    } else if (const long long stage = tp * cp * *dp, shard = expert_tp * size("ep");
+               shard > 0 && stage % shard == 0 && (stage / shard) % n != 0) {
+      // The experts' data-parallel group (tp·cp·dp / (etp·ep), parallel_state.py) is cut into as many instances; a
+      // grid that etp·ep does not divide is the layout check's to report.
+      at_flag(fmt::format("the expert-data-parallel size TP × CP × DP / (expert TP × EP) = {} / {} = {} is not "
+                          "divisible by {} instances (Megatron-LM, parallel_state.py: \"Expert data parallel size "
+                          "should be divisible by partial DistOpt shard factor\")",
+                          stage, shard, stage / shard, n));
     } else {
       keys["shard_group"] = *dp * cp / n;
       korigin["shard_group"] =

@@ -503,6 +503,23 @@ TEST_SUITE("gpuplan train with Megatron-LM arguments") {
           gptest::approx(2.0 * p["memory"]["breakdown"]["optimizer_states_bytes"].get<double>()));
   }
 
+  TEST_CASE("hostile: optimizer instances that do not slice the experts' data-parallel group: exit 2") {
+    // 16 GPUs, TP 2, EP 4: expert-data-parallel size 2 (parallel_state.py), not divisible by 4 instances. The shape
+    // flags say Mixtral's architecture (the shape check runs first).
+    const Script s("torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 2 \\\n"
+                   "    --expert-model-parallel-size 4 --moe-token-dispatcher-type alltoall \\\n"
+                   "    --use-distributed-optimizer --num-distributed-optimizer-instances 4 --bf16 --swiglu \\\n"
+                   "    --untie-embeddings-and-output-weights --normalization RMSNorm --disable-bias-linear \\\n"
+                   "    --position-embedding-type rope\n");
+    const Run r = run({"train", "-m", "mixtral-8x7b", "--gpu", "h100", "--megatron-args", s.path()});
+    INFO(r.err);
+    CHECK(r.rc == kInvalid);
+    CHECK(contains(r.err, "run.sh:1: --num-distributed-optimizer-instances: error: "
+                          "'--num-distributed-optimizer-instances 4': the expert-data-parallel size TP × CP × DP / "
+                          "(expert TP × EP) = 16 / 8 = 2 is not divisible by 4 instances"));
+    CHECK(contains(r.err, "Expert data parallel size should be divisible by partial DistOpt shard factor"));
+  }
+
   TEST_CASE("hostile scripts: an unterminated quote, an unset variable in a mapped flag, an unknown flag: exit 2") {
     const Script quote("torchrun --nproc_per_node 8 pretrain_gpt.py --tensor-model-parallel-size 2 --split '99,1\n");
     const Run q = run({"train", "-m", "llama-3-8b", "--gpu", "h100", "--megatron-args", quote.path()});

@@ -1085,6 +1085,44 @@ TEST_SUITE("megatron args: optimizer instances (HSDP)") {
     }
   }
 
+  TEST_CASE("the experts' data-parallel size must divide by the instances too (Megatron-LM's own message)") {
+    // Mixtral 8x7B on 16 GPUs at TP 2, EP 4: DP 8, and the expert-data-parallel size tp·cp·dp / (etp·ep) =
+    // 16 / (2 × 4) = 2 (expert TP defaults to TP), which 4 instances do not divide (parallel_state.py at d98e8a64:
+    // "Expert data parallel size should be divisible by partial DistOpt shard factor"); 2 instances do, and so do 4
+    // with --expert-tensor-parallel-size 1 (16 / 4 = 4).
+    auto args = [](const char* n, bool etp1) {
+      std::vector<std::string> v{"--tensor-model-parallel-size", "2", "--expert-model-parallel-size", "4",
+                                 "--use-distributed-optimizer", "--num-distributed-optimizer-instances", n};
+      if (etp1) v.insert(v.end(), {"--expert-tensor-parallel-size", "1"});
+      return v;
+    };
+    std::map<std::string, std::string> origin;
+    Diagnostics a;
+    auto four = map_typed(args("4", false), a);
+    REQUIRE(four);
+    nlohmann::json j = {{"gpus", 16}};
+    CHECK_FALSE(apply_megatron(*four, model("mixtral-8x7b"), j, origin, a));
+    CHECK(has(a.to_string(), "--num-distributed-optimizer-instances: error: '--num-distributed-optimizer-instances 4': "
+                             "the expert-data-parallel size TP × CP × DP / (expert TP × EP) = 16 / 8 = 2 is not "
+                             "divisible by 4 instances"));
+    CHECK(has(a.to_string(), "Expert data parallel size should be divisible by partial DistOpt shard factor"));
+    CHECK_FALSE(j.contains("shard_group"));
+
+    Diagnostics b;
+    auto two = map_typed(args("2", false), b);
+    REQUIRE(two);
+    nlohmann::json j2 = {{"gpus", 16}};
+    REQUIRE(apply_megatron(*two, model("mixtral-8x7b"), j2, origin, b));
+    CHECK(j2["shard_group"] == 4);
+
+    Diagnostics c;
+    auto folded = map_typed(args("4", true), c);
+    REQUIRE(folded);
+    nlohmann::json j3 = {{"gpus", 16}};
+    REQUIRE(apply_megatron(*folded, model("mixtral-8x7b"), j3, origin, c));
+    CHECK(j3["shard_group"] == 2);
+  }
+
   TEST_CASE("--outer-dp-sharding-strategy: no_shard is the default HSDP, optim (HFSDP) is refused, a typo is invalid") {
     const std::vector<std::string> fsdp{"--use-megatron-fsdp", "--num-distributed-optimizer-instances", "2"};
     auto with = [&](std::vector<std::string> v) {

@@ -11,6 +11,7 @@
 #include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/params.hpp"
+#include "dp_instances.hpp"
 #include "training_core.hpp"
 
 namespace gpuplan::model::detail {
@@ -110,14 +111,13 @@ DpHybridSplit dp_hybrid_split(const CommGroup& g, int instances) {
   return s;
 }
 
-/// Replicas of the dense shard group in the gradient group (1 without a hybrid group or without ZeRO).
-int dp_instances(const wl::TrainingPlan& plan) {
+}  // namespace
+
+int dp_optimizer_instances(const wl::TrainingPlan& plan) {
   const int n = dense_grad_group_size(plan), g = plan.par.shard_group;
   if (plan.zero == wl::ZeroStage::none || g <= 0 || g >= n || n % g != 0) return 1;
   return n / g;
 }
-
-}  // namespace
 
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_group, const CommGroup& expert_group) {
@@ -163,14 +163,14 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
                collective_time(Collective::all_reduce, expert_grads, expert_g);
     t.reduce_last = collective_time(Collective::all_reduce, unit_grads, dp_g);
   } else {
-    // A hybrid shard group (dp_instances > 1): Megatron-Core's partial distributed optimizer reduce-scatters each
-    // bucket inside its instance and then all-reduces the instance's shard across the instances
+    // A hybrid shard group (dp_optimizer_instances > 1): Megatron-Core's partial distributed optimizer
+    // reduce-scatters each bucket inside its instance and then all-reduces the instance's shard across the instances
     // (param_and_grad_buffer.py start_grad_sync at d98e8a64: the intra-instance reduce-scatter, then "With multiple
     // DistOpt instances, we need to all-reduce across instances"), and gathers the updated weights inside the
     // instance; Megatron-FSDP's HSDP (outer no_shard) the same, its outer all-reduce on the last micro-batch
     // (megatron_fsdp.py, outer_fsdp_group_grad_reduce). The experts' group is cut into as many instances
     // (parallel_state.py intra_partial_expert_data_parallel_size = expert-DP / N).
-    const int inst = dp_instances(plan);
+    const int inst = dp_optimizer_instances(plan);
     const DpHybridSplit hd = dp_hybrid_split(dp_g, inst), he = dp_hybrid_split(expert_g, inst);
     const auto across = [](const DpHybridSplit& h, Bytes b) {
       return h.instances > 1 ? collective_time(Collective::all_reduce, b / double(h.intra.size), h.inter) : Seconds{};

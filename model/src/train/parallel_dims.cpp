@@ -8,6 +8,7 @@
 
 #include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/graph.hpp"
+#include "dp_instances.hpp"
 #include "lora_adapter.hpp"
 #include "moe_a2a.hpp"
 #include "quant_recipe.hpp"
@@ -400,7 +401,14 @@ void pp_stage(const StageCommInputs& in, const StageTime& st, CommNumbers& out) 
 // ---- data parallel: the gradients' reduction (and ZeRO's parameter gathers), once per step ----
 int tp_of(const wl::TrainingPlan& plan) { return plan.par.tp; }
 std::string dp_collective(const wl::TransformerArch& a, const wl::TrainingPlan& plan) {
-  std::string s = plan.zero == wl::ZeroStage::none ? "all-reduce" : "reduce-scatter + all-gather";
+  // With optimizer instances (dp_terms.cpp dp_collective_times): each instance reduce-scatters and gathers over its
+  // own ranks, and the shards are all-reduced across the instances.
+  const int inst = dp_optimizer_instances(plan);
+  std::string s = plan.zero == wl::ZeroStage::none ? "all-reduce"
+                  : inst > 1 ? fmt::format("reduce-scatter + all-gather in each of {} optimizer instances of {}, "
+                                           "all-reduce across them",
+                                           inst, dense_grad_group_size(plan) / inst)
+                             : "reduce-scatter + all-gather";
   if (a.moe && plan.par.ep > 1) s += fmt::format(" (routed experts over {} GPUs)", expert_grad_group_size(plan));
   return s;
 }

@@ -13,6 +13,7 @@
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
 #include "norm_loss.hpp"
+#include "dp_instances.hpp"
 #include "parallel_dims.hpp"
 
 namespace gpuplan::model::detail {
@@ -281,6 +282,21 @@ Derivation explain_comm(const ExplainInputs& x) {
                   {"t", format(c.time), fmt::format("total per step, {} moved", format(c.bytes_per_step)),
                    Origin::derived()}},
                  fmt::format("{} exposed of {}", format(c.exposed), format(c.time)), {}, {}};
+    if (const int inst = dp_optimizer_instances(plan); c.kind == "dp" && inst > 1) {
+      // The hybrid shard group's instance split (dp_terms.cpp dp_collective_times prices it).
+      const long long edp = a.moe && plan.par.ep > 1 ? expert_grad_group_size(plan) : 0;
+      g.inputs.push_back(
+          {"instances",
+           fmt::format("{} × {} ranks{}", inst, c.group_size / inst,
+                       edp > 0 ? fmt::format(" (routed experts: {} × {})", inst, edp / inst) : std::string()),
+           "the dp·cp ranks cut into optimizer instances of consecutive ranks: each gradient bucket is "
+           "reduce-scattered inside its instance, the instance's shard all-reduced across the instances (one rank of "
+           "each), the updated weights gathered inside the instance; the optimizer states are sharded inside an "
+           "instance and held once per instance",
+           Origin::user("shard_group = dp·cp / N: Megatron-LM --num-distributed-optimizer-instances N "
+                        "(parallel_state.py intra_partial_data_parallel_size, param_and_grad_buffer.py "
+                        "start_grad_sync), Megatron-FSDP's HSDP, FSDP HYBRID_SHARD")});
+    }
     g.set(c.exposed.raw(), Unit::seconds);
     comm.children.push_back(std::move(g));
   }

@@ -13,6 +13,7 @@
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/training.hpp"
 #include "quant_recipe.hpp"
+#include "dp_instances.hpp"
 #include "training_core.hpp"
 #include "runtime_context.hpp"
 
@@ -306,6 +307,18 @@ bool batch_and_group_rules(const wl::TransformerArch& a, const wl::TrainingPlan&
       fail([&] {
         return p.cp > 1 ? fmt::format("hybrid shard group {} does not divide DP × CP = {}", p.shard_group, p.dp * p.cp)
                         : fmt::format("hybrid shard group {} does not divide DP {}", p.shard_group, p.dp);
+      }))
+    return false;
+  // The experts' data-parallel group is cut into as many instances (parallel_state.py
+  // intra_partial_expert_data_parallel_size = expert-DP / N).
+  if (const int inst = dp_optimizer_instances(plan);
+      a.moe && inst > 1 && p.expert_dp() % inst != 0 && fail([&] {
+        return fmt::format("the expert-data-parallel group of {} ranks (TP × CP × DP / (expert TP × EP) = {} / {}) is "
+                           "not divisible by the {} optimizer instances of the hybrid shard group {} (Megatron-LM, "
+                           "parallel_state.py: \"Expert data parallel size should be divisible by partial DistOpt "
+                           "shard factor\")",
+                           p.expert_dp(), static_cast<long long>(p.tp) * std::max(1, p.cp) * p.dp, p.expert_shard(),
+                           inst, p.shard_group);
       }))
     return false;
   return true;

@@ -97,3 +97,52 @@ TEST_CASE("a shard group that does not slice dp·cp is refused at ZeRO 1 as at Z
   REQUIRE_FALSE(g.ok);
   CHECK(g.reasons.front().find("hybrid shard group 12 does not divide DP × CP = 32") != std::string::npos);
 }
+
+TEST_CASE("the dp explain entry names the instance split: 2 optimizer instances of 32 ranks") {
+  const auto sys = test::node_system("gb200-nvl72");
+  const auto& a = test::arch("llama-3.1-8b");
+  const auto e = model::estimate_training(a, hybrid_plan(64, 32), sys, Explain::on);
+  REQUIRE(e.feasibility.ok);
+  const auto& c = dp_comm(e);
+  CHECK(c.collective == "reduce-scatter + all-gather in each of 2 optimizer instances of 32, all-reduce across them");
+  const Derivation* dp = e.derivation.find("train.comm.dp");
+  REQUIRE(dp != nullptr);
+  const DerivationInput* split = nullptr;
+  for (const auto& in : dp->inputs)
+    if (in.symbol == "instances") split = &in;
+  REQUIRE(split != nullptr);
+  CHECK(split->value == "2 × 32 ranks");
+  CHECK(split->origin.ref.find("--num-distributed-optimizer-instances") != std::string::npos);
+  // Without a hybrid group the entry has no such input.
+  const auto plain = model::estimate_training(a, hybrid_plan(64, 0), sys, Explain::on);
+  const Derivation* pdp = plain.derivation.find("train.comm.dp");
+  REQUIRE(pdp != nullptr);
+  for (const auto& in : pdp->inputs) CHECK(in.symbol != "instances");
+}
+
+TEST_CASE("the experts' data-parallel group is cut into as many instances: one it does not divide is refused") {
+  // Mixtral 8x7B at TP 2, EP 4 (expert TP = TP) over dp 8: the expert-data-parallel group has 2 × 8 / (2 × 4) = 2
+  // ranks (parallel_state.py, expert_data_parallel_size). Shard group 2 makes 8 / 2 = 4 instances: 2 does not divide
+  // by 4; shard group 4 makes 2 instances, which it does (the experts' instances of 1 rank each).
+  const auto sys = test::node_system("gb200-nvl72");
+  const auto& a = test::arch("mixtral-8x7b");
+  auto p = hybrid_plan(8, 2);
+  p.par.ep = 4;
+  const auto f = model::check_training_layout(a, p, sys);
+  REQUIRE_FALSE(f.ok);
+  CHECK(f.reasons.front().find("the expert-data-parallel group of 2 ranks (TP × CP × DP / (expert TP × EP) = 16 / 8) "
+                               "is not divisible by the 4 optimizer instances of the hybrid shard group 2") !=
+        std::string::npos);
+  CHECK(f.reasons.front().find("Expert data parallel size should be divisible by partial DistOpt shard factor") !=
+        std::string::npos);
+  p.par.shard_group = 4;
+  CHECK(model::check_training_layout(a, p, sys).ok);
+  const auto e = model::estimate_training(a, p, sys, Explain::on);
+  REQUIRE(e.feasibility.ok);
+  const Derivation* dp = e.derivation.find("train.comm.dp");
+  REQUIRE(dp != nullptr);
+  bool named = false;
+  for (const auto& in : dp->inputs)
+    if (in.symbol == "instances") named = in.value == "2 × 4 ranks (routed experts: 2 × 1)";
+  CHECK(named);
+}
