@@ -17,7 +17,11 @@ correctness check runs without dropout (the kernels' random masks cannot be comp
 
 FLOPs are counted as gpuplan counts them (model/src/ops/ops.cpp attention_cost): forward 4*b*h*s*s*d (halved when
 causal), backward 2.5x the forward. Efficiency = TFLOP/s / --peak-tflops (dense bf16 datasheet peak).
-Writes one JSON (default $OUT/attention_sdpa.json).
+Writes one JSON (default $OUT/attention_sdpa.json). --dry prints the items and their shapes on a CPU.
+
+Short sequences (--seqs 128,177,256,...): b sequences of s tokens in one call are the same kernel work as one
+varlen (THD) call over b packed documents of s tokens each (FlashAttention's varlen grid is query tiles x documents x
+heads), so the sweep prices per-document attention of packed sequences at their document length.
 """
 import argparse
 import os
@@ -28,11 +32,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+try:  # --dry runs without torch (a CPU with no PyTorch)
+    import torch  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+except ImportError:
+    torch = F = SDPBackend = sdpa_kernel = None
+    BACKENDS = {}
 
 
 def fwd_flops(b, h, s, d, causal):
@@ -90,7 +98,16 @@ def main():
     p.add_argument("--out-dir", default=None)
     p.add_argument("--name", default="attention_sdpa")
     p.add_argument("--dropouts", default="0", help="comma list of attention dropout probabilities (default 0)")
+    p.add_argument("--dry", action="store_true", help="print the items and their shapes, touch no GPU, write nothing")
     a = p.parse_args()
+    if a.dry:
+        for be in [b for b in a.backends.split(",") if b]:
+            for d in [int(x) for x in a.head_dims.split(",")]:
+                for s in [int(x) for x in a.seqs.split(",")]:
+                    b, h = max(1, a.tokens // s), 4096 // d
+                    print(f"{be:5s} d={d:3d} s={s:6d} b={b:4d} h={h:3d} causal and not: q, k, v [{b}, {h}, {s}, {d}] bf16;"
+                          f" causal fwd {fwd_flops(b, h, s, d, True) / 1e9:.2f} GFLOP")
+        return
     dev = torch.device("cuda")
     rec = {"name": a.name, "kind": "attention_sdpa", "dtype": "bf16",
            "op": "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal) on [b, h, s, d], one backend",
