@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Compute beside an NCCL collective: every measured point of ours against candidate laws (issue #24).
+
+Usage: python3 scripts/validation/beside_comm_law.py          (from the repo root; reads only repo files, no GPU)
+
+The points (GEMMs only for the laws; the other kernel classes are listed at the end):
+  A. data/validation/measured/h200-sxm-141gb/beside_comm_2gpu_{dsv3,llama8b}.json and
+     beside_comm_ctas_2gpu_{dsv3,mid,llama8b}.json (scripts/measure/beside_comm.py, session 31, 2 H200s): a window of
+     40 back-to-back kernels (torch.matmul for the GEMM) beside back-to-back NCCL calls; rank 0, as the README tables.
+  B. data/calibration/{h100-sxm5-80gb,h200-sxm-141gb}/samples-overlap-{2,4}gpu-*.json (gpuplan-bench collectives,
+     the overlap items that kCommWaitKernels is the median of): an 8192x8192x4096 bf16 cuBLASLt GEMM loop beside
+     back-to-back 32 or 256 MiB calls on 2 and 4 GPUs of one host.
+
+Per point: T the GEMM alone, Tb beside, C one call alone, delay = Tb - T per GEMM, and n the calls per GEMM in the
+window (A: from the comm stream's span, the calls outside the window at C each; B: Tb / coll_overlap_s).
+
+Candidate laws (loss = Tb / T - 1 predicted):
+  W   the wait: each GEMM launched beside a running call waits f x C (f = the median of delay / C over set A's GEMMs,
+      the points that suggested it);
+  Wc  the same per call: f_c x C for each call in the window (f_c the median of delay / (n C) over set A);
+  S   the model today (compose_step.cpp beside_compute + comm_compute_share): the SM share 16/132 of the time the
+      collective's kernels run beside the GEMM (A: n C / Tb, at most 1; B: C / coll_overlap_s), capped by the pinned
+      CTAs / 132 (dp_comm_compute_share) where NCCL was pinned.
+  S0  S without the CTA cap.
+"""
+import glob
+import json
+import os
+import statistics
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+MEAS = os.path.join(ROOT, "data", "validation", "measured", "h200-sxm-141gb")
+SMS = 132
+SHARE = 16.0 / SMS  # comm_compute_share's built-in assumption (step_terms.cpp)
+
+
+def set_a():
+    pts, others = [], []
+    files = ["beside_comm_2gpu_dsv3.json", "beside_comm_2gpu_llama8b.json", "beside_comm_ctas_2gpu_dsv3.json",
+             "beside_comm_ctas_2gpu_mid.json", "beside_comm_ctas_2gpu_llama8b.json"]
+    for f in files:
+        d = json.load(open(os.path.join(MEAS, f)))
+        a = d["args"]
+        shape = f"{a['tokens']}x{a['ffn']}x{a['hidden']}"
+        for r in d["per_rank"][0]:
+            T, Tb, C = r["t_alone_ms"], r["t_beside_ms"], r["collective_ms_per_call"]
+            reps = a.get("reps", 40)
+            window = reps * Tb
+            outside = max(0.0, r["comm_span_last_trial_ms"] - window) / C
+            n = max(0.0, r["comm_calls_last_trial"] - outside) / reps
+            p = {"set": "A", "file": f, "shape": shape, "kernel": r["kernel"], "coll": r["collective"],
+                 "pin": r.get("pin_ctas", "free"), "MiB": r.get("collective_MiB", a.get("comm_mib")), "ranks": d["world"],
+                 "T": T, "Tb": Tb, "C": C, "n": n, "loss": r["loss"]}
+            (pts if r["kernel"] == "gemm_bf16" else others).append(p)
+    return pts, others
+
+
+def set_b():
+    pts = []
+    for f in sorted(glob.glob(os.path.join(ROOT, "data", "calibration", "*", "samples-overlap-*gpu-*.json"))):
+        d = json.load(open(f))
+        gpu = os.path.basename(os.path.dirname(f))
+        for x in d["overlap"]:
+            g = x["gemm"]
+            T, Tb = x["gemm_alone_s"] * 1e3, x["gemm_overlap_s"] * 1e3
+            C, Cb = x["coll_alone_s"] * 1e3, x["coll_overlap_s"] * 1e3
+            pts.append({"set": "B", "file": f"{gpu}/{os.path.basename(f)}", "shape": f"{g['m']}x{g['n']}x{g['k']}",
+                        "kernel": "gemm_bf16", "coll": x["op"], "pin": "free", "MiB": x["bytes"] >> 20,
+                        "ranks": x["ranks"], "T": T, "Tb": Tb, "C": C, "Cb": Cb, "n": Tb / Cb, "loss": Tb / T - 1})
+    return pts
+
+
+def running_fraction(p):
+    if p["set"] == "B":
+        return min(1.0, p["C"] / p["Cb"])
+    return min(1.0, p["n"] * p["C"] / p["Tb"])
+
+
+def laws(p, f, fc):
+    share_cap = SHARE if p["pin"] == "free" else min(SHARE, float(p["pin"]) / SMS)
+    run = running_fraction(p)
+    return {"W": f * p["C"] / p["T"], "Wc": fc * p["n"] * p["C"] / p["T"],
+            "S": share_cap * run, "S0": SHARE * run}
+
+
+def main():
+    a, others = set_a()
+    b = set_b()
+    f = statistics.median((p["Tb"] - p["T"]) / p["C"] for p in a)
+    fc = statistics.median((p["Tb"] - p["T"]) / (p["n"] * p["C"]) for p in a if p["n"] > 0)
+    print(f"fitted on set A's {len(a)} GEMM points: f (per GEMM) = {f:.3f} of a call, f_c (per call) = {fc:.3f}\n")
+    hdr = (f"{'set':3} {'GEMM':16} {'coll':14} {'MiB':>4} {'rk':>2} {'pin':>4} {'T ms':>6} {'C ms':>6} {'n':>5} "
+           f"{'delay/C':>7} | {'loss':>6} {'W':>6} {'Wc':>6} {'S':>6} {'S0':>6}")
+    errs = {s: {k: [] for k in ("W", "Wc", "S", "S0")} for s in ("A", "B")}
+    for pts in (a, b):
+        print(hdr)
+        for p in pts:
+            lw = laws(p, f, fc)
+            for k, v in lw.items():
+                errs[p["set"]][k].append(v - p["loss"])
+            print(f"{p['set']:3} {p['shape']:16} {p['coll']:14} {p['MiB']:>4} {p['ranks']:>2} {p['pin']:>4} "
+                  f"{p['T']:6.3f} {p['C']:6.3f} {p['n']:5.2f} {(p['Tb'] - p['T']) / p['C']:7.2f} | {p['loss']:+6.3f} "
+                  + " ".join(f"{lw[k]:+6.3f}" for k in ("W", "Wc", "S", "S0")))
+        print()
+    print("law - measured, in GEMM durations (median signed / median |.| / max |.|):")
+    for s in ("A", "B"):
+        for k in ("W", "Wc", "S", "S0"):
+            e = errs[s][k]
+            print(f"  set {s} ({len(e)} points) {k:3}: {statistics.median(e):+.3f} / "
+                  f"{statistics.median(abs(x) for x in e):.3f} / {max(abs(x) for x in e):.3f}")
+    # Does the loss follow the CTAs NCCL is pinned to? (set A's second call)
+    print("\nCTA dependence (set A, pinned): loss at 4 CTAs against 32 CTAs, same GEMM and collective")
+    by = {}
+    for p in a:
+        if p["pin"] != "free":
+            by.setdefault((p["shape"], p["coll"]), {})[int(p["pin"])] = p["loss"]
+    for (shape, coll), v in sorted(by.items()):
+        print(f"  {shape:16} {coll:14} " + "  ".join(f"{c}: {v[c]:+.3f}" for c in sorted(v))
+              + f"   (S would give {4 / SMS:.3f} at 4, {min(SHARE, 32 / SMS):.3f} at 32)")
+    print("\nOther kernel classes (set A), loss against the SM-share charge S0 and the collective's message rate")
+    print(f"{'kernel':16} {'GEMM shape':16} {'coll':14} {'pin':>4} {'T ms':>6} {'loss':>6} {'S0':>6} {'msg GB/s':>8}")
+    for p in others:
+        print(f"{p['kernel']:16} {p['shape']:16} {p['coll']:14} {p['pin']:>4} {p['T']:6.3f} {p['loss']:+6.3f} "
+              f"{SHARE * running_fraction(p):6.3f} {p['MiB'] * 1.048576 / p['C']:8.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
