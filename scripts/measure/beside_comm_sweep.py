@@ -8,7 +8,7 @@ which quantity the delay follows: for each GEMM length T (tokens x hidden x ffn)
 
   t_alone / t_beside : as beside_comm.py (a window of --reps back-to-back GEMMs, an event after each in both, median
                        of --trials; the collectives outlast the window three times over), loss = ratio - 1
-  timeline           : in the last beside trial, a CUDA event after every GEMM (compute stream) and after every call
+  timeline           : in the last beside trial (both streams released together from t0 by a gate), a CUDA event after every GEMM (compute stream) and after every call
                        (comm stream), all timed from one start event: per-GEMM durations, and the call end times, so
                        one can see whether a GEMM's delay ends when a call ends (the GEMM waiting for the call's SMs)
                        and whether every GEMM or one per call is delayed.
@@ -129,21 +129,27 @@ def main():
                     calls = int(agree.item())
                     dist.barrier()
                     torch.cuda.synchronize()
+                    # A gate: both streams wait behind a sleep kernel long enough for the host to enqueue every
+                    # call and GEMM, so the collectives run back to back from t0 whatever the host's pace.
+                    gate_s = 40e-6 * (calls + a.reps) + 0.005
+                    torch.cuda._sleep(int(gate_s * 2.0e9))
                     t0 = ev()
                     t0.record(torch.cuda.current_stream())
                     comm_s.wait_event(t0)
                     comp.wait_event(t0)
                     call_end = [ev() for _ in range(calls)]
+                    h0 = time.perf_counter()
                     with torch.cuda.stream(comm_s):
                         for i in range(calls):
                             coll(kind)
                             call_end[i].record(comm_s)
-                    time.sleep(0.002)  # let the first collectives start
                     g_start, g_end = window(comp)
+                    host_s = time.perf_counter() - h0
                     torch.cuda.synchronize()
                     beside.append(g_start.elapsed_time(g_end[-1]) / a.reps)
                     if trial == a.trials - 1:
-                        timeline = {"gemm_start_ms": t0.elapsed_time(g_start),
+                        timeline = {"host_enqueue_s": host_s, "gate_s": gate_s, "gate_held": host_s < gate_s,
+                                    "gemm_start_ms": t0.elapsed_time(g_start),
                                     "gemm_end_ms": [t0.elapsed_time(q) for q in g_end],
                                     "call_end_ms": [t0.elapsed_time(q) for q in call_end]}
                 ta, tb = statistics.median(alone), statistics.median(beside)
