@@ -43,7 +43,7 @@ def parse_gemms(s):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--gemms", default=DEFAULT_GEMMS, help="comma list of TOKENSxHIDDENxFFN (x[T,H] @ w[F,H]^T)")
-    p.add_argument("--comm-mib", default="8,32,128", help="comma list of bytes per collective call (MiB)")
+    p.add_argument("--comm-mib", default="8,32,128,512", help="comma list of bytes per collective call (MiB)")
     p.add_argument("--collectives", default="reduce_scatter,all_reduce", help="reduce_scatter, all_gather, all_reduce")
     p.add_argument("--reps", type=int, default=40, help="GEMMs per timed window")
     p.add_argument("--trials", type=int, default=5)
