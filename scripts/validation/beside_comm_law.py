@@ -22,6 +22,14 @@ Candidate laws (loss = Tb / T - 1 predicted):
       collective's kernels run beside the GEMM (A: n C / Tb, at most 1; B: C / coll_overlap_s), capped by the pinned
       CTAs / 132 (dp_comm_compute_share) where NCCL was pinned.
   S0  S without the CTA cap.
+  L   the law the step composition uses (parallel_dims.hpp dp_beside_compute_share): per call the larger of S's share
+      over the call and min(f x C, T), T the kernel beside it; f is W's.
+
+  C. The law out of sample on our 4-GPU H200 training steps (data/validation/measured/h200-sxm-141gb/
+     profile_h200_llama1b_s2048_b4_{single,ddp4,fsdp4}.json): the GEMM + attention time a step loses against the
+     one-GPU step, against L summed over the step's NCCL calls (their count from the profile; each call's alone time
+     from its bytes at the busbw of our held-out 4-GPU collectives of that size, heldout-collectives-4gpu-*.json;
+     T the one-GPU step's mean GEMM/attention kernel).
 """
 import glob
 import json
@@ -77,11 +85,73 @@ def running_fraction(p):
     return min(1.0, p["n"] * p["C"] / p["Tb"])
 
 
+def law_per_call(share, f, call, kernel):
+    """parallel_dims.cpp dp_beside_compute_share x the call: the compute time one call costs."""
+    return max(share * call, min(f * call, kernel))
+
+
 def laws(p, f, fc):
     share_cap = SHARE if p["pin"] == "free" else min(SHARE, float(p["pin"]) / SMS)
     run = running_fraction(p)
     return {"W": f * p["C"] / p["T"], "Wc": fc * p["n"] * p["C"] / p["T"],
-            "S": share_cap * run, "S0": SHARE * run}
+            "S": share_cap * run, "S0": SHARE * run,
+            "L": p["n"] * law_per_call(share_cap, f, p["C"], p["T"]) / p["T"]}
+
+
+def busbw_at(op, nbytes):
+    """Held-out 4-GPU fp32 busbw (GB/s) of op at nbytes: log-linear between the measured sizes, clamped at the ends."""
+    import math
+    pts = []
+    for f in glob.glob(os.path.join(MEAS, "heldout-collectives-4gpu-*.json")):
+        for c in json.load(open(f)).get("collectives", []):
+            if c["op"] == op and c["ranks"] == 4 and c["dtype"] == "fp32":
+                pts.append((c["bytes"], c["busbw_gbps"]))
+    pts.sort()
+    if nbytes <= pts[0][0]:
+        return pts[0][1]
+    if nbytes >= pts[-1][0]:
+        return pts[-1][1]
+    for (b0, w0), (b1, w1) in zip(pts, pts[1:]):
+        if b0 <= nbytes <= b1:
+            x = (math.log(nbytes) - math.log(b0)) / (math.log(b1) - math.log(b0))
+            return w0 + x * (w1 - w0)
+
+
+def call_ms(op, nbytes, n=4):
+    """nccl-tests convention: time = bytes x factor / busbw (all-reduce 2(n-1)/n; the others (n-1)/n)."""
+    factor = 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+    return nbytes * factor / (busbw_at(op, nbytes) * 1e9) * 1e3
+
+
+def set_c(f):
+    """Our 4-GPU training-step profiles against L (see the docstring)."""
+    prof = {k: json.load(open(os.path.join(MEAS, f"profile_h200_llama1b_s2048_b4_{k}.json")))
+            for k in ("single", "ddp4", "fsdp4")}
+    one = prof["single"]["profile"]
+    kern = one["category_kernel_count"]
+    cat = one["category_ms"]
+    compute = lambda c: c["gemm"] + c["flash_fwd"] + c["flash_bwd"]  # noqa: E731
+    t_kernel = compute(cat) / (kern["gemm"] + kern["flash_fwd"] + kern["flash_bwd"])
+    params = prof["single"]["params_total"]
+    rows = []
+    for name, calls in (("ddp4", [("all_reduce", "AllReduce", params * 4.0)]),
+                        ("fsdp4", [("reduce_scatter", "ReduceScatter", params * 4.0),
+                                   ("all_gather", "AllGather", params * 2.0 * 2)])):
+        p = prof[name]["profile"]
+        lost = compute(p["category_ms"]) - compute(cat)
+        law = 0.0
+        detail = []
+        for op, kname, step_bytes in calls:
+            n = sum(k["count_per_step"] for k in p["other_category_kernels"]["nccl"] if kname in k["kernel"])
+            c = call_ms(op, step_bytes / n)
+            law += n * law_per_call(SHARE, f, c, t_kernel)
+            detail.append(f"{int(n)} {op} of {c:.3f} ms")
+        sm_only = sum(SHARE * call_ms(op, b / sum(k["count_per_step"] for k in p["other_category_kernels"]["nccl"]
+                                                  if kn in k["kernel"])) *
+                      sum(k["count_per_step"] for k in p["other_category_kernels"]["nccl"] if kn in k["kernel"])
+                      for op, kn, b in calls)
+        rows.append((name, lost, law, sm_only, ", ".join(detail), t_kernel))
+    return rows
 
 
 def main():
@@ -91,8 +161,9 @@ def main():
     fc = statistics.median((p["Tb"] - p["T"]) / (p["n"] * p["C"]) for p in a if p["n"] > 0)
     print(f"fitted on set A's {len(a)} GEMM points: f (per GEMM) = {f:.3f} of a call, f_c (per call) = {fc:.3f}\n")
     hdr = (f"{'set':3} {'GEMM':16} {'coll':14} {'MiB':>4} {'rk':>2} {'pin':>4} {'T ms':>6} {'C ms':>6} {'n':>5} "
-           f"{'delay/C':>7} | {'loss':>6} {'W':>6} {'Wc':>6} {'S':>6} {'S0':>6}")
-    errs = {s: {k: [] for k in ("W", "Wc", "S", "S0")} for s in ("A", "B")}
+           f"{'delay/C':>7} | {'loss':>6} {'W':>6} {'Wc':>6} {'S':>6} {'S0':>6} {'L':>6}")
+    keys = ("W", "Wc", "S", "S0", "L")
+    errs = {s: {k: [] for k in keys} for s in ("A", "B")}
     for pts in (a, b):
         print(hdr)
         for p in pts:
@@ -101,14 +172,18 @@ def main():
                 errs[p["set"]][k].append(v - p["loss"])
             print(f"{p['set']:3} {p['shape']:16} {p['coll']:14} {p['MiB']:>4} {p['ranks']:>2} {p['pin']:>4} "
                   f"{p['T']:6.3f} {p['C']:6.3f} {p['n']:5.2f} {(p['Tb'] - p['T']) / p['C']:7.2f} | {p['loss']:+6.3f} "
-                  + " ".join(f"{lw[k]:+6.3f}" for k in ("W", "Wc", "S", "S0")))
+                  + " ".join(f"{lw[k]:+6.3f}" for k in keys))
         print()
     print("law - measured, in GEMM durations (median signed / median |.| / max |.|):")
     for s in ("A", "B"):
-        for k in ("W", "Wc", "S", "S0"):
+        for k in keys:
             e = errs[s][k]
             print(f"  set {s} ({len(e)} points) {k:3}: {statistics.median(e):+.3f} / "
                   f"{statistics.median(abs(x) for x in e):.3f} / {max(abs(x) for x in e):.3f}")
+    print("\nSet C: our 4-GPU H200 steps (1B-like, DDP and FSDP2) against the one-GPU step: GEMM + attention time lost")
+    for name, lost, law, sm_only, detail, tk in set_c(f):
+        print(f"  {name:6} measured {lost:5.1f} ms   L {law:5.1f} ms ({law / lost - 1:+.0%})   SM share alone {sm_only:4.1f} ms"
+              f"   [{detail}; kernel {tk:.3f} ms]")
     # Does the loss follow the CTAs NCCL is pinned to? (set A's second call)
     print("\nCTA dependence (set A, pinned): loss at 4 CTAs against 32 CTAs, same GEMM and collective")
     by = {}
