@@ -30,6 +30,10 @@ Candidate laws (loss = Tb / T - 1 predicted):
      one-GPU step, against L summed over the step's NCCL calls (their count from the profile; each call's alone time
      from its bytes at the busbw of our held-out 4-GPU collectives of that size, heldout-collectives-4gpu-*.json;
      T the one-GPU step's mean GEMM/attention kernel).
+  D. The sweep (data/validation/measured/h200-sxm-141gb/beside_comm_sweep_2gpu.json, scripts/measure/
+     beside_comm_sweep.py, session 32): six torch.matmul GEMMs (0.1-1.3 ms) x reduce-scatter and all-reduce calls of
+     8-512 MiB (0.05-1.7 ms) on two H200s, with every GEMM's and call's end time: n = the calls that end inside the
+     GEMM window per GEMM; L per GEMM = n x L per call.
 """
 import glob
 import json
@@ -154,6 +158,20 @@ def set_c(f):
     return rows
 
 
+def set_d(f):
+    d = json.load(open(os.path.join(MEAS, "beside_comm_sweep_2gpu.json")))
+    rows = []
+    for r in d["per_rank"][0]:
+        T, Tb, C = r["t_alone_ms"], r["t_beside_ms"], r["collective_ms_per_call"]
+        tl = r["timeline_last_trial"]
+        g0, g1 = tl["gemm_start_ms"], tl["gemm_end_ms"][-1]
+        n = sum(1 for x in tl["call_end_ms"] if g0 <= x <= g1) / len(tl["gemm_end_ms"])
+        rows.append({"shape": "x".join(map(str, r["gemm"])), "coll": r["collective"], "MiB": r["comm_MiB"], "T": T,
+                     "C": C, "n": n, "delay": Tb - T, "law": n * law_per_call(SHARE, f, C, T),
+                     "share": SHARE * min(1.0, n * C / Tb) * T})
+    return rows
+
+
 def main():
     a, others = set_a()
     b = set_b()
@@ -184,6 +202,19 @@ def main():
     for name, lost, law, sm_only, detail, tk in set_c(f):
         print(f"  {name:6} measured {lost:5.1f} ms   L {law:5.1f} ms ({law / lost - 1:+.0%})   SM share alone {sm_only:4.1f} ms"
               f"   [{detail}; kernel {tk:.3f} ms]")
+    print("\nSet D: the sweep, delay per GEMM (us) against L per GEMM (n x L per call); by call length against the GEMM")
+    print(f"{'GEMM':16} {'coll':14} {'MiB':>4} {'T us':>7} {'C us':>7} {'n':>5} {'delay':>7} {'L':>7} {'delay/T':>7}")
+    dr = set_d(f)
+    for p in dr:
+        print(f"{p['shape']:16} {p['coll']:14} {p['MiB']:>4} {p['T'] * 1e3:7.1f} {p['C'] * 1e3:7.1f} {p['n']:5.2f} "
+              f"{p['delay'] * 1e3:7.1f} {p['law'] * 1e3:7.1f} {p['delay'] / p['T']:+7.3f}")
+    for label, sel in (("calls shorter than the GEMM", lambda p: p["C"] < p["T"]),
+                       ("calls longer than the GEMM", lambda p: p["C"] >= p["T"])):
+        for key in ("law", "share"):
+            e = [(p[key] - p["delay"]) / p["T"] for p in dr if sel(p)]
+            print(f"  {label:28} ({len(e)} points) {'L' if key == 'law' else 'S'} - measured, in GEMM durations: "
+                  f"median {statistics.median(e):+.3f}, median |.| {statistics.median(abs(x) for x in e):.3f}, "
+                  f"max |.| {max(abs(x) for x in e):.3f}")
     # Does the loss follow the CTAs NCCL is pinned to? (set A's second call)
     print("\nCTA dependence (set A, pinned): loss at 4 CTAs against 32 CTAs, same GEMM and collective")
     by = {}
