@@ -361,15 +361,24 @@ DpWindow dp_terms(const StepInputs& x, const PassCost& fwd, const PassCost& bwd,
     const BesideCompute gat = plan.overlap_param_gather && !gather_blocking
                                   ? beside_compute(gather, gather_window, gather_calls, tk_all, wait, t.dp.gather_first)
                                   : BesideCompute{gather, Seconds(0)};
-    // The hidden part still costs its SM share (nccl_sm_share, above).
-    o.dp.exposed = red.exposed + gat.exposed + (red.hidden + gat.hidden) * nccl_sm_share;
+    // The hidden part costs the compute beside it: per call its SM share over the call or, when larger, the compute
+    // kernel's wait for the call's kernel, at most the kernel in flight (dp_beside_compute_share): the mirror of the
+    // call's wait above. o.dp_sm_share: the loss per unit of hidden DP time, both collectives together.
+    const double red_share = dp_beside_compute_share(
+        nccl_sm_share, calls.reduce > 0 ? reduce / calls.reduce : Seconds(0), tk_bwd);
+    const double gat_share =
+        dp_beside_compute_share(nccl_sm_share, gather_calls > 0 ? gather / gather_calls : Seconds(0), tk_all);
+    const Seconds beside_loss = red.hidden * red_share + gat.hidden * gat_share;
+    const Seconds hidden = red.hidden + gat.hidden;
+    o.dp_sm_share = hidden > Seconds(0) ? (beside_loss / hidden).raw() : std::max(red_share, gat_share);
+    o.dp.exposed = red.exposed + gat.exposed + beside_loss;
     // PyTorch DDP copies each gradient into its communication bucket (read + write per element), PyTorch FSDP moves
     // parameters and gradients through its copy-in/copy-out buffers (dp_copy_time); Megatron's contiguous buffers
     // avoid both.
     o.dp.exposed += t.dp_copy;
     if (o.layout != nullptr)
       o.layout->dp = {reduce,      gather,        red.exposed,   red.hidden,   gat.exposed,
-                      gat.hidden,  t.dp_copy,     nccl_sm_share, calls.reduce, gather_calls};
+                      gat.hidden,  t.dp_copy,     o.dp_sm_share, calls.reduce, gather_calls};
   }
   return {bwd_mb, p_train};
 }

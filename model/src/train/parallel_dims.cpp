@@ -419,7 +419,8 @@ std::string dp_rule(const wl::TransformerArch&, const wl::TrainingPlan& plan) {
          (plan.zero == wl::ZeroStage::none ? ""
           : plan.overlap_param_gather      ? " + the gathers beyond their window (at least the first bucket)"
                                            : " + the gathers") +
-         " + hidden · SM share + framework copies";
+         " + hidden · loss beside compute (per call the SM share or the wait for the call, see DP beside compute)"
+         " + framework copies";
 }
 
 const std::array<ParallelDim, kDimCount> kDims = {{
@@ -446,6 +447,22 @@ const std::array<ParallelDim, kDimCount>& parallel_dims() { return kDims; }
 double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share) {
   return a2a_sm_share(plan.ep_dispatch == wl::EpDispatch::deepep ? A2aKernel::deepep_normal : A2aKernel::nccl,
                       gpu.compute_units, nccl_sm_share);
+}
+
+// kKernelWaitPerCall (parallel_dims.hpp): scripts/validation/beside_comm_law.py over our two-H200 runs of
+// scripts/measure/beside_comm.py (data/validation/measured/h200-sxm-141gb/beside_comm_2gpu_{dsv3,llama8b}.json and
+// beside_comm_ctas_2gpu_{dsv3,mid,llama8b}.json: torch.matmul GEMMs of 0.15-1.3 ms beside back-to-back NCCL
+// all-reduce, reduce-scatter, all-gather and all-to-all calls of 0.15-0.5 ms): the median of a GEMM's delay over
+// the call's own duration, 0.548 (35 points, 0.31-0.69; the 4096^3-class GEMM lowest, 0.31-0.35), the same with
+// NCCL pinned to 4, 8, 16 or 32 CTAs. Out of sample, our 4-GPU H200 step profiles
+// (profile_h200_llama1b_s2048_b4_{single,ddp4,fsdp4}.json): DDP's 66 all-reduce calls and FSDP2's 50 calls cost
+// the GEMMs and attention 14.1 and 9.9 ms per step (0.21 and 0.20 ms per call, against a mean compute kernel of
+// 0.23 ms), where this law gives 15.3 and 11.6 ms and the SM share alone 3.4 and 3.6 ms. Not explained by it: the
+// calibration's overlap items (gpuplan-bench, a cuBLASLt 8192x8192x4096 GEMM beside 32/256 MiB calls), whose GEMMs
+// lose 0.08-0.18 of a 256 MiB call and up to 3.0 of a 32 MiB reduce-scatter: the beside_comm_law.py table.
+double dp_beside_compute_share(double sm_share, Seconds call, Seconds kernel_in_flight) {
+  if (!(call > Seconds(0)) || !(kernel_in_flight > Seconds(0))) return sm_share;
+  return std::max(sm_share, std::min(kKernelWaitPerCall, (kernel_in_flight / call).raw()));
 }
 
 CommGroup dim_group(const ParallelDim& dim, const wl::TrainingPlan& plan, const TrainingSystem& sys) {

@@ -81,6 +81,17 @@ CommGroup dim_group(const ParallelDim& dim, const wl::TrainingPlan& plan, const 
 /// DeepEP's Buffer.num_sms default 20); NCCL's channels the house's share.
 double ep_kernel_sm_share(const wl::TrainingPlan& plan, const hw::GpuSpec& gpu, double nccl_sm_share);
 
+/// A compute kernel launched beside a data-parallel collective's kernel waits for it: the kernel's CTAs that cannot
+/// start on the SMs the call's kernel holds start when that kernel ends or when the kernel's own other CTAs drain.
+/// Measured (parallel_dims.cpp): the wait is this fraction of the call's own duration, whatever NCCL's CTA count.
+inline constexpr double kKernelWaitPerCall = 0.548;
+
+/// The compute time lost per unit of a DP collective's time hidden beside compute, for calls of `call` each beside
+/// kernels of `kernel_in_flight`: per call the larger of the call's SM share over the call (`sm_share`) and the wait
+/// for its kernel, kKernelWaitPerCall × the call, at most the kernel in flight (the mirror of the collective's wait
+/// for the kernel in flight, EfficiencyProfile::comm_wait_kernels). `sm_share` alone when either time is unknown.
+double dp_beside_compute_share(double sm_share, Seconds call, Seconds kernel_in_flight);
+
 /// Σ over the dimensions priced per stage of their exposed time in `s` (tp + cp + ep + pp, in that order).
 Seconds stage_comm_exposed(const StageParts& s);
 

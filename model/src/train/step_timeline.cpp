@@ -360,8 +360,9 @@ void after_pipeline(const TimelineInputs& tx, StepTimeline& tl) {
     for (int i = 0; i < p; ++i)
       tl.spans.push_back({2 * i, SpanKind::dp_wait, Seconds(0), t0, i, -1, 0, "AG wait",
                           fmt::format("waiting on the first unit's parameter all-gather: {}", format(t0))});
-  all_stages(SpanKind::sm_contention, (dp.reduce_hidden + dp.gather_hidden) * dp.sm_share, "SM share",
-             fmt::format("the SMs the DP collectives took from compute while hidden: ({} + {}) × {:.3g}",
+  all_stages(SpanKind::sm_contention, (dp.reduce_hidden + dp.gather_hidden) * dp.sm_share, "beside DP",
+             fmt::format("compute lost beside the hidden DP collectives (their SM share, or the kernels' wait for "
+                         "each call's kernel): ({} + {}) × {:.3g}",
                          format(dp.reduce_hidden), format(dp.gather_hidden), dp.sm_share));
   all_stages(SpanKind::dp_copy, dp.copy, "buffer copies",
              "PyTorch DDP/FSDP copies into and out of the communication buffers");

@@ -361,10 +361,22 @@ Derivation explain_comm(const ExplainInputs& x) {
              ? Origin::calibration(d.eff.origin)
              : Origin::assumption("16 NCCL channels' share of the SMs; the wait is the built-in median of our H100 "
                                   "and H200 overlap items (data/calibration/*/samples-overlap-*.json)")});
+    if (dense_grad_group_size(plan) > 1)
+      comm.inputs.push_back(
+          {"DP beside compute",
+           fmt::format("compute lost {} of the hidden DP time (per call: the larger of the SM share over the call and "
+                       "a wait of {} of the call, at most the kernel in flight)",
+                       units::format_number(x.core.dp_sm_share, 3), units::format_number(kKernelWaitPerCall, 3)),
+           "a kernel launched beside a DP collective's kernel waits for it: its CTAs that cannot start beside the "
+           "call's kernel start when that kernel ends or when the kernel's own other CTAs drain, whatever NCCL's CTA "
+           "count; the loss is the larger of that wait and the SM share, not their sum",
+           Origin::measurement("two H200s, torch.matmul beside NCCL calls, the median of 35 points "
+                               "(data/validation/measured/h200-sxm-141gb/beside_comm*_2gpu_*.json; "
+                               "scripts/validation/beside_comm_law.py)")});
     if (plan.dp_max_ctas > 0)
       comm.inputs.push_back(
-          {"DP CTAs", fmt::format("{} (GEMM loss beside the DP collectives {})", plan.dp_max_ctas,
-                                  units::format_number(x.core.dp_sm_share, 3)),
+          {"DP CTAs", fmt::format("{} (SM share beside the DP collectives {})", plan.dp_max_ctas,
+                                  units::format_number(dp_comm_compute_share(d, plan), 3)),
            "the DP communicator's CTAs (NCCL channels) are capped: its reduce-scatter and all-gather move at most "
            "that many CTAs' rate on the scale-up tier (one CTA: 0.778 of an NVLink link, measured on H200), leave a domain through at most that "
            "many NICs, and hold at most that many SMs",

@@ -14,6 +14,7 @@
 
 #include "gpuplan/model/collective_time.hpp"
 #include "gpuplan/model/collectives.hpp"
+#include "gpuplan/model/timeline.hpp"
 #include "gpuplan/model/training.hpp"
 #include "library.hpp"
 
@@ -46,7 +47,7 @@ std::string explain_text(const Derivation& d) {
 }
 }  // namespace
 
-TEST_CASE("the last bucket stays exposed whole: 768M instead of 600M buckets move its RS + AG, less the SM share") {
+TEST_CASE("the last bucket stays exposed whole: 768M instead of 600M buckets move its RS + AG") {
   const auto sys = test::node_system("dgx-h100");
   const auto& a = test::arch("llama-3.1-8b");
   const auto b600 = model::estimate_training(a, h100_zero1(600000000), sys, Explain::off);
@@ -65,9 +66,8 @@ TEST_CASE("the last bucket stays exposed whole: 768M instead of 600M buckets mov
   //    layer 0 (218,112,000) and the embedding: 785,399,808 (12 calls);
   //  - 768M: 1,221,623,808 (9 calls).
   // Both are few enough calls that the backward (and forward) of one micro-batch hide everything but that bucket's
-  // reduce-scatter and all-gather. The exposed part of each is its own time; the rest hides and costs 16/132 of
-  // itself in lost GEMM throughput (NCCL's 16 channels of the H100's 132 SMs; no calibration profile here), so
-  //   Δexposed = (RS(last768·b_g) − RS(last600·b_g) + AG(last768·b_w) − AG(last600·b_w)) · (1 − 16/132),
+  // reduce-scatter and all-gather, which the step waits for whole (the timeline's DP wait spans):
+  //   Δwait = RS(last768·b_g) − RS(last600·b_g) + AG(last768·b_w) − AG(last600·b_w),
   // b_g = b_w = 2 B: 436.2M more parameters, 872 MB more each way, of which each GPU moves 7/8 over NVLink 4.
   const model::CommGroup g = model::training_comm_group(8, 1, sys);
   auto rs = [&](double params) {
@@ -77,28 +77,48 @@ TEST_CASE("the last bucket stays exposed whole: 768M instead of 600M buckets mov
     return model::collective_time(model::Collective::all_gather, units::bytes(params * 2.0), g).raw();
   };
   const double l600 = 785399808.0, l768 = 1221623808.0;
-  const double expected = (rs(l768) - rs(l600) + ag(l768) - ag(l600)) * (1.0 - 16.0 / 132.0);
+  const double expected = rs(l768) - rs(l600) + ag(l768) - ag(l600);
   // By hand at NVLink 4's 450 GB/s per direction and the built-in ring bus efficiency 0.81 (364.5 GB/s):
-  // 2 · 7/8 · 872,448,000 B / 364.5 GB/s · (1 − 16/132) = 3.681 ms (the latency terms cancel in the difference).
-  // (This check read 4.4 ms within doctest's absolute 0.1 until the tests' comparisons were made relative.)
-  CHECK(expected == gptest::approx(2.0 * 0.875 * 872448000.0 / (450e9 * 0.81) * (1.0 - 16.0 / 132.0)).epsilon(1e-3));
-  CHECK(d1->exposed.raw() - d0->exposed.raw() == gptest::approx(expected).epsilon(1e-6));
+  // 2 · 7/8 · 872,448,000 B / 364.5 GB/s = 4.189 ms (the latency terms cancel in the difference).
+  CHECK(expected == gptest::approx(2.0 * 0.875 * 872448000.0 / (450e9 * 0.81)).epsilon(1e-3));
+  const auto t0 = model::training_timeline(a, h100_zero1(600000000), sys);
+  const auto t1 = model::training_timeline(a, h100_zero1(768000000), sys);
+  REQUIRE(t0.ok);
+  REQUIRE(t1.ok);
+  const double wait0 = t0.compute_time(model::SpanKind::dp_wait).raw();
+  const double wait1 = t1.compute_time(model::SpanKind::dp_wait).raw();
+  CHECK(wait1 - wait0 == gptest::approx(expected).epsilon(1e-6));
+  // The rest of the exposed DP time is the compute's loss beside the hidden calls (parallel_dims.hpp
+  // dp_beside_compute_share): it falls, with less hidden and fewer calls.
+  const double loss0 = t0.compute_time(model::SpanKind::sm_contention).raw();
+  const double loss1 = t1.compute_time(model::SpanKind::sm_contention).raw();
+  CHECK(d0->exposed.raw() == gptest::approx(wait0 + loss0).epsilon(1e-9));
+  CHECK(d1->exposed.raw() == gptest::approx(wait1 + loss1).epsilon(1e-9));
+  CHECK(loss1 < loss0);
 }
 
-TEST_CASE("the default 40M bucket (98 calls) exposes less than 100M (65) or 768M (9): the last bucket decides") {
+TEST_CASE("the default 40M bucket (98 calls) leaves less exposed than 100M (65) or 768M (9), and costs more waits") {
   const auto sys = test::node_system("dgx-h100");
   const auto& a = test::arch("llama-3.1-8b");
-  const auto def = model::estimate_training(a, h100_zero1(0), sys, Explain::off);
-  const auto b100 = model::estimate_training(a, h100_zero1(100000000), sys, Explain::off);
-  const auto b768 = model::estimate_training(a, h100_zero1(768000000), sys, Explain::off);
+  const auto def = model::training_timeline(a, h100_zero1(0), sys);
+  const auto b100 = model::training_timeline(a, h100_zero1(100000000), sys);
+  const auto b768 = model::training_timeline(a, h100_zero1(768000000), sys);
+  REQUIRE(def.ok);
+  REQUIRE(b100.ok);
+  REQUIRE(b768.ok);
   // 40M leaves the embedding with layer 0's input norm (525,340,672) as the last bucket, 100M the embedding with
   // layer 0's last four tensors (567,287,808), 768M 1,221,623,808. Each call beside compute waits for the kernel in
   // flight (the overlap items' wait), but at 98 calls instead of the count-and-divide rule's 201 the waits no longer
-  // stretch the reduction past the backward that hides it: what stays exposed is the last bucket's reduce-scatter and
-  // all-gather, so the exposed time rises with the last bucket.
-  CHECK(comm(def, "dp")->exposed.raw() < comm(b100, "dp")->exposed.raw());
-  CHECK(comm(b100, "dp")->exposed.raw() < comm(b768, "dp")->exposed.raw());
-  CHECK(comm(def, "dp")->time.raw() == gptest::approx(comm(b768, "dp")->time.raw()).epsilon(1e-12));
+  // stretch the reduction past the backward that hides it: what the step waits for is the last bucket's
+  // reduce-scatter and all-gather, so the wait rises with the last bucket.
+  const auto wait = [](const model::StepTimeline& t) { return t.compute_time(model::SpanKind::dp_wait).raw(); };
+  CHECK(wait(def) < wait(b100));
+  CHECK(wait(b100) < wait(b768));
+  // The other side of each call: the compute kernels beside it wait for its kernel, at most one kernel each
+  // (dp_beside_compute_share), so more, shorter calls cost the compute more.
+  const auto loss = [](const model::StepTimeline& t) { return t.compute_time(model::SpanKind::sm_contention).raw(); };
+  CHECK(loss(def) > loss(b100));
+  CHECK(loss(b100) > loss(b768));
 }
 
 TEST_CASE("the explain tree names the bucket, the calls per step and the exposed last bucket, with their origin") {

@@ -1233,10 +1233,12 @@ TEST_SUITE("training step properties") {
     }
   }
 
-  TEST_CASE("an overlapped DP gradient reduction inside one node is mostly hidden, on every shipped node") {
-    // Bucketed all-reduce overlaps the backward pass: what stays exposed is the last bucket plus the SMs NCCL takes
-    // from the GEMMs while it runs (16 channels of the GPU's SMs). That holds whatever the GPU; a GPU file that
-    // does not state its SM count must not be modelled as a one-SM GPU whose every hidden byte costs in full.
+  TEST_CASE("an overlapped DP gradient reduction inside one node costs well under its own time, on every shipped node") {
+    // Bucketed all-reduce overlaps the backward pass: what stays exposed is the last bucket plus what the compute
+    // loses beside the hidden calls: per call the SMs NCCL takes (16 channels of the GPU's SMs) or, when larger, the
+    // kernels' wait for the call's kernel, at most 0.548 of the call (parallel_dims.hpp dp_beside_compute_share):
+    // up to 0.63 of the reduction's time here. That holds whatever the GPU; a GPU file that does not state its SM
+    // count must not be modelled as a one-SM GPU whose every hidden byte costs in full.
     // Nodes whose GPUs talk over PCIe only are left out: there the reduction itself outlasts the backward (8B's
     // 16 GB of gradients over a PCIe Gen4 x16 ring), so it is exposed by bandwidth, not by the SM accounting tested.
     for (const auto& n : db().nodes) {
@@ -1251,7 +1253,7 @@ TEST_SUITE("training step properties") {
       const auto& dp = e.comm[4];
       REQUIRE(dp.kind == "dp");
       REQUIRE(dp.time.raw() > 0);
-      CHECK(dp.exposed.raw() < 0.5 * dp.time.raw());
+      CHECK(dp.exposed.raw() < 0.75 * dp.time.raw());
     }
   }
 
