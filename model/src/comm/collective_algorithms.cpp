@@ -176,6 +176,14 @@ Plan hierarchical(const Ctx& c) {
     return p;
   }
   p.valid = true;
+  // NCCL runs all-gather and reduce-scatter as rings only, across nodes as inside one (tuning.cc at v2.8.3-1 and
+  // v2.9.9-1: `if (coll != ncclFuncAllReduce && a != NCCL_ALGO_RING) continue;`). Today's NCCL (5067397c, 2.30)
+  // adds PAT, for one GPU per node only (ncclPatEnable), and NVLS / CollNet Direct, which it zeroes across nodes
+  // unless a CollNet (SHARP) plugin offers iallgather / ireducescatter. No release runs this two-level form for a
+  // plain call, so `automatic` leaves it out; it stays a what-if on request (a framework-level two-step scheme).
+  if (c.op != Collective::all_reduce)
+    p.on_request_only =
+        "NCCL runs all-gather and reduce-scatter across domains as rings: tuning.cc @v2.9.9-1, @5067397c";
   const Seconds t0 = c.t0;
   const double s = double(c.s), d = double(c.d);
   // Inside the domain: ring over s ranks on the full buffer S. Across: the s rails each run a ring over d ranks on

@@ -25,6 +25,9 @@ struct Plan {
   CollectiveAlgorithm algo = CollectiveAlgorithm::ring;
   bool valid = false;
   std::string invalid;  ///< why the algorithm does not apply
+  /// Why `automatic` passes over a valid plan (empty: it competes): a form NCCL does not run for this op, priced only
+  /// when a caller asks for it by name.
+  std::string on_request_only;
   Seconds latency{}, transfer{};
   std::string formula;
   std::vector<DerivationInput> inputs;

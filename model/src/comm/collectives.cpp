@@ -103,6 +103,13 @@ CollectiveCost zero_cost(Collective op, Bytes bytes, const CommGroup& g, Explain
   return r;
 }
 
+/// One alternative in the automatic choice's note: its time, why it does not apply, or why only on request.
+std::string plan_alternative_text(const Plan& p) {
+  if (!p.valid) return fmt::format("{} n/a ({})", algo_name(p.algo), p.invalid);
+  if (p.on_request_only.empty()) return fmt::format("{} {}", algo_name(p.algo), units::format(p.time()));
+  return fmt::format("{} {}, on request only ({})", algo_name(p.algo), units::format(p.time()), p.on_request_only);
+}
+
 }  // namespace
 
 double bus_factor(Collective op, int n) {
@@ -205,14 +212,10 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
   }
   if (chosen == nullptr) {
     for (const auto& p : plans)
-      if (p.valid && (chosen == nullptr || p.time() < chosen->time())) chosen = &p;
+      if (p.valid && p.on_request_only.empty() && (chosen == nullptr || p.time() < chosen->time())) chosen = &p;
     if (on && !single) {
       std::string alts;
-      for (const auto& p : plans) {
-        if (!alts.empty()) alts += ", ";
-        alts += p.valid ? fmt::format("{} {}", algo_name(p.algo), units::format(p.time()))
-                        : fmt::format("{} n/a ({})", algo_name(p.algo), p.invalid);
-      }
+      for (const auto& p : plans) alts += (alts.empty() ? "" : ", ") + plan_alternative_text(p);
       choice_note += fmt::format("algorithm: {} — automatic picks the fastest valid: {}", algo_name(chosen->algo), alts);
     }
   }

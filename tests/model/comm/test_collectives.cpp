@@ -324,6 +324,37 @@ TEST_CASE("hierarchical all-reduce is reduce-scatter inside then all-reduce of 1
   CHECK(ag == gptest::approx((S / 8.0) * 3.0 / 4.0 / 50e9 + S * 7.0 / 8.0 / 400e9).epsilon(1e-12));
 }
 
+TEST_CASE("automatic runs all-gather and reduce-scatter across domains as NCCL does: a ring, never the two-level form") {
+  // NCCL's tuner offers all-gather and reduce-scatter the ring only (src/graph/tuning.cc @v2.9.9-1: `if (coll !=
+  // ncclFuncAllReduce && a != NCCL_ALGO_RING) continue;`; today's PAT needs one GPU per node, NVLS / CollNet Direct
+  // a SHARP plugin across nodes). 64 GPUs in 8 domains of 8, 1 MB: latency-bound, where the two-level form would win.
+  CommGroup g;
+  g.size = 64;
+  g.scale_up_size = 8;
+  g.scale_up = tier(400.0, 1.0, 3.0_us);
+  g.scale_out = tier(50.0, 1.0, 10.0_us);
+  const double S = 1e6;
+  // Ring: (n − d)·α_up + (d − 1)·α_out = 56·3 + 7·10 = 238 µs; S·63/64 over min(400, 8 × 50) GB/s = 2.4609 µs.
+  const double ring_s = 238e-6 + S * 63.0 / 64.0 / 400e9;
+  // Two-level: 7·10 µs + (S/8)·7/8 / 50 GB/s across, then 7·3 µs + S·7/8 / 400 GB/s inside = 95.375 µs.
+  const double hier_s = 70e-6 + (S / 8.0) * 7.0 / 8.0 / 50e9 + 21e-6 + S * 7.0 / 8.0 / 400e9;
+  CHECK(hier_s == gptest::approx(95.375e-6).epsilon(1e-12));
+  for (auto op : {Collective::all_gather, Collective::reduce_scatter}) {
+    CAPTURE(static_cast<int>(op));
+    const auto c = model::collective_cost(op, units::bytes(S), g);
+    CHECK(c.algorithm == CollectiveAlgorithm::ring);
+    CHECK(c.time.raw() == gptest::approx(ring_s).epsilon(1e-12));
+    CHECK(c.derivation.notes[0].find("hierarchical 95.4 µs, on request only") != std::string::npos);
+    // Asked for by name it is still priced (a framework-level two-step scheme).
+    const auto h = model::collective_cost(op, units::bytes(S), g, CollectiveAlgorithm::hierarchical);
+    CHECK(h.algorithm == CollectiveAlgorithm::hierarchical);
+    CHECK(h.time.raw() == gptest::approx(hier_s).epsilon(1e-12));
+  }
+  // All-reduce keeps its two-level form in the competition.
+  CHECK(seconds(Collective::all_reduce, units::bytes(S), g) <=
+        seconds(Collective::all_reduce, units::bytes(S), g, CollectiveAlgorithm::hierarchical));
+}
+
 TEST_CASE("all-to-all across domains is set by the slower tier") {
   const CommGroup g = resolved("dgx-h100", 16);  // 8 per node, 2 nodes
   const double S = 1e9;
