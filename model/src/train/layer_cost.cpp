@@ -15,6 +15,7 @@
 #include "lora_adapter.hpp"
 #include "moe_layer.hpp"
 #include "fp8_quant.hpp"
+#include "graph_memo.hpp"
 #include "norm_loss.hpp"
 #include "quant_recipe.hpp"
 
@@ -50,7 +51,7 @@ class TrainingLayerPricer {
                       const Device& device, bool keep_op_list)
       : a(arch), plan(training_plan), d(device), eager_launch(device.eff.kernel_launch),
         eager_class(device.eff.launch_class), keep_ops(keep_op_list), layer(layer_kind),
-        graph(build_layer_graph(arch, layer_kind)), attn(attention_or_reference(arch, graph)) {
+        graph(layer_graph(arch, layer_kind)), attn(attention_or_reference(arch, *graph)) {
     if (plan.cuda_graphs == wl::CudaGraphScope::none) return;
     const Device g = graph_launch_device(device);
     graph_launch = g.eff.kernel_launch;
@@ -768,7 +769,7 @@ class TrainingLayerPricer {
   KernelClassCosts graph_class{};
   const bool keep_ops;
   const LayerKind layer;
-  const OpGraph graph;
+  const GraphRef graph;
   const Op attn;
   LayerCost lc;
   const GemmQuantOps quant{a, plan, d, keep_ops};  // the FP8 / FP4 GEMMs' quantisation kernels
