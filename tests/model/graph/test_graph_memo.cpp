@@ -41,7 +41,7 @@ TEST_SUITE("op graph memo") {
     CHECK(&*detail::layer_graph(a, LayerKind{false, true}) != &*g1);
   }
 
-  TEST_CASE("another architecture inside the scope is built on each call; the scope's keeps its memo") {
+  TEST_CASE("another architecture inside the scope is built on each call, the scope's own keeps its memo") {
     const auto& a = arch("llama-3.1-8b");
     wl::TransformerArch b = a;
     b.intermediate = 8192;
