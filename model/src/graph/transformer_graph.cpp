@@ -185,6 +185,7 @@ void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, 
     attn.kv_heads = a.kv_heads;
     attn.d_qk = dqk;
     attn.d_v = m.v_head_dim;
+    attn.mla = {true, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim};
     attn.cache_elements = attention_cache_elements(a);  // the latent and the shared rotary key
   } else {
     const int64_t d = a.head_dim, nkv = a.kv_heads;
