@@ -199,16 +199,16 @@ class TrainingLayerPricer {
   // recompute, and dq's and dk's no-rope parts copied out in the backward (_copy_tensor_kernel and direct_copy in
   // DeepSeek's profile: docs/deepseek-v3-profile.md). Megatron-Core's fused MLA rope writes q and k assembled.
   void mla_elementwise() {
-    const auto& ml = *a.mla;
+    const Op::MlaShape& ml = attn.mla;
     const Seconds before = lc.fwd.total();
-    price_norm("MLA query latent norm", double(T) * double(ml.q_lora_rank), ml.q_lora_rank);
-    price_norm("MLA key-value latent norm", double(T) * double(ml.kv_lora_rank), ml.kv_lora_rank);
+    price_norm("MLA query latent norm", double(T) * double(ml.q_rank), ml.q_rank);
+    price_norm("MLA key-value latent norm", double(T) * double(ml.kv_rank), ml.kv_rank);
     const bool rc_up = plan.recomputes(wl::recompute_mla_up_proj);
     if (rc_up || plan.recomputes(wl::recompute_layernorm)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
     if (!per_axis) return;
     const double heads_tok = double(T) * double(attn.heads / t);
-    const double fwd = heads_tok * double(2 * ml.qk_nope_head_dim + ml.qk_rope_head_dim) * e;
-    const double bwd = 2.0 * heads_tok * double(2 * ml.qk_nope_head_dim) * e;
+    const double fwd = heads_tok * double(2 * ml.d_nope + ml.d_rope) * e;
+    const double bwd = 2.0 * heads_tok * double(2 * ml.d_nope) * e;
     const Seconds mid = lc.fwd.total();
     stream("MLA q/k head assembly (copies)", fwd, 0.0, bwd / fwd);
     if (rc_up) recompute_part(lc.fwd.total() - mid, OpClass::elementwise);
@@ -587,15 +587,16 @@ class TrainingLayerPricer {
     switch (o.linear) {
       case LinearKind::qkv: {
         const Seconds before = lc.fwd.total();
-        norm_input = !a.mla && o.part != Part::ssm;  // Megatron-Core's TELayerNormColumnParallelLinear
+        norm_input = !attn.is_mla() && o.part != Part::ssm;  // Megatron-Core's TELayerNormColumnParallelLinear
         fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
         bias_grad(o.name, a.qkv_bias && o.part != Part::ssm, o.matmul_elements() / h / t);
-        if (a.mla && o.part != Part::ssm && plan.recomputes(wl::recompute_mla_up_proj) && o.matmul_elements() > 0) {
+        if (attn.is_mla() && o.part != Part::ssm && plan.recomputes(wl::recompute_mla_up_proj) &&
+            o.matmul_elements() > 0) {
           // MLA's up-projections (q_b: r_q → n·(d_nope + d_rope); kv_b: r_kv → n·(d_nope + d_v)) are that share of
           // the QKV block's weights, hence of its forward time (GEMM and FP8 cast).
-          const auto& ml = *a.mla;
-          const double up = double(ml.q_lora_rank > 0 ? ml.q_lora_rank * attn.heads * (ml.qk_nope_head_dim + ml.qk_rope_head_dim) : 0) +
-                            double(ml.kv_lora_rank * attn.heads * (ml.qk_nope_head_dim + ml.v_head_dim));
+          const Op::MlaShape& ml = attn.mla;
+          const double up = double(ml.q_rank > 0 ? ml.q_rank * attn.heads * (ml.d_nope + ml.d_rope) : 0) +
+                            double(ml.kv_rank * attn.heads * (ml.d_nope + ml.d_v));
           recompute_part((lc.fwd.total() - before) * std::min(1.0, up / double(o.matmul_elements())), OpClass::gemm);
         }
         // Op-level SAC: wk (mm 2 of q, k, v) is the K heads' share of the fused QKV GEMM.
@@ -604,10 +605,10 @@ class TrainingLayerPricer {
         if (o.part == Part::ssm) break;  // Mamba-2's in_proj: no rotary
         // Rotary on the query and key heads (MLA: on the rotary part of each head).
         const double rope_elems =
-            double(T) * double((attn.heads + attn.kv_heads) * (a.mla ? a.mla->qk_rope_head_dim : dqk) / t);
+            double(T) * double((attn.heads + attn.kv_heads) * (attn.is_mla() ? attn.mla.d_rope : dqk) / t);
         if (a.position == wl::PositionKind::rope)
           op_sac_elementwise([&] { stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f); });
-        if (a.mla) mla_elementwise();
+        if (attn.is_mla()) mla_elementwise();
         break;
       }
       case LinearKind::attention_out:
