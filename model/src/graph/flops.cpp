@@ -7,6 +7,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/params.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 
@@ -31,14 +32,15 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
 
   // Weights in matmuls per token, a fold over the op graph: attention matrices, FFN matrices (dense, the top-k
   // routed experts, shared), router, and the LM head (a matmul whether tied or not).
-  f.matmul_params = build_head_graph(a).matmul_per_token();
-  const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
+  f.matmul_params = detail::head_graph(a)->matmul_per_token();
+  const detail::GraphRef dense_layer = detail::layer_graph(a, LayerKind{false, false});
   double ssm = 0.0;
   for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
     const bool plain = kind.mixer == wl::Mixer::attention && kind.ffn && !kind.moe && !kind.shared_index;
-    const OpGraph g = plain ? dense_layer : build_layer_graph(a, kind);
-    f.matmul_params += count * g.matmul_per_token();
-    if (const Op* s = g.ssm())
+    // A plain kind (global or local) folds as the dense layer: the same matmuls, no SSM.
+    const detail::GraphRef g = detail::layer_graph(a, plain ? LayerKind{false, false} : kind);
+    f.matmul_params += count * g->matmul_per_token();
+    if (const Op* s = g->ssm())
       ssm += double(count) * (s->delta_rule
                                   ? gated_delta_flops_per_token(s->heads, s->d_qk, s->d_v, s->chunk, context)
                                   : ssd_scan_flops_per_token(s->heads, s->d_v, s->d_qk, s->groups, s->chunk, context));
@@ -47,10 +49,10 @@ FlopsPerToken flops_per_token(const wl::TransformerArch& a, std::int64_t context
   f.matmul_forward = units::flop(tr.let("flops_per_token.matmul", "Matmul FLOPs", "2·N_matmul",
                                         2.0 * static_cast<double>(f.matmul_params), Unit::flop));
 
-  const Op& attn = *dense_layer.attention();
+  const Op& attn = *dense_layer->attention();
   const std::int64_t dqk = attn.d_qk, dv = attn.d_v;
   double att = 0.0, idx = 0.0;
-  const Op* indexer = dense_layer.indexer();
+  const Op* indexer = dense_layer->indexer();
   for (std::int64_t l = 0; l < a.layers; ++l) {
     if (!a.is_attention_layer(l)) continue;
     const std::int64_t c = a.attention_keys(l, context);

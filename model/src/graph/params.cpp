@@ -6,6 +6,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 namespace {
@@ -16,36 +17,36 @@ using std::int64_t;
 /// `dense_layers` gets the number of layers with a dense FFN.
 ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_layers) {
   ParameterCounts c;
-  const OpGraph dense_layer = build_layer_graph(a, LayerKind{false, false});
-  const OpGraph head = build_head_graph(a);
-  c.attention_per_layer = dense_layer.parameters(Part::attention);
-  c.dense_mlp_per_layer = dense_layer.parameters(Part::dense_mlp);
-  const int64_t norm_unit = head.parameters(Part::final_norm);
+  const detail::GraphRef dense_layer = detail::layer_graph(a, LayerKind{false, false});
+  const detail::GraphRef head = detail::head_graph(a);
+  c.attention_per_layer = dense_layer->parameters(Part::attention);
+  c.dense_mlp_per_layer = dense_layer->parameters(Part::dense_mlp);
+  const int64_t norm_unit = head->parameters(Part::final_norm);
 
   const int64_t moe_layers = a.moe_layer_count();
   dense_layers = 0;
-  c.embedding = head.parameters(Part::embedding);
-  c.position_embedding = head.parameters(Part::position_embedding);
-  c.lm_head = head.parameters(Part::lm_head);
+  c.embedding = head->parameters(Part::embedding);
+  c.position_embedding = head->parameters(Part::position_embedding);
+  c.lm_head = head->parameters(Part::lm_head);
   c.norms = norm_unit;
 
   // One fold per distinct layer kind ({mixer} × {FFN}), times its count.
   int64_t router_per_layer = 0, shared_per_layer = 0;
   if (a.moe) {
-    const OpGraph moe_layer = build_layer_graph(a, LayerKind{true, false});
-    c.expert = a.moe->num_experts > 0 ? moe_layer.parameters(Part::routed_experts) / a.moe->num_experts : 0;
-    router_per_layer = moe_layer.parameters(Part::router);
-    shared_per_layer = moe_layer.parameters(Part::shared_experts);
+    const detail::GraphRef moe_layer = detail::layer_graph(a, LayerKind{true, false});
+    c.expert = a.moe->num_experts > 0 ? moe_layer->parameters(Part::routed_experts) / a.moe->num_experts : 0;
+    router_per_layer = moe_layer->parameters(Part::router);
+    shared_per_layer = moe_layer->parameters(Part::shared_experts);
   }
   for_each_layer_kind(a, [&](LayerKind kind, int64_t count) {
-    const OpGraph g = build_layer_graph(a, kind);
-    c.attention += count * g.parameters(Part::attention);
+    const detail::GraphRef g = detail::layer_graph(a, kind);
+    c.attention += count * g->parameters(Part::attention);
     // The attention core's own weights are its sinks (the projections are the linear ops around it).
-    if (const Op* core = g.attention()) c.attention_sinks += count * core->parameters();
-    c.ssm += count * g.parameters(Part::ssm);
-    c.norms += count * g.parameters(Part::norms);
+    if (const Op* core = g->attention()) c.attention_sinks += count * core->parameters();
+    c.ssm += count * g->parameters(Part::ssm);
+    c.norms += count * g->parameters(Part::norms);
     if (kind.ffn && !(kind.moe && a.moe)) {
-      c.dense_mlp += count * g.parameters(Part::dense_mlp);
+      c.dense_mlp += count * g->parameters(Part::dense_mlp);
       dense_layers += count;
     }
   });
@@ -66,7 +67,7 @@ ParameterCounts count_parameters(const wl::TransformerArch& a, int64_t& dense_la
     // projection, the norm before the shared head) and one full-attention transformer layer, MoE in an MoE model;
     // embedding and output head are shared with the main model.
     c.mtp = a.mtp_layers *
-            (build_mtp_graph(a).parameters() + build_layer_graph(a, LayerKind{a.moe.has_value(), false}).parameters());
+            (build_mtp_graph(a).parameters() + detail::layer_graph(a, LayerKind{a.moe.has_value(), false})->parameters());
   }
   return c;
 }
@@ -240,8 +241,7 @@ LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& 
   if (!l.on()) return r;
   // One adapter pair r·(d_in + d_out) per copy of each targeted linear of the layer's op graph.
   const double rank = double(l.rank);
-  const OpGraph g = build_layer_graph(a, kind);
-  for (const Op& o : g) {
+  for (const Op& o : detail::layer_graph(a, kind)) {
     if (o.kind != OpKind::linear || !lora_targets(l, o.linear)) continue;
     const double pair = rank * (double(o.in) + double(o.out));
     if (o.part == Part::routed_experts)

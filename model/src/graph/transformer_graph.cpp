@@ -3,9 +3,13 @@
 // them; parameter counts, matmul FLOPs, LoRA adapter sizes and weights per GPU are folds over it.
 #include "gpuplan/model/graph.hpp"
 
+#include <array>
 #include <cassert>
+#include <memory>
+#include <optional>
 #include <string>
 
+#include "graph_memo.hpp"
 #include "layer_kinds_text.hpp"
 
 namespace gpuplan::model {
@@ -181,6 +185,7 @@ void add_attention(const wl::TransformerArch& a, bool local, bool shared_index, 
     attn.kv_heads = a.kv_heads;
     attn.d_qk = dqk;
     attn.d_v = m.v_head_dim;
+    attn.mla = {true, m.q_lora_rank, m.kv_lora_rank, m.qk_nope_head_dim, m.qk_rope_head_dim, m.v_head_dim};
     attn.cache_elements = attention_cache_elements(a);  // the latent and the shared rotary key
   } else {
     const int64_t d = a.head_dim, nkv = a.kv_heads;
@@ -461,3 +466,60 @@ bool names_layer_kinds(const wl::TransformerArch& a) {
 }  // namespace detail
 
 }  // namespace gpuplan::model
+
+namespace gpuplan::model::detail {
+namespace {
+
+/// The memo of the innermost owning GraphMemoScope on this thread (graph_memo.hpp).
+struct GraphMemo {
+  const wl::TransformerArch* arch = nullptr;  ///< the scope's architecture; nullptr: no scope open
+  int depth = 0;                              ///< scopes of `arch` open (nested estimates share the memo)
+  std::array<std::optional<OpGraph>, LayerKind::kCount> layers;
+  std::optional<OpGraph> head;
+};
+
+GraphMemo& graph_memo_state() {
+  // On the heap: 65 graphs of ~5.6 kB would make a large static TLS block for every thread.
+  thread_local std::unique_ptr<GraphMemo> memo = std::make_unique<GraphMemo>();
+  return *memo;
+}
+
+}  // namespace
+
+GraphMemoScope::GraphMemoScope(const wl::TransformerArch& a) {
+  GraphMemo& m = graph_memo_state();
+  if (m.arch == nullptr) {
+    m.arch = &a;
+    m.depth = 1;
+    owner_ = true;
+  } else if (m.arch == &a) {
+    ++m.depth;
+    owner_ = true;
+  }
+}
+
+GraphMemoScope::~GraphMemoScope() {
+  if (!owner_) return;
+  GraphMemo& m = graph_memo_state();
+  if (--m.depth > 0) return;
+  m.arch = nullptr;
+  for (auto& g : m.layers) g.reset();
+  m.head.reset();
+}
+
+GraphRef layer_graph(const wl::TransformerArch& a, LayerKind kind) {
+  GraphMemo& m = graph_memo_state();
+  if (m.arch != &a) return GraphRef(build_layer_graph(a, kind));
+  auto& g = m.layers[static_cast<std::size_t>(kind.index())];
+  if (!g) g.emplace(build_layer_graph(a, kind));
+  return GraphRef(&*g);
+}
+
+GraphRef head_graph(const wl::TransformerArch& a) {
+  GraphMemo& m = graph_memo_state();
+  if (m.arch != &a) return GraphRef(build_head_graph(a));
+  if (!m.head) m.head.emplace(build_head_graph(a));
+  return GraphRef(&*m.head);
+}
+
+}  // namespace gpuplan::model::detail

@@ -155,7 +155,7 @@ void qkv_terms(const Ctx& c, const Op& qkv, const Op& attn, std::vector<Term>& v
   // Recompute modules (Megatron-Core --recompute-modules; DeepSeek-V3 §3.2.3, §3.3.2): a recomputed module's output
   // is not kept; the backward computes it again from the input, which is kept anyway.
   const bool rc_norm = c.plan.recomputes(wl::recompute_layernorm) && !c.eager();
-  const bool rc_up = c.plan.recomputes(wl::recompute_mla_up_proj) && a.mla.has_value();
+  const bool rc_up = c.plan.recomputes(wl::recompute_mla_up_proj) && attn.is_mla();
   if (c.lora && c.wgrad_qkv && !c.eager()) {
     // The QKV adapter's linear_in keeps its input: the whole sequence under sequence parallelism (the gathered norm
     // output), after dropout a copy of its own beside the mask.
@@ -180,17 +180,17 @@ void qkv_terms(const Ctx& c, const Op& qkv, const Op& attn, std::vector<Term>& v
   const char* qs = "n_q·d";
   const char* ks = "n_kv·d";
   const char* vs = "n_kv·d";
-  if (a.mla) {
-    const auto& m = *a.mla;
+  if (attn.is_mla()) {
+    const Op::MlaShape& m = attn.mla;
     // MLA (DeepSeek-V2 §2.1): the latents feed a norm and an up-projection; K and V are expanded per query head.
     // With the norms recomputed only the latent itself (the norm input) is kept, not its normalised copy.
-    if (m.q_lora_rank > 0)
+    if (m.q_rank > 0)
       add(v, A, rc_norm ? "q latent (q_a norm input; the q_b input recomputed)" : "q latent (q_a norm input and q_b input)",
-          rc_norm ? "r_q" : "2·r_q", (rc_norm ? 1.0 : 2.0) * double(m.q_lora_rank), c.ab, Split::sequence);
+          rc_norm ? "r_q" : "2·r_q", (rc_norm ? 1.0 : 2.0) * double(m.q_rank), c.ab, Split::sequence);
     add(v, A, rc_norm ? "kv latent (kv_a norm input; the kv_b input recomputed)" : "kv latent (kv_a norm input and kv_b input)",
-        rc_norm ? "r_kv" : "2·r_kv", (rc_norm ? 1.0 : 2.0) * double(m.kv_lora_rank), c.ab, Split::sequence);
-    q_w = k_w = nq * double(m.qk_nope_head_dim + m.qk_rope_head_dim);
-    v_w = nq * double(m.v_head_dim);
+        rc_norm ? "r_kv" : "2·r_kv", (rc_norm ? 1.0 : 2.0) * double(m.kv_rank), c.ab, Split::sequence);
+    q_w = k_w = nq * double(m.d_nope + m.d_rope);
+    v_w = nq * double(m.d_v);
     qs = ks = "n_q·(d_nope+d_rope)";
     vs = "n_q·d_v";
   } else if (c.hf() && nkv < nq) {
@@ -206,7 +206,7 @@ void qkv_terms(const Ctx& c, const Op& qkv, const Op& attn, std::vector<Term>& v
   } else {
     // MLA up-projections recomputed: Q, K and V come back from the latents in the backward; only the decoupled
     // rotary key (shared by the heads) is kept beside the latents.
-    add(v, A, "k rotary part (the up-projected Q, K, V recomputed)", "d_rope", double(a.mla->qk_rope_head_dim), c.ab,
+    add(v, A, "k rotary part (the up-projected Q, K, V recomputed)", "d_rope", double(attn.mla.d_rope), c.ab,
         Split::sequence);
   }
 }
@@ -214,13 +214,12 @@ void qkv_terms(const Ctx& c, const Op& qkv, const Op& attn, std::vector<Term>& v
 /// The attention op's saved tensors: the core's (the fp32 log-sum-exp under FlashAttention, else the softmax output,
 /// its dropout mask and the dropped-out probabilities) and the output as the core and the O projection keep it.
 void core_terms(const Ctx& c, const Op& attn, std::vector<Term>& v) {
-  const auto& a = c.a;
   const double nq = double(attn.heads);
   const ActPart A = ActPart::attention;
   double o_w = nq * double(attn.d_v);
   const char* os = "n_q·d";
-  if (a.mla) {
-    o_w = nq * double(a.mla->v_head_dim);
+  if (attn.is_mla()) {
+    o_w = nq * double(attn.mla.d_v);
     os = "n_q·d_v";
   }
   const double out_b =

@@ -10,6 +10,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "activation_op_terms.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -114,7 +115,7 @@ std::vector<Term> layer_terms(const Ctx& c, const OpGraph& g) {
   return v;
 }
 
-std::vector<Term> layer_terms(const Ctx& c, LayerKind kind) { return layer_terms(c, build_layer_graph(c.a, kind)); }
+std::vector<Term> layer_terms(const Ctx& c, LayerKind kind) { return layer_terms(c, *layer_graph(c.a, kind)); }
 
 HeadTerms head_terms(const Ctx& c, const OpGraph& head) {
   HeadTerms r;
@@ -155,8 +156,8 @@ double checkpoint_per_token(const Ctx& c) { return double(c.a.hidden) * c.ab / c
 std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only) {
   const auto& a = c.a;
   // The shapes of the block's ops: its attention op's heads and head dim, its MLP's width (the down-projection's input).
-  const OpGraph g = build_layer_graph(a, LayerKind{});
-  const Op& attn = *g.attention();
+  const GraphRef g = layer_graph(a, LayerKind{});
+  const Op& attn = *g->attention();
   double i = 0.0;
   for (const Op& o : g)
     if (o.kind == OpKind::linear && o.linear == LinearKind::mlp_out) i = double(o.in);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "memory_core.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 namespace detail {
@@ -30,7 +31,7 @@ LayerParams split_layer_weights(const OpGraph& g) {
 }  // namespace
 
 LayerParams layer_params(const wl::TransformerArch& a, LayerKind k) {
-  return split_layer_weights(build_layer_graph(a, k));
+  return split_layer_weights(*detail::layer_graph(a, k));
 }
 
 bool chunk_split_ok(const wl::TransformerArch& a, const wl::TrainingPlan& plan, std::string* why) {
@@ -280,19 +281,19 @@ std::int64_t most_stage_layers(const std::vector<StageShape>& stages) {
 
 LayerKinds layer_kinds(const wl::TransformerArch& a, const ParameterCounts& params) {
   LayerKinds k;
-  const OpGraph dense = build_layer_graph(a, LayerKind{});
-  if (params.attention_per_layer != dense.parameters(Part::attention) ||
-      params.dense_mlp_per_layer != dense.parameters(Part::dense_mlp)) {
+  const GraphRef dense = layer_graph(a, LayerKind{});
+  if (params.attention_per_layer != dense->parameters(Part::attention) ||
+      params.dense_mlp_per_layer != dense->parameters(Part::dense_mlp)) {
     // A nominal count, not a's (the textbook's "7B", all of it in the layers): no graph describes it.
     k.dense.dense = double(params.attention_per_layer + params.dense_mlp_per_layer);
     k.moe = k.dense;
     return k;
   }
-  k.dense = split_layer_weights(dense);
+  k.dense = split_layer_weights(*dense);
   LayerKind moe;
   moe.moe = a.moe_layer_count() > 0;
   k.moe = moe.moe ? layer_params(a, moe) : k.dense;
-  k.final_norm = double(build_head_graph(a).parameters(Part::final_norm));
+  k.final_norm = double(head_graph(a)->parameters(Part::final_norm));
   return k;
 }
 
@@ -310,7 +311,7 @@ LayerSums layer_sums(const Ctx& c) {
   LayerSums s;
   s.dense = sum_terms(c, layer_terms(c, false));
   s.moe = c.a.moe ? sum_terms(c, layer_terms(c, true)) : s.dense;
-  s.head = head_terms(c, build_head_graph(c.a));
+  s.head = head_terms(c, *head_graph(c.a));
   s.by_kind = layers_differ_beyond_ffn(c.a);
   if (s.by_kind)
     for_each_layer_kind(c.a, [&](LayerKind k, std::int64_t) {

@@ -294,7 +294,7 @@ class ServingLayerPricer {
       return;
     }
     std::int64_t qkv_out = 0;
-    if (a.mla) {
+    if (attn.is_mla()) {
       // q_a and kv_a (the down projections) are replicated on every TP rank (vLLM's ReplicatedLinear [vLLM-dsv2]);
       // the up projections q_b and kv_b are split over TP. As one GEMM of the same weight count per GPU.
       std::int64_t repl = 0, split = 0;
@@ -307,15 +307,15 @@ class ServingLayerPricer {
       qkv_out = o.out / t;
     }
     gemm(o.name, Ti, h, qkv_out);
-    if (a.mla) {
+    if (attn.is_mla()) {
       // MLA's latent RMSNorms (vLLM's q_a_layernorm and kv_a_layernorm), a norm kernel each over the query latent
       // r_q (none without one) and the key-value latent r_kv, as training prices them (train/layer_cost.cpp).
-      const double rq = double(a.mla->q_lora_rank), rkv = double(a.mla->kv_lora_rank);
-      norm("MLA query latent norm", T * rq * e * 2.0, 4.0 * T * rq, a.mla->q_lora_rank);
-      norm("MLA key-value latent norm", T * rkv * e * 2.0, 4.0 * T * rkv, a.mla->kv_lora_rank);
+      const double rq = double(attn.mla.q_rank), rkv = double(attn.mla.kv_rank);
+      norm("MLA query latent norm", T * rq * e * 2.0, 4.0 * T * rq, attn.mla.q_rank);
+      norm("MLA key-value latent norm", T * rkv * e * 2.0, 4.0 * T * rkv, attn.mla.kv_rank);
     }
-    const std::int64_t rope_dim = a.mla ? a.mla->qk_rope_head_dim : a.head_dim;
-    const double rope_elems = T * double((attn.heads + (a.mla ? 1 : attn.kv_heads)) * rope_dim) / double(t);
+    const std::int64_t rope_dim = attn.is_mla() ? attn.mla.d_rope : a.head_dim;
+    const double rope_elems = T * double((attn.heads + (attn.is_mla() ? 1 : attn.kv_heads)) * rope_dim) / double(t);
     if (!eager) {
       stream("rotary + KV write", rope_elems * e * 2.0 + T * kvt.per_layer.raw(), 3.0 * rope_elems);
     } else {
@@ -374,13 +374,13 @@ class ServingLayerPricer {
       if (o.topk > 0) ctx = std::min(ctx, o.topk);
       const Bytes read_per_token = kvt.per_layer - kvt.index_per_layer;
       // MMA tile rows the query group of one KV head is padded to (see ServingPerfPlan::attention).
-      const std::int64_t kv_gpu = a.mla ? 1 : std::max<std::int64_t>(1, std::llround(kvt.kv_heads_per_gpu));
+      const std::int64_t kv_gpu = attn.is_mla() ? 1 : std::max<std::int64_t>(1, std::llround(kvt.kv_heads_per_gpu));
       std::int64_t tile_q = 16;
       if (plan.attention == wl::AttentionKernel::fa2)
         tile_q = fb.decode_seqs * double(kv_gpu) < double(d.gpu->compute_units) ? 64 : 128;
       // Decode runs MLA absorbed (MQA over the latent): scores over r_kv + d_rope, values of width r_kv.
-      const std::int64_t dec_dqk = a.mla ? o.cache_elements : o.d_qk;
-      const std::int64_t dec_dv = a.mla ? a.mla->kv_lora_rank : o.d_v;
+      const std::int64_t dec_dqk = attn.is_mla() ? o.cache_elements : o.d_qk;
+      const std::int64_t dec_dv = attn.is_mla() ? attn.mla.kv_rank : o.d_v;
       // PyTorch's SDPA (the eager-ops engine) runs flash decode split over the context, with a combine kernel, when
       // the sequences × KV heads leave SMs idle (kernel_class_cost.json: split at batch 1 and 8, not at 64); an
       // engine's decode kernel is priced as one fused kernel (cuDNN-type; its split, if any, inside).

@@ -234,7 +234,7 @@ namespace {
 /// input), and GQA's K/V heads on this GPU, max(1, n_kv/t), whole — and its FFN's up/gate outputs and their product
 /// (fc1's output and its activation): each up/gate and down op's width times the copies a token visits (the top-k
 /// routed experts, the shared ones), over t.
-double peak_layer_width(const wl::TransformerArch& a, const OpGraph& g, int tp) {
+double peak_layer_width(const OpGraph& g, int tp) {
   const double t = double(std::max(1, tp));
   std::int64_t ffn = 0, q_width = 0, o_width = 0;
   for (const Op& op : g) {
@@ -247,7 +247,7 @@ double peak_layer_width(const wl::TransformerArch& a, const OpGraph& g, int tp) 
   double attn = 0.0;
   if (const Op* at = g.attention()) {
     const double nq = double(at->heads) / t;
-    if (a.mla) {
+    if (at->is_mla()) {
       const double d_qk = double((q_width - at->cache_elements) / at->heads), d_v = double(o_width / at->heads);
       attn = nq * (2.0 * d_qk + 2.0 * d_v);
     } else {
@@ -265,7 +265,7 @@ units::Bytes serving_activation_peak(const wl::TransformerArch& a, int tp, std::
   // The widest layer kind the model has, folded over its op graphs.
   double widest = 0.0;
   for_each_layer_kind(a, [&](LayerKind kind, std::int64_t) {
-    widest = std::max(widest, peak_layer_width(a, build_layer_graph(a, kind), tp));
+    widest = std::max(widest, peak_layer_width(build_layer_graph(a, kind), tp));
   });
   const double h = double(layer_boundary_width(a));
   const double per_token = activation_bytes * (2.0 * h + widest);

@@ -11,6 +11,7 @@
 #include "gpuplan/model/params.hpp"
 #include "memory_core.hpp"
 #include "training_core.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -127,7 +128,7 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
       const LoraLayerParams lp = lora_layer_params(a, plan.lora, kind);
       ts.push_back({model::Part::attention, (lp.dense + lp.expert) / double(plan.par.tp)});
     } else {
-      const OpGraph g = build_layer_graph(a, kind);
+      const GraphRef g = layer_graph(a, kind);
       for (const Op* op = g.end(); op != g.begin();) {
         --op;
         op_tensors_reversed(*op, plan, [&](double n) { ts.push_back({op->part, n}); });
@@ -135,7 +136,7 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
     }
     return layer_tensors.emplace_back(ki, std::move(ts)).second;
   };
-  const OpGraph head = build_head_graph(a);
+  const GraphRef head = head_graph(a);
   // Stage 0's tensors, chunk by chunk (chunk k holds the layers of global chunk k·p); f(part, elements) in reverse
   // parameter order within a chunk: output layer and final norm (PP 1), layers last to first, embedding.
   auto walk_chunk = [&](int k, auto&& f) {

@@ -20,6 +20,7 @@
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/serving.hpp"
 #include "training_core.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -84,9 +85,9 @@ double parameter_tensors(const wl::TransformerArch& a) {
   // LM head). The MTP modules are not counted (as the modules of the main model alone).
   double total = 0;
   for_each_layer_kind(a, [&](LayerKind kind, std::int64_t count) {
-    total += double(count) * graph_module_tensors(a, build_layer_graph(a, kind));
+    total += double(count) * graph_module_tensors(a, *layer_graph(a, kind));
   });
-  return total + graph_module_tensors(a, build_head_graph(a));
+  return total + graph_module_tensors(a, *head_graph(a));
 }
 
 double stage_parameter_tensors(double model_tensors, const wl::TrainingPlan& plan) {

@@ -19,6 +19,7 @@
 #include "quant_recipe.hpp"
 #include "training_core.hpp"
 #include "optimizer_rate.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 
@@ -37,7 +38,7 @@ TrainingConsts training_consts(const wl::TransformerArch& a, const wl::TrainingP
   k.d = training_device(plan, sys);
   k.params = parameter_counts(a, Explain::off);
   k.fpt = flops_per_token(a, plan.seq_len, Explain::off);
-  k.head_forward = units::flop(2.0 * double(build_head_graph(a).matmul_per_token()));
+  k.head_forward = units::flop(2.0 * double(detail::head_graph(a)->matmul_per_token()));
   k.moe_layers = double(a.moe_layer_count());
   k.parameter_tensors = plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking ? parameter_tensors(a) : 0.0;
   if (plan.lora.on()) {
@@ -104,7 +105,7 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
   const bool frozen = plan.lora.on();
   double lookups = 0;  // the token embedding, and a learned position embedding beside it
   Seconds output_and_loss{};  // the LM head's GEMMs and the loss (an MTP module's shared head runs them again)
-  for (const Op& o : build_head_graph(a)) {
+  for (const Op& o : detail::head_graph(a)) {
     if (o.kind == OpKind::embedding) {
       lookups += 1.0;
     } else if (o.kind == OpKind::norm) {

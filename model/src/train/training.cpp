@@ -21,6 +21,7 @@
 #include "runtime_context.hpp"
 #include "optimizer_rate.hpp"
 #include "parallel_dims.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 
@@ -124,6 +125,7 @@ TrainingEstimate detail::estimate_training_laid_out(const wl::TransformerArch& a
                                                     const TrainingSystem& sys, Explain explain, StepLayout* layout) {
   // The model as the framework builds it: the vocabulary padded to a multiple of divisor × tp (training_recipes.cpp).
   const wl::TransformerArch a = wl::with_padded_vocab(arch, plan);
+  const detail::GraphMemoScope graphs(a);  // the layer and head graphs of `a`, built once for the whole estimate
   TrainingEstimate est;
   est.feasibility = check_training_layout(a, plan, sys);
   if (!est.feasibility.ok) return est;

@@ -80,6 +80,15 @@ struct Op {
   /// of such a layer carries the same topk (it reads at most topk keys per query) and MLA's MQA-mode head dims.
   std::int64_t topk = 0;
   double index_cache_bytes = 0.0;
+  /// MLA attention ops (DeepSeek-V2/V3, arXiv:2405.04434 §2.1): the query latent's rank r_q (0: the queries are
+  /// projected from h directly), the key-value latent's rank r_kv, and one head's no-rope and rotary query/key parts
+  /// and value width as the up-projections produce them (the MHA form; d_qk and d_v above are what the attention
+  /// kernel runs: under DeepSeek sparse attention MLA's MQA form over the latent). `on` false on other ops.
+  struct MlaShape {
+    bool on = false;
+    std::int64_t q_rank = 0, kv_rank = 0, d_nope = 0, d_rope = 0, d_v = 0;
+  } mla{};
+  [[nodiscard]] bool is_mla() const { return mla.on; }
   [[nodiscard]] std::int64_t conv_state_elements() const { return (conv_kernel - 1) * conv_channels; }
   [[nodiscard]] std::int64_t ssm_state_elements() const { return heads * d_v * d_qk; }
 
