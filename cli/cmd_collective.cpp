@@ -83,6 +83,7 @@ std::string algo_text(model::CollectiveAlgorithm a) {
     case model::CollectiveAlgorithm::tree: return "tree";
     case model::CollectiveAlgorithm::nvls: return "nvls";
     case model::CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case model::CollectiveAlgorithm::collnet: return "collnet";
   }
   return "?";
 }

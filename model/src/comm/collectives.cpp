@@ -66,6 +66,7 @@ std::string_view algo_name(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::tree: return "tree";
     case CollectiveAlgorithm::nvls: return "nvls";
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case CollectiveAlgorithm::collnet: return "collnet";
   }
   return "?";
 }
