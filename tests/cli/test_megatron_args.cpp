@@ -1138,7 +1138,7 @@ TEST_SUITE("megatron args: optimizer instances (HSDP)") {
 // initialize_model_parallel), --defer-embedding-wgrad-compute / --wgrad-deferral-limit (arguments.py;
 // megatron/core/model_parallel_config.py __post_init__).
 TEST_SUITE("megatron args: SHARP and the deferred LM-head wgrad") {
-  TEST_CASE("--use-sharp sets sharp; --sharp-enabled-group dp is its default; a whole command without it says false") {
+  TEST_CASE("--use-sharp sets sharp, --sharp-enabled-group dp is its default, a whole command without it says false") {
     Diagnostics a;
     auto m = map_typed({"--use-sharp", "--sharp-enabled-group", "dp"}, a);
     REQUIRE(m);

@@ -169,7 +169,7 @@ TEST_CASE("deferred embedding wgrad: the last stage's m LM-head wgrads leave its
   CHECK(found);
 }
 
-TEST_CASE("deferred embedding wgrad: --wgrad-deferral-limit defers the first N only; what outlasts the drain shows") {
+TEST_CASE("deferred embedding wgrad: --wgrad-deferral-limit defers the first N only, and what outlasts the drain shows") {
   const auto sys = test::node_system("dgx-h100");
   const auto& a = test::arch("llama-3.1-8b");
   wl::TrainingPlan plan = llama8b_pp4(16);
