@@ -186,8 +186,7 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
     plans.push_back(tree(c));
     plans.push_back(nvls(c));
     plans.push_back(hierarchical(c));
-    // CollNet only where the run enables it (NCCL_COLLNET_ENABLE): NCCL does not consider it otherwise.
-    if (group.collnet) plans.push_back(collnet(c));
+    if (group.collnet) plans.push_back(collnet(c));  // NCCL considers CollNet only with NCCL_COLLNET_ENABLE=1
   }
 
   // Choose: the requested algorithm where it applies, else the fastest valid one (ties keep the earlier: ring first).
