@@ -83,6 +83,7 @@ std::string algo_text(model::CollectiveAlgorithm a) {
     case model::CollectiveAlgorithm::tree: return "tree";
     case model::CollectiveAlgorithm::nvls: return "nvls";
     case model::CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case model::CollectiveAlgorithm::collnet: return "collnet";
   }
   return "?";
 }
@@ -128,9 +129,11 @@ int run_collective(const GlobalOptions& g, const CollectiveFlags& f, const CLI::
   std::optional<model::CollectiveAlgorithm> algo;
   for (const auto a : {model::CollectiveAlgorithm::automatic, model::CollectiveAlgorithm::ring,
                        model::CollectiveAlgorithm::tree, model::CollectiveAlgorithm::nvls,
-                       model::CollectiveAlgorithm::hierarchical})
+                       model::CollectiveAlgorithm::hierarchical, model::CollectiveAlgorithm::collnet})
     if (algo_text(a) == f.algo) algo = a;
-  if (!algo) diags.error("", "--algo", fmt::format("'{}' is not one of auto, ring, tree, nvls, hierarchical", f.algo));
+  if (!algo)
+    diags.error("", "--algo",
+                fmt::format("'{}' is not one of auto, ring, tree, nvls, hierarchical, collnet", f.algo));
   const DataType* type = nullptr;
   for (const auto& t : kTypes)
     if (f.dtype == t.name) type = &t;
@@ -184,7 +187,9 @@ int run_collective(const GlobalOptions& g, const CollectiveFlags& f, const CLI::
     reasons.push_back(fmt::format("{} GPUs do not fit in cluster {} ({} nodes × {} GPUs)", f.gpus,
                                   sys.cluster->info.id, sys.cluster->nodes, sys.node->gpus));
 
-  const model::CommGroup group = model::training_comm_group(n, 1, sys);
+  model::CommGroup group = model::training_comm_group(n, 1, sys);
+  // --algo collnet: the communicator with NCCL_COLLNET_ENABLE=1 (SHARP where the scale-out fabric reduces).
+  group.collnet = *algo == model::CollectiveAlgorithm::collnet;
   const Explain ex = g.explain ? Explain::on : Explain::off;
   struct Row {
     double bytes;
@@ -383,7 +388,9 @@ void register_collective(CLI::App& app, GlobalOptions& g, int& rc) {
   c->add_option("--gpu", f->gpu, "GPU id or alias (its first node is used unless --node says otherwise)");
   c->add_option("--node", f->node, "node id (dgx-h100, ...): the scale-up domain and the NICs");
   c->add_option("--cluster", f->cluster, "cluster id: its node, fabric and size");
-  c->add_option("--algo", f->algo, "auto (default: the fastest valid), ring, tree, nvls or hierarchical");
+  c->add_option("--algo", f->algo,
+                "auto (default: the fastest valid), ring, tree, nvls, hierarchical or collnet (SHARP: "
+                "NCCL_COLLNET_ENABLE=1)");
   c->add_option("-d,--datatype", f->dtype, "nccl-tests data type for the count column (default float)");
   c->add_flag("--no-calibration", f->no_calibration,
               "ignore data/calibration/<gpu>/profile.json: use the built-in link data");

@@ -99,6 +99,8 @@ const std::set<std::string_view> kHandled{
     "--megatron-fsdp-main-params-dtype", "--megatron-fsdp-grad-comm-dtype", "--use-nccl-ub", "--fsdp-double-buffer",
     "--fsdp-manual-registration", "--no-gradient-accumulation-fusion", "--num-distributed-optimizer-instances",
     "--outer-dp-sharding-strategy", "--keep-fp8-transpose-cache",
+    // SHARP and the deferred LM-head wgrad (megatron_map_plan.cpp, dp_sharp and deferred_head_wgrad)
+    "--use-sharp", "--sharp-enabled-group", "--defer-embedding-wgrad-compute", "--wgrad-deferral-limit",
     // document masks: noted, not ignored (megatron_map_layers.cpp, attention)
     "--dataloader-inter-document-masking", "--sft", "--reset-attention-mask",
     // model shape
@@ -151,6 +153,8 @@ std::optional<MegatronMapping> Mapper::run() {
   megatron_fsdp();
   optimizer_instances();
   wgrad_fusion();
+  dp_sharp();
+  deferred_head_wgrad();
   shape();
   if (diags_.has_errors()) return std::nullopt;
   return m_;

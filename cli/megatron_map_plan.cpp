@@ -507,4 +507,69 @@ void Mapper::wgrad_fusion() {
       "at 8192 tokens per micro-batch, more for shorter ones)");
 }
 
+// --use-sharp (Megatron-LM d98e8a64 arguments.py / megatron/core/parallel_state.py initialize_model_parallel): NCCL
+// CollNet with SHARP for the data-parallel groups: NCCL_COLLNET_ENABLE=1 while the dp and dp_cp groups are created
+// (sharp_enabled_group "dp", the default) and unset after, so no other group uses it. --sharp-enabled-group
+// dp_replica puts it on the inter-instance group of the partial distributed optimizer instead, which gpuplan's plan
+// does not tell apart from the dp group: refused. "sharp_enabled_group is only valid when use_sharp is True".
+void Mapper::dp_sharp() {
+  const MegatronFlag* group_f = get("--sharp-enabled-group");
+  const auto group = text("--sharp-enabled-group");
+  if (group_f != nullptr && !given("--use-sharp")) {
+    bad(*group_f, "Megatron-LM reads it only with --use-sharp (parallel_state.py: \"sharp_enabled_group is only valid "
+                  "when use_sharp is True\")");
+    return;
+  }
+  if (group && *group != "dp" && *group != "dp_replica") {
+    bad(*group_f, "Megatron-LM's choices are dp and dp_replica");
+    return;
+  }
+  if (group && *group == "dp_replica") {
+    refuse(*group_f, "SHARP on the partial distributed optimizer's inter-instance group only (gpuplan's sharp applies "
+                     "to the whole dp·cp group's reductions): it is");
+    return;
+  }
+  if (given("--use-sharp")) set("sharp", true, "--use-sharp");
+  else if (a_.whole_command) set_default("sharp", false, "no --use-sharp");
+}
+
+// --defer-embedding-wgrad-compute / --wgrad-deferral-limit N (Megatron-LM d98e8a64 arguments.py; the checks of
+// megatron/core/model_parallel_config.py __post_init__): the last stage's LM-head weight-gradient GEMMs of the first
+// N micro-batches (0: all) run in the pipeline flush. Megatron refuses it without pipeline parallelism, without
+// gradient accumulation fusion, and with N < 0 (integer() asks N ≥ 0); arguments.py calls N "Invalid if
+// defer-embedding-wgrad-compute is not set".
+void Mapper::deferred_head_wgrad() {
+  const MegatronFlag* f = get("--defer-embedding-wgrad-compute");
+  const MegatronFlag* limit_f = get("--wgrad-deferral-limit");
+  std::optional<long long> limit;
+  if (limit_f != nullptr) {
+    // Megatron-Core: "Wgrad deferral limit should be greater than or equal to 0 when it is enabled!".
+    limit = integer("--wgrad-deferral-limit", 0);
+    if (!limit) return;  // integer() said why
+    if (f == nullptr) {
+      bad(*limit_f, "Megatron-LM reads it only with --defer-embedding-wgrad-compute (arguments.py: \"Invalid if "
+                    "`defer-embedding-wgrad-compute` is not set\")");
+      return;
+    }
+  }
+  if (f == nullptr) {
+    if (a_.whole_command) set_default("defer_embedding_wgrad", false, "no --defer-embedding-wgrad-compute");
+    return;
+  }
+  const auto pp = m_.keys.contains("pp") ? std::optional<long long>(m_.keys["pp"].get<long long>())
+                                         : (a_.whole_command ? std::optional<long long>(1) : std::nullopt);
+  if (pp && *pp == 1) {
+    bad(*f, "Megatron-Core: \"Cannot defer embedding wgrad compute when pipeline model parallel is not used\" "
+            "(model_parallel_config.py)");
+    return;
+  }
+  if (given("--no-gradient-accumulation-fusion")) {
+    bad(*f, "Megatron-Core: \"Cannot defer embedding wgrad compute when gradient accumulation fusion is not used\" "
+            "(model_parallel_config.py)");
+    return;
+  }
+  set("defer_embedding_wgrad", true, "--defer-embedding-wgrad-compute");
+  if (limit && *limit > 0) set("wgrad_deferral_limit", *limit, "--wgrad-deferral-limit");
+}
+
 }  // namespace gpuplan::cli::detail

@@ -93,6 +93,8 @@ class Mapper {
   void megatron_fsdp();
   void optimizer_instances();
   void wgrad_fusion();
+  void dp_sharp();
+  void deferred_head_wgrad();
   /// Replaces a key another mapping step set (or defaulted), with its new origin.
   template <class V>
   void reset(const std::string& key, const V& v, std::string origin) {

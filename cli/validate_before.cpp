@@ -39,6 +39,8 @@ Used structure_of(const wl::TrainingPlan& p) {
     u.interleaved_overlap = true;
   }
   if (p.pp_scatter_gather && p.par.pp > 1) w.emplace_back("scatter/gather pipeline sends");
+  if (p.dp_sharp) w.emplace_back("SHARP");
+  if (p.defer_embedding_wgrad && p.par.pp > 1) w.emplace_back("deferred embedding wgrad");
   if (p.precision.compute == hw::Precision::fp4) {
     w.emplace_back("NVFP4");
     u.fp4 = true;
@@ -75,7 +77,7 @@ void predict_before(const nlohmann::json& scenario, const nlohmann::json* patch,
                         "first_stage_layers", "last_stage_layers", "recompute_method", "recompute_num_layers",
                         "recompute_modules", "mtp_layers", "activation_offload_layers", "ep_a2a_overlap",
                         "pp_scatter_gather", "fp8_recipe", "overlap_p2p_comm", "fp8_dot_product_attention",
-                        "norm_kernel", "cuda_graphs"})
+                        "norm_kernel", "cuda_graphs", "sharp", "defer_embedding_wgrad", "wgrad_deferral_limit"})
     b.erase(k);
   // A stack that compiles only its blocks had its loss priced as the fused kernels' (cross_entropy te).
   if (plan.cross_entropy == wl::CrossEntropyKernel::eager) b.erase("cross_entropy");

@@ -58,6 +58,7 @@ std::string algorithm_name(model::CollectiveAlgorithm a) {
     case model::CollectiveAlgorithm::tree: return "tree";
     case model::CollectiveAlgorithm::nvls: return "NVLS";
     case model::CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case model::CollectiveAlgorithm::collnet: return "CollNet (SHARP)";
   }
   return "?";
 }

@@ -376,6 +376,46 @@ TEST_SUITE("gpuplan train") {
     CHECK(r.err == "--zero: error: value 7 is out of range: expected >= 0 and <= 3\n");
   }
 
+  TEST_CASE("--wgrad-deferral-limit without deferral, negative, or deferral with pp 1 exits 2 with the rule") {
+    // Megatron-LM arguments.py: the limit is "Invalid if `defer-embedding-wgrad-compute` is not set"; Megatron-Core
+    // model_parallel_config.py: "Cannot defer embedding wgrad compute when pipeline model parallel is not used".
+    const Run alone = run(with(fitting_args(), {"--pp", "2", "--wgrad-deferral-limit", "4"}));
+    CHECK(alone.rc == kInvalid);
+    CHECK(alone.out.empty());
+    CHECK(contains(alone.err, "--wgrad-deferral-limit: error: value 4: wgrad_deferral_limit counts the micro-batches "
+                              "whose LM-head weight gradient is deferred, and is invalid without "
+                              "defer_embedding_wgrad"));
+    const Run neg = run(with(fitting_args(), {"--pp", "2", "--defer-embedding-wgrad-compute", "--wgrad-deferral-limit",
+                                              "-2"}));
+    CHECK(neg.rc == kInvalid);
+    CHECK(contains(neg.err, "--wgrad-deferral-limit: error: value -2 is out of range: expected >= 0"));
+    const Run flat = run(with(fitting_args(), {"--pp", "1", "--defer-embedding-wgrad-compute"}));
+    CHECK(flat.rc == kInvalid);
+    CHECK(contains(flat.err, "--defer-embedding-wgrad-compute: error: true with pp 1: Megatron-Core refuses it"));
+    const TempFile f("defer.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "zero": 1, "pp": 1,
+                                       "defer_embedding_wgrad": true})");
+    const Run file = run({"train", "--scenario", f.path()});
+    CHECK(file.rc == kInvalid);
+    CHECK(contains(file.err, f.path() + ": /defer_embedding_wgrad: error: true with pp 1"));
+    const TempFile g("sharp.json", R"({"model": "llama-3.1-8b", "gpu": "h100", "gpus": 8, "zero": 1, "sharp": "yes"})");
+    const Run s = run({"train", "--scenario", g.path()});
+    CHECK(s.rc == kInvalid);
+    CHECK(contains(s.err, g.path() + ": /sharp: error: expected a boolean"));
+  }
+
+  TEST_CASE("--sharp and --defer-embedding-wgrad-compute run, and --explain shows them") {
+    const std::vector<std::string> on32{"train", "--model", "llama-3.1-8b", "--gpu", "h100", "--gpus", "32",
+                                        "--micro-batch", "1", "--seq", "4096", "--zero", "1"};
+    const Run r = run(with(on32, {"--global-batch", "64", "--sharp", "--explain"}));
+    INFO(r.err);
+    REQUIRE(r.rc == 0);
+    CHECK(contains(r.out, "SHARP"));
+    const Run d = run(with(on32, {"--pp", "4", "--global-batch", "128", "--defer-embedding-wgrad-compute", "--explain"}));
+    INFO(d.err);
+    REQUIRE(d.rc == 0);
+    CHECK(contains(d.out, "deferred LM-head wgrads"));
+  }
+
   TEST_CASE("--dp-bucket-size below 1M parameters, negative, fractional or with ZeRO-3 exits 2 with the value") {
     // The key counts parameters (Megatron's --ddp-bucket-size); a value like MLPerf v5.0's yaml 200 (read as MB) would
     // give every tensor a bucket of its own.

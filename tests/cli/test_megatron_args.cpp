@@ -1171,3 +1171,69 @@ TEST_SUITE("megatron args: optimizer instances (HSDP)") {
     CHECK(listed(ddp->ignored, "--keep-fp8-transpose-cache (read only with --use-megatron-fsdp)"));
   }
 }
+
+// Megatron-LM d98e8a64: --use-sharp / --sharp-enabled-group (arguments.py; megatron/core/parallel_state.py
+// initialize_model_parallel), --defer-embedding-wgrad-compute / --wgrad-deferral-limit (arguments.py;
+// megatron/core/model_parallel_config.py __post_init__).
+TEST_SUITE("megatron args: SHARP and the deferred LM-head wgrad") {
+  TEST_CASE("--use-sharp sets sharp, --sharp-enabled-group dp is its default, a whole command without it says false") {
+    Diagnostics a;
+    auto m = map_typed({"--use-sharp", "--sharp-enabled-group", "dp"}, a);
+    REQUIRE(m);
+    CHECK(m->keys["sharp"] == true);
+    Diagnostics b;
+    auto w = map_script("python pretrain_gpt.py --bf16 --pipeline-model-parallel-size 2\n", b);
+    REQUIRE(w);
+    CHECK(w->keys["sharp"] == false);
+    CHECK(w->keys["defer_embedding_wgrad"] == false);
+  }
+
+  TEST_CASE("hostile: --sharp-enabled-group without --use-sharp, a typo, and dp_replica (refused)") {
+    Diagnostics a;
+    CHECK_FALSE(map_typed({"--sharp-enabled-group", "dp"}, a));
+    CHECK(has(a.to_string(), "'--sharp-enabled-group dp': Megatron-LM reads it only with --use-sharp"));
+    CHECK(has(a.to_string(), "sharp_enabled_group is only valid when use_sharp is True"));
+    Diagnostics b;
+    CHECK_FALSE(map_typed({"--use-sharp", "--sharp-enabled-group", "dpp"}, b));
+    CHECK(has(b.to_string(), "'--sharp-enabled-group dpp': Megatron-LM's choices are dp and dp_replica"));
+    Diagnostics c;
+    CHECK_FALSE(map_typed({"--use-sharp", "--sharp-enabled-group", "dp_replica"}, c));
+    CHECK(has(c.to_string(), "inter-instance group only"));
+  }
+
+  TEST_CASE("--defer-embedding-wgrad-compute with PP sets defer_embedding_wgrad, and the limit when it is > 0") {
+    Diagnostics a;
+    auto m = map_typed({"--pipeline-model-parallel-size", "4", "--defer-embedding-wgrad-compute",
+                        "--wgrad-deferral-limit", "22"},
+                       a);
+    REQUIRE(m);
+    CHECK(m->keys["defer_embedding_wgrad"] == true);
+    CHECK(m->keys["wgrad_deferral_limit"] == 22);
+    Diagnostics b;
+    auto all = map_typed({"--pipeline-model-parallel-size", "4", "--defer-embedding-wgrad-compute",
+                          "--wgrad-deferral-limit", "0"},
+                         b);
+    REQUIRE(all);
+    CHECK_FALSE(all->keys.contains("wgrad_deferral_limit"));  // 0 = every micro-batch: the plan's default
+  }
+
+  TEST_CASE("hostile: deferral without PP, without gradient accumulation fusion, a word for the limit, a limit alone") {
+    Diagnostics a;
+    CHECK_FALSE(map_script("python pretrain_gpt.py --bf16 --defer-embedding-wgrad-compute\n", a));
+    CHECK(has(a.to_string(), "Cannot defer embedding wgrad compute when pipeline model parallel is not used"));
+    Diagnostics b;
+    CHECK_FALSE(map_typed({"--pipeline-model-parallel-size", "2", "--defer-embedding-wgrad-compute",
+                           "--no-gradient-accumulation-fusion"},
+                          b));
+    CHECK(has(b.to_string(), "Cannot defer embedding wgrad compute when gradient accumulation fusion is not used"));
+    Diagnostics c;
+    CHECK_FALSE(map_typed({"--pipeline-model-parallel-size", "2", "--defer-embedding-wgrad-compute",
+                           "--wgrad-deferral-limit", "all"},
+                          c));
+    CHECK(has(c.to_string(), "'--wgrad-deferral-limit all': expected an integer ≥ 0"));
+    Diagnostics d;
+    CHECK_FALSE(map_typed({"--pipeline-model-parallel-size", "2", "--wgrad-deferral-limit", "3"}, d));
+    CHECK(has(d.to_string(), "'--wgrad-deferral-limit 3': Megatron-LM reads it only with "
+                             "--defer-embedding-wgrad-compute"));
+  }
+}

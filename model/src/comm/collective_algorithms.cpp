@@ -24,6 +24,16 @@ constexpr double kNvlsLatency_us = 23.0;
 constexpr std::string_view kNvlsLatencySource =
     "NCCL hwLat NVLink NVLS/Simple, independent of n (NVIDIA/nccl src/graph/tuning.cc @b6475625)";
 
+// CollNet (SHARP): NCCL's tuning model (tuning.cc @5067397c ncclTopoTuneModel) takes 0.85 of the CollNet Direct
+// all-reduce bandwidth on compute capability 9.0 and later (`if (minCompCap >= 90) busBw *= .85`) and 0.9 of the
+// network rate for its reduce-scatter and all-gather (`ppn * std::min(bwIntra, bwInter * 0.9f)`), and charges the
+// network latency once (`2·(nRanks/nNodes − 1)·intraLat + interLat`: the switches reduce, no ring steps across).
+constexpr double kCollnetAllReduceFactor = 0.85;
+constexpr double kCollnetGatherScatterFactor = 0.9;
+constexpr std::string_view kCollnetSource =
+    "NCCL's CollNet Direct bandwidth factors: all-reduce 0.85 on compute capability ≥ 9.0, reduce-scatter / all-gather "
+    "0.9 of the network rate (NVIDIA/nccl src/graph/tuning.cc @5067397c)";
+
 Seconds micro(double us) { return units::microseconds(us); }
 
 Derivation phase(std::string id, std::string title, std::string formula, Seconds t) {
@@ -232,6 +242,78 @@ Plan hierarchical(const Ctx& c) {
       p.children.push_back(std::move(out_phase));
     }
   }
+  return p;
+}
+
+// ---- CollNet: SHARP in the scale-out switches (NCCL_COLLNET_ENABLE, nccl-rdma-sharp-plugins) ----
+// All-reduce: each domain reduces inside (a reduce-scatter over its s ranks, at the NVLS rate where the switch reduces:
+// NCCL runs NVLS across nodes only with CollNet, enqueue.cc updateCollCostTable), each rank's 1/s share goes up the
+// switch tree once and comes back reduced (every byte crosses the rank's NIC once each way, against 2(d−1)/d for a
+// ring over d domains), then the domain gathers. Reduce-scatter and all-gather (NCCL 2.20.3, "Add support for
+// ReduceScatter and AllGather using Collnet"; one GPU per NIC): the rail's S/s goes into the switch tree whole (a
+// reduce-scatter; a ring sends (d−1)/d of it) or arrives multicast ((d−1)/d of it, as a ring's), in one network step
+// instead of d − 1: a latency gain, no byte saved. NCCL pipelines the domain's phases with the network's chunk by
+// chunk, so the slower of the two sets the rate (tuning.cc prices CollNet and NVLS across nodes at the lesser of the
+// intra- and inter-node rates: `std::min(bwIntra, bwInter * 0.9f)`, `std::min({intraBw, interBw, ...})`).
+Plan collnet(const Ctx& c) {
+  Plan p;
+  p.algo = CollectiveAlgorithm::collnet;
+  const bool ar = c.op == Collective::all_reduce;
+  if (!ar && c.op != Collective::reduce_scatter && c.op != Collective::all_gather) {
+    p.invalid = "CollNet runs all-reduce, reduce-scatter and all-gather";
+    return p;
+  }
+  if (c.d <= 1) {
+    p.invalid = "the group lies inside one scale-up domain (no scale-out switch to reduce in)";
+    return p;
+  }
+  if (!c.out->in_network_reduction) {
+    p.invalid = "the scale-out fabric has no in-network reduction";
+    return p;
+  }
+  p.valid = true;
+  const double s = double(c.s), d = double(c.d);
+  const bool nvls_up = ar && c.s > 1 && c.up.in_network_reduction;
+  const double g = nvls_up ? c.up.in_network_gain : 1.0;
+  const double up_phases = ar ? 2.0 : 1.0;  // reduce-scatter and all-gather inside the domain, or one of them
+  // Inside the domain: (s−1)/s of S per phase at the scale-up rate (× the NVLS gain g for an all-reduce where the
+  // switch reduces), s − 1 NVLink steps per phase (tuning.cc: 2·(nRanks/nNodes − 1)·intraLat for all-reduce).
+  const Seconds up_lat = c.s > 1 ? c.up.latency * (up_phases * (s - 1.0)) : Seconds(0);
+  const Seconds up_xfer = c.s > 1 ? c.S * (up_phases * (s - 1.0) / s) / (c.bw_up() * g) : Seconds(0);
+  // Across: the rail's S/s (an all-gather receives (d−1)/d of it) at κ of the NIC's bus rate, one network step. With
+  // the communicator's CTAs capped below s only that many rails carry it (as for the hierarchical algorithm).
+  const double kappa = ar ? kCollnetAllReduceFactor : kCollnetGatherScatterFactor;
+  const double share = c.op == Collective::all_gather ? (d - 1.0) / d : 1.0;
+  const double rails = c.ctas > 0 ? std::min(1.0, double(c.ctas) / s) : 1.0;
+  const Seconds out_lat = c.out->latency;
+  const Seconds out_xfer = (c.S / s) * share / (c.bw_out() * kappa * rails);
+  p.latency = c.t0 + up_lat + out_lat;
+  p.transfer = std::max(up_xfer, out_xfer);
+  if (!c.explain) return p;
+  c.add_common(p);
+  c.add_t0(p);
+  if (c.s > 1) c.add_tier(p, c.up, "_up", nvls_up);
+  c.add_tier(p, *c.out, "_out");
+  p.inputs.push_back({"κ", units::format_number(kappa, 3), "CollNet's share of the network rate",
+                      Origin::constant(std::string(kCollnetSource))});
+  const std::string gtxt = nvls_up ? "·g" : "";
+  const std::string k = ar ? "2" : "";
+  const std::string up_f = fmt::format("S·{}(s−1)/s / (BW_up·η_up{})", k, gtxt);
+  const std::string out_f = c.op == Collective::all_gather ? "(S/s)·(d−1)/d / (BW_out·η_out·κ)"
+                                                           : "(S/s) / (BW_out·η_out·κ)";
+  p.formula = c.s > 1 ? fmt::format("t = t₀ + {}(s−1)·α_up + α_out + max({}, {})", k, up_f, out_f)
+                      : fmt::format("t = t₀ + α_out + {}", out_f);
+  if (c.s > 1)
+    p.notes.push_back(fmt::format("pipelined: inside the domain {} ({}), across {} ({}); the slower sets the time",
+                                  units::format(up_xfer), up_f, units::format(out_xfer), out_f));
+  if (ar)
+    p.notes.push_back(fmt::format("SHARP: each rank's NIC carries S/s = {} each way; a ring over {} domains {} "
+                                  "(2(d−1)/d of S/s)",
+                                  units::format(c.S / s), c.d, units::format(c.S / s * (2.0 * (d - 1.0) / d))));
+  else
+    p.notes.push_back(fmt::format("SHARP: one network step (α_out) where a ring over {} domains takes {}; the bytes "
+                                  "are a ring's (reduce-scatter: S/s in, against (d−1)/d of it)",
+                                  c.d, c.d - 1));
   return p;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Internal to comm/: the algorithms collective_cost chooses among (collective_algorithms.cpp), each evaluated on one
-// group as a Plan: ring, double binary tree, NVLS, hierarchical, all-to-all and send/recv; the evaluation context
+// group as a Plan: ring, double binary tree, NVLS, hierarchical, CollNet (SHARP), all-to-all and send/recv; the evaluation context
 // (Ctx) with its derivation inputs. In its own namespace: memory_core.hpp has a detail::Ctx of its own.
 #include <string>
 #include <string_view>
@@ -51,6 +51,7 @@ struct Ctx {
   const std::string& t0_origin;
   bool explain;
   int ctas = 0;  // CommGroup::max_ctas: 0 = NCCL's own channel count
+  bool collnet = false;  // CommGroup::collnet: the run lets NCCL reduce in the scale-out switches (SHARP)
 
   /// The scale-up rate per direction before η: the link's, or ctas × one CTA's where the communicator's CTAs are
   /// capped below what the link needs.
@@ -141,6 +142,7 @@ Plan ring(const Ctx& c);
 Plan tree(const Ctx& c);
 Plan nvls(const Ctx& c);
 Plan hierarchical(const Ctx& c);
+Plan collnet(const Ctx& c);
 Plan all_to_all(const Ctx& c);
 Plan send_recv(const Ctx& c);
 

@@ -66,6 +66,7 @@ std::string_view algo_name(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::tree: return "tree";
     case CollectiveAlgorithm::nvls: return "nvls";
     case CollectiveAlgorithm::hierarchical: return "hierarchical";
+    case CollectiveAlgorithm::collnet: return "collnet";
   }
   return "?";
 }
@@ -179,8 +180,8 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
     }
   }
   // Qualified, not imported: serve/'s memory code has a Ctx of its own, and a unity build may put both in one unit.
-  const collective_algorithms::Ctx c{
-      op, bytes, n, s, d, up, group.scale_out ? &*group.scale_out : nullptr, t0, t0_origin, on, group.max_ctas};
+  const collective_algorithms::Ctx c{op,        bytes, n,  s, d, up, group.scale_out ? &*group.scale_out : nullptr,
+                                     t0,        t0_origin, on, group.max_ctas, group.collnet};
 
   std::vector<Plan> plans;
   if (op == Collective::all_to_all) {
@@ -192,6 +193,7 @@ CollectiveCost collective_cost(Collective op, units::Bytes bytes, const CommGrou
     plans.push_back(tree(c));
     plans.push_back(nvls(c));
     plans.push_back(hierarchical(c));
+    if (group.collnet) plans.push_back(collnet(c));  // NCCL considers CollNet only with NCCL_COLLNET_ENABLE=1
   }
 
   // Choose: the requested algorithm where it applies, else the fastest valid one (ties keep the earlier: ring first).

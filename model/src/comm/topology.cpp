@@ -298,7 +298,8 @@ std::optional<LinkTier> scale_out_tier(const hw::NodeSpec& node, const hw::Hardw
                          : "; fabric non-blocking (assumption: no cluster given)";
   }
   if (link && link->in_network_reduction.value_or(false)) {
-    // IB SHARP exists on the fabric, but NCCL uses it only through the CollNet plugin; no gain is modelled.
+    // IB SHARP exists on the fabric; NCCL uses it only through the CollNet plugin, for a communicator the run enables
+    // (CommGroup::collnet, NCCL_COLLNET_ENABLE=1): the collnet algorithm (collective_algorithms.cpp).
     t.in_network_reduction = true;
     t.in_network_gain = 1.0;
   }
@@ -307,7 +308,8 @@ std::optional<LinkTier> scale_out_tier(const hw::NodeSpec& node, const hw::Hardw
   auto [eta, eta_origin] = bus_efficiency(link);
   t.bus_efficiency = eta;
   t.origin = fmt::format("BW: {} | α: {} | η: {}", bw_origin, alpha_origin, eta_origin);
-  if (t.in_network_reduction) t.origin += " | in-network reduction: switch SHARP available, not modelled (gain 1)";
+  if (t.in_network_reduction)
+    t.origin += " | in-network reduction: switch SHARP available, used by NCCL CollNet where the run enables it";
   set_p2p(t, link, true);
   return t;
 }

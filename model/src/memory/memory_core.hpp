@@ -160,6 +160,9 @@ struct StageMemory {
   double layer_factor = 1.0;             // multiplier on Σ_stage-layers stored bytes (chunks in flight / v)
   double stored_layers = 0.0, extra_first = 0.0, extra_last = 0.0, working_set = 0.0, logits_b = 0.0;
   double mtp_logits = 0.0;  // the MTP heads' share of logits_b: each depth's cross entropy keeps 4 B per logit
+  // --defer-embedding-wgrad-compute: the last stage's buffered LM-head inputs and output gradients of the deferred
+  // micro-batches held beside the current one (part of activations); 0 otherwise.
+  double deferred_wgrad = 0.0;
   double weights = 0.0, grads = 0.0, master = 0.0, opt = 0.0, gathered_w = 0.0, gathered_g = 0.0;
   double activations = 0.0, nccl = 0.0, ctx = 0.0, frag = 0.0, total = 0.0;
   double host = 0.0;  // master weights + optimizer states kept in host memory (CPU offload), per GPU

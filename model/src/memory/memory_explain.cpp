@@ -335,6 +335,11 @@ Derivation explain_activations(const Explained& e, const TrainingMemory& r, Acti
   if (h.extra_first > 0) act.notes.push_back(fmt::format("embedding dropout masks: {}", B(h.extra_first)));
   if (h.extra_last > 0)
     act.notes.push_back(fmt::format("final norm and output-projection inputs: {}", B(h.extra_last)));
+  if (h.deferred_wgrad > 0)
+    act.notes.push_back(fmt::format(
+        "deferred LM-head wgrad (--defer-embedding-wgrad-compute): the output layer's inputs and output gradients "
+        "(s·b·V/t·a_b each) of the other deferred micro-batches, kept until the flush: {}",
+        B(h.deferred_wgrad)));
   if (h.working_set > 0)
     act.notes.push_back(fmt::format(
         "recomputation working set (one layer, one micro-batch, during its backward): {}; it does not coexist with the "

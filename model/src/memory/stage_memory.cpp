@@ -305,7 +305,7 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
   }
   st.stored_layers = per_mb * c.tokens * st.layer_factor;
   st.working_set = ws * c.tokens;
-  st.extra_first = st.extra_last = st.logits_b = st.mtp_logits = 0.0;
+  st.extra_first = st.extra_last = st.logits_b = st.mtp_logits = st.deferred_wgrad = 0.0;
   // The saved tensors of the ops around the layers (head_terms, from the head graph).
   const HeadTerms& head = sums.head;
   auto term_bytes = [&](const Term& term) {
@@ -337,8 +337,19 @@ void stage_activations(const StageInputs& x, const StageShape& shape, StageMemor
   // The recomputation working set and the logits/loss buffers do not coexist: the loss buffers, and the final-norm
   // and output-layer inputs, are freed once the output layer's backward has run, before the first layer is
   // recomputed (memory_timeline.cpp replays it). The peak counts the larger of the two.
+  // --defer-embedding-wgrad-compute (Megatron-LM d98e8a64 tensor_parallel/layers.py): the output layer appends its
+  // input (the sequence shard under SP) to embedding_activation_buffer in the forward and its output gradient
+  // ([s, b, V/t], cast to the input dtype) to grad_output_buffer in the backward, for the first N micro-batches (all
+  // with wgrad_deferral_limit 0), and frees them only in the flush: at the last deferred backward N − 1 of them sit
+  // beside the current micro-batch's (counted above).
+  if (shape.last && plan.defer_embedding_wgrad && p > 1 && shape.chunks != 2 && m > 1) {
+    const std::int64_t n =
+        plan.wgrad_deferral_limit > 0 ? std::min<std::int64_t>(plan.wgrad_deferral_limit, m) : m;
+    st.deferred_wgrad =
+        double(n - 1) * (term_bytes(head.head_input) + c.tokens * head.vocab / t * c.ab);
+  }
   st.activations = st.stored_layers + st.extra_first + st.extra_last +
-                   std::max(0.0, st.working_set - st.logits_b - st.extra_last);
+                   std::max(0.0, st.working_set - st.logits_b - st.extra_last) + st.deferred_wgrad;
 }
 
 /// The peak: what is allocated at it (a PyTorch loop's peak is the larger of the backward's start and end), the

@@ -245,7 +245,9 @@ struct VocabEvaluator {
     staged.zero = wl::ZeroStage::none;
     staged.offload = wl::Offload::none;
     t.stages_memo = &stages_memo;
-    t.stages_memo_valid = memo_layout.has_value() && *memo_layout == staged;
+    // Deferred LM-head wgrads (--defer-embedding-wgrad-compute) need the compute terms in the bubble (N·W beside the
+    // drain), which a memoised pricing does not look up: such a plan prices its stages every time.
+    t.stages_memo_valid = memo_layout.has_value() && *memo_layout == staged && !plan.defer_embedding_wgrad;
     memo_layout = staged;
     // The expert grid's strides (etp = tp unless the layout folds).
     const int etp = par.expert_tp();

@@ -121,12 +121,27 @@ double stage_compute(const StepInputs& x, const StageShape& sh, StageTime& st) {
   return rec_share;
 }
 
-/// The stage's extras per micro-batch: the embedding (first stage), the LM head with the loss (last stage), the MTP
-/// modules and the AMP casts.
+/// Megatron-LM --defer-embedding-wgrad-compute (megatron/core/tensor_parallel/layers.py at d98e8a64,
+/// LinearWithGradAccumulationAndAsyncCommunication.backward): the last stage buffers the LM head's input and output
+/// gradient instead of running its weight-gradient GEMM, for the first `wgrad_deferral_limit` micro-batches (0: all
+/// of them), and runs the buffered GEMMs after its last backward (schedules.py finish_embedding_wgrad_compute, before
+/// finalize_model_grads). Megatron allows it only with pipeline parallelism (model_parallel_config.py); DualPipe is
+/// not Megatron's schedule. Returns the deferred micro-batches N (0: nothing deferred).
+std::int64_t deferred_head_wgrads(const StepInputs& x) {
+  const auto& plan = x.plan;
+  if (!plan.defer_embedding_wgrad || x.p <= 1 || plan.dualpipe() || x.m <= 0) return 0;
+  return plan.wgrad_deferral_limit > 0 ? std::min<std::int64_t>(plan.wgrad_deferral_limit, x.m) : x.m;
+}
+
+/// The stage's extras per micro-batch: the embedding (first stage), the LM head with the loss (last stage; without
+/// the N deferred weight-gradient GEMMs, spread over the m micro-batches), the MTP modules and the AMP casts.
 void stage_extras(const StepInputs& x, const StageShape& sh, StageTime& st) {
   const StepTerms& t = x.t;
   st.embed = sh.first ? t.compute->embed_time : Seconds(0);
   st.head = sh.last ? t.compute->head_time : Seconds(0);
+  if (sh.last)
+    if (const std::int64_t n = deferred_head_wgrads(x); n > 0)
+      st.head -= t.compute->head_wgrad * (double(n) / double(x.m));
   st.mtp = t.compute->mtp_extra * double(sh.mtp);
   st.amp = x.plan.mixed_precision == wl::MixedPrecision::amp ? t.amp_casts : Seconds(0);
   st.extra = st.embed + st.head + st.mtp + st.amp;
@@ -248,6 +263,8 @@ const StageTime& price_stages(const StepInputs& x, const std::vector<StageShape>
   if (o.layout != nullptr) o.layout->stages.clear();
   StageTime* worst = &buf[0];
   StageTime* prev = &buf[0];  // the stage before this one
+  const bool deferring = deferred_head_wgrads(x) > 0;
+  o.deferred_window = Seconds(0);
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const StageShape& sh = stages[i];
     StageTime* st = prev;
@@ -265,6 +282,9 @@ const StageTime& price_stages(const StepInputs& x, const std::vector<StageShape>
       }
     }
     o.stage_sum += st->total;
+    // The stages before the last run the backward of the last micro-batch one after another while the last stage,
+    // done with its own, runs its deferred LM-head wgrads (one chunk each under interleaving: / v in pipeline_bubble).
+    if (deferring && i + 1 < stages.size()) o.deferred_window += st->bwd.total() + st->recompute.total();
     if (o.stage_times != nullptr) o.stage_times->push_back(st->total);
     if (o.layout != nullptr) o.layout->stages.push_back(*st);  // its StageParts
     if (i > 0 && st->total > worst->total) {
@@ -413,6 +433,18 @@ Seconds pipeline_bubble(const StepInputs& x, const PassCost& bwd, const PassCost
     o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
   } else if (p > 1 && m > 0) {
     bubble = (o.stage_sum - o.stage_max) / double(v);
+    // Deferred LM-head wgrads (deferred_head_wgrads): the last stage runs N·W after its last backward, beside the
+    // pipeline drain (the other stages' backwards of the last micro-batch, one chunk each); what outlasts the drain
+    // delays the step's end (finalize_model_grads waits for it).
+    o.deferred_microbatches = deferred_head_wgrads(x);
+    if (o.deferred_microbatches > 0) {
+      o.deferred_wgrad = x.t.compute->head_wgrad * double(o.deferred_microbatches);
+      o.deferred_window = o.deferred_window / double(v);
+      o.deferred_exposed = std::max(Seconds(0), o.deferred_wgrad - o.deferred_window);
+      bubble += o.deferred_exposed;
+    } else {
+      o.deferred_window = Seconds(0);
+    }
     o.bubble_fraction = (bubble / (o.stage_max * double(m))).raw();
   }
   return bubble;

@@ -32,6 +32,7 @@ int expert_grad_group_size(const wl::TrainingPlan& plan) {
 CommGroup grad_comm_group(int size, int stride, const wl::TrainingPlan& plan, const TrainingSystem& sys) {
   CommGroup g = grad_comm_group_tiers(size, stride, plan, sys);
   g.max_ctas = plan.dp_max_ctas;  // the DP communicators' CTA cap (--dp-max-ctas)
+  g.collnet = plan.dp_sharp;      // SHARP on the dp(·cp) group (--sharp); dp_collective_times clears it for experts
   return g;
 }
 
@@ -127,17 +128,20 @@ DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts&
 DpTimes dp_collective_times(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan,
                             const CommGroup& dp_group, const CommGroup& expert_group, const DpBuckets& buckets) {
   DpTimes t;
-  // The DP communicators' CTA cap (--dp-max-ctas), whoever resolved the groups (a group is copied only when its cap
-  // differs: the search prices this per DP term, and a group's copy cost more than its collectives).
+  // The DP communicators' CTA cap (--dp-max-ctas) and, for the dense dp(·cp) group only, SHARP (--sharp: Megatron-
+  // Core sets NCCL_COLLNET_ENABLE=1 while it creates the dp and dp_cp groups and unsets it after, parallel_state.py
+  // at d98e8a64; the expert-data-parallel group is built without it), whoever resolved the groups (a group is copied
+  // only when it differs: the search prices this per DP term, and a group's copy cost more than its collectives).
   CommGroup dp_capped, expert_capped;
-  auto capped = [&plan](const CommGroup& g, CommGroup& copy) -> const CommGroup& {
-    if (g.max_ctas == plan.dp_max_ctas) return g;
+  auto capped = [&plan](const CommGroup& g, CommGroup& copy, bool collnet) -> const CommGroup& {
+    if (g.max_ctas == plan.dp_max_ctas && g.collnet == collnet) return g;
     copy = g;
     copy.max_ctas = plan.dp_max_ctas;
+    copy.collnet = collnet;
     return copy;
   };
-  const CommGroup& dp_g = capped(dp_group, dp_capped);
-  const CommGroup& expert_g = capped(expert_group, expert_capped);
+  const CommGroup& dp_g = capped(dp_group, dp_capped, plan.dp_sharp);
+  const CommGroup& expert_g = capped(expert_group, expert_capped, false);
   const GpuParams p_gpu = params_per_gpu(params, plan), p_train = trainable_per_gpu(a, params, plan);
   const double base_b = base_weight_bytes(plan);
   // ZeRO-3 gathers the (frozen or not) weights for compute; ZeRO-1/2 gather the updated shards after the optimizer

@@ -130,6 +130,7 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
       const LossCost loss = cross_entropy_cost(plan, double(T) * double(n), names, hd);
       output_and_loss = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss.fwd.time + loss.bwd.time;
       c.head_time += output_and_loss;
+      c.head_wgrad = frozen ? Seconds(0) : head_wg.time;
       if (names) {
         c.head_ops.push_back(head_f);
         c.head_ops.push_back(head_dg);

@@ -73,6 +73,9 @@ struct ComputeTerms {
   std::array<std::uint8_t, LayerKind::kCount> kind_list{};
   std::size_t kind_count = 0;
   Seconds head_time{}, embed_time{};
+  /// The LM head's weight-gradient GEMM per micro-batch (part of head_time): what Megatron-LM's
+  /// --defer-embedding-wgrad-compute moves into the pipeline flush.
+  Seconds head_wgrad{};
   /// One multi-token-prediction module beyond its transformer layer (DeepSeek-V3 §2.2.1): the projection of
   /// [norm(h); norm(emb)] (2h → h) forward and backward, and a pass through the shared output head and loss.
   Seconds mtp_extra{};
@@ -418,6 +421,11 @@ struct StepCore {
   /// otherwise 1), for the explain tree (0 without a DP group).
   double dp_gather_calls_per_pass = 0, dp_gather_passes = 0;
   double nccl_sm_share = 0, dp_sm_share = 0;  ///< the SM shares of communication beside compute: all groups, DP's
+  /// Megatron-LM --defer-embedding-wgrad-compute: the last stage's deferred LM-head weight gradients (N·W), the
+  /// pipeline drain that hides them (the other stages' backwards of the last micro-batch) and what stays exposed
+  /// (counted in the bubble); N the deferred micro-batches. All 0 without deferral.
+  Seconds deferred_wgrad{}, deferred_window{}, deferred_exposed{};
+  std::int64_t deferred_microbatches = 0;
   std::vector<Seconds>* stage_times = nullptr;  ///< when given (estimate_training), receives every stage's time
   StepLayout* layout = nullptr;  ///< when given (the step timeline), receives every stage's parts and the DP terms
   CommNumbers tp, cp, ep, pp, dp;

@@ -382,6 +382,16 @@ Derivation explain_comm(const ExplainInputs& x) {
            "many NICs, and hold at most that many SMs",
            Origin::user("dp_max_ctas (--dp-max-ctas): NCCL_MAX_CTAS / Megatron-Core nccl_communicator_config_path "
                         "max_ctas of the dp and dp_cp groups")});
+    if (plan.dp_sharp)
+      comm.inputs.push_back(
+          {"SHARP", "on: the DP collectives may run as NCCL CollNet",
+           "where the DP group spans domains over a fabric whose switches reduce, NCCL may run its collectives as "
+           "CollNet (the fastest algorithm is kept; the DP group's node shows it): an all-reduce sends each rank's "
+           "1/s share across once each way (a ring: 2(d−1)/d of it) at 0.85 of the NIC's bus rate; the distributed "
+           "optimizer's / FSDP's reduce-scatter and all-gather move a ring's bytes at 0.9 of it, in one network step "
+           "instead of d − 1 (NCCL tuning.cc CollNet Direct)",
+           Origin::user("dp_sharp (--sharp; Megatron-LM --use-sharp: NCCL_COLLNET_ENABLE=1 on the dp and dp_cp "
+                        "groups, parallel_state.py)")});
   }
   return comm;
 }
@@ -429,6 +439,28 @@ void explain_bubble(const ExplainInputs& x, Derivation& root) {
                            fmt::format("{} ({} of ideal)", format(bubble), format(units::Ratio(est.bubble_fraction))),
                            {},
                            {}});
+  if (core.deferred_microbatches > 0) {
+    Derivation& b = root.children.back();
+    b.formula += "; + max(0, N·W_head − D): the deferred LM-head wgrads that outlast the drain";
+    b.inputs.push_back({"N", format_count(double(core.deferred_microbatches)),
+                        "micro-batches whose LM-head weight gradient the last stage defers to the flush",
+                        Origin::user(plan.wgrad_deferral_limit > 0
+                                         ? "wgrad_deferral_limit (--wgrad-deferral-limit)"
+                                         : "defer_embedding_wgrad (--defer-embedding-wgrad-compute): all m")});
+    b.inputs.push_back({"W_head", format(x.terms.compute->head_wgrad),
+                        "one micro-batch's LM-head weight-gradient GEMM (taken out of the last stage's t_i)",
+                        Origin::derived("roofline")});
+    b.inputs.push_back({"D", format(core.deferred_window),
+                        "the drain: the other stages' backwards of the last micro-batch, one chunk each (Σ_{i<p−1} "
+                        "b_i / v)",
+                        Origin::derived()});
+    b.notes.push_back(fmt::format(
+        "Megatron-LM --defer-embedding-wgrad-compute (tensor_parallel/layers.py, pipeline_parallel/schedules.py "
+        "finish_embedding_wgrad_compute): N·W_head = {} run after the last stage's last backward, {} of it hidden by "
+        "the drain, {} exposed",
+        format(core.deferred_wgrad), format(core.deferred_wgrad - core.deferred_exposed),
+        format(core.deferred_exposed)));
+  }
   }
   root.children.back().set(bubble.raw(), Unit::seconds);
 }

@@ -319,6 +319,24 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
                                               "one unit per layer: leave it out",
                                               *v));
   }
+  if (auto v = r.boolean("sharp")) p.dp_sharp = *v;
+  if (auto v = r.boolean("defer_embedding_wgrad")) p.defer_embedding_wgrad = *v;
+  if (auto v = r.integer("wgrad_deferral_limit")) {
+    p.wgrad_deferral_limit = int(*v);
+    // Megatron-LM arguments.py: "Invalid if `defer-embedding-wgrad-compute` is not set".
+    if (!p.defer_embedding_wgrad)
+      key_error("wgrad_deferral_limit",
+                fmt::format("value {}: wgrad_deferral_limit counts the micro-batches whose LM-head weight gradient is "
+                            "deferred, and is invalid without defer_embedding_wgrad (--defer-embedding-wgrad-compute; "
+                            "Megatron-LM arguments.py)",
+                            *v));
+  }
+  // Megatron-Core model_parallel_config.py: "Cannot defer embedding wgrad compute when pipeline model parallel is not
+  // used" (a search that chooses PP itself gives no pp: deferral then applies to its layouts with PP > 1).
+  if (p.defer_embedding_wgrad && j.contains("pp") && p.par.pp == 1)
+    key_error("defer_embedding_wgrad",
+              "true with pp 1: Megatron-Core refuses it (\"Cannot defer embedding wgrad compute when pipeline model "
+              "parallel is not used\", model_parallel_config.py): the deferred GEMMs run in the pipeline flush");
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
@@ -468,6 +486,9 @@ Json encode_training_scenario(const TrainingScenario& s) {
   j["overlap_param_gather"] = p.overlap_param_gather;
   if (p.dp_max_ctas > 0) j["dp_max_ctas"] = p.dp_max_ctas;
   if (p.dp_bucket_size > 0) j["dp_bucket_size"] = p.dp_bucket_size;
+  if (p.dp_sharp) j["sharp"] = true;
+  if (p.defer_embedding_wgrad) j["defer_embedding_wgrad"] = true;
+  if (p.wgrad_deferral_limit > 0) j["wgrad_deferral_limit"] = p.wgrad_deferral_limit;
   j["overlap_tp_comm"] = p.overlap_tp_comm;
   if (!p.overlap_p2p_comm) j["overlap_p2p_comm"] = false;
   if (p.pp_scatter_gather) j["pp_scatter_gather"] = true;

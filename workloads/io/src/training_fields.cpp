@@ -373,6 +373,34 @@ const ScenarioFieldTable& training_fields() {
                "Llama 3.1 8B: 768000000): sets the DP collective calls per step and the bucket reduced last and "
                "gathered first, which stays exposed; 0 (default) = Megatron's max(40M, 1M x DP·CP), PyTorch DDP's "
                "25 MiB; otherwise at least 1000000; not with zero 3"),
+      row("sharp", FieldType::boolean, "SHARP for the DP reductions")
+          .flags({"--sharp"})
+          .help("in-network reduction (InfiniBand SHARP through NCCL CollNet) for the data-parallel collectives "
+                "(Megatron-LM --use-sharp, NeMo sharp: true)")
+          .otherwise("false")
+          .doc("the data-parallel group's collectives may run as NCCL CollNet over a scale-out fabric whose switches "
+               "reduce (InfiniBand SHARP: the link file's in_network_reduction), the fastest algorithm kept: an "
+               "all-reduce sends each rank's 1/s share across once each way instead of a ring's 2(d−1)/d, at 0.85 of "
+               "the NIC's bus rate; a reduce-scatter / all-gather (distributed optimizer, FSDP) moves a ring's bytes "
+               "at 0.9 of it in one network step instead of d − 1 (NCCL tuning.cc CollNet Direct); Megatron-LM "
+               "--use-sharp (NCCL_COLLNET_ENABLE=1 on the dp and dp_cp groups), NeMo's sharp: true; NVLink SHARP "
+               "(NVLS) inside a domain is NCCL's default and needs no flag"),
+      row("defer_embedding_wgrad", FieldType::boolean, "Defer the LM-head wgrad")
+          .flags({"--defer-embedding-wgrad-compute"})
+          .help("the last stage's LM-head weight-gradient GEMMs run in the pipeline flush (Megatron-LM "
+                "--defer-embedding-wgrad-compute; needs pp > 1)")
+          .otherwise("false")
+          .doc("Megatron-LM --defer-embedding-wgrad-compute: the last pipeline stage buffers the output layer's "
+               "input and output gradient and runs its weight-gradient GEMMs after its last backward, beside the "
+               "pipeline drain (the other stages' backwards of the last micro-batch); what outlasts the drain is "
+               "exposed; needs pp > 1 (Megatron-Core refuses it without pipeline parallelism)"),
+      row("wgrad_deferral_limit", FieldType::integer, "Deferred micro-batches")
+          .flags({"--wgrad-deferral-limit"})
+          .help("micro-batches whose LM-head wgrad is deferred (Megatron-LM --wgrad-deferral-limit); 0 = all")
+          .otherwise("0")
+          .range(0, 1e9)
+          .doc("micro-batches whose LM-head weight gradient is deferred to the flush, the first N of the step "
+               "(Megatron-LM --wgrad-deferral-limit); 0 = all of them; only with defer_embedding_wgrad"),
       row("overlap_tp_comm", FieldType::boolean, "Overlap TP communication")
           .flags({"--overlap-tp"})
           .help("overlap TP communication with GEMMs")

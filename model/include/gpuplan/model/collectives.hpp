@@ -10,7 +10,9 @@
 namespace gpuplan::model {
 
 enum class Collective { all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast };
-enum class CollectiveAlgorithm { automatic, ring, tree, nvls, hierarchical };
+/// collnet: NCCL CollNet with SHARP (in-network reduction on the scale-out switches), only for a group whose
+/// CommGroup::collnet is set.
+enum class CollectiveAlgorithm { automatic, ring, tree, nvls, hierarchical, collnet };
 
 struct CollectiveCost {
   units::Seconds time{};

@@ -65,6 +65,9 @@ struct CommGroup {
   /// max_ctas); 0 = NCCL's own channel count, no cap. Caps the scale-up rate at max_ctas × LinkTier::per_cta and a
   /// ring across domains to max_ctas NICs per domain.
   int max_ctas = 0;
+  /// The communicator may reduce in the scale-out switches (NCCL CollNet with SHARP, NCCL_COLLNET_ENABLE=1) where
+  /// the scale-out tier has in-network reduction; false = NCCL's default (no CollNet).
+  bool collnet = false;
   [[nodiscard]] int domains() const { return scale_up_size > 0 ? size / scale_up_size : size; }
 };
 

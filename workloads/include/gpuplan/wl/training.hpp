@@ -368,6 +368,17 @@ struct TrainingPlan {
   /// Llama 3.1 8B: 768M). 0 = the framework's default: Megatron's max(40M, 1M x DP), PyTorch DDP's 25 MiB. It sets
   /// the DP collective calls per step and the bucket reduced last and gathered first.
   std::int64_t dp_bucket_size = 0;
+  /// In-network reduction (SHARP) for the data-parallel gradient reductions: NCCL's CollNet over an InfiniBand fabric
+  /// whose switches reduce (Quantum-2 SHARPv3), NCCL_COLLNET_ENABLE=1 on the dp communicator (Megatron-LM
+  /// `--use-sharp`, megatron/core/parallel_state.py; NeMo's `sharp: true`). Where the DP group spans scale-out domains
+  /// the across-domain reduction sends each gradient byte once instead of a ring's 2(d−1)/d. NVLink SHARP (NVLS)
+  /// inside a domain is NCCL's default and needs no flag.
+  bool dp_sharp = false;
+  /// Megatron-LM `--defer-embedding-wgrad-compute`: the last stage's LM-head weight-gradient GEMMs are buffered and
+  /// run in the pipeline flush (megatron/core/tensor_parallel/layers.py, schedules.py); `--wgrad-deferral-limit` N
+  /// defers only the first N micro-batches (0 = all).
+  bool defer_embedding_wgrad = false;
+  int wgrad_deferral_limit = 0;
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
   PipelineSplit split;                 ///< how the decoder layers are split over the pipeline's chunks
   unsigned recompute_modules = 0;      ///< RecomputeModule bits (with Recompute::none or selective)
