@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "test_paths.hpp"
 #include "gpuplan/core/format.hpp"
@@ -423,6 +426,51 @@ TEST_CASE("C-a2a-H100-EP2 - NCCL all-to-all between two H100s, measured, out of 
     MESSAGE(fmt::format("all-to-all {:.0f} MiB: model {:.1f} µs, measured {:.1f} µs", p.bytes / 1048576.0, t, p.us));
     CHECK(t == gptest::approx(p.us).epsilon(0.15));
   }
+}
+
+TEST_CASE("C-a2a-B300-nccl-tests - NCCL all-to-all on 2, 4 and 8 B300s, published, against the NVLink 5 p2p law") {
+  // data/validation/published_alltoall.json sweeps: uccl-project/uccl@01aaa38e experimental/ukernel/docs/
+  // b300_native_nccl_measurements.md, NCCL 2.29.7 nccl-tests alltoall_perf on B300 SXM6 (NVLink 5), 1-256 MiB per rank,
+  // and our own H100 sweeps. NVLink 5's η_p2p 0.618 is carried from NVLink 4 (topology.cpp), not fitted on these.
+  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/published_alltoall.json");
+  REQUIRE(in.good());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto j = nlohmann::json::parse(ss.str());
+  std::string table = "all-to-all, published sweeps against the model\n  GPU   n      bytes   measured      model   error\n";
+  int asserted = 0;
+  for (const auto& sw : j.at("sweeps")) {
+    if (sw.at("source") != "UCCL-B300-NCCL") continue;
+    const int n = sw.at("ranks").get<int>();
+    const CommGroup g = resolved(sw.at("node").get<std::string>(), n);
+    REQUIRE(g.domains() == 1);
+    for (const auto& p : sw.at("points")) {
+      const double bytes = p.at("bytes").get<double>(), meas_us = bytes / (p.at("algbw_GBps").get<double>() * 1e3);
+      const double t = seconds(Collective::all_to_all, units::bytes(bytes), g) * 1e6;
+      table += fmt::format("  B300 {} {:>10.0f} {:>8.1f}us {:>8.1f}us {:>+6.1f}%\n", n, bytes, meas_us, t,
+                           (t / meas_us - 1) * 100);
+      CAPTURE(n);
+      CAPTURE(bytes);
+      if (n >= 4 && bytes >= 8.0 * 1048576) {
+        // 4 and 8 ranks from 8 MiB: within 20% (8 ranks: the model 2-18% slow; 4 ranks -6 … +13%).
+        CHECK(t == gptest::approx(meas_us).epsilon(0.20));
+        ++asserted;
+      } else if (n == 2 && bytes >= 64.0 * 1048576) {
+        // Documented miss: at 2 ranks the measured time is the 8-rank time (a per-rank ceiling of NCCL's p2p
+        // channels, ~700 GB/s of the rank's whole buffer), so the link law is 1.5x fast; not modelled.
+        CHECK(t < 0.75 * meas_us);
+      }
+    }
+  }
+  MESSAGE(table);
+  CHECK(asserted == 12);
+  // The Blackwell MoE family's error follows the exposed all-to-all as if η_p2p were ~0.43 (ANALYSIS.md, session 31):
+  // at 8 ranks and 128 MiB (Qwen3-30B-A3B's dispatch at 4096 tokens) that η would take 1.4x the measured time.
+  const double meas_128 = 134217728.0 / (564.9 * 1e3);
+  CommGroup slow = resolved("hgx-b300", 8);
+  slow.scale_up.p2p_efficiency = 0.43;
+  CHECK(seconds(Collective::all_to_all, units::bytes(134217728.0), slow) * 1e6 > 1.4 * meas_128);
+  CHECK(seconds(Collective::all_to_all, units::bytes(134217728.0), resolved("hgx-b300", 8)) * 1e6 > meas_128);
 }
 
 // ================================ resolve_group on the shipped data ================================
