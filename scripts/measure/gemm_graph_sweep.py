@@ -28,8 +28,8 @@ chose (names, split-K reductions) can be read per point afterwards.
 --layer-set llama3-70b-tp2 (session 32, issue #27) swaps the staircase's layers for Llama-3-70B's per-GPU shapes under
 Megatron-style TP 2 (what node_serve_step.py's TP 2 decode runs): (N,K) = (28672, 8192) fused gate+up, (8192, 14336)
 down, (5120, 8192) fused QKV (64 + 2 x 8 heads of 128, halved), (8192, 4096) output projection, at M = 1, 8, 31-35,
-64 and every M from 112 to 400 (the one-row batch steps of measured_batch_steps.json's TP 2 source), then 408..1024
-step 8. --dry prints the layers and the M list, touches no GPU and writes nothing (runs without torch).
+64, every M from 112 to 300 (the one-row batch steps of measured_batch_steps.json's TP 2 source), 304..400 step 4,
+416..1024 step 32. --dry prints the layers and the M list, touches no GPU and writes nothing (runs without torch).
 
 Writes gemm_graph_staircase.json, gemm_graph_shapes.json, gemm_graph_alignment.json (with --trace also
 gemm_graph_trace.json and the profile gemm_graph_kernels.trace.json.gz)
@@ -68,7 +68,8 @@ LAYERS = LAYER_SETS["llama2-7b"]
 
 def staircase_ms(label):
     if label.endswith("_70b_tp2"):
-        return sorted({1, 8, 64} | set(range(31, 36)) | set(range(112, 401)) | set(range(408, 1025, 8)))
+        return sorted({1, 8, 64} | set(range(31, 36)) | set(range(112, 301)) | set(range(304, 401, 4))
+                      | set(range(416, 1025, 32)))
     if label == "gate_up_7b":
         return list(range(1, 513)) + list(range(520, 1025, 8))
     ms = set(range(1, 17)) | set(range(120, 161)) | set(range(8, 1025, 8))
