@@ -25,6 +25,12 @@ the per-product time. With --trace (a last part), one eager bf16 product per sta
 record_function range named "pt|<dtype>|<layer>|<M>", and the Chrome trace is written (gzip) so the kernels cuBLAS
 chose (names, split-K reductions) can be read per point afterwards.
 
+--layer-set llama3-70b-tp2 (session 32, issue #27) swaps the staircase's layers for Llama-3-70B's per-GPU shapes under
+Megatron-style TP 2 (what node_serve_step.py's TP 2 decode runs): (N,K) = (28672, 8192) fused gate+up, (8192, 14336)
+down, (5120, 8192) fused QKV (64 + 2 x 8 heads of 128, halved), (8192, 4096) output projection, at M = 1, 8, 31-35,
+64, every M from 112 to 300 (the one-row batch steps of measured_batch_steps.json's TP 2 source), 304..400 step 4,
+416..1024 step 32. --dry prints the layers and the M list, touches no GPU and writes nothing (runs without torch).
+
 Writes gemm_graph_staircase.json, gemm_graph_shapes.json, gemm_graph_alignment.json (with --trace also
 gemm_graph_trace.json and the profile gemm_graph_kernels.trace.json.gz)
 under --out-dir (default $OUT).
@@ -40,16 +46,30 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+try:  # --dry runs without torch (a CPU with no PyTorch)
+    import torch  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+    DEV = torch.device("cuda")
+    DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+except ImportError:  # pragma: no cover - the dry run
+    torch = F = DEV = None
+    DTYPES = {"bf16": None, "fp16": None}
 
-DEV = torch.device("cuda")
 L2_FLUSH_BYTES = 256e6  # operand sets rotated until this many bytes separate two uses of one set (H100 L2: 50 MB)
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-LAYERS = ((22016, 4096, "gate_up_7b"), (4096, 11008, "down_7b"), (12288, 4096, "qkv_7b"), (4096, 4096, "out_7b"))
+LAYER_SETS = {
+    "llama2-7b": ((22016, 4096, "gate_up_7b"), (4096, 11008, "down_7b"), (12288, 4096, "qkv_7b"),
+                  (4096, 4096, "out_7b")),
+    # Llama-3-70B per GPU under TP 2: hidden 8192, intermediate 28672 / 2, 64 query + 8 KV heads of 128, halved.
+    "llama3-70b-tp2": ((28672, 8192, "gate_up_70b_tp2"), (8192, 14336, "down_70b_tp2"), (5120, 8192, "qkv_70b_tp2"),
+                       (8192, 4096, "out_70b_tp2")),
+}
+LAYERS = LAYER_SETS["llama2-7b"]
 
 
 def staircase_ms(label):
+    if label.endswith("_70b_tp2"):
+        return sorted({1, 8, 64} | set(range(31, 36)) | set(range(112, 301)) | set(range(304, 401, 4))
+                      | set(range(416, 1025, 32)))
     if label == "gate_up_7b":
         return list(range(1, 513)) + list(range(520, 1025, 8))
     ms = set(range(1, 17)) | set(range(120, 161)) | set(range(8, 1025, 8))
@@ -315,12 +335,23 @@ def main():
     p.add_argument("--only", nargs="+", default=["staircase", "shapes", "alignment"],
                    choices=["staircase", "shapes", "alignment", "trace"])
     p.add_argument("--trace", action="store_true", help="also run the 'trace' part after the others")
+    p.add_argument("--layer-set", default="llama2-7b", choices=list(LAYER_SETS),
+                   help="the staircase's (and trace's) layer shapes")
+    p.add_argument("--dry", action="store_true", help="print the layers and M lists, touch no GPU, write nothing")
     p.add_argument("--out-dir", default=None)
     a = p.parse_args()
+    global LAYERS
+    LAYERS = LAYER_SETS[a.layer_set]
+    if a.dry:
+        for n, k, label in LAYERS:
+            ms = staircase_ms(label)
+            print(f"{label}: N={n} K={k} weights {2 * n * k / 1e6:.1f} MB, {len(ms)} M values {ms[0]}..{ms[-1]}")
+        print("parts:", list(a.only) + (["trace"] if a.trace and "trace" not in a.only else []), "dtypes:", a.dtypes)
+        return
     torch.manual_seed(0)
     torch.backends.cuda.matmul.allow_tf32 = False
     parts = {
-        "staircase": (staircase, "F.linear(X[M,K], W[N,K]) (cuBLAS through PyTorch), Llama-2-7B-shaped layers"),
+        "staircase": (staircase, f"F.linear(X[M,K], W[N,K]) (cuBLAS through PyTorch), layer set {a.layer_set}"),
         "alignment": (alignment, "bf16/fp16: torch.matmul(A[M,K], B[K,N]) ('nn') and F.linear(A[M,K], W[N,K]) ('nt'); "
                       "fp8: torch._scaled_mm(A e4m3, W[N,K].t() e4m3, scales 1, bf16 out); int8: torch._int_mm ('nn')"),
         "shapes": (shapes, "F.linear(X[M,K], W[N,K])"),
