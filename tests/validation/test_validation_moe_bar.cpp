@@ -105,7 +105,7 @@ TEST_CASE("our own MoE cases at EP 1/2/4 meet issue #21's bar: decode, prefill a
     CAPTURE(kind);
     CAPTURE(g.built_in.size());
     CHECK(g.eps == std::set<int>{1, 2, 4});
-    if (kind != "prefill") CHECK(median(g.built_in) <= 0.10);  // prefill: the should_fail case below
+    CHECK(median(g.built_in) <= 0.10);
     CHECK(worst(g.built_in) <= 0.25);
     CHECK(median(g.calibrated) <= 0.10);
     CHECK(worst(g.calibrated) <= 0.25);
@@ -114,17 +114,12 @@ TEST_CASE("our own MoE cases at EP 1/2/4 meet issue #21's bar: decode, prefill a
   CHECK(groups["prefill"].built_in.size() == 6);
   CHECK(groups["training"].built_in.size() == 10);
   // The prefills are the closest to the bar, and all but the shortest too fast (built-in: EP 1 1K +12.4%, 4K -9.8%;
-  // EP 2 1K/2K/4K -4.6/-11.3/-14.4%, EP 4 2K -6.8%): a guard at today's level. Session 32: the node runs' attention
+  // EP 2 1K/2K/4K -3.7/-10.1/-13.0%, EP 4 2K -4.6%): a guard at today's level. Session 32: the node runs' attention
   // is cuDNN's (PyTorch 2.11's SDPA default on Hopper; data/validation/measured/h200-sxm-141gb/prefill_attn_probe.json),
-  // not FlashAttention-2 as their cases had said; FA2's slower attention had hidden part of the EP 2/4 prefills' miss.
-  CHECK(median(groups["prefill"].built_in) <= 0.106);
-  CHECK(worst(groups["prefill"].built_in) <= 0.145);
-}
-
-// Open (#21): with the node runs' attention priced as the cuDNN kernel they ran, the built-in prefill median is 10.6%
-// (the calibrated one 9.95%). The error turns from slow to fast as the prompt grows at every EP (EP 1: +12.4% at 1K,
-// -9.8% at 4K; EP 2: -4.6% at 1K, -14.4% at 4K): something that grows with the prompt is priced too cheaply.
-TEST_CASE("our own MoE prefills meet issue #21's 10% median, built-in" * doctest::should_fail()) {
-  auto groups = moe_groups();
-  CHECK(median(groups["prefill"].built_in) <= 0.10);
+  // not FlashAttention-2 as their cases had said (the built-in prefill median went 9.7% -> 10.6%, the bar missed);
+  // the expert SwiGLU's passes over every fixed-capacity slot (node_serve_step.py moe_static, priced since session 32)
+  // bring it back to 9.93%: the margin is thin, and the miss that grows with the prompt is only partly explained
+  // (data/validation/ANALYSIS.md, "The MoE prefills' SwiGLU runs over every slot").
+  CHECK(median(groups["prefill"].built_in) <= 0.0995);
+  CHECK(worst(groups["prefill"].built_in) <= 0.135);
 }

@@ -418,9 +418,15 @@ class ServingLayerPricer {
       experts(o.name, h, glu * ie);
       if (eager && gated) {
         // PyTorch's F.silu(h[:, :i]) * h[:, i:] (serve_moe_step.py, node_serve_step.py): two kernels, 2 + 3 passes,
-        // as the dense MLP's eager SwiGLU here and training's eager experts (layer_cost.cpp, glu_f = 5).
-        unary("expert SiLU", routed * double(ie) * e * 2.0, 4.0 * routed * double(ie));
-        stream("expert gate product", routed * double(ie) * e * 3.0, routed * double(ie));
+        // as the dense MLP's eager SwiGLU here and training's eager experts (layer_cost.cpp, glu_f = 5). Under the
+        // fixed-capacity EP dispatch (CUDA graphs, run()) the grouped GEMM's output holds every received slot, and
+        // node_serve_step.py's moe_static applies the SwiGLU to all of them (its rows past the last offset too):
+        // the elementwise passes run over the slots (moe_dispatch_rows), not only the routed rows the GEMM computes.
+        const bool fixed_slots = plan.cuda_graphs && ep > 1;
+        const double act_rows =
+            fixed_slots ? std::max(routed, moe_dispatch_rows(Tm, double(a.moe->experts_per_token), int(ep), true)) : routed;
+        unary("expert SiLU", act_rows * double(ie) * e * 2.0, 4.0 * act_rows * double(ie));
+        stream("expert gate product", act_rows * double(ie) * e * 3.0, act_rows * double(ie));
       } else {
         unary("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
       }
