@@ -21,6 +21,17 @@ def plan(a):
     return pts
 
 
+def kernels_of(torch, f):
+    """The CUDA kernels (name, µs) one call of f runs, after three warm-up calls."""
+    for _ in range(3):
+        f()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        f()
+        torch.cuda.synchronize()
+    return [{"name": e.name[:160], "us": e.device_time_total} for e in prof.events() if e.device_type.name == "CUDA"]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--batches", default="1,8,16,32,33,64,128,143,160,161,176,177,192,193,256,257,288,289,384,385")
@@ -38,7 +49,6 @@ def main():
         return
     import torch
     import torch.nn.functional as F
-    from torch.profiler import profile, ProfilerActivity
     dev = torch.device("cuda")
     D = 128
     if a.prefill:
@@ -52,12 +62,7 @@ def main():
             k = qkv[..., nh * D:(nh + kvh) * D].view(1, S, kvh, D).transpose(1, 2)
             v = qkv[..., (nh + kvh) * D:].view(1, S, kvh, D).transpose(1, 2)
             f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-            for _ in range(3):
-                f()
-            torch.cuda.synchronize()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                f(); torch.cuda.synchronize()
-            ks = [{"name": e.name[:160], "us": e.device_time_total} for e in prof.events() if e.device_type.name == "CUDA"]
+            ks = kernels_of(torch, f)
             from torch.nn.attention import SDPBackend, sdpa_kernel
             times = {}
             for name, be in [("default", None), ("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION)]:
@@ -94,12 +99,7 @@ def main():
         vc = torch.randn_like(kc)
         q = torch.randn(b, 1, nh, D, device=dev, dtype=torch.bfloat16).transpose(1, 2)
         f = lambda: F.scaled_dot_product_attention(q, kc[:, :, :ctx + 1], vc[:, :, :ctx + 1], enable_gqa=True)
-        for _ in range(3):
-            f()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            f(); torch.cuda.synchronize()
-        ks = [{"name": e.name[:160], "us": e.device_time_total} for e in prof.events() if e.device_type.name == "CUDA"]
+        ks = kernels_of(torch, f)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
