@@ -23,6 +23,7 @@ def plan(a):
 
 def kernels_of(torch, f):
     """The CUDA kernels (name, µs) one call of f runs, after three warm-up calls."""
+    from torch.profiler import profile, ProfilerActivity
     for _ in range(3):
         f()
     torch.cuda.synchronize()
