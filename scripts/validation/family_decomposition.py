@@ -6,11 +6,12 @@ through `gpuplan train --no-calibration --format json` (the built-in defaults va
 into the breakdown's shares (GEMM, attention, elementwise, embedding + loss, recompute, bubble, optimizer, offload)
 and the exposed communication per dimension (TP, CP, EP, DP, PP). The family is the regime `train` reports (GPU
 generation x dense/MoE, as validate groups them). The signed error (positive = the model is optimistic) is then
-regressed on each share and on the recipe's knobs, one at a time: slope and Pearson r.
+regressed on each share and on the recipe's knobs, one at a time: slope and Pearson r. With --needed it also prints,
+per case, the factor one term alone would need to close the error, and that factor's spread over the cases.
 
 Usage (from the repository root):
   python3 scripts/validation/family_decomposition.py --gpuplan build/rel/cli/gpuplan --family "Blackwell dense" \
-      [--exclude REGEX] [--rows]
+      [--exclude REGEX] [--rows] [--needed]
 """
 import argparse
 import json
@@ -57,12 +58,42 @@ def fit(xs, ys):
     return sxy / sxx, sxy / math.sqrt(sxx * syy)
 
 
+NEEDED = ["ep_exposed", "gemm", "attention", "elementwise", "embedding_loss"]
+
+
+def needed_factors(rows, fitted):
+    """The factor on one term that alone would make the model's step the measured one. With throughput metrics the
+    signed error e = predicted / measured - 1 is also measured step / model step - 1, so the missing time is e of the
+    model's step and the term's factor is 1 + e / share; "uniform" scales the whole step (1 + e)."""
+    print("| case | signed | uniform | " + " | ".join(NEEDED) + " |")
+    print("| --- | ---: | ---: |" + " ---: |" * len(NEEDED))
+    for cid, err, f in sorted(rows, key=lambda r: r[1]):
+        cells = [f"{1 + err / f[k]:.2f}" if f[k] >= 0.02 else "—" for k in NEEDED]
+        print(f"| {cid} | {100 * err:+.1f}% | {1 + err:.2f} | " + " | ".join(cells) + " |")
+    print()
+    print("| term | cases (share >= 0.02) | median factor | min | max | max/min |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for k in ["uniform"] + NEEDED:
+        ks = sorted(1 + r[1] if k == "uniform" else 1 + r[1] / r[2][k]
+                    for r in fitted if k == "uniform" or r[2][k] >= 0.02)
+        if not ks:
+            continue
+        n = len(ks)
+        med = ks[n // 2] if n % 2 else (ks[n // 2 - 1] + ks[n // 2]) / 2
+        print(f"| {k} | {n} | {med:.2f} | {ks[0]:.2f} | {ks[-1]:.2f} | {ks[-1] / ks[0]:.2f} |")
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpuplan", default="build/rel/cli/gpuplan")
     ap.add_argument("--family", required=True, help='e.g. "Blackwell dense", "Ampere dense", "Blackwell moe"')
     ap.add_argument("--exclude", default=None, help="regex of case ids left out of the regression (rows still shown)")
     ap.add_argument("--rows", action="store_true", help="print the per-case shares")
+    ap.add_argument("--needed", action="store_true",
+                    help="per case, the factor one term alone would need to close the case's error: k = 1 + signed / "
+                         "share (signed = the case's optimism as a share of the model's step), and its spread over "
+                         "the regressed cases; a missing mechanism that scales one term gives a tight spread")
     a = ap.parse_args()
 
     val = run([a.gpuplan, "validate", "--format", "json"])["training_cases.json"]["cases"]
@@ -108,6 +139,8 @@ def main():
                   f" | {f['tp']} | {f['cp']} | {f['pp']} | {f['vp']} | {f['micro_batches']} |")
         print()
     fitted = [r for r in rows if not (a.exclude and re.search(a.exclude, r[0]))]
+    if a.needed:
+        needed_factors(rows, fitted)
     ys = [r[1] for r in fitted]
     med = sorted(ys)[len(ys) // 2] if len(ys) % 2 else sum(sorted(ys)[len(ys) // 2 - 1:len(ys) // 2 + 1]) / 2
     print(f"{a.family}: {len(rows)} cases, {len(fitted)} regressed, median signed {100 * med:+.1f}%")
