@@ -279,6 +279,7 @@ std::optional<MegatronMapping> megatron_overlay(const std::string& data_dir, con
     all = std::move(*args);
     all.launcher_gpus = cmd->launcher_gpus;
     all.launcher_text = cmd->launcher_text;
+    all.environment = cmd->environment;
   }
   if (!typed.empty()) {
     std::vector<ShellWord> words;

@@ -57,6 +57,7 @@ struct MegatronCommand {
   std::vector<ShellWord> words;
   std::optional<long long> launcher_gpus;
   std::string launcher_text;  ///< "torchrun --nproc_per_node 8 --nnodes 4"
+  std::map<std::string, std::string> environment;  ///< what the script exports to the command (ShellCommand)
 };
 
 /// Reads a command line or a bash launch script (`source` names it in diagnostics: "--megatron-args FILE").
@@ -83,6 +84,9 @@ struct MegatronArgs {
   std::string source;  ///< "--megatron-args FILE" or "" (gpuplan's command line)
   std::optional<long long> launcher_gpus;
   std::string launcher_text;
+  /// The environment a pasted script gives the command (exports and the command's NAME=value prefix): Transformer
+  /// Engine reads some of its recipe from it (NVTE_NVFP4_DISABLE_*). Empty for flags typed on gpuplan's line.
+  std::map<std::string, std::string> environment;
 };
 
 /// Words -> flags. `--name=value` and `--name value...` both work; a name not in Megatron-LM's parser is an error

@@ -75,6 +75,17 @@ const std::map<std::string_view, std::string_view> kAssumed{
     {"--moe-router-padding-for-fp8", "the router's cost is not priced apart"},
     {"--moe-router-padding-for-quantization", "the router's cost is not priced apart"}};
 
+/// Flags that change performance in a way gpuplan does not price, with what they do (read at Megatron-LM
+/// d98e8a64 and Transformer Engine 2.8 40c69e75): refused with that reason rather than the bare rule.
+const std::map<std::string_view, std::string_view> kRefusedWhy{
+    {"--use-transformer-engine-op-fuser",
+     "Transformer Engine's operation fuser (Megatron-LM extensions/transformer_engine.py TEFusedMLP: the MLP as one "
+     "te.ops.Sequential of norm, fc1, activation, fc2 and the TP reduce-scatter) writes the activation's output "
+     "already quantised for fc2 and its backward's gradient already quantised for fc1 (TE 2.8 "
+     "pytorch/csrc/extensions/activation.cpp: fully fused for delayed scaling and MXFP8, the amax fused for current "
+     "scaling and NVFP4), where gpuplan prices Megatron's module path (TELayerNormColumnParallelLinear, the fused "
+     "SwiGLU, TERowParallelLinear quantising its own input): the quantisation passes it removes are"}};
+
 /// Flags read as model shape (checked against -m MODEL) or as plan keys by map_megatron below.
 const std::set<std::string_view> kHandled{
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "--context-parallel-size",
@@ -138,6 +149,8 @@ std::optional<MegatronMapping> Mapper::run() {
                                          u.rfind("$((", 0) == 0 ? "not evaluated" : "unset"));
     } else if (auto it = kAssumed.find(f.name); it != kAssumed.end()) {
       m_.assumed.push_back(fmt::format("{} ({})", f.name, it->second));
+    } else if (auto why = kRefusedWhy.find(f.name); why != kRefusedWhy.end()) {
+      refuse(f, std::string(why->second));
     } else {
       refuse(f, "changes performance, and that is");
     }

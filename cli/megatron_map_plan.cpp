@@ -2,6 +2,9 @@
 // recompute, the pipeline split and the optimizer.
 #include "megatron_mapper.hpp"
 
+#include <array>
+#include <utility>
+
 namespace gpuplan::cli::detail {
 
 void Mapper::parallel() {
@@ -85,6 +88,36 @@ void Mapper::batch() {
 
 constexpr const char* kFp4RecipeRule = "gpuplan prices FP4 as NVFP4 (E4M3 scales per 16 elements); this recipe is";
 
+// Transformer Engine's NVFP4BlockScaling reads three switches from the environment, each "0" (off) unless set (TE
+// v2.8 40c69e75 transformer_engine/common/recipe/__init__.py:412-445, unchanged in v2.9 and at d0067d0d): unset, the
+// recipe applies a 16-point random Hadamard transform to the column-wise (wgrad) copies of the inputs and gradients,
+// rounds the gradients stochastically, and scales the weights in 16x16 blocks. gpuplan's NVFP4 passes
+// (quant_recipe.hpp: amax, then one cast to row- and column-wise E2M1 with an E4M3 scale per 1x16) are the recipe with
+// all three off: what MLPerf Training v5.1's NVIDIA configs call the "Vanilla recipe" (llama31_8b/implementations/nemo
+// config_common_fp4.sh at mlcommons/training_results_v5.1 441d65f4: NVTE_NVFP4_DISABLE_*=1). The Hadamard transform
+// and stochastic rounding run inside TE's cast kernels at a rate no public source gives, so a pasted script that
+// leaves them on is refused, naming the exports that would make it gpuplan's recipe.
+constexpr std::array<std::pair<const char*, const char*>, 3> kNvfp4Switches{
+    {{"NVTE_NVFP4_DISABLE_RHT", "random Hadamard transforms on the wgrad operands"},
+     {"NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", "stochastic rounding of the gradients"},
+     {"NVTE_NVFP4_DISABLE_2D_QUANTIZATION", "16x16 weight scale blocks"}}};
+
+namespace {
+
+/// The NVFP4 switches a pasted script leaves on (its environment does not set them to "1"), joined for a message.
+std::pair<std::string, std::string> nvfp4_switches_on(const std::map<std::string, std::string>& env) {
+  std::string what, exports;
+  for (const auto& [var, feature] : kNvfp4Switches) {
+    auto it = env.find(var);
+    if (it != env.end() && it->second == "1") continue;
+    what += (what.empty() ? "" : ", ") + std::string(feature);
+    exports += (exports.empty() ? "" : " ") + fmt::format("{}=1", var);
+  }
+  return {what, exports};
+}
+
+}  // namespace
+
 // TransformerConfig fp8_recipe: delayed (the default), tensorwise, mxfp8, blockwise (wl::QuantRecipe).
 void Mapper::map_fp8_recipe(const std::string& recipe) {
   if (recipe != "delayed" && recipe != "tensorwise" && recipe != "mxfp8" && recipe != "blockwise")
@@ -107,7 +140,21 @@ void Mapper::precision() {
       refuse(*get("--fp4-recipe"), kFp4RecipeRule);
     else if (!bf16)
       refuse(*get("--fp4-format"), fp16 ? "FP4 GEMMs inside fp16 training are" : "FP4 GEMMs inside fp32 training are");
-    else set("precision", "fp4", "--fp4-format");
+    else if (const auto [on, exports] = nvfp4_switches_on(a_.environment); a_.whole_command && !on.empty())
+      refuse(*get("--fp4-format"),
+             fmt::format("Transformer Engine's NVFP4 recipe with {} (TE 2.8 NVFP4BlockScaling: on unless the script "
+                         "exports {}; gpuplan prices NVFP4 with all three off) is",
+                         on, exports));
+    else {
+      set("precision", "fp4", "--fp4-format");
+      m_.assumed.push_back(
+          a_.whole_command
+              ? std::string("NVTE_NVFP4_DISABLE_RHT, _STOCHASTIC_ROUNDING and _2D_QUANTIZATION = 1 (Transformer Engine's "
+                            "NVFP4 without its Hadamard transforms, stochastic rounding and 2D weight blocks: gpuplan's "
+                            "NVFP4)")
+              : std::string("--fp4-format e2m1 as Transformer Engine's NVFP4 with NVTE_NVFP4_DISABLE_RHT, "
+                            "_STOCHASTIC_ROUNDING and _2D_QUANTIZATION = 1 (typed flags carry no environment)"));
+    }
   } else if (fp8) {
     if (*fp8 != "e4m3" && *fp8 != "hybrid") bad(*get("--fp8-format"), "expected e4m3 or hybrid");
     map_fp8_recipe(text("--fp8-recipe").value_or("delayed"));

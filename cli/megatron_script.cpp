@@ -45,6 +45,7 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
     MegatronCommand cmd;
     if (py < st.size()) {
       cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(py) + 1, st.end());
+      cmd.environment = sc.environment;
       std::optional<long long> nproc, nnodes;
       std::string launcher;
       for (std::size_t j = k; j < py; ++j) {
@@ -67,6 +68,7 @@ std::optional<MegatronCommand> read_megatron_script(std::string_view text, const
       if (nproc) cmd.launcher_gpus = *nproc * nnodes.value_or(1);
     } else if (st[k].text.rfind("--", 0) == 0) {
       cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
+      cmd.environment = sc.environment;
     } else {
       continue;  // mkdir, echo, cd, ...: not the training command
     }

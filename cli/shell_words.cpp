@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ struct Vars {
   std::map<std::string, ShellWord> scalars;
   std::map<std::string, std::vector<ShellWord>> arrays;
   std::map<std::string, int> conditional;  ///< set inside an if/for/while/case block: name -> line
+  std::set<std::string> exported;          ///< names given to `export` where it ran
 };
 
 bool name_char(char c, bool first) {
@@ -620,7 +622,15 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
         continue;
       }
       std::size_t k = 0;
-      if (st[0].text == "export" || st[0].text == "declare" || st[0].text == "local" || st[0].text == "readonly") k = 1;
+      const bool exporting = st[0].text == "export";
+      if (exporting || st[0].text == "declare" || st[0].text == "local" || st[0].text == "readonly") k = 1;
+      if (exporting && running(blocks) == Tri::yes)
+        for (std::size_t j = 1; j < st.size(); ++j) {
+          const auto as = assignment(st[j].text);
+          const std::string name = as ? as->first : st[j].text;
+          if (!name.empty() && std::all_of(name.begin(), name.end(), [&](char c) { return name_char(c, false); }))
+            vars.exported.insert(name);
+        }
       // Leading NAME=value words: assignments (alone) or an environment prefix (before a command).
       std::vector<std::pair<std::string, ShellWord>> assigns;
       while (k < st.size()) {
@@ -638,6 +648,12 @@ std::optional<std::vector<ShellCommand>> read_shell_commands(std::string_view te
       ShellCommand cmd;
       cmd.words.assign(st.begin() + static_cast<std::ptrdiff_t>(k), st.end());
       cmd.line = line;
+      for (const auto& name : vars.exported)
+        if (auto it = vars.scalars.find(name); it != vars.scalars.end() && it->second.unresolved.empty() &&
+                                               !vars.conditional.count(name))
+          cmd.environment[name] = it->second.text;
+      for (const auto& [name, v] : assigns)
+        if (v.unresolved.empty()) cmd.environment[name] = v.text;
       commands.push_back(std::move(cmd));
     }
   }

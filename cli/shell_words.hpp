@@ -2,6 +2,7 @@
 // Shell text read into commands, for the pasted command lines and launch scripts gpuplan reads (Megatron-LM's
 // `--megatron-args`, vLLM's `--vllm-args`, SGLang's `--sglang-args`): one lexer for all of them (megatron_script.cpp).
 // Pure: text in, words and diagnostics out; nothing is run.
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,10 +20,14 @@ struct ShellWord {
 };
 
 /// One simple command of a script: its words after any `export`/`declare` and leading NAME=value environment
-/// assignments (those are dropped), and the line it starts on.
+/// assignments, and the line it starts on. `environment`: what the command's process inherits from the script — the
+/// variables exported before it (`export NAME=value`, `export NAME`) and its own NAME=value prefix, by name (the last
+/// value wins); a variable set only inside an if/for/while/case block is not in it (gpuplan does not evaluate shell
+/// conditions). The launcher's environment outside the script is not seen.
 struct ShellCommand {
   std::vector<ShellWord> words;
   int line = 0;
+  std::map<std::string, std::string> environment;
 };
 
 /// Reads shell text into its commands: backslash-newline continuations, comments, '...' and "..." quotes, NAME=value
