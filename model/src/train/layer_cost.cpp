@@ -181,9 +181,10 @@ void TrainingLayerPricer::recompute_part(Seconds dt, OpClass cls) {
 // parallelize_llama.py, _custom_policy): of the GEMM fwd_gemm just priced, the share `gemm_share` is an even-numbered
 // mm of the block and runs again in the backward; its FP8 input cast runs again whatever the share (the casts are no
 // saved op, and torchao's Float8 matmul keeps its FP8 input for the backward).
-// Projections held as separate modules (wl::ProjectionGemms): each its own GEMM over the same input (its own FP8
-// casts, LoRA adapter, fixed cost), at its own width and efficiency; autograd then sums their input gradients, one
-// add kernel per GEMM after the first (torch/csrc/autograd/input_buffer.cpp InputBuffer::add: read both, write one).
+// Projections held as separate modules (linear_gemms.hpp projections_apart): each its own GEMM over the same input
+// (its own FP8 casts, LoRA adapter, fixed cost), at its own width and efficiency; autograd then sums their input
+// gradients, one add kernel per GEMM after the first (torch/csrc/autograd/input_buffer.cpp InputBuffer::add: read
+// both, write one).
 void TrainingLayerPricer::separate_gemms(const LinearGemms& g, LinearKind kind) {
   const bool from_norm = norm_input;
   for (int i = 0; i < g.count; ++i) {
