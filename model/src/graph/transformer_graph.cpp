@@ -11,6 +11,7 @@
 
 #include "graph_memo.hpp"
 #include "layer_kinds_text.hpp"
+#include "linear_gemms.hpp"
 
 namespace gpuplan::model {
 
@@ -513,6 +514,31 @@ GraphRef layer_graph(const wl::TransformerArch& a, LayerKind kind) {
   auto& g = m.layers[static_cast<std::size_t>(kind.index())];
   if (!g) g.emplace(build_layer_graph(a, kind));
   return GraphRef(&*g);
+}
+
+LinearGemms linear_gemms(const wl::TransformerArch& a, const Op& o, bool separate) {
+  LinearGemms g;
+  // The tensors add_attention lays out: [Q (+ output gate)] split, [K | V] by KV head.
+  const bool qkv = separate && o.kind == OpKind::linear && o.linear == LinearKind::qkv && o.part == Part::attention &&
+                   !a.mla && o.in > 0 && o.weight_count >= 2 && o.weights[1].split == TpSplit::kv_heads;
+  const bool gate_up = separate && o.kind == OpKind::linear && o.linear == LinearKind::mlp_in &&
+                       a.mlp == wl::MlpKind::gated && (o.part == Part::dense_mlp || o.part == Part::shared_experts);
+  if (qkv) {
+    const int64_t kv = o.weights[1].elements / o.in / 2;
+    g.out = {o.weights[0].elements / o.in, kv, kv};
+    g.name = {"Q projection", "K projection", "V projection"};
+    g.count = 3;
+  } else if (gate_up) {
+    g.out = {o.out / 2, o.out / 2, 0};
+    g.name = {o.part == Part::shared_experts ? "shared expert gate" : "MLP gate",
+              o.part == Part::shared_experts ? "shared expert up" : "MLP up", ""};
+    g.count = 2;
+  } else {
+    g.out = {o.out, 0, 0};
+    g.name = {o.name, "", ""};
+    g.count = 1;
+  }
+  return g;
 }
 
 GraphRef head_graph(const wl::TransformerArch& a) {

@@ -1,5 +1,5 @@
 // dp_buckets: the data-parallel gradient buckets of the pipeline stage whose last bucket nothing hides, priced tensor
-// by tensor from the op graph (graph.hpp) as Megatron-Core forms them (PyTorch DDP: still count and divide).
+// by tensor from the op graph (graph.hpp) as Megatron-Core forms them, or parameter by parameter as PyTorch DDP does.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -12,6 +12,7 @@
 #include "memory_core.hpp"
 #include "training_core.hpp"
 #include "graph_memo.hpp"
+#include "linear_gemms.hpp"
 
 namespace gpuplan::model::detail {
 
@@ -23,11 +24,13 @@ namespace {
 /// bucket_size_limit`); the rest forms the last bucket.
 struct BucketWalk {
   double size = 0.0;  ///< parameters per bucket; 0: one bucket
+  double first = 0.0;  ///< parameters of the first bucket when it has its own limit (PyTorch DDP's 1 MiB); 0: size
   double open = 0.0, closed = 0.0, last = 0.0;
   void add(double n) {
     if (n <= 0.0) return;
     open += n;
-    if (size > 0.0 && open >= size) close();
+    const double limit = closed == 0.0 && first > 0.0 ? first : size;
+    if (size > 0.0 && open >= limit) close();
   }
   void close() {
     if (open <= 0.0) return;
@@ -57,6 +60,28 @@ void op_tensors_reversed(const Op& op, const wl::TrainingPlan& plan, F&& f) {
   for (double c = 0; c < copies; ++c) f(routed ? per_copy : per_copy * double(op.copies));
 }
 
+/// The parameter tensors of one op on one GPU as PyTorch modules hold them (PyTorch DDP's reducer walks them one by
+/// one): each weight and bias its own tensor, and where the modules hold the projections apart (projections_apart:
+/// linear_gemms splits the op) the graph's [K | V] tensor is k_proj's and v_proj's, its [gate | up] gate_proj's and
+/// up_proj's, two equal halves (as optimizer_step.cpp op_module_tensors counts them). Calls f(elements) per tensor,
+/// in reverse parameter order.
+template <class F>
+void module_tensors_reversed(const wl::TransformerArch& a, const Op& op, const wl::TrainingPlan& plan, F&& f) {
+  const bool routed = op.part == model::Part::routed_experts;
+  const double tp = double(routed ? plan.par.expert_tp() : plan.par.tp);
+  const double local = routed ? 1.0 / double(std::max(1, plan.par.ep)) : 1.0;  // this GPU's E/ep experts
+  const bool apart = linear_gemms(a, op, projections_apart(a, plan)).count > 1;
+  for (std::size_t i = op.weight_count; i-- > 0;) {
+    const WeightTensor& w = op.weights[i];
+    if (w.tied) continue;
+    const bool whole = w.split == TpSplit::replicated || w.split == TpSplit::small;
+    const double n = double(w.elements) * local / (whole ? 1.0 : tp);
+    const bool two = apart && w.matmul && (w.split == TpSplit::kv_heads || op.linear == LinearKind::mlp_in);
+    f(two ? n / 2.0 : n);
+    if (two) f(n / 2.0);
+  }
+}
+
 /// The configured bucket before the stage is known: dp_bucket_size, PyTorch DDP's 25 MiB, or Megatron's default.
 double configured_bucket(const wl::TrainingPlan& plan) {
   if (plan.dp_bucket_size > 0) return double(plan.dp_bucket_size);
@@ -82,7 +107,7 @@ DpBucketsKey dp_buckets_key(const wl::TrainingPlan& plan) {
           std::int64_t(par.ep) * 4096 + par.expert_tp(),
           plan.dualpipe() ? -par.pp : par.pp,
           plan.model_chunks(),
-          plan.zero == wl::ZeroStage::none ? 0 : 1,
+          (plan.zero == wl::ZeroStage::none ? 0 : 1) + (plan.kernels == wl::KernelStyle::eager ? 2 : 0),
           std::bit_cast<std::int64_t>(configured_bucket(plan)),
           expert_grad_group_size(plan) > 1 ? 1 : 0};
 }
@@ -131,7 +156,9 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
       const GraphRef g = layer_graph(a, kind);
       for (const Op* op = g.end(); op != g.begin();) {
         --op;
-        op_tensors_reversed(*op, plan, [&](double n) { ts.push_back({op->part, n}); });
+        auto put = [&](double n) { ts.push_back({op->part, n}); };
+        if (torch_ddp) module_tensors_reversed(a, *op, plan, put);
+        else op_tensors_reversed(*op, plan, put);
       }
     }
     return layer_tensors.emplace_back(ki, std::move(ts)).second;
@@ -145,8 +172,11 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
     const std::int64_t end = start + chunks[std::size_t(k) * std::size_t(p)];
     const bool first = k == 0, whole = p == 1 && v == 1;
     auto head_part = [&](model::Part part) {
-      for (const Op& op : head)
-        if (op.part == part && !lora) op_tensors_reversed(op, plan, [&](double n) { f(part, n); });
+      for (const Op& op : head) {
+        if (op.part != part || lora) continue;
+        if (torch_ddp) module_tensors_reversed(a, op, plan, [&](double n) { f(part, n); });
+        else op_tensors_reversed(op, plan, [&](double n) { f(part, n); });
+      }
     };
     if (whole) {
       head_part(model::Part::lm_head);
@@ -166,20 +196,22 @@ DpBuckets dp_buckets(const wl::TransformerArch& a, const wl::TrainingPlan& plan)
   const bool tied_own_bucket = a.tied_embeddings && p > 1 && plan.zero != wl::ZeroStage::none && !lora;
   const bool experts_reduced = expert_grad_group_size(plan) > 1;
   if (torch_ddp) {
-    // PyTorch DDP keeps the count-and-divide rule for now: ceil(P / bucket) calls, the last max(bucket, embedding).
-    // Its reducer closes buckets at tensor boundaries too (reducer.cpp compute_bucket_assignment_by_size; the first
-    // 1 MiB), and Hugging Face modules hold q, k, v, gate and up apart: on our measured DDP steps that gives 34-58
-    // calls where this rule counts up to 288, and walking them moved our own H200 DDP cases the wrong way
-    // (w7b L8 DDP 4: +2.7% → +11.5%; data/validation/ANALYSIS.md, session 23): the waits of the calls that are not
-    // made were covering something else, not yet found.
-    double total = 0.0, emb = 0.0;
+    // PyTorch DDP (torch/nn/parallel/distributed.py _ddp_init_helper; torch/csrc/distributed/c10d/reducer.cpp
+    // Reducer::rebuild_buckets and compute_bucket_assignment_by_size; pytorch/pytorch 25562d3d): the first iteration
+    // runs one bucket (find_unused_parameters False), then the reducer rebuilds its buckets once, in the order the
+    // gradients became ready (reverse parameter order here), with the limits [dist._DEFAULT_FIRST_BUCKET_BYTES =
+    // 1 MiB, bucket_cap_mb = 25 MiB]: a bucket closes at the first parameter tensor that brings it to its limit.
+    // Parameters are the modules' tensors (module_tensors_reversed), one reducer for all of them (routed experts
+    // with a DP peer too). Our 1B-like step (16 layers, q/k/v and gate/up apart, untied head; fp32 gradients):
+    // the head, then per layer [norm, down], [up], [gate], [norm, o, v, k, q], then the embedding: 66 calls, as the
+    // profile's NCCL all-reduce kernels count (data/validation/ANALYSIS.md, session 32 set C).
+    BucketWalk w{size, size > 0.0 ? 1024.0 * 1024.0 / plan.precision.gradient_bytes : 0.0};
     for (int k = 0; k < v; ++k)
       walk_chunk(k, [&](model::Part part, double n) {
-        if (part != model::Part::routed_experts || experts_reduced) total += n;
-        if (part == model::Part::embedding || part == model::Part::position_embedding) emb += n;
+        if (part != model::Part::routed_experts || experts_reduced) w.add(n);
       });
-    b.dense_calls = b.calls = std::max(1.0, std::ceil(total / b.size));
-    b.last = std::max(b.size, emb);
+    b.dense_calls = b.calls = std::max(1.0, w.buckets());
+    b.last = w.last_bucket();
     return b;
   }
   for (int k = 0; k < v; ++k) {

@@ -16,6 +16,7 @@
 #include "moe_layer.hpp"
 #include "fp8_quant.hpp"
 #include "graph_memo.hpp"
+#include "linear_gemms.hpp"
 #include "norm_loss.hpp"
 #include "quant_recipe.hpp"
 #include "layer_pricer.hpp"
@@ -180,6 +181,25 @@ void TrainingLayerPricer::recompute_part(Seconds dt, OpClass cls) {
 // parallelize_llama.py, _custom_policy): of the GEMM fwd_gemm just priced, the share `gemm_share` is an even-numbered
 // mm of the block and runs again in the backward; its FP8 input cast runs again whatever the share (the casts are no
 // saved op, and torchao's Float8 matmul keeps its FP8 input for the backward).
+// Projections held as separate modules (linear_gemms.hpp projections_apart): each its own GEMM over the same input
+// (its own FP8 casts, LoRA adapter, fixed cost), at its own width and efficiency; autograd then sums their input
+// gradients, one add kernel per GEMM after the first (torch/csrc/autograd/input_buffer.cpp InputBuffer::add: read
+// both, write one).
+void TrainingLayerPricer::separate_gemms(const LinearGemms& g, LinearKind kind) {
+  const bool from_norm = norm_input;
+  for (int i = 0; i < g.count; ++i) {
+    norm_input = from_norm;
+    fwd_gemm(g.name[static_cast<std::size_t>(i)], kind, T, h, g.out[static_cast<std::size_t>(i)] / t);
+  }
+  const double sum_bytes = 3.0 * double(T) * double(h) * e;
+  for (int i = 1; i < g.count; ++i) {
+    const OpCost c = streaming_cost(named(std::string(g.name[0]), " input-gradient sum"), OpClass::elementwise,
+                                    units::bytes(sum_bytes), units::flop(double(T) * double(h)), d);
+    lc.bwd.add(c);
+    if (keep_ops) lc.ops.push_back(c);
+  }
+}
+
 void TrainingLayerPricer::op_sac_rerun(double gemm_share) {
   if (!op_sac) return;
   recompute_part(last_fwd_cast, OpClass::elementwise);
@@ -257,7 +277,9 @@ void TrainingLayerPricer::price_linear(const Op& o) {
     case LinearKind::qkv: {
       const Seconds before = lc.fwd.total();
       norm_input = !attn.is_mla() && o.part != Part::ssm;  // Megatron-Core's TELayerNormColumnParallelLinear
-      fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
+      const LinearGemms qkv = linear_gemms(a, o, projections_apart(a, plan));
+      if (qkv.count > 1) separate_gemms(qkv, LinearKind::qkv);
+      else fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
       bias_grad(o.name, a.qkv_bias && o.part != Part::ssm, o.matmul_elements() / h / t);
       if (attn.is_mla() && o.part != Part::ssm && plan.recomputes(wl::recompute_mla_up_proj) &&
           o.matmul_elements() > 0) {
@@ -268,9 +290,10 @@ void TrainingLayerPricer::price_linear(const Op& o) {
                           double(ml.kv_rank * attn.heads * (ml.d_nope + ml.d_v));
         recompute_part((lc.fwd.total() - before) * std::min(1.0, up / double(o.matmul_elements())), OpClass::gemm);
       }
-      // Op-level SAC: wk (mm 2 of q, k, v) is the K heads' share of the fused QKV GEMM.
+      // Op-level SAC: wk (mm 2 of q, k, v) is the K heads' share of the fused QKV GEMM; held apart, it is a GEMM of
+      // V's shape, the last one run.
       if (o.part != Part::ssm && o.matmul_elements() > 0)
-        op_sac_rerun(double(attn.kv_heads * dqk) / (double(o.matmul_elements()) / double(h)));
+        op_sac_rerun(qkv.count > 1 ? 1.0 : double(attn.kv_heads * dqk) / (double(o.matmul_elements()) / double(h)));
       if (o.part == Part::ssm) break;  // Mamba-2's in_proj: no rotary
       // Rotary on the query and key heads (MLA: on the rotary part of each head).
       const double rope_elems =
@@ -323,9 +346,12 @@ void TrainingLayerPricer::price_linear(const Op& o) {
       const std::int64_t width = o.out / glu / t;
       Seconds before = lc.fwd.total();
       norm_input = o.part == Part::dense_mlp;  // a MoE layer's norm is its own module (TENorm), before the router
-      fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
+      const LinearGemms up = linear_gemms(a, o, projections_apart(a, plan));
+      if (up.count > 1) separate_gemms(up, LinearKind::mlp_in);
+      else fwd_gemm(o.name, LinearKind::mlp_in, T, h, glu * width);
       if (rc_mlp) recompute_part(lc.fwd.total() - before, OpClass::gemm);
-      if (o.part == Part::dense_mlp) op_sac_rerun(gated ? 0.5 : 0.0);  // w3 (mm 6) is half of [w1 | w3]; fc1 is kept
+      // Op-level SAC: w3 (mm 6) is half of [w1 | w3], or held apart the last GEMM run; fc1 is kept.
+      if (o.part == Part::dense_mlp) op_sac_rerun(gated ? (up.count > 1 ? 1.0 : 0.5) : 0.0);
       bias_grad(o.name, a.mlp_bias && o.part == Part::dense_mlp, glu * width);
       // The shared experts are an MLP of their own (Megatron-Core SharedExpertMLP, DeepSeek's profile,
       // docs/deepseek-v3-profile.md): their activation is one more kernel over T·n_s·i_s outputs, in every framework.

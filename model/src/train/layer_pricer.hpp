@@ -14,6 +14,7 @@
 #include "fp8_quant.hpp"
 #include "graph_memo.hpp"
 #include "layer_cost.hpp"
+#include "linear_gemms.hpp"
 #include "lora_adapter.hpp"
 #include "moe_cost.hpp"
 #include "moe_layer.hpp"
@@ -62,6 +63,7 @@ class TrainingLayerPricer {
   }
   void fwd_gemm(const std::string& name, LinearKind kind, std::int64_t m, std::int64_t k, std::int64_t n,
                 std::int64_t batch = 1);
+  void separate_gemms(const LinearGemms& g, LinearKind kind);
 
   // Bytes per output element a SwiGLU / GELU kernel writes: the activation dtype, or under DeepSeek's framework the
   // FP8 copy with its 1×128 scales that the next GEMM reads (swiglu_forward_with_weight_and_per_token_cast_to_fp8).

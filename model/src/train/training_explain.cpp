@@ -344,7 +344,9 @@ Derivation explain_comm(const ExplainInputs& x) {
              ? Origin::user("dp_bucket_size (--dp-bucket-size): Megatron-Core DistributedDataParallelConfig "
                             "bucket_size (--ddp-bucket-size)")
          : plan.kernels == wl::KernelStyle::eager && plan.zero == wl::ZeroStage::none
-             ? Origin::assumption("PyTorch DDP's default bucket_cap_mb, 25 MiB of gradients")
+             ? Origin::assumption("PyTorch DDP's default bucket_cap_mb, 25 MiB of gradients, after a first bucket "
+                                  "of 1 MiB (dist._DEFAULT_FIRST_BUCKET_BYTES), closed at the modules' "
+                                  "parameter tensors (reducer.cpp compute_bucket_assignment_by_size)")
              : Origin::assumption("Megatron-Core's default bucket, max(40M, 1M x DP·CP) parameters "
                                   "(training.py get_model)")});
   }

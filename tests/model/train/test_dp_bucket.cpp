@@ -200,3 +200,28 @@ TEST_CASE("buckets close at the first tensor boundary at or past the size, walki
   CHECK(bucket_line(small_llama(true), p) ==
         "DP bucket: 10,000,000 parameters: 4 per step (4 dense, 0 expert), the last (exposed) 32,768,000");
 }
+
+TEST_CASE("PyTorch DDP: a 1 MiB first bucket, then 25 MiB, closed at the modules' parameter tensors (66 calls)") {
+  // Our 1B-like step on 4 GPUs under DDP (scripts/measure/train_step.py; AMP: fp32 gradients, 4 B): 25 MiB =
+  // 6,553,600 parameters, the first bucket 1 MiB = 262,144 (dist._DEFAULT_FIRST_BUCKET_BYTES). Tensors in reverse
+  // parameter order: lm_head 128256 x 2048 = 262,668,288 (bucket 1, past 1 MiB alone); the final norm 2,048; per
+  // layer (from the last) down 8192 x 2048 = 16,777,216, up and gate 16,777,216 each, the post-attention norm 2,048,
+  // wo 4,194,304, wv and wk 512 x 2048 = 1,048,576 each, wq 4,194,304, the input norm 2,048. Per layer: [norm +
+  // down] (past 6,553,600 at down), [up], [gate], [norm, wo, wv, wk = 6,293,504 < 6,553,600, + wq = 10,487,808]:
+  // 4 buckets, 64 for 16 layers; then layer 0's input norm + the embedding (262,670,336): 1 + 64 + 1 = 66 calls,
+  // the count of NCCL all-reduce kernels in our profile of this step (data/validation/ANALYSIS.md, session 32).
+  // Fused Q/K/V and gate/up tensors would close 3 buckets per layer (50 calls); ceil(P / 25 MiB) gave 229.
+  wl::TrainingPlan p;
+  p.par.dp = 4;
+  p.micro_batch = 4;
+  p.global_batch = 16;
+  p.seq_len = 2048;
+  p.kernels = wl::KernelStyle::eager;
+  p.mixed_precision = wl::MixedPrecision::amp;
+  p.precision.weight_bytes = 4;
+  p.precision.gradient_bytes = 4;
+  p.precision.master_bytes = 0;
+  const auto& a = test::arch("bench-llama-1b-like");
+  CHECK(bucket_line(a, p) ==
+        "DP bucket: 6,553,600 parameters: 66 per step (66 dense, 0 expert), the last (exposed) 262,670,336");
+}
