@@ -43,8 +43,10 @@ void TrainingLayerPricer::price_mla_projections(const Op& o) {
   }
   if (plan.recomputes(wl::recompute_mla_up_proj)) recompute_part(up_fwd, OpClass::gemm);
   bias_grad(o.name, a.qkv_bias, o.matmul_elements() / h / t);
-  // Rotary on the rotary part of each head.
-  const double rope_elems = double(T) * double((attn.heads + attn.kv_heads) * attn.mla.d_rope / t);
+  // Rotary on the rotary part of this rank's query heads and on the one rotary key all heads share (k_pe, from the
+  // kv down-projection: every rank rotates it whole), d_rope wide (Megatron-Core MLASelfAttention applies the rotary
+  // to q_pos_emb [s, b, n/TP, d_rope] and k_pos_emb [s, b, 1, d_rope] before expanding k to the heads).
+  const double rope_elems = double(T) * double(attn.heads * attn.mla.d_rope / t + attn.mla.d_rope);
   if (a.position == wl::PositionKind::rope)
     op_sac_elementwise([&] { stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f); });
   mla_elementwise();

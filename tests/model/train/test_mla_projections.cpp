@@ -81,3 +81,13 @@ TEST_CASE("serving prices MLA's down-projections as one fused GEMM whole on ever
   CHECK(mla_op(fw.ops, "MLA q down-projection") == nullptr);
   CHECK(mla_flops(fw.ops, "MLA kv up-projection") == gptest::approx(2.0 * 512 * 512 * (16 * 256)));
 }
+
+TEST_CASE("training rotates MLA's query heads' rotary parts and the one shared rotary key") {
+  // TP 2, 4096 tokens: 64 query heads × d_rope 64 plus the shared key's 64 per token (F4; not n_kv = 128 key heads),
+  // fused: read and write 2 B each forward.
+  const auto& a = test::arch("deepseek-v3");
+  const auto e = model::estimate_training(a, mla_plan(2, true), test::node_system("dgx-h100"), Explain::on);
+  const model::OpCost* r = mla_op(e.layer_ops, "rotary");
+  REQUIRE(r != nullptr);
+  CHECK(r->bytes.raw() == gptest::approx(4096.0 * (64 * 64 + 64) * 2 * 2));
+}
