@@ -1,4 +1,5 @@
-// MLA's projections priced as the GEMMs a framework runs (model/src/graph/mla_projections.hpp; issue #20 F3, F4, F13;
+// MLA's projections priced as the GEMMs a framework runs (model/src/graph/mla_projections.hpp; issue #20 F3, F4; F13's
+// adapter widths: tests/model/graph/test_graph.cpp;
 // docs/design/op-graph-plan.md §5): q_a and kv_a held whole by every TP rank, q_b and kv_b split over TP by their
 // outputs. Shapes by hand from DeepSeek-V3's config (arXiv:2412.19437; HF config.json: hidden 7168, 128 heads,
 // q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128).
