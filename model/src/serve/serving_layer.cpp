@@ -15,6 +15,7 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "graph_memo.hpp"
 #include "mla_projections.hpp"
 #include "moe_cost.hpp"
 #include "moe_layer.hpp"
@@ -77,8 +78,8 @@ class ServingLayerPricer {
                      LayerKind layer_kind, const Device& device, const KvTokenBytes& kv_token,
                      const CommGroup& tp_group, const CommGroup& ep_group, bool keep_ops, bool trace)
       : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
-        kind(layer_kind), moe(layer_kind.moe && arch.moe.has_value()), graph(build_layer_graph(arch, layer_kind)),
-        attn(attention_or_reference(arch, graph)),
+        kind(layer_kind), moe(layer_kind.moe && arch.moe.has_value()), graph(detail::layer_graph(arch, layer_kind)),
+        attn(attention_or_reference(arch, *graph)),
         ar(t > 1 ? collective_time(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {
     acc.tracing = trace;
   }
@@ -552,7 +553,7 @@ class ServingLayerPricer {
   const bool keep;
   const LayerKind kind;
   const bool moe;
-  const OpGraph graph;
+  const detail::GraphRef graph;  // the memo's when a GraphMemoScope of `a` is open (graph_memo.hpp)
   const Op attn;
   const std::int64_t t = plan.tp;
   const std::int64_t h = a.hidden;
