@@ -293,7 +293,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   fc.overhead = std::max(Seconds(0), cpu_time - gpu_time) + plan.step_overhead;
   fc.stage = std::max(gpu_time, cpu_time);
   if (plan.pp > 1)
-    fc.pp_transfer = collective_time(Collective::send_recv, units::bytes((double(Ti) * double(a.hidden)) * e), pp_g) * double(plan.pp - 1);
+    fc.pp_transfer = collective_time(Collective::send_recv, units::bytes((double(Ti) * double(layer_boundary_width(a))) * e), pp_g) * double(plan.pp - 1);
   // All stages in sequence on a token's path (stages are equal up to the head, which only the last one runs). A stage
   // that cannot be priced (+inf: a collective over GPUs that no link joins) makes the pass unpriceable; stage − head
   // would then be inf − inf.

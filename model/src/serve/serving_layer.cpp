@@ -232,8 +232,8 @@ class ServingLayerPricer {
   // (serve_moe_step.py: F.rms_norm(qk, (d,)) * w) runs the norm and the weight multiply as two kernels; an engine's
   // one fused kernel is assumed (no engine profile here).
   void price_qk_norm() {
-    const double elems = T * double(attn.heads + attn.kv_heads) * double(a.head_dim) / double(t);
-    norm("q/k norm", elems * e * 2.0, 4.0 * elems, a.head_dim);
+    const double elems = T * double(attn.heads + attn.kv_heads) * double(attn.d_qk) / double(t);
+    norm("q/k norm", elems * e * 2.0, 4.0 * elems, attn.d_qk);
     if (eager) stream("q/k norm weight", elems * e * 3.0, elems);
   }
 
