@@ -6,6 +6,7 @@
 
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
+#include "graph_memo.hpp"
 #include "layer_kinds_text.hpp"
 
 namespace gpuplan::model {
@@ -14,7 +15,7 @@ KvCacheSize kv_cache_size(const wl::TransformerArch& a, std::int64_t tokens, dou
                           Explain explain) {
   KvCacheSize k;
   // The attention op of the layer graph says what it caches: 2·n_kv·d, or MLA's latent and rotary key.
-  k.elements_per_token_layer = build_layer_graph(a, LayerKind{}).attention()->cache_elements;
+  k.elements_per_token_layer = detail::layer_graph(a, LayerKind{})->attention()->cache_elements;
   // DSA's indexer keeps an FP8 key (with its scale) per token beside the latent, whatever the KV dtype.
   // Layers that share another layer's indexer (GLM-5.1) cache no indexer keys.
   const double index_bytes = a.dsa ? a.dsa->key_cache_bytes() : 0.0;
@@ -120,7 +121,7 @@ Op recurrent_op(const wl::TransformerArch& a, wl::Mixer mixer) {
   LayerKind kind;
   kind.mixer = mixer;
   kind.ffn = false;
-  return *build_layer_graph(a, kind).ssm();
+  return *detail::layer_graph(a, kind)->ssm();
 }
 }  // namespace
 
@@ -259,7 +260,7 @@ KvTokenBytes kv_token_bytes(const wl::TransformerArch& a, const KvQuant& kv, int
   double elements_model = 0.0;
   // The attention op of the layer graph says what a layer caches per token, whole-model (cache_elements): MLA's
   // latent and rotary key, or K and V of n_kv heads.
-  const Op attn = attention_or_reference(a, build_layer_graph(a, LayerKind{}));
+  const Op attn = attention_or_reference(a, *detail::layer_graph(a, LayerKind{}));
   if (k.mla) {
     k.kv_heads_total = 1;
     k.kv_heads_per_gpu = 1;

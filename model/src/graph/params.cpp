@@ -7,6 +7,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "graph_memo.hpp"
+#include "mla_projections.hpp"
 
 namespace gpuplan::model {
 namespace {
@@ -239,11 +240,19 @@ LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& 
 LoraLayerParams lora_layer_params(const wl::TransformerArch& a, const wl::Lora& l, LayerKind kind) {
   LoraLayerParams r;
   if (!l.on()) return r;
-  // One adapter pair r·(d_in + d_out) per copy of each targeted linear of the layer's op graph.
+  // One adapter pair r·(d_in + d_out) per copy of each targeted linear of the layer's op graph; MLA's projection block
+  // one per projection, at its own widths (mla_projections.hpp: q_a, q_b, kv_a, kv_b, each its own module to
+  // Megatron-Core and PEFT), as the training pricer runs them.
   const double rank = double(l.rank);
-  for (const Op& o : detail::layer_graph(a, kind)) {
+  const detail::GraphRef g = detail::layer_graph(a, kind);
+  const Op* attn = g->attention();
+  for (const Op& o : g) {
     if (o.kind != OpKind::linear || !lora_targets(l, o.linear)) continue;
-    const double pair = rank * (double(o.in) + double(o.out));
+    double pair = rank * (double(o.in) + double(o.out));
+    if (o.linear == LinearKind::qkv && o.part == Part::attention && attn != nullptr && attn->is_mla()) {
+      pair = 0.0;
+      for (const MlaProjection& p : mla_projections(*attn, o.in)) pair += rank * (double(p.in) + double(p.out));
+    }
     if (o.part == Part::routed_experts)
       r.expert += double(o.copies) * pair;
     else

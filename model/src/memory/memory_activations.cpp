@@ -151,7 +151,9 @@ LayerSum sum_terms(const Ctx& c, const std::vector<Term>& terms) {
 }
 
 /// Full recomputation checkpoints the layer input: s·b·h·a_b ([K22] §5, "2sbh"), split by t with SP.
-double checkpoint_per_token(const Ctx& c) { return double(c.a.hidden) * c.ab / c.divisor(Split::sequence); }
+double checkpoint_per_token(const Ctx& c) {
+  return double(layer_boundary_width(c.a)) * c.ab / c.divisor(Split::sequence);
+}
 
 std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only) {
   const auto& a = c.a;
@@ -161,7 +163,7 @@ std::vector<Term> op_sac_terms(const Ctx& c, bool reused_only) {
   double i = 0.0;
   for (const Op& o : g)
     if (o.kind == OpKind::linear && o.linear == LinearKind::mlp_out) i = double(o.in);
-  const double h = double(a.hidden), nq = double(attn.heads), nkv = double(attn.kv_heads), d = double(attn.d_qk);
+  const double h = double(layer_boundary_width(a)), nq = double(attn.heads), nkv = double(attn.kv_heads), d = double(attn.d_qk);
   const ActPart A = ActPart::attention, M = ActPart::mlp;
   std::vector<Term> v;
   // torch.utils.checkpoint keeps the checkpointed block's input; the policy's cache keeps the listed ops' outputs

@@ -61,7 +61,7 @@ GemmQuantOps::GemmQuantOps(const wl::TransformerArch& a, const wl::TrainingPlan&
       t(training_plan.par.tp), e(training_plan.precision.activation_bytes) {}
 
 QuantOps GemmQuantOps::gemm_operands(const std::string& name, LinearKind kind, double m, double k, double n,
-                                     double batch, bool norm_input) const {
+                                     double batch, bool norm_input, bool replicated) const {
   // FP8/FP4 GEMMs take quantised operands: the input X in the forward and the output gradient dY in the backward,
   // each by the recipe's kernels (quant_recipe.hpp te_quant_passes: amax, cast or cast-transpose, transpose, MXFP8's
   // two-axis quantise). Weights are cast once per step and cached across micro-batches (not counted) unless the plan
@@ -75,7 +75,7 @@ QuantOps GemmQuantOps::gemm_operands(const std::string& name, LinearKind kind, d
     // A grouped expert GEMM's operands are quantised expert by expert (moe_cost.hpp te_grouped_quant_kernels).
     const bool grouped = kind == LinearKind::expert_in || kind == LinearKind::expert_out;
     const std::int64_t kernels = grouped ? te_grouped_quant_kernels(plan.precision.recipe, std::llround(batch)) : 1;
-    te_casts(name, kind, q.name, elems_f, elems_b, norm_input, kernels, out);
+    te_casts(name, kind, q.name, elems_f, elems_b, norm_input, kernels, replicated, out);
     if (plan.precision.recipe == wl::QuantRecipe::mxfp8) mx_swizzles(name, elems_f, k * n * batch, elems_b, out);
   }
   weight_copies_per_microbatch(name, q, k * n * batch, out);
@@ -88,9 +88,9 @@ QuantOps GemmQuantOps::gemm_operands(const std::string& name, LinearKind kind, d
 // all-gather; the QKV projection's and a dense fc1's X is the norm's output (LayerNormLinear). Each pass is `kernels`
 // kernels over the same bytes (one per local expert of a grouped GEMM: split_into_kernels).
 void GemmQuantOps::te_casts(const std::string& name, LinearKind kind, const char* recipe, double x, double dy,
-                            bool norm_input, std::int64_t kernels, QuantOps& out) const {
+                            bool norm_input, std::int64_t kernels, bool replicated, QuantOps& out) const {
   const bool sp = plan.par.sequence_parallel && t > 1;
-  const bool column = kind == LinearKind::qkv || kind == LinearKind::mlp_in;
+  const bool column = !replicated && (kind == LinearKind::qkv || kind == LinearKind::mlp_in);
   const bool row = kind == LinearKind::attention_out || kind == LinearKind::mlp_out;
   const OperandSource src_x{norm_input, sp && column}, src_dy{false, sp && row};
   for (const bool is_x : {true, false}) {

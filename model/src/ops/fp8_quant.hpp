@@ -69,13 +69,15 @@ class GemmQuantOps {
   /// The kernels around the GEMM `name` (kind `kind`, X of m × k, W of k × n, dY of m × n, `batch` of them) whose
   /// input X is a LayerNormLinear's norm output when `norm_input`: its operands' quantisation (DeepSeek's per-axis
   /// casts, or Transformer Engine's passes and MXFP8's swizzles), then the weight copies made per micro-batch.
+  /// `replicated`: a linear every TP rank holds whole and runs on its own rows (MLA's down-projections), so no
+  /// sequence-parallel gather follows its input's quantisation.
   [[nodiscard]] QuantOps gemm_operands(const std::string& name, LinearKind kind, double m, double k, double n,
-                                       double batch, bool norm_input) const;
+                                       double batch, bool norm_input, bool replicated = false) const;
 
  private:
   std::string named(const std::string& name, const char* suffix) const { return keep_ops ? name + suffix : ""; }
   void te_casts(const std::string& name, LinearKind kind, const char* recipe, double x, double dy, bool norm_input,
-                std::int64_t kernels, QuantOps& out) const;
+                std::int64_t kernels, bool replicated, QuantOps& out) const;
   void mx_swizzles(const std::string& name, double x, double w, double dy, QuantOps& out) const;
   void per_axis_casts(const std::string& name, LinearKind kind, double x, double dy, QuantOps& out) const;
   void weight_copies_per_microbatch(const std::string& name, const QuantBytes& q, double w, QuantOps& out) const;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "sim_engine.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 namespace {
@@ -338,6 +339,7 @@ class Fleet {
 
 FleetResult simulate_fleet(const wl::TransformerArch& arch, const ServingPerfPlan& plan, const ServingSystem& sys,
                            const std::vector<SimRequest>& requests, const FleetOptions& opt) {
+  const detail::GraphMemoScope graphs(arch);  // the layer and head graphs of `arch`: each built once here
   FleetResult res;
   res.requests = std::int64_t(requests.size());
   Fleet fleet(arch, plan, sys, requests, opt, res);

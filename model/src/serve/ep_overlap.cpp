@@ -31,7 +31,7 @@ A2aInput serving_a2a_input(const wl::TransformerArch& a, const ServingPerfPlan& 
   in.tokens = tokens_per_gpu;
   in.rows = rows;
   in.top_k = a.moe ? double(a.moe->experts_per_token) : 1.0;
-  in.hidden = double(a.hidden);
+  in.hidden = double(layer_boundary_width(a));
   in.node_limit = moe_node_limit(a, ep_g.domains());
   // FP8 dispatch with 1×128 tile scales where the expert GEMMs are FP8 (DeepSeek-V3 §3.3.2; DeepEP's measured
   // setting); the combine in the activation type.

@@ -14,6 +14,7 @@
 #include "gpuplan/model/collectives.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "layer_kinds_text.hpp"
+#include "graph_memo.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
 #include "moe_cost.hpp"
@@ -178,6 +179,7 @@ Derivation explain_forward(const wl::TransformerArch& a, const ServingPerfPlan& 
 ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfPlan& plan, const ForwardBatch& fb,
                                 const ServingSystem& sys, Explain explain, ForwardTrace* trace) {
   using units::format;
+  const detail::GraphMemoScope graphs(a);  // the layer and head graphs of `a`, once per pass (or per planner scope)
   ForwardCost fc;
   const Device d = serving_device(plan, sys);
   const KvTokenBytes kvt = kv_token_bytes(a, plan.kv, plan.tp, Explain::off);
@@ -220,7 +222,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
 
   // The head graph's ops (graph.hpp build_head_graph): the final norm and the LM head on the last stage, the
   // embedding lookups (the tokens', and a learned position embedding's) on the first.
-  const OpGraph head_graph = build_head_graph(a);
+  const detail::GraphRef head_graph = detail::head_graph(a);
   const Op* final_norm = nullptr;
   const Op* lm_head = nullptr;
   for (const Op& o : head_graph) {
@@ -291,7 +293,7 @@ ForwardCost forward_cost_traced(const wl::TransformerArch& a, const ServingPerfP
   fc.overhead = std::max(Seconds(0), cpu_time - gpu_time) + plan.step_overhead;
   fc.stage = std::max(gpu_time, cpu_time);
   if (plan.pp > 1)
-    fc.pp_transfer = collective_time(Collective::send_recv, units::bytes((double(Ti) * double(a.hidden)) * e), pp_g) * double(plan.pp - 1);
+    fc.pp_transfer = collective_time(Collective::send_recv, units::bytes((double(Ti) * double(layer_boundary_width(a))) * e), pp_g) * double(plan.pp - 1);
   // All stages in sequence on a token's path (stages are equal up to the head, which only the last one runs). A stage
   // that cannot be priced (+inf: a collective over GPUs that no link joins) makes the pass unpriceable; stage − head
   // would then be inf − inf.

@@ -15,6 +15,8 @@
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/topology.hpp"
+#include "graph_memo.hpp"
+#include "mla_projections.hpp"
 #include "moe_cost.hpp"
 #include "moe_layer.hpp"
 #include "gpuplan/model/wide_ep.hpp"
@@ -76,8 +78,8 @@ class ServingLayerPricer {
                      LayerKind layer_kind, const Device& device, const KvTokenBytes& kv_token,
                      const CommGroup& tp_group, const CommGroup& ep_group, bool keep_ops, bool trace)
       : a(arch), plan(serving_plan), fb(batch), d(device), kvt(kv_token), ep_g(ep_group), keep(keep_ops),
-        kind(layer_kind), moe(layer_kind.moe && arch.moe.has_value()), graph(build_layer_graph(arch, layer_kind)),
-        attn(attention_or_reference(arch, graph)),
+        kind(layer_kind), moe(layer_kind.moe && arch.moe.has_value()), graph(detail::layer_graph(arch, layer_kind)),
+        attn(attention_or_reference(arch, *graph)),
         ar(t > 1 ? collective_time(Collective::all_reduce, units::bytes((double(Ti) * double(h)) * e), tp_group) : Seconds(0)) {
     acc.tracing = trace;
   }
@@ -230,8 +232,8 @@ class ServingLayerPricer {
   // (serve_moe_step.py: F.rms_norm(qk, (d,)) * w) runs the norm and the weight multiply as two kernels; an engine's
   // one fused kernel is assumed (no engine profile here).
   void price_qk_norm() {
-    const double elems = T * double(attn.heads + attn.kv_heads) * double(a.head_dim) / double(t);
-    norm("q/k norm", elems * e * 2.0, 4.0 * elems, a.head_dim);
+    const double elems = T * double(attn.heads + attn.kv_heads) * double(attn.d_qk) / double(t);
+    norm("q/k norm", elems * e * 2.0, 4.0 * elems, attn.d_qk);
     if (eager) stream("q/k norm weight", elems * e * 3.0, elems);
   }
 
@@ -293,20 +295,17 @@ class ServingLayerPricer {
       gemm(o.name, Ti, h, std::max<std::int64_t>(1, o.out / t));
       return;
     }
-    std::int64_t qkv_out = 0;
     if (attn.is_mla()) {
-      // q_a and kv_a (the down projections) are replicated on every TP rank (vLLM's ReplicatedLinear [vLLM-dsv2]);
-      // the up projections q_b and kv_b are split over TP. As one GEMM of the same weight count per GPU.
-      std::int64_t repl = 0, split = 0;
-      for (std::uint8_t i = 0; i < o.weight_count; ++i) {
-        if (!o.weights[i].matmul) continue;
-        (o.weights[i].split == TpSplit::replicated ? repl : split) += o.weights[i].elements;
-      }
-      qkv_out = std::max<std::int64_t>(1, (repl + split / t) / h);
+      // MLA's projections as their GEMMs (graph/mla_projections.hpp): q_a and kv_a (the down projections) whole on
+      // every TP rank, one fused GEMM (vLLM's and SGLang's fused_qkv_a_proj [vLLM-dsv2]), q_b and kv_b split over TP
+      // by their outputs. kv_b is
+      // priced as one GEMM over the latent in prefill and decode alike: the absorbed decode's two per-head bmm
+      // (q_nope·W_UK, the latent output·W_UV) multiply the same weights, r_kv·n_q·(d_nope + d_v).
+      for (const MlaProjection& p : mla_projections(attn, h, true))
+        gemm(p.name, Ti, p.in, p.replicated ? p.out : std::max<std::int64_t>(1, p.out / t));
     } else {
-      qkv_out = o.out / t;
+      gemm(o.name, Ti, h, o.out / t);
     }
-    gemm(o.name, Ti, h, qkv_out);
     if (attn.is_mla()) {
       // MLA's latent RMSNorms (vLLM's q_a_layernorm and kv_a_layernorm), a norm kernel each over the query latent
       // r_q (none without one) and the key-value latent r_kv, as training prices them (train/layer_cost.cpp).
@@ -554,7 +553,7 @@ class ServingLayerPricer {
   const bool keep;
   const LayerKind kind;
   const bool moe;
-  const OpGraph graph;
+  const detail::GraphRef graph;  // the memo's when a GraphMemoScope of `a` is open (graph_memo.hpp)
   const Op attn;
   const std::int64_t t = plan.tp;
   const std::int64_t h = a.hidden;

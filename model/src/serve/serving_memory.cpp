@@ -15,6 +15,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/graph.hpp"
 #include "gpuplan/model/memory.hpp"
+#include "graph_memo.hpp"
 #include "runtime_context.hpp"
 #include "engine_policy.hpp"
 #include "serving_memory_internal.hpp"
@@ -265,13 +266,13 @@ units::Bytes serving_activation_peak(const wl::TransformerArch& a, int tp, std::
   // The widest layer kind the model has, folded over its op graphs.
   double widest = 0.0;
   for_each_layer_kind(a, [&](LayerKind kind, std::int64_t) {
-    widest = std::max(widest, peak_layer_width(build_layer_graph(a, kind), tp));
+    widest = std::max(widest, peak_layer_width(*detail::layer_graph(a, kind), tp));
   });
   const double h = double(layer_boundary_width(a));
   const double per_token = activation_bytes * (2.0 * h + widest);
   // The sampler's fp32 logits and probabilities over the LM head's output, gathered over TP.
   std::int64_t vocab = 0;
-  for (const Op& op : build_head_graph(a))
+  for (const Op& op : detail::head_graph(a))
     if (op.part == Part::lm_head) vocab = op.out;
   const double logits = 2.0 * double(max_seqs) * double(vocab) * 4.0;
   return units::bytes(double(batched_tokens) * per_token + logits);
@@ -304,19 +305,19 @@ void normalise_plan(const wl::TransformerArch& a, const hw::GpuSpec& gpu, Servin
 /// and the activation peak.
 Ctx serving_ctx(const wl::TransformerArch& a, const ParameterCounts& params, const hw::GpuSpec& gpu,
                 const ServingMemoryPlan& plan) {
-  Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, {}, {}, {}, build_head_graph(a)};
+  Ctx c{a, params, gpu, plan, {}, 2.0, 2.0, {}, {}, {}, {}, *detail::head_graph(a)};
   c.capacity = plan.capacity == CapacityBasis::label ? gpu.memory.capacity_label : gpu.memory_capacity();
   c.w16_bytes = plan.weights.dtype == StoreDtype::fp32 ? 4.0 : 2.0;
   c.wq_bytes = plan.weight_scale_overhead ? weight_bytes_per_param(plan.weights, a.hidden)
                                           : element_bytes(plan.weights.dtype);
   // Each layer kind's op graph is folded once; a layout then prices the classes (stage_weights).
   for_each_layer_kind(a, [&](LayerKind k, std::int64_t) {
-    c.kinds[static_cast<std::size_t>(k.index())] = graph_weights(build_layer_graph(a, k));
+    c.kinds[static_cast<std::size_t>(k.index())] = graph_weights(*detail::layer_graph(a, k));
   });
   c.layer_kind.resize(static_cast<std::size_t>(std::max<std::int64_t>(0, a.layers)));
   for (std::int64_t l = 0; l < a.layers; ++l)
     c.layer_kind[static_cast<std::size_t>(l)] = static_cast<std::uint8_t>(LayerKind::of(a, l).index());
-  c.dense = graph_weights(build_layer_graph(a, LayerKind{}));
+  c.dense = graph_weights(*detail::layer_graph(a, LayerKind{}));
   if (plan.overheads.activations) c.activations = *plan.overheads.activations;
   else if (plan.overheads.estimate_activations)
     c.activations = serving_activation_peak(a, plan.tp, plan.max_num_batched_tokens, plan.max_num_seqs,
@@ -456,6 +457,7 @@ void layout_notes(const wl::TransformerArch& a, const hw::GpuSpec& gpu, const La
 
 ServingMemory serving_memory(const wl::TransformerArch& a, const ParameterCounts& params, const hw::GpuSpec& gpu,
                              const ServingMemoryPlan& plan_in, Explain explain) {
+  const detail::GraphMemoScope graphs(a);  // the layer and head graphs of `a`: each built once here
   ServingMemory r;
   r.plan = plan_in;
   normalise_plan(a, gpu, r);

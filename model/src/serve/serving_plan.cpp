@@ -11,6 +11,7 @@
 #include "gpuplan/model/disagg_pools.hpp"
 #include "gpuplan/model/wide_ep.hpp"
 #include "serving_internal.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 
@@ -468,6 +469,7 @@ ServingPlanResult plan_serving(const wl::TransformerArch& a, const ParameterCoun
                                const ServingPerfPlan& perf, const Traffic& traffic, const Sla& sla,
                                const ServingSystem& sys, const ServingPlanOptions& options, Explain explain) {
   using units::format;
+  const detail::GraphMemoScope graphs(a);  // the layer and head graphs of `a`: each built once here
   ServingPlanResult r;
   r.traffic = traffic;
   r.sla = sla;

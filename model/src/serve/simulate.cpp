@@ -10,6 +10,7 @@
 #include "gpuplan/core/format.hpp"
 
 #include "sim_engine.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 
@@ -55,6 +56,7 @@ ForwardBatch iteration_batch(const IterationShape& it) {
 
 SimResult simulate_serving(const wl::TransformerArch& arch, const ServingPerfPlan& plan, const ServingSystem& sys,
                            const std::vector<SimRequest>& requests, const SimOptions& opt) {
+  const detail::GraphMemoScope graphs(arch);  // the layer and head graphs of `arch`: each built once here
   SimResult res;
   res.requests = std::int64_t(requests.size());
   if (requests.empty()) return res;

@@ -12,6 +12,7 @@
 #include "gpuplan/core/format.hpp"
 #include "gpuplan/model/kv_cache.hpp"
 #include "gpuplan/model/vision.hpp"
+#include "graph_memo.hpp"
 
 namespace gpuplan::model {
 
@@ -111,6 +112,7 @@ SteadyState steady_state(const wl::TransformerArch& a, const ServingPerfPlan& pl
                          std::int64_t isl, std::int64_t osl, const ServingSystem& sys, Explain explain,
                          std::optional<std::int64_t> decode_context) {
   using units::format;
+  const detail::GraphMemoScope graphs(a);  // the layer and head graphs of `a`: each built once here
   SteadyState ss;
   batch = std::max<std::int64_t>(1, batch);
   isl = std::max<std::int64_t>(1, isl);

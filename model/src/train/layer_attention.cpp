@@ -24,9 +24,38 @@ namespace gpuplan::model::detail {
 /// PyTorch's, their inefficiency is in the index arithmetic and unvectorised loads, not the memory system).
 constexpr double kEagerScorePassRate = 0.49;
 
+// MLA's projections as the GEMMs Megatron-Core runs them (graph/mla_projections.hpp): the down-projections q_a and
+// kv_a held whole by every TP rank, on this rank's rows (the sequence shard under sequence parallelism, all T tokens
+// otherwise); the up-projections q_b and kv_b column-parallel over all T tokens, each reading its latent norm's output
+// (TELayerNormColumnParallelLinear under qk_layernorm). The `mla_up_proj` recompute module reruns the up-projections'
+// forward (GEMMs and their input casts); TorchTitan's op-level policy the even-numbered mm of the block (q_b and kv_b,
+// or kv_a without a query latent). Then the rotary on each head's rotary part and MLA's elementwise kernels.
+void TrainingLayerPricer::price_mla_projections(const Op& o) {
+  Seconds up_fwd{};
+  int mm = 0;
+  for (const MlaProjection& p : mla_projections(attn, h)) {
+    const Seconds before = lc.fwd.total();
+    norm_input = p.up;
+    replicated_input = p.replicated;
+    fwd_gemm(p.name, LinearKind::qkv, p.replicated ? T_norm : T, p.in, p.replicated ? p.out : p.out / t);
+    if (p.up) up_fwd += lc.fwd.total() - before;
+    if (++mm % 2 == 0) op_sac_rerun(1.0);
+  }
+  if (plan.recomputes(wl::recompute_mla_up_proj)) recompute_part(up_fwd, OpClass::gemm);
+  bias_grad(o.name, a.qkv_bias, o.matmul_elements() / h / t);
+  // Rotary on the rotary part of this rank's query heads and on the one rotary key all heads share (k_pe, from the
+  // kv down-projection: every rank rotates it whole), d_rope wide (Megatron-Core MLASelfAttention applies the rotary
+  // to q_pos_emb [s, b, n/TP, d_rope] and k_pos_emb [s, b, 1, d_rope] before expanding k to the heads).
+  const double rope_elems = double(T) * double(attn.heads * attn.mla.d_rope / t + attn.mla.d_rope);
+  if (a.position == wl::PositionKind::rope)
+    op_sac_elementwise([&] { stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f); });
+  mla_elementwise();
+}
+
 // MLA's kernels beside its projections (arXiv:2405.04434 §2.1). The latent RMSNorms of the query (r_q) and of
-// the key-value latent (r_kv): norm kernels like the layer's own (2 passes forward, 4 backward), recomputed with
-// the up-projections they feed or with the norms. Under DeepSeek's framework, the heads assembled for
+// the key-value latent (r_kv): norm kernels like the layer's own (2 passes forward, 4 backward) on the rows of the
+// down-projections they follow (the sequence shard under sequence parallelism), recomputed with the up-projections
+// they feed or with the norms. Under DeepSeek's framework, the heads assembled for
 // FlashAttention's d_nope + d_rope wide q and k: q's no-rope part copied beside its rotary part and k's shared
 // rotary part written into every head (read q_nope and write it, write k_pe per head), forward and again in the
 // recompute, and dq's and dk's no-rope parts copied out in the backward (_copy_tensor_kernel and direct_copy in
@@ -34,8 +63,8 @@ constexpr double kEagerScorePassRate = 0.49;
 void TrainingLayerPricer::mla_elementwise() {
   const Op::MlaShape& ml = attn.mla;
   const Seconds before = lc.fwd.total();
-  price_norm("MLA query latent norm", double(T) * double(ml.q_rank), ml.q_rank);
-  price_norm("MLA key-value latent norm", double(T) * double(ml.kv_rank), ml.kv_rank);
+  price_norm("MLA query latent norm", double(T_norm) * double(ml.q_rank), ml.q_rank);
+  price_norm("MLA key-value latent norm", double(T_norm) * double(ml.kv_rank), ml.kv_rank);
   const bool rc_up = plan.recomputes(wl::recompute_mla_up_proj);
   if (rc_up || plan.recomputes(wl::recompute_layernorm)) recompute_part(lc.fwd.total() - before, OpClass::elementwise);
   if (!per_axis) return;

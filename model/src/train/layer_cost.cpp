@@ -108,11 +108,12 @@ void TrainingLayerPricer::fwd_gemm(const std::string& name, LinearKind kind, std
   };
   auto add_fwd = [&](const OpCost& o) { put(true, true, o); };
   auto add_bwd = [&](const OpCost& o) { put(false, true, o); };
-  const bool from_norm = norm_input;
-  norm_input = false;
+  const bool from_norm = norm_input, replicated = replicated_input;
+  norm_input = replicated_input = false;
   // FP8/FP4 GEMMs take quantised operands (fp8_quant.hpp): their kernels, and the input cast's forward time.
   if (gemm_p == hw::Precision::fp8 || gemm_p == hw::Precision::fp4) {
-    const QuantOps qo = quant.gemm_operands(name, kind, double(m), double(k), double(n), double(batch), from_norm);
+    const QuantOps qo =
+        quant.gemm_operands(name, kind, double(m), double(k), double(n), double(batch), from_norm, replicated);
     for (const QuantOp& o : qo) put(o.forward, false, o.op);
     last_fwd_cast = qo.input_cast_fwd;
   }
@@ -267,40 +268,32 @@ void TrainingLayerPricer::residual() {
 }
 
 
-// The linears, split by TP: the QKV block (MLA: its down- and up-projections as one GEMM of equal weight count,
-// h × (Σ weights / h)), the output projection (rows), the MLP or the experts (columns, then rows), the router
+// The linears, split by TP: the QKV block (MLA: its four projections, price_mla_projections; eager modules: Q, K
+// and V apart, separate_gemms), the output projection (rows), the MLP or the experts (columns, then rows), the router
 // (all its columns, on this rank's tokens). Routed experts: E/ep experts on this GPU, one grouped GEMM over them,
 // T·k·ep/E tokens each.
 
 void TrainingLayerPricer::price_linear(const Op& o) {
   switch (o.linear) {
     case LinearKind::qkv: {
-      const Seconds before = lc.fwd.total();
-      norm_input = !attn.is_mla() && o.part != Part::ssm;  // Megatron-Core's TELayerNormColumnParallelLinear
+      if (attn.is_mla() && o.part != Part::ssm) {
+        price_mla_projections(o);
+        break;
+      }
+      norm_input = o.part != Part::ssm;  // Megatron-Core's TELayerNormColumnParallelLinear
       const LinearGemms qkv = linear_gemms(a, o, projections_apart(a, plan));
       if (qkv.count > 1) separate_gemms(qkv, LinearKind::qkv);
       else fwd_gemm(o.name, LinearKind::qkv, T, h, o.matmul_elements() / h / t);
       bias_grad(o.name, a.qkv_bias && o.part != Part::ssm, o.matmul_elements() / h / t);
-      if (attn.is_mla() && o.part != Part::ssm && plan.recomputes(wl::recompute_mla_up_proj) &&
-          o.matmul_elements() > 0) {
-        // MLA's up-projections (q_b: r_q → n·(d_nope + d_rope); kv_b: r_kv → n·(d_nope + d_v)) are that share of
-        // the QKV block's weights, hence of its forward time (GEMM and FP8 cast).
-        const Op::MlaShape& ml = attn.mla;
-        const double up = double(ml.q_rank > 0 ? ml.q_rank * attn.heads * (ml.d_nope + ml.d_rope) : 0) +
-                          double(ml.kv_rank * attn.heads * (ml.d_nope + ml.d_v));
-        recompute_part((lc.fwd.total() - before) * std::min(1.0, up / double(o.matmul_elements())), OpClass::gemm);
-      }
       // Op-level SAC: wk (mm 2 of q, k, v) is the K heads' share of the fused QKV GEMM; held apart, it is a GEMM of
       // V's shape, the last one run.
       if (o.part != Part::ssm && o.matmul_elements() > 0)
         op_sac_rerun(qkv.count > 1 ? 1.0 : double(attn.kv_heads * dqk) / (double(o.matmul_elements()) / double(h)));
       if (o.part == Part::ssm) break;  // Mamba-2's in_proj: no rotary
-      // Rotary on the query and key heads (MLA: on the rotary part of each head).
-      const double rope_elems =
-          double(T) * double((attn.heads + attn.kv_heads) * (attn.is_mla() ? attn.mla.d_rope : dqk) / t);
+      // Rotary on the query and key heads.
+      const double rope_elems = double(T) * double((attn.heads + attn.kv_heads) * dqk / t);
       if (a.position == wl::PositionKind::rope)
         op_sac_elementwise([&] { stream("rotary", rope_elems * e * rope_f, 3.0 * rope_elems, rope_b / rope_f); });
-      if (attn.is_mla()) mla_elementwise();
       break;
     }
     case LinearKind::attention_out:

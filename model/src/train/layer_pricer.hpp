@@ -15,6 +15,7 @@
 #include "graph_memo.hpp"
 #include "layer_cost.hpp"
 #include "linear_gemms.hpp"
+#include "mla_projections.hpp"
 #include "lora_adapter.hpp"
 #include "moe_cost.hpp"
 #include "moe_layer.hpp"
@@ -68,6 +69,7 @@ class TrainingLayerPricer {
   // Bytes per output element a SwiGLU / GELU kernel writes: the activation dtype, or under DeepSeek's framework the
   // FP8 copy with its 1×128 scales that the next GEMM reads (swiglu_forward_with_weight_and_per_token_cast_to_fp8).
   [[nodiscard]] double activation_out_bytes() const { return per_axis ? kBlockAxisBytes : e; }
+  void price_mla_projections(const Op& o);
   void mla_elementwise();
   void attention_output_store(double elems);
   void activation(const char* nm, double elems, bool again);
@@ -163,6 +165,7 @@ class TrainingLayerPricer {
   const bool per_axis = one_layout_blockwise(plan);  // DeepSeek's framework: per-axis FP8 casts (quant_recipe.hpp)
   Seconds last_fwd_cast{}, last_fwd_gemm{};  // the last fwd_gemm's forward input cast and GEMM (op_sac_rerun)
   bool norm_input = false;  // the next fwd_gemm's input is a LayerNormLinear's norm output (fp8_quant.hpp)
+  bool replicated_input = false;  // the next fwd_gemm is held whole by every TP rank, on its own rows (fp8_quant.hpp)
   MoeExpertWork moe_w;   // the routed experts' work on this GPU (set by the expert ops)
   Seconds moe_taken{};   // time of the op already booked to another MoE term
   const wl::Parallelism& par = plan.par;

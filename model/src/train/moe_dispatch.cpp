@@ -2,6 +2,7 @@
 // (training_core.hpp: moe_dispatch): NCCL's all-to-all, or DeepSeek-V3's node-deduplicating kernels (DeepEP).
 #include <algorithm>
 
+#include "gpuplan/model/graph.hpp"
 #include "moe_a2a.hpp"
 #include "moe_layer.hpp"
 #include "quant_recipe.hpp"
@@ -16,7 +17,7 @@ MoeDispatch moe_dispatch(const wl::TransformerArch& a, const wl::TrainingPlan& p
   // sequence shards an expert-TP group holds; etp = tp without folding, the factor 1).
   const double T = double(plan.micro_batch) * double(plan.seq_len) / double(std::max(1, plan.par.cp)) *
                    (double(plan.par.expert_tp()) / double(std::max(1, plan.par.tp)));
-  const double k = double(a.moe->experts_per_token), h = double(a.hidden);
+  const double k = double(a.moe->experts_per_token), h = double(layer_boundary_width(a));
   const double ab = plan.precision.activation_bytes;
   // The busiest rank's rows over the balanced mean after the expert capacity (TrainingPlan::moe_load): with padding
   // to capacity every rank sends and receives f·k·T rows, the padding included.

@@ -141,7 +141,7 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
     }
   }
   // Each lookup reads and writes T·h (+ the gradient's scatter-add: ×3 when trained).
-  const OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes(lookups * double(T) * double(a.hidden) * e * 2.0),
+  const OpCost embed = streaming_cost(none, OpClass::embedding, units::bytes(lookups * double(T) * double(layer_boundary_width(a)) * e * 2.0),
                                       units::flop(0), hd);
   c.embed_time = embed.time * (frozen ? 1.0 : 3.0);
   if (plan.mtp_layers > 0) {

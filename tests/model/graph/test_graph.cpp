@@ -135,8 +135,10 @@ TEST_SUITE("op graph") {
     l.rank = 16;
     l.targets = wl::LoraTargets::all;
     const LoraLayerParams moe = lora_layer_params(a, l, true);
-    // QKV block: h in, n_q·d_qk + r_kv + d_rope out; output projection n_q·d_v in, h out; shared expert 2·i_s / i_s.
-    const double qkv = 16.0 * (7168 + 128 * 192 + 512 + 64), o = 16.0 * (128 * 128 + 7168);
+    // MLA's block: a pair per projection (q_a 7168 → 1536, q_b 1536 → n_q·d_qk, kv_a 7168 → r_kv + d_rope, kv_b
+    // r_kv → n_q·(d_nope + d_v)); output projection n_q·d_v in, h out; shared expert 2·i_s / i_s.
+    const double qkv = 16.0 * ((7168 + 1536) + (1536 + 128 * 192) + (7168 + 512 + 64) + (512 + 128 * 256));
+    const double o = 16.0 * (128 * 128 + 7168);
     const double shared = 16.0 * (7168 + 2 * 2048) + 16.0 * (2048 + 7168);
     CHECK(moe.dense == qkv + o + shared);
     CHECK(moe.expert == 256.0 * (16.0 * (7168 + 2 * 2048) + 16.0 * (2048 + 7168)));

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "gpuplan/model/graph.hpp"
+#include "gpuplan/model/serving.hpp"
 #include "graph_memo.hpp"
 #include "library.hpp"
 
@@ -66,5 +67,30 @@ TEST_SUITE("op graph memo") {
     x.intermediate = 8192;
     const detail::GraphMemoScope scope(x);
     CHECK(detail::layer_graph(x, LayerKind{})->parameters(Part::dense_mlp) == 3 * 4096LL * 8192);
+  }
+  TEST_CASE("a serving forward priced inside a scope of its model is the forward priced without one") {
+    // The serving pricers read the memo's graphs (forward_cost opens a scope; the planner, the simulator, serving
+    // memory and the steady state open one around all their passes): a decode batch and a prompt chunk on DeepSeek-V3
+    // (MLA, MoE and dense kinds) and Nemotron-H 8B (Mamba-2, attention and FFN-only kinds), TP 2, equal to the bit.
+    for (const char* id : {"deepseek-v3", "nemotron-h-8b"}) {
+      const auto& a = arch(id);
+      const ServingSystem sys = test::node_system("dgx-h100");
+      ServingPerfPlan p;
+      p.weights = default_weight_quant(StoreDtype::bf16);
+      p.kv = default_kv_quant(StoreDtype::bf16);
+      p.tp = 2;
+      const ForwardBatch fb{8, 1, 2048, 1, 512, 1024, true};
+      const ForwardCost free = forward_cost(a, p, fb, sys, Explain::on);
+      {
+        const detail::GraphMemoScope scope(a);
+        const ForwardCost memo1 = forward_cost(a, p, fb, sys, Explain::on);
+        const ForwardCost memo2 = forward_cost(a, p, fb, sys, Explain::on);
+        CHECK(memo1.total.raw() == free.total.raw());
+        CHECK(memo2.total.raw() == free.total.raw());
+        CHECK(memo2.ops.size() == free.ops.size());
+      }
+      // The scope forward_cost opened ended with it: outside, every call builds its own graph again.
+      CHECK(&*detail::layer_graph(a, LayerKind{}) != &*detail::layer_graph(a, LayerKind{}));
+    }
   }
 }
