@@ -144,6 +144,21 @@ void GemmQuantOps::per_axis_casts(const std::string& name, LinearKind kind, doub
   cast(false, " grad fp8 1x128 cast (dgrad)", dy, e, kBlockRowCastRate);
   cast(false, " grad fp8 cast-transpose (wgrad)", dy, e, kBlockColCastRate);
   cast(false, " input fp8 cast-transpose (wgrad)", x, fp8_rows ? kBlockAxisBytes : e, kBlockColCastRate);
+  // The row-wise scales transposed into the GEMM's layout before each non-grouped GEMM that reads them (the forward
+  // and the dgrad): the profile runs one `utils::transpose` kernel before each of its 16 `fp8_ptp128c` GEMMs per
+  // MoE layer (125 µs in all, 2-13 µs each), none before the grouped expert GEMMs (their scales come with DeepEP's
+  // rows) or the wgrad GEMMs (the column-wise pass writes their layout); DeepGEMM's SM90 GEMMs take the LHS scales
+  // MN-major and TMA-aligned (deepseek-ai/DeepGEMM, deep_gemm/utils/layout.py get_mn_major_tma_aligned_tensor). One
+  // fp32 per 128 elements read and written: launch-bound at these sizes.
+  if (kind == LinearKind::expert_in || kind == LinearKind::expert_out) return;
+  auto scales = [&](bool forward, const char* what, double elems) {
+    OpCost c = streaming_cost(named(name, what), OpClass::elementwise, units::bytes(elems / 128.0 * 4.0 * 2.0),
+                              units::flop(0), d);
+    if (forward) out.input_cast_fwd += c.time;
+    out.add(forward, std::move(c));
+  };
+  scales(true, " fp8 scale transpose (GEMM layout)", x);
+  scales(false, " grad fp8 scale transpose (GEMM layout, dgrad)", dy);
 }
 
 // Fp8WeightCopies::per_microbatch (wl/training.hpp): the weight copies Transformer Engine would cache are made in

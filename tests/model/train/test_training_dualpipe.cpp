@@ -499,6 +499,17 @@ TEST_CASE("DeepSeek's framework quantises each GEMM operand per axis, one pass p
   // Its input, kept in FP8 for the recompute (§3.3.3), is read back to BF16 in the backward (cast_back_impl).
   CHECK(op_bytes(r, "expert activation input FP8 copy read back") ==
         gptest::approx(32768.0 * 4096.0 * (1.0 + 4.0 / 128.0 + 2.0)));
+  // The row-wise scales transposed into DeepGEMM's layout before each non-grouped GEMM's forward and dgrad (the
+  // profile: one utils::transpose before each of its fp8_ptp128c GEMMs, 14 a layer outside the recompute; none before
+  // the grouped expert GEMMs): q_a, kv_a, q_b, kv_b, the output projection, the shared expert's two linears. The
+  // layer input's: T × 7168 / 128 fp32 scales read and written.
+  int scale_transposes = 0;
+  for (const auto& o : r.layer_ops)
+    if (o.name.find("fp8 scale transpose") != std::string::npos) ++scale_transposes;
+  CHECK(scale_transposes == 14);
+  CHECK(op_bytes(r, "MLA q down-projection fp8 scale transpose (GEMM layout)") ==
+        gptest::approx(4096.0 * 7168.0 / 128.0 * 4.0 * 2.0));
+  CHECK(op_named(r, "expert up/gate fp8 scale transpose (GEMM layout)") == nullptr);
   // Transformer Engine's blockwise quantiser (the default weight caching) reads once and writes both layouts.
   DeepSeekLayer te;
   te.plan.fp8_weight_copies = wl::Fp8WeightCopies::cached;
