@@ -688,12 +688,12 @@ const cli::CaseResult* dsv3_case(const cli::ValidationSummary& s) {
 
 // Met since session 33: with the layer split of NVIDIA's Megatron-Bridge DeepSeek-V3 recipe for PP 16 (the case's
 // pipeline_layout; DeepSeek publishes none), the model prices the step at 17.1 s against the measured 19.93 s (ISCA '25
-// Table 4), 2.29M GPU-hours, 13.9% short (session 25: 26.4% short; session 26: 19.5%, DeepSeek's per-axis FP8 casts,
+// Table 4), 2.29M GPU-hours, 14.1% short (session 25: 26.4% short; session 26: 19.5%, DeepSeek's per-axis FP8 casts,
 // MLA's copies, the E5M6 store and the paired GEMMs on the SMs DeepEP leaves; session 27: the paired attention beside
 // those SMs at its measured loss and the bubble's lone backward chunk waiting for its own all-to-all; session 32:
 // DualPipe's pipeline sends per micro-batch, 18.0% short; session 33: MLA's QKV block as the four GEMMs DeepSeek's
 // profile runs, each at its own shape with its own FP8 operands, 15.1%, and the router as the profile's ~58 small
-// kernels, 14.1%, and DeepGEMM's per-GEMM scale transposes, 13.9%). What is still short (docs/deepseek-v3-profile.md, "Kernel classes against the priced terms"):
+// kernels, 14.1%, and DeepGEMM's per-GEMM scale transposes, 13.9% on that branch; 14.1% merged with F4's rotary). What is still short (docs/deepseek-v3-profile.md, "Kernel classes against the priced terms"):
 // DeepSeek's elementwise and cast kernels below gpuplan's streaming rate, DeepEP's combine beside compute, the
 // production pair's 11% over the profiled one, the bubble (1.17 s against 2.06 s) and the optimizer with the DP
 // collectives (0.11 s against 0.29 s).
@@ -708,7 +708,7 @@ TEST_CASE("DeepSeek-V3's published pre-training on 2048 H800 is priced within 15
 }
 
 // The priced side of the same gap, so that it cannot drift unnoticed: at the recipe's split the model is still short
-// of the report, 10-15% (session 26: 19.5%; session 27: 18.5%; session 32: 18.0%; session 33: 13.9%).
+// of the report, 10-15% (session 26: 19.5%; session 27: 18.5%; session 32: 18.0%; session 33: 14.1%).
 TEST_CASE("DeepSeek-V3 at Megatron-Bridge's PP 16 split is priced 10-15% short of the reported GPU-hours") {
   const auto s = run("training_cases.json");
   const cli::CaseResult* c = dsv3_case(s);
