@@ -541,8 +541,10 @@ class ServingLayerPricer {
         // their own with its SiluAndMul: Qwen2MoeMLP, DeepseekV2MLP, Llama4's shared_expert).
         const std::string pre = o.part == Part::shared_experts ? "shared expert " : "";
         if (eager && gated) {
-          unary(pre + "SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width));
-          stream(pre + "gate product", T * double(width) * e * 3.0, T * double(width));
+          // F.silu(x[..., :w]) * x[..., w:] on the fused gate|up output's strided halves: the non-vectorised kernel
+          // the experts run (price_experts), issue-bound.
+          strided(pre + "SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width), T * double(width), HostCall::unary);
+          strided(pre + "gate product", T * double(width) * e * 3.0, T * double(width), T * double(width));
         } else {
           unary(pre + (gated ? "SwiGLU" : "GELU"), T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
         }
