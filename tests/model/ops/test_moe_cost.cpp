@@ -186,3 +186,39 @@ TEST_CASE("index_put and the non-vectorised elementwise kernels run at the SMs' 
     CHECK(plain.time.raw() < silu.time.raw());
   }
 }
+
+TEST_CASE("the issue-bound kernels alone on an H200: index_put at the profiles' rate, and slower in proportion to SMs") {
+  // data/validation/measured/h200-sxm-141gb/issue_bound_kernels.json (scripts/measure/issue_bound_kernels.py, session
+  // 33): each kernel alone at the 4K TP2/EP2 prefill's shapes, on all 132 SMs and on 66 through a green context.
+  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h200-sxm-141gb/issue_bound_kernels.json");
+  REQUIRE(in.good());
+  const auto j = nlohmann::json::parse(in);
+  auto time_of = [&](const std::string& k, int sms) {
+    for (const auto& r : j.at("rows"))
+      if (r.at("kernel") == k && r.at("sms") == sms) return r.at("time_s").get<double>();
+    FAIL("no row " << k << " at " << sms);
+    return 0.0;
+  };
+  auto elements_of = [&](const std::string& k) {
+    for (const auto& r : j.at("rows"))
+      if (r.at("kernel") == k) return r.at("elements").get<double>();
+    return 0.0;
+  };
+  const double cycles = 132 * 1830e6;  // the H200's SMs × boost clock in data/hardware
+  for (const char* k : {"index_put_routed_rows", "index_put_all_slots"}) {
+    CAPTURE(k);
+    // 0.885 and 0.899 elements / SM / cycle alone; the constant (0.89) is the profiles' in-graph rate.
+    CHECK(elements_of(k) / time_of(k, 132) / cycles == gptest::approx(model::detail::kIndexPutElementsPerSmCycle).epsilon(0.03));
+  }
+  // Half the SMs: the issue-bound kernels take 1.70-1.77× as long (index_put, strided SiLU and product, row scale),
+  // the vectorised HBM-bound controls (copy, add, row gather) 1.11-1.29×.
+  for (const char* k : {"index_put_routed_rows", "index_put_all_slots", "silu_strided_half", "gate_product_strided",
+                        "scale_by_row_weight"}) {
+    CAPTURE(k);
+    CHECK(time_of(k, 66) / time_of(k, 132) > 1.65);
+  }
+  for (const char* k : {"copy_contiguous", "add_contiguous", "gather_rows"}) {
+    CAPTURE(k);
+    CHECK(time_of(k, 66) / time_of(k, 132) < 1.35);
+  }
+}
