@@ -110,16 +110,18 @@ TEST_CASE("our own MoE cases at EP 1/2/4 meet issue #21's bar: decode, prefill a
     CHECK(median(g.calibrated) <= 0.10);
     CHECK(worst(g.calibrated) <= 0.25);
   }
-  CHECK(groups["decode"].built_in.size() == 27);
-  CHECK(groups["prefill"].built_in.size() == 6);
+  CHECK(groups["decode"].built_in.size() == 28);
+  CHECK(groups["prefill"].built_in.size() == 9);
   CHECK(groups["training"].built_in.size() == 10);
-  // The prefills are the closest to the bar, and all but the shortest too fast (built-in: EP 1 1K +12.4%, 4K -9.8%;
-  // EP 2 1K/2K/4K -3.7/-10.1/-13.0%, EP 4 2K -4.6%): a guard at today's level. Session 32: the node runs' attention
-  // is cuDNN's (PyTorch 2.11's SDPA default on Hopper; data/validation/measured/h200-sxm-141gb/prefill_attn_probe.json),
-  // not FlashAttention-2 as their cases had said (the built-in prefill median went 9.7% -> 10.6%, the bar missed);
-  // the expert SwiGLU's passes over every fixed-capacity slot (node_serve_step.py moe_static, priced since session 32)
-  // bring it back to 9.93%: the margin is thin, and the miss that grows with the prompt is only partly explained
-  // (data/validation/ANALYSIS.md, "The MoE prefills' SwiGLU runs over every slot").
-  CHECK(median(groups["prefill"].built_in) <= 0.0995);
-  CHECK(worst(groups["prefill"].built_in) <= 0.135);
+  // Session 33 (issue #21): the TP 2 / EP 2 prefill and decode b = 1 on two H200s joined the cases
+  // (data/validation/measured/h200-sxm-141gb/node-x2-moe-serving-cases.json; built-in -15.4 / -21.9 / -23.3% at
+  // 1K/2K/4K, decode +3.0%, before the change below), and index_put and the non-vectorised elementwise kernels (the
+  // strided SiLU and gate product, the combine's row scale) are priced by their SM-issue rate (moe_cost.hpp,
+  // issue_bound_cost; measured on the H100 TP4/EP4 and H200 TP2/EP2 prefill profiles, the same absolute rates on both
+  // GPUs). Built-in prefill errors now: EP 1 1K/4K +16.7 / -3.6%; EP 2 H100 1K/2K/4K -0.5 / -6.1 / -8.3%, H200
+  // -6.6 / -10.9 / -10.3%; EP 4 2K -0.8%: median 6.6%, worst the EP 1 1K eager prefill (+16.7%, was +12.4%: its
+  // eager SwiGLU and combine pay the issue-bound rate too, and it was already over-priced by its uniform routing,
+  // data/validation/ANALYSIS.md session 32).
+  CHECK(median(groups["prefill"].built_in) <= 0.07);
+  CHECK(worst(groups["prefill"].built_in) <= 0.17);
 }

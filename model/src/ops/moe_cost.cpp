@@ -75,11 +75,25 @@ MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch, bool fixe
   return r;
 }
 
-OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d) {
-  OpCost c = streaming_cost(name, OpClass::elementwise, bytes, units::flop(0), d);
+OpCost issue_bound_cost(const std::string& name, units::Bytes bytes, units::Flops flops, double elements,
+                        double per_sm_cycle, const Device& d) {
+  OpCost c = streaming_cost(name, OpClass::elementwise, bytes, flops, d);
+  const hw::GpuSpec* g = d.gpu;
+  if (g == nullptr || g->compute_units <= 0 || !g->boost_clock_MHz || *g->boost_clock_MHz <= 0 || elements <= 0)
+    return c;
+  const double per_s = double(g->compute_units) * *g->boost_clock_MHz * 1e6 * per_sm_cycle;
   const units::Seconds launch = kernel_fixed(d, OpClass::elementwise);
-  c.time = (c.time - launch) / kIndexPutRate + launch;
+  const units::Seconds issue(elements / per_s);
+  if (issue > c.time - launch) {
+    c.time = issue + launch;
+    c.bound = Bound::compute;  // the SMs' instruction issue, not HBM
+  }
   return c;
+}
+
+OpCost index_put_cost(const std::string& name, units::Bytes bytes, double element_bytes, const Device& d) {
+  const double elements = element_bytes > 0 ? bytes.raw() / (2.0 * element_bytes) : 0.0;
+  return issue_bound_cost(name, bytes, units::flop(0), elements, kIndexPutElementsPerSmCycle, d);
 }
 
 std::int64_t te_grouped_quant_kernels(wl::QuantRecipe r, std::int64_t groups) {

@@ -42,15 +42,30 @@ struct MoeHostSync {
 /// moe_capacity_factor with moe_pad_to_capacity), known on the host without a copy.
 MoeHostSync moe_host_sync(bool eager, int ep, wl::EpDispatch dispatch, bool fixed_splits);
 
-/// PyTorch's index_put of whole rows (`buf[idx] = rows`, not accumulating) against the streaming rate: its kernel
-/// (index_put_kernel_impl) moves one element per thread. Measured in our TP4/EP4 fixed-capacity prefill on 4 H100s
-/// (1 × 2048 tokens, 48 layers; data/validation/measured/h100-sxm5-80gb/serve_moe_tp4_ep4_profile_graph_tp.json,
-/// CUDA-only profile): 11.07 ms of index_put kernels for 201 MB read + written per layer (the routed rows into their
-/// slots 2 × 16.8 MB, the results back to slot order 2 × 67 MB, the returned rows into pair order 2 × 16.8 MB):
-/// 0.87 TB/s, 0.30 of the 2.88 TB/s the built-in H100 streams (3.35 TB/s × η_hbm 0.86). Other GPUs: the same
-/// fraction (an assumption).
-inline constexpr double kIndexPutRate = 0.30;
-OpCost index_put_cost(const std::string& name, units::Bytes bytes, const Device& d);
+/// Eager PyTorch kernels that move one element per thread with per-element index arithmetic — index_put of whole
+/// rows (index_put_kernel_impl), and TensorIterator's non-vectorised elementwise_kernel<128, 4> that runs on strided
+/// or broadcast operands (the SwiGLU's F.silu(h[:, :i]) and its product with h[:, i:], the combine's scale of each
+/// row by its weight) — are bound by the SMs' instruction issue, not by HBM. Their rate in elements per SM per cycle
+/// of the part's boost clock (GpuSpec::boost_clock_MHz; 1830 MHz for both parts below: at nvidia-smi's 1980 MHz
+/// maximum the per-cycle figures would be 0.92×) is measured on our fixed-capacity MoE prefills' CUDA-only kernel
+/// profiles (48 layers; the elements from the passes serving_layer.cpp prices): the H100 TP4/EP4 1 × 2048
+/// (data/validation/measured/h100-sxm5-80gb/serve_moe_tp4_ep4_profile_graph_tp.json) and the H200 TP2/EP2
+/// 1 × 1024/2048/4096 (h200-sxm-141gb/serve_tp2_ep2_qwen3_30b_a3b_prefill_profile_tp.json). Both parts have 132 SMs
+/// and the H200 streams 1.43× faster, yet each class runs at the same absolute rate on both:
+///  - index_put (one 16-bit element read and written each): H100 0.90, H200 0.92 / 0.86 / 0.87 elements / SM / cycle
+///    (0.83–0.89 TB/s read + written: 0.30 of the H100's streaming rate, 0.20 of the H200's) → 0.89;
+///  - the non-vectorised product of two bf16 operands (the gate product and the row scale, one kernel name in the
+///    profiles): H100 1.28, H200 1.33 / 1.29 / 1.33; the strided SiLU: H100 1.25, H200 1.29 / 1.34 / 1.39 → 1.3.
+/// Other GPUs: the same per-SM-cycle rates (an assumption: measured on Hopper only).
+inline constexpr double kIndexPutElementsPerSmCycle = 0.89;
+inline constexpr double kStridedElementwiseElementsPerSmCycle = 1.3;
+/// A streaming kernel of `elements` elements issue-bound at `per_sm_cycle`: max(bytes / streaming rate, elements /
+/// (SMs × boost clock × per_sm_cycle)) + the elementwise kernel's fixed cost. A GPU without an SM count or clock in
+/// its data: the streaming rate alone.
+OpCost issue_bound_cost(const std::string& name, units::Bytes bytes, units::Flops flops, double elements,
+                        double per_sm_cycle, const Device& d);
+/// index_put of whole rows of `bytes` read + written (bf16 or any 16-bit type: 4 B an element).
+OpCost index_put_cost(const std::string& name, units::Bytes bytes, double element_bytes, const Device& d);
 
 /// Kernels Transformer Engine runs for one quantisation pass (amax, scale, cast, ...) of a GroupedLinear operand over
 /// `groups` local experts. GroupedLinear quantises its input in the forward and the output gradient in the backward

@@ -141,8 +141,8 @@ class ServingLayerPricer {
         // The padded buffers (rows of h): zero fill (write), the receiver's gather of every slot into expert order
         // (read + write), the results written back to slot order; the sender writes its routed rows into their
         // slots and takes them back from the returned buffer (a gather, then a write into pair order). The writes
-        // into slots are PyTorch's index_put (one element per thread, not vectorised), which our TP4/EP4 prefill
-        // profile times at 0.30 of the streaming rate (moe_cost.hpp, kIndexPutRate).
+        // into slots are PyTorch's index_put (one element per thread, not vectorised), bound by the SMs' issue rate,
+        // not HBM (moe_cost.hpp, kIndexPutElementsPerSmCycle: the same absolute rate on our H100 and H200 profiles).
         const double local = T * kk / double(ep), hb = double(h) * e;
         stream("fixed-capacity send buffer zero fill", rows * hb, 0.0);
         index_put("routed rows into their slots (index_put)", local * hb * 2.0);
@@ -209,10 +209,18 @@ class ServingLayerPricer {
   void inner(const std::string& name, double bytes) {
     if (bytes > 0) acc.add_inner(streaming_cost(name, OpClass::elementwise, units::bytes(bytes), units::flop(0), d), keep);
   }
-  // PyTorch's index_put of whole rows (x[idx] = y): its bytes at detail::kIndexPutRate of the streaming rate.
+  // PyTorch's index_put of whole rows (x[idx] = y): issue-bound at detail::kIndexPutElementsPerSmCycle.
   void index_put(const std::string& name, double bytes) {
     if (bytes <= 0) return;
-    acc.add(detail::index_put_cost(name, units::bytes(bytes), d), keep);
+    acc.add(detail::index_put_cost(name, units::bytes(bytes), e, d), keep);
+  }
+  // TensorIterator's non-vectorised elementwise kernel (strided or broadcast operands) over `elements` outputs:
+  // issue-bound at detail::kStridedElementwiseElementsPerSmCycle (moe_cost.hpp).
+  void strided(const std::string& name, double bytes, double flops, double elements, HostCall host = HostCall::binary) {
+    if (bytes <= 0) return;
+    acc.add(detail::issue_bound_cost(name, units::bytes(bytes), units::flop(flops), elements,
+                                     detail::kStridedElementwiseElementsPerSmCycle, d),
+            keep, host);
   }
   // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
   void add_norm(const char* name) {
@@ -424,8 +432,10 @@ class ServingLayerPricer {
         const bool fixed_slots = plan.cuda_graphs && ep > 1;
         const double act_rows =
             fixed_slots ? std::max(routed, moe_dispatch_rows(Tm, double(a.moe->experts_per_token), int(ep), true)) : routed;
-        unary("expert SiLU", act_rows * double(ie) * e * 2.0, 4.0 * act_rows * double(ie));
-        stream("expert gate product", act_rows * double(ie) * e * 3.0, act_rows * double(ie));
+        // Both run on strided halves of the GEMM's output: TensorIterator's non-vectorised kernel, issue-bound.
+        strided("expert SiLU", act_rows * double(ie) * e * 2.0, 4.0 * act_rows * double(ie), act_rows * double(ie),
+                HostCall::unary);
+        strided("expert gate product", act_rows * double(ie) * e * 3.0, act_rows * double(ie), act_rows * double(ie));
       } else {
         unary("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
       }
@@ -501,7 +511,8 @@ class ServingLayerPricer {
     // The expert outputs gathered back into pair order (ye[inv]: a row gather, read + write of the routed rows). Under
     // the fixed-capacity EP dispatch the returned rows' gather from their slots is that pass (run()).
     if (!(plan.cuda_graphs && ep > 1)) stream("unpermute gather (rows back to pair order)", local * hb * 2.0, 0.0);
-    stream("combine: scale by weight", local * hb * 3.0, local * double(h));
+    // The weight broadcast over each row: TensorIterator's non-vectorised kernel, issue-bound.
+    strided("combine: scale by weight", local * hb * 3.0, local * double(h), local * double(h));
     unary("combine: sum over top-k", local * hb + T * hb, local * double(h));
   }
 
@@ -529,8 +540,10 @@ class ServingLayerPricer {
         // their own with its SiluAndMul: Qwen2MoeMLP, DeepseekV2MLP, Llama4's shared_expert).
         const std::string pre = o.part == Part::shared_experts ? "shared expert " : "";
         if (eager && gated) {
-          unary(pre + "SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width));
-          stream(pre + "gate product", T * double(width) * e * 3.0, T * double(width));
+          // F.silu(x[..., :w]) * x[..., w:] on the fused gate|up output's strided halves: the non-vectorised kernel
+          // the experts run (price_experts), issue-bound.
+          strided(pre + "SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width), T * double(width), HostCall::unary);
+          strided(pre + "gate product", T * double(width) * e * 3.0, T * double(width), T * double(width));
         } else {
           unary(pre + (gated ? "SwiGLU" : "GELU"), T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
         }

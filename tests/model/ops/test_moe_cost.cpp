@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "approx.hpp"
+#include "moe_cost.hpp"
 #include "test_paths.hpp"
 #include "gpuplan/model/memory.hpp"
 #include "gpuplan/model/ops.hpp"
@@ -153,4 +155,70 @@ TEST_CASE("fp8 blockwise recipe: compute-bound GEMMs at 1.109 x the per-tensor s
   REQUIRE(bw.has_value());
   REQUIRE(tw->bound == model::Bound::compute);
   CHECK(rel_close(bw->time.raw() - 11e-6, 1.109 * (tw->time.raw() - 11e-6), 1e-6));
+}
+
+TEST_CASE("index_put and the non-vectorised elementwise kernels run at the SMs' issue rate: H100 and H200 alike") {
+  // moe_cost.hpp: elements / (SMs × boost clock × rate) when that is slower than the bytes at the streaming rate.
+  // Both parts: 132 SMs, 1830 MHz (data/hardware/gpus) → 2.4156e11 SM cycles / s. The 4K TP2/EP2 prefill's layer:
+  // index_put of 2 × 16384 routed rows + 32768 slots of 2048 bf16 = 134,217,728 elements (536,870,912 B read +
+  // written) at 0.89 / SM / cycle = 624.3 µs; the strided SiLU over 32768 slots × 768 = 25,165,824 elements
+  // (100,663,296 B) at 1.3 = 80.14 µs. The H200's profile: 30.56 ms of index_put and 3.60 ms of SiLU over 48 layers
+  // (636.7 and 75.0 µs a layer).
+  const auto& db = test::hardware();
+  for (const char* id : {"h100-sxm5-80gb", "h200-sxm-141gb"}) {
+    CAPTURE(id);
+    const hw::GpuSpec* g = db.find_gpu(id);
+    REQUIRE(g != nullptr);
+    const model::Device d = model::sustained_device(*g, std::nullopt, wl::AttentionKernel::fa2);
+    const double launch = model::kernel_fixed(d, model::OpClass::elementwise).raw();
+    const auto ip = model::detail::index_put_cost("ip", units::bytes(536870912.0), 2.0, d);
+    CHECK(ip.time.raw() - launch == gptest::approx(6.2430e-4).epsilon(1e-4));
+    CHECK(ip.bound == model::Bound::compute);
+    const auto silu = model::detail::issue_bound_cost("silu", units::bytes(100663296.0), units::flop(0), 25165824.0,
+                                                      model::detail::kStridedElementwiseElementsPerSmCycle, d);
+    CHECK(silu.time.raw() - launch == gptest::approx(8.0140e-5).epsilon(1e-4));
+    // Few elements for their bytes: the streaming rate, as any elementwise kernel.
+    const auto wide = model::detail::issue_bound_cost("wide", units::bytes(100663296.0), units::flop(0), 1000.0,
+                                                      model::detail::kStridedElementwiseElementsPerSmCycle, d);
+    const auto plain = model::streaming_cost("plain", model::OpClass::elementwise, units::bytes(100663296.0),
+                                             units::flop(0), d);
+    CHECK(wide.time.raw() == gptest::approx(plain.time.raw()));
+    CHECK(plain.time.raw() < silu.time.raw());
+  }
+}
+
+TEST_CASE("the issue-bound kernels alone on an H200: index_put at the profiles' rate, and slower in proportion to SMs") {
+  // data/validation/measured/h200-sxm-141gb/issue_bound_kernels.json (scripts/measure/issue_bound_kernels.py, session
+  // 33): each kernel alone at the 4K TP2/EP2 prefill's shapes, on all 132 SMs and on 66 through a green context.
+  std::ifstream in(std::string(GPUPLAN_TEST_DATA_DIR) + "/validation/measured/h200-sxm-141gb/issue_bound_kernels.json");
+  REQUIRE(in.good());
+  const auto j = nlohmann::json::parse(in);
+  auto time_of = [&](const std::string& k, int sms) {
+    for (const auto& r : j.at("rows"))
+      if (r.at("kernel") == k && r.at("sms") == sms) return r.at("time_s").get<double>();
+    FAIL("no row " << k << " at " << sms);
+    return 0.0;
+  };
+  auto elements_of = [&](const std::string& k) {
+    for (const auto& r : j.at("rows"))
+      if (r.at("kernel") == k) return r.at("elements").get<double>();
+    return 0.0;
+  };
+  const double cycles = 132 * 1830e6;  // the H200's SMs × boost clock in data/hardware
+  for (const char* k : {"index_put_routed_rows", "index_put_all_slots"}) {
+    CAPTURE(k);
+    // 0.885 and 0.899 elements / SM / cycle alone; the constant (0.89) is the profiles' in-graph rate.
+    CHECK(elements_of(k) / time_of(k, 132) / cycles == gptest::approx(model::detail::kIndexPutElementsPerSmCycle).epsilon(0.03));
+  }
+  // Half the SMs: the issue-bound kernels take 1.70-1.77× as long (index_put, strided SiLU and product, row scale),
+  // the vectorised HBM-bound controls (copy, add, row gather) 1.11-1.29×.
+  for (const char* k : {"index_put_routed_rows", "index_put_all_slots", "silu_strided_half", "gate_product_strided",
+                        "scale_by_row_weight"}) {
+    CAPTURE(k);
+    CHECK(time_of(k, 66) / time_of(k, 132) > 1.65);
+  }
+  for (const char* k : {"copy_contiguous", "add_contiguous", "gather_rows"}) {
+    CAPTURE(k);
+    CHECK(time_of(k, 66) / time_of(k, 132) < 1.35);
+  }
 }
