@@ -230,7 +230,7 @@ TEST_SUITE("GEMM tile staircase") {
     CHECK(c.efficiency == gptest::approx(model::gemm_ceiling(d.eff, Precision::bf16) * u * g).epsilon(1e-12));
   }
 
-  TEST_CASE("Llama-3-70B's TP 2 GEMMs on the H200 above 256 rows: the tile turned, as cuBLAS ran it; the layer within 10%") {
+  TEST_CASE("Llama-3-70B's TP 2 GEMMs on the H200 above 256 rows: the tile turned as cuBLAS ran it, and the layer within 10%") {
     // cuBLAS 13 on our H200 (gemm_graph_kernels_llama3_70b_tp2.json) runs the down projection 289×8192×14336 as
     // nvjet 128×152 tiles: two rows of 152 over 128-wide N tiles, a [2, 64] grid of 128 CTAs. The built-in rows'
     // orientation (three rows of 104 over 256-wide tiles, 96 tiles on 132 SMs) has u = 289·8192 / (132·104·256) =
