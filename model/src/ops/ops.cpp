@@ -161,6 +161,28 @@ double tile_rows(double m, double tile_m, double rows) {
   return rows <= 1.0 ? tile_m : std::min(tile_m, 8.0 * std::ceil(m / (8.0 * rows)));
 }
 
+/// Whether a 16-bit GEMM of more than tile_m rows runs the tile turned: M along the tile's long side (tile_n, up to
+/// 256: wgmma's n, which the nvjet kernels give M with the operands swapped) and N along its short side (tile_m).
+/// Our traces show it on both parts: the H200's Llama-3-70B TP 2 shapes (gemm_graph_kernels_llama3_70b_tp2.json:
+/// 8192×14336 and 8192×4096 at M = 129…300 run two rows of 72…152 over 128-wide N tiles, 128×88 at M = 175,
+/// 128×152 at 289; 28672×8192 one or two rows up to 200 high) and the H100's (gemm_graph_kernels.json: 4096×11008 at
+/// M = 136, two rows of 72). gemm_tiles prices the fuller of the two orientations (cuBLAS's heuristic has both
+/// kernels; with the turned tile always taken, 4096 + 6 rows cut into 17 rows of 248 fill 5 waves where 33 rows of
+/// 128 fill 4). 8-bit kernels keep the built-in orientation (no trace of theirs; the TensorRT-LLM fp8 rows, Llama 3.1
+/// 405B on H100 at TP 8, move from +1.4% to +14.3% with it: docs/gemm-shapes.md).
+bool swapped_tiles(const EfficiencyProfile& eff, double tile_m, hw::Precision p) {
+  return eff.tile_n > tile_m && (p == hw::Precision::bf16 || p == hw::Precision::fp16);
+}
+
+/// The turned tile's M side: ⌈M/tile_n⌉ rows, at least two (the traces' N = 8192 shapes run two rows from M = 129;
+/// one row of 8·⌈M/8⌉, tried with the turned tile always taken, steps every 8 rows and put throughput falls on our
+/// Llama-3-8B batch steps at 153 and 250, where the measured one rises), each 8·⌈M/(8·rows)⌉ high (steps of 8,
+/// wgmma's n granularity).
+double swapped_tile_height(double m, double tile_n) {
+  const double rows = std::max(2.0, std::ceil(m / tile_n));
+  return std::min(tile_n, 8.0 * std::ceil(m / (8.0 * rows)));
+}
+
 /// Whole tiles in waves, split-K over idle SMs when there are fewer tiles than SMs (in slices of at least 256).
 TilePlan waves_plan(double m, double n, double k, double batch, double sms, double tm, double tn) {
   TilePlan t{tm, tn};
@@ -244,14 +266,25 @@ TilePlan gemm_tiles(double m, double n, double k, double batch, double sms, doub
     // 104 against 384 as three of 128). The model keeps a GEMM's time from falling as M grows (cuBLAS's does at its
     // kernel switches, docs/gemm-shapes.md class A; no model of them is in the data): u·g is capped at what keeps the
     // compute time M / (u·g) at its value at that multiple.
+    // A 16-bit GEMM of more than tile_m rows may run the tile turned (swapped_tiles): the fuller of the two
+    // orientations is priced, at M and at the cap's multiple alike.
     const double rows = std::ceil(m / tile_m);
     const bool follow = rows_follow_m && rows > 1.0;
+    const bool swapped = follow && swapped_tiles(d.eff, tile_m, p);
+    const auto fuller_turned = [&](double mm, TilePlan base) {
+      if (!swapped || mm <= tile_m) return base;
+      TilePlan turned = waves_plan(mm, nn, kk, batch, sms, swapped_tile_height(mm, d.eff.tile_n), tile_m);
+      turned.depth = gemm_depth_factor(d.eff, p, turned.k_segment);
+      return turned.util * turned.depth > base.util * base.depth ? turned : base;
+    };
     plan = waves_plan(m, nn, kk, batch, sms, follow ? tile_rows(m, tile_m, rows) : tile_m, d.eff.tile_n);
     plan.depth = gemm_depth_factor(d.eff, p, plan.k_segment);
+    plan = fuller_turned(m, plan);
     if (follow) {
       const double m_below = (rows - 1.0) * tile_m;
       TilePlan below = waves_plan(m_below, nn, kk, batch, sms, tile_m, d.eff.tile_n);
       below.depth = gemm_depth_factor(d.eff, p, below.k_segment);
+      below = fuller_turned(m_below, below);
       const double cap = below.util * below.depth * m / m_below;
       if (plan.util * plan.depth > cap) plan.util = cap / plan.depth;
     }
@@ -344,7 +377,7 @@ OpCost gemm_cost(const std::string& name, const GemmShape& s, hw::Precision p, c
                            plan.tiles, plan.tm, plan.tn, kGemmTiles.size(), k_t, d.gpu->compute_units, plan.waves);
     else
       u_note = fmt::format("tile/wave utilisation ({} tiles of {}×{}{} on {} SMs, {} waves)", plan.tiles, plan.tm,
-                           d.eff.tile_n, plan.splits > 1 ? fmt::format(", split-K ×{}", plan.splits) : std::string(),
+                           plan.tn, plan.splits > 1 ? fmt::format(", split-K ×{}", plan.splits) : std::string(),
                            d.gpu->compute_units, plan.waves);
     const Origin eff_origin = d.eff.calibrated ? Origin::calibration(d.eff.origin) : Origin::measurement(d.eff.origin);
     *why = {"op." + name,

@@ -639,8 +639,9 @@ TEST_SUITE("serving properties") {
     // steady-state throughput fell at batch 129 by 5-30% (gpuplan serve, prompt 128, output 256: Llama-2-7B A100
     // 5,166 → 4,086 tok/s, Llama-2-13B A100 3,021 → 2,208, Llama-2-7B H100 9,679 → 8,312, Llama-3-8B H200
     // 16,801 → 11,757, Llama-3-70B TP4 H100 5,201 → 4,074, Llama-3-8B L40S 4,169 → 3,960) and again at 257 and 385.
-    // Now the worst step from one batch to the next, steady state or decode only, is 0.866 (a tile row growing by 8
-    // rows at a compute-bound shape, or a split-K slice lost), and the issue's own example is flat (Llama-2-7B on
+    // Now the worst step from one batch to the next, steady state or decode only, is 0.884 (a tile row growing by 8
+    // rows at a compute-bound shape, or a split-K slice lost; 0.866 before 16-bit GEMMs of more than 128 rows could
+    // run the tile turned, ops.cpp swapped_tiles, 2026-11-30), and the issue's own example is flat (Llama-2-7B on
     // A100, 128 → 142: −0.4%, was −15%). Strict monotonicity is not the target: measured at one-row steps (our H200,
     // Llama-3-8B decode, data/validation/measured_batch_steps.json) the throughput itself falls by 1-4.4% where cuBLAS
     // changes tiling, and the test "one-row batch steps on our H200" (tests/validation) checks that the model falls
@@ -657,7 +658,7 @@ TEST_SUITE("serving properties") {
         CHECK(s.decode[b + 1] > 0.86 * s.decode[b]);
       }
     }
-    CHECK(worst == gptest::approx(0.866).epsilon(0.002));
+    CHECK(worst == gptest::approx(0.884).epsilon(0.002));
     CHECK(sweeps[0].steady[142] / sweeps[0].steady[128] == gptest::approx(0.996).epsilon(0.002));
   }
 
