@@ -14,7 +14,9 @@ sampling the SM clock, power and clock-event reasons with nvidia-smi in each pha
 --seq, b*s = --tokens, 32 heads; the cudnn-frontend sweep's shape was 128 query / 8 KV heads, b 1).
 Correctness first: the GEMM against a float32 matmul on a slice, the attention output against the math backend on a
 small problem (relative Frobenius error). FLOPs: GEMM 2*M*N*K; attention as gpuplan counts it (fwd 4*b*h*s^2*d, x0.5
-causal, bwd 2.5x fwd). The figure of interest is (sustained rate / burst rate) of the attention against the GEMM's.
+causal, bwd 2.5x fwd). The figure of interest is (sustained rate / burst rate) of the attention against the GEMM's. A last phase runs the
+three kernels of a training step's kinds in a loop (GEMM, GEMM, attention fwd+bwd, a 1 GiB elementwise pass) for
+--load-s seconds and times each inside the mix: the clock a step's kernels share, against each kernel's own.
 Writes $OUT/attention_clock_load.json. --dry prints the items and the phases on a CPU without torch.
 """
 import argparse
@@ -57,7 +59,7 @@ def make_attention(seq, tokens, dev):
     q, k, v = (torch.randn(b, h, seq, d, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     go = torch.randn(b, h, seq, d, device=dev, dtype=torch.bfloat16)
     # correctness on a small problem against the math backend in float32
-    qs, ks, vs = (x[:1, :4, :512].detach() for x in (q, k, v))
+    qs, ks, vs = (x[:1, :4, :512].detach().contiguous() for x in (q, k, v))
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
         o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
     ref = F.scaled_dot_product_attention(qs.float(), ks.float(), vs.float(), is_causal=True)
@@ -125,7 +127,8 @@ def main():
         for name, what in items:
             print(f"{name}: {what}; burst {a.burst_reps} calls after {a.pause_s} s pauses; sustained {a.load_s} s "
                   f"back-to-back then {a.reps} timed calls")
-        print(f"about {len(items) * (a.burst_reps * (a.pause_s + 0.1) + a.load_s + 5):.0f} s of GPU time")
+        print(f"mix: gemm, gemm, attention, elementwise (1 GiB bf16 addcmul) for {a.load_s} s, then {a.reps} timed each")
+        print(f"about {len(items) * (a.burst_reps * (a.pause_s + 0.1) + a.load_s + 5) + a.load_s + 5:.0f} s of GPU time")
         return
     dev = torch.device("cuda")
     rec = {"name": "attention_clock_load", "kind": "burst_vs_sustained",
@@ -162,6 +165,30 @@ def main():
         print(f"{name}: burst {flops / mb / 1e12:.1f} TFLOP/s, sustained {flops / ms / 1e12:.1f} TFLOP/s, "
               f"ratio {mb / ms:.3f}; SM clock burst {smi_b['sm_clock_MHz']}, sustained {smi_s['sm_clock_MHz']}")
         time.sleep(5.0)  # let the board cool before the next item's burst phase
+    # A training-like mix: GEMM, attention fwd+bwd and a streaming elementwise pass (y = x * w + b over 1 GiB of
+    # bf16) back to back for --load-s seconds, then each timed inside the mix: the clock a step's kernels share.
+    xs = torch.randn(1 << 29, device=dev, dtype=torch.bfloat16)
+    ws, bs = torch.randn_like(xs), torch.randn_like(xs)
+    elem = lambda: torch.addcmul(bs, xs, ws)  # noqa: E731
+    mix_t = {"gemm_bf16": [], "sdpa_cudnn_fwd_bwd": [], "elementwise_3x1GiB": []}
+    with common.SmiSampler(0, period_s=0.5) as smi_m:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < a.load_s:
+            for _ in range(4):
+                gemm(); gemm(); attn(); elem()  # noqa: E702
+            torch.cuda.synchronize()
+        for _ in range(a.reps):
+            mix_t["gemm_bf16"].append(timed(gemm))
+            mix_t["sdpa_cudnn_fwd_bwd"].append(timed(attn))
+            mix_t["elementwise_3x1GiB"].append(timed(elem))
+    results["mix"] = {k: {"median_s": statistics.median(v), "min_s": min(v), "max_s": max(v)} for k, v in mix_t.items()}
+    results["mix"]["smi"] = smi_m.summary()
+    for k in ("gemm_bf16", "sdpa_cudnn_fwd_bwd"):
+        results["mix"][k]["over_sustained_alone_rate"] = results[k]["sustained"]["median_s"] / results["mix"][k]["median_s"]
+        results["mix"][k]["over_burst_rate"] = results[k]["burst"]["median_s"] / results["mix"][k]["median_s"]
+    print(f"mix: SM clock {results['mix']['smi']['sm_clock_MHz']}; gemm rate vs sustained alone "
+          f"{results['mix']['gemm_bf16']['over_sustained_alone_rate']:.3f}, attention "
+          f"{results['mix']['sdpa_cudnn_fwd_bwd']['over_sustained_alone_rate']:.3f}")
     rec["attention_shape"] = shape
     rec["results"] = results
     rec["attention_vs_gemm_ratio"] = (results["sdpa_cudnn_fwd_bwd"]["sustained_over_burst_rate"]
