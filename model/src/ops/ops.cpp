@@ -120,7 +120,16 @@ units::Seconds roofline_time(units::Flops f, units::FlopRate compute, units::Byt
 }
 }  // namespace
 
-OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d) {
+OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d,
+                          bool separate_add) {
+  if (separate_add) {
+    // The fresh 16-bit gradient read back, the buffer read and written: one more elementwise kernel.
+    const units::Bytes moved = units::bytes((2.0 + 2.0 * grad_bytes) * weight_elements);
+    if (!wgrad.name.empty()) wgrad.name += " (+ separate add into the gradient buffer)";
+    wgrad.bytes = wgrad.bytes + moved;
+    wgrad.time = wgrad.time + moved / d.stream_bandwidth() + kernel_fixed(d, OpClass::elementwise);
+    return wgrad;
+  }
   const double extra = std::max(0.0, 2.0 * grad_bytes - 2.0) * weight_elements;
   if (extra <= 0.0) return wgrad;
   const units::Bytes moved = units::bytes(extra);
