@@ -453,10 +453,17 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     }
     out.push_back(*c);
   }
-  // softmax (+ mask, + dropout where used) reads and writes the scores: fwd 2 passes, bwd 3.
+  // softmax (+ scale, + mask: Megatron's fused kernels) reads and writes the scores: fwd 2 passes, bwd 3.
   const double scores = bh * sq * skv;
   out.push_back(streaming_cost(name + (backward ? " softmax (bwd)" : " softmax"), OpClass::attention,
                                units::bytes(scores * e * (backward ? 3.0 : 2.0)), units::flop(5.0 * scores), d));
+  // Dropout on the probabilities is a kernel of its own in every unfused stack (Megatron-LM's attention_dropout after
+  // FusedScaleMaskSoftmax, whose kernels have no dropout: megatron/fused_kernels/scaled_*masked_softmax*.h; HF's
+  // eager nn.functional.dropout): forward it reads the probabilities and writes them and a 1-byte mask, backward it
+  // reads the gradient and the mask and writes the gradient (PyTorch's fused_dropout / masked_scale).
+  if (dropout)
+    out.push_back(streaming_cost(name + (backward ? " dropout (bwd)" : " dropout"), OpClass::attention,
+                                 units::bytes(scores * (2.0 * e + 1.0)), units::flop(scores), d));
   return out;
 }
 
