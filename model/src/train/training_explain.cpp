@@ -310,7 +310,12 @@ Derivation explain_comm(const ExplainInputs& x) {
         {"framework copies", format(terms.dp_copy),
          fmt::format("{} B per step at the streaming rate, counted with the exposed DP time ({})",
                      units::format_count(terms.dp_copy_bytes.raw()),
-                     plan.zero != wl::ZeroStage::none
+                     plan.zero == wl::ZeroStage::parameters &&
+                             plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking
+                         ? "DeepSpeed 0.3.13 ZeRO-3 through PyTorch's list collectives: each gather zero-fills the "
+                           "whole tensor and copies the gathered flat buffer into the per-rank views; each "
+                           "micro-batch's gradients divided in place and copied into the reduce-scatter's flat input"
+                     : plan.zero != wl::ZeroStage::none
                          ? "PyTorch FSDP2: shard cast into the all-gather input, gathered buffer split into the "
                            "parameters (forward and backward), gradients into the reduce-scatter input"
                      : plan.overlap_grad_reduce
