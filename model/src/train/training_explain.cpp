@@ -224,8 +224,14 @@ Derivation explain_compute(const ExplainInputs& x) {
   }
   if (detail::names_layer_kinds(a))
     comp.notes.push_back("layer kinds (each priced from its own op graph): " + detail::layer_kinds_text(a));
-  Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its gradient-buffer "
-                     "traffic, (2·b_g − 2)·weights / (BW·η_hbm), measured not to hide under the GEMM", {}, "", {}, {}};
+  Derivation layer{"train.layer", "One layer, one micro-batch",
+                   plan.fused_wgrad_accumulation
+                       ? "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its "
+                         "gradient-buffer traffic, (2·b_g − 2)·weights / (BW·η_hbm), measured not to hide under the GEMM"
+                       : "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked + separate add "
+                         "writes a fresh 16-bit gradient that one more kernel adds into the buffer, (2 + 2·b_g)·weights "
+                         "/ (BW·η_hbm) + t_launch",
+                   {}, "", {}, {}};
   for (const auto& op : first.ops)
     layer.inputs.push_back({op.name, format(op.time),
                             fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
