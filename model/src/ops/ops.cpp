@@ -120,7 +120,16 @@ units::Seconds roofline_time(units::Flops f, units::FlopRate compute, units::Byt
 }
 }  // namespace
 
-OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d) {
+OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d,
+                          bool separate_add) {
+  if (separate_add) {
+    // The fresh 16-bit gradient read back, the buffer read and written: one more elementwise kernel.
+    const units::Bytes moved = units::bytes((2.0 + 2.0 * grad_bytes) * weight_elements);
+    if (!wgrad.name.empty()) wgrad.name += " (+ separate add into the gradient buffer)";
+    wgrad.bytes = wgrad.bytes + moved;
+    wgrad.time = wgrad.time + moved / d.stream_bandwidth() + kernel_fixed(d, OpClass::elementwise);
+    return wgrad;
+  }
   const double extra = std::max(0.0, 2.0 * grad_bytes - 2.0) * weight_elements;
   if (extra <= 0.0) return wgrad;
   const units::Bytes moved = units::bytes(extra);
@@ -477,10 +486,17 @@ std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_h
     }
     out.push_back(*c);
   }
-  // softmax (+ mask, + dropout where used) reads and writes the scores: fwd 2 passes, bwd 3.
+  // softmax (+ scale, + mask: Megatron's fused kernels) reads and writes the scores: fwd 2 passes, bwd 3.
   const double scores = bh * sq * skv;
   out.push_back(streaming_cost(name + (backward ? " softmax (bwd)" : " softmax"), OpClass::attention,
                                units::bytes(scores * e * (backward ? 3.0 : 2.0)), units::flop(5.0 * scores), d));
+  // Dropout on the probabilities is a kernel of its own in every unfused stack (Megatron-LM's attention_dropout after
+  // FusedScaleMaskSoftmax, whose kernels have no dropout: megatron/fused_kernels/scaled_*masked_softmax*.h; HF's
+  // eager nn.functional.dropout): forward it reads the probabilities and writes them and a 1-byte mask, backward it
+  // reads the gradient and the mask and writes the gradient (PyTorch's fused_dropout / masked_scale).
+  if (dropout)
+    out.push_back(streaming_cost(name + (backward ? " dropout (bwd)" : " dropout"), OpClass::attention,
+                                 units::bytes(scores * (2.0 * e + 1.0)), units::flop(scores), d));
   return out;
 }
 

@@ -233,6 +233,18 @@ double fsdp_copy_bytes(const ParameterCounts& params, const wl::TrainingPlan& pl
   const auto& pr = plan.precision;
   const double shard = optimizer_shard(plan), shard_e = expert_optimizer_shard(plan);
   const GpuParams p_gpu = params_per_gpu(params, plan);
+  if (plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking) {
+    // DeepSpeed 0.3.13-0.5.x through PyTorch's list collectives (ProcessGroupNCCL allgather / reduce_scatter with a
+    // list of per-rank views: a flat buffer and one copy per rank, pytorch 6f583bb5 and 00f5dfd5,
+    // torch/lib/c10d/ProcessGroupNCCL.cpp):
+    //  - every gather (partition_parameters.py _allgather_param at v0.3.13): torch.zeros of the whole tensor (c B
+    //    written), then the gathered flat output copied into the list's views (2·c B);
+    //  - every micro-batch's gradients: divided in place by the DP size (stage3.py average_tensor, 2·b_g B) and
+    //    copied into the reduce-scatter's flat input (_reduce_scatter_gradient's list, 2·b_g B).
+    const double cd16 = base_weight_bytes(plan);
+    const double m16 = double(std::max<std::int64_t>(1, plan.micro_batches()));
+    return m16 * p_gpu.total() * (zero3_gathers_per_microbatch(plan) * 3.0 * cd16 + 4.0 * pr.gradient_bytes);
+  }
   const double root = std::min(p_gpu.dense, double(params.embedding + params.position_embedding + params.lm_head) /
                                                 double(std::max(1, plan.par.tp)));
   const double cd = plan.mixed_precision == wl::MixedPrecision::amp ? pr.activation_bytes : base_weight_bytes(plan);
@@ -257,7 +269,10 @@ Seconds dp_copy_time(const wl::TransformerArch& a, const ParameterCounts& params
 
 Seconds dp_copy_time(Bytes bytes, const wl::TrainingPlan& plan, const Device& d) {
   if (bytes.raw() <= 0) return Seconds(0);
-  return streaming_cost(plan.zero != wl::ZeroStage::none ? "FSDP copy-in/copy-out"
+  return streaming_cost(plan.zero == wl::ZeroStage::parameters &&
+                                plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking
+                            ? "ZeRO-3 list-collective copies"
+                        : plan.zero != wl::ZeroStage::none ? "FSDP copy-in/copy-out"
                         : plan.overlap_grad_reduce     ? "DDP bucket copy"
                                                        : "flat gradient buffer copies",
                         OpClass::elementwise, bytes, units::flop(0), d)

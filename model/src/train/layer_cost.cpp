@@ -128,7 +128,8 @@ add_bwd(g(gemm_cost(named(name, " dgrad"), {m, k, n, batch, 0, split}, gemm_p, d
 if (!lora.on()) {
   OpCost wg = g(gemm_cost(named(name, " wgrad"), {k, n, m, batch, 0, split}, gemm_p, d));
   if (wgrad_accumulates(plan))
-    wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d);
+    wg = accumulating_wgrad(wg, double(k) * double(n) * double(batch), plan.precision.gradient_bytes, d,
+                            !plan.fused_wgrad_accumulation);
   add_bwd(wg);
   lc.bwd.wgrad += wg.time;
   return;

@@ -137,8 +137,11 @@ std::string tp_rule(const wl::TransformerArch& a, const wl::TrainingPlan& plan) 
   if (plan.par.sequence_parallel) r += " + t_gather · 2 weight-gradient re-gathers · layers · m";
   r += plan.overlap_tp_comm ? " ; exposed = 1/(2·tp) of the pairs (the reduce-scatter's last chunk) + what exceeds the "
                               "GEMMs + hidden · SM share (TP overlap)"
-                            : " ; exposed = t − the column-parallel backward's t_one · 2 · layers · m, which runs beside "
-                              "the backward GEMMs (+ what exceeds them + their SM share)";
+                            : plan.tp_async_backward
+                                  ? " ; exposed = t − the column-parallel backward's t_one · 2 · layers · m, which runs "
+                                    "beside the backward GEMMs (+ what exceeds them + their SM share)"
+                                  : " ; exposed = t (the column-parallel backward's all-reduce blocks after the "
+                                    "linear's backward: Megatron-LM before its async all-reduce)";
   if (quantised_tp_gathers(plan)) {
     const TpGatherBytes b = tp_gather_bytes(plan.precision.recipe);
     r += fmt::format(" ; quantised gathers (Transformer Engine, SP): the attention's and dense MLPs' all-gathers move "
@@ -195,7 +198,9 @@ void tp_quantised(const StageCommInputs& in, const StageTime& st, double fwd, do
     return;
   }
   // Beside the backward GEMMs: the column-parallel linears' input-gradient reduce-scatters and their re-gathers.
-  const Seconds beside = ((q.reduce_scatter + q.regather) * te + t.tp_one * rest) * (bwd * m);
+  const Seconds beside = in.plan.tp_async_backward
+                            ? ((q.reduce_scatter + q.regather) * te + t.tp_one * rest) * (bwd * m)
+                            : Seconds(0);
   const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * m);
   out.exposed = out.time - beside + beside_exposed + (beside - beside_exposed) * in.nccl_sm_share;
 }
@@ -245,8 +250,9 @@ void tp_stage(const StageCommInputs& in, const StageTime& st, CommNumbers& out) 
         out.exposed = tail + rest_exposed + (rest - rest_exposed) * in.nccl_sm_share;
       } else {
         // Beside the backward GEMMs: the column-parallel linears' 2 input-gradient collectives and (SP) their 2
-        // re-gathers, t_one·2 per layer either way (all-reduce; or reduce-scatter + all-gather).
-        const Seconds beside = t.tp_one * bwd * per_mb;
+        // re-gathers, t_one·2 per layer either way (all-reduce; or reduce-scatter + all-gather). Megatron-LM before
+        // its async all-reduce (tp_async_backward false) issues them after the linear's whole backward, blocking.
+        const Seconds beside = plan.tp_async_backward ? t.tp_one * bwd * per_mb : Seconds(0);
         const Seconds beside_exposed = std::max(Seconds(0), beside - st.bwd.gemm * double(m));
         out.exposed = out.time - beside + beside_exposed + (beside - beside_exposed) * in.nccl_sm_share;
       }

@@ -126,7 +126,8 @@ ComputeTerms compute_terms(const wl::TransformerArch& a, const wl::TrainingPlan&
       const OpCost head_dg = gemm_cost(names ? std::string(o.name) + " dgrad" : none, {T, k, n, 1}, head_p, hd);
       OpCost head_wg = gemm_cost(names ? std::string(o.name) + " wgrad" : none, {k, n, T, 1}, head_p, hd);
       if (wgrad_accumulates(plan) && !frozen)
-        head_wg = accumulating_wgrad(head_wg, double(k) * double(n), plan.precision.gradient_bytes, hd);
+        head_wg = accumulating_wgrad(head_wg, double(k) * double(n), plan.precision.gradient_bytes, hd,
+                                     !plan.fused_wgrad_accumulation);
       const LossCost loss = cross_entropy_cost(plan, double(T) * double(n), names, hd);
       output_and_loss = head_f.time + head_dg.time + (frozen ? Seconds(0) : head_wg.time) + loss.fwd.time + loss.bwd.time;
       c.head_time += output_and_loss;

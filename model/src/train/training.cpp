@@ -57,6 +57,11 @@ static double dp_grad_passes(const wl::TrainingPlan& plan) {
 }
 
 double dp_copy_bytes(const wl::TransformerArch& a, const ParameterCounts& params, const wl::TrainingPlan& plan) {
+  // DeepSpeed 0.3.13-0.5.x's ZeRO-3 copies around its per-tensor list collectives, whatever the model's kernels
+  // (detail::fsdp_copy_bytes).
+  if (plan.zero == wl::ZeroStage::parameters && plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking &&
+      detail::optimizer_shard(plan) > 1)
+    return detail::fsdp_copy_bytes(params, plan);
   if (plan.kernels != wl::KernelStyle::eager || detail::dense_grad_group_size(plan) <= 1) return 0.0;
   // DDP: each gradient that is reduced into its bucket, read + write: the dense ones (over dp·cp), the routed
   // experts' only where their expert-data-parallel group has more than one GPU (EP = DP·CP leaves nothing to reduce;

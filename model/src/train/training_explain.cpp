@@ -224,8 +224,14 @@ Derivation explain_compute(const ExplainInputs& x) {
   }
   if (detail::names_layer_kinds(a))
     comp.notes.push_back("layer kinds (each priced from its own op graph): " + detail::layer_kinds_text(a));
-  Derivation layer{"train.layer", "One layer, one micro-batch", "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its gradient-buffer "
-                     "traffic, (2·b_g − 2)·weights / (BW·η_hbm), measured not to hide under the GEMM", {}, "", {}, {}};
+  Derivation layer{"train.layer", "One layer, one micro-batch",
+                   plan.fused_wgrad_accumulation
+                       ? "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked += also adds its "
+                         "gradient-buffer traffic, (2·b_g − 2)·weights / (BW·η_hbm), measured not to hide under the GEMM"
+                       : "t = Σ ops max(FLOPs/(P·η·u), bytes/(BW·η_hbm)) + t_launch ; a wgrad marked + separate add "
+                         "writes a fresh 16-bit gradient that one more kernel adds into the buffer, (2 + 2·b_g)·weights "
+                         "/ (BW·η_hbm) + t_launch",
+                   {}, "", {}, {}};
   for (const auto& op : first.ops)
     layer.inputs.push_back({op.name, format(op.time),
                             fmt::format("{} · {} · {}-bound{}", format(op.flops), format(op.bytes), to_string(op.bound),
@@ -310,7 +316,12 @@ Derivation explain_comm(const ExplainInputs& x) {
         {"framework copies", format(terms.dp_copy),
          fmt::format("{} B per step at the streaming rate, counted with the exposed DP time ({})",
                      units::format_count(terms.dp_copy_bytes.raw()),
-                     plan.zero != wl::ZeroStage::none
+                     plan.zero == wl::ZeroStage::parameters &&
+                             plan.zero3_gather == wl::Zero3Gather::per_tensor_blocking
+                         ? "DeepSpeed 0.3.13 ZeRO-3 through PyTorch's list collectives: each gather zero-fills the "
+                           "whole tensor and copies the gathered flat buffer into the per-rank views; each "
+                           "micro-batch's gradients divided in place and copied into the reduce-scatter's flat input"
+                     : plan.zero != wl::ZeroStage::none
                          ? "PyTorch FSDP2: shard cast into the all-gather input, gathered buffer split into the "
                            "parameters (forward and backward), gradients into the reduce-scatter input"
                      : plan.overlap_grad_reduce

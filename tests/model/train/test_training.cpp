@@ -317,6 +317,24 @@ TEST_SUITE("GEMM roofline") {
     CHECK_FALSE(model::wgrad_accumulates(eager));
   }
 
+  TEST_CASE("a weight gradient added into the buffer by a separate kernel moves 2 + 2·b_g B per element and one launch") {
+    const auto& d = h100();
+    REQUIRE(d.eff.launch_class.elementwise.raw() == 0.0);  // the built-in rows price every kernel at kernel_launch
+    const auto plain = model::gemm_cost("wgrad", {4096, 12288, 4096, 1}, hw::Precision::bf16, d);
+    const double w = 4096.0 * 12288.0;
+    const double bw = d.gpu->memory.bandwidth.raw() * d.eff.hbm;
+    // Megatron-LM 2021, fp16 grads: the fresh 2 B gradient read, the 2 B buffer read and written (AccumulateGrad).
+    const auto b16 = model::accumulating_wgrad(plain, w, 2.0, d, true);
+    CHECK(b16.bytes.raw() == gptest::approx(plain.bytes.raw() + 6.0 * w).epsilon(1e-12));
+    CHECK(b16.time.raw() ==
+          gptest::approx(plain.time.raw() + 6.0 * w / bw + d.eff.kernel_launch.raw()).epsilon(1e-12));
+    // An fp32 main_grad buffer (Megatron's local DDP hook main_grad.add_): 2 + 4 + 4 B.
+    const auto fp32 = model::accumulating_wgrad(plain, w, 4.0, d, true);
+    CHECK(fp32.time.raw() ==
+          gptest::approx(plain.time.raw() + 10.0 * w / bw + d.eff.kernel_launch.raw()).epsilon(1e-12));
+    CHECK(fp32.flops.raw() == plain.flops.raw());
+  }
+
   TEST_CASE("an fp8 GEMM with split accumulation runs at the measured 0.947 of the fast-accumulation rate") {
     const auto& d = h100();
     const model::GemmShape fast{8192, 8192, 8192, 1};
@@ -460,6 +478,26 @@ TEST_SUITE("GEMM roofline") {
     CHECK(causal[0].flops.raw() == full[0].flops.raw() / 2);
     CHECK(bwd[0].flops.raw() == 2.5 * causal[0].flops.raw());
     CHECK(bwd[0].time > causal[0].time);
+  }
+
+  TEST_CASE("unfused attention with dropout runs the dropout as a kernel of its own: 2·e + 1 B per score each way") {
+    const auto& d = h100();
+    // 12 heads of one micro-batch (GPT-3 175B at TP 8), s = 2048, fp16: 12·2048² scores.
+    const double scores = 12.0 * 2048.0 * 2048.0;
+    const double bw = d.gpu->memory.bandwidth.raw() * d.eff.hbm;
+    for (const bool backward : {false, true}) {
+      const auto without = model::attention_cost("a", 12, 2048, 2048, 128, 128, true, false, backward,
+                                                 hw::Precision::fp16, d, false);
+      const auto with = model::attention_cost("a", 12, 2048, 2048, 128, 128, true, false, backward,
+                                              hw::Precision::fp16, d, true);
+      REQUIRE(without.size() == 3);  // QKᵀ, P·V, softmax
+      REQUIRE(with.size() == 4);
+      // Forward: read the probabilities, write them and a 1-byte mask; backward: read the gradient and the mask,
+      // write the gradient.
+      CHECK(with[3].bytes.raw() == gptest::approx(scores * 5.0).epsilon(1e-12));
+      CHECK(with[3].time.raw() == gptest::approx(scores * 5.0 / bw + d.eff.kernel_launch.raw()).epsilon(1e-12));
+      CHECK(with[2].time.raw() == without[2].time.raw());  // the fused scale-mask-softmax is unchanged
+    }
   }
 }
 
@@ -1672,6 +1710,13 @@ TEST_SUITE("TP communication overlap") {
     const double per_mb = 80.0 * 4.0;
     CHECK(e.comm[0].time.raw() == gptest::approx(4.0 * ar * per_mb).epsilon(1e-12));
     CHECK(e.comm[0].exposed.raw() == gptest::approx((2.0 * ar + 2.0 * ar * 16.0 / 132.0) * per_mb).epsilon(1e-9));
+    // Megatron-LM before its async all-reduce (2021): the backward's 2 all-reduces block after the linear's
+    // backward, so all 4 are exposed and the step grows by the 2 that hid, less their SM share.
+    p.tp_async_backward = false;
+    const auto blocking = model::estimate_training(a, p, sys, Explain::off);
+    CHECK(blocking.comm[0].time.raw() == gptest::approx(4.0 * ar * per_mb).epsilon(1e-12));
+    CHECK(blocking.comm[0].exposed.raw() == gptest::approx(4.0 * ar * per_mb).epsilon(1e-9));
+    CHECK(blocking.step_time > e.step_time);
   }
 }
 

@@ -133,3 +133,26 @@ TEST_CASE("per-tensor ZeRO-3 under PP 3: the heaviest stage's ⌈1156/3⌉ = 386
   REQUIRE(line != nullptr);
   CHECK(line->value == "386 ring calls per pass × 9 passes, not overlapped");
 }
+
+TEST_CASE("per-tensor ZeRO-3 through PyTorch's list collectives: 3·c B per parameter per gather, 4·b_g per micro-batch") {
+  // DeepSpeed 0.3.13 _allgather_param zero-fills the whole tensor (2 B) and PyTorch's list all_gather copies the flat
+  // output into the per-rank views (read 2 + write 2); the gradients are divided in place (2 + 2) and copied into the
+  // list reduce-scatter's flat input (2 + 2). GPT-3 175B, fp16, full recompute (3 gathers), 1 micro-batch:
+  // 26 B per parameter. Parameters as the model holds them (vocabulary 50257 unpadded): 96 layers × (12h² + 13h)
+  // + 50257·h + 2048·h + 2h, h = 12288: 173,961,510,912 + 617,558,016 + 25,165,824 + 24,576 = 174,604,259,328.
+  const auto& a = test::arch("gpt3-175b");
+  const auto params = model::parameter_counts(a, Explain::off);
+  const double p = 96.0 * (12.0 * 12288 * 12288 + 13.0 * 12288) + 50257.0 * 12288 + 2048.0 * 12288 + 2.0 * 12288;
+  CHECK(p == 174604259328.0);
+  auto pt = gpt3_zero3(wl::Zero3Gather::per_tensor_blocking);
+  CHECK(model::dp_copy_bytes(a, params, pt) == gptest::approx(26.0 * p).epsilon(1e-9));
+  // Two micro-batches per step (micro-batch 1, global 3072): twice the bytes.
+  pt.global_batch = 3072;
+  CHECK(model::dp_copy_bytes(a, params, pt) == gptest::approx(52.0 * p).epsilon(1e-9));
+  // Without recomputation: 2 gathers, (2 × 6 + 8) B.
+  pt.global_batch = 1536;
+  pt.recompute = wl::Recompute::none;
+  CHECK(model::dp_copy_bytes(a, params, pt) == gptest::approx(20.0 * p).epsilon(1e-9));
+  // The flat per-layer gather (FSDP, DeepSpeed >= 0.6) with the fused kernels: no copies priced.
+  CHECK(model::dp_copy_bytes(a, params, gpt3_zero3(wl::Zero3Gather::per_unit)) == 0.0);
+}

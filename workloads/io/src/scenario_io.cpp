@@ -339,6 +339,8 @@ Result<TrainingScenario> decode_training_scenario(const Json& j, const std::stri
               "parallel is not used\", model_parallel_config.py): the deferred GEMMs run in the pipeline flush");
   if (auto v = r.boolean("overlap_tp_comm")) p.overlap_tp_comm = *v;
   if (auto v = r.boolean("overlap_p2p_comm")) p.overlap_p2p_comm = *v;
+  if (auto v = r.boolean("tp_async_backward")) p.tp_async_backward = *v;
+  if (auto v = r.boolean("fused_wgrad_accumulation")) p.fused_wgrad_accumulation = *v;
   if (auto v = r.boolean("pp_scatter_gather")) p.pp_scatter_gather = *v;
   if (auto v = r.boolean("ep_a2a_overlap")) p.ep_a2a_overlap = *v;
   if (auto v = r.str("cuda_graphs"))
@@ -491,6 +493,8 @@ Json encode_training_scenario(const TrainingScenario& s) {
   if (p.wgrad_deferral_limit > 0) j["wgrad_deferral_limit"] = p.wgrad_deferral_limit;
   j["overlap_tp_comm"] = p.overlap_tp_comm;
   if (!p.overlap_p2p_comm) j["overlap_p2p_comm"] = false;
+  if (!p.tp_async_backward) j["tp_async_backward"] = false;
+  if (!p.fused_wgrad_accumulation) j["fused_wgrad_accumulation"] = false;
   if (p.pp_scatter_gather) j["pp_scatter_gather"] = true;
   if (p.split.embedding_as_layer) j["embedding_in_pipeline_split"] = true;
   if (p.split.loss_as_layer) j["loss_in_pipeline_split"] = true;

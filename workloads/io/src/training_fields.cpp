@@ -406,6 +406,27 @@ const ScenarioFieldTable& training_fields() {
           .help("overlap TP communication with GEMMs")
           .otherwise("false")
           .doc("overlap TP communication with GEMMs"),
+      row("tp_async_backward", FieldType::boolean, "Async TP backward all-reduce")
+          .flags({"--tp-async-backward"})
+          .help("the column-parallel linears' backward TP collective runs beside the weight-gradient GEMM (Megatron-LM "
+                "from September 2021, Megatron-Core); false: after the linear's backward, blocking (Megatron-LM 2021)")
+          .otherwise("true")
+          .doc("the column-parallel linears' backward TP all-reduce (reduce-scatter under sequence parallelism) "
+               "launched asynchronously beside the weight-gradient GEMM (Megatron-LM "
+               "async_tensor_model_parallel_allreduce, September 2021; Megatron-Core); false: issued after the "
+               "linear's whole backward and waited for (Megatron-LM before it: mpu/mappings.py "
+               "_CopyToModelParallelRegion.backward), so all of the TP time is exposed"),
+      row("fused_wgrad_accumulation", FieldType::boolean, "Fused weight-gradient accumulation")
+          .flags({"--fused-wgrad-accumulation"})
+          .help("the weight-gradient GEMM accumulates into the gradient buffer in its epilogue (Megatron-LM "
+                "gradient_accumulation_fusion, Transformer Engine); false: a fresh 16-bit gradient added by a separate "
+                "kernel (Megatron-LM 2021)")
+          .otherwise("true")
+          .doc("with Megatron mixed precision and fused kernels, the weight-gradient GEMM accumulates into the "
+               "gradient buffer in its epilogue (Megatron-LM gradient_accumulation_fusion from February 2022, "
+               "Transformer Engine fuse_wgrad_accumulation); false: it writes a fresh 16-bit gradient that a separate "
+               "kernel adds into the buffer (PyTorch's AccumulateGrad or Megatron-LM's main_grad.add_ hook, as "
+               "Megatron-LM ran in 2021): 2 + 2·b_g bytes per weight element instead of 2·b_g − 2"),
       row("embedding_in_pipeline_split", FieldType::boolean, "Embedding in pipeline split")
           .flags({"--embedding-in-pipeline-split"})
           .help("count the embedding as a layer of the first pipeline chunk (Megatron "

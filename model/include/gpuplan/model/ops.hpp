@@ -105,7 +105,11 @@ hw::Precision sixteen_bit_of(hw::Precision compute);
 /// data/validation/measured/h100-sxm5-80gb/accumulate.json) finds the extra time 1.08× (median) that of the extra
 /// bytes at the streaming rate: the epilogue does not hide under the mainloop; on the H200 (out of sample) 1.15×,
 /// and the law predicts the 40 accumulating GEMMs with a median error of 4.9%. `weight_elements` = k·n·batch.
-OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d);
+/// `separate_add` (TrainingPlan::fused_wgrad_accumulation false): the GEMM writes a fresh 16-bit gradient and a separate
+/// elementwise kernel reads it and the buffer and writes the buffer, (2 + 2·b_g) bytes per element beyond the plain
+/// wgrad's write, at the streaming rate, plus that kernel's fixed cost.
+OpCost accumulating_wgrad(OpCost wgrad, double weight_elements, double grad_bytes, const Device& d,
+                          bool separate_add = false);
 
 /// Whether the plan's weight-gradient GEMMs accumulate into the gradient buffer (Megatron-style training: fused
 /// kernels with its mixed precision; frozen LoRA bases have no weight gradient).
@@ -115,8 +119,8 @@ bool wgrad_accumulates(const wl::TrainingPlan& plan);
 /// 2·b·n_q·s_q·s_kv·(d_qk + d_v) (× ½ causal); backward = 2.5 × forward (FlashAttention-2, Dao 2023 §3.1: five
 /// matmuls against two, softmax recomputed). Unfused attention: two batched GEMMs plus a softmax over the
 /// materialised b·n_q·s_q·s_kv scores. `dropout`: training applies dropout to the attention probabilities; the fused
-/// kernel then adds its measured random-number cost per score element (efficiency.hpp, AttentionTileCost); the
-/// unfused softmax pass already streams the scores.
+/// kernel then adds its measured random-number cost per score element (efficiency.hpp, AttentionTileCost); unfused,
+/// dropout is a kernel of its own over the probabilities (read, write, 1-byte mask; the same back).
 std::vector<OpCost> attention_cost(const std::string& name, std::int64_t batch_heads, std::int64_t s_q,
                                    std::int64_t s_kv, std::int64_t d_qk, std::int64_t d_v, bool causal, bool flash,
                                    bool backward, hw::Precision p, const Device& d, bool dropout = false);

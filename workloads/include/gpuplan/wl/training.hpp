@@ -380,6 +380,18 @@ struct TrainingPlan {
   bool defer_embedding_wgrad = false;
   int wgrad_deferral_limit = 0;
   bool overlap_tp_comm = false;        ///< TP collectives overlapped with GEMMs (userbuffers / async TP)
+  /// The column-parallel linears' backward TP collective (the input gradient's all-reduce, or reduce-scatter under
+  /// sequence parallelism) launched asynchronously beside the weight-gradient GEMM (Megatron-LM
+  /// async_tensor_model_parallel_allreduce, September 2021; Megatron-Core's
+  /// LinearWithGradAccumulationAndAsyncCommunication). false: Megatron-LM before it, whose
+  /// _CopyToModelParallelRegion.backward (mpu/mappings.py) all-reduces after the linear's whole backward, blocking.
+  bool tp_async_backward = true;
+  /// The weight-gradient GEMM accumulates into the gradient buffer in its epilogue (Megatron-LM
+  /// gradient_accumulation_fusion from February 2022, Transformer Engine's fuse_wgrad_accumulation). false: it writes
+  /// a fresh 16-bit gradient that a separate kernel adds into the buffer (PyTorch autograd's AccumulateGrad, or
+  /// Megatron-LM's local-DDP main_grad.add_ hook, as Megatron-LM ran before the fusion). Read where the wgrad
+  /// accumulates (megatron mixed precision with fused kernels).
+  bool fused_wgrad_accumulation = true;
   PipelineSplit split;                 ///< how the decoder layers are split over the pipeline's chunks
   unsigned recompute_modules = 0;      ///< RecomputeModule bits (with Recompute::none or selective)
   EpDispatch ep_dispatch = EpDispatch::all_to_all;
