@@ -222,6 +222,13 @@ class ServingLayerPricer {
                                      detail::kStridedElementwiseElementsPerSmCycle, d),
             keep, host);
   }
+  // PyTorch's F.silu(x[..., :w]) * x[..., w:] over `rows` rows of a gate|up output `width` wide: the SiLU (read,
+  // write) and the gate product (read two, write one), both on strided halves, so both issue-bound (strided).
+  void eager_swiglu(const std::string& pre, double rows, double width) {
+    const double el = rows * width;
+    strided(pre + "SiLU", el * e * 2.0, 4.0 * el, el, HostCall::unary);
+    strided(pre + "gate product", el * e * 3.0, el, el);
+  }
   // Residual add + norm: one fused kernel (reads x and the residual, writes both), or an add and a norm apart.
   void add_norm(const char* name) {
     if (!eager) {
@@ -306,9 +313,9 @@ class ServingLayerPricer {
     if (attn.is_mla()) {
       // MLA's projections as their GEMMs (graph/mla_projections.hpp): q_a and kv_a (the down projections) whole on
       // every TP rank, one fused GEMM (vLLM's and SGLang's fused_qkv_a_proj [vLLM-dsv2]), q_b and kv_b split over TP
-      // by their outputs. kv_b is
-      // priced as one GEMM over the latent in prefill and decode alike: the absorbed decode's two per-head bmm
-      // (q_nope·W_UK, the latent output·W_UV) multiply the same weights, r_kv·n_q·(d_nope + d_v).
+      // by their outputs. kv_b is priced as one GEMM over the latent in prefill and decode alike: the absorbed
+      // decode's two per-head bmm (q_nope·W_UK, the latent output·W_UV) multiply the same weights,
+      // r_kv·n_q·(d_nope + d_v).
       for (const MlaProjection& p : mla_projections(attn, h, true))
         gemm(p.name, Ti, p.in, p.replicated ? p.out : std::max<std::int64_t>(1, p.out / t));
     } else {
@@ -433,9 +440,7 @@ class ServingLayerPricer {
         const double act_rows =
             fixed_slots ? std::max(routed, moe_dispatch_rows(Tm, double(a.moe->experts_per_token), int(ep), true)) : routed;
         // Both run on strided halves of the GEMM's output: TensorIterator's non-vectorised kernel, issue-bound.
-        strided("expert SiLU", act_rows * double(ie) * e * 2.0, 4.0 * act_rows * double(ie), act_rows * double(ie),
-                HostCall::unary);
-        strided("expert gate product", act_rows * double(ie) * e * 3.0, act_rows * double(ie), act_rows * double(ie));
+        eager_swiglu("expert ", act_rows, double(ie));
       } else {
         unary("expert activation", routed * double(ie) * e * (gated ? 3.0 : 2.0), 4.0 * routed * double(ie));
       }
@@ -542,8 +547,7 @@ class ServingLayerPricer {
         if (eager && gated) {
           // F.silu(x[..., :w]) * x[..., w:] on the fused gate|up output's strided halves: the non-vectorised kernel
           // the experts run (price_experts), issue-bound.
-          strided(pre + "SiLU", T * double(width) * e * 2.0, 4.0 * T * double(width), T * double(width), HostCall::unary);
-          strided(pre + "gate product", T * double(width) * e * 3.0, T * double(width), T * double(width));
+          eager_swiglu(pre, T, double(width));
         } else {
           unary(pre + (gated ? "SwiGLU" : "GELU"), T * double(width) * e * (gated ? 3.0 : 2.0), 4.0 * T * double(width));
         }
