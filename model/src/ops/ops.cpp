@@ -188,8 +188,7 @@ bool swapped_tiles(const EfficiencyProfile& eff, double tile_m, hw::Precision p)
 /// Llama-3-8B batch steps at 153 and 250, where the measured one rises), each 8·⌈M/(8·rows)⌉ high (steps of 8,
 /// wgmma's n granularity).
 double swapped_tile_height(double m, double tile_n) {
-  const double rows = std::max(2.0, std::ceil(m / tile_n));
-  return std::min(tile_n, 8.0 * std::ceil(m / (8.0 * rows)));
+  return tile_rows(m, tile_n, std::max(2.0, std::ceil(m / tile_n)));
 }
 
 /// Whole tiles in waves, split-K over idle SMs when there are fewer tiles than SMs (in slices of at least 256).
