@@ -64,7 +64,7 @@ inline constexpr double kStridedElementwiseElementsPerSmCycle = 1.3;
 /// its data: the streaming rate alone.
 OpCost issue_bound_cost(const std::string& name, units::Bytes bytes, units::Flops flops, double elements,
                         double per_sm_cycle, const Device& d);
-/// index_put of whole rows of `bytes` read + written (bf16 or any 16-bit type: 4 B an element).
+/// index_put of whole rows: `bytes` read + written, each element of `element_bytes` read once and written once.
 OpCost index_put_cost(const std::string& name, units::Bytes bytes, double element_bytes, const Device& d);
 
 /// Kernels Transformer Engine runs for one quantisation pass (amax, scale, cast, ...) of a GroupedLinear operand over
